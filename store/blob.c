@@ -1,0 +1,252 @@
+/*
+ * blob.c — file contents stored once, named by their XXH3-128 hash, under
+ * STORE/blobs/XX/NAME.
+ *
+ * A writer streams into an anonymous O_TMPFILE in the blobs directory while
+ * computing XXH3-128 and sha256, then links it under its name. A name, once
+ * linked, never changes content until a sweep (under the exclusive store
+ * lock) removes it: linkat() refuses to replace. A dedup hit must prove the
+ * content equal: same size and same sha256, taken from the committed row
+ * or, for a file with no row yet, by reading it. A different content with
+ * the same XXH3 key (a collision) gets the name KEY-1, KEY-2, ...
+ *
+ * Durability: blobs are not fsynced one by one; the importer calls
+ * syncfs() once before it commits the rows that reference them. A crash
+ * before that leaves only files with no row, which sweeps discard.
+ */
+#include "internal.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+struct blob_writer {
+  cairn_store *st;
+  int fd;
+  XXH3_state_t *xxh;
+  EVP_MD_CTX *sha;
+  uint64_t size;
+};
+
+void blob_name_path(const char *name, char *rel, size_t len) {
+  snprintf(rel, len, "%.2s/%s", name, name);
+}
+
+int blob_writer_new(cairn_store *st, blob_writer **out) {
+  blob_writer *w = calloc(1, sizeof(*w));
+  if (!w) return -ENOMEM;
+  w->st = st;
+  w->fd = openat(st->blobs_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0444);
+  if (w->fd < 0) {
+    int e = errno;
+    free(w);
+    return store_fail(st, -e, "%s/blobs: temporary file: %s", st->dir, strerror(e));
+  }
+  w->xxh = XXH3_createState();
+  w->sha = EVP_MD_CTX_new();
+  if (!w->xxh || !w->sha || XXH3_128bits_reset(w->xxh) != XXH_OK ||
+      EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL) != 1) {
+    blob_writer_free(w);
+    return -ENOMEM;
+  }
+  *out = w;
+  return 0;
+}
+
+void blob_writer_free(blob_writer *w) {
+  if (!w) return;
+  if (w->fd >= 0) close(w->fd);
+  XXH3_freeState(w->xxh);
+  EVP_MD_CTX_free(w->sha);
+  free(w);
+}
+
+int blob_writer_write(blob_writer *w, const void *buf, size_t len) {
+  XXH3_128bits_update(w->xxh, buf, len);
+  EVP_DigestUpdate(w->sha, buf, len);
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t n = write(w->fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return store_fail(w->st, -errno, "writing blob: %s", strerror(errno));
+    }
+    p += n;
+    len -= (size_t)n;
+    w->size += (uint64_t)n;
+  }
+  return 0;
+}
+
+/* sha256 of a stored file; -errno if unreadable. */
+static int file_sha256(int fd, char out[65], uint64_t *size) {
+  EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+  if (!ctx) return -ENOMEM;
+  EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+  char buf[1 << 16];
+  ssize_t n;
+  *size = 0;
+  while ((n = read(fd, buf, sizeof(buf))) != 0) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      EVP_MD_CTX_free(ctx);
+      return -errno;
+    }
+    EVP_DigestUpdate(ctx, buf, (size_t)n);
+    *size += (uint64_t)n;
+  }
+  unsigned char d[32];
+  EVP_DigestFinal_ex(ctx, d, NULL);
+  EVP_MD_CTX_free(ctx);
+  sha256_hex(d, out);
+  return 0;
+}
+
+/* 1 if the committed row or the file at name holds exactly this content,
+ * 0 if the name is free (the file was linked), 2 if the name holds other
+ * content, negative on error. */
+static int blob_place(blob_writer *w, const char *name, const char *sha) {
+  cairn_store *st = w->st;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q, "SELECT size, sha256 FROM blobs WHERE name = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+  if (sqlite3_step(q) == SQLITE_ROW)
+    return (uint64_t)sqlite3_column_int64(q, 0) == w->size &&
+                   strcmp((const char *)sqlite3_column_text(q, 1), sha) == 0
+               ? 1
+               : 2;
+  char rel[128], sub[3] = {name[0], name[1], 0}, proc[64];
+  blob_name_path(name, rel, sizeof(rel));
+  if (mkdirat(st->blobs_fd, sub, 0700) < 0 && errno != EEXIST)
+    return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub, strerror(errno));
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
+  if (linkat(AT_FDCWD, proc, st->blobs_fd, rel, AT_SYMLINK_FOLLOW) == 0) return 0;
+  if (errno != EEXIST)
+    return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
+  /* A file with no row: another import's, not yet committed, or one left
+   * by a crash. Its bytes decide. */
+  _cleanup_close_ int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
+  char other[65];
+  uint64_t size;
+  if ((r = file_sha256(fd, other, &size)) < 0)
+    return store_fail(st, r, "%s/blobs/%s: %s", st->dir, rel, strerror(-r));
+  return size == w->size && strcmp(other, sha) == 0 ? 1 : 2;
+}
+
+int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
+                       char sha256_hex_out[65]) {
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->xxh));
+  char key[33];
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; i++) {
+    key[2 * i] = hex[c.digest[i] >> 4];
+    key[2 * i + 1] = hex[c.digest[i] & 15];
+  }
+  key[32] = '\0';
+  unsigned char d[32];
+  EVP_DigestFinal_ex(w->sha, d, NULL);
+  sha256_hex(d, sha256_hex_out);
+  *size_out = w->size;
+  for (unsigned suffix = 0; suffix < 1000; suffix++) {
+    if (suffix == 0)
+      snprintf(name_out, 48, "%s", key);
+    else
+      snprintf(name_out, 48, "%s-%u", key, suffix);
+    int r = blob_place(w, name_out, sha256_hex_out);
+    if (r < 0) return r;
+    if (r != 2) return 0;
+  }
+  return store_fail(w->st, -EIO, "blob %s: too many key collisions", key);
+}
+
+int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
+  char rel[128];
+  blob_name_path(blob, rel, sizeof(rel));
+  int n = snprintf(path, len, "%s/blobs/%s", st->dir, rel);
+  return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int cairn_blob_open(cairn_store *st, const char *blob) {
+  char rel[128];
+  blob_name_path(blob, rel, sizeof(rel));
+  int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  return fd < 0 ? -errno : fd;
+}
+
+/* Within the caller's transaction: deletes (or, dry, counts) the rows of
+ * blobs no entry references; their names are appended to names. */
+int blob_rows_unreferenced(cairn_store *st, bool dry_run, json_t *names, cairn_report *r) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL, *d = NULL;
+  int rc;
+  if ((rc = db_prepare(st, &q, "SELECT name, size FROM blobs WHERE NOT EXISTS"
+                               " (SELECT 1 FROM entries WHERE entries.blob = blobs.name)")) < 0 ||
+      (rc = db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) < 0)
+    return rc;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    json_array_append_new(names, json_string((const char *)sqlite3_column_text(q, 0)));
+    r->blobs++;
+    r->bytes += (uint64_t)sqlite3_column_int64(q, 1);
+  }
+  if (dry_run) return 0;
+  size_t i;
+  json_t *n;
+  json_array_foreach(names, i, n) {
+    sqlite3_bind_text(d, 1, json_string_value(n), -1, SQLITE_STATIC);
+    if (sqlite3_step(d) != SQLITE_DONE) return store_fail_db(st, "blob delete");
+    sqlite3_reset(d);
+  }
+  return 0;
+}
+
+/* After the commit that deleted their rows: the files go. */
+int blob_files_remove(cairn_store *st, json_t *names) {
+  size_t i;
+  json_t *n;
+  json_array_foreach(names, i, n) {
+    char rel[128];
+    blob_name_path(json_string_value(n), rel, sizeof(rel));
+    if (unlinkat(st->blobs_fd, rel, 0) < 0 && errno != ENOENT)
+      return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
+  }
+  return 0;
+}
+
+/* Files with no row: blobs of imports that crashed before they committed.
+ * Needs the store lock exclusive (no import running). */
+int blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int rc = db_prepare(st, &q, "SELECT 1 FROM blobs WHERE name = ?");
+  if (rc < 0) return rc;
+  for (int hi = 0; hi < 256; hi++) {
+    char sub[3];
+    snprintf(sub, sizeof(sub), "%02x", hi);
+    int dfd = openat(st->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) continue;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+      close(dfd);
+      continue;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+      if (de->d_name[0] == '.') continue;
+      sqlite3_bind_text(q, 1, de->d_name, -1, SQLITE_STATIC);
+      bool known = sqlite3_step(q) == SQLITE_ROW;
+      sqlite3_reset(q);
+      if (known) continue;
+      struct stat sb;
+      if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0) r->bytes += (uint64_t)sb.st_size;
+      if (!dry_run) unlinkat(dfd, de->d_name, 0);
+      r->blobs++;
+    }
+    closedir(d);
+  }
+  return 0;
+}

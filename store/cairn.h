@@ -1,0 +1,339 @@
+/*
+ * cairn.h — the one public header of libcairn, the cairn layer store.
+ *
+ * Everything about the store lives behind this header: opening it, layers
+ * and their file trees, content-addressed blobs, images and names, pins,
+ * mount records, rm / gc / fsck. Front ends (tools/, fs/) only call these.
+ *
+ * Conventions
+ * - Functions return 0 (or a count) on success and a negative errno on
+ *   failure. The meaning a front end maps to exit codes:
+ *     -ENOENT   not found                       (exit 3)
+ *     -EBUSY    pinned or busy                   (exit 4)
+ *     -EBADMSG  integrity: digest mismatch, corrupt/truncated/unsafe input
+ *                                                (exit 5)
+ *     -EINVAL   bad argument (bad reference, ambiguous prefix)  (exit 2)
+ *     anything else                              (exit 1)
+ *   A sentence for a person about the last failure (the WHY) is kept per
+ *   store handle: cairn_errmsg(). It never ends in a newline.
+ * - Ids are lowercase sha256 hex strings (64 chars, no "sha256:" prefix):
+ *   a layer is named by its OCI diff_id, an image by the sha256 of its
+ *   config.
+ * - A store handle is not thread-safe; use one handle per thread.
+ *   Several processes may use one store at once.
+ */
+#ifndef CAIRN_H
+#define CAIRN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAIRN_ID_LEN 64
+typedef char cairn_id[CAIRN_ID_LEN + 1];
+
+typedef struct cairn_store cairn_store;
+
+/* ---- the store --------------------------------------------------------- */
+
+/* Writes the store directory the contract picks when none is given:
+ * $CAIRN_STORE, else /var/lib/cairn for root, else
+ * ${XDG_DATA_HOME:-$HOME/.local/share}/cairn. */
+int cairn_store_default_dir(char *buf, size_t len);
+
+/* Opens (creating on first use, mode 0700) the store at dir, or at the
+ * default when dir is NULL. On failure *out is still set to a handle that
+ * only carries the error message (cairn_errmsg), or NULL on ENOMEM;
+ * close it either way. */
+int cairn_store_open(const char *dir, cairn_store **out);
+void cairn_store_close(cairn_store *st);
+const char *cairn_store_dir(const cairn_store *st);
+const char *cairn_errmsg(const cairn_store *st);
+
+/* Maps a negative errno returned by libcairn to the contract's exit code. */
+int cairn_exit_code(int err);
+
+/* ---- references -------------------------------------------------------- */
+
+/* Normalizes a NAME[:TAG] (tag defaults to "latest"); -EINVAL if invalid. */
+int cairn_name_normalize(const char *name, char *out, size_t len);
+
+/* Resolves a name, full id or unambiguous id prefix (>= 12 hex digits,
+ * optional "sha256:") to an image id. */
+int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id);
+
+/* ---- pins -------------------------------------------------------------- */
+
+enum cairn_pin_kind { CAIRN_PIN_IMAGE = 0, CAIRN_PIN_LAYER = 1 };
+
+/* A set of shared pins held by this process. Released (and annotations
+ * dropped) by cairn_pinset_release, or by the kernel when the process
+ * dies. The pin fds are inherited by children unless cloexec is asked. */
+typedef struct cairn_pinset cairn_pinset;
+
+cairn_pinset *cairn_pinset_new(const char *purpose, bool cloexec);
+void cairn_pinset_release(cairn_store *st, cairn_pinset *ps);
+
+/* Takes a shared pin on one target (blocking while a deleter holds the
+ * exclusive lock, which is brief). Idempotent within a set. The target
+ * need not exist yet (a pull pins a layer before it checks for it). */
+int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind,
+                   const char *id);
+
+/* Pins an image and every one of its layers. */
+int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id);
+
+/* True if any process holds a pin on the target. */
+bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id);
+
+/* Waits until the image (and its live mounts) has no pins; timeout_ms < 0
+ * waits for ever. -ETIMEDOUT when time runs out. */
+int cairn_pin_wait_free(cairn_store *st, const char *image_id, int timeout_ms);
+
+/* Every pin annotation, and every kernel lock on a pin file that has none:
+ * an array of {target, kind, pid, command, purpose, since, stale}.
+ * filter_id (image or layer id, or NULL) narrows it. Stale annotations are
+ * reported and then deleted. */
+json_t *cairn_pins_json(cairn_store *st, const char *filter_id);
+
+/* A one-line description of who holds pins on the target, such as
+ * "pid 42 (sleep) hold; pid 51 (cairnfs) mount /mnt/x". */
+char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *id);
+
+/* ---- layers, entries, blobs ------------------------------------------ */
+
+enum cairn_entry_type {
+  CAIRN_REG = 0,
+  CAIRN_DIR = 1,
+  CAIRN_SYMLINK = 2,
+  CAIRN_HARDLINK = 3, /* target: path of the first name in the same layer */
+  CAIRN_CHR = 4,
+  CAIRN_BLK = 5,
+  CAIRN_FIFO = 6,
+  CAIRN_SOCK = 7,
+  CAIRN_WHITEOUT = 8, /* path is "dir/.wh.NAME" as in the tar */
+  CAIRN_OPAQUE = 9,   /* path is "dir/.wh..wh..opq" as in the tar */
+};
+
+typedef struct cairn_xattr {
+  const char *name;
+  const void *value;
+  size_t len;
+} cairn_xattr;
+
+/* One entry of a layer, as the tar gave it. path is relative with no
+ * leading "./" or "/", no "." / ".." components, no trailing slash; the
+ * layer root itself is "". Strings are valid only during the callback. */
+typedef struct cairn_entry {
+  const char *path;
+  enum cairn_entry_type type;
+  uint32_t mode; /* permission bits incl. setuid/setgid/sticky (07777) */
+  uint32_t uid, gid;
+  uint64_t size; /* regular files */
+  int64_t mtime_sec;
+  uint32_t mtime_nsec;
+  uint64_t rdev;      /* devices */
+  const char *target; /* symlink target, or hardlink's first name */
+  const char *blob;   /* regular files with size > 0: blob name */
+  const cairn_xattr *xattrs;
+  size_t n_xattrs;
+} cairn_entry;
+
+typedef int (*cairn_entry_fn)(const cairn_entry *e, void *arg);
+
+/* Calls fn for every entry of the layer in path order; a non-zero return
+ * of fn stops the walk and is returned. */
+int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn,
+                        void *arg);
+
+/* Reads the ordered layer ids (bottom first) of an image. */
+int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n);
+void cairn_strv_free(char **v, size_t n);
+
+/* 1 if stored, 0 if not, negative on error. */
+int cairn_layer_exists(cairn_store *st, const char *diff_id);
+
+/* Opens a blob read-only (O_RDONLY|O_CLOEXEC); returns an fd or -errno. */
+int cairn_blob_open(cairn_store *st, const char *blob);
+
+/* Fills path with the blob's file name (for splice-free fd passing). */
+int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
+
+/* ---- import ------------------------------------------------------------ */
+
+/* Reads one layer tar (plain, gzip or zstd, detected) from fd and stores
+ * it once: blobs first, then the layer's metadata in one transaction.
+ * The layer is pinned in ps (before it is looked up) and stays pinned.
+ * If expected_diff_id is given, a stream whose sha256 differs is -EBADMSG
+ * and nothing is committed. diff_id_out receives the diff_id. */
+int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id,
+                       cairn_pinset *ps, cairn_id diff_id_out);
+
+/* Builds the deterministic OCI config cairn import uses for these layers
+ * (linux/amd64, rootfs.diff_ids). Caller frees. */
+char *cairn_config_for_layers(const char *const *diff_ids, size_t n);
+
+/* Commits an image: config JSON (whose rootfs.diff_ids must list exactly
+ * these layers, or -EBADMSG), every layer already stored (callers keep them
+ * pinned), and optionally a name that is (re)pointed at it. */
+int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
+                       const char *const *diff_ids, size_t n, const char *name,
+                       cairn_id image_id_out);
+
+/* import NAME LAYER...: ingest each file (bottom first) then commit. */
+int cairn_import_files(cairn_store *st, const char *name, const char *const *paths,
+                       size_t n, cairn_id image_id_out);
+
+/* ---- listing ------------------------------------------------------------ */
+
+/* Arrays of objects with the contract's keys. NULL on error. */
+json_t *cairn_images_json(cairn_store *st);
+json_t *cairn_layers_json(cairn_store *st);
+/* {id, names, config, layers:[{id,size}], size, pins:[...]} or NULL. */
+json_t *cairn_inspect_json(cairn_store *st, const char *image_id);
+
+/* ---- removal and maintenance ------------------------------------------ */
+
+/* Removes a name, or an image by id (ref as the user typed it). -EBUSY
+ * naming the holders (cairn_errmsg) if the image is pinned or mounted. */
+int cairn_rm(cairn_store *st, const char *ref);
+
+/* Report of gc / fsck: lines for a person, counts for tests. */
+typedef struct cairn_report {
+  json_t *lines; /* array of strings */
+  uint64_t layers, blobs, pins, bytes, problems;
+} cairn_report;
+void cairn_report_free(cairn_report *r);
+
+/* Removes unreferenced, unpinned layers, blobs, pin files and stale
+ * annotations/mount records; dry_run only reports. */
+int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r);
+
+/* Verifies blobs and metadata. Incomplete work (orphan blobs of a crashed
+ * import, stale records) is discarded first. Problems are counted in
+ * r->problems and the call returns -EBADMSG; repair removes what is broken
+ * (layers whose blobs are gone or corrupt, images using them). */
+int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
+
+/* ---- mounts ------------------------------------------------------------- */
+
+/* Records that pid serves image at dir (absolute path). */
+int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id,
+                       pid_t pid, bool rw);
+int cairn_mount_forget(cairn_store *st, const char *dir);
+/* Array of {dir, image, pid, state: live|stale, rw}. */
+json_t *cairn_mounts_json(cairn_store *st);
+
+/* What dir (absolute) is as a mount point now (store/mount.c). LIVE asks
+ * the file system (statfs), so it waits for a live daemon's answer. */
+enum cairn_mountpoint_state {
+  CAIRN_MP_NONE = 0,  /* not a mount point */
+  CAIRN_MP_LIVE = 1,  /* a cairnfs mount that answers */
+  CAIRN_MP_STALE = 2, /* a cairnfs mount whose daemon is gone (ENOTCONN) */
+  CAIRN_MP_OTHER = 3, /* something else is mounted there */
+};
+int cairn_mountpoint_state(const char *dir);
+
+/* ---- pull (issue 4) ---------------------------------------------------- */
+
+/* The wait before retry number attempt (0 = the first retry): exponential
+ * from base_ms, doubling per attempt up to cap_ms, with "equal jitter" (the
+ * upper half of the current step is random, taken from rnd). Correct for
+ * every attempt number, UINT_MAX included: no shift or multiply can wrap,
+ * and the result is always in [base_ms, cap_ms] (base_ms > cap_ms is read
+ * as base_ms == cap_ms). */
+uint64_t cairn_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms,
+                          uint64_t rnd);
+
+enum cairn_pull_state {
+  CAIRN_PULL_WAITING = 0, /* pinned, not started */
+  CAIRN_PULL_FETCHING,    /* bytes are arriving */
+  CAIRN_PULL_STORING,     /* verified blob is being ingested */
+  CAIRN_PULL_REUSED,      /* was already in the store */
+  CAIRN_PULL_DONE,        /* fetched, verified and stored */
+};
+
+/* One layer as a progress callback sees it. */
+typedef struct cairn_pull_layer {
+  const char *digest;  /* the blob's "sha256:..." */
+  const char *diff_id; /* the layer id (hex) */
+  uint64_t size;       /* the blob's size from its descriptor */
+  uint64_t fetched;    /* bytes received so far (of this attempt) */
+  enum cairn_pull_state state;
+} cairn_pull_layer;
+
+typedef struct cairn_pull_opts {
+  const char *platform; /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
+  const char *creds;    /* "USER:PASS"; NULL reads auth.json files */
+  bool insecure;        /* docker://: plain HTTP (and no TLS checks) */
+  unsigned jobs;        /* layers fetched at once; 0 is 3 */
+  unsigned attempts;    /* tries per request; 0 is 6 */
+  uint64_t backoff_base_ms, backoff_cap_ms; /* 0 is 200 / 10000 */
+  /* Called on the calling thread a few times a second while layers move
+   * and on every change of state; the array is valid during the call. */
+  void (*progress)(const cairn_pull_layer *layers, size_t n, void *arg);
+  /* One line per retried attempt (no newline); calls are serialized but
+   * may come from any thread. */
+  void (*log)(const char *line, void *arg);
+  void *arg;
+} cairn_pull_opts;
+
+/* Pulls SOURCE ("oci:DIR[:REF]", "docker-archive:FILE",
+ * "docker://HOST[:PORT]/REPO[:TAG|@sha256:HEX]") into the store and
+ * commits it, named name (or a default name from the source when NULL:
+ * HOST[:PORT]/REPO:TAG, the archive's first RepoTag, the OCI REF when it is
+ * a valid name). Every layer is pinned before it is looked up and stays
+ * pinned until the image is committed. Nothing is committed when any blob
+ * fails its digest or size (-EBADMSG). -ENOENT when the source, manifest,
+ * platform or a blob is not there, -EACCES when auth is refused. On failure
+ * errbuf holds a one-line reason. */
+int cairn_pull(cairn_store *st, const char *source, const char *name,
+               const cairn_pull_opts *opts, cairn_id image_id_out,
+               char *errbuf, size_t errlen);
+
+/* ---- merged tree (store/merge.c; owner: cairnfs) -------------------------
+ * An image's root filesystem with its layers merged by the OCI rules, built
+ * once in memory and then read-only (safe to read from many threads).
+ * Inode numbers run 1..cairn_tree_count(), root = 1, stable for an image. */
+
+typedef struct cairn_dirent {
+  const char *name;
+  uint64_t ino;
+} cairn_dirent;
+
+typedef struct cairn_node {
+  uint32_t mode; /* file type bits (S_IFMT) | 07777 */
+  uint32_t uid, gid, nlink;
+  uint64_t size; /* regular files; symlinks: length of target */
+  uint64_t rdev;
+  int64_t mtime_sec;
+  uint32_t mtime_nsec;
+  uint64_t parent;      /* directories: parent's ino (root: 1) */
+  const char *target;   /* symlinks */
+  const char *blob;     /* regular files with size > 0 */
+  const cairn_xattr *xattrs;
+  size_t n_xattrs;
+  const cairn_dirent *children; /* directories: sorted by name (strcmp) */
+  size_t n_children;
+} cairn_node;
+
+typedef struct cairn_tree cairn_tree;
+
+int cairn_tree_build(cairn_store *st, const char *image_id, cairn_tree **out);
+void cairn_tree_free(cairn_tree *t);
+size_t cairn_tree_count(const cairn_tree *t);
+/* NULL if ino is out of range. */
+const cairn_node *cairn_tree_node(const cairn_tree *t, uint64_t ino);
+/* The entry named name in directory dir, or NULL. */
+const cairn_dirent *cairn_tree_lookup(const cairn_node *dir, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,297 @@
+/*
+ * image.c — images: names and their normalization, resolving what a person
+ * typed to an image id, committing an image from stored layers, reading an
+ * image's layers and a layer's entries back.
+ *
+ * An image id is the sha256 of its config bytes, so the same config always
+ * names the same image; the config must list exactly the image's layers as
+ * rootfs.diff_ids.
+ */
+#include "internal.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <string.h>
+
+static bool name_component_ok(const char *p, size_t n, bool domain) {
+  if (n == 0) return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)p[i];
+    bool ok = islower(c) || isdigit(c) || c == '.' || c == '_' || c == '-' ||
+              (domain && (isupper(c) || c == ':'));
+    if (!ok) return false;
+  }
+  return isalnum((unsigned char)p[0]) && isalnum((unsigned char)p[n - 1]);
+}
+
+int cairn_name_normalize(const char *name, char *out, size_t len) {
+  if (!name || !*name || strchr(name, '@')) return -EINVAL;
+  const char *last_slash = strrchr(name, '/');
+  const char *colon = strrchr(last_slash ? last_slash : name, ':');
+  size_t repo_len = colon ? (size_t)(colon - name) : strlen(name);
+  const char *tag = colon ? colon + 1 : "latest";
+  size_t tag_len = strlen(tag);
+  if (tag_len == 0 || tag_len > 128 || !(isalnum((unsigned char)tag[0]) || tag[0] == '_'))
+    return -EINVAL;
+  for (size_t i = 0; i < tag_len; i++)
+    if (!(isalnum((unsigned char)tag[i]) || tag[i] == '_' || tag[i] == '.' || tag[i] == '-'))
+      return -EINVAL;
+  /* components: the first may be a registry host[:port] when more follow */
+  const char *p = name, *end = name + repo_len;
+  bool first = true;
+  while (p < end) {
+    const char *slash = memchr(p, '/', (size_t)(end - p));
+    const char *cend = slash ? slash : end;
+    if (!name_component_ok(p, (size_t)(cend - p), first && slash != NULL)) return -EINVAL;
+    first = false;
+    p = slash ? slash + 1 : end;
+    if (slash && p == end) return -EINVAL;
+  }
+  int n = snprintf(out, len, "%.*s:%s", (int)repo_len, name, tag);
+  return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
+  char name[512];
+  int r;
+  if (cairn_name_normalize(ref, name, sizeof(name)) == 0) {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    if ((r = db_prepare(st, &q, "SELECT image_id FROM names WHERE name = ?")) < 0) return r;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) {
+      snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
+      return 0;
+    }
+  }
+  const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
+  size_t n = strlen(hex);
+  if (n >= 12 && n <= CAIRN_ID_LEN && is_hex_id(hex, n)) {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    if ((r = db_prepare(st, &q, "SELECT id FROM images WHERE substr(id, 1, ?) = ? LIMIT 2")) < 0)
+      return r;
+    sqlite3_bind_int(q, 1, (int)n);
+    sqlite3_bind_text(q, 2, hex, -1, SQLITE_STATIC);
+    int found = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      if (found++ == 0) snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
+    }
+    if (found == 1) return 0;
+    if (found > 1) return store_fail(st, -EINVAL, "id prefix is ambiguous; give more digits");
+  }
+  return store_fail(st, -ENOENT, "no such image");
+}
+
+char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {
+  json_t *ids = json_array();
+  for (size_t i = 0; i < n; i++) json_array_append_new(ids, json_sprintf("sha256:%s", diff_ids[i]));
+  json_t *cfg = json_pack("{s:s, s:s, s:{}, s:{s:s, s:o}}", "architecture", "amd64", "os", "linux",
+                          "config", "rootfs", "type", "layers", "diff_ids", ids);
+  char *s = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  json_decref(cfg);
+  return s;
+}
+
+/* The config must be JSON whose rootfs.diff_ids are exactly the layers. */
+static int config_check(cairn_store *st, const char *config, size_t len,
+                        const char *const *diff_ids, size_t n) {
+  json_error_t err;
+  _cleanup_json_ json_t *cfg = json_loadb(config, len, 0, &err);
+  if (!cfg) return store_fail(st, -EBADMSG, "image config is not JSON: %s", err.text);
+  json_t *ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids");
+  if (!json_is_array(ids) || json_array_size(ids) != n)
+    return store_fail(st, -EBADMSG, "image config lists %zu layers, %zu given",
+                      json_array_size(ids), n);
+  for (size_t i = 0; i < n; i++) {
+    const char *s = json_string_value(json_array_get(ids, i));
+    if (!s || strncmp(s, "sha256:", 7) != 0 || strcmp(s + 7, diff_ids[i]) != 0)
+      return store_fail(st, -EBADMSG, "image config layer %zu is %s, not sha256:%s", i,
+                        s ? s : "?", diff_ids[i]);
+  }
+  return 0;
+}
+
+int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
+                       const char *const *diff_ids, size_t n, const char *name,
+                       cairn_id image_id_out) {
+  char norm[512];
+  int r;
+  if (name && cairn_name_normalize(name, norm, sizeof(norm)) < 0)
+    return store_fail(st, -EINVAL, "%s: not a valid image name", name);
+  if ((r = config_check(st, config, config_len, diff_ids, n)) < 0) return r;
+  unsigned char d[32];
+  EVP_Digest(config, config_len, d, NULL, EVP_sha256(), NULL);
+  sha256_hex(d, image_id_out);
+  if ((r = db_begin(st)) < 0) return r;
+  int64_t size = 0;
+  for (size_t i = 0; i < n; i++) {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    if ((r = db_prepare(st, &q, "SELECT size FROM layers WHERE id = ?")) < 0) goto fail;
+    sqlite3_bind_text(q, 1, diff_ids[i], -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_ROW) {
+      r = store_fail(st, -ENOENT, "layer sha256:%s is not stored", diff_ids[i]);
+      goto fail;
+    }
+    size += sqlite3_column_int64(q, 0);
+  }
+  {
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    if ((r = db_prepare(st, &s, "INSERT OR IGNORE INTO images(id, config, size, created)"
+                                " VALUES(?, ?, ?, ?)")) < 0)
+      goto fail;
+    sqlite3_bind_text(s, 1, image_id_out, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, config, (int)config_len, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, size);
+    sqlite3_bind_int64(s, 4, now_seconds());
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      r = store_fail_db(st, "image");
+      goto fail;
+    }
+    if (sqlite3_changes(st->db) > 0) {
+      _cleanup_stmt_ sqlite3_stmt *l = NULL;
+      if ((r = db_prepare(st, &l, "INSERT INTO image_layers(image_id, position, layer_id)"
+                                  " VALUES(?, ?, ?)")) < 0)
+        goto fail;
+      for (size_t i = 0; i < n; i++) {
+        sqlite3_bind_text(l, 1, image_id_out, -1, SQLITE_STATIC);
+        sqlite3_bind_int(l, 2, (int)i);
+        sqlite3_bind_text(l, 3, diff_ids[i], -1, SQLITE_STATIC);
+        if (sqlite3_step(l) != SQLITE_DONE) {
+          r = store_fail_db(st, "image layers");
+          goto fail;
+        }
+        sqlite3_reset(l);
+      }
+    }
+  }
+  if (name) {
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    if ((r = db_prepare(st, &s, "INSERT OR REPLACE INTO names(name, image_id) VALUES(?, ?)")) < 0)
+      goto fail;
+    sqlite3_bind_text(s, 1, norm, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, image_id_out, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      r = store_fail_db(st, "image name");
+      goto fail;
+    }
+  }
+  return db_commit(st);
+fail:
+  db_rollback(st);
+  return r;
+}
+
+int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
+                       cairn_id image_id_out) {
+  char norm[512];
+  if (cairn_name_normalize(name, norm, sizeof(norm)) < 0)
+    return store_fail(st, -EINVAL, "%s: not a valid image name", name);
+  _cleanup_free_ char *purpose = xasprintf("import %s", norm);
+  cairn_pinset *ps = cairn_pinset_new(purpose, true);
+  char **ids = calloc(n ? n : 1, sizeof(*ids));
+  if (!ps || !ids) {
+    cairn_pinset_release(st, ps);
+    free(ids);
+    return -ENOMEM;
+  }
+  int r = 0;
+  for (size_t i = 0; i < n && r == 0; i++) {
+    int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      r = store_fail(st, errno == ENOENT ? -ENOENT : -errno, "%s: %s", paths[i], strerror(errno));
+      break;
+    }
+    ids[i] = malloc(sizeof(cairn_id));
+    if (!ids[i]) r = -ENOMEM;
+    else if ((r = cairn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0) {
+      _cleanup_free_ char *why = strdup(st->err);
+      store_fail(st, r, "%s: %s", paths[i], why ? why : "");
+    }
+    close(fd);
+  }
+  if (r == 0) {
+    _cleanup_free_ char *config = cairn_config_for_layers((const char *const *)ids, n);
+    r = config ? cairn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
+                                    image_id_out)
+               : -ENOMEM;
+  }
+  cairn_pinset_release(st, ps);
+  cairn_strv_free(ids, n);
+  return r;
+}
+
+int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
+  *ids = NULL;
+  *n = 0;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q, "SELECT (SELECT count(*) FROM images WHERE id = ?1), layer_id"
+                             " FROM (SELECT 1) LEFT JOIN image_layers ON image_id = ?1"
+                             " ORDER BY position");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
+  size_t cap = 0;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    if (sqlite3_column_int(q, 0) == 0) return store_fail(st, -ENOENT, "no such image");
+    if (sqlite3_column_type(q, 1) == SQLITE_NULL) continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 8;
+      char **v = realloc(*ids, cap * sizeof(*v));
+      if (!v) {
+        cairn_strv_free(*ids, *n);
+        *ids = NULL;
+        *n = 0;
+        return -ENOMEM;
+      }
+      *ids = v;
+    }
+    (*ids)[(*n)++] = strdup((const char *)sqlite3_column_text(q, 1));
+  }
+  return 0;
+}
+
+/* Decodes the xattrs column (see import.c) into at most max entries. */
+static size_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr *out, size_t max) {
+  size_t n = 0, off = 0;
+  while (off < len && n < max) {
+    const char *name = (const char *)p + off;
+    size_t nl = strnlen(name, len - off);
+    if (off + nl + 1 + 4 > len) break;
+    off += nl + 1;
+    size_t vl = p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 | (size_t)p[off + 3] << 24;
+    off += 4;
+    if (off + vl > len) break;
+    out[n++] = (cairn_xattr){name, p + off, vl};
+    off += vl;
+  }
+  return n;
+}
+
+int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q, "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
+                             " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  cairn_xattr xattrs[64];
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    cairn_entry e = {
+        .path = (const char *)sqlite3_column_text(q, 0),
+        .type = (enum cairn_entry_type)sqlite3_column_int(q, 1),
+        .mode = (uint32_t)sqlite3_column_int(q, 2),
+        .uid = (uint32_t)sqlite3_column_int64(q, 3),
+        .gid = (uint32_t)sqlite3_column_int64(q, 4),
+        .size = (uint64_t)sqlite3_column_int64(q, 5),
+        .mtime_sec = sqlite3_column_int64(q, 6),
+        .mtime_nsec = (uint32_t)sqlite3_column_int64(q, 7),
+        .rdev = (uint64_t)sqlite3_column_int64(q, 8),
+        .target = (const char *)sqlite3_column_text(q, 9),
+        .blob = (const char *)sqlite3_column_text(q, 10),
+    };
+    const void *xb = sqlite3_column_blob(q, 11);
+    e.n_xattrs = xb ? xattrs_decode(xb, (size_t)sqlite3_column_bytes(q, 11), xattrs, 64) : 0;
+    e.xattrs = xattrs;
+    int stop = fn(&e, arg);
+    if (stop) return stop;
+  }
+  return r == SQLITE_DONE ? 0 : store_fail_db(st, "layer entries");
+}

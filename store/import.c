@@ -1,0 +1,425 @@
+/*
+ * import.c — a layer tar (plain, gzip or zstd) into the store, and images
+ * from layers.
+ *
+ * One pass over the input: libarchive's raw reader decompresses, every
+ * uncompressed byte goes through sha256 (the diff_id) on its way to a
+ * second libarchive reader that parses the tar. Entries are checked and
+ * staged in a TEMP table; file contents go to blobs as they stream.
+ *
+ * A layer tar is data, never a path on the host: names are made relative
+ * ("/x" and "./x" become "x"), a ".." component, a name below a symlink of
+ * the same layer and a hardlink to a name the layer has not defined are
+ * refused with -EBADMSG. Nothing is extracted anywhere: entries become rows.
+ *
+ * Commit order keeps the invariant "committed metadata never points at a
+ * missing blob": blobs are written, syncfs() makes them durable, then one
+ * transaction inserts the blob rows, the layer and its entries. The store
+ * lock is held shared throughout so that no sweep removes a blob that is
+ * written but not yet referenced.
+ */
+#include "internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#define READ_CHUNK (256 * 1024)
+
+/* The decompressed stream, hashed as the tar reader pulls it. */
+struct layer_stream {
+  struct archive *raw;
+  EVP_MD_CTX *sha;
+  uint64_t size;
+  char buf[READ_CHUNK];
+};
+
+static la_ssize_t layer_stream_read(struct archive *tar, void *arg, const void **out) {
+  struct layer_stream *ls = arg;
+  la_ssize_t n = archive_read_data(ls->raw, ls->buf, sizeof(ls->buf));
+  if (n < 0) {
+    if (tar)
+      archive_set_error(tar, EILSEQ, "%s", archive_error_string(ls->raw));
+    return -1;
+  }
+  EVP_DigestUpdate(ls->sha, ls->buf, (size_t)n);
+  ls->size += (uint64_t)n;
+  *out = ls->buf;
+  return n;
+}
+
+/* Hashes whatever follows the tar's end marker (padding is part of it). */
+static int layer_stream_drain(struct layer_stream *ls) {
+  const void *p;
+  la_ssize_t n;
+  while ((n = layer_stream_read(NULL, ls, &p)) > 0) {
+  }
+  return n < 0 ? -1 : 0;
+}
+
+struct ingest {
+  cairn_store *st;
+  struct archive *tar;
+  sqlite3_stmt *stage_entry, *stage_blob, *lookup_type;
+  uint64_t entries;
+};
+
+static const char *const stage_schema =
+    "PRAGMA temp_store=MEMORY;"
+    "CREATE TEMP TABLE IF NOT EXISTS stage(path TEXT PRIMARY KEY, type INTEGER, mode INTEGER,"
+    " uid INTEGER, gid INTEGER, size INTEGER, mtime INTEGER, mtime_nsec INTEGER, rdev INTEGER,"
+    " target TEXT, blob TEXT, xattrs BLOB);"
+    "CREATE TEMP TABLE IF NOT EXISTS stage_blobs(name TEXT PRIMARY KEY, size INTEGER,"
+    " sha256 TEXT);"
+    "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs;";
+
+/* Makes a tar name relative and canonical; -EBADMSG if it has "..". */
+static int path_normalize(const char *in, char *out, size_t len) {
+  size_t o = 0;
+  const char *p = in;
+  while (*p) {
+    while (*p == '/') p++;
+    const char *end = strchrnul(p, '/');
+    size_t n = (size_t)(end - p);
+    if (n == 0 || (n == 1 && p[0] == '.')) {
+      p = end;
+      continue;
+    }
+    if (n == 2 && p[0] == '.' && p[1] == '.') return -EBADMSG;
+    if (o + n + 2 > len) return -ENAMETOOLONG;
+    if (o) out[o++] = '/';
+    memcpy(out + o, p, n);
+    o += n;
+    p = end;
+  }
+  out[o] = '\0';
+  return 0;
+}
+
+static int stage_type(struct ingest *in, const char *path) {
+  sqlite3_bind_text(in->lookup_type, 1, path, -1, SQLITE_STATIC);
+  int type = sqlite3_step(in->lookup_type) == SQLITE_ROW ? sqlite3_column_int(in->lookup_type, 0)
+                                                         : -1;
+  sqlite3_reset(in->lookup_type);
+  return type;
+}
+
+/* Refuses a name whose parent, in this layer, is a symlink. */
+static int path_check_parents(struct ingest *in, const char *path) {
+  char buf[4096];
+  snprintf(buf, sizeof(buf), "%s", path);
+  for (char *slash = strchr(buf, '/'); slash; slash = strchr(slash + 1, '/')) {
+    *slash = '\0';
+    int type = stage_type(in, buf);
+    *slash = '/';
+    if (type == CAIRN_SYMLINK)
+      return store_fail(in->st, -EBADMSG, "entry %s: passes through the symlink %.*s", path,
+                        (int)(slash - buf), buf);
+  }
+  return 0;
+}
+
+static int entry_classify(struct archive_entry *e, const char *path, enum cairn_entry_type *type) {
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  if (strncmp(base, ".wh.", 4) == 0) {
+    if (strcmp(base, ".wh..wh..opq") == 0) *type = CAIRN_OPAQUE;
+    else if (strncmp(base, ".wh..wh.", 8) == 0) return 1; /* aufs metadata: not content */
+    else if (base[4] == '\0' || strcmp(base + 4, ".") == 0 || strcmp(base + 4, "..") == 0)
+      return -EBADMSG;
+    else *type = CAIRN_WHITEOUT;
+    return 0;
+  }
+  if (archive_entry_hardlink(e)) {
+    *type = CAIRN_HARDLINK;
+    return 0;
+  }
+  switch (archive_entry_filetype(e)) {
+  case AE_IFREG: *type = CAIRN_REG; return 0;
+  case AE_IFDIR: *type = CAIRN_DIR; return 0;
+  case AE_IFLNK: *type = CAIRN_SYMLINK; return 0;
+  case AE_IFCHR: *type = CAIRN_CHR; return 0;
+  case AE_IFBLK: *type = CAIRN_BLK; return 0;
+  case AE_IFIFO: *type = CAIRN_FIFO; return 0;
+  case AE_IFSOCK: *type = CAIRN_SOCK; return 0;
+  default: return -EBADMSG;
+  }
+}
+
+/* name\0, u32 length (little endian), value — for each xattr. */
+static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  if (archive_entry_xattr_reset(e) == 0) return 0;
+  char *buf = NULL;
+  size_t size = 0;
+  FILE *f = open_memstream(&buf, &size);
+  if (!f) return -ENOMEM;
+  const char *name;
+  const void *value;
+  size_t vlen;
+  while (archive_entry_xattr_next(e, &name, &value, &vlen) == ARCHIVE_OK) {
+    unsigned char l[4] = {vlen & 0xff, (vlen >> 8) & 0xff, (vlen >> 16) & 0xff, (vlen >> 24) & 0xff};
+    fwrite(name, 1, strlen(name) + 1, f);
+    fwrite(l, 1, 4, f);
+    fwrite(value, 1, vlen, f);
+  }
+  if (fclose(f) != 0) {
+    free(buf);
+    return -ENOMEM;
+  }
+  *out = buf;
+  *len = size;
+  return 0;
+}
+
+/* Streams a regular file's data into a blob; blob_name is set. */
+static int entry_store_data(struct ingest *in, int64_t size, char blob_name[48]) {
+  blob_writer *w;
+  int r = blob_writer_new(in->st, &w);
+  if (r < 0) return r;
+  char buf[READ_CHUNK];
+  la_ssize_t n;
+  while ((n = archive_read_data(in->tar, buf, sizeof(buf))) > 0)
+    if ((r = blob_writer_write(w, buf, (size_t)n)) < 0) goto out;
+  if (n < 0) {
+    r = store_fail(in->st, -EBADMSG, "%s", archive_error_string(in->tar));
+    goto out;
+  }
+  uint64_t got;
+  char sha[65];
+  if ((r = blob_writer_finish(w, blob_name, &got, sha)) < 0) goto out;
+  if (got != (uint64_t)size) {
+    r = store_fail(in->st, -EBADMSG, "file data is %llu bytes, header says %lld",
+                   (unsigned long long)got, (long long)size);
+    goto out;
+  }
+  sqlite3_bind_text(in->stage_blob, 1, blob_name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(in->stage_blob, 2, (sqlite3_int64)got);
+  sqlite3_bind_text(in->stage_blob, 3, sha, -1, SQLITE_STATIC);
+  if (sqlite3_step(in->stage_blob) != SQLITE_DONE) r = store_fail_db(in->st, "staging");
+  sqlite3_reset(in->stage_blob);
+out:
+  blob_writer_free(w);
+  return r;
+}
+
+static int ingest_entry(struct ingest *in, struct archive_entry *e) {
+  cairn_store *st = in->st;
+  const char *raw = archive_entry_pathname(e);
+  if (!raw) return store_fail(st, -EBADMSG, "entry without a name");
+  char path[4096], target[4096] = "";
+  if (path_normalize(raw, path, sizeof(path)) < 0)
+    return store_fail(st, -EBADMSG, "entry %s: escapes the layer", raw);
+  enum cairn_entry_type type;
+  int r = entry_classify(e, path, &type);
+  if (r == 1) return 0;
+  if (r < 0) return store_fail(st, r, "entry %s: not a supported file type", raw);
+  if (path[0] == '\0' && type != CAIRN_DIR)
+    return store_fail(st, -EBADMSG, "entry %s: the layer root must be a directory", raw);
+  if ((r = path_check_parents(in, path)) < 0) return r;
+  if (type == CAIRN_HARDLINK) {
+    const char *link = archive_entry_hardlink(e);
+    if (path_normalize(link, target, sizeof(target)) < 0)
+      return store_fail(st, -EBADMSG, "hardlink %s: target %s escapes the layer", raw, link);
+    int ttype = stage_type(in, target);
+    if (ttype == CAIRN_HARDLINK) {
+      /* point at the first name, so that a group has one root */
+      _cleanup_stmt_ sqlite3_stmt *q = NULL;
+      if ((r = db_prepare(st, &q, "SELECT target FROM temp.stage WHERE path = ?")) < 0) return r;
+      sqlite3_bind_text(q, 1, target, -1, SQLITE_STATIC);
+      if (sqlite3_step(q) == SQLITE_ROW)
+        snprintf(target, sizeof(target), "%s", (const char *)sqlite3_column_text(q, 0));
+      ttype = stage_type(in, target);
+    }
+    if (ttype < 0 || ttype == CAIRN_DIR || ttype == CAIRN_WHITEOUT || ttype == CAIRN_OPAQUE)
+      return store_fail(st, -EBADMSG, "hardlink %s: target %s is not a file of this layer", raw,
+                        link);
+    if (strcmp(target, path) == 0)
+      return store_fail(st, -EBADMSG, "hardlink %s: links to itself", raw);
+  } else if (type == CAIRN_SYMLINK) {
+    const char *link = archive_entry_symlink(e);
+    snprintf(target, sizeof(target), "%s", link ? link : "");
+  }
+  char blob[48] = "";
+  int64_t size = type == CAIRN_REG ? archive_entry_size(e) : 0;
+  if (size < 0) return store_fail(st, -EBADMSG, "entry %s: negative size", raw);
+  if (type == CAIRN_REG && size > 0) {
+    if ((r = entry_store_data(in, size, blob)) < 0)
+      return store_fail(st, r, "entry %s: %s", raw, st->err);
+  }
+  _cleanup_free_ void *xattrs = NULL;
+  size_t xlen;
+  if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0) return r;
+  sqlite3_stmt *s = in->stage_entry;
+  sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 2, type);
+  sqlite3_bind_int(s, 3, (int)(archive_entry_perm(e) & 07777));
+  sqlite3_bind_int64(s, 4, archive_entry_uid(e));
+  sqlite3_bind_int64(s, 5, archive_entry_gid(e));
+  sqlite3_bind_int64(s, 6, size);
+  sqlite3_bind_int64(s, 7, archive_entry_mtime(e));
+  sqlite3_bind_int64(s, 8, archive_entry_mtime_nsec(e));
+  sqlite3_bind_int64(s, 9,
+                     (type == CAIRN_CHR || type == CAIRN_BLK)
+                         ? (sqlite3_int64)makedev(archive_entry_rdevmajor(e),
+                                                  archive_entry_rdevminor(e))
+                         : 0);
+  if (target[0] || type == CAIRN_SYMLINK) sqlite3_bind_text(s, 10, target, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(s, 10);
+  if (blob[0]) sqlite3_bind_text(s, 11, blob, -1, SQLITE_STATIC);
+  else sqlite3_bind_null(s, 11);
+  if (xattrs) sqlite3_bind_blob(s, 12, xattrs, (int)xlen, SQLITE_STATIC);
+  else sqlite3_bind_null(s, 12);
+  r = sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "staging");
+  sqlite3_reset(s);
+  in->entries++;
+  return r;
+}
+
+/* Commits the staged layer unless it is already stored. */
+static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uint64_t n) {
+  int r;
+  if (syncfs(st->blobs_fd) < 0) return store_fail(st, -errno, "syncfs: %s", strerror(errno));
+  if ((r = db_begin(st)) < 0) return r;
+  if ((r = cairn_layer_exists(st, diff_id)) != 0) {
+    db_rollback(st);
+    return r < 0 ? r : 0;
+  }
+  if ((r = db_exec(st, "INSERT OR IGNORE INTO blobs(name, size, sha256)"
+                       " SELECT name, size, sha256 FROM temp.stage_blobs")) < 0)
+    goto fail;
+  {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    if ((r = db_prepare(st, &q, "SELECT s.name FROM temp.stage_blobs s JOIN blobs b"
+                                " ON b.name = s.name WHERE b.size != s.size"
+                                " OR b.sha256 != s.sha256")) < 0)
+      goto fail;
+    if (sqlite3_step(q) == SQLITE_ROW) {
+      r = store_fail(st, -EBADMSG, "blob %s: stored content differs",
+                     (const char *)sqlite3_column_text(q, 0));
+      goto fail;
+    }
+  }
+  {
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    if ((r = db_prepare(st, &s, "INSERT INTO layers(id, size, entries, created)"
+                                " VALUES(?, ?, ?, ?)")) < 0)
+      goto fail;
+    sqlite3_bind_text(s, 1, diff_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)size);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)n);
+    sqlite3_bind_int64(s, 4, now_seconds());
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      r = store_fail_db(st, "layer");
+      goto fail;
+    }
+  }
+  {
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    if ((r = db_prepare(st, &s, "INSERT INTO entries(layer_id, path, type, mode, uid, gid, size,"
+                                " mtime, mtime_nsec, rdev, target, blob, xattrs)"
+                                " SELECT ?, path, type, mode, uid, gid, size, mtime, mtime_nsec,"
+                                " rdev, target, blob, xattrs FROM temp.stage ORDER BY path")) < 0)
+      goto fail;
+    sqlite3_bind_text(s, 1, diff_id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+      r = store_fail_db(st, "entries");
+      goto fail;
+    }
+  }
+  return db_commit(st);
+fail:
+  db_rollback(st);
+  return r;
+}
+
+static int ingest_open(struct ingest *in, struct layer_stream *ls, int fd) {
+  cairn_store *st = in->st;
+  ls->raw = archive_read_new();
+  ls->sha = EVP_MD_CTX_new();
+  in->tar = archive_read_new();
+  if (!ls->raw || !ls->sha || !in->tar) return -ENOMEM;
+  EVP_DigestInit_ex(ls->sha, EVP_sha256(), NULL);
+  archive_read_support_filter_all(ls->raw);
+  archive_read_support_format_raw(ls->raw);
+  if (archive_read_open_fd(ls->raw, fd, READ_CHUNK) != ARCHIVE_OK)
+    return store_fail(st, -EBADMSG, "%s", archive_error_string(ls->raw));
+  struct archive_entry *raw_entry;
+  if (archive_read_next_header(ls->raw, &raw_entry) != ARCHIVE_OK)
+    return store_fail(st, -EBADMSG, "not a tar stream: %s", archive_error_string(ls->raw));
+  archive_read_support_format_tar(in->tar);
+  if (archive_read_open(in->tar, ls, NULL, layer_stream_read, NULL) != ARCHIVE_OK)
+    return store_fail(st, -EBADMSG, "not a tar: %s", archive_error_string(in->tar));
+  int r;
+  if ((r = db_exec(st, stage_schema)) < 0) return r;
+  if ((r = db_prepare(st, &in->stage_entry,
+                      "INSERT OR REPLACE INTO temp.stage VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")) < 0 ||
+      (r = db_prepare(st, &in->stage_blob,
+                      "INSERT OR IGNORE INTO temp.stage_blobs VALUES(?,?,?)")) < 0 ||
+      (r = db_prepare(st, &in->lookup_type, "SELECT type FROM temp.stage WHERE path = ?")) < 0)
+    return r;
+  return 0;
+}
+
+static void ingest_close(struct ingest *in, struct layer_stream *ls) {
+  sqlite3_finalize(in->stage_entry);
+  sqlite3_finalize(in->stage_blob);
+  sqlite3_finalize(in->lookup_type);
+  if (in->tar) archive_read_free(in->tar);
+  if (ls->raw) archive_read_free(ls->raw);
+  EVP_MD_CTX_free(ls->sha);
+  sqlite3_exec(in->st->db, "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs", NULL, NULL,
+               NULL);
+}
+
+int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+                       cairn_id diff_id_out) {
+  if (expected_diff_id && !is_hex_id(expected_diff_id, CAIRN_ID_LEN))
+    return store_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
+  _cleanup_close_ int lock = store_lock(st, STORE_LOCK_SHARED);
+  if (lock < 0) return lock;
+  struct layer_stream *ls = calloc(1, sizeof(*ls));
+  if (!ls) return -ENOMEM;
+  struct ingest in = {.st = st};
+  int r = ingest_open(&in, ls, fd);
+  for (struct archive_entry *e; r == 0;) {
+    int a = archive_read_next_header(in.tar, &e);
+    if (a == ARCHIVE_EOF) break;
+    if (a < ARCHIVE_WARN) {
+      r = store_fail(st, -EBADMSG, "corrupt or truncated tar: %s", archive_error_string(in.tar));
+      break;
+    }
+    r = ingest_entry(&in, e);
+  }
+  if (r == 0 && layer_stream_drain(ls) < 0)
+    r = store_fail(st, -EBADMSG, "corrupt or truncated stream: %s",
+                   archive_error_string(ls->raw));
+  if (r == 0 && ls->size == 0) r = store_fail(st, -EBADMSG, "empty input is not a tar");
+  if (r == 0) {
+    unsigned char d[32];
+    EVP_DigestFinal_ex(ls->sha, d, NULL);
+    sha256_hex(d, diff_id_out);
+    if (expected_diff_id && strcmp(expected_diff_id, diff_id_out) != 0)
+      r = store_fail(st, -EBADMSG, "diff_id mismatch: expected sha256:%s, got sha256:%s",
+                     expected_diff_id, diff_id_out);
+  }
+  if (r == 0) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
+  if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries);
+  ingest_close(&in, ls);
+  free(ls);
+  return r;
+}
+
+int cairn_layer_exists(cairn_store *st, const char *diff_id) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q, "SELECT 1 FROM layers WHERE id = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  r = sqlite3_step(q);
+  return r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0 : store_fail_db(st, "layer lookup");
+}

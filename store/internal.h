@@ -1,0 +1,104 @@
+/*
+ * internal.h — what the files of libcairn share and nobody else sees: the
+ * store handle, error helpers, SQLite helpers, cleanup attributes.
+ */
+#ifndef CAIRN_INTERNAL_H
+#define CAIRN_INTERNAL_H
+
+#include "cairn.h"
+
+#include <errno.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct cairn_store {
+  char *dir;     /* absolute store directory */
+  int dirfd;     /* O_PATH|O_DIRECTORY of dir */
+  int blobs_fd;  /* dirfd of dir/blobs */
+  sqlite3 *db;
+  char err[1024];
+};
+
+/* Records a message for the person and returns err (a negative errno). */
+int store_fail(cairn_store *st, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* store_fail with SQLite's own message appended; returns -EIO. */
+int store_fail_db(cairn_store *st, const char *what);
+
+/* Prepares sql or records the SQLite error. */
+int db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql);
+/* Runs sql with no results. */
+int db_exec(cairn_store *st, const char *sql);
+/* BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
+int db_begin(cairn_store *st);
+int db_commit(cairn_store *st);
+void db_rollback(cairn_store *st);
+
+/* Store-wide lock: imports hold it shared while they have blobs that no
+ * committed row references yet; blob sweeping holds it exclusive. */
+enum store_lock_mode { STORE_LOCK_SHARED, STORE_LOCK_EXCLUSIVE, STORE_LOCK_EXCLUSIVE_NB };
+int store_lock(cairn_store *st, enum store_lock_mode mode); /* returns fd */
+
+/* Blobs (blob.c). A writer streams content into an anonymous file in the
+ * store, then links it under its content name. */
+typedef struct blob_writer blob_writer;
+int blob_writer_new(cairn_store *st, blob_writer **out);
+int blob_writer_write(blob_writer *w, const void *buf, size_t len);
+/* Finishes the blob: name (XXH3-128 hex, or with a "-N" suffix on a key
+ * collision) goes to name_out, which holds at least 48 bytes. The blob's
+ * row is inserted by the caller's commit. */
+int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
+                       char sha256_hex_out[65]);
+void blob_writer_free(blob_writer *w);
+/* Deletes blob rows nothing references and their files, and files with no
+ * row. Needs the store lock exclusive. */
+int blob_rows_unreferenced(cairn_store *st, bool dry_run, json_t *names, cairn_report *r);
+int blob_files_remove(cairn_store *st, json_t *names);
+int blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r);
+void blob_name_path(const char *name, char *rel, size_t len);
+
+/* Pins (pin.c). */
+int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf,
+             size_t len);
+/* Exclusive non-blocking lock on a target's pin file for deletion: returns
+ * an fd (to pass to pin_delete_unlock) or -EBUSY. */
+int pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id);
+/* Unlinks the pin file (the target is gone) and closes the lock. */
+void pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd);
+void pin_unlock(int fd);
+/* Deletes annotations whose lock is gone; returns how many. */
+int pin_clean_stale(cairn_store *st);
+
+/* Mounts (mount.c): number of live mount records of the image (cleaning
+ * stale ones); *desc gets "mount DIR (pid N)" entries joined by "; ". */
+int mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
+int mount_clean_stale(cairn_store *st);
+
+/* Process facts (proc.c). */
+uint64_t proc_start_time(pid_t pid); /* 0 if no such process */
+char *proc_command(pid_t pid);       /* comm, or "?"; caller frees */
+
+/* Layer deletion within an open transaction (rm.c). */
+int layer_delete_rows(cairn_store *st, const char *diff_id);
+
+/* Small helpers (util.c). */
+bool is_hex_id(const char *s, size_t len);
+void sha256_hex(const unsigned char digest[32], char out[65]);
+int64_t now_seconds(void);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static inline void freep(void *p) { free(*(void **)p); }
+static inline void closep(int *fd) {
+  if (*fd >= 0) close(*fd);
+}
+static inline void finalizep(sqlite3_stmt **s) { sqlite3_finalize(*s); }
+static inline void json_unrefp(json_t **j) { json_decref(*j); }
+#define _cleanup_free_ __attribute__((cleanup(freep)))
+#define _cleanup_close_ __attribute__((cleanup(closep)))
+#define _cleanup_stmt_ __attribute__((cleanup(finalizep)))
+#define _cleanup_json_ __attribute__((cleanup(json_unrefp)))
+
+#endif

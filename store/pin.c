@@ -1,0 +1,428 @@
+/*
+ * pin.c — pins: shared flock(2) locks on one file per image and per layer
+ * under STORE/pins/{image,layer}/ID, plus annotations in SQLite that say
+ * who pins and why.
+ *
+ * Invariants
+ * - The kernel lock is the truth. An annotation counts only while a lock by
+ *   its pid exists on the pin file's inode (read from /proc/locks); the rest
+ *   are stale, reported as such and deleted.
+ * - A deleter takes LOCK_EX|LOCK_NB on the same file; failing that, the
+ *   target is pinned. It unlinks the pin file only while holding that
+ *   exclusive lock, when the target is gone.
+ * - A locker that wins a lock on a file that was unlinked meanwhile holds
+ *   nothing: after every lock we check that the path still names the inode
+ *   we locked, and start again if it does not.
+ */
+#include "internal.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+
+#define PIN_RELOCK_LIMIT 1000
+
+struct pin {
+  enum cairn_pin_kind kind;
+  cairn_id id;
+  int fd;
+};
+
+struct cairn_pinset {
+  char *purpose;
+  bool cloexec;
+  struct pin *pins;
+  size_t n, cap;
+};
+
+static const char *kind_dir(enum cairn_pin_kind kind) {
+  return kind == CAIRN_PIN_IMAGE ? "image" : "layer";
+}
+
+int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf,
+             size_t len) {
+  if (!is_hex_id(id, CAIRN_ID_LEN)) return store_fail(st, -EINVAL, "%s: not an id", id);
+  snprintf(buf, len, "%s/pins/%s/%s", st->dir, kind_dir(kind), id);
+  return 0;
+}
+
+/* Opens the pin file and locks it with op; returns the fd once the lock is
+ * known to be on the inode the path names. */
+static int pin_open_locked(cairn_store *st, enum cairn_pin_kind kind, const char *id,
+                           int op, bool cloexec) {
+  char path[PATH_MAX];
+  int r = pin_path(st, kind, id, path, sizeof(path));
+  if (r < 0) return r;
+  for (int attempt = 0; attempt < PIN_RELOCK_LIMIT; attempt++) {
+    int fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | (cloexec ? O_CLOEXEC : 0), 0600);
+    if (fd < 0) return store_fail(st, -errno, "%s: %s", path, strerror(errno));
+    while (flock(fd, op) < 0) {
+      int e = errno;
+      if (e == EINTR) continue;
+      close(fd);
+      return e == EWOULDBLOCK ? -EBUSY : store_fail(st, -e, "%s: %s", path, strerror(e));
+    }
+    struct stat locked, named;
+    if (fstat(fd, &locked) == 0 && stat(path, &named) == 0 && locked.st_dev == named.st_dev &&
+        locked.st_ino == named.st_ino)
+      return fd;
+    close(fd); /* the file was unlinked (its target deleted) while we waited */
+  }
+  return store_fail(st, -EAGAIN, "%s: pin file keeps being replaced", path);
+}
+
+cairn_pinset *cairn_pinset_new(const char *purpose, bool cloexec) {
+  cairn_pinset *ps = calloc(1, sizeof(*ps));
+  if (!ps) return NULL;
+  ps->purpose = strdup(purpose ? purpose : "");
+  ps->cloexec = cloexec;
+  if (!ps->purpose) {
+    free(ps);
+    return NULL;
+  }
+  return ps;
+}
+
+static int annotation_write(cairn_store *st, enum cairn_pin_kind kind, const char *id,
+                            const char *purpose) {
+  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  int r = db_prepare(st, &s,
+                     "INSERT OR REPLACE INTO pins(kind, target, pid, pid_start, purpose, since)"
+                     " VALUES(?, ?, ?, ?, ?, ?)");
+  if (r < 0) return r;
+  sqlite3_bind_int(s, 1, kind);
+  sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 3, getpid());
+  sqlite3_bind_int64(s, 4, (sqlite3_int64)proc_start_time(getpid()));
+  sqlite3_bind_text(s, 5, purpose, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 6, now_seconds());
+  return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "pin annotation");
+}
+
+int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind,
+                   const char *id) {
+  for (size_t i = 0; i < ps->n; i++)
+    if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
+  if (ps->n == ps->cap) {
+    size_t cap = ps->cap ? 2 * ps->cap : 8;
+    struct pin *v = realloc(ps->pins, cap * sizeof(*v));
+    if (!v) return -ENOMEM;
+    ps->pins = v;
+    ps->cap = cap;
+  }
+  int fd = pin_open_locked(st, kind, id, LOCK_SH, ps->cloexec);
+  if (fd < 0) return fd;
+  int r = annotation_write(st, kind, id, ps->purpose);
+  if (r < 0) {
+    close(fd);
+    return r;
+  }
+  struct pin *p = &ps->pins[ps->n++];
+  p->kind = kind;
+  snprintf(p->id, sizeof(p->id), "%s", id);
+  p->fd = fd;
+  return 0;
+}
+
+void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
+  if (!ps) return;
+  if (st && ps->n) {
+    sqlite3_stmt *s = NULL;
+    if (db_prepare(st, &s, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?") == 0) {
+      for (size_t i = 0; i < ps->n; i++) {
+        sqlite3_bind_int(s, 1, ps->pins[i].kind);
+        sqlite3_bind_text(s, 2, ps->pins[i].id, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 3, getpid());
+        sqlite3_step(s);
+        sqlite3_reset(s);
+      }
+    }
+    sqlite3_finalize(s);
+  }
+  for (size_t i = 0; i < ps->n; i++) close(ps->pins[i].fd);
+  free(ps->pins);
+  free(ps->purpose);
+  free(ps);
+}
+
+int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
+  int r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, image_id);
+  if (r < 0) return r;
+  char **layers = NULL;
+  size_t n = 0;
+  if ((r = cairn_image_layers(st, image_id, &layers, &n)) < 0) return r;
+  for (size_t i = 0; i < n && r == 0; i++) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, layers[i]);
+  cairn_strv_free(layers, n);
+  return r;
+}
+
+int pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+  return pin_open_locked(st, kind, id, LOCK_EX | LOCK_NB, true);
+}
+
+void pin_unlock(int fd) {
+  if (fd >= 0) close(fd);
+}
+
+void pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd) {
+  char path[PATH_MAX];
+  if (pin_path(st, kind, id, path, sizeof(path)) == 0) unlink(path);
+  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s, "DELETE FROM pins WHERE kind = ? AND target = ?") == 0) {
+    sqlite3_bind_int(s, 1, kind);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    sqlite3_step(s);
+  }
+  close(fd);
+}
+
+/* ---- who holds what: /proc/locks ------------------------------------- */
+
+struct kernel_lock {
+  unsigned maj, min;
+  unsigned long ino;
+  pid_t pid;
+};
+
+struct kernel_locks {
+  struct kernel_lock *v;
+  size_t n;
+};
+
+/* Reads the FLOCK locks that are held (not waited for) from /proc/locks. */
+static int kernel_locks_read(struct kernel_locks *out) {
+  out->v = NULL;
+  out->n = 0;
+  FILE *f = fopen("/proc/locks", "re");
+  if (!f) return -errno;
+  char line[512];
+  size_t cap = 0;
+  while (fgets(line, sizeof(line), f)) {
+    if (strstr(line, "->")) continue; /* a waiter, not a holder */
+    char type[16], adv[16], mode[16];
+    int pid;
+    unsigned maj, min;
+    unsigned long ino;
+    if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%lu", type, adv, mode, &pid, &maj, &min,
+               &ino) != 7)
+      continue;
+    if (strcmp(type, "FLOCK") != 0) continue;
+    if (out->n == cap) {
+      cap = cap ? 2 * cap : 64;
+      struct kernel_lock *v = realloc(out->v, cap * sizeof(*v));
+      if (!v) {
+        fclose(f);
+        return -ENOMEM;
+      }
+      out->v = v;
+    }
+    out->v[out->n++] = (struct kernel_lock){maj, min, ino, pid};
+  }
+  fclose(f);
+  return 0;
+}
+
+static bool lock_matches(const struct kernel_lock *l, const struct stat *s) {
+  return l->ino == s->st_ino && l->maj == major(s->st_dev) && l->min == minor(s->st_dev);
+}
+
+static bool inode_locked_by(const struct kernel_locks *kl, const struct stat *s, pid_t pid) {
+  for (size_t i = 0; i < kl->n; i++)
+    if (lock_matches(&kl->v[i], s) && (pid <= 0 || kl->v[i].pid == pid)) return true;
+  return false;
+}
+
+bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+  char path[PATH_MAX];
+  struct stat s;
+  if (pin_path(st, kind, id, path, sizeof(path)) < 0 || stat(path, &s) < 0) return false;
+  struct kernel_locks kl;
+  if (kernel_locks_read(&kl) < 0) return false;
+  bool held = inode_locked_by(&kl, &s, 0);
+  free(kl.v);
+  return held;
+}
+
+static void iso_time(int64_t t, char *buf, size_t len) {
+  time_t tt = (time_t)t;
+  struct tm tm;
+  gmtime_r(&tt, &tm);
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static json_t *pin_row(enum cairn_pin_kind kind, const char *id, pid_t pid, const char *purpose,
+                       int64_t since, bool stale) {
+  char when[32] = "";
+  if (since > 0) iso_time(since, when, sizeof(when));
+  _cleanup_free_ char *cmd = proc_command(pid);
+  return json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:b}", "target", id, "kind",
+                   kind_dir(kind), "pid", (json_int_t)pid, "command", cmd, "purpose", purpose,
+                   "since", since > 0 ? when : NULL, "stale", stale);
+}
+
+/* Adds the rows of one target: its annotations, then its kernel locks that
+ * no annotation explains. Stale annotations are appended to *stale. */
+static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl,
+                                enum cairn_pin_kind kind, const char *id, json_t *rows,
+                                json_t *stale) {
+  char path[PATH_MAX];
+  struct stat s;
+  bool have_file = pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, &s) == 0;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q, "SELECT pid, purpose, since FROM pins WHERE kind = ? AND target = ?"
+                         " ORDER BY since, pid") < 0)
+    return;
+  sqlite3_bind_int(q, 1, kind);
+  sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
+  pid_t annotated[256];
+  size_t n_annotated = 0;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    pid_t pid = sqlite3_column_int(q, 0);
+    bool live = have_file && inode_locked_by(kl, &s, pid);
+    json_array_append_new(rows, pin_row(kind, id, pid, (const char *)sqlite3_column_text(q, 1),
+                                        sqlite3_column_int64(q, 2), !live));
+    if (!live) json_array_append_new(stale, json_pack("{s:i,s:s,s:i}", "kind", kind, "target",
+                                                      id, "pid", (json_int_t)pid));
+    else if (n_annotated < 256)
+      annotated[n_annotated++] = pid;
+  }
+  if (!have_file) return;
+  for (size_t i = 0; i < kl->n; i++) {
+    if (!lock_matches(&kl->v[i], &s)) continue;
+    bool known = false;
+    for (size_t j = 0; j < n_annotated && !known; j++) known = annotated[j] == kl->v[i].pid;
+    if (!known) json_array_append_new(rows, pin_row(kind, id, kl->v[i].pid, "", 0, false));
+  }
+}
+
+static void stale_delete(cairn_store *st, json_t *stale) {
+  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  if (json_array_size(stale) == 0 ||
+      db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?") < 0)
+    return;
+  size_t i;
+  json_t *row;
+  json_array_foreach(stale, i, row) {
+    sqlite3_bind_int(d, 1, (int)json_integer_value(json_object_get(row, "kind")));
+    sqlite3_bind_text(d, 2, json_string_value(json_object_get(row, "target")), -1,
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_int(d, 3, (int)json_integer_value(json_object_get(row, "pid")));
+    sqlite3_step(d);
+    sqlite3_reset(d);
+  }
+}
+
+/* Every target that has a pin file or an annotation, optionally one id. */
+static void pin_targets_collect(cairn_store *st, const char *filter_id, json_t *targets) {
+  for (int kind = CAIRN_PIN_IMAGE; kind <= CAIRN_PIN_LAYER; kind++) {
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/pins/%s", st->dir, kind_dir(kind));
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+      if (!is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
+      if (filter_id && strcmp(filter_id, de->d_name) != 0) continue;
+      json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "id", de->d_name));
+    }
+    if (d) closedir(d);
+  }
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q, "SELECT DISTINCT kind, target FROM pins") < 0) return;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    const char *id = (const char *)sqlite3_column_text(q, 1);
+    int kind = sqlite3_column_int(q, 0);
+    if (filter_id && strcmp(filter_id, id) != 0) continue;
+    bool seen = false;
+    size_t i;
+    json_t *t;
+    json_array_foreach(targets, i, t) seen |= json_integer_value(json_object_get(t, "kind")) ==
+                                                  kind &&
+                                              strcmp(json_string_value(json_object_get(t, "id")),
+                                                     id) == 0;
+    if (!seen) json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "id", id));
+  }
+}
+
+json_t *cairn_pins_json(cairn_store *st, const char *filter_id) {
+  struct kernel_locks kl;
+  int r = kernel_locks_read(&kl);
+  if (r < 0) {
+    store_fail(st, r, "/proc/locks: %s", strerror(-r));
+    return NULL;
+  }
+  json_t *rows = json_array();
+  _cleanup_json_ json_t *stale = json_array();
+  _cleanup_json_ json_t *targets = json_array();
+  pin_targets_collect(st, filter_id, targets);
+  size_t i;
+  json_t *t;
+  json_array_foreach(targets, i, t) pin_rows_for_target(
+      st, &kl, (enum cairn_pin_kind)json_integer_value(json_object_get(t, "kind")),
+      json_string_value(json_object_get(t, "id")), rows, stale);
+  stale_delete(st, stale);
+  free(kl.v);
+  return rows;
+}
+
+int pin_clean_stale(cairn_store *st) {
+  json_t *rows = cairn_pins_json(st, NULL);
+  if (!rows) return -EIO;
+  int n = 0;
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) n += json_is_true(json_object_get(row, "stale"));
+  json_decref(rows);
+  return n;
+}
+
+char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+  struct kernel_locks kl;
+  if (kernel_locks_read(&kl) < 0) return strdup("unknown holders");
+  _cleanup_json_ json_t *rows = json_array();
+  _cleanup_json_ json_t *stale = json_array();
+  pin_rows_for_target(st, &kl, kind, id, rows, stale);
+  free(kl.v);
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  if (!f) return NULL;
+  size_t i;
+  json_t *row;
+  bool first = true;
+  json_array_foreach(rows, i, row) {
+    if (json_is_true(json_object_get(row, "stale"))) continue;
+    const char *purpose = json_string_value(json_object_get(row, "purpose"));
+    fprintf(f, "%spid %d (%s)%s%s", first ? "" : "; ",
+            (int)json_integer_value(json_object_get(row, "pid")),
+            json_string_value(json_object_get(row, "command")), *purpose ? " " : "", purpose);
+    first = false;
+  }
+  fclose(f);
+  return out;
+}
+
+int cairn_pin_wait_free(cairn_store *st, const char *image_id, int timeout_ms) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    int fd = pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
+    if (fd >= 0) {
+      _cleanup_free_ char *desc = NULL;
+      int live = mount_live_for_image(st, image_id, &desc);
+      pin_unlock(fd);
+      if (live == 0) return 0;
+      if (live < 0) return live;
+    } else if (fd != -EBUSY) {
+      return fd;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (timeout_ms >= 0 && waited >= timeout_ms) return -ETIMEDOUT;
+    usleep(50 * 1000);
+  }
+}

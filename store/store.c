@@ -1,0 +1,230 @@
+/*
+ * store.c — opening the store: where it lives, its directories, the SQLite
+ * database (WAL, foreign keys, busy timeout) and the schema migrations.
+ *
+ * The schema carries a version in `meta`; each migration runs once, in one
+ * transaction, so a store written by an older cairn opens in a newer one.
+ */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+static const char *const migrations[] = {
+    /* 1: the first schema */
+    "CREATE TABLE blobs(name TEXT PRIMARY KEY, size INTEGER NOT NULL,"
+    "  sha256 TEXT NOT NULL);"
+    "CREATE TABLE layers(id TEXT PRIMARY KEY, size INTEGER NOT NULL,"
+    "  entries INTEGER NOT NULL, created INTEGER NOT NULL);"
+    "CREATE TABLE entries(layer_id TEXT NOT NULL REFERENCES layers(id) ON DELETE CASCADE,"
+    "  path TEXT NOT NULL, type INTEGER NOT NULL, mode INTEGER NOT NULL,"
+    "  uid INTEGER NOT NULL, gid INTEGER NOT NULL, size INTEGER NOT NULL,"
+    "  mtime INTEGER NOT NULL, mtime_nsec INTEGER NOT NULL, rdev INTEGER NOT NULL,"
+    "  target TEXT, blob TEXT REFERENCES blobs(name), xattrs BLOB,"
+    "  PRIMARY KEY(layer_id, path)) WITHOUT ROWID;"
+    "CREATE INDEX entries_blob ON entries(blob) WHERE blob IS NOT NULL;"
+    "CREATE TABLE images(id TEXT PRIMARY KEY, config TEXT NOT NULL,"
+    "  size INTEGER NOT NULL, created INTEGER NOT NULL);"
+    "CREATE TABLE image_layers(image_id TEXT NOT NULL REFERENCES images(id) ON DELETE CASCADE,"
+    "  position INTEGER NOT NULL, layer_id TEXT NOT NULL REFERENCES layers(id),"
+    "  PRIMARY KEY(image_id, position));"
+    "CREATE INDEX image_layers_layer ON image_layers(layer_id);"
+    "CREATE TABLE names(name TEXT PRIMARY KEY,"
+    "  image_id TEXT NOT NULL REFERENCES images(id) ON DELETE CASCADE);"
+    "CREATE INDEX names_image ON names(image_id);"
+    "CREATE TABLE pins(kind INTEGER NOT NULL, target TEXT NOT NULL, pid INTEGER NOT NULL,"
+    "  pid_start INTEGER NOT NULL, purpose TEXT NOT NULL, since INTEGER NOT NULL,"
+    "  PRIMARY KEY(kind, target, pid));"
+    "CREATE TABLE mounts(dir TEXT PRIMARY KEY, image_id TEXT NOT NULL,"
+    "  pid INTEGER NOT NULL, pid_start INTEGER NOT NULL, rw INTEGER NOT NULL,"
+    "  since INTEGER NOT NULL);",
+};
+#define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+int store_fail(cairn_store *st, int err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(st->err, sizeof(st->err), fmt, ap);
+  va_end(ap);
+  return err;
+}
+
+int store_fail_db(cairn_store *st, const char *what) {
+  int code = st->db ? sqlite3_errcode(st->db) : SQLITE_ERROR;
+  int err = (code == SQLITE_BUSY || code == SQLITE_LOCKED) ? -EBUSY
+            : code == SQLITE_CORRUPT || code == SQLITE_NOTADB ? -EBADMSG
+            : code == SQLITE_FULL                              ? -ENOSPC
+                                                               : -EIO;
+  return store_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
+}
+
+int db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql) {
+  if (sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) != SQLITE_OK) {
+    *stmt = NULL;
+    return store_fail_db(st, "database");
+  }
+  return 0;
+}
+
+int db_exec(cairn_store *st, const char *sql) {
+  if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+    return store_fail_db(st, "database");
+  return 0;
+}
+
+int db_begin(cairn_store *st) { return db_exec(st, "BEGIN IMMEDIATE"); }
+int db_commit(cairn_store *st) {
+  int r = db_exec(st, "COMMIT");
+  if (r < 0) db_rollback(st);
+  return r;
+}
+void db_rollback(cairn_store *st) {
+  if (!sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+const char *cairn_errmsg(const cairn_store *st) { return st ? st->err : "out of memory"; }
+const char *cairn_store_dir(const cairn_store *st) { return st->dir; }
+
+int cairn_exit_code(int err) {
+  switch (err) {
+  case 0: return 0;
+  case -ENOENT: return 3;
+  case -EBUSY: return 4;
+  case -EBADMSG: return 5;
+  case -EINVAL: return 2;
+  default: return 1;
+  }
+}
+
+int cairn_store_default_dir(char *buf, size_t len) {
+  const char *env = getenv("CAIRN_STORE");
+  int n;
+  if (env && *env)
+    n = snprintf(buf, len, "%s", env);
+  else if (geteuid() == 0)
+    n = snprintf(buf, len, "/var/lib/cairn");
+  else {
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+      n = snprintf(buf, len, "%s/cairn", xdg);
+    else if (home && *home)
+      n = snprintf(buf, len, "%s/.local/share/cairn", home);
+    else
+      return -ENOENT;
+  }
+  return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* mkdir -p with mode for the last component and 0755 for parents. */
+static int mkdir_parents(const char *path, mode_t mode) {
+  char buf[PATH_MAX];
+  if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) return -ENAMETOOLONG;
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST) return -errno;
+    *p = '/';
+  }
+  if (mkdir(buf, mode) < 0 && errno != EEXIST) return -errno;
+  return 0;
+}
+
+static int store_migrate(cairn_store *st) {
+  int r = db_exec(st, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)");
+  if (r < 0) return r;
+  if ((r = db_begin(st)) < 0) return r;
+  int version = 0;
+  {
+    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    if ((r = db_prepare(st, &s, "SELECT value FROM meta WHERE key='schema_version'")) < 0)
+      goto fail;
+    if (sqlite3_step(s) == SQLITE_ROW) version = sqlite3_column_int(s, 0);
+  }
+  if (version > SCHEMA_VERSION) {
+    r = store_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)",
+                   version, SCHEMA_VERSION);
+    goto fail;
+  }
+  for (int v = version; v < SCHEMA_VERSION; v++)
+    if ((r = db_exec(st, migrations[v])) < 0) goto fail;
+  if (version != SCHEMA_VERSION) {
+    char sql[128];
+    snprintf(sql, sizeof(sql),
+             "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', %d)",
+             SCHEMA_VERSION);
+    if ((r = db_exec(st, sql)) < 0) goto fail;
+  }
+  return db_commit(st);
+fail:
+  db_rollback(st);
+  return r;
+}
+
+static int store_open_db(cairn_store *st) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/meta.db", st->dir);
+  if (sqlite3_open_v2(path, &st->db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      NULL) != SQLITE_OK)
+    return store_fail_db(st, path);
+  sqlite3_busy_timeout(st->db, 60000);
+  int r;
+  if ((r = db_exec(st, "PRAGMA journal_mode=WAL")) < 0) return r;
+  if ((r = db_exec(st, "PRAGMA synchronous=FULL")) < 0) return r;
+  if ((r = db_exec(st, "PRAGMA foreign_keys=ON")) < 0) return r;
+  return store_migrate(st);
+}
+
+int cairn_store_open(const char *dir, cairn_store **out) {
+  cairn_store *st = calloc(1, sizeof(*st));
+  *out = st;
+  if (!st) return -ENOMEM;
+  st->dirfd = st->blobs_fd = -1;
+  char buf[PATH_MAX];
+  int r;
+  if (!dir) {
+    if ((r = cairn_store_default_dir(buf, sizeof(buf))) < 0)
+      return store_fail(st, r, "cannot pick a store directory: set --store or CAIRN_STORE");
+    dir = buf;
+  }
+  if ((r = mkdir_parents(dir, 0700)) < 0)
+    return store_fail(st, r, "%s: %s", dir, strerror(-r));
+  st->dir = realpath(dir, NULL);
+  if (!st->dir) return store_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  st->dirfd = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (st->dirfd < 0) return store_fail(st, -errno, "%s: %s", st->dir, strerror(errno));
+  static const char *const subdirs[] = {"blobs", "pins", "pins/image", "pins/layer", "tmp"};
+  for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++)
+    if (mkdirat(st->dirfd, subdirs[i], 0700) < 0 && errno != EEXIST)
+      return store_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i], strerror(errno));
+  st->blobs_fd = openat(st->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (st->blobs_fd < 0) return store_fail(st, -errno, "%s/blobs: %s", st->dir, strerror(errno));
+  return store_open_db(st);
+}
+
+void cairn_store_close(cairn_store *st) {
+  if (!st) return;
+  if (st->db) sqlite3_close(st->db);
+  if (st->blobs_fd >= 0) close(st->blobs_fd);
+  if (st->dirfd >= 0) close(st->dirfd);
+  free(st->dir);
+  free(st);
+}
+
+int store_lock(cairn_store *st, enum store_lock_mode mode) {
+  int fd = openat(st->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return store_fail(st, -errno, "%s/lock: %s", st->dir, strerror(errno));
+  int op = mode == STORE_LOCK_SHARED ? LOCK_SH
+           : mode == STORE_LOCK_EXCLUSIVE ? LOCK_EX
+                                          : LOCK_EX | LOCK_NB;
+  while (flock(fd, op) < 0) {
+    if (errno == EINTR) continue;
+    int e = errno;
+    close(fd);
+    return e == EWOULDBLOCK ? -EBUSY : store_fail(st, -e, "lock: %s", strerror(e));
+  }
+  return fd;
+}

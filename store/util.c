@@ -1,0 +1,41 @@
+/*
+ * util.c — the few small helpers every part of libcairn uses: hex ids,
+ * formatting, time.
+ */
+#include "internal.h"
+
+#include <string.h>
+#include <time.h>
+
+bool is_hex_id(const char *s, size_t len) {
+  if (strlen(s) != len) return false;
+  for (size_t i = 0; i < len; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+  return true;
+}
+
+void sha256_hex(const unsigned char digest[32], char out[65]) {
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 32; i++) {
+    out[2 * i] = hex[digest[i] >> 4];
+    out[2 * i + 1] = hex[digest[i] & 15];
+  }
+  out[64] = '\0';
+}
+
+int64_t now_seconds(void) { return (int64_t)time(NULL); }
+
+char *xasprintf(const char *fmt, ...) {
+  va_list ap;
+  char *s = NULL;
+  va_start(ap, fmt);
+  int n = vasprintf(&s, fmt, ap);
+  va_end(ap);
+  return n < 0 ? NULL : s;
+}
+
+void cairn_strv_free(char **v, size_t n) {
+  if (!v) return;
+  for (size_t i = 0; i < n; i++) free(v[i]);
+  free(v);
+}

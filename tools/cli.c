@@ -1,0 +1,134 @@
+/*
+ * cli.c — shared front-end helpers: see cli.h.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_take_store_option(struct cli *c, int *argc, char **argv) {
+  int out = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], "--") == 0) {
+      while (i < *argc) argv[out++] = argv[i++];
+      break;
+    }
+    if (strcmp(argv[i], "--store") == 0) {
+      if (i + 1 >= *argc) return -EINVAL;
+      c->store_dir = argv[++i];
+    } else if (strncmp(argv[i], "--store=", 8) == 0) {
+      c->store_dir = argv[i] + 8;
+    } else {
+      argv[out++] = argv[i];
+    }
+  }
+  argv[out] = NULL;
+  *argc = out;
+  return 0;
+}
+
+cairn_store *cli_store(struct cli *c) {
+  if (c->st) return c->st;
+  cairn_store *st;
+  int r = cairn_store_open(c->store_dir, &st);
+  if (r < 0) {
+    fprintf(stderr, "%s: store: %s\n", cli_prog, cairn_errmsg(st));
+    cairn_store_close(st);
+    return NULL;
+  }
+  return c->st = st;
+}
+
+void cli_close(struct cli *c) {
+  cairn_store_close(c->st);
+  c->st = NULL;
+}
+
+int cli_fail(struct cli *c, int err, const char *what) {
+  const char *why = c && c->st ? cairn_errmsg(c->st) : "";
+  if (!why || !*why) why = strerror(-err);
+  fprintf(stderr, "%s: %s: %s\n", cli_prog, what, why);
+  return cairn_exit_code(err);
+}
+
+int cli_usage(const char *usage, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "%s: ", cli_prog);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nusage: %s\n", usage);
+  return 2;
+}
+
+void cli_print_json(json_t *rows) {
+  json_dumpf(rows, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  fputc('\n', stdout);
+}
+
+static void human_size(double v, char *buf, size_t len) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
+static void cell_format(const char *key, json_t *v, char *buf, size_t len) {
+  buf[0] = '\0';
+  if (json_is_string(v)) {
+    const char *s = json_string_value(v);
+    bool id = (strcmp(key, "id") == 0 || strcmp(key, "target") == 0 || strcmp(key, "image") == 0) &&
+              strlen(s) == 64;
+    snprintf(buf, len, id ? "%.12s" : "%s", s);
+  } else if (json_is_integer(v) && strcmp(key, "size") == 0) {
+    human_size((double)json_integer_value(v), buf, len);
+  } else if (json_is_integer(v)) {
+    snprintf(buf, len, "%lld", (long long)json_integer_value(v));
+  } else if (json_is_boolean(v)) {
+    snprintf(buf, len, "%s", json_is_true(v) ? "yes" : "no");
+  } else if (json_is_array(v)) {
+    size_t i, o = 0;
+    json_t *x;
+    json_array_foreach(v, i, x) o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s",
+                                                       i ? "," : "", json_string_value(x));
+    if (json_array_size(v) == 0) snprintf(buf, len, "<none>");
+  }
+}
+
+void cli_print_table(json_t *rows, const char *const *columns, size_t n) {
+  size_t width[16] = {0};
+  char cell[1024], key[64];
+  for (size_t c = 0; c < n && c < 16; c++) width[c] = strlen(strchr(columns[c], ':') + 1);
+  size_t i;
+  json_t *row;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      for (size_t c = 0; c < n && c < 16; c++)
+        printf("%-*s%s", c + 1 < n ? (int)width[c] : 0, strchr(columns[c], ':') + 1,
+               c + 1 < n ? "  " : "\n");
+    }
+    json_array_foreach(rows, i, row) {
+      for (size_t c = 0; c < n && c < 16; c++) {
+        size_t kl = (size_t)(strchr(columns[c], ':') - columns[c]);
+        snprintf(key, sizeof(key), "%.*s", (int)kl, columns[c]);
+        cell_format(key, json_object_get(row, key), cell, sizeof(cell));
+        if (pass == 0 && strlen(cell) > width[c]) width[c] = strlen(cell);
+        if (pass == 1)
+          printf("%-*s%s", c + 1 < n ? (int)width[c] : 0, cell, c + 1 < n ? "  " : "\n");
+      }
+    }
+  }
+}
+
+double cli_parse_seconds(const char *s) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  return errno || end == s || *end || v < 0 ? -1 : v;
+}

@@ -1,0 +1,43 @@
+/*
+ * cli.h — what the front ends (cairn, cairn-pin, cairnfs) share: the
+ * program name in messages, one-line errors with the contract's exit
+ * codes, opening the store named by --store, printing listings.
+ */
+#ifndef CAIRN_CLI_H
+#define CAIRN_CLI_H
+
+#include "cairn.h"
+
+#include <errno.h>
+
+#include <stdbool.h>
+
+extern const char *cli_prog;
+
+struct cli {
+  const char *store_dir; /* --store, or NULL for the default */
+  cairn_store *st;       /* opened on first use by cli_store */
+};
+
+/* Removes every --store DIR / --store=DIR before a "--" from argv. */
+int cli_take_store_option(struct cli *c, int *argc, char **argv);
+/* Opens the store once; prints the error and returns NULL on failure. */
+cairn_store *cli_store(struct cli *c);
+void cli_close(struct cli *c);
+
+/* Prints "PROG: WHAT: WHY" and returns the exit code for err. WHY defaults
+ * to the store's message, then strerror. */
+int cli_fail(struct cli *c, int err, const char *what);
+/* Prints "PROG: MESSAGE" and a usage line; returns 2. */
+int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prints a JSON array (listing) on stdout followed by a newline. */
+void cli_print_json(json_t *rows);
+/* Prints rows as a table: columns are "KEY:HEADER" pairs; ids are cut to
+ * 12 digits, sizes made human, arrays joined with commas. */
+void cli_print_table(json_t *rows, const char *const *columns, size_t n);
+
+/* Parses a decimal number of seconds ("5", "0.5"); -1 on error. */
+double cli_parse_seconds(const char *s);
+
+#endif

@@ -1,0 +1,55 @@
+/*
+ * cmd-gc.c — `cairn gc [--dry-run]` and `cairn fsck [--repair]`: reclaim
+ * what nothing uses; verify what is stored. Both print one line per thing
+ * done or found.
+ */
+#include "commands.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static void report_print(const cairn_report *r) {
+  size_t i;
+  json_t *line;
+  json_array_foreach(r->lines, i, line) printf("%s\n", json_string_value(line));
+}
+
+/* Parses the single flag both commands take. */
+static int one_flag(int argc, char **argv, const char *flag, const char *usage, bool *set) {
+  const struct option opts[] = {{flag, no_argument, NULL, 'f'}, {0}};
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    if (o != 'f') return cli_usage(usage, "%s: unknown option", argv[0]);
+    *set = true;
+  }
+  if (optind != argc) return cli_usage(usage, "%s: takes no arguments", argv[0]);
+  return 0;
+}
+
+int cmd_gc(struct cli *c, int argc, char **argv) {
+  bool dry = false;
+  int code = one_flag(argc, argv, "dry-run", "cairn gc [--dry-run]", &dry);
+  if (code) return code;
+  cairn_store *st = cli_store(c);
+  if (!st) return 1;
+  cairn_report r = {0};
+  int rc = cairn_gc(st, dry, &r);
+  report_print(&r);
+  cairn_report_free(&r);
+  return rc < 0 ? cli_fail(c, rc, "gc") : 0;
+}
+
+int cmd_fsck(struct cli *c, int argc, char **argv) {
+  bool repair = false;
+  int code = one_flag(argc, argv, "repair", "cairn fsck [--repair]", &repair);
+  if (code) return code;
+  cairn_store *st = cli_store(c);
+  if (!st) return 1;
+  cairn_report r = {0};
+  int rc = cairn_fsck(st, repair, &r);
+  report_print(&r);
+  if (rc == 0) printf("clean\n");
+  cairn_report_free(&r);
+  return rc < 0 ? cli_fail(c, rc, "fsck") : 0;
+}

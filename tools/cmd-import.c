@@ -1,0 +1,34 @@
+/*
+ * cmd-import.c — `cairn import NAME[:TAG] LAYER.tar[.gz|.zst]...`: an image
+ * from layer tarballs, bottom first. Unsafe or corrupt input is exit 5 and
+ * commits nothing.
+ */
+#include "commands.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+#define USAGE "cairn import [--quiet] NAME[:TAG] LAYER.tar[.gz|.zst]..."
+
+int cmd_import(struct cli *c, int argc, char **argv) {
+  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
+  bool quiet = false;
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "+q", opts, NULL)) != -1) {
+    if (o == 'q') quiet = true;
+    else return cli_usage(USAGE, "import: unknown option");
+  }
+  if (argc - optind < 2) return cli_usage(USAGE, "import: needs a name and at least one layer");
+  char name[512];
+  if (cairn_name_normalize(argv[optind], name, sizeof(name)) < 0)
+    return cli_usage(USAGE, "import: %s: not a valid image name", argv[optind]);
+  cairn_store *st = cli_store(c);
+  if (!st) return 1;
+  cairn_id id;
+  int r = cairn_import_files(st, name, (const char *const *)argv + optind + 1,
+                             (size_t)(argc - optind - 1), id);
+  if (r < 0) return cli_fail(c, r, "import");
+  if (!quiet) printf("%s\n", id);
+  return 0;
+}

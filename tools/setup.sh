@@ -1,0 +1,33 @@
+#!/bin/bash
+# setup.sh — installs the Debian packages cairn builds and tests with, and
+# builds it (release in build/, ASan+UBSan in build-asan/). Idempotent.
+# Run as root on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES="build-essential cmake pkg-config libfuse3-dev fuse3 libsqlite3-dev libxxhash-dev libcriterion-dev libarchive-dev libssl-dev libcurl4-openssl-dev libjansson-dev zstd gzip tar python3 sqlite3 jq util-linux procps psmisc curl docker-registry skopeo crun fuse-overlayfs hyperfine debootstrap"
+
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+# The docker-registry package may start its own daemon (auth, all
+# addresses); the tests start their own on 127.0.0.1.
+if command -v service >/dev/null 2>&1; then service docker-registry stop >/dev/null 2>&1 || true; fi
+pkill -x docker-registry 2>/dev/null || true
+# fuse.conf: let root mounts be seen by other users (crun, tests).
+grep -q '^user_allow_other' /etc/fuse.conf 2>/dev/null || echo user_allow_other >> /etc/fuse.conf
+
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$jobs"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+echo "setup: built build/ and build-asan/"
