@@ -8,6 +8,7 @@
  * rootfs.diff_ids.
  */
 #include "internal.h"
+#include "sweep.h"
 
 #include <ctype.h>
 #include <fcntl.h>
@@ -217,6 +218,16 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
   }
   cairn_pinset_release(st, ps);
   cairn_strv_free(ids, n);
+  if (r < 0) {
+    /* Nothing of a failed import stays: layers it stored go unless another
+     * image or a pin holds them. */
+    char saved[sizeof(st->err)];
+    memcpy(saved, st->err, sizeof(saved));
+    cairn_report ignored = {0};
+    store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &ignored);
+    cairn_report_free(&ignored);
+    memcpy(st->err, saved, sizeof(saved));
+  }
   return r;
 }
 

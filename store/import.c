@@ -377,12 +377,9 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
                NULL);
 }
 
-int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
-                       cairn_id diff_id_out) {
-  if (expected_diff_id && !is_hex_id(expected_diff_id, CAIRN_ID_LEN))
-    return store_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
-  _cleanup_close_ int lock = store_lock(st, STORE_LOCK_SHARED);
-  if (lock < 0) return lock;
+/* The ingest proper; the caller holds the store lock shared. */
+static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_diff_id,
+                               cairn_pinset *ps, cairn_id diff_id_out) {
   struct layer_stream *ls = calloc(1, sizeof(*ls));
   if (!ls) return -ENOMEM;
   struct ingest in = {.st = st};
@@ -413,6 +410,30 @@ int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, ca
   ingest_close(&in, ls);
   free(ls);
   return r;
+}
+
+int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+                       cairn_id diff_id_out) {
+  if (expected_diff_id && !is_hex_id(expected_diff_id, CAIRN_ID_LEN))
+    return store_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
+  int lock = store_lock(st, STORE_LOCK_SHARED);
+  if (lock < 0) return lock;
+  int r = layer_ingest_locked(st, fd, expected_diff_id, ps, diff_id_out);
+  close(lock);
+  if (r < 0) import_discard_orphans(st);
+  return r;
+}
+
+void import_discard_orphans(cairn_store *st) {
+  int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
+  if (lock < 0) return; /* another import runs: gc takes them later */
+  char saved[sizeof(st->err)];
+  memcpy(saved, st->err, sizeof(saved));
+  cairn_report ignored = {0};
+  blob_orphans_sweep(st, false, &ignored);
+  cairn_report_free(&ignored);
+  memcpy(st->err, saved, sizeof(saved));
+  close(lock);
 }
 
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {

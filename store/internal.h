@@ -81,6 +81,10 @@ int mount_clean_stale(cairn_store *st);
 uint64_t proc_start_time(pid_t pid); /* 0 if no such process */
 char *proc_command(pid_t pid);       /* comm, or "?"; caller frees */
 
+/* After a failed import: removes blob files no row references, if no other
+ * import runs (import.c). Keeps the store's error message. */
+void import_discard_orphans(cairn_store *st);
+
 /* Layer deletion within an open transaction (rm.c). */
 int layer_delete_rows(cairn_store *st, const char *diff_id);
 

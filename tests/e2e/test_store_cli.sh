@@ -1,0 +1,130 @@
+#!/bin/bash
+# test_store_cli.sh — the store through the built `cairn` and `cairn-pin`:
+# dedup across images, pins against rm, hostile input, the contract's exit
+# codes, usage errors and JSON listings.
+source "$(dirname "$0")/lib.sh"
+
+# Three layers from real trees nobody here wrote, plus one made here.
+mkdir -p "$T/l1" "$T/l2" "$T/l3" "$T/work"
+cp -a /usr/share/zoneinfo/America "$T/l1/"
+cp -a /usr/share/zoneinfo/Europe "$T/l2/"
+cp -a /usr/share/zoneinfo/America/New_York "$T/l2/dup-of-layer1"
+mkdir -p "$T/l3/etc" && echo "third layer" >"$T/l3/etc/motd" && : >"$T/l3/empty"
+mknod "$T/l3/.wh.Europe" c 0 0 2>/dev/null || : >"$T/l3/.wh.Europe"
+mktar "$T/l1" "$T/l1.tar"
+mktar "$T/l2" "$T/l2.tar.gz" --gzip
+mktar "$T/l3" "$T/l3.tar" --zstd
+cp "$T/l3.tar" "$T/l3.tar.zst"
+mktar "$T/l3" "$T/l3.tar"
+
+cd "$T/work" || exit 1
+expect_exit 0 "import app:1 from tar, tar.gz and tar.zst" cairn import app:1 "$T/l1.tar" "$T/l2.tar.gz" "$T/l3.tar.zst"
+id1=$(cat "$T/stdout")
+gzip -dc "$T/l2.tar.gz" >"$T/l2.tar"
+expect_exit 0 "import app:2 from the same layers, uncompressed" cairn import app:2 "$T/l1.tar" "$T/l2.tar" "$T/l3.tar"
+check "same layers, same config: same image id" [ "$(cat "$T/stdout")" = "$id1" ]
+expect_exit 0 "import rev:1 with the layers reversed" cairn import rev:1 "$T/l3.tar" "$T/l2.tar" "$T/l1.tar"
+check "two distinct images" [ "$(cairn images --json | jq length)" = 2 ]
+check "each layer stored once" [ "$(cairn layers --json | jq length)" = 3 ]
+distinct=$(find "$T/l1" "$T/l2" "$T/l3" -type f -size +0 -exec sha256sum {} + | cut -d' ' -f1 | sort -u | wc -l)
+blobs=$(find "$STORE/blobs" -type f | wc -l)
+check "each distinct file stored once ($blobs blobs, $distinct contents)" [ "$blobs" = "$distinct" ]
+check_json "diff_id is the sha256 of the uncompressed tar" \
+  "map(.id) | index(\"$(sha256sum "$T/l2.tar" | cut -d' ' -f1)\") != null" cairn layers --json
+check_json "images --json has the contract's keys" \
+  'all(has("id") and has("names") and has("layers") and has("size") and has("pinned"))' cairn images --json
+check_json "layers --json has the contract's keys" \
+  'all(has("id") and has("size") and has("images") and has("pinned"))' cairn layers --json
+check_json "inspect shows the config's diff_ids" '.config.rootfs.diff_ids | length == 3' cairn inspect app:1
+expect_exit 0 "inspect by 12-digit id prefix" cairn inspect "${id1:0:12}"
+
+# Pins: a hold blocks rm, names its holder, shows in lslocks, dies with kill -9.
+cairn-pin hold app:1 -- sleep 60 &
+holder=$!
+on_exit "kill -9 $holder; pkill -9 -f 'sleep 60'"
+wait_for 5 sh -c "cairn-pin ls --json | jq -e 'length > 0' >/dev/null"
+expect_exit 4 "rm of a held image is exit 4" cairn rm "$id1"
+check "rm names the holder's pid and purpose" grep -q "pid $holder (cairn-pin) hold sleep 60" "$T/stderr"
+check "rm error is one line" [ "$(wc -l <"$T/stderr")" = 1 ]
+check "lslocks shows the pin" sh -c "lslocks -n -o PID,PATH | grep -q '$holder .*pins/image/$id1'"
+check_json "cairn-pin ls --json has the contract's keys" \
+  'length > 0 and all(has("target") and has("kind") and has("pid") and has("command") and has("purpose") and has("since") and has("stale"))' cairn-pin ls --json
+check_json "images shows it pinned" ".[] | select(.id == \"$id1\") | .pinned" cairn images --json
+expect_exit 4 "cairn-pin wait times out while held" cairn-pin wait app:1 --timeout 0.3
+kill -9 "$holder"
+wait "$holder" 2>/dev/null
+expect_exit 4 "the held command keeps the pin after its parent dies" cairn rm "$id1"
+pkill -9 -f 'sleep 60'
+wait_for 5 sh -c "! lslocks -n -o PATH | grep -q pins/image/$id1"
+expect_exit 0 "cairn-pin wait returns once the pins are gone" cairn-pin wait app:1 --timeout 5
+check_json "cairn-pin ls marks the dead holder's annotation stale" 'length > 0 and all(.stale)' cairn-pin ls --json
+check "stale annotations are cleaned once seen" [ "$(cairn-pin ls --json | jq length)" = 0 ]
+
+# rm --wait waits for a short hold to end.
+cairn-pin hold rev:1 -- sleep 1 &
+h2=$!
+on_exit "kill -9 $h2"
+wait_for 5 sh -c "lslocks -n -o PID | grep -q $h2"
+expect_exit 0 "rm --wait=10 succeeds once the hold ends" cairn rm --wait=10 rev:1
+wait "$h2"
+check "rm by name keeps layers other images use" [ "$(cairn layers --json | jq length)" = 3 ]
+expect_exit 0 "rm app:1 only removes that name" cairn rm app:1
+check "app:2 still there" cairn inspect app:2 >/dev/null
+expect_exit 0 "rm of the last name removes the image" cairn rm app:2
+check "no images left" [ "$(cairn images --json | jq length)" = 0 ]
+check "its layers went with it" [ "$(cairn layers --json | jq length)" = 0 ]
+check "and its blobs" [ "$(find "$STORE/blobs" -type f | wc -l)" = 0 ]
+
+# Hostile and broken input: exit 5, store unchanged, nothing outside it.
+cairn import keep:1 "$T/l3.tar" >/dev/null
+snapshot() { (sqlite3 "$STORE/meta.db" .dump | grep -v '^INSERT INTO pins'; find "$STORE/blobs" -type f | sort) | sha256sum; }
+before=$(snapshot)
+python3 - "$T" <<'PY'
+import io, sys, tarfile
+t = sys.argv[1]
+def tar(name, entries):
+    with tarfile.open(f"{t}/{name}", "w") as tf:
+        for n, kind, extra in entries:
+            ti = tarfile.TarInfo(n)
+            if kind == "file":
+                ti.size = len(extra); tf.addfile(ti, io.BytesIO(extra))
+            elif kind == "sym":
+                ti.type = tarfile.SYMTYPE; ti.linkname = extra; tf.addfile(ti)
+            elif kind == "hard":
+                ti.type = tarfile.LNKTYPE; ti.linkname = extra; tf.addfile(ti)
+tar("dotdot.tar", [("ok", "file", b"ok"), ("../../escaped", "file", b"x")])
+tar("deep-dotdot.tar", [("a/b/../../../escaped", "file", b"x")])
+tar("via-symlink.tar", [("l", "sym", t + "/outside"), ("l/escaped", "file", b"x")])
+tar("hardlink-out.tar", [("h", "hard", "../../../etc/passwd")])
+tar("hardlink-missing.tar", [("h", "hard", "not/in/layer")])
+PY
+head -c 5000 "$T/l1.tar" >"$T/truncated.tar"
+head -c 3000 "$T/l2.tar.gz" >"$T/truncated.tar.gz"
+head -c 4096 /dev/urandom >"$T/garbage.tar"
+: >"$T/empty.tar"
+mkdir -p "$T/outside"
+for bad in dotdot deep-dotdot via-symlink hardlink-out hardlink-missing truncated garbage empty; do
+  f="$T/$bad.tar"; [ -e "$f" ] || f="$T/$bad.tar.gz"
+  expect_exit 5 "hostile/corrupt $bad is exit 5" cairn import bad:1 "$f"
+  check "$bad: error is one line 'cairn: ...'" sh -c "[ \$(wc -l <'$T/stderr') = 1 ] && grep -q '^cairn: ' '$T/stderr'"
+done
+expect_exit 5 "gzip cut short is exit 5" cairn import bad:1 "$T/truncated.tar.gz"
+check "the store is unchanged by all of them" [ "$(snapshot)" = "$before" ]
+check "nothing was written outside the store" sh -c "[ ! -e '$T/escaped' ] && [ ! -e /escaped ] && [ -z \"\$(ls -A '$T/outside')\" ] && [ -z \"\$(ls -A '$T/work')\" ]"
+check "no bad:1 image" sh -c "! cairn inspect bad:1 >/dev/null 2>&1"
+
+# The contract's exit codes and usage errors.
+expect_exit 2 "unknown command is exit 2" cairn frobnicate
+expect_exit 2 "bad flag is exit 2" cairn images --bogus
+check "usage errors print a usage line" grep -q '^usage: ' "$T/stderr"
+expect_exit 2 "cairn-pin bad flag is exit 2" cairn-pin ls --bogus
+expect_exit 2 "import without layers is exit 2" cairn import x:1
+expect_exit 2 "invalid name is exit 2" cairn import 'Bad Name' "$T/l3.tar"
+expect_exit 3 "inspect of an unknown image is exit 3" cairn inspect nosuch:1
+expect_exit 3 "rm of an unknown image is exit 3" cairn rm nosuch:1
+expect_exit 3 "import of a missing file is exit 3" cairn import x:1 "$T/does-not-exist.tar"
+expect_exit 0 "fsck is clean" cairn fsck
+expect_exit 0 "gc --dry-run" cairn gc --dry-run
+expect_exit 0 "gc" cairn gc
+check "the store directory is mode 0700" [ "$(stat -c %a "$STORE")" = 700 ]
+finish
