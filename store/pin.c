@@ -255,14 +255,53 @@ static void iso_time(int64_t t, char *buf, size_t len) {
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static json_t *pin_row(enum cairn_pin_kind kind, const char *id, pid_t pid, const char *purpose,
-                       int64_t since, bool stale) {
+/* Live processes with an open fd on the inode: who holds a lock that a
+ * now-dead process took and passed on (cairn-pin hold's command). */
+static json_t *inode_holders(const struct stat *s) {
+  json_t *pids = json_array();
+  DIR *proc = opendir("/proc");
+  struct dirent *p;
+  while (proc && (p = readdir(proc))) {
+    pid_t pid = (pid_t)atoi(p->d_name);
+    if (pid <= 0) continue;
+    char fddir[64];
+    snprintf(fddir, sizeof(fddir), "/proc/%d/fd", (int)pid);
+    int dfd = open(fddir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *fds = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!fds && dfd >= 0) close(dfd);
+    struct dirent *f;
+    struct stat fs;
+    while (fds && (f = readdir(fds))) {
+      if (f->d_name[0] == '.' || fstatat(dfd, f->d_name, &fs, 0) < 0) continue;
+      if (fs.st_dev == s->st_dev && fs.st_ino == s->st_ino) {
+        json_array_append_new(pids, json_integer(pid));
+        break;
+      }
+    }
+    if (fds) closedir(fds);
+  }
+  if (proc) closedir(proc);
+  return pids;
+}
+
+static json_t *pin_row(enum cairn_pin_kind kind, const char *id, const struct stat *file,
+                       pid_t pid, const char *purpose, int64_t since, bool stale) {
   char when[32] = "";
   if (since > 0) iso_time(since, when, sizeof(when));
   _cleanup_free_ char *cmd = proc_command(pid);
-  return json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:b}", "target", id, "kind",
-                   kind_dir(kind), "pid", (json_int_t)pid, "command", cmd, "purpose", purpose,
-                   "since", since > 0 ? when : NULL, "stale", stale);
+  json_t *row = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:b}", "target", id, "kind",
+                          kind_dir(kind), "pid", (json_int_t)pid, "command", cmd, "purpose",
+                          purpose, "since", since > 0 ? when : NULL, "stale", stale);
+  if (!stale && file && proc_start_time(pid) == 0) {
+    /* The locker exited; the lock lives on in what inherited it. */
+    json_t *held_by = inode_holders(file);
+    if (json_array_size(held_by) > 0) {
+      _cleanup_free_ char *heir = proc_command((pid_t)json_integer_value(json_array_get(held_by, 0)));
+      json_object_set_new(row, "command", json_sprintf("%s (inherited)", heir));
+    }
+    json_object_set_new(row, "held_by", held_by);
+  }
+  return row;
 }
 
 /* Adds the rows of one target: its annotations, then its kernel locks that
@@ -284,7 +323,8 @@ static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl,
   while (sqlite3_step(q) == SQLITE_ROW) {
     pid_t pid = sqlite3_column_int(q, 0);
     bool live = have_file && inode_locked_by(kl, &s, pid);
-    json_array_append_new(rows, pin_row(kind, id, pid, (const char *)sqlite3_column_text(q, 1),
+    json_array_append_new(rows, pin_row(kind, id, have_file ? &s : NULL, pid,
+                                        (const char *)sqlite3_column_text(q, 1),
                                         sqlite3_column_int64(q, 2), !live));
     if (!live) json_array_append_new(stale, json_pack("{s:i,s:s,s:i}", "kind", kind, "target",
                                                       id, "pid", (json_int_t)pid));
@@ -296,7 +336,7 @@ static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl,
     if (!lock_matches(&kl->v[i], &s)) continue;
     bool known = false;
     for (size_t j = 0; j < n_annotated && !known; j++) known = annotated[j] == kl->v[i].pid;
-    if (!known) json_array_append_new(rows, pin_row(kind, id, kl->v[i].pid, "", 0, false));
+    if (!known) json_array_append_new(rows, pin_row(kind, id, &s, kl->v[i].pid, "", 0, false));
   }
 }
 
@@ -397,9 +437,15 @@ char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *i
   json_array_foreach(rows, i, row) {
     if (json_is_true(json_object_get(row, "stale"))) continue;
     const char *purpose = json_string_value(json_object_get(row, "purpose"));
-    fprintf(f, "%spid %d (%s)%s%s", first ? "" : "; ",
+    fprintf(f, "%spid %d (%s)", first ? "" : "; ",
             (int)json_integer_value(json_object_get(row, "pid")),
-            json_string_value(json_object_get(row, "command")), *purpose ? " " : "", purpose);
+            json_string_value(json_object_get(row, "command")));
+    json_t *held_by = json_object_get(row, "held_by");
+    size_t j;
+    json_t *h;
+    json_array_foreach(held_by, j, h) fprintf(f, "%s%d", j ? "," : " held by pid ",
+                                              (int)json_integer_value(h));
+    fprintf(f, "%s%s", *purpose ? " " : "", purpose);
     first = false;
   }
   fclose(f);

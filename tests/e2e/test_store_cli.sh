@@ -51,9 +51,11 @@ check_json "cairn-pin ls --json has the contract's keys" \
   'length > 0 and all(has("target") and has("kind") and has("pid") and has("command") and has("purpose") and has("since") and has("stale"))' cairn-pin ls --json
 check_json "images shows it pinned" ".[] | select(.id == \"$id1\") | .pinned" cairn images --json
 expect_exit 4 "cairn-pin wait times out while held" cairn-pin wait app:1 --timeout 0.3
+heir=$(pgrep -P "$holder" sleep)
 kill -9 "$holder"
 wait "$holder" 2>/dev/null
 expect_exit 4 "the held command keeps the pin after its parent dies" cairn rm "$id1"
+check "rm names the command that inherited the pin" grep -q "held by pid $heir " "$T/stderr"
 pkill -9 -f 'sleep 60'
 wait_for 5 sh -c "! lslocks -n -o PATH | grep -q pins/image/$id1"
 expect_exit 0 "cairn-pin wait returns once the pins are gone" cairn-pin wait app:1 --timeout 5
