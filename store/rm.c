@@ -33,7 +33,9 @@ static int name_remove_unless_last(cairn_store *st, const char *name, const char
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_ROW) return store_fail_db(st, "names");
-  if (sqlite3_column_int(q, 0) <= 1) return 1;
+  int count = sqlite3_column_int(q, 0);
+  sqlite3_reset(q); /* ends the read: a write on a stale snapshot is SQLITE_BUSY at once */
+  if (count <= 1) return 1;
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
   if ((r = db_prepare(st, &d, "DELETE FROM names WHERE name = ?")) < 0) return r;
   sqlite3_bind_text(d, 1, name, -1, SQLITE_STATIC);
@@ -88,6 +90,7 @@ int cairn_rm(cairn_store *st, const char *ref) {
     sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
     if (sqlite3_step(q) == SQLITE_ROW) {
       snprintf(id, sizeof(id), "%s", (const char *)sqlite3_column_text(q, 0));
+      sqlite3_reset(q); /* ends the read: a write on a stale snapshot is SQLITE_BUSY at once */
       r = name_remove_unless_last(st, name, id);
       return r == 1 ? image_remove(st, id) : r;
     }

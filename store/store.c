@@ -132,22 +132,22 @@ static int mkdir_parents(const char *path, mode_t mode) {
   return 0;
 }
 
+/* The schema version recorded in the store, 0 for a new one. */
+static int schema_version(cairn_store *st) {
+  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  if (sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &s,
+                         NULL) != SQLITE_OK)
+    return 0; /* no meta table yet */
+  return sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
+}
+
+/* Runs the migrations the store lacks, in one transaction. */
 static int store_migrate(cairn_store *st) {
-  int r = db_exec(st, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)");
-  if (r < 0) return r;
+  int r;
   if ((r = db_begin(st)) < 0) return r;
-  int version = 0;
-  {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((r = db_prepare(st, &s, "SELECT value FROM meta WHERE key='schema_version'")) < 0)
-      goto fail;
-    if (sqlite3_step(s) == SQLITE_ROW) version = sqlite3_column_int(s, 0);
-  }
-  if (version > SCHEMA_VERSION) {
-    r = store_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)",
-                   version, SCHEMA_VERSION);
+  if ((r = db_exec(st, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)")) < 0)
     goto fail;
-  }
+  int version = schema_version(st);
   for (int v = version; v < SCHEMA_VERSION; v++)
     if ((r = db_exec(st, migrations[v])) < 0) goto fail;
   if (version != SCHEMA_VERSION) {
@@ -163,6 +163,20 @@ fail:
   return r;
 }
 
+/* First use of a store, or an older schema: switching to WAL and migrating
+ * are done by one process at a time, under STORE/init.lock, since SQLite
+ * answers a journal-mode change that races another "locked" at once. */
+static int store_init(cairn_store *st) {
+  int fd = openat(st->dirfd, "init.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return store_fail(st, -errno, "%s/init.lock: %s", st->dir, strerror(errno));
+  while (flock(fd, LOCK_EX) < 0 && errno == EINTR) {
+  }
+  int r = db_exec(st, "PRAGMA journal_mode=WAL");
+  if (r == 0 && schema_version(st) < SCHEMA_VERSION) r = store_migrate(st);
+  close(fd);
+  return r;
+}
+
 static int store_open_db(cairn_store *st) {
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/meta.db", st->dir);
@@ -172,10 +186,19 @@ static int store_open_db(cairn_store *st) {
     return store_fail_db(st, path);
   sqlite3_busy_timeout(st->db, 60000);
   int r;
-  if ((r = db_exec(st, "PRAGMA journal_mode=WAL")) < 0) return r;
   if ((r = db_exec(st, "PRAGMA synchronous=FULL")) < 0) return r;
   if ((r = db_exec(st, "PRAGMA foreign_keys=ON")) < 0) return r;
-  return store_migrate(st);
+  int version = schema_version(st);
+  if (version > SCHEMA_VERSION)
+    return store_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)",
+                      version, SCHEMA_VERSION);
+  _cleanup_stmt_ sqlite3_stmt *mode = NULL;
+  if ((r = db_prepare(st, &mode, "PRAGMA journal_mode")) < 0) return r;
+  bool wal = sqlite3_step(mode) == SQLITE_ROW &&
+             strcmp((const char *)sqlite3_column_text(mode, 0), "wal") == 0;
+  sqlite3_finalize(mode);
+  mode = NULL;
+  return wal && version == SCHEMA_VERSION ? 0 : store_init(st);
 }
 
 int cairn_store_open(const char *dir, cairn_store **out) {

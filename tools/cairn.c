@@ -51,6 +51,6 @@ int main(int argc, char **argv) {
     cli_close(&c);
     return code;
   }
-  fprintf(stderr, "cairn: %s: unknown command (see cairn --help)\n", argv[1]);
-  return 2;
+  return cli_usage("cairn [--store DIR] COMMAND [ARGS] (cairn --help lists the commands)",
+                   "%s: unknown command", argv[1]);
 }

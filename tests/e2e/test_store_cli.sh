@@ -128,5 +128,13 @@ expect_exit 3 "import of a missing file is exit 3" cairn import x:1 "$T/does-not
 expect_exit 0 "fsck is clean" cairn fsck
 expect_exit 0 "gc --dry-run" cairn gc --dry-run
 expect_exit 0 "gc" cairn gc
+# First use of a new store by several processes at once: all succeed.
+first_use_failures=0
+for ((r = 0; r < 10; r++)); do
+  pids=()
+  for ((i = 0; i < 6; i++)); do cairn --store "$T/new$r" images --json >/dev/null 2>>"$T/first-use" & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || first_use_failures=$((first_use_failures + 1)); done
+done
+check "6 processes opening a new store at once all succeed (10 rounds)" [ "$first_use_failures" = 0 ]
 check "the store directory is mode 0700" [ "$(stat -c %a "$STORE")" = 700 ]
 finish
