@@ -31,6 +31,7 @@ int cairn_name_normalize(const char *name, char *out, size_t len) {
   const char *last_slash = strrchr(name, '/');
   const char *colon = strrchr(last_slash ? last_slash : name, ':');
   size_t repo_len = colon ? (size_t)(colon - name) : strlen(name);
+  if (repo_len == 0) return -EINVAL;
   const char *tag = colon ? colon + 1 : "latest";
   size_t tag_len = strlen(tag);
   if (tag_len == 0 || tag_len > 128 || !(isalnum((unsigned char)tag[0]) || tag[0] == '_'))

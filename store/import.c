@@ -8,9 +8,10 @@
  * staged in a TEMP table; file contents go to blobs as they stream.
  *
  * A layer tar is data, never a path on the host: names are made relative
- * ("/x" and "./x" become "x"), a ".." component, a name below a symlink of
- * the same layer and a hardlink to a name the layer has not defined are
- * refused with -EBADMSG. Nothing is extracted anywhere: entries become rows.
+ * ("/x" and "./x" become "x"), a ".." component, a name below a symlink (or
+ * any non-directory) of the same layer, a hardlink to a name the layer has
+ * not defined and an owner wider than 32 bits are refused with -EBADMSG.
+ * Nothing is extracted anywhere: entries become rows.
  *
  * Commit order keeps the invariant "committed metadata never points at a
  * missing blob": blobs are written, syncfs() makes them durable, then one
@@ -108,7 +109,7 @@ static int stage_type(struct ingest *in, const char *path) {
   return type;
 }
 
-/* Refuses a name whose parent, in this layer, is a symlink. */
+/* Refuses a name whose parent, in this layer, is not a directory. */
 static int path_check_parents(struct ingest *in, const char *path) {
   char buf[4096];
   snprintf(buf, sizeof(buf), "%s", path);
@@ -116,8 +117,8 @@ static int path_check_parents(struct ingest *in, const char *path) {
     *slash = '\0';
     int type = stage_type(in, buf);
     *slash = '/';
-    if (type == CAIRN_SYMLINK)
-      return store_fail(in->st, -EBADMSG, "entry %s: passes through the symlink %.*s", path,
+    if (type >= 0 && type != CAIRN_DIR) /* a symlink, a hardlink (maybe to one), ... */
+      return store_fail(in->st, -EBADMSG, "entry %s: passes through %.*s, not a directory", path,
                         (int)(slash - buf), buf);
   }
   return 0;
@@ -162,7 +163,15 @@ static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
   const char *name;
   const void *value;
   size_t vlen;
+  const char *seen[64];
+  size_t n_seen = 0;
   while (archive_entry_xattr_next(e, &name, &value, &vlen) == ARCHIVE_OK) {
+    /* libarchive gives a pax xattr once per key that carries it
+     * (LIBARCHIVE.xattr.NAME and SCHILY.xattr.NAME): keep the first */
+    bool dup = false;
+    for (size_t i = 0; i < n_seen && !dup; i++) dup = strcmp(seen[i], name) == 0;
+    if (dup) continue;
+    if (n_seen < sizeof(seen) / sizeof(seen[0])) seen[n_seen++] = name;
     unsigned char l[4] = {vlen & 0xff, (vlen >> 8) & 0xff, (vlen >> 16) & 0xff, (vlen >> 24) & 0xff};
     fwrite(name, 1, strlen(name) + 1, f);
     fwrite(l, 1, 4, f);
@@ -222,6 +231,10 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   if (path[0] == '\0' && type != CAIRN_DIR)
     return store_fail(st, -EBADMSG, "entry %s: the layer root must be a directory", raw);
   if ((r = path_check_parents(in, path)) < 0) return r;
+  if (archive_entry_uid(e) < 0 || archive_entry_uid(e) > UINT32_MAX ||
+      archive_entry_gid(e) < 0 || archive_entry_gid(e) > UINT32_MAX)
+    return store_fail(st, -EBADMSG, "entry %s: owner %lld:%lld is not a 32-bit id", raw,
+                      (long long)archive_entry_uid(e), (long long)archive_entry_gid(e));
   if (type == CAIRN_HARDLINK) {
     const char *link = archive_entry_hardlink(e);
     if (path_normalize(link, target, sizeof(target)) < 0)

@@ -1,0 +1,171 @@
+/*
+ * oci_layout.c — the "oci:DIR[:REF]" pull source: an OCI image layout
+ * directory (index.json, blobs/sha256/...), as skopeo or umoci write it.
+ *
+ * DIR is everything up to the first ':'; REF (which may hold ':') picks the
+ * index.json entry whose org.opencontainers.image.ref.name equals it. With
+ * no REF the layout must hold exactly one entry. Every blob read is checked
+ * against its descriptor like a download.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pull.h"
+
+typedef struct oci_layout {
+  pull_source base;
+  char *dir;
+  char *ref;
+} oci_layout;
+
+static int open_blob(oci_layout *l, const pull_desc *d, pull_err *e)
+{
+  char path[4096];
+  snprintf(path, sizeof path, "%s/blobs/sha256/%s", l->dir, d->digest + 7);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return pull_fail(e, errno == ENOENT ? -ENOENT : -errno, "blob %s: %s", d->digest,
+                     strerror(errno));
+  return fd;
+}
+
+static int layout_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e)
+{
+  int fd = open_blob((oci_layout *)src, d, e);
+  if (fd < 0)
+    return fd;
+  int r = blob_copy_fd(fd, s, e);
+  close(fd);
+  if (r == -EBADMSG)
+    return pull_fail(e, r, "blob %s is larger than its descriptor says (%llu bytes)",
+                     d->digest, (unsigned long long)d->size);
+  return r < 0 ? r : blob_sink_finish(s, d, e);
+}
+
+static int read_small_blob(pull_source *src, const pull_desc *d, char **body, size_t *len,
+                           pull_err *e)
+{
+  if (d->size > PULL_MANIFEST_MAX)
+    return pull_fail(e, -EBADMSG, "manifest %s is too large (%llu bytes)", d->digest,
+                     (unsigned long long)d->size);
+  blob_sink s;
+  int r = blob_sink_init(&s, -1, d->size, NULL);
+  if (r == 0)
+    r = layout_blob(src, d, &s, e);
+  if (r == 0) {
+    *body = s.mem ? s.mem : strdup("");
+    *len = s.written;
+    s.mem = NULL;
+  }
+  blob_sink_free(&s);
+  return r;
+}
+
+/* The index.json entry REF names (or the only one). */
+static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e)
+{
+  char path[4096];
+  json_error_t je;
+  snprintf(path, sizeof path, "%s/index.json", l->dir);
+  json_t *idx = json_load_file(path, 0, &je);
+  if (!idx) {
+    if (access(path, F_OK) < 0)
+      return pull_fail(e, -ENOENT, "%s is not an OCI image layout (no index.json)", l->dir);
+    return pull_fail(e, -EBADMSG, "%s: %s", path, je.text);
+  }
+  json_t *list = json_object_get(idx, "manifests"), *m, *found = NULL;
+  size_t i, count = 0;
+  json_array_foreach(list, i, m)
+  {
+    const char *name = json_string_value(
+        json_object_get(json_object_get(m, "annotations"), "org.opencontainers.image.ref.name"));
+    if (!l->ref || (name && strcmp(name, l->ref) == 0)) {
+      found = m;
+      count++;
+    }
+  }
+  int r;
+  if (count == 0)
+    r = pull_fail(e, -ENOENT, "%s: no image%s%s in the layout", l->dir, l->ref ? " named " : "",
+                  l->ref ? l->ref : "");
+  else if (count > 1)
+    r = pull_fail(e, -EINVAL, "%s holds %zu images; name one as oci:%s:REF", l->dir, count,
+                  l->dir);
+  else
+    r = pull_desc_parse(found, d, e);
+  json_decref(idx);
+  return r;
+}
+
+static int layout_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
+                           pull_err *e)
+{
+  if (d)
+    return read_small_blob(src, d, body, len, e);
+  pull_desc top;
+  int r = pick_entry((oci_layout *)src, &top, e);
+  if (r == 0)
+    r = read_small_blob(src, &top, body, len, e);
+  pull_desc_clear(&top);
+  return r;
+}
+
+static void layout_free(pull_source *src)
+{
+  oci_layout *l = (oci_layout *)src;
+  free(l->dir);
+  free(l->ref);
+  free(l->base.default_name);
+  free(l);
+}
+
+static const pull_source_ops layout_ops = {
+    .manifest = layout_manifest,
+    .blob = layout_blob,
+    .free = layout_free,
+};
+
+/* REF when it looks like a full name (has ':' or '/'), else DIRNAME:REF. */
+static char *default_name(const char *dir, const char *ref)
+{
+  char norm[512], *name = NULL, *copy = strdup(dir);
+  if (!copy)
+    return NULL;
+  if (ref && (strchr(ref, ':') || strchr(ref, '/')))
+    name = strdup(ref);
+  else if (asprintf(&name, "%s:%s", basename(copy), ref ? ref : "latest") < 0)
+    name = NULL;
+  free(copy);
+  if (name && cairn_name_normalize(name, norm, sizeof norm) < 0) {
+    free(name);
+    name = NULL;
+  }
+  return name;
+}
+
+int oci_layout_open(const char *spec, pull_source **out, pull_err *e)
+{
+  oci_layout *l = calloc(1, sizeof *l);
+  if (!l)
+    return pull_fail(e, -ENOMEM, "out of memory");
+  const char *colon = strchr(spec, ':');
+  l->dir = colon ? strndup(spec, (size_t)(colon - spec)) : strdup(spec);
+  l->ref = colon && colon[1] ? strdup(colon + 1) : NULL;
+  l->base.ops = &layout_ops;
+  if (!l->dir || (colon && colon[1] && !l->ref)) {
+    layout_free(&l->base);
+    return pull_fail(e, -ENOMEM, "out of memory");
+  }
+  if (!*l->dir) {
+    layout_free(&l->base);
+    return pull_fail(e, -EINVAL, "oci: needs a directory (oci:DIR[:REF])");
+  }
+  l->base.default_name = default_name(l->dir, l->ref);
+  *out = &l->base;
+  return 0;
+}

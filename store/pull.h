@@ -1,0 +1,135 @@
+/*
+ * pull.h — internals shared by the pull sources (store/pull*.c, oci*.c,
+ * registry*.c, docker_archive*.c). Not part of the public API.
+ *
+ * A source turns a reference into an image manifest and a config, and
+ * writes verified layer blobs into a file descriptor. The pull itself
+ * (pull.c) pins, checks the store, fans out the fetches and commits.
+ */
+#ifndef CAIRN_PULL_H
+#define CAIRN_PULL_H
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cairn.h"
+
+#define PULL_DIGEST_LEN (7 + CAIRN_ID_LEN) /* "sha256:" + hex */
+#define PULL_MANIFEST_MAX (4u << 20)       /* manifests, indexes, configs */
+
+/* The error of one pull: an errno and a sentence for a person. */
+typedef struct pull_err {
+  char msg[512];
+} pull_err;
+
+/* Sets e->msg (printf-style) and returns err (a negative errno). */
+int pull_fail(pull_err *e, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A content descriptor (OCI image-spec); only sha256 digests are used. */
+typedef struct pull_desc {
+  char *media_type;
+  char digest[PULL_DIGEST_LEN + 1];
+  uint64_t size;
+} pull_desc;
+
+/* Checks "sha256:<64 lowercase hex>"; the hex part is digest + 7. */
+bool pull_digest_valid(const char *digest);
+
+/* Fills a descriptor from a JSON object; -EBADMSG if malformed. */
+int pull_desc_parse(json_t *obj, pull_desc *d, pull_err *e);
+void pull_desc_clear(pull_desc *d);
+
+/* sha256 of a buffer as "sha256:hex". */
+void pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]);
+
+/* A writer that hashes what it writes, refuses to go past the descriptor's
+ * size, and at the end checks size and digest. Bytes written so far are
+ * published in *progress (may be NULL) for the progress display. */
+typedef struct blob_sink {
+  int fd;    /* < 0: collect in mem instead (manifests, configs) */
+  char *mem; /* NUL-terminated; the caller may take it (set to NULL) */
+  EVP_MD_CTX *md;
+  uint64_t limit, written;
+  _Atomic uint64_t *progress;
+  const atomic_bool *cancel; /* when set, writes fail with -ECANCELED */
+} blob_sink;
+
+int blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progress);
+/* Starts over (a retried download): truncates the file and the hash. */
+int blob_sink_reset(blob_sink *s);
+/* -EFBIG when the data would exceed the limit, -ECANCELED when the pull
+ * is being abandoned; -errno on write errors. */
+int blob_sink_write(blob_sink *s, const void *buf, size_t len);
+/* -EBADMSG (with a message naming the blob) on a size or digest mismatch. */
+int blob_sink_finish(blob_sink *s, const pull_desc *d, pull_err *e);
+void blob_sink_free(blob_sink *s);
+
+/* Copies a file (an OCI layout blob) through a sink. */
+int blob_copy_fd(int in, blob_sink *s, pull_err *e);
+
+/* Platform "os/arch[/variant]"; variant may be empty. */
+typedef struct pull_platform {
+  char os[32], arch[32], variant[32];
+} pull_platform;
+int pull_platform_parse(const char *s, pull_platform *p);
+
+/* The parts of an image the pull needs. */
+typedef struct pull_image {
+  pull_desc config;
+  pull_desc *layers;
+  size_t n_layers;
+  char *config_json; /* the config bytes as fetched (their sha256 is the id) */
+  size_t config_len;
+  char **diff_ids; /* hex, from config rootfs.diff_ids, one per layer */
+} pull_image;
+void pull_image_free(pull_image *img);
+
+/* Parses an image manifest (OCI or Docker v2 schema 2) into img's config
+ * and layer descriptors. */
+int oci_manifest_parse(const char *body, size_t len, pull_image *img, pull_err *e);
+
+/* If body is an index (OCI index or Docker manifest list), picks the
+ * manifest for the platform into *child and returns 1; 0 when body is an
+ * image manifest; -ENOENT when no entry matches. */
+int oci_index_select(const char *body, size_t len, const pull_platform *want,
+                     pull_desc *child, pull_err *e);
+
+/* Reads the config's rootfs.diff_ids into img (checking the count against
+ * the layers); -EBADMSG when inconsistent. */
+int oci_config_diff_ids(pull_image *img, pull_err *e);
+
+/* ---- sources ------------------------------------------------------------ */
+
+typedef struct pull_source pull_source;
+
+typedef struct pull_source_ops {
+  /* Fetches the top manifest (digest == NULL) or one by digest, verified
+   * against the digest when one is given. */
+  int (*manifest)(pull_source *src, const pull_desc *d, char **body, size_t *len,
+                  pull_err *e);
+  /* Fetches a blob into a sink (verified by the sink's finish). Called from
+   * worker threads, several at once. */
+  int (*blob)(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e);
+  void (*free)(pull_source *src);
+} pull_source_ops;
+
+struct pull_source {
+  const pull_source_ops *ops;
+  char *default_name; /* NULL when the source suggests none */
+  const cairn_pull_opts *opts;
+};
+
+int oci_layout_open(const char *spec, pull_source **out, pull_err *e);
+int docker_archive_open(const char *path, pull_source **out, pull_err *e);
+int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
+                         pull_err *e);
+
+/* Logs one line through opts->log, serialized. */
+void pull_log(pull_source *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,405 @@
+/*
+ * registry.c — the "docker://HOST[:PORT]/REPO[:TAG|@sha256:HEX]" pull
+ * source: the OCI distribution API over libcurl, with the retry policy.
+ *
+ * Retry policy: connection refused/reset/timeouts, 5xx, 408 and 429 are
+ * transient and retried, waiting cairn_backoff_ms (or a 429/503's
+ * Retry-After, capped) between attempts; everything else is permanent: 404
+ * is -ENOENT, a 401 that survives one auth round is -EACCES, a body over
+ * its descriptor's size or with the wrong digest is -EBADMSG. At most
+ * opts->attempts tries, one log line per retry, then one error line.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "registry.h"
+
+#define ACCEPT_MANIFESTS                                                                   \
+  "application/vnd.oci.image.manifest.v1+json, "                                           \
+  "application/vnd.oci.image.index.v1+json, "                                              \
+  "application/vnd.docker.distribution.manifest.v2+json, "                                 \
+  "application/vnd.docker.distribution.manifest.list.v2+json"
+
+typedef struct exchange {
+  http_reply *reply;
+  blob_sink *sink;
+  int sink_err; /* first sink error; stops the transfer */
+} exchange;
+
+static void copy_header_value(char *dst, size_t len, const char *v, size_t n)
+{
+  while (n > 0 && (*v == ' ' || *v == '\t'))
+    v++, n--;
+  while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+    n--;
+  if (n >= len)
+    n = len - 1;
+  memcpy(dst, v, n);
+  dst[n] = '\0';
+}
+
+static size_t on_header(char *buf, size_t size, size_t n, void *arg)
+{
+  exchange *x = arg;
+  http_reply *r = x->reply;
+  size_t len = size * n;
+  if (len > 5 && strncmp(buf, "HTTP/", 5) == 0) { /* a new response (redirects) */
+    const char *sp = memchr(buf, ' ', len);
+    r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+    r->content_type[0] = r->content_digest[0] = r->www_auth[0] = '\0';
+    r->retry_after = -1;
+    r->error_len = 0;
+    r->error[0] = '\0';
+    return len;
+  }
+  const char *colon = memchr(buf, ':', len);
+  if (!colon)
+    return len;
+  size_t klen = (size_t)(colon - buf);
+  const char *v = colon + 1;
+  size_t vlen = len - klen - 1;
+  char tmp[32];
+  if (klen == 12 && strncasecmp(buf, "Content-Type", klen) == 0)
+    copy_header_value(r->content_type, sizeof r->content_type, v, vlen);
+  else if (klen == 21 && strncasecmp(buf, "Docker-Content-Digest", klen) == 0)
+    copy_header_value(r->content_digest, sizeof r->content_digest, v, vlen);
+  else if (klen == 16 && strncasecmp(buf, "WWW-Authenticate", klen) == 0)
+    copy_header_value(r->www_auth, sizeof r->www_auth, v, vlen);
+  else if (klen == 11 && strncasecmp(buf, "Retry-After", klen) == 0) {
+    copy_header_value(tmp, sizeof tmp, v, vlen);
+    char *end;
+    long s = strtol(tmp, &end, 10);
+    r->retry_after = (end != tmp && s >= 0) ? s : -1;
+  }
+  return len;
+}
+
+static size_t on_body(char *buf, size_t size, size_t n, void *arg)
+{
+  exchange *x = arg;
+  size_t len = size * n;
+  if (x->reply->status >= 200 && x->reply->status < 300) {
+    int r = x->sink ? blob_sink_write(x->sink, buf, len) : 0;
+    if (r < 0) {
+      x->sink_err = r;
+      return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+    }
+    return len;
+  }
+  http_reply *r = x->reply;
+  size_t room = sizeof r->error - 1 - r->error_len;
+  size_t k = len < room ? len : room;
+  memcpy(r->error + r->error_len, buf, k);
+  r->error_len += k;
+  r->error[r->error_len] = '\0';
+  return len;
+}
+
+static bool curl_transient(CURLcode c)
+{
+  switch (c) {
+  case CURLE_COULDNT_CONNECT:
+  case CURLE_OPERATION_TIMEDOUT:
+  case CURLE_SEND_ERROR:
+  case CURLE_RECV_ERROR:
+  case CURLE_GOT_NOTHING:
+  case CURLE_PARTIAL_FILE:
+  case CURLE_HTTP2:
+  case CURLE_HTTP2_STREAM:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* The registry's own words for a failed request: errors[0].message. */
+static const char *reply_reason(const http_reply *r, char *buf, size_t len)
+{
+  json_t *j = json_loads(r->error, 0, NULL);
+  const char *code = json_string_value(json_object_get(json_array_get(json_object_get(j, "errors"), 0), "code"));
+  const char *msg = json_string_value(json_object_get(json_array_get(json_object_get(j, "errors"), 0), "message"));
+  if (msg)
+    snprintf(buf, len, "HTTP %ld %s%s%s", r->status, code ? code : "", code ? ": " : "", msg);
+  else
+    snprintf(buf, len, "HTTP %ld", r->status);
+  json_decref(j);
+  return buf;
+}
+
+static CURLcode perform(registry *rg, CURL *h, const char *url, const char *accept,
+                        bool token_request, exchange *x)
+{
+  struct curl_slist *hdrs = NULL;
+  char line[4200];
+  if (accept) {
+    snprintf(line, sizeof line, "Accept: %s", accept);
+    hdrs = curl_slist_append(hdrs, line);
+  }
+  if (!token_request) {
+    pthread_mutex_lock(&rg->lock);
+    if (rg->auth)
+      hdrs = curl_slist_append(hdrs, rg->auth);
+    pthread_mutex_unlock(&rg->lock);
+  } else if (rg->creds) {
+    curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    curl_easy_setopt(h, CURLOPT_USERPWD, rg->creds);
+  }
+  const char *protos = rg->base.opts->insecure ? "http,https" : "https";
+  curl_easy_setopt(h, CURLOPT_URL, url);
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, protos);
+  curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, protos);
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "cairn/0.1");
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+  if (rg->base.opts->insecure) {
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  CURLcode c = curl_easy_perform(h);
+  curl_slist_free_all(hdrs);
+  return c;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+    ;
+}
+
+int registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
+                 bool token_request, http_reply *reply, pull_err *e)
+{
+  const cairn_pull_opts *o = rg->base.opts;
+  unsigned attempts = o->attempts ? o->attempts : 6;
+  uint64_t base = o->backoff_base_ms ? o->backoff_base_ms : 200;
+  uint64_t cap = o->backoff_cap_ms ? o->backoff_cap_ms : 10000;
+  bool auth_done = false;
+  char why[512];
+  CURL *h = curl_easy_init();
+  if (!h)
+    return pull_fail(e, -ENOMEM, "out of memory");
+  int r = 0;
+  for (unsigned attempt = 0;; attempt++) {
+    exchange x = {.reply = reply, .sink = sink};
+    memset(reply, 0, sizeof *reply);
+    reply->retry_after = -1;
+    if (sink && (r = blob_sink_reset(sink)) < 0) {
+      pull_fail(e, r, "temporary file: %s", strerror(-r));
+      break;
+    }
+    curl_easy_reset(h);
+    CURLcode c = perform(rg, h, url, accept, token_request, &x);
+    bool transient = false;
+    if (x.sink_err == -EFBIG) {
+      r = pull_fail(e, -EBADMSG, "GET %s: the server sent more than the %llu bytes the descriptor says; cut off",
+                    url, (unsigned long long)sink->limit);
+      break;
+    } else if (x.sink_err == -ECANCELED) {
+      r = pull_fail(e, -ECANCELED, "GET %s: cancelled", url);
+      break;
+    } else if (x.sink_err) {
+      r = pull_fail(e, x.sink_err, "GET %s: writing: %s", url, strerror(-x.sink_err));
+      break;
+    } else if (c != CURLE_OK) {
+      snprintf(why, sizeof why, "%s", curl_easy_strerror(c));
+      transient = curl_transient(c);
+      r = -EIO;
+      if (c == CURLE_SSL_CONNECT_ERROR || c == CURLE_UNSUPPORTED_PROTOCOL)
+        strncat(why, " (plain HTTP registry? use --insecure)", sizeof why - strlen(why) - 1);
+    } else if (reply->status >= 200 && reply->status < 300) {
+      r = 0;
+      break;
+    } else if (reply->status == 401 && !token_request && !auth_done && reply->www_auth[0]) {
+      auth_done = true;
+      if ((r = registry_auth_challenge(rg, reply->www_auth, e)) < 0)
+        break;
+      attempt--; /* answering the challenge is not a failed attempt */
+      continue;
+    } else {
+      reply_reason(reply, why, sizeof why);
+      long s = reply->status;
+      transient = s >= 500 || s == 429 || s == 408;
+      r = s == 404 ? -ENOENT : (s == 401 || s == 403) ? -EACCES : -EIO;
+      if (s == 401)
+        strncat(why, token_request ? " (token refused; check --creds)" : " (authentication refused)",
+                sizeof why - strlen(why) - 1);
+    }
+    if (!transient || attempt + 1 >= attempts) {
+      if (transient)
+        r = pull_fail(e, r, "GET %s: %s (gave up after %u attempts)", url, why, attempt + 1);
+      else
+        r = pull_fail(e, r, "GET %s: %s", url, why);
+      break;
+    }
+    uint64_t wait = cairn_backoff_ms(attempt, base, cap, arc4random());
+    if (reply->retry_after >= 0) {
+      uint64_t ra = (uint64_t)reply->retry_after * 1000;
+      wait = ra > cap ? cap : (ra > wait ? ra : wait);
+    }
+    pull_log(&rg->base, "GET %s: %s; retry %u/%u in %.1fs", url, why, attempt + 1,
+             attempts - 1, (double)wait / 1000);
+    sleep_ms(wait);
+  }
+  curl_easy_cleanup(h);
+  return r;
+}
+
+/* ---- the source ----------------------------------------------------------- */
+
+static int registry_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
+                             pull_err *e)
+{
+  registry *rg = (registry *)src;
+  char url[4096];
+  const char *ref = d ? d->digest : rg->ref;
+  snprintf(url, sizeof url, "%s/v2/%s/manifests/%s", rg->server, rg->repo, ref);
+  if (d && d->size > PULL_MANIFEST_MAX)
+    return pull_fail(e, -EBADMSG, "manifest %s is too large (%llu bytes)", d->digest,
+                     (unsigned long long)d->size);
+  blob_sink s;
+  http_reply reply;
+  int r = blob_sink_init(&s, -1, d ? d->size : PULL_MANIFEST_MAX, NULL);
+  if (r == 0)
+    r = registry_get(rg, url, ACCEPT_MANIFESTS, &s, false, &reply, e);
+  if (r == -ENOENT)
+    pull_fail(e, r, "%s/%s: manifest %s not found", rg->host, rg->repo, ref);
+  if (r == 0 && d)
+    r = blob_sink_finish(&s, d, e);
+  if (r == 0 && !d) {
+    /* A tag is checked against the digest the registry states; a digest
+     * reference against itself. */
+    char got[PULL_DIGEST_LEN + 1];
+    pull_sha256(s.mem ? s.mem : "", s.written, got);
+    const char *want = pull_digest_valid(rg->ref) ? rg->ref
+                       : pull_digest_valid(reply.content_digest) ? reply.content_digest
+                                                                 : NULL;
+    if (want && strcmp(want, got) != 0)
+      r = pull_fail(e, -EBADMSG, "manifest %s: digest mismatch (content is %s)", want, got);
+  }
+  if (r == 0) {
+    *body = s.mem ? s.mem : strdup("");
+    *len = s.written;
+    s.mem = NULL;
+  }
+  blob_sink_free(&s);
+  return r;
+}
+
+static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e)
+{
+  registry *rg = (registry *)src;
+  char url[4096];
+  http_reply reply;
+  snprintf(url, sizeof url, "%s/v2/%s/blobs/%s", rg->server, rg->repo, d->digest);
+  int r = registry_get(rg, url, NULL, s, false, &reply, e);
+  if (r == -ENOENT)
+    return pull_fail(e, r, "%s/%s: blob %s not found", rg->host, rg->repo, d->digest);
+  return r < 0 ? r : blob_sink_finish(s, d, e);
+}
+
+static void registry_free(pull_source *src)
+{
+  registry *rg = (registry *)src;
+  free(rg->host);
+  free(rg->server);
+  free(rg->repo);
+  free(rg->ref);
+  free(rg->creds);
+  free(rg->auth);
+  free(rg->base.default_name);
+  pthread_mutex_destroy(&rg->lock);
+  free(rg);
+}
+
+static const pull_source_ops registry_ops = {
+    .manifest = registry_manifest,
+    .blob = registry_blob,
+    .free = registry_free,
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/* Splits HOST[:PORT]/REPO[:TAG|@DIGEST]; docker.io gets Docker Hub's
+ * server and its implied "library/" namespace. */
+static int parse_spec(registry *rg, const char *spec, pull_err *e)
+{
+  const char *slash = strchr(spec, '/');
+  if (!slash || slash == spec || !slash[1])
+    return pull_fail(e, -EINVAL, "docker://%s: expected docker://HOST[:PORT]/REPO[:TAG|@DIGEST]",
+                     spec);
+  rg->host = strndup(spec, (size_t)(slash - spec));
+  const char *repo = slash + 1;
+  const char *at = strchr(repo, '@');
+  const char *last_slash = strrchr(repo, '/');
+  const char *colon = strrchr(last_slash ? last_slash : repo, ':');
+  size_t rlen;
+  if (at) {
+    rlen = (size_t)(at - repo);
+    rg->ref = strdup(at + 1);
+    if (!pull_digest_valid(rg->ref))
+      return pull_fail(e, -EINVAL, "docker://%s: digest must be sha256:<64 hex>", spec);
+  } else if (colon) {
+    rlen = (size_t)(colon - repo);
+    rg->ref = strdup(colon + 1);
+  } else {
+    rlen = strlen(repo);
+    rg->ref = strdup("latest");
+  }
+  bool hub = strcmp(rg->host, "docker.io") == 0;
+  bool library = hub && !memchr(repo, '/', rlen);
+  if (asprintf(&rg->repo, "%s%.*s", library ? "library/" : "", (int)rlen, repo) < 0)
+    rg->repo = NULL;
+  if (asprintf(&rg->server, "%s://%s", rg->base.opts->insecure ? "http" : "https",
+               hub ? "registry-1.docker.io" : rg->host) < 0)
+    rg->server = NULL;
+  if (!rg->host || !rg->ref || !rg->repo || !rg->server)
+    return pull_fail(e, -ENOMEM, "out of memory");
+  if (rlen == 0 || !*rg->ref)
+    return pull_fail(e, -EINVAL, "docker://%s: empty repository or tag", spec);
+  if (!at) {
+    char norm[1024];
+    if (asprintf(&rg->base.default_name, "%s/%.*s:%s", rg->host, (int)rlen, repo, rg->ref) < 0)
+      rg->base.default_name = NULL;
+    else if (cairn_name_normalize(rg->base.default_name, norm, sizeof norm) < 0) {
+      free(rg->base.default_name);
+      rg->base.default_name = NULL;
+    }
+  }
+  return 0;
+}
+
+int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
+                         pull_err *e)
+{
+  pthread_once(&curl_once, curl_init_once);
+  registry *rg = calloc(1, sizeof *rg);
+  if (!rg)
+    return pull_fail(e, -ENOMEM, "out of memory");
+  rg->base.ops = &registry_ops;
+  rg->base.opts = opts;
+  pthread_mutex_init(&rg->lock, NULL);
+  int r = parse_spec(rg, spec, e);
+  if (r < 0) {
+    registry_free(&rg->base);
+    return r;
+  }
+  rg->creds = registry_find_creds(rg->host, opts->creds);
+  *out = &rg->base;
+  return 0;
+}

@@ -1,0 +1,52 @@
+/*
+ * registry.h — internals of the docker:// pull source (registry*.c): one
+ * registry client per pull, shared by the worker threads. Each request
+ * uses its own curl easy handle; the Authorization header is shared under
+ * a lock (a token fetched by one thread serves all).
+ */
+#ifndef CAIRN_REGISTRY_H
+#define CAIRN_REGISTRY_H
+
+#include "pull.h"
+
+typedef struct registry {
+  pull_source base;
+  char *host;   /* HOST[:PORT] as in the reference (auth.json key) */
+  char *server; /* where requests go: "https://HOST[:PORT]" */
+  char *repo;   /* "team/app" */
+  char *ref;    /* tag or "sha256:..." */
+  char *creds;  /* "user:pass" or NULL */
+  pthread_mutex_t lock;
+  char *auth; /* "Authorization: ..." header, under lock */
+} registry;
+
+/* The body and headers of one finished HTTP exchange. */
+typedef struct http_reply {
+  long status;
+  char content_type[128];
+  char content_digest[PULL_DIGEST_LEN + 1];
+  char www_auth[1024];
+  long retry_after; /* seconds, -1 if absent */
+  char error[256];  /* the body of a non-2xx reply (start of it) */
+  size_t error_len;
+} http_reply;
+
+/* One GET with the retry policy: transient failures (connect refused or
+ * reset, 5xx, 429, 408) are retried with backoff up to opts->attempts; a
+ * 401 runs the auth challenge once. A 2xx body goes to sink. token_request
+ * marks the token GET itself (basic creds, no challenge handling). */
+int registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
+                 bool token_request, http_reply *reply, pull_err *e);
+
+/* Answers a 401 challenge: fetches a bearer token, or sets basic creds.
+ * -EACCES when it cannot. */
+int registry_auth_challenge(registry *rg, const char *challenge, pull_err *e);
+
+/* Reads param="value" (or param=value) from a challenge's parameter list
+ * (after the scheme); false if absent. */
+bool registry_challenge_param(const char *params, const char *key, char *out, size_t len);
+
+/* Credentials for host from --creds or the auth.json files; NULL if none. */
+char *registry_find_creds(const char *host, const char *creds_opt);
+
+#endif

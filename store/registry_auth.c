@@ -1,0 +1,196 @@
+/*
+ * registry_auth.c — registry authentication: the WWW-Authenticate
+ * challenge (Bearer: fetch a token from the realm, with basic credentials
+ * when there are some; Basic: send the credentials), and where credentials
+ * come from: --creds, else the first auth.json that has the host
+ * ($REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json,
+ * ~/.config/containers/auth.json, ~/.docker/config.json).
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "registry.h"
+
+bool registry_challenge_param(const char *params, const char *key, char *out, size_t len)
+{
+  size_t klen = strlen(key);
+  for (const char *p = params; *p;) {
+    while (*p == ' ' || *p == ',')
+      p++;
+    const char *eq = strchr(p, '=');
+    if (!eq)
+      return false;
+    bool match = (size_t)(eq - p) == klen && strncasecmp(p, key, klen) == 0;
+    const char *q = eq + 1;
+    bool quoted = *q == '"';
+    size_t n = 0;
+    for (q += quoted; *q && (quoted ? *q != '"' : *q != ','); q++) {
+      if (quoted && *q == '\\' && q[1])
+        q++;
+      if (match && n + 1 < len)
+        out[n++] = *q;
+    }
+    if (match) {
+      out[n] = '\0';
+      return true;
+    }
+    p = quoted && *q == '"' ? q + 1 : q;
+  }
+  return false;
+}
+
+static char *base64(const char *s)
+{
+  size_t n = strlen(s);
+  char *out = malloc(4 * ((n + 2) / 3) + 1);
+  if (out)
+    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
+  return out;
+}
+
+static int set_auth(registry *rg, const char *scheme, const char *value, pull_err *e)
+{
+  char *h = NULL;
+  if (asprintf(&h, "Authorization: %s %s", scheme, value) < 0)
+    return pull_fail(e, -ENOMEM, "out of memory");
+  pthread_mutex_lock(&rg->lock);
+  free(rg->auth);
+  rg->auth = h;
+  pthread_mutex_unlock(&rg->lock);
+  return 0;
+}
+
+static int fetch_token(registry *rg, const char *params, pull_err *e)
+{
+  char realm[1024], service[256] = "", scope[512];
+  if (!registry_challenge_param(params, "realm", realm, sizeof realm))
+    return pull_fail(e, -EACCES, "%s: bearer challenge without a realm", rg->host);
+  registry_challenge_param(params, "service", service, sizeof service);
+  if (!registry_challenge_param(params, "scope", scope, sizeof scope))
+    snprintf(scope, sizeof scope, "repository:%s:pull", rg->repo);
+
+  CURL *h = curl_easy_init();
+  char *svc = h ? curl_easy_escape(h, service, 0) : NULL;
+  char *scp = h ? curl_easy_escape(h, scope, 0) : NULL;
+  char *url = NULL;
+  int r = 0;
+  if (!svc || !scp ||
+      asprintf(&url, "%s%cservice=%s&scope=%s", realm, strchr(realm, '?') ? '&' : '?', svc,
+               scp) < 0) {
+    url = NULL;
+    r = pull_fail(e, -ENOMEM, "out of memory");
+  }
+  curl_free(svc);
+  curl_free(scp);
+  curl_easy_cleanup(h);
+  if (r < 0)
+    return r;
+
+  blob_sink s;
+  http_reply reply;
+  r = blob_sink_init(&s, -1, 1 << 20, NULL);
+  if (r == 0)
+    r = registry_get(rg, url, "application/json", &s, true, &reply, e);
+  if (r == -EACCES || r == -ENOENT)
+    pull_fail(e, -EACCES, "%s: token service refused %s%s", rg->host, scope,
+              rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
+  if (r < 0) {
+    r = r == -ENOENT ? -EACCES : r;
+    goto out;
+  }
+  json_t *j = json_loadb(s.mem ? s.mem : "", s.written, 0, NULL);
+  const char *tok = json_string_value(json_object_get(j, "token"));
+  if (!tok)
+    tok = json_string_value(json_object_get(j, "access_token"));
+  r = tok ? set_auth(rg, "Bearer", tok, e)
+          : pull_fail(e, -EACCES, "%s: token service answered without a token", rg->host);
+  json_decref(j);
+out:
+  blob_sink_free(&s);
+  free(url);
+  return r;
+}
+
+int registry_auth_challenge(registry *rg, const char *challenge, pull_err *e)
+{
+  if (strncasecmp(challenge, "Bearer ", 7) == 0)
+    return fetch_token(rg, challenge + 7, e);
+  if (strncasecmp(challenge, "Basic", 5) == 0 && rg->creds) {
+    char *b = base64(rg->creds);
+    int r = b ? set_auth(rg, "Basic", b, e) : pull_fail(e, -ENOMEM, "out of memory");
+    free(b);
+    return r;
+  }
+  return pull_fail(e, -EACCES, "%s: authentication required%s", rg->host,
+                   rg->creds ? "" : " (no credentials; use --creds or an auth.json)");
+}
+
+/* "https://host/v1/" and "host" both name host. */
+static bool auth_key_matches(const char *key, const char *host)
+{
+  const char *k = strstr(key, "://");
+  k = k ? k + 3 : key;
+  size_t n = strcspn(k, "/");
+  if (strlen(host) == n && strncmp(k, host, n) == 0)
+    return true;
+  /* Docker Hub's credentials are filed under index.docker.io. */
+  return strcmp(host, "docker.io") == 0 && n == 15 && strncmp(k, "index.docker.io", 15) == 0;
+}
+
+static char *creds_from_file(const char *path, const char *host)
+{
+  json_t *j = json_load_file(path, 0, NULL);
+  json_t *auths = json_object_get(j, "auths"), *v;
+  const char *key;
+  char *creds = NULL;
+  json_object_foreach(auths, key, v)
+  {
+    const char *b64 = json_string_value(json_object_get(v, "auth"));
+    if (!b64 || !auth_key_matches(key, host))
+      continue;
+    size_t n = strlen(b64);
+    unsigned char *out = malloc(n + 1);
+    int len = out ? EVP_DecodeBlock(out, (const unsigned char *)b64, (int)n) : -1;
+    if (len > 0) {
+      for (size_t i = n; i > 0 && b64[i - 1] == '='; i--)
+        len--; /* DecodeBlock counts padding as bytes */
+      out[len] = '\0';
+      if (strchr((char *)out, ':')) {
+        creds = (char *)out;
+        break;
+      }
+    }
+    free(out);
+  }
+  json_decref(j);
+  return creds;
+}
+
+char *registry_find_creds(const char *host, const char *creds_opt)
+{
+  if (creds_opt)
+    return strdup(creds_opt);
+  const char *env_file = getenv("REGISTRY_AUTH_FILE");
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  const char *home = getenv("HOME");
+  char paths[4][4096] = {{0}};
+  if (env_file)
+    snprintf(paths[0], sizeof paths[0], "%s", env_file);
+  if (xdg)
+    snprintf(paths[1], sizeof paths[1], "%s/containers/auth.json", xdg);
+  if (home) {
+    snprintf(paths[2], sizeof paths[2], "%s/.config/containers/auth.json", home);
+    snprintf(paths[3], sizeof paths[3], "%s/.docker/config.json", home);
+  }
+  for (int i = 0; i < 4; i++) {
+    char *c = paths[i][0] ? creds_from_file(paths[i], host) : NULL;
+    if (c)
+      return c;
+  }
+  return NULL;
+}

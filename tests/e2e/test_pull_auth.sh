@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# test_pull_auth.sh — a real docker-registry with token auth (the token
+# service is token_server.py, which signs RS256 JWTs the registry checks
+# against its rootcertbundle): the WWW-Authenticate Bearer flow with basic
+# credentials from --creds or an auth.json; refused credentials are an
+# error at once, not retried.
+source "$(dirname "$0")/registry.sh"
+pull_test_init
+
+setup $OCI_IMAGE layer base.tar base 10 4000
+setup $OCI_IMAGE add oci app linux/amd64 base.tar:zstd >/dev/null
+setup registry_start "$T/reg" "" token
+setup registry_push "$T/oci" app team/app:1 --dest-creds alice:secret
+id=$($OCI_IMAGE config-digest oci app)
+src="docker://$REGISTRY/team/app:1"
+export HOME=$T/home REGISTRY_AUTH_FILE=$T/none.json
+unset XDG_RUNTIME_DIR
+
+expect_exit 1 "no credentials: refused" "$CAIRN" --store "$ST" pull --insecure "$src"
+grep -q "token service refused" "$T/stderr" || fail "unclear auth error: $(cat "$T/stderr")"
+[[ $(wc -l <"$T/stderr") == 1 ]] || fail "auth refusal retried or chatty: $(cat "$T/stderr")"
+expect_exit 1 "wrong password: refused" "$CAIRN" --store "$ST" pull --insecure --creds alice:nope "$src"
+
+expect_exit 0 "--creds" "$CAIRN" --store "$ST" pull --insecure --creds alice:secret "$src"
+[[ $(cat "$T/stdout") == "$id" ]] || fail "token pull gave $(cat "$T/stdout")"
+
+# The same from an auth.json (as podman/skopeo login write it).
+"$CAIRN" --store "$ST" rm "$REGISTRY/team/app:1" >/dev/null 2>&1
+printf '{"auths":{"%s":{"auth":"%s"}}}' "$REGISTRY" "$(printf alice:secret | base64)" >"$T/auth.json"
+REGISTRY_AUTH_FILE=$T/auth.json expect_exit 0 "REGISTRY_AUTH_FILE" \
+  "$CAIRN" --store "$T/st2" pull --insecure "$src"
+mkdir -p "$HOME/.docker" && cp "$T/auth.json" "$HOME/.docker/config.json"
+expect_exit 0 "~/.docker/config.json" "$CAIRN" --store "$T/st3" pull --insecure "$src"
+finish

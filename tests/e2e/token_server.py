@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""token_server.py PORT KEY.pem CERT.pem — a registry token service for tests.
+
+Implements the token endpoint of the Docker registry token auth spec: GET
+/token?service=S&scope=repository:NAME:ACTIONS answers {"token": JWT} for
+user alice with password secret (HTTP basic) and 401 otherwise. The JWT is
+RS256-signed with KEY by the openssl command and carries CERT in x5c, which
+the registry checks against its rootcertbundle (the same CERT).
+"""
+import base64, http.server, json, os, subprocess, sys, time, urllib.parse
+
+PORT, KEY, CERT = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+with open(CERT) as f:
+    pem = f.read()
+DER_B64 = "".join(l for l in pem.splitlines() if "-----" not in l)
+USER = base64.b64encode(b"alice:secret").decode()
+
+def b64url(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+def token(service, scopes):
+    access = []
+    for s in scopes:
+        kind, rest = s.split(":", 1)
+        name, actions = rest.rsplit(":", 1)
+        access.append({"type": kind, "name": name, "actions": actions.split(",")})
+    now = int(time.time())
+    header = {"typ": "JWT", "alg": "RS256", "x5c": [DER_B64]}
+    claims = {"iss": "cairn-test-issuer", "sub": "alice", "aud": service, "exp": now + 600,
+              "nbf": now - 10, "iat": now, "jti": os.urandom(8).hex(), "access": access}
+    signing = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
+    sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", KEY], input=signing.encode(),
+                         stdout=subprocess.PIPE, check=True).stdout
+    return signing + "." + b64url(sig)
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, fmt, *args):
+        sys.stderr.write("token: " + fmt % args + "\n")
+
+    def answer(self, code, body):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        url = urllib.parse.urlparse(self.path)
+        if url.path == "/healthz":
+            return self.answer(200, {})
+        if url.path != "/token":
+            return self.answer(404, {})
+        if self.headers.get("Authorization", "") != "Basic " + USER:
+            return self.answer(401, {"details": "bad credentials"})
+        q = urllib.parse.parse_qs(url.query)
+        self.answer(200, {"token": token(q.get("service", [""])[0], q.get("scope", []))})
+
+http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()

@@ -1,0 +1,493 @@
+/*
+ * test_import.c — a layer tar becomes rows exactly: every entry type with
+ * its mode, owner, time, target, device number and xattrs; the diff_id is
+ * the sha256 of the uncompressed stream whatever the compression; a layer
+ * is stored once; and hostile, truncated or non-tar input is -EBADMSG with
+ * the store unchanged and nothing written outside it.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static tu_store T;
+static void setup(void) { tu_store_setup(&T); }
+static void teardown(void) { tu_store_teardown(&T); }
+TestSuite(import, .init = setup, .fini = teardown);
+
+/* struct vfs_cap_data, revision 2: cap_net_raw permitted and effective. */
+static const unsigned char capability[20] = {0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00,
+                                             0x00, 0x20, 0x00, 0x00};
+
+static const tu_entry every_type[] = {
+    {.path = "bin", .type = 'd', .mode = 0751, .mtime = 1600000000},
+    {.path = "bin/su", .mode = 04755, .content = "su program", .mtime = 1600000001},
+    {.path = "bin/wall", .mode = 02711, .gid = 5, .content = "wall program"},
+    {.path = "bin/both", .mode = 06555, .content = "both"},
+    {.path = "tmp", .type = 'd', .mode = 01777, .uid = 0, .gid = 0},
+    {.path = "bin/ping",
+     .mode = 0755,
+     .content = "ping program",
+     .xattrs = {{"security.capability", capability, sizeof(capability)},
+                {"user.note", "hello"}}},
+    {.path = "bin/sh", .type = 'l', .target = "dash"},
+    {.path = "bin/env", .type = 'l', .target = "/usr/bin/env"},
+    {.path = "bin/dangling", .type = 'l', .target = "../nowhere/at/all"},
+    /* a tar writer gives a hardlink the stat of its file */
+    {.path = "bin/su2", .type = 'h', .mode = 04755, .target = "bin/su", .mtime = 1600000001},
+    {.path = "bin/su3", .type = 'h', .mode = 04755, .target = "bin/su2", .mtime = 1600000001},
+    {.path = "dev", .type = 'd'},
+    {.path = "dev/null", .type = 'c', .mode = 0666, .rdev_major = 1, .rdev_minor = 3},
+    {.path = "dev/sda", .type = 'b', .mode = 0660, .gid = 6, .rdev_major = 8, .rdev_minor = 16},
+    {.path = "dev/big", .type = 'c', .rdev_major = 511, .rdev_minor = 70000},
+    {.path = "fifo", .type = 'p', .mode = 0620, .uid = 7, .gid = 8},
+    {.path = "owned", .uid = 1000, .gid = 1001, .mode = 0640, .content = "mine", .mtime = 1234},
+    {.path = "bigid", .uid = 4000000000u, .gid = 3000000000u, .content = "x"},
+    {.path = "empty", .mode = 0600},
+    {.path = "usr", .type = 'd'},
+    {.path = "usr/.wh.gone"},
+    {.path = "etc", .type = 'd'},
+    {.path = "etc/.wh..wh..opq"},
+};
+
+static tu_got *get(const char *diff_id, const char *path) {
+  tu_got *g = tu_layer_get(T.st, diff_id, path);
+  cr_assert(g->found, "no entry %s in the layer", path);
+  return g;
+}
+
+static void expect(const char *diff_id, const char *path, enum cairn_entry_type type,
+                   uint32_t mode, uint32_t uid, uint32_t gid) {
+  tu_got *g = get(diff_id, path);
+  cr_expect_eq(g->e.type, type, "%s: type %d, want %d", path, g->e.type, type);
+  cr_expect_eq(g->e.mode, mode, "%s: mode %o, want %o", path, g->e.mode, mode);
+  cr_expect_eq(g->e.uid, uid, "%s: uid %u, want %u", path, g->e.uid, uid);
+  cr_expect_eq(g->e.gid, gid, "%s: gid %u, want %u", path, g->e.gid, gid);
+  free(g);
+}
+
+static void expect_target(const char *diff_id, const char *path, const char *target) {
+  tu_got *g = get(diff_id, path);
+  cr_assert(g->e.target, "%s: no target", path);
+  cr_expect_str_eq(g->e.target, target, "%s: target %s, want %s", path, g->e.target, target);
+  cr_expect_null(g->e.blob, "%s: has a blob", path);
+  free(g);
+}
+
+static void expect_content(const char *diff_id, const char *path, const char *content) {
+  tu_got *g = get(diff_id, path);
+  cr_assert_eq(g->e.size, strlen(content), "%s: size %llu", path, (unsigned long long)g->e.size);
+  cr_assert(g->e.blob, "%s: no blob", path);
+  char *data = tu_blob_read(T.st, g->e.blob, NULL);
+  cr_expect_str_eq(data, content, "%s reads back %s", path, data);
+  free(data);
+  free(g);
+}
+
+Test(import, every_entry_type_recorded_exactly) {
+  cairn_id id;
+  int r = tu_ingest(T.st, every_type, TU_N(every_type), TU_PLAIN, NULL, id);
+  cr_assert_eq(r, 0, "ingest: %d %s", r, cairn_errmsg(T.st));
+  cr_assert_eq(tu_layer_entries(T.st, id), TU_N(every_type));
+
+  expect(id, "bin", CAIRN_DIR, 0751, 0, 0);
+  expect(id, "bin/su", CAIRN_REG, 04755, 0, 0);
+  expect(id, "bin/wall", CAIRN_REG, 02711, 0, 5);
+  expect(id, "bin/both", CAIRN_REG, 06555, 0, 0);
+  expect(id, "tmp", CAIRN_DIR, 01777, 0, 0);
+  expect(id, "owned", CAIRN_REG, 0640, 1000, 1001);
+  expect(id, "bigid", CAIRN_REG, 0644, 4000000000u, 3000000000u);
+  expect(id, "fifo", CAIRN_FIFO, 0620, 7, 8);
+  expect_content(id, "bin/su", "su program");
+  expect_content(id, "owned", "mine");
+
+  tu_got *g = get(id, "bin");
+  cr_expect_eq(g->e.mtime_sec, 1600000000);
+  free(g);
+  g = get(id, "owned");
+  cr_expect_eq(g->e.mtime_sec, 1234);
+  free(g);
+
+  g = get(id, "empty");
+  cr_expect_eq(g->e.type, CAIRN_REG);
+  cr_expect_eq(g->e.size, 0);
+  cr_expect_null(g->e.blob, "an empty file has no blob");
+  free(g);
+
+  expect(id, "bin/sh", CAIRN_SYMLINK, 0777, 0, 0);
+  expect_target(id, "bin/sh", "dash");
+  expect_target(id, "bin/env", "/usr/bin/env");
+  expect_target(id, "bin/dangling", "../nowhere/at/all");
+
+  /* a hardlink group has one root: the first name */
+  expect(id, "bin/su2", CAIRN_HARDLINK, 04755, 0, 0);
+  expect_target(id, "bin/su2", "bin/su");
+  expect_target(id, "bin/su3", "bin/su");
+
+  expect(id, "dev/null", CAIRN_CHR, 0666, 0, 0);
+  expect(id, "dev/sda", CAIRN_BLK, 0660, 0, 6);
+  g = get(id, "dev/null");
+  cr_expect_eq(g->e.rdev, makedev(1, 3));
+  free(g);
+  g = get(id, "dev/sda");
+  cr_expect_eq(g->e.rdev, makedev(8, 16));
+  free(g);
+  g = get(id, "dev/big");
+  cr_expect_eq(major(g->e.rdev), 511);
+  cr_expect_eq(minor(g->e.rdev), 70000);
+  free(g);
+
+  g = get(id, "bin/ping");
+  cr_assert_eq(g->e.n_xattrs, 2, "bin/ping: %zu xattrs", g->e.n_xattrs);
+  bool cap = false, note = false;
+  for (size_t i = 0; i < g->e.n_xattrs; i++) {
+    const cairn_xattr *x = &g->e.xattrs[i];
+    if (strcmp(x->name, "security.capability") == 0)
+      cap = x->len == sizeof(capability) && memcmp(x->value, capability, x->len) == 0;
+    if (strcmp(x->name, "user.note") == 0) note = x->len == 5 && memcmp(x->value, "hello", 5) == 0;
+  }
+  cr_expect(cap, "security.capability is not recorded byte for byte");
+  cr_expect(note, "user.note is not recorded");
+  free(g);
+
+  expect(id, "usr/.wh.gone", CAIRN_WHITEOUT, 0644, 0, 0);
+  expect(id, "etc/.wh..wh..opq", CAIRN_OPAQUE, 0644, 0, 0);
+}
+
+Test(import, mtime_nanoseconds_via_pax) {
+  static const tu_entry e[] = {
+      {.path = "a", .content = "a", .mtime = 1700000000, .mtime_nsec = 123456789},
+      {.path = "d", .type = 'd', .mtime = 1500000000, .mtime_nsec = 1},
+  };
+  cairn_id id;
+  cr_assert_eq(tu_ingest(T.st, e, 2, TU_PAX_FULL, NULL, id), 0, "%s", cairn_errmsg(T.st));
+  tu_got *g = get(id, "a");
+  cr_expect_eq(g->e.mtime_sec, 1700000000);
+  cr_expect_eq(g->e.mtime_nsec, 123456789);
+  free(g);
+  g = get(id, "d");
+  cr_expect_eq(g->e.mtime_sec, 1500000000);
+  cr_expect_eq(g->e.mtime_nsec, 1);
+  free(g);
+}
+
+Test(import, absolute_and_dot_names_are_made_relative) {
+  static const tu_entry e[] = {
+      {.path = "/cairn-ut-confined/x", .content = "abs"},
+      {.path = "./rel/./y", .content = "dot"},
+      {.path = "//z//", .type = 'd'},
+  };
+  cairn_id id;
+  cr_assert_eq(tu_ingest(T.st, e, 3, TU_PLAIN, NULL, id), 0, "%s", cairn_errmsg(T.st));
+  expect_content(id, "cairn-ut-confined/x", "abs");
+  expect_content(id, "rel/y", "dot");
+  expect(id, "z", CAIRN_DIR, 0755, 0, 0);
+  cr_assert_eq(tu_layer_entries(T.st, id), 3);
+  cr_expect_neq(access("/cairn-ut-confined", F_OK), 0, "an absolute name reached the host");
+}
+
+/* ---- diff_id -------------------------------------------------------------- */
+
+static const tu_entry small_layer[] = {
+    {.path = "etc", .type = 'd'},
+    {.path = "etc/hostname", .content = "cairn\n"},
+    {.path = "etc/motd", .content = "welcome\n"},
+};
+
+Test(import, diff_id_is_sha256_of_uncompressed_tar) {
+  void *plain;
+  size_t plain_len;
+  tu_tar(small_layer, TU_N(small_layer), TU_PLAIN, &plain, &plain_len);
+  char want[65];
+  tu_sha256_hex(plain, plain_len, want);
+  static const unsigned filters[] = {TU_PLAIN, TU_GZIP, TU_ZSTD};
+  static const char *const names[] = {"plain", "gzip", "zstd"};
+  for (size_t i = 0; i < 3; i++) {
+    void *buf = plain;
+    size_t len = plain_len;
+    if (filters[i] != TU_PLAIN) {
+      tu_compress(plain, plain_len, filters[i], &buf, &len);
+      cr_assert(len != plain_len || memcmp(buf, plain, len) != 0, "%s: not compressed", names[i]);
+    }
+    cairn_id id;
+    int r = tu_ingest_bytes(T.st, buf, len, NULL, NULL, id);
+    cr_assert_eq(r, 0, "%s: %d %s", names[i], r, cairn_errmsg(T.st));
+    cr_expect_str_eq(id, want, "%s: diff_id %s, want %s", names[i], id, want);
+    if (buf != plain) free(buf);
+  }
+  free(plain);
+  cr_expect_eq(tu_layers_count(T.st), 1, "three forms of one tar are one layer");
+  cr_expect_eq(tu_layer_entries(T.st, want), 3);
+  expect_content(want, "etc/motd", "welcome\n");
+}
+
+Test(import, expected_diff_id_is_checked_and_given_one_is_accepted) {
+  void *plain;
+  size_t len;
+  tu_tar(small_layer, TU_N(small_layer), TU_PLAIN, &plain, &len);
+  char right[65];
+  tu_sha256_hex(plain, len, right);
+  cairn_id id;
+  cr_assert_eq(tu_ingest_bytes(T.st, plain, len, right, NULL, id), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_str_eq(id, right);
+  free(plain);
+}
+
+Test(import, same_layer_twice_is_stored_once) {
+  static const tu_entry other[] = {{.path = "other", .content = "other layer"}};
+  tu_layer a[] = {{small_layer, TU_N(small_layer)}};
+  tu_layer b[] = {{small_layer, TU_N(small_layer)}, {other, 1}};
+  cairn_id ia, ia2, ib;
+  cr_assert_eq(tu_import(&T, "a:1", a, 1, ia), 0, "%s", cairn_errmsg(T.st));
+  long blobs = tu_blob_count(T.dir);
+  cr_assert_eq(blobs, 2);
+  cr_assert_eq(tu_import(&T, "a:2", a, 1, ia2), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_str_eq(ia, ia2, "the same layers make the same image");
+  cr_assert_eq(tu_import(&T, "b:1", b, 2, ib), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(tu_layers_count(T.st), 2);
+  cr_expect_eq(tu_images_count(T.st), 2);
+  cr_expect_eq(tu_blob_count(T.dir), blobs + 1);
+
+  json_t *layers = cairn_layers_json(T.st);
+  size_t i;
+  json_t *row;
+  bool seen_shared = false;
+  json_array_foreach(layers, i, row) {
+    if (json_integer_value(json_object_get(row, "entries")) != 3) continue;
+    seen_shared = true;
+    cr_expect_eq(json_integer_value(json_object_get(row, "images")), 2);
+  }
+  cr_expect(seen_shared);
+  json_decref(layers);
+}
+
+/* ---- hostile input ---------------------------------------------------------- */
+
+struct snapshot {
+  char *images, *layers, *blobs, *outside;
+};
+
+static void snapshot_take(struct snapshot *s) {
+  json_t *j = cairn_images_json(T.st);
+  s->images = json_dumps(j, JSON_SORT_KEYS);
+  json_decref(j);
+  j = cairn_layers_json(T.st);
+  s->layers = json_dumps(j, JSON_SORT_KEYS);
+  json_decref(j);
+  s->blobs = tu_blob_names(T.dir);
+  s->outside = tu_dir_listing(T.root, "store");
+}
+
+static void snapshot_free(struct snapshot *s) {
+  free(s->images);
+  free(s->layers);
+  free(s->blobs);
+  free(s->outside);
+}
+
+/* Ingests bytes that must be refused: -EBADMSG, the store as it was
+ * (images, layers, blob files) and nothing new outside it. The process
+ * works in a directory of its own, where a "../x" would land nearby. */
+static void refused_bytes(const char *what, const void *buf, size_t len) {
+  static const tu_entry base[] = {{.path = "kept", .content = "kept content"}};
+  tu_layer layer[] = {{base, 1}};
+  cairn_id image;
+  if (tu_images_count(T.st) == 0)
+    cr_assert_eq(tu_import(&T, "base:1", layer, 1, image), 0, "%s", cairn_errmsg(T.st));
+  char *cwd;
+  cr_assert(asprintf(&cwd, "%s/cwd/deeper", T.root) > 0);
+  char *cwd_parent = strndup(cwd, strlen(cwd) - strlen("/deeper"));
+  mkdir(cwd_parent, 0755);
+  mkdir(cwd, 0755);
+  cr_assert_eq(chdir(cwd), 0);
+
+  struct snapshot before, after;
+  snapshot_take(&before);
+  cairn_id id;
+  int r = tu_ingest_bytes(T.st, buf, len, NULL, NULL, id);
+  cr_expect_eq(r, -EBADMSG, "%s: ingest returned %d (%s), want -EBADMSG", what, r,
+               cairn_errmsg(T.st));
+  cr_expect(strlen(cairn_errmsg(T.st)) > 0, "%s: no message", what);
+  snapshot_take(&after);
+  cr_expect_str_eq(after.images, before.images, "%s: images changed", what);
+  cr_expect_str_eq(after.layers, before.layers, "%s: layers changed", what);
+  cr_expect_str_eq(after.blobs, before.blobs, "%s: blob files changed:\nbefore:\n%safter:\n%s",
+                   what, before.blobs, after.blobs);
+  cr_expect_str_eq(after.outside, before.outside, "%s: written outside the store:\n%s", what,
+                   after.outside);
+  snapshot_free(&before);
+  snapshot_free(&after);
+  cr_assert_eq(chdir("/"), 0);
+  free(cwd);
+  free(cwd_parent);
+}
+
+static void refused(const char *what, const tu_entry *e, size_t n) {
+  void *buf;
+  size_t len;
+  tu_tar(e, n, TU_PLAIN, &buf, &len);
+  refused_bytes(what, buf, len);
+  free(buf);
+}
+
+Test(import, dotdot_names_refused) {
+  static const tu_entry up[] = {{.path = "fine", .content = "fine"},
+                                {.path = "../x", .content = "evil"}};
+  refused("../x", up, 2);
+  static const tu_entry deep[] = {{.path = "a", .type = 'd'},
+                                  {.path = "a/../../x", .content = "evil"}};
+  refused("a/../../x", deep, 2);
+  static const tu_entry dir[] = {{.path = "../../evil-dir", .type = 'd'}};
+  refused("../../evil-dir/", dir, 1);
+}
+
+Test(import, hardlinks_outside_the_layer_refused) {
+  static const tu_entry passwd[] = {{.path = "fine", .content = "fine"},
+                                    {.path = "h", .type = 'h', .target = "../etc/passwd"}};
+  refused("hardlink to ../etc/passwd", passwd, 2);
+  static const tu_entry abs[] = {{.path = "h", .type = 'h', .target = "/etc/passwd"}};
+  refused("hardlink to /etc/passwd (not in the layer)", abs, 1);
+  static const tu_entry unknown[] = {{.path = "a", .content = "a"},
+                                     {.path = "h", .type = 'h', .target = "not-here"}};
+  refused("hardlink to a name not in the layer", unknown, 2);
+  static const tu_entry later[] = {{.path = "h", .type = 'h', .target = "b"},
+                                   {.path = "b", .content = "b"}};
+  refused("hardlink to a name defined later", later, 2);
+  static const tu_entry self[] = {{.path = "h", .type = 'h', .target = "h"}};
+  refused("hardlink to itself", self, 1);
+  static const tu_entry to_dir[] = {{.path = "d", .type = 'd'},
+                                    {.path = "h", .type = 'h', .target = "d"}};
+  refused("hardlink to a directory", to_dir, 2);
+}
+
+Test(import, names_through_a_symlink_refused) {
+  static const tu_entry abs[] = {{.path = "l", .type = 'l', .target = "/etc"},
+                                 {.path = "l/passwd", .content = "root::0:0::/:/bin/sh\n"}};
+  refused("l -> /etc then l/passwd", abs, 2);
+  static const tu_entry deep[] = {{.path = "a", .type = 'd'},
+                                  {.path = "a/l", .type = 'l', .target = "../.."},
+                                  {.path = "a/l/b/c", .content = "x"}};
+  refused("a/l -> ../.. then a/l/b/c", deep, 3);
+  static const tu_entry dir[] = {{.path = "l", .type = 'l', .target = "/"},
+                                 {.path = "l/etc", .type = 'd'}};
+  refused("directory below a symlink", dir, 2);
+  static const tu_entry link[] = {{.path = "f", .content = "f"},
+                                  {.path = "l", .type = 'l', .target = "/etc"},
+                                  {.path = "l/passwd", .type = 'h', .target = "f"}};
+  refused("hardlink named below a symlink", link, 3);
+  static const tu_entry through[] = {{.path = "l", .type = 'l', .target = "/etc"},
+                                     {.path = "h", .type = 'h', .target = "l/passwd"}};
+  refused("hardlink to a name through a symlink", through, 2);
+  static const tu_entry file[] = {{.path = "f", .content = "f"}, {.path = "f/x", .content = "x"}};
+  refused("name below a regular file", file, 2);
+  /* a hardlink to a symlink is that symlink: names below it go through it */
+  static const tu_entry alias[] = {{.path = "l", .type = 'l', .target = "/etc"},
+                                   {.path = "h", .type = 'h', .target = "l"},
+                                   {.path = "h/passwd", .content = "x"}};
+  refused("name below a hardlink to a symlink", alias, 3);
+}
+
+/* cairn_entry's owners are 32 bits, as the kernel's are: a wider id would
+ * wrap (2^32 to 0, root) if it were stored. */
+Test(import, owners_beyond_32_bits_refused) {
+  static const tu_entry uid[] = {{.path = "f", .uid = 4294967296ull, .content = "x"}};
+  refused("uid 2^32", uid, 1);
+  static const tu_entry gid[] = {{.path = "f", .gid = 4294967296ull + 5, .content = "x"}};
+  refused("gid 2^32 + 5", gid, 1);
+}
+
+Test(import, bad_whiteouts_refused) {
+  static const tu_entry dotdot[] = {{.path = "a/.wh.."}};
+  refused(".wh..", dotdot, 1);
+  static const tu_entry bare[] = {{.path = "a/.wh."}};
+  refused(".wh.", bare, 1);
+}
+
+/* A tar whose second file is large, so that a cut lands in its data. */
+static const char *big_content(void) {
+  static char big[20000];
+  for (size_t i = 0; i < sizeof(big) - 1; i++) big[i] = (char)('a' + i % 26);
+  return big;
+}
+
+static void two_files(void **buf, size_t *len, unsigned flags) {
+  tu_entry e[] = {{.path = "first", .content = "the first file, complete"},
+                  {.path = "second", .content = big_content()}};
+  tu_tar(e, 2, flags, buf, len);
+}
+
+Test(import, truncated_tar_refused) {
+  void *buf;
+  size_t len;
+  two_files(&buf, &len, TU_PLAIN);
+  const char *data = memmem(buf, len, "abcdefghij", 10);
+  cr_assert(data);
+  size_t cut = (size_t)(data - (const char *)buf) + 7000;
+  refused_bytes("tar cut in the middle of a file", buf, cut);
+  refused_bytes("tar cut in the middle of a header", buf, 512 + 100);
+  free(buf);
+}
+
+Test(import, truncated_compressed_refused) {
+  void *buf;
+  size_t len;
+  two_files(&buf, &len, TU_GZIP);
+  refused_bytes("gzip cut in half", buf, len / 2);
+  refused_bytes("gzip without its trailer", buf, len - 6);
+  free(buf);
+  two_files(&buf, &len, TU_ZSTD);
+  refused_bytes("zstd cut in half", buf, len / 2);
+  refused_bytes("zstd without its last bytes", buf, len - 3);
+  free(buf);
+}
+
+Test(import, corrupt_header_refused) {
+  void *buf;
+  size_t len;
+  two_files(&buf, &len, TU_PLAIN);
+  char *h = memmem(buf, len, "second", 7);
+  cr_assert(h && (h - (char *)buf) % 512 == 0, "the second header is not where expected");
+  memcpy(h, "SECOND", 6); /* breaks its checksum */
+  refused_bytes("a header with a wrong checksum", buf, len);
+  free(buf);
+}
+
+Test(import, not_a_tar_refused) {
+  char garbage[4096];
+  for (size_t i = 0; i < sizeof(garbage); i++) garbage[i] = "this is not a tar\n"[i % 18];
+  refused_bytes("text", garbage, sizeof(garbage));
+  unsigned char noise[3000];
+  unsigned s = 12345;
+  for (size_t i = 0; i < sizeof(noise); i++) noise[i] = (unsigned char)((s = s * 1103515245 + 12345) >> 16);
+  refused_bytes("noise", noise, sizeof(noise));
+  refused_bytes("empty input", "", 0);
+}
+
+Test(import, expected_diff_id_mismatch_commits_nothing) {
+  void *buf;
+  size_t len;
+  two_files(&buf, &len, TU_GZIP);
+  static const tu_entry base[] = {{.path = "kept", .content = "kept content"}};
+  tu_layer layer[] = {{base, 1}};
+  cairn_id image, id;
+  cr_assert_eq(tu_import(&T, "base:1", layer, 1, image), 0, "%s", cairn_errmsg(T.st));
+  struct snapshot before, after;
+  snapshot_take(&before);
+  const char *wrong = "0000000000000000000000000000000000000000000000000000000000000000";
+  int r = tu_ingest_bytes(T.st, buf, len, wrong, NULL, id);
+  cr_expect_eq(r, -EBADMSG, "ingest returned %d (%s)", r, cairn_errmsg(T.st));
+  cr_expect(strstr(cairn_errmsg(T.st), "mismatch"), "message: %s", cairn_errmsg(T.st));
+  snapshot_take(&after);
+  cr_expect_str_eq(after.layers, before.layers);
+  cr_expect_str_eq(after.images, before.images);
+  cr_expect_str_eq(after.blobs, before.blobs, "blob files changed:\nbefore:\n%safter:\n%s",
+                   before.blobs, after.blobs);
+  snapshot_free(&before);
+  snapshot_free(&after);
+  free(buf);
+}

@@ -1,0 +1,393 @@
+/*
+ * test_pin.c — pins are kernel flocks: shared pins of two processes
+ * coexist; a pin makes rm fail with -EBUSY naming its holder; kill -9 of the
+ * holder frees the target at once; annotations show pid, command and
+ * purpose and turn stale (then vanish) when their lock is gone; and a lock
+ * won on an unlinked pin file never counts — neither one taken on a stale
+ * fd, nor one that cairn_pin_take wins after a deleter unlinked the file.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static tu_store T;
+static cairn_id image;
+
+static void setup(void) {
+  tu_store_setup(&T);
+  static const tu_entry base[] = {{.path = "bin", .type = 'd'}, {.path = "bin/sh", .content = "sh"}};
+  static const tu_entry top[] = {{.path = "etc", .type = 'd'}, {.path = "etc/motd", .content = "hi"}};
+  tu_layer layers[] = {{base, 2}, {top, 2}};
+  cr_assert_eq(tu_import(&T, "app:1", layers, 2, image), 0, "%s", cairn_errmsg(T.st));
+}
+static void teardown(void) { tu_store_teardown(&T); }
+TestSuite(pin, .init = setup, .fini = teardown);
+
+/* ---- a child that pins the image --------------------------------------- */
+
+struct holder {
+  const char *purpose;
+  int ready[2]; /* child → parent: 'k' once pinned */
+  int go[2];    /* parent → child: 'q' to release and exit */
+  bool until_killed;
+};
+
+static int hold_image(void *arg) {
+  struct holder *h = arg;
+  cairn_store *st = tu_child_store(T.dir);
+  if (!st) return 10;
+  cairn_pinset *ps = cairn_pinset_new(h->purpose, true);
+  if (!ps || cairn_pin_image(st, ps, image) != 0) return 11;
+  tu_write_byte(h->ready[1], 'k');
+  if (h->until_killed) pause(); /* SIGKILL by the test, or alarm after 30 s */
+  else if (tu_read_byte(h->go[0], 20000) != 'q') return 12;
+  cairn_pinset_release(st, ps);
+  cairn_store_close(st);
+  return 0;
+}
+
+static pid_t holder_start(struct holder *h, const char *purpose, bool until_killed) {
+  h->purpose = purpose;
+  h->until_killed = until_killed;
+  cr_assert_eq(pipe2(h->ready, O_CLOEXEC), 0);
+  cr_assert_eq(pipe2(h->go, O_CLOEXEC), 0);
+  pid_t pid = tu_spawn(hold_image, h);
+  int c = tu_read_byte(h->ready[0], 10000);
+  if (c != 'k') tu_kill_reap(pid);
+  cr_assert_eq(c, 'k', "the holder did not pin the image");
+  return pid;
+}
+
+/* Lets the holder release and exit; asserts it exited cleanly. */
+static void holder_stop(struct holder *h, pid_t pid) {
+  tu_write_byte(h->go[1], 'q');
+  int status = tu_reap(pid, 10000);
+  cr_assert(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "holder ended with status %d", status);
+}
+
+static void holder_close(struct holder *h) {
+  for (int i = 0; i < 2; i++) {
+    close(h->ready[i]);
+    close(h->go[i]);
+  }
+}
+
+/* The annotation row of pid on the image, or NULL; rows is borrowed. */
+static json_t *row_of(json_t *rows, const char *target, pid_t pid) {
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    if (strcmp(json_string_value(json_object_get(row, "target")), target) == 0 &&
+        json_integer_value(json_object_get(row, "pid")) == pid)
+      return row;
+  }
+  return NULL;
+}
+
+static char *my_command(void) {
+  char buf[64] = "";
+  FILE *f = fopen("/proc/self/comm", "re");
+  cr_assert(f);
+  cr_assert(fgets(buf, sizeof(buf), f));
+  fclose(f);
+  buf[strcspn(buf, "\n")] = '\0';
+  return strdup(buf);
+}
+
+/* ---- tests -------------------------------------------------------------- */
+
+Test(pin, shared_pins_of_two_processes_coexist) {
+  cairn_pinset *mine = cairn_pinset_new("parent hold", true);
+  cr_assert_eq(cairn_pin_image(T.st, mine, image), 0, "%s", cairn_errmsg(T.st));
+  struct holder h;
+  pid_t pid = holder_start(&h, "child hold", false); /* would block if pins were exclusive */
+
+  json_t *rows = cairn_pins_json(T.st, image);
+  cr_assert(rows);
+  json_t *p = row_of(rows, image, getpid()), *c = row_of(rows, image, pid);
+  cr_assert(p && c, "both pins listed: %s", json_dumps(rows, 0));
+  cr_expect_str_eq(json_string_value(json_object_get(p, "purpose")), "parent hold");
+  cr_expect_str_eq(json_string_value(json_object_get(c, "purpose")), "child hold");
+  cr_expect(json_is_false(json_object_get(p, "stale")));
+  cr_expect(json_is_false(json_object_get(c, "stale")));
+  json_decref(rows);
+  cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
+
+  holder_stop(&h, pid);
+  cr_expect(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "the parent's pin is gone too");
+  cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
+  cairn_pinset_release(T.st, mine);
+  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_expect_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st));
+  holder_close(&h);
+}
+
+Test(pin, pin_makes_rm_busy_naming_the_holder) {
+  struct holder h;
+  pid_t pid = holder_start(&h, "hold for the test", false);
+  cr_assert(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  char **layers;
+  size_t n;
+  cr_assert_eq(cairn_image_layers(T.st, image, &layers, &n), 0);
+  cr_assert_eq(n, 2);
+  for (size_t i = 0; i < n; i++)
+    cr_expect(cairn_pin_is_held(T.st, CAIRN_PIN_LAYER, layers[i]), "layer %zu not pinned", i);
+
+  char want[64];
+  snprintf(want, sizeof(want), "pid %d ", (int)pid);
+  static const char *const refs[] = {"app:1", image, NULL};
+  char prefix[13];
+  snprintf(prefix, sizeof(prefix), "%.12s", image);
+  for (size_t i = 0; i < 3; i++) {
+    const char *ref = refs[i] ? refs[i] : prefix;
+    cr_expect_eq(cairn_rm(T.st, ref), -EBUSY, "rm %s", ref);
+    cr_expect(strstr(cairn_errmsg(T.st), want), "rm %s: \"%s\" does not name %s", ref,
+              cairn_errmsg(T.st), want);
+    cr_expect(strstr(cairn_errmsg(T.st), "hold for the test"), "no purpose in \"%s\"",
+              cairn_errmsg(T.st));
+  }
+  cairn_id id;
+  cr_expect_eq(cairn_image_resolve(T.st, "app:1", id), 0, "the name went");
+  cr_expect_eq(tu_layers_count(T.st), 2);
+  cr_expect_eq(tu_blob_count(T.dir), 2);
+  for (size_t i = 0; i < n; i++) cr_expect_eq(cairn_layer_exists(T.st, layers[i]), 1);
+  cairn_strv_free(layers, n);
+
+  holder_stop(&h, pid);
+  cr_expect_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st));
+  holder_close(&h);
+}
+
+Test(pin, kill_9_releases_at_once) {
+  struct holder h;
+  pid_t pid = holder_start(&h, "killed soon", true);
+  cr_assert_eq(cairn_rm(T.st, "app:1"), -EBUSY);
+  tu_kill_reap(pid);
+  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  int r = cairn_rm(T.st, "app:1");
+  cr_assert_eq(r, 0, "rm after kill -9: %d %s", r, cairn_errmsg(T.st));
+  cr_expect_eq(tu_images_count(T.st), 0);
+  cr_expect_eq(tu_layers_count(T.st), 0);
+  cr_expect_eq(tu_blob_count(T.dir), 0);
+  holder_close(&h);
+}
+
+Test(pin, annotations_show_holder_and_turn_stale) {
+  struct holder h;
+  pid_t pid = holder_start(&h, "pull registry/app:1", true);
+  json_t *rows = cairn_pins_json(T.st, NULL);
+  cr_assert(rows);
+  cr_expect_eq(json_array_size(rows), 3, "image and two layers: %s", json_dumps(rows, 0));
+  json_t *row = row_of(rows, image, pid);
+  cr_assert(row, "no pin row of pid %d: %s", (int)pid, json_dumps(rows, 0));
+  char *cmd = my_command();
+  cr_expect_str_eq(json_string_value(json_object_get(row, "kind")), "image");
+  cr_expect_str_eq(json_string_value(json_object_get(row, "purpose")), "pull registry/app:1");
+  cr_expect_str_eq(json_string_value(json_object_get(row, "command")), cmd);
+  cr_expect(json_is_string(json_object_get(row, "since")));
+  cr_expect(json_is_false(json_object_get(row, "stale")));
+  free(cmd);
+  json_decref(rows);
+
+  tu_kill_reap(pid);
+  rows = cairn_pins_json(T.st, NULL);
+  cr_assert(rows);
+  row = row_of(rows, image, pid);
+  cr_assert(row, "the dead holder's annotation is not reported");
+  cr_expect(json_is_true(json_object_get(row, "stale")), "a dead holder's pin is not stale");
+  json_decref(rows);
+  rows = cairn_pins_json(T.st, NULL);
+  cr_expect_eq(json_array_size(rows), 0, "stale annotations stay: %s", json_dumps(rows, 0));
+  json_decref(rows);
+  holder_close(&h);
+}
+
+Test(pin, wait_free_waits_for_the_holder) {
+  struct holder h;
+  pid_t pid = holder_start(&h, "held", true);
+  cr_expect_eq(cairn_pin_wait_free(T.st, image, 200), -ETIMEDOUT);
+  tu_kill_reap(pid);
+  cr_expect_eq(cairn_pin_wait_free(T.st, image, 5000), 0);
+  holder_close(&h);
+}
+
+Test(pin, take_is_idempotent_within_a_set_and_checks_ids) {
+  cairn_pinset *ps = cairn_pinset_new("twice", true);
+  cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0);
+  cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0);
+  json_t *rows = cairn_pins_json(T.st, image);
+  cr_expect_eq(json_array_size(rows), 1);
+  json_decref(rows);
+  cr_expect_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, "../../etc/passwd"), -EINVAL);
+  cr_expect_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_LAYER, "ABC"), -EINVAL);
+  cairn_pinset_release(T.st, ps);
+  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+}
+
+/* ---- the unlinked pin file ------------------------------------------------ */
+
+static char *image_pin_path(void) {
+  char *path;
+  cr_assert(asprintf(&path, "%s/pins/image/%s", T.dir, image) > 0);
+  return path;
+}
+
+static int rm_app(void *arg) {
+  (void)arg;
+  cairn_store *st = tu_child_store(T.dir);
+  if (!st) return 10;
+  int r = cairn_rm(st, "app:1");
+  cairn_store_close(st);
+  return r == 0 ? 0 : 20;
+}
+
+static void rm_in_another_process(void) {
+  int status = tu_reap(tu_spawn(rm_app, NULL), 20000);
+  cr_assert(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "rm in another process: status %d", status);
+}
+
+static void import_app_again(void) {
+  static const tu_entry base[] = {{.path = "bin", .type = 'd'}, {.path = "bin/sh", .content = "sh"}};
+  static const tu_entry top[] = {{.path = "etc", .type = 'd'}, {.path = "etc/motd", .content = "hi"}};
+  tu_layer layers[] = {{base, 2}, {top, 2}};
+  cairn_id again;
+  cr_assert_eq(tu_import(&T, "app:1", layers, 2, again), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_str_eq(again, image);
+}
+
+Test(pin, lock_on_a_stale_pin_file_holds_nothing) {
+  char *path = image_pin_path();
+  /* a locker opens the pin file ... */
+  int stale = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+  cr_assert_geq(stale, 0, "%s: %s", path, strerror(errno));
+  struct stat old;
+  cr_assert_eq(fstat(stale, &old), 0);
+  /* ... a deleter removes the image and its pin file before the lock ... */
+  rm_in_another_process();
+  struct stat now;
+  cr_expect_eq(stat(path, &now), -1, "the pin file of a removed image is still there");
+  /* ... and the locker wins its lock on the unlinked file */
+  cr_assert_eq(flock(stale, LOCK_SH | LOCK_NB), 0);
+  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "a stale lock counts as a pin");
+
+  /* it protects nothing: the image comes back and a deleter is not stopped */
+  import_app_again();
+  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_expect_eq(cairn_rm(T.st, "app:1"), 0, "a stale lock stopped rm: %s", cairn_errmsg(T.st));
+
+  /* a real pin locks the inode the path names now */
+  import_app_again();
+  cairn_pinset *ps = cairn_pinset_new("real", true);
+  cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(stat(path, &now), 0);
+  cr_expect(now.st_ino != old.st_ino, "the pin took the unlinked inode");
+  cr_expect(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
+  cairn_pinset_release(T.st, ps);
+  close(stale);
+  free(path);
+}
+
+/* The child: pins the image while the parent, as a deleter, holds the pin
+ * file's exclusive lock; reports 'p' (pinned) or 'e' (error). */
+struct late {
+  int started[2], pinned[2], go[2];
+};
+
+static int late_pin(void *arg) {
+  struct late *l = arg;
+  cairn_store *st = tu_child_store(T.dir);
+  if (!st) return 10;
+  cairn_pinset *ps = cairn_pinset_new("late pin", true);
+  if (tu_read_byte(l->go[0], 20000) != 'g') return 13;
+  tu_write_byte(l->started[1], 's');
+  int r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, image); /* blocks */
+  tu_write_byte(l->pinned[1], r == 0 ? 'p' : 'e');
+  if (tu_read_byte(l->go[0], 20000) != 'q') return 12;
+  cairn_pinset_release(st, ps);
+  cairn_store_close(st);
+  return r == 0 ? 0 : 11;
+}
+
+/* True while pid waits for a flock (a "->" line of /proc/locks). */
+static bool waits_for_flock(void *arg) {
+  pid_t pid = *(pid_t *)arg;
+  FILE *f = fopen("/proc/locks", "re");
+  cr_assert(f);
+  char line[512];
+  bool waiting = false;
+  while (!waiting && fgets(line, sizeof(line), f)) {
+    int p;
+    waiting = sscanf(line, "%*d: -> FLOCK %*s %*s %d", &p) == 1 && p == pid;
+  }
+  fclose(f);
+  return waiting;
+}
+
+Test(pin, take_blocked_by_a_deleter_ends_on_the_new_inode) {
+  char *path = image_pin_path();
+  /* the child comes first: it must not inherit the deleter's lock */
+  struct late l;
+  cr_assert_eq(pipe2(l.started, O_CLOEXEC), 0);
+  cr_assert_eq(pipe2(l.pinned, O_CLOEXEC), 0);
+  cr_assert_eq(pipe2(l.go, O_CLOEXEC), 0);
+  pid_t pid = tu_spawn(late_pin, &l);
+
+  /* the deleter: the pin file's exclusive lock, as rm and gc take it */
+  int del = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+  cr_assert_geq(del, 0);
+  cr_assert_eq(flock(del, LOCK_EX | LOCK_NB), 0);
+  struct stat old;
+  cr_assert_eq(fstat(del, &old), 0);
+  int keep = open(path, O_RDONLY | O_CLOEXEC); /* the old inode's number stays taken */
+  cr_assert_geq(keep, 0);
+
+  tu_write_byte(l.go[1], 'g');
+  bool started = tu_read_byte(l.started[0], 10000) == 's';
+  bool blocked = started && tu_wait_until(waits_for_flock, &pid, 10000);
+  if (!blocked) tu_kill_reap(pid);
+  cr_assert(blocked, "the child never blocked on the pin file's lock");
+  cr_expect_eq(tu_read_byte(l.pinned[0], 0), -1, "the pin went through an exclusive lock");
+
+  /* the deleter finishes: unlinks the pin file, then drops its lock */
+  cr_assert_eq(unlink(path), 0);
+  close(del);
+  int c = tu_read_byte(l.pinned[0], 10000);
+  if (c != 'p') tu_kill_reap(pid);
+  cr_assert_eq(c, 'p', "the late pin failed or never returned");
+
+  struct stat now;
+  cr_assert_eq(stat(path, &now), 0, "the late pin did not make a new pin file");
+  cr_expect(now.st_ino != old.st_ino);
+  cr_expect(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "the late pin holds the old inode");
+  cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY, "rm is not stopped by the late pin");
+  char want[32];
+  snprintf(want, sizeof(want), "pid %d ", (int)pid);
+  cr_expect(strstr(cairn_errmsg(T.st), want), "\"%s\" does not name %s", cairn_errmsg(T.st),
+            want);
+
+  tu_write_byte(l.go[1], 'q');
+  int status = tu_reap(pid, 10000);
+  cr_expect(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d",
+            status);
+  close(keep);
+  for (int i = 0; i < 2; i++) {
+    close(l.started[i]);
+    close(l.pinned[i]);
+    close(l.go[i]);
+  }
+  free(path);
+}

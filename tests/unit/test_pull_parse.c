@@ -1,0 +1,178 @@
+/*
+ * test_pull_parse.c — the pull's pure parts: platforms, index selection,
+ * manifest parsing, the WWW-Authenticate challenge, auth.json credentials,
+ * and the verifying blob sink (size limit, digest check).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pull.h"
+#include "registry.h"
+
+#define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+#define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+#define D3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
+
+Test(pull_parse, platform)
+{
+  pull_platform p;
+  cr_assert_eq(pull_platform_parse(NULL, &p), 0);
+  cr_assert_str_eq(p.os, "linux");
+  cr_assert_str_eq(p.arch, "amd64");
+  cr_assert_str_eq(p.variant, "");
+  cr_assert_eq(pull_platform_parse("linux/arm/v7", &p), 0);
+  cr_assert_str_eq(p.arch, "arm");
+  cr_assert_str_eq(p.variant, "v7");
+  const char *bad[] = {"linux", "/amd64", "linux/", "linux/arm/", ""};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    cr_assert_eq(pull_platform_parse(bad[i], &p), -EINVAL, "%s", bad[i]);
+}
+
+static const char index_json[] =
+    "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
+    "\"manifests\":["
+    "{\"digest\":\"" D1 "\",\"size\":10,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm\",\"variant\":\"v7\"}},"
+    "{\"digest\":\"" D2 "\",\"size\":20,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
+    "{\"digest\":\"" D3 "\",\"size\":30,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\",\"variant\":\"v8\"}}]}";
+
+static int select_for(const char *plat, pull_desc *d)
+{
+  pull_platform p;
+  pull_err e;
+  cr_assert_eq(pull_platform_parse(plat, &p), 0);
+  return oci_index_select(index_json, strlen(index_json), &p, d, &e);
+}
+
+Test(pull_parse, index_picks_the_platform)
+{
+  pull_desc d;
+  cr_assert_eq(select_for("linux/amd64", &d), 1);
+  cr_assert_str_eq(d.digest, D2);
+  cr_assert_eq(d.size, 20);
+  pull_desc_clear(&d);
+  cr_assert_eq(select_for("linux/arm/v7", &d), 1);
+  cr_assert_str_eq(d.digest, D1);
+  pull_desc_clear(&d);
+  cr_assert_eq(select_for("linux/arm64", &d), 1);
+  cr_assert_str_eq(d.digest, D3);
+  pull_desc_clear(&d);
+  cr_assert_eq(select_for("linux/amd64/v1", &d), 1, "amd64's implied variant is v1");
+  pull_desc_clear(&d);
+  cr_assert_eq(select_for("linux/arm/v6", &d), -ENOENT);
+  cr_assert_eq(select_for("windows/amd64", &d), -ENOENT);
+}
+
+static const char manifest_json[] =
+    "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.docker.distribution.manifest.v2+json\","
+    "\"config\":{\"mediaType\":\"application/vnd.docker.container.image.v1+json\",\"digest\":\"" D1 "\",\"size\":5},"
+    "\"layers\":[{\"mediaType\":\"application/vnd.docker.image.rootfs.diff.tar.gzip\",\"digest\":\"" D2 "\",\"size\":7},"
+    "{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+zstd\",\"digest\":\"" D3 "\",\"size\":9}]}";
+
+Test(pull_parse, manifest)
+{
+  pull_image img = {0};
+  pull_desc d;
+  pull_err e;
+  pull_platform p;
+  pull_platform_parse(NULL, &p);
+  cr_assert_eq(oci_index_select(manifest_json, strlen(manifest_json), &p, &d, &e), 0,
+               "an image manifest is not an index");
+  cr_assert_eq(oci_manifest_parse(manifest_json, strlen(manifest_json), &img, &e), 0, "%s", e.msg);
+  cr_assert_str_eq(img.config.digest, D1);
+  cr_assert_eq(img.n_layers, 2);
+  cr_assert_str_eq(img.layers[1].digest, D3);
+  cr_assert_eq(img.layers[1].size, 9);
+
+  img.config_json = strdup("{\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D1 "\"]}}");
+  img.config_len = strlen(img.config_json);
+  cr_assert_eq(oci_config_diff_ids(&img, &e), -EBADMSG, "one diff_id for two layers");
+  pull_image_free(&img);
+
+  const char *bad[] = {
+      "{\"schemaVersion\":1,\"fsLayers\":[]}",
+      "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:12\",\"size\":1},\"layers\":[]}",
+      "{\"schemaVersion\":2,\"config\":{\"digest\":\"" D1 "\",\"size\":-1},\"layers\":[]}",
+      "not json",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    pull_image b = {0};
+    cr_assert_eq(oci_manifest_parse(bad[i], strlen(bad[i]), &b, &e), -EBADMSG, "%s", bad[i]);
+    pull_image_free(&b);
+  }
+}
+
+Test(pull_parse, challenge)
+{
+  const char *ch = "realm=\"https://auth.example/token\",service=\"reg.example\","
+                   "scope=\"repository:a/b:pull,push\",error=invalid_token";
+  char v[256];
+  cr_assert(registry_challenge_param(ch, "realm", v, sizeof v));
+  cr_assert_str_eq(v, "https://auth.example/token");
+  cr_assert(registry_challenge_param(ch, "scope", v, sizeof v));
+  cr_assert_str_eq(v, "repository:a/b:pull,push");
+  cr_assert(registry_challenge_param(ch, "error", v, sizeof v));
+  cr_assert_str_eq(v, "invalid_token");
+  cr_assert_not(registry_challenge_param(ch, "service2", v, sizeof v));
+  cr_assert_not(registry_challenge_param(ch, "realm2", v, sizeof v));
+  char small[5];
+  cr_assert(registry_challenge_param(ch, "service", small, sizeof small));
+  cr_assert_str_eq(small, "reg.", "truncated, still terminated");
+}
+
+Test(pull_parse, auth_json)
+{
+  char path[] = "/tmp/cairn-auth-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  /* "alice:s3cr:et" in base64; the password keeps its ':' */
+  const char *j = "{\"auths\":{\"https://other.example/v1/\":{\"auth\":\"eDp5\"},"
+                  "\"reg.example:5000\":{\"auth\":\"YWxpY2U6czNjcjpldA==\"}}}";
+  cr_assert_eq(write(fd, j, strlen(j)), (ssize_t)strlen(j));
+  close(fd);
+  setenv("REGISTRY_AUTH_FILE", path, 1);
+  setenv("HOME", "/nonexistent", 1);
+  unsetenv("XDG_RUNTIME_DIR");
+  char *c = registry_find_creds("reg.example:5000", NULL);
+  cr_assert_str_eq(c, "alice:s3cr:et");
+  free(c);
+  c = registry_find_creds("other.example", NULL);
+  cr_assert_str_eq(c, "x:y");
+  free(c);
+  cr_assert_null(registry_find_creds("reg.example", NULL));
+  c = registry_find_creds("reg.example", "bob:pw");
+  cr_assert_str_eq(c, "bob:pw");
+  free(c);
+  unlink(path);
+}
+
+Test(pull_parse, blob_sink_checks_size_and_digest)
+{
+  pull_desc d = {0};
+  pull_err e;
+  pull_sha256("hello", 5, d.digest);
+  d.size = 5;
+  cr_assert_str_eq(d.digest,
+                   "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
+
+  blob_sink s;
+  cr_assert_eq(blob_sink_init(&s, -1, d.size, NULL), 0);
+  cr_assert_eq(blob_sink_write(&s, "hel", 3), 0);
+  cr_assert_eq(blob_sink_write(&s, "lo!", 3), -EFBIG, "one byte over the descriptor");
+  cr_assert_eq(blob_sink_write(&s, "lo", 2), 0);
+  cr_assert_eq(blob_sink_finish(&s, &d, &e), 0, "%s", e.msg);
+  cr_assert_str_eq(s.mem, "hello");
+  blob_sink_free(&s);
+
+  cr_assert_eq(blob_sink_init(&s, -1, d.size, NULL), 0);
+  cr_assert_eq(blob_sink_write(&s, "jello", 5), 0);
+  cr_assert_eq(blob_sink_finish(&s, &d, &e), -EBADMSG);
+  cr_assert(strstr(e.msg, d.digest), "names the blob: %s", e.msg);
+  cr_assert_eq(blob_sink_reset(&s), 0);
+  cr_assert_eq(blob_sink_write(&s, "hell", 4), 0);
+  cr_assert_eq(blob_sink_finish(&s, &d, &e), -EBADMSG, "short");
+  blob_sink_free(&s);
+}

@@ -1,0 +1,350 @@
+/*
+ * test_rm_gc.c — rm by name, last name, id and id prefix; what rm refuses
+ * (ambiguous, unknown, pinned) and what it leaves (layers other images use,
+ * layers a pull pins, until gc); gc and its dry run; fsck on a clean store,
+ * on a corrupt or missing blob (and its repair), and on incomplete work.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static tu_store T;
+static void setup(void) { tu_store_setup(&T); }
+static void teardown(void) { tu_store_teardown(&T); }
+TestSuite(rm_gc, .init = setup, .fini = teardown);
+
+static const tu_entry l1[] = {{.path = "bin", .type = 'd'},
+                              {.path = "bin/sh", .content = "shared shell"}};
+static const tu_entry l2[] = {{.path = "etc", .type = 'd'},
+                              {.path = "etc/a", .content = "only in image a"}};
+static const tu_entry l3[] = {{.path = "etc", .type = 'd'},
+                              {.path = "etc/b", .content = "only in image b"}};
+
+static void import(const char *name, const tu_entry *top, size_t n, cairn_id id) {
+  tu_layer layers[] = {{l1, TU_N(l1)}, {top, n}};
+  int r = tu_import(&T, name, layers, top ? 2 : 1, id);
+  cr_assert_eq(r, 0, "import %s: %d %s", name, r, cairn_errmsg(T.st));
+}
+
+static bool resolves(const char *ref) {
+  cairn_id id;
+  return cairn_image_resolve(T.st, ref, id) == 0;
+}
+
+static void layer_ids(const char *image, cairn_id *ids, size_t max) {
+  char **v;
+  size_t n;
+  cr_assert_eq(cairn_image_layers(T.st, image, &v, &n), 0);
+  cr_assert_leq(n, max);
+  for (size_t i = 0; i < n; i++) snprintf(ids[i], sizeof(cairn_id), "%s", v[i]);
+  cairn_strv_free(v, n);
+}
+
+static char *blob_of(const char *diff_id, const char *path) {
+  tu_got *g = tu_layer_get(T.st, diff_id, path);
+  cr_assert(g->found && g->e.blob, "no blob for %s", path);
+  char *b = strdup(g->e.blob);
+  free(g);
+  return b;
+}
+
+/* ---- rm ------------------------------------------------------------------- */
+
+Test(rm_gc, rm_by_name_keeps_the_other_names) {
+  cairn_id a, a2;
+  import("app:1", NULL, 0, a);
+  import("app:2", NULL, 0, a2);
+  cr_assert_str_eq(a, a2);
+  long blobs = tu_blob_count(T.dir);
+  cr_assert_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st));
+  cr_expect(!resolves("app:1"));
+  cr_expect(resolves("app:2"));
+  cr_expect(resolves(a));
+  cr_expect_eq(tu_layers_count(T.st), 1);
+  cr_expect_eq(tu_blob_count(T.dir), blobs);
+
+  cr_assert_eq(cairn_rm(T.st, "app:2"), 0, "rm of the last name: %s", cairn_errmsg(T.st));
+  cr_expect(!resolves(a), "the image outlived its last name");
+  cr_expect_eq(tu_images_count(T.st), 0);
+  cr_expect_eq(tu_layers_count(T.st), 0);
+  cr_expect_eq(tu_blob_count(T.dir), 0);
+}
+
+Test(rm_gc, rm_by_id_and_by_prefix) {
+  cairn_id a, b;
+  import("app:1", NULL, 0, a);
+  import("app:2", NULL, 0, a);
+  import("other", l3, TU_N(l3), b);
+  cr_assert_eq(cairn_rm(T.st, a), 0, "%s", cairn_errmsg(T.st));
+  cr_expect(!resolves("app:1") && !resolves("app:2"), "rm by id left a name");
+  cr_expect(!resolves(a));
+  cr_expect(resolves("other:latest"));
+
+  char prefix[32];
+  snprintf(prefix, sizeof(prefix), "%.12s", b);
+  cr_assert_eq(cairn_rm(T.st, prefix), 0, "rm %s: %s", prefix, cairn_errmsg(T.st));
+  cr_expect_eq(tu_images_count(T.st), 0);
+  cr_expect_eq(tu_layers_count(T.st), 0);
+
+  import("again", NULL, 0, a);
+  snprintf(prefix, sizeof(prefix), "sha256:%.14s", a);
+  cr_assert_eq(cairn_rm(T.st, prefix), 0, "rm %s: %s", prefix, cairn_errmsg(T.st));
+  cr_expect_eq(tu_images_count(T.st), 0);
+}
+
+/* Two image rows whose ids share 12 hex digits (no sha256 search needed:
+ * resolving looks at ids only). */
+static void add_twin_rows(void) {
+  char *db_path;
+  cr_assert(asprintf(&db_path, "%s/meta.db", T.dir) > 0);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  const char *sql =
+      "INSERT INTO images(id, config, size, created) VALUES"
+      "('abcdefabcdef0000000000000000000000000000000000000000000000000001', '{}', 0, 0),"
+      "('abcdefabcdef0000000000000000000000000000000000000000000000000002', '{}', 0, 0)";
+  cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+  sqlite3_close(db);
+  free(db_path);
+}
+
+Test(rm_gc, ambiguous_and_unknown_refs) {
+  cairn_id a;
+  import("app:1", NULL, 0, a);
+  add_twin_rows();
+  cr_expect_eq(cairn_rm(T.st, "abcdefabcdef"), -EINVAL, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(cairn_rm(T.st, "sha256:abcdefabcdef000"), -EINVAL);
+  cr_expect_eq(tu_images_count(T.st), 3);
+  static const char *const unknown[] = {"nope:1", "nope", "0123456789ab",
+                                        "abcdefabcdef1", "abcdef", "Not A Name!"};
+  for (size_t i = 0; i < TU_N(unknown); i++)
+    cr_expect_eq(cairn_rm(T.st, unknown[i]), -ENOENT, "rm %s", unknown[i]);
+  cr_expect_eq(tu_images_count(T.st), 3);
+  cr_expect(resolves("app:1"));
+}
+
+Test(rm_gc, rm_of_a_pinned_image_removes_nothing) {
+  cairn_id a;
+  import("app:1", l2, TU_N(l2), a);
+  cairn_pinset *ps = cairn_pinset_new("mount /mnt/x", true);
+  cr_assert_eq(cairn_pin_image(T.st, ps, a), 0, "%s", cairn_errmsg(T.st));
+  long blobs = tu_blob_count(T.dir);
+  cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
+  cr_expect(strstr(cairn_errmsg(T.st), "mount /mnt/x"), "%s", cairn_errmsg(T.st));
+  cr_expect_eq(cairn_rm(T.st, a), -EBUSY);
+  cr_expect(resolves("app:1"), "the last name of a pinned image went");
+  cr_expect_eq(tu_images_count(T.st), 1);
+  cr_expect_eq(tu_layers_count(T.st), 2);
+  cr_expect_eq(tu_blob_count(T.dir), blobs);
+  cairn_pinset_release(T.st, ps);
+  cr_expect_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st));
+}
+
+Test(rm_gc, rm_keeps_layers_another_image_uses) {
+  cairn_id a, b, la[2], lb[2];
+  import("a", l2, TU_N(l2), a);
+  import("b", l3, TU_N(l3), b);
+  layer_ids(a, la, 2);
+  layer_ids(b, lb, 2);
+  cr_assert_str_eq(la[0], lb[0]);
+  cr_assert_eq(tu_layers_count(T.st), 3);
+  cr_assert_eq(tu_blob_count(T.dir), 3);
+  cr_assert_eq(cairn_rm(T.st, "a"), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1, "the shared layer went");
+  cr_expect_eq(cairn_layer_exists(T.st, la[1]), 0, "a's own layer stayed");
+  cr_expect_eq(cairn_layer_exists(T.st, lb[1]), 1);
+  cr_expect_eq(tu_blob_count(T.dir), 2);
+  char *blob = blob_of(lb[0], "bin/sh");
+  char *data = tu_blob_read(T.st, blob, NULL);
+  cr_expect_str_eq(data, "shared shell");
+  free(data);
+  free(blob);
+}
+
+Test(rm_gc, layer_pinned_by_a_pull_survives_rm_until_gc) {
+  cairn_id a, la[1];
+  import("a", NULL, 0, a);
+  layer_ids(a, la, 1);
+  cairn_pinset *pull = cairn_pinset_new("pull registry/b:1", true);
+  cr_assert_eq(cairn_pin_take(T.st, pull, CAIRN_PIN_LAYER, la[0]), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cairn_rm(T.st, "a"), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(tu_images_count(T.st), 0);
+  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1, "rm took a layer a pull pins");
+  cr_expect_eq(tu_blob_count(T.dir), 1);
+
+  cairn_report rep = {0};
+  cr_assert_eq(cairn_gc(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.layers, 0);
+  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1, "gc took a layer a pull pins");
+  cairn_report_free(&rep);
+
+  cairn_pinset_release(T.st, pull);
+  rep = (cairn_report){0};
+  cr_assert_eq(cairn_gc(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.layers, 1);
+  cr_expect_eq(rep.blobs, 1);
+  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 0);
+  cr_expect_eq(tu_blob_count(T.dir), 0);
+  cairn_report_free(&rep);
+}
+
+/* ---- gc ------------------------------------------------------------------- */
+
+static void plant_orphan(const char *name) {
+  char *dir, *path;
+  cr_assert(asprintf(&dir, "%s/blobs/%.2s", T.dir, name) > 0);
+  cr_assert(asprintf(&path, "%s/%s", dir, name) > 0);
+  mkdir(dir, 0700);
+  tu_write_file(path, "left by a crash", 15);
+  free(dir);
+  free(path);
+}
+
+#define ORPHAN "abababababababababababababababab"
+
+Test(rm_gc, gc_dry_run_reports_and_changes_nothing) {
+  cairn_id kept, loose;
+  import("kept", NULL, 0, kept);
+  cr_assert_eq(tu_ingest(T.st, l2, TU_N(l2), TU_PLAIN, NULL, loose), 0, "%s", cairn_errmsg(T.st));
+  plant_orphan(ORPHAN);
+  char *before = tu_blob_names(T.dir);
+  cr_assert_eq(tu_layers_count(T.st), 2);
+
+  cairn_report rep = {0};
+  cr_assert_eq(cairn_gc(T.st, true, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.layers, 1);
+  cr_expect_eq(rep.blobs, 2, "the loose layer's blob and the orphan: %llu",
+               (unsigned long long)rep.blobs);
+  cr_expect_gt(json_array_size(rep.lines), 0);
+  cairn_report_free(&rep);
+  char *after = tu_blob_names(T.dir);
+  cr_expect_str_eq(after, before, "a dry run removed blob files");
+  cr_expect_eq(tu_layers_count(T.st), 2, "a dry run removed a layer");
+  cr_expect_eq(cairn_layer_exists(T.st, loose), 1);
+  free(after);
+
+  rep = (cairn_report){0};
+  cr_assert_eq(cairn_gc(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.layers, 1);
+  cr_expect_eq(rep.blobs, 2);
+  cairn_report_free(&rep);
+  cr_expect_eq(cairn_layer_exists(T.st, loose), 0);
+  cr_expect_eq(tu_layers_count(T.st), 1);
+  cr_expect_eq(tu_blob_count(T.dir), 1, "the kept image's blob is all that stays");
+  cr_expect(resolves("kept"));
+  free(before);
+}
+
+Test(rm_gc, gc_keeps_what_images_use) {
+  cairn_id a;
+  import("a", l2, TU_N(l2), a);
+  char *before = tu_blob_names(T.dir);
+  cairn_report rep = {0};
+  cr_assert_eq(cairn_gc(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.layers + rep.blobs, 0);
+  cairn_report_free(&rep);
+  char *after = tu_blob_names(T.dir);
+  cr_expect_str_eq(after, before);
+  cr_expect_eq(tu_layers_count(T.st), 2);
+  free(before);
+  free(after);
+}
+
+/* ---- fsck ----------------------------------------------------------------- */
+
+static int fsck(bool repair, cairn_report *rep) {
+  *rep = (cairn_report){0};
+  return cairn_fsck(T.st, repair, rep);
+}
+
+Test(rm_gc, fsck_clean_store) {
+  cairn_report rep;
+  cr_expect_eq(fsck(false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.problems, 0);
+  cairn_report_free(&rep);
+  cairn_id a;
+  import("a", l2, TU_N(l2), a);
+  cr_expect_eq(fsck(false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.problems, 0);
+  cr_expect_eq(rep.layers + rep.blobs, 0, "fsck discarded parts of a clean store");
+  cairn_report_free(&rep);
+  cr_expect_eq(tu_blob_count(T.dir), 2);
+}
+
+/* Overwrites a blob's bytes in place (same size), as disk rot would. */
+static void corrupt(const char *blob) {
+  char path[4096];
+  cr_assert_eq(cairn_blob_path(T.st, blob, path, sizeof(path)), 0);
+  cr_assert_eq(chmod(path, 0644), 0);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+  cr_assert_eq(pwrite(fd, "XX", 2, 0), 2);
+  close(fd);
+}
+
+Test(rm_gc, fsck_finds_a_corrupt_blob_and_repair_removes_its_users) {
+  cairn_id a, b, la[2];
+  import("a", l2, TU_N(l2), a);
+  import("b", NULL, 0, b); /* shares a's bottom layer only */
+  layer_ids(a, la, 2);
+  char *bad = blob_of(la[1], "etc/a");
+  corrupt(bad);
+
+  cairn_report rep;
+  cr_expect_eq(fsck(false, &rep), -EBADMSG);
+  cr_expect_gt(rep.problems, 0);
+  char *lines = json_dumps(rep.lines, 0);
+  cr_expect(strstr(lines, bad), "the report does not name the blob: %s", lines);
+  free(lines);
+  cairn_report_free(&rep);
+  cr_expect(resolves("a"), "fsck without repair removed something");
+
+  cr_expect_eq(fsck(true, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+  cr_expect(!resolves("a"), "repair kept the image using the corrupt blob");
+  cr_expect_eq(cairn_layer_exists(T.st, la[1]), 0);
+  cr_expect(resolves("b"), "repair removed an image that does not use the blob");
+  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1);
+
+  cr_expect_eq(fsck(false, &rep), 0, "not clean after repair: %s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.problems, 0);
+  cairn_report_free(&rep);
+  free(bad);
+}
+
+Test(rm_gc, fsck_finds_a_missing_blob) {
+  cairn_id a, la[2];
+  import("a", l2, TU_N(l2), a);
+  layer_ids(a, la, 2);
+  char *blob = blob_of(la[1], "etc/a");
+  char path[4096];
+  cr_assert_eq(cairn_blob_path(T.st, blob, path, sizeof(path)), 0);
+  cr_assert_eq(unlink(path), 0);
+  cairn_report rep;
+  cr_expect_eq(fsck(false, &rep), -EBADMSG);
+  cr_expect_eq(rep.problems, 1);
+  cairn_report_free(&rep);
+  free(blob);
+}
+
+Test(rm_gc, fsck_discards_incomplete_work_without_repair) {
+  cairn_id a;
+  import("a", l2, TU_N(l2), a);
+  plant_orphan(ORPHAN);
+  cr_assert_eq(tu_blob_count(T.dir), 3);
+  cairn_report rep;
+  cr_expect_eq(fsck(false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(rep.problems, 0);
+  cr_expect_eq(rep.blobs, 1);
+  cairn_report_free(&rep);
+  cr_expect_eq(tu_blob_count(T.dir), 2, "the orphan blob file stayed");
+  cr_expect(resolves("a"));
+}

@@ -1,0 +1,283 @@
+/*
+ * cmd-mount.c — `cairn mount`, `cairn umount`, `cairn mounts`: start, stop
+ * and list cairnfs daemons.
+ *
+ * mount runs cairnfs (next to this binary, else from PATH), which forks its
+ * daemon and exits only once the mount is up or has failed; its error is
+ * passed on with our prefix and its exit code. We then check the directory
+ * really is a cairnfs mount that answers.
+ *
+ * umount is idempotent and complete: every step runs whatever the state —
+ * unmount while the directory is a cairnfs mount point (lazily if the daemon
+ * is gone: ENOTCONN), wait for the recorded daemon to exit (so its pins are
+ * released when we return), forget the record. A never-mounted directory is
+ * a success.
+ */
+#include "commands.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MOUNT_USAGE "cairn mount IMAGE DIR"
+#define UMOUNT_USAGE "cairn umount DIR"
+#define MOUNTS_USAGE "cairn mounts [--json]"
+
+/* Bounds of the waits below, in 10 ms steps. */
+#define WAIT_STEP_US 10000
+#define ANSWER_STEPS 1000 /* 10 s for a new mount to show up */
+#define EXIT_STEPS 1000   /* 10 s for a daemon to exit after its unmount */
+
+static void sleep_step(void) { usleep(WAIT_STEP_US); }
+
+/* The absolute form of dir without asking the file system about dir
+ * itself, which a dead daemon's mount answers with ENOTCONN. */
+static int absolute_dir(const char *dir, char *out, size_t len) {
+  char *copy1 = strdup(dir), *copy2 = strdup(dir);
+  int r = -ENOMEM;
+  if (!copy1 || !copy2) goto out;
+  char *base = basename(copy1);
+  char parent[PATH_MAX];
+  if (!realpath(dirname(copy2), parent)) {
+    r = -errno;
+    goto out;
+  }
+  if (strcmp(base, "/") == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+    r = realpath(dir, out) ? 0 : -errno;
+    goto out;
+  }
+  r = snprintf(out, len, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, base) < (int)len
+          ? 0
+          : -ENAMETOOLONG;
+out:
+  free(copy1);
+  free(copy2);
+  return r;
+}
+
+/* The cairnfs binary next to ours, else "cairnfs" for a PATH search. */
+static void cairnfs_path(char *out, size_t len) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    snprintf(out, len, "%s/cairnfs", dirname(self));
+    if (access(out, X_OK) == 0) return;
+  }
+  snprintf(out, len, "cairnfs");
+}
+
+/* Runs cairnfs; its stderr lines "cairnfs: X" are printed as "cairn: X". */
+static int run_cairnfs(const char *store_dir, const char *image, const char *dir) {
+  char bin[PATH_MAX];
+  cairnfs_path(bin, sizeof(bin));
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    return -errno;
+  }
+  if (pid == 0) {
+    dup2(p[1], 2);
+    char *argv[] = {"cairnfs", "--store", (char *)store_dir, (char *)image, (char *)dir, NULL};
+    execvp(bin, argv);
+    fprintf(stderr, "cairnfs: cannot run %s: %s\n", bin, strerror(errno));
+    _exit(127);
+  }
+  close(p[1]);
+  FILE *err = fdopen(p[0], "r");
+  char line[4096];
+  while (err && fgets(line, sizeof(line), err)) {
+    const char *msg = strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line;
+    fprintf(stderr, "%s: %s", cli_prog, msg);
+  }
+  if (err)
+    fclose(err);
+  else
+    close(p[0]);
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -errno;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  fprintf(stderr, "%s: mount: cairnfs died of signal %d\n", cli_prog, WTERMSIG(status));
+  return 1;
+}
+
+int cmd_mount(struct cli *c, int argc, char **argv) {
+  const char *image = NULL, *dir = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--rw") == 0)
+      return cli_usage(MOUNT_USAGE, "--rw: writable mounts are not supported yet");
+    if (argv[i][0] == '-') return cli_usage(MOUNT_USAGE, "unknown option %s", argv[i]);
+    if (!image)
+      image = argv[i];
+    else if (!dir)
+      dir = argv[i];
+    else
+      return cli_usage(MOUNT_USAGE, "too many arguments");
+  }
+  if (!dir) return cli_usage(MOUNT_USAGE, "needs an image and a directory");
+  cairn_store *st = cli_store(c);
+  if (!st) return 1;
+  cairn_id id;
+  int r = cairn_image_resolve(st, image, id);
+  if (r < 0) return cli_fail(c, r, image);
+  char abs[PATH_MAX];
+  r = absolute_dir(dir, abs, sizeof(abs));
+  if (r < 0) return cli_fail(NULL, r, dir);
+  int state = cairn_mountpoint_state(abs);
+  if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE) {
+    fprintf(stderr, "%s: %s: already a %s cairnfs mount (hint: cairn umount %s)\n", cli_prog,
+            dir, state == CAIRN_MP_LIVE ? "live" : "stale", dir);
+    return 4;
+  }
+  int code = run_cairnfs(cairn_store_dir(st), image, abs);
+  if (code != 0) return code <= 5 ? code : 1; /* 127: cairnfs not found */
+  for (int i = 0; i < ANSWER_STEPS; i++) {
+    state = cairn_mountpoint_state(abs);
+    if (state == CAIRN_MP_LIVE) return 0;
+    if (state < 0 || state == CAIRN_MP_STALE) break;
+    sleep_step();
+  }
+  fprintf(stderr, "%s: %s: cairnfs reported success but the mount does not answer\n", cli_prog,
+          abs);
+  return 1;
+}
+
+/* Unmounts one cairnfs mount at dir; lazily if its daemon is gone. */
+static int unmount_once(const char *dir, int state) {
+  int flags = state == CAIRN_MP_STALE ? MNT_DETACH : 0;
+  if (umount2(dir, flags) == 0) return 0;
+  int err = errno;
+  if (err != EPERM) return -err;
+  /* Not root: the setuid helper may unmount what this user mounted. */
+  pid_t pid = fork();
+  if (pid < 0) return -errno;
+  if (pid == 0) {
+    if (flags)
+      execlp("fusermount3", "fusermount3", "-u", "-z", dir, (char *)NULL);
+    else
+      execlp("fusermount3", "fusermount3", "-u", dir, (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -errno;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
+}
+
+/* The pid recorded for dir, or 0. */
+static pid_t recorded_pid(cairn_store *st, const char *dir) {
+  json_t *rows = cairn_mounts_json(st);
+  pid_t pid = 0;
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    if (strcmp(json_string_value(json_object_get(row, "dir")), dir) == 0)
+      pid = (pid_t)json_integer_value(json_object_get(row, "pid"));
+  }
+  json_decref(rows);
+  return pid;
+}
+
+/* True while pid is a running cairnfs; a zombie waiting for its reaper
+ * (often a slow init) has released everything and counts as gone. */
+static bool is_cairnfs_process(pid_t pid) {
+  char path[64], buf[256] = "";
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return false;
+  bool ok = fgets(buf, sizeof(buf), f) != NULL;
+  fclose(f);
+  const char *comm = strchr(buf, '('), *end = strrchr(buf, ')');
+  if (!ok || !comm || !end || end[1] != ' ') return false;
+  char state = end[2];
+  return strncmp(comm + 1, "cairnfs)", 8) == 0 && state != 'Z' && state != 'X';
+}
+
+/* Waits (bounded) for the daemon to exit after its unmount; asks it with
+ * SIGTERM halfway. */
+static int await_daemon_exit(pid_t pid) {
+  for (int i = 0; i < EXIT_STEPS; i++) {
+    if (!is_cairnfs_process(pid)) return 0;
+    if (i == EXIT_STEPS / 2) kill(pid, SIGTERM);
+    sleep_step();
+  }
+  return -ETIMEDOUT;
+}
+
+int cmd_umount(struct cli *c, int argc, char **argv) {
+  if (argc != 2 || argv[1][0] == '-') return cli_usage(UMOUNT_USAGE, "needs one directory");
+  char dir[PATH_MAX];
+  int r = absolute_dir(argv[1], dir, sizeof(dir));
+  if (r < 0) return cli_fail(NULL, r, argv[1]);
+  cairn_store *st = cli_store(c);
+  if (!st) return 1;
+  pid_t pid = recorded_pid(st, dir);
+  int code = 0;
+
+  /* Several cairnfs mounts may be stacked on dir; each round removes one. */
+  for (int round = 0; round < 16; round++) {
+    int state = cairn_mountpoint_state(dir);
+    if (state == CAIRN_MP_NONE) break;
+    if (state == CAIRN_MP_OTHER) {
+      fprintf(stderr, "%s: %s: not a cairnfs mount\n", cli_prog, dir);
+      code = 1;
+      break;
+    }
+    r = state < 0 ? state : unmount_once(dir, state);
+    if (r == -EBUSY) {
+      fprintf(stderr, "%s: %s: busy (a process uses the mount)\n", cli_prog, dir);
+      code = 4;
+      break;
+    }
+    if (r < 0) {
+      code = cli_fail(NULL, r, dir);
+      break;
+    }
+  }
+  if (code == 0 && pid > 0 && await_daemon_exit(pid) < 0) {
+    fprintf(stderr, "%s: %s: cairnfs (pid %d) did not exit\n", cli_prog, dir, (int)pid);
+    code = 1;
+  }
+  if (code == 0) {
+    r = cairn_mount_forget(st, dir);
+    if (r < 0) code = cli_fail(c, r, dir);
+  }
+  return code;
+}
+
+int cmd_mounts(struct cli *c, int argc, char **argv) {
+  bool json = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0)
+      json = true;
+    else
+      return cli_usage(MOUNTS_USAGE, "unknown argument %s", argv[i]);
+  }
+  cairn_store *st = cli_store(c);
+  if (!st) return 1;
+  json_t *rows = cairn_mounts_json(st);
+  if (!rows) return cli_fail(c, -EIO, "mounts");
+  if (json) {
+    cli_print_json(rows);
+  } else {
+    static const char *const columns[] = {"dir:DIR", "image:IMAGE", "pid:PID", "state:STATE",
+                                          "rw:RW"};
+    cli_print_table(rows, columns, sizeof(columns) / sizeof(columns[0]));
+  }
+  json_decref(rows);
+  return 0;
+}
