@@ -1,0 +1,24 @@
+/*
+ * cairnfs.h — what the daemon's main (main.c) shares with its FUSE
+ * operations (ops.c): the state one mount serves from.
+ */
+#ifndef CAIRNFS_H
+#define CAIRNFS_H
+
+#define FUSE_USE_VERSION 312
+#include <fuse_lowlevel.h>
+#include <pthread.h>
+
+#include "cairn.h"
+
+struct cairnfs {
+  cairn_store *st;          /* only for opening blobs, under store_lock */
+  pthread_mutex_t store_lock;
+  cairn_tree *tree;         /* read-only once built: no lock needed */
+  uint64_t blocks;          /* sum of file sizes in 4 KiB blocks (statfs) */
+  bool no_open, no_opendir; /* the kernel need not open files / dirs (init) */
+};
+
+extern const struct fuse_lowlevel_ops cairnfs_ops;
+
+#endif

@@ -1,0 +1,363 @@
+/*
+ * main.c — cairnfs: serve one image of a cairn store as a read-only FUSE
+ * mount.
+ *
+ *   cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR
+ *
+ * Also runs as `mount -t fuse.cairnfs IMAGE DIR` (mount.fuse3 calls
+ * `cairnfs IMAGE DIR -o OPTS`; the store may come as -o store=DIR).
+ *
+ * Lifecycle, in order, each step undone on the way out whatever happened:
+ * fork (unless -f: the parent only waits for the daemon's verdict, so it
+ * exits 0 once the mount is up, or prints the daemon's error and exits with
+ * its code) → open the store → resolve IMAGE → pin the image and all its
+ * layers (purpose "mount DIR", held until exit; the kernel drops them if we
+ * die) → build the merged tree → mount → record the mount → serve until
+ * unmounted or SIGTERM/SIGINT/SIGHUP → unmount → forget the record →
+ * release the pins.
+ */
+#include "cairnfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct options {
+  const char *image;
+  const char *dir;
+  char *store;
+  bool foreground, debug;
+  char *fuse_opts; /* options passed on to libfuse, comma-separated */
+};
+
+/* Where the verdict goes: the waiting parent's pipe, or stderr with -f. */
+static int verdict_fd = -1;
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR\n"
+             "  -f            stay in the foreground\n"
+             "  -d            debug output (implies -f)\n"
+             "  -o store=DIR  the cairn store (also --store DIR; default as cairn)\n"
+             "  -o OPT        other options are passed to libfuse/mount\n"
+             "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"
+             "are not supported yet).\n");
+}
+
+/* Reports a failure: "cairnfs: WHAT: WHY", with the exit code the contract
+ * gives err. Returns that code. */
+static int report_failure(int err, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  int len = vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (len < 0) len = 0;
+  if ((size_t)len >= sizeof(msg)) len = sizeof(msg) - 1;
+  int code = cairn_exit_code(err);
+  if (verdict_fd >= 0) {
+    unsigned char c = (unsigned char)code;
+    if (write(verdict_fd, &c, 1) == 1 && write(verdict_fd, msg, (size_t)len) == len) {
+      close(verdict_fd);
+      verdict_fd = -1;
+      return code;
+    }
+  }
+  fprintf(stderr, "cairnfs: %s\n", msg);
+  return code;
+}
+
+static void report_ready(void) {
+  if (verdict_fd < 0) return;
+  unsigned char c = 0;
+  if (write(verdict_fd, &c, 1) < 0) {
+    /* The parent is gone; nobody is waiting for the verdict. */
+  }
+  close(verdict_fd);
+  verdict_fd = -1;
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+  }
+  if (chdir("/") < 0) {
+    /* Not fatal: only keeps the daemon off the caller's cwd. */
+  }
+}
+
+/* Parent side of daemonizing: waits for the daemon's verdict. */
+static int await_daemon(int fd, pid_t pid) {
+  unsigned char code = 1;
+  char msg[2048];
+  ssize_t n = read(fd, &code, 1);
+  size_t len = 0;
+  while (n == 1 && len < sizeof(msg) - 1) {
+    ssize_t m = read(fd, msg + len, sizeof(msg) - 1 - len);
+    if (m <= 0) break;
+    len += (size_t)m;
+  }
+  msg[len] = '\0';
+  if (n == 1 && code == 0) return 0;
+  if (n == 1) {
+    fprintf(stderr, "cairnfs: %s\n", msg);
+    return code;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  fprintf(stderr, "cairnfs: the daemon died before mounting (%s %d)\n",
+          WIFSIGNALED(status) ? "signal" : "status",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+  return 1;
+}
+
+static int append_opt(char **opts, const char *opt, size_t len) {
+  size_t old = *opts ? strlen(*opts) : 0;
+  char *p = realloc(*opts, old + len + 2);
+  if (!p) return -ENOMEM;
+  if (old) p[old++] = ',';
+  memcpy(p + old, opt, len);
+  p[old + len] = '\0';
+  *opts = p;
+  return 0;
+}
+
+/* Splits one -o argument: store=, ro and rw are ours; the rest is libfuse's.
+ * The mount is always read-only for now: mount(8) passes "rw" to every
+ * helper unless told "ro", so "rw" cannot mean "writable upper layer" here
+ * and is ignored. */
+static int take_mount_opts(struct options *o, const char *arg) {
+  while (*arg) {
+    size_t len = strcspn(arg, ",");
+    bool rw_or_ro = len == 2 && (strncmp(arg, "rw", 2) == 0 || strncmp(arg, "ro", 2) == 0);
+    if (len > 6 && strncmp(arg, "store=", 6) == 0) {
+      free(o->store);
+      o->store = strndup(arg + 6, len - 6);
+      if (!o->store) return -ENOMEM;
+    } else if (len && !rw_or_ro) {
+      if (append_opt(&o->fuse_opts, arg, len) < 0) return -ENOMEM;
+    }
+    arg += len;
+    if (*arg == ',') arg++;
+  }
+  return 0;
+}
+
+/* Returns 0, or an exit code (2 for a usage error) to exit with. */
+static int parse_args(int argc, char **argv, struct options *o) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      exit(0);
+    } else if (strcmp(a, "-f") == 0) {
+      o->foreground = true;
+    } else if (strcmp(a, "-d") == 0) {
+      o->foreground = o->debug = true;
+    } else if (strncmp(a, "-o", 2) == 0) {
+      const char *v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v) goto bad;
+      if (take_mount_opts(o, v) < 0) return 2;
+    } else if (strcmp(a, "--store") == 0) {
+      if (i + 1 >= argc) goto bad;
+      free(o->store);
+      o->store = strdup(argv[++i]);
+    } else if (strncmp(a, "--store=", 8) == 0) {
+      free(o->store);
+      o->store = strdup(a + 8);
+    } else if (a[0] == '-' && a[1]) {
+      goto bad;
+    } else if (!o->image) {
+      o->image = a;
+    } else if (!o->dir) {
+      o->dir = a;
+    } else {
+      goto bad;
+    }
+  }
+  if (o->image && o->dir) return 0;
+bad:
+  usage(stderr);
+  return 2;
+}
+
+static uint64_t count_blocks(const cairn_tree *t) {
+  uint64_t blocks = 0;
+  for (uint64_t ino = 1; ino <= cairn_tree_count(t); ino++)
+    blocks += (cairn_tree_node(t, ino)->size + 4095) / 4096;
+  return blocks;
+}
+
+/* The mount options every cairnfs mount gets, before the user's. */
+static char *base_fuse_opts(const char *image, const char *user_opts) {
+  char *opts = NULL;
+  /* fsname is shown as the mount's source; commas would split it. */
+  char fsname[256];
+  snprintf(fsname, sizeof(fsname), "fsname=%s", image);
+  for (char *p = fsname; *p; p++)
+    if (*p == ',') *p = '_';
+  const char *fixed = geteuid() == 0 ? "subtype=cairnfs,ro,default_permissions,allow_other,"
+                                       "suid,dev"
+                                     : "subtype=cairnfs,ro,default_permissions";
+  if (append_opt(&opts, fixed, strlen(fixed)) < 0 ||
+      append_opt(&opts, fsname, strlen(fsname)) < 0 ||
+      (user_opts && append_opt(&opts, user_opts, strlen(user_opts)) < 0)) {
+    free(opts);
+    return NULL;
+  }
+  return opts;
+}
+
+static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
+                 const char *image_id) {
+  char *opts = base_fuse_opts(o->image, o->fuse_opts);
+  if (!opts) return report_failure(-ENOMEM, "%s: out of memory", o->image);
+  char *fargv[] = {"cairnfs", "-o", opts, o->debug ? "-d" : NULL, NULL};
+  struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
+  int code = 0;
+  struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), fs);
+  if (!se) {
+    code = report_failure(-EINVAL, "%s: bad mount options: %s", dir, opts);
+    goto out;
+  }
+  /* libfuse leaves inherited SIG_IGN alone (a shell's background job
+   * ignores SIGINT); the contract is that these signals unmount. */
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
+  if (fuse_set_signal_handlers(se) < 0) {
+    code = report_failure(-EIO, "%s: cannot install signal handlers", dir);
+    goto destroy;
+  }
+  if (fuse_session_mount(se, dir) < 0) {
+    code = report_failure(-EIO, "%s: cannot mount (see the message above)", dir);
+    goto signals;
+  }
+  int r = cairn_mount_record(fs->st, dir, image_id, getpid(), false);
+  if (r < 0) {
+    code = report_failure(r, "%s: cannot record the mount: %s", dir, cairn_errmsg(fs->st));
+    goto unmount;
+  }
+  report_ready();
+  struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+  if (cfg) {
+    fuse_loop_cfg_set_clone_fd(cfg, 1);
+    fuse_loop_cfg_set_idle_threads(cfg, 4);
+    fuse_session_loop_mt(se, cfg);
+    fuse_loop_cfg_destroy(cfg);
+  } else {
+    fuse_session_loop(se);
+  }
+  cairn_mount_forget(fs->st, dir);
+unmount:
+  fuse_session_unmount(se);
+signals:
+  fuse_remove_signal_handlers(se);
+destroy:
+  fuse_session_destroy(se);
+out:
+  fuse_opt_free_args(&args);
+  free(opts);
+  return code;
+}
+
+/* Opens, pins and builds, then serves; releases all of it before returning. */
+static int run(const struct options *o) {
+  struct cairnfs fs = {.store_lock = PTHREAD_MUTEX_INITIALIZER};
+  cairn_pinset *pins = NULL;
+  int code;
+  char dir[PATH_MAX];
+  if (!realpath(o->dir, dir)) {
+    int err = errno;
+    if (err == ENOTCONN)
+      return report_failure(-EBUSY, "%s: %s (hint: cairn umount %s)", o->dir, strerror(err),
+                            o->dir);
+    return report_failure(-err, "%s: %s", o->dir, strerror(err));
+  }
+  int state = cairn_mountpoint_state(dir);
+  if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
+    return report_failure(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)",
+                          o->dir, state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
+  struct stat sb;
+  if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
+    return report_failure(-ENOTDIR, "%s: not a directory", o->dir);
+
+  int r = cairn_store_open(o->store, &fs.st);
+  if (r < 0) {
+    code = report_failure(r, "store: %s", fs.st ? cairn_errmsg(fs.st) : strerror(-r));
+    goto out;
+  }
+  cairn_id id;
+  r = cairn_image_resolve(fs.st, o->image, id);
+  if (r < 0) {
+    code = report_failure(r, "%s: %s", o->image, cairn_errmsg(fs.st));
+    goto out;
+  }
+  char purpose[PATH_MAX + 8];
+  snprintf(purpose, sizeof(purpose), "mount %s", dir);
+  pins = cairn_pinset_new(purpose, true);
+  if (!pins) {
+    code = report_failure(-ENOMEM, "%s: out of memory", o->image);
+    goto out;
+  }
+  r = cairn_pin_image(fs.st, pins, id);
+  if (r < 0) {
+    code = report_failure(r, "%s: cannot pin: %s", o->image, cairn_errmsg(fs.st));
+    goto out;
+  }
+  r = cairn_tree_build(fs.st, id, &fs.tree);
+  if (r < 0) {
+    code = report_failure(r, "%s: %s", o->image, cairn_errmsg(fs.st));
+    goto out;
+  }
+  fs.blocks = count_blocks(fs.tree);
+  code = serve(&fs, o, dir, id);
+out:
+  if (pins) cairn_pinset_release(fs.st, pins);
+  cairn_tree_free(fs.tree);
+  if (fs.st) cairn_store_close(fs.st);
+  return code;
+}
+
+int main(int argc, char **argv) {
+  struct options o = {0};
+  int code = parse_args(argc, argv, &o);
+  if (code) {
+    free(o.fuse_opts);
+    free(o.store);
+    return code;
+  }
+  if (!o.foreground) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) {
+      perror("cairnfs: pipe");
+      return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+      perror("cairnfs: fork");
+      return 1;
+    }
+    if (pid > 0) {
+      close(p[1]);
+      free(o.fuse_opts);
+      free(o.store);
+      return await_daemon(p[0], pid);
+    }
+    close(p[0]);
+    verdict_fd = p[1];
+    setsid();
+  }
+  code = run(&o);
+  free(o.fuse_opts);
+  free(o.store);
+  return code;
+}

@@ -1,0 +1,332 @@
+/*
+ * ops.c — cairnfs's FUSE low-level operations over an in-memory merged tree.
+ *
+ * FUSE inode numbers are the tree's inode numbers (root = 1 = FUSE_ROOT_ID),
+ * so every request is an array index and a binary search at most: no request
+ * touches SQLite or walks layers. The tree never changes and never frees a
+ * node while mounted, so lookup counts need no bookkeeping (forget is a
+ * no-op). Images are immutable: entries, attributes, negative lookups,
+ * directory listings and pages are cached by the kernel for a long time.
+ * The kernel is told it need not open files or directories at all
+ * (NO_OPEN / NO_OPENDIR: open answers ENOSYS once, then the kernel keeps
+ * pages and directory listings cached with no round trip per open). So a
+ * read opens the blob itself: its data goes to the kernel as an fd-backed
+ * buffer, which libfuse splices to /dev/fuse without copying it through
+ * this process, and the fd is closed right after.
+ * Every handler replies exactly once.
+ */
+#include "cairnfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+/* The image never changes while it is mounted. */
+#define CACHE_TIMEOUT (365.0 * 24 * 3600)
+
+static struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
+
+static void node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
+  memset(st, 0, sizeof(*st));
+  st->st_ino = ino;
+  st->st_mode = n->mode;
+  st->st_nlink = n->nlink;
+  st->st_uid = n->uid;
+  st->st_gid = n->gid;
+  st->st_rdev = n->rdev;
+  st->st_size = (off_t)n->size;
+  st->st_blksize = 4096;
+  st->st_blocks = (blkcnt_t)((n->size + 511) / 512);
+  st->st_mtim.tv_sec = n->mtime_sec;
+  st->st_mtim.tv_nsec = n->mtime_nsec;
+  st->st_atim = st->st_mtim;
+  st->st_ctim = st->st_mtim;
+}
+
+static void entry_fill(const cairn_node *n, uint64_t ino, struct fuse_entry_param *e) {
+  memset(e, 0, sizeof(*e));
+  e->ino = ino;
+  e->generation = 1;
+  e->attr_timeout = CACHE_TIMEOUT;
+  e->entry_timeout = CACHE_TIMEOUT;
+  node_stat(n, ino, &e->attr);
+}
+
+static void cfs_init(void *userdata, struct fuse_conn_info *conn) {
+  struct cairnfs *fs = userdata;
+  unsigned want = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_CACHE_SYMLINKS |
+                  FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_ASYNC_READ |
+                  FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_NO_OPENDIR_SUPPORT;
+  conn->want |= want & conn->capable;
+  conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA);
+  fs->no_open = conn->want & FUSE_CAP_NO_OPEN_SUPPORT;
+  fs->no_opendir = conn->want & FUSE_CAP_NO_OPENDIR_SUPPORT;
+}
+
+static void cfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  const cairn_tree *t = fs_of(req)->tree;
+  const cairn_node *dir = cairn_tree_node(t, parent);
+  if (!dir) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  if (!S_ISDIR(dir->mode)) {
+    fuse_reply_err(req, ENOTDIR);
+    return;
+  }
+  struct fuse_entry_param e;
+  const cairn_dirent *de = cairn_tree_lookup(dir, name);
+  if (!de) { /* ino 0: the kernel caches the miss for entry_timeout */
+    memset(&e, 0, sizeof(e));
+    e.entry_timeout = CACHE_TIMEOUT;
+    fuse_reply_entry(req, &e);
+    return;
+  }
+  entry_fill(cairn_tree_node(t, de->ino), de->ino, &e);
+  fuse_reply_entry(req, &e);
+}
+
+static void cfs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  (void)ino;
+  (void)nlookup;
+  fuse_reply_none(req);
+}
+
+static void cfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f) {
+  (void)count;
+  (void)f;
+  fuse_reply_none(req);
+}
+
+static void cfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)fi;
+  const cairn_node *n = cairn_tree_node(fs_of(req)->tree, ino);
+  if (!n) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  struct stat st;
+  node_stat(n, ino, &st);
+  fuse_reply_attr(req, &st, CACHE_TIMEOUT);
+}
+
+static void cfs_readlink(fuse_req_t req, fuse_ino_t ino) {
+  const cairn_node *n = cairn_tree_node(fs_of(req)->tree, ino);
+  if (!n || !S_ISLNK(n->mode) || !n->target)
+    fuse_reply_err(req, n ? EINVAL : ESTALE);
+  else
+    fuse_reply_readlink(req, n->target);
+}
+
+/* Without NO_OPEN support in the kernel, opens are answered (no state is
+ * kept per open: reads open the blob); with it, ENOSYS stops them. */
+static void cfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  const cairn_node *n = cairn_tree_node(fs->tree, ino);
+  if (!n) {
+    fuse_reply_err(req, ESTALE);
+  } else if (S_ISDIR(n->mode)) {
+    fuse_reply_err(req, EISDIR);
+  } else if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+    fuse_reply_err(req, EROFS);
+  } else if (fs->no_open) {
+    fuse_reply_err(req, ENOSYS);
+  } else {
+    fi->keep_cache = 1;
+    fi->noflush = 1;
+    fuse_reply_open(req, fi);
+  }
+}
+
+static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                     struct fuse_file_info *fi) {
+  (void)fi;
+  struct cairnfs *fs = fs_of(req);
+  const cairn_node *n = cairn_tree_node(fs->tree, ino);
+  if (!n || !n->blob || off < 0 || (uint64_t)off >= n->size) {
+    fuse_reply_buf(req, NULL, 0);
+    return;
+  }
+  pthread_mutex_lock(&fs->store_lock);
+  int fd = cairn_blob_open(fs->st, n->blob);
+  pthread_mutex_unlock(&fs->store_lock);
+  if (fd < 0) {
+    fuse_reply_err(req, EIO);
+    return;
+  }
+  if ((uint64_t)off + size > n->size) size = (size_t)(n->size - (uint64_t)off);
+  struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+  buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+  buf.buf[0].fd = fd;
+  buf.buf[0].pos = off;
+  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+  close(fd);
+}
+
+static void cfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)ino;
+  (void)fi;
+  fuse_reply_err(req, 0);
+}
+
+static void cfs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  const cairn_node *n = cairn_tree_node(fs->tree, ino);
+  if (!n || !S_ISDIR(n->mode)) {
+    fuse_reply_err(req, n ? ENOTDIR : ESTALE);
+  } else if (fs->no_opendir) {
+    fuse_reply_err(req, ENOSYS);
+  } else {
+    fi->cache_readdir = 1;
+    fi->keep_cache = 1;
+    fuse_reply_open(req, fi);
+  }
+}
+
+/* Offsets: 0 and 1 are "." and "..", 2 + i is the directory's i-th entry;
+ * an entry's d_off is the offset of the one after it. */
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus) {
+  const cairn_tree *t = fs_of(req)->tree;
+  const cairn_node *dir = cairn_tree_node(t, ino);
+  if (!dir || !S_ISDIR(dir->mode)) {
+    fuse_reply_err(req, dir ? ENOTDIR : ESTALE);
+    return;
+  }
+  char *buf = malloc(size);
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  size_t used = 0;
+  for (off_t i = off < 0 ? 0 : off; (size_t)i < dir->n_children + 2; i++) {
+    const char *name;
+    uint64_t child;
+    if (i < 2) {
+      name = i == 0 ? "." : "..";
+      child = i == 0 ? ino : dir->parent;
+    } else {
+      name = dir->children[i - 2].name;
+      child = dir->children[i - 2].ino;
+    }
+    const cairn_node *n = cairn_tree_node(t, child);
+    size_t len;
+    if (plus) {
+      struct fuse_entry_param e;
+      entry_fill(n, child, &e);
+      len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1);
+    } else {
+      struct stat st = {.st_ino = child, .st_mode = n->mode};
+      len = fuse_add_direntry(req, buf + used, size - used, name, &st, i + 1);
+    }
+    if (len > size - used) break;
+    used += len;
+  }
+  fuse_reply_buf(req, buf, used);
+  free(buf);
+}
+
+static void cfs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                        struct fuse_file_info *fi) {
+  (void)fi;
+  readdir_common(req, ino, size, off, false);
+}
+
+static void cfs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                            struct fuse_file_info *fi) {
+  (void)fi;
+  readdir_common(req, ino, size, off, true);
+}
+
+static void cfs_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)ino;
+  (void)fi;
+  fuse_reply_err(req, 0);
+}
+
+static void cfs_statfs(fuse_req_t req, fuse_ino_t ino) {
+  (void)ino;
+  struct cairnfs *fs = fs_of(req);
+  struct statvfs sv = {
+      .f_bsize = 4096,
+      .f_frsize = 4096,
+      .f_blocks = fs->blocks,
+      .f_files = cairn_tree_count(fs->tree),
+      .f_namemax = 255,
+      .f_flag = ST_RDONLY,
+  };
+  fuse_reply_statfs(req, &sv);
+}
+
+static void cfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+  const cairn_node *n = cairn_tree_node(fs_of(req)->tree, ino);
+  if (!n) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  for (size_t i = 0; i < n->n_xattrs; i++) {
+    const cairn_xattr *x = &n->xattrs[i];
+    if (strcmp(x->name, name) != 0) continue;
+    if (size == 0)
+      fuse_reply_xattr(req, x->len);
+    else if (size < x->len)
+      fuse_reply_err(req, ERANGE);
+    else
+      fuse_reply_buf(req, x->value, x->len);
+    return;
+  }
+  fuse_reply_err(req, ENODATA);
+}
+
+static void cfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  const cairn_node *n = cairn_tree_node(fs_of(req)->tree, ino);
+  if (!n) {
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  size_t total = 0;
+  for (size_t i = 0; i < n->n_xattrs; i++) total += strlen(n->xattrs[i].name) + 1;
+  if (size == 0) {
+    fuse_reply_xattr(req, total);
+    return;
+  }
+  if (size < total) {
+    fuse_reply_err(req, ERANGE);
+    return;
+  }
+  char *buf = malloc(total ? total : 1);
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  size_t used = 0;
+  for (size_t i = 0; i < n->n_xattrs; i++) {
+    size_t len = strlen(n->xattrs[i].name) + 1;
+    memcpy(buf + used, n->xattrs[i].name, len);
+    used += len;
+  }
+  fuse_reply_buf(req, buf, total);
+  free(buf);
+}
+
+const struct fuse_lowlevel_ops cairnfs_ops = {
+    .init = cfs_init,
+    .lookup = cfs_lookup,
+    .forget = cfs_forget,
+    .forget_multi = cfs_forget_multi,
+    .getattr = cfs_getattr,
+    .readlink = cfs_readlink,
+    .open = cfs_open,
+    .read = cfs_read,
+    .release = cfs_release,
+    .opendir = cfs_opendir,
+    .readdir = cfs_readdir,
+    .readdirplus = cfs_readdirplus,
+    .releasedir = cfs_releasedir,
+    .statfs = cfs_statfs,
+    .getxattr = cfs_getxattr,
+    .listxattr = cfs_listxattr,
+};

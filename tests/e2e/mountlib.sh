@@ -1,0 +1,114 @@
+# mountlib.sh — helpers for the cairnfs end-to-end tests (sourced).
+#
+# Gives: $TMP (removed at exit), $STORE, cairn/cairnfs/cairn_pin wrappers,
+# fail/assert helpers, bounded waits, and a cached Debian minbase rootfs.
+# At exit every mount under $TMP is unmounted (lazily if stale) and every
+# process started through `bg_start` is killed: nothing outlives a test.
+set -euo pipefail
+
+: "${CAIRN_BIN:?CAIRN_BIN must name the build directory}"
+CAIRN_SRC=${CAIRN_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+FSTREE="python3 $CAIRN_SRC/tests/e2e/fstree.py"
+CACHE=${CAIRN_TEST_CACHE:-/var/cache/cairn-test}
+
+TMP=$(mktemp -d /tmp/cairn-e2e.XXXXXX)
+STORE=$TMP/store
+BG_PIDS=()
+# Sanitizer reports (ASan builds) of every process, daemons included, whose
+# stderr is /dev/null: any report fails the test at exit.
+export ASAN_OPTIONS="log_path=$TMP/sanitizer:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="log_path=$TMP/sanitizer:print_stacktrace=1:${UBSAN_OPTIONS:-}"
+
+cleanup() {
+  local rc=$? pid m daemons=""
+  for pid in "${BG_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  [ -d "$STORE" ] && daemons=$(cairn mounts --json 2>/dev/null | jq -r '.[].pid' || true)
+  # Topmost first: mounts listed later sit on top of earlier ones.
+  for m in $(awk -v t="$TMP" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | tac); do
+    umount -l "$m" 2>/dev/null || true
+  done
+  # Daemons of those mounts exit once unmounted; kill any left over.
+  for pid in $daemons; do
+    grep -qs cairnfs "/proc/$pid/comm" && kill -9 "$pid" 2>/dev/null || true
+  done
+  if compgen -G "$TMP/sanitizer.*" >/dev/null; then
+    cat "$TMP"/sanitizer.* >&2
+    echo "FAIL: sanitizer reports above" >&2
+    rc=1
+  fi
+  rm -rf "$TMP"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+cairn() { "$CAIRN_BIN/cairn" --store "$STORE" "$@"; }
+cairn_pin() { "$CAIRN_BIN/cairn-pin" --store "$STORE" "$@"; }
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+pass() { echo "ok - $*"; }
+
+# assert_status CODE COMMAND...: runs COMMAND, fails unless it exits CODE.
+assert_status() {
+  local want=$1 got=0
+  shift
+  "$@" >"$TMP/out" 2>"$TMP/err" || got=$?
+  [ "$got" = "$want" ] || fail "$* exited $got, wanted $want: $(cat "$TMP/err")"
+}
+
+# wait_for TENTHS COMMAND...: polls COMMAND every 0.1 s, at most TENTHS times.
+wait_for() {
+  local n=$1 i
+  shift
+  for ((i = 0; i < n; i++)); do
+    if "$@" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+is_mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+not_mounted() { ! is_mounted "$1"; }
+# A zombie (exited, waiting for a slow reaper) counts as gone.
+pid_gone() { ! awk '$3 != "Z" && $3 != "X" { f = 1 } END { exit !f }' "/proc/$1/stat" 2>/dev/null; }
+
+# mount_pid DIR: the daemon pid `cairn mounts` records for DIR.
+mount_pid() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .pid'; }
+mount_state() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .state'; }
+
+bg_start() {
+  "$@" &
+  BG_PIDS+=($!)
+}
+
+# A Debian bookworm minbase rootfs, built once (about 2 minutes) and cached.
+ensure_minbase() {
+  if [ ! -d "$CACHE/minbase/usr/bin" ]; then
+    mkdir -p "$CACHE"
+    rm -rf "$CACHE/minbase.tmp"
+    debootstrap --variant=minbase bookworm "$CACHE/minbase.tmp" >"$CACHE/debootstrap.log" 2>&1 ||
+      fail "debootstrap failed: $(tail -3 "$CACHE/debootstrap.log")"
+    mv "$CACHE/minbase.tmp" "$CACHE/minbase"
+  fi
+  echo "$CACHE/minbase"
+}
+
+# minbase_layers OUTDIR: the minbase rootfs as three real layer tars
+# (system, usr/share, etc+var), cached like the rootfs.
+minbase_layers() {
+  local out=$1 root
+  root=$(ensure_minbase)
+  if [ ! -f "$CACHE/minbase-layer3.tar" ]; then
+    local t=(tar -C "$root" --format=posix --xattrs --xattrs-include='*' --numeric-owner
+      --sort=name)
+    "${t[@]}" -cf "$CACHE/minbase-layer1.tar.tmp" --exclude=./usr/share --exclude=./etc \
+      --exclude=./var .
+    "${t[@]}" -cf "$CACHE/minbase-layer2.tar.tmp" ./usr/share
+    "${t[@]}" -cf "$CACHE/minbase-layer3.tar.tmp" ./etc ./var
+    for i in 1 2 3; do mv "$CACHE/minbase-layer$i.tar.tmp" "$CACHE/minbase-layer$i.tar"; done
+  fi
+  mkdir -p "$out"
+  for i in 1 2 3; do ln -sf "$CACHE/minbase-layer$i.tar" "$out/layer$i.tar"; done
+}
