@@ -58,7 +58,7 @@ unshare -m --propagation private sh -c "umount /sys/fs/cgroup/unified 2>/dev/nul
 
 step "the pins: the mount holds its image and every layer"
 run cairn-pin ls
-printf '$ lslocks | grep cairn\n'; lslocks -o COMMAND,PID,TYPE,MODE,PATH | grep -E 'COMMAND|pins/' || true
+printf '$ lslocks -o COMMAND,PID,TYPE,MODE,PATH | grep %s\n' "$CAIRN_STORE"; lslocks -o COMMAND,PID,TYPE,MODE,PATH | grep -E "^COMMAND|$CAIRN_STORE/pins/" || true
 
 step "rm of a mounted image is refused (exit 4) and names the holder"
 run cairn rm demo:1 || echo "(exit $?)"
