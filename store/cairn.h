@@ -198,6 +198,10 @@ json_t *cairn_layers_json(cairn_store *st);
 /* {id, names, config, layers:[{id,size}], size, pins:[...]} or NULL. */
 json_t *cairn_inspect_json(cairn_store *st, const char *image_id);
 
+/* Writes the image's merged root filesystem to fd as a tar (pax), the
+ * image pinned meanwhile. */
+int cairn_export(cairn_store *st, const char *image_id, int fd);
+
 /* ---- removal and maintenance ------------------------------------------ */
 
 /* Removes a name, or an image by id (ref as the user typed it). -EBUSY

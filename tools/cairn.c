@@ -20,6 +20,7 @@ static const struct command {
     {"inspect", cmd_inspect, "inspect IMAGE                               config, layers and pins"},
     {"rm", cmd_rm, "rm [--wait[=SECONDS]] IMAGE...              remove names or images"},
     {"gc", cmd_gc, "gc [--dry-run]                              remove what nothing uses"},
+    {"export", cmd_export, "export IMAGE > FILE.tar                     the merged root filesystem as a tar"},
     {"fsck", cmd_fsck, "fsck [--repair]                             verify blobs and metadata"},
     {"pull", cmd_pull, "pull SOURCE [NAME[:TAG]]                    oci:, docker-archive: or docker:// image"},
     {"mount", cmd_mount, "mount IMAGE DIR                             serve an image at DIR (cairnfs)"},

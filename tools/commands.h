@@ -17,6 +17,7 @@ int cmd_inspect(struct cli *c, int argc, char **argv);
 int cmd_rm(struct cli *c, int argc, char **argv);
 int cmd_gc(struct cli *c, int argc, char **argv);
 int cmd_fsck(struct cli *c, int argc, char **argv);
+int cmd_export(struct cli *c, int argc, char **argv);
 int cmd_pull(struct cli *c, int argc, char **argv);
 int cmd_mount(struct cli *c, int argc, char **argv);
 int cmd_umount(struct cli *c, int argc, char **argv);

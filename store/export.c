@@ -1,0 +1,125 @@
+/*
+ * export.c — an image's merged root filesystem as one tar stream (pax),
+ * written with libarchive from the merged tree (merge.c): what `cairn
+ * export` prints. Every entry keeps its type, mode, owner, mtime (with
+ * nanoseconds), xattrs, device numbers and link target; names sharing an
+ * inode become one file and hardlinks to its first name, in walk order.
+ */
+#include "internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+struct exporter {
+  cairn_store *st;
+  const cairn_tree *tree;
+  struct archive *out;
+  char **first_name; /* by inode number: where a hardlinked file was written */
+  char buf[1 << 17];
+};
+
+static int export_fail(struct exporter *x, const char *path) {
+  return store_fail(x->st, -EIO, "writing %s: %s", path, archive_error_string(x->out));
+}
+
+static int export_data(struct exporter *x, const cairn_node *n, const char *path) {
+  if (!n->blob) return 0;
+  int fd = cairn_blob_open(x->st, n->blob);
+  if (fd < 0) return store_fail(x->st, fd, "%s: blob %s: %s", path, n->blob, strerror(-fd));
+  uint64_t left = n->size;
+  int r = 0;
+  while (left > 0 && r == 0) {
+    ssize_t got = read(fd, x->buf, left < sizeof(x->buf) ? left : sizeof(x->buf));
+    if (got <= 0) r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, n->blob);
+    else if (archive_write_data(x->out, x->buf, (size_t)got) != got) r = export_fail(x, path);
+    else left -= (uint64_t)got;
+  }
+  close(fd);
+  return r;
+}
+
+static int export_node(struct exporter *x, uint64_t ino, const char *path) {
+  const cairn_node *n = cairn_tree_node(x->tree, ino);
+  struct archive_entry *e = archive_entry_new();
+  if (!e) return -ENOMEM;
+  archive_entry_set_pathname(e, path[0] ? path : "./");
+  archive_entry_set_mode(e, n->mode);
+  archive_entry_set_uid(e, n->uid);
+  archive_entry_set_gid(e, n->gid);
+  archive_entry_set_mtime(e, n->mtime_sec, n->mtime_nsec);
+  for (size_t i = 0; i < n->n_xattrs; i++)
+    archive_entry_xattr_add_entry(e, n->xattrs[i].name, n->xattrs[i].value, n->xattrs[i].len);
+  bool data = false;
+  if (!S_ISDIR(n->mode) && n->nlink > 1 && x->first_name[ino]) {
+    archive_entry_set_hardlink(e, x->first_name[ino]);
+    archive_entry_set_size(e, 0);
+  } else {
+    if (!S_ISDIR(n->mode) && n->nlink > 1 && !(x->first_name[ino] = strdup(path))) {
+      archive_entry_free(e);
+      return -ENOMEM;
+    }
+    if (S_ISLNK(n->mode)) archive_entry_set_symlink(e, n->target);
+    if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
+      archive_entry_set_rdevmajor(e, major(n->rdev));
+      archive_entry_set_rdevminor(e, minor(n->rdev));
+    }
+    if (S_ISREG(n->mode)) {
+      archive_entry_set_size(e, (la_int64_t)n->size);
+      data = true;
+    }
+  }
+  int r = archive_write_header(x->out, e) == ARCHIVE_OK ? 0 : export_fail(x, path);
+  archive_entry_free(e);
+  if (r == 0 && data) r = export_data(x, n, path);
+  if (r < 0 || !S_ISDIR(n->mode)) return r;
+  for (size_t i = 0; i < n->n_children && r == 0; i++) {
+    _cleanup_free_ char *child = path[0] ? xasprintf("%s/%s", path, n->children[i].name)
+                                         : strdup(n->children[i].name);
+    r = child ? export_node(x, n->children[i].ino, child) : -ENOMEM;
+  }
+  return r;
+}
+
+static int export_pinned(cairn_store *st, const char *image_id, int fd) {
+  cairn_tree *tree;
+  int r = cairn_tree_build(st, image_id, &tree);
+  if (r < 0) return r;
+  struct exporter *x = calloc(1, sizeof(*x));
+  size_t count = cairn_tree_count(tree);
+  if (!x || !(x->first_name = calloc(count + 1, sizeof(char *)))) {
+    free(x);
+    cairn_tree_free(tree);
+    return -ENOMEM;
+  }
+  x->st = st;
+  x->tree = tree;
+  x->out = archive_write_new();
+  archive_write_set_format_pax(x->out);
+  archive_write_set_bytes_in_last_block(x->out, 1);
+  if (archive_write_open_fd(x->out, fd) != ARCHIVE_OK) {
+    r = store_fail(st, -EIO, "output: %s", archive_error_string(x->out));
+  } else {
+    r = export_node(x, 1, "");
+    if (archive_write_close(x->out) != ARCHIVE_OK && r == 0)
+      r = store_fail(st, -EIO, "output: %s", archive_error_string(x->out));
+  }
+  archive_write_free(x->out);
+  for (size_t i = 0; i <= count; i++) free(x->first_name[i]);
+  free(x->first_name);
+  free(x);
+  cairn_tree_free(tree);
+  return r;
+}
+
+int cairn_export(cairn_store *st, const char *image_id, int fd) {
+  _cleanup_free_ char *purpose = xasprintf("export %.12s", image_id);
+  cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
+  if (!ps) return -ENOMEM;
+  int r = cairn_pin_image(st, ps, image_id);
+  if (r == 0) r = export_pinned(st, image_id, fd);
+  cairn_pinset_release(st, ps);
+  return r;
+}
