@@ -247,14 +247,41 @@ static void fsck_database(cairn_store *st, cairn_report *r) {
     }
 }
 
+/* Incomplete work: blob files of imports that died before committing (only
+ * when no import runs), stale pin annotations and mount records. Complete
+ * layers that no image uses are kept: a re-run of a killed pull reuses
+ * them; gc removes them. */
+static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
+  mount_clean_stale(st);
+  pin_clean_stale(st);
+  _cleanup_close_ int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
+  if (lock == -EBUSY) {
+    report_line(r, "an import is running: its blobs were not examined");
+    return 0;
+  }
+  if (lock < 0) return lock;
+  int rc = blob_orphans_sweep(st, false, r);
+  if (rc == 0 && r->blobs)
+    report_line(r, "discarded incomplete work: %llu blob files no row refers to",
+                (unsigned long long)r->blobs);
+  return rc;
+}
+
+static void fsck_report_unused(cairn_store *st, cairn_report *r) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q, "SELECT count(*) FROM layers WHERE NOT EXISTS"
+                         " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)") < 0)
+    return;
+  if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) > 0)
+    report_line(r, "%d layers no image uses (kept for a pull to reuse; cairn gc removes them)",
+                sqlite3_column_int(q, 0));
+}
+
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
-  /* Incomplete work first: orphans of crashed imports, stale records. */
-  int rc = store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, r);
+  int rc = fsck_discard_incomplete(st, r);
   if (rc < 0) return rc;
-  if (r->layers || r->blobs)
-    report_line(r, "discarded incomplete or unused work: %llu layers, %llu blobs",
-                (unsigned long long)r->layers, (unsigned long long)r->blobs);
   fsck_database(st, r);
+  fsck_report_unused(st, r);
   _cleanup_json_ json_t *bad = json_array();
   {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
