@@ -54,18 +54,21 @@ int cairn_name_normalize(const char *name, char *out, size_t len) {
   return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id) {
+  if (cairn_name_normalize(ref, name, len) < 0) return 0;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q, "SELECT image_id FROM names WHERE name = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+  if (sqlite3_step(q) != SQLITE_ROW) return 0;
+  snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
+  return 1;
+}
+
 int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
   char name[512];
-  int r;
-  if (cairn_name_normalize(ref, name, sizeof(name)) == 0) {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((r = db_prepare(st, &q, "SELECT image_id FROM names WHERE name = ?")) < 0) return r;
-    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) == SQLITE_ROW) {
-      snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
-      return 0;
-    }
-  }
+  int r = image_name_lookup(st, ref, name, sizeof(name), id);
+  if (r != 0) return r < 0 ? r : 0;
   const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
   size_t n = strlen(hex);
   if (n >= 12 && n <= CAIRN_ID_LEN && is_hex_id(hex, n)) {

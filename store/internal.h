@@ -85,6 +85,10 @@ char *proc_command(pid_t pid);       /* comm, or "?"; caller frees */
  * import runs (import.c). Keeps the store's error message. */
 void import_discard_orphans(cairn_store *st);
 
+/* Looks a NAME[:TAG] up (normalized into name): 1 and id if it names an
+ * image, 0 if not (or not a valid name), negative on error (image.c). */
+int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id);
+
 /* Layer deletion within an open transaction (rm.c). */
 int layer_delete_rows(cairn_store *st, const char *diff_id);
 

@@ -84,16 +84,12 @@ int cairn_rm(cairn_store *st, const char *ref) {
   char name[512];
   cairn_id id;
   int r;
-  if (cairn_name_normalize(ref, name, sizeof(name)) == 0) {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((r = db_prepare(st, &q, "SELECT image_id FROM names WHERE name = ?")) < 0) return r;
-    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) == SQLITE_ROW) {
-      snprintf(id, sizeof(id), "%s", (const char *)sqlite3_column_text(q, 0));
-      sqlite3_reset(q); /* ends the read: a write on a stale snapshot is SQLITE_BUSY at once */
-      r = name_remove_unless_last(st, name, id);
-      return r == 1 ? image_remove(st, id) : r;
-    }
+  /* the lookup's statement is finished before anything is written: a
+   * write on a read snapshot still open is SQLITE_BUSY at once */
+  if ((r = image_name_lookup(st, ref, name, sizeof(name), id)) < 0) return r;
+  if (r == 1) {
+    r = name_remove_unless_last(st, name, id);
+    return r == 1 ? image_remove(st, id) : r;
   }
   if ((r = cairn_image_resolve(st, ref, id)) < 0) return r;
   return image_remove(st, id);

@@ -37,15 +37,9 @@ static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
 }
 
 static int pin_ls(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
-  bool json = false;
-  int o;
-  optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o == 'j') json = true;
-    else return cli_usage(USAGE, "ls: unknown option");
-  }
-  if (argc - optind > 1) return cli_usage(USAGE, "ls: takes at most one image or layer");
+  bool json;
+  int code = cli_listing_flags(argc, argv, USAGE, 1, &json);
+  if (code) return code;
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   cairn_id id;

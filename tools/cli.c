@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,4 +132,18 @@ double cli_parse_seconds(const char *s) {
   errno = 0;
   double v = strtod(s, &end);
   return errno || end == s || *end || v < 0 ? -1 : v;
+}
+
+int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
+  int o;
+  *json = false;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    if (o != 'j') return cli_usage(usage, "%s: unknown option", argv[0]);
+    *json = true;
+  }
+  if (argc - optind > max_operands)
+    return cli_usage(usage, "%s: too many arguments", argv[0]);
+  return 0;
 }

@@ -31,6 +31,11 @@ int cli_fail(struct cli *c, int err, const char *what);
 /* Prints "PROG: MESSAGE" and a usage line; returns 2. */
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Parses the flags of a listing (only --json) from argv[0] on, leaving
+ * optind at the first operand; at most max_operands may follow. Returns 0,
+ * or the exit code of a usage error it printed. */
+int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json);
+
 /* Prints a JSON array (listing) on stdout followed by a newline. */
 void cli_print_json(json_t *rows);
 /* Prints rows as a table: columns are "KEY:HEADER" pairs; ids are cut to

@@ -4,22 +4,15 @@
  */
 #include "commands.h"
 
-#include <getopt.h>
 #include <string.h>
 
 typedef json_t *(*listing_fn)(cairn_store *st);
 
 static int listing(struct cli *c, int argc, char **argv, listing_fn list,
                    const char *const *columns, size_t n) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
-  bool json = false;
-  int o;
-  optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o == 'j') json = true;
-    else return cli_usage("cairn images|layers [--json]", "%s: unknown option", argv[0]);
-  }
-  if (optind != argc) return cli_usage("cairn images|layers [--json]", "%s: takes no arguments", argv[0]);
+  bool json;
+  int code = cli_listing_flags(argc, argv, "cairn images|layers [--json]", 0, &json);
+  if (code) return code;
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   json_t *rows = list(st);
