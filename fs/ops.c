@@ -10,9 +10,9 @@
  * The kernel is told it need not open files or directories at all
  * (NO_OPEN / NO_OPENDIR: open answers ENOSYS once, then the kernel keeps
  * pages and directory listings cached with no round trip per open). So a
- * read opens the blob itself: its data goes to the kernel as an fd-backed
- * buffer, which libfuse splices to /dev/fuse without copying it through
- * this process, and the fd is closed right after.
+ * read opens the blob itself (each thread keeps its last one open): its
+ * data goes to the kernel as an fd-backed buffer, which libfuse splices to
+ * /dev/fuse without copying it through this process.
  * Every handler replies exactly once.
  */
 #include "cairnfs.h"
@@ -142,6 +142,50 @@ static void cfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
   }
 }
 
+/* Each worker thread keeps the blob it read last open: a sequential read
+ * arrives as many requests for one file, mostly on the same thread. Blobs
+ * never change, so a kept fd is never stale; it is closed when the thread
+ * moves to another blob or exits. */
+struct last_blob {
+  const char *blob; /* the tree's string: compared by pointer */
+  int fd;
+};
+
+static pthread_key_t last_blob_key;
+static pthread_once_t last_blob_once = PTHREAD_ONCE_INIT;
+
+static void last_blob_free(void *p) {
+  struct last_blob *lb = p;
+  close(lb->fd);
+  free(lb);
+}
+
+static void last_blob_key_make(void) { pthread_key_create(&last_blob_key, last_blob_free); }
+
+/* An fd on the blob, owned by the calling thread's cache: do not close. */
+static int blob_fd(struct cairnfs *fs, const char *blob) {
+  pthread_once(&last_blob_once, last_blob_key_make);
+  struct last_blob *lb = pthread_getspecific(last_blob_key);
+  if (lb && lb->blob == blob) return lb->fd;
+  pthread_mutex_lock(&fs->store_lock);
+  int fd = cairn_blob_open(fs->st, blob);
+  pthread_mutex_unlock(&fs->store_lock);
+  if (fd < 0) return fd;
+  if (!lb) {
+    lb = malloc(sizeof(*lb));
+    if (!lb || pthread_setspecific(last_blob_key, lb) != 0) {
+      free(lb);
+      close(fd);
+      return -ENOMEM;
+    }
+  } else {
+    close(lb->fd);
+  }
+  lb->blob = blob;
+  lb->fd = fd;
+  return fd;
+}
+
 static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                      struct fuse_file_info *fi) {
   (void)fi;
@@ -151,11 +195,9 @@ static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     fuse_reply_buf(req, NULL, 0);
     return;
   }
-  pthread_mutex_lock(&fs->store_lock);
-  int fd = cairn_blob_open(fs->st, n->blob);
-  pthread_mutex_unlock(&fs->store_lock);
+  int fd = blob_fd(fs, n->blob);
   if (fd < 0) {
-    fuse_reply_err(req, EIO);
+    fuse_reply_err(req, fd == -ENOMEM ? ENOMEM : EIO);
     return;
   }
   if ((uint64_t)off + size > n->size) size = (size_t)(n->size - (uint64_t)off);
@@ -164,7 +206,6 @@ static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   buf.buf[0].fd = fd;
   buf.buf[0].pos = off;
   fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
-  close(fd);
 }
 
 static void cfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {

@@ -20,6 +20,10 @@ src="docker://$REGISTRY/team/app:1"
 no_image_committed() {
   [[ $(image_count) == 0 ]] || fail "an image was committed after: $1"
   "$CAIRN" --store "$ST" fsck >/dev/null 2>&1 || fail "fsck not clean after: $1"
+  # Layers a failed pull stored completely stay for a re-run to reuse;
+  # gc clears them so that the next case fetches every blob again.
+  "$CAIRN" --store "$ST" gc >/dev/null 2>&1 || fail "gc after: $1"
+  [[ $("$CAIRN" --store "$ST" layers --json | jq length) == 0 ]] || fail "layers left after gc: $1"
 }
 
 # 1. A layer blob with other bytes of the same size.

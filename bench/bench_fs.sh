@@ -1,0 +1,141 @@
+#!/bin/bash
+# bench_fs.sh — cairnfs against its peers on one multi-layer image built
+# from real data: a Debian bookworm minbase rootfs (debootstrap, cached)
+# split into three layers, plus a layer holding one 512 MiB file.
+#
+# The same layers are served four ways: a native directory (the layers
+# extracted on top of each other), kernel overlayfs (ro, lowerdirs),
+# fuse-overlayfs (lowerdirs) and cairnfs (`cairn import` + `cairn mount`).
+# Rows: cold / warm metadata walk (find -printf over every entry), read
+# every file (tar -c | wc -c, cold and warm), sequential read of the large
+# file (cold), parallel reads of many small files (cold), and mount +
+# unmount time (also for a 100,000-file image). Cold = page, dentry and
+# inode caches dropped before each run. Timed with hyperfine; prints the
+# mean of each and ratios of cairnfs to native and to fuse-overlayfs.
+#
+#   CAIRN_BIN=build-dir bench/bench_fs.sh [RESULTS.txt]
+# Measured, never asserted. Needs root (mounts, drop_caches).
+CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
+source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+unset ASAN_OPTIONS UBSAN_OPTIONS
+out_file=${1:-}
+
+RUNS_COLD=${RUNS_COLD:-5}
+RUNS_WARM=${RUNS_WARM:-10}
+DROP='sync; echo 3 > /proc/sys/vm/drop_caches'
+
+echo "# preparing layers and the four trees" >&2
+minbase_layers "$TMP/layers"
+mkdir -p "$TMP/bigsrc"
+head -c $((512 << 20)) /dev/urandom >"$TMP/bigsrc/big.bin"
+tar -C "$TMP/bigsrc" -cf "$TMP/layers/layer4.tar" big.bin
+rm -rf "$TMP/bigsrc"
+layers=("$TMP"/layers/layer{1,2,3,4}.tar)
+
+mkdir -p "$TMP/native" "$TMP/l1" "$TMP/l2" "$TMP/l3" "$TMP/l4"
+for i in 1 2 3 4; do
+  tar -C "$TMP/native" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"
+  tar -C "$TMP/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"
+done
+lower="$TMP/l4:$TMP/l3:$TMP/l2:$TMP/l1"
+
+declare -A DIR
+DIR[native]=$TMP/native
+DIR[overlayfs]=$TMP/ovl
+DIR[fuse-overlayfs]=$TMP/fovl
+DIR[cairnfs]=$TMP/cfs
+mkdir -p "$TMP/ovl" "$TMP/fovl" "$TMP/cfs"
+mount -t overlay overlay -o "ro,lowerdir=$lower" "$TMP/ovl"
+fuse-overlayfs -o "lowerdir=$lower" "$TMP/fovl"
+cairn import bench:1 "${layers[@]}" >/dev/null
+cairn mount bench:1 "$TMP/cfs"
+
+# The small files for the parallel-read row: every regular file < 16 KiB.
+(cd "$TMP/native" && find . -type f -size -16k -print0) >"$TMP/small.list"
+echo "# $(tr -cd '\0' <"$TMP/small.list" | wc -c) small files," \
+  "$(find "$TMP/native" | wc -l) entries" >&2
+
+SYSTEMS=(native overlayfs fuse-overlayfs cairnfs)
+mkdir -p "$TMP/json"
+
+# bench ROW KIND(cold|warm) COMMAND-TEMPLATE: @ in the template is the tree.
+bench() {
+  local row=$1 kind=$2 tmpl=$3 sys
+  local args=(--style none --export-json "$TMP/json/$row.json")
+  if [ "$kind" = cold ]; then
+    args+=(--runs "$RUNS_COLD" --prepare "$DROP")
+  else
+    args+=(--runs "$RUNS_WARM" --warmup 2)
+  fi
+  for sys in "${SYSTEMS[@]}"; do
+    args+=(-n "$sys" "${tmpl//@/${DIR[$sys]}}")
+  done
+  echo "# $row" >&2
+  hyperfine "${args[@]}" >/dev/null
+}
+
+bench walk-cold cold "find @ -printf '%p %s %m %u %g %T@ %l\n' >/dev/null"
+bench walk-warm warm "find @ -printf '%p %s %m %u %g %T@ %l\n' >/dev/null"
+bench readall-cold cold "tar -C @ -cf - . | wc -c >/dev/null"
+bench readall-warm warm "tar -C @ -cf - . | wc -c >/dev/null"
+bench bigfile-cold cold "dd if=@/big.bin of=/dev/null bs=1M status=none"
+bench smallfiles-par-cold cold "cd @ && xargs -0 -P 8 -n 32 cat <$TMP/small.list >/dev/null"
+
+# Mount + unmount. Native has nothing to mount.
+echo "# mount+umount" >&2
+cairn umount "$TMP/cfs"
+umount "$TMP/ovl"
+fusermount3 -u "$TMP/fovl"
+hyperfine --style none --runs "$RUNS_WARM" --warmup 1 --export-json "$TMP/json/mount.json" \
+  -n overlayfs "mount -t overlay overlay -o ro,lowerdir=$lower $TMP/ovl && stat $TMP/ovl/etc >/dev/null && umount $TMP/ovl" \
+  -n fuse-overlayfs "fuse-overlayfs -o lowerdir=$lower $TMP/fovl && stat $TMP/fovl/etc >/dev/null && fusermount3 -u $TMP/fovl" \
+  -n cairnfs "$CAIRN_BIN/cairn --store $STORE mount bench:1 $TMP/cfs && stat $TMP/cfs/etc >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $TMP/cfs" \
+  >/dev/null
+
+# A 100,000-file image (one layer, 1,000 directories of 100 small files).
+echo "# 100k-file image" >&2
+python3 - "$TMP/100k.tar" "$TMP/l100k" <<'PY'
+import io, os, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as tf:
+    for d in range(1000):
+        ti = tarfile.TarInfo(f"d{d:04}"); ti.type = tarfile.DIRTYPE; ti.mode = 0o755
+        tf.addfile(ti)
+        for f in range(100):
+            data = f"{d}/{f}\n".encode()
+            ti = tarfile.TarInfo(f"d{d:04}/f{f:03}"); ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+PY
+mkdir -p "$TMP/l100k"
+tar -C "$TMP/l100k" -xf "$TMP/100k.tar"
+cairn import big100k:1 "$TMP/100k.tar" >/dev/null
+hyperfine --style none --runs "$RUNS_WARM" --warmup 1 --export-json "$TMP/json/mount100k.json" \
+  -n overlayfs "mount -t overlay overlay -o ro,lowerdir=$TMP/l100k:$TMP/l1 $TMP/ovl && stat $TMP/ovl/d0999/f099 >/dev/null && umount $TMP/ovl" \
+  -n fuse-overlayfs "fuse-overlayfs -o lowerdir=$TMP/l100k:$TMP/l1 $TMP/fovl && stat $TMP/fovl/d0999/f099 >/dev/null && fusermount3 -u $TMP/fovl" \
+  -n cairnfs "$CAIRN_BIN/cairn --store $STORE mount big100k:1 $TMP/cfs && stat $TMP/cfs/d0999/f099 >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $TMP/cfs" \
+  >/dev/null
+
+python3 - "$TMP/json" <<'PY' | tee ${out_file:+"$out_file"}
+import json, os, platform, sys
+d = sys.argv[1]
+rows = [("walk-cold", "metadata walk, cold (find -printf)"),
+        ("walk-warm", "metadata walk, warm"),
+        ("readall-cold", "read every file, cold (tar|wc)"),
+        ("readall-warm", "read every file, warm"),
+        ("bigfile-cold", "sequential read 512 MiB, cold"),
+        ("smallfiles-par-cold", "parallel small-file reads, cold"),
+        ("mount", "mount + umount (minbase, 4 layers)"),
+        ("mount100k", "mount + umount (100,000 files)")]
+systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs"]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print(f"# cairnfs benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
+      f"kernel {platform.release()}, mean of hyperfine runs in ms")
+hdr = f"{'row':38} " + " ".join(f"{s:>15}" for s in systems) + f" {'cfs/native':>11} {'cfs/fuse-ovl':>12}"
+print(hdr)
+print("-" * len(hdr))
+for key, label in rows:
+    res = {r["command"]: r["mean"] * 1000 for r in json.load(open(f"{d}/{key}.json"))["results"]}
+    cells = " ".join(f"{res[s]:15.1f}" if s in res else f"{'-':>15}" for s in systems)
+    c = res["cairnfs"]
+    vs_native = f"{c / res['native']:11.2f}" if "native" in res else f"{'-':>11}"
+    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f}")
+PY

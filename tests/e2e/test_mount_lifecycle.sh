@@ -1,0 +1,109 @@
+#!/bin/bash
+# test_mount_lifecycle.sh — cairnfs's lifecycle under faults and by every
+# way in: kill -9 leaves a stale mount that `cairn mounts` marks stale, that
+# no longer blocks rm and that `cairn umount` cleans; SIGTERM and SIGINT
+# unmount cleanly and release everything; errors of the daemon reach
+# `cairn mount`'s caller with the contract's exit codes; `mount -t
+# fuse.cairnfs` works; a busy mount is not torn down under its user.
+source "$(dirname "$0")/mountlib.sh"
+
+$FSTREE make-layers "$TMP/layers"
+cairn import app:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
+cairn import app:2 "$TMP"/layers/layer{1,2}.tar >/dev/null
+mnt=$TMP/mnt
+mkdir "$mnt"
+
+# ---- errors reach the caller
+assert_status 3 cairn mount nosuch:1 "$mnt"
+grep -q "^cairn: nosuch:1: " "$TMP/err" || fail "message: $(cat "$TMP/err")"
+assert_status 3 cairn mount app:1 "$TMP/nodir"
+assert_status 2 cairn mount app:1
+assert_status 2 cairn mount --rw app:1 "$mnt"
+assert_status 3 "$CAIRN_BIN/cairnfs" --store "$STORE" nosuch:1 "$mnt"
+grep -q "^cairnfs: nosuch:1: " "$TMP/err" || fail "cairnfs message: $(cat "$TMP/err")"
+not_mounted "$mnt" || fail "a failed mount left a mount"
+[ "$(cairn mounts --json | jq length)" = 0 ] || fail "a failed mount left a record"
+pass "errors: not found (3), usage (2), nothing left behind"
+
+# ---- kill -9: stale, does not block rm, umount cleans
+cairn mount app:2 "$mnt"
+pid=$(mount_pid "$mnt")
+kill -9 "$pid"
+wait_for 50 pid_gone "$pid" || fail "daemon survived kill -9"
+[ "$(mount_state "$mnt")" = stale ] || fail "not stale: $(cairn mounts --json)"
+assert_status 2 ls "$mnt"
+grep -q "not connected" "$TMP/err" || fail "ls on a dead mount: $(cat "$TMP/err")"
+cairn rm app:2 >/dev/null || fail "a stale mount blocked rm"
+is_mounted "$mnt" || fail "rm should not have touched the mount"
+assert_status 4 cairn mount app:1 "$mnt"
+grep -q "cairn umount" "$TMP/err" || fail "no hint on a stale dir: $(cat "$TMP/err")"
+cairn umount "$mnt"
+not_mounted "$mnt" || fail "stale mount still there"
+[ "$(cairn mounts --json | jq length)" = 0 ] || fail "stale record left"
+cairn umount "$mnt"
+pass "kill -9 → stale, rm not blocked, umount cleans, idempotent"
+
+# kill -9 then umount first, then rm.
+cairn import app:3 "$TMP"/layers/layer1.tar >/dev/null
+cairn mount app:3 "$mnt"
+pid=$(mount_pid "$mnt")
+kill -9 "$pid"
+wait_for 50 pid_gone "$pid" || fail "daemon survived kill -9"
+cairn mounts | grep -q stale || fail "mounts table: $(cairn mounts)"
+cairn umount "$mnt"
+cairn rm app:3 >/dev/null
+pass "kill -9 → umount → rm"
+
+# ---- SIGTERM and SIGINT unmount cleanly and release pins and the record
+for sig in TERM INT; do
+  cairn mount app:1 "$mnt"
+  pid=$(mount_pid "$mnt")
+  kill -s "$sig" "$pid"
+  wait_for 100 pid_gone "$pid" || fail "daemon ignored SIG$sig"
+  not_mounted "$mnt" || fail "SIG$sig left the mount"
+  [ "$(cairn mounts --json | jq length)" = 0 ] || fail "SIG$sig left the record"
+  [ "$(cairn_pin ls --json | jq length)" = 0 ] || fail "SIG$sig left pins: $(cairn_pin ls --json)"
+done
+pass "SIGTERM and SIGINT unmount cleanly"
+
+# ---- unmounted from outside: the daemon notices and cleans up
+cairn mount app:1 "$mnt"
+pid=$(mount_pid "$mnt")
+fusermount3 -u "$mnt"
+wait_for 100 pid_gone "$pid" || fail "daemon outlived its mount"
+[ "$(cairn mounts --json | jq length)" = 0 ] || fail "record left after fusermount3 -u"
+pass "fusermount3 -u: daemon exits and forgets the record"
+
+# ---- busy: not torn down under its user, then fine
+cairn mount app:1 "$mnt"
+pid=$(mount_pid "$mnt")
+bg_start bash -c "cd '$mnt' && exec sleep 60"
+holder=${BG_PIDS[-1]}
+cwd_is() { [ "$(readlink "/proc/$1/cwd")" = "$2" ]; }
+wait_for 50 cwd_is "$holder" "$mnt" || fail "holder not in mount"
+assert_status 4 cairn umount "$mnt"
+is_mounted "$mnt" || fail "busy mount was torn down"
+[ "$(mount_state "$mnt")" = live ] || fail "busy mount not live"
+kill "$holder"
+wait_for 50 pid_gone "$holder" || fail "holder survived"
+cairn umount "$mnt"
+not_mounted "$mnt" && pid_gone "$pid" || fail "umount after busy"
+pass "busy mount refused (exit 4), then unmounted"
+
+# ---- foreground daemon, and mount -t fuse.cairnfs (mount.fuse3 → cairnfs)
+bg_start "$CAIRN_BIN/cairnfs" -f --store "$STORE" app:1 "$mnt"
+fg=${BG_PIDS[-1]}
+wait_for 100 is_mounted "$mnt" || fail "cairnfs -f did not mount"
+cmp "$mnt/etc/os-release" <(tar --warning=no-unknown-keyword -xOf "$TMP/layers/layer1.tar" etc/os-release) || fail "content"
+kill -INT "$fg"
+wait_for 100 pid_gone "$fg" || fail "cairnfs -f ignored SIGINT"
+not_mounted "$mnt" || fail "cairnfs -f left its mount"
+# mount(8) runs helpers with no PATH, so `-t fuse.cairnfs` needs cairnfs
+# installed; the "PROGRAM#SOURCE" form runs this build's cairnfs the same
+# way (mount.fuse3 calls `PROGRAM SOURCE DIR -o OPTS`).
+mount -t fuse -o "store=$STORE" "$CAIRN_BIN/cairnfs#app:1" "$mnt"
+[ "$(mount_state "$mnt")" = live ] || fail "mount -t: $(cairn mounts --json)"
+grep -q cairntest "$mnt/etc/os-release" || fail "mount -t: content"
+cairn umount "$mnt"
+not_mounted "$mnt" || fail "mount -t: umount"
+pass "cairnfs -f, and mount -t fuse.cairnfs"
