@@ -18,8 +18,20 @@ static json_t *image_names(cairn_store *st, const char *id) {
   return names;
 }
 
-static bool image_pinned(cairn_store *st, const char *id) {
-  if (cairn_pin_is_held(st, CAIRN_PIN_IMAGE, id)) return true;
+/* {id: true} for every target with a live pin: one read of /proc/locks
+ * for a whole listing (the first read in a process can take ~10 ms). */
+static json_t *pinned_targets(cairn_store *st) {
+  json_t *set = json_object();
+  _cleanup_json_ json_t *pins = cairn_pins_json(st, NULL);
+  size_t i;
+  json_t *row;
+  json_array_foreach(pins, i, row) if (!json_is_true(json_object_get(row, "stale")))
+      json_object_set_new(set, json_string_value(json_object_get(row, "target")), json_true());
+  return set;
+}
+
+static bool image_pinned(cairn_store *st, json_t *pinned, const char *id) {
+  if (json_object_get(pinned, id)) return true;
   _cleanup_free_ char *desc = NULL;
   return mount_live_for_image(st, id, &desc) > 0;
 }
@@ -30,6 +42,7 @@ json_t *cairn_images_json(cairn_store *st) {
                          " (SELECT count(*) FROM image_layers WHERE image_id = id)"
                          " FROM images ORDER BY created DESC, id") < 0)
     return NULL;
+  _cleanup_json_ json_t *pinned = pinned_targets(st);
   json_t *rows = json_array();
   while (sqlite3_step(q) == SQLITE_ROW) {
     const char *id = (const char *)sqlite3_column_text(q, 0);
@@ -38,7 +51,7 @@ json_t *cairn_images_json(cairn_store *st) {
                                           sqlite3_column_int(q, 3), "size",
                                           (json_int_t)sqlite3_column_int64(q, 1), "created",
                                           (json_int_t)sqlite3_column_int64(q, 2), "pinned",
-                                          image_pinned(st, id)));
+                                          image_pinned(st, pinned, id)));
   }
   return rows;
 }
@@ -49,6 +62,7 @@ json_t *cairn_layers_json(cairn_store *st) {
                          " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
                          " FROM layers ORDER BY created, id") < 0)
     return NULL;
+  _cleanup_json_ json_t *pinned = pinned_targets(st);
   json_t *rows = json_array();
   while (sqlite3_step(q) == SQLITE_ROW) {
     const char *id = (const char *)sqlite3_column_text(q, 0);
@@ -56,7 +70,7 @@ json_t *cairn_layers_json(cairn_store *st) {
                                           (json_int_t)sqlite3_column_int64(q, 1), "entries",
                                           (json_int_t)sqlite3_column_int64(q, 2), "images",
                                           sqlite3_column_int(q, 3), "pinned",
-                                          cairn_pin_is_held(st, CAIRN_PIN_LAYER, id)));
+                                          json_object_get(pinned, id) != NULL));
   }
   return rows;
 }
@@ -82,9 +96,10 @@ json_t *cairn_inspect_json(cairn_store *st, const char *image_id) {
                                       (json_int_t)sqlite3_column_int64(l, 2)));
   }
   json_t *pins = cairn_pins_json(st, image_id);
+  _cleanup_json_ json_t *pinned = pinned_targets(st);
   return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:I, s:o*, s:b}", "id", image_id, "names",
                    image_names(st, image_id), "config", config, "layers", layers, "size",
                    (json_int_t)sqlite3_column_int64(q, 1), "created",
                    (json_int_t)sqlite3_column_int64(q, 2), "pins", pins, "pinned",
-                   image_pinned(st, image_id));
+                   image_pinned(st, pinned, image_id));
 }

@@ -186,7 +186,7 @@ static int store_open_db(cairn_store *st) {
     return store_fail_db(st, path);
   sqlite3_busy_timeout(st->db, 60000);
   int r;
-  if ((r = db_exec(st, "PRAGMA synchronous=FULL")) < 0) return r;
+  if ((r = db_exec(st, "PRAGMA synchronous=NORMAL")) < 0) return r;
   if ((r = db_exec(st, "PRAGMA foreign_keys=ON")) < 0) return r;
   int version = schema_version(st);
   if (version > SCHEMA_VERSION)

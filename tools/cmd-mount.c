@@ -34,9 +34,9 @@
 #define MOUNTS_USAGE "cairn mounts [--json]"
 
 /* Bounds of the waits below, in 10 ms steps. */
-#define WAIT_STEP_US 10000
-#define ANSWER_STEPS 1000 /* 10 s for a new mount to show up */
-#define EXIT_STEPS 1000   /* 10 s for a daemon to exit after its unmount */
+#define WAIT_STEP_US 1000
+#define ANSWER_STEPS 10000/* 10 s for a new mount to show up */
+#define EXIT_STEPS 10000  /* 10 s for a daemon to exit after its unmount */
 
 static void sleep_step(void) { usleep(WAIT_STEP_US); }
 
