@@ -284,8 +284,8 @@ static int run(const struct options *o) {
   }
   int state = cairn_mountpoint_state(dir);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
-    return report_failure(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)",
-                          o->dir, state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
+    return report_failure(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
+                          state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
   struct stat sb;
   if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
     return report_failure(-ENOTDIR, "%s: not a directory", o->dir);

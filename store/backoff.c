@@ -11,13 +11,9 @@
  */
 #include "cairn.h"
 
-uint64_t cairn_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms,
-                          uint64_t rnd)
-{
-  if (base_ms > cap_ms)
-    base_ms = cap_ms;
-  if (base_ms == 0)
-    return 0;
+uint64_t cairn_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms, uint64_t rnd) {
+  if (base_ms > cap_ms) base_ms = cap_ms;
+  if (base_ms == 0) return 0;
 
   uint64_t step = base_ms;
   for (unsigned i = 0; i < attempt && step < cap_ms; i++)

@@ -185,8 +185,9 @@ int cairn_blob_open(cairn_store *st, const char *blob) {
 int blob_rows_unreferenced(cairn_store *st, bool dry_run, json_t *names, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL, *d = NULL;
   int rc;
-  if ((rc = db_prepare(st, &q, "SELECT name, size FROM blobs WHERE NOT EXISTS"
-                               " (SELECT 1 FROM entries WHERE entries.blob = blobs.name)")) < 0 ||
+  if ((rc = db_prepare(st, &q,
+                       "SELECT name, size FROM blobs WHERE NOT EXISTS"
+                       " (SELECT 1 FROM entries WHERE entries.blob = blobs.name)")) < 0 ||
       (rc = db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) < 0)
     return rc;
   while (sqlite3_step(q) == SQLITE_ROW) {

@@ -83,8 +83,7 @@ void cairn_pinset_release(cairn_store *st, cairn_pinset *ps);
 /* Takes a shared pin on one target (blocking while a deleter holds the
  * exclusive lock, which is brief). Idempotent within a set. The target
  * need not exist yet (a pull pins a layer before it checks for it). */
-int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind,
-                   const char *id);
+int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id);
 
 /* Pins an image and every one of its layers. */
 int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id);
@@ -149,8 +148,7 @@ typedef int (*cairn_entry_fn)(const cairn_entry *e, void *arg);
 
 /* Calls fn for every entry of the layer in path order; a non-zero return
  * of fn stops the walk and is returned. */
-int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn,
-                        void *arg);
+int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg);
 
 /* Reads the ordered layer ids (bottom first) of an image. */
 int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n);
@@ -172,8 +170,8 @@ int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
  * The layer is pinned in ps (before it is looked up) and stays pinned.
  * If expected_diff_id is given, a stream whose sha256 differs is -EBADMSG
  * and nothing is committed. diff_id_out receives the diff_id. */
-int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id,
-                       cairn_pinset *ps, cairn_id diff_id_out);
+int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+                       cairn_id diff_id_out);
 
 /* Builds the deterministic OCI config cairn import uses for these layers
  * (linux/amd64, rootfs.diff_ids). Caller frees. */
@@ -187,8 +185,8 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
                        cairn_id image_id_out);
 
 /* import NAME LAYER...: ingest each file (bottom first) then commit. */
-int cairn_import_files(cairn_store *st, const char *name, const char *const *paths,
-                       size_t n, cairn_id image_id_out);
+int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
+                       cairn_id image_id_out);
 
 /* ---- listing ------------------------------------------------------------ */
 
@@ -228,8 +226,7 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
 /* ---- mounts ------------------------------------------------------------- */
 
 /* Records that pid serves image at dir (absolute path). */
-int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id,
-                       pid_t pid, bool rw);
+int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid, bool rw);
 int cairn_mount_forget(cairn_store *st, const char *dir);
 /* Array of {dir, image, pid, state: live|stale, rw}. */
 json_t *cairn_mounts_json(cairn_store *st);
@@ -252,8 +249,7 @@ int cairn_mountpoint_state(const char *dir);
  * every attempt number, UINT_MAX included: no shift or multiply can wrap,
  * and the result is always in [base_ms, cap_ms] (base_ms > cap_ms is read
  * as base_ms == cap_ms). */
-uint64_t cairn_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms,
-                          uint64_t rnd);
+uint64_t cairn_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms, uint64_t rnd);
 
 enum cairn_pull_state {
   CAIRN_PULL_WAITING = 0, /* pinned, not started */
@@ -273,11 +269,11 @@ typedef struct cairn_pull_layer {
 } cairn_pull_layer;
 
 typedef struct cairn_pull_opts {
-  const char *platform; /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
-  const char *creds;    /* "USER:PASS"; NULL reads auth.json files */
-  bool insecure;        /* docker://: plain HTTP (and no TLS checks) */
-  unsigned jobs;        /* layers fetched at once; 0 is 3 */
-  unsigned attempts;    /* tries per request; 0 is 6 */
+  const char *platform;                     /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
+  const char *creds;                        /* "USER:PASS"; NULL reads auth.json files */
+  bool insecure;                            /* docker://: plain HTTP (and no TLS checks) */
+  unsigned jobs;                            /* layers fetched at once; 0 is 3 */
+  unsigned attempts;                        /* tries per request; 0 is 6 */
   uint64_t backoff_base_ms, backoff_cap_ms; /* 0 is 200 / 10000 */
   /* Called on the calling thread a few times a second while layers move
    * and on every change of state; the array is valid during the call. */
@@ -297,9 +293,8 @@ typedef struct cairn_pull_opts {
  * fails its digest or size (-EBADMSG). -ENOENT when the source, manifest,
  * platform or a blob is not there, -EACCES when auth is refused. On failure
  * errbuf holds a one-line reason. */
-int cairn_pull(cairn_store *st, const char *source, const char *name,
-               const cairn_pull_opts *opts, cairn_id image_id_out,
-               char *errbuf, size_t errlen);
+int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
+               cairn_id image_id_out, char *errbuf, size_t errlen);
 
 /* ---- merged tree (store/merge.c; owner: cairnfs) -------------------------
  * An image's root filesystem with its layers merged by the OCI rules, built
@@ -318,9 +313,9 @@ typedef struct cairn_node {
   uint64_t rdev;
   int64_t mtime_sec;
   uint32_t mtime_nsec;
-  uint64_t parent;      /* directories: parent's ino (root: 1) */
-  const char *target;   /* symlinks */
-  const char *blob;     /* regular files with size > 0 */
+  uint64_t parent;    /* directories: parent's ino (root: 1) */
+  const char *target; /* symlinks */
+  const char *blob;   /* regular files with size > 0 */
   const cairn_xattr *xattrs;
   size_t n_xattrs;
   const cairn_dirent *children; /* directories: sorted by name (strcmp) */

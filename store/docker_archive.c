@@ -26,16 +26,13 @@ typedef struct docker_archive {
   size_t n_layers;
 } docker_archive;
 
-static const char *entry_name(struct archive_entry *ae)
-{
+static const char *entry_name(struct archive_entry *ae) {
   const char *p = archive_entry_pathname(ae);
-  while (p && p[0] == '.' && p[1] == '/')
-    p += 2;
+  while (p && p[0] == '.' && p[1] == '/') p += 2;
   return p ? p : "";
 }
 
-static struct archive *open_archive(docker_archive *da, pull_err *e)
-{
+static struct archive *open_archive(docker_archive *da, pull_err *e) {
   struct archive *a = archive_read_new();
   if (!a) {
     pull_fail(e, -ENOMEM, "out of memory");
@@ -45,8 +42,7 @@ static struct archive *open_archive(docker_archive *da, pull_err *e)
   archive_read_support_format_tar(a);
   if (archive_read_open_filename(a, da->path, 1 << 16) != ARCHIVE_OK) {
     int err = archive_errno(a);
-    pull_fail(e, err == ENOENT ? -ENOENT : -EBADMSG, "%s: %s", da->path,
-              archive_error_string(a));
+    pull_fail(e, err == ENOENT ? -ENOENT : -EBADMSG, "%s: %s", da->path, archive_error_string(a));
     archive_read_free(a);
     return NULL;
   }
@@ -56,21 +52,17 @@ static struct archive *open_archive(docker_archive *da, pull_err *e)
 /* Streams the entry named name into s (or, s NULL, only reads its size);
  * -ENOENT if the archive lacks it. */
 static int read_entry(docker_archive *da, const char *name, blob_sink *s, int64_t *size,
-                      pull_err *e)
-{
+                      pull_err *e) {
   struct archive *a = open_archive(da, e);
-  if (!a)
-    return -ENOENT;
+  if (!a) return -ENOENT;
   struct archive_entry *ae;
   int r = pull_fail(e, -ENOENT, "%s: no %s in the archive", da->path, name);
   int ar;
   while ((ar = archive_read_next_header(a, &ae)) == ARCHIVE_OK) {
-    if (strcmp(entry_name(ae), name) != 0)
-      continue;
+    if (strcmp(entry_name(ae), name) != 0) continue;
     *size = archive_entry_size(ae);
     r = 0;
-    if (!s)
-      break; /* only the size was asked for */
+    if (!s) break; /* only the size was asked for */
     const void *buf;
     size_t len;
     int64_t off;
@@ -91,14 +83,11 @@ static int read_entry(docker_archive *da, const char *name, blob_sink *s, int64_
   return r;
 }
 
-static int read_small(docker_archive *da, const char *name, char **body, size_t *len,
-                      pull_err *e)
-{
+static int read_small(docker_archive *da, const char *name, char **body, size_t *len, pull_err *e) {
   blob_sink s;
   int64_t size = 0;
   int r = blob_sink_init(&s, -1, PULL_MANIFEST_MAX, NULL);
-  if (r == 0)
-    r = read_entry(da, name, &s, &size, e);
+  if (r == 0) r = read_entry(da, name, &s, &size, e);
   if (r == 0) {
     *body = s.mem ? s.mem : strdup("");
     *len = s.written;
@@ -109,8 +98,7 @@ static int read_small(docker_archive *da, const char *name, char **body, size_t 
 }
 
 static int archive_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                            pull_err *e)
-{
+                            pull_err *e) {
   docker_archive *da = (docker_archive *)src;
   if (d)
     return pull_fail(e, -ENOENT, "%s: no manifest %s in a docker archive", da->path, d->digest);
@@ -119,12 +107,10 @@ static int archive_manifest(pull_source *src, const pull_desc *d, char **body, s
   return *body ? 0 : pull_fail(e, -ENOMEM, "out of memory");
 }
 
-static int archive_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e)
-{
+static int archive_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e) {
   docker_archive *da = (docker_archive *)src;
   for (size_t i = 0; i < da->n_layers; i++) {
-    if (strcmp(da->layer_digests[i], d->digest) != 0)
-      continue;
+    if (strcmp(da->layer_digests[i], d->digest) != 0) continue;
     int64_t size;
     int r = read_entry(da, da->layer_paths[i], s, &size, e);
     return r < 0 ? r : blob_sink_finish(s, d, e);
@@ -132,8 +118,7 @@ static int archive_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull
   return pull_fail(e, -ENOENT, "%s: no blob %s in the archive", da->path, d->digest);
 }
 
-static void docker_archive_free(pull_source *src)
-{
+static void docker_archive_free(pull_source *src) {
   docker_archive *da = (docker_archive *)src;
   for (size_t i = 0; i < da->n_layers; i++) {
     free(da->layer_paths[i]);
@@ -156,14 +141,12 @@ static const pull_source_ops archive_ops = {
 /* Reads manifest.json and the config, and builds the image manifest. The
  * config itself is served by the manifest's config descriptor through
  * blob(): it is listed among the "layers" paths so the same lookup finds it. */
-static int load(docker_archive *da, pull_err *e)
-{
+static int load(docker_archive *da, pull_err *e) {
   char *mbody = NULL, *cbody = NULL;
   size_t mlen, clen;
   json_t *mj = NULL, *cj = NULL, *out = NULL;
   int r = read_small(da, "manifest.json", &mbody, &mlen, e);
-  if (r < 0)
-    goto done;
+  if (r < 0) goto done;
   mj = json_loadb(mbody, mlen, 0, NULL);
   json_t *first = json_array_get(mj, 0);
   const char *config = json_string_value(json_object_get(first, "Config"));
@@ -174,10 +157,8 @@ static int load(docker_archive *da, pull_err *e)
   }
   const char *tag = json_string_value(json_array_get(json_object_get(first, "RepoTags"), 0));
   char norm[1024];
-  if (tag && cairn_name_normalize(tag, norm, sizeof norm) == 0)
-    da->base.default_name = strdup(tag);
-  if ((r = read_small(da, config, &cbody, &clen, e)) < 0)
-    goto done;
+  if (tag && cairn_name_normalize(tag, norm, sizeof norm) == 0) da->base.default_name = strdup(tag);
+  if ((r = read_small(da, config, &cbody, &clen, e)) < 0) goto done;
   cj = json_loadb(cbody, clen, 0, NULL);
   json_t *diff_ids = json_object_get(json_object_get(cj, "rootfs"), "diff_ids");
   size_t n = json_array_size(layers);
@@ -206,23 +187,21 @@ static int load(docker_archive *da, pull_err *e)
       r = pull_fail(e, -EBADMSG, "%s: bad layer %zu in manifest.json or config", da->path, i);
       break;
     }
-    if ((r = read_entry(da, lp, NULL, &size, e)) < 0)
-      break;
+    if ((r = read_entry(da, lp, NULL, &size, e)) < 0) break;
     da->layer_paths[da->n_layers] = strdup(lp);
     da->layer_digests[da->n_layers] = strdup(did);
     da->n_layers++;
     json_array_append_new(json_object_get(out, "layers"),
                           json_pack("{s:s, s:s, s:I}", "mediaType",
-                                    "application/vnd.oci.image.layer.v1.tar", "digest", did,
-                                    "size", (json_int_t)size));
+                                    "application/vnd.oci.image.layer.v1.tar", "digest", did, "size",
+                                    (json_int_t)size));
   }
   if (r == 0) {
     da->layer_paths[da->n_layers] = strdup(config);
     da->layer_digests[da->n_layers] = strdup(cdigest);
     da->n_layers++;
     da->manifest = json_dumps(out, JSON_COMPACT);
-    if (!da->manifest)
-      r = pull_fail(e, -ENOMEM, "out of memory");
+    if (!da->manifest) r = pull_fail(e, -ENOMEM, "out of memory");
   }
 done:
   json_decref(out);
@@ -233,8 +212,7 @@ done:
   return r;
 }
 
-int docker_archive_open(const char *path, pull_source **out, pull_err *e)
-{
+int docker_archive_open(const char *path, pull_source **out, pull_err *e) {
   docker_archive *da = calloc(1, sizeof *da);
   if (!da || !(da->path = strdup(path))) {
     free(da);

@@ -33,9 +33,12 @@ static int export_data(struct exporter *x, const cairn_node *n, const char *path
   int r = 0;
   while (left > 0 && r == 0) {
     ssize_t got = read(fd, x->buf, left < sizeof(x->buf) ? left : sizeof(x->buf));
-    if (got <= 0) r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, n->blob);
-    else if (archive_write_data(x->out, x->buf, (size_t)got) != got) r = export_fail(x, path);
-    else left -= (uint64_t)got;
+    if (got <= 0)
+      r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, n->blob);
+    else if (archive_write_data(x->out, x->buf, (size_t)got) != got)
+      r = export_fail(x, path);
+    else
+      left -= (uint64_t)got;
   }
   close(fd);
   return r;
@@ -76,8 +79,8 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   if (r == 0 && data) r = export_data(x, n, path);
   if (r < 0 || !S_ISDIR(n->mode)) return r;
   for (size_t i = 0; i < n->n_children && r == 0; i++) {
-    _cleanup_free_ char *child = path[0] ? xasprintf("%s/%s", path, n->children[i].name)
-                                         : strdup(n->children[i].name);
+    _cleanup_free_ char *child =
+        path[0] ? xasprintf("%s/%s", path, n->children[i].name) : strdup(n->children[i].name);
     r = child ? export_node(x, n->children[i].ino, child) : -ENOMEM;
   }
   return r;

@@ -24,7 +24,8 @@ void cairn_report_free(cairn_report *r) {
   r->lines = NULL;
 }
 
-static void report_line(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report_line(cairn_report *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void report_line(cairn_report *r, const char *fmt, ...) {
   if (!r->lines) r->lines = json_array();
   char buf[1024];
@@ -35,15 +36,19 @@ static void report_line(cairn_report *r, const char *fmt, ...) {
   json_array_append_new(r->lines, json_string(buf));
 }
 
-struct held { char id[CAIRN_ID_LEN + 1]; int fd; };
+struct held {
+  char id[CAIRN_ID_LEN + 1];
+  int fd;
+};
 
 /* Locks and deletes the rows of unreferenced layers; their locks are kept
  * in *held until the transaction ends. */
 static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct held **held,
                         size_t *n_held) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int rc = db_prepare(st, &q, "SELECT id, size FROM layers WHERE NOT EXISTS"
-                              " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)");
+  int rc = db_prepare(st, &q,
+                      "SELECT id, size FROM layers WHERE NOT EXISTS"
+                      " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)");
   if (rc < 0) return rc;
   json_t *ids = json_array();
   while (sqlite3_step(q) == SQLITE_ROW)
@@ -100,8 +105,10 @@ static void sweep_pin_files(cairn_store *st, bool dry_run, cairn_report *r) {
       int fd = pin_lock_exclusive(st, (enum cairn_pin_kind)kind, de->d_name);
       if (fd < 0) continue; /* pinned: a pull about to store it */
       r->pins++;
-      if (dry_run) pin_unlock(fd);
-      else pin_delete_unlock(st, (enum cairn_pin_kind)kind, de->d_name, fd);
+      if (dry_run)
+        pin_unlock(fd);
+      else
+        pin_delete_unlock(st, (enum cairn_pin_kind)kind, de->d_name, fd);
     }
     closedir(d);
   }
@@ -138,11 +145,15 @@ int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_
   int rc = db_begin(st);
   if (rc == 0) rc = sweep_layers(st, dry_run, r, &held, &n_held);
   if (rc == 0 && lock >= 0) rc = blob_rows_unreferenced(st, dry_run, blobs, r);
-  if (rc == 0 && !dry_run) rc = db_commit(st);
-  else db_rollback(st);
+  if (rc == 0 && !dry_run)
+    rc = db_commit(st);
+  else
+    db_rollback(st);
   for (size_t i = 0; i < n_held; i++) {
-    if (rc == 0 && !dry_run) pin_delete_unlock(st, CAIRN_PIN_LAYER, held[i].id, held[i].fd);
-    else pin_unlock(held[i].fd);
+    if (rc == 0 && !dry_run)
+      pin_delete_unlock(st, CAIRN_PIN_LAYER, held[i].id, held[i].fd);
+    else
+      pin_unlock(held[i].fd);
   }
   free(held);
   if (rc < 0) return rc;
@@ -217,8 +228,10 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r) {
     sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_DONE) rc = store_fail_db(st, "repair");
   }
-  if (rc == 0) rc = db_commit(st);
-  else db_rollback(st);
+  if (rc == 0)
+    rc = db_commit(st);
+  else
+    db_rollback(st);
   if (rc == 0) report_line(r, "repaired: removed blob %s and the layers and images using it", name);
   return rc;
 }
@@ -243,7 +256,8 @@ static void fsck_database(cairn_store *st, cairn_report *r) {
       EVP_Digest(cfg, (size_t)sqlite3_column_bytes(i, 1), d, NULL, EVP_sha256(), NULL);
       sha256_hex(d, hex);
       if (strcmp(hex, (const char *)sqlite3_column_text(i, 0)) != 0)
-        problem(r, "image %s: config does not match its id", (const char *)sqlite3_column_text(i, 0));
+        problem(r, "image %s: config does not match its id",
+                (const char *)sqlite3_column_text(i, 0));
     }
 }
 
@@ -269,8 +283,9 @@ static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
 
 static void fsck_report_unused(cairn_store *st, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "SELECT count(*) FROM layers WHERE NOT EXISTS"
-                         " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)") < 0)
+  if (db_prepare(st, &q,
+                 "SELECT count(*) FROM layers WHERE NOT EXISTS"
+                 " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)") < 0)
     return;
   if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) > 0)
     report_line(r, "%d layers no image uses (kept for a pull to reuse; cairn gc removes them)",
@@ -300,13 +315,14 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   if (repair) {
     size_t i;
     json_t *name;
-    json_array_foreach(bad, i, name) if ((rc = repair_blob(st, json_string_value(name), r)) < 0) return rc;
+    json_array_foreach(bad, i,
+                       name) if ((rc = repair_blob(st, json_string_value(name), r)) < 0) return rc;
     cairn_report ignored = {0};
     store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &ignored);
     cairn_report_free(&ignored);
     if (json_array_size(bad) > 0) return 0;
   }
-  return r->problems ? store_fail(st, -EBADMSG, "%llu problems found",
-                                  (unsigned long long)r->problems)
-                     : 0;
+  return r->problems
+             ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)r->problems)
+             : 0;
 }

@@ -79,7 +79,8 @@ int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
     sqlite3_bind_text(q, 2, hex, -1, SQLITE_STATIC);
     int found = 0;
     while (sqlite3_step(q) == SQLITE_ROW) {
-      if (found++ == 0) snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
+      if (found++ == 0)
+        snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
     }
     if (found == 1) return 0;
     if (found > 1) return store_fail(st, -EINVAL, "id prefix is ambiguous; give more digits");
@@ -110,8 +111,8 @@ static int config_check(cairn_store *st, const char *config, size_t len,
   for (size_t i = 0; i < n; i++) {
     const char *s = json_string_value(json_array_get(ids, i));
     if (!s || strncmp(s, "sha256:", 7) != 0 || strcmp(s + 7, diff_ids[i]) != 0)
-      return store_fail(st, -EBADMSG, "image config layer %zu is %s, not sha256:%s", i,
-                        s ? s : "?", diff_ids[i]);
+      return store_fail(st, -EBADMSG, "image config layer %zu is %s, not sha256:%s", i, s ? s : "?",
+                        diff_ids[i]);
   }
   return 0;
 }
@@ -141,8 +142,9 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
   }
   {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((r = db_prepare(st, &s, "INSERT OR IGNORE INTO images(id, config, size, created)"
-                                " VALUES(?, ?, ?, ?)")) < 0)
+    if ((r = db_prepare(st, &s,
+                        "INSERT OR IGNORE INTO images(id, config, size, created)"
+                        " VALUES(?, ?, ?, ?)")) < 0)
       goto fail;
     sqlite3_bind_text(s, 1, image_id_out, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, config, (int)config_len, SQLITE_STATIC);
@@ -154,8 +156,9 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
     }
     if (sqlite3_changes(st->db) > 0) {
       _cleanup_stmt_ sqlite3_stmt *l = NULL;
-      if ((r = db_prepare(st, &l, "INSERT INTO image_layers(image_id, position, layer_id)"
-                                  " VALUES(?, ?, ?)")) < 0)
+      if ((r = db_prepare(st, &l,
+                          "INSERT INTO image_layers(image_id, position, layer_id)"
+                          " VALUES(?, ?, ?)")) < 0)
         goto fail;
       for (size_t i = 0; i < n; i++) {
         sqlite3_bind_text(l, 1, image_id_out, -1, SQLITE_STATIC);
@@ -207,7 +210,8 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
       break;
     }
     ids[i] = malloc(sizeof(cairn_id));
-    if (!ids[i]) r = -ENOMEM;
+    if (!ids[i])
+      r = -ENOMEM;
     else if ((r = cairn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0) {
       _cleanup_free_ char *why = strdup(st->err);
       store_fail(st, r, "%s: %s", paths[i], why ? why : "");
@@ -239,9 +243,10 @@ int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_
   *ids = NULL;
   *n = 0;
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT (SELECT count(*) FROM images WHERE id = ?1), layer_id"
-                             " FROM (SELECT 1) LEFT JOIN image_layers ON image_id = ?1"
-                             " ORDER BY position");
+  int r = db_prepare(st, &q,
+                     "SELECT (SELECT count(*) FROM images WHERE id = ?1), layer_id"
+                     " FROM (SELECT 1) LEFT JOIN image_layers ON image_id = ?1"
+                     " ORDER BY position");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   size_t cap = 0;
@@ -272,7 +277,8 @@ static size_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr *out
     size_t nl = strnlen(name, len - off);
     if (off + nl + 1 + 4 > len) break;
     off += nl + 1;
-    size_t vl = p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 | (size_t)p[off + 3] << 24;
+    size_t vl =
+        p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 | (size_t)p[off + 3] << 24;
     off += 4;
     if (off + vl > len) break;
     out[n++] = (cairn_xattr){name, p + off, vl};
@@ -283,8 +289,9 @@ static size_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr *out
 
 int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
-                             " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
+  int r = db_prepare(st, &q,
+                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
+                     " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
   cairn_xattr xattrs[64];

@@ -43,8 +43,7 @@ static la_ssize_t layer_stream_read(struct archive *tar, void *arg, const void *
   struct layer_stream *ls = arg;
   la_ssize_t n = archive_read_data(ls->raw, ls->buf, sizeof(ls->buf));
   if (n < 0) {
-    if (tar)
-      archive_set_error(tar, EILSEQ, "%s", archive_error_string(ls->raw));
+    if (tar) archive_set_error(tar, EILSEQ, "%s", archive_error_string(ls->raw));
     return -1;
   }
   EVP_DigestUpdate(ls->sha, ls->buf, (size_t)n);
@@ -103,8 +102,8 @@ static int path_normalize(const char *in, char *out, size_t len) {
 
 static int stage_type(struct ingest *in, const char *path) {
   sqlite3_bind_text(in->lookup_type, 1, path, -1, SQLITE_STATIC);
-  int type = sqlite3_step(in->lookup_type) == SQLITE_ROW ? sqlite3_column_int(in->lookup_type, 0)
-                                                         : -1;
+  int type =
+      sqlite3_step(in->lookup_type) == SQLITE_ROW ? sqlite3_column_int(in->lookup_type, 0) : -1;
   sqlite3_reset(in->lookup_type);
   return type;
 }
@@ -128,11 +127,14 @@ static int entry_classify(struct archive_entry *e, const char *path, enum cairn_
   const char *base = strrchr(path, '/');
   base = base ? base + 1 : path;
   if (strncmp(base, ".wh.", 4) == 0) {
-    if (strcmp(base, ".wh..wh..opq") == 0) *type = CAIRN_OPAQUE;
-    else if (strncmp(base, ".wh..wh.", 8) == 0) return 1; /* aufs metadata: not content */
+    if (strcmp(base, ".wh..wh..opq") == 0)
+      *type = CAIRN_OPAQUE;
+    else if (strncmp(base, ".wh..wh.", 8) == 0)
+      return 1; /* aufs metadata: not content */
     else if (base[4] == '\0' || strcmp(base + 4, ".") == 0 || strcmp(base + 4, "..") == 0)
       return -EBADMSG;
-    else *type = CAIRN_WHITEOUT;
+    else
+      *type = CAIRN_WHITEOUT;
     return 0;
   }
   if (archive_entry_hardlink(e)) {
@@ -172,7 +174,8 @@ static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
     for (size_t i = 0; i < n_seen && !dup; i++) dup = strcmp(seen[i], name) == 0;
     if (dup) continue;
     if (n_seen < sizeof(seen) / sizeof(seen[0])) seen[n_seen++] = name;
-    unsigned char l[4] = {vlen & 0xff, (vlen >> 8) & 0xff, (vlen >> 16) & 0xff, (vlen >> 24) & 0xff};
+    unsigned char l[4] = {vlen & 0xff, (vlen >> 8) & 0xff, (vlen >> 16) & 0xff,
+                          (vlen >> 24) & 0xff};
     fwrite(name, 1, strlen(name) + 1, f);
     fwrite(l, 1, 4, f);
     fwrite(value, 1, vlen, f);
@@ -231,8 +234,8 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   if (path[0] == '\0' && type != CAIRN_DIR)
     return store_fail(st, -EBADMSG, "entry %s: the layer root must be a directory", raw);
   if ((r = path_check_parents(in, path)) < 0) return r;
-  if (archive_entry_uid(e) < 0 || archive_entry_uid(e) > UINT32_MAX ||
-      archive_entry_gid(e) < 0 || archive_entry_gid(e) > UINT32_MAX)
+  if (archive_entry_uid(e) < 0 || archive_entry_uid(e) > UINT32_MAX || archive_entry_gid(e) < 0 ||
+      archive_entry_gid(e) > UINT32_MAX)
     return store_fail(st, -EBADMSG, "entry %s: owner %lld:%lld is not a 32-bit id", raw,
                       (long long)archive_entry_uid(e), (long long)archive_entry_gid(e));
   if (type == CAIRN_HARDLINK) {
@@ -277,17 +280,23 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   sqlite3_bind_int64(s, 6, size);
   sqlite3_bind_int64(s, 7, archive_entry_mtime(e));
   sqlite3_bind_int64(s, 8, archive_entry_mtime_nsec(e));
-  sqlite3_bind_int64(s, 9,
-                     (type == CAIRN_CHR || type == CAIRN_BLK)
-                         ? (sqlite3_int64)makedev(archive_entry_rdevmajor(e),
-                                                  archive_entry_rdevminor(e))
-                         : 0);
-  if (target[0] || type == CAIRN_SYMLINK) sqlite3_bind_text(s, 10, target, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(s, 10);
-  if (blob[0]) sqlite3_bind_text(s, 11, blob, -1, SQLITE_STATIC);
-  else sqlite3_bind_null(s, 11);
-  if (xattrs) sqlite3_bind_blob(s, 12, xattrs, (int)xlen, SQLITE_STATIC);
-  else sqlite3_bind_null(s, 12);
+  sqlite3_bind_int64(
+      s, 9,
+      (type == CAIRN_CHR || type == CAIRN_BLK)
+          ? (sqlite3_int64)makedev(archive_entry_rdevmajor(e), archive_entry_rdevminor(e))
+          : 0);
+  if (target[0] || type == CAIRN_SYMLINK)
+    sqlite3_bind_text(s, 10, target, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, 10);
+  if (blob[0])
+    sqlite3_bind_text(s, 11, blob, -1, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, 11);
+  if (xattrs)
+    sqlite3_bind_blob(s, 12, xattrs, (int)xlen, SQLITE_STATIC);
+  else
+    sqlite3_bind_null(s, 12);
   r = sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "staging");
   sqlite3_reset(s);
   in->entries++;
@@ -308,9 +317,10 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
     goto fail;
   {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((r = db_prepare(st, &q, "SELECT s.name FROM temp.stage_blobs s JOIN blobs b"
-                                " ON b.name = s.name WHERE b.size != s.size"
-                                " OR b.sha256 != s.sha256")) < 0)
+    if ((r = db_prepare(st, &q,
+                        "SELECT s.name FROM temp.stage_blobs s JOIN blobs b"
+                        " ON b.name = s.name WHERE b.size != s.size"
+                        " OR b.sha256 != s.sha256")) < 0)
       goto fail;
     if (sqlite3_step(q) == SQLITE_ROW) {
       r = store_fail(st, -EBADMSG, "blob %s: stored content differs",
@@ -320,8 +330,9 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
   }
   {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((r = db_prepare(st, &s, "INSERT INTO layers(id, size, entries, created)"
-                                " VALUES(?, ?, ?, ?)")) < 0)
+    if ((r = db_prepare(st, &s,
+                        "INSERT INTO layers(id, size, entries, created)"
+                        " VALUES(?, ?, ?, ?)")) < 0)
       goto fail;
     sqlite3_bind_text(s, 1, diff_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)size);
@@ -334,10 +345,11 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
   }
   {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((r = db_prepare(st, &s, "INSERT INTO entries(layer_id, path, type, mode, uid, gid, size,"
-                                " mtime, mtime_nsec, rdev, target, blob, xattrs)"
-                                " SELECT ?, path, type, mode, uid, gid, size, mtime, mtime_nsec,"
-                                " rdev, target, blob, xattrs FROM temp.stage ORDER BY path")) < 0)
+    if ((r = db_prepare(st, &s,
+                        "INSERT INTO entries(layer_id, path, type, mode, uid, gid, size,"
+                        " mtime, mtime_nsec, rdev, target, blob, xattrs)"
+                        " SELECT ?, path, type, mode, uid, gid, size, mtime, mtime_nsec,"
+                        " rdev, target, blob, xattrs FROM temp.stage ORDER BY path")) < 0)
       goto fail;
     sqlite3_bind_text(s, 1, diff_id, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_DONE) {
@@ -407,8 +419,7 @@ static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_dif
     r = ingest_entry(&in, e);
   }
   if (r == 0 && layer_stream_drain(ls) < 0)
-    r = store_fail(st, -EBADMSG, "corrupt or truncated stream: %s",
-                   archive_error_string(ls->raw));
+    r = store_fail(st, -EBADMSG, "corrupt or truncated stream: %s", archive_error_string(ls->raw));
   if (r == 0 && ls->size == 0) r = store_fail(st, -EBADMSG, "empty input is not a tar");
   if (r == 0) {
     unsigned char d[32];

@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 struct cairn_store {
-  char *dir;     /* absolute store directory */
-  int dirfd;     /* O_PATH|O_DIRECTORY of dir */
-  int blobs_fd;  /* dirfd of dir/blobs */
+  char *dir;    /* absolute store directory */
+  int dirfd;    /* O_PATH|O_DIRECTORY of dir */
+  int blobs_fd; /* dirfd of dir/blobs */
   sqlite3 *db;
   char err[1024];
 };
@@ -50,8 +50,7 @@ int blob_writer_write(blob_writer *w, const void *buf, size_t len);
 /* Finishes the blob: name (XXH3-128 hex, or with a "-N" suffix on a key
  * collision) goes to name_out, which holds at least 48 bytes. The blob's
  * row is inserted by the caller's commit. */
-int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
-                       char sha256_hex_out[65]);
+int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out, char sha256_hex_out[65]);
 void blob_writer_free(blob_writer *w);
 /* Deletes blob rows nothing references and their files, and files with no
  * row. Needs the store lock exclusive. */
@@ -61,8 +60,7 @@ int blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r);
 void blob_name_path(const char *name, char *rel, size_t len);
 
 /* Pins (pin.c). */
-int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf,
-             size_t len);
+int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len);
 /* Exclusive non-blocking lock on a target's pin file for deletion: returns
  * an fd (to pass to pin_delete_unlock) or -EBUSY. */
 int pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id);

@@ -38,18 +38,18 @@ static bool image_pinned(cairn_store *st, json_t *pinned, const char *id) {
 
 json_t *cairn_images_json(cairn_store *st) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "SELECT id, size, created,"
-                         " (SELECT count(*) FROM image_layers WHERE image_id = id)"
-                         " FROM images ORDER BY created DESC, id") < 0)
+  if (db_prepare(st, &q,
+                 "SELECT id, size, created,"
+                 " (SELECT count(*) FROM image_layers WHERE image_id = id)"
+                 " FROM images ORDER BY created DESC, id") < 0)
     return NULL;
   _cleanup_json_ json_t *pinned = pinned_targets(st);
   json_t *rows = json_array();
   while (sqlite3_step(q) == SQLITE_ROW) {
     const char *id = (const char *)sqlite3_column_text(q, 0);
     json_array_append_new(rows, json_pack("{s:s, s:o, s:i, s:I, s:I, s:b}", "id", id, "names",
-                                          image_names(st, id), "layers",
-                                          sqlite3_column_int(q, 3), "size",
-                                          (json_int_t)sqlite3_column_int64(q, 1), "created",
+                                          image_names(st, id), "layers", sqlite3_column_int(q, 3),
+                                          "size", (json_int_t)sqlite3_column_int64(q, 1), "created",
                                           (json_int_t)sqlite3_column_int64(q, 2), "pinned",
                                           image_pinned(st, pinned, id)));
   }
@@ -58,9 +58,10 @@ json_t *cairn_images_json(cairn_store *st) {
 
 json_t *cairn_layers_json(cairn_store *st) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "SELECT id, size, entries,"
-                         " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
-                         " FROM layers ORDER BY created, id") < 0)
+  if (db_prepare(st, &q,
+                 "SELECT id, size, entries,"
+                 " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
+                 " FROM layers ORDER BY created, id") < 0)
     return NULL;
   _cleanup_json_ json_t *pinned = pinned_targets(st);
   json_t *rows = json_array();
@@ -86,14 +87,15 @@ json_t *cairn_inspect_json(cairn_store *st, const char *image_id) {
   json_t *config = json_loads((const char *)sqlite3_column_text(q, 0), 0, NULL);
   json_t *layers = json_array();
   _cleanup_stmt_ sqlite3_stmt *l = NULL;
-  if (db_prepare(st, &l, "SELECT l.id, l.size, l.entries FROM image_layers il JOIN layers l"
-                         " ON l.id = il.layer_id WHERE il.image_id = ? ORDER BY il.position") == 0) {
+  if (db_prepare(st, &l,
+                 "SELECT l.id, l.size, l.entries FROM image_layers il JOIN layers l"
+                 " ON l.id = il.layer_id WHERE il.image_id = ? ORDER BY il.position") == 0) {
     sqlite3_bind_text(l, 1, image_id, -1, SQLITE_STATIC);
     while (sqlite3_step(l) == SQLITE_ROW)
-      json_array_append_new(layers,
-                            json_pack("{s:s, s:I, s:I}", "id", (const char *)sqlite3_column_text(l, 0),
-                                      "size", (json_int_t)sqlite3_column_int64(l, 1), "entries",
-                                      (json_int_t)sqlite3_column_int64(l, 2)));
+      json_array_append_new(layers, json_pack("{s:s, s:I, s:I}", "id",
+                                              (const char *)sqlite3_column_text(l, 0), "size",
+                                              (json_int_t)sqlite3_column_int64(l, 1), "entries",
+                                              (json_int_t)sqlite3_column_int64(l, 2)));
   }
   json_t *pins = cairn_pins_json(st, image_id);
   _cleanup_json_ json_t *pinned = pinned_targets(st);

@@ -79,10 +79,10 @@ static void arena_free(struct arena *a) {
 /* ---- build-time tree -------------------------------------------------- */
 
 struct binode {
-  cairn_node attr;       /* children/parent are filled when freezing */
-  uint32_t first_child;  /* dentry list head (directories) */
-  uint32_t final_ino;    /* 0 until numbered */
-  uint32_t links;        /* reachable names (non-directories) */
+  cairn_node attr;      /* children/parent are filled when freezing */
+  uint32_t first_child; /* dentry list head (directories) */
+  uint32_t final_ino;   /* 0 until numbered */
+  uint32_t links;       /* reachable names (non-directories) */
 };
 
 struct bdentry {
@@ -165,8 +165,8 @@ static int rehash(struct builder *b) {
   return 0;
 }
 
-static struct bdentry *dentry_find(struct builder *b, uint32_t parent, const char *name,
-                                   size_t len, uint64_t *hash_out) {
+static struct bdentry *dentry_find(struct builder *b, uint32_t parent, const char *name, size_t len,
+                                   uint64_t *hash_out) {
   uint64_t h = name_hash(parent, name, len);
   if (hash_out) *hash_out = h;
   if (!b->n_buckets) return NULL;
@@ -186,8 +186,7 @@ static int dentry_add(struct builder *b, uint32_t parent, const char *name, size
     int r = rehash(b);
     if (r < 0) return r;
   }
-  int r = grow((void **)&b->dentries, &b->cap_dentries, b->n_dentries + 1,
-               sizeof(*b->dentries));
+  int r = grow((void **)&b->dentries, &b->cap_dentries, b->n_dentries + 1, sizeof(*b->dentries));
   if (r < 0) return r;
   char *s = arena_alloc(b->arena, len + 1);
   if (!s) return -ENOMEM;
@@ -197,8 +196,13 @@ static int dentry_add(struct builder *b, uint32_t parent, const char *name, size
   struct bdentry *d = &b->dentries[i];
   struct binode *p = &b->inodes[parent];
   size_t k = hash & (b->n_buckets - 1);
-  *d = (struct bdentry){.name = s, .hash = hash, .parent = parent, .inode = inode,
-                        .hnext = b->buckets[k], .next = p->first_child, .prev = NONE};
+  *d = (struct bdentry){.name = s,
+                        .hash = hash,
+                        .parent = parent,
+                        .inode = inode,
+                        .hnext = b->buckets[k],
+                        .next = p->first_child,
+                        .prev = NONE};
   b->buckets[k] = i;
   if (p->first_child != NONE) b->dentries[p->first_child].prev = i;
   p->first_child = i;
@@ -365,8 +369,8 @@ static int apply_whiteout(struct builder *b, const struct lentry *l) {
     split_path(dpath, &up_len, &dname);
     uint32_t up;
     r = dir_resolve(b, dpath, up_len, false, &up);
-    struct bdentry *d = r == 0 && up != NONE ? dentry_find(b, up, dname, strlen(dname), NULL)
-                                             : NULL;
+    struct bdentry *d =
+        r == 0 && up != NONE ? dentry_find(b, up, dname, strlen(dname), NULL) : NULL;
     if (d) d->inode = fresh;
     free(dpath);
     return r;
@@ -435,8 +439,8 @@ static int apply_hardlink(struct builder *b, const struct lentry *l) {
   if (r < 0) return r;
   struct bdentry *d = dir == NONE ? NULL : dentry_find(b, dir, name, strlen(name), NULL);
   if (!d || is_dir(b, d->inode))
-    return store_fail(b->st, -EBADMSG, "hardlink %s points at %s, which is not a file",
-                      l->path, target);
+    return store_fail(b->st, -EBADMSG, "hardlink %s points at %s, which is not a file", l->path,
+                      target);
   return place(b, l->path, d->inode);
 }
 
@@ -477,8 +481,7 @@ static int freeze_dir(struct freezer *f, uint32_t dir_inode, uint32_t dir_ino) {
   struct builder *b = f->b;
   size_t first = f->n_dirents, count = 0;
   for (uint32_t i = b->inodes[dir_inode].first_child; i != NONE; i = b->dentries[i].next) {
-    int r = grow((void **)&f->dirents, &f->cap_dirents, f->n_dirents + 1,
-                 sizeof(*f->dirents));
+    int r = grow((void **)&f->dirents, &f->cap_dirents, f->n_dirents + 1, sizeof(*f->dirents));
     if (r < 0) return r;
     /* ino temporarily holds the build inode; renumbered below. */
     f->dirents[f->n_dirents++] =

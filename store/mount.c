@@ -15,11 +15,11 @@
 #include <string.h>
 #include <sys/vfs.h>
 
-int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
-                       bool rw) {
+int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid, bool rw) {
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
-  int r = db_prepare(st, &s, "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
-                             " since) VALUES(?, ?, ?, ?, ?, ?)");
+  int r = db_prepare(st, &s,
+                     "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
+                     " since) VALUES(?, ?, ?, ?, ?, ?)");
   if (r < 0) return r;
   sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, image_id, -1, SQLITE_STATIC);
@@ -93,8 +93,7 @@ int cairn_mountpoint_state(const char *dir) {
 
 static bool dir_is_cairnfs_mount(const char *dir) {
   char fstype[256];
-  return mountpoint_fstype(dir, fstype, sizeof(fstype)) == 0 &&
-         strcmp(fstype, "fuse.cairnfs") == 0;
+  return mountpoint_fstype(dir, fstype, sizeof(fstype)) == 0 && strcmp(fstype, "fuse.cairnfs") == 0;
 }
 
 /* A killed daemon stays a zombie until its reaper (often a slow init)
@@ -119,18 +118,19 @@ static bool record_live(const char *dir, pid_t pid, uint64_t start) {
 /* Visits records (of one image, or all); deletes the stale ones. */
 static int mounts_scan(cairn_store *st, const char *image_id, json_t *out) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT dir, image_id, pid, pid_start, rw, since FROM mounts"
-                             " WHERE ?1 IS NULL OR image_id = ?1 ORDER BY dir");
+  int r = db_prepare(st, &q,
+                     "SELECT dir, image_id, pid, pid_start, rw, since FROM mounts"
+                     " WHERE ?1 IS NULL OR image_id = ?1 ORDER BY dir");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   while (sqlite3_step(q) == SQLITE_ROW) {
     const char *dir = (const char *)sqlite3_column_text(q, 0);
     pid_t pid = sqlite3_column_int(q, 2);
     bool live = record_live(dir, pid, (uint64_t)sqlite3_column_int64(q, 3));
-    json_array_append_new(out, json_pack("{s:s, s:s, s:i, s:s, s:b}", "dir", dir, "image",
-                                         (const char *)sqlite3_column_text(q, 1), "pid", pid,
-                                         "state", live ? "live" : "stale", "rw",
-                                         sqlite3_column_int(q, 4) != 0));
+    json_array_append_new(out,
+                          json_pack("{s:s, s:s, s:i, s:s, s:b}", "dir", dir, "image",
+                                    (const char *)sqlite3_column_text(q, 1), "pid", pid, "state",
+                                    live ? "live" : "stale", "rw", sqlite3_column_int(q, 4) != 0));
   }
   return 0;
 }

@@ -13,27 +13,22 @@
 
 #include "pull.h"
 
-int pull_platform_parse(const char *s, pull_platform *p)
-{
+int pull_platform_parse(const char *s, pull_platform *p) {
   memset(p, 0, sizeof *p);
-  if (!s)
-    s = "linux/amd64";
+  if (!s) s = "linux/amd64";
   const char *a = strchr(s, '/');
-  if (!a || a == s || (size_t)(a - s) >= sizeof p->os)
-    return -EINVAL;
+  if (!a || a == s || (size_t)(a - s) >= sizeof p->os) return -EINVAL;
   const char *v = strchr(a + 1, '/');
   size_t alen = v ? (size_t)(v - a - 1) : strlen(a + 1);
   if (alen == 0 || alen >= sizeof p->arch || (v && (!v[1] || strlen(v + 1) >= sizeof p->variant)))
     return -EINVAL;
   memcpy(p->os, s, (size_t)(a - s));
   memcpy(p->arch, a + 1, alen);
-  if (v)
-    strcpy(p->variant, v + 1);
+  if (v) strcpy(p->variant, v + 1);
   return 0;
 }
 
-static json_t *parse_json(const char *body, size_t len, const char *what, pull_err *e)
-{
+static json_t *parse_json(const char *body, size_t len, const char *what, pull_err *e) {
   json_error_t je;
   json_t *j = json_loadb(body, len, 0, &je);
   if (!j || !json_is_object(j)) {
@@ -44,8 +39,7 @@ static json_t *parse_json(const char *body, size_t len, const char *what, pull_e
   return j;
 }
 
-static bool is_index(json_t *j)
-{
+static bool is_index(json_t *j) {
   const char *mt = json_string_value(json_object_get(j, "mediaType"));
   if (mt)
     return strcmp(mt, "application/vnd.oci.image.index.v1+json") == 0 ||
@@ -54,22 +48,18 @@ static bool is_index(json_t *j)
 }
 
 /* amd64 and arm64 have implied variants (v1 / v8), as in containerd. */
-static bool variant_matches(const pull_platform *want, const char *have)
-{
-  if (!want->variant[0])
-    return true;
+static bool variant_matches(const pull_platform *want, const char *have) {
+  if (!want->variant[0]) return true;
   if (!have || !*have)
     return (strcmp(want->arch, "arm64") == 0 && strcmp(want->variant, "v8") == 0) ||
            (strcmp(want->arch, "amd64") == 0 && strcmp(want->variant, "v1") == 0);
   return strcmp(want->variant, have) == 0;
 }
 
-int oci_index_select(const char *body, size_t len, const pull_platform *want,
-                     pull_desc *child, pull_err *e)
-{
+int oci_index_select(const char *body, size_t len, const pull_platform *want, pull_desc *child,
+                     pull_err *e) {
   json_t *j = parse_json(body, len, "manifest", e);
-  if (!j)
-    return -EBADMSG;
+  if (!j) return -EBADMSG;
   if (!is_index(j)) {
     json_decref(j);
     return 0;
@@ -78,8 +68,7 @@ int oci_index_select(const char *body, size_t len, const pull_platform *want,
   size_t i;
   int r = pull_fail(e, -ENOENT, "no manifest for platform %s/%s%s%s in the index", want->os,
                     want->arch, want->variant[0] ? "/" : "", want->variant);
-  json_array_foreach(list, i, m)
-  {
+  json_array_foreach(list, i, m) {
     json_t *pl = json_object_get(m, "platform");
     const char *os = json_string_value(json_object_get(pl, "os"));
     const char *arch = json_string_value(json_object_get(pl, "architecture"));
@@ -88,19 +77,16 @@ int oci_index_select(const char *body, size_t len, const pull_platform *want,
         !variant_matches(want, var))
       continue;
     r = pull_desc_parse(m, child, e);
-    if (r == 0)
-      r = 1;
+    if (r == 0) r = 1;
     break;
   }
   json_decref(j);
   return r;
 }
 
-int oci_manifest_parse(const char *body, size_t len, pull_image *img, pull_err *e)
-{
+int oci_manifest_parse(const char *body, size_t len, pull_image *img, pull_err *e) {
   json_t *j = parse_json(body, len, "manifest", e);
-  if (!j)
-    return -EBADMSG;
+  if (!j) return -EBADMSG;
   int r;
   json_t *layers = json_object_get(j, "layers");
   json_t *sv = json_object_get(j, "schemaVersion");
@@ -109,8 +95,7 @@ int oci_manifest_parse(const char *body, size_t len, pull_image *img, pull_err *
     goto out;
   }
   r = pull_desc_parse(json_object_get(j, "config"), &img->config, e);
-  if (r < 0)
-    goto out;
+  if (r < 0) goto out;
   img->n_layers = json_array_size(layers);
   img->layers = calloc(img->n_layers ? img->n_layers : 1, sizeof *img->layers);
   if (!img->layers) {
@@ -124,16 +109,14 @@ out:
   return r;
 }
 
-int oci_config_diff_ids(pull_image *img, pull_err *e)
-{
+int oci_config_diff_ids(pull_image *img, pull_err *e) {
   json_t *j = parse_json(img->config_json, img->config_len, "image config", e);
-  if (!j)
-    return -EBADMSG;
+  if (!j) return -EBADMSG;
   int r = 0;
   json_t *ids = json_object_get(json_object_get(j, "rootfs"), "diff_ids");
   if (!json_is_array(ids) || json_array_size(ids) != img->n_layers) {
-    r = pull_fail(e, -EBADMSG, "config lists %zu diff_ids for %zu layers",
-                  json_array_size(ids), img->n_layers);
+    r = pull_fail(e, -EBADMSG, "config lists %zu diff_ids for %zu layers", json_array_size(ids),
+                  img->n_layers);
     goto out;
   }
   img->diff_ids = calloc(img->n_layers ? img->n_layers : 1, sizeof *img->diff_ids);
@@ -157,13 +140,11 @@ out:
   return r;
 }
 
-void pull_image_free(pull_image *img)
-{
+void pull_image_free(pull_image *img) {
   pull_desc_clear(&img->config);
   for (size_t i = 0; i < img->n_layers; i++) {
     pull_desc_clear(&img->layers[i]);
-    if (img->diff_ids)
-      free(img->diff_ids[i]);
+    if (img->diff_ids) free(img->diff_ids[i]);
   }
   free(img->layers);
   free(img->diff_ids);

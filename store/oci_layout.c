@@ -23,8 +23,7 @@ typedef struct oci_layout {
   char *ref;
 } oci_layout;
 
-static int open_blob(oci_layout *l, const pull_desc *d, pull_err *e)
-{
+static int open_blob(oci_layout *l, const pull_desc *d, pull_err *e) {
   char path[4096];
   snprintf(path, sizeof path, "%s/blobs/sha256/%s", l->dir, d->digest + 7);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -34,29 +33,25 @@ static int open_blob(oci_layout *l, const pull_desc *d, pull_err *e)
   return fd;
 }
 
-static int layout_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e)
-{
+static int layout_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e) {
   int fd = open_blob((oci_layout *)src, d, e);
-  if (fd < 0)
-    return fd;
+  if (fd < 0) return fd;
   int r = blob_copy_fd(fd, s, e);
   close(fd);
   if (r == -EBADMSG)
-    return pull_fail(e, r, "blob %s is larger than its descriptor says (%llu bytes)",
-                     d->digest, (unsigned long long)d->size);
+    return pull_fail(e, r, "blob %s is larger than its descriptor says (%llu bytes)", d->digest,
+                     (unsigned long long)d->size);
   return r < 0 ? r : blob_sink_finish(s, d, e);
 }
 
 static int read_small_blob(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                           pull_err *e)
-{
+                           pull_err *e) {
   if (d->size > PULL_MANIFEST_MAX)
     return pull_fail(e, -EBADMSG, "manifest %s is too large (%llu bytes)", d->digest,
                      (unsigned long long)d->size);
   blob_sink s;
   int r = blob_sink_init(&s, -1, d->size, NULL);
-  if (r == 0)
-    r = layout_blob(src, d, &s, e);
+  if (r == 0) r = layout_blob(src, d, &s, e);
   if (r == 0) {
     *body = s.mem ? s.mem : strdup("");
     *len = s.written;
@@ -67,8 +62,7 @@ static int read_small_blob(pull_source *src, const pull_desc *d, char **body, si
 }
 
 /* The index.json entry REF names (or the only one). */
-static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e)
-{
+static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e) {
   char path[4096];
   json_error_t je;
   snprintf(path, sizeof path, "%s/index.json", l->dir);
@@ -80,8 +74,7 @@ static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e)
   }
   json_t *list = json_object_get(idx, "manifests"), *m, *found = NULL;
   size_t i, count = 0;
-  json_array_foreach(list, i, m)
-  {
+  json_array_foreach(list, i, m) {
     const char *name = json_string_value(
         json_object_get(json_object_get(m, "annotations"), "org.opencontainers.image.ref.name"));
     if (!l->ref || (name && strcmp(name, l->ref) == 0)) {
@@ -94,8 +87,7 @@ static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e)
     r = pull_fail(e, -ENOENT, "%s: no image%s%s in the layout", l->dir, l->ref ? " named " : "",
                   l->ref ? l->ref : "");
   else if (count > 1)
-    r = pull_fail(e, -EINVAL, "%s holds %zu images; name one as oci:%s:REF", l->dir, count,
-                  l->dir);
+    r = pull_fail(e, -EINVAL, "%s holds %zu images; name one as oci:%s:REF", l->dir, count, l->dir);
   else
     r = pull_desc_parse(found, d, e);
   json_decref(idx);
@@ -103,20 +95,16 @@ static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e)
 }
 
 static int layout_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                           pull_err *e)
-{
-  if (d)
-    return read_small_blob(src, d, body, len, e);
+                           pull_err *e) {
+  if (d) return read_small_blob(src, d, body, len, e);
   pull_desc top;
   int r = pick_entry((oci_layout *)src, &top, e);
-  if (r == 0)
-    r = read_small_blob(src, &top, body, len, e);
+  if (r == 0) r = read_small_blob(src, &top, body, len, e);
   pull_desc_clear(&top);
   return r;
 }
 
-static void layout_free(pull_source *src)
-{
+static void layout_free(pull_source *src) {
   oci_layout *l = (oci_layout *)src;
   free(l->dir);
   free(l->ref);
@@ -131,11 +119,9 @@ static const pull_source_ops layout_ops = {
 };
 
 /* REF when it looks like a full name (has ':' or '/'), else DIRNAME:REF. */
-static char *default_name(const char *dir, const char *ref)
-{
+static char *default_name(const char *dir, const char *ref) {
   char norm[512], *name = NULL, *copy = strdup(dir);
-  if (!copy)
-    return NULL;
+  if (!copy) return NULL;
   if (ref && (strchr(ref, ':') || strchr(ref, '/')))
     name = strdup(ref);
   else if (asprintf(&name, "%s:%s", basename(copy), ref ? ref : "latest") < 0)
@@ -148,11 +134,9 @@ static char *default_name(const char *dir, const char *ref)
   return name;
 }
 
-int oci_layout_open(const char *spec, pull_source **out, pull_err *e)
-{
+int oci_layout_open(const char *spec, pull_source **out, pull_err *e) {
   oci_layout *l = calloc(1, sizeof *l);
-  if (!l)
-    return pull_fail(e, -ENOMEM, "out of memory");
+  if (!l) return pull_fail(e, -ENOMEM, "out of memory");
   const char *colon = strchr(spec, ':');
   l->dir = colon ? strndup(spec, (size_t)(colon - spec)) : strdup(spec);
   l->ref = colon && colon[1] ? strdup(colon + 1) : NULL;

@@ -44,8 +44,7 @@ static const char *kind_dir(enum cairn_pin_kind kind) {
   return kind == CAIRN_PIN_IMAGE ? "image" : "layer";
 }
 
-int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf,
-             size_t len) {
+int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len) {
   if (!is_hex_id(id, CAIRN_ID_LEN)) return store_fail(st, -EINVAL, "%s: not an id", id);
   snprintf(buf, len, "%s/pins/%s/%s", st->dir, kind_dir(kind), id);
   return 0;
@@ -53,8 +52,8 @@ int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *bu
 
 /* Opens the pin file and locks it with op; returns the fd once the lock is
  * known to be on the inode the path names. */
-static int pin_open_locked(cairn_store *st, enum cairn_pin_kind kind, const char *id,
-                           int op, bool cloexec) {
+static int pin_open_locked(cairn_store *st, enum cairn_pin_kind kind, const char *id, int op,
+                           bool cloexec) {
   char path[PATH_MAX];
   int r = pin_path(st, kind, id, path, sizeof(path));
   if (r < 0) return r;
@@ -104,8 +103,7 @@ static int annotation_write(cairn_store *st, enum cairn_pin_kind kind, const cha
   return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "pin annotation");
 }
 
-int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind,
-                   const char *id) {
+int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
   for (size_t i = 0; i < ps->n; i++)
     if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
   if (ps->n == ps->cap) {
@@ -208,8 +206,8 @@ static int kernel_locks_read(struct kernel_locks *out) {
     int pid;
     unsigned maj, min;
     unsigned long ino;
-    if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%lu", type, adv, mode, &pid, &maj, &min,
-               &ino) != 7)
+    if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%lu", type, adv, mode, &pid, &maj, &min, &ino) !=
+        7)
       continue;
     if (strcmp(type, "FLOCK") != 0) continue;
     if (out->n == cap) {
@@ -284,8 +282,8 @@ static json_t *inode_holders(const struct stat *s) {
   return pids;
 }
 
-static json_t *pin_row(enum cairn_pin_kind kind, const char *id, const struct stat *file,
-                       pid_t pid, const char *purpose, int64_t since, bool stale) {
+static json_t *pin_row(enum cairn_pin_kind kind, const char *id, const struct stat *file, pid_t pid,
+                       const char *purpose, int64_t since, bool stale) {
   char when[32] = "";
   if (since > 0) iso_time(since, when, sizeof(when));
   _cleanup_free_ char *cmd = proc_command(pid);
@@ -296,7 +294,8 @@ static json_t *pin_row(enum cairn_pin_kind kind, const char *id, const struct st
     /* The locker exited; the lock lives on in what inherited it. */
     json_t *held_by = inode_holders(file);
     if (json_array_size(held_by) > 0) {
-      _cleanup_free_ char *heir = proc_command((pid_t)json_integer_value(json_array_get(held_by, 0)));
+      _cleanup_free_ char *heir =
+          proc_command((pid_t)json_integer_value(json_array_get(held_by, 0)));
       json_object_set_new(row, "command", json_sprintf("%s (inherited)", heir));
     }
     json_object_set_new(row, "held_by", held_by);
@@ -313,8 +312,9 @@ static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl,
   struct stat s;
   bool have_file = pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, &s) == 0;
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "SELECT pid, purpose, since FROM pins WHERE kind = ? AND target = ?"
-                         " ORDER BY since, pid") < 0)
+  if (db_prepare(st, &q,
+                 "SELECT pid, purpose, since FROM pins WHERE kind = ? AND target = ?"
+                 " ORDER BY since, pid") < 0)
     return;
   sqlite3_bind_int(q, 1, kind);
   sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
@@ -326,8 +326,9 @@ static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl,
     json_array_append_new(rows, pin_row(kind, id, have_file ? &s : NULL, pid,
                                         (const char *)sqlite3_column_text(q, 1),
                                         sqlite3_column_int64(q, 2), !live));
-    if (!live) json_array_append_new(stale, json_pack("{s:i,s:s,s:i}", "kind", kind, "target",
-                                                      id, "pid", (json_int_t)pid));
+    if (!live)
+      json_array_append_new(
+          stale, json_pack("{s:i,s:s,s:i}", "kind", kind, "target", id, "pid", (json_int_t)pid));
     else if (n_annotated < 256)
       annotated[n_annotated++] = pid;
   }
@@ -380,10 +381,9 @@ static void pin_targets_collect(cairn_store *st, const char *filter_id, json_t *
     bool seen = false;
     size_t i;
     json_t *t;
-    json_array_foreach(targets, i, t) seen |= json_integer_value(json_object_get(t, "kind")) ==
-                                                  kind &&
-                                              strcmp(json_string_value(json_object_get(t, "id")),
-                                                     id) == 0;
+    json_array_foreach(targets, i, t) seen |=
+        json_integer_value(json_object_get(t, "kind")) == kind &&
+        strcmp(json_string_value(json_object_get(t, "id")), id) == 0;
     if (!seen) json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "id", id));
   }
 }
@@ -443,8 +443,8 @@ char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *i
     json_t *held_by = json_object_get(row, "held_by");
     size_t j;
     json_t *h;
-    json_array_foreach(held_by, j, h) fprintf(f, "%s%d", j ? "," : " held by pid ",
-                                              (int)json_integer_value(h));
+    json_array_foreach(held_by, j, h)
+        fprintf(f, "%s%d", j ? "," : " held by pid ", (int)json_integer_value(h));
     fprintf(f, "%s%s", *purpose ? " " : "", purpose);
     first = false;
   }

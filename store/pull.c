@@ -31,8 +31,7 @@
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int pull_fail(pull_err *e, int err, const char *fmt, ...)
-{
+int pull_fail(pull_err *e, int err, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(e->msg, sizeof e->msg, fmt, ap);
@@ -40,10 +39,8 @@ int pull_fail(pull_err *e, int err, const char *fmt, ...)
   return err;
 }
 
-void pull_log(pull_source *src, const char *fmt, ...)
-{
-  if (!src->opts || !src->opts->log)
-    return;
+void pull_log(pull_source *src, const char *fmt, ...) {
+  if (!src->opts || !src->opts->log) return;
   char line[768];
   va_list ap;
   va_start(ap, fmt);
@@ -58,8 +55,8 @@ void pull_log(pull_source *src, const char *fmt, ...)
 
 typedef struct layer_slot {
   _Atomic uint64_t fetched;
-  _Atomic int state;    /* enum cairn_pull_state */
-  bool fetch;           /* absent from the store and first of its diff_id */
+  _Atomic int state; /* enum cairn_pull_state */
+  bool fetch;        /* absent from the store and first of its diff_id */
 } layer_slot;
 
 typedef struct fetch_run {
@@ -76,16 +73,14 @@ typedef struct fetch_run {
   atomic_bool cancel;
 } fetch_run;
 
-static void set_state(fetch_run *run, size_t i, enum cairn_pull_state s)
-{
+static void set_state(fetch_run *run, size_t i, enum cairn_pull_state s) {
   pthread_mutex_lock(&run->lock);
   atomic_store(&run->slots[i].state, (int)s);
   pthread_cond_broadcast(&run->cond);
   pthread_mutex_unlock(&run->lock);
 }
 
-static void record_error(fetch_run *run, int err, const pull_err *e)
-{
+static void record_error(fetch_run *run, int err, const pull_err *e) {
   pthread_mutex_lock(&run->lock);
   if (!run->err || (run->err == -ECANCELED && err != -ECANCELED)) {
     run->err = err;
@@ -96,8 +91,7 @@ static void record_error(fetch_run *run, int err, const pull_err *e)
   pthread_mutex_unlock(&run->lock);
 }
 
-static int open_temp(const char *store_dir, pull_err *e)
-{
+static int open_temp(const char *store_dir, pull_err *e) {
   char path[4096];
   snprintf(path, sizeof path, "%s/tmp", store_dir);
   if (mkdir(path, 0700) < 0 && errno != EEXIST)
@@ -111,19 +105,16 @@ static int open_temp(const char *store_dir, pull_err *e)
 }
 
 /* Fetches, verifies and ingests layer i with the worker's own handle. */
-static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i, pull_err *e)
-{
+static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i, pull_err *e) {
   const pull_desc *d = &run->img->layers[i];
   const char *diff_id = run->img->diff_ids[i];
   int fd = open_temp(run->store_dir, e);
-  if (fd < 0)
-    return fd;
+  if (fd < 0) return fd;
   blob_sink s;
   int r = blob_sink_init(&s, fd, d->size, &run->slots[i].fetched);
   s.cancel = &run->cancel;
   set_state(run, i, CAIRN_PULL_FETCHING);
-  if (r == 0)
-    r = run->src->ops->blob(run->src, d, &s, e);
+  if (r == 0) r = run->src->ops->blob(run->src, d, &s, e);
   blob_sink_free(&s);
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
     r = pull_fail(e, -errno, "temporary file: %s", strerror(errno));
@@ -139,17 +130,14 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i, pull_err *e)
     /* Closes this set's locks only: its annotation rows are keyed by pid
      * and target, the same rows as the main set's, which still pins these
      * layers and drops the rows after the commit. */
-    if (wps)
-      cairn_pinset_release(NULL, wps);
+    if (wps) cairn_pinset_release(NULL, wps);
   }
   close(fd);
-  if (r == 0)
-    set_state(run, i, CAIRN_PULL_DONE);
+  if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
   return r;
 }
 
-static void *fetch_worker(void *arg)
-{
+static void *fetch_worker(void *arg) {
   fetch_run *run = arg;
   cairn_store *wst = NULL;
   pull_err e = {{0}};
@@ -160,28 +148,21 @@ static void *fetch_worker(void *arg)
   }
   while (r == 0 && !atomic_load(&run->cancel)) {
     pthread_mutex_lock(&run->lock);
-    while (run->next < run->img->n_layers && !run->slots[run->next].fetch)
-      run->next++;
+    while (run->next < run->img->n_layers && !run->slots[run->next].fetch) run->next++;
     size_t i = run->next < run->img->n_layers ? run->next++ : SIZE_MAX;
     pthread_mutex_unlock(&run->lock);
-    if (i == SIZE_MAX)
-      break;
-    if ((r = fetch_layer(run, wst, i, &e)) < 0)
-      record_error(run, r, &e);
+    if (i == SIZE_MAX) break;
+    if ((r = fetch_layer(run, wst, i, &e)) < 0) record_error(run, r, &e);
   }
-  if (wst)
-    cairn_store_close(wst);
+  if (wst) cairn_store_close(wst);
   return NULL;
 }
 
-static void report(const fetch_run *run, const cairn_pull_opts *o)
-{
-  if (!o->progress)
-    return;
+static void report(const fetch_run *run, const cairn_pull_opts *o) {
+  if (!o->progress) return;
   size_t n = run->img->n_layers;
   cairn_pull_layer *v = calloc(n ? n : 1, sizeof *v);
-  if (!v)
-    return;
+  if (!v) return;
   for (size_t i = 0; i < n; i++) {
     v[i].digest = run->img->layers[i].digest;
     v[i].diff_id = run->img->diff_ids[i];
@@ -194,21 +175,16 @@ static void report(const fetch_run *run, const cairn_pull_opts *o)
 }
 
 /* Runs the workers for every slot marked fetch; reports while they work. */
-static int fetch_all(fetch_run *run, const cairn_pull_opts *o, pull_err *e)
-{
+static int fetch_all(fetch_run *run, const cairn_pull_opts *o, pull_err *e) {
   size_t todo = 0;
-  for (size_t i = 0; i < run->img->n_layers; i++)
-    todo += run->slots[i].fetch;
+  for (size_t i = 0; i < run->img->n_layers; i++) todo += run->slots[i].fetch;
   size_t jobs = o->jobs ? o->jobs : 3;
-  if (jobs > todo)
-    jobs = todo;
+  if (jobs > todo) jobs = todo;
   pthread_t *tids = calloc(jobs ? jobs : 1, sizeof *tids);
-  if (!tids)
-    return pull_fail(e, -ENOMEM, "out of memory");
+  if (!tids) return pull_fail(e, -ENOMEM, "out of memory");
   size_t started = 0;
   for (; started < jobs; started++)
-    if (pthread_create(&tids[started], NULL, fetch_worker, run) != 0)
-      break;
+    if (pthread_create(&tids[started], NULL, fetch_worker, run) != 0) break;
   if (started == 0 && jobs > 0) {
     free(tids);
     return pull_fail(e, -EAGAIN, "cannot start a download thread");
@@ -219,8 +195,7 @@ static int fetch_all(fetch_run *run, const cairn_pull_opts *o, pull_err *e)
     size_t finished = 0;
     for (size_t i = 0; i < run->img->n_layers; i++)
       finished += run->slots[i].fetch && atomic_load(&run->slots[i].state) == CAIRN_PULL_DONE;
-    if (finished == todo || run->err)
-      break;
+    if (finished == todo || run->err) break;
     pthread_mutex_unlock(&run->lock);
     report(run, o);
     pthread_mutex_lock(&run->lock);
@@ -234,8 +209,7 @@ static int fetch_all(fetch_run *run, const cairn_pull_opts *o, pull_err *e)
     pthread_cond_timedwait(&run->cond, &run->lock, &ts);
   }
   pthread_mutex_unlock(&run->lock);
-  for (size_t t = 0; t < started; t++)
-    pthread_join(tids[t], NULL);
+  for (size_t t = 0; t < started; t++) pthread_join(tids[t], NULL);
   free(tids);
   report(run, o);
   if (run->err) {
@@ -248,8 +222,7 @@ static int fetch_all(fetch_run *run, const cairn_pull_opts *o, pull_err *e)
 /* ---- the pull --------------------------------------------------------------- */
 
 static int open_source(const char *source, const cairn_pull_opts *o, pull_source **src,
-                       pull_err *e)
-{
+                       pull_err *e) {
   int r;
   if (strncmp(source, "oci:", 4) == 0)
     r = oci_layout_open(source + 4, src, e);
@@ -261,41 +234,35 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
     return pull_fail(e, -EINVAL,
                      "unknown source (expected oci:DIR[:REF], docker-archive:FILE or "
                      "docker://HOST/REPO[:TAG|@DIGEST])");
-  if (r == 0)
-    (*src)->opts = o;
+  if (r == 0) (*src)->opts = o;
   return r;
 }
 
 /* Resolves the source's reference to an image manifest and its config. */
 static int resolve_image(pull_source *src, const pull_platform *plat, pull_image *img,
-                         pull_err *e)
-{
+                         pull_err *e) {
   char *body = NULL;
   size_t len = 0;
   int r = src->ops->manifest(src, NULL, &body, &len, e);
   for (int depth = 0; r == 0; depth++) {
     pull_desc child;
     r = oci_index_select(body, len, plat, &child, e);
-    if (r <= 0)
-      break;
+    if (r <= 0) break;
     free(body);
     body = NULL;
     r = depth < 2 ? src->ops->manifest(src, &child, &body, &len, e)
                   : pull_fail(e, -EBADMSG, "indexes nested too deep");
     pull_desc_clear(&child);
   }
-  if (r == 0)
-    r = oci_manifest_parse(body, len, img, e);
+  if (r == 0) r = oci_manifest_parse(body, len, img, e);
   free(body);
-  if (r < 0)
-    return r;
+  if (r < 0) return r;
 
   if (img->config.size > PULL_MANIFEST_MAX)
     return pull_fail(e, -EBADMSG, "config %s is too large", img->config.digest);
   blob_sink s;
   r = blob_sink_init(&s, -1, img->config.size, NULL);
-  if (r == 0)
-    r = src->ops->blob(src, &img->config, &s, e);
+  if (r == 0) r = src->ops->blob(src, &img->config, &s, e);
   if (r == 0) {
     img->config_json = s.mem ? s.mem : strdup("");
     img->config_len = s.written;
@@ -306,8 +273,7 @@ static int resolve_image(pull_source *src, const pull_platform *plat, pull_image
 }
 
 static int pull_image_into(cairn_store *st, const char *source, const char *name,
-                           const cairn_pull_opts *o, cairn_id image_id_out, pull_err *e)
-{
+                           const cairn_pull_opts *o, cairn_id image_id_out, pull_err *e) {
   pull_platform plat;
   pull_source *src = NULL;
   pull_image img = {0};
@@ -321,13 +287,10 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
     return pull_fail(e, -EINVAL, "bad platform %s (expected OS/ARCH[/VARIANT])", o->platform);
   if (name && cairn_name_normalize(name, norm, sizeof norm) < 0)
     return pull_fail(e, -EINVAL, "bad image name %s", name);
-  if ((r = open_source(source, o, &src, e)) < 0)
-    return r;
-  if ((r = resolve_image(src, &plat, &img, e)) < 0)
-    goto out;
+  if ((r = open_source(source, o, &src, e)) < 0) return r;
+  if ((r = resolve_image(src, &plat, &img, e)) < 0) goto out;
 
-  if (asprintf(&purpose, "pull %s", source) < 0 ||
-      !(ps = cairn_pinset_new(purpose, true)) ||
+  if (asprintf(&purpose, "pull %s", source) < 0 || !(ps = cairn_pinset_new(purpose, true)) ||
       !(slots = calloc(img.n_layers ? img.n_layers : 1, sizeof *slots))) {
     r = pull_fail(e, -ENOMEM, "out of memory");
     goto out;
@@ -340,8 +303,7 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
       goto out;
     }
     bool first = true;
-    for (size_t j = 0; j < i && first; j++)
-      first = strcmp(img.diff_ids[j], id) != 0;
+    for (size_t j = 0; j < i && first; j++) first = strcmp(img.diff_ids[j], id) != 0;
     int have = cairn_layer_exists(st, id);
     if (have < 0) {
       r = pull_fail(e, have, "looking up layer %s: %s", id, cairn_errmsg(st));
@@ -351,46 +313,43 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
     atomic_store(&slots[i].state, have ? CAIRN_PULL_REUSED : CAIRN_PULL_WAITING);
   }
 
-  fetch_run run = {.src = src, .img = &img, .slots = slots, .store_dir = cairn_store_dir(st),
+  fetch_run run = {.src = src,
+                   .img = &img,
+                   .slots = slots,
+                   .store_dir = cairn_store_dir(st),
                    .purpose = purpose};
   pthread_mutex_init(&run.lock, NULL);
   pthread_cond_init(&run.cond, NULL);
   r = fetch_all(&run, o, e);
   pthread_cond_destroy(&run.cond);
   pthread_mutex_destroy(&run.lock);
-  if (r < 0)
-    goto out;
+  if (r < 0) goto out;
   for (size_t i = 0; i < img.n_layers; i++) /* repeated diff_ids are stored now */
     if (atomic_load(&slots[i].state) == CAIRN_PULL_WAITING)
       atomic_store(&slots[i].state, CAIRN_PULL_DONE);
 
-  if (!name)
-    name = src->default_name;
-  r = cairn_image_commit(st, img.config_json, img.config_len,
-                         (const char *const *)img.diff_ids, img.n_layers, name, image_id_out);
+  if (!name) name = src->default_name;
+  r = cairn_image_commit(st, img.config_json, img.config_len, (const char *const *)img.diff_ids,
+                         img.n_layers, name, image_id_out);
   if (r < 0)
     pull_fail(e, r, "committing the image: %s", cairn_errmsg(st));
   else if (strcmp(image_id_out, img.config.digest + 7) != 0)
     r = pull_fail(e, -EBADMSG, "stored image id %s is not the config digest %s", image_id_out,
                   img.config.digest);
 out:
-  if (ps)
-    cairn_pinset_release(st, ps); /* only now: the image record (if any) is in */
+  if (ps) cairn_pinset_release(st, ps); /* only now: the image record (if any) is in */
   free(slots);
   free(purpose);
   pull_image_free(&img);
-  if (src)
-    src->ops->free(src);
+  if (src) src->ops->free(src);
   return r;
 }
 
-int cairn_pull(cairn_store *st, const char *source, const char *name,
-               const cairn_pull_opts *opts, cairn_id image_id_out, char *errbuf, size_t errlen)
-{
+int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
+               cairn_id image_id_out, char *errbuf, size_t errlen) {
   cairn_pull_opts o = opts ? *opts : (cairn_pull_opts){0};
   pull_err e = {{0}};
   int r = pull_image_into(st, source, name, &o, image_id_out, &e);
-  if (errbuf && errlen)
-    snprintf(errbuf, errlen, "%s", r < 0 ? e.msg : "");
+  if (errbuf && errlen) snprintf(errbuf, errlen, "%s", r < 0 ? e.msg : "");
   return r;
 }

@@ -27,8 +27,7 @@ typedef struct pull_err {
 } pull_err;
 
 /* Sets e->msg (printf-style) and returns err (a negative errno). */
-int pull_fail(pull_err *e, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int pull_fail(pull_err *e, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* A content descriptor (OCI image-spec); only sha256 digests are used. */
 typedef struct pull_desc {
@@ -96,8 +95,8 @@ int oci_manifest_parse(const char *body, size_t len, pull_image *img, pull_err *
 /* If body is an index (OCI index or Docker manifest list), picks the
  * manifest for the platform into *child and returns 1; 0 when body is an
  * image manifest; -ENOENT when no entry matches. */
-int oci_index_select(const char *body, size_t len, const pull_platform *want,
-                     pull_desc *child, pull_err *e);
+int oci_index_select(const char *body, size_t len, const pull_platform *want, pull_desc *child,
+                     pull_err *e);
 
 /* Reads the config's rootfs.diff_ids into img (checking the count against
  * the layers); -EBADMSG when inconsistent. */
@@ -110,8 +109,7 @@ typedef struct pull_source pull_source;
 typedef struct pull_source_ops {
   /* Fetches the top manifest (digest == NULL) or one by digest, verified
    * against the digest when one is given. */
-  int (*manifest)(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                  pull_err *e);
+  int (*manifest)(pull_source *src, const pull_desc *d, char **body, size_t *len, pull_err *e);
   /* Fetches a blob into a sink (verified by the sink's finish). Called from
    * worker threads, several at once. */
   int (*blob)(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e);

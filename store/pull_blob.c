@@ -13,18 +13,15 @@
 
 #include "pull.h"
 
-bool pull_digest_valid(const char *digest)
-{
+bool pull_digest_valid(const char *digest) {
   if (!digest || strncmp(digest, "sha256:", 7) != 0 || strlen(digest) != PULL_DIGEST_LEN)
     return false;
   for (const char *p = digest + 7; *p; p++)
-    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-      return false;
+    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
   return true;
 }
 
-int pull_desc_parse(json_t *obj, pull_desc *d, pull_err *e)
-{
+int pull_desc_parse(json_t *obj, pull_desc *d, pull_err *e) {
   memset(d, 0, sizeof *d);
   const char *digest = json_string_value(json_object_get(obj, "digest"));
   json_t *size = json_object_get(obj, "size");
@@ -40,14 +37,12 @@ int pull_desc_parse(json_t *obj, pull_desc *d, pull_err *e)
   return d->media_type ? 0 : pull_fail(e, -ENOMEM, "out of memory");
 }
 
-void pull_desc_clear(pull_desc *d)
-{
+void pull_desc_clear(pull_desc *d) {
   free(d->media_type);
   d->media_type = NULL;
 }
 
-static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1])
-{
+static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1]) {
   static const char hex[] = "0123456789abcdef";
   memcpy(out, "sha256:", 7);
   for (int i = 0; i < 32; i++) {
@@ -57,16 +52,14 @@ static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1])
   out[PULL_DIGEST_LEN] = '\0';
 }
 
-void pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1])
-{
+void pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]) {
   unsigned char md[32];
   unsigned int n = 0;
   EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL);
   hex_digest(md, out);
 }
 
-int blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progress)
-{
+int blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progress) {
   s->fd = fd;
   s->limit = limit;
   s->written = 0;
@@ -74,34 +67,25 @@ int blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progr
   s->mem = NULL;
   s->cancel = NULL;
   s->md = EVP_MD_CTX_new();
-  if (!s->md || EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1)
-    return -ENOMEM;
-  if (progress)
-    atomic_store(progress, 0);
+  if (!s->md || EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1) return -ENOMEM;
+  if (progress) atomic_store(progress, 0);
   return 0;
 }
 
-int blob_sink_reset(blob_sink *s)
-{
-  if (s->fd >= 0 && (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0))
-    return -errno;
+int blob_sink_reset(blob_sink *s) {
+  if (s->fd >= 0 && (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)) return -errno;
   s->written = 0;
-  if (s->progress)
-    atomic_store(s->progress, 0);
+  if (s->progress) atomic_store(s->progress, 0);
   return EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
 }
 
-int blob_sink_write(blob_sink *s, const void *buf, size_t len)
-{
-  if (s->cancel && atomic_load(s->cancel))
-    return -ECANCELED;
-  if (len > s->limit - s->written)
-    return -EFBIG;
+int blob_sink_write(blob_sink *s, const void *buf, size_t len) {
+  if (s->cancel && atomic_load(s->cancel)) return -ECANCELED;
+  if (len > s->limit - s->written) return -EFBIG;
   EVP_DigestUpdate(s->md, buf, len);
   if (s->fd < 0) {
     char *m = realloc(s->mem, s->written + len + 1);
-    if (!m)
-      return -ENOMEM;
+    if (!m) return -ENOMEM;
     s->mem = m;
     memcpy(m + s->written, buf, len);
     s->written += len;
@@ -110,21 +94,17 @@ int blob_sink_write(blob_sink *s, const void *buf, size_t len)
   }
   for (const char *p = buf; len > 0;) {
     ssize_t n = write(s->fd, p, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return -errno;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -errno;
     p += n;
     len -= (size_t)n;
     s->written += (uint64_t)n;
   }
-  if (s->progress)
-    atomic_store(s->progress, s->written);
+  if (s->progress) atomic_store(s->progress, s->written);
   return 0;
 }
 
-int blob_sink_finish(blob_sink *s, const pull_desc *d, pull_err *e)
-{
+int blob_sink_finish(blob_sink *s, const pull_desc *d, pull_err *e) {
   unsigned char md[32];
   unsigned int n = 0;
   char got[PULL_DIGEST_LEN + 1];
@@ -138,30 +118,24 @@ int blob_sink_finish(blob_sink *s, const pull_desc *d, pull_err *e)
   return 0;
 }
 
-void blob_sink_free(blob_sink *s)
-{
+void blob_sink_free(blob_sink *s) {
   EVP_MD_CTX_free(s->md);
   s->md = NULL;
   free(s->mem);
   s->mem = NULL;
 }
 
-int blob_copy_fd(int in, blob_sink *s, pull_err *e)
-{
+int blob_copy_fd(int in, blob_sink *s, pull_err *e) {
   char buf[1 << 16];
   for (;;) {
     ssize_t n = read(in, buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return pull_fail(e, -errno, "read: %s", strerror(errno));
-    if (n == 0)
-      return 0;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return pull_fail(e, -errno, "read: %s", strerror(errno));
+    if (n == 0) return 0;
     int r = blob_sink_write(s, buf, (size_t)n);
     if (r == -EFBIG)
       return pull_fail(e, -EBADMSG, "blob is larger than its descriptor says (%llu bytes)",
                        (unsigned long long)s->limit);
-    if (r < 0)
-      return pull_fail(e, r, "write: %s", strerror(-r));
+    if (r < 0) return pull_fail(e, r, "write: %s", strerror(-r));
   }
 }

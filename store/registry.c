@@ -19,10 +19,10 @@
 
 #include "registry.h"
 
-#define ACCEPT_MANIFESTS                                                                   \
-  "application/vnd.oci.image.manifest.v1+json, "                                           \
-  "application/vnd.oci.image.index.v1+json, "                                              \
-  "application/vnd.docker.distribution.manifest.v2+json, "                                 \
+#define ACCEPT_MANIFESTS                                                                           \
+  "application/vnd.oci.image.manifest.v1+json, "                                                   \
+  "application/vnd.oci.image.index.v1+json, "                                                      \
+  "application/vnd.docker.distribution.manifest.v2+json, "                                         \
   "application/vnd.docker.distribution.manifest.list.v2+json"
 
 typedef struct exchange {
@@ -31,20 +31,15 @@ typedef struct exchange {
   int sink_err; /* first sink error; stops the transfer */
 } exchange;
 
-static void copy_header_value(char *dst, size_t len, const char *v, size_t n)
-{
-  while (n > 0 && (*v == ' ' || *v == '\t'))
-    v++, n--;
-  while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
-    n--;
-  if (n >= len)
-    n = len - 1;
+static void copy_header_value(char *dst, size_t len, const char *v, size_t n) {
+  while (n > 0 && (*v == ' ' || *v == '\t')) v++, n--;
+  while (n > 0 && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' ')) n--;
+  if (n >= len) n = len - 1;
   memcpy(dst, v, n);
   dst[n] = '\0';
 }
 
-static size_t on_header(char *buf, size_t size, size_t n, void *arg)
-{
+static size_t on_header(char *buf, size_t size, size_t n, void *arg) {
   exchange *x = arg;
   http_reply *r = x->reply;
   size_t len = size * n;
@@ -58,8 +53,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
     return len;
   }
   const char *colon = memchr(buf, ':', len);
-  if (!colon)
-    return len;
+  if (!colon) return len;
   size_t klen = (size_t)(colon - buf);
   const char *v = colon + 1;
   size_t vlen = len - klen - 1;
@@ -79,8 +73,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg)
   return len;
 }
 
-static size_t on_body(char *buf, size_t size, size_t n, void *arg)
-{
+static size_t on_body(char *buf, size_t size, size_t n, void *arg) {
   exchange *x = arg;
   size_t len = size * n;
   if (x->reply->status >= 200 && x->reply->status < 300) {
@@ -100,8 +93,7 @@ static size_t on_body(char *buf, size_t size, size_t n, void *arg)
   return len;
 }
 
-static bool curl_transient(CURLcode c)
-{
+static bool curl_transient(CURLcode c) {
   switch (c) {
   case CURLE_COULDNT_CONNECT:
   case CURLE_OPERATION_TIMEDOUT:
@@ -110,19 +102,18 @@ static bool curl_transient(CURLcode c)
   case CURLE_GOT_NOTHING:
   case CURLE_PARTIAL_FILE:
   case CURLE_HTTP2:
-  case CURLE_HTTP2_STREAM:
-    return true;
-  default:
-    return false;
+  case CURLE_HTTP2_STREAM: return true;
+  default: return false;
   }
 }
 
 /* The registry's own words for a failed request: errors[0].message. */
-static const char *reply_reason(const http_reply *r, char *buf, size_t len)
-{
+static const char *reply_reason(const http_reply *r, char *buf, size_t len) {
   json_t *j = json_loads(r->error, 0, NULL);
-  const char *code = json_string_value(json_object_get(json_array_get(json_object_get(j, "errors"), 0), "code"));
-  const char *msg = json_string_value(json_object_get(json_array_get(json_object_get(j, "errors"), 0), "message"));
+  const char *code =
+      json_string_value(json_object_get(json_array_get(json_object_get(j, "errors"), 0), "code"));
+  const char *msg = json_string_value(
+      json_object_get(json_array_get(json_object_get(j, "errors"), 0), "message"));
   if (msg)
     snprintf(buf, len, "HTTP %ld %s%s%s", r->status, code ? code : "", code ? ": " : "", msg);
   else
@@ -132,8 +123,7 @@ static const char *reply_reason(const http_reply *r, char *buf, size_t len)
 }
 
 static CURLcode perform(registry *rg, CURL *h, const char *url, const char *accept,
-                        bool token_request, exchange *x)
-{
+                        bool token_request, exchange *x) {
   struct curl_slist *hdrs = NULL;
   char line[4200];
   if (accept) {
@@ -142,8 +132,7 @@ static CURLcode perform(registry *rg, CURL *h, const char *url, const char *acce
   }
   if (!token_request) {
     pthread_mutex_lock(&rg->lock);
-    if (rg->auth)
-      hdrs = curl_slist_append(hdrs, rg->auth);
+    if (rg->auth) hdrs = curl_slist_append(hdrs, rg->auth);
     pthread_mutex_unlock(&rg->lock);
   } else if (rg->creds) {
     curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
@@ -174,16 +163,14 @@ static CURLcode perform(registry *rg, CURL *h, const char *url, const char *acce
   return c;
 }
 
-static void sleep_ms(uint64_t ms)
-{
+static void sleep_ms(uint64_t ms) {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
     ;
 }
 
 int registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
-                 bool token_request, http_reply *reply, pull_err *e)
-{
+                 bool token_request, http_reply *reply, pull_err *e) {
   const cairn_pull_opts *o = rg->base.opts;
   unsigned attempts = o->attempts ? o->attempts : 6;
   uint64_t base = o->backoff_base_ms ? o->backoff_base_ms : 200;
@@ -191,8 +178,7 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
   bool auth_done = false;
   char why[512];
   CURL *h = curl_easy_init();
-  if (!h)
-    return pull_fail(e, -ENOMEM, "out of memory");
+  if (!h) return pull_fail(e, -ENOMEM, "out of memory");
   int r = 0;
   for (unsigned attempt = 0;; attempt++) {
     exchange x = {.reply = reply, .sink = sink};
@@ -206,7 +192,8 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
     CURLcode c = perform(rg, h, url, accept, token_request, &x);
     bool transient = false;
     if (x.sink_err == -EFBIG) {
-      r = pull_fail(e, -EBADMSG, "GET %s: the server sent more than the %llu bytes the descriptor says; cut off",
+      r = pull_fail(e, -EBADMSG,
+                    "GET %s: the server sent more than the %llu bytes the descriptor says; cut off",
                     url, (unsigned long long)sink->limit);
       break;
     } else if (x.sink_err == -ECANCELED) {
@@ -226,8 +213,7 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
       break;
     } else if (reply->status == 401 && !token_request && !auth_done && reply->www_auth[0]) {
       auth_done = true;
-      if ((r = registry_auth_challenge(rg, reply->www_auth, e)) < 0)
-        break;
+      if ((r = registry_auth_challenge(rg, reply->www_auth, e)) < 0) break;
       attempt--; /* answering the challenge is not a failed attempt */
       continue;
     } else {
@@ -236,7 +222,8 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
       transient = s >= 500 || s == 429 || s == 408;
       r = s == 404 ? -ENOENT : (s == 401 || s == 403) ? -EACCES : -EIO;
       if (s == 401)
-        strncat(why, token_request ? " (token refused; check --creds)" : " (authentication refused)",
+        strncat(why,
+                token_request ? " (token refused; check --creds)" : " (authentication refused)",
                 sizeof why - strlen(why) - 1);
     }
     if (!transient || attempt + 1 >= attempts) {
@@ -251,8 +238,8 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
       uint64_t ra = (uint64_t)reply->retry_after * 1000;
       wait = ra > cap ? cap : (ra > wait ? ra : wait);
     }
-    pull_log(&rg->base, "GET %s: %s; retry %u/%u in %.1fs", url, why, attempt + 1,
-             attempts - 1, (double)wait / 1000);
+    pull_log(&rg->base, "GET %s: %s; retry %u/%u in %.1fs", url, why, attempt + 1, attempts - 1,
+             (double)wait / 1000);
     sleep_ms(wait);
   }
   curl_easy_cleanup(h);
@@ -262,8 +249,7 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
 /* ---- the source ----------------------------------------------------------- */
 
 static int registry_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                             pull_err *e)
-{
+                             pull_err *e) {
   registry *rg = (registry *)src;
   char url[4096];
   const char *ref = d ? d->digest : rg->ref;
@@ -274,18 +260,15 @@ static int registry_manifest(pull_source *src, const pull_desc *d, char **body, 
   blob_sink s;
   http_reply reply;
   int r = blob_sink_init(&s, -1, d ? d->size : PULL_MANIFEST_MAX, NULL);
-  if (r == 0)
-    r = registry_get(rg, url, ACCEPT_MANIFESTS, &s, false, &reply, e);
-  if (r == -ENOENT)
-    pull_fail(e, r, "%s/%s: manifest %s not found", rg->host, rg->repo, ref);
-  if (r == 0 && d)
-    r = blob_sink_finish(&s, d, e);
+  if (r == 0) r = registry_get(rg, url, ACCEPT_MANIFESTS, &s, false, &reply, e);
+  if (r == -ENOENT) pull_fail(e, r, "%s/%s: manifest %s not found", rg->host, rg->repo, ref);
+  if (r == 0 && d) r = blob_sink_finish(&s, d, e);
   if (r == 0 && !d) {
     /* A tag is checked against the digest the registry states; a digest
      * reference against itself. */
     char got[PULL_DIGEST_LEN + 1];
     pull_sha256(s.mem ? s.mem : "", s.written, got);
-    const char *want = pull_digest_valid(rg->ref) ? rg->ref
+    const char *want = pull_digest_valid(rg->ref)                ? rg->ref
                        : pull_digest_valid(reply.content_digest) ? reply.content_digest
                                                                  : NULL;
     if (want && strcmp(want, got) != 0)
@@ -300,8 +283,7 @@ static int registry_manifest(pull_source *src, const pull_desc *d, char **body, 
   return r;
 }
 
-static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e)
-{
+static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e) {
   registry *rg = (registry *)src;
   char url[4096];
   http_reply reply;
@@ -312,8 +294,7 @@ static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, pul
   return r < 0 ? r : blob_sink_finish(s, d, e);
 }
 
-static void registry_free(pull_source *src)
-{
+static void registry_free(pull_source *src) {
   registry *rg = (registry *)src;
   free(rg->host);
   free(rg->server);
@@ -337,8 +318,7 @@ static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 /* Splits HOST[:PORT]/REPO[:TAG|@DIGEST]; docker.io gets Docker Hub's
  * server and its implied "library/" namespace. */
-static int parse_spec(registry *rg, const char *spec, pull_err *e)
-{
+static int parse_spec(registry *rg, const char *spec, pull_err *e) {
   const char *slash = strchr(spec, '/');
   if (!slash || slash == spec || !slash[1])
     return pull_fail(e, -EINVAL, "docker://%s: expected docker://HOST[:PORT]/REPO[:TAG|@DIGEST]",
@@ -385,12 +365,10 @@ static int parse_spec(registry *rg, const char *spec, pull_err *e)
 }
 
 int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
-                         pull_err *e)
-{
+                         pull_err *e) {
   pthread_once(&curl_once, curl_init_once);
   registry *rg = calloc(1, sizeof *rg);
-  if (!rg)
-    return pull_fail(e, -ENOMEM, "out of memory");
+  if (!rg) return pull_fail(e, -ENOMEM, "out of memory");
   rg->base.ops = &registry_ops;
   rg->base.opts = opts;
   pthread_mutex_init(&rg->lock, NULL);

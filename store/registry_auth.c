@@ -16,24 +16,19 @@
 
 #include "registry.h"
 
-bool registry_challenge_param(const char *params, const char *key, char *out, size_t len)
-{
+bool registry_challenge_param(const char *params, const char *key, char *out, size_t len) {
   size_t klen = strlen(key);
   for (const char *p = params; *p;) {
-    while (*p == ' ' || *p == ',')
-      p++;
+    while (*p == ' ' || *p == ',') p++;
     const char *eq = strchr(p, '=');
-    if (!eq)
-      return false;
+    if (!eq) return false;
     bool match = (size_t)(eq - p) == klen && strncasecmp(p, key, klen) == 0;
     const char *q = eq + 1;
     bool quoted = *q == '"';
     size_t n = 0;
     for (q += quoted; *q && (quoted ? *q != '"' : *q != ','); q++) {
-      if (quoted && *q == '\\' && q[1])
-        q++;
-      if (match && n + 1 < len)
-        out[n++] = *q;
+      if (quoted && *q == '\\' && q[1]) q++;
+      if (match && n + 1 < len) out[n++] = *q;
     }
     if (match) {
       out[n] = '\0';
@@ -44,17 +39,14 @@ bool registry_challenge_param(const char *params, const char *key, char *out, si
   return false;
 }
 
-static char *base64(const char *s)
-{
+static char *base64(const char *s) {
   size_t n = strlen(s);
   char *out = malloc(4 * ((n + 2) / 3) + 1);
-  if (out)
-    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
+  if (out) EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
   return out;
 }
 
-static int set_auth(registry *rg, const char *scheme, const char *value, pull_err *e)
-{
+static int set_auth(registry *rg, const char *scheme, const char *value, pull_err *e) {
   char *h = NULL;
   if (asprintf(&h, "Authorization: %s %s", scheme, value) < 0)
     return pull_fail(e, -ENOMEM, "out of memory");
@@ -65,8 +57,7 @@ static int set_auth(registry *rg, const char *scheme, const char *value, pull_er
   return 0;
 }
 
-static int fetch_token(registry *rg, const char *params, pull_err *e)
-{
+static int fetch_token(registry *rg, const char *params, pull_err *e) {
   char realm[1024], service[256] = "", scope[512];
   if (!registry_challenge_param(params, "realm", realm, sizeof realm))
     return pull_fail(e, -EACCES, "%s: bearer challenge without a realm", rg->host);
@@ -80,22 +71,20 @@ static int fetch_token(registry *rg, const char *params, pull_err *e)
   char *url = NULL;
   int r = 0;
   if (!svc || !scp ||
-      asprintf(&url, "%s%cservice=%s&scope=%s", realm, strchr(realm, '?') ? '&' : '?', svc,
-               scp) < 0) {
+      asprintf(&url, "%s%cservice=%s&scope=%s", realm, strchr(realm, '?') ? '&' : '?', svc, scp) <
+          0) {
     url = NULL;
     r = pull_fail(e, -ENOMEM, "out of memory");
   }
   curl_free(svc);
   curl_free(scp);
   curl_easy_cleanup(h);
-  if (r < 0)
-    return r;
+  if (r < 0) return r;
 
   blob_sink s;
   http_reply reply;
   r = blob_sink_init(&s, -1, 1 << 20, NULL);
-  if (r == 0)
-    r = registry_get(rg, url, "application/json", &s, true, &reply, e);
+  if (r == 0) r = registry_get(rg, url, "application/json", &s, true, &reply, e);
   if (r == -EACCES || r == -ENOENT)
     pull_fail(e, -EACCES, "%s: token service refused %s%s", rg->host, scope,
               rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
@@ -105,8 +94,7 @@ static int fetch_token(registry *rg, const char *params, pull_err *e)
   }
   json_t *j = json_loadb(s.mem ? s.mem : "", s.written, 0, NULL);
   const char *tok = json_string_value(json_object_get(j, "token"));
-  if (!tok)
-    tok = json_string_value(json_object_get(j, "access_token"));
+  if (!tok) tok = json_string_value(json_object_get(j, "access_token"));
   r = tok ? set_auth(rg, "Bearer", tok, e)
           : pull_fail(e, -EACCES, "%s: token service answered without a token", rg->host);
   json_decref(j);
@@ -116,10 +104,8 @@ out:
   return r;
 }
 
-int registry_auth_challenge(registry *rg, const char *challenge, pull_err *e)
-{
-  if (strncasecmp(challenge, "Bearer ", 7) == 0)
-    return fetch_token(rg, challenge + 7, e);
+int registry_auth_challenge(registry *rg, const char *challenge, pull_err *e) {
+  if (strncasecmp(challenge, "Bearer ", 7) == 0) return fetch_token(rg, challenge + 7, e);
   if (strncasecmp(challenge, "Basic", 5) == 0 && rg->creds) {
     char *b = base64(rg->creds);
     int r = b ? set_auth(rg, "Basic", b, e) : pull_fail(e, -ENOMEM, "out of memory");
@@ -131,28 +117,23 @@ int registry_auth_challenge(registry *rg, const char *challenge, pull_err *e)
 }
 
 /* "https://host/v1/" and "host" both name host. */
-static bool auth_key_matches(const char *key, const char *host)
-{
+static bool auth_key_matches(const char *key, const char *host) {
   const char *k = strstr(key, "://");
   k = k ? k + 3 : key;
   size_t n = strcspn(k, "/");
-  if (strlen(host) == n && strncmp(k, host, n) == 0)
-    return true;
+  if (strlen(host) == n && strncmp(k, host, n) == 0) return true;
   /* Docker Hub's credentials are filed under index.docker.io. */
   return strcmp(host, "docker.io") == 0 && n == 15 && strncmp(k, "index.docker.io", 15) == 0;
 }
 
-static char *creds_from_file(const char *path, const char *host)
-{
+static char *creds_from_file(const char *path, const char *host) {
   json_t *j = json_load_file(path, 0, NULL);
   json_t *auths = json_object_get(j, "auths"), *v;
   const char *key;
   char *creds = NULL;
-  json_object_foreach(auths, key, v)
-  {
+  json_object_foreach(auths, key, v) {
     const char *b64 = json_string_value(json_object_get(v, "auth"));
-    if (!b64 || !auth_key_matches(key, host))
-      continue;
+    if (!b64 || !auth_key_matches(key, host)) continue;
     size_t n = strlen(b64);
     unsigned char *out = malloc(n + 1);
     int len = out ? EVP_DecodeBlock(out, (const unsigned char *)b64, (int)n) : -1;
@@ -171,26 +152,21 @@ static char *creds_from_file(const char *path, const char *host)
   return creds;
 }
 
-char *registry_find_creds(const char *host, const char *creds_opt)
-{
-  if (creds_opt)
-    return strdup(creds_opt);
+char *registry_find_creds(const char *host, const char *creds_opt) {
+  if (creds_opt) return strdup(creds_opt);
   const char *env_file = getenv("REGISTRY_AUTH_FILE");
   const char *xdg = getenv("XDG_RUNTIME_DIR");
   const char *home = getenv("HOME");
   char paths[4][4096] = {{0}};
-  if (env_file)
-    snprintf(paths[0], sizeof paths[0], "%s", env_file);
-  if (xdg)
-    snprintf(paths[1], sizeof paths[1], "%s/containers/auth.json", xdg);
+  if (env_file) snprintf(paths[0], sizeof paths[0], "%s", env_file);
+  if (xdg) snprintf(paths[1], sizeof paths[1], "%s/containers/auth.json", xdg);
   if (home) {
     snprintf(paths[2], sizeof paths[2], "%s/.config/containers/auth.json", home);
     snprintf(paths[3], sizeof paths[3], "%s/.docker/config.json", home);
   }
   for (int i = 0; i < 4; i++) {
     char *c = paths[i][0] ? creds_from_file(paths[i], host) : NULL;
-    if (c)
-      return c;
+    if (c) return c;
   }
   return NULL;
 }

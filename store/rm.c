@@ -64,11 +64,15 @@ static int image_remove(cairn_store *st, const char *id) {
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
   if ((r = db_prepare(st, &d, "DELETE FROM images WHERE id = ?")) == 0) {
     sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
-    if (sqlite3_step(d) != SQLITE_DONE) r = store_fail_db(st, "image delete");
-    else if (sqlite3_changes(st->db) == 0) r = store_fail(st, -ENOENT, "no such image");
+    if (sqlite3_step(d) != SQLITE_DONE)
+      r = store_fail_db(st, "image delete");
+    else if (sqlite3_changes(st->db) == 0)
+      r = store_fail(st, -ENOENT, "no such image");
   }
-  if (r == 0) r = db_commit(st);
-  else db_rollback(st);
+  if (r == 0)
+    r = db_commit(st);
+  else
+    db_rollback(st);
   if (r < 0) {
     pin_unlock(fd);
     return r;

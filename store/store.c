@@ -54,10 +54,10 @@ int store_fail(cairn_store *st, int err, const char *fmt, ...) {
 
 int store_fail_db(cairn_store *st, const char *what) {
   int code = st->db ? sqlite3_errcode(st->db) : SQLITE_ERROR;
-  int err = (code == SQLITE_BUSY || code == SQLITE_LOCKED) ? -EBUSY
+  int err = (code == SQLITE_BUSY || code == SQLITE_LOCKED)    ? -EBUSY
             : code == SQLITE_CORRUPT || code == SQLITE_NOTADB ? -EBADMSG
-            : code == SQLITE_FULL                              ? -ENOSPC
-                                                               : -EIO;
+            : code == SQLITE_FULL                             ? -ENOSPC
+                                                              : -EIO;
   return store_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
 }
 
@@ -190,8 +190,8 @@ static int store_open_db(cairn_store *st) {
   if ((r = db_exec(st, "PRAGMA foreign_keys=ON")) < 0) return r;
   int version = schema_version(st);
   if (version > SCHEMA_VERSION)
-    return store_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)",
-                      version, SCHEMA_VERSION);
+    return store_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)", version,
+                      SCHEMA_VERSION);
   _cleanup_stmt_ sqlite3_stmt *mode = NULL;
   if ((r = db_prepare(st, &mode, "PRAGMA journal_mode")) < 0) return r;
   bool wal = sqlite3_step(mode) == SQLITE_ROW &&
@@ -213,8 +213,7 @@ int cairn_store_open(const char *dir, cairn_store **out) {
       return store_fail(st, r, "cannot pick a store directory: set --store or CAIRN_STORE");
     dir = buf;
   }
-  if ((r = mkdir_parents(dir, 0700)) < 0)
-    return store_fail(st, r, "%s: %s", dir, strerror(-r));
+  if ((r = mkdir_parents(dir, 0700)) < 0) return store_fail(st, r, "%s: %s", dir, strerror(-r));
   st->dir = realpath(dir, NULL);
   if (!st->dir) return store_fail(st, -errno, "%s: %s", dir, strerror(errno));
   st->dirfd = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -240,7 +239,7 @@ void cairn_store_close(cairn_store *st) {
 int store_lock(cairn_store *st, enum store_lock_mode mode) {
   int fd = openat(st->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return store_fail(st, -errno, "%s/lock: %s", st->dir, strerror(errno));
-  int op = mode == STORE_LOCK_SHARED ? LOCK_SH
+  int op = mode == STORE_LOCK_SHARED      ? LOCK_SH
            : mode == STORE_LOCK_EXCLUSIVE ? LOCK_EX
                                           : LOCK_EX | LOCK_NB;
   while (flock(fd, op) < 0) {

@@ -19,9 +19,9 @@
 
 const char *cli_prog = "cairn-pin";
 
-#define USAGE                                                                                  \
-  "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]\n"                                      \
-  "       cairn-pin [--store DIR] hold IMAGE -- COMMAND...\n"                                  \
+#define USAGE                                                                                      \
+  "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]\n"                                          \
+  "       cairn-pin [--store DIR] hold IMAGE -- COMMAND...\n"                                      \
   "       cairn-pin [--store DIR] wait IMAGE [--timeout SECONDS]"
 
 /* An image reference, or a layer id (64 hex digits, "sha256:" allowed). */
@@ -48,10 +48,13 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
     return cli_fail(c, r, argv[optind]);
   json_t *rows = cairn_pins_json(st, optind < argc ? id : NULL);
   if (!rows) return cli_fail(c, -EIO, "ls");
-  static const char *const cols[] = {"kind:KIND", "target:TARGET", "pid:PID", "command:COMMAND",
-                                     "purpose:PURPOSE", "since:SINCE", "stale:STALE"};
-  if (json) cli_print_json(rows);
-  else cli_print_table(rows, cols, 7);
+  static const char *const cols[] = {"kind:KIND",       "target:TARGET",   "pid:PID",
+                                     "command:COMMAND", "purpose:PURPOSE", "since:SINCE",
+                                     "stale:STALE"};
+  if (json)
+    cli_print_json(rows);
+  else
+    cli_print_table(rows, cols, 7);
   json_decref(rows);
   return 0;
 }
@@ -124,16 +127,21 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
 
 int main(int argc, char **argv) {
   struct cli c = {0};
-  if (cli_take_store_option(&c, &argc, argv) < 0) return cli_usage(USAGE, "--store needs a directory");
+  if (cli_take_store_option(&c, &argc, argv) < 0)
+    return cli_usage(USAGE, "--store needs a directory");
   int code;
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: %s\n", USAGE);
     return 0;
   }
-  if (argc >= 2 && strcmp(argv[1], "hold") == 0) code = pin_hold(&c, argc - 1, argv + 1);
-  else if (argc >= 2 && strcmp(argv[1], "wait") == 0) code = pin_wait(&c, argc - 1, argv + 1);
-  else if (argc >= 2 && strcmp(argv[1], "ls") == 0) code = pin_ls(&c, argc - 1, argv + 1);
-  else code = pin_ls(&c, argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "hold") == 0)
+    code = pin_hold(&c, argc - 1, argv + 1);
+  else if (argc >= 2 && strcmp(argv[1], "wait") == 0)
+    code = pin_wait(&c, argc - 1, argv + 1);
+  else if (argc >= 2 && strcmp(argv[1], "ls") == 0)
+    code = pin_ls(&c, argc - 1, argv + 1);
+  else
+    code = pin_ls(&c, argc, argv);
   cli_close(&c);
   return code;
 }

@@ -14,18 +14,24 @@ static const struct command {
   cmd_fn fn;
   const char *summary;
 } commands[] = {
-    {"import", cmd_import, "import NAME[:TAG] LAYER.tar[.gz|.zst]...   make an image from layer tars"},
+    {"import", cmd_import,
+     "import NAME[:TAG] LAYER.tar[.gz|.zst]...   make an image from layer tars"},
     {"images", cmd_images, "images [--json]                             list images"},
     {"layers", cmd_layers, "layers [--json]                             list layers"},
     {"inspect", cmd_inspect, "inspect IMAGE                               config, layers and pins"},
     {"rm", cmd_rm, "rm [--wait[=SECONDS]] IMAGE...              remove names or images"},
     {"gc", cmd_gc, "gc [--dry-run]                              remove what nothing uses"},
-    {"export", cmd_export, "export IMAGE > FILE.tar                     the merged root filesystem as a tar"},
+    {"export", cmd_export,
+     "export IMAGE > FILE.tar                     the merged root filesystem as a tar"},
     {"fsck", cmd_fsck, "fsck [--repair]                             verify blobs and metadata"},
-    {"pull", cmd_pull, "pull SOURCE [NAME[:TAG]]                    oci:, docker-archive: or docker:// image"},
-    {"mount", cmd_mount, "mount IMAGE DIR                             serve an image at DIR (cairnfs)"},
-    {"umount", cmd_umount, "umount DIR                                  stop serving DIR (live or stale)"},
-    {"mounts", cmd_mounts, "mounts [--json]                             list mounts, live or stale"},
+    {"pull", cmd_pull,
+     "pull SOURCE [NAME[:TAG]]                    oci:, docker-archive: or docker:// image"},
+    {"mount", cmd_mount,
+     "mount IMAGE DIR                             serve an image at DIR (cairnfs)"},
+    {"umount", cmd_umount,
+     "umount DIR                                  stop serving DIR (live or stale)"},
+    {"mounts", cmd_mounts,
+     "mounts [--json]                             list mounts, live or stale"},
 };
 
 static void usage(FILE *f) {
@@ -42,7 +48,8 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+      strcmp(argv[1], "help") == 0) {
     usage(stdout);
     return 0;
   }

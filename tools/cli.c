@@ -97,7 +97,7 @@ static void cell_format(const char *key, json_t *v, char *buf, size_t len) {
     size_t i, o = 0;
     json_t *x;
     json_array_foreach(v, i, x) o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s",
-                                                       i ? "," : "", json_string_value(x));
+                                                      i ? "," : "", json_string_value(x));
     if (json_array_size(v) == 0) snprintf(buf, len, "<none>");
   }
 }
@@ -143,7 +143,6 @@ int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands
     if (o != 'j') return cli_usage(usage, "%s: unknown option", argv[0]);
     *json = true;
   }
-  if (argc - optind > max_operands)
-    return cli_usage(usage, "%s: too many arguments", argv[0]);
+  if (argc - optind > max_operands) return cli_usage(usage, "%s: too many arguments", argv[0]);
   return 0;
 }

@@ -17,8 +17,10 @@ static int listing(struct cli *c, int argc, char **argv, listing_fn list,
   if (!st) return 1;
   json_t *rows = list(st);
   if (!rows) return cli_fail(c, -EIO, argv[0]);
-  if (json) cli_print_json(rows);
-  else cli_print_table(rows, columns, n);
+  if (json)
+    cli_print_json(rows);
+  else
+    cli_print_table(rows, columns, n);
   json_decref(rows);
   return 0;
 }

@@ -16,8 +16,10 @@ int cmd_import(struct cli *c, int argc, char **argv) {
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, "+q", opts, NULL)) != -1) {
-    if (o == 'q') quiet = true;
-    else return cli_usage(USAGE, "import: unknown option");
+    if (o == 'q')
+      quiet = true;
+    else
+      return cli_usage(USAGE, "import: unknown option");
   }
   if (argc - optind < 2) return cli_usage(USAGE, "import: needs a name and at least one layer");
   char name[512];

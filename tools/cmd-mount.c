@@ -35,8 +35,8 @@
 
 /* Bounds of the waits below, in 10 ms steps. */
 #define WAIT_STEP_US 1000
-#define ANSWER_STEPS 10000/* 10 s for a new mount to show up */
-#define EXIT_STEPS 10000  /* 10 s for a daemon to exit after its unmount */
+#define ANSWER_STEPS 10000 /* 10 s for a new mount to show up */
+#define EXIT_STEPS 10000   /* 10 s for a daemon to exit after its unmount */
 
 static void sleep_step(void) { usleep(WAIT_STEP_US); }
 
@@ -139,8 +139,8 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
   if (r < 0) return cli_fail(NULL, r, dir);
   int state = cairn_mountpoint_state(abs);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE) {
-    fprintf(stderr, "%s: %s: already a %s cairnfs mount (hint: cairn umount %s)\n", cli_prog,
-            dir, state == CAIRN_MP_LIVE ? "live" : "stale", dir);
+    fprintf(stderr, "%s: %s: already a %s cairnfs mount (hint: cairn umount %s)\n", cli_prog, dir,
+            state == CAIRN_MP_LIVE ? "live" : "stale", dir);
     return 4;
   }
   int code = run_cairnfs(cairn_store_dir(st), image, abs);

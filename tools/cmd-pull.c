@@ -14,17 +14,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PULL_USAGE                                                                        \
-  "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER:PASS] [--insecure] [--jobs N]\n" \
-  "                  [--retries N] [--quiet] SOURCE [NAME[:TAG]]\n"                          \
+#define PULL_USAGE                                                                                 \
+  "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER:PASS] [--insecure] [--jobs N]\n"        \
+  "                  [--retries N] [--quiet] SOURCE [NAME[:TAG]]\n"                                \
   "  SOURCE: oci:DIR[:REF] | docker-archive:FILE | docker://HOST[:PORT]/REPO[:TAG|@DIGEST]"
 
 struct pull_view {
   bool tty, quiet;
   pthread_mutex_t lock;
-  size_t drawn;       /* lines of the live display on screen */
-  double *started;    /* per layer: when bytes began to arrive */
-  bool *announced;    /* per layer: its final line was printed */
+  size_t drawn;    /* lines of the live display on screen */
+  double *started; /* per layer: when bytes began to arrive */
+  bool *announced; /* per layer: its final line was printed */
   size_t n;
   double last_draw;
 };
@@ -60,9 +60,7 @@ static void layer_line(struct pull_view *v, const cairn_pull_layer *l, size_t i,
     snprintf(buf, len, "%.12s  fetching %s / %s  %s", id, have, total, rate);
     break;
   case CAIRN_PULL_STORING: snprintf(buf, len, "%.12s  storing  %s", id, total); break;
-  case CAIRN_PULL_DONE:
-    snprintf(buf, len, "%.12s  downloaded %s in %.1fs", id, total, t);
-    break;
+  case CAIRN_PULL_DONE: snprintf(buf, len, "%.12s  downloaded %s in %.1fs", id, total, t); break;
   }
 }
 

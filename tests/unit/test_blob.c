@@ -189,7 +189,8 @@ Test(blob, committed_row_with_other_bytes_is_not_a_dedup_hit) {
 }
 
 Test(blob, same_content_twice_in_one_layer_stored_once) {
-  static const tu_entry e[] = {{.path = "a", .content = "twice"}, {.path = "b", .content = "twice"}};
+  static const tu_entry e[] = {{.path = "a", .content = "twice"},
+                               {.path = "b", .content = "twice"}};
   cairn_id id;
   cr_assert_eq(tu_ingest(T.st, e, 2, TU_PLAIN, NULL, id), 0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(tu_blob_count(T.dir), 1);

@@ -21,8 +21,8 @@ static void teardown(void) { tu_store_teardown(&T); }
 TestSuite(import, .init = setup, .fini = teardown);
 
 /* struct vfs_cap_data, revision 2: cap_net_raw permitted and effective. */
-static const unsigned char capability[20] = {0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00,
-                                             0x00, 0x20, 0x00, 0x00};
+static const unsigned char capability[20] = {0x01, 0x00, 0x00, 0x02, 0x00, 0x20,
+                                             0x00, 0x00, 0x00, 0x20, 0x00, 0x00};
 
 static const tu_entry every_type[] = {
     {.path = "bin", .type = 'd', .mode = 0751, .mtime = 1600000000},
@@ -33,8 +33,7 @@ static const tu_entry every_type[] = {
     {.path = "bin/ping",
      .mode = 0755,
      .content = "ping program",
-     .xattrs = {{"security.capability", capability, sizeof(capability)},
-                {"user.note", "hello"}}},
+     .xattrs = {{"security.capability", capability, sizeof(capability)}, {"user.note", "hello"}}},
     {.path = "bin/sh", .type = 'l', .target = "dash"},
     {.path = "bin/env", .type = 'l', .target = "/usr/bin/env"},
     {.path = "bin/dangling", .type = 'l', .target = "../nowhere/at/all"},
@@ -61,8 +60,8 @@ static tu_got *get(const char *diff_id, const char *path) {
   return g;
 }
 
-static void expect(const char *diff_id, const char *path, enum cairn_entry_type type,
-                   uint32_t mode, uint32_t uid, uint32_t gid) {
+static void expect(const char *diff_id, const char *path, enum cairn_entry_type type, uint32_t mode,
+                   uint32_t uid, uint32_t gid) {
   tu_got *g = get(diff_id, path);
   cr_expect_eq(g->e.type, type, "%s: type %d, want %d", path, g->e.type, type);
   cr_expect_eq(g->e.mode, mode, "%s: mode %o, want %o", path, g->e.mode, mode);
@@ -463,7 +462,8 @@ Test(import, not_a_tar_refused) {
   refused_bytes("text", garbage, sizeof(garbage));
   unsigned char noise[3000];
   unsigned s = 12345;
-  for (size_t i = 0; i < sizeof(noise); i++) noise[i] = (unsigned char)((s = s * 1103515245 + 12345) >> 16);
+  for (size_t i = 0; i < sizeof(noise); i++)
+    noise[i] = (unsigned char)((s = s * 1103515245 + 12345) >> 16);
   refused_bytes("noise", noise, sizeof(noise));
   refused_bytes("empty input", "", 0);
 }

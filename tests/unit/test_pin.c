@@ -26,8 +26,10 @@ static cairn_id image;
 
 static void setup(void) {
   tu_store_setup(&T);
-  static const tu_entry base[] = {{.path = "bin", .type = 'd'}, {.path = "bin/sh", .content = "sh"}};
-  static const tu_entry top[] = {{.path = "etc", .type = 'd'}, {.path = "etc/motd", .content = "hi"}};
+  static const tu_entry base[] = {{.path = "bin", .type = 'd'},
+                                  {.path = "bin/sh", .content = "sh"}};
+  static const tu_entry top[] = {{.path = "etc", .type = 'd'},
+                                 {.path = "etc/motd", .content = "hi"}};
   tu_layer layers[] = {{base, 2}, {top, 2}};
   cr_assert_eq(tu_import(&T, "app:1", layers, 2, image), 0, "%s", cairn_errmsg(T.st));
 }
@@ -50,8 +52,10 @@ static int hold_image(void *arg) {
   cairn_pinset *ps = cairn_pinset_new(h->purpose, true);
   if (!ps || cairn_pin_image(st, ps, image) != 0) return 11;
   tu_write_byte(h->ready[1], 'k');
-  if (h->until_killed) pause(); /* SIGKILL by the test, or alarm after 30 s */
-  else if (tu_read_byte(h->go[0], 20000) != 'q') return 12;
+  if (h->until_killed)
+    pause(); /* SIGKILL by the test, or alarm after 30 s */
+  else if (tu_read_byte(h->go[0], 20000) != 'q')
+    return 12;
   cairn_pinset_release(st, ps);
   cairn_store_close(st);
   return 0;
@@ -260,8 +264,10 @@ static void rm_in_another_process(void) {
 }
 
 static void import_app_again(void) {
-  static const tu_entry base[] = {{.path = "bin", .type = 'd'}, {.path = "bin/sh", .content = "sh"}};
-  static const tu_entry top[] = {{.path = "etc", .type = 'd'}, {.path = "etc/motd", .content = "hi"}};
+  static const tu_entry base[] = {{.path = "bin", .type = 'd'},
+                                  {.path = "bin/sh", .content = "sh"}};
+  static const tu_entry top[] = {{.path = "etc", .type = 'd'},
+                                 {.path = "etc/motd", .content = "hi"}};
   tu_layer layers[] = {{base, 2}, {top, 2}};
   cairn_id again;
   cr_assert_eq(tu_import(&T, "app:1", layers, 2, again), 0, "%s", cairn_errmsg(T.st));
@@ -376,8 +382,7 @@ Test(pin, take_blocked_by_a_deleter_ends_on_the_new_inode) {
   cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY, "rm is not stopped by the late pin");
   char want[32];
   snprintf(want, sizeof(want), "pid %d ", (int)pid);
-  cr_expect(strstr(cairn_errmsg(T.st), want), "\"%s\" does not name %s", cairn_errmsg(T.st),
-            want);
+  cr_expect(strstr(cairn_errmsg(T.st), want), "\"%s\" does not name %s", cairn_errmsg(T.st), want);
 
   tu_write_byte(l.go[1], 'q');
   int status = tu_reap(pid, 10000);

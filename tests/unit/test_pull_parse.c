@@ -17,8 +17,7 @@
 #define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
 #define D3 "sha256:3333333333333333333333333333333333333333333333333333333333333333"
 
-Test(pull_parse, platform)
-{
+Test(pull_parse, platform) {
   pull_platform p;
   cr_assert_eq(pull_platform_parse(NULL, &p), 0);
   cr_assert_str_eq(p.os, "linux");
@@ -35,20 +34,21 @@ Test(pull_parse, platform)
 static const char index_json[] =
     "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
     "\"manifests\":["
-    "{\"digest\":\"" D1 "\",\"size\":10,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm\",\"variant\":\"v7\"}},"
-    "{\"digest\":\"" D2 "\",\"size\":20,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
-    "{\"digest\":\"" D3 "\",\"size\":30,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\",\"variant\":\"v8\"}}]}";
+    "{\"digest\":\"" D1
+    "\",\"size\":10,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm\",\"variant\":\"v7\"}},"
+    "{\"digest\":\"" D2
+    "\",\"size\":20,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
+    "{\"digest\":\"" D3 "\",\"size\":30,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\","
+                        "\"variant\":\"v8\"}}]}";
 
-static int select_for(const char *plat, pull_desc *d)
-{
+static int select_for(const char *plat, pull_desc *d) {
   pull_platform p;
   pull_err e;
   cr_assert_eq(pull_platform_parse(plat, &p), 0);
   return oci_index_select(index_json, strlen(index_json), &p, d, &e);
 }
 
-Test(pull_parse, index_picks_the_platform)
-{
+Test(pull_parse, index_picks_the_platform) {
   pull_desc d;
   cr_assert_eq(select_for("linux/amd64", &d), 1);
   cr_assert_str_eq(d.digest, D2);
@@ -68,12 +68,14 @@ Test(pull_parse, index_picks_the_platform)
 
 static const char manifest_json[] =
     "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.docker.distribution.manifest.v2+json\","
-    "\"config\":{\"mediaType\":\"application/vnd.docker.container.image.v1+json\",\"digest\":\"" D1 "\",\"size\":5},"
-    "\"layers\":[{\"mediaType\":\"application/vnd.docker.image.rootfs.diff.tar.gzip\",\"digest\":\"" D2 "\",\"size\":7},"
-    "{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+zstd\",\"digest\":\"" D3 "\",\"size\":9}]}";
+    "\"config\":{\"mediaType\":\"application/vnd.docker.container.image.v1+json\",\"digest\":\"" D1
+    "\",\"size\":5},"
+    "\"layers\":[{\"mediaType\":\"application/"
+    "vnd.docker.image.rootfs.diff.tar.gzip\",\"digest\":\"" D2 "\",\"size\":7},"
+    "{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+zstd\",\"digest\":\"" D3
+    "\",\"size\":9}]}";
 
-Test(pull_parse, manifest)
-{
+Test(pull_parse, manifest) {
   pull_image img = {0};
   pull_desc d;
   pull_err e;
@@ -105,8 +107,7 @@ Test(pull_parse, manifest)
   }
 }
 
-Test(pull_parse, challenge)
-{
+Test(pull_parse, challenge) {
   const char *ch = "realm=\"https://auth.example/token\",service=\"reg.example\","
                    "scope=\"repository:a/b:pull,push\",error=invalid_token";
   char v[256];
@@ -123,8 +124,7 @@ Test(pull_parse, challenge)
   cr_assert_str_eq(small, "reg.", "truncated, still terminated");
 }
 
-Test(pull_parse, auth_json)
-{
+Test(pull_parse, auth_json) {
   char path[] = "/tmp/cairn-auth-XXXXXX";
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
@@ -149,8 +149,7 @@ Test(pull_parse, auth_json)
   unlink(path);
 }
 
-Test(pull_parse, blob_sink_checks_size_and_digest)
-{
+Test(pull_parse, blob_sink_checks_size_and_digest) {
   pull_desc d = {0};
   pull_err e;
   pull_sha256("hello", 5, d.digest);

@@ -185,9 +185,9 @@ Test(store, invalid_names_refused) {
   memset(tag129 + 4, 't', 129);
   tag129[133] = '\0';
   static const char *const bad[] = {
-      "",        "App",      "team/App:1", "app:",     ":1",        "app@sha256:0123",
-      "a//b",    "/app",     "app/",       "-app",     "app-",      "app:-x",
-      "app:.x",  "a b",      "app:1:2",    ":",        "team/-a:1", "app:tag!",
+      "",       "App",  "team/App:1", "app:", ":1",        "app@sha256:0123",
+      "a//b",   "/app", "app/",       "-app", "app-",      "app:-x",
+      "app:.x", "a b",  "app:1:2",    ":",    "team/-a:1", "app:tag!",
   };
   char out[512];
   for (size_t i = 0; i < TU_N(bad); i++)

@@ -113,10 +113,8 @@ Test(tree, whiteouts_hide_lower_subtrees_only) {
 
 Test(tree, opaque_directories_and_root) {
   static const tu_entry l1[] = {
-      {.path = "top", .content = "top"},
-      {.path = "d", .type = 'd', .mode = 0755},
-      {.path = "d/old", .content = "old"},
-      {.path = "d/olddir", .type = 'd'},
+      {.path = "top", .content = "top"},      {.path = "d", .type = 'd', .mode = 0755},
+      {.path = "d/old", .content = "old"},    {.path = "d/olddir", .type = 'd'},
       {.path = "d/olddir/x", .content = "x"},
   };
   static const tu_entry l2[] = {
@@ -223,8 +221,11 @@ Test(tree, hardlinks_share_an_inode) {
 
 Test(tree, numbering_is_dense_sorted_and_stable) {
   static const tu_entry l1[] = {
-      {.path = "b", .type = 'd'}, {.path = "b/y", .content = "y"}, {.path = "a", .content = "a"},
-      {.path = "b/x", .type = 'd'}, {.path = "c", .type = 'l', .target = "a"},
+      {.path = "b", .type = 'd'},
+      {.path = "b/y", .content = "y"},
+      {.path = "a", .content = "a"},
+      {.path = "b/x", .type = 'd'},
+      {.path = "c", .type = 'l', .target = "a"},
       {.path = "empty", .content = ""},
   };
   tu_layer layers[] = {{l1, TU_N(l1)}};

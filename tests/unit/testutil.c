@@ -169,8 +169,10 @@ void tu_tar(const tu_entry *e, size_t n, unsigned flags, void **buf, size_t *len
   char *plain = NULL;
   size_t plain_len = 0;
   struct archive *a = writer_open(&f, &plain, &plain_len);
-  if (flags & TU_PAX_FULL) archive_write_set_format_pax(a);
-  else archive_write_set_format_pax_restricted(a);
+  if (flags & TU_PAX_FULL)
+    archive_write_set_format_pax(a);
+  else
+    archive_write_set_format_pax_restricted(a);
   cr_assert_eq(archive_write_open_FILE(a, f), ARCHIVE_OK, "%s", archive_error_string(a));
   for (size_t i = 0; i < n; i++) {
     struct archive_entry *ae = entry_make(&e[i]);
@@ -227,8 +229,7 @@ int tu_ingest(cairn_store *st, const tu_entry *e, size_t n, unsigned flags, cair
   return r;
 }
 
-int tu_import(tu_store *t, const char *name, const tu_layer *layers, size_t n,
-              cairn_id image_id) {
+int tu_import(tu_store *t, const char *name, const tu_layer *layers, size_t n, cairn_id image_id) {
   char **paths = calloc(n + 1, sizeof(*paths));
   cr_assert(paths);
   for (size_t i = 0; i < n; i++) {

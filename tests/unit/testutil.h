@@ -102,8 +102,7 @@ typedef struct tu_layer {
 
 /* cairn_import_files of these layers (bottom first), written as tar files
  * in t->root. Returns what cairn_import_files returned. */
-int tu_import(tu_store *t, const char *name, const tu_layer *layers, size_t n,
-              cairn_id image_id);
+int tu_import(tu_store *t, const char *name, const tu_layer *layers, size_t n, cairn_id image_id);
 
 /* ---- looking at a store --------------------------------------------------- */
 
