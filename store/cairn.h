@@ -56,6 +56,10 @@ void cairn_store_close(cairn_store *st);
 const char *cairn_store_dir(const cairn_store *st);
 const char *cairn_errmsg(const cairn_store *st);
 
+/* True while pid runs (a zombie waiting for its reaper does not) and, if
+ * name is given, its command name is name. */
+bool cairn_process_running(pid_t pid, const char *name);
+
 /* Maps a negative errno returned by libcairn to the contract's exit code. */
 int cairn_exit_code(int err);
 

@@ -96,23 +96,12 @@ static bool dir_is_cairnfs_mount(const char *dir) {
   return mountpoint_fstype(dir, fstype, sizeof(fstype)) == 0 && strcmp(fstype, "fuse.cairnfs") == 0;
 }
 
-/* A killed daemon stays a zombie until its reaper (often a slow init)
- * collects it; by then the kernel has dropped its pins and its mount is
- * dead, so a zombie is not running. */
-static bool proc_running(pid_t pid) {
-  char path[64], buf[512] = "";
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return false;
-  bool ok = fgets(buf, sizeof(buf), f) != NULL;
-  fclose(f);
-  const char *end = strrchr(buf, ')');
-  return ok && end && end[1] == ' ' && end[2] != 'Z' && end[2] != 'X';
-}
-
+/* Live: the recorded daemon runs (same pid and start time; a zombie does
+ * not count: the kernel has dropped its pins and its mount is dead) and the
+ * directory is a cairnfs mount. */
 static bool record_live(const char *dir, pid_t pid, uint64_t start) {
   uint64_t now = proc_start_time(pid);
-  return now != 0 && now == start && proc_running(pid) && dir_is_cairnfs_mount(dir);
+  return now != 0 && now == start && cairn_process_running(pid, NULL) && dir_is_cairnfs_mount(dir);
 }
 
 /* Visits records (of one image, or all); deletes the stale ones. */

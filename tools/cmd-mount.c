@@ -192,26 +192,11 @@ static pid_t recorded_pid(cairn_store *st, const char *dir) {
   return pid;
 }
 
-/* True while pid is a running cairnfs; a zombie waiting for its reaper
- * (often a slow init) has released everything and counts as gone. */
-static bool is_cairnfs_process(pid_t pid) {
-  char path[64], buf[256] = "";
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return false;
-  bool ok = fgets(buf, sizeof(buf), f) != NULL;
-  fclose(f);
-  const char *comm = strchr(buf, '('), *end = strrchr(buf, ')');
-  if (!ok || !comm || !end || end[1] != ' ') return false;
-  char state = end[2];
-  return strncmp(comm + 1, "cairnfs)", 8) == 0 && state != 'Z' && state != 'X';
-}
-
 /* Waits (bounded) for the daemon to exit after its unmount; asks it with
  * SIGTERM halfway. */
 static int await_daemon_exit(pid_t pid) {
   for (int i = 0; i < EXIT_STEPS; i++) {
-    if (!is_cairnfs_process(pid)) return 0;
+    if (!cairn_process_running(pid, "cairnfs")) return 0;
     if (i == EXIT_STEPS / 2) kill(pid, SIGTERM);
     sleep_step();
   }
