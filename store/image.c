@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static bool name_component_ok(const char *p, size_t n, bool domain) {
   if (n == 0) return false;
@@ -209,9 +210,12 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
       r = store_fail(st, errno == ENOENT ? -ENOENT : -errno, "%s: %s", paths[i], strerror(errno));
       break;
     }
+    struct stat sb;
     ids[i] = malloc(sizeof(cairn_id));
     if (!ids[i])
       r = -ENOMEM;
+    else if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode))
+      r = store_fail(st, -EINVAL, "%s: is a directory, not a layer tar", paths[i]);
     else if ((r = cairn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0) {
       _cleanup_free_ char *why = strdup(st->err);
       store_fail(st, r, "%s: %s", paths[i], why ? why : "");
