@@ -488,7 +488,7 @@ static int freeze_dir(struct freezer *f, uint32_t dir_inode, uint32_t dir_ino) {
         (cairn_dirent){.name = b->dentries[i].name, .ino = b->dentries[i].inode};
     count++;
   }
-  qsort(f->dirents + first, count, sizeof(*f->dirents), dirent_cmp);
+  if (count > 1) qsort(f->dirents + first, count, sizeof(*f->dirents), dirent_cmp);
   uint32_t subdirs = 0;
   for (size_t k = first; k < first + count; k++) {
     struct binode *c = &b->inodes[f->dirents[k].ino];
