@@ -273,9 +273,12 @@ typedef struct cairn_pull_layer {
 } cairn_pull_layer;
 
 typedef struct cairn_pull_opts {
-  const char *platform;                     /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
-  const char *creds;                        /* "USER:PASS"; NULL reads auth.json files */
-  bool insecure;                            /* docker://: plain HTTP (and no TLS checks) */
+  const char *platform; /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
+  const char *creds;    /* "USER:PASS"; NULL reads auth.json files */
+  bool insecure;        /* docker://: plain HTTP (and no TLS checks) */
+  /* docker://: a directory whose *.crt CAs are trusted besides the
+   * system's; NULL looks in /etc/{containers,docker}/certs.d/HOST[:PORT] */
+  const char *cert_dir;
   unsigned jobs;                            /* layers fetched at once; 0 is 3 */
   unsigned attempts;                        /* tries per request; 0 is 6 */
   uint64_t backoff_base_ms, backoff_cap_ms; /* 0 is 200 / 10000 */

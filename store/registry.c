@@ -154,6 +154,8 @@ static CURLcode perform(registry *rg, CURL *h, const char *url, const char *acce
   curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
+  struct curl_blob cas = {rg->ca_pem, rg->ca_len, CURL_BLOB_NOCOPY};
+  if (rg->ca_pem) curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &cas);
   if (rg->base.opts->insecure) {
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -208,6 +210,9 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
       r = -EIO;
       if (c == CURLE_SSL_CONNECT_ERROR || c == CURLE_UNSUPPORTED_PROTOCOL)
         strncat(why, " (plain HTTP registry? use --insecure)", sizeof why - strlen(why) - 1);
+      else if (c == CURLE_PEER_FAILED_VERIFICATION)
+        strncat(why, " (a private CA? give its certificate with --cert-dir DIR)",
+                sizeof why - strlen(why) - 1);
     } else if (reply->status >= 200 && reply->status < 300) {
       r = 0;
       break;
@@ -302,6 +307,7 @@ static void registry_free(pull_source *src) {
   free(rg->ref);
   free(rg->creds);
   free(rg->auth);
+  free(rg->ca_pem);
   free(rg->base.default_name);
   pthread_mutex_destroy(&rg->lock);
   free(rg);
@@ -378,6 +384,10 @@ int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_sou
     return r;
   }
   rg->creds = registry_find_creds(rg->host, opts->creds);
+  if ((r = registry_load_cas(rg, opts->cert_dir, e)) < 0) {
+    registry_free(&rg->base);
+    return r;
+  }
   *out = &rg->base;
   return 0;
 }

@@ -17,7 +17,9 @@ typedef struct registry {
   char *ref;    /* tag or "sha256:..." */
   char *creds;  /* "user:pass" or NULL */
   pthread_mutex_t lock;
-  char *auth; /* "Authorization: ..." header, under lock */
+  char *auth;   /* "Authorization: ..." header, under lock */
+  char *ca_pem; /* trusted CAs (PEM) when a cert dir adds some, else NULL */
+  size_t ca_len;
 } registry;
 
 /* The body and headers of one finished HTTP exchange. */
@@ -45,6 +47,10 @@ int registry_auth_challenge(registry *rg, const char *challenge, pull_err *e);
 /* Reads param="value" (or param=value) from a challenge's parameter list
  * (after the scheme); false if absent. */
 bool registry_challenge_param(const char *params, const char *key, char *out, size_t len);
+
+/* Loads the CAs to trust: the system's plus the *.crt files of cert_dir,
+ * or of the registry's certs.d directory (registry_tls.c). */
+int registry_load_cas(registry *rg, const char *cert_dir, pull_err *e);
 
 /* Credentials for host from --creds or the auth.json files; NULL if none. */
 char *registry_find_creds(const char *host, const char *creds_opt);

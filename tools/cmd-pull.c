@@ -16,7 +16,7 @@
 
 #define PULL_USAGE                                                                                 \
   "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER:PASS] [--insecure] [--jobs N]\n"        \
-  "                  [--retries N] [--quiet] SOURCE [NAME[:TAG]]\n"                                \
+  "                  [--cert-dir DIR] [--retries N] [--quiet] SOURCE [NAME[:TAG]]\n"               \
   "  SOURCE: oci:DIR[:REF] | docker-archive:FILE | docker://HOST[:PORT]/REPO[:TAG|@DIGEST]"
 
 struct pull_view {
@@ -125,10 +125,15 @@ static int parse_count(const char *s, unsigned max, unsigned *out) {
 
 int cmd_pull(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
-      {"platform", required_argument, NULL, 'p'}, {"creds", required_argument, NULL, 'c'},
-      {"insecure", no_argument, NULL, 'k'},       {"jobs", required_argument, NULL, 'j'},
-      {"retries", required_argument, NULL, 'r'},  {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+      {"platform", required_argument, NULL, 'p'},
+      {"creds", required_argument, NULL, 'c'},
+      {"insecure", no_argument, NULL, 'k'},
+      {"jobs", required_argument, NULL, 'j'},
+      {"retries", required_argument, NULL, 'r'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},
+      {"cert-dir", required_argument, NULL, 'C'},
+      {NULL, 0, NULL, 0},
   };
   struct pull_view view = {.tty = isatty(STDERR_FILENO)};
   cairn_pull_opts po = {.progress = on_progress, .log = on_log, .arg = &view};
@@ -143,6 +148,7 @@ int cmd_pull(struct cli *c, int argc, char **argv) {
       po.creds = optarg;
       break;
     case 'k': po.insecure = true; break;
+    case 'C': po.cert_dir = optarg; break;
     case 'j':
       if (parse_count(optarg, 64, &po.jobs) < 0)
         return cli_usage(PULL_USAGE, "--jobs needs a number from 1 to 64");

@@ -5,7 +5,9 @@
 #   registry_start DIR [PORT] [token]  start one (storage in DIR/data); sets
 #                                       REGISTRY_PORT, REGISTRY (127.0.0.1:PORT);
 #                                       "token" adds token auth served by
-#                                       token_server.py (user alice, password secret)
+#                                       token_server.py (user alice, password secret);
+#                                       "tls" serves HTTPS with a certificate for
+#                                       127.0.0.1 from a test CA in DIR/certs (ca.crt)
 #   registry_stop                       stop it (the data stays for a restart)
 #   registry_push OCIDIR REF REPO:TAG [skopeo flags]  fill it with skopeo
 #   registry_blob_path DIGEST           the file that holds a blob
@@ -58,13 +60,29 @@ registry_start() {
     issuer: cairn-test-issuer
     rootcertbundle: $REGISTRY_DIR/token.crt"
   fi
+  local tls="" scheme=http
+  if [[ $REGISTRY_AUTH == tls ]]; then
+    local c=$REGISTRY_DIR/certs
+    mkdir -p "$c"
+    if [[ ! -f $c/ca.crt ]]; then
+      openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=cairn-test-ca \
+        -keyout "$c/ca.key" -out "$c/ca.crt" 2>/dev/null
+      openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 \
+        -keyout "$c/server.key" -out "$c/server.csr" 2>/dev/null
+      printf 'subjectAltName=IP:127.0.0.1\n' >"$c/san.ext"
+      openssl x509 -req -in "$c/server.csr" -CA "$c/ca.crt" -CAkey "$c/ca.key" -CAcreateserial \
+        -days 2 -extfile "$c/san.ext" -out "$c/server.crt" 2>/dev/null
+    fi
+    tls=", tls: { certificate: $c/server.crt, key: $c/server.key }"
+    scheme=https
+  fi
   cat >"$REGISTRY_DIR/config.yml" <<EOC
 version: 0.1
 log: { level: error, accesslog: { disabled: true } }
 storage:
   filesystem: { rootdirectory: $REGISTRY_DIR/data }
   delete: { enabled: true }
-http: { addr: $REGISTRY }
+http: { addr: $REGISTRY$tls }
 $auth
 EOC
   docker-registry serve "$REGISTRY_DIR/config.yml" >>"$REGISTRY_DIR/registry.log" 2>&1 &
@@ -72,7 +90,7 @@ EOC
   REGISTRY_PIDS+=($REGISTRY_PID)
   local want=200
   [[ $REGISTRY_AUTH == token ]] && want=401
-  wait_http "http://$REGISTRY/v2/" $want 10
+  CURL_CA_BUNDLE=${tls:+$REGISTRY_DIR/certs/ca.crt} wait_http "$scheme://$REGISTRY/v2/" $want 10
 }
 
 registry_stop() {
