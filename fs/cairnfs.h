@@ -12,8 +12,7 @@
 #include "cairn.h"
 
 struct cairnfs {
-  cairn_store *st; /* only for opening blobs, under store_lock */
-  pthread_mutex_t store_lock;
+  cairn_store *st;          /* only for opening blobs (thread-safe) */
   cairn_tree *tree;         /* read-only once built: no lock needed */
   uint64_t blocks;          /* sum of file sizes in 4 KiB blocks (statfs) */
   bool no_open, no_opendir; /* the kernel need not open files / dirs (init) */

@@ -271,7 +271,7 @@ out:
 
 /* Opens, pins and builds, then serves; releases all of it before returning. */
 static int run(const struct options *o) {
-  struct cairnfs fs = {.store_lock = PTHREAD_MUTEX_INITIALIZER};
+  struct cairnfs fs = {0};
   cairn_pinset *pins = NULL;
   int code;
   char dir[PATH_MAX];

@@ -167,9 +167,7 @@ static int blob_fd(struct cairnfs *fs, const char *blob) {
   pthread_once(&last_blob_once, last_blob_key_make);
   struct last_blob *lb = pthread_getspecific(last_blob_key);
   if (lb && lb->blob == blob) return lb->fd;
-  pthread_mutex_lock(&fs->store_lock);
   int fd = cairn_blob_open(fs->st, blob);
-  pthread_mutex_unlock(&fs->store_lock);
   if (fd < 0) return fd;
   if (!lb) {
     lb = malloc(sizeof(*lb));

@@ -19,7 +19,8 @@
  * - Ids are lowercase sha256 hex strings (64 chars, no "sha256:" prefix):
  *   a layer is named by its OCI diff_id, an image by the sha256 of its
  *   config.
- * - A store handle is not thread-safe; use one handle per thread.
+ * - A store handle is not thread-safe (cairn_blob_open excepted); use one
+ *   handle per thread.
  *   Several processes may use one store at once.
  */
 #ifndef CAIRN_H
@@ -161,7 +162,9 @@ void cairn_strv_free(char **v, size_t n);
 /* 1 if stored, 0 if not, negative on error. */
 int cairn_layer_exists(cairn_store *st, const char *diff_id);
 
-/* Opens a blob read-only (O_RDONLY|O_CLOEXEC); returns an fd or -errno. */
+/* Opens a blob read-only (O_RDONLY|O_CLOEXEC); returns an fd or -errno.
+ * Unlike the rest of the API it may be called from several threads on one
+ * handle: it only opens a file below the store. */
 int cairn_blob_open(cairn_store *st, const char *blob);
 
 /* Fills path with the blob's file name (for splice-free fd passing). */
