@@ -167,7 +167,7 @@ int cairn_layer_exists(cairn_store *st, const char *diff_id);
  * handle: it only opens a file below the store. */
 int cairn_blob_open(cairn_store *st, const char *blob);
 
-/* Fills path with the blob's file name (for splice-free fd passing). */
+/* Fills path with the blob's file name in the store. */
 int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
 
 /* ---- import ------------------------------------------------------------ */
