@@ -264,10 +264,28 @@ static int dir_resolve(struct builder *b, const char *path, size_t len, bool cre
   return 0;
 }
 
-static void split_path(const char *path, size_t *dir_len, const char **name) {
-  const char *slash = strrchr(path, '/');
-  *dir_len = slash ? (size_t)(slash - path) : 0;
-  *name = slash ? slash + 1 : path;
+/* What a path (len bytes) names: its parent directory (dir; NONE when that
+ * is not a directory and create is false), its last component, and that
+ * component's dentry if there is one (d, else NULL; hash for adding it). */
+struct found {
+  uint32_t dir;
+  const char *name;
+  size_t name_len;
+  uint64_t hash;
+  struct bdentry *d;
+};
+
+static int path_lookup(struct builder *b, const char *path, size_t len, bool create,
+                       struct found *f) {
+  const char *slash = memrchr(path, '/', len);
+  size_t dir_len = slash ? (size_t)(slash - path) : 0;
+  f->name = slash ? slash + 1 : path;
+  f->name_len = len - (size_t)(f->name - path);
+  f->d = NULL;
+  int r = dir_resolve(b, path, dir_len, create, &f->dir);
+  if (r < 0 || f->dir == NONE) return r;
+  f->d = dentry_find(b, f->dir, f->name, f->name_len, &f->hash);
+  return 0;
 }
 
 /* ---- applying one layer ------------------------------------------------ */
@@ -345,40 +363,28 @@ static int collect_entry(const cairn_entry *e, void *arg) {
 }
 
 static int apply_whiteout(struct builder *b, const struct lentry *l) {
-  size_t dir_len;
-  const char *name;
-  split_path(l->path, &dir_len, &name);
-  uint32_t dir;
-  int r = dir_resolve(b, l->path, dir_len, false, &dir);
-  if (r < 0 || dir == NONE) return r;
+  struct found wh;
+  int r = path_lookup(b, l->path, strlen(l->path), false, &wh);
+  if (r < 0 || wh.dir == NONE) return r;
   if (l->type == CAIRN_OPAQUE) {
     /* The directory gets a fresh, empty inode with its attributes: the
      * lower children stay keyed by the old one and are unreachable. */
     uint32_t fresh;
     r = inode_new(b, &fresh);
     if (r < 0) return r;
-    b->inodes[fresh].attr = b->inodes[dir].attr;
-    if (dir == b->root) {
+    b->inodes[fresh].attr = b->inodes[wh.dir].attr;
+    if (wh.dir == b->root) {
       b->root = fresh;
       return 0;
     }
-    size_t up_len;
-    const char *dname;
-    char *dpath = strndup(l->path, dir_len);
-    if (!dpath) return -ENOMEM;
-    split_path(dpath, &up_len, &dname);
-    uint32_t up;
-    r = dir_resolve(b, dpath, up_len, false, &up);
-    struct bdentry *d =
-        r == 0 && up != NONE ? dentry_find(b, up, dname, strlen(dname), NULL) : NULL;
-    if (d) d->inode = fresh;
-    free(dpath);
+    struct found up; /* the directory's own entry in its parent */
+    r = path_lookup(b, l->path, (size_t)(wh.name - 1 - l->path), false, &up);
+    if (r == 0 && up.d) up.d->inode = fresh;
     return r;
   }
-  if (strncmp(name, ".wh.", 4) != 0)
+  if (wh.name_len < 4 || strncmp(wh.name, ".wh.", 4) != 0)
     return store_fail(b->st, -EBADMSG, "whiteout %s does not start with .wh.", l->path);
-  name += 4;
-  struct bdentry *d = dentry_find(b, dir, name, strlen(name), NULL);
+  struct bdentry *d = dentry_find(b, wh.dir, wh.name + 4, wh.name_len - 4, NULL);
   if (d) dentry_remove(b, d);
   return 0;
 }
@@ -386,20 +392,14 @@ static int apply_whiteout(struct builder *b, const struct lentry *l) {
 /* Puts inode at path (a file or a hardlink's second name), replacing what
  * is there. */
 static int place(struct builder *b, const char *path, uint32_t inode) {
-  size_t dir_len;
-  const char *name;
-  split_path(path, &dir_len, &name);
-  uint32_t dir;
-  int r = dir_resolve(b, path, dir_len, true, &dir);
+  struct found f;
+  int r = path_lookup(b, path, strlen(path), true, &f);
   if (r < 0) return r;
-  uint64_t h;
-  size_t n = strlen(name);
-  struct bdentry *d = dentry_find(b, dir, name, n, &h);
-  if (d) {
-    d->inode = inode;
+  if (f.d) {
+    f.d->inode = inode;
     return 0;
   }
-  return dentry_add(b, dir, name, n, h, inode);
+  return dentry_add(b, f.dir, f.name, f.name_len, f.hash, inode);
 }
 
 static int apply_entry(struct builder *b, const struct lentry *l) {
@@ -409,15 +409,11 @@ static int apply_entry(struct builder *b, const struct lentry *l) {
     return 0;
   }
   if (l->type == CAIRN_DIR) {
-    size_t dir_len;
-    const char *name;
-    split_path(l->path, &dir_len, &name);
-    uint32_t dir;
-    int r = dir_resolve(b, l->path, dir_len, true, &dir);
+    struct found f;
+    int r = path_lookup(b, l->path, strlen(l->path), true, &f);
     if (r < 0) return r;
-    struct bdentry *d = dentry_find(b, dir, name, strlen(name), NULL);
-    if (d && is_dir(b, d->inode)) {
-      b->inodes[d->inode].attr = l->attr;
+    if (f.d && is_dir(b, f.d->inode)) {
+      b->inodes[f.d->inode].attr = l->attr;
       return 0;
     }
   }
@@ -431,17 +427,13 @@ static int apply_entry(struct builder *b, const struct lentry *l) {
 static int apply_hardlink(struct builder *b, const struct lentry *l) {
   const char *target = l->attr.target;
   if (!target) return -EBADMSG;
-  size_t dir_len;
-  const char *name;
-  split_path(target, &dir_len, &name);
-  uint32_t dir;
-  int r = dir_resolve(b, target, dir_len, false, &dir);
+  struct found f;
+  int r = path_lookup(b, target, strlen(target), false, &f);
   if (r < 0) return r;
-  struct bdentry *d = dir == NONE ? NULL : dentry_find(b, dir, name, strlen(name), NULL);
-  if (!d || is_dir(b, d->inode))
+  if (!f.d || is_dir(b, f.d->inode))
     return store_fail(b->st, -EBADMSG, "hardlink %s points at %s, which is not a file", l->path,
                       target);
-  return place(b, l->path, d->inode);
+  return place(b, l->path, f.d->inode);
 }
 
 static int apply_layer(struct builder *b, const char *diff_id) {
