@@ -122,20 +122,26 @@ static void plant(const char *name, const char *bytes) {
   free(path);
 }
 
-Test(blob, orphan_with_other_bytes_is_not_a_dedup_hit) {
-  const char *real = "the real content", *fake = "a forged content"; /* same size */
-  cr_assert_eq(strlen(real), strlen(fake));
-  char key[33], want[48];
-  content_key(real, key);
-  plant(key, fake);
-  static const tu_entry e[] = {{.path = "f", .content = "the real content"}};
-  cairn_id id;
+/* Ingests "f" holding real, whose key's name holds other bytes: the
+ * content must go to the name KEY-1 and read back as real. */
+static void expect_stored_beside(const char *key, const char *real, cairn_id id) {
+  const tu_entry e[] = {{.path = "f", .content = real}};
   cr_assert_eq(tu_ingest(T.st, e, 1, TU_PLAIN, NULL, id), 0, "%s", cairn_errmsg(T.st));
-  char *blob = blob_of(id, "f");
+  char want[48], *blob = blob_of(id, "f");
   snprintf(want, sizeof(want), "%s-1", key);
   cr_expect_str_eq(blob, want, "stored as %s, want %s", blob, want);
   free(blob);
   expect_reads(id, "f", real);
+}
+
+Test(blob, orphan_with_other_bytes_is_not_a_dedup_hit) {
+  const char *real = "the real content", *fake = "a forged content"; /* same size */
+  cr_assert_eq(strlen(real), strlen(fake));
+  char key[33];
+  content_key(real, key);
+  plant(key, fake);
+  cairn_id id;
+  expect_stored_beside(key, real, id);
   cr_expect_eq(tu_blob_count(T.dir), 2);
 }
 
@@ -162,7 +168,7 @@ Test(blob, orphan_with_the_same_bytes_is_a_dedup_hit) {
 
 Test(blob, committed_row_with_other_bytes_is_not_a_dedup_hit) {
   const char *real = "the real content", *fake = "a forged content";
-  char key[33], fake_sha[65], want[48];
+  char key[33], fake_sha[65];
   content_key(real, key);
   tu_sha256_hex(fake, strlen(fake), fake_sha);
   plant(key, fake);
@@ -178,14 +184,8 @@ Test(blob, committed_row_with_other_bytes_is_not_a_dedup_hit) {
   free(db_path);
   free(sql);
 
-  static const tu_entry e[] = {{.path = "f", .content = "the real content"}};
   cairn_id id;
-  cr_assert_eq(tu_ingest(T.st, e, 1, TU_PLAIN, NULL, id), 0, "%s", cairn_errmsg(T.st));
-  char *blob = blob_of(id, "f");
-  snprintf(want, sizeof(want), "%s-1", key);
-  cr_expect_str_eq(blob, want, "stored as %s, want %s", blob, want);
-  free(blob);
-  expect_reads(id, "f", real);
+  expect_stored_beside(key, real, id);
 }
 
 Test(blob, same_content_twice_in_one_layer_stored_once) {
