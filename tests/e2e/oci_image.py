@@ -99,8 +99,12 @@ def add(d, ref, platform, specs):
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
                    "digest": put_blob(d, cfg), "size": len(cfg)},
         "layers": layers}).encode()
-    desc = {"mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": put_blob(d, manifest), "size": len(manifest)}
+    publish(d, idx, ref, "application/vnd.oci.image.manifest.v1+json", manifest)
+
+def publish(d, idx, ref, media_type, body):
+    """Stores a manifest or index blob, lists it in index.json under ref and
+    prints its digest."""
+    desc = {"mediaType": media_type, "digest": put_blob(d, body), "size": len(body)}
     save_index(d, idx, desc, ref)
     print(desc["digest"])
 
@@ -118,10 +122,7 @@ def index(d, ref, digests):
     body = json.dumps({"schemaVersion": 2,
                        "mediaType": "application/vnd.oci.image.index.v1+json",
                        "manifests": entries}).encode()
-    desc = {"mediaType": "application/vnd.oci.image.index.v1+json",
-            "digest": put_blob(d, body), "size": len(body)}
-    save_index(d, idx, desc, ref)
-    print(desc["digest"])
+    publish(d, idx, ref, "application/vnd.oci.image.index.v1+json", body)
 
 def docker_archive(out, tag, paths):
     raws = [open(p, "rb").read() for p in paths]
