@@ -174,9 +174,11 @@ int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
 
 /* Reads one layer tar (plain, gzip or zstd, detected) from fd and stores
  * it once: blobs first, then the layer's metadata in one transaction.
- * The layer is pinned in ps (before it is looked up) and stays pinned.
- * If expected_diff_id is given, a stream whose sha256 differs is -EBADMSG
- * and nothing is committed. diff_id_out receives the diff_id. */
+ * The layer is pinned in ps (before it is looked up) and stays pinned;
+ * ps may be NULL only with expected_diff_id, when the caller pinned that
+ * layer already (a pull's download threads). If expected_diff_id is given,
+ * a stream whose sha256 differs is -EBADMSG and nothing is committed.
+ * diff_id_out receives the diff_id. */
 int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
                        cairn_id diff_id_out);
 

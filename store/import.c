@@ -429,7 +429,7 @@ static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_dif
       r = store_fail(st, -EBADMSG, "diff_id mismatch: expected sha256:%s, got sha256:%s",
                      expected_diff_id, diff_id_out);
   }
-  if (r == 0) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
+  if (r == 0 && ps) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
   if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries);
   ingest_close(&in, ls);
   free(ls);
@@ -440,6 +440,8 @@ int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, ca
                        cairn_id diff_id_out) {
   if (expected_diff_id && !is_hex_id(expected_diff_id, CAIRN_ID_LEN))
     return store_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
+  if (!ps && !expected_diff_id)
+    return store_fail(st, -EINVAL, "a layer of unknown diff_id needs a pin set");
   int lock = store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
   int r = layer_ingest_locked(st, fd, expected_diff_id, ps, diff_id_out);

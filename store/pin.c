@@ -129,7 +129,7 @@ int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, 
 
 void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
   if (!ps) return;
-  if (st && ps->n) {
+  if (ps->n) {
     sqlite3_stmt *s = NULL;
     if (db_prepare(st, &s, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?") == 0) {
       for (size_t i = 0; i < ps->n; i++) {

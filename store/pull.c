@@ -10,8 +10,8 @@
  *
  * Layers that are absent are fetched by up to opts->jobs worker threads.
  * Each worker has its own store handle (a handle is not thread-safe) and
- * its own pin set for its ingest; the main thread's set holds every layer
- * throughout. Blobs land in an unlinked temporary file inside the store
+ * ingests with no pin set of its own: the main thread's set holds every
+ * layer throughout. Blobs land in an unlinked temporary file inside the store
  * (STORE/tmp), are checked against their descriptor (size while
  * downloading, sha256 at the end), and only then ingested, which checks the
  * diff_id. Any failure stops the other workers and nothing is committed.
@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,10 +91,7 @@ static void record_error(fetch_run *run, int err, const pull_err *e) {
 }
 
 static int open_temp(const char *store_dir, pull_err *e) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/tmp", store_dir);
-  if (mkdir(path, 0700) < 0 && errno != EEXIST)
-    return pull_fail(e, -errno, "%s: %s", path, strerror(errno));
+  char path[4096]; /* STORE/tmp exists: opening the store makes it */
   snprintf(path, sizeof path, "%s/tmp/pull-XXXXXX", store_dir);
   int fd = mkostemp(path, O_CLOEXEC);
   if (fd < 0)
@@ -120,17 +116,14 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i, pull_err *e) 
     r = pull_fail(e, -errno, "temporary file: %s", strerror(errno));
   if (r == 0) {
     set_state(run, i, CAIRN_PULL_STORING);
-    cairn_pinset *wps = cairn_pinset_new(run->purpose, true);
     cairn_id got;
-    r = wps ? cairn_layer_ingest(wst, fd, diff_id, wps, got) : -ENOMEM;
+    /* No pin set: the main thread pinned this layer before it looked it up
+     * and keeps the pin until the image is committed. */
+    r = cairn_layer_ingest(wst, fd, diff_id, NULL, got);
     if (r == -EBADMSG)
       pull_fail(e, r, "layer %s (blob %s): %s", diff_id, d->digest, cairn_errmsg(wst));
     else if (r < 0)
-      pull_fail(e, r, "storing layer %s: %s", diff_id, wps ? cairn_errmsg(wst) : "out of memory");
-    /* Closes this set's locks only: its annotation rows are keyed by pid
-     * and target, the same rows as the main set's, which still pins these
-     * layers and drops the rows after the commit. */
-    if (wps) cairn_pinset_release(NULL, wps);
+      pull_fail(e, r, "storing layer %s: %s", diff_id, cairn_errmsg(wst));
   }
   close(fd);
   if (r == 0) set_state(run, i, CAIRN_PULL_DONE);

@@ -237,6 +237,27 @@ Test(import, expected_diff_id_is_checked_and_given_one_is_accepted) {
   free(plain);
 }
 
+Test(import, no_pin_set_needs_a_known_diff_id) {
+  void *plain;
+  size_t len;
+  tu_tar(small_layer, TU_N(small_layer), TU_PLAIN, &plain, &len);
+  char right[65];
+  tu_sha256_hex(plain, len, right);
+  cairn_id id;
+  int fd = tu_memfd(plain, len);
+  cr_expect_eq(cairn_layer_ingest(T.st, fd, NULL, NULL, id), -EINVAL, "unpinned, unknown layer");
+  cr_expect_eq(tu_layers_count(T.st), 0);
+  cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
+  /* the caller pinned it already: a pull's download thread */
+  cairn_pinset *ps = cairn_pinset_new("caller", true);
+  cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_LAYER, right), 0);
+  cr_expect_eq(cairn_layer_ingest(T.st, fd, right, NULL, id), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_str_eq(id, right);
+  cairn_pinset_release(T.st, ps);
+  close(fd);
+  free(plain);
+}
+
 Test(import, same_layer_twice_is_stored_once) {
   static const tu_entry other[] = {{.path = "other", .content = "other layer"}};
   tu_layer a[] = {{small_layer, TU_N(small_layer)}};
