@@ -144,12 +144,7 @@ int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->xxh));
   char key[33];
-  static const char hex[] = "0123456789abcdef";
-  for (int i = 0; i < 16; i++) {
-    key[2 * i] = hex[c.digest[i] >> 4];
-    key[2 * i + 1] = hex[c.digest[i] & 15];
-  }
-  key[32] = '\0';
+  hex_encode(c.digest, sizeof(c.digest), key);
   unsigned char d[32];
   EVP_DigestFinal_ex(w->sha, d, NULL);
   sha256_hex(d, sha256_hex_out);

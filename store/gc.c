@@ -208,7 +208,7 @@ static const char *blob_verify(cairn_store *st, const char *name, uint64_t size)
   if (n < 0) return "unreadable";
   if (got != size) return "wrong size";
   char key[33];
-  for (int i = 0; i < 16; i++) snprintf(key + 2 * i, 3, "%02x", c.digest[i]);
+  hex_encode(c.digest, sizeof(c.digest), key);
   return strncmp(name, key, 32) == 0 ? NULL : "content does not match its name";
 }
 

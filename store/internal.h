@@ -92,6 +92,8 @@ int layer_delete_rows(cairn_store *st, const char *diff_id);
 
 /* Small helpers (util.c). */
 bool is_hex_id(const char *s, size_t len);
+/* Lowercase hex of n bytes into out (2n + 1 bytes). */
+void hex_encode(const unsigned char *bytes, size_t n, char *out);
 void sha256_hex(const unsigned char digest[32], char out[65]);
 int64_t now_seconds(void);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "cairn.h"
+#include "internal.h"
 
 #define PULL_DIGEST_LEN (7 + CAIRN_ID_LEN) /* "sha256:" + hex */
 #define PULL_MANIFEST_MAX (4u << 20)       /* manifests, indexes, configs */

@@ -14,11 +14,7 @@
 #include "pull.h"
 
 bool pull_digest_valid(const char *digest) {
-  if (!digest || strncmp(digest, "sha256:", 7) != 0 || strlen(digest) != PULL_DIGEST_LEN)
-    return false;
-  for (const char *p = digest + 7; *p; p++)
-    if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return false;
-  return true;
+  return digest && strncmp(digest, "sha256:", 7) == 0 && is_hex_id(digest + 7, CAIRN_ID_LEN);
 }
 
 int pull_desc_parse(json_t *obj, pull_desc *d, pull_err *e) {
@@ -43,13 +39,8 @@ void pull_desc_clear(pull_desc *d) {
 }
 
 static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1]) {
-  static const char hex[] = "0123456789abcdef";
   memcpy(out, "sha256:", 7);
-  for (int i = 0; i < 32; i++) {
-    out[7 + 2 * i] = hex[md[i] >> 4];
-    out[8 + 2 * i] = hex[md[i] & 15];
-  }
-  out[PULL_DIGEST_LEN] = '\0';
+  sha256_hex(md, out + 7);
 }
 
 void pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]) {

@@ -14,14 +14,16 @@ bool is_hex_id(const char *s, size_t len) {
   return true;
 }
 
-void sha256_hex(const unsigned char digest[32], char out[65]) {
+void hex_encode(const unsigned char *bytes, size_t n, char *out) {
   static const char hex[] = "0123456789abcdef";
-  for (int i = 0; i < 32; i++) {
-    out[2 * i] = hex[digest[i] >> 4];
-    out[2 * i + 1] = hex[digest[i] & 15];
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = hex[bytes[i] >> 4];
+    out[2 * i + 1] = hex[bytes[i] & 15];
   }
-  out[64] = '\0';
+  out[2 * n] = '\0';
 }
+
+void sha256_hex(const unsigned char digest[32], char out[65]) { hex_encode(digest, 32, out); }
 
 int64_t now_seconds(void) { return (int64_t)time(NULL); }
 
