@@ -132,19 +132,15 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
   closedir(d);
 }
 
-int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {
-  _cleanup_close_ int lock = store_lock(st, mode);
-  if (lock < 0 && lock != -EBUSY) return lock;
-  if (!dry_run) {
-    mount_clean_stale(st);
-    pin_clean_stale(st);
-  }
+/* Unreferenced, unpinned layers; with the store lock (have_lock) also blob
+ * rows nothing references, and their files once the rows are gone. */
+static int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r) {
   struct held *held = NULL;
   size_t n_held = 0;
   _cleanup_json_ json_t *blobs = json_array();
   int rc = db_begin(st);
   if (rc == 0) rc = sweep_layers(st, dry_run, r, &held, &n_held);
-  if (rc == 0 && lock >= 0) rc = blob_rows_unreferenced(st, dry_run, blobs, r);
+  if (rc == 0 && have_lock) rc = blob_rows_unreferenced(st, dry_run, blobs, r);
   if (rc == 0 && !dry_run)
     rc = db_commit(st);
   else
@@ -156,17 +152,32 @@ int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_
       pin_unlock(held[i].fd);
   }
   free(held);
-  if (rc < 0) return rc;
-  if (lock < 0) return 0; /* an import is running: blobs wait for the next sweep */
-  if (!dry_run && (rc = blob_files_remove(st, blobs)) < 0) return rc;
-  if ((rc = blob_orphans_sweep(st, dry_run, r)) < 0) return rc;
-  sweep_pin_files(st, dry_run, r);
-  sweep_tmp(st, dry_run);
-  return 0;
+  if (rc < 0 || dry_run || !have_lock) return rc;
+  return blob_files_remove(st, blobs);
+}
+
+int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {
+  _cleanup_close_ int lock = store_lock(st, mode);
+  if (lock < 0 && lock != -EBUSY) return lock;
+  return sweep_unused(st, dry_run, lock >= 0, r);
 }
 
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
-  int rc = store_sweep(st, dry_run, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE, r);
+  _cleanup_close_ int lock =
+      store_lock(st, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE);
+  if (lock < 0 && lock != -EBUSY) return lock;
+  if (!dry_run) {
+    mount_clean_stale(st);
+    pin_clean_stale(st);
+  }
+  int rc = sweep_unused(st, dry_run, lock >= 0, r);
+  /* The whole-store scans: files no row names, pin files of gone targets,
+   * old temporary files. Only gc does them, not every rm. */
+  if (rc == 0 && lock >= 0) rc = blob_orphans_sweep(st, dry_run, r);
+  if (rc == 0 && lock >= 0) {
+    sweep_pin_files(st, dry_run, r);
+    sweep_tmp(st, dry_run);
+  }
   if (rc == 0)
     report_line(r, "%s %llu layers, %llu blobs, %llu bytes", dry_run ? "would free" : "freed",
                 (unsigned long long)r->layers, (unsigned long long)r->blobs,
