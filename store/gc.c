@@ -156,9 +156,16 @@ static int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_rep
   return blob_files_remove(st, blobs);
 }
 
+/* Stale pin annotations and mount records go whenever anything is swept. */
+static void clean_stale_records(cairn_store *st) {
+  mount_clean_stale(st);
+  pin_clean_stale(st);
+}
+
 int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {
   _cleanup_close_ int lock = store_lock(st, mode);
   if (lock < 0 && lock != -EBUSY) return lock;
+  if (!dry_run) clean_stale_records(st);
   return sweep_unused(st, dry_run, lock >= 0, r);
 }
 
@@ -166,10 +173,7 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   _cleanup_close_ int lock =
       store_lock(st, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE);
   if (lock < 0 && lock != -EBUSY) return lock;
-  if (!dry_run) {
-    mount_clean_stale(st);
-    pin_clean_stale(st);
-  }
+  if (!dry_run) clean_stale_records(st);
   int rc = sweep_unused(st, dry_run, lock >= 0, r);
   /* The whole-store scans: files no row names, pin files of gone targets,
    * old temporary files. Only gc does them, not every rm. */
@@ -277,8 +281,7 @@ static void fsck_database(cairn_store *st, cairn_report *r) {
  * layers that no image uses are kept: a re-run of a killed pull reuses
  * them; gc removes them. */
 static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
-  mount_clean_stale(st);
-  pin_clean_stale(st);
+  clean_stale_records(st);
   _cleanup_close_ int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
   if (lock == -EBUSY) {
     report_line(r, "an import is running: its blobs were not examined");

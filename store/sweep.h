@@ -9,7 +9,8 @@
 
 /* Removes unreferenced, unpinned layers and, when the store lock is had in
  * `mode` (EXCLUSIVE waits for running imports, EXCLUSIVE_NB skips blobs if
- * one runs), the blob rows and files nothing references any more. It does
+ * one runs), the blob rows and files nothing references any more; stale
+ * pin annotations and mount records go too (unless dry_run). It does
  * not scan the whole blob tree for files without rows: gc and fsck do.
  * dry_run changes nothing and reports what would go. */
 int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r);
