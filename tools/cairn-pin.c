@@ -105,8 +105,9 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 't' || (seconds = cli_parse_seconds(optarg)) < 0)
-      return cli_usage(USAGE, "wait: bad option");
+    if (o != 't') return cli_bad_option(USAGE, argv);
+    if ((seconds = cli_parse_seconds(optarg)) < 0)
+      return cli_usage(USAGE, "wait: --timeout %s: not a number of seconds", optarg);
   }
   if (argc - optind != 1) return cli_usage(USAGE, "wait: needs one image");
   cairn_store *st = cli_store(c);
@@ -127,6 +128,7 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
 
 int main(int argc, char **argv) {
   struct cli c = {0};
+  opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)
     return cli_usage(USAGE, "--store needs a directory");
   int code;

@@ -4,6 +4,7 @@
  */
 #include "commands.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   struct cli c = {0};
+  opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)
     return cli_usage("cairn [--store DIR] COMMAND [ARGS]", "--store needs a directory");
   if (argc < 2) {

@@ -134,13 +134,17 @@ double cli_parse_seconds(const char *s) {
   return errno || end == s || *end || v < 0 ? -1 : v;
 }
 
+int cli_bad_option(const char *usage, char **argv) {
+  return cli_usage(usage, "%s: %s: unknown option or missing value", argv[0], argv[optind - 1]);
+}
+
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
   int o;
   *json = false;
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 'j') return cli_usage(usage, "%s: unknown option", argv[0]);
+    if (o != 'j') return cli_bad_option(usage, argv);
     *json = true;
   }
   if (argc - optind > max_operands) return cli_usage(usage, "%s: too many arguments", argv[0]);

@@ -31,6 +31,10 @@ int cli_fail(struct cli *c, int err, const char *what);
 /* Prints "PROG: MESSAGE" and a usage line; returns 2. */
 int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The usage error for the option getopt just refused (argv[optind - 1]).
+ * The mains set opterr = 0, so this is the only line said about it. */
+int cli_bad_option(const char *usage, char **argv);
+
 /* Parses the flags of a listing (only --json) from argv[0] on, leaving
  * optind at the first operand; at most max_operands may follow. Returns 0,
  * or the exit code of a usage error it printed. */

@@ -20,7 +20,7 @@ static int one_flag(int argc, char **argv, const char *flag, const char *usage, 
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 'f') return cli_usage(usage, "%s: unknown option", argv[0]);
+    if (o != 'f') return cli_bad_option(usage, argv);
     *set = true;
   }
   if (optind != argc) return cli_usage(usage, "%s: takes no arguments", argv[0]);

@@ -19,7 +19,7 @@ int cmd_import(struct cli *c, int argc, char **argv) {
     if (o == 'q')
       quiet = true;
     else
-      return cli_usage(USAGE, "import: unknown option");
+      return cli_bad_option(USAGE, argv);
   }
   if (argc - optind < 2) return cli_usage(USAGE, "import: needs a name and at least one layer");
   char name[512];

@@ -33,7 +33,7 @@
 #define UMOUNT_USAGE "cairn umount DIR"
 #define MOUNTS_USAGE "cairn mounts [--json]"
 
-/* Bounds of the waits below, in 10 ms steps. */
+/* Bounds of the waits below, in steps of WAIT_STEP_US (1 ms). */
 #define WAIT_STEP_US 1000
 #define ANSWER_STEPS 10000 /* 10 s for a new mount to show up */
 #define EXIT_STEPS 10000   /* 10 s for a daemon to exit after its unmount */
@@ -245,13 +245,9 @@ int cmd_umount(struct cli *c, int argc, char **argv) {
 }
 
 int cmd_mounts(struct cli *c, int argc, char **argv) {
-  bool json = false;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--json") == 0)
-      json = true;
-    else
-      return cli_usage(MOUNTS_USAGE, "unknown argument %s", argv[i]);
-  }
+  bool json;
+  int code = cli_listing_flags(argc, argv, MOUNTS_USAGE, 0, &json);
+  if (code) return code;
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   json_t *rows = cairn_mounts_json(st);

@@ -139,7 +139,6 @@ int cmd_pull(struct cli *c, int argc, char **argv) {
   cairn_pull_opts po = {.progress = on_progress, .log = on_log, .arg = &view};
   int o;
   optind = 1;
-  opterr = 0;
   while ((o = getopt_long(argc, argv, "qj:", opts, NULL)) != -1) {
     switch (o) {
     case 'p': po.platform = optarg; break;
@@ -159,7 +158,7 @@ int cmd_pull(struct cli *c, int argc, char **argv) {
       break;
     case 'q': view.quiet = true; break;
     case 'h': printf("usage: %s\n", PULL_USAGE); return 0;
-    default: return cli_usage(PULL_USAGE, "%s: unknown option", argv[optind - 1]);
+    default: return cli_bad_option(PULL_USAGE, argv);
     }
   }
   if (argc - optind < 1 || argc - optind > 2)

@@ -43,7 +43,7 @@ int cmd_rm(struct cli *c, int argc, char **argv) {
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 'w') return cli_usage(USAGE, "rm: unknown option");
+    if (o != 'w') return cli_bad_option(USAGE, argv);
     wait = true;
     if (optarg && (seconds = cli_parse_seconds(optarg)) < 0)
       return cli_usage(USAGE, "rm: --wait=%s: not a number of seconds", optarg);
