@@ -75,6 +75,14 @@ int pin_clean_stale(cairn_store *st);
 int mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
 int mount_clean_stale(cairn_store *st);
 
+/* A test seam: unit tests set it to run a competing operation at a named
+ * point of a race window (rm between counting names and deleting, pin
+ * listings between their reads); NULL otherwise. */
+extern void (*store_test_hook)(cairn_store *st, const char *point);
+static inline void store_test_point(cairn_store *st, const char *point) {
+  if (store_test_hook) store_test_hook(st, point);
+}
+
 /* Process facts (proc.c). */
 uint64_t proc_start_time(pid_t pid); /* 0 if no such process */
 char *proc_command(pid_t pid);       /* comm, or "?"; caller frees */

@@ -2,11 +2,18 @@
  * rm.c — removing names and images.
  *
  * By name: the name goes; with the image's last name the image goes too.
- * By id: the image and all its names. An image goes only while this
- * process holds the exclusive lock on its pin file and no live mount is
- * recorded for it; otherwise -EBUSY names every holder. The layers it
- * leaves unused are then swept (store_sweep): a layer that a pull in
- * progress pins stays for that pull.
+ * The names are counted and deleted in one BEGIN IMMEDIATE transaction,
+ * which also checks that the name still names the image it named when it
+ * was looked up: an import adding a name, or an rm of another name, runs
+ * wholly before or wholly after it, so an image never loses a name it just
+ * got nor stays with none. By id: the image and all its names.
+ *
+ * An image goes only while this process holds the exclusive lock on its
+ * pin file and no live mount is recorded for it; otherwise -EBUSY names
+ * every holder (a name that is not the last goes even then). The pin lock
+ * is taken before the transaction begins, as pinners lock before they
+ * write their annotation. The layers it leaves unused are then swept
+ * (store_sweep): a layer that a pull in progress pins stays for that pull.
  */
 #include "internal.h"
 #include "sweep.h"
@@ -26,75 +33,123 @@ int layer_delete_rows(cairn_store *st, const char *diff_id) {
   return 0;
 }
 
-/* Deletes one name; 1 if it was the image's last (nothing deleted then). */
-static int name_remove_unless_last(cairn_store *st, const char *name, const char *id) {
+/* A name that keeps naming other images, or keeps becoming the last one
+ * after it was counted, is given up after this many attempts. */
+#define RM_ATTEMPTS 100
+
+static int names_count(cairn_store *st, const char *id) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q, "SELECT count(*) FROM names WHERE image_id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-  if (sqlite3_step(q) != SQLITE_ROW) return store_fail_db(st, "names");
-  int count = sqlite3_column_int(q, 0);
-  sqlite3_reset(q); /* ends the read: a write on a stale snapshot is SQLITE_BUSY at once */
-  if (count <= 1) return 1;
+  return sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : store_fail_db(st, "names");
+}
+
+static int name_delete(cairn_store *st, const char *name) {
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  if ((r = db_prepare(st, &d, "DELETE FROM names WHERE name = ?")) < 0) return r;
+  int r = db_prepare(st, &d, "DELETE FROM names WHERE name = ?");
+  if (r < 0) return r;
   sqlite3_bind_text(d, 1, name, -1, SQLITE_STATIC);
   return sqlite3_step(d) == SQLITE_DONE ? 0 : store_fail_db(st, "name delete");
 }
 
-static int image_remove(cairn_store *st, const char *id) {
-  int fd = pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
+/* Within a transaction: deletes the image row (its names and layer list
+ * go with it), if fd is its pin file's exclusive lock (not -EBUSY) and no
+ * live mount is recorded for it. */
+static int image_delete_row(cairn_store *st, const char *id, int fd) {
   if (fd == -EBUSY) {
     _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
     return store_fail(st, -EBUSY, "image %.12s is pinned by %s", id,
                       who && *who ? who : "another process");
   }
-  if (fd < 0) return fd;
   _cleanup_free_ char *mounts = NULL;
   int live = mount_live_for_image(st, id, &mounts);
-  if (live != 0) {
-    pin_unlock(fd);
+  if (live != 0)
     return live < 0 ? live : store_fail(st, -EBUSY, "image %.12s is in use by %s", id, mounts);
-  }
-  int r = db_begin(st);
-  if (r < 0) {
-    pin_unlock(fd);
-    return r;
-  }
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  if ((r = db_prepare(st, &d, "DELETE FROM images WHERE id = ?")) == 0) {
-    sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
-    if (sqlite3_step(d) != SQLITE_DONE)
-      r = store_fail_db(st, "image delete");
-    else if (sqlite3_changes(st->db) == 0)
-      r = store_fail(st, -ENOENT, "no such image");
-  }
-  if (r == 0)
-    r = db_commit(st);
-  else
-    db_rollback(st);
-  if (r < 0) {
-    pin_unlock(fd);
-    return r;
-  }
+  int r = db_prepare(st, &d, "DELETE FROM images WHERE id = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
+  if (sqlite3_step(d) != SQLITE_DONE) return store_fail_db(st, "image delete");
+  return sqlite3_changes(st->db) ? 0 : store_fail(st, -ENOENT, "no such image");
+}
+
+/* Commits the open transaction if r is 0, else rolls it back. */
+static int tx_end(cairn_store *st, int r) {
+  if (r == 0) return db_commit(st);
+  db_rollback(st);
+  return r;
+}
+
+/* After the commit that deleted image id: its pin file goes, then what it
+ * left unused. */
+static int image_removed(cairn_store *st, const char *id, int fd) {
   pin_delete_unlock(st, CAIRN_PIN_IMAGE, id, fd);
   cairn_report rep = {0};
-  r = store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &rep);
+  int r = store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &rep);
   cairn_report_free(&rep);
   return r;
 }
 
-int cairn_rm(cairn_store *st, const char *ref) {
-  char name[512];
-  cairn_id id;
-  int r;
-  /* the lookup's statement is finished before anything is written: a
-   * write on a read snapshot still open is SQLITE_BUSY at once */
-  if ((r = image_name_lookup(st, ref, name, sizeof(name), id)) < 0) return r;
-  if (r == 1) {
-    r = name_remove_unless_last(st, name, id);
-    return r == 1 ? image_remove(st, id) : r;
+static int image_remove(cairn_store *st, const char *id) {
+  int fd = pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
+  if (fd < 0 && fd != -EBUSY) return fd;
+  int r = db_begin(st);
+  if (r == 0) r = tx_end(st, image_delete_row(st, id, fd));
+  if (r < 0) {
+    pin_unlock(fd);
+    return r;
   }
+  return image_removed(st, id, fd);
+}
+
+/* Within a transaction: removes name, which named id when the caller
+ * counted; only the name if other names remain, else the image (*image_gone
+ * set), for which the caller tried the pin lock (locked) and got fd.
+ * -EAGAIN: start again (the name moved, or became the last one unlocked). */
+static int name_remove_tx(cairn_store *st, const char *name, const char *id, bool locked, int fd,
+                          bool *image_gone) {
+  char norm[512];
+  cairn_id now;
+  int r = image_name_lookup(st, name, norm, sizeof(norm), now);
+  if (r <= 0) return r < 0 ? r : store_fail(st, -ENOENT, "no such image");
+  if (strcmp(now, id) != 0) return -EAGAIN;
+  int count = names_count(st, id);
+  if (count < 0) return count;
+  if (count > 1) return name_delete(st, name);
+  if (!locked) return -EAGAIN;
+  *image_gone = true;
+  return image_delete_row(st, id, fd);
+}
+
+/* 1 if ref is not an image name (so maybe an id), else rm by name. */
+static int name_remove(cairn_store *st, const char *ref) {
+  for (int attempt = 0; attempt < RM_ATTEMPTS; attempt++) {
+    char name[512];
+    cairn_id id;
+    int r = image_name_lookup(st, ref, name, sizeof(name), id);
+    if (r <= 0) return r < 0 ? r : 1;
+    int count = names_count(st, id);
+    if (count < 0) return count;
+    /* the last name takes the image with it: lock the pin first */
+    bool last = count <= 1;
+    int fd = last ? pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id) : -1;
+    if (last && fd < 0 && fd != -EBUSY) return fd;
+    store_test_point(st, "rm: names counted");
+    bool image_gone = false;
+    if ((r = db_begin(st)) == 0)
+      r = tx_end(st, name_remove_tx(st, name, id, last, fd, &image_gone));
+    if (r == 0 && image_gone) return image_removed(st, id, fd);
+    pin_unlock(fd);
+    if (r != -EAGAIN) return r;
+  }
+  return store_fail(st, -EAGAIN, "%s: its image keeps changing; try again", ref);
+}
+
+int cairn_rm(cairn_store *st, const char *ref) {
+  int r = name_remove(st, ref);
+  if (r != 1) return r;
+  cairn_id id;
   if ((r = cairn_image_resolve(st, ref, id)) < 0) return r;
   return image_remove(st, id);
 }

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+void (*store_test_hook)(cairn_store *st, const char *point);
+
 bool is_hex_id(const char *s, size_t len) {
   if (strlen(s) != len) return false;
   for (size_t i = 0; i < len; i++)

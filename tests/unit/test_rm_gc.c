@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "internal.h" /* store_test_hook */
 #include "testutil.h"
 
 static tu_store T;
@@ -194,6 +195,71 @@ Test(rm_gc, layer_pinned_by_a_pull_survives_rm_until_gc) {
   cr_expect_eq(cairn_layer_exists(T.st, la[0]), 0);
   cr_expect_eq(tu_blob_count(T.dir), 0);
   cairn_report_free(&rep);
+}
+
+/* ---- rm racing another writer -------------------------------------------- */
+
+/* Runs the competing operation, once, when rm reaches its window between
+ * counting the image's names and deleting, through a second store handle
+ * (its own SQLite connection and pin locks, as another process has). */
+static struct {
+  int (*fn)(cairn_store *st);
+  bool fired;
+  int r;
+} race;
+
+static void race_hook(cairn_store *st, const char *point) {
+  (void)st;
+  if (race.fired || strcmp(point, "rm: names counted") != 0) return;
+  race.fired = true;
+  cairn_store *other = tu_store_open(T.dir);
+  race.r = race.fn(other);
+  cairn_store_close(other);
+}
+
+static void race_rm(const char *ref, int (*competitor)(cairn_store *st)) {
+  race.fn = competitor;
+  race.fired = false;
+  store_test_hook = race_hook;
+  int r = cairn_rm(T.st, ref);
+  store_test_hook = NULL;
+  cr_assert(race.fired, "rm never reached its window");
+  cr_assert_eq(r, 0, "rm %s: %d %s", ref, r, cairn_errmsg(T.st));
+  cr_assert_eq(race.r, 0, "the competing operation failed: %d", race.r);
+}
+
+static int import_app_2(cairn_store *st) {
+  cairn_id id;
+  tu_layer layers[] = {{l1, TU_N(l1)}, {l2, TU_N(l2)}};
+  tu_store other = {.root = T.root, .dir = T.dir, .st = st};
+  return tu_import(&other, "app:2", layers, 2, id);
+}
+
+Test(rm_gc, rm_of_the_last_name_racing_an_import_of_another_keeps_the_image) {
+  cairn_id a;
+  import("app:1", l2, TU_N(l2), a);
+  long blobs = tu_blob_count(T.dir);
+  race_rm("app:1", import_app_2);
+  cr_expect(!resolves("app:1"));
+  cr_expect(resolves("app:2"), "the import reported success, but its name is gone");
+  cr_expect(resolves(a), "the image went under the name an import just gave it");
+  cr_expect_eq(tu_images_count(T.st), 1);
+  cr_expect_eq(tu_layers_count(T.st), 2);
+  cr_expect_eq(tu_blob_count(T.dir), blobs);
+}
+
+static int rm_app_2(cairn_store *st) { return cairn_rm(st, "app:2"); }
+
+Test(rm_gc, rm_of_two_names_racing_leaves_no_image_without_names) {
+  cairn_id a;
+  import("app:1", l2, TU_N(l2), a);
+  import("app:2", l2, TU_N(l2), a);
+  race_rm("app:1", rm_app_2);
+  cr_expect(!resolves("app:1") && !resolves("app:2"));
+  cr_expect(!resolves(a), "the image outlived both its names");
+  cr_expect_eq(tu_images_count(T.st), 0);
+  cr_expect_eq(tu_layers_count(T.st), 0);
+  cr_expect_eq(tu_blob_count(T.dir), 0);
 }
 
 /* ---- gc ------------------------------------------------------------------- */
