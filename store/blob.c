@@ -108,20 +108,24 @@ static int file_sha256(int fd, char out[65], uint64_t *size) {
 
 /* 1 if the committed row or the file at name holds exactly this content,
  * 0 if the name is free (the file was linked), 2 if the name holds other
- * content, negative on error. */
+ * content, negative on error. A committed row whose file is missing (fsck
+ * --repair quarantined it, its image being pinned) gets this content, the
+ * same, linked under its name: that heals it. */
 static int blob_place(blob_writer *w, const char *name, const char *sha) {
   cairn_store *st = w->st;
+  char rel[128], sub[3] = {name[0], name[1], 0}, proc[64];
+  blob_name_path(name, rel, sizeof(rel));
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q, "SELECT size, sha256 FROM blobs WHERE name = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-  if (sqlite3_step(q) == SQLITE_ROW)
-    return (uint64_t)sqlite3_column_int64(q, 0) == w->size &&
-                   strcmp((const char *)sqlite3_column_text(q, 1), sha) == 0
-               ? 1
-               : 2;
-  char rel[128], sub[3] = {name[0], name[1], 0}, proc[64];
-  blob_name_path(name, rel, sizeof(rel));
+  if (sqlite3_step(q) == SQLITE_ROW) {
+    if ((uint64_t)sqlite3_column_int64(q, 0) != w->size ||
+        strcmp((const char *)sqlite3_column_text(q, 1), sha) != 0)
+      return 2;
+    struct stat sb;
+    if (fstatat(st->blobs_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) return 1;
+  }
   if (mkdirat(st->blobs_fd, sub, 0700) < 0 && errno != EEXIST)
     return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub, strerror(errno));
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);

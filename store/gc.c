@@ -36,25 +36,68 @@ static void report_line(cairn_report *r, const char *fmt, ...) {
   json_array_append_new(r->lines, json_string(buf));
 }
 
+/* Exclusive pin locks on targets whose rows a transaction deletes, held
+ * until it ends. */
 struct held {
+  enum cairn_pin_kind kind;
   char id[CAIRN_ID_LEN + 1];
   int fd;
 };
 
-/* Locks and deletes the rows of unreferenced layers; their locks are kept
- * in *held until the transaction ends. */
-static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct held **held,
-                        size_t *n_held) {
+struct held_set {
+  struct held *v;
+  size_t n, cap;
+};
+
+/* Adds a lock to the set (or, failing that, drops it). */
+static int held_add(struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd) {
+  if (h->n == h->cap) {
+    size_t cap = h->cap ? 2 * h->cap : 8;
+    struct held *v = realloc(h->v, cap * sizeof(*v));
+    if (!v) {
+      pin_unlock(fd);
+      return -ENOMEM;
+    }
+    h->v = v;
+    h->cap = cap;
+  }
+  h->v[h->n] = (struct held){.kind = kind, .fd = fd};
+  snprintf(h->v[h->n].id, sizeof(h->v[0].id), "%s", id);
+  h->n++;
+  return 0;
+}
+
+static bool held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id) {
+  for (size_t i = 0; i < h->n; i++)
+    if (h->v[i].kind == kind && strcmp(h->v[i].id, id) == 0) return true;
+  return false;
+}
+
+/* Once the transaction ended: if it deleted the targets (committed), their
+ * pin files go; otherwise the locks are only dropped. */
+static void held_release(cairn_store *st, struct held_set *h, bool deleted) {
+  for (size_t i = 0; i < h->n; i++) {
+    if (deleted)
+      pin_delete_unlock(st, h->v[i].kind, h->v[i].id, h->v[i].fd);
+    else
+      pin_unlock(h->v[i].fd);
+  }
+  free(h->v);
+  *h = (struct held_set){0};
+}
+
+/* Locks and deletes the rows of unreferenced layers; their locks go to
+ * held. */
+static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct held_set *held) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int rc = db_prepare(st, &q,
                       "SELECT id, size FROM layers WHERE NOT EXISTS"
                       " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)");
   if (rc < 0) return rc;
-  json_t *ids = json_array();
+  _cleanup_json_ json_t *ids = json_array();
   while (sqlite3_step(q) == SQLITE_ROW)
     json_array_append_new(ids, json_pack("{s:s,s:I}", "id", (const char *)sqlite3_column_text(q, 0),
                                          "size", (json_int_t)sqlite3_column_int64(q, 1)));
-  *held = calloc(json_array_size(ids) + 1, sizeof(**held));
   size_t i;
   json_t *row;
   json_array_foreach(ids, i, row) {
@@ -65,18 +108,13 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
       report_line(r, "kept layer sha256:%s: pinned by %s", id, who && *who ? who : "a process");
       continue;
     }
-    if (fd < 0 || (rc = layer_delete_rows(st, id)) < 0) {
-      if (fd >= 0) pin_unlock(fd);
-      json_decref(ids);
-      return fd < 0 ? fd : rc;
-    }
-    snprintf((*held)[*n_held].id, sizeof((*held)[0].id), "%s", id);
-    (*held)[(*n_held)++].fd = fd;
+    if (fd < 0) return fd;
+    if ((rc = held_add(held, CAIRN_PIN_LAYER, id, fd)) < 0 || (rc = layer_delete_rows(st, id)) < 0)
+      return rc;
     r->layers++;
     report_line(r, "%s layer sha256:%s (%lld bytes)", dry_run ? "would remove" : "removed", id,
                 (long long)json_integer_value(json_object_get(row, "size")));
   }
-  json_decref(ids);
   return 0;
 }
 
@@ -135,23 +173,16 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
 /* Unreferenced, unpinned layers; with the store lock (have_lock) also blob
  * rows nothing references, and their files once the rows are gone. */
 static int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r) {
-  struct held *held = NULL;
-  size_t n_held = 0;
+  struct held_set held = {0};
   _cleanup_json_ json_t *blobs = json_array();
   int rc = db_begin(st);
-  if (rc == 0) rc = sweep_layers(st, dry_run, r, &held, &n_held);
+  if (rc == 0) rc = sweep_layers(st, dry_run, r, &held);
   if (rc == 0 && have_lock) rc = blob_rows_unreferenced(st, dry_run, blobs, r);
   if (rc == 0 && !dry_run)
     rc = db_commit(st);
   else
     db_rollback(st);
-  for (size_t i = 0; i < n_held; i++) {
-    if (rc == 0 && !dry_run)
-      pin_delete_unlock(st, CAIRN_PIN_LAYER, held[i].id, held[i].fd);
-    else
-      pin_unlock(held[i].fd);
-  }
-  free(held);
+  held_release(st, &held, rc == 0 && !dry_run);
   if (rc < 0 || dry_run || !have_lock) return rc;
   return blob_files_remove(st, blobs);
 }
@@ -227,28 +258,128 @@ static const char *blob_verify(cairn_store *st, const char *name, uint64_t size)
   return strncmp(name, key, 32) == 0 ? NULL : "content does not match its name";
 }
 
-/* Removes the images and layers that use a broken blob, then its row. */
-static int repair_blob(cairn_store *st, const char *name, cairn_report *r) {
-  int rc = db_begin(st);
-  if (rc < 0) return rc;
-  static const char *const sql[] = {
-      "DELETE FROM images WHERE id IN (SELECT image_id FROM image_layers WHERE layer_id IN"
-      " (SELECT DISTINCT layer_id FROM entries WHERE blob = ?1))",
-      "DELETE FROM layers WHERE id IN (SELECT DISTINCT layer_id FROM entries WHERE blob = ?1)",
-      "DELETE FROM blobs WHERE name = ?1",
-  };
-  for (size_t i = 0; i < 3 && rc == 0; i++) {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((rc = db_prepare(st, &s, sql[i])) < 0) break;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) rc = store_fail_db(st, "repair");
+/* Locks exclusively every target that sql (?1: a blob's name) selects and
+ * held lacks, adding it to held. -EBUSY, with *why naming the holders, if
+ * one is pinned or (an image) has a live mount. */
+static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sql, const char *blob,
+                       struct held_set *held, char **why) {
+  _cleanup_json_ json_t *ids = json_array();
+  {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    int rc = db_prepare(st, &q, sql);
+    if (rc < 0) return rc;
+    sqlite3_bind_text(q, 1, blob, -1, SQLITE_STATIC);
+    while (sqlite3_step(q) == SQLITE_ROW)
+      json_array_append_new(ids, json_string((const char *)sqlite3_column_text(q, 0)));
   }
-  if (rc == 0)
-    rc = db_commit(st);
-  else
-    db_rollback(st);
-  if (rc == 0) report_line(r, "repaired: removed blob %s and the layers and images using it", name);
+  size_t i;
+  json_t *v;
+  json_array_foreach(ids, i, v) {
+    const char *id = json_string_value(v);
+    if (held_has(held, kind, id)) continue;
+    int fd = pin_lock_exclusive(st, kind, id);
+    if (fd == -EBUSY) {
+      _cleanup_free_ char *who = cairn_pin_holders(st, kind, id);
+      *why = xasprintf(kind == CAIRN_PIN_IMAGE ? "image %.12s: pinned by %s"
+                                               : "layer sha256:%s: pinned by %s",
+                       id, who && *who ? who : "another process");
+      return -EBUSY;
+    }
+    int rc = fd < 0 ? fd : held_add(held, kind, id, fd);
+    if (rc < 0) return rc;
+    if (kind != CAIRN_PIN_IMAGE) continue;
+    _cleanup_free_ char *mounts = NULL;
+    int live = mount_live_for_image(st, id, &mounts);
+    if (live < 0) return live;
+    if (live > 0) {
+      *why = xasprintf("image %.12s: in use by %s", id, mounts);
+      return -EBUSY;
+    }
+  }
+  return 0;
+}
+
+/* One transaction: the locked images, then the locked layers, then the
+ * blob's row. */
+static int repair_delete_rows(cairn_store *st, const char *blob, const struct held_set *held) {
+  int rc = db_begin(st);
+  for (size_t i = 0; i < held->n && rc == 0; i++)
+    if (held->v[i].kind == CAIRN_PIN_IMAGE) rc = image_delete_rows(st, held->v[i].id);
+  for (size_t i = 0; i < held->n && rc == 0; i++)
+    if (held->v[i].kind == CAIRN_PIN_LAYER) rc = layer_delete_rows(st, held->v[i].id);
+  if (rc == 0) {
+    _cleanup_stmt_ sqlite3_stmt *d = NULL;
+    if ((rc = db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) == 0) {
+      sqlite3_bind_text(d, 1, blob, -1, SQLITE_STATIC);
+      if (sqlite3_step(d) != SQLITE_DONE) rc = store_fail_db(st, "repair");
+    }
+  }
+  if (rc == 0) return db_commit(st);
+  db_rollback(st);
   return rc;
+}
+
+/* Repairs one corrupt or missing blob. The layers whose entries use it and
+ * the images using those layers go, with the blob's row, in one
+ * transaction, if none of them is pinned or mounted; after the commit their
+ * pin files and the blob file go. Otherwise no row goes: the blob file is
+ * unlinked (quarantined), so that reads of it through a live mount fail
+ * with EIO while the rest of the image works, and its row stays for an
+ * import of the same content to heal (blob.c links the name again) or a
+ * later repair to remove; -EBUSY then, *why naming the holders. The caller
+ * holds the store lock exclusive: no import dedups against the blob. */
+static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char **why) {
+  static const char *const images_sql = "SELECT DISTINCT image_id FROM image_layers WHERE layer_id"
+                                        " IN (SELECT layer_id FROM entries WHERE blob = ?1)";
+  struct held_set held = {0};
+  /* Images first, so that a mounted image is named as the holder; then
+   * their layers; then images again: once its layers are locked no new
+   * image can use them (an image is committed under its layers' pins). */
+  int rc = repair_lock(st, CAIRN_PIN_IMAGE, images_sql, name, &held, why);
+  if (rc == 0)
+    rc = repair_lock(st, CAIRN_PIN_LAYER, "SELECT DISTINCT layer_id FROM entries WHERE blob = ?1",
+                     name, &held, why);
+  if (rc == 0) rc = repair_lock(st, CAIRN_PIN_IMAGE, images_sql, name, &held, why);
+  size_t images = 0;
+  for (size_t i = 0; i < held.n; i++) images += held.v[i].kind == CAIRN_PIN_IMAGE;
+  size_t layers = held.n - images;
+  if (rc == 0) rc = repair_delete_rows(st, name, &held);
+  held_release(st, &held, rc == 0);
+  if (rc < 0 && rc != -EBUSY) return rc;
+  _cleanup_json_ json_t *file = json_pack("[s]", name);
+  int unlinked = blob_files_remove(st, file);
+  if (rc == -EBUSY) {
+    report_line(r, "kept %s; blob %s quarantined (reads of it fail with EIO)", *why, name);
+    return unlinked < 0 ? unlinked : rc;
+  }
+  report_line(r, "repaired: removed blob %s and what used it (layers: %zu, images: %zu)", name,
+              layers, images);
+  return unlinked;
+}
+
+/* Repairs the corrupt blobs, holding the store lock exclusive throughout,
+ * then sweeps what the removed images left unused (layers no image uses go
+ * then, as after rm). -EBUSY, naming the holders, if a blob's users are
+ * pinned (the blob is quarantined then). */
+static int fsck_repair(cairn_store *st, json_t *bad, cairn_report *r) {
+  _cleanup_close_ int lock = store_lock(st, STORE_LOCK_EXCLUSIVE);
+  if (lock < 0) return lock;
+  _cleanup_free_ char *first_kept = NULL;
+  size_t kept = 0, i;
+  json_t *name;
+  json_array_foreach(bad, i, name) {
+    char *why = NULL;
+    int rc = repair_blob(st, json_string_value(name), r, &why);
+    if (rc == -EBUSY && kept++ == 0)
+      first_kept = why;
+    else
+      free(why);
+    if (rc < 0 && rc != -EBUSY) return rc;
+  }
+  int rc = kept < json_array_size(bad) ? sweep_unused(st, false, true, r) : 0;
+  if (rc < 0 || kept == 0) return rc;
+  return store_fail(st, -EBUSY, "%zu corrupt blob%s kept, quarantined: %s", kept,
+                    kept == 1 ? "" : "s", first_kept);
 }
 
 static void fsck_database(cairn_store *st, cairn_report *r) {
@@ -326,17 +457,11 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
     }
     report_line(r, "checked %llu blobs", (unsigned long long)checked);
   }
-  if (repair) {
-    size_t i;
-    json_t *name;
-    json_array_foreach(bad, i,
-                       name) if ((rc = repair_blob(st, json_string_value(name), r)) < 0) return rc;
-    cairn_report ignored = {0};
-    store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &ignored);
-    cairn_report_free(&ignored);
-    if (json_array_size(bad) > 0) return 0;
+  uint64_t problems = r->problems;
+  if (repair && json_array_size(bad) > 0) {
+    if ((rc = fsck_repair(st, bad, r)) < 0) return rc;
+    problems -= json_array_size(bad);
   }
-  return r->problems
-             ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)r->problems)
-             : 0;
+  return problems ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)problems)
+                  : 0;
 }

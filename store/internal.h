@@ -95,8 +95,10 @@ void import_discard_orphans(cairn_store *st);
  * image, 0 if not (or not a valid name), negative on error (image.c). */
 int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id);
 
-/* Layer deletion within an open transaction (rm.c). */
+/* Deletion within an open transaction (rm.c): a layer with its entries; an
+ * image with its names and layer list (no error if it is gone already). */
 int layer_delete_rows(cairn_store *st, const char *diff_id);
+int image_delete_rows(cairn_store *st, const char *id);
 
 /* Small helpers (util.c). */
 bool is_hex_id(const char *s, size_t len);

@@ -33,6 +33,14 @@ int layer_delete_rows(cairn_store *st, const char *diff_id) {
   return 0;
 }
 
+int image_delete_rows(cairn_store *st, const char *id) {
+  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  int r = db_prepare(st, &d, "DELETE FROM images WHERE id = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
+  return sqlite3_step(d) == SQLITE_DONE ? 0 : store_fail_db(st, "image delete");
+}
+
 /* A name that keeps naming other images, or keeps becoming the last one
  * after it was counted, is given up after this many attempts. */
 #define RM_ATTEMPTS 100
@@ -66,11 +74,8 @@ static int image_delete_row(cairn_store *st, const char *id, int fd) {
   int live = mount_live_for_image(st, id, &mounts);
   if (live != 0)
     return live < 0 ? live : store_fail(st, -EBUSY, "image %.12s is in use by %s", id, mounts);
-  _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  int r = db_prepare(st, &d, "DELETE FROM images WHERE id = ?");
+  int r = image_delete_rows(st, id);
   if (r < 0) return r;
-  sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
-  if (sqlite3_step(d) != SQLITE_DONE) return store_fail_db(st, "image delete");
   return sqlite3_changes(st->db) ? 0 : store_fail(st, -ENOENT, "no such image");
 }
 

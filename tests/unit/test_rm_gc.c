@@ -1,8 +1,11 @@
 /*
  * test_rm_gc.c — rm by name, last name, id and id prefix; what rm refuses
  * (ambiguous, unknown, pinned) and what it leaves (layers other images use,
- * layers a pull pins, until gc); gc and its dry run; fsck on a clean store,
- * on a corrupt or missing blob (and its repair), and on incomplete work.
+ * layers a pull pins, until gc); rm racing an import or another rm in the
+ * window between counting names and deleting; gc and its dry run; fsck on
+ * a clean store, on a corrupt or missing blob (and its repair, which
+ * quarantines a pinned image's blob and removes nothing), and on
+ * incomplete work.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -379,11 +382,83 @@ Test(rm_gc, fsck_finds_a_corrupt_blob_and_repair_removes_its_users) {
   cr_expect_eq(cairn_layer_exists(T.st, la[1]), 0);
   cr_expect(resolves("b"), "repair removed an image that does not use the blob");
   cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1);
+  cr_expect_eq(tu_blob_count(T.dir), 1, "only b's blob stays");
+  char *shell = blob_of(la[0], "bin/sh"), *data = tu_blob_read(T.st, shell, NULL);
+  cr_expect_str_eq(data, "shared shell");
+  free(data);
+  free(shell);
+  char pin[4096];
+  struct stat sb;
+  snprintf(pin, sizeof(pin), "%s/pins/image/%s", T.dir, a);
+  cr_expect_eq(stat(pin, &sb), -1, "the removed image's pin file stayed");
 
   cr_expect_eq(fsck(false, &rep), 0, "not clean after repair: %s", cairn_errmsg(T.st));
   cr_expect_eq(rep.problems, 0);
   cairn_report_free(&rep);
   free(bad);
+}
+
+static const tu_entry two_files[] = {{.path = "etc", .type = 'd'},
+                                     {.path = "etc/one", .content = "the first file"},
+                                     {.path = "etc/two", .content = "the second file"}};
+
+static bool report_has(const cairn_report *rep, const char *what) {
+  char *lines = json_dumps(rep->lines, 0);
+  bool has = lines && strstr(lines, what);
+  free(lines);
+  return has;
+}
+
+Test(rm_gc, repair_of_a_pinned_image_keeps_it_and_quarantines_the_blob) {
+  cairn_id a, la[2];
+  import("a", two_files, TU_N(two_files), a);
+  layer_ids(a, la, 2);
+  char *bad = blob_of(la[1], "etc/one"), *good = blob_of(la[1], "etc/two");
+  cairn_pinset *ps = cairn_pinset_new("mount /mnt/x", true);
+  cr_assert_eq(cairn_pin_image(T.st, ps, a), 0, "%s", cairn_errmsg(T.st));
+  corrupt(bad);
+
+  cairn_report rep;
+  cr_expect_eq(fsck(true, &rep), -EBUSY, "%s", cairn_errmsg(T.st));
+  char holder[64];
+  snprintf(holder, sizeof(holder), "pinned by pid %d ", (int)getpid());
+  cr_expect(strstr(cairn_errmsg(T.st), holder) && strstr(cairn_errmsg(T.st), "mount /mnt/x"),
+            "the error does not name the holder: %s", cairn_errmsg(T.st));
+  cr_expect(report_has(&rep, "quarantined"), "no quarantine reported");
+  cairn_report_free(&rep);
+  cr_expect(resolves("a"), "repair removed a pinned image");
+  cr_expect_eq(tu_layers_count(T.st), 2);
+  cr_expect_eq(cairn_blob_open(T.st, bad), -ENOENT, "the corrupt blob is still readable");
+  char *data = tu_blob_read(T.st, good, NULL);
+  cr_expect_str_eq(data, "the second file", "a healthy blob of the pinned layer went");
+  free(data);
+  cr_expect_eq(fsck(false, &rep), -EBADMSG, "fsck does not report the quarantined blob");
+  cr_expect(report_has(&rep, "missing"));
+  cairn_report_free(&rep);
+
+  /* the same content stored again heals the blob */
+  cairn_id again;
+  cr_assert_eq(tu_ingest(T.st, two_files, TU_N(two_files), TU_PLAIN, NULL, again), 0, "%s",
+               cairn_errmsg(T.st));
+  cr_assert_str_eq(again, la[1]);
+  data = tu_blob_read(T.st, bad, NULL);
+  cr_expect_str_eq(data, "the first file", "the import did not heal the blob");
+  free(data);
+  cr_expect_eq(fsck(false, &rep), 0, "not clean once healed: %s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+
+  /* once the pin is gone, a repair removes what uses the blob */
+  corrupt(bad);
+  cairn_pinset_release(T.st, ps);
+  cr_expect_eq(fsck(true, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+  cr_expect(!resolves("a"));
+  cr_expect_eq(tu_layers_count(T.st), 0);
+  cr_expect_eq(tu_blob_count(T.dir), 0);
+  cr_expect_eq(fsck(false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+  free(bad);
+  free(good);
 }
 
 Test(rm_gc, fsck_finds_a_missing_blob) {
