@@ -5,11 +5,15 @@
  *
  * Invariants
  * - The kernel lock is the truth. An annotation counts only while a lock by
- *   its pid exists on the pin file's inode (read from /proc/locks); the rest
- *   are stale, reported as such and deleted.
+ *   its pid exists on the pin file's inode (read from /proc/locks, after the
+ *   annotation: pinners lock first, then annotate); the rest are stale,
+ *   reported as such and deleted, after /proc/locks is read once more in
+ *   the deleting transaction.
  * - A deleter takes LOCK_EX|LOCK_NB on the same file; failing that, the
  *   target is pinned. It unlinks the pin file only while holding that
  *   exclusive lock, when the target is gone.
+ * - A deleter deletes the target's annotations before it unlinks the pin
+ *   file: any written later belong to a pin on a new file.
  * - A locker that wins a lock on a file that was unlinked meanwhile holds
  *   nothing: after every lock we check that the path still names the inode
  *   we locked, and start again if it does not.
@@ -168,14 +172,18 @@ void pin_unlock(int fd) {
 }
 
 void pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd) {
-  char path[PATH_MAX];
-  if (pin_path(st, kind, id, path, sizeof(path)) == 0) unlink(path);
+  /* The annotations go first, while the exclusive lock keeps every pinner
+   * out: once the file is unlinked, a pinner may lock a new one and
+   * annotate at once, and that annotation must stay. */
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s, "DELETE FROM pins WHERE kind = ? AND target = ?") == 0) {
     sqlite3_bind_int(s, 1, kind);
     sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
     sqlite3_step(s);
   }
+  char path[PATH_MAX];
+  if (pin_path(st, kind, id, path, sizeof(path)) == 0) unlink(path);
+  store_test_point(st, "pin: unlinked");
   close(fd);
 }
 
@@ -303,29 +311,53 @@ static json_t *pin_row(enum cairn_pin_kind kind, const char *id, const struct st
   return row;
 }
 
-/* Adds the rows of one target: its annotations, then its kernel locks that
- * no annotation explains. Stale annotations are appended to *stale. */
-static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl,
+/* The annotations (kind, target, pid, purpose, since) of every target, or
+ * of those of one id, or of one kind and id (kind < 0: any). */
+static json_t *annotations_read(cairn_store *st, int kind, const char *id) {
+  json_t *notes = json_array();
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q,
+                 "SELECT kind, target, pid, purpose, since FROM pins"
+                 " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)"
+                 " ORDER BY since, pid") < 0)
+    return notes;
+  sqlite3_bind_int(q, 1, kind);
+  sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
+  while (sqlite3_step(q) == SQLITE_ROW)
+    json_array_append_new(
+        notes, json_pack("{s:i, s:s, s:i, s:s, s:I}", "kind", sqlite3_column_int(q, 0), "target",
+                         (const char *)sqlite3_column_text(q, 1), "pid", sqlite3_column_int(q, 2),
+                         "purpose", (const char *)sqlite3_column_text(q, 3), "since",
+                         (json_int_t)sqlite3_column_int64(q, 4)));
+  return notes;
+}
+
+static bool note_is_of(json_t *note, enum cairn_pin_kind kind, const char *id) {
+  return json_integer_value(json_object_get(note, "kind")) == kind &&
+         strcmp(json_string_value(json_object_get(note, "target")), id) == 0;
+}
+
+/* Adds the rows of one target: its annotations (from notes), then its
+ * kernel locks that no annotation explains. The locks (kl) were read after
+ * the annotations: a pinner locks before it annotates, so an annotation
+ * whose pid holds no lock in kl belonged to a pin released since. Those are
+ * appended to *stale. */
+static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl, json_t *notes,
                                 enum cairn_pin_kind kind, const char *id, json_t *rows,
                                 json_t *stale) {
   char path[PATH_MAX];
   struct stat s;
   bool have_file = pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, &s) == 0;
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q,
-                 "SELECT pid, purpose, since FROM pins WHERE kind = ? AND target = ?"
-                 " ORDER BY since, pid") < 0)
-    return;
-  sqlite3_bind_int(q, 1, kind);
-  sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
   pid_t annotated[256];
-  size_t n_annotated = 0;
-  while (sqlite3_step(q) == SQLITE_ROW) {
-    pid_t pid = sqlite3_column_int(q, 0);
+  size_t n_annotated = 0, i;
+  json_t *note;
+  json_array_foreach(notes, i, note) {
+    if (!note_is_of(note, kind, id)) continue;
+    pid_t pid = (pid_t)json_integer_value(json_object_get(note, "pid"));
     bool live = have_file && inode_locked_by(kl, &s, pid);
     json_array_append_new(rows, pin_row(kind, id, have_file ? &s : NULL, pid,
-                                        (const char *)sqlite3_column_text(q, 1),
-                                        sqlite3_column_int64(q, 2), !live));
+                                        json_string_value(json_object_get(note, "purpose")),
+                                        json_integer_value(json_object_get(note, "since")), !live));
     if (!live)
       json_array_append_new(
           stale, json_pack("{s:i,s:s,s:i}", "kind", kind, "target", id, "pid", (json_int_t)pid));
@@ -333,33 +365,58 @@ static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl,
       annotated[n_annotated++] = pid;
   }
   if (!have_file) return;
-  for (size_t i = 0; i < kl->n; i++) {
-    if (!lock_matches(&kl->v[i], &s)) continue;
+  for (size_t k = 0; k < kl->n; k++) {
+    if (!lock_matches(&kl->v[k], &s)) continue;
     bool known = false;
-    for (size_t j = 0; j < n_annotated && !known; j++) known = annotated[j] == kl->v[i].pid;
-    if (!known) json_array_append_new(rows, pin_row(kind, id, &s, kl->v[i].pid, "", 0, false));
+    for (size_t j = 0; j < n_annotated && !known; j++) known = annotated[j] == kl->v[k].pid;
+    if (!known) json_array_append_new(rows, pin_row(kind, id, &s, kl->v[k].pid, "", 0, false));
   }
 }
 
+/* Deletes the stale annotations the listing found, unless their pin was
+ * taken again meanwhile (a release, then a new pin by the same pid): in
+ * one write transaction, during which no annotation can be written, a
+ * fresh read of /proc/locks decides. A pin locked before that read was
+ * annotated before the transaction and shows; one locked after it is
+ * annotated after the delete. */
 static void stale_delete(cairn_store *st, json_t *stale) {
+  if (json_array_size(stale) == 0) return;
+  store_test_point(st, "pins: stale found");
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  if (json_array_size(stale) == 0 ||
-      db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?") < 0)
+  if (db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?") < 0 ||
+      db_begin(st) < 0)
     return;
+  struct kernel_locks kl;
+  if (kernel_locks_read(&kl) < 0) {
+    db_rollback(st);
+    return;
+  }
   size_t i;
   json_t *row;
   json_array_foreach(stale, i, row) {
-    sqlite3_bind_int(d, 1, (int)json_integer_value(json_object_get(row, "kind")));
-    sqlite3_bind_text(d, 2, json_string_value(json_object_get(row, "target")), -1,
-                      SQLITE_TRANSIENT);
-    sqlite3_bind_int(d, 3, (int)json_integer_value(json_object_get(row, "pid")));
+    enum cairn_pin_kind kind =
+        (enum cairn_pin_kind)json_integer_value(json_object_get(row, "kind"));
+    const char *id = json_string_value(json_object_get(row, "target"));
+    pid_t pid = (pid_t)json_integer_value(json_object_get(row, "pid"));
+    char path[PATH_MAX];
+    struct stat s;
+    if (pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, &s) == 0 &&
+        inode_locked_by(&kl, &s, pid))
+      continue;
+    sqlite3_bind_int(d, 1, kind);
+    sqlite3_bind_text(d, 2, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(d, 3, pid);
     sqlite3_step(d);
     sqlite3_reset(d);
   }
+  free(kl.v);
+  db_commit(st);
 }
 
-/* Every target that has a pin file or an annotation, optionally one id. */
-static void pin_targets_collect(cairn_store *st, const char *filter_id, json_t *targets) {
+/* Every target that has a pin file or an annotation (in notes),
+ * optionally of one id only. */
+static void pin_targets_collect(cairn_store *st, const char *filter_id, json_t *notes,
+                                json_t *targets) {
   for (int kind = CAIRN_PIN_IMAGE; kind <= CAIRN_PIN_LAYER; kind++) {
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/pins/%s", st->dir, kind_dir(kind));
@@ -368,29 +425,27 @@ static void pin_targets_collect(cairn_store *st, const char *filter_id, json_t *
     while (d && (de = readdir(d))) {
       if (!is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
       if (filter_id && strcmp(filter_id, de->d_name) != 0) continue;
-      json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "id", de->d_name));
+      json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "target", de->d_name));
     }
     if (d) closedir(d);
   }
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "SELECT DISTINCT kind, target FROM pins") < 0) return;
-  while (sqlite3_step(q) == SQLITE_ROW) {
-    const char *id = (const char *)sqlite3_column_text(q, 1);
-    int kind = sqlite3_column_int(q, 0);
-    if (filter_id && strcmp(filter_id, id) != 0) continue;
+  size_t i, j;
+  json_t *note, *t;
+  json_array_foreach(notes, i, note) {
+    enum cairn_pin_kind kind =
+        (enum cairn_pin_kind)json_integer_value(json_object_get(note, "kind"));
+    const char *id = json_string_value(json_object_get(note, "target"));
     bool seen = false;
-    size_t i;
-    json_t *t;
-    json_array_foreach(targets, i, t) seen |=
-        json_integer_value(json_object_get(t, "kind")) == kind &&
-        strcmp(json_string_value(json_object_get(t, "id")), id) == 0;
-    if (!seen) json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "id", id));
+    json_array_foreach(targets, j, t) seen |= note_is_of(t, kind, id);
+    if (!seen) json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "target", id));
   }
 }
 
 json_t *cairn_pins_json(cairn_store *st, const char *filter_id) {
+  _cleanup_json_ json_t *notes = annotations_read(st, -1, filter_id);
+  store_test_point(st, "pins: annotations read");
   struct kernel_locks kl;
-  int r = kernel_locks_read(&kl);
+  int r = kernel_locks_read(&kl); /* after the annotations: see pin_rows_for_target */
   if (r < 0) {
     store_fail(st, r, "/proc/locks: %s", strerror(-r));
     return NULL;
@@ -398,14 +453,14 @@ json_t *cairn_pins_json(cairn_store *st, const char *filter_id) {
   json_t *rows = json_array();
   _cleanup_json_ json_t *stale = json_array();
   _cleanup_json_ json_t *targets = json_array();
-  pin_targets_collect(st, filter_id, targets);
+  pin_targets_collect(st, filter_id, notes, targets);
   size_t i;
   json_t *t;
   json_array_foreach(targets, i, t) pin_rows_for_target(
-      st, &kl, (enum cairn_pin_kind)json_integer_value(json_object_get(t, "kind")),
-      json_string_value(json_object_get(t, "id")), rows, stale);
-  stale_delete(st, stale);
+      st, &kl, notes, (enum cairn_pin_kind)json_integer_value(json_object_get(t, "kind")),
+      json_string_value(json_object_get(t, "target")), rows, stale);
   free(kl.v);
+  stale_delete(st, stale);
   return rows;
 }
 
@@ -421,11 +476,12 @@ int pin_clean_stale(cairn_store *st) {
 }
 
 char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+  _cleanup_json_ json_t *notes = annotations_read(st, kind, id);
   struct kernel_locks kl;
   if (kernel_locks_read(&kl) < 0) return strdup("unknown holders");
   _cleanup_json_ json_t *rows = json_array();
   _cleanup_json_ json_t *stale = json_array();
-  pin_rows_for_target(st, &kl, kind, id, rows, stale);
+  pin_rows_for_target(st, &kl, notes, kind, id, rows, stale);
   free(kl.v);
   char *out = NULL;
   size_t len = 0;

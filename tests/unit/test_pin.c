@@ -4,7 +4,10 @@
  * holder frees the target at once; annotations show pid, command and
  * purpose and turn stale (then vanish) when their lock is gone; and a lock
  * won on an unlinked pin file never counts — neither one taken on a stale
- * fd, nor one that cairn_pin_take wins after a deleter unlinked the file.
+ * fd, nor one that cairn_pin_take wins after a deleter unlinked the file;
+ * and the annotation of a live pin is never deleted, whether it was written
+ * right after a deleter unlinked the pin file, while a listing read, or
+ * between a listing and its delete of stale annotations.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "internal.h" /* store_test_hook */
 #include "testutil.h"
 
 static tu_store T;
@@ -395,4 +399,90 @@ Test(pin, take_blocked_by_a_deleter_ends_on_the_new_inode) {
     close(l.go[i]);
   }
   free(path);
+}
+
+/* ---- annotations of pins taken in a race window -------------------------- */
+
+/* Takes a pin on the image, once, when libcairn reaches a named point of a
+ * race window, through a second store handle (its own SQLite connection
+ * and open file descriptions, as another pinner has). */
+static struct {
+  const char *point;
+  cairn_store *st;
+  cairn_pinset *ps;
+  int r;
+} window;
+
+static void window_pin(cairn_store *st, const char *point) {
+  (void)st;
+  if (window.ps || strcmp(point, window.point) != 0) return;
+  window.st = tu_store_open(T.dir);
+  window.ps = cairn_pinset_new("pinned in the window", true);
+  window.r = cairn_pin_take(window.st, window.ps, CAIRN_PIN_IMAGE, image);
+}
+
+static void window_arm(const char *point) {
+  window = (typeof(window)){.point = point};
+  store_test_hook = window_pin;
+}
+
+static void window_closed(void) {
+  store_test_hook = NULL;
+  cr_assert(window.ps, "libcairn never reached %s", window.point);
+  cr_assert_eq(window.r, 0, "the pin in the window failed: %s", cairn_errmsg(window.st));
+}
+
+/* The pin taken in the window is listed with its annotation, live. */
+static void expect_window_pin_annotated(void) {
+  json_t *rows = cairn_pins_json(T.st, image);
+  cr_assert(rows);
+  json_t *row = row_of(rows, image, getpid());
+  const char *purpose = row ? json_string_value(json_object_get(row, "purpose")) : "";
+  cr_expect_str_eq(purpose, "pinned in the window", "the annotation of a live pin went: %s",
+                   json_dumps(rows, 0));
+  cr_expect(row && json_is_false(json_object_get(row, "stale")));
+  json_decref(rows);
+  cairn_pinset_release(window.st, window.ps);
+  cairn_store_close(window.st);
+}
+
+Test(pin, an_annotation_written_after_a_deleter_unlinked_the_pin_file_stays) {
+  window_arm("pin: unlinked"); /* rm deletes the image: its pin file goes */
+  cr_assert_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st));
+  window_closed();
+  expect_window_pin_annotated();
+}
+
+Test(pin, a_listing_keeps_the_annotation_of_a_pin_taken_while_it_reads) {
+  window_arm("pins: annotations read");
+  json_t *rows = cairn_pins_json(T.st, NULL);
+  window_closed();
+  cr_assert(rows, "%s", cairn_errmsg(T.st));
+  json_decref(rows);
+  expect_window_pin_annotated();
+}
+
+Test(pin, a_stale_annotation_pinned_again_before_its_delete_stays) {
+  /* this process's annotation with no lock behind it: stale */
+  char *db_path;
+  cr_assert(asprintf(&db_path, "%s/meta.db", T.dir) > 0);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  char *sql = sqlite3_mprintf("INSERT INTO pins VALUES(%d, %Q, %d, 0, 'released', 0)",
+                              CAIRN_PIN_IMAGE, image, (int)getpid());
+  cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+  sqlite3_free(sql);
+  sqlite3_close(db);
+  free(db_path);
+
+  window_arm("pins: stale found"); /* the same pid pins again */
+  json_t *rows = cairn_pins_json(T.st, NULL);
+  window_closed();
+  cr_assert(rows, "%s", cairn_errmsg(T.st));
+  json_t *row = row_of(rows, image, getpid());
+  cr_expect(row && json_is_true(json_object_get(row, "stale")), "not listed stale: %s",
+            json_dumps(rows, 0));
+  json_decref(rows);
+  expect_window_pin_annotated();
 }
