@@ -265,6 +265,42 @@ Test(rm_gc, rm_of_two_names_racing_leaves_no_image_without_names) {
   cr_expect_eq(tu_blob_count(T.dir), 0);
 }
 
+Test(rm_gc, an_import_committing_after_rm_removed_its_image_makes_it_again) {
+  cairn_id a, la[2];
+  import("app:1", l2, TU_N(l2), a);
+  layer_ids(a, la, 2);
+  /* an import of app:2: its layers are stored (again) and pinned ... */
+  cairn_pinset *ps = cairn_pinset_new("import app:2", true);
+  cairn_id ids[2];
+  cr_assert_eq(tu_ingest(T.st, l1, TU_N(l1), TU_PLAIN, ps, ids[0]), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(tu_ingest(T.st, l2, TU_N(l2), TU_PLAIN, ps, ids[1]), 0, "%s", cairn_errmsg(T.st));
+  /* ... rm removes the image, but not the layers the import pins ... */
+  cr_assert_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(tu_images_count(T.st), 0);
+  cr_assert_eq(tu_layers_count(T.st), 2, "rm took layers an import pins");
+  /* ... and the import's commit makes the image again, whole */
+  const char *const diff_ids[] = {ids[0], ids[1]};
+  char *config = cairn_config_for_layers(diff_ids, 2);
+  cairn_id b;
+  cr_assert_eq(cairn_image_commit(T.st, config, strlen(config), diff_ids, 2, "app:2", b), 0, "%s",
+               cairn_errmsg(T.st));
+  cairn_pinset_release(T.st, ps);
+  free(config);
+  cr_expect_str_eq(b, a);
+  cr_expect(resolves("app:2"));
+  cairn_id lb[2];
+  layer_ids(b, lb, 2);
+  cr_expect_str_eq(lb[0], la[0]);
+  cr_expect_str_eq(lb[1], la[1]);
+  char *blob = blob_of(lb[1], "etc/a"), *data = tu_blob_read(T.st, blob, NULL);
+  cr_expect_str_eq(data, "only in image a");
+  free(data);
+  free(blob);
+  cairn_report rep = {0};
+  cr_expect_eq(cairn_fsck(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+}
+
 /* ---- gc ------------------------------------------------------------------- */
 
 static void plant_orphan(const char *name) {
