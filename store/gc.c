@@ -283,7 +283,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
       *why = xasprintf(kind == CAIRN_PIN_IMAGE ? "image %.12s: pinned by %s"
                                                : "layer sha256:%s: pinned by %s",
                        id, who && *who ? who : "another process");
-      return -EBUSY;
+      return *why ? -EBUSY : -ENOMEM;
     }
     int rc = fd < 0 ? fd : held_add(held, kind, id, fd);
     if (rc < 0) return rc;
@@ -293,7 +293,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
     if (live < 0) return live;
     if (live > 0) {
       *why = xasprintf("image %.12s: in use by %s", id, mounts);
-      return -EBUSY;
+      return *why ? -EBUSY : -ENOMEM;
     }
   }
   return 0;

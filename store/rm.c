@@ -127,7 +127,7 @@ static int name_remove_tx(cairn_store *st, const char *name, const char *id, boo
   return image_delete_row(st, id, fd);
 }
 
-/* 1 if ref is not an image name (so maybe an id), else rm by name. */
+/* rm by name: 0 or -errno; 1 if ref names no image (it may be an id). */
 static int name_remove(cairn_store *st, const char *ref) {
   for (int attempt = 0; attempt < RM_ATTEMPTS; attempt++) {
     char name[512];
