@@ -376,9 +376,9 @@ static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl, 
 /* Deletes the stale annotations the listing found, unless their pin was
  * taken again meanwhile (a release, then a new pin by the same pid): in
  * one write transaction, during which no annotation can be written, a
- * fresh read of /proc/locks decides. A pin locked before that read was
- * annotated before the transaction and shows; one locked after it is
- * annotated after the delete. */
+ * fresh read of /proc/locks decides. An annotation written before the
+ * transaction had its lock taken before, so the read shows it; one
+ * written after the transaction is not deleted. */
 static void stale_delete(cairn_store *st, json_t *stale) {
   if (json_array_size(stale) == 0) return;
   store_test_point(st, "pins: stale found");
