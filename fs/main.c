@@ -10,9 +10,10 @@
  * Lifecycle, in order, each step undone on the way out whatever happened:
  * fork (unless -f: the parent only waits for the daemon's verdict, so it
  * exits 0 once the mount is up, or prints the daemon's error and exits with
- * its code) → open the store → resolve IMAGE → pin the image and all its
- * layers (purpose "mount DIR", held until exit; the kernel drops them if we
- * die) → build the merged tree → mount → record the mount → serve until
+ * its code) → resolve DIR (cairn_mountpoint_resolve, as cairn umount does)
+ * → open the store → resolve IMAGE → pin the image and all its layers
+ * (purpose "mount DIR", held until exit; the kernel drops them if we die)
+ * → build the merged tree → mount → record the mount → serve until
  * unmounted or SIGTERM/SIGINT/SIGHUP → unmount → forget the record →
  * release the pins.
  */
@@ -275,22 +276,20 @@ static int run(const struct options *o) {
   cairn_pinset *pins = NULL;
   int code;
   char dir[PATH_MAX];
-  if (!realpath(o->dir, dir)) {
-    int err = errno;
-    if (err == ENOTCONN)
-      return report_failure(-EBUSY, "%s: %s (hint: cairn umount %s)", o->dir, strerror(err),
-                            o->dir);
-    return report_failure(-err, "%s: %s", o->dir, strerror(err));
-  }
+  int r = cairn_mountpoint_resolve(o->dir, dir, sizeof(dir));
+  if (r < 0) return report_failure(r, "%s: %s", o->dir, strerror(-r));
   int state = cairn_mountpoint_state(dir);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
     return report_failure(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
                           state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
   struct stat sb;
-  if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
-    return report_failure(-ENOTDIR, "%s: not a directory", o->dir);
+  if (stat(dir, &sb) < 0) {
+    int err = errno;
+    return report_failure(-err, "%s: %s", o->dir, strerror(err));
+  }
+  if (!S_ISDIR(sb.st_mode)) return report_failure(-ENOTDIR, "%s: not a directory", o->dir);
 
-  int r = cairn_store_open(o->store, &fs.st);
+  r = cairn_store_open(o->store, &fs.st);
   if (r < 0) {
     code = report_failure(r, "store: %s", fs.st ? cairn_errmsg(fs.st) : strerror(-r));
     goto out;

@@ -234,7 +234,14 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
 
 /* ---- mounts ------------------------------------------------------------- */
 
-/* Records that pid serves image at dir (absolute path). */
+/* The real absolute path of the mountpoint dir names, for every front end
+ * alike (cairnfs records it, cairn mount / umount look it up): the parent
+ * resolved with realpath, a symlink as last component followed here, the
+ * last directory itself never asked (a dead daemon's mount answers stat and
+ * realpath with ENOTCONN). PATH_MAX bytes of out are always enough. */
+int cairn_mountpoint_resolve(const char *dir, char *out, size_t len);
+
+/* Records that pid serves image at dir (resolved). */
 int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid, bool rw);
 int cairn_mount_forget(cairn_store *st, const char *dir);
 /* Array of {dir, image, pid, state: live|stale, rw}. */

@@ -1,6 +1,10 @@
 /*
- * mount.c — mount records: which directory a cairnfs daemon serves, for
- * which image, with which pid.
+ * mount.c — mountpoints and mount records: which directory a cairnfs
+ * daemon serves, for which image, with which pid.
+ *
+ * A mountpoint is named by its real path: every front end resolves what the
+ * user typed with cairn_mountpoint_resolve, so a record, a mountinfo line
+ * and a later umount always name the same directory.
  *
  * A record is live while its daemon (pid and start time) runs and its
  * directory is a fuse.cairnfs mount point; a live record keeps the image
@@ -14,6 +18,39 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/vfs.h>
+
+#define MAX_SYMLINKS 40 /* as the kernel's path walk */
+
+static int copy_path(char *out, size_t len, const char *a, const char *b) {
+  int n = b ? snprintf(out, len, "%s/%s", strcmp(a, "/") == 0 ? "" : a, b)
+            : snprintf(out, len, "%s", a);
+  return n >= 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
+int cairn_mountpoint_resolve(const char *dir, char *out, size_t len) {
+  char path[PATH_MAX], parent[PATH_MAX], joined[PATH_MAX], target[PATH_MAX];
+  int r = copy_path(path, sizeof(path), dir, NULL);
+  for (int links = 0; r == 0 && links <= MAX_SYMLINKS; links++) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+    char *slash = strrchr(path, '/');
+    char *name = slash ? slash + 1 : path;
+    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+      return realpath(path, joined) ? copy_path(out, len, joined, NULL) : -errno;
+    if (slash) *slash = '\0';
+    if (!realpath(!slash ? "." : slash == path ? "/" : path, parent)) return -errno;
+    if ((r = copy_path(joined, sizeof(joined), parent, name)) < 0) return r;
+    /* readlink never asks the file system mounted at joined: a dead
+     * daemon's mount fails lstat and realpath with ENOTCONN, not this. */
+    ssize_t k = readlink(joined, target, sizeof(target));
+    if (k < 0) return copy_path(out, len, joined, NULL);
+    if ((size_t)k >= sizeof(target)) return -ENAMETOOLONG;
+    target[k] = '\0';
+    r = target[0] == '/' ? copy_path(path, sizeof(path), target, NULL)
+                         : copy_path(path, sizeof(path), parent, target);
+  }
+  return r < 0 ? r : -ELOOP;
+}
 
 int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid, bool rw) {
   _cleanup_stmt_ sqlite3_stmt *s = NULL;

@@ -2,6 +2,9 @@
  * cmd-mount.c — `cairn mount`, `cairn umount`, `cairn mounts`: start, stop
  * and list cairnfs daemons.
  *
+ * Directories are resolved by cairn_mountpoint_resolve, as cairnfs resolves
+ * them: a symlink to a mountpoint names that mountpoint.
+ *
  * mount runs cairnfs (next to this binary, else from PATH), which forks its
  * daemon and exits only once the mount is up or has failed; its error is
  * passed on with our prefix and its exit code. We then check the directory
@@ -39,31 +42,6 @@
 #define EXIT_STEPS 10000   /* 10 s for a daemon to exit after its unmount */
 
 static void sleep_step(void) { usleep(WAIT_STEP_US); }
-
-/* The absolute form of dir without asking the file system about dir
- * itself, which a dead daemon's mount answers with ENOTCONN. */
-static int absolute_dir(const char *dir, char *out, size_t len) {
-  char *copy1 = strdup(dir), *copy2 = strdup(dir);
-  int r = -ENOMEM;
-  if (!copy1 || !copy2) goto out;
-  char *base = basename(copy1);
-  char parent[PATH_MAX];
-  if (!realpath(dirname(copy2), parent)) {
-    r = -errno;
-    goto out;
-  }
-  if (strcmp(base, "/") == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
-    r = realpath(dir, out) ? 0 : -errno;
-    goto out;
-  }
-  r = snprintf(out, len, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, base) < (int)len
-          ? 0
-          : -ENAMETOOLONG;
-out:
-  free(copy1);
-  free(copy2);
-  return r;
-}
 
 /* The cairnfs binary next to ours, else "cairnfs" for a PATH search. */
 static void cairnfs_path(char *out, size_t len) {
@@ -135,7 +113,7 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
   int r = cairn_image_resolve(st, image, id);
   if (r < 0) return cli_fail(c, r, image);
   char abs[PATH_MAX];
-  r = absolute_dir(dir, abs, sizeof(abs));
+  r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
   if (r < 0) return cli_fail(NULL, r, dir);
   int state = cairn_mountpoint_state(abs);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE) {
@@ -206,7 +184,7 @@ static int await_daemon_exit(pid_t pid) {
 int cmd_umount(struct cli *c, int argc, char **argv) {
   if (argc != 2 || argv[1][0] == '-') return cli_usage(UMOUNT_USAGE, "needs one directory");
   char dir[PATH_MAX];
-  int r = absolute_dir(argv[1], dir, sizeof(dir));
+  int r = cairn_mountpoint_resolve(argv[1], dir, sizeof(dir));
   if (r < 0) return cli_fail(NULL, r, argv[1]);
   cairn_store *st = cli_store(c);
   if (!st) return 1;
