@@ -16,6 +16,11 @@
  * → build the merged tree → mount → record the mount → serve until
  * unmounted or SIGTERM/SIGINT/SIGHUP → unmount → forget the record →
  * release the pins.
+ *
+ * Mounts are nosuid,nodev unless -o suid / -o dev asks otherwise: an
+ * image's setuid binaries and device nodes are for containers that need
+ * them, not for every local user. (Under mount(8), mount.fuse3 passes
+ * mount(8)'s own flags: suid,dev unless nosuid / nodev are given.)
  */
 #include "cairnfs.h"
 
@@ -36,6 +41,7 @@ struct options {
   const char *dir;
   char *store;
   bool foreground, debug;
+  bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
   char *fuse_opts; /* options passed on to libfuse, comma-separated */
 };
 
@@ -47,6 +53,8 @@ static void usage(FILE *f) {
              "  -f            stay in the foreground\n"
              "  -d            debug output (implies -f)\n"
              "  -o store=DIR  the cairn store (also --store DIR; default as cairn)\n"
+             "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"
+             "  -o dev        honour the image's device nodes (default nodev)\n"
              "  -o OPT        other options are passed to libfuse/mount\n"
              "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"
              "are not supported yet).\n");
@@ -131,7 +139,8 @@ static int append_opt(char **opts, const char *opt, size_t len) {
   return 0;
 }
 
-/* Splits one -o argument: store=, ro and rw are ours; the rest is libfuse's.
+/* Splits one -o argument: store=, ro, rw, [no]suid and [no]dev are ours;
+ * the rest is libfuse's.
  * The mount is always read-only for now: mount(8) passes "rw" to every
  * helper unless told "ro", so "rw" cannot mean "writable upper layer" here
  * and is ignored. */
@@ -139,7 +148,14 @@ static int take_mount_opts(struct options *o, const char *arg) {
   while (*arg) {
     size_t len = strcspn(arg, ",");
     bool rw_or_ro = len == 2 && (strncmp(arg, "rw", 2) == 0 || strncmp(arg, "ro", 2) == 0);
-    if (len > 6 && strncmp(arg, "store=", 6) == 0) {
+    bool no = len > 2 && strncmp(arg, "no", 2) == 0;
+    const char *flag = no ? arg + 2 : arg;
+    size_t flag_len = no ? len - 2 : len;
+    if (flag_len == 4 && strncmp(flag, "suid", 4) == 0) {
+      o->suid = !no;
+    } else if (flag_len == 3 && strncmp(flag, "dev", 3) == 0) {
+      o->dev = !no;
+    } else if (len > 6 && strncmp(arg, "store=", 6) == 0) {
       free(o->store);
       o->store = strndup(arg + 6, len - 6);
       if (!o->store) return -ENOMEM;
@@ -197,20 +213,20 @@ static uint64_t count_blocks(const cairn_tree *t) {
   return blocks;
 }
 
-/* The mount options every cairnfs mount gets, before the user's. */
-static char *base_fuse_opts(const char *image, const char *user_opts) {
+/* The mount options every cairnfs mount gets, before the user's. Root's
+ * mounts allow other users (runtimes need it), with the kernel checking
+ * permissions as for any file system. */
+static char *base_fuse_opts(const struct options *o) {
   char *opts = NULL;
   /* fsname is shown as the mount's source; commas would split it. */
-  char fsname[256];
-  snprintf(fsname, sizeof(fsname), "fsname=%s", image);
-  for (char *p = fsname; *p; p++)
+  char fixed[512];
+  snprintf(fixed, sizeof(fixed), "subtype=cairnfs,ro,default_permissions%s,%s,%s,fsname=%s",
+           geteuid() == 0 ? ",allow_other" : "", o->suid ? "suid" : "nosuid",
+           o->dev ? "dev" : "nodev", o->image);
+  for (char *p = strstr(fixed, "fsname=") + 7; *p; p++)
     if (*p == ',') *p = '_';
-  const char *fixed = geteuid() == 0 ? "subtype=cairnfs,ro,default_permissions,allow_other,"
-                                       "suid,dev"
-                                     : "subtype=cairnfs,ro,default_permissions";
   if (append_opt(&opts, fixed, strlen(fixed)) < 0 ||
-      append_opt(&opts, fsname, strlen(fsname)) < 0 ||
-      (user_opts && append_opt(&opts, user_opts, strlen(user_opts)) < 0)) {
+      (o->fuse_opts && append_opt(&opts, o->fuse_opts, strlen(o->fuse_opts)) < 0)) {
     free(opts);
     return NULL;
   }
@@ -219,7 +235,7 @@ static char *base_fuse_opts(const char *image, const char *user_opts) {
 
 static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
                  const char *image_id) {
-  char *opts = base_fuse_opts(o->image, o->fuse_opts);
+  char *opts = base_fuse_opts(o);
   if (!opts) return report_failure(-ENOMEM, "%s: out of memory", o->image);
   char *fargv[] = {"cairnfs", "-o", opts, o->debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);

@@ -28,7 +28,7 @@ static const struct command {
     {"pull", cmd_pull,
      "pull SOURCE [NAME[:TAG]]                    oci:, docker-archive: or docker:// image"},
     {"mount", cmd_mount,
-     "mount IMAGE DIR                             serve an image at DIR (cairnfs)"},
+     "mount [--suid] [--dev] IMAGE DIR            serve an image at DIR (cairnfs)"},
     {"umount", cmd_umount,
      "umount DIR                                  stop serving DIR (live or stale)"},
     {"mounts", cmd_mounts,

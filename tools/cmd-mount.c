@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
@@ -32,7 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MOUNT_USAGE "cairn mount IMAGE DIR"
+#define MOUNT_USAGE                                                                                \
+  "cairn mount [--suid] [--dev] IMAGE DIR\n"                                                       \
+  "  --suid  honour the image's setuid/setgid bits (default: nosuid)\n"                            \
+  "  --dev   honour the image's device nodes (default: nodev)"
 #define UMOUNT_USAGE "cairn umount DIR"
 #define MOUNTS_USAGE "cairn mounts [--json]"
 
@@ -55,8 +59,10 @@ static void cairnfs_path(char *out, size_t len) {
   snprintf(out, len, "cairnfs");
 }
 
-/* Runs cairnfs; its stderr lines "cairnfs: X" are printed as "cairn: X". */
-static int run_cairnfs(const char *store_dir, const char *image, const char *dir) {
+/* Runs cairnfs (with -o opts unless NULL); its stderr lines "cairnfs: X"
+ * are printed as "cairn: X". */
+static int run_cairnfs(const char *store_dir, const char *image, const char *dir,
+                       const char *opts) {
   char bin[PATH_MAX];
   cairnfs_path(bin, sizeof(bin));
   int p[2];
@@ -69,7 +75,8 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   }
   if (pid == 0) {
     dup2(p[1], 2);
-    char *argv[] = {"cairnfs", "--store", (char *)store_dir, (char *)image, (char *)dir, NULL};
+    char *argv[] = {"cairnfs",   "--store",          (char *)store_dir, (char *)image,
+                    (char *)dir, opts ? "-o" : NULL, (char *)opts,      NULL};
     execvp(bin, argv);
     fprintf(stderr, "cairnfs: cannot run %s: %s\n", bin, strerror(errno));
     _exit(127);
@@ -94,19 +101,28 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
 }
 
 int cmd_mount(struct cli *c, int argc, char **argv) {
-  const char *image = NULL, *dir = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--rw") == 0)
-      return cli_usage(MOUNT_USAGE, "--rw: writable mounts are not supported yet");
-    if (argv[i][0] == '-') return cli_usage(MOUNT_USAGE, "unknown option %s", argv[i]);
-    if (!image)
-      image = argv[i];
-    else if (!dir)
-      dir = argv[i];
-    else
-      return cli_usage(MOUNT_USAGE, "too many arguments");
+  static const struct option opts[] = {
+      {"rw", no_argument, NULL, 'w'},
+      {"suid", no_argument, NULL, 's'},
+      {"dev", no_argument, NULL, 'd'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  bool suid = false, dev = false;
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+    case 'w': return cli_usage(MOUNT_USAGE, "--rw: writable mounts are not supported yet");
+    case 's': suid = true; break;
+    case 'd': dev = true; break;
+    case 'h': printf("usage: %s\n", MOUNT_USAGE); return 0;
+    default: return cli_bad_option(MOUNT_USAGE, argv);
+    }
   }
-  if (!dir) return cli_usage(MOUNT_USAGE, "needs an image and a directory");
+  if (argc - optind != 2) return cli_usage(MOUNT_USAGE, "needs an image and a directory");
+  const char *image = argv[optind], *dir = argv[optind + 1];
+  const char *mount_opts = suid && dev ? "suid,dev" : suid ? "suid" : dev ? "dev" : NULL;
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   cairn_id id;
@@ -121,7 +137,7 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
             state == CAIRN_MP_LIVE ? "live" : "stale", dir);
     return 4;
   }
-  int code = run_cairnfs(cairn_store_dir(st), image, abs);
+  int code = run_cairnfs(cairn_store_dir(st), image, abs, mount_opts);
   if (code != 0) return code <= 5 ? code : 1; /* 127: cairnfs not found */
   for (int i = 0; i < ANSWER_STEPS; i++) {
     state = cairn_mountpoint_state(abs);
