@@ -13,9 +13,18 @@
  * its code) → resolve DIR (cairn_mountpoint_resolve, as cairn umount does)
  * → open the store → resolve IMAGE → pin the image and all its layers
  * (purpose "mount DIR", held until exit; the kernel drops them if we die)
- * → build the merged tree → mount → record the mount → serve until
- * unmounted or SIGTERM/SIGINT/SIGHUP → unmount → forget the record →
- * release the pins.
+ * → build the merged tree → mount → record the mount (with its device) →
+ * serve until the kernel ends the session → forget the record → release
+ * the pins.
+ *
+ * The session outlives our mountpoint: a container runtime copies the
+ * mount into each container's mount namespace, and those copies go on
+ * reading from us after the host's view is unmounted. So the kernel alone
+ * says when serving ends (/dev/fuse answers ENODEV once the last mount of
+ * the session is gone), and SIGTERM/SIGINT/SIGHUP only detach the host's
+ * view (umount2 MNT_DETACH of DIR, if DIR is still our mount): with nobody
+ * else using the mount that ends the session at once, otherwise we serve
+ * the others until they let go.
  *
  * Mounts are nosuid,nodev unless -o suid / -o dev asks otherwise: an
  * image's setuid binaries and device nodes are for containers that need
@@ -27,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -233,6 +243,60 @@ static char *base_fuse_opts(const struct options *o) {
   return opts;
 }
 
+/* SIGTERM, SIGINT and SIGHUP detach the host's view of the mount. The
+ * handlers only write the signal to a pipe; a thread reads it and unmounts
+ * (a handler may not do more, and the session loop must not stop). */
+static int signal_pipe[2] = {-1, -1};
+static const int detach_signals[] = {SIGTERM, SIGINT, SIGHUP};
+
+static void on_detach_signal(int sig) {
+  int saved = errno;
+  unsigned char c = (unsigned char)sig;
+  if (write(signal_pipe[1], &c, 1) < 0) {
+    /* The pipe is full: a detach is pending already. */
+  }
+  errno = saved;
+}
+
+/* Installs the handlers (or, with handler SIG_IGN, ignores the signals).
+ * They override an inherited SIG_IGN: a shell's background job ignores
+ * SIGINT, yet the contract is that these signals unmount. */
+static void detach_signals_set(void (*handler)(int)) {
+  struct sigaction sa = {.sa_handler = handler, .sa_flags = SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof(detach_signals) / sizeof(detach_signals[0]); i++)
+    sigaction(detach_signals[i], &sa, NULL);
+}
+
+struct detacher {
+  pthread_t thread;
+  const char *dir;
+  const char *dev; /* our mount's device: DIR may have been remounted since */
+};
+
+/* Unmounts the host's view at each signal, until it reads a 0 byte. */
+static void *detach_on_signal(void *arg) {
+  const struct detacher *d = arg;
+  unsigned char c;
+  for (;;) {
+    ssize_t n = read(signal_pipe[0], &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1 || c == 0) return NULL;
+    char dev[32];
+    if (cairn_mountpoint_dev(d->dir, dev, sizeof(dev)) == 0 && strcmp(dev, d->dev) == 0)
+      cairn_mountpoint_unmount(d->dir, true);
+  }
+}
+
+static void detacher_stop(struct detacher *d) {
+  detach_signals_set(SIG_IGN);
+  unsigned char quit = 0;
+  /* The write end is non-blocking (for the handlers); the thread empties
+   * the pipe, so a full one has room again soon. */
+  while (write(signal_pipe[1], &quit, 1) != 1) usleep(1000);
+  pthread_join(d->thread, NULL);
+}
+
 static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
                  const char *image_id) {
   char *opts = base_fuse_opts(o);
@@ -240,28 +304,39 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
   char *fargv[] = {"cairnfs", "-o", opts, o->debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
   int code = 0;
+  struct detacher detacher = {.dir = dir};
+  char dev[32];
   struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), fs);
   if (!se) {
     code = report_failure(-EINVAL, "%s: bad mount options: %s", dir, opts);
     goto out;
   }
-  /* libfuse leaves inherited SIG_IGN alone (a shell's background job
-   * ignores SIGINT); the contract is that these signals unmount. */
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGHUP, SIG_DFL);
-  if (fuse_set_signal_handlers(se) < 0) {
-    code = report_failure(-EIO, "%s: cannot install signal handlers", dir);
-    goto destroy;
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(signal_pipe[0], F_SETFL, 0) < 0) {
+    int err = errno;
+    code = report_failure(-err, "%s: pipe: %s", dir, strerror(err));
+    goto signals;
   }
+  signal(SIGPIPE, SIG_IGN);
+  detach_signals_set(on_detach_signal);
   if (fuse_session_mount(se, dir) < 0) {
     code = report_failure(-EIO, "%s: cannot mount (see the message above)", dir);
     goto signals;
   }
-  int r = cairn_mount_record(fs->st, dir, image_id, getpid(), false);
+  int r = cairn_mountpoint_dev(dir, dev, sizeof(dev));
+  if (r < 0) {
+    code = report_failure(r, "%s: the new mount is not in /proc/self/mountinfo", dir);
+    goto unmount;
+  }
+  r = cairn_mount_record(fs->st, dir, image_id, getpid(), dev, false);
   if (r < 0) {
     code = report_failure(r, "%s: cannot record the mount: %s", dir, cairn_errmsg(fs->st));
     goto unmount;
+  }
+  detacher.dev = dev;
+  r = pthread_create(&detacher.thread, NULL, detach_on_signal, &detacher);
+  if (r != 0) {
+    code = report_failure(-r, "%s: cannot start a thread: %s", dir, strerror(r));
+    goto forget;
   }
   report_ready();
   struct fuse_loop_config *cfg = fuse_loop_cfg_create();
@@ -273,12 +348,16 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
   } else {
     fuse_session_loop(se);
   }
-  cairn_mount_forget(fs->st, dir);
+  detacher_stop(&detacher);
+forget:
+  cairn_mount_forget(fs->st, dir, getpid());
 unmount:
+  /* Does nothing once the kernel has ended the session (the normal end). */
   fuse_session_unmount(se);
 signals:
-  fuse_remove_signal_handlers(se);
-destroy:
+  detach_signals_set(SIG_IGN);
+  close(signal_pipe[0]);
+  close(signal_pipe[1]);
   fuse_session_destroy(se);
 out:
   fuse_opt_free_args(&args);

@@ -323,9 +323,10 @@ static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl,
   while (sqlite3_step(q) == SQLITE_ROW) {
     pid_t pid = sqlite3_column_int(q, 0);
     bool live = have_file && inode_locked_by(kl, &s, pid);
+    _cleanup_free_ char *purpose =
+        mount_pin_purpose(st, pid, (const char *)sqlite3_column_text(q, 1));
     json_array_append_new(rows, pin_row(kind, id, have_file ? &s : NULL, pid,
-                                        (const char *)sqlite3_column_text(q, 1),
-                                        sqlite3_column_int64(q, 2), !live));
+                                        purpose ? purpose : "", sqlite3_column_int64(q, 2), !live));
     if (!live)
       json_array_append_new(
           stale, json_pack("{s:i,s:s,s:i}", "kind", kind, "target", id, "pid", (json_int_t)pid));

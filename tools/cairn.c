@@ -32,7 +32,7 @@ static const struct command {
     {"umount", cmd_umount,
      "umount DIR                                  stop serving DIR (live or stale)"},
     {"mounts", cmd_mounts,
-     "mounts [--json]                             list mounts, live or stale"},
+     "mounts [--json]                             list mounts: live, detached or stale"},
 };
 
 static void usage(FILE *f) {
