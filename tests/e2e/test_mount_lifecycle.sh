@@ -106,12 +106,19 @@ grep -q cairntest "/proc/$holder/cwd/etc/os-release" || fail "the user lost its 
 assert_status 4 cairn umount "$mnt"
 grep -q "detached here, still in use" "$TMP/err" || fail "umount: $(cat "$TMP/err")"
 pid_gone "$pid" && fail "umount stopped the daemon of a used mount"
+# A new mount on the directory takes it over; the old daemon, when its
+# user leaves, forgets only its own record.
+cairn mount app:1 "$mnt"
+new=$(mount_pid "$mnt")
+[ "$new" != "$pid" ] && [ "$(mount_state "$mnt")" = live ] || fail "remount: $(cairn mounts --json)"
 kill "$holder"
 wait_for 50 pid_gone "$holder" || fail "holder survived"
 wait_for 100 pid_gone "$pid" || fail "daemon outlived the last user of its mount"
+[ "$(mount_pid "$mnt")" = "$new" ] && [ "$(mount_state "$mnt")" = live ] ||
+  fail "the old daemon took the new mount's record: $(cairn mounts --json)"
+cairn umount "$mnt"
 [ "$(cairn mounts --json | jq length)" = 0 ] || fail "record left: $(cairn mounts --json)"
 [ "$(cairn_pin ls --json | jq length)" = 0 ] || fail "pins left: $(cairn_pin ls)"
-cairn umount "$mnt"
 pass "SIGTERM detaches a busy mount, the daemon serves its user to the end"
 
 # ---- umount of a directory that was never mounted
