@@ -10,17 +10,33 @@
  * Lifecycle, in order, each step undone on the way out whatever happened:
  * fork (unless -f: the parent only waits for the daemon's verdict, so it
  * exits 0 once the mount is up, or prints the daemon's error and exits with
- * its code) → open the store → resolve IMAGE → pin the image and all its
- * layers (purpose "mount DIR", held until exit; the kernel drops them if we
- * die) → build the merged tree → mount → record the mount → serve until
- * unmounted or SIGTERM/SIGINT/SIGHUP → unmount → forget the record →
- * release the pins.
+ * its code) → resolve DIR (cairn_mountpoint_resolve, as cairn umount does)
+ * → open the store → resolve IMAGE → pin the image and all its layers
+ * (purpose "mount DIR", held until exit; the kernel drops them if we die)
+ * → build the merged tree → mount → record the mount (with its device) →
+ * serve until the kernel ends the session → forget the record → release
+ * the pins.
+ *
+ * The session outlives our mountpoint: a container runtime copies the
+ * mount into each container's mount namespace, and those copies go on
+ * reading from us after the host's view is unmounted. So the kernel alone
+ * says when serving ends (/dev/fuse answers ENODEV once the last mount of
+ * the session is gone), and SIGTERM/SIGINT/SIGHUP only detach the host's
+ * view (umount2 MNT_DETACH of DIR, if DIR is still our mount): with nobody
+ * else using the mount that ends the session at once, otherwise we serve
+ * the others until they let go.
+ *
+ * Mounts are nosuid,nodev unless -o suid / -o dev asks otherwise: an
+ * image's setuid binaries and device nodes are for containers that need
+ * them, not for every local user. (Under mount(8), mount.fuse3 passes
+ * mount(8)'s own flags: suid,dev unless nosuid / nodev are given.)
  */
 #include "cairnfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +51,7 @@ struct options {
   const char *dir;
   char *store;
   bool foreground, debug;
+  bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
   char *fuse_opts; /* options passed on to libfuse, comma-separated */
 };
 
@@ -46,6 +63,8 @@ static void usage(FILE *f) {
              "  -f            stay in the foreground\n"
              "  -d            debug output (implies -f)\n"
              "  -o store=DIR  the cairn store (also --store DIR; default as cairn)\n"
+             "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"
+             "  -o dev        honour the image's device nodes (default nodev)\n"
              "  -o OPT        other options are passed to libfuse/mount\n"
              "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"
              "are not supported yet).\n");
@@ -130,7 +149,8 @@ static int append_opt(char **opts, const char *opt, size_t len) {
   return 0;
 }
 
-/* Splits one -o argument: store=, ro and rw are ours; the rest is libfuse's.
+/* Splits one -o argument: store=, ro, rw, [no]suid and [no]dev are ours;
+ * the rest is libfuse's.
  * The mount is always read-only for now: mount(8) passes "rw" to every
  * helper unless told "ro", so "rw" cannot mean "writable upper layer" here
  * and is ignored. */
@@ -138,7 +158,14 @@ static int take_mount_opts(struct options *o, const char *arg) {
   while (*arg) {
     size_t len = strcspn(arg, ",");
     bool rw_or_ro = len == 2 && (strncmp(arg, "rw", 2) == 0 || strncmp(arg, "ro", 2) == 0);
-    if (len > 6 && strncmp(arg, "store=", 6) == 0) {
+    bool no = len > 2 && strncmp(arg, "no", 2) == 0;
+    const char *flag = no ? arg + 2 : arg;
+    size_t flag_len = no ? len - 2 : len;
+    if (flag_len == 4 && strncmp(flag, "suid", 4) == 0) {
+      o->suid = !no;
+    } else if (flag_len == 3 && strncmp(flag, "dev", 3) == 0) {
+      o->dev = !no;
+    } else if (len > 6 && strncmp(arg, "store=", 6) == 0) {
       free(o->store);
       o->store = strndup(arg + 6, len - 6);
       if (!o->store) return -ENOMEM;
@@ -196,55 +223,120 @@ static uint64_t count_blocks(const cairn_tree *t) {
   return blocks;
 }
 
-/* The mount options every cairnfs mount gets, before the user's. */
-static char *base_fuse_opts(const char *image, const char *user_opts) {
+/* The mount options every cairnfs mount gets, before the user's. Root's
+ * mounts allow other users (runtimes need it), with the kernel checking
+ * permissions as for any file system. */
+static char *base_fuse_opts(const struct options *o) {
   char *opts = NULL;
   /* fsname is shown as the mount's source; commas would split it. */
-  char fsname[256];
-  snprintf(fsname, sizeof(fsname), "fsname=%s", image);
-  for (char *p = fsname; *p; p++)
+  char fixed[512];
+  snprintf(fixed, sizeof(fixed), "subtype=cairnfs,ro,default_permissions%s,%s,%s,fsname=%s",
+           geteuid() == 0 ? ",allow_other" : "", o->suid ? "suid" : "nosuid",
+           o->dev ? "dev" : "nodev", o->image);
+  for (char *p = strstr(fixed, "fsname=") + 7; *p; p++)
     if (*p == ',') *p = '_';
-  const char *fixed = geteuid() == 0 ? "subtype=cairnfs,ro,default_permissions,allow_other,"
-                                       "suid,dev"
-                                     : "subtype=cairnfs,ro,default_permissions";
   if (append_opt(&opts, fixed, strlen(fixed)) < 0 ||
-      append_opt(&opts, fsname, strlen(fsname)) < 0 ||
-      (user_opts && append_opt(&opts, user_opts, strlen(user_opts)) < 0)) {
+      (o->fuse_opts && append_opt(&opts, o->fuse_opts, strlen(o->fuse_opts)) < 0)) {
     free(opts);
     return NULL;
   }
   return opts;
 }
 
+/* SIGTERM, SIGINT and SIGHUP detach the host's view of the mount. The
+ * handlers only write the signal to a pipe; a thread reads it and unmounts
+ * (a handler may not do more, and the session loop must not stop). */
+static int signal_pipe[2] = {-1, -1};
+static const int detach_signals[] = {SIGTERM, SIGINT, SIGHUP};
+
+static void on_detach_signal(int sig) {
+  int saved = errno;
+  unsigned char c = (unsigned char)sig;
+  if (write(signal_pipe[1], &c, 1) < 0) {
+    /* The pipe is full: a detach is pending already. */
+  }
+  errno = saved;
+}
+
+/* Installs the handlers (or, with handler SIG_IGN, ignores the signals).
+ * They override an inherited SIG_IGN: a shell's background job ignores
+ * SIGINT, yet the contract is that these signals unmount. */
+static void detach_signals_set(void (*handler)(int)) {
+  struct sigaction sa = {.sa_handler = handler, .sa_flags = SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < sizeof(detach_signals) / sizeof(detach_signals[0]); i++)
+    sigaction(detach_signals[i], &sa, NULL);
+}
+
+struct detacher {
+  pthread_t thread;
+  const char *dir;
+  const char *dev; /* our mount's device: DIR may have been remounted since */
+};
+
+/* Unmounts the host's view at each signal, until it reads a 0 byte. */
+static void *detach_on_signal(void *arg) {
+  const struct detacher *d = arg;
+  unsigned char c;
+  for (;;) {
+    ssize_t n = read(signal_pipe[0], &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != 1 || c == 0) return NULL;
+    char dev[32];
+    if (cairn_mountpoint_dev(d->dir, dev, sizeof(dev)) == 0 && strcmp(dev, d->dev) == 0)
+      cairn_mountpoint_unmount(d->dir, true);
+  }
+}
+
+static void detacher_stop(struct detacher *d) {
+  detach_signals_set(SIG_IGN);
+  unsigned char quit = 0;
+  /* The write end is non-blocking (for the handlers); the thread empties
+   * the pipe, so a full one has room again soon. */
+  while (write(signal_pipe[1], &quit, 1) != 1) usleep(1000);
+  pthread_join(d->thread, NULL);
+}
+
 static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
                  const char *image_id) {
-  char *opts = base_fuse_opts(o->image, o->fuse_opts);
+  char *opts = base_fuse_opts(o);
   if (!opts) return report_failure(-ENOMEM, "%s: out of memory", o->image);
   char *fargv[] = {"cairnfs", "-o", opts, o->debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
   int code = 0;
+  struct detacher detacher = {.dir = dir};
+  char dev[32];
   struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), fs);
   if (!se) {
     code = report_failure(-EINVAL, "%s: bad mount options: %s", dir, opts);
     goto out;
   }
-  /* libfuse leaves inherited SIG_IGN alone (a shell's background job
-   * ignores SIGINT); the contract is that these signals unmount. */
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGHUP, SIG_DFL);
-  if (fuse_set_signal_handlers(se) < 0) {
-    code = report_failure(-EIO, "%s: cannot install signal handlers", dir);
-    goto destroy;
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(signal_pipe[0], F_SETFL, 0) < 0) {
+    int err = errno;
+    code = report_failure(-err, "%s: pipe: %s", dir, strerror(err));
+    goto signals;
   }
+  signal(SIGPIPE, SIG_IGN);
+  detach_signals_set(on_detach_signal);
   if (fuse_session_mount(se, dir) < 0) {
     code = report_failure(-EIO, "%s: cannot mount (see the message above)", dir);
     goto signals;
   }
-  int r = cairn_mount_record(fs->st, dir, image_id, getpid(), false);
+  int r = cairn_mountpoint_dev(dir, dev, sizeof(dev));
+  if (r < 0) {
+    code = report_failure(r, "%s: the new mount is not in /proc/self/mountinfo", dir);
+    goto unmount;
+  }
+  r = cairn_mount_record(fs->st, dir, image_id, getpid(), dev, false);
   if (r < 0) {
     code = report_failure(r, "%s: cannot record the mount: %s", dir, cairn_errmsg(fs->st));
     goto unmount;
+  }
+  detacher.dev = dev;
+  r = pthread_create(&detacher.thread, NULL, detach_on_signal, &detacher);
+  if (r != 0) {
+    code = report_failure(-r, "%s: cannot start a thread: %s", dir, strerror(r));
+    goto forget;
   }
   report_ready();
   struct fuse_loop_config *cfg = fuse_loop_cfg_create();
@@ -256,12 +348,16 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
   } else {
     fuse_session_loop(se);
   }
-  cairn_mount_forget(fs->st, dir);
+  detacher_stop(&detacher);
+forget:
+  cairn_mount_forget(fs->st, dir, getpid());
 unmount:
+  /* Does nothing once the kernel has ended the session (the normal end). */
   fuse_session_unmount(se);
 signals:
-  fuse_remove_signal_handlers(se);
-destroy:
+  detach_signals_set(SIG_IGN);
+  close(signal_pipe[0]);
+  close(signal_pipe[1]);
   fuse_session_destroy(se);
 out:
   fuse_opt_free_args(&args);
@@ -275,22 +371,20 @@ static int run(const struct options *o) {
   cairn_pinset *pins = NULL;
   int code;
   char dir[PATH_MAX];
-  if (!realpath(o->dir, dir)) {
-    int err = errno;
-    if (err == ENOTCONN)
-      return report_failure(-EBUSY, "%s: %s (hint: cairn umount %s)", o->dir, strerror(err),
-                            o->dir);
-    return report_failure(-err, "%s: %s", o->dir, strerror(err));
-  }
+  int r = cairn_mountpoint_resolve(o->dir, dir, sizeof(dir));
+  if (r < 0) return report_failure(r, "%s: %s", o->dir, strerror(-r));
   int state = cairn_mountpoint_state(dir);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
     return report_failure(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
                           state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
   struct stat sb;
-  if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode))
-    return report_failure(-ENOTDIR, "%s: not a directory", o->dir);
+  if (stat(dir, &sb) < 0) {
+    int err = errno;
+    return report_failure(-err, "%s: %s", o->dir, strerror(err));
+  }
+  if (!S_ISDIR(sb.st_mode)) return report_failure(-ENOTDIR, "%s: not a directory", o->dir);
 
-  int r = cairn_store_open(o->store, &fs.st);
+  r = cairn_store_open(o->store, &fs.st);
   if (r < 0) {
     code = report_failure(r, "store: %s", fs.st ? cairn_errmsg(fs.st) : strerror(-r));
     goto out;

@@ -234,10 +234,22 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
 
 /* ---- mounts ------------------------------------------------------------- */
 
-/* Records that pid serves image at dir (absolute path). */
-int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid, bool rw);
-int cairn_mount_forget(cairn_store *st, const char *dir);
-/* Array of {dir, image, pid, state: live|stale, rw}. */
+/* The real absolute path of the mountpoint dir names, for every front end
+ * alike (cairnfs records it, cairn mount / umount look it up): the parent
+ * resolved with realpath, a symlink as last component followed here, the
+ * last directory itself never asked (a dead daemon's mount answers stat and
+ * realpath with ENOTCONN). PATH_MAX bytes of out are always enough. */
+int cairn_mountpoint_resolve(const char *dir, char *out, size_t len);
+
+/* Records that pid serves image at dir (resolved), a mount of device dev
+ * ("maj:min", as in mountinfo). */
+int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
+                       const char *dev, bool rw);
+/* Forgets pid's record of dir (another daemon's record of dir stays). */
+int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid);
+/* Array of {dir, image, pid, state, rw, dev}; state is live (served here),
+ * detached (the daemon serves it only in other mount namespaces, e.g. a
+ * container's, after a host-side unmount) or stale (the daemon is gone). */
 json_t *cairn_mounts_json(cairn_store *st);
 
 /* What dir (absolute) is as a mount point now (store/mount.c). LIVE asks
@@ -249,6 +261,20 @@ enum cairn_mountpoint_state {
   CAIRN_MP_OTHER = 3, /* something else is mounted there */
 };
 int cairn_mountpoint_state(const char *dir);
+
+/* Unmounts the topmost mount at dir; lazy detaches it even while in use
+ * (MNT_DETACH; a dead daemon's mount needs it). Not root: fusermount3 does
+ * it for the user who mounted it. */
+int cairn_mountpoint_unmount(const char *dir, bool lazy);
+
+/* The device ("maj:min") of the cairnfs mount on top of dir in our mount
+ * namespace, without asking the file system; -ENOENT if there is none. */
+int cairn_mountpoint_dev(const char *dir, char *dev, size_t len);
+
+/* The processes whose mount namespaces hold the cairnfs mount of device
+ * dev, one per namespace, as "pid 1234 (crun), pid 1240 (sh)" in *desc
+ * (caller frees). Returns how many. */
+int cairn_mount_holders(const char *dev, char **desc);
 
 /* ---- pull (issue 4) ---------------------------------------------------- */
 

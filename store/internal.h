@@ -70,10 +70,14 @@ void pin_unlock(int fd);
 /* Deletes annotations whose lock is gone; returns how many. */
 int pin_clean_stale(cairn_store *st);
 
-/* Mounts (mount.c): number of live mount records of the image (cleaning
- * stale ones); *desc gets "mount DIR (pid N)" entries joined by "; ". */
+/* Mounts (mount.c): number of live or detached mount records of the
+ * image; *desc gets "mount DIR (cairnfs pid N[, detached])" entries joined
+ * by "; ". */
 int mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
 int mount_clean_stale(cairn_store *st);
+/* A pin annotation's purpose as people see it: with " (detached)" when pid
+ * is a daemon whose mount is detached. Caller frees; NULL on ENOMEM. */
+char *mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose);
 
 /* A test seam: unit tests set it to run a competing operation at a named
  * point of a race window (rm between counting names and deleting, pin

@@ -1,41 +1,65 @@
 /*
- * mount.c — mount records: which directory a cairnfs daemon serves, for
- * which image, with which pid.
+ * mount.c — mountpoints and mount records: which directory a cairnfs
+ * daemon serves, for which image, with which pid and device.
  *
- * A record is live while its daemon (pid and start time) runs and its
- * directory is a fuse.cairnfs mount point; a live record keeps the image
- * from rm and gc even in the moment its daemon's pins are not held (a
- * restart). A record whose directory is verifiably not served (no such
- * mount, or the daemon gone) is stale: it never keeps anything and is
+ * A mountpoint is named by its real path: every front end resolves what the
+ * user typed with cairn_mountpoint_resolve, so a record, a mountinfo line
+ * and a later umount always name the same directory.
+ *
+ * A record's state: live while its daemon (pid and start time) runs and its
+ * directory is that mount (same device) in our mount namespace; detached
+ * while the daemon runs but the mount is only in other namespaces (a
+ * container runtime's copy outlives the host's unmount: the daemon serves
+ * until the kernel ends the session); stale once the daemon is gone. Live
+ * and detached records keep the image from rm and gc even in the moment
+ * its daemon's pins are not held; a stale one never keeps anything and is
  * cleaned when seen.
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <limits.h>
+#include <spawn.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 
-int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid, bool rw) {
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
-  int r = db_prepare(st, &s,
-                     "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
-                     " since) VALUES(?, ?, ?, ?, ?, ?)");
-  if (r < 0) return r;
-  sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, image_id, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 3, pid);
-  sqlite3_bind_int64(s, 4, (sqlite3_int64)proc_start_time(pid));
-  sqlite3_bind_int(s, 5, rw);
-  sqlite3_bind_int64(s, 6, now_seconds());
-  return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "mount record");
+extern char **environ;
+
+#define CAIRNFS_TYPE "fuse.cairnfs"
+#define MAX_SYMLINKS 40 /* as the kernel's path walk */
+
+static int copy_path(char *out, size_t len, const char *a, const char *b) {
+  int n = b ? snprintf(out, len, "%s/%s", strcmp(a, "/") == 0 ? "" : a, b)
+            : snprintf(out, len, "%s", a);
+  return n >= 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
-int cairn_mount_forget(cairn_store *st, const char *dir) {
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
-  int r = db_prepare(st, &s, "DELETE FROM mounts WHERE dir = ?");
-  if (r < 0) return r;
-  sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
-  return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "mount record");
+int cairn_mountpoint_resolve(const char *dir, char *out, size_t len) {
+  char path[PATH_MAX], parent[PATH_MAX], joined[PATH_MAX], target[PATH_MAX];
+  int r = copy_path(path, sizeof(path), dir, NULL);
+  for (int links = 0; r == 0 && links <= MAX_SYMLINKS; links++) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+    char *slash = strrchr(path, '/');
+    char *name = slash ? slash + 1 : path;
+    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+      return realpath(path, joined) ? copy_path(out, len, joined, NULL) : -errno;
+    if (slash) *slash = '\0';
+    if (!realpath(!slash ? "." : slash == path ? "/" : path, parent)) return -errno;
+    if ((r = copy_path(joined, sizeof(joined), parent, name)) < 0) return r;
+    /* readlink never asks the file system mounted at joined: a dead
+     * daemon's mount fails lstat and realpath with ENOTCONN, not this. */
+    ssize_t k = readlink(joined, target, sizeof(target));
+    if (k < 0) return copy_path(out, len, joined, NULL);
+    if ((size_t)k >= sizeof(target)) return -ENAMETOOLONG;
+    target[k] = '\0';
+    r = target[0] == '/' ? copy_path(path, sizeof(path), target, NULL)
+                         : copy_path(path, sizeof(path), parent, target);
+  }
+  return r < 0 ? r : -ELOOP;
 }
 
 /* Undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134). */
@@ -53,89 +77,223 @@ static void mountinfo_unescape(char *s) {
   *out = '\0';
 }
 
-/* The file system type of the topmost mount at dir in our mount namespace
- * ("" if dir is not a mount point). */
-static int mountpoint_fstype(const char *dir, char *fstype, size_t len) {
-  FILE *f = fopen("/proc/self/mountinfo", "re");
+/* One line of a mountinfo file: the fields cairn looks at. */
+struct mount_line {
+  const char *dev;    /* "maj:min" */
+  const char *dir;    /* the mount point, unescaped */
+  const char *fstype; /* "fuse.cairnfs" for ours */
+};
+
+/* Calls visit for each line of a mountinfo file, in order (later lines are
+ * mounted on top of earlier ones); a true return stops. */
+static int mountinfo_foreach(const char *file, bool (*visit)(const struct mount_line *, void *),
+                             void *arg) {
+  FILE *f = fopen(file, "re");
   if (!f) return -errno;
-  fstype[0] = '\0';
   char *line = NULL;
   size_t cap = 0;
   while (getline(&line, &cap, f) > 0) {
     /* id parent maj:min root mountpoint options... - fstype source super */
-    char *save = NULL, *mnt = NULL;
-    char *tok = strtok_r(line, " ", &save);
-    for (int field = 0; tok && field < 4; field++) tok = strtok_r(NULL, " ", &save);
-    mnt = tok;
-    if (!mnt) continue;
-    mountinfo_unescape(mnt);
-    if (strcmp(mnt, dir) != 0) continue;
+    char *save = NULL, *field[5], *tok;
+    field[0] = strtok_r(line, " ", &save);
+    for (int i = 1; i < 5; i++) field[i] = field[i - 1] ? strtok_r(NULL, " ", &save) : NULL;
+    if (!field[4]) continue;
     while ((tok = strtok_r(NULL, " ", &save)) && strcmp(tok, "-") != 0) {
     }
-    tok = tok ? strtok_r(NULL, " ", &save) : NULL;
-    if (tok) snprintf(fstype, len, "%s", tok); /* later lines are mounted on top */
+    char *fstype = tok ? strtok_r(NULL, " ", &save) : NULL;
+    if (!fstype) continue;
+    mountinfo_unescape(field[4]);
+    struct mount_line m = {.dev = field[2], .dir = field[4], .fstype = fstype};
+    if (visit(&m, arg)) break;
   }
   free(line);
   fclose(f);
   return 0;
 }
 
-int cairn_mountpoint_state(const char *dir) {
+/* The topmost mount at a directory. */
+struct mount_top {
+  const char *dir;
+  char dev[32];
   char fstype[256];
-  int r = mountpoint_fstype(dir, fstype, sizeof(fstype));
+};
+
+static bool top_visit(const struct mount_line *m, void *arg) {
+  struct mount_top *t = arg;
+  if (strcmp(m->dir, t->dir) == 0) {
+    snprintf(t->dev, sizeof(t->dev), "%s", m->dev);
+    snprintf(t->fstype, sizeof(t->fstype), "%s", m->fstype);
+  }
+  return false;
+}
+
+/* The topmost mount at dir in our namespace (fstype "" if none). */
+static int mountpoint_top(const char *dir, struct mount_top *t) {
+  *t = (struct mount_top){.dir = dir};
+  return mountinfo_foreach("/proc/self/mountinfo", top_visit, t);
+}
+
+int cairn_mountpoint_state(const char *dir) {
+  struct mount_top t;
+  int r = mountpoint_top(dir, &t);
   if (r < 0) return r;
-  if (!fstype[0]) return CAIRN_MP_NONE;
-  if (strcmp(fstype, "fuse.cairnfs") != 0) return CAIRN_MP_OTHER;
+  if (!t.fstype[0]) return CAIRN_MP_NONE;
+  if (strcmp(t.fstype, CAIRNFS_TYPE) != 0) return CAIRN_MP_OTHER;
   struct statfs sf;
   if (statfs(dir, &sf) == 0) return CAIRN_MP_LIVE;
   return errno == ENOTCONN || errno == ECONNABORTED ? CAIRN_MP_STALE : -errno;
 }
 
-static bool dir_is_cairnfs_mount(const char *dir) {
-  char fstype[256];
-  return mountpoint_fstype(dir, fstype, sizeof(fstype)) == 0 && strcmp(fstype, "fuse.cairnfs") == 0;
+int cairn_mountpoint_unmount(const char *dir, bool lazy) {
+  if (umount2(dir, lazy ? MNT_DETACH : 0) == 0) return 0;
+  if (errno != EPERM) return -errno;
+  char *argv[] = {"fusermount3", "-u", "-z", (char *)dir, NULL};
+  if (!lazy) argv[2] = (char *)dir, argv[3] = NULL;
+  pid_t pid;
+  int r = posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ);
+  if (r != 0) return -EPERM;
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -errno;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
 }
 
-/* Live: the recorded daemon runs (same pid and start time; a zombie does
- * not count: the kernel has dropped its pins and its mount is dead) and the
- * directory is a cairnfs mount. */
-static bool record_live(const char *dir, pid_t pid, uint64_t start) {
+int cairn_mountpoint_dev(const char *dir, char *dev, size_t len) {
+  struct mount_top t;
+  int r = mountpoint_top(dir, &t);
+  if (r < 0) return r;
+  if (strcmp(t.fstype, CAIRNFS_TYPE) != 0) return -ENOENT;
+  return copy_path(dev, len, t.dev, NULL);
+}
+
+/* Whether a mountinfo file has the cairnfs mount of one device. */
+struct mount_find {
+  const char *dev;
+  bool found;
+};
+
+static bool find_visit(const struct mount_line *m, void *arg) {
+  struct mount_find *f = arg;
+  f->found = strcmp(m->dev, f->dev) == 0 && strcmp(m->fstype, CAIRNFS_TYPE) == 0;
+  return f->found;
+}
+
+int cairn_mount_holders(const char *dev, char **desc) {
+  *desc = NULL;
+  DIR *proc = opendir("/proc");
+  if (!proc) return -errno;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ino_t *seen = NULL;
+  size_t n_seen = 0;
+  int holders = 0;
+  struct dirent *de;
+  while (f && (de = readdir(proc))) {
+    char *end, path[64];
+    long pid = strtol(de->d_name, &end, 10);
+    struct stat ns;
+    snprintf(path, sizeof(path), "/proc/%ld/ns/mnt", pid);
+    if (*end || pid <= 0 || stat(path, &ns) < 0) continue;
+    bool known = false;
+    for (size_t i = 0; i < n_seen && !known; i++) known = seen[i] == ns.st_ino;
+    if (known) continue;
+    ino_t *more = realloc(seen, (n_seen + 1) * sizeof(*seen));
+    if (!more) break;
+    seen = more;
+    seen[n_seen++] = ns.st_ino;
+    struct mount_find find = {.dev = dev};
+    snprintf(path, sizeof(path), "/proc/%ld/mountinfo", pid);
+    if (mountinfo_foreach(path, find_visit, &find) < 0 || !find.found) continue;
+    _cleanup_free_ char *cmd = proc_command((pid_t)pid);
+    fprintf(f, "%spid %ld (%s)", holders ? ", " : "", pid, cmd);
+    holders++;
+  }
+  closedir(proc);
+  free(seen);
+  if (!f) return -ENOMEM;
+  fclose(f);
+  *desc = buf;
+  return holders;
+}
+
+int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
+                       const char *dev, bool rw) {
+  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  int r = db_prepare(st, &s,
+                     "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
+                     " since, dev) VALUES(?, ?, ?, ?, ?, ?, ?)");
+  if (r < 0) return r;
+  sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, image_id, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 3, pid);
+  sqlite3_bind_int64(s, 4, (sqlite3_int64)proc_start_time(pid));
+  sqlite3_bind_int(s, 5, rw);
+  sqlite3_bind_int64(s, 6, now_seconds());
+  sqlite3_bind_text(s, 7, dev, -1, SQLITE_STATIC);
+  return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "mount record");
+}
+
+int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid) {
+  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  int r = db_prepare(st, &s, "DELETE FROM mounts WHERE dir = ? AND pid = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 2, pid);
+  return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "mount record");
+}
+
+/* The state of a record (see the top of the file). A zombie daemon does not
+ * run: the kernel has dropped its pins and its session. An empty dev (a
+ * record of an older cairn) matches any cairnfs mount at dir. */
+static const char *record_state(const char *dir, pid_t pid, uint64_t start, const char *dev) {
   uint64_t now = proc_start_time(pid);
-  return now != 0 && now == start && cairn_process_running(pid, NULL) && dir_is_cairnfs_mount(dir);
+  if (now == 0 || now != start || !cairn_process_running(pid, NULL)) return "stale";
+  struct mount_top t;
+  bool here = mountpoint_top(dir, &t) == 0 && strcmp(t.fstype, CAIRNFS_TYPE) == 0 &&
+              (!*dev || strcmp(dev, t.dev) == 0);
+  return here ? "live" : "detached";
 }
 
-/* Visits records (of one image, or all); deletes the stale ones. */
-static int mounts_scan(cairn_store *st, const char *image_id, json_t *out) {
+/* Records (of one image, or all), with their state; pid > 0 narrows them
+ * to that daemon's. */
+static int mounts_scan(cairn_store *st, const char *image_id, pid_t pid, json_t *out) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q,
-                     "SELECT dir, image_id, pid, pid_start, rw, since FROM mounts"
-                     " WHERE ?1 IS NULL OR image_id = ?1 ORDER BY dir");
+                     "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"
+                     " WHERE (?1 IS NULL OR image_id = ?1) AND (?2 = 0 OR pid = ?2) ORDER BY dir");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
+  sqlite3_bind_int(q, 2, pid);
   while (sqlite3_step(q) == SQLITE_ROW) {
     const char *dir = (const char *)sqlite3_column_text(q, 0);
-    pid_t pid = sqlite3_column_int(q, 2);
-    bool live = record_live(dir, pid, (uint64_t)sqlite3_column_int64(q, 3));
+    const char *dev = (const char *)sqlite3_column_text(q, 5);
+    pid_t daemon = sqlite3_column_int(q, 2);
+    const char *state = record_state(dir, daemon, (uint64_t)sqlite3_column_int64(q, 3), dev);
     json_array_append_new(out,
-                          json_pack("{s:s, s:s, s:i, s:s, s:b}", "dir", dir, "image",
-                                    (const char *)sqlite3_column_text(q, 1), "pid", pid, "state",
-                                    live ? "live" : "stale", "rw", sqlite3_column_int(q, 4) != 0));
+                          json_pack("{s:s, s:s, s:i, s:s, s:b, s:s}", "dir", dir, "image",
+                                    (const char *)sqlite3_column_text(q, 1), "pid", daemon, "state",
+                                    state, "rw", sqlite3_column_int(q, 4) != 0, "dev", dev));
   }
   return 0;
 }
 
 json_t *cairn_mounts_json(cairn_store *st) {
   json_t *rows = json_array();
-  if (mounts_scan(st, NULL, rows) < 0) {
+  if (mounts_scan(st, NULL, 0, rows) < 0) {
     json_decref(rows);
     return NULL;
   }
   return rows;
 }
 
+static bool row_state_is(json_t *row, const char *state) {
+  return strcmp(json_string_value(json_object_get(row, "state")), state) == 0;
+}
+
 int mount_live_for_image(cairn_store *st, const char *image_id, char **desc) {
   _cleanup_json_ json_t *rows = json_array();
-  int r = mounts_scan(st, image_id, rows);
+  int r = mounts_scan(st, image_id, 0, rows);
   *desc = NULL;
   if (r < 0) return r;
   char *buf = NULL;
@@ -146,15 +304,23 @@ int mount_live_for_image(cairn_store *st, const char *image_id, char **desc) {
   size_t i;
   json_t *row;
   json_array_foreach(rows, i, row) {
-    if (strcmp(json_string_value(json_object_get(row, "state")), "live") != 0) continue;
-    fprintf(f, "%smount %s (cairnfs pid %d)", live ? "; " : "",
+    if (row_state_is(row, "stale")) continue;
+    fprintf(f, "%smount %s (cairnfs pid %d%s)", live ? "; " : "",
             json_string_value(json_object_get(row, "dir")),
-            (int)json_integer_value(json_object_get(row, "pid")));
+            (int)json_integer_value(json_object_get(row, "pid")),
+            row_state_is(row, "detached") ? ", detached" : "");
     live++;
   }
   fclose(f);
   *desc = buf;
   return live;
+}
+
+char *mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose) {
+  _cleanup_json_ json_t *rows = json_array();
+  bool detached = pid > 0 && mounts_scan(st, NULL, pid, rows) == 0 && json_array_size(rows) > 0 &&
+                  row_state_is(json_array_get(rows, 0), "detached");
+  return detached ? xasprintf("%s (detached)", purpose) : strdup(purpose);
 }
 
 int mount_clean_stale(cairn_store *st) {
@@ -164,8 +330,9 @@ int mount_clean_stale(cairn_store *st) {
   size_t i;
   json_t *row;
   json_array_foreach(rows, i, row) {
-    if (strcmp(json_string_value(json_object_get(row, "state")), "stale") != 0) continue;
-    cairn_mount_forget(st, json_string_value(json_object_get(row, "dir")));
+    if (!row_state_is(row, "stale")) continue;
+    cairn_mount_forget(st, json_string_value(json_object_get(row, "dir")),
+                       (pid_t)json_integer_value(json_object_get(row, "pid")));
     n++;
   }
   return n;

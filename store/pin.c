@@ -355,9 +355,11 @@ static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl, 
     if (!note_is_of(note, kind, id)) continue;
     pid_t pid = (pid_t)json_integer_value(json_object_get(note, "pid"));
     bool live = have_file && inode_locked_by(kl, &s, pid);
-    json_array_append_new(rows, pin_row(kind, id, have_file ? &s : NULL, pid,
-                                        json_string_value(json_object_get(note, "purpose")),
-                                        json_integer_value(json_object_get(note, "since")), !live));
+    _cleanup_free_ char *purpose =
+        mount_pin_purpose(st, pid, json_string_value(json_object_get(note, "purpose")));
+    json_array_append_new(rows,
+                          pin_row(kind, id, have_file ? &s : NULL, pid, purpose ? purpose : "",
+                                  json_integer_value(json_object_get(note, "since")), !live));
     if (!live)
       json_array_append_new(
           stale, json_pack("{s:i,s:s,s:i}", "kind", kind, "target", id, "pid", (json_int_t)pid));

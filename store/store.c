@@ -41,6 +41,8 @@ static const char *const migrations[] = {
     "CREATE TABLE mounts(dir TEXT PRIMARY KEY, image_id TEXT NOT NULL,"
     "  pid INTEGER NOT NULL, pid_start INTEGER NOT NULL, rw INTEGER NOT NULL,"
     "  since INTEGER NOT NULL);",
+    /* 2: the device (maj:min) of a mount, to find it in other mount namespaces */
+    "ALTER TABLE mounts ADD COLUMN dev TEXT NOT NULL DEFAULT '';",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

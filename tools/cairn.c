@@ -28,11 +28,11 @@ static const struct command {
     {"pull", cmd_pull,
      "pull SOURCE [NAME[:TAG]]                    oci:, docker-archive: or docker:// image"},
     {"mount", cmd_mount,
-     "mount IMAGE DIR                             serve an image at DIR (cairnfs)"},
+     "mount [--suid] [--dev] IMAGE DIR            serve an image at DIR (cairnfs)"},
     {"umount", cmd_umount,
      "umount DIR                                  stop serving DIR (live or stale)"},
     {"mounts", cmd_mounts,
-     "mounts [--json]                             list mounts, live or stale"},
+     "mounts [--json]                             list mounts: live, detached or stale"},
 };
 
 static void usage(FILE *f) {

@@ -2,6 +2,9 @@
  * cmd-mount.c — `cairn mount`, `cairn umount`, `cairn mounts`: start, stop
  * and list cairnfs daemons.
  *
+ * Directories are resolved by cairn_mountpoint_resolve, as cairnfs resolves
+ * them: a symlink to a mountpoint names that mountpoint.
+ *
  * mount runs cairnfs (next to this binary, else from PATH), which forks its
  * daemon and exits only once the mount is up or has failed; its error is
  * passed on with our prefix and its exit code. We then check the directory
@@ -11,59 +14,40 @@
  * unmount while the directory is a cairnfs mount point (lazily if the daemon
  * is gone: ENOTCONN), wait for the recorded daemon to exit (so its pins are
  * released when we return), forget the record. A never-mounted directory is
- * a success.
+ * a success. The daemon is never signalled: it serves until the kernel ends
+ * its session, which a container's copy of the mount (in the container's
+ * mount namespace) keeps open after our unmount. Then umount says which
+ * processes' namespaces hold it and exits 4; the mount is detached, and its
+ * daemon forgets the record and releases its pins when they let go.
  */
 #include "commands.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define MOUNT_USAGE "cairn mount IMAGE DIR"
+#define MOUNT_USAGE                                                                                \
+  "cairn mount [--suid] [--dev] IMAGE DIR\n"                                                       \
+  "  --suid  honour the image's setuid/setgid bits (default: nosuid)\n"                            \
+  "  --dev   honour the image's device nodes (default: nodev)"
 #define UMOUNT_USAGE "cairn umount DIR"
 #define MOUNTS_USAGE "cairn mounts [--json]"
 
 /* Bounds of the waits below, in steps of WAIT_STEP_US (1 ms). */
 #define WAIT_STEP_US 1000
 #define ANSWER_STEPS 10000 /* 10 s for a new mount to show up */
-#define EXIT_STEPS 10000   /* 10 s for a daemon to exit after its unmount */
+#define EXIT_STEPS 3000    /* 3 s for a daemon to exit after its unmount */
+#define HOLDERS_STEPS 500  /* look for other namespaces' copies every 0.5 s, */
+#define HOLDERS_FIRST 100  /* first after 0.1 s */
 
 static void sleep_step(void) { usleep(WAIT_STEP_US); }
-
-/* The absolute form of dir without asking the file system about dir
- * itself, which a dead daemon's mount answers with ENOTCONN. */
-static int absolute_dir(const char *dir, char *out, size_t len) {
-  char *copy1 = strdup(dir), *copy2 = strdup(dir);
-  int r = -ENOMEM;
-  if (!copy1 || !copy2) goto out;
-  char *base = basename(copy1);
-  char parent[PATH_MAX];
-  if (!realpath(dirname(copy2), parent)) {
-    r = -errno;
-    goto out;
-  }
-  if (strcmp(base, "/") == 0 || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
-    r = realpath(dir, out) ? 0 : -errno;
-    goto out;
-  }
-  r = snprintf(out, len, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, base) < (int)len
-          ? 0
-          : -ENAMETOOLONG;
-out:
-  free(copy1);
-  free(copy2);
-  return r;
-}
 
 /* The cairnfs binary next to ours, else "cairnfs" for a PATH search. */
 static void cairnfs_path(char *out, size_t len) {
@@ -77,8 +61,10 @@ static void cairnfs_path(char *out, size_t len) {
   snprintf(out, len, "cairnfs");
 }
 
-/* Runs cairnfs; its stderr lines "cairnfs: X" are printed as "cairn: X". */
-static int run_cairnfs(const char *store_dir, const char *image, const char *dir) {
+/* Runs cairnfs (with -o opts unless NULL); its stderr lines "cairnfs: X"
+ * are printed as "cairn: X". */
+static int run_cairnfs(const char *store_dir, const char *image, const char *dir,
+                       const char *opts) {
   char bin[PATH_MAX];
   cairnfs_path(bin, sizeof(bin));
   int p[2];
@@ -91,7 +77,8 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   }
   if (pid == 0) {
     dup2(p[1], 2);
-    char *argv[] = {"cairnfs", "--store", (char *)store_dir, (char *)image, (char *)dir, NULL};
+    char *argv[] = {"cairnfs",   "--store",          (char *)store_dir, (char *)image,
+                    (char *)dir, opts ? "-o" : NULL, (char *)opts,      NULL};
     execvp(bin, argv);
     fprintf(stderr, "cairnfs: cannot run %s: %s\n", bin, strerror(errno));
     _exit(127);
@@ -116,26 +103,35 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
 }
 
 int cmd_mount(struct cli *c, int argc, char **argv) {
-  const char *image = NULL, *dir = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--rw") == 0)
-      return cli_usage(MOUNT_USAGE, "--rw: writable mounts are not supported yet");
-    if (argv[i][0] == '-') return cli_usage(MOUNT_USAGE, "unknown option %s", argv[i]);
-    if (!image)
-      image = argv[i];
-    else if (!dir)
-      dir = argv[i];
-    else
-      return cli_usage(MOUNT_USAGE, "too many arguments");
+  static const struct option opts[] = {
+      {"rw", no_argument, NULL, 'w'},
+      {"suid", no_argument, NULL, 's'},
+      {"dev", no_argument, NULL, 'd'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  bool suid = false, dev = false;
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+    case 'w': return cli_usage(MOUNT_USAGE, "--rw: writable mounts are not supported yet");
+    case 's': suid = true; break;
+    case 'd': dev = true; break;
+    case 'h': printf("usage: %s\n", MOUNT_USAGE); return 0;
+    default: return cli_bad_option(MOUNT_USAGE, argv);
+    }
   }
-  if (!dir) return cli_usage(MOUNT_USAGE, "needs an image and a directory");
+  if (argc - optind != 2) return cli_usage(MOUNT_USAGE, "needs an image and a directory");
+  const char *image = argv[optind], *dir = argv[optind + 1];
+  const char *mount_opts = suid && dev ? "suid,dev" : suid ? "suid" : dev ? "dev" : NULL;
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   cairn_id id;
   int r = cairn_image_resolve(st, image, id);
   if (r < 0) return cli_fail(c, r, image);
   char abs[PATH_MAX];
-  r = absolute_dir(dir, abs, sizeof(abs));
+  r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
   if (r < 0) return cli_fail(NULL, r, dir);
   int state = cairn_mountpoint_state(abs);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE) {
@@ -143,7 +139,7 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
             state == CAIRN_MP_LIVE ? "live" : "stale", dir);
     return 4;
   }
-  int code = run_cairnfs(cairn_store_dir(st), image, abs);
+  int code = run_cairnfs(cairn_store_dir(st), image, abs, mount_opts);
   if (code != 0) return code <= 5 ? code : 1; /* 127: cairnfs not found */
   for (int i = 0; i < ANSWER_STEPS; i++) {
     state = cairn_mountpoint_state(abs);
@@ -156,61 +152,60 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
   return 1;
 }
 
-/* Unmounts one cairnfs mount at dir; lazily if its daemon is gone. */
-static int unmount_once(const char *dir, int state) {
-  int flags = state == CAIRN_MP_STALE ? MNT_DETACH : 0;
-  if (umount2(dir, flags) == 0) return 0;
-  int err = errno;
-  if (err != EPERM) return -err;
-  /* Not root: the setuid helper may unmount what this user mounted. */
-  pid_t pid = fork();
-  if (pid < 0) return -errno;
-  if (pid == 0) {
-    if (flags)
-      execlp("fusermount3", "fusermount3", "-u", "-z", dir, (char *)NULL);
-    else
-      execlp("fusermount3", "fusermount3", "-u", dir, (char *)NULL);
-    _exit(127);
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -errno;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPERM;
-}
+/* The daemon and device recorded for dir (pid 0 if none). */
+struct mount_record {
+  pid_t pid;
+  char dev[32];
+};
 
-/* The pid recorded for dir, or 0. */
-static pid_t recorded_pid(cairn_store *st, const char *dir) {
+static struct mount_record recorded(cairn_store *st, const char *dir) {
+  struct mount_record rec = {0};
   json_t *rows = cairn_mounts_json(st);
-  pid_t pid = 0;
   size_t i;
   json_t *row;
   json_array_foreach(rows, i, row) {
-    if (strcmp(json_string_value(json_object_get(row, "dir")), dir) == 0)
-      pid = (pid_t)json_integer_value(json_object_get(row, "pid"));
+    if (strcmp(json_string_value(json_object_get(row, "dir")), dir) != 0) continue;
+    rec.pid = (pid_t)json_integer_value(json_object_get(row, "pid"));
+    snprintf(rec.dev, sizeof(rec.dev), "%s", json_string_value(json_object_get(row, "dev")));
   }
   json_decref(rows);
-  return pid;
+  return rec;
 }
 
-/* Waits (bounded) for the daemon to exit after its unmount; asks it with
- * SIGTERM halfway. */
-static int await_daemon_exit(pid_t pid) {
-  for (int i = 0; i < EXIT_STEPS; i++) {
-    if (!cairn_process_running(pid, "cairnfs")) return 0;
-    if (i == EXIT_STEPS / 2) kill(pid, SIGTERM);
+/* Waits (bounded) for the daemon to exit after our unmount. While other
+ * mount namespaces still hold the mount it serves on: says who holds it
+ * (name is DIR as the user typed it) and returns 4. */
+static int await_daemon_exit(const char *name, const struct mount_record *rec) {
+  for (int i = 1; i <= EXIT_STEPS; i++) {
+    if (!cairn_process_running(rec->pid, "cairnfs")) return 0;
+    if (i % HOLDERS_STEPS == HOLDERS_FIRST && rec->dev[0]) {
+      char *who = NULL;
+      int n = cairn_mount_holders(rec->dev, &who);
+      if (n > 0)
+        fprintf(stderr, "%s: %s: detached here, still in use by %s\n", cli_prog, name, who);
+      free(who);
+      if (n > 0) return 4;
+    }
     sleep_step();
   }
-  return -ETIMEDOUT;
+  fprintf(stderr, "%s: %s: detached here, still in use (cairnfs pid %d serves it)\n", cli_prog,
+          name, (int)rec->pid);
+  return 4;
 }
 
 int cmd_umount(struct cli *c, int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+    printf("usage: %s\n", UMOUNT_USAGE);
+    return 0;
+  }
   if (argc != 2 || argv[1][0] == '-') return cli_usage(UMOUNT_USAGE, "needs one directory");
+  const char *name = argv[1];
   char dir[PATH_MAX];
-  int r = absolute_dir(argv[1], dir, sizeof(dir));
-  if (r < 0) return cli_fail(NULL, r, argv[1]);
+  int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
+  if (r < 0) return cli_fail(NULL, r, name);
   cairn_store *st = cli_store(c);
   if (!st) return 1;
-  pid_t pid = recorded_pid(st, dir);
+  struct mount_record rec = recorded(st, dir);
   int code = 0;
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
@@ -218,28 +213,25 @@ int cmd_umount(struct cli *c, int argc, char **argv) {
     int state = cairn_mountpoint_state(dir);
     if (state == CAIRN_MP_NONE) break;
     if (state == CAIRN_MP_OTHER) {
-      fprintf(stderr, "%s: %s: not a cairnfs mount\n", cli_prog, dir);
+      fprintf(stderr, "%s: %s: not a cairnfs mount\n", cli_prog, name);
       code = 1;
       break;
     }
-    r = state < 0 ? state : unmount_once(dir, state);
+    r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE);
     if (r == -EBUSY) {
-      fprintf(stderr, "%s: %s: busy (a process uses the mount)\n", cli_prog, dir);
+      fprintf(stderr, "%s: %s: busy (a process uses the mount)\n", cli_prog, name);
       code = 4;
       break;
     }
     if (r < 0) {
-      code = cli_fail(NULL, r, dir);
+      code = cli_fail(NULL, r, name);
       break;
     }
   }
-  if (code == 0 && pid > 0 && await_daemon_exit(pid) < 0) {
-    fprintf(stderr, "%s: %s: cairnfs (pid %d) did not exit\n", cli_prog, dir, (int)pid);
-    code = 1;
-  }
+  if (code == 0 && rec.pid > 0) code = await_daemon_exit(name, &rec);
   if (code == 0) {
-    r = cairn_mount_forget(st, dir);
-    if (r < 0) code = cli_fail(c, r, dir);
+    r = cairn_mount_forget(st, dir, rec.pid);
+    if (r < 0) code = cli_fail(c, r, name);
   }
   return code;
 }

@@ -4,7 +4,8 @@
 # no longer blocks rm and that `cairn umount` cleans; SIGTERM and SIGINT
 # unmount cleanly and release everything; errors of the daemon reach
 # `cairn mount`'s caller with the contract's exit codes; `mount -t
-# fuse.cairnfs` works; a busy mount is not torn down under its user.
+# fuse.cairnfs` works; a busy mount is not torn down under its user, and a
+# SIGTERM only detaches it: the daemon serves its user until it leaves.
 source "$(dirname "$0")/mountlib.sh"
 
 $FSTREE make-layers "$TMP/layers"
@@ -89,6 +90,41 @@ wait_for 50 pid_gone "$holder" || fail "holder survived"
 cairn umount "$mnt"
 not_mounted "$mnt" && pid_gone "$pid" || fail "umount after busy"
 pass "busy mount refused (exit 4), then unmounted"
+
+# ---- SIGTERM on a busy mount detaches the host's view; its user keeps reading
+cairn mount app:1 "$mnt"
+pid=$(mount_pid "$mnt")
+bg_start bash -c "cd '$mnt' && exec sleep 60"
+holder=${BG_PIDS[-1]}
+wait_for 50 cwd_is "$holder" "$mnt" || fail "holder not in mount"
+kill -TERM "$pid"
+wait_for 50 not_mounted "$mnt" || fail "SIGTERM did not detach the mount"
+[ "$(mount_state "$mnt")" = detached ] || fail "not detached: $(cairn mounts --json)"
+grep -q cairntest "/proc/$holder/cwd/etc/os-release" || fail "the user lost its files"
+[ "$(cairn_pin ls --json | jq '[.[] | select(.stale | not)] | length')" -gt 0 ] ||
+  fail "a detached mount's pins went"
+assert_status 4 cairn umount "$mnt"
+grep -q "detached here, still in use" "$TMP/err" || fail "umount: $(cat "$TMP/err")"
+pid_gone "$pid" && fail "umount stopped the daemon of a used mount"
+# A new mount on the directory takes it over; the old daemon, when its
+# user leaves, forgets only its own record.
+cairn mount app:1 "$mnt"
+new=$(mount_pid "$mnt")
+[ "$new" != "$pid" ] && [ "$(mount_state "$mnt")" = live ] || fail "remount: $(cairn mounts --json)"
+kill "$holder"
+wait_for 50 pid_gone "$holder" || fail "holder survived"
+wait_for 100 pid_gone "$pid" || fail "daemon outlived the last user of its mount"
+[ "$(mount_pid "$mnt")" = "$new" ] && [ "$(mount_state "$mnt")" = live ] ||
+  fail "the old daemon took the new mount's record: $(cairn mounts --json)"
+cairn umount "$mnt"
+[ "$(cairn mounts --json | jq length)" = 0 ] || fail "record left: $(cairn mounts --json)"
+[ "$(cairn_pin ls --json | jq length)" = 0 ] || fail "pins left: $(cairn_pin ls)"
+pass "SIGTERM detaches a busy mount, the daemon serves its user to the end"
+
+# ---- umount of a directory that was never mounted
+mkdir "$TMP/plain"
+cairn umount "$TMP/plain" || fail "umount of a plain directory"
+pass "umount of a directory that is not mounted: exit 0"
 
 # ---- foreground daemon, and mount -t fuse.cairnfs (mount.fuse3 → cairnfs)
 bg_start "$CAIRN_BIN/cairnfs" -f --store "$STORE" app:1 "$mnt"

@@ -1,0 +1,81 @@
+#!/bin/bash
+# test_mount_options.sh — an image's setuid binaries and device nodes do
+# nothing for local users unless asked: every mount is nosuid,nodev (in
+# /proc/self/mountinfo, and in effect: a setuid-root binary run by nobody
+# stays nobody, a device node cannot be opened); `cairn mount --suid
+# --dev` (cairnfs -o suid,dev, as mount -t fuse.cairnfs passes it) honours
+# them, for a container root that needs them. Root's mounts stay
+# allow_other (runtimes need it) with default_permissions.
+source "$(dirname "$0")/mountlib.sh"
+
+root=$TMP/root
+mkdir -p "$root/bin" "$root/dev"
+cp /usr/bin/id "$root/bin/id"
+chmod 4755 "$root/bin/id"
+mknod "$root/dev/zero" c 1 5
+chmod 0666 "$root/dev/zero"
+tar -C "$root" --numeric-owner --owner=0 --group=0 -cf "$TMP/layer.tar" .
+cairn import app:1 "$TMP/layer.tar" >/dev/null
+mnt=$TMP/mnt
+mkdir "$mnt"
+chmod 0711 "$TMP" # nobody may reach the mount (the store keeps its own 0700)
+
+# mount_options DIR: the per-mount options of DIR in /proc/self/mountinfo.
+mount_options() { awk -v d="$1" '$5 == d { o = $6 } END { print o }' /proc/self/mountinfo; }
+# super_options DIR: its super block options (after the " - fstype source").
+super_options() { awk -v d="$1" '$5 == d { o = $NF } END { print o }' /proc/self/mountinfo; }
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+has_opt() { tr , '\n' <<<"$1" | grep -qx "$2"; }
+
+# ---- the default: nosuid,nodev
+cairn mount app:1 "$mnt"
+opts=$(mount_options "$mnt")
+has_opt "$opts" nosuid && has_opt "$opts" nodev || fail "default options: $opts"
+has_opt "$(super_options "$mnt")" allow_other || fail "allow_other: $(super_options "$mnt")"
+has_opt "$(super_options "$mnt")" default_permissions || fail "default_permissions"
+[ "$(stat -c %a "$mnt/bin/id")" = 4755 ] || fail "the setuid bit is not shown"
+[ "$(as_nobody "$mnt/bin/id" -u)" = 65534 ] || fail "setuid-root ran as root on a nosuid mount"
+as_nobody head -c 1 "$mnt/dev/zero" >/dev/null 2>&1 && fail "a device node opened on a nodev mount"
+head -c 1 "$mnt/dev/zero" >/dev/null 2>&1 && fail "root opened a device node on a nodev mount"
+cairn umount "$mnt"
+pass "default mount: nosuid,nodev, allow_other,default_permissions; setuid and devices inert"
+
+# ---- --suid --dev opt in
+cairn mount --suid --dev app:1 "$mnt"
+opts=$(mount_options "$mnt")
+has_opt "$opts" nosuid || has_opt "$opts" nodev && fail "--suid --dev options: $opts"
+[ "$(as_nobody "$mnt/bin/id" -u)" = 0 ] || fail "setuid-root did not run as root with --suid"
+[ "$(as_nobody head -c 1 "$mnt/dev/zero" | od -An -tx1 | tr -d ' ')" = 00 ] ||
+  fail "a device node did not open with --dev"
+cairn umount "$mnt"
+pass "cairn mount --suid --dev: setuid binaries and device nodes work"
+
+# ---- one without the other
+cairn mount --suid app:1 "$mnt"
+opts=$(mount_options "$mnt")
+! has_opt "$opts" nosuid && has_opt "$opts" nodev || fail "--suid options: $opts"
+cairn umount "$mnt"
+cairn mount app:1 "$mnt" --dev
+opts=$(mount_options "$mnt")
+has_opt "$opts" nosuid && ! has_opt "$opts" nodev || fail "--dev options: $opts"
+cairn umount "$mnt"
+pass "--suid and --dev each alone"
+
+# ---- mount -t fuse.cairnfs: mount.fuse3 passes mount(8)'s own flags on
+# (it adds "dev,suid" unless nodev / nosuid are given, as mount(8) mounts
+# any file system), and cairnfs takes them as -o [no]suid / -o [no]dev.
+mount -t fuse -o "store=$STORE,nosuid,nodev" "$CAIRN_BIN/cairnfs#app:1" "$mnt"
+opts=$(mount_options "$mnt")
+has_opt "$opts" nosuid && has_opt "$opts" nodev || fail "mount -t -o nosuid,nodev: $opts"
+cairn umount "$mnt"
+mount -t fuse -o "store=$STORE,suid,dev" "$CAIRN_BIN/cairnfs#app:1" "$mnt"
+opts=$(mount_options "$mnt")
+has_opt "$opts" nosuid || has_opt "$opts" nodev && fail "mount -t -o suid,dev options: $opts"
+cairn umount "$mnt"
+pass "mount -t fuse.cairnfs: -o nosuid,nodev and -o suid,dev reach cairnfs"
+
+# ---- usage
+cairn mount --help | grep -q -- "--suid" || fail "--help does not name --suid"
+cairn mount --help | grep -q -- "--dev" || fail "--help does not name --dev"
+assert_status 2 cairn mount --setuid app:1 "$mnt"
+pass "cairn mount --help names --suid and --dev"
