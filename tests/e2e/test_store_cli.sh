@@ -41,7 +41,7 @@ expect_exit 0 "inspect by 12-digit id prefix" cairn inspect "${id1:0:12}"
 # Pins: a hold blocks rm, names its holder, shows in lslocks, dies with kill -9.
 cairn-pin hold app:1 -- sleep 60 &
 holder=$!
-on_exit "kill -9 $holder; pkill -9 -f 'sleep 60'"
+on_exit "pkill -9 -P $holder; kill -9 $holder"
 wait_for 5 sh -c "cairn-pin ls --json | jq -e 'length > 0' >/dev/null"
 expect_exit 4 "rm of a held image is exit 4" cairn rm "$id1"
 check "rm names the holder's pid and purpose" grep -q "pid $holder (cairn-pin) hold sleep 60" "$T/stderr"
@@ -52,11 +52,12 @@ check_json "cairn-pin ls --json has the contract's keys" \
 check_json "images shows it pinned" ".[] | select(.id == \"$id1\") | .pinned" cairn images --json
 expect_exit 4 "cairn-pin wait times out while held" cairn-pin wait app:1 --timeout 0.3
 heir=$(pgrep -P "$holder" sleep)
+on_exit "kill -9 $heir"
 kill -9 "$holder"
 wait "$holder" 2>/dev/null
 expect_exit 4 "the held command keeps the pin after its parent dies" cairn rm "$id1"
 check "rm names the command that inherited the pin" grep -q "held by pid $heir " "$T/stderr"
-pkill -9 -f 'sleep 60'
+kill -9 "$heir"
 wait_for 5 sh -c "! lslocks -n -o PATH | grep -q pins/image/$id1"
 expect_exit 0 "cairn-pin wait returns once the pins are gone" cairn-pin wait app:1 --timeout 5
 check_json "cairn-pin ls marks the dead holder's annotation stale" 'length > 0 and all(.stale)' cairn-pin ls --json
