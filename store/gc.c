@@ -142,7 +142,7 @@ static int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_rep
   if (rc == 0) rc = sweep_layers(st, dry_run, r, &held, &n_held);
   if (rc == 0 && have_lock) rc = blob_rows_unreferenced(st, dry_run, blobs, r);
   if (rc == 0 && !dry_run)
-    rc = db_commit(st);
+    rc = db_commit_durable(st);
   else
     db_rollback(st);
   for (size_t i = 0; i < n_held; i++) {
@@ -244,7 +244,7 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r) {
     if (sqlite3_step(s) != SQLITE_DONE) rc = store_fail_db(st, "repair");
   }
   if (rc == 0)
-    rc = db_commit(st);
+    rc = db_commit_durable(st);
   else
     db_rollback(st);
   if (rc == 0) report_line(r, "repaired: removed blob %s and the layers and images using it", name);

@@ -70,7 +70,7 @@ static int image_remove(cairn_store *st, const char *id) {
       r = store_fail(st, -ENOENT, "no such image");
   }
   if (r == 0)
-    r = db_commit(st);
+    r = db_commit_durable(st);
   else
     db_rollback(st);
   if (r < 0) {
