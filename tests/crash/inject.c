@@ -40,7 +40,10 @@
  * overwritten; a successful sync appends a marker. At step N the process
  * is killed (SIGKILL, before the step); then `inject-undo LOG` restores,
  * newest first, every change not covered by a later sync of its file:
- * the page cache that a real power cut would have lost.
+ * the page cache that a real power cut would have lost. Files are named in
+ * the log by their kernel file handle (name_to_handle_at), so a blob
+ * written as an anonymous O_TMPFILE and linked later is still found;
+ * inject-undo opens them with open_by_handle_at, which needs root.
  */
 #undef _FILE_OFFSET_BITS /* define pwrite and pwrite64 as the two symbols they are */
 #include <dlfcn.h>

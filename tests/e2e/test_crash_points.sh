@@ -22,6 +22,16 @@ fi
 STRIDE=${CAIRN_CRASH_STRIDE:-2}
 [ "${CAIRN_CRASH_FULL:-0}" = 1 ] && STRIDE=1
 
+# The stores live on a tmpfs of their own: the model decides what a cut
+# forgets, not the disk, and each commit's fsync and syncfs then cost
+# nothing (on the shared root file system, syncfs waits for everyone's
+# dirty pages). tmpfs has the file handles inject-undo needs.
+mkdir -p "$T/fast"
+mount -t tmpfs -o size=512m tmpfs "$T/fast" || { not_ok "mount a tmpfs for the stores"; finish; exit; }
+on_exit "umount $T/fast"
+STORE=$T/fast/store
+export CAIRN_STORE=$STORE
+
 # ---- layers and images -------------------------------------------------
 # L1: the base every store holds; L2, L3: two images sharing L1; L4+L5: a
 # new two-layer image (files, a hardlink, an xattr, a whiteout); L6: a
@@ -48,19 +58,19 @@ python3 "$CAIRN_SRC/tests/e2e/oci_image.py" add "$T/oci" app linux/amd64 \
 # Template stores, each made once; every point starts from a copy.
 make_template() { # NAME CMD...: CMD runs with CAIRN_STORE set to the template
   local name=$1; shift
-  CAIRN_STORE=$T/tpl/$name "$@" || { not_ok "template $name: $*"; exit 1; }
+  CAIRN_STORE=$T/fast/tpl/$name "$@" || { not_ok "template $name: $*"; exit 1; }
 }
-mkdir -p "$T/tpl"
+mkdir -p "$T/fast/tpl"
 for t in import pull rm gc repair; do make_template $t cairn import base:1 "$T/l1.tar" >/dev/null; done
 make_template rm cairn import a:1 "$T/l1.tar" "$T/l2.tar" >/dev/null
 make_template rm cairn import b:1 "$T/l1.tar" "$T/l3.tar" >/dev/null
 make_template gc cairn import unused:1 "$T/l6.tar" >/dev/null
-sqlite3 "$T/tpl/gc/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id IN
+sqlite3 "$T/fast/tpl/gc/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id IN
   (SELECT image_id FROM names WHERE name LIKE 'unused:1%')"
 make_template repair cairn import c:1 "$T/l7.tar" >/dev/null
-blob=$(sqlite3 "$T/tpl/repair/meta.db" "SELECT blob FROM entries e JOIN image_layers il ON il.layer_id = e.layer_id
+blob=$(sqlite3 "$T/fast/tpl/repair/meta.db" "SELECT blob FROM entries e JOIN image_layers il ON il.layer_id = e.layer_id
   JOIN names n ON n.image_id = il.image_id WHERE n.name LIKE 'c:1%' AND e.path LIKE '%.bin'")
-printf 'corrupt' | dd of="$T/tpl/repair/blobs/${blob:0:2}/$blob" bs=1 seek=100 conv=notrunc status=none
+printf 'corrupt' | dd of="$T/fast/tpl/repair/blobs/${blob:0:2}/$blob" bs=1 seek=100 conv=notrunc status=none
 
 # What each operation does, and what it leaves when done.
 declare -A OP=(
@@ -80,8 +90,8 @@ layer_count() { cairn layers --json | jq length; }
 # operation ran to its end (done); the number of steps it takes.
 declare -A REF STEPS LAYERS_BEFORE LAYERS_DONE
 for op in import pull rm gc repair; do
-  export CAIRN_STORE=$T/ref-$op
-  cp -a "$T/tpl/$op" "$CAIRN_STORE"
+  export CAIRN_STORE=$T/fast/ref-$op
+  cp -a "$T/fast/tpl/$op" "$CAIRN_STORE"
   for img in ${SURVIVORS[$op]} ${RESULT[$op]}; do
     cairn inspect "$img" >/dev/null 2>&1 && REF[$op/$img]=$(export_sum "$img")
   done
@@ -97,16 +107,19 @@ for op in import pull rm gc repair; do
 done
 export CAIRN_STORE=$STORE
 
+# has_image NAME: NAME is in the listing check_point took.
+has_image() { jq -e --arg n "$1" 'any(.[].names[]; . == $n)' "$T/images" >/dev/null; }
+
 # check_point OP WHAT [done]: the store after a crash or a failure of OP
 # (done: OP reported success). Prints nothing and returns 0 when every
 # invariant holds, else one line saying which did not.
 check_point() {
   local op=$1 what=$2 done=${3:-} img r=${RESULT[$1]} problems=""
-  cairn images --json >/dev/null 2>"$T/err" || { echo "$what: the store does not open: $(cat "$T/err")"; return 1; }
+  cairn images --json >"$T/images" 2>"$T/err" || { echo "$what: the store does not open: $(cat "$T/err")"; return 1; }
   if ! cairn fsck >"$T/fsck" 2>&1; then
     # fsck --repair not done (yet): the corrupt blob is the one problem
     if [ "$op" != repair ] || [ -n "$done" ] || [ "$(grep -c '^problem' "$T/fsck")" != 1 ] ||
-      ! grep -q "blob $blob" "$T/fsck" || ! cairn inspect c:1 >/dev/null 2>&1; then
+      ! grep -q "blob $blob" "$T/fsck" || ! has_image c:1; then
       problems+=" fsck: $(grep -m3 problem "$T/fsck" | tr '\n' ' ')$(tail -1 "$T/fsck");"
     fi
   fi
@@ -114,13 +127,13 @@ check_point() {
     [ "$(export_sum "$img")" = "${REF[$op/$img]}" ] || problems+=" $img lost or changed;"
   done
   if [ -n "$r" ]; then
-    if cairn inspect "$r" >/dev/null 2>&1; then
+    if has_image "$r"; then
       [ -z "${REF[$op/$r]:-}" ] || [ "$(export_sum "$r")" = "${REF[$op/$r]}" ] ||
         problems+=" $r is there but exports other bytes;"
     elif [ -n "$done" ] && [ "$op" != rm ] && [ "$op" != repair ]; then
       problems+=" $r was reported done but is gone;"
     fi
-    [ -n "$done" ] && [ "$op" = rm -o "$op" = repair ] && cairn inspect "$r" >/dev/null 2>&1 &&
+    [ -n "$done" ] && [ "$op" = rm -o "$op" = repair ] && has_image "$r" &&
       problems+=" $r was removed but is back;"
   fi
   if [ "$op" = gc ]; then
@@ -138,16 +151,16 @@ check_point() {
 # run_point OP N MODE [ERRNO]: from the template, OP under the injector.
 run_point() {
   local op=$1 n=$2 mode=$3 err=${4:-EIO}
-  rm -rf "$STORE" "$T/log"
-  cp -a "$T/tpl/$op" "$STORE"
+  rm -rf "$STORE" "$T/fast/log"
+  cp -a "$T/fast/tpl/$op" "$STORE"
   # (a subshell that outlives the command keeps bash's "Killed" off stderr)
   (
     CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_AT=$n CAIRN_INJECT_MODE=$mode CAIRN_INJECT_ERRNO=$err \
-      CAIRN_INJECT_LOG=$T/log CAIRN_INJECT_COUNT=$T/count timeout 60 env LD_PRELOAD="$INJECT" ${OP[$op]} >/dev/null 2>"$T/stderr"
+      CAIRN_INJECT_LOG=$T/fast/log CAIRN_INJECT_COUNT=$T/count timeout 60 env LD_PRELOAD="$INJECT" ${OP[$op]} >/dev/null 2>"$T/stderr"
     exit $?
   ) 2>/dev/null
   local rc=$?
-  [ "$mode" = cut ] && { "$UNDO" "$T/log" >/dev/null || echo "$op $mode at $n: inject-undo failed"; }
+  [ "$mode" = cut ] && { "$UNDO" "$T/fast/log" >/dev/null || echo "$op $mode at $n: inject-undo failed"; }
   case $mode in
   kill | cut) [ $rc = 137 ] || { echo "$op $mode at $n: exit $rc, not killed"; return 1; } ;;
   fail)
@@ -165,8 +178,8 @@ run_point() {
 # connection keeps the database open, so that closing does not checkpoint.
 run_after_done() {
   local op=$1
-  rm -rf "$STORE" "$T/log"
-  cp -a "$T/tpl/$op" "$STORE"
+  rm -rf "$STORE" "$T/fast/log"
+  cp -a "$T/fast/tpl/$op" "$STORE"
   mkfifo "$T/hold"
   sqlite3 "$STORE/meta.db" <"$T/hold" >/dev/null &
   local holder=$!
@@ -174,7 +187,7 @@ run_after_done() {
   exec 7>"$T/hold"
   echo "SELECT count(*) FROM images;" >&7
   wait_for 5 [ -e "$STORE/meta.db-wal" ]
-  CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_MODE=cut CAIRN_INJECT_LOG=$T/log \
+  CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_MODE=cut CAIRN_INJECT_LOG=$T/fast/log \
     CAIRN_INJECT_COUNT=$T/count LD_PRELOAD=$INJECT ${OP[$op]} >/dev/null 2>"$T/stderr"
   local rc=$?
   kill -9 "$holder"
@@ -182,7 +195,7 @@ run_after_done() {
   exec 7>&-
   rm -f "$T/hold"
   [ $rc = 0 ] || { echo "$op: exit $rc: $(cat "$T/stderr")"; return 1; }
-  "$UNDO" "$T/log" >/dev/null
+  "$UNDO" "$T/fast/log" >/dev/null
   check_point "$op" "$op cut after it returned" done
 }
 
