@@ -84,6 +84,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   struct entry *v = calloc(len / sizeof(struct undo_rec) + 1, sizeof(*v));
+  if (!v) {
+    fprintf(stderr, "inject-undo: out of memory\n");
+    return 1;
+  }
   size_t n = 0;
   int mount_fd = -1;
   for (size_t off = 0; off + sizeof(struct undo_rec) <= len;) {
