@@ -13,6 +13,9 @@
  * Durability: blobs are not fsynced one by one; the importer calls
  * syncfs() once before it commits the rows that reference them. A crash
  * before that leaves only files with no row, which sweeps discard.
+ * Deletion is the mirror image: the commit that deletes the rows is made
+ * durable (db_commit_durable) before blob_files_remove unlinks a file, so
+ * a power cut cannot bring rows back whose files are gone.
  */
 #include "internal.h"
 
@@ -205,7 +208,7 @@ int blob_rows_unreferenced(cairn_store *st, bool dry_run, json_t *names, cairn_r
   return 0;
 }
 
-/* After the commit that deleted their rows: the files go. */
+/* After the durable commit that deleted their rows: the files go. */
 int blob_files_remove(cairn_store *st, json_t *names) {
   size_t i;
   json_t *n;

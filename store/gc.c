@@ -179,7 +179,7 @@ static int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_rep
   if (rc == 0) rc = sweep_layers(st, dry_run, r, &held);
   if (rc == 0 && have_lock) rc = blob_rows_unreferenced(st, dry_run, blobs, r);
   if (rc == 0 && !dry_run)
-    rc = db_commit(st);
+    rc = db_commit_durable(st);
   else
     db_rollback(st);
   held_release(st, &held, rc == 0 && !dry_run);
@@ -314,7 +314,7 @@ static int repair_delete_rows(cairn_store *st, const char *blob, const struct he
       if (sqlite3_step(d) != SQLITE_DONE) rc = store_fail_db(st, "repair");
     }
   }
-  if (rc == 0) return db_commit(st);
+  if (rc == 0) return db_commit_durable(st);
   db_rollback(st);
   return rc;
 }

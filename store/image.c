@@ -184,7 +184,7 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
       goto fail;
     }
   }
-  return db_commit(st);
+  return db_commit_durable(st);
 fail:
   db_rollback(st);
   return r;

@@ -357,7 +357,7 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
       goto fail;
     }
   }
-  return db_commit(st);
+  return db_commit_durable(st);
 fail:
   db_rollback(st);
   return r;

@@ -35,6 +35,11 @@ int db_exec(cairn_store *st, const char *sql);
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
 int db_begin(cairn_store *st);
 int db_commit(cairn_store *st);
+/* COMMIT that is on disk when it returns (a NORMAL commit in WAL mode is
+ * atomic but may be undone by a power cut until a checkpoint). Use it for
+ * a commit that files are unlinked after, or that a command reports done;
+ * pin annotations and mount records need only db_commit. */
+int db_commit_durable(cairn_store *st);
 void db_rollback(cairn_store *st);
 
 /* Store-wide lock: imports hold it shared while they have blobs that no

@@ -81,7 +81,7 @@ static int image_delete_row(cairn_store *st, const char *id, int fd) {
 
 /* Commits the open transaction if r is 0, else rolls it back. */
 static int tx_end(cairn_store *st, int r) {
-  if (r == 0) return db_commit(st);
+  if (r == 0) return db_commit_durable(st);
   db_rollback(st);
   return r;
 }

@@ -83,6 +83,26 @@ int db_commit(cairn_store *st) {
   if (r < 0) db_rollback(st);
   return r;
 }
+/* SQLite refuses to change PRAGMA synchronous inside a transaction ("Safety
+ * level may not be changed inside a transaction"), so the commit cannot be
+ * switched to FULL once the caller's transaction is open. It does what FULL
+ * does for a WAL commit instead: commit, then sync the write-ahead log
+ * through SQLite's own handle of it (the WAL holds the commit until a
+ * checkpoint, which syncs on its own). If that sync fails, the commit may
+ * be lost at a power cut: the caller gets the error and unlinks nothing. */
+int db_commit_durable(cairn_store *st) {
+  int r = db_commit(st);
+  if (r < 0) return r;
+  sqlite3_file *wal = NULL;
+  if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) != SQLITE_OK ||
+      !wal || !wal->pMethods)
+    return store_fail(st, -EIO, "database: no write-ahead log to sync");
+  int rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
+  if (rc != SQLITE_OK)
+    return store_fail(st, (rc & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO,
+                      "database: syncing the write-ahead log: %s", sqlite3_errstr(rc));
+  return 0;
+}
 void db_rollback(cairn_store *st) {
   if (!sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 }

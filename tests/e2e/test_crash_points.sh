@@ -1,0 +1,230 @@
+#!/bin/bash
+# test_crash_points.sh — every crash point of import, pull oci:, rm, gc and
+# fsck --repair, under the LD_PRELOAD injector of tests/crash/inject.c:
+# the process killed at the Nth durable step (kill), a power cut there
+# (cut: unsynced writes forgotten by inject-undo, namespace operations
+# kept), and the Nth step failing with EIO or ENOSPC (fail, every third
+# point). After each: the store opens, `cairn fsck` exits 0, every image
+# committed before exports the same bytes, the operation's result is all
+# there or not at all, and no pin is live. One more cut per operation
+# comes after the command returned, with another connection keeping the
+# database open (as a mount does): what it reported done must survive.
+#
+# CI runs every point of import and every CAIRN_CRASH_STRIDE-th (default
+# 2) of the others; CAIRN_CRASH_FULL=1 runs them all.
+source "$(dirname "$0")/lib.sh"
+INJECT=$CAIRN_BIN/cairn-inject.so
+UNDO=$CAIRN_BIN/inject-undo
+if ldd "$CAIRN_BIN/cairn" | grep -q asan; then
+  echo "ok - skipped: $CAIRN_BIN is an AddressSanitizer build (LD_PRELOAD of the injector conflicts)"
+  exit 0
+fi
+STRIDE=${CAIRN_CRASH_STRIDE:-2}
+[ "${CAIRN_CRASH_FULL:-0}" = 1 ] && STRIDE=1
+
+# The stores live on a tmpfs of their own: the model decides what a cut
+# forgets, not the disk, and each commit's fsync and syncfs then cost
+# nothing (on the shared root file system, syncfs waits for everyone's
+# dirty pages). tmpfs has the file handles inject-undo needs.
+mkdir -p "$T/fast"
+mount -t tmpfs -o size=512m tmpfs "$T/fast" || { not_ok "mount a tmpfs for the stores"; finish; exit; }
+on_exit "umount $T/fast"
+STORE=$T/fast/store
+export CAIRN_STORE=$STORE
+
+# ---- layers and images -------------------------------------------------
+# L1: the base every store holds; L2, L3: two images sharing L1; L4+L5: a
+# new two-layer image (files, a hardlink, an xattr, a whiteout); L6: a
+# layer no image uses; L7: an image with a blob to corrupt.
+layer() { # DIR: a few files, a hardlink and an xattr, all named by DIR
+  local d=$T/src/$1
+  mkdir -p "$d/etc/$1" "$d/bin"
+  for i in 1 2 3; do printf '%s file %s\n' "$1" "$i" >"$d/etc/$1/f$i"; done
+  head -c 20000 /dev/urandom >"$d/bin/$1.bin"
+  ln "$d/etc/$1/f1" "$d/etc/$1/hard"
+  ln -s "f2" "$d/etc/$1/sym"
+  python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.note", b"crash points")' "$d/etc/$1/f3"
+}
+for l in l1 l2 l3 l4 l5 l6 l7; do layer $l; done
+: >"$T/src/l5/etc/.wh.l4" # l5 deletes l4's /etc/l4
+for l in l1 l2 l3 l4 l6 l7; do mktar "$T/src/$l" "$T/$l.tar" --xattrs --xattrs-include='*'; done
+mktar "$T/src/l5" "$T/l5.tar.gz" --xattrs --xattrs-include='*' --gzip
+mkdir -p "$T/src/p1/data" "$T/src/p2/data"
+python3 "$CAIRN_SRC/tests/e2e/oci_image.py" layer "$T/p1.tar" p1 4 3000
+python3 "$CAIRN_SRC/tests/e2e/oci_image.py" layer "$T/p2.tar" p2 3 5000
+python3 "$CAIRN_SRC/tests/e2e/oci_image.py" add "$T/oci" app linux/amd64 \
+  "$T/p1.tar:gzip" "$T/p2.tar:raw" >/dev/null
+
+# Template stores, each made once; every point starts from a copy.
+make_template() { # NAME CMD...: CMD runs with CAIRN_STORE set to the template
+  local name=$1; shift
+  CAIRN_STORE=$T/fast/tpl/$name "$@" || { not_ok "template $name: $*"; exit 1; }
+}
+mkdir -p "$T/fast/tpl"
+for t in import pull rm gc repair; do make_template $t cairn import base:1 "$T/l1.tar" >/dev/null; done
+make_template rm cairn import a:1 "$T/l1.tar" "$T/l2.tar" >/dev/null
+make_template rm cairn import b:1 "$T/l1.tar" "$T/l3.tar" >/dev/null
+make_template gc cairn import unused:1 "$T/l6.tar" >/dev/null
+sqlite3 "$T/fast/tpl/gc/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id IN
+  (SELECT image_id FROM names WHERE name LIKE 'unused:1%')"
+make_template repair cairn import c:1 "$T/l7.tar" >/dev/null
+blob=$(sqlite3 "$T/fast/tpl/repair/meta.db" "SELECT blob FROM entries e JOIN image_layers il ON il.layer_id = e.layer_id
+  JOIN names n ON n.image_id = il.image_id WHERE n.name LIKE 'c:1%' AND e.path LIKE '%.bin'")
+printf 'corrupt' | dd of="$T/fast/tpl/repair/blobs/${blob:0:2}/$blob" bs=1 seek=100 conv=notrunc status=none
+
+# What each operation does, and what it leaves when done.
+declare -A OP=(
+  [import]="cairn import new:1 $T/l4.tar $T/l5.tar.gz"
+  [pull]="cairn pull --quiet --jobs 1 oci:$T/oci:app app:1"
+  [rm]="cairn rm a:1"
+  [gc]="cairn gc"
+  [repair]="cairn fsck --repair"
+)
+declare -A RESULT=([import]=new:1 [pull]=app:1 [rm]=a:1 [gc]="" [repair]=c:1)
+declare -A SURVIVORS=([import]="base:1" [pull]="base:1" [rm]="base:1 b:1" [gc]="base:1" [repair]="base:1")
+
+export_sum() { cairn export "$1" 2>/dev/null | sha256sum | cut -d' ' -f1; }
+layer_count() { cairn layers --json | jq length; }
+
+# References: each image's export, in the template (before) and after the
+# operation ran to its end (done); the number of steps it takes.
+declare -A REF STEPS LAYERS_BEFORE LAYERS_DONE
+for op in import pull rm gc repair; do
+  export CAIRN_STORE=$T/fast/ref-$op
+  cp -a "$T/fast/tpl/$op" "$CAIRN_STORE"
+  for img in ${SURVIVORS[$op]} ${RESULT[$op]}; do
+    cairn inspect "$img" >/dev/null 2>&1 && REF[$op/$img]=$(export_sum "$img")
+  done
+  LAYERS_BEFORE[$op]=$(layer_count)
+  CAIRN_INJECT_DIR=$CAIRN_STORE CAIRN_INJECT_COUNT=$T/count LD_PRELOAD=$INJECT \
+    ${OP[$op]} >/dev/null 2>"$T/stderr"
+  cairn fsck >/dev/null 2>&1 || not_ok "reference: $op leaves a store that fsck finds clean"
+  STEPS[$op]=$(cat "$T/count")
+  LAYERS_DONE[$op]=$(layer_count)
+  r=${RESULT[$op]}
+  [ -n "$r" ] && [ "$op" = import -o "$op" = pull ] && REF[$op/$r]=$(export_sum "$r")
+  echo "# $op: ${STEPS[$op]} durable steps"
+done
+export CAIRN_STORE=$STORE
+
+# has_image NAME: NAME is in the listing check_point took.
+has_image() { jq -e --arg n "$1" 'any(.[].names[]; . == $n)' "$T/images" >/dev/null; }
+
+# check_point OP WHAT [done]: the store after a crash or a failure of OP
+# (done: OP reported success). Prints nothing and returns 0 when every
+# invariant holds, else one line saying which did not.
+check_point() {
+  local op=$1 what=$2 done=${3:-} img r=${RESULT[$1]} problems=""
+  cairn images --json >"$T/images" 2>"$T/err" || { echo "$what: the store does not open: $(cat "$T/err")"; return 1; }
+  if ! cairn fsck >"$T/fsck" 2>&1; then
+    # fsck --repair not done (yet): the corrupt blob is the one problem
+    if [ "$op" != repair ] || [ -n "$done" ] || [ "$(grep -c '^problem' "$T/fsck")" != 1 ] ||
+      ! grep -q "blob $blob" "$T/fsck" || ! has_image c:1; then
+      problems+=" fsck: $(grep -m3 problem "$T/fsck" | tr '\n' ' ')$(tail -1 "$T/fsck");"
+    fi
+  fi
+  for img in ${SURVIVORS[$op]}; do
+    [ "$(export_sum "$img")" = "${REF[$op/$img]}" ] || problems+=" $img lost or changed;"
+  done
+  if [ -n "$r" ]; then
+    if has_image "$r"; then
+      [ -z "${REF[$op/$r]:-}" ] || [ "$(export_sum "$r")" = "${REF[$op/$r]}" ] ||
+        problems+=" $r is there but exports other bytes;"
+    elif [ -n "$done" ] && [ "$op" != rm ] && [ "$op" != repair ]; then
+      problems+=" $r was reported done but is gone;"
+    fi
+    [ -n "$done" ] && [ "$op" = rm -o "$op" = repair ] && has_image "$r" &&
+      problems+=" $r was removed but is back;"
+  fi
+  if [ "$op" = gc ]; then
+    local n
+    n=$(layer_count)
+    [ "$n" = "${LAYERS_BEFORE[gc]}" ] || [ "$n" = "${LAYERS_DONE[gc]}" ] || problems+=" $n layers;"
+    [ -n "$done" ] && [ "$n" != "${LAYERS_DONE[gc]}" ] && problems+=" gc reported done but its layer is back;"
+  fi
+  [ "$(cairn-pin ls --json | jq 'map(select(.stale | not)) | length')" = 0 ] || problems+=" a pin is live;"
+  [ -z "$problems" ] && return 0
+  echo "$what:$problems"
+  return 1
+}
+
+# run_point OP N MODE [ERRNO]: from the template, OP under the injector.
+run_point() {
+  local op=$1 n=$2 mode=$3 err=${4:-EIO}
+  rm -rf "$STORE" "$T/fast/log"
+  cp -a "$T/fast/tpl/$op" "$STORE"
+  # (a subshell that outlives the command keeps bash's "Killed" off stderr)
+  (
+    CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_AT=$n CAIRN_INJECT_MODE=$mode CAIRN_INJECT_ERRNO=$err \
+      CAIRN_INJECT_LOG=$T/fast/log CAIRN_INJECT_COUNT=$T/count timeout 60 env LD_PRELOAD="$INJECT" ${OP[$op]} >/dev/null 2>"$T/stderr"
+    exit $?
+  ) 2>/dev/null
+  local rc=$?
+  [ "$mode" = cut ] && { "$UNDO" "$T/fast/log" >/dev/null || echo "$op $mode at $n: inject-undo failed"; }
+  case $mode in
+  kill | cut) [ $rc = 137 ] || { echo "$op $mode at $n: exit $rc, not killed"; return 1; } ;;
+  fail)
+    if [ $rc = 124 ]; then echo "$op fail($err) at $n: hangs"; return 1; fi
+    if [ $rc != 0 ] && { [ "$(wc -l <"$T/stderr")" != 1 ] || ! grep -q '^cairn: ' "$T/stderr"; }; then
+      echo "$op fail($err) at $n: exit $rc, stderr not one 'cairn: ' line: $(head -c 300 "$T/stderr")"
+      return 1
+    fi
+    ;;
+  esac
+  check_point "$op" "$op $mode${4:+($4)} at $n" "$([ "$mode" = fail ] && [ $rc = 0 ] && echo done)"
+}
+
+# A cut after the command returned (success reported) while another
+# connection keeps the database open, so that closing does not checkpoint.
+run_after_done() {
+  local op=$1
+  rm -rf "$STORE" "$T/fast/log"
+  cp -a "$T/fast/tpl/$op" "$STORE"
+  mkfifo "$T/hold"
+  sqlite3 "$STORE/meta.db" <"$T/hold" >/dev/null &
+  local holder=$!
+  on_exit "kill -9 $holder"
+  exec 7>"$T/hold"
+  echo "SELECT count(*) FROM images;" >&7
+  wait_for 5 [ -e "$STORE/meta.db-wal" ]
+  CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_MODE=cut CAIRN_INJECT_LOG=$T/fast/log \
+    CAIRN_INJECT_COUNT=$T/count LD_PRELOAD=$INJECT ${OP[$op]} >/dev/null 2>"$T/stderr"
+  local rc=$?
+  kill -9 "$holder"
+  wait "$holder" 2>/dev/null
+  exec 7>&-
+  rm -f "$T/hold"
+  [ $rc = 0 ] || { echo "$op: exit $rc: $(cat "$T/stderr")"; return 1; }
+  "$UNDO" "$T/fast/log" >/dev/null
+  check_point "$op" "$op cut after it returned" done
+}
+
+start=$(date +%s)
+for op in import pull rm gc repair; do
+  stride=$STRIDE
+  [ "$op" = import ] && stride=1
+  for mode in kill cut fail; do
+    points=0 bad=0
+    for ((n = 1; n <= STEPS[$op]; n += stride)); do
+      [ "$mode" = fail ] && ((n % 3 != 1 && n != STEPS[$op])) && continue
+      errno=EIO
+      [ "$mode" = fail ] && ((n % 2 == 0)) && errno=ENOSPC
+      points=$((points + 1))
+      run_point "$op" "$n" "$mode" $([ "$mode" = fail ] && echo "$errno") >"$T/point" && continue
+      bad=$((bad + 1))
+      ((bad <= 3)) && sed 's/^/#   /' "$T/point"
+    done
+    if [ $bad = 0 ]; then
+      ok "$op, $mode: $points crash points of ${STEPS[$op]}, all clean"
+    else
+      not_ok "$op, $mode: $bad of $points crash points broke an invariant"
+    fi
+  done
+  if run_after_done "$op" >"$T/point"; then
+    ok "$op: a power cut after it returned keeps what it reported done"
+  else
+    not_ok "$(cat "$T/point")"
+  fi
+done
+echo "# sweep took $(($(date +%s) - start)) s (stride $STRIDE)"
+finish
