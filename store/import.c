@@ -11,7 +11,12 @@
  * ("/x" and "./x" become "x"), a ".." component, a name below a symlink (or
  * any non-directory) of the same layer, a hardlink to a name the layer has
  * not defined and an owner wider than 32 bits are refused with -EBADMSG.
- * Nothing is extracted anywhere: entries become rows.
+ * Nothing is extracted anywhere: entries become rows. A later entry of a
+ * name replaces the staged one (a directory replaced by a non-directory
+ * takes what was staged below it along, as extraction would), and before
+ * anything is committed the staged layer is merged alone exactly as a
+ * mount merges it (merge.c): a layer that cannot be merged, such as a
+ * hardlink whose target was later replaced by a directory, is -EBADMSG.
  *
  * Commit order keeps the invariant "committed metadata never points at a
  * missing blob": blobs are written, syncfs() makes them durable, then one
@@ -61,10 +66,17 @@ static int layer_stream_drain(struct layer_stream *ls) {
   return n < 0 ? -1 : 0;
 }
 
+/* Where the layer comes from: buf (len bytes) if set, else fd. */
+struct layer_input {
+  int fd;
+  const void *buf;
+  size_t len;
+};
+
 struct ingest {
   cairn_store *st;
   struct archive *tar;
-  sqlite3_stmt *stage_entry, *stage_blob, *lookup_type;
+  sqlite3_stmt *stage_entry, *stage_blob, *lookup_type, *drop_below;
   uint64_t entries;
 };
 
@@ -153,32 +165,56 @@ static int entry_classify(struct archive_entry *e, const char *path, enum cairn_
   }
 }
 
-/* name\0, u32 length (little endian), value — for each xattr. */
+struct xattr_ref {
+  const char *name;
+  const void *value;
+  size_t len, order;
+};
+
+static int xattr_ref_cmp(const void *a, const void *b) {
+  const struct xattr_ref *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int xattr_ref_order_cmp(const void *a, const void *b) {
+  const struct xattr_ref *x = a, *y = b;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* name\0, u32 length (little endian), value — for each xattr, in the tar's
+ * order. libarchive gives a pax xattr once per key that carries it
+ * (LIBARCHIVE.xattr.NAME and SCHILY.xattr.NAME): the first is kept. */
 static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
   *out = NULL;
   *len = 0;
-  if (archive_entry_xattr_reset(e) == 0) return 0;
+  int count = archive_entry_xattr_reset(e);
+  if (count <= 0) return 0;
+  _cleanup_free_ struct xattr_ref *v = calloc((size_t)count, sizeof(*v));
+  if (!v) return -ENOMEM;
+  size_t n = 0;
+  while (n < (size_t)count &&
+         archive_entry_xattr_next(e, &v[n].name, &v[n].value, &v[n].len) == ARCHIVE_OK) {
+    if (v[n].len > UINT32_MAX) return -EBADMSG;
+    v[n].order = n;
+    n++;
+  }
+  qsort(v, n, sizeof(*v), xattr_ref_cmp);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++)
+    if (kept == 0 || strcmp(v[kept - 1].name, v[i].name) != 0) v[kept++] = v[i];
+  qsort(v, kept, sizeof(*v), xattr_ref_order_cmp);
   char *buf = NULL;
   size_t size = 0;
   FILE *f = open_memstream(&buf, &size);
   if (!f) return -ENOMEM;
-  const char *name;
-  const void *value;
-  size_t vlen;
-  const char *seen[64];
-  size_t n_seen = 0;
-  while (archive_entry_xattr_next(e, &name, &value, &vlen) == ARCHIVE_OK) {
-    /* libarchive gives a pax xattr once per key that carries it
-     * (LIBARCHIVE.xattr.NAME and SCHILY.xattr.NAME): keep the first */
-    bool dup = false;
-    for (size_t i = 0; i < n_seen && !dup; i++) dup = strcmp(seen[i], name) == 0;
-    if (dup) continue;
-    if (n_seen < sizeof(seen) / sizeof(seen[0])) seen[n_seen++] = name;
+  for (size_t i = 0; i < kept; i++) {
+    size_t vlen = v[i].len;
     unsigned char l[4] = {vlen & 0xff, (vlen >> 8) & 0xff, (vlen >> 16) & 0xff,
                           (vlen >> 24) & 0xff};
-    fwrite(name, 1, strlen(name) + 1, f);
+    fwrite(v[i].name, 1, strlen(v[i].name) + 1, f);
     fwrite(l, 1, 4, f);
-    fwrite(value, 1, vlen, f);
+    fwrite(v[i].value, 1, vlen, f);
   }
   if (fclose(f) != 0) {
     free(buf);
@@ -270,7 +306,17 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   }
   _cleanup_free_ void *xattrs = NULL;
   size_t xlen;
-  if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0) return r;
+  if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0)
+    return store_fail(st, r, "entry %s: %s", raw,
+                      r == -ENOMEM ? "out of memory" : "an xattr value over 4 GiB");
+  if (type != CAIRN_DIR && stage_type(in, path) == CAIRN_DIR) {
+    /* a directory replaced by something else loses what was staged below
+     * it, as when the tar is extracted */
+    sqlite3_bind_text(in->drop_below, 1, path, -1, SQLITE_STATIC);
+    r = sqlite3_step(in->drop_below) == SQLITE_DONE ? 0 : store_fail_db(st, "staging");
+    sqlite3_reset(in->drop_below);
+    if (r < 0) return r;
+  }
   sqlite3_stmt *s = in->stage_entry;
   sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 2, type);
@@ -363,7 +409,7 @@ fail:
   return r;
 }
 
-static int ingest_open(struct ingest *in, struct layer_stream *ls, int fd) {
+static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct layer_input *src) {
   cairn_store *st = in->st;
   ls->raw = archive_read_new();
   ls->sha = EVP_MD_CTX_new();
@@ -372,7 +418,8 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, int fd) {
   EVP_DigestInit_ex(ls->sha, EVP_sha256(), NULL);
   archive_read_support_filter_all(ls->raw);
   archive_read_support_format_raw(ls->raw);
-  if (archive_read_open_fd(ls->raw, fd, READ_CHUNK) != ARCHIVE_OK)
+  if ((src->buf ? archive_read_open_memory(ls->raw, src->buf, src->len)
+                : archive_read_open_fd(ls->raw, src->fd, READ_CHUNK)) != ARCHIVE_OK)
     return store_fail(st, -EBADMSG, "%s", archive_error_string(ls->raw));
   struct archive_entry *raw_entry;
   if (archive_read_next_header(ls->raw, &raw_entry) != ARCHIVE_OK)
@@ -386,7 +433,9 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, int fd) {
                       "INSERT OR REPLACE INTO temp.stage VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")) < 0 ||
       (r = db_prepare(st, &in->stage_blob,
                       "INSERT OR IGNORE INTO temp.stage_blobs VALUES(?,?,?)")) < 0 ||
-      (r = db_prepare(st, &in->lookup_type, "SELECT type FROM temp.stage WHERE path = ?")) < 0)
+      (r = db_prepare(st, &in->lookup_type, "SELECT type FROM temp.stage WHERE path = ?")) < 0 ||
+      (r = db_prepare(st, &in->drop_below,
+                      "DELETE FROM temp.stage WHERE path > ?1 || '/' AND path < ?1 || '0'")) < 0)
     return r;
   return 0;
 }
@@ -395,6 +444,7 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
   sqlite3_finalize(in->stage_entry);
   sqlite3_finalize(in->stage_blob);
   sqlite3_finalize(in->lookup_type);
+  sqlite3_finalize(in->drop_below);
   if (in->tar) archive_read_free(in->tar);
   if (ls->raw) archive_read_free(ls->raw);
   EVP_MD_CTX_free(ls->sha);
@@ -402,13 +452,34 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
                NULL);
 }
 
+static int stage_foreach(void *src, cairn_entry_fn fn, void *arg) {
+  cairn_store *st = src;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q,
+                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
+                     " target, blob, xattrs FROM temp.stage ORDER BY path");
+  return r < 0 ? r : entry_rows_foreach(st, q, fn, arg);
+}
+
+/* Refuses a staged layer that a mount could not merge: the merge of the
+ * layer alone (each name as the last entry for it left it) must succeed. */
+static int stage_validate(cairn_store *st) {
+  merge_builder *b;
+  int r = merge_builder_new(st, &b);
+  if (r < 0) return r;
+  r = merge_builder_add_layer(b, stage_foreach, st);
+  merge_builder_free(b);
+  return r;
+}
+
 /* The ingest proper; the caller holds the store lock shared. */
-static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_diff_id,
-                               cairn_pinset *ps, cairn_id diff_id_out) {
+static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
+                               const char *expected_diff_id, cairn_pinset *ps,
+                               cairn_id diff_id_out) {
   struct layer_stream *ls = calloc(1, sizeof(*ls));
   if (!ls) return -ENOMEM;
   struct ingest in = {.st = st};
-  int r = ingest_open(&in, ls, fd);
+  int r = ingest_open(&in, ls, src);
   for (struct archive_entry *e; r == 0;) {
     int a = archive_read_next_header(in.tar, &e);
     if (a == ARCHIVE_EOF) break;
@@ -429,6 +500,7 @@ static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_dif
       r = store_fail(st, -EBADMSG, "diff_id mismatch: expected sha256:%s, got sha256:%s",
                      expected_diff_id, diff_id_out);
   }
+  if (r == 0) r = stage_validate(st);
   if (r == 0 && ps) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
   if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries);
   ingest_close(&in, ls);
@@ -436,18 +508,29 @@ static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_dif
   return r;
 }
 
-int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
-                       cairn_id diff_id_out) {
+static int layer_ingest(cairn_store *st, const struct layer_input *src,
+                        const char *expected_diff_id, cairn_pinset *ps, cairn_id diff_id_out) {
   if (expected_diff_id && !is_hex_id(expected_diff_id, CAIRN_ID_LEN))
     return store_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
   if (!ps && !expected_diff_id)
     return store_fail(st, -EINVAL, "a layer of unknown diff_id needs a pin set");
   int lock = store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
-  int r = layer_ingest_locked(st, fd, expected_diff_id, ps, diff_id_out);
+  int r = layer_ingest_locked(st, src, expected_diff_id, ps, diff_id_out);
   close(lock);
   if (r < 0) import_discard_orphans(st);
   return r;
+}
+
+int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+                       cairn_id diff_id_out) {
+  return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, diff_id_out);
+}
+
+int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
+                        cairn_id diff_id_out) {
+  return layer_ingest(st, &(struct layer_input){.fd = -1, .buf = buf ? buf : "", .len = len}, NULL,
+                      ps, diff_id_out);
 }
 
 void import_discard_orphans(cairn_store *st) {
