@@ -241,16 +241,15 @@ static int entry_store_data(struct ingest *in, int64_t size, char blob_name[48])
   uint64_t got;
   char sha[65];
   if ((r = blob_writer_finish(w, blob_name, &got, sha)) < 0) goto out;
-  if (got != (uint64_t)size) {
-    r = store_fail(in->st, -EBADMSG, "file data is %llu bytes, header says %lld",
-                   (unsigned long long)got, (long long)size);
-    goto out;
-  }
+  /* staged first: a failed import removes the files it staged */
   sqlite3_bind_text(in->stage_blob, 1, blob_name, -1, SQLITE_STATIC);
   sqlite3_bind_int64(in->stage_blob, 2, (sqlite3_int64)got);
   sqlite3_bind_text(in->stage_blob, 3, sha, -1, SQLITE_STATIC);
   if (sqlite3_step(in->stage_blob) != SQLITE_DONE) r = store_fail_db(in->st, "staging");
   sqlite3_reset(in->stage_blob);
+  if (r == 0 && got != (uint64_t)size)
+    r = store_fail(in->st, -EBADMSG, "file data is %llu bytes, header says %lld",
+                   (unsigned long long)got, (long long)size);
 out:
   blob_writer_free(w);
   return r;
@@ -448,8 +447,6 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
   if (in->tar) archive_read_free(in->tar);
   if (ls->raw) archive_read_free(ls->raw);
   EVP_MD_CTX_free(ls->sha);
-  sqlite3_exec(in->st->db, "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs", NULL, NULL,
-               NULL);
 }
 
 static int stage_foreach(void *src, cairn_entry_fn fn, void *arg) {
@@ -508,6 +505,26 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
   return r;
 }
 
+/* After a failed ingest: removes the blob files it staged that no committed
+ * row references, unless another import runs (which may be about to
+ * commit the same names; gc takes what is left). Keeps the message. */
+static void staged_blobs_discard(cairn_store *st) {
+  int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
+  if (lock < 0) return;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (sqlite3_prepare_v2(st->db,
+                         "SELECT name FROM temp.stage_blobs s WHERE NOT EXISTS"
+                         " (SELECT 1 FROM blobs b WHERE b.name = s.name)",
+                         -1, &q, NULL) == SQLITE_OK) {
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      char rel[128];
+      blob_name_path((const char *)sqlite3_column_text(q, 0), rel, sizeof(rel));
+      unlinkat(st->blobs_fd, rel, 0);
+    }
+  }
+  close(lock);
+}
+
 static int layer_ingest(cairn_store *st, const struct layer_input *src,
                         const char *expected_diff_id, cairn_pinset *ps, cairn_id diff_id_out) {
   if (expected_diff_id && !is_hex_id(expected_diff_id, CAIRN_ID_LEN))
@@ -518,7 +535,8 @@ static int layer_ingest(cairn_store *st, const struct layer_input *src,
   if (lock < 0) return lock;
   int r = layer_ingest_locked(st, src, expected_diff_id, ps, diff_id_out);
   close(lock);
-  if (r < 0) import_discard_orphans(st);
+  if (r < 0) staged_blobs_discard(st);
+  sqlite3_exec(st->db, "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs", NULL, NULL, NULL);
   return r;
 }
 
@@ -531,18 +549,6 @@ int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pins
                         cairn_id diff_id_out) {
   return layer_ingest(st, &(struct layer_input){.fd = -1, .buf = buf ? buf : "", .len = len}, NULL,
                       ps, diff_id_out);
-}
-
-void import_discard_orphans(cairn_store *st) {
-  int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
-  if (lock < 0) return; /* another import runs: gc takes them later */
-  char saved[sizeof(st->err)];
-  memcpy(saved, st->err, sizeof(saved));
-  cairn_report ignored = {0};
-  blob_orphans_sweep(st, false, &ignored);
-  cairn_report_free(&ignored);
-  memcpy(st->err, saved, sizeof(saved));
-  close(lock);
 }
 
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {

@@ -83,10 +83,6 @@ char *proc_command(pid_t pid);       /* comm, or "?"; caller frees */
 int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
                         cairn_id diff_id_out);
 
-/* After a failed import: removes blob files no row references, if no other
- * import runs (import.c). Keeps the store's error message. */
-void import_discard_orphans(cairn_store *st);
-
 /* Looks a NAME[:TAG] up (normalized into name): 1 and id if it names an
  * image, 0 if not (or not a valid name), negative on error (image.c). */
 int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id);

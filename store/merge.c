@@ -574,7 +574,7 @@ static int freeze(merge_builder *b, cairn_tree *t) {
     struct binode *n = &b->inodes[f.order[i]];
     t->nodes[i] = n->attr;
     if (S_ISDIR(n->attr.mode))
-      t->nodes[i].children = t->dirents + f.dir_first[i];
+      t->nodes[i].children = n->attr.n_children ? t->dirents + f.dir_first[i] : NULL;
     else
       t->nodes[i].nlink = n->links;
   }
