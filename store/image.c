@@ -184,10 +184,11 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
       goto fail;
     }
   }
-  return db_commit(st);
+  if ((r = db_commit(st)) == -ENOSPC) store_fail_nospace(st);
+  return r;
 fail:
   db_rollback(st);
-  return r;
+  return r == -ENOSPC ? store_fail_nospace(st) : r;
 }
 
 int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,

@@ -300,8 +300,12 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   int64_t size = type == CAIRN_REG ? archive_entry_size(e) : 0;
   if (size < 0) return store_fail(st, -EBADMSG, "entry %s: negative size", raw);
   if (type == CAIRN_REG && size > 0) {
-    if ((r = entry_store_data(in, size, blob)) < 0)
-      return store_fail(st, r, "entry %s: %s", raw, st->err);
+    st->err[0] = '\0';
+    if ((r = entry_store_data(in, size, blob)) < 0) {
+      char why[sizeof(st->err)];
+      snprintf(why, sizeof(why), "%s", st->err[0] ? st->err : strerror(-r));
+      return store_fail(st, r, "entry %s: %s", raw, why);
+    }
   }
   _cleanup_free_ void *xattrs = NULL;
   size_t xlen;
@@ -535,6 +539,7 @@ static int layer_ingest(cairn_store *st, const struct layer_input *src,
   if (lock < 0) return lock;
   int r = layer_ingest_locked(st, src, expected_diff_id, ps, diff_id_out);
   close(lock);
+  if (r == -ENOSPC) store_fail_nospace(st);
   if (r < 0) staged_blobs_discard(st);
   sqlite3_exec(st->db, "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs", NULL, NULL, NULL);
   return r;
@@ -549,6 +554,10 @@ int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pins
                         cairn_id diff_id_out) {
   return layer_ingest(st, &(struct layer_input){.fd = -1, .buf = buf ? buf : "", .len = len}, NULL,
                       ps, diff_id_out);
+}
+
+int store_fail_nospace(cairn_store *st) {
+  return store_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
 }
 
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {

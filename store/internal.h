@@ -25,6 +25,10 @@ struct cairn_store {
 /* Records a message for the person and returns err (a negative errno). */
 int store_fail(cairn_store *st, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The one message for a full disk, whatever filled it (blob files, SQLite's
+ * "database or disk is full"): "STORE: no space left on device". Returns
+ * -ENOSPC (import.c). */
+int store_fail_nospace(cairn_store *st);
 /* store_fail with SQLite's own message appended; returns -EIO. */
 int store_fail_db(cairn_store *st, const char *what);
 
