@@ -3,7 +3,8 @@
 # midway: `cairn import` and `cairn pull oci:` fail with one line naming
 # the input and saying "no space left on device", exit 1, nothing half
 # committed (images and blob files as before, fsck clean), and the same
-# command succeeds once space is freed. Then reads through a mount whose
+# command succeeds once space is freed; an export onto the full disk says
+# so; with no room left for SQLite, commands say the store's disk is full. Then reads through a mount whose
 # blob is gone or broken fail with EIO for that file only, and the mount
 # keeps answering.
 source "$(dirname "$0")/lib.sh"
@@ -79,6 +80,17 @@ full "import of a layer larger than the free space" $((4 * MiB)) cairn import bi
 full "import that fills the database" $((64 * 1024)) cairn import many:1 "$T/many.tar"
 full "pull whose download does not fit" $((4 * MiB)) cairn pull "oci:$T/oci:big:1" bigpull:1
 full "pull whose layer does not fit" $((4 * MiB)) cairn pull "oci:$T/oci:text:1" textpull:1
+# With no room for SQLite's -shm file, no command can open the store.
+fill 4096
+expect_exit 1 "images on a full disk fails" cairn images
+check "with one line: $(cat "$T/stderr")" [ "$(wc -l <"$T/stderr")" = 1 ]
+check "naming the store, no space left on device" \
+  grep -q "^cairn: store: .*$STORE: no space left on device$" "$T/stderr"
+rm -f "$D/filler"
+expect_exit 0 "images once space is freed" cairn images
+expect_exit 1 "export onto a full device fails" sh -c "cairn export base:1 >/dev/full"
+check "with one line: $(cat "$T/stderr")" [ "$(wc -l <"$T/stderr")" = 1 ]
+check "saying no space left on device" grep -q "^cairn: base:1: .*No space left on device$" "$T/stderr"
 expect_exit 0 "fsck clean at the end" cairn fsck
 check "every image is there" [ "$(cairn images --json | jq length)" = 5 ]
 
