@@ -55,8 +55,7 @@ static int entry_touch(const cairn_entry *e, void *arg) {
   if (e->blob) *sum += strlen(e->blob);
   for (size_t i = 0; i < e->n_xattrs; i++) {
     *sum += strlen(e->xattrs[i].name);
-    for (size_t k = 0; k < e->xattrs[i].len; k++)
-      *sum += ((const uint8_t *)e->xattrs[i].value)[k];
+    for (size_t k = 0; k < e->xattrs[i].len; k++) *sum += ((const uint8_t *)e->xattrs[i].value)[k];
   }
   return 0;
 }

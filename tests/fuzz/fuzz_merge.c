@@ -115,8 +115,7 @@ static size_t tree_walk(const cairn_tree *t) {
     if (n->blob) sum += strlen(n->blob);
     for (size_t i = 0; i < n->n_xattrs; i++) {
       sum += strlen(n->xattrs[i].name);
-      for (size_t k = 0; k < n->xattrs[i].len; k++)
-        sum += ((const uint8_t *)n->xattrs[i].value)[k];
+      for (size_t k = 0; k < n->xattrs[i].len; k++) sum += ((const uint8_t *)n->xattrs[i].value)[k];
     }
     if (!S_ISDIR(n->mode)) continue;
     if (!cairn_tree_node(t, n->parent)) __builtin_trap();
