@@ -162,13 +162,20 @@ static void last_blob_free(void *p) {
 
 static void last_blob_key_make(void) { pthread_key_create(&last_blob_key, last_blob_free); }
 
-/* An fd on the blob, owned by the calling thread's cache: do not close. */
-static int blob_fd(struct cairnfs *fs, const char *blob) {
+/* An fd on the blob, owned by the calling thread's cache: do not close.
+ * A blob that is not a regular file of the node's size is -EIO (a short
+ * one would read as a silently truncated file). */
+static int blob_fd(struct cairnfs *fs, const char *blob, uint64_t size) {
   pthread_once(&last_blob_once, last_blob_key_make);
   struct last_blob *lb = pthread_getspecific(last_blob_key);
   if (lb && lb->blob == blob) return lb->fd;
   int fd = cairn_blob_open(fs->st, blob);
   if (fd < 0) return fd;
+  struct stat sb;
+  if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size) {
+    close(fd);
+    return -EIO;
+  }
   if (!lb) {
     lb = malloc(sizeof(*lb));
     if (!lb || pthread_setspecific(last_blob_key, lb) != 0) {
@@ -193,7 +200,7 @@ static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     fuse_reply_buf(req, NULL, 0);
     return;
   }
-  int fd = blob_fd(fs, n->blob);
+  int fd = blob_fd(fs, n->blob, n->size);
   if (fd < 0) {
     fuse_reply_err(req, fd == -ENOMEM ? ENOMEM : EIO);
     return;

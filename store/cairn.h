@@ -98,7 +98,7 @@ bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id
 
 /* Waits until the image (and its live mounts) has no pins; timeout_ms < 0
  * waits for ever. -ETIMEDOUT when time runs out. */
-int cairn_pin_wait_free(cairn_store *st, const char *image_id, int timeout_ms);
+int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_ms);
 
 /* Every pin annotation, and every kernel lock on a pin file that has none:
  * an array of {target, kind, pid, command, purpose, since, stale}.

@@ -21,8 +21,17 @@ struct exporter {
   char buf[1 << 17];
 };
 
+/* "WHAT: libarchive's text", and for a failed write(2), whose text is
+ * just "Write error", its errno (No space left on device, ...). */
+static int output_fail(struct exporter *x, const char *what) {
+  int e = archive_errno(x->out);
+  if (e <= 0) return store_fail(x->st, -EIO, "%s: %s", what, archive_error_string(x->out));
+  return store_fail(x->st, -EIO, "%s: %s: %s", what, archive_error_string(x->out), strerror(e));
+}
+
 static int export_fail(struct exporter *x, const char *path) {
-  return store_fail(x->st, -EIO, "writing %s: %s", path, archive_error_string(x->out));
+  _cleanup_free_ char *what = xasprintf("writing %s", path);
+  return what ? output_fail(x, what) : -ENOMEM;
 }
 
 static int export_data(struct exporter *x, const cairn_node *n, const char *path) {
@@ -103,11 +112,10 @@ static int export_pinned(cairn_store *st, const char *image_id, int fd) {
   archive_write_set_format_pax(x->out);
   archive_write_set_bytes_in_last_block(x->out, 1);
   if (archive_write_open_fd(x->out, fd) != ARCHIVE_OK) {
-    r = store_fail(st, -EIO, "output: %s", archive_error_string(x->out));
+    r = output_fail(x, "output");
   } else {
     r = export_node(x, 1, "");
-    if (archive_write_close(x->out) != ARCHIVE_OK && r == 0)
-      r = store_fail(st, -EIO, "output: %s", archive_error_string(x->out));
+    if (archive_write_close(x->out) != ARCHIVE_OK && r == 0) r = output_fail(x, "output");
   }
   archive_write_free(x->out);
   for (size_t i = 0; i <= count; i++) free(x->first_name[i]);

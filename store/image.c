@@ -184,10 +184,11 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
       goto fail;
     }
   }
-  return db_commit_durable(st);
+  if ((r = db_commit_durable(st)) == -ENOSPC) store_fail_nospace(st);
+  return r;
 fail:
   db_rollback(st);
-  return r;
+  return r == -ENOSPC ? store_fail_nospace(st) : r;
 }
 
 int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
@@ -273,10 +274,11 @@ int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_
   return 0;
 }
 
-/* Decodes the xattrs column (see import.c) into at most max entries. */
-static size_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr *out, size_t max) {
+/* Decodes the xattrs column (see import.c) into *out, grown as needed;
+ * -ENOMEM or the number of xattrs. */
+static ssize_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr **out, size_t *cap) {
   size_t n = 0, off = 0;
-  while (off < len && n < max) {
+  while (off < len) {
     const char *name = (const char *)p + off;
     size_t nl = strnlen(name, len - off);
     if (off + nl + 1 + 4 > len) break;
@@ -284,21 +286,24 @@ static size_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr *out
     size_t vl =
         p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 | (size_t)p[off + 3] << 24;
     off += 4;
-    if (off + vl > len) break;
-    out[n++] = (cairn_xattr){name, p + off, vl};
+    if (vl > len - off) break;
+    if (n == *cap) {
+      size_t ncap = *cap ? 2 * *cap : 16;
+      cairn_xattr *v = realloc(*out, ncap * sizeof(*v));
+      if (!v) return -ENOMEM;
+      *out = v;
+      *cap = ncap;
+    }
+    (*out)[n++] = (cairn_xattr){name, p + off, vl};
     off += vl;
   }
-  return n;
+  return (ssize_t)n;
 }
 
-int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
-                     " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
-  if (r < 0) return r;
-  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
-  cairn_xattr xattrs[64];
+int entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg) {
+  _cleanup_free_ cairn_xattr *xattrs = NULL;
+  size_t cap = 0;
+  int r;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
     cairn_entry e = {
         .path = (const char *)sqlite3_column_text(q, 0),
@@ -314,10 +319,24 @@ int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn,
         .blob = (const char *)sqlite3_column_text(q, 10),
     };
     const void *xb = sqlite3_column_blob(q, 11);
-    e.n_xattrs = xb ? xattrs_decode(xb, (size_t)sqlite3_column_bytes(q, 11), xattrs, 64) : 0;
-    e.xattrs = xattrs;
+    if (xb) {
+      ssize_t n = xattrs_decode(xb, (size_t)sqlite3_column_bytes(q, 11), &xattrs, &cap);
+      if (n < 0) return store_fail(st, -ENOMEM, "out of memory reading layer entries");
+      e.n_xattrs = (size_t)n;
+      e.xattrs = xattrs;
+    }
     int stop = fn(&e, arg);
     if (stop) return stop;
   }
   return r == SQLITE_DONE ? 0 : store_fail_db(st, "layer entries");
+}
+
+int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q,
+                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
+                     " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  return entry_rows_foreach(st, q, fn, arg);
 }

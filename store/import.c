@@ -11,7 +11,12 @@
  * ("/x" and "./x" become "x"), a ".." component, a name below a symlink (or
  * any non-directory) of the same layer, a hardlink to a name the layer has
  * not defined and an owner wider than 32 bits are refused with -EBADMSG.
- * Nothing is extracted anywhere: entries become rows.
+ * Nothing is extracted anywhere: entries become rows. A later entry of a
+ * name replaces the staged one (a directory replaced by a non-directory
+ * takes what was staged below it along, as extraction would), and before
+ * anything is committed the staged layer is merged alone exactly as a
+ * mount merges it (merge.c): a layer that cannot be merged, such as a
+ * hardlink whose target was later replaced by a directory, is -EBADMSG.
  *
  * Commit order keeps the invariant "committed metadata never points at a
  * missing blob": blobs are written, syncfs() makes them durable, then one
@@ -61,10 +66,17 @@ static int layer_stream_drain(struct layer_stream *ls) {
   return n < 0 ? -1 : 0;
 }
 
+/* Where the layer comes from: buf (len bytes) if set, else fd. */
+struct layer_input {
+  int fd;
+  const void *buf;
+  size_t len;
+};
+
 struct ingest {
   cairn_store *st;
   struct archive *tar;
-  sqlite3_stmt *stage_entry, *stage_blob, *lookup_type;
+  sqlite3_stmt *stage_entry, *stage_blob, *lookup_type, *drop_below;
   uint64_t entries;
 };
 
@@ -153,32 +165,56 @@ static int entry_classify(struct archive_entry *e, const char *path, enum cairn_
   }
 }
 
-/* name\0, u32 length (little endian), value — for each xattr. */
+struct xattr_ref {
+  const char *name;
+  const void *value;
+  size_t len, order;
+};
+
+static int xattr_ref_cmp(const void *a, const void *b) {
+  const struct xattr_ref *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int xattr_ref_order_cmp(const void *a, const void *b) {
+  const struct xattr_ref *x = a, *y = b;
+  return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* name\0, u32 length (little endian), value — for each xattr, in the tar's
+ * order. libarchive gives a pax xattr once per key that carries it
+ * (LIBARCHIVE.xattr.NAME and SCHILY.xattr.NAME): the first is kept. */
 static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
   *out = NULL;
   *len = 0;
-  if (archive_entry_xattr_reset(e) == 0) return 0;
+  int count = archive_entry_xattr_reset(e);
+  if (count <= 0) return 0;
+  _cleanup_free_ struct xattr_ref *v = calloc((size_t)count, sizeof(*v));
+  if (!v) return -ENOMEM;
+  size_t n = 0;
+  while (n < (size_t)count &&
+         archive_entry_xattr_next(e, &v[n].name, &v[n].value, &v[n].len) == ARCHIVE_OK) {
+    if (v[n].len > UINT32_MAX) return -EBADMSG;
+    v[n].order = n;
+    n++;
+  }
+  qsort(v, n, sizeof(*v), xattr_ref_cmp);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++)
+    if (kept == 0 || strcmp(v[kept - 1].name, v[i].name) != 0) v[kept++] = v[i];
+  qsort(v, kept, sizeof(*v), xattr_ref_order_cmp);
   char *buf = NULL;
   size_t size = 0;
   FILE *f = open_memstream(&buf, &size);
   if (!f) return -ENOMEM;
-  const char *name;
-  const void *value;
-  size_t vlen;
-  const char *seen[64];
-  size_t n_seen = 0;
-  while (archive_entry_xattr_next(e, &name, &value, &vlen) == ARCHIVE_OK) {
-    /* libarchive gives a pax xattr once per key that carries it
-     * (LIBARCHIVE.xattr.NAME and SCHILY.xattr.NAME): keep the first */
-    bool dup = false;
-    for (size_t i = 0; i < n_seen && !dup; i++) dup = strcmp(seen[i], name) == 0;
-    if (dup) continue;
-    if (n_seen < sizeof(seen) / sizeof(seen[0])) seen[n_seen++] = name;
+  for (size_t i = 0; i < kept; i++) {
+    size_t vlen = v[i].len;
     unsigned char l[4] = {vlen & 0xff, (vlen >> 8) & 0xff, (vlen >> 16) & 0xff,
                           (vlen >> 24) & 0xff};
-    fwrite(name, 1, strlen(name) + 1, f);
+    fwrite(v[i].name, 1, strlen(v[i].name) + 1, f);
     fwrite(l, 1, 4, f);
-    fwrite(value, 1, vlen, f);
+    fwrite(v[i].value, 1, vlen, f);
   }
   if (fclose(f) != 0) {
     free(buf);
@@ -205,16 +241,15 @@ static int entry_store_data(struct ingest *in, int64_t size, char blob_name[48])
   uint64_t got;
   char sha[65];
   if ((r = blob_writer_finish(w, blob_name, &got, sha)) < 0) goto out;
-  if (got != (uint64_t)size) {
-    r = store_fail(in->st, -EBADMSG, "file data is %llu bytes, header says %lld",
-                   (unsigned long long)got, (long long)size);
-    goto out;
-  }
+  /* staged first: a failed import removes the files it staged */
   sqlite3_bind_text(in->stage_blob, 1, blob_name, -1, SQLITE_STATIC);
   sqlite3_bind_int64(in->stage_blob, 2, (sqlite3_int64)got);
   sqlite3_bind_text(in->stage_blob, 3, sha, -1, SQLITE_STATIC);
   if (sqlite3_step(in->stage_blob) != SQLITE_DONE) r = store_fail_db(in->st, "staging");
   sqlite3_reset(in->stage_blob);
+  if (r == 0 && got != (uint64_t)size)
+    r = store_fail(in->st, -EBADMSG, "file data is %llu bytes, header says %lld",
+                   (unsigned long long)got, (long long)size);
 out:
   blob_writer_free(w);
   return r;
@@ -265,12 +300,26 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   int64_t size = type == CAIRN_REG ? archive_entry_size(e) : 0;
   if (size < 0) return store_fail(st, -EBADMSG, "entry %s: negative size", raw);
   if (type == CAIRN_REG && size > 0) {
-    if ((r = entry_store_data(in, size, blob)) < 0)
-      return store_fail(st, r, "entry %s: %s", raw, st->err);
+    st->err[0] = '\0';
+    if ((r = entry_store_data(in, size, blob)) < 0) {
+      char why[sizeof(st->err)];
+      snprintf(why, sizeof(why), "%s", st->err[0] ? st->err : strerror(-r));
+      return store_fail(st, r, "entry %s: %s", raw, why);
+    }
   }
   _cleanup_free_ void *xattrs = NULL;
   size_t xlen;
-  if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0) return r;
+  if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0)
+    return store_fail(st, r, "entry %s: %s", raw,
+                      r == -ENOMEM ? "out of memory" : "an xattr value over 4 GiB");
+  if (type != CAIRN_DIR && stage_type(in, path) == CAIRN_DIR) {
+    /* a directory replaced by something else loses what was staged below
+     * it, as when the tar is extracted */
+    sqlite3_bind_text(in->drop_below, 1, path, -1, SQLITE_STATIC);
+    r = sqlite3_step(in->drop_below) == SQLITE_DONE ? 0 : store_fail_db(st, "staging");
+    sqlite3_reset(in->drop_below);
+    if (r < 0) return r;
+  }
   sqlite3_stmt *s = in->stage_entry;
   sqlite3_bind_text(s, 1, path, -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 2, type);
@@ -363,7 +412,7 @@ fail:
   return r;
 }
 
-static int ingest_open(struct ingest *in, struct layer_stream *ls, int fd) {
+static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct layer_input *src) {
   cairn_store *st = in->st;
   ls->raw = archive_read_new();
   ls->sha = EVP_MD_CTX_new();
@@ -372,7 +421,8 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, int fd) {
   EVP_DigestInit_ex(ls->sha, EVP_sha256(), NULL);
   archive_read_support_filter_all(ls->raw);
   archive_read_support_format_raw(ls->raw);
-  if (archive_read_open_fd(ls->raw, fd, READ_CHUNK) != ARCHIVE_OK)
+  if ((src->buf ? archive_read_open_memory(ls->raw, src->buf, src->len)
+                : archive_read_open_fd(ls->raw, src->fd, READ_CHUNK)) != ARCHIVE_OK)
     return store_fail(st, -EBADMSG, "%s", archive_error_string(ls->raw));
   struct archive_entry *raw_entry;
   if (archive_read_next_header(ls->raw, &raw_entry) != ARCHIVE_OK)
@@ -386,7 +436,9 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, int fd) {
                       "INSERT OR REPLACE INTO temp.stage VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")) < 0 ||
       (r = db_prepare(st, &in->stage_blob,
                       "INSERT OR IGNORE INTO temp.stage_blobs VALUES(?,?,?)")) < 0 ||
-      (r = db_prepare(st, &in->lookup_type, "SELECT type FROM temp.stage WHERE path = ?")) < 0)
+      (r = db_prepare(st, &in->lookup_type, "SELECT type FROM temp.stage WHERE path = ?")) < 0 ||
+      (r = db_prepare(st, &in->drop_below,
+                      "DELETE FROM temp.stage WHERE path > ?1 || '/' AND path < ?1 || '0'")) < 0)
     return r;
   return 0;
 }
@@ -395,20 +447,40 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
   sqlite3_finalize(in->stage_entry);
   sqlite3_finalize(in->stage_blob);
   sqlite3_finalize(in->lookup_type);
+  sqlite3_finalize(in->drop_below);
   if (in->tar) archive_read_free(in->tar);
   if (ls->raw) archive_read_free(ls->raw);
   EVP_MD_CTX_free(ls->sha);
-  sqlite3_exec(in->st->db, "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs", NULL, NULL,
-               NULL);
+}
+
+static int stage_foreach(void *src, cairn_entry_fn fn, void *arg) {
+  cairn_store *st = src;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q,
+                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
+                     " target, blob, xattrs FROM temp.stage ORDER BY path");
+  return r < 0 ? r : entry_rows_foreach(st, q, fn, arg);
+}
+
+/* Refuses a staged layer that a mount could not merge: the merge of the
+ * layer alone (each name as the last entry for it left it) must succeed. */
+static int stage_validate(cairn_store *st) {
+  merge_builder *b;
+  int r = merge_builder_new(st, &b);
+  if (r < 0) return r;
+  r = merge_builder_add_layer(b, stage_foreach, st);
+  merge_builder_free(b);
+  return r;
 }
 
 /* The ingest proper; the caller holds the store lock shared. */
-static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_diff_id,
-                               cairn_pinset *ps, cairn_id diff_id_out) {
+static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
+                               const char *expected_diff_id, cairn_pinset *ps,
+                               cairn_id diff_id_out) {
   struct layer_stream *ls = calloc(1, sizeof(*ls));
   if (!ls) return -ENOMEM;
   struct ingest in = {.st = st};
-  int r = ingest_open(&in, ls, fd);
+  int r = ingest_open(&in, ls, src);
   for (struct archive_entry *e; r == 0;) {
     int a = archive_read_next_header(in.tar, &e);
     if (a == ARCHIVE_EOF) break;
@@ -429,6 +501,7 @@ static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_dif
       r = store_fail(st, -EBADMSG, "diff_id mismatch: expected sha256:%s, got sha256:%s",
                      expected_diff_id, diff_id_out);
   }
+  if (r == 0) r = stage_validate(st);
   if (r == 0 && ps) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
   if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries);
   ingest_close(&in, ls);
@@ -436,30 +509,55 @@ static int layer_ingest_locked(cairn_store *st, int fd, const char *expected_dif
   return r;
 }
 
-int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
-                       cairn_id diff_id_out) {
+/* After a failed ingest: removes the blob files it staged that no committed
+ * row references, unless another import runs (which may be about to
+ * commit the same names; gc takes what is left). Keeps the message. */
+static void staged_blobs_discard(cairn_store *st) {
+  int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
+  if (lock < 0) return;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (sqlite3_prepare_v2(st->db,
+                         "SELECT name FROM temp.stage_blobs s WHERE NOT EXISTS"
+                         " (SELECT 1 FROM blobs b WHERE b.name = s.name)",
+                         -1, &q, NULL) == SQLITE_OK) {
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      char rel[128];
+      blob_name_path((const char *)sqlite3_column_text(q, 0), rel, sizeof(rel));
+      unlinkat(st->blobs_fd, rel, 0);
+    }
+  }
+  close(lock);
+}
+
+static int layer_ingest(cairn_store *st, const struct layer_input *src,
+                        const char *expected_diff_id, cairn_pinset *ps, cairn_id diff_id_out) {
   if (expected_diff_id && !is_hex_id(expected_diff_id, CAIRN_ID_LEN))
     return store_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
   if (!ps && !expected_diff_id)
     return store_fail(st, -EINVAL, "a layer of unknown diff_id needs a pin set");
   int lock = store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
-  int r = layer_ingest_locked(st, fd, expected_diff_id, ps, diff_id_out);
+  int r = layer_ingest_locked(st, src, expected_diff_id, ps, diff_id_out);
   close(lock);
-  if (r < 0) import_discard_orphans(st);
+  if (r == -ENOSPC) store_fail_nospace(st);
+  if (r < 0) staged_blobs_discard(st);
+  sqlite3_exec(st->db, "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs", NULL, NULL, NULL);
   return r;
 }
 
-void import_discard_orphans(cairn_store *st) {
-  int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
-  if (lock < 0) return; /* another import runs: gc takes them later */
-  char saved[sizeof(st->err)];
-  memcpy(saved, st->err, sizeof(saved));
-  cairn_report ignored = {0};
-  blob_orphans_sweep(st, false, &ignored);
-  cairn_report_free(&ignored);
-  memcpy(st->err, saved, sizeof(saved));
-  close(lock);
+int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+                       cairn_id diff_id_out) {
+  return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, diff_id_out);
+}
+
+int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
+                        cairn_id diff_id_out) {
+  return layer_ingest(st, &(struct layer_input){.fd = -1, .buf = buf ? buf : "", .len = len}, NULL,
+                      ps, diff_id_out);
+}
+
+int store_fail_nospace(cairn_store *st) {
+  return store_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
 }
 
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {

@@ -25,6 +25,10 @@ struct cairn_store {
 /* Records a message for the person and returns err (a negative errno). */
 int store_fail(cairn_store *st, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The one message for a full disk, whatever filled it (blob files, SQLite's
+ * "database or disk is full"): "STORE: no space left on device". Returns
+ * -ENOSPC (import.c). */
+int store_fail_nospace(cairn_store *st);
 /* store_fail with SQLite's own message appended; returns -EIO. */
 int store_fail_db(cairn_store *st, const char *what);
 
@@ -96,9 +100,9 @@ static inline void store_test_point(cairn_store *st, const char *point) {
 uint64_t proc_start_time(pid_t pid); /* 0 if no such process */
 char *proc_command(pid_t pid);       /* comm, or "?"; caller frees */
 
-/* After a failed import: removes blob files no row references, if no other
- * import runs (import.c). Keeps the store's error message. */
-void import_discard_orphans(cairn_store *st);
+/* cairn_layer_ingest of a layer tar held in memory (import.c). */
+int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
+                        cairn_id diff_id_out);
 
 /* Looks a NAME[:TAG] up (normalized into name): 1 and id if it names an
  * image, 0 if not (or not a valid name), negative on error (image.c). */
@@ -108,6 +112,24 @@ int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, 
  * image with its names and layer list (no error if it is gone already). */
 int layer_delete_rows(cairn_store *st, const char *diff_id);
 int image_delete_rows(cairn_store *st, const char *id);
+
+/* Rows of entries (image.c): q selects path, type, mode, uid, gid, size,
+ * mtime, mtime_nsec, rdev, target, blob, xattrs; fn gets each row as a
+ * cairn_entry (as cairn_layer_foreach gives them). */
+int entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg);
+
+/* The merged-tree builder (merge.c): layers applied bottom first by the
+ * OCI rules, whatever their entries come from. A source calls fn for each
+ * entry of one layer, in path order (as cairn_layer_foreach does), and
+ * returns what a non-zero fn returned. Errors are -EBADMSG for a layer
+ * that cannot be merged (the message says why) or -ENOMEM. */
+typedef struct merge_builder merge_builder;
+typedef int (*merge_source_fn)(void *src, cairn_entry_fn fn, void *arg);
+int merge_builder_new(cairn_store *st, merge_builder **out);
+int merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *src);
+/* Freezes the tree into *out; b is freed either way. */
+int merge_builder_finish(merge_builder *b, cairn_tree **out);
+void merge_builder_free(merge_builder *b);
 
 /* Small helpers (util.c). */
 bool is_hex_id(const char *s, size_t len);

@@ -12,7 +12,14 @@
  * Each layer is applied in three passes, because the store hands entries
  * out in path order, not tar order: (1) whiteouts and opaque markers, which
  * only act on lower layers; (2) every other entry but hardlinks, parents
- * before children; (3) hardlinks, whose first name may sort after them.
+ * before children; (3) hardlinks, whose first name may sort after them. A
+ * hardlink whose first name a later entry of its layer replaced by another
+ * hardlink follows that one; one whose first name became a directory is
+ * an error (-EBADMSG), which import refuses before it commits the layer.
+ *
+ * The builder (internal.h: merge_builder_*) takes each layer's entries from
+ * any source: cairn_tree_build reads stored layers, import the layer it has
+ * staged, the fuzz target decoded bytes.
  *
  * While building, the tree is a set of inodes and of dentries (parent inode,
  * name → inode) found through one hash table; a replaced or whited-out
@@ -93,8 +100,9 @@ struct bdentry {
   uint32_t next, prev; /* siblings in parent's list */
 };
 
-struct builder {
+struct merge_builder {
   cairn_store *st;
+  cairn_tree *tree; /* its arena holds the strings; handed out by finish */
   struct arena *arena;
   struct binode *inodes;
   size_t n_inodes, cap_inodes;
@@ -127,7 +135,7 @@ static uint64_t name_hash(uint32_t parent, const char *name, size_t len) {
   return XXH3_64bits_withSeed(name, len, parent);
 }
 
-static int inode_new(struct builder *b, uint32_t *out) {
+static int inode_new(merge_builder *b, uint32_t *out) {
   if (b->n_inodes >= NONE - 1) return -EOVERFLOW;
   int r = grow((void **)&b->inodes, &b->cap_inodes, b->n_inodes + 1, sizeof(*b->inodes));
   if (r < 0) return r;
@@ -138,14 +146,14 @@ static int inode_new(struct builder *b, uint32_t *out) {
   return 0;
 }
 
-static int synth_dir(struct builder *b, uint32_t *out) {
+static int synth_dir(merge_builder *b, uint32_t *out) {
   int r = inode_new(b, out);
   if (r < 0) return r;
   b->inodes[*out].attr.mode = S_IFDIR | 0755;
   return 0;
 }
 
-static int rehash(struct builder *b) {
+static int rehash(merge_builder *b) {
   size_t nb = b->n_buckets ? b->n_buckets * 2 : 4096;
   uint32_t *buckets = malloc(nb * sizeof(*buckets));
   if (!buckets) return -ENOMEM;
@@ -165,7 +173,7 @@ static int rehash(struct builder *b) {
   return 0;
 }
 
-static struct bdentry *dentry_find(struct builder *b, uint32_t parent, const char *name, size_t len,
+static struct bdentry *dentry_find(merge_builder *b, uint32_t parent, const char *name, size_t len,
                                    uint64_t *hash_out) {
   uint64_t h = name_hash(parent, name, len);
   if (hash_out) *hash_out = h;
@@ -179,7 +187,7 @@ static struct bdentry *dentry_find(struct builder *b, uint32_t parent, const cha
   return NULL;
 }
 
-static int dentry_add(struct builder *b, uint32_t parent, const char *name, size_t len,
+static int dentry_add(merge_builder *b, uint32_t parent, const char *name, size_t len,
                       uint64_t hash, uint32_t inode) {
   if (b->n_dentries >= NONE - 1) return -EOVERFLOW;
   if (b->n_dentries + 1 > b->n_buckets) {
@@ -209,7 +217,7 @@ static int dentry_add(struct builder *b, uint32_t parent, const char *name, size
   return 0;
 }
 
-static void dentry_remove(struct builder *b, struct bdentry *d) {
+static void dentry_remove(merge_builder *b, struct bdentry *d) {
   uint32_t i = (uint32_t)(d - b->dentries);
   uint32_t *link = &b->buckets[d->hash & (b->n_buckets - 1)];
   while (*link != i) link = &b->dentries[*link].hnext;
@@ -223,15 +231,14 @@ static void dentry_remove(struct builder *b, struct bdentry *d) {
   d->hash = 0;
 }
 
-static bool is_dir(const struct builder *b, uint32_t inode) {
+static bool is_dir(const merge_builder *b, uint32_t inode) {
   return S_ISDIR(b->inodes[inode].attr.mode);
 }
 
 /* Finds the directory inode that path (len bytes) names. With create,
  * missing or non-directory components become synthesized directories;
  * without it, *out is NONE when the path does not name a directory. */
-static int dir_resolve(struct builder *b, const char *path, size_t len, bool create,
-                       uint32_t *out) {
+static int dir_resolve(merge_builder *b, const char *path, size_t len, bool create, uint32_t *out) {
   uint32_t cur = b->root;
   size_t i = 0;
   while (i < len) {
@@ -275,7 +282,7 @@ struct found {
   struct bdentry *d;
 };
 
-static int path_lookup(struct builder *b, const char *path, size_t len, bool create,
+static int path_lookup(merge_builder *b, const char *path, size_t len, bool create,
                        struct found *f) {
   const char *slash = memrchr(path, '/', len);
   size_t dir_len = slash ? (size_t)(slash - path) : 0;
@@ -298,7 +305,7 @@ struct lentry {
 };
 
 struct layer_entries {
-  struct builder *b;
+  merge_builder *b;
   struct lentry *v;
   size_t n, cap;
 };
@@ -362,7 +369,7 @@ static int collect_entry(const cairn_entry *e, void *arg) {
   return 0;
 }
 
-static int apply_whiteout(struct builder *b, const struct lentry *l) {
+static int apply_whiteout(merge_builder *b, const struct lentry *l) {
   struct found wh;
   int r = path_lookup(b, l->path, strlen(l->path), false, &wh);
   if (r < 0 || wh.dir == NONE) return r;
@@ -391,7 +398,7 @@ static int apply_whiteout(struct builder *b, const struct lentry *l) {
 
 /* Puts inode at path (a file or a hardlink's second name), replacing what
  * is there. */
-static int place(struct builder *b, const char *path, uint32_t inode) {
+static int place(merge_builder *b, const char *path, uint32_t inode) {
   struct found f;
   int r = path_lookup(b, path, strlen(path), true, &f);
   if (r < 0) return r;
@@ -402,9 +409,10 @@ static int place(struct builder *b, const char *path, uint32_t inode) {
   return dentry_add(b, f.dir, f.name, f.name_len, f.hash, inode);
 }
 
-static int apply_entry(struct builder *b, const struct lentry *l) {
+static int apply_entry(merge_builder *b, const struct lentry *l) {
   if (l->path[0] == '\0') { /* the layer's root */
-    if (l->type != CAIRN_DIR) return -EBADMSG;
+    if (l->type != CAIRN_DIR)
+      return store_fail(b->st, -EBADMSG, "the layer root is not a directory");
     b->inodes[b->root].attr = l->attr;
     return 0;
   }
@@ -424,21 +432,54 @@ static int apply_entry(struct builder *b, const struct lentry *l) {
   return place(b, l->path, inode);
 }
 
-static int apply_hardlink(struct builder *b, const struct lentry *l) {
-  const char *target = l->attr.target;
-  if (!target) return -EBADMSG;
-  struct found f;
-  int r = path_lookup(b, target, strlen(target), false, &f);
+/* The entry of this layer at path, if entries are in path order. */
+static const struct lentry *layer_find(const struct layer_entries *le, const char *path) {
+  size_t lo = 0, hi = le->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(path, le->v[mid].path);
+    if (c == 0) return &le->v[mid];
+    if (c < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return NULL;
+}
+
+/* A hardlink's target may itself be a hardlink of this layer when a later
+ * entry replaced the name it was made to (its first name): it then names
+ * what that hardlink names. Follows such a chain to its end, bounded by
+ * the number of entries (a cycle never ends in a file). */
+static int hardlink_target(merge_builder *b, const struct layer_entries *le, const struct lentry *l,
+                           const char **target) {
+  *target = l->attr.target;
+  for (size_t steps = 0; *target; steps++) {
+    const struct lentry *t = layer_find(le, *target);
+    if (!t || t->type != CAIRN_HARDLINK) return 0;
+    if (steps == le->n)
+      return store_fail(b->st, -EBADMSG, "hardlink %s: its targets form a cycle", l->path);
+    *target = t->attr.target;
+  }
+  return store_fail(b->st, -EBADMSG, "hardlink %s has no target", l->path);
+}
+
+static int apply_hardlink(merge_builder *b, const struct layer_entries *le,
+                          const struct lentry *l) {
+  const char *target;
+  int r = hardlink_target(b, le, l, &target);
   if (r < 0) return r;
+  struct found f;
+  if ((r = path_lookup(b, target, strlen(target), false, &f)) < 0) return r;
   if (!f.d || is_dir(b, f.d->inode))
     return store_fail(b->st, -EBADMSG, "hardlink %s points at %s, which is not a file", l->path,
-                      target);
+                      l->attr.target);
   return place(b, l->path, f.d->inode);
 }
 
-static int apply_layer(struct builder *b, const char *diff_id) {
+int merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *src) {
   struct layer_entries le = {.b = b};
-  int r = cairn_layer_foreach(b->st, diff_id, collect_entry, &le);
+  int r = source(src, collect_entry, &le);
   for (size_t i = 0; r == 0 && i < le.n; i++)
     if (le.v[i].type == CAIRN_WHITEOUT || le.v[i].type == CAIRN_OPAQUE)
       r = apply_whiteout(b, &le.v[i]);
@@ -447,15 +488,16 @@ static int apply_layer(struct builder *b, const char *diff_id) {
         le.v[i].type != CAIRN_HARDLINK)
       r = apply_entry(b, &le.v[i]);
   for (size_t i = 0; r == 0 && i < le.n; i++)
-    if (le.v[i].type == CAIRN_HARDLINK) r = apply_hardlink(b, &le.v[i]);
+    if (le.v[i].type == CAIRN_HARDLINK) r = apply_hardlink(b, &le, &le.v[i]);
   free(le.v);
+  if (r == -ENOMEM) r = store_fail(b->st, r, "out of memory building the merged tree");
   return r;
 }
 
 /* ---- freezing ------------------------------------------------------------ */
 
 struct freezer {
-  struct builder *b;
+  merge_builder *b;
   uint32_t next_ino;
   uint32_t *order; /* order[ino - 1] = build inode */
   cairn_dirent *dirents;
@@ -470,7 +512,7 @@ static int dirent_cmp(const void *a, const void *b) {
 /* Numbers the directory's children, sorts them and recurses (depth is
  * bounded by the path length of a tar entry). */
 static int freeze_dir(struct freezer *f, uint32_t dir_inode, uint32_t dir_ino) {
-  struct builder *b = f->b;
+  merge_builder *b = f->b;
   size_t first = f->n_dirents, count = 0;
   for (uint32_t i = b->inodes[dir_inode].first_child; i != NONE; i = b->dentries[i].next) {
     int r = grow((void **)&f->dirents, &f->cap_dirents, f->n_dirents + 1, sizeof(*f->dirents));
@@ -510,7 +552,7 @@ static int freeze_dir(struct freezer *f, uint32_t dir_inode, uint32_t dir_ino) {
   return 0;
 }
 
-static int freeze(struct builder *b, cairn_tree *t) {
+static int freeze(merge_builder *b, cairn_tree *t) {
   struct freezer f = {.b = b};
   int r = -ENOMEM;
   f.order = malloc(b->n_inodes * sizeof(*f.order));
@@ -532,7 +574,7 @@ static int freeze(struct builder *b, cairn_tree *t) {
     struct binode *n = &b->inodes[f.order[i]];
     t->nodes[i] = n->attr;
     if (S_ISDIR(n->attr.mode))
-      t->nodes[i].children = t->dirents + f.dir_first[i];
+      t->nodes[i].children = n->attr.n_children ? t->dirents + f.dir_first[i] : NULL;
     else
       t->nodes[i].nlink = n->links;
   }
@@ -546,28 +588,72 @@ out:
 
 /* ---- public ---------------------------------------------------------------- */
 
+int merge_builder_new(cairn_store *st, merge_builder **out) {
+  merge_builder *b = calloc(1, sizeof(*b));
+  cairn_tree *t = calloc(1, sizeof(*t));
+  if (!b || !t) {
+    free(b);
+    free(t);
+    return store_fail(st, -ENOMEM, "out of memory building the merged tree");
+  }
+  *b = (merge_builder){.st = st, .tree = t, .arena = &t->arena};
+  int r = synth_dir(b, &b->root);
+  if (r < 0) {
+    merge_builder_free(b);
+    return store_fail(st, r, "out of memory building the merged tree");
+  }
+  *out = b;
+  return 0;
+}
+
+void merge_builder_free(merge_builder *b) {
+  if (!b) return;
+  cairn_tree_free(b->tree);
+  free(b->inodes);
+  free(b->dentries);
+  free(b->buckets);
+  free(b);
+}
+
+int merge_builder_finish(merge_builder *b, cairn_tree **out) {
+  *out = NULL;
+  int r = freeze(b, b->tree);
+  if (r == 0) {
+    *out = b->tree;
+    b->tree = NULL;
+  } else {
+    r = store_fail(b->st, r, "out of memory building the merged tree");
+  }
+  merge_builder_free(b);
+  return r;
+}
+
+struct stored_layer {
+  cairn_store *st;
+  const char *diff_id;
+};
+
+static int stored_layer_foreach(void *src, cairn_entry_fn fn, void *arg) {
+  struct stored_layer *l = src;
+  return cairn_layer_foreach(l->st, l->diff_id, fn, arg);
+}
+
 int cairn_tree_build(cairn_store *st, const char *image_id, cairn_tree **out) {
   *out = NULL;
-  cairn_tree *t = calloc(1, sizeof(*t));
-  if (!t) return -ENOMEM;
-  struct builder b = {.st = st, .arena = &t->arena};
   char **layers = NULL;
   size_t n_layers = 0;
   int r = cairn_image_layers(st, image_id, &layers, &n_layers);
-  if (r < 0) goto out;
-  r = synth_dir(&b, &b.root);
-  for (size_t i = 0; r == 0 && i < n_layers; i++) r = apply_layer(&b, layers[i]);
-  if (r == 0) r = freeze(&b, t);
-  if (r == -ENOMEM) r = store_fail(st, r, "out of memory building the merged tree");
+  if (r < 0) return r;
+  merge_builder *b;
+  if ((r = merge_builder_new(st, &b)) < 0) goto out;
+  for (size_t i = 0; r == 0 && i < n_layers; i++)
+    r = merge_builder_add_layer(b, stored_layer_foreach, &(struct stored_layer){st, layers[i]});
+  if (r == 0)
+    r = merge_builder_finish(b, out);
+  else
+    merge_builder_free(b);
 out:
   cairn_strv_free(layers, n_layers);
-  free(b.inodes);
-  free(b.dentries);
-  free(b.buckets);
-  if (r < 0)
-    cairn_tree_free(t);
-  else
-    *out = t;
   return r;
 }
 

@@ -510,7 +510,7 @@ char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *i
   return out;
 }
 
-int cairn_pin_wait_free(cairn_store *st, const char *image_id, int timeout_ms) {
+int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_ms) {
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {

@@ -111,6 +111,8 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i, pull_err *e) 
   s.cancel = &run->cancel;
   set_state(run, i, CAIRN_PULL_FETCHING);
   if (r == 0) r = run->src->ops->blob(run->src, d, &s, e);
+  if (r == -ENOSPC)
+    pull_fail(e, r, "layer %s: %s/tmp: no space left on device", d->digest, run->store_dir);
   blob_sink_free(&s);
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
     r = pull_fail(e, -errno, "temporary file: %s", strerror(errno));

@@ -56,9 +56,11 @@ int store_fail(cairn_store *st, int err, const char *fmt, ...) {
 
 int store_fail_db(cairn_store *st, const char *what) {
   int code = st->db ? sqlite3_errcode(st->db) : SQLITE_ERROR;
+  /* a full disk is SQLITE_FULL, or an I/O error (growing the -shm file) */
+  if (code == SQLITE_FULL || (code == SQLITE_IOERR && sqlite3_system_errno(st->db) == ENOSPC))
+    return store_fail(st, -ENOSPC, "%s: %s: no space left on device", what, st->dir);
   int err = (code == SQLITE_BUSY || code == SQLITE_LOCKED)    ? -EBUSY
             : code == SQLITE_CORRUPT || code == SQLITE_NOTADB ? -EBADMSG
-            : code == SQLITE_FULL                             ? -ENOSPC
                                                               : -EIO;
   return store_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
 }

@@ -101,13 +101,15 @@ static int pin_hold(struct cli *c, int argc, char **argv) {
 
 static int pin_wait(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"timeout", required_argument, NULL, 't'}, {0}};
-  double seconds = -1;
+  int64_t timeout_ms = -1;
+  const char *timeout = NULL;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     if (o != 't') return cli_bad_option(USAGE, argv);
-    if ((seconds = cli_parse_seconds(optarg)) < 0)
+    if (cli_parse_seconds(optarg, &timeout_ms) < 0)
       return cli_usage(USAGE, "wait: --timeout %s: not a number of seconds", optarg);
+    timeout = optarg;
   }
   if (argc - optind != 1) return cli_usage(USAGE, "wait: needs one image");
   cairn_store *st = cli_store(c);
@@ -115,10 +117,10 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   cairn_id id;
   int r = cairn_image_resolve(st, argv[optind], id);
   if (r < 0) return cli_fail(c, r, argv[optind]);
-  r = cairn_pin_wait_free(st, id, seconds < 0 ? -1 : (int)(seconds * 1000));
+  r = cairn_pin_wait_free(st, id, timeout_ms);
   if (r == -ETIMEDOUT) {
     char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
-    fprintf(stderr, "cairn-pin: %s: still pinned after %g seconds by %s\n", argv[optind], seconds,
+    fprintf(stderr, "cairn-pin: %s: still pinned after %s seconds by %s\n", argv[optind], timeout,
             who && *who ? who : "a mount");
     free(who);
     return 4;

@@ -127,11 +127,12 @@ void cli_print_table(json_t *rows, const char *const *columns, size_t n) {
   }
 }
 
-double cli_parse_seconds(const char *s) {
+int cli_parse_seconds(const char *s, int64_t *ms) {
   char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  return errno || end == s || *end || v < 0 ? -1 : v;
+  double v = strtod(s, &end); /* ERANGE: HUGE_VAL or about 0, both taken */
+  if (end == s || *end || !(v >= 0)) return -1;
+  *ms = v * 1000 < 0x1p63 ? (int64_t)(v * 1000) : INT64_MAX;
+  return 0;
 }
 
 int cli_bad_option(const char *usage, char **argv) {

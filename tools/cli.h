@@ -11,6 +11,7 @@
 #include <errno.h>
 
 #include <stdbool.h>
+#include <stdint.h>
 
 extern const char *cli_prog;
 
@@ -46,7 +47,10 @@ void cli_print_json(json_t *rows);
  * 12 digits, sizes made human, arrays joined with commas. */
 void cli_print_table(json_t *rows, const char *const *columns, size_t n);
 
-/* Parses a decimal number of seconds ("5", "0.5"); -1 on error. */
-double cli_parse_seconds(const char *s);
+/* Parses a number of seconds ("5", "0.5", "1e10", "inf") into *ms,
+ * rounded down; a wait longer than int64 milliseconds hold (inf included)
+ * is INT64_MAX, for ever in practice. -1 for anything else: empty,
+ * negative, nan, trailing text. */
+int cli_parse_seconds(const char *s, int64_t *ms);
 
 #endif

@@ -5,6 +5,8 @@
  * is stored once; and hostile, truncated or non-tar input is -EBADMSG with
  * the store unchanged and nothing written outside it.
  */
+#include <archive.h>
+#include <archive_entry.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -511,4 +513,187 @@ Test(import, expected_diff_id_mismatch_commits_nothing) {
   snapshot_free(&before);
   snapshot_free(&after);
   free(buf);
+}
+
+/* ---- the layer as a mount merges it ---------------------------------------- */
+
+/* Later entries replace earlier ones of the same name. What remains must be
+ * a layer a mount can merge, or the import is refused (exit 5) with nothing
+ * stored, rather than committed and failing at every mount. */
+Test(import, hardlink_whose_target_becomes_a_directory_refused) {
+  static const tu_entry e[] = {{.path = "x", .content = "file x"},
+                               {.path = "y", .type = 'h', .target = "x"},
+                               {.path = "x", .type = 'd'}};
+  refused("x, y -> x, then x a directory", e, 3);
+  cr_expect(strstr(cairn_errmsg(T.st), "hardlink y points at x, which is not a file"),
+            "message: %s", cairn_errmsg(T.st));
+  /* through cairn import: the file is named, no image, no layer */
+  tu_layer layer[] = {{e, 3}};
+  size_t images = tu_images_count(T.st), layers = tu_layers_count(T.st);
+  cairn_id id;
+  cr_expect_eq(tu_import(&T, "bad:1", layer, 1, id), -EBADMSG);
+  cr_expect(strstr(cairn_errmsg(T.st), "layer-0.tar: hardlink y points at x, which is not a file"),
+            "message: %s", cairn_errmsg(T.st));
+  cr_expect_eq(tu_images_count(T.st), images);
+  cr_expect_eq(tu_layers_count(T.st), layers);
+}
+
+Test(import, hardlink_into_a_replaced_directory_refused) {
+  static const tu_entry e[] = {{.path = "d", .type = 'd'},
+                               {.path = "d/f", .content = "f"},
+                               {.path = "h", .type = 'h', .target = "d/f"},
+                               {.path = "d", .content = "d is a file now"}};
+  refused("h -> d/f, then d a file", e, 4);
+  cr_expect(strstr(cairn_errmsg(T.st), "hardlink h points at d/f, which is not a file"),
+            "message: %s", cairn_errmsg(T.st));
+}
+
+static cairn_tree *import_tree(const tu_entry *e, size_t n) {
+  tu_layer layer[] = {{e, n}};
+  cairn_id id;
+  cr_assert_eq(tu_import(&T, "ok:1", layer, 1, id), 0, "import: %s", cairn_errmsg(T.st));
+  cairn_tree *t;
+  cr_assert_eq(cairn_tree_build(T.st, id, &t), 0, "merge: %s", cairn_errmsg(T.st));
+  return t;
+}
+
+static const cairn_node *tree_at(const cairn_tree *t, const char *name, uint64_t *ino) {
+  const cairn_dirent *de = cairn_tree_lookup(cairn_tree_node(t, 1), name);
+  cr_assert(de, "%s is missing from the merged tree", name);
+  if (ino) *ino = de->ino;
+  return cairn_tree_node(t, de->ino);
+}
+
+/* Every other replacement within a layer is accepted and merges as the tar
+ * would extract. */
+Test(import, replacements_within_a_layer_merge_as_extracted) {
+  static const tu_entry dir_to_file[] = {{.path = "d", .type = 'd'},
+                                         {.path = "d/child", .content = "c"},
+                                         {.path = "d/sub", .type = 'd'},
+                                         {.path = "d/sub/x", .content = "x"},
+                                         {.path = "d", .content = "d is a file now"},
+                                         {.path = "d0", .content = "a neighbour"}};
+  cairn_tree *t = import_tree(dir_to_file, TU_N(dir_to_file));
+  const cairn_node *d = tree_at(t, "d", NULL);
+  cr_expect(S_ISREG(d->mode), "d: mode %o, want a regular file", d->mode);
+  cr_expect_eq(d->size, strlen("d is a file now"));
+  tree_at(t, "d0", NULL);
+  cr_expect_eq(cairn_tree_count(t), 3, "%zu nodes: the old children of d are kept",
+               cairn_tree_count(t));
+  cairn_tree_free(t);
+
+  static const tu_entry to_symlink[] = {{.path = "x", .content = "file x"},
+                                        {.path = "y", .type = 'h', .target = "x"},
+                                        {.path = "x", .type = 'l', .target = "elsewhere"}};
+  t = import_tree(to_symlink, TU_N(to_symlink));
+  uint64_t x, y;
+  cr_expect(S_ISLNK(tree_at(t, "x", &x)->mode));
+  tree_at(t, "y", &y);
+  cr_expect_eq(x, y, "y is not the inode x names");
+  cairn_tree_free(t);
+
+  /* the first name of a group replaced by a hardlink to another file: the
+   * group follows it, whatever order the names sort in */
+  static const tu_entry to_hardlink[] = {{.path = "w", .content = "file w"},
+                                         {.path = "x", .content = "file x"},
+                                         {.path = "a", .type = 'h', .target = "x"},
+                                         {.path = "x", .type = 'h', .target = "w"}};
+  t = import_tree(to_hardlink, TU_N(to_hardlink));
+  uint64_t a, w;
+  tree_at(t, "a", &a);
+  tree_at(t, "w", &w);
+  tree_at(t, "x", &x);
+  cr_expect(a == w && x == w, "a, x and w are not one inode");
+  cr_expect_eq(cairn_tree_node(t, w)->nlink, 3);
+  cairn_tree_free(t);
+
+  static const tu_entry to_file[] = {{.path = "x", .content = "old x"},
+                                     {.path = "y", .type = 'h', .target = "x"},
+                                     {.path = "x", .content = "new x!"}};
+  t = import_tree(to_file, TU_N(to_file));
+  tree_at(t, "x", &x);
+  tree_at(t, "y", &y);
+  cr_expect_eq(x, y);
+  cr_expect_eq(cairn_tree_node(t, x)->size, strlen("new x!"));
+  cairn_tree_free(t);
+
+  /* whiteouts act on lower layers only, also next to the name they hide */
+  static const tu_entry whiteouts[] = {
+      {.path = "d", .type = 'd'}, {.path = "d/.wh.f"},          {.path = "d/f", .content = "f"},
+      {.path = "d/.wh..wh..opq"}, {.path = "d/g", .type = 'd'}, {.path = "d/g", .content = "g"}};
+  t = import_tree(whiteouts, TU_N(whiteouts));
+  cr_expect_eq(tree_at(t, "d", &x)->n_children, 2);
+  cairn_tree_free(t);
+}
+
+/* ---- xattrs beyond 64 ----------------------------------------------------- */
+
+#define MANY_XATTRS 100
+
+static void many_xattrs_tar(const char *path) {
+  FILE *f = fopen(path, "w");
+  cr_assert(f);
+  struct archive *a = archive_write_new();
+  archive_write_set_format_pax(a);
+  cr_assert_eq(archive_write_open_FILE(a, f), ARCHIVE_OK);
+  struct archive_entry *ae = archive_entry_new();
+  archive_entry_set_pathname(ae, "f");
+  archive_entry_set_filetype(ae, AE_IFREG);
+  archive_entry_set_perm(ae, 0644);
+  archive_entry_set_size(ae, 1);
+  for (int i = 0; i < MANY_XATTRS; i++) {
+    char name[32], value[32];
+    snprintf(name, sizeof(name), "user.x%03d", i);
+    snprintf(value, sizeof(value), "value %d", i);
+    archive_entry_xattr_add_entry(ae, name, value, strlen(value));
+  }
+  cr_assert_eq(archive_write_header(a, ae), ARCHIVE_OK, "%s", archive_error_string(a));
+  cr_assert_eq(archive_write_data(a, "f", 1), 1);
+  archive_entry_free(ae);
+  cr_assert_eq(archive_write_close(a), ARCHIVE_OK);
+  archive_write_free(a);
+  cr_assert_eq(fclose(f), 0);
+}
+
+/* Each xattr once, with its value, in the tar's order. */
+static void expect_many_xattrs(const cairn_xattr *x, size_t n, const char *where) {
+  cr_assert_eq(n, MANY_XATTRS, "%s: %zu xattrs, want %d", where, n, MANY_XATTRS);
+  for (int i = 0; i < MANY_XATTRS; i++) {
+    char name[32], value[32];
+    snprintf(name, sizeof(name), "user.x%03d", i);
+    snprintf(value, sizeof(value), "value %d", i);
+    cr_assert_str_eq(x[i].name, name, "%s: xattr %d is %s", where, i, x[i].name);
+    cr_assert(x[i].len == strlen(value) && memcmp(x[i].value, value, x[i].len) == 0,
+              "%s: %s has the wrong value", where, name);
+  }
+}
+
+static int many_xattrs_entry(const cairn_entry *e, void *arg) {
+  if (strcmp(e->path, "f") == 0) {
+    expect_many_xattrs(e->xattrs, e->n_xattrs, "cairn_layer_foreach");
+    ++*(int *)arg;
+  }
+  return 0;
+}
+
+Test(import, every_xattr_kept_beyond_64) {
+  char *path;
+  cr_assert(asprintf(&path, "%s/xattrs.tar", T.root) > 0);
+  many_xattrs_tar(path);
+  cairn_id image;
+  int r = cairn_import_files(T.st, "xattrs:1", (const char *const[]){path}, 1, image);
+  cr_assert_eq(r, 0, "import: %s", cairn_errmsg(T.st));
+  free(path);
+  char **layers;
+  size_t n;
+  cr_assert_eq(cairn_image_layers(T.st, image, &layers, &n), 0);
+  int seen = 0;
+  cr_assert_eq(cairn_layer_foreach(T.st, layers[0], many_xattrs_entry, &seen), 0);
+  cr_expect_eq(seen, 1);
+  cairn_strv_free(layers, n);
+  cairn_tree *t;
+  cr_assert_eq(cairn_tree_build(T.st, image, &t), 0, "%s", cairn_errmsg(T.st));
+  const cairn_node *f = tree_at(t, "f", NULL);
+  expect_many_xattrs(f->xattrs, f->n_xattrs, "merged tree");
+  cairn_tree_free(t);
 }
