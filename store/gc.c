@@ -232,8 +232,8 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r) {
   int rc = db_begin(st);
   if (rc < 0) return rc;
   static const char *const sql[] = {
-      "DELETE FROM images WHERE id IN (SELECT image_id FROM image_layers WHERE layer_id IN"
-      " (SELECT DISTINCT layer_id FROM entries WHERE blob = ?1))",
+      ("DELETE FROM images WHERE id IN (SELECT image_id FROM image_layers WHERE layer_id IN"
+       " (SELECT DISTINCT layer_id FROM entries WHERE blob = ?1))"),
       "DELETE FROM layers WHERE id IN (SELECT DISTINCT layer_id FROM entries WHERE blob = ?1)",
       "DELETE FROM blobs WHERE name = ?1",
   };
