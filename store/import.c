@@ -265,8 +265,11 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   int64_t size = type == CAIRN_REG ? archive_entry_size(e) : 0;
   if (size < 0) return store_fail(st, -EBADMSG, "entry %s: negative size", raw);
   if (type == CAIRN_REG && size > 0) {
-    if ((r = entry_store_data(in, size, blob)) < 0)
-      return store_fail(st, r, "entry %s: %s", raw, st->err);
+    if ((r = entry_store_data(in, size, blob)) < 0) {
+      char why[sizeof(st->err)]; /* store_fail writes the buffer it would read */
+      memcpy(why, st->err, sizeof(why));
+      return store_fail(st, r, "entry %s: %s", raw, why);
+    }
   }
   _cleanup_free_ void *xattrs = NULL;
   size_t xlen;
