@@ -42,4 +42,6 @@ if grep -nE "ERROR: (Leak|Address)Sanitizer|runtime error:" build-asan/ctest.log
   echo "sanitizer reports above (full log: build-asan/ctest.log)"
   status=1
 fi
+echo "== fuzz: every target of tests/fuzz, 20 s each"
+bash tools/fuzz.sh 20 || status=1
 exit $status
