@@ -143,7 +143,7 @@ static const pull_source_ops archive_ops = {
  * blob(): it is listed among the "layers" paths so the same lookup finds it. */
 static int load(docker_archive *da, pull_err *e) {
   char *mbody = NULL, *cbody = NULL;
-  size_t mlen, clen;
+  size_t mlen = 0, clen = 0;
   json_t *mj = NULL, *cj = NULL, *out = NULL;
   int r = read_small(da, "manifest.json", &mbody, &mlen, e);
   if (r < 0) goto done;

@@ -97,7 +97,7 @@ static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e) {
 static int layout_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
                            pull_err *e) {
   if (d) return read_small_blob(src, d, body, len, e);
-  pull_desc top;
+  pull_desc top = {0}; /* pick_entry fills it only when it finds the entry */
   int r = pick_entry((oci_layout *)src, &top, e);
   if (r == 0) r = read_small_blob(src, &top, body, len, e);
   pull_desc_clear(&top);

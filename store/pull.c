@@ -240,7 +240,7 @@ static int resolve_image(pull_source *src, const pull_platform *plat, pull_image
   size_t len = 0;
   int r = src->ops->manifest(src, NULL, &body, &len, e);
   for (int depth = 0; r == 0; depth++) {
-    pull_desc child;
+    pull_desc child = {0};
     r = oci_index_select(body, len, plat, &child, e);
     if (r <= 0) break;
     free(body);

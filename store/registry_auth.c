@@ -138,8 +138,9 @@ static char *creds_from_file(const char *path, const char *host) {
     unsigned char *out = malloc(n + 1);
     int len = out ? EVP_DecodeBlock(out, (const unsigned char *)b64, (int)n) : -1;
     if (len > 0) {
-      for (size_t i = n; i > 0 && b64[i - 1] == '='; i--)
-        len--; /* DecodeBlock counts padding as bytes */
+      int pad = 0; /* DecodeBlock counts the padding (at most 2) as bytes */
+      for (size_t i = n; i > 0 && pad < 2 && b64[i - 1] == '='; i--) pad++;
+      len = len > pad ? len - pad : 0;
       out[len] = '\0';
       if (strchr((char *)out, ':')) {
         creds = (char *)out;

@@ -1,11 +1,12 @@
 #!/bin/bash
 # setup.sh — installs the Debian packages cairn builds and tests with, and
-# builds it (release in build/, ASan+UBSan in build-asan/). Idempotent.
+# builds it (release in build/, ASan+UBSan in build-asan/), warnings as
+# errors (CAIRN_WERROR). Idempotent.
 # Run as root on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES="build-essential cmake pkg-config libfuse3-dev fuse3 libsqlite3-dev libxxhash-dev libcriterion-dev libarchive-dev libssl-dev libcurl4-openssl-dev libjansson-dev zstd gzip tar python3 sqlite3 jq util-linux procps psmisc curl docker-registry skopeo crun fuse-overlayfs hyperfine debootstrap time openssl"
+PACKAGES="build-essential cmake pkg-config libfuse3-dev fuse3 libsqlite3-dev libxxhash-dev libcriterion-dev libarchive-dev libssl-dev libcurl4-openssl-dev libjansson-dev zstd gzip tar python3 sqlite3 jq util-linux procps psmisc curl docker-registry skopeo crun fuse-overlayfs hyperfine debootstrap time openssl clang libclang-rt-14-dev dpkg-dev valgrind"
 
 missing=""
 for p in $PACKAGES; do
@@ -26,8 +27,8 @@ pkill -x docker-registry 2>/dev/null || true
 grep -q '^user_allow_other' /etc/fuse.conf 2>/dev/null || echo user_allow_other >> /etc/fuse.conf
 
 jobs=$(nproc)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCAIRN_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCAIRN_SANITIZE=ON -DCAIRN_WERROR=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 echo "setup: built build/ and build-asan/"

@@ -1,12 +1,37 @@
 #!/bin/bash
 # test.sh — sets up (tools/setup.sh) and runs every test twice: in the
 # release build and under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Before that it checks that the builds packagers make (Release with gcc
+# and with clang, Debian's dpkg-buildflags with all hardening) have no
+# warning; after it, runs the fuzz targets for a short slice each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
+
+# warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS: builds with -Werror.
+warning_free_build() {
+  echo "== build: $1 (CC=$2, $3)"
+  if ! CC=$2 CFLAGS=$4 LDFLAGS=$5 cmake -S . -B "$1" -DCMAKE_BUILD_TYPE="$3" -DCAIRN_WERROR=ON \
+    >/dev/null; then
+    echo "configuring $1 failed"
+    status=1
+  elif ! cmake --build "$1" -j"$(nproc)" >"$1/build.log" 2>&1; then
+    grep -E "error|warning" "$1/build.log" || tail -20 "$1/build.log"
+    echo "build $1 failed (full log: $1/build.log)"
+    status=1
+  fi
+}
+warning_free_build build-release-gcc gcc Release "" ""
+warning_free_build build-release-clang clang Release "" ""
+# As debhelper does: CPPFLAGS go with CFLAGS, build type None.
+export DEB_BUILD_MAINT_OPTIONS=hardening=+all
+warning_free_build build-dpkg gcc None "$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
+  "$(dpkg-buildflags --get LDFLAGS)"
+unset DEB_BUILD_MAINT_OPTIONS
+
 for b in build build-asan; do
   echo "== tests: $b"
   ctest --test-dir "$b" --output-on-failure --timeout 1200 --output-log "$b/ctest.log" || status=1
@@ -17,4 +42,6 @@ if grep -nE "ERROR: (Leak|Address)Sanitizer|runtime error:" build-asan/ctest.log
   echo "sanitizer reports above (full log: build-asan/ctest.log)"
   status=1
 fi
+echo "== fuzz: every target of tests/fuzz, 20 s each"
+bash tools/fuzz.sh 20 || status=1
 exit $status

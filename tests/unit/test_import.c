@@ -35,7 +35,7 @@ static const tu_entry every_type[] = {
     {.path = "bin/ping",
      .mode = 0755,
      .content = "ping program",
-     .xattrs = {{"security.capability", capability, sizeof(capability)}, {"user.note", "hello"}}},
+     .xattrs = {{"security.capability", capability, sizeof(capability)}, {"user.note", "hello", 0}}},
     {.path = "bin/sh", .type = 'l', .target = "dash"},
     {.path = "bin/env", .type = 'l', .target = "/usr/bin/env"},
     {.path = "bin/dangling", .type = 'l', .target = "../nowhere/at/all"},

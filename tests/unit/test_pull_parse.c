@@ -39,7 +39,7 @@ static const char index_json[] =
     "{\"digest\":\"" D2
     "\",\"size\":20,\"platform\":{\"os\":\"linux\",\"architecture\":\"amd64\"}},"
     "{\"digest\":\"" D3 "\",\"size\":30,\"platform\":{\"os\":\"linux\",\"architecture\":\"arm64\","
-                        "\"variant\":\"v8\"}}]}";
+    "\"variant\":\"v8\"}}]}";
 
 static int select_for(const char *plat, pull_desc *d) {
   pull_platform p;
@@ -129,7 +129,9 @@ Test(pull_parse, auth_json) {
   int fd = mkstemp(path);
   cr_assert_geq(fd, 0);
   /* "alice:s3cr:et" in base64; the password keeps its ':' */
+  /* "====" decodes to 3 bytes of which 4 were padding: never out[-1] */
   const char *j = "{\"auths\":{\"https://other.example/v1/\":{\"auth\":\"eDp5\"},"
+                  "\"pad.example\":{\"auth\":\"====\"},"
                   "\"reg.example:5000\":{\"auth\":\"YWxpY2U6czNjcjpldA==\"}}}";
   cr_assert_eq(write(fd, j, strlen(j)), (ssize_t)strlen(j));
   close(fd);
@@ -143,6 +145,7 @@ Test(pull_parse, auth_json) {
   cr_assert_str_eq(c, "x:y");
   free(c);
   cr_assert_null(registry_find_creds("reg.example", NULL));
+  cr_assert_null(registry_find_creds("pad.example", NULL), "only padding: no credentials");
   c = registry_find_creds("reg.example", "bob:pw");
   cr_assert_str_eq(c, "bob:pw");
   free(c);
