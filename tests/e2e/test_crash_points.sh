@@ -15,10 +15,7 @@
 source "$(dirname "$0")/lib.sh"
 INJECT=$CAIRN_BIN/cairn-inject.so
 UNDO=$CAIRN_BIN/inject-undo
-if ldd "$CAIRN_BIN/cairn" | grep -q asan; then
-  echo "ok - skipped: $CAIRN_BIN is an AddressSanitizer build (LD_PRELOAD of the injector conflicts)"
-  exit 0
-fi
+release_build_only "$CAIRN_BIN is a sanitizer build (LD_PRELOAD of the injector conflicts)"
 STRIDE=${CAIRN_CRASH_STRIDE:-2}
 [ "${CAIRN_CRASH_FULL:-0}" = 1 ] && STRIDE=1
 

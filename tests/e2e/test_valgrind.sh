@@ -6,11 +6,8 @@
 # memory are what ASan does not see. Runs in the release build only (a
 # sanitizer build cannot run under valgrind): skipped when CAIRN_SANITIZE.
 source "$(dirname "$0")/registry.sh"
-if [ "${CAIRN_SANITIZE:-OFF}" = ON ]; then
-  echo "skip: a sanitizer build does not run under valgrind"
-  exit 77
-fi
 pull_test_init
+release_build_only "a sanitizer build does not run under valgrind"
 
 # vg_expect CODE NAME CMD...: CMD, under memcheck (children too: Criterion
 # forks each test; logs in $T/vg/NAME/), exits CODE and valgrind reports
