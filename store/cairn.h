@@ -247,10 +247,27 @@ int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, p
                        const char *dev, bool rw);
 /* Forgets pid's record of dir (another daemon's record of dir stays). */
 int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid);
-/* Array of {dir, image, pid, state, rw, dev}; state is live (served here),
- * detached (the daemon serves it only in other mount namespaces, e.g. a
- * container's, after a host-side unmount) or stale (the daemon is gone). */
-json_t *cairn_mounts_json(cairn_store *st);
+/* A mount record. Its state is live (served here), detached (the daemon
+ * serves it only in other mount namespaces, e.g. a container's, after a
+ * host-side unmount) or stale (the daemon is gone). Strings are valid only
+ * during the callback. */
+enum cairn_mount_state {
+  CAIRN_MOUNT_LIVE = 0,
+  CAIRN_MOUNT_DETACHED = 1,
+  CAIRN_MOUNT_STALE = 2,
+};
+struct cairn_mount_rec {
+  const char *dir;
+  const char *image;
+  pid_t pid; /* the daemon */
+  enum cairn_mount_state state;
+  bool rw;
+  const char *dev; /* "maj:min"; "" in a record of an older cairn */
+};
+typedef int (*cairn_mount_fn)(const struct cairn_mount_rec *m, void *arg);
+/* Every mount record, by dir; a non-zero return of fn stops and is
+ * returned. */
+int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg);
 
 /* What dir (absolute) is as a mount point now (store/mount.c). LIVE asks
  * the file system (statfs), so it waits for a live daemon's answer. */

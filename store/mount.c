@@ -13,7 +13,8 @@
  * until the kernel ends the session); stale once the daemon is gone. Live
  * and detached records keep the image from rm and gc even in the moment
  * its daemon's pins are not held; a stale one never keeps anything and is
- * cleaned when seen.
+ * deleted by mount_clean_stale (gc, fsck and every sweep), which asks only
+ * whether the daemon runs.
  */
 #include "internal.h"
 
@@ -243,21 +244,28 @@ int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid) {
   return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "mount record");
 }
 
-/* The state of a record (see the top of the file). A zombie daemon does not
- * run: the kernel has dropped its pins and its session. An empty dev (a
- * record of an older cairn) matches any cairnfs mount at dir. */
-static const char *record_state(const char *dir, pid_t pid, uint64_t start, const char *dev) {
+/* Whether a record's daemon is gone (stale). A zombie daemon does not run:
+ * the kernel has dropped its pins and its session. */
+static bool daemon_gone(pid_t pid, uint64_t start) {
   uint64_t now = proc_start_time(pid);
-  if (now == 0 || now != start || !cairn_process_running(pid, NULL)) return "stale";
+  return now == 0 || now != start || !cairn_process_running(pid, NULL);
+}
+
+/* The state of a record (see the top of the file). An empty dev (a record
+ * of an older cairn) matches any cairnfs mount at dir. */
+static enum cairn_mount_state record_state(const char *dir, pid_t pid, uint64_t start,
+                                           const char *dev) {
+  if (daemon_gone(pid, start)) return CAIRN_MOUNT_STALE;
   struct mount_top t;
   bool here = mountpoint_top(dir, &t) == 0 && strcmp(t.fstype, CAIRNFS_TYPE) == 0 &&
               (!*dev || strcmp(dev, t.dev) == 0);
-  return here ? "live" : "detached";
+  return here ? CAIRN_MOUNT_LIVE : CAIRN_MOUNT_DETACHED;
 }
 
-/* Records (of one image, or all), with their state; pid > 0 narrows them
- * to that daemon's. */
-static int mounts_scan(cairn_store *st, const char *image_id, pid_t pid, json_t *out) {
+/* Calls fn for the records (of one image, or all), with their state; pid > 0
+ * narrows them to that daemon's. */
+static int mounts_scan(cairn_store *st, const char *image_id, pid_t pid, cairn_mount_fn fn,
+                       void *arg) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q,
                      "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"
@@ -265,75 +273,97 @@ static int mounts_scan(cairn_store *st, const char *image_id, pid_t pid, json_t 
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   sqlite3_bind_int(q, 2, pid);
-  while (sqlite3_step(q) == SQLITE_ROW) {
-    const char *dir = (const char *)sqlite3_column_text(q, 0);
-    const char *dev = (const char *)sqlite3_column_text(q, 5);
-    pid_t daemon = sqlite3_column_int(q, 2);
-    const char *state = record_state(dir, daemon, (uint64_t)sqlite3_column_int64(q, 3), dev);
-    json_array_append_new(out,
-                          json_pack("{s:s, s:s, s:i, s:s, s:b, s:s}", "dir", dir, "image",
-                                    (const char *)sqlite3_column_text(q, 1), "pid", daemon, "state",
-                                    state, "rw", sqlite3_column_int(q, 4) != 0, "dev", dev));
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    struct cairn_mount_rec m = {.dir = (const char *)sqlite3_column_text(q, 0),
+                                .image = (const char *)sqlite3_column_text(q, 1),
+                                .pid = sqlite3_column_int(q, 2),
+                                .rw = sqlite3_column_int(q, 4) != 0,
+                                .dev = (const char *)sqlite3_column_text(q, 5)};
+    m.state = record_state(m.dir, m.pid, (uint64_t)sqlite3_column_int64(q, 3), m.dev);
+    if ((r = fn(&m, arg)) != 0) return r;
   }
+  return r == SQLITE_DONE ? 0 : store_fail_db(st, "mount records");
+}
+
+int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg) {
+  return mounts_scan(st, NULL, 0, fn, arg);
+}
+
+/* Appends "mount DIR (cairnfs pid N[, detached])" of a record that is not
+ * stale, and counts it. */
+struct live_mounts {
+  FILE *f;
+  int n;
+};
+
+static int live_describe(const struct cairn_mount_rec *m, void *arg) {
+  struct live_mounts *l = arg;
+  if (m->state == CAIRN_MOUNT_STALE) return 0;
+  fprintf(l->f, "%smount %s (cairnfs pid %d%s)", l->n ? "; " : "", m->dir, (int)m->pid,
+          m->state == CAIRN_MOUNT_DETACHED ? ", detached" : "");
+  l->n++;
   return 0;
 }
 
-json_t *cairn_mounts_json(cairn_store *st) {
-  json_t *rows = json_array();
-  if (mounts_scan(st, NULL, 0, rows) < 0) {
-    json_decref(rows);
-    return NULL;
-  }
-  return rows;
-}
-
-static bool row_state_is(json_t *row, const char *state) {
-  return strcmp(json_string_value(json_object_get(row, "state")), state) == 0;
-}
-
 int mount_live_for_image(cairn_store *st, const char *image_id, char **desc) {
-  _cleanup_json_ json_t *rows = json_array();
-  int r = mounts_scan(st, image_id, 0, rows);
-  *desc = NULL;
-  if (r < 0) return r;
   char *buf = NULL;
   size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) return -ENOMEM;
-  int live = 0;
-  size_t i;
-  json_t *row;
-  json_array_foreach(rows, i, row) {
-    if (row_state_is(row, "stale")) continue;
-    fprintf(f, "%smount %s (cairnfs pid %d%s)", live ? "; " : "",
-            json_string_value(json_object_get(row, "dir")),
-            (int)json_integer_value(json_object_get(row, "pid")),
-            row_state_is(row, "detached") ? ", detached" : "");
-    live++;
+  *desc = NULL;
+  struct live_mounts l = {.f = open_memstream(&buf, &len)};
+  if (!l.f) return -ENOMEM;
+  int r = mounts_scan(st, image_id, 0, live_describe, &l);
+  fclose(l.f);
+  if (r < 0) {
+    free(buf);
+    return r;
   }
-  fclose(f);
   *desc = buf;
-  return live;
+  return l.n;
+}
+
+/* The first record's state: 1 if detached, else 0 (stops the scan). */
+static int first_detached(const struct cairn_mount_rec *m, void *arg) {
+  (void)arg;
+  return m->state == CAIRN_MOUNT_DETACHED ? 1 : -1;
 }
 
 char *mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose) {
-  _cleanup_json_ json_t *rows = json_array();
-  bool detached = pid > 0 && mounts_scan(st, NULL, pid, rows) == 0 && json_array_size(rows) > 0 &&
-                  row_state_is(json_array_get(rows, 0), "detached");
+  bool detached = pid > 0 && mounts_scan(st, NULL, pid, first_detached, NULL) == 1;
   return detached ? xasprintf("%s (detached)", purpose) : strdup(purpose);
 }
 
+/* A record whose daemon is gone. */
+struct stale_mount {
+  char *dir;
+  pid_t pid;
+};
+
 int mount_clean_stale(cairn_store *st) {
-  _cleanup_json_ json_t *rows = cairn_mounts_json(st);
-  if (!rows) return -EIO;
-  int n = 0;
-  size_t i;
-  json_t *row;
-  json_array_foreach(rows, i, row) {
-    if (!row_state_is(row, "stale")) continue;
-    cairn_mount_forget(st, json_string_value(json_object_get(row, "dir")),
-                       (pid_t)json_integer_value(json_object_get(row, "pid")));
-    n++;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q, "SELECT dir, pid, pid_start FROM mounts");
+  if (r < 0) return r;
+  struct stale_mount *stale = NULL;
+  size_t n = 0;
+  while (r >= 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
+    pid_t pid = sqlite3_column_int(q, 1);
+    if (!daemon_gone(pid, (uint64_t)sqlite3_column_int64(q, 2))) continue;
+    struct stale_mount *v = realloc(stale, (n + 1) * sizeof(*v));
+    if (!v) {
+      r = -ENOMEM;
+      break;
+    }
+    stale = v;
+    stale[n] = (struct stale_mount){strdup((const char *)sqlite3_column_text(q, 0)), pid};
+    if (!stale[n++].dir) r = -ENOMEM;
   }
-  return n;
+  if (r == SQLITE_DONE)
+    r = 0;
+  else if (r > 0)
+    r = store_fail_db(st, "mount records");
+  for (size_t i = 0; i < n; i++) {
+    if (r == 0 && stale[i].dir) r = cairn_mount_forget(st, stale[i].dir, stale[i].pid);
+    free(stale[i].dir);
+  }
+  free(stale);
+  return r < 0 ? r : (int)n;
 }

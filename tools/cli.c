@@ -127,6 +127,19 @@ void cli_print_table(json_t *rows, const char *const *columns, size_t n) {
   }
 }
 
+static int row_append(json_t *rows, json_t *row) {
+  return row && json_array_append_new(rows, row) == 0 ? 0 : -ENOMEM;
+}
+
+int cli_mount_row(const struct cairn_mount_rec *m, void *rows) {
+  static const char *const states[] = {[CAIRN_MOUNT_LIVE] = "live",
+                                       [CAIRN_MOUNT_DETACHED] = "detached",
+                                       [CAIRN_MOUNT_STALE] = "stale"};
+  return row_append(rows, json_pack("{s:s, s:s, s:i, s:s, s:b, s:s}", "dir", m->dir, "image",
+                                    m->image, "pid", (int)m->pid, "state", states[m->state], "rw",
+                                    m->rw, "dev", m->dev));
+}
+
 int cli_parse_seconds(const char *s, int64_t *ms) {
   char *end;
   double v = strtod(s, &end); /* ERANGE: HUGE_VAL or about 0, both taken */

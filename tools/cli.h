@@ -47,6 +47,11 @@ void cli_print_json(json_t *rows);
  * 12 digits, sizes made human, arrays joined with commas. */
 void cli_print_table(json_t *rows, const char *const *columns, size_t n);
 
+/* The records of libcairn as the contract's JSON objects (the keys of
+ * ../shared/DESIGN.md): each appends the record's object to the array arg,
+ * as the callback of its *_foreach; -ENOMEM if it cannot. */
+int cli_mount_row(const struct cairn_mount_rec *m, void *rows);
+
 /* Parses a number of seconds ("5", "0.5", "1e10", "inf") into *ms,
  * rounded down; a wait longer than int64 milliseconds hold (inf included)
  * is INT64_MAX, for ever in practice. -1 for anything else: empty,

@@ -158,18 +158,23 @@ struct mount_record {
   char dev[32];
 };
 
+struct mount_lookup {
+  const char *dir;
+  struct mount_record rec;
+};
+
+static int record_of_dir(const struct cairn_mount_rec *m, void *arg) {
+  struct mount_lookup *l = arg;
+  if (strcmp(m->dir, l->dir) != 0) return 0;
+  l->rec.pid = m->pid;
+  snprintf(l->rec.dev, sizeof(l->rec.dev), "%s", m->dev);
+  return 0;
+}
+
 static struct mount_record recorded(cairn_store *st, const char *dir) {
-  struct mount_record rec = {0};
-  json_t *rows = cairn_mounts_json(st);
-  size_t i;
-  json_t *row;
-  json_array_foreach(rows, i, row) {
-    if (strcmp(json_string_value(json_object_get(row, "dir")), dir) != 0) continue;
-    rec.pid = (pid_t)json_integer_value(json_object_get(row, "pid"));
-    snprintf(rec.dev, sizeof(rec.dev), "%s", json_string_value(json_object_get(row, "dev")));
-  }
-  json_decref(rows);
-  return rec;
+  struct mount_lookup l = {.dir = dir};
+  cairn_mounts_foreach(st, record_of_dir, &l);
+  return l.rec;
 }
 
 /* Waits (bounded) for the daemon to exit after our unmount. While other
@@ -242,8 +247,12 @@ int cmd_mounts(struct cli *c, int argc, char **argv) {
   if (code) return code;
   cairn_store *st = cli_store(c);
   if (!st) return 1;
-  json_t *rows = cairn_mounts_json(st);
-  if (!rows) return cli_fail(c, -EIO, "mounts");
+  json_t *rows = json_array();
+  int r = rows ? cairn_mounts_foreach(st, cli_mount_row, rows) : -ENOMEM;
+  if (r < 0) {
+    json_decref(rows);
+    return cli_fail(c, r, "mounts");
+  }
   if (json) {
     cli_print_json(rows);
   } else {
