@@ -217,7 +217,8 @@ int cairn_rm(cairn_store *st, const char *ref);
 
 /* Report of gc / fsck: lines for a person, counts for tests. */
 typedef struct cairn_report {
-  json_t *lines; /* array of strings */
+  char **lines;
+  size_t n_lines;
   uint64_t layers, blobs, pins, bytes, problems;
 } cairn_report;
 void cairn_report_free(cairn_report *r);

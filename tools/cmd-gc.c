@@ -9,9 +9,7 @@
 #include <stdio.h>
 
 static void report_print(const cairn_report *r) {
-  size_t i;
-  json_t *line;
-  json_array_foreach(r->lines, i, line) printf("%s\n", json_string_value(line));
+  for (size_t i = 0; i < r->n_lines; i++) printf("%s\n", r->lines[i]);
 }
 
 /* Parses the single flag both commands take. */

@@ -328,7 +328,7 @@ Test(rm_gc, gc_dry_run_reports_and_changes_nothing) {
   cr_expect_eq(rep.layers, 1);
   cr_expect_eq(rep.blobs, 2, "the loose layer's blob and the orphan: %llu",
                (unsigned long long)rep.blobs);
-  cr_expect_gt(json_array_size(rep.lines), 0);
+  cr_expect_gt(rep.n_lines, 0);
   cairn_report_free(&rep);
   char *after = tu_blob_names(T.dir);
   cr_expect_str_eq(after, before, "a dry run removed blob files");
@@ -395,6 +395,12 @@ static void corrupt(const char *blob) {
   close(fd);
 }
 
+static bool report_has(const cairn_report *rep, const char *what) {
+  for (size_t i = 0; i < rep->n_lines; i++)
+    if (strstr(rep->lines[i], what)) return true;
+  return false;
+}
+
 Test(rm_gc, fsck_finds_a_corrupt_blob_and_repair_removes_its_users) {
   cairn_id a, b, la[2];
   import("a", l2, TU_N(l2), a);
@@ -406,9 +412,7 @@ Test(rm_gc, fsck_finds_a_corrupt_blob_and_repair_removes_its_users) {
   cairn_report rep;
   cr_expect_eq(fsck(false, &rep), -EBADMSG);
   cr_expect_gt(rep.problems, 0);
-  char *lines = json_dumps(rep.lines, 0);
-  cr_expect(strstr(lines, bad), "the report does not name the blob: %s", lines);
-  free(lines);
+  cr_expect(report_has(&rep, bad), "the report does not name the blob");
   cairn_report_free(&rep);
   cr_expect(resolves("a"), "fsck without repair removed something");
 
@@ -437,13 +441,6 @@ Test(rm_gc, fsck_finds_a_corrupt_blob_and_repair_removes_its_users) {
 static const tu_entry two_files[] = {{.path = "etc", .type = 'd'},
                                      {.path = "etc/one", .content = "the first file"},
                                      {.path = "etc/two", .content = "the second file"}};
-
-static bool report_has(const cairn_report *rep, const char *what) {
-  char *lines = json_dumps(rep->lines, 0);
-  bool has = lines && strstr(lines, what);
-  free(lines);
-  return has;
-}
 
 Test(rm_gc, repair_of_a_pinned_image_keeps_it_and_quarantines_the_blob) {
   cairn_id a, la[2];
