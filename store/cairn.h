@@ -26,7 +26,6 @@
 #ifndef CAIRN_H
 #define CAIRN_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -100,11 +99,33 @@ bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id
  * waits for ever. -ETIMEDOUT when time runs out. */
 int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_ms);
 
-/* Every pin annotation, and every kernel lock on a pin file that has none:
- * an array of {target, kind, pid, command, purpose, since, stale}.
- * filter_id (image or layer id, or NULL) narrows it. Stale annotations are
- * reported and then deleted. */
-json_t *cairn_pins_json(cairn_store *st, const char *filter_id);
+/* One pin as a listing shows it: an annotation (who pins and why), or a
+ * kernel lock on a pin file that no annotation explains. Strings are valid
+ * only during the callback. */
+struct cairn_pin_rec {
+  enum cairn_pin_kind kind;
+  const char *target;  /* image or layer id */
+  pid_t pid;           /* the process that took the lock */
+  const char *command; /* pid's command, or "HEIR (inherited)" (see held_by) */
+  const char *purpose; /* "" for a lock with no annotation */
+  int64_t since;       /* seconds since the epoch; 0 for a lock with no annotation */
+  bool stale;          /* an annotation whose lock is gone */
+  /* The locker exited but its lock lives on in what inherited its fd:
+   * held_by lists the live processes with the pin file open (maybe none). */
+  bool locker_gone;
+  const pid_t *held_by;
+  size_t n_held_by;
+};
+typedef int (*cairn_pin_fn)(const struct cairn_pin_rec *p, void *arg);
+
+/* Calls fn for every pin annotation and every kernel lock on a pin file
+ * that has none, target by target; filter_id (image or layer id, or NULL)
+ * narrows it. Stale annotations are reported, not deleted: see
+ * cairn_pins_clean_stale. A non-zero return of fn stops and is returned. */
+int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg);
+
+/* Deletes the annotations whose lock is gone; returns how many. */
+int cairn_pins_clean_stale(cairn_store *st);
 
 /* A one-line description of who holds pins on the target, such as
  * "pid 42 (sleep) hold; pid 51 (cairnfs) mount /mnt/x". */
@@ -199,11 +220,48 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
 
 /* ---- listing ------------------------------------------------------------ */
 
-/* Arrays of objects with the contract's keys. NULL on error. */
-json_t *cairn_images_json(cairn_store *st);
-json_t *cairn_layers_json(cairn_store *st);
-/* {id, names, config, layers:[{id,size}], size, pins:[...]} or NULL. */
-json_t *cairn_inspect_json(cairn_store *st, const char *image_id);
+/* What `cairn images`, `layers` and `inspect` show. Strings and arrays are
+ * valid only during the callback; a non-zero return of fn stops the walk
+ * and is returned. pinned: a process pins it, or (images) a live or
+ * detached mount serves it. */
+struct cairn_image_rec {
+  const char *id;
+  const char *const *names; /* sorted */
+  size_t n_names;
+  unsigned layers;
+  uint64_t size;
+  int64_t created; /* seconds since the epoch */
+  bool pinned;
+};
+typedef int (*cairn_image_fn)(const struct cairn_image_rec *im, void *arg);
+/* Newest first. */
+int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg);
+
+struct cairn_layer_rec {
+  const char *id;
+  uint64_t size;
+  uint64_t entries;
+  unsigned images; /* how many images use it */
+  bool pinned;
+};
+typedef int (*cairn_layer_rec_fn)(const struct cairn_layer_rec *l, void *arg);
+/* Oldest first. */
+int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg);
+
+/* One image in full; its pins come from cairn_pins_foreach. */
+struct cairn_image_layer {
+  const char *id;
+  uint64_t size, entries;
+};
+struct cairn_image_info {
+  struct cairn_image_rec image;
+  const char *config;                     /* the config JSON as stored */
+  const struct cairn_image_layer *layers; /* bottom first */
+  size_t n_layers;
+};
+typedef int (*cairn_inspect_fn)(const struct cairn_image_info *info, void *arg);
+/* Calls fn once with the image; -ENOENT if there is none. */
+int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg);
 
 /* Writes the image's merged root filesystem to fd as a tar (pax), the
  * image pinned meanwhile. */

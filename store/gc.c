@@ -194,7 +194,7 @@ static int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_rep
 /* Stale pin annotations and mount records go whenever anything is swept. */
 static void clean_stale_records(cairn_store *st) {
   mount_clean_stale(st);
-  pin_clean_stale(st);
+  cairn_pins_clean_stale(st);
 }
 
 int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {

@@ -8,6 +8,7 @@
 #include "cairn.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,8 +77,21 @@ int pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id
 /* Unlinks the pin file (the target is gone) and closes the lock. */
 void pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd);
 void pin_unlock(int fd);
-/* Deletes annotations whose lock is gone; returns how many. */
-int pin_clean_stale(cairn_store *st);
+/* The flock(2) locks held (not waited for) on any file, from /proc/locks;
+ * free v. A failure is recorded in st. */
+struct kernel_lock {
+  unsigned maj, min;
+  unsigned long ino;
+  pid_t pid;
+};
+struct kernel_locks {
+  struct kernel_lock *v;
+  size_t n;
+};
+int kernel_locks_read(cairn_store *st, struct kernel_locks *out);
+/* True if any process holds a lock (in kl) on the target's pin file. */
+bool pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
+                 const char *id);
 
 /* Mounts (mount.c): number of live or detached mount records of the
  * image; *desc gets "mount DIR (cairnfs pid N[, detached])" entries joined

@@ -1,107 +1,183 @@
 /*
- * list.c — what `cairn images`, `layers` and `inspect` show, as Jansson
- * values with the contract's keys. Front ends print them as JSON or as a
- * table; there is one source for both.
+ * list.c — what `cairn images`, `layers` and `inspect` show, as records
+ * (struct cairn_image_rec and its kin) handed to a callback. Front ends
+ * print them as JSON or as a table; there is one source for both.
+ *
+ * The pinned flags of a whole listing come from one read of /proc/locks
+ * (the first read in a process can take ~10 ms) and the live mount records;
+ * no annotation is read or deleted.
  */
 #include "internal.h"
 
 #include <string.h>
 
-static json_t *image_names(cairn_store *st, const char *id) {
-  json_t *names = json_array();
+/* The names of an image, sorted. */
+struct names {
+  char **v;
+  size_t n;
+};
+
+static void names_free(struct names *ns) {
+  cairn_strv_free(ns->v, ns->n);
+  *ns = (struct names){0};
+}
+
+static int image_names(cairn_store *st, const char *id, struct names *out) {
+  *out = (struct names){0};
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "SELECT name FROM names WHERE image_id = ? ORDER BY name") < 0)
-    return names;
+  int r = db_prepare(st, &q, "SELECT name FROM names WHERE image_id = ? ORDER BY name");
+  if (r < 0) return r;
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-  while (sqlite3_step(q) == SQLITE_ROW)
-    json_array_append_new(names, json_string((const char *)sqlite3_column_text(q, 0)));
-  return names;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    char **v = realloc(out->v, (out->n + 1) * sizeof(*v));
+    if (!v) {
+      names_free(out);
+      return -ENOMEM;
+    }
+    out->v = v;
+    if (!(v[out->n] = strdup((const char *)sqlite3_column_text(q, 0)))) {
+      names_free(out);
+      return -ENOMEM;
+    }
+    out->n++;
+  }
+  if (r != SQLITE_DONE) {
+    names_free(out);
+    return store_fail_db(st, "image names");
+  }
+  return 0;
 }
 
-/* {id: true} for every target with a live pin: one read of /proc/locks
- * for a whole listing (the first read in a process can take ~10 ms). */
-static json_t *pinned_targets(cairn_store *st) {
-  json_t *set = json_object();
-  _cleanup_json_ json_t *pins = cairn_pins_json(st, NULL);
-  size_t i;
-  json_t *row;
-  json_array_foreach(pins, i, row) if (!json_is_true(json_object_get(row, "stale")))
-      json_object_set_new(set, json_string_value(json_object_get(row, "target")), json_true());
-  return set;
-}
-
-static bool image_pinned(cairn_store *st, json_t *pinned, const char *id) {
-  if (json_object_get(pinned, id)) return true;
+static int image_pinned(cairn_store *st, const struct kernel_locks *kl, const char *id) {
+  if (pin_held_in(st, kl, CAIRN_PIN_IMAGE, id)) return 1;
   _cleanup_free_ char *desc = NULL;
-  return mount_live_for_image(st, id, &desc) > 0;
+  int live = mount_live_for_image(st, id, &desc);
+  return live < 0 ? live : live > 0;
 }
 
-json_t *cairn_images_json(cairn_store *st) {
+/* The record of the image in q's row (id, size, created, layers); its
+ * names go to names (free them). */
+static int image_rec_fill(cairn_store *st, const struct kernel_locks *kl, sqlite3_stmt *q,
+                          struct cairn_image_rec *im, struct names *names) {
+  const char *id = (const char *)sqlite3_column_text(q, 0);
+  int r = image_names(st, id, names);
+  if (r < 0) return r;
+  int pinned = image_pinned(st, kl, id);
+  if (pinned < 0) {
+    names_free(names);
+    return pinned;
+  }
+  *im = (struct cairn_image_rec){.id = id,
+                                 .names = (const char *const *)names->v,
+                                 .n_names = names->n,
+                                 .size = (uint64_t)sqlite3_column_int64(q, 1),
+                                 .created = sqlite3_column_int64(q, 2),
+                                 .layers = (unsigned)sqlite3_column_int(q, 3),
+                                 .pinned = pinned};
+  return 0;
+}
+
+int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q,
-                 "SELECT id, size, created,"
-                 " (SELECT count(*) FROM image_layers WHERE image_id = id)"
-                 " FROM images ORDER BY created DESC, id") < 0)
-    return NULL;
-  _cleanup_json_ json_t *pinned = pinned_targets(st);
-  json_t *rows = json_array();
-  while (sqlite3_step(q) == SQLITE_ROW) {
+  int r = db_prepare(st, &q,
+                     "SELECT id, size, created,"
+                     " (SELECT count(*) FROM image_layers WHERE image_id = id)"
+                     " FROM images ORDER BY created DESC, id");
+  struct kernel_locks kl;
+  if (r < 0 || (r = kernel_locks_read(st, &kl)) < 0) return r;
+  int step;
+  while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+    struct cairn_image_rec im;
+    struct names names;
+    if ((r = image_rec_fill(st, &kl, q, &im, &names)) < 0) break;
+    r = fn(&im, arg);
+    names_free(&names);
+  }
+  free(kl.v);
+  if (r == 0 && step != SQLITE_DONE) r = store_fail_db(st, "images");
+  return r;
+}
+
+int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q,
+                     "SELECT id, size, entries,"
+                     " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
+                     " FROM layers ORDER BY created, id");
+  struct kernel_locks kl;
+  if (r < 0 || (r = kernel_locks_read(st, &kl)) < 0) return r;
+  int step;
+  while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
     const char *id = (const char *)sqlite3_column_text(q, 0);
-    json_array_append_new(rows, json_pack("{s:s, s:o, s:i, s:I, s:I, s:b}", "id", id, "names",
-                                          image_names(st, id), "layers", sqlite3_column_int(q, 3),
-                                          "size", (json_int_t)sqlite3_column_int64(q, 1), "created",
-                                          (json_int_t)sqlite3_column_int64(q, 2), "pinned",
-                                          image_pinned(st, pinned, id)));
+    struct cairn_layer_rec l = {.id = id,
+                                .size = (uint64_t)sqlite3_column_int64(q, 1),
+                                .entries = (uint64_t)sqlite3_column_int64(q, 2),
+                                .images = (unsigned)sqlite3_column_int(q, 3),
+                                .pinned = pin_held_in(st, &kl, CAIRN_PIN_LAYER, id)};
+    r = fn(&l, arg);
   }
-  return rows;
+  free(kl.v);
+  if (r == 0 && step != SQLITE_DONE) r = store_fail_db(st, "layers");
+  return r;
 }
 
-json_t *cairn_layers_json(cairn_store *st) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q,
-                 "SELECT id, size, entries,"
-                 " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
-                 " FROM layers ORDER BY created, id") < 0)
-    return NULL;
-  _cleanup_json_ json_t *pinned = pinned_targets(st);
-  json_t *rows = json_array();
-  while (sqlite3_step(q) == SQLITE_ROW) {
-    const char *id = (const char *)sqlite3_column_text(q, 0);
-    json_array_append_new(rows, json_pack("{s:s, s:I, s:I, s:i, s:b}", "id", id, "size",
-                                          (json_int_t)sqlite3_column_int64(q, 1), "entries",
-                                          (json_int_t)sqlite3_column_int64(q, 2), "images",
-                                          sqlite3_column_int(q, 3), "pinned",
-                                          json_object_get(pinned, id) != NULL));
-  }
-  return rows;
-}
-
-json_t *cairn_inspect_json(cairn_store *st, const char *image_id) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "SELECT config, size, created FROM images WHERE id = ?") < 0) return NULL;
-  sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
-  if (sqlite3_step(q) != SQLITE_ROW) {
-    store_fail(st, -ENOENT, "no such image");
-    return NULL;
-  }
-  json_t *config = json_loads((const char *)sqlite3_column_text(q, 0), 0, NULL);
-  json_t *layers = json_array();
+/* The layers of an image, bottom first; their ids are kept in ids. */
+static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_image_layer **out,
+                            struct names *ids) {
+  *out = NULL;
+  *ids = (struct names){0};
   _cleanup_stmt_ sqlite3_stmt *l = NULL;
-  if (db_prepare(st, &l,
-                 "SELECT l.id, l.size, l.entries FROM image_layers il JOIN layers l"
-                 " ON l.id = il.layer_id WHERE il.image_id = ? ORDER BY il.position") == 0) {
-    sqlite3_bind_text(l, 1, image_id, -1, SQLITE_STATIC);
-    while (sqlite3_step(l) == SQLITE_ROW)
-      json_array_append_new(layers, json_pack("{s:s, s:I, s:I}", "id",
-                                              (const char *)sqlite3_column_text(l, 0), "size",
-                                              (json_int_t)sqlite3_column_int64(l, 1), "entries",
-                                              (json_int_t)sqlite3_column_int64(l, 2)));
+  int r = db_prepare(st, &l,
+                     "SELECT l.id, l.size, l.entries FROM image_layers il JOIN layers l"
+                     " ON l.id = il.layer_id WHERE il.image_id = ? ORDER BY il.position");
+  if (r < 0) return r;
+  sqlite3_bind_text(l, 1, image_id, -1, SQLITE_STATIC);
+  while ((r = sqlite3_step(l)) == SQLITE_ROW) {
+    struct cairn_image_layer *v = realloc(*out, (ids->n + 1) * sizeof(*v));
+    char **iv = v ? realloc(ids->v, (ids->n + 1) * sizeof(*iv)) : NULL;
+    if (v) *out = v;
+    if (iv) ids->v = iv;
+    char *id = iv ? strdup((const char *)sqlite3_column_text(l, 0)) : NULL;
+    if (!id) {
+      r = -ENOMEM;
+      break;
+    }
+    ids->v[ids->n] = id;
+    v[ids->n++] = (struct cairn_image_layer){.id = id,
+                                             .size = (uint64_t)sqlite3_column_int64(l, 1),
+                                             .entries = (uint64_t)sqlite3_column_int64(l, 2)};
   }
-  json_t *pins = cairn_pins_json(st, image_id);
-  _cleanup_json_ json_t *pinned = pinned_targets(st);
-  return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:I, s:o*, s:b}", "id", image_id, "names",
-                   image_names(st, image_id), "config", config, "layers", layers, "size",
-                   (json_int_t)sqlite3_column_int64(q, 1), "created",
-                   (json_int_t)sqlite3_column_int64(q, 2), "pins", pins, "pinned",
-                   image_pinned(st, pinned, image_id));
+  if (r == SQLITE_DONE) return 0;
+  free(*out);
+  *out = NULL;
+  names_free(ids);
+  return r < 0 ? r : store_fail_db(st, "image layers");
+}
+
+int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q,
+                     "SELECT id, size, created,"
+                     " (SELECT count(*) FROM image_layers WHERE image_id = id), config"
+                     " FROM images WHERE id = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
+  if (sqlite3_step(q) != SQLITE_ROW) return store_fail(st, -ENOENT, "no such image");
+  struct kernel_locks kl;
+  if ((r = kernel_locks_read(st, &kl)) < 0) return r;
+  struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 4)};
+  struct names names, layer_ids;
+  struct cairn_image_layer *layers;
+  r = image_rec_fill(st, &kl, q, &info.image, &names);
+  free(kl.v);
+  if (r < 0) return r;
+  if ((r = image_layer_list(st, image_id, &layers, &layer_ids)) == 0) {
+    info.layers = layers;
+    info.n_layers = layer_ids.n;
+    r = fn(&info, arg);
+    free(layers);
+    names_free(&layer_ids);
+  }
+  names_free(&names);
+  return r;
 }

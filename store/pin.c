@@ -6,9 +6,12 @@
  * Invariants
  * - The kernel lock is the truth. An annotation counts only while a lock by
  *   its pid exists on the pin file's inode (read from /proc/locks, after the
- *   annotation: pinners lock first, then annotate); the rest are stale,
- *   reported as such and deleted, after /proc/locks is read once more in
- *   the deleting transaction.
+ *   annotation: pinners lock first, then annotate); the rest are stale.
+ *   Listings report them; only cairn_pins_clean_stale deletes them, deciding
+ *   in the deleting transaction itself (annotations, then /proc/locks).
+ * - Only a listing that shows who holds a lock a dead locker passed on
+ *   walks /proc/PID/fd; the cleanup and the pinned flags of image and
+ *   layer listings read /proc/locks alone.
  * - A deleter takes LOCK_EX|LOCK_NB on the same file; failing that, the
  *   target is pinned. It unlinks the pin file only while holding that
  *   exclusive lock, when the target is gone.
@@ -189,23 +192,11 @@ void pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id
 
 /* ---- who holds what: /proc/locks ------------------------------------- */
 
-struct kernel_lock {
-  unsigned maj, min;
-  unsigned long ino;
-  pid_t pid;
-};
-
-struct kernel_locks {
-  struct kernel_lock *v;
-  size_t n;
-};
-
-/* Reads the FLOCK locks that are held (not waited for) from /proc/locks. */
-static int kernel_locks_read(struct kernel_locks *out) {
+int kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
   out->v = NULL;
   out->n = 0;
   FILE *f = fopen("/proc/locks", "re");
-  if (!f) return -errno;
+  if (!f) return store_fail(st, -errno, "/proc/locks: %s", strerror(errno));
   char line[512];
   size_t cap = 0;
   while (fgets(line, sizeof(line), f)) {
@@ -223,7 +214,9 @@ static int kernel_locks_read(struct kernel_locks *out) {
       struct kernel_lock *v = realloc(out->v, cap * sizeof(*v));
       if (!v) {
         fclose(f);
-        return -ENOMEM;
+        free(out->v);
+        out->v = NULL;
+        return store_fail(st, -ENOMEM, "/proc/locks: %s", strerror(ENOMEM));
       }
       out->v = v;
     }
@@ -243,31 +236,35 @@ static bool inode_locked_by(const struct kernel_locks *kl, const struct stat *s,
   return false;
 }
 
-bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+/* Stats the target's pin file; false if it has none. */
+static bool pin_stat(cairn_store *st, enum cairn_pin_kind kind, const char *id, struct stat *s) {
   char path[PATH_MAX];
+  return pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, s) == 0;
+}
+
+bool pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
+                 const char *id) {
   struct stat s;
-  if (pin_path(st, kind, id, path, sizeof(path)) < 0 || stat(path, &s) < 0) return false;
+  return pin_stat(st, kind, id, &s) && inode_locked_by(kl, &s, 0);
+}
+
+bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
   struct kernel_locks kl;
-  if (kernel_locks_read(&kl) < 0) return false;
-  bool held = inode_locked_by(&kl, &s, 0);
+  if (kernel_locks_read(st, &kl) < 0) return false;
+  bool held = pin_held_in(st, &kl, kind, id);
   free(kl.v);
   return held;
 }
 
-static void iso_time(int64_t t, char *buf, size_t len) {
-  time_t tt = (time_t)t;
-  struct tm tm;
-  gmtime_r(&tt, &tm);
-  strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* Live processes with an open fd on the inode: who holds a lock that a
  * now-dead process took and passed on (cairn-pin hold's command). */
-static json_t *inode_holders(const struct stat *s) {
-  json_t *pids = json_array();
+static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
+  *out = NULL;
+  *n = 0;
   DIR *proc = opendir("/proc");
   struct dirent *p;
-  while (proc && (p = readdir(proc))) {
+  int r = 0;
+  while (proc && r == 0 && (p = readdir(proc))) {
     pid_t pid = (pid_t)atoi(p->d_name);
     if (pid <= 0) continue;
     char fddir[64];
@@ -280,233 +277,341 @@ static json_t *inode_holders(const struct stat *s) {
     while (fds && (f = readdir(fds))) {
       if (f->d_name[0] == '.' || fstatat(dfd, f->d_name, &fs, 0) < 0) continue;
       if (fs.st_dev == s->st_dev && fs.st_ino == s->st_ino) {
-        json_array_append_new(pids, json_integer(pid));
+        pid_t *v = realloc(*out, (*n + 1) * sizeof(*v));
+        if (!v)
+          r = -ENOMEM;
+        else
+          (*out = v)[(*n)++] = pid;
         break;
       }
     }
     if (fds) closedir(fds);
   }
   if (proc) closedir(proc);
-  return pids;
+  return r;
 }
 
-static json_t *pin_row(enum cairn_pin_kind kind, const char *id, const struct stat *file, pid_t pid,
-                       const char *purpose, int64_t since, bool stale) {
-  char when[32] = "";
-  if (since > 0) iso_time(since, when, sizeof(when));
-  _cleanup_free_ char *cmd = proc_command(pid);
-  json_t *row = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:b}", "target", id, "kind",
-                          kind_dir(kind), "pid", (json_int_t)pid, "command", cmd, "purpose",
-                          purpose, "since", since > 0 ? when : NULL, "stale", stale);
-  if (!stale && file && proc_start_time(pid) == 0) {
+/* Calls fn with one pin; file is the pin file (NULL if it has none). */
+static int pin_emit(const struct cairn_pin_rec *base, const struct stat *file, cairn_pin_fn fn,
+                    void *arg) {
+  struct cairn_pin_rec rec = *base;
+  _cleanup_free_ char *cmd = proc_command(rec.pid);
+  _cleanup_free_ char *inherited = NULL;
+  _cleanup_free_ pid_t *held_by = NULL;
+  if (!cmd) return -ENOMEM;
+  rec.command = cmd;
+  if (!rec.stale && file && proc_start_time(rec.pid) == 0) {
     /* The locker exited; the lock lives on in what inherited it. */
-    json_t *held_by = inode_holders(file);
-    if (json_array_size(held_by) > 0) {
-      _cleanup_free_ char *heir =
-          proc_command((pid_t)json_integer_value(json_array_get(held_by, 0)));
-      json_object_set_new(row, "command", json_sprintf("%s (inherited)", heir));
+    int r = inode_holders(file, &held_by, &rec.n_held_by);
+    if (r < 0) return r;
+    rec.locker_gone = true;
+    rec.held_by = held_by;
+    if (rec.n_held_by > 0) {
+      _cleanup_free_ char *heir = proc_command(held_by[0]);
+      if (!heir || !(inherited = xasprintf("%s (inherited)", heir))) return -ENOMEM;
+      rec.command = inherited;
     }
-    json_object_set_new(row, "held_by", held_by);
   }
-  return row;
+  return fn(&rec, arg);
 }
 
-/* The annotations (kind, target, pid, purpose, since) of every target, or
- * of those of one id, or of one kind and id (kind < 0: any). */
-static json_t *annotations_read(cairn_store *st, int kind, const char *id) {
-  json_t *notes = json_array();
+/* An annotation: who pins a target and why; order is its place in the
+ * listing order (since, pid). */
+struct note {
+  enum cairn_pin_kind kind;
+  cairn_id target;
+  pid_t pid;
+  char *purpose;
+  int64_t since;
+  size_t order;
+};
+
+struct notes {
+  struct note *v;
+  size_t n;
+};
+
+static void notes_free(struct notes *ns) {
+  for (size_t i = 0; i < ns->n; i++) free(ns->v[i].purpose);
+  free(ns->v);
+  *ns = (struct notes){0};
+}
+
+static int key_cmp(enum cairn_pin_kind ka, const char *ia, enum cairn_pin_kind kb, const char *ib) {
+  return ka != kb ? (ka < kb ? -1 : 1) : strcmp(ia, ib);
+}
+
+/* By target, then in listing order. */
+static int note_cmp(const void *a, const void *b) {
+  const struct note *x = a, *y = b;
+  int c = key_cmp(x->kind, x->target, y->kind, y->target);
+  return c ? c : (x->order > y->order) - (x->order < y->order);
+}
+
+/* The annotations of every target, or of those of one id, or of one kind
+ * and id (kind < 0: any), sorted by target (note_cmp). */
+static int notes_read(cairn_store *st, int kind, const char *id, struct notes *out) {
+  *out = (struct notes){0};
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q,
-                 "SELECT kind, target, pid, purpose, since FROM pins"
-                 " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)"
-                 " ORDER BY since, pid") < 0)
-    return notes;
+  int r = db_prepare(st, &q,
+                     "SELECT kind, target, pid, purpose, since FROM pins"
+                     " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)"
+                     " ORDER BY since, pid");
+  if (r < 0) return r;
   sqlite3_bind_int(q, 1, kind);
   sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
-  while (sqlite3_step(q) == SQLITE_ROW)
-    json_array_append_new(
-        notes, json_pack("{s:i, s:s, s:i, s:s, s:I}", "kind", sqlite3_column_int(q, 0), "target",
-                         (const char *)sqlite3_column_text(q, 1), "pid", sqlite3_column_int(q, 2),
-                         "purpose", (const char *)sqlite3_column_text(q, 3), "since",
-                         (json_int_t)sqlite3_column_int64(q, 4)));
-  return notes;
+  size_t cap = 0;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    if (out->n == cap) {
+      cap = cap ? 2 * cap : 16;
+      struct note *v = realloc(out->v, cap * sizeof(*v));
+      if (!v) {
+        notes_free(out);
+        return -ENOMEM;
+      }
+      out->v = v;
+    }
+    struct note *n = &out->v[out->n];
+    *n = (struct note){.kind = (enum cairn_pin_kind)sqlite3_column_int(q, 0),
+                       .pid = sqlite3_column_int(q, 2),
+                       .purpose = strdup((const char *)sqlite3_column_text(q, 3)),
+                       .since = sqlite3_column_int64(q, 4),
+                       .order = out->n};
+    snprintf(n->target, sizeof(n->target), "%s", (const char *)sqlite3_column_text(q, 1));
+    out->n++;
+    if (!n->purpose) {
+      notes_free(out);
+      return -ENOMEM;
+    }
+  }
+  if (r != SQLITE_DONE) {
+    notes_free(out);
+    return store_fail_db(st, "pin annotations");
+  }
+  if (out->n) qsort(out->v, out->n, sizeof(*out->v), note_cmp);
+  return 0;
 }
 
-static bool note_is_of(json_t *note, enum cairn_pin_kind kind, const char *id) {
-  return json_integer_value(json_object_get(note, "kind")) == kind &&
-         strcmp(json_string_value(json_object_get(note, "target")), id) == 0;
+/* The annotations of one target: a run of the sorted notes. */
+static const struct note *notes_of(const struct notes *ns, enum cairn_pin_kind kind, const char *id,
+                                   size_t *n) {
+  size_t lo = 0, hi = ns->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (key_cmp(ns->v[mid].kind, ns->v[mid].target, kind, id) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  size_t end = lo;
+  while (end < ns->n && key_cmp(ns->v[end].kind, ns->v[end].target, kind, id) == 0) end++;
+  *n = end - lo;
+  return ns->v + lo;
 }
 
-/* Adds the rows of one target: its annotations (from notes), then its
+/* Calls fn for the pins of one target: its annotations (run), then its
  * kernel locks that no annotation explains. The locks (kl) were read after
  * the annotations: a pinner locks before it annotates, so an annotation
- * whose pid holds no lock in kl belonged to a pin released since. Those are
- * appended to *stale. */
-static void pin_rows_for_target(cairn_store *st, const struct kernel_locks *kl, json_t *notes,
-                                enum cairn_pin_kind kind, const char *id, json_t *rows,
-                                json_t *stale) {
-  char path[PATH_MAX];
+ * whose pid holds no lock in kl belongs to a pin released since (stale). */
+static int target_rows(cairn_store *st, const struct kernel_locks *kl, const struct note *run,
+                       size_t n_run, enum cairn_pin_kind kind, const char *id, cairn_pin_fn fn,
+                       void *arg) {
   struct stat s;
-  bool have_file = pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, &s) == 0;
-  pid_t annotated[256];
-  size_t n_annotated = 0, i;
-  json_t *note;
-  json_array_foreach(notes, i, note) {
-    if (!note_is_of(note, kind, id)) continue;
-    pid_t pid = (pid_t)json_integer_value(json_object_get(note, "pid"));
-    bool live = have_file && inode_locked_by(kl, &s, pid);
-    _cleanup_free_ char *purpose =
-        mount_pin_purpose(st, pid, json_string_value(json_object_get(note, "purpose")));
-    json_array_append_new(rows,
-                          pin_row(kind, id, have_file ? &s : NULL, pid, purpose ? purpose : "",
-                                  json_integer_value(json_object_get(note, "since")), !live));
-    if (!live)
-      json_array_append_new(
-          stale, json_pack("{s:i,s:s,s:i}", "kind", kind, "target", id, "pid", (json_int_t)pid));
-    else if (n_annotated < 256)
-      annotated[n_annotated++] = pid;
+  bool have_file = pin_stat(st, kind, id, &s);
+  int r = 0;
+  for (size_t i = 0; i < n_run && r == 0; i++) {
+    _cleanup_free_ char *purpose = mount_pin_purpose(st, run[i].pid, run[i].purpose);
+    if (!purpose) return -ENOMEM;
+    struct cairn_pin_rec rec = {.kind = kind,
+                                .target = id,
+                                .pid = run[i].pid,
+                                .purpose = purpose,
+                                .since = run[i].since,
+                                .stale = !(have_file && inode_locked_by(kl, &s, run[i].pid))};
+    r = pin_emit(&rec, have_file ? &s : NULL, fn, arg);
   }
-  if (!have_file) return;
-  for (size_t k = 0; k < kl->n; k++) {
+  for (size_t k = 0; have_file && k < kl->n && r == 0; k++) {
     if (!lock_matches(&kl->v[k], &s)) continue;
-    bool known = false;
-    for (size_t j = 0; j < n_annotated && !known; j++) known = annotated[j] == kl->v[k].pid;
-    if (!known) json_array_append_new(rows, pin_row(kind, id, &s, kl->v[k].pid, "", 0, false));
+    bool annotated = false; /* and so live: its pid holds this lock */
+    for (size_t j = 0; j < n_run && !annotated; j++) annotated = run[j].pid == kl->v[k].pid;
+    if (annotated) continue;
+    struct cairn_pin_rec rec = {.kind = kind, .target = id, .pid = kl->v[k].pid, .purpose = ""};
+    r = pin_emit(&rec, &s, fn, arg);
   }
+  return r;
 }
 
-/* Deletes the stale annotations the listing found, unless their pin was
- * taken again meanwhile (a release, then a new pin by the same pid): in
- * one write transaction, during which no annotation can be written, a
- * fresh read of /proc/locks decides. An annotation written before the
- * transaction had its lock taken before, so the read shows it; one
- * written after the transaction is not deleted. */
-static void stale_delete(cairn_store *st, json_t *stale) {
-  if (json_array_size(stale) == 0) return;
-  store_test_point(st, "pins: stale found");
-  _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  if (db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?") < 0 ||
-      db_begin(st) < 0)
-    return;
-  struct kernel_locks kl;
-  if (kernel_locks_read(&kl) < 0) {
-    db_rollback(st);
-    return;
+struct pin_target {
+  enum cairn_pin_kind kind;
+  cairn_id id;
+  size_t order;
+};
+
+struct pin_targets {
+  struct pin_target *v;
+  size_t n, cap;
+};
+
+static int targets_add(struct pin_targets *t, enum cairn_pin_kind kind, const char *id,
+                       size_t order) {
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? 2 * t->cap : 16;
+    struct pin_target *v = realloc(t->v, cap * sizeof(*v));
+    if (!v) return -ENOMEM;
+    t->v = v;
+    t->cap = cap;
   }
-  size_t i;
-  json_t *row;
-  json_array_foreach(stale, i, row) {
-    enum cairn_pin_kind kind =
-        (enum cairn_pin_kind)json_integer_value(json_object_get(row, "kind"));
-    const char *id = json_string_value(json_object_get(row, "target"));
-    pid_t pid = (pid_t)json_integer_value(json_object_get(row, "pid"));
-    char path[PATH_MAX];
-    struct stat s;
-    if (pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, &s) == 0 &&
-        inode_locked_by(&kl, &s, pid))
-      continue;
-    sqlite3_bind_int(d, 1, kind);
-    sqlite3_bind_text(d, 2, id, -1, SQLITE_STATIC);
-    sqlite3_bind_int(d, 3, pid);
-    sqlite3_step(d);
-    sqlite3_reset(d);
-  }
-  free(kl.v);
-  db_commit(st);
+  t->v[t->n] = (struct pin_target){.kind = kind, .order = order};
+  snprintf(t->v[t->n].id, sizeof(t->v[0].id), "%s", id);
+  t->n++;
+  return 0;
 }
 
-/* Every target that has a pin file or an annotation (in notes),
- * optionally of one id only. */
-static void pin_targets_collect(cairn_store *st, const char *filter_id, json_t *notes,
-                                json_t *targets) {
-  for (int kind = CAIRN_PIN_IMAGE; kind <= CAIRN_PIN_LAYER; kind++) {
+static int target_key_cmp(const void *a, const void *b) {
+  const struct pin_target *x = a, *y = b;
+  return key_cmp(x->kind, x->id, y->kind, y->id);
+}
+
+static int target_order_cmp(const void *a, const void *b) {
+  const struct pin_target *x = a, *y = b;
+  return (x->order > y->order) - (x->order < y->order);
+}
+
+/* Every target that has a pin file (in directory order), then every other
+ * target an annotation names (in listing order), optionally of one id only.
+ * Sorted copies find the duplicates. */
+static int pin_targets_collect(cairn_store *st, const char *filter_id, const struct notes *ns,
+                               struct pin_targets *out) {
+  *out = (struct pin_targets){0};
+  int r = 0;
+  for (int kind = CAIRN_PIN_IMAGE; kind <= CAIRN_PIN_LAYER && r == 0; kind++) {
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/pins/%s", st->dir, kind_dir(kind));
     DIR *d = opendir(dir);
     struct dirent *de;
-    while (d && (de = readdir(d))) {
+    while (d && r == 0 && (de = readdir(d))) {
       if (!is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
       if (filter_id && strcmp(filter_id, de->d_name) != 0) continue;
-      json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "target", de->d_name));
+      r = targets_add(out, kind, de->d_name, 0);
     }
     if (d) closedir(d);
   }
-  size_t i, j;
-  json_t *note, *t;
-  json_array_foreach(notes, i, note) {
-    enum cairn_pin_kind kind =
-        (enum cairn_pin_kind)json_integer_value(json_object_get(note, "kind"));
-    const char *id = json_string_value(json_object_get(note, "target"));
-    bool seen = false;
-    json_array_foreach(targets, j, t) seen |= note_is_of(t, kind, id);
-    if (!seen) json_array_append_new(targets, json_pack("{s:i,s:s}", "kind", kind, "target", id));
+  size_t n_files = out->n;
+  _cleanup_free_ struct pin_target *files = n_files ? malloc(n_files * sizeof(*files)) : NULL;
+  if (r == 0 && n_files && !files) r = -ENOMEM;
+  if (r == 0 && n_files) {
+    memcpy(files, out->v, n_files * sizeof(*files));
+    qsort(files, n_files, sizeof(*files), target_key_cmp);
   }
+  /* the notes are sorted by target: the first of each run is its target's
+   * first place in the listing */
+  for (size_t i = 0; i < ns->n && r == 0; i++) {
+    const struct note *n = &ns->v[i];
+    if (i > 0 && key_cmp(n->kind, n->target, ns->v[i - 1].kind, ns->v[i - 1].target) == 0) continue;
+    struct pin_target key = {.kind = n->kind};
+    snprintf(key.id, sizeof(key.id), "%s", n->target);
+    if (!files || !bsearch(&key, files, n_files, sizeof(*files), target_key_cmp))
+      r = targets_add(out, n->kind, n->target, n->order);
+  }
+  if (r == 0 && out->n > n_files)
+    qsort(out->v + n_files, out->n - n_files, sizeof(*out->v), target_order_cmp);
+  return r;
 }
 
-json_t *cairn_pins_json(cairn_store *st, const char *filter_id) {
-  _cleanup_json_ json_t *notes = annotations_read(st, -1, filter_id);
+int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {
+  struct notes notes;
+  int r = notes_read(st, -1, filter_id, &notes);
+  if (r < 0) return r;
   store_test_point(st, "pins: annotations read");
   struct kernel_locks kl;
-  int r = kernel_locks_read(&kl); /* after the annotations: see pin_rows_for_target */
-  if (r < 0) {
-    store_fail(st, r, "/proc/locks: %s", strerror(-r));
-    return NULL;
+  if ((r = kernel_locks_read(st, &kl)) < 0) { /* after the annotations: see target_rows */
+    notes_free(&notes);
+    return r;
   }
-  json_t *rows = json_array();
-  _cleanup_json_ json_t *stale = json_array();
-  _cleanup_json_ json_t *targets = json_array();
-  pin_targets_collect(st, filter_id, notes, targets);
-  size_t i;
-  json_t *t;
-  json_array_foreach(targets, i, t) pin_rows_for_target(
-      st, &kl, notes, (enum cairn_pin_kind)json_integer_value(json_object_get(t, "kind")),
-      json_string_value(json_object_get(t, "target")), rows, stale);
+  struct pin_targets targets;
+  r = pin_targets_collect(st, filter_id, &notes, &targets);
+  for (size_t i = 0; r == 0 && i < targets.n; i++) {
+    size_t n_run;
+    const struct note *run = notes_of(&notes, targets.v[i].kind, targets.v[i].id, &n_run);
+    r = target_rows(st, &kl, run, n_run, targets.v[i].kind, targets.v[i].id, fn, arg);
+  }
+  free(targets.v);
   free(kl.v);
-  stale_delete(st, stale);
-  return rows;
+  notes_free(&notes);
+  return r;
 }
 
-int pin_clean_stale(cairn_store *st) {
-  json_t *rows = cairn_pins_json(st, NULL);
-  if (!rows) return -EIO;
+/* Deletes the annotations (ns) whose pid holds no lock on their target's
+ * pin file now; returns how many. */
+static int stale_delete(cairn_store *st, const struct notes *ns) {
+  if (ns->n == 0) return 0;
+  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  int r = db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?");
+  struct kernel_locks kl;
+  if (r < 0 || (r = kernel_locks_read(st, &kl)) < 0) return r;
   int n = 0;
-  size_t i;
-  json_t *row;
-  json_array_foreach(rows, i, row) n += json_is_true(json_object_get(row, "stale"));
-  json_decref(rows);
-  return n;
+  for (size_t i = 0; i < ns->n && r == 0; i++) {
+    struct stat s;
+    if (pin_stat(st, ns->v[i].kind, ns->v[i].target, &s) && inode_locked_by(&kl, &s, ns->v[i].pid))
+      continue;
+    sqlite3_bind_int(d, 1, ns->v[i].kind);
+    sqlite3_bind_text(d, 2, ns->v[i].target, -1, SQLITE_STATIC);
+    sqlite3_bind_int(d, 3, ns->v[i].pid);
+    if (sqlite3_step(d) != SQLITE_DONE) r = store_fail_db(st, "stale pin annotation");
+    sqlite3_reset(d);
+    n++;
+  }
+  free(kl.v);
+  return r < 0 ? r : n;
+}
+
+/* In one write transaction, during which no annotation can be written, the
+ * annotations are read and then /proc/locks: every annotation read was
+ * written after its lock was taken, so a lock missing from the read was
+ * released. One written after the transaction is not seen. */
+int cairn_pins_clean_stale(cairn_store *st) {
+  store_test_point(st, "pins: cleaning stale");
+  int r = db_begin(st);
+  if (r < 0) return r;
+  struct notes notes;
+  if ((r = notes_read(st, -1, NULL, &notes)) == 0) {
+    r = stale_delete(st, &notes);
+    notes_free(&notes);
+  }
+  if (r < 0) {
+    db_rollback(st);
+    return r;
+  }
+  int c = db_commit(st);
+  return c < 0 ? c : r;
+}
+
+/* Appends "pid N (COMMAND)[ held by pid A,B] PURPOSE" of a live pin. */
+static int holder_describe(const struct cairn_pin_rec *p, void *arg) {
+  FILE *f = arg;
+  if (p->stale) return 0;
+  fprintf(f, "%spid %d (%s)", ftell(f) ? "; " : "", (int)p->pid, p->command);
+  for (size_t j = 0; j < p->n_held_by; j++)
+    fprintf(f, "%s%d", j ? "," : " held by pid ", (int)p->held_by[j]);
+  fprintf(f, "%s%s", *p->purpose ? " " : "", p->purpose);
+  return 0;
 }
 
 char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
-  _cleanup_json_ json_t *notes = annotations_read(st, kind, id);
+  struct notes notes;
   struct kernel_locks kl;
-  if (kernel_locks_read(&kl) < 0) return strdup("unknown holders");
-  _cleanup_json_ json_t *rows = json_array();
-  _cleanup_json_ json_t *stale = json_array();
-  pin_rows_for_target(st, &kl, notes, kind, id, rows, stale);
-  free(kl.v);
+  if (notes_read(st, kind, id, &notes) < 0) return strdup("unknown holders");
+  if (kernel_locks_read(st, &kl) < 0) {
+    notes_free(&notes);
+    return strdup("unknown holders");
+  }
   char *out = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&out, &len);
-  if (!f) return NULL;
-  size_t i;
-  json_t *row;
-  bool first = true;
-  json_array_foreach(rows, i, row) {
-    if (json_is_true(json_object_get(row, "stale"))) continue;
-    const char *purpose = json_string_value(json_object_get(row, "purpose"));
-    fprintf(f, "%spid %d (%s)", first ? "" : "; ",
-            (int)json_integer_value(json_object_get(row, "pid")),
-            json_string_value(json_object_get(row, "command")));
-    json_t *held_by = json_object_get(row, "held_by");
-    size_t j;
-    json_t *h;
-    json_array_foreach(held_by, j, h)
-        fprintf(f, "%s%d", j ? "," : " held by pid ", (int)json_integer_value(h));
-    fprintf(f, "%s%s", *purpose ? " " : "", purpose);
-    first = false;
-  }
-  fclose(f);
+  if (f) target_rows(st, &kl, notes.v, notes.n, kind, id, holder_describe, f);
+  free(kl.v);
+  notes_free(&notes);
+  if (f) fclose(f);
   return out;
 }
 

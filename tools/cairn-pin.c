@@ -1,6 +1,6 @@
 /*
  * cairn-pin.c — the pin utility.
- *   cairn-pin [ls] [--json] [IMAGE|LAYER]    every pin, stale ones marked
+ *   cairn-pin [ls] [--json] [IMAGE|LAYER]    every pin; stale ones marked, then deleted
  *   cairn-pin hold IMAGE -- COMMAND...       pin IMAGE while COMMAND runs
  *   cairn-pin wait IMAGE [--timeout S]       block until IMAGE is unpinned
  *
@@ -46,8 +46,13 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
   int r;
   if (optind < argc && (r = target_resolve(st, argv[optind], id)) < 0)
     return cli_fail(c, r, argv[optind]);
-  json_t *rows = cairn_pins_json(st, optind < argc ? id : NULL);
-  if (!rows) return cli_fail(c, -EIO, "ls");
+  json_t *rows = json_array();
+  r = rows ? cairn_pins_foreach(st, optind < argc ? id : NULL, cli_pin_row, rows) : -ENOMEM;
+  if (r < 0) {
+    json_decref(rows);
+    return cli_fail(c, r, "ls");
+  }
+  cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
   static const char *const cols[] = {"kind:KIND",       "target:TARGET",   "pid:PID",
                                      "command:COMMAND", "purpose:PURPOSE", "since:SINCE",
                                      "stale:STALE"};

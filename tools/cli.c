@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int cli_take_store_option(struct cli *c, int *argc, char **argv) {
   int out = 1;
@@ -131,6 +132,33 @@ static int row_append(json_t *rows, json_t *row) {
   return row && json_array_append_new(rows, row) == 0 ? 0 : -ENOMEM;
 }
 
+static json_t *names_json(const char *const *v, size_t n) {
+  json_t *names = json_array();
+  for (size_t i = 0; names && i < n; i++) json_array_append_new(names, json_string(v[i]));
+  return names;
+}
+
+int cli_pin_row(const struct cairn_pin_rec *p, void *rows) {
+  char since[32] = "";
+  if (p->since > 0) {
+    time_t t = (time_t)p->since;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  }
+  json_t *row = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:b}", "target", p->target, "kind",
+                          p->kind == CAIRN_PIN_IMAGE ? "image" : "layer", "pid", (int)p->pid,
+                          "command", p->command, "purpose", p->purpose, "since",
+                          p->since > 0 ? since : NULL, "stale", p->stale);
+  if (row && p->locker_gone) {
+    json_t *held_by = json_array();
+    for (size_t i = 0; held_by && i < p->n_held_by; i++)
+      json_array_append_new(held_by, json_integer(p->held_by[i]));
+    json_object_set_new(row, "held_by", held_by);
+  }
+  return row_append(rows, row);
+}
+
 int cli_mount_row(const struct cairn_mount_rec *m, void *rows) {
   static const char *const states[] = {[CAIRN_MOUNT_LIVE] = "live",
                                        [CAIRN_MOUNT_DETACHED] = "detached",
@@ -138,6 +166,32 @@ int cli_mount_row(const struct cairn_mount_rec *m, void *rows) {
   return row_append(rows, json_pack("{s:s, s:s, s:i, s:s, s:b, s:s}", "dir", m->dir, "image",
                                     m->image, "pid", (int)m->pid, "state", states[m->state], "rw",
                                     m->rw, "dev", m->dev));
+}
+
+int cli_image_row(const struct cairn_image_rec *im, void *rows) {
+  return row_append(rows, json_pack("{s:s, s:o, s:i, s:I, s:I, s:b}", "id", im->id, "names",
+                                    names_json(im->names, im->n_names), "layers", (int)im->layers,
+                                    "size", (json_int_t)im->size, "created",
+                                    (json_int_t)im->created, "pinned", im->pinned));
+}
+
+int cli_layer_row(const struct cairn_layer_rec *l, void *rows) {
+  return row_append(rows, json_pack("{s:s, s:I, s:I, s:i, s:b}", "id", l->id, "size",
+                                    (json_int_t)l->size, "entries", (json_int_t)l->entries,
+                                    "images", (int)l->images, "pinned", l->pinned));
+}
+
+json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins) {
+  const struct cairn_image_rec *im = &info->image;
+  json_t *layers = json_array();
+  for (size_t i = 0; layers && i < info->n_layers; i++)
+    json_array_append_new(layers, json_pack("{s:s, s:I, s:I}", "id", info->layers[i].id, "size",
+                                            (json_int_t)info->layers[i].size, "entries",
+                                            (json_int_t)info->layers[i].entries));
+  return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:I, s:o*, s:b}", "id", im->id, "names",
+                   names_json(im->names, im->n_names), "config", json_loads(info->config, 0, NULL),
+                   "layers", layers, "size", (json_int_t)im->size, "created",
+                   (json_int_t)im->created, "pins", pins, "pinned", im->pinned);
 }
 
 int cli_parse_seconds(const char *s, int64_t *ms) {

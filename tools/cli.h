@@ -9,6 +9,7 @@
 #include "cairn.h"
 
 #include <errno.h>
+#include <jansson.h>
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -50,7 +51,13 @@ void cli_print_table(json_t *rows, const char *const *columns, size_t n);
 /* The records of libcairn as the contract's JSON objects (the keys of
  * ../shared/DESIGN.md): each appends the record's object to the array arg,
  * as the callback of its *_foreach; -ENOMEM if it cannot. */
+int cli_pin_row(const struct cairn_pin_rec *p, void *rows);
 int cli_mount_row(const struct cairn_mount_rec *m, void *rows);
+int cli_image_row(const struct cairn_image_rec *im, void *rows);
+int cli_layer_row(const struct cairn_layer_rec *l, void *rows);
+/* An image as `cairn inspect` shows it; pins is an array of pin rows, or
+ * NULL (left out). Takes the reference to pins. */
+json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins);
 
 /* Parses a number of seconds ("5", "0.5", "1e10", "inf") into *ms,
  * rounded down; a wait longer than int64 milliseconds hold (inf included)

@@ -6,7 +6,17 @@
 
 #include <string.h>
 
-typedef json_t *(*listing_fn)(cairn_store *st);
+/* Collects the rows of a listing into rows (cairn_images_foreach or
+ * cairn_layers_foreach with its cli_*_row). */
+typedef int (*listing_fn)(cairn_store *st, json_t *rows);
+
+static int images_collect(cairn_store *st, json_t *rows) {
+  return cairn_images_foreach(st, cli_image_row, rows);
+}
+
+static int layers_collect(cairn_store *st, json_t *rows) {
+  return cairn_layers_foreach(st, cli_layer_row, rows);
+}
 
 static int listing(struct cli *c, int argc, char **argv, listing_fn list,
                    const char *const *columns, size_t n) {
@@ -15,8 +25,12 @@ static int listing(struct cli *c, int argc, char **argv, listing_fn list,
   if (code) return code;
   cairn_store *st = cli_store(c);
   if (!st) return 1;
-  json_t *rows = list(st);
-  if (!rows) return cli_fail(c, -EIO, argv[0]);
+  json_t *rows = json_array();
+  int r = rows ? list(st, rows) : -ENOMEM;
+  if (r < 0) {
+    json_decref(rows);
+    return cli_fail(c, r, argv[0]);
+  }
   if (json)
     cli_print_json(rows);
   else
@@ -28,11 +42,11 @@ static int listing(struct cli *c, int argc, char **argv, listing_fn list,
 int cmd_images(struct cli *c, int argc, char **argv) {
   static const char *const cols[] = {"id:IMAGE ID", "names:NAMES", "layers:LAYERS", "size:SIZE",
                                      "pinned:PINNED"};
-  return listing(c, argc, argv, cairn_images_json, cols, 5);
+  return listing(c, argc, argv, images_collect, cols, 5);
 }
 
 int cmd_layers(struct cli *c, int argc, char **argv) {
   static const char *const cols[] = {"id:LAYER (DIFF_ID)", "size:SIZE", "entries:ENTRIES",
                                      "images:IMAGES", "pinned:PINNED"};
-  return listing(c, argc, argv, cairn_layers_json, cols, 5);
+  return listing(c, argc, argv, layers_collect, cols, 5);
 }

@@ -7,6 +7,21 @@
 #include <stdio.h>
 #include <string.h>
 
+struct inspected {
+  json_t *pins; /* handed to the printed object */
+};
+
+static int inspected_print(const struct cairn_image_info *info, void *arg) {
+  struct inspected *out = arg;
+  json_t *obj = cli_inspect_json(info, out->pins);
+  out->pins = NULL;
+  if (!obj) return -ENOMEM;
+  json_dumpf(obj, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  fputc('\n', stdout);
+  json_decref(obj);
+  return 0;
+}
+
 int cmd_inspect(struct cli *c, int argc, char **argv) {
   int i = 1;
   if (i < argc && strcmp(argv[i], "--json") == 0) i++; /* inspect is JSON already */
@@ -16,10 +31,13 @@ int cmd_inspect(struct cli *c, int argc, char **argv) {
   cairn_id id;
   int r = cairn_image_resolve(st, argv[i], id);
   if (r < 0) return cli_fail(c, r, argv[i]);
-  json_t *info = cairn_inspect_json(st, id);
-  if (!info) return cli_fail(c, -ENOENT, argv[i]);
-  json_dumpf(info, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-  fputc('\n', stdout);
-  json_decref(info);
-  return 0;
+  json_t *pins = json_array();
+  if (pins && cairn_pins_foreach(st, id, cli_pin_row, pins) < 0) {
+    json_decref(pins); /* left out, as a listing that failed */
+    pins = NULL;
+  }
+  struct inspected out = {.pins = pins};
+  r = cairn_inspect(st, id, inspected_print, &out);
+  json_decref(out.pins);
+  return r < 0 ? cli_fail(c, r, argv[i]) : 0;
 }

@@ -92,18 +92,6 @@ static void holder_close(struct holder *h) {
   }
 }
 
-/* The annotation row of pid on the image, or NULL; rows is borrowed. */
-static json_t *row_of(json_t *rows, const char *target, pid_t pid) {
-  size_t i;
-  json_t *row;
-  json_array_foreach(rows, i, row) {
-    if (strcmp(json_string_value(json_object_get(row, "target")), target) == 0 &&
-        json_integer_value(json_object_get(row, "pid")) == pid)
-      return row;
-  }
-  return NULL;
-}
-
 static char *my_command(void) {
   char buf[64] = "";
   FILE *f = fopen("/proc/self/comm", "re");
@@ -122,15 +110,15 @@ Test(pin, shared_pins_of_two_processes_coexist) {
   struct holder h;
   pid_t pid = holder_start(&h, "child hold", false); /* would block if pins were exclusive */
 
-  json_t *rows = cairn_pins_json(T.st, image);
-  cr_assert(rows);
-  json_t *p = row_of(rows, image, getpid()), *c = row_of(rows, image, pid);
-  cr_assert(p && c, "both pins listed: %s", json_dumps(rows, 0));
-  cr_expect_str_eq(json_string_value(json_object_get(p, "purpose")), "parent hold");
-  cr_expect_str_eq(json_string_value(json_object_get(c, "purpose")), "child hold");
-  cr_expect(json_is_false(json_object_get(p, "stale")));
-  cr_expect(json_is_false(json_object_get(c, "stale")));
-  json_decref(rows);
+  size_t n;
+  tu_pin *rows = tu_pins(T.st, image, &n);
+  tu_pin *p = tu_pin_of(rows, n, image, getpid()), *c = tu_pin_of(rows, n, image, pid);
+  cr_assert(p && c, "both pins listed: %zu pins", n);
+  cr_expect_str_eq(p->purpose, "parent hold");
+  cr_expect_str_eq(c->purpose, "child hold");
+  cr_expect(!p->stale);
+  cr_expect(!c->stale);
+  free(rows);
   cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
 
   holder_stop(&h, pid);
@@ -195,30 +183,30 @@ Test(pin, kill_9_releases_at_once) {
 Test(pin, annotations_show_holder_and_turn_stale) {
   struct holder h;
   pid_t pid = holder_start(&h, "pull registry/app:1", true);
-  json_t *rows = cairn_pins_json(T.st, NULL);
-  cr_assert(rows);
-  cr_expect_eq(json_array_size(rows), 3, "image and two layers: %s", json_dumps(rows, 0));
-  json_t *row = row_of(rows, image, pid);
-  cr_assert(row, "no pin row of pid %d: %s", (int)pid, json_dumps(rows, 0));
+  size_t n;
+  tu_pin *rows = tu_pins(T.st, NULL, &n);
+  cr_expect_eq(n, 3, "image and two layers: %zu pins", n);
+  tu_pin *row = tu_pin_of(rows, n, image, pid);
+  cr_assert(row, "no pin row of pid %d", (int)pid);
   char *cmd = my_command();
-  cr_expect_str_eq(json_string_value(json_object_get(row, "kind")), "image");
-  cr_expect_str_eq(json_string_value(json_object_get(row, "purpose")), "pull registry/app:1");
-  cr_expect_str_eq(json_string_value(json_object_get(row, "command")), cmd);
-  cr_expect(json_is_string(json_object_get(row, "since")));
-  cr_expect(json_is_false(json_object_get(row, "stale")));
+  cr_expect_eq(row->kind, CAIRN_PIN_IMAGE);
+  cr_expect_str_eq(row->purpose, "pull registry/app:1");
+  cr_expect_str_eq(row->command, cmd);
+  cr_expect_gt(row->since, 0);
+  cr_expect(!row->stale);
   free(cmd);
-  json_decref(rows);
+  free(rows);
 
   tu_kill_reap(pid);
-  rows = cairn_pins_json(T.st, NULL);
-  cr_assert(rows);
-  row = row_of(rows, image, pid);
+  rows = tu_pins(T.st, NULL, &n);
+  row = tu_pin_of(rows, n, image, pid);
   cr_assert(row, "the dead holder's annotation is not reported");
-  cr_expect(json_is_true(json_object_get(row, "stale")), "a dead holder's pin is not stale");
-  json_decref(rows);
-  rows = cairn_pins_json(T.st, NULL);
-  cr_expect_eq(json_array_size(rows), 0, "stale annotations stay: %s", json_dumps(rows, 0));
-  json_decref(rows);
+  cr_expect(row->stale, "a dead holder's pin is not stale");
+  free(rows);
+  cr_expect_eq(cairn_pins_clean_stale(T.st), 3, "%s", cairn_errmsg(T.st));
+  rows = tu_pins(T.st, NULL, &n);
+  cr_expect_eq(n, 0, "stale annotations stay: %zu pins", n);
+  free(rows);
   holder_close(&h);
 }
 
@@ -235,9 +223,9 @@ Test(pin, take_is_idempotent_within_a_set_and_checks_ids) {
   cairn_pinset *ps = cairn_pinset_new("twice", true);
   cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0);
   cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0);
-  json_t *rows = cairn_pins_json(T.st, image);
-  cr_expect_eq(json_array_size(rows), 1);
-  json_decref(rows);
+  size_t n;
+  free(tu_pins(T.st, image, &n));
+  cr_expect_eq(n, 1);
   cr_expect_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, "../../etc/passwd"), -EINVAL);
   cr_expect_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_LAYER, "ABC"), -EINVAL);
   cairn_pinset_release(T.st, ps);
@@ -434,14 +422,13 @@ static void window_closed(void) {
 
 /* The pin taken in the window is listed with its annotation, live. */
 static void expect_window_pin_annotated(void) {
-  json_t *rows = cairn_pins_json(T.st, image);
-  cr_assert(rows);
-  json_t *row = row_of(rows, image, getpid());
-  const char *purpose = row ? json_string_value(json_object_get(row, "purpose")) : "";
-  cr_expect_str_eq(purpose, "pinned in the window", "the annotation of a live pin went: %s",
-                   json_dumps(rows, 0));
-  cr_expect(row && json_is_false(json_object_get(row, "stale")));
-  json_decref(rows);
+  size_t n;
+  tu_pin *rows = tu_pins(T.st, image, &n);
+  tu_pin *row = tu_pin_of(rows, n, image, getpid());
+  cr_expect_str_eq(row ? row->purpose : "", "pinned in the window",
+                   "the annotation of a live pin went");
+  cr_expect(row && !row->stale);
+  free(rows);
   cairn_pinset_release(window.st, window.ps);
   cairn_store_close(window.st);
 }
@@ -455,10 +442,10 @@ Test(pin, an_annotation_written_after_a_deleter_unlinked_the_pin_file_stays) {
 
 Test(pin, a_listing_keeps_the_annotation_of_a_pin_taken_while_it_reads) {
   window_arm("pins: annotations read");
-  json_t *rows = cairn_pins_json(T.st, NULL);
+  size_t n;
+  free(tu_pins(T.st, NULL, &n));
   window_closed();
-  cr_assert(rows, "%s", cairn_errmsg(T.st));
-  json_decref(rows);
+  cr_expect_geq(cairn_pins_clean_stale(T.st), 0, "%s", cairn_errmsg(T.st));
   expect_window_pin_annotated();
 }
 
@@ -476,13 +463,13 @@ Test(pin, a_stale_annotation_pinned_again_before_its_delete_stays) {
   sqlite3_close(db);
   free(db_path);
 
-  window_arm("pins: stale found"); /* the same pid pins again */
-  json_t *rows = cairn_pins_json(T.st, NULL);
+  size_t n;
+  tu_pin *rows = tu_pins(T.st, NULL, &n);
+  tu_pin *row = tu_pin_of(rows, n, image, getpid());
+  cr_expect(row && row->stale, "not listed stale");
+  free(rows);
+  window_arm("pins: cleaning stale"); /* the same pid pins again */
+  cr_expect_geq(cairn_pins_clean_stale(T.st), 0, "%s", cairn_errmsg(T.st));
   window_closed();
-  cr_assert(rows, "%s", cairn_errmsg(T.st));
-  json_t *row = row_of(rows, image, getpid());
-  cr_expect(row && json_is_true(json_object_get(row, "stale")), "not listed stale: %s",
-            json_dumps(rows, 0));
-  json_decref(rows);
   expect_window_pin_annotated();
 }

@@ -9,6 +9,7 @@
  * tests/e2e/test_mount_tree.sh.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 

@@ -280,15 +280,62 @@ long tu_blob_count(const char *store_dir) {
   return n;
 }
 
-static size_t json_count(json_t *arr) {
-  cr_assert(json_is_array(arr));
-  size_t n = json_array_size(arr);
-  json_decref(arr);
+static int image_count(const struct cairn_image_rec *im, void *n) {
+  (void)im;
+  ++*(size_t *)n;
+  return 0;
+}
+
+static int layer_count(const struct cairn_layer_rec *l, void *n) {
+  (void)l;
+  ++*(size_t *)n;
+  return 0;
+}
+
+size_t tu_images_count(cairn_store *st) {
+  size_t n = 0;
+  int r = cairn_images_foreach(st, image_count, &n);
+  cr_assert_eq(r, 0, "images: %s", cairn_errmsg(st));
   return n;
 }
 
-size_t tu_images_count(cairn_store *st) { return json_count(cairn_images_json(st)); }
-size_t tu_layers_count(cairn_store *st) { return json_count(cairn_layers_json(st)); }
+size_t tu_layers_count(cairn_store *st) {
+  size_t n = 0;
+  int r = cairn_layers_foreach(st, layer_count, &n);
+  cr_assert_eq(r, 0, "layers: %s", cairn_errmsg(st));
+  return n;
+}
+
+struct pins {
+  tu_pin *v;
+  size_t n;
+};
+
+static int pin_copy(const struct cairn_pin_rec *p, void *arg) {
+  struct pins *ps = arg;
+  ps->v = realloc(ps->v, (ps->n + 1) * sizeof(*ps->v));
+  cr_assert(ps->v);
+  tu_pin *t = &ps->v[ps->n++];
+  *t = (tu_pin){.kind = p->kind, .pid = p->pid, .since = p->since, .stale = p->stale};
+  snprintf(t->target, sizeof(t->target), "%s", p->target);
+  snprintf(t->command, sizeof(t->command), "%s", p->command);
+  snprintf(t->purpose, sizeof(t->purpose), "%s", p->purpose);
+  return 0;
+}
+
+tu_pin *tu_pins(cairn_store *st, const char *filter_id, size_t *n) {
+  struct pins ps = {0};
+  int r = cairn_pins_foreach(st, filter_id, pin_copy, &ps);
+  cr_assert_eq(r, 0, "pins: %s", cairn_errmsg(st));
+  *n = ps.n;
+  return ps.v ? ps.v : calloc(1, sizeof(tu_pin));
+}
+
+tu_pin *tu_pin_of(tu_pin *pins, size_t n, const char *target, pid_t pid) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(pins[i].target, target) == 0 && pins[i].pid == pid) return &pins[i];
+  return NULL;
+}
 
 char *tu_blob_read(cairn_store *st, const char *blob, size_t *len) {
   int fd = cairn_blob_open(st, blob);

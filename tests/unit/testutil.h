@@ -112,6 +112,20 @@ char *tu_blob_names(const char *store_dir);
 long tu_blob_count(const char *store_dir);
 size_t tu_images_count(cairn_store *st);
 size_t tu_layers_count(cairn_store *st);
+/* A pin as a listing gave it (struct cairn_pin_rec, copied). */
+typedef struct tu_pin {
+  enum cairn_pin_kind kind;
+  cairn_id target;
+  pid_t pid;
+  char command[64];
+  char purpose[256];
+  int64_t since;
+  bool stale;
+} tu_pin;
+/* The pins cairn_pins_foreach lists (malloc'd; *n of them). */
+tu_pin *tu_pins(cairn_store *st, const char *filter_id, size_t *n);
+/* The pin of pid on target among n pins, or NULL. */
+tu_pin *tu_pin_of(tu_pin *pins, size_t n, const char *target, pid_t pid);
 /* A blob's whole content through cairn_blob_open (malloc'd, NUL added). */
 char *tu_blob_read(cairn_store *st, const char *blob, size_t *len);
 /* Every path under dir, relative, sorted, one per line (malloc'd); a
