@@ -63,6 +63,23 @@ expect_exit 0 "cairn-pin wait returns once the pins are gone" cairn-pin wait app
 check_json "cairn-pin ls marks the dead holder's annotation stale" 'length > 0 and all(.stale)' cairn-pin ls --json
 check "stale annotations are cleaned once seen" [ "$(cairn-pin ls --json | jq length)" = 0 ]
 
+# rm of an unpinned image, while another image is held, looks at no
+# process: no /proc walk, no file of another process, no mountinfo
+# (/proc/locks, and a sanitizer's /proc/self/maps, are fine).
+mkdir -p "$T/l4" && echo "loose" >"$T/l4/loose" && mktar "$T/l4" "$T/l4.tar"
+expect_exit 0 "import loose:1" cairn import loose:1 "$T/l4.tar"
+cairn-pin hold app:2 -- sleep 60 &
+h3=$!
+on_exit "pkill -9 -P $h3; kill -9 $h3"
+wait_for 5 sh -c "lslocks -n -o PID | grep -q $h3"
+strace -f -qq -e trace=open,openat,openat2 -o "$T/rm.strace" cairn rm loose:1
+check "rm of an unpinned image walks no /proc and opens no process's files" \
+  sh -c "! grep -E '\"/proc(\"|/[0-9]|/self/mountinfo)' '$T/rm.strace'"
+check "and removes it" [ "$(cairn images --json | jq 'map(select(.names == ["loose:1"])) | length')" = 0 ]
+pkill -9 -P "$h3"
+kill -9 "$h3"
+wait "$h3" 2>/dev/null
+
 # rm --wait waits for a short hold to end.
 cairn-pin hold rev:1 -- sleep 1 &
 h2=$!
