@@ -55,16 +55,12 @@ struct held_set {
 
 /* Adds a lock to the set (or, failing that, drops it). */
 static int held_add(struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd) {
-  if (h->n == h->cap) {
-    size_t cap = h->cap ? 2 * h->cap : 8;
-    struct held *v = realloc(h->v, cap * sizeof(*v));
-    if (!v) {
-      pin_unlock(fd);
-      return -ENOMEM;
-    }
-    h->v = v;
-    h->cap = cap;
+  struct held *v = array_grow(h->v, h->n, &h->cap, sizeof(*v));
+  if (!v) {
+    pin_unlock(fd);
+    return -ENOMEM;
   }
+  h->v = v;
   h->v[h->n] = (struct held){.kind = kind, .fd = fd};
   snprintf(h->v[h->n].id, sizeof(h->v[0].id), "%s", id);
   h->n++;

@@ -152,6 +152,10 @@ void hex_encode(const unsigned char *bytes, size_t n, char *out);
 void sha256_hex(const unsigned char digest[32], char out[65]);
 int64_t now_seconds(void);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* An array of n elements of size bytes, *cap allocated, with room for one
+ * more: v, or v moved to a larger block (*cap updated); NULL if there is
+ * no memory (v is left as it was). */
+void *array_grow(void *v, size_t n, size_t *cap, size_t size);
 
 static inline void freep(void *p) { free(*(void **)p); }
 static inline void closep(int *fd) {

@@ -113,13 +113,9 @@ static int annotation_write(cairn_store *st, enum cairn_pin_kind kind, const cha
 int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
   for (size_t i = 0; i < ps->n; i++)
     if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
-  if (ps->n == ps->cap) {
-    size_t cap = ps->cap ? 2 * ps->cap : 8;
-    struct pin *v = realloc(ps->pins, cap * sizeof(*v));
-    if (!v) return -ENOMEM;
-    ps->pins = v;
-    ps->cap = cap;
-  }
+  struct pin *v = array_grow(ps->pins, ps->n, &ps->cap, sizeof(*v));
+  if (!v) return -ENOMEM;
+  ps->pins = v;
   int fd = pin_open_locked(st, kind, id, LOCK_SH, ps->cloexec);
   if (fd < 0) return fd;
   int r = annotation_write(st, kind, id, ps->purpose);
@@ -209,18 +205,14 @@ int kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
         7)
       continue;
     if (strcmp(type, "FLOCK") != 0) continue;
-    if (out->n == cap) {
-      cap = cap ? 2 * cap : 64;
-      struct kernel_lock *v = realloc(out->v, cap * sizeof(*v));
-      if (!v) {
-        fclose(f);
-        free(out->v);
-        out->v = NULL;
-        return store_fail(st, -ENOMEM, "/proc/locks: %s", strerror(ENOMEM));
-      }
-      out->v = v;
+    struct kernel_lock *v = array_grow(out->v, out->n, &cap, sizeof(*v));
+    if (!v) {
+      fclose(f);
+      free(out->v);
+      out->v = NULL;
+      return store_fail(st, -ENOMEM, "/proc/locks: %s", strerror(ENOMEM));
     }
-    out->v[out->n++] = (struct kernel_lock){maj, min, ino, pid};
+    (out->v = v)[out->n++] = (struct kernel_lock){maj, min, ino, pid};
   }
   fclose(f);
   return 0;
@@ -362,15 +354,12 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
   sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
   size_t cap = 0;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-    if (out->n == cap) {
-      cap = cap ? 2 * cap : 16;
-      struct note *v = realloc(out->v, cap * sizeof(*v));
-      if (!v) {
-        notes_free(out);
-        return -ENOMEM;
-      }
-      out->v = v;
+    struct note *v = array_grow(out->v, out->n, &cap, sizeof(*v));
+    if (!v) {
+      notes_free(out);
+      return -ENOMEM;
     }
+    out->v = v;
     struct note *n = &out->v[out->n];
     *n = (struct note){.kind = (enum cairn_pin_kind)sqlite3_column_int(q, 0),
                        .pid = sqlite3_column_int(q, 2),
@@ -454,13 +443,9 @@ struct pin_targets {
 
 static int targets_add(struct pin_targets *t, enum cairn_pin_kind kind, const char *id,
                        size_t order) {
-  if (t->n == t->cap) {
-    size_t cap = t->cap ? 2 * t->cap : 16;
-    struct pin_target *v = realloc(t->v, cap * sizeof(*v));
-    if (!v) return -ENOMEM;
-    t->v = v;
-    t->cap = cap;
-  }
+  struct pin_target *v = array_grow(t->v, t->n, &t->cap, sizeof(*v));
+  if (!v) return -ENOMEM;
+  t->v = v;
   t->v[t->n] = (struct pin_target){.kind = kind, .order = order};
   snprintf(t->v[t->n].id, sizeof(t->v[0].id), "%s", id);
   t->n++;

@@ -43,3 +43,11 @@ void cairn_strv_free(char **v, size_t n) {
   for (size_t i = 0; i < n; i++) free(v[i]);
   free(v);
 }
+
+void *array_grow(void *v, size_t n, size_t *cap, size_t size) {
+  if (n < *cap) return v;
+  size_t more = *cap ? 2 * *cap : 16;
+  void *bigger = realloc(v, more * size);
+  if (bigger) *cap = more;
+  return bigger;
+}
