@@ -526,19 +526,36 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
   return r;
 }
 
+/* Whether the annotation's pid holds a lock on its target's pin file in
+ * any of the n reads of /proc/locks. */
+static bool note_locked(cairn_store *st, const struct note *note, const struct kernel_locks *kl,
+                        size_t n) {
+  struct stat s;
+  if (!pin_stat(st, note->kind, note->target, &s)) return false;
+  for (size_t k = 0; k < n; k++)
+    if (inode_locked_by(&kl[k], &s, note->pid)) return true;
+  return false;
+}
+
 /* Deletes the annotations (ns) whose pid holds no lock on their target's
- * pin file now; returns how many. */
+ * pin file; returns how many. A read of /proc/locks is not atomic (it comes
+ * a page at a time, and a lock taken or dropped meanwhile can shift a line
+ * out of it), so when the first read leaves some unlocked a second read is
+ * made, and only those missing from both go. */
 static int stale_delete(cairn_store *st, const struct notes *ns) {
   if (ns->n == 0) return 0;
+  struct kernel_locks kl[2] = {0};
+  int r = kernel_locks_read(st, &kl[0]);
+  bool unlocked = false;
+  for (size_t i = 0; r == 0 && i < ns->n && !unlocked; i++)
+    unlocked = !note_locked(st, &ns->v[i], kl, 1);
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  int r = db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?");
-  struct kernel_locks kl;
-  if (r < 0 || (r = kernel_locks_read(st, &kl)) < 0) return r;
+  if (r == 0 && unlocked) r = kernel_locks_read(st, &kl[1]);
+  if (r == 0 && unlocked)
+    r = db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?");
   int n = 0;
-  for (size_t i = 0; i < ns->n && r == 0; i++) {
-    struct stat s;
-    if (pin_stat(st, ns->v[i].kind, ns->v[i].target, &s) && inode_locked_by(&kl, &s, ns->v[i].pid))
-      continue;
+  for (size_t i = 0; r == 0 && unlocked && i < ns->n; i++) {
+    if (note_locked(st, &ns->v[i], kl, 2)) continue;
     sqlite3_bind_int(d, 1, ns->v[i].kind);
     sqlite3_bind_text(d, 2, ns->v[i].target, -1, SQLITE_STATIC);
     sqlite3_bind_int(d, 3, ns->v[i].pid);
@@ -546,13 +563,14 @@ static int stale_delete(cairn_store *st, const struct notes *ns) {
     sqlite3_reset(d);
     n++;
   }
-  free(kl.v);
+  free(kl[0].v);
+  free(kl[1].v);
   return r < 0 ? r : n;
 }
 
 /* In one write transaction, during which no annotation can be written, the
  * annotations are read and then /proc/locks: every annotation read was
- * written after its lock was taken, so a lock missing from the read was
+ * written after its lock was taken, so a lock missing from the reads was
  * released. One written after the transaction is not seen. */
 int cairn_pins_clean_stale(cairn_store *st) {
   store_test_point(st, "pins: cleaning stale");
