@@ -321,10 +321,10 @@ int mount_live_for_image(cairn_store *st, const char *image_id, char **desc) {
   return l.n;
 }
 
-/* The first record's state: 1 if detached, else 0 (stops the scan). */
+/* Stops the scan at the first record: 1 if it is detached, else 2. */
 static int first_detached(const struct cairn_mount_rec *m, void *arg) {
   (void)arg;
-  return m->state == CAIRN_MOUNT_DETACHED ? 1 : -1;
+  return m->state == CAIRN_MOUNT_DETACHED ? 1 : 2;
 }
 
 char *mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose) {
