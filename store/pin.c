@@ -447,7 +447,7 @@ static int targets_add(struct pin_targets *t, enum cairn_pin_kind kind, const ch
   if (!v) return -ENOMEM;
   t->v = v;
   t->v[t->n] = (struct pin_target){.kind = kind, .order = order};
-  snprintf(t->v[t->n].id, sizeof(t->v[0].id), "%s", id);
+  snprintf(t->v[t->n].id, sizeof(t->v[0].id), "%.*s", CAIRN_ID_LEN, id); /* ids are checked */
   t->n++;
   return 0;
 }
