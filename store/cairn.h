@@ -39,6 +39,11 @@ extern "C" {
 #define CAIRN_ID_LEN 64
 typedef char cairn_id[CAIRN_ID_LEN + 1];
 
+/* True if s is an id: exactly CAIRN_ID_LEN lowercase hex digits. */
+bool cairn_id_valid(const char *s);
+/* The id form of a raw sha256 digest: its 32 bytes as lowercase hex. */
+void cairn_sha256_hex(const unsigned char digest[32], cairn_id out);
+
 typedef struct cairn_store cairn_store;
 
 /* ---- the store --------------------------------------------------------- */

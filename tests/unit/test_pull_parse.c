@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pull.h"
-#include "registry.h"
+#include "pull/pull.h"
+#include "pull/registry.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"

@@ -14,7 +14,7 @@
 #include "pull.h"
 
 bool pull_digest_valid(const char *digest) {
-  return digest && strncmp(digest, "sha256:", 7) == 0 && is_hex_id(digest + 7, CAIRN_ID_LEN);
+  return digest && strncmp(digest, "sha256:", 7) == 0 && cairn_id_valid(digest + 7);
 }
 
 int pull_desc_parse(json_t *obj, pull_desc *d, pull_err *e) {
@@ -40,7 +40,7 @@ void pull_desc_clear(pull_desc *d) {
 
 static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1]) {
   memcpy(out, "sha256:", 7);
-  sha256_hex(md, out + 7);
+  cairn_sha256_hex(md, out + 7);
 }
 
 void pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]) {

@@ -1,6 +1,9 @@
 /*
- * pull.h — internals shared by the pull sources (store/pull*.c, oci*.c,
- * registry*.c, docker_archive*.c). Not part of the public API.
+ * pull.h — internals shared by the pull sources (store/pull/: pull*.c,
+ * oci*.c, registry*.c, docker_archive.c). Not part of the public API. The
+ * files of store/pull/ are built on libcairn's public header alone: they
+ * include cairn.h and their own headers, never internal.h
+ * (tools/check-layers.sh checks it).
  *
  * A source turns a reference into an image manifest and a config, and
  * writes verified layer blobs into a file descriptor. The pull itself
@@ -14,10 +17,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cairn.h"
-#include "internal.h"
 
 #define PULL_DIGEST_LEN (7 + CAIRN_ID_LEN) /* "sha256:" + hex */
 #define PULL_MANIFEST_MAX (4u << 20)       /* manifests, indexes, configs */
