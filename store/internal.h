@@ -22,9 +22,9 @@ struct cairn_store {
   char err[1024];
 };
 
-/* Records a message for the person and returns err (a negative errno). */
-int store_fail(cairn_store *st, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Records a message for the person and returns err (a negative errno): the
+ * library's files call the public cairn_fail by this name. */
+#define store_fail cairn_fail
 /* The one message for a full disk, whatever filled it (blob files, SQLite's
  * "database or disk is full"): "STORE: no space left on device". Returns
  * -ENOSPC (import.c). */
