@@ -135,7 +135,7 @@ void merge_builder_free(merge_builder *b);
 bool is_hex_id(const char *s, size_t len);
 /* Lowercase hex of n bytes into out (2n + 1 bytes). */
 void hex_encode(const unsigned char *bytes, size_t n, char *out);
-void sha256_hex(const unsigned char digest[32], char out[65]);
+#define sha256_hex cairn_sha256_hex /* the public name, used by pull too */
 int64_t now_seconds(void);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
