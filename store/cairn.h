@@ -38,6 +38,11 @@ extern "C" {
 #define CAIRN_ID_LEN 64
 typedef char cairn_id[CAIRN_ID_LEN + 1];
 
+/* True if s is an id: exactly CAIRN_ID_LEN lowercase hex digits. */
+bool cairn_id_valid(const char *s);
+/* The id form of a raw sha256 digest: its 32 bytes as lowercase hex. */
+void cairn_sha256_hex(const unsigned char digest[32], cairn_id out);
+
 typedef struct cairn_store cairn_store;
 
 /* ---- the store --------------------------------------------------------- */
@@ -55,6 +60,16 @@ int cairn_store_open(const char *dir, cairn_store **out);
 void cairn_store_close(cairn_store *st);
 const char *cairn_store_dir(const cairn_store *st);
 const char *cairn_errmsg(const cairn_store *st);
+/* For code built on this header (store/pull/): records the WHY of a failure
+ * on st (printf-style) and returns err, a negative errno. A NULL st records
+ * nothing (a caller that only wants the code). */
+int cairn_fail(cairn_store *st, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Puts context before the WHY st holds: "CONTEXT: WHY" (strerror(-err) when
+ * st holds none); returns err. The context is formatted before the WHY is
+ * read, so its arguments may not point into cairn_errmsg(st). */
+int cairn_fail_context(cairn_store *st, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* True while pid runs (a zombie waiting for its reaper does not) and, if
  * name is given, its command name is name. */
@@ -406,9 +421,9 @@ typedef struct cairn_pull_opts {
  * pinned until the image is committed. Nothing is committed when any blob
  * fails its digest or size (-EBADMSG). -ENOENT when the source, manifest,
  * platform or a blob is not there, -EACCES when auth is refused. On failure
- * errbuf holds a one-line reason. */
+ * cairn_errmsg(st) gives the reason. */
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
-               cairn_id image_id_out, char *errbuf, size_t errlen);
+               cairn_id image_id_out);
 
 /* ---- merged tree (store/merge.c; owner: cairnfs) -------------------------
  * An image's root filesystem with its layers merged by the OCI rules, built

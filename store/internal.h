@@ -23,9 +23,9 @@ struct cairn_store {
   char err[1024];
 };
 
-/* Records a message for the person and returns err (a negative errno). */
-int store_fail(cairn_store *st, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* Records a message for the person and returns err (a negative errno): the
+ * library's files call the public cairn_fail by this name. */
+#define store_fail cairn_fail
 /* The one message for a full disk, whatever filled it (blob files, SQLite's
  * "database or disk is full"): "STORE: no space left on device". Returns
  * -ENOSPC (import.c). */
@@ -149,7 +149,7 @@ void merge_builder_free(merge_builder *b);
 bool is_hex_id(const char *s, size_t len);
 /* Lowercase hex of n bytes into out (2n + 1 bytes). */
 void hex_encode(const unsigned char *bytes, size_t n, char *out);
-void sha256_hex(const unsigned char digest[32], char out[65]);
+#define sha256_hex cairn_sha256_hex /* the public name, used by pull too */
 int64_t now_seconds(void);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An array of n elements of size bytes, *cap allocated, with room for one

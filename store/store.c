@@ -46,11 +46,31 @@ static const char *const migrations[] = {
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
-int store_fail(cairn_store *st, int err, const char *fmt, ...) {
+int cairn_fail(cairn_store *st, int err, const char *fmt, ...) {
+  if (!st) return err;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(st->err, sizeof(st->err), fmt, ap);
   va_end(ap);
+  return err;
+}
+
+int cairn_fail_context(cairn_store *st, int err, const char *fmt, ...) {
+  if (!st) return err;
+  char context[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(context, sizeof(context), fmt, ap);
+  va_end(ap);
+  if (!st->err[0]) snprintf(st->err, sizeof(st->err), "%s", strerror(-err));
+  /* prepend in place: "CONTEXT: " then as much of the WHY as fits */
+  size_t clen = strlen(context), wlen = strlen(st->err);
+  size_t room = sizeof(st->err) - 1 - (clen + 2);
+  if (wlen > room) wlen = room;
+  memmove(st->err + clen + 2, st->err, wlen);
+  memcpy(st->err, context, clen);
+  memcpy(st->err + clen, ": ", 2);
+  st->err[clen + 2 + wlen] = '\0';
   return err;
 }
 

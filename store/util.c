@@ -25,7 +25,9 @@ void hex_encode(const unsigned char *bytes, size_t n, char *out) {
   out[2 * n] = '\0';
 }
 
-void sha256_hex(const unsigned char digest[32], char out[65]) { hex_encode(digest, 32, out); }
+void cairn_sha256_hex(const unsigned char digest[32], cairn_id out) { hex_encode(digest, 32, out); }
+
+bool cairn_id_valid(const char *s) { return is_hex_id(s, CAIRN_ID_LEN); }
 
 int64_t now_seconds(void) { return (int64_t)time(NULL); }
 

@@ -169,13 +169,12 @@ int cmd_pull(struct cli *c, int argc, char **argv) {
   if (!st) return 1;
   pthread_mutex_init(&view.lock, NULL);
   cairn_id id;
-  char why[1024];
-  int r = cairn_pull(st, source, name, &po, id, why, sizeof(why));
+  int r = cairn_pull(st, source, name, &po, id);
   free(view.started);
   free(view.announced);
   pthread_mutex_destroy(&view.lock);
   if (r < 0) {
-    fprintf(stderr, "%s: pull %s: %s\n", cli_prog, source, why);
+    fprintf(stderr, "%s: pull %s: %s\n", cli_prog, source, cairn_errmsg(st));
     return cairn_exit_code(r);
   }
   printf("%s\n", id);

@@ -1,15 +1,18 @@
 #!/bin/bash
 # test.sh — sets up (tools/setup.sh) and runs every test twice: in the
 # release build and under AddressSanitizer + UndefinedBehaviorSanitizer.
-# Before that it checks that the builds packagers make (Release with gcc
-# and with clang, Debian's dpkg-buildflags with all hardening) have no
-# warning; after it, runs the fuzz targets for a short slice each.
+# First it checks libcairn's layering (tools/check-layers.sh), then that
+# the builds packagers make (Release with gcc and with clang, Debian's
+# dpkg-buildflags with all hardening) have no warning; after the tests, runs
+# the fuzz targets for a short slice each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
+echo "== layers: tools/check-layers.sh"
+bash tools/check-layers.sh || status=1
 
 # warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS: builds with -Werror.
 warning_free_build() {

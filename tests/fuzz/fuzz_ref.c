@@ -50,12 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   s[size] = '\0';
   check_name(s);
 
-  pull_err e;
   pull_source *src = NULL;
-  check_source(oci_layout_open(s, &src, &e), src);
+  check_source(oci_layout_open(s, &src, NULL), src);
   cairn_pull_opts opts = {.creds = "user:pass", .cert_dir = cert_dir};
   src = NULL;
-  check_source(registry_source_open(s, &opts, &src, &e), src);
+  check_source(registry_source_open(s, &opts, &src, NULL), src);
   free(s);
   return 0;
 }

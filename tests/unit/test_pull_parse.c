@@ -10,8 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pull.h"
-#include "registry.h"
+#include "pull/pull.h"
+#include "pull/registry.h"
+#include "testutil.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"
@@ -43,9 +44,8 @@ static const char index_json[] =
 
 static int select_for(const char *plat, pull_desc *d) {
   pull_platform p;
-  pull_err e;
   cr_assert_eq(pull_platform_parse(plat, &p), 0);
-  return oci_index_select(index_json, strlen(index_json), &p, d, &e);
+  return oci_index_select(index_json, strlen(index_json), &p, d, NULL);
 }
 
 Test(pull_parse, index_picks_the_platform) {
@@ -78,12 +78,15 @@ static const char manifest_json[] =
 Test(pull_parse, manifest) {
   pull_image img = {0};
   pull_desc d;
-  pull_err e;
+  tu_store t;
+  tu_store_setup(&t);
+  cairn_store *st = t.st;
   pull_platform p;
   pull_platform_parse(NULL, &p);
-  cr_assert_eq(oci_index_select(manifest_json, strlen(manifest_json), &p, &d, &e), 0,
+  cr_assert_eq(oci_index_select(manifest_json, strlen(manifest_json), &p, &d, st), 0,
                "an image manifest is not an index");
-  cr_assert_eq(oci_manifest_parse(manifest_json, strlen(manifest_json), &img, &e), 0, "%s", e.msg);
+  cr_assert_eq(oci_manifest_parse(manifest_json, strlen(manifest_json), &img, st), 0, "%s",
+               cairn_errmsg(st));
   cr_assert_str_eq(img.config.digest, D1);
   cr_assert_eq(img.n_layers, 2);
   cr_assert_str_eq(img.layers[1].digest, D3);
@@ -91,7 +94,7 @@ Test(pull_parse, manifest) {
 
   img.config_json = strdup("{\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D1 "\"]}}");
   img.config_len = strlen(img.config_json);
-  cr_assert_eq(oci_config_diff_ids(&img, &e), -EBADMSG, "one diff_id for two layers");
+  cr_assert_eq(oci_config_diff_ids(&img, st), -EBADMSG, "one diff_id for two layers");
   pull_image_free(&img);
 
   const char *bad[] = {
@@ -102,9 +105,10 @@ Test(pull_parse, manifest) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     pull_image b = {0};
-    cr_assert_eq(oci_manifest_parse(bad[i], strlen(bad[i]), &b, &e), -EBADMSG, "%s", bad[i]);
+    cr_assert_eq(oci_manifest_parse(bad[i], strlen(bad[i]), &b, st), -EBADMSG, "%s", bad[i]);
     pull_image_free(&b);
   }
+  tu_store_teardown(&t);
 }
 
 Test(pull_parse, challenge) {
@@ -154,7 +158,9 @@ Test(pull_parse, auth_json) {
 
 Test(pull_parse, blob_sink_checks_size_and_digest) {
   pull_desc d = {0};
-  pull_err e;
+  tu_store t;
+  tu_store_setup(&t);
+  cairn_store *st = t.st;
   pull_sha256("hello", 5, d.digest);
   d.size = 5;
   cr_assert_str_eq(d.digest,
@@ -165,16 +171,17 @@ Test(pull_parse, blob_sink_checks_size_and_digest) {
   cr_assert_eq(blob_sink_write(&s, "hel", 3), 0);
   cr_assert_eq(blob_sink_write(&s, "lo!", 3), -EFBIG, "one byte over the descriptor");
   cr_assert_eq(blob_sink_write(&s, "lo", 2), 0);
-  cr_assert_eq(blob_sink_finish(&s, &d, &e), 0, "%s", e.msg);
+  cr_assert_eq(blob_sink_finish(&s, &d, st), 0, "%s", cairn_errmsg(st));
   cr_assert_str_eq(s.mem, "hello");
   blob_sink_free(&s);
 
   cr_assert_eq(blob_sink_init(&s, -1, d.size, NULL), 0);
   cr_assert_eq(blob_sink_write(&s, "jello", 5), 0);
-  cr_assert_eq(blob_sink_finish(&s, &d, &e), -EBADMSG);
-  cr_assert(strstr(e.msg, d.digest), "names the blob: %s", e.msg);
+  cr_assert_eq(blob_sink_finish(&s, &d, st), -EBADMSG);
+  cr_assert(strstr(cairn_errmsg(st), d.digest), "names the blob: %s", cairn_errmsg(st));
   cr_assert_eq(blob_sink_reset(&s), 0);
   cr_assert_eq(blob_sink_write(&s, "hell", 4), 0);
-  cr_assert_eq(blob_sink_finish(&s, &d, &e), -EBADMSG, "short");
+  cr_assert_eq(blob_sink_finish(&s, &d, st), -EBADMSG, "short");
   blob_sink_free(&s);
+  tu_store_teardown(&t);
 }

@@ -28,12 +28,12 @@ int pull_platform_parse(const char *s, pull_platform *p) {
   return 0;
 }
 
-static json_t *parse_json(const char *body, size_t len, const char *what, pull_err *e) {
+static json_t *parse_json(const char *body, size_t len, const char *what, cairn_store *st) {
   json_error_t je;
   json_t *j = json_loadb(body, len, 0, &je);
   if (!j || !json_is_object(j)) {
     json_decref(j);
-    pull_fail(e, -EBADMSG, "%s is not a JSON object: %s", what, je.text);
+    cairn_fail(st, -EBADMSG, "%s is not a JSON object: %s", what, je.text);
     return NULL;
   }
   return j;
@@ -57,8 +57,8 @@ static bool variant_matches(const pull_platform *want, const char *have) {
 }
 
 int oci_index_select(const char *body, size_t len, const pull_platform *want, pull_desc *child,
-                     pull_err *e) {
-  json_t *j = parse_json(body, len, "manifest", e);
+                     cairn_store *st) {
+  json_t *j = parse_json(body, len, "manifest", st);
   if (!j) return -EBADMSG;
   if (!is_index(j)) {
     json_decref(j);
@@ -66,8 +66,8 @@ int oci_index_select(const char *body, size_t len, const pull_platform *want, pu
   }
   json_t *list = json_object_get(j, "manifests"), *m;
   size_t i;
-  int r = pull_fail(e, -ENOENT, "no manifest for platform %s/%s%s%s in the index", want->os,
-                    want->arch, want->variant[0] ? "/" : "", want->variant);
+  int r = cairn_fail(st, -ENOENT, "no manifest for platform %s/%s%s%s in the index", want->os,
+                     want->arch, want->variant[0] ? "/" : "", want->variant);
   json_array_foreach(list, i, m) {
     json_t *pl = json_object_get(m, "platform");
     const char *os = json_string_value(json_object_get(pl, "os"));
@@ -76,7 +76,7 @@ int oci_index_select(const char *body, size_t len, const pull_platform *want, pu
     if (!os || !arch || strcmp(os, want->os) != 0 || strcmp(arch, want->arch) != 0 ||
         !variant_matches(want, var))
       continue;
-    r = pull_desc_parse(m, child, e);
+    r = pull_desc_parse(m, child, st);
     if (r == 0) r = 1;
     break;
   }
@@ -84,54 +84,54 @@ int oci_index_select(const char *body, size_t len, const pull_platform *want, pu
   return r;
 }
 
-int oci_manifest_parse(const char *body, size_t len, pull_image *img, pull_err *e) {
-  json_t *j = parse_json(body, len, "manifest", e);
+int oci_manifest_parse(const char *body, size_t len, pull_image *img, cairn_store *st) {
+  json_t *j = parse_json(body, len, "manifest", st);
   if (!j) return -EBADMSG;
   int r;
   json_t *layers = json_object_get(j, "layers");
   json_t *sv = json_object_get(j, "schemaVersion");
   if (json_integer_value(sv) != 2 || !json_is_array(layers)) {
-    r = pull_fail(e, -EBADMSG, "not an OCI or Docker v2 image manifest");
+    r = cairn_fail(st, -EBADMSG, "not an OCI or Docker v2 image manifest");
     goto out;
   }
-  r = pull_desc_parse(json_object_get(j, "config"), &img->config, e);
+  r = pull_desc_parse(json_object_get(j, "config"), &img->config, st);
   if (r < 0) goto out;
   img->n_layers = json_array_size(layers);
   img->layers = calloc(img->n_layers ? img->n_layers : 1, sizeof *img->layers);
   if (!img->layers) {
-    r = pull_fail(e, -ENOMEM, "out of memory");
+    r = cairn_fail(st, -ENOMEM, "out of memory");
     goto out;
   }
   for (size_t i = 0; i < img->n_layers && r == 0; i++)
-    r = pull_desc_parse(json_array_get(layers, i), &img->layers[i], e);
+    r = pull_desc_parse(json_array_get(layers, i), &img->layers[i], st);
 out:
   json_decref(j);
   return r;
 }
 
-int oci_config_diff_ids(pull_image *img, pull_err *e) {
-  json_t *j = parse_json(img->config_json, img->config_len, "image config", e);
+int oci_config_diff_ids(pull_image *img, cairn_store *st) {
+  json_t *j = parse_json(img->config_json, img->config_len, "image config", st);
   if (!j) return -EBADMSG;
   int r = 0;
   json_t *ids = json_object_get(json_object_get(j, "rootfs"), "diff_ids");
   if (!json_is_array(ids) || json_array_size(ids) != img->n_layers) {
-    r = pull_fail(e, -EBADMSG, "config lists %zu diff_ids for %zu layers", json_array_size(ids),
-                  img->n_layers);
+    r = cairn_fail(st, -EBADMSG, "config lists %zu diff_ids for %zu layers", json_array_size(ids),
+                   img->n_layers);
     goto out;
   }
   img->diff_ids = calloc(img->n_layers ? img->n_layers : 1, sizeof *img->diff_ids);
   if (!img->diff_ids) {
-    r = pull_fail(e, -ENOMEM, "out of memory");
+    r = cairn_fail(st, -ENOMEM, "out of memory");
     goto out;
   }
   for (size_t i = 0; i < img->n_layers; i++) {
     const char *d = json_string_value(json_array_get(ids, i));
     if (!pull_digest_valid(d)) {
-      r = pull_fail(e, -EBADMSG, "config has an invalid diff_id (%s)", d ? d : "none");
+      r = cairn_fail(st, -EBADMSG, "config has an invalid diff_id (%s)", d ? d : "none");
       goto out;
     }
     if (!(img->diff_ids[i] = strdup(d + 7))) {
-      r = pull_fail(e, -ENOMEM, "out of memory");
+      r = cairn_fail(st, -ENOMEM, "out of memory");
       goto out;
     }
   }

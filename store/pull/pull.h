@@ -1,6 +1,9 @@
 /*
- * pull.h — internals shared by the pull sources (store/pull*.c, oci*.c,
- * registry*.c, docker_archive*.c). Not part of the public API.
+ * pull.h — internals shared by the pull sources (store/pull/: pull*.c,
+ * oci*.c, registry*.c, docker_archive.c). Not part of the public API. The
+ * files of store/pull/ are built on libcairn's public header alone: they
+ * include cairn.h and their own headers, never internal.h
+ * (tools/check-layers.sh checks it).
  *
  * A source turns a reference into an image manifest and a config, and
  * writes verified layer blobs into a file descriptor. The pull itself
@@ -14,21 +17,19 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cairn.h"
-#include "internal.h"
 
 #define PULL_DIGEST_LEN (7 + CAIRN_ID_LEN) /* "sha256:" + hex */
 #define PULL_MANIFEST_MAX (4u << 20)       /* manifests, indexes, configs */
 
-/* The error of one pull: an errno and a sentence for a person. */
-typedef struct pull_err {
-  char msg[512];
-} pull_err;
-
-/* Sets e->msg (printf-style) and returns err (a negative errno). */
-int pull_fail(pull_err *e, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Errors: every function that can fail returns 0 or a negative errno and
+ * records its reason on the store handle it is given (cairn_fail, read
+ * with cairn_errmsg). The main thread passes the pull's handle, a download
+ * worker its own one (a handle is not thread-safe). The parsers accept a
+ * NULL handle (the fuzz targets), which records nothing. */
 
 /* A content descriptor (OCI image-spec); only sha256 digests are used. */
 typedef struct pull_desc {
@@ -41,7 +42,7 @@ typedef struct pull_desc {
 bool pull_digest_valid(const char *digest);
 
 /* Fills a descriptor from a JSON object; -EBADMSG if malformed. */
-int pull_desc_parse(json_t *obj, pull_desc *d, pull_err *e);
+int pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st);
 void pull_desc_clear(pull_desc *d);
 
 /* sha256 of a buffer as "sha256:hex". */
@@ -65,12 +66,12 @@ int blob_sink_reset(blob_sink *s);
 /* -EFBIG when the data would exceed the limit, -ECANCELED when the pull
  * is being abandoned; -errno on write errors. */
 int blob_sink_write(blob_sink *s, const void *buf, size_t len);
-/* -EBADMSG (with a message naming the blob) on a size or digest mismatch. */
-int blob_sink_finish(blob_sink *s, const pull_desc *d, pull_err *e);
+/* -EBADMSG (with a reason naming the blob) on a size or digest mismatch. */
+int blob_sink_finish(blob_sink *s, const pull_desc *d, cairn_store *st);
 void blob_sink_free(blob_sink *s);
 
 /* Copies a file (an OCI layout blob) through a sink. */
-int blob_copy_fd(int in, blob_sink *s, pull_err *e);
+int blob_copy_fd(int in, blob_sink *s, cairn_store *st);
 
 /* Platform "os/arch[/variant]"; variant may be empty. */
 typedef struct pull_platform {
@@ -91,17 +92,17 @@ void pull_image_free(pull_image *img);
 
 /* Parses an image manifest (OCI or Docker v2 schema 2) into img's config
  * and layer descriptors. */
-int oci_manifest_parse(const char *body, size_t len, pull_image *img, pull_err *e);
+int oci_manifest_parse(const char *body, size_t len, pull_image *img, cairn_store *st);
 
 /* If body is an index (OCI index or Docker manifest list), picks the
  * manifest for the platform into *child and returns 1; 0 when body is an
  * image manifest; -ENOENT when no entry matches. */
 int oci_index_select(const char *body, size_t len, const pull_platform *want, pull_desc *child,
-                     pull_err *e);
+                     cairn_store *st);
 
 /* Reads the config's rootfs.diff_ids into img (checking the count against
  * the layers); -EBADMSG when inconsistent. */
-int oci_config_diff_ids(pull_image *img, pull_err *e);
+int oci_config_diff_ids(pull_image *img, cairn_store *st);
 
 /* ---- sources ------------------------------------------------------------ */
 
@@ -110,10 +111,10 @@ typedef struct pull_source pull_source;
 typedef struct pull_source_ops {
   /* Fetches the top manifest (digest == NULL) or one by digest, verified
    * against the digest when one is given. */
-  int (*manifest)(pull_source *src, const pull_desc *d, char **body, size_t *len, pull_err *e);
+  int (*manifest)(pull_source *src, const pull_desc *d, char **body, size_t *len, cairn_store *st);
   /* Fetches a blob into a sink (verified by the sink's finish). Called from
    * worker threads, several at once. */
-  int (*blob)(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e);
+  int (*blob)(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st);
   void (*free)(pull_source *src);
 } pull_source_ops;
 
@@ -123,10 +124,10 @@ struct pull_source {
   const cairn_pull_opts *opts;
 };
 
-int oci_layout_open(const char *spec, pull_source **out, pull_err *e);
-int docker_archive_open(const char *path, pull_source **out, pull_err *e);
+int oci_layout_open(const char *spec, pull_source **out, cairn_store *st);
+int docker_archive_open(const char *path, pull_source **out, cairn_store *st);
 int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
-                         pull_err *e);
+                         cairn_store *st);
 
 /* Logs one line through opts->log, serialized. */
 void pull_log(pull_source *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -32,17 +32,17 @@ static const char *entry_name(struct archive_entry *ae) {
   return p ? p : "";
 }
 
-static struct archive *open_archive(docker_archive *da, pull_err *e) {
+static struct archive *open_archive(docker_archive *da, cairn_store *st) {
   struct archive *a = archive_read_new();
   if (!a) {
-    pull_fail(e, -ENOMEM, "out of memory");
+    cairn_fail(st, -ENOMEM, "out of memory");
     return NULL;
   }
   archive_read_support_filter_all(a);
   archive_read_support_format_tar(a);
   if (archive_read_open_filename(a, da->path, 1 << 16) != ARCHIVE_OK) {
     int err = archive_errno(a);
-    pull_fail(e, err == ENOENT ? -ENOENT : -EBADMSG, "%s: %s", da->path, archive_error_string(a));
+    cairn_fail(st, err == ENOENT ? -ENOENT : -EBADMSG, "%s: %s", da->path, archive_error_string(a));
     archive_read_free(a);
     return NULL;
   }
@@ -52,11 +52,11 @@ static struct archive *open_archive(docker_archive *da, pull_err *e) {
 /* Streams the entry named name into s (or, s NULL, only reads its size);
  * -ENOENT if the archive lacks it. */
 static int read_entry(docker_archive *da, const char *name, blob_sink *s, int64_t *size,
-                      pull_err *e) {
-  struct archive *a = open_archive(da, e);
+                      cairn_store *st) {
+  struct archive *a = open_archive(da, st);
   if (!a) return -ENOENT;
   struct archive_entry *ae;
-  int r = pull_fail(e, -ENOENT, "%s: no %s in the archive", da->path, name);
+  int r = cairn_fail(st, -ENOENT, "%s: no %s in the archive", da->path, name);
   int ar;
   while ((ar = archive_read_next_header(a, &ae)) == ARCHIVE_OK) {
     if (strcmp(entry_name(ae), name) != 0) continue;
@@ -69,25 +69,26 @@ static int read_entry(docker_archive *da, const char *name, blob_sink *s, int64_
     while (r == 0 && (ar = archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK) {
       r = blob_sink_write(s, buf, len);
       if (r == -EFBIG)
-        r = pull_fail(e, -EBADMSG, "%s: %s is larger than expected", da->path, name);
+        r = cairn_fail(st, -EBADMSG, "%s: %s is larger than expected", da->path, name);
       else if (r < 0)
-        r = pull_fail(e, r, "writing %s: %s", name, strerror(-r));
+        r = cairn_fail(st, r, "writing %s: %s", name, strerror(-r));
     }
     if (r == 0 && ar != ARCHIVE_EOF)
-      r = pull_fail(e, -EBADMSG, "%s: %s: %s", da->path, name, archive_error_string(a));
+      r = cairn_fail(st, -EBADMSG, "%s: %s: %s", da->path, name, archive_error_string(a));
     break;
   }
   if (ar != ARCHIVE_OK && ar != ARCHIVE_EOF && r == -ENOENT)
-    r = pull_fail(e, -EBADMSG, "%s: %s", da->path, archive_error_string(a));
+    r = cairn_fail(st, -EBADMSG, "%s: %s", da->path, archive_error_string(a));
   archive_read_free(a);
   return r;
 }
 
-static int read_small(docker_archive *da, const char *name, char **body, size_t *len, pull_err *e) {
+static int read_small(docker_archive *da, const char *name, char **body, size_t *len,
+                      cairn_store *st) {
   blob_sink s;
   int64_t size = 0;
   int r = blob_sink_init(&s, -1, PULL_MANIFEST_MAX, NULL);
-  if (r == 0) r = read_entry(da, name, &s, &size, e);
+  if (r == 0) r = read_entry(da, name, &s, &size, st);
   if (r == 0) {
     *body = s.mem ? s.mem : strdup("");
     *len = s.written;
@@ -98,24 +99,24 @@ static int read_small(docker_archive *da, const char *name, char **body, size_t 
 }
 
 static int archive_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                            pull_err *e) {
+                            cairn_store *st) {
   docker_archive *da = (docker_archive *)src;
   if (d)
-    return pull_fail(e, -ENOENT, "%s: no manifest %s in a docker archive", da->path, d->digest);
+    return cairn_fail(st, -ENOENT, "%s: no manifest %s in a docker archive", da->path, d->digest);
   *body = strdup(da->manifest);
   *len = strlen(da->manifest);
-  return *body ? 0 : pull_fail(e, -ENOMEM, "out of memory");
+  return *body ? 0 : cairn_fail(st, -ENOMEM, "out of memory");
 }
 
-static int archive_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e) {
+static int archive_blob(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st) {
   docker_archive *da = (docker_archive *)src;
   for (size_t i = 0; i < da->n_layers; i++) {
     if (strcmp(da->layer_digests[i], d->digest) != 0) continue;
     int64_t size;
-    int r = read_entry(da, da->layer_paths[i], s, &size, e);
-    return r < 0 ? r : blob_sink_finish(s, d, e);
+    int r = read_entry(da, da->layer_paths[i], s, &size, st);
+    return r < 0 ? r : blob_sink_finish(s, d, st);
   }
-  return pull_fail(e, -ENOENT, "%s: no blob %s in the archive", da->path, d->digest);
+  return cairn_fail(st, -ENOENT, "%s: no blob %s in the archive", da->path, d->digest);
 }
 
 static void docker_archive_free(pull_source *src) {
@@ -141,36 +142,36 @@ static const pull_source_ops archive_ops = {
 /* Reads manifest.json and the config, and builds the image manifest. The
  * config itself is served by the manifest's config descriptor through
  * blob(): it is listed among the "layers" paths so the same lookup finds it. */
-static int load(docker_archive *da, pull_err *e) {
+static int load(docker_archive *da, cairn_store *st) {
   char *mbody = NULL, *cbody = NULL;
   size_t mlen = 0, clen = 0;
   json_t *mj = NULL, *cj = NULL, *out = NULL;
-  int r = read_small(da, "manifest.json", &mbody, &mlen, e);
+  int r = read_small(da, "manifest.json", &mbody, &mlen, st);
   if (r < 0) goto done;
   mj = json_loadb(mbody, mlen, 0, NULL);
   json_t *first = json_array_get(mj, 0);
   const char *config = json_string_value(json_object_get(first, "Config"));
   json_t *layers = json_object_get(first, "Layers");
   if (!config || !json_is_array(layers)) {
-    r = pull_fail(e, -EBADMSG, "%s: manifest.json has no Config and Layers", da->path);
+    r = cairn_fail(st, -EBADMSG, "%s: manifest.json has no Config and Layers", da->path);
     goto done;
   }
   const char *tag = json_string_value(json_array_get(json_object_get(first, "RepoTags"), 0));
   char norm[1024];
   if (tag && cairn_name_normalize(tag, norm, sizeof norm) == 0) da->base.default_name = strdup(tag);
-  if ((r = read_small(da, config, &cbody, &clen, e)) < 0) goto done;
+  if ((r = read_small(da, config, &cbody, &clen, st)) < 0) goto done;
   cj = json_loadb(cbody, clen, 0, NULL);
   json_t *diff_ids = json_object_get(json_object_get(cj, "rootfs"), "diff_ids");
   size_t n = json_array_size(layers);
   if (json_array_size(diff_ids) != n) {
-    r = pull_fail(e, -EBADMSG, "%s: config lists %zu diff_ids for %zu layers", da->path,
-                  json_array_size(diff_ids), n);
+    r = cairn_fail(st, -EBADMSG, "%s: config lists %zu diff_ids for %zu layers", da->path,
+                   json_array_size(diff_ids), n);
     goto done;
   }
   da->layer_paths = calloc(n + 1, sizeof *da->layer_paths);
   da->layer_digests = calloc(n + 1, sizeof *da->layer_digests);
   if (!da->layer_paths || !da->layer_digests) {
-    r = pull_fail(e, -ENOMEM, "out of memory");
+    r = cairn_fail(st, -ENOMEM, "out of memory");
     goto done;
   }
   char cdigest[PULL_DIGEST_LEN + 1];
@@ -184,10 +185,10 @@ static int load(docker_archive *da, pull_err *e) {
     const char *did = json_string_value(json_array_get(diff_ids, i));
     int64_t size = 0;
     if (!lp || !pull_digest_valid(did)) {
-      r = pull_fail(e, -EBADMSG, "%s: bad layer %zu in manifest.json or config", da->path, i);
+      r = cairn_fail(st, -EBADMSG, "%s: bad layer %zu in manifest.json or config", da->path, i);
       break;
     }
-    if ((r = read_entry(da, lp, NULL, &size, e)) < 0) break;
+    if ((r = read_entry(da, lp, NULL, &size, st)) < 0) break;
     da->layer_paths[da->n_layers] = strdup(lp);
     da->layer_digests[da->n_layers] = strdup(did);
     da->n_layers++;
@@ -201,7 +202,7 @@ static int load(docker_archive *da, pull_err *e) {
     da->layer_digests[da->n_layers] = strdup(cdigest);
     da->n_layers++;
     da->manifest = json_dumps(out, JSON_COMPACT);
-    if (!da->manifest) r = pull_fail(e, -ENOMEM, "out of memory");
+    if (!da->manifest) r = cairn_fail(st, -ENOMEM, "out of memory");
   }
 done:
   json_decref(out);
@@ -212,14 +213,14 @@ done:
   return r;
 }
 
-int docker_archive_open(const char *path, pull_source **out, pull_err *e) {
+int docker_archive_open(const char *path, pull_source **out, cairn_store *st) {
   docker_archive *da = calloc(1, sizeof *da);
   if (!da || !(da->path = strdup(path))) {
     free(da);
-    return pull_fail(e, -ENOMEM, "out of memory");
+    return cairn_fail(st, -ENOMEM, "out of memory");
   }
   da->base.ops = &archive_ops;
-  int r = load(da, e);
+  int r = load(da, st);
   if (r < 0) {
     docker_archive_free(&da->base);
     return r;

@@ -46,10 +46,10 @@ static char *base64(const char *s) {
   return out;
 }
 
-static int set_auth(registry *rg, const char *scheme, const char *value, pull_err *e) {
+static int set_auth(registry *rg, const char *scheme, const char *value, cairn_store *st) {
   char *h = NULL;
   if (asprintf(&h, "Authorization: %s %s", scheme, value) < 0)
-    return pull_fail(e, -ENOMEM, "out of memory");
+    return cairn_fail(st, -ENOMEM, "out of memory");
   pthread_mutex_lock(&rg->lock);
   free(rg->auth);
   rg->auth = h;
@@ -57,10 +57,10 @@ static int set_auth(registry *rg, const char *scheme, const char *value, pull_er
   return 0;
 }
 
-static int fetch_token(registry *rg, const char *params, pull_err *e) {
+static int fetch_token(registry *rg, const char *params, cairn_store *st) {
   char realm[1024], service[256] = "", scope[512];
   if (!registry_challenge_param(params, "realm", realm, sizeof realm))
-    return pull_fail(e, -EACCES, "%s: bearer challenge without a realm", rg->host);
+    return cairn_fail(st, -EACCES, "%s: bearer challenge without a realm", rg->host);
   registry_challenge_param(params, "service", service, sizeof service);
   if (!registry_challenge_param(params, "scope", scope, sizeof scope))
     snprintf(scope, sizeof scope, "repository:%s:pull", rg->repo);
@@ -74,7 +74,7 @@ static int fetch_token(registry *rg, const char *params, pull_err *e) {
       asprintf(&url, "%s%cservice=%s&scope=%s", realm, strchr(realm, '?') ? '&' : '?', svc, scp) <
           0) {
     url = NULL;
-    r = pull_fail(e, -ENOMEM, "out of memory");
+    r = cairn_fail(st, -ENOMEM, "out of memory");
   }
   curl_free(svc);
   curl_free(scp);
@@ -84,10 +84,10 @@ static int fetch_token(registry *rg, const char *params, pull_err *e) {
   blob_sink s;
   http_reply reply;
   r = blob_sink_init(&s, -1, 1 << 20, NULL);
-  if (r == 0) r = registry_get(rg, url, "application/json", &s, true, &reply, e);
+  if (r == 0) r = registry_get(rg, url, "application/json", &s, true, &reply, st);
   if (r == -EACCES || r == -ENOENT)
-    pull_fail(e, -EACCES, "%s: token service refused %s%s", rg->host, scope,
-              rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
+    cairn_fail(st, -EACCES, "%s: token service refused %s%s", rg->host, scope,
+               rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
   if (r < 0) {
     r = r == -ENOENT ? -EACCES : r;
     goto out;
@@ -95,8 +95,8 @@ static int fetch_token(registry *rg, const char *params, pull_err *e) {
   json_t *j = json_loadb(s.mem ? s.mem : "", s.written, 0, NULL);
   const char *tok = json_string_value(json_object_get(j, "token"));
   if (!tok) tok = json_string_value(json_object_get(j, "access_token"));
-  r = tok ? set_auth(rg, "Bearer", tok, e)
-          : pull_fail(e, -EACCES, "%s: token service answered without a token", rg->host);
+  r = tok ? set_auth(rg, "Bearer", tok, st)
+          : cairn_fail(st, -EACCES, "%s: token service answered without a token", rg->host);
   json_decref(j);
 out:
   blob_sink_free(&s);
@@ -104,16 +104,16 @@ out:
   return r;
 }
 
-int registry_auth_challenge(registry *rg, const char *challenge, pull_err *e) {
-  if (strncasecmp(challenge, "Bearer ", 7) == 0) return fetch_token(rg, challenge + 7, e);
+int registry_auth_challenge(registry *rg, const char *challenge, cairn_store *st) {
+  if (strncasecmp(challenge, "Bearer ", 7) == 0) return fetch_token(rg, challenge + 7, st);
   if (strncasecmp(challenge, "Basic", 5) == 0 && rg->creds) {
     char *b = base64(rg->creds);
-    int r = b ? set_auth(rg, "Basic", b, e) : pull_fail(e, -ENOMEM, "out of memory");
+    int r = b ? set_auth(rg, "Basic", b, st) : cairn_fail(st, -ENOMEM, "out of memory");
     free(b);
     return r;
   }
-  return pull_fail(e, -EACCES, "%s: authentication required%s", rg->host,
-                   rg->creds ? "" : " (no credentials; use --creds or an auth.json)");
+  return cairn_fail(st, -EACCES, "%s: authentication required%s", rg->host,
+                    rg->creds ? "" : " (no credentials; use --creds or an auth.json)");
 }
 
 /* "https://host/v1/" and "host" both name host. */

@@ -172,7 +172,7 @@ static void sleep_ms(uint64_t ms) {
 }
 
 int registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
-                 bool token_request, http_reply *reply, pull_err *e) {
+                 bool token_request, http_reply *reply, cairn_store *st) {
   const cairn_pull_opts *o = rg->base.opts;
   unsigned attempts = o->attempts ? o->attempts : 6;
   uint64_t base = o->backoff_base_ms ? o->backoff_base_ms : 200;
@@ -180,29 +180,30 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
   bool auth_done = false;
   char why[512];
   CURL *h = curl_easy_init();
-  if (!h) return pull_fail(e, -ENOMEM, "out of memory");
+  if (!h) return cairn_fail(st, -ENOMEM, "out of memory");
   int r = 0;
   for (unsigned attempt = 0;; attempt++) {
     exchange x = {.reply = reply, .sink = sink};
     memset(reply, 0, sizeof *reply);
     reply->retry_after = -1;
     if (sink && (r = blob_sink_reset(sink)) < 0) {
-      pull_fail(e, r, "temporary file: %s", strerror(-r));
+      cairn_fail(st, r, "temporary file: %s", strerror(-r));
       break;
     }
     curl_easy_reset(h);
     CURLcode c = perform(rg, h, url, accept, token_request, &x);
     bool transient = false;
     if (x.sink_err == -EFBIG) {
-      r = pull_fail(e, -EBADMSG,
-                    "GET %s: the server sent more than the %llu bytes the descriptor says; cut off",
-                    url, (unsigned long long)sink->limit);
+      r = cairn_fail(
+          st, -EBADMSG,
+          "GET %s: the server sent more than the %llu bytes the descriptor says; cut off", url,
+          (unsigned long long)sink->limit);
       break;
     } else if (x.sink_err == -ECANCELED) {
-      r = pull_fail(e, -ECANCELED, "GET %s: cancelled", url);
+      r = cairn_fail(st, -ECANCELED, "GET %s: cancelled", url);
       break;
     } else if (x.sink_err) {
-      r = pull_fail(e, x.sink_err, "GET %s: writing: %s", url, strerror(-x.sink_err));
+      r = cairn_fail(st, x.sink_err, "GET %s: writing: %s", url, strerror(-x.sink_err));
       break;
     } else if (c != CURLE_OK) {
       snprintf(why, sizeof why, "%s", curl_easy_strerror(c));
@@ -218,7 +219,7 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
       break;
     } else if (reply->status == 401 && !token_request && !auth_done && reply->www_auth[0]) {
       auth_done = true;
-      if ((r = registry_auth_challenge(rg, reply->www_auth, e)) < 0) break;
+      if ((r = registry_auth_challenge(rg, reply->www_auth, st)) < 0) break;
       attempt--; /* answering the challenge is not a failed attempt */
       continue;
     } else {
@@ -233,9 +234,9 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
     }
     if (!transient || attempt + 1 >= attempts) {
       if (transient)
-        r = pull_fail(e, r, "GET %s: %s (gave up after %u attempts)", url, why, attempt + 1);
+        r = cairn_fail(st, r, "GET %s: %s (gave up after %u attempts)", url, why, attempt + 1);
       else
-        r = pull_fail(e, r, "GET %s: %s", url, why);
+        r = cairn_fail(st, r, "GET %s: %s", url, why);
       break;
     }
     uint64_t wait = cairn_backoff_ms(attempt, base, cap, arc4random());
@@ -254,20 +255,20 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
 /* ---- the source ----------------------------------------------------------- */
 
 static int registry_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                             pull_err *e) {
+                             cairn_store *st) {
   registry *rg = (registry *)src;
   char url[4096];
   const char *ref = d ? d->digest : rg->ref;
   snprintf(url, sizeof url, "%s/v2/%s/manifests/%s", rg->server, rg->repo, ref);
   if (d && d->size > PULL_MANIFEST_MAX)
-    return pull_fail(e, -EBADMSG, "manifest %s is too large (%llu bytes)", d->digest,
-                     (unsigned long long)d->size);
+    return cairn_fail(st, -EBADMSG, "manifest %s is too large (%llu bytes)", d->digest,
+                      (unsigned long long)d->size);
   blob_sink s;
   http_reply reply;
   int r = blob_sink_init(&s, -1, d ? d->size : PULL_MANIFEST_MAX, NULL);
-  if (r == 0) r = registry_get(rg, url, ACCEPT_MANIFESTS, &s, false, &reply, e);
-  if (r == -ENOENT) pull_fail(e, r, "%s/%s: manifest %s not found", rg->host, rg->repo, ref);
-  if (r == 0 && d) r = blob_sink_finish(&s, d, e);
+  if (r == 0) r = registry_get(rg, url, ACCEPT_MANIFESTS, &s, false, &reply, st);
+  if (r == -ENOENT) cairn_fail(st, r, "%s/%s: manifest %s not found", rg->host, rg->repo, ref);
+  if (r == 0 && d) r = blob_sink_finish(&s, d, st);
   if (r == 0 && !d) {
     /* A tag is checked against the digest the registry states; a digest
      * reference against itself. */
@@ -277,7 +278,7 @@ static int registry_manifest(pull_source *src, const pull_desc *d, char **body, 
                        : pull_digest_valid(reply.content_digest) ? reply.content_digest
                                                                  : NULL;
     if (want && strcmp(want, got) != 0)
-      r = pull_fail(e, -EBADMSG, "manifest %s: digest mismatch (content is %s)", want, got);
+      r = cairn_fail(st, -EBADMSG, "manifest %s: digest mismatch (content is %s)", want, got);
   }
   if (r == 0) {
     *body = s.mem ? s.mem : strdup("");
@@ -288,15 +289,15 @@ static int registry_manifest(pull_source *src, const pull_desc *d, char **body, 
   return r;
 }
 
-static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e) {
+static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st) {
   registry *rg = (registry *)src;
   char url[4096];
   http_reply reply;
   snprintf(url, sizeof url, "%s/v2/%s/blobs/%s", rg->server, rg->repo, d->digest);
-  int r = registry_get(rg, url, NULL, s, false, &reply, e);
+  int r = registry_get(rg, url, NULL, s, false, &reply, st);
   if (r == -ENOENT)
-    return pull_fail(e, r, "%s/%s: blob %s not found", rg->host, rg->repo, d->digest);
-  return r < 0 ? r : blob_sink_finish(s, d, e);
+    return cairn_fail(st, r, "%s/%s: blob %s not found", rg->host, rg->repo, d->digest);
+  return r < 0 ? r : blob_sink_finish(s, d, st);
 }
 
 static void registry_free(pull_source *src) {
@@ -324,11 +325,11 @@ static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 /* Splits HOST[:PORT]/REPO[:TAG|@DIGEST]; docker.io gets Docker Hub's
  * server and its implied "library/" namespace. */
-static int parse_spec(registry *rg, const char *spec, pull_err *e) {
+static int parse_spec(registry *rg, const char *spec, cairn_store *st) {
   const char *slash = strchr(spec, '/');
   if (!slash || slash == spec || !slash[1])
-    return pull_fail(e, -EINVAL, "docker://%s: expected docker://HOST[:PORT]/REPO[:TAG|@DIGEST]",
-                     spec);
+    return cairn_fail(st, -EINVAL, "docker://%s: expected docker://HOST[:PORT]/REPO[:TAG|@DIGEST]",
+                      spec);
   rg->host = strndup(spec, (size_t)(slash - spec));
   const char *repo = slash + 1;
   const char *at = strchr(repo, '@');
@@ -339,7 +340,7 @@ static int parse_spec(registry *rg, const char *spec, pull_err *e) {
     rlen = (size_t)(at - repo);
     rg->ref = strdup(at + 1);
     if (!pull_digest_valid(rg->ref))
-      return pull_fail(e, -EINVAL, "docker://%s: digest must be sha256:<64 hex>", spec);
+      return cairn_fail(st, -EINVAL, "docker://%s: digest must be sha256:<64 hex>", spec);
   } else if (colon) {
     rlen = (size_t)(colon - repo);
     rg->ref = strdup(colon + 1);
@@ -355,9 +356,9 @@ static int parse_spec(registry *rg, const char *spec, pull_err *e) {
                hub ? "registry-1.docker.io" : rg->host) < 0)
     rg->server = NULL;
   if (!rg->host || !rg->ref || !rg->repo || !rg->server)
-    return pull_fail(e, -ENOMEM, "out of memory");
+    return cairn_fail(st, -ENOMEM, "out of memory");
   if (rlen == 0 || !*rg->ref)
-    return pull_fail(e, -EINVAL, "docker://%s: empty repository or tag", spec);
+    return cairn_fail(st, -EINVAL, "docker://%s: empty repository or tag", spec);
   if (!at) {
     char norm[1024];
     if (asprintf(&rg->base.default_name, "%s/%.*s:%s", rg->host, (int)rlen, repo, rg->ref) < 0)
@@ -371,20 +372,20 @@ static int parse_spec(registry *rg, const char *spec, pull_err *e) {
 }
 
 int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
-                         pull_err *e) {
+                         cairn_store *st) {
   pthread_once(&curl_once, curl_init_once);
   registry *rg = calloc(1, sizeof *rg);
-  if (!rg) return pull_fail(e, -ENOMEM, "out of memory");
+  if (!rg) return cairn_fail(st, -ENOMEM, "out of memory");
   rg->base.ops = &registry_ops;
   rg->base.opts = opts;
   pthread_mutex_init(&rg->lock, NULL);
-  int r = parse_spec(rg, spec, e);
+  int r = parse_spec(rg, spec, st);
   if (r < 0) {
     registry_free(&rg->base);
     return r;
   }
   rg->creds = registry_find_creds(rg->host, opts->creds);
-  if ((r = registry_load_cas(rg, opts->cert_dir, e)) < 0) {
+  if ((r = registry_load_cas(rg, opts->cert_dir, st)) < 0) {
     registry_free(&rg->base);
     return r;
   }

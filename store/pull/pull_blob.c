@@ -14,23 +14,23 @@
 #include "pull.h"
 
 bool pull_digest_valid(const char *digest) {
-  return digest && strncmp(digest, "sha256:", 7) == 0 && is_hex_id(digest + 7, CAIRN_ID_LEN);
+  return digest && strncmp(digest, "sha256:", 7) == 0 && cairn_id_valid(digest + 7);
 }
 
-int pull_desc_parse(json_t *obj, pull_desc *d, pull_err *e) {
+int pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st) {
   memset(d, 0, sizeof *d);
   const char *digest = json_string_value(json_object_get(obj, "digest"));
   json_t *size = json_object_get(obj, "size");
   const char *mt = json_string_value(json_object_get(obj, "mediaType"));
   if (!pull_digest_valid(digest))
-    return pull_fail(e, -EBADMSG, "descriptor has no valid sha256 digest (%s)",
-                     digest ? digest : "none");
+    return cairn_fail(st, -EBADMSG, "descriptor has no valid sha256 digest (%s)",
+                      digest ? digest : "none");
   if (!json_is_integer(size) || json_integer_value(size) < 0)
-    return pull_fail(e, -EBADMSG, "descriptor %s has no valid size", digest);
+    return cairn_fail(st, -EBADMSG, "descriptor %s has no valid size", digest);
   memcpy(d->digest, digest, PULL_DIGEST_LEN + 1);
   d->size = (uint64_t)json_integer_value(size);
   d->media_type = strdup(mt ? mt : "");
-  return d->media_type ? 0 : pull_fail(e, -ENOMEM, "out of memory");
+  return d->media_type ? 0 : cairn_fail(st, -ENOMEM, "out of memory");
 }
 
 void pull_desc_clear(pull_desc *d) {
@@ -40,7 +40,7 @@ void pull_desc_clear(pull_desc *d) {
 
 static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1]) {
   memcpy(out, "sha256:", 7);
-  sha256_hex(md, out + 7);
+  cairn_sha256_hex(md, out + 7);
 }
 
 void pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]) {
@@ -95,17 +95,17 @@ int blob_sink_write(blob_sink *s, const void *buf, size_t len) {
   return 0;
 }
 
-int blob_sink_finish(blob_sink *s, const pull_desc *d, pull_err *e) {
+int blob_sink_finish(blob_sink *s, const pull_desc *d, cairn_store *st) {
   unsigned char md[32];
   unsigned int n = 0;
   char got[PULL_DIGEST_LEN + 1];
   if (s->written != d->size)
-    return pull_fail(e, -EBADMSG, "blob %s: got %llu bytes, descriptor says %llu", d->digest,
-                     (unsigned long long)s->written, (unsigned long long)d->size);
+    return cairn_fail(st, -EBADMSG, "blob %s: got %llu bytes, descriptor says %llu", d->digest,
+                      (unsigned long long)s->written, (unsigned long long)d->size);
   EVP_DigestFinal_ex(s->md, md, &n);
   hex_digest(md, got);
   if (strcmp(got, d->digest) != 0)
-    return pull_fail(e, -EBADMSG, "blob %s: digest mismatch (content is %s)", d->digest, got);
+    return cairn_fail(st, -EBADMSG, "blob %s: digest mismatch (content is %s)", d->digest, got);
   return 0;
 }
 
@@ -116,17 +116,17 @@ void blob_sink_free(blob_sink *s) {
   s->mem = NULL;
 }
 
-int blob_copy_fd(int in, blob_sink *s, pull_err *e) {
+int blob_copy_fd(int in, blob_sink *s, cairn_store *st) {
   char buf[1 << 16];
   for (;;) {
     ssize_t n = read(in, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return pull_fail(e, -errno, "read: %s", strerror(errno));
+    if (n < 0) return cairn_fail(st, -errno, "read: %s", strerror(errno));
     if (n == 0) return 0;
     int r = blob_sink_write(s, buf, (size_t)n);
     if (r == -EFBIG)
-      return pull_fail(e, -EBADMSG, "blob is larger than its descriptor says (%llu bytes)",
-                       (unsigned long long)s->limit);
-    if (r < 0) return pull_fail(e, r, "write: %s", strerror(-r));
+      return cairn_fail(st, -EBADMSG, "blob is larger than its descriptor says (%llu bytes)",
+                        (unsigned long long)s->limit);
+    if (r < 0) return cairn_fail(st, r, "write: %s", strerror(-r));
   }
 }

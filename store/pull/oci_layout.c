@@ -23,35 +23,35 @@ typedef struct oci_layout {
   char *ref;
 } oci_layout;
 
-static int open_blob(oci_layout *l, const pull_desc *d, pull_err *e) {
+static int open_blob(oci_layout *l, const pull_desc *d, cairn_store *st) {
   char path[4096];
   snprintf(path, sizeof path, "%s/blobs/sha256/%s", l->dir, d->digest + 7);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return pull_fail(e, errno == ENOENT ? -ENOENT : -errno, "blob %s: %s", d->digest,
-                     strerror(errno));
+    return cairn_fail(st, errno == ENOENT ? -ENOENT : -errno, "blob %s: %s", d->digest,
+                      strerror(errno));
   return fd;
 }
 
-static int layout_blob(pull_source *src, const pull_desc *d, blob_sink *s, pull_err *e) {
-  int fd = open_blob((oci_layout *)src, d, e);
+static int layout_blob(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st) {
+  int fd = open_blob((oci_layout *)src, d, st);
   if (fd < 0) return fd;
-  int r = blob_copy_fd(fd, s, e);
+  int r = blob_copy_fd(fd, s, st);
   close(fd);
   if (r == -EBADMSG)
-    return pull_fail(e, r, "blob %s is larger than its descriptor says (%llu bytes)", d->digest,
-                     (unsigned long long)d->size);
-  return r < 0 ? r : blob_sink_finish(s, d, e);
+    return cairn_fail(st, r, "blob %s is larger than its descriptor says (%llu bytes)", d->digest,
+                      (unsigned long long)d->size);
+  return r < 0 ? r : blob_sink_finish(s, d, st);
 }
 
 static int read_small_blob(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                           pull_err *e) {
+                           cairn_store *st) {
   if (d->size > PULL_MANIFEST_MAX)
-    return pull_fail(e, -EBADMSG, "manifest %s is too large (%llu bytes)", d->digest,
-                     (unsigned long long)d->size);
+    return cairn_fail(st, -EBADMSG, "manifest %s is too large (%llu bytes)", d->digest,
+                      (unsigned long long)d->size);
   blob_sink s;
   int r = blob_sink_init(&s, -1, d->size, NULL);
-  if (r == 0) r = layout_blob(src, d, &s, e);
+  if (r == 0) r = layout_blob(src, d, &s, st);
   if (r == 0) {
     *body = s.mem ? s.mem : strdup("");
     *len = s.written;
@@ -62,15 +62,15 @@ static int read_small_blob(pull_source *src, const pull_desc *d, char **body, si
 }
 
 /* The index.json entry REF names (or the only one). */
-static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e) {
+static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
   char path[4096];
   json_error_t je;
   snprintf(path, sizeof path, "%s/index.json", l->dir);
   json_t *idx = json_load_file(path, 0, &je);
   if (!idx) {
     if (access(path, F_OK) < 0)
-      return pull_fail(e, -ENOENT, "%s is not an OCI image layout (no index.json)", l->dir);
-    return pull_fail(e, -EBADMSG, "%s: %s", path, je.text);
+      return cairn_fail(st, -ENOENT, "%s is not an OCI image layout (no index.json)", l->dir);
+    return cairn_fail(st, -EBADMSG, "%s: %s", path, je.text);
   }
   json_t *list = json_object_get(idx, "manifests"), *m, *found = NULL;
   size_t i, count = 0;
@@ -84,22 +84,23 @@ static int pick_entry(oci_layout *l, pull_desc *d, pull_err *e) {
   }
   int r;
   if (count == 0)
-    r = pull_fail(e, -ENOENT, "%s: no image%s%s in the layout", l->dir, l->ref ? " named " : "",
-                  l->ref ? l->ref : "");
+    r = cairn_fail(st, -ENOENT, "%s: no image%s%s in the layout", l->dir, l->ref ? " named " : "",
+                   l->ref ? l->ref : "");
   else if (count > 1)
-    r = pull_fail(e, -EINVAL, "%s holds %zu images; name one as oci:%s:REF", l->dir, count, l->dir);
+    r = cairn_fail(st, -EINVAL, "%s holds %zu images; name one as oci:%s:REF", l->dir, count,
+                   l->dir);
   else
-    r = pull_desc_parse(found, d, e);
+    r = pull_desc_parse(found, d, st);
   json_decref(idx);
   return r;
 }
 
 static int layout_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
-                           pull_err *e) {
-  if (d) return read_small_blob(src, d, body, len, e);
+                           cairn_store *st) {
+  if (d) return read_small_blob(src, d, body, len, st);
   pull_desc top = {0}; /* pick_entry fills it only when it finds the entry */
-  int r = pick_entry((oci_layout *)src, &top, e);
-  if (r == 0) r = read_small_blob(src, &top, body, len, e);
+  int r = pick_entry((oci_layout *)src, &top, st);
+  if (r == 0) r = read_small_blob(src, &top, body, len, st);
   pull_desc_clear(&top);
   return r;
 }
@@ -134,20 +135,20 @@ static char *default_name(const char *dir, const char *ref) {
   return name;
 }
 
-int oci_layout_open(const char *spec, pull_source **out, pull_err *e) {
+int oci_layout_open(const char *spec, pull_source **out, cairn_store *st) {
   oci_layout *l = calloc(1, sizeof *l);
-  if (!l) return pull_fail(e, -ENOMEM, "out of memory");
+  if (!l) return cairn_fail(st, -ENOMEM, "out of memory");
   const char *colon = strchr(spec, ':');
   l->dir = colon ? strndup(spec, (size_t)(colon - spec)) : strdup(spec);
   l->ref = colon && colon[1] ? strdup(colon + 1) : NULL;
   l->base.ops = &layout_ops;
   if (!l->dir || (colon && colon[1] && !l->ref)) {
     layout_free(&l->base);
-    return pull_fail(e, -ENOMEM, "out of memory");
+    return cairn_fail(st, -ENOMEM, "out of memory");
   }
   if (!*l->dir) {
     layout_free(&l->base);
-    return pull_fail(e, -EINVAL, "oci: needs a directory (oci:DIR[:REF])");
+    return cairn_fail(st, -EINVAL, "oci: needs a directory (oci:DIR[:REF])");
   }
   l->base.default_name = default_name(l->dir, l->ref);
   *out = &l->base;

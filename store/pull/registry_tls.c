@@ -40,7 +40,7 @@ static int is_crt(const struct dirent *d) {
   return n > 4 && strcmp(d->d_name + n - 4, ".crt") == 0;
 }
 
-int registry_load_cas(registry *rg, const char *cert_dir, pull_err *e) {
+int registry_load_cas(registry *rg, const char *cert_dir, cairn_store *st) {
   char dflt[2][1024];
   const char *dir = cert_dir;
   struct stat sb;
@@ -55,21 +55,21 @@ int registry_load_cas(registry *rg, const char *cert_dir, pull_err *e) {
   int n = scandir(dir, &names, is_crt, alphasort);
   if (n < 0) {
     int err = errno;
-    return pull_fail(e, -err, "certificates %s: %s", dir, strerror(err));
+    return cairn_fail(st, -err, "certificates %s: %s", dir, strerror(err));
   }
   int r = 0;
   if (n > 0) {
     FILE *out = open_memstream(&rg->ca_pem, &rg->ca_len);
-    if (!out) r = pull_fail(e, -ENOMEM, "out of memory");
+    if (!out) r = cairn_fail(st, -ENOMEM, "out of memory");
     const char *system = curl_version_info(CURLVERSION_NOW)->cainfo;
     if (out && system && stat(system, &sb) == 0) append_file(out, system);
     for (int i = 0; out && i < n && r == 0; i++) {
       char *path;
       if (asprintf(&path, "%s/%s", dir, names[i]->d_name) < 0) {
-        r = pull_fail(e, -ENOMEM, "out of memory");
+        r = cairn_fail(st, -ENOMEM, "out of memory");
         break;
       }
-      if ((r = append_file(out, path)) < 0) r = pull_fail(e, r, "%s: %s", path, strerror(-r));
+      if ((r = append_file(out, path)) < 0) r = cairn_fail(st, r, "%s: %s", path, strerror(-r));
       free(path);
     }
     if (out) fclose(out);

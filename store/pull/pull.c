@@ -9,7 +9,9 @@
  * a layer that vanished.
  *
  * Layers that are absent are fetched by up to opts->jobs worker threads.
- * Each worker has its own store handle (a handle is not thread-safe) and
+ * Each worker has its own store handle (a handle is not thread-safe): its
+ * failures are recorded there, and the first one is copied (under the
+ * run's lock) for the main thread to record on the pull's handle. It
  * ingests with no pin set of its own: the main thread's set holds every
  * layer throughout. Blobs land in an unlinked temporary file inside the store
  * (STORE/tmp), are checked against their descriptor (size while
@@ -29,14 +31,6 @@
 #include "pull.h"
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-
-int pull_fail(pull_err *e, int err, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-  va_end(ap);
-  return err;
-}
 
 void pull_log(pull_source *src, const char *fmt, ...) {
   if (!src->opts || !src->opts->log) return;
@@ -64,11 +58,11 @@ typedef struct fetch_run {
   layer_slot *slots;
   const char *store_dir;
   const char *purpose;
-  pthread_mutex_t lock; /* next, err, errno_first; cond */
+  pthread_mutex_t lock; /* next, err, why; cond */
   pthread_cond_t cond;  /* signalled on every change of a layer's state */
   size_t next;
   int err;
-  pull_err e;
+  char why[1024]; /* the reason of err, copied from the worker's handle */
   atomic_bool cancel;
 } fetch_run;
 
@@ -79,43 +73,45 @@ static void set_state(fetch_run *run, size_t i, enum cairn_pull_state s) {
   pthread_mutex_unlock(&run->lock);
 }
 
-static void record_error(fetch_run *run, int err, const pull_err *e) {
+/* Keeps the first failure (one that is not the cancellation it causes) and
+ * its reason from the worker's handle wst (NULL: out of memory). */
+static void record_error(fetch_run *run, int err, const cairn_store *wst) {
   pthread_mutex_lock(&run->lock);
   if (!run->err || (run->err == -ECANCELED && err != -ECANCELED)) {
     run->err = err;
-    run->e = *e;
+    snprintf(run->why, sizeof run->why, "%s", cairn_errmsg(wst));
   }
   atomic_store(&run->cancel, true);
   pthread_cond_broadcast(&run->cond);
   pthread_mutex_unlock(&run->lock);
 }
 
-static int open_temp(const char *store_dir, pull_err *e) {
+static int open_temp(const char *store_dir, cairn_store *wst) {
   char path[4096]; /* STORE/tmp exists: opening the store makes it */
   snprintf(path, sizeof path, "%s/tmp/pull-XXXXXX", store_dir);
   int fd = mkostemp(path, O_CLOEXEC);
   if (fd < 0)
-    return pull_fail(e, -errno, "temporary file in %s/tmp: %s", store_dir, strerror(errno));
+    return cairn_fail(wst, -errno, "temporary file in %s/tmp: %s", store_dir, strerror(errno));
   unlink(path); /* nothing is left behind, however the process ends */
   return fd;
 }
 
 /* Fetches, verifies and ingests layer i with the worker's own handle. */
-static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i, pull_err *e) {
+static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   const pull_desc *d = &run->img->layers[i];
   const char *diff_id = run->img->diff_ids[i];
-  int fd = open_temp(run->store_dir, e);
+  int fd = open_temp(run->store_dir, wst);
   if (fd < 0) return fd;
   blob_sink s;
   int r = blob_sink_init(&s, fd, d->size, &run->slots[i].fetched);
   s.cancel = &run->cancel;
   set_state(run, i, CAIRN_PULL_FETCHING);
-  if (r == 0) r = run->src->ops->blob(run->src, d, &s, e);
+  if (r == 0) r = run->src->ops->blob(run->src, d, &s, wst);
   if (r == -ENOSPC)
-    pull_fail(e, r, "layer %s: %s/tmp: no space left on device", d->digest, run->store_dir);
+    cairn_fail(wst, r, "layer %s: %s/tmp: no space left on device", d->digest, run->store_dir);
   blob_sink_free(&s);
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
-    r = pull_fail(e, -errno, "temporary file: %s", strerror(errno));
+    r = cairn_fail(wst, -errno, "temporary file: %s", strerror(errno));
   if (r == 0) {
     set_state(run, i, CAIRN_PULL_STORING);
     cairn_id got;
@@ -123,9 +119,9 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i, pull_err *e) 
      * and keeps the pin until the image is committed. */
     r = cairn_layer_ingest(wst, fd, diff_id, NULL, got);
     if (r == -EBADMSG)
-      pull_fail(e, r, "layer %s (blob %s): %s", diff_id, d->digest, cairn_errmsg(wst));
+      cairn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
     else if (r < 0)
-      pull_fail(e, r, "storing layer %s: %s", diff_id, cairn_errmsg(wst));
+      cairn_fail_context(wst, r, "storing layer %s", diff_id);
   }
   close(fd);
   if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
@@ -135,11 +131,10 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i, pull_err *e) 
 static void *fetch_worker(void *arg) {
   fetch_run *run = arg;
   cairn_store *wst = NULL;
-  pull_err e = {{0}};
   int r = cairn_store_open(run->store_dir, &wst);
   if (r < 0) {
-    pull_fail(&e, r, "opening the store: %s", wst ? cairn_errmsg(wst) : strerror(-r));
-    record_error(run, r, &e);
+    cairn_fail_context(wst, r, "opening the store");
+    record_error(run, r, wst);
   }
   while (r == 0 && !atomic_load(&run->cancel)) {
     pthread_mutex_lock(&run->lock);
@@ -147,7 +142,7 @@ static void *fetch_worker(void *arg) {
     size_t i = run->next < run->img->n_layers ? run->next++ : SIZE_MAX;
     pthread_mutex_unlock(&run->lock);
     if (i == SIZE_MAX) break;
-    if ((r = fetch_layer(run, wst, i, &e)) < 0) record_error(run, r, &e);
+    if ((r = fetch_layer(run, wst, i)) < 0) record_error(run, r, wst);
   }
   if (wst) cairn_store_close(wst);
   return NULL;
@@ -170,19 +165,19 @@ static void report(const fetch_run *run, const cairn_pull_opts *o) {
 }
 
 /* Runs the workers for every slot marked fetch; reports while they work. */
-static int fetch_all(fetch_run *run, const cairn_pull_opts *o, pull_err *e) {
+static int fetch_all(fetch_run *run, const cairn_pull_opts *o, cairn_store *st) {
   size_t todo = 0;
   for (size_t i = 0; i < run->img->n_layers; i++) todo += run->slots[i].fetch;
   size_t jobs = o->jobs ? o->jobs : 3;
   if (jobs > todo) jobs = todo;
   pthread_t *tids = calloc(jobs ? jobs : 1, sizeof *tids);
-  if (!tids) return pull_fail(e, -ENOMEM, "out of memory");
+  if (!tids) return cairn_fail(st, -ENOMEM, "out of memory");
   size_t started = 0;
   for (; started < jobs; started++)
     if (pthread_create(&tids[started], NULL, fetch_worker, run) != 0) break;
   if (started == 0 && jobs > 0) {
     free(tids);
-    return pull_fail(e, -EAGAIN, "cannot start a download thread");
+    return cairn_fail(st, -EAGAIN, "cannot start a download thread");
   }
 
   pthread_mutex_lock(&run->lock);
@@ -207,68 +202,64 @@ static int fetch_all(fetch_run *run, const cairn_pull_opts *o, pull_err *e) {
   for (size_t t = 0; t < started; t++) pthread_join(tids[t], NULL);
   free(tids);
   report(run, o);
-  if (run->err) {
-    *e = run->e;
-    return run->err;
-  }
-  return 0;
+  return run->err ? cairn_fail(st, run->err, "%s", run->why) : 0;
 }
 
 /* ---- the pull --------------------------------------------------------------- */
 
 static int open_source(const char *source, const cairn_pull_opts *o, pull_source **src,
-                       pull_err *e) {
+                       cairn_store *st) {
   int r;
   if (strncmp(source, "oci:", 4) == 0)
-    r = oci_layout_open(source + 4, src, e);
+    r = oci_layout_open(source + 4, src, st);
   else if (strncmp(source, "docker-archive:", 15) == 0)
-    r = docker_archive_open(source + 15, src, e);
+    r = docker_archive_open(source + 15, src, st);
   else if (strncmp(source, "docker://", 9) == 0)
-    r = registry_source_open(source + 9, o, src, e);
+    r = registry_source_open(source + 9, o, src, st);
   else
-    return pull_fail(e, -EINVAL,
-                     "unknown source (expected oci:DIR[:REF], docker-archive:FILE or "
-                     "docker://HOST/REPO[:TAG|@DIGEST])");
+    return cairn_fail(st, -EINVAL,
+                      "unknown source (expected oci:DIR[:REF], docker-archive:FILE or "
+                      "docker://HOST/REPO[:TAG|@DIGEST])");
   if (r == 0) (*src)->opts = o;
   return r;
 }
 
 /* Resolves the source's reference to an image manifest and its config. */
 static int resolve_image(pull_source *src, const pull_platform *plat, pull_image *img,
-                         pull_err *e) {
+                         cairn_store *st) {
   char *body = NULL;
   size_t len = 0;
-  int r = src->ops->manifest(src, NULL, &body, &len, e);
+  int r = src->ops->manifest(src, NULL, &body, &len, st);
   for (int depth = 0; r == 0; depth++) {
     pull_desc child = {0};
-    r = oci_index_select(body, len, plat, &child, e);
+    r = oci_index_select(body, len, plat, &child, st);
     if (r <= 0) break;
     free(body);
     body = NULL;
-    r = depth < 2 ? src->ops->manifest(src, &child, &body, &len, e)
-                  : pull_fail(e, -EBADMSG, "indexes nested too deep");
+    r = depth < 2 ? src->ops->manifest(src, &child, &body, &len, st)
+                  : cairn_fail(st, -EBADMSG, "indexes nested too deep");
     pull_desc_clear(&child);
   }
-  if (r == 0) r = oci_manifest_parse(body, len, img, e);
+  if (r == 0) r = oci_manifest_parse(body, len, img, st);
   free(body);
   if (r < 0) return r;
 
   if (img->config.size > PULL_MANIFEST_MAX)
-    return pull_fail(e, -EBADMSG, "config %s is too large", img->config.digest);
+    return cairn_fail(st, -EBADMSG, "config %s is too large", img->config.digest);
   blob_sink s;
   r = blob_sink_init(&s, -1, img->config.size, NULL);
-  if (r == 0) r = src->ops->blob(src, &img->config, &s, e);
+  if (r == 0) r = src->ops->blob(src, &img->config, &s, st);
   if (r == 0) {
     img->config_json = s.mem ? s.mem : strdup("");
     img->config_len = s.written;
     s.mem = NULL;
   }
   blob_sink_free(&s);
-  return r < 0 ? r : oci_config_diff_ids(img, e);
+  return r < 0 ? r : oci_config_diff_ids(img, st);
 }
 
 static int pull_image_into(cairn_store *st, const char *source, const char *name,
-                           const cairn_pull_opts *o, cairn_id image_id_out, pull_err *e) {
+                           const cairn_pull_opts *o, cairn_id image_id_out) {
   pull_platform plat;
   pull_source *src = NULL;
   pull_image img = {0};
@@ -279,29 +270,29 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
   int r;
 
   if (pull_platform_parse(o->platform, &plat) < 0)
-    return pull_fail(e, -EINVAL, "bad platform %s (expected OS/ARCH[/VARIANT])", o->platform);
+    return cairn_fail(st, -EINVAL, "bad platform %s (expected OS/ARCH[/VARIANT])", o->platform);
   if (name && cairn_name_normalize(name, norm, sizeof norm) < 0)
-    return pull_fail(e, -EINVAL, "bad image name %s", name);
-  if ((r = open_source(source, o, &src, e)) < 0) return r;
-  if ((r = resolve_image(src, &plat, &img, e)) < 0) goto out;
+    return cairn_fail(st, -EINVAL, "bad image name %s", name);
+  if ((r = open_source(source, o, &src, st)) < 0) return r;
+  if ((r = resolve_image(src, &plat, &img, st)) < 0) goto out;
 
   if (asprintf(&purpose, "pull %s", source) < 0 || !(ps = cairn_pinset_new(purpose, true)) ||
       !(slots = calloc(img.n_layers ? img.n_layers : 1, sizeof *slots))) {
-    r = pull_fail(e, -ENOMEM, "out of memory");
+    r = cairn_fail(st, -ENOMEM, "out of memory");
     goto out;
   }
   /* Pin, then look: never the other way round. */
   for (size_t i = 0; i < img.n_layers; i++) {
     const char *id = img.diff_ids[i];
     if ((r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, id)) < 0) {
-      r = pull_fail(e, r, "pinning layer %s: %s", id, cairn_errmsg(st));
+      r = cairn_fail_context(st, r, "pinning layer %s", id);
       goto out;
     }
     bool first = true;
     for (size_t j = 0; j < i && first; j++) first = strcmp(img.diff_ids[j], id) != 0;
     int have = cairn_layer_exists(st, id);
     if (have < 0) {
-      r = pull_fail(e, have, "looking up layer %s: %s", id, cairn_errmsg(st));
+      r = cairn_fail_context(st, have, "looking up layer %s", id);
       goto out;
     }
     slots[i].fetch = !have && first;
@@ -315,7 +306,7 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
                    .purpose = purpose};
   pthread_mutex_init(&run.lock, NULL);
   pthread_cond_init(&run.cond, NULL);
-  r = fetch_all(&run, o, e);
+  r = fetch_all(&run, o, st);
   pthread_cond_destroy(&run.cond);
   pthread_mutex_destroy(&run.lock);
   if (r < 0) goto out;
@@ -327,10 +318,10 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
   r = cairn_image_commit(st, img.config_json, img.config_len, (const char *const *)img.diff_ids,
                          img.n_layers, name, image_id_out);
   if (r < 0)
-    pull_fail(e, r, "committing the image: %s", cairn_errmsg(st));
+    cairn_fail_context(st, r, "committing the image");
   else if (strcmp(image_id_out, img.config.digest + 7) != 0)
-    r = pull_fail(e, -EBADMSG, "stored image id %s is not the config digest %s", image_id_out,
-                  img.config.digest);
+    r = cairn_fail(st, -EBADMSG, "stored image id %s is not the config digest %s", image_id_out,
+                   img.config.digest);
 out:
   if (ps) cairn_pinset_release(st, ps); /* only now: the image record (if any) is in */
   free(slots);
@@ -341,10 +332,10 @@ out:
 }
 
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
-               cairn_id image_id_out, char *errbuf, size_t errlen) {
+               cairn_id image_id_out) {
   cairn_pull_opts o = opts ? *opts : (cairn_pull_opts){0};
-  pull_err e = {{0}};
-  int r = pull_image_into(st, source, name, &o, image_id_out, &e);
-  if (errbuf && errlen) snprintf(errbuf, errlen, "%s", r < 0 ? e.msg : "");
+  cairn_fail(st, 0, "%s", ""); /* no reason of an earlier call survives */
+  int r = pull_image_into(st, source, name, &o, image_id_out);
+  if (r < 0 && !cairn_errmsg(st)[0]) cairn_fail(st, r, "%s", strerror(-r));
   return r;
 }
