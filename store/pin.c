@@ -503,13 +503,80 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, const str
   return r;
 }
 
+/* Whether the annotation's pid holds a lock on its target's pin file. */
+static bool note_locked(cairn_store *st, const struct note *note, const struct kernel_locks *kl) {
+  struct stat s;
+  return pin_stat(st, note->kind, note->target, &s) && inode_locked_by(kl, &s, note->pid);
+}
+
+/* Reads /proc/locks for the annotations ns (read before it: a pinner locks
+ * before it annotates). A read of /proc/locks is not atomic: it comes a page
+ * at a time, and a lock taken or dropped meanwhile can shift a line out of
+ * it. So when the first read leaves an annotation unlocked, a second read is
+ * added to it: an annotation is stale only if both miss its lock. */
+static int locks_read_for(cairn_store *st, const struct notes *ns, struct kernel_locks *kl) {
+  int r = kernel_locks_read(st, kl);
+  bool unlocked = false;
+  for (size_t i = 0; r == 0 && i < ns->n && !unlocked; i++)
+    unlocked = !note_locked(st, &ns->v[i], kl);
+  if (r < 0 || !unlocked) return r;
+  struct kernel_locks again;
+  if ((r = kernel_locks_read(st, &again)) < 0) goto fail;
+  struct kernel_lock *v = realloc(kl->v, (kl->n + again.n + 1) * sizeof(*v));
+  if (!v) {
+    free(again.v);
+    r = store_fail(st, -ENOMEM, "/proc/locks: %s", strerror(ENOMEM));
+    goto fail;
+  }
+  kl->v = v;
+  size_t first = kl->n; /* a lock both reads saw is kept once (listed once) */
+  for (size_t i = 0; i < again.n; i++) {
+    bool seen = false;
+    for (size_t j = 0; j < first && !seen; j++)
+      seen = kl->v[j].maj == again.v[i].maj && kl->v[j].min == again.v[i].min &&
+             kl->v[j].ino == again.v[i].ino && kl->v[j].pid == again.v[i].pid;
+    if (!seen) kl->v[kl->n++] = again.v[i];
+  }
+  free(again.v);
+  return 0;
+fail:
+  free(kl->v);
+  kl->v = NULL;
+  kl->n = 0;
+  return r;
+}
+
+/* Deletes the annotations (ns) whose pid holds no lock on their target's
+ * pin file; returns how many. */
+static int stale_delete(cairn_store *st, const struct notes *ns) {
+  if (ns->n == 0) return 0;
+  struct kernel_locks kl;
+  int r = locks_read_for(st, ns, &kl);
+  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  int n = 0;
+  for (size_t i = 0; r == 0 && i < ns->n; i++) {
+    if (note_locked(st, &ns->v[i], &kl)) continue;
+    if (!d &&
+        (r = db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?")) < 0)
+      break;
+    sqlite3_bind_int(d, 1, ns->v[i].kind);
+    sqlite3_bind_text(d, 2, ns->v[i].target, -1, SQLITE_STATIC);
+    sqlite3_bind_int(d, 3, ns->v[i].pid);
+    if (sqlite3_step(d) != SQLITE_DONE) r = store_fail_db(st, "stale pin annotation");
+    sqlite3_reset(d);
+    n++;
+  }
+  free(kl.v);
+  return r < 0 ? r : n;
+}
+
 int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {
   struct notes notes;
   int r = notes_read(st, -1, filter_id, &notes);
   if (r < 0) return r;
   store_test_point(st, "pins: annotations read");
   struct kernel_locks kl;
-  if ((r = kernel_locks_read(st, &kl)) < 0) { /* after the annotations: see target_rows */
+  if ((r = locks_read_for(st, &notes, &kl)) < 0) { /* after the annotations: see target_rows */
     notes_free(&notes);
     return r;
   }
@@ -524,48 +591,6 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
   free(kl.v);
   notes_free(&notes);
   return r;
-}
-
-/* Whether the annotation's pid holds a lock on its target's pin file in
- * any of the n reads of /proc/locks. */
-static bool note_locked(cairn_store *st, const struct note *note, const struct kernel_locks *kl,
-                        size_t n) {
-  struct stat s;
-  if (!pin_stat(st, note->kind, note->target, &s)) return false;
-  for (size_t k = 0; k < n; k++)
-    if (inode_locked_by(&kl[k], &s, note->pid)) return true;
-  return false;
-}
-
-/* Deletes the annotations (ns) whose pid holds no lock on their target's
- * pin file; returns how many. A read of /proc/locks is not atomic (it comes
- * a page at a time, and a lock taken or dropped meanwhile can shift a line
- * out of it), so when the first read leaves some unlocked a second read is
- * made, and only those missing from both go. */
-static int stale_delete(cairn_store *st, const struct notes *ns) {
-  if (ns->n == 0) return 0;
-  struct kernel_locks kl[2] = {0};
-  int r = kernel_locks_read(st, &kl[0]);
-  bool unlocked = false;
-  for (size_t i = 0; r == 0 && i < ns->n && !unlocked; i++)
-    unlocked = !note_locked(st, &ns->v[i], kl, 1);
-  _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  if (r == 0 && unlocked) r = kernel_locks_read(st, &kl[1]);
-  if (r == 0 && unlocked)
-    r = db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?");
-  int n = 0;
-  for (size_t i = 0; r == 0 && unlocked && i < ns->n; i++) {
-    if (note_locked(st, &ns->v[i], kl, 2)) continue;
-    sqlite3_bind_int(d, 1, ns->v[i].kind);
-    sqlite3_bind_text(d, 2, ns->v[i].target, -1, SQLITE_STATIC);
-    sqlite3_bind_int(d, 3, ns->v[i].pid);
-    if (sqlite3_step(d) != SQLITE_DONE) r = store_fail_db(st, "stale pin annotation");
-    sqlite3_reset(d);
-    n++;
-  }
-  free(kl[0].v);
-  free(kl[1].v);
-  return r < 0 ? r : n;
 }
 
 /* In one write transaction, during which no annotation can be written, the

@@ -63,6 +63,22 @@ expect_exit 0 "cairn-pin wait returns once the pins are gone" cairn-pin wait app
 check_json "cairn-pin ls marks the dead holder's annotation stale" 'length > 0 and all(.stale)' cairn-pin ls --json
 check "stale annotations are cleaned once seen" [ "$(cairn-pin ls --json | jq length)" = 0 ]
 
+# A lock taken without cairn (flock(1)) is listed once, unannotated, even
+# when a stale annotation beside it makes the listing read /proc/locks twice.
+flock -s "$STORE/pins/image/$id1" sleep 60 &
+locker=$!
+on_exit "pkill -9 -P $locker; kill -9 $locker"
+wait_for 5 sh -c "lslocks -n -o PID | grep -q $locker"
+sqlite3 "$STORE/meta.db" "INSERT INTO pins(kind, target, pid, pid_start, purpose, since)
+  VALUES(0, '$id1', 999999, 0, 'gone', 0)"
+check_json "a lock without annotation is listed once beside a stale annotation" \
+  "([.[] | select(.pid == $locker)] | length == 1 and .[0].purpose == \"\" and (.[0].stale | not))
+   and ([.[] | select(.pid == 999999)] | length == 1 and .[0].stale)" cairn-pin ls --json
+pkill -9 -P "$locker"
+kill -9 "$locker"
+wait "$locker" 2>/dev/null
+wait_for 5 sh -c "! lslocks -n -o PID | grep -q $locker"
+
 # rm of an unpinned image, while another image is held, looks at no
 # process: no /proc walk, no file of another process, no mountinfo
 # (/proc/locks, and a sanitizer's /proc/self/maps, are fine).
