@@ -187,7 +187,7 @@ int cairn_mount_holders(const char *dev, char **desc) {
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   ino_t *seen = NULL;
-  size_t n_seen = 0;
+  size_t n_seen = 0, cap_seen = 0;
   int holders = 0;
   struct dirent *de;
   while (f && (de = readdir(proc))) {
@@ -199,7 +199,7 @@ int cairn_mount_holders(const char *dev, char **desc) {
     bool known = false;
     for (size_t i = 0; i < n_seen && !known; i++) known = seen[i] == ns.st_ino;
     if (known) continue;
-    ino_t *more = realloc(seen, (n_seen + 1) * sizeof(*seen));
+    ino_t *more = array_grow(seen, n_seen, &cap_seen, sizeof(*seen));
     if (!more) break;
     seen = more;
     seen[n_seen++] = ns.st_ino;
@@ -343,11 +343,11 @@ int mount_clean_stale(cairn_store *st) {
   int r = db_prepare(st, &q, "SELECT dir, pid, pid_start FROM mounts");
   if (r < 0) return r;
   struct stale_mount *stale = NULL;
-  size_t n = 0;
+  size_t n = 0, cap = 0;
   while (r >= 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
     pid_t pid = sqlite3_column_int(q, 1);
     if (!daemon_gone(pid, (uint64_t)sqlite3_column_int64(q, 2))) continue;
-    struct stale_mount *v = realloc(stale, (n + 1) * sizeof(*v));
+    struct stale_mount *v = array_grow(stale, n, &cap, sizeof(*v));
     if (!v) {
       r = -ENOMEM;
       break;

@@ -253,6 +253,7 @@ bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id
 static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
   *out = NULL;
   *n = 0;
+  size_t cap = 0;
   DIR *proc = opendir("/proc");
   struct dirent *p;
   int r = 0;
@@ -269,7 +270,7 @@ static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
     while (fds && (f = readdir(fds))) {
       if (f->d_name[0] == '.' || fstatat(dfd, f->d_name, &fs, 0) < 0) continue;
       if (fs.st_dev == s->st_dev && fs.st_ino == s->st_ino) {
-        pid_t *v = realloc(*out, (*n + 1) * sizeof(*v));
+        pid_t *v = array_grow(*out, *n, &cap, sizeof(*v));
         if (!v)
           r = -ENOMEM;
         else
