@@ -26,10 +26,14 @@
 #ifndef CAIRN_H
 #define CAIRN_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,8 +79,35 @@ int cairn_fail_context(cairn_store *st, int err, const char *fmt, ...)
  * name is given, its command name is name. */
 bool cairn_process_running(pid_t pid, const char *name);
 
+/* The contract's exit codes, by name. */
+enum cairn_exit {
+  CAIRN_EXIT_OK = 0,
+  CAIRN_EXIT_FAILURE = 1,
+  CAIRN_EXIT_USAGE = 2,     /* bad usage or argument (-EINVAL) */
+  CAIRN_EXIT_NOT_FOUND = 3, /* -ENOENT */
+  CAIRN_EXIT_BUSY = 4,      /* pinned or busy (-EBUSY) */
+  CAIRN_EXIT_INTEGRITY = 5, /* -EBADMSG */
+};
 /* Maps a negative errno returned by libcairn to the contract's exit code. */
 int cairn_exit_code(int err);
+
+/* Cleanup attributes for C code built on this header: a variable declared
+ * with one is released when it goes out of scope (free, close, fclose,
+ * closedir; NULL and -1 are left alone). */
+static inline void cairn_freep(void *p) { free(*(void **)p); }
+static inline void cairn_closep(int *fd) {
+  if (*fd >= 0) close(*fd);
+}
+static inline void cairn_fclosep(FILE **f) {
+  if (*f) fclose(*f);
+}
+static inline void cairn_closedirp(DIR **d) {
+  if (*d) closedir(*d);
+}
+#define _cleanup_free_ __attribute__((cleanup(cairn_freep)))
+#define _cleanup_close_ __attribute__((cleanup(cairn_closep)))
+#define _cleanup_fclose_ __attribute__((cleanup(cairn_fclosep)))
+#define _cleanup_closedir_ __attribute__((cleanup(cairn_closedirp)))
 
 /* ---- references -------------------------------------------------------- */
 

@@ -157,14 +157,10 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * no memory (v is left as it was). */
 void *array_grow(void *v, size_t n, size_t *cap, size_t size);
 
-static inline void freep(void *p) { free(*(void **)p); }
-static inline void closep(int *fd) {
-  if (*fd >= 0) close(*fd);
-}
+/* _cleanup_free_, _cleanup_close_, _cleanup_fclose_, _cleanup_closedir_:
+ * cairn.h. */
 static inline void finalizep(sqlite3_stmt **s) { sqlite3_finalize(*s); }
 static inline void json_unrefp(json_t **j) { json_decref(*j); }
-#define _cleanup_free_ __attribute__((cleanup(freep)))
-#define _cleanup_close_ __attribute__((cleanup(closep)))
 #define _cleanup_stmt_ __attribute__((cleanup(finalizep)))
 #define _cleanup_json_ __attribute__((cleanup(json_unrefp)))
 

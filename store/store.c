@@ -134,12 +134,12 @@ const char *cairn_store_dir(const cairn_store *st) { return st->dir; }
 
 int cairn_exit_code(int err) {
   switch (err) {
-  case 0: return 0;
-  case -ENOENT: return 3;
-  case -EBUSY: return 4;
-  case -EBADMSG: return 5;
-  case -EINVAL: return 2;
-  default: return 1;
+  case 0: return CAIRN_EXIT_OK;
+  case -ENOENT: return CAIRN_EXIT_NOT_FOUND;
+  case -EBUSY: return CAIRN_EXIT_BUSY;
+  case -EBADMSG: return CAIRN_EXIT_INTEGRITY;
+  case -EINVAL: return CAIRN_EXIT_USAGE;
+  default: return CAIRN_EXIT_FAILURE;
   }
 }
 
