@@ -17,7 +17,7 @@
  * durable (db_commit_durable) before blob_files_remove unlinks a file, so
  * a power cut cannot bring rows back whose files are gone.
  */
-#include "internal.h"
+#include "blob.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -184,7 +184,7 @@ int cairn_blob_open(cairn_store *st, const char *blob) {
 
 /* Within the caller's transaction: deletes (or, dry, counts) the rows of
  * blobs no entry references; their names are appended to names. */
-int blob_rows_unreferenced(cairn_store *st, bool dry_run, json_t *names, cairn_report *r) {
+int blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL, *d = NULL;
   int rc;
   if ((rc = db_prepare(st, &q,
@@ -193,15 +193,14 @@ int blob_rows_unreferenced(cairn_store *st, bool dry_run, json_t *names, cairn_r
       (rc = db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) < 0)
     return rc;
   while (sqlite3_step(q) == SQLITE_ROW) {
-    json_array_append_new(names, json_string((const char *)sqlite3_column_text(q, 0)));
+    if (strv_push(names, (const char *)sqlite3_column_text(q, 0)) < 0)
+      return store_fail(st, -ENOMEM, "out of memory listing unused blobs");
     r->blobs++;
     r->bytes += (uint64_t)sqlite3_column_int64(q, 1);
   }
   if (dry_run) return 0;
-  size_t i;
-  json_t *n;
-  json_array_foreach(names, i, n) {
-    sqlite3_bind_text(d, 1, json_string_value(n), -1, SQLITE_STATIC);
+  for (size_t i = 0; i < names->n; i++) {
+    sqlite3_bind_text(d, 1, names->v[i], -1, SQLITE_STATIC);
     if (sqlite3_step(d) != SQLITE_DONE) return store_fail_db(st, "blob delete");
     sqlite3_reset(d);
   }
@@ -209,12 +208,10 @@ int blob_rows_unreferenced(cairn_store *st, bool dry_run, json_t *names, cairn_r
 }
 
 /* After the durable commit that deleted their rows: the files go. */
-int blob_files_remove(cairn_store *st, json_t *names) {
-  size_t i;
-  json_t *n;
-  json_array_foreach(names, i, n) {
+int blob_files_remove(cairn_store *st, const struct strv *names) {
+  for (size_t i = 0; i < names->n; i++) {
     char rel[128];
-    blob_name_path(json_string_value(n), rel, sizeof(rel));
+    blob_name_path(names->v[i], rel, sizeof(rel));
     if (unlinkat(st->blobs_fd, rel, 0) < 0 && errno != ENOENT)
       return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
   }

@@ -456,7 +456,7 @@ typedef struct cairn_pull_opts {
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
 
-/* ---- merged tree (store/merge.c; owner: cairnfs) -------------------------
+/* ---- merged tree (store/merge.c, tree.c; owner: cairnfs) -------------------------
  * An image's root filesystem with its layers merged by the OCI rules, built
  * once in memory and then read-only (safe to read from many threads).
  * Inode numbers run 1..cairn_tree_count(), root = 1, stable for an image. */

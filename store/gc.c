@@ -1,12 +1,12 @@
 /*
- * gc.c — reclaiming what nothing uses, and verifying what is stored.
- *
- * store_sweep runs in one transaction: unreferenced layers whose pin file
- * this process can lock exclusively lose their rows, then blob rows nothing
- * references; only after the commit are files unlinked, so a crash leaves
- * files without rows (orphans, swept next time), never rows without files.
- * A dry run does the same work and rolls it back.
+ * gc.c — reclaiming what nothing uses (the sweep of sweep.c, plus the
+ * whole-store scans only gc does), and verifying what is stored (fsck,
+ * with --repair).
  */
+#include "blob.h"
+#include "image.h"
+#include "layer.h"
+#include "pin.h"
 #include "sweep.h"
 
 #include <dirent.h>
@@ -18,105 +18,6 @@
 #include <xxhash.h>
 
 #define TMP_MAX_AGE_SECONDS 600
-
-void cairn_report_free(cairn_report *r) {
-  cairn_strv_free(r->lines, r->n_lines);
-  r->lines = NULL;
-  r->n_lines = 0;
-}
-
-/* Adds a line to the report; a line that finds no memory is left out. */
-static void report_line(cairn_report *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void report_line(cairn_report *r, const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  char **v = realloc(r->lines, (r->n_lines + 1) * sizeof(*v));
-  if (!v) return;
-  r->lines = v;
-  if ((v[r->n_lines] = strdup(buf))) r->n_lines++;
-}
-
-/* Exclusive pin locks on targets whose rows a transaction deletes, held
- * until it ends. */
-struct held {
-  enum cairn_pin_kind kind;
-  char id[CAIRN_ID_LEN + 1];
-  int fd;
-};
-
-struct held_set {
-  struct held *v;
-  size_t n, cap;
-};
-
-/* Adds a lock to the set (or, failing that, drops it). */
-static int held_add(struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd) {
-  struct held *v = array_grow(h->v, h->n, &h->cap, sizeof(*v));
-  if (!v) {
-    pin_unlock(fd);
-    return -ENOMEM;
-  }
-  h->v = v;
-  h->v[h->n] = (struct held){.kind = kind, .fd = fd};
-  snprintf(h->v[h->n].id, sizeof(h->v[0].id), "%s", id);
-  h->n++;
-  return 0;
-}
-
-static bool held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id) {
-  for (size_t i = 0; i < h->n; i++)
-    if (h->v[i].kind == kind && strcmp(h->v[i].id, id) == 0) return true;
-  return false;
-}
-
-/* Once the transaction ended: if it deleted the targets (committed), their
- * pin files go; otherwise the locks are only dropped. */
-static void held_release(cairn_store *st, struct held_set *h, bool deleted) {
-  for (size_t i = 0; i < h->n; i++) {
-    if (deleted)
-      pin_delete_unlock(st, h->v[i].kind, h->v[i].id, h->v[i].fd);
-    else
-      pin_unlock(h->v[i].fd);
-  }
-  free(h->v);
-  *h = (struct held_set){0};
-}
-
-/* Locks and deletes the rows of unreferenced layers; their locks go to
- * held. */
-static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct held_set *held) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int rc = db_prepare(st, &q,
-                      "SELECT id, size FROM layers WHERE NOT EXISTS"
-                      " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)");
-  if (rc < 0) return rc;
-  _cleanup_json_ json_t *ids = json_array();
-  while (sqlite3_step(q) == SQLITE_ROW)
-    json_array_append_new(ids, json_pack("{s:s,s:I}", "id", (const char *)sqlite3_column_text(q, 0),
-                                         "size", (json_int_t)sqlite3_column_int64(q, 1)));
-  size_t i;
-  json_t *row;
-  json_array_foreach(ids, i, row) {
-    const char *id = json_string_value(json_object_get(row, "id"));
-    int fd = pin_lock_exclusive(st, CAIRN_PIN_LAYER, id);
-    if (fd == -EBUSY) {
-      _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_LAYER, id);
-      report_line(r, "kept layer sha256:%s: pinned by %s", id, who && *who ? who : "a process");
-      continue;
-    }
-    if (fd < 0) return fd;
-    if ((rc = held_add(held, CAIRN_PIN_LAYER, id, fd)) < 0 || (rc = layer_delete_rows(st, id)) < 0)
-      return rc;
-    r->layers++;
-    report_line(r, "%s layer sha256:%s (%lld bytes)", dry_run ? "would remove" : "removed", id,
-                (long long)json_integer_value(json_object_get(row, "size")));
-  }
-  return 0;
-}
 
 /* Pin files whose target no longer exists (a pull that died, say). */
 static void sweep_pin_files(cairn_store *st, bool dry_run, cairn_report *r) {
@@ -170,41 +71,11 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
   closedir(d);
 }
 
-/* Unreferenced, unpinned layers; with the store lock (have_lock) also blob
- * rows nothing references, and their files once the rows are gone. */
-static int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r) {
-  struct held_set held = {0};
-  _cleanup_json_ json_t *blobs = json_array();
-  int rc = db_begin(st);
-  if (rc == 0) rc = sweep_layers(st, dry_run, r, &held);
-  if (rc == 0 && have_lock) rc = blob_rows_unreferenced(st, dry_run, blobs, r);
-  if (rc == 0 && !dry_run)
-    rc = db_commit_durable(st);
-  else
-    db_rollback(st);
-  held_release(st, &held, rc == 0 && !dry_run);
-  if (rc < 0 || dry_run || !have_lock) return rc;
-  return blob_files_remove(st, blobs);
-}
-
-/* Stale pin annotations and mount records go whenever anything is swept. */
-static void clean_stale_records(cairn_store *st) {
-  mount_clean_stale(st);
-  cairn_pins_clean_stale(st);
-}
-
-int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {
-  _cleanup_close_ int lock = store_lock(st, mode);
-  if (lock < 0 && lock != -EBUSY) return lock;
-  if (!dry_run) clean_stale_records(st);
-  return sweep_unused(st, dry_run, lock >= 0, r);
-}
-
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   _cleanup_close_ int lock =
       store_lock(st, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE);
   if (lock < 0 && lock != -EBUSY) return lock;
-  if (!dry_run) clean_stale_records(st);
+  if (!dry_run) sweep_stale_records(st);
   int rc = sweep_unused(st, dry_run, lock >= 0, r);
   /* The whole-store scans: files no row names, pin files of gone targets,
    * old temporary files. Only gc does them, not every rm. */
@@ -263,19 +134,18 @@ static const char *blob_verify(cairn_store *st, const char *name, uint64_t size)
  * one is pinned or (an image) has a live mount. */
 static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sql, const char *blob,
                        struct held_set *held, char **why) {
-  _cleanup_json_ json_t *ids = json_array();
+  _cleanup_strv_ struct strv ids = {0};
   {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
     int rc = db_prepare(st, &q, sql);
     if (rc < 0) return rc;
     sqlite3_bind_text(q, 1, blob, -1, SQLITE_STATIC);
     while (sqlite3_step(q) == SQLITE_ROW)
-      json_array_append_new(ids, json_string((const char *)sqlite3_column_text(q, 0)));
+      if (strv_push(&ids, (const char *)sqlite3_column_text(q, 0)) < 0)
+        return store_fail(st, -ENOMEM, "out of memory listing what uses blob %s", blob);
   }
-  size_t i;
-  json_t *v;
-  json_array_foreach(ids, i, v) {
-    const char *id = json_string_value(v);
+  for (size_t i = 0; i < ids.n; i++) {
+    const char *id = ids.v[i];
     if (held_has(held, kind, id)) continue;
     int fd = pin_lock_exclusive(st, kind, id);
     if (fd == -EBUSY) {
@@ -346,8 +216,8 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
   if (rc == 0) rc = repair_delete_rows(st, name, &held);
   held_release(st, &held, rc == 0);
   if (rc < 0 && rc != -EBUSY) return rc;
-  _cleanup_json_ json_t *file = json_pack("[s]", name);
-  int unlinked = blob_files_remove(st, file);
+  char *one[] = {(char *)name};
+  int unlinked = blob_files_remove(st, &(struct strv){.v = one, .n = 1});
   if (rc == -EBUSY) {
     report_line(r, "kept %s; blob %s quarantined (reads of it fail with EIO)", *why, name);
     return unlinked < 0 ? unlinked : rc;
@@ -361,22 +231,21 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
  * then sweeps what the removed images left unused (layers no image uses go
  * then, as after rm). -EBUSY, naming the holders, if a blob's users are
  * pinned (the blob is quarantined then). */
-static int fsck_repair(cairn_store *st, json_t *bad, cairn_report *r) {
+static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r) {
   _cleanup_close_ int lock = store_lock(st, STORE_LOCK_EXCLUSIVE);
   if (lock < 0) return lock;
   _cleanup_free_ char *first_kept = NULL;
-  size_t kept = 0, i;
-  json_t *name;
-  json_array_foreach(bad, i, name) {
+  size_t kept = 0;
+  for (size_t i = 0; i < bad->n; i++) {
     char *why = NULL;
-    int rc = repair_blob(st, json_string_value(name), r, &why);
+    int rc = repair_blob(st, bad->v[i], r, &why);
     if (rc == -EBUSY && kept++ == 0)
       first_kept = why;
     else
       free(why);
     if (rc < 0 && rc != -EBUSY) return rc;
   }
-  int rc = kept < json_array_size(bad) ? sweep_unused(st, false, true, r) : 0;
+  int rc = kept < bad->n ? sweep_unused(st, false, true, r) : 0;
   if (rc < 0 || kept == 0) return rc;
   return store_fail(st, -EBUSY, "%zu corrupt blob%s kept, quarantined: %s", kept,
                     kept == 1 ? "" : "s", first_kept);
@@ -412,7 +281,7 @@ static void fsck_database(cairn_store *st, cairn_report *r) {
  * layers that no image uses are kept: a re-run of a killed pull reuses
  * them; gc removes them. */
 static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
-  clean_stale_records(st);
+  sweep_stale_records(st);
   _cleanup_close_ int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
   if (lock == -EBUSY) {
     report_line(r, "an import is running: its blobs were not examined");
@@ -442,7 +311,7 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   if (rc < 0) return rc;
   fsck_database(st, r);
   fsck_report_unused(st, r);
-  _cleanup_json_ json_t *bad = json_array();
+  _cleanup_strv_ struct strv bad = {0};
   {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
     if ((rc = db_prepare(st, &q, "SELECT name, size FROM blobs ORDER BY name")) < 0) return rc;
@@ -453,14 +322,14 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
       checked++;
       if (!why) continue;
       problem(r, "blob %s: %s", name, why);
-      json_array_append_new(bad, json_string(name));
+      if (strv_push(&bad, name) < 0) return store_fail(st, -ENOMEM, "out of memory checking blobs");
     }
     report_line(r, "checked %llu blobs", (unsigned long long)checked);
   }
   uint64_t problems = r->problems;
-  if (repair && json_array_size(bad) > 0) {
-    if ((rc = fsck_repair(st, bad, r)) < 0) return rc;
-    problems -= json_array_size(bad);
+  if (repair && bad.n > 0) {
+    if ((rc = fsck_repair(st, &bad, r)) < 0) return rc;
+    problems -= bad.n;
   }
   return problems ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)problems)
                   : 0;

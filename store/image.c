@@ -7,7 +7,8 @@
  * names the same image; the config must list exactly the image's layers as
  * rootfs.diff_ids.
  */
-#include "internal.h"
+#include "image.h"
+#include "layer.h"
 #include "sweep.h"
 
 #include <ctype.h>
@@ -244,6 +245,25 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
   return r;
 }
 
+int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
+  int r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, image_id);
+  if (r < 0) return r;
+  char **layers = NULL;
+  size_t n = 0;
+  if ((r = cairn_image_layers(st, image_id, &layers, &n)) < 0) return r;
+  for (size_t i = 0; i < n && r == 0; i++) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, layers[i]);
+  cairn_strv_free(layers, n);
+  return r;
+}
+
+int image_delete_rows(cairn_store *st, const char *id) {
+  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  int r = db_prepare(st, &d, "DELETE FROM images WHERE id = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
+  return sqlite3_step(d) == SQLITE_DONE ? 0 : store_fail_db(st, "image delete");
+}
+
 int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
   *ids = NULL;
   *n = 0;
@@ -272,71 +292,4 @@ int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_
     (*ids)[(*n)++] = strdup((const char *)sqlite3_column_text(q, 1));
   }
   return 0;
-}
-
-/* Decodes the xattrs column (see import.c) into *out, grown as needed;
- * -ENOMEM or the number of xattrs. */
-static ssize_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr **out, size_t *cap) {
-  size_t n = 0, off = 0;
-  while (off < len) {
-    const char *name = (const char *)p + off;
-    size_t nl = strnlen(name, len - off);
-    if (off + nl + 1 + 4 > len) break;
-    off += nl + 1;
-    size_t vl =
-        p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 | (size_t)p[off + 3] << 24;
-    off += 4;
-    if (vl > len - off) break;
-    if (n == *cap) {
-      size_t ncap = *cap ? 2 * *cap : 16;
-      cairn_xattr *v = realloc(*out, ncap * sizeof(*v));
-      if (!v) return -ENOMEM;
-      *out = v;
-      *cap = ncap;
-    }
-    (*out)[n++] = (cairn_xattr){name, p + off, vl};
-    off += vl;
-  }
-  return (ssize_t)n;
-}
-
-int entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg) {
-  _cleanup_free_ cairn_xattr *xattrs = NULL;
-  size_t cap = 0;
-  int r;
-  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-    cairn_entry e = {
-        .path = (const char *)sqlite3_column_text(q, 0),
-        .type = (enum cairn_entry_type)sqlite3_column_int(q, 1),
-        .mode = (uint32_t)sqlite3_column_int(q, 2),
-        .uid = (uint32_t)sqlite3_column_int64(q, 3),
-        .gid = (uint32_t)sqlite3_column_int64(q, 4),
-        .size = (uint64_t)sqlite3_column_int64(q, 5),
-        .mtime_sec = sqlite3_column_int64(q, 6),
-        .mtime_nsec = (uint32_t)sqlite3_column_int64(q, 7),
-        .rdev = (uint64_t)sqlite3_column_int64(q, 8),
-        .target = (const char *)sqlite3_column_text(q, 9),
-        .blob = (const char *)sqlite3_column_text(q, 10),
-    };
-    const void *xb = sqlite3_column_blob(q, 11);
-    if (xb) {
-      ssize_t n = xattrs_decode(xb, (size_t)sqlite3_column_bytes(q, 11), &xattrs, &cap);
-      if (n < 0) return store_fail(st, -ENOMEM, "out of memory reading layer entries");
-      e.n_xattrs = (size_t)n;
-      e.xattrs = xattrs;
-    }
-    int stop = fn(&e, arg);
-    if (stop) return stop;
-  }
-  return r == SQLITE_DONE ? 0 : store_fail_db(st, "layer entries");
-}
-
-int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
-                     " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
-  if (r < 0) return r;
-  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
-  return entry_rows_foreach(st, q, fn, arg);
 }

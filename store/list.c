@@ -7,7 +7,8 @@
  * (the first read in a process can take ~10 ms) and the live mount records;
  * no annotation is read or deleted.
  */
-#include "internal.h"
+#include "image.h"
+#include "pin.h"
 
 #include <string.h>
 

@@ -16,7 +16,7 @@
  * deleted by mount_clean_stale (gc, fsck and every sweep), which asks only
  * whether the daemon runs.
  */
-#include "internal.h"
+#include "pin.h"
 
 #include <dirent.h>
 #include <limits.h>

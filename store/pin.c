@@ -21,7 +21,7 @@
  *   nothing: after every lock we check that the path still names the inode
  *   we locked, and start again if it does not.
  */
-#include "internal.h"
+#include "pin.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -149,17 +149,6 @@ void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
   free(ps->pins);
   free(ps->purpose);
   free(ps);
-}
-
-int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
-  int r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, image_id);
-  if (r < 0) return r;
-  char **layers = NULL;
-  size_t n = 0;
-  if ((r = cairn_image_layers(st, image_id, &layers, &n)) < 0) return r;
-  for (size_t i = 0; i < n && r == 0; i++) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, layers[i]);
-  cairn_strv_free(layers, n);
-  return r;
 }
 
 int pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id) {

@@ -15,31 +15,11 @@
  * write their annotation. The layers it leaves unused are then swept
  * (store_sweep): a layer that a pull in progress pins stays for that pull.
  */
-#include "internal.h"
+#include "image.h"
+#include "pin.h"
 #include "sweep.h"
 
 #include <string.h>
-
-int layer_delete_rows(cairn_store *st, const char *diff_id) {
-  _cleanup_stmt_ sqlite3_stmt *e = NULL, *l = NULL;
-  int r;
-  if ((r = db_prepare(st, &e, "DELETE FROM entries WHERE layer_id = ?")) < 0 ||
-      (r = db_prepare(st, &l, "DELETE FROM layers WHERE id = ?")) < 0)
-    return r;
-  sqlite3_bind_text(e, 1, diff_id, -1, SQLITE_STATIC);
-  sqlite3_bind_text(l, 1, diff_id, -1, SQLITE_STATIC);
-  if (sqlite3_step(e) != SQLITE_DONE || sqlite3_step(l) != SQLITE_DONE)
-    return store_fail_db(st, "layer delete");
-  return 0;
-}
-
-int image_delete_rows(cairn_store *st, const char *id) {
-  _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  int r = db_prepare(st, &d, "DELETE FROM images WHERE id = ?");
-  if (r < 0) return r;
-  sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
-  return sqlite3_step(d) == SQLITE_DONE ? 0 : store_fail_db(st, "image delete");
-}
 
 /* A name that keeps naming other images, or keeps becoming the last one
  * after it was counted, is given up after this many attempts. */

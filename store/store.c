@@ -132,6 +132,10 @@ void db_rollback(cairn_store *st) {
 const char *cairn_errmsg(const cairn_store *st) { return st ? st->err : "out of memory"; }
 const char *cairn_store_dir(const cairn_store *st) { return st->dir; }
 
+int store_fail_nospace(cairn_store *st) {
+  return store_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
+}
+
 int cairn_exit_code(int err) {
   switch (err) {
   case 0: return CAIRN_EXIT_OK;

@@ -1,7 +1,8 @@
 /*
- * sweep.h — reclaiming what nothing uses (gc.c): unreferenced, unpinned
- * layers, and the blob rows and files nothing references. Shared by rm, a
- * failed import, fsck --repair and gc (which adds the whole-store scans).
+ * sweep.h — reclaiming what nothing uses (sweep.c), part of the layers
+ * layer: unreferenced, unpinned layers, and the blob rows and files nothing
+ * references. Shared by rm, a failed import, fsck --repair and gc (which
+ * adds the whole-store scans).
  */
 #ifndef CAIRN_SWEEP_H
 #define CAIRN_SWEEP_H
@@ -14,5 +15,28 @@
  * not scan the whole blob tree for files without rows: gc and fsck do.
  * dry_run changes nothing and reports what would go. */
 int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r);
+/* The parts of store_sweep, for callers that hold the store lock already:
+ * the transaction over layers and (have_lock) blob rows, then their files;
+ * and the stale annotations and mount records. */
+int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r);
+void sweep_stale_records(cairn_store *st);
+
+/* Exclusive pin locks on targets whose rows a transaction deletes, held
+ * until it ends. */
+struct held {
+  enum cairn_pin_kind kind;
+  char id[CAIRN_ID_LEN + 1];
+  int fd;
+};
+struct held_set {
+  struct held *v;
+  size_t n, cap;
+};
+/* Adds a lock to the set (or, failing that, drops it): 0 or -ENOMEM. */
+int held_add(struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd);
+bool held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id);
+/* Once the transaction ended: if it deleted the targets (committed), their
+ * pin files go; otherwise the locks are only dropped. */
+void held_release(cairn_store *st, struct held_set *h, bool deleted);
 
 #endif

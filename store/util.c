@@ -1,6 +1,6 @@
 /*
  * util.c — the few small helpers every part of libcairn uses: hex ids,
- * formatting, time.
+ * formatting, time, string lists, report lines.
  */
 #include "internal.h"
 
@@ -52,4 +52,36 @@ void *array_grow(void *v, size_t n, size_t *cap, size_t size) {
   void *bigger = realloc(v, more * size);
   if (bigger) *cap = more;
   return bigger;
+}
+
+int strv_push(struct strv *sv, const char *s) {
+  char **v = array_grow(sv->v, sv->n, &sv->cap, sizeof(*v));
+  if (!v) return -ENOMEM;
+  sv->v = v;
+  if (!(v[sv->n] = strdup(s))) return -ENOMEM;
+  sv->n++;
+  return 0;
+}
+
+void strv_clear(struct strv *sv) {
+  cairn_strv_free(sv->v, sv->n);
+  *sv = (struct strv){0};
+}
+
+void cairn_report_free(cairn_report *r) {
+  cairn_strv_free(r->lines, r->n_lines);
+  r->lines = NULL;
+  r->n_lines = 0;
+}
+
+void report_line(cairn_report *r, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  char **v = realloc(r->lines, (r->n_lines + 1) * sizeof(*v));
+  if (!v) return;
+  r->lines = v;
+  if ((v[r->n_lines] = strdup(buf))) r->n_lines++;
 }

@@ -1,20 +1,25 @@
 #!/bin/bash
 # test_layers.sh — tools/check-layers.sh, the CI check of libcairn's
 # layering: it passes on this tree, and it fails, naming the file, on a copy
-# with a violation planted: a file of store/pull/ that includes internal.h,
-# and a file outside store/pull/ (fs/, tools/) that includes a private
-# header of store/pull/. A copy with only an allowed include (a unit test
-# including pull/pull.h) still passes.
+# with a violation planted: a file of store/pull/ that includes internal.h
+# or calls an internal function; a lower layer that includes a higher
+# layer's header or calls a higher layer's function; a front end (fs/,
+# tools/) that includes a private header or calls an internal function; a
+# file of store/ in no layer. A copy with only an allowed include (a unit
+# test including pull/pull.h) still passes.
 source "$(dirname "$0")/lib.sh"
 
 check_layers() { bash "$CAIRN_SRC/tools/check-layers.sh" "$@" >"$T/out" 2>&1; }
+
+release_build_only "the check reads the sources; the build type does not change it"
 
 check "passes on the real tree" check_layers "$CAIRN_SRC"
 
 # fresh_copy: the tracked source files (not the build folders) into $T/src.
 fresh_copy() {
   rm -rf "$T/src" && mkdir "$T/src"
-  (cd "$CAIRN_SRC" && tar -cf - store fs tools tests/unit tests/fuzz/*.c) | tar -C "$T/src" -xf -
+  (cd "$CAIRN_SRC" && tar -cf - $(ls -d include 2>/dev/null) store fs tools tests/unit \
+    tests/fuzz/*.c) | tar -C "$T/src" -xf -
 }
 
 fresh_copy
@@ -34,6 +39,36 @@ check "the failure names fs/main.c" grep -q 'fs/main.c includes store/pull/regis
 fresh_copy
 printf '#include "pull/pull.h"\n' >>"$T/src/tools/cmd-pull.c"
 expect_exit 1 "tools/cmd-pull.c including store/pull/pull.h fails" check_layers "$T/src"
+
+fresh_copy
+printf 'int db_exec(void *st, const char *sql);\nint x(void) { return db_exec(0, ""); }\n' \
+  >>"$T/src/store/pull/pull_blob.c"
+expect_exit 1 "store/pull calling db_exec (internal) fails" check_layers "$T/src"
+check "the failure names the call" \
+  grep -q 'store/pull/pull_blob.c calls db_exec (store/store.c): layer pull uses only cairn.h' "$T/out"
+
+fresh_copy
+printf 'int x(cairn_store *st) { return cairn_gc(st, true, 0); }\n' >>"$T/src/store/blob.c"
+expect_exit 1 "blob.c calling cairn_gc (rm/gc layer) fails" check_layers "$T/src"
+check "the failure names the upward call" \
+  grep -q 'store/blob.c calls cairn_gc (store/gc.c): layer rm-gc is above blobs' "$T/out"
+
+fresh_copy
+printf '#include "image.h"\n' >>"$T/src/store/pin.c"
+expect_exit 1 "pin.c including image.h fails" check_layers "$T/src"
+check "the failure names pin.c and image.h" grep -q 'store/pin.c includes store/image.h' "$T/out"
+
+fresh_copy
+printf 'int store_sweep(void *, int, int, void *);\nint y(void) { return store_sweep(0, 0, 0, 0); }\n' \
+  >>"$T/src/tools/cli.c"
+expect_exit 1 "tools/cli.c calling store_sweep (internal) fails" check_layers "$T/src"
+check "the failure names the front end's call" \
+  grep -q 'tools/cli.c calls store_sweep (store/sweep.c): front ends use only cairn.h' "$T/out"
+
+fresh_copy
+printf '#include "internal.h"\n' >"$T/src/store/stray.c"
+expect_exit 1 "a store file in no layer fails" check_layers "$T/src"
+check "the failure names it" grep -q 'store/stray.c is in no layer' "$T/out"
 
 fresh_copy
 printf '#include "pull/pull.h"\n' >>"$T/src/tests/unit/test_store.c"

@@ -1,12 +1,12 @@
 /*
- * fuzz_import.c — layer import (store/import.c) of arbitrary bytes: plain,
+ * fuzz_import.c — layer import (store/layer.c) of arbitrary bytes: plain,
  * gzip or zstd tars read through libarchive's memory reader, into a real
  * store on tmpfs (/dev/shm), created once per process. A layer that goes
  * in is read back through cairn_layer_foreach; one that is refused must
  * say why. The store is made afresh every few thousand stored layers so
  * that it does not grow without bound.
  */
-#include "internal.h"
+#include "layer.h"
 
 #include <ftw.h>
 #include <stdint.h>

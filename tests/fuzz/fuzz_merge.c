@@ -1,5 +1,5 @@
 /*
- * fuzz_merge.c — the merged-tree builder (store/merge.c) fed arbitrary
+ * fuzz_merge.c — the merged-tree builder (store/tree.c) fed arbitrary
  * layers, no database: the input decodes into up to 8 layers of
  * cairn_entry records, each layer handed over in path order (one entry
  * per path, as the store gives them) through merge_builder_add_layer; the
@@ -14,7 +14,7 @@
  *   target\0                 symlinks and hardlinks only
  *   nx (1 byte)              xattrs: nx % 4 of (name\0, len byte, value)
  */
-#include "internal.h"
+#include "tree.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
- * test_tree.c — the merged tree (store/merge.c) by the OCI image-spec
+ * test_tree.c — the merged tree (store/merge.c, store/tree.c) by the OCI image-spec
  * rules, case by case: later layers win, a directory over a directory keeps
  * the lower contents, whiteouts hide subtrees (lower layers only), opaque
  * markers empty a directory (the root too), files and directories replace

@@ -1,6 +1,6 @@
 /*
- * import.c — a layer tar (plain, gzip or zstd) into the store, and images
- * from layers.
+ * layer.c — layers: a layer tar (plain, gzip or zstd) into the store, and
+ * a stored layer's rows read back and deleted.
  *
  * One pass over the input: libarchive's raw reader decompresses, every
  * uncompressed byte goes through sha256 (the diff_id) on its way to a
@@ -15,7 +15,7 @@
  * name replaces the staged one (a directory replaced by a non-directory
  * takes what was staged below it along, as extraction would), and before
  * anything is committed the staged layer is merged alone exactly as a
- * mount merges it (merge.c): a layer that cannot be merged, such as a
+ * mount merges it (tree.c): a layer that cannot be merged, such as a
  * hardlink whose target was later replaced by a directory, is -EBADMSG.
  *
  * Commit order keeps the invariant "committed metadata never points at a
@@ -24,7 +24,9 @@
  * lock is held shared throughout so that no sweep removes a blob that is
  * written but not yet referenced.
  */
-#include "internal.h"
+#include "layer.h"
+#include "blob.h"
+#include "tree.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -556,10 +558,6 @@ int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pins
                       ps, diff_id_out);
 }
 
-int store_fail_nospace(cairn_store *st) {
-  return store_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
-}
-
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q, "SELECT 1 FROM layers WHERE id = ?");
@@ -567,4 +565,84 @@ int cairn_layer_exists(cairn_store *st, const char *diff_id) {
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
   r = sqlite3_step(q);
   return r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0 : store_fail_db(st, "layer lookup");
+}
+
+int layer_delete_rows(cairn_store *st, const char *diff_id) {
+  _cleanup_stmt_ sqlite3_stmt *e = NULL, *l = NULL;
+  int r;
+  if ((r = db_prepare(st, &e, "DELETE FROM entries WHERE layer_id = ?")) < 0 ||
+      (r = db_prepare(st, &l, "DELETE FROM layers WHERE id = ?")) < 0)
+    return r;
+  sqlite3_bind_text(e, 1, diff_id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(l, 1, diff_id, -1, SQLITE_STATIC);
+  if (sqlite3_step(e) != SQLITE_DONE || sqlite3_step(l) != SQLITE_DONE)
+    return store_fail_db(st, "layer delete");
+  return 0;
+}
+
+/* Decodes the xattrs column (see ingest_entry) into *out, grown as needed;
+ * -ENOMEM or the number of xattrs. */
+static ssize_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr **out, size_t *cap) {
+  size_t n = 0, off = 0;
+  while (off < len) {
+    const char *name = (const char *)p + off;
+    size_t nl = strnlen(name, len - off);
+    if (off + nl + 1 + 4 > len) break;
+    off += nl + 1;
+    size_t vl =
+        p[off] | (size_t)p[off + 1] << 8 | (size_t)p[off + 2] << 16 | (size_t)p[off + 3] << 24;
+    off += 4;
+    if (vl > len - off) break;
+    if (n == *cap) {
+      size_t ncap = *cap ? 2 * *cap : 16;
+      cairn_xattr *v = realloc(*out, ncap * sizeof(*v));
+      if (!v) return -ENOMEM;
+      *out = v;
+      *cap = ncap;
+    }
+    (*out)[n++] = (cairn_xattr){name, p + off, vl};
+    off += vl;
+  }
+  return (ssize_t)n;
+}
+
+int entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg) {
+  _cleanup_free_ cairn_xattr *xattrs = NULL;
+  size_t cap = 0;
+  int r;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    cairn_entry e = {
+        .path = (const char *)sqlite3_column_text(q, 0),
+        .type = (enum cairn_entry_type)sqlite3_column_int(q, 1),
+        .mode = (uint32_t)sqlite3_column_int(q, 2),
+        .uid = (uint32_t)sqlite3_column_int64(q, 3),
+        .gid = (uint32_t)sqlite3_column_int64(q, 4),
+        .size = (uint64_t)sqlite3_column_int64(q, 5),
+        .mtime_sec = sqlite3_column_int64(q, 6),
+        .mtime_nsec = (uint32_t)sqlite3_column_int64(q, 7),
+        .rdev = (uint64_t)sqlite3_column_int64(q, 8),
+        .target = (const char *)sqlite3_column_text(q, 9),
+        .blob = (const char *)sqlite3_column_text(q, 10),
+    };
+    const void *xb = sqlite3_column_blob(q, 11);
+    if (xb) {
+      ssize_t n = xattrs_decode(xb, (size_t)sqlite3_column_bytes(q, 11), &xattrs, &cap);
+      if (n < 0) return store_fail(st, -ENOMEM, "out of memory reading layer entries");
+      e.n_xattrs = (size_t)n;
+      e.xattrs = xattrs;
+    }
+    int stop = fn(&e, arg);
+    if (stop) return stop;
+  }
+  return r == SQLITE_DONE ? 0 : store_fail_db(st, "layer entries");
+}
+
+int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = db_prepare(st, &q,
+                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
+                     " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  return entry_rows_foreach(st, q, fn, arg);
 }

@@ -1,0 +1,43 @@
+/*
+ * pin.h — pins and the mount records their annotations point to, the layer
+ * above blobs (pin.c, mount.c).
+ */
+#ifndef CAIRN_PIN_H
+#define CAIRN_PIN_H
+
+#include "internal.h"
+
+/* Pins (pin.c). */
+int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len);
+/* Exclusive non-blocking lock on a target's pin file for deletion: returns
+ * an fd (to pass to pin_delete_unlock) or -EBUSY. */
+int pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id);
+/* Unlinks the pin file (the target is gone) and closes the lock. */
+void pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd);
+void pin_unlock(int fd);
+/* The flock(2) locks held (not waited for) on any file, from /proc/locks;
+ * free v. A failure is recorded in st. */
+struct kernel_lock {
+  unsigned maj, min;
+  unsigned long ino;
+  pid_t pid;
+};
+struct kernel_locks {
+  struct kernel_lock *v;
+  size_t n;
+};
+int kernel_locks_read(cairn_store *st, struct kernel_locks *out);
+/* True if any process holds a lock (in kl) on the target's pin file. */
+bool pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
+                 const char *id);
+
+/* Mounts (mount.c): number of live or detached mount records of the
+ * image; *desc gets "mount DIR (cairnfs pid N[, detached])" entries joined
+ * by "; ". */
+int mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
+int mount_clean_stale(cairn_store *st);
+/* A pin annotation's purpose as people see it: with " (detached)" when pid
+ * is a daemon whose mount is detached. Caller frees; NULL on ENOMEM. */
+char *mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * sweep.c — reclaiming what nothing uses: unreferenced, unpinned layers and
+ * the blob rows and files nothing references, with stale pin annotations
+ * and mount records. rm, a failed import, fsck --repair and gc use it.
+ *
+ * A sweep runs in one transaction: unreferenced layers whose pin file this
+ * process can lock exclusively lose their rows, then blob rows nothing
+ * references; only after the commit are files unlinked, so a crash leaves
+ * files without rows (orphans, swept next time), never rows without files.
+ * A dry run does the same work and rolls it back.
+ */
+#include "sweep.h"
+
+#include "blob.h"
+#include "layer.h"
+#include "pin.h"
+
+#include <string.h>
+
+int held_add(struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd) {
+  struct held *v = array_grow(h->v, h->n, &h->cap, sizeof(*v));
+  if (!v) {
+    pin_unlock(fd);
+    return -ENOMEM;
+  }
+  h->v = v;
+  h->v[h->n] = (struct held){.kind = kind, .fd = fd};
+  snprintf(h->v[h->n].id, sizeof(h->v[0].id), "%s", id);
+  h->n++;
+  return 0;
+}
+
+bool held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id) {
+  for (size_t i = 0; i < h->n; i++)
+    if (h->v[i].kind == kind && strcmp(h->v[i].id, id) == 0) return true;
+  return false;
+}
+
+void held_release(cairn_store *st, struct held_set *h, bool deleted) {
+  for (size_t i = 0; i < h->n; i++) {
+    if (deleted)
+      pin_delete_unlock(st, h->v[i].kind, h->v[i].id, h->v[i].fd);
+    else
+      pin_unlock(h->v[i].fd);
+  }
+  free(h->v);
+  *h = (struct held_set){0};
+}
+
+/* Locks and deletes the rows of unreferenced layers; their locks go to
+ * held. */
+static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct held_set *held) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int rc = db_prepare(st, &q,
+                      "SELECT id, size FROM layers WHERE NOT EXISTS"
+                      " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)");
+  if (rc < 0) return rc;
+  /* The candidates are read before any of their rows is deleted. */
+  struct layer_size {
+    cairn_id id;
+    int64_t size;
+  } *v = NULL;
+  size_t n = 0, cap = 0;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    struct layer_size *more = array_grow(v, n, &cap, sizeof(*v));
+    if (!more) {
+      free(v);
+      return store_fail(st, -ENOMEM, "out of memory listing unused layers");
+    }
+    v = more;
+    snprintf(v[n].id, sizeof(v[n].id), "%s", (const char *)sqlite3_column_text(q, 0));
+    v[n++].size = sqlite3_column_int64(q, 1);
+  }
+  _cleanup_free_ struct layer_size *all = v;
+  for (size_t i = 0; i < n; i++) {
+    const char *id = all[i].id;
+    int fd = pin_lock_exclusive(st, CAIRN_PIN_LAYER, id);
+    if (fd == -EBUSY) {
+      _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_LAYER, id);
+      report_line(r, "kept layer sha256:%s: pinned by %s", id, who && *who ? who : "a process");
+      continue;
+    }
+    if (fd < 0) return fd;
+    if ((rc = held_add(held, CAIRN_PIN_LAYER, id, fd)) < 0 || (rc = layer_delete_rows(st, id)) < 0)
+      return rc;
+    r->layers++;
+    report_line(r, "%s layer sha256:%s (%lld bytes)", dry_run ? "would remove" : "removed", id,
+                (long long)all[i].size);
+  }
+  return 0;
+}
+
+int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r) {
+  struct held_set held = {0};
+  _cleanup_strv_ struct strv blobs = {0};
+  int rc = db_begin(st);
+  if (rc == 0) rc = sweep_layers(st, dry_run, r, &held);
+  if (rc == 0 && have_lock) rc = blob_rows_unreferenced(st, dry_run, &blobs, r);
+  if (rc == 0 && !dry_run)
+    rc = db_commit_durable(st);
+  else
+    db_rollback(st);
+  held_release(st, &held, rc == 0 && !dry_run);
+  if (rc < 0 || dry_run || !have_lock) return rc;
+  return blob_files_remove(st, &blobs);
+}
+
+void sweep_stale_records(cairn_store *st) {
+  mount_clean_stale(st);
+  cairn_pins_clean_stale(st);
+}
+
+int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {
+  _cleanup_close_ int lock = store_lock(st, mode);
+  if (lock < 0 && lock != -EBUSY) return lock;
+  if (!dry_run) sweep_stale_records(st);
+  return sweep_unused(st, dry_run, lock >= 0, r);
+}
