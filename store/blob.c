@@ -169,6 +169,7 @@ int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
 }
 
 int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
+  store_errclear(st);
   char rel[128];
   blob_name_path(blob, rel, sizeof(rel));
   int n = snprintf(path, len, "%s/blobs/%s", st->dir, rel);

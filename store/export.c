@@ -126,6 +126,7 @@ static int export_pinned(cairn_store *st, const char *image_id, int fd) {
 }
 
 int cairn_export(cairn_store *st, const char *image_id, int fd) {
+  store_errclear(st);
   _cleanup_free_ char *purpose = xasprintf("export %.12s", image_id);
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
   if (!ps) return -ENOMEM;

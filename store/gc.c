@@ -72,6 +72,7 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
 }
 
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
+  store_errclear(st);
   _cleanup_close_ int lock =
       store_lock(st, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE);
   if (lock < 0 && lock != -EBUSY) return lock;
@@ -307,6 +308,7 @@ static void fsck_report_unused(cairn_store *st, cairn_report *r) {
 }
 
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
+  store_errclear(st);
   int rc = fsck_discard_incomplete(st, r);
   if (rc < 0) return rc;
   fsck_database(st, r);

@@ -68,6 +68,7 @@ int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, 
 }
 
 int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
+  store_errclear(st);
   char name[512];
   int r = image_name_lookup(st, ref, name, sizeof(name), id);
   if (r != 0) return r < 0 ? r : 0;
@@ -122,6 +123,7 @@ static int config_check(cairn_store *st, const char *config, size_t len,
 int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
                        const char *const *diff_ids, size_t n, const char *name,
                        cairn_id image_id_out) {
+  store_errclear(st);
   char norm[512];
   int r;
   if (name && cairn_name_normalize(name, norm, sizeof(norm)) < 0)
@@ -194,6 +196,7 @@ fail:
 
 int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
                        cairn_id image_id_out) {
+  store_errclear(st);
   char norm[512];
   if (cairn_name_normalize(name, norm, sizeof(norm)) < 0)
     return store_fail(st, -EINVAL, "%s: not a valid image name", name);
@@ -246,6 +249,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
 }
 
 int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
+  store_errclear(st);
   int r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, image_id);
   if (r < 0) return r;
   char **layers = NULL;
@@ -265,6 +269,7 @@ int image_delete_rows(cairn_store *st, const char *id) {
 }
 
 int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
+  store_errclear(st);
   *ids = NULL;
   *n = 0;
   _cleanup_stmt_ sqlite3_stmt *q = NULL;

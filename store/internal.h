@@ -34,6 +34,11 @@ struct cairn_store {
 /* Records a message for the person and returns err (a negative errno): the
  * library's files call the public cairn_fail by this name. */
 #define store_fail cairn_fail
+/* Forgets the WHY of an earlier call. Every public function that takes a
+ * store and can fail calls it first, so that cairn_errmsg never gives an
+ * old reason for a new failure (or for a success). Cleanup functions (void)
+ * neither clear nor write a WHY: they run on the failure paths of others. */
+static inline void store_errclear(cairn_store *st) { st->err[0] = '\0'; }
 /* The one message for a full disk, whatever filled it (blob files, SQLite's
  * "database or disk is full"): "STORE: no space left on device". Returns
  * -ENOSPC. */

@@ -549,6 +549,7 @@ static int layer_ingest(cairn_store *st, const struct layer_input *src,
 
 int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
                        cairn_id diff_id_out) {
+  store_errclear(st);
   return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, diff_id_out);
 }
 
@@ -559,6 +560,7 @@ int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pins
 }
 
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {
+  store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q, "SELECT 1 FROM layers WHERE id = ?");
   if (r < 0) return r;
@@ -638,6 +640,7 @@ int entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void
 }
 
 int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
+  store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q,
                      "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"

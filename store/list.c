@@ -79,6 +79,7 @@ static int image_rec_fill(cairn_store *st, const struct kernel_locks *kl, sqlite
 }
 
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
+  store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q,
                      "SELECT id, size, created,"
@@ -100,6 +101,7 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
 }
 
 int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg) {
+  store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q,
                      "SELECT id, size, entries,"
@@ -156,6 +158,7 @@ static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_
 }
 
 int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg) {
+  store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = db_prepare(st, &q,
                      "SELECT id, size, created,"

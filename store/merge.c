@@ -15,6 +15,7 @@ static int stored_layer_foreach(void *src, cairn_entry_fn fn, void *arg) {
 }
 
 int cairn_tree_build(cairn_store *st, const char *image_id, cairn_tree **out) {
+  store_errclear(st);
   *out = NULL;
   char **layers = NULL;
   size_t n_layers = 0;

@@ -220,6 +220,7 @@ int cairn_mount_holders(const char *dev, char **desc) {
 
 int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
                        const char *dev, bool rw) {
+  store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
   int r = db_prepare(st, &s,
                      "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
@@ -236,6 +237,7 @@ int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, p
 }
 
 int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid) {
+  store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
   int r = db_prepare(st, &s, "DELETE FROM mounts WHERE dir = ? AND pid = ?");
   if (r < 0) return r;
@@ -286,6 +288,7 @@ static int mounts_scan(cairn_store *st, const char *image_id, pid_t pid, cairn_m
 }
 
 int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg) {
+  store_errclear(st);
   return mounts_scan(st, NULL, 0, fn, arg);
 }
 

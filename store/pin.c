@@ -111,6 +111,7 @@ static int annotation_write(cairn_store *st, enum cairn_pin_kind kind, const cha
 }
 
 int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
+  store_errclear(st);
   for (size_t i = 0; i < ps->n; i++)
     if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
   struct pin *v = array_grow(ps->pins, ps->n, &ps->cap, sizeof(*v));
@@ -130,11 +131,14 @@ int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, 
   return 0;
 }
 
+/* Runs on the failure paths of others: it keeps their WHY (no db_prepare,
+ * which would record its own). */
 void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
   if (!ps) return;
   if (ps->n) {
     sqlite3_stmt *s = NULL;
-    if (db_prepare(st, &s, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?") == 0) {
+    if (sqlite3_prepare_v2(st->db, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?", -1,
+                           &s, NULL) == SQLITE_OK) {
       for (size_t i = 0; i < ps->n; i++) {
         sqlite3_bind_int(s, 1, ps->pins[i].kind);
         sqlite3_bind_text(s, 2, ps->pins[i].id, -1, SQLITE_STATIC);
@@ -230,6 +234,7 @@ bool pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_
 }
 
 bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+  store_errclear(st);
   struct kernel_locks kl;
   if (kernel_locks_read(st, &kl) < 0) return false;
   bool held = pin_held_in(st, &kl, kind, id);
@@ -561,6 +566,7 @@ static int stale_delete(cairn_store *st, const struct notes *ns) {
 }
 
 int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {
+  store_errclear(st);
   struct notes notes;
   int r = notes_read(st, -1, filter_id, &notes);
   if (r < 0) return r;
@@ -588,6 +594,7 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
  * written after its lock was taken, so a lock missing from the reads was
  * released. One written after the transaction is not seen. */
 int cairn_pins_clean_stale(cairn_store *st) {
+  store_errclear(st);
   store_test_point(st, "pins: cleaning stale");
   int r = db_begin(st);
   if (r < 0) return r;
@@ -616,6 +623,7 @@ static int holder_describe(const struct cairn_pin_rec *p, void *arg) {
 }
 
 char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+  store_errclear(st);
   struct notes notes;
   struct kernel_locks kl;
   if (notes_read(st, kind, id, &notes) < 0) return strdup("unknown holders");
@@ -634,6 +642,7 @@ char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *i
 }
 
 int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_ms) {
+  store_errclear(st);
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {

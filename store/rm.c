@@ -132,6 +132,7 @@ static int name_remove(cairn_store *st, const char *ref) {
 }
 
 int cairn_rm(cairn_store *st, const char *ref) {
+  store_errclear(st);
   int r = name_remove(st, ref);
   if (r != 1) return r;
   cairn_id id;

@@ -24,10 +24,11 @@ static int rm_one(struct cli *c, const char *ref, bool wait, int64_t wait_ms) {
   for (;;) {
     int r = cairn_rm(st, ref);
     if (r != -EBUSY || !wait) return r < 0 ? cli_fail(c, r, ref) : 0;
+    /* before the next call, which starts a new message: rm's names the holders */
+    int64_t left = wait_ms < 0 ? -1 : wait_ms - (monotonic_ms() - start);
+    if (wait_ms >= 0 && left <= 0) return cli_fail(c, r, ref);
     cairn_id id;
     if (cairn_image_resolve(st, ref, id) < 0) continue;
-    int64_t left = wait_ms < 0 ? -1 : wait_ms - (monotonic_ms() - start);
-    if (wait_ms >= 0 && left <= 0) return cli_fail(c, -EBUSY, ref);
     r = cairn_pin_wait_free(st, id, left);
     if (r == -ETIMEDOUT) {
       r = cairn_rm(st, ref); /* report the holders as they are now */

@@ -37,6 +37,8 @@ expect_exit 4 "cairn-pin wait --timeout 0.3 times out" cairn-pin wait app:1 --ti
 expect_exit 4 "cairn rm --wait=0.3 times out" cairn rm --wait=0.3 app:1
 elapsed=$((($(date +%s%N) - start) / 1000000))
 check "both waited about 0.3 s each ($elapsed ms)" [ "$elapsed" -ge 600 -a "$elapsed" -lt 5000 ]
+expect_exit 4 "cairn rm --wait=0 gives up at once" cairn rm --wait=0 app:1
+check "and names the holder" grep -q "is pinned by pid $holder (cairn-pin)" "$T/stderr"
 kill -9 "$sleeper" "$holder"
 wait "$holder" 2>/dev/null
 expect_exit 0 "cairn rm --wait=1e300 returns once the hold is gone" timeout 10 cairn rm --wait=1e300 app:1
