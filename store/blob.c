@@ -41,7 +41,7 @@ void blob_name_path(const char *name, char *rel, size_t len) {
 
 int blob_writer_new(cairn_store *st, blob_writer **out) {
   blob_writer *w = calloc(1, sizeof(*w));
-  if (!w) return -ENOMEM;
+  if (!w) return store_fail(st, -ENOMEM, "out of memory starting a blob");
   w->st = st;
   w->fd = openat(st->blobs_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0444);
   if (w->fd < 0) {
@@ -54,7 +54,7 @@ int blob_writer_new(cairn_store *st, blob_writer **out) {
   if (!w->xxh || !w->sha || XXH3_128bits_reset(w->xxh) != XXH_OK ||
       EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL) != 1) {
     blob_writer_free(w);
-    return -ENOMEM;
+    return store_fail(st, -ENOMEM, "out of memory starting a blob");
   }
   *out = w;
   return 0;
@@ -173,7 +173,9 @@ int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
   char rel[128];
   blob_name_path(blob, rel, sizeof(rel));
   int n = snprintf(path, len, "%s/blobs/%s", st->dir, rel);
-  return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+  if (n < 0 || (size_t)n >= len)
+    return store_fail(st, -ENAMETOOLONG, "blob %s: its path is longer than %zu bytes", blob, len);
+  return 0;
 }
 
 int cairn_blob_open(cairn_store *st, const char *blob) {

@@ -29,9 +29,13 @@ static int output_fail(struct exporter *x, const char *what) {
   return store_fail(x->st, -EIO, "%s: %s: %s", what, archive_error_string(x->out), strerror(e));
 }
 
+static int export_nomem(struct exporter *x, const char *path) {
+  return store_fail(x->st, -ENOMEM, "out of memory exporting %s", path[0] ? path : "/");
+}
+
 static int export_fail(struct exporter *x, const char *path) {
   _cleanup_free_ char *what = xasprintf("writing %s", path);
-  return what ? output_fail(x, what) : -ENOMEM;
+  return what ? output_fail(x, what) : export_nomem(x, path);
 }
 
 static int export_data(struct exporter *x, const cairn_node *n, const char *path) {
@@ -56,7 +60,7 @@ static int export_data(struct exporter *x, const cairn_node *n, const char *path
 static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   const cairn_node *n = cairn_tree_node(x->tree, ino);
   struct archive_entry *e = archive_entry_new();
-  if (!e) return -ENOMEM;
+  if (!e) return export_nomem(x, path);
   archive_entry_set_pathname(e, path[0] ? path : "./");
   archive_entry_set_mode(e, n->mode);
   archive_entry_set_uid(e, n->uid);
@@ -71,7 +75,7 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   } else {
     if (!S_ISDIR(n->mode) && n->nlink > 1 && !(x->first_name[ino] = strdup(path))) {
       archive_entry_free(e);
-      return -ENOMEM;
+      return export_nomem(x, path);
     }
     if (S_ISLNK(n->mode)) archive_entry_set_symlink(e, n->target);
     if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
@@ -90,7 +94,7 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   for (size_t i = 0; i < n->n_children && r == 0; i++) {
     _cleanup_free_ char *child =
         path[0] ? xasprintf("%s/%s", path, n->children[i].name) : strdup(n->children[i].name);
-    r = child ? export_node(x, n->children[i].ino, child) : -ENOMEM;
+    r = child ? export_node(x, n->children[i].ino, child) : export_nomem(x, path);
   }
   return r;
 }
@@ -104,7 +108,7 @@ static int export_pinned(cairn_store *st, const char *image_id, int fd) {
   if (!x || !(x->first_name = calloc(count + 1, sizeof(char *)))) {
     free(x);
     cairn_tree_free(tree);
-    return -ENOMEM;
+    return store_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
   }
   x->st = st;
   x->tree = tree;
@@ -129,7 +133,7 @@ int cairn_export(cairn_store *st, const char *image_id, int fd) {
   store_errclear(st);
   _cleanup_free_ char *purpose = xasprintf("export %.12s", image_id);
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
-  if (!ps) return -ENOMEM;
+  if (!ps) return store_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
   int r = cairn_pin_image(st, ps, image_id);
   if (r == 0) r = export_pinned(st, image_id, fd);
   cairn_pinset_release(st, ps);

@@ -154,9 +154,9 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
       *why = xasprintf(kind == CAIRN_PIN_IMAGE ? "image %.12s: pinned by %s"
                                                : "layer sha256:%s: pinned by %s",
                        id, who && *who ? who : "another process");
-      return *why ? -EBUSY : -ENOMEM;
+      return *why ? -EBUSY : store_fail(st, -ENOMEM, "out of memory naming the holders");
     }
-    int rc = fd < 0 ? fd : held_add(held, kind, id, fd);
+    int rc = fd < 0 ? fd : held_add(st, held, kind, id, fd);
     if (rc < 0) return rc;
     if (kind != CAIRN_PIN_IMAGE) continue;
     _cleanup_free_ char *mounts = NULL;
@@ -164,7 +164,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
     if (live < 0) return live;
     if (live > 0) {
       *why = xasprintf("image %.12s: in use by %s", id, mounts);
-      return *why ? -EBUSY : -ENOMEM;
+      return *why ? -EBUSY : store_fail(st, -ENOMEM, "out of memory naming the holders");
     }
   }
   return 0;

@@ -206,7 +206,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
   if (!ps || !ids) {
     cairn_pinset_release(st, ps);
     free(ids);
-    return -ENOMEM;
+    return store_fail(st, -ENOMEM, "out of memory importing %s", norm);
   }
   int r = 0;
   for (size_t i = 0; i < n && r == 0; i++) {
@@ -218,7 +218,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
     struct stat sb;
     ids[i] = malloc(sizeof(cairn_id));
     if (!ids[i])
-      r = -ENOMEM;
+      r = store_fail(st, -ENOMEM, "out of memory importing %s", norm);
     else if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode))
       r = store_fail(st, -EINVAL, "%s: is a directory, not a layer tar", paths[i]);
     else if ((r = cairn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0) {
@@ -231,7 +231,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
     _cleanup_free_ char *config = cairn_config_for_layers((const char *const *)ids, n);
     r = config ? cairn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
                                     image_id_out)
-               : -ENOMEM;
+               : store_fail(st, -ENOMEM, "out of memory importing %s", norm);
   }
   cairn_pinset_release(st, ps);
   cairn_strv_free(ids, n);
@@ -283,18 +283,16 @@ int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_
   while (sqlite3_step(q) == SQLITE_ROW) {
     if (sqlite3_column_int(q, 0) == 0) return store_fail(st, -ENOENT, "no such image");
     if (sqlite3_column_type(q, 1) == SQLITE_NULL) continue;
-    if (*n == cap) {
-      cap = cap ? 2 * cap : 8;
-      char **v = realloc(*ids, cap * sizeof(*v));
-      if (!v) {
-        cairn_strv_free(*ids, *n);
-        *ids = NULL;
-        *n = 0;
-        return -ENOMEM;
-      }
-      *ids = v;
+    char **v = array_grow(*ids, *n, &cap, sizeof(*v));
+    char *id = v ? strdup((const char *)sqlite3_column_text(q, 1)) : NULL;
+    if (v) *ids = v;
+    if (!id) {
+      cairn_strv_free(*ids, *n);
+      *ids = NULL;
+      *n = 0;
+      return store_fail(st, -ENOMEM, "out of memory reading the layers of image %.12s", image_id);
     }
-    (*ids)[(*n)++] = strdup((const char *)sqlite3_column_text(q, 1));
+    (*ids)[(*n)++] = id;
   }
   return 0;
 }

@@ -419,7 +419,8 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct 
   ls->raw = archive_read_new();
   ls->sha = EVP_MD_CTX_new();
   in->tar = archive_read_new();
-  if (!ls->raw || !ls->sha || !in->tar) return -ENOMEM;
+  if (!ls->raw || !ls->sha || !in->tar)
+    return store_fail(st, -ENOMEM, "out of memory opening the layer");
   EVP_DigestInit_ex(ls->sha, EVP_sha256(), NULL);
   archive_read_support_filter_all(ls->raw);
   archive_read_support_format_raw(ls->raw);
@@ -480,7 +481,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
                                const char *expected_diff_id, cairn_pinset *ps,
                                cairn_id diff_id_out) {
   struct layer_stream *ls = calloc(1, sizeof(*ls));
-  if (!ls) return -ENOMEM;
+  if (!ls) return store_fail(st, -ENOMEM, "out of memory opening the layer");
   struct ingest in = {.st = st};
   int r = ingest_open(&in, ls, src);
   for (struct archive_entry *e; r == 0;) {

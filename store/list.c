@@ -31,14 +31,10 @@ static int image_names(cairn_store *st, const char *id, struct names *out) {
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
     char **v = realloc(out->v, (out->n + 1) * sizeof(*v));
-    if (!v) {
+    if (v) out->v = v;
+    if (!v || !(v[out->n] = strdup((const char *)sqlite3_column_text(q, 0)))) {
       names_free(out);
-      return -ENOMEM;
-    }
-    out->v = v;
-    if (!(v[out->n] = strdup((const char *)sqlite3_column_text(q, 0)))) {
-      names_free(out);
-      return -ENOMEM;
+      return store_fail(st, -ENOMEM, "out of memory reading the names of image %.12s", id);
     }
     out->n++;
   }
@@ -142,7 +138,7 @@ static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_
     if (iv) ids->v = iv;
     char *id = iv ? strdup((const char *)sqlite3_column_text(l, 0)) : NULL;
     if (!id) {
-      r = -ENOMEM;
+      r = store_fail(st, -ENOMEM, "out of memory reading the layers of image %.12s", image_id);
       break;
     }
     ids->v[ids->n] = id;

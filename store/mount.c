@@ -313,7 +313,7 @@ int mount_live_for_image(cairn_store *st, const char *image_id, char **desc) {
   size_t len = 0;
   *desc = NULL;
   struct live_mounts l = {.f = open_memstream(&buf, &len)};
-  if (!l.f) return -ENOMEM;
+  if (!l.f) return store_fail(st, -ENOMEM, "out of memory listing mounts");
   int r = mounts_scan(st, image_id, 0, live_describe, &l);
   fclose(l.f);
   if (r < 0) {
@@ -351,13 +351,11 @@ int mount_clean_stale(cairn_store *st) {
     pid_t pid = sqlite3_column_int(q, 1);
     if (!daemon_gone(pid, (uint64_t)sqlite3_column_int64(q, 2))) continue;
     struct stale_mount *v = array_grow(stale, n, &cap, sizeof(*v));
-    if (!v) {
-      r = -ENOMEM;
-      break;
+    if (v) {
+      stale = v;
+      stale[n] = (struct stale_mount){strdup((const char *)sqlite3_column_text(q, 0)), pid};
     }
-    stale = v;
-    stale[n] = (struct stale_mount){strdup((const char *)sqlite3_column_text(q, 0)), pid};
-    if (!stale[n++].dir) r = -ENOMEM;
+    if (!v || !stale[n++].dir) r = store_fail(st, -ENOMEM, "out of memory listing stale mounts");
   }
   if (r == SQLITE_DONE)
     r = 0;

@@ -115,7 +115,7 @@ int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, 
   for (size_t i = 0; i < ps->n; i++)
     if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
   struct pin *v = array_grow(ps->pins, ps->n, &ps->cap, sizeof(*v));
-  if (!v) return -ENOMEM;
+  if (!v) return store_fail(st, -ENOMEM, "out of memory pinning %s", id);
   ps->pins = v;
   int fd = pin_open_locked(st, kind, id, LOCK_SH, ps->cloexec);
   if (fd < 0) return fd;
@@ -279,23 +279,24 @@ static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
 }
 
 /* Calls fn with one pin; file is the pin file (NULL if it has none). */
-static int pin_emit(const struct cairn_pin_rec *base, const struct stat *file, cairn_pin_fn fn,
-                    void *arg) {
+static int pin_emit(cairn_store *st, const struct cairn_pin_rec *base, const struct stat *file,
+                    cairn_pin_fn fn, void *arg) {
   struct cairn_pin_rec rec = *base;
   _cleanup_free_ char *cmd = proc_command(rec.pid);
   _cleanup_free_ char *inherited = NULL;
   _cleanup_free_ pid_t *held_by = NULL;
-  if (!cmd) return -ENOMEM;
+  if (!cmd) return store_fail(st, -ENOMEM, "out of memory listing pins");
   rec.command = cmd;
   if (!rec.stale && file && proc_start_time(rec.pid) == 0) {
     /* The locker exited; the lock lives on in what inherited it. */
-    int r = inode_holders(file, &held_by, &rec.n_held_by);
-    if (r < 0) return r;
+    if (inode_holders(file, &held_by, &rec.n_held_by) < 0)
+      return store_fail(st, -ENOMEM, "out of memory listing pins");
     rec.locker_gone = true;
     rec.held_by = held_by;
     if (rec.n_held_by > 0) {
       _cleanup_free_ char *heir = proc_command(held_by[0]);
-      if (!heir || !(inherited = xasprintf("%s (inherited)", heir))) return -ENOMEM;
+      if (!heir || !(inherited = xasprintf("%s (inherited)", heir)))
+        return store_fail(st, -ENOMEM, "out of memory listing pins");
       rec.command = inherited;
     }
   }
@@ -352,7 +353,7 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     struct note *v = array_grow(out->v, out->n, &cap, sizeof(*v));
     if (!v) {
       notes_free(out);
-      return -ENOMEM;
+      return store_fail(st, -ENOMEM, "out of memory reading pin annotations");
     }
     out->v = v;
     struct note *n = &out->v[out->n];
@@ -365,7 +366,7 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     out->n++;
     if (!n->purpose) {
       notes_free(out);
-      return -ENOMEM;
+      return store_fail(st, -ENOMEM, "out of memory reading pin annotations");
     }
   }
   if (r != SQLITE_DONE) {
@@ -405,14 +406,14 @@ static int target_rows(cairn_store *st, const struct kernel_locks *kl, const str
   int r = 0;
   for (size_t i = 0; i < n_run && r == 0; i++) {
     _cleanup_free_ char *purpose = mount_pin_purpose(st, run[i].pid, run[i].purpose);
-    if (!purpose) return -ENOMEM;
+    if (!purpose) return store_fail(st, -ENOMEM, "out of memory listing pins");
     struct cairn_pin_rec rec = {.kind = kind,
                                 .target = id,
                                 .pid = run[i].pid,
                                 .purpose = purpose,
                                 .since = run[i].since,
                                 .stale = !(have_file && inode_locked_by(kl, &s, run[i].pid))};
-    r = pin_emit(&rec, have_file ? &s : NULL, fn, arg);
+    r = pin_emit(st, &rec, have_file ? &s : NULL, fn, arg);
   }
   for (size_t k = 0; have_file && k < kl->n && r == 0; k++) {
     if (!lock_matches(&kl->v[k], &s)) continue;
@@ -420,7 +421,7 @@ static int target_rows(cairn_store *st, const struct kernel_locks *kl, const str
     for (size_t j = 0; j < n_run && !annotated; j++) annotated = run[j].pid == kl->v[k].pid;
     if (annotated) continue;
     struct cairn_pin_rec rec = {.kind = kind, .target = id, .pid = kl->v[k].pid, .purpose = ""};
-    r = pin_emit(&rec, &s, fn, arg);
+    r = pin_emit(st, &rec, &s, fn, arg);
   }
   return r;
 }
@@ -493,9 +494,10 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, const str
     if (!files || !bsearch(&key, files, n_files, sizeof(*files), target_key_cmp))
       r = targets_add(out, n->kind, n->target, n->order);
   }
-  if (r == 0 && out->n > n_files)
+  if (r < 0) return store_fail(st, r, "out of memory listing pins"); /* targets_add, files */
+  if (out->n > n_files)
     qsort(out->v + n_files, out->n - n_files, sizeof(*out->v), target_order_cmp);
-  return r;
+  return 0;
 }
 
 /* Whether the annotation's pid holds a lock on its target's pin file. */
@@ -658,7 +660,9 @@ int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_m
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
     int64_t waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
-    if (timeout_ms >= 0 && waited >= timeout_ms) return -ETIMEDOUT;
+    if (timeout_ms >= 0 && waited >= timeout_ms)
+      return store_fail(st, -ETIMEDOUT, "image %.12s is still pinned or mounted after %lld ms",
+                        image_id, (long long)timeout_ms);
     usleep(50 * 1000);
   }
 }

@@ -17,11 +17,12 @@
 
 #include <string.h>
 
-int held_add(struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd) {
+int held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, const char *id,
+             int fd) {
   struct held *v = array_grow(h->v, h->n, &h->cap, sizeof(*v));
   if (!v) {
     pin_unlock(fd);
-    return -ENOMEM;
+    return store_fail(st, -ENOMEM, "out of memory locking what goes");
   }
   h->v = v;
   h->v[h->n] = (struct held){.kind = kind, .fd = fd};
@@ -81,7 +82,8 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
       continue;
     }
     if (fd < 0) return fd;
-    if ((rc = held_add(held, CAIRN_PIN_LAYER, id, fd)) < 0 || (rc = layer_delete_rows(st, id)) < 0)
+    if ((rc = held_add(st, held, CAIRN_PIN_LAYER, id, fd)) < 0 ||
+        (rc = layer_delete_rows(st, id)) < 0)
       return rc;
     r->layers++;
     report_line(r, "%s layer sha256:%s (%lld bytes)", dry_run ? "would remove" : "removed", id,

@@ -33,7 +33,7 @@ struct held_set {
   size_t n, cap;
 };
 /* Adds a lock to the set (or, failing that, drops it): 0 or -ENOMEM. */
-int held_add(struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd);
+int held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd);
 bool held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id);
 /* Once the transaction ended: if it deleted the targets (committed), their
  * pin files go; otherwise the locks are only dropped. */

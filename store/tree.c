@@ -491,6 +491,7 @@ int merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *src)
     if (le.v[i].type == CAIRN_HARDLINK) r = apply_hardlink(b, &le, &le.v[i]);
   free(le.v);
   if (r == -ENOMEM) r = store_fail(b->st, r, "out of memory building the merged tree");
+  if (r == -EOVERFLOW) r = store_fail(b->st, r, "too many files for one merged tree");
   return r;
 }
 

@@ -134,3 +134,55 @@ Test(errors, a_success_after_a_failure_leaves_no_message) {
   cairn_report_free(&rep);
   EXPECT_CLEAN_AFTER_A_FAILURE(cairn_rm(T.st, "app:2"));
 }
+
+/* A failure after another says its own reason: these calls used to return
+ * a bare errno and so showed the earlier "no such image". */
+Test(errors, a_failure_after_another_gives_its_own_reason) {
+  cairn_pinset *ps = cairn_pinset_new("test", true);
+  cr_assert(ps);
+  cr_assert_eq(cairn_pin_image(T.st, ps, image), 0, "%s", cairn_errmsg(T.st));
+  fail_first();
+  cr_expect_eq(cairn_pin_wait_free(T.st, image, 0), -ETIMEDOUT);
+  char want[128];
+  snprintf(want, sizeof(want), "image %.12s is still pinned or mounted after 0 ms", image);
+  cr_expect_str_eq(cairn_errmsg(T.st), want);
+  cairn_pinset_release(T.st, ps);
+
+  fail_first();
+  char path[8];
+  cr_expect_eq(cairn_blob_path(T.st, image, path, sizeof(path)), -ENAMETOOLONG);
+  snprintf(want, sizeof(want), "blob %s: its path is longer than 8 bytes", image);
+  cr_expect_str_eq(cairn_errmsg(T.st), want);
+}
+
+/* A layer tar cut inside a file's data: the entry and the file it came
+ * from are each named once before the reason. */
+Test(errors, a_cut_tar_names_its_entry_once) {
+  static char big[20000];
+  memset(big, 'x', sizeof(big) - 1);
+  static const tu_entry e[] = {{.path = "data", .type = 'd'},
+                               {.path = "data/many", .type = 'd'},
+                               {.path = "data/many/f00223", .content = big}};
+  void *buf;
+  size_t len;
+  tu_tar(e, TU_N(e), TU_PLAIN, &buf, &len);
+  const char *data = memmem(buf, len, "xxxxxxxx", 8);
+  cr_assert(data);
+  size_t cut = (size_t)(data - (const char *)buf) + 7000;
+  cairn_id id;
+  fail_first();
+  cr_expect_eq(tu_ingest_bytes(T.st, buf, cut, NULL, NULL, id), -EBADMSG);
+  cr_expect_str_eq(cairn_errmsg(T.st), "entry data/many/f00223: Truncated tar archive");
+
+  char *file;
+  cr_assert(asprintf(&file, "%s/cut.tar", T.root) > 0);
+  tu_write_file(file, buf, cut);
+  fail_first();
+  cr_expect_eq(cairn_import_files(T.st, "cut:1", (const char *const *)&file, 1, id), -EBADMSG);
+  char *want;
+  cr_assert(asprintf(&want, "%s: entry data/many/f00223: Truncated tar archive", file) > 0);
+  cr_expect_str_eq(cairn_errmsg(T.st), want);
+  free(want);
+  free(file);
+  free(buf);
+}
