@@ -221,10 +221,8 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
       r = store_fail(st, -ENOMEM, "out of memory importing %s", norm);
     else if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode))
       r = store_fail(st, -EINVAL, "%s: is a directory, not a layer tar", paths[i]);
-    else if ((r = cairn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0) {
-      _cleanup_free_ char *why = strdup(st->err);
-      store_fail(st, r, "%s: %s", paths[i], why ? why : "");
-    }
+    else if ((r = cairn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0)
+      cairn_fail_context(st, r, "%s", paths[i]);
     close(fd);
   }
   if (r == 0) {

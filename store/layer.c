@@ -301,14 +301,8 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   char blob[48] = "";
   int64_t size = type == CAIRN_REG ? archive_entry_size(e) : 0;
   if (size < 0) return store_fail(st, -EBADMSG, "entry %s: negative size", raw);
-  if (type == CAIRN_REG && size > 0) {
-    st->err[0] = '\0';
-    if ((r = entry_store_data(in, size, blob)) < 0) {
-      char why[sizeof(st->err)];
-      snprintf(why, sizeof(why), "%s", st->err[0] ? st->err : strerror(-r));
-      return store_fail(st, r, "entry %s: %s", raw, why);
-    }
-  }
+  if (type == CAIRN_REG && size > 0 && (r = entry_store_data(in, size, blob)) < 0)
+    return cairn_fail_context(st, r, "entry %s", raw);
   _cleanup_free_ void *xattrs = NULL;
   size_t xlen;
   if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0)
