@@ -33,7 +33,7 @@ static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
     snprintf(id, sizeof(cairn_id), "%s", hex);
     return 0;
   }
-  return r;
+  return cairn_fail(st, r, "no such image or layer"); /* the lookup started a new message */
 }
 
 static int pin_ls(struct cli *c, int argc, char **argv) {

@@ -160,6 +160,8 @@ expect_exit 2 "import without layers is exit 2" cairn import x:1
 expect_exit 2 "invalid name is exit 2" cairn import 'Bad Name' "$T/l3.tar"
 expect_exit 3 "inspect of an unknown image is exit 3" cairn inspect nosuch:1
 expect_exit 3 "rm of an unknown image is exit 3" cairn rm nosuch:1
+expect_exit 3 "cairn-pin ls of an unknown id is exit 3" cairn-pin ls "$(printf '%064d' 0)"
+check "and says why" grep -qx "cairn-pin: 0\{64\}: no such image or layer" "$T/stderr"
 expect_exit 2 "import of a directory is exit 2" cairn import x:1 "$T/l1"
 check "and says it is a directory" grep -q "is a directory, not a layer tar" "$T/stderr"
 expect_exit 3 "import of a missing file is exit 3" cairn import x:1 "$T/does-not-exist.tar"
