@@ -15,7 +15,11 @@
  *     -EINVAL   bad argument (bad reference, ambiguous prefix)  (exit 2)
  *     anything else                              (exit 1)
  *   A sentence for a person about the last failure (the WHY) is kept per
- *   store handle: cairn_errmsg(). It never ends in a newline.
+ *   store handle: cairn_errmsg(). It never ends in a newline. Every call
+ *   that takes a handle and can fail starts by clearing it and sets it on
+ *   every failure; cleanup calls (void) leave it as it is. A callback's
+ *   non-zero return is passed back as it is, with whatever WHY the
+ *   callback recorded (cairn_fail).
  * - Ids are lowercase sha256 hex strings (64 chars, no "sha256:" prefix):
  *   a layer is named by its OCI diff_id, an image by the sha256 of its
  *   config.
@@ -231,7 +235,8 @@ int cairn_layer_exists(cairn_store *st, const char *diff_id);
 
 /* Opens a blob read-only (O_RDONLY|O_CLOEXEC); returns an fd or -errno.
  * Unlike the rest of the API it may be called from several threads on one
- * handle: it only opens a file below the store. */
+ * handle: it only opens a file below the store, and records no WHY (the
+ * -errno is all it says). */
 int cairn_blob_open(cairn_store *st, const char *blob);
 
 /* Fills path with the blob's file name in the store. */
