@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cairn_pinset *ps = cairn_pinset_new("fuzz", true);
   if (!ps) return 0;
   cairn_id id;
-  st->err[0] = '\0';
+  store_errclear(st);
   int r = layer_ingest_memory(st, data, size, ps, id);
   if (r == 0) {
     size_t sum = 0;
