@@ -34,36 +34,19 @@ static void fail_first(void) {
   cr_assert_str_eq(cairn_errmsg(T.st), "no such image");
 }
 
-static int count_entry(const cairn_entry *e, void *arg) {
-  (void)e;
-  ++*(int *)arg;
-  return 0;
-}
-static int count_image(const struct cairn_image_rec *im, void *arg) {
-  (void)im;
-  ++*(int *)arg;
-  return 0;
-}
-static int count_layer(const struct cairn_layer_rec *l, void *arg) {
-  (void)l;
-  ++*(int *)arg;
-  return 0;
-}
-static int count_info(const struct cairn_image_info *info, void *arg) {
-  (void)info;
-  ++*(int *)arg;
-  return 0;
-}
-static int count_pin(const struct cairn_pin_rec *p, void *arg) {
-  (void)p;
-  ++*(int *)arg;
-  return 0;
-}
-static int count_mount(const struct cairn_mount_rec *m, void *arg) {
-  (void)m;
-  ++*(int *)arg;
-  return 0;
-}
+/* Callbacks that count what a listing gives. */
+#define COUNTER(name, rec)                                                                         \
+  static int name(const rec *x, void *arg) {                                                       \
+    (void)x;                                                                                       \
+    ++*(int *)arg;                                                                                 \
+    return 0;                                                                                      \
+  }
+COUNTER(count_entry, cairn_entry)
+COUNTER(count_image, struct cairn_image_rec)
+COUNTER(count_layer, struct cairn_layer_rec)
+COUNTER(count_info, struct cairn_image_info)
+COUNTER(count_pin, struct cairn_pin_rec)
+COUNTER(count_mount, struct cairn_mount_rec)
 
 /* The calls that return no int, as 0 (or -ENOMEM: no string). */
 static int holders(void) {
