@@ -1,7 +1,8 @@
 #!/bin/bash
 # test.sh — sets up (tools/setup.sh) and runs every test twice: in the
 # release build and under AddressSanitizer + UndefinedBehaviorSanitizer.
-# First it checks libcairn's layering (tools/check-layers.sh), then that
+# First it checks libcairn's layering (tools/check-layers.sh) and that
+# CMakeLists.txt names every source and test file, then that
 # the builds packagers make (Release with gcc and with clang, Debian's
 # dpkg-buildflags with all hardening) have no warning; after the tests, runs
 # the fuzz targets for a short slice each.
@@ -13,6 +14,13 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 echo "== layers: tools/check-layers.sh"
 bash tools/check-layers.sh || status=1
+# CMakeLists.txt lists its files by hand: a test file it does not name would
+# never run, a source file it does not name would not be built.
+echo "== sources: every C source and test is named in CMakeLists.txt"
+for f in store/*.c store/pull/*.c fs/*.c tools/*.c tests/unit/test_*.c tests/e2e/test_*.sh \
+  tests/fuzz/fuzz_*.c; do
+  grep -qwF "$f" CMakeLists.txt || { echo "$f: not listed in CMakeLists.txt"; status=1; }
+done
 
 # warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS: builds with -Werror.
 warning_free_build() {
