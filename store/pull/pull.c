@@ -30,20 +30,6 @@
 
 #include "pull.h"
 
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void pull_log(pull_source *src, const char *fmt, ...) {
-  if (!src->opts || !src->opts->log) return;
-  char line[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&log_lock);
-  src->opts->log(line, src->opts->arg);
-  pthread_mutex_unlock(&log_lock);
-}
-
 /* ---- the fetch workers ---------------------------------------------------- */
 
 typedef struct layer_slot {
