@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-const char *cli_prog = "cairn-pin";
+const char *report_prog = "cairn-pin";
 
 #define USAGE                                                                                      \
   "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]\n"                                          \
@@ -66,7 +66,7 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
 
 static int pin_hold(struct cli *c, int argc, char **argv) {
   if (argc < 4 || strcmp(argv[2], "--") != 0)
-    return cli_usage(USAGE, "hold: needs IMAGE -- COMMAND...");
+    return report_usage(USAGE, "hold: needs IMAGE -- COMMAND...");
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   cairn_id id;
@@ -113,10 +113,10 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     if (o != 't') return cli_bad_option(USAGE, argv);
     if (cli_parse_seconds(optarg, &timeout_ms) < 0)
-      return cli_usage(USAGE, "wait: --timeout %s: not a number of seconds", optarg);
+      return report_usage(USAGE, "wait: --timeout %s: not a number of seconds", optarg);
     timeout = optarg;
   }
-  if (argc - optind != 1) return cli_usage(USAGE, "wait: needs one image");
+  if (argc - optind != 1) return report_usage(USAGE, "wait: needs one image");
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   cairn_id id;
@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
   struct cli c = {0};
   opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)
-    return cli_usage(USAGE, "--store needs a directory");
+    return report_usage(USAGE, "--store needs a directory");
   int code;
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: %s\n", USAGE);

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +36,7 @@ cairn_store *cli_store(struct cli *c) {
   cairn_store *st;
   int r = cairn_store_open(c->store_dir, &st);
   if (r < 0) {
-    fprintf(stderr, "%s: store: %s\n", cli_prog, cairn_errmsg(st));
+    fprintf(stderr, "%s: store: %s\n", report_prog, cairn_errmsg(st));
     cairn_store_close(st);
     return NULL;
   }
@@ -52,18 +51,8 @@ void cli_close(struct cli *c) {
 int cli_fail(struct cli *c, int err, const char *what) {
   const char *why = c && c->st ? cairn_errmsg(c->st) : "";
   if (!why || !*why) why = strerror(-err);
-  fprintf(stderr, "%s: %s: %s\n", cli_prog, what, why);
+  fprintf(stderr, "%s: %s: %s\n", report_prog, what, why);
   return cairn_exit_code(err);
-}
-
-int cli_usage(const char *usage, const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "%s: ", cli_prog);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nusage: %s\n", usage);
-  return 2;
 }
 
 void cli_print_json(json_t *rows) {
@@ -203,7 +192,7 @@ int cli_parse_seconds(const char *s, int64_t *ms) {
 }
 
 int cli_bad_option(const char *usage, char **argv) {
-  return cli_usage(usage, "%s: %s: unknown option or missing value", argv[0], argv[optind - 1]);
+  return report_usage(usage, "%s: %s: unknown option or missing value", argv[0], argv[optind - 1]);
 }
 
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json) {
@@ -215,6 +204,6 @@ int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands
     if (o != 'j') return cli_bad_option(usage, argv);
     *json = true;
   }
-  if (argc - optind > max_operands) return cli_usage(usage, "%s: too many arguments", argv[0]);
+  if (argc - optind > max_operands) return report_usage(usage, "%s: too many arguments", argv[0]);
   return 0;
 }

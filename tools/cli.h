@@ -1,20 +1,19 @@
 /*
- * cli.h — what the front ends (cairn, cairn-pin, cairnfs) share: the
- * program name in messages, one-line errors with the contract's exit
- * codes, opening the store named by --store, printing listings.
+ * cli.h — what the two commands (cairn, cairn-pin) share: option parsing,
+ * opening the store named by --store, printing listings. Their errors,
+ * like cairnfs's, go through report.h.
  */
 #ifndef CAIRN_CLI_H
 #define CAIRN_CLI_H
 
 #include "cairn.h"
+#include "report.h"
 
 #include <errno.h>
 #include <jansson.h>
 
 #include <stdbool.h>
 #include <stdint.h>
-
-extern const char *cli_prog;
 
 struct cli {
   const char *store_dir; /* --store, or NULL for the default */
@@ -30,8 +29,6 @@ void cli_close(struct cli *c);
 /* Prints "PROG: WHAT: WHY" and returns the exit code for err. WHY defaults
  * to the store's message, then strerror. */
 int cli_fail(struct cli *c, int err, const char *what);
-/* Prints "PROG: MESSAGE" and a usage line; returns 2. */
-int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The usage error for the option getopt just refused (argv[optind - 1]).
  * The mains set opterr = 0, so this is the only line said about it. */

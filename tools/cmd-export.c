@@ -9,9 +9,9 @@
 #define USAGE "cairn export IMAGE > FILE.tar"
 
 int cmd_export(struct cli *c, int argc, char **argv) {
-  if (argc != 2 || argv[1][0] == '-') return cli_usage(USAGE, "export: needs one image");
+  if (argc != 2 || argv[1][0] == '-') return report_usage(USAGE, "export: needs one image");
   if (isatty(STDOUT_FILENO))
-    return cli_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
+    return report_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   cairn_id id;

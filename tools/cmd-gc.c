@@ -21,7 +21,7 @@ static int one_flag(int argc, char **argv, const char *flag, const char *usage, 
     if (o != 'f') return cli_bad_option(usage, argv);
     *set = true;
   }
-  if (optind != argc) return cli_usage(usage, "%s: takes no arguments", argv[0]);
+  if (optind != argc) return report_usage(usage, "%s: takes no arguments", argv[0]);
   return 0;
 }
 

@@ -21,10 +21,10 @@ int cmd_import(struct cli *c, int argc, char **argv) {
     else
       return cli_bad_option(USAGE, argv);
   }
-  if (argc - optind < 2) return cli_usage(USAGE, "import: needs a name and at least one layer");
+  if (argc - optind < 2) return report_usage(USAGE, "import: needs a name and at least one layer");
   char name[512];
   if (cairn_name_normalize(argv[optind], name, sizeof(name)) < 0)
-    return cli_usage(USAGE, "import: %s: not a valid image name", argv[optind]);
+    return report_usage(USAGE, "import: %s: not a valid image name", argv[optind]);
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   cairn_id id;

@@ -25,7 +25,7 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
 int cmd_inspect(struct cli *c, int argc, char **argv) {
   int i = 1;
   if (i < argc && strcmp(argv[i], "--json") == 0) i++; /* inspect is JSON already */
-  if (argc - i != 1) return cli_usage("cairn inspect IMAGE", "inspect: needs one image");
+  if (argc - i != 1) return report_usage("cairn inspect IMAGE", "inspect: needs one image");
   cairn_store *st = cli_store(c);
   if (!st) return 1;
   cairn_id id;

@@ -88,7 +88,7 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   char line[4096];
   while (err && fgets(line, sizeof(line), err)) {
     const char *msg = strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line;
-    fprintf(stderr, "%s: %s", cli_prog, msg);
+    fprintf(stderr, "%s: %s", report_prog, msg);
   }
   if (err)
     fclose(err);
@@ -98,7 +98,7 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return -errno;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
-  fprintf(stderr, "%s: mount: cairnfs died of signal %d\n", cli_prog, WTERMSIG(status));
+  fprintf(stderr, "%s: mount: cairnfs died of signal %d\n", report_prog, WTERMSIG(status));
   return 1;
 }
 
@@ -115,14 +115,14 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
-    case 'w': return cli_usage(MOUNT_USAGE, "--rw: writable mounts are not supported yet");
+    case 'w': return report_usage(MOUNT_USAGE, "--rw: writable mounts are not supported yet");
     case 's': suid = true; break;
     case 'd': dev = true; break;
     case 'h': printf("usage: %s\n", MOUNT_USAGE); return 0;
     default: return cli_bad_option(MOUNT_USAGE, argv);
     }
   }
-  if (argc - optind != 2) return cli_usage(MOUNT_USAGE, "needs an image and a directory");
+  if (argc - optind != 2) return report_usage(MOUNT_USAGE, "needs an image and a directory");
   const char *image = argv[optind], *dir = argv[optind + 1];
   const char *mount_opts = suid && dev ? "suid,dev" : suid ? "suid" : dev ? "dev" : NULL;
   cairn_store *st = cli_store(c);
@@ -135,7 +135,7 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
   if (r < 0) return cli_fail(NULL, r, dir);
   int state = cairn_mountpoint_state(abs);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE) {
-    fprintf(stderr, "%s: %s: already a %s cairnfs mount (hint: cairn umount %s)\n", cli_prog, dir,
+    fprintf(stderr, "%s: %s: already a %s cairnfs mount (hint: cairn umount %s)\n", report_prog, dir,
             state == CAIRN_MP_LIVE ? "live" : "stale", dir);
     return 4;
   }
@@ -147,7 +147,7 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
     if (state < 0 || state == CAIRN_MP_STALE) break;
     sleep_step();
   }
-  fprintf(stderr, "%s: %s: cairnfs reported success but the mount does not answer\n", cli_prog,
+  fprintf(stderr, "%s: %s: cairnfs reported success but the mount does not answer\n", report_prog,
           abs);
   return 1;
 }
@@ -187,13 +187,13 @@ static int await_daemon_exit(const char *name, const struct mount_record *rec) {
       char *who = NULL;
       int n = cairn_mount_holders(rec->dev, &who);
       if (n > 0)
-        fprintf(stderr, "%s: %s: detached here, still in use by %s\n", cli_prog, name, who);
+        fprintf(stderr, "%s: %s: detached here, still in use by %s\n", report_prog, name, who);
       free(who);
       if (n > 0) return 4;
     }
     sleep_step();
   }
-  fprintf(stderr, "%s: %s: detached here, still in use (cairnfs pid %d serves it)\n", cli_prog,
+  fprintf(stderr, "%s: %s: detached here, still in use (cairnfs pid %d serves it)\n", report_prog,
           name, (int)rec->pid);
   return 4;
 }
@@ -203,7 +203,7 @@ int cmd_umount(struct cli *c, int argc, char **argv) {
     printf("usage: %s\n", UMOUNT_USAGE);
     return 0;
   }
-  if (argc != 2 || argv[1][0] == '-') return cli_usage(UMOUNT_USAGE, "needs one directory");
+  if (argc != 2 || argv[1][0] == '-') return report_usage(UMOUNT_USAGE, "needs one directory");
   const char *name = argv[1];
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
@@ -218,13 +218,13 @@ int cmd_umount(struct cli *c, int argc, char **argv) {
     int state = cairn_mountpoint_state(dir);
     if (state == CAIRN_MP_NONE) break;
     if (state == CAIRN_MP_OTHER) {
-      fprintf(stderr, "%s: %s: not a cairnfs mount\n", cli_prog, name);
+      fprintf(stderr, "%s: %s: not a cairnfs mount\n", report_prog, name);
       code = 1;
       break;
     }
     r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE);
     if (r == -EBUSY) {
-      fprintf(stderr, "%s: %s: busy (a process uses the mount)\n", cli_prog, name);
+      fprintf(stderr, "%s: %s: busy (a process uses the mount)\n", report_prog, name);
       code = 4;
       break;
     }

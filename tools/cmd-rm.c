@@ -47,9 +47,9 @@ int cmd_rm(struct cli *c, int argc, char **argv) {
     if (o != 'w') return cli_bad_option(USAGE, argv);
     wait = true;
     if (optarg && cli_parse_seconds(optarg, &wait_ms) < 0)
-      return cli_usage(USAGE, "rm: --wait=%s: not a number of seconds", optarg);
+      return report_usage(USAGE, "rm: --wait=%s: not a number of seconds", optarg);
   }
-  if (optind == argc) return cli_usage(USAGE, "rm: needs at least one image");
+  if (optind == argc) return report_usage(USAGE, "rm: needs at least one image");
   if (!cli_store(c)) return 1;
   int worst = 0;
   for (int i = optind; i < argc; i++) {
