@@ -204,7 +204,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
     }
     if (r < 0) return report_fail(r, "%s: %s", a, strerror(-r));
   }
-  if (!o->image || !o->dir) return report_usage(USAGE, "needs an image and a directory");
+  if (!o->image || !o->dir) return report_usage(USAGE, "mount: needs an image and a directory");
   return CAIRN_EXIT_OK;
 }
 

@@ -45,15 +45,15 @@ int main(int argc, char **argv) {
   struct cli c = {0};
   opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)
-    return report_usage("cairn [--store DIR] COMMAND [ARGS]", "--store needs a directory");
+    return report_usage("cairn [--store DIR] COMMAND [ARGS]", "--store: needs a directory");
   if (argc < 2) {
     usage(stderr);
-    return 2;
+    return CAIRN_EXIT_USAGE;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
     usage(stdout);
-    return 0;
+    return CAIRN_EXIT_OK;
   }
   for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
     if (strcmp(argv[1], commands[i].name) != 0) continue;
@@ -62,5 +62,5 @@ int main(int argc, char **argv) {
     return code;
   }
   return report_usage("cairn [--store DIR] COMMAND [ARGS] (cairn --help lists the commands)",
-                   "%s: unknown command", argv[1]);
+                      "%s: unknown command", argv[1]);
 }

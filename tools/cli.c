@@ -31,28 +31,24 @@ int cli_take_store_option(struct cli *c, int *argc, char **argv) {
   return 0;
 }
 
-cairn_store *cli_store(struct cli *c) {
-  if (c->st) return c->st;
-  cairn_store *st;
-  int r = cairn_store_open(c->store_dir, &st);
-  if (r < 0) {
-    fprintf(stderr, "%s: store: %s\n", report_prog, cairn_errmsg(st));
-    cairn_store_close(st);
-    return NULL;
+int cli_store(struct cli *c, cairn_store **st) {
+  if (!c->st) {
+    cairn_store *opened;
+    int r = cairn_store_open(c->store_dir, &opened);
+    if (r < 0) {
+      int code = report_fail(r, "store: %s", report_why(opened, r));
+      cairn_store_close(opened);
+      return code;
+    }
+    c->st = opened;
   }
-  return c->st = st;
+  *st = c->st;
+  return CAIRN_EXIT_OK;
 }
 
 void cli_close(struct cli *c) {
   cairn_store_close(c->st);
   c->st = NULL;
-}
-
-int cli_fail(struct cli *c, int err, const char *what) {
-  const char *why = c && c->st ? cairn_errmsg(c->st) : "";
-  if (!why || !*why) why = strerror(-err);
-  fprintf(stderr, "%s: %s: %s\n", report_prog, what, why);
-  return cairn_exit_code(err);
 }
 
 void cli_print_json(json_t *rows) {
@@ -205,5 +201,5 @@ int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands
     *json = true;
   }
   if (argc - optind > max_operands) return report_usage(usage, "%s: too many arguments", argv[0]);
-  return 0;
+  return CAIRN_EXIT_OK;
 }
