@@ -291,7 +291,7 @@ static void detacher_stop(struct detacher *d) {
 
 static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
                  const char *image_id) {
-  char *opts = base_fuse_opts(o);
+  _cleanup_free_ char *opts = base_fuse_opts(o);
   if (!opts) return report_fail(-ENOMEM, "%s: out of memory", o->image);
   char *fargv[] = {"cairnfs", "-o", opts, o->debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
@@ -352,7 +352,6 @@ signals:
   fuse_session_destroy(se);
 out:
   fuse_opt_free_args(&args);
-  free(opts);
   return code;
 }
 
@@ -409,14 +408,16 @@ out:
   return code;
 }
 
+/* What parse_args allocated, freed when main's options go out of scope. */
+static void options_free(struct options *o) {
+  free(o->fuse_opts);
+  free(o->store);
+}
+
 int main(int argc, char **argv) {
-  struct options o = {0};
+  __attribute__((cleanup(options_free))) struct options o = {0};
   int code = parse_args(argc, argv, &o);
-  if (code) {
-    free(o.fuse_opts);
-    free(o.store);
-    return code;
-  }
+  if (code != CAIRN_EXIT_OK) return code;
   if (!o.foreground) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) < 0) return report_fail(-errno, "pipe: %s", strerror(errno));
@@ -424,8 +425,6 @@ int main(int argc, char **argv) {
     if (pid < 0) return report_fail(-errno, "fork: %s", strerror(errno));
     if (pid > 0) {
       close(p[1]);
-      free(o.fuse_opts);
-      free(o.store);
       return await_daemon(p[0], pid);
     }
     close(p[0]);
@@ -433,8 +432,5 @@ int main(int argc, char **argv) {
     report_sink_set(verdict_send);
     setsid();
   }
-  code = run(&o);
-  free(o.fuse_opts);
-  free(o.store);
-  return code;
+  return run(&o);
 }

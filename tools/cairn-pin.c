@@ -130,11 +130,9 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   if (r < 0) return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
   r = cairn_pin_wait_free(st, id, timeout_ms);
   if (r == -ETIMEDOUT) {
-    char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
-    code = report_fail(-EBUSY, "%s: still pinned after %s seconds by %s", argv[optind], timeout,
+    _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
+    return report_fail(-EBUSY, "%s: still pinned after %s seconds by %s", argv[optind], timeout,
                        who && *who ? who : "a mount");
-    free(who);
-    return code;
   }
   return r < 0 ? report_fail(r, "%s: %s", argv[optind], report_why(st, r)) : CAIRN_EXIT_OK;
 }

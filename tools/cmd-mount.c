@@ -64,20 +64,18 @@ static void cairnfs_path(char *out, size_t len) {
 /* Passes on what cairnfs says on stderr (read from fd, which it closes):
  * its lines "cairnfs: X" as "cairn: X". */
 static void relay_cairnfs(int fd) {
-  FILE *err = fdopen(fd, "r");
+  _cleanup_fclose_ FILE *err = fdopen(fd, "r");
   if (!err) {
     close(fd);
     return;
   }
-  char *line = NULL;
+  _cleanup_free_ char *line = NULL;
   size_t cap = 0;
   ssize_t n;
   while ((n = getline(&line, &cap, err)) > 0) {
     if (line[n - 1] == '\n') line[n - 1] = '\0';
     report_line(strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line);
   }
-  free(line);
-  fclose(err);
 }
 
 /* Runs cairnfs (with -o opts unless NULL), passing on what it says, and

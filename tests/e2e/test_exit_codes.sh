@@ -66,6 +66,7 @@ check "and names the holder" grep -q "^cairn-pin: app:1: still pinned after 0.2 
 pkill -9 -P "$holder"
 kill -9 "$holder"
 wait "$holder" 2>/dev/null
+wait_for 5 sh -c "! lslocks -n -o PATH | grep -q '$STORE/pins/'"
 cairn mount app:1 "$T/mnt" || not_ok "mount app:1"
 on_exit "umount -l '$T/mnt'"
 fails 4 cairn "mount onto a live mount" cairn mount app:1 "$T/mnt"
@@ -100,7 +101,7 @@ fails 1 cairn-pin "hold when waiting for the command fails" \
 fails 127 cairn-pin "hold of a missing command" cairn-pin hold app:1 -- "$T/no-such-command"
 check "names it" grep -q "^cairn-pin: $T/no-such-command: No such file or directory$" "$T/stderr"
 fails 126 cairn-pin "hold of a file that is not executable" cairn-pin hold app:1 -- "$T/file"
-check "no pin is left" [ "$(cairn-pin ls --json | jq length)" = 0 ]
+check_json "no pin is left" 'map(select(.stale | not)) | length == 0' cairn-pin ls --json
 
 # ---- 5: a store whose database is not a database, for all three
 mkdir -p "$T/bad"
