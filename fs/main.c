@@ -118,7 +118,7 @@ static int await_daemon(int fd, pid_t pid) {
   msg[len] = '\0';
   if (n == 1 && code == CAIRN_EXIT_OK) return CAIRN_EXIT_OK;
   if (n == 1) {
-    report_line(msg);
+    report_notice(msg);
     return code;
   }
   int status = 0;

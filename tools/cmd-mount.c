@@ -74,7 +74,7 @@ static void relay_cairnfs(int fd) {
   ssize_t n;
   while ((n = getline(&line, &cap, err)) > 0) {
     if (line[n - 1] == '\n') line[n - 1] = '\0';
-    report_line(strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line);
+    report_notice(strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line);
   }
 }
 

@@ -111,7 +111,7 @@ static void on_log(const char *msg, void *arg) {
     fprintf(stderr, "\033[%zuA\r\033[K", v->drawn); /* the display is redrawn below it */
     v->drawn = 0;
   }
-  report_line(msg);
+  report_notice(msg);
   pthread_mutex_unlock(&v->lock);
 }
 

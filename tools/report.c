@@ -17,7 +17,7 @@ int report_vfail(int err, const char *fmt, va_list ap) {
   _cleanup_free_ char *msg = NULL;
   if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
   const char *line = msg ? msg : "out of memory";
-  if (!report_sink || report_sink(code, line) < 0) report_line(line);
+  if (!report_sink || report_sink(code, line) < 0) report_notice(line);
   return code;
 }
 
@@ -43,4 +43,4 @@ const char *report_why(const cairn_store *st, int err) {
   return why && *why ? why : strerror(-err);
 }
 
-void report_line(const char *msg) { fprintf(stderr, "%s: %s\n", report_prog, msg); }
+void report_notice(const char *msg) { fprintf(stderr, "%s: %s\n", report_prog, msg); }

@@ -32,7 +32,7 @@ const char *report_why(const cairn_store *st, int err);
 /* Prints "PROG: MSG" as one line on stderr, for a line that is not a
  * failure of ours: one that cairnfs reported, which cairn passes on as its
  * own (the exit code is cairnfs's), or a notice of pull. */
-void report_line(const char *msg);
+void report_notice(const char *msg);
 
 /* A sink takes each failure's exit code and message (without "PROG: ")
  * instead of stderr, and returns 0; or declines it (-1: it goes to stderr).
