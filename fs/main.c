@@ -32,13 +32,13 @@
  * mount(8)'s own flags: suid,dev unless nosuid / nodev are given.)
  */
 #include "cairnfs.h"
+#include "report.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,44 +58,35 @@ struct options {
 /* Where the verdict goes: the waiting parent's pipe, or stderr with -f. */
 static int verdict_fd = -1;
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR\n"
-             "  -f            stay in the foreground\n"
-             "  -d            debug output (implies -f)\n"
-             "  -o store=DIR  the cairn store (also --store DIR; default as cairn)\n"
-             "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"
-             "  -o dev        honour the image's device nodes (default nodev)\n"
-             "  -o OPT        other options are passed to libfuse/mount\n"
-             "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"
-             "are not supported yet).\n");
-}
+const char *report_prog = "cairnfs";
 
-/* Reports a failure: "cairnfs: WHAT: WHY", with the exit code the contract
- * gives err. Returns that code. */
-static int report_failure(int err, const char *fmt, ...) {
-  char msg[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  int len = vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  if (len < 0) len = 0;
-  if ((size_t)len >= sizeof(msg)) len = sizeof(msg) - 1;
-  int code = cairn_exit_code(err);
-  if (verdict_fd >= 0) {
-    unsigned char c = (unsigned char)code;
-    if (write(verdict_fd, &c, 1) == 1 && write(verdict_fd, msg, (size_t)len) == len) {
-      close(verdict_fd);
-      verdict_fd = -1;
-      return code;
-    }
-  }
-  fprintf(stderr, "cairnfs: %s\n", msg);
-  return code;
+#define USAGE                                                                                      \
+  "cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR\n"                                  \
+  "  -f            stay in the foreground\n"                                                       \
+  "  -d            debug output (implies -f)\n"                                                    \
+  "  -o store=DIR  the cairn store (also --store DIR; default as cairn)\n"                         \
+  "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
+  "  -o dev        honour the image's device nodes (default nodev)\n"                              \
+  "  -o OPT        other options are passed to libfuse/mount\n"                                    \
+  "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"                       \
+  "are not supported yet)."
+
+/* The sink of the daemon's failure (report.h): the parent waiting for the
+ * verdict gets its exit code (one byte) and its message, then EOF. Once the
+ * verdict is given (or the parent is gone) failures go to stderr. */
+static int verdict_send(int code, const char *msg) {
+  if (verdict_fd < 0) return -1;
+  unsigned char c = (unsigned char)code;
+  size_t len = strlen(msg);
+  if (write(verdict_fd, &c, 1) != 1 || write(verdict_fd, msg, len) != (ssize_t)len) return -1;
+  close(verdict_fd);
+  verdict_fd = -1;
+  return 0;
 }
 
 static void report_ready(void) {
   if (verdict_fd < 0) return;
-  unsigned char c = 0;
+  unsigned char c = CAIRN_EXIT_OK;
   if (write(verdict_fd, &c, 1) < 0) {
     /* The parent is gone; nobody is waiting for the verdict. */
   }
@@ -115,7 +106,7 @@ static void report_ready(void) {
 
 /* Parent side of daemonizing: waits for the daemon's verdict. */
 static int await_daemon(int fd, pid_t pid) {
-  unsigned char code = 1;
+  unsigned char code = CAIRN_EXIT_FAILURE;
   char msg[2048];
   ssize_t n = read(fd, &code, 1);
   size_t len = 0;
@@ -125,17 +116,16 @@ static int await_daemon(int fd, pid_t pid) {
     len += (size_t)m;
   }
   msg[len] = '\0';
-  if (n == 1 && code == 0) return 0;
+  if (n == 1 && code == CAIRN_EXIT_OK) return CAIRN_EXIT_OK;
   if (n == 1) {
-    fprintf(stderr, "cairnfs: %s\n", msg);
+    report_notice(msg);
     return code;
   }
   int status = 0;
   waitpid(pid, &status, 0);
-  fprintf(stderr, "cairnfs: the daemon died before mounting (%s %d)\n",
-          WIFSIGNALED(status) ? "signal" : "status",
-          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-  return 1;
+  return report_fail(-ESRCH, "the daemon died before mounting (%s %d)",
+                     WIFSIGNALED(status) ? "signal" : "status",
+                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 }
 
 static int append_opt(char **opts, const char *opt, size_t len) {
@@ -178,42 +168,44 @@ static int take_mount_opts(struct options *o, const char *arg) {
   return 0;
 }
 
-/* Returns 0, or an exit code (2 for a usage error) to exit with. */
+/* Sets o->store to a copy of dir. */
+static int take_store(struct options *o, const char *dir) {
+  free(o->store);
+  o->store = strdup(dir);
+  return o->store ? 0 : -ENOMEM;
+}
+
+/* Returns CAIRN_EXIT_OK, or the exit code of an error it reported. */
 static int parse_args(int argc, char **argv, struct options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
+    int r = 0;
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage(stdout);
-      exit(0);
+      printf("usage: %s\n", USAGE);
+      exit(CAIRN_EXIT_OK);
     } else if (strcmp(a, "-f") == 0) {
       o->foreground = true;
     } else if (strcmp(a, "-d") == 0) {
       o->foreground = o->debug = true;
-    } else if (strncmp(a, "-o", 2) == 0) {
-      const char *v = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
-      if (!v) goto bad;
-      if (take_mount_opts(o, v) < 0) return 2;
-    } else if (strcmp(a, "--store") == 0) {
-      if (i + 1 >= argc) goto bad;
-      free(o->store);
-      o->store = strdup(argv[++i]);
+    } else if (strncmp(a, "-o", 2) == 0 && (a[2] || i + 1 < argc)) {
+      r = take_mount_opts(o, a[2] ? a + 2 : argv[++i]);
+    } else if (strcmp(a, "--store") == 0 && i + 1 < argc) {
+      r = take_store(o, argv[++i]);
     } else if (strncmp(a, "--store=", 8) == 0) {
-      free(o->store);
-      o->store = strdup(a + 8);
+      r = take_store(o, a + 8);
     } else if (a[0] == '-' && a[1]) {
-      goto bad;
+      return report_usage(USAGE, "%s: unknown option or missing value", a);
     } else if (!o->image) {
       o->image = a;
     } else if (!o->dir) {
       o->dir = a;
     } else {
-      goto bad;
+      return report_usage(USAGE, "%s: unexpected argument", a);
     }
+    if (r < 0) return report_fail(r, "%s: %s", a, strerror(-r));
   }
-  if (o->image && o->dir) return 0;
-bad:
-  usage(stderr);
-  return 2;
+  if (!o->image || !o->dir) return report_usage(USAGE, "mount: needs an image and a directory");
+  return CAIRN_EXIT_OK;
 }
 
 static uint64_t count_blocks(const cairn_tree *t) {
@@ -299,8 +291,8 @@ static void detacher_stop(struct detacher *d) {
 
 static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
                  const char *image_id) {
-  char *opts = base_fuse_opts(o);
-  if (!opts) return report_failure(-ENOMEM, "%s: out of memory", o->image);
+  _cleanup_free_ char *opts = base_fuse_opts(o);
+  if (!opts) return report_fail(-ENOMEM, "%s: out of memory", o->image);
   char *fargv[] = {"cairnfs", "-o", opts, o->debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
   int code = 0;
@@ -308,34 +300,33 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
   char dev[32];
   struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), fs);
   if (!se) {
-    code = report_failure(-EINVAL, "%s: bad mount options: %s", dir, opts);
+    code = report_fail(-EINVAL, "%s: bad mount options: %s", dir, opts);
     goto out;
   }
   if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(signal_pipe[0], F_SETFL, 0) < 0) {
-    int err = errno;
-    code = report_failure(-err, "%s: pipe: %s", dir, strerror(err));
+    code = report_fail(-errno, "%s: pipe: %s", dir, strerror(errno));
     goto signals;
   }
   signal(SIGPIPE, SIG_IGN);
   detach_signals_set(on_detach_signal);
   if (fuse_session_mount(se, dir) < 0) {
-    code = report_failure(-EIO, "%s: cannot mount (see the message above)", dir);
+    code = report_fail(-EIO, "%s: cannot mount (see the message above)", dir);
     goto signals;
   }
   int r = cairn_mountpoint_dev(dir, dev, sizeof(dev));
   if (r < 0) {
-    code = report_failure(r, "%s: the new mount is not in /proc/self/mountinfo", dir);
+    code = report_fail(r, "%s: the new mount is not in /proc/self/mountinfo", dir);
     goto unmount;
   }
   r = cairn_mount_record(fs->st, dir, image_id, getpid(), dev, false);
   if (r < 0) {
-    code = report_failure(r, "%s: cannot record the mount: %s", dir, cairn_errmsg(fs->st));
+    code = report_fail(r, "%s: cannot record the mount: %s", dir, report_why(fs->st, r));
     goto unmount;
   }
   detacher.dev = dev;
   r = pthread_create(&detacher.thread, NULL, detach_on_signal, &detacher);
   if (r != 0) {
-    code = report_failure(-r, "%s: cannot start a thread: %s", dir, strerror(r));
+    code = report_fail(-r, "%s: cannot start a thread: %s", dir, strerror(r));
     goto forget;
   }
   report_ready();
@@ -361,7 +352,6 @@ signals:
   fuse_session_destroy(se);
 out:
   fuse_opt_free_args(&args);
-  free(opts);
   return code;
 }
 
@@ -372,44 +362,41 @@ static int run(const struct options *o) {
   int code;
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(o->dir, dir, sizeof(dir));
-  if (r < 0) return report_failure(r, "%s: %s", o->dir, strerror(-r));
+  if (r < 0) return report_fail(r, "%s: %s", o->dir, strerror(-r));
   int state = cairn_mountpoint_state(dir);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
-    return report_failure(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
-                          state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
+    return report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
+                       state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
   struct stat sb;
-  if (stat(dir, &sb) < 0) {
-    int err = errno;
-    return report_failure(-err, "%s: %s", o->dir, strerror(err));
-  }
-  if (!S_ISDIR(sb.st_mode)) return report_failure(-ENOTDIR, "%s: not a directory", o->dir);
+  if (stat(dir, &sb) < 0) return report_fail(-errno, "%s: %s", o->dir, strerror(errno));
+  if (!S_ISDIR(sb.st_mode)) return report_fail(-ENOTDIR, "%s: not a directory", o->dir);
 
   r = cairn_store_open(o->store, &fs.st);
   if (r < 0) {
-    code = report_failure(r, "store: %s", fs.st ? cairn_errmsg(fs.st) : strerror(-r));
+    code = report_fail(r, "store: %s", report_why(fs.st, r));
     goto out;
   }
   cairn_id id;
   r = cairn_image_resolve(fs.st, o->image, id);
   if (r < 0) {
-    code = report_failure(r, "%s: %s", o->image, cairn_errmsg(fs.st));
+    code = report_fail(r, "%s: %s", o->image, report_why(fs.st, r));
     goto out;
   }
   char purpose[PATH_MAX + 8];
   snprintf(purpose, sizeof(purpose), "mount %s", dir);
   pins = cairn_pinset_new(purpose, true);
   if (!pins) {
-    code = report_failure(-ENOMEM, "%s: out of memory", o->image);
+    code = report_fail(-ENOMEM, "%s: out of memory", o->image);
     goto out;
   }
   r = cairn_pin_image(fs.st, pins, id);
   if (r < 0) {
-    code = report_failure(r, "%s: cannot pin: %s", o->image, cairn_errmsg(fs.st));
+    code = report_fail(r, "%s: cannot pin: %s", o->image, report_why(fs.st, r));
     goto out;
   }
   r = cairn_tree_build(fs.st, id, &fs.tree);
   if (r < 0) {
-    code = report_failure(r, "%s: %s", o->image, cairn_errmsg(fs.st));
+    code = report_fail(r, "%s: %s", o->image, report_why(fs.st, r));
     goto out;
   }
   fs.blocks = count_blocks(fs.tree);
@@ -421,37 +408,29 @@ out:
   return code;
 }
 
+/* What parse_args allocated, freed when main's options go out of scope. */
+static void options_free(struct options *o) {
+  free(o->fuse_opts);
+  free(o->store);
+}
+
 int main(int argc, char **argv) {
-  struct options o = {0};
+  __attribute__((cleanup(options_free))) struct options o = {0};
   int code = parse_args(argc, argv, &o);
-  if (code) {
-    free(o.fuse_opts);
-    free(o.store);
-    return code;
-  }
+  if (code != CAIRN_EXIT_OK) return code;
   if (!o.foreground) {
     int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0) {
-      perror("cairnfs: pipe");
-      return 1;
-    }
+    if (pipe2(p, O_CLOEXEC) < 0) return report_fail(-errno, "pipe: %s", strerror(errno));
     pid_t pid = fork();
-    if (pid < 0) {
-      perror("cairnfs: fork");
-      return 1;
-    }
+    if (pid < 0) return report_fail(-errno, "fork: %s", strerror(errno));
     if (pid > 0) {
       close(p[1]);
-      free(o.fuse_opts);
-      free(o.store);
       return await_daemon(p[0], pid);
     }
     close(p[0]);
     verdict_fd = p[1];
+    report_sink_set(verdict_send);
     setsid();
   }
-  code = run(&o);
-  free(o.fuse_opts);
-  free(o.store);
-  return code;
+  return run(&o);
 }

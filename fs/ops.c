@@ -169,18 +169,14 @@ static int blob_fd(struct cairnfs *fs, const char *blob, uint64_t size) {
   pthread_once(&last_blob_once, last_blob_key_make);
   struct last_blob *lb = pthread_getspecific(last_blob_key);
   if (lb && lb->blob == blob) return lb->fd;
-  int fd = cairn_blob_open(fs->st, blob);
+  _cleanup_close_ int fd = cairn_blob_open(fs->st, blob);
   if (fd < 0) return fd;
   struct stat sb;
-  if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size) {
-    close(fd);
-    return -EIO;
-  }
+  if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size) return -EIO;
   if (!lb) {
     lb = malloc(sizeof(*lb));
     if (!lb || pthread_setspecific(last_blob_key, lb) != 0) {
       free(lb);
-      close(fd);
       return -ENOMEM;
     }
   } else {
@@ -188,7 +184,8 @@ static int blob_fd(struct cairnfs *fs, const char *blob, uint64_t size) {
   }
   lb->blob = blob;
   lb->fd = fd;
-  return fd;
+  fd = -1; /* the cache owns it now */
+  return lb->fd;
 }
 
 static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

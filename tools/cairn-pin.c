@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-const char *cli_prog = "cairn-pin";
+const char *report_prog = "cairn-pin";
 
 #define USAGE                                                                                      \
   "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]\n"                                          \
@@ -38,19 +38,19 @@ static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
 
 static int pin_ls(struct cli *c, int argc, char **argv) {
   bool json;
+  cairn_store *st;
   int code = cli_listing_flags(argc, argv, USAGE, 1, &json);
-  if (code) return code;
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r;
   if (optind < argc && (r = target_resolve(st, argv[optind], id)) < 0)
-    return cli_fail(c, r, argv[optind]);
+    return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
   json_t *rows = json_array();
   r = rows ? cairn_pins_foreach(st, optind < argc ? id : NULL, cli_pin_row, rows) : -ENOMEM;
   if (r < 0) {
     json_decref(rows);
-    return cli_fail(c, r, "ls");
+    return report_fail(r, "ls: %s", report_why(st, r));
   }
   cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
   static const char *const cols[] = {"kind:KIND",       "target:TARGET",   "pid:PID",
@@ -61,47 +61,52 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
   else
     cli_print_table(rows, cols, 7);
   json_decref(rows);
-  return 0;
+  return CAIRN_EXIT_OK;
 }
 
 static int pin_hold(struct cli *c, int argc, char **argv) {
   if (argc < 4 || strcmp(argv[2], "--") != 0)
-    return cli_usage(USAGE, "hold: needs IMAGE -- COMMAND...");
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+    return report_usage(USAGE, "hold: needs IMAGE -- COMMAND...");
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, argv[1], id);
-  if (r < 0) return cli_fail(c, r, argv[1]);
+  if (r < 0) return report_fail(r, "%s: %s", argv[1], report_why(st, r));
   char purpose[512];
   int off = snprintf(purpose, sizeof(purpose), "hold");
   for (int i = 3; i < argc && off < (int)sizeof(purpose); i++)
     off += snprintf(purpose + off, sizeof(purpose) - (size_t)off, " %s", argv[i]);
   cairn_pinset *ps = cairn_pinset_new(purpose, false);
-  if (!ps) return cli_fail(c, -ENOMEM, "hold");
+  if (!ps) return report_fail(-ENOMEM, "hold: %s", strerror(ENOMEM));
   if ((r = cairn_pin_image(st, ps, id)) < 0) {
+    code = report_fail(r, "%s: %s", argv[1], report_why(st, r));
     cairn_pinset_release(st, ps);
-    return cli_fail(c, r, argv[1]);
+    return code;
   }
   fflush(NULL);
   pid_t child = fork();
   if (child < 0) {
+    code = report_fail(-errno, "hold: %s", strerror(errno));
     cairn_pinset_release(st, ps);
-    return cli_fail(c, -errno, "hold");
+    return code;
   }
   if (child == 0) {
     execvp(argv[3], argv + 3);
-    fprintf(stderr, "cairn-pin: %s: %s\n", argv[3], strerror(errno));
-    _exit(errno == ENOENT ? 127 : 126);
+    int err = errno;
+    report_fail(-err, "%s: %s", argv[3], strerror(err));
+    _exit(err == ENOENT ? CLI_EXIT_EXEC_NOT_FOUND : CLI_EXIT_EXEC_FAILED);
   }
   /* Like flock(1): signals meant for the command reach it; we wait. */
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
   int status;
-  while (waitpid(child, &status, 0) < 0)
-    if (errno != EINTR) break;
+  while ((r = waitpid(child, &status, 0)) < 0 && errno == EINTR) continue;
+  code = r < 0               ? report_fail(-errno, "hold: %s", strerror(errno))
+         : WIFEXITED(status) ? WEXITSTATUS(status)
+                             : CLI_EXIT_SIGNAL_BASE + WTERMSIG(status);
   cairn_pinset_release(st, ps);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + WTERMSIG(status);
+  return code;
 }
 
 static int pin_wait(struct cli *c, int argc, char **argv) {
@@ -113,35 +118,34 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     if (o != 't') return cli_bad_option(USAGE, argv);
     if (cli_parse_seconds(optarg, &timeout_ms) < 0)
-      return cli_usage(USAGE, "wait: --timeout %s: not a number of seconds", optarg);
+      return report_usage(USAGE, "wait: --timeout %s: not a number of seconds", optarg);
     timeout = optarg;
   }
-  if (argc - optind != 1) return cli_usage(USAGE, "wait: needs one image");
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  if (argc - optind != 1) return report_usage(USAGE, "wait: needs one image");
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, argv[optind], id);
-  if (r < 0) return cli_fail(c, r, argv[optind]);
+  if (r < 0) return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
   r = cairn_pin_wait_free(st, id, timeout_ms);
   if (r == -ETIMEDOUT) {
-    char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
-    fprintf(stderr, "cairn-pin: %s: still pinned after %s seconds by %s\n", argv[optind], timeout,
-            who && *who ? who : "a mount");
-    free(who);
-    return 4;
+    _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
+    return report_fail(-EBUSY, "%s: still pinned after %s seconds by %s", argv[optind], timeout,
+                       who && *who ? who : "a mount");
   }
-  return r < 0 ? cli_fail(c, r, argv[optind]) : 0;
+  return r < 0 ? report_fail(r, "%s: %s", argv[optind], report_why(st, r)) : CAIRN_EXIT_OK;
 }
 
 int main(int argc, char **argv) {
   struct cli c = {0};
   opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)
-    return cli_usage(USAGE, "--store needs a directory");
+    return report_usage(USAGE, "--store: needs a directory");
   int code;
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
     printf("usage: %s\n", USAGE);
-    return 0;
+    return CAIRN_EXIT_OK;
   }
   if (argc >= 2 && strcmp(argv[1], "hold") == 0)
     code = pin_hold(&c, argc - 1, argv + 1);

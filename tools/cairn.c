@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *cli_prog = "cairn";
+const char *report_prog = "cairn";
 
 static const struct command {
   const char *name;
@@ -45,15 +45,15 @@ int main(int argc, char **argv) {
   struct cli c = {0};
   opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)
-    return cli_usage("cairn [--store DIR] COMMAND [ARGS]", "--store needs a directory");
+    return report_usage("cairn [--store DIR] COMMAND [ARGS]", "--store: needs a directory");
   if (argc < 2) {
     usage(stderr);
-    return 2;
+    return CAIRN_EXIT_USAGE;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
       strcmp(argv[1], "help") == 0) {
     usage(stdout);
-    return 0;
+    return CAIRN_EXIT_OK;
   }
   for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
     if (strcmp(argv[1], commands[i].name) != 0) continue;
@@ -61,6 +61,6 @@ int main(int argc, char **argv) {
     cli_close(&c);
     return code;
   }
-  return cli_usage("cairn [--store DIR] COMMAND [ARGS] (cairn --help lists the commands)",
-                   "%s: unknown command", argv[1]);
+  return report_usage("cairn [--store DIR] COMMAND [ARGS] (cairn --help lists the commands)",
+                      "%s: unknown command", argv[1]);
 }

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,38 +31,24 @@ int cli_take_store_option(struct cli *c, int *argc, char **argv) {
   return 0;
 }
 
-cairn_store *cli_store(struct cli *c) {
-  if (c->st) return c->st;
-  cairn_store *st;
-  int r = cairn_store_open(c->store_dir, &st);
-  if (r < 0) {
-    fprintf(stderr, "%s: store: %s\n", cli_prog, cairn_errmsg(st));
-    cairn_store_close(st);
-    return NULL;
+int cli_store(struct cli *c, cairn_store **st) {
+  if (!c->st) {
+    cairn_store *opened;
+    int r = cairn_store_open(c->store_dir, &opened);
+    if (r < 0) {
+      int code = report_fail(r, "store: %s", report_why(opened, r));
+      cairn_store_close(opened);
+      return code;
+    }
+    c->st = opened;
   }
-  return c->st = st;
+  *st = c->st;
+  return CAIRN_EXIT_OK;
 }
 
 void cli_close(struct cli *c) {
   cairn_store_close(c->st);
   c->st = NULL;
-}
-
-int cli_fail(struct cli *c, int err, const char *what) {
-  const char *why = c && c->st ? cairn_errmsg(c->st) : "";
-  if (!why || !*why) why = strerror(-err);
-  fprintf(stderr, "%s: %s: %s\n", cli_prog, what, why);
-  return cairn_exit_code(err);
-}
-
-int cli_usage(const char *usage, const char *fmt, ...) {
-  va_list ap;
-  fprintf(stderr, "%s: ", cli_prog);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "\nusage: %s\n", usage);
-  return 2;
 }
 
 void cli_print_json(json_t *rows) {
@@ -203,7 +188,7 @@ int cli_parse_seconds(const char *s, int64_t *ms) {
 }
 
 int cli_bad_option(const char *usage, char **argv) {
-  return cli_usage(usage, "%s: %s: unknown option or missing value", argv[0], argv[optind - 1]);
+  return report_usage(usage, "%s: %s: unknown option or missing value", argv[0], argv[optind - 1]);
 }
 
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json) {
@@ -215,6 +200,6 @@ int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands
     if (o != 'j') return cli_bad_option(usage, argv);
     *json = true;
   }
-  if (argc - optind > max_operands) return cli_usage(usage, "%s: too many arguments", argv[0]);
-  return 0;
+  if (argc - optind > max_operands) return report_usage(usage, "%s: too many arguments", argv[0]);
+  return CAIRN_EXIT_OK;
 }

@@ -1,12 +1,13 @@
 /*
- * cli.h — what the front ends (cairn, cairn-pin, cairnfs) share: the
- * program name in messages, one-line errors with the contract's exit
- * codes, opening the store named by --store, printing listings.
+ * cli.h — what the two commands (cairn, cairn-pin) share: option parsing,
+ * opening the store named by --store, printing listings. Their errors,
+ * like cairnfs's, go through report.h.
  */
 #ifndef CAIRN_CLI_H
 #define CAIRN_CLI_H
 
 #include "cairn.h"
+#include "report.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -14,32 +15,33 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-extern const char *cli_prog;
-
 struct cli {
   const char *store_dir; /* --store, or NULL for the default */
   cairn_store *st;       /* opened on first use by cli_store */
 };
 
+/* The shell's exit codes for a command we run (cairn-pin hold's, cairn
+ * mount's cairnfs), as flock(1) and env(1) use them. */
+enum cli_exit_exec {
+  CLI_EXIT_EXEC_FAILED = 126,    /* found, but exec failed */
+  CLI_EXIT_EXEC_NOT_FOUND = 127, /* no such command */
+  CLI_EXIT_SIGNAL_BASE = 128,    /* plus the signal that killed the command */
+};
+
 /* Removes every --store DIR / --store=DIR before a "--" from argv. */
 int cli_take_store_option(struct cli *c, int *argc, char **argv);
-/* Opens the store once; prints the error and returns NULL on failure. */
-cairn_store *cli_store(struct cli *c);
+/* Opens the store once into *st; returns CAIRN_EXIT_OK, or the exit code
+ * of the failure it reported. */
+int cli_store(struct cli *c, cairn_store **st);
 void cli_close(struct cli *c);
-
-/* Prints "PROG: WHAT: WHY" and returns the exit code for err. WHY defaults
- * to the store's message, then strerror. */
-int cli_fail(struct cli *c, int err, const char *what);
-/* Prints "PROG: MESSAGE" and a usage line; returns 2. */
-int cli_usage(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The usage error for the option getopt just refused (argv[optind - 1]).
  * The mains set opterr = 0, so this is the only line said about it. */
 int cli_bad_option(const char *usage, char **argv);
 
 /* Parses the flags of a listing (only --json) from argv[0] on, leaving
- * optind at the first operand; at most max_operands may follow. Returns 0,
- * or the exit code of a usage error it printed. */
+ * optind at the first operand; at most max_operands may follow. Returns
+ * CAIRN_EXIT_OK, or the exit code of a usage error it printed. */
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json);
 
 /* Prints a JSON array (listing) on stdout followed by a newline. */

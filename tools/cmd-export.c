@@ -9,13 +9,14 @@
 #define USAGE "cairn export IMAGE > FILE.tar"
 
 int cmd_export(struct cli *c, int argc, char **argv) {
-  if (argc != 2 || argv[1][0] == '-') return cli_usage(USAGE, "export: needs one image");
+  if (argc != 2 || argv[1][0] == '-') return report_usage(USAGE, "export: needs one image");
   if (isatty(STDOUT_FILENO))
-    return cli_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+    return report_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, argv[1], id);
   if (r == 0) r = cairn_export(st, id, STDOUT_FILENO);
-  return r < 0 ? cli_fail(c, r, argv[1]) : 0;
+  return r < 0 ? report_fail(r, "%s: %s", argv[1], report_why(st, r)) : CAIRN_EXIT_OK;
 }

@@ -21,33 +21,33 @@ static int one_flag(int argc, char **argv, const char *flag, const char *usage, 
     if (o != 'f') return cli_bad_option(usage, argv);
     *set = true;
   }
-  if (optind != argc) return cli_usage(usage, "%s: takes no arguments", argv[0]);
-  return 0;
+  if (optind != argc) return report_usage(usage, "%s: takes no arguments", argv[0]);
+  return CAIRN_EXIT_OK;
 }
 
 int cmd_gc(struct cli *c, int argc, char **argv) {
   bool dry = false;
+  cairn_store *st;
   int code = one_flag(argc, argv, "dry-run", "cairn gc [--dry-run]", &dry);
-  if (code) return code;
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_report r = {0};
   int rc = cairn_gc(st, dry, &r);
   report_print(&r);
   cairn_report_free(&r);
-  return rc < 0 ? cli_fail(c, rc, "gc") : 0;
+  return rc < 0 ? report_fail(rc, "gc: %s", report_why(st, rc)) : CAIRN_EXIT_OK;
 }
 
 int cmd_fsck(struct cli *c, int argc, char **argv) {
   bool repair = false;
+  cairn_store *st;
   int code = one_flag(argc, argv, "repair", "cairn fsck [--repair]", &repair);
-  if (code) return code;
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_report r = {0};
   int rc = cairn_fsck(st, repair, &r);
   report_print(&r);
   if (rc == 0) printf("clean\n");
   cairn_report_free(&r);
-  return rc < 0 ? cli_fail(c, rc, "fsck") : 0;
+  return rc < 0 ? report_fail(rc, "fsck: %s", report_why(st, rc)) : CAIRN_EXIT_OK;
 }

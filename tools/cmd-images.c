@@ -21,22 +21,22 @@ static int layers_collect(cairn_store *st, json_t *rows) {
 static int listing(struct cli *c, int argc, char **argv, listing_fn list,
                    const char *const *columns, size_t n) {
   bool json;
+  cairn_store *st;
   int code = cli_listing_flags(argc, argv, "cairn images|layers [--json]", 0, &json);
-  if (code) return code;
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   json_t *rows = json_array();
   int r = rows ? list(st, rows) : -ENOMEM;
   if (r < 0) {
     json_decref(rows);
-    return cli_fail(c, r, argv[0]);
+    return report_fail(r, "%s: %s", argv[0], report_why(st, r));
   }
   if (json)
     cli_print_json(rows);
   else
     cli_print_table(rows, columns, n);
   json_decref(rows);
-  return 0;
+  return CAIRN_EXIT_OK;
 }
 
 int cmd_images(struct cli *c, int argc, char **argv) {

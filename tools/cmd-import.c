@@ -21,16 +21,17 @@ int cmd_import(struct cli *c, int argc, char **argv) {
     else
       return cli_bad_option(USAGE, argv);
   }
-  if (argc - optind < 2) return cli_usage(USAGE, "import: needs a name and at least one layer");
+  if (argc - optind < 2) return report_usage(USAGE, "import: needs a name and at least one layer");
   char name[512];
   if (cairn_name_normalize(argv[optind], name, sizeof(name)) < 0)
-    return cli_usage(USAGE, "import: %s: not a valid image name", argv[optind]);
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+    return report_usage(USAGE, "import: %s: not a valid image name", argv[optind]);
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_import_files(st, name, (const char *const *)argv + optind + 1,
                              (size_t)(argc - optind - 1), id);
-  if (r < 0) return cli_fail(c, r, "import");
+  if (r < 0) return report_fail(r, "import: %s", report_why(st, r));
   if (!quiet) printf("%s\n", id);
-  return 0;
+  return CAIRN_EXIT_OK;
 }

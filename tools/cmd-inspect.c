@@ -25,12 +25,13 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
 int cmd_inspect(struct cli *c, int argc, char **argv) {
   int i = 1;
   if (i < argc && strcmp(argv[i], "--json") == 0) i++; /* inspect is JSON already */
-  if (argc - i != 1) return cli_usage("cairn inspect IMAGE", "inspect: needs one image");
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  if (argc - i != 1) return report_usage("cairn inspect IMAGE", "inspect: needs one image");
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, argv[i], id);
-  if (r < 0) return cli_fail(c, r, argv[i]);
+  if (r < 0) return report_fail(r, "%s: %s", argv[i], report_why(st, r));
   json_t *pins = json_array();
   if (pins && cairn_pins_foreach(st, id, cli_pin_row, pins) < 0) {
     json_decref(pins); /* left out, as a listing that failed */
@@ -39,5 +40,5 @@ int cmd_inspect(struct cli *c, int argc, char **argv) {
   struct inspected out = {.pins = pins};
   r = cairn_inspect(st, id, inspected_print, &out);
   json_decref(out.pins);
-  return r < 0 ? cli_fail(c, r, argv[i]) : 0;
+  return r < 0 ? report_fail(r, "%s: %s", argv[i], report_why(st, r)) : CAIRN_EXIT_OK;
 }

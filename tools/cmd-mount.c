@@ -61,45 +61,57 @@ static void cairnfs_path(char *out, size_t len) {
   snprintf(out, len, "cairnfs");
 }
 
-/* Runs cairnfs (with -o opts unless NULL); its stderr lines "cairnfs: X"
- * are printed as "cairn: X". */
+/* Passes on what cairnfs says on stderr (read from fd, which it closes):
+ * its lines "cairnfs: X" as "cairn: X". */
+static void relay_cairnfs(int fd) {
+  _cleanup_fclose_ FILE *err = fdopen(fd, "r");
+  if (!err) {
+    close(fd);
+    return;
+  }
+  _cleanup_free_ char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  while ((n = getline(&line, &cap, err)) > 0) {
+    if (line[n - 1] == '\n') line[n - 1] = '\0';
+    report_notice(strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line);
+  }
+}
+
+/* Runs cairnfs (with -o opts unless NULL), passing on what it says, and
+ * returns its exit code, or that of a failure to run it (reported). */
 static int run_cairnfs(const char *store_dir, const char *image, const char *dir,
                        const char *opts) {
   char bin[PATH_MAX];
   cairnfs_path(bin, sizeof(bin));
   int p[2];
-  if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+  if (pipe2(p, O_CLOEXEC) < 0) return report_fail(-errno, "mount: pipe: %s", strerror(errno));
   pid_t pid = fork();
   if (pid < 0) {
+    int code = report_fail(-errno, "mount: cannot start cairnfs: %s", strerror(errno));
     close(p[0]);
     close(p[1]);
-    return -errno;
+    return code;
   }
   if (pid == 0) {
-    dup2(p[1], 2);
+    dup2(p[1], STDERR_FILENO);
     char *argv[] = {"cairnfs",   "--store",          (char *)store_dir, (char *)image,
                     (char *)dir, opts ? "-o" : NULL, (char *)opts,      NULL};
     execvp(bin, argv);
-    fprintf(stderr, "cairnfs: cannot run %s: %s\n", bin, strerror(errno));
-    _exit(127);
+    int err = errno;
+    report_prog = "cairnfs"; /* said for the cairnfs that did not start: passed on as ours */
+    report_fail(-err, "cannot run %s: %s", bin, strerror(err));
+    _exit(CLI_EXIT_EXEC_NOT_FOUND);
   }
   close(p[1]);
-  FILE *err = fdopen(p[0], "r");
-  char line[4096];
-  while (err && fgets(line, sizeof(line), err)) {
-    const char *msg = strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line;
-    fprintf(stderr, "%s: %s", cli_prog, msg);
-  }
-  if (err)
-    fclose(err);
-  else
-    close(p[0]);
+  relay_cairnfs(p[0]);
   int status;
   while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -errno;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  fprintf(stderr, "%s: mount: cairnfs died of signal %d\n", cli_prog, WTERMSIG(status));
-  return 1;
+    if (errno != EINTR) return report_fail(-errno, "mount: waitpid: %s", strerror(errno));
+  if (!WIFEXITED(status))
+    return report_fail(-ESRCH, "mount: cairnfs died of signal %d", WTERMSIG(status));
+  int code = WEXITSTATUS(status); /* the contract's, or the shell's for a cairnfs not run */
+  return code <= CAIRN_EXIT_INTEGRITY ? code : CAIRN_EXIT_FAILURE;
 }
 
 int cmd_mount(struct cli *c, int argc, char **argv) {
@@ -115,41 +127,39 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
-    case 'w': return cli_usage(MOUNT_USAGE, "--rw: writable mounts are not supported yet");
+    case 'w':
+      return report_usage(MOUNT_USAGE, "mount: --rw: writable mounts are not supported yet");
     case 's': suid = true; break;
     case 'd': dev = true; break;
-    case 'h': printf("usage: %s\n", MOUNT_USAGE); return 0;
+    case 'h': printf("usage: %s\n", MOUNT_USAGE); return CAIRN_EXIT_OK;
     default: return cli_bad_option(MOUNT_USAGE, argv);
     }
   }
-  if (argc - optind != 2) return cli_usage(MOUNT_USAGE, "needs an image and a directory");
+  if (argc - optind != 2) return report_usage(MOUNT_USAGE, "mount: needs an image and a directory");
   const char *image = argv[optind], *dir = argv[optind + 1];
   const char *mount_opts = suid && dev ? "suid,dev" : suid ? "suid" : dev ? "dev" : NULL;
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, image, id);
-  if (r < 0) return cli_fail(c, r, image);
+  if (r < 0) return report_fail(r, "%s: %s", image, report_why(st, r));
   char abs[PATH_MAX];
   r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
-  if (r < 0) return cli_fail(NULL, r, dir);
+  if (r < 0) return report_fail(r, "%s: %s", dir, strerror(-r));
   int state = cairn_mountpoint_state(abs);
-  if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE) {
-    fprintf(stderr, "%s: %s: already a %s cairnfs mount (hint: cairn umount %s)\n", cli_prog, dir,
-            state == CAIRN_MP_LIVE ? "live" : "stale", dir);
-    return 4;
-  }
-  int code = run_cairnfs(cairn_store_dir(st), image, abs, mount_opts);
-  if (code != 0) return code <= 5 ? code : 1; /* 127: cairnfs not found */
+  if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
+    return report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", dir,
+                       state == CAIRN_MP_LIVE ? "live" : "stale", dir);
+  code = run_cairnfs(cairn_store_dir(st), image, abs, mount_opts);
+  if (code != CAIRN_EXIT_OK) return code;
   for (int i = 0; i < ANSWER_STEPS; i++) {
     state = cairn_mountpoint_state(abs);
-    if (state == CAIRN_MP_LIVE) return 0;
+    if (state == CAIRN_MP_LIVE) return CAIRN_EXIT_OK;
     if (state < 0 || state == CAIRN_MP_STALE) break;
     sleep_step();
   }
-  fprintf(stderr, "%s: %s: cairnfs reported success but the mount does not answer\n", cli_prog,
-          abs);
-  return 1;
+  return report_fail(-ENOTCONN, "%s: cairnfs reported success but the mount does not answer", abs);
 }
 
 /* The daemon and device recorded for dir (pid 0 if none). */
@@ -179,79 +189,74 @@ static struct mount_record recorded(cairn_store *st, const char *dir) {
 
 /* Waits (bounded) for the daemon to exit after our unmount. While other
  * mount namespaces still hold the mount it serves on: says who holds it
- * (name is DIR as the user typed it) and returns 4. */
+ * (name is DIR as the user typed it) and returns CAIRN_EXIT_BUSY. */
 static int await_daemon_exit(const char *name, const struct mount_record *rec) {
   for (int i = 1; i <= EXIT_STEPS; i++) {
-    if (!cairn_process_running(rec->pid, "cairnfs")) return 0;
+    if (!cairn_process_running(rec->pid, "cairnfs")) return CAIRN_EXIT_OK;
     if (i % HOLDERS_STEPS == HOLDERS_FIRST && rec->dev[0]) {
-      char *who = NULL;
-      int n = cairn_mount_holders(rec->dev, &who);
-      if (n > 0)
-        fprintf(stderr, "%s: %s: detached here, still in use by %s\n", cli_prog, name, who);
-      free(who);
-      if (n > 0) return 4;
+      _cleanup_free_ char *who = NULL;
+      if (cairn_mount_holders(rec->dev, &who) > 0)
+        return report_fail(-EBUSY, "%s: detached here, still in use by %s", name, who);
     }
     sleep_step();
   }
-  fprintf(stderr, "%s: %s: detached here, still in use (cairnfs pid %d serves it)\n", cli_prog,
-          name, (int)rec->pid);
-  return 4;
+  return report_fail(-EBUSY, "%s: detached here, still in use (cairnfs pid %d serves it)", name,
+                     (int)rec->pid);
 }
 
 int cmd_umount(struct cli *c, int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--help") == 0) {
     printf("usage: %s\n", UMOUNT_USAGE);
-    return 0;
+    return CAIRN_EXIT_OK;
   }
-  if (argc != 2 || argv[1][0] == '-') return cli_usage(UMOUNT_USAGE, "needs one directory");
+  if (argc != 2 || argv[1][0] == '-')
+    return report_usage(UMOUNT_USAGE, "umount: needs one directory");
   const char *name = argv[1];
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
-  if (r < 0) return cli_fail(NULL, r, name);
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  if (r < 0) return report_fail(r, "%s: %s", name, strerror(-r));
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   struct mount_record rec = recorded(st, dir);
-  int code = 0;
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
   for (int round = 0; round < 16; round++) {
     int state = cairn_mountpoint_state(dir);
     if (state == CAIRN_MP_NONE) break;
     if (state == CAIRN_MP_OTHER) {
-      fprintf(stderr, "%s: %s: not a cairnfs mount\n", cli_prog, name);
-      code = 1;
+      code = report_fail(-EMEDIUMTYPE, "%s: not a cairnfs mount", name);
       break;
     }
     r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE);
     if (r == -EBUSY) {
-      fprintf(stderr, "%s: %s: busy (a process uses the mount)\n", cli_prog, name);
-      code = 4;
+      code = report_fail(r, "%s: busy (a process uses the mount)", name);
       break;
     }
     if (r < 0) {
-      code = cli_fail(NULL, r, name);
+      code = report_fail(r, "%s: %s", name, strerror(-r));
       break;
     }
   }
-  if (code == 0 && rec.pid > 0) code = await_daemon_exit(name, &rec);
-  if (code == 0) {
+  if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_daemon_exit(name, &rec);
+  if (code == CAIRN_EXIT_OK) {
     r = cairn_mount_forget(st, dir, rec.pid);
-    if (r < 0) code = cli_fail(c, r, name);
+    if (r < 0) code = report_fail(r, "%s: %s", name, report_why(st, r));
   }
   return code;
 }
 
 int cmd_mounts(struct cli *c, int argc, char **argv) {
   bool json;
+  cairn_store *st;
   int code = cli_listing_flags(argc, argv, MOUNTS_USAGE, 0, &json);
-  if (code) return code;
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   json_t *rows = json_array();
   int r = rows ? cairn_mounts_foreach(st, cli_mount_row, rows) : -ENOMEM;
   if (r < 0) {
     json_decref(rows);
-    return cli_fail(c, r, "mounts");
+    return report_fail(r, "mounts: %s", report_why(st, r));
   }
   if (json) {
     cli_print_json(rows);
@@ -261,5 +266,5 @@ int cmd_mounts(struct cli *c, int argc, char **argv) {
     cli_print_table(rows, columns, sizeof(columns) / sizeof(columns[0]));
   }
   json_decref(rows);
-  return 0;
+  return CAIRN_EXIT_OK;
 }

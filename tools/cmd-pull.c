@@ -111,7 +111,7 @@ static void on_log(const char *msg, void *arg) {
     fprintf(stderr, "\033[%zuA\r\033[K", v->drawn); /* the display is redrawn below it */
     v->drawn = 0;
   }
-  fprintf(stderr, "%s: %s\n", cli_prog, msg);
+  report_notice(msg);
   pthread_mutex_unlock(&v->lock);
 }
 
@@ -143,40 +143,38 @@ int cmd_pull(struct cli *c, int argc, char **argv) {
     switch (o) {
     case 'p': po.platform = optarg; break;
     case 'c':
-      if (!strchr(optarg, ':')) return cli_usage(PULL_USAGE, "--creds needs USER:PASS");
+      if (!strchr(optarg, ':')) return report_usage(PULL_USAGE, "pull: --creds: needs USER:PASS");
       po.creds = optarg;
       break;
     case 'k': po.insecure = true; break;
     case 'C': po.cert_dir = optarg; break;
     case 'j':
       if (parse_count(optarg, 64, &po.jobs) < 0)
-        return cli_usage(PULL_USAGE, "--jobs needs a number from 1 to 64");
+        return report_usage(PULL_USAGE, "pull: --jobs: needs a number from 1 to 64");
       break;
     case 'r':
       if (parse_count(optarg, 100, &po.attempts) < 0)
-        return cli_usage(PULL_USAGE, "--retries needs a number from 1 to 100 (attempts)");
+        return report_usage(PULL_USAGE, "pull: --retries: needs a number from 1 to 100 (attempts)");
       break;
     case 'q': view.quiet = true; break;
-    case 'h': printf("usage: %s\n", PULL_USAGE); return 0;
+    case 'h': printf("usage: %s\n", PULL_USAGE); return CAIRN_EXIT_OK;
     default: return cli_bad_option(PULL_USAGE, argv);
     }
   }
   if (argc - optind < 1 || argc - optind > 2)
-    return cli_usage(PULL_USAGE, "pull needs a SOURCE and at most a NAME");
+    return report_usage(PULL_USAGE, "pull: needs a SOURCE and at most a NAME");
   const char *source = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
 
-  cairn_store *st = cli_store(c);
-  if (!st) return 1;
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
   pthread_mutex_init(&view.lock, NULL);
   cairn_id id;
   int r = cairn_pull(st, source, name, &po, id);
   free(view.started);
   free(view.announced);
   pthread_mutex_destroy(&view.lock);
-  if (r < 0) {
-    fprintf(stderr, "%s: pull %s: %s\n", cli_prog, source, cairn_errmsg(st));
-    return cairn_exit_code(r);
-  }
+  if (r < 0) return report_fail(r, "pull %s: %s", source, report_why(st, r));
   printf("%s\n", id);
-  return 0;
+  return CAIRN_EXIT_OK;
 }

@@ -17,24 +17,24 @@ static int64_t monotonic_ms(void) {
   return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+/* The exit code of rm's answer r for ref, reported if it failed. */
+static int rm_result(cairn_store *st, int r, const char *ref) {
+  return r < 0 ? report_fail(r, "%s: %s", ref, report_why(st, r)) : CAIRN_EXIT_OK;
+}
+
 /* wait_ms < 0 waits for ever. */
-static int rm_one(struct cli *c, const char *ref, bool wait, int64_t wait_ms) {
-  cairn_store *st = c->st;
+static int rm_one(cairn_store *st, const char *ref, bool wait, int64_t wait_ms) {
   int64_t start = monotonic_ms();
   for (;;) {
     int r = cairn_rm(st, ref);
-    if (r != -EBUSY || !wait) return r < 0 ? cli_fail(c, r, ref) : 0;
-    /* before the next call, which starts a new message: rm's names the holders */
-    int64_t left = wait_ms < 0 ? -1 : wait_ms - (monotonic_ms() - start);
-    if (wait_ms >= 0 && left <= 0) return cli_fail(c, r, ref);
+    if (r != -EBUSY || !wait) return rm_result(st, r, ref);
     cairn_id id;
     if (cairn_image_resolve(st, ref, id) < 0) continue;
-    r = cairn_pin_wait_free(st, id, left);
-    if (r == -ETIMEDOUT) {
-      r = cairn_rm(st, ref); /* report the holders as they are now */
-      return r < 0 ? cli_fail(c, r, ref) : 0;
-    }
-    if (r < 0) return cli_fail(c, r, ref);
+    int64_t left = wait_ms < 0 ? -1 : wait_ms - (monotonic_ms() - start);
+    r = wait_ms >= 0 && left <= 0 ? -ETIMEDOUT : cairn_pin_wait_free(st, id, left);
+    if (r == -ETIMEDOUT) /* the holders as they are now */
+      return rm_result(st, cairn_rm(st, ref), ref);
+    if (r < 0) return rm_result(st, r, ref);
   }
 }
 
@@ -48,13 +48,14 @@ int cmd_rm(struct cli *c, int argc, char **argv) {
     if (o != 'w') return cli_bad_option(USAGE, argv);
     wait = true;
     if (optarg && cli_parse_seconds(optarg, &wait_ms) < 0)
-      return cli_usage(USAGE, "rm: --wait=%s: not a number of seconds", optarg);
+      return report_usage(USAGE, "rm: --wait=%s: not a number of seconds", optarg);
   }
-  if (optind == argc) return cli_usage(USAGE, "rm: needs at least one image");
-  if (!cli_store(c)) return 1;
-  int worst = 0;
+  if (optind == argc) return report_usage(USAGE, "rm: needs at least one image");
+  cairn_store *st;
+  int worst = cli_store(c, &st);
+  if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) {
-    int code = rm_one(c, argv[i], wait, wait_ms);
+    int code = rm_one(st, argv[i], wait, wait_ms);
     if (code > worst) worst = code;
   }
   return worst;

@@ -1,10 +1,11 @@
 #!/bin/bash
 # test.sh — sets up (tools/setup.sh) and runs every test twice: in the
 # release build and under AddressSanitizer + UndefinedBehaviorSanitizer.
-# First it checks libcairn's layering (tools/check-layers.sh), then that
-# the builds packagers make (Release with gcc and with clang, Debian's
-# dpkg-buildflags with all hardening) have no warning; after the tests, runs
-# the fuzz targets for a short slice each.
+# First it checks libcairn's layering (tools/check-layers.sh) and that
+# CMakeLists.txt names every source and test file, then that the builds
+# packagers make (Release with gcc and with clang, Debian's dpkg-buildflags
+# with all hardening and without the tests or Criterion) have no warning;
+# after the tests, runs the fuzz targets for a short slice each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -13,12 +14,20 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 echo "== layers: tools/check-layers.sh"
 bash tools/check-layers.sh || status=1
+# CMakeLists.txt lists its files by hand: a test file it does not name would
+# never run, a source file it does not name would not be built.
+echo "== sources: every C source and test is named in CMakeLists.txt"
+for f in store/*.c store/pull/*.c fs/*.c tools/*.c tests/unit/test_*.c tests/e2e/test_*.sh \
+  tests/fuzz/fuzz_*.c; do
+  grep -qwF "$f" CMakeLists.txt || { echo "$f: not listed in CMakeLists.txt"; status=1; }
+done
 
-# warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS: builds with -Werror.
+# warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS [CMAKE_ARG...]: builds
+# with -Werror.
 warning_free_build() {
-  echo "== build: $1 (CC=$2, $3)"
+  echo "== build: $1 (CC=$2, $3${6:+, ${*:6}})"
   if ! CC=$2 CFLAGS=$4 LDFLAGS=$5 cmake -S . -B "$1" -DCMAKE_BUILD_TYPE="$3" -DCAIRN_WERROR=ON \
-    >/dev/null; then
+    "${@:6}" >/dev/null; then
     echo "configuring $1 failed"
     status=1
   elif ! cmake --build "$1" -j"$(nproc)" >"$1/build.log" 2>&1; then
@@ -29,11 +38,28 @@ warning_free_build() {
 }
 warning_free_build build-release-gcc gcc Release "" ""
 warning_free_build build-release-clang clang Release "" ""
-# As debhelper does: CPPFLAGS go with CFLAGS, build type None.
-export DEB_BUILD_MAINT_OPTIONS=hardening=+all
+# As debhelper does: CPPFLAGS go with CFLAGS, build type None; and as a
+# package's product build does, from a clean tree without the tests
+# (CAIRN_TESTS=OFF), with Criterion hidden from pkg-config (PKG_CONFIG_LIBDIR
+# names a copy of its search path without criterion.pc): the product must
+# not need it, and the tree must hold the three programs and no test one.
+pcdir=$(mktemp -d /tmp/cairn-pc.XXXXXX)
+for d in $(pkg-config --variable pc_path pkg-config | tr : ' '); do
+  cp -sn "$d"/*.pc "$pcdir"/ 2>/dev/null || true
+done
+rm -f "$pcdir/criterion.pc"
+rm -rf build-dpkg
+export DEB_BUILD_MAINT_OPTIONS=hardening=+all PKG_CONFIG_LIBDIR=$pcdir
 warning_free_build build-dpkg gcc None "$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
-  "$(dpkg-buildflags --get LDFLAGS)"
-unset DEB_BUILD_MAINT_OPTIONS
+  "$(dpkg-buildflags --get LDFLAGS)" -DCAIRN_TESTS=OFF
+unset DEB_BUILD_MAINT_OPTIONS PKG_CONFIG_LIBDIR
+rm -rf "$pcdir"
+programs=$(find build-dpkg -maxdepth 1 -type f \( -perm -u+x -o -name '*.so' \) -printf '%f\n' | sort |
+  tr '\n' ' ')
+if [ "$programs" != "cairn cairn-pin cairnfs " ]; then
+  echo "build-dpkg (CAIRN_TESTS=OFF) has: $programs(expected cairn cairn-pin cairnfs only)"
+  status=1
+fi
 
 for b in build build-asan; do
   echo "== tests: $b"

@@ -143,7 +143,7 @@ static const pull_source_ops archive_ops = {
  * config itself is served by the manifest's config descriptor through
  * blob(): it is listed among the "layers" paths so the same lookup finds it. */
 static int load(docker_archive *da, cairn_store *st) {
-  char *mbody = NULL, *cbody = NULL;
+  _cleanup_free_ char *mbody = NULL, *cbody = NULL;
   size_t mlen = 0, clen = 0;
   json_t *mj = NULL, *cj = NULL, *out = NULL;
   int r = read_small(da, "manifest.json", &mbody, &mlen, st);
@@ -208,8 +208,6 @@ done:
   json_decref(out);
   json_decref(mj);
   json_decref(cj);
-  free(mbody);
-  free(cbody);
   return r;
 }
 

@@ -34,10 +34,9 @@ static int open_blob(oci_layout *l, const pull_desc *d, cairn_store *st) {
 }
 
 static int layout_blob(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st) {
-  int fd = open_blob((oci_layout *)src, d, st);
+  _cleanup_close_ int fd = open_blob((oci_layout *)src, d, st);
   if (fd < 0) return fd;
   int r = blob_copy_fd(fd, s, st);
-  close(fd);
   if (r == -EBADMSG)
     return cairn_fail(st, r, "blob %s is larger than its descriptor says (%llu bytes)", d->digest,
                       (unsigned long long)d->size);
@@ -121,13 +120,13 @@ static const pull_source_ops layout_ops = {
 
 /* REF when it looks like a full name (has ':' or '/'), else DIRNAME:REF. */
 static char *default_name(const char *dir, const char *ref) {
-  char norm[512], *name = NULL, *copy = strdup(dir);
+  char norm[512], *name = NULL;
+  _cleanup_free_ char *copy = strdup(dir);
   if (!copy) return NULL;
   if (ref && (strchr(ref, ':') || strchr(ref, '/')))
     name = strdup(ref);
   else if (asprintf(&name, "%s:%s", basename(copy), ref ? ref : "latest") < 0)
     name = NULL;
-  free(copy);
   if (name && cairn_name_normalize(name, norm, sizeof norm) < 0) {
     free(name);
     name = NULL;

@@ -30,20 +30,6 @@
 
 #include "pull.h"
 
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void pull_log(pull_source *src, const char *fmt, ...) {
-  if (!src->opts || !src->opts->log) return;
-  char line[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&log_lock);
-  src->opts->log(line, src->opts->arg);
-  pthread_mutex_unlock(&log_lock);
-}
-
 /* ---- the fetch workers ---------------------------------------------------- */
 
 typedef struct layer_slot {
@@ -100,7 +86,7 @@ static int open_temp(const char *store_dir, cairn_store *wst) {
 static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   const pull_desc *d = &run->img->layers[i];
   const char *diff_id = run->img->diff_ids[i];
-  int fd = open_temp(run->store_dir, wst);
+  _cleanup_close_ int fd = open_temp(run->store_dir, wst);
   if (fd < 0) return fd;
   blob_sink s;
   int r = blob_sink_init(&s, fd, d->size, &run->slots[i].fetched);
@@ -123,7 +109,6 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     else if (r < 0)
       cairn_fail_context(wst, r, "storing layer %s", diff_id);
   }
-  close(fd);
   if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
   return r;
 }
@@ -151,7 +136,7 @@ static void *fetch_worker(void *arg) {
 static void report(const fetch_run *run, const cairn_pull_opts *o) {
   if (!o->progress) return;
   size_t n = run->img->n_layers;
-  cairn_pull_layer *v = calloc(n ? n : 1, sizeof *v);
+  _cleanup_free_ cairn_pull_layer *v = calloc(n ? n : 1, sizeof *v);
   if (!v) return;
   for (size_t i = 0; i < n; i++) {
     v[i].digest = run->img->layers[i].digest;
@@ -161,7 +146,6 @@ static void report(const fetch_run *run, const cairn_pull_opts *o) {
     v[i].state = (enum cairn_pull_state)atomic_load(&run->slots[i].state);
   }
   o->progress(v, n, o->arg);
-  free(v);
 }
 
 /* Runs the workers for every slot marked fetch; reports while they work. */
@@ -170,15 +154,12 @@ static int fetch_all(fetch_run *run, const cairn_pull_opts *o, cairn_store *st) 
   for (size_t i = 0; i < run->img->n_layers; i++) todo += run->slots[i].fetch;
   size_t jobs = o->jobs ? o->jobs : 3;
   if (jobs > todo) jobs = todo;
-  pthread_t *tids = calloc(jobs ? jobs : 1, sizeof *tids);
+  _cleanup_free_ pthread_t *tids = calloc(jobs ? jobs : 1, sizeof *tids);
   if (!tids) return cairn_fail(st, -ENOMEM, "out of memory");
   size_t started = 0;
   for (; started < jobs; started++)
     if (pthread_create(&tids[started], NULL, fetch_worker, run) != 0) break;
-  if (started == 0 && jobs > 0) {
-    free(tids);
-    return cairn_fail(st, -EAGAIN, "cannot start a download thread");
-  }
+  if (started == 0 && jobs > 0) return cairn_fail(st, -EAGAIN, "cannot start a download thread");
 
   pthread_mutex_lock(&run->lock);
   for (;;) {
@@ -200,7 +181,6 @@ static int fetch_all(fetch_run *run, const cairn_pull_opts *o, cairn_store *st) 
   }
   pthread_mutex_unlock(&run->lock);
   for (size_t t = 0; t < started; t++) pthread_join(tids[t], NULL);
-  free(tids);
   report(run, o);
   return run->err ? cairn_fail(st, run->err, "%s", run->why) : 0;
 }
@@ -227,7 +207,7 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
 /* Resolves the source's reference to an image manifest and its config. */
 static int resolve_image(pull_source *src, const pull_platform *plat, pull_image *img,
                          cairn_store *st) {
-  char *body = NULL;
+  _cleanup_free_ char *body = NULL;
   size_t len = 0;
   int r = src->ops->manifest(src, NULL, &body, &len, st);
   for (int depth = 0; r == 0; depth++) {
@@ -241,7 +221,6 @@ static int resolve_image(pull_source *src, const pull_platform *plat, pull_image
     pull_desc_clear(&child);
   }
   if (r == 0) r = oci_manifest_parse(body, len, img, st);
-  free(body);
   if (r < 0) return r;
 
   if (img->config.size > PULL_MANIFEST_MAX)
@@ -264,8 +243,8 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
   pull_source *src = NULL;
   pull_image img = {0};
   cairn_pinset *ps = NULL;
-  layer_slot *slots = NULL;
-  char *purpose = NULL;
+  _cleanup_free_ layer_slot *slots = NULL;
+  _cleanup_free_ char *purpose = NULL;
   char norm[1024];
   int r;
 
@@ -324,8 +303,6 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
                    img.config.digest);
 out:
   if (ps) cairn_pinset_release(st, ps); /* only now: the image record (if any) is in */
-  free(slots);
-  free(purpose);
   pull_image_free(&img);
   if (src) src->ops->free(src);
   return r;

@@ -1,5 +1,6 @@
 /*
- * pull_blob.c — descriptors and verified blob writing for the pull.
+ * pull_blob.c — what every file of the pull uses: descriptors, verified blob
+ * writing, the log.
  *
  * Every byte a pull takes from a source goes through a blob_sink: it is
  * hashed as it is written, the descriptor's size is a hard limit (a server
@@ -7,6 +8,9 @@
  * size and sha256 before anything may be ingested.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -129,4 +133,18 @@ int blob_copy_fd(int in, blob_sink *s, cairn_store *st) {
                         (unsigned long long)s->limit);
     if (r < 0) return cairn_fail(st, r, "write: %s", strerror(-r));
   }
+}
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void pull_log(pull_source *src, const char *fmt, ...) {
+  if (!src->opts || !src->opts->log) return;
+  char line[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&log_lock);
+  src->opts->log(line, src->opts->arg);
+  pthread_mutex_unlock(&log_lock);
 }

@@ -68,7 +68,7 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
   CURL *h = curl_easy_init();
   char *svc = h ? curl_easy_escape(h, service, 0) : NULL;
   char *scp = h ? curl_easy_escape(h, scope, 0) : NULL;
-  char *url = NULL;
+  _cleanup_free_ char *url = NULL;
   int r = 0;
   if (!svc || !scp ||
       asprintf(&url, "%s%cservice=%s&scope=%s", realm, strchr(realm, '?') ? '&' : '?', svc, scp) <
@@ -86,31 +86,25 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
   r = blob_sink_init(&s, -1, 1 << 20, NULL);
   if (r == 0) r = registry_get(rg, url, "application/json", &s, true, &reply, st);
   if (r == -EACCES || r == -ENOENT)
-    cairn_fail(st, -EACCES, "%s: token service refused %s%s", rg->host, scope,
-               rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
-  if (r < 0) {
-    r = r == -ENOENT ? -EACCES : r;
-    goto out;
+    r = cairn_fail(st, -EACCES, "%s: token service refused %s%s", rg->host, scope,
+                   rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
+  if (r == 0) {
+    json_t *j = json_loadb(s.mem ? s.mem : "", s.written, 0, NULL);
+    const char *tok = json_string_value(json_object_get(j, "token"));
+    if (!tok) tok = json_string_value(json_object_get(j, "access_token"));
+    r = tok ? set_auth(rg, "Bearer", tok, st)
+            : cairn_fail(st, -EACCES, "%s: token service answered without a token", rg->host);
+    json_decref(j);
   }
-  json_t *j = json_loadb(s.mem ? s.mem : "", s.written, 0, NULL);
-  const char *tok = json_string_value(json_object_get(j, "token"));
-  if (!tok) tok = json_string_value(json_object_get(j, "access_token"));
-  r = tok ? set_auth(rg, "Bearer", tok, st)
-          : cairn_fail(st, -EACCES, "%s: token service answered without a token", rg->host);
-  json_decref(j);
-out:
   blob_sink_free(&s);
-  free(url);
   return r;
 }
 
 int registry_auth_challenge(registry *rg, const char *challenge, cairn_store *st) {
   if (strncasecmp(challenge, "Bearer ", 7) == 0) return fetch_token(rg, challenge + 7, st);
   if (strncasecmp(challenge, "Basic", 5) == 0 && rg->creds) {
-    char *b = base64(rg->creds);
-    int r = b ? set_auth(rg, "Basic", b, st) : cairn_fail(st, -ENOMEM, "out of memory");
-    free(b);
-    return r;
+    _cleanup_free_ char *b = base64(rg->creds);
+    return b ? set_auth(rg, "Basic", b, st) : cairn_fail(st, -ENOMEM, "out of memory");
   }
   return cairn_fail(st, -EACCES, "%s: authentication required%s", rg->host,
                     rg->creds ? "" : " (no credentials; use --creds or an auth.json)");

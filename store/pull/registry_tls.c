@@ -21,7 +21,7 @@
 
 /* Appends a file's bytes (and a newline) to the memstream. */
 static int append_file(FILE *out, const char *path) {
-  FILE *f = fopen(path, "re");
+  _cleanup_fclose_ FILE *f = fopen(path, "re");
   if (!f) return -errno;
   char buf[8192];
   size_t n, total = 0;
@@ -30,7 +30,6 @@ static int append_file(FILE *out, const char *path) {
     total += n;
   }
   int err = ferror(f) ? -EIO : total > CA_FILE_MAX ? -EFBIG : 0;
-  fclose(f);
   fputc('\n', out);
   return err;
 }
