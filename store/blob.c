@@ -14,7 +14,7 @@
  * syncfs() once before it commits the rows that reference them. A crash
  * before that leaves only files with no row, which sweeps discard.
  * Deletion is the mirror image: the commit that deletes the rows is made
- * durable (db_commit_durable) before blob_files_remove unlinks a file, so
+ * durable (cn_db_commit_durable) before cn_blob_files_remove unlinks a file, so
  * a power cut cannot bring rows back whose files are gone.
  */
 #include "blob.h"
@@ -35,11 +35,11 @@ struct blob_writer {
   uint64_t size;
 };
 
-void blob_name_path(const char *name, char *rel, size_t len) {
+void cn_blob_name_path(const char *name, char *rel, size_t len) {
   snprintf(rel, len, "%.2s/%s", name, name);
 }
 
-int blob_writer_new(cairn_store *st, blob_writer **out) {
+int cn_blob_writer_new(cairn_store *st, blob_writer **out) {
   blob_writer *w = calloc(1, sizeof(*w));
   if (!w) return store_fail(st, -ENOMEM, "out of memory starting a blob");
   w->st = st;
@@ -53,14 +53,14 @@ int blob_writer_new(cairn_store *st, blob_writer **out) {
   w->sha = EVP_MD_CTX_new();
   if (!w->xxh || !w->sha || XXH3_128bits_reset(w->xxh) != XXH_OK ||
       EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL) != 1) {
-    blob_writer_free(w);
+    cn_blob_writer_free(w);
     return store_fail(st, -ENOMEM, "out of memory starting a blob");
   }
   *out = w;
   return 0;
 }
 
-void blob_writer_free(blob_writer *w) {
+void cn_blob_writer_free(blob_writer *w) {
   if (!w) return;
   if (w->fd >= 0) close(w->fd);
   XXH3_freeState(w->xxh);
@@ -68,7 +68,7 @@ void blob_writer_free(blob_writer *w) {
   free(w);
 }
 
-int blob_writer_write(blob_writer *w, const void *buf, size_t len) {
+int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len) {
   XXH3_128bits_update(w->xxh, buf, len);
   EVP_DigestUpdate(w->sha, buf, len);
   const char *p = buf;
@@ -117,9 +117,9 @@ static int file_sha256(int fd, char out[65], uint64_t *size) {
 static int blob_place(blob_writer *w, const char *name, const char *sha) {
   cairn_store *st = w->st;
   char rel[128], sub[3] = {name[0], name[1], 0}, proc[64];
-  blob_name_path(name, rel, sizeof(rel));
+  cn_blob_name_path(name, rel, sizeof(rel));
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT size, sha256 FROM blobs WHERE name = ?");
+  int r = cn_db_prepare(st, &q, "SELECT size, sha256 FROM blobs WHERE name = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
   if (sqlite3_step(q) == SQLITE_ROW) {
@@ -146,12 +146,12 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
   return size == w->size && strcmp(other, sha) == 0 ? 1 : 2;
 }
 
-int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
-                       char sha256_hex_out[65]) {
+int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
+                          char sha256_hex_out[65]) {
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->xxh));
   char key[33];
-  hex_encode(c.digest, sizeof(c.digest), key);
+  cn_hex_encode(c.digest, sizeof(c.digest), key);
   unsigned char d[32];
   EVP_DigestFinal_ex(w->sha, d, NULL);
   sha256_hex(d, sha256_hex_out);
@@ -171,7 +171,7 @@ int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
 int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
   store_errclear(st);
   char rel[128];
-  blob_name_path(blob, rel, sizeof(rel));
+  cn_blob_name_path(blob, rel, sizeof(rel));
   int n = snprintf(path, len, "%s/blobs/%s", st->dir, rel);
   if (n < 0 || (size_t)n >= len)
     return store_fail(st, -ENAMETOOLONG, "blob %s: its path is longer than %zu bytes", blob, len);
@@ -180,23 +180,23 @@ int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
 
 int cairn_blob_open(cairn_store *st, const char *blob) {
   char rel[128];
-  blob_name_path(blob, rel, sizeof(rel));
+  cn_blob_name_path(blob, rel, sizeof(rel));
   int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   return fd < 0 ? -errno : fd;
 }
 
 /* Within the caller's transaction: deletes (or, dry, counts) the rows of
  * blobs no entry references; their names are appended to names. */
-int blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r) {
+int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL, *d = NULL;
   int rc;
-  if ((rc = db_prepare(st, &q,
-                       "SELECT name, size FROM blobs WHERE NOT EXISTS"
-                       " (SELECT 1 FROM entries WHERE entries.blob = blobs.name)")) < 0 ||
-      (rc = db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) < 0)
+  if ((rc = cn_db_prepare(st, &q,
+                          "SELECT name, size FROM blobs WHERE NOT EXISTS"
+                          " (SELECT 1 FROM entries WHERE entries.blob = blobs.name)")) < 0 ||
+      (rc = cn_db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) < 0)
     return rc;
   while (sqlite3_step(q) == SQLITE_ROW) {
-    if (strv_push(names, (const char *)sqlite3_column_text(q, 0)) < 0)
+    if (cn_strv_push(names, (const char *)sqlite3_column_text(q, 0)) < 0)
       return store_fail(st, -ENOMEM, "out of memory listing unused blobs");
     r->blobs++;
     r->bytes += (uint64_t)sqlite3_column_int64(q, 1);
@@ -204,17 +204,17 @@ int blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, ca
   if (dry_run) return 0;
   for (size_t i = 0; i < names->n; i++) {
     sqlite3_bind_text(d, 1, names->v[i], -1, SQLITE_STATIC);
-    if (sqlite3_step(d) != SQLITE_DONE) return store_fail_db(st, "blob delete");
+    if (sqlite3_step(d) != SQLITE_DONE) return cn_store_fail_db(st, "blob delete");
     sqlite3_reset(d);
   }
   return 0;
 }
 
 /* After the durable commit that deleted their rows: the files go. */
-int blob_files_remove(cairn_store *st, const struct strv *names) {
+int cn_blob_files_remove(cairn_store *st, const struct strv *names) {
   for (size_t i = 0; i < names->n; i++) {
     char rel[128];
-    blob_name_path(names->v[i], rel, sizeof(rel));
+    cn_blob_name_path(names->v[i], rel, sizeof(rel));
     if (unlinkat(st->blobs_fd, rel, 0) < 0 && errno != ENOENT)
       return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
   }
@@ -223,9 +223,9 @@ int blob_files_remove(cairn_store *st, const struct strv *names) {
 
 /* Files with no row: blobs of imports that crashed before they committed.
  * Needs the store lock exclusive (no import running). */
-int blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r) {
+int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int rc = db_prepare(st, &q, "SELECT 1 FROM blobs WHERE name = ?");
+  int rc = cn_db_prepare(st, &q, "SELECT 1 FROM blobs WHERE name = ?");
   if (rc < 0) return rc;
   for (int hi = 0; hi < 256; hi++) {
     char sub[3];

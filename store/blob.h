@@ -9,18 +9,19 @@
 /* Blobs (blob.c). A writer streams content into an anonymous file in the
  * store, then links it under its content name. */
 typedef struct blob_writer blob_writer;
-int blob_writer_new(cairn_store *st, blob_writer **out);
-int blob_writer_write(blob_writer *w, const void *buf, size_t len);
+int cn_blob_writer_new(cairn_store *st, blob_writer **out);
+int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len);
 /* Finishes the blob: name (XXH3-128 hex, or with a "-N" suffix on a key
  * collision) goes to name_out, which holds at least 48 bytes. The blob's
  * row is inserted by the caller's commit. */
-int blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out, char sha256_hex_out[65]);
-void blob_writer_free(blob_writer *w);
+int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
+                          char sha256_hex_out[65]);
+void cn_blob_writer_free(blob_writer *w);
 /* Deletes blob rows nothing references and their files, and files with no
  * row. Needs the store lock exclusive. */
-int blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r);
-int blob_files_remove(cairn_store *st, const struct strv *names);
-int blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r);
-void blob_name_path(const char *name, char *rel, size_t len);
+int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r);
+int cn_blob_files_remove(cairn_store *st, const struct strv *names);
+int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r);
+void cn_blob_name_path(const char *name, char *rel, size_t len);
 
 #endif

@@ -34,7 +34,7 @@ static int export_nomem(struct exporter *x, const char *path) {
 }
 
 static int export_fail(struct exporter *x, const char *path) {
-  _cleanup_free_ char *what = xasprintf("writing %s", path);
+  _cleanup_free_ char *what = cn_xasprintf("writing %s", path);
   return what ? output_fail(x, what) : export_nomem(x, path);
 }
 
@@ -93,7 +93,7 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   if (r < 0 || !S_ISDIR(n->mode)) return r;
   for (size_t i = 0; i < n->n_children && r == 0; i++) {
     _cleanup_free_ char *child =
-        path[0] ? xasprintf("%s/%s", path, n->children[i].name) : strdup(n->children[i].name);
+        path[0] ? cn_xasprintf("%s/%s", path, n->children[i].name) : strdup(n->children[i].name);
     r = child ? export_node(x, n->children[i].ino, child) : export_nomem(x, path);
   }
   return r;
@@ -131,7 +131,7 @@ static int export_pinned(cairn_store *st, const char *image_id, int fd) {
 
 int cairn_export(cairn_store *st, const char *image_id, int fd) {
   store_errclear(st);
-  _cleanup_free_ char *purpose = xasprintf("export %.12s", image_id);
+  _cleanup_free_ char *purpose = cn_xasprintf("export %.12s", image_id);
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
   if (!ps) return store_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
   int r = cairn_pin_image(st, ps, image_id);

@@ -30,24 +30,24 @@ static void sweep_pin_files(cairn_store *st, bool dry_run, cairn_report *r) {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
     DIR *d = opendir(path);
     if (!d) continue;
-    if (db_prepare(st, &q, tables[kind]) < 0) {
+    if (cn_db_prepare(st, &q, tables[kind]) < 0) {
       closedir(d);
       continue;
     }
     struct dirent *de;
     while ((de = readdir(d))) {
-      if (!is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
+      if (!cn_is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
       sqlite3_bind_text(q, 1, de->d_name, -1, SQLITE_STATIC);
       bool exists = sqlite3_step(q) == SQLITE_ROW;
       sqlite3_reset(q);
       if (exists) continue;
-      int fd = pin_lock_exclusive(st, (enum cairn_pin_kind)kind, de->d_name);
+      int fd = cn_pin_lock_exclusive(st, (enum cairn_pin_kind)kind, de->d_name);
       if (fd < 0) continue; /* pinned: a pull about to store it */
       r->pins++;
       if (dry_run)
-        pin_unlock(fd);
+        cn_pin_unlock(fd);
       else
-        pin_delete_unlock(st, (enum cairn_pin_kind)kind, de->d_name, fd);
+        cn_pin_delete_unlock(st, (enum cairn_pin_kind)kind, de->d_name, fd);
     }
     closedir(d);
   }
@@ -66,7 +66,7 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
   struct stat sb;
   while ((de = readdir(d)))
     if (de->d_name[0] != '.' && fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(sb.st_mode) && sb.st_mtime < now_seconds() - TMP_MAX_AGE_SECONDS && !dry_run)
+        S_ISREG(sb.st_mode) && sb.st_mtime < cn_now_seconds() - TMP_MAX_AGE_SECONDS && !dry_run)
       unlinkat(dfd, de->d_name, 0);
   closedir(d);
 }
@@ -74,21 +74,21 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   store_errclear(st);
   _cleanup_close_ int lock =
-      store_lock(st, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE);
+      cn_store_lock(st, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE);
   if (lock < 0 && lock != -EBUSY) return lock;
-  if (!dry_run) sweep_stale_records(st);
-  int rc = sweep_unused(st, dry_run, lock >= 0, r);
+  if (!dry_run) cn_sweep_stale_records(st);
+  int rc = cn_sweep_unused(st, dry_run, lock >= 0, r);
   /* The whole-store scans: files no row names, pin files of gone targets,
    * old temporary files. Only gc does them, not every rm. */
-  if (rc == 0 && lock >= 0) rc = blob_orphans_sweep(st, dry_run, r);
+  if (rc == 0 && lock >= 0) rc = cn_blob_orphans_sweep(st, dry_run, r);
   if (rc == 0 && lock >= 0) {
     sweep_pin_files(st, dry_run, r);
     sweep_tmp(st, dry_run);
   }
   if (rc == 0)
-    report_line(r, "%s %llu layers, %llu blobs, %llu bytes", dry_run ? "would free" : "freed",
-                (unsigned long long)r->layers, (unsigned long long)r->blobs,
-                (unsigned long long)r->bytes);
+    cn_report_line(r, "%s %llu layers, %llu blobs, %llu bytes", dry_run ? "would free" : "freed",
+                   (unsigned long long)r->layers, (unsigned long long)r->blobs,
+                   (unsigned long long)r->bytes);
   return rc;
 }
 
@@ -101,14 +101,14 @@ static void problem(cairn_report *r, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
-  report_line(r, "problem: %s", buf);
+  cn_report_line(r, "problem: %s", buf);
   r->problems++;
 }
 
 /* Reads a blob through and checks its size and XXH3-128 name. */
 static const char *blob_verify(cairn_store *st, const char *name, uint64_t size) {
   char rel[128];
-  blob_name_path(name, rel, sizeof(rel));
+  cn_blob_name_path(name, rel, sizeof(rel));
   _cleanup_close_ int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return "missing";
   XXH3_state_t *x = XXH3_createState();
@@ -126,7 +126,7 @@ static const char *blob_verify(cairn_store *st, const char *name, uint64_t size)
   if (n < 0) return "unreadable";
   if (got != size) return "wrong size";
   char key[33];
-  hex_encode(c.digest, sizeof(c.digest), key);
+  cn_hex_encode(c.digest, sizeof(c.digest), key);
   return strncmp(name, key, 32) == 0 ? NULL : "content does not match its name";
 }
 
@@ -138,32 +138,32 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
   _cleanup_strv_ struct strv ids = {0};
   {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    int rc = db_prepare(st, &q, sql);
+    int rc = cn_db_prepare(st, &q, sql);
     if (rc < 0) return rc;
     sqlite3_bind_text(q, 1, blob, -1, SQLITE_STATIC);
     while (sqlite3_step(q) == SQLITE_ROW)
-      if (strv_push(&ids, (const char *)sqlite3_column_text(q, 0)) < 0)
+      if (cn_strv_push(&ids, (const char *)sqlite3_column_text(q, 0)) < 0)
         return store_fail(st, -ENOMEM, "out of memory listing what uses blob %s", blob);
   }
   for (size_t i = 0; i < ids.n; i++) {
     const char *id = ids.v[i];
-    if (held_has(held, kind, id)) continue;
-    int fd = pin_lock_exclusive(st, kind, id);
+    if (cn_held_has(held, kind, id)) continue;
+    int fd = cn_pin_lock_exclusive(st, kind, id);
     if (fd == -EBUSY) {
       _cleanup_free_ char *who = cairn_pin_holders(st, kind, id);
-      *why = xasprintf(kind == CAIRN_PIN_IMAGE ? "image %.12s: pinned by %s"
-                                               : "layer sha256:%s: pinned by %s",
-                       id, who && *who ? who : "another process");
+      *why = cn_xasprintf(kind == CAIRN_PIN_IMAGE ? "image %.12s: pinned by %s"
+                                                  : "layer sha256:%s: pinned by %s",
+                          id, who && *who ? who : "another process");
       return *why ? -EBUSY : store_fail(st, -ENOMEM, "out of memory naming the holders");
     }
-    int rc = fd < 0 ? fd : held_add(st, held, kind, id, fd);
+    int rc = fd < 0 ? fd : cn_held_add(st, held, kind, id, fd);
     if (rc < 0) return rc;
     if (kind != CAIRN_PIN_IMAGE) continue;
     _cleanup_free_ char *mounts = NULL;
-    int live = mount_live_for_image(st, id, &mounts);
+    int live = cn_mount_live_for_image(st, id, &mounts);
     if (live < 0) return live;
     if (live > 0) {
-      *why = xasprintf("image %.12s: in use by %s", id, mounts);
+      *why = cn_xasprintf("image %.12s: in use by %s", id, mounts);
       return *why ? -EBUSY : store_fail(st, -ENOMEM, "out of memory naming the holders");
     }
   }
@@ -173,20 +173,20 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
 /* One transaction: the locked images, then the locked layers, then the
  * blob's row. */
 static int repair_delete_rows(cairn_store *st, const char *blob, const struct held_set *held) {
-  int rc = db_begin(st);
+  int rc = cn_db_begin(st);
   for (size_t i = 0; i < held->n && rc == 0; i++)
-    if (held->v[i].kind == CAIRN_PIN_IMAGE) rc = image_delete_rows(st, held->v[i].id);
+    if (held->v[i].kind == CAIRN_PIN_IMAGE) rc = cn_image_delete_rows(st, held->v[i].id);
   for (size_t i = 0; i < held->n && rc == 0; i++)
-    if (held->v[i].kind == CAIRN_PIN_LAYER) rc = layer_delete_rows(st, held->v[i].id);
+    if (held->v[i].kind == CAIRN_PIN_LAYER) rc = cn_layer_delete_rows(st, held->v[i].id);
   if (rc == 0) {
     _cleanup_stmt_ sqlite3_stmt *d = NULL;
-    if ((rc = db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) == 0) {
+    if ((rc = cn_db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) == 0) {
       sqlite3_bind_text(d, 1, blob, -1, SQLITE_STATIC);
-      if (sqlite3_step(d) != SQLITE_DONE) rc = store_fail_db(st, "repair");
+      if (sqlite3_step(d) != SQLITE_DONE) rc = cn_store_fail_db(st, "repair");
     }
   }
-  if (rc == 0) return db_commit_durable(st);
-  db_rollback(st);
+  if (rc == 0) return cn_db_commit_durable(st);
+  cn_db_rollback(st);
   return rc;
 }
 
@@ -215,16 +215,16 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
   for (size_t i = 0; i < held.n; i++) images += held.v[i].kind == CAIRN_PIN_IMAGE;
   size_t layers = held.n - images;
   if (rc == 0) rc = repair_delete_rows(st, name, &held);
-  held_release(st, &held, rc == 0);
+  cn_held_release(st, &held, rc == 0);
   if (rc < 0 && rc != -EBUSY) return rc;
   char *one[] = {(char *)name};
-  int unlinked = blob_files_remove(st, &(struct strv){.v = one, .n = 1});
+  int unlinked = cn_blob_files_remove(st, &(struct strv){.v = one, .n = 1});
   if (rc == -EBUSY) {
-    report_line(r, "kept %s; blob %s quarantined (reads of it fail with EIO)", *why, name);
+    cn_report_line(r, "kept %s; blob %s quarantined (reads of it fail with EIO)", *why, name);
     return unlinked < 0 ? unlinked : rc;
   }
-  report_line(r, "repaired: removed blob %s and what used it (layers: %zu, images: %zu)", name,
-              layers, images);
+  cn_report_line(r, "repaired: removed blob %s and what used it (layers: %zu, images: %zu)", name,
+                 layers, images);
   return unlinked;
 }
 
@@ -233,7 +233,7 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
  * then, as after rm). -EBUSY, naming the holders, if a blob's users are
  * pinned (the blob is quarantined then). */
 static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r) {
-  _cleanup_close_ int lock = store_lock(st, STORE_LOCK_EXCLUSIVE);
+  _cleanup_close_ int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE);
   if (lock < 0) return lock;
   _cleanup_free_ char *first_kept = NULL;
   size_t kept = 0;
@@ -246,7 +246,7 @@ static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r)
       free(why);
     if (rc < 0 && rc != -EBUSY) return rc;
   }
-  int rc = kept < bad->n ? sweep_unused(st, false, true, r) : 0;
+  int rc = kept < bad->n ? cn_sweep_unused(st, false, true, r) : 0;
   if (rc < 0 || kept == 0) return rc;
   return store_fail(st, -EBUSY, "%zu corrupt blob%s kept, quarantined: %s", kept,
                     kept == 1 ? "" : "s", first_kept);
@@ -254,17 +254,17 @@ static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r)
 
 static void fsck_database(cairn_store *st, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "PRAGMA integrity_check") == 0)
+  if (cn_db_prepare(st, &q, "PRAGMA integrity_check") == 0)
     while (sqlite3_step(q) == SQLITE_ROW)
       if (strcmp((const char *)sqlite3_column_text(q, 0), "ok") != 0)
         problem(r, "database: %s", (const char *)sqlite3_column_text(q, 0));
   _cleanup_stmt_ sqlite3_stmt *f = NULL;
-  if (db_prepare(st, &f, "PRAGMA foreign_key_check") == 0)
+  if (cn_db_prepare(st, &f, "PRAGMA foreign_key_check") == 0)
     while (sqlite3_step(f) == SQLITE_ROW)
       problem(r, "database: a row of %s points at a missing %s",
               (const char *)sqlite3_column_text(f, 0), (const char *)sqlite3_column_text(f, 2));
   _cleanup_stmt_ sqlite3_stmt *i = NULL;
-  if (db_prepare(st, &i, "SELECT id, config FROM images") == 0)
+  if (cn_db_prepare(st, &i, "SELECT id, config FROM images") == 0)
     while (sqlite3_step(i) == SQLITE_ROW) {
       unsigned char d[32];
       char hex[65];
@@ -282,29 +282,29 @@ static void fsck_database(cairn_store *st, cairn_report *r) {
  * layers that no image uses are kept: a re-run of a killed pull reuses
  * them; gc removes them. */
 static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
-  sweep_stale_records(st);
-  _cleanup_close_ int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
+  cn_sweep_stale_records(st);
+  _cleanup_close_ int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
   if (lock == -EBUSY) {
-    report_line(r, "an import is running: its blobs were not examined");
+    cn_report_line(r, "an import is running: its blobs were not examined");
     return 0;
   }
   if (lock < 0) return lock;
-  int rc = blob_orphans_sweep(st, false, r);
+  int rc = cn_blob_orphans_sweep(st, false, r);
   if (rc == 0 && r->blobs)
-    report_line(r, "discarded incomplete work: %llu blob files no row refers to",
-                (unsigned long long)r->blobs);
+    cn_report_line(r, "discarded incomplete work: %llu blob files no row refers to",
+                   (unsigned long long)r->blobs);
   return rc;
 }
 
 static void fsck_report_unused(cairn_store *st, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q,
-                 "SELECT count(*) FROM layers WHERE NOT EXISTS"
-                 " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)") < 0)
+  if (cn_db_prepare(st, &q,
+                    "SELECT count(*) FROM layers WHERE NOT EXISTS"
+                    " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)") < 0)
     return;
   if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) > 0)
-    report_line(r, "%d layers no image uses (kept for a pull to reuse; cairn gc removes them)",
-                sqlite3_column_int(q, 0));
+    cn_report_line(r, "%d layers no image uses (kept for a pull to reuse; cairn gc removes them)",
+                   sqlite3_column_int(q, 0));
 }
 
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
@@ -316,7 +316,7 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   _cleanup_strv_ struct strv bad = {0};
   {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((rc = db_prepare(st, &q, "SELECT name, size FROM blobs ORDER BY name")) < 0) return rc;
+    if ((rc = cn_db_prepare(st, &q, "SELECT name, size FROM blobs ORDER BY name")) < 0) return rc;
     uint64_t checked = 0;
     while (sqlite3_step(q) == SQLITE_ROW) {
       const char *name = (const char *)sqlite3_column_text(q, 0);
@@ -324,9 +324,10 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
       checked++;
       if (!why) continue;
       problem(r, "blob %s: %s", name, why);
-      if (strv_push(&bad, name) < 0) return store_fail(st, -ENOMEM, "out of memory checking blobs");
+      if (cn_strv_push(&bad, name) < 0)
+        return store_fail(st, -ENOMEM, "out of memory checking blobs");
     }
-    report_line(r, "checked %llu blobs", (unsigned long long)checked);
+    cn_report_line(r, "checked %llu blobs", (unsigned long long)checked);
   }
   uint64_t problems = r->problems;
   if (repair && bad.n > 0) {

@@ -56,10 +56,10 @@ int cairn_name_normalize(const char *name, char *out, size_t len) {
   return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
-int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id) {
+int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id) {
   if (cairn_name_normalize(ref, name, len) < 0) return 0;
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT image_id FROM names WHERE name = ?");
+  int r = cn_db_prepare(st, &q, "SELECT image_id FROM names WHERE name = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_ROW) return 0;
@@ -70,13 +70,13 @@ int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, 
 int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
   store_errclear(st);
   char name[512];
-  int r = image_name_lookup(st, ref, name, sizeof(name), id);
+  int r = cn_image_name_lookup(st, ref, name, sizeof(name), id);
   if (r != 0) return r < 0 ? r : 0;
   const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
   size_t n = strlen(hex);
-  if (n >= 12 && n <= CAIRN_ID_LEN && is_hex_id(hex, n)) {
+  if (n >= 12 && n <= CAIRN_ID_LEN && cn_is_hex_id(hex, n)) {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((r = db_prepare(st, &q, "SELECT id FROM images WHERE substr(id, 1, ?) = ? LIMIT 2")) < 0)
+    if ((r = cn_db_prepare(st, &q, "SELECT id FROM images WHERE substr(id, 1, ?) = ? LIMIT 2")) < 0)
       return r;
     sqlite3_bind_int(q, 1, (int)n);
     sqlite3_bind_text(q, 2, hex, -1, SQLITE_STATIC);
@@ -132,11 +132,11 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
   unsigned char d[32];
   EVP_Digest(config, config_len, d, NULL, EVP_sha256(), NULL);
   sha256_hex(d, image_id_out);
-  if ((r = db_begin(st)) < 0) return r;
+  if ((r = cn_db_begin(st)) < 0) return r;
   int64_t size = 0;
   for (size_t i = 0; i < n; i++) {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((r = db_prepare(st, &q, "SELECT size FROM layers WHERE id = ?")) < 0) goto fail;
+    if ((r = cn_db_prepare(st, &q, "SELECT size FROM layers WHERE id = ?")) < 0) goto fail;
     sqlite3_bind_text(q, 1, diff_ids[i], -1, SQLITE_STATIC);
     if (sqlite3_step(q) != SQLITE_ROW) {
       r = store_fail(st, -ENOENT, "layer sha256:%s is not stored", diff_ids[i]);
@@ -146,30 +146,30 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
   }
   {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((r = db_prepare(st, &s,
-                        "INSERT OR IGNORE INTO images(id, config, size, created)"
-                        " VALUES(?, ?, ?, ?)")) < 0)
+    if ((r = cn_db_prepare(st, &s,
+                           "INSERT OR IGNORE INTO images(id, config, size, created)"
+                           " VALUES(?, ?, ?, ?)")) < 0)
       goto fail;
     sqlite3_bind_text(s, 1, image_id_out, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, config, (int)config_len, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, size);
-    sqlite3_bind_int64(s, 4, now_seconds());
+    sqlite3_bind_int64(s, 4, cn_now_seconds());
     if (sqlite3_step(s) != SQLITE_DONE) {
-      r = store_fail_db(st, "image");
+      r = cn_store_fail_db(st, "image");
       goto fail;
     }
     if (sqlite3_changes(st->db) > 0) {
       _cleanup_stmt_ sqlite3_stmt *l = NULL;
-      if ((r = db_prepare(st, &l,
-                          "INSERT INTO image_layers(image_id, position, layer_id)"
-                          " VALUES(?, ?, ?)")) < 0)
+      if ((r = cn_db_prepare(st, &l,
+                             "INSERT INTO image_layers(image_id, position, layer_id)"
+                             " VALUES(?, ?, ?)")) < 0)
         goto fail;
       for (size_t i = 0; i < n; i++) {
         sqlite3_bind_text(l, 1, image_id_out, -1, SQLITE_STATIC);
         sqlite3_bind_int(l, 2, (int)i);
         sqlite3_bind_text(l, 3, diff_ids[i], -1, SQLITE_STATIC);
         if (sqlite3_step(l) != SQLITE_DONE) {
-          r = store_fail_db(st, "image layers");
+          r = cn_store_fail_db(st, "image layers");
           goto fail;
         }
         sqlite3_reset(l);
@@ -178,20 +178,21 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
   }
   if (name) {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((r = db_prepare(st, &s, "INSERT OR REPLACE INTO names(name, image_id) VALUES(?, ?)")) < 0)
+    if ((r = cn_db_prepare(st, &s, "INSERT OR REPLACE INTO names(name, image_id) VALUES(?, ?)")) <
+        0)
       goto fail;
     sqlite3_bind_text(s, 1, norm, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, image_id_out, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_DONE) {
-      r = store_fail_db(st, "image name");
+      r = cn_store_fail_db(st, "image name");
       goto fail;
     }
   }
-  if ((r = db_commit_durable(st)) == -ENOSPC) store_fail_nospace(st);
+  if ((r = cn_db_commit_durable(st)) == -ENOSPC) cn_store_fail_nospace(st);
   return r;
 fail:
-  db_rollback(st);
-  return r == -ENOSPC ? store_fail_nospace(st) : r;
+  cn_db_rollback(st);
+  return r == -ENOSPC ? cn_store_fail_nospace(st) : r;
 }
 
 int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
@@ -200,7 +201,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
   char norm[512];
   if (cairn_name_normalize(name, norm, sizeof(norm)) < 0)
     return store_fail(st, -EINVAL, "%s: not a valid image name", name);
-  _cleanup_free_ char *purpose = xasprintf("import %s", norm);
+  _cleanup_free_ char *purpose = cn_xasprintf("import %s", norm);
   cairn_pinset *ps = cairn_pinset_new(purpose, true);
   char **ids = calloc(n ? n : 1, sizeof(*ids));
   if (!ps || !ids) {
@@ -239,7 +240,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
     char saved[sizeof(st->err)];
     memcpy(saved, st->err, sizeof(saved));
     cairn_report ignored = {0};
-    store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &ignored);
+    cn_store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &ignored);
     cairn_report_free(&ignored);
     memcpy(st->err, saved, sizeof(saved));
   }
@@ -258,12 +259,12 @@ int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
   return r;
 }
 
-int image_delete_rows(cairn_store *st, const char *id) {
+int cn_image_delete_rows(cairn_store *st, const char *id) {
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  int r = db_prepare(st, &d, "DELETE FROM images WHERE id = ?");
+  int r = cn_db_prepare(st, &d, "DELETE FROM images WHERE id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
-  return sqlite3_step(d) == SQLITE_DONE ? 0 : store_fail_db(st, "image delete");
+  return sqlite3_step(d) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "image delete");
 }
 
 int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
@@ -271,17 +272,17 @@ int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_
   *ids = NULL;
   *n = 0;
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT (SELECT count(*) FROM images WHERE id = ?1), layer_id"
-                     " FROM (SELECT 1) LEFT JOIN image_layers ON image_id = ?1"
-                     " ORDER BY position");
+  int r = cn_db_prepare(st, &q,
+                        "SELECT (SELECT count(*) FROM images WHERE id = ?1), layer_id"
+                        " FROM (SELECT 1) LEFT JOIN image_layers ON image_id = ?1"
+                        " ORDER BY position");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   size_t cap = 0;
   while (sqlite3_step(q) == SQLITE_ROW) {
     if (sqlite3_column_int(q, 0) == 0) return store_fail(st, -ENOENT, "no such image");
     if (sqlite3_column_type(q, 1) == SQLITE_NULL) continue;
-    char **v = array_grow(*ids, *n, &cap, sizeof(*v));
+    char **v = cn_array_grow(*ids, *n, &cap, sizeof(*v));
     char *id = v ? strdup((const char *)sqlite3_column_text(q, 1)) : NULL;
     if (v) *ids = v;
     if (!id) {

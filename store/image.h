@@ -8,10 +8,10 @@
 
 /* Looks a NAME[:TAG] up (normalized into name): 1 and id if it names an
  * image, 0 if not (or not a valid name), negative on error (image.c). */
-int image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id);
+int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id);
 
 /* Deletes an image with its names and layer list, within an open
  * transaction (no error if it is gone already). */
-int image_delete_rows(cairn_store *st, const char *id);
+int cn_image_delete_rows(cairn_store *st, const char *id);
 
 #endif

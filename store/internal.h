@@ -42,61 +42,61 @@ static inline void store_errclear(cairn_store *st) { st->err[0] = '\0'; }
 /* The one message for a full disk, whatever filled it (blob files, SQLite's
  * "database or disk is full"): "STORE: no space left on device". Returns
  * -ENOSPC. */
-int store_fail_nospace(cairn_store *st);
+int cn_store_fail_nospace(cairn_store *st);
 /* store_fail with SQLite's own message appended; returns -EIO. */
-int store_fail_db(cairn_store *st, const char *what);
+int cn_store_fail_db(cairn_store *st, const char *what);
 
 /* Prepares sql or records the SQLite error. */
-int db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql);
+int cn_db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql);
 /* Runs sql with no results. */
-int db_exec(cairn_store *st, const char *sql);
+int cn_db_exec(cairn_store *st, const char *sql);
 /* BEGIN IMMEDIATE / COMMIT / ROLLBACK. */
-int db_begin(cairn_store *st);
-int db_commit(cairn_store *st);
+int cn_db_begin(cairn_store *st);
+int cn_db_commit(cairn_store *st);
 /* COMMIT that is on disk when it returns (a NORMAL commit in WAL mode is
  * atomic but may be undone by a power cut until a checkpoint). Use it for
  * a commit that files are unlinked after, or that a command reports done;
- * pin annotations and mount records need only db_commit. */
-int db_commit_durable(cairn_store *st);
-void db_rollback(cairn_store *st);
+ * pin annotations and mount records need only cn_db_commit. */
+int cn_db_commit_durable(cairn_store *st);
+void cn_db_rollback(cairn_store *st);
 
 /* Store-wide lock: imports hold it shared while they have blobs that no
  * committed row references yet; blob sweeping holds it exclusive. */
 enum store_lock_mode { STORE_LOCK_SHARED, STORE_LOCK_EXCLUSIVE, STORE_LOCK_EXCLUSIVE_NB };
-int store_lock(cairn_store *st, enum store_lock_mode mode); /* returns fd */
+int cn_store_lock(cairn_store *st, enum store_lock_mode mode); /* returns fd */
 
 /* A test seam: unit tests set it to run a competing operation at a named
  * point of a race window (rm between counting names and deleting, pin
  * listings between their reads); NULL otherwise. */
-extern void (*store_test_hook)(cairn_store *st, const char *point);
+extern void (*cn_store_test_hook)(cairn_store *st, const char *point);
 static inline void store_test_point(cairn_store *st, const char *point) {
-  if (store_test_hook) store_test_hook(st, point);
+  if (cn_store_test_hook) cn_store_test_hook(st, point);
 }
 
 /* Process facts (proc.c). */
-uint64_t proc_start_time(pid_t pid); /* 0 if no such process */
-char *proc_command(pid_t pid);       /* comm, or "?"; caller frees */
+uint64_t cn_proc_start_time(pid_t pid); /* 0 if no such process */
+char *cn_proc_command(pid_t pid);       /* comm, or "?"; caller frees */
 
 /* Small helpers (util.c). */
-/* A growable list of strings, freed by strv_clear (or _cleanup_strv_). */
+/* A growable list of strings, freed by cn_strv_clear (or _cleanup_strv_). */
 struct strv {
   char **v;
   size_t n, cap;
 };
-int strv_push(struct strv *sv, const char *s); /* copies s; -ENOMEM */
-void strv_clear(struct strv *sv);
+int cn_strv_push(struct strv *sv, const char *s); /* copies s; -ENOMEM */
+void cn_strv_clear(struct strv *sv);
 /* Adds a line to a report; a line that finds no memory is left out. */
-void report_line(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-bool is_hex_id(const char *s, size_t len);
+void cn_report_line(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool cn_is_hex_id(const char *s, size_t len);
 /* Lowercase hex of n bytes into out (2n + 1 bytes). */
-void hex_encode(const unsigned char *bytes, size_t n, char *out);
+void cn_hex_encode(const unsigned char *bytes, size_t n, char *out);
 #define sha256_hex cairn_sha256_hex /* the public name, used by pull too */
-int64_t now_seconds(void);
-char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int64_t cn_now_seconds(void);
+char *cn_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An array of n elements of size bytes, *cap allocated, with room for one
  * more: v, or v moved to a larger block (*cap updated); NULL if there is
  * no memory (v is left as it was). */
-void *array_grow(void *v, size_t n, size_t *cap, size_t size);
+void *cn_array_grow(void *v, size_t n, size_t *cap, size_t size);
 
 /* _cleanup_free_, _cleanup_close_, _cleanup_fclose_, _cleanup_closedir_:
  * cairn.h. */
@@ -104,6 +104,6 @@ static inline void finalizep(sqlite3_stmt **s) { sqlite3_finalize(*s); }
 static inline void json_unrefp(json_t **j) { json_decref(*j); }
 #define _cleanup_stmt_ __attribute__((cleanup(finalizep)))
 #define _cleanup_json_ __attribute__((cleanup(json_unrefp)))
-#define _cleanup_strv_ __attribute__((cleanup(strv_clear)))
+#define _cleanup_strv_ __attribute__((cleanup(cn_strv_clear)))
 
 #endif

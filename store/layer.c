@@ -230,30 +230,30 @@ static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
 /* Streams a regular file's data into a blob; blob_name is set. */
 static int entry_store_data(struct ingest *in, int64_t size, char blob_name[48]) {
   blob_writer *w;
-  int r = blob_writer_new(in->st, &w);
+  int r = cn_blob_writer_new(in->st, &w);
   if (r < 0) return r;
   char buf[READ_CHUNK];
   la_ssize_t n;
   while ((n = archive_read_data(in->tar, buf, sizeof(buf))) > 0)
-    if ((r = blob_writer_write(w, buf, (size_t)n)) < 0) goto out;
+    if ((r = cn_blob_writer_write(w, buf, (size_t)n)) < 0) goto out;
   if (n < 0) {
     r = store_fail(in->st, -EBADMSG, "%s", archive_error_string(in->tar));
     goto out;
   }
   uint64_t got;
   char sha[65];
-  if ((r = blob_writer_finish(w, blob_name, &got, sha)) < 0) goto out;
+  if ((r = cn_blob_writer_finish(w, blob_name, &got, sha)) < 0) goto out;
   /* staged first: a failed import removes the files it staged */
   sqlite3_bind_text(in->stage_blob, 1, blob_name, -1, SQLITE_STATIC);
   sqlite3_bind_int64(in->stage_blob, 2, (sqlite3_int64)got);
   sqlite3_bind_text(in->stage_blob, 3, sha, -1, SQLITE_STATIC);
-  if (sqlite3_step(in->stage_blob) != SQLITE_DONE) r = store_fail_db(in->st, "staging");
+  if (sqlite3_step(in->stage_blob) != SQLITE_DONE) r = cn_store_fail_db(in->st, "staging");
   sqlite3_reset(in->stage_blob);
   if (r == 0 && got != (uint64_t)size)
     r = store_fail(in->st, -EBADMSG, "file data is %llu bytes, header says %lld",
                    (unsigned long long)got, (long long)size);
 out:
-  blob_writer_free(w);
+  cn_blob_writer_free(w);
   return r;
 }
 
@@ -283,7 +283,7 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
     if (ttype == CAIRN_HARDLINK) {
       /* point at the first name, so that a group has one root */
       _cleanup_stmt_ sqlite3_stmt *q = NULL;
-      if ((r = db_prepare(st, &q, "SELECT target FROM temp.stage WHERE path = ?")) < 0) return r;
+      if ((r = cn_db_prepare(st, &q, "SELECT target FROM temp.stage WHERE path = ?")) < 0) return r;
       sqlite3_bind_text(q, 1, target, -1, SQLITE_STATIC);
       if (sqlite3_step(q) == SQLITE_ROW)
         snprintf(target, sizeof(target), "%s", (const char *)sqlite3_column_text(q, 0));
@@ -312,7 +312,7 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
     /* a directory replaced by something else loses what was staged below
      * it, as when the tar is extracted */
     sqlite3_bind_text(in->drop_below, 1, path, -1, SQLITE_STATIC);
-    r = sqlite3_step(in->drop_below) == SQLITE_DONE ? 0 : store_fail_db(st, "staging");
+    r = sqlite3_step(in->drop_below) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "staging");
     sqlite3_reset(in->drop_below);
     if (r < 0) return r;
   }
@@ -342,7 +342,7 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
     sqlite3_bind_blob(s, 12, xattrs, (int)xlen, SQLITE_STATIC);
   else
     sqlite3_bind_null(s, 12);
-  r = sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "staging");
+  r = sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "staging");
   sqlite3_reset(s);
   in->entries++;
   return r;
@@ -352,20 +352,20 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
 static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uint64_t n) {
   int r;
   if (syncfs(st->blobs_fd) < 0) return store_fail(st, -errno, "syncfs: %s", strerror(errno));
-  if ((r = db_begin(st)) < 0) return r;
+  if ((r = cn_db_begin(st)) < 0) return r;
   if ((r = cairn_layer_exists(st, diff_id)) != 0) {
-    db_rollback(st);
+    cn_db_rollback(st);
     return r < 0 ? r : 0;
   }
-  if ((r = db_exec(st, "INSERT OR IGNORE INTO blobs(name, size, sha256)"
-                       " SELECT name, size, sha256 FROM temp.stage_blobs")) < 0)
+  if ((r = cn_db_exec(st, "INSERT OR IGNORE INTO blobs(name, size, sha256)"
+                          " SELECT name, size, sha256 FROM temp.stage_blobs")) < 0)
     goto fail;
   {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((r = db_prepare(st, &q,
-                        "SELECT s.name FROM temp.stage_blobs s JOIN blobs b"
-                        " ON b.name = s.name WHERE b.size != s.size"
-                        " OR b.sha256 != s.sha256")) < 0)
+    if ((r = cn_db_prepare(st, &q,
+                           "SELECT s.name FROM temp.stage_blobs s JOIN blobs b"
+                           " ON b.name = s.name WHERE b.size != s.size"
+                           " OR b.sha256 != s.sha256")) < 0)
       goto fail;
     if (sqlite3_step(q) == SQLITE_ROW) {
       r = store_fail(st, -EBADMSG, "blob %s: stored content differs",
@@ -375,36 +375,36 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
   }
   {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((r = db_prepare(st, &s,
-                        "INSERT INTO layers(id, size, entries, created)"
-                        " VALUES(?, ?, ?, ?)")) < 0)
+    if ((r = cn_db_prepare(st, &s,
+                           "INSERT INTO layers(id, size, entries, created)"
+                           " VALUES(?, ?, ?, ?)")) < 0)
       goto fail;
     sqlite3_bind_text(s, 1, diff_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)size);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)n);
-    sqlite3_bind_int64(s, 4, now_seconds());
+    sqlite3_bind_int64(s, 4, cn_now_seconds());
     if (sqlite3_step(s) != SQLITE_DONE) {
-      r = store_fail_db(st, "layer");
+      r = cn_store_fail_db(st, "layer");
       goto fail;
     }
   }
   {
     _cleanup_stmt_ sqlite3_stmt *s = NULL;
-    if ((r = db_prepare(st, &s,
-                        "INSERT INTO entries(layer_id, path, type, mode, uid, gid, size,"
-                        " mtime, mtime_nsec, rdev, target, blob, xattrs)"
-                        " SELECT ?, path, type, mode, uid, gid, size, mtime, mtime_nsec,"
-                        " rdev, target, blob, xattrs FROM temp.stage ORDER BY path")) < 0)
+    if ((r = cn_db_prepare(st, &s,
+                           "INSERT INTO entries(layer_id, path, type, mode, uid, gid, size,"
+                           " mtime, mtime_nsec, rdev, target, blob, xattrs)"
+                           " SELECT ?, path, type, mode, uid, gid, size, mtime, mtime_nsec,"
+                           " rdev, target, blob, xattrs FROM temp.stage ORDER BY path")) < 0)
       goto fail;
     sqlite3_bind_text(s, 1, diff_id, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_DONE) {
-      r = store_fail_db(st, "entries");
+      r = cn_store_fail_db(st, "entries");
       goto fail;
     }
   }
-  return db_commit_durable(st);
+  return cn_db_commit_durable(st);
 fail:
-  db_rollback(st);
+  cn_db_rollback(st);
   return r;
 }
 
@@ -428,14 +428,15 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct 
   if (archive_read_open(in->tar, ls, NULL, layer_stream_read, NULL) != ARCHIVE_OK)
     return store_fail(st, -EBADMSG, "not a tar: %s", archive_error_string(in->tar));
   int r;
-  if ((r = db_exec(st, stage_schema)) < 0) return r;
-  if ((r = db_prepare(st, &in->stage_entry,
-                      "INSERT OR REPLACE INTO temp.stage VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")) < 0 ||
-      (r = db_prepare(st, &in->stage_blob,
-                      "INSERT OR IGNORE INTO temp.stage_blobs VALUES(?,?,?)")) < 0 ||
-      (r = db_prepare(st, &in->lookup_type, "SELECT type FROM temp.stage WHERE path = ?")) < 0 ||
-      (r = db_prepare(st, &in->drop_below,
-                      "DELETE FROM temp.stage WHERE path > ?1 || '/' AND path < ?1 || '0'")) < 0)
+  if ((r = cn_db_exec(st, stage_schema)) < 0) return r;
+  if ((r = cn_db_prepare(st, &in->stage_entry,
+                         "INSERT OR REPLACE INTO temp.stage VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")) <
+          0 ||
+      (r = cn_db_prepare(st, &in->stage_blob,
+                         "INSERT OR IGNORE INTO temp.stage_blobs VALUES(?,?,?)")) < 0 ||
+      (r = cn_db_prepare(st, &in->lookup_type, "SELECT type FROM temp.stage WHERE path = ?")) < 0 ||
+      (r = cn_db_prepare(st, &in->drop_below,
+                         "DELETE FROM temp.stage WHERE path > ?1 || '/' AND path < ?1 || '0'")) < 0)
     return r;
   return 0;
 }
@@ -453,20 +454,20 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
 static int stage_foreach(void *src, cairn_entry_fn fn, void *arg) {
   cairn_store *st = src;
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
-                     " target, blob, xattrs FROM temp.stage ORDER BY path");
-  return r < 0 ? r : entry_rows_foreach(st, q, fn, arg);
+  int r = cn_db_prepare(st, &q,
+                        "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
+                        " target, blob, xattrs FROM temp.stage ORDER BY path");
+  return r < 0 ? r : cn_entry_rows_foreach(st, q, fn, arg);
 }
 
 /* Refuses a staged layer that a mount could not merge: the merge of the
  * layer alone (each name as the last entry for it left it) must succeed. */
 static int stage_validate(cairn_store *st) {
   merge_builder *b;
-  int r = merge_builder_new(st, &b);
+  int r = cn_merge_builder_new(st, &b);
   if (r < 0) return r;
-  r = merge_builder_add_layer(b, stage_foreach, st);
-  merge_builder_free(b);
+  r = cn_merge_builder_add_layer(b, stage_foreach, st);
+  cn_merge_builder_free(b);
   return r;
 }
 
@@ -510,7 +511,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
  * row references, unless another import runs (which may be about to
  * commit the same names; gc takes what is left). Keeps the message. */
 static void staged_blobs_discard(cairn_store *st) {
-  int lock = store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
+  int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
   if (lock < 0) return;
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   if (sqlite3_prepare_v2(st->db,
@@ -519,7 +520,7 @@ static void staged_blobs_discard(cairn_store *st) {
                          -1, &q, NULL) == SQLITE_OK) {
     while (sqlite3_step(q) == SQLITE_ROW) {
       char rel[128];
-      blob_name_path((const char *)sqlite3_column_text(q, 0), rel, sizeof(rel));
+      cn_blob_name_path((const char *)sqlite3_column_text(q, 0), rel, sizeof(rel));
       unlinkat(st->blobs_fd, rel, 0);
     }
   }
@@ -528,15 +529,15 @@ static void staged_blobs_discard(cairn_store *st) {
 
 static int layer_ingest(cairn_store *st, const struct layer_input *src,
                         const char *expected_diff_id, cairn_pinset *ps, cairn_id diff_id_out) {
-  if (expected_diff_id && !is_hex_id(expected_diff_id, CAIRN_ID_LEN))
+  if (expected_diff_id && !cn_is_hex_id(expected_diff_id, CAIRN_ID_LEN))
     return store_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
   if (!ps && !expected_diff_id)
     return store_fail(st, -EINVAL, "a layer of unknown diff_id needs a pin set");
-  int lock = store_lock(st, STORE_LOCK_SHARED);
+  int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
   int r = layer_ingest_locked(st, src, expected_diff_id, ps, diff_id_out);
   close(lock);
-  if (r == -ENOSPC) store_fail_nospace(st);
+  if (r == -ENOSPC) cn_store_fail_nospace(st);
   if (r < 0) staged_blobs_discard(st);
   sqlite3_exec(st->db, "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs", NULL, NULL, NULL);
   return r;
@@ -548,8 +549,8 @@ int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, ca
   return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, diff_id_out);
 }
 
-int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
-                        cairn_id diff_id_out) {
+int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
+                           cairn_id diff_id_out) {
   return layer_ingest(st, &(struct layer_input){.fd = -1, .buf = buf ? buf : "", .len = len}, NULL,
                       ps, diff_id_out);
 }
@@ -557,23 +558,23 @@ int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pins
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT 1 FROM layers WHERE id = ?");
+  int r = cn_db_prepare(st, &q, "SELECT 1 FROM layers WHERE id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
   r = sqlite3_step(q);
-  return r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0 : store_fail_db(st, "layer lookup");
+  return r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer lookup");
 }
 
-int layer_delete_rows(cairn_store *st, const char *diff_id) {
+int cn_layer_delete_rows(cairn_store *st, const char *diff_id) {
   _cleanup_stmt_ sqlite3_stmt *e = NULL, *l = NULL;
   int r;
-  if ((r = db_prepare(st, &e, "DELETE FROM entries WHERE layer_id = ?")) < 0 ||
-      (r = db_prepare(st, &l, "DELETE FROM layers WHERE id = ?")) < 0)
+  if ((r = cn_db_prepare(st, &e, "DELETE FROM entries WHERE layer_id = ?")) < 0 ||
+      (r = cn_db_prepare(st, &l, "DELETE FROM layers WHERE id = ?")) < 0)
     return r;
   sqlite3_bind_text(e, 1, diff_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(l, 1, diff_id, -1, SQLITE_STATIC);
   if (sqlite3_step(e) != SQLITE_DONE || sqlite3_step(l) != SQLITE_DONE)
-    return store_fail_db(st, "layer delete");
+    return cn_store_fail_db(st, "layer delete");
   return 0;
 }
 
@@ -603,7 +604,7 @@ static ssize_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr **o
   return (ssize_t)n;
 }
 
-int entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg) {
+int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg) {
   _cleanup_free_ cairn_xattr *xattrs = NULL;
   size_t cap = 0;
   int r;
@@ -631,16 +632,16 @@ int entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void
     int stop = fn(&e, arg);
     if (stop) return stop;
   }
-  return r == SQLITE_DONE ? 0 : store_fail_db(st, "layer entries");
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer entries");
 }
 
 int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
-                     " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
+  int r = cn_db_prepare(st, &q,
+                        "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
+                        " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
-  return entry_rows_foreach(st, q, fn, arg);
+  return cn_entry_rows_foreach(st, q, fn, arg);
 }

@@ -9,15 +9,15 @@
 #include "internal.h"
 
 /* cairn_layer_ingest of a layer tar held in memory. */
-int layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
-                        cairn_id diff_id_out);
+int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
+                           cairn_id diff_id_out);
 
 /* Rows of entries: q selects path, type, mode, uid, gid, size,
  * mtime, mtime_nsec, rdev, target, blob, xattrs; fn gets each row as a
  * cairn_entry (as cairn_layer_foreach gives them). */
-int entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg);
+int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg);
 
 /* Deletes a layer with its entries, within an open transaction. */
-int layer_delete_rows(cairn_store *st, const char *diff_id);
+int cn_layer_delete_rows(cairn_store *st, const char *diff_id);
 
 #endif

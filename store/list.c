@@ -26,7 +26,7 @@ static void names_free(struct names *ns) {
 static int image_names(cairn_store *st, const char *id, struct names *out) {
   *out = (struct names){0};
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT name FROM names WHERE image_id = ? ORDER BY name");
+  int r = cn_db_prepare(st, &q, "SELECT name FROM names WHERE image_id = ? ORDER BY name");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -40,15 +40,15 @@ static int image_names(cairn_store *st, const char *id, struct names *out) {
   }
   if (r != SQLITE_DONE) {
     names_free(out);
-    return store_fail_db(st, "image names");
+    return cn_store_fail_db(st, "image names");
   }
   return 0;
 }
 
 static int image_pinned(cairn_store *st, const struct kernel_locks *kl, const char *id) {
-  if (pin_held_in(st, kl, CAIRN_PIN_IMAGE, id)) return 1;
+  if (cn_pin_held_in(st, kl, CAIRN_PIN_IMAGE, id)) return 1;
   _cleanup_free_ char *desc = NULL;
-  int live = mount_live_for_image(st, id, &desc);
+  int live = cn_mount_live_for_image(st, id, &desc);
   return live < 0 ? live : live > 0;
 }
 
@@ -77,12 +77,12 @@ static int image_rec_fill(cairn_store *st, const struct kernel_locks *kl, sqlite
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT id, size, created,"
-                     " (SELECT count(*) FROM image_layers WHERE image_id = id)"
-                     " FROM images ORDER BY created DESC, id");
+  int r = cn_db_prepare(st, &q,
+                        "SELECT id, size, created,"
+                        " (SELECT count(*) FROM image_layers WHERE image_id = id)"
+                        " FROM images ORDER BY created DESC, id");
   struct kernel_locks kl;
-  if (r < 0 || (r = kernel_locks_read(st, &kl)) < 0) return r;
+  if (r < 0 || (r = cn_kernel_locks_read(st, &kl)) < 0) return r;
   int step;
   while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
     struct cairn_image_rec im;
@@ -92,19 +92,19 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
     names_free(&names);
   }
   free(kl.v);
-  if (r == 0 && step != SQLITE_DONE) r = store_fail_db(st, "images");
+  if (r == 0 && step != SQLITE_DONE) r = cn_store_fail_db(st, "images");
   return r;
 }
 
 int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT id, size, entries,"
-                     " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
-                     " FROM layers ORDER BY created, id");
+  int r = cn_db_prepare(st, &q,
+                        "SELECT id, size, entries,"
+                        " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
+                        " FROM layers ORDER BY created, id");
   struct kernel_locks kl;
-  if (r < 0 || (r = kernel_locks_read(st, &kl)) < 0) return r;
+  if (r < 0 || (r = cn_kernel_locks_read(st, &kl)) < 0) return r;
   int step;
   while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
     const char *id = (const char *)sqlite3_column_text(q, 0);
@@ -112,11 +112,11 @@ int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg) {
                                 .size = (uint64_t)sqlite3_column_int64(q, 1),
                                 .entries = (uint64_t)sqlite3_column_int64(q, 2),
                                 .images = (unsigned)sqlite3_column_int(q, 3),
-                                .pinned = pin_held_in(st, &kl, CAIRN_PIN_LAYER, id)};
+                                .pinned = cn_pin_held_in(st, &kl, CAIRN_PIN_LAYER, id)};
     r = fn(&l, arg);
   }
   free(kl.v);
-  if (r == 0 && step != SQLITE_DONE) r = store_fail_db(st, "layers");
+  if (r == 0 && step != SQLITE_DONE) r = cn_store_fail_db(st, "layers");
   return r;
 }
 
@@ -126,9 +126,9 @@ static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_
   *out = NULL;
   *ids = (struct names){0};
   _cleanup_stmt_ sqlite3_stmt *l = NULL;
-  int r = db_prepare(st, &l,
-                     "SELECT l.id, l.size, l.entries FROM image_layers il JOIN layers l"
-                     " ON l.id = il.layer_id WHERE il.image_id = ? ORDER BY il.position");
+  int r = cn_db_prepare(st, &l,
+                        "SELECT l.id, l.size, l.entries FROM image_layers il JOIN layers l"
+                        " ON l.id = il.layer_id WHERE il.image_id = ? ORDER BY il.position");
   if (r < 0) return r;
   sqlite3_bind_text(l, 1, image_id, -1, SQLITE_STATIC);
   while ((r = sqlite3_step(l)) == SQLITE_ROW) {
@@ -150,21 +150,21 @@ static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_
   free(*out);
   *out = NULL;
   names_free(ids);
-  return r < 0 ? r : store_fail_db(st, "image layers");
+  return r < 0 ? r : cn_store_fail_db(st, "image layers");
 }
 
 int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT id, size, created,"
-                     " (SELECT count(*) FROM image_layers WHERE image_id = id), config"
-                     " FROM images WHERE id = ?");
+  int r = cn_db_prepare(st, &q,
+                        "SELECT id, size, created,"
+                        " (SELECT count(*) FROM image_layers WHERE image_id = id), config"
+                        " FROM images WHERE id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_ROW) return store_fail(st, -ENOENT, "no such image");
   struct kernel_locks kl;
-  if ((r = kernel_locks_read(st, &kl)) < 0) return r;
+  if ((r = cn_kernel_locks_read(st, &kl)) < 0) return r;
   struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 4)};
   struct names names, layer_ids;
   struct cairn_image_layer *layers;

@@ -22,13 +22,13 @@ int cairn_tree_build(cairn_store *st, const char *image_id, cairn_tree **out) {
   int r = cairn_image_layers(st, image_id, &layers, &n_layers);
   if (r < 0) return r;
   merge_builder *b;
-  if ((r = merge_builder_new(st, &b)) < 0) goto out;
+  if ((r = cn_merge_builder_new(st, &b)) < 0) goto out;
   for (size_t i = 0; r == 0 && i < n_layers; i++)
-    r = merge_builder_add_layer(b, stored_layer_foreach, &(struct stored_layer){st, layers[i]});
+    r = cn_merge_builder_add_layer(b, stored_layer_foreach, &(struct stored_layer){st, layers[i]});
   if (r == 0)
-    r = merge_builder_finish(b, out);
+    r = cn_merge_builder_finish(b, out);
   else
-    merge_builder_free(b);
+    cn_merge_builder_free(b);
 out:
   cairn_strv_free(layers, n_layers);
   return r;

@@ -13,7 +13,7 @@
  * until the kernel ends the session); stale once the daemon is gone. Live
  * and detached records keep the image from rm and gc even in the moment
  * its daemon's pins are not held; a stale one never keeps anything and is
- * deleted by mount_clean_stale (gc, fsck and every sweep), which asks only
+ * deleted by cn_mount_clean_stale (gc, fsck and every sweep), which asks only
  * whether the daemon runs.
  */
 #include "pin.h"
@@ -199,14 +199,14 @@ int cairn_mount_holders(const char *dev, char **desc) {
     bool known = false;
     for (size_t i = 0; i < n_seen && !known; i++) known = seen[i] == ns.st_ino;
     if (known) continue;
-    ino_t *more = array_grow(seen, n_seen, &cap_seen, sizeof(*seen));
+    ino_t *more = cn_array_grow(seen, n_seen, &cap_seen, sizeof(*seen));
     if (!more) break;
     seen = more;
     seen[n_seen++] = ns.st_ino;
     struct mount_find find = {.dev = dev};
     snprintf(path, sizeof(path), "/proc/%ld/mountinfo", pid);
     if (mountinfo_foreach(path, find_visit, &find) < 0 || !find.found) continue;
-    _cleanup_free_ char *cmd = proc_command((pid_t)pid);
+    _cleanup_free_ char *cmd = cn_proc_command((pid_t)pid);
     fprintf(f, "%spid %ld (%s)", holders ? ", " : "", pid, cmd);
     holders++;
   }
@@ -222,34 +222,34 @@ int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, p
                        const char *dev, bool rw) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
-  int r = db_prepare(st, &s,
-                     "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
-                     " since, dev) VALUES(?, ?, ?, ?, ?, ?, ?)");
+  int r = cn_db_prepare(st, &s,
+                        "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
+                        " since, dev) VALUES(?, ?, ?, ?, ?, ?, ?)");
   if (r < 0) return r;
   sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, image_id, -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 3, pid);
-  sqlite3_bind_int64(s, 4, (sqlite3_int64)proc_start_time(pid));
+  sqlite3_bind_int64(s, 4, (sqlite3_int64)cn_proc_start_time(pid));
   sqlite3_bind_int(s, 5, rw);
-  sqlite3_bind_int64(s, 6, now_seconds());
+  sqlite3_bind_int64(s, 6, cn_now_seconds());
   sqlite3_bind_text(s, 7, dev, -1, SQLITE_STATIC);
-  return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "mount record");
+  return sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "mount record");
 }
 
 int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
-  int r = db_prepare(st, &s, "DELETE FROM mounts WHERE dir = ? AND pid = ?");
+  int r = cn_db_prepare(st, &s, "DELETE FROM mounts WHERE dir = ? AND pid = ?");
   if (r < 0) return r;
   sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 2, pid);
-  return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "mount record");
+  return sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "mount record");
 }
 
 /* Whether a record's daemon is gone (stale). A zombie daemon does not run:
  * the kernel has dropped its pins and its session. */
 static bool daemon_gone(pid_t pid, uint64_t start) {
-  uint64_t now = proc_start_time(pid);
+  uint64_t now = cn_proc_start_time(pid);
   return now == 0 || now != start || !cairn_process_running(pid, NULL);
 }
 
@@ -269,9 +269,10 @@ static enum cairn_mount_state record_state(const char *dir, pid_t pid, uint64_t 
 static int mounts_scan(cairn_store *st, const char *image_id, pid_t pid, cairn_mount_fn fn,
                        void *arg) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"
-                     " WHERE (?1 IS NULL OR image_id = ?1) AND (?2 = 0 OR pid = ?2) ORDER BY dir");
+  int r =
+      cn_db_prepare(st, &q,
+                    "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"
+                    " WHERE (?1 IS NULL OR image_id = ?1) AND (?2 = 0 OR pid = ?2) ORDER BY dir");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   sqlite3_bind_int(q, 2, pid);
@@ -284,7 +285,7 @@ static int mounts_scan(cairn_store *st, const char *image_id, pid_t pid, cairn_m
     m.state = record_state(m.dir, m.pid, (uint64_t)sqlite3_column_int64(q, 3), m.dev);
     if ((r = fn(&m, arg)) != 0) return r;
   }
-  return r == SQLITE_DONE ? 0 : store_fail_db(st, "mount records");
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "mount records");
 }
 
 int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg) {
@@ -308,7 +309,7 @@ static int live_describe(const struct cairn_mount_rec *m, void *arg) {
   return 0;
 }
 
-int mount_live_for_image(cairn_store *st, const char *image_id, char **desc) {
+int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc) {
   char *buf = NULL;
   size_t len = 0;
   *desc = NULL;
@@ -330,9 +331,9 @@ static int first_detached(const struct cairn_mount_rec *m, void *arg) {
   return m->state == CAIRN_MOUNT_DETACHED ? 1 : 2;
 }
 
-char *mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose) {
+char *cn_mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose) {
   bool detached = pid > 0 && mounts_scan(st, NULL, pid, first_detached, NULL) == 1;
-  return detached ? xasprintf("%s (detached)", purpose) : strdup(purpose);
+  return detached ? cn_xasprintf("%s (detached)", purpose) : strdup(purpose);
 }
 
 /* A record whose daemon is gone. */
@@ -341,16 +342,16 @@ struct stale_mount {
   pid_t pid;
 };
 
-int mount_clean_stale(cairn_store *st) {
+int cn_mount_clean_stale(cairn_store *st) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT dir, pid, pid_start FROM mounts");
+  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start FROM mounts");
   if (r < 0) return r;
   struct stale_mount *stale = NULL;
   size_t n = 0, cap = 0;
   while (r >= 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
     pid_t pid = sqlite3_column_int(q, 1);
     if (!daemon_gone(pid, (uint64_t)sqlite3_column_int64(q, 2))) continue;
-    struct stale_mount *v = array_grow(stale, n, &cap, sizeof(*v));
+    struct stale_mount *v = cn_array_grow(stale, n, &cap, sizeof(*v));
     if (v) {
       stale = v;
       stale[n] = (struct stale_mount){strdup((const char *)sqlite3_column_text(q, 0)), pid};
@@ -360,7 +361,7 @@ int mount_clean_stale(cairn_store *st) {
   if (r == SQLITE_DONE)
     r = 0;
   else if (r > 0)
-    r = store_fail_db(st, "mount records");
+    r = cn_store_fail_db(st, "mount records");
   for (size_t i = 0; i < n; i++) {
     if (r == 0 && stale[i].dir) r = cairn_mount_forget(st, stale[i].dir, stale[i].pid);
     free(stale[i].dir);

@@ -51,8 +51,8 @@ static const char *kind_dir(enum cairn_pin_kind kind) {
   return kind == CAIRN_PIN_IMAGE ? "image" : "layer";
 }
 
-int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len) {
-  if (!is_hex_id(id, CAIRN_ID_LEN)) return store_fail(st, -EINVAL, "%s: not an id", id);
+int cn_pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len) {
+  if (!cn_is_hex_id(id, CAIRN_ID_LEN)) return store_fail(st, -EINVAL, "%s: not an id", id);
   snprintf(buf, len, "%s/pins/%s/%s", st->dir, kind_dir(kind), id);
   return 0;
 }
@@ -62,7 +62,7 @@ int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *bu
 static int pin_open_locked(cairn_store *st, enum cairn_pin_kind kind, const char *id, int op,
                            bool cloexec) {
   char path[PATH_MAX];
-  int r = pin_path(st, kind, id, path, sizeof(path));
+  int r = cn_pin_path(st, kind, id, path, sizeof(path));
   if (r < 0) return r;
   for (int attempt = 0; attempt < PIN_RELOCK_LIMIT; attempt++) {
     int fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | (cloexec ? O_CLOEXEC : 0), 0600);
@@ -97,24 +97,24 @@ cairn_pinset *cairn_pinset_new(const char *purpose, bool cloexec) {
 static int annotation_write(cairn_store *st, enum cairn_pin_kind kind, const char *id,
                             const char *purpose) {
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
-  int r = db_prepare(st, &s,
-                     "INSERT OR REPLACE INTO pins(kind, target, pid, pid_start, purpose, since)"
-                     " VALUES(?, ?, ?, ?, ?, ?)");
+  int r = cn_db_prepare(st, &s,
+                        "INSERT OR REPLACE INTO pins(kind, target, pid, pid_start, purpose, since)"
+                        " VALUES(?, ?, ?, ?, ?, ?)");
   if (r < 0) return r;
   sqlite3_bind_int(s, 1, kind);
   sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 3, getpid());
-  sqlite3_bind_int64(s, 4, (sqlite3_int64)proc_start_time(getpid()));
+  sqlite3_bind_int64(s, 4, (sqlite3_int64)cn_proc_start_time(getpid()));
   sqlite3_bind_text(s, 5, purpose, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 6, now_seconds());
-  return sqlite3_step(s) == SQLITE_DONE ? 0 : store_fail_db(st, "pin annotation");
+  sqlite3_bind_int64(s, 6, cn_now_seconds());
+  return sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "pin annotation");
 }
 
 int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
   store_errclear(st);
   for (size_t i = 0; i < ps->n; i++)
     if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
-  struct pin *v = array_grow(ps->pins, ps->n, &ps->cap, sizeof(*v));
+  struct pin *v = cn_array_grow(ps->pins, ps->n, &ps->cap, sizeof(*v));
   if (!v) return store_fail(st, -ENOMEM, "out of memory pinning %s", id);
   ps->pins = v;
   int fd = pin_open_locked(st, kind, id, LOCK_SH, ps->cloexec);
@@ -131,7 +131,7 @@ int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, 
   return 0;
 }
 
-/* Runs on the failure paths of others: it keeps their WHY (no db_prepare,
+/* Runs on the failure paths of others: it keeps their WHY (no cn_db_prepare,
  * which would record its own). */
 void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
   if (!ps) return;
@@ -155,33 +155,33 @@ void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
   free(ps);
 }
 
-int pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+int cn_pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
   return pin_open_locked(st, kind, id, LOCK_EX | LOCK_NB, true);
 }
 
-void pin_unlock(int fd) {
+void cn_pin_unlock(int fd) {
   if (fd >= 0) close(fd);
 }
 
-void pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd) {
+void cn_pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd) {
   /* The annotations go first, while the exclusive lock keeps every pinner
    * out: once the file is unlinked, a pinner may lock a new one and
    * annotate at once, and that annotation must stay. */
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
-  if (db_prepare(st, &s, "DELETE FROM pins WHERE kind = ? AND target = ?") == 0) {
+  if (cn_db_prepare(st, &s, "DELETE FROM pins WHERE kind = ? AND target = ?") == 0) {
     sqlite3_bind_int(s, 1, kind);
     sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
     sqlite3_step(s);
   }
   char path[PATH_MAX];
-  if (pin_path(st, kind, id, path, sizeof(path)) == 0) unlink(path);
+  if (cn_pin_path(st, kind, id, path, sizeof(path)) == 0) unlink(path);
   store_test_point(st, "pin: unlinked");
   close(fd);
 }
 
 /* ---- who holds what: /proc/locks ------------------------------------- */
 
-int kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
+int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
   out->v = NULL;
   out->n = 0;
   FILE *f = fopen("/proc/locks", "re");
@@ -198,7 +198,7 @@ int kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
         7)
       continue;
     if (strcmp(type, "FLOCK") != 0) continue;
-    struct kernel_lock *v = array_grow(out->v, out->n, &cap, sizeof(*v));
+    struct kernel_lock *v = cn_array_grow(out->v, out->n, &cap, sizeof(*v));
     if (!v) {
       fclose(f);
       free(out->v);
@@ -224,11 +224,11 @@ static bool inode_locked_by(const struct kernel_locks *kl, const struct stat *s,
 /* Stats the target's pin file; false if it has none. */
 static bool pin_stat(cairn_store *st, enum cairn_pin_kind kind, const char *id, struct stat *s) {
   char path[PATH_MAX];
-  return pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, s) == 0;
+  return cn_pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, s) == 0;
 }
 
-bool pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
-                 const char *id) {
+bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
+                    const char *id) {
   struct stat s;
   return pin_stat(st, kind, id, &s) && inode_locked_by(kl, &s, 0);
 }
@@ -236,8 +236,8 @@ bool pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_
 bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
   store_errclear(st);
   struct kernel_locks kl;
-  if (kernel_locks_read(st, &kl) < 0) return false;
-  bool held = pin_held_in(st, &kl, kind, id);
+  if (cn_kernel_locks_read(st, &kl) < 0) return false;
+  bool held = cn_pin_held_in(st, &kl, kind, id);
   free(kl.v);
   return held;
 }
@@ -264,7 +264,7 @@ static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
     while (fds && (f = readdir(fds))) {
       if (f->d_name[0] == '.' || fstatat(dfd, f->d_name, &fs, 0) < 0) continue;
       if (fs.st_dev == s->st_dev && fs.st_ino == s->st_ino) {
-        pid_t *v = array_grow(*out, *n, &cap, sizeof(*v));
+        pid_t *v = cn_array_grow(*out, *n, &cap, sizeof(*v));
         if (!v)
           r = -ENOMEM;
         else
@@ -282,20 +282,20 @@ static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
 static int pin_emit(cairn_store *st, const struct cairn_pin_rec *base, const struct stat *file,
                     cairn_pin_fn fn, void *arg) {
   struct cairn_pin_rec rec = *base;
-  _cleanup_free_ char *cmd = proc_command(rec.pid);
+  _cleanup_free_ char *cmd = cn_proc_command(rec.pid);
   _cleanup_free_ char *inherited = NULL;
   _cleanup_free_ pid_t *held_by = NULL;
   if (!cmd) return store_fail(st, -ENOMEM, "out of memory listing pins");
   rec.command = cmd;
-  if (!rec.stale && file && proc_start_time(rec.pid) == 0) {
+  if (!rec.stale && file && cn_proc_start_time(rec.pid) == 0) {
     /* The locker exited; the lock lives on in what inherited it. */
     if (inode_holders(file, &held_by, &rec.n_held_by) < 0)
       return store_fail(st, -ENOMEM, "out of memory listing pins");
     rec.locker_gone = true;
     rec.held_by = held_by;
     if (rec.n_held_by > 0) {
-      _cleanup_free_ char *heir = proc_command(held_by[0]);
-      if (!heir || !(inherited = xasprintf("%s (inherited)", heir)))
+      _cleanup_free_ char *heir = cn_proc_command(held_by[0]);
+      if (!heir || !(inherited = cn_xasprintf("%s (inherited)", heir)))
         return store_fail(st, -ENOMEM, "out of memory listing pins");
       rec.command = inherited;
     }
@@ -341,16 +341,16 @@ static int note_cmp(const void *a, const void *b) {
 static int notes_read(cairn_store *st, int kind, const char *id, struct notes *out) {
   *out = (struct notes){0};
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q,
-                     "SELECT kind, target, pid, purpose, since FROM pins"
-                     " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)"
-                     " ORDER BY since, pid");
+  int r = cn_db_prepare(st, &q,
+                        "SELECT kind, target, pid, purpose, since FROM pins"
+                        " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)"
+                        " ORDER BY since, pid");
   if (r < 0) return r;
   sqlite3_bind_int(q, 1, kind);
   sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
   size_t cap = 0;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-    struct note *v = array_grow(out->v, out->n, &cap, sizeof(*v));
+    struct note *v = cn_array_grow(out->v, out->n, &cap, sizeof(*v));
     if (!v) {
       notes_free(out);
       return store_fail(st, -ENOMEM, "out of memory reading pin annotations");
@@ -371,7 +371,7 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
   }
   if (r != SQLITE_DONE) {
     notes_free(out);
-    return store_fail_db(st, "pin annotations");
+    return cn_store_fail_db(st, "pin annotations");
   }
   if (out->n) qsort(out->v, out->n, sizeof(*out->v), note_cmp);
   return 0;
@@ -405,7 +405,7 @@ static int target_rows(cairn_store *st, const struct kernel_locks *kl, const str
   bool have_file = pin_stat(st, kind, id, &s);
   int r = 0;
   for (size_t i = 0; i < n_run && r == 0; i++) {
-    _cleanup_free_ char *purpose = mount_pin_purpose(st, run[i].pid, run[i].purpose);
+    _cleanup_free_ char *purpose = cn_mount_pin_purpose(st, run[i].pid, run[i].purpose);
     if (!purpose) return store_fail(st, -ENOMEM, "out of memory listing pins");
     struct cairn_pin_rec rec = {.kind = kind,
                                 .target = id,
@@ -439,7 +439,7 @@ struct pin_targets {
 
 static int targets_add(struct pin_targets *t, enum cairn_pin_kind kind, const char *id,
                        size_t order) {
-  struct pin_target *v = array_grow(t->v, t->n, &t->cap, sizeof(*v));
+  struct pin_target *v = cn_array_grow(t->v, t->n, &t->cap, sizeof(*v));
   if (!v) return -ENOMEM;
   t->v = v;
   t->v[t->n] = (struct pin_target){.kind = kind, .order = order};
@@ -471,7 +471,7 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, const str
     DIR *d = opendir(dir);
     struct dirent *de;
     while (d && r == 0 && (de = readdir(d))) {
-      if (!is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
+      if (!cn_is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
       if (filter_id && strcmp(filter_id, de->d_name) != 0) continue;
       r = targets_add(out, kind, de->d_name, 0);
     }
@@ -512,13 +512,13 @@ static bool note_locked(cairn_store *st, const struct note *note, const struct k
  * it. So when the first read leaves an annotation unlocked, a second read is
  * added to it: an annotation is stale only if both miss its lock. */
 static int locks_read_for(cairn_store *st, const struct notes *ns, struct kernel_locks *kl) {
-  int r = kernel_locks_read(st, kl);
+  int r = cn_kernel_locks_read(st, kl);
   bool unlocked = false;
   for (size_t i = 0; r == 0 && i < ns->n && !unlocked; i++)
     unlocked = !note_locked(st, &ns->v[i], kl);
   if (r < 0 || !unlocked) return r;
   struct kernel_locks again;
-  if ((r = kernel_locks_read(st, &again)) < 0) goto fail;
+  if ((r = cn_kernel_locks_read(st, &again)) < 0) goto fail;
   struct kernel_lock *v = realloc(kl->v, (kl->n + again.n + 1) * sizeof(*v));
   if (!v) {
     free(again.v);
@@ -553,13 +553,13 @@ static int stale_delete(cairn_store *st, const struct notes *ns) {
   int n = 0;
   for (size_t i = 0; r == 0 && i < ns->n; i++) {
     if (note_locked(st, &ns->v[i], &kl)) continue;
-    if (!d &&
-        (r = db_prepare(st, &d, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?")) < 0)
+    if (!d && (r = cn_db_prepare(st, &d,
+                                 "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?")) < 0)
       break;
     sqlite3_bind_int(d, 1, ns->v[i].kind);
     sqlite3_bind_text(d, 2, ns->v[i].target, -1, SQLITE_STATIC);
     sqlite3_bind_int(d, 3, ns->v[i].pid);
-    if (sqlite3_step(d) != SQLITE_DONE) r = store_fail_db(st, "stale pin annotation");
+    if (sqlite3_step(d) != SQLITE_DONE) r = cn_store_fail_db(st, "stale pin annotation");
     sqlite3_reset(d);
     n++;
   }
@@ -598,7 +598,7 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
 int cairn_pins_clean_stale(cairn_store *st) {
   store_errclear(st);
   store_test_point(st, "pins: cleaning stale");
-  int r = db_begin(st);
+  int r = cn_db_begin(st);
   if (r < 0) return r;
   struct notes notes;
   if ((r = notes_read(st, -1, NULL, &notes)) == 0) {
@@ -606,10 +606,10 @@ int cairn_pins_clean_stale(cairn_store *st) {
     notes_free(&notes);
   }
   if (r < 0) {
-    db_rollback(st);
+    cn_db_rollback(st);
     return r;
   }
-  int c = db_commit(st);
+  int c = cn_db_commit(st);
   return c < 0 ? c : r;
 }
 
@@ -629,7 +629,7 @@ char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *i
   struct notes notes;
   struct kernel_locks kl;
   if (notes_read(st, kind, id, &notes) < 0) return strdup("unknown holders");
-  if (kernel_locks_read(st, &kl) < 0) {
+  if (cn_kernel_locks_read(st, &kl) < 0) {
     notes_free(&notes);
     return strdup("unknown holders");
   }
@@ -648,11 +648,11 @@ int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_m
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (;;) {
-    int fd = pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
+    int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
     if (fd >= 0) {
       _cleanup_free_ char *desc = NULL;
-      int live = mount_live_for_image(st, image_id, &desc);
-      pin_unlock(fd);
+      int live = cn_mount_live_for_image(st, image_id, &desc);
+      cn_pin_unlock(fd);
       if (live == 0) return 0;
       if (live < 0) return live;
     } else if (fd != -EBUSY) {

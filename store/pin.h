@@ -8,13 +8,13 @@
 #include "internal.h"
 
 /* Pins (pin.c). */
-int pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len);
+int cn_pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len);
 /* Exclusive non-blocking lock on a target's pin file for deletion: returns
- * an fd (to pass to pin_delete_unlock) or -EBUSY. */
-int pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id);
+ * an fd (to pass to cn_pin_delete_unlock) or -EBUSY. */
+int cn_pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id);
 /* Unlinks the pin file (the target is gone) and closes the lock. */
-void pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd);
-void pin_unlock(int fd);
+void cn_pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd);
+void cn_pin_unlock(int fd);
 /* The flock(2) locks held (not waited for) on any file, from /proc/locks;
  * free v. A failure is recorded in st. */
 struct kernel_lock {
@@ -26,18 +26,18 @@ struct kernel_locks {
   struct kernel_lock *v;
   size_t n;
 };
-int kernel_locks_read(cairn_store *st, struct kernel_locks *out);
+int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out);
 /* True if any process holds a lock (in kl) on the target's pin file. */
-bool pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
-                 const char *id);
+bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
+                    const char *id);
 
 /* Mounts (mount.c): number of live or detached mount records of the
  * image; *desc gets "mount DIR (cairnfs pid N[, detached])" entries joined
  * by "; ". */
-int mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
-int mount_clean_stale(cairn_store *st);
+int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
+int cn_mount_clean_stale(cairn_store *st);
 /* A pin annotation's purpose as people see it: with " (detached)" when pid
  * is a daemon whose mount is detached. Caller frees; NULL on ENOMEM. */
-char *mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose);
+char *cn_mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose);
 
 #endif

@@ -29,7 +29,7 @@ static int proc_stat(pid_t pid, char *comm, size_t len, char *state, uint64_t *s
   return 0;
 }
 
-uint64_t proc_start_time(pid_t pid) {
+uint64_t cn_proc_start_time(pid_t pid) {
   char comm[64], state;
   uint64_t start;
   return proc_stat(pid, comm, sizeof(comm), &state, &start) == 0 ? start : 0;
@@ -42,7 +42,7 @@ bool cairn_process_running(pid_t pid, const char *name) {
   return state != 'Z' && state != 'X' && (!name || strcmp(comm, name) == 0);
 }
 
-char *proc_command(pid_t pid) {
+char *cn_proc_command(pid_t pid) {
   char path[64], buf[256] = "";
   snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
   FILE *f = fopen(path, "re");

@@ -13,7 +13,7 @@
  * every holder (a name that is not the last goes even then). The pin lock
  * is taken before the transaction begins, as pinners lock before they
  * write their annotation. The layers it leaves unused are then swept
- * (store_sweep): a layer that a pull in progress pins stays for that pull.
+ * (cn_store_sweep): a layer that a pull in progress pins stays for that pull.
  */
 #include "image.h"
 #include "pin.h"
@@ -27,18 +27,18 @@
 
 static int names_count(cairn_store *st, const char *id) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = db_prepare(st, &q, "SELECT count(*) FROM names WHERE image_id = ?");
+  int r = cn_db_prepare(st, &q, "SELECT count(*) FROM names WHERE image_id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-  return sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : store_fail_db(st, "names");
+  return sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int(q, 0) : cn_store_fail_db(st, "names");
 }
 
 static int name_delete(cairn_store *st, const char *name) {
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
-  int r = db_prepare(st, &d, "DELETE FROM names WHERE name = ?");
+  int r = cn_db_prepare(st, &d, "DELETE FROM names WHERE name = ?");
   if (r < 0) return r;
   sqlite3_bind_text(d, 1, name, -1, SQLITE_STATIC);
-  return sqlite3_step(d) == SQLITE_DONE ? 0 : store_fail_db(st, "name delete");
+  return sqlite3_step(d) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "name delete");
 }
 
 /* Within a transaction: deletes the image row (its names and layer list
@@ -51,38 +51,38 @@ static int image_delete_row(cairn_store *st, const char *id, int fd) {
                       who && *who ? who : "another process");
   }
   _cleanup_free_ char *mounts = NULL;
-  int live = mount_live_for_image(st, id, &mounts);
+  int live = cn_mount_live_for_image(st, id, &mounts);
   if (live != 0)
     return live < 0 ? live : store_fail(st, -EBUSY, "image %.12s is in use by %s", id, mounts);
-  int r = image_delete_rows(st, id);
+  int r = cn_image_delete_rows(st, id);
   if (r < 0) return r;
   return sqlite3_changes(st->db) ? 0 : store_fail(st, -ENOENT, "no such image");
 }
 
 /* Commits the open transaction if r is 0, else rolls it back. */
 static int tx_end(cairn_store *st, int r) {
-  if (r == 0) return db_commit_durable(st);
-  db_rollback(st);
+  if (r == 0) return cn_db_commit_durable(st);
+  cn_db_rollback(st);
   return r;
 }
 
 /* After the commit that deleted image id: its pin file goes, then what it
  * left unused. */
 static int image_removed(cairn_store *st, const char *id, int fd) {
-  pin_delete_unlock(st, CAIRN_PIN_IMAGE, id, fd);
+  cn_pin_delete_unlock(st, CAIRN_PIN_IMAGE, id, fd);
   cairn_report rep = {0};
-  int r = store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &rep);
+  int r = cn_store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &rep);
   cairn_report_free(&rep);
   return r;
 }
 
 static int image_remove(cairn_store *st, const char *id) {
-  int fd = pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
+  int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
   if (fd < 0 && fd != -EBUSY) return fd;
-  int r = db_begin(st);
+  int r = cn_db_begin(st);
   if (r == 0) r = tx_end(st, image_delete_row(st, id, fd));
   if (r < 0) {
-    pin_unlock(fd);
+    cn_pin_unlock(fd);
     return r;
   }
   return image_removed(st, id, fd);
@@ -96,7 +96,7 @@ static int name_remove_tx(cairn_store *st, const char *name, const char *id, boo
                           bool *image_gone) {
   char norm[512];
   cairn_id now;
-  int r = image_name_lookup(st, name, norm, sizeof(norm), now);
+  int r = cn_image_name_lookup(st, name, norm, sizeof(norm), now);
   if (r <= 0) return r < 0 ? r : store_fail(st, -ENOENT, "no such image");
   if (strcmp(now, id) != 0) return -EAGAIN;
   int count = names_count(st, id);
@@ -112,20 +112,20 @@ static int name_remove(cairn_store *st, const char *ref) {
   for (int attempt = 0; attempt < RM_ATTEMPTS; attempt++) {
     char name[512];
     cairn_id id;
-    int r = image_name_lookup(st, ref, name, sizeof(name), id);
+    int r = cn_image_name_lookup(st, ref, name, sizeof(name), id);
     if (r <= 0) return r < 0 ? r : 1;
     int count = names_count(st, id);
     if (count < 0) return count;
     /* the last name takes the image with it: lock the pin first */
     bool last = count <= 1;
-    int fd = last ? pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id) : -1;
+    int fd = last ? cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id) : -1;
     if (last && fd < 0 && fd != -EBUSY) return fd;
     store_test_point(st, "rm: names counted");
     bool image_gone = false;
-    if ((r = db_begin(st)) == 0)
+    if ((r = cn_db_begin(st)) == 0)
       r = tx_end(st, name_remove_tx(st, name, id, last, fd, &image_gone));
     if (r == 0 && image_gone) return image_removed(st, id, fd);
-    pin_unlock(fd);
+    cn_pin_unlock(fd);
     if (r != -EAGAIN) return r;
   }
   return store_fail(st, -EAGAIN, "%s: its image keeps changing; try again", ref);

@@ -74,7 +74,7 @@ int cairn_fail_context(cairn_store *st, int err, const char *fmt, ...) {
   return err;
 }
 
-int store_fail_db(cairn_store *st, const char *what) {
+int cn_store_fail_db(cairn_store *st, const char *what) {
   int code = st->db ? sqlite3_errcode(st->db) : SQLITE_ERROR;
   /* a full disk is SQLITE_FULL, or an I/O error (growing the -shm file) */
   if (code == SQLITE_FULL || (code == SQLITE_IOERR && sqlite3_system_errno(st->db) == ENOSPC))
@@ -85,24 +85,24 @@ int store_fail_db(cairn_store *st, const char *what) {
   return store_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
 }
 
-int db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql) {
+int cn_db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql) {
   if (sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) != SQLITE_OK) {
     *stmt = NULL;
-    return store_fail_db(st, "database");
+    return cn_store_fail_db(st, "database");
   }
   return 0;
 }
 
-int db_exec(cairn_store *st, const char *sql) {
+int cn_db_exec(cairn_store *st, const char *sql) {
   if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-    return store_fail_db(st, "database");
+    return cn_store_fail_db(st, "database");
   return 0;
 }
 
-int db_begin(cairn_store *st) { return db_exec(st, "BEGIN IMMEDIATE"); }
-int db_commit(cairn_store *st) {
-  int r = db_exec(st, "COMMIT");
-  if (r < 0) db_rollback(st);
+int cn_db_begin(cairn_store *st) { return cn_db_exec(st, "BEGIN IMMEDIATE"); }
+int cn_db_commit(cairn_store *st) {
+  int r = cn_db_exec(st, "COMMIT");
+  if (r < 0) cn_db_rollback(st);
   return r;
 }
 /* SQLite refuses to change PRAGMA synchronous inside a transaction ("Safety
@@ -112,8 +112,8 @@ int db_commit(cairn_store *st) {
  * through SQLite's own handle of it (the WAL holds the commit until a
  * checkpoint, which syncs on its own). If that sync fails, the commit may
  * be lost at a power cut: the caller gets the error and unlinks nothing. */
-int db_commit_durable(cairn_store *st) {
-  int r = db_commit(st);
+int cn_db_commit_durable(cairn_store *st) {
+  int r = cn_db_commit(st);
   if (r < 0) return r;
   sqlite3_file *wal = NULL;
   if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) != SQLITE_OK ||
@@ -125,14 +125,14 @@ int db_commit_durable(cairn_store *st) {
                       "database: syncing the write-ahead log: %s", sqlite3_errstr(rc));
   return 0;
 }
-void db_rollback(cairn_store *st) {
+void cn_db_rollback(cairn_store *st) {
   if (!sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
 const char *cairn_errmsg(const cairn_store *st) { return st ? st->err : "out of memory"; }
 const char *cairn_store_dir(const cairn_store *st) { return st->dir; }
 
-int store_fail_nospace(cairn_store *st) {
+int cn_store_fail_nospace(cairn_store *st) {
   return store_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
 }
 
@@ -192,22 +192,22 @@ static int schema_version(cairn_store *st) {
 /* Runs the migrations the store lacks, in one transaction. */
 static int store_migrate(cairn_store *st) {
   int r;
-  if ((r = db_begin(st)) < 0) return r;
-  if ((r = db_exec(st, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)")) < 0)
+  if ((r = cn_db_begin(st)) < 0) return r;
+  if ((r = cn_db_exec(st, "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)")) < 0)
     goto fail;
   int version = schema_version(st);
   for (int v = version; v < SCHEMA_VERSION; v++)
-    if ((r = db_exec(st, migrations[v])) < 0) goto fail;
+    if ((r = cn_db_exec(st, migrations[v])) < 0) goto fail;
   if (version != SCHEMA_VERSION) {
     char sql[128];
     snprintf(sql, sizeof(sql),
              "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', %d)",
              SCHEMA_VERSION);
-    if ((r = db_exec(st, sql)) < 0) goto fail;
+    if ((r = cn_db_exec(st, sql)) < 0) goto fail;
   }
-  return db_commit(st);
+  return cn_db_commit(st);
 fail:
-  db_rollback(st);
+  cn_db_rollback(st);
   return r;
 }
 
@@ -219,7 +219,7 @@ static int store_init(cairn_store *st) {
   if (fd < 0) return store_fail(st, -errno, "%s/init.lock: %s", st->dir, strerror(errno));
   while (flock(fd, LOCK_EX) < 0 && errno == EINTR) {
   }
-  int r = db_exec(st, "PRAGMA journal_mode=WAL");
+  int r = cn_db_exec(st, "PRAGMA journal_mode=WAL");
   if (r == 0 && schema_version(st) < SCHEMA_VERSION) r = store_migrate(st);
   close(fd);
   return r;
@@ -231,17 +231,17 @@ static int store_open_db(cairn_store *st) {
   if (sqlite3_open_v2(path, &st->db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       NULL) != SQLITE_OK)
-    return store_fail_db(st, path);
+    return cn_store_fail_db(st, path);
   sqlite3_busy_timeout(st->db, 60000);
   int r;
-  if ((r = db_exec(st, "PRAGMA synchronous=NORMAL")) < 0) return r;
-  if ((r = db_exec(st, "PRAGMA foreign_keys=ON")) < 0) return r;
+  if ((r = cn_db_exec(st, "PRAGMA synchronous=NORMAL")) < 0) return r;
+  if ((r = cn_db_exec(st, "PRAGMA foreign_keys=ON")) < 0) return r;
   int version = schema_version(st);
   if (version > SCHEMA_VERSION)
     return store_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)", version,
                       SCHEMA_VERSION);
   _cleanup_stmt_ sqlite3_stmt *mode = NULL;
-  if ((r = db_prepare(st, &mode, "PRAGMA journal_mode")) < 0) return r;
+  if ((r = cn_db_prepare(st, &mode, "PRAGMA journal_mode")) < 0) return r;
   bool wal = sqlite3_step(mode) == SQLITE_ROW &&
              strcmp((const char *)sqlite3_column_text(mode, 0), "wal") == 0;
   sqlite3_finalize(mode);
@@ -284,7 +284,7 @@ void cairn_store_close(cairn_store *st) {
   free(st);
 }
 
-int store_lock(cairn_store *st, enum store_lock_mode mode) {
+int cn_store_lock(cairn_store *st, enum store_lock_mode mode) {
   int fd = openat(st->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return store_fail(st, -errno, "%s/lock: %s", st->dir, strerror(errno));
   int op = mode == STORE_LOCK_SHARED      ? LOCK_SH

@@ -17,11 +17,11 @@
 
 #include <string.h>
 
-int held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, const char *id,
-             int fd) {
-  struct held *v = array_grow(h->v, h->n, &h->cap, sizeof(*v));
+int cn_held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, const char *id,
+                int fd) {
+  struct held *v = cn_array_grow(h->v, h->n, &h->cap, sizeof(*v));
   if (!v) {
-    pin_unlock(fd);
+    cn_pin_unlock(fd);
     return store_fail(st, -ENOMEM, "out of memory locking what goes");
   }
   h->v = v;
@@ -31,18 +31,18 @@ int held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, cons
   return 0;
 }
 
-bool held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id) {
+bool cn_held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id) {
   for (size_t i = 0; i < h->n; i++)
     if (h->v[i].kind == kind && strcmp(h->v[i].id, id) == 0) return true;
   return false;
 }
 
-void held_release(cairn_store *st, struct held_set *h, bool deleted) {
+void cn_held_release(cairn_store *st, struct held_set *h, bool deleted) {
   for (size_t i = 0; i < h->n; i++) {
     if (deleted)
-      pin_delete_unlock(st, h->v[i].kind, h->v[i].id, h->v[i].fd);
+      cn_pin_delete_unlock(st, h->v[i].kind, h->v[i].id, h->v[i].fd);
     else
-      pin_unlock(h->v[i].fd);
+      cn_pin_unlock(h->v[i].fd);
   }
   free(h->v);
   *h = (struct held_set){0};
@@ -52,9 +52,9 @@ void held_release(cairn_store *st, struct held_set *h, bool deleted) {
  * held. */
 static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct held_set *held) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int rc = db_prepare(st, &q,
-                      "SELECT id, size FROM layers WHERE NOT EXISTS"
-                      " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)");
+  int rc = cn_db_prepare(st, &q,
+                         "SELECT id, size FROM layers WHERE NOT EXISTS"
+                         " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)");
   if (rc < 0) return rc;
   /* The candidates are read before any of their rows is deleted. */
   struct layer_size {
@@ -63,7 +63,7 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
   } *v = NULL;
   size_t n = 0, cap = 0;
   while (sqlite3_step(q) == SQLITE_ROW) {
-    struct layer_size *more = array_grow(v, n, &cap, sizeof(*v));
+    struct layer_size *more = cn_array_grow(v, n, &cap, sizeof(*v));
     if (!more) {
       free(v);
       return store_fail(st, -ENOMEM, "out of memory listing unused layers");
@@ -75,46 +75,46 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
   _cleanup_free_ struct layer_size *all = v;
   for (size_t i = 0; i < n; i++) {
     const char *id = all[i].id;
-    int fd = pin_lock_exclusive(st, CAIRN_PIN_LAYER, id);
+    int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_LAYER, id);
     if (fd == -EBUSY) {
       _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_LAYER, id);
-      report_line(r, "kept layer sha256:%s: pinned by %s", id, who && *who ? who : "a process");
+      cn_report_line(r, "kept layer sha256:%s: pinned by %s", id, who && *who ? who : "a process");
       continue;
     }
     if (fd < 0) return fd;
-    if ((rc = held_add(st, held, CAIRN_PIN_LAYER, id, fd)) < 0 ||
-        (rc = layer_delete_rows(st, id)) < 0)
+    if ((rc = cn_held_add(st, held, CAIRN_PIN_LAYER, id, fd)) < 0 ||
+        (rc = cn_layer_delete_rows(st, id)) < 0)
       return rc;
     r->layers++;
-    report_line(r, "%s layer sha256:%s (%lld bytes)", dry_run ? "would remove" : "removed", id,
-                (long long)all[i].size);
+    cn_report_line(r, "%s layer sha256:%s (%lld bytes)", dry_run ? "would remove" : "removed", id,
+                   (long long)all[i].size);
   }
   return 0;
 }
 
-int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r) {
+int cn_sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r) {
   struct held_set held = {0};
   _cleanup_strv_ struct strv blobs = {0};
-  int rc = db_begin(st);
+  int rc = cn_db_begin(st);
   if (rc == 0) rc = sweep_layers(st, dry_run, r, &held);
-  if (rc == 0 && have_lock) rc = blob_rows_unreferenced(st, dry_run, &blobs, r);
+  if (rc == 0 && have_lock) rc = cn_blob_rows_unreferenced(st, dry_run, &blobs, r);
   if (rc == 0 && !dry_run)
-    rc = db_commit_durable(st);
+    rc = cn_db_commit_durable(st);
   else
-    db_rollback(st);
-  held_release(st, &held, rc == 0 && !dry_run);
+    cn_db_rollback(st);
+  cn_held_release(st, &held, rc == 0 && !dry_run);
   if (rc < 0 || dry_run || !have_lock) return rc;
-  return blob_files_remove(st, &blobs);
+  return cn_blob_files_remove(st, &blobs);
 }
 
-void sweep_stale_records(cairn_store *st) {
-  mount_clean_stale(st);
+void cn_sweep_stale_records(cairn_store *st) {
+  cn_mount_clean_stale(st);
   cairn_pins_clean_stale(st);
 }
 
-int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {
-  _cleanup_close_ int lock = store_lock(st, mode);
+int cn_store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {
+  _cleanup_close_ int lock = cn_store_lock(st, mode);
   if (lock < 0 && lock != -EBUSY) return lock;
-  if (!dry_run) sweep_stale_records(st);
-  return sweep_unused(st, dry_run, lock >= 0, r);
+  if (!dry_run) cn_sweep_stale_records(st);
+  return cn_sweep_unused(st, dry_run, lock >= 0, r);
 }

@@ -14,12 +14,12 @@
  * pin annotations and mount records go too (unless dry_run). It does
  * not scan the whole blob tree for files without rows: gc and fsck do.
  * dry_run changes nothing and reports what would go. */
-int store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r);
-/* The parts of store_sweep, for callers that hold the store lock already:
+int cn_store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r);
+/* The parts of cn_store_sweep, for callers that hold the store lock already:
  * the transaction over layers and (have_lock) blob rows, then their files;
  * and the stale annotations and mount records. */
-int sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r);
-void sweep_stale_records(cairn_store *st);
+int cn_sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r);
+void cn_sweep_stale_records(cairn_store *st);
 
 /* Exclusive pin locks on targets whose rows a transaction deletes, held
  * until it ends. */
@@ -33,10 +33,11 @@ struct held_set {
   size_t n, cap;
 };
 /* Adds a lock to the set (or, failing that, drops it): 0 or -ENOMEM. */
-int held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, const char *id, int fd);
-bool held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id);
+int cn_held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, const char *id,
+                int fd);
+bool cn_held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id);
 /* Once the transaction ended: if it deleted the targets (committed), their
  * pin files go; otherwise the locks are only dropped. */
-void held_release(cairn_store *st, struct held_set *h, bool deleted);
+void cn_held_release(cairn_store *st, struct held_set *h, bool deleted);
 
 #endif

@@ -477,7 +477,7 @@ static int apply_hardlink(merge_builder *b, const struct layer_entries *le,
   return place(b, l->path, f.d->inode);
 }
 
-int merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *src) {
+int cn_merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *src) {
   struct layer_entries le = {.b = b};
   int r = source(src, collect_entry, &le);
   for (size_t i = 0; r == 0 && i < le.n; i++)
@@ -589,7 +589,7 @@ out:
 
 /* ---- public ---------------------------------------------------------------- */
 
-int merge_builder_new(cairn_store *st, merge_builder **out) {
+int cn_merge_builder_new(cairn_store *st, merge_builder **out) {
   merge_builder *b = calloc(1, sizeof(*b));
   cairn_tree *t = calloc(1, sizeof(*t));
   if (!b || !t) {
@@ -600,14 +600,14 @@ int merge_builder_new(cairn_store *st, merge_builder **out) {
   *b = (merge_builder){.st = st, .tree = t, .arena = &t->arena};
   int r = synth_dir(b, &b->root);
   if (r < 0) {
-    merge_builder_free(b);
+    cn_merge_builder_free(b);
     return store_fail(st, r, "out of memory building the merged tree");
   }
   *out = b;
   return 0;
 }
 
-void merge_builder_free(merge_builder *b) {
+void cn_merge_builder_free(merge_builder *b) {
   if (!b) return;
   cairn_tree_free(b->tree);
   free(b->inodes);
@@ -616,7 +616,7 @@ void merge_builder_free(merge_builder *b) {
   free(b);
 }
 
-int merge_builder_finish(merge_builder *b, cairn_tree **out) {
+int cn_merge_builder_finish(merge_builder *b, cairn_tree **out) {
   *out = NULL;
   int r = freeze(b, b->tree);
   if (r == 0) {
@@ -625,7 +625,7 @@ int merge_builder_finish(merge_builder *b, cairn_tree **out) {
   } else {
     r = store_fail(b->st, r, "out of memory building the merged tree");
   }
-  merge_builder_free(b);
+  cn_merge_builder_free(b);
   return r;
 }
 

@@ -14,10 +14,10 @@
  * that cannot be merged (the message says why) or -ENOMEM. */
 typedef struct merge_builder merge_builder;
 typedef int (*merge_source_fn)(void *src, cairn_entry_fn fn, void *arg);
-int merge_builder_new(cairn_store *st, merge_builder **out);
-int merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *src);
+int cn_merge_builder_new(cairn_store *st, merge_builder **out);
+int cn_merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *src);
 /* Freezes the tree into *out; b is freed either way. */
-int merge_builder_finish(merge_builder *b, cairn_tree **out);
-void merge_builder_free(merge_builder *b);
+int cn_merge_builder_finish(merge_builder *b, cairn_tree **out);
+void cn_merge_builder_free(merge_builder *b);
 
 #endif

@@ -7,16 +7,16 @@
 #include <string.h>
 #include <time.h>
 
-void (*store_test_hook)(cairn_store *st, const char *point);
+void (*cn_store_test_hook)(cairn_store *st, const char *point);
 
-bool is_hex_id(const char *s, size_t len) {
+bool cn_is_hex_id(const char *s, size_t len) {
   if (strlen(s) != len) return false;
   for (size_t i = 0; i < len; i++)
     if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
   return true;
 }
 
-void hex_encode(const unsigned char *bytes, size_t n, char *out) {
+void cn_hex_encode(const unsigned char *bytes, size_t n, char *out) {
   static const char hex[] = "0123456789abcdef";
   for (size_t i = 0; i < n; i++) {
     out[2 * i] = hex[bytes[i] >> 4];
@@ -25,13 +25,15 @@ void hex_encode(const unsigned char *bytes, size_t n, char *out) {
   out[2 * n] = '\0';
 }
 
-void cairn_sha256_hex(const unsigned char digest[32], cairn_id out) { hex_encode(digest, 32, out); }
+void cairn_sha256_hex(const unsigned char digest[32], cairn_id out) {
+  cn_hex_encode(digest, 32, out);
+}
 
-bool cairn_id_valid(const char *s) { return is_hex_id(s, CAIRN_ID_LEN); }
+bool cairn_id_valid(const char *s) { return cn_is_hex_id(s, CAIRN_ID_LEN); }
 
-int64_t now_seconds(void) { return (int64_t)time(NULL); }
+int64_t cn_now_seconds(void) { return (int64_t)time(NULL); }
 
-char *xasprintf(const char *fmt, ...) {
+char *cn_xasprintf(const char *fmt, ...) {
   va_list ap;
   char *s = NULL;
   va_start(ap, fmt);
@@ -46,7 +48,7 @@ void cairn_strv_free(char **v, size_t n) {
   free(v);
 }
 
-void *array_grow(void *v, size_t n, size_t *cap, size_t size) {
+void *cn_array_grow(void *v, size_t n, size_t *cap, size_t size) {
   if (n < *cap) return v;
   size_t more = *cap ? 2 * *cap : 16;
   void *bigger = realloc(v, more * size);
@@ -54,8 +56,8 @@ void *array_grow(void *v, size_t n, size_t *cap, size_t size) {
   return bigger;
 }
 
-int strv_push(struct strv *sv, const char *s) {
-  char **v = array_grow(sv->v, sv->n, &sv->cap, sizeof(*v));
+int cn_strv_push(struct strv *sv, const char *s) {
+  char **v = cn_array_grow(sv->v, sv->n, &sv->cap, sizeof(*v));
   if (!v) return -ENOMEM;
   sv->v = v;
   if (!(v[sv->n] = strdup(s))) return -ENOMEM;
@@ -63,7 +65,7 @@ int strv_push(struct strv *sv, const char *s) {
   return 0;
 }
 
-void strv_clear(struct strv *sv) {
+void cn_strv_clear(struct strv *sv) {
   cairn_strv_free(sv->v, sv->n);
   *sv = (struct strv){0};
 }
@@ -74,7 +76,7 @@ void cairn_report_free(cairn_report *r) {
   r->n_lines = 0;
 }
 
-void report_line(cairn_report *r, const char *fmt, ...) {
+void cn_report_line(cairn_report *r, const char *fmt, ...) {
   char buf[1024];
   va_list ap;
   va_start(ap, fmt);

@@ -10,7 +10,8 @@
 # and call only its own functions and those cairn.h declares. A row's
 # headers are private to store/: fs/ and tools/ include only cairn.h and
 # call only what it declares (the unit tests and fuzz targets may include
-# and call anything).
+# and call anything). Every global symbol libcairn defines is either
+# public (cairn_, declared in cairn.h) or internal (cn_).
 #
 # Includes are read from the sources (resolved as the compiler does: beside
 # the including file, then include/, store/ and store/pull/). Calls are read
@@ -147,6 +148,18 @@ for f in $SOURCES; do
     elif [ -z "$drow" ] || [ "$drow" -gt "$row" ]; then
       violation "$f calls $s ($def): layer ${drow:+$(field "${LAYERS[$drow]}" 1) is above }$name"
     fi
+  done
+done
+# Every global symbol of libcairn is public (cairn_, declared in cairn.h)
+# or internal (cn_): no unprefixed name to clash with a program's own.
+for f in $SOURCES; do
+  case $f in store/*) ;; *) continue ;; esac
+  for s in $(nm --defined-only -g "$OBJ/$f.o" | awk '{ print $3 }'); do
+    case $s in
+    cn_*) ;;
+    cairn_*) declared_public "$s" || violation "$f defines $s: cairn_ is for what cairn.h declares; internal names start with cn_" ;;
+    *) violation "$f defines $s: internal names of libcairn start with cn_" ;;
+    esac
   done
 done
 # Every file of store/ belongs to a row.

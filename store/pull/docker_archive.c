@@ -67,7 +67,7 @@ static int read_entry(docker_archive *da, const char *name, blob_sink *s, int64_
     size_t len;
     int64_t off;
     while (r == 0 && (ar = archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK) {
-      r = blob_sink_write(s, buf, len);
+      r = cn_blob_sink_write(s, buf, len);
       if (r == -EFBIG)
         r = cairn_fail(st, -EBADMSG, "%s: %s is larger than expected", da->path, name);
       else if (r < 0)
@@ -87,14 +87,14 @@ static int read_small(docker_archive *da, const char *name, char **body, size_t 
                       cairn_store *st) {
   blob_sink s;
   int64_t size = 0;
-  int r = blob_sink_init(&s, -1, PULL_MANIFEST_MAX, NULL);
+  int r = cn_blob_sink_init(&s, -1, PULL_MANIFEST_MAX, NULL);
   if (r == 0) r = read_entry(da, name, &s, &size, st);
   if (r == 0) {
     *body = s.mem ? s.mem : strdup("");
     *len = s.written;
     s.mem = NULL;
   }
-  blob_sink_free(&s);
+  cn_blob_sink_free(&s);
   return r;
 }
 
@@ -114,7 +114,7 @@ static int archive_blob(pull_source *src, const pull_desc *d, blob_sink *s, cair
     if (strcmp(da->layer_digests[i], d->digest) != 0) continue;
     int64_t size;
     int r = read_entry(da, da->layer_paths[i], s, &size, st);
-    return r < 0 ? r : blob_sink_finish(s, d, st);
+    return r < 0 ? r : cn_blob_sink_finish(s, d, st);
   }
   return cairn_fail(st, -ENOENT, "%s: no blob %s in the archive", da->path, d->digest);
 }
@@ -175,7 +175,7 @@ static int load(docker_archive *da, cairn_store *st) {
     goto done;
   }
   char cdigest[PULL_DIGEST_LEN + 1];
-  pull_sha256(cbody, clen, cdigest);
+  cn_pull_sha256(cbody, clen, cdigest);
   out = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:[]}", "schemaVersion", 2, "mediaType",
                   "application/vnd.oci.image.manifest.v1+json", "config", "mediaType",
                   "application/vnd.oci.image.config.v1+json", "digest", cdigest, "size",
@@ -184,7 +184,7 @@ static int load(docker_archive *da, cairn_store *st) {
     const char *lp = json_string_value(json_array_get(layers, i));
     const char *did = json_string_value(json_array_get(diff_ids, i));
     int64_t size = 0;
-    if (!lp || !pull_digest_valid(did)) {
+    if (!lp || !cn_pull_digest_valid(did)) {
       r = cairn_fail(st, -EBADMSG, "%s: bad layer %zu in manifest.json or config", da->path, i);
       break;
     }
@@ -211,7 +211,7 @@ done:
   return r;
 }
 
-int docker_archive_open(const char *path, pull_source **out, cairn_store *st) {
+int cn_docker_archive_open(const char *path, pull_source **out, cairn_store *st) {
   docker_archive *da = calloc(1, sizeof *da);
   if (!da || !(da->path = strdup(path))) {
     free(da);

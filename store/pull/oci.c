@@ -13,7 +13,7 @@
 
 #include "pull.h"
 
-int pull_platform_parse(const char *s, pull_platform *p) {
+int cn_pull_platform_parse(const char *s, pull_platform *p) {
   memset(p, 0, sizeof *p);
   if (!s) s = "linux/amd64";
   const char *a = strchr(s, '/');
@@ -56,8 +56,8 @@ static bool variant_matches(const pull_platform *want, const char *have) {
   return strcmp(want->variant, have) == 0;
 }
 
-int oci_index_select(const char *body, size_t len, const pull_platform *want, pull_desc *child,
-                     cairn_store *st) {
+int cn_oci_index_select(const char *body, size_t len, const pull_platform *want, pull_desc *child,
+                        cairn_store *st) {
   json_t *j = parse_json(body, len, "manifest", st);
   if (!j) return -EBADMSG;
   if (!is_index(j)) {
@@ -76,7 +76,7 @@ int oci_index_select(const char *body, size_t len, const pull_platform *want, pu
     if (!os || !arch || strcmp(os, want->os) != 0 || strcmp(arch, want->arch) != 0 ||
         !variant_matches(want, var))
       continue;
-    r = pull_desc_parse(m, child, st);
+    r = cn_pull_desc_parse(m, child, st);
     if (r == 0) r = 1;
     break;
   }
@@ -84,7 +84,7 @@ int oci_index_select(const char *body, size_t len, const pull_platform *want, pu
   return r;
 }
 
-int oci_manifest_parse(const char *body, size_t len, pull_image *img, cairn_store *st) {
+int cn_oci_manifest_parse(const char *body, size_t len, pull_image *img, cairn_store *st) {
   json_t *j = parse_json(body, len, "manifest", st);
   if (!j) return -EBADMSG;
   int r;
@@ -94,7 +94,7 @@ int oci_manifest_parse(const char *body, size_t len, pull_image *img, cairn_stor
     r = cairn_fail(st, -EBADMSG, "not an OCI or Docker v2 image manifest");
     goto out;
   }
-  r = pull_desc_parse(json_object_get(j, "config"), &img->config, st);
+  r = cn_pull_desc_parse(json_object_get(j, "config"), &img->config, st);
   if (r < 0) goto out;
   img->n_layers = json_array_size(layers);
   img->layers = calloc(img->n_layers ? img->n_layers : 1, sizeof *img->layers);
@@ -103,13 +103,13 @@ int oci_manifest_parse(const char *body, size_t len, pull_image *img, cairn_stor
     goto out;
   }
   for (size_t i = 0; i < img->n_layers && r == 0; i++)
-    r = pull_desc_parse(json_array_get(layers, i), &img->layers[i], st);
+    r = cn_pull_desc_parse(json_array_get(layers, i), &img->layers[i], st);
 out:
   json_decref(j);
   return r;
 }
 
-int oci_config_diff_ids(pull_image *img, cairn_store *st) {
+int cn_oci_config_diff_ids(pull_image *img, cairn_store *st) {
   json_t *j = parse_json(img->config_json, img->config_len, "image config", st);
   if (!j) return -EBADMSG;
   int r = 0;
@@ -126,7 +126,7 @@ int oci_config_diff_ids(pull_image *img, cairn_store *st) {
   }
   for (size_t i = 0; i < img->n_layers; i++) {
     const char *d = json_string_value(json_array_get(ids, i));
-    if (!pull_digest_valid(d)) {
+    if (!cn_pull_digest_valid(d)) {
       r = cairn_fail(st, -EBADMSG, "config has an invalid diff_id (%s)", d ? d : "none");
       goto out;
     }
@@ -140,10 +140,10 @@ out:
   return r;
 }
 
-void pull_image_free(pull_image *img) {
-  pull_desc_clear(&img->config);
+void cn_pull_image_free(pull_image *img) {
+  cn_pull_desc_clear(&img->config);
   for (size_t i = 0; i < img->n_layers; i++) {
-    pull_desc_clear(&img->layers[i]);
+    cn_pull_desc_clear(&img->layers[i]);
     if (img->diff_ids) free(img->diff_ids[i]);
   }
   free(img->layers);

@@ -36,11 +36,11 @@ static int open_blob(oci_layout *l, const pull_desc *d, cairn_store *st) {
 static int layout_blob(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st) {
   _cleanup_close_ int fd = open_blob((oci_layout *)src, d, st);
   if (fd < 0) return fd;
-  int r = blob_copy_fd(fd, s, st);
+  int r = cn_blob_copy_fd(fd, s, st);
   if (r == -EBADMSG)
     return cairn_fail(st, r, "blob %s is larger than its descriptor says (%llu bytes)", d->digest,
                       (unsigned long long)d->size);
-  return r < 0 ? r : blob_sink_finish(s, d, st);
+  return r < 0 ? r : cn_blob_sink_finish(s, d, st);
 }
 
 static int read_small_blob(pull_source *src, const pull_desc *d, char **body, size_t *len,
@@ -49,14 +49,14 @@ static int read_small_blob(pull_source *src, const pull_desc *d, char **body, si
     return cairn_fail(st, -EBADMSG, "manifest %s is too large (%llu bytes)", d->digest,
                       (unsigned long long)d->size);
   blob_sink s;
-  int r = blob_sink_init(&s, -1, d->size, NULL);
+  int r = cn_blob_sink_init(&s, -1, d->size, NULL);
   if (r == 0) r = layout_blob(src, d, &s, st);
   if (r == 0) {
     *body = s.mem ? s.mem : strdup("");
     *len = s.written;
     s.mem = NULL;
   }
-  blob_sink_free(&s);
+  cn_blob_sink_free(&s);
   return r;
 }
 
@@ -89,7 +89,7 @@ static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
     r = cairn_fail(st, -EINVAL, "%s holds %zu images; name one as oci:%s:REF", l->dir, count,
                    l->dir);
   else
-    r = pull_desc_parse(found, d, st);
+    r = cn_pull_desc_parse(found, d, st);
   json_decref(idx);
   return r;
 }
@@ -100,7 +100,7 @@ static int layout_manifest(pull_source *src, const pull_desc *d, char **body, si
   pull_desc top = {0}; /* pick_entry fills it only when it finds the entry */
   int r = pick_entry((oci_layout *)src, &top, st);
   if (r == 0) r = read_small_blob(src, &top, body, len, st);
-  pull_desc_clear(&top);
+  cn_pull_desc_clear(&top);
   return r;
 }
 
@@ -134,7 +134,7 @@ static char *default_name(const char *dir, const char *ref) {
   return name;
 }
 
-int oci_layout_open(const char *spec, pull_source **out, cairn_store *st) {
+int cn_oci_layout_open(const char *spec, pull_source **out, cairn_store *st) {
   oci_layout *l = calloc(1, sizeof *l);
   if (!l) return cairn_fail(st, -ENOMEM, "out of memory");
   const char *colon = strchr(spec, ':');

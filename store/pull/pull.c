@@ -89,13 +89,13 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   _cleanup_close_ int fd = open_temp(run->store_dir, wst);
   if (fd < 0) return fd;
   blob_sink s;
-  int r = blob_sink_init(&s, fd, d->size, &run->slots[i].fetched);
+  int r = cn_blob_sink_init(&s, fd, d->size, &run->slots[i].fetched);
   s.cancel = &run->cancel;
   set_state(run, i, CAIRN_PULL_FETCHING);
   if (r == 0) r = run->src->ops->blob(run->src, d, &s, wst);
   if (r == -ENOSPC)
     cairn_fail(wst, r, "layer %s: %s/tmp: no space left on device", d->digest, run->store_dir);
-  blob_sink_free(&s);
+  cn_blob_sink_free(&s);
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
     r = cairn_fail(wst, -errno, "temporary file: %s", strerror(errno));
   if (r == 0) {
@@ -191,11 +191,11 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
                        cairn_store *st) {
   int r;
   if (strncmp(source, "oci:", 4) == 0)
-    r = oci_layout_open(source + 4, src, st);
+    r = cn_oci_layout_open(source + 4, src, st);
   else if (strncmp(source, "docker-archive:", 15) == 0)
-    r = docker_archive_open(source + 15, src, st);
+    r = cn_docker_archive_open(source + 15, src, st);
   else if (strncmp(source, "docker://", 9) == 0)
-    r = registry_source_open(source + 9, o, src, st);
+    r = cn_registry_source_open(source + 9, o, src, st);
   else
     return cairn_fail(st, -EINVAL,
                       "unknown source (expected oci:DIR[:REF], docker-archive:FILE or "
@@ -212,29 +212,29 @@ static int resolve_image(pull_source *src, const pull_platform *plat, pull_image
   int r = src->ops->manifest(src, NULL, &body, &len, st);
   for (int depth = 0; r == 0; depth++) {
     pull_desc child = {0};
-    r = oci_index_select(body, len, plat, &child, st);
+    r = cn_oci_index_select(body, len, plat, &child, st);
     if (r <= 0) break;
     free(body);
     body = NULL;
     r = depth < 2 ? src->ops->manifest(src, &child, &body, &len, st)
                   : cairn_fail(st, -EBADMSG, "indexes nested too deep");
-    pull_desc_clear(&child);
+    cn_pull_desc_clear(&child);
   }
-  if (r == 0) r = oci_manifest_parse(body, len, img, st);
+  if (r == 0) r = cn_oci_manifest_parse(body, len, img, st);
   if (r < 0) return r;
 
   if (img->config.size > PULL_MANIFEST_MAX)
     return cairn_fail(st, -EBADMSG, "config %s is too large", img->config.digest);
   blob_sink s;
-  r = blob_sink_init(&s, -1, img->config.size, NULL);
+  r = cn_blob_sink_init(&s, -1, img->config.size, NULL);
   if (r == 0) r = src->ops->blob(src, &img->config, &s, st);
   if (r == 0) {
     img->config_json = s.mem ? s.mem : strdup("");
     img->config_len = s.written;
     s.mem = NULL;
   }
-  blob_sink_free(&s);
-  return r < 0 ? r : oci_config_diff_ids(img, st);
+  cn_blob_sink_free(&s);
+  return r < 0 ? r : cn_oci_config_diff_ids(img, st);
 }
 
 static int pull_image_into(cairn_store *st, const char *source, const char *name,
@@ -248,7 +248,7 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
   char norm[1024];
   int r;
 
-  if (pull_platform_parse(o->platform, &plat) < 0)
+  if (cn_pull_platform_parse(o->platform, &plat) < 0)
     return cairn_fail(st, -EINVAL, "bad platform %s (expected OS/ARCH[/VARIANT])", o->platform);
   if (name && cairn_name_normalize(name, norm, sizeof norm) < 0)
     return cairn_fail(st, -EINVAL, "bad image name %s", name);
@@ -303,7 +303,7 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
                    img.config.digest);
 out:
   if (ps) cairn_pinset_release(st, ps); /* only now: the image record (if any) is in */
-  pull_image_free(&img);
+  cn_pull_image_free(&img);
   if (src) src->ops->free(src);
   return r;
 }

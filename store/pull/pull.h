@@ -39,14 +39,14 @@ typedef struct pull_desc {
 } pull_desc;
 
 /* Checks "sha256:<64 lowercase hex>"; the hex part is digest + 7. */
-bool pull_digest_valid(const char *digest);
+bool cn_pull_digest_valid(const char *digest);
 
 /* Fills a descriptor from a JSON object; -EBADMSG if malformed. */
-int pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st);
-void pull_desc_clear(pull_desc *d);
+int cn_pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st);
+void cn_pull_desc_clear(pull_desc *d);
 
 /* sha256 of a buffer as "sha256:hex". */
-void pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]);
+void cn_pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]);
 
 /* A writer that hashes what it writes, refuses to go past the descriptor's
  * size, and at the end checks size and digest. Bytes written so far are
@@ -60,24 +60,24 @@ typedef struct blob_sink {
   const atomic_bool *cancel; /* when set, writes fail with -ECANCELED */
 } blob_sink;
 
-int blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progress);
+int cn_blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progress);
 /* Starts over (a retried download): truncates the file and the hash. */
-int blob_sink_reset(blob_sink *s);
+int cn_blob_sink_reset(blob_sink *s);
 /* -EFBIG when the data would exceed the limit, -ECANCELED when the pull
  * is being abandoned; -errno on write errors. */
-int blob_sink_write(blob_sink *s, const void *buf, size_t len);
+int cn_blob_sink_write(blob_sink *s, const void *buf, size_t len);
 /* -EBADMSG (with a reason naming the blob) on a size or digest mismatch. */
-int blob_sink_finish(blob_sink *s, const pull_desc *d, cairn_store *st);
-void blob_sink_free(blob_sink *s);
+int cn_blob_sink_finish(blob_sink *s, const pull_desc *d, cairn_store *st);
+void cn_blob_sink_free(blob_sink *s);
 
 /* Copies a file (an OCI layout blob) through a sink. */
-int blob_copy_fd(int in, blob_sink *s, cairn_store *st);
+int cn_blob_copy_fd(int in, blob_sink *s, cairn_store *st);
 
 /* Platform "os/arch[/variant]"; variant may be empty. */
 typedef struct pull_platform {
   char os[32], arch[32], variant[32];
 } pull_platform;
-int pull_platform_parse(const char *s, pull_platform *p);
+int cn_pull_platform_parse(const char *s, pull_platform *p);
 
 /* The parts of an image the pull needs. */
 typedef struct pull_image {
@@ -88,21 +88,21 @@ typedef struct pull_image {
   size_t config_len;
   char **diff_ids; /* hex, from config rootfs.diff_ids, one per layer */
 } pull_image;
-void pull_image_free(pull_image *img);
+void cn_pull_image_free(pull_image *img);
 
 /* Parses an image manifest (OCI or Docker v2 schema 2) into img's config
  * and layer descriptors. */
-int oci_manifest_parse(const char *body, size_t len, pull_image *img, cairn_store *st);
+int cn_oci_manifest_parse(const char *body, size_t len, pull_image *img, cairn_store *st);
 
 /* If body is an index (OCI index or Docker manifest list), picks the
  * manifest for the platform into *child and returns 1; 0 when body is an
  * image manifest; -ENOENT when no entry matches. */
-int oci_index_select(const char *body, size_t len, const pull_platform *want, pull_desc *child,
-                     cairn_store *st);
+int cn_oci_index_select(const char *body, size_t len, const pull_platform *want, pull_desc *child,
+                        cairn_store *st);
 
 /* Reads the config's rootfs.diff_ids into img (checking the count against
  * the layers); -EBADMSG when inconsistent. */
-int oci_config_diff_ids(pull_image *img, cairn_store *st);
+int cn_oci_config_diff_ids(pull_image *img, cairn_store *st);
 
 /* ---- sources ------------------------------------------------------------ */
 
@@ -124,12 +124,12 @@ struct pull_source {
   const cairn_pull_opts *opts;
 };
 
-int oci_layout_open(const char *spec, pull_source **out, cairn_store *st);
-int docker_archive_open(const char *path, pull_source **out, cairn_store *st);
-int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
-                         cairn_store *st);
+int cn_oci_layout_open(const char *spec, pull_source **out, cairn_store *st);
+int cn_docker_archive_open(const char *path, pull_source **out, cairn_store *st);
+int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
+                            cairn_store *st);
 
 /* Logs one line through opts->log, serialized. */
-void pull_log(pull_source *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cn_pull_log(pull_source *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

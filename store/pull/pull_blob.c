@@ -17,16 +17,16 @@
 
 #include "pull.h"
 
-bool pull_digest_valid(const char *digest) {
+bool cn_pull_digest_valid(const char *digest) {
   return digest && strncmp(digest, "sha256:", 7) == 0 && cairn_id_valid(digest + 7);
 }
 
-int pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st) {
+int cn_pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st) {
   memset(d, 0, sizeof *d);
   const char *digest = json_string_value(json_object_get(obj, "digest"));
   json_t *size = json_object_get(obj, "size");
   const char *mt = json_string_value(json_object_get(obj, "mediaType"));
-  if (!pull_digest_valid(digest))
+  if (!cn_pull_digest_valid(digest))
     return cairn_fail(st, -EBADMSG, "descriptor has no valid sha256 digest (%s)",
                       digest ? digest : "none");
   if (!json_is_integer(size) || json_integer_value(size) < 0)
@@ -37,7 +37,7 @@ int pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st) {
   return d->media_type ? 0 : cairn_fail(st, -ENOMEM, "out of memory");
 }
 
-void pull_desc_clear(pull_desc *d) {
+void cn_pull_desc_clear(pull_desc *d) {
   free(d->media_type);
   d->media_type = NULL;
 }
@@ -47,14 +47,14 @@ static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1]) {
   cairn_sha256_hex(md, out + 7);
 }
 
-void pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]) {
+void cn_pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]) {
   unsigned char md[32];
   unsigned int n = 0;
   EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL);
   hex_digest(md, out);
 }
 
-int blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progress) {
+int cn_blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progress) {
   s->fd = fd;
   s->limit = limit;
   s->written = 0;
@@ -67,14 +67,14 @@ int blob_sink_init(blob_sink *s, int fd, uint64_t limit, _Atomic uint64_t *progr
   return 0;
 }
 
-int blob_sink_reset(blob_sink *s) {
+int cn_blob_sink_reset(blob_sink *s) {
   if (s->fd >= 0 && (ftruncate(s->fd, 0) < 0 || lseek(s->fd, 0, SEEK_SET) < 0)) return -errno;
   s->written = 0;
   if (s->progress) atomic_store(s->progress, 0);
   return EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) == 1 ? 0 : -ENOMEM;
 }
 
-int blob_sink_write(blob_sink *s, const void *buf, size_t len) {
+int cn_blob_sink_write(blob_sink *s, const void *buf, size_t len) {
   if (s->cancel && atomic_load(s->cancel)) return -ECANCELED;
   if (len > s->limit - s->written) return -EFBIG;
   EVP_DigestUpdate(s->md, buf, len);
@@ -99,7 +99,7 @@ int blob_sink_write(blob_sink *s, const void *buf, size_t len) {
   return 0;
 }
 
-int blob_sink_finish(blob_sink *s, const pull_desc *d, cairn_store *st) {
+int cn_blob_sink_finish(blob_sink *s, const pull_desc *d, cairn_store *st) {
   unsigned char md[32];
   unsigned int n = 0;
   char got[PULL_DIGEST_LEN + 1];
@@ -113,21 +113,21 @@ int blob_sink_finish(blob_sink *s, const pull_desc *d, cairn_store *st) {
   return 0;
 }
 
-void blob_sink_free(blob_sink *s) {
+void cn_blob_sink_free(blob_sink *s) {
   EVP_MD_CTX_free(s->md);
   s->md = NULL;
   free(s->mem);
   s->mem = NULL;
 }
 
-int blob_copy_fd(int in, blob_sink *s, cairn_store *st) {
+int cn_blob_copy_fd(int in, blob_sink *s, cairn_store *st) {
   char buf[1 << 16];
   for (;;) {
     ssize_t n = read(in, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return cairn_fail(st, -errno, "read: %s", strerror(errno));
     if (n == 0) return 0;
-    int r = blob_sink_write(s, buf, (size_t)n);
+    int r = cn_blob_sink_write(s, buf, (size_t)n);
     if (r == -EFBIG)
       return cairn_fail(st, -EBADMSG, "blob is larger than its descriptor says (%llu bytes)",
                         (unsigned long long)s->limit);
@@ -137,7 +137,7 @@ int blob_copy_fd(int in, blob_sink *s, cairn_store *st) {
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void pull_log(pull_source *src, const char *fmt, ...) {
+void cn_pull_log(pull_source *src, const char *fmt, ...) {
   if (!src->opts || !src->opts->log) return;
   char line[768];
   va_list ap;

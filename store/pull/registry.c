@@ -77,7 +77,7 @@ static size_t on_body(char *buf, size_t size, size_t n, void *arg) {
   exchange *x = arg;
   size_t len = size * n;
   if (x->reply->status >= 200 && x->reply->status < 300) {
-    int r = x->sink ? blob_sink_write(x->sink, buf, len) : 0;
+    int r = x->sink ? cn_blob_sink_write(x->sink, buf, len) : 0;
     if (r < 0) {
       x->sink_err = r;
       return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
@@ -171,8 +171,8 @@ static void sleep_ms(uint64_t ms) {
     ;
 }
 
-int registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
-                 bool token_request, http_reply *reply, cairn_store *st) {
+int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
+                    bool token_request, http_reply *reply, cairn_store *st) {
   const cairn_pull_opts *o = rg->base.opts;
   unsigned attempts = o->attempts ? o->attempts : 6;
   uint64_t base = o->backoff_base_ms ? o->backoff_base_ms : 200;
@@ -186,7 +186,7 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
     exchange x = {.reply = reply, .sink = sink};
     memset(reply, 0, sizeof *reply);
     reply->retry_after = -1;
-    if (sink && (r = blob_sink_reset(sink)) < 0) {
+    if (sink && (r = cn_blob_sink_reset(sink)) < 0) {
       cairn_fail(st, r, "temporary file: %s", strerror(-r));
       break;
     }
@@ -219,7 +219,7 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
       break;
     } else if (reply->status == 401 && !token_request && !auth_done && reply->www_auth[0]) {
       auth_done = true;
-      if ((r = registry_auth_challenge(rg, reply->www_auth, st)) < 0) break;
+      if ((r = cn_registry_auth_challenge(rg, reply->www_auth, st)) < 0) break;
       attempt--; /* answering the challenge is not a failed attempt */
       continue;
     } else {
@@ -244,8 +244,8 @@ int registry_get(registry *rg, const char *url, const char *accept, blob_sink *s
       uint64_t ra = (uint64_t)reply->retry_after * 1000;
       wait = ra > cap ? cap : (ra > wait ? ra : wait);
     }
-    pull_log(&rg->base, "GET %s: %s; retry %u/%u in %.1fs", url, why, attempt + 1, attempts - 1,
-             (double)wait / 1000);
+    cn_pull_log(&rg->base, "GET %s: %s; retry %u/%u in %.1fs", url, why, attempt + 1, attempts - 1,
+                (double)wait / 1000);
     sleep_ms(wait);
   }
   curl_easy_cleanup(h);
@@ -265,18 +265,18 @@ static int registry_manifest(pull_source *src, const pull_desc *d, char **body, 
                       (unsigned long long)d->size);
   blob_sink s;
   http_reply reply;
-  int r = blob_sink_init(&s, -1, d ? d->size : PULL_MANIFEST_MAX, NULL);
-  if (r == 0) r = registry_get(rg, url, ACCEPT_MANIFESTS, &s, false, &reply, st);
+  int r = cn_blob_sink_init(&s, -1, d ? d->size : PULL_MANIFEST_MAX, NULL);
+  if (r == 0) r = cn_registry_get(rg, url, ACCEPT_MANIFESTS, &s, false, &reply, st);
   if (r == -ENOENT) cairn_fail(st, r, "%s/%s: manifest %s not found", rg->host, rg->repo, ref);
-  if (r == 0 && d) r = blob_sink_finish(&s, d, st);
+  if (r == 0 && d) r = cn_blob_sink_finish(&s, d, st);
   if (r == 0 && !d) {
     /* A tag is checked against the digest the registry states; a digest
      * reference against itself. */
     char got[PULL_DIGEST_LEN + 1];
-    pull_sha256(s.mem ? s.mem : "", s.written, got);
-    const char *want = pull_digest_valid(rg->ref)                ? rg->ref
-                       : pull_digest_valid(reply.content_digest) ? reply.content_digest
-                                                                 : NULL;
+    cn_pull_sha256(s.mem ? s.mem : "", s.written, got);
+    const char *want = cn_pull_digest_valid(rg->ref)                ? rg->ref
+                       : cn_pull_digest_valid(reply.content_digest) ? reply.content_digest
+                                                                    : NULL;
     if (want && strcmp(want, got) != 0)
       r = cairn_fail(st, -EBADMSG, "manifest %s: digest mismatch (content is %s)", want, got);
   }
@@ -285,7 +285,7 @@ static int registry_manifest(pull_source *src, const pull_desc *d, char **body, 
     *len = s.written;
     s.mem = NULL;
   }
-  blob_sink_free(&s);
+  cn_blob_sink_free(&s);
   return r;
 }
 
@@ -294,10 +294,10 @@ static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, cai
   char url[4096];
   http_reply reply;
   snprintf(url, sizeof url, "%s/v2/%s/blobs/%s", rg->server, rg->repo, d->digest);
-  int r = registry_get(rg, url, NULL, s, false, &reply, st);
+  int r = cn_registry_get(rg, url, NULL, s, false, &reply, st);
   if (r == -ENOENT)
     return cairn_fail(st, r, "%s/%s: blob %s not found", rg->host, rg->repo, d->digest);
-  return r < 0 ? r : blob_sink_finish(s, d, st);
+  return r < 0 ? r : cn_blob_sink_finish(s, d, st);
 }
 
 static void registry_free(pull_source *src) {
@@ -339,7 +339,7 @@ static int parse_spec(registry *rg, const char *spec, cairn_store *st) {
   if (at) {
     rlen = (size_t)(at - repo);
     rg->ref = strdup(at + 1);
-    if (!pull_digest_valid(rg->ref))
+    if (!cn_pull_digest_valid(rg->ref))
       return cairn_fail(st, -EINVAL, "docker://%s: digest must be sha256:<64 hex>", spec);
   } else if (colon) {
     rlen = (size_t)(colon - repo);
@@ -371,8 +371,8 @@ static int parse_spec(registry *rg, const char *spec, cairn_store *st) {
   return 0;
 }
 
-int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
-                         cairn_store *st) {
+int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
+                            cairn_store *st) {
   pthread_once(&curl_once, curl_init_once);
   registry *rg = calloc(1, sizeof *rg);
   if (!rg) return cairn_fail(st, -ENOMEM, "out of memory");
@@ -384,8 +384,8 @@ int registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_sou
     registry_free(&rg->base);
     return r;
   }
-  rg->creds = registry_find_creds(rg->host, opts->creds);
-  if ((r = registry_load_cas(rg, opts->cert_dir, st)) < 0) {
+  rg->creds = cn_registry_find_creds(rg->host, opts->creds);
+  if ((r = cn_registry_load_cas(rg, opts->cert_dir, st)) < 0) {
     registry_free(&rg->base);
     return r;
   }

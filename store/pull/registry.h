@@ -37,22 +37,22 @@ typedef struct http_reply {
  * reset, 5xx, 429, 408) are retried with backoff up to opts->attempts; a
  * 401 runs the auth challenge once. A 2xx body goes to sink. token_request
  * marks the token GET itself (basic creds, no challenge handling). */
-int registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
-                 bool token_request, http_reply *reply, cairn_store *st);
+int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
+                    bool token_request, http_reply *reply, cairn_store *st);
 
 /* Answers a 401 challenge: fetches a bearer token, or sets basic creds.
  * -EACCES when it cannot. */
-int registry_auth_challenge(registry *rg, const char *challenge, cairn_store *st);
+int cn_registry_auth_challenge(registry *rg, const char *challenge, cairn_store *st);
 
 /* Reads param="value" (or param=value) from a challenge's parameter list
  * (after the scheme); false if absent. */
-bool registry_challenge_param(const char *params, const char *key, char *out, size_t len);
+bool cn_registry_challenge_param(const char *params, const char *key, char *out, size_t len);
 
 /* Loads the CAs to trust: the system's plus the *.crt files of cert_dir,
  * or of the registry's certs.d directory (registry_tls.c). */
-int registry_load_cas(registry *rg, const char *cert_dir, cairn_store *st);
+int cn_registry_load_cas(registry *rg, const char *cert_dir, cairn_store *st);
 
 /* Credentials for host from --creds or the auth.json files; NULL if none. */
-char *registry_find_creds(const char *host, const char *creds_opt);
+char *cn_registry_find_creds(const char *host, const char *creds_opt);
 
 #endif

@@ -16,7 +16,7 @@
 
 #include "registry.h"
 
-bool registry_challenge_param(const char *params, const char *key, char *out, size_t len) {
+bool cn_registry_challenge_param(const char *params, const char *key, char *out, size_t len) {
   size_t klen = strlen(key);
   for (const char *p = params; *p;) {
     while (*p == ' ' || *p == ',') p++;
@@ -59,10 +59,10 @@ static int set_auth(registry *rg, const char *scheme, const char *value, cairn_s
 
 static int fetch_token(registry *rg, const char *params, cairn_store *st) {
   char realm[1024], service[256] = "", scope[512];
-  if (!registry_challenge_param(params, "realm", realm, sizeof realm))
+  if (!cn_registry_challenge_param(params, "realm", realm, sizeof realm))
     return cairn_fail(st, -EACCES, "%s: bearer challenge without a realm", rg->host);
-  registry_challenge_param(params, "service", service, sizeof service);
-  if (!registry_challenge_param(params, "scope", scope, sizeof scope))
+  cn_registry_challenge_param(params, "service", service, sizeof service);
+  if (!cn_registry_challenge_param(params, "scope", scope, sizeof scope))
     snprintf(scope, sizeof scope, "repository:%s:pull", rg->repo);
 
   CURL *h = curl_easy_init();
@@ -83,8 +83,8 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
 
   blob_sink s;
   http_reply reply;
-  r = blob_sink_init(&s, -1, 1 << 20, NULL);
-  if (r == 0) r = registry_get(rg, url, "application/json", &s, true, &reply, st);
+  r = cn_blob_sink_init(&s, -1, 1 << 20, NULL);
+  if (r == 0) r = cn_registry_get(rg, url, "application/json", &s, true, &reply, st);
   if (r == -EACCES || r == -ENOENT)
     r = cairn_fail(st, -EACCES, "%s: token service refused %s%s", rg->host, scope,
                    rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
@@ -96,11 +96,11 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
             : cairn_fail(st, -EACCES, "%s: token service answered without a token", rg->host);
     json_decref(j);
   }
-  blob_sink_free(&s);
+  cn_blob_sink_free(&s);
   return r;
 }
 
-int registry_auth_challenge(registry *rg, const char *challenge, cairn_store *st) {
+int cn_registry_auth_challenge(registry *rg, const char *challenge, cairn_store *st) {
   if (strncasecmp(challenge, "Bearer ", 7) == 0) return fetch_token(rg, challenge + 7, st);
   if (strncasecmp(challenge, "Basic", 5) == 0 && rg->creds) {
     _cleanup_free_ char *b = base64(rg->creds);
@@ -147,7 +147,7 @@ static char *creds_from_file(const char *path, const char *host) {
   return creds;
 }
 
-char *registry_find_creds(const char *host, const char *creds_opt) {
+char *cn_registry_find_creds(const char *host, const char *creds_opt) {
   if (creds_opt) return strdup(creds_opt);
   const char *env_file = getenv("REGISTRY_AUTH_FILE");
   const char *xdg = getenv("XDG_RUNTIME_DIR");

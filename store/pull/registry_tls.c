@@ -39,7 +39,7 @@ static int is_crt(const struct dirent *d) {
   return n > 4 && strcmp(d->d_name + n - 4, ".crt") == 0;
 }
 
-int registry_load_cas(registry *rg, const char *cert_dir, cairn_store *st) {
+int cn_registry_load_cas(registry *rg, const char *cert_dir, cairn_store *st) {
   char dflt[2][1024];
   const char *dir = cert_dir;
   struct stat sb;

@@ -5,8 +5,9 @@
 # or calls an internal function; a lower layer that includes a higher
 # layer's header or calls a higher layer's function; a front end (fs/,
 # tools/) that includes a private header or calls an internal function; a
-# file of store/ in no layer. A copy with only an allowed include (a unit
-# test including pull/pull.h) still passes.
+# file of store/ in no layer; a global symbol of libcairn without its
+# prefix. A copy with only an allowed include (a unit test including
+# pull/pull.h) still passes.
 source "$(dirname "$0")/lib.sh"
 
 check_layers() { bash "$CAIRN_SRC/tools/check-layers.sh" "$@" >"$T/out" 2>&1; }
@@ -40,11 +41,11 @@ printf '#include "pull/pull.h"\n' >>"$T/src/tools/cmd-pull.c"
 expect_exit 1 "tools/cmd-pull.c including store/pull/pull.h fails" check_layers "$T/src"
 
 fresh_copy
-printf 'int db_exec(void *st, const char *sql);\nint x(void) { return db_exec(0, ""); }\n' \
+printf 'int cn_db_exec(void *st, const char *sql);\nint x(void) { return cn_db_exec(0, ""); }\n' \
   >>"$T/src/store/pull/pull_blob.c"
-expect_exit 1 "store/pull calling db_exec (internal) fails" check_layers "$T/src"
+expect_exit 1 "store/pull calling cn_db_exec (internal) fails" check_layers "$T/src"
 check "the failure names the call" \
-  grep -q 'store/pull/pull_blob.c calls db_exec (store/store.c): layer pull uses only cairn.h' "$T/out"
+  grep -q 'store/pull/pull_blob.c calls cn_db_exec (store/store.c): layer pull uses only cairn.h' "$T/out"
 
 fresh_copy
 printf 'int x(cairn_store *st) { return cairn_gc(st, true, 0); }\n' >>"$T/src/store/blob.c"
@@ -58,11 +59,17 @@ expect_exit 1 "pin.c including image.h fails" check_layers "$T/src"
 check "the failure names pin.c and image.h" grep -q 'store/pin.c includes store/image.h' "$T/out"
 
 fresh_copy
-printf 'int store_sweep(void *, int, int, void *);\nint y(void) { return store_sweep(0, 0, 0, 0); }\n' \
+printf 'int cn_store_sweep(void *, int, int, void *);\nint y(void) { return cn_store_sweep(0, 0, 0, 0); }\n' \
   >>"$T/src/tools/cli.c"
-expect_exit 1 "tools/cli.c calling store_sweep (internal) fails" check_layers "$T/src"
+expect_exit 1 "tools/cli.c calling cn_store_sweep (internal) fails" check_layers "$T/src"
 check "the failure names the front end's call" \
-  grep -q 'tools/cli.c calls store_sweep (store/sweep.c): front ends use only cairn.h' "$T/out"
+  grep -q 'tools/cli.c calls cn_store_sweep (store/sweep.c): front ends use only cairn.h' "$T/out"
+
+fresh_copy
+printf 'int helper_without_prefix(void) { return 0; }\n' >>"$T/src/store/util.c"
+expect_exit 1 "an unprefixed global function of libcairn fails" check_layers "$T/src"
+check "the failure names it" \
+  grep -q 'store/util.c defines helper_without_prefix: internal names of libcairn start with cn_' "$T/out"
 
 fresh_copy
 printf '#include "internal.h"\n' >"$T/src/store/stray.c"

@@ -1,9 +1,9 @@
 /*
  * fuzz_auth.c — what a registry or a credentials file hands the
  * authentication: a WWW-Authenticate challenge's parameters
- * (registry_challenge_param, for the keys fetch_token reads, into a large
+ * (cn_registry_challenge_param, for the keys fetch_token reads, into a large
  * and a small buffer), and, when the input starts with '{', an auth.json
- * ($REGISTRY_AUTH_FILE) whose base64 "auth" values registry_find_creds
+ * ($REGISTRY_AUTH_FILE) whose base64 "auth" values cn_registry_find_creds
  * decodes. Checked: every value found fits its buffer, NUL-terminated, and
  * credentials found hold a ':'.
  */
@@ -38,9 +38,9 @@ static void challenge(const char *params) {
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
     char big[1024], small[8];
     memset(small, 'x', sizeof small);
-    if (registry_challenge_param(params, keys[i], big, sizeof big) && strlen(big) >= sizeof big)
+    if (cn_registry_challenge_param(params, keys[i], big, sizeof big) && strlen(big) >= sizeof big)
       abort();
-    if (registry_challenge_param(params, keys[i], small, sizeof small) &&
+    if (cn_registry_challenge_param(params, keys[i], small, sizeof small) &&
         !memchr(small, '\0', sizeof small))
       abort();
   }
@@ -53,7 +53,7 @@ static void auth_json(const uint8_t *data, size_t size) {
   fclose(f);
   static const char *const hosts[] = {"reg.example:5000", "docker.io"};
   for (size_t i = 0; i < sizeof hosts / sizeof *hosts; i++) {
-    char *c = registry_find_creds(hosts[i], NULL);
+    char *c = cn_registry_find_creds(hosts[i], NULL);
     if (c && !strchr(c, ':')) abort();
     free(c);
   }
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!s) return 0;
   memcpy(s, data, size);
   s[size] = '\0';
-  /* as registry_auth_challenge splits the scheme from its parameters */
+  /* as cn_registry_auth_challenge splits the scheme from its parameters */
   challenge(strncasecmp(s, "Bearer ", 7) == 0 ? s + 7 : s);
   free(s);
   return 0;

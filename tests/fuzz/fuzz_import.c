@@ -65,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!ps) return 0;
   cairn_id id;
   store_errclear(st);
-  int r = layer_ingest_memory(st, data, size, ps, id);
+  int r = cn_layer_ingest_memory(st, data, size, ps, id);
   if (r == 0) {
     size_t sum = 0;
     if (cairn_layer_foreach(st, id, entry_touch, &sum) < 0) __builtin_trap();

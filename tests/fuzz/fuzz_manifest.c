@@ -18,28 +18,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *body = (const char *)data;
   for (size_t i = 0; i < sizeof platforms / sizeof *platforms; i++) {
     pull_platform p;
-    if (pull_platform_parse(platforms[i], &p) < 0) abort();
+    if (cn_pull_platform_parse(platforms[i], &p) < 0) abort();
     pull_desc child = {0};
-    int r = oci_index_select(body, size, &p, &child, NULL);
-    if (r == 1 && !pull_digest_valid(child.digest)) abort();
-    pull_desc_clear(&child);
+    int r = cn_oci_index_select(body, size, &p, &child, NULL);
+    if (r == 1 && !cn_pull_digest_valid(child.digest)) abort();
+    cn_pull_desc_clear(&child);
   }
 
   pull_image img = {0};
-  if (oci_manifest_parse(body, size, &img, NULL) == 0) {
-    if (!pull_digest_valid(img.config.digest)) abort();
+  if (cn_oci_manifest_parse(body, size, &img, NULL) == 0) {
+    if (!cn_pull_digest_valid(img.config.digest)) abort();
     for (size_t i = 0; i < img.n_layers; i++)
-      if (!pull_digest_valid(img.layers[i].digest)) abort();
+      if (!cn_pull_digest_valid(img.layers[i].digest)) abort();
     img.config_json = malloc(size + 1);
     if (img.config_json) {
       memcpy(img.config_json, data, size);
       img.config_json[size] = '\0';
       img.config_len = size;
-      if (oci_config_diff_ids(&img, NULL) == 0)
+      if (cn_oci_config_diff_ids(&img, NULL) == 0)
         for (size_t i = 0; i < img.n_layers; i++)
           if (strlen(img.diff_ids[i]) != CAIRN_ID_LEN) abort();
     }
   }
-  pull_image_free(&img);
+  cn_pull_image_free(&img);
   return 0;
 }

@@ -2,7 +2,7 @@
  * fuzz_merge.c — the merged-tree builder (store/tree.c) fed arbitrary
  * layers, no database: the input decodes into up to 8 layers of
  * cairn_entry records, each layer handed over in path order (one entry
- * per path, as the store gives them) through merge_builder_add_layer; the
+ * per path, as the store gives them) through cn_merge_builder_add_layer; the
  * frozen tree is then walked whole (every node, a lookup of every child)
  * so that AddressSanitizer sees all of it.
  *
@@ -133,19 +133,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static struct cairn_store st; /* only its message buffer is used */
   struct input in = {data, data + size};
   merge_builder *b;
-  if (merge_builder_new(&st, &b) < 0) return 0;
+  if (cn_merge_builder_new(&st, &b) < 0) return 0;
   bool more = true;
   int r = 0;
   for (size_t i = 0; r == 0 && more && i < MAX_LAYERS; i++) {
     more = layer_decode(&in, &layers[i]);
-    r = merge_builder_add_layer(b, layer_source, &layers[i]);
+    r = cn_merge_builder_add_layer(b, layer_source, &layers[i]);
   }
   if (r < 0) {
-    merge_builder_free(b);
+    cn_merge_builder_free(b);
     return 0;
   }
   cairn_tree *t;
-  if (merge_builder_finish(b, &t) < 0) return 0;
+  if (cn_merge_builder_finish(b, &t) < 0) return 0;
   volatile size_t sink = tree_walk(t);
   (void)sink;
   cairn_tree_free(t);

@@ -37,7 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   if (!mkdtemp(dir)) abort();
   atexit(remove_layout);
   char d[PULL_DIGEST_LEN + 1], p[sizeof dir + 32];
-  pull_sha256(manifest, strlen(manifest), d);
+  cn_pull_sha256(manifest, strlen(manifest), d);
   snprintf(p, sizeof p, "%s/blobs", dir);
   mkdir(p, 0755);
   snprintf(p, sizeof p, "%s/blobs/sha256", dir);
@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char spec[sizeof dir + 64];
     snprintf(spec, sizeof spec, "%s%s", dir, refs[i]);
     pull_source *src = NULL;
-    if (oci_layout_open(spec, &src, NULL) < 0) abort(); /* a valid spec */
+    if (cn_oci_layout_open(spec, &src, NULL) < 0) abort(); /* a valid spec */
     char *body = NULL;
     size_t len = 0;
     if (src->ops->manifest(src, NULL, &body, &len, NULL) == 0 &&

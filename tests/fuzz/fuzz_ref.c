@@ -1,8 +1,8 @@
 /*
  * fuzz_ref.c — references as a person types them: image names and tags
  * (cairn_name_normalize) and the pull sources' own parsers, "oci:DIR[:REF]"
- * (oci_layout_open) and "docker://HOST[:PORT]/REPO[:TAG|@DIGEST]"
- * (registry_source_open, with credentials given and an empty certificate
+ * (cn_oci_layout_open) and "docker://HOST[:PORT]/REPO[:TAG|@DIGEST]"
+ * (cn_registry_source_open, with credentials given and an empty certificate
  * directory, so that it reads no file). The input is the text after the
  * "oci:" or "docker://" prefix. Checked: a normalized name normalizes to
  * itself, and a source's default name is a valid name.
@@ -51,10 +51,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check_name(s);
 
   pull_source *src = NULL;
-  check_source(oci_layout_open(s, &src, NULL), src);
+  check_source(cn_oci_layout_open(s, &src, NULL), src);
   cairn_pull_opts opts = {.creds = "user:pass", .cert_dir = cert_dir};
   src = NULL;
-  check_source(registry_source_open(s, &opts, &src, NULL), src);
+  check_source(cn_registry_source_open(s, &opts, &src, NULL), src);
   free(s);
   return 0;
 }

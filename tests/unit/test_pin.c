@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h" /* store_test_hook */
+#include "internal.h" /* cn_store_test_hook */
 #include "testutil.h"
 
 static tu_store T;
@@ -411,11 +411,11 @@ static void window_pin(cairn_store *st, const char *point) {
 
 static void window_arm(const char *point) {
   window = (typeof(window)){.point = point};
-  store_test_hook = window_pin;
+  cn_store_test_hook = window_pin;
 }
 
 static void window_closed(void) {
-  store_test_hook = NULL;
+  cn_store_test_hook = NULL;
   cr_assert(window.ps, "libcairn never reached %s", window.point);
   cr_assert_eq(window.r, 0, "the pin in the window failed: %s", cairn_errmsg(window.st));
 }

@@ -20,16 +20,16 @@
 
 Test(pull_parse, platform) {
   pull_platform p;
-  cr_assert_eq(pull_platform_parse(NULL, &p), 0);
+  cr_assert_eq(cn_pull_platform_parse(NULL, &p), 0);
   cr_assert_str_eq(p.os, "linux");
   cr_assert_str_eq(p.arch, "amd64");
   cr_assert_str_eq(p.variant, "");
-  cr_assert_eq(pull_platform_parse("linux/arm/v7", &p), 0);
+  cr_assert_eq(cn_pull_platform_parse("linux/arm/v7", &p), 0);
   cr_assert_str_eq(p.arch, "arm");
   cr_assert_str_eq(p.variant, "v7");
   const char *bad[] = {"linux", "/amd64", "linux/", "linux/arm/", ""};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
-    cr_assert_eq(pull_platform_parse(bad[i], &p), -EINVAL, "%s", bad[i]);
+    cr_assert_eq(cn_pull_platform_parse(bad[i], &p), -EINVAL, "%s", bad[i]);
 }
 
 static const char index_json[] =
@@ -44,8 +44,8 @@ static const char index_json[] =
 
 static int select_for(const char *plat, pull_desc *d) {
   pull_platform p;
-  cr_assert_eq(pull_platform_parse(plat, &p), 0);
-  return oci_index_select(index_json, strlen(index_json), &p, d, NULL);
+  cr_assert_eq(cn_pull_platform_parse(plat, &p), 0);
+  return cn_oci_index_select(index_json, strlen(index_json), &p, d, NULL);
 }
 
 Test(pull_parse, index_picks_the_platform) {
@@ -53,15 +53,15 @@ Test(pull_parse, index_picks_the_platform) {
   cr_assert_eq(select_for("linux/amd64", &d), 1);
   cr_assert_str_eq(d.digest, D2);
   cr_assert_eq(d.size, 20);
-  pull_desc_clear(&d);
+  cn_pull_desc_clear(&d);
   cr_assert_eq(select_for("linux/arm/v7", &d), 1);
   cr_assert_str_eq(d.digest, D1);
-  pull_desc_clear(&d);
+  cn_pull_desc_clear(&d);
   cr_assert_eq(select_for("linux/arm64", &d), 1);
   cr_assert_str_eq(d.digest, D3);
-  pull_desc_clear(&d);
+  cn_pull_desc_clear(&d);
   cr_assert_eq(select_for("linux/amd64/v1", &d), 1, "amd64's implied variant is v1");
-  pull_desc_clear(&d);
+  cn_pull_desc_clear(&d);
   cr_assert_eq(select_for("linux/arm/v6", &d), -ENOENT);
   cr_assert_eq(select_for("windows/amd64", &d), -ENOENT);
 }
@@ -82,10 +82,10 @@ Test(pull_parse, manifest) {
   tu_store_setup(&t);
   cairn_store *st = t.st;
   pull_platform p;
-  pull_platform_parse(NULL, &p);
-  cr_assert_eq(oci_index_select(manifest_json, strlen(manifest_json), &p, &d, st), 0,
+  cn_pull_platform_parse(NULL, &p);
+  cr_assert_eq(cn_oci_index_select(manifest_json, strlen(manifest_json), &p, &d, st), 0,
                "an image manifest is not an index");
-  cr_assert_eq(oci_manifest_parse(manifest_json, strlen(manifest_json), &img, st), 0, "%s",
+  cr_assert_eq(cn_oci_manifest_parse(manifest_json, strlen(manifest_json), &img, st), 0, "%s",
                cairn_errmsg(st));
   cr_assert_str_eq(img.config.digest, D1);
   cr_assert_eq(img.n_layers, 2);
@@ -94,8 +94,8 @@ Test(pull_parse, manifest) {
 
   img.config_json = strdup("{\"rootfs\":{\"type\":\"layers\",\"diff_ids\":[\"" D1 "\"]}}");
   img.config_len = strlen(img.config_json);
-  cr_assert_eq(oci_config_diff_ids(&img, st), -EBADMSG, "one diff_id for two layers");
-  pull_image_free(&img);
+  cr_assert_eq(cn_oci_config_diff_ids(&img, st), -EBADMSG, "one diff_id for two layers");
+  cn_pull_image_free(&img);
 
   const char *bad[] = {
       "{\"schemaVersion\":1,\"fsLayers\":[]}",
@@ -105,8 +105,8 @@ Test(pull_parse, manifest) {
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     pull_image b = {0};
-    cr_assert_eq(oci_manifest_parse(bad[i], strlen(bad[i]), &b, st), -EBADMSG, "%s", bad[i]);
-    pull_image_free(&b);
+    cr_assert_eq(cn_oci_manifest_parse(bad[i], strlen(bad[i]), &b, st), -EBADMSG, "%s", bad[i]);
+    cn_pull_image_free(&b);
   }
   tu_store_teardown(&t);
 }
@@ -115,16 +115,16 @@ Test(pull_parse, challenge) {
   const char *ch = "realm=\"https://auth.example/token\",service=\"reg.example\","
                    "scope=\"repository:a/b:pull,push\",error=invalid_token";
   char v[256];
-  cr_assert(registry_challenge_param(ch, "realm", v, sizeof v));
+  cr_assert(cn_registry_challenge_param(ch, "realm", v, sizeof v));
   cr_assert_str_eq(v, "https://auth.example/token");
-  cr_assert(registry_challenge_param(ch, "scope", v, sizeof v));
+  cr_assert(cn_registry_challenge_param(ch, "scope", v, sizeof v));
   cr_assert_str_eq(v, "repository:a/b:pull,push");
-  cr_assert(registry_challenge_param(ch, "error", v, sizeof v));
+  cr_assert(cn_registry_challenge_param(ch, "error", v, sizeof v));
   cr_assert_str_eq(v, "invalid_token");
-  cr_assert_not(registry_challenge_param(ch, "service2", v, sizeof v));
-  cr_assert_not(registry_challenge_param(ch, "realm2", v, sizeof v));
+  cr_assert_not(cn_registry_challenge_param(ch, "service2", v, sizeof v));
+  cr_assert_not(cn_registry_challenge_param(ch, "realm2", v, sizeof v));
   char small[5];
-  cr_assert(registry_challenge_param(ch, "service", small, sizeof small));
+  cr_assert(cn_registry_challenge_param(ch, "service", small, sizeof small));
   cr_assert_str_eq(small, "reg.", "truncated, still terminated");
 }
 
@@ -142,15 +142,15 @@ Test(pull_parse, auth_json) {
   setenv("REGISTRY_AUTH_FILE", path, 1);
   setenv("HOME", "/nonexistent", 1);
   unsetenv("XDG_RUNTIME_DIR");
-  char *c = registry_find_creds("reg.example:5000", NULL);
+  char *c = cn_registry_find_creds("reg.example:5000", NULL);
   cr_assert_str_eq(c, "alice:s3cr:et");
   free(c);
-  c = registry_find_creds("other.example", NULL);
+  c = cn_registry_find_creds("other.example", NULL);
   cr_assert_str_eq(c, "x:y");
   free(c);
-  cr_assert_null(registry_find_creds("reg.example", NULL));
-  cr_assert_null(registry_find_creds("pad.example", NULL), "only padding: no credentials");
-  c = registry_find_creds("reg.example", "bob:pw");
+  cr_assert_null(cn_registry_find_creds("reg.example", NULL));
+  cr_assert_null(cn_registry_find_creds("pad.example", NULL), "only padding: no credentials");
+  c = cn_registry_find_creds("reg.example", "bob:pw");
   cr_assert_str_eq(c, "bob:pw");
   free(c);
   unlink(path);
@@ -161,27 +161,27 @@ Test(pull_parse, blob_sink_checks_size_and_digest) {
   tu_store t;
   tu_store_setup(&t);
   cairn_store *st = t.st;
-  pull_sha256("hello", 5, d.digest);
+  cn_pull_sha256("hello", 5, d.digest);
   d.size = 5;
   cr_assert_str_eq(d.digest,
                    "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824");
 
   blob_sink s;
-  cr_assert_eq(blob_sink_init(&s, -1, d.size, NULL), 0);
-  cr_assert_eq(blob_sink_write(&s, "hel", 3), 0);
-  cr_assert_eq(blob_sink_write(&s, "lo!", 3), -EFBIG, "one byte over the descriptor");
-  cr_assert_eq(blob_sink_write(&s, "lo", 2), 0);
-  cr_assert_eq(blob_sink_finish(&s, &d, st), 0, "%s", cairn_errmsg(st));
+  cr_assert_eq(cn_blob_sink_init(&s, -1, d.size, NULL), 0);
+  cr_assert_eq(cn_blob_sink_write(&s, "hel", 3), 0);
+  cr_assert_eq(cn_blob_sink_write(&s, "lo!", 3), -EFBIG, "one byte over the descriptor");
+  cr_assert_eq(cn_blob_sink_write(&s, "lo", 2), 0);
+  cr_assert_eq(cn_blob_sink_finish(&s, &d, st), 0, "%s", cairn_errmsg(st));
   cr_assert_str_eq(s.mem, "hello");
-  blob_sink_free(&s);
+  cn_blob_sink_free(&s);
 
-  cr_assert_eq(blob_sink_init(&s, -1, d.size, NULL), 0);
-  cr_assert_eq(blob_sink_write(&s, "jello", 5), 0);
-  cr_assert_eq(blob_sink_finish(&s, &d, st), -EBADMSG);
+  cr_assert_eq(cn_blob_sink_init(&s, -1, d.size, NULL), 0);
+  cr_assert_eq(cn_blob_sink_write(&s, "jello", 5), 0);
+  cr_assert_eq(cn_blob_sink_finish(&s, &d, st), -EBADMSG);
   cr_assert(strstr(cairn_errmsg(st), d.digest), "names the blob: %s", cairn_errmsg(st));
-  cr_assert_eq(blob_sink_reset(&s), 0);
-  cr_assert_eq(blob_sink_write(&s, "hell", 4), 0);
-  cr_assert_eq(blob_sink_finish(&s, &d, st), -EBADMSG, "short");
-  blob_sink_free(&s);
+  cr_assert_eq(cn_blob_sink_reset(&s), 0);
+  cr_assert_eq(cn_blob_sink_write(&s, "hell", 4), 0);
+  cr_assert_eq(cn_blob_sink_finish(&s, &d, st), -EBADMSG, "short");
+  cn_blob_sink_free(&s);
   tu_store_teardown(&t);
 }

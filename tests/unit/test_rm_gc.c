@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h" /* store_test_hook */
+#include "internal.h" /* cn_store_test_hook */
 #include "testutil.h"
 
 static tu_store T;
@@ -223,9 +223,9 @@ static void race_hook(cairn_store *st, const char *point) {
 static void race_rm(const char *ref, int (*competitor)(cairn_store *st)) {
   race.fn = competitor;
   race.fired = false;
-  store_test_hook = race_hook;
+  cn_store_test_hook = race_hook;
   int r = cairn_rm(T.st, ref);
-  store_test_hook = NULL;
+  cn_store_test_hook = NULL;
   cr_assert(race.fired, "rm never reached its window");
   cr_assert_eq(r, 0, "rm %s: %d %s", ref, r, cairn_errmsg(T.st));
   cr_assert_eq(race.r, 0, "the competing operation failed: %d", race.r);
