@@ -64,10 +64,12 @@ const char *report_prog = "cairnfs";
   "cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR\n"                                  \
   "  -f            stay in the foreground\n"                                                       \
   "  -d            debug output (implies -f)\n"                                                    \
-  "  -o store=DIR  the cairn store (also --store DIR; default as cairn)\n"                         \
+  "  -o store=DIR  the cairn store (also --store DIR); default $CAIRN_STORE, else\n"               \
+  "                /var/lib/cairn for root, else ${XDG_DATA_HOME:-~/.local/share}/cairn\n"         \
   "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
+  "  -h, --help    show this help and exit\n"                                                      \
   "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"                       \
   "are not supported yet)."
 

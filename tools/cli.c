@@ -203,3 +203,61 @@ int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands
   if (argc - optind > max_operands) return report_usage(usage, "%s: too many arguments", argv[0]);
   return CAIRN_EXIT_OK;
 }
+
+const struct cli_command *cli_command_find(const struct cli_command *const *cmds, size_t n,
+                                           const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(cmds[i]->name, name) == 0) return cmds[i];
+  return NULL;
+}
+
+bool cli_wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return true;
+  return false;
+}
+
+/* The line after l's (its end if l is the last). */
+static const char *line_next(const char *l) {
+  const char *nl = strchr(l, '\n');
+  return nl ? nl + 1 : l + strlen(l);
+}
+
+/* Prints the "FLAG\tMEANING\n" lines of each of lists (NULLs skipped) as
+ * one aligned table. */
+static void options_print(const char *const *lists, size_t n) {
+  int width = 0;
+  for (size_t i = 0; i < n; i++)
+    for (const char *l = lists[i]; l && *l; l = line_next(l)) {
+      int w = (int)strcspn(l, "\t");
+      if (w > width) width = w;
+    }
+  printf("\noptions:\n");
+  for (size_t i = 0; i < n; i++)
+    for (const char *l = lists[i]; l && *l; l = line_next(l)) {
+      int w = (int)strcspn(l, "\t");
+      printf("  %-*.*s  %.*s\n", width, w, l, (int)strcspn(l + w + 1, "\n"), l + w + 1);
+    }
+}
+
+void cli_command_help(const struct cli_command *cmd) {
+  const char *const lists[] = {cmd->options, "-h, --help\tshow this help and exit\n"};
+  printf("usage: %s\n\n%s\n", cmd->usage, cmd->summary);
+  options_print(lists, 2);
+}
+
+void cli_program_help(const char *usage, const struct cli_command *const *cmds, size_t n,
+                      const char *options) {
+  int width = 0;
+  for (size_t i = 0; i < n; i++)
+    if ((int)strlen(cmds[i]->name) > width) width = (int)strlen(cmds[i]->name);
+  printf("usage: %s\n\ncommands:\n", usage);
+  for (size_t i = 0; i < n; i++) /* the summary's first line */
+    printf("  %-*s  %.*s\n", width, cmds[i]->name, (int)strcspn(cmds[i]->summary, "\n"),
+           cmds[i]->summary);
+  options_print(&options, 1);
+  char dir[4096];
+  printf("\nThe store is --store DIR, else $CAIRN_STORE, else /var/lib/cairn for root,\n"
+         "else ${XDG_DATA_HOME:-~/.local/share}/cairn for other users.\n");
+  if (cairn_store_default_dir(dir, sizeof(dir)) == 0) printf("Default here: %s\n", dir);
+}

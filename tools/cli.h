@@ -28,6 +28,34 @@ enum cli_exit_exec {
   CLI_EXIT_SIGNAL_BASE = 128,    /* plus the signal that killed the command */
 };
 
+/* A command of cairn, or a subcommand of cairn-pin: it runs with argv from
+ * its name on (argv[0] is the name), --store taken out, and returns the
+ * process's exit code. */
+typedef int (*cli_command_fn)(struct cli *c, int argc, char **argv);
+
+/* What `--help` says of a command, and what its usage errors repeat. */
+struct cli_command {
+  const char *name;
+  cli_command_fn run;
+  const char *usage;   /* the synopsis: "cairn rm [--wait[=SECONDS]] IMAGE..." */
+  const char *summary; /* what it does, one line, as the command list shows it */
+  const char *options; /* one line per option, "FLAG\tMEANING\n", or NULL */
+};
+
+/* The command named name among n, or NULL. */
+const struct cli_command *cli_command_find(const struct cli_command *const *cmds, size_t n,
+                                           const char *name);
+/* True if argv (before any "--") holds -h or --help: every command and
+ * subcommand answers it with its help, whatever else argv holds. */
+bool cli_wants_help(int argc, char **argv);
+/* Prints cmd's help on stdout: usage, summary, one aligned line per
+ * option, -h/--help included. */
+void cli_command_help(const struct cli_command *cmd);
+/* Prints a program's help on stdout: its usage, its commands (one line
+ * each), its global options, and where its store is. */
+void cli_program_help(const char *usage, const struct cli_command *const *cmds, size_t n,
+                      const char *options);
+
 /* Removes every --store DIR / --store=DIR before a "--" from argv. */
 int cli_take_store_option(struct cli *c, int *argc, char **argv);
 /* Opens the store once into *st; returns CAIRN_EXIT_OK, or the exit code

@@ -8,7 +8,7 @@
 
 #define USAGE "cairn export IMAGE > FILE.tar"
 
-int cmd_export(struct cli *c, int argc, char **argv) {
+static int export_run(struct cli *c, int argc, char **argv) {
   if (argc != 2 || argv[1][0] == '-') return report_usage(USAGE, "export: needs one image");
   if (isatty(STDOUT_FILENO))
     return report_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
@@ -20,3 +20,10 @@ int cmd_export(struct cli *c, int argc, char **argv) {
   if (r == 0) r = cairn_export(st, id, STDOUT_FILENO);
   return r < 0 ? report_fail(r, "%s: %s", argv[1], report_why(st, r)) : CAIRN_EXIT_OK;
 }
+
+const struct cli_command cmd_export = {
+    .name = "export",
+    .run = export_run,
+    .usage = USAGE,
+    .summary = "Write IMAGE's merged root filesystem as a tar to stdout (never to a terminal).",
+};

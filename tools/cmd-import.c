@@ -10,7 +10,7 @@
 
 #define USAGE "cairn import [--quiet] NAME[:TAG] LAYER.tar[.gz|.zst]..."
 
-int cmd_import(struct cli *c, int argc, char **argv) {
+static int import_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
   bool quiet = false;
   int o;
@@ -35,3 +35,11 @@ int cmd_import(struct cli *c, int argc, char **argv) {
   if (!quiet) printf("%s\n", id);
   return CAIRN_EXIT_OK;
 }
+
+const struct cli_command cmd_import = {
+    .name = "import",
+    .run = import_run,
+    .usage = USAGE,
+    .summary = "Make an image from layer tars, bottom layer first, and print its id.",
+    .options = "-q, --quiet\tdo not print the image id\n",
+};

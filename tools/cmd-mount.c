@@ -33,13 +33,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MOUNT_USAGE                                                                                \
-  "cairn mount [--suid] [--dev] IMAGE DIR\n"                                                       \
-  "  --suid  honour the image's setuid/setgid bits (default: nosuid)\n"                            \
-  "  --dev   honour the image's device nodes (default: nodev)"
-#define UMOUNT_USAGE "cairn umount DIR"
-#define MOUNTS_USAGE "cairn mounts [--json]"
-
 /* Bounds of the waits below, in steps of WAIT_STEP_US (1 ms). */
 #define WAIT_STEP_US 1000
 #define ANSWER_STEPS 10000 /* 10 s for a new mount to show up */
@@ -114,12 +107,11 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   return code <= CAIRN_EXIT_INTEGRITY ? code : CAIRN_EXIT_FAILURE;
 }
 
-int cmd_mount(struct cli *c, int argc, char **argv) {
+static int mount_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"rw", no_argument, NULL, 'w'},
       {"suid", no_argument, NULL, 's'},
       {"dev", no_argument, NULL, 'd'},
-      {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   bool suid = false, dev = false;
@@ -128,14 +120,14 @@ int cmd_mount(struct cli *c, int argc, char **argv) {
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
     case 'w':
-      return report_usage(MOUNT_USAGE, "mount: --rw: writable mounts are not supported yet");
+      return report_usage(cmd_mount.usage, "mount: --rw: writable mounts are not supported yet");
     case 's': suid = true; break;
     case 'd': dev = true; break;
-    case 'h': printf("usage: %s\n", MOUNT_USAGE); return CAIRN_EXIT_OK;
-    default: return cli_bad_option(MOUNT_USAGE, argv);
+    default: return cli_bad_option(cmd_mount.usage, argv);
     }
   }
-  if (argc - optind != 2) return report_usage(MOUNT_USAGE, "mount: needs an image and a directory");
+  if (argc - optind != 2)
+    return report_usage(cmd_mount.usage, "mount: needs an image and a directory");
   const char *image = argv[optind], *dir = argv[optind + 1];
   const char *mount_opts = suid && dev ? "suid,dev" : suid ? "suid" : dev ? "dev" : NULL;
   cairn_store *st;
@@ -204,13 +196,9 @@ static int await_daemon_exit(const char *name, const struct mount_record *rec) {
                      (int)rec->pid);
 }
 
-int cmd_umount(struct cli *c, int argc, char **argv) {
-  if (argc == 2 && strcmp(argv[1], "--help") == 0) {
-    printf("usage: %s\n", UMOUNT_USAGE);
-    return CAIRN_EXIT_OK;
-  }
+static int umount_run(struct cli *c, int argc, char **argv) {
   if (argc != 2 || argv[1][0] == '-')
-    return report_usage(UMOUNT_USAGE, "umount: needs one directory");
+    return report_usage(cmd_umount.usage, "umount: needs one directory");
   const char *name = argv[1];
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
@@ -246,10 +234,10 @@ int cmd_umount(struct cli *c, int argc, char **argv) {
   return code;
 }
 
-int cmd_mounts(struct cli *c, int argc, char **argv) {
+static int mounts_run(struct cli *c, int argc, char **argv) {
   bool json;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, MOUNTS_USAGE, 0, &json);
+  int code = cli_listing_flags(argc, argv, cmd_mounts.usage, 0, &json);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   json_t *rows = json_array();
@@ -268,3 +256,28 @@ int cmd_mounts(struct cli *c, int argc, char **argv) {
   json_decref(rows);
   return CAIRN_EXIT_OK;
 }
+
+const struct cli_command cmd_mount = {
+    .name = "mount",
+    .run = mount_run,
+    .usage = "cairn mount [--suid] [--dev] IMAGE DIR",
+    .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).",
+    .options = "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
+               "--dev\thonour the image's device nodes (default: nodev)\n",
+};
+
+const struct cli_command cmd_umount = {
+    .name = "umount",
+    .run = umount_run,
+    .usage = "cairn umount DIR",
+    .summary = "Stop serving DIR (a live or stale mount) and wait for its daemon to exit.\n"
+               "Exit 4 if another mount namespace (a container) still holds it.",
+};
+
+const struct cli_command cmd_mounts = {
+    .name = "mounts",
+    .run = mounts_run,
+    .usage = "cairn mounts [--json]",
+    .summary = "List the mounts: directory, image, daemon pid, state (live, detached, stale).",
+    .options = "--json\tone JSON array of every mount\n",
+};

@@ -38,7 +38,7 @@ static int rm_one(cairn_store *st, const char *ref, bool wait, int64_t wait_ms) 
   }
 }
 
-int cmd_rm(struct cli *c, int argc, char **argv) {
+static int rm_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"wait", optional_argument, NULL, 'w'}, {0}};
   bool wait = false;
   int64_t wait_ms = -1;
@@ -60,3 +60,14 @@ int cmd_rm(struct cli *c, int argc, char **argv) {
   }
   return worst;
 }
+
+const struct cli_command cmd_rm = {
+    .name = "rm",
+    .run = rm_run,
+    .usage = USAGE,
+    .summary = "Remove names or images, with the layers no other image uses.\n"
+               "A name of an image that has other names only loses that name; the image goes\n"
+               "with its last name or its id. A pinned image is refused (exit 4) naming its\n"
+               "holders.",
+    .options = "--wait[=SECONDS]\twait for the pins to go (for ever, or SECONDS), then remove\n",
+};
