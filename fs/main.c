@@ -33,6 +33,7 @@
  */
 #include "cairnfs.h"
 #include "report.h"
+#include "version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +71,7 @@ const char *report_prog = "cairnfs";
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
   "  -h, --help    show this help and exit\n"                                                      \
+  "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
   "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"                       \
   "are not supported yet)."
 
@@ -182,8 +184,13 @@ static int parse_args(int argc, char **argv, struct options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int r = 0;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || (argc == 2 && strcmp(a, "help") == 0)) {
       printf("usage: %s\n", USAGE);
+      exit(CAIRN_EXIT_OK);
+    } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0 ||
+               (argc == 2 && strcmp(a, "version") == 0)) {
+      version_print();
+      printf("libfuse %s\n", fuse_pkgversion());
       exit(CAIRN_EXIT_OK);
     } else if (strcmp(a, "-f") == 0) {
       o->foreground = true;

@@ -4,6 +4,7 @@
  *   cairn-pin hold IMAGE -- COMMAND...       pin IMAGE while COMMAND runs
  *   cairn-pin wait IMAGE [--timeout S]       block until IMAGE is unpinned
  *   cairn-pin help [SUBCOMMAND]              the subcommands, or one's help
+ *   cairn-pin version                        the version (also --version)
  *
  * hold works like flock(1): the pin fds are inherited by COMMAND, so the
  * pin lasts until both this process and COMMAND are gone, however they
@@ -24,7 +25,7 @@ const char *report_prog = "cairn-pin";
   "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]\n"                                          \
   "       cairn-pin [--store DIR] hold IMAGE -- COMMAND...\n"                                      \
   "       cairn-pin [--store DIR] wait [--timeout SECONDS] IMAGE\n"                                \
-  "       cairn-pin SUBCOMMAND --help | cairn-pin help [SUBCOMMAND]"
+  "       cairn-pin SUBCOMMAND --help | cairn-pin help [SUBCOMMAND] | cairn-pin --version"
 
 static int pin_ls(struct cli *c, int argc, char **argv);
 static int pin_hold(struct cli *c, int argc, char **argv);
@@ -64,8 +65,15 @@ static const struct cli_command pin_help_cmd = {
     .summary = "List the subcommands, or show SUBCOMMAND's help.",
 };
 
+static const struct cli_command pin_version_cmd = {
+    .name = "version",
+    .run = cli_version_run,
+    .usage = "cairn-pin version",
+    .summary = "Print cairn-pin's version (as cairn-pin --version).",
+};
+
 static const struct cli_command *const subcommands[] = {&pin_ls_cmd, &pin_hold_cmd, &pin_wait_cmd,
-                                                        &pin_help_cmd};
+                                                        &pin_help_cmd, &pin_version_cmd};
 #define N_SUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
 /* An image reference, or a layer id (64 hex digits, "sha256:" allowed). */
@@ -185,7 +193,8 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
 static void program_help(void) {
   cli_program_help(USAGE, subcommands, N_SUBCOMMANDS,
                    "--store DIR\tthe store to use (see below)\n"
-                   "-h, --help\tshow this help and exit\n");
+                   "-h, --help\tshow this help and exit\n"
+                   "--version\tprint the version and exit\n");
 }
 
 static int pin_help(struct cli *c, int argc, char **argv) {
@@ -212,6 +221,8 @@ int main(int argc, char **argv) {
     program_help();
     return CAIRN_EXIT_OK;
   }
+  if (argc >= 2 && strcmp(argv[1], "--version") == 0)
+    return cli_version_run(&c, argc - 1, argv + 1);
   /* No subcommand (or an option or operand first) is ls. */
   const struct cli_command *cmd =
       argc >= 2 ? cli_command_find(subcommands, N_SUBCOMMANDS, argv[1]) : NULL;

@@ -22,9 +22,16 @@ static const struct cli_command cmd_help = {
     .summary = "List the commands, or show COMMAND's help (as cairn COMMAND --help).",
 };
 
+static const struct cli_command cmd_version = {
+    .name = "version",
+    .run = cli_version_run,
+    .usage = "cairn version",
+    .summary = "Print cairn's version (as cairn --version).",
+};
+
 static const struct cli_command *const commands[] = {
     &cmd_import, &cmd_images, &cmd_layers, &cmd_inspect, &cmd_rm,     &cmd_gc,   &cmd_export,
-    &cmd_fsck,   &cmd_pull,   &cmd_mount,  &cmd_umount,  &cmd_mounts, &cmd_help,
+    &cmd_fsck,   &cmd_pull,   &cmd_mount,  &cmd_umount,  &cmd_mounts, &cmd_help, &cmd_version,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -32,7 +39,8 @@ static void program_help(void) {
   cli_program_help(USAGE "\n       cairn COMMAND --help | cairn help [COMMAND]", commands,
                    N_COMMANDS,
                    "--store DIR\tthe store to use (see below)\n"
-                   "-h, --help\tshow this help and exit\n");
+                   "-h, --help\tshow this help and exit\n"
+                   "--version\tprint the version and exit\n");
 }
 
 static int help_run(struct cli *c, int argc, char **argv) {
@@ -60,6 +68,7 @@ int main(int argc, char **argv) {
     program_help();
     return CAIRN_EXIT_OK;
   }
+  if (strcmp(argv[1], "--version") == 0) return cli_version_run(&c, argc - 1, argv + 1);
   const struct cli_command *cmd = cli_command_find(commands, N_COMMANDS, argv[1]);
   if (!cmd)
     return report_usage(USAGE " (cairn --help lists the commands)", "%s: unknown command", argv[1]);

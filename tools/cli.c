@@ -2,6 +2,7 @@
  * cli.c — shared front-end helpers: see cli.h.
  */
 #include "cli.h"
+#include "version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,6 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+int cli_version_run(struct cli *c, int argc, char **argv) {
+  (void)c;
+  if (argc > 1) {
+    char usage[64];
+    snprintf(usage, sizeof(usage), "%s version", report_prog);
+    return report_usage(usage, "%s: takes no arguments", argv[0]);
+  }
+  version_print();
+  return CAIRN_EXIT_OK;
+}
 
 int cli_take_store_option(struct cli *c, int *argc, char **argv) {
   int out = 1;

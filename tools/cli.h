@@ -56,6 +56,10 @@ void cli_command_help(const struct cli_command *cmd);
 void cli_program_help(const char *usage, const struct cli_command *const *cmds, size_t n,
                       const char *options);
 
+/* The version command of cairn and cairn-pin: prints the version
+ * (version.h); a usage error if argv has more than the name. */
+int cli_version_run(struct cli *c, int argc, char **argv);
+
 /* Removes every --store DIR / --store=DIR before a "--" from argv. */
 int cli_take_store_option(struct cli *c, int *argc, char **argv);
 /* Opens the store once into *st; returns CAIRN_EXIT_OK, or the exit code

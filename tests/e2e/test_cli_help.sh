@@ -24,7 +24,7 @@ helps() {
     END { exit bad }' "$T/stdout"
 }
 
-cairn_commands="import images layers inspect rm gc export fsck pull mount umount mounts help"
+cairn_commands="import images layers inspect rm gc export fsck pull mount umount mounts help version"
 for cmd in $cairn_commands; do
   helps "cairn $cmd --help" cairn "$cmd" --help
   check "cairn $cmd --help: its usage" grep -q "^usage: cairn $cmd" "$T/stdout"
@@ -62,7 +62,7 @@ done
 expect_exit 2 "cairn help of an unknown command is exit 2" cairn help frobnicate
 check "and names it" grep -q '^cairn: help: frobnicate: unknown command$' "$T/stderr"
 
-for sub in ls hold wait help; do
+for sub in ls hold wait help version; do
   helps "cairn-pin $sub --help" cairn-pin "$sub" --help
   check "cairn-pin $sub --help: its usage" grep -qE "^usage: cairn-pin.* \\[?$sub\\b" "$T/stdout"
   cp "$T/stdout" "$T/help-long"
@@ -75,7 +75,7 @@ check "cairn-pin wait --help names --timeout" grep -q -- "--timeout SECONDS" <(c
 check "cairn-pin ls --help names --json" grep -q -- "--json" <(cairn-pin ls --help)
 for top in "--help" "-h" "help"; do
   helps "cairn-pin $top" cairn-pin "$top"
-  for sub in ls hold wait help; do
+  for sub in ls hold wait help version; do
     check "cairn-pin $top lists $sub" grep -qE "^  $sub +[A-Z]" "$T/stdout"
   done
   check "cairn-pin $top says the store defaults" \
