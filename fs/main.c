@@ -202,8 +202,10 @@ static int parse_args(int argc, char **argv, struct options *o) {
       r = take_store(o, argv[++i]);
     } else if (strncmp(a, "--store=", 8) == 0) {
       r = take_store(o, a + 8);
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--store") == 0) {
+      return report_usage(USAGE, "%s: needs a value", a); /* the last argument */
     } else if (a[0] == '-' && a[1]) {
-      return report_usage(USAGE, "%s: unknown option or missing value", a);
+      return report_usage(USAGE, "%s: unknown option", a);
     } else if (!o->image) {
       o->image = a;
     } else if (!o->dir) {

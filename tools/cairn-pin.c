@@ -117,6 +117,11 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
 }
 
 static int pin_hold(struct cli *c, int argc, char **argv) {
+  static const struct option opts[] = {{0}};
+  int o;
+  optind = 1;
+  if ((o = getopt_long(argc, argv, "+:", opts, NULL)) != -1)
+    return cli_bad_option(pin_hold_cmd.usage, argv, o, opts);
   if (argc < 4 || strcmp(argv[2], "--") != 0)
     return report_usage(pin_hold_cmd.usage, "hold: needs IMAGE -- COMMAND...");
   cairn_store *st;
@@ -167,8 +172,8 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   const char *timeout = NULL;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 't') return cli_bad_option(pin_wait_cmd.usage, argv);
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    if (o != 't') return cli_bad_option(pin_wait_cmd.usage, argv, o, opts);
     if (cli_parse_seconds(optarg, &timeout_ms) < 0)
       return report_usage(pin_wait_cmd.usage, "wait: --timeout %s: not a number of seconds",
                           optarg);

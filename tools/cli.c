@@ -199,8 +199,28 @@ int cli_parse_seconds(const char *s, int64_t *ms) {
   return 0;
 }
 
-int cli_bad_option(const char *usage, char **argv) {
-  return report_usage(usage, "%s: %s: unknown option or missing value", argv[0], argv[optind - 1]);
+/* True if a long option of longopts starts with name[0..len) (getopt_long
+ * takes abbreviations) and has val. */
+static bool long_option_has_val(const struct option *longopts, const char *name, size_t len,
+                                int val) {
+  for (const struct option *lo = longopts; lo && lo->name; lo++)
+    if (strncmp(lo->name, name, len) == 0 && lo->val == val) return true;
+  return false;
+}
+
+int cli_bad_option(const char *usage, char **argv, int o, const struct option *longopts) {
+  /* A long option is the last argument getopt_long took; a short one is
+   * only known by optopt (it may sit in a cluster such as -qx). getopt_long
+   * sets optopt to 0 for an unknown long option, to its val otherwise. */
+  const char *arg = argv[optind - 1];
+  size_t len = strcspn(arg, "=");
+  bool is_long = strncmp(arg, "--", 2) == 0 && len > 2 &&
+                 (optopt == 0 || long_option_has_val(longopts, arg + 2, len - 2, optopt));
+  const char *why = o == ':'                               ? "needs a value"
+                    : is_long && optopt && arg[len] == '=' ? "takes no value"
+                                                           : "unknown option";
+  if (is_long) return report_usage(usage, "%s: %.*s: %s", argv[0], (int)len, arg, why);
+  return report_usage(usage, "%s: -%c: %s", argv[0], optopt, why);
 }
 
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json) {
@@ -208,8 +228,8 @@ int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands
   int o;
   *json = false;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 'j') return cli_bad_option(usage, argv);
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    if (o != 'j') return cli_bad_option(usage, argv, o, opts);
     *json = true;
   }
   if (argc - optind > max_operands) return report_usage(usage, "%s: too many arguments", argv[0]);

@@ -67,9 +67,13 @@ int cli_take_store_option(struct cli *c, int *argc, char **argv);
 int cli_store(struct cli *c, cairn_store **st);
 void cli_close(struct cli *c);
 
-/* The usage error for the option getopt just refused (argv[optind - 1]).
- * The mains set opterr = 0, so this is the only line said about it. */
-int cli_bad_option(const char *usage, char **argv);
+/* The usage error for the option getopt_long just refused, returning o
+ * ('?', or ':' for a missing value: every optstring starts with ':', after
+ * a '+' if any) with longopts: "CMD: OPTION: unknown option" (or "needs a
+ * value", "takes no value"), naming the option as typed. The mains set
+ * opterr = 0, so this is the only line said about it. */
+struct option;
+int cli_bad_option(const char *usage, char **argv, int o, const struct option *longopts);
 
 /* Parses the flags of a listing (only --json) from argv[0] on, leaving
  * optind at the first operand; at most max_operands may follow. Returns

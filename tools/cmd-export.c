@@ -4,21 +4,27 @@
  */
 #include "commands.h"
 
+#include <getopt.h>
 #include <unistd.h>
 
 #define USAGE "cairn export IMAGE > FILE.tar"
 
 static int export_run(struct cli *c, int argc, char **argv) {
-  if (argc != 2 || argv[1][0] == '-') return report_usage(USAGE, "export: needs one image");
+  static const struct option opts[] = {{0}};
+  int o;
+  optind = 1;
+  if ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1)
+    return cli_bad_option(USAGE, argv, o, opts);
+  if (argc - optind != 1) return report_usage(USAGE, "export: needs one image");
   if (isatty(STDOUT_FILENO))
     return report_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
-  int r = cairn_image_resolve(st, argv[1], id);
+  int r = cairn_image_resolve(st, argv[optind], id);
   if (r == 0) r = cairn_export(st, id, STDOUT_FILENO);
-  return r < 0 ? report_fail(r, "%s: %s", argv[1], report_why(st, r)) : CAIRN_EXIT_OK;
+  return r < 0 ? report_fail(r, "%s: %s", argv[optind], report_why(st, r)) : CAIRN_EXIT_OK;
 }
 
 const struct cli_command cmd_export = {

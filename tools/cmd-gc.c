@@ -17,8 +17,8 @@ static int one_flag(int argc, char **argv, const char *flag, const char *usage, 
   const struct option opts[] = {{flag, no_argument, NULL, 'f'}, {0}};
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 'f') return cli_bad_option(usage, argv);
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    if (o != 'f') return cli_bad_option(usage, argv, o, opts);
     *set = true;
   }
   if (optind != argc) return report_usage(usage, "%s: takes no arguments", argv[0]);

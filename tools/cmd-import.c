@@ -15,11 +15,11 @@ static int import_run(struct cli *c, int argc, char **argv) {
   bool quiet = false;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "+q", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, "+:q", opts, NULL)) != -1) {
     if (o == 'q')
       quiet = true;
     else
-      return cli_bad_option(USAGE, argv);
+      return cli_bad_option(USAGE, argv, o, opts);
   }
   if (argc - optind < 2) return report_usage(USAGE, "import: needs a name and at least one layer");
   char name[512];

@@ -4,8 +4,8 @@
  */
 #include "commands.h"
 
+#include <getopt.h>
 #include <stdio.h>
-#include <string.h>
 
 struct inspected {
   json_t *pins; /* handed to the printed object */
@@ -23,8 +23,12 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
 }
 
 static int inspect_run(struct cli *c, int argc, char **argv) {
-  int i = 1;
-  if (i < argc && strcmp(argv[i], "--json") == 0) i++; /* inspect is JSON already */
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) /* inspect is JSON already */
+    if (o != 'j') return cli_bad_option(cmd_inspect.usage, argv, o, opts);
+  int i = optind;
   if (argc - i != 1) return report_usage(cmd_inspect.usage, "inspect: needs one image");
   cairn_store *st;
   int code = cli_store(c, &st);

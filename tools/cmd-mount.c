@@ -117,13 +117,13 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   bool suid = false, dev = false;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
     switch (o) {
     case 'w':
       return report_usage(cmd_mount.usage, "mount: --rw: writable mounts are not supported yet");
     case 's': suid = true; break;
     case 'd': dev = true; break;
-    default: return cli_bad_option(cmd_mount.usage, argv);
+    default: return cli_bad_option(cmd_mount.usage, argv, o, opts);
     }
   }
   if (argc - optind != 2)
@@ -197,9 +197,13 @@ static int await_daemon_exit(const char *name, const struct mount_record *rec) {
 }
 
 static int umount_run(struct cli *c, int argc, char **argv) {
-  if (argc != 2 || argv[1][0] == '-')
-    return report_usage(cmd_umount.usage, "umount: needs one directory");
-  const char *name = argv[1];
+  static const struct option opts[] = {{0}};
+  int o;
+  optind = 1;
+  if ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1)
+    return cli_bad_option(cmd_umount.usage, argv, o, opts);
+  if (argc - optind != 1) return report_usage(cmd_umount.usage, "umount: needs one directory");
+  const char *name = argv[optind];
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
   if (r < 0) return report_fail(r, "%s: %s", name, strerror(-r));

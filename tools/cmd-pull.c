@@ -133,7 +133,7 @@ static int pull_run(struct cli *c, int argc, char **argv) {
   cairn_pull_opts po = {.progress = on_progress, .log = on_log, .arg = &view};
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "qj:", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":qj:", opts, NULL)) != -1) {
     switch (o) {
     case 'p': po.platform = optarg; break;
     case 'c':
@@ -151,7 +151,7 @@ static int pull_run(struct cli *c, int argc, char **argv) {
         return report_usage(PULL_USAGE, "pull: --retries: needs a number from 1 to 100 (attempts)");
       break;
     case 'q': view.quiet = true; break;
-    default: return cli_bad_option(PULL_USAGE, argv);
+    default: return cli_bad_option(PULL_USAGE, argv, o, opts);
     }
   }
   if (argc - optind < 1 || argc - optind > 2)
