@@ -10,13 +10,16 @@
  * passed on with our prefix and its exit code. We then check the directory
  * really is a cairnfs mount that answers.
  *
- * umount is idempotent and complete: every step runs whatever the state —
- * unmount while the directory is a cairnfs mount point (lazily if the daemon
- * is gone: ENOTCONN), wait for the recorded daemon to exit (so its pins are
- * released when we return), forget the record. A never-mounted directory is
- * a success. The daemon is never signalled: it serves until the kernel ends
- * its session, which a container's copy of the mount (in the container's
- * mount namespace) keeps open after our unmount. Then umount says which
+ * umount DIR... is idempotent and complete: every step runs whatever the
+ * state — unmount while the directory is a cairnfs mount point (lazily if
+ * the daemon is gone: ENOTCONN), wait for the recorded daemon to exit (so
+ * its pins are released when we return), forget the record. A directory
+ * that is not mounted (or does not exist) is a success, said on stderr
+ * ("umount: DIR: not mounted"), as for a teardown script that runs twice.
+ * Each directory is unmounted in turn, like umount(8); the exit code is the
+ * worst. The daemon is never signalled: it serves until the kernel ends its
+ * session, which a container's copy of the mount (in the container's mount
+ * namespace) keeps open after our unmount. Then umount says which
  * processes' namespaces hold it and exits 4; the mount is detached, and its
  * daemon forgets the record and releases its pins when they let go.
  */
@@ -196,26 +199,32 @@ static int await_daemon_exit(const char *name, const struct mount_record *rec) {
                      (int)rec->pid);
 }
 
-static int umount_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{0}};
-  int o;
-  optind = 1;
-  if ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1)
-    return cli_bad_option(cmd_umount.usage, argv, o, opts);
-  if (argc - optind != 1) return report_usage(cmd_umount.usage, "umount: needs one directory");
-  const char *name = argv[optind];
+/* Says, on stderr, that umount found nothing mounted on name. */
+static void say_not_mounted(const char *name) {
+  char msg[PATH_MAX + 32];
+  snprintf(msg, sizeof(msg), "umount: %s: not mounted", name);
+  report_notice(msg);
+}
+
+/* Unmounts the directory name: see the top of the file. One that is not
+ * mounted (or does not exist) is a success, said on stderr. */
+static int umount_one(cairn_store *st, const char *name) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
+  if (r == -ENOENT || r == -ENOTDIR) {
+    say_not_mounted(name);
+    return CAIRN_EXIT_OK;
+  }
   if (r < 0) return report_fail(r, "%s: %s", name, strerror(-r));
-  cairn_store *st;
-  int code = cli_store(c, &st);
-  if (code != CAIRN_EXIT_OK) return code;
   struct mount_record rec = recorded(st, dir);
+  int code = CAIRN_EXIT_OK;
+  bool was_mounted = false;
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
   for (int round = 0; round < 16; round++) {
     int state = cairn_mountpoint_state(dir);
     if (state == CAIRN_MP_NONE) break;
+    was_mounted = true;
     if (state == CAIRN_MP_OTHER) {
       code = report_fail(-EMEDIUMTYPE, "%s: not a cairnfs mount", name);
       break;
@@ -235,7 +244,25 @@ static int umount_run(struct cli *c, int argc, char **argv) {
     r = cairn_mount_forget(st, dir, rec.pid);
     if (r < 0) code = report_fail(r, "%s: %s", name, report_why(st, r));
   }
+  if (code == CAIRN_EXIT_OK && !was_mounted) say_not_mounted(name);
   return code;
+}
+
+static int umount_run(struct cli *c, int argc, char **argv) {
+  static const struct option opts[] = {{0}};
+  int o;
+  optind = 1;
+  if ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1)
+    return cli_bad_option(cmd_umount.usage, argv, o, opts);
+  if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
+  cairn_store *st;
+  int worst = cli_store(c, &st);
+  if (worst != CAIRN_EXIT_OK) return worst;
+  for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
+    int code = umount_one(st, argv[i]);
+    if (code > worst) worst = code;
+  }
+  return worst;
 }
 
 static int mounts_run(struct cli *c, int argc, char **argv) {
