@@ -14,7 +14,7 @@ if [ ! -d "$MAN" ]; then
 fi
 
 # render PAGE: the page as man -l shows it, plain text.
-render() { MANWIDTH=100 MAN_KEEP_FORMATTING= man -l "$MAN/$1" 2>"$T/man.err" | col -bx; }
+render() { MANWIDTH=100 man -l "$MAN/$1" 2>"$T/man.err" | col -bx; }
 
 for page in cairn.1 cairn-pin.1 cairnfs.8; do
   check "$page: built" [ -s "$MAN/$page" ]
