@@ -117,15 +117,12 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
 }
 
 static int pin_hold(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{0}};
-  int o;
-  optind = 1;
-  if ((o = getopt_long(argc, argv, "+:", opts, NULL)) != -1)
-    return cli_bad_option(pin_hold_cmd.usage, argv, o, opts);
+  int code = cli_no_options(argc, argv, pin_hold_cmd.usage, true);
+  if (code != CAIRN_EXIT_OK) return code;
   if (argc < 4 || strcmp(argv[2], "--") != 0)
     return report_usage(pin_hold_cmd.usage, "hold: needs IMAGE -- COMMAND...");
   cairn_store *st;
-  int code = cli_store(c, &st);
+  code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, argv[1], id);

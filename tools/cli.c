@@ -223,6 +223,15 @@ int cli_bad_option(const char *usage, char **argv, int o, const struct option *l
   return report_usage(usage, "%s: -%c: %s", argv[0], optopt, why);
 }
 
+int cli_no_options(int argc, char **argv, const char *usage, bool operands_end) {
+  static const struct option none[] = {{0}};
+  int o;
+  optind = 1;
+  if ((o = getopt_long(argc, argv, operands_end ? "+:" : ":", none, NULL)) != -1)
+    return cli_bad_option(usage, argv, o, none);
+  return CAIRN_EXIT_OK;
+}
+
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json) {
   static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
   int o;

@@ -74,6 +74,11 @@ void cli_close(struct cli *c);
  * opterr = 0, so this is the only line said about it. */
 struct option;
 int cli_bad_option(const char *usage, char **argv, int o, const struct option *longopts);
+/* For a command that takes no option: refuses any (cli_bad_option) among
+ * its arguments, or only before its first operand if operands_end (its
+ * operands may hold options of a command it runs), leaving optind at the
+ * first operand. Returns CAIRN_EXIT_OK, or the exit code of the error. */
+int cli_no_options(int argc, char **argv, const char *usage, bool operands_end);
 
 /* Parses the flags of a listing (only --json) from argv[0] on, leaving
  * optind at the first operand; at most max_operands may follow. Returns

@@ -4,22 +4,18 @@
  */
 #include "commands.h"
 
-#include <getopt.h>
 #include <unistd.h>
 
 #define USAGE "cairn export IMAGE > FILE.tar"
 
 static int export_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{0}};
-  int o;
-  optind = 1;
-  if ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1)
-    return cli_bad_option(USAGE, argv, o, opts);
+  int code = cli_no_options(argc, argv, USAGE, false);
+  if (code != CAIRN_EXIT_OK) return code;
   if (argc - optind != 1) return report_usage(USAGE, "export: needs one image");
   if (isatty(STDOUT_FILENO))
     return report_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
   cairn_store *st;
-  int code = cli_store(c, &st);
+  code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, argv[optind], id);

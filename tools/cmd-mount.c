@@ -249,17 +249,14 @@ static int umount_one(cairn_store *st, const char *name) {
 }
 
 static int umount_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{0}};
-  int o;
-  optind = 1;
-  if ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1)
-    return cli_bad_option(cmd_umount.usage, argv, o, opts);
+  int code = cli_no_options(argc, argv, cmd_umount.usage, false);
+  if (code != CAIRN_EXIT_OK) return code;
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
   cairn_store *st;
   int worst = cli_store(c, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
-    int code = umount_one(st, argv[i]);
+    code = umount_one(st, argv[i]);
     if (code > worst) worst = code;
   }
   return worst;
