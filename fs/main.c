@@ -33,6 +33,7 @@
  */
 #include "cairnfs.h"
 #include "report.h"
+#include "version.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -64,10 +65,13 @@ const char *report_prog = "cairnfs";
   "cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR\n"                                  \
   "  -f            stay in the foreground\n"                                                       \
   "  -d            debug output (implies -f)\n"                                                    \
-  "  -o store=DIR  the cairn store (also --store DIR; default as cairn)\n"                         \
+  "  -o store=DIR  the cairn store (also --store DIR); default $CAIRN_STORE, else\n"               \
+  "                /var/lib/cairn for root, else ${XDG_DATA_HOME:-~/.local/share}/cairn\n"         \
   "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
+  "  -h, --help    show this help and exit\n"                                                      \
+  "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
   "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"                       \
   "are not supported yet)."
 
@@ -180,8 +184,13 @@ static int parse_args(int argc, char **argv, struct options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int r = 0;
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 || (argc == 2 && strcmp(a, "help") == 0)) {
       printf("usage: %s\n", USAGE);
+      exit(CAIRN_EXIT_OK);
+    } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0 ||
+               (argc == 2 && strcmp(a, "version") == 0)) {
+      version_print();
+      printf("libfuse %s\n", fuse_pkgversion());
       exit(CAIRN_EXIT_OK);
     } else if (strcmp(a, "-f") == 0) {
       o->foreground = true;
@@ -193,8 +202,10 @@ static int parse_args(int argc, char **argv, struct options *o) {
       r = take_store(o, argv[++i]);
     } else if (strncmp(a, "--store=", 8) == 0) {
       r = take_store(o, a + 8);
+    } else if (strcmp(a, "-o") == 0 || strcmp(a, "--store") == 0) {
+      return report_usage(USAGE, "%s: needs a value", a); /* the last argument */
     } else if (a[0] == '-' && a[1]) {
-      return report_usage(USAGE, "%s: unknown option or missing value", a);
+      return report_usage(USAGE, "%s: unknown option", a);
     } else if (!o->image) {
       o->image = a;
     } else if (!o->dir) {

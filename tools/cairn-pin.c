@@ -3,6 +3,8 @@
  *   cairn-pin [ls] [--json] [IMAGE|LAYER]    every pin; stale ones marked, then deleted
  *   cairn-pin hold IMAGE -- COMMAND...       pin IMAGE while COMMAND runs
  *   cairn-pin wait IMAGE [--timeout S]       block until IMAGE is unpinned
+ *   cairn-pin help [SUBCOMMAND]              the subcommands, or one's help
+ *   cairn-pin version                        the version (also --version)
  *
  * hold works like flock(1): the pin fds are inherited by COMMAND, so the
  * pin lasts until both this process and COMMAND are gone, however they
@@ -22,7 +24,57 @@ const char *report_prog = "cairn-pin";
 #define USAGE                                                                                      \
   "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]\n"                                          \
   "       cairn-pin [--store DIR] hold IMAGE -- COMMAND...\n"                                      \
-  "       cairn-pin [--store DIR] wait IMAGE [--timeout SECONDS]"
+  "       cairn-pin [--store DIR] wait [--timeout SECONDS] IMAGE\n"                                \
+  "       cairn-pin SUBCOMMAND --help | cairn-pin help [SUBCOMMAND] | cairn-pin --version"
+
+static int pin_ls(struct cli *c, int argc, char **argv);
+static int pin_hold(struct cli *c, int argc, char **argv);
+static int pin_wait(struct cli *c, int argc, char **argv);
+static int pin_help(struct cli *c, int argc, char **argv);
+
+static const struct cli_command pin_ls_cmd = {
+    .name = "ls",
+    .run = pin_ls,
+    .usage = "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]",
+    .summary = "List the pins (of IMAGE or LAYER only, if given).\n"
+               "Each: kind, target, holder's pid and command, purpose, since when; stale ones\n"
+               "are shown once, then deleted.",
+    .options = "--json\tone JSON array of every pin\n",
+};
+
+static const struct cli_command pin_hold_cmd = {
+    .name = "hold",
+    .run = pin_hold,
+    .usage = "cairn-pin [--store DIR] hold IMAGE -- COMMAND...",
+    .summary = "Pin IMAGE and its layers while COMMAND runs; exit with COMMAND's status.\n"
+               "Like flock(1): COMMAND inherits the pin, which lasts until both are gone.",
+};
+
+static const struct cli_command pin_wait_cmd = {
+    .name = "wait",
+    .run = pin_wait,
+    .usage = "cairn-pin [--store DIR] wait [--timeout SECONDS] IMAGE",
+    .summary = "Block until nothing pins IMAGE; exit 4 naming the holders if SECONDS run out.",
+    .options = "--timeout SECONDS\tgive up after SECONDS (any non-negative number, inf too)\n",
+};
+
+static const struct cli_command pin_help_cmd = {
+    .name = "help",
+    .run = pin_help,
+    .usage = "cairn-pin help [SUBCOMMAND]",
+    .summary = "List the subcommands, or show SUBCOMMAND's help.",
+};
+
+static const struct cli_command pin_version_cmd = {
+    .name = "version",
+    .run = cli_version_run,
+    .usage = "cairn-pin version",
+    .summary = "Print cairn-pin's version (as cairn-pin --version).",
+};
+
+static const struct cli_command *const subcommands[] = {&pin_ls_cmd, &pin_hold_cmd, &pin_wait_cmd,
+                                                        &pin_help_cmd, &pin_version_cmd};
+#define N_SUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
 /* An image reference, or a layer id (64 hex digits, "sha256:" allowed). */
 static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
@@ -39,7 +91,7 @@ static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
 static int pin_ls(struct cli *c, int argc, char **argv) {
   bool json;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, USAGE, 1, &json);
+  int code = cli_listing_flags(argc, argv, pin_ls_cmd.usage, 1, &json);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
@@ -65,10 +117,12 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
 }
 
 static int pin_hold(struct cli *c, int argc, char **argv) {
+  int code = cli_no_options(argc, argv, pin_hold_cmd.usage, true);
+  if (code != CAIRN_EXIT_OK) return code;
   if (argc < 4 || strcmp(argv[2], "--") != 0)
-    return report_usage(USAGE, "hold: needs IMAGE -- COMMAND...");
+    return report_usage(pin_hold_cmd.usage, "hold: needs IMAGE -- COMMAND...");
   cairn_store *st;
-  int code = cli_store(c, &st);
+  code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, argv[1], id);
@@ -115,13 +169,14 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   const char *timeout = NULL;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 't') return cli_bad_option(USAGE, argv);
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    if (o != 't') return cli_bad_option(pin_wait_cmd.usage, argv, o, opts);
     if (cli_parse_seconds(optarg, &timeout_ms) < 0)
-      return report_usage(USAGE, "wait: --timeout %s: not a number of seconds", optarg);
+      return report_usage(pin_wait_cmd.usage, "wait: --timeout %s: not a number of seconds",
+                          optarg);
     timeout = optarg;
   }
-  if (argc - optind != 1) return report_usage(USAGE, "wait: needs one image");
+  if (argc - optind != 1) return report_usage(pin_wait_cmd.usage, "wait: needs one image");
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
@@ -137,24 +192,49 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   return r < 0 ? report_fail(r, "%s: %s", argv[optind], report_why(st, r)) : CAIRN_EXIT_OK;
 }
 
+static void program_help(void) {
+  cli_program_help(USAGE, subcommands, N_SUBCOMMANDS,
+                   "--store DIR\tthe store to use (see below)\n"
+                   "-h, --help\tshow this help and exit\n"
+                   "--version\tprint the version and exit\n");
+}
+
+static int pin_help(struct cli *c, int argc, char **argv) {
+  (void)c;
+  if (argc == 1) {
+    program_help();
+    return CAIRN_EXIT_OK;
+  }
+  const struct cli_command *cmd =
+      argc == 2 ? cli_command_find(subcommands, N_SUBCOMMANDS, argv[1]) : NULL;
+  if (!cmd)
+    return argc == 2 ? report_usage(pin_help_cmd.usage, "help: %s: unknown subcommand", argv[1])
+                     : report_usage(pin_help_cmd.usage, "help: takes at most one subcommand");
+  cli_command_help(cmd);
+  return CAIRN_EXIT_OK;
+}
+
 int main(int argc, char **argv) {
   struct cli c = {0};
   opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)
     return report_usage(USAGE, "--store: needs a directory");
-  int code;
   if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: %s\n", USAGE);
+    program_help();
     return CAIRN_EXIT_OK;
   }
-  if (argc >= 2 && strcmp(argv[1], "hold") == 0)
-    code = pin_hold(&c, argc - 1, argv + 1);
-  else if (argc >= 2 && strcmp(argv[1], "wait") == 0)
-    code = pin_wait(&c, argc - 1, argv + 1);
-  else if (argc >= 2 && strcmp(argv[1], "ls") == 0)
-    code = pin_ls(&c, argc - 1, argv + 1);
-  else
-    code = pin_ls(&c, argc, argv);
+  if (argc >= 2 && strcmp(argv[1], "--version") == 0)
+    return cli_version_run(&c, argc - 1, argv + 1);
+  /* No subcommand (or an option or operand first) is ls. */
+  const struct cli_command *cmd =
+      argc >= 2 ? cli_command_find(subcommands, N_SUBCOMMANDS, argv[1]) : NULL;
+  int code;
+  if (cli_wants_help(cmd ? argc - 1 : argc, cmd ? argv + 1 : argv)) {
+    cli_command_help(cmd ? cmd : &pin_ls_cmd);
+    code = CAIRN_EXIT_OK;
+  } else {
+    code = cmd ? cmd->run(&c, argc - 1, argv + 1) : pin_ls(&c, argc, argv);
+  }
   cli_close(&c);
   return code;
 }

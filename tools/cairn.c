@@ -1,6 +1,7 @@
 /*
  * cairn.c — the `cairn` admin command: takes --store out of argv and
- * dispatches to one function per subcommand (tools/cmd-*.c).
+ * dispatches to one function per command (tools/cmd-*.c). Every command
+ * answers -h/--help, as does `cairn help [COMMAND]`.
  */
 #include "commands.h"
 
@@ -10,57 +11,72 @@
 
 const char *report_prog = "cairn";
 
-static const struct command {
-  const char *name;
-  cmd_fn fn;
-  const char *summary;
-} commands[] = {
-    {"import", cmd_import,
-     "import NAME[:TAG] LAYER.tar[.gz|.zst]...   make an image from layer tars"},
-    {"images", cmd_images, "images [--json]                             list images"},
-    {"layers", cmd_layers, "layers [--json]                             list layers"},
-    {"inspect", cmd_inspect, "inspect IMAGE                               config, layers and pins"},
-    {"rm", cmd_rm, "rm [--wait[=SECONDS]] IMAGE...              remove names or images"},
-    {"gc", cmd_gc, "gc [--dry-run]                              remove what nothing uses"},
-    {"export", cmd_export,
-     "export IMAGE > FILE.tar                     the merged root filesystem as a tar"},
-    {"fsck", cmd_fsck, "fsck [--repair]                             verify blobs and metadata"},
-    {"pull", cmd_pull,
-     "pull SOURCE [NAME[:TAG]]                    oci:, docker-archive: or docker:// image"},
-    {"mount", cmd_mount,
-     "mount [--suid] [--dev] IMAGE DIR            serve an image at DIR (cairnfs)"},
-    {"umount", cmd_umount,
-     "umount DIR                                  stop serving DIR (live or stale)"},
-    {"mounts", cmd_mounts,
-     "mounts [--json]                             list mounts: live, detached or stale"},
+#define USAGE "cairn [--store DIR] COMMAND [ARGS]"
+
+static int help_run(struct cli *c, int argc, char **argv);
+
+static const struct cli_command cmd_help = {
+    .name = "help",
+    .run = help_run,
+    .usage = "cairn help [COMMAND]",
+    .summary = "List the commands, or show COMMAND's help (as cairn COMMAND --help).",
 };
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: cairn [--store DIR] COMMAND [ARGS]\n\ncommands:\n");
-  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-    fprintf(f, "  %s\n", commands[i].summary);
+static const struct cli_command cmd_version = {
+    .name = "version",
+    .run = cli_version_run,
+    .usage = "cairn version",
+    .summary = "Print cairn's version (as cairn --version).",
+};
+
+static const struct cli_command *const commands[] = {
+    &cmd_import, &cmd_images, &cmd_layers, &cmd_inspect, &cmd_rm,     &cmd_gc,   &cmd_export,
+    &cmd_fsck,   &cmd_pull,   &cmd_mount,  &cmd_umount,  &cmd_mounts, &cmd_help, &cmd_version,
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void program_help(void) {
+  cli_program_help(USAGE "\n       cairn COMMAND --help | cairn help [COMMAND]", commands,
+                   N_COMMANDS,
+                   "--store DIR\tthe store to use (see below)\n"
+                   "-h, --help\tshow this help and exit\n"
+                   "--version\tprint the version and exit\n");
+}
+
+static int help_run(struct cli *c, int argc, char **argv) {
+  (void)c;
+  if (argc == 1) {
+    program_help();
+    return CAIRN_EXIT_OK;
+  }
+  const struct cli_command *cmd =
+      argc == 2 ? cli_command_find(commands, N_COMMANDS, argv[1]) : NULL;
+  if (!cmd)
+    return argc == 2 ? report_usage(cmd_help.usage, "help: %s: unknown command", argv[1])
+                     : report_usage(cmd_help.usage, "help: takes at most one command");
+  cli_command_help(cmd);
+  return CAIRN_EXIT_OK;
 }
 
 int main(int argc, char **argv) {
   struct cli c = {0};
   opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)
-    return report_usage("cairn [--store DIR] COMMAND [ARGS]", "--store: needs a directory");
-  if (argc < 2) {
-    usage(stderr);
-    return CAIRN_EXIT_USAGE;
-  }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-      strcmp(argv[1], "help") == 0) {
-    usage(stdout);
+    return report_usage(USAGE, "--store: needs a directory");
+  if (argc < 2) return report_usage(USAGE, "needs a command (cairn --help lists them)");
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    program_help();
     return CAIRN_EXIT_OK;
   }
-  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-    if (strcmp(argv[1], commands[i].name) != 0) continue;
-    int code = commands[i].fn(&c, argc - 1, argv + 1);
-    cli_close(&c);
-    return code;
+  if (strcmp(argv[1], "--version") == 0) return cli_version_run(&c, argc - 1, argv + 1);
+  const struct cli_command *cmd = cli_command_find(commands, N_COMMANDS, argv[1]);
+  if (!cmd)
+    return report_usage(USAGE " (cairn --help lists the commands)", "%s: unknown command", argv[1]);
+  if (cli_wants_help(argc - 1, argv + 1)) {
+    cli_command_help(cmd);
+    return CAIRN_EXIT_OK;
   }
-  return report_usage("cairn [--store DIR] COMMAND [ARGS] (cairn --help lists the commands)",
-                      "%s: unknown command", argv[1]);
+  int code = cmd->run(&c, argc - 1, argv + 1);
+  cli_close(&c);
+  return code;
 }

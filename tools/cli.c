@@ -2,6 +2,7 @@
  * cli.c — shared front-end helpers: see cli.h.
  */
 #include "cli.h"
+#include "version.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -9,6 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+int cli_version_run(struct cli *c, int argc, char **argv) {
+  (void)c;
+  if (argc > 1) {
+    char usage[64];
+    snprintf(usage, sizeof(usage), "%s version", report_prog);
+    return report_usage(usage, "%s: takes no arguments", argv[0]);
+  }
+  version_print();
+  return CAIRN_EXIT_OK;
+}
 
 int cli_take_store_option(struct cli *c, int *argc, char **argv) {
   int out = 1;
@@ -187,8 +199,37 @@ int cli_parse_seconds(const char *s, int64_t *ms) {
   return 0;
 }
 
-int cli_bad_option(const char *usage, char **argv) {
-  return report_usage(usage, "%s: %s: unknown option or missing value", argv[0], argv[optind - 1]);
+/* True if a long option of longopts starts with name[0..len) (getopt_long
+ * takes abbreviations) and has val. */
+static bool long_option_has_val(const struct option *longopts, const char *name, size_t len,
+                                int val) {
+  for (const struct option *lo = longopts; lo && lo->name; lo++)
+    if (strncmp(lo->name, name, len) == 0 && lo->val == val) return true;
+  return false;
+}
+
+int cli_bad_option(const char *usage, char **argv, int o, const struct option *longopts) {
+  /* A long option is the last argument getopt_long took; a short one is
+   * only known by optopt (it may sit in a cluster such as -qx). getopt_long
+   * sets optopt to 0 for an unknown long option, to its val otherwise. */
+  const char *arg = argv[optind - 1];
+  size_t len = strcspn(arg, "=");
+  bool is_long = strncmp(arg, "--", 2) == 0 && len > 2 &&
+                 (optopt == 0 || long_option_has_val(longopts, arg + 2, len - 2, optopt));
+  const char *why = o == ':'                               ? "needs a value"
+                    : is_long && optopt && arg[len] == '=' ? "takes no value"
+                                                           : "unknown option";
+  if (is_long) return report_usage(usage, "%s: %.*s: %s", argv[0], (int)len, arg, why);
+  return report_usage(usage, "%s: -%c: %s", argv[0], optopt, why);
+}
+
+int cli_no_options(int argc, char **argv, const char *usage, bool operands_end) {
+  static const struct option none[] = {{0}};
+  int o;
+  optind = 1;
+  if ((o = getopt_long(argc, argv, operands_end ? "+:" : ":", none, NULL)) != -1)
+    return cli_bad_option(usage, argv, o, none);
+  return CAIRN_EXIT_OK;
 }
 
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json) {
@@ -196,10 +237,68 @@ int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands
   int o;
   *json = false;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (o != 'j') return cli_bad_option(usage, argv);
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    if (o != 'j') return cli_bad_option(usage, argv, o, opts);
     *json = true;
   }
   if (argc - optind > max_operands) return report_usage(usage, "%s: too many arguments", argv[0]);
   return CAIRN_EXIT_OK;
+}
+
+const struct cli_command *cli_command_find(const struct cli_command *const *cmds, size_t n,
+                                           const char *name) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(cmds[i]->name, name) == 0) return cmds[i];
+  return NULL;
+}
+
+bool cli_wants_help(int argc, char **argv) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return true;
+  return false;
+}
+
+/* The line after l's (its end if l is the last). */
+static const char *line_next(const char *l) {
+  const char *nl = strchr(l, '\n');
+  return nl ? nl + 1 : l + strlen(l);
+}
+
+/* Prints the "FLAG\tMEANING\n" lines of each of lists (NULLs skipped) as
+ * one aligned table. */
+static void options_print(const char *const *lists, size_t n) {
+  int width = 0;
+  for (size_t i = 0; i < n; i++)
+    for (const char *l = lists[i]; l && *l; l = line_next(l)) {
+      int w = (int)strcspn(l, "\t");
+      if (w > width) width = w;
+    }
+  printf("\noptions:\n");
+  for (size_t i = 0; i < n; i++)
+    for (const char *l = lists[i]; l && *l; l = line_next(l)) {
+      int w = (int)strcspn(l, "\t");
+      printf("  %-*.*s  %.*s\n", width, w, l, (int)strcspn(l + w + 1, "\n"), l + w + 1);
+    }
+}
+
+void cli_command_help(const struct cli_command *cmd) {
+  const char *const lists[] = {cmd->options, "-h, --help\tshow this help and exit\n"};
+  printf("usage: %s\n\n%s\n", cmd->usage, cmd->summary);
+  options_print(lists, 2);
+}
+
+void cli_program_help(const char *usage, const struct cli_command *const *cmds, size_t n,
+                      const char *options) {
+  int width = 0;
+  for (size_t i = 0; i < n; i++)
+    if ((int)strlen(cmds[i]->name) > width) width = (int)strlen(cmds[i]->name);
+  printf("usage: %s\n\ncommands:\n", usage);
+  for (size_t i = 0; i < n; i++) /* the summary's first line */
+    printf("  %-*s  %.*s\n", width, cmds[i]->name, (int)strcspn(cmds[i]->summary, "\n"),
+           cmds[i]->summary);
+  options_print(&options, 1);
+  char dir[4096];
+  printf("\nThe store is --store DIR, else $CAIRN_STORE, else /var/lib/cairn for root,\n"
+         "else ${XDG_DATA_HOME:-~/.local/share}/cairn for other users.\n");
+  if (cairn_store_default_dir(dir, sizeof(dir)) == 0) printf("Default here: %s\n", dir);
 }

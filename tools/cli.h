@@ -28,6 +28,38 @@ enum cli_exit_exec {
   CLI_EXIT_SIGNAL_BASE = 128,    /* plus the signal that killed the command */
 };
 
+/* A command of cairn, or a subcommand of cairn-pin: it runs with argv from
+ * its name on (argv[0] is the name), --store taken out, and returns the
+ * process's exit code. */
+typedef int (*cli_command_fn)(struct cli *c, int argc, char **argv);
+
+/* What `--help` says of a command, and what its usage errors repeat. */
+struct cli_command {
+  const char *name;
+  cli_command_fn run;
+  const char *usage;   /* the synopsis: "cairn rm [--wait[=SECONDS]] IMAGE..." */
+  const char *summary; /* what it does, one line, as the command list shows it */
+  const char *options; /* one line per option, "FLAG\tMEANING\n", or NULL */
+};
+
+/* The command named name among n, or NULL. */
+const struct cli_command *cli_command_find(const struct cli_command *const *cmds, size_t n,
+                                           const char *name);
+/* True if argv (before any "--") holds -h or --help: every command and
+ * subcommand answers it with its help, whatever else argv holds. */
+bool cli_wants_help(int argc, char **argv);
+/* Prints cmd's help on stdout: usage, summary, one aligned line per
+ * option, -h/--help included. */
+void cli_command_help(const struct cli_command *cmd);
+/* Prints a program's help on stdout: its usage, its commands (one line
+ * each), its global options, and where its store is. */
+void cli_program_help(const char *usage, const struct cli_command *const *cmds, size_t n,
+                      const char *options);
+
+/* The version command of cairn and cairn-pin: prints the version
+ * (version.h); a usage error if argv has more than the name. */
+int cli_version_run(struct cli *c, int argc, char **argv);
+
 /* Removes every --store DIR / --store=DIR before a "--" from argv. */
 int cli_take_store_option(struct cli *c, int *argc, char **argv);
 /* Opens the store once into *st; returns CAIRN_EXIT_OK, or the exit code
@@ -35,9 +67,18 @@ int cli_take_store_option(struct cli *c, int *argc, char **argv);
 int cli_store(struct cli *c, cairn_store **st);
 void cli_close(struct cli *c);
 
-/* The usage error for the option getopt just refused (argv[optind - 1]).
- * The mains set opterr = 0, so this is the only line said about it. */
-int cli_bad_option(const char *usage, char **argv);
+/* The usage error for the option getopt_long just refused, returning o
+ * ('?', or ':' for a missing value: every optstring starts with ':', after
+ * a '+' if any) with longopts: "CMD: OPTION: unknown option" (or "needs a
+ * value", "takes no value"), naming the option as typed. The mains set
+ * opterr = 0, so this is the only line said about it. */
+struct option;
+int cli_bad_option(const char *usage, char **argv, int o, const struct option *longopts);
+/* For a command that takes no option: refuses any (cli_bad_option) among
+ * its arguments, or only before its first operand if operands_end (its
+ * operands may hold options of a command it runs), leaving optind at the
+ * first operand. Returns CAIRN_EXIT_OK, or the exit code of the error. */
+int cli_no_options(int argc, char **argv, const char *usage, bool operands_end);
 
 /* Parses the flags of a listing (only --json) from argv[0] on, leaving
  * optind at the first operand; at most max_operands may follow. Returns

@@ -8,15 +8,24 @@
 
 #define USAGE "cairn export IMAGE > FILE.tar"
 
-int cmd_export(struct cli *c, int argc, char **argv) {
-  if (argc != 2 || argv[1][0] == '-') return report_usage(USAGE, "export: needs one image");
+static int export_run(struct cli *c, int argc, char **argv) {
+  int code = cli_no_options(argc, argv, USAGE, false);
+  if (code != CAIRN_EXIT_OK) return code;
+  if (argc - optind != 1) return report_usage(USAGE, "export: needs one image");
   if (isatty(STDOUT_FILENO))
     return report_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
   cairn_store *st;
-  int code = cli_store(c, &st);
+  code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
-  int r = cairn_image_resolve(st, argv[1], id);
+  int r = cairn_image_resolve(st, argv[optind], id);
   if (r == 0) r = cairn_export(st, id, STDOUT_FILENO);
-  return r < 0 ? report_fail(r, "%s: %s", argv[1], report_why(st, r)) : CAIRN_EXIT_OK;
+  return r < 0 ? report_fail(r, "%s: %s", argv[optind], report_why(st, r)) : CAIRN_EXIT_OK;
 }
+
+const struct cli_command cmd_export = {
+    .name = "export",
+    .run = export_run,
+    .usage = USAGE,
+    .summary = "Write IMAGE's merged root filesystem as a tar to stdout (never to a terminal).",
+};

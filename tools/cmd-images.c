@@ -18,11 +18,11 @@ static int layers_collect(cairn_store *st, json_t *rows) {
   return cairn_layers_foreach(st, cli_layer_row, rows);
 }
 
-static int listing(struct cli *c, int argc, char **argv, listing_fn list,
+static int listing(struct cli *c, int argc, char **argv, const char *usage, listing_fn list,
                    const char *const *columns, size_t n) {
   bool json;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, "cairn images|layers [--json]", 0, &json);
+  int code = cli_listing_flags(argc, argv, usage, 0, &json);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   json_t *rows = json_array();
@@ -39,14 +39,30 @@ static int listing(struct cli *c, int argc, char **argv, listing_fn list,
   return CAIRN_EXIT_OK;
 }
 
-int cmd_images(struct cli *c, int argc, char **argv) {
+static int images_run(struct cli *c, int argc, char **argv) {
   static const char *const cols[] = {"id:IMAGE ID", "names:NAMES", "layers:LAYERS", "size:SIZE",
                                      "pinned:PINNED"};
-  return listing(c, argc, argv, images_collect, cols, 5);
+  return listing(c, argc, argv, cmd_images.usage, images_collect, cols, 5);
 }
 
-int cmd_layers(struct cli *c, int argc, char **argv) {
+static int layers_run(struct cli *c, int argc, char **argv) {
   static const char *const cols[] = {"id:LAYER (DIFF_ID)", "size:SIZE", "entries:ENTRIES",
                                      "images:IMAGES", "pinned:PINNED"};
-  return listing(c, argc, argv, layers_collect, cols, 5);
+  return listing(c, argc, argv, cmd_layers.usage, layers_collect, cols, 5);
 }
+
+const struct cli_command cmd_images = {
+    .name = "images",
+    .run = images_run,
+    .usage = "cairn images [--json]",
+    .summary = "List the images: id, names, layers, size, pinned.",
+    .options = "--json\tone JSON array of every image, exact numbers\n",
+};
+
+const struct cli_command cmd_layers = {
+    .name = "layers",
+    .run = layers_run,
+    .usage = "cairn layers [--json]",
+    .summary = "List the layers: diff_id, size, entries, images using it, pinned.",
+    .options = "--json\tone JSON array of every layer, exact numbers\n",
+};

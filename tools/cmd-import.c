@@ -10,16 +10,16 @@
 
 #define USAGE "cairn import [--quiet] NAME[:TAG] LAYER.tar[.gz|.zst]..."
 
-int cmd_import(struct cli *c, int argc, char **argv) {
+static int import_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
   bool quiet = false;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "+q", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, "+:q", opts, NULL)) != -1) {
     if (o == 'q')
       quiet = true;
     else
-      return cli_bad_option(USAGE, argv);
+      return cli_bad_option(USAGE, argv, o, opts);
   }
   if (argc - optind < 2) return report_usage(USAGE, "import: needs a name and at least one layer");
   char name[512];
@@ -35,3 +35,11 @@ int cmd_import(struct cli *c, int argc, char **argv) {
   if (!quiet) printf("%s\n", id);
   return CAIRN_EXIT_OK;
 }
+
+const struct cli_command cmd_import = {
+    .name = "import",
+    .run = import_run,
+    .usage = USAGE,
+    .summary = "Make an image from layer tars, bottom layer first, and print its id.",
+    .options = "-q, --quiet\tdo not print the image id\n",
+};

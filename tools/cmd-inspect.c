@@ -4,8 +4,8 @@
  */
 #include "commands.h"
 
+#include <getopt.h>
 #include <stdio.h>
-#include <string.h>
 
 struct inspected {
   json_t *pins; /* handed to the printed object */
@@ -22,10 +22,14 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
   return 0;
 }
 
-int cmd_inspect(struct cli *c, int argc, char **argv) {
-  int i = 1;
-  if (i < argc && strcmp(argv[i], "--json") == 0) i++; /* inspect is JSON already */
-  if (argc - i != 1) return report_usage("cairn inspect IMAGE", "inspect: needs one image");
+static int inspect_run(struct cli *c, int argc, char **argv) {
+  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) /* inspect is JSON already */
+    if (o != 'j') return cli_bad_option(cmd_inspect.usage, argv, o, opts);
+  int i = optind;
+  if (argc - i != 1) return report_usage(cmd_inspect.usage, "inspect: needs one image");
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
@@ -42,3 +46,11 @@ int cmd_inspect(struct cli *c, int argc, char **argv) {
   json_decref(out.pins);
   return r < 0 ? report_fail(r, "%s: %s", argv[i], report_why(st, r)) : CAIRN_EXIT_OK;
 }
+
+const struct cli_command cmd_inspect = {
+    .name = "inspect",
+    .run = inspect_run,
+    .usage = "cairn inspect [--json] IMAGE",
+    .summary = "Print IMAGE's names, config, layers and pins as JSON.",
+    .options = "--json\taccepted for habit: the output is JSON already\n",
+};

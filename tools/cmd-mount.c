@@ -10,13 +10,16 @@
  * passed on with our prefix and its exit code. We then check the directory
  * really is a cairnfs mount that answers.
  *
- * umount is idempotent and complete: every step runs whatever the state —
- * unmount while the directory is a cairnfs mount point (lazily if the daemon
- * is gone: ENOTCONN), wait for the recorded daemon to exit (so its pins are
- * released when we return), forget the record. A never-mounted directory is
- * a success. The daemon is never signalled: it serves until the kernel ends
- * its session, which a container's copy of the mount (in the container's
- * mount namespace) keeps open after our unmount. Then umount says which
+ * umount DIR... is idempotent and complete: every step runs whatever the
+ * state — unmount while the directory is a cairnfs mount point (lazily if
+ * the daemon is gone: ENOTCONN), wait for the recorded daemon to exit (so
+ * its pins are released when we return), forget the record. A directory
+ * that is not mounted (or does not exist) is a success, said on stderr
+ * ("umount: DIR: not mounted"), as for a teardown script that runs twice.
+ * Each directory is unmounted in turn, like umount(8); the exit code is the
+ * worst. The daemon is never signalled: it serves until the kernel ends its
+ * session, which a container's copy of the mount (in the container's mount
+ * namespace) keeps open after our unmount. Then umount says which
  * processes' namespaces hold it and exits 4; the mount is detached, and its
  * daemon forgets the record and releases its pins when they let go.
  */
@@ -32,13 +35,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define MOUNT_USAGE                                                                                \
-  "cairn mount [--suid] [--dev] IMAGE DIR\n"                                                       \
-  "  --suid  honour the image's setuid/setgid bits (default: nosuid)\n"                            \
-  "  --dev   honour the image's device nodes (default: nodev)"
-#define UMOUNT_USAGE "cairn umount DIR"
-#define MOUNTS_USAGE "cairn mounts [--json]"
 
 /* Bounds of the waits below, in steps of WAIT_STEP_US (1 ms). */
 #define WAIT_STEP_US 1000
@@ -114,28 +110,27 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   return code <= CAIRN_EXIT_INTEGRITY ? code : CAIRN_EXIT_FAILURE;
 }
 
-int cmd_mount(struct cli *c, int argc, char **argv) {
+static int mount_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"rw", no_argument, NULL, 'w'},
       {"suid", no_argument, NULL, 's'},
       {"dev", no_argument, NULL, 'd'},
-      {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
   bool suid = false, dev = false;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
     switch (o) {
     case 'w':
-      return report_usage(MOUNT_USAGE, "mount: --rw: writable mounts are not supported yet");
+      return report_usage(cmd_mount.usage, "mount: --rw: writable mounts are not supported yet");
     case 's': suid = true; break;
     case 'd': dev = true; break;
-    case 'h': printf("usage: %s\n", MOUNT_USAGE); return CAIRN_EXIT_OK;
-    default: return cli_bad_option(MOUNT_USAGE, argv);
+    default: return cli_bad_option(cmd_mount.usage, argv, o, opts);
     }
   }
-  if (argc - optind != 2) return report_usage(MOUNT_USAGE, "mount: needs an image and a directory");
+  if (argc - optind != 2)
+    return report_usage(cmd_mount.usage, "mount: needs an image and a directory");
   const char *image = argv[optind], *dir = argv[optind + 1];
   const char *mount_opts = suid && dev ? "suid,dev" : suid ? "suid" : dev ? "dev" : NULL;
   cairn_store *st;
@@ -204,26 +199,32 @@ static int await_daemon_exit(const char *name, const struct mount_record *rec) {
                      (int)rec->pid);
 }
 
-int cmd_umount(struct cli *c, int argc, char **argv) {
-  if (argc == 2 && strcmp(argv[1], "--help") == 0) {
-    printf("usage: %s\n", UMOUNT_USAGE);
-    return CAIRN_EXIT_OK;
-  }
-  if (argc != 2 || argv[1][0] == '-')
-    return report_usage(UMOUNT_USAGE, "umount: needs one directory");
-  const char *name = argv[1];
+/* Says, on stderr, that umount found nothing mounted on name. */
+static void say_not_mounted(const char *name) {
+  char msg[PATH_MAX + 32];
+  snprintf(msg, sizeof(msg), "umount: %s: not mounted", name);
+  report_notice(msg);
+}
+
+/* Unmounts the directory name: see the top of the file. One that is not
+ * mounted (or does not exist) is a success, said on stderr. */
+static int umount_one(cairn_store *st, const char *name) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
+  if (r == -ENOENT || r == -ENOTDIR) {
+    say_not_mounted(name);
+    return CAIRN_EXIT_OK;
+  }
   if (r < 0) return report_fail(r, "%s: %s", name, strerror(-r));
-  cairn_store *st;
-  int code = cli_store(c, &st);
-  if (code != CAIRN_EXIT_OK) return code;
   struct mount_record rec = recorded(st, dir);
+  int code = CAIRN_EXIT_OK;
+  bool was_mounted = false;
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
   for (int round = 0; round < 16; round++) {
     int state = cairn_mountpoint_state(dir);
     if (state == CAIRN_MP_NONE) break;
+    was_mounted = true;
     if (state == CAIRN_MP_OTHER) {
       code = report_fail(-EMEDIUMTYPE, "%s: not a cairnfs mount", name);
       break;
@@ -243,13 +244,28 @@ int cmd_umount(struct cli *c, int argc, char **argv) {
     r = cairn_mount_forget(st, dir, rec.pid);
     if (r < 0) code = report_fail(r, "%s: %s", name, report_why(st, r));
   }
+  if (code == CAIRN_EXIT_OK && !was_mounted) say_not_mounted(name);
   return code;
 }
 
-int cmd_mounts(struct cli *c, int argc, char **argv) {
+static int umount_run(struct cli *c, int argc, char **argv) {
+  int code = cli_no_options(argc, argv, cmd_umount.usage, false);
+  if (code != CAIRN_EXIT_OK) return code;
+  if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
+  cairn_store *st;
+  int worst = cli_store(c, &st);
+  if (worst != CAIRN_EXIT_OK) return worst;
+  for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
+    code = umount_one(st, argv[i]);
+    if (code > worst) worst = code;
+  }
+  return worst;
+}
+
+static int mounts_run(struct cli *c, int argc, char **argv) {
   bool json;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, MOUNTS_USAGE, 0, &json);
+  int code = cli_listing_flags(argc, argv, cmd_mounts.usage, 0, &json);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   json_t *rows = json_array();
@@ -268,3 +284,28 @@ int cmd_mounts(struct cli *c, int argc, char **argv) {
   json_decref(rows);
   return CAIRN_EXIT_OK;
 }
+
+const struct cli_command cmd_mount = {
+    .name = "mount",
+    .run = mount_run,
+    .usage = "cairn mount [--suid] [--dev] IMAGE DIR",
+    .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).",
+    .options = "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
+               "--dev\thonour the image's device nodes (default: nodev)\n",
+};
+
+const struct cli_command cmd_umount = {
+    .name = "umount",
+    .run = umount_run,
+    .usage = "cairn umount DIR",
+    .summary = "Stop serving DIR (a live or stale mount) and wait for its daemon to exit.\n"
+               "Exit 4 if another mount namespace (a container) still holds it.",
+};
+
+const struct cli_command cmd_mounts = {
+    .name = "mounts",
+    .run = mounts_run,
+    .usage = "cairn mounts [--json]",
+    .summary = "List the mounts: directory, image, daemon pid, state (live, detached, stale).",
+    .options = "--json\tone JSON array of every mount\n",
+};

@@ -16,8 +16,7 @@
 
 #define PULL_USAGE                                                                                 \
   "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER:PASS] [--insecure] [--jobs N]\n"        \
-  "                  [--cert-dir DIR] [--retries N] [--quiet] SOURCE [NAME[:TAG]]\n"               \
-  "  SOURCE: oci:DIR[:REF] | docker-archive:FILE | docker://HOST[:PORT]/REPO[:TAG|@DIGEST]"
+  "                  [--cert-dir DIR] [--retries N] [--quiet] SOURCE [NAME[:TAG]]"
 
 struct pull_view {
   bool tty, quiet;
@@ -123,23 +122,18 @@ static int parse_count(const char *s, unsigned max, unsigned *out) {
   return 0;
 }
 
-int cmd_pull(struct cli *c, int argc, char **argv) {
+static int pull_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
-      {"platform", required_argument, NULL, 'p'},
-      {"creds", required_argument, NULL, 'c'},
-      {"insecure", no_argument, NULL, 'k'},
-      {"jobs", required_argument, NULL, 'j'},
-      {"retries", required_argument, NULL, 'r'},
-      {"quiet", no_argument, NULL, 'q'},
-      {"help", no_argument, NULL, 'h'},
-      {"cert-dir", required_argument, NULL, 'C'},
-      {NULL, 0, NULL, 0},
+      {"platform", required_argument, NULL, 'p'}, {"creds", required_argument, NULL, 'c'},
+      {"insecure", no_argument, NULL, 'k'},       {"jobs", required_argument, NULL, 'j'},
+      {"retries", required_argument, NULL, 'r'},  {"quiet", no_argument, NULL, 'q'},
+      {"cert-dir", required_argument, NULL, 'C'}, {NULL, 0, NULL, 0},
   };
   struct pull_view view = {.tty = isatty(STDERR_FILENO)};
   cairn_pull_opts po = {.progress = on_progress, .log = on_log, .arg = &view};
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "qj:", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":qj:", opts, NULL)) != -1) {
     switch (o) {
     case 'p': po.platform = optarg; break;
     case 'c':
@@ -157,8 +151,7 @@ int cmd_pull(struct cli *c, int argc, char **argv) {
         return report_usage(PULL_USAGE, "pull: --retries: needs a number from 1 to 100 (attempts)");
       break;
     case 'q': view.quiet = true; break;
-    case 'h': printf("usage: %s\n", PULL_USAGE); return CAIRN_EXIT_OK;
-    default: return cli_bad_option(PULL_USAGE, argv);
+    default: return cli_bad_option(PULL_USAGE, argv, o, opts);
     }
   }
   if (argc - optind < 1 || argc - optind > 2)
@@ -178,3 +171,21 @@ int cmd_pull(struct cli *c, int argc, char **argv) {
   printf("%s\n", id);
   return CAIRN_EXIT_OK;
 }
+
+const struct cli_command cmd_pull = {
+    .name = "pull",
+    .run = pull_run,
+    .usage = PULL_USAGE,
+    .summary =
+        "Store an image from a layout, an archive or a registry, and print its id.\n"
+        "SOURCE: oci:DIR[:REF] | docker-archive:FILE | docker://HOST[:PORT]/REPO[:TAG|@DIGEST]\n"
+        "NAME[:TAG]: the image's name in the store (default: from SOURCE)",
+    .options = "--platform OS/ARCH[/VARIANT]\tthe platform to pick from an index (default: this "
+               "machine's)\n"
+               "--creds USER:PASS\tregistry credentials (default: auth.json, as podman)\n"
+               "--insecure\tallow plain HTTP and skip TLS checks\n"
+               "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
+               "-j, --jobs N\tdownload up to N layers at once (1 to 64)\n"
+               "--retries N\tattempts per request on transient errors (1 to 100)\n"
+               "-q, --quiet\tno progress on stderr\n",
+};

@@ -1,0 +1,48 @@
+#!/bin/bash
+# test_cli_umount.sh — cairn umount DIR... like umount(8): several
+# directories in one call, each unmounted in turn, the worst exit code; one
+# that is not mounted, or does not exist, stays a success (teardown scripts
+# run twice) but is said on stderr: "cairn: umount: DIR: not mounted".
+source "$(dirname "$0")/lib.sh"
+
+is_mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+
+mkdir -p "$T/layer" "$T/a" "$T/b" "$T/plain"
+echo hello >"$T/layer/hello"
+mktar "$T/layer" "$T/layer.tar"
+cairn import app:1 "$T/layer.tar" >/dev/null || exit 1
+on_exit "umount -l '$T/a'; umount -l '$T/b'"
+
+# One directory not mounted, one missing, one below a missing one.
+for d in "$T/plain" "$T/missing" "$T/missing/deeper"; do
+  expect_exit 0 "umount ${d#"$T"/}: exit 0" cairn umount "$d"
+  check "umount ${d#"$T"/}: says it was not mounted" \
+    sh -c "[ \"\$(cat '$T/stderr')\" = 'cairn: umount: $d: not mounted' ]"
+  check "umount ${d#"$T"/}: nothing on stdout" [ ! -s "$T/stdout" ]
+done
+check "nothing was created" [ ! -e "$T/missing" ]
+
+# Several directories at once: the mounted ones unmounted, the others said.
+cairn mount app:1 "$T/a" && cairn mount app:1 "$T/b"
+check "a and b are mounted" sh -c "grep -q ' $T/a ' /proc/self/mountinfo && grep -q ' $T/b ' /proc/self/mountinfo"
+expect_exit 0 "umount a plain missing b: exit 0" cairn umount "$T/a" "$T/plain" "$T/missing" "$T/b"
+if is_mounted "$T/a" || is_mounted "$T/b"; then not_ok "a and b unmounted"; else ok "a and b unmounted"; fi
+check "no mount is recorded" [ "$(cairn mounts --json | jq length)" = 0 ]
+check "no pin is left" [ "$(cairn-pin ls --json | jq length)" = 0 ]
+check "stderr names plain and missing, in order, and nothing else" \
+  sh -c "[ \"\$(cat '$T/stderr')\" = 'cairn: umount: $T/plain: not mounted
+cairn: umount: $T/missing: not mounted' ]"
+
+# A failure among several: the others are still unmounted; its code wins.
+cairn mount app:1 "$T/a"
+expect_exit 1 "umount /proc a: exit 1 (/proc is not a cairnfs mount)" cairn umount /proc "$T/a"
+check "it says so" grep -qx "cairn: /proc: not a cairnfs mount" "$T/stderr"
+if is_mounted "$T/a"; then not_ok "a was unmounted all the same"; else ok "a was unmounted all the same"; fi
+
+# A mounted directory unmounts silently.
+cairn mount app:1 "$T/a"
+expect_exit 0 "umount of a mounted directory: exit 0" cairn umount "$T/a"
+check "and says nothing" [ ! -s "$T/stderr" ]
+expect_exit 2 "umount without a directory is a usage error" cairn umount
+
+finish

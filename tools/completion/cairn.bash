@@ -1,0 +1,188 @@
+# cairn.bash — bash completion for cairn and cairn-pin, installed by
+# `cmake --install` as share/bash-completion/completions/cairn and
+# .../cairn-pin (each copy registers both).
+#
+# Commands and options come from the programs' own --help, so completion
+# never disagrees with them; image names from `cairn images`, mount
+# directories from `cairn mounts`, both in the store the line names with
+# --store, if any. Words are split on blanks only (COMP_LINE), so names
+# with ':' (app:1, docker.io/library/alpine:3.19) complete whole. A store
+# that does not exist yet is not asked (asking would create it).
+#
+# The listings are split on newlines (IFS) on purpose:
+# shellcheck disable=SC2046
+
+# _cairn_flags PROG [CMD]: one line "FLAG ARG" per option of PROG's (or
+# CMD's) help; ARG is 0 (no value), 1 (a value) or 2 (an optional value).
+_cairn_flags() {
+  "$@" --help 2>/dev/null | awk '
+    /^options:/ { in_opts = 1; next }
+    in_opts && /^$/ { in_opts = 0 }
+    in_opts && /^  -/ {
+      col = substr($0, 3); sub(/  .*/, "", col)   # the flag column
+      n = split(col, f, ", ")
+      arg = 0
+      if (f[n] ~ / /) { arg = f[n] ~ / \[/ ? 2 : 1; sub(/ .*/, "", f[n]) }
+      for (i = 1; i <= n; i++) print f[i], arg
+    }'
+}
+
+# _cairn_commands PROG: the commands its help lists.
+_cairn_commands() {
+  "$1" --help 2>/dev/null | awk '/^commands:/ { c = 1; next } c && /^$/ { exit } c { print $1 }'
+}
+
+# _cairn_store_exists STORE_ARGS...: true if the store they name (or the
+# default one, as cairn --help says it) exists.
+_cairn_store_exists() {
+  local dir
+  case $1 in
+  --store) dir=$2 ;;
+  --store=*) dir=${1#--store=} ;;
+  *) dir=$(cairn --help 2>/dev/null | sed -n 's/^Default here: //p') ;;
+  esac
+  [[ -n $dir && -e $dir/meta.db ]]
+}
+
+# _cairn_images STORE_ARGS...: every image name of the store.
+_cairn_images() {
+  _cairn_store_exists "$@" || return
+  cairn "$@" images 2>/dev/null |
+    awk 'NR > 1 { n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] != "<none>") print a[i] }'
+}
+
+# _cairn_mount_dirs STORE_ARGS...: every directory the store has a mount on.
+_cairn_mount_dirs() {
+  _cairn_store_exists "$@" || return
+  cairn "$@" mounts 2>/dev/null | awk 'NR > 1 { print $1 }'
+}
+
+# _cairn_reply CUR WORD...: COMPREPLY = the words starting with CUR, less
+# what readline keeps of CUR before its last ':' or '=' (word breaks).
+_cairn_reply() {
+  local cur=$1 keep w
+  shift
+  keep=${cur%"${cur##*[:=]}"}
+  COMPREPLY=()
+  for w in "$@"; do
+    [[ $w == "$cur"* ]] && COMPREPLY+=("${w#"$keep"}")
+  done
+}
+
+# _cairn_files CUR [-d]: files (or directories) named CUR*.
+_cairn_files() {
+  compopt -o filenames 2>/dev/null
+  local IFS=$'\n'
+  # shellcheck disable=SC2207
+  COMPREPLY=($(compgen "${2:--f}" -- "$1"))
+}
+
+# _cairn_complete PROG: fills COMPREPLY for the line being completed.
+_cairn_complete() {
+  local prog=$1 line=${COMP_LINE:0:COMP_POINT}
+  local -a words store=() operands=()
+  read -ra words <<<"$line"
+  if [[ ${#words[@]} -eq 0 || $line =~ [[:space:]]$ ]]; then words+=(""); fi
+  local n=$((${#words[@]} - 1)) cur=${words[-1]} cmd="" flags="" prev_arg="" after_dashdash=""
+  flags=$(_cairn_flags "$prog")
+  local i w kind
+  for ((i = 1; i < n; i++)); do
+    w=${words[i]}
+    if [[ -n $after_dashdash ]]; then
+      operands+=("$w")
+      continue
+    fi
+    case $w in
+    --store)
+      store=(--store "${words[i + 1]}")
+      if ((i + 1 == n)); then prev_arg=--store; fi
+      ((i++))
+      continue
+      ;;
+    --store=*) store=("$w"); continue ;;
+    --) after_dashdash=1; operands+=("$w"); continue ;;
+    -*)
+      kind=$(awk -v f="${w%%=*}" '$1 == f { print $2 }' <<<"$flags")
+      if [[ $w != *=* && $kind == 1 ]] ||
+        [[ $w != *=* && $kind == 2 && ${words[i + 1]} =~ ^[0-9.]+$|^inf$ ]]; then
+        if ((i + 1 == n)); then prev_arg=$w; fi
+        ((i++))
+      fi
+      continue
+      ;;
+    esac
+    if [[ -z $cmd ]]; then
+      cmd=$w
+      flags=$(_cairn_flags "$prog" "$cmd")
+    else
+      operands+=("$w")
+    fi
+  done
+
+  # The value of an option.
+  case $prev_arg in
+  --store | --cert-dir) _cairn_files "$cur" -d; return ;;
+  ?*) COMPREPLY=(); return ;;
+  esac
+  case $cur in
+  --store=* | --cert-dir=*) _cairn_files "${cur#*=}" -d; return ;;
+  -*)
+    if [[ -z $after_dashdash ]]; then
+      _cairn_reply "$cur" $(awk '{ print $1 }' <<<"$flags")
+      return
+    fi
+    ;;
+  esac
+  if [[ -z $cmd ]]; then
+    _cairn_reply "$cur" $(_cairn_commands "$prog")
+    return
+  fi
+
+  local IFS=$'\n' nth=${#operands[@]}
+  case $prog:$cmd in
+  cairn:help | cairn-pin:help)
+    ((nth == 0)) && _cairn_reply "$cur" $(_cairn_commands "$prog")
+    ;;
+  cairn:inspect | cairn:rm | cairn:export | cairn-pin:ls | cairn-pin:wait)
+    _cairn_reply "$cur" $(_cairn_images "${store[@]}")
+    ;;
+  cairn:mount)
+    if ((nth == 0)); then
+      _cairn_reply "$cur" $(_cairn_images "${store[@]}")
+    elif ((nth == 1)); then
+      _cairn_files "$cur" -d
+    fi
+    ;;
+  cairn:umount)
+    _cairn_reply "$cur" $(_cairn_mount_dirs "${store[@]}")
+    [[ ${#COMPREPLY[@]} -gt 0 ]] || _cairn_files "$cur" -d
+    ;;
+  cairn:import)
+    ((nth >= 1)) && _cairn_files "$cur"
+    ;;
+  cairn:pull)
+    if ((nth == 0)); then
+      _cairn_reply "$cur" oci: docker-archive: docker://
+      [[ ${#COMPREPLY[@]} -gt 0 ]] && compopt -o nospace 2>/dev/null
+    fi
+    ;;
+  cairn-pin:hold)
+    if ((nth == 0)); then
+      _cairn_reply "$cur" $(_cairn_images "${store[@]}")
+    elif ((nth == 1)); then
+      COMPREPLY=(--)
+    elif [[ -n $after_dashdash && ${operands[-1]} == -- ]]; then
+      # shellcheck disable=SC2207
+      COMPREPLY=($(compgen -c -- "$cur"))
+    else
+      _cairn_files "$cur"
+    fi
+    ;;
+  *) COMPREPLY=() ;;
+  esac
+}
+
+_cairn() { _cairn_complete cairn; }
+_cairn_pin() { _cairn_complete cairn-pin; }
+complete -F _cairn cairn
+complete -F _cairn_pin cairn-pin
