@@ -324,13 +324,18 @@ int cairn_export(cairn_store *st, const char *image_id, int fd);
  * naming the holders (cairn_errmsg) if the image is pinned or mounted. */
 int cairn_rm(cairn_store *st, const char *ref);
 
-/* Report of gc / fsck: lines for a person, counts for tests. */
+/* Report of gc / fsck / rm: lines for a person, counts for tests. */
 typedef struct cairn_report {
   char **lines;
   size_t n_lines;
   uint64_t layers, blobs, pins, bytes, problems;
 } cairn_report;
 void cairn_report_free(cairn_report *r);
+
+/* cairn_rm, saying in rep what changed once done (also what it did before
+ * a failure): "Untagged: NAME" for each name removed, "Deleted: ID" (full
+ * id) for the image, then one line per layer it freed (as gc's). */
+int cairn_rm_report(cairn_store *st, const char *ref, cairn_report *rep);
 
 /* Removes unreferenced, unpinned layers, blobs, pin files and stale
  * annotations/mount records; dry_run only reports. */

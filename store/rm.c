@@ -14,6 +14,10 @@
  * is taken before the transaction begins, as pinners lock before they
  * write their annotation. The layers it leaves unused are then swept
  * (cn_store_sweep): a layer that a pull in progress pins stays for that pull.
+ *
+ * cairn_rm_report says what changed, once it is committed, as podman does:
+ * "Untagged: NAME" for each name gone, "Deleted: ID" for the image, then
+ * the sweep's lines for the layers it freed.
  */
 #include "image.h"
 #include "pin.h"
@@ -67,25 +71,40 @@ static int tx_end(cairn_store *st, int r) {
 }
 
 /* After the commit that deleted image id: its pin file goes, then what it
- * left unused. */
-static int image_removed(cairn_store *st, const char *id, int fd) {
+ * left unused (the sweep's lines go to rep). */
+static int image_removed(cairn_store *st, const char *id, int fd, cairn_report *rep) {
   cn_pin_delete_unlock(st, CAIRN_PIN_IMAGE, id, fd);
-  cairn_report rep = {0};
-  int r = cn_store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &rep);
-  cairn_report_free(&rep);
-  return r;
+  cn_report_line(rep, "Deleted: %s", id);
+  return cn_store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, rep);
 }
 
-static int image_remove(cairn_store *st, const char *id) {
+/* Within a transaction: the names of id, to say they go with it. */
+static int names_read(cairn_store *st, const char *id, cairn_report *names) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q, "SELECT name FROM names WHERE image_id = ? ORDER BY name");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+  while ((r = sqlite3_step(q)) == SQLITE_ROW)
+    cn_report_line(names, "Untagged: %s", (const char *)sqlite3_column_text(q, 0));
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "names");
+}
+
+static int image_remove(cairn_store *st, const char *id, cairn_report *rep) {
   int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
   if (fd < 0 && fd != -EBUSY) return fd;
+  cairn_report names = {0};
   int r = cn_db_begin(st);
-  if (r == 0) r = tx_end(st, image_delete_row(st, id, fd));
+  if (r == 0) {
+    r = names_read(st, id, &names);
+    r = tx_end(st, r < 0 ? r : image_delete_row(st, id, fd));
+  }
+  for (size_t i = 0; r == 0 && i < names.n_lines; i++) cn_report_line(rep, "%s", names.lines[i]);
+  cairn_report_free(&names);
   if (r < 0) {
     cn_pin_unlock(fd);
     return r;
   }
-  return image_removed(st, id, fd);
+  return image_removed(st, id, fd, rep);
 }
 
 /* Within a transaction: removes name, which named id when the caller
@@ -108,7 +127,7 @@ static int name_remove_tx(cairn_store *st, const char *name, const char *id, boo
 }
 
 /* rm by name: 0 or -errno; 1 if ref names no image (it may be an id). */
-static int name_remove(cairn_store *st, const char *ref) {
+static int name_remove(cairn_store *st, const char *ref, cairn_report *rep) {
   for (int attempt = 0; attempt < RM_ATTEMPTS; attempt++) {
     char name[512];
     cairn_id id;
@@ -124,18 +143,26 @@ static int name_remove(cairn_store *st, const char *ref) {
     bool image_gone = false;
     if ((r = cn_db_begin(st)) == 0)
       r = tx_end(st, name_remove_tx(st, name, id, last, fd, &image_gone));
-    if (r == 0 && image_gone) return image_removed(st, id, fd);
+    if (r == 0) cn_report_line(rep, "Untagged: %s", name);
+    if (r == 0 && image_gone) return image_removed(st, id, fd, rep);
     cn_pin_unlock(fd);
     if (r != -EAGAIN) return r;
   }
   return store_fail(st, -EAGAIN, "%s: its image keeps changing; try again", ref);
 }
 
-int cairn_rm(cairn_store *st, const char *ref) {
+int cairn_rm_report(cairn_store *st, const char *ref, cairn_report *rep) {
   store_errclear(st);
-  int r = name_remove(st, ref);
+  int r = name_remove(st, ref, rep);
   if (r != 1) return r;
   cairn_id id;
   if ((r = cairn_image_resolve(st, ref, id)) < 0) return r;
-  return image_remove(st, id);
+  return image_remove(st, id, rep);
+}
+
+int cairn_rm(cairn_store *st, const char *ref) {
+  cairn_report rep = {0};
+  int r = cairn_rm_report(st, ref, &rep);
+  cairn_report_free(&rep);
+  return r;
 }

@@ -115,13 +115,15 @@ static int mount_run(struct cli *c, int argc, char **argv) {
       {"rw", no_argument, NULL, 'w'},
       {"suid", no_argument, NULL, 's'},
       {"dev", no_argument, NULL, 'd'},
+      {"quiet", no_argument, NULL, 'q'},
       {NULL, 0, NULL, 0},
   };
-  bool suid = false, dev = false;
+  bool suid = false, dev = false, quiet = false;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
     switch (o) {
+    case 'q': quiet = true; break;
     case 'w':
       return report_usage(cmd_mount.usage, "mount: --rw: writable mounts are not supported yet");
     case 's': suid = true; break;
@@ -150,7 +152,10 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   if (code != CAIRN_EXIT_OK) return code;
   for (int i = 0; i < ANSWER_STEPS; i++) {
     state = cairn_mountpoint_state(abs);
-    if (state == CAIRN_MP_LIVE) return CAIRN_EXIT_OK;
+    if (state == CAIRN_MP_LIVE) {
+      if (!quiet) printf("%s\n", abs); /* as podman mount prints where */
+      return CAIRN_EXIT_OK;
+    }
     if (state < 0 || state == CAIRN_MP_STALE) break;
     sleep_step();
   }
@@ -207,8 +212,9 @@ static void say_not_mounted(const char *name) {
 }
 
 /* Unmounts the directory name: see the top of the file. One that is not
- * mounted (or does not exist) is a success, said on stderr. */
-static int umount_one(cairn_store *st, const char *name) {
+ * mounted (or does not exist) is a success, said on stderr; one unmounted
+ * is named on stdout unless quiet. */
+static int umount_one(cairn_store *st, const char *name, bool quiet) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
   if (r == -ENOENT || r == -ENOTDIR) {
@@ -245,18 +251,20 @@ static int umount_one(cairn_store *st, const char *name) {
     if (r < 0) code = report_fail(r, "%s: %s", name, report_why(st, r));
   }
   if (code == CAIRN_EXIT_OK && !was_mounted) say_not_mounted(name);
+  if (code == CAIRN_EXIT_OK && was_mounted && !quiet) printf("%s\n", name);
   return code;
 }
 
 static int umount_run(struct cli *c, int argc, char **argv) {
-  int code = cli_no_options(argc, argv, cmd_umount.usage, false);
+  bool quiet;
+  int code = cli_quiet_flag(argc, argv, cmd_umount.usage, &quiet);
   if (code != CAIRN_EXIT_OK) return code;
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
   cairn_store *st;
   int worst = cli_store(c, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
-    code = umount_one(st, argv[i]);
+    code = umount_one(st, argv[i], quiet);
     if (code > worst) worst = code;
   }
   return worst;
@@ -288,18 +296,23 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_mount = {
     .name = "mount",
     .run = mount_run,
-    .usage = "cairn mount [--suid] [--dev] IMAGE DIR",
-    .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).",
+    .usage = "cairn mount [-q] [--suid] [--dev] IMAGE DIR",
+    .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).\n"
+               "Prints the mount point (its real path) on stdout, as podman mount does.",
     .options = "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
-               "--dev\thonour the image's device nodes (default: nodev)\n",
+               "--dev\thonour the image's device nodes (default: nodev)\n"
+               "-q, --quiet\tprint nothing on success\n",
 };
 
 const struct cli_command cmd_umount = {
     .name = "umount",
     .run = umount_run,
-    .usage = "cairn umount DIR",
+    .usage = "cairn umount [-q] DIR...",
     .summary = "Stop serving DIR (a live or stale mount) and wait for its daemon to exit.\n"
-               "Exit 4 if another mount namespace (a container) still holds it.",
+               "Prints each directory it unmounted on stdout, as podman umount does; one not\n"
+               "mounted is said on stderr (exit 0). Exit 4 if another mount namespace (a\n"
+               "container) still holds it.",
+    .options = "-q, --quiet\tprint nothing on success\n",
 };
 
 const struct cli_command cmd_mounts = {

@@ -66,8 +66,9 @@ for form in "--wait=0.3" "--wait 0.3"; do
   expect_exit 4 "cairn rm $form app:1 times out (pinned)" timeout 10 cairn rm $form app:1
   elapsed=$((($(date +%s%N) - start) / 1000000))
   check "cairn rm $form waited about 0.3 s ($elapsed ms)" [ "$elapsed" -ge 300 -a "$elapsed" -lt 5000 ]
-  check "cairn rm $form: the error is about app:1 only" \
-    sh -c "[ \$(wc -l <'$T/stderr') = 1 ] && grep -q '^cairn: app:1: ' '$T/stderr'"
+  check "cairn rm $form: the error is about app:1 only (after saying it waits)" \
+    sh -c "[ \$(wc -l <'$T/stderr') = 2 ] && grep -q '^cairn: rm: app:1: waiting: ' '$T/stderr' &&
+           tail -1 '$T/stderr' | grep -q '^cairn: app:1: '"
 done
 # A bare --wait before an image waits for ever; `--wait -- 10` is an image 10.
 expect_exit 124 "cairn rm --wait app:1 still waits after 1 s" timeout 1 cairn rm --wait app:1
@@ -76,7 +77,8 @@ expect_exit 124 "cairn rm --wait -- app:1 still waits after 1 s" timeout 1 cairn
 on_exit "kill -9 $!"
 expect_exit 0 "cairn rm --wait 10 app:1 removes app:1 once the hold ends" \
   timeout 20 cairn rm --wait 10 app:1
-check "and says nothing of an image '10'" [ ! -s "$T/stderr" ]
+check "and says nothing of an image '10' (only that it waits for app:1)" \
+  sh -c "[ \$(wc -l <'$T/stderr') = 1 ] && grep -q '^cairn: rm: app:1: waiting: ' '$T/stderr'"
 check "app:1 is gone" sh -c "! cairn inspect app:1 >/dev/null 2>&1"
 
 finish
