@@ -314,6 +314,25 @@ typedef int (*cairn_inspect_fn)(const struct cairn_image_info *info, void *arg);
 /* Calls fn once with the image; -ENOENT if there is none. */
 int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg);
 
+/* What `cairn df` shows: for images, layers and blobs, how many and how
+ * many bytes, each thing counted once. shared: used by more than one image
+ * (a blob: by more than one layer; an image: one with a layer another image
+ * uses, its shared_bytes those layers'). reclaimable: what cairn gc would
+ * free now (layers no image uses and no pin holds, the blobs only they or
+ * no layer use; gc never removes an image). pinned: held by a pin or a live
+ * mount, as `images` and `layers` say (blobs have no pins of their own). */
+struct cairn_df_class {
+  uint64_t count, bytes;
+  uint64_t shared_count, shared_bytes;
+  uint64_t reclaimable_count, reclaimable_bytes;
+  uint64_t pinned_count, pinned_bytes;
+};
+struct cairn_df {
+  struct cairn_df_class images, layers, blobs;
+};
+/* Fills df from one snapshot of the store. */
+int cairn_df(cairn_store *st, struct cairn_df *df);
+
 /* Writes the image's merged root filesystem to fd as a tar (pax), the
  * image pinned meanwhile. */
 int cairn_export(cairn_store *st, const char *image_id, int fd);

@@ -181,3 +181,124 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
   names_free(&names);
   return r;
 }
+
+/* ---- cairn df ------------------------------------------------------------ */
+
+/* Adds the count and byte sum of q's one row (count, sum) to *count and
+ * *bytes. */
+static int df_sum(cairn_store *st, const char *sql, const char *bound, uint64_t *count,
+                  uint64_t *bytes) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q, sql);
+  if (r < 0) return r;
+  if (bound) sqlite3_bind_text(q, 1, bound, -1, SQLITE_STATIC);
+  if (sqlite3_step(q) != SQLITE_ROW) return cn_store_fail_db(st, "df");
+  *count = (uint64_t)sqlite3_column_int64(q, 0);
+  *bytes = (uint64_t)sqlite3_column_int64(q, 1);
+  return 0;
+}
+
+/* Appends ",\"ID\"" (without the comma first) to the JSON array text *ids. */
+static int ids_append(cairn_store *st, char **ids, const char *id) {
+  char *more = NULL;
+  if (asprintf(&more, "%s%s\"%s\"", *ids ? *ids : "", *ids ? "," : "", id) < 0)
+    return store_fail(st, -ENOMEM, "out of memory listing pinned layers");
+  free(*ids);
+  *ids = more;
+  return 0;
+}
+
+/* Layers, one by one for their pins; the unused pinned ones go to *kept
+ * (the text of a JSON array's items), as gc keeps them and their blobs. */
+static int df_layers(cairn_store *st, const struct kernel_locks *kl, struct cairn_df_class *d,
+                     char **kept) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT id, size,"
+                        " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
+                        " FROM layers");
+  if (r < 0) return r;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    const char *id = (const char *)sqlite3_column_text(q, 0);
+    uint64_t size = (uint64_t)sqlite3_column_int64(q, 1);
+    int images = sqlite3_column_int(q, 2);
+    bool pinned = cn_pin_held_in(st, kl, CAIRN_PIN_LAYER, id);
+    d->count++;
+    d->bytes += size;
+    if (images > 1) d->shared_count++, d->shared_bytes += size;
+    if (pinned) d->pinned_count++, d->pinned_bytes += size;
+    if (images == 0 && !pinned) d->reclaimable_count++, d->reclaimable_bytes += size;
+    if (images == 0 && pinned && (r = ids_append(st, kept, id)) < 0) return r;
+  }
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df layers");
+}
+
+/* Images: their layers' bytes counted once; pinned as `images` says it. */
+static int df_images(cairn_store *st, const struct kernel_locks *kl, struct cairn_df_class *d) {
+  uint64_t n;
+  int r = df_sum(st,
+                 "SELECT count(*), coalesce(sum(size), 0) FROM layers"
+                 " WHERE EXISTS (SELECT 1 FROM image_layers WHERE layer_id = id)",
+                 NULL, &n, &d->bytes);
+  if (r == 0)
+    r = df_sum(st,
+               "SELECT count(*), coalesce(sum(size), 0) FROM layers WHERE"
+               " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id) > 1",
+               NULL, &n, &d->shared_bytes);
+  if (r == 0)
+    r = df_sum(st,
+               "SELECT count(*), 0 FROM images i WHERE EXISTS (SELECT 1 FROM image_layers a"
+               " JOIN image_layers b ON b.layer_id = a.layer_id AND b.image_id != a.image_id"
+               " WHERE a.image_id = i.id)",
+               NULL, &d->shared_count, &n);
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (r == 0) r = cn_db_prepare(st, &q, "SELECT id, size FROM images");
+  if (r < 0) return r;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    int pinned = image_pinned(st, kl, (const char *)sqlite3_column_text(q, 0));
+    if (pinned < 0) return pinned;
+    d->count++;
+    if (pinned) d->pinned_count++, d->pinned_bytes += (uint64_t)sqlite3_column_int64(q, 1);
+  }
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df images");
+}
+
+/* Blobs: shared by several layers or not; reclaimable once no layer that
+ * stays (used by an image, or pinned: kept, a JSON array) has them. */
+static int df_blobs(cairn_store *st, const char *kept, struct cairn_df_class *d) {
+  int r =
+      df_sum(st, "SELECT count(*), coalesce(sum(size), 0) FROM blobs", NULL, &d->count, &d->bytes);
+  if (r == 0)
+    r = df_sum(st,
+               "SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE"
+               " (SELECT count(DISTINCT layer_id) FROM entries WHERE blob = name) > 1",
+               NULL, &d->shared_count, &d->shared_bytes);
+  if (r == 0)
+    r = df_sum(st,
+               "SELECT count(*), coalesce(sum(size), 0) FROM blobs b WHERE NOT EXISTS"
+               " (SELECT 1 FROM entries e WHERE e.blob = b.name AND"
+               "  (EXISTS (SELECT 1 FROM image_layers WHERE layer_id = e.layer_id)"
+               "   OR e.layer_id IN (SELECT value FROM json_each(?))))",
+               kept, &d->reclaimable_count, &d->reclaimable_bytes);
+  return r;
+}
+
+int cairn_df(cairn_store *st, struct cairn_df *df) {
+  store_errclear(st);
+  *df = (struct cairn_df){0};
+  struct kernel_locks kl;
+  int r = cn_kernel_locks_read(st, &kl);
+  if (r < 0) return r;
+  _cleanup_free_ char *items = NULL, *kept = NULL;
+  if ((r = cn_db_exec(st, "BEGIN")) == 0) { /* one snapshot for every count */
+    r = df_layers(st, &kl, &df->layers, &items);
+    if (r == 0 && asprintf(&kept, "[%s]", items ? items : "") < 0)
+      r = store_fail(st, -ENOMEM, "out of memory listing pinned layers");
+    if (r == 0) r = df_images(st, &kl, &df->images);
+    if (r == 0) r = df_blobs(st, kept, &df->blobs);
+    if (r == 0) r = cn_db_exec(st, "COMMIT");
+    if (r < 0) cn_db_rollback(st);
+  }
+  free(kl.v);
+  return r;
+}

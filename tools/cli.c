@@ -68,8 +68,9 @@ void cli_print_json(json_t *rows) {
   fputc('\n', stdout);
 }
 
-static void human_size(double v, char *buf, size_t len) {
+void cli_human_size(uint64_t bytes, char *buf, size_t len) {
   static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
   int u = 0;
   while (v >= 1024 && u < 4) {
     v /= 1024;
@@ -86,7 +87,7 @@ static void cell_format(const char *key, json_t *v, char *buf, size_t len) {
               strlen(s) == 64;
     snprintf(buf, len, id ? "%.12s" : "%s", s);
   } else if (json_is_integer(v) && strcmp(key, "size") == 0) {
-    human_size((double)json_integer_value(v), buf, len);
+    cli_human_size((uint64_t)json_integer_value(v), buf, len);
   } else if (json_is_integer(v)) {
     snprintf(buf, len, "%lld", (long long)json_integer_value(v));
   } else if (json_is_boolean(v)) {

@@ -90,6 +90,9 @@ int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet);
  * CAIRN_EXIT_OK, or the exit code of a usage error it printed. */
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json);
 
+/* bytes as a person reads it: "512 B", "131.4 MiB" (powers of 1024). */
+void cli_human_size(uint64_t bytes, char *buf, size_t len);
+
 /* Prints a JSON array (listing) on stdout followed by a newline. */
 void cli_print_json(json_t *rows);
 /* Prints rows as a table: columns are "KEY:HEADER" pairs; ids are cut to

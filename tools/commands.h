@@ -19,5 +19,6 @@ extern const struct cli_command cmd_pull;
 extern const struct cli_command cmd_mount;
 extern const struct cli_command cmd_umount;
 extern const struct cli_command cmd_mounts;
+extern const struct cli_command cmd_df;
 
 #endif

@@ -59,7 +59,7 @@ check "and unmounted it" sh -c "! grep -q ' $T/m ' /proc/self/mountinfo"
 cairn-pin hold other:1 -- sleep 60 &
 holder=$!
 on_exit "kill -9 $holder"
-wait_for 5 pgrep -P "$holder" sleep
+wait_for 5 pgrep -P "$holder" sleep >/dev/null
 sleeper=$(pgrep -P "$holder" sleep)
 on_exit "kill -9 $sleeper"
 cairn rm --wait=30 other:1 >"$T/wout" 2>"$T/werr" &
