@@ -59,6 +59,10 @@ typedef struct cairn_store cairn_store;
  * $CAIRN_STORE, else /var/lib/cairn for root, else
  * ${XDG_DATA_HOME:-$HOME/.local/share}/cairn. */
 int cairn_store_default_dir(char *buf, size_t len);
+/* The same, and in *origin (unless NULL) which rule picked it, for a
+ * person: "CAIRN_STORE", "the default for root", "XDG_DATA_HOME" or
+ * "HOME (~/.local/share)". */
+int cairn_store_default_dir_origin(char *buf, size_t len, const char **origin);
 
 /* Opens (creating on first use, mode 0700) the store at dir, or at the
  * default when dir is NULL. On failure *out is still set to a handle that
@@ -332,6 +336,14 @@ struct cairn_df {
 };
 /* Fills df from one snapshot of the store. */
 int cairn_df(cairn_store *st, struct cairn_df *df);
+
+/* What `cairn info` says of a store: its schema version and how many
+ * images, names, layers and blobs it holds. */
+struct cairn_store_info {
+  int schema_version;
+  uint64_t images, names, layers, blobs;
+};
+int cairn_store_info(cairn_store *st, struct cairn_store_info *info);
 
 /* Writes the image's merged root filesystem to fd as a tar (pax), the
  * image pinned meanwhile. */

@@ -302,3 +302,23 @@ int cairn_df(cairn_store *st, struct cairn_df *df) {
   free(kl.v);
   return r;
 }
+
+/* ---- cairn info ---------------------------------------------------------- */
+
+int cairn_store_info(cairn_store *st, struct cairn_store_info *info) {
+  store_errclear(st);
+  *info = (struct cairn_store_info){0};
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT (SELECT value FROM meta WHERE key = 'schema_version'),"
+                        " (SELECT count(*) FROM images), (SELECT count(*) FROM names),"
+                        " (SELECT count(*) FROM layers), (SELECT count(*) FROM blobs)");
+  if (r < 0) return r;
+  if (sqlite3_step(q) != SQLITE_ROW) return cn_store_fail_db(st, "info");
+  *info = (struct cairn_store_info){.schema_version = sqlite3_column_int(q, 0),
+                                    .images = (uint64_t)sqlite3_column_int64(q, 1),
+                                    .names = (uint64_t)sqlite3_column_int64(q, 2),
+                                    .layers = (uint64_t)sqlite3_column_int64(q, 3),
+                                    .blobs = (uint64_t)sqlite3_column_int64(q, 4)};
+  return 0;
+}

@@ -147,23 +147,28 @@ int cairn_exit_code(int err) {
   }
 }
 
-int cairn_store_default_dir(char *buf, size_t len) {
-  const char *env = getenv("CAIRN_STORE");
+int cairn_store_default_dir_origin(char *buf, size_t len, const char **origin) {
+  const char *env = getenv("CAIRN_STORE"), *from;
   int n;
   if (env && *env)
-    n = snprintf(buf, len, "%s", env);
+    n = snprintf(buf, len, "%s", env), from = "CAIRN_STORE";
   else if (geteuid() == 0)
-    n = snprintf(buf, len, "/var/lib/cairn");
+    n = snprintf(buf, len, "/var/lib/cairn"), from = "the default for root";
   else {
     const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
     if (xdg && *xdg)
-      n = snprintf(buf, len, "%s/cairn", xdg);
+      n = snprintf(buf, len, "%s/cairn", xdg), from = "XDG_DATA_HOME";
     else if (home && *home)
-      n = snprintf(buf, len, "%s/.local/share/cairn", home);
+      n = snprintf(buf, len, "%s/.local/share/cairn", home), from = "HOME (~/.local/share)";
     else
       return -ENOENT;
   }
+  if (origin) *origin = from;
   return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int cairn_store_default_dir(char *buf, size_t len) {
+  return cairn_store_default_dir_origin(buf, len, NULL);
 }
 
 /* mkdir -p with mode for the last component and 0755 for parents. */

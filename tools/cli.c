@@ -6,10 +6,13 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int cli_version_run(struct cli *c, int argc, char **argv) {
   (void)c;
@@ -20,6 +23,17 @@ int cli_version_run(struct cli *c, int argc, char **argv) {
   }
   version_print();
   return CAIRN_EXIT_OK;
+}
+
+void cli_cairnfs_path(char *out, size_t len) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    snprintf(out, len, "%s/cairnfs", dirname(self));
+    if (access(out, X_OK) == 0) return;
+  }
+  snprintf(out, len, "cairnfs");
 }
 
 int cli_take_store_option(struct cli *c, int *argc, char **argv) {

@@ -60,6 +60,9 @@ void cli_program_help(const char *usage, const struct cli_command *const *cmds, 
  * (version.h); a usage error if argv has more than the name. */
 int cli_version_run(struct cli *c, int argc, char **argv);
 
+/* The cairnfs binary next to ours, else "cairnfs" for a PATH search. */
+void cli_cairnfs_path(char *out, size_t len);
+
 /* Removes every --store DIR / --store=DIR before a "--" from argv. */
 int cli_take_store_option(struct cli *c, int *argc, char **argv);
 /* Opens the store once into *st; returns CAIRN_EXIT_OK, or the exit code

@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,18 +43,6 @@
 #define HOLDERS_FIRST 100  /* first after 0.1 s */
 
 static void sleep_step(void) { usleep(WAIT_STEP_US); }
-
-/* The cairnfs binary next to ours, else "cairnfs" for a PATH search. */
-static void cairnfs_path(char *out, size_t len) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    snprintf(out, len, "%s/cairnfs", dirname(self));
-    if (access(out, X_OK) == 0) return;
-  }
-  snprintf(out, len, "cairnfs");
-}
 
 /* Passes on what cairnfs says on stderr (read from fd, which it closes):
  * its lines "cairnfs: X" as "cairn: X". */
@@ -79,7 +66,7 @@ static void relay_cairnfs(int fd) {
 static int run_cairnfs(const char *store_dir, const char *image, const char *dir,
                        const char *opts) {
   char bin[PATH_MAX];
-  cairnfs_path(bin, sizeof(bin));
+  cli_cairnfs_path(bin, sizeof(bin));
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) return report_fail(-errno, "mount: pipe: %s", strerror(errno));
   pid_t pid = fork();

@@ -20,5 +20,6 @@ extern const struct cli_command cmd_mount;
 extern const struct cli_command cmd_umount;
 extern const struct cli_command cmd_mounts;
 extern const struct cli_command cmd_df;
+extern const struct cli_command cmd_info;
 
 #endif

@@ -15,7 +15,11 @@
 #define CAIRN_GIT_DESCRIBE "" /* not built from a git checkout */
 #endif
 
+const char *version_number(void) { return CAIRN_VERSION; }
+const char *version_git(void) { return CAIRN_GIT_DESCRIBE; }
+
 void version_print(void) {
-  const char *git = CAIRN_GIT_DESCRIBE;
-  printf("%s %s%s%s%s\n", report_prog, CAIRN_VERSION, *git ? " (git " : "", git, *git ? ")" : "");
+  const char *git = version_git();
+  printf("%s %s%s%s%s\n", report_prog, version_number(), *git ? " (git " : "", git,
+         *git ? ")" : "");
 }

@@ -9,5 +9,8 @@
 
 /* Prints "PROG VERSION" (and " (git DESCRIBE)") on stdout. */
 void version_print(void);
+/* The parts of it: "0.1.0", and the git describe ("" if none). */
+const char *version_number(void);
+const char *version_git(void);
 
 #endif

@@ -71,7 +71,7 @@ done
 commands=$(cairn --help | awk '/^commands:/ { c = 1; next } c && /^$/ { exit } c { print $1 }')
 # shellcheck disable=SC2086
 expect "cairn <TAB>: every command" cairn "cairn " $commands
-expect "cairn i<TAB>: import images inspect" cairn "cairn i" import images inspect
+expect "cairn i<TAB>: import images info inspect" cairn "cairn i" import images info inspect
 expect "cairn --st<TAB>" cairn "cairn --st" --store
 expect "cairn --ver<TAB>" cairn "cairn --ver" --version
 # shellcheck disable=SC2046

@@ -1,0 +1,57 @@
+#!/bin/bash
+# test_cli_info.sh — cairn info [--json]: cairn's version, the store (its
+# directory and which rule chose it: --store, CAIRN_STORE, XDG_DATA_HOME,
+# HOME), its schema version and counts, the libfuse cairnfs uses, and the
+# kernel; the kernel's FUSE protocol is said to be unknown without a mount.
+# (The default for root, /var/lib/cairn, is left alone: a test writes
+# nothing outside $T.)
+source "$(dirname "$0")/lib.sh"
+
+mkdir -p "$T/l1" "$T/l2"
+echo one >"$T/l1/one"
+echo two >"$T/l2/two"
+mktar "$T/l1" "$T/1.tar"
+mktar "$T/l2" "$T/2.tar"
+cairn import app:1 "$T/1.tar" "$T/2.tar" >/dev/null || exit 1
+cairn import app:2 "$T/1.tar" "$T/2.tar" >/dev/null || exit 1
+cairn import base "$T/1.tar" >/dev/null || exit 1
+
+info() { jq -r "$1" "$T/info.json"; }
+expect_exit 0 "info --json" sh -c "cairn info --json >'$T/info.json'"
+check "the store is \$CAIRN_STORE" [ "$(info .store.dir)" = "$(realpath "$STORE")" ]
+check "chosen by CAIRN_STORE" [ "$(info .store.from)" = CAIRN_STORE ]
+check "schema version as the store records it" \
+  [ "$(info .store.schema_version)" = "$(sqlite3 "$STORE/meta.db" "SELECT value FROM meta WHERE key = 'schema_version'")" ]
+check "2 images, 3 names, 2 layers, 2 blobs" \
+  [ "$(info '[.store.images, .store.names, .store.layers, .store.blobs] | join(" ")')" = "2 3 2 2" ]
+check "cairn's version" [ "cairn $(info .version) (git $(info .git))" = "$(cairn --version)" -o \
+  "cairn $(info .version)" = "$(cairn --version)" ]
+check "libfuse as cairnfs and pkg-config say" \
+  [ "$(info .fuse.libfuse)" = "$(pkg-config --modversion fuse3)" -a \
+  "libfuse $(info .fuse.libfuse)" = "$(cairnfs --version | grep '^libfuse')" ]
+check "the cairnfs asked is the one next to cairn" [ "$(info .fuse.cairnfs)" = "$CAIRN_BIN/cairnfs" ]
+check "the kernel protocol is null, and why" \
+  [ "$(info .fuse.kernel_protocol)" = null -a -n "$(info .fuse.kernel_protocol_note)" ]
+check "the kernel release" [ "$(info .fuse.kernel)" = "$(uname -r)" ]
+
+expect_exit 0 "info (table)" cairn --store "$STORE" info
+check "says --store chose it" grep -qx "store chosen by: *--store" "$T/stdout"
+check "names the store" grep -qx "store: *$(realpath "$STORE")" "$T/stdout"
+check "counts the images and names" grep -qx "images: *2 (3 names)" "$T/stdout"
+check "says the kernel FUSE protocol is unknown without a mount" \
+  grep -q "^kernel FUSE protocol: *unknown without a mount" "$T/stdout"
+check "libfuse line" grep -q "^libfuse: *$(pkg-config --modversion fuse3) " "$T/stdout"
+
+# Another user's defaults: XDG_DATA_HOME, else HOME.
+chmod 711 "$T"
+mkdir -p "$T/home" && chown 65534:65534 "$T/home"
+as_nobody() { env -u CAIRN_STORE -u XDG_DATA_HOME HOME="$T/home" "$@" setpriv --reuid 65534 --regid 65534 --clear-groups cairn info --json; }
+check "HOME: ~/.local/share/cairn" \
+  [ "$(as_nobody | jq -r '.store.from + " " + .store.dir')" = "HOME (~/.local/share) $T/home/.local/share/cairn" ]
+check "XDG_DATA_HOME" \
+  [ "$(as_nobody XDG_DATA_HOME="$T/home/xdg" | jq -r '.store.from + " " + .store.dir')" = "XDG_DATA_HOME $T/home/xdg/cairn" ]
+
+expect_exit 2 "info takes no operand" cairn info x
+expect_exit 0 "info --help" cairn info --help
+check "info --help names --json" grep -q -- "--json" "$T/stdout"
+finish
