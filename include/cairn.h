@@ -96,6 +96,10 @@ enum cairn_exit {
   CAIRN_EXIT_BUSY = 4,      /* pinned or busy (-EBUSY) */
   CAIRN_EXIT_INTEGRITY = 5, /* -EBADMSG */
 };
+/* bytes as a person reads it, as every table and report line says sizes:
+ * "512 B", "131.4 MiB" (powers of 1024, one decimal). */
+void cairn_human_size(uint64_t bytes, char *buf, size_t len);
+
 /* Maps a negative errno returned by libcairn to the contract's exit code. */
 int cairn_exit_code(int err);
 

@@ -85,10 +85,11 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
     sweep_pin_files(st, dry_run, r);
     sweep_tmp(st, dry_run);
   }
+  char size[32];
+  cairn_human_size(r->bytes, size, sizeof(size));
   if (rc == 0)
-    cn_report_line(r, "%s %llu layers, %llu blobs, %llu bytes", dry_run ? "would free" : "freed",
-                   (unsigned long long)r->layers, (unsigned long long)r->blobs,
-                   (unsigned long long)r->bytes);
+    cn_report_line(r, "%s %llu layers, %llu blobs, %s", dry_run ? "would free" : "freed",
+                   (unsigned long long)r->layers, (unsigned long long)r->blobs, size);
   return rc;
 }
 

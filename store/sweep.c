@@ -86,8 +86,9 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
         (rc = cn_layer_delete_rows(st, id)) < 0)
       return rc;
     r->layers++;
-    cn_report_line(r, "%s layer sha256:%s (%lld bytes)", dry_run ? "would remove" : "removed", id,
-                   (long long)all[i].size);
+    char size[32];
+    cairn_human_size((uint64_t)all[i].size, size, sizeof(size));
+    cn_report_line(r, "%s layer sha256:%s (%s)", dry_run ? "would remove" : "removed", id, size);
   }
   return 0;
 }

@@ -76,6 +76,17 @@ void cairn_report_free(cairn_report *r) {
   r->n_lines = 0;
 }
 
+void cairn_human_size(uint64_t bytes, char *buf, size_t len) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    u++;
+  }
+  snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+}
+
 void cn_report_line(cairn_report *r, const char *fmt, ...) {
   char buf[1024];
   va_list ap;

@@ -82,26 +82,59 @@ void cli_print_json(json_t *rows) {
   fputc('\n', stdout);
 }
 
-void cli_human_size(uint64_t bytes, char *buf, size_t len) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)bytes;
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    u++;
+void cli_rfc3339(int64_t t, char *buf, size_t len) {
+  time_t tt = (time_t)t;
+  struct tm tm;
+  if (!gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+    snprintf(buf, len, "%lld", (long long)t);
+}
+
+void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len) {
+  static const struct {
+    int64_t below, unit;
+    const char *name;
+  } steps[] = {
+      {60, 1, "second"},
+      {3600, 60, "minute"},
+      {86400, 3600, "hour"},
+      {14 * 86400, 86400, "day"},
+      {60 * 86400, 7 * 86400, "week"},
+      {730 * 86400, 30 * 86400, "month"},
+      {INT64_MAX, 365 * 86400, "year"},
+  };
+  int64_t d = now > t ? now - t : 0;
+  size_t i = 0;
+  while (d >= steps[i].below) i++;
+  int64_t n = d / steps[i].unit;
+  if (i == 0 && n < 1)
+    snprintf(buf, len, "Less than a second ago");
+  else
+    snprintf(buf, len, "%lld %s%s ago", (long long)n, steps[i].name, n == 1 ? "" : "s");
+}
+
+/* A time of a JSON row (RFC 3339, UTC) as a table says it: "3 minutes
+ * ago"; anything else as it is. */
+static void time_cell(const char *s, char *buf, size_t len) {
+  struct tm tm = {0};
+  const char *end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (!end || *end) {
+    snprintf(buf, len, "%s", s);
+    return;
   }
-  snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  cli_time_ago((int64_t)timegm(&tm), (int64_t)time(NULL), buf, len);
 }
 
 static void cell_format(const char *key, json_t *v, char *buf, size_t len) {
   buf[0] = '\0';
-  if (json_is_string(v)) {
+  if (json_is_string(v) && (strcmp(key, "created") == 0 || strcmp(key, "since") == 0)) {
+    time_cell(json_string_value(v), buf, len);
+  } else if (json_is_string(v)) {
     const char *s = json_string_value(v);
     bool id = (strcmp(key, "id") == 0 || strcmp(key, "target") == 0 || strcmp(key, "image") == 0) &&
               strlen(s) == 64;
     snprintf(buf, len, id ? "%.12s" : "%s", s);
   } else if (json_is_integer(v) && strcmp(key, "size") == 0) {
-    cli_human_size((uint64_t)json_integer_value(v), buf, len);
+    cairn_human_size((uint64_t)json_integer_value(v), buf, len);
   } else if (json_is_integer(v)) {
     snprintf(buf, len, "%lld", (long long)json_integer_value(v));
   } else if (json_is_boolean(v)) {
@@ -152,12 +185,7 @@ static json_t *names_json(const char *const *v, size_t n) {
 
 int cli_pin_row(const struct cairn_pin_rec *p, void *rows) {
   char since[32] = "";
-  if (p->since > 0) {
-    time_t t = (time_t)p->since;
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  }
+  if (p->since > 0) cli_rfc3339(p->since, since, sizeof(since));
   json_t *row = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:b}", "target", p->target, "kind",
                           p->kind == CAIRN_PIN_IMAGE ? "image" : "layer", "pid", (int)p->pid,
                           "command", p->command, "purpose", p->purpose, "since",
@@ -181,10 +209,12 @@ int cli_mount_row(const struct cairn_mount_rec *m, void *rows) {
 }
 
 int cli_image_row(const struct cairn_image_rec *im, void *rows) {
-  return row_append(rows, json_pack("{s:s, s:o, s:i, s:I, s:I, s:b}", "id", im->id, "names",
-                                    names_json(im->names, im->n_names), "layers", (int)im->layers,
-                                    "size", (json_int_t)im->size, "created",
-                                    (json_int_t)im->created, "pinned", im->pinned));
+  char created[32];
+  cli_rfc3339(im->created, created, sizeof(created));
+  return row_append(rows,
+                    json_pack("{s:s, s:o, s:i, s:I, s:s, s:b}", "id", im->id, "names",
+                              names_json(im->names, im->n_names), "layers", (int)im->layers, "size",
+                              (json_int_t)im->size, "created", created, "pinned", im->pinned));
 }
 
 int cli_layer_row(const struct cairn_layer_rec *l, void *rows) {
@@ -200,10 +230,12 @@ json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins) {
     json_array_append_new(layers, json_pack("{s:s, s:I, s:I}", "id", info->layers[i].id, "size",
                                             (json_int_t)info->layers[i].size, "entries",
                                             (json_int_t)info->layers[i].entries));
-  return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:I, s:o*, s:b}", "id", im->id, "names",
+  char created[32];
+  cli_rfc3339(im->created, created, sizeof(created));
+  return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:s, s:o*, s:b}", "id", im->id, "names",
                    names_json(im->names, im->n_names), "config", json_loads(info->config, 0, NULL),
-                   "layers", layers, "size", (json_int_t)im->size, "created",
-                   (json_int_t)im->created, "pins", pins, "pinned", im->pinned);
+                   "layers", layers, "size", (json_int_t)im->size, "created", created, "pins", pins,
+                   "pinned", im->pinned);
 }
 
 int cli_parse_seconds(const char *s, int64_t *ms) {

@@ -93,13 +93,17 @@ int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet);
  * CAIRN_EXIT_OK, or the exit code of a usage error it printed. */
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json);
 
-/* bytes as a person reads it: "512 B", "131.4 MiB" (powers of 1024). */
-void cli_human_size(uint64_t bytes, char *buf, size_t len);
+/* Times as the contract gives them: t (seconds since the epoch) as RFC
+ * 3339 in UTC ("2026-12-01T03:40:26Z") for JSON; as a table says it,
+ * relative to now ("3 minutes ago", "2 days ago"). */
+void cli_rfc3339(int64_t t, char *buf, size_t len);
+void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len);
 
 /* Prints a JSON array (listing) on stdout followed by a newline. */
 void cli_print_json(json_t *rows);
 /* Prints rows as a table: columns are "KEY:HEADER" pairs; ids are cut to
- * 12 digits, sizes made human, arrays joined with commas. */
+ * 12 digits, sizes made human, times ("created", "since") relative,
+ * arrays joined with commas. */
 void cli_print_table(json_t *rows, const char *const *columns, size_t n);
 
 /* The records of libcairn as the contract's JSON objects (the keys of

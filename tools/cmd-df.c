@@ -21,11 +21,11 @@ static json_t *df_class_json(const char *type, const struct cairn_df_class *d) {
 
 static void df_table_row(const char *type, const struct cairn_df_class *d) {
   char size[32], shared[32], unique[32], recl[32], pinned[32];
-  cli_human_size(d->bytes, size, sizeof(size));
-  cli_human_size(d->shared_bytes, shared, sizeof(shared));
-  cli_human_size(d->bytes - d->shared_bytes, unique, sizeof(unique));
-  cli_human_size(d->reclaimable_bytes, recl, sizeof(recl));
-  cli_human_size(d->pinned_bytes, pinned, sizeof(pinned));
+  cairn_human_size(d->bytes, size, sizeof(size));
+  cairn_human_size(d->shared_bytes, shared, sizeof(shared));
+  cairn_human_size(d->bytes - d->shared_bytes, unique, sizeof(unique));
+  cairn_human_size(d->reclaimable_bytes, recl, sizeof(recl));
+  cairn_human_size(d->pinned_bytes, pinned, sizeof(pinned));
   unsigned pct = d->bytes ? (unsigned)(d->reclaimable_bytes * 100 / d->bytes) : 0;
   char recl_cell[48];
   snprintf(recl_cell, sizeof(recl_cell), "%s (%u%%)", recl, pct);

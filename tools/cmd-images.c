@@ -40,9 +40,9 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
 }
 
 static int images_run(struct cli *c, int argc, char **argv) {
-  static const char *const cols[] = {"id:IMAGE ID", "names:NAMES", "layers:LAYERS", "size:SIZE",
-                                     "pinned:PINNED"};
-  return listing(c, argc, argv, cmd_images.usage, images_collect, cols, 5);
+  static const char *const cols[] = {"id:IMAGE ID", "names:NAMES",     "layers:LAYERS",
+                                     "size:SIZE",   "created:CREATED", "pinned:PINNED"};
+  return listing(c, argc, argv, cmd_images.usage, images_collect, cols, 6);
 }
 
 static int layers_run(struct cli *c, int argc, char **argv) {
@@ -55,8 +55,9 @@ const struct cli_command cmd_images = {
     .name = "images",
     .run = images_run,
     .usage = "cairn images [--json]",
-    .summary = "List the images: id, names, layers, size, pinned.",
-    .options = "--json\tone JSON array of every image, exact numbers\n",
+    .summary =
+        "List the images, newest first: id, names, layers, size, created (relative), pinned.",
+    .options = "--json\tone JSON array of every image, exact numbers, times in RFC 3339\n",
 };
 
 const struct cli_command cmd_layers = {
