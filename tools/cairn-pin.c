@@ -35,11 +35,12 @@ static int pin_help(struct cli *c, int argc, char **argv);
 static const struct cli_command pin_ls_cmd = {
     .name = "ls",
     .run = pin_ls,
-    .usage = "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]",
+    .usage = "cairn-pin [--store DIR] [ls] [--json | -q | --format TEMPLATE] [--no-trunc]\n"
+             "       [IMAGE|LAYER]",
     .summary = "List the pins (of IMAGE or LAYER only, if given).\n"
-               "Each: kind, target, holder's pid and command, purpose, since when; stale ones\n"
-               "are shown once, then deleted.",
-    .options = "--json\tone JSON array of every pin\n",
+               "Each: kind, target, the names of the images it is or is in, holder's pid and\n"
+               "command, purpose, since when; stale ones are shown once, then deleted.",
+    .options = "--json\tone JSON array of every pin\n" CLI_LISTING_OPTIONS,
 };
 
 static const struct cli_command pin_hold_cmd = {
@@ -89,9 +90,9 @@ static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
 }
 
 static int pin_ls(struct cli *c, int argc, char **argv) {
-  bool json;
+  struct cli_listing l;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, pin_ls_cmd.usage, 1, &json);
+  int code = cli_listing_flags(argc, argv, pin_ls_cmd.usage, 1, true, &l);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
@@ -100,20 +101,18 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
     return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
   json_t *rows = json_array();
   r = rows ? cairn_pins_foreach(st, optind < argc ? id : NULL, cli_pin_row, rows) : -ENOMEM;
+  if (r == 0) r = cli_rows_add_names(st, rows, "target");
   if (r < 0) {
     json_decref(rows);
     return report_fail(r, "ls: %s", report_why(st, r));
   }
   cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
-  static const char *const cols[] = {"kind:KIND",       "target:TARGET",   "pid:PID",
-                                     "command:COMMAND", "purpose:PURPOSE", "since:SINCE",
-                                     "stale:STALE"};
-  if (json)
-    cli_print_json(rows);
-  else
-    cli_print_table(rows, cols, 7);
+  static const char *const cols[] = {"kind:KIND",   "target:TARGET",   "names:NAMES",
+                                     "pid:PID",     "command:COMMAND", "purpose:PURPOSE",
+                                     "since:SINCE", "stale:STALE"};
+  code = cli_listing_print(&l, pin_ls_cmd.usage, rows, cols, sizeof(cols) / sizeof(cols[0]));
   json_decref(rows);
-  return CAIRN_EXIT_OK;
+  return code;
 }
 
 static int pin_hold(struct cli *c, int argc, char **argv) {

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "version.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <libgen.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -124,13 +126,14 @@ static void time_cell(const char *s, char *buf, size_t len) {
   cli_time_ago((int64_t)timegm(&tm), (int64_t)time(NULL), buf, len);
 }
 
-static void cell_format(const char *key, json_t *v, char *buf, size_t len) {
+static void cell_format(const char *key, json_t *v, bool no_trunc, char *buf, size_t len) {
   buf[0] = '\0';
   if (json_is_string(v) && (strcmp(key, "created") == 0 || strcmp(key, "since") == 0)) {
     time_cell(json_string_value(v), buf, len);
   } else if (json_is_string(v)) {
     const char *s = json_string_value(v);
-    bool id = (strcmp(key, "id") == 0 || strcmp(key, "target") == 0 || strcmp(key, "image") == 0) &&
+    bool id = !no_trunc &&
+              (strcmp(key, "id") == 0 || strcmp(key, "target") == 0 || strcmp(key, "image") == 0) &&
               strlen(s) == 64;
     snprintf(buf, len, id ? "%.12s" : "%s", s);
   } else if (json_is_integer(v) && strcmp(key, "size") == 0) {
@@ -148,7 +151,12 @@ static void cell_format(const char *key, json_t *v, char *buf, size_t len) {
   }
 }
 
-void cli_print_table(json_t *rows, const char *const *columns, size_t n) {
+/* The key of column "KEY:HEADER" into key. */
+static void column_key(const char *column, char *key, size_t len) {
+  snprintf(key, len, "%.*s", (int)(strchr(column, ':') - column), column);
+}
+
+static void print_table(json_t *rows, const char *const *columns, size_t n, bool no_trunc) {
   size_t width[16] = {0};
   char cell[1024], key[64];
   for (size_t c = 0; c < n && c < 16; c++) width[c] = strlen(strchr(columns[c], ':') + 1);
@@ -162,15 +170,146 @@ void cli_print_table(json_t *rows, const char *const *columns, size_t n) {
     }
     json_array_foreach(rows, i, row) {
       for (size_t c = 0; c < n && c < 16; c++) {
-        size_t kl = (size_t)(strchr(columns[c], ':') - columns[c]);
-        snprintf(key, sizeof(key), "%.*s", (int)kl, columns[c]);
-        cell_format(key, json_object_get(row, key), cell, sizeof(cell));
+        column_key(columns[c], key, sizeof(key));
+        cell_format(key, json_object_get(row, key), no_trunc, cell, sizeof(cell));
         if (pass == 0 && strlen(cell) > width[c]) width[c] = strlen(cell);
         if (pass == 1)
           printf("%-*s%s", c + 1 < n ? (int)width[c] : 0, cell, c + 1 < n ? "  " : "\n");
       }
     }
   }
+}
+
+/* The column of columns whose key is field[0..len), case aside ("ID" is
+ * id), or NULL. */
+static const char *template_column(const char *field, size_t len, const char *const *columns,
+                                   size_t n) {
+  for (size_t c = 0; c < n; c++)
+    if ((size_t)(strchr(columns[c], ':') - columns[c]) == len &&
+        strncasecmp(columns[c], field, len) == 0)
+      return columns[c];
+  return NULL;
+}
+
+/* Prints row by the template (row NULL: only checks it). Returns 0, or -1
+ * for a bad {{...}} of which it prints the usage error. */
+static int template_print(const struct cli_listing *l, json_t *row, const char *const *columns,
+                          size_t n, const char *usage) {
+  const char *tpl = l->format;
+  char cell[1024], key[64];
+  for (const char *p = tpl; *p;) {
+    if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) { /* as podman takes them */
+      if (row) putchar(p[1] == 't' ? '\t' : '\n');
+      p += 2;
+      continue;
+    }
+    if (strncmp(p, "{{", 2) != 0) {
+      if (row) putchar(*p);
+      p++;
+      continue;
+    }
+    const char *f = p + 2 + strspn(p + 2, " ");
+    size_t len =
+        *f == '.' ? strspn(f + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_") : 0;
+    const char *end = f + 1 + len + strspn(f + 1 + len, " ");
+    const char *col = len ? template_column(f + 1, len, columns, n) : NULL;
+    if (!col || strncmp(end, "}}", 2) != 0) {
+      size_t shown = strstr(p, "}}") ? (size_t)(strstr(p, "}}") - p) + 2 : strlen(p);
+      char fields[256] = "";
+      for (size_t c = 0, o = 0; c < n && o < sizeof(fields); c++) {
+        column_key(columns[c], key, sizeof(key));
+        for (size_t k = 0; key[k] && (k == 0 || strlen(key) <= 2); k++) /* ID, Names */
+          key[k] = (char)toupper((unsigned char)key[k]);
+        o += (size_t)snprintf(fields + o, sizeof(fields) - o, "%s{{.%s}}", c ? " " : "", key);
+      }
+      report_usage(usage, "%s: --format: %.*s: not a field (fields: %s)", l->cmd, (int)shown, p,
+                   fields);
+      return -1;
+    }
+    if (row) {
+      column_key(col, key, sizeof(key));
+      cell_format(key, json_object_get(row, key), l->no_trunc, cell, sizeof(cell));
+      fputs(cell, stdout);
+    }
+    p = end + 2;
+  }
+  if (row) putchar('\n');
+  return 0;
+}
+
+int cli_listing_print(const struct cli_listing *l, const char *usage, json_t *rows,
+                      const char *const *columns, size_t n) {
+  size_t i;
+  json_t *row;
+  if (l->json) {
+    cli_print_json(rows);
+  } else if (l->format) {
+    if (template_print(l, NULL, columns, n, usage) < 0) return CAIRN_EXIT_USAGE;
+    json_array_foreach(rows, i, row) template_print(l, row, columns, n, usage);
+  } else if (l->quiet) {
+    char cell[1024], key[64];
+    column_key(columns[0], key, sizeof(key));
+    for (size_t c = 0; c < n; c++) /* the ids if there are, else the first column */
+      if (strncmp(columns[c], "id:", 3) == 0 || strncmp(columns[c], "target:", 7) == 0)
+        column_key(columns[c], key, sizeof(key));
+    json_array_foreach(rows, i, row) {
+      cell_format(key, json_object_get(row, key), l->no_trunc, cell, sizeof(cell));
+      printf("%s\n", cell);
+    }
+  } else {
+    print_table(rows, columns, n, l->no_trunc);
+  }
+  return CAIRN_EXIT_OK;
+}
+
+/* Adds name to the sorted array of id in index, once. */
+static int index_add(json_t *index, const char *id, const char *name) {
+  json_t *names = json_object_get(index, id);
+  if (!names && (json_object_set_new(index, id, names = json_array()) < 0 || !names))
+    return -ENOMEM;
+  size_t i;
+  json_t *x;
+  json_array_foreach(names, i, x) {
+    int cmp = strcmp(json_string_value(x), name);
+    if (cmp == 0) return 0;
+    if (cmp > 0) break;
+  }
+  return json_array_insert_new(names, i, json_string(name)) == 0 ? 0 : -ENOMEM;
+}
+
+struct names_index {
+  cairn_store *st;
+  json_t *index;
+};
+
+static int index_image(const struct cairn_image_rec *im, void *arg) {
+  struct names_index *ni = arg;
+  char **layers;
+  size_t n;
+  int r = cairn_image_layers(ni->st, im->id, &layers, &n);
+  if (r == -ENOENT) return 0; /* removed meanwhile */
+  if (r < 0) return r;
+  for (size_t i = 0; r == 0 && i < im->n_names; i++) {
+    r = index_add(ni->index, im->id, im->names[i]);
+    for (size_t j = 0; r == 0 && j < n; j++) r = index_add(ni->index, layers[j], im->names[i]);
+  }
+  cairn_strv_free(layers, n);
+  return r;
+}
+
+int cli_rows_add_names(cairn_store *st, json_t *rows, const char *key) {
+  struct names_index ni = {st, json_object()};
+  int r = ni.index ? cairn_images_foreach(st, index_image, &ni) : -ENOMEM;
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    if (r < 0) break;
+    json_t *names = json_object_get(ni.index, json_string_value(json_object_get(row, key)));
+    if (json_object_set_new(row, "names", names ? json_incref(names) : json_array()) < 0)
+      r = -ENOMEM;
+  }
+  json_decref(ni.index);
+  return r;
 }
 
 static int row_append(json_t *rows, json_t *row) {
@@ -291,14 +430,30 @@ int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet) {
   return CAIRN_EXIT_OK;
 }
 
-int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
+int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool rows,
+                      struct cli_listing *l) {
+  static const struct option all[] = {{"json", no_argument, NULL, 'j'},
+                                      {"quiet", no_argument, NULL, 'q'},
+                                      {"no-trunc", no_argument, NULL, 'n'},
+                                      {"format", required_argument, NULL, 'f'},
+                                      {0}};
+  static const struct option json_only[] = {{"json", no_argument, NULL, 'j'}, {0}};
+  const struct option *opts = rows ? all : json_only;
   int o;
-  *json = false;
+  *l = (struct cli_listing){.cmd = argv[0]};
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-    if (o != 'j') return cli_bad_option(usage, argv, o, opts);
-    *json = true;
+  while ((o = getopt_long(argc, argv, rows ? ":q" : ":", opts, NULL)) != -1) {
+    switch (o) {
+    case 'j': l->json = true; break;
+    case 'q': l->quiet = true; break;
+    case 'n': l->no_trunc = true; break;
+    case 'f': l->format = optarg; break;
+    default: return cli_bad_option(usage, argv, o, opts);
+    }
+  }
+  if (l->format && strcmp(l->format, "json") == 0) { /* podman's --format json */
+    l->json = true;
+    l->format = NULL;
   }
   if (argc - optind > max_operands) return report_usage(usage, "%s: too many arguments", argv[0]);
   return CAIRN_EXIT_OK;

@@ -88,23 +88,41 @@ int cli_no_options(int argc, char **argv, const char *usage, bool operands_end);
  * code of a usage error it printed. */
 int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet);
 
-/* Parses the flags of a listing (only --json) from argv[0] on, leaving
- * optind at the first operand; at most max_operands may follow. Returns
+/* How a listing prints its rows. */
+struct cli_listing {
+  bool json;          /* --json (or --format json) */
+  bool quiet;         /* -q: the ids only (id or target; else the first column) */
+  bool no_trunc;      /* --no-trunc: ids in full */
+  const char *format; /* --format TEMPLATE: "{{.Field}}" per column, \t, \n */
+  const char *cmd;    /* the command's name, for its errors */
+};
+/* The help lines of the flags of a listing of rows. */
+#define CLI_LISTING_OPTIONS                                                                        \
+  "-q, --quiet\tprint the ids only (mounts: the directories)\n"                                    \
+  "--no-trunc\tprint ids in full (64 hex digits)\n"                                                \
+  "--format TEMPLATE\tprint each row as TEMPLATE: {{.Field}} for a column ({{.ID}},\n"             \
+  "\t{{.Names}}...: a wrong one lists them), \\t, \\n; --format json is --json\n"
+/* Parses the flags of a listing from argv[0] on, leaving optind at the
+ * first operand: --json, and for a listing of rows (tables) also -q,
+ * --no-trunc and --format. At most max_operands may follow. Returns
  * CAIRN_EXIT_OK, or the exit code of a usage error it printed. */
-int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool *json);
-
-/* Times as the contract gives them: t (seconds since the epoch) as RFC
- * 3339 in UTC ("2026-12-01T03:40:26Z") for JSON; as a table says it,
- * relative to now ("3 minutes ago", "2 days ago"). */
-void cli_rfc3339(int64_t t, char *buf, size_t len);
-void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len);
+int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool rows,
+                      struct cli_listing *l);
 
 /* Prints a JSON array (listing) on stdout followed by a newline. */
 void cli_print_json(json_t *rows);
-/* Prints rows as a table: columns are "KEY:HEADER" pairs; ids are cut to
- * 12 digits, sizes made human, times ("created", "since") relative,
- * arrays joined with commas. */
-void cli_print_table(json_t *rows, const char *const *columns, size_t n);
+/* Prints rows as l says: JSON; each row by l->format; the ids;
+ * or a table. columns are "KEY:HEADER" pairs; in a table (and a template)
+ * ids are cut to 12 digits (unless --no-trunc), sizes made human, times
+ * ("created", "since") relative, arrays joined with commas. Returns
+ * CAIRN_EXIT_OK, or CAIRN_EXIT_USAGE for a template naming no column
+ * (said, with the usage). */
+int cli_listing_print(const struct cli_listing *l, const char *usage, json_t *rows,
+                      const char *const *columns, size_t n);
+
+/* Adds to each row of rows a "names" array: the names of the images whose
+ * id, or one of whose layers' ids, is the row's string at key. */
+int cli_rows_add_names(cairn_store *st, json_t *rows, const char *key);
 
 /* The records of libcairn as the contract's JSON objects (the keys of
  * ../shared/DESIGN.md): each appends the record's object to the array arg,

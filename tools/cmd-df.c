@@ -34,15 +34,15 @@ static void df_table_row(const char *type, const struct cairn_df_class *d) {
 }
 
 static int df_run(struct cli *c, int argc, char **argv) {
-  bool json;
+  struct cli_listing l;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, cmd_df.usage, 0, &json);
+  int code = cli_listing_flags(argc, argv, cmd_df.usage, 0, false, &l);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   struct cairn_df df;
   int r = cairn_df(st, &df);
   if (r < 0) return report_fail(r, "df: %s", report_why(st, r));
-  if (json) {
+  if (l.json) {
     json_t *rows =
         json_pack("[o, o, o]", df_class_json("images", &df.images),
                   df_class_json("layers", &df.layers), df_class_json("blobs", &df.blobs));

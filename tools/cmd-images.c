@@ -20,9 +20,9 @@ static int layers_collect(cairn_store *st, json_t *rows) {
 
 static int listing(struct cli *c, int argc, char **argv, const char *usage, listing_fn list,
                    const char *const *columns, size_t n) {
-  bool json;
+  struct cli_listing l;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, usage, 0, &json);
+  int code = cli_listing_flags(argc, argv, usage, 0, true, &l);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   json_t *rows = json_array();
@@ -31,12 +31,9 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
     json_decref(rows);
     return report_fail(r, "%s: %s", argv[0], report_why(st, r));
   }
-  if (json)
-    cli_print_json(rows);
-  else
-    cli_print_table(rows, columns, n);
+  code = cli_listing_print(&l, usage, rows, columns, n);
   json_decref(rows);
-  return CAIRN_EXIT_OK;
+  return code;
 }
 
 static int images_run(struct cli *c, int argc, char **argv) {
@@ -54,16 +51,17 @@ static int layers_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_images = {
     .name = "images",
     .run = images_run,
-    .usage = "cairn images [--json]",
+    .usage = "cairn images [--json | -q | --format TEMPLATE] [--no-trunc]",
     .summary =
         "List the images, newest first: id, names, layers, size, created (relative), pinned.",
-    .options = "--json\tone JSON array of every image, exact numbers, times in RFC 3339\n",
+    .options = "--json\tone JSON array of every image, exact numbers, times in RFC "
+               "3339\n" CLI_LISTING_OPTIONS,
 };
 
 const struct cli_command cmd_layers = {
     .name = "layers",
     .run = layers_run,
-    .usage = "cairn layers [--json]",
+    .usage = "cairn layers [--json | -q | --format TEMPLATE] [--no-trunc]",
     .summary = "List the layers: diff_id, size, entries, images using it, pinned.",
-    .options = "--json\tone JSON array of every layer, exact numbers\n",
+    .options = "--json\tone JSON array of every layer, exact numbers\n" CLI_LISTING_OPTIONS,
 };

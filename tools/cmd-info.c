@@ -44,9 +44,9 @@ static void libfuse_version(const char *bin, char *out, size_t len) {
 }
 
 static int info_run(struct cli *c, int argc, char **argv) {
-  bool json;
+  struct cli_listing l;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, cmd_info.usage, 0, &json);
+  int code = cli_listing_flags(argc, argv, cmd_info.usage, 0, false, &l);
   char dir[PATH_MAX];
   const char *from = "--store";
   if (code == CAIRN_EXIT_OK && !c->store_dir &&
@@ -64,7 +64,7 @@ static int info_run(struct cli *c, int argc, char **argv) {
   if (uname(&u) < 0) snprintf(u.release, sizeof(u.release), "unknown");
   bool dev_fuse = access("/dev/fuse", R_OK | W_OK) == 0;
   const char *proto_why = "unknown without a mount: the kernel tells it to the daemon at FUSE_INIT";
-  if (json) {
+  if (l.json) {
     const char *git = version_git();
     json_t *o = json_pack(
         "{s:s, s:s?, s:{s:s, s:s, s:i, s:I, s:I, s:I, s:I}, s:{s:s?, s:s, s:n, s:s, s:s, s:b}}",

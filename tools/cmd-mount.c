@@ -258,26 +258,24 @@ static int umount_run(struct cli *c, int argc, char **argv) {
 }
 
 static int mounts_run(struct cli *c, int argc, char **argv) {
-  bool json;
+  struct cli_listing l;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, cmd_mounts.usage, 0, &json);
+  int code = cli_listing_flags(argc, argv, cmd_mounts.usage, 0, true, &l);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   json_t *rows = json_array();
   int r = rows ? cairn_mounts_foreach(st, cli_mount_row, rows) : -ENOMEM;
+  if (r == 0) r = cli_rows_add_names(st, rows, "image");
   if (r < 0) {
     json_decref(rows);
     return report_fail(r, "mounts: %s", report_why(st, r));
   }
-  if (json) {
-    cli_print_json(rows);
-  } else {
-    static const char *const columns[] = {"dir:DIR", "image:IMAGE", "pid:PID", "state:STATE",
-                                          "rw:RW"};
-    cli_print_table(rows, columns, sizeof(columns) / sizeof(columns[0]));
-  }
+  static const char *const columns[] = {"dir:DIR", "image:IMAGE", "names:NAMES",
+                                        "pid:PID", "state:STATE", "rw:RW"};
+  code =
+      cli_listing_print(&l, cmd_mounts.usage, rows, columns, sizeof(columns) / sizeof(columns[0]));
   json_decref(rows);
-  return CAIRN_EXIT_OK;
+  return code;
 }
 
 const struct cli_command cmd_mount = {
@@ -305,7 +303,8 @@ const struct cli_command cmd_umount = {
 const struct cli_command cmd_mounts = {
     .name = "mounts",
     .run = mounts_run,
-    .usage = "cairn mounts [--json]",
-    .summary = "List the mounts: directory, image, daemon pid, state (live, detached, stale).",
-    .options = "--json\tone JSON array of every mount\n",
+    .usage = "cairn mounts [--json | -q | --format TEMPLATE] [--no-trunc]",
+    .summary = "List the mounts: directory, image, its names, daemon pid, state (live, detached,\n"
+               "stale), rw.",
+    .options = "--json\tone JSON array of every mount\n" CLI_LISTING_OPTIONS,
 };

@@ -1,0 +1,59 @@
+#!/bin/bash
+# test_cli_listing.sh — listings show names next to ids (cairn mounts,
+# cairn-pin ls: the names of the image a pin or mount is, or a layer is
+# in), and take podman's habits: -q (the ids only), --no-trunc (ids in
+# full), --format with a {{.Field}} template (a wrong field is a usage
+# error naming the fields), --format json.
+source "$(dirname "$0")/lib.sh"
+
+mkdir -p "$T/l1" "$T/l2" "$T/m"
+echo base >"$T/l1/base"
+echo top >"$T/l2/top"
+mktar "$T/l1" "$T/1.tar"
+mktar "$T/l2" "$T/2.tar"
+base=$(cairn import base "$T/1.tar") || exit 1
+app=$(cairn import app:1 "$T/1.tar" "$T/2.tar") || exit 1
+shared=$(cairn inspect app:1 | jq -r '.layers[0].id')
+
+# -q and --no-trunc.
+expect_exit 0 "images -q" cairn images -q
+check "images -q: the short ids" [ "$(sort "$T/stdout")" = "$(printf '%s\n' "${app:0:12}" "${base:0:12}" | sort)" ]
+expect_exit 0 "images -q --no-trunc" cairn images -q --no-trunc
+check "images -q --no-trunc: the full ids" [ "$(sort "$T/stdout")" = "$(printf '%s\n' "$app" "$base" | sort)" ]
+check "images --no-trunc: the table has full ids" grep -q "^$app  app:1 " <(cairn images --no-trunc)
+check "layers --quiet: both layers' short ids" [ "$(cairn layers --quiet | sort)" = "$(cairn layers --json | jq -r '.[].id[:12]' | sort)" ]
+
+# --format.
+expect_exit 0 "images --format" cairn images --format '{{.ID}} {{ .Names }} {{.Layers}}'
+check "one line per image, the fields filled" [ "$(sort "$T/stdout")" = "$(printf '%s\n' "${app:0:12} app:1 2" "${base:0:12} base:latest 1" | sort)" ]
+check "\\t is a tab, case aside, --no-trunc applies" \
+  grep -qxF "$app	app:1" <(cairn images --no-trunc --format '{{.id}}\t{{.names}}')
+check "layers --format {{.ID}} {{.Images}}" grep -qx "${shared:0:12} 2" <(cairn layers --format '{{.ID}} {{.Images}}')
+check "--format json is --json" [ "$(cairn images --format json | jq -c 'map(.id) | sort')" = "$(cairn images --json | jq -c 'map(.id) | sort')" ]
+expect_exit 2 "a field that is not a column is a usage error" cairn images --format '{{.Repository}}'
+check "naming it and the fields" grep -q "^cairn: images: --format: {{.Repository}}: not a field (fields: {{.ID}} {{.Names}} " "$T/stderr"
+check "and printing no row" [ ! -s "$T/stdout" ]
+expect_exit 2 "an unclosed {{ is refused" cairn images --format '{{.ID'
+
+# Names next to ids: mounts, pins.
+on_exit "umount -l '$T/m'"
+cairn mount -q app:1 "$T/m" || not_ok "mount"
+expect_exit 0 "mounts" cairn mounts
+check "mounts: a NAMES column with app:1" grep -qE "^$T/m +${app:0:12} +app:1 " "$T/stdout"
+check "mounts --json: names" [ "$(cairn mounts --json | jq -c '.[0].names')" = '["app:1"]' ]
+check "mounts -q: the directories" [ "$(cairn mounts -q)" = "$T/m" ]
+check "mounts --format" [ "$(cairn mounts --format '{{.Dir}}={{.Names}}')" = "$T/m=app:1" ]
+expect_exit 0 "cairn-pin ls" cairn-pin ls
+check "cairn-pin ls: the image pin with its name" grep -qE "^image +${app:0:12} +app:1 " "$T/stdout"
+check "cairn-pin ls: the shared layer with both images' names" \
+  grep -qE "^layer +${shared:0:12} +app:1,base:latest " "$T/stdout"
+check "cairn-pin ls --json: names" \
+  [ "$(cairn-pin ls --json | jq -c "[.[] | select(.target == \"$shared\") | .names][0]")" = '["app:1","base:latest"]' ]
+check "cairn-pin ls --format" grep -qx "image app:1" <(cairn-pin ls --format '{{.Kind}} {{.Names}}')
+check "cairn-pin ls -q --no-trunc: full targets" grep -qx "$app" <(cairn-pin ls -q --no-trunc)
+cairn umount -q "$T/m"
+
+expect_exit 0 "images --help" cairn images --help
+check "images --help names -q, --no-trunc, --format" \
+  sh -c "grep -q -- '-q, --quiet' '$T/stdout' && grep -q -- --no-trunc '$T/stdout' && grep -q -- '--format TEMPLATE' '$T/stdout'"
+finish
