@@ -253,7 +253,7 @@ int cairn_store_open(const char *dir, cairn_store **out) {
   cairn_store *st = calloc(1, sizeof(*st));
   *out = st;
   if (!st) return -ENOMEM;
-  st->dirfd = st->blobs_fd = -1;
+  st->dirfd = st->blobs_fd = st->staging_fd = -1;
   char buf[PATH_MAX];
   int r;
   if (!dir) {
@@ -272,11 +272,14 @@ int cairn_store_open(const char *dir, cairn_store **out) {
       return store_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i], strerror(errno));
   st->blobs_fd = openat(st->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (st->blobs_fd < 0) return store_fail(st, -errno, "%s/blobs: %s", st->dir, strerror(errno));
-  return store_open_db(st);
+  if ((r = store_open_db(st)) < 0) return r;
+  cn_staging_recover(st);
+  return 0;
 }
 
 void cairn_store_close(cairn_store *st) {
   if (!st) return;
+  cn_staging_end(st, true);
   if (st->db) sqlite3_close(st->db);
   if (st->blobs_fd >= 0) close(st->blobs_fd);
   if (st->dirfd >= 0) close(st->dirfd);
