@@ -79,6 +79,12 @@ static inline void store_test_point(cairn_store *st, const char *point) {
 uint64_t cn_proc_start_time(pid_t pid); /* 0 if no such process */
 char *cn_proc_command(pid_t pid);       /* comm, or "?"; caller frees */
 
+/* Looks an id up in table ("images" or "layers"): ref is a full id or a
+ * prefix of at least CAIRN_ID_PREFIX_MIN hex digits, "sha256:" optional.
+ * 1 and id if one row matches, 0 if none (or ref is no id), -EINVAL if the
+ * prefix is ambiguous (store.c). */
+int cn_id_lookup(cairn_store *st, const char *table, const char *ref, cairn_id id);
+
 /* Staging journals (staging.c): the blob files an import links before it
  * commits. begin opens and locks this handle's journal; note records a
  * file (its path below blobs/) before it is linked; end closes it, after a

@@ -539,6 +539,12 @@ int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_p
                       ps, diff_id_out);
 }
 
+int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id) {
+  store_errclear(st);
+  int r = cn_id_lookup(st, "layers", ref, id);
+  return r == 1 ? 0 : r < 0 ? r : store_fail(st, -ENOENT, "no such layer");
+}
+
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;

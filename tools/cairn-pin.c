@@ -38,7 +38,8 @@ static const struct cli_command pin_ls_cmd = {
     .usage = "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]",
     .summary = "List the pins (of IMAGE or LAYER only, if given).\n"
                "Each: kind, target, holder's pid and command, purpose, since when; stale ones\n"
-               "are shown once, then deleted.",
+               "are shown once, then deleted. IMAGE and LAYER: an id or a prefix of 12 or more\n"
+               "hex digits (as cairn images and cairn layers show), \"sha256:\" optional.",
     .options = "--json\tone JSON array of every pin\n",
 };
 
@@ -80,11 +81,8 @@ static const struct cli_command *const subcommands[] = {&pin_ls_cmd, &pin_hold_c
 static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
   int r = cairn_image_resolve(st, ref, id);
   if (r != -ENOENT) return r;
-  const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
-  if (strlen(hex) == CAIRN_ID_LEN && cairn_layer_exists(st, hex) == 1) {
-    snprintf(id, sizeof(cairn_id), "%s", hex);
-    return 0;
-  }
+  r = cairn_layer_resolve(st, ref, id);
+  if (r != -ENOENT) return r;
   return cairn_fail(st, r, "no such image or layer"); /* the lookup started a new message */
 }
 
