@@ -45,6 +45,8 @@ extern "C" {
 
 #define CAIRN_ID_LEN 64
 typedef char cairn_id[CAIRN_ID_LEN + 1];
+/* The fewest hex digits an id prefix may have (what listings show). */
+#define CAIRN_ID_PREFIX_MIN 12
 
 /* True if s is an id: exactly CAIRN_ID_LEN lowercase hex digits. */
 bool cairn_id_valid(const char *s);
@@ -240,6 +242,10 @@ void cairn_strv_free(char **v, size_t n);
 
 /* 1 if stored, 0 if not, negative on error. */
 int cairn_layer_exists(cairn_store *st, const char *diff_id);
+/* Resolves a layer's full id or unambiguous id prefix (>= 12 hex digits,
+ * optional "sha256:"), the rule images follow too: -ENOENT "no such
+ * layer", -EINVAL if the prefix is ambiguous. */
+int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id);
 
 /* Opens a blob read-only (O_RDONLY|O_CLOEXEC); returns an fd or -errno.
  * Unlike the rest of the API it may be called from several threads on one

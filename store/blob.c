@@ -131,6 +131,7 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
   }
   if (mkdirat(st->blobs_fd, sub, 0700) < 0 && errno != EEXIST)
     return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub, strerror(errno));
+  if ((r = cn_staging_note(st, rel)) < 0) return r;
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
   if (linkat(AT_FDCWD, proc, st->blobs_fd, rel, AT_SYMLINK_FOLLOW) == 0) return 0;
   if (errno != EEXIST)

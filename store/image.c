@@ -72,23 +72,8 @@ int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
   char name[512];
   int r = cn_image_name_lookup(st, ref, name, sizeof(name), id);
   if (r != 0) return r < 0 ? r : 0;
-  const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
-  size_t n = strlen(hex);
-  if (n >= 12 && n <= CAIRN_ID_LEN && cn_is_hex_id(hex, n)) {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((r = cn_db_prepare(st, &q, "SELECT id FROM images WHERE substr(id, 1, ?) = ? LIMIT 2")) < 0)
-      return r;
-    sqlite3_bind_int(q, 1, (int)n);
-    sqlite3_bind_text(q, 2, hex, -1, SQLITE_STATIC);
-    int found = 0;
-    while (sqlite3_step(q) == SQLITE_ROW) {
-      if (found++ == 0)
-        snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
-    }
-    if (found == 1) return 0;
-    if (found > 1) return store_fail(st, -EINVAL, "id prefix is ambiguous; give more digits");
-  }
-  return store_fail(st, -ENOENT, "no such image");
+  r = cn_id_lookup(st, "images", ref, id);
+  return r == 1 ? 0 : r < 0 ? r : store_fail(st, -ENOENT, "no such image");
 }
 
 char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {

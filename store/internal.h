@@ -28,6 +28,8 @@ struct cairn_store {
   int dirfd;    /* O_PATH|O_DIRECTORY of dir */
   int blobs_fd; /* dirfd of dir/blobs */
   sqlite3 *db;
+  int staging_fd; /* the running import's journal (staging.c), or -1 */
+  char staging_path[4096];
   char err[1024];
 };
 
@@ -76,6 +78,24 @@ static inline void store_test_point(cairn_store *st, const char *point) {
 /* Process facts (proc.c). */
 uint64_t cn_proc_start_time(pid_t pid); /* 0 if no such process */
 char *cn_proc_command(pid_t pid);       /* comm, or "?"; caller frees */
+
+/* Looks an id up in table ("images" or "layers"): ref is a full id or a
+ * prefix of at least CAIRN_ID_PREFIX_MIN hex digits, "sha256:" optional.
+ * 1 and id if one row matches, 0 if none (or ref is no id), -EINVAL if the
+ * prefix is ambiguous (store.c). */
+int cn_id_lookup(cairn_store *st, const char *table, const char *ref, cairn_id id);
+
+/* Staging journals (staging.c): the blob files an import links before it
+ * commits. begin opens and locks this handle's journal; note records a
+ * file (its path below blobs/) before it is linked; end closes it, after a
+ * failure removing the files it names that no row references (when no
+ * other import runs; else a later opening of the store does). recover,
+ * run by every opening of the store, does that for the journals of imports
+ * that died. */
+int cn_staging_begin(cairn_store *st);
+int cn_staging_note(cairn_store *st, const char *rel);
+void cn_staging_end(cairn_store *st, bool failed);
+void cn_staging_recover(cairn_store *st);
 
 /* Small helpers (util.c). */
 /* A growable list of strings, freed by cn_strv_clear (or _cleanup_strv_). */

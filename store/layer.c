@@ -507,26 +507,6 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
   return r;
 }
 
-/* After a failed ingest: removes the blob files it staged that no committed
- * row references, unless another import runs (which may be about to
- * commit the same names; gc takes what is left). Keeps the message. */
-static void staged_blobs_discard(cairn_store *st) {
-  int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
-  if (lock < 0) return;
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (sqlite3_prepare_v2(st->db,
-                         "SELECT name FROM temp.stage_blobs s WHERE NOT EXISTS"
-                         " (SELECT 1 FROM blobs b WHERE b.name = s.name)",
-                         -1, &q, NULL) == SQLITE_OK) {
-    while (sqlite3_step(q) == SQLITE_ROW) {
-      char rel[128];
-      cn_blob_name_path((const char *)sqlite3_column_text(q, 0), rel, sizeof(rel));
-      unlinkat(st->blobs_fd, rel, 0);
-    }
-  }
-  close(lock);
-}
-
 static int layer_ingest(cairn_store *st, const struct layer_input *src,
                         const char *expected_diff_id, cairn_pinset *ps, cairn_id diff_id_out) {
   if (expected_diff_id && !cn_is_hex_id(expected_diff_id, CAIRN_ID_LEN))
@@ -535,10 +515,14 @@ static int layer_ingest(cairn_store *st, const struct layer_input *src,
     return store_fail(st, -EINVAL, "a layer of unknown diff_id needs a pin set");
   int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
-  int r = layer_ingest_locked(st, src, expected_diff_id, ps, diff_id_out);
+  int r = cn_staging_begin(st);
+  if (r == 0) r = layer_ingest_locked(st, src, expected_diff_id, ps, diff_id_out);
   close(lock);
   if (r == -ENOSPC) cn_store_fail_nospace(st);
-  if (r < 0) staged_blobs_discard(st);
+  /* After a failure, the blob files it linked that no committed row
+   * references go (unless another import runs: then the next opening of
+   * the store removes them). */
+  cn_staging_end(st, r < 0);
   sqlite3_exec(st->db, "DELETE FROM temp.stage; DELETE FROM temp.stage_blobs", NULL, NULL, NULL);
   return r;
 }
@@ -553,6 +537,12 @@ int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_p
                            cairn_id diff_id_out) {
   return layer_ingest(st, &(struct layer_input){.fd = -1, .buf = buf ? buf : "", .len = len}, NULL,
                       ps, diff_id_out);
+}
+
+int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id) {
+  store_errclear(st);
+  int r = cn_id_lookup(st, "layers", ref, id);
+  return r == 1 ? 0 : r < 0 ? r : store_fail(st, -ENOENT, "no such layer");
 }
 
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {

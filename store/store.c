@@ -258,7 +258,7 @@ int cairn_store_open(const char *dir, cairn_store **out) {
   cairn_store *st = calloc(1, sizeof(*st));
   *out = st;
   if (!st) return -ENOMEM;
-  st->dirfd = st->blobs_fd = -1;
+  st->dirfd = st->blobs_fd = st->staging_fd = -1;
   char buf[PATH_MAX];
   int r;
   if (!dir) {
@@ -277,11 +277,14 @@ int cairn_store_open(const char *dir, cairn_store **out) {
       return store_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i], strerror(errno));
   st->blobs_fd = openat(st->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (st->blobs_fd < 0) return store_fail(st, -errno, "%s/blobs: %s", st->dir, strerror(errno));
-  return store_open_db(st);
+  if ((r = store_open_db(st)) < 0) return r;
+  cn_staging_recover(st);
+  return 0;
 }
 
 void cairn_store_close(cairn_store *st) {
   if (!st) return;
+  cn_staging_end(st, true);
   if (st->db) sqlite3_close(st->db);
   if (st->blobs_fd >= 0) close(st->blobs_fd);
   if (st->dirfd >= 0) close(st->dirfd);
@@ -302,4 +305,23 @@ int cn_store_lock(cairn_store *st, enum store_lock_mode mode) {
     return e == EWOULDBLOCK ? -EBUSY : store_fail(st, -e, "lock: %s", strerror(e));
   }
   return fd;
+}
+
+int cn_id_lookup(cairn_store *st, const char *table, const char *ref, cairn_id id) {
+  const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
+  size_t n = strlen(hex);
+  if (n < CAIRN_ID_PREFIX_MIN || n > CAIRN_ID_LEN || !cn_is_hex_id(hex, n)) return 0;
+  char sql[128];
+  snprintf(sql, sizeof(sql), "SELECT id FROM %s WHERE substr(id, 1, ?) = ? LIMIT 2", table);
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q, sql);
+  if (r < 0) return r;
+  sqlite3_bind_int(q, 1, (int)n);
+  sqlite3_bind_text(q, 2, hex, -1, SQLITE_STATIC);
+  int found = 0;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW)
+    if (found++ == 0) snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
+  if (r != SQLITE_DONE && found < 2) return cn_store_fail_db(st, "id lookup");
+  if (found > 1) return store_fail(st, -EINVAL, "id prefix is ambiguous; give more digits");
+  return found;
 }

@@ -39,7 +39,9 @@ static const struct cli_command pin_ls_cmd = {
              "       [IMAGE|LAYER]",
     .summary = "List the pins (of IMAGE or LAYER only, if given).\n"
                "Each: kind, target, the names of the images it is or is in, holder's pid and\n"
-               "command, purpose, since when; stale ones are shown once, then deleted.",
+               "command, purpose, since when; stale ones are shown once, then deleted. IMAGE\n"
+               "and LAYER: an id or a prefix of 12 or more hex digits (as cairn images and\n"
+               "cairn layers show), \"sha256:\" optional.",
     .options = "--json\tone JSON array of every pin\n" CLI_LISTING_OPTIONS,
 };
 
@@ -81,11 +83,8 @@ static const struct cli_command *const subcommands[] = {&pin_ls_cmd, &pin_hold_c
 static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
   int r = cairn_image_resolve(st, ref, id);
   if (r != -ENOENT) return r;
-  const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
-  if (strlen(hex) == CAIRN_ID_LEN && cairn_layer_exists(st, hex) == 1) {
-    snprintf(id, sizeof(cairn_id), "%s", hex);
-    return 0;
-  }
+  r = cairn_layer_resolve(st, ref, id);
+  if (r != -ENOENT) return r;
   return cairn_fail(st, r, "no such image or layer"); /* the lookup started a new message */
 }
 

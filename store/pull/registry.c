@@ -323,15 +323,50 @@ static const pull_source_ops registry_ops = {
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-/* Splits HOST[:PORT]/REPO[:TAG|@DIGEST]; docker.io gets Docker Hub's
- * server and its implied "library/" namespace. */
+/* The registry a short name (no HOST) is pulled from, as podman picks it:
+ * the first of unqualified-search-registries in registries.conf
+ * ($CONTAINERS_REGISTRIES_CONF, else /etc/containers/registries.conf),
+ * else docker.io. Only that key is read, as a one-line or multi-line TOML
+ * array of strings; the first entry is used (podman would try each). */
+static char *search_registry(void) {
+  const char *path = getenv("CONTAINERS_REGISTRIES_CONF");
+  _cleanup_fclose_ FILE *f = fopen(path && *path ? path : "/etc/containers/registries.conf", "re");
+  char line[1024];
+  bool in_key = false;
+  while (f && fgets(line, sizeof line, f)) {
+    char *p = line + strspn(line, " \t");
+    if (*p == '#') continue;
+    if (!in_key) {
+      static const char key[] = "unqualified-search-registries";
+      if (strncmp(p, key, sizeof key - 1) != 0) continue;
+      p += sizeof key - 1;
+      p += strspn(p, " \t");
+      if (*p++ != '=') continue;
+      in_key = true;
+    }
+    char *q = strchr(p, '"');
+    char *end = q ? strchr(q + 1, '"') : NULL;
+    if (end && end > q + 1) return strndup(q + 1, (size_t)(end - q - 1));
+    if (strchr(p, ']')) break; /* an empty list */
+  }
+  return strdup("docker.io");
+}
+
+/* Splits [HOST[:PORT]/]REPO[:TAG|@DIGEST]. The first component is a host
+ * when it has a "." or a ":" or is "localhost" (the rule of docker and
+ * podman); otherwise the name is short and its host is search_registry's.
+ * docker.io gets Docker Hub's server and its implied "library/"
+ * namespace. */
 static int parse_spec(registry *rg, const char *spec, cairn_store *st) {
   const char *slash = strchr(spec, '/');
-  if (!slash || slash == spec || !slash[1])
-    return cairn_fail(st, -EINVAL, "docker://%s: expected docker://HOST[:PORT]/REPO[:TAG|@DIGEST]",
-                      spec);
-  rg->host = strndup(spec, (size_t)(slash - spec));
-  const char *repo = slash + 1;
+  size_t first = slash ? (size_t)(slash - spec) : 0;
+  bool has_host = slash && (memchr(spec, '.', first) || memchr(spec, ':', first) ||
+                            (first == 9 && strncmp(spec, "localhost", 9) == 0));
+  if (!*spec || slash == spec || (slash && !slash[1]))
+    return cairn_fail(st, -EINVAL,
+                      "docker://%s: expected docker://[HOST[:PORT]/]REPO[:TAG|@DIGEST]", spec);
+  rg->host = has_host ? strndup(spec, first) : search_registry();
+  const char *repo = has_host ? slash + 1 : spec;
   const char *at = strchr(repo, '@');
   const char *last_slash = strrchr(repo, '/');
   const char *colon = strrchr(last_slash ? last_slash : repo, ':');
@@ -361,7 +396,7 @@ static int parse_spec(registry *rg, const char *spec, cairn_store *st) {
     return cairn_fail(st, -EINVAL, "docker://%s: empty repository or tag", spec);
   if (!at) {
     char norm[1024];
-    if (asprintf(&rg->base.default_name, "%s/%.*s:%s", rg->host, (int)rlen, repo, rg->ref) < 0)
+    if (asprintf(&rg->base.default_name, "%s/%s:%s", rg->host, rg->repo, rg->ref) < 0)
       rg->base.default_name = NULL;
     else if (cairn_name_normalize(rg->base.default_name, norm, sizeof norm) < 0) {
       free(rg->base.default_name);

@@ -3,7 +3,8 @@
 # 127.0.0.1 (filled by skopeo): by tag and by digest, gzip, zstd and plain
 # layers, an index with several platforms (default linux/amd64 and
 # --platform), the same image by docker://, oci: and docker-archive: giving
-# one image id, layer reuse, and the default names.
+# one image id, layer reuse, the default names, and a short name through
+# registries.conf.
 source "$(dirname "$0")/registry.sh"
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 20 4000
@@ -29,6 +30,16 @@ expect_exit 0 "test_pull_registry:28" "$CAIRN" --store "$ST" pull --insecure "do
   '.[0].names | index($n)' >/dev/null || fail "default name missing"
 grep -q downloaded stderr || fail "no per-layer progress line: $(cat stderr)"
 [[ $(grep -c . stderr) == 3 ]] || fail "expected one line per layer, got: $(cat stderr)"
+
+# A short name (no host) is pulled from the first registry of
+# unqualified-search-registries in registries.conf, as podman does, and
+# named after it.
+printf 'unqualified-search-registries = ["%s", "docker.io"]\n' "$REGISTRY" >"$T/registries.conf"
+expect_exit 0 "short name pull" env CONTAINERS_REGISTRIES_CONF="$T/registries.conf" \
+  "$CAIRN" --store "$T/st-short" pull --insecure docker://team/app:1
+[[ $(cat stdout) == "$app_id" ]] || fail "short name pull gave $(cat stdout), expected $app_id"
+"$CAIRN" --store "$T/st-short" images --json | jq -e --arg n "$REGISTRY/team/app:1" \
+  '.[0].names | index($n)' >/dev/null || fail "short name pull not named $REGISTRY/team/app:1"
 
 # Everything stored: a second pull reuses every layer.
 expect_exit 0 "test_pull_registry:36" "$CAIRN" --store "$ST" pull --insecure "docker://$REGISTRY/team/app:1" again:1

@@ -176,5 +176,26 @@ for ((r = 0; r < 10; r++)); do
   for p in "${pids[@]}"; do wait "$p" || first_use_failures=$((first_use_failures + 1)); done
 done
 check "6 processes opening a new store at once all succeed (10 rounds)" [ "$first_use_failures" = 0 ]
+
+# One id rule for images and layers: the 12 digits `cairn layers` shows,
+# with or without "sha256:", name a layer for cairn-pin ls (here one of a
+# held image); a wrong prefix is "no such image or layer".
+img=$(cairn images --json | jq -r '.[0].id')
+full=$(cairn inspect "$img" --json | jq -r '.layers[0].id')
+short=$(cairn layers | awk -v p="${full:0:12}" '$1 == p { print $1 }')
+check "cairn layers shows the layer's 12 first digits" [ "$short" = "${full:0:12}" ]
+cairn-pin hold "$img" -- sleep 60 &
+lh=$!
+on_exit "pkill -9 -P $lh; kill -9 $lh"
+wait_for 5 sh -c "lslocks -n -o PID | grep -q $lh"
+check_json "cairn-pin ls SHORT lists the pins of the layer it names" \
+  "length > 0 and all(.target == \"$full\" and .kind == \"layer\")" cairn-pin ls --json "$short"
+check_json "cairn-pin ls sha256:SHORT too" "length > 0 and all(.target == \"$full\")" \
+  cairn-pin ls --json "sha256:$short"
+expect_exit 3 "cairn-pin ls of an unknown prefix" cairn-pin ls 000000000000
+check "says no such image or layer" grep -q "cairn-pin: 000000000000: no such image or layer" "$T/stderr"
+pkill -9 -P "$lh"
+kill -9 "$lh"
+wait "$lh" 2>/dev/null
 check "the store directory is mode 0700" [ "$(stat -c %a "$STORE")" = 700 ]
 finish

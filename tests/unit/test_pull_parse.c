@@ -185,3 +185,49 @@ Test(pull_parse, blob_sink_checks_size_and_digest) {
   cn_blob_sink_free(&s);
   tu_store_teardown(&t);
 }
+
+/* The name a docker:// source gives an image when none is asked for. */
+static char *docker_default_name(const char *spec) {
+  static const cairn_pull_opts opts = {0};
+  pull_source *src = NULL;
+  cr_assert_eq(cn_registry_source_open(spec, &opts, &src, NULL), 0, "%s", spec);
+  char *name = src->default_name ? strdup(src->default_name) : NULL;
+  src->ops->free(src);
+  return name;
+}
+
+/* Short names expand as podman's do: a first component with no "." or ":"
+ * that is not localhost is part of the repository on docker.io (library/
+ * for a one-component name), or on the first unqualified-search-registries
+ * entry of registries.conf. */
+Test(pull_parse, docker_short_names) {
+  setenv("CONTAINERS_REGISTRIES_CONF", "/nonexistent", 1);
+  static const char *const cases[][2] = {
+      {"alpine:3.19", "docker.io/library/alpine:3.19"},
+      {"alpine", "docker.io/library/alpine:latest"},
+      {"myorg/app:2", "docker.io/myorg/app:2"},
+      {"docker.io/alpine:3.19", "docker.io/library/alpine:3.19"},
+      {"localhost/team/app:1", "localhost/team/app:1"},
+      {"127.0.0.1:5000/team/app:1", "127.0.0.1:5000/team/app:1"},
+      {"quay.io/org/app", "quay.io/org/app:latest"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *name = docker_default_name(cases[i][0]);
+    cr_assert_str_eq(name, cases[i][1], "docker://%s", cases[i][0]);
+    free(name);
+  }
+  char conf[] = "/tmp/cairn-registries.XXXXXX";
+  int fd = mkstemp(conf);
+  cr_assert_geq(fd, 0);
+  static const char text[] = "# a comment\n[registries.search]\n"
+                             "unqualified-search-registries = [\n"
+                             "  \"127.0.0.1:5000\", \"docker.io\"\n]\n";
+  cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+  close(fd);
+  setenv("CONTAINERS_REGISTRIES_CONF", conf, 1);
+  char *name = docker_default_name("team/app:1");
+  cr_assert_str_eq(name, "127.0.0.1:5000/team/app:1");
+  free(name);
+  unlink(conf);
+  unsetenv("CONTAINERS_REGISTRIES_CONF");
+}
