@@ -187,7 +187,8 @@ check "cairn layers shows the layer's 12 first digits" [ "$short" = "${full:0:12
 cairn-pin hold "$img" -- sleep 60 &
 lh=$!
 on_exit "pkill -9 -P $lh; kill -9 $lh"
-wait_for 5 sh -c "lslocks -n -o PID | grep -q $lh"
+# (hold pins the image, then its layers: wait for the layer's pin)
+wait_for 5 sh -c "cairn-pin ls --json $full | jq -e 'length > 0' >/dev/null"
 check_json "cairn-pin ls SHORT lists the pins of the layer it names" \
   "length > 0 and all(.target == \"$full\" and .kind == \"layer\")" cairn-pin ls --json "$short"
 check_json "cairn-pin ls sha256:SHORT too" "length > 0 and all(.target == \"$full\")" \
