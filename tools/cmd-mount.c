@@ -127,13 +127,13 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, image, id);
-  if (r < 0) return report_fail(r, "%s: %s", image, report_why(st, r));
+  if (r < 0) return report_fail(r, "mount: %s: %s", image, report_why(st, r));
   char abs[PATH_MAX];
   r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
-  if (r < 0) return report_fail(r, "%s: %s", dir, strerror(-r));
+  if (r < 0) return report_fail(r, "mount: %s: %s", dir, strerror(-r));
   int state = cairn_mountpoint_state(abs);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
-    return report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", dir,
+    return report_fail(-EBUSY, "mount: %s: already a %s cairnfs mount (hint: cairn umount %s)", dir,
                        state == CAIRN_MP_LIVE ? "live" : "stale", dir);
   code = run_cairnfs(cairn_store_dir(st), image, abs, mount_opts);
   if (code != CAIRN_EXIT_OK) return code;
@@ -146,7 +146,8 @@ static int mount_run(struct cli *c, int argc, char **argv) {
     if (state < 0 || state == CAIRN_MP_STALE) break;
     sleep_step();
   }
-  return report_fail(-ENOTCONN, "%s: cairnfs reported success but the mount does not answer", abs);
+  return report_fail(-ENOTCONN, "mount: %s: cairnfs reported success but the mount does not answer",
+                     abs);
 }
 
 /* The daemon and device recorded for dir (pid 0 if none). */
@@ -183,12 +184,12 @@ static int await_daemon_exit(const char *name, const struct mount_record *rec) {
     if (i % HOLDERS_STEPS == HOLDERS_FIRST && rec->dev[0]) {
       _cleanup_free_ char *who = NULL;
       if (cairn_mount_holders(rec->dev, &who) > 0)
-        return report_fail(-EBUSY, "%s: detached here, still in use by %s", name, who);
+        return report_fail(-EBUSY, "umount: %s: detached here, still in use by %s", name, who);
     }
     sleep_step();
   }
-  return report_fail(-EBUSY, "%s: detached here, still in use (cairnfs pid %d serves it)", name,
-                     (int)rec->pid);
+  return report_fail(-EBUSY, "umount: %s: detached here, still in use (cairnfs pid %d serves it)",
+                     name, (int)rec->pid);
 }
 
 /* Says, on stderr, that umount found nothing mounted on name. */
@@ -208,7 +209,7 @@ static int umount_one(cairn_store *st, const char *name, bool quiet) {
     say_not_mounted(name);
     return CAIRN_EXIT_OK;
   }
-  if (r < 0) return report_fail(r, "%s: %s", name, strerror(-r));
+  if (r < 0) return report_fail(r, "umount: %s: %s", name, strerror(-r));
   struct mount_record rec = recorded(st, dir);
   int code = CAIRN_EXIT_OK;
   bool was_mounted = false;
@@ -219,23 +220,23 @@ static int umount_one(cairn_store *st, const char *name, bool quiet) {
     if (state == CAIRN_MP_NONE) break;
     was_mounted = true;
     if (state == CAIRN_MP_OTHER) {
-      code = report_fail(-EMEDIUMTYPE, "%s: not a cairnfs mount", name);
+      code = report_fail(-EMEDIUMTYPE, "umount: %s: not a cairnfs mount", name);
       break;
     }
     r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE);
     if (r == -EBUSY) {
-      code = report_fail(r, "%s: busy (a process uses the mount)", name);
+      code = report_fail(r, "umount: %s: busy (a process uses the mount)", name);
       break;
     }
     if (r < 0) {
-      code = report_fail(r, "%s: %s", name, strerror(-r));
+      code = report_fail(r, "umount: %s: %s", name, strerror(-r));
       break;
     }
   }
   if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_daemon_exit(name, &rec);
   if (code == CAIRN_EXIT_OK) {
     r = cairn_mount_forget(st, dir, rec.pid);
-    if (r < 0) code = report_fail(r, "%s: %s", name, report_why(st, r));
+    if (r < 0) code = report_fail(r, "umount: %s: %s", name, report_why(st, r));
   }
   if (code == CAIRN_EXIT_OK && !was_mounted) say_not_mounted(name);
   if (code == CAIRN_EXIT_OK && was_mounted && !quiet) printf("%s\n", name);

@@ -36,7 +36,7 @@ cairn: umount: $T/missing: not mounted' ]"
 # A failure among several: the others are still unmounted; its code wins.
 cairn mount app:1 "$T/a"
 expect_exit 1 "umount /proc a: exit 1 (/proc is not a cairnfs mount)" cairn umount /proc "$T/a"
-check "it says so" grep -qx "cairn: /proc: not a cairnfs mount" "$T/stderr"
+check "it says so" grep -qx "cairn: umount: /proc: not a cairnfs mount" "$T/stderr"
 if is_mounted "$T/a"; then not_ok "a was unmounted all the same"; else ok "a was unmounted all the same"; fi
 
 # A mounted directory unmounts silently.

@@ -70,7 +70,8 @@ wait_for 5 sh -c "! lslocks -n -o PATH | grep -q '$STORE/pins/'"
 cairn mount app:1 "$T/mnt" || not_ok "mount app:1"
 on_exit "umount -l '$T/mnt'"
 fails 4 cairn "mount onto a live mount" cairn mount app:1 "$T/mnt"
-check "with the hint" grep -q "already a live cairnfs mount (hint: cairn umount $T/mnt)$" "$T/stderr"
+check "with the hint, after mount:" \
+  grep -q "^cairn: mount: $T/mnt: already a live cairnfs mount (hint: cairn umount $T/mnt)$" "$T/stderr"
 fails 4 cairnfs "cairnfs onto a live mount" cairnfs app:1 "$T/mnt"
 expect_exit 0 "umount" cairn umount "$T/mnt"
 
@@ -79,7 +80,10 @@ mkdir -p "$T/tmpfs"
 mount -t tmpfs none "$T/tmpfs" || not_ok "mount a tmpfs"
 on_exit "umount -l '$T/tmpfs'"
 fails 1 cairn "umount of a tmpfs" cairn umount "$T/tmpfs"
-check "says it is not a cairnfs mount" grep -q ": not a cairnfs mount$" "$T/stderr"
+check "says it is not a cairnfs mount, after umount:" \
+  grep -q "^cairn: umount: $T/tmpfs: not a cairnfs mount$" "$T/stderr"
+fails 3 cairn "mount of an unknown image" cairn mount nope:1 "$T/mnt"
+check "says mount: first" grep -q '^cairn: mount: nope:1: no such image$' "$T/stderr"
 check "and leaves it mounted" mountpoint -q "$T/tmpfs"
 : >"$T/file"
 fails 1 cairn "a store that is a file" cairn --store "$T/file" images

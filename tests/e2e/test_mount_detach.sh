@@ -33,7 +33,7 @@ wait_for 100 grep -q started "$TMP/ctr.out" || fail "container did not start: $(
 
 # ---- while the container runs
 assert_status 4 cairn umount "$rootfs"
-grep -Eq "^cairn: $rootfs: detached here, still in use by pid [0-9]+ \((crun|sh|sleep)\)" \
+grep -Eq "^cairn: umount: $rootfs: detached here, still in use by pid [0-9]+ \((crun|sh|sleep)\)" \
   "$TMP/err" || fail "umount message: $(cat "$TMP/err")"
 [ "$(wc -l <"$TMP/err")" = 1 ] || fail "umount said more than one line: $(cat "$TMP/err")"
 not_mounted "$rootfs" || fail "the host's view is still mounted"

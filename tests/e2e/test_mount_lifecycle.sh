@@ -16,7 +16,7 @@ mkdir "$mnt"
 
 # ---- errors reach the caller
 assert_status 3 cairn mount nosuch:1 "$mnt"
-grep -q "^cairn: nosuch:1: " "$TMP/err" || fail "message: $(cat "$TMP/err")"
+grep -q "^cairn: mount: nosuch:1: " "$TMP/err" || fail "message: $(cat "$TMP/err")"
 assert_status 3 cairn mount app:1 "$TMP/nodir"
 assert_status 2 cairn mount app:1
 assert_status 2 cairn mount --rw app:1 "$mnt"
