@@ -279,7 +279,8 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
                        const char *const *diff_ids, size_t n, const char *name,
                        cairn_id image_id_out);
 
-/* import NAME LAYER...: ingest each file (bottom first) then commit. */
+/* import NAME LAYER...: ingest each file (bottom first) then commit. A
+ * path "-" is the standard input. */
 int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
                        cairn_id image_id_out);
 

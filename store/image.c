@@ -196,7 +196,9 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
   }
   int r = 0;
   for (size_t i = 0; i < n && r == 0; i++) {
-    int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+    /* "-" is the standard input, as for tar */
+    int fd = strcmp(paths[i], "-") == 0 ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0)
+                                        : open(paths[i], O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       r = store_fail(st, errno == ENOENT ? -ENOENT : -errno, "%s: %s", paths[i], strerror(errno));
       break;

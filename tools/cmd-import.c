@@ -1,5 +1,5 @@
 /*
- * cmd-import.c — `cairn import NAME[:TAG] LAYER.tar[.gz|.zst]...`: an image
+ * cmd-import.c — `cairn import NAME[:TAG] LAYER.tar[.gz|.zst|.xz]...|-`: an image
  * from layer tarballs, bottom first. Unsafe or corrupt input is exit 5 and
  * commits nothing.
  */
@@ -8,7 +8,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#define USAGE "cairn import [--quiet] NAME[:TAG] LAYER.tar[.gz|.zst]..."
+#define USAGE "cairn import [--quiet] NAME[:TAG] LAYER.tar[.gz|.zst|.xz|.bz2]...|-"
 
 static int import_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
@@ -40,6 +40,8 @@ const struct cli_command cmd_import = {
     .name = "import",
     .run = import_run,
     .usage = USAGE,
-    .summary = "Make an image from layer tars, bottom layer first, and print its id.",
+    .summary = "Make an image from layer tars, bottom layer first, and print its id.\n"
+               "A layer is a tar, plain or compressed (gzip, zstd, xz, bzip2: found from its\n"
+               "bytes, not its name); - reads one from the standard input.",
     .options = "-q, --quiet\tdo not print the image id\n",
 };
