@@ -25,6 +25,7 @@
  */
 #include "commands.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -97,6 +98,15 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   return code <= CAIRN_EXIT_INTEGRITY ? code : CAIRN_EXIT_FAILURE;
 }
 
+/* True if dir holds anything: a mount hides it until it is unmounted. */
+static bool dir_has_entries(const char *dir) {
+  _cleanup_closedir_ DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) return true;
+  return false;
+}
+
 static int mount_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"rw", no_argument, NULL, 'w'},
@@ -135,6 +145,12 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
     return report_fail(-EBUSY, "mount: %s: already a %s cairnfs mount (hint: cairn umount %s)", dir,
                        state == CAIRN_MP_LIVE ? "live" : "stale", dir);
+  if (dir_has_entries(abs)) {
+    char warning[PATH_MAX + 96];
+    snprintf(warning, sizeof(warning),
+             "mount: %s: warning: not empty; what it holds is hidden while mounted", dir);
+    report_notice(warning); /* as mount(8) allows it, not a failure */
+  }
   code = run_cairnfs(cairn_store_dir(st), image, abs, mount_opts);
   if (code != CAIRN_EXIT_OK) return code;
   for (int i = 0; i < ANSWER_STEPS; i++) {
@@ -284,7 +300,8 @@ const struct cli_command cmd_mount = {
     .run = mount_run,
     .usage = "cairn mount [-q] [--suid] [--dev] IMAGE DIR",
     .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).\n"
-               "Prints the mount point (its real path) on stdout, as podman mount does.",
+               "Prints the mount point (its real path) on stdout, as podman mount does; warns\n"
+               "when DIR holds files (hidden while mounted).",
     .options = "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
                "--dev\thonour the image's device nodes (default: nodev)\n"
                "-q, --quiet\tprint nothing on success\n",

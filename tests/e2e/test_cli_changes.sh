@@ -3,8 +3,9 @@
 # changed, podman style, and -q/--quiet silences it: rm prints "Untagged:
 # NAME" per name and "Deleted: ID" (full id) for an image, then the layers
 # it freed; mount prints the mount point, umount each directory it
-# unmounted (stdout); rm --wait says once on stderr that it waits, and for
-# whom. --json outputs are not touched.
+# unmounted (stdout), and mount warns when it mounts over files; rm --wait
+# says once on stderr that it waits, and for whom. --json outputs are not
+# touched.
 source "$(dirname "$0")/lib.sh"
 
 mkdir -p "$T/l1" "$T/l2" "$T/m"
@@ -54,6 +55,17 @@ check "mount -q prints nothing" [ ! -s "$T/stdout" -a ! -s "$T/stderr" ]
 expect_exit 0 "umount --quiet" cairn umount --quiet "$T/m"
 check "umount --quiet prints nothing" [ ! -s "$T/stdout" -a ! -s "$T/stderr" ]
 check "and unmounted it" sh -c "! grep -q ' $T/m ' /proc/self/mountinfo"
+
+# A directory that holds files is mounted over, with a warning that they
+# are hidden meanwhile (as mount(8), it is not refused).
+mkdir -p "$T/full" && echo "mine" >"$T/full/own-file"
+on_exit "umount -l '$T/full'"
+expect_exit 0 "mount over a directory that holds a file" cairn mount other:1 "$T/full"
+check "warns that it is not empty" \
+  grep -qx "cairn: mount: $T/full: warning: not empty; what it holds is hidden while mounted" "$T/stderr"
+check "its file is hidden while mounted" [ ! -e "$T/full/own-file" ]
+expect_exit 0 "umount it" cairn umount "$T/full"
+check "and the file is back" [ "$(cat "$T/full/own-file")" = mine ]
 
 # rm --wait: says once, on stderr, that it waits and for whom.
 cairn-pin hold other:1 -- sleep 60 &
