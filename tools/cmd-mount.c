@@ -98,6 +98,12 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   return code <= CAIRN_EXIT_INTEGRITY ? code : CAIRN_EXIT_FAILURE;
 }
 
+/* "A,B": a -o list with one more option; NULL on ENOMEM. */
+static char *xasprintf_opts(const char *list, const char *add) {
+  char *s;
+  return asprintf(&s, "%s,%s", list, add) < 0 ? NULL : s;
+}
+
 /* True if dir holds anything: a mount hides it until it is unmounted. */
 static bool dir_has_entries(const char *dir) {
   _cleanup_closedir_ DIR *d = opendir(dir);
@@ -113,25 +119,33 @@ static int mount_run(struct cli *c, int argc, char **argv) {
       {"suid", no_argument, NULL, 's'},
       {"dev", no_argument, NULL, 'd'},
       {"quiet", no_argument, NULL, 'q'},
+      {"options", required_argument, NULL, 'o'},
       {NULL, 0, NULL, 0},
   };
-  bool suid = false, dev = false, quiet = false;
+  bool quiet = false;
+  /* --suid, --dev and every -o, joined as cairnfs's one -o */
+  _cleanup_free_ char *mount_opts = NULL;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":qo:", opts, NULL)) != -1) {
+    const char *add = o == 's' ? "suid" : o == 'd' ? "dev" : o == 'o' ? optarg : NULL;
+    if (add) {
+      char *more = mount_opts ? xasprintf_opts(mount_opts, add) : strdup(add);
+      if (!more) return report_fail(-ENOMEM, "mount: -o: %s", strerror(ENOMEM));
+      free(mount_opts);
+      mount_opts = more;
+      continue;
+    }
     switch (o) {
     case 'q': quiet = true; break;
     case 'w':
       return report_usage(cmd_mount.usage, "mount: --rw: writable mounts are not supported yet");
-    case 's': suid = true; break;
-    case 'd': dev = true; break;
     default: return cli_bad_option(cmd_mount.usage, argv, o, opts);
     }
   }
   if (argc - optind != 2)
     return report_usage(cmd_mount.usage, "mount: needs an image and a directory");
   const char *image = argv[optind], *dir = argv[optind + 1];
-  const char *mount_opts = suid && dev ? "suid,dev" : suid ? "suid" : dev ? "dev" : NULL;
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
@@ -298,13 +312,16 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_mount = {
     .name = "mount",
     .run = mount_run,
-    .usage = "cairn mount [-q] [--suid] [--dev] IMAGE DIR",
+    .usage = "cairn mount [-q] [--suid] [--dev] [-o OPTS] IMAGE DIR",
     .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).\n"
                "Prints the mount point (its real path) on stdout, as podman mount does; warns\n"
                "when DIR holds files (hidden while mounted).",
-    .options = "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
-               "--dev\thonour the image's device nodes (default: nodev)\n"
-               "-q, --quiet\tprint nothing on success\n",
+    .options =
+        "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
+        "--dev\thonour the image's device nodes (default: nodev)\n"
+        "-o, --options OPTS\tmount options passed to cairnfs -o (see cairnfs --help): suid,\n"
+        "\tdev, and libfuse's, such as allow_other; may be given several times\n"
+        "-q, --quiet\tprint nothing on success\n",
 };
 
 const struct cli_command cmd_umount = {

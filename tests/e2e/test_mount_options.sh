@@ -61,6 +61,17 @@ has_opt "$opts" nosuid && ! has_opt "$opts" nodev || fail "--dev options: $opts"
 cairn umount "$mnt"
 pass "--suid and --dev each alone"
 
+# ---- cairn mount -o OPTS passes them on as cairnfs -o (several -o join)
+cairn mount -o suid app:1 "$mnt" -o dev
+opts=$(mount_options "$mnt")
+has_opt "$opts" nosuid || has_opt "$opts" nodev && fail "-o suid -o dev options: $opts"
+cairn umount "$mnt"
+cairn mount -o nodev,suid app:1 "$mnt"
+opts=$(mount_options "$mnt")
+! has_opt "$opts" nosuid && has_opt "$opts" nodev || fail "-o nodev,suid options: $opts"
+cairn umount "$mnt"
+pass "cairn mount -o OPTS: cairnfs's -o, several joined"
+
 # ---- mount -t fuse.cairnfs: mount.fuse3 passes mount(8)'s own flags on
 # (it adds "dev,suid" unless nodev / nosuid are given, as mount(8) mounts
 # any file system), and cairnfs takes them as -o [no]suid / -o [no]dev.
