@@ -64,6 +64,27 @@ wait_for() {
 # mktar DIR OUT [tar options]: a layer tar of DIR's contents, names relative.
 mktar() { local d=$1 out=$2; shift 2; tar -C "$d" --numeric-owner "$@" -cf "$out" .; }
 
+# two_layers: $T/1.tar (a file "base") and $T/2.tar (a file "top").
+two_layers() {
+  mkdir -p "$T/l1" "$T/l2"
+  echo base >"$T/l1/base"
+  echo top >"$T/l2/top"
+  mktar "$T/l1" "$T/1.tar"
+  mktar "$T/l2" "$T/2.tar"
+}
+
+# hold_image IMAGE: `cairn-pin hold IMAGE -- sleep 60` in the background,
+# killed at exit; once it holds, $holder is its pid and $sleeper its
+# command's.
+hold_image() {
+  cairn-pin hold "$1" -- sleep 60 &
+  holder=$!
+  on_exit "kill -9 $holder"
+  wait_for 5 pgrep -P "$holder" sleep >/dev/null
+  sleeper=$(pgrep -P "$holder" sleep)
+  on_exit "kill -9 $sleeper"
+}
+
 finish() {
   echo "$PASSED passed, $FAILED failed"
   [ "$FAILED" = 0 ]

@@ -8,11 +8,8 @@
 # touched.
 source "$(dirname "$0")/lib.sh"
 
-mkdir -p "$T/l1" "$T/l2" "$T/m"
-echo base >"$T/l1/base"
-echo top >"$T/l2/top"
-mktar "$T/l1" "$T/1.tar"
-mktar "$T/l2" "$T/2.tar"
+mkdir -p "$T/m"
+two_layers
 id=$(cairn import app:1 "$T/1.tar" "$T/2.tar") || exit 1
 cairn import app:2 "$T/1.tar" "$T/2.tar" >/dev/null || exit 1
 other=$(cairn import other:1 "$T/1.tar") || exit 1
@@ -68,12 +65,7 @@ expect_exit 0 "umount it" cairn umount "$T/full"
 check "and the file is back" [ "$(cat "$T/full/own-file")" = mine ]
 
 # rm --wait: says once, on stderr, that it waits and for whom.
-cairn-pin hold other:1 -- sleep 60 &
-holder=$!
-on_exit "kill -9 $holder"
-wait_for 5 pgrep -P "$holder" sleep >/dev/null
-sleeper=$(pgrep -P "$holder" sleep)
-on_exit "kill -9 $sleeper"
+hold_image other:1
 cairn rm --wait=30 other:1 >"$T/wout" 2>"$T/werr" &
 rmpid=$!
 on_exit "kill -9 $rmpid"

@@ -6,11 +6,8 @@
 # error naming the fields), --format json.
 source "$(dirname "$0")/lib.sh"
 
-mkdir -p "$T/l1" "$T/l2" "$T/m"
-echo base >"$T/l1/base"
-echo top >"$T/l2/top"
-mktar "$T/l1" "$T/1.tar"
-mktar "$T/l2" "$T/2.tar"
+mkdir -p "$T/m"
+two_layers
 base=$(cairn import base "$T/1.tar") || exit 1
 app=$(cairn import app:1 "$T/1.tar" "$T/2.tar") || exit 1
 shared=$(cairn inspect app:1 | jq -r '.layers[0].id')

@@ -50,12 +50,7 @@ for form in "--store=$T/s2" "--store $T/s2"; do
 done
 check "which it created" [ -e "$T/s2/meta.db" ]
 
-cairn-pin hold app:1 -- sleep 60 &
-holder=$!
-on_exit "kill -9 $holder"
-wait_for 5 pgrep -P "$holder" sleep >/dev/null
-sleeper=$(pgrep -P "$holder" sleep)
-on_exit "kill -9 $sleeper"
+hold_image app:1
 for form in "--timeout=0.3" "--timeout 0.3"; do
   # shellcheck disable=SC2086
   expect_exit 4 "cairn-pin wait $form times out" timeout 10 cairn-pin wait $form app:1

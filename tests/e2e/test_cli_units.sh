@@ -35,12 +35,7 @@ check "images: sizes in KiB" grep -qE "^${id:0:12} .* 10\.0 KiB " "$T/table"
 check "layers: sizes in KiB" grep -qE " 10\.0 KiB " <(cairn layers)
 
 # Pins: since is RFC 3339 in JSON, relative in the table.
-cairn-pin hold app:1 -- sleep 60 &
-holder=$!
-on_exit "kill -9 $holder"
-wait_for 5 pgrep -P "$holder" sleep >/dev/null
-sleeper=$(pgrep -P "$holder" sleep)
-on_exit "kill -9 $sleeper"
+hold_image app:1
 check "cairn-pin ls --json: since is RFC 3339" \
   grep -qE "$rfc3339" <<<"$(cairn-pin ls --json | jq -r '[.[] | select(.since)][0].since')"
 check "cairn-pin ls: since is relative" grep -qE "(seconds?|Less than a second) ago" <(cairn-pin ls)
