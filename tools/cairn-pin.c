@@ -199,17 +199,8 @@ static void program_help(void) {
 
 static int pin_help(struct cli *c, int argc, char **argv) {
   (void)c;
-  if (argc == 1) {
-    program_help();
-    return CAIRN_EXIT_OK;
-  }
-  const struct cli_command *cmd =
-      argc == 2 ? cli_command_find(subcommands, N_SUBCOMMANDS, argv[1]) : NULL;
-  if (!cmd)
-    return argc == 2 ? report_usage(pin_help_cmd.usage, "help: %s: unknown subcommand", argv[1])
-                     : report_usage(pin_help_cmd.usage, "help: takes at most one subcommand");
-  cli_command_help(cmd);
-  return CAIRN_EXIT_OK;
+  return cli_help_run(&pin_help_cmd, subcommands, N_SUBCOMMANDS, program_help, "subcommand", argc,
+                      argv);
 }
 
 int main(int argc, char **argv) {

@@ -46,17 +46,7 @@ static void program_help(void) {
 
 static int help_run(struct cli *c, int argc, char **argv) {
   (void)c;
-  if (argc == 1) {
-    program_help();
-    return CAIRN_EXIT_OK;
-  }
-  const struct cli_command *cmd =
-      argc == 2 ? cli_command_find(commands, N_COMMANDS, argv[1]) : NULL;
-  if (!cmd)
-    return argc == 2 ? report_usage(cmd_help.usage, "help: %s: unknown command", argv[1])
-                     : report_usage(cmd_help.usage, "help: takes at most one command");
-  cli_command_help(cmd);
-  return CAIRN_EXIT_OK;
+  return cli_help_run(&cmd_help, commands, N_COMMANDS, program_help, "command", argc, argv);
 }
 
 int main(int argc, char **argv) {

@@ -516,3 +516,17 @@ void cli_program_help(const char *usage, const struct cli_command *const *cmds, 
          "else ${XDG_DATA_HOME:-~/.local/share}/cairn for other users.\n");
   if (cairn_store_default_dir(dir, sizeof(dir)) == 0) printf("Default here: %s\n", dir);
 }
+
+int cli_help_run(const struct cli_command *self, const struct cli_command *const *cmds, size_t n,
+                 void (*program_help)(void), const char *what, int argc, char **argv) {
+  if (argc == 1) {
+    program_help();
+    return CAIRN_EXIT_OK;
+  }
+  const struct cli_command *cmd = argc == 2 ? cli_command_find(cmds, n, argv[1]) : NULL;
+  if (!cmd)
+    return argc == 2 ? report_usage(self->usage, "help: %s: unknown %s", argv[1], what)
+                     : report_usage(self->usage, "help: takes at most one %s", what);
+  cli_command_help(cmd);
+  return CAIRN_EXIT_OK;
+}

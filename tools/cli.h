@@ -55,6 +55,11 @@ void cli_command_help(const struct cli_command *cmd);
  * each), its global options, and where its store is. */
 void cli_program_help(const char *usage, const struct cli_command *const *cmds, size_t n,
                       const char *options);
+/* The help command (self) of a program whose commands are cmds: with no
+ * argument program_help(), with one the help of that command (what names
+ * one: "command" or "subcommand"). Returns the exit code. */
+int cli_help_run(const struct cli_command *self, const struct cli_command *const *cmds, size_t n,
+                 void (*program_help)(void), const char *what, int argc, char **argv);
 
 /* The version command of cairn and cairn-pin: prints the version
  * (version.h); a usage error if argv has more than the name. */
