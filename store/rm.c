@@ -14,10 +14,12 @@
  * is taken before the transaction begins, as pinners lock before they
  * write their annotation. The layers it leaves unused are then swept
  * (cn_store_sweep): a layer that a pull in progress pins stays for that pull.
+ * The image's index file goes after the commit, like its pin file.
  */
 #include "image.h"
 #include "pin.h"
 #include "sweep.h"
+#include "tree.h"
 
 #include <string.h>
 
@@ -66,9 +68,11 @@ static int tx_end(cairn_store *st, int r) {
   return r;
 }
 
-/* After the commit that deleted image id: its pin file goes, then what it
+/* After the commit that deleted image id: its index file goes, then its
+ * pin file (whose lock kept the index while it was in use), then what it
  * left unused. */
 static int image_removed(cairn_store *st, const char *id, int fd) {
+  cn_index_remove(st, id);
   cn_pin_delete_unlock(st, CAIRN_PIN_IMAGE, id, fd);
   cairn_report rep = {0};
   int r = cn_store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, &rep);
