@@ -5,7 +5,9 @@
  * markers empty a directory (the root too), files and directories replace
  * each other, parents are synthesized, hardlinks share one inode whatever
  * order their names sort in, and numbering is dense, rooted at 1 and the
- * same on every build. The full-tree comparison through a real mount is
+ * same on every build. Every case reads the tree a mount maps (the image's
+ * index file) and compares it with the one built from the layers in
+ * memory. The full-tree comparison through a real mount is
  * tests/e2e/test_mount_tree.sh.
  */
 #include <criterion/criterion.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "image.h"
 #include "testutil.h"
 
 static tu_store T;
@@ -20,11 +23,16 @@ static void setup(void) { tu_store_setup(&T); }
 static void teardown(void) { tu_store_teardown(&T); }
 TestSuite(tree, .init = setup, .fini = teardown);
 
+/* The image's tree as a mount gets it (its index file, mapped), checked
+ * node by node against the tree built from its layers in memory. */
 static cairn_tree *build(const tu_layer *layers, size_t n) {
   cairn_id id;
   cr_assert_eq(tu_import(&T, "t:1", layers, n, id), 0, "%s", cairn_errmsg(T.st));
-  cairn_tree *t;
+  cairn_tree *t, *built;
   cr_assert_eq(cairn_tree_build(T.st, id, &t), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_image_tree_build(T.st, id, &built), 0, "%s", cairn_errmsg(T.st));
+  tu_assert_same_tree(t, built);
+  cairn_tree_free(built);
   return t;
 }
 
