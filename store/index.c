@@ -77,8 +77,9 @@ static const char *check_header(const struct cn_index_header *h, size_t size) {
 
 static bool str_ok(const cairn_tree *t, uint32_t off) { return off < t->strings_size; }
 
-/* Every record's references, once: then readers need no checks. */
-static const char *check_records(const cairn_tree *t) {
+/* Every record's references, once: then readers need no checks. seen has
+ * a bit per node, zeroed. */
+static const char *check_records(const cairn_tree *t, unsigned char *seen) {
   for (size_t i = 0; i < t->n_dirents; i++)
     if (!str_ok(t, t->dirents[i].name) || t->dirents[i].ino == 0 || t->dirents[i].ino > t->n_nodes)
       return "a directory entry points outside the file";
@@ -98,11 +99,13 @@ static const char *check_records(const cairn_tree *t) {
     for (size_t k = 0; k < n->n_children; k++) {
       if (k > 0 && strcmp(t->strings + c[k - 1].name, t->strings + c[k].name) >= 0)
         return "a directory's entries are not sorted";
-      /* A directory is a child of its parent only, and the root of none:
-       * then a walk from the root ends. */
-      const cairn_node *child = &t->nodes[c[k].ino - 1];
-      if (S_ISDIR(child->mode) && (c[k].ino == 1 || child->parent != i + 1))
+      /* A directory has one name, in its parent, and the root none: then
+       * a walk from the root visits each directory once. */
+      uint32_t ino = c[k].ino;
+      if (!S_ISDIR(t->nodes[ino - 1].mode)) continue;
+      if (ino == 1 || t->nodes[ino - 1].parent != i + 1 || seen[ino / 8] & (1u << ino % 8))
         return "a directory is not a child of its parent";
+      seen[ino / 8] |= (unsigned char)(1u << ino % 8);
     }
   }
   if (!S_ISDIR(t->nodes[0].mode)) return "the root is not a directory";
@@ -121,7 +124,10 @@ int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, cairn_tre
   const struct cn_index_header *h = buf;
   const char *why = check_header(h, size);
   cairn_tree *t = why ? NULL : malloc(sizeof(*t));
-  if (!why && !t) {
+  unsigned char *seen = why ? NULL : calloc(h->n_nodes / 8 + 1, 1);
+  if (!why && (!t || !seen)) {
+    free(t);
+    free(seen);
     release(buf, size, mapped);
     return store_fail(st, -ENOMEM, "out of memory opening the merged tree");
   }
@@ -138,7 +144,8 @@ int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, cairn_tre
                       .n_dirents = h->n_dirents,
                       .n_xattrs = h->n_xattrs,
                       .strings_size = h->strings_size};
-    why = check_records(t);
+    why = check_records(t, seen);
+    free(seen);
   }
   if (why) {
     free(t);

@@ -167,6 +167,17 @@ static void directory_cycle(unsigned char *buf, size_t *len) {
   cn_index_seal(buf);
 }
 
+/* bin is listed twice in the root: a walk would visit it twice (and
+ * nested twins, exponentially often). */
+static void directory_twice(unsigned char *buf, size_t *len) {
+  (void)len;
+  struct cn_index_header *h = (struct cn_index_header *)buf;
+  const cairn_node *root = (const cairn_node *)(buf + h->nodes_off);
+  cairn_dirent *c = (cairn_dirent *)(buf + h->dirents_off) + root->children;
+  c[1].ino = c[0].ino; /* bin, dev */
+  cn_index_seal(buf);
+}
+
 Test(index, a_corrupt_index_is_refused_and_rebuilt) {
   cairn_id id;
   import("app:1", id);
@@ -174,10 +185,14 @@ Test(index, a_corrupt_index_is_refused_and_rebuilt) {
     void (*fn)(unsigned char *, size_t *);
     const char *why;
   } cases[] = {
-      {flip_a_node_byte, "checksum mismatch"},        {cut_in_half, "truncated"},
-      {cut_to_nothing, "shorter than its header"},    {other_version, "another version"},
-      {entry_out_of_range, "outside the file"},       {string_out_of_range, "outside the file"},
+      {flip_a_node_byte, "checksum mismatch"},
+      {cut_in_half, "truncated"},
+      {cut_to_nothing, "shorter than its header"},
+      {other_version, "another version"},
+      {entry_out_of_range, "outside the file"},
+      {string_out_of_range, "outside the file"},
       {directory_cycle, "not a child of its parent"},
+      {directory_twice, "not a child of its parent"},
   };
   for (size_t i = 0; i < TU_N(cases); i++) {
     tamper(id, cases[i].fn);
