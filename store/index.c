@@ -80,9 +80,12 @@ static bool str_ok(const cairn_tree *t, uint32_t off) { return off < t->strings_
 /* Every record's references, once: then readers need no checks. seen has
  * a bit per node, zeroed. */
 static const char *check_records(const cairn_tree *t, unsigned char *seen) {
-  for (size_t i = 0; i < t->n_dirents; i++)
-    if (!str_ok(t, t->dirents[i].name) || t->dirents[i].ino == 0 || t->dirents[i].ino > t->n_nodes)
+  for (size_t i = 0; i < t->n_dirents; i++) {
+    const cairn_dirent *d = &t->dirents[i];
+    if (!str_ok(t, d->name) || d->ino == 0 || d->ino > t->n_nodes)
       return "a directory entry points outside the file";
+    if (t->strings[d->name] == '\0') return "a directory entry has no name";
+  }
   for (size_t i = 0; i < t->n_xattrs; i++) {
     const struct cn_index_xattr *x = &t->xattrs[i];
     if (!str_ok(t, x->name) || x->value > t->strings_size || x->len > t->strings_size - x->value)
