@@ -148,9 +148,9 @@ for img in debian 100k; do
     # A mount another namespace copied (a container started meanwhile)
     # may refuse to go: the cleanup at exit unmounts it lazily.
     for dir in "${dirs[@]}"; do eval "$(umount_cmd "$s" "$dir")" || true; done
-    for pid in $(cat "$TMP/fovl.pids"); do
+    while read -r pid; do
       wait_for 100 bash -c "! kill -0 $pid" || fail "fuse-overlayfs $pid did not exit"
-    done
+    done <"$TMP/fovl.pids"
   done
 done
 
@@ -170,7 +170,7 @@ def line(label, vals, fmt):
                       if s.startswith("cairnfs"))
     print(f"{label:44} {cells} {ratios}")
 for img, name in (("debian", "Debian minbase, 3 layers"), ("100k", "100,000 files")):
-    res = {r["command"]: (r["mean"] * 1000, r["stddev"] * 1000)
+    res = {r["command"]: (r["mean"] * 1000, (r["stddev"] or 0) * 1000)
            for r in json.load(open(f"{d}/latency-{img}.json"))["results"]}
     line(f"mount, caches dropped, ms ({name})", res, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
     pss, rss = {}, {}
