@@ -13,7 +13,8 @@
  * its code) → resolve DIR (cairn_mountpoint_resolve, as cairn umount does)
  * → open the store → resolve IMAGE → pin the image and all its layers
  * (purpose "mount DIR", held until exit; the kernel drops them if we die)
- * → build the merged tree → mount → record the mount (with its device) →
+ * → map the image's index (the merged tree; built and written the first
+ * time) → mount → record the mount (with its device) →
  * serve until the kernel ends the session → forget the record → release
  * the pins.
  *

@@ -1,5 +1,7 @@
 /*
- * ops.c — cairnfs's FUSE low-level operations over an in-memory merged tree.
+ * ops.c — cairnfs's FUSE low-level operations over the merged tree, which
+ * is the image's index file mapped shared (include/cairn.h: every mount of
+ * the image reads the same pages; nothing is allocated per entry).
  *
  * FUSE inode numbers are the tree's inode numbers (root = 1 = FUSE_ROOT_ID),
  * so every request is an array index and a binary search at most: no request
@@ -79,7 +81,7 @@ static void cfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     return;
   }
   struct fuse_entry_param e;
-  const cairn_dirent *de = cairn_tree_lookup(dir, name);
+  const cairn_dirent *de = cairn_tree_lookup(t, dir, name);
   if (!de) { /* ino 0: the kernel caches the miss for entry_timeout */
     memset(&e, 0, sizeof(e));
     e.entry_timeout = CACHE_TIMEOUT;
@@ -115,11 +117,12 @@ static void cfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 }
 
 static void cfs_readlink(fuse_req_t req, fuse_ino_t ino) {
-  const cairn_node *n = cairn_tree_node(fs_of(req)->tree, ino);
+  const cairn_tree *t = fs_of(req)->tree;
+  const cairn_node *n = cairn_tree_node(t, ino);
   if (!n || !S_ISLNK(n->mode) || !n->target)
     fuse_reply_err(req, n ? EINVAL : ESTALE);
   else
-    fuse_reply_readlink(req, n->target);
+    fuse_reply_readlink(req, cairn_tree_str(t, n->target));
 }
 
 /* Without NO_OPEN support in the kernel, opens are answered (no state is
@@ -147,7 +150,7 @@ static void cfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
  * never change, so a kept fd is never stale; it is closed when the thread
  * moves to another blob or exits. */
 struct last_blob {
-  const char *blob; /* the tree's string: compared by pointer */
+  const char *blob; /* the tree's string: compared by address */
   int fd;
 };
 
@@ -197,7 +200,7 @@ static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     fuse_reply_buf(req, NULL, 0);
     return;
   }
-  int fd = blob_fd(fs, n->blob, n->size);
+  int fd = blob_fd(fs, cairn_tree_str(fs->tree, n->blob), n->size);
   if (fd < 0) {
     fuse_reply_err(req, fd == -ENOMEM ? ENOMEM : EIO);
     return;
@@ -245,6 +248,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     return;
   }
   size_t used = 0;
+  const cairn_dirent *children = cairn_tree_children(t, dir);
   for (off_t i = off < 0 ? 0 : off; (size_t)i < dir->n_children + 2; i++) {
     const char *name;
     uint64_t child;
@@ -252,8 +256,8 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
       name = i == 0 ? "." : "..";
       child = i == 0 ? ino : dir->parent;
     } else {
-      name = dir->children[i - 2].name;
-      child = dir->children[i - 2].ino;
+      name = cairn_tree_str(t, children[i - 2].name);
+      child = children[i - 2].ino;
     }
     const cairn_node *n = cairn_tree_node(t, child);
     size_t len;
@@ -305,33 +309,35 @@ static void cfs_statfs(fuse_req_t req, fuse_ino_t ino) {
 }
 
 static void cfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
-  const cairn_node *n = cairn_tree_node(fs_of(req)->tree, ino);
+  const cairn_tree *t = fs_of(req)->tree;
+  const cairn_node *n = cairn_tree_node(t, ino);
   if (!n) {
     fuse_reply_err(req, ESTALE);
     return;
   }
   for (size_t i = 0; i < n->n_xattrs; i++) {
-    const cairn_xattr *x = &n->xattrs[i];
-    if (strcmp(x->name, name) != 0) continue;
+    cairn_xattr x = cairn_tree_xattr(t, n, i);
+    if (strcmp(x.name, name) != 0) continue;
     if (size == 0)
-      fuse_reply_xattr(req, x->len);
-    else if (size < x->len)
+      fuse_reply_xattr(req, x.len);
+    else if (size < x.len)
       fuse_reply_err(req, ERANGE);
     else
-      fuse_reply_buf(req, x->value, x->len);
+      fuse_reply_buf(req, x.value, x.len);
     return;
   }
   fuse_reply_err(req, ENODATA);
 }
 
 static void cfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  const cairn_node *n = cairn_tree_node(fs_of(req)->tree, ino);
+  const cairn_tree *t = fs_of(req)->tree;
+  const cairn_node *n = cairn_tree_node(t, ino);
   if (!n) {
     fuse_reply_err(req, ESTALE);
     return;
   }
   size_t total = 0;
-  for (size_t i = 0; i < n->n_xattrs; i++) total += strlen(n->xattrs[i].name) + 1;
+  for (size_t i = 0; i < n->n_xattrs; i++) total += strlen(cairn_tree_xattr(t, n, i).name) + 1;
   if (size == 0) {
     fuse_reply_xattr(req, total);
     return;
@@ -347,8 +353,9 @@ static void cfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   }
   size_t used = 0;
   for (size_t i = 0; i < n->n_xattrs; i++) {
-    size_t len = strlen(n->xattrs[i].name) + 1;
-    memcpy(buf + used, n->xattrs[i].name, len);
+    const char *xname = cairn_tree_xattr(t, n, i).name;
+    size_t len = strlen(xname) + 1;
+    memcpy(buf + used, xname, len);
     used += len;
   }
   fuse_reply_buf(req, buf, total);

@@ -508,14 +508,20 @@ typedef struct cairn_pull_opts {
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
 
-/* ---- merged tree (store/merge.c, tree.c; owner: cairnfs) -------------------------
- * An image's root filesystem with its layers merged by the OCI rules, built
- * once in memory and then read-only (safe to read from many threads).
+/* ---- merged tree (store/merge.c, tree.c, index.c; owner: cairnfs) ---------------
+ * An image's root filesystem with its layers merged by the OCI rules,
+ * read-only (safe to read from many threads). cairn_tree_build serves it
+ * from the image's index file (STORE/index/ID), mapped shared: every mount
+ * of an image reads the same page-cache pages, and nothing is allocated per
+ * entry. The index is written when the image is committed, or on the first
+ * build that finds none (or a corrupt one). Nodes and directory entries
+ * are the index's own fixed-width records: they hold no pointers, only
+ * offsets, which the cairn_tree_* accessors below turn into strings.
  * Inode numbers run 1..cairn_tree_count(), root = 1, stable for an image. */
 
 typedef struct cairn_dirent {
-  const char *name;
-  uint64_t ino;
+  uint32_t name; /* cairn_tree_str */
+  uint32_t ino;
 } cairn_dirent;
 
 typedef struct cairn_node {
@@ -525,13 +531,13 @@ typedef struct cairn_node {
   uint64_t rdev;
   int64_t mtime_sec;
   uint32_t mtime_nsec;
-  uint64_t parent;    /* directories: parent's ino (root: 1) */
-  const char *target; /* symlinks */
-  const char *blob;   /* regular files with size > 0 */
-  const cairn_xattr *xattrs;
-  size_t n_xattrs;
-  const cairn_dirent *children; /* directories: sorted by name (strcmp) */
-  size_t n_children;
+  uint32_t parent; /* directories: parent's ino (root: 1) */
+  uint32_t target; /* symlinks: cairn_tree_str */
+  uint32_t blob;   /* regular files with size > 0: cairn_tree_str */
+  uint32_t xattrs; /* cairn_tree_xattr */
+  uint32_t n_xattrs;
+  uint32_t children;   /* directories: cairn_tree_children */
+  uint32_t n_children; /* sorted by name (strcmp) */
 } cairn_node;
 
 typedef struct cairn_tree cairn_tree;
@@ -541,8 +547,14 @@ void cairn_tree_free(cairn_tree *t);
 size_t cairn_tree_count(const cairn_tree *t);
 /* NULL if ino is out of range. */
 const cairn_node *cairn_tree_node(const cairn_tree *t, uint64_t ino);
+/* A string of the tree (a name, target or blob field): NULL for 0. */
+const char *cairn_tree_str(const cairn_tree *t, uint32_t off);
+/* The n_children entries of directory dir. */
+const cairn_dirent *cairn_tree_children(const cairn_tree *t, const cairn_node *dir);
+/* Extended attribute i (< n_xattrs) of n, pointing into the tree. */
+cairn_xattr cairn_tree_xattr(const cairn_tree *t, const cairn_node *n, size_t i);
 /* The entry named name in directory dir, or NULL. */
-const cairn_dirent *cairn_tree_lookup(const cairn_node *dir, const char *name);
+const cairn_dirent *cairn_tree_lookup(const cairn_tree *t, const cairn_node *dir, const char *name);
 
 #ifdef __cplusplus
 }

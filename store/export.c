@@ -1,6 +1,7 @@
 /*
  * export.c — an image's merged root filesystem as one tar stream (pax),
- * written with libarchive from the merged tree (merge.c): what `cairn
+ * written with libarchive from the merged tree (merge.c, the same index a
+ * mount maps): what `cairn
  * export` prints. Every entry keeps its type, mode, owner, mtime (with
  * nanoseconds), xattrs, device numbers and link target; names sharing an
  * inode become one file and hardlinks to its first name, in walk order.
@@ -39,15 +40,16 @@ static int export_fail(struct exporter *x, const char *path) {
 }
 
 static int export_data(struct exporter *x, const cairn_node *n, const char *path) {
-  if (!n->blob) return 0;
-  int fd = cairn_blob_open(x->st, n->blob);
-  if (fd < 0) return store_fail(x->st, fd, "%s: blob %s: %s", path, n->blob, strerror(-fd));
+  const char *blob = cairn_tree_str(x->tree, n->blob);
+  if (!blob) return 0;
+  int fd = cairn_blob_open(x->st, blob);
+  if (fd < 0) return store_fail(x->st, fd, "%s: blob %s: %s", path, blob, strerror(-fd));
   uint64_t left = n->size;
   int r = 0;
   while (left > 0 && r == 0) {
     ssize_t got = read(fd, x->buf, left < sizeof(x->buf) ? left : sizeof(x->buf));
     if (got <= 0)
-      r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, n->blob);
+      r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, blob);
     else if (archive_write_data(x->out, x->buf, (size_t)got) != got)
       r = export_fail(x, path);
     else
@@ -66,8 +68,10 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   archive_entry_set_uid(e, n->uid);
   archive_entry_set_gid(e, n->gid);
   archive_entry_set_mtime(e, n->mtime_sec, n->mtime_nsec);
-  for (size_t i = 0; i < n->n_xattrs; i++)
-    archive_entry_xattr_add_entry(e, n->xattrs[i].name, n->xattrs[i].value, n->xattrs[i].len);
+  for (size_t i = 0; i < n->n_xattrs; i++) {
+    cairn_xattr xa = cairn_tree_xattr(x->tree, n, i);
+    archive_entry_xattr_add_entry(e, xa.name, xa.value, xa.len);
+  }
   bool data = false;
   if (!S_ISDIR(n->mode) && n->nlink > 1 && x->first_name[ino]) {
     archive_entry_set_hardlink(e, x->first_name[ino]);
@@ -77,7 +81,7 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
       archive_entry_free(e);
       return export_nomem(x, path);
     }
-    if (S_ISLNK(n->mode)) archive_entry_set_symlink(e, n->target);
+    if (S_ISLNK(n->mode)) archive_entry_set_symlink(e, cairn_tree_str(x->tree, n->target));
     if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
       archive_entry_set_rdevmajor(e, major(n->rdev));
       archive_entry_set_rdevminor(e, minor(n->rdev));
@@ -91,10 +95,11 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   archive_entry_free(e);
   if (r == 0 && data) r = export_data(x, n, path);
   if (r < 0 || !S_ISDIR(n->mode)) return r;
+  const cairn_dirent *c = cairn_tree_children(x->tree, n);
   for (size_t i = 0; i < n->n_children && r == 0; i++) {
-    _cleanup_free_ char *child =
-        path[0] ? cn_xasprintf("%s/%s", path, n->children[i].name) : strdup(n->children[i].name);
-    r = child ? export_node(x, n->children[i].ino, child) : export_nomem(x, path);
+    const char *name = cairn_tree_str(x->tree, c[i].name);
+    _cleanup_free_ char *child = path[0] ? cn_xasprintf("%s/%s", path, name) : strdup(name);
+    r = child ? export_node(x, c[i].ino, child) : export_nomem(x, path);
   }
   return r;
 }

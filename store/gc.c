@@ -8,6 +8,7 @@
 #include "layer.h"
 #include "pin.h"
 #include "sweep.h"
+#include "tree.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -53,6 +54,31 @@ static void sweep_pin_files(cairn_store *st, bool dry_run, cairn_report *r) {
   }
 }
 
+/* Index files of images that no longer exist (a crash between an rm's
+ * commit and its unlink). An image's index is linked only after its row
+ * is committed, so a file whose row is missing is never a new image's. */
+static void sweep_index_files(cairn_store *st, bool dry_run) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int dfd = openat(st->dirfd, "index", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+  if (!d || cn_db_prepare(st, &q, "SELECT 1 FROM images WHERE id = ?") < 0) {
+    if (d)
+      closedir(d);
+    else if (dfd >= 0)
+      close(dfd);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (!cn_is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
+    sqlite3_bind_text(q, 1, de->d_name, -1, SQLITE_STATIC);
+    bool exists = sqlite3_step(q) == SQLITE_ROW;
+    sqlite3_reset(q);
+    if (!exists && !dry_run) cn_index_remove(st, de->d_name);
+  }
+  closedir(d);
+}
+
 /* Temporary files older than a few minutes belong to no running process. */
 static void sweep_tmp(cairn_store *st, bool dry_run) {
   int dfd = openat(st->dirfd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -84,6 +110,7 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   if (rc == 0 && lock >= 0) rc = cn_blob_orphans_sweep(st, dry_run, r);
   if (rc == 0 && lock >= 0) {
     sweep_pin_files(st, dry_run, r);
+    sweep_index_files(st, dry_run);
     sweep_tmp(st, dry_run);
   }
   char size[32];
@@ -298,6 +325,45 @@ static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
   return rc;
 }
 
+/* Every image's index file: a corrupt one is a problem, which --repair
+ * fixes by writing it again from the stored layers; a missing one (an
+ * image committed before indexes existed, or whose index could not be
+ * written) is none, and --repair writes it. Returns how many corrupt ones
+ * it repaired. */
+static uint64_t fsck_indexes(cairn_store *st, bool repair, cairn_report *r) {
+  _cleanup_strv_ struct strv ids = {0};
+  {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    if (cn_db_prepare(st, &q, "SELECT id FROM images ORDER BY id") < 0) return 0;
+    while (sqlite3_step(q) == SQLITE_ROW)
+      if (cn_strv_push(&ids, (const char *)sqlite3_column_text(q, 0)) < 0) return 0;
+  }
+  uint64_t repaired = 0;
+  for (size_t i = 0; i < ids.n; i++) {
+    cairn_tree *t;
+    int rc = cn_index_map(st, ids.v[i], &t);
+    cairn_tree_free(t);
+    if (rc == 0) continue;
+    bool corrupt = rc != -ENOENT;
+    if (corrupt) problem(r, "%s", st->err);
+    store_errclear(st);
+    if (!repair) continue;
+    if ((rc = cn_image_tree_build(st, ids.v[i], &t)) == 0) {
+      rc = cn_index_write(st, ids.v[i], t);
+      cairn_tree_free(t);
+    }
+    if (rc < 0) {
+      cn_report_line(r, "index of image %.12s not written: %s", ids.v[i], st->err);
+      store_errclear(st);
+      continue;
+    }
+    cn_report_line(r, "%s the index of image %.12s", corrupt ? "repaired: rewrote" : "wrote",
+                   ids.v[i]);
+    repaired += corrupt;
+  }
+  return repaired;
+}
+
 static void fsck_report_unused(cairn_store *st, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   if (cn_db_prepare(st, &q,
@@ -336,6 +402,9 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
     if ((rc = fsck_repair(st, &bad, r)) < 0) return rc;
     problems -= bad.n;
   }
+  uint64_t before = r->problems;
+  problems -= fsck_indexes(st, repair, r);
+  problems += r->problems - before;
   return problems ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)problems)
                   : 0;
 }

@@ -5,11 +5,15 @@
  *
  * An image id is the sha256 of its config bytes, so the same config always
  * names the same image; the config must list exactly the image's layers as
- * rootfs.diff_ids.
+ * rootfs.diff_ids. A new image's merged tree is written as its index file
+ * (index.c) right after the commit, so that its first mount maps it; the
+ * index is derived data, so failing to write it fails nothing (the first
+ * mount writes it then).
  */
 #include "image.h"
 #include "layer.h"
 #include "sweep.h"
+#include "tree.h"
 
 #include <ctype.h>
 #include <fcntl.h>
@@ -105,6 +109,45 @@ static int config_check(cairn_store *st, const char *config, size_t len,
   return 0;
 }
 
+struct stored_layer {
+  cairn_store *st;
+  const char *diff_id;
+};
+
+static int stored_layer_foreach(void *src, cairn_entry_fn fn, void *arg) {
+  struct stored_layer *l = src;
+  return cairn_layer_foreach(l->st, l->diff_id, fn, arg);
+}
+
+int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out) {
+  *out = NULL;
+  char **layers = NULL;
+  size_t n_layers = 0;
+  int r = cairn_image_layers(st, image_id, &layers, &n_layers);
+  if (r < 0) return r;
+  merge_builder *b;
+  if ((r = cn_merge_builder_new(st, &b)) < 0) goto out;
+  for (size_t i = 0; r == 0 && i < n_layers; i++)
+    r = cn_merge_builder_add_layer(b, stored_layer_foreach, &(struct stored_layer){st, layers[i]});
+  if (r == 0)
+    r = cn_merge_builder_finish(b, out);
+  else
+    cn_merge_builder_free(b);
+out:
+  cairn_strv_free(layers, n_layers);
+  return r;
+}
+
+/* The committed image's index, best effort: a failure leaves no message. */
+static void index_write(cairn_store *st, const char *image_id) {
+  cairn_tree *t;
+  if (cn_image_tree_build(st, image_id, &t) == 0) {
+    cn_index_write(st, image_id, t);
+    cairn_tree_free(t);
+  }
+  store_errclear(st);
+}
+
 int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
                        const char *const *diff_ids, size_t n, const char *name,
                        cairn_id image_id_out) {
@@ -119,6 +162,7 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
   sha256_hex(d, image_id_out);
   if ((r = cn_db_begin(st)) < 0) return r;
   int64_t size = 0;
+  bool created = false;
   for (size_t i = 0; i < n; i++) {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
     if ((r = cn_db_prepare(st, &q, "SELECT size FROM layers WHERE id = ?")) < 0) goto fail;
@@ -143,7 +187,8 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
       r = cn_store_fail_db(st, "image");
       goto fail;
     }
-    if (sqlite3_changes(st->db) > 0) {
+    created = sqlite3_changes(st->db) > 0;
+    if (created) {
       _cleanup_stmt_ sqlite3_stmt *l = NULL;
       if ((r = cn_db_prepare(st, &l,
                              "INSERT INTO image_layers(image_id, position, layer_id)"
@@ -173,7 +218,8 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
       goto fail;
     }
   }
-  if ((r = cn_db_commit_durable(st)) == -ENOSPC) cn_store_fail_nospace(st);
+  if ((r = cn_db_commit_durable(st)) == -ENOSPC) return cn_store_fail_nospace(st);
+  if (r == 0 && created) index_write(st, image_id_out);
   return r;
 fail:
   cn_db_rollback(st);

@@ -14,4 +14,8 @@ int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t le
  * transaction (no error if it is gone already). */
 int cn_image_delete_rows(cairn_store *st, const char *id);
 
+/* Builds the merged tree of image_id from its stored layers, bottom first,
+ * through the tree builder (tree.c), ignoring any index file (image.c). */
+int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out);
+
 #endif

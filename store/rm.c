@@ -14,6 +14,7 @@
  * is taken before the transaction begins, as pinners lock before they
  * write their annotation. The layers it leaves unused are then swept
  * (cn_store_sweep): a layer that a pull in progress pins stays for that pull.
+ * The image's index file goes after the commit, like its pin file.
  *
  * cairn_rm_report says what changed, once it is committed, as podman does:
  * "Untagged: NAME" for each name gone, "Deleted: ID" for the image, then
@@ -22,6 +23,7 @@
 #include "image.h"
 #include "pin.h"
 #include "sweep.h"
+#include "tree.h"
 
 #include <string.h>
 
@@ -70,9 +72,11 @@ static int tx_end(cairn_store *st, int r) {
   return r;
 }
 
-/* After the commit that deleted image id: its pin file goes, then what it
+/* After the commit that deleted image id: its index file goes, then its
+ * pin file (whose lock kept the index while it was in use), then what it
  * left unused (the sweep's lines go to rep). */
 static int image_removed(cairn_store *st, const char *id, int fd, cairn_report *rep) {
+  cn_index_remove(st, id);
   cn_pin_delete_unlock(st, CAIRN_PIN_IMAGE, id, fd);
   cn_report_line(rep, "Deleted: %s", id);
   return cn_store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, rep);

@@ -14,6 +14,7 @@
 #include "blob.h"
 #include "layer.h"
 #include "pin.h"
+#include "tree.h"
 
 #include <string.h>
 
@@ -39,6 +40,7 @@ bool cn_held_has(const struct held_set *h, enum cairn_pin_kind kind, const char 
 
 void cn_held_release(cairn_store *st, struct held_set *h, bool deleted) {
   for (size_t i = 0; i < h->n; i++) {
+    if (deleted && h->v[i].kind == CAIRN_PIN_IMAGE) cn_index_remove(st, h->v[i].id);
     if (deleted)
       cn_pin_delete_unlock(st, h->v[i].kind, h->v[i].id, h->v[i].fd);
     else

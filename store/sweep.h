@@ -37,7 +37,8 @@ int cn_held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, c
                 int fd);
 bool cn_held_has(const struct held_set *h, enum cairn_pin_kind kind, const char *id);
 /* Once the transaction ended: if it deleted the targets (committed), their
- * pin files go; otherwise the locks are only dropped. */
+ * pin files go (an image's index file first); otherwise the locks are only
+ * dropped. */
 void cn_held_release(cairn_store *st, struct held_set *h, bool deleted);
 
 #endif

@@ -25,9 +25,12 @@
  * name → inode) found through one hash table; a replaced or whited-out
  * subtree simply becomes unreachable. Freezing walks what is reachable from
  * the root, numbers inodes 1.. in a fixed order (root = 1; same image, same
- * numbers), counts links, and leaves flat arrays: nodes indexed by inode
- * number and each directory's entries sorted by name for binary search.
- * Strings live in an arena freed with the tree. Nothing here is FUSE-aware.
+ * numbers), counts links, and writes the frozen tree in the index format
+ * (tree.h, index.c): flat arrays of fixed-width records, nodes indexed by
+ * inode number, each directory's entries sorted by name for binary search,
+ * and one pool of strings, all in one buffer with no pointers. That buffer
+ * is what STORE/index/ID holds, and what a mount maps. Nothing here is
+ * FUSE-aware.
  */
 #include "tree.h"
 
@@ -85,8 +88,20 @@ static void arena_free(struct arena *a) {
 
 /* ---- build-time tree -------------------------------------------------- */
 
+/* A node's attributes while building: the strings live in the arena. */
+struct battr {
+  uint32_t mode, uid, gid, nlink;
+  uint64_t size, rdev;
+  int64_t mtime_sec;
+  uint32_t mtime_nsec;
+  uint32_t parent, n_children; /* filled when freezing */
+  const char *target, *blob;
+  const cairn_xattr *xattrs;
+  uint32_t n_xattrs;
+};
+
 struct binode {
-  cairn_node attr;      /* children/parent are filled when freezing */
+  struct battr attr;
   uint32_t first_child; /* dentry list head (directories) */
   uint32_t final_ino;   /* 0 until numbered */
   uint32_t links;       /* reachable names (non-directories) */
@@ -102,8 +117,7 @@ struct bdentry {
 
 struct merge_builder {
   cairn_store *st;
-  cairn_tree *tree; /* its arena holds the strings; handed out by finish */
-  struct arena *arena;
+  struct arena arena; /* strings, until the tree is frozen */
   struct binode *inodes;
   size_t n_inodes, cap_inodes;
   struct bdentry *dentries;
@@ -111,13 +125,6 @@ struct merge_builder {
   uint32_t *buckets;
   size_t n_buckets; /* power of two */
   uint32_t root;
-};
-
-struct cairn_tree {
-  struct arena arena;
-  cairn_node *nodes; /* nodes[ino - 1] */
-  size_t n_nodes;
-  cairn_dirent *dirents;
 };
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
@@ -196,7 +203,7 @@ static int dentry_add(merge_builder *b, uint32_t parent, const char *name, size_
   }
   int r = grow((void **)&b->dentries, &b->cap_dentries, b->n_dentries + 1, sizeof(*b->dentries));
   if (r < 0) return r;
-  char *s = arena_alloc(b->arena, len + 1);
+  char *s = arena_alloc(&b->arena, len + 1);
   if (!s) return -ENOMEM;
   memcpy(s, name, len);
   s[len] = '\0';
@@ -301,7 +308,7 @@ static int path_lookup(merge_builder *b, const char *path, size_t len, bool crea
 struct lentry {
   const char *path;
   enum cairn_entry_type type;
-  cairn_node attr;
+  struct battr attr;
 };
 
 struct layer_entries {
@@ -324,7 +331,7 @@ static uint32_t type_bits(enum cairn_entry_type t) {
 
 static int collect_entry(const cairn_entry *e, void *arg) {
   struct layer_entries *le = arg;
-  struct arena *a = le->b->arena;
+  struct arena *a = &le->b->arena;
   int r = grow((void **)&le->v, &le->cap, le->n + 1, sizeof(*le->v));
   if (r < 0) return r;
   struct lentry *l = &le->v[le->n];
@@ -336,7 +343,7 @@ static int collect_entry(const cairn_entry *e, void *arg) {
     le->n++;
     return 0;
   }
-  cairn_node *n = &l->attr;
+  struct battr *n = &l->attr;
   n->mode = type_bits(e->type) | (e->mode & 07777);
   n->uid = e->uid;
   n->gid = e->gid;
@@ -362,8 +369,9 @@ static int collect_entry(const cairn_entry *e, void *arg) {
       x[i].len = e->xattrs[i].len;
       if (!x[i].name || !x[i].value) return -ENOMEM;
     }
+    if (e->n_xattrs > UINT32_MAX) return -EOVERFLOW;
     n->xattrs = x;
-    n->n_xattrs = e->n_xattrs;
+    n->n_xattrs = (uint32_t)e->n_xattrs;
   }
   le->n++;
   return 0;
@@ -497,17 +505,22 @@ int cn_merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *s
 
 /* ---- freezing ------------------------------------------------------------ */
 
+struct fdirent {
+  const char *name;
+  uint32_t ino;
+};
+
 struct freezer {
   merge_builder *b;
   uint32_t next_ino;
   uint32_t *order; /* order[ino - 1] = build inode */
-  cairn_dirent *dirents;
+  struct fdirent *dirents;
   size_t n_dirents, cap_dirents;
   uint32_t *dir_first; /* per ino: first dirent index */
 };
 
 static int dirent_cmp(const void *a, const void *b) {
-  return strcmp(((const cairn_dirent *)a)->name, ((const cairn_dirent *)b)->name);
+  return strcmp(((const struct fdirent *)a)->name, ((const struct fdirent *)b)->name);
 }
 
 /* Numbers the directory's children, sorts them and recurses (depth is
@@ -520,7 +533,7 @@ static int freeze_dir(struct freezer *f, uint32_t dir_inode, uint32_t dir_ino) {
     if (r < 0) return r;
     /* ino temporarily holds the build inode; renumbered below. */
     f->dirents[f->n_dirents++] =
-        (cairn_dirent){.name = b->dentries[i].name, .ino = b->dentries[i].inode};
+        (struct fdirent){.name = b->dentries[i].name, .ino = b->dentries[i].inode};
     count++;
   }
   if (count > 1) qsort(f->dirents + first, count, sizeof(*f->dirents), dirent_cmp);
@@ -529,7 +542,7 @@ static int freeze_dir(struct freezer *f, uint32_t dir_inode, uint32_t dir_ino) {
     struct binode *c = &b->inodes[f->dirents[k].ino];
     if (!c->final_ino) {
       c->final_ino = ++f->next_ino;
-      f->order[c->final_ino - 1] = (uint32_t)f->dirents[k].ino;
+      f->order[c->final_ino - 1] = f->dirents[k].ino;
     }
     c->links++;
     if (S_ISDIR(c->attr.mode)) {
@@ -540,46 +553,118 @@ static int freeze_dir(struct freezer *f, uint32_t dir_inode, uint32_t dir_ino) {
   }
   struct binode *d = &b->inodes[dir_inode];
   d->attr.nlink = 2 + subdirs;
-  d->attr.n_children = count;
+  d->attr.n_children = (uint32_t)count;
   f->dir_first[dir_ino - 1] = (uint32_t)first;
   for (size_t k = first; k < first + count; k++) {
-    uint64_t ino = f->dirents[k].ino;
+    uint32_t ino = f->dirents[k].ino;
     uint32_t inode = f->order[ino - 1];
     if (S_ISDIR(b->inodes[inode].attr.mode)) {
-      int r = freeze_dir(f, inode, (uint32_t)ino);
+      int r = freeze_dir(f, inode, ino);
       if (r < 0) return r;
     }
   }
   return 0;
 }
 
-static int freeze(merge_builder *b, cairn_tree *t) {
+/* The string pool of the index being written: offset 0 is "no string". */
+struct pool {
+  char *base;
+  size_t used;
+};
+
+static uint32_t pool_put(struct pool *p, const void *s, size_t len) {
+  uint32_t off = (uint32_t)p->used;
+  if (len) memcpy(p->base + off, s, len);
+  p->used += len;
+  return off;
+}
+
+static uint32_t pool_str(struct pool *p, const char *s) {
+  return s ? pool_put(p, s, strlen(s) + 1) : 0;
+}
+
+/* Writes the numbered tree as an index image (tree.h) into one buffer. */
+static int serialize(struct freezer *f, cairn_tree **out) {
+  merge_builder *b = f->b;
+  /* byte 0 (offset 0: no string) and a last NUL, which ends every string */
+  size_t n = f->next_ino, n_x = 0, pool_size = 2;
+  for (size_t i = 0; i < n; i++) {
+    const struct battr *a = &b->inodes[f->order[i]].attr;
+    if (a->target) pool_size += strlen(a->target) + 1;
+    if (a->blob) pool_size += strlen(a->blob) + 1;
+    for (size_t k = 0; k < a->n_xattrs; k++)
+      pool_size += strlen(a->xattrs[k].name) + 1 + a->xattrs[k].len;
+    n_x += a->n_xattrs;
+  }
+  for (size_t i = 0; i < f->n_dirents; i++) pool_size += strlen(f->dirents[i].name) + 1;
+  if (pool_size > UINT32_MAX || n_x > UINT32_MAX || f->n_dirents > UINT32_MAX) return -EOVERFLOW;
+  struct cn_index_header h = {
+      .magic = CN_INDEX_MAGIC,
+      .version = CN_INDEX_VERSION,
+      .header_size = sizeof(h),
+      .n_nodes = (uint32_t)n,
+      .n_dirents = (uint32_t)f->n_dirents,
+      .n_xattrs = (uint32_t)n_x,
+  };
+  h.nodes_off = sizeof(h);
+  h.dirents_off = h.nodes_off + n * sizeof(cairn_node);
+  h.xattrs_off = h.dirents_off + f->n_dirents * sizeof(cairn_dirent);
+  h.strings_off = h.xattrs_off + n_x * sizeof(struct cn_index_xattr);
+  h.strings_size = pool_size;
+  h.file_size = h.strings_off + pool_size;
+  unsigned char *buf = calloc(1, h.file_size);
+  if (!buf) return -ENOMEM;
+  cairn_node *nodes = (cairn_node *)(buf + h.nodes_off);
+  cairn_dirent *dirents = (cairn_dirent *)(buf + h.dirents_off);
+  struct cn_index_xattr *xattrs = (struct cn_index_xattr *)(buf + h.xattrs_off);
+  struct pool p = {.base = (char *)buf + h.strings_off, .used = 1};
+  for (size_t i = 0; i < f->n_dirents; i++)
+    dirents[i] = (cairn_dirent){.name = pool_str(&p, f->dirents[i].name), .ino = f->dirents[i].ino};
+  uint32_t x = 0;
+  for (size_t i = 0; i < n; i++) {
+    const struct binode *bn = &b->inodes[f->order[i]];
+    const struct battr *a = &bn->attr;
+    cairn_node *o = &nodes[i];
+    *o = (cairn_node){.mode = a->mode,
+                      .uid = a->uid,
+                      .gid = a->gid,
+                      .nlink = S_ISDIR(a->mode) ? a->nlink : bn->links,
+                      .size = a->size,
+                      .rdev = a->rdev,
+                      .mtime_sec = a->mtime_sec,
+                      .mtime_nsec = a->mtime_nsec,
+                      .parent = a->parent,
+                      .target = pool_str(&p, a->target),
+                      .blob = pool_str(&p, a->blob),
+                      .xattrs = x,
+                      .n_xattrs = a->n_xattrs};
+    if (S_ISDIR(a->mode) && a->n_children) {
+      o->children = f->dir_first[i];
+      o->n_children = a->n_children;
+    }
+    for (size_t k = 0; k < a->n_xattrs; k++, x++) {
+      xattrs[x].name = pool_str(&p, a->xattrs[k].name);
+      xattrs[x].value = pool_put(&p, a->xattrs[k].value, a->xattrs[k].len);
+      xattrs[x].len = (uint32_t)a->xattrs[k].len;
+    }
+  }
+  memcpy(buf, &h, sizeof(h));
+  cn_index_seal(buf);
+  return cn_tree_wrap(b->st, buf, h.file_size, false, out);
+}
+
+static int freeze(merge_builder *b, cairn_tree **out) {
   struct freezer f = {.b = b};
   int r = -ENOMEM;
   f.order = malloc(b->n_inodes * sizeof(*f.order));
-  f.dir_first = malloc(b->n_inodes * sizeof(*f.dir_first));
+  f.dir_first = calloc(b->n_inodes, sizeof(*f.dir_first));
   if (!f.order || !f.dir_first) goto out;
   struct binode *root = &b->inodes[b->root];
   root->final_ino = f.next_ino = 1;
   root->attr.parent = 1;
   f.order[0] = b->root;
   r = freeze_dir(&f, b->root, 1);
-  if (r < 0) goto out;
-  t->n_nodes = f.next_ino;
-  t->nodes = calloc(t->n_nodes, sizeof(*t->nodes));
-  r = -ENOMEM;
-  if (!t->nodes) goto out;
-  t->dirents = f.dirents;
-  f.dirents = NULL;
-  for (size_t i = 0; i < t->n_nodes; i++) {
-    struct binode *n = &b->inodes[f.order[i]];
-    t->nodes[i] = n->attr;
-    if (S_ISDIR(n->attr.mode))
-      t->nodes[i].children = n->attr.n_children ? t->dirents + f.dir_first[i] : NULL;
-    else
-      t->nodes[i].nlink = n->links;
-  }
-  r = 0;
+  if (r == 0) r = serialize(&f, out);
 out:
   free(f.order);
   free(f.dir_first);
@@ -591,13 +676,8 @@ out:
 
 int cn_merge_builder_new(cairn_store *st, merge_builder **out) {
   merge_builder *b = calloc(1, sizeof(*b));
-  cairn_tree *t = calloc(1, sizeof(*t));
-  if (!b || !t) {
-    free(b);
-    free(t);
-    return store_fail(st, -ENOMEM, "out of memory building the merged tree");
-  }
-  *b = (merge_builder){.st = st, .tree = t, .arena = &t->arena};
+  if (!b) return store_fail(st, -ENOMEM, "out of memory building the merged tree");
+  b->st = st;
   int r = synth_dir(b, &b->root);
   if (r < 0) {
     cn_merge_builder_free(b);
@@ -609,7 +689,7 @@ int cn_merge_builder_new(cairn_store *st, merge_builder **out) {
 
 void cn_merge_builder_free(merge_builder *b) {
   if (!b) return;
-  cairn_tree_free(b->tree);
+  arena_free(&b->arena);
   free(b->inodes);
   free(b->dentries);
   free(b->buckets);
@@ -618,41 +698,9 @@ void cn_merge_builder_free(merge_builder *b) {
 
 int cn_merge_builder_finish(merge_builder *b, cairn_tree **out) {
   *out = NULL;
-  int r = freeze(b, b->tree);
-  if (r == 0) {
-    *out = b->tree;
-    b->tree = NULL;
-  } else {
-    r = store_fail(b->st, r, "out of memory building the merged tree");
-  }
+  int r = freeze(b, out);
+  if (r == -ENOMEM) r = store_fail(b->st, r, "out of memory building the merged tree");
+  if (r == -EOVERFLOW) r = store_fail(b->st, r, "too many files for one merged tree");
   cn_merge_builder_free(b);
   return r;
-}
-
-void cairn_tree_free(cairn_tree *t) {
-  if (!t) return;
-  free(t->nodes);
-  free(t->dirents);
-  arena_free(&t->arena);
-  free(t);
-}
-
-size_t cairn_tree_count(const cairn_tree *t) { return t->n_nodes; }
-
-const cairn_node *cairn_tree_node(const cairn_tree *t, uint64_t ino) {
-  return ino >= 1 && ino <= t->n_nodes ? &t->nodes[ino - 1] : NULL;
-}
-
-const cairn_dirent *cairn_tree_lookup(const cairn_node *dir, const char *name) {
-  size_t lo = 0, hi = dir->n_children;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    int c = strcmp(name, dir->children[mid].name);
-    if (c == 0) return &dir->children[mid];
-    if (c < 0)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return NULL;
 }

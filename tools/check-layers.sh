@@ -25,7 +25,7 @@ LAYERS=(
   "store  | store/store.c store/staging.c store/util.c store/proc.c store/backoff.c | store/internal.h | below"
   "blobs  | store/blob.c                 | store/blob.h                           | below"
   "pins   | store/pin.c store/mount.c    | store/pin.h                            | below"
-  "tree   | store/tree.c                 | store/tree.h                           | below"
+  "tree   | store/tree.c store/index.c   | store/tree.h                           | below"
   "layers | store/layer.c store/sweep.c  | store/layer.h store/sweep.h            | below"
   "images | store/image.c store/list.c   | store/image.h                          | below"
   "merge  | store/merge.c store/export.c | -                                      | below"

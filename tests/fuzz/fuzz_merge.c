@@ -111,18 +111,21 @@ static size_t tree_walk(const cairn_tree *t) {
     const cairn_node *n = cairn_tree_node(t, ino);
     if (!n) __builtin_trap();
     sum += n->mode + n->nlink + n->size + n->parent;
-    if (n->target) sum += strlen(n->target);
-    if (n->blob) sum += strlen(n->blob);
+    if (n->target) sum += strlen(cairn_tree_str(t, n->target));
+    if (n->blob) sum += strlen(cairn_tree_str(t, n->blob));
     for (size_t i = 0; i < n->n_xattrs; i++) {
-      sum += strlen(n->xattrs[i].name);
-      for (size_t k = 0; k < n->xattrs[i].len; k++) sum += ((const uint8_t *)n->xattrs[i].value)[k];
+      cairn_xattr x = cairn_tree_xattr(t, n, i);
+      sum += strlen(x.name);
+      for (size_t k = 0; k < x.len; k++) sum += ((const uint8_t *)x.value)[k];
     }
     if (!S_ISDIR(n->mode)) continue;
     if (!cairn_tree_node(t, n->parent)) __builtin_trap();
+    const cairn_dirent *c = cairn_tree_children(t, n);
     for (size_t i = 0; i < n->n_children; i++) {
-      const cairn_dirent *d = &n->children[i];
-      if (cairn_tree_lookup(n, d->name) != d || !cairn_tree_node(t, d->ino)) __builtin_trap();
-      if (i > 0 && strcmp(n->children[i - 1].name, d->name) >= 0) __builtin_trap();
+      const cairn_dirent *d = &c[i];
+      const char *name = cairn_tree_str(t, d->name);
+      if (cairn_tree_lookup(t, n, name) != d || !cairn_tree_node(t, d->ino)) __builtin_trap();
+      if (i > 0 && strcmp(cairn_tree_str(t, c[i - 1].name), name) >= 0) __builtin_trap();
     }
   }
   return sum;

@@ -508,3 +508,35 @@ bool tu_wait_until(bool (*cond)(void *), void *arg, int timeout_ms) {
   }
   return cond(arg);
 }
+
+static void same_str(const cairn_tree *a, uint32_t x, const cairn_tree *b, uint32_t y, uint64_t ino,
+                     const char *what) {
+  const char *sa = cairn_tree_str(a, x), *sb = cairn_tree_str(b, y);
+  cr_assert((!sa && !sb) || (sa && sb && strcmp(sa, sb) == 0), "ino %llu: %s %s != %s",
+            (unsigned long long)ino, what, sa ? sa : "(none)", sb ? sb : "(none)");
+}
+
+void tu_assert_same_tree(const cairn_tree *a, const cairn_tree *b) {
+  cr_assert_eq(cairn_tree_count(a), cairn_tree_count(b));
+  for (uint64_t ino = 1; ino <= cairn_tree_count(a); ino++) {
+    const cairn_node *x = cairn_tree_node(a, ino), *y = cairn_tree_node(b, ino);
+    cr_assert(x->mode == y->mode && x->uid == y->uid && x->gid == y->gid && x->nlink == y->nlink &&
+                  x->size == y->size && x->rdev == y->rdev && x->mtime_sec == y->mtime_sec &&
+                  x->mtime_nsec == y->mtime_nsec && x->parent == y->parent &&
+                  x->n_xattrs == y->n_xattrs && x->n_children == y->n_children,
+              "ino %llu: attributes differ", (unsigned long long)ino);
+    same_str(a, x->target, b, y->target, ino, "target");
+    same_str(a, x->blob, b, y->blob, ino, "blob");
+    for (size_t i = 0; i < x->n_xattrs; i++) {
+      cairn_xattr xa = cairn_tree_xattr(a, x, i), xb = cairn_tree_xattr(b, y, i);
+      cr_assert(strcmp(xa.name, xb.name) == 0 && xa.len == xb.len &&
+                    memcmp(xa.value, xb.value, xa.len) == 0,
+                "ino %llu: xattr %s differs", (unsigned long long)ino, xa.name);
+    }
+    const cairn_dirent *ca = cairn_tree_children(a, x), *cb = cairn_tree_children(b, y);
+    for (size_t i = 0; i < x->n_children; i++) {
+      cr_assert_eq(ca[i].ino, cb[i].ino, "ino %llu: entry %zu", (unsigned long long)ino, i);
+      same_str(a, ca[i].name, b, cb[i].name, ino, "entry");
+    }
+  }
+}

@@ -164,4 +164,8 @@ void tu_write_byte(int fd, char c);
 /* Polls cond every 10 ms for up to timeout_ms; its last answer. */
 bool tu_wait_until(bool (*cond)(void *), void *arg, int timeout_ms);
 
+/* Asserts that two merged trees are the same, node by node: attributes,
+ * strings, xattrs, and each directory's entries (names and inodes). */
+void tu_assert_same_tree(const cairn_tree *a, const cairn_tree *b);
+
 #endif

@@ -1,0 +1,184 @@
+#!/bin/bash
+# bench_mount.sh — what a mount costs, cairnfs against its peers, on the
+# 3-layer Debian minbase image (debootstrap, cached; the layers of
+# bench_fs.sh without the big file) and on a generated image of 100,000
+# small files (one layer, 1,000 directories of 100 files).
+#
+# Rows, for kernel overlayfs (ro, lowerdirs), fuse-overlayfs (lowerdirs)
+# and cairnfs (`cairn mount`), and for a second cairnfs build when
+# CAIRN_BIN_BEFORE names one (say, main's, to show a change):
+#   - mount latency with page, dentry and inode caches dropped before each
+#     run: from the mount command until a file of the image
+#     (etc/os-release; d0999/f099) has been read (hyperfine, mean ± sd);
+#   - N mounts of one image (N=20), each walked shallowly (find -maxdepth
+#     2, one file read): the sum of the daemons' PSS (from
+#     /proc/PID/smaps_rollup) and one daemon's RSS. Kernel overlayfs has no
+#     daemon.
+# Prints one table, ratios against fuse-overlayfs.
+#
+#   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] bench/bench_mount.sh [RESULTS.txt]
+# Measured, never asserted. Needs root (mounts, drop_caches).
+CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
+source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+unset ASAN_OPTIONS UBSAN_OPTIONS
+out_file=${1:-}
+
+RUNS=${RUNS:-10}
+N_MOUNTS=${N_MOUNTS:-20}
+DROP='sync; echo 3 > /proc/sys/vm/drop_caches'
+
+echo "# preparing the images" >&2
+minbase_layers "$TMP/layers"
+python3 - "$TMP/layers/100k.tar" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as tf:
+    for d in range(1000):
+        ti = tarfile.TarInfo(f"d{d:04}"); ti.type = tarfile.DIRTYPE; ti.mode = 0o755
+        tf.addfile(ti)
+        for f in range(100):
+            data = f"{d}/{f}\n".encode()
+            ti = tarfile.TarInfo(f"d{d:04}/f{f:03}"); ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+PY
+for i in 1 2 3; do
+  mkdir -p "$TMP/l$i"
+  tar -C "$TMP/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"
+done
+mkdir -p "$TMP/l100k" "$TMP/empty"
+tar -C "$TMP/l100k" -xf "$TMP/layers/100k.tar"
+
+# Each image: its cairn name, layer tars, overlay lowerdir and the file read.
+declare -A LAYERS LOWER PROBE
+LAYERS[debian]="$TMP/layers/layer1.tar $TMP/layers/layer2.tar $TMP/layers/layer3.tar"
+LOWER[debian]=$TMP/l3:$TMP/l2:$TMP/l1
+PROBE[debian]=etc/os-release
+LAYERS[100k]=$TMP/layers/100k.tar
+LOWER[100k]=$TMP/l100k:$TMP/empty # overlayfs needs two lowerdirs without an upperdir
+PROBE[100k]=d0999/f099
+
+# Contenders: NAME -> the bin dir of a cairn build (cairnfs ones only).
+SYSTEMS=(overlayfs fuse-overlayfs cairnfs)
+declare -A BIN
+BIN[cairnfs]=$CAIRN_BIN
+if [ -n "${CAIRN_BIN_BEFORE:-}" ]; then
+  SYSTEMS+=(cairnfs-before)
+  BIN[cairnfs-before]=$CAIRN_BIN_BEFORE
+fi
+for s in "${SYSTEMS[@]}"; do
+  [ -n "${BIN[$s]:-}" ] || continue
+  for img in debian 100k; do
+    # shellcheck disable=SC2086 # a list of tars
+    "${BIN[$s]}/cairn" --store "$TMP/store-$s" import "$img:1" ${LAYERS[$img]} >/dev/null
+  done
+done
+
+# mount_cmd SYS IMAGE DIR / umount_cmd SYS DIR: shell commands.
+mount_cmd() {
+  case $1 in
+  overlayfs) echo "mount -t overlay overlay -o ro,lowerdir=${LOWER[$2]} $3" ;;
+  fuse-overlayfs) echo "fuse-overlayfs -o lowerdir=${LOWER[$2]} $3" ;;
+  *) echo "${BIN[$1]}/cairn --store $TMP/store-$1 mount $2:1 $3" ;;
+  esac
+}
+umount_cmd() {
+  case $1 in
+  overlayfs) echo "umount $2" ;;
+  fuse-overlayfs) echo "fusermount3 -u $2" ;;
+  *) echo "${BIN[$1]}/cairn --store $TMP/store-$1 umount $2" ;;
+  esac
+}
+
+mkdir -p "$TMP/json" "$TMP/m"
+for img in debian 100k; do
+  echo "# mount latency, caches dropped: $img" >&2
+  args=(--style none --runs "$RUNS" --export-json "$TMP/json/latency-$img.json")
+  for s in "${SYSTEMS[@]}"; do
+    dir=$TMP/m/$s
+    mkdir -p "$dir"
+    args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $DROP"
+      -n "$s" "$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null")
+  done
+  hyperfine "${args[@]}" >/dev/null
+  for s in "${SYSTEMS[@]}"; do
+    mountpoint -q "$TMP/m/$s" && eval "$(umount_cmd "$s" "$TMP/m/$s")"
+  done
+done
+
+# daemon_pids SYS DIR...: the pids serving those mounts.
+daemon_pids() {
+  local s=$1
+  shift
+  if [ "$s" = fuse-overlayfs ]; then
+    cat "$TMP/fovl.pids"
+  else
+    "${BIN[$s]}/cairn" --store "$TMP/store-$s" mounts --json | jq -r '.[].pid'
+  fi
+}
+
+# The PSS row: N mounts, each walked; "SUM_PSS_KIB ONE_RSS_KIB" per system.
+for img in debian 100k; do
+  for s in "${SYSTEMS[@]}"; do
+    [ "$s" = overlayfs ] && continue
+    echo "# $N_MOUNTS mounts: $s, $img" >&2
+    : >"$TMP/fovl.pids"
+    dirs=()
+    for i in $(seq "$N_MOUNTS"); do
+      dir=$TMP/m/$s-$i
+      mkdir -p "$dir"
+      dirs+=("$dir")
+      if [ "$s" = fuse-overlayfs ]; then
+        fuse-overlayfs -f -o "lowerdir=${LOWER[$img]}" "$dir" &
+        echo $! >>"$TMP/fovl.pids"
+        BG_PIDS+=($!)
+        wait_for 100 mountpoint -q "$dir" || fail "fuse-overlayfs did not mount $dir"
+      else
+        eval "$(mount_cmd "$s" "$img" "$dir")"
+      fi
+    done
+    for dir in "${dirs[@]}"; do
+      find "$dir" -maxdepth 2 -printf '%p %s %m\n' >/dev/null
+      cat "$dir/${PROBE[$img]}" >/dev/null
+    done
+    pss=0 rss=0
+    for pid in $(daemon_pids "$s"); do
+      pss=$((pss + $(awk '/^Pss:/ { print $2 }' "/proc/$pid/smaps_rollup")))
+      rss=$(awk '/^Rss:/ { print $2 }' "/proc/$pid/smaps_rollup")
+    done
+    echo "$pss $rss" >"$TMP/json/pss-$img-$s"
+    # A mount another namespace copied (a container started meanwhile)
+    # may refuse to go: the cleanup at exit unmounts it lazily.
+    for dir in "${dirs[@]}"; do eval "$(umount_cmd "$s" "$dir")" || true; done
+    while read -r pid; do
+      wait_for 100 bash -c "! kill -0 $pid" || fail "fuse-overlayfs $pid did not exit"
+    done <"$TMP/fovl.pids"
+  done
+done
+
+python3 - "$TMP/json" "$N_MOUNTS" "${SYSTEMS[@]}" <<'PY' | tee ${out_file:+"$out_file"}
+import json, os, platform, sys
+d, n, systems = sys.argv[1], sys.argv[2], sys.argv[3:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+print(f"# cairnfs mount benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
+      f"kernel {platform.release()}")
+hdr = f"{'row':44} " + " ".join(f"{s:>16}" for s in systems) + " " + " ".join(
+    f"{s + '/f-ovl':>21}" for s in systems if s.startswith("cairnfs"))
+print(hdr)
+print("-" * len(hdr))
+def line(label, vals, fmt):
+    cells = " ".join(f"{fmt(vals[s]):>16}" if s in vals else f"{'-':>16}" for s in systems)
+    ratios = " ".join(f"{vals[s][0] / vals['fuse-overlayfs'][0]:21.2f}" for s in systems
+                      if s.startswith("cairnfs"))
+    print(f"{label:44} {cells} {ratios}")
+for img, name in (("debian", "Debian minbase, 3 layers"), ("100k", "100,000 files")):
+    res = {r["command"]: (r["mean"] * 1000, (r["stddev"] or 0) * 1000)
+           for r in json.load(open(f"{d}/latency-{img}.json"))["results"]}
+    line(f"mount, caches dropped, ms ({name})", res, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
+    pss, rss = {}, {}
+    for s in systems:
+        p = f"{d}/pss-{img}-{s}"
+        if os.path.exists(p):
+            a, b = open(p).read().split()
+            pss[s], rss[s] = (int(a) / 1024,), (int(b) / 1024,)
+    line(f"{n} mounts, sum of PSS, MiB ({name})", pss, lambda v: f"{v[0]:.1f}")
+    line(f"one daemon's RSS, MiB ({name})", rss, lambda v: f"{v[0]:.1f}")
+PY

@@ -1,0 +1,279 @@
+/*
+ * index.c — an image's merged tree as a file: STORE/index/ID, in the format
+ * tree.h describes, written once and mapped by every mount of the image.
+ *
+ * Invariants and why they hold:
+ * - A reader never follows an offset out of the file: cn_tree_wrap checks
+ *   the whole image before anything reads it (magic, version, the sizes
+ *   adding up to the file's, the checksum, then every offset and index of
+ *   every record, every string's terminator, every directory's order), so
+ *   that a corrupt or hostile file is refused (-EBADMSG), never followed.
+ *   The file is read-only and never rewritten in place (a new one replaces
+ *   it by name), so what was checked stays what is read.
+ * - An index under its name is whole: it is written to an anonymous
+ *   O_TMPFILE, fsync'd, then linked under its name, and the directory is
+ *   fsync'd. A crash leaves the old name or the new file, never a part.
+ * - The index is derived data: losing it costs one rebuild from the
+ *   stored layers (cairn_tree_build), never an image.
+ */
+#include "tree.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "the index records are read in place: little-endian hosts only");
+_Static_assert(sizeof(cairn_node) == 72 && sizeof(cairn_dirent) == 8 &&
+                   sizeof(struct cn_index_xattr) == 12 && sizeof(struct cn_index_header) == 88,
+               "the index layout is fixed");
+
+/* The checksum covers every byte after its own field. */
+#define SUMMED_FROM (offsetof(struct cn_index_header, checksum) + sizeof(uint64_t))
+
+struct cairn_tree {
+  void *base;
+  size_t size;
+  bool mapped;
+  const cairn_node *nodes; /* nodes[ino - 1] */
+  const cairn_dirent *dirents;
+  const struct cn_index_xattr *xattrs;
+  const char *strings;
+  size_t n_nodes, n_dirents, n_xattrs, strings_size;
+};
+
+void cn_index_seal(void *buf) {
+  struct cn_index_header *h = buf;
+  h->checksum = XXH3_64bits((const char *)buf + SUMMED_FROM, h->file_size - SUMMED_FROM);
+}
+
+/* The range [off, off + n * size) lies within size_total, after the header. */
+static bool range_ok(uint64_t off, uint64_t n, size_t size, uint64_t total, uint64_t after) {
+  return off >= after && off <= total && n <= (total - off) / size;
+}
+
+static const char *check_header(const struct cn_index_header *h, size_t size) {
+  if (size < sizeof(*h)) return "shorter than its header";
+  if (memcmp(h->magic, CN_INDEX_MAGIC, sizeof(h->magic)) != 0) return "not an index (bad magic)";
+  if (h->version != CN_INDEX_VERSION || h->header_size != sizeof(*h))
+    return "an index of another version";
+  if (h->file_size != size) return "its size is not the one its header gives (truncated?)";
+  if (h->checksum != XXH3_64bits((const char *)h + SUMMED_FROM, size - SUMMED_FROM))
+    return "checksum mismatch";
+  if (h->n_nodes == 0 || (h->nodes_off | h->dirents_off) % 8 || h->xattrs_off % 4 ||
+      !range_ok(h->nodes_off, h->n_nodes, sizeof(cairn_node), size, sizeof(*h)) ||
+      !range_ok(h->dirents_off, h->n_dirents, sizeof(cairn_dirent), size, sizeof(*h)) ||
+      !range_ok(h->xattrs_off, h->n_xattrs, sizeof(struct cn_index_xattr), size, sizeof(*h)) ||
+      !range_ok(h->strings_off, h->strings_size, 1, size, sizeof(*h)) || h->strings_size == 0)
+    return "a table lies outside the file";
+  const char *strings = (const char *)h + h->strings_off;
+  if (strings[0] != '\0' || strings[h->strings_size - 1] != '\0')
+    return "the string pool is not terminated";
+  return NULL;
+}
+
+static bool str_ok(const cairn_tree *t, uint32_t off) { return off < t->strings_size; }
+
+/* Every record's references, once: then readers need no checks. seen has
+ * a bit per node, zeroed. */
+static const char *check_records(const cairn_tree *t, unsigned char *seen) {
+  for (size_t i = 0; i < t->n_dirents; i++) {
+    const cairn_dirent *d = &t->dirents[i];
+    if (!str_ok(t, d->name) || d->ino == 0 || d->ino > t->n_nodes)
+      return "a directory entry points outside the file";
+    if (t->strings[d->name] == '\0') return "a directory entry has no name";
+  }
+  for (size_t i = 0; i < t->n_xattrs; i++) {
+    const struct cn_index_xattr *x = &t->xattrs[i];
+    if (!str_ok(t, x->name) || x->value > t->strings_size || x->len > t->strings_size - x->value)
+      return "an xattr points outside the file";
+  }
+  for (size_t i = 0; i < t->n_nodes; i++) {
+    const cairn_node *n = &t->nodes[i];
+    if (!str_ok(t, n->target) || !str_ok(t, n->blob) || n->parent > t->n_nodes ||
+        (S_ISDIR(n->mode) && n->parent == 0) || n->xattrs > t->n_xattrs ||
+        n->n_xattrs > t->n_xattrs - n->xattrs || n->children > t->n_dirents ||
+        n->n_children > t->n_dirents - n->children)
+      return "a node points outside the file";
+    const cairn_dirent *c = t->dirents + n->children;
+    for (size_t k = 0; k < n->n_children; k++) {
+      if (k > 0 && strcmp(t->strings + c[k - 1].name, t->strings + c[k].name) >= 0)
+        return "a directory's entries are not sorted";
+      /* A directory has one name, in its parent, and the root none: then
+       * a walk from the root visits each directory once. */
+      uint32_t ino = c[k].ino;
+      if (!S_ISDIR(t->nodes[ino - 1].mode)) continue;
+      if (ino == 1 || t->nodes[ino - 1].parent != i + 1 || seen[ino / 8] & (1u << ino % 8))
+        return "a directory is not a child of its parent";
+      seen[ino / 8] |= (unsigned char)(1u << ino % 8);
+    }
+  }
+  if (!S_ISDIR(t->nodes[0].mode)) return "the root is not a directory";
+  return NULL;
+}
+
+static void release(void *buf, size_t size, bool mapped) {
+  if (mapped)
+    munmap(buf, size);
+  else
+    free(buf);
+}
+
+int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, cairn_tree **out) {
+  *out = NULL;
+  const struct cn_index_header *h = buf;
+  const char *why = check_header(h, size);
+  cairn_tree *t = why ? NULL : malloc(sizeof(*t));
+  unsigned char *seen = why ? NULL : calloc(h->n_nodes / 8 + 1, 1);
+  if (!why && (!t || !seen)) {
+    free(t);
+    free(seen);
+    release(buf, size, mapped);
+    return store_fail(st, -ENOMEM, "out of memory opening the merged tree");
+  }
+  if (t) {
+    const char *b = buf;
+    *t = (cairn_tree){.base = buf,
+                      .size = size,
+                      .mapped = mapped,
+                      .nodes = (const cairn_node *)(b + h->nodes_off),
+                      .dirents = (const cairn_dirent *)(b + h->dirents_off),
+                      .xattrs = (const struct cn_index_xattr *)(b + h->xattrs_off),
+                      .strings = b + h->strings_off,
+                      .n_nodes = h->n_nodes,
+                      .n_dirents = h->n_dirents,
+                      .n_xattrs = h->n_xattrs,
+                      .strings_size = h->strings_size};
+    why = check_records(t, seen);
+    free(seen);
+  }
+  if (why) {
+    free(t);
+    release(buf, size, mapped);
+    return store_fail(st, -EBADMSG, "merged tree index: %s", why);
+  }
+  *out = t;
+  return 0;
+}
+
+static void index_path(const char *image_id, char *rel, size_t len) {
+  snprintf(rel, len, "index/%s", image_id);
+}
+
+int cn_index_map(cairn_store *st, const char *image_id, cairn_tree **out) {
+  *out = NULL;
+  char rel[128];
+  index_path(image_id, rel, sizeof(rel));
+  _cleanup_close_ int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return -ENOENT;
+    return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) < 0) return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+  if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < sizeof(struct cn_index_header))
+    return store_fail(st, -EBADMSG, "%s/%s: merged tree index: shorter than its header", st->dir,
+                      rel);
+  void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+  int r = cn_tree_wrap(st, p, (size_t)sb.st_size, true, out);
+  if (r == -EBADMSG) {
+    char why[sizeof(st->err)];
+    snprintf(why, sizeof(why), "%s", st->err);
+    store_fail(st, r, "%s/%s: %s", st->dir, rel, why);
+  }
+  return r;
+}
+
+/* Writes all of buf to fd. */
+static int write_all(int fd, const char *buf, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, buf, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return -errno;
+    buf += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+int cn_index_write(cairn_store *st, const char *image_id, const cairn_tree *t) {
+  char rel[128];
+  index_path(image_id, rel, sizeof(rel));
+  if (mkdirat(st->dirfd, "index", 0700) < 0 && errno != EEXIST)
+    return store_fail(st, -errno, "%s/index: %s", st->dir, strerror(errno));
+  _cleanup_close_ int dfd = openat(st->dirfd, "index", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int fd = dfd < 0 ? -1 : openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
+  int r = fd < 0 ? -errno : write_all(fd, t->base, t->size);
+  if (r == 0 && fsync(fd) < 0) r = -errno;
+  char proc[64];
+  snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+  for (int attempt = 0; r == 0 && attempt < 2; attempt++) {
+    if (linkat(AT_FDCWD, proc, st->dirfd, rel, AT_SYMLINK_FOLLOW) == 0) break;
+    if (errno != EEXIST) {
+      r = -errno;
+      break;
+    }
+    /* Another writer's index is as good as this one; a corrupt one goes. */
+    cairn_tree *there;
+    if (cn_index_map(st, image_id, &there) == 0) {
+      cairn_tree_free(there);
+      break;
+    }
+    store_errclear(st);
+    if (unlinkat(st->dirfd, rel, 0) < 0 && errno != ENOENT) r = -errno;
+  }
+  if (r == 0 && fsync(dfd) < 0) r = -errno;
+  if (r == -ENOSPC) return cn_store_fail_nospace(st);
+  return r < 0 ? store_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
+}
+
+void cn_index_remove(cairn_store *st, const char *image_id) {
+  char rel[128];
+  index_path(image_id, rel, sizeof(rel));
+  unlinkat(st->dirfd, rel, 0);
+}
+
+void cairn_tree_free(cairn_tree *t) {
+  if (!t) return;
+  release(t->base, t->size, t->mapped);
+  free(t);
+}
+
+size_t cairn_tree_count(const cairn_tree *t) { return t->n_nodes; }
+
+const cairn_node *cairn_tree_node(const cairn_tree *t, uint64_t ino) {
+  return ino >= 1 && ino <= t->n_nodes ? &t->nodes[ino - 1] : NULL;
+}
+
+const char *cairn_tree_str(const cairn_tree *t, uint32_t off) {
+  return off ? t->strings + off : NULL;
+}
+
+const cairn_dirent *cairn_tree_children(const cairn_tree *t, const cairn_node *dir) {
+  return t->dirents + dir->children;
+}
+
+cairn_xattr cairn_tree_xattr(const cairn_tree *t, const cairn_node *n, size_t i) {
+  const struct cn_index_xattr *x = &t->xattrs[n->xattrs + i];
+  return (cairn_xattr){.name = t->strings + x->name, .value = t->strings + x->value, .len = x->len};
+}
+
+const cairn_dirent *cairn_tree_lookup(const cairn_tree *t, const cairn_node *dir,
+                                      const char *name) {
+  const cairn_dirent *c = cairn_tree_children(t, dir);
+  size_t lo = 0, hi = dir->n_children;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int cmp = strcmp(name, t->strings + c[mid].name);
+    if (cmp == 0) return &c[mid];
+    if (cmp < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return NULL;
+}
