@@ -231,13 +231,9 @@ int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r) {
   for (int hi = 0; hi < 256; hi++) {
     char sub[3];
     snprintf(sub, sizeof(sub), "%02x", hi);
-    int dfd = openat(st->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) continue;
-    DIR *d = fdopendir(dfd);
-    if (!d) {
-      close(dfd);
-      continue;
-    }
+    _cleanup_closedir_ DIR *d = cn_opendirat(st->blobs_fd, sub);
+    if (!d) continue;
+    int dfd = dirfd(d);
     struct dirent *de;
     while ((de = readdir(d))) {
       if (de->d_name[0] == '.') continue;
@@ -250,7 +246,6 @@ int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r) {
       if (!dry_run) unlinkat(dfd, de->d_name, 0);
       r->blobs++;
     }
-    closedir(d);
   }
   return 0;
 }

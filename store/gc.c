@@ -20,74 +20,64 @@
 
 #define TMP_MAX_AGE_SECONDS 600
 
-/* Pin files whose target no longer exists (a pull that died, say). */
-static void sweep_pin_files(cairn_store *st, bool dry_run, cairn_report *r) {
-  static const char *const dirs[] = {"image", "layer"};
-  static const char *const tables[] = {"SELECT 1 FROM images WHERE id = ?",
-                                       "SELECT 1 FROM layers WHERE id = ?"};
-  for (int kind = 0; kind < 2; kind++) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/pins/%s", st->dir, dirs[kind]);
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    DIR *d = opendir(path);
-    if (!d) continue;
-    if (cn_db_prepare(st, &q, tables[kind]) < 0) {
-      closedir(d);
-      continue;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-      if (!cn_is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
-      sqlite3_bind_text(q, 1, de->d_name, -1, SQLITE_STATIC);
-      bool exists = sqlite3_step(q) == SQLITE_ROW;
-      sqlite3_reset(q);
-      if (exists) continue;
-      int fd = cn_pin_lock_exclusive(st, (enum cairn_pin_kind)kind, de->d_name);
-      if (fd < 0) continue; /* pinned: a pull about to store it */
-      r->pins++;
-      if (dry_run)
-        cn_pin_unlock(fd);
-      else
-        cn_pin_delete_unlock(st, (enum cairn_pin_kind)kind, de->d_name, fd);
-    }
-    closedir(d);
-  }
-}
-
-/* Index files of images that no longer exist (a crash between an rm's
- * commit and its unlink). An image's index is linked only after its row
- * is committed, so a file whose row is missing is never a new image's. */
-static void sweep_index_files(cairn_store *st, bool dry_run) {
+/* Calls gone(st, id, arg) for each file of the store's directory dir that
+ * an id names and the table has no row of (sql: "SELECT 1 ... WHERE id = ?"). */
+static void for_each_gone_id(cairn_store *st, const char *dir, const char *sql,
+                             void (*gone)(cairn_store *st, const char *id, void *arg), void *arg) {
+  _cleanup_closedir_ DIR *d = cn_opendirat(st->dirfd, dir);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int dfd = openat(st->dirfd, "index", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
-  if (!d || cn_db_prepare(st, &q, "SELECT 1 FROM images WHERE id = ?") < 0) {
-    if (d)
-      closedir(d);
-    else if (dfd >= 0)
-      close(dfd);
-    return;
-  }
+  if (!d || cn_db_prepare(st, &q, sql) < 0) return;
   struct dirent *de;
   while ((de = readdir(d))) {
     if (!cn_is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
     sqlite3_bind_text(q, 1, de->d_name, -1, SQLITE_STATIC);
     bool exists = sqlite3_step(q) == SQLITE_ROW;
     sqlite3_reset(q);
-    if (!exists && !dry_run) cn_index_remove(st, de->d_name);
+    if (!exists) gone(st, de->d_name, arg);
   }
-  closedir(d);
+}
+
+struct pin_sweep {
+  enum cairn_pin_kind kind;
+  bool dry_run;
+  cairn_report *r;
+};
+
+static void pin_file_gone(cairn_store *st, const char *id, void *arg) {
+  struct pin_sweep *ps = arg;
+  int fd = cn_pin_lock_exclusive(st, ps->kind, id);
+  if (fd < 0) return; /* pinned: a pull about to store it */
+  ps->r->pins++;
+  if (ps->dry_run)
+    cn_pin_unlock(fd);
+  else
+    cn_pin_delete_unlock(st, ps->kind, id, fd);
+}
+
+/* Pin files whose target no longer exists (a pull that died, say). */
+static void sweep_pin_files(cairn_store *st, bool dry_run, cairn_report *r) {
+  for_each_gone_id(st, "pins/image", "SELECT 1 FROM images WHERE id = ?", pin_file_gone,
+                   &(struct pin_sweep){CAIRN_PIN_IMAGE, dry_run, r});
+  for_each_gone_id(st, "pins/layer", "SELECT 1 FROM layers WHERE id = ?", pin_file_gone,
+                   &(struct pin_sweep){CAIRN_PIN_LAYER, dry_run, r});
+}
+
+static void index_file_gone(cairn_store *st, const char *id, void *arg) {
+  if (!*(bool *)arg) cn_index_remove(st, id);
+}
+
+/* Index files of images that no longer exist (a crash between an rm's
+ * commit and its unlink). An image's index is linked only after its row
+ * is committed, so a file whose row is missing is never a new image's. */
+static void sweep_index_files(cairn_store *st, bool dry_run) {
+  for_each_gone_id(st, "index", "SELECT 1 FROM images WHERE id = ?", index_file_gone, &dry_run);
 }
 
 /* Temporary files older than a few minutes belong to no running process. */
 static void sweep_tmp(cairn_store *st, bool dry_run) {
-  int dfd = openat(st->dirfd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return;
-  DIR *d = fdopendir(dfd);
-  if (!d) {
-    close(dfd);
-    return;
-  }
+  _cleanup_closedir_ DIR *d = cn_opendirat(st->dirfd, "tmp");
+  if (!d) return;
+  int dfd = dirfd(d);
   struct dirent *de;
   struct stat sb;
   while ((de = readdir(d)))
@@ -95,7 +85,6 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
         fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
         sb.st_mtime < cn_now_seconds() - TMP_MAX_AGE_SECONDS && !dry_run)
       unlinkat(dfd, de->d_name, 0);
-  closedir(d);
 }
 
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {

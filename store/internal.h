@@ -105,6 +105,9 @@ struct strv {
 };
 int cn_strv_push(struct strv *sv, const char *s); /* copies s; -ENOMEM */
 void cn_strv_clear(struct strv *sv);
+/* The directory name below dirfd, open for reading (closedir frees it);
+ * NULL and errno if it cannot be. */
+DIR *cn_opendirat(int dirfd, const char *name);
 /* Adds a line to a report; a line that finds no memory is left out. */
 void cn_report_line(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool cn_is_hex_id(const char *s, size_t len);

@@ -181,7 +181,7 @@ static bool find_visit(const struct mount_line *m, void *arg) {
 
 int cairn_mount_holders(const char *dev, char **desc) {
   *desc = NULL;
-  DIR *proc = opendir("/proc");
+  _cleanup_closedir_ DIR *proc = opendir("/proc");
   if (!proc) return -errno;
   char *buf = NULL;
   size_t len = 0;
@@ -210,7 +210,6 @@ int cairn_mount_holders(const char *dev, char **desc) {
     fprintf(f, "%spid %ld (%s)", holders ? ", " : "", pid, cmd);
     holders++;
   }
-  closedir(proc);
   free(seen);
   if (!f) return -ENOMEM;
   fclose(f);

@@ -248,7 +248,7 @@ static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
   *out = NULL;
   *n = 0;
   size_t cap = 0;
-  DIR *proc = opendir("/proc");
+  _cleanup_closedir_ DIR *proc = opendir("/proc");
   struct dirent *p;
   int r = 0;
   while (proc && r == 0 && (p = readdir(proc))) {
@@ -256,9 +256,8 @@ static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
     if (pid <= 0) continue;
     char fddir[64];
     snprintf(fddir, sizeof(fddir), "/proc/%d/fd", (int)pid);
-    int dfd = open(fddir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *fds = dfd >= 0 ? fdopendir(dfd) : NULL;
-    if (!fds && dfd >= 0) close(dfd);
+    _cleanup_closedir_ DIR *fds = cn_opendirat(AT_FDCWD, fddir);
+    int dfd = fds ? dirfd(fds) : -1;
     struct dirent *f;
     struct stat fs;
     while (fds && (f = readdir(fds))) {
@@ -272,9 +271,7 @@ static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
         break;
       }
     }
-    if (fds) closedir(fds);
   }
-  if (proc) closedir(proc);
   return r;
 }
 
@@ -468,14 +465,13 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, const str
   for (int kind = CAIRN_PIN_IMAGE; kind <= CAIRN_PIN_LAYER && r == 0; kind++) {
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/pins/%s", st->dir, kind_dir(kind));
-    DIR *d = opendir(dir);
+    _cleanup_closedir_ DIR *d = opendir(dir);
     struct dirent *de;
     while (d && r == 0 && (de = readdir(d))) {
       if (!cn_is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
       if (filter_id && strcmp(filter_id, de->d_name) != 0) continue;
       r = targets_add(out, kind, de->d_name, 0);
     }
-    if (d) closedir(d);
   }
   size_t n_files = out->n;
   _cleanup_free_ struct pin_target *files = n_files ? malloc(n_files * sizeof(*files)) : NULL;

@@ -104,13 +104,9 @@ void cn_staging_end(cairn_store *st, bool failed) {
 }
 
 void cn_staging_recover(cairn_store *st) {
-  int dfd = openat(st->dirfd, "tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return;
-  _cleanup_closedir_ DIR *d = fdopendir(dfd);
-  if (!d) {
-    close(dfd);
-    return;
-  }
+  _cleanup_closedir_ DIR *d = cn_opendirat(st->dirfd, "tmp");
+  if (!d) return;
+  int dfd = dirfd(d);
   struct dirent *de;
   while ((de = readdir(d))) {
     if (strncmp(de->d_name, JOURNAL_PREFIX, strlen(JOURNAL_PREFIX)) != 0) continue;

@@ -4,6 +4,7 @@
  */
 #include "internal.h"
 
+#include <fcntl.h>
 #include <string.h>
 #include <time.h>
 
@@ -97,4 +98,12 @@ void cn_report_line(cairn_report *r, const char *fmt, ...) {
   if (!v) return;
   r->lines = v;
   if ((v[r->n_lines] = strdup(buf))) r->n_lines++;
+}
+
+DIR *cn_opendirat(int dirfd, const char *name) {
+  int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  DIR *d = fdopendir(fd);
+  if (!d) close(fd);
+  return d;
 }
