@@ -81,7 +81,7 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
   struct dirent *de;
   struct stat sb;
   while ((de = readdir(d)))
-    if (de->d_name[0] != '.' && strncmp(de->d_name, "staging.", 8) != 0 &&
+    if (de->d_name[0] != '.' && !cn_staging_is_journal(de->d_name) &&
         fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
         sb.st_mtime < cn_now_seconds() - TMP_MAX_AGE_SECONDS && !dry_run)
       unlinkat(dfd, de->d_name, 0);

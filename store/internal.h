@@ -96,6 +96,9 @@ int cn_staging_begin(cairn_store *st);
 int cn_staging_note(cairn_store *st, const char *rel);
 void cn_staging_end(cairn_store *st, bool failed);
 void cn_staging_recover(cairn_store *st);
+/* True if name (a file of STORE/tmp) is a journal: recover's, not a
+ * temporary file for gc's age-based sweep. */
+bool cn_staging_is_journal(const char *name);
 
 /* Small helpers (util.c). */
 /* A growable list of strings, freed by cn_strv_clear (or _cleanup_strv_). */

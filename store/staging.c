@@ -31,6 +31,10 @@
 
 #define JOURNAL_PREFIX "staging."
 
+bool cn_staging_is_journal(const char *name) {
+  return strncmp(name, JOURNAL_PREFIX, strlen(JOURNAL_PREFIX)) == 0;
+}
+
 int cn_staging_begin(cairn_store *st) {
   char name[] = "tmp/" JOURNAL_PREFIX "XXXXXX";
   char path[PATH_MAX];
@@ -109,7 +113,7 @@ void cn_staging_recover(cairn_store *st) {
   int dfd = dirfd(d);
   struct dirent *de;
   while ((de = readdir(d))) {
-    if (strncmp(de->d_name, JOURNAL_PREFIX, strlen(JOURNAL_PREFIX)) != 0) continue;
+    if (!cn_staging_is_journal(de->d_name)) continue;
     _cleanup_close_ int fd = openat(dfd, de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) continue; /* a running import's */
     char path[PATH_MAX];
