@@ -15,6 +15,7 @@
  *   nx (1 byte)              xattrs: nx % 4 of (name\0, len byte, value)
  */
 #include "tree.h"
+#include "tree_walk.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -101,34 +102,6 @@ static int layer_source(void *src, cairn_entry_fn fn, void *arg) {
     if (r) return r;
   }
   return 0;
-}
-
-/* Touches every byte the tree hands out. */
-static size_t tree_walk(const cairn_tree *t) {
-  size_t sum = 0, count = cairn_tree_count(t);
-  if (cairn_tree_node(t, 0) || cairn_tree_node(t, count + 1)) __builtin_trap();
-  for (uint64_t ino = 1; ino <= count; ino++) {
-    const cairn_node *n = cairn_tree_node(t, ino);
-    if (!n) __builtin_trap();
-    sum += n->mode + n->nlink + n->size + n->parent;
-    if (n->target) sum += strlen(cairn_tree_str(t, n->target));
-    if (n->blob) sum += strlen(cairn_tree_str(t, n->blob));
-    for (size_t i = 0; i < n->n_xattrs; i++) {
-      cairn_xattr x = cairn_tree_xattr(t, n, i);
-      sum += strlen(x.name);
-      for (size_t k = 0; k < x.len; k++) sum += ((const uint8_t *)x.value)[k];
-    }
-    if (!S_ISDIR(n->mode)) continue;
-    if (!cairn_tree_node(t, n->parent)) __builtin_trap();
-    const cairn_dirent *c = cairn_tree_children(t, n);
-    for (size_t i = 0; i < n->n_children; i++) {
-      const cairn_dirent *d = &c[i];
-      const char *name = cairn_tree_str(t, d->name);
-      if (cairn_tree_lookup(t, n, name) != d || !cairn_tree_node(t, d->ino)) __builtin_trap();
-      if (i > 0 && strcmp(cairn_tree_str(t, c[i - 1].name), name) >= 0) __builtin_trap();
-    }
-  }
-  return sum;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
