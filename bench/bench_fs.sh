@@ -94,17 +94,7 @@ hyperfine --style none --runs "$RUNS_WARM" --warmup 1 --export-json "$TMP/json/m
 
 # A 100,000-file image (one layer, 1,000 directories of 100 small files).
 echo "# 100k-file image" >&2
-python3 - "$TMP/100k.tar" "$TMP/l100k" <<'PY'
-import io, os, sys, tarfile
-with tarfile.open(sys.argv[1], "w") as tf:
-    for d in range(1000):
-        ti = tarfile.TarInfo(f"d{d:04}"); ti.type = tarfile.DIRTYPE; ti.mode = 0o755
-        tf.addfile(ti)
-        for f in range(100):
-            data = f"{d}/{f}\n".encode()
-            ti = tarfile.TarInfo(f"d{d:04}/f{f:03}"); ti.size = len(data)
-            tf.addfile(ti, io.BytesIO(data))
-PY
+many_files_layer "$TMP/100k.tar"
 mkdir -p "$TMP/l100k"
 tar -C "$TMP/l100k" -xf "$TMP/100k.tar"
 cairn import big100k:1 "$TMP/100k.tar" >/dev/null

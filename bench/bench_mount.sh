@@ -29,17 +29,7 @@ DROP='sync; echo 3 > /proc/sys/vm/drop_caches'
 
 echo "# preparing the images" >&2
 minbase_layers "$TMP/layers"
-python3 - "$TMP/layers/100k.tar" <<'PY'
-import io, sys, tarfile
-with tarfile.open(sys.argv[1], "w") as tf:
-    for d in range(1000):
-        ti = tarfile.TarInfo(f"d{d:04}"); ti.type = tarfile.DIRTYPE; ti.mode = 0o755
-        tf.addfile(ti)
-        for f in range(100):
-            data = f"{d}/{f}\n".encode()
-            ti = tarfile.TarInfo(f"d{d:04}/f{f:03}"); ti.size = len(data)
-            tf.addfile(ti, io.BytesIO(data))
-PY
+many_files_layer "$TMP/layers/100k.tar"
 for i in 1 2 3; do
   mkdir -p "$TMP/l$i"
   tar -C "$TMP/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"

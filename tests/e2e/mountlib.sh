@@ -95,6 +95,22 @@ ensure_minbase() {
   echo "$CACHE/minbase"
 }
 
+# many_files_layer OUT: a layer tar of 100,000 small files, 1,000
+# directories of 100 (the benchmarks' large image).
+many_files_layer() {
+  python3 - "$1" <<'PY'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as tf:
+    for d in range(1000):
+        ti = tarfile.TarInfo(f"d{d:04}"); ti.type = tarfile.DIRTYPE; ti.mode = 0o755
+        tf.addfile(ti)
+        for f in range(100):
+            data = f"{d}/{f}\n".encode()
+            ti = tarfile.TarInfo(f"d{d:04}/f{f:03}"); ti.size = len(data)
+            tf.addfile(ti, io.BytesIO(data))
+PY
+}
+
 # minbase_layers OUTDIR: the minbase rootfs as three real layer tars
 # (system, usr/share, etc+var), cached like the rootfs.
 minbase_layers() {
