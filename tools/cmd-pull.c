@@ -34,21 +34,14 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void human(double v, char *buf, size_t len) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  for (; v >= 1024 && u < 4; u++) v /= 1024;
-  snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
 static void layer_line(struct pull_view *v, const cairn_pull_layer *l, size_t i, char *buf,
                        size_t len) {
   char have[32], total[32], rate[32] = "";
-  human((double)l->fetched, have, sizeof(have));
-  human((double)l->size, total, sizeof(total));
+  cairn_human_size(l->fetched, have, sizeof(have));
+  cairn_human_size(l->size, total, sizeof(total));
   double t = v->started[i] > 0 ? now_s() - v->started[i] : 0;
   if (t > 0.05) {
-    human((double)l->fetched / t, rate, sizeof(rate));
+    cairn_human_size((uint64_t)((double)l->fetched / t + 0.5), rate, sizeof(rate));
     strcat(rate, "/s");
   }
   const char *id = l->diff_id;
