@@ -499,8 +499,10 @@ typedef struct cairn_pull_opts {
 /* Pulls SOURCE ("oci:DIR[:REF]", "docker-archive:FILE",
  * "docker://HOST[:PORT]/REPO[:TAG|@sha256:HEX]") into the store and
  * commits it, named name (or a default name from the source when NULL:
- * HOST[:PORT]/REPO:TAG, the archive's first RepoTag, the OCI REF when it is
- * a valid name). Every layer is pinned before it is looked up and stays
+ * HOST[:PORT]/REPO:TAG, the archive's first RepoTag, the OCI layout
+ * entry's name annotation as podman reads it: io.containerd.image.name,
+ * else org.opencontainers.image.ref.name, with "localhost/" when it names
+ * no host and ":latest" when no tag; no name when it has none). Every layer is pinned before it is looked up and stays
  * pinned until the image is committed. Nothing is committed when any blob
  * fails its digest or size (-EBADMSG). -ENOENT when the source, manifest,
  * platform or a blob is not there, -EACCES when auth is refused. On failure
