@@ -123,6 +123,23 @@ static inline void cairn_closedirp(DIR **d) {
 #define _cleanup_fclose_ __attribute__((cleanup(cairn_fclosep)))
 #define _cleanup_closedir_ __attribute__((cleanup(cairn_closedirp)))
 
+/* How far a long call has got, for a front end's progress display; libcairn
+ * itself never prints. Import and a pull's storing (a layer read: bytes of
+ * the input, compressed, as read), export (file data written) and gc (its
+ * steps, one after the other) call the hook of their handle. */
+typedef struct cairn_progress {
+  const char *step; /* what is being done, for a person: "storing", "writing", ... */
+  uint64_t done;    /* bytes (or things) done so far */
+  uint64_t total;   /* all there are; 0 if unknown (a pipe) */
+  bool bytes;       /* done and total count bytes, else things */
+  bool finished;    /* the step's last call: it succeeded */
+} cairn_progress;
+typedef void (*cairn_progress_fn)(const cairn_progress *p, void *arg);
+/* Sets the hook st's calls report their progress through (NULL: none). It
+ * is called on the calling thread as often as every 256 KiB moved, so a
+ * display limits its own redraws. */
+void cairn_store_set_progress(cairn_store *st, cairn_progress_fn fn, void *arg);
+
 /* ---- references -------------------------------------------------------- */
 
 /* Normalizes a NAME[:TAG] (tag defaults to "latest"); -EINVAL if invalid. */
@@ -474,6 +491,7 @@ typedef struct cairn_pull_layer {
   const char *diff_id; /* the layer id (hex) */
   uint64_t size;       /* the blob's size from its descriptor */
   uint64_t fetched;    /* bytes received so far (of this attempt) */
+  uint64_t stored;     /* STORING: bytes of the blob ingested so far (of size) */
   enum cairn_pull_state state;
 } cairn_pull_layer;
 

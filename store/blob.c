@@ -230,6 +230,7 @@ int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r) {
   if (rc < 0) return rc;
   for (int hi = 0; hi < 256; hi++) {
     char sub[3];
+    cn_progress(st, CN_BLOB_ORPHANS_STEP, (uint64_t)hi, 256, false, false);
     snprintf(sub, sizeof(sub), "%02x", hi);
     _cleanup_closedir_ DIR *d = cn_opendirat(st->blobs_fd, sub);
     if (!d) continue;
