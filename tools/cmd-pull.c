@@ -92,8 +92,10 @@ static int pull_run(struct cli *c, int argc, char **argv) {
   const char *source = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
 
   cairn_store *st;
-  int code = cli_store(c, &st);
+  int code = cli_config(c, &po.config);
+  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
+  if (!po.jobs) po.jobs = po.config->pull_jobs; /* 0: libcairn's default */
   po.arg = progress_new(quiet);
   cairn_id id;
   int r = cairn_pull(st, source, name, &po, id);
@@ -116,9 +118,10 @@ const struct cli_command cmd_pull = {
     .options = "--platform OS/ARCH[/VARIANT]\tthe platform to pick from an index (default: this "
                "machine's)\n"
                "--creds USER:PASS\tregistry credentials (default: auth.json, as podman)\n"
-               "--insecure\tallow plain HTTP and skip TLS checks\n"
+               "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
                "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
-               "-j, --jobs N\tdownload up to N layers at once (1 to 64)\n"
+               "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
+               "\tpull-jobs, else 3)\n"
                "--retries N\tattempts per request on transient errors (1 to 100)\n"
                "-q, --quiet\tno progress on stderr\n",
 };
