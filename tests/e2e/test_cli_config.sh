@@ -113,4 +113,13 @@ check "the dead mirror is said" grep -q "mirror nosuch.invalid:5000: .*; trying 
 expect_exit 0 "a mirror without the image: the registry" cairn pull "docker://$R2/team/other:1" o:1
 check "the registry's image" [ "$(cat "$T/stdout")" = "$other_id" ]
 check "the mirror's 404 is said" grep -q "mirror $R1: .*not found; trying $R2" "$T/stderr"
+
+# Per key, the user's file over the system's: its mirror lines replace the
+# system's for that registry; what it does not set (R1 insecure) stays.
+printf '[registry "%s"]\nmirror = nosuch.invalid:5000\n[registry "%s"]\ninsecure = true\n' "$R2" "$R1" \
+  >"$CAIRN_CONFIG_SYSTEM"
+conf "[registry \"$R2\"]\ninsecure = true\nmirror = $R1\n"
+expect_exit 0 "the user's mirrors replace the system's" cairn pull "docker://$R2/team/app:1" u:1
+check "the user's mirror served it" [ "$(cat "$T/stdout")" = "$app_id" ]
+check "the system's mirror was not tried" sh -c "! grep -q nosuch '$T/stderr'"
 finish
