@@ -90,7 +90,8 @@ static void duration(double s, char *buf, size_t len) {
  * [####....]  45%  DONE / TOTAL  RATE  ETA T", its bar as wide as fits
  * (BAR_WIDTH at most, left out below 5). */
 static void running_text(const struct line *l, double now, int width, char *buf, size_t len) {
-  char done[32] = "", total[32], rate[48] = "", eta[48] = "", pct[8] = "", head[160], tail[160];
+  char done[32] = "", total[32] = "", amounts[72] = "", rate[48] = "", eta[48] = "", pct[8] = "";
+  char head[160], tail[200] = "";
   double t = now - l->phase_start;
   double per_s = t > 0.05 ? (double)l->done / t : 0;
   uint64_t d = l->total > 0 && l->done > l->total ? l->total : l->done;
@@ -102,20 +103,21 @@ static void running_text(const struct line *l, double now, int width, char *buf,
   if (l->total > 0) {
     snprintf(pct, sizeof(pct), "%3u%%", (unsigned)(d * 100 / l->total));
     amount(l->total, l->bytes, total, sizeof(total));
-    strncat(done, " / ", sizeof(done) - strlen(done) - 1);
-    strncat(done, total, sizeof(done) - strlen(done) - 1);
     if (per_s > 0 && d < l->total) {
       strcpy(eta, "ETA ");
       duration((double)(l->total - d) / per_s, eta + 4, sizeof(eta) - 4);
     }
   }
+  snprintf(amounts, sizeof(amounts), "%s%s%s", done, total[0] ? " / " : "", total);
+  const char *parts[] = {pct, amounts, rate, eta}; /* those there, two blanks apart */
+  for (size_t k = 0, o = 0; k < sizeof(parts) / sizeof(*parts); k++)
+    if (parts[k][0] && o < sizeof(tail))
+      o += (size_t)snprintf(tail + o, sizeof(tail) - o, "%s%s", o ? "  " : "", parts[k]);
   snprintf(head, sizeof(head), "%s%s%s", l->label, l->phase[0] ? "  " : "", l->phase);
-  snprintf(tail, sizeof(tail), "%s  %s  %s  %s", pct, done, rate, eta);
-  for (size_t k = strlen(tail); k > 0 && tail[k - 1] == ' '; k--) tail[k - 1] = '\0';
   int room = width - 1 - (int)strlen(head) - (int)strlen(tail) - 4; /* " [" "] " */
   int bar = l->total == 0 ? 0 : room > BAR_WIDTH ? BAR_WIDTH : room;
   if (bar < 5) {
-    snprintf(buf, len, "%s  %s", head, tail);
+    snprintf(buf, len, "%s%s%s", head, tail[0] ? "  " : "", tail);
     return;
   }
   char cells[BAR_WIDTH + 1];
