@@ -95,7 +95,7 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   /* Its steps, as the progress hook hears them, each finished with how
    * many things it did (layers and blobs removed, directories read, pin
    * files removed). */
-  static const char *const steps[] = {"unused layers and blobs", CN_BLOB_ORPHANS_STEP,
+  static const char *const steps[] = {CN_BLOB_UNUSED_STEP, CN_BLOB_ORPHANS_STEP,
                                       "pin, index and temporary files"};
   if (!dry_run) cn_sweep_stale_records(st);
   cn_progress(st, steps[0], 0, 0, false, false);
