@@ -67,7 +67,8 @@ const char *report_prog = "cairnfs";
   "  -f            stay in the foreground\n"                                                       \
   "  -d            debug output (implies -f)\n"                                                    \
   "  -o store=DIR  the cairn store (also --store DIR); default $CAIRN_STORE, else\n"               \
-  "                /var/lib/cairn for root, else ${XDG_DATA_HOME:-~/.local/share}/cairn\n"         \
+  "                cairn.conf's store, else /var/lib/cairn for root, else\n"                       \
+  "                ${XDG_DATA_HOME:-~/.local/share}/cairn\n"                                       \
   "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \

@@ -57,14 +57,59 @@ typedef struct cairn_store cairn_store;
 
 /* ---- the store --------------------------------------------------------- */
 
-/* Writes the store directory the contract picks when none is given:
- * $CAIRN_STORE, else /var/lib/cairn for root, else
- * ${XDG_DATA_HOME:-$HOME/.local/share}/cairn. */
+/* ---- configuration: cairn.conf (store/config.c) ------------------------ */
+
+/* cairn.conf is read from two files, each optional, the system's first:
+ * $CAIRN_CONFIG_SYSTEM (tests), else /etc/cairn/cairn.conf; then the
+ * user's, ${XDG_CONFIG_HOME:-$HOME/.config}/cairn/cairn.conf. A key the
+ * user's file sets wins over the system's. Its lines (strict: any other
+ * line, an unknown key or a bad value is an error naming PATH:LINE):
+ *   # a comment (also blank lines)
+ *   store = DIR                 the store (an absolute path)
+ *   pull-jobs = N               layers a pull fetches at once (1 to 64)
+ *   [registry "HOST[:PORT]"]    what follows is about that registry:
+ *   mirror = HOST[:PORT]        tried before it, in the order given; a
+ *                               file's mirror lines replace another's
+ *   insecure = true|false       talk plain HTTP to it (no TLS)
+ * A value may be written in double quotes; a later line wins. */
+struct cairn_config_registry {
+  char *host; /* "HOST[:PORT]" */
+  char **mirrors;
+  size_t n_mirrors;
+  int mirrors_from; /* the file (index in paths) of the mirror lines, or -1 */
+  bool insecure;
+};
+typedef struct cairn_config {
+  char *paths[2];     /* the system file, the user's (NULL with no HOME) */
+  bool read[2];       /* which of them were there and read */
+  char *store;        /* NULL if no file sets it */
+  int store_from;     /* the file that set it (index in paths), or -1 */
+  unsigned pull_jobs; /* 0 if no file sets it */
+  int pull_jobs_from;
+  struct cairn_config_registry *registries;
+  size_t n_registries;
+  char why[4352]; /* after a failure: "PATH:LINE: WHY" (or "PATH: WHY") */
+} cairn_config;
+
+/* Reads both files into cfg (free it with cairn_config_free, also after a
+ * failure). -EINVAL for a bad line, -errno for a file that is there but
+ * cannot be read; cfg->why says which and why. */
+int cairn_config_load(cairn_config *cfg);
+void cairn_config_free(cairn_config *cfg);
+/* The [registry "host"] section of cfg, or NULL. */
+const struct cairn_config_registry *cairn_config_registry(const cairn_config *cfg,
+                                                          const char *host);
+
+/* Writes the store directory the contract picks when none is given (no
+ * --store): $CAIRN_STORE, else the store of cairn.conf (cfg: the user's,
+ * else the system's), else /var/lib/cairn for root, else
+ * ${XDG_DATA_HOME:-$HOME/.local/share}/cairn. In *origin (unless NULL)
+ * which rule picked it, for a person: "CAIRN_STORE", the path of the
+ * cairn.conf that set it, "the default for root", "XDG_DATA_HOME" or
+ * "HOME (~/.local/share)" (it points into cfg or is static). */
+int cairn_store_dir_pick(const cairn_config *cfg, char *buf, size_t len, const char **origin);
+/* The same with the cairn.conf it reads itself; -EINVAL if it is bad. */
 int cairn_store_default_dir(char *buf, size_t len);
-/* The same, and in *origin (unless NULL) which rule picked it, for a
- * person: "CAIRN_STORE", "the default for root", "XDG_DATA_HOME" or
- * "HOME (~/.local/share)". */
-int cairn_store_default_dir_origin(char *buf, size_t len, const char **origin);
 
 /* Opens (creating on first use, mode 0700) the store at dir, or at the
  * default when dir is NULL. On failure *out is still set to a handle that
@@ -122,6 +167,23 @@ static inline void cairn_closedirp(DIR **d) {
 #define _cleanup_close_ __attribute__((cleanup(cairn_closep)))
 #define _cleanup_fclose_ __attribute__((cleanup(cairn_fclosep)))
 #define _cleanup_closedir_ __attribute__((cleanup(cairn_closedirp)))
+
+/* How far a long call has got, for a front end's progress display; libcairn
+ * itself never prints. Import and a pull's storing (a layer read: bytes of
+ * the input, compressed, as read), export (file data written) and gc (its
+ * steps, one after the other) call the hook of their handle. */
+typedef struct cairn_progress {
+  const char *step; /* what is being done, for a person: "storing", "writing", ... */
+  uint64_t done;    /* bytes (or things) done so far */
+  uint64_t total;   /* all there are; 0 if unknown (a pipe) */
+  bool bytes;       /* done and total count bytes, else things */
+  bool finished;    /* the step's last call: it succeeded */
+} cairn_progress;
+typedef void (*cairn_progress_fn)(const cairn_progress *p, void *arg);
+/* Sets the hook st's calls report their progress through (NULL: none). It
+ * is called on the calling thread as often as every 256 KiB moved, so a
+ * display limits its own redraws. */
+void cairn_store_set_progress(cairn_store *st, cairn_progress_fn fn, void *arg);
 
 /* ---- references -------------------------------------------------------- */
 
@@ -474,13 +536,19 @@ typedef struct cairn_pull_layer {
   const char *diff_id; /* the layer id (hex) */
   uint64_t size;       /* the blob's size from its descriptor */
   uint64_t fetched;    /* bytes received so far (of this attempt) */
+  uint64_t stored;     /* STORING: bytes of the blob ingested so far (of size) */
   enum cairn_pull_state state;
 } cairn_pull_layer;
 
 typedef struct cairn_pull_opts {
   const char *platform; /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
   const char *creds;    /* "USER:PASS"; NULL reads auth.json files */
-  bool insecure;        /* docker://: plain HTTP (and no TLS checks) */
+  bool insecure;        /* docker://: plain HTTP (and no TLS checks) to every host */
+  /* docker://: cairn.conf (cairn_config_load), or NULL: the registry's
+   * mirrors are tried first, in order, each until one gives the image's
+   * manifest, which then serves the whole pull; a registry (or mirror) it
+   * marks insecure is talked to in plain HTTP. */
+  const cairn_config *config;
   /* docker://: a directory whose *.crt CAs are trusted besides the
    * system's; NULL looks in /etc/{containers,docker}/certs.d/HOST[:PORT] */
   const char *cert_dir;
@@ -499,12 +567,13 @@ typedef struct cairn_pull_opts {
 /* Pulls SOURCE ("oci:DIR[:REF]", "docker-archive:FILE",
  * "docker://HOST[:PORT]/REPO[:TAG|@sha256:HEX]") into the store and
  * commits it, named name (or a default name from the source when NULL:
- * HOST[:PORT]/REPO:TAG, the archive's first RepoTag, the OCI REF when it is
- * a valid name). Every layer is pinned before it is looked up and stays
- * pinned until the image is committed. Nothing is committed when any blob
- * fails its digest or size (-EBADMSG). -ENOENT when the source, manifest,
- * platform or a blob is not there, -EACCES when auth is refused. On failure
- * cairn_errmsg(st) gives the reason. */
+ * HOST[:PORT]/REPO:TAG, the archive's first RepoTag, the OCI layout
+ * entry's name annotation as podman reads it: io.containerd.image.name,
+ * else org.opencontainers.image.ref.name, with "localhost/" when it names
+ * no host and ":latest" when no tag; no name when it has none). Every layer is pinned before it is
+ * looked up and stays pinned until the image is committed. Nothing is committed when any blob fails
+ * its digest or size (-EBADMSG). -ENOENT when the source, manifest, platform or a blob is not
+ * there, -EACCES when auth is refused. On failure cairn_errmsg(st) gives the reason. */
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
 

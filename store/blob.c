@@ -215,6 +215,7 @@ int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names,
 int cn_blob_files_remove(cairn_store *st, const struct strv *names) {
   for (size_t i = 0; i < names->n; i++) {
     char rel[128];
+    cn_progress(st, CN_BLOB_UNUSED_STEP, i, names->n, false, false);
     cn_blob_name_path(names->v[i], rel, sizeof(rel));
     if (unlinkat(st->blobs_fd, rel, 0) < 0 && errno != ENOENT)
       return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
@@ -230,6 +231,7 @@ int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r) {
   if (rc < 0) return rc;
   for (int hi = 0; hi < 256; hi++) {
     char sub[3];
+    cn_progress(st, CN_BLOB_ORPHANS_STEP, (uint64_t)hi, 256, false, false);
     snprintf(sub, sizeof(sub), "%02x", hi);
     _cleanup_closedir_ DIR *d = cn_opendirat(st->blobs_fd, sub);
     if (!d) continue;

@@ -20,7 +20,13 @@ void cn_blob_writer_free(blob_writer *w);
 /* Deletes blob rows nothing references and their files, and files with no
  * row. Needs the store lock exclusive. */
 int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r);
+/* cn_blob_files_remove reports, as step CN_BLOB_UNUSED_STEP, how many of
+ * the files it has removed (gc's first step is that one). */
+#define CN_BLOB_UNUSED_STEP "unused layers and blobs"
 int cn_blob_files_remove(cairn_store *st, const struct strv *names);
+/* The sweep of files with no row reports, as step CN_BLOB_ORPHANS_STEP,
+ * how many of the 256 blob directories it has read. */
+#define CN_BLOB_ORPHANS_STEP "blob files no row names"
 int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r);
 void cn_blob_name_path(const char *name, char *rel, size_t len);
 

@@ -18,7 +18,8 @@ struct exporter {
   cairn_store *st;
   const cairn_tree *tree;
   struct archive *out;
-  char **first_name; /* by inode number: where a hardlinked file was written */
+  char **first_name;    /* by inode number: where a hardlinked file was written */
+  uint64_t done, total; /* file data written, of all there is (progress) */
   char buf[1 << 17];
 };
 
@@ -52,8 +53,11 @@ static int export_data(struct exporter *x, const cairn_node *n, const char *path
       r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, blob);
     else if (archive_write_data(x->out, x->buf, (size_t)got) != got)
       r = export_fail(x, path);
-    else
+    else {
       left -= (uint64_t)got;
+      x->done += (uint64_t)got;
+      cn_progress(x->st, "writing", x->done, x->total, true, false);
+    }
   }
   close(fd);
   return r;
@@ -117,6 +121,8 @@ static int export_pinned(cairn_store *st, const char *image_id, int fd) {
   }
   x->st = st;
   x->tree = tree;
+  for (size_t ino = 1; ino <= count; ino++) /* each file's data is written once */
+    if (S_ISREG(cairn_tree_node(tree, ino)->mode)) x->total += cairn_tree_node(tree, ino)->size;
   x->out = archive_write_new();
   archive_write_set_format_pax(x->out);
   archive_write_set_bytes_in_last_block(x->out, 1);
@@ -125,6 +131,7 @@ static int export_pinned(cairn_store *st, const char *image_id, int fd) {
   } else {
     r = export_node(x, 1, "");
     if (archive_write_close(x->out) != ARCHIVE_OK && r == 0) r = output_fail(x, "output");
+    if (r == 0) cn_progress(st, "writing", x->done, x->total, true, true);
   }
   archive_write_free(x->out);
   for (size_t i = 0; i <= count; i++) free(x->first_name[i]);

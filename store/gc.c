@@ -92,15 +92,25 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   _cleanup_close_ int lock =
       cn_store_lock(st, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE);
   if (lock < 0 && lock != -EBUSY) return lock;
+  /* Its steps, as the progress hook hears them, each finished with how
+   * many things it did (layers and blobs removed, directories read, pin
+   * files removed). */
+  static const char *const steps[] = {CN_BLOB_UNUSED_STEP, CN_BLOB_ORPHANS_STEP,
+                                      "pin, index and temporary files"};
   if (!dry_run) cn_sweep_stale_records(st);
+  cn_progress(st, steps[0], 0, 0, false, false);
   int rc = cn_sweep_unused(st, dry_run, lock >= 0, r);
+  if (rc == 0) cn_progress(st, steps[0], r->layers + r->blobs, r->layers + r->blobs, false, true);
   /* The whole-store scans: files no row names, pin files of gone targets,
    * old temporary files. Only gc does them, not every rm. */
   if (rc == 0 && lock >= 0) rc = cn_blob_orphans_sweep(st, dry_run, r);
   if (rc == 0 && lock >= 0) {
+    cn_progress(st, steps[1], 256, 256, false, true);
+    cn_progress(st, steps[2], 0, 0, false, false);
     sweep_pin_files(st, dry_run, r);
     sweep_index_files(st, dry_run);
     sweep_tmp(st, dry_run);
+    cn_progress(st, steps[2], r->pins, r->pins, false, true);
   }
   char size[32];
   cairn_human_size(r->bytes, size, sizeof(size));

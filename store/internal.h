@@ -2,7 +2,8 @@
  * internal.h — the bottom layer of libcairn, which every file of store/
  * (outside store/pull/) may use and nobody outside sees: the store handle,
  * error helpers, SQLite helpers, the store lock, process facts, small
- * helpers, cleanup attributes (store.c, util.c, proc.c, backoff.c).
+ * helpers, cleanup attributes, the progress hook, cairn.conf (store.c,
+ * util.c, proc.c, progress.c, config.c, backoff.c).
  *
  * The layers above it, each with its own header, each using only the ones
  * below (tools/check-layers.sh checks it): blobs (blob.h), pins and mount
@@ -31,7 +32,16 @@ struct cairn_store {
   int staging_fd; /* the running import's journal (staging.c), or -1 */
   char staging_path[4096];
   char err[1024];
+  cairn_progress_fn progress; /* cairn_store_set_progress (progress.c) */
+  void *progress_arg;
 };
+
+/* cairn_store_default_dir, its failure recorded on st (config.c). */
+int cn_store_default_dir(cairn_store *st, char *buf, size_t len);
+
+/* Calls st's progress hook, if any (progress.c). */
+void cn_progress(cairn_store *st, const char *step, uint64_t done, uint64_t total, bool bytes,
+                 bool finished);
 
 /* Records a message for the person and returns err (a negative errno): the
  * library's files call the public cairn_fail by this name. */

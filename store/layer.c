@@ -38,13 +38,21 @@
 
 #define READ_CHUNK (256 * 1024)
 
-/* The decompressed stream, hashed as the tar reader pulls it. */
+/* The decompressed stream, hashed as the tar reader pulls it; st's
+ * progress hook hears how much of the input (input_size bytes, 0 if
+ * unknown) has been read. */
 struct layer_stream {
   struct archive *raw;
   EVP_MD_CTX *sha;
-  uint64_t size;
+  uint64_t size, input_size;
+  cairn_store *st;
   char buf[READ_CHUNK];
 };
+
+static void layer_stream_progress(struct layer_stream *ls, bool finished) {
+  uint64_t read = (uint64_t)archive_filter_bytes(ls->raw, -1);
+  cn_progress(ls->st, "storing", read, ls->input_size, true, finished);
+}
 
 static la_ssize_t layer_stream_read(struct archive *tar, void *arg, const void **out) {
   struct layer_stream *ls = arg;
@@ -55,6 +63,7 @@ static la_ssize_t layer_stream_read(struct archive *tar, void *arg, const void *
   }
   EVP_DigestUpdate(ls->sha, ls->buf, (size_t)n);
   ls->size += (uint64_t)n;
+  layer_stream_progress(ls, false);
   *out = ls->buf;
   return n;
 }
@@ -416,6 +425,11 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct 
   if (!ls->raw || !ls->sha || !in->tar)
     return store_fail(st, -ENOMEM, "out of memory opening the layer");
   EVP_DigestInit_ex(ls->sha, EVP_sha256(), NULL);
+  struct stat sb;
+  ls->st = st;
+  ls->input_size = src->buf                                          ? src->len
+                   : fstat(src->fd, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size
+                                                                     : 0;
   archive_read_support_filter_all(ls->raw);
   archive_read_support_format_raw(ls->raw);
   if ((src->buf ? archive_read_open_memory(ls->raw, src->buf, src->len)
@@ -502,6 +516,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
   if (r == 0) r = stage_validate(st);
   if (r == 0 && ps) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
   if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries);
+  if (r == 0) layer_stream_progress(ls, true);
   ingest_close(&in, ls);
   free(ls);
   return r;

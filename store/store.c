@@ -147,30 +147,6 @@ int cairn_exit_code(int err) {
   }
 }
 
-int cairn_store_default_dir_origin(char *buf, size_t len, const char **origin) {
-  const char *env = getenv("CAIRN_STORE"), *from;
-  int n;
-  if (env && *env)
-    n = snprintf(buf, len, "%s", env), from = "CAIRN_STORE";
-  else if (geteuid() == 0)
-    n = snprintf(buf, len, "/var/lib/cairn"), from = "the default for root";
-  else {
-    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-      n = snprintf(buf, len, "%s/cairn", xdg), from = "XDG_DATA_HOME";
-    else if (home && *home)
-      n = snprintf(buf, len, "%s/.local/share/cairn", home), from = "HOME (~/.local/share)";
-    else
-      return -ENOENT;
-  }
-  if (origin) *origin = from;
-  return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-int cairn_store_default_dir(char *buf, size_t len) {
-  return cairn_store_default_dir_origin(buf, len, NULL);
-}
-
 /* mkdir -p with mode for the last component and 0755 for parents. */
 static int mkdir_parents(const char *path, mode_t mode) {
   char buf[PATH_MAX];
@@ -262,8 +238,7 @@ int cairn_store_open(const char *dir, cairn_store **out) {
   char buf[PATH_MAX];
   int r;
   if (!dir) {
-    if ((r = cairn_store_default_dir(buf, sizeof(buf))) < 0)
-      return store_fail(st, r, "cannot pick a store directory: set --store or CAIRN_STORE");
+    if ((r = cn_store_default_dir(st, buf, sizeof(buf))) < 0) return r; /* config.c */
     dir = buf;
   }
   if ((r = mkdir_parents(dir, 0700)) < 0) return store_fail(st, r, "%s: %s", dir, strerror(-r));

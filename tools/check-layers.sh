@@ -22,7 +22,7 @@ cd "${1:-$(dirname "$0")/..}"
 
 # NAME | SOURCES (globs) | HEADERS (its own, private) | USES ("below" or "public")
 LAYERS=(
-  "store  | store/store.c store/staging.c store/util.c store/proc.c store/backoff.c | store/internal.h | below"
+  "store  | store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/internal.h | below"
   "blobs  | store/blob.c                 | store/blob.h                           | below"
   "pins   | store/pin.c store/mount.c    | store/pin.h                            | below"
   "tree   | store/tree.c store/index.c   | store/tree.h                           | below"

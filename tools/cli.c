@@ -59,10 +59,31 @@ int cli_take_store_option(struct cli *c, int *argc, char **argv) {
   return 0;
 }
 
+int cli_config(struct cli *c, const cairn_config **cfg) {
+  if (!c->config_read) {
+    int r = cairn_config_load(&c->config);
+    if (r < 0) {
+      int code = report_fail(r, "%s", c->config.why);
+      cairn_config_free(&c->config);
+      return code;
+    }
+    c->config_read = true;
+  }
+  *cfg = &c->config;
+  return CAIRN_EXIT_OK;
+}
+
 int cli_store(struct cli *c, cairn_store **st) {
   if (!c->st) {
+    const cairn_config *cfg = NULL;
+    char dir[PATH_MAX];
+    int code = cli_config(c, &cfg);
+    if (code != CAIRN_EXIT_OK) return code;
+    if (!c->store_dir && cairn_store_dir_pick(cfg, dir, sizeof(dir), NULL) < 0)
+      return report_fail(-ENOENT, "store: cannot pick a store directory: set --store or "
+                                  "CAIRN_STORE");
     cairn_store *opened;
-    int r = cairn_store_open(c->store_dir, &opened);
+    int r = cairn_store_open(c->store_dir ? c->store_dir : dir, &opened);
     if (r < 0) {
       int code = report_fail(r, "store: %s", report_why(opened, r));
       cairn_store_close(opened);
@@ -77,6 +98,8 @@ int cli_store(struct cli *c, cairn_store **st) {
 void cli_close(struct cli *c) {
   cairn_store_close(c->st);
   c->st = NULL;
+  if (c->config_read) cairn_config_free(&c->config);
+  c->config_read = false;
 }
 
 void cli_print_json(json_t *rows) {
@@ -512,8 +535,9 @@ void cli_program_help(const char *usage, const struct cli_command *const *cmds, 
            cmds[i]->summary);
   options_print(&options, 1);
   char dir[4096];
-  printf("\nThe store is --store DIR, else $CAIRN_STORE, else /var/lib/cairn for root,\n"
-         "else ${XDG_DATA_HOME:-~/.local/share}/cairn for other users.\n");
+  printf("\nThe store is --store DIR, else $CAIRN_STORE, else the store of cairn.conf\n"
+         "(~/.config/cairn/cairn.conf, else /etc/cairn/cairn.conf), else /var/lib/cairn\n"
+         "for root, else ${XDG_DATA_HOME:-~/.local/share}/cairn for other users.\n");
   if (cairn_store_default_dir(dir, sizeof(dir)) == 0) printf("Default here: %s\n", dir);
 }
 

@@ -18,6 +18,8 @@
 struct cli {
   const char *store_dir; /* --store, or NULL for the default */
   cairn_store *st;       /* opened on first use by cli_store */
+  cairn_config config;   /* cairn.conf, read on first use by cli_config */
+  bool config_read;
 };
 
 /* The shell's exit codes for a command we run (cairn-pin hold's, cairn
@@ -70,8 +72,13 @@ void cli_cairnfs_path(char *out, size_t len);
 
 /* Removes every --store DIR / --store=DIR before a "--" from argv. */
 int cli_take_store_option(struct cli *c, int *argc, char **argv);
-/* Opens the store once into *st; returns CAIRN_EXIT_OK, or the exit code
- * of the failure it reported. */
+/* Reads cairn.conf once into *cfg; returns CAIRN_EXIT_OK, or the exit code
+ * of the failure it reported ("PROG: PATH:LINE: WHY", exit 2 for a bad
+ * line). */
+int cli_config(struct cli *c, const cairn_config **cfg);
+/* Opens the store once into *st: --store, else the one cairn.conf and the
+ * environment pick (cairn_store_dir_pick); returns CAIRN_EXIT_OK, or the
+ * exit code of the failure it reported. */
 int cli_store(struct cli *c, cairn_store **st);
 void cli_close(struct cli *c);
 

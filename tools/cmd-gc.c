@@ -1,9 +1,11 @@
 /*
- * cmd-gc.c — `cairn gc [--dry-run]` and `cairn fsck [--repair]`: reclaim
- * what nothing uses; verify what is stored. Both print one line per thing
- * done or found.
+ * cmd-gc.c — `cairn gc [--dry-run] [--quiet]` and `cairn fsck [--repair]`:
+ * reclaim what nothing uses; verify what is stored. Both print one line
+ * per thing done or found; gc shows the progress of its steps on stderr
+ * (progress.h), and its --quiet silences both.
  */
 #include "commands.h"
+#include "progress.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -12,28 +14,40 @@ static void report_print(const cairn_report *r) {
   for (size_t i = 0; i < r->n_lines; i++) printf("%s\n", r->lines[i]);
 }
 
-/* Parses the single flag both commands take. */
-static int one_flag(int argc, char **argv, const char *flag, const char *usage, bool *set) {
-  const struct option opts[] = {{flag, no_argument, NULL, 'f'}, {0}};
+/* Parses the flag of each command (--dry-run, --repair) and, if quiet is
+ * not NULL, -q/--quiet. */
+static int flags(int argc, char **argv, const char *flag, const char *usage, bool *set,
+                 bool *quiet) {
+  const struct option all[] = {
+      {"quiet", no_argument, NULL, 'q'}, {flag, no_argument, NULL, 'f'}, {0}};
+  const struct option *opts = quiet ? all : all + 1;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-    if (o != 'f') return cli_bad_option(usage, argv, o, opts);
-    *set = true;
+  while ((o = getopt_long(argc, argv, quiet ? ":q" : ":", opts, NULL)) != -1) {
+    if (o == 'f')
+      *set = true;
+    else if (o == 'q')
+      *quiet = true;
+    else
+      return cli_bad_option(usage, argv, o, opts);
   }
   if (optind != argc) return report_usage(usage, "%s: takes no arguments", argv[0]);
   return CAIRN_EXIT_OK;
 }
 
 static int gc_run(struct cli *c, int argc, char **argv) {
-  bool dry = false;
+  bool dry = false, quiet = false;
   cairn_store *st;
-  int code = one_flag(argc, argv, "dry-run", cmd_gc.usage, &dry);
+  int code = flags(argc, argv, "dry-run", cmd_gc.usage, &dry, &quiet);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_report r = {0};
+  struct progress_hook hook = {.p = progress_new(quiet)};
+  cairn_store_set_progress(st, progress_hook, &hook);
   int rc = cairn_gc(st, dry, &r);
-  report_print(&r);
+  cairn_store_set_progress(st, NULL, NULL);
+  progress_free(hook.p);
+  if (!quiet) report_print(&r);
   cairn_report_free(&r);
   return rc < 0 ? report_fail(rc, "gc: %s", report_why(st, rc)) : CAIRN_EXIT_OK;
 }
@@ -41,7 +55,7 @@ static int gc_run(struct cli *c, int argc, char **argv) {
 static int fsck_run(struct cli *c, int argc, char **argv) {
   bool repair = false;
   cairn_store *st;
-  int code = one_flag(argc, argv, "repair", cmd_fsck.usage, &repair);
+  int code = flags(argc, argv, "repair", cmd_fsck.usage, &repair, NULL);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_report r = {0};
@@ -55,9 +69,10 @@ static int fsck_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_gc = {
     .name = "gc",
     .run = gc_run,
-    .usage = "cairn gc [--dry-run]",
+    .usage = "cairn gc [--dry-run] [--quiet]",
     .summary = "Remove the layers and blobs no image and no pin uses; one line per removal.",
-    .options = "--dry-run\tsay what would be removed, remove nothing\n",
+    .options = "--dry-run\tsay what would be removed, remove nothing\n"
+               "-q, --quiet\tno progress on stderr, no lines on stdout\n",
 };
 
 const struct cli_command cmd_fsck = {

@@ -1,9 +1,11 @@
 /*
  * cmd-import.c — `cairn import NAME[:TAG] LAYER.tar[.gz|.zst|.xz]...|-`: an image
  * from layer tarballs, bottom first. Unsafe or corrupt input is exit 5 and
- * commits nothing.
+ * commits nothing. Each layer's progress is a line of the display
+ * (progress.h); --quiet shows none and prints no id.
  */
 #include "commands.h"
+#include "progress.h"
 
 #include <getopt.h>
 #include <stdio.h>
@@ -28,9 +30,14 @@ static int import_run(struct cli *c, int argc, char **argv) {
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
+  const char *const *layers = (const char *const *)argv + optind + 1;
+  size_t n = (size_t)(argc - optind - 1);
+  struct progress_hook hook = {.p = progress_new(quiet), .labels = layers, .n_labels = n};
+  cairn_store_set_progress(st, progress_hook, &hook);
   cairn_id id;
-  int r = cairn_import_files(st, name, (const char *const *)argv + optind + 1,
-                             (size_t)(argc - optind - 1), id);
+  int r = cairn_import_files(st, name, layers, n, id);
+  cairn_store_set_progress(st, NULL, NULL);
+  progress_free(hook.p);
   if (r < 0) return report_fail(r, "import: %s", report_why(st, r));
   if (!quiet) printf("%s\n", id);
   return CAIRN_EXIT_OK;
@@ -43,5 +50,5 @@ const struct cli_command cmd_import = {
     .summary = "Make an image from layer tars, bottom layer first, and print its id.\n"
                "A layer is a tar, plain or compressed (gzip, zstd, xz, bzip2: found from its\n"
                "bytes, not its name); - reads one from the standard input.",
-    .options = "-q, --quiet\tdo not print the image id\n",
+    .options = "-q, --quiet\tno progress on stderr, no image id\n",
 };

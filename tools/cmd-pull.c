@@ -1,111 +1,51 @@
 /*
  * cmd-pull.c — `cairn pull SOURCE [NAME[:TAG]]`: parses options, calls
- * cairn_pull, and shows progress: on a terminal one redrawn line per layer
- * (bytes, rate, reused or downloaded), otherwise one line per layer as it
- * finishes; --quiet shows none. The image id goes to stdout.
+ * cairn_pull, and shows its progress (progress.h), a line per layer: on a
+ * terminal redrawn (waiting, fetching and storing with bar, bytes, rate and
+ * time left; reused, or downloaded in its final time), otherwise one line
+ * per layer as it finishes; --quiet shows none. The image id goes to
+ * stdout.
  */
 #include "commands.h"
 
+#include "progress.h"
+
 #include <getopt.h>
-#include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #define PULL_USAGE                                                                                 \
   "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER:PASS] [--insecure] [--jobs N]\n"        \
   "                  [--cert-dir DIR] [--retries N] [--quiet] SOURCE [NAME[:TAG]]"
 
-struct pull_view {
-  bool tty, quiet;
-  pthread_mutex_t lock;
-  size_t drawn;    /* lines of the live display on screen */
-  double *started; /* per layer: when bytes began to arrive */
-  bool *announced; /* per layer: its final line was printed */
-  size_t n;
-  double last_draw;
-};
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void layer_line(struct pull_view *v, const cairn_pull_layer *l, size_t i, char *buf,
-                       size_t len) {
-  char have[32], total[32], rate[32] = "";
-  cairn_human_size(l->fetched, have, sizeof(have));
-  cairn_human_size(l->size, total, sizeof(total));
-  double t = v->started[i] > 0 ? now_s() - v->started[i] : 0;
-  if (t > 0.05) {
-    cairn_human_size((uint64_t)((double)l->fetched / t + 0.5), rate, sizeof(rate));
-    strcat(rate, "/s");
-  }
-  const char *id = l->diff_id;
-  switch (l->state) {
-  case CAIRN_PULL_REUSED: snprintf(buf, len, "%.12s  reused (already stored)", id); break;
-  case CAIRN_PULL_WAITING: snprintf(buf, len, "%.12s  waiting  %s", id, total); break;
-  case CAIRN_PULL_FETCHING:
-    snprintf(buf, len, "%.12s  fetching %s / %s  %s", id, have, total, rate);
-    break;
-  case CAIRN_PULL_STORING: snprintf(buf, len, "%.12s  storing  %s", id, total); break;
-  case CAIRN_PULL_DONE: snprintf(buf, len, "%.12s  downloaded %s in %.1fs", id, total, t); break;
-  }
-}
-
-static int view_init(struct pull_view *v, size_t n) {
-  if (v->started) return 0;
-  v->started = calloc(n ? n : 1, sizeof(*v->started));
-  v->announced = calloc(n ? n : 1, sizeof(*v->announced));
-  v->n = n;
-  return v->started && v->announced ? 0 : -1;
-}
-
-static void on_progress(const cairn_pull_layer *layers, size_t n, void *arg) {
-  struct pull_view *v = arg;
-  char line[256];
-  if (v->quiet) return;
-  pthread_mutex_lock(&v->lock);
-  if (view_init(v, n) < 0) goto out;
-  for (size_t i = 0; i < n; i++)
-    if (v->started[i] == 0 && layers[i].state >= CAIRN_PULL_FETCHING) v->started[i] = now_s();
-  if (v->tty) {
-    bool settled = true; /* the last frame is always drawn */
-    for (size_t i = 0; i < n; i++) settled = settled && layers[i].state >= CAIRN_PULL_REUSED;
-    if (!settled && v->drawn && now_s() - v->last_draw < 0.1) goto out;
-    v->last_draw = now_s();
-    if (v->drawn) fprintf(stderr, "\033[%zuA", v->drawn);
-    for (size_t i = 0; i < n; i++) {
-      layer_line(v, &layers[i], i, line, sizeof(line));
-      fprintf(stderr, "\r\033[K%s\n", line);
-    }
-    v->drawn = n;
-  } else {
-    for (size_t i = 0; i < n; i++) {
-      if (v->announced[i] || layers[i].state < CAIRN_PULL_REUSED) continue;
-      layer_line(v, &layers[i], i, line, sizeof(line));
-      fprintf(stderr, "%s\n", line);
-      v->announced[i] = true;
+/* libcairn's view of the layers, shown by the display (progress.h): a
+ * line per layer, labelled with its id. */
+static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
+  struct progress *p = display;
+  for (size_t i = 0; i < n; i++) {
+    const cairn_pull_layer *l = &layers[i];
+    char id[16], size[32], what[64];
+    snprintf(id, sizeof(id), "%.12s", l->diff_id);
+    cairn_human_size(l->size, size, sizeof(size));
+    switch (l->state) {
+    case CAIRN_PULL_WAITING:
+      snprintf(what, sizeof(what), "waiting  %s", size);
+      progress_pending(p, i, id, what);
+      break;
+    case CAIRN_PULL_FETCHING:
+      progress_update(p, i, id, "fetching", l->fetched, l->size, true);
+      break;
+    case CAIRN_PULL_STORING: progress_update(p, i, id, "storing", l->stored, l->size, true); break;
+    case CAIRN_PULL_REUSED: progress_done(p, i, id, "reused (already stored)", false); break;
+    case CAIRN_PULL_DONE:
+      snprintf(what, sizeof(what), "downloaded %s", size);
+      progress_done(p, i, id, what, true);
+      break;
     }
   }
-  fflush(stderr);
-out:
-  pthread_mutex_unlock(&v->lock);
 }
 
-static void on_log(const char *msg, void *arg) {
-  struct pull_view *v = arg;
-  pthread_mutex_lock(&v->lock);
-  if (v->tty && v->drawn) {
-    fprintf(stderr, "\033[%zuA\r\033[K", v->drawn); /* the display is redrawn below it */
-    v->drawn = 0;
-  }
-  report_notice(msg);
-  pthread_mutex_unlock(&v->lock);
-}
+static void on_log(const char *msg, void *display) { progress_notice(display, msg); }
 
 static int parse_count(const char *s, unsigned max, unsigned *out) {
   char *end;
@@ -122,8 +62,8 @@ static int pull_run(struct cli *c, int argc, char **argv) {
       {"retries", required_argument, NULL, 'r'},  {"quiet", no_argument, NULL, 'q'},
       {"cert-dir", required_argument, NULL, 'C'}, {NULL, 0, NULL, 0},
   };
-  struct pull_view view = {.tty = isatty(STDERR_FILENO)};
-  cairn_pull_opts po = {.progress = on_progress, .log = on_log, .arg = &view};
+  bool quiet = false;
+  cairn_pull_opts po = {.progress = on_progress, .log = on_log};
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":qj:", opts, NULL)) != -1) {
@@ -143,7 +83,7 @@ static int pull_run(struct cli *c, int argc, char **argv) {
       if (parse_count(optarg, 100, &po.attempts) < 0)
         return report_usage(PULL_USAGE, "pull: --retries: needs a number from 1 to 100 (attempts)");
       break;
-    case 'q': view.quiet = true; break;
+    case 'q': quiet = true; break;
     default: return cli_bad_option(PULL_USAGE, argv, o, opts);
     }
   }
@@ -152,14 +92,14 @@ static int pull_run(struct cli *c, int argc, char **argv) {
   const char *source = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
 
   cairn_store *st;
-  int code = cli_store(c, &st);
+  int code = cli_config(c, &po.config);
+  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
-  pthread_mutex_init(&view.lock, NULL);
+  if (!po.jobs) po.jobs = po.config->pull_jobs; /* 0: libcairn's default */
+  po.arg = progress_new(quiet);
   cairn_id id;
   int r = cairn_pull(st, source, name, &po, id);
-  free(view.started);
-  free(view.announced);
-  pthread_mutex_destroy(&view.lock);
+  progress_free(po.arg);
   if (r < 0) return report_fail(r, "pull %s: %s", source, report_why(st, r));
   printf("%s\n", id);
   return CAIRN_EXIT_OK;
@@ -178,9 +118,10 @@ const struct cli_command cmd_pull = {
     .options = "--platform OS/ARCH[/VARIANT]\tthe platform to pick from an index (default: this "
                "machine's)\n"
                "--creds USER:PASS\tregistry credentials (default: auth.json, as podman)\n"
-               "--insecure\tallow plain HTTP and skip TLS checks\n"
+               "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
                "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
-               "-j, --jobs N\tdownload up to N layers at once (1 to 64)\n"
+               "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
+               "\tpull-jobs, else 3)\n"
                "--retries N\tattempts per request on transient errors (1 to 100)\n"
                "-q, --quiet\tno progress on stderr\n",
 };

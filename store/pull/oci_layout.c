@@ -6,10 +6,16 @@
  * index.json entry whose org.opencontainers.image.ref.name equals it. With
  * no REF the layout must hold exactly one entry. Every blob read is checked
  * against its descriptor like a download.
+ *
+ * The image is named after the entry's own name annotation, as podman names
+ * an oci-archive: io.containerd.image.name if set (buildkit writes it), else
+ * org.opencontainers.image.ref.name; a name with no registry host gets
+ * "localhost/" and one with no tag ":latest" (podman's NormalizeName). An
+ * entry with neither annotation, or one that is no valid name, gives the
+ * image no name (it is listed by id).
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,7 +66,24 @@ static int read_small_blob(pull_source *src, const pull_desc *d, char **body, si
   return r;
 }
 
-/* The index.json entry REF names (or the only one). */
+/* The name of the image an index.json entry describes (see the top), or
+ * NULL. */
+static char *entry_name(json_t *entry) {
+  json_t *ann = json_object_get(entry, "annotations");
+  const char *a = json_string_value(json_object_get(ann, "io.containerd.image.name"));
+  if (!a || !*a) a = json_string_value(json_object_get(ann, "org.opencontainers.image.ref.name"));
+  if (!a || !*a) return NULL;
+  const char *slash = strchr(a, '/');
+  size_t first = slash ? (size_t)(slash - a) : 0;
+  bool has_host = slash && (memchr(a, '.', first) || memchr(a, ':', first) ||
+                            (first == 9 && strncmp(a, "localhost", 9) == 0));
+  _cleanup_free_ char *full = NULL;
+  char norm[1024];
+  if (asprintf(&full, "%s%s", has_host ? "" : "localhost/", a) < 0) return NULL;
+  return cairn_name_normalize(full, norm, sizeof norm) == 0 ? strdup(norm) : NULL;
+}
+
+/* The index.json entry REF names (or the only one), and its name. */
 static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
   char path[4096];
   json_error_t je;
@@ -90,6 +113,10 @@ static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
                    l->dir);
   else
     r = cn_pull_desc_parse(found, d, st);
+  if (r == 0) {
+    free(l->base.default_name);
+    l->base.default_name = entry_name(found);
+  }
   json_decref(idx);
   return r;
 }
@@ -118,22 +145,6 @@ static const pull_source_ops layout_ops = {
     .free = layout_free,
 };
 
-/* REF when it looks like a full name (has ':' or '/'), else DIRNAME:REF. */
-static char *default_name(const char *dir, const char *ref) {
-  char norm[512], *name = NULL;
-  _cleanup_free_ char *copy = strdup(dir);
-  if (!copy) return NULL;
-  if (ref && (strchr(ref, ':') || strchr(ref, '/')))
-    name = strdup(ref);
-  else if (asprintf(&name, "%s:%s", basename(copy), ref ? ref : "latest") < 0)
-    name = NULL;
-  if (name && cairn_name_normalize(name, norm, sizeof norm) < 0) {
-    free(name);
-    name = NULL;
-  }
-  return name;
-}
-
 int cn_oci_layout_open(const char *spec, pull_source **out, cairn_store *st) {
   oci_layout *l = calloc(1, sizeof *l);
   if (!l) return cairn_fail(st, -ENOMEM, "out of memory");
@@ -149,7 +160,6 @@ int cn_oci_layout_open(const char *spec, pull_source **out, cairn_store *st) {
     layout_free(&l->base);
     return cairn_fail(st, -EINVAL, "oci: needs a directory (oci:DIR[:REF])");
   }
-  l->base.default_name = default_name(l->dir, l->ref);
   *out = &l->base;
   return 0;
 }

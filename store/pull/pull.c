@@ -34,8 +34,9 @@
 
 typedef struct layer_slot {
   _Atomic uint64_t fetched;
-  _Atomic int state; /* enum cairn_pull_state */
-  bool fetch;        /* absent from the store and first of its diff_id */
+  _Atomic uint64_t stored; /* of the blob, while it is ingested */
+  _Atomic int state;       /* enum cairn_pull_state */
+  bool fetch;              /* absent from the store and first of its diff_id */
 } layer_slot;
 
 typedef struct fetch_run {
@@ -82,6 +83,11 @@ static int open_temp(const char *store_dir, cairn_store *wst) {
   return fd;
 }
 
+/* The worker's handle's progress hook while it ingests a layer. */
+static void on_stored(const cairn_progress *p, void *slot) {
+  atomic_store(&((layer_slot *)slot)->stored, p->done);
+}
+
 /* Fetches, verifies and ingests layer i with the worker's own handle. */
 static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   const pull_desc *d = &run->img->layers[i];
@@ -103,7 +109,9 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     cairn_id got;
     /* No pin set: the main thread pinned this layer before it looked it up
      * and keeps the pin until the image is committed. */
+    cairn_store_set_progress(wst, on_stored, &run->slots[i]);
     r = cairn_layer_ingest(wst, fd, diff_id, NULL, got);
+    cairn_store_set_progress(wst, NULL, NULL);
     if (r == -EBADMSG)
       cairn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
     else if (r < 0)
@@ -143,6 +151,7 @@ static void report(const fetch_run *run, const cairn_pull_opts *o) {
     v[i].diff_id = run->img->diff_ids[i];
     v[i].size = run->img->layers[i].size;
     v[i].fetched = atomic_load(&run->slots[i].fetched);
+    v[i].stored = atomic_load(&run->slots[i].stored);
     v[i].state = (enum cairn_pull_state)atomic_load(&run->slots[i].state);
   }
   o->progress(v, n, o->arg);

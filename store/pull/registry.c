@@ -138,7 +138,7 @@ static CURLcode perform(registry *rg, CURL *h, const char *url, const char *acce
     curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
     curl_easy_setopt(h, CURLOPT_USERPWD, rg->creds);
   }
-  const char *protos = rg->base.opts->insecure ? "http,https" : "https";
+  const char *protos = rg->insecure ? "http,https" : "https";
   curl_easy_setopt(h, CURLOPT_URL, url);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, protos);
@@ -156,7 +156,7 @@ static CURLcode perform(registry *rg, CURL *h, const char *url, const char *acce
   curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
   struct curl_blob cas = {rg->ca_pem, rg->ca_len, CURL_BLOB_NOCOPY};
   if (rg->ca_pem) curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &cas);
-  if (rg->base.opts->insecure) {
+  if (rg->insecure) {
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
   }
@@ -210,7 +210,10 @@ int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink
       transient = curl_transient(c);
       r = -EIO;
       if (c == CURLE_SSL_CONNECT_ERROR || c == CURLE_UNSUPPORTED_PROTOCOL)
-        strncat(why, " (plain HTTP registry? use --insecure)", sizeof why - strlen(why) - 1);
+        strncat(why,
+                " (plain HTTP registry? use --insecure, or insecure = true in its cairn.conf "
+                "section)",
+                sizeof why - strlen(why) - 1);
       else if (c == CURLE_PEER_FAILED_VERIFICATION)
         strncat(why, " (a private CA? give its certificate with --cert-dir DIR)",
                 sizeof why - strlen(why) - 1);
@@ -254,9 +257,9 @@ int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink
 
 /* ---- the source ----------------------------------------------------------- */
 
-static int registry_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
+/* The manifest d (NULL: the reference's) from the endpoint in use. */
+static int endpoint_manifest(registry *rg, const pull_desc *d, char **body, size_t *len,
                              cairn_store *st) {
-  registry *rg = (registry *)src;
   char url[4096];
   const char *ref = d ? d->digest : rg->ref;
   snprintf(url, sizeof url, "%s/v2/%s/manifests/%s", rg->server, rg->repo, ref);
@@ -267,7 +270,7 @@ static int registry_manifest(pull_source *src, const pull_desc *d, char **body, 
   http_reply reply;
   int r = cn_blob_sink_init(&s, -1, d ? d->size : PULL_MANIFEST_MAX, NULL);
   if (r == 0) r = cn_registry_get(rg, url, ACCEPT_MANIFESTS, &s, false, &reply, st);
-  if (r == -ENOENT) cairn_fail(st, r, "%s/%s: manifest %s not found", rg->host, rg->repo, ref);
+  if (r == -ENOENT) cairn_fail(st, r, "%s/%s: manifest %s not found", rg->endpoint, rg->repo, ref);
   if (r == 0 && d) r = cn_blob_sink_finish(&s, d, st);
   if (r == 0 && !d) {
     /* A tag is checked against the digest the registry states; a digest
@@ -289,6 +292,47 @@ static int registry_manifest(pull_source *src, const pull_desc *d, char **body, 
   return r;
 }
 
+/* Sends the requests from now on to endpoint k: its URL, its scheme
+ * (plain HTTP if --insecure or cairn.conf says it is insecure), its
+ * credentials (--creds is the registry's own, not a mirror's) and its CAs
+ * (--cert-dir likewise, else its certs.d). */
+static int use_endpoint(registry *rg, size_t k, cairn_store *st) {
+  const cairn_pull_opts *o = rg->base.opts;
+  const struct cairn_config_registry *conf = cairn_config_registry(o->config, rg->endpoints[k]);
+  bool own = k + 1 == rg->n_endpoints;
+  rg->endpoint = rg->endpoints[k];
+  rg->insecure = o->insecure || (conf && conf->insecure);
+  free(rg->server);
+  free(rg->creds);
+  free(rg->auth);
+  free(rg->ca_pem);
+  rg->auth = rg->ca_pem = NULL;
+  rg->ca_len = 0;
+  bool hub = strcmp(rg->endpoint, "docker.io") == 0; /* Docker Hub's API is elsewhere */
+  if (asprintf(&rg->server, "%s://%s", rg->insecure ? "http" : "https",
+               hub ? "registry-1.docker.io" : rg->endpoint) < 0)
+    rg->server = NULL;
+  rg->creds = cn_registry_find_creds(rg->endpoint, own ? o->creds : NULL);
+  if (!rg->server) return cairn_fail(st, -ENOMEM, "out of memory");
+  return cn_registry_load_cas(rg, own ? o->cert_dir : NULL, st);
+}
+
+/* The reference's manifest from the first endpoint that gives it (a mirror
+ * that fails is said, and the next tried), which then serves the rest of
+ * the pull; a manifest by digest from that one. */
+static int registry_manifest(pull_source *src, const pull_desc *d, char **body, size_t *len,
+                             cairn_store *st) {
+  registry *rg = (registry *)src;
+  if (d) return endpoint_manifest(rg, d, body, len, st);
+  for (size_t k = 0;; k++) {
+    int r = k == 0 ? 0 : use_endpoint(rg, k, st);
+    if (r == 0) r = endpoint_manifest(rg, NULL, body, len, st);
+    if (r == 0 || k + 1 == rg->n_endpoints) return r;
+    cn_pull_log(&rg->base, "mirror %s: %s; trying %s", rg->endpoint, cairn_errmsg(st),
+                rg->endpoints[k + 1]);
+  }
+}
+
 static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st) {
   registry *rg = (registry *)src;
   char url[4096];
@@ -296,7 +340,7 @@ static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, cai
   snprintf(url, sizeof url, "%s/v2/%s/blobs/%s", rg->server, rg->repo, d->digest);
   int r = cn_registry_get(rg, url, NULL, s, false, &reply, st);
   if (r == -ENOENT)
-    return cairn_fail(st, r, "%s/%s: blob %s not found", rg->host, rg->repo, d->digest);
+    return cairn_fail(st, r, "%s/%s: blob %s not found", rg->endpoint, rg->repo, d->digest);
   return r < 0 ? r : cn_blob_sink_finish(s, d, st);
 }
 
@@ -310,6 +354,7 @@ static void registry_free(pull_source *src) {
   free(rg->auth);
   free(rg->ca_pem);
   free(rg->base.default_name);
+  free(rg->endpoints);
   pthread_mutex_destroy(&rg->lock);
   free(rg);
 }
@@ -383,15 +428,10 @@ static int parse_spec(registry *rg, const char *spec, cairn_store *st) {
     rlen = strlen(repo);
     rg->ref = strdup("latest");
   }
-  bool hub = strcmp(rg->host, "docker.io") == 0;
-  bool library = hub && !memchr(repo, '/', rlen);
+  bool library = rg->host && strcmp(rg->host, "docker.io") == 0 && !memchr(repo, '/', rlen);
   if (asprintf(&rg->repo, "%s%.*s", library ? "library/" : "", (int)rlen, repo) < 0)
     rg->repo = NULL;
-  if (asprintf(&rg->server, "%s://%s", rg->base.opts->insecure ? "http" : "https",
-               hub ? "registry-1.docker.io" : rg->host) < 0)
-    rg->server = NULL;
-  if (!rg->host || !rg->ref || !rg->repo || !rg->server)
-    return cairn_fail(st, -ENOMEM, "out of memory");
+  if (!rg->host || !rg->ref || !rg->repo) return cairn_fail(st, -ENOMEM, "out of memory");
   if (rlen == 0 || !*rg->ref)
     return cairn_fail(st, -EINVAL, "docker://%s: empty repository or tag", spec);
   if (!at) {
@@ -419,8 +459,16 @@ int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_
     registry_free(&rg->base);
     return r;
   }
-  rg->creds = cn_registry_find_creds(rg->host, opts->creds);
-  if ((r = cn_registry_load_cas(rg, opts->cert_dir, st)) < 0) {
+  const struct cairn_config_registry *conf = cairn_config_registry(opts->config, rg->host);
+  size_t n_mirrors = conf ? conf->n_mirrors : 0;
+  if (!(rg->endpoints = calloc(n_mirrors + 1, sizeof *rg->endpoints))) {
+    registry_free(&rg->base);
+    return cairn_fail(st, -ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n_mirrors; i++) rg->endpoints[i] = conf->mirrors[i];
+  rg->endpoints[n_mirrors] = rg->host;
+  rg->n_endpoints = n_mirrors + 1;
+  if ((r = use_endpoint(rg, 0, st)) < 0) {
     registry_free(&rg->base);
     return r;
   }

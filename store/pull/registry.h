@@ -11,11 +11,17 @@
 
 typedef struct registry {
   pull_source base;
-  char *host;   /* HOST[:PORT] as in the reference (auth.json key) */
-  char *server; /* where requests go: "https://HOST[:PORT]" */
-  char *repo;   /* "team/app" */
-  char *ref;    /* tag or "sha256:..." */
-  char *creds;  /* "user:pass" or NULL */
+  char *host; /* HOST[:PORT] as in the reference */
+  /* Where the pull may go, in order: the mirrors cairn.conf gives host,
+   * then host itself (pointers into opts->config, and host). */
+  const char **endpoints;
+  size_t n_endpoints;
+  const char *endpoint; /* the one requests go to now (auth.json, certs.d key) */
+  bool insecure;        /* plain HTTP to it (--insecure, or cairn.conf) */
+  char *server;         /* its URL: "https://HOST[:PORT]" */
+  char *repo;           /* "team/app" */
+  char *ref;            /* tag or "sha256:..." */
+  char *creds;          /* "user:pass" or NULL */
   pthread_mutex_t lock;
   char *auth;   /* "Authorization: ..." header, under lock */
   char *ca_pem; /* trusted CAs (PEM) when a cert dir adds some, else NULL */

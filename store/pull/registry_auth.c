@@ -60,7 +60,7 @@ static int set_auth(registry *rg, const char *scheme, const char *value, cairn_s
 static int fetch_token(registry *rg, const char *params, cairn_store *st) {
   char realm[1024], service[256] = "", scope[512];
   if (!cn_registry_challenge_param(params, "realm", realm, sizeof realm))
-    return cairn_fail(st, -EACCES, "%s: bearer challenge without a realm", rg->host);
+    return cairn_fail(st, -EACCES, "%s: bearer challenge without a realm", rg->endpoint);
   cn_registry_challenge_param(params, "service", service, sizeof service);
   if (!cn_registry_challenge_param(params, "scope", scope, sizeof scope))
     snprintf(scope, sizeof scope, "repository:%s:pull", rg->repo);
@@ -86,14 +86,14 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
   r = cn_blob_sink_init(&s, -1, 1 << 20, NULL);
   if (r == 0) r = cn_registry_get(rg, url, "application/json", &s, true, &reply, st);
   if (r == -EACCES || r == -ENOENT)
-    r = cairn_fail(st, -EACCES, "%s: token service refused %s%s", rg->host, scope,
+    r = cairn_fail(st, -EACCES, "%s: token service refused %s%s", rg->endpoint, scope,
                    rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
   if (r == 0) {
     json_t *j = json_loadb(s.mem ? s.mem : "", s.written, 0, NULL);
     const char *tok = json_string_value(json_object_get(j, "token"));
     if (!tok) tok = json_string_value(json_object_get(j, "access_token"));
     r = tok ? set_auth(rg, "Bearer", tok, st)
-            : cairn_fail(st, -EACCES, "%s: token service answered without a token", rg->host);
+            : cairn_fail(st, -EACCES, "%s: token service answered without a token", rg->endpoint);
     json_decref(j);
   }
   cn_blob_sink_free(&s);
@@ -106,7 +106,7 @@ int cn_registry_auth_challenge(registry *rg, const char *challenge, cairn_store 
     _cleanup_free_ char *b = base64(rg->creds);
     return b ? set_auth(rg, "Basic", b, st) : cairn_fail(st, -ENOMEM, "out of memory");
   }
-  return cairn_fail(st, -EACCES, "%s: authentication required%s", rg->host,
+  return cairn_fail(st, -EACCES, "%s: authentication required%s", rg->endpoint,
                     rg->creds ? "" : " (no credentials; use --creds or an auth.json)");
 }
 

@@ -44,8 +44,8 @@ int cn_registry_load_cas(registry *rg, const char *cert_dir, cairn_store *st) {
   const char *dir = cert_dir;
   struct stat sb;
   if (!dir) {
-    snprintf(dflt[0], sizeof dflt[0], "/etc/containers/certs.d/%s", rg->host);
-    snprintf(dflt[1], sizeof dflt[1], "/etc/docker/certs.d/%s", rg->host);
+    snprintf(dflt[0], sizeof dflt[0], "/etc/containers/certs.d/%s", rg->endpoint);
+    snprintf(dflt[1], sizeof dflt[1], "/etc/docker/certs.d/%s", rg->endpoint);
     for (int i = 0; i < 2 && !dir; i++)
       if (stat(dflt[i], &sb) == 0 && S_ISDIR(sb.st_mode)) dir = dflt[i];
     if (!dir) return 0;

@@ -7,7 +7,7 @@
       accepts), forwards GETs to 127.0.0.1:UPSTREAM_PORT
 
 Control (not forwarded, not counted):
-  GET /_proxy/set?mode=M&n=N&match=REGEX[&retry_after=S][&extra=BYTES]
+  GET /_proxy/set?mode=M&n=N&match=REGEX[&retry_after=S][&extra=BYTES][&rate=B]
       resets the counters; the first N requests to each path matching
       REGEX (default: blob and manifest URLs) get the fault M:
         none   forward everything
@@ -21,11 +21,12 @@ Control (not forwarded, not counted):
                answers it once, then must give up)
         more   forward, but send EXTRA bytes (default 64 MiB) more than
                the registry's body, with a Content-Length that says so
+        slow   forward the body at RATE bytes a second (default 20 MiB)
   GET /_proxy/counts
       {"paths": {PATH: requests}, "faults": n, "cut": n}; "cut" counts
       replies the client stopped reading before their end
 """
-import http.client, json, os, re, socket, sys, threading
+import http.client, json, os, re, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -33,9 +34,10 @@ UPSTREAM = None
 LOCK = threading.Lock()
 STATE = {}
 
-def reset(mode="none", n=0, match=r"/v2/.+/(blobs|manifests)/", retry_after=1, extra=64 << 20):
+def reset(mode="none", n=0, match=r"/v2/.+/(blobs|manifests)/", retry_after=1, extra=64 << 20,
+          rate=20 << 20):
     STATE.update(mode=mode, n=int(n), match=re.compile(match), retry_after=int(retry_after),
-                 extra=int(extra), paths={}, faults=0, cut=0)
+                 extra=int(extra), rate=int(rate), paths={}, faults=0, cut=0)
 
 HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
 
@@ -79,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
                 mode = STATE["mode"]
                 if mode != "none":
                     STATE["faults"] += 1
-            retry_after, extra = STATE["retry_after"], STATE["extra"]
+            retry_after, extra, rate = STATE["retry_after"], STATE["extra"], STATE["rate"]
         if mode == "503":
             return self.reply(503, {"errors": [{"code": "UNAVAILABLE", "message": "injected 503"}]})
         if mode == "429":
@@ -96,9 +98,9 @@ class Handler(BaseHTTPRequestHandler):
         if mode == "401b":
             return self.reply(401, {"errors": [{"code": "UNAUTHORIZED", "message": "injected 401"}]},
                               [("WWW-Authenticate", 'Basic realm="cairn-test"')])
-        self.forward(url, extra if mode == "more" else 0, mode == "half")
+        self.forward(url, extra if mode == "more" else 0, mode == "half", rate if mode == "slow" else 0)
 
-    def forward(self, url, extra, half=False):
+    def forward(self, url, extra, half=False, rate=0):
         up = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP and k.lower() != "host"}
         headers["Host"] = self.headers.get("Host", "")
@@ -124,8 +126,12 @@ class Handler(BaseHTTPRequestHandler):
             elif body is not None:
                 self.wfile.write(body)
             else:
+                start, sent = time.monotonic(), 0
                 while chunk := resp.read(1 << 16):
                     self.wfile.write(chunk)
+                    sent += len(chunk)
+                    if rate:  # keep to rate bytes a second
+                        time.sleep(max(0, start + sent / rate - time.monotonic()))
             zeros = bytes(1 << 16)
             while extra > 0:
                 k = min(extra, len(zeros))

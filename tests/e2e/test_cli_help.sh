@@ -54,7 +54,7 @@ for top in "--help" "-h" "help"; do
   done
   check "cairn $top names --store" grep -q -- "--store DIR" "$T/stdout"
   check "cairn $top says the store defaults" \
-    grep -qF 'else $CAIRN_STORE, else /var/lib/cairn for root,' "$T/stdout"
+    grep -qF 'else $CAIRN_STORE, else the store of cairn.conf' "$T/stdout"
   check "cairn $top names the user's default" grep -qF '${XDG_DATA_HOME:-~/.local/share}/cairn' \
     "$T/stdout"
   check "cairn $top names the default here" grep -qxF "Default here: $STORE" "$T/stdout"
@@ -79,7 +79,7 @@ for top in "--help" "-h" "help"; do
     check "cairn-pin $top lists $sub" grep -qE "^  $sub +[A-Z]" "$T/stdout"
   done
   check "cairn-pin $top says the store defaults" \
-    grep -qF 'else $CAIRN_STORE, else /var/lib/cairn for root,' "$T/stdout"
+    grep -qF 'else $CAIRN_STORE, else the store of cairn.conf' "$T/stdout"
 done
 # hold's COMMAND keeps its own --help.
 mkdir -p "$T/layer" && echo hi >"$T/layer/f" && mktar "$T/layer" "$T/layer.tar"

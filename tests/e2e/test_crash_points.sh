@@ -71,10 +71,10 @@ printf 'corrupt' | dd of="$T/fast/tpl/repair/blobs/${blob:0:2}/$blob" bs=1 seek=
 
 # What each operation does, and what it leaves when done.
 declare -A OP=(
-  [import]="cairn import new:1 $T/l4.tar $T/l5.tar.gz"
+  [import]="cairn import --quiet new:1 $T/l4.tar $T/l5.tar.gz"
   [pull]="cairn pull --quiet --jobs 1 oci:$T/oci:app app:1"
   [rm]="cairn rm a:1"
-  [gc]="cairn gc"
+  [gc]="cairn gc --quiet"
   [repair]="cairn fsck --repair"
 )
 declare -A RESULT=([import]=new:1 [pull]=app:1 [rm]=a:1 [gc]="" [repair]=c:1)

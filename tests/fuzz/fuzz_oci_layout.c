@@ -67,6 +67,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (src->ops->manifest(src, NULL, &body, &len, NULL) == 0 &&
         (len != strlen(manifest) || memcmp(body, manifest, len) != 0))
       abort(); /* only the verified blob is served */
+    char norm[1024];
+    if (src->default_name && (cairn_name_normalize(src->default_name, norm, sizeof norm) < 0 ||
+                              strcmp(norm, src->default_name) != 0))
+      abort(); /* the name from the entry's annotations is a normalized name */
     free(body);
     src->ops->free(src);
   }
