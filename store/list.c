@@ -96,6 +96,20 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   return r;
 }
 
+int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg) {
+  store_errclear(st);
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT image_id AS target, name FROM names"
+                        " UNION SELECT l.layer_id, n.name FROM image_layers l"
+                        " JOIN names n ON n.image_id = l.image_id ORDER BY target, name");
+  int step = SQLITE_DONE;
+  while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW)
+    r = fn((const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1), arg);
+  if (r == 0 && step != SQLITE_DONE) r = cn_store_fail_db(st, "names");
+  return r;
+}
+
 int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;

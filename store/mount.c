@@ -330,9 +330,8 @@ static int first_detached(const struct cairn_mount_rec *m, void *arg) {
   return m->state == CAIRN_MOUNT_DETACHED ? 1 : 2;
 }
 
-char *cn_mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose) {
-  bool detached = pid > 0 && mounts_scan(st, NULL, pid, first_detached, NULL) == 1;
-  return detached ? cn_xasprintf("%s (detached)", purpose) : strdup(purpose);
+bool cn_mount_pid_detached(cairn_store *st, pid_t pid) {
+  return pid > 0 && mounts_scan(st, NULL, pid, first_detached, NULL) == 1;
 }
 
 /* A record whose daemon is gone. */

@@ -105,7 +105,13 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
     json_decref(rows);
     return report_fail(r, "ls: %s", report_why(st, r));
   }
-  cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    if (!json_is_true(json_object_get(row, "stale"))) continue;
+    cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
+    break;
+  }
   static const char *const cols[] = {"kind:KIND",   "target:TARGET",   "names:NAMES",
                                      "pid:PID",     "command:COMMAND", "purpose:PURPOSE",
                                      "since:SINCE", "stale:STALE"};

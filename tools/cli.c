@@ -156,28 +156,51 @@ static void column_key(const char *column, char *key, size_t len) {
   snprintf(key, len, "%.*s", (int)(strchr(column, ':') - column), column);
 }
 
+/* Prints a cell padded to width (the last of a row: no padding, a newline). */
+static void cell_print(const char *cell, size_t width, bool last) {
+  static const char spaces[] = "                                                                ";
+  fputs(cell, stdout);
+  if (last) {
+    putchar('\n');
+    return;
+  }
+  for (size_t pad = width + 2 - strlen(cell); pad > 0;) {
+    size_t k = pad < sizeof(spaces) - 1 ? pad : sizeof(spaces) - 1;
+    fwrite(spaces, 1, k, stdout);
+    pad -= k;
+  }
+}
+
 static void print_table(json_t *rows, const char *const *columns, size_t n, bool no_trunc) {
-  size_t width[16] = {0};
-  char cell[1024], key[64];
-  for (size_t c = 0; c < n && c < 16; c++) width[c] = strlen(strchr(columns[c], ':') + 1);
+  size_t width[16] = {0}, cols = n < 16 ? n : 16, n_rows = json_array_size(rows);
+  char cell[1024], key[16][64];
+  for (size_t c = 0; c < cols; c++) {
+    width[c] = strlen(strchr(columns[c], ':') + 1);
+    column_key(columns[c], key[c], sizeof(key[c]));
+  }
+  /* Each cell is formatted once (a time is parsed) and kept for the second
+   * pass; without memory for that, formatted again. */
+  char **cells = n_rows ? calloc(n_rows * cols, sizeof(*cells)) : NULL;
   size_t i;
   json_t *row;
-  for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) {
-      for (size_t c = 0; c < n && c < 16; c++)
-        printf("%-*s%s", c + 1 < n ? (int)width[c] : 0, strchr(columns[c], ':') + 1,
-               c + 1 < n ? "  " : "\n");
-    }
-    json_array_foreach(rows, i, row) {
-      for (size_t c = 0; c < n && c < 16; c++) {
-        column_key(columns[c], key, sizeof(key));
-        cell_format(key, json_object_get(row, key), no_trunc, cell, sizeof(cell));
-        if (pass == 0 && strlen(cell) > width[c]) width[c] = strlen(cell);
-        if (pass == 1)
-          printf("%-*s%s", c + 1 < n ? (int)width[c] : 0, cell, c + 1 < n ? "  " : "\n");
-      }
+  json_array_foreach(rows, i, row) {
+    for (size_t c = 0; c < cols; c++) {
+      cell_format(key[c], json_object_get(row, key[c]), no_trunc, cell, sizeof(cell));
+      if (strlen(cell) > width[c]) width[c] = strlen(cell);
+      if (cells) cells[i * cols + c] = strdup(cell);
     }
   }
+  for (size_t c = 0; c < cols; c++)
+    cell_print(strchr(columns[c], ':') + 1, width[c], c + 1 == cols);
+  json_array_foreach(rows, i, row) {
+    for (size_t c = 0; c < cols; c++) {
+      const char *text = cells ? cells[i * cols + c] : NULL;
+      if (!text) cell_format(key[c], json_object_get(row, key[c]), no_trunc, cell, sizeof(cell));
+      cell_print(text ? text : cell, width[c], c + 1 == cols);
+    }
+  }
+  for (size_t k = 0; cells && k < n_rows * cols; k++) free(cells[k]);
+  free(cells);
 }
 
 /* The column of columns whose key is field[0..len), case aside ("ID" is
@@ -277,38 +300,22 @@ static int index_add(json_t *index, const char *id, const char *name) {
   return json_array_insert_new(names, i, json_string(name)) == 0 ? 0 : -ENOMEM;
 }
 
-struct names_index {
-  cairn_store *st;
-  json_t *index;
-};
-
-static int index_image(const struct cairn_image_rec *im, void *arg) {
-  struct names_index *ni = arg;
-  char **layers;
-  size_t n;
-  int r = cairn_image_layers(ni->st, im->id, &layers, &n);
-  if (r == -ENOENT) return 0; /* removed meanwhile */
-  if (r < 0) return r;
-  for (size_t i = 0; r == 0 && i < im->n_names; i++) {
-    r = index_add(ni->index, im->id, im->names[i]);
-    for (size_t j = 0; r == 0 && j < n; j++) r = index_add(ni->index, layers[j], im->names[i]);
-  }
-  cairn_strv_free(layers, n);
-  return r;
+static int index_name(const char *target, const char *name, void *index) {
+  return index_add(index, target, name);
 }
 
 int cli_rows_add_names(cairn_store *st, json_t *rows, const char *key) {
-  struct names_index ni = {st, json_object()};
-  int r = ni.index ? cairn_images_foreach(st, index_image, &ni) : -ENOMEM;
+  json_t *index = json_object();
+  int r = index ? cairn_names_foreach(st, index_name, index) : -ENOMEM;
   size_t i;
   json_t *row;
   json_array_foreach(rows, i, row) {
     if (r < 0) break;
-    json_t *names = json_object_get(ni.index, json_string_value(json_object_get(row, key)));
+    json_t *names = json_object_get(index, json_string_value(json_object_get(row, key)));
     if (json_object_set_new(row, "names", names ? json_incref(names) : json_array()) < 0)
       r = -ENOMEM;
   }
-  json_decref(ni.index);
+  json_decref(index);
   return r;
 }
 
