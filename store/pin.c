@@ -204,16 +204,24 @@ static int lock_cmp(const void *a, const void *b) {
  * /proc/PID/fdinfo/FD (which has the same fields); false for a waiter or a
  * lock of another kind. */
 static bool lock_line_parse(const char *line, struct kernel_lock *out) {
-  if (strstr(line, "->")) return false; /* a waiter, not a holder */
-  char type[16], adv[16], mode[16];
-  int pid;
-  unsigned maj, min;
-  unsigned long ino;
-  if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%lu", type, adv, mode, &pid, &maj, &min, &ino) !=
-          7 ||
-      strcmp(type, "FLOCK") != 0)
-    return false;
-  *out = (struct kernel_lock){maj, min, ino, pid};
+  /* "N: FLOCK  ADVISORY  READ PID MAJ:MIN:INO START END"; a waiter has
+   * "N: -> FLOCK ..." */
+  const char *p = strchr(line, ':');
+  if (!p) return false;
+  p += strspn(p + 1, " ") + 1;
+  if (strncmp(p, "FLOCK ", 6) != 0) return false;
+  for (int field = 0; field < 3; field++) { /* FLOCK, ADVISORY, READ|WRITE */
+    p += strcspn(p, " ");
+    p += strspn(p, " ");
+  }
+  char *end;
+  errno = 0;
+  long pid = strtol(p, &end, 10);
+  unsigned long maj = *end == ' ' ? strtoul(end + 1, &end, 16) : 0;
+  unsigned long min = *end == ':' ? strtoul(end + 1, &end, 16) : 0;
+  unsigned long ino = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
+  if (errno || *end != ' ' || pid <= 0 || pid > INT_MAX) return false;
+  *out = (struct kernel_lock){(unsigned)maj, (unsigned)min, ino, (pid_t)pid};
   return true;
 }
 
@@ -468,6 +476,14 @@ static int pin_emit(cairn_store *st, struct procs *ps, const struct cairn_pin_re
   return fn(&rec, arg);
 }
 
+/* Copies an id (at most CAIRN_ID_LEN characters): listings copy thousands,
+ * snprintf would be most of their cost. */
+static void id_copy(cairn_id dst, const char *src) {
+  size_t n = strnlen(src, CAIRN_ID_LEN);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
 /* An annotation: who pins a target and why; order is its place in the
  * listing order (since, pid). */
 struct note {
@@ -501,6 +517,14 @@ static int note_cmp(const void *a, const void *b) {
   return c ? c : (x->order > y->order) - (x->order < y->order);
 }
 
+/* In listing order: since, pid, then by target. */
+static int note_listing_cmp(const void *a, const void *b) {
+  const struct note *x = a, *y = b;
+  if (x->since != y->since) return x->since < y->since ? -1 : 1;
+  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+  return key_cmp(x->kind, x->target, y->kind, y->target);
+}
+
 /* The annotations of every target, or of those of one id, or of one kind
  * and id (kind < 0: any), sorted by target (note_cmp). */
 static int notes_read(cairn_store *st, int kind, const char *id, struct notes *out) {
@@ -508,8 +532,7 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT kind, target, pid, purpose, since FROM pins"
-                        " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)"
-                        " ORDER BY since, pid");
+                        " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)");
   if (r < 0) return r;
   sqlite3_bind_int(q, 1, kind);
   sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
@@ -525,9 +548,8 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     *n = (struct note){.kind = (enum cairn_pin_kind)sqlite3_column_int(q, 0),
                        .pid = sqlite3_column_int(q, 2),
                        .purpose = strdup((const char *)sqlite3_column_text(q, 3)),
-                       .since = sqlite3_column_int64(q, 4),
-                       .order = out->n};
-    snprintf(n->target, sizeof(n->target), "%s", (const char *)sqlite3_column_text(q, 1));
+                       .since = sqlite3_column_int64(q, 4)};
+    id_copy(n->target, (const char *)sqlite3_column_text(q, 1));
     out->n++;
     if (!n->purpose) {
       notes_free(out);
@@ -538,7 +560,10 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     notes_free(out);
     return cn_store_fail_db(st, "pin annotations");
   }
-  if (out->n) qsort(out->v, out->n, sizeof(*out->v), note_cmp);
+  if (out->n == 0) return 0;
+  qsort(out->v, out->n, sizeof(*out->v), note_listing_cmp); /* here, not by SQLite's sorter */
+  for (size_t i = 0; i < out->n; i++) out->v[i].order = i;
+  qsort(out->v, out->n, sizeof(*out->v), note_cmp);
   return 0;
 }
 
@@ -598,7 +623,7 @@ static int target_key_cmp(const void *a, const void *b) {
 static const struct pin_target *target_find(const struct pin_targets *t, enum cairn_pin_kind kind,
                                             const char *id) {
   struct pin_target key = {.kind = kind};
-  snprintf(key.id, sizeof(key.id), "%.*s", CAIRN_ID_LEN, id);
+  id_copy(key.id, id);
   return t->n ? bsearch(&key, t->v, t->n, sizeof(*t->v), target_key_cmp) : NULL;
 }
 
@@ -640,7 +665,7 @@ static int targets_add(struct pin_targets *t, enum cairn_pin_kind kind, const ch
   t->v = v;
   t->v[t->n] = (struct pin_target){.kind = kind, .order = order, .have_file = file != NULL};
   if (file) t->v[t->n].file = *file;
-  snprintf(t->v[t->n].id, sizeof(t->v[0].id), "%.*s", CAIRN_ID_LEN, id); /* ids are checked */
+  id_copy(t->v[t->n].id, id); /* ids are checked */
   t->n++;
   return 0;
 }
@@ -674,7 +699,7 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, bool dirs
     const struct note *n = &ns->v[i];
     if (i > 0 && key_cmp(n->kind, n->target, ns->v[i - 1].kind, ns->v[i - 1].target) == 0) continue;
     struct pin_target key = {.kind = n->kind};
-    snprintf(key.id, sizeof(key.id), "%s", n->target);
+    id_copy(key.id, n->target);
     if (n_files && bsearch(&key, out->v, n_files, sizeof(*out->v), target_key_cmp)) continue;
     struct stat s;
     r = targets_add(out, n->kind, n->target, n_files + n->order,
@@ -837,7 +862,7 @@ char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *i
   struct kernel_locks kl = {0};
   struct procs procs = {0};
   struct pin_target t = {.kind = kind};
-  snprintf(t.id, sizeof(t.id), "%.*s", CAIRN_ID_LEN, id);
+  id_copy(t.id, id);
   t.have_file = pin_stat(st, kind, id, &t.file);
   if (notes_read(st, kind, id, &notes) < 0) return strdup("unknown holders");
   char *out = NULL;
