@@ -317,19 +317,20 @@ bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id
 }
 
 /* Calls fn(pid, fd, stat, arg) for every open fd on a file of the store's
- * pins/ of every process that one can see, until fn returns non-zero
- * (returned). Only those fds are stat'ed: a stat of another could wait on
+ * pins/ of the processes pids (NULL: of every process that one can see),
+ * until fn returns non-zero (returned). Only those fds are stat'ed: a stat of another could wait on
  * a hung FUSE daemon. */
 typedef int (*proc_fd_fn)(pid_t pid, int fd, const struct stat *s, void *arg);
-static int proc_pin_fds_walk(cairn_store *st, proc_fd_fn fn, void *arg) {
+static int proc_pin_fds_walk(cairn_store *st, const pid_t *pids, size_t n_pids, proc_fd_fn fn,
+                             void *arg) {
   char real[PATH_MAX], prefix[PATH_MAX + 8];
   if (!realpath(st->dir, real)) return 0; /* no store, no pin */
   int plen = snprintf(prefix, sizeof(prefix), "%s/pins/", real);
-  _cleanup_closedir_ DIR *proc = opendir("/proc");
+  _cleanup_closedir_ DIR *proc = pids ? NULL : opendir("/proc");
   struct dirent *p;
   int r = 0;
-  while (proc && r == 0 && (p = readdir(proc))) {
-    pid_t pid = (pid_t)atoi(p->d_name);
+  for (size_t k = 0; r == 0 && (pids ? k < n_pids : proc && (p = readdir(proc))); k++) {
+    pid_t pid = pids ? pids[k] : (pid_t)atoi(p->d_name);
     if (pid <= 0) continue;
     char fddir[64], link[PATH_MAX];
     snprintf(fddir, sizeof(fddir), "/proc/%d/fd", (int)pid);
@@ -370,7 +371,7 @@ static int holder_add(pid_t pid, int fd, const struct stat *s, void *arg) {
  * now-dead process took and passed on (cairn-pin hold's command). */
 static int inode_holders(cairn_store *st, const struct stat *s, pid_t **out, size_t *n) {
   struct holders h = {.file = s};
-  int r = proc_pin_fds_walk(st, holder_add, &h);
+  int r = proc_pin_fds_walk(st, NULL, 0, holder_add, &h);
   *out = h.v;
   *n = h.n;
   return r;
@@ -717,38 +718,78 @@ static bool note_locked(const struct pin_targets *t, const struct note *note,
   return target && target->have_file && inode_locked_by(kl, &target->file, note->pid);
 }
 
+/* The pin files (inodes, sorted) and the pids of the annotations of ns
+ * that kl shows no lock for. */
+struct unlocked {
+  struct stat *inodes;
+  pid_t *pids;
+  size_t n, cap_inodes, cap_pids, n_pids;
+};
+
+static void unlocked_free(struct unlocked *u) {
+  free(u->inodes);
+  free(u->pids);
+  *u = (struct unlocked){0};
+}
+
+static int pid_key_cmp(const void *a, const void *b) {
+  const pid_t *x = a, *y = b;
+  return (*x > *y) - (*x < *y);
+}
+
+static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
+                         const struct kernel_locks *kl, struct unlocked *u) {
+  unlocked_free(u);
+  for (size_t i = 0; i < ns->n; i++) {
+    const struct pin_target *target = target_find(t, ns->v[i].kind, ns->v[i].target);
+    if (!target || !target->have_file || /* no file: no lock, surely */
+        inode_locked_by(kl, &target->file, ns->v[i].pid))
+      continue;
+    struct stat *v = cn_array_grow(u->inodes, u->n, &u->cap_inodes, sizeof(*v));
+    if (v) (u->inodes = v)[u->n++] = target->file;
+    pid_t *p = v ? cn_array_grow(u->pids, u->n_pids, &u->cap_pids, sizeof(*p)) : NULL;
+    if (!p) return -ENOMEM;
+    (u->pids = p)[u->n_pids++] = ns->v[i].pid;
+  }
+  if (u->n) qsort(u->inodes, u->n, sizeof(*u->inodes), inode_cmp_stat);
+  if (u->n_pids) qsort(u->pids, u->n_pids, sizeof(*u->pids), pid_key_cmp);
+  size_t k = 0; /* each process once */
+  for (size_t i = 0; i < u->n_pids; i++)
+    if (k == 0 || u->pids[k - 1] != u->pids[i]) u->pids[k++] = u->pids[i];
+  u->n_pids = k;
+  return 0;
+}
+
 /* Reads /proc/locks for the annotations ns (read before it: a pinner locks
  * before it annotates). A read of /proc/locks is not atomic: it comes a page
- * at a time, each page found again by its place in the list, so while other
- * locks come and go a line can be skipped; with thousands of locks and
- * busy neighbours, two reads in a row can both miss the same one. So the
- * locks of the annotations that look unlocked are confirmed where the
- * kernel shows them per file: in /proc/PID/fdinfo of every fd on their pin
- * files. An annotation is stale only if that too shows no lock of its pid. */
+ * at a time, each page found again by its place in a list that every lock
+ * taken or dropped on the host shifts (SQLite's, too), so a line can be
+ * skipped; with thousands of locks that is common. So when an annotation
+ * looks unlocked, /proc/locks is read again and the two are joined; if one
+ * still does, its lock is looked for where the kernel shows it per file, in
+ * /proc/PID/fdinfo of the fds on its pin file: first among the annotating
+ * processes' own fds, then, for what remains (a lock a dead locker passed
+ * on), among every process's. An annotation is stale only if all of that
+ * shows no lock of its pid. */
 static int locks_read_for(cairn_store *st, const struct notes *ns, const struct pin_targets *t,
                           struct kernel_locks *kl) {
   int r = cn_kernel_locks_read(st, kl);
   if (r < 0) return r;
-  struct stat *inodes = NULL;
-  size_t n = 0, cap = 0;
-  for (size_t i = 0; r == 0 && i < ns->n; i++) {
-    const struct pin_target *target = target_find(t, ns->v[i].kind, ns->v[i].target);
-    if (!target || !target->have_file ||
-        inode_locked_by(kl, &target->file, ns->v[i].pid)) /* no file: no lock, surely */
-      continue;
-    struct stat *v = cn_array_grow(inodes, n, &cap, sizeof(*v));
-    if (!v)
-      r = -ENOMEM;
-    else
-      (inodes = v)[n++] = target->file;
-  }
-  if (r == 0 && n) {
-    qsort(inodes, n, sizeof(*inodes), inode_cmp_stat);
-    struct confirm c = {inodes, n, kl, kl->n};
-    r = proc_pin_fds_walk(st, fd_locks_add, &c);
+  struct unlocked u = {0};
+  for (int step = 0; r == 0 && step < 3; step++) {
+    if ((r = unlocked_find(ns, t, kl, &u)) < 0 || u.n == 0) break;
+    struct confirm c = {u.inodes, u.n, kl, kl->n};
+    if (step == 0) {
+      struct kernel_locks again;
+      if ((r = cn_kernel_locks_read(st, &again)) < 0) break;
+      for (size_t i = 0; r == 0 && i < again.n; i++) r = locks_add(kl, &c.cap, &again.v[i]);
+      free(again.v);
+    } else {
+      r = proc_pin_fds_walk(st, step == 1 ? u.pids : NULL, u.n_pids, fd_locks_add, &c);
+    }
     locks_sort(kl);
   }
-  free(inodes);
+  unlocked_free(&u);
   if (r < 0) {
     free(kl->v);
     *kl = (struct kernel_locks){0};
