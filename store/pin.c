@@ -434,13 +434,12 @@ static int pid_cmp(const void *a, const void *b) {
 
 /* The process pid, looked up in /proc on first use; NULL on ENOMEM (or if
  * pid is not one of those procs_init was given). */
-static struct proc_info *proc_get(cairn_store *st, struct procs *ps, pid_t pid) {
+static struct proc_info *proc_get(struct procs *ps, pid_t pid) {
   struct proc_info key = {.pid = pid};
   struct proc_info *p = bsearch(&key, ps->v, ps->n, sizeof(*ps->v), pid_cmp);
   if (!p || p->known) return p;
   if (!(p->command = cn_proc_command(pid))) return NULL;
   p->gone = cn_proc_start_time(pid) == 0;
-  p->detached = cn_mount_pid_detached(st, pid);
   p->known = true;
   return p;
 }
@@ -453,7 +452,7 @@ static int pin_emit(cairn_store *st, struct procs *ps, const struct cairn_pin_re
   _cleanup_free_ char *purpose = NULL;
   _cleanup_free_ char *inherited = NULL;
   _cleanup_free_ pid_t *held_by = NULL;
-  const struct proc_info *p = proc_get(st, ps, rec.pid);
+  const struct proc_info *p = proc_get(ps, rec.pid);
   if (!p) return store_fail(st, -ENOMEM, "out of memory listing pins");
   rec.command = p->command;
   if (p->detached && *rec.purpose) { /* a daemon's annotation: its mount is detached */
@@ -599,7 +598,16 @@ static int procs_init(cairn_store *st, const struct notes *ns, const struct kern
   for (size_t i = 0; i < out->n; i++)
     if (u == 0 || out->v[u - 1].pid != out->v[i].pid) out->v[u++] = out->v[i];
   out->n = u;
-  return 0;
+  pid_t *detached; /* one scan of the mount records for every process */
+  size_t n_detached;
+  int r = cn_mount_detached_pids(st, &detached, &n_detached);
+  for (size_t i = 0; r == 0 && i < n_detached; i++) {
+    struct proc_info key = {.pid = detached[i]}, *p;
+    if ((p = bsearch(&key, out->v, out->n, sizeof(*out->v), pid_cmp))) p->detached = true;
+  }
+  free(detached);
+  if (r < 0) procs_free(out);
+  return r;
 }
 
 /* A target, with its pin file's inode as stat(2) saw it once. */

@@ -36,8 +36,8 @@ bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_p
  * by "; ". */
 int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
 int cn_mount_clean_stale(cairn_store *st);
-/* Whether pid is a daemon whose mount is detached: its pins' purposes say
- * " (detached)". */
-bool cn_mount_pid_detached(cairn_store *st, pid_t pid);
+/* The daemons whose mounts are detached (their pins' purposes say
+ * " (detached)"), unsorted; free *pids. */
+int cn_mount_detached_pids(cairn_store *st, pid_t **pids, size_t *n);
 
 #endif
