@@ -365,6 +365,13 @@ typedef int (*cairn_image_fn)(const struct cairn_image_rec *im, void *arg);
 /* Newest first. */
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg);
 
+/* Every name and what it names: fn(target, name) for each name of an image
+ * (target: the image's id) and for each name of an image a layer is in
+ * (target: the layer's id), by target then name; one query, however many
+ * images. */
+typedef int (*cairn_name_fn)(const char *target, const char *name, void *arg);
+int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg);
+
 struct cairn_layer_rec {
   const char *id;
   uint64_t size;

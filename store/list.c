@@ -23,12 +23,17 @@ static void names_free(struct names *ns) {
   *ns = (struct names){0};
 }
 
-static int image_names(cairn_store *st, const char *id, struct names *out) {
+/* The names of image id, sorted, by names_q (prepared by names_prepare,
+ * reset here: a listing prepares it once). */
+static int names_prepare(cairn_store *st, sqlite3_stmt **names_q) {
+  return cn_db_prepare(st, names_q, "SELECT name FROM names WHERE image_id = ? ORDER BY name");
+}
+
+static int image_names(cairn_store *st, sqlite3_stmt *q, const char *id, struct names *out) {
   *out = (struct names){0};
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = cn_db_prepare(st, &q, "SELECT name FROM names WHERE image_id = ? ORDER BY name");
-  if (r < 0) return r;
-  sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+  sqlite3_reset(q);
+  sqlite3_bind_text(q, 1, id, -1, SQLITE_TRANSIENT);
+  int r;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
     char **v = realloc(out->v, (out->n + 1) * sizeof(*v));
     if (v) out->v = v;
@@ -45,54 +50,96 @@ static int image_names(cairn_store *st, const char *id, struct names *out) {
   return 0;
 }
 
-static int image_pinned(cairn_store *st, const struct kernel_locks *kl, const char *id) {
-  if (cn_pin_held_in(st, kl, CAIRN_PIN_IMAGE, id)) return 1;
-  _cleanup_free_ char *desc = NULL;
-  int live = cn_mount_live_for_image(st, id, &desc);
-  return live < 0 ? live : live > 0;
+/* What makes an image pinned, read once for a whole listing: the kernel's
+ * locks, and the images that live or detached mounts serve (sorted). */
+struct pinned_view {
+  struct kernel_locks kl;
+  struct strv mounted;
+};
+
+static void pinned_view_free(struct pinned_view *pv) {
+  free(pv->kl.v);
+  cn_strv_clear(&pv->mounted);
+}
+
+static int mounted_add(const struct cairn_mount_rec *m, void *mounted) {
+  return m->state == CAIRN_MOUNT_STALE ? 0 : cn_strv_push(mounted, m->image);
+}
+
+static int str_cmp(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int pinned_view_read(cairn_store *st, struct pinned_view *pv) {
+  *pv = (struct pinned_view){0};
+  int r = cn_kernel_locks_read(st, &pv->kl);
+  if (r == 0 && (r = cairn_mounts_foreach(st, mounted_add, &pv->mounted)) == -ENOMEM)
+    r = store_fail(st, r, "out of memory listing mounts");
+  if (r < 0) {
+    pinned_view_free(pv);
+    return r;
+  }
+  if (pv->mounted.n) qsort(pv->mounted.v, pv->mounted.n, sizeof(*pv->mounted.v), str_cmp);
+  return 0;
+}
+
+static bool image_pinned(cairn_store *st, const struct pinned_view *pv, const char *id) {
+  return cn_pin_held_in(st, &pv->kl, CAIRN_PIN_IMAGE, id) ||
+         (pv->mounted.n &&
+          bsearch(&id, pv->mounted.v, pv->mounted.n, sizeof(*pv->mounted.v), str_cmp));
 }
 
 /* The record of the image in q's row (id, size, created, layers); its
  * names go to names (free them). */
-static int image_rec_fill(cairn_store *st, const struct kernel_locks *kl, sqlite3_stmt *q,
-                          struct cairn_image_rec *im, struct names *names) {
+static int image_rec_fill(cairn_store *st, const struct pinned_view *pv, sqlite3_stmt *names_q,
+                          sqlite3_stmt *q, struct cairn_image_rec *im, struct names *names) {
   const char *id = (const char *)sqlite3_column_text(q, 0);
-  int r = image_names(st, id, names);
+  int r = image_names(st, names_q, id, names);
   if (r < 0) return r;
-  int pinned = image_pinned(st, kl, id);
-  if (pinned < 0) {
-    names_free(names);
-    return pinned;
-  }
   *im = (struct cairn_image_rec){.id = id,
                                  .names = (const char *const *)names->v,
                                  .n_names = names->n,
                                  .size = (uint64_t)sqlite3_column_int64(q, 1),
                                  .created = sqlite3_column_int64(q, 2),
                                  .layers = (unsigned)sqlite3_column_int(q, 3),
-                                 .pinned = pinned};
+                                 .pinned = image_pinned(st, pv, id)};
   return 0;
 }
 
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL, *names_q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT id, size, created,"
                         " (SELECT count(*) FROM image_layers WHERE image_id = id)"
                         " FROM images ORDER BY created DESC, id");
-  struct kernel_locks kl;
-  if (r < 0 || (r = cn_kernel_locks_read(st, &kl)) < 0) return r;
+  struct pinned_view pv;
+  if (r < 0 || (r = names_prepare(st, &names_q)) < 0 || (r = pinned_view_read(st, &pv)) < 0)
+    return r;
   int step;
   while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
     struct cairn_image_rec im;
     struct names names;
-    if ((r = image_rec_fill(st, &kl, q, &im, &names)) < 0) break;
+    if ((r = image_rec_fill(st, &pv, names_q, q, &im, &names)) < 0) break;
     r = fn(&im, arg);
     names_free(&names);
   }
-  free(kl.v);
+  pinned_view_free(&pv);
   if (r == 0 && step != SQLITE_DONE) r = cn_store_fail_db(st, "images");
+  return r;
+}
+
+int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg) {
+  store_errclear(st);
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT image_id AS target, name FROM names"
+                        " UNION SELECT l.layer_id, n.name FROM image_layers l"
+                        " JOIN names n ON n.image_id = l.image_id ORDER BY target, name");
+  int step = SQLITE_DONE;
+  while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW)
+    r = fn((const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1), arg);
+  if (r == 0 && step != SQLITE_DONE) r = cn_store_fail_db(st, "names");
   return r;
 }
 
@@ -163,13 +210,14 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_ROW) return store_fail(st, -ENOENT, "no such image");
-  struct kernel_locks kl;
-  if ((r = cn_kernel_locks_read(st, &kl)) < 0) return r;
+  _cleanup_stmt_ sqlite3_stmt *names_q = NULL;
+  struct pinned_view pv;
+  if ((r = names_prepare(st, &names_q)) < 0 || (r = pinned_view_read(st, &pv)) < 0) return r;
   struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 4)};
   struct names names, layer_ids;
   struct cairn_image_layer *layers;
-  r = image_rec_fill(st, &kl, q, &info.image, &names);
-  free(kl.v);
+  r = image_rec_fill(st, &pv, names_q, q, &info.image, &names);
+  pinned_view_free(&pv);
   if (r < 0) return r;
   if ((r = image_layer_list(st, image_id, &layers, &layer_ids)) == 0) {
     info.layers = layers;
@@ -234,7 +282,7 @@ static int df_layers(cairn_store *st, const struct kernel_locks *kl, struct cair
 }
 
 /* Images: their layers' bytes counted once; pinned as `images` says it. */
-static int df_images(cairn_store *st, const struct kernel_locks *kl, struct cairn_df_class *d) {
+static int df_images(cairn_store *st, const struct pinned_view *pv, struct cairn_df_class *d) {
   uint64_t n;
   int r = df_sum(st,
                  "SELECT count(*), coalesce(sum(size), 0) FROM layers"
@@ -255,8 +303,7 @@ static int df_images(cairn_store *st, const struct kernel_locks *kl, struct cair
   if (r == 0) r = cn_db_prepare(st, &q, "SELECT id, size FROM images");
   if (r < 0) return r;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-    int pinned = image_pinned(st, kl, (const char *)sqlite3_column_text(q, 0));
-    if (pinned < 0) return pinned;
+    bool pinned = image_pinned(st, pv, (const char *)sqlite3_column_text(q, 0));
     d->count++;
     if (pinned) d->pinned_count++, d->pinned_bytes += (uint64_t)sqlite3_column_int64(q, 1);
   }
@@ -286,20 +333,20 @@ static int df_blobs(cairn_store *st, const char *kept, struct cairn_df_class *d)
 int cairn_df(cairn_store *st, struct cairn_df *df) {
   store_errclear(st);
   *df = (struct cairn_df){0};
-  struct kernel_locks kl;
-  int r = cn_kernel_locks_read(st, &kl);
+  struct pinned_view pv;
+  int r = pinned_view_read(st, &pv);
   if (r < 0) return r;
   _cleanup_free_ char *items = NULL, *kept = NULL;
   if ((r = cn_db_exec(st, "BEGIN")) == 0) { /* one snapshot for every count */
-    r = df_layers(st, &kl, &df->layers, &items);
+    r = df_layers(st, &pv.kl, &df->layers, &items);
     if (r == 0 && asprintf(&kept, "[%s]", items ? items : "") < 0)
       r = store_fail(st, -ENOMEM, "out of memory listing pinned layers");
-    if (r == 0) r = df_images(st, &kl, &df->images);
+    if (r == 0) r = df_images(st, &pv, &df->images);
     if (r == 0) r = df_blobs(st, kept, &df->blobs);
     if (r == 0) r = cn_db_exec(st, "COMMIT");
     if (r < 0) cn_db_rollback(st);
   }
-  free(kl.v);
+  pinned_view_free(&pv);
   return r;
 }
 

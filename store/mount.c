@@ -252,44 +252,81 @@ static bool daemon_gone(pid_t pid, uint64_t start) {
   return now == 0 || now != start || !cairn_process_running(pid, NULL);
 }
 
+/* Our namespace's mounts as mountinfo lists them, read once for a scan of
+ * any number of records (on the first record whose daemon runs). */
+struct mount_entry {
+  char *dir;
+  char dev[32];
+  bool cairnfs;
+};
+
+struct mount_table {
+  struct mount_entry *v; /* in mountinfo order: later ones on top */
+  size_t n, cap;
+  bool read;
+};
+
+static void mount_table_free(struct mount_table *t) {
+  for (size_t i = 0; i < t->n; i++) free(t->v[i].dir);
+  free(t->v);
+  *t = (struct mount_table){0};
+}
+
+static bool table_add(const struct mount_line *m, void *arg) {
+  struct mount_table *t = arg;
+  struct mount_entry *v = cn_array_grow(t->v, t->n, &t->cap, sizeof(*v));
+  char *dir = v ? strdup(m->dir) : NULL;
+  if (!dir) return true; /* out of memory: what was read is what we know */
+  t->v = v;
+  v[t->n] = (struct mount_entry){.dir = dir, .cairnfs = strcmp(m->fstype, CAIRNFS_TYPE) == 0};
+  snprintf(v[t->n].dev, sizeof(v[0].dev), "%s", m->dev);
+  t->n++;
+  return false;
+}
+
 /* The state of a record (see the top of the file). An empty dev (a record
  * of an older cairn) matches any cairnfs mount at dir. */
-static enum cairn_mount_state record_state(const char *dir, pid_t pid, uint64_t start,
-                                           const char *dev) {
+static enum cairn_mount_state record_state(struct mount_table *t, const char *dir, pid_t pid,
+                                           uint64_t start, const char *dev) {
   if (daemon_gone(pid, start)) return CAIRN_MOUNT_STALE;
-  struct mount_top t;
-  bool here = mountpoint_top(dir, &t) == 0 && strcmp(t.fstype, CAIRNFS_TYPE) == 0 &&
-              (!*dev || strcmp(dev, t.dev) == 0);
+  if (!t->read) {
+    t->read = true;
+    mountinfo_foreach("/proc/self/mountinfo", table_add, t);
+  }
+  const struct mount_entry *top = NULL; /* the topmost mount at dir */
+  for (size_t i = t->n; i-- > 0 && !top;)
+    if (strcmp(t->v[i].dir, dir) == 0) top = &t->v[i];
+  bool here = top && top->cairnfs && (!*dev || strcmp(dev, top->dev) == 0);
   return here ? CAIRN_MOUNT_LIVE : CAIRN_MOUNT_DETACHED;
 }
 
-/* Calls fn for the records (of one image, or all), with their state; pid > 0
- * narrows them to that daemon's. */
-static int mounts_scan(cairn_store *st, const char *image_id, pid_t pid, cairn_mount_fn fn,
-                       void *arg) {
+/* Calls fn for the records (of one image, or all), with their state. */
+static int mounts_scan(cairn_store *st, const char *image_id, cairn_mount_fn fn, void *arg) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r =
-      cn_db_prepare(st, &q,
-                    "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"
-                    " WHERE (?1 IS NULL OR image_id = ?1) AND (?2 = 0 OR pid = ?2) ORDER BY dir");
+  int r = cn_db_prepare(st, &q,
+                        "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"
+                        " WHERE ?1 IS NULL OR image_id = ?1 ORDER BY dir");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
-  sqlite3_bind_int(q, 2, pid);
-  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+  struct mount_table table = {0};
+  int step;
+  while ((step = sqlite3_step(q)) == SQLITE_ROW) {
     struct cairn_mount_rec m = {.dir = (const char *)sqlite3_column_text(q, 0),
                                 .image = (const char *)sqlite3_column_text(q, 1),
                                 .pid = sqlite3_column_int(q, 2),
                                 .rw = sqlite3_column_int(q, 4) != 0,
                                 .dev = (const char *)sqlite3_column_text(q, 5)};
-    m.state = record_state(m.dir, m.pid, (uint64_t)sqlite3_column_int64(q, 3), m.dev);
-    if ((r = fn(&m, arg)) != 0) return r;
+    m.state = record_state(&table, m.dir, m.pid, (uint64_t)sqlite3_column_int64(q, 3), m.dev);
+    if ((r = fn(&m, arg)) != 0) break;
   }
-  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "mount records");
+  mount_table_free(&table);
+  if (r != 0) return r;
+  return step == SQLITE_DONE ? 0 : cn_store_fail_db(st, "mount records");
 }
 
 int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg) {
   store_errclear(st);
-  return mounts_scan(st, NULL, 0, fn, arg);
+  return mounts_scan(st, NULL, fn, arg);
 }
 
 /* Appends "mount DIR (cairnfs pid N[, detached])" of a record that is not
@@ -314,7 +351,7 @@ int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc) 
   *desc = NULL;
   struct live_mounts l = {.f = open_memstream(&buf, &len)};
   if (!l.f) return store_fail(st, -ENOMEM, "out of memory listing mounts");
-  int r = mounts_scan(st, image_id, 0, live_describe, &l);
+  int r = mounts_scan(st, image_id, live_describe, &l);
   fclose(l.f);
   if (r < 0) {
     free(buf);
@@ -325,14 +362,31 @@ int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc) 
 }
 
 /* Stops the scan at the first record: 1 if it is detached, else 2. */
-static int first_detached(const struct cairn_mount_rec *m, void *arg) {
-  (void)arg;
-  return m->state == CAIRN_MOUNT_DETACHED ? 1 : 2;
+struct pids {
+  pid_t *v;
+  size_t n, cap;
+};
+
+static int detached_add(const struct cairn_mount_rec *m, void *arg) {
+  struct pids *p = arg;
+  if (m->state != CAIRN_MOUNT_DETACHED) return 0;
+  pid_t *v = cn_array_grow(p->v, p->n, &p->cap, sizeof(*v));
+  if (!v) return -ENOMEM;
+  (p->v = v)[p->n++] = m->pid;
+  return 0;
 }
 
-char *cn_mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose) {
-  bool detached = pid > 0 && mounts_scan(st, NULL, pid, first_detached, NULL) == 1;
-  return detached ? cn_xasprintf("%s (detached)", purpose) : strdup(purpose);
+int cn_mount_detached_pids(cairn_store *st, pid_t **pids, size_t *n) {
+  struct pids p = {0};
+  int r = mounts_scan(st, NULL, detached_add, &p);
+  if (r == -ENOMEM) r = store_fail(st, r, "out of memory listing mounts");
+  if (r < 0) {
+    free(p.v);
+    p = (struct pids){0};
+  }
+  *pids = p.v;
+  *n = p.n;
+  return r;
 }
 
 /* A record whose daemon is gone. */

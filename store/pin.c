@@ -6,12 +6,18 @@
  * Invariants
  * - The kernel lock is the truth. An annotation counts only while a lock by
  *   its pid exists on the pin file's inode (read from /proc/locks, after the
- *   annotation: pinners lock first, then annotate); the rest are stale.
+ *   annotation: pinners lock first, then annotate; a lock that the read of
+ *   /proc/locks seems to miss is looked for in /proc/PID/fdinfo of the fds
+ *   on the pin file); the rest are stale.
  *   Listings report them; only cairn_pins_clean_stale deletes them, deciding
  *   in the deleting transaction itself (annotations, then /proc/locks).
- * - Only a listing that shows who holds a lock a dead locker passed on
- *   walks /proc/PID/fd; the cleanup and the pinned flags of image and
- *   layer listings read /proc/locks alone.
+ * - Only a listing that shows who holds a lock a dead locker passed on, or
+ *   that must confirm a lock /proc/locks did not show, walks /proc/PID/fd
+ *   (and stats only the fds on files of pins/); the pinned flags of image
+ *   and layer listings read /proc/locks alone.
+ * - A listing costs one read of /proc/locks, one query of the annotations
+ *   and one stat per pin file, however many pins: locks and targets are
+ *   sorted and searched, and each process is looked up once.
  * - A deleter takes LOCK_EX|LOCK_NB on the same file; failing that, the
  *   target is pinned. It unlinks the pin file only while holding that
  *   exclusive lock, when the target is gone.
@@ -181,43 +187,111 @@ void cn_pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char 
 
 /* ---- who holds what: /proc/locks ------------------------------------- */
 
-int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
-  out->v = NULL;
-  out->n = 0;
-  FILE *f = fopen("/proc/locks", "re");
-  if (!f) return store_fail(st, -errno, "/proc/locks: %s", strerror(errno));
-  char line[512];
-  size_t cap = 0;
-  while (fgets(line, sizeof(line), f)) {
-    if (strstr(line, "->")) continue; /* a waiter, not a holder */
-    char type[16], adv[16], mode[16];
-    int pid;
-    unsigned maj, min;
-    unsigned long ino;
-    if (sscanf(line, "%*d: %15s %15s %15s %d %x:%x:%lu", type, adv, mode, &pid, &maj, &min, &ino) !=
-        7)
-      continue;
-    if (strcmp(type, "FLOCK") != 0) continue;
-    struct kernel_lock *v = cn_array_grow(out->v, out->n, &cap, sizeof(*v));
-    if (!v) {
-      fclose(f);
-      free(out->v);
-      out->v = NULL;
-      return store_fail(st, -ENOMEM, "/proc/locks: %s", strerror(ENOMEM));
-    }
-    (out->v = v)[out->n++] = (struct kernel_lock){maj, min, ino, pid};
+/* By inode, then pid. */
+static int inode_cmp(const struct kernel_lock *l, unsigned maj, unsigned min, unsigned long ino) {
+  if (l->maj != maj) return l->maj < maj ? -1 : 1;
+  if (l->min != min) return l->min < min ? -1 : 1;
+  return (l->ino > ino) - (l->ino < ino);
+}
+
+static int lock_cmp(const void *a, const void *b) {
+  const struct kernel_lock *x = a, *y = b;
+  int c = inode_cmp(x, y->maj, y->min, y->ino);
+  return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* One held flock(2) lock from a line of /proc/locks or of a "lock:" line of
+ * /proc/PID/fdinfo/FD (which has the same fields); false for a waiter or a
+ * lock of another kind. */
+static bool lock_line_parse(const char *line, struct kernel_lock *out) {
+  /* "N: FLOCK  ADVISORY  READ PID MAJ:MIN:INO START END"; a waiter has
+   * "N: -> FLOCK ..." */
+  const char *p = strchr(line, ':');
+  if (!p) return false;
+  p += strspn(p + 1, " ") + 1;
+  if (strncmp(p, "FLOCK ", 6) != 0) return false;
+  for (int field = 0; field < 3; field++) { /* FLOCK, ADVISORY, READ|WRITE */
+    p += strcspn(p, " ");
+    p += strspn(p, " ");
   }
-  fclose(f);
+  char *end;
+  errno = 0;
+  long pid = strtol(p, &end, 10);
+  unsigned long maj = *end == ' ' ? strtoul(end + 1, &end, 16) : 0;
+  unsigned long min = *end == ':' ? strtoul(end + 1, &end, 16) : 0;
+  unsigned long ino = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
+  if (errno || *end != ' ' || pid <= 0 || pid > INT_MAX) return false;
+  *out = (struct kernel_lock){(unsigned)maj, (unsigned)min, ino, (pid_t)pid};
+  return true;
+}
+
+static int locks_add(struct kernel_locks *kl, size_t *cap, const struct kernel_lock *l) {
+  struct kernel_lock *v = cn_array_grow(kl->v, kl->n, cap, sizeof(*v));
+  if (!v) return -ENOMEM;
+  (kl->v = v)[kl->n++] = *l;
   return 0;
 }
 
-static bool lock_matches(const struct kernel_lock *l, const struct stat *s) {
-  return l->ino == s->st_ino && l->maj == major(s->st_dev) && l->min == minor(s->st_dev);
+/* Sorts kl; a lock seen twice is kept once. */
+static void locks_sort(struct kernel_locks *kl) {
+  if (kl->n == 0) return;
+  qsort(kl->v, kl->n, sizeof(*kl->v), lock_cmp);
+  size_t u = 0;
+  for (size_t i = 0; i < kl->n; i++)
+    if (u == 0 || lock_cmp(&kl->v[u - 1], &kl->v[i]) != 0) kl->v[u++] = kl->v[i];
+  kl->n = u;
+}
+
+int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
+  *out = (struct kernel_locks){0};
+  /* /proc/locks walks the list from its start for every page it returns:
+   * a big buffer makes few read(2)s of it (glibc's would be 1 KiB). */
+  _cleanup_free_ char *buf = malloc(1 << 16);
+  FILE *f = buf ? fopen("/proc/locks", "re") : NULL;
+  if (!f)
+    return store_fail(st, buf ? -errno : -ENOMEM, "/proc/locks: %s",
+                      strerror(buf ? errno : ENOMEM));
+  setvbuf(f, buf, _IOFBF, 1 << 16);
+  char line[512];
+  size_t cap = 0;
+  struct kernel_lock l;
+  while (fgets(line, sizeof(line), f)) {
+    if (!lock_line_parse(line, &l)) continue;
+    if (locks_add(out, &cap, &l) < 0) {
+      fclose(f);
+      free(out->v);
+      *out = (struct kernel_locks){0};
+      return store_fail(st, -ENOMEM, "/proc/locks: %s", strerror(ENOMEM));
+    }
+  }
+  fclose(f);
+  locks_sort(out);
+  return 0;
+}
+
+/* The locks on the inode s: a run of the sorted kl. */
+static const struct kernel_lock *locks_on(const struct kernel_locks *kl, const struct stat *s,
+                                          size_t *n) {
+  unsigned maj = major(s->st_dev), min = minor(s->st_dev);
+  size_t lo = 0, hi = kl->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (inode_cmp(&kl->v[mid], maj, min, s->st_ino) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  size_t end = lo;
+  while (end < kl->n && inode_cmp(&kl->v[end], maj, min, s->st_ino) == 0) end++;
+  *n = end - lo;
+  return kl->v + lo;
 }
 
 static bool inode_locked_by(const struct kernel_locks *kl, const struct stat *s, pid_t pid) {
-  for (size_t i = 0; i < kl->n; i++)
-    if (lock_matches(&kl->v[i], s) && (pid <= 0 || kl->v[i].pid == pid)) return true;
+  size_t n;
+  const struct kernel_lock *l = locks_on(kl, s, &n);
+  for (size_t i = 0; i < n; i++)
+    if (pid <= 0 || l[i].pid == pid) return true;
   return false;
 }
 
@@ -242,51 +316,153 @@ bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id
   return held;
 }
 
-/* Live processes with an open fd on the inode: who holds a lock that a
- * now-dead process took and passed on (cairn-pin hold's command). */
-static int inode_holders(const struct stat *s, pid_t **out, size_t *n) {
-  *out = NULL;
-  *n = 0;
-  size_t cap = 0;
-  _cleanup_closedir_ DIR *proc = opendir("/proc");
+/* Calls fn(pid, fd, stat, arg) for every open fd on a file of the store's
+ * pins/ of the processes pids (NULL: of every process that one can see),
+ * until fn returns non-zero (returned). Only those fds are stat'ed: a stat of another could wait on
+ * a hung FUSE daemon. */
+typedef int (*proc_fd_fn)(pid_t pid, int fd, const struct stat *s, void *arg);
+static int proc_pin_fds_walk(cairn_store *st, const pid_t *pids, size_t n_pids, proc_fd_fn fn,
+                             void *arg) {
+  char real[PATH_MAX], prefix[PATH_MAX + 8];
+  if (!realpath(st->dir, real)) return 0; /* no store, no pin */
+  int plen = snprintf(prefix, sizeof(prefix), "%s/pins/", real);
+  _cleanup_closedir_ DIR *proc = pids ? NULL : opendir("/proc");
   struct dirent *p;
   int r = 0;
-  while (proc && r == 0 && (p = readdir(proc))) {
-    pid_t pid = (pid_t)atoi(p->d_name);
+  for (size_t k = 0; r == 0 && (pids ? k < n_pids : proc && (p = readdir(proc))); k++) {
+    pid_t pid = pids ? pids[k] : (pid_t)atoi(p->d_name);
     if (pid <= 0) continue;
-    char fddir[64];
+    char fddir[64], link[PATH_MAX];
     snprintf(fddir, sizeof(fddir), "/proc/%d/fd", (int)pid);
     _cleanup_closedir_ DIR *fds = cn_opendirat(AT_FDCWD, fddir);
     int dfd = fds ? dirfd(fds) : -1;
     struct dirent *f;
     struct stat fs;
-    while (fds && (f = readdir(fds))) {
-      if (f->d_name[0] == '.' || fstatat(dfd, f->d_name, &fs, 0) < 0) continue;
-      if (fs.st_dev == s->st_dev && fs.st_ino == s->st_ino) {
-        pid_t *v = cn_array_grow(*out, *n, &cap, sizeof(*v));
-        if (!v)
-          r = -ENOMEM;
-        else
-          (*out = v)[(*n)++] = pid;
-        break;
-      }
+    while (fds && r == 0 && (f = readdir(fds))) {
+      if (f->d_name[0] == '.') continue;
+      ssize_t len = readlinkat(dfd, f->d_name, link, sizeof(link) - 1);
+      if (len < plen || strncmp(link, prefix, (size_t)plen) != 0 ||
+          fstatat(dfd, f->d_name, &fs, 0) < 0)
+        continue;
+      r = fn(pid, atoi(f->d_name), &fs, arg);
     }
   }
   return r;
 }
 
-/* Calls fn with one pin; file is the pin file (NULL if it has none). */
-static int pin_emit(cairn_store *st, const struct cairn_pin_rec *base, const struct stat *file,
-                    cairn_pin_fn fn, void *arg) {
+struct holders {
+  const struct stat *file;
+  pid_t *v;
+  size_t n, cap;
+  pid_t last;
+};
+
+static int holder_add(pid_t pid, int fd, const struct stat *s, void *arg) {
+  (void)fd;
+  struct holders *h = arg;
+  if (s->st_dev != h->file->st_dev || s->st_ino != h->file->st_ino || h->last == pid) return 0;
+  pid_t *v = cn_array_grow(h->v, h->n, &h->cap, sizeof(*v));
+  if (!v) return -ENOMEM;
+  (h->v = v)[h->n++] = h->last = pid;
+  return 0;
+}
+
+/* Live processes with an open fd on the inode: who holds a lock that a
+ * now-dead process took and passed on (cairn-pin hold's command). */
+static int inode_holders(cairn_store *st, const struct stat *s, pid_t **out, size_t *n) {
+  struct holders h = {.file = s};
+  int r = proc_pin_fds_walk(st, NULL, 0, holder_add, &h);
+  *out = h.v;
+  *n = h.n;
+  return r;
+}
+
+/* Adds to kl the locks that the fds on the inodes (sorted by inode) show
+ * in /proc/PID/fdinfo. */
+struct confirm {
+  const struct stat *inodes;
+  size_t n;
+  struct kernel_locks *kl;
+  size_t cap;
+};
+
+static int inode_cmp_stat(const void *a, const void *b) {
+  const struct stat *x = a, *y = b;
+  if (x->st_dev != y->st_dev) return x->st_dev < y->st_dev ? -1 : 1;
+  return (x->st_ino > y->st_ino) - (x->st_ino < y->st_ino);
+}
+
+static int fd_locks_add(pid_t pid, int fd, const struct stat *s, void *arg) {
+  struct confirm *c = arg;
+  if (!bsearch(s, c->inodes, c->n, sizeof(*c->inodes), inode_cmp_stat)) return 0;
+  char path[64], line[512];
+  snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
+  _cleanup_fclose_ FILE *f = fopen(path, "re");
+  struct kernel_lock l;
+  while (f && fgets(line, sizeof(line), f))
+    if (strncmp(line, "lock:", 5) == 0 && lock_line_parse(line + 5, &l) &&
+        locks_add(c->kl, &c->cap, &l) < 0)
+      return -ENOMEM;
+  return 0;
+}
+
+/* What a listing learns of a process, once however many pins it holds:
+ * its command, whether it has exited, whether it serves a detached mount. */
+struct proc_info {
+  pid_t pid;
+  bool known;
+  bool gone;
+  bool detached;
+  char *command;
+};
+
+struct procs {
+  struct proc_info *v; /* by pid */
+  size_t n;
+};
+
+static void procs_free(struct procs *ps) {
+  for (size_t i = 0; i < ps->n; i++) free(ps->v[i].command);
+  free(ps->v);
+  *ps = (struct procs){0};
+}
+
+static int pid_cmp(const void *a, const void *b) {
+  const struct proc_info *x = a, *y = b;
+  return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* The process pid, looked up in /proc on first use; NULL on ENOMEM (or if
+ * pid is not one of those procs_init was given). */
+static struct proc_info *proc_get(struct procs *ps, pid_t pid) {
+  struct proc_info key = {.pid = pid};
+  struct proc_info *p = bsearch(&key, ps->v, ps->n, sizeof(*ps->v), pid_cmp);
+  if (!p || p->known) return p;
+  if (!(p->command = cn_proc_command(pid))) return NULL;
+  p->gone = cn_proc_start_time(pid) == 0;
+  p->known = true;
+  return p;
+}
+
+/* Calls fn with one pin; file is the pin file (NULL if it has none), purpose
+ * the annotation's. */
+static int pin_emit(cairn_store *st, struct procs *ps, const struct cairn_pin_rec *base,
+                    const struct stat *file, cairn_pin_fn fn, void *arg) {
   struct cairn_pin_rec rec = *base;
-  _cleanup_free_ char *cmd = cn_proc_command(rec.pid);
+  _cleanup_free_ char *purpose = NULL;
   _cleanup_free_ char *inherited = NULL;
   _cleanup_free_ pid_t *held_by = NULL;
-  if (!cmd) return store_fail(st, -ENOMEM, "out of memory listing pins");
-  rec.command = cmd;
-  if (!rec.stale && file && cn_proc_start_time(rec.pid) == 0) {
+  const struct proc_info *p = proc_get(ps, rec.pid);
+  if (!p) return store_fail(st, -ENOMEM, "out of memory listing pins");
+  rec.command = p->command;
+  if (p->detached && *rec.purpose) { /* a daemon's annotation: its mount is detached */
+    if (!(purpose = cn_xasprintf("%s (detached)", rec.purpose)))
+      return store_fail(st, -ENOMEM, "out of memory listing pins");
+    rec.purpose = purpose;
+  }
+  if (!rec.stale && file && p->gone) {
     /* The locker exited; the lock lives on in what inherited it. */
-    if (inode_holders(file, &held_by, &rec.n_held_by) < 0)
+    if (inode_holders(st, file, &held_by, &rec.n_held_by) < 0)
       return store_fail(st, -ENOMEM, "out of memory listing pins");
     rec.locker_gone = true;
     rec.held_by = held_by;
@@ -298,6 +474,14 @@ static int pin_emit(cairn_store *st, const struct cairn_pin_rec *base, const str
     }
   }
   return fn(&rec, arg);
+}
+
+/* Copies an id (at most CAIRN_ID_LEN characters): listings copy thousands,
+ * snprintf would be most of their cost. */
+static void id_copy(cairn_id dst, const char *src) {
+  size_t n = strnlen(src, CAIRN_ID_LEN);
+  memcpy(dst, src, n);
+  dst[n] = '\0';
 }
 
 /* An annotation: who pins a target and why; order is its place in the
@@ -333,6 +517,14 @@ static int note_cmp(const void *a, const void *b) {
   return c ? c : (x->order > y->order) - (x->order < y->order);
 }
 
+/* In listing order: since, pid, then by target. */
+static int note_listing_cmp(const void *a, const void *b) {
+  const struct note *x = a, *y = b;
+  if (x->since != y->since) return x->since < y->since ? -1 : 1;
+  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+  return key_cmp(x->kind, x->target, y->kind, y->target);
+}
+
 /* The annotations of every target, or of those of one id, or of one kind
  * and id (kind < 0: any), sorted by target (note_cmp). */
 static int notes_read(cairn_store *st, int kind, const char *id, struct notes *out) {
@@ -340,8 +532,7 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT kind, target, pid, purpose, since FROM pins"
-                        " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)"
-                        " ORDER BY since, pid");
+                        " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)");
   if (r < 0) return r;
   sqlite3_bind_int(q, 1, kind);
   sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
@@ -357,9 +548,8 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     *n = (struct note){.kind = (enum cairn_pin_kind)sqlite3_column_int(q, 0),
                        .pid = sqlite3_column_int(q, 2),
                        .purpose = strdup((const char *)sqlite3_column_text(q, 3)),
-                       .since = sqlite3_column_int64(q, 4),
-                       .order = out->n};
-    snprintf(n->target, sizeof(n->target), "%s", (const char *)sqlite3_column_text(q, 1));
+                       .since = sqlite3_column_int64(q, 4)};
+    id_copy(n->target, (const char *)sqlite3_column_text(q, 1));
     out->n++;
     if (!n->purpose) {
       notes_free(out);
@@ -370,7 +560,10 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     notes_free(out);
     return cn_store_fail_db(st, "pin annotations");
   }
-  if (out->n) qsort(out->v, out->n, sizeof(*out->v), note_cmp);
+  if (out->n == 0) return 0;
+  qsort(out->v, out->n, sizeof(*out->v), note_listing_cmp); /* here, not by SQLite's sorter */
+  for (size_t i = 0; i < out->n; i++) out->v[i].order = i;
+  qsort(out->v, out->n, sizeof(*out->v), note_cmp);
   return 0;
 }
 
@@ -391,164 +584,241 @@ static const struct note *notes_of(const struct notes *ns, enum cairn_pin_kind k
   return ns->v + lo;
 }
 
-/* Calls fn for the pins of one target: its annotations (run), then its
- * kernel locks that no annotation explains. The locks (kl) were read after
- * the annotations: a pinner locks before it annotates, so an annotation
- * whose pid holds no lock in kl belongs to a pin released since (stale). */
-static int target_rows(cairn_store *st, const struct kernel_locks *kl, const struct note *run,
-                       size_t n_run, enum cairn_pin_kind kind, const char *id, cairn_pin_fn fn,
-                       void *arg) {
-  struct stat s;
-  bool have_file = pin_stat(st, kind, id, &s);
-  int r = 0;
-  for (size_t i = 0; i < n_run && r == 0; i++) {
-    _cleanup_free_ char *purpose = cn_mount_pin_purpose(st, run[i].pid, run[i].purpose);
-    if (!purpose) return store_fail(st, -ENOMEM, "out of memory listing pins");
-    struct cairn_pin_rec rec = {.kind = kind,
-                                .target = id,
-                                .pid = run[i].pid,
-                                .purpose = purpose,
-                                .since = run[i].since,
-                                .stale = !(have_file && inode_locked_by(kl, &s, run[i].pid))};
-    r = pin_emit(st, &rec, have_file ? &s : NULL, fn, arg);
+/* Every process that a note or a lock names, each looked up once, later. */
+static int procs_init(cairn_store *st, const struct notes *ns, const struct kernel_locks *kl,
+                      struct procs *out) {
+  *out = (struct procs){0};
+  if (ns->n + kl->n == 0) return 0;
+  if (!(out->v = calloc(ns->n + kl->n, sizeof(*out->v))))
+    return store_fail(st, -ENOMEM, "out of memory listing pins");
+  for (size_t i = 0; i < ns->n; i++) out->v[out->n++].pid = ns->v[i].pid;
+  for (size_t i = 0; i < kl->n; i++) out->v[out->n++].pid = kl->v[i].pid;
+  qsort(out->v, out->n, sizeof(*out->v), pid_cmp);
+  size_t u = 0;
+  for (size_t i = 0; i < out->n; i++)
+    if (u == 0 || out->v[u - 1].pid != out->v[i].pid) out->v[u++] = out->v[i];
+  out->n = u;
+  pid_t *detached; /* one scan of the mount records for every process */
+  size_t n_detached;
+  int r = cn_mount_detached_pids(st, &detached, &n_detached);
+  for (size_t i = 0; r == 0 && i < n_detached; i++) {
+    struct proc_info key = {.pid = detached[i]}, *p;
+    if ((p = bsearch(&key, out->v, out->n, sizeof(*out->v), pid_cmp))) p->detached = true;
   }
-  for (size_t k = 0; have_file && k < kl->n && r == 0; k++) {
-    if (!lock_matches(&kl->v[k], &s)) continue;
-    bool annotated = false; /* and so live: its pid holds this lock */
-    for (size_t j = 0; j < n_run && !annotated; j++) annotated = run[j].pid == kl->v[k].pid;
-    if (annotated) continue;
-    struct cairn_pin_rec rec = {.kind = kind, .target = id, .pid = kl->v[k].pid, .purpose = ""};
-    r = pin_emit(st, &rec, &s, fn, arg);
-  }
+  free(detached);
+  if (r < 0) procs_free(out);
   return r;
 }
 
+/* A target, with its pin file's inode as stat(2) saw it once. */
 struct pin_target {
   enum cairn_pin_kind kind;
   cairn_id id;
-  size_t order;
+  size_t order; /* its place in the listing */
+  bool have_file;
+  struct stat file;
 };
 
 struct pin_targets {
-  struct pin_target *v;
+  struct pin_target *v; /* by key (target_find) */
   size_t n, cap;
 };
-
-static int targets_add(struct pin_targets *t, enum cairn_pin_kind kind, const char *id,
-                       size_t order) {
-  struct pin_target *v = cn_array_grow(t->v, t->n, &t->cap, sizeof(*v));
-  if (!v) return -ENOMEM;
-  t->v = v;
-  t->v[t->n] = (struct pin_target){.kind = kind, .order = order};
-  snprintf(t->v[t->n].id, sizeof(t->v[0].id), "%.*s", CAIRN_ID_LEN, id); /* ids are checked */
-  t->n++;
-  return 0;
-}
 
 static int target_key_cmp(const void *a, const void *b) {
   const struct pin_target *x = a, *y = b;
   return key_cmp(x->kind, x->id, y->kind, y->id);
 }
 
-static int target_order_cmp(const void *a, const void *b) {
-  const struct pin_target *x = a, *y = b;
-  return (x->order > y->order) - (x->order < y->order);
+static const struct pin_target *target_find(const struct pin_targets *t, enum cairn_pin_kind kind,
+                                            const char *id) {
+  struct pin_target key = {.kind = kind};
+  id_copy(key.id, id);
+  return t->n ? bsearch(&key, t->v, t->n, sizeof(*t->v), target_key_cmp) : NULL;
 }
 
-/* Every target that has a pin file (in directory order), then every other
- * target an annotation names (in listing order), optionally of one id only.
- * Sorted copies find the duplicates. */
-static int pin_targets_collect(cairn_store *st, const char *filter_id, const struct notes *ns,
-                               struct pin_targets *out) {
+/* Calls fn for the pins of one target: its annotations (run), then its
+ * kernel locks that no annotation explains. The locks (kl) were read after
+ * the annotations: a pinner locks before it annotates, so an annotation
+ * whose pid holds no lock in kl belongs to a pin released since (stale). */
+static int target_rows(cairn_store *st, const struct kernel_locks *kl, struct procs *ps,
+                       const struct note *run, size_t n_run, const struct pin_target *t,
+                       cairn_pin_fn fn, void *arg) {
+  const struct stat *file = t->have_file ? &t->file : NULL;
+  int r = 0;
+  for (size_t i = 0; i < n_run && r == 0; i++) {
+    struct cairn_pin_rec rec = {.kind = t->kind,
+                                .target = t->id,
+                                .pid = run[i].pid,
+                                .purpose = run[i].purpose,
+                                .since = run[i].since,
+                                .stale = !(file && inode_locked_by(kl, file, run[i].pid))};
+    r = pin_emit(st, ps, &rec, file, fn, arg);
+  }
+  size_t n_locks = 0;
+  const struct kernel_lock *locks = file ? locks_on(kl, file, &n_locks) : NULL;
+  for (size_t k = 0; k < n_locks && r == 0; k++) {
+    bool annotated = false; /* and so live: its pid holds this lock */
+    for (size_t j = 0; j < n_run && !annotated; j++) annotated = run[j].pid == locks[k].pid;
+    if (annotated) continue;
+    struct cairn_pin_rec rec = {
+        .kind = t->kind, .target = t->id, .pid = locks[k].pid, .purpose = ""};
+    r = pin_emit(st, ps, &rec, file, fn, arg);
+  }
+  return r;
+}
+
+static int targets_add(struct pin_targets *t, enum cairn_pin_kind kind, const char *id,
+                       size_t order, const struct stat *file) {
+  struct pin_target *v = cn_array_grow(t->v, t->n, &t->cap, sizeof(*v));
+  if (!v) return -ENOMEM;
+  t->v = v;
+  t->v[t->n] = (struct pin_target){.kind = kind, .order = order, .have_file = file != NULL};
+  if (file) t->v[t->n].file = *file;
+  id_copy(t->v[t->n].id, id); /* ids are checked */
+  t->n++;
+  return 0;
+}
+
+/* The targets to list: with dirs, every target that has a pin file (first,
+ * in directory order), then every other target an annotation names (in
+ * listing order); optionally of one id only. Each pin file is stat'ed once,
+ * here. */
+static int pin_targets_collect(cairn_store *st, const char *filter_id, bool dirs,
+                               const struct notes *ns, struct pin_targets *out) {
   *out = (struct pin_targets){0};
   int r = 0;
-  for (int kind = CAIRN_PIN_IMAGE; kind <= CAIRN_PIN_LAYER && r == 0; kind++) {
+  for (int kind = CAIRN_PIN_IMAGE; dirs && kind <= CAIRN_PIN_LAYER && r == 0; kind++) {
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/pins/%s", st->dir, kind_dir(kind));
     _cleanup_closedir_ DIR *d = opendir(dir);
     struct dirent *de;
+    struct stat s;
     while (d && r == 0 && (de = readdir(d))) {
       if (!cn_is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
       if (filter_id && strcmp(filter_id, de->d_name) != 0) continue;
-      r = targets_add(out, kind, de->d_name, 0);
+      if (fstatat(dirfd(d), de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0) continue; /* deleted */
+      r = targets_add(out, kind, de->d_name, out->n, &s);
     }
   }
   size_t n_files = out->n;
-  _cleanup_free_ struct pin_target *files = n_files ? malloc(n_files * sizeof(*files)) : NULL;
-  if (r == 0 && n_files && !files) r = -ENOMEM;
-  if (r == 0 && n_files) {
-    memcpy(files, out->v, n_files * sizeof(*files));
-    qsort(files, n_files, sizeof(*files), target_key_cmp);
-  }
+  if (r == 0 && n_files) qsort(out->v, n_files, sizeof(*out->v), target_key_cmp);
   /* the notes are sorted by target: the first of each run is its target's
    * first place in the listing */
   for (size_t i = 0; i < ns->n && r == 0; i++) {
     const struct note *n = &ns->v[i];
     if (i > 0 && key_cmp(n->kind, n->target, ns->v[i - 1].kind, ns->v[i - 1].target) == 0) continue;
     struct pin_target key = {.kind = n->kind};
-    snprintf(key.id, sizeof(key.id), "%s", n->target);
-    if (!files || !bsearch(&key, files, n_files, sizeof(*files), target_key_cmp))
-      r = targets_add(out, n->kind, n->target, n->order);
+    id_copy(key.id, n->target);
+    if (n_files && bsearch(&key, out->v, n_files, sizeof(*out->v), target_key_cmp)) continue;
+    struct stat s;
+    r = targets_add(out, n->kind, n->target, n_files + n->order,
+                    pin_stat(st, n->kind, n->target, &s) ? &s : NULL);
   }
-  if (r < 0) return store_fail(st, r, "out of memory listing pins"); /* targets_add, files */
-  if (out->n > n_files)
-    qsort(out->v + n_files, out->n - n_files, sizeof(*out->v), target_order_cmp);
+  if (r < 0) return store_fail(st, r, "out of memory listing pins");
+  if (out->n > n_files) qsort(out->v, out->n, sizeof(*out->v), target_key_cmp);
   return 0;
 }
 
 /* Whether the annotation's pid holds a lock on its target's pin file. */
-static bool note_locked(cairn_store *st, const struct note *note, const struct kernel_locks *kl) {
-  struct stat s;
-  return pin_stat(st, note->kind, note->target, &s) && inode_locked_by(kl, &s, note->pid);
+static bool note_locked(const struct pin_targets *t, const struct note *note,
+                        const struct kernel_locks *kl) {
+  const struct pin_target *target = target_find(t, note->kind, note->target);
+  return target && target->have_file && inode_locked_by(kl, &target->file, note->pid);
+}
+
+/* The pin files (inodes, sorted) and the pids of the annotations of ns
+ * that kl shows no lock for. */
+struct unlocked {
+  struct stat *inodes;
+  pid_t *pids;
+  size_t n, cap_inodes, cap_pids, n_pids;
+};
+
+static void unlocked_free(struct unlocked *u) {
+  free(u->inodes);
+  free(u->pids);
+  *u = (struct unlocked){0};
+}
+
+static int pid_key_cmp(const void *a, const void *b) {
+  const pid_t *x = a, *y = b;
+  return (*x > *y) - (*x < *y);
+}
+
+static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
+                         const struct kernel_locks *kl, struct unlocked *u) {
+  unlocked_free(u);
+  for (size_t i = 0; i < ns->n; i++) {
+    const struct pin_target *target = target_find(t, ns->v[i].kind, ns->v[i].target);
+    if (!target || !target->have_file || /* no file: no lock, surely */
+        inode_locked_by(kl, &target->file, ns->v[i].pid))
+      continue;
+    struct stat *v = cn_array_grow(u->inodes, u->n, &u->cap_inodes, sizeof(*v));
+    if (v) (u->inodes = v)[u->n++] = target->file;
+    pid_t *p = v ? cn_array_grow(u->pids, u->n_pids, &u->cap_pids, sizeof(*p)) : NULL;
+    if (!p) return -ENOMEM;
+    (u->pids = p)[u->n_pids++] = ns->v[i].pid;
+  }
+  if (u->n) qsort(u->inodes, u->n, sizeof(*u->inodes), inode_cmp_stat);
+  if (u->n_pids) qsort(u->pids, u->n_pids, sizeof(*u->pids), pid_key_cmp);
+  size_t k = 0; /* each process once */
+  for (size_t i = 0; i < u->n_pids; i++)
+    if (k == 0 || u->pids[k - 1] != u->pids[i]) u->pids[k++] = u->pids[i];
+  u->n_pids = k;
+  return 0;
 }
 
 /* Reads /proc/locks for the annotations ns (read before it: a pinner locks
  * before it annotates). A read of /proc/locks is not atomic: it comes a page
- * at a time, and a lock taken or dropped meanwhile can shift a line out of
- * it. So when the first read leaves an annotation unlocked, a second read is
- * added to it: an annotation is stale only if both miss its lock. */
-static int locks_read_for(cairn_store *st, const struct notes *ns, struct kernel_locks *kl) {
+ * at a time, each page found again by its place in a list that every lock
+ * taken or dropped on the host shifts (SQLite's, too), so a line can be
+ * skipped; with thousands of locks that is common. So when an annotation
+ * looks unlocked, /proc/locks is read again and the two are joined; if one
+ * still does, its lock is looked for where the kernel shows it per file, in
+ * /proc/PID/fdinfo of the fds on its pin file: first among the annotating
+ * processes' own fds, then, for what remains (a lock a dead locker passed
+ * on), among every process's. An annotation is stale only if all of that
+ * shows no lock of its pid. */
+static int locks_read_for(cairn_store *st, const struct notes *ns, const struct pin_targets *t,
+                          struct kernel_locks *kl) {
   int r = cn_kernel_locks_read(st, kl);
-  bool unlocked = false;
-  for (size_t i = 0; r == 0 && i < ns->n && !unlocked; i++)
-    unlocked = !note_locked(st, &ns->v[i], kl);
-  if (r < 0 || !unlocked) return r;
-  struct kernel_locks again;
-  if ((r = cn_kernel_locks_read(st, &again)) < 0) goto fail;
-  struct kernel_lock *v = realloc(kl->v, (kl->n + again.n + 1) * sizeof(*v));
-  if (!v) {
-    free(again.v);
-    r = store_fail(st, -ENOMEM, "/proc/locks: %s", strerror(ENOMEM));
-    goto fail;
+  if (r < 0) return r;
+  struct unlocked u = {0};
+  for (int step = 0; r == 0 && step < 3; step++) {
+    if ((r = unlocked_find(ns, t, kl, &u)) < 0 || u.n == 0) break;
+    struct confirm c = {u.inodes, u.n, kl, kl->n};
+    if (step == 0) {
+      struct kernel_locks again;
+      if ((r = cn_kernel_locks_read(st, &again)) < 0) break;
+      for (size_t i = 0; r == 0 && i < again.n; i++) r = locks_add(kl, &c.cap, &again.v[i]);
+      free(again.v);
+    } else {
+      r = proc_pin_fds_walk(st, step == 1 ? u.pids : NULL, u.n_pids, fd_locks_add, &c);
+    }
+    locks_sort(kl);
   }
-  kl->v = v;
-  size_t first = kl->n; /* a lock both reads saw is kept once (listed once) */
-  for (size_t i = 0; i < again.n; i++) {
-    bool seen = false;
-    for (size_t j = 0; j < first && !seen; j++)
-      seen = kl->v[j].maj == again.v[i].maj && kl->v[j].min == again.v[i].min &&
-             kl->v[j].ino == again.v[i].ino && kl->v[j].pid == again.v[i].pid;
-    if (!seen) kl->v[kl->n++] = again.v[i];
+  unlocked_free(&u);
+  if (r < 0) {
+    free(kl->v);
+    *kl = (struct kernel_locks){0};
+    return store_fail(st, r, "/proc/locks: %s", strerror(-r));
   }
-  free(again.v);
   return 0;
-fail:
-  free(kl->v);
-  kl->v = NULL;
-  kl->n = 0;
-  return r;
 }
 
 /* Deletes the annotations (ns) whose pid holds no lock on their target's
  * pin file; returns how many. */
 static int stale_delete(cairn_store *st, const struct notes *ns) {
   if (ns->n == 0) return 0;
+  struct pin_targets targets;
+  int r = pin_targets_collect(st, NULL, false, ns, &targets);
+  if (r < 0) return r;
   struct kernel_locks kl;
-  int r = locks_read_for(st, ns, &kl);
+  r = locks_read_for(st, ns, &targets, &kl);
   _cleanup_stmt_ sqlite3_stmt *d = NULL;
   int n = 0;
   for (size_t i = 0; r == 0 && i < ns->n; i++) {
-    if (note_locked(st, &ns->v[i], &kl)) continue;
+    if (note_locked(&targets, &ns->v[i], &kl)) continue;
     if (!d && (r = cn_db_prepare(st, &d,
                                  "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?")) < 0)
       break;
@@ -560,7 +830,13 @@ static int stale_delete(cairn_store *st, const struct notes *ns) {
     n++;
   }
   free(kl.v);
+  free(targets.v);
   return r < 0 ? r : n;
+}
+
+static int target_order_cmp(const void *a, const void *b) {
+  const struct pin_target *const *x = a, *const *y = b;
+  return ((*x)->order > (*y)->order) - ((*x)->order < (*y)->order);
 }
 
 int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {
@@ -569,18 +845,27 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
   int r = notes_read(st, -1, filter_id, &notes);
   if (r < 0) return r;
   store_test_point(st, "pins: annotations read");
-  struct kernel_locks kl;
-  if ((r = locks_read_for(st, &notes, &kl)) < 0) { /* after the annotations: see target_rows */
-    notes_free(&notes);
-    return r;
+  struct pin_targets targets = {0};
+  struct kernel_locks kl = {0};
+  struct procs procs = {0};
+  _cleanup_free_ const struct pin_target **listing = NULL;
+  if ((r = pin_targets_collect(st, filter_id, true, &notes, &targets)) < 0 ||
+      (r = locks_read_for(st, &notes, &targets, &kl)) < 0 || /* after the notes: see target_rows */
+      (r = procs_init(st, &notes, &kl, &procs)) < 0)
+    goto out;
+  if (targets.n && !(listing = malloc(targets.n * sizeof(*listing)))) {
+    r = store_fail(st, -ENOMEM, "out of memory listing pins");
+    goto out;
   }
-  struct pin_targets targets;
-  r = pin_targets_collect(st, filter_id, &notes, &targets);
+  for (size_t i = 0; i < targets.n; i++) listing[i] = &targets.v[i];
+  if (targets.n) qsort(listing, targets.n, sizeof(*listing), target_order_cmp);
   for (size_t i = 0; r == 0 && i < targets.n; i++) {
     size_t n_run;
-    const struct note *run = notes_of(&notes, targets.v[i].kind, targets.v[i].id, &n_run);
-    r = target_rows(st, &kl, run, n_run, targets.v[i].kind, targets.v[i].id, fn, arg);
+    const struct note *run = notes_of(&notes, listing[i]->kind, listing[i]->id, &n_run);
+    r = target_rows(st, &kl, &procs, run, n_run, listing[i], fn, arg);
   }
+out:
+  procs_free(&procs);
   free(targets.v);
   free(kl.v);
   notes_free(&notes);
@@ -623,20 +908,23 @@ static int holder_describe(const struct cairn_pin_rec *p, void *arg) {
 char *cairn_pin_holders(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
   store_errclear(st);
   struct notes notes;
-  struct kernel_locks kl;
+  struct kernel_locks kl = {0};
+  struct procs procs = {0};
+  struct pin_target t = {.kind = kind};
+  id_copy(t.id, id);
+  t.have_file = pin_stat(st, kind, id, &t.file);
   if (notes_read(st, kind, id, &notes) < 0) return strdup("unknown holders");
-  if (cn_kernel_locks_read(st, &kl) < 0) {
-    notes_free(&notes);
-    return strdup("unknown holders");
-  }
   char *out = NULL;
   size_t len = 0;
-  FILE *f = open_memstream(&out, &len);
-  if (f) target_rows(st, &kl, notes.v, notes.n, kind, id, holder_describe, f);
+  FILE *f = NULL;
+  if (cn_kernel_locks_read(st, &kl) == 0 && procs_init(st, &notes, &kl, &procs) == 0 &&
+      (f = open_memstream(&out, &len)))
+    target_rows(st, &kl, &procs, notes.v, notes.n, &t, holder_describe, f);
+  procs_free(&procs);
   free(kl.v);
   notes_free(&notes);
   if (f) fclose(f);
-  return out;
+  return f ? out : strdup("unknown holders");
 }
 
 int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_ms) {

@@ -15,8 +15,8 @@ int cn_pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char 
 /* Unlinks the pin file (the target is gone) and closes the lock. */
 void cn_pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd);
 void cn_pin_unlock(int fd);
-/* The flock(2) locks held (not waited for) on any file, from /proc/locks;
- * free v. A failure is recorded in st. */
+/* The flock(2) locks held (not waited for) on any file, from /proc/locks,
+ * sorted by inode then pid; free v. A failure is recorded in st. */
 struct kernel_lock {
   unsigned maj, min;
   unsigned long ino;
@@ -36,8 +36,8 @@ bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_p
  * by "; ". */
 int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
 int cn_mount_clean_stale(cairn_store *st);
-/* A pin annotation's purpose as people see it: with " (detached)" when pid
- * is a daemon whose mount is detached. Caller frees; NULL on ENOMEM. */
-char *cn_mount_pin_purpose(cairn_store *st, pid_t pid, const char *purpose);
+/* The daemons whose mounts are detached (their pins' purposes say
+ * " (detached)"), unsorted; free *pids. */
+int cn_mount_detached_pids(cairn_store *st, pid_t **pids, size_t *n);
 
 #endif

@@ -3,7 +3,8 @@
  * before it commits the rows that reference them.
  *
  * An import opens a journal, STORE/tmp/staging.XXXXXX, and holds an
- * exclusive flock(2) on it for as long as it runs; each blob file it is
+ * exclusive flock(2) on it for as long as it runs (taken before the
+ * journal has that name); each blob file it is
  * about to link is written to the journal first (its path below blobs/),
  * so no file it links can be missing from it. The import ends it: after
  * its commit the journal goes; after a failure the journaled files that no
@@ -30,26 +31,37 @@
 #include <sys/stat.h>
 
 #define JOURNAL_PREFIX "staging."
+#define JOURNAL_NEW_PREFIX "staging-new."
 
 bool cn_staging_is_journal(const char *name) {
   return strncmp(name, JOURNAL_PREFIX, strlen(JOURNAL_PREFIX)) == 0;
 }
 
 int cn_staging_begin(cairn_store *st) {
-  char name[] = "tmp/" JOURNAL_PREFIX "XXXXXX";
-  char path[PATH_MAX];
-  snprintf(path, sizeof(path), "%s/%s", st->dir, name);
-  int fd = mkostemp(path, O_CLOEXEC | O_APPEND);
-  if (fd < 0) return store_fail(st, -errno, "%s: %s", path, strerror(errno));
-  if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-    int e = errno;
-    unlink(path);
+  /* A journal gets its name only once locked: a recovery (any process
+   * opening the store) locks every journal it can, and one it found in the
+   * moment between our create and our lock would make our lock fail. So it
+   * is created as NEW_PREFIX..., which no recovery reads, locked, then
+   * linked to its name (link: never over another journal). */
+  for (int attempt = 0; attempt < 100; attempt++) {
+    char fresh[PATH_MAX], path[PATH_MAX];
+    snprintf(fresh, sizeof(fresh), "%s/tmp/" JOURNAL_NEW_PREFIX "XXXXXX", st->dir);
+    int fd = mkostemp(fresh, O_CLOEXEC | O_APPEND);
+    if (fd < 0) return store_fail(st, -errno, "%s: %s", fresh, strerror(errno));
+    store_test_point(st, "staging: created");
+    int r = flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : -errno;
+    snprintf(path, sizeof(path), "%s/tmp/" JOURNAL_PREFIX "%s", st->dir, fresh + strlen(fresh) - 6);
+    if (r == 0 && link(fresh, path) < 0) r = -errno;
+    unlink(fresh);
+    if (r == 0) {
+      st->staging_fd = fd;
+      snprintf(st->staging_path, sizeof(st->staging_path), "%s", path);
+      return 0;
+    }
     close(fd);
-    return store_fail(st, -e, "%s: %s", path, strerror(e));
+    if (r != -EEXIST) return store_fail(st, r, "%s: %s", path, strerror(-r));
   }
-  st->staging_fd = fd;
-  snprintf(st->staging_path, sizeof(st->staging_path), "%s", path);
-  return 0;
+  return store_fail(st, -EEXIST, "%s/tmp: no free journal name", st->dir);
 }
 
 int cn_staging_note(cairn_store *st, const char *rel) {

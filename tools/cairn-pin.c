@@ -1,7 +1,7 @@
 /*
  * cairn-pin.c — the pin utility.
  *   cairn-pin [ls] [--json] [IMAGE|LAYER]    every pin; stale ones marked, then deleted
- *   cairn-pin hold IMAGE -- COMMAND...       pin IMAGE while COMMAND runs
+ *   cairn-pin hold IMAGE... -- COMMAND...    pin each IMAGE while COMMAND runs
  *   cairn-pin wait IMAGE [--timeout S]       block until IMAGE is unpinned
  *   cairn-pin help [SUBCOMMAND]              the subcommands, or one's help
  *   cairn-pin version                        the version (also --version)
@@ -23,7 +23,7 @@ const char *report_prog = "cairn-pin";
 
 #define USAGE                                                                                      \
   "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]\n"                                          \
-  "       cairn-pin [--store DIR] hold IMAGE -- COMMAND...\n"                                      \
+  "       cairn-pin [--store DIR] hold IMAGE... -- COMMAND...\n"                                   \
   "       cairn-pin [--store DIR] wait [--timeout SECONDS] IMAGE\n"                                \
   "       cairn-pin SUBCOMMAND --help | cairn-pin help [SUBCOMMAND] | cairn-pin --version"
 
@@ -48,8 +48,8 @@ static const struct cli_command pin_ls_cmd = {
 static const struct cli_command pin_hold_cmd = {
     .name = "hold",
     .run = pin_hold,
-    .usage = "cairn-pin [--store DIR] hold IMAGE -- COMMAND...",
-    .summary = "Pin IMAGE and its layers while COMMAND runs; exit with COMMAND's status.\n"
+    .usage = "cairn-pin [--store DIR] hold IMAGE... -- COMMAND...",
+    .summary = "Pin each IMAGE and its layers while COMMAND runs; exit with COMMAND's status.\n"
                "Like flock(1): COMMAND inherits the pin, which lasts until both are gone.",
 };
 
@@ -105,7 +105,13 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
     json_decref(rows);
     return report_fail(r, "ls: %s", report_why(st, r));
   }
-  cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    if (!json_is_true(json_object_get(row, "stale"))) continue;
+    cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
+    break;
+  }
   static const char *const cols[] = {"kind:KIND",   "target:TARGET",   "names:NAMES",
                                      "pid:PID",     "command:COMMAND", "purpose:PURPOSE",
                                      "since:SINCE", "stale:STALE"};
@@ -117,22 +123,27 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
 static int pin_hold(struct cli *c, int argc, char **argv) {
   int code = cli_no_options(argc, argv, pin_hold_cmd.usage, true);
   if (code != CAIRN_EXIT_OK) return code;
-  if (argc < 4 || strcmp(argv[2], "--") != 0)
-    return report_usage(pin_hold_cmd.usage, "hold: needs IMAGE -- COMMAND...");
+  int dashes = 1; /* IMAGE... -- COMMAND... */
+  while (dashes < argc && strcmp(argv[dashes], "--") != 0) dashes++;
+  if (dashes == 1 || dashes + 1 >= argc)
+    return report_usage(pin_hold_cmd.usage, "hold: needs IMAGE... -- COMMAND...");
+  char **command = argv + dashes + 1;
   cairn_store *st;
   code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
-  cairn_id id;
-  int r = cairn_image_resolve(st, argv[1], id);
-  if (r < 0) return report_fail(r, "%s: %s", argv[1], report_why(st, r));
   char purpose[512];
   int off = snprintf(purpose, sizeof(purpose), "hold");
-  for (int i = 3; i < argc && off < (int)sizeof(purpose); i++)
-    off += snprintf(purpose + off, sizeof(purpose) - (size_t)off, " %s", argv[i]);
+  for (char **a = command; *a && off < (int)sizeof(purpose); a++)
+    off += snprintf(purpose + off, sizeof(purpose) - (size_t)off, " %s", *a);
   cairn_pinset *ps = cairn_pinset_new(purpose, false);
   if (!ps) return report_fail(-ENOMEM, "hold: %s", strerror(ENOMEM));
-  if ((r = cairn_pin_image(st, ps, id)) < 0) {
-    code = report_fail(r, "%s: %s", argv[1], report_why(st, r));
+  int r = 0;
+  for (int i = 1; i < dashes && r == 0; i++) {
+    cairn_id id;
+    if ((r = cairn_image_resolve(st, argv[i], id)) < 0 || (r = cairn_pin_image(st, ps, id)) < 0)
+      code = report_fail(r, "%s: %s", argv[i], report_why(st, r));
+  }
+  if (r < 0) {
     cairn_pinset_release(st, ps);
     return code;
   }
@@ -144,9 +155,9 @@ static int pin_hold(struct cli *c, int argc, char **argv) {
     return code;
   }
   if (child == 0) {
-    execvp(argv[3], argv + 3);
+    execvp(command[0], command);
     int err = errno;
-    report_fail(-err, "%s: %s", argv[3], strerror(err));
+    report_fail(-err, "%s: %s", command[0], strerror(err));
     _exit(err == ENOENT ? CLI_EXIT_EXEC_NOT_FOUND : CLI_EXIT_EXEC_FAILED);
   }
   /* Like flock(1): signals meant for the command reach it; we wait. */

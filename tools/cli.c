@@ -108,10 +108,17 @@ void cli_print_json(json_t *rows) {
 }
 
 void cli_rfc3339(int64_t t, char *buf, size_t len) {
-  time_t tt = (time_t)t;
-  struct tm tm;
-  if (!gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-    snprintf(buf, len, "%lld", (long long)t);
+  static int64_t last = INT64_MIN; /* listings give the same second again and again */
+  static char last_text[32];
+  if (t != last) {
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (!gmtime_r(&tt, &tm) ||
+        strftime(last_text, sizeof(last_text), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+      snprintf(last_text, sizeof(last_text), "%lld", (long long)t);
+    last = t;
+  }
+  snprintf(buf, len, "%s", last_text);
 }
 
 void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len) {
@@ -140,13 +147,17 @@ void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len) {
 /* A time of a JSON row (RFC 3339, UTC) as a table says it: "3 minutes
  * ago"; anything else as it is. */
 static void time_cell(const char *s, char *buf, size_t len) {
-  struct tm tm = {0};
-  const char *end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  if (!end || *end) {
-    snprintf(buf, len, "%s", s);
-    return;
+  static char last[32], last_cell[64]; /* a column repeats its times */
+  if (strcmp(s, last) != 0) {
+    struct tm tm = {0};
+    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (!end || *end)
+      snprintf(last_cell, sizeof(last_cell), "%s", s);
+    else
+      cli_time_ago((int64_t)timegm(&tm), (int64_t)time(NULL), last_cell, sizeof(last_cell));
+    snprintf(last, sizeof(last), "%s", s);
   }
-  cli_time_ago((int64_t)timegm(&tm), (int64_t)time(NULL), buf, len);
+  snprintf(buf, len, "%s", last_cell);
 }
 
 static void cell_format(const char *key, json_t *v, bool no_trunc, char *buf, size_t len) {
@@ -155,10 +166,13 @@ static void cell_format(const char *key, json_t *v, bool no_trunc, char *buf, si
     time_cell(json_string_value(v), buf, len);
   } else if (json_is_string(v)) {
     const char *s = json_string_value(v);
-    bool id = !no_trunc &&
-              (strcmp(key, "id") == 0 || strcmp(key, "target") == 0 || strcmp(key, "image") == 0) &&
-              strlen(s) == 64;
-    snprintf(buf, len, id ? "%.12s" : "%s", s);
+    size_t n = strlen(s);
+    if (!no_trunc && n == 64 &&
+        (strcmp(key, "id") == 0 || strcmp(key, "target") == 0 || strcmp(key, "image") == 0))
+      n = 12; /* an id: its short form */
+    if (n >= len) n = len - 1;
+    memcpy(buf, s, n); /* not snprintf: tables format every cell of thousands of rows */
+    buf[n] = '\0';
   } else if (json_is_integer(v) && strcmp(key, "size") == 0) {
     cairn_human_size((uint64_t)json_integer_value(v), buf, len);
   } else if (json_is_integer(v)) {
@@ -179,28 +193,64 @@ static void column_key(const char *column, char *key, size_t len) {
   snprintf(key, len, "%.*s", (int)(strchr(column, ':') - column), column);
 }
 
+/* Prints a cell padded to width (the last of a row: no padding, a newline). */
+static void cell_print(const char *cell, size_t width, bool last) {
+  static const char spaces[] = "                                                                ";
+  fputs(cell, stdout);
+  if (last) {
+    putchar('\n');
+    return;
+  }
+  for (size_t pad = width + 2 - strlen(cell); pad > 0;) {
+    size_t k = pad < sizeof(spaces) - 1 ? pad : sizeof(spaces) - 1;
+    fwrite(spaces, 1, k, stdout);
+    pad -= k;
+  }
+}
+
 static void print_table(json_t *rows, const char *const *columns, size_t n, bool no_trunc) {
-  size_t width[16] = {0};
-  char cell[1024], key[64];
-  for (size_t c = 0; c < n && c < 16; c++) width[c] = strlen(strchr(columns[c], ':') + 1);
+  size_t width[16] = {0}, cols = n < 16 ? n : 16, n_rows = json_array_size(rows);
+  char cell[1024], key[16][64];
+  for (size_t c = 0; c < cols; c++) {
+    width[c] = strlen(strchr(columns[c], ':') + 1);
+    column_key(columns[c], key[c], sizeof(key[c]));
+  }
+  /* Each cell is formatted once (a time is parsed) and kept, in one buffer,
+   * for the second pass; without memory for that, formatted again. */
+  size_t *at = n_rows ? malloc(n_rows * cols * sizeof(*at)) : NULL;
+  char *text = NULL;
+  size_t used = 0, cap = 0;
   size_t i;
   json_t *row;
-  for (int pass = 0; pass < 2; pass++) {
-    if (pass == 1) {
-      for (size_t c = 0; c < n && c < 16; c++)
-        printf("%-*s%s", c + 1 < n ? (int)width[c] : 0, strchr(columns[c], ':') + 1,
-               c + 1 < n ? "  " : "\n");
-    }
-    json_array_foreach(rows, i, row) {
-      for (size_t c = 0; c < n && c < 16; c++) {
-        column_key(columns[c], key, sizeof(key));
-        cell_format(key, json_object_get(row, key), no_trunc, cell, sizeof(cell));
-        if (pass == 0 && strlen(cell) > width[c]) width[c] = strlen(cell);
-        if (pass == 1)
-          printf("%-*s%s", c + 1 < n ? (int)width[c] : 0, cell, c + 1 < n ? "  " : "\n");
+  json_array_foreach(rows, i, row) {
+    for (size_t c = 0; c < cols; c++) {
+      cell_format(key[c], json_object_get(row, key[c]), no_trunc, cell, sizeof(cell));
+      size_t len = strlen(cell);
+      if (len > width[c]) width[c] = len;
+      if (at && used + len + 1 > cap) {
+        char *t = realloc(text, cap = (used + len + 1) * 2);
+        if (!t) {
+          free(at);
+          at = NULL;
+        }
+        text = t ? t : text;
       }
+      if (!at) continue;
+      memcpy(text + used, cell, len + 1);
+      at[i * cols + c] = used;
+      used += len + 1;
     }
   }
+  for (size_t c = 0; c < cols; c++)
+    cell_print(strchr(columns[c], ':') + 1, width[c], c + 1 == cols);
+  json_array_foreach(rows, i, row) {
+    for (size_t c = 0; c < cols; c++) {
+      if (!at) cell_format(key[c], json_object_get(row, key[c]), no_trunc, cell, sizeof(cell));
+      cell_print(at ? text + at[i * cols + c] : cell, width[c], c + 1 == cols);
+    }
+  }
+  free(at);
+  free(text);
 }
 
 /* The column of columns whose key is field[0..len), case aside ("ID" is
@@ -300,38 +350,22 @@ static int index_add(json_t *index, const char *id, const char *name) {
   return json_array_insert_new(names, i, json_string(name)) == 0 ? 0 : -ENOMEM;
 }
 
-struct names_index {
-  cairn_store *st;
-  json_t *index;
-};
-
-static int index_image(const struct cairn_image_rec *im, void *arg) {
-  struct names_index *ni = arg;
-  char **layers;
-  size_t n;
-  int r = cairn_image_layers(ni->st, im->id, &layers, &n);
-  if (r == -ENOENT) return 0; /* removed meanwhile */
-  if (r < 0) return r;
-  for (size_t i = 0; r == 0 && i < im->n_names; i++) {
-    r = index_add(ni->index, im->id, im->names[i]);
-    for (size_t j = 0; r == 0 && j < n; j++) r = index_add(ni->index, layers[j], im->names[i]);
-  }
-  cairn_strv_free(layers, n);
-  return r;
+static int index_name(const char *target, const char *name, void *index) {
+  return index_add(index, target, name);
 }
 
 int cli_rows_add_names(cairn_store *st, json_t *rows, const char *key) {
-  struct names_index ni = {st, json_object()};
-  int r = ni.index ? cairn_images_foreach(st, index_image, &ni) : -ENOMEM;
+  json_t *index = json_object();
+  int r = index ? cairn_names_foreach(st, index_name, index) : -ENOMEM;
   size_t i;
   json_t *row;
   json_array_foreach(rows, i, row) {
     if (r < 0) break;
-    json_t *names = json_object_get(ni.index, json_string_value(json_object_get(row, key)));
+    json_t *names = json_object_get(index, json_string_value(json_object_get(row, key)));
     if (json_object_set_new(row, "names", names ? json_incref(names) : json_array()) < 0)
       r = -ENOMEM;
   }
-  json_decref(ni.index);
+  json_decref(index);
   return r;
 }
 
@@ -345,13 +379,28 @@ static json_t *names_json(const char *const *v, size_t n) {
   return names;
 }
 
+/* Sets key (ASCII) to v in row, taking v; false on ENOMEM (v NULL too). */
+static bool row_set(json_t *row, const char *key, json_t *v) {
+  return v && json_object_set_new_nocheck(row, key, v) == 0;
+}
+
 int cli_pin_row(const struct cairn_pin_rec *p, void *rows) {
   char since[32] = "";
   if (p->since > 0) cli_rfc3339(p->since, since, sizeof(since));
-  json_t *row = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s?, s:b}", "target", p->target, "kind",
-                          p->kind == CAIRN_PIN_IMAGE ? "image" : "layer", "pid", (int)p->pid,
-                          "command", p->command, "purpose", p->purpose, "since",
-                          p->since > 0 ? since : NULL, "stale", p->stale);
+  /* Set one by one, ASCII unchecked: a listing of 10,000 pins builds
+   * 10,000 rows (json_pack parses its format and checks every string). */
+  json_t *row = json_object();
+  if (row &&
+      !(row_set(row, "target", json_string_nocheck(p->target)) &&
+        row_set(row, "kind", json_string_nocheck(p->kind == CAIRN_PIN_IMAGE ? "image" : "layer")) &&
+        row_set(row, "pid", json_integer(p->pid)) &&
+        row_set(row, "command", json_string(p->command)) &&
+        row_set(row, "purpose", json_string(p->purpose)) &&
+        row_set(row, "since", p->since > 0 ? json_string_nocheck(since) : json_null()) &&
+        row_set(row, "stale", json_boolean(p->stale)))) {
+    json_decref(row);
+    row = NULL;
+  }
   if (row && p->locker_gone) {
     json_t *held_by = json_array();
     for (size_t i = 0; held_by && i < p->n_held_by; i++)

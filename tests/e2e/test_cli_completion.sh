@@ -107,7 +107,7 @@ expect "cairn-pin <TAB>: the subcommands" cairn-pin "cairn-pin " ls hold wait he
 expect "cairn-pin wait --<TAB>" cairn-pin "cairn-pin wait --" --timeout --help
 expect "cairn-pin wait a<TAB>" cairn-pin "cairn-pin wait a" app:1
 expect "cairn-pin hold a<TAB>" cairn-pin "cairn-pin hold a" app:1
-expect "cairn-pin hold IMAGE <TAB>: --" cairn-pin "cairn-pin hold app:1 " --
+expect "cairn-pin hold IMAGE <TAB>: another image or --" cairn-pin "cairn-pin hold app:1 " app:1 docker.io/library/alpine:3.19 --
 offers "cairn-pin hold IMAGE -- sle<TAB>: commands" cairn-pin "cairn-pin hold app:1 -- slee" sleep
 expect "cairn-pin ls a<TAB>" cairn-pin "cairn-pin ls a" app:1
 

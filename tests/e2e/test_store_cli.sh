@@ -96,6 +96,20 @@ pkill -9 -P "$h3"
 kill -9 "$h3"
 wait "$h3" 2>/dev/null
 
+# hold pins several images at once, and none if one of them is missing.
+cairn-pin hold app:1 app:2 -- sleep 60 &
+h4=$!
+on_exit "pkill -9 -P $h4; kill -9 $h4"
+wait_for 5 sh -c "cairn-pin ls --json | jq -e 'map(select(.pid == $h4 and .kind == \"image\")) | length == 2' >/dev/null"
+check_json "hold IMAGE IMAGE pins both images and their layers" \
+  "map(select(.pid == $h4)) | (map(.names[]) | index(\"app:1\") and index(\"app:2\")) and any(.kind == \"layer\")" \
+  cairn-pin ls --json
+pkill -9 -P "$h4"
+kill -9 "$h4"
+wait "$h4" 2>/dev/null
+expect_exit 3 "hold with one missing image fails" cairn-pin hold app:1 nosuch:1 -- true
+check_json "and leaves no pin" 'map(select(.stale | not)) | length == 0' cairn-pin ls --json
+
 # rm --wait waits for a short hold to end.
 cairn-pin hold rev:1 -- sleep 1 &
 h2=$!

@@ -8,14 +8,19 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "internal.h" /* cn_store_test_hook */
 #include "testutil.h"
 
 static tu_store T;
@@ -727,4 +732,44 @@ Test(import, every_xattr_kept_beyond_64) {
   expect_many_xattrs(x, f->n_xattrs, "merged tree");
   free(x);
   cairn_tree_free(t);
+}
+
+/* Another process opening the store recovers every journal it can lock (a
+ * killed import's). One that does so in the moment an import creates its
+ * journal must not take that journal from it: the hook, standing for that
+ * process, locks every journal it sees there and keeps them locked. */
+static int window_locks[16];
+static size_t n_window_locks;
+
+static void recover_in_the_window(cairn_store *st, const char *point) {
+  (void)st;
+  if (strcmp(point, "staging: created") != 0) return;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s/tmp", T.dir);
+  DIR *d = opendir(dir);
+  cr_assert(d);
+  struct dirent *de;
+  while ((de = readdir(d)) && n_window_locks < 16) {
+    if (strncmp(de->d_name, "staging.", 8) != 0) continue; /* what recovery reads */
+    int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+      window_locks[n_window_locks++] = fd;
+    else if (fd >= 0)
+      close(fd);
+  }
+  closedir(d);
+}
+
+Test(import, a_recovery_while_the_journal_is_created_takes_nothing_from_the_import) {
+  void *buf;
+  size_t len;
+  two_files(&buf, &len, TU_PLAIN);
+  cn_store_test_hook = recover_in_the_window;
+  cairn_id diff_id;
+  int r = tu_ingest_bytes(T.st, buf, len, NULL, NULL, diff_id);
+  cn_store_test_hook = NULL;
+  for (size_t i = 0; i < n_window_locks; i++) close(window_locks[i]);
+  cr_assert_eq(r, 0, "ingest: %d %s", r, cairn_errmsg(T.st));
+  cr_assert_eq(n_window_locks, 0, "the recovery could lock the import's journal");
+  free(buf);
 }

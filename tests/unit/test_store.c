@@ -205,3 +205,54 @@ Test(store, invalid_names_refused) {
   cr_expect_eq(tu_import(&T, "Bad Name", layers, 1, id), -EINVAL);
   cr_expect_eq(tu_images_count(T.st), 0);
 }
+
+/* cairn_names_foreach: what the NAMES column of pin and mount listings
+ * shows. */
+static int names_collect(const char *target, const char *name, void *out) {
+  FILE *f = out;
+  fprintf(f, "%.12s %s\n", target, name);
+  return 0;
+}
+
+Test(store, names_foreach_names_images_and_the_layers_in_them) {
+  static const tu_entry other[] = {{.path = "etc", .type = 'd'},
+                                   {.path = "etc/hostname", .content = "b\n"}};
+  tu_layer la[] = {{layer, TU_N(layer)}}, lb[] = {{layer, TU_N(layer)}, {other, TU_N(other)}};
+  cairn_id a, a2, b;
+  cr_assert_eq(tu_import(&T, "a:1", la, 1, a), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(tu_import(&T, "a:2", la, 1, a2), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_str_eq(a, a2);
+  cr_assert_eq(tu_import(&T, "b:1", lb, 2, b), 0, "%s", cairn_errmsg(T.st));
+  char **layers_b;
+  size_t n_b;
+  cr_assert_eq(cairn_image_layers(T.st, b, &layers_b, &n_b), 0);
+  cr_assert_eq(n_b, 2);
+
+  char *got = NULL, *want = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&got, &len);
+  cr_assert_eq(cairn_names_foreach(T.st, names_collect, f), 0, "%s", cairn_errmsg(T.st));
+  fclose(f);
+  /* by target, then name: the shared layer has every image's names */
+  struct {
+    const char *target, *name;
+  } rows[] = {{a, "a:1"},           {a, "a:2"},           {b, "b:1"},          {layers_b[0], "a:1"},
+              {layers_b[0], "a:2"}, {layers_b[0], "b:1"}, {layers_b[1], "b:1"}};
+  size_t n_rows = sizeof(rows) / sizeof(rows[0]);
+  for (size_t i = 0; i < n_rows; i++) /* sort the expectation by target, then name */
+    for (size_t j = i + 1; j < n_rows; j++) {
+      int c = strcmp(rows[i].target, rows[j].target);
+      if (c > 0 || (c == 0 && strcmp(rows[i].name, rows[j].name) > 0)) {
+        __typeof__(rows[0]) t = rows[i];
+        rows[i] = rows[j];
+        rows[j] = t;
+      }
+    }
+  f = open_memstream(&want, &len);
+  for (size_t i = 0; i < n_rows; i++) fprintf(f, "%.12s %s\n", rows[i].target, rows[i].name);
+  fclose(f);
+  cr_assert_str_eq(got, want);
+  free(got);
+  free(want);
+  cairn_strv_free(layers_b, n_b);
+}

@@ -167,10 +167,8 @@ _cairn_complete() {
     fi
     ;;
   cairn-pin:hold)
-    if ((nth == 0)); then
-      _cairn_reply "$cur" $(_cairn_images "${store[@]}")
-    elif ((nth == 1)); then
-      COMPREPLY=(--)
+    if [[ -z $after_dashdash ]]; then
+      _cairn_reply "$cur" $(_cairn_images "${store[@]}") $( ((nth >= 1)) && echo --)
     elif [[ -n $after_dashdash && ${operands[-1]} == -- ]]; then
       # shellcheck disable=SC2207
       COMPREPLY=($(compgen -c -- "$cur"))
