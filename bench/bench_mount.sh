@@ -4,8 +4,10 @@
 # bench_fs.sh without the big file) and on a generated image of 100,000
 # small files (one layer, 1,000 directories of 100 files).
 #
-# Rows, for kernel overlayfs (ro, lowerdirs), fuse-overlayfs (lowerdirs)
-# and cairnfs (`cairn mount`), and for a second cairnfs build when
+# Rows, for kernel overlayfs (ro, lowerdirs), fuse-overlayfs (lowerdirs),
+# cairnfs (the cairnfs command, as `mount -t fuse.cairnfs` runs it: the
+# peer of the fuse-overlayfs command) and cairn-mount (`cairn mount`, which
+# starts cairnfs), and for the same two of a second cairn build when
 # CAIRN_BIN_BEFORE names one (say, main's, to show a change):
 #   - mount latency with page, dentry and inode caches dropped before each
 #     run: from the mount command until a file of the image
@@ -13,7 +15,7 @@
 #   - N mounts of one image (N=20), each walked shallowly (find -maxdepth
 #     2, one file read): the sum of the daemons' PSS (from
 #     /proc/PID/smaps_rollup) and one daemon's RSS. Kernel overlayfs has no
-#     daemon.
+#     daemon; cairn-mount's daemons are cairnfs's.
 # Prints one table, ratios against fuse-overlayfs.
 #
 #   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] bench/bench_mount.sh [RESULTS.txt]
@@ -47,12 +49,14 @@ LOWER[100k]=$TMP/l100k:$TMP/empty # overlayfs needs two lowerdirs without an upp
 PROBE[100k]=d0999/f099
 
 # Contenders: NAME -> the bin dir of a cairn build (cairnfs ones only).
-SYSTEMS=(overlayfs fuse-overlayfs cairnfs)
+SYSTEMS=(overlayfs fuse-overlayfs cairnfs cairn-mount)
 declare -A BIN
 BIN[cairnfs]=$CAIRN_BIN
+BIN[cairn-mount]=$CAIRN_BIN
 if [ -n "${CAIRN_BIN_BEFORE:-}" ]; then
-  SYSTEMS+=(cairnfs-before)
+  SYSTEMS+=(cairnfs-before cairn-mount-before)
   BIN[cairnfs-before]=$CAIRN_BIN_BEFORE
+  BIN[cairn-mount-before]=$CAIRN_BIN_BEFORE
 fi
 for s in "${SYSTEMS[@]}"; do
   [ -n "${BIN[$s]:-}" ] || continue
@@ -67,13 +71,14 @@ mount_cmd() {
   case $1 in
   overlayfs) echo "mount -t overlay overlay -o ro,lowerdir=${LOWER[$2]} $3" ;;
   fuse-overlayfs) echo "fuse-overlayfs -o lowerdir=${LOWER[$2]} $3" ;;
+  cairnfs*) echo "${BIN[$1]}/cairnfs --store $TMP/store-$1 $2:1 $3" ;;
   *) echo "${BIN[$1]}/cairn --store $TMP/store-$1 mount $2:1 $3" ;;
   esac
 }
 umount_cmd() {
   case $1 in
   overlayfs) echo "umount $2" ;;
-  fuse-overlayfs) echo "fusermount3 -u $2" ;;
+  fuse-overlayfs | cairnfs*) echo "fusermount3 -u $2" ;;
   *) echo "${BIN[$1]}/cairn --store $TMP/store-$1 umount $2" ;;
   esac
 }
@@ -108,7 +113,7 @@ daemon_pids() {
 # The PSS row: N mounts, each walked; "SUM_PSS_KIB ONE_RSS_KIB" per system.
 for img in debian 100k; do
   for s in "${SYSTEMS[@]}"; do
-    [ "$s" = overlayfs ] && continue
+    [ "$s" = overlayfs ] || [[ $s == cairn-mount* ]] && continue
     echo "# $N_MOUNTS mounts: $s, $img" >&2
     : >"$TMP/fovl.pids"
     dirs=()
@@ -150,14 +155,14 @@ d, n, systems = sys.argv[1], sys.argv[2], sys.argv[3:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# cairnfs mount benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
       f"kernel {platform.release()}")
-hdr = f"{'row':44} " + " ".join(f"{s:>16}" for s in systems) + " " + " ".join(
-    f"{s + '/f-ovl':>21}" for s in systems if s.startswith("cairnfs"))
+hdr = f"{'row':44} " + " ".join(f"{s:>18}" for s in systems) + " " + " ".join(
+    f"{s + '/f-ovl':>25}" for s in systems if s.startswith("cairn"))
 print(hdr)
 print("-" * len(hdr))
 def line(label, vals, fmt):
-    cells = " ".join(f"{fmt(vals[s]):>16}" if s in vals else f"{'-':>16}" for s in systems)
-    ratios = " ".join(f"{vals[s][0] / vals['fuse-overlayfs'][0]:21.2f}" for s in systems
-                      if s.startswith("cairnfs"))
+    cells = " ".join(f"{fmt(vals[s]):>18}" if s in vals else f"{'-':>18}" for s in systems)
+    ratios = " ".join(f"{vals[s][0] / vals['fuse-overlayfs'][0]:25.2f}" if s in vals else
+                      f"{'-':>25}" for s in systems if s.startswith("cairn"))
     print(f"{label:44} {cells} {ratios}")
 for img, name in (("debian", "Debian minbase, 3 layers"), ("100k", "100,000 files")):
     res = {r["command"]: (r["mean"] * 1000, (r["stddev"] or 0) * 1000)

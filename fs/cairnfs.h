@@ -14,7 +14,6 @@
 struct cairnfs {
   cairn_store *st;          /* only for opening blobs (thread-safe) */
   cairn_tree *tree;         /* read-only once built: no lock needed */
-  uint64_t blocks;          /* sum of file sizes in 4 KiB blocks (statfs) */
   bool no_open, no_opendir; /* the kernel need not open files / dirs (init) */
 };
 

@@ -221,13 +221,6 @@ static int parse_args(int argc, char **argv, struct options *o) {
   return CAIRN_EXIT_OK;
 }
 
-static uint64_t count_blocks(const cairn_tree *t) {
-  uint64_t blocks = 0;
-  for (uint64_t ino = 1; ino <= cairn_tree_count(t); ino++)
-    blocks += (cairn_tree_node(t, ino)->size + 4095) / 4096;
-  return blocks;
-}
-
 /* The mount options every cairnfs mount gets, before the user's. Root's
  * mounts allow other users (runtimes need it), with the kernel checking
  * permissions as for any file system. */
@@ -407,12 +400,11 @@ static int run(const struct options *o) {
     code = report_fail(r, "%s: cannot pin: %s", o->image, report_why(fs.st, r));
     goto out;
   }
-  r = cairn_tree_build(fs.st, id, &fs.tree);
+  r = cairn_tree_open(fs.st, id, &fs.tree);
   if (r < 0) {
     code = report_fail(r, "%s: %s", o->image, report_why(fs.st, r));
     goto out;
   }
-  fs.blocks = count_blocks(fs.tree);
   code = serve(&fs, o, dir, id);
 out:
   if (pins) cairn_pinset_release(fs.st, pins);

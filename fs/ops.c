@@ -88,7 +88,12 @@ static void cfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_entry(req, &e);
     return;
   }
-  entry_fill(cairn_tree_node(t, de->ino), de->ino, &e);
+  const cairn_node *n = cairn_tree_node(t, de->ino);
+  if (!n) { /* a corrupt index (cairn_tree_open checks each node) */
+    fuse_reply_err(req, EIO);
+    return;
+  }
+  entry_fill(n, de->ino, &e);
   fuse_reply_entry(req, &e);
 }
 
@@ -260,6 +265,11 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
       child = children[i - 2].ino;
     }
     const cairn_node *n = cairn_tree_node(t, child);
+    if (!n) { /* a corrupt index (cairn_tree_open checks each node) */
+      free(buf);
+      fuse_reply_err(req, EIO);
+      return;
+    }
     size_t len;
     if (plus) {
       struct fuse_entry_param e;
@@ -300,7 +310,7 @@ static void cfs_statfs(fuse_req_t req, fuse_ino_t ino) {
   struct statvfs sv = {
       .f_bsize = 4096,
       .f_frsize = 4096,
-      .f_blocks = fs->blocks,
+      .f_blocks = cairn_tree_blocks(fs->tree),
       .f_files = cairn_tree_count(fs->tree),
       .f_namemax = 255,
       .f_flag = ST_RDONLY,

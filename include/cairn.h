@@ -619,10 +619,20 @@ typedef struct cairn_node {
 typedef struct cairn_tree cairn_tree;
 
 int cairn_tree_build(cairn_store *st, const char *image_id, cairn_tree **out);
+/* The same tree for serving (a mount): its index is checked lazily, the
+ * header and root now (its checksum by fsck only), each node the first
+ * time cairn_tree_node hands it out, so that opening it costs the same at
+ * a thousand entries or a million. Everything a node that was handed out
+ * refers to (strings, xattrs, children) was checked. */
+int cairn_tree_open(cairn_store *st, const char *image_id, cairn_tree **out);
 void cairn_tree_free(cairn_tree *t);
 size_t cairn_tree_count(const cairn_tree *t);
-/* NULL if ino is out of range. */
+/* NULL if ino is out of range, or its node fails its checks (a corrupt
+ * index opened by cairn_tree_open). */
 const cairn_node *cairn_tree_node(const cairn_tree *t, uint64_t ino);
+/* The nodes' sizes in 4 KiB blocks, summed (statfs): read from the
+ * index's header, no node is read. */
+uint64_t cairn_tree_blocks(const cairn_tree *t);
 /* A string of the tree (a name, target or blob field): NULL for 0. */
 const char *cairn_tree_str(const cairn_tree *t, uint32_t off);
 /* The n_children entries of directory dir. */

@@ -340,7 +340,7 @@ static uint64_t fsck_indexes(cairn_store *st, bool repair, cairn_report *r) {
   uint64_t repaired = 0;
   for (size_t i = 0; i < ids.n; i++) {
     cairn_tree *t;
-    int rc = cn_index_map(st, ids.v[i], &t);
+    int rc = cn_index_map(st, ids.v[i], false, &t);
     cairn_tree_free(t);
     if (rc == 0) continue;
     bool corrupt = rc != -ENOENT;

@@ -3,13 +3,22 @@
  * tree.h describes, written once and mapped by every mount of the image.
  *
  * Invariants and why they hold:
- * - A reader never follows an offset out of the file: cn_tree_wrap checks
- *   the whole image before anything reads it (magic, version, the sizes
- *   adding up to the file's, the checksum, then every offset and index of
- *   every record, every string's terminator, every directory's order), so
- *   that a corrupt or hostile file is refused (-EBADMSG), never followed.
- *   The file is read-only and never rewritten in place (a new one replaces
- *   it by name), so what was checked stays what is read.
+ * - A reader never follows an offset out of the file. A full check
+ *   (cn_tree_wrap; cairn_tree_build, export, fsck) reads the whole image
+ *   before anything reads it: magic, version, the sizes adding up to the
+ *   file's, the checksum, then every node (check_node: every offset and
+ *   index it holds, its xattrs' and directory entries', every name's
+ *   terminator, its entries' order) and that a walk from the root meets
+ *   each directory once. A corrupt or hostile file is refused (-EBADMSG),
+ *   never followed. A lazy check (cairn_tree_open: a mount, which must not
+ *   read 100 MiB of index for a million entries) checks the header and
+ *   the root at open, then each node the first time cairn_tree_node hands
+ *   it out, which returns NULL for a node that fails: every reference a
+ *   reader follows from a node it was handed was checked. (A lazy reader
+ *   does not check the checksum: fsck does; a node fails alone, so a
+ *   mount of a corrupt index answers what is sound and ESTALE for the
+ *   rest.) The file is read-only and never rewritten in place (a new one
+ *   replaces it by name), so what was checked stays what is read.
  * - An index under its name is whole: it is written to an anonymous
  *   O_TMPFILE, fsync'd, then linked under its name, and the directory is
  *   fsync'd. A crash leaves the old name or the new file, never a part.
@@ -28,7 +37,7 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "the index records are read in place: little-endian hosts only");
 _Static_assert(sizeof(cairn_node) == 72 && sizeof(cairn_dirent) == 8 &&
-                   sizeof(struct cn_index_xattr) == 12 && sizeof(struct cn_index_header) == 88,
+                   sizeof(struct cn_index_xattr) == 12 && sizeof(struct cn_index_header) == 96,
                "the index layout is fixed");
 
 /* The checksum covers every byte after its own field. */
@@ -43,6 +52,10 @@ struct cairn_tree {
   const struct cn_index_xattr *xattrs;
   const char *strings;
   size_t n_nodes, n_dirents, n_xattrs, strings_size;
+  /* Lazy trees: a bit per node, set once check_node passed (shared by
+   * the serving threads: atomic). NULL when all was checked at open. */
+  unsigned char *checked;
+  uint64_t blocks;
 };
 
 void cn_index_seal(void *buf) {
@@ -55,13 +68,13 @@ static bool range_ok(uint64_t off, uint64_t n, size_t size, uint64_t total, uint
   return off >= after && off <= total && n <= (total - off) / size;
 }
 
-static const char *check_header(const struct cn_index_header *h, size_t size) {
+static const char *check_header(const struct cn_index_header *h, size_t size, bool sum) {
   if (size < sizeof(*h)) return "shorter than its header";
   if (memcmp(h->magic, CN_INDEX_MAGIC, sizeof(h->magic)) != 0) return "not an index (bad magic)";
   if (h->version != CN_INDEX_VERSION || h->header_size != sizeof(*h))
     return "an index of another version";
   if (h->file_size != size) return "its size is not the one its header gives (truncated?)";
-  if (h->checksum != XXH3_64bits((const char *)h + SUMMED_FROM, size - SUMMED_FROM))
+  if (sum && h->checksum != XXH3_64bits((const char *)h + SUMMED_FROM, size - SUMMED_FROM))
     return "checksum mismatch";
   if (h->n_nodes == 0 || (h->nodes_off | h->dirents_off) % 8 || h->xattrs_off % 4 ||
       !range_ok(h->nodes_off, h->n_nodes, sizeof(cairn_node), size, sizeof(*h)) ||
@@ -77,41 +90,50 @@ static const char *check_header(const struct cn_index_header *h, size_t size) {
 
 static bool str_ok(const cairn_tree *t, uint32_t off) { return off < t->strings_size; }
 
-/* Every record's references, once: then readers need no checks. seen has
- * a bit per node, zeroed. */
-static const char *check_records(const cairn_tree *t, unsigned char *seen) {
-  for (size_t i = 0; i < t->n_dirents; i++) {
-    const cairn_dirent *d = &t->dirents[i];
-    if (!str_ok(t, d->name) || d->ino == 0 || d->ino > t->n_nodes)
-      return "a directory entry points outside the file";
-    if (t->strings[d->name] == '\0') return "a directory entry has no name";
-  }
-  for (size_t i = 0; i < t->n_xattrs; i++) {
-    const struct cn_index_xattr *x = &t->xattrs[i];
+/* Node i (0-based): every reference it holds, and those of its xattrs
+ * and directory entries, lie in the file; its entries are sorted and each
+ * directory among them names it as its parent (the root is no entry). */
+static const char *check_node(const cairn_tree *t, size_t i) {
+  const cairn_node *n = &t->nodes[i];
+  if (!str_ok(t, n->target) || !str_ok(t, n->blob) || n->parent > t->n_nodes ||
+      (S_ISDIR(n->mode) && n->parent == 0) || n->xattrs > t->n_xattrs ||
+      n->n_xattrs > t->n_xattrs - n->xattrs || n->children > t->n_dirents ||
+      n->n_children > t->n_dirents - n->children)
+    return "a node points outside the file";
+  for (size_t k = 0; k < n->n_xattrs; k++) {
+    const struct cn_index_xattr *x = &t->xattrs[n->xattrs + k];
     if (!str_ok(t, x->name) || x->value > t->strings_size || x->len > t->strings_size - x->value)
       return "an xattr points outside the file";
   }
+  const cairn_dirent *c = t->dirents + n->children;
+  for (size_t k = 0; k < n->n_children; k++) {
+    if (!str_ok(t, c[k].name) || c[k].ino == 0 || c[k].ino > t->n_nodes)
+      return "a directory entry points outside the file";
+    if (t->strings[c[k].name] == '\0') return "a directory entry has no name";
+    if (k > 0 && strcmp(t->strings + c[k - 1].name, t->strings + c[k].name) >= 0)
+      return "a directory's entries are not sorted";
+    uint32_t ino = c[k].ino;
+    if (S_ISDIR(t->nodes[ino - 1].mode) && (ino == 1 || t->nodes[ino - 1].parent != i + 1))
+      return "a directory is not a child of its parent";
+  }
+  return NULL;
+}
+
+/* Every node, once: then readers need no checks. A directory has one
+ * name, in its parent, and the root none: then a walk from the root
+ * visits each directory once. seen has a bit per node, zeroed. */
+static const char *check_records(const cairn_tree *t, unsigned char *seen) {
   for (size_t i = 0; i < t->n_nodes; i++) {
-    const cairn_node *n = &t->nodes[i];
-    if (!str_ok(t, n->target) || !str_ok(t, n->blob) || n->parent > t->n_nodes ||
-        (S_ISDIR(n->mode) && n->parent == 0) || n->xattrs > t->n_xattrs ||
-        n->n_xattrs > t->n_xattrs - n->xattrs || n->children > t->n_dirents ||
-        n->n_children > t->n_dirents - n->children)
-      return "a node points outside the file";
-    const cairn_dirent *c = t->dirents + n->children;
-    for (size_t k = 0; k < n->n_children; k++) {
-      if (k > 0 && strcmp(t->strings + c[k - 1].name, t->strings + c[k].name) >= 0)
-        return "a directory's entries are not sorted";
-      /* A directory has one name, in its parent, and the root none: then
-       * a walk from the root visits each directory once. */
+    const char *why = check_node(t, i);
+    if (why) return why;
+    const cairn_dirent *c = t->dirents + t->nodes[i].children;
+    for (size_t k = 0; k < t->nodes[i].n_children; k++) {
       uint32_t ino = c[k].ino;
       if (!S_ISDIR(t->nodes[ino - 1].mode)) continue;
-      if (ino == 1 || t->nodes[ino - 1].parent != i + 1 || seen[ino / 8] & (1u << ino % 8))
-        return "a directory is not a child of its parent";
+      if (seen[ino / 8] & (1u << ino % 8)) return "a directory is not a child of its parent";
       seen[ino / 8] |= (unsigned char)(1u << ino % 8);
     }
   }
-  if (!S_ISDIR(t->nodes[0].mode)) return "the root is not a directory";
   return NULL;
 }
 
@@ -122,15 +144,17 @@ static void release(void *buf, size_t size, bool mapped) {
     free(buf);
 }
 
-int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, cairn_tree **out) {
+int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, bool lazy,
+                 cairn_tree **out) {
   *out = NULL;
   const struct cn_index_header *h = buf;
-  const char *why = check_header(h, size);
-  cairn_tree *t = why ? NULL : malloc(sizeof(*t));
-  unsigned char *seen = why ? NULL : calloc(h->n_nodes / 8 + 1, 1);
-  if (!why && (!t || !seen)) {
+  const char *why = check_header(h, size, !lazy);
+  cairn_tree *t = why ? NULL : calloc(1, sizeof(*t));
+  /* A bit per node: zeroed pages cost no memory until a bit is set. */
+  unsigned char *bits = why ? NULL : calloc(h->n_nodes / 8 + 1, 1);
+  if (!why && (!t || !bits)) {
     free(t);
-    free(seen);
+    free(bits);
     release(buf, size, mapped);
     return store_fail(st, -ENOMEM, "out of memory opening the merged tree");
   }
@@ -146,11 +170,19 @@ int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, cairn_tre
                       .n_nodes = h->n_nodes,
                       .n_dirents = h->n_dirents,
                       .n_xattrs = h->n_xattrs,
-                      .strings_size = h->strings_size};
-    why = check_records(t, seen);
-    free(seen);
+                      .strings_size = h->strings_size,
+                      .blocks = h->blocks};
+    if (lazy) {
+      t->checked = bits;
+      why = cairn_tree_node(t, 1) ? NULL : "the root points outside the file";
+    } else {
+      why = check_records(t, bits);
+      free(bits);
+    }
+    if (!why && !S_ISDIR(t->nodes[0].mode)) why = "the root is not a directory";
   }
   if (why) {
+    if (t) free(t->checked);
     free(t);
     release(buf, size, mapped);
     return store_fail(st, -EBADMSG, "merged tree index: %s", why);
@@ -163,7 +195,7 @@ static void index_path(const char *image_id, char *rel, size_t len) {
   snprintf(rel, len, "index/%s", image_id);
 }
 
-int cn_index_map(cairn_store *st, const char *image_id, cairn_tree **out) {
+int cn_index_map(cairn_store *st, const char *image_id, bool lazy, cairn_tree **out) {
   *out = NULL;
   char rel[128];
   index_path(image_id, rel, sizeof(rel));
@@ -179,7 +211,7 @@ int cn_index_map(cairn_store *st, const char *image_id, cairn_tree **out) {
                       rel);
   void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
-  int r = cn_tree_wrap(st, p, (size_t)sb.st_size, true, out);
+  int r = cn_tree_wrap(st, p, (size_t)sb.st_size, true, lazy, out);
   if (r == -EBADMSG) {
     char why[sizeof(st->err)];
     snprintf(why, sizeof(why), "%s", st->err);
@@ -219,7 +251,7 @@ int cn_index_write(cairn_store *st, const char *image_id, const cairn_tree *t) {
     }
     /* Another writer's index is as good as this one; a corrupt one goes. */
     cairn_tree *there;
-    if (cn_index_map(st, image_id, &there) == 0) {
+    if (cn_index_map(st, image_id, false, &there) == 0) {
       cairn_tree_free(there);
       break;
     }
@@ -240,14 +272,24 @@ void cn_index_remove(cairn_store *st, const char *image_id) {
 void cairn_tree_free(cairn_tree *t) {
   if (!t) return;
   release(t->base, t->size, t->mapped);
+  free(t->checked);
   free(t);
 }
 
 size_t cairn_tree_count(const cairn_tree *t) { return t->n_nodes; }
 
 const cairn_node *cairn_tree_node(const cairn_tree *t, uint64_t ino) {
-  return ino >= 1 && ino <= t->n_nodes ? &t->nodes[ino - 1] : NULL;
+  if (ino < 1 || ino > t->n_nodes) return NULL;
+  size_t i = ino - 1;
+  unsigned char bit = (unsigned char)(1u << i % 8);
+  if (t->checked && !(__atomic_load_n(&t->checked[i / 8], __ATOMIC_ACQUIRE) & bit)) {
+    if (check_node(t, i)) return NULL;
+    __atomic_fetch_or(&t->checked[i / 8], bit, __ATOMIC_RELEASE);
+  }
+  return &t->nodes[i];
 }
+
+uint64_t cairn_tree_blocks(const cairn_tree *t) { return t->blocks; }
 
 const char *cairn_tree_str(const cairn_tree *t, uint32_t off) {
   return off ? t->strings + off : NULL;

@@ -638,6 +638,7 @@ static int serialize(struct freezer *f, cairn_tree **out) {
                       .blob = pool_str(&p, a->blob),
                       .xattrs = x,
                       .n_xattrs = a->n_xattrs};
+    h.blocks += (a->size + 4095) / 4096;
     if (S_ISDIR(a->mode) && a->n_children) {
       o->children = f->dir_first[i];
       o->n_children = a->n_children;
@@ -648,9 +649,9 @@ static int serialize(struct freezer *f, cairn_tree **out) {
       xattrs[x].len = (uint32_t)a->xattrs[k].len;
     }
   }
-  memcpy(buf, &h, sizeof(h));
+  memcpy(buf, &h, sizeof(h)); /* after the nodes, which sum its blocks */
   cn_index_seal(buf);
-  return cn_tree_wrap(b->st, buf, h.file_size, false, out);
+  return cn_tree_wrap(b->st, buf, h.file_size, false, false, out);
 }
 
 static int freeze(merge_builder *b, cairn_tree **out) {

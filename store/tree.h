@@ -37,9 +37,11 @@ void cn_merge_builder_free(merge_builder *b);
  *                 and last bytes are NUL, and offset 0 means "none"
  *
  * checksum is XXH3-64 of every byte after it (file_size included). A new
- * layout gets a new version; an index of another version is rebuilt. */
+ * layout gets a new version; an index of another version is rebuilt.
+ * blocks is in the header so that statfs (which `cairn mount` asks to
+ * see that the mount answers) reads no node. */
 #define CN_INDEX_MAGIC "CAIRNIX"
-#define CN_INDEX_VERSION 1
+#define CN_INDEX_VERSION 2 /* 2: blocks */
 
 struct cn_index_header {
   char magic[8];
@@ -49,6 +51,7 @@ struct cn_index_header {
   uint64_t file_size;
   uint32_t n_nodes, n_dirents, n_xattrs, reserved;
   uint64_t nodes_off, dirents_off, xattrs_off, strings_off, strings_size;
+  uint64_t blocks; /* the nodes' sizes in 4 KiB blocks, summed (statfs) */
 };
 
 struct cn_index_xattr {
@@ -60,11 +63,14 @@ void cn_index_seal(void *buf);
 /* A tree over the index image buf of size bytes, after checking it: magic,
  * version, sizes, checksum, every offset and index in range, every string
  * terminated, every directory's entries sorted (-EBADMSG, saying what is
- * wrong, otherwise). Takes buf either way: munmap'd (mapped) or freed. */
-int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, cairn_tree **out);
+ * wrong, otherwise); lazy: the header (no checksum) and the root now, each
+ * node when cairn_tree_node first hands it out (index.c). Takes buf either
+ * way: munmap'd (mapped) or freed. */
+int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, bool lazy, cairn_tree **out);
 /* Maps STORE/index/ID read-only and shared and checks it: -ENOENT when
- * there is none, -EBADMSG when it is corrupt. */
-int cn_index_map(cairn_store *st, const char *image_id, cairn_tree **out);
+ * there is none, -EBADMSG when it is corrupt. lazy: only its header and
+ * root now, each node when first handed out (see index.c). */
+int cn_index_map(cairn_store *st, const char *image_id, bool lazy, cairn_tree **out);
 /* Writes t as STORE/index/ID: an anonymous file in STORE/index, fsync'd,
  * linked under its name (replacing a corrupt one), the directory fsync'd.
  * A valid index already there (another writer's) is kept. */

@@ -95,18 +95,23 @@ ensure_minbase() {
   echo "$CACHE/minbase"
 }
 
-# many_files_layer OUT: a layer tar of 100,000 small files, 1,000
-# directories of 100 (the benchmarks' large image).
+# many_files_layer OUT [DIRS [FILES [CONTENTS]]]: a layer tar of DIRS
+# directories (default 1,000) of FILES small files each (default 100): the
+# benchmarks' large images. Every file's content differs, unless CONTENTS
+# says how many distinct ones to cycle through (fewer blobs to store).
 many_files_layer() {
-  python3 - "$1" <<'PY'
+  python3 - "$1" "${2:-1000}" "${3:-100}" "${4:-0}" <<'PY'
 import io, sys, tarfile
+dirs, files, contents = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+w = max(4, len(str(dirs - 1)))
 with tarfile.open(sys.argv[1], "w") as tf:
-    for d in range(1000):
-        ti = tarfile.TarInfo(f"d{d:04}"); ti.type = tarfile.DIRTYPE; ti.mode = 0o755
+    for d in range(dirs):
+        ti = tarfile.TarInfo(f"d{d:0{w}}"); ti.type = tarfile.DIRTYPE; ti.mode = 0o755
         tf.addfile(ti)
-        for f in range(100):
-            data = f"{d}/{f}\n".encode()
-            ti = tarfile.TarInfo(f"d{d:04}/f{f:03}"); ti.size = len(data)
+        for f in range(files):
+            n = d * files + f
+            data = (f"{d}/{f}\n" if contents == 0 else f"{n % contents}\n").encode()
+            ti = tarfile.TarInfo(f"d{d:0{w}}/f{f:03}"); ti.size = len(data)
             tf.addfile(ti, io.BytesIO(data))
 PY
 }

@@ -66,7 +66,7 @@ static void expect_served_and_equal(const char *id) {
   cairn_tree *t, *b = built(id), *m;
   cr_assert_eq(cairn_tree_build(T.st, id, &t), 0, "%s", cairn_errmsg(T.st));
   tu_assert_same_tree(t, b);
-  cr_assert_eq(cn_index_map(T.st, id, &m), 0, "the index was not rewritten: %s",
+  cr_assert_eq(cn_index_map(T.st, id, false, &m), 0, "the index was not rewritten: %s",
                cairn_errmsg(T.st));
   tu_assert_same_tree(m, b);
   cairn_tree_free(m);
@@ -116,7 +116,7 @@ static void tamper(const char *id, void (*fn)(unsigned char *buf, size_t *len)) 
 
 static void expect_refused_then_rebuilt(const char *id, const char *why) {
   cairn_tree *t = (cairn_tree *)1;
-  cr_assert_eq(cn_index_map(T.st, id, &t), -EBADMSG, "a bad index (%s) was accepted", why);
+  cr_assert_eq(cn_index_map(T.st, id, false, &t), -EBADMSG, "a bad index (%s) was accepted", why);
   cr_expect_null(t);
   cr_expect(strstr(cairn_errmsg(T.st), why), "%s", cairn_errmsg(T.st));
   expect_served_and_equal(id);
@@ -176,6 +176,53 @@ static void directory_twice(unsigned char *buf, size_t *len) {
   cairn_dirent *c = (cairn_dirent *)(buf + h->dirents_off) + root->children;
   c[1].ino = c[0].ino; /* bin, dev */
   cn_index_seal(buf);
+}
+
+/* bin's first entry points past the last node: bin is corrupt, the root
+ * and etc are not. */
+static void bin_entry_out_of_range(unsigned char *buf, size_t *len) {
+  (void)len;
+  struct cn_index_header *h = (struct cn_index_header *)buf;
+  cairn_node *nodes = (cairn_node *)(buf + h->nodes_off);
+  cairn_dirent *d = (cairn_dirent *)(buf + h->dirents_off);
+  const char *strings = (const char *)buf + h->strings_off;
+  for (uint32_t k = 0; k < nodes[0].n_children; k++) {
+    const cairn_dirent *c = &d[nodes[0].children + k];
+    if (strcmp(strings + c->name, "bin") == 0) d[nodes[c->ino - 1].children].ino = h->n_nodes + 1;
+  }
+  cn_index_seal(buf);
+}
+
+/* A mount's tree (cairn_tree_open) checks the root at open and every
+ * other node when it is first handed out: a corrupt node is refused
+ * (NULL), what is sound is served; a corrupt root is refused at open and
+ * the index rebuilt, as cairn_tree_build does. */
+Test(index, a_mount_checks_each_node_when_first_handed_out) {
+  cairn_id id;
+  import("app:1", id);
+  tamper(id, bin_entry_out_of_range);
+  cairn_tree *t;
+  cr_assert_eq(cairn_tree_open(T.st, id, &t), 0, "%s", cairn_errmsg(T.st));
+  const cairn_node *root = cairn_tree_node(t, 1);
+  cr_assert(root);
+  const cairn_dirent *bin = cairn_tree_lookup(t, root, "bin");
+  const cairn_dirent *etc = cairn_tree_lookup(t, root, "etc");
+  cr_assert(bin && etc);
+  cr_expect_null(cairn_tree_node(t, bin->ino), "a node pointing outside the file was handed out");
+  cr_expect_null(cairn_tree_node(t, bin->ino), "refused once, handed out the second time");
+  const cairn_node *e = cairn_tree_node(t, etc->ino);
+  cr_assert(e && S_ISDIR(e->mode));
+  cr_expect(cairn_tree_lookup(t, e, "hostname"));
+  cairn_tree_free(t);
+  expect_refused_then_rebuilt(id, "outside the file"); /* the full check */
+
+  tamper(id, directory_cycle);
+  cr_assert_eq(cairn_tree_open(T.st, id, &t), 0, "%s", cairn_errmsg(T.st));
+  cairn_tree *b = built(id);
+  tu_assert_same_tree(t, b);
+  cairn_tree_free(b);
+  cairn_tree_free(t);
+  expect_served_and_equal(id); /* rewritten */
 }
 
 Test(index, a_corrupt_index_is_refused_and_rebuilt) {
@@ -254,7 +301,7 @@ Test(index, fsck_finds_a_corrupt_index_and_repair_rewrites_it) {
   cr_expect(report_has(&fix, "rewrote the index"));
   cairn_report_free(&fix);
   cairn_tree *m;
-  cr_assert_eq(cn_index_map(T.st, id, &m), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_index_map(T.st, id, false, &m), 0, "%s", cairn_errmsg(T.st));
   cairn_tree_free(m);
   /* A missing index is no problem; --repair writes it. */
   _cleanup_free_ char *path = index_file(id);
