@@ -20,4 +20,10 @@ struct cairnfs {
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;
 
+/* The session loop's worker threads: one is started when a request finds
+ * none idle, up to this many, and all are kept. (libfuse ends idle threads
+ * beyond its max_idle_threads: a burst of small reads then started and
+ * ended hundreds of threads, each a clone, a /dev/fuse clone and a pipe.) */
+#define CAIRNFS_THREADS 8
+
 #endif

@@ -345,7 +345,8 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
   struct fuse_loop_config *cfg = fuse_loop_cfg_create();
   if (cfg) {
     fuse_loop_cfg_set_clone_fd(cfg, 1);
-    fuse_loop_cfg_set_idle_threads(cfg, 4);
+    fuse_loop_cfg_set_max_threads(cfg, CAIRNFS_THREADS);
+    fuse_loop_cfg_set_idle_threads(cfg, CAIRNFS_THREADS);
     fuse_session_loop_mt(se, cfg);
     fuse_loop_cfg_destroy(cfg);
   } else {
