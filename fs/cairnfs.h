@@ -16,6 +16,8 @@ struct cairnfs {
   cairn_tree *tree;         /* read-only once built: no lock needed */
   uint64_t blocks;          /* sum of file sizes in 4 KiB blocks (statfs) */
   bool no_open, no_opendir; /* the kernel need not open files / dirs (init) */
+  char dev[32];             /* the mount's device, "MAJ:MIN" (set once mounted) */
+  bool readahead_raised;    /* by the first read (ops.c) */
 };
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;

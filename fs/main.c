@@ -336,6 +336,7 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
     goto unmount;
   }
   detacher.dev = dev;
+  snprintf(fs->dev, sizeof(fs->dev), "%s", dev);
   r = pthread_create(&detacher.thread, NULL, detach_on_signal, &detacher);
   if (r != 0) {
     code = report_fail(-r, "%s: cannot start a thread: %s", dir, strerror(r));
