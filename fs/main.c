@@ -330,6 +330,7 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
     goto unmount;
   }
   detacher.dev = dev;
+  snprintf(fs->dev, sizeof(fs->dev), "%s", dev);
   r = pthread_create(&detacher.thread, NULL, detach_on_signal, &detacher);
   if (r != 0) {
     code = report_fail(-r, "%s: cannot start a thread: %s", dir, strerror(r));
@@ -339,7 +340,8 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
   struct fuse_loop_config *cfg = fuse_loop_cfg_create();
   if (cfg) {
     fuse_loop_cfg_set_clone_fd(cfg, 1);
-    fuse_loop_cfg_set_idle_threads(cfg, 4);
+    fuse_loop_cfg_set_max_threads(cfg, CAIRNFS_THREADS);
+    fuse_loop_cfg_set_idle_threads(cfg, CAIRNFS_THREADS);
     fuse_session_loop_mt(se, cfg);
     fuse_loop_cfg_destroy(cfg);
   } else {

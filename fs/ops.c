@@ -196,10 +196,32 @@ static int blob_fd(struct cairnfs *fs, const char *blob, uint64_t size) {
   return lb->fd;
 }
 
+/* The kernel reads ahead on a FUSE mount by the mount's own bdi: 128 KiB,
+ * which INIT can lower but not raise, so a sequential read reached the
+ * daemon as 128 KiB requests. sysfs raises it (root only; otherwise the
+ * default stays), once INIT is done: its reply would lower it again, so
+ * the first read does it. 512 KiB requests still fit libfuse's splice pipe
+ * (1 MiB, the default pipe-max-size, holds 512 KiB and the header); 1 MiB
+ * ones would not, and libfuse would copy them through a buffer instead. */
+#define READAHEAD_KB "512"
+
+static void readahead_raise(struct cairnfs *fs) {
+  if (__atomic_load_n(&fs->readahead_raised, __ATOMIC_RELAXED) ||
+      __atomic_exchange_n(&fs->readahead_raised, true, __ATOMIC_RELAXED))
+    return;
+  char path[64];
+  snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", fs->dev);
+  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd >= 0 && write(fd, READAHEAD_KB, strlen(READAHEAD_KB)) < 0) {
+    /* Best effort: the default readahead stays. */
+  }
+}
+
 static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                      struct fuse_file_info *fi) {
   (void)fi;
   struct cairnfs *fs = fs_of(req);
+  readahead_raise(fs);
   const cairn_node *n = cairn_tree_node(fs->tree, ino);
   if (!n || !n->blob || off < 0 || (uint64_t)off >= n->size) {
     fuse_reply_buf(req, NULL, 0);
