@@ -1,0 +1,77 @@
+#!/bin/bash
+# bench_listing.sh — the listings at scale: `cairn images`, `cairn-pin ls`
+# (table and --json, all pins and one image's) and `cairn rm` of an unpinned
+# image, in stores of 100 images / 1,000 pins and 1,000 images / 10,000
+# pins (issue 9 item 3), so that the growth shows. Each image is one small
+# layer of its own; the pins are taken by HOLDERS `cairn-pin hold` processes,
+# each holding every image (an image pin and a layer pin per image).
+# CAIRN_BIN_BEFORE=DIR adds the same commands run by another build (the
+# holders and the store stay this build's), "(before)" rows.
+#   bash bench/bench_listing.sh [BUILD_DIR]      (RUNS=10 hyperfine runs)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$(cd "${1:-$ROOT/build}" && pwd)
+W=$(mktemp -d /tmp/cairn-bench.XXXXXX)
+holders=()
+cleanup() {
+  for h in "${holders[@]}"; do pkill -9 -P "$h" 2>/dev/null || true; kill -9 "$h" 2>/dev/null || true; done
+  rm -rf "$W"
+}
+trap cleanup EXIT
+RUNS=${RUNS:-10}
+HOLDERS=${HOLDERS:-5}
+
+# store IMAGES: a store of IMAGES one-layer images, held by HOLDERS holders.
+populate() {
+  local n=$1 s=$W/s$1
+  mkdir -p "$W/l"
+  for ((i = 1; i <= n; i++)); do
+    echo "$i" >"$W/l/f"
+    tar -C "$W/l" -cf "$W/t.tar" .
+    "$BIN/cairn" --store "$s" import -q "img$i:1" "$W/t.tar" >/dev/null
+  done
+  local names=()
+  for ((i = 1; i <= n; i++)); do names+=("img$i:1"); done
+  for ((h = 0; h < HOLDERS; h++)); do
+    "$BIN/cairn-pin" --store "$s" hold "${names[@]}" -- sleep 3600 &
+    holders+=($!)
+    disown "$!"
+  done
+  local want=$((HOLDERS * n * 2)) got=0
+  for ((t = 0; t < 600 && got < want; t++)); do
+    got=$("$BIN/cairn-pin" --store "$s" ls -q | wc -l)
+    ((got < want)) && sleep 0.5
+  done
+  ((got == want)) || { echo "only $got of $want pins" >&2; exit 1; }
+}
+
+printf '%-44s %12s %12s %8s\n' "command" "100 img/1k" "1000 img/10k" "growth"
+declare -A mean
+for n in 100 1000; do
+  populate "$n"
+  s=$W/s$n
+  # rm: a fresh image each run, removed while the others stay pinned.
+  echo rm >"$W/l/f" && tar -C "$W/l" -cf "$W/rm.tar" .
+  cmds=()
+  for b in "$BIN" ${CAIRN_BIN_BEFORE:+"$(cd "$CAIRN_BIN_BEFORE" && pwd)"}; do
+    tag=$([ "$b" = "$BIN" ] || echo " (before)")
+    cmds+=(-n "cairn images$tag" "$b/cairn --store $s images"
+      -n "cairn images --json$tag" "$b/cairn --store $s images --json"
+      -n "cairn-pin ls$tag" "$b/cairn-pin --store $s ls"
+      -n "cairn-pin ls --json$tag" "$b/cairn-pin --store $s ls --json"
+      -n "cairn-pin ls IMAGE$tag" "$b/cairn-pin --store $s ls img1:1")
+  done
+  hyperfine --style none --runs "$RUNS" --warmup 1 --export-json "$W/h$n.json" "${cmds[@]}" \
+    -n "cairn rm (unpinned image)" --prepare "$BIN/cairn --store $s import -q rm:1 $W/rm.tar" \
+    "$BIN/cairn --store $s rm -q rm:1" >/dev/null
+  while IFS=$'\t' read -r c m; do mean["$n/$c"]=$m; done < <(jq -r '.results[] | [.command, .mean * 1000] | @tsv' "$W/h$n.json")
+  for h in "${holders[@]}"; do pkill -9 -P "$h" 2>/dev/null || true; kill -9 "$h" 2>/dev/null || true; done
+  holders=()
+done
+for c in "cairn images" "cairn images --json" "cairn-pin ls" "cairn-pin ls --json" "cairn-pin ls IMAGE" \
+  ${CAIRN_BIN_BEFORE:+"cairn images (before)" "cairn images --json (before)" "cairn-pin ls (before)"} \
+  ${CAIRN_BIN_BEFORE:+"cairn-pin ls --json (before)" "cairn-pin ls IMAGE (before)"} "cairn rm (unpinned image)"; do
+  a=${mean["100/$c"]} b=${mean["1000/$c"]}
+  printf '%-44s %9.1f ms %9.1f ms %7.1fx\n' "$c" "$a" "$b" "$(echo "$b / $a" | bc -l)"
+done
+echo "($(nproc) cores, kernel $(uname -r); mean of $RUNS runs; $HOLDERS holders, each pinning every image and its layer)"
