@@ -34,13 +34,7 @@ static size_t lazy_walk(const uint8_t *data, size_t size) {
   for (uint64_t ino = 1; ino <= cairn_tree_count(t); ino++) {
     const cairn_node *n = cairn_tree_node(t, ino);
     if (!n) continue;
-    if (n->target) sum += strlen(cairn_tree_str(t, n->target));
-    if (n->blob) sum += strlen(cairn_tree_str(t, n->blob));
-    for (size_t i = 0; i < n->n_xattrs; i++) {
-      cairn_xattr x = cairn_tree_xattr(t, n, i);
-      sum += strlen(x.name);
-      for (size_t k = 0; k < x.len; k++) sum += ((const uint8_t *)x.value)[k];
-    }
+    sum += node_strings_walk(t, n);
     const cairn_dirent *c = cairn_tree_children(t, n);
     for (size_t i = 0; i < n->n_children; i++) {
       const char *name = cairn_tree_str(t, c[i].name);
