@@ -133,6 +133,9 @@ char *cn_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * more: v, or v moved to a larger block (*cap updated); NULL if there is
  * no memory (v is left as it was). */
 void *cn_array_grow(void *v, size_t n, size_t *cap, size_t size);
+/* Sorts the n elements of v by cmp and keeps one of each run of equal
+ * ones; returns how many are left. */
+size_t cn_sort_unique(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
 /* _cleanup_free_, _cleanup_close_, _cleanup_fclose_, _cleanup_closedir_:
  * cairn.h. */

@@ -7,8 +7,8 @@
  * - The kernel lock is the truth. An annotation counts only while a lock by
  *   its pid exists on the pin file's inode (read from /proc/locks, after the
  *   annotation: pinners lock first, then annotate; a lock that the read of
- *   /proc/locks seems to miss is looked for in /proc/PID/fdinfo of the fds
- *   on the pin file); the rest are stale.
+ *   /proc/locks seems to miss is looked for in a second read, then in
+ *   /proc/PID/fdinfo of the fds on the pin file); the rest are stale.
  *   Listings report them; only cairn_pins_clean_stale deletes them, deciding
  *   in the deleting transaction itself (annotations, then /proc/locks).
  * - Only a listing that shows who holds a lock a dead locker passed on, or
@@ -234,12 +234,7 @@ static int locks_add(struct kernel_locks *kl, size_t *cap, const struct kernel_l
 
 /* Sorts kl; a lock seen twice is kept once. */
 static void locks_sort(struct kernel_locks *kl) {
-  if (kl->n == 0) return;
-  qsort(kl->v, kl->n, sizeof(*kl->v), lock_cmp);
-  size_t u = 0;
-  for (size_t i = 0; i < kl->n; i++)
-    if (u == 0 || lock_cmp(&kl->v[u - 1], &kl->v[i]) != 0) kl->v[u++] = kl->v[i];
-  kl->n = u;
+  kl->n = cn_sort_unique(kl->v, kl->n, sizeof(*kl->v), lock_cmp);
 }
 
 int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
@@ -593,11 +588,7 @@ static int procs_init(cairn_store *st, const struct notes *ns, const struct kern
     return store_fail(st, -ENOMEM, "out of memory listing pins");
   for (size_t i = 0; i < ns->n; i++) out->v[out->n++].pid = ns->v[i].pid;
   for (size_t i = 0; i < kl->n; i++) out->v[out->n++].pid = kl->v[i].pid;
-  qsort(out->v, out->n, sizeof(*out->v), pid_cmp);
-  size_t u = 0;
-  for (size_t i = 0; i < out->n; i++)
-    if (u == 0 || out->v[u - 1].pid != out->v[i].pid) out->v[u++] = out->v[i];
-  out->n = u;
+  out->n = cn_sort_unique(out->v, out->n, sizeof(*out->v), pid_cmp);
   pid_t *detached; /* one scan of the mount records for every process */
   size_t n_detached;
   int r = cn_mount_detached_pids(st, &detached, &n_detached);
@@ -760,11 +751,7 @@ static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
     (u->pids = p)[u->n_pids++] = ns->v[i].pid;
   }
   if (u->n) qsort(u->inodes, u->n, sizeof(*u->inodes), inode_cmp_stat);
-  if (u->n_pids) qsort(u->pids, u->n_pids, sizeof(*u->pids), pid_key_cmp);
-  size_t k = 0; /* each process once */
-  for (size_t i = 0; i < u->n_pids; i++)
-    if (k == 0 || u->pids[k - 1] != u->pids[i]) u->pids[k++] = u->pids[i];
-  u->n_pids = k;
+  u->n_pids = cn_sort_unique(u->pids, u->n_pids, sizeof(*u->pids), pid_key_cmp); /* each once */
   return 0;
 }
 

@@ -57,6 +57,19 @@ void *cn_array_grow(void *v, size_t n, size_t *cap, size_t size) {
   return bigger;
 }
 
+size_t cn_sort_unique(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+  if (n == 0) return 0;
+  qsort(v, n, size, cmp);
+  char *a = v;
+  size_t kept = 1;
+  for (size_t i = 1; i < n; i++)
+    if (cmp(a + (kept - 1) * size, a + i * size) != 0) {
+      if (kept != i) memcpy(a + kept * size, a + i * size, size);
+      kept++;
+    }
+  return kept;
+}
+
 int cn_strv_push(struct strv *sv, const char *s) {
   char **v = cn_array_grow(sv->v, sv->n, &sv->cap, sizeof(*v));
   if (!v) return -ENOMEM;
