@@ -88,6 +88,18 @@ static int target_resolve(cairn_store *st, const char *ref, cairn_id id) {
   return cairn_fail(st, r, "no such image or layer"); /* the lookup started a new message */
 }
 
+/* The rows of cairn-pin ls, and whether one is stale. */
+struct pin_ls_rows {
+  struct cli_rows *rows;
+  bool *stale;
+};
+
+static int pin_ls_row(const struct cairn_pin_rec *p, void *arg) {
+  struct pin_ls_rows *ls = arg;
+  if (p->stale) *ls->stale = true;
+  return cli_pin_row(p, ls->rows);
+}
+
 static int pin_ls(struct cli *c, int argc, char **argv) {
   struct cli_listing l;
   cairn_store *st;
@@ -98,25 +110,21 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
   int r;
   if (optind < argc && (r = target_resolve(st, argv[optind], id)) < 0)
     return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
-  json_t *rows = json_array();
-  r = rows ? cairn_pins_foreach(st, optind < argc ? id : NULL, cli_pin_row, rows) : -ENOMEM;
-  if (r == 0) r = cli_rows_add_names(st, rows, "target");
+  struct cli_rows rows = {0};
+  bool stale = false;
+  struct pin_ls_rows collect = {&rows, &stale};
+  r = cairn_pins_foreach(st, optind < argc ? id : NULL, pin_ls_row, &collect);
+  if (r == 0) r = cli_rows_add_names(st, &rows, "target");
   if (r < 0) {
-    json_decref(rows);
+    cli_rows_free(&rows);
     return report_fail(r, "ls: %s", report_why(st, r));
   }
-  size_t i;
-  json_t *row;
-  json_array_foreach(rows, i, row) {
-    if (!json_is_true(json_object_get(row, "stale"))) continue;
-    cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
-    break;
-  }
+  if (stale) cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
   static const char *const cols[] = {"kind:KIND",   "target:TARGET",   "names:NAMES",
                                      "pid:PID",     "command:COMMAND", "purpose:PURPOSE",
                                      "since:SINCE", "stale:STALE"};
-  code = cli_listing_print(&l, pin_ls_cmd.usage, rows, cols, sizeof(cols) / sizeof(cols[0]));
-  json_decref(rows);
+  code = cli_listing_print(&l, pin_ls_cmd.usage, &rows, cols, sizeof(cols) / sizeof(cols[0]));
+  cli_rows_free(&rows);
   return code;
 }
 

@@ -8,6 +8,7 @@
 
 #include "cairn.h"
 #include "report.h"
+#include "rows.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -123,26 +124,10 @@ int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands
 
 /* Prints a JSON array (listing) on stdout followed by a newline. */
 void cli_print_json(json_t *rows);
-/* Prints rows as l says: JSON; each row by l->format; the ids;
- * or a table. columns are "KEY:HEADER" pairs; in a table (and a template)
- * ids are cut to 12 digits (unless --no-trunc), sizes made human, times
- * ("created", "since") relative, arrays joined with commas. Returns
- * CAIRN_EXIT_OK, or CAIRN_EXIT_USAGE for a template naming no column
- * (said, with the usage). */
-int cli_listing_print(const struct cli_listing *l, const char *usage, json_t *rows,
-                      const char *const *columns, size_t n);
-
-/* Adds to each row of rows a "names" array: the names of the images whose
- * id, or one of whose layers' ids, is the row's string at key. */
-int cli_rows_add_names(cairn_store *st, json_t *rows, const char *key);
-
-/* The records of libcairn as the contract's JSON objects (the keys of
- * ../shared/DESIGN.md): each appends the record's object to the array arg,
- * as the callback of its *_foreach; -ENOMEM if it cannot. */
-int cli_pin_row(const struct cairn_pin_rec *p, void *rows);
-int cli_mount_row(const struct cairn_mount_rec *m, void *rows);
-int cli_image_row(const struct cairn_image_rec *im, void *rows);
-int cli_layer_row(const struct cairn_layer_rec *l, void *rows);
+/* t (seconds since the epoch) as RFC 3339 in UTC, "2026-12-01T09:23:26Z". */
+void cli_rfc3339(int64_t t, char *buf, size_t len);
+/* How long before now t was, as podman says it: "3 minutes ago". */
+void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len);
 /* An image as `cairn inspect` shows it; pins is an array of pin rows, or
  * NULL (left out). Takes the reference to pins. */
 json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins);

@@ -8,13 +8,13 @@
 
 /* Collects the rows of a listing into rows (cairn_images_foreach or
  * cairn_layers_foreach with its cli_*_row). */
-typedef int (*listing_fn)(cairn_store *st, json_t *rows);
+typedef int (*listing_fn)(cairn_store *st, struct cli_rows *rows);
 
-static int images_collect(cairn_store *st, json_t *rows) {
+static int images_collect(cairn_store *st, struct cli_rows *rows) {
   return cairn_images_foreach(st, cli_image_row, rows);
 }
 
-static int layers_collect(cairn_store *st, json_t *rows) {
+static int layers_collect(cairn_store *st, struct cli_rows *rows) {
   return cairn_layers_foreach(st, cli_layer_row, rows);
 }
 
@@ -25,14 +25,14 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
   int code = cli_listing_flags(argc, argv, usage, 0, true, &l);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
-  json_t *rows = json_array();
-  int r = rows ? list(st, rows) : -ENOMEM;
+  struct cli_rows rows = {0};
+  int r = list(st, &rows);
   if (r < 0) {
-    json_decref(rows);
+    cli_rows_free(&rows);
     return report_fail(r, "%s: %s", argv[0], report_why(st, r));
   }
-  code = cli_listing_print(&l, usage, rows, columns, n);
-  json_decref(rows);
+  code = cli_listing_print(&l, usage, &rows, columns, n);
+  cli_rows_free(&rows);
   return code;
 }
 

@@ -36,11 +36,9 @@ static int inspect_run(struct cli *c, int argc, char **argv) {
   cairn_id id;
   int r = cairn_image_resolve(st, argv[i], id);
   if (r < 0) return report_fail(r, "%s: %s", argv[i], report_why(st, r));
-  json_t *pins = json_array();
-  if (pins && cairn_pins_foreach(st, id, cli_pin_row, pins) < 0) {
-    json_decref(pins); /* left out, as a listing that failed */
-    pins = NULL;
-  }
+  struct cli_rows rows = {0};
+  json_t *pins = cairn_pins_foreach(st, id, cli_pin_row, &rows) == 0 ? cli_rows_json(&rows) : NULL;
+  cli_rows_free(&rows); /* pins NULL: left out, as a listing that failed */
   struct inspected out = {.pins = pins};
   r = cairn_inspect(st, id, inspected_print, &out);
   json_decref(out.pins);

@@ -294,18 +294,18 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
   int code = cli_listing_flags(argc, argv, cmd_mounts.usage, 0, true, &l);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
-  json_t *rows = json_array();
-  int r = rows ? cairn_mounts_foreach(st, cli_mount_row, rows) : -ENOMEM;
-  if (r == 0) r = cli_rows_add_names(st, rows, "image");
+  struct cli_rows rows = {0};
+  int r = cairn_mounts_foreach(st, cli_mount_row, &rows);
+  if (r == 0) r = cli_rows_add_names(st, &rows, "image");
   if (r < 0) {
-    json_decref(rows);
+    cli_rows_free(&rows);
     return report_fail(r, "mounts: %s", report_why(st, r));
   }
   static const char *const columns[] = {"dir:DIR", "image:IMAGE", "names:NAMES",
                                         "pid:PID", "state:STATE", "rw:RW"};
   code =
-      cli_listing_print(&l, cmd_mounts.usage, rows, columns, sizeof(columns) / sizeof(columns[0]));
-  json_decref(rows);
+      cli_listing_print(&l, cmd_mounts.usage, &rows, columns, sizeof(columns) / sizeof(columns[0]));
+  cli_rows_free(&rows);
   return code;
 }
 

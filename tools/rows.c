@@ -1,0 +1,573 @@
+/*
+ * rows.c — the rows of a listing and their printing: see rows.h.
+ *
+ * Invariants: a row is schema->n cells; a cell's text and lists live in
+ * the arena (or, for NAMES set by cli_rows_add_names, in names_index),
+ * which lives as long as the rows; cells are formatted for a table once.
+ */
+#include "rows.h"
+#include "cli.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+/* ---- the rows and their arena ------------------------------------------ */
+
+struct cli_arena_chunk {
+  struct cli_arena_chunk *next;
+  size_t used, cap;
+  max_align_t data[];
+};
+
+#define ARENA_CHUNK (64 * 1024)
+
+/* len bytes of the arena, aligned for any type; NULL without memory. */
+static void *arena_alloc(struct cli_rows *rows, size_t len) {
+  size_t need = (len + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+  struct cli_arena_chunk *c = rows->arena;
+  if (!c || c->cap - c->used < need) {
+    size_t cap = need > ARENA_CHUNK ? need : ARENA_CHUNK;
+    c = malloc(sizeof(*c) + cap);
+    if (!c) return NULL;
+    *c = (struct cli_arena_chunk){.next = rows->arena, .cap = cap};
+    rows->arena = c;
+  }
+  void *p = (char *)c->data + c->used;
+  c->used += need;
+  return p;
+}
+
+struct names_index {
+  const char **targets; /* sorted, one per (target, name) */
+  const char **names;   /* names[i] is a name of targets[i] */
+  size_t n, cap;
+};
+
+static void names_index_free(struct names_index *ix) {
+  if (!ix) return;
+  free(ix->targets);
+  free(ix->names);
+  free(ix);
+}
+
+void cli_rows_free(struct cli_rows *rows) {
+  while (rows->arena) {
+    struct cli_arena_chunk *next = rows->arena->next;
+    free(rows->arena);
+    rows->arena = next;
+  }
+  names_index_free(rows->names_index);
+  free(rows->cells);
+  *rows = (struct cli_rows){0};
+}
+
+struct cli_cell *cli_rows_add(struct cli_rows *rows, const struct cli_schema *schema) {
+  rows->schema = schema;
+  if (rows->n == rows->cap) {
+    size_t cap = rows->cap ? rows->cap * 2 : 64;
+    struct cli_cell *cells = realloc(rows->cells, cap * schema->n * sizeof(*cells));
+    if (!cells) return NULL;
+    rows->cells = cells;
+    rows->cap = cap;
+  }
+  struct cli_cell *row = rows->cells + rows->n++ * schema->n;
+  memset(row, 0, schema->n * sizeof(*row));
+  return row;
+}
+
+bool cli_cell_set_str(struct cli_rows *rows, struct cli_cell *cell, const char *s) {
+  size_t len = strlen(s) + 1;
+  char *copy = arena_alloc(rows, len);
+  if (!copy) return false;
+  memcpy(copy, s, len);
+  cell->s = copy;
+  cell->set = true;
+  return true;
+}
+
+bool cli_cell_set_list(struct cli_rows *rows, struct cli_cell *cell, const void *v, size_t n,
+                       size_t size) {
+  void *copy = n ? arena_alloc(rows, n * size) : NULL;
+  if (n && !copy) return false;
+  if (n) memcpy(copy, v, n * size);
+  cell->list.v = copy;
+  cell->list.n = n;
+  cell->set = true;
+  return true;
+}
+
+/* The field of the rows' schema named key, or -1. */
+static int field_of(const struct cli_schema *schema, const char *key, size_t len) {
+  for (size_t f = 0; schema && f < schema->n; f++)
+    if (strlen(schema->fields[f].key) == len && strncmp(schema->fields[f].key, key, len) == 0)
+      return (int)f;
+  return -1;
+}
+
+/* ---- JSON ----------------------------------------------------------------- */
+
+static json_t *cell_json(const struct cli_field *f, const struct cli_cell *c) {
+  if (!c->set) return json_null();
+  switch (f->type) {
+  case CLI_STR:
+  case CLI_ID: return json_string(c->s);
+  case CLI_INT:
+  case CLI_SIZE: return json_integer(c->i);
+  case CLI_BOOL: return json_boolean(c->b);
+  case CLI_TIME: {
+    char t[32];
+    cli_rfc3339(c->i, t, sizeof(t));
+    return json_string_nocheck(t);
+  }
+  case CLI_NAMES:
+  case CLI_PIDS: {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < c->list.n; i++) {
+      json_t *x = f->type == CLI_NAMES ? json_string(((const char *const *)c->list.v)[i])
+                                       : json_integer(((const pid_t *)c->list.v)[i]);
+      if (json_array_append_new(a, x) < 0) {
+        json_decref(a);
+        a = NULL;
+      }
+    }
+    return a;
+  }
+  }
+  return NULL;
+}
+
+json_t *cli_rows_json(const struct cli_rows *rows) {
+  json_t *array = json_array();
+  for (size_t r = 0; array && r < rows->n; r++) {
+    const struct cli_cell *row = rows->cells + r * rows->schema->n;
+    json_t *obj = json_object();
+    for (size_t f = 0; obj && f < rows->schema->n; f++) {
+      const struct cli_field *field = &rows->schema->fields[f];
+      if (!row[f].set && field->omit_unset) continue;
+      json_t *v = cell_json(field, &row[f]);
+      if (!v || json_object_set_new_nocheck(obj, field->key, v) < 0) {
+        json_decref(obj);
+        obj = NULL;
+      }
+    }
+    if (!obj || json_array_append_new(array, obj) < 0) {
+      json_decref(array);
+      array = NULL;
+    }
+  }
+  return array;
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+static int names_index_add(const char *target, const char *name, void *arg) {
+  struct cli_rows *rows = arg;
+  struct names_index *ix = rows->names_index;
+  if (ix->n == ix->cap) {
+    size_t cap = ix->cap ? ix->cap * 2 : 256;
+    const char **t = realloc(ix->targets, cap * sizeof(*t));
+    if (t) ix->targets = t;
+    const char **n = realloc(ix->names, cap * sizeof(*n));
+    if (n) ix->names = n;
+    if (!t || !n) return -ENOMEM;
+    ix->cap = cap;
+  }
+  size_t tl = strlen(target) + 1, nl = strlen(name) + 1;
+  bool same_target = ix->n && strcmp(ix->targets[ix->n - 1], target) == 0;
+  if (same_target && strcmp(ix->names[ix->n - 1], name) == 0) return 0; /* once each */
+  char *t = same_target ? (char *)ix->targets[ix->n - 1] : arena_alloc(rows, tl);
+  char *n = arena_alloc(rows, nl);
+  if (!t || !n) return -ENOMEM;
+  if (!same_target) memcpy(t, target, tl);
+  memcpy(n, name, nl);
+  ix->targets[ix->n] = t;
+  ix->names[ix->n++] = n;
+  return 0;
+}
+
+/* Whether cairn_names_foreach's order (target, then name) is strcmp's. */
+static bool names_index_sorted(const struct names_index *ix) {
+  for (size_t i = 1; i < ix->n; i++) {
+    int c = strcmp(ix->targets[i - 1], ix->targets[i]);
+    if (c > 0 || (c == 0 && strcmp(ix->names[i - 1], ix->names[i]) >= 0)) return false;
+  }
+  return true;
+}
+
+/* The first entry of target in ix (sorted), or ix->n. */
+static size_t names_index_first(const struct names_index *ix, const char *target) {
+  size_t lo = 0, hi = ix->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (strcmp(ix->targets[mid], target) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < ix->n && strcmp(ix->targets[lo], target) == 0 ? lo : ix->n;
+}
+
+int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key) {
+  int kf = field_of(rows->schema, key, strlen(key)), nf = field_of(rows->schema, "names", 5);
+  if (!rows->n) return 0;
+  if (kf < 0 || nf < 0) return -EINVAL;
+  names_index_free(rows->names_index);
+  struct names_index *ix = rows->names_index = calloc(1, sizeof(*ix));
+  if (!ix) return -ENOMEM;
+  int r = cairn_names_foreach(st, names_index_add, rows);
+  if (r < 0) return r;
+  if (!names_index_sorted(ix)) return cairn_fail(st, -EIO, "the names are not in order");
+  for (size_t i = 0; i < rows->n; i++) {
+    struct cli_cell *row = rows->cells + i * rows->schema->n;
+    size_t first = row[kf].set ? names_index_first(ix, row[kf].s) : ix->n, end = first;
+    while (end < ix->n && ix->targets[end] == ix->targets[first]) end++;
+    row[nf] = (struct cli_cell){.set = true, .list = {ix->names + first, end - first}};
+  }
+  return 0;
+}
+
+/* ---- the rows of libcairn's records ------------------------------------- */
+
+enum { PIN_TARGET, PIN_KIND, PIN_PID, PIN_COMMAND, PIN_PURPOSE, PIN_SINCE, PIN_STALE, PIN_HELD_BY,
+       PIN_NAMES, PIN_FIELDS };
+static const struct cli_field pin_fields[PIN_FIELDS] = {
+    [PIN_TARGET] = {"target", CLI_ID},
+    [PIN_KIND] = {"kind", CLI_STR},
+    [PIN_PID] = {"pid", CLI_INT},
+    [PIN_COMMAND] = {"command", CLI_STR},
+    [PIN_PURPOSE] = {"purpose", CLI_STR},
+    [PIN_SINCE] = {"since", CLI_TIME},
+    [PIN_STALE] = {"stale", CLI_BOOL},
+    [PIN_HELD_BY] = {"held_by", CLI_PIDS, true},
+    [PIN_NAMES] = {"names", CLI_NAMES, true},
+};
+static const struct cli_schema pin_schema = {pin_fields, PIN_FIELDS};
+
+int cli_pin_row(const struct cairn_pin_rec *p, void *arg) {
+  struct cli_rows *rows = arg;
+  struct cli_cell *c = cli_rows_add(rows, &pin_schema);
+  if (!c) return -ENOMEM;
+  c[PIN_KIND] = (struct cli_cell){.set = true, .s = p->kind == CAIRN_PIN_IMAGE ? "image" : "layer"};
+  c[PIN_PID] = (struct cli_cell){.set = true, .i = p->pid};
+  if (p->since > 0) c[PIN_SINCE] = (struct cli_cell){.set = true, .i = p->since};
+  c[PIN_STALE] = (struct cli_cell){.set = true, .b = p->stale};
+  bool ok = cli_cell_set_str(rows, &c[PIN_TARGET], p->target) &&
+            cli_cell_set_str(rows, &c[PIN_COMMAND], p->command) &&
+            cli_cell_set_str(rows, &c[PIN_PURPOSE], p->purpose) &&
+            (!p->locker_gone ||
+             cli_cell_set_list(rows, &c[PIN_HELD_BY], p->held_by, p->n_held_by, sizeof(pid_t)));
+  return ok ? 0 : -ENOMEM;
+}
+
+enum { MOUNT_DIR, MOUNT_IMAGE, MOUNT_PID, MOUNT_STATE, MOUNT_RW, MOUNT_DEV, MOUNT_NAMES,
+       MOUNT_FIELDS };
+static const struct cli_field mount_fields[MOUNT_FIELDS] = {
+    [MOUNT_DIR] = {"dir", CLI_STR},     [MOUNT_IMAGE] = {"image", CLI_ID},
+    [MOUNT_PID] = {"pid", CLI_INT},     [MOUNT_STATE] = {"state", CLI_STR},
+    [MOUNT_RW] = {"rw", CLI_BOOL},      [MOUNT_DEV] = {"dev", CLI_STR},
+    [MOUNT_NAMES] = {"names", CLI_NAMES, true},
+};
+static const struct cli_schema mount_schema = {mount_fields, MOUNT_FIELDS};
+
+int cli_mount_row(const struct cairn_mount_rec *m, void *arg) {
+  static const char *const states[] = {[CAIRN_MOUNT_LIVE] = "live",
+                                       [CAIRN_MOUNT_DETACHED] = "detached",
+                                       [CAIRN_MOUNT_STALE] = "stale"};
+  struct cli_rows *rows = arg;
+  struct cli_cell *c = cli_rows_add(rows, &mount_schema);
+  if (!c) return -ENOMEM;
+  c[MOUNT_PID] = (struct cli_cell){.set = true, .i = m->pid};
+  c[MOUNT_STATE] = (struct cli_cell){.set = true, .s = states[m->state]};
+  c[MOUNT_RW] = (struct cli_cell){.set = true, .b = m->rw};
+  bool ok = cli_cell_set_str(rows, &c[MOUNT_DIR], m->dir) &&
+            cli_cell_set_str(rows, &c[MOUNT_IMAGE], m->image) &&
+            cli_cell_set_str(rows, &c[MOUNT_DEV], m->dev);
+  return ok ? 0 : -ENOMEM;
+}
+
+enum { IMAGE_ID, IMAGE_NAMES, IMAGE_LAYERS, IMAGE_SIZE, IMAGE_CREATED, IMAGE_PINNED, IMAGE_FIELDS };
+static const struct cli_field image_fields[IMAGE_FIELDS] = {
+    [IMAGE_ID] = {"id", CLI_ID},           [IMAGE_NAMES] = {"names", CLI_NAMES},
+    [IMAGE_LAYERS] = {"layers", CLI_INT},  [IMAGE_SIZE] = {"size", CLI_SIZE},
+    [IMAGE_CREATED] = {"created", CLI_TIME}, [IMAGE_PINNED] = {"pinned", CLI_BOOL},
+};
+static const struct cli_schema image_schema = {image_fields, IMAGE_FIELDS};
+
+int cli_image_row(const struct cairn_image_rec *im, void *arg) {
+  struct cli_rows *rows = arg;
+  struct cli_cell *c = cli_rows_add(rows, &image_schema);
+  if (!c) return -ENOMEM;
+  c[IMAGE_LAYERS] = (struct cli_cell){.set = true, .i = (int64_t)im->layers};
+  c[IMAGE_SIZE] = (struct cli_cell){.set = true, .i = (int64_t)im->size};
+  c[IMAGE_CREATED] = (struct cli_cell){.set = true, .i = im->created};
+  c[IMAGE_PINNED] = (struct cli_cell){.set = true, .b = im->pinned};
+  bool ok = cli_cell_set_str(rows, &c[IMAGE_ID], im->id);
+  const char **names = ok && im->n_names ? arena_alloc(rows, im->n_names * sizeof(*names)) : NULL;
+  for (size_t i = 0; names && i < im->n_names; i++) {
+    names[i] = arena_alloc(rows, strlen(im->names[i]) + 1);
+    if (!names[i]) return -ENOMEM;
+    strcpy((char *)names[i], im->names[i]);
+  }
+  if (im->n_names && !names) return -ENOMEM;
+  c[IMAGE_NAMES] = (struct cli_cell){.set = true, .list = {names, im->n_names}};
+  return ok ? 0 : -ENOMEM;
+}
+
+enum { LAYER_ID, LAYER_SIZE, LAYER_ENTRIES, LAYER_IMAGES, LAYER_PINNED, LAYER_FIELDS };
+static const struct cli_field layer_fields[LAYER_FIELDS] = {
+    [LAYER_ID] = {"id", CLI_ID},           [LAYER_SIZE] = {"size", CLI_SIZE},
+    [LAYER_ENTRIES] = {"entries", CLI_INT}, [LAYER_IMAGES] = {"images", CLI_INT},
+    [LAYER_PINNED] = {"pinned", CLI_BOOL},
+};
+static const struct cli_schema layer_schema = {layer_fields, LAYER_FIELDS};
+
+int cli_layer_row(const struct cairn_layer_rec *l, void *arg) {
+  struct cli_rows *rows = arg;
+  struct cli_cell *c = cli_rows_add(rows, &layer_schema);
+  if (!c) return -ENOMEM;
+  c[LAYER_SIZE] = (struct cli_cell){.set = true, .i = (int64_t)l->size};
+  c[LAYER_ENTRIES] = (struct cli_cell){.set = true, .i = (int64_t)l->entries};
+  c[LAYER_IMAGES] = (struct cli_cell){.set = true, .i = (int64_t)l->images};
+  c[LAYER_PINNED] = (struct cli_cell){.set = true, .b = l->pinned};
+  return cli_cell_set_str(rows, &c[LAYER_ID], l->id) ? 0 : -ENOMEM;
+}
+
+/* ---- tables, templates, ids ----------------------------------------------- */
+
+/* Copies s into buf (len > 0), cut to fit. Not snprintf: a table formats
+ * every cell of thousands of rows. */
+static void text_cell(const char *s, size_t n, char *buf, size_t len) {
+  if (n >= len) n = len - 1;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+}
+
+/* A time as a table says it: "3 minutes ago" (rows repeat their times). */
+static void time_cell(int64_t t, char *buf, size_t len) {
+  static int64_t last = INT64_MIN, last_now;
+  static char last_cell[64];
+  int64_t now = (int64_t)time(NULL);
+  if (t != last || now != last_now) {
+    cli_time_ago(t, now, last_cell, sizeof(last_cell));
+    last = t;
+    last_now = now;
+  }
+  text_cell(last_cell, strlen(last_cell), buf, len);
+}
+
+/* A number in decimal. */
+static void int_cell(int64_t v, char *buf, size_t len) {
+  char digits[24], *d = digits + sizeof(digits);
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do *--d = (char)('0' + u % 10);
+  while ((u /= 10) > 0);
+  if (v < 0) *--d = '-';
+  text_cell(d, (size_t)(digits + sizeof(digits) - d), buf, len);
+}
+
+/* Formats a cell as a table shows it into buf (len > 0). */
+static void cell_format(const struct cli_field *f, const struct cli_cell *c, bool no_trunc,
+                        char *buf, size_t len) {
+  buf[0] = '\0';
+  if (!c->set) return;
+  switch (f->type) {
+  case CLI_STR:
+  case CLI_ID: {
+    size_t n = strlen(c->s);
+    if (f->type == CLI_ID && !no_trunc && n == 64) n = 12; /* an id: its short form */
+    text_cell(c->s, n, buf, len);
+    break;
+  }
+  case CLI_INT: int_cell(c->i, buf, len); break;
+  case CLI_SIZE: cairn_human_size((uint64_t)c->i, buf, len); break;
+  case CLI_BOOL: text_cell(c->b ? "yes" : "no", c->b ? 3 : 2, buf, len); break;
+  case CLI_TIME: time_cell(c->i, buf, len); break;
+  case CLI_NAMES:
+  case CLI_PIDS: {
+    size_t o = 0;
+    for (size_t i = 0; i < c->list.n && o < len; i++) {
+      if (f->type == CLI_NAMES)
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? "," : "",
+                              ((const char *const *)c->list.v)[i]);
+      else
+        o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "",
+                              (int)((const pid_t *)c->list.v)[i]);
+    }
+    if (c->list.n == 0) snprintf(buf, len, "<none>");
+    break;
+  }
+  }
+}
+
+/* Appends a cell padded to width to line (the last of a row: no padding,
+ * a newline), which has room for the widest row. */
+static char *cell_put(char *line, const char *cell, size_t width, bool last) {
+  size_t n = strlen(cell);
+  memcpy(line, cell, n);
+  line += n;
+  if (last) {
+    *line++ = '\n';
+    return line;
+  }
+  memset(line, ' ', width + 2 - n);
+  return line + width + 2 - n;
+}
+
+#define MAX_COLUMNS 16
+
+/* The field of each of columns ("KEY:HEADER") into field; false if one
+ * names no field of the rows (a listing's own columns always do). */
+static bool columns_fields(const struct cli_rows *rows, const char *const *columns, size_t n,
+                           int *field) {
+  for (size_t c = 0; c < n; c++) {
+    field[c] = field_of(rows->schema, columns[c], (size_t)(strchr(columns[c], ':') - columns[c]));
+    if (field[c] < 0) return false;
+  }
+  return true;
+}
+
+static void print_table(const struct cli_rows *rows, const char *const *columns, size_t n,
+                        const int *field, bool no_trunc) {
+  size_t width[MAX_COLUMNS] = {0};
+  char cell[1024];
+  for (size_t c = 0; c < n; c++) width[c] = strlen(strchr(columns[c], ':') + 1);
+  /* Each cell is formatted once and kept, in one buffer, for the second
+   * pass; without memory for that, formatted again. */
+  size_t *at = rows->n ? malloc(rows->n * n * sizeof(*at)) : NULL;
+  char *text = NULL;
+  size_t used = 0, cap = 0;
+  for (size_t i = 0; i < rows->n; i++) {
+    const struct cli_cell *row = rows->cells + i * rows->schema->n;
+    for (size_t c = 0; c < n; c++) {
+      cell_format(&rows->schema->fields[field[c]], &row[field[c]], no_trunc, cell, sizeof(cell));
+      size_t len = strlen(cell);
+      if (len > width[c]) width[c] = len;
+      if (at && used + len + 1 > cap) {
+        char *t = realloc(text, cap = (used + len + 1) * 2);
+        if (!t) {
+          free(at);
+          at = NULL;
+        }
+        text = t ? t : text;
+      }
+      if (!at) continue;
+      memcpy(text + used, cell, len + 1);
+      at[i * n + c] = used;
+      used += len + 1;
+    }
+  }
+  /* A row is written at once: every cell is at most its width, plus 2. */
+  size_t line_len = 1;
+  for (size_t c = 0; c < n; c++) line_len += width[c] + 2;
+  char *line = malloc(line_len), *end = line;
+  for (size_t c = 0; line && c < n; c++)
+    end = cell_put(end, strchr(columns[c], ':') + 1, width[c], c + 1 == n);
+  if (line) fwrite(line, 1, (size_t)(end - line), stdout);
+  for (size_t i = 0; line && i < rows->n; i++) {
+    const struct cli_cell *row = rows->cells + i * rows->schema->n;
+    end = line;
+    for (size_t c = 0; c < n; c++) {
+      if (!at)
+        cell_format(&rows->schema->fields[field[c]], &row[field[c]], no_trunc, cell, sizeof(cell));
+      end = cell_put(end, at ? text + at[i * n + c] : cell, width[c], c + 1 == n);
+    }
+    fwrite(line, 1, (size_t)(end - line), stdout);
+  }
+  free(line);
+  free(at);
+  free(text);
+}
+
+/* The column of columns whose key is name[0..len), case aside ("ID" is
+ * id), or -1. */
+static int template_column(const char *name, size_t len, const char *const *columns, size_t n) {
+  for (size_t c = 0; c < n; c++)
+    if ((size_t)(strchr(columns[c], ':') - columns[c]) == len &&
+        strncasecmp(columns[c], name, len) == 0)
+      return (int)c;
+  return -1;
+}
+
+/* Prints row by the template (row NULL: only checks it). Returns 0, or -1
+ * for a bad {{...}} of which it prints the usage error. */
+static int template_print(const struct cli_listing *l, const struct cli_rows *rows,
+                          const struct cli_cell *row, const char *const *columns, size_t n,
+                          const int *field, const char *usage) {
+  char cell[1024];
+  for (const char *p = l->format; *p;) {
+    if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) { /* as podman takes them */
+      if (row) putchar(p[1] == 't' ? '\t' : '\n');
+      p += 2;
+      continue;
+    }
+    if (strncmp(p, "{{", 2) != 0) {
+      if (row) putchar(*p);
+      p++;
+      continue;
+    }
+    const char *f = p + 2 + strspn(p + 2, " ");
+    size_t len =
+        *f == '.' ? strspn(f + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_") : 0;
+    const char *end = f + 1 + len + strspn(f + 1 + len, " ");
+    int col = len ? template_column(f + 1, len, columns, n) : -1;
+    if (col < 0 || strncmp(end, "}}", 2) != 0) {
+      size_t shown = strstr(p, "}}") ? (size_t)(strstr(p, "}}") - p) + 2 : strlen(p);
+      char fields[256] = "", key[64];
+      for (size_t c = 0, o = 0; c < n && o < sizeof(fields); c++) {
+        snprintf(key, sizeof(key), "%.*s", (int)(strchr(columns[c], ':') - columns[c]), columns[c]);
+        for (size_t k = 0; key[k] && (k == 0 || strlen(key) <= 2); k++) /* ID, Names */
+          key[k] = (char)toupper((unsigned char)key[k]);
+        o += (size_t)snprintf(fields + o, sizeof(fields) - o, "%s{{.%s}}", c ? " " : "", key);
+      }
+      report_usage(usage, "%s: --format: %.*s: not a field (fields: %s)", l->cmd, (int)shown, p,
+                   fields);
+      return -1;
+    }
+    if (row) {
+      cell_format(&rows->schema->fields[field[col]], &row[field[col]], l->no_trunc, cell,
+                  sizeof(cell));
+      fputs(cell, stdout);
+    }
+    p = end + 2;
+  }
+  if (row) putchar('\n');
+  return 0;
+}
+
+int cli_listing_print(const struct cli_listing *l, const char *usage,
+                      const struct cli_rows *rows, const char *const *columns, size_t n) {
+  int field[MAX_COLUMNS];
+  if (n > MAX_COLUMNS) n = MAX_COLUMNS;
+  if (l->json) {
+    json_t *array = cli_rows_json(rows);
+    if (!array) return report_fail(-ENOMEM, "%s: cannot make the JSON (out of memory)", l->cmd);
+    cli_print_json(array);
+    json_decref(array);
+    return CAIRN_EXIT_OK;
+  }
+  if (rows->n && !columns_fields(rows, columns, n, field))
+    return report_fail(-EINVAL, "%s: a column is not a field of the rows", l->cmd);
+  if (l->format) {
+    if (template_print(l, rows, NULL, columns, n, field, usage) < 0) return CAIRN_EXIT_USAGE;
+    for (size_t i = 0; i < rows->n; i++)
+      template_print(l, rows, rows->cells + i * rows->schema->n, columns, n, field, usage);
+  } else if (l->quiet) {
+    char cell[1024];
+    size_t id = 0; /* the ids if there are, else the first column */
+    for (size_t c = 0; c < n; c++)
+      if (strncmp(columns[c], "id:", 3) == 0 || strncmp(columns[c], "target:", 7) == 0) id = c;
+    for (size_t i = 0; i < rows->n; i++) {
+      const struct cli_cell *row = rows->cells + i * rows->schema->n;
+      cell_format(&rows->schema->fields[field[id]], &row[field[id]], l->no_trunc, cell,
+                  sizeof(cell));
+      printf("%s\n", cell);
+    }
+  } else {
+    print_table(rows, columns, n, field, l->no_trunc);
+  }
+  return CAIRN_EXIT_OK;
+}
