@@ -232,8 +232,18 @@ int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key) 
 
 /* ---- the rows of libcairn's records ------------------------------------- */
 
-enum { PIN_TARGET, PIN_KIND, PIN_PID, PIN_COMMAND, PIN_PURPOSE, PIN_SINCE, PIN_STALE, PIN_HELD_BY,
-       PIN_NAMES, PIN_FIELDS };
+enum {
+  PIN_TARGET,
+  PIN_KIND,
+  PIN_PID,
+  PIN_COMMAND,
+  PIN_PURPOSE,
+  PIN_SINCE,
+  PIN_STALE,
+  PIN_HELD_BY,
+  PIN_NAMES,
+  PIN_FIELDS
+};
 static const struct cli_field pin_fields[PIN_FIELDS] = {
     [PIN_TARGET] = {"target", CLI_ID},
     [PIN_KIND] = {"kind", CLI_STR},
@@ -263,12 +273,23 @@ int cli_pin_row(const struct cairn_pin_rec *p, void *arg) {
   return ok ? 0 : -ENOMEM;
 }
 
-enum { MOUNT_DIR, MOUNT_IMAGE, MOUNT_PID, MOUNT_STATE, MOUNT_RW, MOUNT_DEV, MOUNT_NAMES,
-       MOUNT_FIELDS };
+enum {
+  MOUNT_DIR,
+  MOUNT_IMAGE,
+  MOUNT_PID,
+  MOUNT_STATE,
+  MOUNT_RW,
+  MOUNT_DEV,
+  MOUNT_NAMES,
+  MOUNT_FIELDS
+};
 static const struct cli_field mount_fields[MOUNT_FIELDS] = {
-    [MOUNT_DIR] = {"dir", CLI_STR},     [MOUNT_IMAGE] = {"image", CLI_ID},
-    [MOUNT_PID] = {"pid", CLI_INT},     [MOUNT_STATE] = {"state", CLI_STR},
-    [MOUNT_RW] = {"rw", CLI_BOOL},      [MOUNT_DEV] = {"dev", CLI_STR},
+    [MOUNT_DIR] = {"dir", CLI_STR},
+    [MOUNT_IMAGE] = {"image", CLI_ID},
+    [MOUNT_PID] = {"pid", CLI_INT},
+    [MOUNT_STATE] = {"state", CLI_STR},
+    [MOUNT_RW] = {"rw", CLI_BOOL},
+    [MOUNT_DEV] = {"dev", CLI_STR},
     [MOUNT_NAMES] = {"names", CLI_NAMES, true},
 };
 static const struct cli_schema mount_schema = {mount_fields, MOUNT_FIELDS};
@@ -291,9 +312,12 @@ int cli_mount_row(const struct cairn_mount_rec *m, void *arg) {
 
 enum { IMAGE_ID, IMAGE_NAMES, IMAGE_LAYERS, IMAGE_SIZE, IMAGE_CREATED, IMAGE_PINNED, IMAGE_FIELDS };
 static const struct cli_field image_fields[IMAGE_FIELDS] = {
-    [IMAGE_ID] = {"id", CLI_ID},           [IMAGE_NAMES] = {"names", CLI_NAMES},
-    [IMAGE_LAYERS] = {"layers", CLI_INT},  [IMAGE_SIZE] = {"size", CLI_SIZE},
-    [IMAGE_CREATED] = {"created", CLI_TIME}, [IMAGE_PINNED] = {"pinned", CLI_BOOL},
+    [IMAGE_ID] = {"id", CLI_ID},
+    [IMAGE_NAMES] = {"names", CLI_NAMES},
+    [IMAGE_LAYERS] = {"layers", CLI_INT},
+    [IMAGE_SIZE] = {"size", CLI_SIZE},
+    [IMAGE_CREATED] = {"created", CLI_TIME},
+    [IMAGE_PINNED] = {"pinned", CLI_BOOL},
 };
 static const struct cli_schema image_schema = {image_fields, IMAGE_FIELDS};
 
@@ -319,8 +343,10 @@ int cli_image_row(const struct cairn_image_rec *im, void *arg) {
 
 enum { LAYER_ID, LAYER_SIZE, LAYER_ENTRIES, LAYER_IMAGES, LAYER_PINNED, LAYER_FIELDS };
 static const struct cli_field layer_fields[LAYER_FIELDS] = {
-    [LAYER_ID] = {"id", CLI_ID},           [LAYER_SIZE] = {"size", CLI_SIZE},
-    [LAYER_ENTRIES] = {"entries", CLI_INT}, [LAYER_IMAGES] = {"images", CLI_INT},
+    [LAYER_ID] = {"id", CLI_ID},
+    [LAYER_SIZE] = {"size", CLI_SIZE},
+    [LAYER_ENTRIES] = {"entries", CLI_INT},
+    [LAYER_IMAGES] = {"images", CLI_INT},
     [LAYER_PINNED] = {"pinned", CLI_BOOL},
 };
 static const struct cli_schema layer_schema = {layer_fields, LAYER_FIELDS};
@@ -538,8 +564,8 @@ static int template_print(const struct cli_listing *l, const struct cli_rows *ro
   return 0;
 }
 
-int cli_listing_print(const struct cli_listing *l, const char *usage,
-                      const struct cli_rows *rows, const char *const *columns, size_t n) {
+int cli_listing_print(const struct cli_listing *l, const char *usage, const struct cli_rows *rows,
+                      const char *const *columns, size_t n) {
   int field[MAX_COLUMNS];
   if (n > MAX_COLUMNS) n = MAX_COLUMNS;
   if (l->json) {

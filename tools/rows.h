@@ -101,7 +101,7 @@ struct cli_listing;
  * commas. Returns CAIRN_EXIT_OK, CAIRN_EXIT_USAGE for a template naming no
  * column (said, with the usage), or CAIRN_EXIT_FAILURE for JSON it could
  * not make (said). */
-int cli_listing_print(const struct cli_listing *l, const char *usage,
-                      const struct cli_rows *rows, const char *const *columns, size_t n);
+int cli_listing_print(const struct cli_listing *l, const char *usage, const struct cli_rows *rows,
+                      const char *const *columns, size_t n);
 
 #endif
