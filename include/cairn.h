@@ -318,6 +318,22 @@ int cairn_blob_open(cairn_store *st, const char *blob);
 /* Fills path with the blob's file name in the store. */
 int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
 
+/* ---- exact layers (store/tarsplit.c; owner: push) ------------------------ */
+
+/* Receives bytes; 0, or a negative errno that stops the writer. */
+typedef int (*cairn_write_fn)(const void *buf, size_t len, void *arg);
+
+/* Writes the layer's uncompressed tar exactly as it was imported or pulled
+ * (its sha256 is diff_id) through fn, from the headers recorded at import
+ * and the layer's blobs; *size gets its length (may be NULL). -ENODATA if
+ * the layer was stored without that record (before cairn kept one, or a
+ * tar it cannot describe); -EBADMSG if what it wrote does not hash to
+ * diff_id (fn has seen the bytes then: discard them). */
+int cairn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *arg,
+                    uint64_t *size);
+/* 1 if the layer has its tar record, 0 if not, negative on error. */
+int cairn_layer_tar_recorded(cairn_store *st, const char *diff_id);
+
 /* ---- import ------------------------------------------------------------ */
 
 /* Reads one layer tar (plain, gzip or zstd, detected) from fd and stores
