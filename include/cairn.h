@@ -600,6 +600,37 @@ typedef struct cairn_pull_opts {
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
 
+/* ---- push (store/pull/push.c; owner: push) ----------------------------- */
+
+enum cairn_compress { CAIRN_COMPRESS_GZIP = 0, CAIRN_COMPRESS_ZSTD, CAIRN_COMPRESS_NONE };
+
+typedef struct cairn_push_opts {
+  /* The network options as a pull takes them (creds, insecure, config,
+   * cert_dir, attempts, backoff, log, arg), and its progress callback,
+   * whose layers read: WAITING; STORING: the exact tar being rebuilt and
+   * compressed (stored of size, the tar's size); FETCHING: being sent
+   * (fetched of size, now the compressed size; digest set); REUSED: the
+   * destination had it (or mounted it from another repository); DONE:
+   * sent. platform and jobs are unused (layers go one at a time). */
+  cairn_pull_opts net;
+  enum cairn_compress compress; /* the layers' compression; gzip by default */
+} cairn_push_opts;
+
+#define CAIRN_DIGEST_BUF 72 /* "sha256:" + 64 hex + NUL, rounded */
+
+/* Pushes the image ref (a name or id) to dest, "docker://HOST[:PORT]/REPO[:TAG]"
+ * (the OCI distribution API: blobs the registry has are skipped, blobs of
+ * another repository of the same registry the image was pulled from are
+ * mounted, the rest uploaded; then an OCI manifest) or "oci:DIR[:TAG]" (an
+ * OCI image layout, index.json's entry annotated with the tag; TAG is
+ * "latest" if not given). Every layer is its exact tar (cairn_layer_tar),
+ * so the pushed image has the same diff_ids and, its config sent as
+ * stored, the same id. The image and its layers are pinned for the whole
+ * push. digest_out gets the manifest's digest. -ENOENT if there is no such
+ * image, -ENODATA if a layer has no tar record. */
+int cairn_push(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *opts,
+               char digest_out[CAIRN_DIGEST_BUF]);
+
 /* ---- merged tree (store/merge.c, tree.c, index.c; owner: cairnfs) ---------------
  * An image's root filesystem with its layers merged by the OCI rules,
  * read-only (safe to read from many threads). cairn_tree_build serves it
