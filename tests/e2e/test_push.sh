@@ -6,7 +6,8 @@
 # skopeo inspects and copies what cairn pushed, from the registry and from
 # an oci: layout; a second push skips every blob; a missing image exits 3,
 # an import from before tar records is refused, and a push holds its pins
-# (cairn rm during a push that a slow registry holds up exits 4).
+# (cairn rm during a push that a slow registry holds up exits 4) and
+# retries a transient failure (a 503 on its first upload session).
 source "$(dirname "$0")/registry.sh"
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 20 4000
@@ -120,6 +121,7 @@ unset REGISTRY_AUTH_FILE
 # keeps the push going while cairn rm is refused (exit 4).
 cat >"$T/slow_registry.py" <<'PY'
 import http.server, sys, time
+posts = 0
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def do_HEAD(self):
@@ -127,11 +129,15 @@ class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
     def do_POST(self):
+        global posts
+        posts += 1
+        if posts == 1:  # the first upload session: a transient failure, retried
+            self.send_response(503); self.send_header("Retry-After", "0"); self.send_header("Content-Length", "0"); self.end_headers(); return
         self.send_response(202); self.send_header("Location", "/upload/1"); self.send_header("Content-Length", "0"); self.end_headers()
     def do_PUT(self):
         n = int(self.headers.get("Content-Length", "0"))
         while n > 0:
-            k = len(self.rfile.read(min(n, 4096))); n -= k; time.sleep(0.2)
+            k = len(self.rfile.read(min(n, 16384))); n -= k; time.sleep(0.1)
             if k == 0: break
         self.send_response(201); self.send_header("Content-Length", "0"); self.end_headers()
 s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
@@ -142,13 +148,17 @@ python3 "$T/slow_registry.py" "$T/slow.port" &
 slow=$!
 on_exit "kill $slow"
 wait_for 5 test -s "$T/slow.port" || fail "slow registry did not start"
-"$CAIRN" --store "$ST" push -q --insecure --compress none "$gz_id" \
-  "docker://127.0.0.1:$(cat "$T/slow.port")/slow/app:1" >/dev/null 2>&1 &
+"$CAIRN" --store "$ST" push --insecure --compress none "$gz_id" \
+  "docker://127.0.0.1:$(cat "$T/slow.port")/slow/app:1" >/dev/null 2>"$T/push.err" &
 pusher=$!
 on_exit "kill $pusher"
 wait_for 10 sh -c "cairn-pin --store '$ST' ls | grep -q push" || not_ok "the push took no pin"
 expect_exit 4 "rm during a push" "$CAIRN" --store "$ST" rm "$gz_id"
-kill "$pusher" 2>/dev/null
-wait "$pusher" 2>/dev/null
+grep -q "pinned by.*push" "$T/stderr" || not_ok "rm does not name the push: $(cat "$T/stderr")"
+# The push goes on to the end: the 503 on its first POST was retried.
+wait "$pusher"
+rc=$?
+[[ $rc == 0 ]] && ok "the slowed push finished after a retried 503" || not_ok "slowed push exit $rc"
+grep -q "POST .*HTTP 503.*retry 1/" "$T/push.err" || not_ok "the 503 was not retried: $(cat "$T/push.err")"
 expect_exit 0 "rm once the push is gone" "$CAIRN" --store "$ST" rm -q "$R/team/gz:1"
 finish
