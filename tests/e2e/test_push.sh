@@ -7,7 +7,8 @@
 # an oci: layout; a second push skips every blob; a missing image exits 3,
 # an import from before tar records is refused, and a push holds its pins
 # (cairn rm during a push that a slow registry holds up exits 4) and
-# retries a transient failure (a 503 on its first upload session).
+# retries a transient failure (a 503 on its first upload session); TLS
+# with --cert-dir and token auth (push scope, cross-repository mounts).
 source "$(dirname "$0")/registry.sh"
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 20 4000
@@ -94,6 +95,17 @@ expect_exit 1 "push of a layer without its tar record" "$CAIRN" --store "$T/st-o
 grep -q "without its tar headers" "$T/stderr" || not_ok "refusal not explained: $(cat "$T/stderr")"
 expect_exit 0 "import again" "$CAIRN" --store "$T/st-old" import -q old2:1 "$T/1.tar" "$T/2.tar"
 expect_exit 0 "push after the import again" "$CAIRN" --store "$T/st-old" push old:1 "oci:$T/old"
+
+# TLS: an unknown CA is refused; --cert-dir with it pushes over HTTPS.
+setup registry_start "$T/reg-tls" "" tls
+mkdir "$T/certs" && cp "$T/reg-tls/certs/ca.crt" "$T/certs/test-ca.crt"
+expect_exit 1 "tls: an unknown CA is refused" "$CAIRN" --store "$ST" push "$gz_id" \
+  "docker://$REGISTRY/team/tls:1"
+expect_exit 0 "tls: push with --cert-dir" "$CAIRN" --store "$ST" push --cert-dir "$T/certs" \
+  "$gz_id" "docker://$REGISTRY/team/tls:1"
+expect_exit 0 "tls: pull it back" "$CAIRN" --store "$T/st-tls" pull -q --cert-dir "$T/certs" \
+  "docker://$REGISTRY/team/tls:1"
+[[ $(cat "$T/stdout") == "$gz_id" ]] || not_ok "tls: pulled back $(cat "$T/stdout")"
 
 # Token auth: the token is asked with push scope; the cross-repository
 # mount is tried from the repository the image was pulled from.
