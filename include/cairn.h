@@ -318,6 +318,22 @@ int cairn_blob_open(cairn_store *st, const char *blob);
 /* Fills path with the blob's file name in the store. */
 int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
 
+/* ---- exact layers (store/tarsplit.c; owner: push) ------------------------ */
+
+/* Receives bytes; 0, or a negative errno that stops the writer. */
+typedef int (*cairn_write_fn)(const void *buf, size_t len, void *arg);
+
+/* Writes the layer's uncompressed tar exactly as it was imported or pulled
+ * (its sha256 is diff_id) through fn, from the headers recorded at import
+ * and the layer's blobs; *size gets its length (may be NULL). -ENODATA if
+ * the layer was stored without that record (before cairn kept one, or a
+ * tar it cannot describe); -EBADMSG if what it wrote does not hash to
+ * diff_id (fn has seen the bytes then: discard them). */
+int cairn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *arg,
+                    uint64_t *size);
+/* 1 if the layer has its tar record, 0 if not, negative on error. */
+int cairn_layer_tar_recorded(cairn_store *st, const char *diff_id);
+
 /* ---- import ------------------------------------------------------------ */
 
 /* Reads one layer tar (plain, gzip or zstd, detected) from fd and stores
@@ -583,6 +599,37 @@ typedef struct cairn_pull_opts {
  * there, -EACCES when auth is refused. On failure cairn_errmsg(st) gives the reason. */
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
+
+/* ---- push (store/pull/push.c; owner: push) ----------------------------- */
+
+enum cairn_compress { CAIRN_COMPRESS_GZIP = 0, CAIRN_COMPRESS_ZSTD, CAIRN_COMPRESS_NONE };
+
+typedef struct cairn_push_opts {
+  /* The network options as a pull takes them (creds, insecure, config,
+   * cert_dir, attempts, backoff, log, arg), and its progress callback,
+   * whose layers read: WAITING; STORING: the exact tar being rebuilt and
+   * compressed (stored of size, the tar's size); FETCHING: being sent
+   * (fetched of size, now the compressed size; digest set); REUSED: the
+   * destination had it (or mounted it from another repository); DONE:
+   * sent. platform and jobs are unused (layers go one at a time). */
+  cairn_pull_opts net;
+  enum cairn_compress compress; /* the layers' compression; gzip by default */
+} cairn_push_opts;
+
+#define CAIRN_DIGEST_BUF 72 /* "sha256:" + 64 hex + NUL, rounded */
+
+/* Pushes the image ref (a name or id) to dest, "docker://HOST[:PORT]/REPO[:TAG]"
+ * (the OCI distribution API: blobs the registry has are skipped, blobs of
+ * another repository of the same registry the image was pulled from are
+ * mounted, the rest uploaded; then an OCI manifest) or "oci:DIR[:TAG]" (an
+ * OCI image layout, index.json's entry annotated with the tag; TAG is
+ * "latest" if not given). Every layer is its exact tar (cairn_layer_tar),
+ * so the pushed image has the same diff_ids and, its config sent as
+ * stored, the same id. The image and its layers are pinned for the whole
+ * push. digest_out gets the manifest's digest. -ENOENT if there is no such
+ * image, -ENODATA if a layer has no tar record. */
+int cairn_push(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *opts,
+               char digest_out[CAIRN_DIGEST_BUF]);
 
 /* ---- merged tree (store/merge.c, tree.c, index.c; owner: cairnfs) ---------------
  * An image's root filesystem with its layers merged by the OCI rules,

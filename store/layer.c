@@ -18,6 +18,11 @@
  * mount merges it (tree.c): a layer that cannot be merged, such as a
  * hardlink whose target was later replaced by a directory, is -EBADMSG.
  *
+ * The same bytes feed a tar-split recorder (tarsplit.c): what the tar holds
+ * besides file contents, kept compressed in layer_tars with the layer's
+ * row, in the same transaction, so that push can write the tar again byte
+ * for byte. A layer already stored without one gets it from a new import.
+ *
  * Commit order keeps the invariant "committed metadata never points at a
  * missing blob": blobs are written, syncfs() makes them durable, then one
  * transaction inserts the blob rows, the layer and its entries. The store
@@ -26,6 +31,7 @@
  */
 #include "layer.h"
 #include "blob.h"
+#include "tarsplit.h"
 #include "tree.h"
 
 #include <archive.h>
@@ -46,6 +52,7 @@ struct layer_stream {
   EVP_MD_CTX *sha;
   uint64_t size, input_size;
   cairn_store *st;
+  cn_tarsplit *ts;
   char buf[READ_CHUNK];
 };
 
@@ -62,6 +69,7 @@ static la_ssize_t layer_stream_read(struct archive *tar, void *arg, const void *
     return -1;
   }
   EVP_DigestUpdate(ls->sha, ls->buf, (size_t)n);
+  cn_tarsplit_feed(ls->ts, ls->buf, (size_t)n);
   ls->size += (uint64_t)n;
   layer_stream_progress(ls, false);
   *out = ls->buf;
@@ -357,12 +365,39 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   return r;
 }
 
-/* Commits the staged layer unless it is already stored. */
-static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uint64_t n) {
+/* Records the layer's tar-split data (NULL: none), within the caller's
+ * transaction; a layer that has some keeps it. */
+static int layer_tar_insert(cairn_store *st, const char *diff_id, const void *tar, size_t tar_len,
+                            uint64_t size) {
+  if (!tar) return 0;
+  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  int r = cn_db_prepare(st, &s,
+                        "INSERT OR IGNORE INTO layer_tars(layer_id, size, data) VALUES(?, ?, ?)");
+  if (r < 0) return r;
+  sqlite3_bind_text(s, 1, diff_id, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(s, 2, (sqlite3_int64)size);
+  sqlite3_bind_blob(s, 3, tar, (int)tar_len, SQLITE_STATIC);
+  return sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer tar record");
+}
+
+/* Commits the staged layer unless it is already stored (then only its
+ * tar-split data, if it had none). */
+static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uint64_t n,
+                        const void *tar, size_t tar_len) {
   int r;
   if (syncfs(st->blobs_fd) < 0) return store_fail(st, -errno, "syncfs: %s", strerror(errno));
   if ((r = cn_db_begin(st)) < 0) return r;
   if ((r = cairn_layer_exists(st, diff_id)) != 0) {
+    if (r > 0 && tar) {
+      _cleanup_stmt_ sqlite3_stmt *q = NULL;
+      if ((r = cn_db_prepare(st, &q, "SELECT 1 FROM layer_tars WHERE layer_id = ?")) < 0) goto fail;
+      sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+      if (sqlite3_step(q) != SQLITE_ROW) {
+        /* the blobs the record names are the stored layer's: same diff_id */
+        if ((r = layer_tar_insert(st, diff_id, tar, tar_len, size)) < 0) goto fail;
+        return cn_db_commit_durable(st);
+      }
+    }
     cn_db_rollback(st);
     return r < 0 ? r : 0;
   }
@@ -411,6 +446,7 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
       goto fail;
     }
   }
+  if ((r = layer_tar_insert(st, diff_id, tar, tar_len, size)) < 0) goto fail;
   return cn_db_commit_durable(st);
 fail:
   cn_db_rollback(st);
@@ -424,6 +460,8 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct 
   in->tar = archive_read_new();
   if (!ls->raw || !ls->sha || !in->tar)
     return store_fail(st, -ENOMEM, "out of memory opening the layer");
+  int r;
+  if ((r = cn_tarsplit_new(st, &ls->ts)) < 0) return r;
   EVP_DigestInit_ex(ls->sha, EVP_sha256(), NULL);
   struct stat sb;
   ls->st = st;
@@ -441,7 +479,6 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct 
   archive_read_support_format_tar(in->tar);
   if (archive_read_open(in->tar, ls, NULL, layer_stream_read, NULL) != ARCHIVE_OK)
     return store_fail(st, -EBADMSG, "not a tar: %s", archive_error_string(in->tar));
-  int r;
   if ((r = cn_db_exec(st, stage_schema)) < 0) return r;
   if ((r = cn_db_prepare(st, &in->stage_entry,
                          "INSERT OR REPLACE INTO temp.stage VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")) <
@@ -463,6 +500,7 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
   if (in->tar) archive_read_free(in->tar);
   if (ls->raw) archive_read_free(ls->raw);
   EVP_MD_CTX_free(ls->sha);
+  cn_tarsplit_free(ls->ts);
 }
 
 static int stage_foreach(void *src, cairn_entry_fn fn, void *arg) {
@@ -514,8 +552,12 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
                      expected_diff_id, diff_id_out);
   }
   if (r == 0) r = stage_validate(st);
+  _cleanup_free_ void *tar = NULL;
+  size_t tar_len = 0;
+  if (r == 0 && (r = cn_tarsplit_finish(ls->ts, &tar, &tar_len)) > 0)
+    r = 0; /* a tar no record can describe: the layer is stored without one */
   if (r == 0 && ps) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
-  if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries);
+  if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries, tar, tar_len);
   if (r == 0) layer_stream_progress(ls, true);
   ingest_close(&in, ls);
   free(ls);
@@ -571,14 +613,17 @@ int cairn_layer_exists(cairn_store *st, const char *diff_id) {
 }
 
 int cn_layer_delete_rows(cairn_store *st, const char *diff_id) {
-  _cleanup_stmt_ sqlite3_stmt *e = NULL, *l = NULL;
+  _cleanup_stmt_ sqlite3_stmt *t = NULL, *e = NULL, *l = NULL;
   int r;
-  if ((r = cn_db_prepare(st, &e, "DELETE FROM entries WHERE layer_id = ?")) < 0 ||
+  if ((r = cn_db_prepare(st, &t, "DELETE FROM layer_tars WHERE layer_id = ?")) < 0 ||
+      (r = cn_db_prepare(st, &e, "DELETE FROM entries WHERE layer_id = ?")) < 0 ||
       (r = cn_db_prepare(st, &l, "DELETE FROM layers WHERE id = ?")) < 0)
     return r;
+  sqlite3_bind_text(t, 1, diff_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(e, 1, diff_id, -1, SQLITE_STATIC);
   sqlite3_bind_text(l, 1, diff_id, -1, SQLITE_STATIC);
-  if (sqlite3_step(e) != SQLITE_DONE || sqlite3_step(l) != SQLITE_DONE)
+  if (sqlite3_step(t) != SQLITE_DONE || sqlite3_step(e) != SQLITE_DONE ||
+      sqlite3_step(l) != SQLITE_DONE)
     return cn_store_fail_db(st, "layer delete");
   return 0;
 }

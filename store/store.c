@@ -43,6 +43,9 @@ static const char *const migrations[] = {
     "  since INTEGER NOT NULL);",
     /* 2: the device (maj:min) of a mount, to find it in other mount namespaces */
     "ALTER TABLE mounts ADD COLUMN dev TEXT NOT NULL DEFAULT '';",
+    /* 3: a layer's tar-split data (tarsplit.c): its tar minus file contents */
+    ("CREATE TABLE layer_tars(layer_id TEXT PRIMARY KEY REFERENCES layers(id) ON DELETE CASCADE,"
+     "  size INTEGER NOT NULL, data BLOB NOT NULL);"),
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

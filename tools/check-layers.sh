@@ -26,7 +26,7 @@ LAYERS=(
   "blobs  | store/blob.c                 | store/blob.h                           | below"
   "pins   | store/pin.c store/mount.c    | store/pin.h                            | below"
   "tree   | store/tree.c store/index.c   | store/tree.h                           | below"
-  "layers | store/layer.c store/sweep.c  | store/layer.h store/sweep.h            | below"
+  "layers | store/layer.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below"
   "images | store/image.c store/list.c   | store/image.h                          | below"
   "merge  | store/merge.c store/export.c | -                                      | below"
   "rm-gc  | store/rm.c store/gc.c        | -                                      | below"

@@ -29,7 +29,29 @@ typedef struct exchange {
   http_reply *reply;
   blob_sink *sink;
   int sink_err; /* first sink error; stops the transfer */
+  const registry_req *req;
+  uint64_t sent; /* of the body */
 } exchange;
+
+/* Sends the body of a PUT from its file (or memory). */
+static size_t on_read(char *buf, size_t size, size_t n, void *arg) {
+  exchange *x = arg;
+  const registry_req *q = x->req;
+  size_t want = size * n;
+  if (x->sent >= q->body_len) return 0;
+  if (want > q->body_len - x->sent) want = (size_t)(q->body_len - x->sent);
+  ssize_t got;
+  if (q->body_fd >= 0) {
+    got = pread(q->body_fd, buf, want, (off_t)x->sent);
+    if (got <= 0) return CURL_READFUNC_ABORT;
+  } else {
+    memcpy(buf, (const char *)q->body_mem + x->sent, want);
+    got = (ssize_t)want;
+  }
+  x->sent += (uint64_t)got;
+  if (q->progress) atomic_store(q->progress, x->sent);
+  return (size_t)got;
+}
 
 static void copy_header_value(char *dst, size_t len, const char *v, size_t n) {
   while (n > 0 && (*v == ' ' || *v == '\t')) v++, n--;
@@ -46,7 +68,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg) {
   if (len > 5 && strncmp(buf, "HTTP/", 5) == 0) { /* a new response (redirects) */
     const char *sp = memchr(buf, ' ', len);
     r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-    r->content_type[0] = r->content_digest[0] = r->www_auth[0] = '\0';
+    r->content_type[0] = r->content_digest[0] = r->www_auth[0] = r->location[0] = '\0';
     r->retry_after = -1;
     r->error_len = 0;
     r->error[0] = '\0';
@@ -64,6 +86,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg) {
     copy_header_value(r->content_digest, sizeof r->content_digest, v, vlen);
   else if (klen == 16 && strncasecmp(buf, "WWW-Authenticate", klen) == 0)
     copy_header_value(r->www_auth, sizeof r->www_auth, v, vlen);
+  else if (klen == 8 && strncasecmp(buf, "Location", klen) == 0)
+    copy_header_value(r->location, sizeof r->location, v, vlen);
   else if (klen == 11 && strncasecmp(buf, "Retry-After", klen) == 0) {
     copy_header_value(tmp, sizeof tmp, v, vlen);
     char *end;
@@ -122,13 +146,33 @@ static const char *reply_reason(const http_reply *r, char *buf, size_t len) {
   return buf;
 }
 
-static CURLcode perform(registry *rg, CURL *h, const char *url, const char *accept,
-                        bool token_request, exchange *x) {
+static CURLcode perform(registry *rg, CURL *h, const registry_req *q, bool token_request,
+                        exchange *x) {
   struct curl_slist *hdrs = NULL;
   char line[4200];
-  if (accept) {
-    snprintf(line, sizeof line, "Accept: %s", accept);
+  const char *url = q->url;
+  if (q->accept) {
+    snprintf(line, sizeof line, "Accept: %s", q->accept);
     hdrs = curl_slist_append(hdrs, line);
+  }
+  if (q->content_type) {
+    snprintf(line, sizeof line, "Content-Type: %s", q->content_type);
+    hdrs = curl_slist_append(hdrs, line);
+  }
+  x->req = q;
+  x->sent = 0;
+  if (strcmp(q->method, "HEAD") == 0) {
+    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+  } else if (strcmp(q->method, "PUT") == 0) {
+    curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(h, CURLOPT_READDATA, x);
+    curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)q->body_len);
+    hdrs = curl_slist_append(hdrs, "Expect:");
+  } else if (strcmp(q->method, "POST") == 0) {
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, q->body_mem ? (const char *)q->body_mem : "");
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(q->body_mem ? q->body_len : 0));
   }
   if (!token_request) {
     pthread_mutex_lock(&rg->lock);
@@ -173,6 +217,14 @@ static void sleep_ms(uint64_t ms) {
 
 int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
                     bool token_request, http_reply *reply, cairn_store *st) {
+  registry_req q = {.method = "GET", .url = url, .accept = accept, .body_fd = -1};
+  return cn_registry_request(rg, &q, sink, token_request, reply, st);
+}
+
+int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bool token_request,
+                        http_reply *reply, cairn_store *st) {
+  const char *url = q->url, *method = q->method;
+  bool head = strcmp(method, "HEAD") == 0;
   const cairn_pull_opts *o = rg->base.opts;
   unsigned attempts = o->attempts ? o->attempts : 6;
   uint64_t base = o->backoff_base_ms ? o->backoff_base_ms : 200;
@@ -191,19 +243,19 @@ int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink
       break;
     }
     curl_easy_reset(h);
-    CURLcode c = perform(rg, h, url, accept, token_request, &x);
+    CURLcode c = perform(rg, h, q, token_request, &x);
     bool transient = false;
     if (x.sink_err == -EFBIG) {
       r = cairn_fail(
           st, -EBADMSG,
-          "GET %s: the server sent more than the %llu bytes the descriptor says; cut off", url,
-          (unsigned long long)sink->limit);
+          "%s %s: the server sent more than the %llu bytes the descriptor says; cut off", method,
+          url, (unsigned long long)sink->limit);
       break;
     } else if (x.sink_err == -ECANCELED) {
-      r = cairn_fail(st, -ECANCELED, "GET %s: cancelled", url);
+      r = cairn_fail(st, -ECANCELED, "%s %s: cancelled", method, url);
       break;
     } else if (x.sink_err) {
-      r = cairn_fail(st, x.sink_err, "GET %s: writing: %s", url, strerror(-x.sink_err));
+      r = cairn_fail(st, x.sink_err, "%s %s: writing: %s", method, url, strerror(-x.sink_err));
       break;
     } else if (c != CURLE_OK) {
       snprintf(why, sizeof why, "%s", curl_easy_strerror(c));
@@ -236,10 +288,13 @@ int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink
                 sizeof why - strlen(why) - 1);
     }
     if (!transient || attempt + 1 >= attempts) {
-      if (transient)
-        r = cairn_fail(st, r, "GET %s: %s (gave up after %u attempts)", url, why, attempt + 1);
+      if (head && r == -ENOENT)
+        break;
+      else if (transient)
+        r = cairn_fail(st, r, "%s %s: %s (gave up after %u attempts)", method, url, why,
+                       attempt + 1);
       else
-        r = cairn_fail(st, r, "GET %s: %s", url, why);
+        r = cairn_fail(st, r, "%s %s: %s", method, url, why);
       break;
     }
     uint64_t wait = cairn_backoff_ms(attempt, base, cap, arc4random());
@@ -247,8 +302,8 @@ int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink
       uint64_t ra = (uint64_t)reply->retry_after * 1000;
       wait = ra > cap ? cap : (ra > wait ? ra : wait);
     }
-    cn_pull_log(&rg->base, "GET %s: %s; retry %u/%u in %.1fs", url, why, attempt + 1, attempts - 1,
-                (double)wait / 1000);
+    cn_pull_log(&rg->base, "%s %s: %s; retry %u/%u in %.1fs", method, url, why, attempt + 1,
+                attempts - 1, (double)wait / 1000);
     sleep_ms(wait);
   }
   curl_easy_cleanup(h);
@@ -448,11 +503,20 @@ static int parse_spec(registry *rg, const char *spec, cairn_store *st) {
 
 int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
                             cairn_store *st) {
+  registry *rg;
+  int r = cn_registry_open(spec, opts, false, &rg, st);
+  if (r == 0) *out = &rg->base;
+  return r;
+}
+
+int cn_registry_open(const char *spec, const cairn_pull_opts *opts, bool push, registry **out,
+                     cairn_store *st) {
   pthread_once(&curl_once, curl_init_once);
   registry *rg = calloc(1, sizeof *rg);
   if (!rg) return cairn_fail(st, -ENOMEM, "out of memory");
   rg->base.ops = &registry_ops;
   rg->base.opts = opts;
+  rg->push = push;
   pthread_mutex_init(&rg->lock, NULL);
   int r = parse_spec(rg, spec, st);
   if (r < 0) {
@@ -460,7 +524,7 @@ int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_
     return r;
   }
   const struct cairn_config_registry *conf = cairn_config_registry(opts->config, rg->host);
-  size_t n_mirrors = conf ? conf->n_mirrors : 0;
+  size_t n_mirrors = conf && !push ? conf->n_mirrors : 0;
   if (!(rg->endpoints = calloc(n_mirrors + 1, sizeof *rg->endpoints))) {
     registry_free(&rg->base);
     return cairn_fail(st, -ENOMEM, "out of memory");
@@ -472,6 +536,6 @@ int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_
     registry_free(&rg->base);
     return r;
   }
-  *out = &rg->base;
+  *out = rg;
   return 0;
 }

@@ -26,6 +26,7 @@ typedef struct registry {
   char *auth;   /* "Authorization: ..." header, under lock */
   char *ca_pem; /* trusted CAs (PEM) when a cert dir adds some, else NULL */
   size_t ca_len;
+  bool push; /* a push's client: no mirrors, tokens asked with pull,push scope */
 } registry;
 
 /* The body and headers of one finished HTTP exchange. */
@@ -37,7 +38,22 @@ typedef struct http_reply {
   long retry_after; /* seconds, -1 if absent */
   char error[256];  /* the body of a non-2xx reply (start of it) */
   size_t error_len;
+  char location[2048]; /* Location (an upload's URL) */
 } http_reply;
+
+/* A request other than a plain GET: its method ("GET", "HEAD", "POST",
+ * "PUT") and the body it sends, from a file (rewound to offset 0 for each
+ * attempt, *progress tracking what was sent) or from memory. */
+typedef struct registry_req {
+  const char *method;
+  const char *url;
+  const char *accept;
+  const char *content_type;
+  int body_fd; /* < 0: body_mem (may be NULL: no body) */
+  uint64_t body_len;
+  const void *body_mem;
+  _Atomic uint64_t *progress;
+} registry_req;
 
 /* One GET with the retry policy: transient failures (connect refused or
  * reset, 5xx, 429, 408) are retried with backoff up to opts->attempts; a
@@ -45,6 +61,15 @@ typedef struct http_reply {
  * marks the token GET itself (basic creds, no challenge handling). */
 int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink *sink,
                     bool token_request, http_reply *reply, cairn_store *st);
+/* cn_registry_get for any request, with the same retry and auth policy
+ * (a 404 is -ENOENT without a WHY recorded when req->method is HEAD). */
+int cn_registry_request(registry *rg, const registry_req *req, blob_sink *sink, bool token_request,
+                        http_reply *reply, cairn_store *st);
+
+/* Opens the client for "HOST[:PORT]/REPO[:TAG]" (no mirrors when push:
+ * a push goes to the registry named). */
+int cn_registry_open(const char *spec, const cairn_pull_opts *opts, bool push, registry **out,
+                     cairn_store *st);
 
 /* Answers a 401 challenge: fetches a bearer token, or sets basic creds.
  * -EACCES when it cannot. */

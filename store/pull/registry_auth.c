@@ -63,21 +63,31 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
     return cairn_fail(st, -EACCES, "%s: bearer challenge without a realm", rg->endpoint);
   cn_registry_challenge_param(params, "service", service, sizeof service);
   if (!cn_registry_challenge_param(params, "scope", scope, sizeof scope))
-    snprintf(scope, sizeof scope, "repository:%s:pull", rg->repo);
+    snprintf(scope, sizeof scope, "repository:%s:%s", rg->repo, rg->push ? "pull,push" : "pull");
 
+  /* Several scopes (a push's mount: this repository's pull,push and the
+   * source's pull) come space-separated; each is its own scope=. */
   CURL *h = curl_easy_init();
   char *svc = h ? curl_easy_escape(h, service, 0) : NULL;
-  char *scp = h ? curl_easy_escape(h, scope, 0) : NULL;
+  char scopes[2048] = "";
+  size_t used = 0;
+  bool ok = svc != NULL;
+  for (char *save = NULL, *one = strtok_r(scope, " ", &save); one && ok;
+       one = strtok_r(NULL, " ", &save)) {
+    char *e = curl_easy_escape(h, one, 0);
+    int n = e ? snprintf(scopes + used, sizeof scopes - used, "&scope=%s", e) : -1;
+    curl_free(e);
+    ok = n >= 0 && (size_t)n < sizeof scopes - used;
+    if (ok) used += (size_t)n;
+  }
   _cleanup_free_ char *url = NULL;
   int r = 0;
-  if (!svc || !scp ||
-      asprintf(&url, "%s%cservice=%s&scope=%s", realm, strchr(realm, '?') ? '&' : '?', svc, scp) <
-          0) {
+  if (!ok || asprintf(&url, "%s%cservice=%s%s", realm, strchr(realm, '?') ? '&' : '?', svc,
+                      scopes) < 0) {
     url = NULL;
     r = cairn_fail(st, -ENOMEM, "out of memory");
   }
   curl_free(svc);
-  curl_free(scp);
   curl_easy_cleanup(h);
   if (r < 0) return r;
 

@@ -122,6 +122,7 @@ _cairn_complete() {
   # The value of an option.
   case $prev_arg in
   --store | --cert-dir) _cairn_files "$cur" -d; return ;;
+  --compress) _cairn_reply "$cur" gzip zstd none; return ;;
   ?*) COMPREPLY=(); return ;;
   esac
   case $cur in
@@ -163,6 +164,14 @@ _cairn_complete() {
   cairn:pull)
     if ((nth == 0)); then
       _cairn_reply "$cur" oci: docker-archive: docker://
+      [[ ${#COMPREPLY[@]} -gt 0 ]] && compopt -o nospace 2>/dev/null
+    fi
+    ;;
+  cairn:push)
+    if ((nth == 0)); then
+      _cairn_reply "$cur" $(_cairn_images "${store[@]}")
+    elif ((nth == 1)); then
+      _cairn_reply "$cur" oci: docker://
       [[ ${#COMPREPLY[@]} -gt 0 ]] && compopt -o nospace 2>/dev/null
     fi
     ;;

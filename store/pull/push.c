@@ -1,0 +1,659 @@
+/*
+ * push.c — `cairn push`: an image of the store to a registry
+ * ("docker://HOST[:PORT]/REPO[:TAG]", the OCI distribution API) or to an
+ * OCI image layout ("oci:DIR[:TAG]"). Built on cairn.h alone, like the
+ * pull sources, and on their registry client (registry*.c: curl, auth,
+ * TLS, the retry policy).
+ *
+ * Invariants:
+ *  - the image and its layers are pinned (cairn_pin_image) before anything
+ *    is read and until the push returns, so no rm or gc removes them
+ *    midway; the image is resolved again after pinning;
+ *  - every layer is its exact tar (cairn_layer_tar): the pushed layer's
+ *    uncompressed sha256 is the diff_id the image's config names, or the
+ *    push fails before the manifest is sent (a layer stored without its
+ *    tar record is refused before any upload);
+ *  - the config is sent as stored, so the pushed image's id (the config's
+ *    digest) is the local one;
+ *  - the manifest goes last, after every blob it names is in place (a
+ *    registry shows the tag only once the whole image can be pulled); in a
+ *    layout, index.json is replaced by rename after the blobs are written.
+ *
+ * Each layer is written, compressed, to an anonymous file in STORE/tmp
+ * (its digest and size are needed before the upload), then sent whole
+ * (POST for an upload session, then one PUT ?digest=) unless the registry
+ * has it (HEAD) or can mount it from the repository the image was pulled
+ * from (POST ?mount=&from=).
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <zlib.h>
+
+#include "registry.h"
+
+#define MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define MT_CONFIG "application/vnd.oci.image.config.v1+json"
+
+static const char *layer_media_type(enum cairn_compress c) {
+  switch (c) {
+  case CAIRN_COMPRESS_ZSTD: return "application/vnd.oci.image.layer.v1.tar+zstd";
+  case CAIRN_COMPRESS_NONE: return "application/vnd.oci.image.layer.v1.tar";
+  default: return "application/vnd.oci.image.layer.v1.tar+gzip";
+  }
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One blob to send: a layer (compressed into fd) or the config (mem). */
+typedef struct push_blob {
+  int fd;
+  const char *mem;
+  uint64_t size;
+  char digest[PULL_DIGEST_LEN + 1];
+} push_blob;
+
+typedef struct push_run {
+  cairn_store *st;
+  const cairn_push_opts *o;
+  cairn_pull_layer *layers; /* the progress view */
+  size_t n;
+  _Atomic uint64_t sent;
+  size_t current;
+  uint64_t last_tick;
+} push_run;
+
+static void run_progress(push_run *p, bool force) {
+  if (!p->o->net.progress) return;
+  uint64_t t = now_ms();
+  if (!force && t - p->last_tick < 100) return;
+  p->last_tick = t;
+  if (p->current < p->n && p->layers[p->current].state == CAIRN_PULL_FETCHING)
+    p->layers[p->current].fetched = atomic_load(&p->sent);
+  p->o->net.progress(p->layers, p->n, p->o->net.arg);
+}
+
+/* ---- compressing a layer ------------------------------------------------- */
+
+/* Where the compressed bytes go: the blob file, hashed as they pass. */
+typedef struct out_file {
+  int fd;
+  EVP_MD_CTX *md;
+  uint64_t size;
+} out_file;
+
+static int out_write(out_file *f, const void *buf, size_t len) {
+  const char *p = buf;
+  EVP_DigestUpdate(f->md, buf, len);
+  f->size += len;
+  while (len > 0) {
+    ssize_t k = write(f->fd, p, len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -errno;
+    p += k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+typedef struct compressor {
+  enum cairn_compress kind;
+  out_file *out;
+  z_stream z;
+  struct archive *ar;
+  push_run *run;
+  uint64_t in;
+  int err;
+} compressor;
+
+static la_ssize_t ar_write(struct archive *a, void *arg, const void *buf, size_t len) {
+  compressor *c = arg;
+  int r = out_write(c->out, buf, len);
+  if (r < 0) {
+    archive_set_error(a, -r, "%s", strerror(-r));
+    return -1;
+  }
+  return (la_ssize_t)len;
+}
+
+static int gz_run(compressor *c, const void *buf, size_t len, int flush) {
+  unsigned char out[64 * 1024];
+  c->z.next_in = (unsigned char *)buf;
+  c->z.avail_in = (uInt)len;
+  int zr;
+  do {
+    c->z.next_out = out;
+    c->z.avail_out = sizeof(out);
+    zr = deflate(&c->z, flush);
+    if (zr == Z_STREAM_ERROR) return -EIO;
+    int r = out_write(c->out, out, sizeof(out) - c->z.avail_out);
+    if (r < 0) return r;
+  } while (c->z.avail_out == 0 || (flush == Z_FINISH && zr != Z_STREAM_END));
+  return 0;
+}
+
+/* cairn_write_fn: the tar's bytes into the compressor. */
+static int compress_write(const void *buf, size_t len, void *arg) {
+  compressor *c = arg;
+  int r = 0;
+  switch (c->kind) {
+  case CAIRN_COMPRESS_NONE: r = out_write(c->out, buf, len); break;
+  case CAIRN_COMPRESS_GZIP: r = gz_run(c, buf, len, Z_NO_FLUSH); break;
+  case CAIRN_COMPRESS_ZSTD:
+    if (archive_write_data(c->ar, buf, len) != (la_ssize_t)len) r = -EIO;
+    break;
+  }
+  if (r < 0) {
+    c->err = r;
+    return r;
+  }
+  c->in += len;
+  push_run *p = c->run;
+  p->layers[p->current].stored = c->in;
+  run_progress(p, false);
+  return 0;
+}
+
+static int compressor_open(compressor *c, uint64_t tar_size) {
+  if (c->kind == CAIRN_COMPRESS_GZIP) {
+    /* gzip with no name and no time (as gzip -n): the same tar gives the
+     * same blob */
+    if (deflateInit2(&c->z, 6, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+    return 0;
+  }
+  if (c->kind != CAIRN_COMPRESS_ZSTD) return 0;
+  /* zstd through libarchive's filter (raw format: one entry, its data) */
+  if (!(c->ar = archive_write_new())) return -ENOMEM;
+  struct archive_entry *e = archive_entry_new();
+  if (!e) return -ENOMEM;
+  archive_entry_set_pathname(e, "layer.tar");
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_size(e, (la_int64_t)tar_size);
+  int ok = archive_write_add_filter_zstd(c->ar) == ARCHIVE_OK &&
+           archive_write_set_format_raw(c->ar) == ARCHIVE_OK &&
+           archive_write_set_bytes_in_last_block(c->ar, 1) == ARCHIVE_OK &&
+           archive_write_open(c->ar, c, NULL, ar_write, NULL) == ARCHIVE_OK &&
+           archive_write_header(c->ar, e) == ARCHIVE_OK;
+  archive_entry_free(e);
+  return ok ? 0 : -EIO;
+}
+
+static int compressor_close(compressor *c) {
+  int r = 0;
+  if (c->kind == CAIRN_COMPRESS_GZIP) {
+    r = gz_run(c, NULL, 0, Z_FINISH);
+    deflateEnd(&c->z);
+  } else if (c->ar) {
+    if (archive_write_close(c->ar) != ARCHIVE_OK) r = -EIO;
+    archive_write_free(c->ar);
+    c->ar = NULL;
+  }
+  return r;
+}
+
+static int tmp_file(cairn_store *st, int *fd) {
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%s/tmp", cairn_store_dir(st));
+  mkdir(dir, 0700);
+  *fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (*fd < 0) return cairn_fail(st, -errno, "%s: temporary file: %s", dir, strerror(errno));
+  return 0;
+}
+
+/* Writes layer i's exact tar, compressed, into a new temporary file. */
+static int layer_prepare(push_run *p, size_t i, push_blob *b) {
+  cairn_store *st = p->st;
+  cairn_pull_layer *l = &p->layers[i];
+  int r = tmp_file(st, &b->fd);
+  if (r < 0) return r;
+  out_file out = {.fd = b->fd, .md = EVP_MD_CTX_new()};
+  if (!out.md) return cairn_fail(st, -ENOMEM, "out of memory");
+  EVP_DigestInit_ex(out.md, EVP_sha256(), NULL);
+  compressor c = {.kind = p->o->compress, .out = &out, .run = p};
+  p->current = i;
+  l->state = CAIRN_PULL_STORING;
+  l->stored = 0;
+  run_progress(p, true);
+  if ((r = compressor_open(&c, l->size)) < 0) {
+    cairn_fail(st, r, "layer %.12s: starting the compressor", l->diff_id);
+  } else {
+    r = cairn_layer_tar(st, l->diff_id, compress_write, &c, NULL);
+    if (r < 0 && c.err)
+      cairn_fail(st, c.err, "layer %.12s: compressing: %s", l->diff_id, strerror(-c.err));
+    int cr = compressor_close(&c);
+    if (r == 0 && cr < 0)
+      r = cairn_fail(st, cr, "layer %.12s: compressing: %s", l->diff_id, strerror(-cr));
+  }
+  if (r == 0) {
+    unsigned char d[32];
+    cairn_id hex;
+    EVP_DigestFinal_ex(out.md, d, NULL);
+    cairn_sha256_hex(d, hex);
+    snprintf(b->digest, sizeof(b->digest), "sha256:%s", hex);
+    b->size = out.size;
+  }
+  EVP_MD_CTX_free(out.md);
+  return r;
+}
+
+/* ---- the registry -------------------------------------------------------- */
+
+static char *url_join(registry *rg, const char *location, const char *digest) {
+  char *u = NULL;
+  const char *sep = strchr(location, '?') ? "&" : "?";
+  int n = location[0] == '/'
+              ? asprintf(&u, "%s%s%sdigest=%s", rg->server, location, sep, digest)
+              : asprintf(&u, "%s%sdigest=%s", location, sep, digest);
+  return n < 0 ? NULL : u;
+}
+
+/* 1 if the registry has the blob (HEAD), 0 if not. */
+static int blob_present(registry *rg, const char *digest, cairn_store *st) {
+  char url[4096];
+  http_reply reply;
+  snprintf(url, sizeof url, "%s/v2/%s/blobs/%s", rg->server, rg->repo, digest);
+  registry_req q = {.method = "HEAD", .url = url, .body_fd = -1};
+  int r = cn_registry_request(rg, &q, NULL, false, &reply, st);
+  return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+}
+
+/* Sends a blob unless the registry has it; *skipped says it had (or
+ * mounted it from `from`, a repository of the same registry). */
+static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *from,
+                     bool *skipped) {
+  cairn_store *st = p->st;
+  *skipped = false;
+  int r = blob_present(rg, b->digest, st);
+  if (r != 0) {
+    *skipped = r > 0;
+    return r < 0 ? r : 0;
+  }
+  char url[4096];
+  http_reply reply;
+  _cleanup_free_ char *from_esc = NULL;
+  if (from) {
+    CURL *h = curl_easy_init();
+    char *e = h ? curl_easy_escape(h, from, 0) : NULL;
+    from_esc = e ? strdup(e) : NULL;
+    curl_free(e);
+    if (h) curl_easy_cleanup(h);
+  }
+  if (from_esc)
+    snprintf(url, sizeof url, "%s/v2/%s/blobs/uploads/?mount=%s&from=%s", rg->server, rg->repo,
+             b->digest, from_esc);
+  else
+    snprintf(url, sizeof url, "%s/v2/%s/blobs/uploads/", rg->server, rg->repo);
+  registry_req post = {.method = "POST", .url = url, .body_fd = -1};
+  if ((r = cn_registry_request(rg, &post, NULL, false, &reply, st)) < 0) return r;
+  if (reply.status == 201 && from_esc) {
+    *skipped = true; /* mounted */
+    return 0;
+  }
+  if (!reply.location[0])
+    return cairn_fail(st, -EIO, "POST %s: HTTP %ld without a Location", url, reply.status);
+  _cleanup_free_ char *put_url = url_join(rg, reply.location, b->digest);
+  if (!put_url) return cairn_fail(st, -ENOMEM, "out of memory");
+  atomic_store(&p->sent, 0);
+  registry_req put = {.method = "PUT",
+                      .url = put_url,
+                      .content_type = "application/octet-stream",
+                      .body_fd = b->fd,
+                      .body_len = b->size,
+                      .body_mem = b->mem,
+                      .progress = &p->sent};
+  return cn_registry_request(rg, &put, NULL, false, &reply, st);
+}
+
+static int manifest_send(registry *rg, const char *tag, const char *body, cairn_store *st) {
+  char url[4096];
+  http_reply reply;
+  snprintf(url, sizeof url, "%s/v2/%s/manifests/%s", rg->server, rg->repo, tag);
+  registry_req put = {.method = "PUT",
+                      .url = url,
+                      .content_type = MT_MANIFEST,
+                      .body_fd = -1,
+                      .body_len = strlen(body),
+                      .body_mem = body};
+  return cn_registry_request(rg, &put, NULL, false, &reply, st);
+}
+
+/* ---- the layout ----------------------------------------------------------- */
+
+static int write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t k = write(fd, p, len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -errno;
+    p += k;
+    len -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Writes DIR/name atomically (a temporary file renamed over it). */
+static int layout_file(cairn_store *st, int dirfd, const char *dir, const char *name, int src_fd,
+                       const char *mem, uint64_t len) {
+  char tmp[512];
+  snprintf(tmp, sizeof tmp, "%s.tmp-%d", name, (int)getpid());
+  _cleanup_close_ int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return cairn_fail(st, -errno, "%s/%s: %s", dir, tmp, strerror(errno));
+  int r = 0;
+  if (src_fd >= 0) {
+    char buf[64 * 1024];
+    uint64_t off = 0;
+    while (r == 0 && off < len) {
+      ssize_t k = pread(src_fd, buf, sizeof buf, (off_t)off);
+      if (k <= 0) r = k < 0 ? -errno : -EIO;
+      else r = write_all(fd, buf, (size_t)k), off += (uint64_t)k;
+    }
+  } else {
+    r = write_all(fd, mem, (size_t)len);
+  }
+  if (r == 0 && fsync(fd) < 0) r = -errno;
+  if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0) r = -errno;
+  if (r < 0) {
+    unlinkat(dirfd, tmp, 0);
+    return cairn_fail(st, r, "%s/%s: %s", dir, name, strerror(-r));
+  }
+  return 0;
+}
+
+typedef struct layout {
+  char *dir;
+  int fd, blobs_fd;
+} layout;
+
+static int layout_open(cairn_store *st, layout *l, const char *dir) {
+  l->fd = l->blobs_fd = -1;
+  mkdir(dir, 0755);
+  if ((l->fd = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
+    return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  mkdirat(l->fd, "blobs", 0755);
+  _cleanup_close_ int b = openat(l->fd, "blobs", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (b >= 0) mkdirat(b, "sha256", 0755);
+  if ((l->blobs_fd = openat(l->fd, "blobs/sha256", O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
+    return cairn_fail(st, -errno, "%s/blobs/sha256: %s", dir, strerror(errno));
+  static const char oci_layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
+  return layout_file(st, l->fd, dir, "oci-layout", -1, oci_layout, sizeof oci_layout - 1);
+}
+
+static int layout_blob(cairn_store *st, layout *l, const push_blob *b, bool *skipped) {
+  struct stat sb;
+  *skipped = fstatat(l->blobs_fd, b->digest + 7, &sb, 0) == 0 && (uint64_t)sb.st_size == b->size;
+  if (*skipped) return 0;
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/blobs/sha256", l->dir);
+  return layout_file(st, l->blobs_fd, dir, b->digest + 7, b->fd, b->mem, b->size);
+}
+
+/* index.json with the manifest, replacing an entry of the same ref.name. */
+static int layout_index(cairn_store *st, layout *l, const char *tag, const char *digest,
+                        size_t size) {
+  json_t *index = NULL;
+  {
+    _cleanup_close_ int fd = openat(l->fd, "index.json", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) index = json_loadfd(fd, 0, NULL);
+  }
+  if (!json_is_object(index) || !json_is_array(json_object_get(index, "manifests"))) {
+    json_decref(index);
+    index = json_pack("{s:i, s:s, s:[]}", "schemaVersion", 2, "mediaType",
+                      "application/vnd.oci.image.index.v1+json", "manifests");
+  }
+  json_t *ms = json_object_get(index, "manifests");
+  for (size_t i = json_array_size(ms); i-- > 0;) {
+    const char *name = json_string_value(json_object_get(
+        json_object_get(json_array_get(ms, i), "annotations"), "org.opencontainers.image.ref.name"));
+    if (name && strcmp(name, tag) == 0) json_array_remove(ms, i);
+  }
+  json_array_append_new(ms, json_pack("{s:s, s:s, s:I, s:{s:s}}", "mediaType", MT_MANIFEST,
+                                      "digest", digest, "size", (json_int_t)size, "annotations",
+                                      "org.opencontainers.image.ref.name", tag));
+  char *body = json_dumps(index, JSON_COMPACT);
+  json_decref(index);
+  if (!body) return cairn_fail(st, -ENOMEM, "out of memory");
+  int r = layout_file(st, l->fd, l->dir, "index.json", -1, body, strlen(body));
+  free(body);
+  return r;
+}
+
+/* ---- the push -------------------------------------------------------------- */
+
+typedef struct image_view {
+  char *config;
+  char **layers;
+  uint64_t *sizes;
+  size_t n;
+  char **names;
+  size_t n_names;
+} image_view;
+
+static int inspect_cb(const struct cairn_image_info *info, void *arg) {
+  image_view *v = arg;
+  v->config = strdup(info->config);
+  v->layers = calloc(info->n_layers + 1, sizeof *v->layers);
+  v->sizes = calloc(info->n_layers + 1, sizeof *v->sizes);
+  v->names = calloc(info->image.n_names + 1, sizeof *v->names);
+  if (!v->config || !v->layers || !v->sizes || !v->names) return -ENOMEM;
+  for (size_t i = 0; i < info->n_layers; i++) {
+    if (!(v->layers[i] = strdup(info->layers[i].id))) return -ENOMEM;
+    v->sizes[i] = info->layers[i].size;
+    v->n = i + 1;
+  }
+  for (size_t i = 0; i < info->image.n_names; i++) {
+    if (!(v->names[i] = strdup(info->image.names[i]))) return -ENOMEM;
+    v->n_names = i + 1;
+  }
+  return 0;
+}
+
+static void image_view_free(image_view *v) {
+  free(v->config);
+  cairn_strv_free(v->layers, v->n);
+  cairn_strv_free(v->names, v->n_names);
+  free(v->sizes);
+}
+
+/* A repository of host the image was pulled from (one of its names is
+ * HOST/REPO:TAG), other than repo: where a registry may mount its blobs
+ * from; NULL if none. */
+static char *mount_source(const image_view *v, const char *host, const char *repo) {
+  size_t hl = strlen(host);
+  for (size_t i = 0; i < v->n_names; i++) {
+    const char *n = v->names[i];
+    if (strncmp(n, host, hl) != 0 || n[hl] != '/') continue;
+    const char *r = n + hl + 1;
+    const char *colon = strrchr(r, ':');
+    size_t rl = colon ? (size_t)(colon - r) : strlen(r);
+    if (rl == strlen(repo) && strncmp(r, repo, rl) == 0) continue;
+    return strndup(r, rl);
+  }
+  return NULL;
+}
+
+static char *manifest_build(const char *config_digest, size_t config_size, push_blob *blobs,
+                            size_t n, enum cairn_compress c) {
+  json_t *layers = json_array();
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(layers, json_pack("{s:s, s:s, s:I}", "mediaType", layer_media_type(c),
+                                            "digest", blobs[i].digest, "size",
+                                            (json_int_t)blobs[i].size));
+  json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
+                        MT_MANIFEST, "config", "mediaType", MT_CONFIG, "digest", config_digest,
+                        "size", (json_int_t)config_size, "layers", layers);
+  char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
+  json_decref(m);
+  return s;
+}
+
+/* Splits DEST into the registry spec (HOST[:PORT]/REPO) or layout dir, and
+ * the tag. */
+static int dest_parse(const char *dest, bool *oci, char **where, char **tag, cairn_store *st) {
+  *where = *tag = NULL;
+  const char *rest;
+  if (strncmp(dest, "docker://", 9) == 0) {
+    *oci = false;
+    rest = dest + 9;
+    const char *slash = strchr(rest, '/');
+    const char *colon = strrchr(slash ? slash : rest, ':');
+    if (!slash || slash == rest || !slash[1] || strchr(rest, '@'))
+      return cairn_fail(st, -EINVAL, "%s: expected docker://HOST[:PORT]/REPO[:TAG]", dest);
+    *where = colon ? strndup(rest, (size_t)(colon - rest)) : strdup(rest);
+    *tag = strdup(colon ? colon + 1 : "latest");
+  } else if (strncmp(dest, "oci:", 4) == 0) {
+    *oci = true;
+    rest = dest + 4;
+    const char *colon = strchr(rest, ':');
+    *where = colon ? strndup(rest, (size_t)(colon - rest)) : strdup(rest);
+    *tag = strdup(colon ? colon + 1 : "latest");
+  } else {
+    return cairn_fail(st, -EINVAL, "%s: expected docker://HOST[:PORT]/REPO[:TAG] or oci:DIR[:TAG]",
+                      dest);
+  }
+  if (!*where || !*tag) return cairn_fail(st, -ENOMEM, "out of memory");
+  if (!**where || !**tag) return cairn_fail(st, -EINVAL, "%s: empty repository, directory or tag", dest);
+  return 0;
+}
+
+static int push_into(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *o,
+                     char *digest_out) {
+  bool oci = false;
+  _cleanup_free_ char *where = NULL, *tag = NULL, *purpose = NULL, *from = NULL,
+                      *manifest = NULL;
+  image_view v = {0};
+  push_blob *blobs = NULL;
+  cairn_pinset *ps = NULL;
+  registry *rg = NULL;
+  layout lo = {.fd = -1, .blobs_fd = -1};
+  push_run run = {.st = st, .o = o};
+  cairn_id id;
+  int r = dest_parse(dest, &oci, &where, &tag, st);
+  if (r < 0) goto out;
+  if ((r = cairn_image_resolve(st, ref, id)) < 0) goto out;
+  if (asprintf(&purpose, "push %s", dest) < 0 || !(ps = cairn_pinset_new(purpose, true))) {
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+    goto out;
+  }
+  /* Pin, then read: the image as it is once nothing can remove it. */
+  if ((r = cairn_pin_image(st, ps, id)) < 0) goto out;
+  if ((r = cairn_inspect(st, id, inspect_cb, &v)) < 0) {
+    if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < v.n; i++) {
+    int have = cairn_layer_tar_recorded(st, v.layers[i]);
+    if (have < 0) {
+      r = have;
+      goto out;
+    }
+    if (!have) {
+      r = cairn_fail(st, -ENODATA,
+                     "layer sha256:%.12s was stored without its tar headers (imported before"
+                     " cairn kept them), so its exact tar cannot be rebuilt: import or pull it"
+                     " again",
+                     v.layers[i]);
+      goto out;
+    }
+  }
+  if (!(run.layers = calloc(v.n + 1, sizeof *run.layers)) ||
+      !(blobs = calloc(v.n + 1, sizeof *blobs))) {
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+    goto out;
+  }
+  run.n = v.n;
+  for (size_t i = 0; i < v.n; i++) {
+    blobs[i].fd = -1;
+    run.layers[i] = (cairn_pull_layer){
+        .digest = blobs[i].digest, .diff_id = v.layers[i], .size = v.sizes[i]};
+  }
+  if (oci) {
+    lo.dir = where;
+    if ((r = layout_open(st, &lo, where)) < 0) goto out;
+  } else {
+    if ((r = cn_registry_open(where, &o->net, true, &rg, st)) < 0) goto out;
+    from = mount_source(&v, rg->host, rg->repo);
+  }
+  run_progress(&run, true);
+  for (size_t i = 0; i < v.n; i++) {
+    bool seen = false, skipped = false;
+    for (size_t j = 0; j < i && !seen; j++) seen = strcmp(v.layers[j], v.layers[i]) == 0;
+    if ((r = layer_prepare(&run, i, &blobs[i])) < 0) goto out;
+    cairn_pull_layer *l = &run.layers[i];
+    l->size = blobs[i].size;
+    l->state = CAIRN_PULL_FETCHING;
+    l->fetched = 0;
+    run_progress(&run, true);
+    if (seen)
+      skipped = true;
+    else if (oci)
+      r = layout_blob(st, &lo, &blobs[i], &skipped);
+    else
+      r = blob_send(&run, rg, &blobs[i], from, &skipped);
+    if (r < 0) {
+      cairn_fail_context(st, r, "layer %.12s", v.layers[i]);
+      goto out;
+    }
+    l->state = skipped ? CAIRN_PULL_REUSED : CAIRN_PULL_DONE;
+    run_progress(&run, true);
+    close(blobs[i].fd); /* its digest and size are all the manifest needs */
+    blobs[i].fd = -1;
+  }
+  push_blob config = {.fd = -1, .mem = v.config, .size = strlen(v.config)};
+  snprintf(config.digest, sizeof config.digest, "sha256:%s", id);
+  bool skipped;
+  r = oci ? layout_blob(st, &lo, &config, &skipped) : blob_send(&run, rg, &config, NULL, &skipped);
+  if (r < 0) {
+    cairn_fail_context(st, r, "config");
+    goto out;
+  }
+  if (!(manifest = manifest_build(config.digest, config.size, blobs, v.n, o->compress))) {
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+    goto out;
+  }
+  push_blob mb = {.fd = -1, .mem = manifest, .size = strlen(manifest)};
+  cn_pull_sha256(manifest, mb.size, mb.digest);
+  if (oci) {
+    if ((r = layout_blob(st, &lo, &mb, &skipped)) == 0)
+      r = layout_index(st, &lo, tag, mb.digest, mb.size);
+  } else {
+    r = manifest_send(rg, tag, manifest, st);
+  }
+  if (r < 0) {
+    cairn_fail_context(st, r, "manifest");
+    goto out;
+  }
+  snprintf(digest_out, PULL_DIGEST_LEN + 1, "%s", mb.digest);
+out:
+  if (blobs)
+    for (size_t i = 0; i < v.n; i++)
+      if (blobs[i].fd >= 0) close(blobs[i].fd);
+  free(blobs);
+  free(run.layers);
+  if (lo.fd >= 0) close(lo.fd);
+  if (lo.blobs_fd >= 0) close(lo.blobs_fd);
+  if (rg) rg->base.ops->free(&rg->base);
+  if (ps) cairn_pinset_release(st, ps); /* only now: everything is sent */
+  image_view_free(&v);
+  return r;
+}
+
+int cairn_push(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *opts,
+               char digest_out[CAIRN_DIGEST_BUF]) {
+  cairn_push_opts o = opts ? *opts : (cairn_push_opts){0};
+  cairn_fail(st, 0, "%s", ""); /* no reason of an earlier call survives */
+  digest_out[0] = '\0';
+  int r = push_into(st, ref, dest, &o, digest_out);
+  if (r < 0 && !cairn_errmsg(st)[0]) cairn_fail(st, r, "%s", strerror(-r));
+  return r;
+}

@@ -1,0 +1,732 @@
+/*
+ * tarsplit.c — exact layers: a record of a layer tar's bytes minus its
+ * files' contents, from which the tar is written again byte for byte, the
+ * way containers/storage keeps tar-split data (layer.c records, push
+ * regenerates, fsck verifies).
+ *
+ * The recorder segments the uncompressed stream itself, in 512-byte tar
+ * blocks, independently of libarchive (which does not hand out raw
+ * headers): a header block, its pax ('x', 'g') and GNU long-name ('L',
+ * 'K') records, padding, the end blocks and anything after them are kept
+ * raw. A regular file's content ('0', NUL, '7', not sparse, not a
+ * whiteout, not a directory-by-trailing-slash) becomes a reference: its
+ * size and XXH3-128, which is the name of the blob the import stored for
+ * it. Invariants:
+ *  - every byte of the stream is in the record, raw or by reference, in
+ *    order: a misparse (a header we do not understand) only makes more
+ *    bytes raw, it never loses one;
+ *  - a reference is kept only if a staged entry of the layer names that
+ *    blob (so gc, which keeps blobs entries name, keeps it) with that size;
+ *    any other span is inlined at finish from its blob file, or the layer
+ *    is not recorded at all (finish returns 1);
+ *  - regeneration checks each blob's size, and its caller checks the
+ *    sha256 of the whole against the diff_id, so a record never yields a
+ *    wrong tar silently.
+ *
+ * Format (zlib-compressed as a whole): "CNTS" 0x01, then ops: 'R' varint N
+ * and N raw bytes; 'F' varint SIZE and the 16-byte XXH3-128 (canonical) of
+ * a content span; 'E' the end. Varints are LEB128.
+ */
+#include "tarsplit.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+#include <zlib.h>
+
+#define TS_MAGIC "CNTS\x01"
+#define TS_MAGIC_LEN 5
+#define TS_RAW_MAX (64 * 1024)
+#define TS_META_MAX (8u << 20) /* pax / long-name records parsed up to this size */
+
+enum ts_mode { TS_HDR, TS_META, TS_DATA, TS_SKIP, TS_TRAIL };
+
+struct ts_file {
+  unsigned char digest[16];
+  uint64_t size;
+};
+
+struct cn_tarsplit {
+  cairn_store *st;
+  z_stream z;
+  bool z_ok;
+  unsigned char *out;
+  size_t out_len, out_cap;
+  int err; /* first failure (ENOMEM) */
+  unsigned char raw[TS_RAW_MAX];
+  size_t raw_len;
+  /* the parser */
+  enum ts_mode mode;
+  unsigned char hdr[512];
+  size_t hdr_len;
+  uint64_t left, pad;
+  char meta_type;
+  char *meta;
+  size_t meta_len;
+  bool meta_whole;
+  int64_t pax_size; /* -1: none */
+  bool pax_sparse, uncertain;
+  char *long_name, *pax_path;
+  XXH3_state_t *xxh;
+  uint64_t data_size;
+  struct ts_file *files;
+  size_t n_files, cap_files;
+};
+
+/* ---- output ------------------------------------------------------------- */
+
+static void ts_deflate(cn_tarsplit *ts, const void *buf, size_t len, int flush) {
+  if (ts->err) return;
+  ts->z.next_in = (unsigned char *)buf;
+  ts->z.avail_in = (uInt)len;
+  do {
+    if (ts->out_cap - ts->out_len < 4096) {
+      size_t cap = ts->out_cap ? 2 * ts->out_cap : 64 * 1024;
+      unsigned char *p = realloc(ts->out, cap);
+      if (!p) {
+        ts->err = -ENOMEM;
+        return;
+      }
+      ts->out = p;
+      ts->out_cap = cap;
+    }
+    ts->z.next_out = ts->out + ts->out_len;
+    ts->z.avail_out = (uInt)(ts->out_cap - ts->out_len);
+    int r = deflate(&ts->z, flush);
+    ts->out_len = ts->out_cap - ts->z.avail_out;
+    if (r == Z_STREAM_ERROR) {
+      ts->err = -EIO;
+      return;
+    }
+    if (flush == Z_FINISH && r == Z_STREAM_END) return;
+  } while (ts->z.avail_in > 0 || ts->z.avail_out == 0 || flush == Z_FINISH);
+}
+
+static size_t varint_encode(uint64_t v, unsigned char *out) {
+  size_t n = 0;
+  do {
+    unsigned char b = v & 0x7f;
+    v >>= 7;
+    out[n++] = b | (v ? 0x80 : 0);
+  } while (v);
+  return n;
+}
+
+static void ts_raw_flush(cn_tarsplit *ts) {
+  if (ts->raw_len == 0) return;
+  unsigned char h[11] = {'R'};
+  size_t n = 1 + varint_encode(ts->raw_len, h + 1);
+  ts_deflate(ts, h, n, Z_NO_FLUSH);
+  ts_deflate(ts, ts->raw, ts->raw_len, Z_NO_FLUSH);
+  ts->raw_len = 0;
+}
+
+static void ts_raw(cn_tarsplit *ts, const unsigned char *p, size_t len) {
+  while (len > 0) {
+    size_t k = TS_RAW_MAX - ts->raw_len;
+    if (k > len) k = len;
+    memcpy(ts->raw + ts->raw_len, p, k);
+    ts->raw_len += k;
+    p += k;
+    len -= k;
+    if (ts->raw_len == TS_RAW_MAX) ts_raw_flush(ts);
+  }
+}
+
+static void ts_file_op(cn_tarsplit *ts, const unsigned char digest[16], uint64_t size) {
+  ts_raw_flush(ts);
+  unsigned char h[11 + 16] = {'F'};
+  size_t n = 1 + varint_encode(size, h + 1);
+  memcpy(h + n, digest, 16);
+  ts_deflate(ts, h, n + 16, Z_NO_FLUSH);
+}
+
+/* ---- the parser --------------------------------------------------------- */
+
+static uint64_t tar_number(const unsigned char *f, size_t len, bool *ok) {
+  uint64_t v = 0;
+  *ok = true;
+  if (f[0] & 0x80) { /* base-256 */
+    if (f[0] & 0x40) {
+      *ok = false;
+      return 0;
+    }
+    v = f[0] & 0x3f;
+    for (size_t i = 1; i < len; i++) {
+      if (v >> 55) {
+        *ok = false;
+        return 0;
+      }
+      v = v << 8 | f[i];
+    }
+    return v;
+  }
+  size_t i = 0;
+  while (i < len && (f[i] == ' ' || f[i] == '\0')) i++;
+  for (; i < len && f[i] >= '0' && f[i] <= '7'; i++) {
+    if (v >> 60) {
+      *ok = false;
+      return 0;
+    }
+    v = v << 3 | (uint64_t)(f[i] - '0');
+  }
+  return v;
+}
+
+static bool block_zero(const unsigned char *b) {
+  for (size_t i = 0; i < 512; i++)
+    if (b[i]) return false;
+  return true;
+}
+
+static bool header_checksum_ok(const unsigned char *h) {
+  bool ok;
+  uint64_t want = tar_number(h + 148, 8, &ok);
+  if (!ok) return false;
+  uint64_t u = 0;
+  int64_t s = 0;
+  for (size_t i = 0; i < 512; i++) {
+    unsigned char c = (i >= 148 && i < 156) ? ' ' : h[i];
+    u += c;
+    s += (signed char)c;
+  }
+  return want == u || (int64_t)want == s;
+}
+
+static void ts_overrides_clear(cn_tarsplit *ts) {
+  ts->pax_size = -1;
+  ts->pax_sparse = ts->uncertain = false;
+  free(ts->long_name);
+  free(ts->pax_path);
+  ts->long_name = ts->pax_path = NULL;
+}
+
+/* Reads the pax records this parser cares about: size, path, GNU.sparse.*. */
+static void pax_parse(cn_tarsplit *ts, const char *p, size_t len) {
+  while (len > 0) {
+    char *end;
+    unsigned long n = strtoul(p, &end, 10);
+    if (end == p || n == 0 || n > len || *end != ' ' || p[n - 1] != '\n') {
+      ts->uncertain = true;
+      return;
+    }
+    const char *kv = end + 1, *stop = p + n - 1;
+    const char *eq = memchr(kv, '=', (size_t)(stop - kv));
+    if (!eq) {
+      ts->uncertain = true;
+      return;
+    }
+    size_t klen = (size_t)(eq - kv), vlen = (size_t)(stop - eq - 1);
+    if (klen == 4 && memcmp(kv, "size", 4) == 0) {
+      char buf[32];
+      if (vlen == 0 || vlen >= sizeof(buf)) {
+        ts->uncertain = true;
+      } else {
+        memcpy(buf, eq + 1, vlen);
+        buf[vlen] = '\0';
+        char *e;
+        unsigned long long v = strtoull(buf, &e, 10);
+        if (*e || v > INT64_MAX)
+          ts->uncertain = true;
+        else
+          ts->pax_size = (int64_t)v;
+      }
+    } else if (klen == 4 && memcmp(kv, "path", 4) == 0) {
+      free(ts->pax_path);
+      ts->pax_path = strndup(eq + 1, vlen);
+      if (!ts->pax_path) ts->uncertain = true;
+    } else if (klen >= 10 && memcmp(kv, "GNU.sparse", 10) == 0) {
+      ts->pax_sparse = true;
+    }
+    p += n;
+    len -= n;
+  }
+}
+
+static void ts_meta_done(cn_tarsplit *ts) {
+  if (!ts->meta_whole) {
+    ts->uncertain = true;
+  } else if (ts->meta_type == 'x') {
+    pax_parse(ts, ts->meta, ts->meta_len);
+  } else if (ts->meta_type == 'L') {
+    free(ts->long_name);
+    ts->long_name = strndup(ts->meta ? ts->meta : "", ts->meta_len);
+    if (!ts->long_name) ts->uncertain = true;
+  }
+  free(ts->meta);
+  ts->meta = NULL;
+  ts->meta_len = 0;
+}
+
+/* True if the entry's name makes it something other than a file's
+ * content for the importer: a whiteout (no data kept) or a name ending in
+ * '/' (a directory to old tars). */
+static bool name_excluded(cn_tarsplit *ts, const unsigned char *h) {
+  char buf[260];
+  const char *name = ts->long_name ? ts->long_name : ts->pax_path;
+  if (!name) {
+    snprintf(buf, sizeof(buf), "%.100s", (const char *)h);
+    name = buf;
+  }
+  size_t n = strlen(name);
+  if (n > 0 && name[n - 1] == '/') return true;
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  return strncmp(base, ".wh.", 4) == 0;
+}
+
+static void ts_header(cn_tarsplit *ts) {
+  const unsigned char *h = ts->hdr;
+  if (block_zero(h)) return; /* an end block: raw, stay */
+  if (!header_checksum_ok(h)) {
+    ts->mode = TS_TRAIL; /* not a tar header: everything from here is raw */
+    return;
+  }
+  bool ok;
+  uint64_t size = tar_number(h + 124, 12, &ok);
+  if (!ok) {
+    ts->mode = TS_TRAIL;
+    return;
+  }
+  char type = (char)h[156];
+  if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
+    ts->meta_type = type;
+    ts->meta_len = 0;
+    ts->meta_whole = size <= TS_META_MAX;
+    ts->meta = NULL;
+    if (ts->meta_whole && size > 0 && !(ts->meta = malloc(size))) ts->meta_whole = false;
+    ts->left = size;
+    ts->pad = (512 - size % 512) % 512;
+    ts->mode = TS_META;
+    if (size == 0) {
+      ts_meta_done(ts);
+      ts->mode = TS_HDR;
+    }
+    return;
+  }
+  uint64_t eff = ts->pax_size >= 0 ? (uint64_t)ts->pax_size : size;
+  bool content = (type == '0' || type == '\0' || type == '7') && eff > 0 && !ts->pax_sparse &&
+                 !ts->uncertain && !name_excluded(ts, h);
+  ts_overrides_clear(ts);
+  uint64_t pad = (512 - eff % 512) % 512;
+  if (content) {
+    ts->mode = TS_DATA;
+    ts->left = eff;
+    ts->pad = pad;
+    ts->data_size = eff;
+    XXH3_128bits_reset(ts->xxh);
+  } else {
+    ts->left = eff + pad;
+    ts->mode = ts->left ? TS_SKIP : TS_HDR;
+  }
+}
+
+void cn_tarsplit_feed(cn_tarsplit *ts, const void *buf, size_t len) {
+  const unsigned char *p = buf;
+  while (len > 0 && !ts->err) {
+    size_t k;
+    switch (ts->mode) {
+    case TS_HDR:
+      k = 512 - ts->hdr_len;
+      if (k > len) k = len;
+      memcpy(ts->hdr + ts->hdr_len, p, k);
+      ts_raw(ts, p, k);
+      ts->hdr_len += k;
+      if (ts->hdr_len == 512) {
+        ts->hdr_len = 0;
+        ts_header(ts);
+      }
+      break;
+    case TS_META:
+      k = ts->left < len ? (size_t)ts->left : len;
+      ts_raw(ts, p, k);
+      if (ts->meta) memcpy(ts->meta + ts->meta_len, p, k);
+      ts->meta_len += k;
+      ts->left -= k;
+      if (ts->left == 0) {
+        ts_meta_done(ts);
+        ts->left = ts->pad;
+        ts->mode = ts->left ? TS_SKIP : TS_HDR;
+      }
+      break;
+    case TS_DATA:
+      k = ts->left < len ? (size_t)ts->left : len;
+      XXH3_128bits_update(ts->xxh, p, k);
+      ts->left -= k;
+      if (ts->left == 0) {
+        XXH128_canonical_t c;
+        XXH128_canonicalFromHash(&c, XXH3_128bits_digest(ts->xxh));
+        ts_file_op(ts, c.digest, ts->data_size);
+        struct ts_file *v = cn_array_grow(ts->files, ts->n_files, &ts->cap_files, sizeof(*v));
+        if (!v) {
+          ts->err = -ENOMEM;
+          return;
+        }
+        ts->files = v;
+        memcpy(v[ts->n_files].digest, c.digest, 16);
+        v[ts->n_files++].size = ts->data_size;
+        ts->left = ts->pad;
+        ts->mode = ts->left ? TS_SKIP : TS_HDR;
+      }
+      break;
+    case TS_SKIP:
+      k = ts->left < len ? (size_t)ts->left : len;
+      ts_raw(ts, p, k);
+      ts->left -= k;
+      if (ts->left == 0) ts->mode = TS_HDR;
+      break;
+    default: k = len; ts_raw(ts, p, k);
+    }
+    p += k;
+    len -= k;
+  }
+}
+
+int cn_tarsplit_new(cairn_store *st, cn_tarsplit **out) {
+  cn_tarsplit *ts = calloc(1, sizeof(*ts));
+  if (!ts) return store_fail(st, -ENOMEM, "out of memory recording the tar");
+  ts->st = st;
+  ts->pax_size = -1;
+  ts->xxh = XXH3_createState();
+  if (!ts->xxh || deflateInit(&ts->z, 6) != Z_OK) {
+    XXH3_freeState(ts->xxh);
+    free(ts);
+    return store_fail(st, -ENOMEM, "out of memory recording the tar");
+  }
+  ts->z_ok = true;
+  ts_deflate(ts, TS_MAGIC, TS_MAGIC_LEN, Z_NO_FLUSH);
+  *out = ts;
+  return 0;
+}
+
+void cn_tarsplit_free(cn_tarsplit *ts) {
+  if (!ts) return;
+  if (ts->z_ok) deflateEnd(&ts->z);
+  XXH3_freeState(ts->xxh);
+  ts_overrides_clear(ts);
+  free(ts->meta);
+  free(ts->out);
+  free(ts->files);
+  free(ts);
+}
+
+/* ---- reading a record --------------------------------------------------- */
+
+struct ts_reader {
+  z_stream z;
+  unsigned char buf[64 * 1024];
+  size_t pos, avail;
+  bool end;
+};
+
+static int reader_init(struct ts_reader *rd, const void *data, size_t len) {
+  memset(&rd->z, 0, sizeof(rd->z));
+  rd->pos = rd->avail = 0;
+  rd->end = false;
+  if (inflateInit(&rd->z) != Z_OK) return -ENOMEM;
+  rd->z.next_in = (unsigned char *)data;
+  rd->z.avail_in = (uInt)len;
+  return 0;
+}
+
+/* Up to n bytes at *p; 0 at the end; -EBADMSG if the stream is corrupt. */
+static ssize_t reader_peek(struct ts_reader *rd, const unsigned char **p, size_t n) {
+  if (rd->pos == rd->avail) {
+    if (rd->end) return 0;
+    rd->z.next_out = rd->buf;
+    rd->z.avail_out = sizeof(rd->buf);
+    int r = inflate(&rd->z, Z_NO_FLUSH);
+    if (r == Z_STREAM_END)
+      rd->end = true;
+    else if (r != Z_OK)
+      return -EBADMSG;
+    rd->pos = 0;
+    rd->avail = sizeof(rd->buf) - rd->z.avail_out;
+    if (rd->avail == 0) return rd->end ? 0 : -EBADMSG;
+  }
+  size_t k = rd->avail - rd->pos;
+  if (k > n) k = n;
+  *p = rd->buf + rd->pos;
+  rd->pos += k;
+  return (ssize_t)k;
+}
+
+static int reader_exact(struct ts_reader *rd, void *dst, size_t n) {
+  unsigned char *d = dst;
+  while (n > 0) {
+    const unsigned char *p;
+    ssize_t k = reader_peek(rd, &p, n);
+    if (k <= 0) return -EBADMSG;
+    memcpy(d, p, (size_t)k);
+    d += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+static int reader_varint(struct ts_reader *rd, uint64_t *v) {
+  *v = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    unsigned char b;
+    if (reader_exact(rd, &b, 1) < 0) return -EBADMSG;
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) return 0;
+  }
+  return -EBADMSG;
+}
+
+/* One op of the record: its type ('R', 'F', 'E'), and for 'R' its length
+ * (the bytes follow), for 'F' the size and digest. */
+static int reader_op(struct ts_reader *rd, char *op, uint64_t *n, unsigned char digest[16]) {
+  unsigned char c;
+  if (reader_exact(rd, &c, 1) < 0) return -EBADMSG;
+  *op = (char)c;
+  if (c == 'E') return 0;
+  if (c != 'R' && c != 'F') return -EBADMSG;
+  if (reader_varint(rd, n) < 0) return -EBADMSG;
+  return c == 'F' ? reader_exact(rd, digest, 16) : 0;
+}
+
+/* ---- finishing: references a staged entry names, or inline ------------- */
+
+static int blob_name_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends the content of blob name (size bytes) as raw bytes; 1 if the
+ * blob is not there with that size. */
+static int ts_inline_blob(cn_tarsplit *ts, const char *name, uint64_t size) {
+  int fd = cairn_blob_open(ts->st, name);
+  if (fd < 0) return 1;
+  struct stat sb;
+  if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != size) {
+    close(fd);
+    return 1;
+  }
+  unsigned char buf[64 * 1024];
+  uint64_t got = 0;
+  ssize_t k;
+  while ((k = read(fd, buf, sizeof(buf))) > 0) {
+    ts_raw(ts, buf, (size_t)k);
+    got += (uint64_t)k;
+  }
+  close(fd);
+  return k < 0 || got != size ? 1 : 0;
+}
+
+/* Re-encodes the record in ts->out, inlining the references not in names. */
+static int ts_rewrite(cn_tarsplit *ts, char **names, size_t n_names) {
+  unsigned char *old = ts->out;
+  size_t old_len = ts->out_len;
+  ts->out = NULL;
+  ts->out_len = ts->out_cap = 0;
+  deflateEnd(&ts->z);
+  memset(&ts->z, 0, sizeof(ts->z));
+  ts->z_ok = deflateInit(&ts->z, 6) == Z_OK;
+  if (!ts->z_ok) {
+    free(old);
+    return -ENOMEM;
+  }
+  struct ts_reader *rd = malloc(sizeof(*rd));
+  int r = rd ? reader_init(rd, old, old_len) : -ENOMEM;
+  unsigned char magic[TS_MAGIC_LEN];
+  if (r == 0 && (reader_exact(rd, magic, sizeof(magic)) < 0 || memcmp(magic, TS_MAGIC, TS_MAGIC_LEN)))
+    r = -EBADMSG;
+  if (r == 0) ts_deflate(ts, TS_MAGIC, TS_MAGIC_LEN, Z_NO_FLUSH);
+  while (r == 0) {
+    char op;
+    uint64_t n;
+    unsigned char digest[16];
+    if ((r = reader_op(rd, &op, &n, digest)) < 0) break;
+    if (op == 'E') break;
+    if (op == 'R') {
+      while (n > 0 && r == 0) {
+        const unsigned char *p;
+        ssize_t k = reader_peek(rd, &p, n > SIZE_MAX ? SIZE_MAX : (size_t)n);
+        if (k <= 0) r = -EBADMSG;
+        else ts_raw(ts, p, (size_t)k), n -= (uint64_t)k;
+      }
+      continue;
+    }
+    char hex[33], *key = hex;
+    cn_hex_encode(digest, 16, hex);
+    if (n_names && bsearch(&key, names, n_names, sizeof(*names), blob_name_cmp))
+      ts_file_op(ts, digest, n);
+    else
+      r = ts_inline_blob(ts, hex, n);
+  }
+  if (rd) inflateEnd(&rd->z);
+  free(rd);
+  free(old);
+  return r;
+}
+
+int cn_tarsplit_finish(cn_tarsplit *ts, void **data, size_t *len) {
+  cairn_store *st = ts->st;
+  *data = NULL;
+  *len = 0;
+  _cleanup_strv_ struct strv names = {0};
+  {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    int r = cn_db_prepare(st, &q, "SELECT DISTINCT blob FROM temp.stage WHERE blob IS NOT NULL");
+    if (r < 0) return r;
+    while ((r = sqlite3_step(q)) == SQLITE_ROW)
+      if (cn_strv_push(&names, (const char *)sqlite3_column_text(q, 0)) < 0)
+        return store_fail(st, -ENOMEM, "out of memory recording the tar");
+    if (r != SQLITE_DONE) return cn_store_fail_db(st, "staging");
+  }
+  if (names.n) qsort(names.v, names.n, sizeof(*names.v), blob_name_cmp);
+  ts_raw_flush(ts);
+  bool all = true;
+  for (size_t i = 0; i < ts->n_files && all; i++) {
+    char hex[33], *key = hex;
+    cn_hex_encode(ts->files[i].digest, 16, hex);
+    all = names.n && bsearch(&key, names.v, names.n, sizeof(*names.v), blob_name_cmp);
+  }
+  unsigned char e = 'E';
+  ts_deflate(ts, &e, 1, Z_NO_FLUSH);
+  ts_deflate(ts, NULL, 0, Z_FINISH);
+  if (!all && !ts->err) {
+    int r = ts_rewrite(ts, names.v, names.n);
+    if (r == 1) return 1;
+    if (r < 0) ts->err = r;
+    ts_raw_flush(ts);
+    ts_deflate(ts, &e, 1, Z_NO_FLUSH);
+    ts_deflate(ts, NULL, 0, Z_FINISH);
+  }
+  if (ts->err)
+    return store_fail(st, ts->err, "recording the tar: %s",
+                      ts->err == -ENOMEM ? "out of memory" : "cannot compress");
+  *data = ts->out;
+  *len = ts->out_len;
+  ts->out = NULL;
+  ts->out_len = ts->out_cap = 0;
+  return 0;
+}
+
+/* ---- writing the tar again ---------------------------------------------- */
+
+int cn_tarsplit_write(cairn_store *st, const void *data, size_t len, cairn_write_fn fn, void *arg,
+                      uint64_t *size_out, cairn_id sha256_out) {
+  struct ts_reader *rd = malloc(sizeof(*rd));
+  EVP_MD_CTX *sha = EVP_MD_CTX_new();
+  unsigned char *buf = malloc(128 * 1024);
+  int r = rd && sha && buf ? reader_init(rd, data, len) : -ENOMEM;
+  bool z = r == 0;
+  uint64_t total = 0;
+  if (r == 0) EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+  unsigned char magic[TS_MAGIC_LEN];
+  if (r == 0 && (reader_exact(rd, magic, sizeof(magic)) < 0 || memcmp(magic, TS_MAGIC, TS_MAGIC_LEN)))
+    r = store_fail(st, -EBADMSG, "tar record: not a record");
+  while (r == 0) {
+    char op;
+    uint64_t n;
+    unsigned char digest[16];
+    if (reader_op(rd, &op, &n, digest) < 0) {
+      r = store_fail(st, -EBADMSG, "tar record: corrupt");
+      break;
+    }
+    if (op == 'E') break;
+    if (op == 'R') {
+      while (n > 0 && r == 0) {
+        const unsigned char *p;
+        ssize_t k = reader_peek(rd, &p, n > SIZE_MAX ? SIZE_MAX : (size_t)n);
+        if (k <= 0) {
+          r = store_fail(st, -EBADMSG, "tar record: corrupt");
+          break;
+        }
+        EVP_DigestUpdate(sha, p, (size_t)k);
+        if (fn) r = fn(p, (size_t)k, arg);
+        n -= (uint64_t)k;
+        total += (uint64_t)k;
+      }
+      continue;
+    }
+    char hex[33];
+    cn_hex_encode(digest, 16, hex);
+    _cleanup_close_ int fd = cairn_blob_open(st, hex);
+    if (fd < 0) {
+      r = store_fail(st, -EBADMSG, "tar record: blob %s: %s", hex, strerror(-fd));
+      break;
+    }
+    uint64_t left = n;
+    while (left > 0 && r == 0) {
+      ssize_t k = read(fd, buf, left < 128 * 1024 ? (size_t)left : 128 * 1024);
+      if (k <= 0) {
+        r = store_fail(st, k < 0 ? -EIO : -EBADMSG, "tar record: blob %s: %s", hex,
+                       k < 0 ? strerror(errno) : "shorter than recorded");
+        break;
+      }
+      EVP_DigestUpdate(sha, buf, (size_t)k);
+      if (fn) r = fn(buf, (size_t)k, arg);
+      left -= (uint64_t)k;
+      total += (uint64_t)k;
+    }
+    if (r == 0 && read(fd, buf, 1) != 0)
+      r = store_fail(st, -EBADMSG, "tar record: blob %s: longer than recorded", hex);
+  }
+  if (r == 0) {
+    unsigned char d[32];
+    EVP_DigestFinal_ex(sha, d, NULL);
+    sha256_hex(d, sha256_out);
+    *size_out = total;
+  } else if (r == -ENOMEM && !st->err[0]) {
+    store_fail(st, r, "out of memory reading a tar record");
+  }
+  if (z) inflateEnd(&rd->z);
+  free(rd);
+  free(buf);
+  EVP_MD_CTX_free(sha);
+  return r;
+}
+
+/* ---- the public side ---------------------------------------------------- */
+
+int cairn_layer_tar_recorded(cairn_store *st, const char *diff_id) {
+  store_errclear(st);
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q, "SELECT 1 FROM layer_tars WHERE layer_id = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  r = sqlite3_step(q);
+  return r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer tar record");
+}
+
+int cairn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *arg,
+                    uint64_t *size) {
+  store_errclear(st);
+  _cleanup_free_ void *data = NULL;
+  size_t len = 0;
+  {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    int r = cn_db_prepare(st, &q, "SELECT data FROM layer_tars WHERE layer_id = ?");
+    if (r < 0) return r;
+    sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+    r = sqlite3_step(q);
+    if (r == SQLITE_DONE) {
+      int e = cairn_layer_exists(st, diff_id);
+      if (e < 0) return e;
+      return e ? store_fail(st, -ENODATA,
+                            "layer sha256:%.12s: stored without its tar headers (imported"
+                            " before cairn kept them): import or pull it again",
+                            diff_id)
+               : store_fail(st, -ENOENT, "layer sha256:%.12s: no such layer", diff_id);
+    }
+    if (r != SQLITE_ROW) return cn_store_fail_db(st, "layer tar record");
+    len = (size_t)sqlite3_column_bytes(q, 0);
+    if (!(data = malloc(len ? len : 1)))
+      return store_fail(st, -ENOMEM, "out of memory reading a tar record");
+    memcpy(data, sqlite3_column_blob(q, 0), len);
+  }
+  uint64_t total;
+  cairn_id sha;
+  int r = cn_tarsplit_write(st, data, len, fn, arg, &total, sha);
+  if (r < 0) return r == -EBADMSG ? cairn_fail_context(st, r, "layer sha256:%.12s", diff_id) : r;
+  if (strcmp(sha, diff_id) != 0)
+    return store_fail(st, -EBADMSG, "layer sha256:%.12s: its tar rebuilt hashes to sha256:%.12s",
+                      diff_id, sha);
+  if (size) *size = total;
+  return 0;
+}

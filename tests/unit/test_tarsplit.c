@@ -1,0 +1,253 @@
+/*
+ * test_tarsplit.c — exact layers: a tar imported (plain or gzip) is written
+ * again byte for byte by cairn_layer_tar, for tars made by GNU tar (gnu
+ * and posix formats, long names, hardlinks, sparse files), Python's
+ * tarfile (gnu, pax, ustar), libarchive, with trailing bytes after the end
+ * blocks and with a path given twice; the record goes with its layer (rm,
+ * gc), a layer stored without one is -ENODATA until imported again, and a
+ * damaged record or blob is -EBADMSG, which fsck reports.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h" /* st->db */
+#include "testutil.h"
+
+static tu_store T;
+static void setup(void) { tu_store_setup(&T); }
+static void teardown(void) { tu_store_teardown(&T); }
+TestSuite(tarsplit, .init = setup, .fini = teardown);
+
+struct membuf {
+  char *p;
+  size_t len, cap;
+};
+
+static int mem_write(const void *buf, size_t len, void *arg) {
+  struct membuf *m = arg;
+  if (m->len + len > m->cap) {
+    m->cap = (m->len + len) * 2;
+    m->p = realloc(m->p, m->cap);
+    cr_assert(m->p);
+  }
+  memcpy(m->p + m->len, buf, len);
+  m->len += len;
+  return 0;
+}
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  cr_assert(f, "%s", path);
+  char *buf = NULL;
+  size_t cap = 0;
+  *len = 0;
+  for (;;) {
+    if (*len + 65536 > cap) buf = realloc(buf, cap = cap * 2 + 65536);
+    size_t n = fread(buf + *len, 1, 65536, f);
+    *len += n;
+    if (n == 0) break;
+  }
+  fclose(f);
+  return buf;
+}
+
+/* Runs a shell script in a fresh directory of T.root (cwd), which has a
+ * tree "src" prepared; the script writes OUT (the tar). */
+static char *make_tar(const char *script, size_t *len) {
+  char *cmd = NULL;
+  cr_assert(asprintf(&cmd,
+                     "set -e; cd '%s'; rm -rf src out.tar; mkdir -p src/d/sub;"
+                     " printf 'hello\\n' > src/a; printf '' > src/empty;"
+                     " head -c 70000 /dev/urandom > src/d/big; ln src/a src/d/hard;"
+                     " ln -s ../a src/d/sym; mkdir -p src/%0100d; echo long >"
+                     " src/%0100d/%0120d; chmod 0751 src/d; %s",
+                     T.root, 1, 1, 2, script) > 0);
+  int rc = system(cmd);
+  free(cmd);
+  cr_assert_eq(rc, 0, "tar script failed: %s", script);
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/out.tar", T.root);
+  return read_file(path, len);
+}
+
+/* Imports the bytes (compressed as flags say) and checks the tar written
+ * back equals the uncompressed ones. */
+static void round_trip(const void *tar, size_t len, unsigned flags) {
+  void *in = (void *)tar;
+  size_t in_len = len;
+  if (flags) tu_compress(tar, len, flags, &in, &in_len);
+  cairn_id id;
+  int r = tu_ingest_bytes(T.st, in, in_len, NULL, NULL, id);
+  cr_assert_eq(r, 0, "ingest: %s", cairn_errmsg(T.st));
+  cr_assert_eq(cairn_layer_tar_recorded(T.st, id), 1);
+  struct membuf m = {0};
+  uint64_t size = 0;
+  r = cairn_layer_tar(T.st, id, mem_write, &m, &size);
+  cr_assert_eq(r, 0, "regenerate: %s", cairn_errmsg(T.st));
+  cr_assert_eq(size, len);
+  cr_assert_eq(m.len, len);
+  cr_assert(memcmp(m.p, tar, len) == 0, "the tar written back differs");
+  free(m.p);
+  if (in != tar) free(in);
+}
+
+static size_t tar_rows(void);
+
+/* The largest record stored: content is referenced, not copied (src/d/big
+ * is 70,000 random bytes, which no compression shrinks). */
+static size_t record_max(void) {
+  sqlite3_stmt *q;
+  cr_assert_eq(sqlite3_prepare_v2(T.st->db, "SELECT max(length(data)) FROM layer_tars", -1, &q,
+                                  NULL),
+               SQLITE_OK);
+  cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+  size_t n = (size_t)sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  return n;
+}
+
+static void gnu_tar_case(const char *script) {
+  size_t len;
+  char *tar = make_tar(script, &len);
+  round_trip(tar, len, TU_PLAIN);
+  cr_assert_lt(record_max(), 20000, "record of %zu bytes for a %zu-byte tar", record_max(), len);
+  round_trip(tar, len, TU_GZIP);
+  free(tar);
+}
+
+Test(tarsplit, gnu_tar_gnu_format) { gnu_tar_case("tar --format=gnu -cf out.tar -C src ."); }
+Test(tarsplit, gnu_tar_posix_format) { gnu_tar_case("tar --format=posix -cf out.tar -C src ."); }
+Test(tarsplit, gnu_tar_ustar_short_names) {
+  gnu_tar_case("tar --format=ustar -cf out.tar -C src a empty d");
+}
+Test(tarsplit, gnu_tar_sparse) {
+  gnu_tar_case("truncate -s 3M src/sparse; printf data | dd of=src/sparse bs=1 seek=1M"
+               " conv=notrunc status=none; tar --format=gnu -S -cf out.tar -C src .");
+}
+Test(tarsplit, gnu_tar_posix_sparse) {
+  gnu_tar_case("truncate -s 3M src/sparse; printf data | dd of=src/sparse bs=1 seek=1M"
+               " conv=notrunc status=none; tar --format=posix -S -cf out.tar -C src .");
+}
+Test(tarsplit, gnu_tar_blocking_and_trailing_bytes) {
+  /* a 10 KiB record size pads the end; then bytes after the tar */
+  gnu_tar_case("tar --format=gnu -b 20 -cf out.tar -C src .; printf 'trailing junk' >> out.tar");
+}
+Test(tarsplit, gnu_tar_path_twice) {
+  /* the first content of "a" is replaced by the second: its span is kept
+   * inline, since no entry names its blob */
+  gnu_tar_case("tar --format=gnu -cf out.tar -C src .; printf 'second version\\n' > src/a;"
+               " tar --format=gnu -rf out.tar -C src ./a");
+}
+Test(tarsplit, python_tarfile) {
+  static const char *const formats[] = {"GNU_FORMAT", "PAX_FORMAT", "USTAR_FORMAT"};
+  for (size_t i = 0; i < TU_N(formats); i++) {
+    char script[1024];
+    snprintf(script, sizeof(script),
+             "python3 -c 'import tarfile,sys; t=tarfile.open(\"out.tar\",\"w\","
+             "format=tarfile.%s); t.add(\"src/a\"); t.add(\"src/d\"); %s t.close()'",
+             formats[i],
+             i == 2 ? "" : "t.add(\"src\"); ti=tarfile.TarInfo(\"x\"*150+\"/caf\\u00e9\");"
+                           " ti.size=3; import io; t.addfile(ti, io.BytesIO(b\"abc\"));"
+                           " ti=tarfile.TarInfo(\"withxattr\"); ti.size=2;"
+                           " ti.pax_headers={\"SCHILY.xattr.user.k\":\"v\"};"
+                           " t.addfile(ti, io.BytesIO(b\"xy\"));");
+    gnu_tar_case(script);
+  }
+}
+Test(tarsplit, libarchive_pax) {
+  static const tu_entry e[] = {
+      {.path = "dir", .type = 'd'},
+      {.path = "dir/f", .content = "content of f", .mtime = 1600000000, .mtime_nsec = 5},
+      {.path = "dir/h", .type = 'h', .target = "dir/f"},
+      {.path = "dir/x", .content = "x", .xattrs = {{"user.a", "b", 0}}},
+      {.path = "dir/.wh.gone", .content = ""},
+  };
+  void *tar;
+  size_t len;
+  tu_tar(e, TU_N(e), TU_PAX_FULL, &tar, &len);
+  round_trip(tar, len, TU_PLAIN);
+  round_trip(tar, len, TU_ZSTD);
+  free(tar);
+}
+
+static size_t tar_rows(void) {
+  sqlite3_stmt *q;
+  cr_assert_eq(sqlite3_prepare_v2(T.st->db, "SELECT count(*) FROM layer_tars", -1, &q, NULL),
+               SQLITE_OK);
+  cr_assert_eq(sqlite3_step(q), SQLITE_ROW);
+  size_t n = (size_t)sqlite3_column_int64(q, 0);
+  sqlite3_finalize(q);
+  return n;
+}
+
+static const tu_entry small[] = {
+    {.path = "f", .content = "some content"},
+    {.path = "g", .content = "other content"},
+};
+
+Test(tarsplit, removed_with_its_layer) {
+  cairn_id image;
+  tu_layer l = {small, TU_N(small)};
+  cr_assert_eq(tu_import(&T, "app", &l, 1, image), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(tar_rows(), 1);
+  cr_assert_eq(cairn_rm(T.st, "app"), 0, "%s", cairn_errmsg(T.st));
+  cairn_report rep = {0};
+  cr_assert_eq(cairn_gc(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+  cr_assert_eq(tu_layers_count(T.st), 0);
+  cr_assert_eq(tar_rows(), 0);
+}
+
+Test(tarsplit, layer_without_record_then_imported_again) {
+  cairn_id id;
+  cr_assert_eq(tu_ingest(T.st, small, TU_N(small), TU_PLAIN, NULL, id), 0);
+  cr_assert_eq(sqlite3_exec(T.st->db, "DELETE FROM layer_tars", NULL, NULL, NULL), SQLITE_OK);
+  cr_assert_eq(cairn_layer_tar_recorded(T.st, id), 0);
+  cr_assert_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), -ENODATA);
+  cr_assert(strstr(cairn_errmsg(T.st), "without its tar headers"), "%s", cairn_errmsg(T.st));
+  cairn_id again;
+  cr_assert_eq(tu_ingest(T.st, small, TU_N(small), TU_GZIP, NULL, again), 0);
+  cr_assert_str_eq(again, id);
+  cr_assert_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cairn_layer_tar(T.st, "00", NULL, NULL, NULL), -ENOENT);
+}
+
+Test(tarsplit, damage_is_detected_and_fsck_reports_it) {
+  cairn_id id;
+  cr_assert_eq(tu_ingest(T.st, small, TU_N(small), TU_PLAIN, NULL, id), 0);
+  cairn_report rep = {0};
+  cr_assert_eq(cairn_fsck(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+  /* a record that is not one */
+  cr_assert_eq(sqlite3_exec(T.st->db, "UPDATE layer_tars SET data = x'00112233'", NULL, NULL, NULL),
+               SQLITE_OK);
+  cr_assert_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), -EBADMSG);
+  memset(&rep, 0, sizeof(rep));
+  cr_assert_eq(cairn_fsck(T.st, false, &rep), -EBADMSG);
+  bool named = false;
+  for (size_t i = 0; i < rep.n_lines; i++) named |= strstr(rep.lines[i], "tar record") != NULL;
+  cr_assert(named, "fsck does not name the tar record");
+  cairn_report_free(&rep);
+}
+
+Test(tarsplit, a_changed_blob_fails_the_diff_id) {
+  cairn_id id;
+  cr_assert_eq(tu_ingest(T.st, small, TU_N(small), TU_PLAIN, NULL, id), 0);
+  /* same size, other bytes: only the sha256 of the whole can tell */
+  tu_got *g = tu_layer_get(T.st, id, "f");
+  char path[4096];
+  cr_assert_eq(cairn_blob_path(T.st, g->blob, path, sizeof(path)), 0);
+  chmod(path, 0644);
+  FILE *f = fopen(path, "r+");
+  cr_assert(f);
+  fputs("SOME", f);
+  fclose(f);
+  free(g);
+  cr_assert_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), -EBADMSG);
+  cr_assert(strstr(cairn_errmsg(T.st), "hashes to"), "%s", cairn_errmsg(T.st));
+}
