@@ -146,8 +146,10 @@ _cairn_complete() {
   cairn:inspect | cairn:rm | cairn:export | cairn-pin:ls | cairn-pin:wait)
     _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
-  cairn:mount)
-    if ((nth == 0)); then
+  cairn:mount | cairn:bundle)
+    if [[ $cmd == bundle && " ${words[*]} " == *" --rm "* ]]; then
+      _cairn_files "$cur" -d
+    elif ((nth == 0)); then
       _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     elif ((nth == 1)); then
       _cairn_files "$cur" -d
