@@ -22,6 +22,10 @@ extern const struct cli_command cmd_mounts;
 extern const struct cli_command cmd_df;
 extern const struct cli_command cmd_info;
 extern const struct cli_command cmd_bundle;
+extern const struct cli_command cmd_tag;
+extern const struct cli_command cmd_history;
+extern const struct cli_command cmd_login;
+extern const struct cli_command cmd_logout;
 
 /* Shared by cmd-mount.c (which defines them) and cmd-bundle.c. */
 /* Starts cairnfs serving image at dir (absolute, resolved) with -o opts

@@ -122,6 +122,7 @@ _cairn_complete() {
   # The value of an option.
   case $prev_arg in
   --store | --cert-dir) _cairn_files "$cur" -d; return ;;
+  --authfile) _cairn_files "$cur"; return ;;
   ?*) COMPREPLY=(); return ;;
   esac
   case $cur in
@@ -143,7 +144,7 @@ _cairn_complete() {
   cairn:help | cairn-pin:help)
     ((nth == 0)) && _cairn_reply "$cur" $(_cairn_commands "$prog")
     ;;
-  cairn:inspect | cairn:rm | cairn:export | cairn-pin:ls | cairn-pin:wait)
+  cairn:inspect | cairn:rm | cairn:export | cairn:history | cairn-pin:ls | cairn-pin:wait)
     _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
   cairn:mount | cairn:bundle)
@@ -158,6 +159,9 @@ _cairn_complete() {
   cairn:umount)
     _cairn_reply "$cur" $(_cairn_mount_dirs "${store[@]}")
     [[ ${#COMPREPLY[@]} -gt 0 ]] || _cairn_files "$cur" -d
+    ;;
+  cairn:tag)
+    ((nth == 0)) && _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
   cairn:import)
     ((nth >= 1)) && _cairn_files "$cur"
