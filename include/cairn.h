@@ -689,6 +689,80 @@ cairn_xattr cairn_tree_xattr(const cairn_tree *t, const cairn_node *n, size_t i)
 /* The entry named name in directory dir, or NULL. */
 const cairn_dirent *cairn_tree_lookup(const cairn_tree *t, const cairn_node *dir, const char *name);
 
+/* ---- runtime bundles (store/spec.c; owner: bundle) --------------------- */
+
+/* What the caller changes of the image config before it is converted: each
+ * NULL (or 0) keeps the image's. */
+typedef struct cairn_spec_opts {
+  const char *entrypoint;  /* replaces Entrypoint (and drops Cmd unless args) */
+  const char *const *args; /* replace Cmd (when not NULL; n_args may be 0) */
+  size_t n_args;
+  const char *const *env; /* KEY=VALUE, each replacing the image's KEY */
+  size_t n_env;
+  const char *user;   /* replaces User: user, uid, user:group, uid:gid... */
+  const char *rootfs; /* root.path; NULL is "rootfs" */
+  bool terminal;      /* process.terminal (and TERM=xterm unless Env has it) */
+  bool rw;            /* root.readonly false */
+} cairn_spec_opts;
+
+/* The OCI runtime config (a bundle's config.json) of an image, converted
+ * from its config by the image-spec's conversion rules (store/spec.c says
+ * how), in *json (caller frees). A User the image's /etc/passwd or
+ * /etc/group does not know is -ENOENT; an image with no Entrypoint or Cmd
+ * and no args given is -EINVAL. */
+int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_opts *opts,
+                       char **json);
+
+/* ---- tag, history (store/tag.c, store/history.c; owner: bundle) -------- */
+
+/* Names the image ref resolves to name too (NAME[:TAG], normalized); a
+ * name that named another image moves. Its id in image_id_out. */
+int cairn_tag(cairn_store *st, const char *ref, const char *name, cairn_id image_id_out);
+
+/* One entry of an image config's history, as podman history shows it.
+ * Strings are valid only during the callback. */
+struct cairn_history_rec {
+  int64_t created;        /* seconds since the epoch; 0 if the entry has none */
+  const char *created_by; /* "" if none; likewise comment and author */
+  const char *comment;
+  const char *author;
+  const char *layer; /* the layer it made (diff_id), or NULL (empty_layer) */
+  uint64_t size;     /* that layer's size; 0 without one */
+  bool empty_layer;
+};
+typedef int (*cairn_history_fn)(const struct cairn_history_rec *h, void *arg);
+/* Calls fn for each history entry of the image, newest first (a config
+ * without history: one bare entry per layer); a non-zero return of fn
+ * stops and is returned. */
+int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_fn fn, void *arg);
+
+/* ---- registry logins (store/pull/login.c; owner: bundle) --------------- */
+
+/* The auth.json that login writes and pulls read first, as podman's:
+ * $REGISTRY_AUTH_FILE, else $XDG_RUNTIME_DIR/containers/auth.json, else
+ * /run/containers/UID/auth.json. Pulls then read
+ * ${XDG_CONFIG_HOME:-~/.config}/containers/auth.json and
+ * ${DOCKER_CONFIG:-~/.docker}/config.json. */
+int cairn_auth_file(char *buf, size_t len);
+
+typedef struct cairn_login_opts {
+  const char *authfile; /* the file to write; NULL: cairn_auth_file's */
+  bool insecure;        /* plain HTTP (and no TLS checks) */
+  const char *cert_dir; /* CAs to trust besides the system's (as a pull's) */
+  const cairn_config *config; /* cairn.conf: insecure registries; or NULL */
+} cairn_login_opts;
+
+/* Checks user/password against the registry's /v2/ (answering its Bearer
+ * or Basic challenge, as a pull does), then records them for host
+ * (HOST[:PORT]; a URL's scheme and path are dropped) in the auth file.
+ * -EACCES when the registry refuses them; nothing is written then. */
+int cairn_login(cairn_store *st, const char *host, const char *user, const char *password,
+                const cairn_login_opts *opts);
+/* Removes host's credentials from the auth file (authfile, or NULL for
+ * cairn_auth_file's); host NULL removes every one. -ENOENT if it has none
+ * for host. */
+int cairn_logout(cairn_store *st, const char *host, const char *authfile);
+
 #ifdef __cplusplus
 }
 #endif

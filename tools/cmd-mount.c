@@ -165,19 +165,22 @@ static int mount_run(struct cli *c, int argc, char **argv) {
              "mount: %s: warning: not empty; what it holds is hidden while mounted", dir);
     report_notice(warning); /* as mount(8) allows it, not a failure */
   }
-  code = run_cairnfs(cairn_store_dir(st), image, abs, mount_opts);
+  code = cli_mount_start(st, image, abs, mount_opts);
+  if (code == CAIRN_EXIT_OK && !quiet) printf("%s\n", abs); /* as podman mount prints where */
+  return code;
+}
+
+int cli_mount_start(cairn_store *st, const char *image, const char *dir, const char *opts) {
+  int code = run_cairnfs(cairn_store_dir(st), image, dir, opts);
   if (code != CAIRN_EXIT_OK) return code;
   for (int i = 0; i < ANSWER_STEPS; i++) {
-    state = cairn_mountpoint_state(abs);
-    if (state == CAIRN_MP_LIVE) {
-      if (!quiet) printf("%s\n", abs); /* as podman mount prints where */
-      return CAIRN_EXIT_OK;
-    }
+    int state = cairn_mountpoint_state(dir);
+    if (state == CAIRN_MP_LIVE) return CAIRN_EXIT_OK;
     if (state < 0 || state == CAIRN_MP_STALE) break;
     sleep_step();
   }
   return report_fail(-ENOTCONN, "mount: %s: cairnfs reported success but the mount does not answer",
-                     abs);
+                     dir);
 }
 
 /* The daemon and device recorded for dir (pid 0 if none). */
@@ -229,10 +232,7 @@ static void say_not_mounted(const char *name) {
   report_notice(msg);
 }
 
-/* Unmounts the directory name: see the top of the file. One that is not
- * mounted (or does not exist) is a success, said on stderr; one unmounted
- * is named on stdout unless quiet. */
-static int umount_one(cairn_store *st, const char *name, bool quiet) {
+int cli_umount_one(cairn_store *st, const char *name, bool quiet) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
   if (r == -ENOENT || r == -ENOTDIR) {
@@ -282,7 +282,7 @@ static int umount_run(struct cli *c, int argc, char **argv) {
   int worst = cli_store(c, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
-    code = umount_one(st, argv[i], quiet);
+    code = cli_umount_one(st, argv[i], quiet);
     if (code > worst) worst = code;
   }
   return worst;

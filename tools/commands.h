@@ -22,5 +22,21 @@ extern const struct cli_command cmd_umount;
 extern const struct cli_command cmd_mounts;
 extern const struct cli_command cmd_df;
 extern const struct cli_command cmd_info;
+extern const struct cli_command cmd_bundle;
+extern const struct cli_command cmd_tag;
+extern const struct cli_command cmd_history;
+extern const struct cli_command cmd_login;
+extern const struct cli_command cmd_logout;
+
+/* Shared by cmd-mount.c (which defines them) and cmd-bundle.c. */
+/* Starts cairnfs serving image at dir (absolute, resolved) with -o opts
+ * unless NULL, and returns once the mount answers; failures are reported.
+ * Returns the exit code. */
+int cli_mount_start(cairn_store *st, const char *image, const char *dir, const char *opts);
+/* Unmounts the directory name (as typed) as `cairn umount` does (see
+ * cmd-mount.c's top): one not mounted (or absent) is a success, said on
+ * stderr; one unmounted is named on stdout unless quiet. Returns the exit
+ * code. */
+int cli_umount_one(cairn_store *st, const char *name, bool quiet);
 
 #endif

@@ -7,6 +7,8 @@
 #ifndef CAIRN_REGISTRY_H
 #define CAIRN_REGISTRY_H
 
+#include <limits.h>
+
 #include "pull.h"
 
 typedef struct registry {
@@ -85,5 +87,11 @@ int cn_registry_load_cas(registry *rg, const char *cert_dir, cairn_store *st);
 
 /* Credentials for host from --creds or the auth.json files; NULL if none. */
 char *cn_registry_find_creds(const char *host, const char *creds_opt);
+
+/* The auth.json files, in the order credentials are read from them
+ * (login.c says which); the first is the one login writes. Returns how
+ * many it wrote into paths. */
+#define CN_AUTH_FILES_MAX 3
+size_t cn_auth_files(char paths[CN_AUTH_FILES_MAX][PATH_MAX]);
 
 #endif

@@ -2,9 +2,8 @@
  * registry_auth.c — registry authentication: the WWW-Authenticate
  * challenge (Bearer: fetch a token from the realm, with basic credentials
  * when there are some; Basic: send the credentials), and where credentials
- * come from: --creds, else the first auth.json that has the host
- * ($REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json,
- * ~/.config/containers/auth.json, ~/.docker/config.json).
+ * come from: --creds, else the first auth.json that has the host, in the
+ * order of cn_auth_files (login.c), podman's.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -63,7 +62,8 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
     return cairn_fail(st, -EACCES, "%s: bearer challenge without a realm", rg->endpoint);
   cn_registry_challenge_param(params, "service", service, sizeof service);
   if (!cn_registry_challenge_param(params, "scope", scope, sizeof scope))
-    snprintf(scope, sizeof scope, "repository:%s:%s", rg->repo, rg->push ? "pull,push" : "pull");
+    snprintf(scope, sizeof scope, "%s%s%s", rg->repo ? "repository:" : "", rg->repo ? rg->repo : "",
+             !rg->repo ? "" /* none: a login's */ : rg->push ? ":pull,push" : ":pull");
 
   /* Several scopes (a push's mount: this repository's pull,push and the
    * source's pull) come space-separated; each is its own scope=. */
@@ -159,18 +159,10 @@ static char *creds_from_file(const char *path, const char *host) {
 
 char *cn_registry_find_creds(const char *host, const char *creds_opt) {
   if (creds_opt) return strdup(creds_opt);
-  const char *env_file = getenv("REGISTRY_AUTH_FILE");
-  const char *xdg = getenv("XDG_RUNTIME_DIR");
-  const char *home = getenv("HOME");
-  char paths[4][4096] = {{0}};
-  if (env_file) snprintf(paths[0], sizeof paths[0], "%s", env_file);
-  if (xdg) snprintf(paths[1], sizeof paths[1], "%s/containers/auth.json", xdg);
-  if (home) {
-    snprintf(paths[2], sizeof paths[2], "%s/.config/containers/auth.json", home);
-    snprintf(paths[3], sizeof paths[3], "%s/.docker/config.json", home);
-  }
-  for (int i = 0; i < 4; i++) {
-    char *c = paths[i][0] ? creds_from_file(paths[i], host) : NULL;
+  char paths[CN_AUTH_FILES_MAX][PATH_MAX];
+  size_t n = cn_auth_files(paths);
+  for (size_t i = 0; i < n; i++) {
+    char *c = creds_from_file(paths[i], host);
     if (c) return c;
   }
   return NULL;

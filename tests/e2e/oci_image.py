@@ -13,6 +13,10 @@
       a `docker save` style archive of one image (uncompressed layers)
   oci_image.py config-digest DIR REF
       prints the image id (config digest hex) of REF's linux/amd64 image
+
+  $OCI_IMAGE_CONFIG, a JSON object, is merged into the image config that
+  add writes (its "config" key into the config's "config": Entrypoint,
+  User...; others, such as "history", at the top).
 """
 import gzip, hashlib, io, json, os, subprocess, sys, tarfile
 
@@ -81,6 +85,9 @@ def config_for(platform, diff_ids):
            "history": [{"created_by": "oci_image.py"} for _ in diff_ids]}
     if len(parts) > 2:
         cfg["variant"] = parts[2]
+    extra = json.loads(os.environ.get("OCI_IMAGE_CONFIG", "{}"))
+    cfg["config"].update(extra.pop("config", {}))
+    cfg.update(extra)
     return json.dumps(cfg, sort_keys=True).encode()
 
 def add(d, ref, platform, specs):

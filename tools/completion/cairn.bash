@@ -123,6 +123,7 @@ _cairn_complete() {
   case $prev_arg in
   --store | --cert-dir) _cairn_files "$cur" -d; return ;;
   --compress) _cairn_reply "$cur" gzip zstd none; return ;;
+  --authfile) _cairn_files "$cur"; return ;;
   ?*) COMPREPLY=(); return ;;
   esac
   case $cur in
@@ -144,11 +145,13 @@ _cairn_complete() {
   cairn:help | cairn-pin:help)
     ((nth == 0)) && _cairn_reply "$cur" $(_cairn_commands "$prog")
     ;;
-  cairn:inspect | cairn:rm | cairn:export | cairn-pin:ls | cairn-pin:wait)
+  cairn:inspect | cairn:rm | cairn:export | cairn:history | cairn-pin:ls | cairn-pin:wait)
     _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
-  cairn:mount)
-    if ((nth == 0)); then
+  cairn:mount | cairn:bundle)
+    if [[ $cmd == bundle && " ${words[*]} " == *" --rm "* ]]; then
+      _cairn_files "$cur" -d
+    elif ((nth == 0)); then
       _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     elif ((nth == 1)); then
       _cairn_files "$cur" -d
@@ -157,6 +160,9 @@ _cairn_complete() {
   cairn:umount)
     _cairn_reply "$cur" $(_cairn_mount_dirs "${store[@]}")
     [[ ${#COMPREPLY[@]} -gt 0 ]] || _cairn_files "$cur" -d
+    ;;
+  cairn:tag)
+    ((nth == 0)) && _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
   cairn:import)
     ((nth >= 1)) && _cairn_files "$cur"

@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# test_bundle.sh — `cairn bundle` makes an OCI runtime bundle of a real
+# three-layer image pulled from a docker-registry on 127.0.0.1, and crun
+# (and runc, when installed) runs it as its author meant: from inside the
+# container the test checks process.args (Entrypoint + Cmd), Env, the
+# WorkingDir and the uid/gid/groups of a User given by name in the image's
+# own /etc/passwd and /etc/group. Then overrides (--env, --user, --entrypoint,
+# -- COMMAND), the pin the bundle holds, --rm teardown (twice), and bad input
+# with the contract's exit codes. The image's programs are the host's own
+# /bin/sh, id and env with their libraries (no network beyond 127.0.0.1).
+source "$(dirname "$0")/registry.sh"
+pull_test_init
+command -v crun >/dev/null || { not_ok "crun is not installed"; finish; exit 1; }
+on_exit 'for d in "$T"/b*/rootfs; do umount -l "$d"; done'
+
+# ---- the image: programs, then users, then the application ----------------
+# (a read-only root must hold the runtime's mount points: /proc, /dev, /sys,
+# and the Volumes, as every real image does)
+mkdir -p "$T/l1" "$T/l2/etc" "$T/l2/home/app" "$T/l3/app" "$T/l3/srv/work" "$T/l3/data"
+mkdir -p "$T/l2/proc" "$T/l2/dev" "$T/l2/sys" "$T/l2/tmp"
+for prog in /bin/sh /usr/bin/id /usr/bin/env /usr/bin/cat; do
+  real=$(readlink -f "$prog")
+  mkdir -p "$T/l1$(dirname "$prog")"
+  cp "$real" "$T/l1$prog"
+  for lib in $(ldd "$real" | grep -o '/[^ ]*'); do
+    mkdir -p "$T/l1$(dirname "$lib")"
+    cp -L "$lib" "$T/l1$lib"
+  done
+done
+printf 'root:x:0:0:root:/root:/bin/sh\napp:x:1234:2345:App:/home/app:/bin/sh\n' >"$T/l2/etc/passwd"
+printf 'root:x:0:\nappgrp:x:2345:\nextra:x:3456:other,app\nunrelated:x:4567:other\n' \
+  >"$T/l2/etc/group"
+cat >"$T/l3/app/entry.sh" <<'EOF'
+#!/bin/sh
+echo "args=$0|$*"
+echo "ids=$(id -u) $(id -g) $(id -G)"
+echo "cwd=$(pwd)"
+env | while read -r l; do echo "env:$l"; done
+EOF
+chmod 755 "$T/l3/app/entry.sh"
+for i in 1 2 3; do setup mktar "$T/l$i" "$T/layer$i.tar"; done
+export OCI_IMAGE_CONFIG='{"config": {"Entrypoint": ["/app/entry.sh", "first"],
+  "Cmd": ["second", "third arg"], "Env": ["PATH=/usr/bin:/bin", "GREETING=hello world"],
+  "WorkingDir": "/srv/work", "User": "app", "StopSignal": "SIGTERM",
+  "Labels": {"org.example.team": "cairn"}, "Volumes": {"/data": {}}}}'
+setup $OCI_IMAGE add oci app linux/amd64 "$T/layer1.tar:gzip" "$T/layer2.tar:gzip" \
+  "$T/layer3.tar:raw" >/dev/null
+unset OCI_IMAGE_CONFIG
+setup registry_start "$T/reg"
+setup registry_push "$T/oci" app team/app:1
+img=$REGISTRY/team/app:1
+setup "$CAIRN" --store "$ST" pull -q --insecure "docker://$img" >/dev/null
+
+# run RUNTIME BUNDLE: runs the bundle's container (TESTING.md: a private
+# mount namespace without the cgroup2 mount, no cgroup manager); its output
+# in $T/run.out.
+run() {
+  local runtime=$1 bundle=$2 name=cairn-bundle-$$-$RANDOM
+  timeout 60 unshare -m --propagation private sh -c '
+    umount /sys/fs/cgroup/unified 2>/dev/null
+    exec "$1" --cgroup-manager=disabled run --bundle "$2" "$3"' sh "$runtime" "$bundle" "$name" \
+    </dev/null >"$T/run.out" 2>"$T/run.err"
+}
+run_runc() {
+  local bundle=$1 name=cairn-bundle-$$-$RANDOM
+  timeout 60 unshare -m --propagation private sh -c '
+    umount /sys/fs/cgroup/unified 2>/dev/null
+    exec runc run --bundle "$1" "$2"' sh "$bundle" "$name" </dev/null >"$T/run.out" 2>"$T/run.err"
+}
+has() { grep -qxF -- "$1" "$T/run.out" || { not_ok "$2: no line '$1' in: $(cat "$T/run.out" "$T/run.err")"; return 1; }; }
+
+# ---- the image as its author meant ------------------------------------------
+expect_exit 0 "bundle IMAGE DIR" "$CAIRN" --store "$ST" bundle "$img" "$T/b1"
+[[ $(cat "$T/stdout") == "$T/b1" ]] || not_ok "bundle printed $(cat "$T/stdout"), not $T/b1"
+jq -e '.root.readonly == true and .root.path == "rootfs" and .process.terminal == false
+  and .annotations["org.opencontainers.image.stopSignal"] == "SIGTERM"
+  and .annotations["org.example.team"] == "cairn"
+  and (.mounts | map(.destination) | index("/data"))
+  and .process.user.additionalGids == [3456]' "$T/b1/config.json" >/dev/null ||
+  not_ok "config.json: $(cat "$T/b1/config.json")"
+check "rootfs is served" test -x "$T/b1/rootfs/app/entry.sh"
+if run crun "$T/b1"; then
+  has "args=/app/entry.sh|first second third arg" "crun: Entrypoint + Cmd" &&
+    has "ids=1234 2345 2345 3456" "crun: User app (uid, gid, groups)" &&
+    has "cwd=/srv/work" "crun: WorkingDir" &&
+    has "env:GREETING=hello world" "crun: Env" &&
+    has "env:PATH=/usr/bin:/bin" "crun: the image's PATH kept" &&
+    has "env:HOME=/home/app" "crun: HOME from /etc/passwd" &&
+    ok "crun ran the image with its entrypoint, cmd, env, workdir and user"
+else
+  not_ok "crun run: $(cat "$T/run.err")"
+fi
+if command -v runc >/dev/null; then
+  if run_runc "$T/b1"; then
+    has "args=/app/entry.sh|first second third arg" "runc: args" &&
+      has "ids=1234 2345 2345 3456" "runc: user" && has "cwd=/srv/work" "runc: cwd" &&
+      has "env:GREETING=hello world" "runc: env" && ok "runc ran the same bundle alike"
+  else
+    not_ok "runc run: $(cat "$T/run.err")"
+  fi
+else
+  echo "# runc is not installed: its run is skipped"
+fi
+
+# The bundle pins the image: rm refuses it while it exists.
+expect_exit 4 "rm of a bundled image: pinned" "$CAIRN" --store "$ST" rm "$img"
+expect_exit 4 "bundle over a bundle: busy" "$CAIRN" --store "$ST" bundle "$img" "$T/b1"
+
+# ---- overrides -----------------------------------------------------------
+expect_exit 0 "bundle --user --env -- COMMAND" "$CAIRN" --store "$ST" bundle -q \
+  --user app:extra --env GREETING=bye --env NEW=1 "$img" "$T/b2" -- again
+if run crun "$T/b2"; then
+  has "args=/app/entry.sh|first again" "-- COMMAND replaces Cmd" &&
+    has "ids=1234 3456 3456" "--user app:extra (no other groups)" &&
+    has "env:GREETING=bye" "--env replaces" && has "env:NEW=1" "--env adds" &&
+    ok "overrides: -- COMMAND, --user user:group, --env"
+else
+  not_ok "crun run (overrides): $(cat "$T/run.err")"
+fi
+expect_exit 0 "bundle --entrypoint, numeric user" "$CAIRN" --store "$ST" bundle -q \
+  --entrypoint /bin/sh --user 0 "$img" "$T/b3" -- -c 'echo "me=$(id -u):$(id -g)"'
+if run crun "$T/b3"; then
+  has "me=0:0" "--entrypoint with --user 0" && ok "--entrypoint and a numeric user"
+else
+  not_ok "crun run (entrypoint): $(cat "$T/run.err")"
+fi
+
+# ---- teardown ----------------------------------------------------------------
+for b in b1 b2 b3; do
+  expect_exit 0 "bundle --rm $b" "$CAIRN" --store "$ST" bundle --rm "$T/$b"
+  [[ ! -e $T/$b ]] || not_ok "$b left behind: $(ls -la "$T/$b")"
+done
+expect_exit 0 "bundle --rm twice" "$CAIRN" --store "$ST" bundle --rm "$T/b1"
+[[ -z $("$CAIRN" --store "$ST" mounts -q) ]] || not_ok "mount records left: $("$CAIRN" --store "$ST" mounts)"
+# cairn umount DIR/rootfs also ends a bundle's mount (and its pin).
+setup "$CAIRN" --store "$ST" bundle -q "$img" "$T/b4"
+expect_exit 0 "umount DIR/rootfs" "$CAIRN" --store "$ST" umount "$T/b4/rootfs"
+expect_exit 0 "bundle --rm after umount" "$CAIRN" --store "$ST" bundle --rm "$T/b4"
+
+# ---- bad input ----------------------------------------------------------------
+expect_exit 3 "no such image" "$CAIRN" --store "$ST" bundle nothing:1 "$T/b5"
+[[ ! -e $T/b5 ]] || not_ok "a failed bundle left $T/b5"
+expect_exit 3 "a user the image does not know" "$CAIRN" --store "$ST" bundle --user nobody \
+  "$img" "$T/b5"
+grep -q 'no such user in the image' "$T/stderr" || not_ok "unclear user error: $(cat "$T/stderr")"
+[[ $(wc -l <"$T/stderr") == 1 ]] || not_ok "error is not one line: $(cat "$T/stderr")"
+expect_exit 3 "a group the image does not know" "$CAIRN" --store "$ST" bundle --user app:wheel \
+  "$img" "$T/b5"
+expect_exit 2 "needs IMAGE and DIR" "$CAIRN" --store "$ST" bundle "$img"
+expect_exit 2 "--env without =" "$CAIRN" --store "$ST" bundle --env X "$img" "$T/b5"
+expect_exit 2 "--rw: not supported yet" "$CAIRN" --store "$ST" bundle --rw "$img" "$T/b5"
+expect_exit 2 "--rm with an image" "$CAIRN" --store "$ST" bundle --rm --env X=1 "$T/b5"
+[[ ! -e $T/b5 ]] || not_ok "a refused bundle left $T/b5"
+expect_exit 0 "rm once the bundles are gone" "$CAIRN" --store "$ST" rm "$img"
+finish

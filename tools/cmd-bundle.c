@@ -1,0 +1,228 @@
+/*
+ * cmd-bundle.c — `cairn bundle IMAGE DIR` makes an OCI runtime bundle, as
+ * `umoci unpack` does but without unpacking: DIR/rootfs is a cairnfs mount
+ * of the image (which pins it while the bundle exists) and DIR/config.json
+ * its runtime config, converted by libcairn (cairn_runtime_spec). `cairn
+ * bundle --rm DIR` tears it down.
+ *
+ * Order: the config is converted before anything is mounted (a bad User
+ * fails with nothing to undo), the mount is started from the resolved id
+ * (the config and the root are of one image even if its name moves), and
+ * config.json is renamed into place last, so a bundle with a config.json
+ * always has its root served; a failure after the mount unmounts it.
+ * --rm is idempotent: it unmounts DIR/rootfs as `cairn umount` does, then
+ * removes config.json, rootfs and DIR if nothing else is left in it; a
+ * bundle whose root a container still holds stays (exit 4).
+ */
+#include "commands.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* mkdir that accepts a directory already there. */
+static int mkdir_exist_ok(const char *path) {
+  if (mkdir(path, 0755) == 0) return 1; /* made */
+  struct stat sb;
+  if (errno == EEXIST && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+  return errno == EEXIST ? -ENOTDIR : -errno;
+}
+
+/* Writes text to dir/name through a temporary file renamed into place. */
+static int write_file_atomic(const char *dir, const char *name, const char *text) {
+  char tmp[PATH_MAX], path[PATH_MAX];
+  if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp) ||
+      snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+    return -ENAMETOOLONG;
+  _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -errno;
+  size_t len = strlen(text), off = 0;
+  while (off < len) {
+    ssize_t n = write(fd, text + off, len - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = -errno;
+      unlink(tmp);
+      return err;
+    }
+    off += (size_t)n;
+  }
+  if (write(fd, "\n", 1) != 1 || fsync(fd) < 0 || rename(tmp, path) < 0) {
+    int err = errno ? -errno : -EIO;
+    unlink(tmp);
+    return err;
+  }
+  return 0;
+}
+
+struct bundle_args {
+  cairn_spec_opts spec;
+  const char **env;
+  bool quiet;
+};
+
+static int bundle_create(cairn_store *st, const char *image, const char *dir,
+                         struct bundle_args *a) {
+  cairn_id id;
+  int r = cairn_image_resolve(st, image, id);
+  if (r < 0) return report_fail(r, "bundle: %s: %s", image, report_why(st, r));
+  _cleanup_free_ char *json = NULL;
+  r = cairn_runtime_spec(st, id, &a->spec, &json);
+  if (r < 0) return report_fail(r, "bundle: %s: %s", image, report_why(st, r));
+
+  int made_dir = mkdir_exist_ok(dir);
+  if (made_dir < 0) return report_fail(made_dir, "bundle: %s: %s", dir, strerror(-made_dir));
+  char real[PATH_MAX], rootfs[PATH_MAX], abs_rootfs[PATH_MAX], config[PATH_MAX];
+  if (!realpath(dir, real)) return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
+  if (snprintf(config, sizeof(config), "%s/config.json", real) >= (int)sizeof(config) ||
+      snprintf(rootfs, sizeof(rootfs), "%s/rootfs", real) >= (int)sizeof(rootfs))
+    return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
+  if (access(config, F_OK) == 0)
+    return report_fail(-EBUSY, "bundle: %s: already a bundle (hint: cairn bundle --rm %s)", dir,
+                       dir);
+  int made_rootfs = mkdir_exist_ok(rootfs);
+  if (made_rootfs < 0)
+    return report_fail(made_rootfs, "bundle: %s: %s", rootfs, strerror(-made_rootfs));
+  r = cairn_mountpoint_resolve(rootfs, abs_rootfs, sizeof(abs_rootfs));
+  if (r < 0) return report_fail(r, "bundle: %s: %s", rootfs, strerror(-r));
+  int state = cairn_mountpoint_state(abs_rootfs);
+  if (state != CAIRN_MP_NONE)
+    return report_fail(-EBUSY, "bundle: %s: already mounted (hint: cairn bundle --rm %s)", rootfs,
+                       dir);
+  int code = cli_mount_start(st, id, abs_rootfs, NULL);
+  if (code == CAIRN_EXIT_OK) {
+    r = write_file_atomic(real, "config.json", json);
+    if (r == 0) {
+      if (!a->quiet) printf("%s\n", real);
+      return CAIRN_EXIT_OK;
+    }
+    code = report_fail(r, "bundle: %s: %s", config, strerror(-r));
+    cli_umount_one(st, abs_rootfs, true);
+  }
+  if (made_rootfs) rmdir(rootfs);
+  if (made_dir) rmdir(real);
+  return code;
+}
+
+/* Removes what a bundle left in dir (after its root is unmounted). */
+static int bundle_remove(cairn_store *st, const char *dir, bool quiet) {
+  struct stat sb;
+  if (stat(dir, &sb) < 0 && errno == ENOENT) {
+    char msg[PATH_MAX + 32];
+    snprintf(msg, sizeof(msg), "bundle: %s: no bundle", dir);
+    report_notice(msg);
+    return CAIRN_EXIT_OK;
+  }
+  char rootfs[PATH_MAX], config[PATH_MAX];
+  if (snprintf(rootfs, sizeof(rootfs), "%s/rootfs", dir) >= (int)sizeof(rootfs) ||
+      snprintf(config, sizeof(config), "%s/config.json", dir) >= (int)sizeof(config))
+    return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
+  int code = cli_umount_one(st, rootfs, true);
+  if (code != CAIRN_EXIT_OK) return code; /* still served: the bundle stays whole */
+  if (unlink(config) < 0 && errno != ENOENT)
+    return report_fail(-errno, "bundle: %s: %s", config, strerror(errno));
+  if (rmdir(rootfs) < 0 && errno != ENOENT)
+    return report_fail(-errno, "bundle: %s: %s", rootfs, strerror(errno));
+  if (rmdir(dir) < 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT)
+    return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
+  if (!quiet) printf("%s\n", dir);
+  return CAIRN_EXIT_OK;
+}
+
+static int bundle_run(struct cli *c, int argc, char **argv) {
+  static const struct option opts[] = {
+      {"rm", no_argument, NULL, 'R'},
+      {"rw", no_argument, NULL, 'w'},
+      {"read-only", no_argument, NULL, 'r'},
+      {"env", required_argument, NULL, 'e'},
+      {"user", required_argument, NULL, 'u'},
+      {"entrypoint", required_argument, NULL, 'E'},
+      {"terminal", no_argument, NULL, 't'},
+      {"quiet", no_argument, NULL, 'q'},
+      {NULL, 0, NULL, 0},
+  };
+  /* The command after "--" is not ours to parse: getopt sees what is before. */
+  int end = 1;
+  while (end < argc && strcmp(argv[end], "--") != 0) end++;
+  _cleanup_free_ const char **env = calloc((size_t)argc, sizeof(*env));
+  if (!env) return report_fail(-ENOMEM, "bundle: %s", strerror(ENOMEM));
+  struct bundle_args a = {.env = env};
+  bool rm = false, read_only = false;
+  int o;
+  optind = 1;
+  while ((o = getopt_long(end, argv, ":qte:u:", opts, NULL)) != -1) {
+    switch (o) {
+    case 'R': rm = true; break;
+    case 'w': a.spec.rw = true; break;
+    case 'r': read_only = true; break;
+    case 'e':
+      if (!strchr(optarg, '=') || *optarg == '=')
+        return report_usage(cmd_bundle.usage, "bundle: --env: %s: not KEY=VALUE", optarg);
+      env[a.spec.n_env++] = optarg;
+      break;
+    case 'u': a.spec.user = optarg; break;
+    case 'E': a.spec.entrypoint = optarg; break;
+    case 't': a.spec.terminal = true; break;
+    case 'q': a.quiet = true; break;
+    default: return cli_bad_option(cmd_bundle.usage, argv, o, opts);
+    }
+  }
+  a.spec.env = env;
+  int operands = end - optind;
+  if (rm) {
+    if (end < argc || a.spec.rw || read_only || a.spec.n_env || a.spec.user || a.spec.entrypoint ||
+        a.spec.terminal)
+      return report_usage(cmd_bundle.usage, "bundle: --rm takes directories only");
+    if (operands < 1) return report_usage(cmd_bundle.usage, "bundle: --rm: needs a directory");
+    cairn_store *st;
+    int worst = cli_store(c, &st);
+    for (int i = optind; worst == CAIRN_EXIT_OK && i < end; i++) {
+      int code = bundle_remove(st, argv[i], a.quiet);
+      if (code > worst) worst = code;
+    }
+    return worst;
+  }
+  if (a.spec.rw && read_only)
+    return report_usage(cmd_bundle.usage, "bundle: --rw and --read-only: choose one");
+  if (a.spec.rw) /* as cairn mount --rw, until cairnfs has a writable upper layer */
+    return report_usage(cmd_bundle.usage, "bundle: --rw: writable mounts are not supported yet");
+  if (operands != 2)
+    return report_usage(cmd_bundle.usage, "bundle: needs an image and a directory");
+  if (end < argc) {
+    a.spec.args = (const char *const *)argv + end + 1;
+    a.spec.n_args = (size_t)(argc - end - 1);
+  }
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
+  return bundle_create(st, argv[optind], argv[optind + 1], &a);
+}
+
+const struct cli_command cmd_bundle = {
+    .name = "bundle",
+    .run = bundle_run,
+    .usage = "cairn bundle [OPTIONS] IMAGE DIR [-- COMMAND [ARG...]]\n"
+             "       cairn bundle --rm [-q] DIR...",
+    .summary = "Make DIR an OCI runtime bundle of IMAGE: DIR/rootfs a cairnfs mount of it (pinned\n"
+               "while the bundle exists), DIR/config.json its runtime config (Entrypoint + Cmd,\n"
+               "Env, WorkingDir, User resolved through the image's /etc/passwd and /etc/group,\n"
+               "Labels, Volumes, StopSignal; crun spec's namespaces, mounts and capabilities),\n"
+               "ready for crun run --bundle DIR or runc run --bundle DIR. A COMMAND after --\n"
+               "replaces the image's Cmd. Prints DIR (its real path). --rm tears it down.",
+    .options =
+        "--rm\tunmount DIR/rootfs and remove config.json, rootfs and DIR (if then\n"
+        "\tempty); a directory that is no bundle is fine (exit 0)\n"
+        "-e, --env KEY=VALUE\tset KEY in process.env, replacing the image's; may be repeated\n"
+        "-u, --user USER[:GROUP]\trun as USER instead of the image's User (names resolved in the "
+        "image)\n"
+        "--entrypoint PROG\treplace the image's Entrypoint (its Cmd is dropped unless a COMMAND\n"
+        "\tis given)\n"
+        "-t, --terminal\tprocess.terminal true (and TERM=xterm unless the image sets it)\n"
+        "--read-only\ta read-only root (root.readonly, the default)\n"
+        "--rw\ta writable root (not supported yet: cairnfs mounts are read-only)\n"
+        "-q, --quiet\tprint nothing on success\n",
+};
