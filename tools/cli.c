@@ -413,7 +413,8 @@ int cli_pin_row(const struct cairn_pin_rec *p, void *rows) {
 int cli_mount_row(const struct cairn_mount_rec *m, void *rows) {
   static const char *const states[] = {[CAIRN_MOUNT_LIVE] = "live",
                                        [CAIRN_MOUNT_DETACHED] = "detached",
-                                       [CAIRN_MOUNT_STALE] = "stale"};
+                                       [CAIRN_MOUNT_STALE] = "stale",
+                                       [CAIRN_MOUNT_RESTARTING] = "restarting"};
   return row_append(rows, json_pack("{s:s, s:s, s:i, s:s, s:b, s:s}", "dir", m->dir, "image",
                                     m->image, "pid", (int)m->pid, "state", states[m->state], "rw",
                                     m->rw, "dev", m->dev));
