@@ -14,9 +14,12 @@
  * other namespaces (a container runtime's copy outlives the host's
  * unmount: the daemon serves until the kernel ends the session); stale
  * once the daemon is gone. Live, restarting and detached records keep the
- * image from rm and gc even in the moment its daemon's pins are not held; a stale one never keeps anything and is
- * deleted by cn_mount_clean_stale (gc, fsck and every sweep), which asks only
- * whether the daemon runs.
+ * image from rm and gc even in the moment its daemon's pins are not held;
+ * a stale one never keeps anything. cn_mount_clean_stale (gc, fsck and
+ * every sweep) deletes the stale records of this boot, asking only whether
+ * the daemon runs; those written before this boot (/proc/stat's btime)
+ * are what `cairn mount --restore` republishes, and are kept for it (it
+ * reports and forgets those whose image is gone).
  */
 #include "pin.h"
 
@@ -415,15 +418,31 @@ struct stale_mount {
   pid_t pid;
 };
 
+/* When this boot began (/proc/stat's btime), in seconds since the epoch;
+ * 0 if unknown. */
+static int64_t boot_time(void) {
+  FILE *f = fopen("/proc/stat", "re");
+  if (!f) return 0;
+  char line[256];
+  long long t = 0;
+  while (fgets(line, sizeof(line), f))
+    if (sscanf(line, "btime %lld", &t) == 1) break;
+  fclose(f);
+  return (int64_t)t;
+}
+
 int cn_mount_clean_stale(cairn_store *st) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start FROM mounts");
+  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start, since FROM mounts");
   if (r < 0) return r;
   struct stale_mount *stale = NULL;
   size_t n = 0, cap = 0;
+  int64_t boot = boot_time();
   while (r >= 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
     pid_t pid = sqlite3_column_int(q, 1);
     if (!daemon_gone(pid, (uint64_t)sqlite3_column_int64(q, 2))) continue;
+    /* A mount of an earlier boot: cairn mount --restore republishes it. */
+    if (boot > 0 && sqlite3_column_int64(q, 3) < boot) continue;
     struct stale_mount *v = cn_array_grow(stale, n, &cap, sizeof(*v));
     if (v) {
       stale = v;

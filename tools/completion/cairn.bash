@@ -147,7 +147,11 @@ _cairn_complete() {
     _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
   cairn:mount)
-    if ((nth == 0)); then
+    if [[ " ${words[*]} " == *" --upgrade "* ]]; then
+      ((nth == 0)) && _cairn_reply "$cur" $(_cairn_mount_dirs "${store[@]}")
+    elif [[ " ${words[*]} " == *" --restore "* ]]; then
+      :
+    elif ((nth == 0)); then
       _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     elif ((nth == 1)); then
       _cairn_files "$cur" -d
