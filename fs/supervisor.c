@@ -27,8 +27,10 @@
  *   supervisors) rather than leave a server serving an unpinned image.
  * - At most one server runs. A server that dies is restarted: at once the
  *   first time, then after cairn_backoff_ms waits (20 ms doubling to 5 s)
- *   while each one dies within RESET_MS of its start, so a server that
- *   crashes at once every time does not spin. SIGUSR1 replaces the server
+ *   while each one dies before it has served RESET_MS (answered INIT and
+ *   run 250 ms since its start), so a server that crashes at once every
+ *   time (a bad binary, a request that kills every server) does not spin,
+ *   while one killed now and then is replaced at once. SIGUSR1 replaces the server
  *   (an upgrade: the binary at the path this one was started from is run).
  * - The verdict (main.c) is given once the first server has answered INIT;
  *   a first server that dies before that fails the mount.
@@ -57,7 +59,7 @@
 
 #define BACKOFF_BASE_MS 20
 #define BACKOFF_CAP_MS 5000
-#define RESET_MS 1000 /* a server that ran this long earns an immediate restart */
+#define RESET_MS 250 /* a server that served this long earns an immediate restart */
 /* As libfuse's: the kernel hands out no request into a buffer smaller
  * than its largest write could need. */
 #define INIT_BUF_SIZE (257 * 4096)
@@ -76,6 +78,7 @@ struct supervisor {
   pid_t server;        /* 0 while none runs */
   int status_fd;       /* the running server's status pipe, -1 once read to EOF */
   bool ready;          /* a server answered INIT: the session is initialised */
+  bool ready_now;      /* the running server answered INIT */
   unsigned attempt;    /* restarts since a server last ran RESET_MS */
   uint64_t started_ms; /* when the running server was started */
   uint64_t restart_at; /* when to start the next server, with none running */
@@ -199,7 +202,9 @@ static bool session_ended(const struct supervisor *s) {
 /* After the server exited with status: 1 if serving is over, 0 if a
  * restart is scheduled, or the exit code of a first server's failure. */
 static int server_exited(struct supervisor *s, int status) {
+  bool served = s->ready_now;
   s->server = 0;
+  s->ready_now = false;
   if (s->status_fd >= 0) {
     close(s->status_fd);
     s->status_fd = -1;
@@ -214,7 +219,7 @@ static int server_exited(struct supervisor *s, int status) {
                        WEXITSTATUS(status));
   }
   uint64_t now = now_ms();
-  if (s->upgrading || now - s->started_ms >= RESET_MS) s->attempt = 0;
+  if (s->upgrading || (served && now - s->started_ms >= RESET_MS)) s->attempt = 0;
   uint64_t wait = 0;
   if (s->attempt > 0) {
     uint64_t rnd = 0;
@@ -233,7 +238,7 @@ static void status_read(struct supervisor *s) {
   ssize_t n = read(s->status_fd, &c, 1);
   if (n == 1 && c == CAIRNFS_STATUS_READY) {
     if (!s->ready) cairnfs_report_ready();
-    s->ready = true;
+    s->ready = s->ready_now = true;
     return;
   }
   if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
