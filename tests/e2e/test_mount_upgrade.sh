@@ -1,14 +1,15 @@
 #!/bin/bash
 # test_mount_upgrade.sh — `cairn mount --upgrade DIR` (and SIGUSR1 to the
 # supervisor) replaces the serving binary of a live mount by the one
-# installed now, with no unmount and no failed request: 4 readers stream
+# installed now, with no unmount and no failed request: 8 readers stream
 # the image's files with O_DIRECT through 6 upgrades; each new server runs
-# the newly installed file (its inode), the supervisor and its pins stay.
+# the newly installed file (its inode), the supervisor and its pins stay,
+# while a loop of `cairn rm` (refused: exit 4) and `cairn gc` runs.
 # Fails without --upgrade (exit 2) or without a supervisor (no server
 # child, no new inode).
 source "$(dirname "$0")/mountlib.sh"
 
-READERS=4
+READERS=8
 UPGRADES=5
 mkdir "$TMP/src" "$TMP/bin"
 for i in 1 2 3 4; do head -c $((2 << 20)) /dev/urandom >"$TMP/src/f$i"; done
@@ -47,11 +48,21 @@ reader() {
     done
   done
 }
+churn() {
+  local n
+  for ((n = 0; n < 10000; n++)); do
+    [ -e "$TMP/stop" ] && break
+    if cairn rm data:1 >/dev/null 2>&1; then echo "rm removed data:1" >>"$TMP/bad"; fi
+    cairn gc >/dev/null 2>&1 || echo "gc failed" >>"$TMP/bad"
+  done
+}
 : >"$TMP/bad"
 for ((r = 1; r <= READERS; r++)); do
   reader "$r" &
   BG_PIDS+=($!)
 done
+churn &
+BG_PIDS+=($!)
 sleep 0.5
 for ((u = 1; u <= UPGRADES + 1; u++)); do
   old=$(server_of "$sup")
@@ -72,7 +83,7 @@ for ((u = 1; u <= UPGRADES + 1; u++)); do
   sleep "0.$((RANDOM % 5 + 3))"
 done
 touch "$TMP/stop"
-for ((i = 0; i < READERS; i++)); do wait "${BG_PIDS[-1 - i]}" || true; done
+for ((i = 0; i < READERS + 1; i++)); do wait "${BG_PIDS[-1 - i]}" || true; done
 [ ! -s "$TMP/bad" ] || fail "$(sort "$TMP/bad" | uniq -c | head)"
 ! grep -qi "not connected\|error" "$TMP"/rerr.* ||
   fail "read errors: $(grep -hi "not connected\|error" "$TMP"/rerr.* | sort | uniq -c | head)"
@@ -81,7 +92,7 @@ reads=$(cat "$TMP"/reads.* | wc -l)
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"
 "$CAIRN_BIN/cairn-pin" --store "$STORE" ls --json | jq -e --argjson p "$sup" \
   '[.[] | select(.pid == $p)] | length > 0' >/dev/null || fail "the supervisor holds no pin"
-pass "$((UPGRADES + 1)) upgrades under $READERS readers ($reads files read): 0 errors, new binary each time"
+pass "$((UPGRADES + 1)) upgrades under $READERS readers and rm/gc ($reads files read): 0 errors, new binary each time"
 
 cairn umount "$mnt" >/dev/null
 wait_for 50 pid_gone "$sup" || fail "the supervisor did not exit after umount"
