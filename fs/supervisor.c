@@ -30,8 +30,12 @@
  *   while each one dies before it has served RESET_MS (answered INIT and
  *   run 250 ms since its start), so a server that crashes at once every
  *   time (a bad binary, a request that kills every server) does not spin,
- *   while one killed now and then is replaced at once. SIGUSR1 replaces the server
- *   (an upgrade: the binary at the path this one was started from is run).
+ *   while one killed now and then is replaced at once.
+ * - Servers run the binary at the path this one was started from, so that
+ *   SIGUSR1 (kill the server: an upgrade) runs the one installed there now;
+ *   after two failures in a row every other attempt runs our own binary
+ *   (kept open), so that an upgrade to a binary that cannot serve leaves
+ *   the mount served by the old one.
  * - The verdict (main.c) is given once the first server has answered INIT;
  *   a first server that dies before that fails the mount.
  * - SIGTERM, SIGINT and SIGHUP only detach the host's view (MNT_DETACH of
@@ -53,9 +57,12 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define BACKOFF_BASE_MS 20
 #define BACKOFF_CAP_MS 5000
@@ -74,6 +81,7 @@ struct supervisor {
   int fuse_fd;         /* the session's /dev/fuse fd, owned by se */
   int init_fd;         /* memfd: the kernel's FUSE_INIT request */
   char exe[PATH_MAX];  /* the binary servers are run from */
+  int own_exe;         /* our own binary, kept open: the fallback */
   pid_t self;          /* getpid() */
   pid_t server;        /* 0 while none runs */
   int status_fd;       /* the running server's status pipe, -1 once read to EOF */
@@ -145,6 +153,7 @@ static void exe_find(struct supervisor *s) {
   ssize_t n = readlink("/proc/self/exe", s->exe, sizeof(s->exe) - 1);
   if (n < 0 || (size_t)n >= sizeof(s->exe) - 1) n = 0;
   s->exe[n] = '\0';
+  s->own_exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   const char *deleted = " (deleted)";
   size_t len = strlen(s->exe), dl = strlen(deleted);
   if (len > dl && strcmp(s->exe + len - dl, deleted) == 0) s->exe[len - dl] = '\0';
@@ -182,7 +191,11 @@ static int server_start(struct supervisor *s) {
     for (size_t i = 0; i < 3; i++) fcntl(keep[i], F_SETFD, 0);
     char *argv[] = {"cairnfs", CAIRNFS_SERVE_ARG, fds[0], fds[1], fds[2], flags,
                     (char *)cairn_store_dir(s->st), s->id, s->dir, s->dev, s->opts, NULL};
-    if (s->exe[0]) execv(s->exe, argv);
+    /* Every other attempt after two failures runs our own binary: an
+     * upgrade to a binary that cannot serve leaves the mount served. */
+    bool own = s->attempt >= 2 && s->attempt % 2 == 0;
+    if (s->exe[0] && !own) execv(s->exe, argv);
+    if (s->own_exe >= 0) syscall(SYS_execveat, s->own_exe, "", argv, environ, AT_EMPTY_PATH);
     execv("/proc/self/exe", argv);
     _exit(127);
   }
@@ -345,6 +358,7 @@ signals:
   close(signal_pipe[1]);
 destroy:
   if (s->init_fd >= 0) close(s->init_fd);
+  if (s->own_exe >= 0) close(s->own_exe);
   fuse_session_destroy(se);
 out:
   fuse_opt_free_args(&args);
@@ -353,7 +367,7 @@ out:
 }
 
 int cairnfs_supervise(const struct cairnfs_options *o) {
-  struct supervisor s = {.o = o, .fuse_fd = -1, .init_fd = -1, .status_fd = -1};
+  struct supervisor s = {.o = o, .fuse_fd = -1, .init_fd = -1, .status_fd = -1, .own_exe = -1};
   cairn_pinset *pins = NULL;
   int code;
   int r = cairn_mountpoint_resolve(o->dir, s.dir, sizeof(s.dir));

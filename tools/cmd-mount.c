@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -190,6 +191,20 @@ static int mount_upgrade(cairn_store *st, const char *name, bool quiet) {
     return report_fail(-ETIMEDOUT, "mount: --upgrade: %s: no new server after 10 s", name);
   if (cairn_mountpoint_dev(dir, rec.dev, sizeof(rec.dev)) == 0 && await_answer(dir) < 0)
     return report_fail(-ENOTCONN, "mount: --upgrade: %s: the new server does not answer", name);
+  /* The binary serving now must be the one installed at the supervisor's
+   * path: the supervisor falls back to its own when that one fails. */
+  char path[PATH_MAX], link[64];
+  snprintf(link, sizeof(link), "/proc/%d/exe", (int)rec.pid);
+  ssize_t n = readlink(link, path, sizeof(path) - 1);
+  path[n > 0 ? n : 0] = '\0';
+  char *deleted = n > 0 ? strstr(path, " (deleted)") : NULL;
+  if (deleted && deleted[10] == '\0') *deleted = '\0';
+  struct stat want, got;
+  snprintf(link, sizeof(link), "/proc/%d/exe", (int)server_of(rec.pid));
+  if (n > 0 && stat(path, &want) == 0 && stat(link, &got) == 0 &&
+      (want.st_ino != got.st_ino || want.st_dev != got.st_dev))
+    return report_fail(-EIO, "mount: --upgrade: %s: %s cannot serve; the supervisor's own cairnfs serves on",
+                       name, path);
   if (!quiet) printf("%s\n", dir);
   return CAIRN_EXIT_OK;
 }

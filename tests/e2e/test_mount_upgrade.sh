@@ -94,6 +94,18 @@ reads=$(cat "$TMP"/reads.* | wc -l)
   '[.[] | select(.pid == $p)] | length > 0' >/dev/null || fail "the supervisor holds no pin"
 pass "$((UPGRADES + 1)) upgrades under $READERS readers and rm/gc ($reads files read): 0 errors, new binary each time"
 
+ # An upgrade to a binary that cannot serve: the supervisor's own serves on.
+good_ino=$(exe_ino "$sup") # the fallback: the binary the supervisor runs
+printf '#!/bin/sh\nexit 1\n' >"$TMP/bin/cairnfs.new"
+chmod +x "$TMP/bin/cairnfs.new"
+mv "$TMP/bin/cairnfs.new" "$TMP/bin/cairnfs"
+assert_status 1 cairn mount --upgrade "$mnt"
+grep -q "cannot serve; the supervisor's own cairnfs serves on" "$TMP/err" || fail "bad upgrade: $(cat "$TMP/err")"
+sums=$(cd "$mnt" && md5sum f?) || fail "reads after a bad upgrade failed"
+[ "$sums" = "$(cat "$TMP/want")" ] || fail "content after a bad upgrade"
+[ "$(exe_ino "$(server_of "$sup")")" = "$good_ino" ] || fail "not the supervisor's binary serving"
+pass "an upgrade to a binary that cannot serve: exit 1, the supervisor's binary serves on"
+
 cairn umount "$mnt" >/dev/null
 wait_for 50 pid_gone "$sup" || fail "the supervisor did not exit after umount"
 pass "umount after upgrades ends the supervisor"
