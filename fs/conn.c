@@ -51,7 +51,7 @@ static struct {
   size_t init_len; /* its size */
   uint64_t init_unique;
   bool resumed, quiet;
-  int init_given;   /* atomic: the first read has returned INIT */
+  int init_given;    /* atomic: the first read has returned INIT */
   bool init_replied; /* under lock: the reply to INIT was handled */
   pthread_mutex_t lock;
   pthread_cond_t replied;

@@ -189,8 +189,10 @@ static int server_start(struct supervisor *s) {
     sigprocmask(SIG_SETMASK, &none, NULL);
     int keep[] = {s->fuse_fd, s->init_fd, sp[1]};
     for (size_t i = 0; i < 3; i++) fcntl(keep[i], F_SETFD, 0);
-    char *argv[] = {"cairnfs", CAIRNFS_SERVE_ARG, fds[0], fds[1], fds[2], flags,
-                    (char *)cairn_store_dir(s->st), s->id, s->dir, s->dev, s->opts, NULL};
+    char *store = (char *)cairn_store_dir(s->st);
+    char *argv[] = {
+        "cairnfs", CAIRNFS_SERVE_ARG, fds[0], fds[1], fds[2], flags, store, s->id, s->dir,
+        s->dev,    s->opts,           NULL};
     /* Every other attempt after two failures runs our own binary: an
      * upgrade to a binary that cannot serve leaves the mount served. */
     bool own = s->attempt >= 2 && s->attempt % 2 == 0;

@@ -203,8 +203,9 @@ static int mount_upgrade(cairn_store *st, const char *name, bool quiet) {
   snprintf(link, sizeof(link), "/proc/%d/exe", (int)server_of(rec.pid));
   if (n > 0 && stat(path, &want) == 0 && stat(link, &got) == 0 &&
       (want.st_ino != got.st_ino || want.st_dev != got.st_dev))
-    return report_fail(-EIO, "mount: --upgrade: %s: %s cannot serve; the supervisor's own cairnfs serves on",
-                       name, path);
+    return report_fail(
+        -EIO, "mount: --upgrade: %s: %s cannot serve; the supervisor's own cairnfs serves on", name,
+        path);
   if (!quiet) printf("%s\n", dir);
   return CAIRN_EXIT_OK;
 }
