@@ -1,6 +1,9 @@
 /*
- * cairnfs.h — what the daemon's main (main.c) shares with its FUSE
- * operations (ops.c): the state one mount serves from.
+ * cairnfs.h — what cairnfs's parts share: the options (main.c parses
+ * them), the supervisor (supervisor.c: holds the mount, its /dev/fuse fd
+ * and its pins, restarts the server), the server (conn.c: serves the
+ * session it inherits) and the FUSE operations (ops.c): the state one
+ * mount serves from.
  */
 #ifndef CAIRNFS_H
 #define CAIRNFS_H
@@ -20,6 +23,54 @@ struct cairnfs {
 };
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;
+
+/* What the command line asks (main.c). */
+struct cairnfs_options {
+  const char *image;
+  const char *dir;
+  char *store;
+  bool foreground, debug;
+  bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
+  char *fuse_opts; /* options passed on to libfuse, comma-separated */
+};
+
+/* The mount options the session is created with (main.c; caller frees). */
+char *cairnfs_fuse_opts(const struct cairnfs_options *o);
+
+/* Tells the process waiting for the verdict that the mount answers, and
+ * detaches from the caller's terminal (main.c). */
+void cairnfs_report_ready(void);
+
+/* Runs the supervisor of one mount (supervisor.c): mounts, serves through
+ * its server child until the kernel ends the session; returns the exit code. */
+int cairnfs_supervise(const struct cairnfs_options *o);
+
+/* The server's internal entry point, `cairnfs --serve ...` (conn.c), which
+ * only the supervisor runs; returns the exit code: CAIRNFS_SERVER_ENDED
+ * when the kernel ended the session, anything else is a failure that the
+ * supervisor answers with a restart. */
+#define CAIRNFS_SERVE_ARG "--serve"
+#define CAIRNFS_SERVER_ENDED 0
+int cairnfs_server_main(int argc, char **argv);
+
+/* The first fields of the kernel's request and reply headers, as
+ * linux/fuse.h has them (it cannot be included next to libfuse's headers),
+ * and the codes cairnfs needs that libfuse 3.14 does not name. */
+struct cairnfs_in_header {
+  uint32_t len, opcode;
+  uint64_t unique;
+};
+struct cairnfs_out_header {
+  uint32_t len;
+  int32_t error; /* a notification's code when unique is 0 */
+  uint64_t unique;
+};
+#define CAIRNFS_OP_INIT 26
+#define CAIRNFS_NOTIFY_RESEND 7 /* kernel 6.9+: requeue every request being processed */
+
+/* The byte a server writes on its status pipe once the kernel has its
+ * answer to INIT (the session serves). */
+#define CAIRNFS_STATUS_READY 'R'
 
 /* The session loop's worker threads: one is started when a request finds
  * none idle, up to this many, and all are kept. (libfuse ends idle threads

@@ -7,25 +7,23 @@
  * Also runs as `mount -t fuse.cairnfs IMAGE DIR` (mount.fuse3 calls
  * `cairnfs IMAGE DIR -o OPTS`; the store may come as -o store=DIR).
  *
- * Lifecycle, in order, each step undone on the way out whatever happened:
- * fork (unless -f: the parent only waits for the daemon's verdict, so it
- * exits 0 once the mount is up, or prints the daemon's error and exits with
- * its code) → resolve DIR (cairn_mountpoint_resolve, as cairn umount does)
- * → open the store → resolve IMAGE → pin the image and all its layers
- * (purpose "mount DIR", held until exit; the kernel drops them if we die)
- * → map the image's index (the merged tree; built and written the first
- * time) → mount → record the mount (with its device) →
- * serve until the kernel ends the session → forget the record → release
- * the pins.
+ * This file parses the command line and gives the verdict: it forks
+ * (unless -f: the parent only waits for the verdict, so it exits 0 once
+ * the mount answers, or prints the error and exits with its code); the
+ * child is the mount's supervisor (supervisor.c), which holds the mount,
+ * its /dev/fuse connection and its pins for the mount's whole life and
+ * runs the server (conn.c, `cairnfs --serve`, an internal mode) as its
+ * child, restarting it if it dies: a crash or an upgrade of the server is
+ * invisible to readers.
  *
  * The session outlives our mountpoint: a container runtime copies the
  * mount into each container's mount namespace, and those copies go on
  * reading from us after the host's view is unmounted. So the kernel alone
  * says when serving ends (/dev/fuse answers ENODEV once the last mount of
- * the session is gone), and SIGTERM/SIGINT/SIGHUP only detach the host's
- * view (umount2 MNT_DETACH of DIR, if DIR is still our mount): with nobody
- * else using the mount that ends the session at once, otherwise we serve
- * the others until they let go.
+ * the session is gone), and SIGTERM/SIGINT/SIGHUP to the supervisor only
+ * detach the host's view (umount2 MNT_DETACH of DIR, if DIR is still our
+ * mount): with nobody else using the mount that ends the session at once,
+ * otherwise we serve the others until they let go.
  *
  * Mounts are nosuid,nodev unless -o suid / -o dev asks otherwise: an
  * image's setuid binaries and device nodes are for containers that need
@@ -38,24 +36,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-struct options {
-  const char *image;
-  const char *dir;
-  char *store;
-  bool foreground, debug;
-  bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
-  char *fuse_opts; /* options passed on to libfuse, comma-separated */
-};
 
 /* Where the verdict goes: the waiting parent's pipe, or stderr with -f. */
 static int verdict_fd = -1;
@@ -90,7 +76,7 @@ static int verdict_send(int code, const char *msg) {
   return 0;
 }
 
-static void report_ready(void) {
+void cairnfs_report_ready(void) {
   if (verdict_fd < 0) return;
   unsigned char c = CAIRN_EXIT_OK;
   if (write(verdict_fd, &c, 1) < 0) {
@@ -150,7 +136,7 @@ static int append_opt(char **opts, const char *opt, size_t len) {
  * The mount is always read-only for now: mount(8) passes "rw" to every
  * helper unless told "ro", so "rw" cannot mean "writable upper layer" here
  * and is ignored. */
-static int take_mount_opts(struct options *o, const char *arg) {
+static int take_mount_opts(struct cairnfs_options *o, const char *arg) {
   while (*arg) {
     size_t len = strcspn(arg, ",");
     bool rw_or_ro = len == 2 && (strncmp(arg, "rw", 2) == 0 || strncmp(arg, "ro", 2) == 0);
@@ -175,14 +161,14 @@ static int take_mount_opts(struct options *o, const char *arg) {
 }
 
 /* Sets o->store to a copy of dir. */
-static int take_store(struct options *o, const char *dir) {
+static int take_store(struct cairnfs_options *o, const char *dir) {
   free(o->store);
   o->store = strdup(dir);
   return o->store ? 0 : -ENOMEM;
 }
 
 /* Returns CAIRN_EXIT_OK, or the exit code of an error it reported. */
-static int parse_args(int argc, char **argv, struct options *o) {
+static int parse_args(int argc, char **argv, struct cairnfs_options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int r = 0;
@@ -224,7 +210,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
 /* The mount options every cairnfs mount gets, before the user's. Root's
  * mounts allow other users (runtimes need it), with the kernel checking
  * permissions as for any file system. */
-static char *base_fuse_opts(const struct options *o) {
+char *cairnfs_fuse_opts(const struct cairnfs_options *o) {
   char *opts = NULL;
   /* fsname is shown as the mount's source; commas would split it. */
   char fixed[512];
@@ -241,188 +227,15 @@ static char *base_fuse_opts(const struct options *o) {
   return opts;
 }
 
-/* SIGTERM, SIGINT and SIGHUP detach the host's view of the mount. The
- * handlers only write the signal to a pipe; a thread reads it and unmounts
- * (a handler may not do more, and the session loop must not stop). */
-static int signal_pipe[2] = {-1, -1};
-static const int detach_signals[] = {SIGTERM, SIGINT, SIGHUP};
-
-static void on_detach_signal(int sig) {
-  int saved = errno;
-  unsigned char c = (unsigned char)sig;
-  if (write(signal_pipe[1], &c, 1) < 0) {
-    /* The pipe is full: a detach is pending already. */
-  }
-  errno = saved;
-}
-
-/* Installs the handlers (or, with handler SIG_IGN, ignores the signals).
- * They override an inherited SIG_IGN: a shell's background job ignores
- * SIGINT, yet the contract is that these signals unmount. */
-static void detach_signals_set(void (*handler)(int)) {
-  struct sigaction sa = {.sa_handler = handler, .sa_flags = SA_RESTART};
-  sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < sizeof(detach_signals) / sizeof(detach_signals[0]); i++)
-    sigaction(detach_signals[i], &sa, NULL);
-}
-
-struct detacher {
-  pthread_t thread;
-  const char *dir;
-  const char *dev; /* our mount's device: DIR may have been remounted since */
-};
-
-/* Unmounts the host's view at each signal, until it reads a 0 byte. */
-static void *detach_on_signal(void *arg) {
-  const struct detacher *d = arg;
-  unsigned char c;
-  for (;;) {
-    ssize_t n = read(signal_pipe[0], &c, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n != 1 || c == 0) return NULL;
-    char dev[32];
-    if (cairn_mountpoint_dev(d->dir, dev, sizeof(dev)) == 0 && strcmp(dev, d->dev) == 0)
-      cairn_mountpoint_unmount(d->dir, true);
-  }
-}
-
-static void detacher_stop(struct detacher *d) {
-  detach_signals_set(SIG_IGN);
-  unsigned char quit = 0;
-  /* The write end is non-blocking (for the handlers); the thread empties
-   * the pipe, so a full one has room again soon. */
-  while (write(signal_pipe[1], &quit, 1) != 1) usleep(1000);
-  pthread_join(d->thread, NULL);
-}
-
-static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
-                 const char *image_id) {
-  _cleanup_free_ char *opts = base_fuse_opts(o);
-  if (!opts) return report_fail(-ENOMEM, "%s: out of memory", o->image);
-  char *fargv[] = {"cairnfs", "-o", opts, o->debug ? "-d" : NULL, NULL};
-  struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, fargv);
-  int code = 0;
-  struct detacher detacher = {.dir = dir};
-  char dev[32];
-  struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), fs);
-  if (!se) {
-    code = report_fail(-EINVAL, "%s: bad mount options: %s", dir, opts);
-    goto out;
-  }
-  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(signal_pipe[0], F_SETFL, 0) < 0) {
-    code = report_fail(-errno, "%s: pipe: %s", dir, strerror(errno));
-    goto signals;
-  }
-  signal(SIGPIPE, SIG_IGN);
-  detach_signals_set(on_detach_signal);
-  if (fuse_session_mount(se, dir) < 0) {
-    code = report_fail(-EIO, "%s: cannot mount (see the message above)", dir);
-    goto signals;
-  }
-  int r = cairn_mountpoint_dev(dir, dev, sizeof(dev));
-  if (r < 0) {
-    code = report_fail(r, "%s: the new mount is not in /proc/self/mountinfo", dir);
-    goto unmount;
-  }
-  r = cairn_mount_record(fs->st, dir, image_id, getpid(), dev, false);
-  if (r < 0) {
-    code = report_fail(r, "%s: cannot record the mount: %s", dir, report_why(fs->st, r));
-    goto unmount;
-  }
-  detacher.dev = dev;
-  snprintf(fs->dev, sizeof(fs->dev), "%s", dev);
-  r = pthread_create(&detacher.thread, NULL, detach_on_signal, &detacher);
-  if (r != 0) {
-    code = report_fail(-r, "%s: cannot start a thread: %s", dir, strerror(r));
-    goto forget;
-  }
-  report_ready();
-  struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-  if (cfg) {
-    fuse_loop_cfg_set_clone_fd(cfg, 1);
-    fuse_loop_cfg_set_max_threads(cfg, CAIRNFS_THREADS);
-    fuse_loop_cfg_set_idle_threads(cfg, CAIRNFS_THREADS);
-    fuse_session_loop_mt(se, cfg);
-    fuse_loop_cfg_destroy(cfg);
-  } else {
-    fuse_session_loop(se);
-  }
-  detacher_stop(&detacher);
-forget:
-  cairn_mount_forget(fs->st, dir, getpid());
-unmount:
-  /* Does nothing once the kernel has ended the session (the normal end). */
-  fuse_session_unmount(se);
-signals:
-  detach_signals_set(SIG_IGN);
-  close(signal_pipe[0]);
-  close(signal_pipe[1]);
-  fuse_session_destroy(se);
-out:
-  fuse_opt_free_args(&args);
-  return code;
-}
-
-/* Opens, pins and builds, then serves; releases all of it before returning. */
-static int run(const struct options *o) {
-  struct cairnfs fs = {0};
-  cairn_pinset *pins = NULL;
-  int code;
-  char dir[PATH_MAX];
-  int r = cairn_mountpoint_resolve(o->dir, dir, sizeof(dir));
-  if (r < 0) return report_fail(r, "%s: %s", o->dir, strerror(-r));
-  int state = cairn_mountpoint_state(dir);
-  if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
-    return report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
-                       state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
-  struct stat sb;
-  if (stat(dir, &sb) < 0) return report_fail(-errno, "%s: %s", o->dir, strerror(errno));
-  if (!S_ISDIR(sb.st_mode)) return report_fail(-ENOTDIR, "%s: not a directory", o->dir);
-
-  r = cairn_store_open(o->store, &fs.st);
-  if (r < 0) {
-    code = report_fail(r, "store: %s", report_why(fs.st, r));
-    goto out;
-  }
-  cairn_id id;
-  r = cairn_image_resolve(fs.st, o->image, id);
-  if (r < 0) {
-    code = report_fail(r, "%s: %s", o->image, report_why(fs.st, r));
-    goto out;
-  }
-  char purpose[PATH_MAX + 8];
-  snprintf(purpose, sizeof(purpose), "mount %s", dir);
-  pins = cairn_pinset_new(purpose, true);
-  if (!pins) {
-    code = report_fail(-ENOMEM, "%s: out of memory", o->image);
-    goto out;
-  }
-  r = cairn_pin_image(fs.st, pins, id);
-  if (r < 0) {
-    code = report_fail(r, "%s: cannot pin: %s", o->image, report_why(fs.st, r));
-    goto out;
-  }
-  r = cairn_tree_open(fs.st, id, &fs.tree);
-  if (r < 0) {
-    code = report_fail(r, "%s: %s", o->image, report_why(fs.st, r));
-    goto out;
-  }
-  code = serve(&fs, o, dir, id);
-out:
-  if (pins) cairn_pinset_release(fs.st, pins);
-  cairn_tree_free(fs.tree);
-  if (fs.st) cairn_store_close(fs.st);
-  return code;
-}
-
 /* What parse_args allocated, freed when main's options go out of scope. */
-static void options_free(struct options *o) {
+static void options_free(struct cairnfs_options *o) {
   free(o->fuse_opts);
   free(o->store);
 }
 
 int main(int argc, char **argv) {
-  __attribute__((cleanup(options_free))) struct options o = {0};
+  if (argc > 1 && strcmp(argv[1], CAIRNFS_SERVE_ARG) == 0) return cairnfs_server_main(argc, argv);
+  __attribute__((cleanup(options_free))) struct cairnfs_options o = {0};
   int code = parse_args(argc, argv, &o);
   if (code != CAIRN_EXIT_OK) return code;
   if (!o.foreground) {
@@ -439,5 +252,5 @@ int main(int argc, char **argv) {
     report_sink_set(verdict_send);
     setsid();
   }
-  return run(&o);
+  return cairnfs_supervise(&o);
 }

@@ -491,17 +491,20 @@ int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, p
 int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid);
 /* A mount record. Its state is live (served here), detached (the daemon
  * serves it only in other mount namespaces, e.g. a container's, after a
- * host-side unmount) or stale (the daemon is gone). Strings are valid only
- * during the callback. */
+ * host-side unmount), restarting (the daemon, cairnfs's supervisor, runs
+ * and holds the session and the pins, but no server of it runs: requests
+ * wait for the next one) or stale (the daemon is gone). Strings are valid
+ * only during the callback. */
 enum cairn_mount_state {
   CAIRN_MOUNT_LIVE = 0,
   CAIRN_MOUNT_DETACHED = 1,
   CAIRN_MOUNT_STALE = 2,
+  CAIRN_MOUNT_RESTARTING = 3,
 };
 struct cairn_mount_rec {
   const char *dir;
   const char *image;
-  pid_t pid; /* the daemon */
+  pid_t pid; /* the daemon (cairnfs's supervisor) */
   enum cairn_mount_state state;
   bool rw;
   const char *dev; /* "maj:min"; "" in a record of an older cairn */

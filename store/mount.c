@@ -6,15 +6,20 @@
  * user typed with cairn_mountpoint_resolve, so a record, a mountinfo line
  * and a later umount always name the same directory.
  *
- * A record's state: live while its daemon (pid and start time) runs and its
- * directory is that mount (same device) in our mount namespace; detached
- * while the daemon runs but the mount is only in other namespaces (a
- * container runtime's copy outlives the host's unmount: the daemon serves
- * until the kernel ends the session); stale once the daemon is gone. Live
- * and detached records keep the image from rm and gc even in the moment
- * its daemon's pins are not held; a stale one never keeps anything and is
- * deleted by cn_mount_clean_stale (gc, fsck and every sweep), which asks only
- * whether the daemon runs.
+ * A record's daemon is cairnfs's supervisor (fs/supervisor.c), which holds
+ * the session and the pins and runs a server as its child. A record's
+ * state: restarting while the daemon (pid and start time) runs but no
+ * server of it does; else live while its directory is that mount (same
+ * device) in our mount namespace; detached while the mount is only in
+ * other namespaces (a container runtime's copy outlives the host's
+ * unmount: the daemon serves until the kernel ends the session); stale
+ * once the daemon is gone. Live, restarting and detached records keep the
+ * image from rm and gc even in the moment its daemon's pins are not held;
+ * a stale one never keeps anything. cn_mount_clean_stale (gc, fsck and
+ * every sweep) deletes the stale records of this boot, asking only whether
+ * the daemon runs; those written before this boot (/proc/stat's btime)
+ * are what `cairn mount --restore` republishes, and are kept for it (it
+ * reports and forgets those whose image is gone).
  */
 #include "pin.h"
 
@@ -284,11 +289,27 @@ static bool table_add(const struct mount_line *m, void *arg) {
   return false;
 }
 
+/* Whether the daemon pid (cairnfs's supervisor) has a server child that
+ * runs; true when that cannot be told. */
+static bool server_running(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return true;
+  long child;
+  bool found = false;
+  while (!found && fscanf(f, "%ld", &child) == 1)
+    found = child > 0 && cairn_process_running((pid_t)child, "cairnfs");
+  fclose(f);
+  return found;
+}
+
 /* The state of a record (see the top of the file). An empty dev (a record
  * of an older cairn) matches any cairnfs mount at dir. */
 static enum cairn_mount_state record_state(struct mount_table *t, const char *dir, pid_t pid,
                                            uint64_t start, const char *dev) {
   if (daemon_gone(pid, start)) return CAIRN_MOUNT_STALE;
+  if (!server_running(pid)) return CAIRN_MOUNT_RESTARTING;
   if (!t->read) {
     t->read = true;
     mountinfo_foreach("/proc/self/mountinfo", table_add, t);
@@ -329,7 +350,7 @@ int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg) {
   return mounts_scan(st, NULL, fn, arg);
 }
 
-/* Appends "mount DIR (cairnfs pid N[, detached])" of a record that is not
+/* Appends "mount DIR (cairnfs pid N[, detached|restarting])" of a record that is not
  * stale, and counts it. */
 struct live_mounts {
   FILE *f;
@@ -340,7 +361,9 @@ static int live_describe(const struct cairn_mount_rec *m, void *arg) {
   struct live_mounts *l = arg;
   if (m->state == CAIRN_MOUNT_STALE) return 0;
   fprintf(l->f, "%smount %s (cairnfs pid %d%s)", l->n ? "; " : "", m->dir, (int)m->pid,
-          m->state == CAIRN_MOUNT_DETACHED ? ", detached" : "");
+          m->state == CAIRN_MOUNT_DETACHED     ? ", detached"
+          : m->state == CAIRN_MOUNT_RESTARTING ? ", restarting"
+                                               : "");
   l->n++;
   return 0;
 }
@@ -395,15 +418,31 @@ struct stale_mount {
   pid_t pid;
 };
 
+/* When this boot began (/proc/stat's btime), in seconds since the epoch;
+ * 0 if unknown. */
+static int64_t boot_time(void) {
+  FILE *f = fopen("/proc/stat", "re");
+  if (!f) return 0;
+  char line[256];
+  long long t = 0;
+  while (fgets(line, sizeof(line), f))
+    if (sscanf(line, "btime %lld", &t) == 1) break;
+  fclose(f);
+  return (int64_t)t;
+}
+
 int cn_mount_clean_stale(cairn_store *st) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start FROM mounts");
+  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start, since FROM mounts");
   if (r < 0) return r;
   struct stale_mount *stale = NULL;
   size_t n = 0, cap = 0;
+  int64_t boot = boot_time();
   while (r >= 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
     pid_t pid = sqlite3_column_int(q, 1);
     if (!daemon_gone(pid, (uint64_t)sqlite3_column_int64(q, 2))) continue;
+    /* A mount of an earlier boot: cairn mount --restore republishes it. */
+    if (boot > 0 && sqlite3_column_int64(q, 3) < boot) continue;
     struct stale_mount *v = cn_array_grow(stale, n, &cap, sizeof(*v));
     if (v) {
       stale = v;

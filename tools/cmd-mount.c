@@ -6,9 +6,13 @@
  * them: a symlink to a mountpoint names that mountpoint.
  *
  * mount runs cairnfs (next to this binary, else from PATH), which forks its
- * daemon and exits only once the mount is up or has failed; its error is
- * passed on with our prefix and its exit code. We then check the directory
- * really is a cairnfs mount that answers.
+ * daemon (a supervisor, fs/supervisor.c) and exits only once the mount is
+ * up or has failed; its error is passed on with our prefix and its exit
+ * code. We then check the directory really is a cairnfs mount that answers.
+ * mount --upgrade DIR asks DIR's supervisor (SIGUSR1) for a new server and
+ * waits until one runs and answers; mount --restore runs cairnfs again for
+ * each stale record (its image at its directory) and reports, and forgets,
+ * those whose image is gone.
  *
  * umount DIR... is idempotent and complete: every step runs whatever the
  * state — unmount while the directory is a cairnfs mount point (lazily if
@@ -30,9 +34,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -113,6 +119,167 @@ static bool dir_has_entries(const char *dir) {
   return false;
 }
 
+/* The daemon and device recorded for dir (pid 0 if none). */
+struct mount_record {
+  pid_t pid;
+  char dev[32];
+};
+
+struct mount_lookup {
+  const char *dir;
+  struct mount_record rec;
+};
+
+static int record_of_dir(const struct cairn_mount_rec *m, void *arg) {
+  struct mount_lookup *l = arg;
+  if (strcmp(m->dir, l->dir) != 0) return 0;
+  l->rec.pid = m->pid;
+  snprintf(l->rec.dev, sizeof(l->rec.dev), "%s", m->dev);
+  return 0;
+}
+
+static struct mount_record recorded(cairn_store *st, const char *dir) {
+  struct mount_lookup l = {.dir = dir};
+  cairn_mounts_foreach(st, record_of_dir, &l);
+  return l.rec;
+}
+
+/* The server the supervisor pid runs (its cairnfs child), 0 if none. */
+static pid_t server_of(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+  _cleanup_fclose_ FILE *f = fopen(path, "re");
+  long child;
+  while (f && fscanf(f, "%ld", &child) == 1)
+    if (child > 0 && cairn_process_running((pid_t)child, "cairnfs")) return (pid_t)child;
+  return 0;
+}
+
+/* Waits (bounded) for dir's mount to answer: 0, or -ENOTCONN. */
+static int await_answer(const char *dir) {
+  for (int i = 0; i < ANSWER_STEPS; i++) {
+    int state = cairn_mountpoint_state(dir);
+    if (state == CAIRN_MP_LIVE) return 0;
+    if (state < 0 || state == CAIRN_MP_STALE) break;
+    sleep_step();
+  }
+  return -ENOTCONN;
+}
+
+/* cairn mount --upgrade DIR: the supervisor replaces its server (SIGUSR1)
+ * with one run from the cairnfs binary installed now; we wait until a new
+ * server runs and the mount answers. */
+static int mount_upgrade(cairn_store *st, const char *name, bool quiet) {
+  char dir[PATH_MAX];
+  int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
+  if (r < 0) return report_fail(r, "mount: %s: %s", name, strerror(-r));
+  struct mount_record rec = recorded(st, dir);
+  if (rec.pid <= 0 || !cairn_process_running(rec.pid, "cairnfs"))
+    return report_fail(-ENOENT, "mount: --upgrade: %s: not served by a cairnfs", name);
+  pid_t old = 0;
+  for (int i = 0; i < ANSWER_STEPS && !(old = server_of(rec.pid)); i++) sleep_step();
+  if (!old) return report_fail(-ESRCH, "mount: --upgrade: %s: no server runs", name);
+  if (kill(rec.pid, SIGUSR1) < 0)
+    return report_fail(-errno, "mount: --upgrade: %s: %s", name, strerror(errno));
+  pid_t now = 0;
+  for (int i = 0; i < ANSWER_STEPS; i++) {
+    now = server_of(rec.pid);
+    if (now && now != old) break;
+    sleep_step();
+  }
+  if (!now || now == old)
+    return report_fail(-ETIMEDOUT, "mount: --upgrade: %s: no new server after 10 s", name);
+  if (cairn_mountpoint_dev(dir, rec.dev, sizeof(rec.dev)) == 0 && await_answer(dir) < 0)
+    return report_fail(-ENOTCONN, "mount: --upgrade: %s: the new server does not answer", name);
+  /* The binary serving now must be the one installed at the supervisor's
+   * path: the supervisor falls back to its own when that one fails. */
+  char path[PATH_MAX], link[64];
+  snprintf(link, sizeof(link), "/proc/%d/exe", (int)rec.pid);
+  ssize_t n = readlink(link, path, sizeof(path) - 1);
+  path[n > 0 ? n : 0] = '\0';
+  char *deleted = n > 0 ? strstr(path, " (deleted)") : NULL;
+  if (deleted && deleted[10] == '\0') *deleted = '\0';
+  struct stat want, got;
+  snprintf(link, sizeof(link), "/proc/%d/exe", (int)server_of(rec.pid));
+  if (n > 0 && stat(path, &want) == 0 && stat(link, &got) == 0 &&
+      (want.st_ino != got.st_ino || want.st_dev != got.st_dev))
+    return report_fail(
+        -EIO, "mount: --upgrade: %s: %s cannot serve; the supervisor's own cairnfs serves on", name,
+        path);
+  if (!quiet) printf("%s\n", dir);
+  return CAIRN_EXIT_OK;
+}
+
+/* A record mount --restore republishes or reports. */
+struct restore_rec {
+  char *dir;
+  char *image;
+  pid_t pid;
+};
+
+struct restore_list {
+  struct restore_rec *v;
+  size_t n;
+};
+
+static int restore_collect(const struct cairn_mount_rec *m, void *arg) {
+  struct restore_list *l = arg;
+  if (m->state != CAIRN_MOUNT_STALE) return 0;
+  struct restore_rec *v = realloc(l->v, (l->n + 1) * sizeof(*v));
+  if (!v) return -ENOMEM;
+  l->v = v;
+  v[l->n] = (struct restore_rec){strdup(m->dir), strdup(m->image), m->pid};
+  if (!v[l->n].dir || !v[l->n].image) {
+    free(v[l->n].dir);
+    free(v[l->n].image);
+    return -ENOMEM;
+  }
+  l->n++;
+  return 0;
+}
+
+/* Republishes one stale record: see mount --restore's summary. */
+static int restore_one(cairn_store *st, const struct restore_rec *m, bool quiet) {
+  cairn_id id;
+  int r = cairn_image_resolve(st, m->image, id);
+  if (r == -ENOENT) {
+    cairn_mount_forget(st, m->dir, m->pid);
+    return report_fail(r, "mount: --restore: %s: image %.12s was removed; record forgotten", m->dir,
+                       m->image);
+  }
+  if (r < 0) return report_fail(r, "mount: --restore: %s: %s", m->dir, report_why(st, r));
+  int state = cairn_mountpoint_state(m->dir);
+  if (state == CAIRN_MP_STALE) { /* a dead server's mount is in the way */
+    r = cairn_mountpoint_unmount(m->dir, true);
+    if (r < 0) return report_fail(r, "mount: --restore: %s: %s", m->dir, strerror(-r));
+  } else if (state == CAIRN_MP_LIVE || state == CAIRN_MP_OTHER) {
+    return report_fail(-EBUSY, "mount: --restore: %s: something else is mounted there", m->dir);
+  }
+  int code = run_cairnfs(cairn_store_dir(st), id, m->dir, NULL);
+  if (code != CAIRN_EXIT_OK) return code;
+  if (await_answer(m->dir) < 0)
+    return report_fail(-ENOTCONN, "mount: --restore: %s: the mount does not answer", m->dir);
+  if (!quiet) printf("%s\n", m->dir);
+  return CAIRN_EXIT_OK;
+}
+
+/* cairn mount --restore: every stale record, in turn; the worst code. */
+static int mount_restore(cairn_store *st, bool quiet) {
+  struct restore_list l = {0};
+  int r = cairn_mounts_foreach(st, restore_collect, &l);
+  int worst = r < 0 ? report_fail(r, "mount: --restore: %s", report_why(st, r)) : CAIRN_EXIT_OK;
+  for (size_t i = 0; i < l.n; i++) {
+    if (r >= 0) {
+      int code = restore_one(st, &l.v[i], quiet);
+      if (code > worst) worst = code;
+    }
+    free(l.v[i].dir);
+    free(l.v[i].image);
+  }
+  free(l.v);
+  return worst;
+}
+
 static int mount_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"rw", no_argument, NULL, 'w'},
@@ -120,9 +287,11 @@ static int mount_run(struct cli *c, int argc, char **argv) {
       {"dev", no_argument, NULL, 'd'},
       {"quiet", no_argument, NULL, 'q'},
       {"options", required_argument, NULL, 'o'},
+      {"upgrade", no_argument, NULL, 'u'},
+      {"restore", no_argument, NULL, 'R'},
       {NULL, 0, NULL, 0},
   };
-  bool quiet = false;
+  bool quiet = false, upgrade = false, restore = false;
   /* --suid, --dev and every -o, joined as cairnfs's one -o */
   _cleanup_free_ char *mount_opts = NULL;
   int o;
@@ -138,17 +307,30 @@ static int mount_run(struct cli *c, int argc, char **argv) {
     }
     switch (o) {
     case 'q': quiet = true; break;
+    case 'u': upgrade = true; break;
+    case 'R': restore = true; break;
     case 'w':
       return report_usage(cmd_mount.usage, "mount: --rw: writable mounts are not supported yet");
     default: return cli_bad_option(cmd_mount.usage, argv, o, opts);
     }
   }
-  if (argc - optind != 2)
+  if (upgrade && restore)
+    return report_usage(cmd_mount.usage, "mount: --upgrade and --restore exclude each other");
+  if ((upgrade || restore) && mount_opts)
+    return report_usage(cmd_mount.usage, "mount: --%s takes no mount options",
+                        upgrade ? "upgrade" : "restore");
+  if (upgrade && argc - optind != 1)
+    return report_usage(cmd_mount.usage, "mount: --upgrade needs a directory");
+  if (restore && argc - optind != 0)
+    return report_usage(cmd_mount.usage, "mount: --restore takes no arguments");
+  if (!upgrade && !restore && argc - optind != 2)
     return report_usage(cmd_mount.usage, "mount: needs an image and a directory");
-  const char *image = argv[optind], *dir = argv[optind + 1];
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
+  if (upgrade) return mount_upgrade(st, argv[optind], quiet);
+  if (restore) return mount_restore(st, quiet);
+  const char *image = argv[optind], *dir = argv[optind + 1];
   cairn_id id;
   int r = cairn_image_resolve(st, image, id);
   if (r < 0) return report_fail(r, "mount: %s: %s", image, report_why(st, r));
@@ -173,39 +355,9 @@ static int mount_run(struct cli *c, int argc, char **argv) {
 int cli_mount_start(cairn_store *st, const char *image, const char *dir, const char *opts) {
   int code = run_cairnfs(cairn_store_dir(st), image, dir, opts);
   if (code != CAIRN_EXIT_OK) return code;
-  for (int i = 0; i < ANSWER_STEPS; i++) {
-    int state = cairn_mountpoint_state(dir);
-    if (state == CAIRN_MP_LIVE) return CAIRN_EXIT_OK;
-    if (state < 0 || state == CAIRN_MP_STALE) break;
-    sleep_step();
-  }
+  if (await_answer(dir) == 0) return CAIRN_EXIT_OK;
   return report_fail(-ENOTCONN, "mount: %s: cairnfs reported success but the mount does not answer",
                      dir);
-}
-
-/* The daemon and device recorded for dir (pid 0 if none). */
-struct mount_record {
-  pid_t pid;
-  char dev[32];
-};
-
-struct mount_lookup {
-  const char *dir;
-  struct mount_record rec;
-};
-
-static int record_of_dir(const struct cairn_mount_rec *m, void *arg) {
-  struct mount_lookup *l = arg;
-  if (strcmp(m->dir, l->dir) != 0) return 0;
-  l->rec.pid = m->pid;
-  snprintf(l->rec.dev, sizeof(l->rec.dev), "%s", m->dev);
-  return 0;
-}
-
-static struct mount_record recorded(cairn_store *st, const char *dir) {
-  struct mount_lookup l = {.dir = dir};
-  cairn_mounts_foreach(st, record_of_dir, &l);
-  return l.rec;
 }
 
 /* Waits (bounded) for the daemon to exit after our unmount. While other
@@ -312,15 +464,23 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_mount = {
     .name = "mount",
     .run = mount_run,
-    .usage = "cairn mount [-q] [--suid] [--dev] [-o OPTS] IMAGE DIR",
+    .usage = "cairn mount [-q] [--suid] [--dev] [-o OPTS] IMAGE DIR\n"
+             "       cairn mount [-q] --upgrade DIR | --restore",
     .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).\n"
                "Prints the mount point (its real path) on stdout, as podman mount does; warns\n"
-               "when DIR holds files (hidden while mounted).",
+               "when DIR holds files (hidden while mounted). The daemon is a supervisor that\n"
+               "holds the mount and its pins and restarts its server if it dies, unseen by\n"
+               "readers. --upgrade replaces DIR's server by the installed cairnfs; --restore\n"
+               "mounts again every recorded mount whose daemon is gone (after a reboot).",
     .options =
         "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
         "--dev\thonour the image's device nodes (default: nodev)\n"
         "-o, --options OPTS\tmount options passed to cairnfs -o (see cairnfs --help): suid,\n"
         "\tdev, and libfuse's, such as allow_other; may be given several times\n"
+        "--upgrade\treplace the server of DIR's mount by the cairnfs installed now, with\n"
+        "\tno failed request (the supervisor's SIGUSR1)\n"
+        "--restore\tmount again every stale record's image at its directory (prints\n"
+        "\teach; one whose image is gone is reported, forgotten, exit 3)\n"
         "-q, --quiet\tprint nothing on success\n",
 };
 
@@ -339,7 +499,7 @@ const struct cli_command cmd_mounts = {
     .name = "mounts",
     .run = mounts_run,
     .usage = "cairn mounts [--json | -q | --format TEMPLATE] [--no-trunc]",
-    .summary = "List the mounts: directory, image, its names, daemon pid, state (live, detached,\n"
-               "stale), rw.",
+    .summary = "List the mounts: directory, image, its names, daemon pid, state (live,\n"
+               "restarting, detached, stale), rw.",
     .options = "--json\tone JSON array of every mount\n" CLI_LISTING_OPTIONS,
 };

@@ -297,7 +297,8 @@ static const struct cli_schema mount_schema = {mount_fields, MOUNT_FIELDS};
 int cli_mount_row(const struct cairn_mount_rec *m, void *arg) {
   static const char *const states[] = {[CAIRN_MOUNT_LIVE] = "live",
                                        [CAIRN_MOUNT_DETACHED] = "detached",
-                                       [CAIRN_MOUNT_STALE] = "stale"};
+                                       [CAIRN_MOUNT_STALE] = "stale",
+                                       [CAIRN_MOUNT_RESTARTING] = "restarting"};
   struct cli_rows *rows = arg;
   struct cli_cell *c = cli_rows_add(rows, &mount_schema);
   if (!c) return -ENOMEM;

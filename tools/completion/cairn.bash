@@ -151,6 +151,10 @@ _cairn_complete() {
   cairn:mount | cairn:bundle)
     if [[ $cmd == bundle && " ${words[*]} " == *" --rm "* ]]; then
       _cairn_files "$cur" -d
+    elif [[ $cmd == mount && " ${words[*]} " == *" --upgrade "* ]]; then
+      ((nth == 0)) && _cairn_reply "$cur" $(_cairn_mount_dirs "${store[@]}")
+    elif [[ $cmd == mount && " ${words[*]} " == *" --restore "* ]]; then
+      :
     elif ((nth == 0)); then
       _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     elif ((nth == 1)); then

@@ -1,0 +1,242 @@
+/*
+ * conn.c — the server: serves a FUSE session it did not open, on the
+ * /dev/fuse fd its supervisor (supervisor.c) holds, and so can die and be
+ * replaced without the kernel noticing more than a pause.
+ *
+ *   cairnfs --serve FUSE_FD INIT_FD STATUS_FD FLAGS STORE IMAGE_ID DIR DEV OPTS
+ *
+ * is run by the supervisor only. FLAGS: '-' followed by 'r' (resumed: the
+ * session was initialised by an earlier server), 'q' (quiet: stdio to
+ * /dev/null once serving), 'd' (libfuse debug output).
+ *
+ * libfuse 3.14 has no takeover API and answers every request with EIO
+ * until it has seen FUSE_INIT, so the session is given custom I/O
+ * (fuse_session_custom_io): its first read returns the INIT request the
+ * supervisor kept (INIT_FD), and the reply to it reaches the kernel on the
+ * first start only. A resumed server swallows that reply (the kernel has
+ * had one; the session is negotiated the same way, from the same request),
+ * then sends FUSE_NOTIFY_RESEND (kernel 6.9+): every request the dead
+ * server had read and not answered is queued again, from the processing
+ * queue of the fd the supervisor kept open. Reads of an immutable image
+ * are idempotent, so a request served twice is harmless (the second reply
+ * finds no request: ENOENT, which libfuse ignores). On an older kernel the
+ * notification fails (EINVAL, ignored) and a reader whose request the dead
+ * server held waits for it forever (interruptible by a fatal signal only),
+ * while every later request is served.
+ *
+ * Invariants: the session reads only FUSE_FD (no clone_fd: a clone's
+ * requests are aborted when the clone is closed, i.e. when a server dies);
+ * several threads read it. Inode numbers are the index's (deterministic)
+ * and no file handle carries state (ops.c: fi->fh is unused), so what the
+ * kernel holds means the same to every server.
+ */
+#include "cairnfs.h"
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* One session per process: the custom I/O's state. */
+static struct {
+  int fuse_fd, status_fd;
+  char *init;      /* the kept INIT request */
+  size_t init_len; /* its size */
+  uint64_t init_unique;
+  bool resumed, quiet;
+  int init_given;    /* atomic: the first read has returned INIT */
+  bool init_replied; /* under lock: the reply to INIT was handled */
+  pthread_mutex_t lock;
+  pthread_cond_t replied;
+} conn = {.fuse_fd = -1,
+          .status_fd = -1,
+          .lock = PTHREAD_MUTEX_INITIALIZER,
+          .replied = PTHREAD_COND_INITIALIZER};
+
+/* The first read returns the kept INIT. The others wait until INIT is
+ * answered: libfuse starts a second thread while the first handles INIT,
+ * and would answer EIO to a request read before INIT was handled (on a
+ * restart, requests are waiting in the kernel's queue). */
+static ssize_t conn_read(int fd, void *buf, size_t len, void *userdata) {
+  (void)userdata;
+  if (!__atomic_exchange_n(&conn.init_given, 1, __ATOMIC_ACQ_REL)) {
+    if (len < conn.init_len) {
+      errno = EINVAL;
+      return -1;
+    }
+    memcpy(buf, conn.init, conn.init_len);
+    return (ssize_t)conn.init_len;
+  }
+  pthread_mutex_lock(&conn.lock);
+  while (!conn.init_replied) pthread_cond_wait(&conn.replied, &conn.lock);
+  pthread_mutex_unlock(&conn.lock);
+  return read(fd, buf, len);
+}
+
+static bool init_replied(void) {
+  pthread_mutex_lock(&conn.lock);
+  bool r = conn.init_replied;
+  pthread_mutex_unlock(&conn.lock);
+  return r;
+}
+
+/* Tells the supervisor the session serves; quiets stdio unless -f. */
+static void say_ready(void) {
+  char c = CAIRNFS_STATUS_READY;
+  if (write(conn.status_fd, &c, 1) < 0) {
+    /* The supervisor is gone: the session goes with it. */
+  }
+  close(conn.status_fd);
+  conn.status_fd = -1;
+  if (!conn.quiet) return;
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+  }
+}
+
+/* Asks the kernel to queue again what the dead server had read. */
+static void resend(int fd) {
+  struct cairnfs_out_header h = {.len = sizeof(h), .error = CAIRNFS_NOTIFY_RESEND, .unique = 0};
+  if (write(fd, &h, sizeof(h)) < 0) {
+    /* EINVAL before kernel 6.9: see the top of the file. */
+  }
+}
+
+static ssize_t conn_writev(int fd, struct iovec *iov, int count, void *userdata) {
+  (void)userdata;
+  struct cairnfs_out_header h = {0};
+  if (count > 0 && iov[0].iov_len >= sizeof(h)) memcpy(&h, iov[0].iov_base, sizeof(h));
+  if (h.unique != conn.init_unique || init_replied()) return writev(fd, iov, count);
+  ssize_t total = 0;
+  for (int i = 0; i < count; i++) total += (ssize_t)iov[i].iov_len;
+  ssize_t n = total;
+  bool again = conn.resumed;
+  if (!conn.resumed) {
+    n = writev(fd, iov, count);
+    /* ENOENT: an earlier server answered it and died before saying so. */
+    if (n < 0 && errno == ENOENT) again = true, n = total;
+  }
+  if (n >= 0 && again) resend(fd);
+  if (n >= 0) say_ready();
+  /* Even after a failure (ENODEV: the session is over), so that the
+   * waiting reads go on and see it. */
+  pthread_mutex_lock(&conn.lock);
+  conn.init_replied = true;
+  pthread_cond_broadcast(&conn.replied);
+  pthread_mutex_unlock(&conn.lock);
+  return n;
+}
+
+static ssize_t conn_splice_send(int fdin, off_t *offin, int fdout, off_t *offout, size_t len,
+                                unsigned int flags, void *userdata) {
+  (void)userdata;
+  return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+static const struct fuse_custom_io conn_io = {
+    .read = conn_read,
+    .writev = conn_writev,
+    .splice_send = conn_splice_send,
+};
+
+/* Reads the kept INIT request from fd. */
+static int init_load(int fd) {
+  struct stat sb;
+  if (fstat(fd, &sb) < 0) return -errno;
+  struct cairnfs_in_header h;
+  if ((size_t)sb.st_size < sizeof(h) || sb.st_size > 65536) return -EPROTO;
+  conn.init_len = (size_t)sb.st_size;
+  conn.init = malloc(conn.init_len);
+  if (!conn.init) return -ENOMEM;
+  if (pread(fd, conn.init, conn.init_len, 0) != (ssize_t)conn.init_len) return -EIO;
+  memcpy(&h, conn.init, sizeof(h));
+  conn.init_unique = h.unique;
+  return 0;
+}
+
+static int parse_fd(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  return *s && !*end && v >= 0 && v < 65536 ? (int)v : -1;
+}
+
+int cairnfs_server_main(int argc, char **argv) {
+  if (argc != 11) return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad arguments");
+  conn.fuse_fd = parse_fd(argv[2]);
+  int init_fd = parse_fd(argv[3]);
+  conn.status_fd = parse_fd(argv[4]);
+  const char *flags = argv[5], *store = argv[6], *image_id = argv[7], *dir = argv[8];
+  const char *dev = argv[9], *opts = argv[10];
+  if (conn.fuse_fd < 0 || init_fd < 0 || conn.status_fd < 0)
+    return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad file descriptors");
+  conn.resumed = strchr(flags, 'r') != NULL;
+  conn.quiet = strchr(flags, 'q') != NULL;
+  bool debug = strchr(flags, 'd') != NULL;
+  fcntl(conn.fuse_fd, F_SETFD, FD_CLOEXEC);
+  fcntl(conn.status_fd, F_SETFD, FD_CLOEXEC);
+  int r = init_load(init_fd);
+  close(init_fd);
+  if (r < 0) return report_fail(r, "%s: cannot read the kept INIT: %s", dir, strerror(-r));
+
+  /* Only the supervisor answers these (main.c); a terminal's ^C reaches
+   * the whole process group. */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+
+  struct cairnfs fs = {0};
+  snprintf(fs.dev, sizeof(fs.dev), "%s", dev);
+  int code = CAIRNFS_SERVER_ENDED;
+  r = cairn_store_open(store, &fs.st);
+  if (r < 0) {
+    code = report_fail(r, "store: %s", report_why(fs.st, r));
+    goto out;
+  }
+  r = cairn_tree_open(fs.st, image_id, &fs.tree);
+  if (r < 0) {
+    code = report_fail(r, "%s: %s", image_id, report_why(fs.st, r));
+    goto out;
+  }
+  char *fargv[] = {"cairnfs", "-o", (char *)opts, debug ? "-d" : NULL, NULL};
+  struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
+  struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), &fs);
+  fuse_opt_free_args(&args);
+  if (!se) {
+    code = report_fail(-EINVAL, "%s: bad mount options: %s", dir, opts);
+    goto out;
+  }
+  r = fuse_session_custom_io(se, &conn_io, conn.fuse_fd);
+  if (r < 0) {
+    code = report_fail(r, "%s: custom io: %s", dir, strerror(-r));
+    fuse_session_destroy(se);
+    goto out;
+  }
+  struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+  if (cfg) {
+    fuse_loop_cfg_set_clone_fd(cfg, 0); /* see the top of the file */
+    fuse_loop_cfg_set_max_threads(cfg, CAIRNFS_THREADS);
+    fuse_loop_cfg_set_idle_threads(cfg, CAIRNFS_THREADS);
+    r = fuse_session_loop_mt(se, cfg);
+    fuse_loop_cfg_destroy(cfg);
+  } else {
+    r = fuse_session_loop(se);
+  }
+  if (r != 0) code = report_fail(r < 0 ? r : -EINTR, "%s: the session loop failed", dir);
+  fuse_session_destroy(se); /* closes fuse_fd: ours only, the supervisor keeps its own */
+out:
+  cairn_tree_free(fs.tree);
+  if (fs.st) cairn_store_close(fs.st);
+  free(conn.init);
+  return code;
+}

@@ -1,0 +1,421 @@
+/*
+ * supervisor.c — the process a cairnfs mount belongs to: it holds what
+ * must outlive a server (the mount, the session's /dev/fuse fd, the pins,
+ * the mount record) and does nothing else but run the server as its child
+ * and restart it, so that a crash, a kill -9 or an upgrade of the server
+ * shows no error and drops no pin.
+ *
+ * Lifecycle, in order, each step undone on the way out whatever happened:
+ * resolve DIR (cairn_mountpoint_resolve, as cairn umount does) → open the
+ * store → resolve IMAGE → pin the image and all its layers (purpose "mount
+ * DIR", held by this process until it exits; the kernel drops them if it
+ * dies) → check the image's index (built and written the first time; the
+ * mapping is dropped again: only servers map it) → mount → record the
+ * mount (this pid, its device) → read the kernel's FUSE_INIT request from
+ * /dev/fuse and keep its bytes (a memfd) → run servers until one exits
+ * CAIRNFS_SERVER_ENDED and /dev/fuse says the session is over → forget the
+ * record → release the pins.
+ *
+ * Invariants:
+ * - Only this process opened /dev/fuse, and it keeps the fd open until the
+ *   session has ended: a server's death never closes the connection, and
+ *   the requests it had read stay on this fd's processing queue (no
+ *   cloned fds: the kernel aborts a clone's requests when it is closed),
+ *   for the next server to have resent (conn.c).
+ * - A server dies with its supervisor (PR_SET_PDEATHSIG): a kill -9 of the
+ *   supervisor ends the session (the mount is stale, as it was before
+ *   supervisors) rather than leave a server serving an unpinned image.
+ * - At most one server runs. A server that dies is restarted: at once the
+ *   first time, then after cairn_backoff_ms waits (20 ms doubling to 5 s)
+ *   while each one dies before it has served RESET_MS (answered INIT and
+ *   run 250 ms since its start), so a server that crashes at once every
+ *   time (a bad binary, a request that kills every server) does not spin,
+ *   while one killed now and then is replaced at once.
+ * - Servers run the binary at the path this one was started from, so that
+ *   SIGUSR1 (kill the server: an upgrade) runs the one installed there now;
+ *   after two failures in a row every other attempt runs our own binary
+ *   (kept open), so that an upgrade to a binary that cannot serve leaves
+ *   the mount served by the old one.
+ * - The verdict (main.c) is given once the first server has answered INIT;
+ *   a first server that dies before that fails the mount.
+ * - SIGTERM, SIGINT and SIGHUP only detach the host's view (MNT_DETACH of
+ *   DIR while DIR is our mount): the kernel ends the session when the last
+ *   copy of the mount goes.
+ */
+#include "cairnfs.h"
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define BACKOFF_BASE_MS 20
+#define BACKOFF_CAP_MS 5000
+#define RESET_MS 250 /* a server that served this long earns an immediate restart */
+/* As libfuse's: the kernel hands out no request into a buffer smaller
+ * than its largest write could need. */
+#define INIT_BUF_SIZE (257 * 4096)
+
+struct supervisor {
+  const struct cairnfs_options *o;
+  char dir[PATH_MAX];
+  char dev[32];
+  cairn_id id;
+  cairn_store *st;
+  char *opts;          /* the session's mount options */
+  int fuse_fd;         /* the session's /dev/fuse fd, owned by se */
+  int init_fd;         /* memfd: the kernel's FUSE_INIT request */
+  char exe[PATH_MAX];  /* the binary servers are run from */
+  int own_exe;         /* our own binary, kept open: the fallback */
+  pid_t self;          /* getpid() */
+  pid_t server;        /* 0 while none runs */
+  int status_fd;       /* the running server's status pipe, -1 once read to EOF */
+  bool ready;          /* a server answered INIT: the session is initialised */
+  bool ready_now;      /* the running server answered INIT */
+  unsigned attempt;    /* restarts since a server last ran RESET_MS */
+  uint64_t started_ms; /* when the running server was started */
+  uint64_t restart_at; /* when to start the next server, with none running */
+  bool upgrading;      /* the running server was killed for an upgrade */
+};
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Signals reach the loop through a pipe (handlers do nothing else). */
+static int signal_pipe[2] = {-1, -1};
+static const int handled_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1};
+#define N_SIGNALS (sizeof(handled_signals) / sizeof(handled_signals[0]))
+
+static void on_signal(int sig) {
+  int saved = errno;
+  unsigned char c = (unsigned char)sig;
+  if (write(signal_pipe[1], &c, 1) < 0) {
+    /* The pipe is full: the loop has work pending already. */
+  }
+  errno = saved;
+}
+
+/* Installs the handlers, or restores the defaults (handler SIG_DFL). They
+ * override an inherited SIG_IGN: a shell's background job ignores SIGINT,
+ * yet the contract is that these signals unmount. */
+static void signals_set(void (*handler)(int)) {
+  struct sigaction sa = {.sa_handler = handler, .sa_flags = SA_RESTART};
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < N_SIGNALS; i++) sigaction(handled_signals[i], &sa, NULL);
+}
+
+/* Detaches the host's view, if DIR is still our mount. */
+static void detach(const struct supervisor *s) {
+  char dev[32];
+  if (cairn_mountpoint_dev(s->dir, dev, sizeof(dev)) == 0 && strcmp(dev, s->dev) == 0)
+    cairn_mountpoint_unmount(s->dir, true);
+}
+
+/* Reads the kernel's INIT request and keeps it in a memfd. */
+static int init_keep(struct supervisor *s) {
+  _cleanup_free_ char *buf = malloc(INIT_BUF_SIZE);
+  if (!buf) return -ENOMEM;
+  ssize_t n;
+  do n = read(s->fuse_fd, buf, INIT_BUF_SIZE);
+  while (n < 0 && (errno == EINTR || errno == ENOENT));
+  if (n < 0) return -errno;
+  struct cairnfs_in_header h;
+  if ((size_t)n < sizeof(h)) return -EPROTO;
+  memcpy(&h, buf, sizeof(h));
+  if (h.opcode != CAIRNFS_OP_INIT) return -EPROTO;
+  s->init_fd = memfd_create("cairnfs-init", MFD_CLOEXEC);
+  if (s->init_fd < 0) return -errno;
+  if (write(s->init_fd, buf, (size_t)n) != n) return errno ? -errno : -EIO;
+  return 0;
+}
+
+/* The binary servers run: the path of our own, so that an upgrade that
+ * installs a new binary there is what the next server runs. */
+static void exe_find(struct supervisor *s) {
+  ssize_t n = readlink("/proc/self/exe", s->exe, sizeof(s->exe) - 1);
+  if (n < 0 || (size_t)n >= sizeof(s->exe) - 1) n = 0;
+  s->exe[n] = '\0';
+  s->own_exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  const char *deleted = " (deleted)";
+  size_t len = strlen(s->exe), dl = strlen(deleted);
+  if (len > dl && strcmp(s->exe + len - dl, deleted) == 0) s->exe[len - dl] = '\0';
+}
+
+/* Starts a server (see conn.c for its arguments). */
+static int server_start(struct supervisor *s) {
+  int sp[2];
+  if (pipe2(sp, O_CLOEXEC) < 0) return -errno;
+  char fds[3][16], flags[8] = "-";
+  snprintf(fds[0], sizeof(fds[0]), "%d", s->fuse_fd);
+  snprintf(fds[1], sizeof(fds[1]), "%d", s->init_fd);
+  snprintf(fds[2], sizeof(fds[2]), "%d", sp[1]);
+  size_t nf = 1;
+  if (s->ready) flags[nf++] = 'r'; /* resumed: swallow INIT's reply, resend */
+  if (!s->o->foreground) flags[nf++] = 'q';
+  if (s->o->debug) flags[nf++] = 'd';
+  flags[nf] = '\0';
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
+    close(sp[0]);
+    close(sp[1]);
+    return -err;
+  }
+  if (pid == 0) {
+    /* A server outlives no supervisor: the pins and the record are its. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != s->self) _exit(127);
+    signals_set(SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int keep[] = {s->fuse_fd, s->init_fd, sp[1]};
+    for (size_t i = 0; i < 3; i++) fcntl(keep[i], F_SETFD, 0);
+    char *store = (char *)cairn_store_dir(s->st);
+    char *argv[] = {
+        "cairnfs", CAIRNFS_SERVE_ARG, fds[0], fds[1], fds[2], flags, store, s->id, s->dir,
+        s->dev,    s->opts,           NULL};
+    /* Every other attempt after two failures runs our own binary: an
+     * upgrade to a binary that cannot serve leaves the mount served. */
+    bool own = s->attempt >= 2 && s->attempt % 2 == 0;
+    if (s->exe[0] && !own) execv(s->exe, argv);
+    if (s->own_exe >= 0) syscall(SYS_execveat, s->own_exe, "", argv, environ, AT_EMPTY_PATH);
+    execv("/proc/self/exe", argv);
+    _exit(127);
+  }
+  close(sp[1]);
+  s->server = pid;
+  s->status_fd = sp[0];
+  s->started_ms = now_ms();
+  return 0;
+}
+
+/* True if the kernel has ended the session (/dev/fuse: POLLERR). */
+static bool session_ended(const struct supervisor *s) {
+  struct pollfd p = {.fd = s->fuse_fd, .events = POLLIN};
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
+/* After the server exited with status: 1 if serving is over, 0 if a
+ * restart is scheduled, or the exit code of a first server's failure. */
+static int server_exited(struct supervisor *s, int status) {
+  bool served = s->ready_now;
+  s->server = 0;
+  s->ready_now = false;
+  if (s->status_fd >= 0) {
+    close(s->status_fd);
+    s->status_fd = -1;
+  }
+  bool ended = WIFEXITED(status) && WEXITSTATUS(status) == CAIRNFS_SERVER_ENDED;
+  if (ended && session_ended(s)) return 1;
+  if (!s->ready) {
+    if (WIFSIGNALED(status))
+      return report_fail(-ESRCH, "%s: the server died of signal %d before serving", s->o->dir,
+                         WTERMSIG(status));
+    return report_fail(-EIO, "%s: the server exited with status %d before serving", s->o->dir,
+                       WEXITSTATUS(status));
+  }
+  uint64_t now = now_ms();
+  if (s->upgrading || (served && now - s->started_ms >= RESET_MS)) s->attempt = 0;
+  uint64_t wait = 0;
+  if (s->attempt > 0) {
+    uint64_t rnd = 0;
+    if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0) rnd = now;
+    wait = cairn_backoff_ms(s->attempt - 1, BACKOFF_BASE_MS, BACKOFF_CAP_MS, rnd);
+  }
+  if (s->attempt < UINT_MAX) s->attempt++;
+  s->upgrading = false;
+  s->restart_at = now + wait;
+  return 0;
+}
+
+/* Reads the running server's status pipe. */
+static void status_read(struct supervisor *s) {
+  char c;
+  ssize_t n = read(s->status_fd, &c, 1);
+  if (n == 1 && c == CAIRNFS_STATUS_READY) {
+    if (!s->ready) cairnfs_report_ready();
+    s->ready = s->ready_now = true;
+    return;
+  }
+  if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+    close(s->status_fd);
+    s->status_fd = -1;
+  }
+}
+
+/* Runs servers until serving is over: returns CAIRN_EXIT_OK, or the exit
+ * code of a failure before the mount answered (reported). */
+static int supervise_loop(struct supervisor *s) {
+  for (;;) {
+    uint64_t now = now_ms();
+    if (!s->server && now >= s->restart_at) {
+      int r = server_start(s);
+      if (r < 0 && !s->ready)
+        return report_fail(r, "%s: cannot start the server: %s", s->o->dir, strerror(-r));
+      if (r < 0) s->restart_at = now + BACKOFF_CAP_MS;
+    }
+    struct pollfd p[2] = {{.fd = signal_pipe[0], .events = POLLIN},
+                          {.fd = s->status_fd, .events = POLLIN}};
+    int timeout = -1;
+    if (!s->server) timeout = s->restart_at > now ? (int)(s->restart_at - now) : 0;
+    if (poll(p, s->status_fd >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
+      return report_fail(-errno, "%s: poll: %s", s->o->dir, strerror(errno));
+    if (s->status_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) status_read(s);
+    if (!(p[0].revents & POLLIN)) continue;
+    unsigned char sigs[32];
+    ssize_t n = read(signal_pipe[0], sigs, sizeof(sigs));
+    for (ssize_t i = 0; i < n; i++) {
+      if (sigs[i] == SIGUSR1 && s->server && s->ready) {
+        s->upgrading = true;
+        kill(s->server, SIGKILL);
+      } else if (sigs[i] == SIGTERM || sigs[i] == SIGINT || sigs[i] == SIGHUP) {
+        detach(s);
+      }
+    }
+    int status;
+    pid_t pid;
+    while (s->server && (pid = waitpid(s->server, &status, WNOHANG)) == s->server) {
+      /* Its last words (the ready byte) first. */
+      while (s->status_fd >= 0) status_read(s);
+      int r = server_exited(s, status);
+      if (r == 1) return CAIRN_EXIT_OK;
+      if (r != 0) return r;
+    }
+  }
+}
+
+/* Mounts, records, keeps INIT, supervises; undoes it all on the way out. */
+static int mount_and_supervise(struct supervisor *s) {
+  int code = 0;
+  s->opts = cairnfs_fuse_opts(s->o);
+  if (!s->opts) return report_fail(-ENOMEM, "%s: out of memory", s->o->image);
+  char *fargv[] = {"cairnfs", "-o", s->opts, NULL};
+  struct fuse_args args = FUSE_ARGS_INIT(3, fargv);
+  struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), NULL);
+  if (!se) {
+    code = report_fail(-EINVAL, "%s: bad mount options: %s", s->dir, s->opts);
+    goto out;
+  }
+  if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || fcntl(signal_pipe[0], F_SETFL, 0) < 0) {
+    code = report_fail(-errno, "%s: pipe: %s", s->dir, strerror(errno));
+    goto destroy;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  signals_set(on_signal);
+  if (fuse_session_mount(se, s->dir) < 0) {
+    code = report_fail(-EIO, "%s: cannot mount (see the message above)", s->dir);
+    goto signals;
+  }
+  s->fuse_fd = fuse_session_fd(se);
+  int r = cairn_mountpoint_dev(s->dir, s->dev, sizeof(s->dev));
+  if (r < 0) {
+    code = report_fail(r, "%s: the new mount is not in /proc/self/mountinfo", s->dir);
+    goto unmount;
+  }
+  r = cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, false);
+  if (r < 0) {
+    code = report_fail(r, "%s: cannot record the mount: %s", s->dir, report_why(s->st, r));
+    goto unmount;
+  }
+  r = init_keep(s);
+  if (r < 0) {
+    code = report_fail(r, "%s: cannot read the kernel's INIT: %s", s->dir, strerror(-r));
+    goto forget;
+  }
+  exe_find(s);
+  s->self = getpid();
+  code = supervise_loop(s);
+  if (s->server) { /* a failure of ours: the mount goes, so does its server */
+    kill(s->server, SIGKILL);
+    waitpid(s->server, NULL, 0);
+  }
+  if (s->status_fd >= 0) close(s->status_fd);
+forget:
+  cairn_mount_forget(s->st, s->dir, getpid());
+unmount:
+  /* Does nothing once the kernel has ended the session (the normal end). */
+  fuse_session_unmount(se);
+signals:
+  signals_set(SIG_IGN);
+  close(signal_pipe[0]);
+  close(signal_pipe[1]);
+destroy:
+  if (s->init_fd >= 0) close(s->init_fd);
+  if (s->own_exe >= 0) close(s->own_exe);
+  fuse_session_destroy(se);
+out:
+  fuse_opt_free_args(&args);
+  free(s->opts);
+  return code;
+}
+
+int cairnfs_supervise(const struct cairnfs_options *o) {
+  struct supervisor s = {.o = o, .fuse_fd = -1, .init_fd = -1, .status_fd = -1, .own_exe = -1};
+  cairn_pinset *pins = NULL;
+  int code;
+  int r = cairn_mountpoint_resolve(o->dir, s.dir, sizeof(s.dir));
+  if (r < 0) return report_fail(r, "%s: %s", o->dir, strerror(-r));
+  int state = cairn_mountpoint_state(s.dir);
+  if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
+    return report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
+                       state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
+  struct stat sb;
+  if (stat(s.dir, &sb) < 0) return report_fail(-errno, "%s: %s", o->dir, strerror(errno));
+  if (!S_ISDIR(sb.st_mode)) return report_fail(-ENOTDIR, "%s: not a directory", o->dir);
+
+  r = cairn_store_open(o->store, &s.st);
+  if (r < 0) {
+    code = report_fail(r, "store: %s", report_why(s.st, r));
+    goto out;
+  }
+  r = cairn_image_resolve(s.st, o->image, s.id);
+  if (r < 0) {
+    code = report_fail(r, "%s: %s", o->image, report_why(s.st, r));
+    goto out;
+  }
+  char purpose[PATH_MAX + 8];
+  snprintf(purpose, sizeof(purpose), "mount %s", s.dir);
+  pins = cairn_pinset_new(purpose, true);
+  if (!pins) {
+    code = report_fail(-ENOMEM, "%s: out of memory", o->image);
+    goto out;
+  }
+  r = cairn_pin_image(s.st, pins, s.id);
+  if (r < 0) {
+    code = report_fail(r, "%s: cannot pin: %s", o->image, report_why(s.st, r));
+    goto out;
+  }
+  /* Builds the index the first time, and checks it: its failures are the
+   * mount's, said here; the servers map it again. */
+  cairn_tree *tree = NULL;
+  r = cairn_tree_open(s.st, s.id, &tree);
+  cairn_tree_free(tree);
+  if (r < 0) {
+    code = report_fail(r, "%s: %s", o->image, report_why(s.st, r));
+    goto out;
+  }
+  code = mount_and_supervise(&s);
+out:
+  if (pins) cairn_pinset_release(s.st, pins);
+  if (s.st) cairn_store_close(s.st);
+  return code;
+}
