@@ -44,18 +44,18 @@
 #include <unistd.h>
 
 /* From linux/fuse.h of kernel 6.9+ (Debian 12's headers are 6.1's). */
-#define INIT_EXT (1u << 30)            /* fuse_init_in/out.flags: flags2 is used */
-#define INIT2_PASSTHROUGH (1u << 5)    /* flags2: FUSE_PASSTHROUGH (1ULL << 37) */
-#define OPEN_PASSTHROUGH (1u << 7)     /* fuse_open_out.open_flags: FOPEN_PASSTHROUGH */
-#define OP_OPEN 14                     /* FUSE_OPEN */
-#define IN_HEADER_SIZE 40              /* sizeof(struct fuse_in_header) */
-#define OUT_HEADER_SIZE 16             /* sizeof(struct fuse_out_header) */
-#define INIT_IN_FLAGS 12               /* fuse_init_in: flags, flags2 */
+#define INIT_EXT (1u << 30)         /* fuse_init_in/out.flags: flags2 is used */
+#define INIT2_PASSTHROUGH (1u << 5) /* flags2: FUSE_PASSTHROUGH (1ULL << 37) */
+#define OPEN_PASSTHROUGH (1u << 7)  /* fuse_open_out.open_flags: FOPEN_PASSTHROUGH */
+#define OP_OPEN 14                  /* FUSE_OPEN */
+#define IN_HEADER_SIZE 40           /* sizeof(struct fuse_in_header) */
+#define OUT_HEADER_SIZE 16          /* sizeof(struct fuse_out_header) */
+#define INIT_IN_FLAGS 12            /* fuse_init_in: flags, flags2 */
 #define INIT_IN_FLAGS2 16
-#define INIT_OUT_FLAGS 12              /* fuse_init_out: flags, flags2, max_stack_depth */
+#define INIT_OUT_FLAGS 12 /* fuse_init_out: flags, flags2, max_stack_depth */
 #define INIT_OUT_FLAGS2 32
 #define INIT_OUT_STACK_DEPTH 36
-#define OPEN_OUT_FLAGS 8               /* fuse_open_out: fh, open_flags, backing_id */
+#define OPEN_OUT_FLAGS 8 /* fuse_open_out: fh, open_flags, backing_id */
 #define OPEN_OUT_BACKING_ID 12
 #define OPEN_OUT_SIZE 16
 struct backing_map {
@@ -156,8 +156,7 @@ static void table_release(struct cairnfs *fs, uint64_t ino) {
   do {
     if (word_opens(w) == 0) return; /* a release resent after a restart */
     next = word_opens(w) == 1 ? 0 : w - 1;
-  } while (!__atomic_compare_exchange_n(slot, &w, next, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE));
+  } while (!__atomic_compare_exchange_n(slot, &w, next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
   uint32_t id = word_id(w);
   if (next == 0 && id != CACHED && ioctl(fs->fuse_fd, DEV_IOC_BACKING_CLOSE, &id) < 0) {
     /* The session is over, or the id is gone already: nothing to undo. */
