@@ -14,6 +14,9 @@
 # mean of each and ratios of cairnfs to native and to fuse-overlayfs.
 #
 #   CAIRN_BIN=build-dir [ROWS='walk-cold bigfile-cold ...'] bench/bench_fs.sh [RESULTS.txt]
+# DAEMON_READS=1 adds a fifth contender, cairnfs-daemon: cairnfs with
+# -o nopassthrough, every read served by the daemon (what FUSE passthrough
+# buys, in the same run).
 # ROWS runs only the rows named (the keys in the table code below; mount
 # and mount100k are the mount rows); the default is every row.
 # Measured, never asserted. Needs root (mounts, drop_caches).
@@ -53,13 +56,19 @@ mount -t overlay overlay -o "ro,lowerdir=$lower" "$TMP/ovl"
 fuse-overlayfs -o "lowerdir=$lower" "$TMP/fovl"
 cairn import bench:1 "${layers[@]}" >/dev/null
 cairn mount bench:1 "$TMP/cfs"
+SYSTEMS=(native overlayfs fuse-overlayfs cairnfs)
+if [ "${DAEMON_READS:-0}" = 1 ]; then
+  DIR[cairnfs-daemon]=$TMP/cfs-daemon
+  mkdir -p "$TMP/cfs-daemon"
+  cairn mount -o nopassthrough bench:1 "$TMP/cfs-daemon"
+  SYSTEMS+=(cairnfs-daemon)
+fi
 
 # The small files for the parallel-read row: every regular file < 16 KiB.
 (cd "$TMP/native" && find . -type f -size -16k -print0) >"$TMP/small.list"
 echo "# $(tr -cd '\0' <"$TMP/small.list" | wc -c) small files," \
   "$(find "$TMP/native" | wc -l) entries" >&2
 
-SYSTEMS=(native overlayfs fuse-overlayfs cairnfs)
 mkdir -p "$TMP/json"
 
 # bench ROW KIND(cold|warm) COMMAND-TEMPLATE: @ in the template is the tree.
@@ -128,12 +137,12 @@ rows = [("walk-cold", "metadata walk, cold (find -printf)"),
         ("smallfiles-par-warm", "parallel small-file reads, warm"),
         ("mount", "mount + umount (minbase, 4 layers)"),
         ("mount100k", "mount + umount (100,000 files)")]
-systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs"]
+systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs", "cairnfs-daemon"]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# cairnfs benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
       f"kernel {platform.release()}, mean of hyperfine runs in ms")
 hdr = (f"{'row':38} " + " ".join(f"{s:>15}" for s in systems) +
-       f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12}")
+       f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12} {'daemon/native':>13}")
 print(hdr)
 print("-" * len(hdr))
 for key, label in rows:
@@ -144,5 +153,7 @@ for key, label in rows:
     c = res["cairnfs"]
     vs_native = (f"{res['overlayfs'] / res['native']:11.2f} {c / res['native']:11.2f}"
                  if "native" in res else f"{'-':>11} {'-':>11}")
-    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f}")
+    daemon = (f"{res['cairnfs-daemon'] / res['native']:13.2f}"
+              if "cairnfs-daemon" in res and "native" in res else f"{'-':>13}")
+    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f} {daemon}")
 PY

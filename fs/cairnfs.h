@@ -20,6 +20,11 @@ struct cairnfs {
   bool no_open, no_opendir; /* the kernel need not open files / dirs (init) */
   char dev[32];             /* the mount's device, "MAJ:MIN" (set once mounted) */
   bool readahead_raised;    /* by the first read (ops.c) */
+  /* FUSE passthrough (passthrough.c): offered by the kernel and wanted. */
+  bool passthrough;
+  int fuse_fd;             /* the session's /dev/fuse fd (its ioctls) */
+  uint64_t *backing;       /* the shared table of open inodes, or NULL */
+  size_t backing_inodes;   /* its size: inodes 1..backing_inodes */
 };
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;
@@ -31,6 +36,7 @@ struct cairnfs_options {
   char *store;
   bool foreground, debug;
   bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
+  bool no_passthrough; /* -o nopassthrough: every read through the server */
   char *fuse_opts; /* options passed on to libfuse, comma-separated */
 };
 
@@ -52,6 +58,25 @@ int cairnfs_supervise(const struct cairnfs_options *o);
 #define CAIRNFS_SERVE_ARG "--serve"
 #define CAIRNFS_SERVER_ENDED 0
 int cairnfs_server_main(int argc, char **argv);
+
+/* FUSE passthrough through libfuse 3.14 (passthrough.c, which says how).
+ * Whether the kernel's INIT request offers it: */
+bool cairnfs_passthrough_offered(const void *init, size_t len);
+/* Maps the table of open inodes shared with later servers (a memfd). */
+int cairnfs_passthrough_table(struct cairnfs *fs, int fd, size_t inodes);
+/* conn.c: a request this thread read; the reply to INIT (first server
+ * only); a reply about to be written, and whether it was delivered. */
+struct iovec;
+void cairnfs_passthrough_request(const void *buf, size_t len);
+void cairnfs_passthrough_init_reply(struct iovec *iov, int count);
+void cairnfs_passthrough_reply(struct cairnfs *fs, struct iovec *iov, int count);
+void cairnfs_passthrough_replied(struct cairnfs *fs, const struct iovec *iov, bool delivered);
+/* ops.c: an open of ino (blob_fd: its blob, or -1) that the reply this
+ * thread sends next answers, true if that reply is a passthrough one
+ * (which the kernel takes with no flag but direct_io and noflush); a
+ * release of ino. */
+bool cairnfs_passthrough_open(struct cairnfs *fs, uint64_t ino, int blob_fd);
+void cairnfs_passthrough_release(struct cairnfs *fs, uint64_t ino);
 
 /* The first fields of the kernel's request and reply headers, as
  * linux/fuse.h has them (it cannot be included next to libfuse's headers),

@@ -3,11 +3,14 @@
  * /dev/fuse fd its supervisor (supervisor.c) holds, and so can die and be
  * replaced without the kernel noticing more than a pause.
  *
- *   cairnfs --serve FUSE_FD INIT_FD STATUS_FD FLAGS STORE IMAGE_ID DIR DEV OPTS
+ *   cairnfs --serve FUSE_FD INIT_FD STATUS_FD FLAGS STORE IMAGE_ID DIR DEV OPTS [TABLE_FD]
  *
  * is run by the supervisor only. FLAGS: '-' followed by 'r' (resumed: the
  * session was initialised by an earlier server), 'q' (quiet: stdio to
- * /dev/null once serving), 'd' (libfuse debug output).
+ * /dev/null once serving), 'd' (libfuse debug output), 'p' (no FUSE
+ * passthrough). TABLE_FD: the memfd of passthrough.c's table of open
+ * inodes, which the supervisor keeps for every server (a supervisor of an
+ * older cairn passes none: no passthrough).
  *
  * libfuse 3.14 has no takeover API and answers every request with EIO
  * until it has seen FUSE_INIT, so the session is given custom I/O
@@ -72,12 +75,15 @@ static ssize_t conn_read(int fd, void *buf, size_t len, void *userdata) {
       return -1;
     }
     memcpy(buf, conn.init, conn.init_len);
+    cairnfs_passthrough_request(buf, conn.init_len);
     return (ssize_t)conn.init_len;
   }
   pthread_mutex_lock(&conn.lock);
   while (!conn.init_replied) pthread_cond_wait(&conn.replied, &conn.lock);
   pthread_mutex_unlock(&conn.lock);
-  return read(fd, buf, len);
+  ssize_t n = read(fd, buf, len);
+  if (n > 0) cairnfs_passthrough_request(buf, (size_t)n);
+  return n;
 }
 
 static bool init_replied(void) {
@@ -114,15 +120,21 @@ static void resend(int fd) {
 }
 
 static ssize_t conn_writev(int fd, struct iovec *iov, int count, void *userdata) {
-  (void)userdata;
+  struct cairnfs *fs = userdata;
   struct cairnfs_out_header h = {0};
   if (count > 0 && iov[0].iov_len >= sizeof(h)) memcpy(&h, iov[0].iov_base, sizeof(h));
-  if (h.unique != conn.init_unique || init_replied()) return writev(fd, iov, count);
+  if (h.unique != conn.init_unique || init_replied()) {
+    cairnfs_passthrough_reply(fs, iov, count);
+    ssize_t n = writev(fd, iov, count);
+    cairnfs_passthrough_replied(fs, iov, n >= 0);
+    return n;
+  }
   ssize_t total = 0;
   for (int i = 0; i < count; i++) total += (ssize_t)iov[i].iov_len;
   ssize_t n = total;
   bool again = conn.resumed;
   if (!conn.resumed) {
+    if (fs->passthrough) cairnfs_passthrough_init_reply(iov, count);
     n = writev(fd, iov, count);
     /* ENOENT: an earlier server answered it and died before saying so. */
     if (n < 0 && errno == ENOENT) again = true, n = total;
@@ -172,13 +184,15 @@ static int parse_fd(const char *s) {
 }
 
 int cairnfs_server_main(int argc, char **argv) {
-  if (argc != 11) return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad arguments");
+  if (argc != 11 && argc != 12)
+    return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad arguments");
   conn.fuse_fd = parse_fd(argv[2]);
   int init_fd = parse_fd(argv[3]);
   conn.status_fd = parse_fd(argv[4]);
   const char *flags = argv[5], *store = argv[6], *image_id = argv[7], *dir = argv[8];
   const char *dev = argv[9], *opts = argv[10];
-  if (conn.fuse_fd < 0 || init_fd < 0 || conn.status_fd < 0)
+  int table_fd = argc > 11 ? parse_fd(argv[11]) : -1; /* none from an older supervisor */
+  if (conn.fuse_fd < 0 || init_fd < 0 || conn.status_fd < 0 || (argc > 11 && table_fd < 0))
     return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad file descriptors");
   conn.resumed = strchr(flags, 'r') != NULL;
   conn.quiet = strchr(flags, 'q') != NULL;
@@ -208,6 +222,11 @@ int cairnfs_server_main(int argc, char **argv) {
     code = report_fail(r, "%s: %s", image_id, report_why(fs.st, r));
     goto out;
   }
+  fs.fuse_fd = conn.fuse_fd;
+  fs.passthrough = !strchr(flags, 'p') && table_fd >= 0 &&
+                   cairnfs_passthrough_offered(conn.init, conn.init_len) &&
+                   cairnfs_passthrough_table(&fs, table_fd, cairn_tree_count(fs.tree)) == 0;
+  if (table_fd >= 0) close(table_fd); /* the mapping stays */
   char *fargv[] = {"cairnfs", "-o", (char *)opts, debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
   struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), &fs);

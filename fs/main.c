@@ -57,6 +57,9 @@ const char *report_prog = "cairnfs";
   "                ${XDG_DATA_HOME:-~/.local/share}/cairn\n"                                       \
   "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
+  "  -o nopassthrough\n"                                                                           \
+  "                serve every read through the daemon, not by FUSE passthrough\n"               \
+  "                (kernel 6.9+, root: the default where it works)\n"                            \
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
   "  -h, --help    show this help and exit\n"                                                      \
   "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
@@ -131,7 +134,8 @@ static int append_opt(char **opts, const char *opt, size_t len) {
   return 0;
 }
 
-/* Splits one -o argument: store=, ro, rw, [no]suid and [no]dev are ours;
+/* Splits one -o argument: store=, ro, rw, [no]suid, [no]dev and
+ * [no]passthrough are ours;
  * the rest is libfuse's.
  * The mount is always read-only for now: mount(8) passes "rw" to every
  * helper unless told "ro", so "rw" cannot mean "writable upper layer" here
@@ -147,6 +151,8 @@ static int take_mount_opts(struct cairnfs_options *o, const char *arg) {
       o->suid = !no;
     } else if (flag_len == 3 && strncmp(flag, "dev", 3) == 0) {
       o->dev = !no;
+    } else if (flag_len == 11 && strncmp(flag, "passthrough", 11) == 0) {
+      o->no_passthrough = no;
     } else if (len > 6 && strncmp(arg, "store=", 6) == 0) {
       free(o->store);
       o->store = strndup(arg + 6, len - 6);

@@ -62,7 +62,10 @@ static void cfs_init(void *userdata, struct fuse_conn_info *conn) {
   struct cairnfs *fs = userdata;
   unsigned want = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_CACHE_SYMLINKS |
                   FUSE_CAP_READDIRPLUS | FUSE_CAP_PARALLEL_DIROPS | FUSE_CAP_ASYNC_READ |
-                  FUSE_CAP_NO_OPEN_SUPPORT | FUSE_CAP_NO_OPENDIR_SUPPORT;
+                  FUSE_CAP_NO_OPENDIR_SUPPORT;
+  /* Without passthrough a file needs no open (zero-message opens); with
+   * it, the open's reply is what hands the kernel the blob. */
+  if (!fs->passthrough) want |= FUSE_CAP_NO_OPEN_SUPPORT;
   conn->want |= want & conn->capable;
   conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA);
   fs->no_open = conn->want & FUSE_CAP_NO_OPEN_SUPPORT;
@@ -144,8 +147,18 @@ static void cfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
   } else if (fs->no_open) {
     fuse_reply_err(req, ENOSYS);
   } else {
-    fi->keep_cache = 1;
     fi->noflush = 1;
+    bool passthrough = false;
+    if (fs->backing) {
+      /* Registered from a blob fd of its own (the kernel keeps the file),
+       * if it has the size the index says; else read the old way (EIO). */
+      _cleanup_close_ int fd =
+          n->blob ? cairn_blob_open(fs->st, cairn_tree_str(fs->tree, n->blob)) : -1;
+      struct stat sb;
+      bool good = fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == n->size;
+      passthrough = cairnfs_passthrough_open(fs, ino, good ? fd : -1);
+    }
+    fi->keep_cache = !passthrough; /* the backing file's page cache is the cache */
     fuse_reply_open(req, fi);
   }
 }
@@ -241,8 +254,8 @@ static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 }
 
 static void cfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  (void)ino;
   (void)fi;
+  cairnfs_passthrough_release(fs_of(req), ino);
   fuse_reply_err(req, 0);
 }
 

@@ -80,6 +80,7 @@ struct supervisor {
   char *opts;          /* the session's mount options */
   int fuse_fd;         /* the session's /dev/fuse fd, owned by se */
   int init_fd;         /* memfd: the kernel's FUSE_INIT request */
+  int table_fd;        /* memfd: passthrough.c's table of open inodes */
   char exe[PATH_MAX];  /* the binary servers are run from */
   int own_exe;         /* our own binary, kept open: the fallback */
   pid_t self;          /* getpid() */
@@ -144,6 +145,8 @@ static int init_keep(struct supervisor *s) {
   s->init_fd = memfd_create("cairnfs-init", MFD_CLOEXEC);
   if (s->init_fd < 0) return -errno;
   if (write(s->init_fd, buf, (size_t)n) != n) return errno ? -errno : -EIO;
+  s->table_fd = memfd_create("cairnfs-open-inodes", MFD_CLOEXEC);
+  if (s->table_fd < 0) return -errno;
   return 0;
 }
 
@@ -163,14 +166,16 @@ static void exe_find(struct supervisor *s) {
 static int server_start(struct supervisor *s) {
   int sp[2];
   if (pipe2(sp, O_CLOEXEC) < 0) return -errno;
-  char fds[3][16], flags[8] = "-";
+  char fds[4][16], flags[8] = "-";
   snprintf(fds[0], sizeof(fds[0]), "%d", s->fuse_fd);
   snprintf(fds[1], sizeof(fds[1]), "%d", s->init_fd);
   snprintf(fds[2], sizeof(fds[2]), "%d", sp[1]);
+  snprintf(fds[3], sizeof(fds[3]), "%d", s->table_fd);
   size_t nf = 1;
   if (s->ready) flags[nf++] = 'r'; /* resumed: swallow INIT's reply, resend */
   if (!s->o->foreground) flags[nf++] = 'q';
   if (s->o->debug) flags[nf++] = 'd';
+  if (s->o->no_passthrough) flags[nf++] = 'p';
   flags[nf] = '\0';
   pid_t pid = fork();
   if (pid < 0) {
@@ -187,12 +192,12 @@ static int server_start(struct supervisor *s) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    int keep[] = {s->fuse_fd, s->init_fd, sp[1]};
-    for (size_t i = 0; i < 3; i++) fcntl(keep[i], F_SETFD, 0);
+    int keep[] = {s->fuse_fd, s->init_fd, sp[1], s->table_fd};
+    for (size_t i = 0; i < 4; i++) fcntl(keep[i], F_SETFD, 0);
     char *store = (char *)cairn_store_dir(s->st);
     char *argv[] = {
         "cairnfs", CAIRNFS_SERVE_ARG, fds[0], fds[1], fds[2], flags, store, s->id, s->dir,
-        s->dev,    s->opts,           NULL};
+        s->dev,    s->opts,           fds[3], NULL};
     /* Every other attempt after two failures runs our own binary: an
      * upgrade to a binary that cannot serve leaves the mount served. */
     bool own = s->attempt >= 2 && s->attempt % 2 == 0;
@@ -361,6 +366,7 @@ signals:
 destroy:
   if (s->init_fd >= 0) close(s->init_fd);
   if (s->own_exe >= 0) close(s->own_exe);
+  if (s->table_fd >= 0) close(s->table_fd);
   fuse_session_destroy(se);
 out:
   fuse_opt_free_args(&args);
@@ -369,7 +375,8 @@ out:
 }
 
 int cairnfs_supervise(const struct cairnfs_options *o) {
-  struct supervisor s = {.o = o, .fuse_fd = -1, .init_fd = -1, .status_fd = -1, .own_exe = -1};
+  struct supervisor s = {
+      .o = o, .fuse_fd = -1, .init_fd = -1, .table_fd = -1, .status_fd = -1, .own_exe = -1};
   cairn_pinset *pins = NULL;
   int code;
   int r = cairn_mountpoint_resolve(o->dir, s.dir, sizeof(s.dir));
