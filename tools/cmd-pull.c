@@ -18,31 +18,10 @@
   "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER:PASS] [--insecure] [--jobs N]\n"        \
   "                  [--cert-dir DIR] [--retries N] [--quiet] SOURCE [NAME[:TAG]]"
 
-/* libcairn's view of the layers, shown by the display (progress.h): a
- * line per layer, labelled with its id. */
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
-  struct progress *p = display;
-  for (size_t i = 0; i < n; i++) {
-    const cairn_pull_layer *l = &layers[i];
-    char id[16], size[32], what[64];
-    snprintf(id, sizeof(id), "%.12s", l->diff_id);
-    cairn_human_size(l->size, size, sizeof(size));
-    switch (l->state) {
-    case CAIRN_PULL_WAITING:
-      snprintf(what, sizeof(what), "waiting  %s", size);
-      progress_pending(p, i, id, what);
-      break;
-    case CAIRN_PULL_FETCHING:
-      progress_update(p, i, id, "fetching", l->fetched, l->size, true);
-      break;
-    case CAIRN_PULL_STORING: progress_update(p, i, id, "storing", l->stored, l->size, true); break;
-    case CAIRN_PULL_REUSED: progress_done(p, i, id, "reused (already stored)", false); break;
-    case CAIRN_PULL_DONE:
-      snprintf(what, sizeof(what), "downloaded %s", size);
-      progress_done(p, i, id, what, true);
-      break;
-    }
-  }
+  static const struct progress_words words = {"fetching", "storing", "reused (already stored)",
+                                              "downloaded"};
+  progress_layers(display, layers, n, &words);
 }
 
 static void on_log(const char *msg, void *display) { progress_notice(display, msg); }

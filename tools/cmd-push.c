@@ -17,37 +17,21 @@
   "                  [--cert-dir DIR] [--retries N] [--quiet] IMAGE DEST"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
-  struct progress *p = display;
-  for (size_t i = 0; i < n; i++) {
-    const cairn_pull_layer *l = &layers[i];
-    char id[16], size[32], what[64];
-    snprintf(id, sizeof(id), "%.12s", l->diff_id);
-    cairn_human_size(l->size, size, sizeof(size));
-    switch (l->state) {
-    case CAIRN_PULL_WAITING:
-      snprintf(what, sizeof(what), "waiting  %s", size);
-      progress_pending(p, i, id, what);
-      break;
-    case CAIRN_PULL_STORING:
-      progress_update(p, i, id, "compressing", l->stored, l->size, true);
-      break;
-    case CAIRN_PULL_FETCHING: progress_update(p, i, id, "sending", l->fetched, l->size, true); break;
-    case CAIRN_PULL_REUSED: progress_done(p, i, id, "skipped (already there)", false); break;
-    case CAIRN_PULL_DONE:
-      snprintf(what, sizeof(what), "sent %s", size);
-      progress_done(p, i, id, what, true);
-      break;
-    }
-  }
+  static const struct progress_words words = {"sending", "compressing", "skipped (already there)",
+                                              "sent"};
+  progress_layers(display, layers, n, &words);
 }
 
 static void on_log(const char *msg, void *display) { progress_notice(display, msg); }
 
 static int push_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
-      {"compress", required_argument, NULL, 'z'}, {"creds", required_argument, NULL, 'c'},
-      {"insecure", no_argument, NULL, 'k'},       {"retries", required_argument, NULL, 'r'},
-      {"quiet", no_argument, NULL, 'q'},          {"cert-dir", required_argument, NULL, 'C'},
+      {"compress", required_argument, NULL, 'z'},
+      {"creds", required_argument, NULL, 'c'},
+      {"insecure", no_argument, NULL, 'k'},
+      {"retries", required_argument, NULL, 'r'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"cert-dir", required_argument, NULL, 'C'},
       {NULL, 0, NULL, 0},
   };
   bool quiet = false;
@@ -104,11 +88,10 @@ const struct cli_command cmd_push = {
     .name = "push",
     .run = push_run,
     .usage = PUSH_USAGE,
-    .summary =
-        "Send an image to a registry or an OCI layout, each layer its exact tar (the\n"
-        "diff_ids and image id do not change); print the manifest's digest.\n"
-        "IMAGE: a name or id of the store\n"
-        "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] (TAG: latest if not given)",
+    .summary = "Send an image to a registry or an OCI layout, each layer its exact tar (the\n"
+               "diff_ids and image id do not change); print the manifest's digest.\n"
+               "IMAGE: a name or id of the store\n"
+               "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] (TAG: latest if not given)",
     .options = "--compress gzip|zstd|none\tthe layers' compression (default: gzip)\n"
                "--creds USER:PASS\tregistry credentials (default: auth.json, as podman)\n"
                "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"

@@ -250,3 +250,28 @@ void progress_hook(const cairn_progress *cp, void *arg) {
            size);
   progress_done(h->p, h->step++, label, summary, true);
 }
+
+void progress_layers(struct progress *p, const cairn_pull_layer *layers, size_t n,
+                     const struct progress_words *w) {
+  for (size_t i = 0; i < n; i++) {
+    const cairn_pull_layer *l = &layers[i];
+    char id[16], size[32], what[64];
+    snprintf(id, sizeof(id), "%.12s", l->diff_id);
+    cairn_human_size(l->size, size, sizeof(size));
+    switch (l->state) {
+    case CAIRN_PULL_WAITING:
+      snprintf(what, sizeof(what), "waiting  %s", size);
+      progress_pending(p, i, id, what);
+      break;
+    case CAIRN_PULL_FETCHING:
+      progress_update(p, i, id, w->network, l->fetched, l->size, true);
+      break;
+    case CAIRN_PULL_STORING: progress_update(p, i, id, w->local, l->stored, l->size, true); break;
+    case CAIRN_PULL_REUSED: progress_done(p, i, id, w->skipped, false); break;
+    case CAIRN_PULL_DONE:
+      snprintf(what, sizeof(what), "%s %s", w->done, size);
+      progress_done(p, i, id, what, true);
+      break;
+    }
+  }
+}

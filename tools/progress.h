@@ -41,6 +41,18 @@ void progress_done(struct progress *p, size_t i, const char *label, const char *
 /* Prints "PROG: MSG" above the display (a retry of pull, say). */
 void progress_notice(struct progress *p, const char *msg);
 
+/* The words of a transfer's layer lines (pull's, push's): the phase while
+ * bytes move over the network, the phase while they are stored or
+ * compressed, and the summaries of a layer that needed none and of one
+ * done (followed by its size). */
+struct progress_words {
+  const char *network, *local, *skipped, *done;
+};
+/* Shows libcairn's view of a transfer's layers: a line per layer, labelled
+ * with its short id. */
+void progress_layers(struct progress *p, const cairn_pull_layer *layers, size_t n,
+                     const struct progress_words *w);
+
 /* What progress_hook shows libcairn's steps (cairn_progress) with: the
  * k-th step is line k, labelled labels[k] with the step's name as its
  * phase (import: the layer files), or the step's name alone once labels
