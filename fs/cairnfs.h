@@ -11,6 +11,7 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 #include <pthread.h>
+#include <sys/stat.h>
 
 #include "cairn.h"
 
@@ -25,9 +26,26 @@ struct cairnfs {
   int fuse_fd;             /* the session's /dev/fuse fd (its ioctls) */
   uint64_t *backing;       /* the shared table of open inodes, or NULL */
   size_t backing_inodes;   /* its size: inodes 1..backing_inodes */
+  struct cairnfs_rw *rw;    /* a writable mount's upper layer (upper.c), else NULL */
 };
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;
+/* The operations of a writable (-o writable) mount: fs->rw is set. */
+extern const struct fuse_lowlevel_ops cairnfs_rw_ops;
+
+/* ops.c, shared with upper.c: a node's attributes as the kernel sees them,
+ * and the reply to a read of a node's blob (fd-backed, spliced). */
+void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st);
+void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
+                        off_t off);
+
+/* upper.c: gives fs (its store and tree open) an upper layer in the store
+ * for image_id mounted at dir: a fresh one, or the kept upper resume (an
+ * id, else NULL), held (flocked) until cairnfs_rw_free, which drops it
+ * unless it was kept (cairn umount --keep) or resumed and never served.
+ * The daemon's umask becomes 0 (modes come from the kernel's requests). */
+int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir, const char *resume);
+void cairnfs_rw_free(struct cairnfs *fs);
 
 /* What the command line asks (main.c). */
 struct cairnfs_options {
@@ -37,6 +55,8 @@ struct cairnfs_options {
   bool foreground, debug;
   bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
   bool no_passthrough; /* -o nopassthrough: every read through the server */
+  bool writable;       /* -o writable: a private upper layer (upper.c) */
+  char *upper;         /* -o upper=ID: the kept upper to resume (implies writable) */
   char *fuse_opts; /* options passed on to libfuse, comma-separated */
 };
 

@@ -3,12 +3,13 @@
  * /dev/fuse fd its supervisor (supervisor.c) holds, and so can die and be
  * replaced without the kernel noticing more than a pause.
  *
- *   cairnfs --serve FUSE_FD INIT_FD STATUS_FD FLAGS STORE IMAGE_ID DIR DEV OPTS [TABLE_FD]
+ *   cairnfs --serve FUSE_FD INIT_FD STATUS_FD FLAGS STORE IMAGE_ID DIR DEV OPTS [TABLE_FD [UPPER]]
  *
  * is run by the supervisor only. FLAGS: '-' followed by 'r' (resumed: the
  * session was initialised by an earlier server), 'q' (quiet: stdio to
  * /dev/null once serving), 'd' (libfuse debug output), 'p' (no FUSE
- * passthrough). TABLE_FD: the memfd of passthrough.c's table of open
+ * passthrough), 'w' (writable: an upper layer, made here, or UPPER, the
+ * id of a kept one to resume; "-" for none). TABLE_FD: the memfd of passthrough.c's table of open
  * inodes, which the supervisor keeps for every server (a supervisor of an
  * older cairn passes none: no passthrough).
  *
@@ -184,7 +185,7 @@ static int parse_fd(const char *s) {
 }
 
 int cairnfs_server_main(int argc, char **argv) {
-  if (argc != 11 && argc != 12)
+  if (argc < 11 || argc > 13)
     return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad arguments");
   conn.fuse_fd = parse_fd(argv[2]);
   int init_fd = parse_fd(argv[3]);
@@ -192,6 +193,7 @@ int cairnfs_server_main(int argc, char **argv) {
   const char *flags = argv[5], *store = argv[6], *image_id = argv[7], *dir = argv[8];
   const char *dev = argv[9], *opts = argv[10];
   int table_fd = argc > 11 ? parse_fd(argv[11]) : -1; /* none from an older supervisor */
+  const char *upper = argc > 12 && strcmp(argv[12], "-") != 0 ? argv[12] : NULL;
   if (conn.fuse_fd < 0 || init_fd < 0 || conn.status_fd < 0 || (argc > 11 && table_fd < 0))
     return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad file descriptors");
   conn.resumed = strchr(flags, 'r') != NULL;
@@ -222,14 +224,20 @@ int cairnfs_server_main(int argc, char **argv) {
     code = report_fail(r, "%s: %s", image_id, report_why(fs.st, r));
     goto out;
   }
+  if (strchr(flags, 'w') && (r = cairnfs_rw_setup(&fs, image_id, dir, upper)) < 0) {
+    code = report_fail(r, "%s: upper layer: %s", image_id, report_why(fs.st, r));
+    goto out;
+  }
   fs.fuse_fd = conn.fuse_fd;
-  fs.passthrough = !strchr(flags, 'p') && table_fd >= 0 &&
+  /* A writable mount's files are served by upper.c's operations. */
+  fs.passthrough = !fs.rw && !strchr(flags, 'p') && table_fd >= 0 &&
                    cairnfs_passthrough_offered(conn.init, conn.init_len) &&
                    cairnfs_passthrough_table(&fs, table_fd, cairn_tree_count(fs.tree)) == 0;
   if (table_fd >= 0) close(table_fd); /* the mapping stays */
   char *fargv[] = {"cairnfs", "-o", (char *)opts, debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
-  struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), &fs);
+  struct fuse_session *se =
+      fuse_session_new(&args, fs.rw ? &cairnfs_rw_ops : &cairnfs_ops, sizeof(cairnfs_ops), &fs);
   fuse_opt_free_args(&args);
   if (!se) {
     code = report_fail(-EINVAL, "%s: bad mount options: %s", dir, opts);
@@ -254,6 +262,7 @@ int cairnfs_server_main(int argc, char **argv) {
   if (r != 0) code = report_fail(r < 0 ? r : -EINTR, "%s: the session loop failed", dir);
   fuse_session_destroy(se); /* closes fuse_fd: ours only, the supervisor keeps its own */
 out:
+  cairnfs_rw_free(&fs);
   cairn_tree_free(fs.tree);
   if (fs.st) cairn_store_close(fs.st);
   free(conn.init);

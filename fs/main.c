@@ -58,13 +58,16 @@ const char *report_prog = "cairnfs";
   "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
   "  -o nopassthrough\n"                                                                           \
-  "                serve every read through the daemon, not by FUSE passthrough\n"               \
-  "                (kernel 6.9+, root: the default where it works)\n"                            \
+  "                serve every read through the daemon, not by FUSE passthrough\n"                 \
+  "                (kernel 6.9+, root: the default where it works)\n"                              \
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
   "  -h, --help    show this help and exit\n"                                                      \
   "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
-  "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"                       \
-  "are not supported yet)."
+  "  -o writable   a writable mount: changes go to a private upper layer in\n"                     \
+  "                the store (cairn mount --rw); the image is never changed\n"                     \
+  "  -o upper=ID   writable, on the kept upper layer ID (cairn mount --resume)\n"                  \
+  "The mount is read-only unless -o writable; -o rw and -o ro are accepted\n"                      \
+  "and ignored (mount(8) passes rw to every helper)."
 
 /* The sink of the daemon's failure (report.h): the parent waiting for the
  * verdict gets its exit code (one byte) and its message, then EOF. Once the
@@ -153,6 +156,12 @@ static int take_mount_opts(struct cairnfs_options *o, const char *arg) {
       o->dev = !no;
     } else if (flag_len == 11 && strncmp(flag, "passthrough", 11) == 0) {
       o->no_passthrough = no;
+    } else if (len == 8 && strncmp(arg, "writable", 8) == 0) {
+      o->writable = true;
+    } else if (len > 6 && strncmp(arg, "upper=", 6) == 0) {
+      free(o->upper);
+      if (!(o->upper = strndup(arg + 6, len - 6))) return -ENOMEM;
+      o->writable = true;
     } else if (len > 6 && strncmp(arg, "store=", 6) == 0) {
       free(o->store);
       o->store = strndup(arg + 6, len - 6);
@@ -220,9 +229,9 @@ char *cairnfs_fuse_opts(const struct cairnfs_options *o) {
   char *opts = NULL;
   /* fsname is shown as the mount's source; commas would split it. */
   char fixed[512];
-  snprintf(fixed, sizeof(fixed), "subtype=cairnfs,ro,default_permissions%s,%s,%s,fsname=%s",
-           geteuid() == 0 ? ",allow_other" : "", o->suid ? "suid" : "nosuid",
-           o->dev ? "dev" : "nodev", o->image);
+  snprintf(fixed, sizeof(fixed), "subtype=cairnfs,%s,default_permissions%s,%s,%s,fsname=%s",
+           o->writable ? "rw" : "ro", geteuid() == 0 ? ",allow_other" : "",
+           o->suid ? "suid" : "nosuid", o->dev ? "dev" : "nodev", o->image);
   for (char *p = strstr(fixed, "fsname=") + 7; *p; p++)
     if (*p == ',') *p = '_';
   if (append_opt(&opts, fixed, strlen(fixed)) < 0 ||
@@ -237,6 +246,7 @@ char *cairnfs_fuse_opts(const struct cairnfs_options *o) {
 static void options_free(struct cairnfs_options *o) {
   free(o->fuse_opts);
   free(o->store);
+  free(o->upper);
 }
 
 int main(int argc, char **argv) {

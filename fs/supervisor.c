@@ -166,7 +166,10 @@ static void exe_find(struct supervisor *s) {
 static int server_start(struct supervisor *s) {
   int sp[2];
   if (pipe2(sp, O_CLOEXEC) < 0) return -errno;
-  char fds[4][16], flags[8] = "-";
+  char fds[4][16], flags[8] = "-", upper[80];
+  /* A writable mount's upper layer: the kept one to resume, else "-" (the
+   * server makes one). */
+  snprintf(upper, sizeof(upper), "%s", s->o->upper ? s->o->upper : "-");
   snprintf(fds[0], sizeof(fds[0]), "%d", s->fuse_fd);
   snprintf(fds[1], sizeof(fds[1]), "%d", s->init_fd);
   snprintf(fds[2], sizeof(fds[2]), "%d", sp[1]);
@@ -176,6 +179,7 @@ static int server_start(struct supervisor *s) {
   if (!s->o->foreground) flags[nf++] = 'q';
   if (s->o->debug) flags[nf++] = 'd';
   if (s->o->no_passthrough) flags[nf++] = 'p';
+  if (s->o->writable) flags[nf++] = 'w';
   flags[nf] = '\0';
   pid_t pid = fork();
   if (pid < 0) {
@@ -197,7 +201,7 @@ static int server_start(struct supervisor *s) {
     char *store = (char *)cairn_store_dir(s->st);
     char *argv[] = {
         "cairnfs", CAIRNFS_SERVE_ARG, fds[0], fds[1], fds[2], flags, store, s->id, s->dir,
-        s->dev,    s->opts,           fds[3], NULL};
+        s->dev,    s->opts,           fds[3], upper,  NULL};
     /* Every other attempt after two failures runs our own binary: an
      * upgrade to a binary that cannot serve leaves the mount served. */
     bool own = s->attempt >= 2 && s->attempt % 2 == 0;
@@ -231,6 +235,15 @@ static int server_exited(struct supervisor *s, int status) {
   }
   bool ended = WIFEXITED(status) && WEXITSTATUS(status) == CAIRNFS_SERVER_ENDED;
   if (ended && session_ended(s)) return 1;
+  /* A writable mount's server keeps its inodes and open files in memory
+   * (fs/upper.c): another could not serve what the kernel holds, so it is
+   * not restarted and the mount ends as it did before supervisors (stale
+   * until cairn umount; the upper layer stays in the store). */
+  if (s->ready && s->o->writable)
+    return report_fail(-EIO,
+                       "%s: the server of a writable mount died; writable mounts are not "
+                       "restarted (hint: cairn umount %s)",
+                       s->o->dir, s->o->dir);
   if (!s->ready) {
     if (WIFSIGNALED(status))
       return report_fail(-ESRCH, "%s: the server died of signal %d before serving", s->o->dir,
@@ -289,7 +302,7 @@ static int supervise_loop(struct supervisor *s) {
     unsigned char sigs[32];
     ssize_t n = read(signal_pipe[0], sigs, sizeof(sigs));
     for (ssize_t i = 0; i < n; i++) {
-      if (sigs[i] == SIGUSR1 && s->server && s->ready) {
+      if (sigs[i] == SIGUSR1 && s->server && s->ready && !s->o->writable) {
         s->upgrading = true;
         kill(s->server, SIGKILL);
       } else if (sigs[i] == SIGTERM || sigs[i] == SIGINT || sigs[i] == SIGHUP) {
@@ -336,7 +349,7 @@ static int mount_and_supervise(struct supervisor *s) {
     code = report_fail(r, "%s: the new mount is not in /proc/self/mountinfo", s->dir);
     goto unmount;
   }
-  r = cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, false);
+  r = cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable);
   if (r < 0) {
     code = report_fail(r, "%s: cannot record the mount: %s", s->dir, report_why(s->st, r));
     goto unmount;

@@ -765,6 +765,55 @@ int cairn_login(cairn_store *st, const char *host, const char *user, const char 
  * cairn_auth_file's); host NULL removes every one. -ENOENT if it has none
  * for host. */
 int cairn_logout(cairn_store *st, const char *host, const char *authfile);
+/* ---- writable mounts: upper layers (store/upper.c; owner: rw) -------------
+ * A --rw mount writes its changes to a private directory of the store,
+ * STORE/uppers/ID/ (root/ the changes, work/ the daemon's staging), made
+ * 0700. The image's layers and blobs are never changed. */
+
+/* Creates a fresh upper for image_id mounted at mountpoint: its id in
+ * id_out, its directory in path, and in *lock_fd an fd on that directory
+ * holding an exclusive flock, which the serving daemon keeps open for as
+ * long as it runs (no live mount owns an upper whose lock is free). */
+int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
+                       cairn_id id_out, char *path, size_t len, int *lock_fd);
+/* Opens the upper id again (cairn mount --rw --resume): its image in
+ * image_out, its directory in path, its lock in *lock_fd; -EBUSY if a live
+ * mount holds it. A keep mark is removed (the upper is in use again). */
+int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *path, size_t len,
+                     int *lock_fd);
+/* Marks the upper id kept (cairn umount --keep): gc leaves it and its
+ * daemon does not drop it when it exits. */
+int cairn_upper_keep(cairn_store *st, const char *id);
+/* Discards the upper id: renamed away at once (its daemon, on a clean
+ * exit, still holding its lock), no longer listed nor resumable; its files
+ * stay until cairn_upper_drop (cairn umount, once the daemon is gone) or
+ * gc removes them. */
+int cairn_upper_discard(cairn_store *st, const char *id);
+/* Removes the upper id, discarded or not, and its files. */
+int cairn_upper_drop(cairn_store *st, const char *id);
+/* One upper as listings show it. Strings are valid during the callback. */
+struct cairn_upper_rec {
+  const char *id;
+  const char *image; /* image id */
+  const char *dir;   /* the mountpoint it was made for */
+  int64_t created;   /* seconds since the epoch */
+  bool live;         /* a running daemon holds its lock */
+  bool kept;         /* kept by cairn umount --keep for a later --resume */
+  uint64_t entries;  /* entries below root/ (whiteouts included) */
+  uint64_t bytes;    /* their regular files' sizes */
+};
+typedef int (*cairn_upper_fn)(const struct cairn_upper_rec *u, void *arg);
+/* Every complete upper of the store; a non-zero return of fn stops. */
+int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg);
+
+/* cairn commit (store/commit.c): the upper upper_id as a new OCI layer
+ * (.wh. whiteouts, .wh..wh..opq opaque markers, imported like any layer:
+ * deduplicated, its diff_id in layer_out) on top of the upper's image, and
+ * a new image (image_out) named name (or none if NULL), whose config is
+ * the image's plus the layer and a history entry (comment, if any). The
+ * upper and the image are only read. */
+int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
+                 cairn_id image_out, cairn_id layer_out);
 
 #ifdef __cplusplus
 }

@@ -101,7 +101,7 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
       return CAIRN_EXIT_OK;
     }
     code = report_fail(r, "bundle: %s: %s", config, strerror(-r));
-    cli_umount_one(st, abs_rootfs, true);
+    cli_umount_one(st, abs_rootfs, true, false);
   }
   if (made_rootfs) rmdir(rootfs);
   if (made_dir) rmdir(real);
@@ -121,7 +121,7 @@ static int bundle_remove(cairn_store *st, const char *dir, bool quiet) {
   if (snprintf(rootfs, sizeof(rootfs), "%s/rootfs", dir) >= (int)sizeof(rootfs) ||
       snprintf(config, sizeof(config), "%s/config.json", dir) >= (int)sizeof(config))
     return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
-  int code = cli_umount_one(st, rootfs, true);
+  int code = cli_umount_one(st, rootfs, true, false);
   if (code != CAIRN_EXIT_OK) return code; /* still served: the bundle stays whole */
   if (unlink(config) < 0 && errno != ENOENT)
     return report_fail(-errno, "bundle: %s: %s", config, strerror(errno));

@@ -28,6 +28,7 @@
  * daemon forgets the record and releases its pins when they let go.
  */
 #include "commands.h"
+#include "upper.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -289,15 +290,20 @@ static int mount_run(struct cli *c, int argc, char **argv) {
       {"options", required_argument, NULL, 'o'},
       {"upgrade", no_argument, NULL, 'u'},
       {"restore", no_argument, NULL, 'R'},
+      {"resume", no_argument, NULL, 'e'},
       {NULL, 0, NULL, 0},
   };
-  bool quiet = false, upgrade = false, restore = false;
+  bool quiet = false, upgrade = false, restore = false, resume = false;
   /* --suid, --dev and every -o, joined as cairnfs's one -o */
   _cleanup_free_ char *mount_opts = NULL;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":qo:", opts, NULL)) != -1) {
-    const char *add = o == 's' ? "suid" : o == 'd' ? "dev" : o == 'o' ? optarg : NULL;
+    const char *add = o == 's'   ? "suid"
+                      : o == 'd' ? "dev"
+                      : o == 'w' ? "writable"
+                      : o == 'o' ? optarg
+                                 : NULL;
     if (add) {
       char *more = mount_opts ? xasprintf_opts(mount_opts, add) : strdup(add);
       if (!more) return report_fail(-ENOMEM, "mount: -o: %s", strerror(ENOMEM));
@@ -309,8 +315,7 @@ static int mount_run(struct cli *c, int argc, char **argv) {
     case 'q': quiet = true; break;
     case 'u': upgrade = true; break;
     case 'R': restore = true; break;
-    case 'w':
-      return report_usage(cmd_mount.usage, "mount: --rw: writable mounts are not supported yet");
+    case 'e': resume = true; break;
     default: return cli_bad_option(cmd_mount.usage, argv, o, opts);
     }
   }
@@ -323,20 +328,34 @@ static int mount_run(struct cli *c, int argc, char **argv) {
     return report_usage(cmd_mount.usage, "mount: --upgrade needs a directory");
   if (restore && argc - optind != 0)
     return report_usage(cmd_mount.usage, "mount: --restore takes no arguments");
-  if (!upgrade && !restore && argc - optind != 2)
+  if (resume && (argc - optind != 1 || !mount_opts || !strstr(mount_opts, "writable")))
+    return report_usage(cmd_mount.usage, "mount: --resume: needs --rw and only a directory");
+  if (!upgrade && !restore && !resume && argc - optind != 2)
     return report_usage(cmd_mount.usage, "mount: needs an image and a directory");
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   if (upgrade) return mount_upgrade(st, argv[optind], quiet);
   if (restore) return mount_restore(st, quiet);
-  const char *image = argv[optind], *dir = argv[optind + 1];
+  const char *image = resume ? NULL : argv[optind], *dir = argv[argc - 1];
   cairn_id id;
-  int r = cairn_image_resolve(st, image, id);
-  if (r < 0) return report_fail(r, "mount: %s: %s", image, report_why(st, r));
   char abs[PATH_MAX];
-  r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
+  int r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
   if (r < 0) return report_fail(r, "mount: %s: %s", dir, strerror(-r));
+  struct cli_upper up;
+  if (resume) { /* the upper kept (or left by a crash) for dir, on its image */
+    r = cli_upper_of_dir(st, abs, false, &up);
+    if (r == 0 && !up.found) r = cairn_fail(st, -ENOENT, "no kept upper layer for this directory");
+    if (r < 0) return report_fail(r, "mount: --resume: %s: %s", dir, report_why(st, r));
+    image = up.image;
+    char *with;
+    if (asprintf(&with, "%s,upper=%s", mount_opts, up.id) < 0)
+      return report_fail(-ENOMEM, "mount: %s", strerror(ENOMEM));
+    free(mount_opts);
+    mount_opts = with;
+  }
+  r = cairn_image_resolve(st, image, id);
+  if (r < 0) return report_fail(r, "mount: %s: %s", image, report_why(st, r));
   int state = cairn_mountpoint_state(abs);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
     return report_fail(-EBUSY, "mount: %s: already a %s cairnfs mount (hint: cairn umount %s)", dir,
@@ -384,7 +403,7 @@ static void say_not_mounted(const char *name) {
   report_notice(msg);
 }
 
-int cli_umount_one(cairn_store *st, const char *name, bool quiet) {
+int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
   if (r == -ENOENT || r == -ENOTDIR) {
@@ -395,6 +414,10 @@ int cli_umount_one(cairn_store *st, const char *name, bool quiet) {
   struct mount_record rec = recorded(st, dir);
   int code = CAIRN_EXIT_OK;
   bool was_mounted = false;
+  struct cli_upper up; /* a --rw mount's changes: kept, or dropped by its daemon */
+  if (cli_upper_of_dir(st, dir, true, &up) < 0) up.found = false;
+  if (up.found && keep && (r = cairn_upper_keep(st, up.id)) < 0)
+    return report_fail(r, "umount: %s: --keep: %s", name, report_why(st, r));
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
   for (int round = 0; round < 16; round++) {
@@ -421,20 +444,32 @@ int cli_umount_one(cairn_store *st, const char *name, bool quiet) {
     if (r < 0) code = report_fail(r, "umount: %s: %s", name, report_why(st, r));
   }
   if (code == CAIRN_EXIT_OK && !was_mounted) say_not_mounted(name);
+  if (code == CAIRN_EXIT_OK && up.found && !keep) cairn_upper_drop(st, up.id); /* its files */
+  if (code == CAIRN_EXIT_OK && was_mounted && up.found && !quiet) cli_upper_say(&up, keep, dir);
   if (code == CAIRN_EXIT_OK && was_mounted && !quiet) printf("%s\n", name);
   return code;
 }
 
 static int umount_run(struct cli *c, int argc, char **argv) {
-  bool quiet;
-  int code = cli_quiet_flag(argc, argv, cmd_umount.usage, &quiet);
-  if (code != CAIRN_EXIT_OK) return code;
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'}, {"keep", no_argument, NULL, 'k'}, {0}};
+  bool quiet = false, keep = false;
+  int code, o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
+    if (o == 'q')
+      quiet = true;
+    else if (o == 'k')
+      keep = true;
+    else
+      return cli_bad_option(cmd_umount.usage, argv, o, opts);
+  }
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
   cairn_store *st;
   int worst = cli_store(c, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
-    code = cli_umount_one(st, argv[i], quiet);
+    code = cli_umount_one(st, argv[i], quiet, keep);
     if (code > worst) worst = code;
   }
   return worst;
@@ -448,6 +483,7 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
   if (code != CAIRN_EXIT_OK) return code;
   struct cli_rows rows = {0};
   int r = cairn_mounts_foreach(st, cli_mount_row, &rows);
+  if (r == 0) r = cli_upper_rows(st, &rows); /* uppers no live mount serves */
   if (r == 0) r = cli_rows_add_names(st, &rows, "image");
   if (r < 0) {
     cli_rows_free(&rows);
@@ -464,15 +500,21 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_mount = {
     .name = "mount",
     .run = mount_run,
-    .usage = "cairn mount [-q] [--suid] [--dev] [-o OPTS] IMAGE DIR\n"
+    .usage = "cairn mount [-q] [--rw] [--suid] [--dev] [-o OPTS] IMAGE DIR\n"
+             "       cairn mount [-q] --rw --resume DIR\n"
              "       cairn mount [-q] --upgrade DIR | --restore",
-    .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).\n"
+    .summary = "Serve IMAGE at DIR, read-only unless --rw (starts a cairnfs daemon, returns once "
+               "it answers).\n"
                "Prints the mount point (its real path) on stdout, as podman mount does; warns\n"
                "when DIR holds files (hidden while mounted). The daemon is a supervisor that\n"
                "holds the mount and its pins and restarts its server if it dies, unseen by\n"
                "readers. --upgrade replaces DIR's server by the installed cairnfs; --restore\n"
                "mounts again every recorded mount whose daemon is gone (after a reboot).",
     .options =
+        "--rw\twritable: changes go to a private upper layer in the store (cairnfs -o\n"
+        "\twritable); the image's layers are never changed\n"
+        "--resume\twith --rw: mount DIR again on the upper layer cairn umount --keep kept\n"
+        "\tfor it (or a crash left), on its image\n"
         "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
         "--dev\thonour the image's device nodes (default: nodev)\n"
         "-o, --options OPTS\tmount options passed to cairnfs -o (see cairnfs --help): suid,\n"
@@ -487,12 +529,14 @@ const struct cli_command cmd_mount = {
 const struct cli_command cmd_umount = {
     .name = "umount",
     .run = umount_run,
-    .usage = "cairn umount [-q] DIR...",
+    .usage = "cairn umount [-q] [--keep] DIR...",
     .summary = "Stop serving DIR (a live or stale mount) and wait for its daemon to exit.\n"
                "Prints each directory it unmounted on stdout, as podman umount does; one not\n"
                "mounted is said on stderr (exit 0). Exit 4 if another mount namespace (a\n"
-               "container) still holds it.",
-    .options = "-q, --quiet\tprint nothing on success\n",
+               "container) still holds it. A --rw mount's changes are dropped, saying how\n"
+               "many (Dropped: upper ID (N entries, SIZE)), unless --keep.",
+    .options = "--keep\tkeep a --rw mount's upper layer for cairn mount --rw --resume DIR\n"
+               "-q, --quiet\tprint nothing on success\n",
 };
 
 const struct cli_command cmd_mounts = {

@@ -14,6 +14,7 @@ extern const struct cli_command cmd_inspect;
 extern const struct cli_command cmd_rm;
 extern const struct cli_command cmd_gc;
 extern const struct cli_command cmd_fsck;
+extern const struct cli_command cmd_commit;
 extern const struct cli_command cmd_export;
 extern const struct cli_command cmd_pull;
 extern const struct cli_command cmd_push;
@@ -37,6 +38,6 @@ int cli_mount_start(cairn_store *st, const char *image, const char *dir, const c
  * cmd-mount.c's top): one not mounted (or absent) is a success, said on
  * stderr; one unmounted is named on stdout unless quiet. Returns the exit
  * code. */
-int cli_umount_one(cairn_store *st, const char *name, bool quiet);
+int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep);
 
 #endif

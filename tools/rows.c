@@ -280,6 +280,9 @@ enum {
   MOUNT_STATE,
   MOUNT_RW,
   MOUNT_DEV,
+  MOUNT_UPPER,
+  MOUNT_UPPER_ENTRIES,
+  MOUNT_UPPER_BYTES,
   MOUNT_NAMES,
   MOUNT_FIELDS
 };
@@ -290,6 +293,9 @@ static const struct cli_field mount_fields[MOUNT_FIELDS] = {
     [MOUNT_STATE] = {"state", CLI_STR},
     [MOUNT_RW] = {"rw", CLI_BOOL},
     [MOUNT_DEV] = {"dev", CLI_STR},
+    [MOUNT_UPPER] = {"upper", CLI_ID, true},
+    [MOUNT_UPPER_ENTRIES] = {"upper_entries", CLI_INT, true},
+    [MOUNT_UPPER_BYTES] = {"upper_bytes", CLI_SIZE, true},
     [MOUNT_NAMES] = {"names", CLI_NAMES, true},
 };
 static const struct cli_schema mount_schema = {mount_fields, MOUNT_FIELDS};
@@ -308,6 +314,22 @@ int cli_mount_row(const struct cairn_mount_rec *m, void *arg) {
   bool ok = cli_cell_set_str(rows, &c[MOUNT_DIR], m->dir) &&
             cli_cell_set_str(rows, &c[MOUNT_IMAGE], m->image) &&
             cli_cell_set_str(rows, &c[MOUNT_DEV], m->dev);
+  return ok ? 0 : -ENOMEM;
+}
+
+int cli_upper_row(const struct cairn_upper_rec *u, void *arg) {
+  struct cli_rows *rows = arg;
+  struct cli_cell *c = cli_rows_add(rows, &mount_schema);
+  if (!c) return -ENOMEM;
+  c[MOUNT_PID] = (struct cli_cell){.set = true, .i = 0};
+  c[MOUNT_STATE] = (struct cli_cell){.set = true, .s = u->kept ? "kept" : "stale"};
+  c[MOUNT_RW] = (struct cli_cell){.set = true, .b = true};
+  c[MOUNT_UPPER_ENTRIES] = (struct cli_cell){.set = true, .i = (int64_t)u->entries};
+  c[MOUNT_UPPER_BYTES] = (struct cli_cell){.set = true, .i = (int64_t)u->bytes};
+  bool ok = cli_cell_set_str(rows, &c[MOUNT_DIR], u->dir) &&
+            cli_cell_set_str(rows, &c[MOUNT_IMAGE], u->image) &&
+            cli_cell_set_str(rows, &c[MOUNT_DEV], "") &&
+            cli_cell_set_str(rows, &c[MOUNT_UPPER], u->id);
   return ok ? 0 : -ENOMEM;
 }
 

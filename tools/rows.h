@@ -92,6 +92,9 @@ int cli_pin_row(const struct cairn_pin_rec *p, void *rows);
 int cli_mount_row(const struct cairn_mount_rec *m, void *rows);
 int cli_image_row(const struct cairn_image_rec *im, void *rows);
 int cli_layer_row(const struct cairn_layer_rec *l, void *rows);
+/* An upper layer of a writable mount as a row of `cairn mounts` (pid 0,
+ * state "kept" or "stale", with its id and size). */
+int cli_upper_row(const struct cairn_upper_rec *u, void *rows);
 
 struct cli_listing;
 /* Prints rows as l says: JSON; each row by l->format; the ids; or a

@@ -168,6 +168,14 @@ _cairn_complete() {
   cairn:tag)
     ((nth == 0)) && _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
+  cairn:commit)
+    if ((nth == 0)); then
+      _cairn_reply "$cur" $(_cairn_mount_dirs "${store[@]}")
+      [[ ${#COMPREPLY[@]} -gt 0 ]] || _cairn_files "$cur" -d
+    elif ((nth == 1)); then
+      _cairn_reply "$cur" $(_cairn_images "${store[@]}")
+    fi
+    ;;
   cairn:import)
     ((nth >= 1)) && _cairn_files "$cur"
     ;;
