@@ -207,8 +207,9 @@ const struct cli_command cmd_bundle = {
     .run = bundle_run,
     .usage = "cairn bundle [OPTIONS] IMAGE DIR [-- COMMAND [ARG...]]\n"
              "       cairn bundle --rm [-q] DIR...",
-    .summary = "Make DIR an OCI runtime bundle of IMAGE: DIR/rootfs a cairnfs mount of it (pinned\n"
-               "while the bundle exists), DIR/config.json its runtime config (Entrypoint + Cmd,\n"
+    .summary = "Make DIR an OCI runtime bundle of IMAGE, for crun or runc, without unpacking.\n"
+               "DIR/rootfs is a cairnfs mount of it (pinned while the bundle exists),\n"
+               "DIR/config.json its runtime config (Entrypoint + Cmd,\n"
                "Env, WorkingDir, User resolved through the image's /etc/passwd and /etc/group,\n"
                "Labels, Volumes, StopSignal; crun spec's namespaces, mounts and capabilities),\n"
                "ready for crun run --bundle DIR or runc run --bundle DIR. A COMMAND after --\n"

@@ -75,8 +75,9 @@ const struct cli_command cmd_history = {
     .name = "history",
     .run = history_run,
     .usage = "cairn history [--json | -q | --format TEMPLATE] [--no-trunc] IMAGE",
-    .summary = "Show IMAGE's history from its config, newest first, as podman history: the layer\n"
-               "each step made (<missing>: none), created, created by, size, comment.",
+    .summary = "Show IMAGE's history (from its config), newest first, as podman history.\n"
+               "Each step: the layer it made (<missing>: none), created, created by, size,\n"
+               "comment.",
     .options = "--json\tone JSON array of the entries: id (the layer's diff_id, or null),\n"
                "\tcreated (RFC 3339, or null), created_by, size (bytes), comment, "
                "empty_layer\n" CLI_LISTING_OPTIONS,

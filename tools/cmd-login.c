@@ -123,9 +123,10 @@ const struct cli_command cmd_login = {
     .run = login_run,
     .usage = "cairn login [-u USER [--password-stdin]] [--authfile FILE] [--insecure]\n"
              "       [--cert-dir DIR] HOST[:PORT]",
-    .summary = "Check USER's password against the registry (its /v2/), then keep the\n"
-               "credentials in the auth.json podman uses: $REGISTRY_AUTH_FILE, else\n"
-               "$XDG_RUNTIME_DIR/containers/auth.json, else /run/containers/UID/auth.json.\n"
+    .summary = "Log in to a registry: check the credentials, keep them in podman's auth.json.\n"
+               "The registry's /v2/ must accept them; they are written to\n"
+               "$REGISTRY_AUTH_FILE, else $XDG_RUNTIME_DIR/containers/auth.json, else\n"
+               "/run/containers/UID/auth.json.\n"
                "Pulls read them from there (then ~/.config/containers/auth.json and\n"
                "~/.docker/config.json). Asks for what is not given on the terminal.",
     .options = "-u, --username USER\tthe user name (default: asked)\n"
@@ -139,8 +140,8 @@ const struct cli_command cmd_logout = {
     .name = "logout",
     .run = logout_run,
     .usage = "cairn logout [--authfile FILE] HOST[:PORT] | --all",
-    .summary = "Remove the registry's credentials from the auth.json login writes (exit 3 if\n"
-               "it has none); --all removes every registry's.",
+    .summary = "Remove a registry's credentials from the auth.json (exit 3 if it has none).\n"
+               "The file is the one cairn login writes; --all removes every registry's.",
     .options = "--authfile FILE\tthe auth.json to edit (default: as cairn login)\n"
                "--all\tevery registry\n",
 };

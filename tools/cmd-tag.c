@@ -29,6 +29,6 @@ const struct cli_command cmd_tag = {
     .name = "tag",
     .run = tag_run,
     .usage = "cairn tag IMAGE NAME[:TAG]...",
-    .summary = "Give IMAGE more names (the tag defaults to latest), as podman tag; a name that\n"
-               "named another image moves to IMAGE.",
+    .summary = "Give IMAGE more names, as podman tag (the tag defaults to latest).\n"
+               "A name that named another image moves to IMAGE.",
 };

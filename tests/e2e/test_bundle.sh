@@ -18,7 +18,7 @@ on_exit 'for d in "$T"/b*/rootfs; do umount -l "$d"; done'
 # and the Volumes, as every real image does)
 mkdir -p "$T/l1" "$T/l2/etc" "$T/l2/home/app" "$T/l3/app" "$T/l3/srv/work" "$T/l3/data"
 mkdir -p "$T/l2/proc" "$T/l2/dev" "$T/l2/sys" "$T/l2/tmp"
-for prog in /bin/sh /usr/bin/id /usr/bin/env /usr/bin/cat; do
+for prog in /bin/sh /usr/bin/id /usr/bin/env /usr/bin/cat /bin/sleep; do
   real=$(readlink -f "$prog")
   mkdir -p "$T/l1$(dirname "$prog")"
   cp "$real" "$T/l1$prog"
@@ -136,6 +136,21 @@ expect_exit 0 "bundle --rm twice" "$CAIRN" --store "$ST" bundle --rm "$T/b1"
 setup "$CAIRN" --store "$ST" bundle -q "$img" "$T/b4"
 expect_exit 0 "umount DIR/rootfs" "$CAIRN" --store "$ST" umount "$T/b4/rootfs"
 expect_exit 0 "bundle --rm after umount" "$CAIRN" --store "$ST" bundle --rm "$T/b4"
+
+# --rm while a container runs on the bundle: the bundle stays (exit 4) and
+# goes once the container has ended.
+setup "$CAIRN" --store "$ST" bundle -q --entrypoint /bin/sh "$img" "$T/b6" -- \
+  -c 'echo started; sleep 3; echo finished'
+run crun "$T/b6" &
+runner=$!
+on_exit "kill -9 $runner"
+wait_for 30 grep -q started "$T/run.out" || not_ok "the container did not start: $(cat "$T/run.err")"
+expect_exit 4 "bundle --rm under a running container: busy" "$CAIRN" --store "$ST" bundle --rm "$T/b6"
+[[ -f $T/b6/config.json ]] || not_ok "a busy bundle lost its config.json"
+wait "$runner" || not_ok "the container failed: $(cat "$T/run.err")"
+grep -q finished "$T/run.out" || not_ok "the container was cut short: $(cat "$T/run.out")"
+expect_exit 0 "bundle --rm once it ended" "$CAIRN" --store "$ST" bundle --rm "$T/b6"
+[[ ! -e $T/b6 ]] || not_ok "b6 left behind"
 
 # ---- bad input ----------------------------------------------------------------
 expect_exit 3 "no such image" "$CAIRN" --store "$ST" bundle nothing:1 "$T/b5"
