@@ -93,7 +93,7 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
   if (state != CAIRN_MP_NONE)
     return report_fail(-EBUSY, "bundle: %s: already mounted (hint: cairn bundle --rm %s)", rootfs,
                        dir);
-  int code = cli_mount_start(st, id, abs_rootfs, NULL);
+  int code = cli_mount_start(st, id, abs_rootfs, a->spec.rw ? "writable" : NULL);
   if (code == CAIRN_EXIT_OK) {
     r = write_file_atomic(real, "config.json", json);
     if (r == 0) {
@@ -188,8 +188,6 @@ static int bundle_run(struct cli *c, int argc, char **argv) {
   }
   if (a.spec.rw && read_only)
     return report_usage(cmd_bundle.usage, "bundle: --rw and --read-only: choose one");
-  if (a.spec.rw) /* as cairn mount --rw, until cairnfs has a writable upper layer */
-    return report_usage(cmd_bundle.usage, "bundle: --rw: writable mounts are not supported yet");
   if (operands != 2)
     return report_usage(cmd_bundle.usage, "bundle: needs an image and a directory");
   if (end < argc) {
@@ -224,6 +222,7 @@ const struct cli_command cmd_bundle = {
         "\tis given)\n"
         "-t, --terminal\tprocess.terminal true (and TERM=xterm unless the image sets it)\n"
         "--read-only\ta read-only root (root.readonly, the default)\n"
-        "--rw\ta writable root (not supported yet: cairnfs mounts are read-only)\n"
+        "--rw\ta writable root: rootfs is a cairn mount --rw (its changes in a private\n"
+        "\tupper layer, dropped by --rm), root.readonly false\n"
         "-q, --quiet\tprint nothing on success\n",
 };

@@ -152,6 +152,21 @@ grep -q finished "$T/run.out" || not_ok "the container was cut short: $(cat "$T/
 expect_exit 0 "bundle --rm once it ended" "$CAIRN" --store "$ST" bundle --rm "$T/b6"
 [[ ! -e $T/b6 ]] || not_ok "b6 left behind"
 
+# ---- a writable root: the container writes, the image stays ---------------------
+"$CAIRN" --store "$ST" export -q "$img" | tar -t | sort >"$T/tree.before"
+expect_exit 0 "bundle --rw" "$CAIRN" --store "$ST" bundle --rw --user 0 --entrypoint /bin/sh \
+  "$img" "$T/b7" -- -c 'echo written >/srv/work/new && cat /srv/work/new && echo changed >/app/entry.sh &&
+  cat /app/entry.sh'
+jq -e '.root.readonly == false' "$T/b7/config.json" >/dev/null || not_ok "--rw: root.readonly"
+run crun "$T/b7" || not_ok "--rw: crun failed: $(cat "$T/run.err")"
+has written "--rw: a new file" && has changed "--rw: a changed file" && ok "--rw: the container writes"
+[[ $(cat "$T/b7/rootfs/srv/work/new" 2>/dev/null) == written ]] || not_ok "--rw: the write is not in rootfs"
+expect_exit 0 "bundle --rm of a --rw bundle" "$CAIRN" --store "$ST" bundle --rm "$T/b7"
+"$CAIRN" --store "$ST" export -q "$img" | tar -t | sort >"$T/tree.after"
+cmp -s "$T/tree.before" "$T/tree.after" || not_ok "--rw: the image changed"
+"$CAIRN" --store "$ST" export -q "$img" | tar -xO --wildcards '*app/entry.sh' | grep -q '^echo "args' ||
+  not_ok "--rw: the image's file changed"
+
 # ---- bad input ----------------------------------------------------------------
 expect_exit 3 "no such image" "$CAIRN" --store "$ST" bundle nothing:1 "$T/b5"
 [[ ! -e $T/b5 ]] || not_ok "a failed bundle left $T/b5"
@@ -163,7 +178,7 @@ expect_exit 3 "a group the image does not know" "$CAIRN" --store "$ST" bundle --
   "$img" "$T/b5"
 expect_exit 2 "needs IMAGE and DIR" "$CAIRN" --store "$ST" bundle "$img"
 expect_exit 2 "--env without =" "$CAIRN" --store "$ST" bundle --env X "$img" "$T/b5"
-expect_exit 2 "--rw: not supported yet" "$CAIRN" --store "$ST" bundle --rw "$img" "$T/b5"
+expect_exit 2 "--rw and --read-only" "$CAIRN" --store "$ST" bundle --rw --read-only "$img" "$T/b5"
 expect_exit 2 "--rm with an image" "$CAIRN" --store "$ST" bundle --rm --env X=1 "$T/b5"
 [[ ! -e $T/b5 ]] || not_ok "a refused bundle left $T/b5"
 expect_exit 0 "rm once the bundles are gone" "$CAIRN" --store "$ST" rm "$img"
