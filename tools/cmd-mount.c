@@ -216,6 +216,7 @@ struct restore_rec {
   char *dir;
   char *image;
   pid_t pid;
+  bool rw;
 };
 
 struct restore_list {
@@ -229,7 +230,7 @@ static int restore_collect(const struct cairn_mount_rec *m, void *arg) {
   struct restore_rec *v = realloc(l->v, (l->n + 1) * sizeof(*v));
   if (!v) return -ENOMEM;
   l->v = v;
-  v[l->n] = (struct restore_rec){strdup(m->dir), strdup(m->image), m->pid};
+  v[l->n] = (struct restore_rec){strdup(m->dir), strdup(m->image), m->pid, m->rw};
   if (!v[l->n].dir || !v[l->n].image) {
     free(v[l->n].dir);
     free(v[l->n].image);
@@ -256,7 +257,20 @@ static int restore_one(cairn_store *st, const struct restore_rec *m, bool quiet)
   } else if (state == CAIRN_MP_LIVE || state == CAIRN_MP_OTHER) {
     return report_fail(-EBUSY, "mount: --restore: %s: something else is mounted there", m->dir);
   }
-  int code = run_cairnfs(cairn_store_dir(st), id, m->dir, NULL);
+  /* A --rw mount goes on with the upper layer its daemon left. */
+  char opts[96] = "";
+  if (m->rw) {
+    struct cli_upper up;
+    r = cli_upper_of_dir(st, m->dir, false, &up);
+    if (r == 0 && !up.found) {
+      cairn_mount_forget(st, m->dir, m->pid);
+      return report_fail(-ENOENT, "mount: --restore: %s: its upper layer is gone; record forgotten",
+                         m->dir);
+    }
+    if (r < 0) return report_fail(r, "mount: --restore: %s: %s", m->dir, report_why(st, r));
+    snprintf(opts, sizeof(opts), "writable,upper=%s", up.id);
+  }
+  int code = run_cairnfs(cairn_store_dir(st), id, m->dir, opts[0] ? opts : NULL);
   if (code != CAIRN_EXIT_OK) return code;
   if (await_answer(m->dir) < 0)
     return report_fail(-ENOTCONN, "mount: --restore: %s: the mount does not answer", m->dir);
