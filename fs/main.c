@@ -54,6 +54,7 @@ struct options {
   char *store;
   bool foreground, debug;
   bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
+  bool writable;   /* -o writable: a private upper layer (upper.c) */
   char *fuse_opts; /* options passed on to libfuse, comma-separated */
 };
 
@@ -74,8 +75,10 @@ const char *report_prog = "cairnfs";
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
   "  -h, --help    show this help and exit\n"                                                      \
   "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
-  "The mount is read-only; -o rw is accepted and ignored (writable mounts\n"                       \
-  "are not supported yet)."
+  "  -o writable   a writable mount: changes go to a private upper layer in\n"                   \
+  "                the store (cairn mount --rw); the image is never changed\n"                     \
+  "The mount is read-only unless -o writable; -o rw and -o ro are accepted\n"                      \
+  "and ignored (mount(8) passes rw to every helper)."
 
 /* The sink of the daemon's failure (report.h): the parent waiting for the
  * verdict gets its exit code (one byte) and its message, then EOF. Once the
@@ -159,6 +162,8 @@ static int take_mount_opts(struct options *o, const char *arg) {
     size_t flag_len = no ? len - 2 : len;
     if (flag_len == 4 && strncmp(flag, "suid", 4) == 0) {
       o->suid = !no;
+    } else if (len == 8 && strncmp(arg, "writable", 8) == 0) {
+      o->writable = true;
     } else if (flag_len == 3 && strncmp(flag, "dev", 3) == 0) {
       o->dev = !no;
     } else if (len > 6 && strncmp(arg, "store=", 6) == 0) {
@@ -228,8 +233,8 @@ static char *base_fuse_opts(const struct options *o) {
   char *opts = NULL;
   /* fsname is shown as the mount's source; commas would split it. */
   char fixed[512];
-  snprintf(fixed, sizeof(fixed), "subtype=cairnfs,ro,default_permissions%s,%s,%s,fsname=%s",
-           geteuid() == 0 ? ",allow_other" : "", o->suid ? "suid" : "nosuid",
+  snprintf(fixed, sizeof(fixed), "subtype=cairnfs,%s,default_permissions%s,%s,%s,fsname=%s",
+           o->writable ? "rw" : "ro", geteuid() == 0 ? ",allow_other" : "", o->suid ? "suid" : "nosuid",
            o->dev ? "dev" : "nodev", o->image);
   for (char *p = strstr(fixed, "fsname=") + 7; *p; p++)
     if (*p == ',') *p = '_';
@@ -304,7 +309,7 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
   int code = 0;
   struct detacher detacher = {.dir = dir};
   char dev[32];
-  struct fuse_session *se = fuse_session_new(&args, &cairnfs_ops, sizeof(cairnfs_ops), fs);
+  struct fuse_session *se = fuse_session_new(&args, fs->rw ? &cairnfs_rw_ops : &cairnfs_ops, sizeof(cairnfs_ops), fs);
   if (!se) {
     code = report_fail(-EINVAL, "%s: bad mount options: %s", dir, opts);
     goto out;
@@ -324,7 +329,7 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
     code = report_fail(r, "%s: the new mount is not in /proc/self/mountinfo", dir);
     goto unmount;
   }
-  r = cairn_mount_record(fs->st, dir, image_id, getpid(), dev, false);
+  r = cairn_mount_record(fs->st, dir, image_id, getpid(), dev, fs->rw != NULL);
   if (r < 0) {
     code = report_fail(r, "%s: cannot record the mount: %s", dir, report_why(fs->st, r));
     goto unmount;
@@ -407,8 +412,13 @@ static int run(const struct options *o) {
     code = report_fail(r, "%s: %s", o->image, report_why(fs.st, r));
     goto out;
   }
+  if (o->writable && (r = cairnfs_rw_setup(&fs, id, dir)) < 0) {
+    code = report_fail(r, "%s: upper layer: %s", o->image, report_why(fs.st, r));
+    goto out;
+  }
   code = serve(&fs, o, dir, id);
 out:
+  cairnfs_rw_free(&fs);
   if (pins) cairn_pinset_release(fs.st, pins);
   cairn_tree_free(fs.tree);
   if (fs.st) cairn_store_close(fs.st);

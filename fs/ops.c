@@ -32,7 +32,7 @@
 
 static struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
-static void node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
+void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
   memset(st, 0, sizeof(*st));
   st->st_ino = ino;
   st->st_mode = n->mode;
@@ -55,7 +55,7 @@ static void entry_fill(const cairn_node *n, uint64_t ino, struct fuse_entry_para
   e->generation = 1;
   e->attr_timeout = CACHE_TIMEOUT;
   e->entry_timeout = CACHE_TIMEOUT;
-  node_stat(n, ino, &e->attr);
+  cairnfs_node_stat(n, ino, &e->attr);
 }
 
 static void cfs_init(void *userdata, struct fuse_conn_info *conn) {
@@ -117,7 +117,7 @@ static void cfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
     return;
   }
   struct stat st;
-  node_stat(n, ino, &st);
+  cairnfs_node_stat(n, ino, &st);
   fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 }
 
@@ -222,7 +222,11 @@ static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   (void)fi;
   struct cairnfs *fs = fs_of(req);
   readahead_raise(fs);
-  const cairn_node *n = cairn_tree_node(fs->tree, ino);
+  cairnfs_read_lower(req, fs, cairn_tree_node(fs->tree, ino), size, off);
+}
+
+void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
+                        off_t off) {
   if (!n || !n->blob || off < 0 || (uint64_t)off >= n->size) {
     fuse_reply_buf(req, NULL, 0);
     return;

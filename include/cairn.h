@@ -642,6 +642,18 @@ cairn_xattr cairn_tree_xattr(const cairn_tree *t, const cairn_node *n, size_t i)
 /* The entry named name in directory dir, or NULL. */
 const cairn_dirent *cairn_tree_lookup(const cairn_tree *t, const cairn_node *dir, const char *name);
 
+/* ---- writable mounts: upper layers (store/upper.c; owner: rw) -------------
+ * A --rw mount writes its changes to a private directory of the store,
+ * STORE/uppers/ID/ (root/ the changes, work/ the daemon's staging), made
+ * 0700. The image's layers and blobs are never changed. */
+
+/* Creates a fresh upper for image_id mounted at mountpoint: its id in
+ * id_out, its directory in path, and in *lock_fd an fd on that directory
+ * holding an exclusive flock, which the serving daemon keeps open for as
+ * long as it runs (no live mount owns an upper whose lock is free). */
+int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
+                       cairn_id id_out, char *path, size_t len, int *lock_fd);
+
 #ifdef __cplusplus
 }
 #endif

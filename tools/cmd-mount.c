@@ -128,7 +128,11 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":qo:", opts, NULL)) != -1) {
-    const char *add = o == 's' ? "suid" : o == 'd' ? "dev" : o == 'o' ? optarg : NULL;
+    const char *add = o == 's'   ? "suid"
+                      : o == 'd' ? "dev"
+                      : o == 'w' ? "writable"
+                      : o == 'o' ? optarg
+                                 : NULL;
     if (add) {
       char *more = mount_opts ? xasprintf_opts(mount_opts, add) : strdup(add);
       if (!more) return report_fail(-ENOMEM, "mount: -o: %s", strerror(ENOMEM));
@@ -138,8 +142,6 @@ static int mount_run(struct cli *c, int argc, char **argv) {
     }
     switch (o) {
     case 'q': quiet = true; break;
-    case 'w':
-      return report_usage(cmd_mount.usage, "mount: --rw: writable mounts are not supported yet");
     default: return cli_bad_option(cmd_mount.usage, argv, o, opts);
     }
   }
@@ -312,11 +314,13 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_mount = {
     .name = "mount",
     .run = mount_run,
-    .usage = "cairn mount [-q] [--suid] [--dev] [-o OPTS] IMAGE DIR",
-    .summary = "Serve IMAGE read-only at DIR (starts a cairnfs daemon, returns once it answers).\n"
+    .usage = "cairn mount [-q] [--rw] [--suid] [--dev] [-o OPTS] IMAGE DIR",
+    .summary = "Serve IMAGE at DIR, read-only unless --rw (starts a cairnfs daemon, returns once it answers).\n"
                "Prints the mount point (its real path) on stdout, as podman mount does; warns\n"
                "when DIR holds files (hidden while mounted).",
     .options =
+        "--rw\twritable: changes go to a private upper layer in the store (cairnfs -o\n"
+        "\twritable); the image's layers are never changed\n"
         "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
         "--dev\thonour the image's device nodes (default: nodev)\n"
         "-o, --options OPTS\tmount options passed to cairnfs -o (see cairnfs --help): suid,\n"

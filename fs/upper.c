@@ -1,0 +1,1388 @@
+/*
+ * upper.c — the FUSE operations of a writable (--rw) cairnfs mount: the
+ * image's merged tree (read-only, ops.c's) below a private upper layer, a
+ * real directory of the store (STORE/uppers/ID/, store/upper.c), above.
+ *
+ * Layout of an upper (overlayfs-style, so that it can be read, backed up
+ * and committed with ordinary tools):
+ *   root/    the changes: real files, directories, symlinks and nodes with
+ *            their own mode, owner, times and xattrs (the daemon runs as
+ *            root); a whiteout (a deleted lower entry) is a character
+ *            device 0/0; trusted.cairn.origin (decimal) names the tree
+ *            inode an entry was copied up from.
+ *   work/    copy-up staging (tmp.N, renamed into root/ once complete) and
+ *            index/L: the copy-up of a lower file with several names (tree
+ *            inode L), so that all its names keep one identity.
+ * trusted.cairn.* is never shown to, nor settable by, users.
+ *
+ * Merging is by origin, not by path: a directory merges the children of
+ * the tree directory it was copied up from (its origin) wherever it is
+ * renamed to; a directory made here (no origin) merges nothing, so it is
+ * opaque by construction. Deleting (or renaming away) a name the lower
+ * directory holds leaves a whiteout.
+ *
+ * Inode numbers (FUSE nodeids, also st_ino): a lower entry keeps its tree
+ * inode number, before and after copy-up (the origin xattr says it again
+ * after a restart); an entry made here is 2^32 + its backing inode number.
+ * Both are persistent, so a restarted daemon serves the same inodes.
+ *
+ * Each inode the kernel knows holds an O_PATH fd on its upper object (or
+ * -1 while it is lower only) and where it was last seen (parent, name),
+ * which copy-up needs. One mutex serializes the namespace (lookups,
+ * creates, copy-ups, renames, the inode table); data (read, write, fsync)
+ * goes straight to the backing file's fd with no lock and no SQLite, and
+ * reads of upper files are fd-backed replies spliced like the lower's.
+ * The kernel checks permissions (default_permissions) and keeps locks;
+ * attribute and entry caching is off (timeouts 0), so nothing it serves is
+ * stale. Every handler replies exactly once.
+ */
+#include "cairnfs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define UPPER_BASE (1ULL << 32)
+#define XA_PREFIX "trusted.cairn."
+#define XA_ORIGIN XA_PREFIX "origin"
+#define RW_TIMEOUT 0.0
+#define NO_FH UINT64_MAX /* a read-only open of a lower-only file */
+
+struct inode {
+  uint64_t id;    /* the nodeid */
+  uint32_t lower; /* the tree inode it is (or was copied up from), 0 if none */
+  int fd;         /* O_PATH on the upper object, -1 while lower only */
+  bool indexed;   /* its upper is work/index/LOWER */
+  uint64_t refs;  /* the kernel's lookups + children naming it as parent */
+  struct inode *parent;
+  char *name;
+  struct inode *hnext;
+};
+
+#define NBUCKETS 65536
+
+struct cairnfs_rw {
+  int lock_fd; /* the upper's directory, flocked */
+  int root_fd, work_fd, index_fd;
+  char path[PATH_MAX];
+  cairn_id id;
+  pthread_mutex_t mu;
+  uint64_t tmp_seq;
+  struct inode *root;
+  struct inode *buckets[NBUCKETS];
+};
+
+static struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
+
+/* "/proc/self/fd/FD[/NAME]": the object an fd (O_PATH) names. */
+static void fd_path(char *buf, size_t len, int fd, const char *name) {
+  if (name)
+    snprintf(buf, len, "/proc/self/fd/%d/%s", fd, name);
+  else
+    snprintf(buf, len, "/proc/self/fd/%d", fd);
+}
+#define PBUF 320
+
+static bool is_whiteout(const struct stat *st) {
+  return S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0);
+}
+
+/* ---- the inode table (callers hold mu) ------------------------------- */
+
+static struct inode *inode_get(struct cairnfs_rw *rw, uint64_t id) {
+  for (struct inode *i = rw->buckets[id % NBUCKETS]; i; i = i->hnext)
+    if (i->id == id) return i;
+  return NULL;
+}
+
+static struct inode *inode_new(struct cairnfs_rw *rw, uint64_t id, uint32_t lower) {
+  struct inode *i = calloc(1, sizeof(*i));
+  if (!i) return NULL;
+  i->id = id;
+  i->lower = lower;
+  i->fd = -1;
+  i->hnext = rw->buckets[id % NBUCKETS];
+  rw->buckets[id % NBUCKETS] = i;
+  return i;
+}
+
+static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+  while (i) {
+    if (i->refs > n) {
+      i->refs -= n;
+      return;
+    }
+    struct inode **pp = &rw->buckets[i->id % NBUCKETS];
+    while (*pp != i) pp = &(*pp)->hnext;
+    *pp = i->hnext;
+    struct inode *parent = i->parent;
+    if (i->fd >= 0) close(i->fd);
+    free(i->name);
+    free(i);
+    i = parent;
+    n = 1;
+  }
+}
+
+/* Records where i was seen: parent's directory, under name. */
+static int inode_place(struct cairnfs_rw *rw, struct inode *i, struct inode *parent,
+                       const char *name) {
+  if (i == rw->root) return 0;
+  if (i->parent == parent && i->name && strcmp(i->name, name) == 0) return 0;
+  char *copy = strdup(name);
+  if (!copy) return -ENOMEM;
+  parent->refs++;
+  struct inode *old = i->parent;
+  free(i->name);
+  i->name = copy;
+  i->parent = parent;
+  if (old) inode_unref(rw, old, 1);
+  return 0;
+}
+
+/* A fresh inode with no reference is dropped again (a failed request). */
+static void inode_drop_unused(struct cairnfs_rw *rw, struct inode *i) {
+  if (i && i->refs == 0 && i != rw->root) {
+    i->refs = 1;
+    inode_unref(rw, i, 1);
+  }
+}
+
+static const cairn_node *lower_node(struct cairnfs *fs, const struct inode *i) {
+  return i->lower ? cairn_tree_node(fs->tree, i->lower) : NULL;
+}
+
+/* The tree directory merged below directory i (its origin), or NULL. */
+static const cairn_node *lower_dir(struct cairnfs *fs, const struct inode *i) {
+  const cairn_node *n = lower_node(fs, i);
+  return n && S_ISDIR(n->mode) ? n : NULL;
+}
+
+static bool lower_has(struct cairnfs *fs, const struct inode *dir, const char *name) {
+  const cairn_node *ld = lower_dir(fs, dir);
+  return ld && cairn_tree_lookup(fs->tree, ld, name);
+}
+
+static uint32_t origin_at(int dirfd, const char *name) {
+  char path[PBUF], buf[16];
+  fd_path(path, sizeof(path), dirfd, name);
+  ssize_t n = lgetxattr(path, XA_ORIGIN, buf, sizeof(buf) - 1);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  unsigned long v = strtoul(buf, NULL, 10);
+  return v <= UINT32_MAX ? (uint32_t)v : 0;
+}
+
+/* The entry name of directory dir in the merged view: *out (not yet
+ * referenced by the kernel; inode_drop_unused if not replied), or -ENOENT. */
+static int resolve(struct cairnfs *fs, struct inode *dir, const char *name, struct inode **out) {
+  struct cairnfs_rw *rw = fs->rw;
+  struct inode *i;
+  if (dir->fd >= 0) {
+    struct stat st;
+    if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      if (is_whiteout(&st)) return -ENOENT;
+      uint32_t origin = origin_at(dir->fd, name);
+      uint64_t id = origin ? origin : UPPER_BASE + st.st_ino;
+      i = inode_get(rw, id);
+      if (!i && !(i = inode_new(rw, id, origin))) return -ENOMEM;
+      if (i->fd < 0) {
+        i->fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (i->fd < 0) {
+          int r = -errno;
+          inode_drop_unused(rw, i);
+          return r;
+        }
+      }
+      int r = inode_place(rw, i, dir, name);
+      if (r < 0) {
+        inode_drop_unused(rw, i);
+        return r;
+      }
+      *out = i;
+      return 0;
+    }
+    if (errno != ENOENT) return -errno;
+  }
+  const cairn_node *ld = lower_dir(fs, dir);
+  const cairn_dirent *de = ld ? cairn_tree_lookup(fs->tree, ld, name) : NULL;
+  if (!de) return -ENOENT;
+  const cairn_node *n = cairn_tree_node(fs->tree, de->ino);
+  if (!n) return -EIO;
+  i = inode_get(rw, de->ino);
+  if (!i && !(i = inode_new(rw, de->ino, de->ino))) return -ENOMEM;
+  if (i->fd < 0 && !S_ISDIR(n->mode) && n->nlink > 1) {
+    char idx[16];
+    snprintf(idx, sizeof(idx), "%" PRIu32, de->ino);
+    int fd = openat(rw->index_fd, idx, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      i->fd = fd;
+      i->indexed = true;
+    }
+  }
+  int r = inode_place(rw, i, dir, name);
+  if (r < 0) {
+    inode_drop_unused(rw, i);
+    return r;
+  }
+  *out = i;
+  return 0;
+}
+
+/* ---- copy-up (callers hold mu) --------------------------------------- */
+
+static int copy_data(struct cairnfs *fs, const cairn_node *n, int out) {
+  if (!n->blob || n->size == 0) return 0;
+  _cleanup_close_ int in = cairn_blob_open(fs->st, cairn_tree_str(fs->tree, n->blob));
+  if (in < 0) return in;
+  off_t off = 0;
+  while ((uint64_t)off < n->size) {
+    ssize_t k = sendfile(out, in, &off, (size_t)(n->size - (uint64_t)off));
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -errno;
+    if (k == 0) return -EIO; /* a short blob */
+  }
+  return 0;
+}
+
+/* Gives work/tmp the node's owner, mode, xattrs, times and origin. */
+static int copy_meta(struct cairnfs *fs, uint32_t lower, const cairn_node *n, int dirfd,
+                     const char *name) {
+  char path[PBUF], num[16];
+  fd_path(path, sizeof(path), dirfd, name);
+  /* owner first: chown drops setuid bits and security.capability */
+  if (fchownat(dirfd, name, n->uid, n->gid, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  if (!S_ISLNK(n->mode) && fchmodat(dirfd, name, n->mode & 07777, 0) < 0) return -errno;
+  for (size_t k = 0; k < n->n_xattrs; k++) {
+    cairn_xattr x = cairn_tree_xattr(fs->tree, n, k);
+    if (strncmp(x.name, XA_PREFIX, strlen(XA_PREFIX)) == 0) continue;
+    if (lsetxattr(path, x.name, x.value, x.len, 0) < 0) return -errno;
+  }
+  if (lower) {
+    snprintf(num, sizeof(num), "%" PRIu32, lower);
+    if (lsetxattr(path, XA_ORIGIN, num, strlen(num), 0) < 0) return -errno;
+  }
+  struct timespec ts[2] = {{n->mtime_sec, n->mtime_nsec}, {n->mtime_sec, n->mtime_nsec}};
+  if (utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  return 0;
+}
+
+/* Copies tree node lower (not its children) to dstdir/dstname, built in
+ * work/ and renamed into place complete. */
+static int copy_node(struct cairnfs *fs, uint32_t lower, int dstdir, const char *dstname) {
+  struct cairnfs_rw *rw = fs->rw;
+  const cairn_node *n = cairn_tree_node(fs->tree, lower);
+  if (!n) return -EIO;
+  char tmp[32];
+  snprintf(tmp, sizeof(tmp), "tmp.%" PRIu64, ++rw->tmp_seq);
+  int r = 0;
+  switch (n->mode & S_IFMT) {
+  case S_IFREG: {
+    _cleanup_close_ int fd = openat(rw->work_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return -errno;
+    r = copy_data(fs, n, fd);
+    break;
+  }
+  case S_IFDIR:
+    if (mkdirat(rw->work_fd, tmp, 0700) < 0) return -errno;
+    break;
+  case S_IFLNK:
+    if (symlinkat(n->target ? cairn_tree_str(fs->tree, n->target) : "", rw->work_fd, tmp) < 0)
+      return -errno;
+    break;
+  default:
+    if (mknodat(rw->work_fd, tmp, (n->mode & S_IFMT) | 0600, (dev_t)n->rdev) < 0) return -errno;
+  }
+  if (r == 0) r = copy_meta(fs, lower, n, rw->work_fd, tmp);
+  /* A copy-up is no change of its directory: its times are put back, as
+   * overlayfs does. */
+  struct stat pst;
+  if (r == 0 && fstatat(dstdir, "", &pst, AT_EMPTY_PATH) < 0) r = -errno;
+  if (r == 0 && renameat2(rw->work_fd, tmp, dstdir, dstname, RENAME_NOREPLACE) < 0) r = -errno;
+  if (r == 0 && dstdir != rw->index_fd) {
+    char path[PBUF];
+    fd_path(path, sizeof(path), dstdir, NULL);
+    struct timespec ts[2] = {pst.st_atim, pst.st_mtim};
+    utimensat(AT_FDCWD, path, ts, 0); /* best effort */
+  }
+  if (r < 0) unlinkat(rw->work_fd, tmp, S_ISDIR(n->mode) ? AT_REMOVEDIR : 0);
+  return r;
+}
+
+/* Makes i an upper object (copying it up, its parents first). */
+static int ensure_upper(struct cairnfs *fs, struct inode *i) {
+  struct cairnfs_rw *rw = fs->rw;
+  if (i->fd >= 0) return 0;
+  const cairn_node *n = lower_node(fs, i);
+  if (!n) return -EIO;
+  int dirfd;
+  char name[16];
+  const char *at;
+  if (!S_ISDIR(n->mode) && n->nlink > 1) {
+    snprintf(name, sizeof(name), "%" PRIu32, i->lower);
+    dirfd = rw->index_fd;
+    at = name;
+    i->indexed = true;
+  } else {
+    if (!i->parent) return -EIO;
+    int r = ensure_upper(fs, i->parent);
+    if (r < 0) return r;
+    dirfd = i->parent->fd;
+    at = i->name;
+  }
+  struct stat st;
+  if (fstatat(dirfd, at, &st, AT_SYMLINK_NOFOLLOW) < 0 || origin_at(dirfd, at) != i->lower) {
+    int r = copy_node(fs, i->lower, dirfd, at);
+    if (r < 0) {
+      i->indexed = false;
+      return r;
+    }
+  }
+  i->fd = openat(dirfd, at, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (i->fd < 0) {
+    i->indexed = false;
+    return -errno;
+  }
+  return 0;
+}
+
+/* Gives an upper i (indexed) a name in its current place (a rename's
+ * source must be a name in the upper directory). */
+static int ensure_named(struct cairnfs *fs, struct inode *i, struct inode *dir, const char *name) {
+  int r = ensure_upper(fs, i);
+  if (r < 0 || !i->indexed) return r;
+  struct stat st;
+  if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !is_whiteout(&st)) return 0;
+  if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) unlinkat(dir->fd, name, 0);
+  return linkat(i->fd, "", dir->fd, name, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+static int whiteout_make(int dirfd, const char *name) {
+  return mknodat(dirfd, name, S_IFCHR | 0000, makedev(0, 0)) < 0 ? -errno : 0;
+}
+
+/* ---- attributes ------------------------------------------------------- */
+
+static int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
+  if (i->fd < 0) {
+    const cairn_node *n = lower_node(fs, i);
+    if (!n) return -ESTALE;
+    cairnfs_node_stat(n, i->id, st);
+    return 0;
+  }
+  if (fstatat(i->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  st->st_ino = i->id;
+  if (S_ISDIR(st->st_mode)) {
+    /* a merged directory: its lower subdirectories count too (roughly) */
+    const cairn_node *n = lower_dir(fs, i);
+    if (n && n->nlink > st->st_nlink) st->st_nlink = n->nlink;
+  } else if (i->indexed) {
+    const cairn_node *n = lower_node(fs, i);
+    /* the index's own name is no name of the file */
+    if (n && st->st_nlink >= 1) st->st_nlink = n->nlink + st->st_nlink - 1;
+  }
+  return 0;
+}
+
+static int entry_of(struct cairnfs *fs, struct inode *i, struct fuse_entry_param *e) {
+  memset(e, 0, sizeof(*e));
+  e->ino = i->id;
+  e->generation = 1;
+  e->attr_timeout = RW_TIMEOUT;
+  e->entry_timeout = RW_TIMEOUT;
+  return inode_stat(fs, i, &e->attr);
+}
+
+/* The inode the kernel names ino (mu held), or NULL. */
+static struct inode *inode_of(struct cairnfs *fs, fuse_ino_t ino) {
+  return ino == FUSE_ROOT_ID ? fs->rw->root : inode_get(fs->rw, ino);
+}
+
+#define LOCK(fs) pthread_mutex_lock(&(fs)->rw->mu)
+#define UNLOCK(fs) pthread_mutex_unlock(&(fs)->rw->mu)
+
+/* Replies with the entry of i, referenced once more for the kernel. */
+static void reply_entry(fuse_req_t req, struct cairnfs *fs, struct inode *i) {
+  struct fuse_entry_param e;
+  int r = entry_of(fs, i, &e);
+  if (r < 0) {
+    inode_drop_unused(fs->rw, i);
+    UNLOCK(fs);
+    fuse_reply_err(req, -r);
+    return;
+  }
+  i->refs++;
+  UNLOCK(fs);
+  if (fuse_reply_entry(req, &e) != 0) {
+    LOCK(fs);
+    inode_unref(fs->rw, i, 1);
+    UNLOCK(fs);
+  }
+}
+
+/* ---- operations --------------------------------------------------------- */
+
+static void rw_init(void *userdata, struct fuse_conn_info *conn) {
+  (void)userdata;
+  unsigned want = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_ASYNC_READ |
+                  FUSE_CAP_PARALLEL_DIROPS;
+  conn->want |= want & conn->capable;
+  conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA |
+                  FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_READDIRPLUS | FUSE_CAP_NO_OPEN_SUPPORT |
+                  FUSE_CAP_NO_OPENDIR_SUPPORT);
+}
+
+static void rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *dir = inode_of(fs, parent), *i;
+  int r = dir ? resolve(fs, dir, name, &i) : -ESTALE;
+  if (r < 0) {
+    UNLOCK(fs);
+    fuse_reply_err(req, -r);
+    return;
+  }
+  reply_entry(req, fs, i);
+}
+
+static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  if (i && i != fs->rw->root) inode_unref(fs->rw, i, nlookup);
+  UNLOCK(fs);
+  fuse_reply_none(req);
+}
+
+static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  for (size_t k = 0; k < count; k++) {
+    struct inode *i = inode_of(fs, f[k].ino);
+    if (i && i != fs->rw->root) inode_unref(fs->rw, i, f[k].nlookup);
+  }
+  UNLOCK(fs);
+  fuse_reply_none(req);
+}
+
+static void rw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)fi;
+  struct cairnfs *fs = fs_of(req);
+  struct stat st;
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? inode_stat(fs, i, &st) : -ESTALE;
+  UNLOCK(fs);
+  if (r < 0)
+    fuse_reply_err(req, -r);
+  else
+    fuse_reply_attr(req, &st, RW_TIMEOUT);
+}
+
+static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int valid,
+                       struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  struct stat st;
+  char path[PBUF];
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? ensure_upper(fs, i) : -ESTALE;
+  if (r == 0) {
+    fd_path(path, sizeof(path), i->fd, NULL);
+    r = inode_stat(fs, i, &st);
+  }
+  if (r == 0 && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+    uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+    gid_t gid = valid & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+    if (fchownat(i->fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) r = -errno;
+  }
+  if (r == 0 && (valid & FUSE_SET_ATTR_MODE) && !S_ISLNK(st.st_mode) &&
+      chmod(path, attr->st_mode & 07777) < 0)
+    r = -errno;
+  if (r == 0 && (valid & FUSE_SET_ATTR_SIZE)) {
+    if (fi && fi->fh != NO_FH) {
+      if (ftruncate((int)fi->fh, attr->st_size) < 0) r = -errno;
+    } else if (truncate(path, attr->st_size) < 0) {
+      r = -errno;
+    }
+  }
+  if (r == 0 && (valid & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
+    if (valid & FUSE_SET_ATTR_ATIME_NOW)
+      ts[0].tv_nsec = UTIME_NOW;
+    else if (valid & FUSE_SET_ATTR_ATIME)
+      ts[0] = attr->st_atim;
+    if (valid & FUSE_SET_ATTR_MTIME_NOW)
+      ts[1].tv_nsec = UTIME_NOW;
+    else if (valid & FUSE_SET_ATTR_MTIME)
+      ts[1] = attr->st_mtim;
+    if (S_ISLNK(st.st_mode)) {
+      if (!i->parent || i->parent->fd < 0 ||
+          utimensat(i->parent->fd, i->name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+        r = i->parent ? -errno : -EIO;
+    } else if (utimensat(AT_FDCWD, path, ts, 0) < 0) {
+      r = -errno;
+    }
+  }
+  if (r == 0) r = inode_stat(fs, i, &st);
+  UNLOCK(fs);
+  if (r < 0)
+    fuse_reply_err(req, -r);
+  else
+    fuse_reply_attr(req, &st, RW_TIMEOUT);
+}
+
+static void rw_readlink(fuse_req_t req, fuse_ino_t ino) {
+  struct cairnfs *fs = fs_of(req);
+  char buf[PATH_MAX + 1];
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? 0 : -ESTALE;
+  if (r == 0 && i->fd >= 0) {
+    ssize_t n = readlinkat(i->fd, "", buf, sizeof(buf) - 1);
+    if (n < 0)
+      r = -errno;
+    else
+      buf[n] = '\0';
+  } else if (r == 0) {
+    const cairn_node *n = lower_node(fs, i);
+    if (!n || !S_ISLNK(n->mode) || !n->target)
+      r = -EINVAL;
+    else
+      snprintf(buf, sizeof(buf), "%s", cairn_tree_str(fs->tree, n->target));
+  }
+  UNLOCK(fs);
+  if (r < 0)
+    fuse_reply_err(req, -r);
+  else
+    fuse_reply_readlink(req, buf);
+}
+
+/* Makes room for a new entry name in dir: dir upper, name free in the
+ * merged view (-EEXIST), a whiteout there removed. */
+static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) {
+  int r = ensure_upper(fs, dir);
+  if (r < 0) return r;
+  struct inode *x;
+  r = resolve(fs, dir, name, &x);
+  if (r == 0) {
+    inode_drop_unused(fs->rw, x);
+    return -EEXIST;
+  }
+  if (r != -ENOENT) return r;
+  struct stat st;
+  if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&
+      unlinkat(dir->fd, name, 0) < 0)
+    return -errno;
+  return 0;
+}
+
+/* Gives a new entry its creator as owner (the parent's group in a setgid
+ * directory, as the kernel would), then the mode asked for (chown clears
+ * setuid/setgid bits). */
+static int own(fuse_req_t req, struct inode *dir, const char *name, mode_t mode) {
+  const struct fuse_ctx *ctx = fuse_req_ctx(req);
+  struct stat pst;
+  if (fstatat(dir->fd, "", &pst, AT_EMPTY_PATH) < 0) return -errno;
+  bool sgid_dir = pst.st_mode & S_ISGID;
+  gid_t gid = sgid_dir ? pst.st_gid : ctx->gid;
+  if (fchownat(dir->fd, name, ctx->uid, gid, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  if (S_ISLNK(mode)) return 0;
+  mode_t perm = mode & 07777;
+  if (S_ISDIR(mode) && sgid_dir) perm |= S_ISGID;
+  if (!S_ISDIR(mode) && (perm & S_ISGID) && ctx->uid != 0 && gid != ctx->gid) {
+    /* setgid for a group the creator is not in: dropped, as the kernel does */
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, 64, groups);
+    bool member = false;
+    for (int k = 0; k < n && k < 64; k++) member |= groups[k] == gid;
+    if (!member) perm &= ~(mode_t)S_ISGID;
+  }
+  struct stat st;
+  if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  if ((st.st_mode & 07777) != perm && fchmodat(dir->fd, name, perm, 0) < 0) return -errno;
+  return 0;
+}
+
+/* mknod, mkdir and symlink: makes the entry, owns it, replies. */
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+                      const char *link) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *dir = inode_of(fs, parent), *i = NULL;
+  int r = dir ? create_prep(fs, dir, name) : -ESTALE;
+  if (r == 0) {
+    if (link)
+      r = symlinkat(link, dir->fd, name);
+    else if (S_ISDIR(mode))
+      r = mkdirat(dir->fd, name, mode & 07777);
+    else if (S_ISCHR(mode) && rdev == makedev(0, 0))
+      r = (errno = EPERM, -1); /* reads as a whiteout */
+    else
+      r = mknodat(dir->fd, name, mode, rdev);
+    r = r < 0 ? -errno : own(req, dir, name, link ? S_IFLNK : mode);
+    if (r == 0) r = resolve(fs, dir, name, &i);
+  }
+  if (r < 0) {
+    UNLOCK(fs);
+    fuse_reply_err(req, -r);
+    return;
+  }
+  reply_entry(req, fs, i);
+}
+
+static void rw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev) {
+  make_node(req, parent, name, mode, rdev, NULL);
+}
+
+static void rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode) {
+  make_node(req, parent, name, S_IFDIR | mode, 0, NULL);
+}
+
+static void rw_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name) {
+  make_node(req, parent, name, S_IFLNK | 0777, 0, link);
+}
+
+static void rw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino), *dir = inode_of(fs, newparent), *x = NULL;
+  int r = i && dir ? ensure_upper(fs, i) : -ESTALE;
+  if (r == 0) r = create_prep(fs, dir, newname);
+  if (r == 0 && linkat(i->fd, "", dir->fd, newname, AT_EMPTY_PATH) < 0) r = -errno;
+  if (r == 0) r = resolve(fs, dir, newname, &x);
+  if (r < 0) {
+    UNLOCK(fs);
+    fuse_reply_err(req, -r);
+    return;
+  }
+  reply_entry(req, fs, x);
+}
+
+/* 0 if directory d is empty in the merged view, else -ENOTEMPTY. With
+ * clear, its whiteouts are removed (it is about to go). */
+static int dir_empty(struct cairnfs *fs, struct inode *d, bool clear) {
+  if (d->fd >= 0) {
+    int dfd = openat(d->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -errno;
+    _cleanup_closedir_ DIR *dir = fdopendir(dfd);
+    if (!dir) {
+      close(dfd);
+      return -errno;
+    }
+    struct dirent *e;
+    struct stat st;
+    while ((e = readdir(dir))) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      if (fstatat(d->fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+      if (!is_whiteout(&st)) return -ENOTEMPTY;
+    }
+  }
+  const cairn_node *ld = lower_dir(fs, d);
+  if (ld) {
+    const cairn_dirent *c = cairn_tree_children(fs->tree, ld);
+    struct stat st;
+    for (uint32_t k = 0; k < ld->n_children; k++)
+      if (d->fd < 0 ||
+          fstatat(d->fd, cairn_tree_str(fs->tree, c[k].name), &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return -ENOTEMPTY;
+  }
+  if (clear && d->fd >= 0) {
+    int dfd = openat(d->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -errno;
+    _cleanup_closedir_ DIR *dir = fdopendir(dfd);
+    if (!dir) {
+      close(dfd);
+      return -errno;
+    }
+    struct dirent *e;
+    while ((e = readdir(dir)))
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+          unlinkat(d->fd, e->d_name, 0) < 0)
+        return -errno;
+  }
+  return 0;
+}
+
+/* True if dir's upper holds a real (not whiteout) entry name. */
+static bool upper_has(struct inode *dir, const char *name) {
+  struct stat st;
+  return dir->fd >= 0 && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !is_whiteout(&st);
+}
+
+static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bool is_dir) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *dir = inode_of(fs, parent), *x = NULL;
+  int r = dir ? resolve(fs, dir, name, &x) : -ESTALE;
+  struct stat st;
+  if (r == 0) r = inode_stat(fs, x, &st);
+  if (r == 0 && is_dir && !S_ISDIR(st.st_mode)) r = -ENOTDIR;
+  if (r == 0 && !is_dir && S_ISDIR(st.st_mode)) r = -EISDIR;
+  if (r == 0 && is_dir) r = dir_empty(fs, x, false);
+  if (r == 0) r = ensure_upper(fs, dir);
+  if (r == 0 && upper_has(dir, name)) {
+    if (is_dir) r = dir_empty(fs, x, true);
+    if (r == 0 && unlinkat(dir->fd, name, is_dir ? AT_REMOVEDIR : 0) < 0) r = -errno;
+  }
+  if (r == 0 && lower_has(fs, dir, name)) r = whiteout_make(dir->fd, name);
+  if (x) inode_drop_unused(fs->rw, x);
+  UNLOCK(fs);
+  fuse_reply_err(req, -r);
+}
+
+static void rw_unlink(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  remove_entry(req, parent, name, false);
+}
+
+static void rw_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
+  remove_entry(req, parent, name, true);
+}
+
+static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, struct inode *ndir,
+                     const char *newname, unsigned flags) {
+  if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) return -EINVAL;
+  struct inode *src = NULL, *dst = NULL;
+  int r = resolve(fs, dir, name, &src);
+  if (r < 0) return r;
+  src->refs++; /* kept while dst is resolved */
+  r = resolve(fs, ndir, newname, &dst);
+  if (r == -ENOENT) {
+    dst = NULL;
+    r = (flags & RENAME_EXCHANGE) ? -ENOENT : 0;
+  } else if (r == 0 && (flags & RENAME_NOREPLACE)) {
+    r = -EEXIST;
+  }
+  if (dst) dst->refs++;
+  struct stat sst, dst_st;
+  if (r == 0) r = inode_stat(fs, src, &sst);
+  if (r == 0 && dst) r = inode_stat(fs, dst, &dst_st);
+  if (r == 0 && dst && !(flags & RENAME_EXCHANGE)) {
+    if (S_ISDIR(sst.st_mode) && !S_ISDIR(dst_st.st_mode)) r = -ENOTDIR;
+    else if (!S_ISDIR(sst.st_mode) && S_ISDIR(dst_st.st_mode)) r = -EISDIR;
+    else if (S_ISDIR(dst_st.st_mode)) r = dir_empty(fs, dst, false);
+  }
+  if (r == 0 && src == dst) goto out; /* two names of one file: nothing to do */
+  if (r == 0) r = ensure_upper(fs, dir);
+  if (r == 0) r = ensure_upper(fs, ndir);
+  if (r == 0) r = ensure_named(fs, src, dir, name);
+  if (r == 0 && dst && (flags & RENAME_EXCHANGE)) r = ensure_named(fs, dst, ndir, newname);
+  if (r == 0 && dst && !(flags & RENAME_EXCHANGE) && S_ISDIR(dst_st.st_mode) &&
+      upper_has(ndir, newname))
+    r = dir_empty(fs, dst, true);
+  struct stat st;
+  if (r == 0 && !(flags & RENAME_EXCHANGE) &&
+      fstatat(ndir->fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&
+      unlinkat(ndir->fd, newname, 0) < 0)
+    r = -errno;
+  if (r == 0 && renameat2(dir->fd, name, ndir->fd, newname, flags & RENAME_EXCHANGE) < 0)
+    r = -errno;
+  if (r == 0 && !(flags & RENAME_EXCHANGE) && lower_has(fs, dir, name))
+    r = whiteout_make(dir->fd, name);
+  if (r == 0) r = inode_place(fs->rw, src, ndir, newname);
+  if (r == 0 && dst && (flags & RENAME_EXCHANGE)) r = inode_place(fs->rw, dst, dir, name);
+out:
+  inode_unref(fs->rw, src, 1);
+  if (dst) inode_unref(fs->rw, dst, 1);
+  return r;
+}
+
+static void rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+                      const char *newname, unsigned int flags) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *dir = inode_of(fs, parent), *ndir = inode_of(fs, newparent);
+  int r = dir && ndir ? do_rename(fs, dir, name, ndir, newname, flags) : -ESTALE;
+  UNLOCK(fs);
+  fuse_reply_err(req, -r);
+}
+
+/* An fd of i's upper opened with flags (O_CREAT and the like dropped). */
+static int reopen(struct inode *i, int flags) {
+  char path[PBUF];
+  fd_path(path, sizeof(path), i->fd, NULL);
+  flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
+  int fd = open(path, flags | O_CLOEXEC);
+  return fd < 0 ? -errno : fd;
+}
+
+static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? 0 : -ESTALE;
+  bool writes = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+  if (r == 0 && writes) r = ensure_upper(fs, i);
+  if (r == 0 && i->fd >= 0) {
+    r = reopen(i, fi->flags);
+    if (r >= 0) {
+      fi->fh = (uint64_t)r;
+      r = 0;
+    }
+  } else if (r == 0) {
+    fi->fh = NO_FH;
+    fi->keep_cache = 1;
+  }
+  UNLOCK(fs);
+  if (r < 0) {
+    fuse_reply_err(req, -r);
+  } else if (fuse_reply_open(req, fi) != 0 && fi->fh != NO_FH) {
+    close((int)fi->fh);
+  }
+}
+
+static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *dir = inode_of(fs, parent), *i = NULL;
+  int fd = -1;
+  int r = dir ? create_prep(fs, dir, name) : -ESTALE;
+  if (r == 0) {
+    int flags = (fi->flags | O_CREAT | O_EXCL | O_CLOEXEC) & ~(O_NOFOLLOW | O_DIRECT);
+    fd = openat(dir->fd, name, flags, mode & 07777);
+    if (fd < 0) r = -errno;
+  }
+  if (r == 0) r = own(req, dir, name, S_IFREG | mode);
+  if (r == 0) r = resolve(fs, dir, name, &i);
+  struct fuse_entry_param e;
+  if (r == 0) r = entry_of(fs, i, &e);
+  if (r < 0) {
+    if (i) inode_drop_unused(fs->rw, i);
+    UNLOCK(fs);
+    if (fd >= 0) close(fd);
+    fuse_reply_err(req, -r);
+    return;
+  }
+  i->refs++;
+  UNLOCK(fs);
+  fi->fh = (uint64_t)fd;
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    close(fd);
+    LOCK(fs);
+    inode_unref(fs->rw, i, 1);
+    UNLOCK(fs);
+  }
+}
+
+static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  if (fi->fh == NO_FH) {
+    LOCK(fs);
+    struct inode *i = inode_of(fs, ino);
+    const cairn_node *n = i ? lower_node(fs, i) : NULL;
+    UNLOCK(fs);
+    cairnfs_read_lower(req, fs, n, size, off);
+    return;
+  }
+  struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+  buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+  buf.buf[0].fd = (int)fi->fh;
+  buf.buf[0].pos = off;
+  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void rw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+                         struct fuse_file_info *fi) {
+  (void)ino;
+  if (fi->fh == NO_FH) {
+    fuse_reply_err(req, EBADF);
+    return;
+  }
+  struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+  out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+  out.buf[0].fd = (int)fi->fh;
+  out.buf[0].pos = off;
+  ssize_t n = fuse_buf_copy(&out, in, 0);
+  if (n < 0)
+    fuse_reply_err(req, (int)-n);
+  else
+    fuse_reply_write(req, (size_t)n);
+}
+
+static void rw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)ino;
+  (void)fi;
+  fuse_reply_err(req, 0);
+}
+
+static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)ino;
+  if (fi->fh != NO_FH) close((int)fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+static void rw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+  (void)ino;
+  int r = 0;
+  if (fi->fh != NO_FH) r = (datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) < 0 ? errno : 0;
+  fuse_reply_err(req, r);
+}
+
+static void rw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                         struct fuse_file_info *fi) {
+  (void)ino;
+  int r = fi->fh == NO_FH ? EBADF : fallocate((int)fi->fh, mode, off, len) < 0 ? errno : 0;
+  fuse_reply_err(req, r);
+}
+
+/* ---- directories ------------------------------------------------------- */
+
+struct dent {
+  char *name;
+  uint64_t ino;
+  mode_t type;
+};
+
+struct dirh {
+  struct dent *e;
+  size_t n, cap;
+  uint64_t self, parent;
+};
+
+static void dirh_clear(struct dirh *d) {
+  for (size_t k = 0; k < d->n; k++) free(d->e[k].name);
+  free(d->e);
+  d->e = NULL;
+  d->n = d->cap = 0;
+}
+
+static int dirh_add(struct dirh *d, const char *name, uint64_t ino, mode_t type) {
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? 2 * d->cap : 32;
+    struct dent *e = realloc(d->e, cap * sizeof(*e));
+    if (!e) return -ENOMEM;
+    d->e = e;
+    d->cap = cap;
+  }
+  char *copy = strdup(name);
+  if (!copy) return -ENOMEM;
+  d->e[d->n++] = (struct dent){copy, ino, type};
+  return 0;
+}
+
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The merged listing of directory i: upper entries, then the lower ones no
+ * upper entry (or whiteout) hides. */
+static int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
+  dirh_clear(d);
+  d->self = i->id;
+  d->parent = i->parent ? i->parent->id : FUSE_ROOT_ID;
+  _cleanup_free_ char **seen = NULL;
+  size_t n_seen = 0, cap_seen = 0;
+  int r = 0;
+  if (i->fd >= 0) {
+    int dfd = openat(i->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) return -errno;
+    DIR *dir = fdopendir(dfd);
+    if (!dir) {
+      close(dfd);
+      return -errno;
+    }
+    struct dirent *e;
+    while (r == 0 && (e = readdir(dir))) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+      struct stat st;
+      if (fstatat(i->fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+      if (!is_whiteout(&st)) {
+        uint32_t origin = origin_at(i->fd, e->d_name);
+        r = dirh_add(d, e->d_name, origin ? origin : UPPER_BASE + st.st_ino, st.st_mode & S_IFMT);
+      }
+      if (r == 0 && n_seen == cap_seen) {
+        cap_seen = cap_seen ? 2 * cap_seen : 32;
+        char **s = realloc(seen, cap_seen * sizeof(*s));
+        if (!s)
+          r = -ENOMEM;
+        else
+          seen = s;
+      }
+      if (r == 0 && !(seen[n_seen] = strdup(e->d_name))) r = -ENOMEM;
+      if (r == 0) n_seen++;
+    }
+    closedir(dir);
+  }
+  const cairn_node *ld = r == 0 ? lower_dir(fs, i) : NULL;
+  if (ld) {
+    if (n_seen) qsort(seen, n_seen, sizeof(*seen), name_cmp);
+    const cairn_dirent *c = cairn_tree_children(fs->tree, ld);
+    for (uint32_t k = 0; r == 0 && k < ld->n_children; k++) {
+      const char *name = cairn_tree_str(fs->tree, c[k].name);
+      if (n_seen && bsearch(&name, seen, n_seen, sizeof(*seen), name_cmp)) continue;
+      const cairn_node *n = cairn_tree_node(fs->tree, c[k].ino);
+      if (!n) {
+        r = -EIO;
+        break;
+      }
+      r = dirh_add(d, name, c[k].ino, n->mode & S_IFMT);
+    }
+  }
+  for (size_t k = 0; k < n_seen; k++) free(seen[k]);
+  return r;
+}
+
+static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  struct dirh *d = calloc(1, sizeof(*d));
+  if (!d) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? dirh_fill(fs, i, d) : -ESTALE;
+  UNLOCK(fs);
+  if (r < 0) {
+    dirh_clear(d);
+    free(d);
+    fuse_reply_err(req, -r);
+    return;
+  }
+  fi->fh = (uint64_t)(uintptr_t)d;
+  if (fuse_reply_open(req, fi) != 0) {
+    dirh_clear(d);
+    free(d);
+  }
+}
+
+static void rw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
+  if (off == 0) { /* a rewind sees what changed since opendir */
+    LOCK(fs);
+    struct inode *i = inode_of(fs, ino);
+    int r = i ? dirh_fill(fs, i, d) : -ESTALE;
+    UNLOCK(fs);
+    if (r < 0) {
+      fuse_reply_err(req, -r);
+      return;
+    }
+  }
+  char *buf = malloc(size);
+  if (!buf) {
+    fuse_reply_err(req, ENOMEM);
+    return;
+  }
+  size_t used = 0;
+  for (off_t k = off < 0 ? 0 : off; (size_t)k < d->n + 2; k++) {
+    struct stat st = {0};
+    const char *name;
+    if (k < 2) {
+      name = k == 0 ? "." : "..";
+      st.st_ino = k == 0 ? d->self : d->parent;
+      st.st_mode = S_IFDIR;
+    } else {
+      name = d->e[k - 2].name;
+      st.st_ino = d->e[k - 2].ino;
+      st.st_mode = d->e[k - 2].type;
+    }
+    size_t len = fuse_add_direntry(req, buf + used, size - used, name, &st, k + 1);
+    if (len > size - used) break;
+    used += len;
+  }
+  fuse_reply_buf(req, buf, used);
+  free(buf);
+}
+
+static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  (void)ino;
+  struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
+  dirh_clear(d);
+  free(d);
+  fuse_reply_err(req, 0);
+}
+
+static void rw_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
+  (void)datasync;
+  (void)fi;
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int fd = i && i->fd >= 0 ? openat(i->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  UNLOCK(fs);
+  int r = 0;
+  if (fd >= 0) {
+    if (fsync(fd) < 0) r = errno;
+    close(fd);
+  }
+  fuse_reply_err(req, r);
+}
+
+static void rw_statfs(fuse_req_t req, fuse_ino_t ino) {
+  (void)ino;
+  struct cairnfs *fs = fs_of(req);
+  struct statvfs sv;
+  if (statvfs(fs->rw->path, &sv) < 0) {
+    fuse_reply_err(req, errno);
+    return;
+  }
+  sv.f_flag &= ~(unsigned long)ST_RDONLY;
+  sv.f_namemax = 255;
+  fuse_reply_statfs(req, &sv);
+}
+
+/* ---- extended attributes ----------------------------------------------- */
+
+/* A path naming upper inode i itself for the *xattr calls: its fd's
+ * /proc link (followed: *nofollow false), or for a symlink its name in its
+ * parent (not followed). */
+static int xattr_path(struct inode *i, char *buf, size_t len, bool *nofollow) {
+  struct stat st;
+  if (fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  *nofollow = S_ISLNK(st.st_mode);
+  if (!*nofollow) {
+    fd_path(buf, len, i->fd, NULL);
+    return 0;
+  }
+  if (!i->parent || i->parent->fd < 0) return -EIO;
+  fd_path(buf, len, i->parent->fd, i->name);
+  return 0;
+}
+
+static bool xattr_ours(const char *name) { return strncmp(name, XA_PREFIX, strlen(XA_PREFIX)) == 0; }
+
+static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+  struct cairnfs *fs = fs_of(req);
+  if (xattr_ours(name)) {
+    fuse_reply_err(req, ENODATA);
+    return;
+  }
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  if (!i) {
+    UNLOCK(fs);
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  if (i->fd < 0) {
+    const cairn_node *n = lower_node(fs, i);
+    for (size_t k = 0; n && k < n->n_xattrs; k++) {
+      cairn_xattr x = cairn_tree_xattr(fs->tree, n, k);
+      if (strcmp(x.name, name) != 0) continue;
+      UNLOCK(fs);
+      if (size == 0)
+        fuse_reply_xattr(req, x.len);
+      else if (size < x.len)
+        fuse_reply_err(req, ERANGE);
+      else
+        fuse_reply_buf(req, x.value, x.len);
+      return;
+    }
+    UNLOCK(fs);
+    fuse_reply_err(req, ENODATA);
+    return;
+  }
+  char path[PBUF];
+  bool nofollow;
+  int r = xattr_path(i, path, sizeof(path), &nofollow);
+  char *buf = size ? malloc(size) : NULL;
+  ssize_t n = r < 0          ? (errno = -r, -1)
+              : size && !buf ? (errno = ENOMEM, -1)
+              : nofollow     ? lgetxattr(path, name, buf, size)
+                             : getxattr(path, name, buf, size);
+  int err = errno;
+  UNLOCK(fs);
+  if (n < 0)
+    fuse_reply_err(req, err);
+  else if (size == 0)
+    fuse_reply_xattr(req, (size_t)n);
+  else
+    fuse_reply_buf(req, buf, (size_t)n);
+  free(buf);
+}
+
+static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  char *list = NULL;
+  ssize_t len = 0;
+  int err = 0;
+  if (!i) {
+    err = ESTALE;
+  } else if (i->fd < 0) {
+    const cairn_node *n = lower_node(fs, i);
+    for (size_t k = 0; n && k < n->n_xattrs; k++)
+      len += (ssize_t)strlen(cairn_tree_xattr(fs->tree, n, k).name) + 1;
+    list = malloc(len ? (size_t)len : 1);
+    if (!list) err = ENOMEM;
+    size_t used = 0;
+    for (size_t k = 0; list && n && k < n->n_xattrs; k++) {
+      const char *x = cairn_tree_xattr(fs->tree, n, k).name;
+      memcpy(list + used, x, strlen(x) + 1);
+      used += strlen(x) + 1;
+    }
+  } else {
+    char path[PBUF];
+    bool nf;
+    int r = xattr_path(i, path, sizeof(path), &nf);
+    len = r < 0 ? (errno = -r, -1) : nf ? llistxattr(path, NULL, 0) : listxattr(path, NULL, 0);
+    if (len >= 0) list = malloc((size_t)len + 1);
+    if (len >= 0 && list)
+      len = nf ? llistxattr(path, list, (size_t)len) : listxattr(path, list, (size_t)len);
+    if (len < 0) err = errno;
+    else if (!list) err = ENOMEM;
+  }
+  UNLOCK(fs);
+  /* trusted.cairn.* is ours */
+  size_t kept = 0;
+  for (ssize_t k = 0; !err && k < len;) {
+    size_t l = strlen(list + k) + 1;
+    if (!xattr_ours(list + k)) {
+      memmove(list + kept, list + k, l);
+      kept += l;
+    }
+    k += (ssize_t)l;
+  }
+  if (err)
+    fuse_reply_err(req, err);
+  else if (size == 0)
+    fuse_reply_xattr(req, kept);
+  else if (size < kept)
+    fuse_reply_err(req, ERANGE);
+  else
+    fuse_reply_buf(req, list, kept);
+  free(list);
+}
+
+static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags) {
+  struct cairnfs *fs = fs_of(req);
+  if (xattr_ours(name)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? ensure_upper(fs, i) : -ESTALE;
+  if (r == 0) {
+    char path[PBUF];
+    bool nf;
+    r = xattr_path(i, path, sizeof(path), &nf);
+    if (r == 0 && (nf ? lsetxattr(path, name, value, size, flags)
+                      : setxattr(path, name, value, size, flags)) < 0)
+      r = -errno;
+  }
+  UNLOCK(fs);
+  fuse_reply_err(req, -r);
+}
+
+static void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
+  struct cairnfs *fs = fs_of(req);
+  if (xattr_ours(name)) {
+    fuse_reply_err(req, ENODATA);
+    return;
+  }
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? ensure_upper(fs, i) : -ESTALE;
+  if (r == 0) {
+    char path[PBUF];
+    bool nf;
+    r = xattr_path(i, path, sizeof(path), &nf);
+    if (r == 0 && (nf ? lremovexattr(path, name) : removexattr(path, name)) < 0) r = -errno;
+  }
+  UNLOCK(fs);
+  fuse_reply_err(req, -r);
+}
+
+const struct fuse_lowlevel_ops cairnfs_rw_ops = {
+    .init = rw_init,
+    .lookup = rw_lookup,
+    .forget = rw_forget,
+    .forget_multi = rw_forget_multi,
+    .getattr = rw_getattr,
+    .setattr = rw_setattr,
+    .readlink = rw_readlink,
+    .mknod = rw_mknod,
+    .mkdir = rw_mkdir,
+    .symlink = rw_symlink,
+    .link = rw_link,
+    .unlink = rw_unlink,
+    .rmdir = rw_rmdir,
+    .rename = rw_rename,
+    .open = rw_open,
+    .create = rw_create,
+    .read = rw_read,
+    .write_buf = rw_write_buf,
+    .flush = rw_flush,
+    .release = rw_release,
+    .fsync = rw_fsync,
+    .fallocate = rw_fallocate,
+    .opendir = rw_opendir,
+    .readdir = rw_readdir,
+    .releasedir = rw_releasedir,
+    .fsyncdir = rw_fsyncdir,
+    .statfs = rw_statfs,
+    .getxattr = rw_getxattr,
+    .listxattr = rw_listxattr,
+    .setxattr = rw_setxattr,
+    .removexattr = rw_removexattr,
+};
+
+/* ---- setup -------------------------------------------------------------- */
+
+int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir) {
+  struct cairnfs_rw *rw = calloc(1, sizeof(*rw));
+  if (!rw) return -ENOMEM;
+  rw->lock_fd = rw->root_fd = rw->work_fd = rw->index_fd = -1;
+  pthread_mutex_init(&rw->mu, NULL);
+  fs->rw = rw;
+  umask(0);
+  int r = cairn_upper_create(fs->st, image_id, dir, rw->id, rw->path, sizeof(rw->path),
+                             &rw->lock_fd);
+  if (r < 0) return r;
+  rw->root_fd = openat(rw->lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  rw->work_fd = openat(rw->lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  rw->index_fd = openat(rw->lock_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (rw->root_fd < 0 || rw->work_fd < 0 || rw->index_fd < 0)
+    return cairn_fail(fs->st, -errno, "%s: %s", rw->path, strerror(errno));
+  /* The upper's root is the image's root: same owner, mode, times. */
+  const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
+  if (!n) return cairn_fail(fs->st, -EIO, "%s: no root in the image's index", image_id);
+  r = copy_meta(fs, 0, n, rw->lock_fd, "root");
+  if (r < 0) return cairn_fail(fs->st, r, "%s/root: %s", rw->path, strerror(-r));
+  rw->root = inode_new(rw, FUSE_ROOT_ID, FUSE_ROOT_ID);
+  if (!rw->root) return cairn_fail(fs->st, -ENOMEM, "out of memory");
+  rw->root->fd = dup(rw->root_fd);
+  rw->root->refs = 1;
+  if (rw->root->fd < 0) return cairn_fail(fs->st, -errno, "dup: %s", strerror(errno));
+  return 0;
+}
+
+void cairnfs_rw_free(struct cairnfs *fs) {
+  struct cairnfs_rw *rw = fs->rw;
+  if (!rw) return;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct inode *i = rw->buckets[b], *next; i; i = next) {
+      next = i->hnext;
+      if (i->fd >= 0) close(i->fd);
+      free(i->name);
+      free(i);
+    }
+  }
+  if (rw->root_fd >= 0) close(rw->root_fd);
+  if (rw->work_fd >= 0) close(rw->work_fd);
+  if (rw->index_fd >= 0) close(rw->index_fd);
+  if (rw->lock_fd >= 0) close(rw->lock_fd);
+  pthread_mutex_destroy(&rw->mu);
+  free(rw);
+  fs->rw = NULL;
+}
