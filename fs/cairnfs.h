@@ -31,10 +31,13 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st);
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off);
 
-/* upper.c: gives fs (its store and tree open) a fresh upper layer in the
- * store for image_id mounted at dir, held (flocked) until cairnfs_rw_free;
- * the daemon's umask becomes 0 (modes come from the kernel's requests). */
-int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir);
+/* upper.c: gives fs (its store and tree open) an upper layer in the store
+ * for image_id mounted at dir: a fresh one, or the kept upper resume (an
+ * id, else NULL), held (flocked) until cairnfs_rw_free, which drops it
+ * unless it was kept (cairn umount --keep) or resumed and never served.
+ * The daemon's umask becomes 0 (modes come from the kernel's requests). */
+int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
+                     const char *resume);
 void cairnfs_rw_free(struct cairnfs *fs);
 
 /* The session loop's worker threads: one is started when a request finds

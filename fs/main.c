@@ -55,6 +55,7 @@ struct options {
   bool foreground, debug;
   bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
   bool writable;   /* -o writable: a private upper layer (upper.c) */
+  char *upper;     /* -o upper=ID: the kept upper to resume (implies writable) */
   char *fuse_opts; /* options passed on to libfuse, comma-separated */
 };
 
@@ -77,6 +78,7 @@ const char *report_prog = "cairnfs";
   "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
   "  -o writable   a writable mount: changes go to a private upper layer in\n"                   \
   "                the store (cairn mount --rw); the image is never changed\n"                     \
+  "  -o upper=ID   writable, on the kept upper layer ID (cairn mount --resume)\n"                  \
   "The mount is read-only unless -o writable; -o rw and -o ro are accepted\n"                      \
   "and ignored (mount(8) passes rw to every helper)."
 
@@ -163,6 +165,10 @@ static int take_mount_opts(struct options *o, const char *arg) {
     if (flag_len == 4 && strncmp(flag, "suid", 4) == 0) {
       o->suid = !no;
     } else if (len == 8 && strncmp(arg, "writable", 8) == 0) {
+      o->writable = true;
+    } else if (len > 6 && strncmp(arg, "upper=", 6) == 0) {
+      free(o->upper);
+      if (!(o->upper = strndup(arg + 6, len - 6))) return -ENOMEM;
       o->writable = true;
     } else if (flag_len == 3 && strncmp(flag, "dev", 3) == 0) {
       o->dev = !no;
@@ -412,7 +418,7 @@ static int run(const struct options *o) {
     code = report_fail(r, "%s: %s", o->image, report_why(fs.st, r));
     goto out;
   }
-  if (o->writable && (r = cairnfs_rw_setup(&fs, id, dir)) < 0) {
+  if (o->writable && (r = cairnfs_rw_setup(&fs, id, dir, o->upper)) < 0) {
     code = report_fail(r, "%s: upper layer: %s", o->image, report_why(fs.st, r));
     goto out;
   }
@@ -429,6 +435,7 @@ out:
 static void options_free(struct options *o) {
   free(o->fuse_opts);
   free(o->store);
+  free(o->upper);
 }
 
 int main(int argc, char **argv) {

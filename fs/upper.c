@@ -78,6 +78,7 @@ struct cairnfs_rw {
   int root_fd, work_fd, index_fd;
   char path[PATH_MAX];
   cairn_id id;
+  bool resumed, served; /* served: the kernel's INIT came */
   pthread_mutex_t mu;
   uint64_t tmp_seq;
   struct inode *root;
@@ -435,7 +436,8 @@ static void reply_entry(fuse_req_t req, struct cairnfs *fs, struct inode *i) {
 /* ---- operations --------------------------------------------------------- */
 
 static void rw_init(void *userdata, struct fuse_conn_info *conn) {
-  (void)userdata;
+  struct cairnfs *fs = userdata;
+  fs->rw->served = true;
   unsigned want = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_ASYNC_READ |
                   FUSE_CAP_PARALLEL_DIROPS;
   conn->want |= want & conn->capable;
@@ -1339,15 +1341,26 @@ const struct fuse_lowlevel_ops cairnfs_rw_ops = {
 
 /* ---- setup -------------------------------------------------------------- */
 
-int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir) {
+int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
+                     const char *resume) {
   struct cairnfs_rw *rw = calloc(1, sizeof(*rw));
   if (!rw) return -ENOMEM;
   rw->lock_fd = rw->root_fd = rw->work_fd = rw->index_fd = -1;
   pthread_mutex_init(&rw->mu, NULL);
   fs->rw = rw;
   umask(0);
-  int r = cairn_upper_create(fs->st, image_id, dir, rw->id, rw->path, sizeof(rw->path),
-                             &rw->lock_fd);
+  int r;
+  if (resume) {
+    rw->resumed = true;
+    cairn_id image;
+    snprintf(rw->id, sizeof(rw->id), "%.64s", resume);
+    r = cairn_upper_open(fs->st, resume, image, rw->path, sizeof(rw->path), &rw->lock_fd);
+    if (r == 0 && strcmp(image, image_id) != 0)
+      r = cairn_fail(fs->st, -EINVAL, "upper %.12s is of image %.12s", resume, image);
+  } else {
+    r = cairn_upper_create(fs->st, image_id, dir, rw->id, rw->path, sizeof(rw->path),
+                           &rw->lock_fd);
+  }
   if (r < 0) return r;
   rw->root_fd = openat(rw->lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
   rw->work_fd = openat(rw->lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -1357,7 +1370,7 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir) 
   /* The upper's root is the image's root: same owner, mode, times. */
   const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
   if (!n) return cairn_fail(fs->st, -EIO, "%s: no root in the image's index", image_id);
-  r = copy_meta(fs, 0, n, rw->lock_fd, "root");
+  r = resume ? 0 : copy_meta(fs, 0, n, rw->lock_fd, "root");
   if (r < 0) return cairn_fail(fs->st, r, "%s/root: %s", rw->path, strerror(-r));
   rw->root = inode_new(rw, FUSE_ROOT_ID, FUSE_ROOT_ID);
   if (!rw->root) return cairn_fail(fs->st, -ENOMEM, "out of memory");
@@ -1370,6 +1383,10 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir) 
 void cairnfs_rw_free(struct cairnfs *fs) {
   struct cairnfs_rw *rw = fs->rw;
   if (!rw) return;
+  struct stat st;
+  bool kept = rw->lock_fd >= 0 && fstatat(rw->lock_fd, "keep", &st, 0) == 0;
+  if (rw->lock_fd >= 0 && !kept && (rw->served || !rw->resumed))
+    cairn_upper_drop(fs->st, rw->id); /* best effort: gc removes what is left */
   for (size_t b = 0; b < NBUCKETS; b++) {
     for (struct inode *i = rw->buckets[b], *next; i; i = next) {
       next = i->hnext;

@@ -653,6 +653,31 @@ const cairn_dirent *cairn_tree_lookup(const cairn_tree *t, const cairn_node *dir
  * long as it runs (no live mount owns an upper whose lock is free). */
 int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
                        cairn_id id_out, char *path, size_t len, int *lock_fd);
+/* Opens the upper id again (cairn mount --rw --resume): its image in
+ * image_out, its directory in path, its lock in *lock_fd; -EBUSY if a live
+ * mount holds it. A keep mark is removed (the upper is in use again). */
+int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *path, size_t len,
+                     int *lock_fd);
+/* Marks the upper id kept (cairn umount --keep): gc leaves it and its
+ * daemon does not drop it when it exits. */
+int cairn_upper_keep(cairn_store *st, const char *id);
+/* Removes the upper id (its daemon, on a clean exit, while still holding
+ * its lock; callers hold the lock). */
+int cairn_upper_drop(cairn_store *st, const char *id);
+/* One upper as listings show it. Strings are valid during the callback. */
+struct cairn_upper_rec {
+  const char *id;
+  const char *image; /* image id */
+  const char *dir;   /* the mountpoint it was made for */
+  int64_t created;   /* seconds since the epoch */
+  bool live;         /* a running daemon holds its lock */
+  bool kept;         /* kept by cairn umount --keep for a later --resume */
+  uint64_t entries;  /* entries below root/ (whiteouts included) */
+  uint64_t bytes;    /* their regular files' sizes */
+};
+typedef int (*cairn_upper_fn)(const struct cairn_upper_rec *u, void *arg);
+/* Every complete upper of the store; a non-zero return of fn stops. */
+int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

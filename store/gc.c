@@ -112,6 +112,10 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
     sweep_tmp(st, dry_run);
     cn_progress(st, steps[2], r->pins, r->pins, false, true);
   }
+  if (rc == 0) { /* the upper layers of writable mounts that no live mount owns */
+    int u = cn_uppers_gc(st, dry_run, r);
+    if (u < 0) rc = u;
+  }
   char size[32];
   cairn_human_size(r->bytes, size, sizeof(size));
   if (rc == 0)

@@ -143,6 +143,9 @@ static inline void finalizep(sqlite3_stmt **s) { sqlite3_finalize(*s); }
 static inline void json_unrefp(json_t **j) { json_decref(*j); }
 #define _cleanup_stmt_ __attribute__((cleanup(finalizep)))
 #define _cleanup_json_ __attribute__((cleanup(json_unrefp)))
+/* gc of the uppers no live mount owns and no --keep keeps (upper.c);
+ * returns how many it removed, adding their bytes to rep->bytes. */
+int cn_uppers_gc(cairn_store *st, bool dry_run, cairn_report *rep);
 #define _cleanup_strv_ __attribute__((cleanup(cn_strv_clear)))
 
 #endif

@@ -73,3 +73,197 @@ int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountp
   dfd = -1;
   return 0;
 }
+
+/* Opens uppers/id (O_RDONLY dir); -ENOENT "no such upper". */
+static int upper_dirfd(cairn_store *st, int ufd, const char *id) {
+  if (!cn_is_hex_id(id, strlen(id)) || strlen(id) != CAIRN_ID_LEN)
+    return cairn_fail(st, -EINVAL, "%s: not an upper id", id);
+  int fd = openat(ufd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return cairn_fail(st, -errno, "%s: %s", id, errno == ENOENT ? "no such upper" : strerror(errno));
+  return fd;
+}
+
+/* Reads the info file of an upper: image id and mountpoint. */
+static int read_info(int dirfd, char *image, size_t ilen, char *dir, size_t dlen, int64_t *created) {
+  _cleanup_close_ int fd = openat(dirfd, "info", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  char buf[PATH_MAX + 256];
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  if (n <= 0) return -EBADMSG;
+  buf[n] = '\0';
+  image[0] = dir[0] = '\0';
+  *created = 0;
+  for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    if (strncmp(line, "image ", 6) == 0) snprintf(image, ilen, "%s", line + 6);
+    if (strncmp(line, "dir ", 4) == 0) snprintf(dir, dlen, "%s", line + 4);
+    if (strncmp(line, "created ", 8) == 0) *created = strtoll(line + 8, NULL, 10);
+  }
+  return image[0] && dir[0] ? 0 : -EBADMSG;
+}
+
+int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *path, size_t len,
+                     int *lock_fd) {
+  _cleanup_close_ int ufd = uppers_dir(st);
+  if (ufd < 0) return ufd;
+  _cleanup_close_ int dfd = upper_dirfd(st, ufd, id);
+  if (dfd < 0) return dfd;
+  char dir[PATH_MAX], image[CAIRN_ID_LEN + 8];
+  int64_t created;
+  int r = read_info(dfd, image, sizeof(image), dir, sizeof(dir), &created);
+  if (r < 0) return cairn_fail(st, r, "upper %.12s: no info: %s", id, strerror(-r));
+  if (flock(dfd, LOCK_EX | LOCK_NB) < 0)
+    return cairn_fail(st, errno == EWOULDBLOCK ? -EBUSY : -errno, "upper %.12s: %s", id,
+                      errno == EWOULDBLOCK ? "in use by a live mount" : strerror(errno));
+  unlinkat(dfd, "keep", 0);
+  snprintf(image_out, sizeof(cairn_id), "%.64s", image);
+  if (snprintf(path, len, "%s/" UPPERS "/%s", st->dir, id) >= (int)len)
+    return cairn_fail(st, -ENAMETOOLONG, "%s: path too long", id);
+  *lock_fd = dfd;
+  dfd = -1;
+  return 0;
+}
+
+int cairn_upper_keep(cairn_store *st, const char *id) {
+  _cleanup_close_ int ufd = uppers_dir(st);
+  if (ufd < 0) return ufd;
+  _cleanup_close_ int dfd = upper_dirfd(st, ufd, id);
+  if (dfd < 0) return dfd;
+  _cleanup_close_ int fd = openat(dfd, "keep", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
+  return 0;
+}
+
+/* Removes everything below dirfd/name (not following symlinks), then it. */
+static int remove_tree(int dirfd, const char *name) {
+  struct stat sb;
+  if (fstatat(dirfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0) return errno == ENOENT ? 0 : -errno;
+  if (S_ISDIR(sb.st_mode)) {
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+      close(fd);
+      return -errno;
+    }
+    struct dirent *e;
+    int r = 0;
+    while (r == 0 && (e = readdir(d)))
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) r = remove_tree(fd, e->d_name);
+    closedir(d);
+    if (r < 0) return r;
+  }
+  return unlinkat(dirfd, name, S_ISDIR(sb.st_mode) ? AT_REMOVEDIR : 0) < 0 && errno != ENOENT ? -errno
+                                                                                                : 0;
+}
+
+/* Removes uppers/id: renamed to .gone-ID first, so that a removal cut
+ * short never leaves a half upper under a listed name. */
+static int upper_remove(cairn_store *st, int ufd, const char *id) {
+  char gone[CAIRN_ID_LEN + 8];
+  snprintf(gone, sizeof(gone), ".gone-%.16s", id);
+  if (renameat(ufd, id, ufd, gone) < 0)
+    return cairn_fail(st, -errno, "upper %.12s: %s", id, strerror(errno));
+  int r = remove_tree(ufd, gone);
+  return r < 0 ? cairn_fail(st, r, "upper %.12s: %s", id, strerror(-r)) : 0;
+}
+
+int cairn_upper_drop(cairn_store *st, const char *id) {
+  _cleanup_close_ int ufd = uppers_dir(st);
+  if (ufd < 0) return ufd;
+  return upper_remove(st, ufd, id);
+}
+
+/* Sums the entries and bytes (regular files' sizes) below dirfd. */
+static void tree_size(int dirfd, uint64_t *entries, uint64_t *bytes, int depth) {
+  if (depth > 256) return;
+  int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    struct stat sb;
+    if (fstatat(fd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) continue;
+    (*entries)++;
+    if (S_ISREG(sb.st_mode)) *bytes += (uint64_t)sb.st_size;
+    if (S_ISDIR(sb.st_mode)) {
+      int sub = openat(fd, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) {
+        tree_size(sub, entries, bytes, depth + 1);
+        close(sub);
+      }
+    }
+  }
+  closedir(d);
+}
+
+int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg) {
+  _cleanup_close_ int ufd = uppers_dir(st);
+  if (ufd < 0) return ufd;
+  _cleanup_closedir_ DIR *d = cn_opendirat(ufd, ".");
+  if (!d) return cairn_fail(st, -errno, "%s/" UPPERS ": %s", st->dir, strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strlen(e->d_name) != CAIRN_ID_LEN || !cn_is_hex_id(e->d_name, CAIRN_ID_LEN)) continue;
+    _cleanup_close_ int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) continue;
+    struct cairn_upper_rec u = {.id = e->d_name};
+    char image[CAIRN_ID_LEN + 8], dir[PATH_MAX];
+    if (read_info(dfd, image, sizeof(image), dir, sizeof(dir), &u.created) < 0) continue;
+    u.image = image;
+    u.dir = dir;
+    if (flock(dfd, LOCK_SH | LOCK_NB) < 0)
+      u.live = true;
+    else
+      flock(dfd, LOCK_UN);
+    struct stat sb;
+    u.kept = fstatat(dfd, "keep", &sb, 0) == 0;
+    _cleanup_close_ int root = openat(dfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root >= 0) tree_size(root, &u.entries, &u.bytes, 0);
+    int r = fn(&u, arg);
+    if (r) return r;
+  }
+  return 0;
+}
+
+int cn_uppers_gc(cairn_store *st, bool dry_run, cairn_report *rep) {
+  _cleanup_close_ int ufd = uppers_dir(st);
+  if (ufd < 0) return ufd;
+  _cleanup_closedir_ DIR *d = cn_opendirat(ufd, ".");
+  if (!d) return cairn_fail(st, -errno, "%s/" UPPERS ": %s", st->dir, strerror(errno));
+  struct dirent *e;
+  int n = 0;
+  while ((e = readdir(d))) {
+    bool leftover = strncmp(e->d_name, ".tmp-", 5) == 0 || strncmp(e->d_name, ".gone-", 6) == 0;
+    if (!leftover &&
+        (strlen(e->d_name) != CAIRN_ID_LEN || !cn_is_hex_id(e->d_name, CAIRN_ID_LEN)))
+      continue;
+    _cleanup_close_ int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) continue;
+    struct stat sb;
+    if (!leftover && fstatat(dfd, "keep", &sb, 0) == 0) continue; /* kept for --resume */
+    if (flock(dfd, LOCK_EX | LOCK_NB) < 0) continue;              /* a live mount owns it */
+    uint64_t entries = 0, bytes = 0;
+    if (!leftover) {
+      _cleanup_close_ int root = openat(dfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (root >= 0) tree_size(root, &entries, &bytes, 0);
+    }
+    char size[32];
+    cairn_human_size(bytes, size, sizeof(size));
+    if (!leftover)
+      cn_report_line(rep, "%s upper %.12s (no live mount: %llu entries, %s)",
+                     dry_run ? "would remove" : "removed", e->d_name, (unsigned long long)entries,
+                     size);
+    rep->bytes += bytes;
+    if (dry_run) continue;
+    int r = leftover ? remove_tree(ufd, e->d_name) : upper_remove(st, ufd, e->d_name);
+    if (r < 0) return r;
+    n++;
+  }
+  return n;
+}

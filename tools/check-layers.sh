@@ -25,12 +25,12 @@ LAYERS=(
   "store  | store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/internal.h | below"
   "blobs  | store/blob.c                 | store/blob.h                           | below"
   "pins   | store/pin.c store/mount.c    | store/pin.h                            | below"
+  "upper  | store/upper.c                | -                                      | below"
   "tree   | store/tree.c store/index.c   | store/tree.h                           | below"
   "layers | store/layer.c store/sweep.c  | store/layer.h store/sweep.h            | below"
   "images | store/image.c store/list.c   | store/image.h                          | below"
   "merge  | store/merge.c store/export.c | -                                      | below"
   "rm-gc  | store/rm.c store/gc.c        | -                                      | below"
-  "upper  | store/upper.c                | -                                      | below"
   "pull   | store/pull/*.c               | store/pull/pull.h store/pull/registry.h | public"
 )
 # Front ends: only cairn.h, only what it declares.

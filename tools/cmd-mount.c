@@ -24,6 +24,7 @@
  * daemon forgets the record and releases its pins when they let go.
  */
 #include "commands.h"
+#include "upper.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -116,13 +117,14 @@ static bool dir_has_entries(const char *dir) {
 static int mount_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"rw", no_argument, NULL, 'w'},
+      {"resume", no_argument, NULL, 'R'},
       {"suid", no_argument, NULL, 's'},
       {"dev", no_argument, NULL, 'd'},
       {"quiet", no_argument, NULL, 'q'},
       {"options", required_argument, NULL, 'o'},
       {NULL, 0, NULL, 0},
   };
-  bool quiet = false;
+  bool quiet = false, resume = false;
   /* --suid, --dev and every -o, joined as cairnfs's one -o */
   _cleanup_free_ char *mount_opts = NULL;
   int o;
@@ -142,21 +144,36 @@ static int mount_run(struct cli *c, int argc, char **argv) {
     }
     switch (o) {
     case 'q': quiet = true; break;
+    case 'R': resume = true; break;
     default: return cli_bad_option(cmd_mount.usage, argv, o, opts);
     }
   }
-  if (argc - optind != 2)
+  if (resume && (argc - optind != 1 || !mount_opts || !strstr(mount_opts, "writable")))
+    return report_usage(cmd_mount.usage, "mount: --resume: needs --rw and only a directory");
+  if (!resume && argc - optind != 2)
     return report_usage(cmd_mount.usage, "mount: needs an image and a directory");
-  const char *image = argv[optind], *dir = argv[optind + 1];
+  const char *image = resume ? NULL : argv[optind], *dir = argv[argc - 1];
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
-  int r = cairn_image_resolve(st, image, id);
-  if (r < 0) return report_fail(r, "mount: %s: %s", image, report_why(st, r));
   char abs[PATH_MAX];
-  r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
+  int r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
   if (r < 0) return report_fail(r, "mount: %s: %s", dir, strerror(-r));
+  struct cli_upper up;
+  if (resume) { /* the upper kept (or left by a crash) for dir, on its image */
+    r = cli_upper_of_dir(st, abs, false, &up);
+    if (r == 0 && !up.found) r = cairn_fail(st, -ENOENT, "no kept upper layer for this directory");
+    if (r < 0) return report_fail(r, "mount: --resume: %s: %s", dir, report_why(st, r));
+    image = up.image;
+    char *with;
+    if (asprintf(&with, "%s,upper=%s", mount_opts, up.id) < 0)
+      return report_fail(-ENOMEM, "mount: %s", strerror(ENOMEM));
+    free(mount_opts);
+    mount_opts = with;
+  }
+  r = cairn_image_resolve(st, image, id);
+  if (r < 0) return report_fail(r, "mount: %s: %s", image, report_why(st, r));
   int state = cairn_mountpoint_state(abs);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
     return report_fail(-EBUSY, "mount: %s: already a %s cairnfs mount (hint: cairn umount %s)", dir,
@@ -234,7 +251,7 @@ static void say_not_mounted(const char *name) {
 /* Unmounts the directory name: see the top of the file. One that is not
  * mounted (or does not exist) is a success, said on stderr; one unmounted
  * is named on stdout unless quiet. */
-static int umount_one(cairn_store *st, const char *name, bool quiet) {
+static int umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
   if (r == -ENOENT || r == -ENOTDIR) {
@@ -245,6 +262,10 @@ static int umount_one(cairn_store *st, const char *name, bool quiet) {
   struct mount_record rec = recorded(st, dir);
   int code = CAIRN_EXIT_OK;
   bool was_mounted = false;
+  struct cli_upper up; /* a --rw mount's changes: kept, or dropped by its daemon */
+  if (cli_upper_of_dir(st, dir, true, &up) < 0) up.found = false;
+  if (up.found && keep && (r = cairn_upper_keep(st, up.id)) < 0)
+    return report_fail(r, "umount: %s: --keep: %s", name, report_why(st, r));
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
   for (int round = 0; round < 16; round++) {
@@ -271,20 +292,28 @@ static int umount_one(cairn_store *st, const char *name, bool quiet) {
     if (r < 0) code = report_fail(r, "umount: %s: %s", name, report_why(st, r));
   }
   if (code == CAIRN_EXIT_OK && !was_mounted) say_not_mounted(name);
+  if (code == CAIRN_EXIT_OK && was_mounted && up.found && !quiet) cli_upper_say(&up, keep, dir);
   if (code == CAIRN_EXIT_OK && was_mounted && !quiet) printf("%s\n", name);
   return code;
 }
 
 static int umount_run(struct cli *c, int argc, char **argv) {
-  bool quiet;
-  int code = cli_quiet_flag(argc, argv, cmd_umount.usage, &quiet);
-  if (code != CAIRN_EXIT_OK) return code;
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'}, {"keep", no_argument, NULL, 'k'}, {0}};
+  bool quiet = false, keep = false;
+  int code, o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
+    if (o == 'q') quiet = true;
+    else if (o == 'k') keep = true;
+    else return cli_bad_option(cmd_umount.usage, argv, o, opts);
+  }
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
   cairn_store *st;
   int worst = cli_store(c, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
-    code = umount_one(st, argv[i], quiet);
+    code = umount_one(st, argv[i], quiet, keep);
     if (code > worst) worst = code;
   }
   return worst;
@@ -298,6 +327,7 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
   if (code != CAIRN_EXIT_OK) return code;
   json_t *rows = json_array();
   int r = rows ? cairn_mounts_foreach(st, cli_mount_row, rows) : -ENOMEM;
+  if (r == 0) r = cli_upper_rows(st, rows); /* uppers no live mount serves */
   if (r == 0) r = cli_rows_add_names(st, rows, "image");
   if (r < 0) {
     json_decref(rows);
@@ -314,13 +344,16 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_mount = {
     .name = "mount",
     .run = mount_run,
-    .usage = "cairn mount [-q] [--rw] [--suid] [--dev] [-o OPTS] IMAGE DIR",
+    .usage = "cairn mount [-q] [--rw] [--suid] [--dev] [-o OPTS] IMAGE DIR\n"
+             "       cairn mount [-q] --rw --resume DIR",
     .summary = "Serve IMAGE at DIR, read-only unless --rw (starts a cairnfs daemon, returns once it answers).\n"
                "Prints the mount point (its real path) on stdout, as podman mount does; warns\n"
                "when DIR holds files (hidden while mounted).",
     .options =
         "--rw\twritable: changes go to a private upper layer in the store (cairnfs -o\n"
         "\twritable); the image's layers are never changed\n"
+        "--resume\twith --rw: mount DIR again on the upper layer cairn umount --keep kept\n"
+        "\tfor it (or a crash left), on its image\n"
         "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
         "--dev\thonour the image's device nodes (default: nodev)\n"
         "-o, --options OPTS\tmount options passed to cairnfs -o (see cairnfs --help): suid,\n"
@@ -331,12 +364,14 @@ const struct cli_command cmd_mount = {
 const struct cli_command cmd_umount = {
     .name = "umount",
     .run = umount_run,
-    .usage = "cairn umount [-q] DIR...",
+    .usage = "cairn umount [-q] [--keep] DIR...",
     .summary = "Stop serving DIR (a live or stale mount) and wait for its daemon to exit.\n"
                "Prints each directory it unmounted on stdout, as podman umount does; one not\n"
                "mounted is said on stderr (exit 0). Exit 4 if another mount namespace (a\n"
-               "container) still holds it.",
-    .options = "-q, --quiet\tprint nothing on success\n",
+               "container) still holds it. A --rw mount's changes are dropped, saying how\n"
+               "many (Dropped: upper ID (N entries, SIZE)), unless --keep.",
+    .options = "--keep\tkeep a --rw mount's upper layer for cairn mount --rw --resume DIR\n"
+               "-q, --quiet\tprint nothing on success\n",
 };
 
 const struct cli_command cmd_mounts = {

@@ -35,7 +35,7 @@ fails() {
 fails 2 cairn "--store without a directory" cairn --store
 fails 2 cairn "mount without a directory" cairn mount app:1
 check "and says which command" grep -q '^cairn: mount: needs an image and a directory$' "$T/stderr"
-fails 2 cairn "mount --rw" cairn mount --rw app:1 "$T/mnt"
+fails 2 cairn "mount --resume without --rw" cairn mount --resume "$T/mnt"
 fails 2 cairn "umount without a directory" cairn umount
 fails 2 cairn "pull without a source" cairn pull
 fails 2 cairn "pull --jobs 0" cairn pull --jobs 0 "oci:$T/none"

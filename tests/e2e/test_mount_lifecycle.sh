@@ -19,7 +19,7 @@ assert_status 3 cairn mount nosuch:1 "$mnt"
 grep -q "^cairn: mount: nosuch:1: " "$TMP/err" || fail "message: $(cat "$TMP/err")"
 assert_status 3 cairn mount app:1 "$TMP/nodir"
 assert_status 2 cairn mount app:1
-assert_status 2 cairn mount --rw app:1 "$mnt"
+assert_status 2 cairn mount --resume app:1 "$mnt"
 assert_status 3 "$CAIRN_BIN/cairnfs" --store "$STORE" nosuch:1 "$mnt"
 grep -q "^cairnfs: nosuch:1: " "$TMP/err" || fail "cairnfs message: $(cat "$TMP/err")"
 not_mounted "$mnt" || fail "a failed mount left a mount"

@@ -1,0 +1,63 @@
+#!/bin/bash
+# test_mount_rw_lifecycle.sh — the life of a --rw mount's upper layer:
+# `cairn umount` drops it and says how much; `--keep` keeps it, `cairn
+# mounts` lists it (kept, with its size), gc leaves it, and `cairn mount
+# --rw --resume DIR` serves it again with the same inode numbers; after
+# kill -9 of the daemon, what was fsynced is in the upper, `cairn mounts`
+# shows it stale, and `cairn gc` reclaims it, but never a live mount's.
+source "$(dirname "$0")/mountlib.sh"
+
+$FSTREE make-layers "$TMP/layers"
+cairn import test:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
+m=$TMP/mnt
+mkdir "$m"
+uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 | wc -l; }
+
+# umount drops, and says so.
+cairn mount --rw test:1 "$m" >/dev/null
+echo hello >"$m/new"
+cairn umount "$m" >"$TMP/out"
+grep -q "^Dropped: upper [0-9a-f]\{12\} (1 entries, 6 B)$" "$TMP/out" || fail "umount said: $(cat "$TMP/out")"
+[ "$(uppers)" = 0 ] || fail "the dropped upper is still in the store"
+pass "umount of a --rw mount drops its changes and says how much"
+
+# --keep, listing, gc, --resume.
+cairn mount --rw test:1 "$m" >/dev/null
+echo kept >"$m/new"
+echo changed >>"$m/etc/config"
+ino_new=$(stat -c %i "$m/new")
+ino_cfg=$(stat -c %i "$m/etc/config")
+cairn umount --keep "$m" >"$TMP/out"
+grep -q "^Kept: upper .*cairn mount --rw --resume $m$" "$TMP/out" || fail "umount --keep said: $(cat "$TMP/out")"
+cairn mounts --json >"$TMP/mounts"
+[ "$(jq -r '.[0].state' "$TMP/mounts")" = kept ] && [ "$(jq -r '.[0].rw' "$TMP/mounts")" = true ] &&
+  [ "$(jq -r '.[0].upper_bytes' "$TMP/mounts")" -gt 0 ] || fail "mounts: $(cat "$TMP/mounts")"
+cairn gc >/dev/null
+[ "$(uppers)" = 1 ] || fail "gc removed a kept upper"
+assert_status 2 cairn mount --resume "$m"
+cairn mount --rw --resume "$m" >/dev/null
+[ "$(cat "$m/new")" = kept ] && tail -1 "$m/etc/config" | grep -q changed || fail "resumed mount lost changes"
+[ "$(stat -c %i "$m/new")" = "$ino_new" ] && [ "$(stat -c %i "$m/etc/config")" = "$ino_cfg" ] ||
+  fail "inode numbers changed across a remount"
+[ "$(cairn mounts --json | jq -r '.[0].state')" = live ] || fail "resumed mount not live"
+cairn gc >/dev/null
+[ "$(uppers)" = 1 ] && [ "$(cat "$m/new")" = kept ] || fail "gc touched a live mount's upper"
+pass "umount --keep, mounts lists it, gc keeps it, mount --rw --resume serves it (same inodes)"
+
+# kill -9: fsynced data survives in the upper, which gc reclaims once stale.
+python3 -c "
+import os, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b'synced\n'); os.fsync(fd); os.close(fd)" "$m/synced"
+pid=$(mount_pid "$m")
+kill -9 "$pid"
+wait_for 50 pid_gone "$pid" || fail "daemon did not die"
+up=$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -type d)
+[ "$(cat "$up/root/synced")" = synced ] || fail "fsynced data lost by kill -9"
+cairn umount "$m" >/dev/null 2>&1 || true
+[ "$(cairn mounts --json | jq -r '[.[] | select(.upper != null)][0].state')" = stale ] ||
+  fail "mounts does not show the crashed upper: $(cairn mounts --json)"
+cairn gc >"$TMP/out"
+grep -q "removed upper" "$TMP/out" || fail "gc said: $(cat "$TMP/out")"
+[ "$(uppers)" = 0 ] || fail "gc left the stale upper"
+pass "kill -9 keeps fsynced data; mounts shows the stale upper; gc reclaims it"

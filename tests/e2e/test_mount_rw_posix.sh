@@ -1,0 +1,20 @@
+#!/bin/bash
+# test_mount_rw_posix.sh — a bounded part of pjdfstest (the POSIX suite) on
+# a `cairn mount --rw` of a Debian minbase image: the directories that
+# exercise the upper layer's namespace operations most (rename, link,
+# unlink, rmdir, mkdir, symlink, utimensat), about a third of its tests.
+# Every test must pass. The whole suite is the longer target
+# tools/pjdfstest.sh (README, "Writable mounts").
+set -euo pipefail
+src=${PJDFSTEST_SRC:-${CAIRN_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/../shared/peers/pjdfstest}
+if [ ! -d "$src/tests" ]; then
+  echo "skip: no pjdfstest source in $src"
+  exit 77
+fi
+out=$(bash "$(dirname "$0")/../../tools/pjdfstest.sh" rename link unlink rmdir mkdir symlink utimensat 2>&1) || {
+  echo "$out"
+  echo "FAIL: pjdfstest failed on a --rw mount" >&2
+  exit 1
+}
+echo "$out" | tail -3
+echo "ok - pjdfstest (rename link unlink rmdir mkdir symlink utimensat) passes on a --rw mount"
