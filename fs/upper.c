@@ -376,6 +376,8 @@ static int whiteout_make(int dirfd, const char *name) {
 
 /* ---- attributes ------------------------------------------------------- */
 
+static int dir_subdirs(struct cairnfs *fs, struct inode *i);
+
 static int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
   if (i->fd < 0) {
     const cairn_node *n = lower_node(fs, i);
@@ -385,10 +387,10 @@ static int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
   }
   if (fstatat(i->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
   st->st_ino = i->id;
-  if (S_ISDIR(st->st_mode)) {
-    /* a merged directory: its lower subdirectories count too (roughly) */
-    const cairn_node *n = lower_dir(fs, i);
-    if (n && n->nlink > st->st_nlink) st->st_nlink = n->nlink;
+  if (S_ISDIR(st->st_mode) && lower_dir(fs, i)) {
+    /* a merged directory: 2 + its subdirectories in the merged view */
+    int n = dir_subdirs(fs, i);
+    if (n >= 0) st->st_nlink = 2 + (nlink_t)n;
   } else if (i->indexed) {
     const cairn_node *n = lower_node(fs, i);
     /* the index's own name is no name of the file */
@@ -1037,6 +1039,16 @@ static int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
   }
   for (size_t k = 0; k < n_seen; k++) free(seen[k]);
   return r;
+}
+
+/* How many subdirectories directory i has in the merged view. */
+static int dir_subdirs(struct cairnfs *fs, struct inode *i) {
+  struct dirh d = {0};
+  int r = dirh_fill(fs, i, &d);
+  int n = 0;
+  for (size_t k = 0; r == 0 && k < d.n; k++) n += d.e[k].type == S_IFDIR;
+  dirh_clear(&d);
+  return r < 0 ? r : n;
 }
 
 static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {

@@ -679,6 +679,15 @@ typedef int (*cairn_upper_fn)(const struct cairn_upper_rec *u, void *arg);
 /* Every complete upper of the store; a non-zero return of fn stops. */
 int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg);
 
+/* cairn commit (store/commit.c): the upper upper_id as a new OCI layer
+ * (.wh. whiteouts, .wh..wh..opq opaque markers, imported like any layer:
+ * deduplicated, its diff_id in layer_out) on top of the upper's image, and
+ * a new image (image_out) named name (or none if NULL), whose config is
+ * the image's plus the layer and a history entry (comment, if any). The
+ * upper and the image are only read. */
+int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
+                 cairn_id image_out, cairn_id layer_out);
+
 #ifdef __cplusplus
 }
 #endif

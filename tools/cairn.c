@@ -32,7 +32,7 @@ static const struct cli_command cmd_version = {
 static const struct cli_command *const commands[] = {
     &cmd_import, &cmd_images, &cmd_layers, &cmd_inspect, &cmd_rm,     &cmd_gc,
     &cmd_export, &cmd_fsck,   &cmd_pull,   &cmd_mount,   &cmd_umount, &cmd_mounts,
-    &cmd_df,     &cmd_info,   &cmd_help,   &cmd_version,
+    &cmd_commit, &cmd_df,     &cmd_info,   &cmd_help,   &cmd_version,
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
 

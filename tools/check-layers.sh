@@ -31,6 +31,7 @@ LAYERS=(
   "images | store/image.c store/list.c   | store/image.h                          | below"
   "merge  | store/merge.c store/export.c | -                                      | below"
   "rm-gc  | store/rm.c store/gc.c        | -                                      | below"
+  "commit | store/commit.c               | -                                      | below"
   "pull   | store/pull/*.c               | store/pull/pull.h store/pull/registry.h | public"
 )
 # Front ends: only cairn.h, only what it declares.

@@ -43,7 +43,7 @@ mkdir "$m/pjdfstest"
 
 if $load; then
   bg_start sh -c 'while :; do :; done'
-  bg_start sh -c "while :; do cp -r '$m/etc' '$m/load' && rm -rf '$m/load'; done"
+  bg_start sh -c "while :; do cp -r '$m/etc' '$m/load' && rm -rf '$m/load'; done 2>/dev/null"
 fi
 
 dirs=()

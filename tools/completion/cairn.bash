@@ -157,6 +157,14 @@ _cairn_complete() {
     _cairn_reply "$cur" $(_cairn_mount_dirs "${store[@]}")
     [[ ${#COMPREPLY[@]} -gt 0 ]] || _cairn_files "$cur" -d
     ;;
+  cairn:commit)
+    if ((nth == 0)); then
+      _cairn_reply "$cur" $(_cairn_mount_dirs "${store[@]}")
+      [[ ${#COMPREPLY[@]} -gt 0 ]] || _cairn_files "$cur" -d
+    elif ((nth == 1)); then
+      _cairn_reply "$cur" $(_cairn_images "${store[@]}")
+    fi
+    ;;
   cairn:import)
     ((nth >= 1)) && _cairn_files "$cur"
     ;;

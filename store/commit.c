@@ -1,0 +1,455 @@
+/*
+ * commit.c — cairn commit: the upper layer of a writable mount (upper.c,
+ * laid out by fs/upper.c) turned into an OCI layer and a new image.
+ *
+ * The layer is a pax tar written to an anonymous file in STORE/tmp, then
+ * stored by the one layer import (cairn_layer_ingest: dedup of blobs,
+ * diff_id from the bytes). Its entries, in the OCI rules:
+ * - every upper entry as it is (directories, files, symlinks, devices,
+ *   fifos, with mode, owner, mtime, xattrs but trusted.cairn.*), upper
+ *   hardlinks as tar hardlinks;
+ * - a whiteout (character device 0/0) as DIR/.wh.NAME;
+ * - a directory at a path where the base has a directory other than its
+ *   origin (made anew, or renamed from elsewhere) gets DIR/.wh..wh..opq,
+ *   and then, since the mount merged its origin's lower children wherever
+ *   it was, those children (not shadowed by the upper) are written in full;
+ * - a lower file with several names copied up (work/index/INO) is written
+ *   at each of its base paths the upper does not shadow.
+ * The new image is the base image's layers plus this one; its config is
+ * the base's with rootfs.diff_ids extended and a history entry added.
+ * The image's layers and blobs are never changed; the upper is only read
+ * (a write racing with the commit may or may not be in the layer).
+ */
+#include "internal.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+
+#define XA_PREFIX "trusted.cairn."
+#define XA_ORIGIN XA_PREFIX "origin"
+
+struct hl {
+  dev_t dev;
+  ino_t ino;
+  char *path;
+};
+
+struct committer {
+  cairn_store *st;
+  const cairn_tree *tree;
+  struct archive *out;
+  int root_fd, index_fd;
+  char **lower_first; /* by tree inode: where a lower file was written */
+  struct hl *hls;     /* upper files with several names: first path */
+  size_t n_hls, cap_hls;
+  char buf[1 << 17];
+};
+
+static int out_fail(struct committer *c, const char *path) {
+  return store_fail(c->st, -EIO, "writing %s: %s", path, archive_error_string(c->out));
+}
+
+static uint32_t origin_of(const char *path) {
+  char buf[16];
+  ssize_t n = lgetxattr(path, XA_ORIGIN, buf, sizeof(buf) - 1);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  return (uint32_t)strtoul(buf, NULL, 10);
+}
+
+static void proc_path(char *buf, size_t len, int dirfd, const char *name) {
+  snprintf(buf, len, "/proc/self/fd/%d/%s", dirfd, name);
+}
+
+/* An empty regular file entry (whiteouts, opaque markers). */
+static int write_marker(struct committer *c, const char *path) {
+  struct archive_entry *e = archive_entry_new();
+  if (!e) return store_fail(c->st, -ENOMEM, "out of memory");
+  archive_entry_set_pathname(e, path);
+  archive_entry_set_mode(e, S_IFREG | 0644);
+  archive_entry_set_size(e, 0);
+  int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
+  archive_entry_free(e);
+  return r;
+}
+
+static int copy_fd(struct committer *c, int fd, const char *path) {
+  for (;;) {
+    ssize_t got = read(fd, c->buf, sizeof(c->buf));
+    if (got < 0) return store_fail(c->st, -errno, "%s: %s", path, strerror(errno));
+    if (got == 0) return 0;
+    if (archive_write_data(c->out, c->buf, (size_t)got) != got) return out_fail(c, path);
+  }
+}
+
+/* The upper entry dirfd/name (stat st) at tar path. */
+static int write_upper(struct committer *c, int dirfd, const char *name, const struct stat *st,
+                       const char *path) {
+  char pp[PATH_MAX];
+  proc_path(pp, sizeof(pp), dirfd, name);
+  struct archive_entry *e = archive_entry_new();
+  if (!e) return store_fail(c->st, -ENOMEM, "out of memory");
+  archive_entry_set_pathname(e, path);
+  archive_entry_set_mode(e, st->st_mode);
+  archive_entry_set_uid(e, st->st_uid);
+  archive_entry_set_gid(e, st->st_gid);
+  archive_entry_set_mtime(e, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+  char names[4096];
+  ssize_t len = llistxattr(pp, names, sizeof(names));
+  for (ssize_t k = 0; k < len; k += (ssize_t)strlen(names + k) + 1) {
+    if (strncmp(names + k, XA_PREFIX, strlen(XA_PREFIX)) == 0) continue;
+    ssize_t vl = lgetxattr(pp, names + k, c->buf, sizeof(c->buf));
+    if (vl >= 0) archive_entry_xattr_add_entry(e, names + k, c->buf, (size_t)vl);
+  }
+  bool data = false;
+  const char *first = NULL;
+  if (!S_ISDIR(st->st_mode) && st->st_nlink > 1) {
+    for (size_t k = 0; k < c->n_hls && !first; k++)
+      if (c->hls[k].dev == st->st_dev && c->hls[k].ino == st->st_ino) first = c->hls[k].path;
+    if (!first) {
+      struct hl *h = cn_array_grow(c->hls, c->n_hls, &c->cap_hls, sizeof(*h));
+      char *copy = strdup(path);
+      if (!h || !copy) {
+        free(copy);
+        if (h) c->hls = h;
+        archive_entry_free(e);
+        return store_fail(c->st, -ENOMEM, "out of memory");
+      }
+      c->hls = h;
+      c->hls[c->n_hls++] = (struct hl){st->st_dev, st->st_ino, copy};
+    }
+  }
+  if (first) {
+    archive_entry_set_hardlink(e, first);
+    archive_entry_set_size(e, 0);
+  } else if (S_ISLNK(st->st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = readlinkat(dirfd, name, target, sizeof(target) - 1);
+    target[n < 0 ? 0 : n] = '\0';
+    archive_entry_set_symlink(e, target);
+  } else if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+    archive_entry_set_rdevmajor(e, major(st->st_rdev));
+    archive_entry_set_rdevminor(e, minor(st->st_rdev));
+  } else if (S_ISREG(st->st_mode)) {
+    archive_entry_set_size(e, st->st_size);
+    data = true;
+  }
+  int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
+  archive_entry_free(e);
+  if (r == 0 && data) {
+    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    r = fd < 0 ? store_fail(c->st, -errno, "%s: %s", path, strerror(errno)) : copy_fd(c, fd, path);
+  }
+  return r;
+}
+
+/* Tree node ino (and below) at tar path, as export does. */
+static int write_lower(struct committer *c, uint32_t ino, const char *path) {
+  const cairn_node *n = cairn_tree_node(c->tree, ino);
+  if (!n) return store_fail(c->st, -EIO, "%s: bad node in the image's index", path);
+  struct archive_entry *e = archive_entry_new();
+  if (!e) return store_fail(c->st, -ENOMEM, "out of memory");
+  archive_entry_set_pathname(e, path);
+  archive_entry_set_mode(e, n->mode);
+  archive_entry_set_uid(e, n->uid);
+  archive_entry_set_gid(e, n->gid);
+  archive_entry_set_mtime(e, n->mtime_sec, n->mtime_nsec);
+  for (size_t i = 0; i < n->n_xattrs; i++) {
+    cairn_xattr xa = cairn_tree_xattr(c->tree, n, i);
+    archive_entry_xattr_add_entry(e, xa.name, xa.value, xa.len);
+  }
+  bool data = false;
+  if (!S_ISDIR(n->mode) && c->lower_first[ino]) {
+    archive_entry_set_hardlink(e, c->lower_first[ino]);
+    archive_entry_set_size(e, 0);
+  } else {
+    if (!S_ISDIR(n->mode) && n->nlink > 1 && !(c->lower_first[ino] = strdup(path))) {
+      archive_entry_free(e);
+      return store_fail(c->st, -ENOMEM, "out of memory");
+    }
+    if (S_ISLNK(n->mode)) archive_entry_set_symlink(e, cairn_tree_str(c->tree, n->target));
+    if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
+      archive_entry_set_rdevmajor(e, major(n->rdev));
+      archive_entry_set_rdevminor(e, minor(n->rdev));
+    }
+    if (S_ISREG(n->mode)) {
+      archive_entry_set_size(e, (la_int64_t)n->size);
+      data = n->blob != 0;
+    }
+  }
+  int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
+  archive_entry_free(e);
+  if (r == 0 && data) {
+    _cleanup_close_ int fd = cairn_blob_open(c->st, cairn_tree_str(c->tree, n->blob));
+    r = fd < 0 ? store_fail(c->st, fd, "%s: blob: %s", path, strerror(-fd)) : copy_fd(c, fd, path);
+  }
+  if (r < 0 || !S_ISDIR(n->mode)) return r;
+  const cairn_dirent *ch = cairn_tree_children(c->tree, n);
+  for (uint32_t i = 0; i < n->n_children && r == 0; i++) {
+    _cleanup_free_ char *sub = cn_xasprintf("%s/%s", path, cairn_tree_str(c->tree, ch[i].name));
+    r = sub ? write_lower(c, ch[i].ino, sub) : store_fail(c->st, -ENOMEM, "out of memory");
+  }
+  return r;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The upper directory dirfd at tar path prefix ("" for the root). base:
+ * the base image's directory at this path (or NULL); merged: the tree
+ * directory the mount merged below it whose children must be written too
+ * (a directory made opaque in the tar), or 0. */
+static int walk(struct committer *c, int dirfd, const char *prefix, const cairn_node *base,
+                uint32_t merged) {
+  _cleanup_strv_ struct strv names = {0};
+  {
+    int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+      if (fd >= 0) close(fd);
+      return store_fail(c->st, -errno, "upper %s: %s", prefix, strerror(errno));
+    }
+    struct dirent *de;
+    int r = 0;
+    while (r == 0 && (de = readdir(d)))
+      if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+        r = cn_strv_push(&names, de->d_name);
+    closedir(d);
+    if (r < 0) return store_fail(c->st, r, "out of memory");
+  }
+  if (names.n) qsort(names.v, names.n, sizeof(char *), cmp_str);
+  int r = 0;
+  for (size_t k = 0; k < names.n && r == 0; k++) {
+    const char *name = names.v[k];
+    _cleanup_free_ char *path = prefix[0] ? cn_xasprintf("%s/%s", prefix, name) : strdup(name);
+    if (!path) return store_fail(c->st, -ENOMEM, "out of memory");
+    struct stat st;
+    if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+    const cairn_dirent *bd = base ? cairn_tree_lookup(c->tree, base, name) : NULL;
+    if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
+      if (bd) {
+        _cleanup_free_ char *wh =
+            prefix[0] ? cn_xasprintf("%s/.wh.%s", prefix, name) : cn_xasprintf(".wh.%s", name);
+        r = wh ? write_marker(c, wh) : store_fail(c->st, -ENOMEM, "out of memory");
+      }
+      continue;
+    }
+    r = write_upper(c, dirfd, name, &st, path);
+    if (r < 0 || !S_ISDIR(st.st_mode)) continue;
+    char pp[PATH_MAX];
+    proc_path(pp, sizeof(pp), dirfd, name);
+    uint32_t origin = origin_of(pp);
+    const cairn_node *bn = bd ? cairn_tree_node(c->tree, bd->ino) : NULL;
+    if (bn && !S_ISDIR(bn->mode)) bn = NULL;
+    bool opaque = bn && (!bd || origin != bd->ino);
+    if (opaque) {
+      _cleanup_free_ char *opq = cn_xasprintf("%s/.wh..wh..opq", path);
+      r = opq ? write_marker(c, opq) : store_fail(c->st, -ENOMEM, "out of memory");
+    }
+    /* a renamed directory (origin elsewhere), or one under such: its
+     * origin's children come along, the base's at this path do not */
+    uint32_t sub_merged = (origin && (!bd || origin != bd->ino)) || merged ? origin : 0;
+    int sub = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (r == 0 && sub < 0) r = store_fail(c->st, -errno, "upper %s: %s", path, strerror(errno));
+    if (r == 0) r = walk(c, sub, path, opaque || merged ? NULL : bn, sub_merged);
+    if (sub >= 0) close(sub);
+  }
+  /* The merged lower children no upper entry (or whiteout) shadows. */
+  const cairn_node *m = merged ? cairn_tree_node(c->tree, merged) : NULL;
+  if (r == 0 && m && S_ISDIR(m->mode)) {
+    const cairn_dirent *ch = cairn_tree_children(c->tree, m);
+    for (uint32_t i = 0; i < m->n_children && r == 0; i++) {
+      const char *name = cairn_tree_str(c->tree, ch[i].name);
+      struct stat st;
+      if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
+      _cleanup_free_ char *path = prefix[0] ? cn_xasprintf("%s/%s", prefix, name) : strdup(name);
+      r = path ? write_lower(c, ch[i].ino, path) : store_fail(c->st, -ENOMEM, "out of memory");
+    }
+  }
+  return r;
+}
+
+/* The base paths of tree inode ino (a lower file with several names): each
+ * one the upper does not shadow gets the copied-up file (work/index). */
+static int index_names(struct committer *c, uint32_t dir_ino, const char *prefix, uint32_t ino,
+                       int index_fd, const char *idx) {
+  const cairn_node *d = cairn_tree_node(c->tree, dir_ino);
+  if (!d || !S_ISDIR(d->mode)) return 0;
+  const cairn_dirent *ch = cairn_tree_children(c->tree, d);
+  int r = 0;
+  for (uint32_t i = 0; i < d->n_children && r == 0; i++) {
+    const char *name = cairn_tree_str(c->tree, ch[i].name);
+    _cleanup_free_ char *path = prefix[0] ? cn_xasprintf("%s/%s", prefix, name) : strdup(name);
+    if (!path) return store_fail(c->st, -ENOMEM, "out of memory");
+    if (ch[i].ino == ino) {
+      struct stat st, ust;
+      if (fstatat(c->root_fd, path, &ust, AT_SYMLINK_NOFOLLOW) == 0) continue; /* shadowed */
+      if (fstatat(index_fd, idx, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+      st.st_nlink = 2; /* one identity for all its names in the tar */
+      r = write_upper(c, index_fd, idx, &st, path);
+    } else {
+      r = index_names(c, ch[i].ino, path, ino, index_fd, idx);
+    }
+  }
+  return r;
+}
+
+static int write_layer(struct committer *c, int upper_fd, int out_fd) {
+  c->root_fd = openat(upper_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  c->index_fd = openat(upper_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (c->root_fd < 0) return store_fail(c->st, -errno, "upper root: %s", strerror(errno));
+  c->out = archive_write_new();
+  if (!c->out) return store_fail(c->st, -ENOMEM, "out of memory");
+  archive_write_set_format_pax(c->out);
+  archive_write_set_bytes_in_last_block(c->out, 1);
+  int r = archive_write_open_fd(c->out, out_fd) == ARCHIVE_OK ? 0 : out_fail(c, "layer");
+  struct stat st;
+  if (r == 0 && fstatat(c->root_fd, "", &st, AT_EMPTY_PATH) == 0) {
+    /* the root's own attributes: "./" */
+    int dfd = openat(upper_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    r = dfd < 0 ? -errno : write_upper(c, dfd, "root", &st, "./");
+    if (dfd >= 0) close(dfd);
+  }
+  if (r == 0) r = walk(c, c->root_fd, "", cairn_tree_node(c->tree, 1), 0);
+  if (r == 0 && c->index_fd >= 0) {
+    _cleanup_closedir_ DIR *d = cn_opendirat(c->index_fd, ".");
+    struct dirent *de;
+    while (r == 0 && d && (de = readdir(d))) {
+      uint32_t ino = (uint32_t)strtoul(de->d_name, NULL, 10);
+      if (ino) r = index_names(c, 1, "", ino, c->index_fd, de->d_name);
+    }
+  }
+  if (archive_write_close(c->out) != ARCHIVE_OK && r == 0) r = out_fail(c, "layer");
+  archive_write_free(c->out);
+  return r;
+}
+
+struct base_config {
+  char *config;
+};
+
+static int keep_config(const struct cairn_image_info *info, void *arg) {
+  struct base_config *b = arg;
+  b->config = strdup(info->config);
+  return b->config ? 0 : -ENOMEM;
+}
+
+/* The base config with diff_id appended and a history entry. */
+static char *new_config(const char *base, const char *diff_id, const char *comment) {
+  json_error_t err;
+  json_t *cfg = json_loads(base, 0, &err);
+  if (!cfg || !json_is_object(cfg)) {
+    json_decref(cfg);
+    return NULL;
+  }
+  json_t *rootfs = json_object_get(cfg, "rootfs");
+  json_t *ids = rootfs ? json_object_get(rootfs, "diff_ids") : NULL;
+  _cleanup_free_ char *did = cn_xasprintf("sha256:%s", diff_id);
+  char created[32];
+  time_t now = (time_t)cn_now_seconds();
+  struct tm tm;
+  strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+  json_t *history = json_object_get(cfg, "history");
+  if (!history) {
+    history = json_array();
+    json_object_set_new(cfg, "history", history);
+  }
+  json_t *h = json_pack("{s:s, s:s}", "created", created, "created_by", "cairn commit");
+  if (h && comment && comment[0]) json_object_set_new(h, "comment", json_string(comment));
+  char *out = NULL;
+  if (ids && json_is_array(ids) && did && h && json_is_array(history) &&
+      json_array_append_new(ids, json_string(did)) == 0 && json_array_append_new(history, h) == 0) {
+    h = NULL;
+    json_object_set_new(cfg, "created", json_string(created));
+    out = json_dumps(cfg, JSON_COMPACT);
+  }
+  json_decref(h);
+  json_decref(cfg);
+  return out;
+}
+
+int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
+                 cairn_id image_out, cairn_id layer_out) {
+  store_errclear(st);
+  _cleanup_close_ int ufd = openat(st->dirfd, "uppers", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  _cleanup_close_ int upper_fd =
+      ufd < 0 ? -1 : openat(ufd, upper_id, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (upper_fd < 0) return store_fail(st, -ENOENT, "upper %.12s: no such upper", upper_id);
+  char info[512] = {0};
+  {
+    _cleanup_close_ int fd = openat(upper_fd, "info", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, info, sizeof(info) - 1) < 6 || strncmp(info, "image ", 6) != 0)
+      return store_fail(st, -EBADMSG, "upper %.12s: no info", upper_id);
+  }
+  cairn_id base;
+  snprintf(base, sizeof(base), "%.64s", info + 6);
+  _cleanup_free_ char *purpose = cn_xasprintf("commit %.12s", upper_id);
+  cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
+  if (!ps) return store_fail(st, -ENOMEM, "out of memory");
+  cairn_tree *tree = NULL;
+  struct committer *c = NULL;
+  char **layers = NULL;
+  size_t n_layers = 0;
+  struct base_config bc = {0};
+  _cleanup_free_ char *config = NULL;
+  int out_fd = -1;
+  int r = cairn_pin_image(st, ps, base);
+  if (r == 0) r = cairn_tree_build(st, base, &tree);
+  if (r == 0 && !(c = calloc(1, sizeof(*c)))) r = store_fail(st, -ENOMEM, "out of memory");
+  if (r == 0) {
+    c->st = st;
+    c->tree = tree;
+    c->root_fd = c->index_fd = -1;
+    c->lower_first = calloc(cairn_tree_count(tree) + 1, sizeof(char *));
+    if (!c->lower_first) r = store_fail(st, -ENOMEM, "out of memory");
+  }
+  if (r == 0) {
+    _cleanup_free_ char *tmp = cn_xasprintf("%s/tmp", st->dir);
+    if (tmp) mkdir(tmp, 0700);
+    out_fd = tmp ? open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
+    if (out_fd < 0) r = store_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno));
+  }
+  if (r == 0) r = write_layer(c, upper_fd, out_fd);
+  if (r == 0 && lseek(out_fd, 0, SEEK_SET) < 0) r = store_fail(st, -errno, "%s", strerror(errno));
+  if (r == 0) r = cairn_layer_ingest(st, out_fd, NULL, ps, layer_out);
+  if (r == 0) r = cairn_inspect(st, base, keep_config, &bc);
+  if (r == 0) r = cairn_image_layers(st, base, &layers, &n_layers);
+  if (r == 0) {
+    char **more = realloc(layers, (n_layers + 1) * sizeof(char *));
+    if (!more || !(more[n_layers] = strdup(layer_out))) {
+      if (more) layers = more;
+      r = store_fail(st, -ENOMEM, "out of memory");
+    } else {
+      layers = more;
+      n_layers++;
+    }
+  }
+  if (r == 0 && !(config = new_config(bc.config, layer_out, comment)))
+    r = store_fail(st, -EBADMSG, "image %.12s: its config cannot be extended", base);
+  if (r == 0)
+    r = cairn_image_commit(st, config, strlen(config), (const char *const *)layers, n_layers, name,
+                           image_out);
+  if (out_fd >= 0) close(out_fd);
+  if (c) {
+    for (size_t k = 0; c->lower_first && k <= cairn_tree_count(tree); k++) free(c->lower_first[k]);
+    free(c->lower_first);
+    for (size_t k = 0; k < c->n_hls; k++) free(c->hls[k].path);
+    free(c->hls);
+    if (c->root_fd >= 0) close(c->root_fd);
+    if (c->index_fd >= 0) close(c->index_fd);
+    free(c);
+  }
+  if (layers) cairn_strv_free(layers, n_layers);
+  free(bc.config);
+  cairn_tree_free(tree);
+  cairn_pinset_release(st, ps);
+  return r;
+}

