@@ -36,8 +36,7 @@ void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n,
  * id, else NULL), held (flocked) until cairnfs_rw_free, which drops it
  * unless it was kept (cairn umount --keep) or resumed and never served.
  * The daemon's umask becomes 0 (modes come from the kernel's requests). */
-int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
-                     const char *resume);
+int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir, const char *resume);
 void cairnfs_rw_free(struct cairnfs *fs);
 
 /* The session loop's worker threads: one is started when a request finds

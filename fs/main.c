@@ -76,7 +76,7 @@ const char *report_prog = "cairnfs";
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
   "  -h, --help    show this help and exit\n"                                                      \
   "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
-  "  -o writable   a writable mount: changes go to a private upper layer in\n"                   \
+  "  -o writable   a writable mount: changes go to a private upper layer in\n"                     \
   "                the store (cairn mount --rw); the image is never changed\n"                     \
   "  -o upper=ID   writable, on the kept upper layer ID (cairn mount --resume)\n"                  \
   "The mount is read-only unless -o writable; -o rw and -o ro are accepted\n"                      \
@@ -240,8 +240,8 @@ static char *base_fuse_opts(const struct options *o) {
   /* fsname is shown as the mount's source; commas would split it. */
   char fixed[512];
   snprintf(fixed, sizeof(fixed), "subtype=cairnfs,%s,default_permissions%s,%s,%s,fsname=%s",
-           o->writable ? "rw" : "ro", geteuid() == 0 ? ",allow_other" : "", o->suid ? "suid" : "nosuid",
-           o->dev ? "dev" : "nodev", o->image);
+           o->writable ? "rw" : "ro", geteuid() == 0 ? ",allow_other" : "",
+           o->suid ? "suid" : "nosuid", o->dev ? "dev" : "nodev", o->image);
   for (char *p = strstr(fixed, "fsname=") + 7; *p; p++)
     if (*p == ',') *p = '_';
   if (append_opt(&opts, fixed, strlen(fixed)) < 0 ||
@@ -315,7 +315,8 @@ static int serve(struct cairnfs *fs, const struct options *o, const char *dir,
   int code = 0;
   struct detacher detacher = {.dir = dir};
   char dev[32];
-  struct fuse_session *se = fuse_session_new(&args, fs->rw ? &cairnfs_rw_ops : &cairnfs_ops, sizeof(cairnfs_ops), fs);
+  struct fuse_session *se =
+      fuse_session_new(&args, fs->rw ? &cairnfs_rw_ops : &cairnfs_ops, sizeof(cairnfs_ops), fs);
   if (!se) {
     code = report_fail(-EINVAL, "%s: bad mount options: %s", dir, opts);
     goto out;

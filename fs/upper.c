@@ -291,7 +291,8 @@ static int copy_node(struct cairnfs *fs, uint32_t lower, int dstdir, const char 
   int r = 0;
   switch (n->mode & S_IFMT) {
   case S_IFREG: {
-    _cleanup_close_ int fd = openat(rw->work_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    _cleanup_close_ int fd =
+        openat(rw->work_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return -errno;
     r = copy_data(fs, n, fd);
     break;
@@ -440,8 +441,8 @@ static void reply_entry(fuse_req_t req, struct cairnfs *fs, struct inode *i) {
 static void rw_init(void *userdata, struct fuse_conn_info *conn) {
   struct cairnfs *fs = userdata;
   fs->rw->served = true;
-  unsigned want = FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_ASYNC_READ |
-                  FUSE_CAP_PARALLEL_DIROPS;
+  unsigned want =
+      FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE | FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS;
   conn->want |= want & conn->capable;
   conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA |
                   FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_READDIRPLUS | FUSE_CAP_NO_OPEN_SUPPORT |
@@ -647,8 +648,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   reply_entry(req, fs, i);
 }
 
-static void rw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-                     dev_t rdev) {
+static void rw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
   make_node(req, parent, name, mode, rdev, NULL);
 }
 
@@ -775,9 +775,12 @@ static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, st
   if (r == 0) r = inode_stat(fs, src, &sst);
   if (r == 0 && dst) r = inode_stat(fs, dst, &dst_st);
   if (r == 0 && dst && !(flags & RENAME_EXCHANGE)) {
-    if (S_ISDIR(sst.st_mode) && !S_ISDIR(dst_st.st_mode)) r = -ENOTDIR;
-    else if (!S_ISDIR(sst.st_mode) && S_ISDIR(dst_st.st_mode)) r = -EISDIR;
-    else if (S_ISDIR(dst_st.st_mode)) r = dir_empty(fs, dst, false);
+    if (S_ISDIR(sst.st_mode) && !S_ISDIR(dst_st.st_mode))
+      r = -ENOTDIR;
+    else if (!S_ISDIR(sst.st_mode) && S_ISDIR(dst_st.st_mode))
+      r = -EISDIR;
+    else if (S_ISDIR(dst_st.st_mode))
+      r = dir_empty(fs, dst, false);
   }
   if (r == 0 && src == dst) goto out; /* two names of one file: nothing to do */
   if (r == 0) r = ensure_upper(fs, dir);
@@ -1170,7 +1173,9 @@ static int xattr_path(struct inode *i, char *buf, size_t len, bool *nofollow) {
   return 0;
 }
 
-static bool xattr_ours(const char *name) { return strncmp(name, XA_PREFIX, strlen(XA_PREFIX)) == 0; }
+static bool xattr_ours(const char *name) {
+  return strncmp(name, XA_PREFIX, strlen(XA_PREFIX)) == 0;
+}
 
 static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
   struct cairnfs *fs = fs_of(req);
@@ -1251,8 +1256,10 @@ static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     if (len >= 0) list = malloc((size_t)len + 1);
     if (len >= 0 && list)
       len = nf ? llistxattr(path, list, (size_t)len) : listxattr(path, list, (size_t)len);
-    if (len < 0) err = errno;
-    else if (!list) err = ENOMEM;
+    if (len < 0)
+      err = errno;
+    else if (!list)
+      err = ENOMEM;
   }
   UNLOCK(fs);
   /* trusted.cairn.* is ours */
@@ -1370,8 +1377,7 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
     if (r == 0 && strcmp(image, image_id) != 0)
       r = cairn_fail(fs->st, -EINVAL, "upper %.12s is of image %.12s", resume, image);
   } else {
-    r = cairn_upper_create(fs->st, image_id, dir, rw->id, rw->path, sizeof(rw->path),
-                           &rw->lock_fd);
+    r = cairn_upper_create(fs->st, image_id, dir, rw->id, rw->path, sizeof(rw->path), &rw->lock_fd);
   }
   if (r < 0) return r;
   rw->root_fd = openat(rw->lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);

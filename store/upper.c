@@ -36,9 +36,8 @@ static int uppers_dir(cairn_store *st) {
 static int write_info(int dirfd, const char *image_id, const char *mountpoint) {
   _cleanup_close_ int fd = openat(dirfd, "info", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
-  _cleanup_free_ char *text =
-      cn_xasprintf("image %s\ndir %s\ncreated %lld\n", image_id, mountpoint,
-                   (long long)cn_now_seconds());
+  _cleanup_free_ char *text = cn_xasprintf("image %s\ndir %s\ncreated %lld\n", image_id, mountpoint,
+                                           (long long)cn_now_seconds());
   if (!text) return -ENOMEM;
   size_t len = strlen(text);
   if (write(fd, text, len) != (ssize_t)len) return errno ? -errno : -EIO;
@@ -64,7 +63,8 @@ int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountp
   if (r == 0) r = write_info(dfd, image_id, mountpoint);
   if (r == 0 && flock(dfd, LOCK_EX | LOCK_NB) < 0) r = -errno;
   if (r == 0 && renameat(ufd, tmp, ufd, id_out) < 0) r = -errno;
-  if (r == 0) r = snprintf(path, len, "%s/" UPPERS "/%s", st->dir, id_out) < (int)len ? 0 : -ENAMETOOLONG;
+  if (r == 0)
+    r = snprintf(path, len, "%s/" UPPERS "/%s", st->dir, id_out) < (int)len ? 0 : -ENAMETOOLONG;
   if (r < 0) {
     /* Best effort: an incomplete .tmp- upper is nobody's and gc may remove it. */
     return cairn_fail(st, r, "%s/" UPPERS "/%s: %s", st->dir, tmp, strerror(-r));
@@ -80,12 +80,14 @@ static int upper_dirfd(cairn_store *st, int ufd, const char *id) {
     return cairn_fail(st, -EINVAL, "%s: not an upper id", id);
   int fd = openat(ufd, id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
-    return cairn_fail(st, -errno, "%s: %s", id, errno == ENOENT ? "no such upper" : strerror(errno));
+    return cairn_fail(st, -errno, "%s: %s", id,
+                      errno == ENOENT ? "no such upper" : strerror(errno));
   return fd;
 }
 
 /* Reads the info file of an upper: image id and mountpoint. */
-static int read_info(int dirfd, char *image, size_t ilen, char *dir, size_t dlen, int64_t *created) {
+static int read_info(int dirfd, char *image, size_t ilen, char *dir, size_t dlen,
+                     int64_t *created) {
   _cleanup_close_ int fd = openat(dirfd, "info", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   char buf[PATH_MAX + 256];
@@ -149,12 +151,14 @@ static int remove_tree(int dirfd, const char *name) {
     struct dirent *e;
     int r = 0;
     while (r == 0 && (e = readdir(d)))
-      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) r = remove_tree(fd, e->d_name);
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+        r = remove_tree(fd, e->d_name);
     closedir(d);
     if (r < 0) return r;
   }
-  return unlinkat(dirfd, name, S_ISDIR(sb.st_mode) ? AT_REMOVEDIR : 0) < 0 && errno != ENOENT ? -errno
-                                                                                                : 0;
+  return unlinkat(dirfd, name, S_ISDIR(sb.st_mode) ? AT_REMOVEDIR : 0) < 0 && errno != ENOENT
+             ? -errno
+             : 0;
 }
 
 /* Removes uppers/id: renamed to .gone-ID first, so that a removal cut
@@ -240,8 +244,7 @@ int cn_uppers_gc(cairn_store *st, bool dry_run, cairn_report *rep) {
   int n = 0;
   while ((e = readdir(d))) {
     bool leftover = strncmp(e->d_name, ".tmp-", 5) == 0 || strncmp(e->d_name, ".gone-", 6) == 0;
-    if (!leftover &&
-        (strlen(e->d_name) != CAIRN_ID_LEN || !cn_is_hex_id(e->d_name, CAIRN_ID_LEN)))
+    if (!leftover && (strlen(e->d_name) != CAIRN_ID_LEN || !cn_is_hex_id(e->d_name, CAIRN_ID_LEN)))
       continue;
     _cleanup_close_ int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) continue;

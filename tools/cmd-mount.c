@@ -304,9 +304,12 @@ static int umount_run(struct cli *c, int argc, char **argv) {
   int code, o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
-    if (o == 'q') quiet = true;
-    else if (o == 'k') keep = true;
-    else return cli_bad_option(cmd_umount.usage, argv, o, opts);
+    if (o == 'q')
+      quiet = true;
+    else if (o == 'k')
+      keep = true;
+    else
+      return cli_bad_option(cmd_umount.usage, argv, o, opts);
   }
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
   cairn_store *st;
@@ -346,7 +349,8 @@ const struct cli_command cmd_mount = {
     .run = mount_run,
     .usage = "cairn mount [-q] [--rw] [--suid] [--dev] [-o OPTS] IMAGE DIR\n"
              "       cairn mount [-q] --rw --resume DIR",
-    .summary = "Serve IMAGE at DIR, read-only unless --rw (starts a cairnfs daemon, returns once it answers).\n"
+    .summary = "Serve IMAGE at DIR, read-only unless --rw (starts a cairnfs daemon, returns once "
+               "it answers).\n"
                "Prints the mount point (its real path) on stdout, as podman mount does; warns\n"
                "when DIR holds files (hidden while mounted).",
     .options =

@@ -50,12 +50,14 @@ void cli_upper_say(const struct cli_upper *u, bool kept, const char *dir) {
 
 static int upper_row(const struct cairn_upper_rec *r, void *rows) {
   if (r->live) return 0;
-  json_t *row = json_pack("{s:s, s:s, s:i, s:s, s:b, s:s, s:s, s:I, s:I}", "dir", r->dir, "image",
-                          r->image, "pid", 0, "state", r->kept ? "kept" : "stale", "rw", 1, "dev",
-                          "", "upper", r->id, "upper_entries", (json_int_t)r->entries,
-                          "upper_bytes", (json_int_t)r->bytes);
+  json_t *row =
+      json_pack("{s:s, s:s, s:i, s:s, s:b, s:s, s:s, s:I, s:I}", "dir", r->dir, "image", r->image,
+                "pid", 0, "state", r->kept ? "kept" : "stale", "rw", 1, "dev", "", "upper", r->id,
+                "upper_entries", (json_int_t)r->entries, "upper_bytes", (json_int_t)r->bytes);
   if (!row || json_array_append_new(rows, row) < 0) return -ENOMEM;
   return 0;
 }
 
-int cli_upper_rows(cairn_store *st, json_t *rows) { return cairn_uppers_foreach(st, upper_row, rows); }
+int cli_upper_rows(cairn_store *st, json_t *rows) {
+  return cairn_uppers_foreach(st, upper_row, rows);
+}

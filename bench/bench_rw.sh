@@ -1,0 +1,99 @@
+#!/bin/bash
+# bench_rw.sh — writable mounts: `cairn mount --rw` against kernel overlayfs
+# (upper on the same disk) and fuse-overlayfs (upperdir on the same disk),
+# all over the same Debian bookworm minbase image (three layers; the
+# overlays' lowers are those layers extracted). One run of each row, in
+# this order, on one fresh mount per system (each row leaves its files):
+#   untar     tar -x of minbase's usr/share layer (52 MB, ~9,000 entries) + sync
+#   seqwrite  dd 256 MiB, 1 MiB blocks, conv=fsync
+#   rand4k    2,000 random 4 KiB pwrites into a 64 MiB file, fsync after each
+#   creates   10,000 small files (100 B each) in one directory, then sync
+#   rmlower   rm -rf of the lower tree usr (whiteouts / copy-up of dirs)
+#   commit    cairn commit of the changes; for the overlays, tar -c of the
+#             upper directory to /dev/null (what a commit must at least read)
+# Wall-clock seconds, and cairn's ratio to each peer (below 1: cairn
+# faster). Measured, never asserted. Root only. Other helpers may load the
+# machine: run it under `flock /work/bench.lock`.
+#
+#   CAIRN_BIN=build-dir bench/bench_rw.sh [RESULTS.txt]
+CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
+source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+unset ASAN_OPTIONS UBSAN_OPTIONS
+out_file=${1:-}
+
+echo "# preparing the image and the lowers" >&2
+minbase_layers "$TMP/layers"
+cairn import bench:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null 2>&1
+mkdir -p "$TMP/l1" "$TMP/l2" "$TMP/l3"
+for i in 1 2 3; do
+  tar -C "$TMP/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"
+done
+lower="$TMP/l3:$TMP/l2:$TMP/l1"
+untar_src=$TMP/layers/layer2.tar
+
+now() { date +%s%N; }
+declare -A T
+run_rows() { # run_rows SYSTEM MNT UPPERDIR
+  local sys=$1 m=$2 up=$3 t0
+  sync
+  echo 3 >/proc/sys/vm/drop_caches
+  t0=$(now); mkdir "$m/untar" && tar -C "$m/untar" -xf "$untar_src" && sync; T[$sys,untar]=$(($(now) - t0))
+  t0=$(now); dd if=/dev/zero of="$m/seq" bs=1M count=256 conv=fsync status=none; T[$sys,seqwrite]=$(($(now) - t0))
+  t0=$(now)
+  python3 - "$m/rand" <<'PY'
+import os, random, sys
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_RDWR, 0o644)
+os.ftruncate(fd, 64 << 20)
+rnd, buf = random.Random(1), b"x" * 4096
+for _ in range(2000):
+    os.pwrite(fd, buf, rnd.randrange(0, (64 << 20) // 4096) * 4096)
+    os.fsync(fd)
+os.close(fd)
+PY
+  T[$sys,rand4k]=$(($(now) - t0))
+  t0=$(now)
+  python3 - "$m/many" <<'PY'
+import os, sys
+os.mkdir(sys.argv[1])
+data = b"y" * 100
+for i in range(10000):
+    with open(os.path.join(sys.argv[1], f"f{i:05}"), "wb") as f:
+        f.write(data)
+PY
+  sync; T[$sys,creates]=$(($(now) - t0))
+  t0=$(now); rm -rf "$m/usr" && sync; T[$sys,rmlower]=$(($(now) - t0))
+  t0=$(now)
+  if [ "$sys" = cairnfs ]; then
+    cairn commit -q "$m" bench-committed:1
+  else
+    tar -C "$up" -cf /dev/null .
+  fi
+  T[$sys,commit]=$(($(now) - t0))
+}
+
+echo "# kernel overlayfs" >&2
+mkdir -p "$TMP/ovu" "$TMP/ovw" "$TMP/ovl"
+mount -t overlay overlay -o "lowerdir=$lower,upperdir=$TMP/ovu,workdir=$TMP/ovw" "$TMP/ovl"
+run_rows overlayfs "$TMP/ovl" "$TMP/ovu"
+umount "$TMP/ovl"
+
+echo "# fuse-overlayfs" >&2
+mkdir -p "$TMP/fu" "$TMP/fw" "$TMP/fovl"
+fuse-overlayfs -o "lowerdir=$lower,upperdir=$TMP/fu,workdir=$TMP/fw" "$TMP/fovl"
+run_rows fuse-overlayfs "$TMP/fovl" "$TMP/fu"
+fusermount3 -u "$TMP/fovl"
+
+echo "# cairnfs --rw" >&2
+mkdir -p "$TMP/cfs"
+cairn mount --rw bench:1 "$TMP/cfs" >/dev/null
+run_rows cairnfs "$TMP/cfs" ""
+cairn umount "$TMP/cfs" >/dev/null
+
+{
+  echo "# bench_rw.sh, $(date -u +%FT%TZ), $(nproc) cores, one run each (seconds)"
+  printf "%-10s %12s %16s %12s %14s %18s\n" row overlayfs fuse-overlayfs cairnfs "cairn/overlay" "cairn/fuse-ovl"
+  for row in untar seqwrite rand4k creates rmlower commit; do
+    awk -v r="$row" -v o="${T[overlayfs,$row]}" -v f="${T[fuse-overlayfs,$row]}" -v c="${T[cairnfs,$row]}" \
+      'BEGIN { printf "%-10s %12.2f %16.2f %12.2f %14.2f %18.2f\n", r, o/1e9, f/1e9, c/1e9, c/o, c/f }'
+  done
+} | tee ${out_file:+"$out_file"}
