@@ -1404,7 +1404,7 @@ void cairnfs_rw_free(struct cairnfs *fs) {
   struct stat st;
   bool kept = rw->lock_fd >= 0 && fstatat(rw->lock_fd, "keep", &st, 0) == 0;
   if (rw->lock_fd >= 0 && !kept && (rw->served || !rw->resumed))
-    cairn_upper_drop(fs->st, rw->id); /* best effort: gc removes what is left */
+    cairn_upper_discard(fs->st, rw->id); /* cairn umount (or gc) removes its files */
   for (size_t b = 0; b < NBUCKETS; b++) {
     for (struct inode *i = rw->buckets[b], *next; i; i = next) {
       next = i->hnext;

@@ -661,8 +661,12 @@ int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *
 /* Marks the upper id kept (cairn umount --keep): gc leaves it and its
  * daemon does not drop it when it exits. */
 int cairn_upper_keep(cairn_store *st, const char *id);
-/* Removes the upper id (its daemon, on a clean exit, while still holding
- * its lock; callers hold the lock). */
+/* Discards the upper id: renamed away at once (its daemon, on a clean
+ * exit, still holding its lock), no longer listed nor resumable; its files
+ * stay until cairn_upper_drop (cairn umount, once the daemon is gone) or
+ * gc removes them. */
+int cairn_upper_discard(cairn_store *st, const char *id);
+/* Removes the upper id, discarded or not, and its files. */
 int cairn_upper_drop(cairn_store *st, const char *id);
 /* One upper as listings show it. Strings are valid during the callback. */
 struct cairn_upper_rec {

@@ -161,15 +161,31 @@ static int remove_tree(int dirfd, const char *name) {
              : 0;
 }
 
-/* Removes uppers/id: renamed to .gone-ID first, so that a removal cut
- * short never leaves a half upper under a listed name. */
-static int upper_remove(cairn_store *st, int ufd, const char *id) {
+/* Renames uppers/id to .gone-ID (atomic, instant): no longer listed nor
+ * resumable; its files are removed by cairn_upper_drop or gc. */
+static int upper_discard(cairn_store *st, int ufd, const char *id) {
   char gone[CAIRN_ID_LEN + 8];
   snprintf(gone, sizeof(gone), ".gone-%.16s", id);
-  if (renameat(ufd, id, ufd, gone) < 0)
+  if (renameat(ufd, id, ufd, gone) < 0 && errno != ENOENT)
     return cairn_fail(st, -errno, "upper %.12s: %s", id, strerror(errno));
-  int r = remove_tree(ufd, gone);
+  return 0;
+}
+
+/* Removes uppers/id: discarded (renamed) first, so that a removal cut
+ * short never leaves a half upper under a listed name. */
+static int upper_remove(cairn_store *st, int ufd, const char *id) {
+  int r = upper_discard(st, ufd, id);
+  if (r < 0) return r;
+  char gone[CAIRN_ID_LEN + 8];
+  snprintf(gone, sizeof(gone), ".gone-%.16s", id);
+  r = remove_tree(ufd, gone);
   return r < 0 ? cairn_fail(st, r, "upper %.12s: %s", id, strerror(-r)) : 0;
+}
+
+int cairn_upper_discard(cairn_store *st, const char *id) {
+  _cleanup_close_ int ufd = uppers_dir(st);
+  if (ufd < 0) return ufd;
+  return upper_discard(st, ufd, id);
 }
 
 int cairn_upper_drop(cairn_store *st, const char *id) {

@@ -292,6 +292,7 @@ static int umount_one(cairn_store *st, const char *name, bool quiet, bool keep) 
     if (r < 0) code = report_fail(r, "umount: %s: %s", name, report_why(st, r));
   }
   if (code == CAIRN_EXIT_OK && !was_mounted) say_not_mounted(name);
+  if (code == CAIRN_EXIT_OK && up.found && !keep) cairn_upper_drop(st, up.id); /* its files */
   if (code == CAIRN_EXIT_OK && was_mounted && up.found && !quiet) cli_upper_say(&up, keep, dir);
   if (code == CAIRN_EXIT_OK && was_mounted && !quiet) printf("%s\n", name);
   return code;
