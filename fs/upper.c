@@ -32,9 +32,12 @@
  * creates, copy-ups, renames, the inode table); data (read, write, fsync)
  * goes straight to the backing file's fd with no lock and no SQLite, and
  * reads of upper files are fd-backed replies spliced like the lower's.
- * The kernel checks permissions (default_permissions) and keeps locks;
- * attribute and entry caching is off (timeouts 0), so nothing it serves is
- * stale. Every handler replies exactly once.
+ * The kernel checks permissions (default_permissions) and keeps locks.
+ * Attributes and entries are cached for 1 s only (read-only mounts: a
+ * year), negative lookups not at all: every change goes through this
+ * mount's kernel, which drops what a create, unlink, rename, link, write
+ * or setattr makes stale, and a copy-up changes no attribute the kernel
+ * holds. Every handler replies exactly once.
  */
 #include "cairnfs.h"
 
@@ -57,7 +60,7 @@
 #define UPPER_BASE (1ULL << 32)
 #define XA_PREFIX "trusted.cairn."
 #define XA_ORIGIN XA_PREFIX "origin"
-#define RW_TIMEOUT 0.0
+#define RW_TIMEOUT 1.0
 #define NO_FH UINT64_MAX /* a read-only open of a lower-only file */
 
 struct inode {
