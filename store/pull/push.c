@@ -23,7 +23,8 @@
  * (its digest and size are needed before the upload), then sent whole
  * (POST for an upload session, then one PUT ?digest=) unless the registry
  * has it (HEAD) or can mount it from the repository the image was pulled
- * from (POST ?mount=&from=).
+ * from (POST ?mount=&from=). Each request follows pull's retry policy; a
+ * PUT that still fails starts over in a new upload session.
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -40,6 +41,7 @@
 #include "registry.h"
 
 #define MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
+#define PUSH_SESSIONS 3 /* upload sessions a blob is tried in */
 #define MT_CONFIG "application/vnd.oci.image.config.v1+json"
 
 static const char *layer_media_type(enum cairn_compress c) {
@@ -289,30 +291,39 @@ static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *
     curl_free(e);
     if (h) curl_easy_cleanup(h);
   }
-  if (from_esc)
-    snprintf(url, sizeof url, "%s/v2/%s/blobs/uploads/?mount=%s&from=%s", rg->server, rg->repo,
-             b->digest, from_esc);
-  else
-    snprintf(url, sizeof url, "%s/v2/%s/blobs/uploads/", rg->server, rg->repo);
-  registry_req post = {.method = "POST", .url = url, .body_fd = -1};
-  if ((r = cn_registry_request(rg, &post, NULL, false, &reply, st)) < 0) return r;
-  if (reply.status == 201 && from_esc) {
-    *skipped = true; /* mounted */
-    return 0;
+  /* An upload session whose PUT failed (its retries included: after a
+   * transfer cut midway the registry holds part of the body, and a PUT
+   * again to the same session fails its digest) is dropped, and the blob
+   * sent again in a new one, up to PUSH_SESSIONS times. */
+  for (unsigned session = 0;; session++) {
+    if (from_esc && session == 0)
+      snprintf(url, sizeof url, "%s/v2/%s/blobs/uploads/?mount=%s&from=%s", rg->server, rg->repo,
+               b->digest, from_esc);
+    else
+      snprintf(url, sizeof url, "%s/v2/%s/blobs/uploads/", rg->server, rg->repo);
+    registry_req post = {.method = "POST", .url = url, .body_fd = -1};
+    if ((r = cn_registry_request(rg, &post, NULL, false, &reply, st)) < 0) return r;
+    if (reply.status == 201 && from_esc && session == 0) {
+      *skipped = true; /* mounted */
+      return 0;
+    }
+    if (!reply.location[0])
+      return cairn_fail(st, -EIO, "POST %s: HTTP %ld without a Location", url, reply.status);
+    _cleanup_free_ char *put_url = url_join(rg, reply.location, b->digest);
+    if (!put_url) return cairn_fail(st, -ENOMEM, "out of memory");
+    atomic_store(&p->sent, 0);
+    registry_req put = {.method = "PUT",
+                        .url = put_url,
+                        .content_type = "application/octet-stream",
+                        .body_fd = b->fd,
+                        .body_len = b->size,
+                        .body_mem = b->mem,
+                        .progress = &p->sent};
+    r = cn_registry_request(rg, &put, NULL, false, &reply, st);
+    if (r != -EIO || session + 1 >= PUSH_SESSIONS) return r;
+    cn_pull_log(&rg->base, "%s; sending %s again in a new upload session (%u/%u)",
+                cairn_errmsg(st), b->digest, session + 1, PUSH_SESSIONS - 1);
   }
-  if (!reply.location[0])
-    return cairn_fail(st, -EIO, "POST %s: HTTP %ld without a Location", url, reply.status);
-  _cleanup_free_ char *put_url = url_join(rg, reply.location, b->digest);
-  if (!put_url) return cairn_fail(st, -ENOMEM, "out of memory");
-  atomic_store(&p->sent, 0);
-  registry_req put = {.method = "PUT",
-                      .url = put_url,
-                      .content_type = "application/octet-stream",
-                      .body_fd = b->fd,
-                      .body_len = b->size,
-                      .body_mem = b->mem,
-                      .progress = &p->sent};
-  return cn_registry_request(rg, &put, NULL, false, &reply, st);
 }
 
 static int manifest_send(registry *rg, const char *tag, const char *body, cairn_store *st) {

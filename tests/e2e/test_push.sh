@@ -7,7 +7,8 @@
 # an oci: layout; a second push skips every blob; a missing image exits 3,
 # an import from before tar records is refused, and a push holds its pins
 # (cairn rm during a push that a slow registry holds up exits 4) and
-# retries a transient failure (a 503 on its first upload session); TLS
+# retries a transient failure (a 503 on its first upload session) and
+# sends a blob again in a new session when its transfer was cut; TLS
 # with --cert-dir and token auth (push scope, cross-repository mounts).
 source "$(dirname "$0")/registry.sh"
 pull_test_init
@@ -132,8 +133,9 @@ unset REGISTRY_AUTH_FILE
 # A push holds its pins: a registry that takes its time on the upload
 # keeps the push going while cairn rm is refused (exit 4).
 cat >"$T/slow_registry.py" <<'PY'
-import http.server, sys, time
+import http.server, socket, sys, time
 posts = 0
+broken = set()
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a): pass
     def do_HEAD(self):
@@ -145,9 +147,16 @@ class H(http.server.BaseHTTPRequestHandler):
         posts += 1
         if posts == 1:  # the first upload session: a transient failure, retried
             self.send_response(503); self.send_header("Retry-After", "0"); self.send_header("Content-Length", "0"); self.end_headers(); return
-        self.send_response(202); self.send_header("Location", "/upload/1"); self.send_header("Content-Length", "0"); self.end_headers()
+        self.send_response(202); self.send_header("Location", "/upload/%d" % posts); self.send_header("Content-Length", "0"); self.end_headers()
     def do_PUT(self):
         n = int(self.headers.get("Content-Length", "0"))
+        session = self.path.split("?")[0]
+        if session == "/upload/2" and not broken:  # the connection cut midway
+            broken.add(session); self.rfile.read(min(n, 4096))
+            self.close_connection = True; self.connection.shutdown(socket.SHUT_RDWR); return
+        if session in broken:  # part of the body is in: the digest cannot match
+            self.rfile.read(n); body = b'{"errors":[{"code":"DIGEST_INVALID","message":"digest did not match"}]}'
+            self.send_response(400); self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body); return
         while n > 0:
             k = len(self.rfile.read(min(n, 16384))); n -= k; time.sleep(0.1)
             if k == 0: break
@@ -172,5 +181,7 @@ wait "$pusher"
 rc=$?
 [[ $rc == 0 ]] && ok "the slowed push finished after a retried 503" || not_ok "slowed push exit $rc"
 grep -q "POST .*HTTP 503.*retry 1/" "$T/push.err" || not_ok "the 503 was not retried: $(cat "$T/push.err")"
+grep -q "new upload session (1/2)" "$T/push.err" ||
+  not_ok "a session whose transfer was cut was not replaced: $(cat "$T/push.err")"
 expect_exit 0 "rm once the push is gone" "$CAIRN" --store "$ST" rm -q "$R/team/gz:1"
 finish
