@@ -14,9 +14,8 @@
 # mean of each and ratios of cairnfs to native and to fuse-overlayfs.
 #
 #   CAIRN_BIN=build-dir [ROWS='walk-cold bigfile-cold ...'] bench/bench_fs.sh [RESULTS.txt]
-# DAEMON_READS=1 adds a fifth contender, cairnfs-daemon: cairnfs with
-# -o nopassthrough, every read served by the daemon (what FUSE passthrough
-# buys, in the same run).
+# PASSTHROUGH=1 adds a fifth contender, cairnfs-pt: cairnfs with
+# -o passthrough (what FUSE passthrough buys and costs, in the same run).
 # ROWS runs only the rows named (the keys in the table code below; mount
 # and mount100k are the mount rows); the default is every row.
 # Measured, never asserted. Needs root (mounts, drop_caches).
@@ -57,11 +56,11 @@ fuse-overlayfs -o "lowerdir=$lower" "$TMP/fovl"
 cairn import bench:1 "${layers[@]}" >/dev/null
 cairn mount bench:1 "$TMP/cfs"
 SYSTEMS=(native overlayfs fuse-overlayfs cairnfs)
-if [ "${DAEMON_READS:-0}" = 1 ]; then
-  DIR[cairnfs-daemon]=$TMP/cfs-daemon
-  mkdir -p "$TMP/cfs-daemon"
-  cairn mount -o nopassthrough bench:1 "$TMP/cfs-daemon"
-  SYSTEMS+=(cairnfs-daemon)
+if [ "${PASSTHROUGH:-0}" = 1 ]; then
+  DIR[cairnfs-pt]=$TMP/cfs-pt
+  mkdir -p "$TMP/cfs-pt"
+  cairn mount -o passthrough bench:1 "$TMP/cfs-pt"
+  SYSTEMS+=(cairnfs-pt)
 fi
 
 # The small files for the parallel-read row: every regular file < 16 KiB.
@@ -137,12 +136,12 @@ rows = [("walk-cold", "metadata walk, cold (find -printf)"),
         ("smallfiles-par-warm", "parallel small-file reads, warm"),
         ("mount", "mount + umount (minbase, 4 layers)"),
         ("mount100k", "mount + umount (100,000 files)")]
-systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs", "cairnfs-daemon"]
+systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs", "cairnfs-pt"]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# cairnfs benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
       f"kernel {platform.release()}, mean of hyperfine runs in ms")
 hdr = (f"{'row':38} " + " ".join(f"{s:>15}" for s in systems) +
-       f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12} {'daemon/native':>13}")
+       f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12} {'pt/native':>13}")
 print(hdr)
 print("-" * len(hdr))
 for key, label in rows:
@@ -153,7 +152,7 @@ for key, label in rows:
     c = res["cairnfs"]
     vs_native = (f"{res['overlayfs'] / res['native']:11.2f} {c / res['native']:11.2f}"
                  if "native" in res else f"{'-':>11} {'-':>11}")
-    daemon = (f"{res['cairnfs-daemon'] / res['native']:13.2f}"
-              if "cairnfs-daemon" in res and "native" in res else f"{'-':>13}")
-    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f} {daemon}")
+    pt = (f"{res['cairnfs-pt'] / res['native']:13.2f}"
+              if "cairnfs-pt" in res and "native" in res else f"{'-':>13}")
+    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f} {pt}")
 PY

@@ -54,7 +54,7 @@ struct cairnfs_options {
   char *store;
   bool foreground, debug;
   bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
-  bool no_passthrough; /* -o nopassthrough: every read through the server */
+  bool no_passthrough; /* every read through the server (unless -o passthrough) */
   bool writable;       /* -o writable: a private upper layer (upper.c) */
   char *upper;         /* -o upper=ID: the kept upper to resume (implies writable) */
   char *fuse_opts; /* options passed on to libfuse, comma-separated */

@@ -57,9 +57,9 @@ const char *report_prog = "cairnfs";
   "                ${XDG_DATA_HOME:-~/.local/share}/cairn\n"                                       \
   "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
-  "  -o nopassthrough\n"                                                                           \
-  "                serve every read through the daemon, not by FUSE passthrough\n"                 \
-  "                (kernel 6.9+, root: the default where it works)\n"                              \
+  "  -o passthrough\n"                                                                             \
+  "                FUSE passthrough (kernel 6.9+, root): the kernel reads an open\n"             \
+  "                file from its blob; faster big files, dearer opens (see cairnfs(8))\n"        \
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
   "  -h, --help    show this help and exit\n"                                                      \
   "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
@@ -155,7 +155,7 @@ static int take_mount_opts(struct cairnfs_options *o, const char *arg) {
     } else if (flag_len == 3 && strncmp(flag, "dev", 3) == 0) {
       o->dev = !no;
     } else if (flag_len == 11 && strncmp(flag, "passthrough", 11) == 0) {
-      o->no_passthrough = no;
+      o->no_passthrough = no; /* nopassthrough is the default: see cairnfs(8) */
     } else if (len == 8 && strncmp(arg, "writable", 8) == 0) {
       o->writable = true;
     } else if (len > 6 && strncmp(arg, "upper=", 6) == 0) {
@@ -251,7 +251,7 @@ static void options_free(struct cairnfs_options *o) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], CAIRNFS_SERVE_ARG) == 0) return cairnfs_server_main(argc, argv);
-  __attribute__((cleanup(options_free))) struct cairnfs_options o = {0};
+  __attribute__((cleanup(options_free))) struct cairnfs_options o = {.no_passthrough = true};
   int code = parse_args(argc, argv, &o);
   if (code != CAIRN_EXIT_OK) return code;
   if (!o.foreground) {
