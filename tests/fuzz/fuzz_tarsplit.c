@@ -8,43 +8,16 @@
  * tmpfs (/dev/shm) and is made afresh every few thousand layers.
  */
 #include "layer.h"
+#include "scratch_store.h"
 
-#include <ftw.h>
 #include <stdint.h>
 #include <string.h>
 
 #define LAYERS_PER_STORE 4000
 
-static char store_dir[64];
-static cairn_store *st;
-static unsigned stored;
-
-static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static void store_fresh(void) {
-  if (st) cairn_store_close(st);
-  if (!store_dir[0]) snprintf(store_dir, sizeof(store_dir), "/dev/shm/cairn-fuzz-ts-%d", getpid());
-  nftw(store_dir, remove_one, 32, FTW_DEPTH | FTW_PHYS);
-  if (cairn_store_open(store_dir, &st) < 0) {
-    fprintf(stderr, "fuzz_tarsplit: store %s: %s\n", store_dir, cairn_errmsg(st));
-    abort();
-  }
-  stored = 0;
-}
-
-static void store_remove(void) {
-  cairn_store_close(st);
-  nftw(store_dir, remove_one, 32, FTW_DEPTH | FTW_PHYS);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
-  store_fresh();
-  atexit(store_remove);
+  scratch_store_init("tarsplit");
   return 0;
 }
 
@@ -90,6 +63,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     stored++;
   }
   cairn_pinset_release(st, ps);
-  if (stored >= LAYERS_PER_STORE) store_fresh();
+  if (stored >= LAYERS_PER_STORE) scratch_store_fresh();
   return 0;
 }
