@@ -78,6 +78,26 @@ pid_gone() { ! awk '$3 != "Z" && $3 != "X" { f = 1 } END { exit !f }' "/proc/$1/
 mount_pid() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .pid'; }
 mount_state() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .state'; }
 
+# stream_reader R MNT FILE...: reads each FILE of MNT with O_DIRECT (every
+# read a FUSE request), round after round (10,000 at most) until $TMP/stop
+# exists, checking each against $TMP/want (md5sum lines): a failed read or
+# a wrong checksum is a line in $TMP/bad, each file read a line in
+# $TMP/reads.R.
+stream_reader() {
+  local r=$1 mnt=$2 n f sum
+  shift 2
+  for ((n = 0; n < 10000; n++)); do
+    [ -e "$TMP/stop" ] && break
+    for f in "$@"; do
+      if ! sum=$(dd if="$mnt/$f" iflag=direct bs=64k 2>>"$TMP/rerr.$r" | md5sum); then
+        echo "reader $r: $f: read failed" >>"$TMP/bad"
+      fi
+      grep -q "^${sum%% *}  $f\$" "$TMP/want" || echo "reader $r: $f: checksum ${sum%% *}" >>"$TMP/bad"
+      echo x >>"$TMP/reads.$r"
+    done
+  done
+}
+
 bg_start() {
   "$@" &
   BG_PIDS+=($!)

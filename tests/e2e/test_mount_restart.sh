@@ -51,19 +51,7 @@ wait_for 50 test "$(mount_state "$mnt")" = live || fail "not live again: $(mount
 pass "restart window: restarting, rm exits 4 naming pid $sup, a waiting reader gets its bytes"
 
 # ---- 8 readers, 20 kills, rm/gc churn
-reader() {
-  local r=$1 n f sum
-  for ((n = 0; n < 10000; n++)); do
-    [ -e "$TMP/stop" ] && break
-    for f in f1 f2 f3 f4 f5 f6 f7 f8; do
-      if ! sum=$(dd if="$mnt/$f" iflag=direct bs=64k 2>>"$TMP/rerr.$r" | md5sum); then
-        echo "reader $r: $f: read failed" >>"$TMP/bad"
-      fi
-      grep -q "^${sum%% *}  $f\$" "$TMP/want" || echo "reader $r: $f: checksum ${sum%% *}" >>"$TMP/bad"
-      echo x >>"$TMP/reads.$r"
-    done
-  done
-}
+reader() { stream_reader "$1" "$mnt" f1 f2 f3 f4 f5 f6 f7 f8; }
 churn() {
   local n
   for ((n = 0; n < 10000; n++)); do

@@ -35,19 +35,7 @@ assert_status 2 cairn mount --upgrade
 assert_status 2 cairn mount --upgrade --restore "$mnt"
 pass "--upgrade: not a mount (3), usage (2)"
 
-reader() {
-  local r=$1 n f sum
-  for ((n = 0; n < 10000; n++)); do
-    [ -e "$TMP/stop" ] && break
-    for f in f1 f2 f3 f4; do
-      if ! sum=$(dd if="$mnt/$f" iflag=direct bs=64k 2>>"$TMP/rerr.$r" | md5sum); then
-        echo "reader $r: $f: read failed" >>"$TMP/bad"
-      fi
-      grep -q "^${sum%% *}  $f\$" "$TMP/want" || echo "reader $r: $f: checksum ${sum%% *}" >>"$TMP/bad"
-      echo x >>"$TMP/reads.$r"
-    done
-  done
-}
+reader() { stream_reader "$1" "$mnt" f1 f2 f3 f4; }
 churn() {
   local n
   for ((n = 0; n < 10000; n++)); do
