@@ -10,14 +10,16 @@ pull_test_init
 release_build_only "a sanitizer build does not run under valgrind"
 
 # vg_expect CODE NAME CMD...: CMD, under memcheck (children too: Criterion
-# forks each test; logs in $T/vg/NAME/), exits CODE and valgrind reports
+# forks each test; not the system's programs a test runs, such as tar and
+# python3 making test layers; logs in $T/vg/NAME/), exits CODE and valgrind reports
 # nothing (it would exit 99; a forked test's report shows only in its log).
 vg_expect() {
   local want=$1 n=$2 logs=$T/vg/${2//[^A-Za-z0-9_-]/_} got f bad=
   shift 2
   mkdir -p "$logs"
   valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-    --show-leak-kinds=definite --trace-children=yes --log-file="$logs/%p.log" \
+    --show-leak-kinds=definite --trace-children=yes --trace-children-skip='/usr/*,/bin/*' \
+    --log-file="$logs/%p.log" \
     "$@" >"$logs/stdout" 2>"$logs/stderr"
   got=$?
   for f in "$logs"/*.log; do
