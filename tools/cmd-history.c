@@ -18,12 +18,12 @@ struct history_rows {
 
 enum { H_ID, H_CREATED, H_CREATED_BY, H_SIZE, H_COMMENT, H_EMPTY_LAYER, H_FIELDS };
 static const struct cli_field history_fields[H_FIELDS] = {
-    [H_ID] = {"id", CLI_ID},
-    [H_CREATED] = {"created", CLI_TIME},
-    [H_CREATED_BY] = {"created_by", CLI_STR},
-    [H_SIZE] = {"size", CLI_SIZE},
-    [H_COMMENT] = {"comment", CLI_STR},
-    [H_EMPTY_LAYER] = {"empty_layer", CLI_BOOL},
+    [H_ID] = {"id", CLI_ID, false},
+    [H_CREATED] = {"created", CLI_TIME, false},
+    [H_CREATED_BY] = {"created_by", CLI_STR, false},
+    [H_SIZE] = {"size", CLI_SIZE, false},
+    [H_COMMENT] = {"comment", CLI_STR, false},
+    [H_EMPTY_LAYER] = {"empty_layer", CLI_BOOL, false},
 };
 static const struct cli_schema history_schema = {history_fields, H_FIELDS};
 

@@ -169,7 +169,7 @@ void progress_pending(struct progress *p, size_t i, const char *label, const cha
   pthread_mutex_lock(&p->lock);
   struct line *l = line_at(p, i, label);
   if (l && !l->final[0] && l->start == 0) {
-    snprintf(l->phase, sizeof(l->phase), "%s", what);
+    snprintf(l->phase, sizeof(l->phase), "%.*s", (int)sizeof(l->phase) - 1, what); /* cut to fit */
     draw(p, false);
   }
   pthread_mutex_unlock(&p->lock);

@@ -245,14 +245,10 @@ enum {
   PIN_FIELDS
 };
 static const struct cli_field pin_fields[PIN_FIELDS] = {
-    [PIN_TARGET] = {"target", CLI_ID},
-    [PIN_KIND] = {"kind", CLI_STR},
-    [PIN_PID] = {"pid", CLI_INT},
-    [PIN_COMMAND] = {"command", CLI_STR},
-    [PIN_PURPOSE] = {"purpose", CLI_STR},
-    [PIN_SINCE] = {"since", CLI_TIME},
-    [PIN_STALE] = {"stale", CLI_BOOL},
-    [PIN_HELD_BY] = {"held_by", CLI_PIDS, true},
+    [PIN_TARGET] = {"target", CLI_ID, false},    [PIN_KIND] = {"kind", CLI_STR, false},
+    [PIN_PID] = {"pid", CLI_INT, false},         [PIN_COMMAND] = {"command", CLI_STR, false},
+    [PIN_PURPOSE] = {"purpose", CLI_STR, false}, [PIN_SINCE] = {"since", CLI_TIME, false},
+    [PIN_STALE] = {"stale", CLI_BOOL, false},    [PIN_HELD_BY] = {"held_by", CLI_PIDS, true},
     [PIN_NAMES] = {"names", CLI_NAMES, true},
 };
 static const struct cli_schema pin_schema = {pin_fields, PIN_FIELDS};
@@ -287,12 +283,12 @@ enum {
   MOUNT_FIELDS
 };
 static const struct cli_field mount_fields[MOUNT_FIELDS] = {
-    [MOUNT_DIR] = {"dir", CLI_STR},
-    [MOUNT_IMAGE] = {"image", CLI_ID},
-    [MOUNT_PID] = {"pid", CLI_INT},
-    [MOUNT_STATE] = {"state", CLI_STR},
-    [MOUNT_RW] = {"rw", CLI_BOOL},
-    [MOUNT_DEV] = {"dev", CLI_STR},
+    [MOUNT_DIR] = {"dir", CLI_STR, false},
+    [MOUNT_IMAGE] = {"image", CLI_ID, false},
+    [MOUNT_PID] = {"pid", CLI_INT, false},
+    [MOUNT_STATE] = {"state", CLI_STR, false},
+    [MOUNT_RW] = {"rw", CLI_BOOL, false},
+    [MOUNT_DEV] = {"dev", CLI_STR, false},
     [MOUNT_UPPER] = {"upper", CLI_ID, true},
     [MOUNT_UPPER_ENTRIES] = {"upper_entries", CLI_INT, true},
     [MOUNT_UPPER_BYTES] = {"upper_bytes", CLI_SIZE, true},
@@ -335,12 +331,12 @@ int cli_upper_row(const struct cairn_upper_rec *u, void *arg) {
 
 enum { IMAGE_ID, IMAGE_NAMES, IMAGE_LAYERS, IMAGE_SIZE, IMAGE_CREATED, IMAGE_PINNED, IMAGE_FIELDS };
 static const struct cli_field image_fields[IMAGE_FIELDS] = {
-    [IMAGE_ID] = {"id", CLI_ID},
-    [IMAGE_NAMES] = {"names", CLI_NAMES},
-    [IMAGE_LAYERS] = {"layers", CLI_INT},
-    [IMAGE_SIZE] = {"size", CLI_SIZE},
-    [IMAGE_CREATED] = {"created", CLI_TIME},
-    [IMAGE_PINNED] = {"pinned", CLI_BOOL},
+    [IMAGE_ID] = {"id", CLI_ID, false},
+    [IMAGE_NAMES] = {"names", CLI_NAMES, false},
+    [IMAGE_LAYERS] = {"layers", CLI_INT, false},
+    [IMAGE_SIZE] = {"size", CLI_SIZE, false},
+    [IMAGE_CREATED] = {"created", CLI_TIME, false},
+    [IMAGE_PINNED] = {"pinned", CLI_BOOL, false},
 };
 static const struct cli_schema image_schema = {image_fields, IMAGE_FIELDS};
 
@@ -366,11 +362,11 @@ int cli_image_row(const struct cairn_image_rec *im, void *arg) {
 
 enum { LAYER_ID, LAYER_SIZE, LAYER_ENTRIES, LAYER_IMAGES, LAYER_PINNED, LAYER_FIELDS };
 static const struct cli_field layer_fields[LAYER_FIELDS] = {
-    [LAYER_ID] = {"id", CLI_ID},
-    [LAYER_SIZE] = {"size", CLI_SIZE},
-    [LAYER_ENTRIES] = {"entries", CLI_INT},
-    [LAYER_IMAGES] = {"images", CLI_INT},
-    [LAYER_PINNED] = {"pinned", CLI_BOOL},
+    [LAYER_ID] = {"id", CLI_ID, false},
+    [LAYER_SIZE] = {"size", CLI_SIZE, false},
+    [LAYER_ENTRIES] = {"entries", CLI_INT, false},
+    [LAYER_IMAGES] = {"images", CLI_INT, false},
+    [LAYER_PINNED] = {"pinned", CLI_BOOL, false},
 };
 static const struct cli_schema layer_schema = {layer_fields, LAYER_FIELDS};
 
