@@ -66,6 +66,8 @@ char *cairnfs_fuse_opts(const struct cairnfs_options *o);
 /* Tells the process waiting for the verdict that the mount answers, and
  * detaches from the caller's terminal (main.c). */
 void cairnfs_report_ready(void);
+/* Points stdin, stdout and stderr at /dev/null (a daemon once serving). */
+void cairnfs_stdio_null(void);
 
 /* Runs the supervisor of one mount (supervisor.c): mounts, serves through
  * its server child until the kernel ends the session; returns the exit code. */

@@ -103,13 +103,7 @@ static void say_ready(void) {
   close(conn.status_fd);
   conn.status_fd = -1;
   if (!conn.quiet) return;
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null >= 0) {
-    dup2(null, 0);
-    dup2(null, 1);
-    dup2(null, 2);
-    close(null);
-  }
+  cairnfs_stdio_null();
 }
 
 /* Asks the kernel to queue again what the dead server had read. */

@@ -69,6 +69,16 @@ const char *report_prog = "cairnfs";
   "The mount is read-only unless -o writable; -o rw and -o ro are accepted\n"                      \
   "and ignored (mount(8) passes rw to every helper)."
 
+void cairnfs_stdio_null(void) {
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    close(null);
+  }
+}
+
 /* The sink of the daemon's failure (report.h): the parent waiting for the
  * verdict gets its exit code (one byte) and its message, then EOF. Once the
  * verdict is given (or the parent is gone) failures go to stderr. */
@@ -90,13 +100,7 @@ void cairnfs_report_ready(void) {
   }
   close(verdict_fd);
   verdict_fd = -1;
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null >= 0) {
-    dup2(null, 0);
-    dup2(null, 1);
-    dup2(null, 2);
-    close(null);
-  }
+  cairnfs_stdio_null();
   if (chdir("/") < 0) {
     /* Not fatal: only keeps the daemon off the caller's cwd. */
   }
