@@ -23,10 +23,10 @@ struct cairnfs {
   bool readahead_raised;    /* by the first read (ops.c) */
   /* FUSE passthrough (passthrough.c): offered by the kernel and wanted. */
   bool passthrough;
-  int fuse_fd;             /* the session's /dev/fuse fd (its ioctls) */
-  uint64_t *backing;       /* the shared table of open inodes, or NULL */
-  size_t backing_inodes;   /* its size: inodes 1..backing_inodes */
-  struct cairnfs_rw *rw;    /* a writable mount's upper layer (upper.c), else NULL */
+  int fuse_fd;           /* the session's /dev/fuse fd (its ioctls) */
+  uint64_t *backing;     /* the shared table of open inodes, or NULL */
+  size_t backing_inodes; /* its size: inodes 1..backing_inodes */
+  struct cairnfs_rw *rw; /* a writable mount's upper layer (upper.c), else NULL */
 };
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;
@@ -53,11 +53,11 @@ struct cairnfs_options {
   const char *dir;
   char *store;
   bool foreground, debug;
-  bool suid, dev;  /* -o suid / -o dev: honour setuid bits / device nodes */
+  bool suid, dev;      /* -o suid / -o dev: honour setuid bits / device nodes */
   bool no_passthrough; /* every read through the server (unless -o passthrough) */
   bool writable;       /* -o writable: a private upper layer (upper.c) */
   char *upper;         /* -o upper=ID: the kept upper to resume (implies writable) */
-  char *fuse_opts; /* options passed on to libfuse, comma-separated */
+  char *fuse_opts;     /* options passed on to libfuse, comma-separated */
 };
 
 /* The mount options the session is created with (main.c; caller frees). */

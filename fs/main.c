@@ -58,8 +58,8 @@ const char *report_prog = "cairnfs";
   "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
   "  -o passthrough\n"                                                                             \
-  "                FUSE passthrough (kernel 6.9+, root): the kernel reads an open\n"             \
-  "                file from its blob; faster big files, dearer opens (see cairnfs(8))\n"        \
+  "                FUSE passthrough (kernel 6.9+, root): the kernel reads an open\n"               \
+  "                file from its blob; faster big files, dearer opens (see cairnfs(8))\n"          \
   "  -o OPT        other options are passed to libfuse/mount\n"                                    \
   "  -h, --help    show this help and exit\n"                                                      \
   "  -V, --version print the version and exit (also: cairnfs version)\n"                           \
