@@ -16,7 +16,8 @@
  *   (and stats only the fds on files of pins/); the pinned flags of image
  *   and layer listings read /proc/locks alone.
  * - A listing costs one read of /proc/locks, one query of the annotations
- *   and one stat per pin file, however many pins: locks and targets are
+ *   and the pin directories' entries (their d_ino; a stat per pin file only
+ *   where d_ino is not st_ino), however many pins: locks and targets are
  *   sorted and searched, and each process is looked up once.
  * - A deleter takes LOCK_EX|LOCK_NB on the same file; failing that, the
  *   target is pinned. It unlinks the pin file only while holding that
@@ -34,7 +35,9 @@
 #include <limits.h>
 #include <string.h>
 #include <sys/file.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 
@@ -670,6 +673,21 @@ static int targets_add(struct pin_targets *t, enum cairn_pin_kind kind, const ch
   return 0;
 }
 
+/* Whether readdir's d_ino is its entries' st_ino and they share the
+ * directory's st_dev on the file system of fd: true of the local file
+ * systems a store lives on, not of overlayfs or network ones. */
+static bool dino_is_st_ino(int fd) {
+  struct statfs sf;
+  if (fstatfs(fd, &sf) < 0) return false;
+  switch ((unsigned long)sf.f_type) {
+  case EXT4_SUPER_MAGIC: /* also ext2, ext3 */
+  case XFS_SUPER_MAGIC:
+  case TMPFS_MAGIC:
+  case BTRFS_SUPER_MAGIC: return true;
+  default: return false;
+  }
+}
+
 /* The targets to list: with dirs, every target that has a pin file (first,
  * in directory order), then every other target an annotation names (in
  * listing order); optionally of one id only. Each pin file is stat'ed once,
@@ -683,11 +701,21 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, bool dirs
     snprintf(dir, sizeof(dir), "%s/pins/%s", st->dir, kind_dir(kind));
     _cleanup_closedir_ DIR *d = opendir(dir);
     struct dirent *de;
-    struct stat s;
+    struct stat s, dir_st;
+    /* 0: not known yet; 1: d_ino and the directory's st_dev are the pin
+     * files' inode (on the file systems known to keep it so, and checked
+     * once by a stat; overlayfs, for one, may not); -1: stat every file. */
+    int dino = d && fstat(dirfd(d), &dir_st) == 0 && dino_is_st_ino(dirfd(d)) ? 0 : -1;
     while (d && r == 0 && (de = readdir(d))) {
       if (!cn_is_hex_id(de->d_name, CAIRN_ID_LEN)) continue;
       if (filter_id && strcmp(filter_id, de->d_name) != 0) continue;
-      if (fstatat(dirfd(d), de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0) continue; /* deleted */
+      if (dino == 1) {
+        s = dir_st;
+        s.st_ino = de->d_ino;
+      } else {
+        if (fstatat(dirfd(d), de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0) continue; /* deleted */
+        if (dino == 0) dino = s.st_dev == dir_st.st_dev && s.st_ino == de->d_ino ? 1 : -1;
+      }
       r = targets_add(out, kind, de->d_name, out->n, &s);
     }
   }
