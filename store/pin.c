@@ -203,27 +203,49 @@ static int lock_cmp(const void *a, const void *b) {
   return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+/* An unsigned number in base 10 or 16 at *p (at least one digit, no sign,
+ * no overflow); *p is moved past it. */
+static bool num_parse(const char **p, int base, unsigned long *out) {
+  unsigned long v = 0;
+  const char *s = *p;
+  for (;; s++) {
+    unsigned d;
+    if (*s >= '0' && *s <= '9')
+      d = (unsigned)(*s - '0');
+    else if (base == 16 && *s >= 'a' && *s <= 'f')
+      d = (unsigned)(*s - 'a' + 10);
+    else
+      break;
+    if (v > (ULONG_MAX - d) / (unsigned)base) return false;
+    v = v * (unsigned)base + d;
+  }
+  if (s == *p) return false;
+  *p = s;
+  *out = v;
+  return true;
+}
+
 /* One held flock(2) lock from a line of /proc/locks or of a "lock:" line of
  * /proc/PID/fdinfo/FD (which has the same fields); false for a waiter or a
  * lock of another kind. */
 static bool lock_line_parse(const char *line, struct kernel_lock *out) {
   /* "N: FLOCK  ADVISORY  READ PID MAJ:MIN:INO START END"; a waiter has
-   * "N: -> FLOCK ..." */
+   * "N: -> FLOCK ...". Parsed by hand: a listing reads 10,000 of these, and
+   * strtoul's locale handling was most of their cost. */
   const char *p = strchr(line, ':');
   if (!p) return false;
-  p += strspn(p + 1, " ") + 1;
+  while (*++p == ' ') {
+  }
   if (strncmp(p, "FLOCK ", 6) != 0) return false;
   for (int field = 0; field < 3; field++) { /* FLOCK, ADVISORY, READ|WRITE */
-    p += strcspn(p, " ");
-    p += strspn(p, " ");
+    while (*p && *p != ' ') p++;
+    while (*p == ' ') p++;
   }
-  char *end;
-  errno = 0;
-  long pid = strtol(p, &end, 10);
-  unsigned long maj = *end == ' ' ? strtoul(end + 1, &end, 16) : 0;
-  unsigned long min = *end == ':' ? strtoul(end + 1, &end, 16) : 0;
-  unsigned long ino = *end == ':' ? strtoul(end + 1, &end, 10) : 0;
-  if (errno || *end != ' ' || pid <= 0 || pid > INT_MAX) return false;
+  unsigned long pid, maj, min, ino;
+  if (!num_parse(&p, 10, &pid) || *p++ != ' ' || !num_parse(&p, 16, &maj) || *p++ != ':' ||
+      !num_parse(&p, 16, &min) || *p++ != ':' || !num_parse(&p, 10, &ino) || *p != ' ')
+    return false;
+  if (pid == 0 || pid > INT_MAX || maj > UINT_MAX || min > UINT_MAX) return false;
   *out = (struct kernel_lock){(unsigned)maj, (unsigned)min, ino, (pid_t)pid};
   return true;
 }
@@ -425,6 +447,11 @@ static void procs_free(struct procs *ps) {
   *ps = (struct procs){0};
 }
 
+static int pid_key_cmp(const void *a, const void *b) {
+  const pid_t *x = a, *y = b;
+  return (*x > *y) - (*x < *y);
+}
+
 static int pid_cmp(const void *a, const void *b) {
   const struct proc_info *x = a, *y = b;
   return (x->pid > y->pid) - (x->pid < y->pid);
@@ -587,11 +614,21 @@ static int procs_init(cairn_store *st, const struct notes *ns, const struct kern
                       struct procs *out) {
   *out = (struct procs){0};
   if (ns->n + kl->n == 0) return 0;
-  if (!(out->v = calloc(ns->n + kl->n, sizeof(*out->v))))
+  /* thousands of pins, a few processes: a pid among the last 8 kept is not
+   * kept again, and the rest are sorted as bare ints before they get their
+   * records */
+  _cleanup_free_ pid_t *pids = malloc((ns->n + kl->n) * sizeof(*pids));
+  size_t n = 0;
+  for (size_t i = 0; pids && i < ns->n + kl->n; i++) {
+    pid_t pid = i < ns->n ? ns->v[i].pid : kl->v[i - ns->n].pid;
+    size_t k = n;
+    while (k > 0 && k + 8 > n && pids[k - 1] != pid) k--;
+    if (k == 0 || k + 8 <= n) pids[n++] = pid;
+  }
+  n = pids ? cn_sort_unique(pids, n, sizeof(*pids), pid_key_cmp) : 0;
+  if (!pids || !(out->v = calloc(n, sizeof(*out->v))))
     return store_fail(st, -ENOMEM, "out of memory listing pins");
-  for (size_t i = 0; i < ns->n; i++) out->v[out->n++].pid = ns->v[i].pid;
-  for (size_t i = 0; i < kl->n; i++) out->v[out->n++].pid = kl->v[i].pid;
-  out->n = cn_sort_unique(out->v, out->n, sizeof(*out->v), pid_cmp);
+  for (out->n = 0; out->n < n; out->n++) out->v[out->n].pid = pids[out->n];
   pid_t *detached; /* one scan of the mount records for every process */
   size_t n_detached;
   int r = cn_mount_detached_pids(st, &detached, &n_detached);
@@ -757,11 +794,6 @@ static void unlocked_free(struct unlocked *u) {
   free(u->inodes);
   free(u->pids);
   *u = (struct unlocked){0};
-}
-
-static int pid_key_cmp(const void *a, const void *b) {
-  const pid_t *x = a, *y = b;
-  return (*x > *y) - (*x < *y);
 }
 
 static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
