@@ -435,10 +435,14 @@ static void cell_format(const struct cli_field *f, const struct cli_cell *c, boo
   case CLI_PIDS: {
     size_t o = 0;
     for (size_t i = 0; i < c->list.n && o < len; i++) {
-      if (f->type == CLI_NAMES)
-        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? "," : "",
-                              ((const char *const *)c->list.v)[i]);
-      else
+      if (f->type == CLI_NAMES) { /* copied, not printed: thousands of rows have names */
+        const char *name = ((const char *const *)c->list.v)[i];
+        size_t n = strlen(name) + (i > 0), room = len - 1 - o, k = n < room ? n : room;
+        if (i > 0 && k > 0) buf[o] = ',';
+        if (k > (size_t)(i > 0)) memcpy(buf + o + (i > 0), name, k - (i > 0));
+        buf[o + k] = '\0';
+        o += n;
+      } else
         o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "",
                               (int)((const pid_t *)c->list.v)[i]);
     }
