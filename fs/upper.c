@@ -526,6 +526,14 @@ static void rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   LOCK(fs);
   struct inode *dir = inode_of(fs, parent), *i;
   int r = dir ? resolve(fs, dir, name, &i) : -ESTALE;
+  if (r == -ENOENT) {
+    /* A negative entry, cached as long as a positive one: every create
+     * comes through this kernel, which replaces it (a create's LOOKUP). */
+    UNLOCK(fs);
+    struct fuse_entry_param e = {.entry_timeout = RW_TIMEOUT};
+    fuse_reply_entry(req, &e);
+    return;
+  }
   if (r < 0) {
     UNLOCK(fs);
     fuse_reply_err(req, -r);
@@ -652,18 +660,56 @@ static void rw_readlink(fuse_req_t req, fuse_ino_t ino) {
 static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) {
   int r = ensure_upper(fs, dir);
   if (r < 0) return r;
-  struct inode *x;
-  r = resolve(fs, dir, name, &x);
-  if (r == 0) {
-    inode_drop_unused(fs->rw, x);
-    return -EEXIST;
-  }
-  if (r != -ENOENT) return r;
   struct stat st;
-  if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&
-      unlinkat(dir->fd, name, 0) < 0)
-    return -errno;
+  if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!is_whiteout(&st)) return -EEXIST;
+    return unlinkat(dir->fd, name, 0) < 0 ? -errno : 0; /* hid a lower entry */
+  }
+  if (errno != ENOENT) return -errno;
+  return lower_has(fs, dir, name) ? -EEXIST : 0;
+}
+
+/* The inode of the entry just made at dir/name (no origin: 2^32 + its
+ * backing inode), placed, with its attributes in *st (not yet referenced
+ * by the kernel; inode_drop_unused if not replied). */
+static int made_entry(struct cairnfs *fs, struct inode *dir, const char *name, struct inode **out,
+                      struct stat *st) {
+  struct cairnfs_rw *rw = fs->rw;
+  int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+    int r = -errno;
+    close(fd);
+    return r;
+  }
+  uint64_t key = UPPER_BASE + st->st_ino;
+  struct inode *i = key_find(rw, key);
+  if (!i && !(i = key_new(rw, key, 0))) {
+    close(fd);
+    return -ENOMEM;
+  }
+  if (i->fd < 0)
+    i->fd = fd;
+  else
+    close(fd);
+  int r = inode_place(rw, i, dir, name);
+  if (r < 0) {
+    inode_drop_unused(rw, i);
+    return r;
+  }
+  st->st_ino = i->id;
+  *out = i;
   return 0;
+}
+
+/* Replies to a create of i (attributes st), referenced once more. */
+static void made_entry_param(struct inode *i, const struct stat *st, struct fuse_entry_param *e) {
+  memset(e, 0, sizeof(*e));
+  e->ino = i->id;
+  e->generation = 1;
+  e->attr_timeout = RW_TIMEOUT;
+  e->entry_timeout = RW_TIMEOUT;
+  e->attr = *st;
 }
 
 /* Gives a new entry its creator as owner (the parent's group in a setgid
@@ -671,6 +717,10 @@ static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) 
  * setuid/setgid bits). */
 static int own(fuse_req_t req, struct inode *dir, const char *name, mode_t mode) {
   const struct fuse_ctx *ctx = fuse_req_ctx(req);
+  /* Made by the daemon as its creator would have it (umask 0; a setgid
+   * directory's group and bit passed on by the kernel, as for any creator
+   * with CAP_FSETID): nothing to change. */
+  if (ctx->uid == geteuid() && ctx->gid == getegid() && ctx->uid == 0) return 0;
   struct stat pst;
   if (fstatat(dir->fd, "", &pst, AT_EMPTY_PATH) < 0) return -errno;
   bool sgid_dir = pst.st_mode & S_ISGID;
@@ -710,14 +760,23 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     else
       r = mknodat(dir->fd, name, mode, rdev);
     r = r < 0 ? -errno : own(req, dir, name, link ? S_IFLNK : mode);
-    if (r == 0) r = resolve(fs, dir, name, &i);
   }
+  struct stat st;
+  if (r == 0) r = made_entry(fs, dir, name, &i, &st);
   if (r < 0) {
     UNLOCK(fs);
     fuse_reply_err(req, -r);
     return;
   }
-  reply_entry(req, fs, i);
+  struct fuse_entry_param e;
+  made_entry_param(i, &st, &e);
+  i->refs++;
+  UNLOCK(fs);
+  if (fuse_reply_entry(req, &e) != 0) {
+    LOCK(fs);
+    inode_unref(fs->rw, i, 1);
+    UNLOCK(fs);
+  }
 }
 
 static void rw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
@@ -922,6 +981,7 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     fi->fh = NO_FH;
     fi->keep_cache = 1;
   }
+  fi->noflush = 1; /* flush does nothing here (locks are the kernel's) */
   UNLOCK(fs);
   if (r < 0) {
     fuse_reply_err(req, -r);
@@ -944,9 +1004,10 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     if (fd < 0) r = -errno;
   }
   if (r == 0) r = own(req, dir, name, S_IFREG | mode);
-  if (r == 0) r = resolve(fs, dir, name, &i);
+  struct stat st;
+  if (r == 0) r = made_entry(fs, dir, name, &i, &st);
   struct fuse_entry_param e;
-  if (r == 0) r = entry_of(fs, i, &e);
+  if (r == 0) made_entry_param(i, &st, &e);
   if (r < 0) {
     if (i) inode_drop_unused(fs->rw, i);
     UNLOCK(fs);
@@ -956,6 +1017,7 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   }
   i->refs++;
   fi->fh = (uint64_t)fd;
+  fi->noflush = 1;
   writer_count(fs, fi, 1);
   UNLOCK(fs);
   if (fuse_reply_create(req, &e, fi) != 0) {
