@@ -60,6 +60,7 @@
 #define UPPER_BASE (1ULL << 32)
 #define XA_PREFIX "trusted.cairn."
 #define XA_ORIGIN XA_PREFIX "origin"
+#define XA_REBASE XA_PREFIX "rebase" /* set on the root: rebase() */
 #define RW_TIMEOUT 1.0
 #define NO_FH UINT64_MAX /* a read-only open of a lower-only file */
 
@@ -72,6 +73,13 @@ struct inode {
   struct inode *parent;
   char *name;
   struct inode *hnext;
+  /* After a rebase (cairn commit): the identity lookups find it by (the
+   * tree inode, or 2^32 + backing inode, it now is), which may differ from
+   * the nodeid the kernel holds; 0 for none (an orphan). Else key == id. */
+  uint64_t key;
+  struct inode *xnext; /* in the key table, while key != id */
+  uint32_t rebase_lower; /* rebase(): its inode in the new tree, 0 if none */
+  int rebase_mark;       /* rebase(): 0 unvisited, 1 done */
 };
 
 #define NBUCKETS 65536
@@ -86,6 +94,21 @@ struct cairnfs_rw {
   uint64_t tmp_seq;
   struct inode *root;
   struct inode *buckets[NBUCKETS];
+  /* Rebases (cairn commit moves the mount onto its new image, rebase()):
+   * the inodes whose key is not their nodeid, by key; nodeids given when
+   * a key's own number is taken; the trees served before (kept: a read
+   * may still use a node of one); tree_lock orders the tree's swap
+   * against lower reads, which run without mu. */
+  bool rebased;
+  struct inode *xbuckets[NBUCKETS];
+  uint64_t next_id;
+  cairn_tree **old_trees;
+  size_t n_old_trees;
+  pthread_rwlock_t tree_lock;
+  uint64_t writers;      /* open handles that may write (atomic) */
+  char dir[PATH_MAX];    /* the mountpoint, as the upper's info names it */
+  cairn_store *st2;      /* the rebase's own store handle, or NULL */
+  cairn_pinset *pins;    /* the server's pins of the image it rebased onto */
 };
 
 static struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
@@ -115,11 +138,56 @@ static struct inode *inode_new(struct cairnfs_rw *rw, uint64_t id, uint32_t lowe
   struct inode *i = calloc(1, sizeof(*i));
   if (!i) return NULL;
   i->id = id;
+  i->key = id;
   i->lower = lower;
   i->fd = -1;
   i->hnext = rw->buckets[id % NBUCKETS];
   rw->buckets[id % NBUCKETS] = i;
   return i;
+}
+
+/* The key table (rebases only): inodes found by a key not their nodeid. */
+static void key_unlink(struct cairnfs_rw *rw, struct inode *i) {
+  if (i->key == i->id || i->key == 0) return;
+  struct inode **pp = &rw->xbuckets[i->key % NBUCKETS];
+  while (*pp && *pp != i) pp = &(*pp)->xnext;
+  if (*pp) *pp = i->xnext;
+  i->xnext = NULL;
+}
+
+static void key_set(struct cairnfs_rw *rw, struct inode *i, uint64_t key) {
+  key_unlink(rw, i);
+  i->key = key;
+  if (key == i->id || key == 0) return;
+  i->xnext = rw->xbuckets[key % NBUCKETS];
+  rw->xbuckets[key % NBUCKETS] = i;
+}
+
+/* The inode the kernel knows as the entry of identity key, or NULL. */
+static struct inode *key_find(struct cairnfs_rw *rw, uint64_t key) {
+  if (!rw->rebased) return inode_get(rw, key);
+  for (struct inode *i = rw->xbuckets[key % NBUCKETS]; i; i = i->xnext)
+    if (i->key == key) return i;
+  struct inode *i = inode_get(rw, key);
+  return i && i->key == key ? i : NULL;
+}
+
+/* A new inode of identity key: its nodeid is key unless the kernel still
+ * holds that number for another entry (after a rebase). */
+static struct inode *key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower) {
+  if (!rw->rebased || !inode_get(rw, key)) return inode_new(rw, key, lower);
+  uint64_t id;
+  do id = ++rw->next_id;
+  while (inode_get(rw, id));
+  struct inode *i = inode_new(rw, id, lower);
+  if (i) key_set(rw, i, key);
+  return i;
+}
+
+/* The d_ino of the entry of identity key in a listing. */
+static uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key) {
+  struct inode *i = rw->rebased ? key_find(rw, key) : NULL;
+  return i ? i->id : key;
 }
 
 static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
@@ -131,6 +199,7 @@ static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
     struct inode **pp = &rw->buckets[i->id % NBUCKETS];
     while (*pp != i) pp = &(*pp)->hnext;
     *pp = i->hnext;
+    key_unlink(rw, i);
     struct inode *parent = i->parent;
     if (i->fd >= 0) close(i->fd);
     free(i->name);
@@ -200,8 +269,8 @@ static int resolve(struct cairnfs *fs, struct inode *dir, const char *name, stru
       if (is_whiteout(&st)) return -ENOENT;
       uint32_t origin = origin_at(dir->fd, name);
       uint64_t id = origin ? origin : UPPER_BASE + st.st_ino;
-      i = inode_get(rw, id);
-      if (!i && !(i = inode_new(rw, id, origin))) return -ENOMEM;
+      i = key_find(rw, id);
+      if (!i && !(i = key_new(rw, id, origin))) return -ENOMEM;
       if (i->fd < 0) {
         i->fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (i->fd < 0) {
@@ -225,8 +294,8 @@ static int resolve(struct cairnfs *fs, struct inode *dir, const char *name, stru
   if (!de) return -ENOENT;
   const cairn_node *n = cairn_tree_node(fs->tree, de->ino);
   if (!n) return -EIO;
-  i = inode_get(rw, de->ino);
-  if (!i && !(i = inode_new(rw, de->ino, de->ino))) return -ENOMEM;
+  i = key_find(rw, de->ino);
+  if (!i && !(i = key_new(rw, de->ino, de->ino))) return -ENOMEM;
   if (i->fd < 0 && !S_ISDIR(n->mode) && n->nlink > 1) {
     char idx[16];
     snprintf(idx, sizeof(idx), "%" PRIu32, de->ino);
@@ -457,6 +526,14 @@ static void rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   LOCK(fs);
   struct inode *dir = inode_of(fs, parent), *i;
   int r = dir ? resolve(fs, dir, name, &i) : -ESTALE;
+  if (r == -ENOENT) {
+    /* A negative entry, cached as long as a positive one: every create
+     * comes through this kernel, which replaces it (a create's LOOKUP). */
+    UNLOCK(fs);
+    struct fuse_entry_param e = {.entry_timeout = RW_TIMEOUT};
+    fuse_reply_entry(req, &e);
+    return;
+  }
   if (r < 0) {
     UNLOCK(fs);
     fuse_reply_err(req, -r);
@@ -583,18 +660,56 @@ static void rw_readlink(fuse_req_t req, fuse_ino_t ino) {
 static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) {
   int r = ensure_upper(fs, dir);
   if (r < 0) return r;
-  struct inode *x;
-  r = resolve(fs, dir, name, &x);
-  if (r == 0) {
-    inode_drop_unused(fs->rw, x);
-    return -EEXIST;
-  }
-  if (r != -ENOENT) return r;
   struct stat st;
-  if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&
-      unlinkat(dir->fd, name, 0) < 0)
-    return -errno;
+  if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (!is_whiteout(&st)) return -EEXIST;
+    return unlinkat(dir->fd, name, 0) < 0 ? -errno : 0; /* hid a lower entry */
+  }
+  if (errno != ENOENT) return -errno;
+  return lower_has(fs, dir, name) ? -EEXIST : 0;
+}
+
+/* The inode of the entry just made at dir/name (no origin: 2^32 + its
+ * backing inode), placed, with its attributes in *st (not yet referenced
+ * by the kernel; inode_drop_unused if not replied). */
+static int made_entry(struct cairnfs *fs, struct inode *dir, const char *name, struct inode **out,
+                      struct stat *st) {
+  struct cairnfs_rw *rw = fs->rw;
+  int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  if (fstatat(fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+    int r = -errno;
+    close(fd);
+    return r;
+  }
+  uint64_t key = UPPER_BASE + st->st_ino;
+  struct inode *i = key_find(rw, key);
+  if (!i && !(i = key_new(rw, key, 0))) {
+    close(fd);
+    return -ENOMEM;
+  }
+  if (i->fd < 0)
+    i->fd = fd;
+  else
+    close(fd);
+  int r = inode_place(rw, i, dir, name);
+  if (r < 0) {
+    inode_drop_unused(rw, i);
+    return r;
+  }
+  st->st_ino = i->id;
+  *out = i;
   return 0;
+}
+
+/* Replies to a create of i (attributes st), referenced once more. */
+static void made_entry_param(struct inode *i, const struct stat *st, struct fuse_entry_param *e) {
+  memset(e, 0, sizeof(*e));
+  e->ino = i->id;
+  e->generation = 1;
+  e->attr_timeout = RW_TIMEOUT;
+  e->entry_timeout = RW_TIMEOUT;
+  e->attr = *st;
 }
 
 /* Gives a new entry its creator as owner (the parent's group in a setgid
@@ -602,6 +717,10 @@ static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) 
  * setuid/setgid bits). */
 static int own(fuse_req_t req, struct inode *dir, const char *name, mode_t mode) {
   const struct fuse_ctx *ctx = fuse_req_ctx(req);
+  /* Made by the daemon as its creator would have it (umask 0; a setgid
+   * directory's group and bit passed on by the kernel, as for any creator
+   * with CAP_FSETID): nothing to change. */
+  if (ctx->uid == geteuid() && ctx->gid == getegid() && ctx->uid == 0) return 0;
   struct stat pst;
   if (fstatat(dir->fd, "", &pst, AT_EMPTY_PATH) < 0) return -errno;
   bool sgid_dir = pst.st_mode & S_ISGID;
@@ -641,14 +760,23 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     else
       r = mknodat(dir->fd, name, mode, rdev);
     r = r < 0 ? -errno : own(req, dir, name, link ? S_IFLNK : mode);
-    if (r == 0) r = resolve(fs, dir, name, &i);
   }
+  struct stat st;
+  if (r == 0) r = made_entry(fs, dir, name, &i, &st);
   if (r < 0) {
     UNLOCK(fs);
     fuse_reply_err(req, -r);
     return;
   }
-  reply_entry(req, fs, i);
+  struct fuse_entry_param e;
+  made_entry_param(i, &st, &e);
+  i->refs++;
+  UNLOCK(fs);
+  if (fuse_reply_entry(req, &e) != 0) {
+    LOCK(fs);
+    inode_unref(fs->rw, i, 1);
+    UNLOCK(fs);
+  }
 }
 
 static void rw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
@@ -820,6 +948,12 @@ static void rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
   fuse_reply_err(req, -r);
 }
 
+/* Counts the open handles that may write (a rebase waits for none). */
+static void writer_count(struct cairnfs *fs, const struct fuse_file_info *fi, int delta) {
+  if (fi->fh == NO_FH || (fi->flags & O_ACCMODE) == O_RDONLY) return;
+  __atomic_add_fetch(&fs->rw->writers, (uint64_t)(int64_t)delta, __ATOMIC_SEQ_CST);
+}
+
 /* An fd of i's upper opened with flags (O_CREAT and the like dropped). */
 static int reopen(struct inode *i, int flags) {
   char path[PBUF];
@@ -841,15 +975,18 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     if (r >= 0) {
       fi->fh = (uint64_t)r;
       r = 0;
+      writer_count(fs, fi, 1);
     }
   } else if (r == 0) {
     fi->fh = NO_FH;
     fi->keep_cache = 1;
   }
+  fi->noflush = 1; /* flush does nothing here (locks are the kernel's) */
   UNLOCK(fs);
   if (r < 0) {
     fuse_reply_err(req, -r);
   } else if (fuse_reply_open(req, fi) != 0 && fi->fh != NO_FH) {
+    writer_count(fs, fi, -1);
     close((int)fi->fh);
   }
 }
@@ -867,9 +1004,10 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     if (fd < 0) r = -errno;
   }
   if (r == 0) r = own(req, dir, name, S_IFREG | mode);
-  if (r == 0) r = resolve(fs, dir, name, &i);
+  struct stat st;
+  if (r == 0) r = made_entry(fs, dir, name, &i, &st);
   struct fuse_entry_param e;
-  if (r == 0) r = entry_of(fs, i, &e);
+  if (r == 0) made_entry_param(i, &st, &e);
   if (r < 0) {
     if (i) inode_drop_unused(fs->rw, i);
     UNLOCK(fs);
@@ -878,9 +1016,12 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     return;
   }
   i->refs++;
-  UNLOCK(fs);
   fi->fh = (uint64_t)fd;
+  fi->noflush = 1;
+  writer_count(fs, fi, 1);
+  UNLOCK(fs);
   if (fuse_reply_create(req, &e, fi) != 0) {
+    writer_count(fs, fi, -1);
     close(fd);
     LOCK(fs);
     inode_unref(fs->rw, i, 1);
@@ -895,8 +1036,10 @@ static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     LOCK(fs);
     struct inode *i = inode_of(fs, ino);
     const cairn_node *n = i ? lower_node(fs, i) : NULL;
+    pthread_rwlock_rdlock(&fs->rw->tree_lock); /* n stays fs->tree's */
     UNLOCK(fs);
     cairnfs_read_lower(req, fs, n, size, off);
+    pthread_rwlock_unlock(&fs->rw->tree_lock);
     return;
   }
   struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
@@ -932,6 +1075,7 @@ static void rw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
 
 static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)ino;
+  writer_count(fs_of(req), fi, -1);
   if (fi->fh != NO_FH) close((int)fi->fh);
   fuse_reply_err(req, 0);
 }
@@ -1013,7 +1157,8 @@ static int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
       if (fstatat(i->fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
       if (!is_whiteout(&st)) {
         uint32_t origin = origin_at(i->fd, e->d_name);
-        r = dirh_add(d, e->d_name, origin ? origin : UPPER_BASE + st.st_ino, st.st_mode & S_IFMT);
+        r = dirh_add(d, e->d_name, key_ino(fs->rw, origin ? origin : UPPER_BASE + st.st_ino),
+                     st.st_mode & S_IFMT);
       }
       if (r == 0 && n_seen == cap_seen) {
         cap_seen = cap_seen ? 2 * cap_seen : 32;
@@ -1040,7 +1185,7 @@ static int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
         r = -EIO;
         break;
       }
-      r = dirh_add(d, name, c[k].ino, n->mode & S_IFMT);
+      r = dirh_add(d, name, key_ino(fs->rw, c[k].ino), n->mode & S_IFMT);
     }
   }
   for (size_t k = 0; k < n_seen; k++) free(seen[k]);
@@ -1176,6 +1321,8 @@ static int xattr_path(struct inode *i, char *buf, size_t len, bool *nofollow) {
   return 0;
 }
 
+static int rebase(struct cairnfs *fs, const char *value, size_t size);
+
 static bool xattr_ours(const char *name) {
   return strncmp(name, XA_PREFIX, strlen(XA_PREFIX)) == 0;
 }
@@ -1289,6 +1436,10 @@ static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
 static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags) {
   struct cairnfs *fs = fs_of(req);
+  if (ino == FUSE_ROOT_ID && strcmp(name, XA_REBASE) == 0) {
+    fuse_reply_err(req, -rebase(fs, value, size));
+    return;
+  }
   if (xattr_ours(name)) {
     fuse_reply_err(req, EPERM);
     return;
@@ -1361,6 +1512,157 @@ const struct fuse_lowlevel_ops cairnfs_rw_ops = {
     .removexattr = rw_removexattr,
 };
 
+/* ---- rebase: after cairn commit ------------------------------------------
+ *
+ * cairn commit, once the upper is a new image (its base plus the upper as
+ * one layer), sets trusted.cairn.rebase = "UPPER_ID IMAGE_ID" on the
+ * mount's root (only root may set trusted.*, and only who can read the
+ * store's uppers/ knows the upper's random id). The server then serves
+ * IMAGE's tree below a fresh, empty upper, and drops the old upper, whose
+ * changes IMAGE now holds: later writes go to the fresh one.
+ *
+ * Under mu (no namespace request runs), refused with EBUSY while a handle
+ * that may write is open (its fd is on the old upper: its later writes
+ * would be lost). Every inode the kernel holds keeps its nodeid: one still
+ * at its place (parent, name) in the old view becomes the new tree's entry
+ * at that path (lower only, its key the new tree inode); one that is not
+ * (unlinked, or below an unlinked directory) is an orphan served from its
+ * old upper object, if it had one. Lookups find inodes by key; a new
+ * entry whose key is a nodeid the kernel still holds for another entry
+ * gets a number from 2^62 up. Read-only handles on old upper files keep
+ * reading those (same bytes as committed; a later write through another
+ * handle is not seen by them, as with overlayfs before 4.19). The old tree
+ * stays allocated (a read may hold one of its nodes); the tree is swapped
+ * under tree_lock, which lower reads hold. */
+
+/* The identity (key) of dir/name in the current view, 0 if none. */
+static uint64_t key_at(struct cairnfs *fs, struct inode *dir, const char *name) {
+  struct stat st;
+  if (dir->fd >= 0 && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (is_whiteout(&st)) return 0;
+    uint32_t origin = origin_at(dir->fd, name);
+    return origin ? origin : UPPER_BASE + st.st_ino;
+  }
+  const cairn_node *ld = lower_dir(fs, dir);
+  const cairn_dirent *de = ld ? cairn_tree_lookup(fs->tree, ld, name) : NULL;
+  return de ? de->ino : 0;
+}
+
+/* The inode of i's place in tree (new), 0 if i is not at its place. */
+static uint32_t rebase_place(struct cairnfs *fs, struct inode *i, const cairn_tree *tree) {
+  if (i == fs->rw->root) return FUSE_ROOT_ID;
+  if (i->rebase_mark) return i->rebase_lower;
+  i->rebase_mark = 1;
+  i->rebase_lower = 0;
+  if (!i->parent || !i->name) return 0;
+  uint32_t pl = rebase_place(fs, i->parent, tree);
+  if (!pl || key_at(fs, i->parent, i->name) != i->key) return 0;
+  const cairn_node *pn = cairn_tree_node(tree, pl);
+  const cairn_dirent *de = pn && S_ISDIR(pn->mode) ? cairn_tree_lookup(tree, pn, i->name) : NULL;
+  i->rebase_lower = de ? de->ino : 0;
+  return i->rebase_lower;
+}
+
+static int rebase(struct cairnfs *fs, const char *value, size_t size) {
+  struct cairnfs_rw *rw = fs->rw;
+  char buf[2 * CAIRN_ID_LEN + 2];
+  if (size != sizeof(buf) - 1) return -EINVAL;
+  memcpy(buf, value, size);
+  buf[size] = '\0';
+  if (buf[CAIRN_ID_LEN] != ' ') return -EINVAL;
+  buf[CAIRN_ID_LEN] = '\0';
+  const char *upper = buf, *image = buf + CAIRN_ID_LEN + 1;
+  for (const char *c = image; *c; c++)
+    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return -EINVAL;
+  LOCK(fs);
+  int r = strcmp(upper, rw->id) == 0 ? 0 : -EPERM;
+  if (r == 0 && __atomic_load_n(&rw->writers, __ATOMIC_SEQ_CST) > 0) r = -EBUSY;
+  /* The new image: pinned by this server for as long as it serves it. */
+  if (r == 0 && !rw->st2) r = cairn_store_open(cairn_store_dir(fs->st), &rw->st2);
+  cairn_pinset *pins = r == 0 ? cairn_pinset_new("mount (rebased by cairn commit)", true) : NULL;
+  if (r == 0 && !pins) r = -ENOMEM;
+  if (r == 0) r = cairn_pin_image(rw->st2, pins, image);
+  cairn_tree *tree = NULL;
+  if (r == 0) r = cairn_tree_build(rw->st2, image, &tree);
+  cairn_tree **olds = r == 0 ? realloc(rw->old_trees, (rw->n_old_trees + 1) * sizeof(*olds)) : NULL;
+  if (r == 0 && !olds) r = -ENOMEM;
+  if (olds) rw->old_trees = olds;
+  /* The fresh upper. */
+  cairn_id id;
+  char path[PATH_MAX];
+  int lock_fd = -1, root_fd = -1, work_fd = -1, index_fd = -1;
+  if (r == 0) r = cairn_upper_create(rw->st2, image, rw->dir, id, path, sizeof(path), &lock_fd);
+  if (r == 0) {
+    root_fd = openat(lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    work_fd = openat(lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    index_fd = openat(lock_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0 || work_fd < 0 || index_fd < 0) r = -errno;
+  }
+  if (r < 0) {
+    if (lock_fd >= 0) cairn_upper_drop(rw->st2, id);
+    for (int *fd = (int[]){lock_fd, root_fd, work_fd, index_fd}, k = 0; k < 4; k++)
+      if (fd[k] >= 0) close(fd[k]);
+    cairn_tree_free(tree);
+    if (pins) cairn_pinset_release(rw->st2, pins);
+    UNLOCK(fs);
+    return r;
+  }
+  /* Where each inode the kernel holds is in the new tree (the old view
+   * still served), then the switch. */
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) i->rebase_mark = 0;
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) rebase_place(fs, i, tree);
+  pthread_rwlock_wrlock(&rw->tree_lock);
+  rw->old_trees[rw->n_old_trees++] = fs->tree;
+  fs->tree = tree;
+  pthread_rwlock_unlock(&rw->tree_lock);
+  rw->rebased = true;
+  if (!rw->next_id) rw->next_id = 1ULL << 62;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+      if (i == rw->root) continue;
+      uint32_t l = i->rebase_lower;
+      if (l) { /* at its place: the new tree's entry there, lower only */
+        if (i->fd >= 0) close(i->fd);
+        i->fd = -1;
+        i->indexed = false;
+        i->lower = l;
+        key_set(rw, i, l);
+      } else { /* an orphan: its old upper object (if any), nothing merged */
+        i->lower = 0;
+        i->indexed = false;
+        key_set(rw, i, 0);
+      }
+    }
+  }
+  /* The root: the fresh upper's, with the new image's root attributes. */
+  const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
+  r = n ? copy_meta(fs, 0, n, lock_fd, "root") : -EIO;
+  if (r == 0) { /* best effort past here: the new tree is served */
+    close(rw->root->fd);
+    rw->root->fd = dup(root_fd);
+  }
+  cairn_id old;
+  snprintf(old, sizeof(old), "%s", rw->id);
+  close(rw->root_fd);
+  close(rw->work_fd);
+  close(rw->index_fd);
+  close(rw->lock_fd);
+  rw->root_fd = root_fd;
+  rw->work_fd = work_fd;
+  rw->index_fd = index_fd;
+  rw->lock_fd = lock_fd;
+  snprintf(rw->id, sizeof(rw->id), "%s", id);
+  snprintf(rw->path, sizeof(rw->path), "%s", path);
+  rw->resumed = false;
+  if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
+  rw->pins = pins;
+  UNLOCK(fs);
+  cairn_upper_drop(rw->st2, old); /* its changes are the new image's now */
+  return r;
+}
+
 /* ---- setup -------------------------------------------------------------- */
 
 int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
@@ -1369,6 +1671,8 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
   if (!rw) return -ENOMEM;
   rw->lock_fd = rw->root_fd = rw->work_fd = rw->index_fd = -1;
   pthread_mutex_init(&rw->mu, NULL);
+  pthread_rwlock_init(&rw->tree_lock, NULL);
+  snprintf(rw->dir, sizeof(rw->dir), "%s", dir);
   fs->rw = rw;
   umask(0);
   int r;
@@ -1420,6 +1724,11 @@ void cairnfs_rw_free(struct cairnfs *fs) {
   if (rw->work_fd >= 0) close(rw->work_fd);
   if (rw->index_fd >= 0) close(rw->index_fd);
   if (rw->lock_fd >= 0) close(rw->lock_fd);
+  for (size_t k = 0; k < rw->n_old_trees; k++) cairn_tree_free(rw->old_trees[k]);
+  free(rw->old_trees);
+  if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
+  if (rw->st2) cairn_store_close(rw->st2);
+  pthread_rwlock_destroy(&rw->tree_lock);
   pthread_mutex_destroy(&rw->mu);
   free(rw);
   fs->rw = NULL;

@@ -2,18 +2,51 @@
  * cmd-commit.c — `cairn commit DIR NAME[:TAG]`: the changes of the --rw
  * mount at DIR (its upper layer; a kept one too) as a new layer on top of
  * the mount's image, and a new image named NAME (store/commit.c). Prints
- * the new image's id on stdout, as podman commit does. The mount is not
- * touched and keeps serving.
+ * the new image's id on stdout, as podman commit does. A live mount then
+ * moves onto the new image with a fresh, empty upper (fs/upper.c's
+ * rebase(), asked through the trusted.cairn.rebase xattr of the mount's
+ * root) and its record names the new image; while a file is open for
+ * writing it cannot, and stays as it was (said on stderr, exit 0: the
+ * commit is done).
  */
 #include "commands.h"
 #include "upper.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/xattr.h>
 
 #define USAGE "cairn commit [-q] [-m MESSAGE] DIR NAME[:TAG]"
+
+struct record {
+  const char *dir;
+  bool found;
+  pid_t pid;
+  char dev[32];
+};
+
+static int find_record(const struct cairn_mount_rec *m, void *arg) {
+  struct record *rec = arg;
+  if (strcmp(m->dir, rec->dir) != 0 || m->state != CAIRN_MOUNT_LIVE) return 0;
+  rec->found = true;
+  rec->pid = m->pid;
+  snprintf(rec->dev, sizeof(rec->dev), "%s", m->dev);
+  return 1;
+}
+
+/* Moves the live mount at dir (upper id) onto image: a fresh upper. */
+static int rebase(cairn_store *st, const char *dir, const char *id, const char *image) {
+  char value[2 * CAIRN_ID_LEN + 2];
+  snprintf(value, sizeof(value), "%s %s", id, image);
+  if (lsetxattr(dir, "trusted.cairn.rebase", value, strlen(value), 0) < 0) return -errno;
+  struct record rec = {.dir = dir};
+  int r = cairn_mounts_foreach(st, find_record, &rec);
+  if (r >= 0 && rec.found) r = cairn_mount_record(st, dir, image, rec.pid, rec.dev, true);
+  return r < 0 ? r : 0;
+}
 
 static int commit_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
@@ -44,6 +77,7 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   if (r < 0) return report_fail(r, "commit: %s: %s", dir, strerror(-r));
   struct cli_upper up;
   r = cli_upper_of_dir(st, abs, true, &up);
+  bool live = r == 0 && up.found;
   if (r == 0 && !up.found) r = cli_upper_of_dir(st, abs, false, &up);
   if (r == 0 && !up.found) r = cairn_fail(st, -ENOENT, "not a --rw mount (no upper layer)");
   if (r < 0) return report_fail(r, "commit: %s: %s", dir, report_why(st, r));
@@ -51,6 +85,16 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   r = cairn_commit(st, up.id, normal, message, image, layer);
   if (r < 0) return report_fail(r, "commit: %s: %s", dir, report_why(st, r));
   if (!quiet) printf("%s\n", image);
+  fflush(stdout);
+  if (live && (r = rebase(st, abs, up.id, image)) < 0) {
+    char msg[PATH_MAX + 256];
+    snprintf(msg, sizeof(msg), "commit: %s: the mount stays on its upper over the old image: %s",
+             dir,
+             r == -EBUSY ? "a file is open for writing" : r == -ENOTSUP || r == -EPERM
+                                                           ? "its cairnfs cannot move it"
+                                                           : report_why(st, r));
+    report_notice(msg);
+  }
   return CAIRN_EXIT_OK;
 }
 
@@ -60,8 +104,10 @@ const struct cli_command cmd_commit = {
     .usage = USAGE,
     .summary = "Turn the changes of the --rw mount at DIR into a new layer (whiteouts and opaque\n"
                "directories in the OCI form) on top of its image, and a new image NAME whose\n"
-               "config is the image's with a history entry; prints the new image's id. The\n"
-               "mount keeps serving, unchanged.",
+               "config is the image's with a history entry; prints the new image's id. A\n"
+               "live mount then serves the new image with a fresh, empty upper layer (later\n"
+               "writes go there); not while a file on it is open for writing (then it stays\n"
+               "as it was, said on stderr).",
     .options = "-m, --message MESSAGE\tthe history entry's comment\n"
                "-q, --quiet\tprint nothing on success\n",
 };

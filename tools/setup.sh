@@ -23,6 +23,13 @@ fi
 # addresses); the tests start their own on 127.0.0.1.
 if command -v service >/dev/null 2>&1; then service docker-registry stop >/dev/null 2>&1 || true; fi
 pkill -x docker-registry 2>/dev/null || true
+# A real Debian package for test_rw_dpkg.sh (dpkg -i in a container, no
+# network in the tests): fetched once into the tests' cache.
+debs=${CAIRN_TEST_CACHE:-/var/cache/cairn-test}/debs
+if ! compgen -G "$debs/hello_*_amd64.deb" >/dev/null; then
+  mkdir -p "$debs"
+  (cd "$debs" && apt-get download -qq hello >/dev/null 2>&1) || echo "setup: apt-get download hello failed (test_rw_dpkg.sh then installs only the package it builds)"
+fi
 # fuse.conf: let root mounts be seen by other users (crun, tests).
 grep -q '^user_allow_other' /etc/fuse.conf 2>/dev/null || echo user_allow_other >> /etc/fuse.conf
 

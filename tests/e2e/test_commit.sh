@@ -7,7 +7,9 @@
 # base's with a history entry; fstree.py (the OCI rules, in Python) applied
 # to the base layers plus the new one, `cairn export` of the new image and
 # a read-only mount of it all equal the rw mount's view; the base image is
-# unchanged and the mount keeps serving.
+# unchanged and the mount keeps serving, moved onto the new image with a
+# fresh upper: a second commit holds only the later writes; a process's
+# cwd on the mount survives the move; a file open for writing holds it.
 source "$(dirname "$0")/mountlib.sh"
 
 $FSTREE make-layers "$TMP/layers"
@@ -73,6 +75,63 @@ EOF
 pass "the layer has .wh. whiteouts and an opaque marker"
 
 [ "$(cat "$m/newfile")" = new ] || fail "the mount stopped serving after commit"
+image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
+[ "$(image_of "$m")" = "$id" ] || fail "the mount record names $(image_of "$m"), not the commit $id"
+$FSTREE scan "$m" >"$TMP/view2"
+diff -u "$TMP/view" "$TMP/view2" || fail "the view changed when the mount moved onto the commit"
+pass "after commit the mount serves the new image (its record says so), its view unchanged"
+
+# Later writes go to a fresh upper: a second commit holds only them. A
+# process whose cwd is a directory made before the commit keeps using it.
+python3 - "$m/newdir" "$TMP/cwd-ready" "$TMP/cwd-go" <<'PY' &
+import os, sys, time
+os.chdir(sys.argv[1])
+open(sys.argv[2], "w").close()
+for _ in range(600):
+    if os.path.exists(sys.argv[3]):
+        break
+    time.sleep(0.05)
+with open("after", "w") as f:
+    f.write("from the old cwd\n")
+assert open("sub/f").read() == "deep\n"
+PY
+cwd_pid=$!
+wait_for 100 test -e "$TMP/cwd-ready" || fail "the cwd helper did not start"
+id2=$(cairn commit "$m" committed:2)
+[ "$(image_of "$m")" = "$id2" ] || fail "the second commit did not move the mount"
+echo second >"$m/second"
+rm "$m/newfile"
+touch "$TMP/cwd-go"
+wait "$cwd_pid" || fail "a process whose cwd was on the mount failed after the commit"
+[ "$(cat "$m/newdir/after")" = "from the old cwd" ] || fail "a file made in the old cwd"
+$FSTREE scan "$m" >"$TMP/view3"
+id3=$(cairn commit "$m" committed:3)
+top3=$(cairn inspect committed:3 | jq -r '.layers[-1].id')
+python3 - "$STORE" "$top3" <<'EOF2' || fail "the third commit's layer holds more than the later writes"
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}/meta.db?mode=ro", uri=True)
+paths = sorted(r[0] for r in db.execute("SELECT path FROM entries WHERE layer_id = ?", (sys.argv[2],)))
+assert paths == ["", ".wh.newfile", "newdir", "newdir/after", "second"], paths
+EOF2
+cairn export committed:3 >"$TMP/new3.tar"
+$FSTREE expect "$TMP/new3.tar" >"$TMP/exported3"
+diff -u "$TMP/view3" "$TMP/exported3" || fail "export of the third commit differs from the view"
+pass "later writes go to a fresh upper: the next commit's layer holds only them"
+
+# A file open for writing keeps the mount where it is (the commit is done).
+exec 5>>"$m/held"
+echo held >&5
+cairn commit "$m" committed:4 >"$TMP/out" 2>"$TMP/err" || fail "commit with a file open for writing"
+grep -q "stays on its upper over the old image: a file is open for writing" "$TMP/err" ||
+  fail "no notice of the file open for writing: $(cat "$TMP/err")"
+[ "$(image_of "$m")" = "$id3" ] || fail "the mount moved with a file open for writing"
+echo more >&5
+exec 5>&-
+[ "$(cat "$m/held")" = "$(printf 'held\nmore')" ] || fail "writes to the held file were lost"
+id5=$(cairn commit "$m" committed:5)
+[ "$(image_of "$m")" = "$id5" ] || fail "the mount did not move once the file was closed"
+[ "$(cat "$m/held")" = "$(printf 'held\nmore')" ] || fail "the held file after the move"
+pass "a file open for writing keeps the mount on its upper; once closed, the next commit moves it"
 cairn umount "$m" >/dev/null
 cairn export test:1 >"$TMP/after.tar"
 cmp "$TMP/before.tar" "$TMP/after.tar" || fail "the base image changed"
