@@ -27,15 +27,25 @@ int cli_version_run(struct cli *c, int argc, char **argv) {
   return CAIRN_EXIT_OK;
 }
 
-void cli_cairnfs_path(char *out, size_t len) {
+void cli_sibling_path(const char *name, const char *fallback, char *out, size_t len) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n > 0) {
     self[n] = '\0';
-    snprintf(out, len, "%s/cairnfs", dirname(self));
+    snprintf(out, len, "%s/%s", dirname(self), name);
     if (access(out, X_OK) == 0) return;
   }
-  snprintf(out, len, "cairnfs");
+  snprintf(out, len, "%s", fallback);
+}
+
+void cli_cairnfs_path(char *out, size_t len) {
+  /* next to cairn, or, from the full cairn (LIBEXECDIR/cairn/cairn, a
+   * build tree's libexec/cairn/cairn), two levels up or in their bin */
+  static const char *const near[] = {"cairnfs", "../../cairnfs", "../../bin/cairnfs"};
+  for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
+    cli_sibling_path(near[i], "cairnfs", out, len);
+    if (strcmp(out, "cairnfs") != 0) return;
+  }
 }
 
 int cli_take_store_option(struct cli *c, int *argc, char **argv) {

@@ -60,7 +60,7 @@ fails 3 cairn-pin "ls of an unknown image" cairn-pin ls nosuch:1
 cairn-pin hold app:1 -- sleep 30 &
 holder=$!
 on_exit "pkill -9 -P $holder; kill -9 $holder"
-wait_for 5 sh -c "lslocks -n -o PID | grep -q $holder"
+wait_for 5 sh -c "lslocks -n -o PID | grep -qw $holder"
 fails 4 cairn-pin "wait while held, for 0.2 s" cairn-pin wait app:1 --timeout 0.2
 check "and names the holder" grep -q "^cairn-pin: app:1: still pinned after 0.2 seconds by pid $holder " "$T/stderr"
 pkill -9 -P "$holder"

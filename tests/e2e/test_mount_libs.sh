@@ -31,4 +31,20 @@ if grep -v libjansson <<<"$libs" | grep -E "$IMPORT_PULL_LIBS"; then
   fail "cairn-pin loads the libraries above, which it does not use"
 fi
 pass "cairn-pin loads none of import's and pull's libraries"
+
+# cairn runs mount, images, rm ... itself, without them, and execs the
+# full cairn (libexec/cairn/cairn) for import, pull, push ... (and the help
+# that lists them).
+libs=$(LD_TRACE_LOADED_OBJECTS=1 "$CAIRN_BIN/cairn")
+if grep -v libjansson <<<"$libs" | grep -E "$IMPORT_PULL_LIBS"; then
+  fail "cairn loads the libraries above, which its own commands do not use"
+fi
+libs=$(LD_TRACE_LOADED_OBJECTS=1 "$CAIRN_BIN/libexec/cairn/cairn")
+grep -q 'libcurl\.so' <<<"$libs" || fail "the full cairn loads no libcurl? $libs"
+cairn images -q | grep -q . || fail "cairn images lists nothing"
+cairn --help | grep -q '^  pull ' || fail "cairn --help does not list pull (the full cairn's)"
+cairn pull --help | grep -q '^usage: cairn pull' || fail "cairn pull --help is not pull's"
+out=$(cairn export app:1 | tar -t | grep -c .) || fail "cairn export (through the full cairn) failed"
+((out > 0)) || fail "cairn export gave an empty tar"
+pass "cairn loads only SQLite's and Jansson's; import/export/pull run through the full cairn"
 cairn umount -q "$TMP/m"

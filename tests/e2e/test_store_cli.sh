@@ -68,7 +68,7 @@ check "stale annotations are cleaned once seen" [ "$(cairn-pin ls --json | jq le
 flock -s "$STORE/pins/image/$id1" sleep 60 &
 locker=$!
 on_exit "pkill -9 -P $locker; kill -9 $locker"
-wait_for 5 sh -c "lslocks -n -o PID | grep -q $locker"
+wait_for 5 sh -c "lslocks -n -o PID | grep -qw $locker"
 sqlite3 "$STORE/meta.db" "INSERT INTO pins(kind, target, pid, pid_start, purpose, since)
   VALUES(0, '$id1', 999999, 0, 'gone', 0)"
 check_json "a lock without annotation is listed once beside a stale annotation" \
@@ -77,7 +77,7 @@ check_json "a lock without annotation is listed once beside a stale annotation" 
 pkill -9 -P "$locker"
 kill -9 "$locker"
 wait "$locker" 2>/dev/null
-wait_for 5 sh -c "! lslocks -n -o PID | grep -q $locker"
+wait_for 5 sh -c "! lslocks -n -o PID | grep -qw $locker"
 
 # rm of an unpinned image, while another image is held, looks at no
 # process: no /proc walk, no file of another process, no mountinfo
@@ -87,7 +87,7 @@ expect_exit 0 "import loose:1" cairn import loose:1 "$T/l4.tar"
 cairn-pin hold app:2 -- sleep 60 &
 h3=$!
 on_exit "pkill -9 -P $h3; kill -9 $h3"
-wait_for 5 sh -c "lslocks -n -o PID | grep -q $h3"
+wait_for 5 sh -c "lslocks -n -o PID | grep -qw $h3"
 strace -f -qq -e trace=open,openat,openat2 -o "$T/rm.strace" cairn rm loose:1
 check "rm of an unpinned image walks no /proc and opens no process's files" \
   sh -c "! grep -E '\"/proc(\"|/[0-9]|/self/mountinfo)' '$T/rm.strace'"
@@ -114,7 +114,7 @@ check_json "and leaves no pin" 'map(select(.stale | not)) | length == 0' cairn-p
 cairn-pin hold rev:1 -- sleep 1 &
 h2=$!
 on_exit "kill -9 $h2"
-wait_for 5 sh -c "lslocks -n -o PID | grep -q $h2"
+wait_for 5 sh -c "lslocks -n -o PID | grep -qw $h2"
 expect_exit 0 "rm --wait=10 succeeds once the hold ends" cairn rm --wait=10 rev:1
 wait "$h2"
 check "rm by name keeps layers other images use" [ "$(cairn layers --json | jq length)" = 3 ]
