@@ -33,8 +33,8 @@
  * goes straight to the backing file's fd with no lock and no SQLite, and
  * reads of upper files are fd-backed replies spliced like the lower's.
  * The kernel checks permissions (default_permissions) and keeps locks.
- * Attributes and entries are cached for 1 s only (read-only mounts: a
- * year), negative lookups not at all: every change goes through this
+ * Attributes and entries, negative ones too, are cached for 1 s only
+ * (read-only mounts: a year): every change goes through this
  * mount's kernel, which drops what a create, unlink, rename, link, write
  * or setattr makes stale, and a copy-up changes no attribute the kernel
  * holds. Every handler replies exactly once.
