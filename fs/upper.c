@@ -85,7 +85,7 @@ struct inode {
    * tree inode, or 2^32 + backing inode, it now is), which may differ from
    * the nodeid the kernel holds; 0 for none (an orphan). Else key == id. */
   uint64_t key;
-  struct inode *xnext; /* in the key table, while key != id */
+  struct inode *xnext;   /* in the key table, while key != id */
   uint32_t rebase_lower; /* rebase(): its inode in the new tree, 0 if none */
   int rebase_mark;       /* rebase(): 0 unvisited, 1 done */
 };
@@ -114,9 +114,9 @@ struct cairnfs_rw {
   size_t n_old_trees;
   pthread_rwlock_t tree_lock;
   struct whandle *whandles; /* open handles that may write (under mu) */
-  char dir[PATH_MAX];    /* the mountpoint, as the upper's info names it */
-  cairn_store *st2;      /* the rebase's own store handle, or NULL */
-  cairn_pinset *pins;    /* the server's pins of the image it rebased onto */
+  char dir[PATH_MAX];       /* the mountpoint, as the upper's info names it */
+  cairn_store *st2;         /* the rebase's own store handle, or NULL */
+  cairn_pinset *pins;       /* the server's pins of the image it rebased onto */
 };
 
 static struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }

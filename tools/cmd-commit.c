@@ -89,8 +89,7 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   if (live && (r = rebase(st, abs, up.id, image)) < 0) {
     char msg[PATH_MAX + 256];
     snprintf(msg, sizeof(msg), "commit: %s: the mount stays on its upper over the old image: %s",
-             dir,
-             r == -ENOTSUP || r == -EPERM ? "its cairnfs cannot move it" : report_why(st, r));
+             dir, r == -ENOTSUP || r == -EPERM ? "its cairnfs cannot move it" : report_why(st, r));
     report_notice(msg);
   }
   return CAIRN_EXIT_OK;
