@@ -33,8 +33,8 @@
  * goes straight to the backing file's fd with no lock and no SQLite, and
  * reads of upper files are fd-backed replies spliced like the lower's.
  * The kernel checks permissions (default_permissions) and keeps locks.
- * Attributes and entries are cached for 1 s only (read-only mounts: a
- * year), negative lookups not at all: every change goes through this
+ * Attributes and entries, negative ones too, are cached for 1 s only
+ * (read-only mounts: a year): every change goes through this
  * mount's kernel, which drops what a create, unlink, rename, link, write
  * or setattr makes stale, and a copy-up changes no attribute the kernel
  * holds. Every handler replies exactly once.
@@ -64,6 +64,14 @@
 #define RW_TIMEOUT 1.0
 #define NO_FH UINT64_MAX /* a read-only open of a lower-only file */
 
+/* An open handle that may write: its fd (fi->fh) and inode. A rebase
+ * moves the fd onto the inode's copy in the fresh upper (dup2). */
+struct whandle {
+  int fd;
+  struct inode *i;
+  struct whandle *next;
+};
+
 struct inode {
   uint64_t id;    /* the nodeid */
   uint32_t lower; /* the tree inode it is (or was copied up from), 0 if none */
@@ -77,7 +85,7 @@ struct inode {
    * tree inode, or 2^32 + backing inode, it now is), which may differ from
    * the nodeid the kernel holds; 0 for none (an orphan). Else key == id. */
   uint64_t key;
-  struct inode *xnext; /* in the key table, while key != id */
+  struct inode *xnext;   /* in the key table, while key != id */
   uint32_t rebase_lower; /* rebase(): its inode in the new tree, 0 if none */
   int rebase_mark;       /* rebase(): 0 unvisited, 1 done */
 };
@@ -105,10 +113,10 @@ struct cairnfs_rw {
   cairn_tree **old_trees;
   size_t n_old_trees;
   pthread_rwlock_t tree_lock;
-  uint64_t writers;      /* open handles that may write (atomic) */
-  char dir[PATH_MAX];    /* the mountpoint, as the upper's info names it */
-  cairn_store *st2;      /* the rebase's own store handle, or NULL */
-  cairn_pinset *pins;    /* the server's pins of the image it rebased onto */
+  struct whandle *whandles; /* open handles that may write (under mu) */
+  char dir[PATH_MAX];       /* the mountpoint, as the upper's info names it */
+  cairn_store *st2;         /* the rebase's own store handle, or NULL */
+  cairn_pinset *pins;       /* the server's pins of the image it rebased onto */
 };
 
 static struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
@@ -948,10 +956,28 @@ static void rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
   fuse_reply_err(req, -r);
 }
 
-/* Counts the open handles that may write (a rebase waits for none). */
-static void writer_count(struct cairnfs *fs, const struct fuse_file_info *fi, int delta) {
+/* Records an open handle of i that may write (mu held; best effort: an
+ * untracked handle is one a rebase cannot move). */
+static void handle_track(struct cairnfs *fs, const struct fuse_file_info *fi, struct inode *i) {
   if (fi->fh == NO_FH || (fi->flags & O_ACCMODE) == O_RDONLY) return;
-  __atomic_add_fetch(&fs->rw->writers, (uint64_t)(int64_t)delta, __ATOMIC_SEQ_CST);
+  struct whandle *h = malloc(sizeof(*h));
+  if (!h) return;
+  *h = (struct whandle){(int)fi->fh, i, fs->rw->whandles};
+  fs->rw->whandles = h;
+}
+
+/* Forgets a handle handle_track recorded (takes mu). */
+static void handle_untrack(struct cairnfs *fs, const struct fuse_file_info *fi) {
+  if (fi->fh == NO_FH || (fi->flags & O_ACCMODE) == O_RDONLY) return;
+  LOCK(fs);
+  for (struct whandle **pp = &fs->rw->whandles; *pp; pp = &(*pp)->next) {
+    if ((*pp)->fd != (int)fi->fh) continue;
+    struct whandle *h = *pp;
+    *pp = h->next;
+    free(h);
+    break;
+  }
+  UNLOCK(fs);
 }
 
 /* An fd of i's upper opened with flags (O_CREAT and the like dropped). */
@@ -975,7 +1001,7 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     if (r >= 0) {
       fi->fh = (uint64_t)r;
       r = 0;
-      writer_count(fs, fi, 1);
+      handle_track(fs, fi, i);
     }
   } else if (r == 0) {
     fi->fh = NO_FH;
@@ -986,7 +1012,7 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   if (r < 0) {
     fuse_reply_err(req, -r);
   } else if (fuse_reply_open(req, fi) != 0 && fi->fh != NO_FH) {
-    writer_count(fs, fi, -1);
+    handle_untrack(fs, fi);
     close((int)fi->fh);
   }
 }
@@ -1018,10 +1044,10 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   i->refs++;
   fi->fh = (uint64_t)fd;
   fi->noflush = 1;
-  writer_count(fs, fi, 1);
+  handle_track(fs, fi, i);
   UNLOCK(fs);
   if (fuse_reply_create(req, &e, fi) != 0) {
-    writer_count(fs, fi, -1);
+    handle_untrack(fs, fi);
     close(fd);
     LOCK(fs);
     inode_unref(fs->rw, i, 1);
@@ -1060,7 +1086,10 @@ static void rw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
   out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
   out.buf[0].fd = (int)fi->fh;
   out.buf[0].pos = off;
+  struct cairnfs_rw *rw = fs_of(req)->rw;
+  pthread_rwlock_rdlock(&rw->tree_lock); /* a rebase moves fi->fh meanwhile */
   ssize_t n = fuse_buf_copy(&out, in, 0);
+  pthread_rwlock_unlock(&rw->tree_lock);
   if (n < 0)
     fuse_reply_err(req, (int)-n);
   else
@@ -1075,7 +1104,7 @@ static void rw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
 
 static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)ino;
-  writer_count(fs_of(req), fi, -1);
+  handle_untrack(fs_of(req), fi); /* before the close: the fd number is free after */
   if (fi->fh != NO_FH) close((int)fi->fh);
   fuse_reply_err(req, 0);
 }
@@ -1090,7 +1119,10 @@ static void rw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void rw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                          struct fuse_file_info *fi) {
   (void)ino;
+  struct cairnfs_rw *rw = fs_of(req)->rw;
+  pthread_rwlock_rdlock(&rw->tree_lock);
   int r = fi->fh == NO_FH ? EBADF : fallocate((int)fi->fh, mode, off, len) < 0 ? errno : 0;
+  pthread_rwlock_unlock(&rw->tree_lock);
   fuse_reply_err(req, r);
 }
 
@@ -1521,9 +1553,8 @@ const struct fuse_lowlevel_ops cairnfs_rw_ops = {
  * IMAGE's tree below a fresh, empty upper, and drops the old upper, whose
  * changes IMAGE now holds: later writes go to the fresh one.
  *
- * Under mu (no namespace request runs), refused with EBUSY while a handle
- * that may write is open (its fd is on the old upper: its later writes
- * would be lost). Every inode the kernel holds keeps its nodeid: one still
+ * Under mu (no namespace request runs). Every inode the kernel holds keeps
+ * its nodeid: one still
  * at its place (parent, name) in the old view becomes the new tree's entry
  * at that path (lower only, its key the new tree inode); one that is not
  * (unlinked, or below an unlinked directory) is an orphan served from its
@@ -1533,7 +1564,10 @@ const struct fuse_lowlevel_ops cairnfs_rw_ops = {
  * reading those (same bytes as committed; a later write through another
  * handle is not seen by them, as with overlayfs before 4.19). The old tree
  * stays allocated (a read may hold one of its nodes); the tree is swapped
- * under tree_lock, which lower reads hold. */
+ * under tree_lock, which lower reads hold. A handle that may write (an fd
+ * on the old upper) is moved: its file is copied up into the fresh upper
+ * with what the old copy holds now, and that fd dup2'ed over the handle's
+ * fd number, under tree_lock, which writes hold: no write is lost. */
 
 /* The identity (key) of dir/name in the current view, 0 if none. */
 static uint64_t key_at(struct cairnfs *fs, struct inode *dir, const char *name) {
@@ -1563,6 +1597,31 @@ static uint32_t rebase_place(struct cairnfs *fs, struct inode *i, const cairn_tr
   return i->rebase_lower;
 }
 
+/* Moves handle h onto a copy of its file in the (fresh) upper. */
+static int move_handle(struct cairnfs *fs, struct whandle *h) {
+  struct stat st;
+  if (fstat(h->fd, &st) < 0) return -errno;
+  int r = ensure_upper(fs, h->i);
+  if (r < 0) return r;
+  int flags = fcntl(h->fd, F_GETFL);
+  char path[PBUF];
+  fd_path(path, sizeof(path), h->fd, NULL);
+  _cleanup_close_ int src = open(path, O_RDONLY | O_CLOEXEC); /* h->fd may be write-only */
+  if (src < 0) return -errno;
+  int fd = reopen(h->i, O_RDWR);
+  if (fd < 0) return fd;
+  r = ftruncate(fd, st.st_size) < 0 ? -errno : 0;
+  for (loff_t in = 0, out = 0; r == 0 && in < st.st_size;) {
+    ssize_t k = copy_file_range(src, &in, fd, &out, (size_t)(st.st_size - in), 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) r = k < 0 ? -errno : -EIO;
+  }
+  if (r == 0 && flags >= 0) fcntl(fd, F_SETFL, flags & (O_APPEND | O_NONBLOCK | O_NOATIME));
+  if (r == 0 && dup2(fd, h->fd) < 0) r = -errno;
+  close(fd);
+  return r;
+}
+
 static int rebase(struct cairnfs *fs, const char *value, size_t size) {
   struct cairnfs_rw *rw = fs->rw;
   char buf[2 * CAIRN_ID_LEN + 2];
@@ -1576,7 +1635,6 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
     if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return -EINVAL;
   LOCK(fs);
   int r = strcmp(upper, rw->id) == 0 ? 0 : -EPERM;
-  if (r == 0 && __atomic_load_n(&rw->writers, __ATOMIC_SEQ_CST) > 0) r = -EBUSY;
   /* The new image: pinned by this server for as long as it serves it. */
   if (r == 0 && !rw->st2) r = cairn_store_open(cairn_store_dir(fs->st), &rw->st2);
   cairn_pinset *pins = r == 0 ? cairn_pinset_new("mount (rebased by cairn commit)", true) : NULL;
@@ -1638,11 +1696,10 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
   }
   /* The root: the fresh upper's, with the new image's root attributes. */
   const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
-  r = n ? copy_meta(fs, 0, n, lock_fd, "root") : -EIO;
-  if (r == 0) { /* best effort past here: the new tree is served */
-    close(rw->root->fd);
-    rw->root->fd = dup(root_fd);
-  }
+  r = n ? copy_meta(fs, 0, n, lock_fd, "root") : -EIO; /* the new tree is served anyway */
+  close(rw->root->fd);
+  rw->root->fd = dup(root_fd);
+  if (rw->root->fd < 0 && r == 0) r = -errno;
   cairn_id old;
   snprintf(old, sizeof(old), "%s", rw->id);
   close(rw->root_fd);
@@ -1656,6 +1713,13 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
   snprintf(rw->id, sizeof(rw->id), "%s", id);
   snprintf(rw->path, sizeof(rw->path), "%s", path);
   rw->resumed = false;
+  /* Handles that may write: onto a copy in the fresh upper of what their
+   * file holds now (writes since the commit read it included), with no
+   * write running meanwhile. */
+  pthread_rwlock_wrlock(&rw->tree_lock);
+  for (struct whandle *h = rw->whandles; h; h = h->next)
+    if (h->i->lower) move_handle(fs, h); /* an orphan's stays; a failed move too */
+  pthread_rwlock_unlock(&rw->tree_lock);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   rw->pins = pins;
   UNLOCK(fs);
@@ -1725,6 +1789,10 @@ void cairnfs_rw_free(struct cairnfs *fs) {
   if (rw->index_fd >= 0) close(rw->index_fd);
   if (rw->lock_fd >= 0) close(rw->lock_fd);
   for (size_t k = 0; k < rw->n_old_trees; k++) cairn_tree_free(rw->old_trees[k]);
+  for (struct whandle *h = rw->whandles, *next; h; h = next) {
+    next = h->next;
+    free(h);
+  }
   free(rw->old_trees);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   if (rw->st2) cairn_store_close(rw->st2);

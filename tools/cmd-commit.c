@@ -5,9 +5,9 @@
  * the new image's id on stdout, as podman commit does. A live mount then
  * moves onto the new image with a fresh, empty upper (fs/upper.c's
  * rebase(), asked through the trusted.cairn.rebase xattr of the mount's
- * root) and its record names the new image; while a file is open for
- * writing it cannot, and stays as it was (said on stderr, exit 0: the
- * commit is done).
+ * root) and its record names the new image. If the mount cannot move (an
+ * older cairnfs, a failure) it stays as it was: said on stderr, exit 0
+ * (the commit is done).
  */
 #include "commands.h"
 #include "upper.h"
@@ -89,10 +89,7 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   if (live && (r = rebase(st, abs, up.id, image)) < 0) {
     char msg[PATH_MAX + 256];
     snprintf(msg, sizeof(msg), "commit: %s: the mount stays on its upper over the old image: %s",
-             dir,
-             r == -EBUSY ? "a file is open for writing" : r == -ENOTSUP || r == -EPERM
-                                                           ? "its cairnfs cannot move it"
-                                                           : report_why(st, r));
+             dir, r == -ENOTSUP || r == -EPERM ? "its cairnfs cannot move it" : report_why(st, r));
     report_notice(msg);
   }
   return CAIRN_EXIT_OK;
@@ -105,9 +102,8 @@ const struct cli_command cmd_commit = {
     .summary = "Turn the changes of the --rw mount at DIR into a new layer (whiteouts and opaque\n"
                "directories in the OCI form) on top of its image, and a new image NAME whose\n"
                "config is the image's with a history entry; prints the new image's id. A\n"
-               "live mount then serves the new image with a fresh, empty upper layer (later\n"
-               "writes go there); not while a file on it is open for writing (then it stays\n"
-               "as it was, said on stderr).",
+               "live mount then serves the new image with a fresh, empty upper layer: later\n"
+               "writes go there, also through files open for writing.",
     .options = "-m, --message MESSAGE\tthe history entry's comment\n"
                "-q, --quiet\tprint nothing on success\n",
 };
