@@ -159,3 +159,16 @@ assert_status 0 cairn rm app:1
 [ -z "$(ls "$STORE/compressed")" ] || fail "the kept blobs outlived their layers: $(ls "$STORE/compressed")"
 [ -z "$(ls "$ALS")" ] || fail "the ALS still lists removed layers: $(ls "$ALS")"
 pass "podman rmi releases the pins: cairn rm removes the image, its layers and kept blobs"
+
+# ---- fsck checks the kept blobs; --repair forgets a broken one
+st2=$TMP/st2
+"$CAIRN_BIN/cairn" --store "$st2" pull -q --insecure "docker://$REGISTRY/team/app:1" >/dev/null ||
+  fail "second pull"
+assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck
+: >"$st2/compressed/${layer_digests[0]#sha256:}"
+assert_status 5 "$CAIRN_BIN/cairn" --store "$st2" fsck
+grep -q "kept compressed blob ${layer_digests[0]}" "$TMP/out" "$TMP/err" ||
+  fail "fsck does not name the broken kept blob: $(cat "$TMP/out" "$TMP/err")"
+assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck --repair
+assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck
+pass "fsck reports a kept blob of the wrong size (exit 5); --repair forgets it"
