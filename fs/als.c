@@ -33,6 +33,7 @@
 #include "cairnfs.h"
 #include "report.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -598,6 +599,56 @@ static const struct fuse_lowlevel_ops als_ops = {
     .create = als_create,
 };
 
+/* The uses podman's layers already make of this store, taken again at
+ * start (a restarted daemon's pins died with the old one): containers/storage
+ * writes, in each layer it made from an additional layer,
+ * GRAPHROOT/overlay/ID/additionallayer naming the layer directory it uses
+ * (PATH[/REF...]/sha256:DIGEST). One use per such podman layer, as
+ * podman's own use of it counts one; lookups in flight are not counted.
+ * Returns how many it took. */
+static size_t uses_rebuild(struct als *a, const char *real, const char *graphroot) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/overlay", graphroot);
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "cairnfs: als: %s: %s\n", dir, strerror(errno));
+    return 0;
+  }
+  size_t taken = 0, rlen = strlen(real);
+  for (struct dirent *de; (de = readdir(d));) {
+    if (de->d_name[0] == '.' || strlen(de->d_name) > 255) continue;
+    char file[4400], line[4096];
+    snprintf(file, sizeof file, "%s/%s/additionallayer", dir, de->d_name);
+    FILE *f = fopen(file, "re");
+    if (!f) continue;
+    bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\n")] = '\0';
+    const char *digest = got ? strrchr(line, '/') : NULL;
+    if (!digest || strncmp(line, real, rlen) != 0 || line[rlen] != '/') continue;
+    struct als_layer *l = layer_get(a, digest + 1);
+    if (!l) {
+      fprintf(stderr, "cairnfs: als: %s: podman's layer %s is no longer in the store\n", file,
+              digest + 1);
+      continue;
+    }
+    if (l->uses == 0) {
+      if (!(l->pins = cairn_pinset_new(a->purpose, true)) ||
+          cairn_layer_pin_users(a->st, l->pins, l->rec.diff_id) < 0) {
+        fprintf(stderr, "cairnfs: als: pinning layer %s: %s\n", l->rec.diff_id,
+                cairn_errmsg(a->st));
+        cairn_pinset_release(a->st, l->pins);
+        l->pins = NULL;
+        continue;
+      }
+    }
+    l->uses++;
+    taken++;
+  }
+  closedir(d);
+  return taken;
+}
+
 /* Sends code to the waiting parent (fd >= 0) and returns it. */
 static int als_verdict(int fd, int code) {
   if (fd >= 0) {
@@ -611,7 +662,8 @@ static int als_verdict(int fd, int code) {
 
 /* Opens the store, mounts PATH and serves it until unmounted; tells the
  * waiting parent (verdict_fd, or -1) its exit code once mounted or failed. */
-static int als_serve(const char *path, const char *store, bool debug, int verdict_fd) {
+static int als_serve(const char *path, const char *store, bool debug, int verdict_fd,
+                     char *const *graphroots, size_t n_graphroots) {
   struct als a = {.path = path};
   int r = cairn_store_open(store, &a.st);
   if (r < 0) return als_verdict(verdict_fd, report_fail(r, "opening the store: %s", cairn_errmsg(a.st)));
@@ -619,6 +671,8 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
   if (!real) return als_verdict(verdict_fd, report_fail(-errno, "%s: %s", path, strerror(errno)));
   if (asprintf(&a.purpose, "als %s (podman)", real) < 0)
     return als_verdict(verdict_fd, report_fail(-ENOMEM, "out of memory"));
+
+  for (size_t i = 0; i < n_graphroots; i++) uses_rebuild(&a, real, graphroots[i]);
 
   char opts[512];
   snprintf(opts, sizeof opts, "-osubtype=cairn-als,fsname=cairn-als,default_permissions%s",
@@ -659,17 +713,22 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
 }
 
 #define ALS_USAGE                                                                                  \
-  "cairnfs --als [-f] [-d] [--store DIR] PATH\n"                                                   \
+  "cairnfs --als [-f] [-d] [--store DIR] [--podman-root DIR]... PATH\n"                           \
   "  serve the layers the store's pulls recorded as a containers/storage\n"                       \
   "  Additional Layer Store at PATH (storage.conf additionallayerstores =\n"                       \
   "  [\"PATH:ref\"]); podman's use of a layer pins it (see cairnfs(8))\n"                           \
   "  -f            stay in the foreground\n"                                                       \
   "  -d            debug output (implies -f)\n"                                                    \
-  "  --store DIR   the cairn store (default as for a mount)"
+  "  --store DIR   the cairn store (default as for a mount)\n"                                     \
+  "  --podman-root DIR\n"                                                                          \
+  "                podman's graphroot: at start, pin again the layers its\n"                        \
+  "                images use from PATH (up to 16)"
 
 int cairnfs_als_main(int argc, char **argv) {
   bool foreground = false, debug = false;
   const char *store = NULL, *path = NULL;
+  char *roots[16];
+  size_t n_roots = 0;
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
@@ -679,6 +738,8 @@ int cairnfs_als_main(int argc, char **argv) {
       foreground = true;
     } else if (strcmp(s, "-d") == 0) {
       foreground = debug = true;
+    } else if (strcmp(s, "--podman-root") == 0 && i + 1 < argc) {
+      if (n_roots < sizeof roots / sizeof roots[0]) roots[n_roots++] = argv[++i];
     } else if (strcmp(s, "--store") == 0 && i + 1 < argc) {
       store = argv[++i];
     } else if (strncmp(s, "--store=", 8) == 0) {
@@ -710,6 +771,6 @@ int cairnfs_als_main(int argc, char **argv) {
     close(verdict[0]);
     setsid();
   }
-  int code = als_serve(path, store, debug, verdict[1]);
+  int code = als_serve(path, store, debug, verdict[1], roots, n_roots);
   return code;
 }

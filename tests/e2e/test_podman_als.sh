@@ -11,7 +11,8 @@
 # (whiteout hidden, opaque directory emptied of the lower files), and while
 # podman holds the image (and a container runs on it) `cairn rm` of the
 # image is refused (exit 4) naming the ALS; `podman rmi` releases it and
-# rm works. podman runs with the flags TESTING.md gives for these hosts.
+# rm works. A daemon restarted with --podman-root takes the pins of
+# podman's layers again. podman runs with the flags TESTING.md gives for these hosts.
 source "$(dirname "$0")/registry.sh" # first: mountlib's fail (which exits) wins
 source "$(dirname "$0")/mountlib.sh"
 
@@ -153,6 +154,16 @@ wait "$runner" || fail "the container failed: $(cat "$TMP/ctr.err")"
 [ "$(tail -1 "$TMP/ctr.out")" = hello ] || fail "container output: $(cat "$TMP/ctr.out")"
 podman_settle || true
 pass "while podman holds the image and runs a container, cairn rm is refused (exit 4)"
+
+# ---- a restarted daemon takes the pins of podman's layers again
+umount "$ALS" || fail "umount of the ALS"
+wait_for 100 not_mounted "$ALS" || fail "the ALS stayed mounted"
+"$CAIRN_BIN/cairnfs" --als --store "$STORE" --podman-root "$TMP/podman-root" "$ALS" ||
+  fail "cairnfs --als did not restart"
+assert_status 4 cairn rm app:1
+podman_run /usr/bin/cat /data/hello >"$TMP/out" 2>"$TMP/err" || fail "podman run after a restart: $(cat "$TMP/err")"
+[ "$(cat "$TMP/out")" = hello ] || fail "podman run after a restart: $(cat "$TMP/out")"
+pass "a restart with --podman-root pins podman's layers again; podman runs on"
 
 podman_cmd rmi -a >/dev/null 2>"$TMP/err" || fail "podman rmi: $(cat "$TMP/err")"
 assert_status 0 cairn rm app:1

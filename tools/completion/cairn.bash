@@ -217,11 +217,11 @@ complete -F _cairn_pin cairn-pin
 _cairnfs() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
   case $prev in
-  --store) _cairn_files "$cur" -d; return ;;
+  --store | --podman-root) _cairn_files "$cur" -d; return ;;
   -o) COMPREPLY=(); return ;;
   esac
   if [[ $cur == -* ]]; then
-    _cairn_reply "$cur" --als -f -d -o --store --help --version
+    _cairn_reply "$cur" --als --podman-root -f -d -o --store --help --version
     return
   fi
   _cairn_files "$cur" -d
