@@ -369,7 +369,7 @@ struct listing {
     char *name;
     uint64_t ino;
     mode_t mode;
-  } *v;
+  } * v;
 };
 
 static int listing_add(struct listing *l, const char *name, uint64_t ino, mode_t mode) {
@@ -666,7 +666,8 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
                      char *const *graphroots, size_t n_graphroots) {
   struct als a = {.path = path};
   int r = cairn_store_open(store, &a.st);
-  if (r < 0) return als_verdict(verdict_fd, report_fail(r, "opening the store: %s", cairn_errmsg(a.st)));
+  if (r < 0)
+    return als_verdict(verdict_fd, report_fail(r, "opening the store: %s", cairn_errmsg(a.st)));
   char *real = realpath(path, NULL);
   if (!real) return als_verdict(verdict_fd, report_fail(-errno, "%s: %s", path, strerror(errno)));
   if (asprintf(&a.purpose, "als %s (podman)", real) < 0)
@@ -713,15 +714,15 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
 }
 
 #define ALS_USAGE                                                                                  \
-  "cairnfs --als [-f] [-d] [--store DIR] [--podman-root DIR]... PATH\n"                           \
-  "  serve the layers the store's pulls recorded as a containers/storage\n"                       \
+  "cairnfs --als [-f] [-d] [--store DIR] [--podman-root DIR]... PATH\n"                            \
+  "  serve the layers the store's pulls recorded as a containers/storage\n"                        \
   "  Additional Layer Store at PATH (storage.conf additionallayerstores =\n"                       \
-  "  [\"PATH:ref\"]); podman's use of a layer pins it (see cairnfs(8))\n"                           \
+  "  [\"PATH:ref\"]); podman's use of a layer pins it (see cairnfs(8))\n"                          \
   "  -f            stay in the foreground\n"                                                       \
   "  -d            debug output (implies -f)\n"                                                    \
   "  --store DIR   the cairn store (default as for a mount)\n"                                     \
   "  --podman-root DIR\n"                                                                          \
-  "                podman's graphroot: at start, pin again the layers its\n"                        \
+  "                podman's graphroot: at start, pin again the layers its\n"                       \
   "                images use from PATH (up to 16)"
 
 int cairnfs_als_main(int argc, char **argv) {

@@ -163,8 +163,8 @@ char *cairn_layer_blob_info(const struct cairn_layer_blob *b) {
   char diff[CAIRN_DIGEST_LEN + 1];
   snprintf(diff, sizeof diff, "sha256:%s", b->diff_id);
   json_t *j = json_pack("{s:s, s:I, s:s, s:i, s:b}", "compressed-diff-digest", b->digest,
-                        "compressed-size", (json_int_t)b->size, "diff-digest", diff,
-                        "compression", compression, "read-only", 1);
+                        "compressed-size", (json_int_t)b->size, "diff-digest", diff, "compression",
+                        compression, "read-only", 1);
   if (!j) return NULL;
   char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
   json_decref(j);
@@ -178,7 +178,8 @@ int cairn_layer_pin_users(cairn_store *st, cairn_pinset *ps, const char *diff_id
   _cleanup_strv_ struct strv images = {0};
   {
     _cleanup_stmt_ sqlite3_stmt *q = NULL;
-    if ((r = cn_db_prepare(st, &q, "SELECT DISTINCT image_id FROM image_layers WHERE layer_id = ?")) < 0)
+    if ((r = cn_db_prepare(st, &q,
+                           "SELECT DISTINCT image_id FROM image_layers WHERE layer_id = ?")) < 0)
       return r;
     sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
     while ((r = sqlite3_step(q)) == SQLITE_ROW)
@@ -274,8 +275,8 @@ static int second_pass(void *src, cairn_entry_fn fn, void *arg) {
   int r = cairn_layer_foreach(d->st, d->diff_id, overlay_entry, d);
   for (size_t i = 0; r == 0 && i < d->opaque.n; i++)
     if (!d->seen[i]) /* an opaque directory the layer has no entry of */
-      r = emit_opaque_dir(d, &(cairn_entry){.path = d->opaque.v[i], .type = CAIRN_DIR,
-                                            .mode = 0755});
+      r = emit_opaque_dir(d,
+                          &(cairn_entry){.path = d->opaque.v[i], .type = CAIRN_DIR, .mode = 0755});
   return r;
 }
 

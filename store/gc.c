@@ -434,7 +434,7 @@ static uint64_t fsck_kept_blobs(cairn_store *st, bool repair, cairn_report *r) {
       if (fstatat(st->dirfd, rel, &sb, 0) == 0 &&
           (uint64_t)sb.st_size == (uint64_t)sqlite3_column_int64(q, 2))
         continue;
-      problem(r, "layer %s: its kept compressed blob %s is missing or truncated", 
+      problem(r, "layer %s: its kept compressed blob %s is missing or truncated",
               (const char *)sqlite3_column_text(q, 1), digest);
       if (cn_strv_push(&broken, digest) < 0) return 0;
     }

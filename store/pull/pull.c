@@ -123,7 +123,8 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   }
   /* Kept for an Additional Layer Store (cairnfs --als): the blob is what
    * the sink checked against the descriptor. */
-  if (r == 0 && (r = cairn_layer_blob_keep(wst, diff_id, d->digest, d->media_type, d->size, fd)) < 0)
+  if (r == 0 &&
+      (r = cairn_layer_blob_keep(wst, diff_id, d->digest, d->media_type, d->size, fd)) < 0)
     cairn_fail_context(wst, r, "keeping layer %s (blob %s)", diff_id, d->digest);
   if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
   return r;
