@@ -681,6 +681,7 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
   char *fargv[] = {"cairnfs", opts, debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(debug ? 3 : 2, fargv);
   struct fuse_session *se = fuse_session_new(&args, &als_ops, sizeof als_ops, &a);
+  fuse_opt_free_args(&args); /* what libfuse added to them */
   if (!se) return als_verdict(verdict_fd, report_fail(-EIO, "cannot start a FUSE session"));
   if (fuse_session_mount(se, real) != 0) {
     fuse_session_destroy(se);
