@@ -47,6 +47,10 @@ void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n,
 int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir, const char *resume);
 void cairnfs_rw_free(struct cairnfs *fs);
 
+/* als.c: `cairnfs --als ...` (argv[0] is "--als"), podman's Additional
+ * Layer Store; returns the exit code. */
+int cairnfs_als_main(int argc, char **argv);
+
 /* What the command line asks (main.c). */
 struct cairnfs_options {
   const char *image;

@@ -50,6 +50,7 @@ const char *report_prog = "cairnfs";
 
 #define USAGE                                                                                      \
   "cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR\n"                                  \
+  "cairnfs --als [-f] [-d] [--store DIR] PATH   (podman's Additional Layer Store)\n"               \
   "  -f            stay in the foreground\n"                                                       \
   "  -d            debug output (implies -f)\n"                                                    \
   "  -o store=DIR  the cairn store (also --store DIR); default $CAIRN_STORE, else\n"               \
@@ -255,6 +256,7 @@ static void options_free(struct cairnfs_options *o) {
 
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], CAIRNFS_SERVE_ARG) == 0) return cairnfs_server_main(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "--als") == 0) return cairnfs_als_main(argc - 1, argv + 1);
   __attribute__((cleanup(options_free))) struct cairnfs_options o = {.no_passthrough = true};
   int code = parse_args(argc, argv, &o);
   if (code != CAIRN_EXIT_OK) return code;

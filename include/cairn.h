@@ -815,6 +815,50 @@ int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg);
 int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
                  cairn_id image_out, cairn_id layer_out);
 
+/* ---- podman's Additional Layer Store (store/als.c; owner: als) --------- */
+
+/* What a pull keeps of a layer it downloaded, so that a containers/storage
+ * Additional Layer Store can hand the layer to podman by the digest of its
+ * manifest: the compressed blob's digest, media type and size against the
+ * layer's diff_id, and the compressed bytes themselves (STORE/compressed/HEX,
+ * removed with the layer). */
+#define CAIRN_DIGEST_LEN (7 + CAIRN_ID_LEN) /* "sha256:" + hex */
+struct cairn_layer_blob {
+  char digest[CAIRN_DIGEST_LEN + 1]; /* the manifest's (compressed) digest */
+  cairn_id diff_id;
+  char media_type[128];
+  uint64_t size; /* compressed */
+};
+
+/* Records that layer diff_id (stored) was pulled as the blob digest (of
+ * media_type, size bytes) and keeps its bytes, the file fd (which the caller
+ * checked against digest and size): linked into the store if fd is an
+ * anonymous file of the store's file system, else copied. */
+int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
+                          const char *media_type, uint64_t size, int fd);
+/* The record of digest ("sha256:HEX"): 0, or -ENOENT with no record (or a
+ * malformed digest). */
+int cairn_layer_blob_get(cairn_store *st, const char *digest, struct cairn_layer_blob *out);
+typedef int (*cairn_layer_blob_fn)(const struct cairn_layer_blob *b, void *arg);
+/* Every record, by digest; a non-zero return of fn stops and is returned. */
+int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg);
+/* The kept compressed bytes of digest, open read-only; -ENOENT if none. */
+int cairn_layer_blob_open(cairn_store *st, const char *digest);
+/* The `info` file of an Additional Layer Store for b: a containers/storage
+ * Layer as JSON (compressed-diff-digest, compressed-size, diff-digest,
+ * compression, read-only). NULL if out of memory; the caller frees. */
+char *cairn_layer_blob_info(const struct cairn_layer_blob *b);
+/* Pins layer diff_id in ps, and every image that uses it now (so that
+ * `cairn rm` of one is refused, exit 4, naming ps's purpose, as for a
+ * mounted image): what an Additional Layer Store takes when podman says it
+ * uses the layer. */
+int cairn_layer_pin_users(cairn_store *st, cairn_pinset *ps, const char *diff_id);
+/* The tree of one layer alone, in overlayfs's encoding of a lower layer:
+ * its entries as they are (parents synthesized), each whiteout a 0/0
+ * character device under the name it hides, each opaque directory marked
+ * with the xattr trusted.overlay.opaque=y (served by cairnfs --als). */
+int cairn_layer_diff_tree(cairn_store *st, const char *diff_id, cairn_tree **out);
+
 #ifdef __cplusplus
 }
 #endif

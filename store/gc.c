@@ -413,6 +413,44 @@ static void fsck_layer_tars(cairn_store *st, const struct strv *bad, cairn_repor
                       " imported or pulled again)", (unsigned long long)without);
 }
 
+/* Every kept compressed layer (layer_blobs, als.c) has its file, of the
+ * recorded size (its sha256 is not read again: the pull checked it and
+ * nothing rewrites it). A row without its file can only mislead podman's
+ * Additional Layer Store: repair deletes it (the ALS then no longer lists
+ * the layer); returns how many it deleted. */
+static uint64_t fsck_kept_blobs(cairn_store *st, bool repair, cairn_report *r) {
+  _cleanup_strv_ struct strv broken = {0};
+  uint64_t checked = 0, repaired = 0;
+  {
+    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    if (cn_db_prepare(st, &q, "SELECT digest, layer_id, size FROM layer_blobs ORDER BY digest") < 0)
+      return 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      const char *digest = (const char *)sqlite3_column_text(q, 0);
+      char rel[128];
+      snprintf(rel, sizeof rel, "compressed/%s", digest + 7);
+      struct stat sb;
+      checked++;
+      if (fstatat(st->dirfd, rel, &sb, 0) == 0 &&
+          (uint64_t)sb.st_size == (uint64_t)sqlite3_column_int64(q, 2))
+        continue;
+      problem(r, "layer %s: its kept compressed blob %s is missing or truncated",
+              (const char *)sqlite3_column_text(q, 1), digest);
+      if (cn_strv_push(&broken, digest) < 0) return 0;
+    }
+  }
+  for (size_t i = 0; repair && i < broken.n; i++) {
+    _cleanup_stmt_ sqlite3_stmt *d = NULL;
+    if (cn_db_prepare(st, &d, "DELETE FROM layer_blobs WHERE digest = ?") < 0) break;
+    sqlite3_bind_text(d, 1, broken.v[i], -1, SQLITE_STATIC);
+    if (sqlite3_step(d) != SQLITE_DONE) break;
+    cn_report_line(r, "forgot the kept blob %s (podman downloads that layer again)", broken.v[i]);
+    repaired++;
+  }
+  cn_report_line(r, "checked %llu kept compressed layers", (unsigned long long)checked);
+  return repaired;
+}
+
 static void fsck_report_unused(cairn_store *st, cairn_report *r) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   if (cn_db_prepare(st, &q,
@@ -454,6 +492,7 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   uint64_t before = r->problems;
   fsck_layer_tars(st, &bad, r);
   problems -= fsck_indexes(st, repair, r);
+  problems -= fsck_kept_blobs(st, repair, r);
   problems += r->problems - before;
   return problems ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)problems)
                   : 0;

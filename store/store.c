@@ -46,6 +46,12 @@ static const char *const migrations[] = {
     /* 3: a layer's tar-split data (tarsplit.c): its tar minus file contents */
     ("CREATE TABLE layer_tars(layer_id TEXT PRIMARY KEY REFERENCES layers(id) ON DELETE CASCADE,"
      "  size INTEGER NOT NULL, data BLOB NOT NULL);"),
+    /* 4: a pulled layer's manifest (compressed) digest, media type and size,
+     * its compressed bytes kept as STORE/compressed/HEX (als.c) */
+    ("CREATE TABLE layer_blobs(digest TEXT PRIMARY KEY,"
+     "  layer_id TEXT NOT NULL REFERENCES layers(id) ON DELETE CASCADE,"
+     "  media_type TEXT NOT NULL, size INTEGER NOT NULL);"
+     "CREATE INDEX layer_blobs_layer ON layer_blobs(layer_id);"),
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -16,6 +16,8 @@
 #include "pin.h"
 #include "tree.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <string.h>
 
 int cn_held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, const char *id,
@@ -95,6 +97,25 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
   return 0;
 }
 
+/* Unlinks the kept compressed layers (STORE/compressed/HEX, als.c) that no
+ * layer_blobs row names: their layer went, or a crash came between the
+ * file and its row. Runs under the exclusive store lock, which every
+ * keeper holds shared from linking its file to inserting its row. */
+static void kept_blobs_sweep(cairn_store *st) {
+  _cleanup_close_ int dirfd = openat(st->dirfd, "compressed", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return; /* none kept yet */
+  _cleanup_closedir_ DIR *d = fdopendir(dup(dirfd));
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (!d || cn_db_prepare(st, &q, "SELECT 1 FROM layer_blobs WHERE digest = 'sha256:' || ?") < 0)
+    return;
+  for (struct dirent *de; (de = readdir(d));) {
+    if (de->d_name[0] == '.') continue;
+    sqlite3_reset(q);
+    sqlite3_bind_text(q, 1, de->d_name, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(q) == SQLITE_DONE) unlinkat(dirfd, de->d_name, 0);
+  }
+}
+
 int cn_sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r) {
   struct held_set held = {0};
   _cleanup_strv_ struct strv blobs = {0};
@@ -107,6 +128,7 @@ int cn_sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report 
     cn_db_rollback(st);
   cn_held_release(st, &held, rc == 0 && !dry_run);
   if (rc < 0 || dry_run || !have_lock) return rc;
+  kept_blobs_sweep(st);
   return cn_blob_files_remove(st, &blobs);
 }
 

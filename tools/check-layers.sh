@@ -30,6 +30,7 @@ LAYERS=(
   "layers | store/layer.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below"
   "images | store/image.c store/list.c   | store/image.h                          | below"
   "merge  | store/merge.c store/export.c | -                                      | below"
+  "als    | store/als.c                  | -                                      | below"
   "rm-gc  | store/rm.c store/gc.c        | -                                      | below"
   "porcelain | store/spec.c store/tag.c store/history.c | -                     | below"
   "commit | store/commit.c               | -                                      | below"

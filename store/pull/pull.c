@@ -75,6 +75,10 @@ static void record_error(fetch_run *run, int err, const cairn_store *wst) {
 
 static int open_temp(const char *store_dir, cairn_store *wst) {
   char path[4096]; /* STORE/tmp exists: opening the store makes it */
+  /* Anonymous, so that cairn_layer_blob_keep can link it into the store. */
+  snprintf(path, sizeof path, "%s/tmp", store_dir);
+  int tfd = open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0444);
+  if (tfd >= 0) return tfd;
   snprintf(path, sizeof path, "%s/tmp/pull-XXXXXX", store_dir);
   int fd = mkostemp(path, O_CLOEXEC);
   if (fd < 0)
@@ -117,6 +121,11 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     else if (r < 0)
       cairn_fail_context(wst, r, "storing layer %s", diff_id);
   }
+  /* Kept for an Additional Layer Store (cairnfs --als): the blob is what
+   * the sink checked against the descriptor. */
+  if (r == 0 &&
+      (r = cairn_layer_blob_keep(wst, diff_id, d->digest, d->media_type, d->size, fd)) < 0)
+    cairn_fail_context(wst, r, "keeping layer %s (blob %s)", diff_id, d->digest);
   if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
   return r;
 }

@@ -102,7 +102,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def forward(self, url, extra, half=False, rate=0):
         up = http.client.HTTPConnection("127.0.0.1", UPSTREAM, timeout=60)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP and k.lower() != "host"}
+        headers = {}
+        for k, v in self.headers.items():  # repeated ones (Go sends one Accept per type) joined
+            if k.lower() not in HOP and k.lower() != "host":
+                headers[k] = headers[k] + ", " + v if k in headers else v
         headers["Host"] = self.headers.get("Host", "")
         up.request("GET", self.path, headers=headers)
         resp = up.getresponse()

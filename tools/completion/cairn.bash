@@ -211,3 +211,19 @@ _cairn() { _cairn_complete cairn; }
 _cairn_pin() { _cairn_complete cairn-pin; }
 complete -F _cairn cairn
 complete -F _cairn_pin cairn-pin
+
+# cairnfs: its options; directories for its operands (IMAGE DIR, or --als
+# PATH, podman's Additional Layer Store).
+_cairnfs() {
+  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
+  case $prev in
+  --store | --podman-root) _cairn_files "$cur" -d; return ;;
+  -o) COMPREPLY=(); return ;;
+  esac
+  if [[ $cur == -* ]]; then
+    _cairn_reply "$cur" --als --podman-root -f -d -o --store --help --version
+    return
+  fi
+  _cairn_files "$cur" -d
+}
+complete -F _cairnfs cairnfs
