@@ -52,10 +52,10 @@
  *   start (inode_restore), so that their inode numbers (2^32 + the backing
  *   inode) are not reused by new files while the kernel caches them. A
  *   restored inode's count of kernel references is unknown: it is kept
- *   until the mount ends. Its place (parent, name) is learnt again from
- *   the kernel's next lookup (or, lower-only, from the tree when a
- *   copy-up needs it); until then ".." in its listing names the root, and
- *   a restored symlink's xattrs and times answer EIO.
+ *   until the kernel forgets it (a FORGET carries all its lookups). Its place (parent, name) is
+ * learnt again from the kernel's next lookup (or, lower-only, from the tree when a copy-up needs
+ * it); until then ".." in its listing names the root, and a restored symlink's xattrs and times
+ * answer EIO.
  * - a file handle (fh): epoch << 44 | open flags << 20 | fd, the epoch
  *   being the server's (nodetab.c); a dead server's fh is opened again
  *   from the request's nodeid and its flags (not truncating, not
@@ -100,6 +100,8 @@ struct inode {
   int fd;         /* O_PATH on the upper object, -1 while lower only */
   bool indexed;   /* its upper is work/index/LOWER */
   uint64_t refs;  /* the kernel's lookups + children naming it as parent */
+  uint64_t kids;  /* of which children */
+  bool restored;  /* by inode_restore: the kernel's count is unknown */
   struct inode *parent;
   char *name;
   struct inode *hnext;
@@ -159,8 +161,10 @@ static struct inode *inode_new(struct cairnfs_rw *rw, uint64_t id, uint32_t lowe
   return i;
 }
 
-static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+/* Drops n references of i (kid: a child's), and i if it was the last. */
+static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, bool kid) {
   while (i) {
+    if (kid && i->kids) i->kids--;
     if (i->refs > n) {
       i->refs -= n;
       return;
@@ -175,7 +179,24 @@ static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
     free(i);
     i = parent;
     n = 1;
+    kid = true;
   }
+}
+
+static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+  inode_unref_as(rw, i, n, false);
+}
+
+/* The kernel forgot i (a FORGET: all its lookups, n of them). A restored
+ * inode's count is unknown, but a FORGET says it is now 0: only its
+ * children's references stay. */
+static void inode_forget(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+  if (i->restored) {
+    i->restored = false;
+    n = i->refs > i->kids ? i->refs - i->kids : 0;
+    if (n == 0) return;
+  }
+  inode_unref(rw, i, n);
 }
 
 /* Records where i was seen: parent's directory, under name. */
@@ -186,11 +207,12 @@ static int inode_place(struct cairnfs_rw *rw, struct inode *i, struct inode *par
   char *copy = strdup(name);
   if (!copy) return -ENOMEM;
   parent->refs++;
+  parent->kids++;
   struct inode *old = i->parent;
   free(i->name);
   i->name = copy;
   i->parent = parent;
-  if (old) inode_unref(rw, old, 1);
+  if (old) inode_unref_as(rw, old, 1, true);
   return 0;
 }
 
@@ -464,7 +486,7 @@ static int entry_of(struct cairnfs *fs, struct inode *i, struct fuse_entry_param
 /* ---- restarts: inodes and handles a dead server handed out ------------- */
 
 /* A restored inode's count of the kernel's references is unknown: it is
- * kept until the mount ends (forgets only lower this). */
+ * kept until the kernel's FORGET of it (inode_forget). */
 #define RESTORED_REFS (1ULL << 40)
 
 /* The tree directory that holds tree inode ino (one of them, for a file
@@ -533,6 +555,7 @@ static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned de
     i->fd = fd;
     i->indexed = indexed;
     i->refs = RESTORED_REFS;
+    i->restored = true;
     return i;
   }
   if (fd != -ENOENT || ino >= UPPER_BASE) return NULL;
@@ -544,12 +567,14 @@ static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned de
   if (dir && resolve(fs, dir, name, &i) == 0) {
     if (i->id == ino) {
       i->refs += RESTORED_REFS;
+      i->restored = true;
       return i;
     }
     inode_drop_unused(rw, i);
   }
   if (!(i = inode_new(rw, ino, (uint32_t)ino))) return NULL;
   i->refs = RESTORED_REFS;
+  i->restored = true;
   if (!S_ISDIR(n->mode) && n->nlink > 1) {
     char idx[16];
     snprintf(idx, sizeof(idx), "%" PRIu64, ino);
@@ -699,7 +724,7 @@ static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
-  if (i && i != fs->rw->root) inode_unref(fs->rw, i, nlookup);
+  if (i && i != fs->rw->root) inode_forget(fs->rw, i, nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
@@ -709,7 +734,7 @@ static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
   LOCK(fs);
   for (size_t k = 0; k < count; k++) {
     struct inode *i = inode_of(fs, f[k].ino);
-    if (i && i != fs->rw->root) inode_unref(fs->rw, i, f[k].nlookup);
+    if (i && i != fs->rw->root) inode_forget(fs->rw, i, f[k].nlookup);
   }
   UNLOCK(fs);
   fuse_reply_none(req);
