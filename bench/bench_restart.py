@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_restart.py — what a restart of cairnfs's server costs readers.
 
-    python3 bench/bench_restart.py BUILD_DIR [KILLS] [MOUNTS] [GAP]
+    python3 bench/bench_restart.py BUILD_DIR [KILLS] [MOUNTS] [GAP] [rw]
 
 Imports an image of 4 files of 8 MiB into a temporary store, mounts it,
 and runs 4 reader threads that each pread 4 KiB with O_DIRECT (every read
@@ -13,6 +13,9 @@ serving again), and the longest gap any reader saw between two reads
 (its stall). Then mounts the image MOUNTS
 times (default 10) and prints the supervisors' and the servers' PSS
 (/proc/PID/smaps_rollup). Everything it starts is stopped at the end.
+With "rw" (5th argument) the mount is writable (--rw) and the threads are
+writers: each pwrites 4 KiB with O_DIRECT (every write a FUSE request) to
+a file of its own made in the mount, in the same loop.
 Run under `flock /work/bench.lock`; other work on the machine shows.
 """
 import json, mmap, os, signal, subprocess, sys, tempfile, threading, time
@@ -21,6 +24,7 @@ build = os.path.abspath(sys.argv[1])
 kills = int(sys.argv[2]) if len(sys.argv) > 2 else 20
 n_mounts = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 gap = float(sys.argv[4]) if len(sys.argv) > 4 else 1.2
+rw = len(sys.argv) > 5 and sys.argv[5] == "rw"
 tmp = tempfile.mkdtemp(prefix="cairn-bench-restart.")
 store = os.path.join(tmp, "store")
 cairn = [os.path.join(build, "cairn"), "--store", store]
@@ -57,7 +61,7 @@ try:
     run("import", "data:1", os.path.join(tmp, "data.tar"))
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)
-    run("mount", "-q", "data:1", mnt)
+    run("mount", "-q", *(["--rw"] if rw else []), "data:1", mnt)
     mounts.append(mnt)
     sup = json.loads(run("mounts", "--json"))[0]["pid"]
 
@@ -66,12 +70,19 @@ try:
     errors = []
 
     def reader(i):
-        fd = os.open(os.path.join(mnt, f"f{i}"), os.O_RDONLY | os.O_DIRECT)
+        if rw:
+            fd = os.open(os.path.join(mnt, f"w{i}"), os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+        else:
+            fd = os.open(os.path.join(mnt, f"f{i}"), os.O_RDONLY | os.O_DIRECT)
         buf = mmap.mmap(-1, 4096)
+        buf.write(os.urandom(4096))
         off = 0
         while not stop.is_set():
             try:
-                os.preadv(fd, [buf], off)
+                if rw:
+                    os.pwritev(fd, [buf], off)
+                else:
+                    os.preadv(fd, [buf], off)
             except OSError as e:
                 errors.append(e)
             stamps[i].append(time.monotonic())
@@ -106,7 +117,7 @@ try:
     kill_stall = max(b - a for r in stamps for a, b in zip(r, r[1:])
                      if any(a <= t < b for t in kill_times)) * 1000
     normal = sorted(b - a for r in stamps for a, b in zip(r, r[1:]))
-    print(f"reads: {len(all_stamps)}, errors: {len(errors)}, kills: {kills}")
+    print(f"{'writes' if rw else 'reads'}: {len(all_stamps)}, errors: {len(errors)}, kills: {kills}")
     print(f"kill to serving (every reader has read again), ms: "
           f"median {sorted(to_serving)[len(to_serving) // 2]:.1f}, max {max(to_serving):.1f}")
     print(f"longest reader stall spanning a kill, ms: {kill_stall:.1f}; longest of all, ms: {stall:.1f} "

@@ -44,8 +44,21 @@ void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n,
  * id, else NULL), held (flocked) until cairnfs_rw_free, which drops it
  * unless it was kept (cairn umount --keep) or resumed and never served.
  * The daemon's umask becomes 0 (modes come from the kernel's requests). */
-int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir, const char *resume);
+struct cairnfs_rw_held {
+  const char *upper; /* the upper's id: the kept one to resume, else NULL */
+  /* Given by a supervisor that holds the upper (its flock, across
+   * restarts), else -1: */
+  int lock_fd;  /* the upper's directory, flocked by the supervisor */
+  int nodes_fd; /* memfd: the table of upper objects (nodetab.c) */
+  bool fresh;   /* the supervisor just made it (the first server sets up root/) */
+};
+int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
+                     const struct cairnfs_rw_held *held);
 void cairnfs_rw_free(struct cairnfs *fs);
+/* conn.c: whether the request this thread handles is one the kernel
+ * resent after a restart (the dead server read it, and may have applied
+ * it): upper.c answers such a replay with what the first run did. */
+extern __thread bool cairnfs_resent;
 
 /* als.c: `cairnfs --als ...` (argv[0] is "--als"), podman's Additional
  * Layer Store; returns the exit code. */
@@ -117,7 +130,8 @@ struct cairnfs_out_header {
   uint64_t unique;
 };
 #define CAIRNFS_OP_INIT 26
-#define CAIRNFS_NOTIFY_RESEND 7 /* kernel 6.9+: requeue every request being processed */
+#define CAIRNFS_NOTIFY_RESEND 7            /* kernel 6.9+: requeue every request being processed */
+#define CAIRNFS_UNIQUE_RESEND (1ULL << 63) /* in the unique of a request so requeued */
 
 /* The byte a server writes on its status pipe once the kernel has its
  * answer to INIT (the session serves). */

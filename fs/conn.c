@@ -30,9 +30,20 @@
  *
  * Invariants: the session reads only FUSE_FD (no clone_fd: a clone's
  * requests are aborted when the clone is closed, i.e. when a server dies);
- * several threads read it. Inode numbers are the index's (deterministic)
- * and no file handle carries state (ops.c: fi->fh is unused), so what the
- * kernel holds means the same to every server.
+ * several threads read it, and each handles the request it read
+ * (cairnfs_resent: whether the kernel resent it, FUSE_UNIQUE_RESEND in
+ * its unique). A read-only mount's inode numbers are the index's
+ * (deterministic) and no file handle carries state (ops.c: fi->fh is
+ * unused), so what the kernel holds means the same to every server; a
+ * writable mount's are made so by upper.c ("Restarts").
+ *
+ * A writable mount's server (FLAGS 'w') is given by its supervisor, which
+ * holds them, the upper's id as UPPER, its directory (flocked) as
+ * UPPER_FD, the memfd of nodetab.c's table as NODES_FD, and 'n' in FLAGS
+ * when the upper is fresh (the first server sets up its root):
+ *   ... TABLE_FD UPPER UPPER_FD NODES_FD
+ * A server run by an older supervisor (no UPPER_FD) makes or opens the
+ * upper itself, as before.
  */
 #include "cairnfs.h"
 #include "report.h"
@@ -47,6 +58,8 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+__thread bool cairnfs_resent;
 
 /* One session per process: the custom I/O's state. */
 static struct {
@@ -84,6 +97,10 @@ static ssize_t conn_read(int fd, void *buf, size_t len, void *userdata) {
   pthread_mutex_unlock(&conn.lock);
   ssize_t n = read(fd, buf, len);
   if (n > 0) cairnfs_passthrough_request(buf, (size_t)n);
+  struct cairnfs_in_header h = {0};
+  if (n >= (ssize_t)sizeof(h)) memcpy(&h, buf, sizeof(h));
+  cairnfs_resent = (h.unique & CAIRNFS_UNIQUE_RESEND) != 0;
+
   return n;
 }
 
@@ -179,7 +196,7 @@ static int parse_fd(const char *s) {
 }
 
 int cairnfs_server_main(int argc, char **argv) {
-  if (argc < 11 || argc > 13)
+  if (argc < 11 || argc > 15)
     return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad arguments");
   conn.fuse_fd = parse_fd(argv[2]);
   int init_fd = parse_fd(argv[3]);
@@ -188,7 +205,13 @@ int cairnfs_server_main(int argc, char **argv) {
   const char *dev = argv[9], *opts = argv[10];
   int table_fd = argc > 11 ? parse_fd(argv[11]) : -1; /* none from an older supervisor */
   const char *upper = argc > 12 && strcmp(argv[12], "-") != 0 ? argv[12] : NULL;
-  if (conn.fuse_fd < 0 || init_fd < 0 || conn.status_fd < 0 || (argc > 11 && table_fd < 0))
+  /* A supervisor that holds the upper passes its lock and node table. */
+  struct cairnfs_rw_held held = {.upper = upper,
+                                 .lock_fd = argc > 14 ? parse_fd(argv[13]) : -1,
+                                 .nodes_fd = argc > 14 ? parse_fd(argv[14]) : -1,
+                                 .fresh = strchr(flags, 'n') != NULL};
+  if (conn.fuse_fd < 0 || init_fd < 0 || conn.status_fd < 0 || (argc > 11 && table_fd < 0) ||
+      (argc > 14 && (held.lock_fd < 0 || held.nodes_fd < 0 || !upper)))
     return report_usage("cairnfs --serve ... (run by cairnfs only)", "bad file descriptors");
   conn.resumed = strchr(flags, 'r') != NULL;
   conn.quiet = strchr(flags, 'q') != NULL;
@@ -218,7 +241,7 @@ int cairnfs_server_main(int argc, char **argv) {
     code = report_fail(r, "%s: %s", image_id, report_why(fs.st, r));
     goto out;
   }
-  if (strchr(flags, 'w') && (r = cairnfs_rw_setup(&fs, image_id, dir, upper)) < 0) {
+  if (strchr(flags, 'w') && (r = cairnfs_rw_setup(&fs, image_id, dir, &held)) < 0) {
     code = report_fail(r, "%s: upper layer: %s", image_id, report_why(fs.st, r));
     goto out;
   }
@@ -227,7 +250,9 @@ int cairnfs_server_main(int argc, char **argv) {
   fs.passthrough = !fs.rw && !strchr(flags, 'p') && table_fd >= 0 &&
                    cairnfs_passthrough_offered(conn.init, conn.init_len) &&
                    cairnfs_passthrough_table(&fs, table_fd, cairn_tree_count(fs.tree)) == 0;
-  if (table_fd >= 0) close(table_fd); /* the mapping stays */
+  if (table_fd >= 0) close(table_fd);         /* the mapping stays */
+  if (held.lock_fd >= 0) close(held.lock_fd); /* upper.c keeps its own copies */
+  if (held.nodes_fd >= 0) close(held.nodes_fd);
   char *fargv[] = {"cairnfs", "-o", (char *)opts, debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
   struct fuse_session *se =

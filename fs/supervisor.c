@@ -10,7 +10,8 @@
  * store → resolve IMAGE → pin the image and all its layers (purpose "mount
  * DIR", held by this process until it exits; the kernel drops them if it
  * dies) → check the image's index (built and written the first time; the
- * mapping is dropped again: only servers map it) → mount → record the
+ * mapping is dropped again: only servers map it) → take the upper layer
+ * (writable mounts) → mount → record the
  * mount (this pid, its device) → read the kernel's FUSE_INIT request from
  * /dev/fuse and keep its bytes (a memfd) → run servers until one exits
  * CAIRNFS_SERVER_ENDED and /dev/fuse says the session is over → forget the
@@ -38,11 +39,17 @@
  *   the mount served by the old one.
  * - The verdict (main.c) is given once the first server has answered INIT;
  *   a first server that dies before that fails the mount.
+ * - A writable mount's upper layer is made (or, resumed, opened) here
+ *   before the mount, and its flock held until the session is over, so
+ *   that no restart window lets gc reclaim it; servers get its fd and a
+ *   memfd for their table of its objects (fs/nodetab.c). It is dropped at
+ *   the end unless kept (cairn umount --keep) or resumed and never served.
  * - SIGTERM, SIGINT and SIGHUP only detach the host's view (MNT_DETACH of
  *   DIR while DIR is our mount): the kernel ends the session when the last
  *   copy of the mount goes.
  */
 #include "cairnfs.h"
+#include "nodetab.h"
 #include "report.h"
 
 #include <errno.h>
@@ -77,10 +84,16 @@ struct supervisor {
   char dev[32];
   cairn_id id;
   cairn_store *st;
-  char *opts;          /* the session's mount options */
-  int fuse_fd;         /* the session's /dev/fuse fd, owned by se */
-  int init_fd;         /* memfd: the kernel's FUSE_INIT request */
-  int table_fd;        /* memfd: passthrough.c's table of open inodes */
+  char *opts;   /* the session's mount options */
+  int fuse_fd;  /* the session's /dev/fuse fd, owned by se */
+  int init_fd;  /* memfd: the kernel's FUSE_INIT request */
+  int table_fd; /* memfd: passthrough.c's table of open inodes */
+  /* A writable mount's upper layer, held here across restarts: */
+  cairn_id upper;      /* its id */
+  int upper_fd;        /* its directory, flocked (gc sees it owned) */
+  int nodes_fd;        /* memfd: nodetab.c's table of its objects */
+  bool upper_fresh;    /* made here (not resumed) */
+  unsigned started;    /* servers started */
   char exe[PATH_MAX];  /* the binary servers are run from */
   int own_exe;         /* our own binary, kept open: the fallback */
   pid_t self;          /* getpid() */
@@ -166,10 +179,12 @@ static void exe_find(struct supervisor *s) {
 static int server_start(struct supervisor *s) {
   int sp[2];
   if (pipe2(sp, O_CLOEXEC) < 0) return -errno;
-  char fds[4][16], flags[8] = "-", upper[80];
-  /* A writable mount's upper layer: the kept one to resume, else "-" (the
-   * server makes one). */
-  snprintf(upper, sizeof(upper), "%s", s->o->upper ? s->o->upper : "-");
+  char fds[6][16], flags[12] = "-", upper[80];
+  /* A writable mount's upper layer: the one held here (made, or the kept
+   * one resumed), else "-". */
+  snprintf(upper, sizeof(upper), "%s", s->upper_fd >= 0 ? s->upper : "-");
+  snprintf(fds[4], sizeof(fds[4]), "%d", s->upper_fd);
+  snprintf(fds[5], sizeof(fds[5]), "%d", s->nodes_fd);
   snprintf(fds[0], sizeof(fds[0]), "%d", s->fuse_fd);
   snprintf(fds[1], sizeof(fds[1]), "%d", s->init_fd);
   snprintf(fds[2], sizeof(fds[2]), "%d", sp[1]);
@@ -180,7 +195,9 @@ static int server_start(struct supervisor *s) {
   if (s->o->debug) flags[nf++] = 'd';
   if (s->o->no_passthrough) flags[nf++] = 'p';
   if (s->o->writable) flags[nf++] = 'w';
+  if (s->upper_fresh && s->started == 0) flags[nf++] = 'n'; /* sets up root/ */
   flags[nf] = '\0';
+  s->started++;
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
@@ -196,12 +213,19 @@ static int server_start(struct supervisor *s) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    int keep[] = {s->fuse_fd, s->init_fd, sp[1], s->table_fd};
-    for (size_t i = 0; i < 4; i++) fcntl(keep[i], F_SETFD, 0);
+    int keep[] = {s->fuse_fd, s->init_fd, sp[1], s->table_fd, s->upper_fd, s->nodes_fd};
+    for (size_t i = 0; i < 6; i++)
+      if (keep[i] >= 0) fcntl(keep[i], F_SETFD, 0);
     char *store = (char *)cairn_store_dir(s->st);
-    char *argv[] = {
-        "cairnfs", CAIRNFS_SERVE_ARG, fds[0], fds[1], fds[2], flags, store, s->id, s->dir,
-        s->dev,    s->opts,           fds[3], upper,  NULL};
+    bool held = s->upper_fd >= 0;
+    char *argv[] = {"cairnfs", CAIRNFS_SERVE_ARG,
+                    fds[0],    fds[1],
+                    fds[2],    flags,
+                    store,     s->id,
+                    s->dir,    s->dev,
+                    s->opts,   fds[3],
+                    upper,     held ? fds[4] : NULL,
+                    fds[5],    NULL};
     /* Every other attempt after two failures runs our own binary: an
      * upgrade to a binary that cannot serve leaves the mount served. */
     bool own = s->attempt >= 2 && s->attempt % 2 == 0;
@@ -235,13 +259,13 @@ static int server_exited(struct supervisor *s, int status) {
   }
   bool ended = WIFEXITED(status) && WEXITSTATUS(status) == CAIRNFS_SERVER_ENDED;
   if (ended && session_ended(s)) return 1;
-  /* A writable mount's server keeps its inodes and open files in memory
-   * (fs/upper.c): another could not serve what the kernel holds, so it is
-   * not restarted and the mount ends as it did before supervisors (stale
-   * until cairn umount; the upper layer stays in the store). */
-  if (s->ready && s->o->writable)
+  /* A writable mount that cairn commit moved onto its new image is served
+   * from an upper and an image this supervisor does not hold (upper.c's
+   * rebase()): no other server could serve it, and it ends as writable
+   * mounts did before restarts (stale until cairn umount). */
+  if (s->ready && s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd))
     return report_fail(-EIO,
-                       "%s: the server of a writable mount died; writable mounts are not "
+                       "%s: the server of a writable mount moved by cairn commit died; it is not "
                        "restarted (hint: cairn umount %s)",
                        s->o->dir, s->o->dir);
   if (!s->ready) {
@@ -302,7 +326,8 @@ static int supervise_loop(struct supervisor *s) {
     unsigned char sigs[32];
     ssize_t n = read(signal_pipe[0], sigs, sizeof(sigs));
     for (ssize_t i = 0; i < n; i++) {
-      if (sigs[i] == SIGUSR1 && s->server && s->ready && !s->o->writable) {
+      if (sigs[i] == SIGUSR1 && s->server && s->ready &&
+          !(s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd))) { /* see server_exited */
         s->upgrading = true;
         kill(s->server, SIGKILL);
       } else if (sigs[i] == SIGTERM || sigs[i] == SIGINT || sigs[i] == SIGHUP) {
@@ -387,9 +412,49 @@ out:
   return code;
 }
 
+/* Makes a writable mount's upper layer, or opens the kept one to resume,
+ * and holds its lock until upper_release: across every restart, gc sees
+ * it owned by a live mount. */
+static int upper_take(struct supervisor *s) {
+  char path[PATH_MAX];
+  int r;
+  if (s->o->upper) {
+    cairn_id image;
+    snprintf(s->upper, sizeof(s->upper), "%.64s", s->o->upper);
+    r = cairn_upper_open(s->st, s->o->upper, image, path, sizeof(path), &s->upper_fd);
+    if (r == 0 && strcmp(image, s->id) != 0)
+      r = cairn_fail(s->st, -EINVAL, "upper %.12s is of image %.12s", s->o->upper, image);
+  } else {
+    r = cairn_upper_create(s->st, s->id, s->dir, s->upper, path, sizeof(path), &s->upper_fd);
+    s->upper_fresh = r == 0;
+  }
+  if (r == 0 && (s->nodes_fd = memfd_create("cairnfs-upper-nodes", MFD_CLOEXEC)) < 0)
+    r = cairn_fail(s->st, -errno, "memfd: %s", strerror(errno));
+  return r;
+}
+
+/* Once serving is over: the upper goes (cairn umount, or gc, removes its
+ * files) unless it was kept (cairn umount --keep) or resumed and never
+ * served; then its lock. */
+static void upper_release(struct supervisor *s) {
+  if (s->upper_fd >= 0) {
+    struct stat sb;
+    bool kept = fstatat(s->upper_fd, "keep", &sb, 0) == 0;
+    if (!kept && (s->ready || s->upper_fresh)) cairn_upper_discard(s->st, s->upper);
+    close(s->upper_fd);
+  }
+  if (s->nodes_fd >= 0) close(s->nodes_fd);
+}
+
 int cairnfs_supervise(const struct cairnfs_options *o) {
-  struct supervisor s = {
-      .o = o, .fuse_fd = -1, .init_fd = -1, .table_fd = -1, .status_fd = -1, .own_exe = -1};
+  struct supervisor s = {.o = o,
+                         .fuse_fd = -1,
+                         .init_fd = -1,
+                         .table_fd = -1,
+                         .status_fd = -1,
+                         .own_exe = -1,
+                         .upper_fd = -1,
+                         .nodes_fd = -1};
   cairn_pinset *pins = NULL;
   int code;
   int r = cairn_mountpoint_resolve(o->dir, s.dir, sizeof(s.dir));
@@ -433,8 +498,13 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
     code = report_fail(r, "%s: %s", o->image, report_why(s.st, r));
     goto out;
   }
+  if (o->writable && (r = upper_take(&s)) < 0) {
+    code = report_fail(r, "%s: upper layer: %s", o->image, report_why(s.st, r));
+    goto out;
+  }
   code = mount_and_supervise(&s);
 out:
+  upper_release(&s);
   if (pins) cairn_pinset_release(s.st, pins);
   if (s.st) cairn_store_close(s.st);
   return code;

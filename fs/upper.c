@@ -24,7 +24,8 @@
  * Inode numbers (FUSE nodeids, also st_ino): a lower entry keeps its tree
  * inode number, before and after copy-up (the origin xattr says it again
  * after a restart); an entry made here is 2^32 + its backing inode number.
- * Both are persistent, so a restarted daemon serves the same inodes.
+ * Both are persistent, so a restarted daemon serves the same inodes (and
+ * a restarted server the same nodeids: see Restarts below).
  *
  * Each inode the kernel knows holds an O_PATH fd on its upper object (or
  * -1 while it is lower only) and where it was last seen (parent, name),
@@ -38,8 +39,38 @@
  * mount's kernel, which drops what a create, unlink, rename, link, write
  * or setattr makes stale, and a copy-up changes no attribute the kernel
  * holds. Every handler replies exactly once.
+ *
+ * Restarts. The supervisor (supervisor.c) holds the upper's lock across
+ * server restarts (gc never sees it unowned) and, for every server, a
+ * table of the upper objects' identities (nodetab.c). What the kernel
+ * holds after a server died, and how the next server serves it:
+ * - a nodeid: the root is the upper's root/; a recorded one (an upper
+ *   object bound to an inode: made here, copied up, or found) is opened
+ *   again by its file handle; a tree inode never recorded is lower-only,
+ *   found where the tree has it (resolve, so a copy-up made since shows).
+ *   Objects made here that the kernel may still know are held again at
+ *   start (inode_restore), so that their inode numbers (2^32 + the backing
+ *   inode) are not reused by new files while the kernel caches them. A
+ *   restored inode's count of kernel references is unknown: it is kept
+ *   until the kernel forgets it (a FORGET carries all its lookups). Its place (parent, name) is
+ * learnt again from the kernel's next lookup (or, lower-only, from the tree when a copy-up needs
+ * it); until then ".." in its listing names the root, and a restored symlink's xattrs and times
+ * answer EIO.
+ * - a file handle (fh): epoch << 44 | open flags << 20 | fd, the epoch
+ *   being the server's (nodetab.c); a dead server's fh is opened again
+ *   from the request's nodeid and its flags (not truncating, not
+ *   creating), once, and kept until released; a directory's names its
+ *   listing, made again from the directory when a dead server's.
+ * - a request the dead server had read, resent by the kernel
+ *   (cairnfs_resent, conn.c): writes carry their offset and upper fds are
+ *   never O_APPEND, so a write replayed lands where it did; a create,
+ *   mkdir, mknod, symlink or link that finds the entry it makes (its type,
+ *   the caller's) answers with it; an unlink, rmdir or rename whose source
+ *   is gone succeeds; setattr, setxattr and fsync redo the same thing.
+ *   Copy-up staging the dead server left (work/tmp.N) is removed at start.
  */
 #include "cairnfs.h"
+#include "nodetab.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -78,6 +109,8 @@ struct inode {
   int fd;         /* O_PATH on the upper object, -1 while lower only */
   bool indexed;   /* its upper is work/index/LOWER */
   uint64_t refs;  /* the kernel's lookups + children naming it as parent */
+  uint64_t kids;  /* of which children */
+  bool restored;  /* by inode_restore: the kernel's count is unknown */
   struct inode *parent;
   char *name;
   struct inode *hnext;
@@ -117,6 +150,12 @@ struct cairnfs_rw {
   char dir[PATH_MAX];       /* the mountpoint, as the upper's info names it */
   cairn_store *st2;         /* the rebase's own store handle, or NULL */
   cairn_pinset *pins;       /* the server's pins of the image it rebased onto */
+  /* Restarts (see "Restarts" above): */
+  bool inherited;                /* the supervisor holds the upper (lock_fd is its) */
+  struct cairnfs_nodetab *nodes; /* the upper objects' identities (nodetab.c), or NULL */
+  uint32_t epoch;                /* this server's, in every fh it hands out */
+  uint32_t *rparent;             /* tree inode -> a parent directory's (built on need) */
+  struct stale_fh *stale;        /* dead servers' handles, reopened (under mu) */
 };
 
 static struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
@@ -198,8 +237,10 @@ static uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key) {
   return i ? i->id : key;
 }
 
-static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+/* Drops n references of i (kid: a child's), and i if it was the last. */
+static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, bool kid) {
   while (i) {
+    if (kid && i->kids) i->kids--;
     if (i->refs > n) {
       i->refs -= n;
       return;
@@ -209,12 +250,30 @@ static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
     *pp = i->hnext;
     key_unlink(rw, i);
     struct inode *parent = i->parent;
+    if (i->fd >= 0) cairnfs_nodetab_forget(rw->nodes, i->id);
     if (i->fd >= 0) close(i->fd);
     free(i->name);
     free(i);
     i = parent;
     n = 1;
+    kid = true;
   }
+}
+
+static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+  inode_unref_as(rw, i, n, false);
+}
+
+/* The kernel forgot i (a FORGET: all its lookups, n of them). A restored
+ * inode's count is unknown, but a FORGET says it is now 0: only its
+ * children's references stay. */
+static void inode_forget(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+  if (i->restored) {
+    i->restored = false;
+    n = i->refs > i->kids ? i->refs - i->kids : 0;
+    if (n == 0) return;
+  }
+  inode_unref(rw, i, n);
 }
 
 /* Records where i was seen: parent's directory, under name. */
@@ -225,11 +284,12 @@ static int inode_place(struct cairnfs_rw *rw, struct inode *i, struct inode *par
   char *copy = strdup(name);
   if (!copy) return -ENOMEM;
   parent->refs++;
+  parent->kids++;
   struct inode *old = i->parent;
   free(i->name);
   i->name = copy;
   i->parent = parent;
-  if (old) inode_unref(rw, old, 1);
+  if (old) inode_unref_as(rw, old, 1, true);
   return 0;
 }
 
@@ -239,6 +299,11 @@ static void inode_drop_unused(struct cairnfs_rw *rw, struct inode *i) {
     i->refs = 1;
     inode_unref(rw, i, 1);
   }
+}
+
+/* Records i's upper object for later servers (nodetab.c). */
+static void inode_noted(struct cairnfs_rw *rw, const struct inode *i) {
+  cairnfs_nodetab_note(rw->nodes, i->id, i->lower, i->indexed, i->fd);
 }
 
 static const cairn_node *lower_node(struct cairnfs *fs, const struct inode *i) {
@@ -286,6 +351,7 @@ static int resolve(struct cairnfs *fs, struct inode *dir, const char *name, stru
           inode_drop_unused(rw, i);
           return r;
         }
+        inode_noted(rw, i);
       }
       int r = inode_place(rw, i, dir, name);
       if (r < 0) {
@@ -311,6 +377,7 @@ static int resolve(struct cairnfs *fs, struct inode *dir, const char *name, stru
     if (fd >= 0) {
       i->fd = fd;
       i->indexed = true;
+      inode_noted(rw, i);
     }
   }
   int r = inode_place(rw, i, dir, name);
@@ -403,6 +470,8 @@ static int copy_node(struct cairnfs *fs, uint32_t lower, int dstdir, const char 
   return r;
 }
 
+static void inode_find_parent(struct cairnfs *fs, struct inode *i);
+
 /* Makes i an upper object (copying it up, its parents first). */
 static int ensure_upper(struct cairnfs *fs, struct inode *i) {
   struct cairnfs_rw *rw = fs->rw;
@@ -418,6 +487,7 @@ static int ensure_upper(struct cairnfs *fs, struct inode *i) {
     at = name;
     i->indexed = true;
   } else {
+    if (!i->parent) inode_find_parent(fs, i);
     if (!i->parent) return -EIO;
     int r = ensure_upper(fs, i->parent);
     if (r < 0) return r;
@@ -437,6 +507,7 @@ static int ensure_upper(struct cairnfs *fs, struct inode *i) {
     i->indexed = false;
     return -errno;
   }
+  inode_noted(rw, i);
   return 0;
 }
 
@@ -489,9 +560,193 @@ static int entry_of(struct cairnfs *fs, struct inode *i, struct fuse_entry_param
   return inode_stat(fs, i, &e->attr);
 }
 
+/* ---- restarts: inodes and handles a dead server handed out ------------- */
+
+/* A restored inode's count of the kernel's references is unknown: it is
+ * kept until the kernel's FORGET of it (inode_forget). */
+#define RESTORED_REFS (1ULL << 40)
+
+/* The tree directory that holds tree inode ino (one of them, for a file
+ * with several names), or 0. */
+static uint32_t tree_parent(struct cairnfs *fs, uint32_t ino) {
+  struct cairnfs_rw *rw = fs->rw;
+  const cairn_node *n = cairn_tree_node(fs->tree, ino);
+  if (!n || ino == FUSE_ROOT_ID) return 0;
+  if (S_ISDIR(n->mode)) return n->parent;
+  size_t count = cairn_tree_count(fs->tree);
+  if (!rw->rparent) { /* once: every directory's children */
+    if (!(rw->rparent = calloc(count + 1, sizeof(*rw->rparent)))) return 0;
+    for (size_t d = 1; d <= count; d++) {
+      const cairn_node *dn = cairn_tree_node(fs->tree, d);
+      if (!dn || !S_ISDIR(dn->mode)) continue;
+      const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
+      for (uint32_t k = 0; k < dn->n_children; k++)
+        if (c[k].ino <= count) rw->rparent[c[k].ino] = (uint32_t)d;
+    }
+  }
+  return ino <= count ? rw->rparent[ino] : 0;
+}
+
+/* Tree inode ino's name in tree directory dir, or NULL. */
+static const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino) {
+  const cairn_node *dn = cairn_tree_node(fs->tree, dir);
+  if (!dn || !S_ISDIR(dn->mode)) return NULL;
+  const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
+  for (uint32_t k = 0; k < dn->n_children; k++)
+    if (c[k].ino == ino) return cairn_tree_str(fs->tree, c[k].name);
+  return NULL;
+}
+
+static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth);
+
+static struct inode *inode_lookup(struct cairnfs *fs, uint64_t ino, unsigned depth) {
+  if (ino == FUSE_ROOT_ID) return fs->rw->root;
+  struct inode *i = inode_get(fs->rw, ino);
+  return i ? i : inode_restore(fs, ino, depth);
+}
+
+/* Gives a restored lower-only inode the place the tree says it has. */
+static void inode_find_parent(struct cairnfs *fs, struct inode *i) {
+  uint32_t p = i->lower ? tree_parent(fs, i->lower) : 0;
+  const char *name = p ? tree_name(fs, p, i->lower) : NULL;
+  struct inode *dir = name ? inode_lookup(fs, p, 1) : NULL;
+  if (dir) inode_place(fs->rw, i, dir, name);
+}
+
+/* Rebuilds inode ino that an earlier server handed out to the kernel: an
+ * upper object recorded in nodetab, else a tree inode found where the
+ * tree has it (through resolve: it may have been copied up since), else
+ * a lower-only inode with no place yet (inode_find_parent). */
+static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth) {
+  struct cairnfs_rw *rw = fs->rw;
+  if (depth > 4096) return NULL;
+  uint32_t lower = 0;
+  bool indexed = false;
+  int fd = cairnfs_nodetab_find(rw->nodes, ino, &lower, &indexed);
+  struct inode *i;
+  if (fd >= 0) {
+    if (!(i = inode_new(rw, ino, lower))) {
+      close(fd);
+      return NULL;
+    }
+    i->fd = fd;
+    i->indexed = indexed;
+    i->refs = RESTORED_REFS;
+    i->restored = true;
+    return i;
+  }
+  if (fd != -ENOENT || ino >= UPPER_BASE) return NULL;
+  const cairn_node *n = cairn_tree_node(fs->tree, ino);
+  if (!n) return NULL;
+  uint32_t p = tree_parent(fs, (uint32_t)ino);
+  const char *name = p ? tree_name(fs, p, (uint32_t)ino) : NULL;
+  struct inode *dir = name ? inode_lookup(fs, p, depth + 1) : NULL;
+  if (dir && resolve(fs, dir, name, &i) == 0) {
+    if (i->id == ino) {
+      i->refs += RESTORED_REFS;
+      i->restored = true;
+      return i;
+    }
+    inode_drop_unused(rw, i);
+  }
+  if (!(i = inode_new(rw, ino, (uint32_t)ino))) return NULL;
+  i->refs = RESTORED_REFS;
+  i->restored = true;
+  if (!S_ISDIR(n->mode) && n->nlink > 1) {
+    char idx[16];
+    snprintf(idx, sizeof(idx), "%" PRIu64, ino);
+    i->fd = openat(rw->index_fd, idx, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    i->indexed = i->fd >= 0;
+  }
+  return i;
+}
+
 /* The inode the kernel names ino (mu held), or NULL. */
 static struct inode *inode_of(struct cairnfs *fs, fuse_ino_t ino) {
-  return ino == FUSE_ROOT_ID ? fs->rw->root : inode_get(fs->rw, ino);
+  return inode_lookup(fs, ino, 0);
+}
+
+/* File handles. A file's fh is epoch (19 bits) << 44 | its open flags (24
+ * bits) << 20 | the fd; a directory's, epoch (15 bits) << 48 | the address
+ * of its listing. A handle of another epoch is a dead server's: reopened
+ * from the request's nodeid and the flags (a listing made again), once,
+ * and kept in rw->stale until released. */
+#define FH_FD_BITS 20
+#define FH_FLAGS_SHIFT 20
+#define FH_FLAGS_MASK ((1ULL << 24) - 1)
+#define FH_EPOCH_SHIFT 44
+#define FH_EPOCH_MASK ((1ULL << 19) - 1)
+#define DH_EPOCH_SHIFT 48
+#define DH_EPOCH_MASK ((1ULL << 15) - 1)
+#define DH_PTR_MASK ((1ULL << DH_EPOCH_SHIFT) - 1)
+
+struct stale_fh {
+  uint64_t fh;
+  int fd;            /* a file's, or -1 */
+  struct dirh *dirh; /* a directory's, or NULL */
+  struct stale_fh *next;
+};
+
+static int fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh) {
+  if (fd < 0 || fd >= 1 << FH_FD_BITS) return -EMFILE;
+  *fh = ((uint64_t)rw->epoch & FH_EPOCH_MASK) << FH_EPOCH_SHIFT |
+        ((uint64_t)(unsigned)flags & FH_FLAGS_MASK) << FH_FLAGS_SHIFT | (uint64_t)fd;
+  return 0;
+}
+
+static bool fh_ours(const struct cairnfs_rw *rw, uint64_t fh) {
+  return (fh >> FH_EPOCH_SHIFT & FH_EPOCH_MASK) == (rw->epoch & FH_EPOCH_MASK);
+}
+
+static int reopen(struct inode *i, int flags);
+struct dirh;
+static void dirh_free(struct dirh *d);
+
+/* The fd a file's fi->fh (not NO_FH) names in this server, or -errno;
+ * locked: the caller holds mu. */
+static int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi,
+                    bool locked) {
+  struct cairnfs_rw *rw = fs->rw;
+  if (fh_ours(rw, fi->fh)) return (int)(fi->fh & ((1ULL << FH_FD_BITS) - 1));
+  if (!locked) pthread_mutex_lock(&rw->mu);
+  struct stale_fh *s = rw->stale;
+  while (s && s->fh != fi->fh) s = s->next;
+  int fd = s ? s->fd : -1;
+  if (!s) {
+    struct inode *i = inode_of(fs, ino);
+    /* not truncated again, nor created */
+    int flags = (int)(fi->fh >> FH_FLAGS_SHIFT & FH_FLAGS_MASK) & ~(O_TRUNC | O_CREAT | O_EXCL);
+    fd = !i ? -ESTALE : i->fd < 0 ? -EBADF : reopen(i, flags);
+    if (fd >= 0 && !(s = calloc(1, sizeof(*s)))) {
+      close(fd);
+      fd = -ENOMEM;
+    }
+    if (s) {
+      *s = (struct stale_fh){.fh = fi->fh, .fd = fd, .next = rw->stale};
+      rw->stale = s;
+    }
+  }
+  if (!locked) pthread_mutex_unlock(&rw->mu);
+  return fd;
+}
+
+static int fh_fd(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi) {
+  return fh_fd_in(fs, ino, fi, false);
+}
+
+/* Closes what a released fh holds (a dead server's: its reopened fd or
+ * listing, if any). */
+static void fh_release(struct cairnfs *fs, uint64_t fh, bool dir) {
+  struct cairnfs_rw *rw = fs->rw;
+  pthread_mutex_lock(&rw->mu);
+  struct stale_fh **pp = &rw->stale, *s;
+  while (*pp && (*pp)->fh != fh) pp = &(*pp)->next;
+  if ((s = *pp)) *pp = s->next;
+  pthread_mutex_unlock(&rw->mu);
+  if (!s) return;
+  if (s->fd >= 0) close(s->fd);
+  if (dir && s->dirh) dirh_free(s->dirh);
+  free(s);
 }
 
 #define LOCK(fs) pthread_mutex_lock(&(fs)->rw->mu)
@@ -554,7 +809,7 @@ static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
-  if (i && i != fs->rw->root) inode_unref(fs->rw, i, nlookup);
+  if (i && i != fs->rw->root) inode_forget(fs->rw, i, nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
@@ -564,7 +819,7 @@ static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
   LOCK(fs);
   for (size_t k = 0; k < count; k++) {
     struct inode *i = inode_of(fs, f[k].ino);
-    if (i && i != fs->rw->root) inode_unref(fs->rw, i, f[k].nlookup);
+    if (i && i != fs->rw->root) inode_forget(fs->rw, i, f[k].nlookup);
   }
   UNLOCK(fs);
   fuse_reply_none(req);
@@ -606,7 +861,8 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
     r = -errno;
   if (r == 0 && (valid & FUSE_SET_ATTR_SIZE)) {
     if (fi && fi->fh != NO_FH) {
-      if (ftruncate((int)fi->fh, attr->st_size) < 0) r = -errno;
+      int fd = fh_fd_in(fs, ino, fi, true);
+      if (fd < 0 || ftruncate(fd, attr->st_size) < 0) r = fd < 0 ? fd : -errno;
     } else if (truncate(path, attr->st_size) < 0) {
       r = -errno;
     }
@@ -696,10 +952,12 @@ static int made_entry(struct cairnfs *fs, struct inode *dir, const char *name, s
     close(fd);
     return -ENOMEM;
   }
-  if (i->fd < 0)
+  if (i->fd < 0) {
     i->fd = fd;
-  else
+    inode_noted(rw, i);
+  } else {
     close(fd);
+  }
   int r = inode_place(rw, i, dir, name);
   if (r < 0) {
     inode_drop_unused(rw, i);
@@ -751,6 +1009,32 @@ static int own(fuse_req_t req, struct inode *dir, const char *name, mode_t mode)
   return 0;
 }
 
+/* Whether the entry dir/name (st) is the caller's, as a replayed request
+ * that made it needs: owned by the caller, or still by the daemon (the
+ * dead server was killed before own() ran: it runs now). */
+static bool replayed_owner(fuse_req_t req, struct inode *dir, const char *name,
+                           const struct stat *st, mode_t mode) {
+  if (st->st_uid == fuse_req_ctx(req)->uid) return true;
+  return st->st_uid == geteuid() && own(req, dir, name, mode) == 0;
+}
+
+/* A mknod, mkdir or symlink replayed after a restart (conn.c:
+ * cairnfs_resent) whose entry the dead server made: dir/name of that type,
+ * the caller's, is the answer. */
+static int made_replayed(fuse_req_t req, struct cairnfs *fs, struct inode *dir, const char *name,
+                         mode_t mode, struct inode **out) {
+  struct inode *i;
+  struct stat st;
+  if (resolve(fs, dir, name, &i) < 0) return -EEXIST;
+  if (inode_stat(fs, i, &st) < 0 || (st.st_mode & S_IFMT) != (mode & S_IFMT) ||
+      !replayed_owner(req, dir, name, &st, mode)) {
+    inode_drop_unused(fs->rw, i);
+    return -EEXIST;
+  }
+  *out = i;
+  return 0;
+}
+
 /* mknod, mkdir and symlink: makes the entry, owns it, replies. */
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
                       const char *link) {
@@ -758,6 +1042,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   LOCK(fs);
   struct inode *dir = inode_of(fs, parent), *i = NULL;
   int r = dir ? create_prep(fs, dir, name) : -ESTALE;
+  bool replayed = false;
   if (r == 0) {
     if (link)
       r = symlinkat(link, dir->fd, name);
@@ -768,10 +1053,17 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     else
       r = mknodat(dir->fd, name, mode, rdev);
     r = r < 0 ? -errno : own(req, dir, name, link ? S_IFLNK : mode);
+  } else if (r == -EEXIST && cairnfs_resent) {
+    replayed = true;
+    r = made_replayed(req, fs, dir, name, link ? S_IFLNK : mode, &i);
   }
   struct stat st;
-  if (r == 0) r = made_entry(fs, dir, name, &i, &st);
+  if (r == 0 && !replayed)
+    r = made_entry(fs, dir, name, &i, &st);
+  else if (r == 0)
+    r = inode_stat(fs, i, &st);
   if (r < 0) {
+    if (replayed && i) inode_drop_unused(fs->rw, i);
     UNLOCK(fs);
     fuse_reply_err(req, -r);
     return;
@@ -805,8 +1097,15 @@ static void rw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
   struct inode *i = inode_of(fs, ino), *dir = inode_of(fs, newparent), *x = NULL;
   int r = i && dir ? ensure_upper(fs, i) : -ESTALE;
   if (r == 0) r = create_prep(fs, dir, newname);
+  bool replayed = r == -EEXIST && cairnfs_resent; /* made by the dead server? */
   if (r == 0 && linkat(i->fd, "", dir->fd, newname, AT_EMPTY_PATH) < 0) r = -errno;
-  if (r == 0) r = resolve(fs, dir, newname, &x);
+  if (r == 0 || replayed) r = resolve(fs, dir, newname, &x);
+  if (replayed && r == 0 && x != i) {
+    inode_drop_unused(fs->rw, x);
+    r = -EEXIST;
+  } else if (replayed && r < 0) {
+    r = -EEXIST;
+  }
   if (r < 0) {
     UNLOCK(fs);
     fuse_reply_err(req, -r);
@@ -883,6 +1182,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
   }
   if (r == 0 && lower_has(fs, dir, name)) r = whiteout_make(dir->fd, name);
   if (x) inode_drop_unused(fs->rw, x);
+  if (r == -ENOENT && cairnfs_resent) r = 0; /* removed by the dead server */
   UNLOCK(fs);
   fuse_reply_err(req, -r);
 }
@@ -952,26 +1252,34 @@ static void rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
   LOCK(fs);
   struct inode *dir = inode_of(fs, parent), *ndir = inode_of(fs, newparent);
   int r = dir && ndir ? do_rename(fs, dir, name, ndir, newname, flags) : -ESTALE;
+  if (r == -ENOENT && cairnfs_resent) { /* renamed by the dead server? */
+    struct inode *x;
+    if (resolve(fs, ndir, newname, &x) == 0) {
+      inode_drop_unused(fs->rw, x);
+      r = 0;
+    }
+  }
   UNLOCK(fs);
   fuse_reply_err(req, -r);
 }
 
 /* Records an open handle of i that may write (mu held; best effort: an
  * untracked handle is one a rebase cannot move). */
-static void handle_track(struct cairnfs *fs, const struct fuse_file_info *fi, struct inode *i) {
+static void handle_track(struct cairnfs *fs, const struct fuse_file_info *fi, struct inode *i,
+                         int fd) {
   if (fi->fh == NO_FH || (fi->flags & O_ACCMODE) == O_RDONLY) return;
   struct whandle *h = malloc(sizeof(*h));
   if (!h) return;
-  *h = (struct whandle){(int)fi->fh, i, fs->rw->whandles};
+  *h = (struct whandle){fd, i, fs->rw->whandles};
   fs->rw->whandles = h;
 }
 
-/* Forgets a handle handle_track recorded (takes mu). */
-static void handle_untrack(struct cairnfs *fs, const struct fuse_file_info *fi) {
+/* Forgets a handle handle_track recorded, of fd (takes mu). */
+static void handle_untrack(struct cairnfs *fs, const struct fuse_file_info *fi, int fd) {
   if (fi->fh == NO_FH || (fi->flags & O_ACCMODE) == O_RDONLY) return;
   LOCK(fs);
   for (struct whandle **pp = &fs->rw->whandles; *pp; pp = &(*pp)->next) {
-    if ((*pp)->fd != (int)fi->fh) continue;
+    if ((*pp)->fd != fd) continue;
     struct whandle *h = *pp;
     *pp = h->next;
     free(h);
@@ -980,11 +1288,14 @@ static void handle_untrack(struct cairnfs *fs, const struct fuse_file_info *fi) 
   UNLOCK(fs);
 }
 
-/* An fd of i's upper opened with flags (O_CREAT and the like dropped). */
+/* An fd of i's upper opened with flags (O_CREAT and the like dropped).
+ * Not O_APPEND: the kernel gives every write its offset (the end of the
+ * file, for an append), so that a write replayed after a restart lands
+ * where it did the first time instead of being appended twice. */
 static int reopen(struct inode *i, int flags) {
   char path[PBUF];
   fd_path(path, sizeof(path), i->fd, NULL);
-  flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT);
+  flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT | O_APPEND);
   int fd = open(path, flags | O_CLOEXEC);
   return fd < 0 ? -errno : fd;
 }
@@ -999,9 +1310,12 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   if (r == 0 && i->fd >= 0) {
     r = reopen(i, fi->flags);
     if (r >= 0) {
-      fi->fh = (uint64_t)r;
-      r = 0;
-      handle_track(fs, fi, i);
+      int fd = r;
+      r = fh_make(fs->rw, fd, fi->flags, &fi->fh);
+      if (r < 0)
+        close(fd);
+      else
+        handle_track(fs, fi, i, fd);
     }
   } else if (r == 0) {
     fi->fh = NO_FH;
@@ -1012,9 +1326,31 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   if (r < 0) {
     fuse_reply_err(req, -r);
   } else if (fuse_reply_open(req, fi) != 0 && fi->fh != NO_FH) {
-    handle_untrack(fs, fi);
-    close((int)fi->fh);
+    int fd = fh_fd(fs, ino, fi);
+    handle_untrack(fs, fi, fd);
+    if (fd >= 0) close(fd);
   }
+}
+
+/* A create replayed after a restart (conn.c: cairnfs_resent) whose file the
+ * dead server made: the regular file dir/name, the caller's, opened. */
+static int create_replayed(fuse_req_t req, struct cairnfs *fs, struct inode *dir, const char *name,
+                           mode_t mode, int flags, struct inode **out, int *fd) {
+  struct inode *i;
+  struct stat st;
+  int r = resolve(fs, dir, name, &i);
+  if (r < 0) return -EEXIST;
+  r = inode_stat(fs, i, &st);
+  if (r == 0 && (!S_ISREG(st.st_mode) || !replayed_owner(req, dir, name, &st, S_IFREG | mode)))
+    r = -EEXIST;
+  if (r == 0) r = ensure_upper(fs, i);
+  if (r == 0) r = *fd = reopen(i, flags);
+  if (r < 0) {
+    inode_drop_unused(fs->rw, i);
+    return r;
+  }
+  *out = i;
+  return 0;
 }
 
 static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1024,14 +1360,20 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   struct inode *dir = inode_of(fs, parent), *i = NULL;
   int fd = -1;
   int r = dir ? create_prep(fs, dir, name) : -ESTALE;
-  if (r == 0) {
-    int flags = (fi->flags | O_CREAT | O_EXCL | O_CLOEXEC) & ~(O_NOFOLLOW | O_DIRECT);
+  bool replayed = r == -EEXIST && cairnfs_resent;
+  if (replayed) r = create_replayed(req, fs, dir, name, mode, fi->flags, &i, &fd);
+  if (r == 0 && !replayed) {
+    int flags = (fi->flags | O_CREAT | O_EXCL | O_CLOEXEC) & ~(O_NOFOLLOW | O_DIRECT | O_APPEND);
     fd = openat(dir->fd, name, flags, mode & 07777);
     if (fd < 0) r = -errno;
   }
-  if (r == 0) r = own(req, dir, name, S_IFREG | mode);
+  if (r == 0 && !replayed) r = own(req, dir, name, S_IFREG | mode);
   struct stat st;
-  if (r == 0) r = made_entry(fs, dir, name, &i, &st);
+  if (r == 0 && !replayed)
+    r = made_entry(fs, dir, name, &i, &st);
+  else if (r == 0)
+    r = inode_stat(fs, i, &st);
+  if (r == 0) r = fh_make(fs->rw, fd, fi->flags, &fi->fh);
   struct fuse_entry_param e;
   if (r == 0) made_entry_param(i, &st, &e);
   if (r < 0) {
@@ -1042,12 +1384,11 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     return;
   }
   i->refs++;
-  fi->fh = (uint64_t)fd;
   fi->noflush = 1;
-  handle_track(fs, fi, i);
+  handle_track(fs, fi, i, fd);
   UNLOCK(fs);
   if (fuse_reply_create(req, &e, fi) != 0) {
-    handle_untrack(fs, fi);
+    handle_untrack(fs, fi, fd);
     close(fd);
     LOCK(fs);
     inode_unref(fs->rw, i, 1);
@@ -1068,23 +1409,28 @@ static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     pthread_rwlock_unlock(&fs->rw->tree_lock);
     return;
   }
+  int fd = fh_fd(fs, ino, fi);
+  if (fd < 0) {
+    fuse_reply_err(req, -fd);
+    return;
+  }
   struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
   buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-  buf.buf[0].fd = (int)fi->fh;
+  buf.buf[0].fd = fd;
   buf.buf[0].pos = off;
   fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 
 static void rw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
                          struct fuse_file_info *fi) {
-  (void)ino;
-  if (fi->fh == NO_FH) {
-    fuse_reply_err(req, EBADF);
+  int fd = fi->fh == NO_FH ? -EBADF : fh_fd(fs_of(req), ino, fi);
+  if (fd < 0) {
+    fuse_reply_err(req, -fd);
     return;
   }
   struct fuse_bufvec out = FUSE_BUFVEC_INIT(fuse_buf_size(in));
   out.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-  out.buf[0].fd = (int)fi->fh;
+  out.buf[0].fd = fd;
   out.buf[0].pos = off;
   struct cairnfs_rw *rw = fs_of(req)->rw;
   pthread_rwlock_rdlock(&rw->tree_lock); /* a rebase moves fi->fh meanwhile */
@@ -1103,25 +1449,29 @@ static void rw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
 }
 
 static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  (void)ino;
-  handle_untrack(fs_of(req), fi); /* before the close: the fd number is free after */
-  if (fi->fh != NO_FH) close((int)fi->fh);
+  struct cairnfs *fs = fs_of(req);
+  if (fi->fh != NO_FH && fh_ours(fs->rw, fi->fh)) {
+    int fd = fh_fd(fs, ino, fi);
+    handle_untrack(fs, fi, fd); /* before the close: the fd number is free after */
+    close(fd);
+  } else if (fi->fh != NO_FH) {
+    fh_release(fs, fi->fh, false);
+  }
   fuse_reply_err(req, 0);
 }
 
 static void rw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi) {
-  (void)ino;
-  int r = 0;
-  if (fi->fh != NO_FH) r = (datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) < 0 ? errno : 0;
+  int r = 0, fd = fi->fh == NO_FH ? -1 : fh_fd(fs_of(req), ino, fi);
+  if (fi->fh != NO_FH) r = fd < 0 ? -fd : (datasync ? fdatasync(fd) : fsync(fd)) < 0 ? errno : 0;
   fuse_reply_err(req, r);
 }
 
 static void rw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                          struct fuse_file_info *fi) {
-  (void)ino;
   struct cairnfs_rw *rw = fs_of(req)->rw;
   pthread_rwlock_rdlock(&rw->tree_lock);
-  int r = fi->fh == NO_FH ? EBADF : fallocate((int)fi->fh, mode, off, len) < 0 ? errno : 0;
+  int fd = fi->fh == NO_FH ? -EBADF : fh_fd(fs_of(req), ino, fi);
+  int r = fd < 0 ? -fd : fallocate(fd, mode, off, len) < 0 ? errno : 0;
   pthread_rwlock_unlock(&rw->tree_lock);
   fuse_reply_err(req, r);
 }
@@ -1163,6 +1513,40 @@ static int dirh_add(struct dirh *d, const char *name, uint64_t ino, mode_t type)
 
 static int name_cmp(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void dirh_free(struct dirh *d) {
+  dirh_clear(d);
+  free(d);
+}
+
+/* The listing a directory's fi->fh names, NULL if a dead server's. */
+static struct dirh *dirh_of(struct cairnfs *fs, const struct fuse_file_info *fi) {
+  if ((fi->fh >> DH_EPOCH_SHIFT & DH_EPOCH_MASK) != (fs->rw->epoch & DH_EPOCH_MASK)) return NULL;
+  return (struct dirh *)(uintptr_t)(fi->fh & DH_PTR_MASK);
+}
+
+/* The listing kept for a dead server's directory handle fh (empty when
+ * new: readdir fills it). */
+static struct dirh *dirh_stale(struct cairnfs *fs, uint64_t fh) {
+  struct cairnfs_rw *rw = fs->rw;
+  pthread_mutex_lock(&rw->mu);
+  struct stale_fh *s = rw->stale;
+  while (s && s->fh != fh) s = s->next;
+  if (!s && (s = calloc(1, sizeof(*s)))) {
+    s->dirh = calloc(1, sizeof(*s->dirh));
+    if (!s->dirh) {
+      free(s);
+      s = NULL;
+    } else {
+      s->fh = fh;
+      s->fd = -1;
+      s->next = rw->stale;
+      rw->stale = s;
+    }
+  }
+  pthread_mutex_unlock(&rw->mu);
+  return s ? s->dirh : NULL;
 }
 
 /* The merged listing of directory i: upper entries, then the lower ones no
@@ -1251,7 +1635,7 @@ static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     fuse_reply_err(req, -r);
     return;
   }
-  fi->fh = (uint64_t)(uintptr_t)d;
+  fi->fh = ((uint64_t)fs->rw->epoch & DH_EPOCH_MASK) << DH_EPOCH_SHIFT | (uint64_t)(uintptr_t)d;
   if (fuse_reply_open(req, fi) != 0) {
     dirh_clear(d);
     free(d);
@@ -1261,8 +1645,16 @@ static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void rw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
-  struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
-  if (off == 0) { /* a rewind sees what changed since opendir */
+  struct dirh *d = dirh_of(fs, fi);
+  if (!d) { /* a dead server's: listed again */
+    d = dirh_stale(fs, fi->fh);
+    off = off > 0 ? off : 0;
+    if (!d) {
+      fuse_reply_err(req, ENOMEM);
+      return;
+    }
+  }
+  if (off == 0 || d->n == 0) { /* a rewind sees what changed since opendir */
     LOCK(fs);
     struct inode *i = inode_of(fs, ino);
     int r = i ? dirh_fill(fs, i, d) : -ESTALE;
@@ -1300,9 +1692,12 @@ static void rw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)ino;
-  struct dirh *d = (struct dirh *)(uintptr_t)fi->fh;
-  dirh_clear(d);
-  free(d);
+  struct cairnfs *fs = fs_of(req);
+  struct dirh *d = dirh_of(fs, fi);
+  if (d)
+    dirh_free(d);
+  else
+    fh_release(fs, fi->fh, true);
   fuse_reply_err(req, 0);
 }
 
@@ -1713,6 +2108,11 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
   snprintf(rw->id, sizeof(rw->id), "%s", id);
   snprintf(rw->path, sizeof(rw->path), "%s", path);
   rw->resumed = false;
+  /* The fresh upper is this server's own, and no later server could serve
+   * this tree (the supervisor holds the old upper and the old image's
+   * pins): the mount is not restarted from here on (nodetab.c's final). */
+  rw->inherited = false;
+  cairnfs_nodetab_set_final(rw->nodes);
   /* Handles that may write: onto a copy in the fresh upper of what their
    * file holds now (writes since the commit read it included), with no
    * write running meanwhile. */
@@ -1729,8 +2129,30 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
 
 /* ---- setup -------------------------------------------------------------- */
 
+static void restore_made(uint64_t nodeid, void *arg) {
+  struct cairnfs *fs = arg;
+  if (nodeid >= UPPER_BASE && !inode_get(fs->rw, nodeid) && !inode_restore(fs, nodeid, 0))
+    cairnfs_nodetab_forget(fs->rw->nodes, nodeid); /* gone */
+}
+
+/* Removes the copy-up staging a dead server left in work/ (tmp.N). */
+static void work_clean(int work_fd) {
+  int dfd = openat(work_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+  if (!d) {
+    if (dfd >= 0) close(dfd);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strncmp(e->d_name, "tmp.", 4) == 0 && unlinkat(dfd, e->d_name, 0) < 0)
+      unlinkat(dfd, e->d_name, AT_REMOVEDIR); /* an empty directory's */
+  closedir(d);
+}
+
 int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
-                     const char *resume) {
+                     const struct cairnfs_rw_held *held) {
+  const char *resume = held->upper;
   struct cairnfs_rw *rw = calloc(1, sizeof(*rw));
   if (!rw) return -ENOMEM;
   rw->lock_fd = rw->root_fd = rw->work_fd = rw->index_fd = -1;
@@ -1740,7 +2162,24 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
   fs->rw = rw;
   umask(0);
   int r;
-  if (resume) {
+  if (held->lock_fd >= 0) {
+    /* The supervisor made or opened the upper and holds its lock: it
+     * outlives this server, so gc never sees the upper unowned. */
+    rw->inherited = true;
+    rw->resumed = !held->fresh;
+    snprintf(rw->id, sizeof(rw->id), "%.64s", resume ? resume : "");
+    r = snprintf(rw->path, sizeof(rw->path), "%s/uppers/%s", cairn_store_dir(fs->st), rw->id) <
+                (int)sizeof(rw->path)
+            ? 0
+            : -ENAMETOOLONG;
+    rw->lock_fd = fcntl(held->lock_fd, F_DUPFD_CLOEXEC, 3);
+    if (r == 0 && rw->lock_fd < 0) r = -errno;
+    if (r < 0) return cairn_fail(fs->st, r, "upper %.12s: %s", rw->id, strerror(-r));
+    if (held->nodes_fd >= 0 &&
+        (r = cairnfs_nodetab_open(held->nodes_fd, rw->lock_fd, &rw->nodes)) < 0)
+      return cairn_fail(fs->st, r, "upper %.12s: the node table: %s", rw->id, strerror(-r));
+    rw->epoch = cairnfs_nodetab_epoch(rw->nodes);
+  } else if (resume) {
     rw->resumed = true;
     cairn_id image;
     snprintf(rw->id, sizeof(rw->id), "%.64s", resume);
@@ -1759,13 +2198,18 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
   /* The upper's root is the image's root: same owner, mode, times. */
   const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
   if (!n) return cairn_fail(fs->st, -EIO, "%s: no root in the image's index", image_id);
-  r = resume ? 0 : copy_meta(fs, 0, n, rw->lock_fd, "root");
+  r = rw->resumed ? 0 : copy_meta(fs, 0, n, rw->lock_fd, "root");
   if (r < 0) return cairn_fail(fs->st, r, "%s/root: %s", rw->path, strerror(-r));
   rw->root = inode_new(rw, FUSE_ROOT_ID, FUSE_ROOT_ID);
   if (!rw->root) return cairn_fail(fs->st, -ENOMEM, "out of memory");
   rw->root->fd = dup(rw->root_fd);
   rw->root->refs = 1;
   if (rw->root->fd < 0) return cairn_fail(fs->st, -errno, "dup: %s", strerror(errno));
+  if (rw->inherited && !held->fresh) work_clean(rw->work_fd);
+  /* The objects made here that the kernel may still know, held again
+   * (their fds keep their inode numbers, thus nodeids, from being reused
+   * while the kernel caches them). */
+  cairnfs_nodetab_foreach(rw->nodes, restore_made, fs);
   return 0;
 }
 
@@ -1774,7 +2218,7 @@ void cairnfs_rw_free(struct cairnfs *fs) {
   if (!rw) return;
   struct stat st;
   bool kept = rw->lock_fd >= 0 && fstatat(rw->lock_fd, "keep", &st, 0) == 0;
-  if (rw->lock_fd >= 0 && !kept && (rw->served || !rw->resumed))
+  if (rw->lock_fd >= 0 && !rw->inherited && !kept && (rw->served || !rw->resumed))
     cairn_upper_discard(fs->st, rw->id); /* cairn umount (or gc) removes its files */
   for (size_t b = 0; b < NBUCKETS; b++) {
     for (struct inode *i = rw->buckets[b], *next; i; i = next) {
@@ -1784,6 +2228,14 @@ void cairnfs_rw_free(struct cairnfs *fs) {
       free(i);
     }
   }
+  for (struct stale_fh *s = rw->stale, *next; s; s = next) {
+    next = s->next;
+    if (s->fd >= 0) close(s->fd);
+    if (s->dirh) dirh_free(s->dirh);
+    free(s);
+  }
+  cairnfs_nodetab_free(rw->nodes);
+  free(rw->rparent);
   if (rw->root_fd >= 0) close(rw->root_fd);
   if (rw->work_fd >= 0) close(rw->work_fd);
   if (rw->index_fd >= 0) close(rw->index_fd);
