@@ -531,18 +531,7 @@ static void als_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
   struct als_view *v = KIND(ino) == K_DIFF ? view_of(a, ino) : NULL;
   cairn_tree *t = v ? view_tree(a, v) : NULL;
   const cairn_node *n = t ? cairn_tree_node(t, SUB(ino)) : NULL;
-  for (size_t i = 0; n && i < n->n_xattrs; i++) {
-    cairn_xattr x = cairn_tree_xattr(t, n, i);
-    if (strcmp(x.name, name) != 0) continue;
-    if (size == 0)
-      fuse_reply_xattr(req, x.len);
-    else if (size < x.len)
-      fuse_reply_err(req, ERANGE);
-    else
-      fuse_reply_buf(req, x.value, x.len);
-    return;
-  }
-  fuse_reply_err(req, ENODATA);
+  cairnfs_reply_getxattr(req, t, n, name, size); /* no node: no xattrs */
 }
 
 static void als_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
@@ -550,29 +539,7 @@ static void als_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   struct als_view *v = KIND(ino) == K_DIFF ? view_of(a, ino) : NULL;
   cairn_tree *t = v ? view_tree(a, v) : NULL;
   const cairn_node *n = t ? cairn_tree_node(t, SUB(ino)) : NULL;
-  size_t total = 0;
-  for (size_t i = 0; n && i < n->n_xattrs; i++) total += strlen(cairn_tree_xattr(t, n, i).name) + 1;
-  if (size == 0) {
-    fuse_reply_xattr(req, total);
-    return;
-  }
-  if (size < total) {
-    fuse_reply_err(req, ERANGE);
-    return;
-  }
-  char *buf = malloc(total ? total : 1);
-  if (!buf) {
-    fuse_reply_err(req, ENOMEM);
-    return;
-  }
-  size_t used = 0;
-  for (size_t i = 0; n && i < n->n_xattrs; i++) {
-    const char *xname = cairn_tree_xattr(t, n, i).name;
-    memcpy(buf + used, xname, strlen(xname) + 1);
-    used += strlen(xname) + 1;
-  }
-  fuse_reply_buf(req, buf, total);
-  free(buf);
+  cairnfs_reply_listxattr(req, t, n, size);
 }
 
 static void als_statfs(fuse_req_t req, fuse_ino_t ino) {

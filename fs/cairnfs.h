@@ -36,6 +36,11 @@ extern const struct fuse_lowlevel_ops cairnfs_rw_ops;
 /* ops.c, shared with upper.c: a node's attributes as the kernel sees them,
  * and the reply to a read of a node's blob (fd-backed, spliced). */
 void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st);
+/* Replies to a getxattr of name (listxattr) on tree node n, or as for a
+ * node without xattrs if n is NULL: the read-only tree's and the ALS's. */
+void cairnfs_reply_getxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n,
+                            const char *name, size_t size);
+void cairnfs_reply_listxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n, size_t size);
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off);
 

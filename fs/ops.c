@@ -357,14 +357,9 @@ static void cfs_statfs(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_statfs(req, &sv);
 }
 
-static void cfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
-  const cairn_tree *t = fs_of(req)->tree;
-  const cairn_node *n = cairn_tree_node(t, ino);
-  if (!n) {
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
-  for (size_t i = 0; i < n->n_xattrs; i++) {
+void cairnfs_reply_getxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n,
+                            const char *name, size_t size) {
+  for (size_t i = 0; n && i < n->n_xattrs; i++) {
     cairn_xattr x = cairn_tree_xattr(t, n, i);
     if (strcmp(x.name, name) != 0) continue;
     if (size == 0)
@@ -378,15 +373,10 @@ static void cfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_
   fuse_reply_err(req, ENODATA);
 }
 
-static void cfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
-  const cairn_tree *t = fs_of(req)->tree;
-  const cairn_node *n = cairn_tree_node(t, ino);
-  if (!n) {
-    fuse_reply_err(req, ESTALE);
-    return;
-  }
+void cairnfs_reply_listxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n,
+                             size_t size) {
   size_t total = 0;
-  for (size_t i = 0; i < n->n_xattrs; i++) total += strlen(cairn_tree_xattr(t, n, i).name) + 1;
+  for (size_t i = 0; n && i < n->n_xattrs; i++) total += strlen(cairn_tree_xattr(t, n, i).name) + 1;
   if (size == 0) {
     fuse_reply_xattr(req, total);
     return;
@@ -401,7 +391,7 @@ static void cfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
     return;
   }
   size_t used = 0;
-  for (size_t i = 0; i < n->n_xattrs; i++) {
+  for (size_t i = 0; n && i < n->n_xattrs; i++) {
     const char *xname = cairn_tree_xattr(t, n, i).name;
     size_t len = strlen(xname) + 1;
     memcpy(buf + used, xname, len);
@@ -409,6 +399,24 @@ static void cfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   }
   fuse_reply_buf(req, buf, total);
   free(buf);
+}
+
+static void cfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+  const cairn_tree *t = fs_of(req)->tree;
+  const cairn_node *n = cairn_tree_node(t, ino);
+  if (!n)
+    fuse_reply_err(req, ESTALE);
+  else
+    cairnfs_reply_getxattr(req, t, n, name, size);
+}
+
+static void cfs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  const cairn_tree *t = fs_of(req)->tree;
+  const cairn_node *n = cairn_tree_node(t, ino);
+  if (!n)
+    fuse_reply_err(req, ESTALE);
+  else
+    cairnfs_reply_listxattr(req, t, n, size);
 }
 
 const struct fuse_lowlevel_ops cairnfs_ops = {

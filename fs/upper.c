@@ -753,6 +753,19 @@ static void fh_release(struct cairnfs *fs, uint64_t fh, bool dir) {
 #define UNLOCK(fs) pthread_mutex_unlock(&(fs)->rw->mu)
 
 /* Replies with the entry of i, referenced once more for the kernel. */
+/* Replies entry e of i, which gets the kernel's reference, and unlocks mu
+ * (taken); the reference is dropped again if the reply fails. */
+static void reply_entry_unlock(fuse_req_t req, struct cairnfs *fs, struct inode *i,
+                               const struct fuse_entry_param *e) {
+  i->refs++;
+  UNLOCK(fs);
+  if (fuse_reply_entry(req, e) != 0) {
+    LOCK(fs);
+    inode_unref(fs->rw, i, 1);
+    UNLOCK(fs);
+  }
+}
+
 static void reply_entry(fuse_req_t req, struct cairnfs *fs, struct inode *i) {
   struct fuse_entry_param e;
   int r = entry_of(fs, i, &e);
@@ -762,13 +775,7 @@ static void reply_entry(fuse_req_t req, struct cairnfs *fs, struct inode *i) {
     fuse_reply_err(req, -r);
     return;
   }
-  i->refs++;
-  UNLOCK(fs);
-  if (fuse_reply_entry(req, &e) != 0) {
-    LOCK(fs);
-    inode_unref(fs->rw, i, 1);
-    UNLOCK(fs);
-  }
+  reply_entry_unlock(req, fs, i, &e);
 }
 
 /* ---- operations --------------------------------------------------------- */
@@ -1070,13 +1077,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   }
   struct fuse_entry_param e;
   made_entry_param(i, &st, &e);
-  i->refs++;
-  UNLOCK(fs);
-  if (fuse_reply_entry(req, &e) != 0) {
-    LOCK(fs);
-    inode_unref(fs->rw, i, 1);
-    UNLOCK(fs);
-  }
+  reply_entry_unlock(req, fs, i, &e);
 }
 
 static void rw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev) {
