@@ -77,6 +77,8 @@ pid_gone() { ! awk '$3 != "Z" && $3 != "X" { f = 1 } END { exit !f }' "/proc/$1/
 # mount_pid DIR: the daemon pid `cairn mounts` records for DIR.
 mount_pid() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .pid'; }
 mount_state() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .state'; }
+# mount_is_live DIR: its record says live (for wait_for, which runs it anew each try).
+mount_is_live() { [ "$(mount_state "$1")" = live ]; }
 
 # stream_reader R MNT FILE...: reads each FILE of MNT with O_DIRECT (every
 # read a FUSE request), round after round (10,000 at most) until $TMP/stop

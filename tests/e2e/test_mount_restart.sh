@@ -47,7 +47,7 @@ kill -CONT "$sup"
 wait "$window_reader" || fail "a read during the window failed: $(cat "$TMP/window.err")"
 [ "$(cut -d' ' -f1 "$TMP/window.sum")" = "$(grep ' f1$' "$TMP/want" | cut -d' ' -f1)" ] ||
   fail "a read during the window read wrong bytes"
-wait_for 50 test "$(mount_state "$mnt")" = live || fail "not live again: $(mount_state "$mnt")"
+wait_for 50 mount_is_live "$mnt" || fail "not live again: $(mount_state "$mnt")"
 pass "restart window: restarting, rm exits 4 naming pid $sup, a waiting reader gets its bytes"
 
 # ---- 8 readers, 20 kills, rm/gc churn
