@@ -348,11 +348,7 @@ static void als_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     fuse_reply_buf(req, s + off, len - (size_t)off < size ? len - (size_t)off : size);
     return;
   }
-  struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-  buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-  buf.buf[0].fd = fd;
-  buf.buf[0].pos = off;
-  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+  cairnfs_reply_fd(req, fd, off, size);
 }
 
 static void als_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {

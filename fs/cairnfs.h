@@ -41,6 +41,9 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st);
 void cairnfs_reply_getxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n,
                             const char *name, size_t size);
 void cairnfs_reply_listxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n, size_t size);
+/* Replies to a read with size bytes of fd at off, spliced (the blobs',
+ * the ALS's kept layers' and the upper files' one read path). */
+void cairnfs_reply_fd(fuse_req_t req, int fd, off_t off, size_t size);
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off);
 

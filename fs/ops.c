@@ -238,6 +238,14 @@ static void cfs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
   cairnfs_read_lower(req, fs, cairn_tree_node(fs->tree, ino), size, off);
 }
 
+void cairnfs_reply_fd(fuse_req_t req, int fd, off_t off, size_t size) {
+  struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+  buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+  buf.buf[0].fd = fd;
+  buf.buf[0].pos = off;
+  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off) {
   if (!n || !n->blob || off < 0 || (uint64_t)off >= n->size) {
@@ -250,11 +258,7 @@ void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n,
     return;
   }
   if ((uint64_t)off + size > n->size) size = (size_t)(n->size - (uint64_t)off);
-  struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-  buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-  buf.buf[0].fd = fd;
-  buf.buf[0].pos = off;
-  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+  cairnfs_reply_fd(req, fd, off, size);
 }
 
 static void cfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {

@@ -1415,11 +1415,7 @@ static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
     fuse_reply_err(req, -fd);
     return;
   }
-  struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
-  buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
-  buf.buf[0].fd = fd;
-  buf.buf[0].pos = off;
-  fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+  cairnfs_reply_fd(req, fd, off, size);
 }
 
 static void rw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
