@@ -15,7 +15,9 @@
 #   - N mounts of one image (N=20), each walked shallowly (find -maxdepth
 #     2, one file read): the sum of the daemons' PSS (from
 #     /proc/PID/smaps_rollup) and one daemon's RSS. Kernel overlayfs has no
-#     daemon; cairn-mount's daemons are cairnfs's.
+#     daemon; cairn-mount's daemons are cairnfs's. A cairnfs mount is two
+#     processes, the supervisor and its server (see README, "Restarts"):
+#     both are counted, and "one daemon's RSS" is the server's.
 # Prints one table, ratios against fuse-overlayfs.
 #
 #   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] bench/bench_mount.sh [RESULTS.txt]
@@ -106,7 +108,12 @@ daemon_pids() {
   if [ "$s" = fuse-overlayfs ]; then
     cat "$TMP/fovl.pids"
   else
-    "${BIN[$s]}/cairn" --store "$TMP/store-$s" mounts --json | jq -r '.[].pid'
+    # The supervisor a mount record names and the server it runs.
+    local pid
+    for pid in $("${BIN[$s]}/cairn" --store "$TMP/store-$s" mounts --json | jq -r '.[].pid'); do
+      echo "$pid"
+      pgrep -P "$pid" || true
+    done
   fi
 }
 

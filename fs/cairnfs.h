@@ -93,6 +93,10 @@ char *cairnfs_fuse_opts(const struct cairnfs_options *o);
 void cairnfs_report_ready(void);
 /* Points stdin, stdout and stderr at /dev/null (a daemon once serving). */
 void cairnfs_stdio_null(void);
+/* In a child forked to run a server without exec: closes the fds an exec
+ * would (FD_CLOEXEC) and forgets the verdict, which is the supervisor's
+ * to give (main.c). */
+void cairnfs_as_exec(void);
 
 /* Runs the supervisor of one mount (supervisor.c): mounts, serves through
  * its server child until the kernel ends the session; returns the exit code. */

@@ -231,7 +231,7 @@ int cairnfs_server_main(int argc, char **argv) {
   struct cairnfs fs = {0};
   snprintf(fs.dev, sizeof(fs.dev), "%s", dev);
   int code = CAIRNFS_SERVER_ENDED;
-  r = cairn_store_open(store, &fs.st);
+  r = cairn_store_open_lazy(store, &fs.st);
   if (r < 0) {
     code = report_fail(r, "store: %s", report_why(fs.st, r));
     goto out;
@@ -250,7 +250,10 @@ int cairnfs_server_main(int argc, char **argv) {
   fs.passthrough = !fs.rw && !strchr(flags, 'p') && table_fd >= 0 &&
                    cairnfs_passthrough_offered(conn.init, conn.init_len) &&
                    cairnfs_passthrough_table(&fs, table_fd, cairn_tree_count(fs.tree)) == 0;
-  if (table_fd >= 0) close(table_fd);         /* the mapping stays */
+  if (table_fd >= 0) close(table_fd); /* the mapping stays */
+  /* A read-only server asks the database nothing more (blobs are opened
+   * by name); a writable one commits through its own connection. */
+  if (!fs.rw) cairn_store_idle(fs.st);
   if (held.lock_fd >= 0) close(held.lock_fd); /* upper.c keeps its own copies */
   if (held.nodes_fd >= 0) close(held.nodes_fd);
   char *fargv[] = {"cairnfs", "-o", (char *)opts, debug ? "-d" : NULL, NULL};

@@ -34,6 +34,7 @@
 #include "report.h"
 #include "version.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -78,6 +79,20 @@ void cairnfs_stdio_null(void) {
     dup2(null, 2);
     close(null);
   }
+}
+
+void cairnfs_as_exec(void) {
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    int fd = atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == dirfd(d)) continue;
+    int fl = fcntl(fd, F_GETFD);
+    if (fl >= 0 && (fl & FD_CLOEXEC)) close(fd);
+  }
+  if (d) closedir(d);
+  verdict_fd = -1; /* closed above: the pipe is O_CLOEXEC */
+  report_sink_set(NULL);
 }
 
 /* The sink of the daemon's failure (report.h): the parent waiting for the

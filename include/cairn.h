@@ -117,6 +117,16 @@ int cairn_store_default_dir(char *buf, size_t len);
  * close it either way. */
 int cairn_store_open(const char *dir, cairn_store **out);
 void cairn_store_close(cairn_store *st);
+/* The same for a process that may ask the database nothing (a mount's
+ * server): it is opened by the first call that needs it. Nothing is
+ * recovered (an interrupted import's files: the next cairn_store_open). */
+int cairn_store_open_lazy(const char *dir, cairn_store **out);
+/* For a process that holds a store open for long and rarely asks it
+ * anything (a mount's supervisor and server): closes the database
+ * connection, which the next call that needs it opens again, and gives
+ * the freed memory back to the system (its heap stays private to each of
+ * a host's hundreds of mounts otherwise). Not inside a transaction. */
+void cairn_store_idle(cairn_store *st);
 const char *cairn_store_dir(const cairn_store *st);
 const char *cairn_errmsg(const cairn_store *st);
 /* For code built on this header (store/pull/): records the WHY of a failure

@@ -12,6 +12,7 @@
  */
 #include "image.h"
 #include "layer.h"
+#include "pin.h"
 #include "sweep.h"
 #include "tree.h"
 
@@ -282,14 +283,17 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
 
 int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
   store_errclear(st);
-  int r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, image_id);
+  /* The locks first, each as it is taken; then what they are for, all in
+   * one transaction. */
+  size_t from = cn_pinset_size(ps);
+  int r = cn_pin_lock(st, ps, CAIRN_PIN_IMAGE, image_id);
   if (r < 0) return r;
   char **layers = NULL;
   size_t n = 0;
   if ((r = cairn_image_layers(st, image_id, &layers, &n)) < 0) return r;
-  for (size_t i = 0; i < n && r == 0; i++) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, layers[i]);
+  for (size_t i = 0; i < n && r >= 0; i++) r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layers[i]);
   cairn_strv_free(layers, n);
-  return r;
+  return r < 0 ? r : cn_pin_annotate(st, ps, from);
 }
 
 int cn_image_delete_rows(cairn_store *st, const char *id) {

@@ -103,24 +103,9 @@ cairn_pinset *cairn_pinset_new(const char *purpose, bool cloexec) {
   return ps;
 }
 
-static int annotation_write(cairn_store *st, enum cairn_pin_kind kind, const char *id,
-                            const char *purpose) {
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
-  int r = cn_db_prepare(st, &s,
-                        "INSERT OR REPLACE INTO pins(kind, target, pid, pid_start, purpose, since)"
-                        " VALUES(?, ?, ?, ?, ?, ?)");
-  if (r < 0) return r;
-  sqlite3_bind_int(s, 1, kind);
-  sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 3, getpid());
-  sqlite3_bind_int64(s, 4, (sqlite3_int64)cn_proc_start_time(getpid()));
-  sqlite3_bind_text(s, 5, purpose, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(s, 6, cn_now_seconds());
-  return sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "pin annotation");
-}
+size_t cn_pinset_size(const cairn_pinset *ps) { return ps->n; }
 
-int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
-  store_errclear(st);
+int cn_pin_lock(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
   for (size_t i = 0; i < ps->n; i++)
     if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
   struct pin *v = cn_array_grow(ps->pins, ps->n, &ps->cap, sizeof(*v));
@@ -128,15 +113,50 @@ int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, 
   ps->pins = v;
   int fd = pin_open_locked(st, kind, id, LOCK_SH, ps->cloexec);
   if (fd < 0) return fd;
-  int r = annotation_write(st, kind, id, ps->purpose);
-  if (r < 0) {
-    close(fd);
-    return r;
-  }
   struct pin *p = &ps->pins[ps->n++];
   p->kind = kind;
   snprintf(p->id, sizeof(p->id), "%s", id);
   p->fd = fd;
+  return 1;
+}
+
+int cn_pin_annotate(cairn_store *st, cairn_pinset *ps, size_t from) {
+  if (from >= ps->n) return 0;
+  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  int r = cn_db_prepare(st, &s,
+                        "INSERT OR REPLACE INTO pins(kind, target, pid, pid_start, purpose, since)"
+                        " VALUES(?, ?, ?, ?, ?, ?)");
+  if (r < 0) return r;
+  /* Several in one transaction (one write of the log, not one each),
+   * unless the caller has its own open. */
+  bool txn = ps->n - from > 1 && sqlite3_get_autocommit(st->db);
+  if (txn && (r = cn_db_begin(st)) < 0) return r;
+  sqlite3_int64 start = (sqlite3_int64)cn_proc_start_time(getpid()), now = cn_now_seconds();
+  for (size_t i = from; i < ps->n && r == 0; i++) {
+    sqlite3_bind_int(s, 1, ps->pins[i].kind);
+    sqlite3_bind_text(s, 2, ps->pins[i].id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, getpid());
+    sqlite3_bind_int64(s, 4, start);
+    sqlite3_bind_text(s, 5, ps->purpose, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, now);
+    if (sqlite3_step(s) != SQLITE_DONE) r = cn_store_fail_db(st, "pin annotation");
+    sqlite3_reset(s);
+  }
+  if (txn) {
+    if (r == 0) return cn_db_commit(st);
+    cn_db_rollback(st);
+  }
+  return r;
+}
+
+int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
+  store_errclear(st);
+  int r = cn_pin_lock(st, ps, kind, id);
+  if (r <= 0) return r;
+  if ((r = cn_pin_annotate(st, ps, ps->n - 1)) < 0) {
+    close(ps->pins[--ps->n].fd);
+    return r;
+  }
   return 0;
 }
 
@@ -146,7 +166,8 @@ void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
   if (!ps) return;
   if (ps->n) {
     sqlite3_stmt *s = NULL;
-    if (sqlite3_prepare_v2(st->db, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?", -1,
+    if (cn_db(st) &&
+        sqlite3_prepare_v2(st->db, "DELETE FROM pins WHERE kind = ? AND target = ? AND pid = ?", -1,
                            &s, NULL) == SQLITE_OK) {
       for (size_t i = 0; i < ps->n; i++) {
         sqlite3_bind_int(s, 1, ps->pins[i].kind);

@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -94,7 +95,21 @@ int cn_store_fail_db(cairn_store *st, const char *what) {
   return store_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
 }
 
+static int store_open_db(cairn_store *st);
+
+sqlite3 *cn_db(cairn_store *st) {
+  if (!st->db && store_open_db(st) < 0 && st->db) {
+    sqlite3_close(st->db);
+    st->db = NULL;
+  }
+  return st->db;
+}
+
 int cn_db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql) {
+  if (!cn_db(st)) {
+    *stmt = NULL;
+    return -EIO;
+  }
   if (sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) != SQLITE_OK) {
     *stmt = NULL;
     return cn_store_fail_db(st, "database");
@@ -103,6 +118,7 @@ int cn_db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql) {
 }
 
 int cn_db_exec(cairn_store *st, const char *sql) {
+  if (!cn_db(st)) return -EIO;
   if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK)
     return cn_store_fail_db(st, "database");
   return 0;
@@ -135,7 +151,7 @@ int cn_db_commit_durable(cairn_store *st) {
   return 0;
 }
 void cn_db_rollback(cairn_store *st) {
-  if (!sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+  if (st->db && !sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
 const char *cairn_errmsg(const cairn_store *st) { return st ? st->err : "out of memory"; }
@@ -239,7 +255,8 @@ static int store_open_db(cairn_store *st) {
   return wal && version == SCHEMA_VERSION ? 0 : store_init(st);
 }
 
-int cairn_store_open(const char *dir, cairn_store **out) {
+/* The store's directories, without the database. */
+static int store_open_dirs(const char *dir, cairn_store **out) {
   cairn_store *st = calloc(1, sizeof(*st));
   *out = st;
   if (!st) return -ENOMEM;
@@ -261,9 +278,27 @@ int cairn_store_open(const char *dir, cairn_store **out) {
       return store_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i], strerror(errno));
   st->blobs_fd = openat(st->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (st->blobs_fd < 0) return store_fail(st, -errno, "%s/blobs: %s", st->dir, strerror(errno));
-  if ((r = store_open_db(st)) < 0) return r;
-  cn_staging_recover(st);
   return 0;
+}
+
+int cairn_store_open(const char *dir, cairn_store **out) {
+  int r = store_open_dirs(dir, out);
+  if (r < 0) return r;
+  if ((r = store_open_db(*out)) < 0) return r;
+  cn_staging_recover(*out);
+  return 0;
+}
+
+int cairn_store_open_lazy(const char *dir, cairn_store **out) { return store_open_dirs(dir, out); }
+
+void cairn_store_idle(cairn_store *st) {
+  if (!st->db || !sqlite3_get_autocommit(st->db)) return;
+  /* The last connection to close checkpoints the log into meta.db and
+   * syncs both: not on a mount's way to answering. */
+  sqlite3_db_config(st->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+  sqlite3_close(st->db);
+  st->db = NULL;
+  malloc_trim(0);
 }
 
 void cairn_store_close(cairn_store *st) {
