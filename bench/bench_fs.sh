@@ -14,8 +14,10 @@
 # mean of each and ratios of cairnfs to native and to fuse-overlayfs.
 #
 #   CAIRN_BIN=build-dir [ROWS='walk-cold bigfile-cold ...'] bench/bench_fs.sh [RESULTS.txt]
-# PASSTHROUGH=1 adds a fifth contender, cairnfs-pt: cairnfs with
-# -o passthrough (what FUSE passthrough buys and costs, in the same run).
+# PASSTHROUGH=1 adds a contender, cairnfs-pt: cairnfs with -o passthrough
+# (what FUSE passthrough buys and costs, in the same run); CAIRN_BIN_BEFORE
+# another, cairnfs-before: the cairnfs of that build directory (main
+# before a change, say), with a store of its own.
 # ROWS runs only the rows named (the keys in the table code below; mount
 # and mount100k are the mount rows); the default is every row.
 # Measured, never asserted. Needs root (mounts, drop_caches).
@@ -61,6 +63,13 @@ if [ "${PASSTHROUGH:-0}" = 1 ]; then
   mkdir -p "$TMP/cfs-pt"
   cairn mount -o passthrough bench:1 "$TMP/cfs-pt"
   SYSTEMS+=(cairnfs-pt)
+fi
+if [ -n "${CAIRN_BIN_BEFORE:-}" ]; then
+  DIR[cairnfs-before]=$TMP/cfs-before
+  mkdir -p "$TMP/cfs-before"
+  "$CAIRN_BIN_BEFORE/cairn" --store "$TMP/store-before" import bench:1 "${layers[@]}" >/dev/null
+  "$CAIRN_BIN_BEFORE/cairn" --store "$TMP/store-before" mount bench:1 "$TMP/cfs-before"
+  SYSTEMS+=(cairnfs-before)
 fi
 
 # The small files for the parallel-read row: every regular file < 16 KiB.
@@ -136,12 +145,13 @@ rows = [("walk-cold", "metadata walk, cold (find -printf)"),
         ("smallfiles-par-warm", "parallel small-file reads, warm"),
         ("mount", "mount + umount (minbase, 4 layers)"),
         ("mount100k", "mount + umount (100,000 files)")]
-systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs", "cairnfs-pt"]
+systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs", "cairnfs-pt", "cairnfs-before"]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# cairnfs benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
       f"kernel {platform.release()}, mean of hyperfine runs in ms")
 hdr = (f"{'row':38} " + " ".join(f"{s:>15}" for s in systems) +
-       f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12} {'pt/native':>13}")
+       f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12} {'pt/native':>13}"
+       f" {'before/native':>13}")
 print(hdr)
 print("-" * len(hdr))
 for key, label in rows:
@@ -154,5 +164,7 @@ for key, label in rows:
                  if "native" in res else f"{'-':>11} {'-':>11}")
     pt = (f"{res['cairnfs-pt'] / res['native']:13.2f}"
               if "cairnfs-pt" in res and "native" in res else f"{'-':>13}")
-    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f} {pt}")
+    before = (f"{res['cairnfs-before'] / res['native']:13.2f}"
+              if "cairnfs-before" in res and "native" in res else f"{'-':>13}")
+    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f} {pt} {before}")
 PY

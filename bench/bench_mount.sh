@@ -20,7 +20,7 @@
 #     both are counted, and "one daemon's RSS" is the server's.
 # Prints one table, ratios against fuse-overlayfs.
 #
-#   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] bench/bench_mount.sh [RESULTS.txt]
+#   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] [ROWS='latency pss'] bench/bench_mount.sh [RESULTS.txt]
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
 source "$(dirname "$0")/../tests/e2e/mountlib.sh"
@@ -28,6 +28,8 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 out_file=${1:-}
 
 RUNS=${RUNS:-10}
+ROWS=" ${ROWS:-latency pss} " # which rows to run
+wanted() { [[ $ROWS == *" $1 "* ]]; }
 N_MOUNTS=${N_MOUNTS:-20}
 DROP='sync; echo 3 > /proc/sys/vm/drop_caches'
 
@@ -85,14 +87,25 @@ umount_cmd() {
   esac
 }
 
+# gone_cmd SYS DIR: waits until the daemon of DIR has exited, so that a
+# run's teardown (fusermount3 -u returns before it) is not in the next
+# run's time. cairn umount waits on its own.
+gone_cmd() {
+  case $1 in
+  overlayfs | cairn-mount*) echo true ;;
+  *) echo "for i in \$(seq 500); do pgrep -f -- ' $2\$' >/dev/null || break; sleep 0.01; done" ;;
+  esac
+}
+
 mkdir -p "$TMP/json" "$TMP/m"
 for img in debian 100k; do
+  wanted latency || continue
   echo "# mount latency, caches dropped: $img" >&2
   args=(--style none --runs "$RUNS" --export-json "$TMP/json/latency-$img.json")
   for s in "${SYSTEMS[@]}"; do
     dir=$TMP/m/$s
     mkdir -p "$dir"
-    args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $DROP"
+    args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $(gone_cmd "$s" "$dir"); $DROP"
       -n "$s" "$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null")
   done
   hyperfine "${args[@]}" >/dev/null
@@ -119,6 +132,7 @@ daemon_pids() {
 
 # The PSS row: N mounts, each walked; "SUM_PSS_KIB ONE_RSS_KIB" per system.
 for img in debian 100k; do
+  wanted pss || continue
   for s in "${SYSTEMS[@]}"; do
     [ "$s" = overlayfs ] || [[ $s == cairn-mount* ]] && continue
     echo "# $N_MOUNTS mounts: $s, $img" >&2
@@ -172,15 +186,17 @@ def line(label, vals, fmt):
                       f"{'-':>25}" for s in systems if s.startswith("cairn"))
     print(f"{label:44} {cells} {ratios}")
 for img, name in (("debian", "Debian minbase, 3 layers"), ("100k", "100,000 files")):
-    res = {r["command"]: (r["mean"] * 1000, (r["stddev"] or 0) * 1000)
-           for r in json.load(open(f"{d}/latency-{img}.json"))["results"]}
-    line(f"mount, caches dropped, ms ({name})", res, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
+    if os.path.exists(f"{d}/latency-{img}.json"):
+        res = {r["command"]: (r["mean"] * 1000, (r["stddev"] or 0) * 1000)
+               for r in json.load(open(f"{d}/latency-{img}.json"))["results"]}
+        line(f"mount, caches dropped, ms ({name})", res, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
     pss, rss = {}, {}
     for s in systems:
         p = f"{d}/pss-{img}-{s}"
         if os.path.exists(p):
             a, b = open(p).read().split()
             pss[s], rss[s] = (int(a) / 1024,), (int(b) / 1024,)
-    line(f"{n} mounts, sum of PSS, MiB ({name})", pss, lambda v: f"{v[0]:.1f}")
-    line(f"one daemon's RSS, MiB ({name})", rss, lambda v: f"{v[0]:.1f}")
+    if pss:
+        line(f"{n} mounts, sum of PSS, MiB ({name})", pss, lambda v: f"{v[0]:.1f}")
+        line(f"one daemon's RSS, MiB ({name})", rss, lambda v: f"{v[0]:.1f}")
 PY
