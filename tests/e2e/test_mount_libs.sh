@@ -24,6 +24,19 @@ if grep -E "$IMPORT_PULL_LIBS" <<<"$libs"; then
 fi
 pass "the cairnfs daemon maps only libfuse3, SQLite, xxHash and libc (and their needs)"
 
+# Once serving, a read-only mount's supervisor and server keep no SQLite
+# connection (cairn_store_idle): its page cache and schema were private
+# memory in each of a host's hundreds of mounts. The store still answers
+# them: the mount is listed, and goes cleanly (the record is forgotten).
+server=$(pgrep -P "$pid" | head -1)
+[ -n "$server" ] || fail "the daemon $pid runs no server"
+for p in "$pid" "$server"; do
+  if ls -l "/proc/$p/fd" | grep -E 'meta\.db(-wal|-shm)?$'; then
+    fail "process $p of the mount keeps the database open (above)"
+  fi
+done
+pass "a serving read-only mount keeps no database connection open"
+
 # What the loader would load for cairn-pin, without running it.
 libs=$(LD_TRACE_LOADED_OBJECTS=1 "$CAIRN_BIN/cairn-pin")
 grep -q 'libsqlite3\.so' <<<"$libs" || fail "cairn-pin loads no SQLite? $libs"
@@ -48,3 +61,4 @@ out=$(cairn export app:1 | tar -t | grep -c .) || fail "cairn export (through th
 ((out > 0)) || fail "cairn export gave an empty tar"
 pass "cairn loads only SQLite's and Jansson's; import/export/pull run through the full cairn"
 cairn umount -q "$TMP/m"
+[ -z "$(cairn mounts -q)" ] || fail "the mount record outlived the unmount: $(cairn mounts)"
