@@ -439,6 +439,10 @@ struct cairn_df_class {
 };
 struct cairn_df {
   struct cairn_df_class images, layers, blobs;
+  /* The compressed layers pulls keep for podman's Additional Layer Store
+   * (STORE/compressed): each goes with its layer, so it is shared, pinned
+   * or reclaimable as its layer is. */
+  struct cairn_df_class compressed;
 };
 /* Fills df from one snapshot of the store. */
 int cairn_df(cairn_store *st, struct cairn_df *df);

@@ -330,6 +330,28 @@ static int df_blobs(cairn_store *st, const char *kept, struct cairn_df_class *d)
   return r;
 }
 
+/* The kept compressed layers: counted as their layers are (df_layers). */
+static int df_compressed(cairn_store *st, const struct kernel_locks *kl, struct cairn_df_class *d) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(
+      st, &q,
+      "SELECT b.layer_id, b.size,"
+      " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = b.layer_id)"
+      " FROM layer_blobs b");
+  if (r < 0) return r;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    uint64_t size = (uint64_t)sqlite3_column_int64(q, 1);
+    int images = sqlite3_column_int(q, 2);
+    bool pinned = cn_pin_held_in(st, kl, CAIRN_PIN_LAYER, (const char *)sqlite3_column_text(q, 0));
+    d->count++;
+    d->bytes += size;
+    if (images > 1) d->shared_count++, d->shared_bytes += size;
+    if (pinned) d->pinned_count++, d->pinned_bytes += size;
+    if (images == 0 && !pinned) d->reclaimable_count++, d->reclaimable_bytes += size;
+  }
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df compressed layers");
+}
+
 int cairn_df(cairn_store *st, struct cairn_df *df) {
   store_errclear(st);
   *df = (struct cairn_df){0};
@@ -343,6 +365,7 @@ int cairn_df(cairn_store *st, struct cairn_df *df) {
       r = store_fail(st, -ENOMEM, "out of memory listing pinned layers");
     if (r == 0) r = df_images(st, &pv, &df->images);
     if (r == 0) r = df_blobs(st, kept, &df->blobs);
+    if (r == 0) r = df_compressed(st, &pv.kl, &df->compressed);
     if (r == 0) r = cn_db_exec(st, "COMMIT");
     if (r < 0) cn_db_rollback(st);
   }

@@ -1,6 +1,6 @@
 /*
  * cmd-df.c — `cairn df [--json]`: how much the store holds, as podman
- * system df: images, layers and blobs, each counted once (a layer several
+ * system df: images, layers, blobs and kept compressed layers, each counted once (a layer several
  * images use is counted once), what is shared, what `cairn gc` would free,
  * what is pinned. The numbers are cairn_df's; the table makes them human,
  * --json gives them exact.
@@ -29,7 +29,7 @@ static void df_table_row(const char *type, const struct cairn_df_class *d) {
   unsigned pct = d->bytes ? (unsigned)(d->reclaimable_bytes * 100 / d->bytes) : 0;
   char recl_cell[48];
   snprintf(recl_cell, sizeof(recl_cell), "%s (%u%%)", recl, pct);
-  printf("%-7s  %6llu  %10s  %10s  %10s  %-16s  %llu (%s)\n", type, (unsigned long long)d->count,
+  printf("%-10s  %6llu  %10s  %10s  %10s  %-16s  %llu (%s)\n", type, (unsigned long long)d->count,
          size, shared, unique, recl_cell, (unsigned long long)d->pinned_count, pinned);
 }
 
@@ -43,19 +43,20 @@ static int df_run(struct cli *c, int argc, char **argv) {
   int r = cairn_df(st, &df);
   if (r < 0) return report_fail(r, "df: %s", report_why(st, r));
   if (l.json) {
-    json_t *rows =
-        json_pack("[o, o, o]", df_class_json("images", &df.images),
-                  df_class_json("layers", &df.layers), df_class_json("blobs", &df.blobs));
+    json_t *rows = json_pack("[o, o, o, o]", df_class_json("images", &df.images),
+                             df_class_json("layers", &df.layers), df_class_json("blobs", &df.blobs),
+                             df_class_json("compressed", &df.compressed));
     if (!rows) return report_fail(-ENOMEM, "df: out of memory");
     cli_print_json(rows);
     json_decref(rows);
     return CAIRN_EXIT_OK;
   }
-  printf("%-7s  %6s  %10s  %10s  %10s  %-16s  %s\n", "TYPE", "TOTAL", "SIZE", "SHARED", "UNIQUE",
+  printf("%-10s  %6s  %10s  %10s  %10s  %-16s  %s\n", "TYPE", "TOTAL", "SIZE", "SHARED", "UNIQUE",
          "RECLAIMABLE", "PINNED");
   df_table_row("Images", &df.images);
   df_table_row("Layers", &df.layers);
   df_table_row("Blobs", &df.blobs);
+  df_table_row("Compressed", &df.compressed);
   return CAIRN_EXIT_OK;
 }
 
@@ -63,8 +64,10 @@ const struct cli_command cmd_df = {
     .name = "df",
     .run = df_run,
     .usage = "cairn df [--json]",
-    .summary = "Show the store's disk usage, as podman system df: images, layers and blobs,\n"
-               "each counted once (a layer several images use counts once), shared by several\n"
-               "or unique, reclaimable (what cairn gc would free) and pinned.",
-    .options = "--json\tone JSON array (images, layers, blobs), exact numbers of bytes\n",
+    .summary = "Show the store's disk usage, as podman system df: images, layers, blobs and\n"
+               "the compressed layers pulls keep (for podman's Additional Layer Store), each\n"
+               "counted once (a layer several images use counts once), shared by several or\n"
+               "unique, reclaimable (what cairn gc would free) and pinned.",
+    .options = "--json\tone JSON array (images, layers, blobs, compressed), exact numbers of "
+               "bytes\n",
 };

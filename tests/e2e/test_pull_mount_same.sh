@@ -74,10 +74,28 @@ for s in docker oci; do
     not_ok "the $s mount differs from the OCI rules: $(head -20 "$T/$s.diff")"; fi
 done
 
+# cairn df counts the compressed layers the docker:// pull kept (for
+# podman's ALS) as the files in STORE/compressed are, pinned with their
+# layers while mounted, and gone with them.
+df_compressed() { "$CAIRN" --store "$T/st-docker" df --json | jq -r ".[] | select(.type == \"compressed\") | .$1"; }
+kept_files=$(find "$T/st-docker/compressed" -type f | wc -l)
+kept_bytes=$(find "$T/st-docker/compressed" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+got="$(df_compressed count) $(df_compressed bytes) $(df_compressed pinned_count)"
+if ((kept_files > 0)) && [[ $got == "$kept_files $kept_bytes $kept_files" ]]; then
+  ok "cairn df counts the $kept_files kept compressed layers ($kept_bytes bytes), pinned by the mount"
+else
+  not_ok "cairn df says count/bytes/pinned $got of compressed layers; STORE/compressed holds $kept_files files, $kept_bytes bytes"
+fi
+check "cairn df's table has the row" grep -q "^Compressed  *$kept_files " <("$CAIRN" --store "$T/st-docker" df)
+
 for s in docker oci; do
   expect_exit 0 "umount the $s mount" "$CAIRN" --store "$T/st-$s" umount "$T/m-$s"
   expect_exit 0 "fsck of the $s store" "$CAIRN" --store "$T/st-$s" fsck
 done
+expect_exit 0 "rm of the docker:// image" "$CAIRN" --store "$T/st-docker" rm -q app:1
+got="$(df_compressed count) $(df_compressed bytes) $(find "$T/st-docker/compressed" -type f | wc -l)"
+check "the kept compressed layers went with their layers (df: count, bytes; files: $got)" \
+  test "$got" = "0 0 0"
 if compgen -G "$T/sanitizer.*" >/dev/null; then
   not_ok "sanitizer reports: $(cat "$T"/sanitizer.* | head -40)"
 fi
