@@ -198,6 +198,7 @@ static int server_start(struct supervisor *s) {
   if (s->upper_fresh && s->started == 0) flags[nf++] = 'n'; /* sets up root/ */
   flags[nf] = '\0';
   s->started++;
+  fflush(NULL); /* a forked server exits through exit(): nothing buffered twice */
   pid_t pid = fork();
   if (pid < 0) {
     int err = errno;
