@@ -19,7 +19,8 @@
 #     etc/os-release, d0999/f099, d9999/f099) has been read (hyperfine,
 #     mean ± sd, one warm-up run);
 #   - one mount walked shallowly (find -maxdepth 2, the file read): the
-#     daemon's RSS and PSS (/proc/PID/smaps_rollup); kernel overlayfs has
+#     daemon's RSS and PSS (/proc/PID/smaps_rollup; a cairnfs mount's two
+#     processes, supervisor and server, summed); kernel overlayfs has
 #     no daemon. And cairnfs's index file size.
 # Then N mounts (N=100) of the 15k image at once, caches dropped before
 # the first: the time to mount them one after the other (each until its
@@ -97,14 +98,34 @@ mount_cmd() { # SYSTEM IMAGE DIR
 umount_cmd() { # SYSTEM DIR
   if [ "$1" = overlayfs ]; then echo "umount $2"; else echo "fusermount3 -u $2"; fi
 }
-# pid_of SYSTEM DIR IMAGE: the daemon serving DIR.
+# pid_of SYSTEM DIR IMAGE: the processes serving DIR (a cairnfs mount:
+# its supervisor and the server it runs, both counted).
 pid_of() {
+  local p
   case $1 in
-  cairnfs) "$CAIRN_BIN/cairn" --store "$S" mounts --json | jq -r --arg d "$2" '.[] | select(.dir == $d) | .pid' ;;
+  cairnfs)
+    for p in $("$CAIRN_BIN/cairn" --store "$S" mounts --json | jq -r --arg d "$2" '.[] | select(.dir == $d) | .pid'); do
+      echo "$p"
+      pgrep -P "$p" || true
+    done
+    ;;
   fuse-overlayfs) pgrep -f -x "fuse-overlayfs -o lowerdir=$(lower "$3") $2" ;;
   esac
 }
-smaps() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/smaps_rollup"; }
+# smaps KEY PID...: the sum of KEY (Rss, Pss) over the processes, in KiB.
+smaps() {
+  local k=$1 p t=0
+  shift
+  for p in "$@"; do t=$((t + $(awk -v k="$k:" '$1 == k { print $2 }' "/proc/$p/smaps_rollup"))); done
+  echo "$t"
+}
+# gone_cmd SYSTEM DIR: waits until the daemon of DIR has exited
+# (fusermount3 -u returns before it), so that no teardown is in the next
+# run's time.
+gone_cmd() {
+  [ "$1" = overlayfs ] && { echo true; return; }
+  echo "for i in \$(seq 500); do pgrep -f -- ' $2\$' >/dev/null || break; sleep 0.01; done"
+}
 
 J=$TMP/json
 mkdir -p "$J"
@@ -114,7 +135,7 @@ for img in "${IMAGES[@]}"; do
   for s in "${SYSTEMS[@]}"; do
     dir=$TMP/m/$s
     mkdir -p "$dir"
-    args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $DROP"
+    args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $(gone_cmd "$s" "$dir"); $DROP"
       -n "$s" "$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null")
   done
   hyperfine "${args[@]}" >/dev/null
@@ -126,8 +147,9 @@ for img in "${IMAGES[@]}"; do
     eval "$(mount_cmd "$s" "$img" "$dir")"
     find "$dir" -maxdepth 2 -printf '%p %s %m\n' >/dev/null
     cat "$dir/${PROBE[$img]}" >/dev/null
-    pid=$(pid_of "$s" "$dir" "$img")
-    echo "$(smaps "$pid" Rss) $(smaps "$pid" Pss)" >"$J/mem-$img-$s"
+    pids=$(pid_of "$s" "$dir" "$img")
+    # shellcheck disable=SC2086 # a list of pids
+    echo "$(smaps Rss $pids) $(smaps Pss $pids)" >"$J/mem-$img-$s"
     eval "$(umount_cmd "$s" "$dir")"
   done
   stat -c %s "$S/index/$("$CAIRN_BIN/cairn" --store "$S" inspect "s${img,,}:1" | jq -r .id)" \
@@ -152,7 +174,8 @@ for s in "${SYSTEMS[@]}"; do
   pss=0
   for dir in "${dirs[@]}"; do
     find "$dir" -maxdepth 2 -printf '%p %s %m\n' >/dev/null
-    [ "$s" = overlayfs ] || pss=$((pss + $(smaps "$(pid_of "$s" "$dir" 15k)" Pss)))
+    # shellcheck disable=SC2046 # a list of pids
+    [ "$s" = overlayfs ] || pss=$((pss + $(smaps Pss $(pid_of "$s" "$dir" 15k))))
   done
   echo "$(((end - start) / 1000)) $pss" >"$J/many-$s"
   for dir in "${dirs[@]}"; do eval "$(umount_cmd "$s" "$dir")" || true; done
