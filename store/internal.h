@@ -58,10 +58,10 @@ int cn_store_fail_nospace(cairn_store *st);
 /* store_fail with SQLite's own message appended; returns -EIO. */
 int cn_store_fail_db(cairn_store *st, const char *what);
 
-/* Prepares sql or records the SQLite error. */
 /* st's database connection, opened again if cairn_store_idle closed it;
  * NULL (the WHY recorded) if that fails. */
 sqlite3 *cn_db(cairn_store *st);
+/* Prepares sql or records the SQLite error. */
 int cn_db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql);
 /* Runs sql with no results. */
 int cn_db_exec(cairn_store *st, const char *sql);

@@ -256,6 +256,16 @@ static int ids_append(cairn_store *st, char **ids, const char *id) {
   return 0;
 }
 
+/* Counts a layer (or what goes with it) of size bytes, used by images
+ * images, pinned or not, as cairn_df says. */
+static void df_count(struct cairn_df_class *d, uint64_t size, int images, bool pinned) {
+  d->count++;
+  d->bytes += size;
+  if (images > 1) d->shared_count++, d->shared_bytes += size;
+  if (pinned) d->pinned_count++, d->pinned_bytes += size;
+  if (images == 0 && !pinned) d->reclaimable_count++, d->reclaimable_bytes += size;
+}
+
 /* Layers, one by one for their pins; the unused pinned ones go to *kept
  * (the text of a JSON array's items), as gc keeps them and their blobs. */
 static int df_layers(cairn_store *st, const struct kernel_locks *kl, struct cairn_df_class *d,
@@ -271,11 +281,7 @@ static int df_layers(cairn_store *st, const struct kernel_locks *kl, struct cair
     uint64_t size = (uint64_t)sqlite3_column_int64(q, 1);
     int images = sqlite3_column_int(q, 2);
     bool pinned = cn_pin_held_in(st, kl, CAIRN_PIN_LAYER, id);
-    d->count++;
-    d->bytes += size;
-    if (images > 1) d->shared_count++, d->shared_bytes += size;
-    if (pinned) d->pinned_count++, d->pinned_bytes += size;
-    if (images == 0 && !pinned) d->reclaimable_count++, d->reclaimable_bytes += size;
+    df_count(d, size, images, pinned);
     if (images == 0 && pinned && (r = ids_append(st, kept, id)) < 0) return r;
   }
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df layers");
@@ -330,7 +336,7 @@ static int df_blobs(cairn_store *st, const char *kept, struct cairn_df_class *d)
   return r;
 }
 
-/* The kept compressed layers: counted as their layers are (df_layers). */
+/* The kept compressed layers: counted as their layers are. */
 static int df_compressed(cairn_store *st, const struct kernel_locks *kl, struct cairn_df_class *d) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(
@@ -339,16 +345,9 @@ static int df_compressed(cairn_store *st, const struct kernel_locks *kl, struct 
       " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = b.layer_id)"
       " FROM layer_blobs b");
   if (r < 0) return r;
-  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-    uint64_t size = (uint64_t)sqlite3_column_int64(q, 1);
-    int images = sqlite3_column_int(q, 2);
-    bool pinned = cn_pin_held_in(st, kl, CAIRN_PIN_LAYER, (const char *)sqlite3_column_text(q, 0));
-    d->count++;
-    d->bytes += size;
-    if (images > 1) d->shared_count++, d->shared_bytes += size;
-    if (pinned) d->pinned_count++, d->pinned_bytes += size;
-    if (images == 0 && !pinned) d->reclaimable_count++, d->reclaimable_bytes += size;
-  }
+  while ((r = sqlite3_step(q)) == SQLITE_ROW)
+    df_count(d, (uint64_t)sqlite3_column_int64(q, 1), sqlite3_column_int(q, 2),
+             cn_pin_held_in(st, kl, CAIRN_PIN_LAYER, (const char *)sqlite3_column_text(q, 0)));
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df compressed layers");
 }
 

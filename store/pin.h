@@ -9,8 +9,6 @@
 
 /* Pins (pin.c). */
 int cn_pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len);
-/* Exclusive non-blocking lock on a target's pin file for deletion: returns
- * an fd (to pass to cn_pin_delete_unlock) or -EBUSY. */
 /* Takes a shared pin into ps without its annotation (cn_pin_annotate):
  * 1 if taken, 0 if ps held it already, or a negative errno. */
 int cn_pin_lock(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id);
@@ -18,6 +16,8 @@ int cn_pin_lock(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, con
  * transaction (unless the caller has one open). */
 int cn_pin_annotate(cairn_store *st, cairn_pinset *ps, size_t from);
 size_t cn_pinset_size(const cairn_pinset *ps);
+/* Exclusive non-blocking lock on a target's pin file for deletion: returns
+ * an fd (to pass to cn_pin_delete_unlock) or -EBUSY. */
 int cn_pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id);
 /* Unlinks the pin file (the target is gone) and closes the lock. */
 void cn_pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char *id, int fd);

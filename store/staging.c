@@ -82,7 +82,8 @@ static void journal_undo(cairn_store *st, int fd) {
   _cleanup_fclose_ FILE *f = fdopen(dup(fd), "r");
   if (!f) return;
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  if (!cn_db(st) || sqlite3_prepare_v2(st->db, "SELECT 1 FROM blobs WHERE name = ?", -1, &q, NULL) != SQLITE_OK)
+  if (!cn_db(st) ||
+      sqlite3_prepare_v2(st->db, "SELECT 1 FROM blobs WHERE name = ?", -1, &q, NULL) != SQLITE_OK)
     return;
   rewind(f);
   char line[160];

@@ -97,18 +97,25 @@ int cn_store_fail_db(cairn_store *st, const char *what) {
 
 static int store_open_db(cairn_store *st);
 
-sqlite3 *cn_db(cairn_store *st) {
-  if (!st->db && store_open_db(st) < 0 && st->db) {
+/* Opens the connection again if cairn_store_idle closed it: 0, or the
+ * failure (recorded) of opening it. */
+static int db_ready(cairn_store *st) {
+  if (st->db) return 0;
+  int r = store_open_db(st);
+  if (r < 0 && st->db) {
     sqlite3_close(st->db);
     st->db = NULL;
   }
-  return st->db;
+  return r;
 }
 
+sqlite3 *cn_db(cairn_store *st) { return db_ready(st) < 0 ? NULL : st->db; }
+
 int cn_db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql) {
-  if (!cn_db(st)) {
+  int r = db_ready(st);
+  if (r < 0) {
     *stmt = NULL;
-    return -EIO;
+    return r;
   }
   if (sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) != SQLITE_OK) {
     *stmt = NULL;
@@ -118,7 +125,8 @@ int cn_db_prepare(cairn_store *st, sqlite3_stmt **stmt, const char *sql) {
 }
 
 int cn_db_exec(cairn_store *st, const char *sql) {
-  if (!cn_db(st)) return -EIO;
+  int r = db_ready(st);
+  if (r < 0) return r;
   if (sqlite3_exec(st->db, sql, NULL, NULL, NULL) != SQLITE_OK)
     return cn_store_fail_db(st, "database");
   return 0;

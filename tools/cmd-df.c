@@ -1,9 +1,9 @@
 /*
  * cmd-df.c — `cairn df [--json]`: how much the store holds, as podman
- * system df: images, layers, blobs and kept compressed layers, each counted once (a layer several
- * images use is counted once), what is shared, what `cairn gc` would free,
- * what is pinned. The numbers are cairn_df's; the table makes them human,
- * --json gives them exact.
+ * system df: images, layers, blobs and kept compressed layers, each
+ * counted once (a layer several images use is counted once), what is
+ * shared, what `cairn gc` would free, what is pinned. The numbers are
+ * cairn_df's; the table makes them human, --json gives them exact.
  */
 #include "commands.h"
 
