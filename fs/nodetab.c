@@ -73,6 +73,12 @@ struct record {
 };
 _Static_assert(sizeof(struct record) == RECORD_SIZE, "record size");
 
+/* A file handle with room for HANDLE_MAX bytes of it. */
+union handle_buf {
+  struct file_handle fh;
+  unsigned char bytes[sizeof(struct file_handle) + HANDLE_MAX];
+};
+
 struct entry {
   struct record rec;
   struct entry *next;
@@ -182,10 +188,7 @@ static void append(struct cairnfs_nodetab *t, const struct record *rec) {
 void cairnfs_nodetab_note(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower, bool indexed,
                           int fd) {
   if (!t || fd < 0) return;
-  union {
-    struct file_handle fh;
-    unsigned char bytes[sizeof(struct file_handle) + HANDLE_MAX];
-  } h;
+  union handle_buf h;
   h.fh.handle_bytes = HANDLE_MAX;
   int mount_id;
   if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) < 0) return; /* unrecorded */
@@ -219,10 +222,7 @@ int cairnfs_nodetab_find(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t *l
                          bool *indexed) {
   struct entry *e = t ? *slot_of(t, nodeid) : NULL;
   if (!e) return -ENOENT;
-  union {
-    struct file_handle fh;
-    unsigned char bytes[sizeof(struct file_handle) + HANDLE_MAX];
-  } h;
+  union handle_buf h;
   h.fh.handle_bytes = e->rec.handle_bytes;
   h.fh.handle_type = e->rec.handle_type;
   memcpy(h.fh.f_handle, e->rec.handle, e->rec.handle_bytes);

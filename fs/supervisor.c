@@ -113,6 +113,13 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Whether cairn commit moved this writable mount onto its new image: it
+ * is then served from an upper and an image this supervisor does not
+ * hold (upper.c's rebase()), and no other server could serve it. */
+static bool moved_by_commit(const struct supervisor *s) {
+  return s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd);
+}
+
 /* Signals reach the loop through a pipe (handlers do nothing else). */
 static int signal_pipe[2] = {-1, -1};
 static const int handled_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGUSR1};
@@ -270,11 +277,9 @@ static int server_exited(struct supervisor *s, int status) {
   }
   bool ended = WIFEXITED(status) && WEXITSTATUS(status) == CAIRNFS_SERVER_ENDED;
   if (ended && session_ended(s)) return 1;
-  /* A writable mount that cairn commit moved onto its new image is served
-   * from an upper and an image this supervisor does not hold (upper.c's
-   * rebase()): no other server could serve it, and it ends as writable
-   * mounts did before restarts (stale until cairn umount). */
-  if (s->ready && s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd))
+  /* A mount moved by cairn commit ends as writable mounts did before
+   * restarts (stale until cairn umount). */
+  if (s->ready && moved_by_commit(s))
     return report_fail(-EIO,
                        "%s: the server of a writable mount moved by cairn commit died; it is not "
                        "restarted (hint: cairn umount %s)",
@@ -337,8 +342,7 @@ static int supervise_loop(struct supervisor *s) {
     unsigned char sigs[32];
     ssize_t n = read(signal_pipe[0], sigs, sizeof(sigs));
     for (ssize_t i = 0; i < n; i++) {
-      if (sigs[i] == SIGUSR1 && s->server && s->ready &&
-          !(s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd))) { /* see server_exited */
+      if (sigs[i] == SIGUSR1 && s->server && s->ready && !moved_by_commit(s)) {
         s->upgrading = true;
         kill(s->server, SIGKILL);
       } else if (sigs[i] == SIGTERM || sigs[i] == SIGINT || sigs[i] == SIGHUP) {

@@ -52,10 +52,11 @@
  *   start (inode_restore), so that their inode numbers (2^32 + the backing
  *   inode) are not reused by new files while the kernel caches them. A
  *   restored inode's count of kernel references is unknown: it is kept
- *   until the kernel forgets it (a FORGET carries all its lookups). Its place (parent, name) is
- * learnt again from the kernel's next lookup (or, lower-only, from the tree when a copy-up needs
- * it); until then ".." in its listing names the root, and a restored symlink's xattrs and times
- * answer EIO.
+ *   until the kernel forgets it (a FORGET carries all its lookups). Its
+ *   place (parent, name) is learnt again from the kernel's next lookup
+ *   (or, lower-only, from the tree when a copy-up needs it); until then
+ *   ".." in its listing names the root, and a restored symlink's xattrs
+ *   and times answer EIO.
  * - a file handle (fh): epoch << 44 | open flags << 20 | fd, the epoch
  *   being the server's (nodetab.c); a dead server's fh is opened again
  *   from the request's nodeid and its flags (not truncating, not
@@ -250,8 +251,10 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, b
     *pp = i->hnext;
     key_unlink(rw, i);
     struct inode *parent = i->parent;
-    if (i->fd >= 0) cairnfs_nodetab_forget(rw->nodes, i->id);
-    if (i->fd >= 0) close(i->fd);
+    if (i->fd >= 0) {
+      cairnfs_nodetab_forget(rw->nodes, i->id);
+      close(i->fd);
+    }
     free(i->name);
     free(i);
     i = parent;
@@ -605,11 +608,19 @@ static struct inode *inode_lookup(struct cairnfs *fs, uint64_t ino, unsigned dep
   return i ? i : inode_restore(fs, ino, depth);
 }
 
+/* The directory inode that holds tree inode ino where the tree has it,
+ * and its name there in *name; NULL if there is none. */
+static struct inode *tree_place(struct cairnfs *fs, uint32_t ino, unsigned depth,
+                                const char **name) {
+  uint32_t p = tree_parent(fs, ino);
+  *name = p ? tree_name(fs, p, ino) : NULL;
+  return *name ? inode_lookup(fs, p, depth) : NULL;
+}
+
 /* Gives a restored lower-only inode the place the tree says it has. */
 static void inode_find_parent(struct cairnfs *fs, struct inode *i) {
-  uint32_t p = i->lower ? tree_parent(fs, i->lower) : 0;
-  const char *name = p ? tree_name(fs, p, i->lower) : NULL;
-  struct inode *dir = name ? inode_lookup(fs, p, 1) : NULL;
+  const char *name;
+  struct inode *dir = i->lower ? tree_place(fs, i->lower, 1, &name) : NULL;
   if (dir) inode_place(fs->rw, i, dir, name);
 }
 
@@ -638,9 +649,8 @@ static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned de
   if (fd != -ENOENT || ino >= UPPER_BASE) return NULL;
   const cairn_node *n = cairn_tree_node(fs->tree, ino);
   if (!n) return NULL;
-  uint32_t p = tree_parent(fs, (uint32_t)ino);
-  const char *name = p ? tree_name(fs, p, (uint32_t)ino) : NULL;
-  struct inode *dir = name ? inode_lookup(fs, p, depth + 1) : NULL;
+  const char *name;
+  struct inode *dir = tree_place(fs, (uint32_t)ino, depth + 1, &name);
   if (dir && resolve(fs, dir, name, &i) == 0) {
     if (i->id == ino) {
       i->refs += RESTORED_REFS;
@@ -687,6 +697,31 @@ struct stale_fh {
   struct stale_fh *next;
 };
 
+struct dirh;
+static void dirh_free(struct dirh *d);
+
+/* The record of a dead server's handle fh (mu held), or NULL. */
+static struct stale_fh *stale_find(struct cairnfs_rw *rw, uint64_t fh) {
+  struct stale_fh *s = rw->stale;
+  while (s && s->fh != fh) s = s->next;
+  return s;
+}
+
+/* Records fh (mu held), with what it holds: fd, or a listing. */
+static struct stale_fh *stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct dirh *d) {
+  struct stale_fh *s = calloc(1, sizeof(*s));
+  if (!s) return NULL;
+  *s = (struct stale_fh){.fh = fh, .fd = fd, .dirh = d, .next = rw->stale};
+  rw->stale = s;
+  return s;
+}
+
+static void stale_free(struct stale_fh *s) {
+  if (s->fd >= 0) close(s->fd);
+  if (s->dirh) dirh_free(s->dirh);
+  free(s);
+}
+
 static int fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh) {
   if (fd < 0 || fd >= 1 << FH_FD_BITS) return -EMFILE;
   *fh = ((uint64_t)rw->epoch & FH_EPOCH_MASK) << FH_EPOCH_SHIFT |
@@ -699,8 +734,6 @@ static bool fh_ours(const struct cairnfs_rw *rw, uint64_t fh) {
 }
 
 static int reopen(struct inode *i, int flags);
-struct dirh;
-static void dirh_free(struct dirh *d);
 
 /* The fd a file's fi->fh (not NO_FH) names in this server, or -errno;
  * locked: the caller holds mu. */
@@ -709,21 +742,16 @@ static int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_i
   struct cairnfs_rw *rw = fs->rw;
   if (fh_ours(rw, fi->fh)) return (int)(fi->fh & ((1ULL << FH_FD_BITS) - 1));
   if (!locked) pthread_mutex_lock(&rw->mu);
-  struct stale_fh *s = rw->stale;
-  while (s && s->fh != fi->fh) s = s->next;
+  struct stale_fh *s = stale_find(rw, fi->fh);
   int fd = s ? s->fd : -1;
   if (!s) {
     struct inode *i = inode_of(fs, ino);
     /* not truncated again, nor created */
     int flags = (int)(fi->fh >> FH_FLAGS_SHIFT & FH_FLAGS_MASK) & ~(O_TRUNC | O_CREAT | O_EXCL);
     fd = !i ? -ESTALE : i->fd < 0 ? -EBADF : reopen(i, flags);
-    if (fd >= 0 && !(s = calloc(1, sizeof(*s)))) {
+    if (fd >= 0 && !stale_add(rw, fi->fh, fd, NULL)) {
       close(fd);
       fd = -ENOMEM;
-    }
-    if (s) {
-      *s = (struct stale_fh){.fh = fi->fh, .fd = fd, .next = rw->stale};
-      rw->stale = s;
     }
   }
   if (!locked) pthread_mutex_unlock(&rw->mu);
@@ -736,23 +764,19 @@ static int fh_fd(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info
 
 /* Closes what a released fh holds (a dead server's: its reopened fd or
  * listing, if any). */
-static void fh_release(struct cairnfs *fs, uint64_t fh, bool dir) {
+static void fh_release(struct cairnfs *fs, uint64_t fh) {
   struct cairnfs_rw *rw = fs->rw;
   pthread_mutex_lock(&rw->mu);
   struct stale_fh **pp = &rw->stale, *s;
   while (*pp && (*pp)->fh != fh) pp = &(*pp)->next;
   if ((s = *pp)) *pp = s->next;
   pthread_mutex_unlock(&rw->mu);
-  if (!s) return;
-  if (s->fd >= 0) close(s->fd);
-  if (dir && s->dirh) dirh_free(s->dirh);
-  free(s);
+  if (s) stale_free(s);
 }
 
 #define LOCK(fs) pthread_mutex_lock(&(fs)->rw->mu)
 #define UNLOCK(fs) pthread_mutex_unlock(&(fs)->rw->mu)
 
-/* Replies with the entry of i, referenced once more for the kernel. */
 /* Replies entry e of i, which gets the kernel's reference, and unlocks mu
  * (taken); the reference is dropped again if the reply fails. */
 static void reply_entry_unlock(fuse_req_t req, struct cairnfs *fs, struct inode *i,
@@ -766,6 +790,7 @@ static void reply_entry_unlock(fuse_req_t req, struct cairnfs *fs, struct inode 
   }
 }
 
+/* Replies with the entry of i, referenced once more for the kernel. */
 static void reply_entry(fuse_req_t req, struct cairnfs *fs, struct inode *i) {
   struct fuse_entry_param e;
   int r = entry_of(fs, i, &e);
@@ -1452,7 +1477,7 @@ static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
     handle_untrack(fs, fi, fd); /* before the close: the fd number is free after */
     close(fd);
   } else if (fi->fh != NO_FH) {
-    fh_release(fs, fi->fh, false);
+    fh_release(fs, fi->fh);
   }
   fuse_reply_err(req, 0);
 }
@@ -1528,19 +1553,10 @@ static struct dirh *dirh_of(struct cairnfs *fs, const struct fuse_file_info *fi)
 static struct dirh *dirh_stale(struct cairnfs *fs, uint64_t fh) {
   struct cairnfs_rw *rw = fs->rw;
   pthread_mutex_lock(&rw->mu);
-  struct stale_fh *s = rw->stale;
-  while (s && s->fh != fh) s = s->next;
-  if (!s && (s = calloc(1, sizeof(*s)))) {
-    s->dirh = calloc(1, sizeof(*s->dirh));
-    if (!s->dirh) {
-      free(s);
-      s = NULL;
-    } else {
-      s->fh = fh;
-      s->fd = -1;
-      s->next = rw->stale;
-      rw->stale = s;
-    }
+  struct stale_fh *s = stale_find(rw, fh);
+  if (!s) {
+    struct dirh *d = calloc(1, sizeof(*d));
+    if (d && !(s = stale_add(rw, fh, -1, d))) free(d);
   }
   pthread_mutex_unlock(&rw->mu);
   return s ? s->dirh : NULL;
@@ -1694,7 +1710,7 @@ static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
   if (d)
     dirh_free(d);
   else
-    fh_release(fs, fi->fh, true);
+    fh_release(fs, fi->fh);
   fuse_reply_err(req, 0);
 }
 
@@ -2227,9 +2243,7 @@ void cairnfs_rw_free(struct cairnfs *fs) {
   }
   for (struct stale_fh *s = rw->stale, *next; s; s = next) {
     next = s->next;
-    if (s->fd >= 0) close(s->fd);
-    if (s->dirh) dirh_free(s->dirh);
-    free(s);
+    stale_free(s);
   }
   cairnfs_nodetab_free(rw->nodes);
   free(rw->rparent);
