@@ -93,7 +93,7 @@ umount_cmd() {
 gone_cmd() {
   case $1 in
   overlayfs | cairn-mount*) echo true ;;
-  *) echo "for i in \$(seq 500); do pgrep -f -- ' $2\$' >/dev/null || break; sleep 0.01; done" ;;
+  *) daemon_gone_cmd "$2" ;;
   esac
 }
 
@@ -122,11 +122,8 @@ daemon_pids() {
     cat "$TMP/fovl.pids"
   else
     # The supervisor a mount record names and the server it runs.
-    local pid
-    for pid in $("${BIN[$s]}/cairn" --store "$TMP/store-$s" mounts --json | jq -r '.[].pid'); do
-      echo "$pid"
-      pgrep -P "$pid" || true
-    done
+    # shellcheck disable=SC2046 # a list of pids
+    mount_procs $("${BIN[$s]}/cairn" --store "$TMP/store-$s" mounts --json | jq -r '.[].pid')
   fi
 }
 

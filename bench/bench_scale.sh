@@ -101,13 +101,10 @@ umount_cmd() { # SYSTEM DIR
 # pid_of SYSTEM DIR IMAGE: the processes serving DIR (a cairnfs mount:
 # its supervisor and the server it runs, both counted).
 pid_of() {
-  local p
   case $1 in
   cairnfs)
-    for p in $("$CAIRN_BIN/cairn" --store "$S" mounts --json | jq -r --arg d "$2" '.[] | select(.dir == $d) | .pid'); do
-      echo "$p"
-      pgrep -P "$p" || true
-    done
+    # shellcheck disable=SC2046 # a list of pids
+    mount_procs $("$CAIRN_BIN/cairn" --store "$S" mounts --json | jq -r --arg d "$2" '.[] | select(.dir == $d) | .pid')
     ;;
   fuse-overlayfs) pgrep -f -x "fuse-overlayfs -o lowerdir=$(lower "$3") $2" ;;
   esac
@@ -123,8 +120,7 @@ smaps() {
 # (fusermount3 -u returns before it), so that no teardown is in the next
 # run's time.
 gone_cmd() {
-  [ "$1" = overlayfs ] && { echo true; return; }
-  echo "for i in \$(seq 500); do pgrep -f -- ' $2\$' >/dev/null || break; sleep 0.01; done"
+  if [ "$1" = overlayfs ]; then echo true; else daemon_gone_cmd "$2"; fi
 }
 
 J=$TMP/json

@@ -79,6 +79,24 @@ mount_pid() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d)
 mount_state() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .state'; }
 # mount_is_live DIR: its record says live (for wait_for, which runs it anew each try).
 mount_is_live() { [ "$(mount_state "$1")" = live ]; }
+# server_of SUPERVISOR: the server a mount's supervisor runs (its child),
+# or nothing while none does.
+server_of() { cat "/proc/$1/task/$1/children" 2>/dev/null | tr ' ' '\n' | grep -m1 . || true; }
+# mount_procs SUPERVISOR...: each supervisor, then the server it runs: a
+# mount's processes, for what they cost together (bench/).
+mount_procs() {
+  local p
+  for p in "$@"; do
+    echo "$p"
+    server_of "$p"
+  done
+}
+# daemon_gone_cmd DIR: a shell command that waits (5 s at most) until no
+# process whose command line ends with DIR runs: a FUSE daemon of DIR
+# after fusermount3 -u, which returns before it exits (bench/).
+daemon_gone_cmd() {
+  echo "for i in \$(seq 500); do pgrep -f -- ' $1\$' >/dev/null || break; sleep 0.01; done"
+}
 
 # stream_reader R MNT FILE...: reads each FILE of MNT with O_DIRECT (every
 # read a FUSE request), round after round (10,000 at most) until $TMP/stop

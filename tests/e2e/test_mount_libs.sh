@@ -28,7 +28,7 @@ pass "the cairnfs daemon maps only libfuse3, SQLite, xxHash and libc (and their 
 # connection (cairn_store_idle): its page cache and schema were private
 # memory in each of a host's hundreds of mounts. The store still answers
 # them: the mount is listed, and goes cleanly (the record is forgotten).
-server=$(pgrep -P "$pid" | head -1)
+server=$(server_of "$pid")
 [ -n "$server" ] || fail "the daemon $pid runs no server"
 for p in "$pid" "$server"; do
   if ls -l "/proc/$p/fd" | grep -E 'meta\.db(-wal|-shm)?$'; then

@@ -23,7 +23,6 @@ echo small >"$TMP/src/small"
 tar -C "$TMP/src" -cf "$TMP/data.tar" .
 cairn import data:1 "$TMP/data.tar" >/dev/null 2>&1
 want=$(md5sum <"$TMP/src/big" | cut -d' ' -f1)
-server_of() { cat "/proc/$1/task/$1/children" 2>/dev/null | tr ' ' '\n' | grep -m1 . || true; }
 
 mnt=$TMP/mnt
 mkdir "$mnt"

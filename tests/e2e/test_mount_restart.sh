@@ -27,7 +27,6 @@ mnt=$TMP/mnt
 mkdir "$mnt"
 cairn mount -q data:1 "$mnt"
 sup=$(mount_pid "$mnt")
-server_of() { cat "/proc/$1/task/$1/children" 2>/dev/null | tr ' ' '\n' | grep -m1 . || true; }
 server=$(server_of "$sup")
 [ -n "$server" ] || fail "the recorded daemon $sup has no server child"
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"

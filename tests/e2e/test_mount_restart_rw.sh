@@ -30,7 +30,6 @@ mnt=$TMP/mnt
 mkdir "$mnt"
 cairn mount -q --rw data:1 "$mnt"
 sup=$(mount_pid "$mnt")
-server_of() { cat "/proc/$1/task/$1/children" 2>/dev/null | tr ' ' '\n' | grep -m1 . || true; }
 [ -n "$(server_of "$sup")" ] || fail "the recorded daemon $sup has no server child"
 uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*' | sort; }
 upper=$(uppers)

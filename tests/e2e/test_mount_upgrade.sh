@@ -22,7 +22,6 @@ mnt=$TMP/mnt
 mkdir "$mnt"
 "$TMP/bin/cairnfs" --store "$STORE" data:1 "$mnt"
 sup=$(mount_pid "$mnt")
-server_of() { cat "/proc/$1/task/$1/children" 2>/dev/null | tr ' ' '\n' | grep -m1 . || true; }
 server_changed() {
   local s
   s=$(server_of "$sup")
