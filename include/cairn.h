@@ -255,6 +255,10 @@ typedef int (*cairn_pin_fn)(const struct cairn_pin_rec *p, void *arg);
  * narrows it. Stale annotations are reported, not deleted: see
  * cairn_pins_clean_stale. A non-zero return of fn stops and is returned. */
 int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg);
+/* Starts reading the host's locks (/proc/locks) on a thread, for the next
+ * cairn_pins_foreach, which starts it itself otherwise: a listing calls it
+ * first and asks the store its other questions meanwhile. */
+void cairn_pins_prefetch(cairn_store *st);
 
 /* Deletes the annotations whose lock is gone; returns how many. */
 int cairn_pins_clean_stale(cairn_store *st);

@@ -33,6 +33,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/file.h>
 #include <linux/magic.h>
@@ -283,15 +284,16 @@ static void locks_sort(struct kernel_locks *kl) {
   kl->n = cn_sort_unique(kl->v, kl->n, sizeof(*kl->v), lock_cmp);
 }
 
-int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
+/* Reads every held flock(2) lock of the host from /proc/locks, sorted;
+ * touches no store (the prefetch thread runs it). Returns -errno. */
+static int locks_read(struct kernel_locks *out) {
   *out = (struct kernel_locks){0};
   /* /proc/locks walks the list from its start for every page it returns:
    * a big buffer makes few read(2)s of it (glibc's would be 1 KiB). */
   _cleanup_free_ char *buf = malloc(1 << 16);
-  FILE *f = buf ? fopen("/proc/locks", "re") : NULL;
-  if (!f)
-    return store_fail(st, buf ? -errno : -ENOMEM, "/proc/locks: %s",
-                      strerror(buf ? errno : ENOMEM));
+  if (!buf) return -ENOMEM;
+  FILE *f = fopen("/proc/locks", "re");
+  if (!f) return -errno;
   setvbuf(f, buf, _IOFBF, 1 << 16);
   char line[512];
   size_t cap = 0;
@@ -302,12 +304,95 @@ int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
       fclose(f);
       free(out->v);
       *out = (struct kernel_locks){0};
-      return store_fail(st, -ENOMEM, "/proc/locks: %s", strerror(ENOMEM));
+      return -ENOMEM;
     }
   }
   fclose(f);
   locks_sort(out);
   return 0;
+}
+
+int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
+  int r = locks_read(out);
+  return r < 0 ? store_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
+}
+
+/* ---- /proc/locks read while a listing reads the rest ------------------ */
+
+/* With 10,000 locks on the host, reading /proc/locks costs the kernel as
+ * much as the rest of a listing of them: one read runs on a thread of its
+ * own while the listing asks SQLite for its annotations and names. Those
+ * questions are asked in one read transaction, begun before the thread
+ * starts and ended after it is done: SQLite locks its files (fcntl) at each
+ * transaction's start and end, and a lock taken or dropped during a read of
+ * /proc/locks shifts the lines under it (see locks_read_for), which would
+ * cost a second read. */
+struct cn_locks_prefetch {
+  pthread_t thread;
+  struct kernel_locks kl;
+  int err;
+  bool txn; /* the read transaction is the prefetch's */
+};
+
+static void *prefetch_run(void *arg) {
+  struct cn_locks_prefetch *p = arg;
+  p->err = locks_read(&p->kl);
+  return NULL;
+}
+
+/* Begins a read transaction, and reads, so that SQLite holds its read
+ * lock already; false if it did not (a transaction was open, or failed). */
+static bool read_txn_begin(cairn_store *st) {
+  sqlite3 *db = cn_db(st);
+  if (!db || !sqlite3_get_autocommit(db) ||
+      sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+    return false;
+  if (sqlite3_exec(db, "SELECT count(*) FROM pins", NULL, NULL, NULL) != SQLITE_OK) {
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return false;
+  }
+  return true;
+}
+
+void cairn_pins_prefetch(cairn_store *st) {
+  if (st->locks_prefetch) return;
+  struct cn_locks_prefetch *p = calloc(1, sizeof(*p));
+  if (!p) return; /* the listing reads them itself */
+  p->txn = read_txn_begin(st);
+  store_errclear(st); /* the listing says why, if the database fails */
+  if (pthread_create(&p->thread, NULL, prefetch_run, p) == 0) {
+    st->locks_prefetch = p;
+    return;
+  }
+  if (p->txn) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+  free(p);
+}
+
+/* The locks that the prefetch read (joined; NULL kl: dropped), or -errno. */
+static int prefetch_join(cairn_store *st, struct kernel_locks *kl) {
+  struct cn_locks_prefetch *p = st->locks_prefetch;
+  st->locks_prefetch = NULL;
+  pthread_join(p->thread, NULL);
+  if (p->txn) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL); /* it only read */
+  int r = p->err;
+  if (kl)
+    *kl = p->kl;
+  else
+    free(p->kl.v);
+  free(p);
+  return r;
+}
+
+void cn_pins_prefetch_drop(cairn_store *st) {
+  if (st->locks_prefetch) prefetch_join(st, NULL);
+}
+
+/* The first read of a listing: the prefetched one if there is one (a read
+ * taken before the annotations: see locks_read_for), else a read now. */
+static int locks_first_read(cairn_store *st, struct kernel_locks *kl) {
+  if (!st->locks_prefetch) return cn_kernel_locks_read(st, kl);
+  int r = prefetch_join(st, kl);
+  return r < 0 ? store_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
 }
 
 /* The locks on the inode s: a run of the sorted kl. */
@@ -836,8 +921,12 @@ static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
   return 0;
 }
 
-/* Reads /proc/locks for the annotations ns (read before it: a pinner locks
- * before it annotates). A read of /proc/locks is not atomic: it comes a page
+/* Reads /proc/locks for the annotations ns. A pinner locks before it
+ * annotates, so a read after ns shows the lock of every live pin in ns. The
+ * first read may be the prefetched one, taken while ns was read: a pin taken
+ * meanwhile may be in ns and not in that read, and it looks unlocked, as
+ * below, until the read again after ns. A read of /proc/locks is not
+ * atomic: it comes a page
  * at a time, each page found again by its place in a list that every lock
  * taken or dropped on the host shifts (SQLite's, too), so a line can be
  * skipped; with thousands of locks that is common. So when an annotation
@@ -849,7 +938,7 @@ static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
  * shows no lock of its pid. */
 static int locks_read_for(cairn_store *st, const struct notes *ns, const struct pin_targets *t,
                           struct kernel_locks *kl) {
-  int r = cn_kernel_locks_read(st, kl);
+  int r = locks_first_read(st, kl);
   if (r < 0) return r;
   struct unlocked u = {0};
   for (int step = 0; r == 0 && step < 3; step++) {
@@ -909,9 +998,13 @@ static int target_order_cmp(const void *a, const void *b) {
 
 int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {
   store_errclear(st);
+  cairn_pins_prefetch(st);
   struct notes notes;
   int r = notes_read(st, -1, filter_id, &notes);
-  if (r < 0) return r;
+  if (r < 0) {
+    cn_pins_prefetch_drop(st);
+    return r;
+  }
   store_test_point(st, "pins: annotations read");
   struct pin_targets targets = {0};
   struct kernel_locks kl = {0};
@@ -933,6 +1026,7 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
     r = target_rows(st, &kl, &procs, run, n_run, listing[i], fn, arg);
   }
 out:
+  cn_pins_prefetch_drop(st); /* not joined if the listing failed before */
   procs_free(&procs);
   free(targets.v);
   free(kl.v);

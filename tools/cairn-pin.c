@@ -113,7 +113,9 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
   struct cli_rows rows = {0};
   bool stale = false;
   struct pin_ls_rows collect = {&rows, &stale};
-  r = cairn_pins_foreach(st, optind < argc ? id : NULL, pin_ls_row, &collect);
+  cairn_pins_prefetch(st); /* the names are read meanwhile */
+  r = cli_rows_read_names(st, &rows);
+  if (r == 0) r = cairn_pins_foreach(st, optind < argc ? id : NULL, pin_ls_row, &collect);
   if (r == 0) r = cli_rows_add_names(st, &rows, "target");
   if (r < 0) {
     cli_rows_free(&rows);

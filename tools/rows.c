@@ -211,16 +211,22 @@ static size_t names_index_first(const struct names_index *ix, const char *target
   return lo < ix->n && strcmp(ix->targets[lo], target) == 0 ? lo : ix->n;
 }
 
-int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key) {
-  int kf = field_of(rows->schema, key, strlen(key)), nf = field_of(rows->schema, "names", 5);
-  if (!rows->n) return 0;
-  if (kf < 0 || nf < 0) return -EINVAL;
+int cli_rows_read_names(cairn_store *st, struct cli_rows *rows) {
   names_index_free(rows->names_index);
   struct names_index *ix = rows->names_index = calloc(1, sizeof(*ix));
   if (!ix) return -ENOMEM;
   int r = cairn_names_foreach(st, names_index_add, rows);
   if (r < 0) return r;
-  if (!names_index_sorted(ix)) return cairn_fail(st, -EIO, "the names are not in order");
+  return names_index_sorted(ix) ? 0 : cairn_fail(st, -EIO, "the names are not in order");
+}
+
+int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key) {
+  int kf = field_of(rows->schema, key, strlen(key)), nf = field_of(rows->schema, "names", 5);
+  if (!rows->n) return 0;
+  if (kf < 0 || nf < 0) return -EINVAL;
+  int r = rows->names_index ? 0 : cli_rows_read_names(st, rows);
+  if (r < 0) return r;
+  const struct names_index *ix = rows->names_index;
   for (size_t i = 0; i < rows->n; i++) {
     struct cli_cell *row = rows->cells + i * rows->schema->n;
     size_t first = row[kf].set ? names_index_first(ix, row[kf].s) : ix->n, end = first;

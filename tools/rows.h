@@ -82,8 +82,12 @@ bool cli_cell_set_list(struct cli_rows *rows, struct cli_cell *cell, const void 
 json_t *cli_rows_json(const struct cli_rows *rows);
 
 /* Sets each row's "names" cell: the names of the images whose id, or one
- * of whose layers' ids, is the row's text at key. */
+ * of whose layers' ids, is the row's text at key; they are read now unless
+ * cli_rows_read_names read them before. */
 int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key);
+/* Reads the names for cli_rows_add_names ahead of the rows (cairn-pin ls,
+ * while the host's locks are read: cairn_pins_prefetch). */
+int cli_rows_read_names(cairn_store *st, struct cli_rows *rows);
 
 /* The records of libcairn as the contract's rows (the keys of
  * ../shared/DESIGN.md): each appends the record's row to the struct
