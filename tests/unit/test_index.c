@@ -369,7 +369,8 @@ Test(index, a_mount_reads_little_of_a_big_index, .timeout = 120) {
   cr_assert(fd >= 0);
   cr_assert_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
   close(fd);
-  cr_assert_lt(resident(path), 64 << 10, "the index stayed in the page cache");
+  if (resident(path) >= 64 << 10) /* tmpfs, say: nothing to read from */
+    cr_skip_test("the index cannot be dropped from the page cache on this file system");
 
   cairn_tree *t;
   cr_assert_eq(cairn_tree_open(T.st, id, &t), 0, "%s", cairn_errmsg(T.st));
