@@ -140,26 +140,76 @@ static json_t *cell_json(const struct cli_field *f, const struct cli_cell *c) {
   return NULL;
 }
 
+/* Row r as a JSON object (keys in schema order); NULL without memory or
+ * for text that is not UTF-8. */
+static json_t *row_json(const struct cli_rows *rows, size_t r) {
+  const struct cli_cell *row = rows->cells + r * rows->schema->n;
+  json_t *obj = json_object();
+  for (size_t f = 0; obj && f < rows->schema->n; f++) {
+    const struct cli_field *field = &rows->schema->fields[f];
+    if (!row[f].set && field->omit_unset) continue;
+    json_t *v = cell_json(field, &row[f]);
+    if (!v || json_object_set_new_nocheck(obj, field->key, v) < 0) {
+      json_decref(obj);
+      obj = NULL;
+    }
+  }
+  return obj;
+}
+
 json_t *cli_rows_json(const struct cli_rows *rows) {
   json_t *array = json_array();
   for (size_t r = 0; array && r < rows->n; r++) {
-    const struct cli_cell *row = rows->cells + r * rows->schema->n;
-    json_t *obj = json_object();
-    for (size_t f = 0; obj && f < rows->schema->n; f++) {
-      const struct cli_field *field = &rows->schema->fields[f];
-      if (!row[f].set && field->omit_unset) continue;
-      json_t *v = cell_json(field, &row[f]);
-      if (!v || json_object_set_new_nocheck(obj, field->key, v) < 0) {
-        json_decref(obj);
-        obj = NULL;
-      }
-    }
+    json_t *obj = row_json(rows, r);
     if (!obj || json_array_append_new(array, obj) < 0) {
       json_decref(array);
       array = NULL;
     }
   }
   return array;
+}
+
+/* Prints the rows as cli_print_json prints cli_rows_json's array, byte for
+ * byte, an object at a time: building 10,000 objects before printing any,
+ * then freeing them, was most of cairn-pin ls --json. Each object is dumped
+ * alone and indented one level more (a raw newline in a dump is always
+ * layout: strings escape theirs); the text is collected first, so that a
+ * row that fails prints nothing. -ENOMEM or -EILSEQ (not UTF-8). */
+static int rows_json_print(const struct cli_rows *rows) {
+  if (rows->n == 0) {
+    fputs("[]\n", stdout);
+    return 0;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  if (!out) return -ENOMEM;
+  int r = 0;
+  fputs("[\n", out);
+  for (size_t i = 0; r == 0 && i < rows->n; i++) {
+    json_t *obj = row_json(rows, i);
+    char *dump = obj ? json_dumps(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(obj);
+    if (!dump) {
+      r = obj ? -ENOMEM : -EILSEQ;
+      break;
+    }
+    for (const char *p = dump, *nl; *p; p = nl + 1) {
+      fputs("  ", out);
+      nl = strchr(p, '\n');
+      if (!nl) {
+        fputs(p, out);
+        break;
+      }
+      fwrite(p, 1, (size_t)(nl - p + 1), out);
+    }
+    free(dump);
+    fputs(i + 1 < rows->n ? ",\n" : "\n]\n", out);
+  }
+  if (fclose(out) != 0 && r == 0) r = -ENOMEM;
+  if (r == 0) fwrite(text, 1, len, stdout);
+  free(text);
+  return r;
 }
 
 /* ---- names ---------------------------------------------------------------- */
@@ -598,10 +648,8 @@ int cli_listing_print(const struct cli_listing *l, const char *usage, const stru
   int field[MAX_COLUMNS];
   if (n > MAX_COLUMNS) n = MAX_COLUMNS;
   if (l->json) {
-    json_t *array = cli_rows_json(rows);
-    if (!array) return report_fail(-ENOMEM, "%s: cannot make the JSON (out of memory)", l->cmd);
-    cli_print_json(array);
-    json_decref(array);
+    if (rows_json_print(rows) < 0)
+      return report_fail(-ENOMEM, "%s: cannot make the JSON (out of memory)", l->cmd);
     return CAIRN_EXIT_OK;
   }
   if (rows->n && !columns_fields(rows, columns, n, field))

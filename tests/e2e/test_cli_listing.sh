@@ -46,6 +46,13 @@ check "cairn-pin ls: the shared layer with both images' names" \
   grep -qE "^layer +${shared:0:12} +app:1,base:latest " "$T/stdout"
 check "cairn-pin ls --json: names" \
   [ "$(cairn-pin ls --json | jq -c "[.[] | select(.target == \"$shared\") | .names][0]")" = '["app:1","base:latest"]' ]
+# --json is the array pretty-printed as jq prints it (two-space indent, an
+# object per row, its lists nested): rows are printed an object at a time.
+cairn-pin ls --json >"$T/pins.json"
+check "cairn-pin ls --json: several rows, laid out as jq --indent 2 lays them out" \
+  sh -c "[ \$(jq length '$T/pins.json') -ge 3 ] && jq --indent 2 . '$T/pins.json' | cmp -s - '$T/pins.json'"
+check "images --json: laid out as jq --indent 2 lays it out" \
+  sh -c "cairn images --json >'$T/images.json' && jq --indent 2 . '$T/images.json' | cmp -s - '$T/images.json'"
 check "cairn-pin ls --format" grep -qx "image app:1" <(cairn-pin ls --format '{{.Kind}} {{.Names}}')
 check "cairn-pin ls -q --no-trunc: full targets" grep -qx "$app" <(cairn-pin ls -q --no-trunc)
 cairn umount -q "$T/m"
