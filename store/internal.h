@@ -35,12 +35,11 @@ struct cairn_store {
   cairn_progress_fn progress; /* cairn_store_set_progress (progress.c) */
   void *progress_arg;
   struct cn_locks_prefetch *locks_prefetch; /* cairn_pins_prefetch (pin.c), or NULL */
+  /* Set by a layer above that holds something to end before the store
+   * closes (pin.c: a prefetch's thread, joined); cairn_store_close runs it
+   * first. */
+  void (*on_close)(cairn_store *st);
 };
-
-/* Waits for cairn_pins_prefetch's read of the host's locks, if one runs,
- * and drops it (cairn_store_close; a listing that failed before it used
- * it) (pin.c). */
-void cn_pins_prefetch_drop(cairn_store *st);
 
 /* cairn_store_default_dir, its failure recorded on st (config.c). */
 int cn_store_default_dir(cairn_store *st, char *buf, size_t len);

@@ -354,20 +354,6 @@ static bool read_txn_begin(cairn_store *st) {
   return true;
 }
 
-void cairn_pins_prefetch(cairn_store *st) {
-  if (st->locks_prefetch) return;
-  struct cn_locks_prefetch *p = calloc(1, sizeof(*p));
-  if (!p) return; /* the listing reads them itself */
-  p->txn = read_txn_begin(st);
-  store_errclear(st); /* the listing says why, if the database fails */
-  if (pthread_create(&p->thread, NULL, prefetch_run, p) == 0) {
-    st->locks_prefetch = p;
-    return;
-  }
-  if (p->txn) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-  free(p);
-}
-
 /* The locks that the prefetch read (joined; NULL kl: dropped), or -errno. */
 static int prefetch_join(cairn_store *st, struct kernel_locks *kl) {
   struct cn_locks_prefetch *p = st->locks_prefetch;
@@ -383,8 +369,25 @@ static int prefetch_join(cairn_store *st, struct kernel_locks *kl) {
   return r;
 }
 
-void cn_pins_prefetch_drop(cairn_store *st) {
+/* Waits for the prefetch's read, if one runs, and drops it (the store's
+ * on_close; a listing that failed before it used it). */
+static void prefetch_drop(cairn_store *st) {
   if (st->locks_prefetch) prefetch_join(st, NULL);
+}
+
+void cairn_pins_prefetch(cairn_store *st) {
+  if (st->locks_prefetch) return;
+  struct cn_locks_prefetch *p = calloc(1, sizeof(*p));
+  if (!p) return; /* the listing reads them itself */
+  p->txn = read_txn_begin(st);
+  store_errclear(st); /* the listing says why, if the database fails */
+  if (pthread_create(&p->thread, NULL, prefetch_run, p) == 0) {
+    st->locks_prefetch = p;
+    st->on_close = prefetch_drop;
+    return;
+  }
+  if (p->txn) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+  free(p);
 }
 
 /* The first read of a listing: the prefetched one if there is one (a read
@@ -1002,7 +1005,7 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
   struct notes notes;
   int r = notes_read(st, -1, filter_id, &notes);
   if (r < 0) {
-    cn_pins_prefetch_drop(st);
+    prefetch_drop(st);
     return r;
   }
   store_test_point(st, "pins: annotations read");
@@ -1026,7 +1029,7 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
     r = target_rows(st, &kl, &procs, run, n_run, listing[i], fn, arg);
   }
 out:
-  cn_pins_prefetch_drop(st); /* not joined if the listing failed before */
+  prefetch_drop(st); /* not joined if the listing failed before */
   procs_free(&procs);
   free(targets.v);
   free(kl.v);

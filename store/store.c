@@ -312,7 +312,7 @@ void cairn_store_idle(cairn_store *st) {
 void cairn_store_close(cairn_store *st) {
   if (!st) return;
   cn_staging_end(st, true);
-  cn_pins_prefetch_drop(st);
+  if (st->on_close) st->on_close(st);
   if (st->db) sqlite3_close(st->db);
   if (st->blobs_fd >= 0) close(st->blobs_fd);
   if (st->dirfd >= 0) close(st->dirfd);

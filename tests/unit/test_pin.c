@@ -473,3 +473,33 @@ Test(pin, a_stale_annotation_pinned_again_before_its_delete_stays) {
   window_closed();
   expect_window_pin_annotated();
 }
+
+/* A listing reads the host's locks on a thread (cairn_pins_prefetch) while
+ * it reads the annotations, in a read transaction of its own: the pins are
+ * listed as before, the transaction is over when the listing is (the store
+ * can pin and annotate right after), and a prefetch that no listing used
+ * ends when its store closes. */
+Test(pin, a_prefetched_listing_lists_the_same_and_leaves_no_transaction) {
+  struct holder h;
+  pid_t pid = holder_start(&h, "child hold", false);
+  cairn_pins_prefetch(T.st);
+  size_t n;
+  tu_pin *rows = tu_pins(T.st, NULL, &n);
+  tu_pin *c = tu_pin_of(rows, n, image, pid);
+  cr_assert(c, "the holder's image pin is listed (%zu pins)", n);
+  cr_expect(!c->stale);
+  cr_expect_str_eq(c->purpose, "child hold");
+  cr_expect_eq(n, 3, "an image pin and two layer pins, %zu listed", n);
+  free(rows);
+
+  cairn_pinset *mine = cairn_pinset_new("parent hold", true);
+  cr_assert_eq(cairn_pin_image(T.st, mine, image), 0, "pinning after a listing: %s",
+               cairn_errmsg(T.st));
+  cairn_pinset_release(T.st, mine);
+
+  cairn_store *other = tu_store_open(T.dir);
+  cairn_pins_prefetch(other);
+  cairn_store_close(other); /* joins the read, frees it (LeakSanitizer) */
+  holder_stop(&h, pid);
+  holder_close(&h);
+}
