@@ -55,7 +55,7 @@ struct cairn_tree {
   /* Lazy trees: a bit per node, set once check_node passed (shared by
    * the serving threads: atomic). NULL when all was checked at open. */
   unsigned char *checked;
-  /* A big lazy index's (index_big): a bit per WARM_CHUNK of the file, set
+  /* A big lazy index's (index_big): a bit per chunk (WARM_SHIFT) of the file, set
    * once warm() asked for it to be read. NULL otherwise. */
   unsigned char *warmed;
   uint64_t blocks;
