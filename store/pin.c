@@ -344,11 +344,9 @@ static void *prefetch_run(void *arg) {
  * lock already; false if it did not (a transaction was open, or failed). */
 static bool read_txn_begin(cairn_store *st) {
   sqlite3 *db = cn_db(st);
-  if (!db || !sqlite3_get_autocommit(db) ||
-      sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-    return false;
-  if (sqlite3_exec(db, "SELECT count(*) FROM pins", NULL, NULL, NULL) != SQLITE_OK) {
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  if (!db || !sqlite3_get_autocommit(db) || cn_db_exec(st, "BEGIN") < 0) return false;
+  if (cn_db_exec(st, "SELECT count(*) FROM pins") < 0) {
+    cn_db_rollback(st);
     return false;
   }
   return true;
@@ -359,7 +357,7 @@ static int prefetch_join(cairn_store *st, struct kernel_locks *kl) {
   struct cn_locks_prefetch *p = st->locks_prefetch;
   st->locks_prefetch = NULL;
   pthread_join(p->thread, NULL);
-  if (p->txn) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL); /* it only read */
+  if (p->txn) cn_db_rollback(st); /* it only read */
   int r = p->err;
   if (kl)
     *kl = p->kl;
@@ -386,15 +384,14 @@ void cairn_pins_prefetch(cairn_store *st) {
     st->on_close = prefetch_drop;
     return;
   }
-  if (p->txn) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+  if (p->txn) cn_db_rollback(st);
   free(p);
 }
 
 /* The first read of a listing: the prefetched one if there is one (a read
  * taken before the annotations: see locks_read_for), else a read now. */
 static int locks_first_read(cairn_store *st, struct kernel_locks *kl) {
-  if (!st->locks_prefetch) return cn_kernel_locks_read(st, kl);
-  int r = prefetch_join(st, kl);
+  int r = st->locks_prefetch ? prefetch_join(st, kl) : locks_read(kl);
   return r < 0 ? store_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
 }
 
@@ -1003,18 +1000,15 @@ int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, 
   store_errclear(st);
   cairn_pins_prefetch(st);
   struct notes notes;
-  int r = notes_read(st, -1, filter_id, &notes);
-  if (r < 0) {
-    prefetch_drop(st);
-    return r;
-  }
-  store_test_point(st, "pins: annotations read");
   struct pin_targets targets = {0};
   struct kernel_locks kl = {0};
   struct procs procs = {0};
   _cleanup_free_ const struct pin_target **listing = NULL;
+  int r = notes_read(st, -1, filter_id, &notes);
+  if (r < 0) goto out;
+  store_test_point(st, "pins: annotations read");
   if ((r = pin_targets_collect(st, filter_id, true, &notes, &targets)) < 0 ||
-      (r = locks_read_for(st, &notes, &targets, &kl)) < 0 || /* after the notes: see target_rows */
+      (r = locks_read_for(st, &notes, &targets, &kl)) < 0 || /* see locks_read_for, target_rows */
       (r = procs_init(st, &notes, &kl, &procs)) < 0)
     goto out;
   if (targets.n && !(listing = malloc(targets.n * sizeof(*listing)))) {
