@@ -255,6 +255,14 @@ typedef int (*cairn_pin_fn)(const struct cairn_pin_rec *p, void *arg);
  * narrows it. Stale annotations are reported, not deleted: see
  * cairn_pins_clean_stale. A non-zero return of fn stops and is returned. */
 int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg);
+/* As cairn_pins_foreach, for a listing that can take its rows back: while
+ * the host's locks are read (cairn_pins_prefetch), fn is given the rows as
+ * they are if every annotation has its lock and every lock its annotation
+ * (the common case: a listing costs little more than that read). If the
+ * locks say otherwise (a stale pin, an unexplained lock), undo(arg) is
+ * called, and fn is given every row again. */
+int cairn_pins_foreach_ahead(cairn_store *st, const char *filter_id, cairn_pin_fn fn,
+                             void (*undo)(void *arg), void *arg);
 /* Starts reading the host's locks (/proc/locks) on a thread, for the next
  * cairn_pins_foreach, which starts it itself otherwise: a listing calls it
  * first and asks the store its other questions meanwhile. */
@@ -767,9 +775,9 @@ int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_f
 int cairn_auth_file(char *buf, size_t len);
 
 typedef struct cairn_login_opts {
-  const char *authfile; /* the file to write; NULL: cairn_auth_file's */
-  bool insecure;        /* plain HTTP (and no TLS checks) */
-  const char *cert_dir; /* CAs to trust besides the system's (as a pull's) */
+  const char *authfile;       /* the file to write; NULL: cairn_auth_file's */
+  bool insecure;              /* plain HTTP (and no TLS checks) */
+  const char *cert_dir;       /* CAs to trust besides the system's (as a pull's) */
   const cairn_config *config; /* cairn.conf: insecure registries; or NULL */
 } cairn_login_opts;
 

@@ -776,7 +776,9 @@ static const struct pin_target *target_find(const struct pin_targets *t, enum ca
 /* Calls fn for the pins of one target: its annotations (run), then its
  * kernel locks that no annotation explains. The locks (kl) were read after
  * the annotations: a pinner locks before it annotates, so an annotation
- * whose pid holds no lock in kl belongs to a pin released since (stale). */
+ * whose pid holds no lock in kl belongs to a pin released since (stale).
+ * With no kl, the rows as they are if each annotation on a pin file has its
+ * lock and each lock its annotation (listing_ahead_holds). */
 static int target_rows(cairn_store *st, const struct kernel_locks *kl, struct procs *ps,
                        const struct note *run, size_t n_run, const struct pin_target *t,
                        cairn_pin_fn fn, void *arg) {
@@ -788,11 +790,11 @@ static int target_rows(cairn_store *st, const struct kernel_locks *kl, struct pr
                                 .pid = run[i].pid,
                                 .purpose = run[i].purpose,
                                 .since = run[i].since,
-                                .stale = !(file && inode_locked_by(kl, file, run[i].pid))};
+                                .stale = !file || (kl && !inode_locked_by(kl, file, run[i].pid))};
     r = pin_emit(st, ps, &rec, file, fn, arg);
   }
   size_t n_locks = 0;
-  const struct kernel_lock *locks = file ? locks_on(kl, file, &n_locks) : NULL;
+  const struct kernel_lock *locks = file && kl ? locks_on(kl, file, &n_locks) : NULL;
   for (size_t k = 0; k < n_locks && r == 0; k++) {
     bool annotated = false; /* and so live: its pid holds this lock */
     for (size_t j = 0; j < n_run && !annotated; j++) annotated = run[j].pid == locks[k].pid;
@@ -996,39 +998,97 @@ static int target_order_cmp(const void *a, const void *b) {
   return ((*x)->order > (*y)->order) - ((*x)->order < (*y)->order);
 }
 
-int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {
+/* What a listing has read, target by target in listing order. */
+struct pins_listing {
+  struct notes notes;
+  struct pin_targets targets;
+  const struct pin_target **order; /* targets, in listing order */
+};
+
+/* Calls fn for the pins of every target, in order (see target_rows); with
+ * no kl, ahead of the host's locks: every annotation on a pin file is taken
+ * for live, and no lock for one that no annotation explains. */
+static int listing_rows(cairn_store *st, const struct pins_listing *l,
+                        const struct kernel_locks *kl, struct procs *ps, cairn_pin_fn fn,
+                        void *arg) {
+  int r = 0;
+  for (size_t i = 0; r == 0 && i < l->targets.n; i++) {
+    size_t n_run;
+    const struct note *run = notes_of(&l->notes, l->order[i]->kind, l->order[i]->id, &n_run);
+    r = target_rows(st, kl, ps, run, n_run, l->order[i], fn, arg);
+  }
+  return r;
+}
+
+/* Whether the rows given ahead of the locks (listing_rows with no kl) are
+ * the rows kl gives: on every target's pin file, the pids of its
+ * annotations are the pids of its locks. */
+static bool listing_ahead_holds(const struct pins_listing *l, const struct kernel_locks *kl) {
+  for (size_t i = 0; i < l->targets.n; i++) {
+    const struct pin_target *t = &l->targets.v[i];
+    if (!t->have_file) continue; /* its annotations are stale either way */
+    size_t n_run, n_locks;
+    const struct note *run = notes_of(&l->notes, t->kind, t->id, &n_run);
+    const struct kernel_lock *locks = locks_on(kl, &t->file, &n_locks);
+    for (size_t j = 0; j < n_run; j++) { /* a few of each */
+      bool locked = false;
+      for (size_t k = 0; k < n_locks && !locked; k++) locked = run[j].pid == locks[k].pid;
+      if (!locked) return false;
+    }
+    for (size_t k = 0; k < n_locks; k++) {
+      bool annotated = false;
+      for (size_t j = 0; j < n_run && !annotated; j++) annotated = run[j].pid == locks[k].pid;
+      if (!annotated) return false;
+    }
+  }
+  return true;
+}
+
+int cairn_pins_foreach_ahead(cairn_store *st, const char *filter_id, cairn_pin_fn fn,
+                             void (*undo)(void *arg), void *arg) {
   store_errclear(st);
   cairn_pins_prefetch(st);
-  struct notes notes;
-  struct pin_targets targets = {0};
+  struct pins_listing l = {0};
   struct kernel_locks kl = {0};
   struct procs procs = {0};
-  _cleanup_free_ const struct pin_target **listing = NULL;
-  int r = notes_read(st, -1, filter_id, &notes);
+  bool ahead = false; /* rows were given ahead of the locks */
+  int r = notes_read(st, -1, filter_id, &l.notes);
   if (r < 0) goto out;
   store_test_point(st, "pins: annotations read");
-  if ((r = pin_targets_collect(st, filter_id, true, &notes, &targets)) < 0 ||
-      (r = locks_read_for(st, &notes, &targets, &kl)) < 0 || /* see locks_read_for, target_rows */
-      (r = procs_init(st, &notes, &kl, &procs)) < 0)
-    goto out;
-  if (targets.n && !(listing = malloc(targets.n * sizeof(*listing)))) {
+  if ((r = pin_targets_collect(st, filter_id, true, &l.notes, &l.targets)) < 0) goto out;
+  if (l.targets.n && !(l.order = malloc(l.targets.n * sizeof(*l.order)))) {
     r = store_fail(st, -ENOMEM, "out of memory listing pins");
     goto out;
   }
-  for (size_t i = 0; i < targets.n; i++) listing[i] = &targets.v[i];
-  if (targets.n) qsort(listing, targets.n, sizeof(*listing), target_order_cmp);
-  for (size_t i = 0; r == 0 && i < targets.n; i++) {
-    size_t n_run;
-    const struct note *run = notes_of(&notes, listing[i]->kind, listing[i]->id, &n_run);
-    r = target_rows(st, &kl, &procs, run, n_run, listing[i], fn, arg);
+  for (size_t i = 0; i < l.targets.n; i++) l.order[i] = &l.targets.v[i];
+  if (l.targets.n) qsort(l.order, l.targets.n, sizeof(*l.order), target_order_cmp);
+  if (undo && st->locks_prefetch) { /* while the thread reads the locks */
+    ahead = true;
+    if ((r = procs_init(st, &l.notes, &kl, &procs)) < 0 ||
+        (r = listing_rows(st, &l, NULL, &procs, fn, arg)) != 0)
+      goto out;
   }
+  if ((r = locks_read_for(st, &l.notes, &l.targets, &kl)) < 0) /* see target_rows */
+    goto out;
+  if (ahead) {
+    if (listing_ahead_holds(&l, &kl)) goto out;
+    undo(arg); /* a stale pin, or an unexplained lock: given again, right */
+    procs_free(&procs);
+  }
+  if ((r = procs_init(st, &l.notes, &kl, &procs)) == 0)
+    r = listing_rows(st, &l, &kl, &procs, fn, arg);
 out:
   prefetch_drop(st); /* not joined if the listing failed before */
   procs_free(&procs);
-  free(targets.v);
+  free(l.order);
+  free(l.targets.v);
   free(kl.v);
-  notes_free(&notes);
+  notes_free(&l.notes);
   return r;
+}
+
+int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {
+  return cairn_pins_foreach_ahead(st, filter_id, fn, NULL, arg);
 }
 
 /* In one write transaction, during which no annotation can be written, the

@@ -100,6 +100,13 @@ static int pin_ls_row(const struct cairn_pin_rec *p, void *arg) {
   return cli_pin_row(p, ls->rows);
 }
 
+/* The rows given ahead of the host's locks were not right: all go. */
+static void pin_ls_undo(void *arg) {
+  struct pin_ls_rows *ls = arg;
+  *ls->stale = false;
+  cli_rows_truncate(ls->rows, 0);
+}
+
 static int pin_ls(struct cli *c, int argc, char **argv) {
   struct cli_listing l;
   cairn_store *st;
@@ -115,7 +122,8 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
   struct pin_ls_rows collect = {&rows, &stale};
   cairn_pins_prefetch(st); /* the names are read meanwhile */
   r = cli_rows_read_names(st, &rows);
-  if (r == 0) r = cairn_pins_foreach(st, optind < argc ? id : NULL, pin_ls_row, &collect);
+  if (r == 0)
+    r = cairn_pins_foreach_ahead(st, optind < argc ? id : NULL, pin_ls_row, pin_ls_undo, &collect);
   if (r == 0) r = cli_rows_add_names(st, &rows, "target");
   if (r < 0) {
     cli_rows_free(&rows);

@@ -79,6 +79,10 @@ struct cli_cell *cli_rows_add(struct cli_rows *rows, const struct cli_schema *sc
   return row;
 }
 
+void cli_rows_truncate(struct cli_rows *rows, size_t n) {
+  if (n < rows->n) rows->n = n;
+}
+
 bool cli_cell_set_str(struct cli_rows *rows, struct cli_cell *cell, const char *s) {
   size_t len = strlen(s) + 1;
   char *copy = arena_alloc(rows, len);

@@ -71,6 +71,9 @@ void cli_rows_free(struct cli_rows *rows);
 /* Appends a row of schema (every cell unset) and returns its cells, or
  * NULL without memory. All the rows of a listing have one schema. */
 struct cli_cell *cli_rows_add(struct cli_rows *rows, const struct cli_schema *schema);
+/* Drops the rows after the first n (their text stays in the arena until
+ * cli_rows_free). */
+void cli_rows_truncate(struct cli_rows *rows, size_t n);
 /* Copies s into the rows' arena into cell; false without memory. */
 bool cli_cell_set_str(struct cli_rows *rows, struct cli_cell *cell, const char *s);
 /* Copies n values of size each into the arena, as a list cell. */

@@ -503,3 +503,89 @@ Test(pin, a_prefetched_listing_lists_the_same_and_leaves_no_transaction) {
   holder_stop(&h, pid);
   holder_close(&h);
 }
+
+/* A listing that can take its rows back (cairn-pin ls) is given them while
+ * the host's locks are read, every annotation taken for live; when the
+ * locks show a stale annotation or a lock that no annotation explains, it
+ * is told to drop them and given every row again: what it ends with is
+ * what cairn_pins_foreach lists, once each. */
+struct ahead_rows {
+  tu_pin v[16];
+  size_t n;
+  int undone;
+};
+
+static int ahead_row(const struct cairn_pin_rec *p, void *arg) {
+  struct ahead_rows *a = arg;
+  cr_assert_lt(a->n, 16, "more rows than pins");
+  tu_pin *t = &a->v[a->n++];
+  *t = (tu_pin){.kind = p->kind, .pid = p->pid, .since = p->since, .stale = p->stale};
+  snprintf(t->target, sizeof(t->target), "%s", p->target);
+  snprintf(t->purpose, sizeof(t->purpose), "%s", p->purpose);
+  return 0;
+}
+
+static void ahead_undo(void *arg) {
+  struct ahead_rows *a = arg;
+  a->undone++;
+  a->n = 0;
+}
+
+/* Lists ahead (after a prefetch) and expects what cairn_pins_foreach lists,
+ * after undone drops. */
+static void expect_ahead_lists_the_same(int undone) {
+  struct ahead_rows a = {0};
+  cairn_pins_prefetch(T.st);
+  cr_assert_eq(cairn_pins_foreach_ahead(T.st, NULL, ahead_row, ahead_undo, &a), 0, "%s",
+               cairn_errmsg(T.st));
+  cr_expect_eq(a.undone, undone, "rows dropped %d times, not %d", a.undone, undone);
+  size_t n;
+  tu_pin *want = tu_pins(T.st, NULL, &n);
+  cr_assert_eq(a.n, n, "%zu rows listed ahead, %zu pins", a.n, n);
+  for (size_t i = 0; i < n; i++) {
+    cr_expect_str_eq(a.v[i].target, want[i].target, "row %zu", i);
+    cr_expect_eq(a.v[i].pid, want[i].pid, "row %zu", i);
+    cr_expect_eq(a.v[i].stale, want[i].stale, "row %zu", i);
+    cr_expect_str_eq(a.v[i].purpose, want[i].purpose, "row %zu", i);
+  }
+  free(want);
+}
+
+Test(pin, rows_given_ahead_of_the_locks_are_given_again_when_the_locks_differ) {
+  struct holder h;
+  pid_t pid = holder_start(&h, "child hold", false);
+  expect_ahead_lists_the_same(0); /* three live pins: right ahead */
+
+  /* a lock on the first layer's pin file that no annotation explains */
+  size_t n;
+  tu_pin *rows = tu_pins(T.st, NULL, &n);
+  const tu_pin *layer = NULL;
+  for (size_t i = 0; i < n && !layer; i++)
+    if (rows[i].kind == CAIRN_PIN_LAYER) layer = &rows[i];
+  cr_assert(layer, "no layer pin among %zu", n);
+  char *path;
+  cr_assert(asprintf(&path, "%s/pins/layer/%s", T.dir, layer->target) > 0);
+  free(rows);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+  free(path);
+  cr_assert_eq(flock(fd, LOCK_SH | LOCK_NB), 0);
+  expect_ahead_lists_the_same(1);
+  close(fd);
+
+  /* an annotation of this process's with no lock behind it: stale */
+  char *db_path;
+  cr_assert(asprintf(&db_path, "%s/meta.db", T.dir) > 0);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  char *sql = sqlite3_mprintf("INSERT INTO pins VALUES(%d, %Q, %d, 0, 'released', 0)",
+                              CAIRN_PIN_IMAGE, image, (int)getpid());
+  cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+  sqlite3_free(sql);
+  sqlite3_close(db);
+  free(db_path);
+  expect_ahead_lists_the_same(1);
+  holder_stop(&h, pid);
+  holder_close(&h);
+}
