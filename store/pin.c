@@ -1020,6 +1020,18 @@ static int listing_rows(cairn_store *st, const struct pins_listing *l,
   return r;
 }
 
+/* Whether every process of ps is running (each is looked up now): rows are
+ * given ahead of the locks only then. An annotation of a process that has
+ * exited is stale, or its lock lives on in what inherited it; which one,
+ * only the locks say, and the second is costly to list (inode_holders). */
+static bool procs_all_running(struct procs *ps) {
+  for (size_t i = 0; i < ps->n; i++) {
+    const struct proc_info *p = proc_get(ps, ps->v[i].pid);
+    if (!p || p->gone) return false;
+  }
+  return true;
+}
+
 /* Whether the rows given ahead of the locks (listing_rows with no kl) are
  * the rows kl gives: on every target's pin file, the pids of its
  * annotations are the pids of its locks. */
@@ -1063,18 +1075,15 @@ int cairn_pins_foreach_ahead(cairn_store *st, const char *filter_id, cairn_pin_f
   for (size_t i = 0; i < l.targets.n; i++) l.order[i] = &l.targets.v[i];
   if (l.targets.n) qsort(l.order, l.targets.n, sizeof(*l.order), target_order_cmp);
   if (undo && st->locks_prefetch) { /* while the thread reads the locks */
-    ahead = true;
-    if ((r = procs_init(st, &l.notes, &kl, &procs)) < 0 ||
-        (r = listing_rows(st, &l, NULL, &procs, fn, arg)) != 0)
+    if ((r = procs_init(st, &l.notes, &kl, &procs)) < 0) goto out;
+    if ((ahead = procs_all_running(&procs)) && (r = listing_rows(st, &l, NULL, &procs, fn, arg)))
       goto out;
   }
   if ((r = locks_read_for(st, &l.notes, &l.targets, &kl)) < 0) /* see target_rows */
     goto out;
-  if (ahead) {
-    if (listing_ahead_holds(&l, &kl)) goto out;
-    undo(arg); /* a stale pin, or an unexplained lock: given again, right */
-    procs_free(&procs);
-  }
+  if (ahead && listing_ahead_holds(&l, &kl)) goto out;
+  if (ahead) undo(arg); /* a stale pin, or an unexplained lock: given again, right */
+  procs_free(&procs);
   if ((r = procs_init(st, &l.notes, &kl, &procs)) == 0)
     r = listing_rows(st, &l, &kl, &procs, fn, arg);
 out:

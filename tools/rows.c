@@ -281,11 +281,17 @@ int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key) 
   int r = rows->names_index ? 0 : cli_rows_read_names(st, rows);
   if (r < 0) return r;
   const struct names_index *ix = rows->names_index;
+  const struct cli_cell *last = NULL; /* rows of one target come together: */
   for (size_t i = 0; i < rows->n; i++) {
     struct cli_cell *row = rows->cells + i * rows->schema->n;
-    size_t first = row[kf].set ? names_index_first(ix, row[kf].s) : ix->n, end = first;
-    while (end < ix->n && ix->targets[end] == ix->targets[first]) end++;
-    row[nf] = (struct cli_cell){.set = true, .list = {ix->names + first, end - first}};
+    if (last && row[kf].set && last[kf].set && strcmp(row[kf].s, last[kf].s) == 0) {
+      row[nf] = last[nf]; /* its names are the row before's */
+    } else {
+      size_t first = row[kf].set ? names_index_first(ix, row[kf].s) : ix->n, end = first;
+      while (end < ix->n && ix->targets[end] == ix->targets[first]) end++;
+      row[nf] = (struct cli_cell){.set = true, .list = {ix->names + first, end - first}};
+    }
+    last = row;
   }
   return 0;
 }

@@ -508,7 +508,8 @@ Test(pin, a_prefetched_listing_lists_the_same_and_leaves_no_transaction) {
  * the host's locks are read, every annotation taken for live; when the
  * locks show a stale annotation or a lock that no annotation explains, it
  * is told to drop them and given every row again: what it ends with is
- * what cairn_pins_foreach lists, once each. */
+ * what cairn_pins_foreach lists, once each. Nothing is given ahead while
+ * an annotating process has exited. */
 struct ahead_rows {
   tu_pin v[16];
   size_t n;
@@ -586,6 +587,14 @@ Test(pin, rows_given_ahead_of_the_locks_are_given_again_when_the_locks_differ) {
   sqlite3_close(db);
   free(db_path);
   expect_ahead_lists_the_same(1);
+
+  /* a holder killed: whether its annotations are stale or its locks live
+   * on in what inherited them, only the locks say; nothing is given ahead */
+  struct holder dead;
+  pid_t dead_pid = holder_start(&dead, "killed hold", true);
+  tu_kill_reap(dead_pid);
+  expect_ahead_lists_the_same(0);
+  holder_close(&dead);
   holder_stop(&h, pid);
   holder_close(&h);
 }
