@@ -923,14 +923,15 @@ static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
   return 0;
 }
 
-/* Reads /proc/locks for the annotations ns. A pinner locks before it
+/* Adds to kl, the first read of /proc/locks (locks_first_read), the locks
+ * of the annotations ns that it missed. A pinner locks before it
  * annotates, so a read after ns shows the lock of every live pin in ns. The
  * first read may be the prefetched one, taken while ns was read: a pin taken
  * meanwhile may be in ns and not in that read, and it looks unlocked, as
  * below, until the read again after ns. A read of /proc/locks is not
- * atomic: it comes a page
- * at a time, each page found again by its place in a list that every lock
- * taken or dropped on the host shifts (SQLite's, too), so a line can be
+ * atomic: it comes a page at a time, each page found again by its place in
+ * a list that every lock taken or dropped on the host shifts (SQLite's,
+ * too), so a line can be
  * skipped; with thousands of locks that is common. So when an annotation
  * looks unlocked, /proc/locks is read again and the two are joined; if one
  * still does, its lock is looked for where the kernel shows it per file, in
@@ -938,10 +939,9 @@ static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
  * processes' own fds, then, for what remains (a lock a dead locker passed
  * on), among every process's. An annotation is stale only if all of that
  * shows no lock of its pid. */
-static int locks_read_for(cairn_store *st, const struct notes *ns, const struct pin_targets *t,
-                          struct kernel_locks *kl) {
-  int r = locks_first_read(st, kl);
-  if (r < 0) return r;
+static int locks_read_again(cairn_store *st, const struct notes *ns, const struct pin_targets *t,
+                            struct kernel_locks *kl) {
+  int r = 0;
   struct unlocked u = {0};
   for (int step = 0; r == 0 && step < 3; step++) {
     if ((r = unlocked_find(ns, t, kl, &u)) < 0 || u.n == 0) break;
@@ -963,6 +963,14 @@ static int locks_read_for(cairn_store *st, const struct notes *ns, const struct 
     return store_fail(st, r, "/proc/locks: %s", strerror(-r));
   }
   return 0;
+}
+
+/* The locks for the annotations ns: the first read, then as many more as
+ * its unlocked-looking annotations ask (locks_read_again). */
+static int locks_read_for(cairn_store *st, const struct notes *ns, const struct pin_targets *t,
+                          struct kernel_locks *kl) {
+  int r = locks_first_read(st, kl);
+  return r < 0 ? r : locks_read_again(st, ns, t, kl);
 }
 
 /* Deletes the annotations (ns) whose pid holds no lock on their target's
@@ -1079,9 +1087,12 @@ int cairn_pins_foreach_ahead(cairn_store *st, const char *filter_id, cairn_pin_f
     if ((ahead = procs_all_running(&procs)) && (r = listing_rows(st, &l, NULL, &procs, fn, arg)))
       goto out;
   }
-  if ((r = locks_read_for(st, &l.notes, &l.targets, &kl)) < 0) /* see target_rows */
+  /* see target_rows; rows given ahead that the first read bears out need
+   * no more */
+  if ((r = locks_first_read(st, &kl)) < 0 || (ahead && listing_ahead_holds(&l, &kl)) ||
+      (r = locks_read_again(st, &l.notes, &l.targets, &kl)) < 0 ||
+      (ahead && listing_ahead_holds(&l, &kl)))
     goto out;
-  if (ahead && listing_ahead_holds(&l, &kl)) goto out;
   if (ahead) undo(arg); /* a stale pin, or an unexplained lock: given again, right */
   procs_free(&procs);
   if ((r = procs_init(st, &l.notes, &kl, &procs)) == 0)
