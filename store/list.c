@@ -4,8 +4,10 @@
  * print them as JSON or as a table; there is one source for both.
  *
  * The pinned flags of a whole listing come from one read of /proc/locks
- * (the first read in a process can take ~10 ms) and the live mount records;
- * no annotation is read or deleted.
+ * (the first read in a process can take ~10 ms), made on a thread while
+ * images and layers are read (cairn_pins_prefetch: their rows are kept
+ * until it is joined), and the live mount records; no annotation is read
+ * or deleted.
  */
 #include "image.h"
 #include "pin.h"
@@ -70,17 +72,20 @@ static int str_cmp(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* The images that live or detached mounts serve, into pv (sorted). */
+static int mounted_read(cairn_store *st, struct pinned_view *pv) {
+  int r = cairn_mounts_foreach(st, mounted_add, &pv->mounted);
+  if (r == -ENOMEM) r = store_fail(st, r, "out of memory listing mounts");
+  if (r == 0 && pv->mounted.n) qsort(pv->mounted.v, pv->mounted.n, sizeof(*pv->mounted.v), str_cmp);
+  return r;
+}
+
 static int pinned_view_read(cairn_store *st, struct pinned_view *pv) {
   *pv = (struct pinned_view){0};
   int r = cn_kernel_locks_read(st, &pv->kl);
-  if (r == 0 && (r = cairn_mounts_foreach(st, mounted_add, &pv->mounted)) == -ENOMEM)
-    r = store_fail(st, r, "out of memory listing mounts");
-  if (r < 0) {
-    pinned_view_free(pv);
-    return r;
-  }
-  if (pv->mounted.n) qsort(pv->mounted.v, pv->mounted.n, sizeof(*pv->mounted.v), str_cmp);
-  return 0;
+  if (r == 0) r = mounted_read(st, pv);
+  if (r < 0) pinned_view_free(pv);
+  return r;
 }
 
 static bool image_pinned(cairn_store *st, const struct pinned_view *pv, const char *id) {
@@ -106,26 +111,65 @@ static int image_rec_fill(cairn_store *st, const struct pinned_view *pv, sqlite3
   return 0;
 }
 
+/* An image as cairn_images_foreach reads it, before it knows its pins. */
+struct image_row {
+  cairn_id id;
+  uint64_t size;
+  int64_t created;
+  unsigned layers;
+  struct names names;
+};
+
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   store_errclear(st);
+  /* The host's locks are read on a thread while the images are read, in
+   * its read transaction; the rows are kept until the thread is done. */
+  cairn_pins_prefetch(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL, *names_q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT id, size, created,"
                         " (SELECT count(*) FROM image_layers WHERE image_id = id)"
                         " FROM images ORDER BY created DESC, id");
-  struct pinned_view pv;
-  if (r < 0 || (r = names_prepare(st, &names_q)) < 0 || (r = pinned_view_read(st, &pv)) < 0)
-    return r;
+  struct pinned_view pv = {0};
+  struct image_row *rows = NULL;
+  size_t n = 0, cap = 0;
+  if (r < 0 || (r = names_prepare(st, &names_q)) < 0 || (r = mounted_read(st, &pv)) < 0) goto out;
   int step;
-  while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-    struct cairn_image_rec im;
-    struct names names;
-    if ((r = image_rec_fill(st, &pv, names_q, q, &im, &names)) < 0) break;
-    r = fn(&im, arg);
-    names_free(&names);
+  while ((step = sqlite3_step(q)) == SQLITE_ROW) {
+    struct image_row *v = cn_array_grow(rows, n, &cap, sizeof(*v));
+    if (!v) {
+      r = store_fail(st, -ENOMEM, "out of memory listing images");
+      goto out;
+    }
+    rows = v;
+    struct image_row *row = &rows[n];
+    snprintf(row->id, sizeof(row->id), "%s", (const char *)sqlite3_column_text(q, 0));
+    row->size = (uint64_t)sqlite3_column_int64(q, 1);
+    row->created = sqlite3_column_int64(q, 2);
+    row->layers = (unsigned)sqlite3_column_int(q, 3);
+    if ((r = image_names(st, names_q, row->id, &row->names)) < 0) goto out;
+    n++;
   }
+  if (step != SQLITE_DONE) {
+    r = cn_store_fail_db(st, "images");
+    goto out;
+  }
+  if ((r = cn_kernel_locks_first(st, &pv.kl)) < 0) goto out;
+  for (size_t i = 0; r == 0 && i < n; i++) {
+    struct cairn_image_rec im = {.id = rows[i].id,
+                                 .names = (const char *const *)rows[i].names.v,
+                                 .n_names = rows[i].names.n,
+                                 .size = rows[i].size,
+                                 .created = rows[i].created,
+                                 .layers = rows[i].layers,
+                                 .pinned = image_pinned(st, &pv, rows[i].id)};
+    r = fn(&im, arg);
+  }
+out:
+  cn_pins_prefetch_drop(st); /* not joined if the listing failed before */
+  for (size_t i = 0; i < n; i++) names_free(&rows[i].names);
+  free(rows);
   pinned_view_free(&pv);
-  if (r == 0 && step != SQLITE_DONE) r = cn_store_fail_db(st, "images");
   return r;
 }
 
@@ -145,25 +189,42 @@ int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg) {
 
 int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg) {
   store_errclear(st);
+  cairn_pins_prefetch(st); /* as cairn_images_foreach */
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT id, size, entries,"
                         " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
                         " FROM layers ORDER BY created, id");
-  struct kernel_locks kl;
-  if (r < 0 || (r = cn_kernel_locks_read(st, &kl)) < 0) return r;
-  int step;
+  struct layer_row {
+    cairn_id id;
+    struct cairn_layer_rec rec;
+  } *rows = NULL;
+  size_t n = 0, cap = 0;
+  struct kernel_locks kl = {0};
+  int step = SQLITE_DONE;
   while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
-    const char *id = (const char *)sqlite3_column_text(q, 0);
-    struct cairn_layer_rec l = {.id = id,
-                                .size = (uint64_t)sqlite3_column_int64(q, 1),
-                                .entries = (uint64_t)sqlite3_column_int64(q, 2),
-                                .images = (unsigned)sqlite3_column_int(q, 3),
-                                .pinned = cn_pin_held_in(st, &kl, CAIRN_PIN_LAYER, id)};
-    r = fn(&l, arg);
+    struct layer_row *v = cn_array_grow(rows, n, &cap, sizeof(*v));
+    if (!v) {
+      r = store_fail(st, -ENOMEM, "out of memory listing layers");
+      break;
+    }
+    rows = v;
+    snprintf(rows[n].id, sizeof(rows[n].id), "%s", (const char *)sqlite3_column_text(q, 0));
+    rows[n].rec = (struct cairn_layer_rec){.size = (uint64_t)sqlite3_column_int64(q, 1),
+                                           .entries = (uint64_t)sqlite3_column_int64(q, 2),
+                                           .images = (unsigned)sqlite3_column_int(q, 3)};
+    n++;
   }
-  free(kl.v);
   if (r == 0 && step != SQLITE_DONE) r = cn_store_fail_db(st, "layers");
+  if (r == 0) r = cn_kernel_locks_first(st, &kl);
+  for (size_t i = 0; r == 0 && i < n; i++) {
+    rows[i].rec.id = rows[i].id;
+    rows[i].rec.pinned = cn_pin_held_in(st, &kl, CAIRN_PIN_LAYER, rows[i].id);
+    r = fn(&rows[i].rec, arg);
+  }
+  cn_pins_prefetch_drop(st); /* not joined if the listing failed before */
+  free(kl.v);
+  free(rows);
   return r;
 }
 

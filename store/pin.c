@@ -369,7 +369,7 @@ static int prefetch_join(cairn_store *st, struct kernel_locks *kl) {
 
 /* Waits for the prefetch's read, if one runs, and drops it (the store's
  * on_close; a listing that failed before it used it). */
-static void prefetch_drop(cairn_store *st) {
+void cn_pins_prefetch_drop(cairn_store *st) {
   if (st->locks_prefetch) prefetch_join(st, NULL);
 }
 
@@ -381,7 +381,7 @@ void cairn_pins_prefetch(cairn_store *st) {
   store_errclear(st); /* the listing says why, if the database fails */
   if (pthread_create(&p->thread, NULL, prefetch_run, p) == 0) {
     st->locks_prefetch = p;
-    st->on_close = prefetch_drop;
+    st->on_close = cn_pins_prefetch_drop;
     return;
   }
   if (p->txn) cn_db_rollback(st);
@@ -390,7 +390,7 @@ void cairn_pins_prefetch(cairn_store *st) {
 
 /* The first read of a listing: the prefetched one if there is one (a read
  * taken before the annotations: see locks_read_for), else a read now. */
-static int locks_first_read(cairn_store *st, struct kernel_locks *kl) {
+int cn_kernel_locks_first(cairn_store *st, struct kernel_locks *kl) {
   int r = st->locks_prefetch ? prefetch_join(st, kl) : locks_read(kl);
   return r < 0 ? store_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
 }
@@ -923,7 +923,7 @@ static int unlocked_find(const struct notes *ns, const struct pin_targets *t,
   return 0;
 }
 
-/* Adds to kl, the first read of /proc/locks (locks_first_read), the locks
+/* Adds to kl, the first read of /proc/locks (cn_kernel_locks_first), the locks
  * of the annotations ns that it missed. A pinner locks before it
  * annotates, so a read after ns shows the lock of every live pin in ns. The
  * first read may be the prefetched one, taken while ns was read: a pin taken
@@ -969,7 +969,7 @@ static int locks_read_again(cairn_store *st, const struct notes *ns, const struc
  * its unlocked-looking annotations ask (locks_read_again). */
 static int locks_read_for(cairn_store *st, const struct notes *ns, const struct pin_targets *t,
                           struct kernel_locks *kl) {
-  int r = locks_first_read(st, kl);
+  int r = cn_kernel_locks_first(st, kl);
   return r < 0 ? r : locks_read_again(st, ns, t, kl);
 }
 
@@ -1089,7 +1089,7 @@ int cairn_pins_foreach_ahead(cairn_store *st, const char *filter_id, cairn_pin_f
   }
   /* see target_rows; rows given ahead that the first read bears out need
    * no more */
-  if ((r = locks_first_read(st, &kl)) < 0 || (ahead && listing_ahead_holds(&l, &kl)) ||
+  if ((r = cn_kernel_locks_first(st, &kl)) < 0 || (ahead && listing_ahead_holds(&l, &kl)) ||
       (r = locks_read_again(st, &l.notes, &l.targets, &kl)) < 0 ||
       (ahead && listing_ahead_holds(&l, &kl)))
     goto out;
@@ -1098,7 +1098,7 @@ int cairn_pins_foreach_ahead(cairn_store *st, const char *filter_id, cairn_pin_f
   if ((r = procs_init(st, &l.notes, &kl, &procs)) == 0)
     r = listing_rows(st, &l, &kl, &procs, fn, arg);
 out:
-  prefetch_drop(st); /* not joined if the listing failed before */
+  cn_pins_prefetch_drop(st); /* not joined if the listing failed before */
   procs_free(&procs);
   free(l.order);
   free(l.targets.v);

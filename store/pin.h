@@ -34,6 +34,12 @@ struct kernel_locks {
   size_t n;
 };
 int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out);
+/* A listing's read of them: the one cairn_pins_prefetch started, if one
+ * runs (joined here; it may have begun before the listing's other reads),
+ * else one now. */
+int cn_kernel_locks_first(cairn_store *st, struct kernel_locks *out);
+/* Ends the prefetch, if one runs, unused (a listing that failed). */
+void cn_pins_prefetch_drop(cairn_store *st);
 /* True if any process holds a lock (in kl) on the target's pin file. */
 bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
                     const char *id);

@@ -598,3 +598,40 @@ Test(pin, rows_given_ahead_of_the_locks_are_given_again_when_the_locks_differ) {
   holder_stop(&h, pid);
   holder_close(&h);
 }
+
+/* cairn images and cairn layers read the host's locks on a thread while
+ * they read the store (the rows are kept until the read is joined): the
+ * held image and its layers are listed pinned, released ones not, and the
+ * store writes right after (no read transaction is left open). */
+static int image_pinned_of(const struct cairn_image_rec *im, void *arg) {
+  if (strcmp(im->id, image) == 0) *(int *)arg = im->pinned;
+  return 0;
+}
+
+static int layers_pinned(const struct cairn_layer_rec *l, void *arg) {
+  *(int *)arg += l->pinned;
+  return 0;
+}
+
+Test(pin, images_and_layers_are_listed_pinned_while_the_locks_are_read) {
+  struct holder h;
+  pid_t pid = holder_start(&h, "child hold", false);
+  int pinned = -1;
+  cr_assert_eq(cairn_images_foreach(T.st, image_pinned_of, &pinned), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(pinned, 1, "the held image is not listed pinned");
+  int n_pinned = 0;
+  cr_assert_eq(cairn_layers_foreach(T.st, layers_pinned, &n_pinned), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(n_pinned, 2, "%d of the held image's 2 layers listed pinned", n_pinned);
+  cairn_pinset *mine = cairn_pinset_new("parent hold", true);
+  cr_assert_eq(cairn_pin_image(T.st, mine, image), 0, "pinning after a listing: %s",
+               cairn_errmsg(T.st));
+  cairn_pinset_release(T.st, mine);
+  holder_stop(&h, pid);
+  holder_close(&h);
+  pinned = -1;
+  cr_assert_eq(cairn_images_foreach(T.st, image_pinned_of, &pinned), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(pinned, 0, "a released image is listed pinned");
+  n_pinned = 0;
+  cr_assert_eq(cairn_layers_foreach(T.st, layers_pinned, &n_pinned), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(n_pinned, 0, "%d released layers listed pinned", n_pinned);
+}
