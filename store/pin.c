@@ -345,7 +345,7 @@ static void *prefetch_run(void *arg) {
 static bool read_txn_begin(cairn_store *st) {
   sqlite3 *db = cn_db(st);
   if (!db || !sqlite3_get_autocommit(db) || cn_db_exec(st, "BEGIN") < 0) return false;
-  if (cn_db_exec(st, "SELECT count(*) FROM pins") < 0) {
+  if (cn_db_exec(st, "SELECT 1 FROM pins LIMIT 1") < 0) {
     cn_db_rollback(st);
     return false;
   }
@@ -615,15 +615,13 @@ static void id_copy(cairn_id dst, const char *src) {
   dst[n] = '\0';
 }
 
-/* An annotation: who pins a target and why; order is its place in the
- * listing order (since, pid). */
+/* An annotation: who pins a target and why. */
 struct note {
   enum cairn_pin_kind kind;
   cairn_id target;
   pid_t pid;
   char *purpose;
   int64_t since;
-  size_t order;
 };
 
 struct notes {
@@ -641,19 +639,24 @@ static int key_cmp(enum cairn_pin_kind ka, const char *ia, enum cairn_pin_kind k
   return ka != kb ? (ka < kb ? -1 : 1) : strcmp(ia, ib);
 }
 
+/* In listing order (since, pid) within a target. */
+static int since_pid_cmp(const struct note *x, const struct note *y) {
+  if (x->since != y->since) return x->since < y->since ? -1 : 1;
+  return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
 /* By target, then in listing order. */
 static int note_cmp(const void *a, const void *b) {
   const struct note *x = a, *y = b;
   int c = key_cmp(x->kind, x->target, y->kind, y->target);
-  return c ? c : (x->order > y->order) - (x->order < y->order);
+  return c ? c : since_pid_cmp(x, y);
 }
 
-/* In listing order: since, pid, then by target. */
-static int note_listing_cmp(const void *a, const void *b) {
-  const struct note *x = a, *y = b;
-  if (x->since != y->since) return x->since < y->since ? -1 : 1;
-  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
-  return key_cmp(x->kind, x->target, y->kind, y->target);
+/* Pointers to notes in listing order: since, pid, then by target. */
+static int note_ptr_listing_cmp(const void *a, const void *b) {
+  const struct note *x = *(const struct note *const *)a, *y = *(const struct note *const *)b;
+  int c = since_pid_cmp(x, y);
+  return c ? c : key_cmp(x->kind, x->target, y->kind, y->target);
 }
 
 /* The annotations of every target, or of those of one id, or of one kind
@@ -691,10 +694,7 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     notes_free(out);
     return cn_store_fail_db(st, "pin annotations");
   }
-  if (out->n == 0) return 0;
-  qsort(out->v, out->n, sizeof(*out->v), note_listing_cmp); /* here, not by SQLite's sorter */
-  for (size_t i = 0; i < out->n; i++) out->v[i].order = i;
-  qsort(out->v, out->n, sizeof(*out->v), note_cmp);
+  if (out->n) qsort(out->v, out->n, sizeof(*out->v), note_cmp); /* not by SQLite's sorter */
   return 0;
 }
 
@@ -866,17 +866,28 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, bool dirs
   }
   size_t n_files = out->n;
   if (r == 0 && n_files) qsort(out->v, n_files, sizeof(*out->v), target_key_cmp);
-  /* the notes are sorted by target: the first of each run is its target's
-   * first place in the listing */
+  /* the notes are sorted by target, each run in listing order: a target
+   * that readdir did not see is placed by its first note's place in the
+   * listing */
+  _cleanup_free_ const struct note **heads = NULL;
+  size_t n_heads = 0, cap_heads = 0;
   for (size_t i = 0; i < ns->n && r == 0; i++) {
     const struct note *n = &ns->v[i];
     if (i > 0 && key_cmp(n->kind, n->target, ns->v[i - 1].kind, ns->v[i - 1].target) == 0) continue;
     struct pin_target key = {.kind = n->kind};
     id_copy(key.id, n->target);
     if (n_files && bsearch(&key, out->v, n_files, sizeof(*out->v), target_key_cmp)) continue;
+    const struct note **v = cn_array_grow(heads, n_heads, &cap_heads, sizeof(*v));
+    if (!v)
+      r = -ENOMEM;
+    else
+      (heads = v)[n_heads++] = n;
+  }
+  if (r == 0 && n_heads) qsort(heads, n_heads, sizeof(*heads), note_ptr_listing_cmp);
+  for (size_t i = 0; i < n_heads && r == 0; i++) {
     struct stat s;
-    r = targets_add(out, n->kind, n->target, n_files + n->order,
-                    pin_stat(st, n->kind, n->target, &s) ? &s : NULL);
+    r = targets_add(out, heads[i]->kind, heads[i]->target, n_files + i,
+                    pin_stat(st, heads[i]->kind, heads[i]->target, &s) ? &s : NULL);
   }
   if (r < 0) return store_fail(st, r, "out of memory listing pins");
   if (out->n > n_files) qsort(out->v, out->n, sizeof(*out->v), target_key_cmp);
