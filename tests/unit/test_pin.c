@@ -635,3 +635,41 @@ Test(pin, images_and_layers_are_listed_pinned_while_the_locks_are_read) {
   cr_assert_eq(cairn_layers_foreach(T.st, layers_pinned, &n_pinned), 0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(n_pinned, 0, "%d released layers listed pinned", n_pinned);
 }
+
+/* Annotations of targets with no pin file (stale, listed once) come after
+ * the pin files' targets, in listing order: by since, then pid. */
+Test(pin, targets_with_no_pin_file_are_listed_by_their_first_annotation) {
+  char *db_path;
+  cr_assert(asprintf(&db_path, "%s/meta.db", T.dir) > 0);
+  sqlite3 *db;
+  cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  static const struct {
+    char hex;
+    int pid;
+    int since;
+  } notes[] = {{'a', 7, 300}, {'b', 5, 100}, {'c', 9, 200}, {'b', 3, 400}};
+  for (size_t i = 0; i < sizeof(notes) / sizeof(notes[0]); i++) {
+    char id[65];
+    memset(id, notes[i].hex, 64);
+    id[64] = '\0';
+    char *sql = sqlite3_mprintf("INSERT INTO pins VALUES(%d, %Q, %d, 0, 'gone', %d)",
+                                CAIRN_PIN_LAYER, id, notes[i].pid, notes[i].since);
+    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
+    sqlite3_free(sql);
+  }
+  sqlite3_close(db);
+  free(db_path);
+  size_t n;
+  tu_pin *rows = tu_pins(T.st, NULL, &n);
+  cr_assert_eq(n, 4, "%zu rows", n);
+  static const char want_hex[] = "bbca";
+  static const int want_pid[] = {5, 3, 9, 7};
+  for (size_t i = 0; i < n; i++) {
+    cr_expect_eq(rows[i].target[0], want_hex[i], "row %zu is of %c…, not %c…", i, rows[i].target[0],
+                 want_hex[i]);
+    cr_expect_eq(rows[i].pid, want_pid[i], "row %zu: pid %d", i, (int)rows[i].pid);
+    cr_expect(rows[i].stale);
+  }
+  free(rows);
+}
