@@ -449,19 +449,26 @@ Test(pin, a_listing_keeps_the_annotation_of_a_pin_taken_while_it_reads) {
   expect_window_pin_annotated();
 }
 
-Test(pin, a_stale_annotation_pinned_again_before_its_delete_stays) {
-  /* this process's annotation with no lock behind it: stale */
+/* Writes an annotation straight into the store's database, with no lock
+ * behind it. */
+static void annotation_insert(enum cairn_pin_kind kind, const char *id, pid_t pid,
+                              const char *purpose, int64_t since) {
   char *db_path;
   cr_assert(asprintf(&db_path, "%s/meta.db", T.dir) > 0);
   sqlite3 *db;
   cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
   sqlite3_busy_timeout(db, 10000);
-  char *sql = sqlite3_mprintf("INSERT INTO pins VALUES(%d, %Q, %d, 0, 'released', 0)",
-                              CAIRN_PIN_IMAGE, image, (int)getpid());
+  char *sql = sqlite3_mprintf("INSERT INTO pins VALUES(%d, %Q, %d, 0, %Q, %lld)", kind, id,
+                              (int)pid, purpose, (long long)since);
   cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
   sqlite3_free(sql);
   sqlite3_close(db);
   free(db_path);
+}
+
+Test(pin, a_stale_annotation_pinned_again_before_its_delete_stays) {
+  /* this process's annotation with no lock behind it: stale */
+  annotation_insert(CAIRN_PIN_IMAGE, image, getpid(), "released", 0);
 
   size_t n;
   tu_pin *rows = tu_pins(T.st, NULL, &n);
@@ -575,17 +582,7 @@ Test(pin, rows_given_ahead_of_the_locks_are_given_again_when_the_locks_differ) {
   close(fd);
 
   /* an annotation of this process's with no lock behind it: stale */
-  char *db_path;
-  cr_assert(asprintf(&db_path, "%s/meta.db", T.dir) > 0);
-  sqlite3 *db;
-  cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
-  sqlite3_busy_timeout(db, 10000);
-  char *sql = sqlite3_mprintf("INSERT INTO pins VALUES(%d, %Q, %d, 0, 'released', 0)",
-                              CAIRN_PIN_IMAGE, image, (int)getpid());
-  cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-  sqlite3_free(sql);
-  sqlite3_close(db);
-  free(db_path);
+  annotation_insert(CAIRN_PIN_IMAGE, image, getpid(), "released", 0);
   expect_ahead_lists_the_same(1);
 
   /* a holder killed: whether its annotations are stale or its locks live
@@ -639,11 +636,6 @@ Test(pin, images_and_layers_are_listed_pinned_while_the_locks_are_read) {
 /* Annotations of targets with no pin file (stale, listed once) come after
  * the pin files' targets, in listing order: by since, then pid. */
 Test(pin, targets_with_no_pin_file_are_listed_by_their_first_annotation) {
-  char *db_path;
-  cr_assert(asprintf(&db_path, "%s/meta.db", T.dir) > 0);
-  sqlite3 *db;
-  cr_assert_eq(sqlite3_open(db_path, &db), SQLITE_OK);
-  sqlite3_busy_timeout(db, 10000);
   static const struct {
     char hex;
     int pid;
@@ -653,13 +645,8 @@ Test(pin, targets_with_no_pin_file_are_listed_by_their_first_annotation) {
     char id[65];
     memset(id, notes[i].hex, 64);
     id[64] = '\0';
-    char *sql = sqlite3_mprintf("INSERT INTO pins VALUES(%d, %Q, %d, 0, 'gone', %d)",
-                                CAIRN_PIN_LAYER, id, notes[i].pid, notes[i].since);
-    cr_assert_eq(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(db));
-    sqlite3_free(sql);
+    annotation_insert(CAIRN_PIN_LAYER, id, notes[i].pid, "gone", notes[i].since);
   }
-  sqlite3_close(db);
-  free(db_path);
   size_t n;
   tu_pin *rows = tu_pins(T.st, NULL, &n);
   cr_assert_eq(n, 4, "%zu rows", n);
