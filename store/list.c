@@ -94,31 +94,36 @@ static bool image_pinned(cairn_store *st, const struct pinned_view *pv, const ch
           bsearch(&id, pv->mounted.v, pv->mounted.n, sizeof(*pv->mounted.v), str_cmp));
 }
 
-/* The record of the image in q's row (id, size, created, layers); its
- * names go to names (free them). */
-static int image_rec_fill(cairn_store *st, const struct pinned_view *pv, sqlite3_stmt *names_q,
-                          sqlite3_stmt *q, struct cairn_image_rec *im, struct names *names) {
-  const char *id = (const char *)sqlite3_column_text(q, 0);
-  int r = image_names(st, names_q, id, names);
-  if (r < 0) return r;
-  *im = (struct cairn_image_rec){.id = id,
-                                 .names = (const char *const *)names->v,
-                                 .n_names = names->n,
-                                 .size = (uint64_t)sqlite3_column_int64(q, 1),
-                                 .created = sqlite3_column_int64(q, 2),
-                                 .layers = (unsigned)sqlite3_column_int(q, 3),
-                                 .pinned = image_pinned(st, pv, id)};
-  return 0;
-}
-
-/* An image as cairn_images_foreach reads it, before it knows its pins. */
+/* An image as a listing reads it, before it knows its pins. */
 struct image_row {
   cairn_id id;
   uint64_t size;
   int64_t created;
   unsigned layers;
-  struct names names;
+  struct names names; /* free them */
 };
+
+/* The image of q's row (id, size, created, layers) and its names. */
+static int image_row_read(cairn_store *st, sqlite3_stmt *names_q, sqlite3_stmt *q,
+                          struct image_row *row) {
+  snprintf(row->id, sizeof(row->id), "%s", (const char *)sqlite3_column_text(q, 0));
+  row->size = (uint64_t)sqlite3_column_int64(q, 1);
+  row->created = sqlite3_column_int64(q, 2);
+  row->layers = (unsigned)sqlite3_column_int(q, 3);
+  return image_names(st, names_q, row->id, &row->names);
+}
+
+/* The record of row, pinned as pv says. */
+static struct cairn_image_rec image_row_rec(cairn_store *st, const struct pinned_view *pv,
+                                            const struct image_row *row) {
+  return (struct cairn_image_rec){.id = row->id,
+                                  .names = (const char *const *)row->names.v,
+                                  .n_names = row->names.n,
+                                  .size = row->size,
+                                  .created = row->created,
+                                  .layers = row->layers,
+                                  .pinned = image_pinned(st, pv, row->id)};
+}
 
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   store_errclear(st);
@@ -142,12 +147,7 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
       goto out;
     }
     rows = v;
-    struct image_row *row = &rows[n];
-    snprintf(row->id, sizeof(row->id), "%s", (const char *)sqlite3_column_text(q, 0));
-    row->size = (uint64_t)sqlite3_column_int64(q, 1);
-    row->created = sqlite3_column_int64(q, 2);
-    row->layers = (unsigned)sqlite3_column_int(q, 3);
-    if ((r = image_names(st, names_q, row->id, &row->names)) < 0) goto out;
+    if ((r = image_row_read(st, names_q, q, &rows[n])) < 0) goto out;
     n++;
   }
   if (step != SQLITE_DONE) {
@@ -156,13 +156,7 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   }
   if ((r = cn_kernel_locks_first(st, &pv.kl)) < 0) goto out;
   for (size_t i = 0; r == 0 && i < n; i++) {
-    struct cairn_image_rec im = {.id = rows[i].id,
-                                 .names = (const char *const *)rows[i].names.v,
-                                 .n_names = rows[i].names.n,
-                                 .size = rows[i].size,
-                                 .created = rows[i].created,
-                                 .layers = rows[i].layers,
-                                 .pinned = image_pinned(st, &pv, rows[i].id)};
+    struct cairn_image_rec im = image_row_rec(st, &pv, &rows[i]);
     r = fn(&im, arg);
   }
 out:
@@ -275,9 +269,11 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
   struct pinned_view pv;
   if ((r = names_prepare(st, &names_q)) < 0 || (r = pinned_view_read(st, &pv)) < 0) return r;
   struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 4)};
-  struct names names, layer_ids;
+  struct names layer_ids;
   struct cairn_image_layer *layers;
-  r = image_rec_fill(st, &pv, names_q, q, &info.image, &names);
+  struct image_row row;
+  r = image_row_read(st, names_q, q, &row);
+  if (r == 0) info.image = image_row_rec(st, &pv, &row);
   pinned_view_free(&pv);
   if (r < 0) return r;
   if ((r = image_layer_list(st, image_id, &layers, &layer_ids)) == 0) {
@@ -287,7 +283,7 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
     free(layers);
     names_free(&layer_ids);
   }
-  names_free(&names);
+  names_free(&row.names);
   return r;
 }
 

@@ -413,12 +413,17 @@ static const struct kernel_lock *locks_on(const struct kernel_locks *kl, const s
   return kl->v + lo;
 }
 
+/* Whether one of the n locks l is pid's. */
+static bool locks_have_pid(const struct kernel_lock *l, size_t n, pid_t pid) {
+  for (size_t i = 0; i < n; i++)
+    if (l[i].pid == pid) return true;
+  return false;
+}
+
 static bool inode_locked_by(const struct kernel_locks *kl, const struct stat *s, pid_t pid) {
   size_t n;
   const struct kernel_lock *l = locks_on(kl, s, &n);
-  for (size_t i = 0; i < n; i++)
-    if (pid <= 0 || l[i].pid == pid) return true;
-  return false;
+  return pid <= 0 ? n > 0 : locks_have_pid(l, n, pid);
 }
 
 /* Stats the target's pin file; false if it has none. */
@@ -698,6 +703,13 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
   return 0;
 }
 
+/* Whether one of the n notes of run is pid's. */
+static bool run_has_pid(const struct note *run, size_t n, pid_t pid) {
+  for (size_t i = 0; i < n; i++)
+    if (run[i].pid == pid) return true;
+  return false;
+}
+
 /* The annotations of one target: a run of the sorted notes. */
 static const struct note *notes_of(const struct notes *ns, enum cairn_pin_kind kind, const char *id,
                                    size_t *n) {
@@ -796,9 +808,7 @@ static int target_rows(cairn_store *st, const struct kernel_locks *kl, struct pr
   size_t n_locks = 0;
   const struct kernel_lock *locks = file && kl ? locks_on(kl, file, &n_locks) : NULL;
   for (size_t k = 0; k < n_locks && r == 0; k++) {
-    bool annotated = false; /* and so live: its pid holds this lock */
-    for (size_t j = 0; j < n_run && !annotated; j++) annotated = run[j].pid == locks[k].pid;
-    if (annotated) continue;
+    if (run_has_pid(run, n_run, locks[k].pid)) continue; /* annotated, and so live */
     struct cairn_pin_rec rec = {
         .kind = t->kind, .target = t->id, .pid = locks[k].pid, .purpose = ""};
     r = pin_emit(st, ps, &rec, file, fn, arg);
@@ -1061,16 +1071,10 @@ static bool listing_ahead_holds(const struct pins_listing *l, const struct kerne
     size_t n_run, n_locks;
     const struct note *run = notes_of(&l->notes, t->kind, t->id, &n_run);
     const struct kernel_lock *locks = locks_on(kl, &t->file, &n_locks);
-    for (size_t j = 0; j < n_run; j++) { /* a few of each */
-      bool locked = false;
-      for (size_t k = 0; k < n_locks && !locked; k++) locked = run[j].pid == locks[k].pid;
-      if (!locked) return false;
-    }
-    for (size_t k = 0; k < n_locks; k++) {
-      bool annotated = false;
-      for (size_t j = 0; j < n_run && !annotated; j++) annotated = run[j].pid == locks[k].pid;
-      if (!annotated) return false;
-    }
+    for (size_t j = 0; j < n_run; j++) /* a few of each */
+      if (!locks_have_pid(locks, n_locks, run[j].pid)) return false;
+    for (size_t k = 0; k < n_locks; k++)
+      if (!run_has_pid(run, n_run, locks[k].pid)) return false;
   }
   return true;
 }
