@@ -11,7 +11,11 @@
 # CAIRN_BIN_BEFORE names one (say, main's, to show a change):
 #   - mount latency with page, dentry and inode caches dropped before each
 #     run: from the mount command until a file of the image
-#     (etc/os-release; d0999/f099) has been read (hyperfine, mean ± sd);
+#     (etc/os-release; d0999/f099) has been read: RUNS rounds that run
+#     each system once, in a new random order each round (mean ± sd, and
+#     the median); LATENCY=hyperfine runs each system's RUNS runs one
+#     after another instead (hyperfine, mean ± sd), as this script did
+#     until 2026-12-02;
 #   - N mounts of one image (N=20), each walked shallowly (find -maxdepth
 #     2, one file read): the sum of the daemons' PSS (from
 #     /proc/PID/smaps_rollup) and one daemon's RSS. Kernel overlayfs has no
@@ -20,7 +24,8 @@
 #     both are counted, and "one daemon's RSS" is the server's.
 # Prints one table, ratios against fuse-overlayfs.
 #
-#   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] [ROWS='latency pss'] bench/bench_mount.sh [RESULTS.txt]
+#   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] [ROWS='latency pss'] [RUNS=10]
+#     [LATENCY=interleaved|hyperfine] bench/bench_mount.sh [RESULTS.txt]
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
 source "$(dirname "$0")/../tests/e2e/mountlib.sh"
@@ -28,6 +33,7 @@ unset ASAN_OPTIONS UBSAN_OPTIONS
 out_file=${1:-}
 
 RUNS=${RUNS:-10}
+LATENCY=${LATENCY:-interleaved} # or hyperfine: each system's runs one after another
 ROWS=" ${ROWS:-latency pss} " # which rows to run
 wanted() { [[ $ROWS == *" $1 "* ]]; }
 N_MOUNTS=${N_MOUNTS:-20}
@@ -97,18 +103,43 @@ gone_cmd() {
   esac
 }
 
+# latency_interleaved IMG: RUNS rounds, each running every system once, in
+# a new random order each round, so that the VM's drift (its cold reads
+# swing by tens of percent from one minute to the next) falls on all
+# systems alike; one time in microseconds per line in $TMP/json/lat-IMG-SYS.
+latency_interleaved() {
+  local img=$1 r s dir t0 t1
+  for s in "${SYSTEMS[@]}"; do : >"$TMP/json/lat-$img-$s"; done
+  for ((r = 0; r < RUNS; r++)); do
+    for s in $(printf '%s\n' "${SYSTEMS[@]}" | shuf); do
+      dir=$TMP/m/$s
+      if mountpoint -q "$dir"; then eval "$(umount_cmd "$s" "$dir")"; fi
+      eval "$(gone_cmd "$s" "$dir")"
+      eval "$DROP"
+      t0=$(date +%s%N)
+      eval "$(mount_cmd "$s" "$img" "$dir")" && cat "$dir/${PROBE[$img]}" >/dev/null
+      t1=$(date +%s%N)
+      echo $(((t1 - t0) / 1000)) >>"$TMP/json/lat-$img-$s"
+    done
+  done
+}
+
 mkdir -p "$TMP/json" "$TMP/m"
 for img in debian 100k; do
   wanted latency || continue
-  echo "# mount latency, caches dropped: $img" >&2
-  args=(--style none --runs "$RUNS" --export-json "$TMP/json/latency-$img.json")
-  for s in "${SYSTEMS[@]}"; do
-    dir=$TMP/m/$s
-    mkdir -p "$dir"
-    args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $(gone_cmd "$s" "$dir"); $DROP"
-      -n "$s" "$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null")
-  done
-  hyperfine "${args[@]}" >/dev/null
+  echo "# mount latency, caches dropped: $img ($LATENCY)" >&2
+  for s in "${SYSTEMS[@]}"; do mkdir -p "$TMP/m/$s"; done
+  if [ "$LATENCY" = interleaved ]; then
+    latency_interleaved "$img"
+  else
+    args=(--style none --runs "$RUNS" --export-json "$TMP/json/latency-$img.json")
+    for s in "${SYSTEMS[@]}"; do
+      dir=$TMP/m/$s
+      args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $(gone_cmd "$s" "$dir"); $DROP"
+        -n "$s" "$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null")
+    done
+    hyperfine "${args[@]}" >/dev/null
+  fi
   for s in "${SYSTEMS[@]}"; do
     mountpoint -q "$TMP/m/$s" && eval "$(umount_cmd "$s" "$TMP/m/$s")"
   done
@@ -168,7 +199,7 @@ for img in debian 100k; do
 done
 
 python3 - "$TMP/json" "$N_MOUNTS" "${SYSTEMS[@]}" <<'PY' | tee ${out_file:+"$out_file"}
-import json, os, platform, sys
+import json, os, platform, statistics, sys
 d, n, systems = sys.argv[1], sys.argv[2], sys.argv[3:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# cairnfs mount benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
@@ -187,6 +218,13 @@ for img, name in (("debian", "Debian minbase, 3 layers"), ("100k", "100,000 file
         res = {r["command"]: (r["mean"] * 1000, (r["stddev"] or 0) * 1000)
                for r in json.load(open(f"{d}/latency-{img}.json"))["results"]}
         line(f"mount, caches dropped, ms ({name})", res, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
+    runs = {s: sorted(int(x) / 1000 for x in open(f"{d}/lat-{img}-{s}").read().split())
+            for s in systems if os.path.exists(f"{d}/lat-{img}-{s}")}
+    if runs:
+        line(f"mount, caches dropped, ms ({name})", {s: (statistics.mean(v), statistics.pstdev(v))
+             for s, v in runs.items()}, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
+        line(f"  the same, median (interleaved)", {s: (statistics.median(v),)
+             for s, v in runs.items()}, lambda v: f"{v[0]:.1f}")
     pss, rss = {}, {}
     for s in systems:
         p = f"{d}/pss-{img}-{s}"
