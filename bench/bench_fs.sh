@@ -10,8 +10,11 @@
 # every file (tar -c | wc -c), sequential read of the large file, parallel
 # reads of many small files (each cold and warm), and mount + unmount time
 # (also for a 100,000-file image). Cold = page, dentry and inode caches
-# dropped before each run. Timed with hyperfine; prints the
-# mean of each and ratios of cairnfs to native and to fuse-overlayfs.
+# dropped before each run. The systems' runs are interleaved, a new order
+# each round (benchlib.sh: the VM's drift falls on all alike); prints the
+# median of each and ratios of cairnfs to native and to fuse-overlayfs.
+# (Until 2026-12-02 this ran hyperfine, each system's runs one after
+# another, and printed means: bench/results-fs.txt's older blocks.)
 #
 #   CAIRN_BIN=build-dir [ROWS='walk-cold bigfile-cold ...'] bench/bench_fs.sh [RESULTS.txt]
 # PASSTHROUGH=1 adds a contender, cairnfs-pt: cairnfs with -o passthrough
@@ -23,6 +26,7 @@
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
 source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+source "$(dirname "$0")/benchlib.sh"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 out_file=${1:-}
 
@@ -80,20 +84,18 @@ echo "# $(tr -cd '\0' <"$TMP/small.list" | wc -c) small files," \
 mkdir -p "$TMP/json"
 
 # bench ROW KIND(cold|warm) COMMAND-TEMPLATE: @ in the template is the tree.
+# The systems' runs are interleaved (benchlib.sh): cold, the caches are
+# dropped before each; warm, two rounds go first, untimed.
 bench() {
-  local row=$1 kind=$2 tmpl=$3 sys
+  local row=$1 kind=$2 tmpl=$3 sys prepare=: runs=$RUNS_WARM warmup=2
   wanted "$row" || return 0
-  local args=(--style none --export-json "$TMP/json/$row.json")
-  if [ "$kind" = cold ]; then
-    args+=(--runs "$RUNS_COLD" --prepare "$DROP")
-  else
-    args+=(--runs "$RUNS_WARM" --warmup 2)
-  fi
+  if [ "$kind" = cold ]; then prepare=$DROP runs=$RUNS_COLD warmup=0; fi
+  local args=()
   for sys in "${SYSTEMS[@]}"; do
-    args+=(-n "$sys" "${tmpl//@/${DIR[$sys]}}")
+    args+=("$sys" "$prepare" "${tmpl//@/${DIR[$sys]}}")
   done
   echo "# $row" >&2
-  hyperfine "${args[@]}" >/dev/null
+  interleaved "$TMP/json/$row.json" "$runs" "$warmup" "${args[@]}" || fail "row $row failed"
 }
 
 bench walk-cold cold "find @ -printf '%p %s %m %u %g %T@ %l\n' >/dev/null"
@@ -111,11 +113,11 @@ if wanted mount; then
   cairn umount "$TMP/cfs"
   umount "$TMP/ovl"
   fusermount3 -u "$TMP/fovl"
-  hyperfine --style none --runs "$RUNS_WARM" --warmup 1 --export-json "$TMP/json/mount.json" \
-    -n overlayfs "mount -t overlay overlay -o ro,lowerdir=$lower $TMP/ovl && stat $TMP/ovl/etc >/dev/null && umount $TMP/ovl" \
-    -n fuse-overlayfs "fuse-overlayfs -o lowerdir=$lower $TMP/fovl && stat $TMP/fovl/etc >/dev/null && fusermount3 -u $TMP/fovl" \
-    -n cairnfs "$CAIRN_BIN/cairn --store $STORE mount bench:1 $TMP/cfs && stat $TMP/cfs/etc >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $TMP/cfs" \
-    >/dev/null
+  interleaved "$TMP/json/mount.json" "$RUNS_WARM" 1 \
+    overlayfs : "mount -t overlay overlay -o ro,lowerdir=$lower $TMP/ovl && stat $TMP/ovl/etc >/dev/null && umount $TMP/ovl" \
+    fuse-overlayfs : "fuse-overlayfs -o lowerdir=$lower $TMP/fovl && stat $TMP/fovl/etc >/dev/null && fusermount3 -u $TMP/fovl" \
+    cairnfs : "$CAIRN_BIN/cairn --store $STORE mount -q bench:1 $TMP/cfs && stat $TMP/cfs/etc >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $TMP/cfs" \
+    || fail "the mount row failed"
 fi
 
 # A 100,000-file image (one layer, 1,000 directories of 100 small files).
@@ -125,11 +127,11 @@ if wanted mount100k; then
   mkdir -p "$TMP/l100k"
   tar -C "$TMP/l100k" -xf "$TMP/100k.tar"
   cairn import big100k:1 "$TMP/100k.tar" >/dev/null
-  hyperfine --style none --runs "$RUNS_WARM" --warmup 1 --export-json "$TMP/json/mount100k.json" \
-    -n overlayfs "mount -t overlay overlay -o ro,lowerdir=$TMP/l100k:$TMP/l1 $TMP/ovl && stat $TMP/ovl/d0999/f099 >/dev/null && umount $TMP/ovl" \
-    -n fuse-overlayfs "fuse-overlayfs -o lowerdir=$TMP/l100k:$TMP/l1 $TMP/fovl && stat $TMP/fovl/d0999/f099 >/dev/null && fusermount3 -u $TMP/fovl" \
-    -n cairnfs "$CAIRN_BIN/cairn --store $STORE mount big100k:1 $TMP/cfs && stat $TMP/cfs/d0999/f099 >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $TMP/cfs" \
-    >/dev/null
+  interleaved "$TMP/json/mount100k.json" "$RUNS_WARM" 1 \
+    overlayfs : "mount -t overlay overlay -o ro,lowerdir=$TMP/l100k:$TMP/l1 $TMP/ovl && stat $TMP/ovl/d0999/f099 >/dev/null && umount $TMP/ovl" \
+    fuse-overlayfs : "fuse-overlayfs -o lowerdir=$TMP/l100k:$TMP/l1 $TMP/fovl && stat $TMP/fovl/d0999/f099 >/dev/null && fusermount3 -u $TMP/fovl" \
+    cairnfs : "$CAIRN_BIN/cairn --store $STORE mount -q big100k:1 $TMP/cfs && stat $TMP/cfs/d0999/f099 >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $TMP/cfs" \
+    || fail "the 100,000-file mount row failed"
 fi
 
 python3 - "$TMP/json" <<'PY' | tee ${out_file:+"$out_file"}
@@ -148,7 +150,7 @@ rows = [("walk-cold", "metadata walk, cold (find -printf)"),
 systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs", "cairnfs-pt", "cairnfs-before"]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# cairnfs benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
-      f"kernel {platform.release()}, mean of hyperfine runs in ms")
+      f"kernel {platform.release()}, median of interleaved runs in ms")
 hdr = (f"{'row':38} " + " ".join(f"{s:>15}" for s in systems) +
        f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12} {'pt/native':>13}"
        f" {'before/native':>13}")
@@ -157,7 +159,7 @@ print("-" * len(hdr))
 for key, label in rows:
     if not os.path.exists(f"{d}/{key}.json"):
         continue  # not in ROWS
-    res = {r["command"]: r["mean"] * 1000 for r in json.load(open(f"{d}/{key}.json"))["results"]}
+    res = {r["command"]: r["median"] * 1000 for r in json.load(open(f"{d}/{key}.json"))["results"]}
     cells = " ".join(f"{res[s]:15.1f}" if s in res else f"{'-':>15}" for s in systems)
     c = res["cairnfs"]
     vs_native = (f"{res['overlayfs'] / res['native']:11.2f} {c / res['native']:11.2f}"

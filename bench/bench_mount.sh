@@ -29,6 +29,7 @@
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
 source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+source "$(dirname "$0")/benchlib.sh"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 out_file=${1:-}
 
@@ -103,42 +104,23 @@ gone_cmd() {
   esac
 }
 
-# latency_interleaved IMG: RUNS rounds, each running every system once, in
-# a new random order each round, so that the VM's drift (its cold reads
-# swing by tens of percent from one minute to the next) falls on all
-# systems alike; one time in microseconds per line in $TMP/json/lat-IMG-SYS.
-latency_interleaved() {
-  local img=$1 r s dir t0 t1
-  for s in "${SYSTEMS[@]}"; do : >"$TMP/json/lat-$img-$s"; done
-  for ((r = 0; r < RUNS; r++)); do
-    for s in $(printf '%s\n' "${SYSTEMS[@]}" | shuf); do
-      dir=$TMP/m/$s
-      if mountpoint -q "$dir"; then eval "$(umount_cmd "$s" "$dir")"; fi
-      eval "$(gone_cmd "$s" "$dir")"
-      eval "$DROP"
-      t0=$(date +%s%N)
-      eval "$(mount_cmd "$s" "$img" "$dir")" && cat "$dir/${PROBE[$img]}" >/dev/null
-      t1=$(date +%s%N)
-      echo $(((t1 - t0) / 1000)) >>"$TMP/json/lat-$img-$s"
-    done
-  done
-}
-
 mkdir -p "$TMP/json" "$TMP/m"
 for img in debian 100k; do
   wanted latency || continue
   echo "# mount latency, caches dropped: $img ($LATENCY)" >&2
   for s in "${SYSTEMS[@]}"; do mkdir -p "$TMP/m/$s"; done
+  args=() hargs=(--style none --runs "$RUNS" --export-json "$TMP/json/latency-$img.json")
+  for s in "${SYSTEMS[@]}"; do
+    dir=$TMP/m/$s
+    prepare="if mountpoint -q $dir; then $(umount_cmd "$s" "$dir"); fi; $(gone_cmd "$s" "$dir"); $DROP"
+    run="$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null"
+    args+=("$s" "$prepare" "$run")
+    hargs+=(--prepare "$prepare" -n "$s" "$run")
+  done
   if [ "$LATENCY" = interleaved ]; then
-    latency_interleaved "$img"
+    interleaved "$TMP/json/latency-$img.json" "$RUNS" 0 "${args[@]}" || fail "the latency row failed"
   else
-    args=(--style none --runs "$RUNS" --export-json "$TMP/json/latency-$img.json")
-    for s in "${SYSTEMS[@]}"; do
-      dir=$TMP/m/$s
-      args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $(gone_cmd "$s" "$dir"); $DROP"
-        -n "$s" "$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null")
-    done
-    hyperfine "${args[@]}" >/dev/null
+    hyperfine "${hargs[@]}" >/dev/null
   fi
   for s in "${SYSTEMS[@]}"; do
     mountpoint -q "$TMP/m/$s" && eval "$(umount_cmd "$s" "$TMP/m/$s")"
@@ -199,7 +181,7 @@ for img in debian 100k; do
 done
 
 python3 - "$TMP/json" "$N_MOUNTS" "${SYSTEMS[@]}" <<'PY' | tee ${out_file:+"$out_file"}
-import json, os, platform, statistics, sys
+import json, os, platform, sys
 d, n, systems = sys.argv[1], sys.argv[2], sys.argv[3:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# cairnfs mount benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
@@ -218,13 +200,9 @@ for img, name in (("debian", "Debian minbase, 3 layers"), ("100k", "100,000 file
         res = {r["command"]: (r["mean"] * 1000, (r["stddev"] or 0) * 1000)
                for r in json.load(open(f"{d}/latency-{img}.json"))["results"]}
         line(f"mount, caches dropped, ms ({name})", res, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
-    runs = {s: sorted(int(x) / 1000 for x in open(f"{d}/lat-{img}-{s}").read().split())
-            for s in systems if os.path.exists(f"{d}/lat-{img}-{s}")}
-    if runs:
-        line(f"mount, caches dropped, ms ({name})", {s: (statistics.mean(v), statistics.pstdev(v))
-             for s, v in runs.items()}, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
-        line(f"  the same, median (interleaved)", {s: (statistics.median(v),)
-             for s, v in runs.items()}, lambda v: f"{v[0]:.1f}")
+        med = {r["command"]: (r["median"] * 1000,)
+               for r in json.load(open(f"{d}/latency-{img}.json"))["results"]}
+        line("  the same, median", med, lambda v: f"{v[0]:.1f}")
     pss, rss = {}, {}
     for s in systems:
         p = f"{d}/pss-{img}-{s}"
