@@ -4,7 +4,8 @@
 # not linked in), none of those of import and pull (libarchive and its
 # ICU, libxml2, zstd ...; libcrypto; Jansson; libcurl): loading them
 # tripled the time of a mount with cold caches, and their relocated data
-# was private memory in every daemon. cairn-pin does not load them either, Jansson (its --json) apart.
+# was private memory in every daemon. cairn-pin does not load them either,
+# Jansson (its --json) apart.
 # (libstdc++ is not checked: ASan builds load it.)
 source "$(dirname "$0")/mountlib.sh"
 
