@@ -11,7 +11,9 @@
 # CAIRN_BIN_BEFORE names one (say, main's, to show a change):
 #   - mount latency with page, dentry and inode caches dropped before each
 #     run: from the mount command until a file of the image
-#     (etc/os-release; d0999/f099) has been read: RUNS rounds that run
+#     (etc/os-release; d0999/f099) has been read, with every system's
+#     mount taken down before each run (a live daemon keeps its binary and
+#     libraries cached through drop_caches): RUNS rounds that run
 #     each system once, in a new random order each round (mean ± sd, and
 #     the median); LATENCY=hyperfine runs each system's RUNS runs one
 #     after another instead (hyperfine, mean ± sd), as this script did
@@ -109,10 +111,19 @@ for img in debian 100k; do
   wanted latency || continue
   echo "# mount latency, caches dropped: $img ($LATENCY)" >&2
   for s in "${SYSTEMS[@]}"; do mkdir -p "$TMP/m/$s"; done
+  # Before each run every system's mount goes, not only the one about to
+  # run: a live daemon keeps what it maps (its binary, its libraries) in
+  # the page cache through drop_caches, and a system whose libraries
+  # another system's daemon had mapped measured them warm.
+  prepare=
+  for s in "${SYSTEMS[@]}"; do
+    dir=$TMP/m/$s
+    prepare+="if mountpoint -q $dir; then $(umount_cmd "$s" "$dir"); fi; $(gone_cmd "$s" "$dir"); "
+  done
+  prepare+=$DROP
   args=() hargs=(--style none --runs "$RUNS" --export-json "$TMP/json/latency-$img.json")
   for s in "${SYSTEMS[@]}"; do
     dir=$TMP/m/$s
-    prepare="if mountpoint -q $dir; then $(umount_cmd "$s" "$dir"); fi; $(gone_cmd "$s" "$dir"); $DROP"
     run="$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null"
     args+=("$s" "$prepare" "$run")
     hargs+=(--prepare "$prepare" -n "$s" "$run")

@@ -1,11 +1,10 @@
 #!/bin/bash
 # test_mount_libs.sh — a cairnfs daemon maps only the shared libraries a
-# mount uses (libc and libm; libfuse3, SQLite and xxHash too when they are
-# not linked in), none of those of import and pull (libarchive and its
-# ICU, libxml2, zstd ...; libcrypto; Jansson; libcurl): loading them
-# tripled the time of a mount with cold caches, and their relocated data
-# was private memory in every daemon. cairn-pin does not load them either,
-# Jansson (its --json) apart.
+# mount uses (libfuse3, SQLite, xxHash, libc and what they need), none of
+# those of import and pull (libarchive and its ICU, libxml2, zstd ...;
+# libcrypto; Jansson; libcurl): loading them tripled the time of a mount
+# with cold caches, and their relocated data was private memory in every
+# daemon. cairn-pin does not load them either, Jansson (its --json) apart.
 # (libstdc++ is not checked: ASan builds load it.)
 source "$(dirname "$0")/mountlib.sh"
 
@@ -19,24 +18,11 @@ grep -q cairntest "$TMP/m/etc/os-release" || fail "the mount does not serve the 
 pid=$(mount_pid "$TMP/m")
 [ -n "$pid" ] || fail "no daemon recorded: $(cairn mounts --json)"
 libs=$(awk '$6 ~ /\.so/ { print $6 }' "/proc/$pid/maps" | sort -u)
+grep -q 'libfuse3\.so' <<<"$libs" || fail "the daemon's maps show no libfuse3: $libs"
 if grep -E "$IMPORT_PULL_LIBS" <<<"$libs"; then
   fail "cairnfs maps the libraries above, which a mount does not use"
 fi
-pass "the cairnfs daemon maps none of import's and pull's libraries"
-
-# Built with CAIRN_STATIC_MOUNT_LIBS (the default), SQLite, xxHash and
-# libfuse3 are linked into cairnfs: a cold mount reads one file, not four.
-# Built without, they are the shared ones.
-static=$(sed -n 's/^CAIRN_STATIC_MOUNT_LIBS:BOOL=//p' "$CAIRN_BIN/CMakeCache.txt" 2>/dev/null)
-if [ "$static" = ON ]; then
-  if grep -E 'lib(sqlite3|xxhash|fuse3)\.so' <<<"$libs"; then
-    fail "cairnfs was built with CAIRN_STATIC_MOUNT_LIBS, yet maps the shared libraries above"
-  fi
-  pass "the cairnfs daemon maps no shared SQLite, xxHash or libfuse3 (linked in)"
-else
-  grep -q 'libfuse3\.so' <<<"$libs" || fail "the daemon's maps show no libfuse3: $libs"
-  pass "the cairnfs daemon maps the shared libfuse3 (CAIRN_STATIC_MOUNT_LIBS off)"
-fi
+pass "the cairnfs daemon maps only libfuse3, SQLite, xxHash and libc (and their needs)"
 
 # Once serving, a read-only mount's supervisor and server keep no SQLite
 # connection (cairn_store_idle): its page cache and schema were private
