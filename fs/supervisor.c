@@ -7,11 +7,12 @@
  *
  * Lifecycle, in order, each step undone on the way out whatever happened:
  * resolve DIR (cairn_mountpoint_resolve, as cairn umount does) → open the
- * store → resolve IMAGE → pin the image and all its layers (purpose "mount
- * DIR", held by this process until it exits; the kernel drops them if it
- * dies) → check the image's index (built and written the first time; the
- * mapping is dropped again: only servers map it) → take the upper layer
- * (writable mounts) → mount → record the
+ * store → resolve IMAGE → start reading its index (cairn_tree_prefetch: the
+ * disk reads it while the pins are taken) → pin the image and all its
+ * layers (purpose "mount DIR", held by this process until it exits; the
+ * kernel drops them if it dies) → check the image's index (built and
+ * written the first time; the mapping is dropped again: only servers map
+ * it) → take the upper layer (writable mounts) → mount → record the
  * mount (this pid, its device) → read the kernel's FUSE_INIT request from
  * /dev/fuse and keep its bytes (a memfd) → run servers until one exits
  * CAIRNFS_SERVER_ENDED and /dev/fuse says the session is over → forget the
@@ -493,6 +494,7 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
     code = report_fail(r, "%s: %s", o->image, report_why(s.st, r));
     goto out;
   }
+  cairn_tree_prefetch(s.st, s.id);
   char purpose[PATH_MAX + 8];
   snprintf(purpose, sizeof(purpose), "mount %s", s.dir);
   pins = cairn_pinset_new(purpose, true);
