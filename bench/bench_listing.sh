@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench_listing.sh — the listings at scale: `cairn images`, `cairn-pin ls`
-# (table and --json, all pins and one image's) and `cairn rm` of an unpinned
+# (table and --json, all pins and one image's; and once every holder is
+# killed, its command inheriting its locks) and `cairn rm` of an unpinned
 # image, in stores of 100 images / 1,000 pins and 1,000 images / 10,000
 # pins (issue 9 item 3), so that the growth shows. Each image is one small
 # layer of its own; the pins are taken by HOLDERS `cairn-pin hold` processes,
@@ -13,8 +14,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "${1:-$ROOT/build}" && pwd)
 W=$(mktemp -d /tmp/cairn-bench.XXXXXX)
 holders=()
+heirs=()
 cleanup() {
   for h in "${holders[@]}"; do pkill -9 -P "$h" 2>/dev/null || true; kill -9 "$h" 2>/dev/null || true; done
+  for h in "${heirs[@]}"; do kill -9 "$h" 2>/dev/null || true; done
   rm -rf "$W"
 }
 trap cleanup EXIT
@@ -65,12 +68,24 @@ for n in 100 1000; do
     -n "cairn rm (unpinned image)" --prepare "$BIN/cairn --store $s import -q rm:1 $W/rm.tar" \
     "$BIN/cairn --store $s rm -q rm:1" >/dev/null
   while IFS=$'\t' read -r c m; do mean["$n/$c"]=$m; done < <(jq -r '.results[] | [.command, .mean * 1000] | @tsv' "$W/h$n.json")
-  for h in "${holders[@]}"; do pkill -9 -P "$h" 2>/dev/null || true; kill -9 "$h" 2>/dev/null || true; done
+  # The same pins inherited: each holder killed, its command (sleep) alive
+  # and holding the locks, so that the listing names the heirs. (A build
+  # from before 2026-12-02 walked /proc once per such pin: more than 240 s
+  # at 10,000; not run here.)
+  for h in "${holders[@]}"; do heirs+=($(pgrep -P "$h" || true)); done
+  for h in "${holders[@]}"; do kill -9 "$h" 2>/dev/null || true; done
   holders=()
+  hyperfine --style none --runs "$RUNS" --warmup 1 --export-json "$W/i$n.json" \
+    -n "cairn-pin ls (inherited)" "$BIN/cairn-pin --store $s ls" >/dev/null
+  while IFS=$'\t' read -r c m; do mean["$n/$c"]=$m; done < <(jq -r '.results[] | [.command, .mean * 1000] | @tsv' "$W/i$n.json")
+  for h in "${heirs[@]}"; do kill -9 "$h" 2>/dev/null || true; done
+  heirs=()
+  "$BIN/cairn" --store "$s" gc -q >/dev/null # the killed holders' annotations
 done
 for c in "cairn images" "cairn images --json" "cairn-pin ls" "cairn-pin ls --json" "cairn-pin ls IMAGE" \
   ${CAIRN_BIN_BEFORE:+"cairn images (before)" "cairn images --json (before)" "cairn-pin ls (before)"} \
-  ${CAIRN_BIN_BEFORE:+"cairn-pin ls --json (before)" "cairn-pin ls IMAGE (before)"} "cairn rm (unpinned image)"; do
+  ${CAIRN_BIN_BEFORE:+"cairn-pin ls --json (before)" "cairn-pin ls IMAGE (before)"} "cairn rm (unpinned image)" \
+  "cairn-pin ls (inherited)"; do
   a=${mean["100/$c"]} b=${mean["1000/$c"]}
   printf '%-44s %9.1f ms %9.1f ms %7.1fx\n' "$c" "$a" "$b" "$(echo "$b / $a" | bc -l)"
 done

@@ -13,8 +13,9 @@
  *   in the deleting transaction itself (annotations, then /proc/locks).
  * - Only a listing that shows who holds a lock a dead locker passed on, or
  *   that must confirm a lock /proc/locks did not show, walks /proc/PID/fd
- *   (and stats only the fds on files of pins/); the pinned flags of image
- *   and layer listings read /proc/locks alone.
+ *   (and stats only the fds on files of pins/), once however many such
+ *   pins it has; the pinned flags of image and layer listings read
+ *   /proc/locks alone.
  * - A listing costs one read of /proc/locks, one query of the annotations
  *   and the pin directories' entries (their d_ino; a stat per pin file only
  *   where d_ino is not st_ino), however many pins: locks and targets are
@@ -481,33 +482,6 @@ static int proc_pin_fds_walk(cairn_store *st, const pid_t *pids, size_t n_pids, 
   return r;
 }
 
-struct holders {
-  const struct stat *file;
-  pid_t *v;
-  size_t n, cap;
-  pid_t last;
-};
-
-static int holder_add(pid_t pid, int fd, const struct stat *s, void *arg) {
-  (void)fd;
-  struct holders *h = arg;
-  if (s->st_dev != h->file->st_dev || s->st_ino != h->file->st_ino || h->last == pid) return 0;
-  pid_t *v = cn_array_grow(h->v, h->n, &h->cap, sizeof(*v));
-  if (!v) return -ENOMEM;
-  (h->v = v)[h->n++] = h->last = pid;
-  return 0;
-}
-
-/* Live processes with an open fd on the inode: who holds a lock that a
- * now-dead process took and passed on (cairn-pin hold's command). */
-static int inode_holders(cairn_store *st, const struct stat *s, pid_t **out, size_t *n) {
-  struct holders h = {.file = s};
-  int r = proc_pin_fds_walk(st, NULL, 0, holder_add, &h);
-  *out = h.v;
-  *n = h.n;
-  return r;
-}
-
 /* Adds to kl the locks that the fds on the inodes (sorted by inode) show
  * in /proc/PID/fdinfo. */
 struct confirm {
@@ -547,15 +521,82 @@ struct proc_info {
   char *command;
 };
 
+/* An open fd on a file of pins/, as one walk of /proc found it. */
+struct pin_fd {
+  dev_t dev;
+  ino_t ino;
+  size_t seq; /* its place in the walk */
+  pid_t pid;
+};
+
 struct procs {
   struct proc_info *v; /* by pid */
   size_t n;
+  /* Every fd on a pin file, by inode then place in the walk: read on the
+   * first pin whose locker is gone (inode_holders), once for the listing,
+   * however many such pins it has. */
+  struct pin_fd *fds;
+  size_t n_fds, cap_fds;
+  bool fds_read;
 };
 
 static void procs_free(struct procs *ps) {
   for (size_t i = 0; i < ps->n; i++) free(ps->v[i].command);
   free(ps->v);
+  free(ps->fds);
   *ps = (struct procs){0};
+}
+
+static int pin_fd_add(pid_t pid, int fd, const struct stat *s, void *arg) {
+  (void)fd;
+  struct procs *ps = arg;
+  struct pin_fd *v = cn_array_grow(ps->fds, ps->n_fds, &ps->cap_fds, sizeof(*v));
+  if (!v) return -ENOMEM;
+  ps->fds = v;
+  v[ps->n_fds] = (struct pin_fd){.dev = s->st_dev, .ino = s->st_ino, .seq = ps->n_fds, .pid = pid};
+  ps->n_fds++;
+  return 0;
+}
+
+static int pin_fd_cmp(const void *a, const void *b) {
+  const struct pin_fd *x = a, *y = b;
+  if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+  if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+  return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Live processes with an open fd on the inode: who holds a lock that a
+ * now-dead process took and passed on (cairn-pin hold's command), in the
+ * order /proc lists them. The first call walks /proc for the listing (a
+ * walk per pin took minutes at thousands of such pins). */
+static int inode_holders(cairn_store *st, struct procs *ps, const struct stat *s, pid_t **out,
+                         size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!ps->fds_read) {
+    int r = proc_pin_fds_walk(st, NULL, 0, pin_fd_add, ps);
+    if (r < 0) return r;
+    if (ps->n_fds > 1) qsort(ps->fds, ps->n_fds, sizeof(*ps->fds), pin_fd_cmp);
+    ps->fds_read = true;
+  }
+  struct pin_fd key = {.dev = s->st_dev, .ino = s->st_ino};
+  size_t lo = 0, hi = ps->n_fds;
+  while (lo < hi) { /* the first fd on the inode */
+    size_t mid = lo + (hi - lo) / 2;
+    if (pin_fd_cmp(&ps->fds[mid], &key) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  size_t end = lo;
+  while (end < ps->n_fds && ps->fds[end].dev == key.dev && ps->fds[end].ino == key.ino) end++;
+  if (end == lo) return 0;
+  pid_t *v = malloc((end - lo) * sizeof(*v));
+  if (!v) return -ENOMEM;
+  for (size_t i = lo; i < end; i++)
+    if (*n == 0 || v[*n - 1] != ps->fds[i].pid) v[(*n)++] = ps->fds[i].pid;
+  *out = v;
+  return 0;
 }
 
 static int pid_key_cmp(const void *a, const void *b) {
@@ -598,7 +639,7 @@ static int pin_emit(cairn_store *st, struct procs *ps, const struct cairn_pin_re
   }
   if (!rec.stale && file && p->gone) {
     /* The locker exited; the lock lives on in what inherited it. */
-    if (inode_holders(st, file, &held_by, &rec.n_held_by) < 0)
+    if (inode_holders(st, ps, file, &held_by, &rec.n_held_by) < 0)
       return store_fail(st, -ENOMEM, "out of memory listing pins");
     rec.locker_gone = true;
     rec.held_by = held_by;
