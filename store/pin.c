@@ -575,7 +575,10 @@ static int inode_holders(cairn_store *st, struct procs *ps, const struct stat *s
   *n = 0;
   if (!ps->fds_read) {
     int r = proc_pin_fds_walk(st, NULL, 0, pin_fd_add, ps);
-    if (r < 0) return r;
+    if (r < 0) {
+      ps->n_fds = 0; /* a later pin walks again, from the start */
+      return r;
+    }
     if (ps->n_fds > 1) qsort(ps->fds, ps->n_fds, sizeof(*ps->fds), pin_fd_cmp);
     ps->fds_read = true;
   }
