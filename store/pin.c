@@ -525,8 +525,11 @@ struct proc_info {
 struct pin_fd {
   dev_t dev;
   ino_t ino;
-  size_t seq; /* its place in the walk */
-  pid_t pid;
+  size_t seq;     /* its place in the walk */
+  pid_t pid;      /* whose fd */
+  int fd;         /* its number there */
+  pid_t lock_pid; /* who took the lock held through it (fdinfo), 0 if none;
+                     -1 until asked */
 };
 
 struct procs {
@@ -547,13 +550,26 @@ static void procs_free(struct procs *ps) {
   *ps = (struct procs){0};
 }
 
+/* The pid that took the flock held through fd (its "lock:" line in
+ * /proc/PID/fdinfo, which, like /proc/locks, names the locker even after it
+ * exited), or 0. */
+static pid_t fd_lock_pid(pid_t pid, int fd) {
+  char path[64], line[512];
+  snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
+  _cleanup_fclose_ FILE *f = fopen(path, "re");
+  struct kernel_lock l;
+  while (f && fgets(line, sizeof(line), f))
+    if (strncmp(line, "lock:", 5) == 0 && lock_line_parse(line + 5, &l)) return l.pid;
+  return 0;
+}
+
 static int pin_fd_add(pid_t pid, int fd, const struct stat *s, void *arg) {
-  (void)fd;
   struct procs *ps = arg;
   struct pin_fd *v = cn_array_grow(ps->fds, ps->n_fds, &ps->cap_fds, sizeof(*v));
   if (!v) return -ENOMEM;
   ps->fds = v;
-  v[ps->n_fds] = (struct pin_fd){.dev = s->st_dev, .ino = s->st_ino, .seq = ps->n_fds, .pid = pid};
+  v[ps->n_fds] = (struct pin_fd){
+      .dev = s->st_dev, .ino = s->st_ino, .seq = ps->n_fds, .pid = pid, .fd = fd, .lock_pid = -1};
   ps->n_fds++;
   return 0;
 }
@@ -565,12 +581,14 @@ static int pin_fd_cmp(const void *a, const void *b) {
   return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Live processes with an open fd on the inode: who holds a lock that a
- * now-dead process took and passed on (cairn-pin hold's command), in the
- * order /proc lists them. The first call walks /proc for the listing (a
- * walk per pin took minutes at thousands of such pins). */
-static int inode_holders(cairn_store *st, struct procs *ps, const struct stat *s, pid_t **out,
-                         size_t *n) {
+/* Who holds the lock that locker, now dead, took on the inode and passed on
+ * (cairn-pin hold's command): the live processes with an fd through which
+ * that lock is held, in the order /proc lists them; if fdinfo names no
+ * such fd (another pid namespace's view), every process with an fd on the
+ * inode. The first call walks /proc for the listing (a walk per pin took
+ * minutes at thousands of such pins). */
+static int inode_holders(cairn_store *st, struct procs *ps, const struct stat *s, pid_t locker,
+                         pid_t **out, size_t *n) {
   *out = NULL;
   *n = 0;
   if (!ps->fds_read) {
@@ -596,8 +614,18 @@ static int inode_holders(cairn_store *st, struct procs *ps, const struct stat *s
   if (end == lo) return 0;
   pid_t *v = malloc((end - lo) * sizeof(*v));
   if (!v) return -ENOMEM;
+  /* One process with the file open holds the lock (fdinfo not read);
+   * among several, those through whose fd the locker's lock is held. */
+  bool one = true, named = false;
+  for (size_t i = lo + 1; i < end && one; i++) one = ps->fds[i].pid == ps->fds[lo].pid;
+  for (size_t i = lo; i < end && !one; i++) {
+    struct pin_fd *f = &ps->fds[i];
+    if (f->lock_pid < 0) f->lock_pid = fd_lock_pid(f->pid, f->fd);
+    named = named || f->lock_pid == locker;
+  }
   for (size_t i = lo; i < end; i++)
-    if (*n == 0 || v[*n - 1] != ps->fds[i].pid) v[(*n)++] = ps->fds[i].pid;
+    if ((!named || ps->fds[i].lock_pid == locker) && (*n == 0 || v[*n - 1] != ps->fds[i].pid))
+      v[(*n)++] = ps->fds[i].pid;
   *out = v;
   return 0;
 }
@@ -642,7 +670,7 @@ static int pin_emit(cairn_store *st, struct procs *ps, const struct cairn_pin_re
   }
   if (!rec.stale && file && p->gone) {
     /* The locker exited; the lock lives on in what inherited it. */
-    if (inode_holders(st, ps, file, &held_by, &rec.n_held_by) < 0)
+    if (inode_holders(st, ps, file, rec.pid, &held_by, &rec.n_held_by) < 0)
       return store_fail(st, -ENOMEM, "out of memory listing pins");
     rec.locker_gone = true;
     rec.held_by = held_by;

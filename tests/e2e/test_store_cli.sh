@@ -63,6 +63,31 @@ expect_exit 0 "cairn-pin wait returns once the pins are gone" cairn-pin wait app
 check_json "cairn-pin ls marks the dead holder's annotation stale" 'length > 0 and all(.stale)' cairn-pin ls --json
 check "stale annotations are cleaned once seen" [ "$(cairn-pin ls --json | jq length)" = 0 ]
 
+# Two holders of one image, both killed, their commands alive: each
+# holder's pin row names the command that inherited that holder's lock, not
+# every process with the pin file open.
+cairn-pin hold app:1 -- sleep 61 &
+h1=$!
+cairn-pin hold app:1 -- sleep 62 &
+h2=$!
+on_exit "pkill -9 -P $h1; kill -9 $h1; pkill -9 -P $h2; kill -9 $h2"
+wait_for 5 pgrep -P "$h1" sleep >/dev/null
+wait_for 5 pgrep -P "$h2" sleep >/dev/null
+heir1=$(pgrep -P "$h1" sleep)
+heir2=$(pgrep -P "$h2" sleep)
+on_exit "kill -9 $heir1 $heir2"
+wait_for 5 sh -c "cairn-pin ls --json | jq -e '[.[] | select(.kind == \"image\")] | length == 2' >/dev/null"
+kill -9 "$h1" "$h2"
+wait "$h1" "$h2" 2>/dev/null
+check_json "each killed holder's pin is held by its own heir" \
+  "([.[] | select(.kind == \"image\")] | length == 2) and
+   ([.[] | select(.pid == $h1) | .held_by] | length == 4 and all(. == [$heir1])) and
+   ([.[] | select(.pid == $h2) | .held_by] | length == 4 and all(. == [$heir2]))" cairn-pin ls --json
+kill -9 "$heir1" "$heir2"
+wait_for 5 sh -c "! lslocks -n -o PATH | grep -q pins/image/$id1"
+cairn-pin ls >/dev/null # shows the stale annotations once, then they go
+check "the heirs' pins are gone with them" [ "$(cairn-pin ls --json | jq length)" = 0 ]
+
 # A lock taken without cairn (flock(1)) is listed once, unannotated, even
 # when a stale annotation beside it makes the listing read /proc/locks twice.
 flock -s "$STORE/pins/image/$id1" sleep 60 &
