@@ -48,6 +48,12 @@ populate() {
   ((got == want)) || { echo "only $got of $want pins" >&2; exit 1; }
 }
 
+# means_read N JSON: hyperfine's means (ms) into mean["N/COMMAND"].
+means_read() {
+  local c m
+  while IFS=$'\t' read -r c m; do mean["$1/$c"]=$m; done < <(jq -r '.results[] | [.command, .mean * 1000] | @tsv' "$2")
+}
+
 printf '%-44s %12s %12s %8s\n' "command" "100 img/1k" "1000 img/10k" "growth"
 declare -A mean
 for n in 100 1000; do
@@ -67,7 +73,7 @@ for n in 100 1000; do
   hyperfine --style none --runs "$RUNS" --warmup 1 --export-json "$W/h$n.json" "${cmds[@]}" \
     -n "cairn rm (unpinned image)" --prepare "$BIN/cairn --store $s import -q rm:1 $W/rm.tar" \
     "$BIN/cairn --store $s rm -q rm:1" >/dev/null
-  while IFS=$'\t' read -r c m; do mean["$n/$c"]=$m; done < <(jq -r '.results[] | [.command, .mean * 1000] | @tsv' "$W/h$n.json")
+  means_read "$n" "$W/h$n.json"
   # The same pins inherited: each holder killed, its command (sleep) alive
   # and holding the locks, so that the listing names the heirs. (A build
   # from before 2026-12-02 walked /proc once per such pin: more than 240 s
@@ -77,7 +83,7 @@ for n in 100 1000; do
   holders=()
   hyperfine --style none --runs "$RUNS" --warmup 1 --export-json "$W/i$n.json" \
     -n "cairn-pin ls (inherited)" "$BIN/cairn-pin --store $s ls" >/dev/null
-  while IFS=$'\t' read -r c m; do mean["$n/$c"]=$m; done < <(jq -r '.results[] | [.command, .mean * 1000] | @tsv' "$W/i$n.json")
+  means_read "$n" "$W/i$n.json"
   for h in "${heirs[@]}"; do kill -9 "$h" 2>/dev/null || true; done
   heirs=()
   "$BIN/cairn" --store "$s" gc -q >/dev/null # the killed holders' annotations

@@ -497,18 +497,24 @@ static int inode_cmp_stat(const void *a, const void *b) {
   return (x->st_ino > y->st_ino) - (x->st_ino < y->st_ino);
 }
 
-static int fd_locks_add(pid_t pid, int fd, const struct stat *s, void *arg) {
-  struct confirm *c = arg;
-  if (!bsearch(s, c->inodes, c->n, sizeof(*c->inodes), inode_cmp_stat)) return 0;
+/* The flock(2) lock held through pid's fd, from its "lock:" line in
+ * /proc/PID/fdinfo (an open file holds one at most; like /proc/locks, it
+ * names the process that took the lock, even after that exited); false if
+ * it holds none. */
+static bool fd_flock(pid_t pid, int fd, struct kernel_lock *out) {
   char path[64], line[512];
   snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
   _cleanup_fclose_ FILE *f = fopen(path, "re");
-  struct kernel_lock l;
   while (f && fgets(line, sizeof(line), f))
-    if (strncmp(line, "lock:", 5) == 0 && lock_line_parse(line + 5, &l) &&
-        locks_add(c->kl, &c->cap, &l) < 0)
-      return -ENOMEM;
-  return 0;
+    if (strncmp(line, "lock:", 5) == 0 && lock_line_parse(line + 5, out)) return true;
+  return false;
+}
+
+static int fd_locks_add(pid_t pid, int fd, const struct stat *s, void *arg) {
+  struct confirm *c = arg;
+  if (!bsearch(s, c->inodes, c->n, sizeof(*c->inodes), inode_cmp_stat)) return 0;
+  struct kernel_lock l;
+  return fd_flock(pid, fd, &l) && locks_add(c->kl, &c->cap, &l) < 0 ? -ENOMEM : 0;
 }
 
 /* What a listing learns of a process, once however many pins it holds:
@@ -548,19 +554,6 @@ static void procs_free(struct procs *ps) {
   free(ps->v);
   free(ps->fds);
   *ps = (struct procs){0};
-}
-
-/* The pid that took the flock held through fd (its "lock:" line in
- * /proc/PID/fdinfo, which, like /proc/locks, names the locker even after it
- * exited), or 0. */
-static pid_t fd_lock_pid(pid_t pid, int fd) {
-  char path[64], line[512];
-  snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
-  _cleanup_fclose_ FILE *f = fopen(path, "re");
-  struct kernel_lock l;
-  while (f && fgets(line, sizeof(line), f))
-    if (strncmp(line, "lock:", 5) == 0 && lock_line_parse(line + 5, &l)) return l.pid;
-  return 0;
 }
 
 static int pin_fd_add(pid_t pid, int fd, const struct stat *s, void *arg) {
@@ -620,7 +613,8 @@ static int inode_holders(cairn_store *st, struct procs *ps, const struct stat *s
   for (size_t i = lo + 1; i < end && one; i++) one = ps->fds[i].pid == ps->fds[lo].pid;
   for (size_t i = lo; i < end && !one; i++) {
     struct pin_fd *f = &ps->fds[i];
-    if (f->lock_pid < 0) f->lock_pid = fd_lock_pid(f->pid, f->fd);
+    struct kernel_lock l;
+    if (f->lock_pid < 0) f->lock_pid = fd_flock(f->pid, f->fd, &l) ? l.pid : 0;
     named = named || f->lock_pid == locker;
   }
   for (size_t i = lo; i < end; i++)
