@@ -6,11 +6,15 @@
  * shows no error and drops no pin.
  *
  * Lifecycle, in order, each step undone on the way out whatever happened:
- * resolve DIR (cairn_mountpoint_resolve, as cairn umount does) → open the
- * store → resolve IMAGE → start reading its index (cairn_tree_prefetch: the
- * disk reads it while the pins are taken) → pin the image and all its
- * layers (purpose "mount DIR", held by this process until it exits; the
- * kernel drops them if it dies) → check the image's index (built and
+ * a thread loads SQLite (sqlite_lazy.c), opens the store and resolves
+ * IMAGE, while this one resolves DIR (cairn_mountpoint_resolve, as cairn
+ * umount does) and takes the locks of the pins STORE/refs names for IMAGE
+ * (cairn_pin_image_early, which starts the disk reading the image's index
+ * too) → join → pin the image and all its layers (cairn_pin_image: the
+ * locks taken already if the database named the same image, else those go
+ * and the database's are taken; it checks the image is still there and
+ * writes the annotations, purpose "mount DIR"; held by this process until
+ * it exits, the kernel drops them if it dies) → check the image's index (built and
  * written the first time; the mapping is dropped again: only servers map
  * it) → take the upper layer (writable mounts) → mount → record the
  * mount (this pid, its device) → read the kernel's FUSE_INIT request from
@@ -463,6 +467,29 @@ static void upper_release(struct supervisor *s) {
   if (s->nodes_fd >= 0) close(s->nodes_fd);
 }
 
+/* What the thread does: open the store with its database, resolve the
+ * image, and read its layers (their pages are then in the cache for
+ * cairn_pin_image). r: the failure, if any, said in st. */
+struct store_opener {
+  pthread_t thread;
+  const char *dir, *image;
+  cairn_store *st;
+  cairn_id id;
+  int r;
+  bool resolved; /* r is cairn_image_resolve's */
+};
+
+static void *store_open_run(void *arg) {
+  struct store_opener *op = arg;
+  if ((op->r = cairn_store_open(op->dir, &op->st)) < 0) return NULL;
+  op->resolved = true;
+  if ((op->r = cairn_image_resolve(op->st, op->image, op->id)) < 0) return NULL;
+  char **layers = NULL;
+  size_t n = 0;
+  if (cairn_image_layers(op->st, op->id, &layers, &n) == 0) cairn_strv_free(layers, n);
+  return NULL;
+}
+
 int cairnfs_supervise(const struct cairnfs_options *o) {
   struct supervisor s = {.o = o,
                          .fuse_fd = -1,
@@ -474,33 +501,59 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
                          .nodes_fd = -1};
   cairn_pinset *pins = NULL;
   int code;
+  /* SQLite is loaded (fs/sqlite_lazy.c) and the database opened in a
+   * thread, while this one checks DIR, takes the pins that STORE/refs
+   * names and starts reading the image's index: all cold reads, which the
+   * disk serves side by side. */
+  struct store_opener opener = {.dir = o->store, .image = o->image};
+  bool threaded = pthread_create(&opener.thread, NULL, store_open_run, &opener) == 0;
+  if (!threaded) store_open_run(&opener);
   int r = cairn_mountpoint_resolve(o->dir, s.dir, sizeof(s.dir));
-  if (r < 0) return report_fail(r, "%s: %s", o->dir, strerror(-r));
-  int state = cairn_mountpoint_state(s.dir);
-  if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
-    return report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
-                       state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
+  int state = r < 0 ? -1 : cairn_mountpoint_state(s.dir);
   struct stat sb;
-  if (stat(s.dir, &sb) < 0) return report_fail(-errno, "%s: %s", o->dir, strerror(errno));
-  if (!S_ISDIR(sb.st_mode)) return report_fail(-ENOTDIR, "%s: not a directory", o->dir);
-
-  r = cairn_store_open(o->store, &s.st);
   if (r < 0) {
-    code = report_fail(r, "store: %s", report_why(s.st, r));
-    goto out;
+    code = report_fail(r, "%s: %s", o->dir, strerror(-r));
+  } else if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE) {
+    code = report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
+                       state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
+  } else if (stat(s.dir, &sb) < 0) {
+    code = report_fail(-errno, "%s: %s", o->dir, strerror(errno));
+  } else if (!S_ISDIR(sb.st_mode)) {
+    code = report_fail(-ENOTDIR, "%s: not a directory", o->dir);
+  } else {
+    code = 0;
   }
-  r = cairn_image_resolve(s.st, o->image, s.id);
-  if (r < 0) {
-    code = report_fail(r, "%s: %s", o->image, report_why(s.st, r));
-    goto out;
-  }
-  cairn_tree_prefetch(s.st, s.id);
   char purpose[PATH_MAX + 8];
   snprintf(purpose, sizeof(purpose), "mount %s", s.dir);
-  pins = cairn_pinset_new(purpose, true);
+  int early = 0;
+  if (code == 0 && (pins = cairn_pinset_new(purpose, true))) {
+    cairn_store *early_st = NULL;
+    if (cairn_store_open_lazy(o->store, &early_st) == 0)
+      early = cairn_pin_image_early(early_st, pins, o->image, s.id);
+    cairn_store_close(early_st);
+  }
+  if (threaded) pthread_join(opener.thread, NULL);
+  s.st = opener.st;
+  if (code != 0) goto out;
+  if (opener.r < 0) {
+    code = opener.resolved ? report_fail(opener.r, "%s: %s", o->image, report_why(s.st, opener.r))
+                           : report_fail(opener.r, "store: %s", report_why(s.st, opener.r));
+    goto out;
+  }
   if (!pins) {
     code = report_fail(-ENOMEM, "%s: out of memory", o->image);
     goto out;
+  }
+  const char *id = opener.id;
+  if (early != 1 || strcmp(id, s.id) != 0) { /* STORE/refs said nothing, or not this */
+    cairn_pinset_release(s.st, pins);
+    if (!(pins = cairn_pinset_new(purpose, true))) {
+      code = report_fail(-ENOMEM, "%s: out of memory", o->image);
+      goto out;
+    }
+    snprintf(s.id, sizeof(s.id), "%s", id);
+    cairn_tree_prefetch(s.st, s.id);
+    cairn_refs_repair(s.st);
   }
   r = cairn_pin_image(s.st, pins, s.id);
   if (r < 0) {

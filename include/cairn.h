@@ -221,8 +221,23 @@ void cairn_pinset_release(cairn_store *st, cairn_pinset *ps);
  * need not exist yet (a pull pins a layer before it checks for it). */
 int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id);
 
-/* Pins an image and every one of its layers. */
+/* Pins an image and every one of its layers, and writes the annotations
+ * of every pin of ps not yet annotated (those cairn_pin_image_early took).
+ * -ENOENT if the image is gone. */
 int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id);
+
+/* A mount's first step, before SQLite is loaded (refs.c): resolves ref by
+ * STORE/refs, starts reading the image's index, and takes the locks of
+ * the image's pin and its layers' into ps, without annotations; id gets
+ * the image. 1 if it did, 0 if the file does not say (nothing taken), or a
+ * negative errno. The file is a copy of the database that may lag: the
+ * caller resolves ref again through SQLite (cairn_image_resolve) and, if
+ * it gets the same id, calls cairn_pin_image (which checks that the image
+ * is still there and annotates), else releases ps. */
+int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, cairn_id id);
+/* Writes STORE/refs if there is none (a store from before it, a crash),
+ * unless a writer holds it, which writes it then. */
+void cairn_refs_repair(cairn_store *st);
 
 /* True if any process holds a pin on the target. */
 bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id);

@@ -204,7 +204,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
 
 /* One transaction: the locked images, then the locked layers, then the
  * blob's row. */
-static int repair_delete_rows(cairn_store *st, const char *blob, const struct held_set *held) {
+static int repair_delete_tx(cairn_store *st, const char *blob, const struct held_set *held) {
   int rc = cn_db_begin(st);
   for (size_t i = 0; i < held->n && rc == 0; i++)
     if (held->v[i].kind == CAIRN_PIN_IMAGE) rc = cn_image_delete_rows(st, held->v[i].id);
@@ -219,6 +219,15 @@ static int repair_delete_rows(cairn_store *st, const char *blob, const struct he
   }
   if (rc == 0) return cn_db_commit_durable(st);
   cn_db_rollback(st);
+  return rc;
+}
+
+/* The same, with STORE/refs kept (images may go). */
+static int repair_delete_rows(cairn_store *st, const char *blob, const struct held_set *held) {
+  int lock = cn_refs_begin(st);
+  if (lock < 0) return lock;
+  int rc = repair_delete_tx(st, blob, held);
+  cn_refs_end(st, lock);
   return rc;
 }
 
@@ -409,8 +418,10 @@ static void fsck_layer_tars(cairn_store *st, const struct strv *bad, cairn_repor
     }
   cn_report_line(r, "checked %zu layer tar records", ids.n);
   if (without)
-    cn_report_line(r, "%llu layers stored without a tar record (push refuses them until"
-                      " imported or pulled again)", (unsigned long long)without);
+    cn_report_line(r,
+                   "%llu layers stored without a tar record (push refuses them until"
+                   " imported or pulled again)",
+                   (unsigned long long)without);
 }
 
 /* Every kept compressed layer (layer_blobs, als.c) has its file, of the

@@ -161,7 +161,12 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
   unsigned char d[32];
   EVP_Digest(config, config_len, d, NULL, EVP_sha256(), NULL);
   sha256_hex(d, image_id_out);
-  if ((r = cn_db_begin(st)) < 0) return r;
+  int lock = cn_refs_begin(st);
+  if (lock < 0) return lock;
+  if ((r = cn_db_begin(st)) < 0) {
+    cn_refs_end(st, lock);
+    return r;
+  }
   int64_t size = 0;
   bool created = false;
   for (size_t i = 0; i < n; i++) {
@@ -219,11 +224,14 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
       goto fail;
     }
   }
-  if ((r = cn_db_commit_durable(st)) == -ENOSPC) return cn_store_fail_nospace(st);
+  r = cn_db_commit_durable(st);
+  cn_refs_end(st, lock);
+  if (r == -ENOSPC) return cn_store_fail_nospace(st);
   if (r == 0 && created) index_write(st, image_id_out);
   return r;
 fail:
   cn_db_rollback(st);
+  cn_refs_end(st, lock);
   return r == -ENOSPC ? cn_store_fail_nospace(st) : r;
 }
 
@@ -283,9 +291,9 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
 
 int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
   store_errclear(st);
-  /* The locks first, each as it is taken; then what they are for, all in
-   * one transaction. */
-  size_t from = cn_pinset_size(ps);
+  /* The locks first, each as it is taken (or taken already, by
+   * cairn_pin_image_early); then what they are for, all in one
+   * transaction. */
   int r = cn_pin_lock(st, ps, CAIRN_PIN_IMAGE, image_id);
   if (r < 0) return r;
   char **layers = NULL;
@@ -293,7 +301,7 @@ int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
   if ((r = cairn_image_layers(st, image_id, &layers, &n)) < 0) return r;
   for (size_t i = 0; i < n && r >= 0; i++) r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layers[i]);
   cairn_strv_free(layers, n);
-  return r < 0 ? r : cn_pin_annotate(st, ps, from);
+  return r < 0 ? r : cn_pin_annotate(st, ps);
 }
 
 int cn_image_delete_rows(cairn_store *st, const char *id) {

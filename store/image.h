@@ -18,4 +18,11 @@ int cn_image_delete_rows(cairn_store *st, const char *id);
  * through the tree builder (tree.c), ignoring any index file (image.c). */
 int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out);
 
+/* Around every transaction that changes images or names (refs.c): begin
+ * takes STORE/refs.lock and removes STORE/refs (durably), returning the
+ * lock's fd or a negative errno (recorded; the caller changes nothing);
+ * end writes STORE/refs from the database and drops the lock. */
+int cn_refs_begin(cairn_store *st);
+void cn_refs_end(cairn_store *st, int lock);
+
 #endif

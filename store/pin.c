@@ -49,6 +49,7 @@ struct pin {
   enum cairn_pin_kind kind;
   cairn_id id;
   int fd;
+  bool annotated;
 };
 
 struct cairn_pinset {
@@ -105,8 +106,6 @@ cairn_pinset *cairn_pinset_new(const char *purpose, bool cloexec) {
   return ps;
 }
 
-size_t cn_pinset_size(const cairn_pinset *ps) { return ps->n; }
-
 int cn_pin_lock(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
   for (size_t i = 0; i < ps->n; i++)
     if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
@@ -119,11 +118,14 @@ int cn_pin_lock(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, con
   p->kind = kind;
   snprintf(p->id, sizeof(p->id), "%s", id);
   p->fd = fd;
+  p->annotated = false;
   return 1;
 }
 
-int cn_pin_annotate(cairn_store *st, cairn_pinset *ps, size_t from) {
-  if (from >= ps->n) return 0;
+int cn_pin_annotate(cairn_store *st, cairn_pinset *ps) {
+  size_t todo = 0;
+  for (size_t i = 0; i < ps->n; i++) todo += !ps->pins[i].annotated;
+  if (todo == 0) return 0;
   _cleanup_stmt_ sqlite3_stmt *s = NULL;
   int r = cn_db_prepare(st, &s,
                         "INSERT OR REPLACE INTO pins(kind, target, pid, pid_start, purpose, since)"
@@ -131,10 +133,11 @@ int cn_pin_annotate(cairn_store *st, cairn_pinset *ps, size_t from) {
   if (r < 0) return r;
   /* Several in one transaction (one write of the log, not one each),
    * unless the caller has its own open. */
-  bool txn = ps->n - from > 1 && sqlite3_get_autocommit(st->db);
+  bool txn = todo > 1 && sqlite3_get_autocommit(st->db);
   if (txn && (r = cn_db_begin(st)) < 0) return r;
   sqlite3_int64 start = (sqlite3_int64)cn_proc_start_time(getpid()), now = cn_now_seconds();
-  for (size_t i = from; i < ps->n && r == 0; i++) {
+  for (size_t i = 0; i < ps->n && r == 0; i++) {
+    if (ps->pins[i].annotated) continue;
     sqlite3_bind_int(s, 1, ps->pins[i].kind);
     sqlite3_bind_text(s, 2, ps->pins[i].id, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 3, getpid());
@@ -144,10 +147,13 @@ int cn_pin_annotate(cairn_store *st, cairn_pinset *ps, size_t from) {
     if (sqlite3_step(s) != SQLITE_DONE) r = cn_store_fail_db(st, "pin annotation");
     sqlite3_reset(s);
   }
-  if (txn) {
-    if (r == 0) return cn_db_commit(st);
+  if (txn && r == 0)
+    r = cn_db_commit(st);
+  else if (txn)
     cn_db_rollback(st);
-  }
+  /* Marked only once written for good: a rolled-back one is written again
+   * by the next call. */
+  for (size_t i = 0; i < ps->n && r == 0; i++) ps->pins[i].annotated = true;
   return r;
 }
 
@@ -155,7 +161,7 @@ int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, 
   store_errclear(st);
   int r = cn_pin_lock(st, ps, kind, id);
   if (r <= 0) return r;
-  if ((r = cn_pin_annotate(st, ps, ps->n - 1)) < 0) {
+  if ((r = cn_pin_annotate(st, ps)) < 0) {
     close(ps->pins[--ps->n].fd);
     return r;
   }

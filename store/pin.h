@@ -12,10 +12,9 @@ int cn_pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char 
 /* Takes a shared pin into ps without its annotation (cn_pin_annotate):
  * 1 if taken, 0 if ps held it already, or a negative errno. */
 int cn_pin_lock(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id);
-/* Writes the annotations of ps's pins from the from-th on, in one
+/* Writes the annotations of ps's pins that have none yet, in one
  * transaction (unless the caller has one open). */
-int cn_pin_annotate(cairn_store *st, cairn_pinset *ps, size_t from);
-size_t cn_pinset_size(const cairn_pinset *ps);
+int cn_pin_annotate(cairn_store *st, cairn_pinset *ps);
 /* Exclusive non-blocking lock on a target's pin file for deletion: returns
  * an fd (to pass to cn_pin_delete_unlock) or -EBUSY. */
 int cn_pin_lock_exclusive(cairn_store *st, enum cairn_pin_kind kind, const char *id);

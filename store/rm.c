@@ -97,11 +97,13 @@ static int image_remove(cairn_store *st, const char *id, cairn_report *rep) {
   int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
   if (fd < 0 && fd != -EBUSY) return fd;
   cairn_report names = {0};
-  int r = cn_db_begin(st);
+  int lock = cn_refs_begin(st);
+  int r = lock < 0 ? lock : cn_db_begin(st);
   if (r == 0) {
     r = names_read(st, id, &names);
     r = tx_end(st, r < 0 ? r : image_delete_row(st, id, fd));
   }
+  cn_refs_end(st, lock);
   for (size_t i = 0; r == 0 && i < names.n_lines; i++) cn_report_line(rep, "%s", names.lines[i]);
   cairn_report_free(&names);
   if (r < 0) {
@@ -145,8 +147,10 @@ static int name_remove(cairn_store *st, const char *ref, cairn_report *rep) {
     if (last && fd < 0 && fd != -EBUSY) return fd;
     store_test_point(st, "rm: names counted");
     bool image_gone = false;
-    if ((r = cn_db_begin(st)) == 0)
+    int lock = cn_refs_begin(st);
+    if ((r = lock < 0 ? lock : cn_db_begin(st)) == 0)
       r = tx_end(st, name_remove_tx(st, name, id, last, fd, &image_gone));
+    cn_refs_end(st, lock);
     if (r == 0) cn_report_line(rep, "Untagged: %s", name);
     if (r == 0 && image_gone) return image_removed(st, id, fd, rep);
     cn_pin_unlock(fd);

@@ -28,7 +28,7 @@ LAYERS=(
   "upper  | store/upper.c                | -                                      | below"
   "tree   | store/tree.c store/index.c   | store/tree.h                           | below"
   "layers | store/layer.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below"
-  "images | store/image.c store/list.c   | store/image.h                          | below"
+  "images | store/image.c store/list.c store/refs.c | store/image.h           | below"
   "merge  | store/merge.c store/export.c | -                                      | below"
   "als    | store/als.c                  | -                                      | below"
   "rm-gc  | store/rm.c store/gc.c        | -                                      | below"
