@@ -6,9 +6,10 @@
  *
  * Why: with cold caches the loader's reading of libsqlite3 and its libm
  * took 7 of a mount's 30 ms (README, "Mount cost"), before the daemon
- * could do anything else. Loaded here, the supervisor loads it in a thread
- * while its main thread reads the pin files and the image's index
- * (supervisor.c). Only cairnfs links this file; every other program links
+ * could do anything else. Loaded here, a read-only mount of an image that
+ * STORE/refs lists answers before it loads SQLite at all, and writes its
+ * annotations and record after (supervisor.c). Only cairnfs links this
+ * file; every other program links
  * SQLite as usual, and cairnfs has no libsqlite3 in its DT_NEEDED
  * (tests/e2e/test_mount_libs.sh), so a function of SQLite that libcairn
  * starts to call in cairnfs's code without a line here fails the link.

@@ -6,19 +6,29 @@
  * shows no error and drops no pin.
  *
  * Lifecycle, in order, each step undone on the way out whatever happened:
- * a thread loads SQLite (sqlite_lazy.c), opens the store and resolves
- * IMAGE, while this one resolves DIR (cairn_mountpoint_resolve, as cairn
- * umount does) and takes the locks of the pins STORE/refs names for IMAGE
- * (cairn_pin_image_early, which starts the disk reading the image's index
- * too) → join → pin the image and all its layers (cairn_pin_image: the
- * locks taken already if the database named the same image, else those go
- * and the database's are taken; it checks the image is still there and
- * writes the annotations, purpose "mount DIR"; held by this process until
- * it exits, the kernel drops them if it dies) → check the image's index (built and
+ * resolve DIR (cairn_mountpoint_resolve, as cairn umount does) → open the
+ * store without its database (cairn_store_open_lazy) → pin:
+ * - the fast way (read-only mounts): hold STORE/mounting.lock shared
+ *   (cairn_mount_pending_begin), take the locks of the pins of the image
+ *   STORE/refs names and of its layers (cairn_pin_image_early, which
+ *   starts the disk reading the image's index and checks the image is
+ *   still listed once its pin is held), all without SQLite, which is not
+ *   even loaded (sqlite_lazy.c);
+ * - else (a writable mount, an image the file does not list or without an
+ *   index): resolve IMAGE through the database, start reading its index,
+ *   pin the image and all its layers (cairn_pin_image: locks, then the
+ *   annotations, purpose "mount DIR") and write STORE/refs if it is
+ *   missing;
+ * the pins are held by this process until it exits (the kernel drops
+ * them if it dies) → check the image's index (built and
  * written the first time; the mapping is dropped again: only servers map
  * it) → take the upper layer (writable mounts) → mount → record the
- * mount (this pid, its device) → read the kernel's FUSE_INIT request from
- * /dev/fuse and keep its bytes (a memfd) → run servers until one exits
+ * mount (this pid, its device; the fast way: later) → read the kernel's
+ * FUSE_INIT request from /dev/fuse and keep its bytes (a memfd) → run
+ * servers; once the first answered INIT the verdict is given, and the
+ * fast way then loads SQLite and writes the annotations and the record
+ * (recorded()) and lets go of STORE/mounting.lock, for which the readers
+ * of both wait (cn_mounts_settle) → … until a server exits
  * CAIRNFS_SERVER_ENDED and /dev/fuse says the session is over → forget the
  * record → release the pins.
  *
@@ -110,6 +120,14 @@ struct supervisor {
   uint64_t started_ms; /* when the running server was started */
   uint64_t restart_at; /* when to start the next server, with none running */
   bool upgrading;      /* the running server was killed for an upgrade */
+  cairn_pinset *pins;  /* the image's and its layers' */
+  /* The fast way: pinned by STORE/refs (cairn_pin_image_early), without
+   * SQLite; the annotations and the record are written once the mount
+   * answered (recorded()), while pending (STORE/mounting.lock) makes
+   * readers of both wait for them. */
+  bool fast;
+  int pending; /* cairn_mount_pending_begin's fd, or -1 */
+  bool recorded;
 };
 
 static uint64_t now_ms(void) {
@@ -310,13 +328,33 @@ static int server_exited(struct supervisor *s, int status) {
   return 0;
 }
 
+/* The fast way, once the mount answered and the verdict is given: what
+ * the slow way does before it mounts, through SQLite (which loads now,
+ * sqlite_lazy.c): the pins' annotations (cairn_pin_image finds the locks
+ * held and the image there) and the mount's record; then readers of both
+ * go on (pending). A failure leaves the mount served and pinned but not
+ * listed, and is said on stderr (a foreground cairnfs's). */
+static void recorded(struct supervisor *s) {
+  int r = cairn_pin_image(s->st, s->pins, s->id);
+  if (r == 0) r = cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable);
+  if (r < 0)
+    report_fail(r, "%s: cannot record the mount: %s", s->dir, report_why(s->st, r));
+  else
+    s->recorded = true;
+  cairn_store_idle(s->st); /* asked again only when the mount ends */
+  cairn_mount_pending_end(s->pending);
+  s->pending = -1;
+}
+
 /* Reads the running server's status pipe. */
 static void status_read(struct supervisor *s) {
   char c;
   ssize_t n = read(s->status_fd, &c, 1);
   if (n == 1 && c == CAIRNFS_STATUS_READY) {
-    if (!s->ready) cairnfs_report_ready();
+    bool first = !s->ready;
     s->ready = s->ready_now = true;
+    if (first) cairnfs_report_ready();
+    if (first && s->fast) recorded(s);
     return;
   }
   if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
@@ -394,11 +432,13 @@ static int mount_and_supervise(struct supervisor *s) {
     code = report_fail(r, "%s: the new mount is not in /proc/self/mountinfo", s->dir);
     goto unmount;
   }
-  r = cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable);
+  /* The fast way records after the verdict (recorded()). */
+  r = s->fast ? 0 : cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable);
   if (r < 0) {
     code = report_fail(r, "%s: cannot record the mount: %s", s->dir, report_why(s->st, r));
     goto unmount;
   }
+  s->recorded = !s->fast;
   r = init_keep(s);
   if (r < 0) {
     code = report_fail(r, "%s: cannot read the kernel's INIT: %s", s->dir, strerror(-r));
@@ -414,7 +454,7 @@ static int mount_and_supervise(struct supervisor *s) {
   }
   if (s->status_fd >= 0) close(s->status_fd);
 forget:
-  cairn_mount_forget(s->st, s->dir, getpid());
+  if (s->recorded) cairn_mount_forget(s->st, s->dir, getpid());
 unmount:
   /* Does nothing once the kernel has ended the session (the normal end). */
   fuse_session_unmount(se);
@@ -467,29 +507,6 @@ static void upper_release(struct supervisor *s) {
   if (s->nodes_fd >= 0) close(s->nodes_fd);
 }
 
-/* What the thread does: open the store with its database, resolve the
- * image, and read its layers (their pages are then in the cache for
- * cairn_pin_image). r: the failure, if any, said in st. */
-struct store_opener {
-  pthread_t thread;
-  const char *dir, *image;
-  cairn_store *st;
-  cairn_id id;
-  int r;
-  bool resolved; /* r is cairn_image_resolve's */
-};
-
-static void *store_open_run(void *arg) {
-  struct store_opener *op = arg;
-  if ((op->r = cairn_store_open(op->dir, &op->st)) < 0) return NULL;
-  op->resolved = true;
-  if ((op->r = cairn_image_resolve(op->st, op->image, op->id)) < 0) return NULL;
-  char **layers = NULL;
-  size_t n = 0;
-  if (cairn_image_layers(op->st, op->id, &layers, &n) == 0) cairn_strv_free(layers, n);
-  return NULL;
-}
-
 int cairnfs_supervise(const struct cairnfs_options *o) {
   struct supervisor s = {.o = o,
                          .fuse_fd = -1,
@@ -498,67 +515,66 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
                          .status_fd = -1,
                          .own_exe = -1,
                          .upper_fd = -1,
-                         .nodes_fd = -1};
-  cairn_pinset *pins = NULL;
+                         .nodes_fd = -1,
+                         .pending = -1};
   int code;
-  /* SQLite is loaded (fs/sqlite_lazy.c) and the database opened in a
-   * thread, while this one checks DIR, takes the pins that STORE/refs
-   * names and starts reading the image's index: all cold reads, which the
-   * disk serves side by side. */
-  struct store_opener opener = {.dir = o->store, .image = o->image};
-  bool threaded = pthread_create(&opener.thread, NULL, store_open_run, &opener) == 0;
-  if (!threaded) store_open_run(&opener);
   int r = cairn_mountpoint_resolve(o->dir, s.dir, sizeof(s.dir));
-  int state = r < 0 ? -1 : cairn_mountpoint_state(s.dir);
-  struct stat sb;
-  if (r < 0) {
-    code = report_fail(r, "%s: %s", o->dir, strerror(-r));
-  } else if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE) {
-    code = report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
+  if (r < 0) return report_fail(r, "%s: %s", o->dir, strerror(-r));
+  int state = cairn_mountpoint_state(s.dir);
+  if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
+    return report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
                        state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
-  } else if (stat(s.dir, &sb) < 0) {
-    code = report_fail(-errno, "%s: %s", o->dir, strerror(errno));
-  } else if (!S_ISDIR(sb.st_mode)) {
-    code = report_fail(-ENOTDIR, "%s: not a directory", o->dir);
-  } else {
-    code = 0;
+  struct stat sb;
+  if (stat(s.dir, &sb) < 0) return report_fail(-errno, "%s: %s", o->dir, strerror(errno));
+  if (!S_ISDIR(sb.st_mode)) return report_fail(-ENOTDIR, "%s: not a directory", o->dir);
+
+  /* Without the database: it is opened by the first call that needs it. */
+  r = cairn_store_open_lazy(o->store, &s.st);
+  if (r < 0) {
+    code = report_fail(r, "store: %s", report_why(s.st, r));
+    goto out;
   }
   char purpose[PATH_MAX + 8];
   snprintf(purpose, sizeof(purpose), "mount %s", s.dir);
-  int early = 0;
-  if (code == 0 && (pins = cairn_pinset_new(purpose, true))) {
-    cairn_store *early_st = NULL;
-    if (cairn_store_open_lazy(o->store, &early_st) == 0)
-      early = cairn_pin_image_early(early_st, pins, o->image, s.id);
-    cairn_store_close(early_st);
-  }
-  if (threaded) pthread_join(opener.thread, NULL);
-  s.st = opener.st;
-  if (code != 0) goto out;
-  if (opener.r < 0) {
-    code = opener.resolved ? report_fail(opener.r, "%s: %s", o->image, report_why(s.st, opener.r))
-                           : report_fail(opener.r, "store: %s", report_why(s.st, opener.r));
-    goto out;
-  }
-  if (!pins) {
+  if (!(s.pins = cairn_pinset_new(purpose, true))) {
     code = report_fail(-ENOMEM, "%s: out of memory", o->image);
     goto out;
   }
-  const char *id = opener.id;
-  if (early != 1 || strcmp(id, s.id) != 0) { /* STORE/refs said nothing, or not this */
-    cairn_pinset_release(s.st, pins);
-    if (!(pins = cairn_pinset_new(purpose, true))) {
+  /* The fast way (read-only mounts of images STORE/refs lists, with an
+   * index): pinned by the file, recorded after the verdict. */
+  if (!o->writable) {
+    s.pending = cairn_mount_pending_begin(s.st);
+    s.fast = cairn_pin_image_early(s.st, s.pins, o->image, s.id) == 1;
+  }
+  if (!s.fast) {
+    cairn_mount_pending_end(s.pending);
+    s.pending = -1;
+    cairn_pinset_release(s.st, s.pins); /* whatever the fast way took */
+    s.pins = NULL;
+    /* The database now (and its failure said as the store's), with what
+     * cairn_store_open recovers. */
+    cairn_store_close(s.st);
+    r = cairn_store_open(o->store, &s.st);
+    if (r < 0) {
+      code = report_fail(r, "store: %s", report_why(s.st, r));
+      goto out;
+    }
+    if (!(s.pins = cairn_pinset_new(purpose, true))) {
       code = report_fail(-ENOMEM, "%s: out of memory", o->image);
       goto out;
     }
-    snprintf(s.id, sizeof(s.id), "%s", id);
+    r = cairn_image_resolve(s.st, o->image, s.id);
+    if (r < 0) {
+      code = report_fail(r, "%s: %s", o->image, report_why(s.st, r));
+      goto out;
+    }
     cairn_tree_prefetch(s.st, s.id);
-    cairn_refs_repair(s.st);
-  }
-  r = cairn_pin_image(s.st, pins, s.id);
-  if (r < 0) {
-    code = report_fail(r, "%s: cannot pin: %s", o->image, report_why(s.st, r));
-    goto out;
+    cairn_refs_repair(s.st); /* the next mount goes the fast way */
+    r = cairn_pin_image(s.st, s.pins, s.id);
+    if (r < 0) {
+      code = report_fail(r, "%s: cannot pin: %s", o->image, report_why(s.st, r));
+      goto out;
+    }
   }
   /* Builds the index the first time, and checks it: its failures are the
    * mount's, said here; the servers map it again. */
@@ -576,7 +592,8 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
   code = mount_and_supervise(&s);
 out:
   upper_release(&s);
-  if (pins) cairn_pinset_release(s.st, pins);
+  cairn_mount_pending_end(s.pending);
+  if (s.pins) cairn_pinset_release(s.st, s.pins);
   if (s.st) cairn_store_close(s.st);
   return code;
 }

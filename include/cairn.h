@@ -226,14 +226,15 @@ int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, 
  * -ENOENT if the image is gone. */
 int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id);
 
-/* A mount's first step, before SQLite is loaded (refs.c): resolves ref by
- * STORE/refs, starts reading the image's index, and takes the locks of
- * the image's pin and its layers' into ps, without annotations; id gets
- * the image. 1 if it did, 0 if the file does not say (nothing taken), or a
- * negative errno. The file is a copy of the database that may lag: the
- * caller resolves ref again through SQLite (cairn_image_resolve) and, if
- * it gets the same id, calls cairn_pin_image (which checks that the image
- * is still there and annotates), else releases ps. */
+/* A mount's pins without SQLite (refs.c): resolves ref by STORE/refs (a
+ * name, or an id prefix, as cairn_image_resolve would), starts reading the
+ * image's index, and takes the locks of the image's pin and its layers'
+ * into ps, without annotations; id gets the image. 1 if it did: the image
+ * was in the file again once its pin was held, so it exists and stays
+ * (its deleter rewrites the file before it lets go of the pin); 0 if the
+ * file does not say, or the image has no index (ps may hold some locks:
+ * release it), or a negative errno. cairn_pin_image on the same ps later
+ * writes the annotations. */
 int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, cairn_id id);
 /* Writes STORE/refs if there is none (a store from before it, a crash),
  * unless a writer holds it, which writes it then. */
@@ -528,6 +529,12 @@ int cairn_mountpoint_resolve(const char *dir, char *out, size_t len);
  * ("maj:min", as in mountinfo). */
 int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
                        const char *dev, bool rw);
+/* A mount that records itself after it answered (cairnfs's fast way)
+ * holds this (STORE/mounting.lock, shared) from before it pins until it
+ * has recorded and annotated: readers of records and pins wait for it.
+ * Returns the fd to pass to end, or a negative errno. */
+int cairn_mount_pending_begin(cairn_store *st);
+void cairn_mount_pending_end(int fd);
 /* Forgets pid's record of dir (another daemon's record of dir stays). */
 int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid);
 /* A mount record. Its state is live (served here), detached (the daemon
@@ -717,9 +724,10 @@ int cairn_tree_build(cairn_store *st, const char *image_id, cairn_tree **out);
  * refers to (strings, xattrs, children) was checked. */
 int cairn_tree_open(cairn_store *st, const char *image_id, cairn_tree **out);
 /* Starts reading the image's index in the background, if it has one, and
- * returns at once: a mount asks before it pins, so that the disk reads
- * the index while the pins are taken (cairn_tree_open then waits less). */
-void cairn_tree_prefetch(cairn_store *st, const char *image_id);
+ * returns at once (true if it has one): a mount asks before it pins, so
+ * that the disk reads the index while the pins are taken (cairn_tree_open
+ * then waits less). */
+bool cairn_tree_prefetch(cairn_store *st, const char *image_id);
 void cairn_tree_free(cairn_tree *t);
 size_t cairn_tree_count(const cairn_tree *t);
 /* NULL if ino is out of range, or its node fails its checks (a corrupt

@@ -299,16 +299,17 @@ int cn_index_map(cairn_store *st, const char *image_id, bool lazy, cairn_tree **
   return r;
 }
 
-void cairn_tree_prefetch(cairn_store *st, const char *image_id) {
+bool cairn_tree_prefetch(cairn_store *st, const char *image_id) {
   char rel[128];
   index_path(image_id, rel, sizeof(rel));
   _cleanup_close_ int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   struct stat sb;
-  if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) return;
+  if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) return false;
   /* What cn_index_map reads first: all of a small one, else the chunk
    * that holds the header and the first nodes. */
   bool whole = !index_big((size_t)sb.st_size);
   posix_fadvise(fd, 0, whole ? 0 : (off_t)1 << WARM_SHIFT, POSIX_FADV_WILLNEED);
+  return true;
 }
 
 /* Writes all of buf to fd. */

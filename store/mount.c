@@ -20,22 +20,35 @@
  * the daemon runs; those written before this boot (/proc/stat's btime)
  * are what `cairn mount --restore` republishes, and are kept for it (it
  * reports and forgets those whose image is gone).
+ *
+ * A mount that took its pins by STORE/refs records itself (and annotates
+ * its pins) only after it answered, while SQLite loads: from before its
+ * pins until then it holds STORE/mounting.lock shared
+ * (cairn_mount_pending_begin), and every reader of records and
+ * annotations first waits until it can take that lock exclusive
+ * (cn_mounts_settle: at most SETTLE_POLLS polls, then it reads anyway), so
+ * a listing after a mount answered shows it as before.
  */
 #include "pin.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <time.h>
 
 extern char **environ;
 
 #define CAIRNFS_TYPE "fuse.cairnfs"
-#define MAX_SYMLINKS 40 /* as the kernel's path walk */
+#define SETTLE_POLL_NS 1000000 /* 1 ms */
+#define SETTLE_POLLS 5000      /* 5 s: a mount's own wait is a few ms */
+#define MAX_SYMLINKS 40        /* as the kernel's path walk */
 
 static int copy_path(char *out, size_t len, const char *a, const char *b) {
   int n = b ? snprintf(out, len, "%s/%s", strcmp(a, "/") == 0 ? "" : a, b)
@@ -322,7 +335,34 @@ static enum cairn_mount_state record_state(struct mount_table *t, const char *di
 }
 
 /* Calls fn for the records (of one image, or all), with their state. */
+int cairn_mount_pending_begin(cairn_store *st) {
+  int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  while (flock(fd, LOCK_SH) < 0) {
+    int e = errno;
+    if (e == EINTR) continue;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
+void cairn_mount_pending_end(int fd) {
+  if (fd >= 0) close(fd);
+}
+
+void cn_mounts_settle(cairn_store *st) {
+  _cleanup_close_ int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return; /* no mount ever took the fast way */
+  const struct timespec poll = {.tv_nsec = SETTLE_POLL_NS};
+  for (int i = 0; i < SETTLE_POLLS; i++) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 || (errno != EWOULDBLOCK && errno != EINTR)) return;
+    nanosleep(&poll, NULL);
+  }
+}
+
 static int mounts_scan(cairn_store *st, const char *image_id, cairn_mount_fn fn, void *arg) {
+  cn_mounts_settle(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"

@@ -740,6 +740,7 @@ static int note_ptr_listing_cmp(const void *a, const void *b) {
  * and id (kind < 0: any), sorted by target (note_cmp). */
 static int notes_read(cairn_store *st, int kind, const char *id, struct notes *out) {
   *out = (struct notes){0};
+  cn_mounts_settle(st); /* a mount's annotations, written right after it answered */
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT kind, target, pid, purpose, since FROM pins"

@@ -47,6 +47,9 @@ bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_p
  * image; *desc gets "mount DIR (cairnfs pid N[, detached])" entries joined
  * by "; ". */
 int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
+/* Waits (bounded) until no mount holds STORE/mounting.lock: its record and
+ * annotations, written right after it answered, are in (mount.c). */
+void cn_mounts_settle(cairn_store *st);
 int cn_mount_clean_stale(cairn_store *st);
 /* The daemons whose mounts are detached (their pins' purposes say
  * " (detached)"), unsorted; free *pids. */

@@ -1,29 +1,32 @@
 /*
  * refs.c — STORE/refs: every image's id and layers and every name, in a
- * small text file that a mount reads before SQLite is loaded (cairnfs
- * loads SQLite in a thread meanwhile: fs/sqlite_lazy.c, supervisor.c).
+ * small text file by which a read-only mount takes its pins and answers
+ * without loading SQLite (fs/sqlite_lazy.c, fs/supervisor.c).
  *
  *   cairn-refs 1
  *   i IMAGE_ID LAYER_ID ...      one line per image, by id, layers bottom first
  *   n NAME:TAG IMAGE_ID          one line per name, by name
  *   .                            the end: a file without it is not read
  *
- * The database is the truth; the file says what it said. A mount takes the
- * pins of the image the file names, then asks SQLite (cairn_image_resolve
- * and cairn_pin_image, which check what the pins are on), so a file that is
- * wrong or missing costs time, never a wrong image.
+ * The database is the truth, and the file says what it says: a mount
+ * trusts it. A missing or torn file costs time (the mount asks the
+ * database), never a wrong image.
  *
- * Invariants, kept so that the file can be trusted where the database
- * cannot be asked (a later step of the same plan; README "Mount cost"):
+ * Invariants:
  * - Every transaction that changes images or names runs between
  *   cn_refs_begin and cn_refs_end, under the exclusive flock of
  *   STORE/refs.lock: before it, the file is unlinked and the unlink made
  *   durable (the store directory fsync'd); after it, the file is written
- *   anew from the database (an O_TMPFILE linked under its name).
+ *   anew from the database (an O_TMPFILE, fsync'd, linked under its name:
+ *   a power cut leaves no file or a whole one).
  * - So while the file exists it says what the database says, or said just
  *   before a commit that has not returned yet. A crash between unlink and
  *   rewrite leaves no file; the next writer, or a mount that finds none
  *   (cairn_refs_repair, which never waits for the lock), writes it.
+ * - A deleter of an image (rm, fsck --repair) holds its pin's lock
+ *   exclusive from before its transaction until after the file is
+ *   rewritten: an image the file lists once its pin is held (a shared
+ *   lock, cairn_pin_image_early) exists and cannot go.
  */
 #include "image.h"
 #include "pin.h"
@@ -90,6 +93,7 @@ static int refs_write(cairn_store *st) {
     if (w < 0) return -errno;
     done += (size_t)w;
   }
+  if (fsync(fd) < 0) return -errno;
   char proc[64];
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
   unlinkat(st->dirfd, "refs", 0); /* none, unless a writer crashed before its rewrite */
@@ -195,9 +199,13 @@ int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, ca
   const char *line;
   if (!buf || refs_resolve(buf, ref, &line) != 1) return 0;
   snprintf(id, sizeof(cairn_id), "%.*s", CAIRN_ID_LEN, line);
-  if (!cn_is_hex_id(id, CAIRN_ID_LEN)) return 0;
-  cairn_tree_prefetch(st, id);
+  if (!cn_is_hex_id(id, CAIRN_ID_LEN) || !cairn_tree_prefetch(st, id)) return 0;
   int r = cn_pin_lock(st, ps, CAIRN_PIN_IMAGE, id);
+  if (r < 0) return r;
+  /* Still there now that we hold its pin (a deleter takes the pin's lock
+   * exclusive and rewrites the file before it lets go)? */
+  _cleanup_free_ char *now = refs_read(st, &len);
+  if (!now || !image_line(now, id, CAIRN_ID_LEN)) return 0;
   const char *p = line + CAIRN_ID_LEN;
   while (r >= 0 && *p == ' ') {
     cairn_id layer;

@@ -1,10 +1,11 @@
 #!/bin/bash
-# test_mount_refs.sh — a mount takes its pins by STORE/refs (which images
-# and names the store has, read before SQLite is loaded) and then asks the
-# database, so the file can cost time but never mount the wrong image: a
-# file that names another image for the name mounts the right one and
-# leaves no pin on the other; a missing file mounts by the database and is
-# written again; and cairnfs links no SQLite (it loads it at run time).
+# test_mount_refs.sh — a read-only mount of an image that STORE/refs lists
+# takes its pins by that file and answers before SQLite is even loaded
+# (cairnfs links no SQLite: it loads it at run time), then writes its pin
+# annotations and its record; cairn mounts and cairn-pin ls right after
+# the mount answered wait for them. The file follows cairn tag (a moved
+# name mounts its new image), and a mount without it asks the database
+# and writes it again.
 source "$(dirname "$0")/mountlib.sh"
 
 $FSTREE make-layers "$TMP/layers"
@@ -16,27 +17,48 @@ base=$(cairn inspect base:1 | jq -r .id)
 mkdir -p "$TMP/m"
 listing() { (cd "$TMP/m" && find . -printf '%p %y %s\n' | sort | md5sum); }
 cairn mount -q app:1 "$TMP/m"
-want=$(listing)
+want_app=$(listing)
 cairn umount "$TMP/m" >/dev/null
 cairn mount -q base:1 "$TMP/m"
-[ "$(listing)" != "$want" ] || fail "app:1 and base:1 look the same: the test cannot tell them apart"
+want_base=$(listing)
 cairn umount "$TMP/m" >/dev/null
+[ "$want_app" != "$want_base" ] || fail "app:1 and base:1 look the same: the test cannot tell them apart"
 
 grep -qx "n app:1 $app" "$STORE/refs" || fail "STORE/refs does not name app:1: $(cat "$STORE/refs")"
-# A file that lags the database (as a hand edit, or a bug, would make it).
-sed -i "s/^n app:1 .*/n app:1 $base/" "$STORE/refs"
+cairn tag base:1 app:1 >/dev/null
+grep -qx "n app:1 $base" "$STORE/refs" || fail "cairn tag did not move app:1 in STORE/refs"
 cairn mount -q app:1 "$TMP/m"
-[ "$(listing)" = "$want" ] || fail "a stale STORE/refs mounted another image for app:1"
-[ "$(cairn mounts --json | jq -r .[0].image)" = "$app" ] || fail "recorded: $(cairn mounts --json)"
-pinned=$(cairn_pin ls --json | jq -r '[.[] | select(.kind == "image") | .target] | unique | join(" ")')
-[ "$pinned" = "$app" ] || fail "the mount pins images '$pinned', not only $app"
-cairn rm base:1 >/dev/null || fail "base:1, which STORE/refs named, is left pinned"
+[ "$(listing)" = "$want_base" ] || fail "app:1, moved to base:1's image, mounts another"
+[ "$(cairn mounts --json | jq -r .[0].image)" = "$base" ] || fail "recorded: $(cairn mounts --json)"
 cairn umount "$TMP/m" >/dev/null
-pass "a STORE/refs that names another image mounts the right one and pins nothing else"
+cairn tag "$app" app:1 >/dev/null
+pass "cairn tag moves a name in STORE/refs, and a mount of the name follows it"
+
+# The database write-locked for 3 s: the mount answers meanwhile (no
+# SQLite before its verdict); the listings wait for its record.
+python3 -c '
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(3)
+db.execute("COMMIT")' "$STORE/meta.db" >"$TMP/locker.out" &
+locker=$!
+BG_PIDS+=("$locker")
+wait_for 100 grep -q locked "$TMP/locker.out" || fail "the locker did not lock the database"
+"$CAIRN_BIN/cairnfs" --store "$STORE" app:1 "$TMP/m"
+kill -0 "$locker" 2>/dev/null || fail "the mount answered only once the database was free"
+[ "$(cairn mounts --json | jq -r '.[0].dir')" = "$TMP/m" ] ||
+  fail "cairn mounts right after the mount answered does not list it: $(cairn mounts --json)"
+purpose=$(cairn_pin ls --json | jq -r --arg id "$app" '.[] | select(.target == $id) | .purpose')
+[ "$purpose" = "mount $TMP/m" ] || fail "the image's pin says '$purpose'"
+wait "$locker"
+cairn umount "$TMP/m" >/dev/null
+pass "a mount answers while the database is locked, and cairn mounts and cairn-pin ls wait for its record"
 
 rm "$STORE/refs"
 cairn mount -q app:1 "$TMP/m"
-[ "$(listing)" = "$want" ] || fail "without STORE/refs the mount serves something else"
+[ "$(listing)" = "$want_app" ] || fail "without STORE/refs the mount serves something else"
 grep -qx "n app:1 $app" "$STORE/refs" || fail "the mount did not write STORE/refs again"
 cairn umount "$TMP/m" >/dev/null
 pass "without STORE/refs a mount asks the database and writes the file again"
