@@ -89,6 +89,11 @@ extern char **environ;
 #define BACKOFF_BASE_MS 20
 #define BACKOFF_CAP_MS 5000
 #define RESET_MS 250 /* a server that served this long earns an immediate restart */
+/* The fast way records this long after the verdict: loading SQLite while
+ * the mount answers its first requests slowed them (a first read 7 ms
+ * later with caches dropped, README "Mount cost"); readers of the record
+ * wait for it (pending). */
+#define RECORD_DELAY_MS 30
 /* As libfuse's: the kernel hands out no request into a buffer smaller
  * than its largest write could need. */
 #define INIT_BUF_SIZE (257 * 4096)
@@ -126,8 +131,10 @@ struct supervisor {
    * answered (recorded()), while pending (STORE/mounting.lock) makes
    * readers of both wait for them. */
   bool fast;
-  int pending; /* cairn_mount_pending_begin's fd, or -1 */
-  bool recorded;
+  int pending;        /* cairn_mount_pending_begin's fd, or -1 once recorded */
+  bool recorded;      /* the record is written (forgotten at the end) */
+  uint64_t record_at; /* the fast way: when to record (RECORD_DELAY_MS) */
+  bool record_tried;  /* the fast way: recorded() ran */
 };
 
 static uint64_t now_ms(void) {
@@ -335,6 +342,7 @@ static int server_exited(struct supervisor *s, int status) {
  * go on (pending). A failure leaves the mount served and pinned but not
  * listed, and is said on stderr (a foreground cairnfs's). */
 static void recorded(struct supervisor *s) {
+  s->record_tried = true;
   int r = cairn_pin_image(s->st, s->pins, s->id);
   if (r == 0) r = cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable);
   if (r < 0)
@@ -354,7 +362,7 @@ static void status_read(struct supervisor *s) {
     bool first = !s->ready;
     s->ready = s->ready_now = true;
     if (first) cairnfs_report_ready();
-    if (first && s->fast) recorded(s);
+    if (first) s->record_at = now_ms() + RECORD_DELAY_MS;
     return;
   }
   if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
@@ -378,6 +386,13 @@ static int supervise_loop(struct supervisor *s) {
                           {.fd = s->status_fd, .events = POLLIN}};
     int timeout = -1;
     if (!s->server) timeout = s->restart_at > now ? (int)(s->restart_at - now) : 0;
+    bool to_record = s->fast && s->ready && !s->record_tried;
+    if (to_record && now >= s->record_at) {
+      recorded(s);
+      to_record = false;
+    }
+    if (to_record && (timeout < 0 || s->record_at - now < (uint64_t)timeout))
+      timeout = (int)(s->record_at - now);
     if (poll(p, s->status_fd >= 0 ? 2 : 1, timeout) < 0 && errno != EINTR)
       return report_fail(-errno, "%s: poll: %s", s->o->dir, strerror(errno));
     if (s->status_fd >= 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) status_read(s);
