@@ -24,14 +24,12 @@
  *   package needs libsqlite3-0 named by hand (README, "Libraries").
  */
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #define SQLITE_SONAME "libsqlite3.so.0"
 
@@ -79,23 +77,8 @@ static int (*real_sqlite3_db_config)(sqlite3 *, int, ...);
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static bool loaded;
 
-/* The library's file, where the build found it, else the loader's search. */
-#ifdef CAIRN_SQLITE_LIBDIR
-#define SQLITE_PATH CAIRN_SQLITE_LIBDIR "/" SQLITE_SONAME
-#else
-#define SQLITE_PATH SQLITE_SONAME
-#endif
-
 static void load(void) {
-  /* Asked for whole at once: with cold caches the loader's page faults
-   * would read it 128 KiB at a time, scattered, one after the other. */
-  int fd = open(SQLITE_PATH, O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
-    close(fd);
-  }
-  void *lib = dlopen(SQLITE_PATH, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) lib = dlopen(SQLITE_SONAME, RTLD_NOW | RTLD_LOCAL);
+  void *lib = dlopen(SQLITE_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "cairnfs: %s: %s\n", SQLITE_SONAME, dlerror());
     return;

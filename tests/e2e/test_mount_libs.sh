@@ -1,6 +1,7 @@
 #!/bin/bash
 # test_mount_libs.sh — a cairnfs daemon maps only the shared libraries a
-# mount uses (libfuse3, SQLite, xxHash, libc and what they need), none of
+# mount uses (libfuse3, SQLite, which it loads at run time once the mount
+# answers (test_mount_refs.sh), xxHash, libc and what they need), none of
 # those of import and pull (libarchive and its ICU, libxml2, zstd ...;
 # libcrypto; Jansson; libcurl): loading them tripled the time of a mount
 # with cold caches, and their relocated data was private memory in every
