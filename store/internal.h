@@ -80,6 +80,10 @@ int cn_db_commit(cairn_store *st);
 int cn_db_commit_durable(cairn_store *st);
 void cn_db_rollback(cairn_store *st);
 
+/* Opens (creating) STORE/name and takes flock op on it: the fd, or a
+ * negative errno (-EWOULDBLOCK for a LOCK_NB that would wait), nothing
+ * recorded. */
+int cn_lock_file(cairn_store *st, const char *name, int op);
 /* Store-wide lock: imports hold it shared while they have blobs that no
  * committed row references yet; blob sweeping holds it exclusive. */
 enum store_lock_mode { STORE_LOCK_SHARED, STORE_LOCK_EXCLUSIVE, STORE_LOCK_EXCLUSIVE_NB };

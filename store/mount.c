@@ -334,17 +334,8 @@ static enum cairn_mount_state record_state(struct mount_table *t, const char *di
   return here ? CAIRN_MOUNT_LIVE : CAIRN_MOUNT_DETACHED;
 }
 
-/* Calls fn for the records (of one image, or all), with their state. */
 int cairn_mount_pending_begin(cairn_store *st) {
-  int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return -errno;
-  while (flock(fd, LOCK_SH) < 0) {
-    int e = errno;
-    if (e == EINTR) continue;
-    close(fd);
-    return -e;
-  }
-  return fd;
+  return cn_lock_file(st, "mounting.lock", LOCK_SH);
 }
 
 void cairn_mount_pending_end(int fd) {
@@ -361,6 +352,7 @@ void cn_mounts_settle(cairn_store *st) {
   }
 }
 
+/* Calls fn for the records (of one image, or all), with their state. */
 static int mounts_scan(cairn_store *st, const char *image_id, cairn_mount_fn fn, void *arg) {
   cn_mounts_settle(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;

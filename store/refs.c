@@ -100,20 +100,8 @@ static int refs_write(cairn_store *st) {
   return linkat(AT_FDCWD, proc, st->dirfd, "refs", AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
-static int refs_lock(cairn_store *st, int op) {
-  int fd = openat(st->dirfd, "refs.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return -errno;
-  while (flock(fd, op) < 0) {
-    int e = errno;
-    if (e == EINTR) continue;
-    close(fd);
-    return -e;
-  }
-  return fd;
-}
-
 int cn_refs_begin(cairn_store *st) {
-  int fd = refs_lock(st, LOCK_EX);
+  int fd = cn_lock_file(st, "refs.lock", LOCK_EX);
   if (fd < 0) return store_fail(st, fd, "%s/refs.lock: %s", st->dir, strerror(-fd));
   if (unlinkat(st->dirfd, "refs", 0) == 0) {
     _cleanup_close_ int dir = openat(st->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -138,7 +126,7 @@ void cn_refs_end(cairn_store *st, int lock) {
 
 void cairn_refs_repair(cairn_store *st) {
   if (faccessat(st->dirfd, "refs", F_OK, 0) == 0) return;
-  int fd = refs_lock(st, LOCK_EX | LOCK_NB);
+  int fd = cn_lock_file(st, "refs.lock", LOCK_EX | LOCK_NB);
   if (fd < 0) return; /* a writer has it, and writes the file */
   if (faccessat(st->dirfd, "refs", F_OK, 0) < 0) refs_write(st);
   close(fd);

@@ -324,19 +324,25 @@ void cairn_store_close(cairn_store *st) {
   free(st);
 }
 
+int cn_lock_file(cairn_store *st, const char *name, int op) {
+  int fd = openat(st->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  while (flock(fd, op) < 0) {
+    int e = errno;
+    if (e == EINTR) continue;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
 int cn_store_lock(cairn_store *st, enum store_lock_mode mode) {
-  int fd = openat(st->dirfd, "lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return store_fail(st, -errno, "%s/lock: %s", st->dir, strerror(errno));
   int op = mode == STORE_LOCK_SHARED      ? LOCK_SH
            : mode == STORE_LOCK_EXCLUSIVE ? LOCK_EX
                                           : LOCK_EX | LOCK_NB;
-  while (flock(fd, op) < 0) {
-    if (errno == EINTR) continue;
-    int e = errno;
-    close(fd);
-    return e == EWOULDBLOCK ? -EBUSY : store_fail(st, -e, "lock: %s", strerror(e));
-  }
-  return fd;
+  int fd = cn_lock_file(st, "lock", op);
+  if (fd == -EWOULDBLOCK) return -EBUSY;
+  return fd < 0 ? store_fail(st, fd, "%s/lock: %s", st->dir, strerror(-fd)) : fd;
 }
 
 int cn_id_lookup(cairn_store *st, const char *table, const char *ref, cairn_id id) {
