@@ -43,7 +43,8 @@
 #define REFS_MAX (64 << 20) /* a file bigger than this is not read */
 
 /* Writes the file from the database: 0, or -errno (nothing recorded: the
- * file is a cache and its writers' commits have succeeded already). */
+ * commit it follows has succeeded, and no file only sends mounts to the
+ * database). */
 static int refs_write(cairn_store *st) {
   _cleanup_free_ char *buf = NULL;
   size_t len = 0;
