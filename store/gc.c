@@ -376,6 +376,23 @@ static uint64_t fsck_indexes(cairn_store *st, bool repair, cairn_report *r) {
   return repaired;
 }
 
+/* STORE/refs against the database: one that says otherwise is a problem
+ * (read-only mounts trust it), which --repair fixes by writing it again; a
+ * missing one is none (mounts ask the database then), and --repair writes
+ * it. Returns 1 if it repaired a wrong one. */
+static uint64_t fsck_refs(cairn_store *st, bool repair, cairn_report *r) {
+  int rc = cn_refs_check(st, repair);
+  if (rc < 0) {
+    problem(r, "%s", st->err);
+    store_errclear(st);
+    return 0;
+  }
+  if (rc == CN_REFS_WRONG) problem(r, "STORE/refs does not say what the database says");
+  if (repair && rc != CN_REFS_RIGHT)
+    cn_report_line(r, "%s STORE/refs", rc == CN_REFS_WRONG ? "repaired: rewrote" : "wrote");
+  return repair && rc == CN_REFS_WRONG;
+}
+
 /* True if the layer's entries name one of the blobs in bad. */
 static bool layer_uses_bad_blob(cairn_store *st, const char *id, const struct strv *bad) {
   if (bad->n == 0) return false;
@@ -503,6 +520,7 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   uint64_t before = r->problems;
   fsck_layer_tars(st, &bad, r);
   problems -= fsck_indexes(st, repair, r);
+  problems -= fsck_refs(st, repair, r);
   problems -= fsck_kept_blobs(st, repair, r);
   problems += r->problems - before;
   return problems ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)problems)

@@ -24,5 +24,11 @@ int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out)
  * end writes STORE/refs from the database and drops the lock. */
 int cn_refs_begin(cairn_store *st);
 void cn_refs_end(cairn_store *st, int lock);
+/* fsck's check of STORE/refs against the database, under its lock: right,
+ * missing (no problem: mounts ask the database) or wrong (a mount would
+ * trust it); repair writes a missing or wrong one again. A negative errno
+ * (recorded) if it could not tell or write. */
+enum { CN_REFS_RIGHT, CN_REFS_MISSING, CN_REFS_WRONG };
+int cn_refs_check(cairn_store *st, bool repair);
 
 #endif

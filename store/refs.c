@@ -42,13 +42,11 @@
 #define REFS_END "\n.\n"    /* the last line's newline, then "." */
 #define REFS_MAX (64 << 20) /* a file bigger than this is not read */
 
-/* Writes the file from the database: 0, or -errno (nothing recorded: the
- * commit it follows has succeeded, and no file only sends mounts to the
- * database). */
-static int refs_write(cairn_store *st) {
-  _cleanup_free_ char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
+/* What the file must say, from the database (one read transaction):
+ * malloc'd text in *out, or -errno (nothing recorded). */
+static int refs_render(cairn_store *st, char **out, size_t *len) {
+  *out = NULL;
+  FILE *f = open_memstream(out, len);
   if (!f) return -ENOMEM;
   fputs(REFS_HEADER, f);
   _cleanup_stmt_ sqlite3_stmt *img = NULL, *names = NULL;
@@ -84,8 +82,21 @@ static int refs_write(cairn_store *st) {
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
   }
   fputs(REFS_END + 1, f);
-  if (fclose(f) != 0) return -ENOMEM;
-  if (rc != SQLITE_DONE) return -EIO;
+  if (fclose(f) != 0) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_DONE) return 0;
+  free(*out);
+  *out = NULL;
+  return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+}
+
+/* Writes the file from the database: 0, or -errno (nothing recorded: the
+ * commit it follows has succeeded, and no file only sends mounts to the
+ * database). */
+static int refs_write(cairn_store *st) {
+  _cleanup_free_ char *buf = NULL;
+  size_t len = 0;
+  int r = refs_render(st, &buf, &len);
+  if (r < 0) return r;
   _cleanup_close_ int fd = openat(st->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
   if (fd < 0) return -errno;
   for (size_t done = 0; done < len;) {
@@ -97,7 +108,7 @@ static int refs_write(cairn_store *st) {
   if (fsync(fd) < 0) return -errno;
   char proc[64];
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-  unlinkat(st->dirfd, "refs", 0); /* none, unless a writer crashed before its rewrite */
+  unlinkat(st->dirfd, "refs", 0); /* a wrong one (fsck --repair), or a crashed writer's */
   return linkat(AT_FDCWD, proc, st->dirfd, "refs", AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
 }
 
@@ -203,4 +214,26 @@ int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, ca
     r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layer);
   }
   return r < 0 ? r : 1;
+}
+
+int cn_refs_check(cairn_store *st, bool repair) {
+  /* Exclusive: no writer is between its unlink and its rewrite. */
+  int lock = cn_lock_file(st, "refs.lock", LOCK_EX);
+  if (lock < 0) return store_fail(st, lock, "%s/refs.lock: %s", st->dir, strerror(-lock));
+  bool there = faccessat(st->dirfd, "refs", F_OK, 0) == 0;
+  size_t len = 0, want_len = 0;
+  _cleanup_free_ char *now = there ? refs_read(st, &len) : NULL;
+  _cleanup_free_ char *want = NULL;
+  int r = refs_render(st, &want, &want_len);
+  if (r < 0) {
+    close(lock);
+    return store_fail(st, r, "STORE/refs: reading the database: %s", strerror(-r));
+  }
+  int verdict = !there                                                  ? CN_REFS_MISSING
+                : now && len == want_len && memcmp(now, want, len) == 0 ? CN_REFS_RIGHT
+                                                                        : CN_REFS_WRONG;
+  if (repair && verdict != CN_REFS_RIGHT && (r = refs_write(st)) < 0)
+    verdict = store_fail(st, r, "STORE/refs: %s", strerror(-r));
+  close(lock);
+  return verdict;
 }

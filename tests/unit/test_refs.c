@@ -5,7 +5,9 @@
  * resolves a name or an id prefix by it and takes the image's and its
  * layers' pin locks without annotations, which cairn_pin_image then
  * writes; a file that is missing or torn is not read (0, nothing taken)
- * and cairn_refs_repair writes a missing one.
+ * and cairn_refs_repair writes a missing one; cairn fsck reports a file
+ * that says otherwise than the database (not a missing one) and --repair
+ * writes it again.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -180,4 +182,54 @@ Test(refs, a_missing_or_torn_file_is_not_read_and_a_missing_one_is_repaired) {
   cr_assert_str_eq(repaired, whole);
   cr_assert_eq(cairn_pin_image_early(T.st, ps, "app:1", id), 1);
   cairn_pinset_release(T.st, ps);
+}
+
+/* Whether a line of rep contains what. */
+static bool report_says(const cairn_report *rep, const char *what) {
+  for (size_t i = 0; i < rep->n_lines; i++)
+    if (strstr(rep->lines[i], what)) return true;
+  return false;
+}
+
+Test(refs, fsck_finds_a_wrong_file_and_repair_writes_it_again) {
+  _cleanup_free_ char *whole = refs_read();
+  cairn_report rep = {0};
+  cr_assert_eq(cairn_fsck(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+
+  /* app:1 said to be other's image: a mount would trust it. */
+  char wrong[1 << 16], from[128], to[128];
+  snprintf(from, sizeof(from), "n app:1 %s", app);
+  snprintf(to, sizeof(to), "n app:1 %s", other);
+  char *at = strstr(whole, from);
+  cr_assert_not_null(at);
+  snprintf(wrong, sizeof(wrong), "%.*s%s%s", (int)(at - whole), whole, to, at + strlen(from));
+  refs_write(wrong);
+  rep = (cairn_report){0};
+  cr_assert_eq(cairn_fsck(T.st, false, &rep), -EBADMSG, "a wrong STORE/refs passed fsck");
+  cr_assert(report_says(&rep, "STORE/refs"), "fsck does not name STORE/refs");
+  cairn_report_free(&rep);
+  _cleanup_free_ char *kept = refs_read();
+  cr_assert_str_eq(kept, wrong, "fsck without --repair changed the file");
+
+  rep = (cairn_report){0};
+  cr_assert_eq(cairn_fsck(T.st, true, &rep), 0, "%s", cairn_errmsg(T.st));
+  cr_assert(report_says(&rep, "repaired: rewrote STORE/refs"));
+  cairn_report_free(&rep);
+  _cleanup_free_ char *repaired = refs_read();
+  cr_assert_str_eq(repaired, whole);
+
+  /* Missing: no problem (mounts ask the database); --repair writes it. */
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/refs", T.dir);
+  cr_assert_eq(unlink(path), 0);
+  rep = (cairn_report){0};
+  cr_assert_eq(cairn_fsck(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+  cr_assert_null(refs_read());
+  rep = (cairn_report){0};
+  cr_assert_eq(cairn_fsck(T.st, true, &rep), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+  _cleanup_free_ char *written = refs_read();
+  cr_assert_str_eq(written, whole);
 }
