@@ -42,6 +42,7 @@ for ((i = 0; i < ROUNDS; i++)); do
   cairn import "gc:$i" "$T/big.tar.gz" >/dev/null
   # garbage for gc: the image record goes, its layer and blobs stay
   sqlite3 "$STORE/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id=(SELECT image_id FROM names WHERE name='gc:$i:latest' OR name='gc:$i')"
+  rm -f "$STORE/refs" # a hand edit of images drops STORE/refs, as cairn's writers do
   cairn gc >/dev/null 2>&1 &
   pid=$!
   sleep "0.0$((RANDOM % 10))"

@@ -27,6 +27,7 @@ cut_after_unlink() {
   if [ "$name" = gc ]; then # garbage for gc: the image record goes, its layer and blobs stay
     sqlite3 "$STORE/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id IN
       (SELECT image_id FROM names WHERE name LIKE 'gone:1%')"
+    rm -f "$STORE/refs" # a hand edit of images drops STORE/refs, as cairn's writers do
   fi
   cp -a "$STORE" "$T/before"
   CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_TRACE=$T/trace LD_PRELOAD=$INJECT "$@" >/dev/null 2>&1
