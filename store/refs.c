@@ -81,7 +81,7 @@ static int refs_render(cairn_store *st, char **out, size_t *len) {
     img = names = NULL;
     sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
   }
-  fputs(REFS_END + 1, f);
+  fputs(&REFS_END[1], f);
   if (fclose(f) != 0) rc = SQLITE_NOMEM;
   if (rc == SQLITE_DONE) return 0;
   free(*out);
@@ -194,6 +194,7 @@ static int refs_resolve(const char *buf, const char *ref, const char **line) {
 }
 
 int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, cairn_id id) {
+  store_errclear(st);
   size_t len;
   _cleanup_free_ char *buf = refs_read(st, &len);
   const char *line;
