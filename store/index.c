@@ -312,18 +312,6 @@ bool cairn_tree_prefetch(cairn_store *st, const char *image_id) {
   return true;
 }
 
-/* Writes all of buf to fd. */
-static int write_all(int fd, const char *buf, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, buf, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -errno;
-    buf += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 int cn_index_write(cairn_store *st, const char *image_id, const cairn_tree *t) {
   char rel[128];
   index_path(image_id, rel, sizeof(rel));
@@ -331,7 +319,7 @@ int cn_index_write(cairn_store *st, const char *image_id, const cairn_tree *t) {
     return store_fail(st, -errno, "%s/index: %s", st->dir, strerror(errno));
   _cleanup_close_ int dfd = openat(st->dirfd, "index", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   _cleanup_close_ int fd = dfd < 0 ? -1 : openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
-  int r = fd < 0 ? -errno : write_all(fd, t->base, t->size);
+  int r = fd < 0 ? -errno : cn_write_all(fd, t->base, t->size);
   if (r == 0 && fsync(fd) < 0) r = -errno;
   char proc[64];
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);

@@ -136,6 +136,9 @@ DIR *cn_opendirat(int dirfd, const char *name);
 /* Adds a line to a report; a line that finds no memory is left out. */
 void cn_report_line(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool cn_is_hex_id(const char *s, size_t len);
+/* Writes all n bytes of buf to fd (again after a short write or EINTR):
+ * 0 or -errno. */
+int cn_write_all(int fd, const void *buf, size_t n);
 /* Lowercase hex of n bytes into out (2n + 1 bytes). */
 void cn_hex_encode(const unsigned char *bytes, size_t n, char *out);
 #define sha256_hex cairn_sha256_hex /* the public name, used by pull too */

@@ -99,12 +99,7 @@ static int refs_write(cairn_store *st) {
   if (r < 0) return r;
   _cleanup_close_ int fd = openat(st->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
   if (fd < 0) return -errno;
-  for (size_t done = 0; done < len;) {
-    ssize_t w = write(fd, buf + done, len - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -errno;
-    done += (size_t)w;
-  }
+  if ((r = cn_write_all(fd, buf, len)) < 0) return r;
   if (fsync(fd) < 0) return -errno;
   char proc[64];
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);

@@ -70,6 +70,18 @@ size_t cn_sort_unique(void *v, size_t n, size_t size, int (*cmp)(const void *, c
   return kept;
 }
 
+int cn_write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return -errno;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
 int cn_strv_push(struct strv *sv, const char *s) {
   char **v = cn_array_grow(sv->v, sv->n, &sv->cap, sizeof(*v));
   if (!v) return -ENOMEM;
