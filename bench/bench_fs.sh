@@ -147,26 +147,29 @@ rows = [("walk-cold", "metadata walk, cold (find -printf)"),
         ("smallfiles-par-warm", "parallel small-file reads, warm"),
         ("mount", "mount + umount (minbase, 4 layers)"),
         ("mount100k", "mount + umount (100,000 files)")]
-systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs", "cairnfs-pt", "cairnfs-before"]
+extras = ["cairnfs-pt", "cairnfs-before"]  # contenders a run may add
+results = {key: {r["command"]: r["median"] * 1000
+                 for r in json.load(open(f"{d}/{key}.json"))["results"]}
+           for key, _ in rows if os.path.exists(f"{d}/{key}.json")}  # else not in ROWS
+extras = [s for s in extras if any(s in res for res in results.values())]
+systems = ["native", "overlayfs", "fuse-overlayfs", "cairnfs"] + extras
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
 print(f"# cairnfs benchmark — {platform.node()}: {os.cpu_count()} cpus ({cpu}), "
       f"kernel {platform.release()}, median of interleaved runs in ms")
 hdr = (f"{'row':38} " + " ".join(f"{s:>15}" for s in systems) +
-       f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12} {'pt/native':>13}"
-       f" {'before/native':>13}")
+       f" {'ovl/native':>11} {'cfs/native':>11} {'cfs/fuse-ovl':>12}" +
+       "".join(f" {s.replace('cairnfs', 'cfs') + '/native':>18}" for s in extras))
 print(hdr)
 print("-" * len(hdr))
 for key, label in rows:
-    if not os.path.exists(f"{d}/{key}.json"):
-        continue  # not in ROWS
-    res = {r["command"]: r["median"] * 1000 for r in json.load(open(f"{d}/{key}.json"))["results"]}
+    if key not in results:
+        continue
+    res = results[key]
     cells = " ".join(f"{res[s]:15.1f}" if s in res else f"{'-':>15}" for s in systems)
     c = res["cairnfs"]
     vs_native = (f"{res['overlayfs'] / res['native']:11.2f} {c / res['native']:11.2f}"
                  if "native" in res else f"{'-':>11} {'-':>11}")
-    pt = (f"{res['cairnfs-pt'] / res['native']:13.2f}"
-              if "cairnfs-pt" in res and "native" in res else f"{'-':>13}")
-    before = (f"{res['cairnfs-before'] / res['native']:13.2f}"
-              if "cairnfs-before" in res and "native" in res else f"{'-':>13}")
-    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f} {pt} {before}")
+    more = "".join(f" {res[s] / res['native']:18.2f}" if s in res and "native" in res
+                   else f" {'-':>18}" for s in extras)
+    print(f"{label:38} {cells} {vs_native} {c / res['fuse-overlayfs']:12.2f}{more}")
 PY
