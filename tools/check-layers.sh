@@ -47,9 +47,16 @@ violation() {
   echo "check-layers: $1"
   status=1
 }
-field() { # field ROW N: the Nth |-separated field, trimmed
-  awk -F'|' -v n="$2" '{ gsub(/^ +| +$/, "", $n); print $n }' <<<"$1"
-}
+# Each row's fields, trimmed, read once (the checks below look them up
+# thousands of times: no process per lookup).
+L_NAME=() L_GLOBS=() L_HEADERS=() L_USES=()
+for i in "${!LAYERS[@]}"; do
+  IFS='|' read -r name globs headers uses <<<"${LAYERS[$i]}"
+  read -r L_NAME[i] <<<"$name"
+  read -r L_GLOBS[i] <<<"$globs"
+  read -r L_HEADERS[i] <<<"$headers"
+  read -r L_USES[i] <<<"$uses"
+done
 matches() { # matches FILE GLOBS
   local g
   for g in $2; do
@@ -60,34 +67,43 @@ matches() { # matches FILE GLOBS
 }
 in_list() { case " $2 " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# row_of FILE: the index of its row in LAYERS, or nothing.
+# row_of FILE: sets ROW to the index of its row in LAYERS, or "" (memoized).
+declare -A ROW_OF
 row_of() {
+  if [[ -v ROW_OF[$1] ]]; then
+    ROW=${ROW_OF[$1]}
+    return
+  fi
   local i
+  ROW=""
   for i in "${!LAYERS[@]}"; do
-    if matches "$1" "$(field "${LAYERS[$i]}" 2) $(field "${LAYERS[$i]}" 3)"; then
-      echo "$i"
-      return
+    if matches "$1" "${L_GLOBS[$i]} ${L_HEADERS[$i]}"; then
+      ROW=$i
+      break
     fi
   done
+  ROW_OF[$1]=$ROW
 }
 # The headers a row may include: cairn.h, its own, and (below) the lower rows'.
 allowed_headers() {
   local i=$1 j out
-  out="$PUBLIC_HEADER $(field "${LAYERS[$i]}" 3)"
-  if [ "$(field "${LAYERS[$i]}" 4)" = below ]; then
-    for ((j = 0; j < i; j++)); do out="$out $(field "${LAYERS[$j]}" 3)"; done
+  out="$PUBLIC_HEADER ${L_HEADERS[$i]}"
+  if [ "${L_USES[$i]}" = below ]; then
+    for ((j = 0; j < i; j++)); do out="$out ${L_HEADERS[$j]}"; done
   fi
   echo "$out"
 }
-ALL_PRIVATE=""
-for row in "${LAYERS[@]}"; do ALL_PRIVATE="$ALL_PRIVATE $(field "$row" 3)"; done
+ALL_PRIVATE="${L_HEADERS[*]}"
 
 # resolve FILE NAME: the repo path #include "NAME" in FILE reads, or nothing.
 resolve() {
   local c
-  for c in "$(dirname "$1")/$2" "include/$2" "store/$2" "store/pull/$2"; do
+  for c in "${1%/*}/$2" "include/$2" "store/$2" "store/pull/$2"; do
     if [ -f "$c" ]; then
-      realpath -m --relative-to=. "$c"
+      case $c in
+      *..*) realpath -m --relative-to=. "$c" ;; # a path to normalize
+      *) echo "$c" ;;
+      esac
       return
     fi
   done
@@ -100,10 +116,11 @@ includes() { # includes FILE: the repo paths of its quoted includes that exist
 
 # ---- includes ------------------------------------------------------------
 for f in $(find store fs tools tests -name '*.[ch]' 2>/dev/null | sort); do
-  row=$(row_of "$f")
+  row_of "$f"
+  row=$ROW
   if [ -n "$row" ]; then
     allowed=$(allowed_headers "$row")
-    why="layer $(field "${LAYERS[$row]}" 1) may include only $allowed"
+    why="layer ${L_NAME[$row]} may include only $allowed"
   fi
   for h in $(includes "$f"); do
     if [ -n "$row" ]; then
@@ -128,47 +145,63 @@ printf '%s\n' $SOURCES | xargs -P "$(nproc)" -I{} sh -c \
   'mkdir -p "$1/$(dirname "$2")" && cc '"$CFLAGS"' -o "$1/$2.o" "$2"' _ "$OBJ" {}
 
 # Which file defines each function or variable, and what cairn.h declares.
+# One nm for every object (nm -A: each line starts "OBJ/FILE.o:"): a
+# process per file cost most of this check's time.
+OBJS=() STORE_OBJS=()
+for f in $SOURCES; do
+  OBJS+=("$OBJ/$f.o")
+  case $f in store/*) STORE_OBJS+=("$OBJ/$f.o") ;; esac
+done
+source_of() { # source_of "OBJ/FILE.o:...": sets SRC to FILE
+  SRC=${1%%.o:*}
+  SRC=${SRC#"$OBJ/"}
+}
+STORE_DEFINED=$(nm -A --defined-only -g "${STORE_OBJS[@]}")
 declare -A DEFINED_IN
-for f in $SOURCES; do
-  case $f in store/*) ;; *) continue ;; esac
-  for s in $(nm --defined-only -g "$OBJ/$f.o" | awk '{ print $3 }'); do DEFINED_IN[$s]=$f; done
-done
-declared_public() { grep -Eq "\b$1\b" "$PUBLIC_HEADER"; }
+while read -r loc _ s; do
+  source_of "$loc"
+  DEFINED_IN[$s]=$SRC
+done <<<"$STORE_DEFINED"
+# Every word of cairn.h: what it declares (a name in it, as grep -w would find).
+declare -A PUBLIC_WORDS
+for w in $(grep -oE '[A-Za-z_][A-Za-z0-9_]*' "$PUBLIC_HEADER" | sort -u); do PUBLIC_WORDS[$w]=1; done
+declared_public() { [[ -v PUBLIC_WORDS[$1] ]]; }
 
-for f in $SOURCES; do
-  row=$(row_of "$f")
-  for s in $(nm -u "$OBJ/$f.o" | awk '{ print $2 }'); do
-    def=${DEFINED_IN[$s]:-}
-    [ -n "$def" ] && [ "$def" != "$f" ] || continue
-    if [ -z "$row" ]; then # a front end
-      declared_public "$s" || violation "$f calls $s ($def): front ends use only cairn.h"
-      continue
-    fi
-    drow=$(row_of "$def")
-    name=$(field "${LAYERS[$row]}" 1)
-    if [ "$(field "${LAYERS[$row]}" 4)" = public ]; then
-      [ "$drow" = "$row" ] || declared_public "$s" ||
-        violation "$f calls $s ($def): layer $name uses only cairn.h"
-    elif [ -z "$drow" ] || [ "$drow" -gt "$row" ]; then
-      violation "$f calls $s ($def): layer ${drow:+$(field "${LAYERS[$drow]}" 1) is above }$name"
-    fi
-  done
-done
+while read -r loc _ s; do
+  source_of "$loc"
+  f=$SRC
+  row_of "$f"
+  row=$ROW
+  def=${DEFINED_IN[$s]:-}
+  [ -n "$def" ] && [ "$def" != "$f" ] || continue
+  if [ -z "$row" ]; then # a front end
+    declared_public "$s" || violation "$f calls $s ($def): front ends use only cairn.h"
+    continue
+  fi
+  row_of "$def"
+  drow=$ROW
+  name=${L_NAME[$row]}
+  if [ "${L_USES[$row]}" = public ]; then
+    [ "$drow" = "$row" ] || declared_public "$s" ||
+      violation "$f calls $s ($def): layer $name uses only cairn.h"
+  elif [ -z "$drow" ] || [ "$drow" -gt "$row" ]; then
+    violation "$f calls $s ($def): layer ${drow:+${L_NAME[$drow]} is above }$name"
+  fi
+done < <(nm -A -u "${OBJS[@]}")
 # Every global symbol of libcairn is public (cairn_, declared in cairn.h)
 # or internal (cn_): no unprefixed name to clash with a program's own.
-for f in $SOURCES; do
-  case $f in store/*) ;; *) continue ;; esac
-  for s in $(nm --defined-only -g "$OBJ/$f.o" | awk '{ print $3 }'); do
-    case $s in
-    cn_*) ;;
-    cairn_*) declared_public "$s" || violation "$f defines $s: cairn_ is for what cairn.h declares; internal names start with cn_" ;;
-    *) violation "$f defines $s: internal names of libcairn start with cn_" ;;
-    esac
-  done
-done
+while read -r loc _ s; do
+  source_of "$loc"
+  case $s in
+  cn_*) ;;
+  cairn_*) declared_public "$s" || violation "$SRC defines $s: cairn_ is for what cairn.h declares; internal names start with cn_" ;;
+  *) violation "$SRC defines $s: internal names of libcairn start with cn_" ;;
+  esac
+done <<<"$STORE_DEFINED"
 # Every file of store/ belongs to a row.
 for f in $(find store -name '*.[ch]' | sort); do
-  [ -n "$(row_of "$f")" ] || [ "$f" = "$PUBLIC_HEADER" ] ||
+  row_of "$f"
+  [ -n "$ROW" ] || [ "$f" = "$PUBLIC_HEADER" ] ||
     violation "$f is in no layer: add it to a row of tools/check-layers.sh"
 done
 exit $status
