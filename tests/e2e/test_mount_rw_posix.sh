@@ -13,7 +13,7 @@ if [ ! -d "$src/tests" ]; then
   echo "skip: no pjdfstest source in $src"
   exit 77
 fi
-out=$(bash "$(dirname "$0")/../../tools/pjdfstest.sh" rename link unlink rmdir mkdir symlink utimensat 2>&1) || {
+out=$(PJDFSTEST_SRC=$src bash "$(dirname "$0")/../../tools/pjdfstest.sh" rename link unlink rmdir mkdir symlink utimensat 2>&1) || {
   echo "$out"
   echo "FAIL: pjdfstest failed on a --rw mount" >&2
   exit 1
