@@ -348,10 +348,17 @@ static void *prefetch_run(void *arg) {
 }
 
 /* Begins a read transaction, and reads, so that SQLite holds its read
- * lock already; false if it did not (a transaction was open, or failed). */
+ * lock already; false if it did not (a transaction was open, or failed).
+ * A listing reads thousands of rows: SQLite reads the database's pages
+ * through a mapping from then on, not a pread(2) and a copy each (10,000
+ * pins: 300 of them, 6 ms of 60 here). Only listings do (the front ends'):
+ * a daemon's connection keeps pread, whose I/O error is an error, where a
+ * mapping's would be SIGBUS. */
 static bool read_txn_begin(cairn_store *st) {
   sqlite3 *db = cn_db(st);
-  if (!db || !sqlite3_get_autocommit(db) || cn_db_exec(st, "BEGIN") < 0) return false;
+  if (!db || !sqlite3_get_autocommit(db)) return false;
+  (void)cn_db_exec(st, "PRAGMA mmap_size=268435456"); /* none, if it fails */
+  if (cn_db_exec(st, "BEGIN") < 0) return false;
   if (cn_db_exec(st, "SELECT 1 FROM pins LIMIT 1") < 0) {
     cn_db_rollback(st);
     return false;
@@ -695,9 +702,11 @@ static void id_copy(cairn_id dst, const char *src) {
 /* An annotation: who pins a target and why. */
 struct note {
   enum cairn_pin_kind kind;
+  uint64_t prefix; /* the target's first bytes (target_prefix) */
   cairn_id target;
   pid_t pid;
-  char *purpose;
+  char *purpose; /* the note before's, if shared */
+  bool shared;
   int64_t since;
 };
 
@@ -707,7 +716,8 @@ struct notes {
 };
 
 static void notes_free(struct notes *ns) {
-  for (size_t i = 0; i < ns->n; i++) free(ns->v[i].purpose);
+  for (size_t i = 0; i < ns->n; i++)
+    if (!ns->v[i].shared) free(ns->v[i].purpose);
   free(ns->v);
   *ns = (struct notes){0};
 }
@@ -722,10 +732,22 @@ static int since_pid_cmp(const struct note *x, const struct note *y) {
   return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+/* The first 8 bytes of a target, in an integer that compares as strcmp
+ * would (bytes as unsigned, a shorter string first): sorting 10,000 notes
+ * by strcmp alone took 5 ms here. */
+static uint64_t target_prefix(const char *target) {
+  uint64_t o = 0;
+  for (size_t i = 0; i < 8 && target[i]; i++)
+    o |= (uint64_t)(unsigned char)target[i] << (56 - 8 * i);
+  return o;
+}
+
 /* By target, then in listing order. */
 static int note_cmp(const void *a, const void *b) {
   const struct note *x = a, *y = b;
-  int c = key_cmp(x->kind, x->target, y->kind, y->target);
+  if (x->kind != y->kind) return x->kind < y->kind ? -1 : 1;
+  if (x->prefix != y->prefix) return x->prefix < y->prefix ? -1 : 1;
+  int c = strcmp(x->target, y->target);
   return c ? c : since_pid_cmp(x, y);
 }
 
@@ -757,11 +779,16 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     }
     out->v = v;
     struct note *n = &out->v[out->n];
+    const char *purpose = (const char *)sqlite3_column_text(q, 3);
+    /* a pinner's notes come together, with one purpose: it is shared */
+    bool shared = out->n && strcmp(n[-1].purpose, purpose) == 0;
     *n = (struct note){.kind = (enum cairn_pin_kind)sqlite3_column_int(q, 0),
                        .pid = sqlite3_column_int(q, 2),
-                       .purpose = strdup((const char *)sqlite3_column_text(q, 3)),
+                       .purpose = shared ? n[-1].purpose : strdup(purpose),
+                       .shared = shared,
                        .since = sqlite3_column_int64(q, 4)};
     id_copy(n->target, (const char *)sqlite3_column_text(q, 1));
+    n->prefix = target_prefix(n->target);
     out->n++;
     if (!n->purpose) {
       notes_free(out);

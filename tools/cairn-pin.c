@@ -120,11 +120,10 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
   struct cli_rows rows = {0};
   bool stale = false;
   struct pin_ls_rows collect = {&rows, &stale};
-  cairn_pins_prefetch(st); /* the names are read meanwhile */
+  cairn_pins_prefetch(st); /* the names are read meanwhile, for cli_pin_row */
   r = cli_rows_read_names(st, &rows);
   if (r == 0)
     r = cairn_pins_foreach_ahead(st, optind < argc ? id : NULL, pin_ls_row, pin_ls_undo, &collect);
-  if (r == 0) r = cli_rows_add_names(st, &rows, "target");
   if (r < 0) {
     cli_rows_free(&rows);
     return report_fail(r, "ls: %s", report_why(st, r));

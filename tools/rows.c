@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- the rows and their arena ------------------------------------------ */
 
@@ -65,6 +67,19 @@ void cli_rows_free(struct cli_rows *rows) {
   *rows = (struct cli_rows){0};
 }
 
+/* Maps the pages of [p, p + len) now, in one call, rather than a fault at
+ * a time as the rows fill them: 10,000 pins' rows are 2 MiB, 500 faults,
+ * and a fault can cost 10 µs on a VM (measured: bench/results-listing.txt).
+ * Only for a large block (glibc gives those their own mapping); an older
+ * kernel's EINVAL leaves them to fault as before. */
+static void prefault(void *p, size_t len) {
+  if (len < 128 * 1024) return;
+  long page = sysconf(_SC_PAGESIZE);
+  uintptr_t start = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+  uintptr_t end = ((uintptr_t)p + len) & ~((uintptr_t)page - 1);
+  if (end > start) (void)madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+}
+
 struct cli_cell *cli_rows_add(struct cli_rows *rows, const struct cli_schema *schema) {
   rows->schema = schema;
   if (rows->n == rows->cap) {
@@ -72,6 +87,7 @@ struct cli_cell *cli_rows_add(struct cli_rows *rows, const struct cli_schema *sc
     struct cli_cell *cells = realloc(rows->cells, cap * schema->n * sizeof(*cells));
     if (!cells) return NULL;
     rows->cells = cells;
+    prefault(cells + rows->cap * schema->n, (cap - rows->cap) * schema->n * sizeof(*cells));
     rows->cap = cap;
   }
   struct cli_cell *row = rows->cells + rows->n++ * schema->n;
@@ -84,6 +100,14 @@ void cli_rows_truncate(struct cli_rows *rows, size_t n) {
 }
 
 bool cli_cell_set_str(struct cli_rows *rows, struct cli_cell *cell, const char *s) {
+  /* rows repeat their text (a target's pins come together; thousands of
+   * pins have a few commands and purposes): the row before's is shared */
+  const struct cli_cell *above =
+      (size_t)(cell - rows->cells) >= rows->schema->n ? cell - rows->schema->n : NULL;
+  if (above && above->set && strcmp(above->s, s) == 0) {
+    *cell = *above;
+    return true;
+  }
   size_t len = strlen(s) + 1;
   char *copy = arena_alloc(rows, len);
   if (!copy) return false;
@@ -98,8 +122,8 @@ bool cli_cell_set_list(struct cli_rows *rows, struct cli_cell *cell, const void 
   void *copy = n ? arena_alloc(rows, n * size) : NULL;
   if (n && !copy) return false;
   if (n) memcpy(copy, v, n * size);
-  cell->list.v = copy;
-  cell->list.n = n;
+  cell->list = copy;
+  cell->n = (uint32_t)n;
   cell->set = true;
   return true;
 }
@@ -130,9 +154,9 @@ static json_t *cell_json(const struct cli_field *f, const struct cli_cell *c) {
   case CLI_NAMES:
   case CLI_PIDS: {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < c->list.n; i++) {
-      json_t *x = f->type == CLI_NAMES ? json_string(((const char *const *)c->list.v)[i])
-                                       : json_integer(((const pid_t *)c->list.v)[i]);
+    for (size_t i = 0; a && i < c->n; i++) {
+      json_t *x = f->type == CLI_NAMES ? json_string(((const char *const *)c->list)[i])
+                                       : json_integer(((const pid_t *)c->list)[i]);
       if (json_array_append_new(a, x) < 0) {
         json_decref(a);
         a = NULL;
@@ -274,24 +298,30 @@ int cli_rows_read_names(cairn_store *st, struct cli_rows *rows) {
   return names_index_sorted(ix) ? 0 : cairn_fail(st, -EIO, "the names are not in order");
 }
 
+/* Sets row's names cell (nf) to the names of the target at its cell kf:
+ * the row above's, if that has the same target (a target's rows come
+ * together), else found in ix. */
+static void row_names_set(const struct names_index *ix, struct cli_cell *row,
+                          const struct cli_cell *above, int kf, int nf) {
+  if (above && row[kf].set && above[kf].set &&
+      (row[kf].s == above[kf].s || strcmp(row[kf].s, above[kf].s) == 0)) {
+    row[nf] = above[nf];
+    return;
+  }
+  size_t first = row[kf].set ? names_index_first(ix, row[kf].s) : ix->n, end = first;
+  while (end < ix->n && ix->targets[end] == ix->targets[first]) end++;
+  row[nf] = (struct cli_cell){.set = true, .list = ix->names + first, .n = (uint32_t)(end - first)};
+}
+
 int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key) {
   int kf = field_of(rows->schema, key, strlen(key)), nf = field_of(rows->schema, "names", 5);
   if (!rows->n) return 0;
   if (kf < 0 || nf < 0) return -EINVAL;
   int r = rows->names_index ? 0 : cli_rows_read_names(st, rows);
   if (r < 0) return r;
-  const struct names_index *ix = rows->names_index;
-  const struct cli_cell *last = NULL; /* rows of one target come together: */
   for (size_t i = 0; i < rows->n; i++) {
     struct cli_cell *row = rows->cells + i * rows->schema->n;
-    if (last && row[kf].set && last[kf].set && strcmp(row[kf].s, last[kf].s) == 0) {
-      row[nf] = last[nf]; /* its names are the row before's */
-    } else {
-      size_t first = row[kf].set ? names_index_first(ix, row[kf].s) : ix->n, end = first;
-      while (end < ix->n && ix->targets[end] == ix->targets[first]) end++;
-      row[nf] = (struct cli_cell){.set = true, .list = {ix->names + first, end - first}};
-    }
-    last = row;
+    row_names_set(rows->names_index, row, i ? row - rows->schema->n : NULL, kf, nf);
   }
   return 0;
 }
@@ -332,6 +362,8 @@ int cli_pin_row(const struct cairn_pin_rec *p, void *arg) {
             cli_cell_set_str(rows, &c[PIN_PURPOSE], p->purpose) &&
             (!p->locker_gone ||
              cli_cell_set_list(rows, &c[PIN_HELD_BY], p->held_by, p->n_held_by, sizeof(pid_t)));
+  if (ok && rows->names_index) /* read before: set now, while the row is at hand */
+    row_names_set(rows->names_index, c, rows->n > 1 ? c - PIN_FIELDS : NULL, PIN_TARGET, PIN_NAMES);
   return ok ? 0 : -ENOMEM;
 }
 
@@ -422,7 +454,7 @@ int cli_image_row(const struct cairn_image_rec *im, void *arg) {
     strcpy((char *)names[i], im->names[i]);
   }
   if (im->n_names && !names) return -ENOMEM;
-  c[IMAGE_NAMES] = (struct cli_cell){.set = true, .list = {names, im->n_names}};
+  c[IMAGE_NAMES] = (struct cli_cell){.set = true, .list = names, .n = (uint32_t)im->n_names};
   return ok ? 0 : -ENOMEM;
 }
 
@@ -500,9 +532,9 @@ static void cell_format(const struct cli_field *f, const struct cli_cell *c, boo
   case CLI_NAMES:
   case CLI_PIDS: {
     size_t o = 0;
-    for (size_t i = 0; i < c->list.n && o < len; i++) {
+    for (size_t i = 0; i < c->n && o < len; i++) {
       if (f->type == CLI_NAMES) { /* copied, not printed: thousands of rows have names */
-        const char *name = ((const char *const *)c->list.v)[i];
+        const char *name = ((const char *const *)c->list)[i];
         size_t n = strlen(name) + (i > 0), room = len - 1 - o, k = n < room ? n : room;
         if (i > 0 && k > 0) buf[o] = ',';
         if (k > (size_t)(i > 0)) memcpy(buf + o + (i > 0), name, k - (i > 0));
@@ -510,9 +542,9 @@ static void cell_format(const struct cli_field *f, const struct cli_cell *c, boo
         o += n;
       } else
         o += (size_t)snprintf(buf + o, len - o, "%s%d", i ? "," : "",
-                              (int)((const pid_t *)c->list.v)[i]);
+                              (int)((const pid_t *)c->list)[i]);
     }
-    if (c->list.n == 0) snprintf(buf, len, "<none>");
+    if (c->n == 0) snprintf(buf, len, "<none>");
     break;
   }
   }
@@ -545,34 +577,20 @@ static bool columns_fields(const struct cli_rows *rows, const char *const *colum
   return true;
 }
 
+/* Two passes: the widths, then the rows, each cell formatted in each (its
+ * text kept between them cost more, in memory first touched, than
+ * formatting it again). */
 static void print_table(const struct cli_rows *rows, const char *const *columns, size_t n,
                         const int *field, bool no_trunc) {
   size_t width[MAX_COLUMNS] = {0};
   char cell[1024];
   for (size_t c = 0; c < n; c++) width[c] = strlen(strchr(columns[c], ':') + 1);
-  /* Each cell is formatted once and kept, in one buffer, for the second
-   * pass; without memory for that, formatted again. */
-  size_t *at = rows->n ? malloc(rows->n * n * sizeof(*at)) : NULL;
-  char *text = NULL;
-  size_t used = 0, cap = 0;
   for (size_t i = 0; i < rows->n; i++) {
     const struct cli_cell *row = rows->cells + i * rows->schema->n;
     for (size_t c = 0; c < n; c++) {
       cell_format(&rows->schema->fields[field[c]], &row[field[c]], no_trunc, cell, sizeof(cell));
       size_t len = strlen(cell);
       if (len > width[c]) width[c] = len;
-      if (at && used + len + 1 > cap) {
-        char *t = realloc(text, cap = (used + len + 1) * 2);
-        if (!t) {
-          free(at);
-          at = NULL;
-        }
-        text = t ? t : text;
-      }
-      if (!at) continue;
-      memcpy(text + used, cell, len + 1);
-      at[i * n + c] = used;
-      used += len + 1;
     }
   }
   /* A row is written at once: every cell is at most its width, plus 2. */
@@ -586,15 +604,12 @@ static void print_table(const struct cli_rows *rows, const char *const *columns,
     const struct cli_cell *row = rows->cells + i * rows->schema->n;
     end = line;
     for (size_t c = 0; c < n; c++) {
-      if (!at)
-        cell_format(&rows->schema->fields[field[c]], &row[field[c]], no_trunc, cell, sizeof(cell));
-      end = cell_put(end, at ? text + at[i * n + c] : cell, width[c], c + 1 == n);
+      cell_format(&rows->schema->fields[field[c]], &row[field[c]], no_trunc, cell, sizeof(cell));
+      end = cell_put(end, cell, width[c], c + 1 == n);
     }
     fwrite(line, 1, (size_t)(end - line), stdout);
   }
   free(line);
-  free(at);
-  free(text);
 }
 
 /* The column of columns whose key is name[0..len), case aside ("ID" is

@@ -42,17 +42,16 @@ struct cli_schema {
   size_t n;
 };
 
+/* 16 bytes: a listing of 10,000 pins is 90,000 cells. */
 struct cli_cell {
-  bool set;
   union {
     const char *s; /* STR, ID (in the rows' arena) */
     int64_t i;     /* INT, SIZE, TIME */
     bool b;
-    struct {
-      const void *v; /* const char *const[] for NAMES, pid_t[] for PIDS */
-      size_t n;
-    } list;
+    const void *list; /* const char *const[] for NAMES, pid_t[] for PIDS */
   };
+  uint32_t n; /* the list's length */
+  bool set;
 };
 
 struct cli_arena_chunk;
@@ -74,7 +73,9 @@ struct cli_cell *cli_rows_add(struct cli_rows *rows, const struct cli_schema *sc
 /* Drops the rows after the first n (their text stays in the arena until
  * cli_rows_free). */
 void cli_rows_truncate(struct cli_rows *rows, size_t n);
-/* Copies s into the rows' arena into cell; false without memory. */
+/* Copies s into the rows' arena into cell, a cell of the last row (or
+ * shares the text of the same cell of the row before, if it is s); false
+ * without memory. */
 bool cli_cell_set_str(struct cli_rows *rows, struct cli_cell *cell, const char *s);
 /* Copies n values of size each into the arena, as a list cell. */
 bool cli_cell_set_list(struct cli_rows *rows, struct cli_cell *cell, const void *v, size_t n,
@@ -89,7 +90,8 @@ json_t *cli_rows_json(const struct cli_rows *rows);
  * cli_rows_read_names read them before. */
 int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key);
 /* Reads the names for cli_rows_add_names ahead of the rows (cairn-pin ls,
- * while the host's locks are read: cairn_pins_prefetch). */
+ * while the host's locks are read: cairn_pins_prefetch); cli_pin_row then
+ * sets each pin's names as it adds the row (no cli_rows_add_names). */
 int cli_rows_read_names(cairn_store *st, struct cli_rows *rows);
 
 /* The records of libcairn as the contract's rows (the keys of
