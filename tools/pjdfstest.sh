@@ -3,8 +3,9 @@
 # on a `cairn mount --rw` of a real image: Debian bookworm minbase, as three
 # layers (tests/e2e/mountlib.sh builds and caches it). With no DIR, the
 # whole suite (238 files, 8,798 tests, about 7 minutes on 2 cores); else
-# only those subdirectories of its tests (rename, unlink, ...). --load runs
-# two busy processes (CPU and file churn) on the machine meanwhile.
+# only those subdirectories or files of its tests (rename, rename/00.t,
+# unlink, ...). --load runs two busy processes (CPU and file churn) on the
+# machine meanwhile.
 # Prints prove's summary; exits 0 only when every test passes.
 #
 #   CAIRN_BIN=build tools/pjdfstest.sh            # the longer target

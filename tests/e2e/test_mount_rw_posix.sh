@@ -2,7 +2,10 @@
 # test_mount_rw_posix.sh — a bounded part of pjdfstest (the POSIX suite) on
 # a `cairn mount --rw` of a Debian minbase image: the directories that
 # exercise the upper layer's namespace operations most (rename, link,
-# unlink, rmdir, mkdir, symlink, utimensat), about a third of its tests.
+# unlink, rmdir, mkdir, symlink, utimensat), 1,700 tests. Left out:
+# rename/09.t and rename/10.t, 4,450 tests of rename across sticky
+# directories by every pair of owners (unlink's and rmdir's sticky tests
+# stay): 72% of the tests, half the time (270 s here, 143 s without them).
 # Every test must pass. The whole suite is the longer target
 # tools/pjdfstest.sh (README, "Writable mounts").
 set -euo pipefail
@@ -13,10 +16,14 @@ if [ ! -d "$src/tests" ]; then
   echo "skip: no pjdfstest source in $src"
   exit 77
 fi
-out=$(PJDFSTEST_SRC=$src bash "$(dirname "$0")/../../tools/pjdfstest.sh" rename link unlink rmdir mkdir symlink utimensat 2>&1) || {
+renames=()
+for t in "$src"/tests/rename/*.t; do
+  case ${t##*/} in 09.t | 10.t) ;; *) renames+=("rename/${t##*/}") ;; esac
+done
+out=$(PJDFSTEST_SRC=$src bash "$(dirname "$0")/../../tools/pjdfstest.sh" "${renames[@]}" link unlink rmdir mkdir symlink utimensat 2>&1) || {
   echo "$out"
   echo "FAIL: pjdfstest failed on a --rw mount" >&2
   exit 1
 }
 echo "$out" | tail -3
-echo "ok - pjdfstest (rename link unlink rmdir mkdir symlink utimensat) passes on a --rw mount"
+echo "ok - pjdfstest (rename but 09 and 10, link unlink rmdir mkdir symlink utimensat) passes on a --rw mount"
