@@ -4,6 +4,7 @@
 # default: all) for SECONDS (default 20) on a copy of its seed corpus
 # tests/fuzz/corpus/NAME/. Prints per target the inputs run and the
 # crashes; exits 1 if any target crashed, leaked, hung or ran out of memory.
+# As many targets run at once as there are cores.
 # The copies, logs and crash inputs go to $CAIRN_FUZZ_WORK (default a new
 # directory under /tmp, removed when no target failed); the source tree
 # is never written to. `tools/fuzz.sh 1800` is the long run.
@@ -32,29 +33,45 @@ fi
 work=${CAIRN_FUZZ_WORK:-$(mktemp -d /tmp/cairn-fuzz.XXXXXX)}
 mkdir -p "$work"
 status=0
+# fuzz_one T: runs target T; its lines go to $work/T/summary, and
+# $work/T/failed marks a failure.
+fuzz_one() {
+  local t=$1 dir=$work/$1 exe=build-fuzz/fuzz_$1 rc=0 runs crashes
+  mkdir -p "$dir/corpus" "$dir/crashes"
+  cp -r "tests/fuzz/corpus/$t/." "$dir/corpus/"
+  {
+    echo "fuzz $t: $secs s, log $dir/log"
+    "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+      -artifact_prefix="$dir/crashes/" "$dir/corpus" >"$dir/log" 2>&1 || rc=$?
+    runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$dir/log" | tail -1)
+    crashes=$(find "$dir/crashes" -type f | wc -l)
+    echo "fuzz $t: ${runs:-?} execs, $crashes crashes, exit $rc"
+    if [ "$rc" != 0 ] || [ "$crashes" != 0 ]; then
+      touch "$dir/failed"
+      grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$dir/log" | head -20 || true
+      echo "fuzz $t FAILED: log $dir/log, inputs in $dir/crashes/"
+    fi
+  } >"$dir/summary"
+}
+# Each target is one process on one core: nproc of them run at once (CI's
+# 9 targets took 9 x SECONDS one after another).
+ran=()
 for t in "${targets[@]}"; do
   t=${t#fuzz_}
-  exe=build-fuzz/fuzz_$t
-  if [ ! -x "$exe" ] || [ ! -d "tests/fuzz/corpus/$t" ]; then
+  if [ ! -x "build-fuzz/fuzz_$t" ] || [ ! -d "tests/fuzz/corpus/$t" ]; then
     echo "fuzz $t: no target build-fuzz/fuzz_$t or no corpus tests/fuzz/corpus/$t"
     status=1
     continue
   fi
-  dir=$work/$t
-  mkdir -p "$dir/corpus" "$dir/crashes"
-  cp -r "tests/fuzz/corpus/$t/." "$dir/corpus/"
-  echo "fuzz $t: $secs s, log $dir/log"
-  rc=0
-  "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="$dir/crashes/" "$dir/corpus" >"$dir/log" 2>&1 || rc=$?
-  runs=$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' "$dir/log" | tail -1)
-  crashes=$(find "$dir/crashes" -type f | wc -l)
-  echo "fuzz $t: ${runs:-?} execs, $crashes crashes, exit $rc"
-  if [ "$rc" != 0 ] || [ "$crashes" != 0 ]; then
-    grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$dir/log" | head -20
-    echo "fuzz $t FAILED: log $dir/log, inputs in $dir/crashes/"
-    status=1
-  fi
+  rm -rf "${work:?}/$t"
+  ran+=("$t")
+  fuzz_one "$t" &
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+done
+wait
+for t in "${ran[@]}"; do
+  cat "$work/$t/summary"
+  [ ! -e "$work/$t/failed" ] || status=1
 done
 if [ "$status" = 0 ] && [ -z "${CAIRN_FUZZ_WORK:-}" ]; then rm -rf "$work"; fi
 exit $status
