@@ -24,10 +24,13 @@ _e2e_exit() {
 }
 trap _e2e_exit EXIT
 
+# sanitizer_build: whether the binaries are a sanitizer build.
+sanitizer_build() { [ "${CAIRN_SANITIZE:-OFF}" = ON ] || ldd "$CAIRN_BIN/cairn" | grep -q asan; }
+
 # release_build_only WHY: ends the test as skipped (ctest's 77) when the
 # binaries are a sanitizer build.
 release_build_only() {
-  if [ "${CAIRN_SANITIZE:-OFF}" = ON ] || ldd "$CAIRN_BIN/cairn" | grep -q asan; then
+  if sanitizer_build; then
     echo "skip: $*"
     exit 77
   fi
