@@ -489,15 +489,17 @@ static void text_cell(const char *s, size_t n, char *buf, size_t len) {
   buf[n] = '\0';
 }
 
-/* A time as a table says it: "3 minutes ago" (rows repeat their times). */
+/* A time as a table says it: "3 minutes ago" (rows repeat their times),
+ * from one instant, the first call's: a table formats each cell twice,
+ * for the widths and for the rows, and "9 seconds ago" must not become
+ * "10 seconds ago" between the two. */
 static void time_cell(int64_t t, char *buf, size_t len) {
-  static int64_t last = INT64_MIN, last_now;
+  static int64_t last = INT64_MIN, now = INT64_MIN;
   static char last_cell[64];
-  int64_t now = (int64_t)time(NULL);
-  if (t != last || now != last_now) {
+  if (now == INT64_MIN) now = (int64_t)time(NULL);
+  if (t != last) {
     cli_time_ago(t, now, last_cell, sizeof(last_cell));
     last = t;
-    last_now = now;
   }
   text_cell(last_cell, strlen(last_cell), buf, len);
 }
@@ -554,6 +556,7 @@ static void cell_format(const struct cli_field *f, const struct cli_cell *c, boo
  * a newline), which has room for the widest row. */
 static char *cell_put(char *line, const char *cell, size_t width, bool last) {
   size_t n = strlen(cell);
+  if (n > width) n = width; /* never: the widths were taken of these cells */
   memcpy(line, cell, n);
   line += n;
   if (last) {
