@@ -63,7 +63,7 @@ for t in "${targets[@]}"; do
     status=1
     continue
   fi
-  rm -rf "${work:?}/$t"
+  rm -f "$work/$t/failed" # a kept WORK's corpus and crashes stay, as before
   ran+=("$t")
   fuzz_one "$t" &
   while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
