@@ -11,13 +11,16 @@
 # database open (as a mount does): what it reported done must survive.
 #
 # CI runs every point of import and every CAIRN_CRASH_STRIDE-th (default
-# 2) of the others; CAIRN_CRASH_FULL=1 runs them all.
+# 2) of the others; CAIRN_CRASH_FULL=1 runs them all. The points of a mode
+# are shared out to CAIRN_CRASH_JOBS workers (default: one per CPU), each
+# with a store and scratch files of its own.
 source "$(dirname "$0")/lib.sh"
 INJECT=$CAIRN_BIN/cairn-inject.so
 UNDO=$CAIRN_BIN/inject-undo
 release_build_only "$CAIRN_BIN is a sanitizer build (LD_PRELOAD of the injector conflicts)"
 STRIDE=${CAIRN_CRASH_STRIDE:-2}
 [ "${CAIRN_CRASH_FULL:-0}" = 1 ] && STRIDE=1
+JOBS=${CAIRN_CRASH_JOBS:-$(nproc)}
 
 # The stores live on a tmpfs of their own: the model decides what a cut
 # forgets, not the disk, and each commit's fsync and syncfs then cost
@@ -26,7 +29,11 @@ STRIDE=${CAIRN_CRASH_STRIDE:-2}
 mkdir -p "$T/fast"
 mount -t tmpfs -o size=512m tmpfs "$T/fast" || { not_ok "mount a tmpfs for the stores"; finish; exit; }
 on_exit "umount $T/fast"
-STORE=$T/fast/store
+# W: the scratch directory of the one running check_point and run_point
+# (each sweep worker has its own); STORE: the store they look at.
+W=$T/fast/w
+mkdir -p "$W"
+STORE=$W/store
 export CAIRN_STORE=$STORE
 
 # ---- layers and images -------------------------------------------------
@@ -106,19 +113,19 @@ done
 export CAIRN_STORE=$STORE
 
 # has_image NAME: NAME is in the listing check_point took.
-has_image() { jq -e --arg n "$1" 'any(.[].names[]; . == $n)' "$T/images" >/dev/null; }
+has_image() { jq -e --arg n "$1" 'any(.[].names[]; . == $n)' "$W/images" >/dev/null; }
 
 # check_point OP WHAT [done]: the store after a crash or a failure of OP
 # (done: OP reported success). Prints nothing and returns 0 when every
 # invariant holds, else one line saying which did not.
 check_point() {
   local op=$1 what=$2 done=${3:-} img r=${RESULT[$1]} problems=""
-  cairn images --json >"$T/images" 2>"$T/err" || { echo "$what: the store does not open: $(cat "$T/err")"; return 1; }
-  if ! cairn fsck >"$T/fsck" 2>&1; then
+  cairn images --json >"$W/images" 2>"$W/err" || { echo "$what: the store does not open: $(cat "$W/err")"; return 1; }
+  if ! cairn fsck >"$W/fsck" 2>&1; then
     # fsck --repair not done (yet): the corrupt blob is the one problem
-    if [ "$op" != repair ] || [ -n "$done" ] || [ "$(grep -c '^problem' "$T/fsck")" != 1 ] ||
-      ! grep -q "blob $blob" "$T/fsck" || ! has_image c:1; then
-      problems+=" fsck: $(grep -m3 problem "$T/fsck" | tr '\n' ' ')$(tail -1 "$T/fsck");"
+    if [ "$op" != repair ] || [ -n "$done" ] || [ "$(grep -c '^problem' "$W/fsck")" != 1 ] ||
+      ! grep -q "blob $blob" "$W/fsck" || ! has_image c:1; then
+      problems+=" fsck: $(grep -m3 problem "$W/fsck" | tr '\n' ' ')$(tail -1 "$W/fsck");"
     fi
   fi
   for img in ${SURVIVORS[$op]}; do
@@ -149,22 +156,22 @@ check_point() {
 # run_point OP N MODE [ERRNO]: from the template, OP under the injector.
 run_point() {
   local op=$1 n=$2 mode=$3 err=${4:-EIO}
-  rm -rf "$STORE" "$T/fast/log"
+  rm -rf "$STORE" "$W/log"
   cp -a "$T/fast/tpl/$op" "$STORE"
   # (a subshell that outlives the command keeps bash's "Killed" off stderr)
   (
     CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_AT=$n CAIRN_INJECT_MODE=$mode CAIRN_INJECT_ERRNO=$err \
-      CAIRN_INJECT_LOG=$T/fast/log CAIRN_INJECT_COUNT=$T/count timeout 60 env LD_PRELOAD="$INJECT" ${OP[$op]} >/dev/null 2>"$T/stderr"
+      CAIRN_INJECT_LOG=$W/log CAIRN_INJECT_COUNT=$W/count timeout 60 env LD_PRELOAD="$INJECT" ${OP[$op]} >/dev/null 2>"$W/stderr"
     exit $?
   ) 2>/dev/null
   local rc=$?
-  [ "$mode" = cut ] && { "$UNDO" "$T/fast/log" >/dev/null || echo "$op $mode at $n: inject-undo failed"; }
+  [ "$mode" = cut ] && { "$UNDO" "$W/log" >/dev/null || echo "$op $mode at $n: inject-undo failed"; }
   case $mode in
   kill | cut) [ $rc = 137 ] || { echo "$op $mode at $n: exit $rc, not killed"; return 1; } ;;
   fail)
     if [ $rc = 124 ]; then echo "$op fail($err) at $n: hangs"; return 1; fi
-    if [ $rc != 0 ] && { [ "$(wc -l <"$T/stderr")" != 1 ] || ! grep -q '^cairn: ' "$T/stderr"; }; then
-      echo "$op fail($err) at $n: exit $rc, stderr not one 'cairn: ' line: $(head -c 300 "$T/stderr")"
+    if [ $rc != 0 ] && { [ "$(wc -l <"$W/stderr")" != 1 ] || ! grep -q '^cairn: ' "$W/stderr"; }; then
+      echo "$op fail($err) at $n: exit $rc, stderr not one 'cairn: ' line: $(head -c 300 "$W/stderr")"
       return 1
     fi
     ;;
@@ -176,7 +183,7 @@ run_point() {
 # connection keeps the database open, so that closing does not checkpoint.
 run_after_done() {
   local op=$1
-  rm -rf "$STORE" "$T/fast/log"
+  rm -rf "$STORE" "$W/log"
   cp -a "$T/fast/tpl/$op" "$STORE"
   mkfifo "$T/hold"
   sqlite3 "$STORE/meta.db" <"$T/hold" >/dev/null &
@@ -185,7 +192,7 @@ run_after_done() {
   exec 7>"$T/hold"
   echo "SELECT count(*) FROM images;" >&7
   wait_for 5 [ -e "$STORE/meta.db-wal" ]
-  CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_MODE=cut CAIRN_INJECT_LOG=$T/fast/log \
+  CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_MODE=cut CAIRN_INJECT_LOG=$W/log \
     CAIRN_INJECT_COUNT=$T/count LD_PRELOAD=$INJECT ${OP[$op]} >/dev/null 2>"$T/stderr"
   local rc=$?
   kill -9 "$holder"
@@ -193,8 +200,31 @@ run_after_done() {
   exec 7>&-
   rm -f "$T/hold"
   [ $rc = 0 ] || { echo "$op: exit $rc: $(cat "$T/stderr")"; return 1; }
-  "$UNDO" "$T/fast/log" >/dev/null
+  "$UNDO" "$W/log" >/dev/null
   check_point "$op" "$op cut after it returned" done
+}
+
+# sweep_worker K OP MODE POINT...: points K, K+JOBS, ... of the list, in a
+# store and scratch directory of its own; a broken point's lines go to
+# $W/bad and one byte to $W/nbad.
+sweep_worker() {
+  local k=$1 op=$2 mode=$3 n errno i
+  shift 3
+  local points=("$@")
+  W=$T/fast/w$k
+  STORE=$W/store
+  export CAIRN_STORE=$STORE
+  mkdir -p "$W"
+  : >"$W/bad"
+  : >"$W/nbad"
+  for ((i = k; i < ${#points[@]}; i += JOBS)); do
+    n=${points[i]}
+    errno=EIO
+    [ "$mode" = fail ] && ((n % 2 == 0)) && errno=ENOSPC
+    run_point "$op" "$n" "$mode" $([ "$mode" = fail ] && echo "$errno") >"$W/point" && continue
+    cat "$W/point" >>"$W/bad"
+    printf x >>"$W/nbad"
+  done
 }
 
 start=$(date +%s)
@@ -202,27 +232,30 @@ for op in import pull rm gc repair; do
   stride=$STRIDE
   [ "$op" = import ] && stride=1
   for mode in kill cut fail; do
-    points=0 bad=0
+    points=()
     for ((n = 1; n <= STEPS[$op]; n += stride)); do
       [ "$mode" = fail ] && ((n % 3 != 1 && n != STEPS[$op])) && continue
-      errno=EIO
-      [ "$mode" = fail ] && ((n % 2 == 0)) && errno=ENOSPC
-      points=$((points + 1))
-      run_point "$op" "$n" "$mode" $([ "$mode" = fail ] && echo "$errno") >"$T/point" && continue
-      bad=$((bad + 1))
-      ((bad <= 3)) && sed 's/^/#   /' "$T/point"
+      points+=("$n")
     done
-    if [ $bad = 0 ]; then
-      ok "$op, $mode: $points crash points of ${STEPS[$op]}, all clean"
+    pids=()
+    for ((k = 0; k < JOBS; k++)); do
+      sweep_worker "$k" "$op" "$mode" "${points[@]}" &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    bad=$(cat "$T"/fast/w[0-9]*/nbad | wc -c)
+    if [ "$bad" = 0 ]; then
+      ok "$op, $mode: ${#points[@]} crash points of ${STEPS[$op]}, all clean"
     else
-      not_ok "$op, $mode: $bad of $points crash points broke an invariant"
+      not_ok "$op, $mode: $bad of ${#points[@]} crash points broke an invariant"
+      cat "$T"/fast/w[0-9]*/bad | head -3 | sed 's/^/#   /'
     fi
   done
-  if run_after_done "$op" >"$T/point"; then
+  if run_after_done "$op" >"$W/point"; then
     ok "$op: a power cut after it returned keeps what it reported done"
   else
-    not_ok "$(cat "$T/point")"
+    not_ok "$(cat "$W/point")"
   fi
 done
-echo "# sweep took $(($(date +%s) - start)) s (stride $STRIDE)"
+echo "# sweep took $(($(date +%s) - start)) s (stride $STRIDE, $JOBS workers)"
 finish
