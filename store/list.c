@@ -167,17 +167,74 @@ out:
   return r;
 }
 
+/* A (target, name) row of cairn_names_foreach: offsets into its text while
+ * it is read, pointers once the text stops moving. */
+struct name_row {
+  union {
+    size_t off;
+    const char *s;
+  } target, name;
+};
+
+static int name_row_cmp(const void *a, const void *b) {
+  const struct name_row *x = a, *y = b;
+  int c = strcmp(x->target.s, y->target.s);
+  return c ? c : strcmp(x->name.s, y->name.s);
+}
+
+/* Appends s and its NUL to the text, at *off. */
+static int text_add(char **text, size_t *used, size_t *cap, const char *s, size_t *off) {
+  size_t len = strlen(s) + 1;
+  while (*used + len > *cap) {
+    size_t c = *cap ? *cap * 2 : 16384;
+    char *t = realloc(*text, c);
+    if (!t) return -ENOMEM;
+    *text = t;
+    *cap = c;
+  }
+  memcpy(*text + *used, s, len);
+  *off = *used;
+  *used += len;
+  return 0;
+}
+
 int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg) {
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  /* In no order, and sorted and made unique here: SQLite's UNION and
+   * ORDER BY took 5 of the 6 ms this query took with 1,000 images. */
   int r = cn_db_prepare(st, &q,
-                        "SELECT image_id AS target, name FROM names"
-                        " UNION SELECT l.layer_id, n.name FROM image_layers l"
-                        " JOIN names n ON n.image_id = l.image_id ORDER BY target, name");
+                        "SELECT image_id, name FROM names"
+                        " UNION ALL SELECT l.layer_id, n.name FROM image_layers l"
+                        " JOIN names n ON n.image_id = l.image_id");
+  _cleanup_free_ struct name_row *rows = NULL;
+  _cleanup_free_ char *text = NULL;
+  size_t n = 0, cap = 0, used = 0, text_cap = 0;
   int step = SQLITE_DONE;
-  while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW)
-    r = fn((const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1), arg);
+  while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
+    struct name_row *v = cn_array_grow(rows, n, &cap, sizeof(*v));
+    if (!v ||
+        text_add(&text, &used, &text_cap, (const char *)sqlite3_column_text(q, 0),
+                 &v[n].target.off) < 0 ||
+        text_add(&text, &used, &text_cap, (const char *)sqlite3_column_text(q, 1), &v[n].name.off) <
+            0) {
+      if (v) rows = v;
+      r = store_fail(st, -ENOMEM, "out of memory reading names");
+      break;
+    }
+    rows = v;
+    n++;
+  }
   if (r == 0 && step != SQLITE_DONE) r = cn_store_fail_db(st, "names");
+  if (r < 0) return r;
+  for (size_t i = 0; i < n; i++) {
+    rows[i].target.s = text + rows[i].target.off;
+    rows[i].name.s = text + rows[i].name.off;
+  }
+  if (n) qsort(rows, n, sizeof(*rows), name_row_cmp);
+  for (size_t i = 0; i < n && r == 0; i++)
+    if (i == 0 || name_row_cmp(&rows[i - 1], &rows[i]) != 0) /* once each */
+      r = fn(rows[i].target.s, rows[i].name.s, arg);
   return r;
 }
 
