@@ -227,6 +227,10 @@ Test(store, names_foreach_names_images_and_the_layers_in_them) {
   size_t n_b;
   cr_assert_eq(cairn_image_layers(T.st, b, &layers_b, &n_b), 0);
   cr_assert_eq(n_b, 2);
+  /* an image with one layer twice: its name once for that layer */
+  tu_layer lc[] = {{other, TU_N(other)}, {other, TU_N(other)}};
+  cairn_id c;
+  cr_assert_eq(tu_import(&T, "c:1", lc, 2, c), 0, "%s", cairn_errmsg(T.st));
 
   char *got = NULL, *want = NULL;
   size_t len = 0;
@@ -236,8 +240,9 @@ Test(store, names_foreach_names_images_and_the_layers_in_them) {
   /* by target, then name: the shared layer has every image's names */
   struct {
     const char *target, *name;
-  } rows[] = {{a, "a:1"},           {a, "a:2"},           {b, "b:1"},          {layers_b[0], "a:1"},
-              {layers_b[0], "a:2"}, {layers_b[0], "b:1"}, {layers_b[1], "b:1"}};
+  } rows[] = {{a, "a:1"},           {a, "a:2"},           {b, "b:1"},
+              {layers_b[0], "a:1"}, {layers_b[0], "a:2"}, {layers_b[0], "b:1"},
+              {layers_b[1], "b:1"}, {c, "c:1"},           {layers_b[1], "c:1"}};
   size_t n_rows = sizeof(rows) / sizeof(rows[0]);
   for (size_t i = 0; i < n_rows; i++) /* sort the expectation by target, then name */
     for (size_t j = i + 1; j < n_rows; j++) {
