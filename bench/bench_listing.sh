@@ -8,11 +8,18 @@
 # each holding every image (an image pin and a layer pin per image).
 # CAIRN_BIN_BEFORE=DIR adds the same commands run by another build (the
 # holders and the store stay this build's), "(before)" rows.
-#   bash bench/bench_listing.sh [BUILD_DIR]      (RUNS=10 hyperfine runs)
+# The commands' runs are interleaved, a new order each round
+# (benchlib.sh's interleaved), and each row is their median: run one after
+# another under hyperfine, as until 2026-12-02, a spell of this VM's noise
+# fell on one command's runs, and means took its outliers (one build's
+# `cairn images` 14.7 ms and, unchanged, 22.7 in the same run).
+#   bash bench/bench_listing.sh [BUILD_DIR]      (RUNS=10 rounds)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "${1:-$ROOT/build}" && pwd)
 W=$(mktemp -d /tmp/cairn-bench.XXXXXX)
+TMP=$W
+source "$ROOT/bench/benchlib.sh"
 holders=()
 heirs=()
 cleanup() {
@@ -48,14 +55,14 @@ populate() {
   ((got == want)) || { echo "only $got of $want pins" >&2; exit 1; }
 }
 
-# means_read N JSON: hyperfine's means (ms) into mean["N/COMMAND"].
-means_read() {
+# medians_read N JSON: each command's median (ms) into median["N/COMMAND"].
+medians_read() {
   local c m
-  while IFS=$'\t' read -r c m; do mean["$1/$c"]=$m; done < <(jq -r '.results[] | [.command, .mean * 1000] | @tsv' "$2")
+  while IFS=$'\t' read -r c m; do median["$1/$c"]=$m; done < <(jq -r '.results[] | [.command, .median * 1000] | @tsv' "$2")
 }
 
 printf '%-44s %12s %12s %8s\n' "command" "100 img/1k" "1000 img/10k" "growth"
-declare -A mean
+declare -A median
 for n in 100 1000; do
   populate "$n"
   s=$W/s$n
@@ -64,16 +71,15 @@ for n in 100 1000; do
   cmds=()
   for b in "$BIN" ${CAIRN_BIN_BEFORE:+"$(cd "$CAIRN_BIN_BEFORE" && pwd)"}; do
     tag=$([ "$b" = "$BIN" ] || echo " (before)")
-    cmds+=(-n "cairn images$tag" "$b/cairn --store $s images"
-      -n "cairn images --json$tag" "$b/cairn --store $s images --json"
-      -n "cairn-pin ls$tag" "$b/cairn-pin --store $s ls"
-      -n "cairn-pin ls --json$tag" "$b/cairn-pin --store $s ls --json"
-      -n "cairn-pin ls IMAGE$tag" "$b/cairn-pin --store $s ls img1:1")
+    cmds+=("cairn images$tag" "" "$b/cairn --store $s images"
+      "cairn images --json$tag" "" "$b/cairn --store $s images --json"
+      "cairn-pin ls$tag" "" "$b/cairn-pin --store $s ls"
+      "cairn-pin ls --json$tag" "" "$b/cairn-pin --store $s ls --json"
+      "cairn-pin ls IMAGE$tag" "" "$b/cairn-pin --store $s ls img1:1")
   done
-  hyperfine --style none --runs "$RUNS" --warmup 1 --export-json "$W/h$n.json" "${cmds[@]}" \
-    -n "cairn rm (unpinned image)" --prepare "$BIN/cairn --store $s import -q rm:1 $W/rm.tar" \
-    "$BIN/cairn --store $s rm -q rm:1" >/dev/null
-  means_read "$n" "$W/h$n.json"
+  interleaved "$W/h$n.json" "$RUNS" 1 "${cmds[@]}" \
+    "cairn rm (unpinned image)" "$BIN/cairn --store $s import -q rm:1 $W/rm.tar" "$BIN/cairn --store $s rm -q rm:1"
+  medians_read "$n" "$W/h$n.json"
   # The same pins inherited: each holder killed, its command (sleep) alive
   # and holding the locks, so that the listing names the heirs. (A build
   # from before 2026-12-02 walked /proc once per such pin: more than 240 s
@@ -81,9 +87,8 @@ for n in 100 1000; do
   for h in "${holders[@]}"; do heirs+=($(pgrep -P "$h" || true)); done
   for h in "${holders[@]}"; do kill -9 "$h" 2>/dev/null || true; done
   holders=()
-  hyperfine --style none --runs "$RUNS" --warmup 1 --export-json "$W/i$n.json" \
-    -n "cairn-pin ls (inherited)" "$BIN/cairn-pin --store $s ls" >/dev/null
-  means_read "$n" "$W/i$n.json"
+  interleaved "$W/i$n.json" "$RUNS" 1 "cairn-pin ls (inherited)" "" "$BIN/cairn-pin --store $s ls"
+  medians_read "$n" "$W/i$n.json"
   for h in "${heirs[@]}"; do kill -9 "$h" 2>/dev/null || true; done
   heirs=()
   "$BIN/cairn" --store "$s" gc -q >/dev/null # the killed holders' annotations
@@ -92,7 +97,7 @@ for c in "cairn images" "cairn images --json" "cairn-pin ls" "cairn-pin ls --jso
   ${CAIRN_BIN_BEFORE:+"cairn images (before)" "cairn images --json (before)" "cairn-pin ls (before)"} \
   ${CAIRN_BIN_BEFORE:+"cairn-pin ls --json (before)" "cairn-pin ls IMAGE (before)"} "cairn rm (unpinned image)" \
   "cairn-pin ls (inherited)"; do
-  a=${mean["100/$c"]} b=${mean["1000/$c"]}
+  a=${median["100/$c"]} b=${median["1000/$c"]}
   printf '%-44s %9.1f ms %9.1f ms %7.1fx\n' "$c" "$a" "$b" "$(echo "$b / $a" | bc -l)"
 done
-echo "($(nproc) cores, kernel $(uname -r); mean of $RUNS runs; $HOLDERS holders, each pinning every image and its layer)"
+echo "($(nproc) cores, kernel $(uname -r); median of $RUNS interleaved runs; $HOLDERS holders, each pinning every image and its layer)"
