@@ -57,6 +57,30 @@ check "cairn-pin ls --format" grep -qx "image app:1" <(cairn-pin ls --format '{{
 check "cairn-pin ls -q --no-trunc: full targets" grep -qx "$app" <(cairn-pin ls -q --no-trunc)
 cairn umount -q "$T/m"
 
+# A table's times come from one instant, the first time cell's: its
+# widths and its rows are formatted in two passes, and a time cell that
+# changed between them ("9 seconds ago", then "10 seconds ago") overran
+# its padding (6cb97de). Here libfaketime's clock moves on a minute at
+# each time() call, starting two and a half minutes after the pins were
+# taken (a few seconds apart): read once per cell, as before 6cb97de,
+# each row said another time.
+FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+if [ -e "$FAKETIME_LIB" ]; then
+  hold_image app:1
+  hold_image base
+  wait_for 5 sh -c "[ \$(cairn-pin ls -q | wc -l) -ge 5 ]"
+  since=$(cairn-pin ls --json | jq -r 'map(.since) | min | fromdateiso8601')
+  start=$(TZ=UTC date -d "@$((since + 150))" '+%Y-%m-%d %H:%M:%S')
+  TZ=UTC FAKETIME="@$start i60.0" LD_PRELOAD=$FAKETIME_LIB \
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+    cairn-pin ls >"$T/table" 2>"$T/stderr"
+  check "cairn-pin ls under a clock that moves: every row's SINCE says the same" \
+    [ "$(awk 'NR > 1 { print $(NF - 3), $(NF - 2), $(NF - 1) }' "$T/table" | sort -u | wc -l)" = 1 ]
+  check "(the table had every pin)" [ "$(wc -l <"$T/table")" -ge 6 ]
+else
+  not_ok "libfaketime is not installed ($FAKETIME_LIB): tools/setup.sh installs it"
+fi
+
 expect_exit 0 "images --help" cairn images --help
 check "images --help names -q, --no-trunc, --format" \
   sh -c "grep -q -- '-q, --quiet' '$T/stdout' && grep -q -- --no-trunc '$T/stdout' && grep -q -- '--format TEMPLATE' '$T/stdout'"
