@@ -95,7 +95,7 @@ int cli_rows_add_names(cairn_store *st, struct cli_rows *rows, const char *key);
 int cli_rows_read_names(cairn_store *st, struct cli_rows *rows);
 
 /* The records of libcairn as the contract's rows (the keys of
- * ../shared/DESIGN.md): each appends the record's row to the struct
+ * doc/design.md): each appends the record's row to the struct
  * cli_rows arg, as the callback of its *_foreach; -ENOMEM if it cannot. */
 int cli_pin_row(const struct cairn_pin_rec *p, void *rows);
 int cli_mount_row(const struct cairn_mount_rec *m, void *rows);

@@ -1,7 +1,7 @@
 /*
  * pull.c — cairn_pull: bring an image from a source into the store.
  *
- * The order is the point (DESIGN.md, pins): for each layer of the config,
+ * The order is the point (doc/design.md, Pins): for each layer of the config,
  * take its shared pin FIRST, then ask whether it is stored. A concurrent
  * rm either finished before the pin (the layer is absent and this pull
  * fetches it) or cannot delete it while the pin is held. Every pin is kept

@@ -51,7 +51,7 @@ setup registry_push "$T/oci" app team/app:1
 img=$REGISTRY/team/app:1
 setup "$CAIRN" --store "$ST" pull -q --insecure "docker://$img" >/dev/null
 
-# run RUNTIME BUNDLE: runs the bundle's container (TESTING.md: a private
+# run RUNTIME BUNDLE: runs the bundle's container (doc/testing.md: a private
 # mount namespace without the cgroup2 mount, no cgroup manager); its output
 # in $T/run.out.
 run() {

@@ -2,7 +2,7 @@
 # test_crun.sh — a real OCI runtime (crun) runs a container whose root
 # filesystem is a cairnfs mount of a Debian minbase image (root.readonly).
 # crun 1.8 refuses hybrid cgroups, so it runs in a private mount namespace
-# without the cgroup2 mount and without a cgroup manager (TESTING.md).
+# without the cgroup2 mount and without a cgroup manager (doc/testing.md).
 source "$(dirname "$0")/mountlib.sh"
 
 command -v crun >/dev/null || fail "crun is not installed"

@@ -5,7 +5,7 @@
 # detached, the daemon's pins hold (`cairn-pin ls` says detached) and rm
 # refuses; the container runs to its end with its root filesystem intact;
 # then the daemon exits by itself, its pins and record go, and rm works.
-# crun runs as test_crun.sh runs it (TESTING.md): in a private mount
+# crun runs as test_crun.sh runs it (doc/testing.md): in a private mount
 # namespace — which holds a copy of the mount too, as the container's does.
 source "$(dirname "$0")/mountlib.sh"
 

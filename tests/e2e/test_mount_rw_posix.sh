@@ -7,7 +7,7 @@
 # directories by every pair of owners (unlink's and rmdir's sticky tests
 # stay): 72% of the tests, half the time (270 s here, 143 s without them).
 # Every test must pass. The whole suite is the longer target
-# tools/pjdfstest.sh (README, "Writable mounts").
+# tools/pjdfstest.sh (doc/testing.md, "Long sweeps").
 set -euo pipefail
 src=${PJDFSTEST_SRC:-${CAIRN_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/../shared/peers/pjdfstest}
 # A clone made elsewhere (CI's) finds the workplace's copy.

@@ -7,7 +7,7 @@
 # read-only run (`--rootfs MNT --read-only`) works too. While a podman
 # container runs, the mount pins the image (rm exit 4) and a host-side
 # `cairn umount` only detaches it (exit 4); when the container ends, the
-# daemon exits and rm works. podman runs with the flags TESTING.md gives for
+# daemon exits and rm works. podman runs with the flags doc/testing.md gives for
 # these hosts: a private mount namespace without the cgroup2 mount,
 # cgroupfs with --cgroups=disabled, its own --root/--runroot, lowered
 # ulimits, no network. The image is the host's sh, cat, id and sleep with
@@ -38,7 +38,7 @@ tar -C "$root" --numeric-owner -cf "$TMP/layer.tar" .
 cairn import -q pod:1 "$TMP/layer.tar"
 cairn mount -q pod:1 "$TMP/mnt"
 
-# podman_run ARGS...: `podman run --rm ARGS` as TESTING.md runs it.
+# podman_run ARGS...: `podman run --rm ARGS` as doc/testing.md runs it.
 podman_run() {
   timeout 120 unshare -m --propagation private sh -c '
     umount /sys/fs/cgroup/unified 2>/dev/null

@@ -12,7 +12,7 @@
 # podman holds the image (and a container runs on it) `cairn rm` of the
 # image is refused (exit 4) naming the ALS; `podman rmi` releases it and
 # rm works. A daemon restarted with --podman-root takes the pins of
-# podman's layers again. podman runs with the flags TESTING.md gives for these hosts.
+# podman's layers again. podman runs with the flags doc/testing.md gives for these hosts.
 source "$(dirname "$0")/registry.sh" # first: mountlib's fail (which exits) wins
 source "$(dirname "$0")/mountlib.sh"
 
@@ -47,7 +47,7 @@ additionallayerstores = ["$ALS:ref"]
 EOF
 export CONTAINERS_STORAGE_CONF=$TMP/storage.conf
 
-# podman_cmd ARGS...: podman as TESTING.md runs it, with our storage.conf.
+# podman_cmd ARGS...: podman as doc/testing.md runs it, with our storage.conf.
 podman_cmd() {
   timeout 120 unshare -m --propagation private sh -c '
     umount /sys/fs/cgroup/unified 2>/dev/null
