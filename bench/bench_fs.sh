@@ -13,10 +13,9 @@
 # dropped before each run. The systems' runs are interleaved, a new order
 # each round (benchlib.sh: the VM's drift falls on all alike); prints the
 # median of each and ratios of cairnfs to native and to fuse-overlayfs.
-# (Until 2026-12-02 this ran hyperfine, each system's runs one after
-# another, and printed means: bench/results-fs.txt's older blocks.)
 #
 #   CAIRN_BIN=build-dir [ROWS='walk-cold bigfile-cold ...'] bench/bench_fs.sh [RESULTS.txt]
+# The table is also written to RESULTS.txt (default bench/results/fs.txt).
 # PASSTHROUGH=1 adds a contender, cairnfs-pt: cairnfs with -o passthrough
 # (what FUSE passthrough buys and costs, in the same run); CAIRN_BIN_BEFORE
 # another, cairnfs-before: the cairnfs of that build directory (main
@@ -28,7 +27,8 @@ CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
 source "$(dirname "$0")/../tests/e2e/mountlib.sh"
 source "$(dirname "$0")/benchlib.sh"
 unset ASAN_OPTIONS UBSAN_OPTIONS
-out_file=${1:-}
+out_file=${1:-$(cd "$(dirname "$0")" && pwd)/results/fs.txt}
+mkdir -p "$(dirname "$out_file")"
 
 RUNS_COLD=${RUNS_COLD:-5}
 RUNS_WARM=${RUNS_WARM:-10}

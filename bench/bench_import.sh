@@ -5,6 +5,7 @@
 # the same store (stored once: only hashing), and peak memory.
 # `time` (GNU time) measures peak RSS.
 #   bash bench/bench_import.sh [BUILD_DIR]
+# The output is also written to bench/results/import.txt.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "${1:-$ROOT/build}" && pwd)
@@ -12,6 +13,8 @@ source "$ROOT/bench/rootfs.sh"
 TAR=$(ensure_minbase_tar)
 W=$(mktemp -d /tmp/cairn-bench.XXXXXX)
 trap 'rm -rf "$W"' EXIT
+mkdir -p "$ROOT/bench/results"
+exec > >(tee "$ROOT/bench/results/import.txt")
 RUNS=${RUNS:-5}
 entries=$(tar -tf "$TAR" | wc -l)
 echo "layer: $TAR ($(du -h "$TAR" | cut -f1), $entries entries); $(nproc) cores; $RUNS runs each"

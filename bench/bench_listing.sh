@@ -3,22 +3,23 @@
 # (table and --json, all pins and one image's; and once every holder is
 # killed, its command inheriting its locks) and `cairn rm` of an unpinned
 # image, in stores of 100 images / 1,000 pins and 1,000 images / 10,000
-# pins (issue 9 item 3), so that the growth shows. Each image is one small
+# pins, so that the growth shows. Each image is one small
 # layer of its own; the pins are taken by HOLDERS `cairn-pin hold` processes,
 # each holding every image (an image pin and a layer pin per image).
 # CAIRN_BIN_BEFORE=DIR adds the same commands run by another build (the
 # holders and the store stay this build's), "(before)" rows.
 # The commands' runs are interleaved, a new order each round
-# (benchlib.sh's interleaved), and each row is their median: run one after
-# another under hyperfine, as until 2026-12-02, a spell of this VM's noise
-# fell on one command's runs, and means took its outliers (one build's
-# `cairn images` 14.7 ms and, unchanged, 22.7 in the same run).
+# (benchlib.sh's interleaved), and each row is their median, so that a
+# spell of the machine's noise does not fall on one command's runs.
 #   bash bench/bench_listing.sh [BUILD_DIR]      (RUNS=10 rounds)
+# The output is also written to bench/results/listing.txt.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "${1:-$ROOT/build}" && pwd)
 W=$(mktemp -d /tmp/cairn-bench.XXXXXX)
 TMP=$W
+mkdir -p "$ROOT/bench/results"
+exec > >(tee "$ROOT/bench/results/listing.txt")
 source "$ROOT/bench/benchlib.sh"
 holders=()
 heirs=()
@@ -81,9 +82,7 @@ for n in 100 1000; do
     "cairn rm (unpinned image)" "$BIN/cairn --store $s import -q rm:1 $W/rm.tar" "$BIN/cairn --store $s rm -q rm:1"
   medians_read "$n" "$W/h$n.json"
   # The same pins inherited: each holder killed, its command (sleep) alive
-  # and holding the locks, so that the listing names the heirs. (A build
-  # from before 2026-12-02 walked /proc once per such pin: more than 240 s
-  # at 10,000; not run here.)
+  # and holding the locks, so that the listing names the heirs.
   for h in "${holders[@]}"; do heirs+=($(pgrep -P "$h" || true)); done
   for h in "${holders[@]}"; do kill -9 "$h" 2>/dev/null || true; done
   holders=()

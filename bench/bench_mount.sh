@@ -16,24 +16,25 @@
 #     libraries cached through drop_caches): RUNS rounds that run
 #     each system once, in a new random order each round (mean ± sd, and
 #     the median); LATENCY=hyperfine runs each system's RUNS runs one
-#     after another instead (hyperfine, mean ± sd), as this script did
-#     until 2026-12-02;
+#     after another instead (hyperfine, mean ± sd);
 #   - N mounts of one image (N=20), each walked shallowly (find -maxdepth
 #     2, one file read): the sum of the daemons' PSS (from
 #     /proc/PID/smaps_rollup) and one daemon's RSS. Kernel overlayfs has no
 #     daemon; cairn-mount's daemons are cairnfs's. A cairnfs mount is two
-#     processes, the supervisor and its server (see README, "Restarts"):
+#     processes, the supervisor and its server (doc/restarts.md):
 #     both are counted, and "one daemon's RSS" is the server's.
 # Prints one table, ratios against fuse-overlayfs.
 #
 #   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] [ROWS='latency pss'] [RUNS=10]
 #     [LATENCY=interleaved|hyperfine] bench/bench_mount.sh [RESULTS.txt]
+# The table is also written to RESULTS.txt (default bench/results/mount.txt).
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
 source "$(dirname "$0")/../tests/e2e/mountlib.sh"
 source "$(dirname "$0")/benchlib.sh"
 unset ASAN_OPTIONS UBSAN_OPTIONS
-out_file=${1:-}
+out_file=${1:-$(cd "$(dirname "$0")" && pwd)/results/mount.txt}
+mkdir -p "$(dirname "$out_file")"
 
 RUNS=${RUNS:-10}
 LATENCY=${LATENCY:-interleaved} # or hyperfine: each system's runs one after another

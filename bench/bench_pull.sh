@@ -8,6 +8,7 @@
 # The image: real trees of this machine (/usr/share/perl, /usr/share/zoneinfo,
 # /usr/lib/x86_64-linux-gnu/perl-base or what exists) as gzip and zstd layers.
 # Usage: bench/bench_pull.sh [BUILD_DIR]  (default build); RUNS (default 5).
+# The output is also written to bench/results/pull.txt.
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$SRC/build}
@@ -15,6 +16,8 @@ RUNS=${RUNS:-5}
 source "$SRC/tests/e2e/registry.sh"
 W=$(mktemp -d /tmp/cairn-bench-pull.XXXXXX)
 trap 'registry_cleanup; rm -rf "$W"' EXIT
+mkdir -p "$SRC/bench/results"
+exec > >(tee "$SRC/bench/results/pull.txt")
 OCI_IMAGE="python3 $SRC/tests/e2e/oci_image.py"
 
 layers=()

@@ -16,10 +16,12 @@
 # machine: run it under `flock /work/bench.lock`.
 #
 #   CAIRN_BIN=build-dir bench/bench_rw.sh [RESULTS.txt]
+# The table is also written to RESULTS.txt (default bench/results/rw.txt).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
 source "$(dirname "$0")/../tests/e2e/mountlib.sh"
 unset ASAN_OPTIONS UBSAN_OPTIONS
-out_file=${1:-}
+out_file=${1:-$(cd "$(dirname "$0")" && pwd)/results/rw.txt}
+mkdir -p "$(dirname "$out_file")"
 
 echo "# preparing the image and the lowers" >&2
 minbase_layers "$TMP/layers"

@@ -30,6 +30,7 @@
 #
 #   CAIRN_BIN=build-dir bench/bench_scale.sh --prepare      # build the images (slow, no timing)
 #   flock /work/bench.lock bench/bench_scale.sh [RESULTS.txt]
+# The table is also written to RESULTS.txt (default bench/results/scale.txt).
 # The images (layer tars, trees extracted for the overlays, a cairn store)
 # are kept in SCALE_DIR (default /var/tmp/cairn-bench-scale, about 6 GB
 # and 1.1M inodes) between runs; the 1M one takes some minutes to make.
@@ -79,7 +80,8 @@ for img in "${IMAGES[@]}"; do
   "$CAIRN_BIN/cairnfs" --store "$S" "s${img,,}:1" "$TMP/m" && fusermount3 -u "$TMP/m"
 done
 [ "${1:-}" = --prepare ] && exit 0
-out_file=${1:-}
+out_file=${1:-$(cd "$(dirname "$0")" && pwd)/results/scale.txt}
+mkdir -p "$(dirname "$out_file")"
 
 # lower IMAGE: the overlay lowerdir list (top first; overlayfs needs two
 # lowerdirs without an upperdir).
