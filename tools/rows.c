@@ -69,7 +69,7 @@ void cli_rows_free(struct cli_rows *rows) {
 
 /* Maps the pages of [p, p + len) now, in one call, rather than a fault at
  * a time as the rows fill them: 10,000 pins' rows are 2 MiB, 500 faults,
- * and a fault can cost 10 µs on a VM (measured: bench/results-listing.txt).
+ * and a fault can cost 10 µs on a VM (measured: doc/performance.md, Listings).
  * Only for a large block (glibc gives those their own mapping); an older
  * kernel's EINVAL leaves them to fault as before. */
 static void prefault(void *p, size_t len) {
