@@ -792,6 +792,17 @@ typedef int (*cairn_history_fn)(const struct cairn_history_rec *h, void *arg);
  * stops and is returned. */
 int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_fn fn, void *arg);
 
+/* ---- files in other users' directories (store/pull/file_put.c) -------- */
+
+#define CAIRN_PUT_NOREPLACE 1u /* fail -EEXIST if name is there */
+/* Writes len bytes (of mem, or of src_fd from offset 0 when src_fd >= 0)
+ * to dirfd/name, replacing it whole: through a new file of mode (less the
+ * umask) under a random name made with O_CREAT|O_EXCL|O_NOFOLLOW, fsynced
+ * and renamed over name, so a file or symlink someone planted in dirfd can
+ * make it fail, never redirect it. 0 or a negative errno. */
+int cairn_file_put_at(int dirfd, const char *name, int src_fd, const void *mem, uint64_t len,
+                      mode_t mode, unsigned flags);
+
 /* ---- registry logins (store/pull/login.c; owner: bundle) --------------- */
 
 /* The auth.json that login writes and pulls read first, as podman's:
