@@ -128,6 +128,9 @@ int cairn_store_open_lazy(const char *dir, cairn_store **out);
  * a host's hundreds of mounts otherwise). Not inside a transaction. */
 void cairn_store_idle(cairn_store *st);
 const char *cairn_store_dir(const cairn_store *st);
+/* What opening the store changed that the person should hear of (its
+ * files made private in a directory others may enter), or NULL. */
+const char *cairn_store_notice(const cairn_store *st);
 const char *cairn_errmsg(const cairn_store *st);
 /* For code built on this header (store/pull/): records the WHY of a failure
  * on st (printf-style) and returns err, a negative errno. A NULL st records
