@@ -234,7 +234,7 @@ fail:
  * are done by one process at a time, under STORE/init.lock, since SQLite
  * answers a journal-mode change that races another "locked" at once. */
 static int store_init(cairn_store *st) {
-  int fd = openat(st->dirfd, "init.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = openat(st->dirfd, "init.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return store_fail(st, -errno, "%s/init.lock: %s", st->dir, strerror(errno));
   while (flock(fd, LOCK_EX) < 0 && errno == EINTR) {
   }
@@ -369,7 +369,7 @@ void cairn_store_close(cairn_store *st) {
 }
 
 int cn_lock_file(cairn_store *st, const char *name, int op) {
-  int fd = openat(st->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = openat(st->dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
   while (flock(fd, op) < 0) {
     int e = errno;
