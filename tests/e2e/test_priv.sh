@@ -8,7 +8,8 @@
 #     it (euid 0, the device opens);
 #   - root's `cairn bundle` into a directory nobody owns mounts nothing over
 #     the target of a rootfs symlink nobody planted (it refuses), and a
-#     planted .config.json.tmp symlink makes it overwrite nothing;
+#     planted .config.json.tmp symlink makes it overwrite nothing; its --rm
+#     unmounts nothing a planted rootfs symlink points at;
 #   - root's `cairn login` with its auth.json in nobody's directory and
 #     root's `cairn push oci:` into nobody's layout write through none of
 #     the names the old code used (PATH.tmp<pid>, NAME.tmp-<pid>; run in a
@@ -87,6 +88,9 @@ as_nobody ln -s "$T/rootdir" nb/rootfs
 expect_exit 1 "bundle: a rootfs symlink nobody planted is refused" c bundle -q app:1 "$T/nb" -- /bin/euid
 check "bundle: nothing is mounted over the symlink's target" sh -c "! mountpoint -q $T/rootdir"
 check "bundle: the refusal names rootfs" grep -q "nb/rootfs: a symlink" "$T/stderr"
+as_nobody ln -sfn "$T/mnt" nb/rootfs # root's mount, live
+expect_exit 1 "bundle --rm: a rootfs symlink nobody planted is refused" c bundle --rm -q "$T/nb"
+check "bundle --rm: root's mount it points at stays mounted" mountpoint -q "$T/mnt"
 mkdir nb2
 chown nobody:nogroup nb2
 unmount "$T/nb2/rootfs"
