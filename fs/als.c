@@ -640,7 +640,7 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
 
   char opts[512];
   snprintf(opts, sizeof opts, "-osubtype=cairn-als,fsname=cairn-als,default_permissions%s",
-           geteuid() == 0 ? ",allow_other,suid,dev" : "");
+           geteuid() == 0 ? ",allow_other,nosuid,nodev" : "");
   char *fargv[] = {"cairnfs", opts, debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(debug ? 3 : 2, fargv);
   struct fuse_session *se = fuse_session_new(&args, &als_ops, sizeof als_ops, &a);

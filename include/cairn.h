@@ -128,6 +128,9 @@ int cairn_store_open_lazy(const char *dir, cairn_store **out);
  * a host's hundreds of mounts otherwise). Not inside a transaction. */
 void cairn_store_idle(cairn_store *st);
 const char *cairn_store_dir(const cairn_store *st);
+/* What opening the store changed that the person should hear of (its
+ * files made private in a directory others may enter), or NULL. */
+const char *cairn_store_notice(const cairn_store *st);
 const char *cairn_errmsg(const cairn_store *st);
 /* For code built on this header (store/pull/): records the WHY of a failure
  * on st (printf-style) and returns err, a negative errno. A NULL st records
@@ -791,6 +794,17 @@ typedef int (*cairn_history_fn)(const struct cairn_history_rec *h, void *arg);
  * without history: one bare entry per layer); a non-zero return of fn
  * stops and is returned. */
 int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_fn fn, void *arg);
+
+/* ---- files in other users' directories (store/pull/file_put.c) -------- */
+
+#define CAIRN_PUT_NOREPLACE 1u /* fail -EEXIST if name is there */
+/* Writes len bytes (of mem, or of src_fd from offset 0 when src_fd >= 0)
+ * to dirfd/name, replacing it whole: through a new file of mode (less the
+ * umask) under a random name made with O_CREAT|O_EXCL|O_NOFOLLOW, fsynced
+ * and renamed over name, so a file or symlink someone planted in dirfd can
+ * make it fail, never redirect it. 0 or a negative errno. */
+int cairn_file_put_at(int dirfd, const char *name, int src_fd, const void *mem, uint64_t len,
+                      mode_t mode, unsigned flags);
 
 /* ---- registry logins (store/pull/login.c; owner: bundle) --------------- */
 

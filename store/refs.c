@@ -97,7 +97,7 @@ static int refs_write(cairn_store *st) {
   size_t len = 0;
   int r = refs_render(st, &buf, &len);
   if (r < 0) return r;
-  _cleanup_close_ int fd = openat(st->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
+  _cleanup_close_ int fd = openat(st->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0400);
   if (fd < 0) return -errno;
   if ((r = cn_write_all(fd, buf, len)) < 0) return r;
   if (fsync(fd) < 0) return -errno;

@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
@@ -233,7 +234,7 @@ fail:
  * are done by one process at a time, under STORE/init.lock, since SQLite
  * answers a journal-mode change that races another "locked" at once. */
 static int store_init(cairn_store *st) {
-  int fd = openat(st->dirfd, "init.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = openat(st->dirfd, "init.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return store_fail(st, -errno, "%s/init.lock: %s", st->dir, strerror(errno));
   while (flock(fd, LOCK_EX) < 0 && errno == EINTR) {
   }
@@ -267,6 +268,48 @@ static int store_open_db(cairn_store *st) {
   return wal && version == SCHEMA_VERSION ? 0 : store_init(st);
 }
 
+/* The store's files are private whatever the mode of its directory (a
+ * store made in an existing 0755 directory keeps that mode; everything
+ * below it is in 0700 subdirectories, but meta.db, its -wal and -shm and
+ * refs are at the top, and they name every path, mode and digest): when
+ * the directory lets others in, meta.db is made 0600 before SQLite makes
+ * it (its -wal and -shm take its mode) and each top-level file others may
+ * read or write loses those bits. st->notice says which, for the person. */
+static void store_private_files(cairn_store *st) {
+  struct stat dir;
+  if (fstat(st->dirfd, &dir) < 0 || !(dir.st_mode & 077)) return;
+  /* O_EXCL|O_NOFOLLOW: made here only if absent, and never through a link. */
+  int fd = openat(st->dirfd, "meta.db", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    close(fd);
+    snprintf(st->notice, sizeof(st->notice),
+             "store %.400s: mode %04o lets other users in: its files are made private (0600)",
+             st->dir, (unsigned)(dir.st_mode & 07777));
+  }
+  _cleanup_closedir_ DIR *d = cn_opendirat(st->dirfd, ".");
+  if (!d) return;
+  char files[512];
+  size_t off = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    struct stat sb;
+    if (fstatat(st->dirfd, e->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode) ||
+        !(sb.st_mode & 077) || fchmodat(st->dirfd, e->d_name, sb.st_mode & 0700, 0) < 0)
+      continue;
+    int n = snprintf(files + off, sizeof(files) - off, "%s%s (was %04o)", off ? ", " : "",
+                     e->d_name, (unsigned)(sb.st_mode & 07777));
+    if (n > 0 && (size_t)n < sizeof(files) - off) off += (size_t)n;
+  }
+  if (off)
+    snprintf(st->notice, sizeof(st->notice),
+             "store %.400s: mode %04o lets other users in: made its files private: %s", st->dir,
+             (unsigned)(dir.st_mode & 07777), files);
+}
+
+const char *cairn_store_notice(const cairn_store *st) {
+  return st && st->notice[0] ? st->notice : NULL;
+}
+
 /* The store's directories, without the database. */
 static int store_open_dirs(const char *dir, cairn_store **out) {
   cairn_store *st = calloc(1, sizeof(*st));
@@ -284,6 +327,7 @@ static int store_open_dirs(const char *dir, cairn_store **out) {
   if (!st->dir) return store_fail(st, -errno, "%s: %s", dir, strerror(errno));
   st->dirfd = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (st->dirfd < 0) return store_fail(st, -errno, "%s: %s", st->dir, strerror(errno));
+  store_private_files(st);
   static const char *const subdirs[] = {"blobs", "pins", "pins/image", "pins/layer", "tmp"};
   for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++)
     if (mkdirat(st->dirfd, subdirs[i], 0700) < 0 && errno != EEXIST)
@@ -325,7 +369,7 @@ void cairn_store_close(cairn_store *st) {
 }
 
 int cn_lock_file(cairn_store *st, const char *name, int op) {
-  int fd = openat(st->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = openat(st->dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
   while (flock(fd, op) < 0) {
     int e = errno;

@@ -34,7 +34,8 @@ static int uppers_dir(cairn_store *st) {
 }
 
 static int write_info(int dirfd, const char *image_id, const char *mountpoint) {
-  _cleanup_close_ int fd = openat(dirfd, "info", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  _cleanup_close_ int fd =
+      openat(dirfd, "info", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
   _cleanup_free_ char *text = cn_xasprintf("image %s\ndir %s\ncreated %lld\n", image_id, mountpoint,
                                            (long long)cn_now_seconds());
@@ -131,7 +132,7 @@ int cairn_upper_keep(cairn_store *st, const char *id) {
   if (ufd < 0) return ufd;
   _cleanup_close_ int dfd = upper_dirfd(st, ufd, id);
   if (dfd < 0) return dfd;
-  _cleanup_close_ int fd = openat(dfd, "keep", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  _cleanup_close_ int fd = openat(dfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
   return 0;
 }

@@ -100,6 +100,7 @@ int cli_store(struct cli *c, cairn_store **st) {
       return code;
     }
     c->st = opened;
+    if (cairn_store_notice(opened)) report_notice(cairn_store_notice(opened));
   }
   *st = c->st;
   return CAIRN_EXIT_OK;

@@ -13,6 +13,14 @@
  * --rm is idempotent: it unmounts DIR/rootfs as `cairn umount` does, then
  * removes config.json, rootfs and DIR if nothing else is left in it; a
  * bundle whose root a container still holds stays (exit 4).
+ *
+ * DIR may be another user's (root making a bundle in a user's directory):
+ * DIR is opened once, without following a symlink, and named only through
+ * that fd; a rootfs there that is a symlink is refused, never mounted
+ * through; config.json is written by cairn_file_put_at (a random name made
+ * O_EXCL|O_NOFOLLOW, renamed into place, failing if config.json appeared).
+ * A rootfs swapped for a symlink between the check and the mount is found
+ * after it (rootfs is no longer a mountpoint) and the mount taken down.
  */
 #include "commands.h"
 
@@ -24,7 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* mkdir that accepts a directory already there. */
+/* mkdir that accepts a directory already there (a symlink is not one). */
 static int mkdir_exist_ok(const char *path) {
   if (mkdir(path, 0755) == 0) return 1; /* made */
   struct stat sb;
@@ -32,31 +40,21 @@ static int mkdir_exist_ok(const char *path) {
   return errno == EEXIST ? -ENOTDIR : -errno;
 }
 
-/* Writes text to dir/name through a temporary file renamed into place. */
-static int write_file_atomic(const char *dir, const char *name, const char *text) {
-  char tmp[PATH_MAX], path[PATH_MAX];
-  if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name) >= (int)sizeof(tmp) ||
-      snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
-    return -ENAMETOOLONG;
-  _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return -errno;
-  size_t len = strlen(text), off = 0;
-  while (off < len) {
-    ssize_t n = write(fd, text + off, len - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = -errno;
-      unlink(tmp);
-      return err;
-    }
-    off += (size_t)n;
-  }
-  if (write(fd, "\n", 1) != 1 || fsync(fd) < 0 || rename(tmp, path) < 0) {
-    int err = errno ? -errno : -EIO;
-    unlink(tmp);
-    return err;
-  }
-  return 0;
+/* mkdirat that accepts a directory already there, never a symlink to one:
+ * DIR may be another user's, who could have planted rootfs -> /anywhere. */
+static int mkdirat_exist_ok(int dfd, const char *name) {
+  if (mkdirat(dfd, name, 0755) == 0) return 1; /* made */
+  struct stat sb;
+  if (errno != EEXIST) return -errno;
+  if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  return S_ISDIR(sb.st_mode) ? 0 : S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
+}
+
+/* True if dfd/name is a directory (not a symlink) with a mount on it. */
+static bool mounted_at(int dfd, const char *name) {
+  struct stat dir, sb;
+  return fstat(dfd, &dir) == 0 && fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISDIR(sb.st_mode) && sb.st_dev != dir.st_dev;
 }
 
 struct bundle_args {
@@ -76,34 +74,48 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
 
   int made_dir = mkdir_exist_ok(dir);
   if (made_dir < 0) return report_fail(made_dir, "bundle: %s: %s", dir, strerror(-made_dir));
-  char real[PATH_MAX], rootfs[PATH_MAX], abs_rootfs[PATH_MAX], config[PATH_MAX];
+  /* From here on DIR is only named through dfd: DIR may belong to another
+   * user, so nothing in it is followed if it is a symlink (cmd-bundle.c's
+   * rootfs, cairn_file_put_at's config.json). */
+  char real[PATH_MAX], abs_rootfs[PATH_MAX];
   if (!realpath(dir, real)) return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
-  if (snprintf(config, sizeof(config), "%s/config.json", real) >= (int)sizeof(config) ||
-      snprintf(rootfs, sizeof(rootfs), "%s/rootfs", real) >= (int)sizeof(rootfs))
+  _cleanup_close_ int dfd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0) return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
+  if (snprintf(abs_rootfs, sizeof(abs_rootfs), "%s/rootfs", real) >= (int)sizeof(abs_rootfs))
     return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
-  if (access(config, F_OK) == 0)
+  struct stat sb;
+  if (fstatat(dfd, "config.json", &sb, AT_SYMLINK_NOFOLLOW) == 0)
     return report_fail(-EBUSY, "bundle: %s: already a bundle (hint: cairn bundle --rm %s)", dir,
                        dir);
-  int made_rootfs = mkdir_exist_ok(rootfs);
+  int made_rootfs = mkdirat_exist_ok(dfd, "rootfs");
+  if (made_rootfs == -ELOOP)
+    return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", abs_rootfs);
   if (made_rootfs < 0)
-    return report_fail(made_rootfs, "bundle: %s: %s", rootfs, strerror(-made_rootfs));
-  r = cairn_mountpoint_resolve(rootfs, abs_rootfs, sizeof(abs_rootfs));
-  if (r < 0) return report_fail(r, "bundle: %s: %s", rootfs, strerror(-r));
+    return report_fail(made_rootfs, "bundle: %s: %s", abs_rootfs, strerror(-made_rootfs));
   int state = cairn_mountpoint_state(abs_rootfs);
   if (state != CAIRN_MP_NONE)
-    return report_fail(-EBUSY, "bundle: %s: already mounted (hint: cairn bundle --rm %s)", rootfs,
-                       dir);
+    return report_fail(-EBUSY, "bundle: %s: already mounted (hint: cairn bundle --rm %s)",
+                       abs_rootfs, dir);
   int code = cli_mount_start(st, id, abs_rootfs, a->spec.rw ? "writable" : NULL);
-  if (code == CAIRN_EXIT_OK) {
-    r = write_file_atomic(real, "config.json", json);
+  if (code == CAIRN_EXIT_OK && !mounted_at(dfd, "rootfs")) {
+    /* rootfs was swapped for a symlink between the check and the mount:
+     * take the mount down wherever it went (keeping a --rw upper). */
+    code =
+        report_fail(-EPERM, "bundle: %s: replaced while it was being mounted: refused", abs_rootfs);
+    cli_umount_one(st, abs_rootfs, true, true);
+  } else if (code == CAIRN_EXIT_OK) {
+    _cleanup_free_ char *text = NULL;
+    r = asprintf(&text, "%s\n", json) < 0 ? (text = NULL, -ENOMEM) : 0;
+    if (r == 0)
+      r = cairn_file_put_at(dfd, "config.json", -1, text, strlen(text), 0644, CAIRN_PUT_NOREPLACE);
     if (r == 0) {
       if (!a->quiet) printf("%s\n", real);
       return CAIRN_EXIT_OK;
     }
-    code = report_fail(r, "bundle: %s: %s", config, strerror(-r));
+    code = report_fail(r, "bundle: %s/config.json: %s", real, strerror(-r));
     cli_umount_one(st, abs_rootfs, true, false);
   }
-  if (made_rootfs) rmdir(rootfs);
+  if (made_rootfs) unlinkat(dfd, "rootfs", AT_REMOVEDIR);
   if (made_dir) rmdir(real);
   return code;
 }
@@ -121,6 +133,8 @@ static int bundle_remove(cairn_store *st, const char *dir, bool quiet) {
   if (snprintf(rootfs, sizeof(rootfs), "%s/rootfs", dir) >= (int)sizeof(rootfs) ||
       snprintf(config, sizeof(config), "%s/config.json", dir) >= (int)sizeof(config))
     return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
+  if (lstat(rootfs, &sb) == 0 && S_ISLNK(sb.st_mode)) /* planted: umount would follow it */
+    return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", rootfs);
   int code = cli_umount_one(st, rootfs, true, false);
   if (code != CAIRN_EXIT_OK) return code; /* still served: the bundle stays whole */
   if (unlink(config) < 0 && errno != ENOENT)

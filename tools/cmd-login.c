@@ -4,7 +4,8 @@
  * auth.json podman uses (cairn_login, store/pull/login.c), where pulls
  * (and podman, skopeo) find them. The password comes from the standard
  * input with --password-stdin, else from a prompt on the terminal (echo
- * off); never from the command line, where ps would show it.
+ * off); never from the command line, where ps would show it. The same
+ * reading serves pull's and push's --creds USER (cli_creds).
  */
 #include "commands.h"
 
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <termios.h>
+#include <unistd.h>
 
 /* A line of f without its newline in *line (caller frees); false at EOF. */
 static bool read_line(FILE *f, char **line) {
@@ -41,6 +43,27 @@ static bool prompt(const char *what, bool secret, char **line) {
     fputc('\n', tty);
   }
   return got;
+}
+
+int cli_creds(const char *arg, const char *cmd, const char *usage, char **out) {
+  *out = NULL;
+  if (!*arg || *arg == ':') return report_usage(usage, "%s: --creds: needs USER[:PASS]", cmd);
+  if (strchr(arg, ':')) {
+    if (!(*out = strdup(arg))) return report_fail(-ENOMEM, "%s: %s", cmd, strerror(ENOMEM));
+    return CAIRN_EXIT_OK;
+  }
+  _cleanup_free_ char *password = NULL;
+  bool from_stdin = !isatty(STDIN_FILENO);
+  if (from_stdin ? !read_line(stdin, &password) : !prompt("Password", true, &password))
+    return report_usage(usage,
+                        from_stdin ? "%s: --creds %s: no password on stdin"
+                                   : "%s: --creds %s: no terminal to ask for the password on",
+                        cmd, arg);
+  if (asprintf(out, "%s:%s", arg, password) < 0) {
+    *out = NULL;
+    return report_fail(-ENOMEM, "%s: %s", cmd, strerror(ENOMEM));
+  }
+  return CAIRN_EXIT_OK;
 }
 
 static int login_run(struct cli *c, int argc, char **argv) {

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #define PULL_USAGE                                                                                 \
-  "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER:PASS] [--insecure] [--jobs N]\n"        \
+  "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER[:PASS]] [--insecure] [--jobs N]\n"      \
   "                  [--cert-dir DIR] [--retries N] [--quiet] SOURCE [NAME[:TAG]]"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
@@ -43,15 +43,13 @@ static int pull_run(struct cli *c, int argc, char **argv) {
   };
   bool quiet = false;
   cairn_pull_opts po = {.progress = on_progress, .log = on_log};
+  const char *creds_arg = NULL;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":qj:", opts, NULL)) != -1) {
     switch (o) {
     case 'p': po.platform = optarg; break;
-    case 'c':
-      if (!strchr(optarg, ':')) return report_usage(PULL_USAGE, "pull: --creds: needs USER:PASS");
-      po.creds = optarg;
-      break;
+    case 'c': creds_arg = optarg; break;
     case 'k': po.insecure = true; break;
     case 'C': po.cert_dir = optarg; break;
     case 'j':
@@ -69,6 +67,12 @@ static int pull_run(struct cli *c, int argc, char **argv) {
   if (argc - optind < 1 || argc - optind > 2)
     return report_usage(PULL_USAGE, "pull: needs a SOURCE and at most a NAME");
   const char *source = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
+  _cleanup_free_ char *creds = NULL;
+  if (creds_arg) {
+    int code = cli_creds(creds_arg, "pull", PULL_USAGE, &creds);
+    if (code != CAIRN_EXIT_OK) return code;
+    po.creds = creds;
+  }
 
   cairn_store *st;
   int code = cli_config(c, &po.config);
@@ -94,13 +98,16 @@ const struct cli_command cmd_pull = {
         "  (no HOST: docker.io, library/ for one component, or registries.conf's first\n"
         "  unqualified-search-registries, as podman)\n"
         "NAME[:TAG]: the image's name in the store (default: from SOURCE)",
-    .options = "--platform OS/ARCH[/VARIANT]\tthe platform to pick from an index (default: this "
-               "machine's)\n"
-               "--creds USER:PASS\tregistry credentials (default: auth.json, as podman)\n"
-               "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
-               "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
-               "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
-               "\tpull-jobs, else 3)\n"
-               "--retries N\tattempts per request on transient errors (1 to 100)\n"
-               "-q, --quiet\tno progress on stderr\n",
+    .options =
+        "--platform OS/ARCH[/VARIANT]\tthe platform to pick from an index (default: this "
+        "machine's)\n"
+        "--creds USER[:PASS]\tregistry credentials (default: auth.json, as podman); PASS given\n"
+        "\there is seen by every user (ps): with USER alone it is read from stdin's\n"
+        "\tfirst line, or asked on the terminal\n"
+        "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
+        "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
+        "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
+        "\tpull-jobs, else 3)\n"
+        "--retries N\tattempts per request on transient errors (1 to 100)\n"
+        "-q, --quiet\tno progress on stderr\n",
 };

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #define PUSH_USAGE                                                                                 \
-  "cairn push [--compress gzip|zstd|none] [--creds USER:PASS] [--insecure]\n"                      \
+  "cairn push [--compress gzip|zstd|none] [--creds USER[:PASS]] [--insecure]\n"                    \
   "                  [--cert-dir DIR] [--retries N] [--quiet] IMAGE DEST"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
@@ -36,6 +36,7 @@ static int push_run(struct cli *c, int argc, char **argv) {
   };
   bool quiet = false;
   cairn_push_opts po = {.net = {.progress = on_progress, .log = on_log}};
+  const char *creds_arg = NULL;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
@@ -50,10 +51,7 @@ static int push_run(struct cli *c, int argc, char **argv) {
       else
         return report_usage(PUSH_USAGE, "push: --compress: needs gzip, zstd or none");
       break;
-    case 'c':
-      if (!strchr(optarg, ':')) return report_usage(PUSH_USAGE, "push: --creds: needs USER:PASS");
-      po.net.creds = optarg;
-      break;
+    case 'c': creds_arg = optarg; break;
     case 'k': po.net.insecure = true; break;
     case 'C': po.net.cert_dir = optarg; break;
     case 'r': {
@@ -70,6 +68,12 @@ static int push_run(struct cli *c, int argc, char **argv) {
   }
   if (argc - optind != 2) return report_usage(PUSH_USAGE, "push: needs an IMAGE and a DEST");
   const char *image = argv[optind], *dest = argv[optind + 1];
+  _cleanup_free_ char *creds = NULL;
+  if (creds_arg) {
+    int code = cli_creds(creds_arg, "push", PUSH_USAGE, &creds);
+    if (code != CAIRN_EXIT_OK) return code;
+    po.net.creds = creds;
+  }
 
   cairn_store *st;
   int code = cli_config(c, &po.net.config);
@@ -92,10 +96,13 @@ const struct cli_command cmd_push = {
                "diff_ids and image id do not change); print the manifest's digest.\n"
                "IMAGE: a name or id of the store\n"
                "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] (TAG: latest if not given)",
-    .options = "--compress gzip|zstd|none\tthe layers' compression (default: gzip)\n"
-               "--creds USER:PASS\tregistry credentials (default: auth.json, as podman)\n"
-               "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
-               "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
-               "--retries N\tattempts per request on transient errors (1 to 100)\n"
-               "-q, --quiet\tno progress on stderr\n",
+    .options =
+        "--compress gzip|zstd|none\tthe layers' compression (default: gzip)\n"
+        "--creds USER[:PASS]\tregistry credentials (default: auth.json, as podman); PASS given\n"
+        "\there is seen by every user (ps): with USER alone it is read from stdin's\n"
+        "\tfirst line, or asked on the terminal\n"
+        "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
+        "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
+        "--retries N\tattempts per request on transient errors (1 to 100)\n"
+        "-q, --quiet\tno progress on stderr\n",
 };

@@ -40,4 +40,12 @@ int cli_mount_start(cairn_store *st, const char *image, const char *dir, const c
  * code. */
 int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep);
 
+/* Shared by cmd-pull.c and cmd-push.c; cmd-login.c defines it. */
+/* --creds: "USER:PASS" as given (ps shows it to every user), or USER alone
+ * and the password from the first line of stdin when it is no terminal,
+ * else asked on the terminal without echo; *out is "USER:PASS" (the
+ * caller frees it). Returns the exit code (a usage error is reported with
+ * usage, cmd naming the command). */
+int cli_creds(const char *arg, const char *cmd, const char *usage, char **out);
+
 #endif

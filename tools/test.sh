@@ -2,8 +2,9 @@
 # test.sh — sets up (tools/setup.sh) and runs every test twice: in the
 # release build and under AddressSanitizer + UndefinedBehaviorSanitizer.
 # First it checks libcairn's layering (tools/check-layers.sh), that the
-# documentation has no dead link (tools/check-links.sh) and that
-# CMakeLists.txt names every source and test file, then that the builds
+# documentation has no dead link (tools/check-links.sh), that no file is
+# created through a name another user could plant (tools/check-open.sh)
+# and that CMakeLists.txt names every source and test file, then that the builds
 # packagers make (Release with gcc and with clang, Debian's dpkg-buildflags
 # with all hardening and without the tests or Criterion) have no warning;
 # after the tests, runs the fuzz targets for a short slice each.
@@ -17,6 +18,8 @@ echo "== layers: tools/check-layers.sh"
 bash tools/check-layers.sh || status=1
 echo "== links: tools/check-links.sh (README.md, doc/*.md, the man pages)"
 bash tools/check-links.sh || status=1
+echo "== creates: tools/check-open.sh"
+bash tools/check-open.sh || status=1
 # CMakeLists.txt lists its files by hand: a test file it does not name would
 # never run, a source file it does not name would not be built.
 echo "== sources: every C source and test is named in CMakeLists.txt"

@@ -13,9 +13,11 @@
  *
  * Invariants: login writes nothing until the registry accepted the
  * credentials (GET /v2/, answering its challenge as a pull does: Bearer
- * tokens from the realm, or Basic); a file is replaced whole (a temporary
- * file, mode 0600, fsynced, renamed), never left half written; its
- * directory is made 0700 when missing.
+ * tokens from the realm, or Basic); a file is replaced whole (a new file,
+ * mode 0600, under a random name nobody can have made first, fsynced,
+ * renamed: cairn_file_put_at), never left half written, never written
+ * through a name another user planted; its directory is made 0700 when
+ * missing.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -98,30 +100,24 @@ static int make_parents(char *path) {
 
 /* Replaces path with j (mode 0600), as the file's top says. */
 static int auth_save(cairn_store *st, const char *path, json_t *j) {
-  char tmp[PATH_MAX + 16];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= (int)sizeof tmp)
+  char dir[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
     return cairn_fail(st, -ENAMETOOLONG, "%s: %s", path, strerror(ENAMETOOLONG));
-  int r = make_parents(tmp);
+  int r = make_parents(dir);
   if (r < 0) return cairn_fail(st, r, "%s: %s", path, strerror(-r));
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  char *slash = strrchr(dir, '/');
+  if (slash) slash[slash == dir] = '\0'; /* "/NAME": the directory is "/" */
+  _cleanup_close_ int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return cairn_fail(st, -errno, "%s: %s", path, strerror(errno));
   _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(1));
-  int fd = text ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
-  if (!text) return cairn_fail(st, -ENOMEM, "out of memory");
-  if (fd < 0) return cairn_fail(st, -errno, "%s: %s", tmp, strerror(errno));
-  size_t len = strlen(text), off = 0;
-  r = 0;
-  while (r == 0 && off < len) {
-    ssize_t n = write(fd, text + off, len - off);
-    if (n < 0 && errno != EINTR) r = -errno;
-    if (n > 0) off += (size_t)n;
+  _cleanup_free_ char *line = NULL;
+  if (!text || asprintf(&line, "%s\n", text) < 0) {
+    line = NULL;
+    return cairn_fail(st, -ENOMEM, "out of memory");
   }
-  if (r == 0 && (write(fd, "\n", 1) != 1 || fsync(fd) < 0)) r = errno ? -errno : -EIO;
-  if (close(fd) < 0 && r == 0) r = -errno;
-  if (r == 0 && rename(tmp, path) < 0) r = -errno;
-  if (r < 0) {
-    unlink(tmp);
-    return cairn_fail(st, r, "%s: %s", path, strerror(-r));
-  }
-  return 0;
+  r = cairn_file_put_at(dfd, base, -1, line, strlen(line), 0600, 0);
+  return r < 0 ? cairn_fail(st, r, "%s: %s", path, strerror(-r)) : 0;
 }
 
 /* Asks the registry's /v2/ with creds, answering its challenge. */

@@ -17,7 +17,9 @@
  *    digest) is the local one;
  *  - the manifest goes last, after every blob it names is in place (a
  *    registry shows the tag only once the whole image can be pulled); in a
- *    layout, index.json is replaced by rename after the blobs are written.
+ *    layout, index.json is replaced by rename after the blobs are written;
+ *  - a layout's files are written by cairn_file_put_at, its directories
+ *    opened O_NOFOLLOW: nothing planted in DIR redirects a root push.
  *
  * Each layer is written, compressed, to an anonymous file in STORE/tmp
  * (its digest and size are needed before the upload), then sent whole
@@ -341,44 +343,12 @@ static int manifest_send(registry *rg, const char *tag, const char *body, cairn_
 
 /* ---- the layout ----------------------------------------------------------- */
 
-static int write_all(int fd, const void *buf, size_t len) {
-  const char *p = buf;
-  while (len > 0) {
-    ssize_t k = write(fd, p, len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) return -errno;
-    p += k;
-    len -= (size_t)k;
-  }
-  return 0;
-}
-
-/* Writes DIR/name atomically (a temporary file renamed over it). */
+/* Writes DIR/name whole (cairn_file_put_at: never through a name planted
+ * in DIR, which another user may control). */
 static int layout_file(cairn_store *st, int dirfd, const char *dir, const char *name, int src_fd,
                        const char *mem, uint64_t len) {
-  char tmp[512];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%d", name, (int)getpid());
-  _cleanup_close_ int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return cairn_fail(st, -errno, "%s/%s: %s", dir, tmp, strerror(errno));
-  int r = 0;
-  if (src_fd >= 0) {
-    char buf[64 * 1024];
-    uint64_t off = 0;
-    while (r == 0 && off < len) {
-      ssize_t k = pread(src_fd, buf, sizeof buf, (off_t)off);
-      if (k <= 0) r = k < 0 ? -errno : -EIO;
-      else r = write_all(fd, buf, (size_t)k), off += (uint64_t)k;
-    }
-  } else {
-    r = write_all(fd, mem, (size_t)len);
-  }
-  if (r == 0 && fsync(fd) < 0) r = -errno;
-  if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0) r = -errno;
-  if (r < 0) {
-    unlinkat(dirfd, tmp, 0);
-    return cairn_fail(st, r, "%s/%s: %s", dir, name, strerror(-r));
-  }
-  return 0;
+  int r = cairn_file_put_at(dirfd, name, src_fd, mem, len, 0644, 0);
+  return r < 0 ? cairn_fail(st, r, "%s/%s: %s", dir, name, strerror(-r)) : 0;
 }
 
 typedef struct layout {
@@ -391,10 +361,13 @@ static int layout_open(cairn_store *st, layout *l, const char *dir) {
   mkdir(dir, 0755);
   if ((l->fd = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
     return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  /* O_NOFOLLOW: a symlink planted as blobs or sha256 is refused, not
+   * followed to a directory of its maker's choosing. */
   mkdirat(l->fd, "blobs", 0755);
-  _cleanup_close_ int b = openat(l->fd, "blobs", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
-  if (b >= 0) mkdirat(b, "sha256", 0755);
-  if ((l->blobs_fd = openat(l->fd, "blobs/sha256", O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
+  _cleanup_close_ int b = openat(l->fd, "blobs", O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC);
+  if (b < 0) return cairn_fail(st, -errno, "%s/blobs: %s", dir, strerror(errno));
+  mkdirat(b, "sha256", 0755);
+  if ((l->blobs_fd = openat(b, "sha256", O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC)) < 0)
     return cairn_fail(st, -errno, "%s/blobs/sha256: %s", dir, strerror(errno));
   static const char oci_layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
   return layout_file(st, l->fd, dir, "oci-layout", -1, oci_layout, sizeof oci_layout - 1);
@@ -414,7 +387,7 @@ static int layout_index(cairn_store *st, layout *l, const char *tag, const char 
                         size_t size) {
   json_t *index = NULL;
   {
-    _cleanup_close_ int fd = openat(l->fd, "index.json", O_RDONLY | O_CLOEXEC);
+    _cleanup_close_ int fd = openat(l->fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) index = json_loadfd(fd, 0, NULL);
   }
   if (!json_is_object(index) || !json_is_array(json_object_get(index, "manifests"))) {

@@ -2,8 +2,8 @@
 # test_pull_auth.sh — a real docker-registry with token auth (the token
 # service is token_server.py, which signs RS256 JWTs the registry checks
 # against its rootcertbundle): the WWW-Authenticate Bearer flow with basic
-# credentials from --creds or an auth.json; refused credentials are an
-# error at once, not retried.
+# credentials from --creds (USER:PASS, or USER with the password on stdin)
+# or an auth.json; refused credentials are an error at once, not retried.
 source "$(dirname "$0")/registry.sh"
 pull_test_init
 
@@ -23,6 +23,17 @@ expect_exit 1 "wrong password: refused" "$CAIRN" --store "$ST" pull --insecure -
 
 expect_exit 0 "--creds" "$CAIRN" --store "$ST" pull --insecure --creds alice:secret "$src"
 [[ $(cat "$T/stdout") == "$id" ]] || fail "token pull gave $(cat "$T/stdout")"
+
+# --creds USER: the password from stdin's first line, out of ps's sight.
+expect_exit 0 "--creds USER, the password on stdin" \
+  sh -c "echo secret | '$CAIRN' --store '$T/st4' pull --insecure --creds alice '$src'"
+[[ $(cat "$T/stdout") == "$id" ]] || fail "--creds USER pull gave $(cat "$T/stdout")"
+expect_exit 1 "--creds USER, a wrong password on stdin: refused" \
+  sh -c "echo nope | '$CAIRN' --store '$T/st5' pull --insecure --creds alice '$src'"
+expect_exit 2 "--creds USER, nothing on stdin: a usage error" \
+  "$CAIRN" --store "$T/st5" pull --insecure --creds alice "$src" </dev/null
+grep -q "pull: --creds alice: no password on stdin" "$T/stderr" ||
+  fail "--creds USER without a password said: $(cat "$T/stderr")"
 
 # The same from an auth.json (as podman/skopeo login write it).
 "$CAIRN" --store "$ST" rm "$REGISTRY/team/app:1" >/dev/null 2>&1

@@ -118,6 +118,8 @@ expect_exit 1 "token: push without credentials is refused" "$CAIRN" --store "$T/
   --insecure "$gz_id" "docker://$REGISTRY/team/tok:1"
 expect_exit 0 "token: push with --creds" "$CAIRN" --store "$T/st-token" push --insecure \
   --creds alice:secret "$gz_id" "docker://$REGISTRY/team/tok:1"
+expect_exit 0 "token: push with --creds USER, the password on stdin" sh -c "echo secret |
+  '$CAIRN' --store '$T/st-token' push --insecure --creds alice '$gz_id' 'docker://$REGISTRY/team/tok3:1'"
 expect_exit 0 "token: pull back" "$CAIRN" --store "$T/st-token" pull --insecure --creds alice:secret \
   "docker://$REGISTRY/team/tok:1" tok:2
 [[ $(cat "$T/stdout") == "$gz_id" ]] || not_ok "token: pulled back $(cat "$T/stdout")"

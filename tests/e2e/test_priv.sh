@@ -1,0 +1,170 @@
+#!/bin/bash
+# test_priv.sh — what a local user, nobody (setpriv --reuid=nobody
+# --regid=nogroup --clear-groups), can do through root's cairn:
+#   - through root's read-only mount and root's ALS (cairnfs --als), an
+#     image's root-owned 04755 program (it prints its euid) runs as nobody,
+#     and its 0666 character device (1:5) cannot be opened (EACCES): both
+#     are nosuid,nodev. A mount with --suid --dev shows the test would see
+#     it (euid 0, the device opens);
+#   - root's `cairn bundle` into a directory nobody owns mounts nothing over
+#     the target of a rootfs symlink nobody planted (it refuses), and a
+#     planted .config.json.tmp symlink makes it overwrite nothing; its --rm
+#     unmounts nothing a planted rootfs symlink points at;
+#   - root's `cairn login` with its auth.json in nobody's directory and
+#     root's `cairn push oci:` into nobody's layout write through none of
+#     the names the old code used (PATH.tmp<pid>, NAME.tmp-<pid>; run in a
+#     new pid namespace so the pid is one of those planted, 1..20): planted
+#     symlinks leave their target alone, planted files leave auth.json
+#     root's and 0600, unreadable by nobody; a planted blobs symlink in the
+#     layout makes push create nothing where it points;
+#   - a store in an existing 0755 directory: nobody reads none of its
+#     files (meta.db, refs), and cairn says it made them private.
+source "$(dirname "$0")/registry.sh"
+pull_test_init
+command -v setpriv >/dev/null || { not_ok "setpriv is not installed"; finish; exit 1; }
+chmod 755 "$T" # nobody must reach the mounts and directories below it
+
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+c() { "$CAIRN" --store "$ST" "$@"; }
+# euid_via DIR: what the image's setuid program prints when nobody runs it.
+euid_via() { as_nobody "$1/bin/euid" 2>&1; }
+# dev_open DIR: "opened", or why nobody cannot read the image's /dev/zero.
+dev_open() { as_nobody sh -c 'head -c1 "$1" >/dev/null && echo opened' sh "$1/dev/zero" 2>&1; }
+# unmount DIR: at exit, whatever is mounted on DIR.
+unmount() { on_exit "$CAIRN --store $ST umount $1; fusermount3 -u -z $1; umount -l $1"; }
+
+# ---- the image: bin/euid root's and 04755, dev/zero a 0666 char device 1:5
+mkdir -p l/bin l/dev
+printf '#include <stdio.h>\n#include <unistd.h>\nint main(void) { printf("%%d\\n", (int)geteuid()); return 0; }\n' >euid.c
+setup cc -o l/bin/euid euid.c
+setup chown 0:0 l/bin/euid
+setup chmod 04755 l/bin/euid
+setup mknod -m 0666 l/dev/zero c 1 5
+setup mktar l l.tar
+setup $OCI_IMAGE add oci app linux/amd64 l.tar:gzip >/dev/null
+setup registry_start "$T/reg"
+setup registry_push "$T/oci" app team/app:1
+setup c pull -q --insecure "docker://$REGISTRY/team/app:1" app:1 >/dev/null
+
+# ---- root's read-only mount: nosuid,nodev unless --suid / --dev
+mkdir mnt mnt_sd
+unmount "$T/mnt"
+unmount "$T/mnt_sd"
+setup c mount -q app:1 "$T/mnt" >/dev/null
+check "mount: the program is root's and 04755 there" \
+  test "$(stat -c %a:%u "$T/mnt/bin/euid")" = 4755:0
+check "mount: nobody runs the setuid program as nobody (euid $(euid_via "$T/mnt"))" \
+  test "$(euid_via "$T/mnt")" = 65534
+check "mount: nobody cannot open the 0666 device ($(dev_open "$T/mnt"))" \
+  grep -q "Permission denied" <<<"$(dev_open "$T/mnt")"
+setup c mount -q --suid --dev app:1 "$T/mnt_sd" >/dev/null
+check "mount --suid --dev: the program runs as root, as asked (euid $(euid_via "$T/mnt_sd"))" \
+  test "$(euid_via "$T/mnt_sd")" = 0
+check "mount --suid --dev: the device opens, as asked" test "$(dev_open "$T/mnt_sd")" = opened
+c umount "$T/mnt_sd" >/dev/null 2>&1
+
+# ---- root's ALS: nosuid,nodev
+mkdir als
+on_exit "umount -l $T/als"
+setup "$CAIRN_BIN/cairnfs" --als --store "$ST" "$T/als"
+layer=$(find "$T/als" -mindepth 1 -maxdepth 1 -name 'sha256:*' -printf '%f\n' | head -1)
+check "ALS: serves the pulled layer" test -n "$layer"
+diff=$T/als/$layer/diff
+check "ALS: the program is root's and 04755 there" test "$(stat -c %a:%u "$diff/bin/euid")" = 4755:0
+check "ALS: nobody runs the setuid program as nobody (euid $(euid_via "$diff"))" \
+  test "$(euid_via "$diff")" = 65534
+check "ALS: nobody cannot open the 0666 device ($(dev_open "$diff"))" \
+  grep -q "Permission denied" <<<"$(dev_open "$diff")"
+umount "$T/als"
+
+# ---- root's bundle in nobody's directory
+echo precious >rootfile
+mkdir rootdir nb
+echo precious >rootdir/file
+chown nobody:nogroup nb
+unmount "$T/rootdir"
+unmount "$T/nb/rootfs"
+as_nobody ln -s "$T/rootdir" nb/rootfs
+expect_exit 1 "bundle: a rootfs symlink nobody planted is refused" c bundle -q app:1 "$T/nb" -- /bin/euid
+check "bundle: nothing is mounted over the symlink's target" sh -c "! mountpoint -q $T/rootdir"
+check "bundle: the refusal names rootfs" grep -q "nb/rootfs: a symlink" "$T/stderr"
+as_nobody ln -sfn "$T/mnt" nb/rootfs # root's mount, live
+expect_exit 1 "bundle --rm: a rootfs symlink nobody planted is refused" c bundle --rm -q "$T/nb"
+check "bundle --rm: root's mount it points at stays mounted" mountpoint -q "$T/mnt"
+mkdir nb2
+chown nobody:nogroup nb2
+unmount "$T/nb2/rootfs"
+as_nobody ln -s "$T/rootfile" nb2/.config.json.tmp
+expect_exit 0 "bundle: with .config.json.tmp planted by nobody" c bundle -q app:1 "$T/nb2" -- /bin/euid
+check "bundle: the planted symlink's target is untouched" test "$(cat rootfile)" = precious
+check "bundle: config.json is a regular file of root's" \
+  test "$(stat -c %F:%u nb2/config.json 2>&1)" = "regular file:0"
+check "bundle: rootfs is the mount" mountpoint -q "$T/nb2/rootfs"
+expect_exit 0 "bundle --rm" c bundle --rm -q "$T/nb2"
+
+# ---- root's login, auth.json in nobody's directory
+ad=$T/authdir
+mkdir "$ad"
+chown nobody:nogroup "$ad"
+# login_pidns: root's login as pid 1 (or a little more) of a new pid namespace.
+login_pidns() {
+  unshare --pid --fork env REGISTRY_AUTH_FILE="$ad/auth.json" \
+    "$CAIRN" --store "$ST" login --insecure -u alice --password-stdin "$REGISTRY" <<<secret
+}
+for i in $(seq 1 20); do as_nobody ln -s "$T/rootfile" "$ad/auth.json.tmp$i"; done
+expect_exit 0 "login: with symlinks planted at auth.json.tmpPID" login_pidns
+check "login: the planted symlinks' target is untouched" test "$(cat rootfile)" = precious
+check "login: auth.json is root's, 0600, a regular file" \
+  test "$(stat -c %F:%u:%a "$ad/auth.json" 2>&1)" = "regular file:0:600"
+rm -f "$ad"/auth.json*
+for i in $(seq 1 20); do as_nobody sh -c 'umask 0; : >"$1"' sh "$ad/auth.json.tmp$i"; done
+expect_exit 0 "login: with files nobody made at auth.json.tmpPID" login_pidns
+check "login: auth.json is root's and 0600" \
+  test "$(stat -c %F:%u:%a "$ad/auth.json" 2>&1)" = "regular file:0:600"
+check "login: nobody cannot read auth.json" \
+  sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups cat $ad/auth.json >/dev/null 2>&1"
+check "login: nobody's files got no credentials" \
+  sh -c "! cat $ad/auth.json.tmp* | grep -q auths"
+
+# ---- root's push to an OCI layout in nobody's directory
+od=$T/ocidir
+mkdir "$od"
+chown nobody:nogroup "$od"
+as_nobody mkdir "$od/layout" "$od/layout2"
+for i in $(seq 1 20); do
+  for n in oci-layout index.json; do as_nobody ln -s "$T/rootfile" "$od/layout/$n.tmp-$i"; done
+done
+expect_exit 0 "push oci: with symlinks planted at NAME.tmp-PID" \
+  unshare --pid --fork "$CAIRN" --store "$ST" push -q app:1 "oci:$od/layout:1"
+check "push oci: the planted symlinks' target is untouched" test "$(cat rootfile)" = precious
+check "push oci: index.json is a regular file of root's" \
+  test "$(stat -c %F:%u "$od/layout/index.json" 2>&1)" = "regular file:0"
+expect_exit 0 "push oci: the layout reads back" skopeo inspect "oci:$od/layout:1"
+mkdir rootdir2
+as_nobody ln -s "$T/rootdir2" "$od/layout2/blobs"
+c push -q app:1 "oci:$od/layout2:1" >/dev/null 2>&1
+check "push oci: a planted blobs symlink makes nothing where it points" \
+  test -z "$(ls -A rootdir2)"
+
+# ---- a store in an existing 0755 directory
+mkdir s755
+chmod 755 s755
+expect_exit 0 "store in a 0755 directory: import" "$CAIRN" --store "$T/s755" import -q app:2 l.tar
+check "store in a 0755 directory: cairn says so" grep -q "s755: mode 0755 lets other users in" \
+  "$T/stderr"
+setup "$CAIRN" --store "$T/s755" mount -q app:2 "$T/mnt_sd" >/dev/null
+setup "$CAIRN" --store "$T/s755" umount "$T/mnt_sd" >/dev/null
+check "store in a 0755 directory: meta.db and refs are there" test -e s755/meta.db -a -e s755/refs
+check "store in a 0755 directory: none of its files is open to others ($(find s755 -maxdepth 1 -type f -perm /077 -printf '%f:%m '))" \
+  test -z "$(find s755 -maxdepth 1 -type f -perm /077)"
+check "store in a 0755 directory: nobody cannot read meta.db" \
+  sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups cat $T/s755/meta.db >/dev/null 2>&1"
+check "store in a 0755 directory: nobody cannot read refs" \
+  sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups cat $T/s755/refs >/dev/null 2>&1"
+chmod 644 s755/meta.db # as an older cairn left it
+expect_exit 0 "a loosened meta.db: images" "$CAIRN" --store "$T/s755" images -q
+check "a loosened meta.db: cairn says it made it private" \
+  grep -q "made its files private: meta.db (was 0644)" "$T/stderr"
+check "a loosened meta.db: it is 0600 again" test "$(stat -c %a s755/meta.db)" = 600
+
+finish
