@@ -244,18 +244,40 @@ static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
   return 0;
 }
 
-/* Streams a regular file's data into a blob; blob_name is set. */
+/* Streams a regular file's data into a blob; blob_name is set. A sparse
+ * entry's holes (where libarchive's blocks skip ahead, and past the last
+ * block up to the file's size) stay holes in the blob: a tar of a few KiB
+ * cannot take GiBs of the store. */
 static int entry_store_data(struct ingest *in, int64_t size, char blob_name[48]) {
   blob_writer *w;
   int r = cn_blob_writer_new(in->st, &w);
   if (r < 0) return r;
-  char buf[READ_CHUNK];
-  la_ssize_t n;
-  while ((n = archive_read_data(in->tar, buf, sizeof(buf))) > 0)
-    if ((r = cn_blob_writer_write(w, buf, (size_t)n)) < 0) goto out;
-  if (n < 0) {
-    r = store_fail(in->st, -EBADMSG, "%s", archive_error_string(in->tar));
-    goto out;
+  uint64_t at = 0;
+  int a;
+  for (;;) {
+    const void *buf;
+    size_t n;
+    la_int64_t off;
+    a = archive_read_data_block(in->tar, &buf, &n, &off);
+    if (a == ARCHIVE_EOF) {
+      /* off: the end of the file, past a last hole if it has one */
+      if (off > 0 && (uint64_t)off > at && off <= size &&
+          (r = cn_blob_writer_hole(w, (uint64_t)off - at)) < 0)
+        goto out;
+      break;
+    }
+    if (a != ARCHIVE_OK) { /* a warning too: it can repeat forever */
+      r = store_fail(in->st, -EBADMSG, "%s", archive_error_string(in->tar));
+      goto out;
+    }
+    if (off < 0 || (uint64_t)off < at || n > (uint64_t)size || (uint64_t)off > (uint64_t)size - n) {
+      r = store_fail(in->st, -EBADMSG, "sparse data at %lld (%zu bytes) is out of order",
+                     (long long)off, n);
+      goto out;
+    }
+    if ((uint64_t)off > at && (r = cn_blob_writer_hole(w, (uint64_t)off - at)) < 0) goto out;
+    if (n > 0 && (r = cn_blob_writer_write(w, buf, n)) < 0) goto out;
+    at = (uint64_t)off + n;
   }
   uint64_t got;
   char sha[65];
