@@ -46,10 +46,12 @@ check "hole is zeros at 2 GiB - 4 KiB" \
 expect_exit 0 "umount" cairn "${S[@]}" umount "$T/mnt"
 
 blobs=$(cairn "${S[@]}" df --json | jq '.[] | select(.type == "blobs") | .bytes')
-check "df counts the blobs' allocated bytes ($blobs), not their 4 GiB" [ "$blobs" -lt 1048576 ]
+check "df counts the blobs' allocated bytes ($blobs), not their 4 GiB" \
+  [ "$blobs" -gt 0 ] && [ "$blobs" -lt 1048576 ]
 
 expect_exit 0 "export the pax image" sh -c "cairn --store '$T/small/store' export pax:1 >'$T/export.tar'"
-check "the export is sparse: $(stat -c %s "$T/export.tar") bytes" [ "$(stat -c %s "$T/export.tar")" -lt 65536 ]
+check "the export is sparse: $(stat -c %s "$T/export.tar") bytes" \
+  [ "$(stat -c %s "$T/export.tar")" -gt 0 ] && [ "$(stat -c %s "$T/export.tar")" -lt 65536 ]
 mkdir -p "$T/small/x"
 tar -C "$T/small/x" -xf "$T/export.tar"
 check "tar extracts big from the export, sparse, as it was" sh -c "
