@@ -5,7 +5,8 @@
 # sha256: layer names; the daemon's resident memory (VmRSS) grows by less
 # than 1 MiB (it grew by 4.6 MiB before, each of the 100,000 reference
 # names kept forever and found by a linear scan: the lookups took 93 s,
-# 24 s now). The
+# 24 s now; not measured under a sanitizer, whose quarantine keeps freed
+# memory). The
 # recorded layer is still served under a reference directory after it,
 # and under many reference directories at once.
 source "$(dirname "$0")/lib.sh"
@@ -49,8 +50,12 @@ for i in range(50000):
 EOF
 check "the lookups ran (in $((SECONDS - start)) s)" [ $? = 0 ]
 after=$(rss)
-check "the daemon's RSS grew by $((after - before)) KiB (of $before), less than 1 MiB" \
-  [ $((after - before)) -lt 1024 ]
+if sanitizer_build; then # ASan's quarantine keeps freed memory resident
+  echo "# the daemon's RSS grew by $((after - before)) KiB: not checked under a sanitizer"
+else
+  check "the daemon's RSS grew by $((after - before)) KiB (of $before), less than 1 MiB" \
+    [ $((after - before)) -lt 1024 ]
+fi
 check "the layer is still served" as_nobody cat "$T/als/QUJD/$digest/diff/file"
 check "a made-up layer name is not found" as_nobody sh -c "! stat '$T/als/sha256:$(printf '%064d' 1)' 2>/dev/null"
 check "the listing of a reference directory names the layer" \
