@@ -3,7 +3,8 @@
 # a 10 KiB tar holding a 2 GiB sparse file (GNU `tar -S`, and pax
 # `tar --sparse --format=pax`) imports into a store on a 20 MiB tmpfs, the
 # file reads back through a mount as its bytes (data where the tar had it,
-# zeros elsewhere); a file that is all hole is accepted; `cairn df` counts
+# zeros elsewhere); a file that is all hole is accepted, 100 GiB of holes
+# are not (hashing them would take minutes); `cairn df` counts
 # the blobs' allocated bytes; `cairn export` writes them sparse (and tar
 # extracts the same bytes); push regenerates the layer byte for byte (its
 # diff_id kept).
@@ -62,6 +63,18 @@ check "tar extracts hole from the export, 2 GiB of hole" sh -c "
   [ \$(stat -c %s '$T/small/x/hole') = $GiB2 ] && [ \$(du -k '$T/small/x/hole' | cut -f1) = 0 ]"
 rm -rf "$T/small/x"
 expect_exit 0 "the export imports again" cairn "${S[@]}" import -q again:1 "$T/export.tar"
+
+# Holes cost no disk but are hashed as zeros: a layer's are capped (64 GiB),
+# so that 10 KiB of tar cannot keep an import hashing for hours.
+mkdir -p "$T/huge"
+truncate -s 100G "$T/huge/f"
+tar -C "$T/huge" --numeric-owner -S -cf "$T/huge.tar" f
+rm -rf "$T/huge"
+start=$SECONDS
+expect_exit 5 "a tar whose file has 100 GiB of holes is refused" \
+  cairn "${S[@]}" import -q huge:1 "$T/huge.tar"
+check "in $((SECONDS - start)) s" [ $((SECONDS - start)) -lt 120 ]
+check "saying why" grep -q "holes of more than 64 GiB in a layer" "$T/stderr"
 
 for kind in gnu pax; do
   expect_exit 0 "push $kind to an OCI layout, uncompressed" \
