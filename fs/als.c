@@ -21,14 +21,24 @@
  * Invariants: everything the store knows is asked of it (store/als.c), none
  * of it is decided here; one thread serves (fuse_session_loop), so the one
  * store handle, the inode tables and the counts need no lock; a layer's
- * tree, once built, is kept until exit, so inode numbers stay valid:
+ * tree, once built, is kept until exit. Inode numbers:
  *   1                       PATH
- *   1<<60 | r<<32           reference directory r (1-based)
+ *   1<<60 | H               a reference directory: H, 60 bits of the
+ *                           XXH3 of its parent's inode and its name
  *   2<<60 | v<<32 | k       view v (a layer under root or a reference
  *                           directory): k 0 its directory, 1 info, 2 blob
  *   3<<60 | v<<32 | i       node i of view v's diff tree (root: i = 1)
  * Directory views are distinct per parent, so the kernel never sees one
  * directory under two names.
+ *
+ * Memory is bounded by what exists, not by what anyone asks for: a
+ * reference directory has no state (its inode is its hash, and what it
+ * holds does not depend on its name), a name that is not a recorded layer
+ * leaves nothing behind, the layers (at most the store's) are found by
+ * hash, and a view lives while the kernel holds one of its inodes: lookups
+ * count, FORGET drops them, and the last one frees the view (its number is
+ * used again). Directory listings give the layers' entries without making
+ * views (the inode number a listing shows is informational).
  */
 #include "cairnfs.h"
 #include "report.h"
@@ -43,6 +53,7 @@
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #define KIND(ino) ((ino) >> 60)
 #define IDX(ino) (((ino) >> 32) & 0x0fffffffu)
@@ -53,6 +64,7 @@ enum { S_DIR = 0, S_INFO = 1, S_BLOB = 2 };
 #define DIFF_TIMEOUT (365.0 * 24 * 3600) /* a layer never changes */
 
 struct als_layer {
+  struct als_layer *next; /* in its hash bucket */
   struct cairn_layer_blob rec;
   char *info;
   cairn_tree *tree; /* built on the first lookup of diff */
@@ -60,38 +72,57 @@ struct als_layer {
   unsigned uses;
 };
 
-struct als_ref {
-  uint32_t parent; /* 0: PATH, else a reference directory */
-  char *name;
-};
-
 struct als_view {
-  uint32_t parent; /* as for a reference directory */
-  struct als_layer *layer;
+  uint64_t parent;         /* PATH's or a reference directory's inode */
+  struct als_layer *layer; /* NULL: a free slot */
+  uint64_t nlookup;        /* the kernel's references to the view's inodes */
+  uint32_t next;           /* in its hash bucket, or in the free list */
 };
 
 struct als {
   cairn_store *st;
   const char *path;
   char *purpose;
-  struct als_layer **layers;
-  size_t n_layers;
-  struct als_ref *refs; /* refs[r - 1] */
-  size_t n_refs;
-  struct als_view *views; /* views[v - 1] */
-  size_t n_views;
+  struct als_layer **layers; /* hash buckets by digest, n_layer_buckets */
+  size_t n_layers, n_layer_buckets;
+  struct als_view *views;    /* views[v - 1] */
+  size_t n_views, cap_views; /* slots made, slots allocated */
+  uint32_t *view_buckets;    /* first view (1-based, 0: none) by (parent, layer) */
+  size_t n_view_buckets, live_views;
+  uint32_t free_views; /* first free slot, 0: none */
 };
 
 static struct als *als_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
-static void *grow(void *v, size_t n, size_t size) {
-  return (n & (n - 1)) == 0 ? realloc(v, (n ? 2 * n : 1) * size) : v;
+static size_t layer_hash(const char *digest) { return (size_t)XXH3_64bits(digest, strlen(digest)); }
+
+/* Doubles the layer buckets once there are as many layers; false if out
+ * of memory (the table stays as it was). */
+static bool layers_grow(struct als *a) {
+  if (a->n_layers < a->n_layer_buckets) return true;
+  size_t n = a->n_layer_buckets ? 2 * a->n_layer_buckets : 64;
+  struct als_layer **b = calloc(n, sizeof *b);
+  if (!b) return false;
+  for (size_t i = 0; i < a->n_layer_buckets; i++)
+    for (struct als_layer *l = a->layers[i], *next; l; l = next) {
+      next = l->next;
+      size_t h = layer_hash(l->rec.digest) & (n - 1);
+      l->next = b[h];
+      b[h] = l;
+    }
+  free(a->layers);
+  a->layers = b;
+  a->n_layer_buckets = n;
+  return true;
 }
 
-/* The layer recorded as digest (loaded once), or NULL (errno). */
+/* The layer recorded as digest (loaded once), or NULL (errno). A digest
+ * the store has no record of leaves nothing behind. */
 static struct als_layer *layer_get(struct als *a, const char *digest) {
-  for (size_t i = 0; i < a->n_layers; i++)
-    if (strcmp(a->layers[i]->rec.digest, digest) == 0) return a->layers[i];
+  if (a->n_layer_buckets)
+    for (struct als_layer *l = a->layers[layer_hash(digest) & (a->n_layer_buckets - 1)]; l;
+         l = l->next)
+      if (strcmp(l->rec.digest, digest) == 0) return l;
   struct cairn_layer_blob rec;
   int r = cairn_layer_blob_get(a->st, digest, &rec);
   if (r < 0) {
@@ -99,16 +130,16 @@ static struct als_layer *layer_get(struct als *a, const char *digest) {
     return NULL;
   }
   struct als_layer *l = calloc(1, sizeof *l);
-  struct als_layer **v = grow(a->layers, a->n_layers, sizeof *v);
-  if (!l || !v || !(l->info = cairn_layer_blob_info(&rec))) {
-    if (v) a->layers = v;
+  if (!l || !layers_grow(a) || !(l->info = cairn_layer_blob_info(&rec))) {
     free(l);
     errno = ENOMEM;
     return NULL;
   }
   l->rec = rec;
-  a->layers = v;
-  a->layers[a->n_layers++] = l;
+  size_t h = layer_hash(rec.digest) & (a->n_layer_buckets - 1);
+  l->next = a->layers[h];
+  a->layers[h] = l;
+  a->n_layers++;
   return l;
 }
 
@@ -123,34 +154,91 @@ static bool layer_present(struct als *a, struct als_layer *l) {
   return ok;
 }
 
-static uint32_t view_get(struct als *a, uint32_t parent, struct als_layer *l) {
-  for (size_t i = 0; i < a->n_views; i++)
-    if (a->views[i].parent == parent && a->views[i].layer == l) return (uint32_t)i + 1;
-  struct als_view *v = grow(a->views, a->n_views, sizeof *v);
-  if (!v) return 0;
-  a->views = v;
-  a->views[a->n_views++] = (struct als_view){parent, l};
-  return (uint32_t)a->n_views;
-}
-
-static uint32_t ref_get(struct als *a, uint32_t parent, const char *name) {
-  for (size_t i = 0; i < a->n_refs; i++)
-    if (a->refs[i].parent == parent && strcmp(a->refs[i].name, name) == 0) return (uint32_t)i + 1;
-  struct als_ref *v = grow(a->refs, a->n_refs, sizeof *v);
-  char *copy = strdup(name);
-  if (!v || !copy) {
-    if (v) a->refs = v;
-    free(copy);
-    return 0;
-  }
-  a->refs = v;
-  a->refs[a->n_refs++] = (struct als_ref){parent, copy};
-  return (uint32_t)a->n_refs;
+static size_t view_hash(uint64_t parent, const struct als_layer *l) {
+  uint64_t key[2] = {parent, (uint64_t)(uintptr_t)l};
+  return (size_t)XXH3_64bits(key, sizeof key);
 }
 
 static struct als_view *view_of(struct als *a, uint64_t ino) {
   uint32_t v = IDX(ino);
-  return v >= 1 && v <= a->n_views ? &a->views[v - 1] : NULL;
+  return v >= 1 && v <= a->n_views && a->views[v - 1].layer ? &a->views[v - 1] : NULL;
+}
+
+/* The view of layer l under parent, if there is one: its number, or 0. */
+static uint32_t view_find(struct als *a, uint64_t parent, const struct als_layer *l) {
+  if (!a->n_view_buckets) return 0;
+  for (uint32_t v = a->view_buckets[view_hash(parent, l) & (a->n_view_buckets - 1)]; v;
+       v = a->views[v - 1].next)
+    if (a->views[v - 1].parent == parent && a->views[v - 1].layer == l) return v;
+  return 0;
+}
+
+static void view_link(struct als *a, uint32_t v) {
+  struct als_view *w = &a->views[v - 1];
+  size_t h = view_hash(w->parent, w->layer) & (a->n_view_buckets - 1);
+  w->next = a->view_buckets[h];
+  a->view_buckets[h] = v;
+}
+
+/* The view of layer l under parent, made if needed: its number, or 0 (out
+ * of memory, or 2^28 views held at once). */
+static uint32_t view_get(struct als *a, uint64_t parent, struct als_layer *l) {
+  uint32_t v = view_find(a, parent, l);
+  if (v) return v;
+  if (a->live_views + 1 > a->n_view_buckets) { /* rehash into twice as many */
+    size_t n = a->n_view_buckets ? 2 * a->n_view_buckets : 64;
+    uint32_t *b = calloc(n, sizeof *b);
+    if (!b) return 0;
+    free(a->view_buckets);
+    a->view_buckets = b;
+    a->n_view_buckets = n;
+    for (uint32_t i = 1; i <= a->n_views; i++)
+      if (a->views[i - 1].layer) view_link(a, i);
+  }
+  if (a->free_views) {
+    v = a->free_views;
+    a->free_views = a->views[v - 1].next;
+  } else {
+    if (a->n_views >= 0x0fffffffu) return 0;
+    if (a->n_views == a->cap_views) {
+      size_t cap = a->cap_views ? 2 * a->cap_views : 64;
+      struct als_view *w = realloc(a->views, cap * sizeof *w);
+      if (!w) return 0;
+      a->views = w;
+      a->cap_views = cap;
+    }
+    v = (uint32_t)++a->n_views;
+  }
+  a->views[v - 1] = (struct als_view){.parent = parent, .layer = l};
+  view_link(a, v);
+  a->live_views++;
+  return v;
+}
+
+/* The kernel holds n more (or, forgetting, fewer) references to inodes of
+ * view v; a view none holds is freed, its slot reused. */
+static void view_ref(struct als *a, uint64_t ino, int64_t n) {
+  struct als_view *w = KIND(ino) == K_VIEW || KIND(ino) == K_DIFF ? view_of(a, ino) : NULL;
+  if (!w) return;
+  if (n >= 0) {
+    w->nlookup += (uint64_t)n;
+    return;
+  }
+  w->nlookup -= (uint64_t)-n < w->nlookup ? (uint64_t)-n : w->nlookup;
+  if (w->nlookup) return;
+  uint32_t v = IDX(ino);
+  uint32_t *p = &a->view_buckets[view_hash(w->parent, w->layer) & (a->n_view_buckets - 1)];
+  while (*p && *p != v) p = &a->views[*p - 1].next;
+  if (*p) *p = w->next;
+  w->layer = NULL;
+  w->next = a->free_views;
+  a->free_views = v;
+  a->live_views--;
+}
+
+static uint64_t ref_ino(uint64_t parent, const char *name) {
+  uint64_t h = XXH3_64bits_withSeed(name, strlen(name), parent);
+  return (uint64_t)K_REF << 60 | (h & ((UINT64_C(1) << 60) - 1));
 }
 
 /* The diff tree of a view's layer, built on first use. */
@@ -204,34 +292,33 @@ static int ino_stat(struct als *a, uint64_t ino, struct stat *st) {
   return 0;
 }
 
+/* Answers a lookup with ino; the kernel then holds one more reference to
+ * it (counted for a view's inodes). */
 static void reply_entry(fuse_req_t req, uint64_t ino, double timeout) {
   struct fuse_entry_param e = {.ino = ino, .generation = 1};
   e.attr_timeout = e.entry_timeout = timeout;
-  int err = ino_stat(als_of(req), ino, &e.attr);
+  struct als *a = als_of(req);
+  int err = ino_stat(a, ino, &e.attr);
   if (err)
     fuse_reply_err(req, err);
-  else
-    fuse_reply_entry(req, &e);
+  else if (fuse_reply_entry(req, &e) == 0)
+    view_ref(a, ino, 1);
 }
 
 static void als_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   struct als *a = als_of(req);
   if (parent == FUSE_ROOT_ID || KIND(parent) == K_REF) {
-    uint32_t p = parent == FUSE_ROOT_ID ? 0 : IDX(parent);
     if (strncmp(name, "sha256:", 7) == 0) {
       struct als_layer *l = layer_get(a, name);
-      uint32_t v = l && layer_present(a, l) ? view_get(a, p, l) : 0;
+      bool present = l && layer_present(a, l);
+      uint32_t v = present ? view_get(a, parent, l) : 0;
       if (!v) {
-        fuse_reply_err(req, l ? ENOENT : errno == ENOMEM ? ENOMEM : ENOENT);
+        fuse_reply_err(req, present || (!l && errno == ENOMEM) ? ENOMEM : ENOENT);
         return;
       }
       reply_entry(req, INO(K_VIEW, v, S_DIR), 0); /* asked again: it may go */
     } else if (is_base64(name)) {
-      uint32_t r = ref_get(a, p, name);
-      if (!r)
-        fuse_reply_err(req, ENOMEM);
-      else
-        reply_entry(req, INO(K_REF, r, 0), 0);
+      reply_entry(req, ref_ino(parent, name), 0);
     } else {
       fuse_reply_err(req, ENOENT);
     }
@@ -390,16 +477,20 @@ static void listing_free(struct listing *l) {
 
 struct list_arg {
   struct als *a;
-  uint32_t parent;
+  uint64_t parent;
   struct listing *l;
 };
 
+/* A layer's entry: its view's inode if it has one, else a number no inode
+ * has (view 0), as a listing's numbers are only shown. */
 static int list_layer(const struct cairn_layer_blob *b, void *arg) {
   struct list_arg *la = arg;
   struct als_layer *l = layer_get(la->a, b->digest);
-  uint32_t v = l ? view_get(la->a, la->parent, l) : 0;
-  if (!v) return -ENOMEM;
-  return listing_add(la->l, b->digest, INO(K_VIEW, v, S_DIR), S_IFDIR);
+  if (!l) return -ENOMEM;
+  uint32_t v = view_find(la->a, la->parent, l);
+  uint64_t ino = v ? INO(K_VIEW, v, S_DIR)
+                   : INO(K_VIEW, 0, (uint32_t)XXH3_64bits(b->digest, strlen(b->digest)));
+  return listing_add(la->l, b->digest, ino, S_IFDIR);
 }
 
 static void als_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
@@ -412,7 +503,7 @@ static void als_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
   int r = listing_add(l, ".", ino, S_IFDIR);
   if (r == 0) r = listing_add(l, "..", FUSE_ROOT_ID, S_IFDIR);
   if (r == 0 && (ino == FUSE_ROOT_ID || KIND(ino) == K_REF)) {
-    struct list_arg la = {a, ino == FUSE_ROOT_ID ? 0 : IDX(ino), l};
+    struct list_arg la = {a, ino, l};
     r = cairn_layer_blobs_foreach(a->st, list_layer, &la);
   } else if (r == 0 && KIND(ino) == K_VIEW && SUB(ino) == S_DIR) {
     uint32_t v = IDX(ino);
@@ -538,6 +629,18 @@ static void als_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   cairnfs_reply_listxattr(req, t, n, size);
 }
 
+static void als_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
+  view_ref(als_of(req), ino, -(int64_t)(nlookup > INT64_MAX ? INT64_MAX : nlookup));
+  fuse_reply_none(req);
+}
+
+static void als_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f) {
+  for (size_t i = 0; i < count; i++)
+    view_ref(als_of(req), f[i].ino,
+             -(int64_t)(f[i].nlookup > INT64_MAX ? INT64_MAX : f[i].nlookup));
+  fuse_reply_none(req);
+}
+
 static void als_statfs(fuse_req_t req, fuse_ino_t ino) {
   (void)ino;
   struct statvfs sv = {.f_bsize = 4096, .f_frsize = 4096, .f_namemax = 255};
@@ -546,6 +649,8 @@ static void als_statfs(fuse_req_t req, fuse_ino_t ino) {
 
 static const struct fuse_lowlevel_ops als_ops = {
     .lookup = als_lookup,
+    .forget = als_forget,
+    .forget_multi = als_forget_multi,
     .getattr = als_getattr,
     .readlink = als_readlink,
     .mknod = als_mknod,
@@ -661,14 +766,15 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
   fuse_remove_signal_handlers(se);
   fuse_session_unmount(se);
   fuse_session_destroy(se);
-  for (size_t i = 0; i < a.n_layers; i++) {
-    if (a.layers[i]->pins) cairn_pinset_release(a.st, a.layers[i]->pins);
-    cairn_tree_free(a.layers[i]->tree);
-    free(a.layers[i]->info);
-    free(a.layers[i]);
-  }
-  for (size_t i = 0; i < a.n_refs; i++) free(a.refs[i].name);
-  free(a.refs);
+  for (size_t i = 0; i < a.n_layer_buckets; i++)
+    for (struct als_layer *l = a.layers[i], *next; l; l = next) {
+      next = l->next;
+      if (l->pins) cairn_pinset_release(a.st, l->pins);
+      cairn_tree_free(l->tree);
+      free(l->info);
+      free(l);
+    }
+  free(a.view_buckets);
   free(a.views);
   free(a.layers);
   free(a.purpose);

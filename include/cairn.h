@@ -461,7 +461,9 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
  * uses, its shared_bytes those layers'). reclaimable: what cairn gc would
  * free now (layers no image uses and no pin holds, the blobs only they or
  * no layer use; gc never removes an image). pinned: held by a pin or a live
- * mount, as `images` and `layers` say (blobs have no pins of their own). */
+ * mount, as `images` and `layers` say (blobs have no pins of their own).
+ * A blob's bytes are those its file takes on disk (st_blocks * 512: a
+ * sparse file's holes take none); images' and layers' are their tars'. */
 struct cairn_df_class {
   uint64_t count, bytes;
   uint64_t shared_count, shared_bytes;

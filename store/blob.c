@@ -10,6 +10,10 @@
  * or, for a file with no row yet, by reading it. A different content with
  * the same XXH3 key (a collision) gets the name KEY-1, KEY-2, ...
  *
+ * A sparse file's holes stay holes (cn_blob_writer_hole): the file reads
+ * as the same bytes, and its name is the hash of those bytes, zeros and
+ * all, so a sparse and a dense copy of one content are one blob.
+ *
  * Durability: blobs are not fsynced one by one; the importer calls
  * syncfs() once before it commits the rows that reference them. A crash
  * before that leaves only files with no row, which sweeps discard.
@@ -85,6 +89,25 @@ int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len) {
   return 0;
 }
 
+/* A run of len zero bytes that the file does not hold (a hole in a sparse
+ * tar entry): hashed as the zeros it reads as, but skipped over in the file,
+ * whose size finish sets; the disk pays only for the bytes written. */
+int cn_blob_writer_hole(blob_writer *w, uint64_t len) {
+  static const unsigned char zeros[64 * 1024];
+  if (len > (uint64_t)INT64_MAX - w->size)
+    return store_fail(w->st, -EFBIG, "writing blob: a hole past the largest file size");
+  for (uint64_t left = len; left > 0;) {
+    size_t k = left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
+    XXH3_128bits_update(w->xxh, zeros, k);
+    EVP_DigestUpdate(w->sha, zeros, k);
+    left -= k;
+  }
+  if (lseek(w->fd, (off_t)(w->size + len), SEEK_SET) < 0)
+    return store_fail(w->st, -errno, "writing blob: %s", strerror(errno));
+  w->size += len;
+  return 0;
+}
+
 /* sha256 of a stored file; -errno if unreadable. */
 static int file_sha256(int fd, char out[65], uint64_t *size) {
   EVP_MD_CTX *ctx = EVP_MD_CTX_new();
@@ -149,6 +172,11 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
 
 int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
                           char sha256_hex_out[65]) {
+  /* a hole at the end: the file's size, not a byte written */
+  struct stat sb;
+  if (fstat(w->fd, &sb) < 0 ||
+      ((uint64_t)sb.st_size < w->size && ftruncate(w->fd, (off_t)w->size) < 0))
+    return store_fail(w->st, -errno, "writing blob: %s", strerror(errno));
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->xxh));
   char key[33];

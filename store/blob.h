@@ -11,6 +11,9 @@
 typedef struct blob_writer blob_writer;
 int cn_blob_writer_new(cairn_store *st, blob_writer **out);
 int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len);
+/* len zero bytes left unwritten (a hole): the content is as if they were
+ * written, the file does not allocate them. */
+int cn_blob_writer_hole(blob_writer *w, uint64_t len);
 /* Finishes the blob: name (XXH3-128 hex, or with a "-N" suffix on a key
  * collision) goes to name_out, which holds at least 48 bytes. The blob's
  * row is inserted by the caller's commit. */

@@ -5,6 +5,9 @@
  * export` prints. Every entry keeps its type, mode, owner, mtime (with
  * nanoseconds), xattrs, device numbers and link target; names sharing an
  * inode become one file and hardlinks to its first name, in walk order.
+ * A file whose blob has holes (a sparse file imported from a sparse tar)
+ * is written sparse (GNU sparse 1.0 in pax): the tar holds its data, not
+ * its holes, as `tar --sparse` would write it.
  */
 #include "internal.h"
 
@@ -40,26 +43,73 @@ static int export_fail(struct exporter *x, const char *path) {
   return what ? output_fail(x, what) : export_nomem(x, path);
 }
 
-static int export_data(struct exporter *x, const cairn_node *n, const char *path) {
-  const char *blob = cairn_tree_str(x->tree, n->blob);
-  if (!blob) return 0;
-  int fd = cairn_blob_open(x->st, blob);
-  if (fd < 0) return store_fail(x->st, fd, "%s: blob %s: %s", path, blob, strerror(-fd));
-  uint64_t left = n->size;
-  int r = 0;
-  while (left > 0 && r == 0) {
-    ssize_t got = read(fd, x->buf, left < sizeof(x->buf) ? left : sizeof(x->buf));
-    if (got <= 0)
-      r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, blob);
-    else if (archive_write_data(x->out, x->buf, (size_t)got) != got)
-      r = export_fail(x, path);
-    else {
-      left -= (uint64_t)got;
-      x->done += (uint64_t)got;
-      cn_progress(x->st, "writing", x->done, x->total, true, false);
-    }
+/* The next extent of data at or after pos in fd (size bytes): [*d, *h);
+ * *d == size if only a hole is left. A file system that cannot tell holes
+ * has one extent, the whole file. */
+static void next_extent(int fd, uint64_t pos, uint64_t size, uint64_t *d, uint64_t *h) {
+  off_t o = lseek(fd, (off_t)pos, SEEK_DATA);
+  if (o < 0) {
+    *d = errno == ENXIO ? size : pos;
+    *h = size;
+    return;
   }
-  close(fd);
+  *d = (uint64_t)o < size ? (uint64_t)o : size;
+  off_t e = lseek(fd, o, SEEK_HOLE);
+  *h = e < 0 || (uint64_t)e > size ? size : (uint64_t)e;
+}
+
+/* Gives e a sparse map if fd (its data, size bytes) has holes, so that
+ * the tar holds the data only (pax, GNU sparse 1.0). */
+static void export_sparse_map(struct archive_entry *e, int fd, uint64_t size) {
+  uint64_t pos = 0, data = 0;
+  int n = 0;
+  while (pos < size) {
+    uint64_t d, h;
+    next_extent(fd, pos, size, &d, &h);
+    if (d >= size) break;
+    data += h - d;
+    pos = h;
+  }
+  if (data == size) return;
+  for (pos = 0; pos < size;) {
+    uint64_t d, h;
+    next_extent(fd, pos, size, &d, &h);
+    if (d >= size) break;
+    archive_entry_sparse_add_entry(e, (la_int64_t)d, (la_int64_t)(h - d));
+    n++;
+    pos = h;
+  }
+  if (n == 0) archive_entry_sparse_add_entry(e, (la_int64_t)size, 0); /* all hole */
+}
+
+/* The file's bytes, from its blob (fd): its holes as zeros, which the
+ * writer leaves out of the tar if the entry has a sparse map. */
+static int export_data(struct exporter *x, int fd, const char *blob, uint64_t size,
+                       const char *path) {
+  static const char zeros[1 << 17];
+  uint64_t pos = 0;
+  int r = 0;
+  while (pos < size && r == 0) {
+    uint64_t d, h, from = pos;
+    next_extent(fd, pos, size, &d, &h);
+    for (; pos < d && r == 0;) { /* a hole */
+      size_t k = d - pos < sizeof(zeros) ? (size_t)(d - pos) : sizeof(zeros);
+      if (archive_write_data(x->out, zeros, k) != (la_ssize_t)k) r = export_fail(x, path);
+      pos += k;
+    }
+    for (; pos < h && r == 0;) {
+      ssize_t got = pread(fd, x->buf, h - pos < sizeof(x->buf) ? (size_t)(h - pos) : sizeof(x->buf),
+                          (off_t)pos);
+      if (got <= 0)
+        r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, blob);
+      else if (archive_write_data(x->out, x->buf, (size_t)got) != got)
+        r = export_fail(x, path);
+      else
+        pos += (uint64_t)got;
+    }
+    x->done += pos - from;
+    cn_progress(x->st, "writing", x->done, x->total, true, false);
+  }
   return r;
 }
 
@@ -77,6 +127,8 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
     archive_entry_xattr_add_entry(e, xa.name, xa.value, xa.len);
   }
   bool data = false;
+  int fd = -1;
+  const char *blob = NULL;
   if (!S_ISDIR(n->mode) && n->nlink > 1 && x->first_name[ino]) {
     archive_entry_set_hardlink(e, x->first_name[ino]);
     archive_entry_set_size(e, 0);
@@ -92,12 +144,19 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
     }
     if (S_ISREG(n->mode)) {
       archive_entry_set_size(e, (la_int64_t)n->size);
-      data = true;
+      blob = cairn_tree_str(x->tree, n->blob);
+      data = blob != NULL;
     }
   }
+  if (data && (fd = cairn_blob_open(x->st, blob)) < 0) {
+    archive_entry_free(e);
+    return store_fail(x->st, fd, "%s: blob %s: %s", path, blob, strerror(-fd));
+  }
+  if (data) export_sparse_map(e, fd, n->size);
   int r = archive_write_header(x->out, e) == ARCHIVE_OK ? 0 : export_fail(x, path);
   archive_entry_free(e);
-  if (r == 0 && data) r = export_data(x, n, path);
+  if (r == 0 && data) r = export_data(x, fd, blob, n->size, path);
+  if (fd >= 0) close(fd);
   if (r < 0 || !S_ISDIR(n->mode)) return r;
   const cairn_dirent *c = cairn_tree_children(x->tree, n);
   for (size_t i = 0; i < n->n_children && r == 0; i++) {

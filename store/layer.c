@@ -43,6 +43,10 @@
 #include <sys/sysmacros.h>
 
 #define READ_CHUNK (256 * 1024)
+/* A sparse file's holes cost no disk but are hashed as the zeros they read
+ * as (about 1.5 s a GiB): a layer's holes are capped so that a tiny tar
+ * cannot keep an import hashing for hours. */
+#define LAYER_HOLES_MAX (UINT64_C(64) << 30)
 
 /* The decompressed stream, hashed as the tar reader pulls it; st's
  * progress hook hears how much of the input (input_size bytes, 0 if
@@ -97,6 +101,7 @@ struct ingest {
   struct archive *tar;
   sqlite3_stmt *stage_entry, *stage_blob, *lookup_type, *drop_below;
   uint64_t entries;
+  uint64_t holes; /* bytes of sparse files' holes so far */
 };
 
 static const char *const stage_schema =
@@ -244,18 +249,49 @@ static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
   return 0;
 }
 
-/* Streams a regular file's data into a blob; blob_name is set. */
+/* A hole of len bytes in the blob w, within the layer's budget. */
+static int entry_hole(struct ingest *in, blob_writer *w, uint64_t len) {
+  if (len > LAYER_HOLES_MAX - in->holes)
+    return store_fail(in->st, -EBADMSG, "sparse files with holes of more than %llu GiB in a layer",
+                      (unsigned long long)(LAYER_HOLES_MAX >> 30));
+  in->holes += len;
+  return cn_blob_writer_hole(w, len);
+}
+
+/* Streams a regular file's data into a blob; blob_name is set. A sparse
+ * entry's holes (where libarchive's blocks skip ahead, and past the last
+ * block up to the file's size) stay holes in the blob: a tar of a few KiB
+ * cannot take GiBs of the store. */
 static int entry_store_data(struct ingest *in, int64_t size, char blob_name[48]) {
   blob_writer *w;
   int r = cn_blob_writer_new(in->st, &w);
   if (r < 0) return r;
-  char buf[READ_CHUNK];
-  la_ssize_t n;
-  while ((n = archive_read_data(in->tar, buf, sizeof(buf))) > 0)
-    if ((r = cn_blob_writer_write(w, buf, (size_t)n)) < 0) goto out;
-  if (n < 0) {
-    r = store_fail(in->st, -EBADMSG, "%s", archive_error_string(in->tar));
-    goto out;
+  uint64_t at = 0;
+  int a;
+  for (;;) {
+    const void *buf;
+    size_t n;
+    la_int64_t off;
+    a = archive_read_data_block(in->tar, &buf, &n, &off);
+    if (a == ARCHIVE_EOF) {
+      /* off: the end of the file, past a last hole if it has one */
+      if (off > 0 && (uint64_t)off > at && off <= size &&
+          (r = entry_hole(in, w, (uint64_t)off - at)) < 0)
+        goto out;
+      break;
+    }
+    if (a != ARCHIVE_OK) { /* a warning too: it can repeat forever */
+      r = store_fail(in->st, -EBADMSG, "%s", archive_error_string(in->tar));
+      goto out;
+    }
+    if (off < 0 || (uint64_t)off < at || n > (uint64_t)size || (uint64_t)off > (uint64_t)size - n) {
+      r = store_fail(in->st, -EBADMSG, "sparse data at %lld (%zu bytes) is out of order",
+                     (long long)off, n);
+      goto out;
+    }
+    if ((uint64_t)off > at && (r = entry_hole(in, w, (uint64_t)off - at)) < 0) goto out;
+    if (n > 0 && (r = cn_blob_writer_write(w, buf, n)) < 0) goto out;
+    at = (uint64_t)off + n;
   }
   uint64_t got;
   char sha[65];

@@ -9,10 +9,13 @@
  * until it is joined), and the live mount records; no annotation is read
  * or deleted.
  */
+#include "blob.h"
 #include "image.h"
 #include "pin.h"
 
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The names of an image, sorted. */
 struct names {
@@ -431,23 +434,33 @@ static int df_images(cairn_store *st, const struct pinned_view *pv, struct cairn
 }
 
 /* Blobs: shared by several layers or not; reclaimable once no layer that
- * stays (used by an image, or pinned: kept, a JSON array) has them. */
+ * stays (used by an image, or pinned: kept, a JSON array) has them. Their
+ * bytes are what the files take on disk (st_blocks): a sparse file's holes
+ * take none; a file that is missing (fsck --repair moved it) none. */
 static int df_blobs(cairn_store *st, const char *kept, struct cairn_df_class *d) {
-  int r =
-      df_sum(st, "SELECT count(*), coalesce(sum(size), 0) FROM blobs", NULL, &d->count, &d->bytes);
-  if (r == 0)
-    r = df_sum(st,
-               "SELECT count(*), coalesce(sum(size), 0) FROM blobs WHERE"
-               " (SELECT count(DISTINCT layer_id) FROM entries WHERE blob = name) > 1",
-               NULL, &d->shared_count, &d->shared_bytes);
-  if (r == 0)
-    r = df_sum(st,
-               "SELECT count(*), coalesce(sum(size), 0) FROM blobs b WHERE NOT EXISTS"
-               " (SELECT 1 FROM entries e WHERE e.blob = b.name AND"
-               "  (EXISTS (SELECT 1 FROM image_layers WHERE layer_id = e.layer_id)"
-               "   OR e.layer_id IN (SELECT value FROM json_each(?))))",
-               kept, &d->reclaimable_count, &d->reclaimable_bytes);
-  return r;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT b.name,"
+                        " (SELECT count(DISTINCT layer_id) FROM entries WHERE blob = b.name) > 1,"
+                        " NOT EXISTS (SELECT 1 FROM entries e WHERE e.blob = b.name AND"
+                        "  (EXISTS (SELECT 1 FROM image_layers WHERE layer_id = e.layer_id)"
+                        "   OR e.layer_id IN (SELECT value FROM json_each(?))))"
+                        " FROM blobs b");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, kept, -1, SQLITE_STATIC);
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    char rel[128];
+    struct stat sb;
+    cn_blob_name_path((const char *)sqlite3_column_text(q, 0), rel, sizeof(rel));
+    uint64_t bytes = fstatat(st->blobs_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0
+                         ? (uint64_t)sb.st_blocks * 512
+                         : 0;
+    d->count++;
+    d->bytes += bytes;
+    if (sqlite3_column_int(q, 1)) d->shared_count++, d->shared_bytes += bytes;
+    if (sqlite3_column_int(q, 2)) d->reclaimable_count++, d->reclaimable_bytes += bytes;
+  }
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df blobs");
 }
 
 /* The kept compressed layers: counted as their layers are. */

@@ -8,10 +8,11 @@
  * blocks, independently of libarchive (which does not hand out raw
  * headers): a header block, its pax ('x', 'g') and GNU long-name ('L',
  * 'K') records, padding, the end blocks and anything after them are kept
- * raw. A regular file's content ('0', NUL, '7', not sparse, not a
- * whiteout, not a directory-by-trailing-slash) becomes a reference: its
- * size and XXH3-128, which is the name of the blob the import stored for
- * it. Invariants:
+ * raw (an old GNU sparse header's extension blocks too). A regular
+ * file's content ('0', NUL, '7', not sparse, not a whiteout, not a
+ * directory-by-trailing-slash) becomes a reference: its size and
+ * XXH3-128, which is the name of the blob the import stored for it.
+ * Invariants:
  *  - every byte of the stream is in the record, raw or by reference, in
  *    order: a misparse (a header we do not understand) only makes more
  *    bytes raw, it never loses one;
@@ -42,7 +43,7 @@
 #define TS_RAW_MAX (64 * 1024)
 #define TS_META_MAX (8u << 20) /* pax / long-name records parsed up to this size */
 
-enum ts_mode { TS_HDR, TS_META, TS_DATA, TS_SKIP, TS_TRAIL };
+enum ts_mode { TS_HDR, TS_META, TS_DATA, TS_SKIP, TS_EXT, TS_TRAIL };
 
 struct ts_file {
   unsigned char digest[16];
@@ -325,6 +326,9 @@ static void ts_header(cn_tarsplit *ts) {
   } else {
     ts->left = eff + pad;
     ts->mode = ts->left ? TS_SKIP : TS_HDR;
+    /* an old GNU sparse header whose map goes on in extension blocks:
+     * they come first (raw), then the data */
+    if (type == 'S' && h[482]) ts->mode = TS_EXT;
   }
 }
 
@@ -374,6 +378,17 @@ void cn_tarsplit_feed(cn_tarsplit *ts, const void *buf, size_t len) {
         v[ts->n_files++].size = ts->data_size;
         ts->left = ts->pad;
         ts->mode = ts->left ? TS_SKIP : TS_HDR;
+      }
+      break;
+    case TS_EXT: /* a sparse extension block: byte 504 says if one follows */
+      k = 512 - ts->hdr_len;
+      if (k > len) k = len;
+      memcpy(ts->hdr + ts->hdr_len, p, k);
+      ts_raw(ts, p, k);
+      ts->hdr_len += k;
+      if (ts->hdr_len == 512) {
+        ts->hdr_len = 0;
+        if (!ts->hdr[504]) ts->mode = ts->left ? TS_SKIP : TS_HDR;
       }
       break;
     case TS_SKIP:

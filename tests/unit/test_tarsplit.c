@@ -133,6 +133,21 @@ Test(tarsplit, gnu_tar_posix_sparse) {
   gnu_tar_case("truncate -s 3M src/sparse; printf data | dd of=src/sparse bs=1 seek=1M"
                " conv=notrunc status=none; tar --format=posix -S -cf out.tar -C src .");
 }
+/* More than the 4 extents an old GNU header holds: extension blocks follow
+ * the header; a file that is all hole; names sorted so that the sparse
+ * files come before d/big, whose content must still be referenced. */
+Test(tarsplit, gnu_tar_sparse_extended_and_all_hole) {
+  gnu_tar_case("truncate -s 3M src/0sparse src/0hole; for i in 1 2 3 4 5 6 7 8 9; do"
+               " printf data | dd of=src/0sparse bs=1 seek=${i}00000 conv=notrunc status=none;"
+               " done; head -c 512 /dev/urandom | dd of=src/0sparse bs=1 seek=3145216"
+               " conv=notrunc status=none; tar --format=gnu -S --sort=name -cf out.tar -C src .");
+}
+Test(tarsplit, gnu_tar_posix_sparse_extended_and_all_hole) {
+  gnu_tar_case("truncate -s 3M src/0sparse src/0hole; for i in 1 2 3 4 5 6 7 8 9; do"
+               " printf data | dd of=src/0sparse bs=1 seek=${i}00000 conv=notrunc status=none;"
+               " done; head -c 512 /dev/urandom | dd of=src/0sparse bs=1 seek=3145216"
+               " conv=notrunc status=none; tar --format=posix -S --sort=name -cf out.tar -C src .");
+}
 Test(tarsplit, gnu_tar_blocking_and_trailing_bytes) {
   /* a 10 KiB record size pads the end; then bytes after the tar */
   gnu_tar_case("tar --format=gnu -b 20 -cf out.tar -C src .; printf 'trailing junk' >> out.tar");

@@ -1,0 +1,85 @@
+#!/bin/bash
+# test_sparse.sh — a sparse file in a layer tar stays sparse in the store:
+# a 10 KiB tar holding a 2 GiB sparse file (GNU `tar -S`, and pax
+# `tar --sparse --format=pax`) imports into a store on a 20 MiB tmpfs, the
+# file reads back through a mount as its bytes (data where the tar had it,
+# zeros elsewhere); a file that is all hole is accepted, 100 GiB of holes
+# are not (hashing them would take minutes); `cairn df` counts
+# the blobs' allocated bytes; `cairn export` writes them sparse (and tar
+# extracts the same bytes); push regenerates the layer byte for byte (its
+# diff_id kept).
+source "$(dirname "$0")/lib.sh"
+
+GiB2=$((2 * 1024 * 1024 * 1024))
+mkdir -p "$T/src" "$T/small" "$T/mnt"
+truncate -s $GiB2 "$T/src/big"
+printf 'hello' | dd of="$T/src/big" bs=1 seek=1000000 conv=notrunc status=none
+printf 'tail' | dd of="$T/src/big" bs=1 seek=$((GiB2 - 4)) conv=notrunc status=none
+truncate -s $GiB2 "$T/src/hole"
+tar -C "$T/src" --numeric-owner -S -cf "$T/gnu.tar" big hole
+tar -C "$T/src" --numeric-owner --sparse --format=pax -cf "$T/pax.tar" big hole
+tar -C "$T/src" --numeric-owner -S -cf "$T/allhole.tar" hole
+[ "$(stat -c %s "$T/gnu.tar")" -le 20480 ] || not_ok "tar -S made a $(stat -c %s "$T/gnu.tar") byte tar"
+
+mount -t tmpfs -o size=20m tmpfs "$T/small" || {
+  echo "skip: cannot mount a tmpfs"
+  exit 77
+}
+on_exit "umount -l '$T/small'"
+on_exit "cairn --store '$T/small/store' umount '$T/mnt'"
+S=(--store "$T/small/store")
+
+expect_exit 0 "import a 10 KiB GNU sparse tar (2 GiB files) into a 20 MiB store" \
+  cairn "${S[@]}" import -q gnu:1 "$T/gnu.tar"
+expect_exit 0 "import the pax sparse tar" cairn "${S[@]}" import -q pax:1 "$T/pax.tar"
+expect_exit 0 "import a tar whose one file is all hole" cairn "${S[@]}" import -q hole:1 "$T/allhole.tar"
+used=$(du -sk "$T/small/store" | cut -f1)
+check "the store takes $used KiB, not GiBs" [ "$used" -lt 4096 ]
+
+expect_exit 0 "mount the GNU sparse image" cairn "${S[@]}" mount gnu:1 "$T/mnt"
+check "big is 2 GiB through the mount" [ "$(stat -c %s "$T/mnt/big")" = $GiB2 ]
+check "big holds its data at 1000000" [ "$(dd if="$T/mnt/big" bs=1 skip=1000000 count=5 status=none)" = hello ]
+check "big holds its data at its end" [ "$(tail -c 4 "$T/mnt/big")" = tail ]
+check "big is zeros in its holes" cmp -n 1000000 "$T/mnt/big" /dev/zero
+check "big is zeros at 1 GiB" cmp -n 4096 <(dd if="$T/mnt/big" bs=4096 skip=262144 count=1 status=none) /dev/zero
+check "hole is zeros at 2 GiB - 4 KiB" \
+  cmp -n 4096 <(dd if="$T/mnt/hole" bs=4096 skip=524287 count=1 status=none) /dev/zero
+expect_exit 0 "umount" cairn "${S[@]}" umount "$T/mnt"
+
+blobs=$(cairn "${S[@]}" df --json | jq '.[] | select(.type == "blobs") | .bytes')
+check "df counts the blobs' allocated bytes ($blobs), not their 4 GiB" \
+  [ "$blobs" -gt 0 ] && [ "$blobs" -lt 1048576 ]
+
+expect_exit 0 "export the pax image" sh -c "cairn --store '$T/small/store' export pax:1 >'$T/export.tar'"
+check "the export is sparse: $(stat -c %s "$T/export.tar") bytes" \
+  [ "$(stat -c %s "$T/export.tar")" -gt 0 ] && [ "$(stat -c %s "$T/export.tar")" -lt 65536 ]
+mkdir -p "$T/small/x"
+tar -C "$T/small/x" -xf "$T/export.tar"
+check "tar extracts big from the export, sparse, as it was" sh -c "
+  [ \$(stat -c %s '$T/small/x/big') = $GiB2 ] && [ \$(du -k '$T/small/x/big' | cut -f1) -lt 64 ] &&
+  [ \$(dd if='$T/small/x/big' bs=1 skip=1000000 count=5 status=none) = hello ] &&
+  [ \$(tail -c 4 '$T/small/x/big') = tail ] && cmp -n 1000000 '$T/small/x/big' /dev/zero"
+check "tar extracts hole from the export, 2 GiB of hole" sh -c "
+  [ \$(stat -c %s '$T/small/x/hole') = $GiB2 ] && [ \$(du -k '$T/small/x/hole' | cut -f1) = 0 ]"
+rm -rf "$T/small/x"
+expect_exit 0 "the export imports again" cairn "${S[@]}" import -q again:1 "$T/export.tar"
+
+# Holes cost no disk but are hashed as zeros: a layer's are capped (64 GiB),
+# so that 10 KiB of tar cannot keep an import hashing for hours.
+mkdir -p "$T/huge"
+truncate -s 100G "$T/huge/f"
+tar -C "$T/huge" --numeric-owner -S -cf "$T/huge.tar" f
+rm -rf "$T/huge"
+start=$SECONDS
+expect_exit 5 "a tar whose file has 100 GiB of holes is refused" \
+  cairn "${S[@]}" import -q huge:1 "$T/huge.tar"
+check "in $((SECONDS - start)) s" [ $((SECONDS - start)) -lt 120 ]
+check "saying why" grep -q "holes of more than 64 GiB in a layer" "$T/stderr"
+
+for kind in gnu pax; do
+  expect_exit 0 "push $kind to an OCI layout, uncompressed" \
+    cairn "${S[@]}" push -q --compress none $kind:1 "oci:$T/layout-$kind:v1"
+  blob=$(find "$T/layout-$kind/blobs/sha256" -type f -size -100k -exec cmp -s {} "$T/$kind.tar" \; -print)
+  check "$kind: the pushed layer is the imported tar, byte for byte" [ -n "$blob" ]
+done
+finish
