@@ -951,9 +951,19 @@ static void rw_readlink(fuse_req_t req, fuse_ino_t ino) {
     fuse_reply_readlink(req, buf);
 }
 
+/* Whether name is one an OCI layer cannot hold: .wh.NAME is a whiteout
+ * there, .wh..wh..opq an opaque marker, and a tar has no escape for them.
+ * Such an entry would be shown here and turned into a deletion by cairn
+ * commit (a user could then delete through the committed image what the
+ * rw view kept, another user's file in a sticky directory): no entry may
+ * get such a name. EPERM, as for a character device 0/0 (make_node): with
+ * EINVAL, mv(1) would say "cannot move to a subdirectory of itself". */
+static bool name_reserved(const char *name) { return strncmp(name, ".wh.", 4) == 0; }
+
 /* Makes room for a new entry name in dir: dir upper, name free in the
  * merged view (-EEXIST), a whiteout there removed. */
 static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) {
+  if (name_reserved(name)) return -EPERM;
   int r = ensure_upper(fs, dir);
   if (r < 0) return r;
   struct stat st;
@@ -1224,6 +1234,7 @@ static void rw_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, struct inode *ndir,
                      const char *newname, unsigned flags) {
   if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) return -EINVAL;
+  if (name_reserved(newname)) return -EPERM;
   struct inode *src = NULL, *dst = NULL;
   int r = resolve(fs, dir, name, &src);
   if (r < 0) return r;
