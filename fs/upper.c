@@ -55,8 +55,8 @@
  *   until the kernel forgets it (a FORGET carries all its lookups). Its
  *   place (parent, name) is learnt again from the kernel's next lookup
  *   (or, lower-only, from the tree when a copy-up needs it); until then
- *   ".." in its listing names the root, and a restored symlink's xattrs
- *   and times answer EIO.
+ *   ".." in its listing names the root. A place is only a hint: what
+ *   acts on an object acts through its fd (objpath_get).
  * - a file handle (fh): epoch << 44 | open flags << 20 | fd, the epoch
  *   being the server's (nodetab.c); a dead server's fh is opened again
  *   from the request's nodeid and its flags (not truncating, not
@@ -531,6 +531,51 @@ static int whiteout_make(int dirfd, const char *name) {
 
 /* ---- attributes ------------------------------------------------------- */
 
+/* A path naming upper inode i itself, for the calls that take a path
+ * (*xattr, utimensat): its fd's /proc link (followed: nofollow false), or
+ * for a symlink, which no fd can be read or written through, a name of it
+ * (not followed): its recorded place while that still names it, else a
+ * link made for the call in work/ (tmp, removed by objpath_put). Never
+ * the place alone: an unlink of that name (the object keeping another)
+ * leaves it stale, and a later entry there is another object, maybe
+ * another user's. -ENOENT if the symlink has no name left. */
+struct objpath {
+  char path[PBUF];
+  bool nofollow;
+  char tmp[32]; /* the link in work/, or "" */
+};
+
+static int objpath_get(struct cairnfs_rw *rw, struct inode *i, struct objpath *o) {
+  struct stat st, at;
+  o->tmp[0] = '\0';
+  if (fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  o->nofollow = S_ISLNK(st.st_mode);
+  if (!o->nofollow) {
+    fd_path(o->path, sizeof(o->path), i->fd, NULL);
+    return 0;
+  }
+  if (i->parent && i->parent->fd >= 0 && i->name &&
+      fstatat(i->parent->fd, i->name, &at, AT_SYMLINK_NOFOLLOW) == 0 && at.st_ino == st.st_ino &&
+      at.st_dev == st.st_dev) {
+    fd_path(o->path, sizeof(o->path), i->parent->fd, i->name);
+    return 0;
+  }
+  char self[PBUF];
+  fd_path(self, sizeof(self), i->fd, NULL); /* followed once: the symlink itself */
+  snprintf(o->tmp, sizeof(o->tmp), "tmp.%" PRIu64, ++rw->tmp_seq);
+  if (linkat(AT_FDCWD, self, rw->work_fd, o->tmp, AT_SYMLINK_FOLLOW) < 0) {
+    o->tmp[0] = '\0';
+    return -errno;
+  }
+  fd_path(o->path, sizeof(o->path), rw->work_fd, o->tmp);
+  return 0;
+}
+
+static void objpath_put(struct cairnfs_rw *rw, struct objpath *o) {
+  if (o->tmp[0]) unlinkat(rw->work_fd, o->tmp, 0);
+  o->tmp[0] = '\0';
+}
+
 static int dir_subdirs(struct cairnfs *fs, struct inode *i);
 
 static int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
@@ -909,12 +954,11 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
       ts[1].tv_nsec = UTIME_NOW;
     else if (valid & FUSE_SET_ATTR_MTIME)
       ts[1] = attr->st_mtim;
-    if (S_ISLNK(st.st_mode)) {
-      if (!i->parent || i->parent->fd < 0 ||
-          utimensat(i->parent->fd, i->name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-        r = i->parent ? -errno : -EIO;
-    } else if (utimensat(AT_FDCWD, path, ts, 0) < 0) {
-      r = -errno;
+    struct objpath o;
+    r = objpath_get(fs->rw, i, &o);
+    if (r == 0) {
+      if (utimensat(AT_FDCWD, o.path, ts, o.nofollow ? AT_SYMLINK_NOFOLLOW : 0) < 0) r = -errno;
+      objpath_put(fs->rw, &o);
     }
   }
   if (r == 0) r = inode_stat(fs, i, &st);
@@ -1756,22 +1800,6 @@ static void rw_statfs(fuse_req_t req, fuse_ino_t ino) {
 
 /* ---- extended attributes ----------------------------------------------- */
 
-/* A path naming upper inode i itself for the *xattr calls: its fd's
- * /proc link (followed: *nofollow false), or for a symlink its name in its
- * parent (not followed). */
-static int xattr_path(struct inode *i, char *buf, size_t len, bool *nofollow) {
-  struct stat st;
-  if (fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
-  *nofollow = S_ISLNK(st.st_mode);
-  if (!*nofollow) {
-    fd_path(buf, len, i->fd, NULL);
-    return 0;
-  }
-  if (!i->parent || i->parent->fd < 0) return -EIO;
-  fd_path(buf, len, i->parent->fd, i->name);
-  return 0;
-}
-
 static int rebase(struct cairnfs *fs, const char *value, size_t size);
 
 static bool xattr_ours(const char *name) {
@@ -1809,15 +1837,15 @@ static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     fuse_reply_err(req, ENODATA);
     return;
   }
-  char path[PBUF];
-  bool nofollow;
-  int r = xattr_path(i, path, sizeof(path), &nofollow);
+  struct objpath o;
+  int r = objpath_get(fs->rw, i, &o);
   char *buf = size ? malloc(size) : NULL;
   ssize_t n = r < 0          ? (errno = -r, -1)
               : size && !buf ? (errno = ENOMEM, -1)
-              : nofollow     ? lgetxattr(path, name, buf, size)
-                             : getxattr(path, name, buf, size);
+              : o.nofollow   ? lgetxattr(o.path, name, buf, size)
+                             : getxattr(o.path, name, buf, size);
   int err = errno;
+  if (r == 0) objpath_put(fs->rw, &o);
   UNLOCK(fs);
   if (n < 0)
     fuse_reply_err(req, err);
@@ -1850,17 +1878,18 @@ static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
       used += strlen(x) + 1;
     }
   } else {
-    char path[PBUF];
-    bool nf;
-    int r = xattr_path(i, path, sizeof(path), &nf);
-    len = r < 0 ? (errno = -r, -1) : nf ? llistxattr(path, NULL, 0) : listxattr(path, NULL, 0);
+    struct objpath o;
+    int r = objpath_get(fs->rw, i, &o);
+    bool nf = o.nofollow;
+    len = r < 0 ? (errno = -r, -1) : nf ? llistxattr(o.path, NULL, 0) : listxattr(o.path, NULL, 0);
     if (len >= 0) list = malloc((size_t)len + 1);
     if (len >= 0 && list)
-      len = nf ? llistxattr(path, list, (size_t)len) : listxattr(path, list, (size_t)len);
+      len = nf ? llistxattr(o.path, list, (size_t)len) : listxattr(o.path, list, (size_t)len);
     if (len < 0)
       err = errno;
     else if (!list)
       err = ENOMEM;
+    if (r == 0) objpath_put(fs->rw, &o);
   }
   UNLOCK(fs);
   /* trusted.cairn.* is ours */
@@ -1898,13 +1927,13 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
   int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct objpath o;
+  if (r == 0) r = objpath_get(fs->rw, i, &o);
   if (r == 0) {
-    char path[PBUF];
-    bool nf;
-    r = xattr_path(i, path, sizeof(path), &nf);
-    if (r == 0 && (nf ? lsetxattr(path, name, value, size, flags)
-                      : setxattr(path, name, value, size, flags)) < 0)
+    if ((o.nofollow ? lsetxattr(o.path, name, value, size, flags)
+                    : setxattr(o.path, name, value, size, flags)) < 0)
       r = -errno;
+    objpath_put(fs->rw, &o);
   }
   UNLOCK(fs);
   fuse_reply_err(req, -r);
@@ -1919,11 +1948,11 @@ static void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
   int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct objpath o;
+  if (r == 0) r = objpath_get(fs->rw, i, &o);
   if (r == 0) {
-    char path[PBUF];
-    bool nf;
-    r = xattr_path(i, path, sizeof(path), &nf);
-    if (r == 0 && (nf ? lremovexattr(path, name) : removexattr(path, name)) < 0) r = -errno;
+    if ((o.nofollow ? lremovexattr(o.path, name) : removexattr(o.path, name)) < 0) r = -errno;
+    objpath_put(fs->rw, &o);
   }
   UNLOCK(fs);
   fuse_reply_err(req, -r);

@@ -56,3 +56,61 @@ grep -qx "tmp/mine" "$TMP/committed" || fail "nobody's file is not in the commit
 pass "names .wh.* refused (EPERM) on every way to make a name; the commit ($id) equals the view"
 
 cairn umount "$mnt" >/dev/null
+
+# ---- a symlink's stale place: nobody links symlink s as x and removes x
+# (the place the server recorded for s), root makes a new x; nobody then
+# sets s's times and reads its xattrs through an fd held on s (no lookup
+# that would record s's place again).
+cairn mount -q --rw priv:1 "$mnt"
+sync_dir=$TMP/sync
+mkdir "$sync_dir"
+chmod 0777 "$sync_dir"
+as_nobody /usr/bin/python3 - "$t" "$sync_dir" >"$TMP/nobody.out" 2>&1 <<'PY' &
+import ctypes, errno, os, sys, time
+d, sync = sys.argv[1:3]
+def wait(name):
+    for _ in range(400):
+        if os.path.exists(os.path.join(sync, name)):
+            return
+        time.sleep(0.05)
+    sys.exit("no " + name)
+os.chdir(d)
+os.symlink("x", "s")
+fd = os.open("s", os.O_PATH | os.O_NOFOLLOW)
+os.link("s", "x", follow_symlinks=False)
+os.unlink("x")
+open(os.path.join(sync, "ready"), "w").close()
+wait("go")
+libc = ctypes.CDLL(None, use_errno=True)
+class timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+ts = (timespec * 2)(timespec(978307200, 0), timespec(978307200, 0))  # 2001-01-01
+AT_EMPTY_PATH, AT_SYMLINK_NOFOLLOW = 0x1000, 0x100
+if libc.utimensat(fd, b"", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0:
+    print("utimensat:", os.strerror(ctypes.get_errno()))
+try:
+    print("xattr:", os.getxattr("/proc/self/fd/%d" % fd, "security.t"))
+except OSError as e:
+    print("xattr:", errno.errorcode[e.errno])
+print("names:", sorted(os.listxattr("/proc/self/fd/%d" % fd)))
+PY
+nobody_pid=$!
+BG_PIDS+=("$nobody_pid")
+wait_for 200 test -e "$sync_dir/ready" || fail "nobody's links: $(cat "$TMP/nobody.out")"
+echo secret >"$t/x"
+chmod 0600 "$t/x"
+touch -d @1577836800 "$t/x" # 2020-01-01
+python3 -c 'import os, sys; os.setxattr(sys.argv[1], "security.t", b"secret")' "$t/x"
+touch "$sync_dir/go"
+wait "$nobody_pid" || fail "nobody: $(cat "$TMP/nobody.out")"
+upper_x=$(echo "$STORE"/uppers/*/root/tmp/x)
+[ "$(stat -c %Y "$upper_x")" = 1577836800 ] ||
+  fail "nobody's utimensat of s changed root's x: $(stat -c %y "$upper_x")"
+grep -qx "xattr: ENODATA" "$TMP/nobody.out" || fail "nobody read root's x's xattr: $(cat "$TMP/nobody.out")"
+grep -qx "names: \[\]" "$TMP/nobody.out" || fail "nobody listed x's xattrs: $(cat "$TMP/nobody.out")"
+! grep -q utimensat "$TMP/nobody.out" || fail "$(cat "$TMP/nobody.out")"
+[ "$(stat -c %Y "$t/s")" = 978307200 ] || fail "s's mtime: $(stat -c %y "$t/s")"
+[ "$(cat "$t/x")" = secret ] || fail "root's x: $(cat "$t/x")"
+pass "a symlink's times and xattrs are its own, never those of a later entry at a name it lost"
+
+cairn umount "$mnt" >/dev/null
