@@ -52,7 +52,8 @@
  *   start (inode_restore), so that their inode numbers (2^32 + the backing
  *   inode) are not reused by new files while the kernel caches them. A
  *   restored inode's count of kernel references is unknown: it is kept
- *   until the kernel forgets it (a FORGET carries all its lookups). Its
+ *   until the kernel forgets it (inode_forget), and its record stays
+ *   after (the FORGET may not have been for all its lookups). Its
  *   place (parent, name) is learnt again from the kernel's next lookup
  *   (or, lower-only, from the tree when a copy-up needs it); until then
  *   ".." in its listing names the root. A place is only a hint: what
@@ -112,6 +113,7 @@ struct inode {
   uint64_t refs;  /* the kernel's lookups + children naming it as parent */
   uint64_t kids;  /* of which children */
   bool restored;  /* by inode_restore: the kernel's count is unknown */
+  bool base;      /* restored, and RESTORED_REFS still counted in refs */
   struct inode *parent;
   char *name;
   struct inode *hnext;
@@ -251,10 +253,10 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, b
     *pp = i->hnext;
     key_unlink(rw, i);
     struct inode *parent = i->parent;
-    if (i->fd >= 0) {
-      cairnfs_nodetab_forget(rw->nodes, i->id);
-      close(i->fd);
-    }
+    /* A restored inode's count was a guess: the kernel may still hold it,
+     * so its record stays, for inode_restore to find it again. */
+    if (i->fd >= 0 && !i->restored) cairnfs_nodetab_forget(rw->nodes, i->id);
+    if (i->fd >= 0) close(i->fd);
     free(i->name);
     free(i);
     i = parent;
@@ -267,16 +269,33 @@ static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
   inode_unref_as(rw, i, n, false);
 }
 
-/* The kernel forgot i (a FORGET: all its lookups, n of them). A restored
- * inode's count is unknown, but a FORGET says it is now 0: only its
- * children's references stay. */
+/* The kernel forgot n lookups of i (a FORGET). Never more than it has
+ * (refs less its children's, which stay while they name i as parent). A
+ * restored inode's count is unknown: its first FORGET is taken as all
+ * its lookups, though it may be fewer (a single FORGET of one lookup the
+ * kernel could not use, or one queued before the restart, reaching this
+ * server after it handed the nodeid out again): if the kernel still
+ * holds it, its record (kept: inode_unref_as) restores it again. */
 static void inode_forget(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
-  if (i->restored) {
-    i->restored = false;
-    n = i->refs > i->kids ? i->refs - i->kids : 0;
-    if (n == 0) return;
+  if (i->base) {
+    i->base = false;
+    n = UINT64_MAX;
   }
-  inode_unref(rw, i, n);
+  uint64_t lookups = i->refs > i->kids ? i->refs - i->kids : 0;
+  if (n > lookups) n = lookups;
+  if (n) inode_unref(rw, i, n);
+}
+
+/* A FORGET of nodeid ino, n lookups: of an inode this server does not
+ * hold, only its record goes (the kernel no longer holds it either: a
+ * lookup since would have made the inode again). */
+static void forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n) {
+  struct inode *i = inode_get(rw, ino);
+  if (i == rw->root) return;
+  if (i)
+    inode_forget(rw, i, n);
+  else
+    cairnfs_nodetab_forget(rw->nodes, ino);
 }
 
 /* Records where i was seen: parent's directory, under name. */
@@ -688,7 +707,7 @@ static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned de
     i->fd = fd;
     i->indexed = indexed;
     i->refs = RESTORED_REFS;
-    i->restored = true;
+    i->restored = i->base = true;
     return i;
   }
   if (fd != -ENOENT || ino >= UPPER_BASE) return NULL;
@@ -699,14 +718,14 @@ static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned de
   if (dir && resolve(fs, dir, name, &i) == 0) {
     if (i->id == ino) {
       i->refs += RESTORED_REFS;
-      i->restored = true;
+      i->restored = i->base = true;
       return i;
     }
     inode_drop_unused(rw, i);
   }
   if (!(i = inode_new(rw, ino, (uint32_t)ino))) return NULL;
   i->refs = RESTORED_REFS;
-  i->restored = true;
+  i->restored = i->base = true;
   if (!S_ISDIR(n->mode) && n->nlink > 1) {
     char idx[16];
     snprintf(idx, sizeof(idx), "%" PRIu64, ino);
@@ -885,8 +904,7 @@ static void rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
-  if (i && i != fs->rw->root) inode_forget(fs->rw, i, nlookup);
+  forget_nodeid(fs->rw, ino, nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
@@ -894,10 +912,7 @@ static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  for (size_t k = 0; k < count; k++) {
-    struct inode *i = inode_of(fs, f[k].ino);
-    if (i && i != fs->rw->root) inode_forget(fs->rw, i, f[k].nlookup);
-  }
+  for (size_t k = 0; k < count; k++) forget_nodeid(fs->rw, f[k].ino, f[k].nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
