@@ -209,6 +209,10 @@ void cairnfs_nodetab_forget(struct cairnfs_nodetab *t, uint64_t nodeid) {
   append(t, &rec);
 }
 
+bool cairnfs_nodetab_has(struct cairnfs_nodetab *t, uint64_t nodeid) {
+  return t && *slot_of(t, nodeid);
+}
+
 void cairnfs_nodetab_foreach(struct cairnfs_nodetab *t, void (*fn)(uint64_t nodeid, void *arg),
                              void *arg) {
   for (size_t b = 0; t && b < NBUCKETS; b++)

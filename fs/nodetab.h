@@ -26,6 +26,8 @@ void cairnfs_nodetab_note(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t l
                           int fd);
 /* Records that nodeid is no longer bound (the kernel forgot it). */
 void cairnfs_nodetab_forget(struct cairnfs_nodetab *t, uint64_t nodeid);
+/* Whether nodeid is bound (recorded and not forgotten). */
+bool cairnfs_nodetab_has(struct cairnfs_nodetab *t, uint64_t nodeid);
 /* Calls fn for every nodeid bound (recorded and not forgotten). */
 void cairnfs_nodetab_foreach(struct cairnfs_nodetab *t, void (*fn)(uint64_t nodeid, void *arg),
                              void *arg);

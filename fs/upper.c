@@ -114,6 +114,7 @@ struct inode {
   uint64_t kids;  /* of which children */
   bool restored;  /* by inode_restore: the kernel's count is unknown */
   bool base;      /* restored, and RESTORED_REFS still counted in refs */
+  bool orphan;    /* its last name went while the kernel held it: work/orphan.ID */
   struct inode *parent;
   char *name;
   struct inode *hnext;
@@ -240,6 +241,48 @@ static uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key) {
   return i ? i->id : key;
 }
 
+/* Orphans. A file whose last name goes while the kernel still holds it
+ * (open, maybe) keeps a name in work/, orphan.NODEID, until the kernel
+ * forgets it: a server that restarts meanwhile opens it again by its
+ * file handle (the dead server's fds, which kept it, are gone), so that
+ * it is still read and written through the handles open on it. Never
+ * shown, never committed; a server's start removes those of nodeids with
+ * no record (cairnfs_rw_setup). */
+static void orphan_name(char *buf, size_t len, uint64_t nodeid) {
+  snprintf(buf, len, "orphan.%" PRIu64, nodeid);
+}
+
+static void orphan_drop(struct cairnfs_rw *rw, uint64_t nodeid) {
+  char name[40];
+  orphan_name(name, sizeof(name), nodeid);
+  unlinkat(rw->work_fd, name, 0);
+}
+
+/* Before the last name of regular file x goes: an orphan if the kernel
+ * holds it (refs beyond the caller's own, held). Best effort. */
+static void orphan_keep(struct cairnfs_rw *rw, struct inode *x, uint64_t held) {
+  struct stat st;
+  if (x->orphan || x->indexed || x->fd < 0 || x->refs <= held) return;
+  if (fstatat(x->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+      st.st_nlink != 1)
+    return;
+  char self[PBUF], name[40];
+  fd_path(self, sizeof(self), x->fd, NULL);
+  orphan_name(name, sizeof(name), x->id);
+  unlinkat(rw->work_fd, name, 0); /* a dead server's, of an object now gone */
+  if (linkat(AT_FDCWD, self, rw->work_fd, name, AT_SYMLINK_FOLLOW) == 0) x->orphan = true;
+}
+
+/* Whether fd (a restored inode's object) is the orphan of nodeid. */
+static bool orphan_is(struct cairnfs_rw *rw, uint64_t nodeid, int fd) {
+  char name[40];
+  struct stat a, b;
+  orphan_name(name, sizeof(name), nodeid);
+  return fstatat(rw->work_fd, name, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+         fstatat(fd, "", &b, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
+         a.st_dev == b.st_dev;
+}
+
 /* Drops n references of i (kid: a child's), and i if it was the last. */
 static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, bool kid) {
   while (i) {
@@ -254,8 +297,13 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, b
     key_unlink(rw, i);
     struct inode *parent = i->parent;
     /* A restored inode's count was a guess: the kernel may still hold it,
-     * so its record stays, for inode_restore to find it again. */
-    if (i->fd >= 0 && !i->restored) cairnfs_nodetab_forget(rw->nodes, i->id);
+     * so its record stays, for inode_restore to find it again; unless it
+     * is an orphan with no other name, which no lookup can give again. */
+    struct stat st;
+    bool sure = !i->restored ||
+                (i->orphan && fstatat(i->fd, "", &st, AT_EMPTY_PATH) == 0 && st.st_nlink == 1);
+    if (i->fd >= 0 && sure) cairnfs_nodetab_forget(rw->nodes, i->id);
+    if (i->orphan && sure) orphan_drop(rw, i->id);
     if (i->fd >= 0) close(i->fd);
     free(i->name);
     free(i);
@@ -614,6 +662,8 @@ static int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
     const cairn_node *n = lower_node(fs, i);
     /* the index's own name is no name of the file */
     if (n && st->st_nlink >= 1) st->st_nlink = n->nlink + st->st_nlink - 1;
+  } else if (i->orphan && st->st_nlink >= 1) {
+    st->st_nlink--; /* work/orphan.ID is no name of the file */
   }
   return 0;
 }
@@ -706,6 +756,7 @@ static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned de
     }
     i->fd = fd;
     i->indexed = indexed;
+    i->orphan = !indexed && orphan_is(rw, ino, fd);
     i->refs = RESTORED_REFS;
     i->restored = i->base = true;
     return i;
@@ -1273,6 +1324,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
   if (r == 0) r = ensure_upper(fs, dir);
   if (r == 0 && upper_has(dir, name)) {
     if (is_dir) r = dir_empty(fs, x, true);
+    if (r == 0 && !is_dir) orphan_keep(fs->rw, x, 0);
     if (r == 0 && unlinkat(dir->fd, name, is_dir ? AT_REMOVEDIR : 0) < 0) r = -errno;
   }
   if (r == 0 && lower_has(fs, dir, name)) r = whiteout_make(dir->fd, name);
@@ -1330,6 +1382,9 @@ static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, st
       fstatat(ndir->fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&
       unlinkat(ndir->fd, newname, 0) < 0)
     r = -errno;
+  if (r == 0 && dst && !(flags & RENAME_EXCHANGE) && !S_ISDIR(dst_st.st_mode) &&
+      upper_has(ndir, newname))
+    orphan_keep(fs->rw, dst, 1); /* its last name may go */
   if (r == 0 && renameat2(dir->fd, name, ndir->fd, newname, flags & RENAME_EXCHANGE) < 0)
     r = -errno;
   if (r == 0 && !(flags & RENAME_EXCHANGE) && lower_has(fs, dir, name))
@@ -2203,18 +2258,23 @@ static void restore_made(uint64_t nodeid, void *arg) {
     cairnfs_nodetab_forget(fs->rw->nodes, nodeid); /* gone */
 }
 
-/* Removes the copy-up staging a dead server left in work/ (tmp.N). */
-static void work_clean(int work_fd) {
-  int dfd = openat(work_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/* Removes the copy-up staging a dead server left in work/ (tmp.N), and
+ * the orphans no inode is recorded for (orphan.N). */
+static void work_clean(struct cairnfs_rw *rw) {
+  int dfd = openat(rw->work_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
   if (!d) {
     if (dfd >= 0) close(dfd);
     return;
   }
   struct dirent *e;
-  while ((e = readdir(d)))
+  while ((e = readdir(d))) {
     if (strncmp(e->d_name, "tmp.", 4) == 0 && unlinkat(dfd, e->d_name, 0) < 0)
       unlinkat(dfd, e->d_name, AT_REMOVEDIR); /* an empty directory's */
+    if (strncmp(e->d_name, "orphan.", 7) == 0 &&
+        !cairnfs_nodetab_has(rw->nodes, strtoull(e->d_name + 7, NULL, 10)))
+      unlinkat(dfd, e->d_name, 0);
+  }
   closedir(d);
 }
 
@@ -2273,7 +2333,7 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
   rw->root->fd = dup(rw->root_fd);
   rw->root->refs = 1;
   if (rw->root->fd < 0) return cairn_fail(fs->st, -errno, "dup: %s", strerror(errno));
-  if (rw->inherited && !held->fresh) work_clean(rw->work_fd);
+  if (rw->inherited && !held->fresh) work_clean(rw);
   /* The objects made here that the kernel may still know, held again
    * (their fds keep their inode numbers, thus nodeids, from being reused
    * while the kernel caches them). */
