@@ -117,4 +117,3 @@ EOF
   ops=$((ops + $(jq .ops "$TMP/manifest.$w")))
 done
 pass "$KILLS kills with inodes evicted around each, $WRITERS writers ($ops operations): no error, trees as written"
-cairn umount "$mnt" >/dev/null

@@ -54,4 +54,3 @@ cairn commit "$mnt" data:2 >/dev/null
   fail "the commit: $(cairn export data:2 | tar -tf -)"
 exec 5<&-
 pass "an open unlinked file is not committed"
-cairn umount "$mnt" >/dev/null
