@@ -2235,7 +2235,7 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
    * this tree (the supervisor holds the old upper and the old image's
    * pins): the mount is not restarted from here on (nodetab.c's final). */
   rw->inherited = false;
-  cairnfs_nodetab_set_final(rw->nodes);
+  cairnfs_nodetab_set_final(rw->nodes, id);
   /* Handles that may write: onto a copy in the fresh upper of what their
    * file holds now (writes since the commit read it included), with no
    * write running meanwhile. */
