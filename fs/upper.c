@@ -334,16 +334,12 @@ static void inode_forget(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
   if (n) inode_unref(rw, i, n);
 }
 
-/* A FORGET of nodeid ino, n lookups: of an inode this server does not
- * hold, only its record goes (the kernel no longer holds it either: a
- * lookup since would have made the inode again). */
+/* A FORGET of nodeid ino, n lookups. One of an inode this server does not
+ * hold changes nothing: it was dropped on a FORGET already (a restored
+ * one's, whose record stays, since the kernel may still hold it). */
 static void forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n) {
   struct inode *i = inode_get(rw, ino);
-  if (i == rw->root) return;
-  if (i)
-    inode_forget(rw, i, n);
-  else
-    cairnfs_nodetab_forget(rw->nodes, ino);
+  if (i && i != rw->root) inode_forget(rw, i, n);
 }
 
 /* Records where i was seen: parent's directory, under name. */
@@ -2254,8 +2250,14 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
 
 static void restore_made(uint64_t nodeid, void *arg) {
   struct cairnfs *fs = arg;
-  if (nodeid >= UPPER_BASE && !inode_get(fs->rw, nodeid) && !inode_restore(fs, nodeid, 0))
-    cairnfs_nodetab_forget(fs->rw->nodes, nodeid); /* gone */
+  if (nodeid < UPPER_BASE || inode_get(fs->rw, nodeid) || inode_restore(fs, nodeid, 0)) return;
+  uint32_t lower;
+  bool indexed;
+  int fd = cairnfs_nodetab_find(fs->rw->nodes, nodeid, &lower, &indexed);
+  if (fd >= 0)
+    close(fd);
+  else if (fd == -ESTALE) /* gone; another failure forgets nothing */
+    cairnfs_nodetab_forget(fs->rw->nodes, nodeid);
 }
 
 /* Removes the copy-up staging a dead server left in work/ (tmp.N), and
