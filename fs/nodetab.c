@@ -10,7 +10,8 @@
  *   header: magic, the number of complete records, the server epoch, and
  *           whether a later server may serve the mount at all (a server
  *           that moved the mount onto a committed image, upper.c's
- *           rebase(), serves what no later one could: set_final)
+ *           rebase(), serves what no later one could: set_final), and
+ *           then the upper it moved to (its id, 32 bytes)
  *   record: nodeid, tree inode (0: none), flags (indexed), and the upper
  *           object's file handle (name_to_handle_at, opened again with
  *           open_by_handle_at on the upper's file system)
@@ -60,8 +61,10 @@ struct header {
   uint64_t magic;
   uint64_t count;
   uint32_t epoch;
-  uint32_t final; /* cairnfs_nodetab_set_final: no later server */
+  uint32_t final;             /* cairnfs_nodetab_set_final: no later server */
+  unsigned char moved_to[32]; /* the upper it serves then (binary id) */
 };
+_Static_assert(sizeof(struct header) <= 64, "header size");
 
 struct record {
   uint64_t nodeid;
@@ -163,16 +166,32 @@ void cairnfs_nodetab_free(struct cairnfs_nodetab *t) {
 
 uint32_t cairnfs_nodetab_epoch(const struct cairnfs_nodetab *t) { return t ? t->epoch : 0; }
 
-void cairnfs_nodetab_set_final(struct cairnfs_nodetab *t) {
-  uint32_t one = 1;
-  if (t && pwrite(t->fd, &one, sizeof(one), offsetof(struct header, final)) != sizeof(one)) {
-    /* best effort: the memfd has room for its header */
-  }
+static int hex_digit(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-bool cairnfs_nodetab_final(int fd) {
+void cairnfs_nodetab_set_final(struct cairnfs_nodetab *t, const char *upper) {
+  unsigned char id[32] = {0};
+  for (size_t k = 0; upper && strlen(upper) == 64 && k < 32; k++)
+    id[k] = (unsigned char)(hex_digit(upper[2 * k]) << 4 | hex_digit(upper[2 * k + 1]));
+  uint32_t one = 1;
+  /* The id first, then the flag; best effort: the memfd has room for its
+   * header. */
+  if (!t || pwrite(t->fd, id, sizeof(id), offsetof(struct header, moved_to)) != sizeof(id)) return;
+  ssize_t n = pwrite(t->fd, &one, sizeof(one), offsetof(struct header, final));
+  (void)n;
+}
+
+bool cairnfs_nodetab_final(int fd, char upper[65]) {
   struct header h = {0};
-  return pread(fd, &h, sizeof(h), 0) == sizeof(h) && h.magic == MAGIC && h.final;
+  bool final = pread(fd, &h, sizeof(h), 0) == sizeof(h) && h.magic == MAGIC && h.final;
+  static const char digits[] = "0123456789abcdef";
+  for (size_t k = 0; upper && k < 32; k++) {
+    upper[2 * k] = digits[h.moved_to[k] >> 4];
+    upper[2 * k + 1] = digits[h.moved_to[k] & 15];
+  }
+  if (upper) upper[final ? 64 : 0] = '\0';
+  return final;
 }
 
 /* Appends rec: written, then counted. */
@@ -207,6 +226,10 @@ void cairnfs_nodetab_forget(struct cairnfs_nodetab *t, uint64_t nodeid) {
   if (!t || !*slot_of(t, nodeid)) return;
   struct record rec = {.nodeid = nodeid, .flags = F_GONE};
   append(t, &rec);
+}
+
+bool cairnfs_nodetab_has(struct cairnfs_nodetab *t, uint64_t nodeid) {
+  return t && *slot_of(t, nodeid);
 }
 
 void cairnfs_nodetab_foreach(struct cairnfs_nodetab *t, void (*fn)(uint64_t nodeid, void *arg),

@@ -147,7 +147,7 @@ static uint64_t now_ms(void) {
  * is then served from an upper and an image this supervisor does not
  * hold (upper.c's rebase()), and no other server could serve it. */
 static bool moved_by_commit(const struct supervisor *s) {
-  return s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd);
+  return s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd, NULL);
 }
 
 /* Signals reach the loop through a pipe (handlers do nothing else). */
@@ -308,12 +308,21 @@ static int server_exited(struct supervisor *s, int status) {
   bool ended = WIFEXITED(status) && WEXITSTATUS(status) == CAIRNFS_SERVER_ENDED;
   if (ended && session_ended(s)) return 1;
   /* A mount moved by cairn commit ends as writable mounts did before
-   * restarts (stale until cairn umount). */
-  if (s->ready && moved_by_commit(s))
+   * restarts (stale until cairn umount), but the fresh upper its server
+   * held, the writes since the commit, is kept from gc for a --resume. */
+  char moved_to[65];
+  if (s->ready && s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd, moved_to)) {
+    if (cairn_upper_keep(s->st, moved_to) < 0)
+      return report_fail(-EIO,
+                         "%s: the server of a writable mount moved by cairn commit died; it is "
+                         "not restarted (hint: cairn umount %s)",
+                         s->o->dir, s->o->dir);
     return report_fail(-EIO,
                        "%s: the server of a writable mount moved by cairn commit died; it is not "
-                       "restarted (hint: cairn umount %s)",
-                       s->o->dir, s->o->dir);
+                       "restarted; its changes since the commit are kept (upper %.12s; hint: "
+                       "cairn umount --keep %s, then cairn mount --rw --resume %s)",
+                       s->o->dir, moved_to, s->o->dir, s->o->dir);
+  }
   if (!s->ready) {
     if (WIFSIGNALED(status))
       return report_fail(-ESRCH, "%s: the server died of signal %d before serving", s->o->dir,

@@ -52,11 +52,12 @@
  *   start (inode_restore), so that their inode numbers (2^32 + the backing
  *   inode) are not reused by new files while the kernel caches them. A
  *   restored inode's count of kernel references is unknown: it is kept
- *   until the kernel forgets it (a FORGET carries all its lookups). Its
+ *   until the kernel forgets it (inode_forget), and its record stays
+ *   after (the FORGET may not have been for all its lookups). Its
  *   place (parent, name) is learnt again from the kernel's next lookup
  *   (or, lower-only, from the tree when a copy-up needs it); until then
- *   ".." in its listing names the root, and a restored symlink's xattrs
- *   and times answer EIO.
+ *   ".." in its listing names the root. A place is only a hint: what
+ *   acts on an object acts through its fd (objpath_get).
  * - a file handle (fh): epoch << 44 | open flags << 20 | fd, the epoch
  *   being the server's (nodetab.c); a dead server's fh is opened again
  *   from the request's nodeid and its flags (not truncating, not
@@ -112,6 +113,8 @@ struct inode {
   uint64_t refs;  /* the kernel's lookups + children naming it as parent */
   uint64_t kids;  /* of which children */
   bool restored;  /* by inode_restore: the kernel's count is unknown */
+  bool base;      /* restored, and RESTORED_REFS still counted in refs */
+  bool orphan;    /* its last name went while the kernel held it: work/orphan.ID */
   struct inode *parent;
   char *name;
   struct inode *hnext;
@@ -238,6 +241,48 @@ static uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key) {
   return i ? i->id : key;
 }
 
+/* Orphans. A file whose last name goes while the kernel still holds it
+ * (open, maybe) keeps a name in work/, orphan.NODEID, until the kernel
+ * forgets it: a server that restarts meanwhile opens it again by its
+ * file handle (the dead server's fds, which kept it, are gone), so that
+ * it is still read and written through the handles open on it. Never
+ * shown, never committed; a server's start removes those of nodeids with
+ * no record (cairnfs_rw_setup). */
+static void orphan_name(char *buf, size_t len, uint64_t nodeid) {
+  snprintf(buf, len, "orphan.%" PRIu64, nodeid);
+}
+
+static void orphan_drop(struct cairnfs_rw *rw, uint64_t nodeid) {
+  char name[40];
+  orphan_name(name, sizeof(name), nodeid);
+  unlinkat(rw->work_fd, name, 0);
+}
+
+/* Before the last name of regular file x goes: an orphan if the kernel
+ * holds it (refs beyond the caller's own, held). Best effort. */
+static void orphan_keep(struct cairnfs_rw *rw, struct inode *x, uint64_t held) {
+  struct stat st;
+  if (x->orphan || x->indexed || x->fd < 0 || x->refs <= held) return;
+  if (fstatat(x->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+      st.st_nlink != 1)
+    return;
+  char self[PBUF], name[40];
+  fd_path(self, sizeof(self), x->fd, NULL);
+  orphan_name(name, sizeof(name), x->id);
+  unlinkat(rw->work_fd, name, 0); /* a dead server's, of an object now gone */
+  if (linkat(AT_FDCWD, self, rw->work_fd, name, AT_SYMLINK_FOLLOW) == 0) x->orphan = true;
+}
+
+/* Whether fd (a restored inode's object) is the orphan of nodeid. */
+static bool orphan_is(struct cairnfs_rw *rw, uint64_t nodeid, int fd) {
+  char name[40];
+  struct stat a, b;
+  orphan_name(name, sizeof(name), nodeid);
+  return fstatat(rw->work_fd, name, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
+         fstatat(fd, "", &b, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
+         a.st_dev == b.st_dev;
+}
+
 /* Drops n references of i (kid: a child's), and i if it was the last. */
 static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, bool kid) {
   while (i) {
@@ -251,10 +296,15 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, b
     *pp = i->hnext;
     key_unlink(rw, i);
     struct inode *parent = i->parent;
-    if (i->fd >= 0) {
-      cairnfs_nodetab_forget(rw->nodes, i->id);
-      close(i->fd);
-    }
+    /* A restored inode's count was a guess: the kernel may still hold it,
+     * so its record stays, for inode_restore to find it again; unless it
+     * is an orphan with no other name, which no lookup can give again. */
+    struct stat st;
+    bool sure = !i->restored ||
+                (i->orphan && fstatat(i->fd, "", &st, AT_EMPTY_PATH) == 0 && st.st_nlink == 1);
+    if (i->fd >= 0 && sure) cairnfs_nodetab_forget(rw->nodes, i->id);
+    if (i->orphan && sure) orphan_drop(rw, i->id);
+    if (i->fd >= 0) close(i->fd);
     free(i->name);
     free(i);
     i = parent;
@@ -267,16 +317,29 @@ static void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
   inode_unref_as(rw, i, n, false);
 }
 
-/* The kernel forgot i (a FORGET: all its lookups, n of them). A restored
- * inode's count is unknown, but a FORGET says it is now 0: only its
- * children's references stay. */
+/* The kernel forgot n lookups of i (a FORGET). Never more than it has
+ * (refs less its children's, which stay while they name i as parent). A
+ * restored inode's count is unknown: its first FORGET is taken as all
+ * its lookups, though it may be fewer (a single FORGET of one lookup the
+ * kernel could not use, or one queued before the restart, reaching this
+ * server after it handed the nodeid out again): if the kernel still
+ * holds it, its record (kept: inode_unref_as) restores it again. */
 static void inode_forget(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
-  if (i->restored) {
-    i->restored = false;
-    n = i->refs > i->kids ? i->refs - i->kids : 0;
-    if (n == 0) return;
+  if (i->base) {
+    i->base = false;
+    n = UINT64_MAX;
   }
-  inode_unref(rw, i, n);
+  uint64_t lookups = i->refs > i->kids ? i->refs - i->kids : 0;
+  if (n > lookups) n = lookups;
+  if (n) inode_unref(rw, i, n);
+}
+
+/* A FORGET of nodeid ino, n lookups. One of an inode this server does not
+ * hold changes nothing: it was dropped on a FORGET already (a restored
+ * one's, whose record stays, since the kernel may still hold it). */
+static void forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n) {
+  struct inode *i = inode_get(rw, ino);
+  if (i && i != rw->root) inode_forget(rw, i, n);
 }
 
 /* Records where i was seen: parent's directory, under name. */
@@ -531,6 +594,51 @@ static int whiteout_make(int dirfd, const char *name) {
 
 /* ---- attributes ------------------------------------------------------- */
 
+/* A path naming upper inode i itself, for the calls that take a path
+ * (*xattr, utimensat): its fd's /proc link (followed: nofollow false), or
+ * for a symlink, which no fd can be read or written through, a name of it
+ * (not followed): its recorded place while that still names it, else a
+ * link made for the call in work/ (tmp, removed by objpath_put). Never
+ * the place alone: an unlink of that name (the object keeping another)
+ * leaves it stale, and a later entry there is another object, maybe
+ * another user's. -ENOENT if the symlink has no name left. */
+struct objpath {
+  char path[PBUF];
+  bool nofollow;
+  char tmp[32]; /* the link in work/, or "" */
+};
+
+static int objpath_get(struct cairnfs_rw *rw, struct inode *i, struct objpath *o) {
+  struct stat st, at;
+  o->tmp[0] = '\0';
+  if (fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
+  o->nofollow = S_ISLNK(st.st_mode);
+  if (!o->nofollow) {
+    fd_path(o->path, sizeof(o->path), i->fd, NULL);
+    return 0;
+  }
+  if (i->parent && i->parent->fd >= 0 && i->name &&
+      fstatat(i->parent->fd, i->name, &at, AT_SYMLINK_NOFOLLOW) == 0 && at.st_ino == st.st_ino &&
+      at.st_dev == st.st_dev) {
+    fd_path(o->path, sizeof(o->path), i->parent->fd, i->name);
+    return 0;
+  }
+  char self[PBUF];
+  fd_path(self, sizeof(self), i->fd, NULL); /* followed once: the symlink itself */
+  snprintf(o->tmp, sizeof(o->tmp), "tmp.%" PRIu64, ++rw->tmp_seq);
+  if (linkat(AT_FDCWD, self, rw->work_fd, o->tmp, AT_SYMLINK_FOLLOW) < 0) {
+    o->tmp[0] = '\0';
+    return -errno;
+  }
+  fd_path(o->path, sizeof(o->path), rw->work_fd, o->tmp);
+  return 0;
+}
+
+static void objpath_put(struct cairnfs_rw *rw, struct objpath *o) {
+  if (o->tmp[0]) unlinkat(rw->work_fd, o->tmp, 0);
+  o->tmp[0] = '\0';
+}
+
 static int dir_subdirs(struct cairnfs *fs, struct inode *i);
 
 static int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
@@ -550,6 +658,8 @@ static int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
     const cairn_node *n = lower_node(fs, i);
     /* the index's own name is no name of the file */
     if (n && st->st_nlink >= 1) st->st_nlink = n->nlink + st->st_nlink - 1;
+  } else if (i->orphan && st->st_nlink >= 1) {
+    st->st_nlink--; /* work/orphan.ID is no name of the file */
   }
   return 0;
 }
@@ -642,8 +752,9 @@ static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned de
     }
     i->fd = fd;
     i->indexed = indexed;
+    i->orphan = !indexed && orphan_is(rw, ino, fd);
     i->refs = RESTORED_REFS;
-    i->restored = true;
+    i->restored = i->base = true;
     return i;
   }
   if (fd != -ENOENT || ino >= UPPER_BASE) return NULL;
@@ -654,14 +765,14 @@ static struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned de
   if (dir && resolve(fs, dir, name, &i) == 0) {
     if (i->id == ino) {
       i->refs += RESTORED_REFS;
-      i->restored = true;
+      i->restored = i->base = true;
       return i;
     }
     inode_drop_unused(rw, i);
   }
   if (!(i = inode_new(rw, ino, (uint32_t)ino))) return NULL;
   i->refs = RESTORED_REFS;
-  i->restored = true;
+  i->restored = i->base = true;
   if (!S_ISDIR(n->mode) && n->nlink > 1) {
     char idx[16];
     snprintf(idx, sizeof(idx), "%" PRIu64, ino);
@@ -840,8 +951,7 @@ static void rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
-  if (i && i != fs->rw->root) inode_forget(fs->rw, i, nlookup);
+  forget_nodeid(fs->rw, ino, nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
@@ -849,10 +959,7 @@ static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  for (size_t k = 0; k < count; k++) {
-    struct inode *i = inode_of(fs, f[k].ino);
-    if (i && i != fs->rw->root) inode_forget(fs->rw, i, f[k].nlookup);
-  }
+  for (size_t k = 0; k < count; k++) forget_nodeid(fs->rw, f[k].ino, f[k].nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
@@ -909,12 +1016,11 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
       ts[1].tv_nsec = UTIME_NOW;
     else if (valid & FUSE_SET_ATTR_MTIME)
       ts[1] = attr->st_mtim;
-    if (S_ISLNK(st.st_mode)) {
-      if (!i->parent || i->parent->fd < 0 ||
-          utimensat(i->parent->fd, i->name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-        r = i->parent ? -errno : -EIO;
-    } else if (utimensat(AT_FDCWD, path, ts, 0) < 0) {
-      r = -errno;
+    struct objpath o;
+    r = objpath_get(fs->rw, i, &o);
+    if (r == 0) {
+      if (utimensat(AT_FDCWD, o.path, ts, o.nofollow ? AT_SYMLINK_NOFOLLOW : 0) < 0) r = -errno;
+      objpath_put(fs->rw, &o);
     }
   }
   if (r == 0) r = inode_stat(fs, i, &st);
@@ -951,9 +1057,19 @@ static void rw_readlink(fuse_req_t req, fuse_ino_t ino) {
     fuse_reply_readlink(req, buf);
 }
 
+/* Whether name is one an OCI layer cannot hold: .wh.NAME is a whiteout
+ * there, .wh..wh..opq an opaque marker, and a tar has no escape for them.
+ * Such an entry would be shown here and turned into a deletion by cairn
+ * commit (a user could then delete through the committed image what the
+ * rw view kept, another user's file in a sticky directory): no entry may
+ * get such a name. EPERM, as for a character device 0/0 (make_node): with
+ * EINVAL, mv(1) would say "cannot move to a subdirectory of itself". */
+static bool name_reserved(const char *name) { return strncmp(name, ".wh.", 4) == 0; }
+
 /* Makes room for a new entry name in dir: dir upper, name free in the
  * merged view (-EEXIST), a whiteout there removed. */
 static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) {
+  if (name_reserved(name)) return -EPERM;
   int r = ensure_upper(fs, dir);
   if (r < 0) return r;
   struct stat st;
@@ -1204,6 +1320,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
   if (r == 0) r = ensure_upper(fs, dir);
   if (r == 0 && upper_has(dir, name)) {
     if (is_dir) r = dir_empty(fs, x, true);
+    if (r == 0 && !is_dir) orphan_keep(fs->rw, x, 0);
     if (r == 0 && unlinkat(dir->fd, name, is_dir ? AT_REMOVEDIR : 0) < 0) r = -errno;
   }
   if (r == 0 && lower_has(fs, dir, name)) r = whiteout_make(dir->fd, name);
@@ -1224,6 +1341,7 @@ static void rw_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, struct inode *ndir,
                      const char *newname, unsigned flags) {
   if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) return -EINVAL;
+  if (name_reserved(newname)) return -EPERM;
   struct inode *src = NULL, *dst = NULL;
   int r = resolve(fs, dir, name, &src);
   if (r < 0) return r;
@@ -1260,6 +1378,9 @@ static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, st
       fstatat(ndir->fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&
       unlinkat(ndir->fd, newname, 0) < 0)
     r = -errno;
+  if (r == 0 && dst && !(flags & RENAME_EXCHANGE) && !S_ISDIR(dst_st.st_mode) &&
+      upper_has(ndir, newname))
+    orphan_keep(fs->rw, dst, 1); /* its last name may go */
   if (r == 0 && renameat2(dir->fd, name, ndir->fd, newname, flags & RENAME_EXCHANGE) < 0)
     r = -errno;
   if (r == 0 && !(flags & RENAME_EXCHANGE) && lower_has(fs, dir, name))
@@ -1745,22 +1866,6 @@ static void rw_statfs(fuse_req_t req, fuse_ino_t ino) {
 
 /* ---- extended attributes ----------------------------------------------- */
 
-/* A path naming upper inode i itself for the *xattr calls: its fd's
- * /proc link (followed: *nofollow false), or for a symlink its name in its
- * parent (not followed). */
-static int xattr_path(struct inode *i, char *buf, size_t len, bool *nofollow) {
-  struct stat st;
-  if (fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
-  *nofollow = S_ISLNK(st.st_mode);
-  if (!*nofollow) {
-    fd_path(buf, len, i->fd, NULL);
-    return 0;
-  }
-  if (!i->parent || i->parent->fd < 0) return -EIO;
-  fd_path(buf, len, i->parent->fd, i->name);
-  return 0;
-}
-
 static int rebase(struct cairnfs *fs, const char *value, size_t size);
 
 static bool xattr_ours(const char *name) {
@@ -1798,15 +1903,15 @@ static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
     fuse_reply_err(req, ENODATA);
     return;
   }
-  char path[PBUF];
-  bool nofollow;
-  int r = xattr_path(i, path, sizeof(path), &nofollow);
+  struct objpath o;
+  int r = objpath_get(fs->rw, i, &o);
   char *buf = size ? malloc(size) : NULL;
   ssize_t n = r < 0          ? (errno = -r, -1)
               : size && !buf ? (errno = ENOMEM, -1)
-              : nofollow     ? lgetxattr(path, name, buf, size)
-                             : getxattr(path, name, buf, size);
+              : o.nofollow   ? lgetxattr(o.path, name, buf, size)
+                             : getxattr(o.path, name, buf, size);
   int err = errno;
+  if (r == 0) objpath_put(fs->rw, &o);
   UNLOCK(fs);
   if (n < 0)
     fuse_reply_err(req, err);
@@ -1839,17 +1944,18 @@ static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
       used += strlen(x) + 1;
     }
   } else {
-    char path[PBUF];
-    bool nf;
-    int r = xattr_path(i, path, sizeof(path), &nf);
-    len = r < 0 ? (errno = -r, -1) : nf ? llistxattr(path, NULL, 0) : listxattr(path, NULL, 0);
+    struct objpath o;
+    int r = objpath_get(fs->rw, i, &o);
+    bool nf = o.nofollow;
+    len = r < 0 ? (errno = -r, -1) : nf ? llistxattr(o.path, NULL, 0) : listxattr(o.path, NULL, 0);
     if (len >= 0) list = malloc((size_t)len + 1);
     if (len >= 0 && list)
-      len = nf ? llistxattr(path, list, (size_t)len) : listxattr(path, list, (size_t)len);
+      len = nf ? llistxattr(o.path, list, (size_t)len) : listxattr(o.path, list, (size_t)len);
     if (len < 0)
       err = errno;
     else if (!list)
       err = ENOMEM;
+    if (r == 0) objpath_put(fs->rw, &o);
   }
   UNLOCK(fs);
   /* trusted.cairn.* is ours */
@@ -1887,13 +1993,13 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
   int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct objpath o;
+  if (r == 0) r = objpath_get(fs->rw, i, &o);
   if (r == 0) {
-    char path[PBUF];
-    bool nf;
-    r = xattr_path(i, path, sizeof(path), &nf);
-    if (r == 0 && (nf ? lsetxattr(path, name, value, size, flags)
-                      : setxattr(path, name, value, size, flags)) < 0)
+    if ((o.nofollow ? lsetxattr(o.path, name, value, size, flags)
+                    : setxattr(o.path, name, value, size, flags)) < 0)
       r = -errno;
+    objpath_put(fs->rw, &o);
   }
   UNLOCK(fs);
   fuse_reply_err(req, -r);
@@ -1908,11 +2014,11 @@ static void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
   int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct objpath o;
+  if (r == 0) r = objpath_get(fs->rw, i, &o);
   if (r == 0) {
-    char path[PBUF];
-    bool nf;
-    r = xattr_path(i, path, sizeof(path), &nf);
-    if (r == 0 && (nf ? lremovexattr(path, name) : removexattr(path, name)) < 0) r = -errno;
+    if ((o.nofollow ? lremovexattr(o.path, name) : removexattr(o.path, name)) < 0) r = -errno;
+    objpath_put(fs->rw, &o);
   }
   UNLOCK(fs);
   fuse_reply_err(req, -r);
@@ -2125,7 +2231,7 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
    * this tree (the supervisor holds the old upper and the old image's
    * pins): the mount is not restarted from here on (nodetab.c's final). */
   rw->inherited = false;
-  cairnfs_nodetab_set_final(rw->nodes);
+  cairnfs_nodetab_set_final(rw->nodes, id);
   /* Handles that may write: onto a copy in the fresh upper of what their
    * file holds now (writes since the commit read it included), with no
    * write running meanwhile. */
@@ -2144,22 +2250,33 @@ static int rebase(struct cairnfs *fs, const char *value, size_t size) {
 
 static void restore_made(uint64_t nodeid, void *arg) {
   struct cairnfs *fs = arg;
-  if (nodeid >= UPPER_BASE && !inode_get(fs->rw, nodeid) && !inode_restore(fs, nodeid, 0))
-    cairnfs_nodetab_forget(fs->rw->nodes, nodeid); /* gone */
+  if (nodeid < UPPER_BASE || inode_get(fs->rw, nodeid) || inode_restore(fs, nodeid, 0)) return;
+  uint32_t lower;
+  bool indexed;
+  int fd = cairnfs_nodetab_find(fs->rw->nodes, nodeid, &lower, &indexed);
+  if (fd >= 0)
+    close(fd);
+  else if (fd == -ESTALE) /* gone; another failure forgets nothing */
+    cairnfs_nodetab_forget(fs->rw->nodes, nodeid);
 }
 
-/* Removes the copy-up staging a dead server left in work/ (tmp.N). */
-static void work_clean(int work_fd) {
-  int dfd = openat(work_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+/* Removes the copy-up staging a dead server left in work/ (tmp.N), and
+ * the orphans no inode is recorded for (orphan.N). */
+static void work_clean(struct cairnfs_rw *rw) {
+  int dfd = openat(rw->work_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
   if (!d) {
     if (dfd >= 0) close(dfd);
     return;
   }
   struct dirent *e;
-  while ((e = readdir(d)))
+  while ((e = readdir(d))) {
     if (strncmp(e->d_name, "tmp.", 4) == 0 && unlinkat(dfd, e->d_name, 0) < 0)
       unlinkat(dfd, e->d_name, AT_REMOVEDIR); /* an empty directory's */
+    if (strncmp(e->d_name, "orphan.", 7) == 0 &&
+        !cairnfs_nodetab_has(rw->nodes, strtoull(e->d_name + 7, NULL, 10)))
+      unlinkat(dfd, e->d_name, 0);
+  }
   closedir(d);
 }
 
@@ -2218,7 +2335,7 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
   rw->root->fd = dup(rw->root_fd);
   rw->root->refs = 1;
   if (rw->root->fd < 0) return cairn_fail(fs->st, -errno, "dup: %s", strerror(errno));
-  if (rw->inherited && !held->fresh) work_clean(rw->work_fd);
+  if (rw->inherited && !held->fresh) work_clean(rw);
   /* The objects made here that the kernel may still know, held again
    * (their fds keep their inode numbers, thus nodeids, from being reused
    * while the kernel caches them). */

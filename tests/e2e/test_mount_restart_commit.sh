@@ -1,0 +1,31 @@
+#!/bin/bash
+# test_mount_restart_commit.sh — the writes made to a --rw mount after
+# cairn commit moved it onto its new image (they are in a fresh upper its
+# server made) survive a kill -9 of that server: the mount is not restarted
+# (it ends, stale, as test_commit.sh checks), but the fresh upper is kept
+# (gc leaves it) and `cairn umount --keep` then `cairn mount --rw --resume`
+# serve them again on the new image. Fails without it: gc removed them.
+source "$(dirname "$0")/mountlib.sh"
+
+mkdir "$TMP/src"
+echo base >"$TMP/src/base"
+tar -C "$TMP/src" -cf "$TMP/base.tar" .
+cairn import base:1 "$TMP/base.tar" >/dev/null 2>&1
+m=$TMP/mnt
+mkdir "$m"
+cairn mount -q --rw base:1 "$m"
+echo committed >"$m/committed"
+id=$(cairn commit "$m" base:2)
+echo later >"$m/later"
+sup=$(mount_pid "$m")
+kill -9 "$(server_of "$sup")"
+wait_for 50 pid_gone "$sup" || fail "the supervisor of a moved mount did not end"
+cairn gc >"$TMP/gc" 2>&1 || fail "gc: $(cat "$TMP/gc")"
+! grep -q upper "$TMP/gc" || fail "gc removed the moved mount's upper: $(cat "$TMP/gc")"
+cairn umount --keep "$m" >/dev/null 2>"$TMP/err" || fail "umount --keep: $(cat "$TMP/err")"
+cairn mount -q --rw --resume "$m" 2>"$TMP/err" || fail "resume: $(cat "$TMP/err")"
+[ "$(cat "$m/later")" = later ] || fail "the write after the commit is lost"
+[ "$(cat "$m/committed")" = committed ] || fail "the committed file: $(cat "$m/committed")"
+[ "$(cairn mounts --json | jq -r --arg d "$m" '.[] | select(.dir == $d) | .image')" = "$id" ] ||
+  fail "the resumed mount is not on the commit $id: $(cairn mounts --json)"
+pass "writes after a commit survive a kill of the moved mount's server: kept from gc, resumed"
