@@ -147,3 +147,44 @@ cairn umount "$m" >/dev/null
 cairn export test:1 >"$TMP/after.tar"
 cmp "$TMP/before.tar" "$TMP/after.tar" || fail "the base image changed"
 pass "the mount keeps serving; the base image is unchanged"
+
+# Issue 30 item 3: a lower directory with children from three layers,
+# renamed, and a file of it with two names given an xattr: the commit
+# whites out the old name (nothing is written below it) and carries the
+# xattr to every name of the file, under the new name.
+python3 - "$TMP/opt" <<'PY'
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["CAIRN_SRC"], "tests/e2e"))
+import fstree
+os.makedirs(sys.argv[1])
+l = fstree.Layer(sys.argv[1] + "/a.tar")
+l.add("opt/", "dir")
+l.add("opt/app/", "dir")
+l.add("opt/app/hard-a", data=b"two names\n")
+l.add("opt/app/hard-b", "hard", target="opt/app/hard-a")
+l.add("opt/app/f", data=b"f\n")
+l.add("opt/other/", "dir")
+l.add("opt/other/hard-c", data=b"kept together\n")
+l.add("opt/app/hard-d", "hard", target="opt/other/hard-c")
+l.close()
+l = fstree.Layer(sys.argv[1] + "/b.tar")
+l.add("opt/app/g", data=b"g\n")
+l.close()
+l = fstree.Layer(sys.argv[1] + "/c.tar")
+l.add("opt/app/h", data=b"h\n")
+l.close()
+PY
+cairn import -q app:1 "$TMP"/opt/{a,b,c}.tar
+cairn mount --rw app:1 "$m" >/dev/null
+mv "$m/opt/app" "$m/opt/app2"
+python3 -c "import os, sys; os.setxattr(sys.argv[1], 'user.k', b'v')" "$m/opt/app2/hard-a"
+$FSTREE scan "$m" >"$TMP/optview"
+grep -q '^opt/app2/hard-b	.*user.k=76' "$TMP/optview" || fail "the rw view lacks the xattr on the second name"
+cairn commit -q "$m" app:2
+$FSTREE scan "$m" >"$TMP/optlive"
+cairn export app:2 >"$TMP/app2.tar"
+$FSTREE expect "$TMP/app2.tar" >"$TMP/optexp"
+diff -u "$TMP/optview" "$TMP/optexp" || fail "commit of a renamed directory differs from the rw view"
+diff -u "$TMP/optview" "$TMP/optlive" || fail "the mount moved onto the commit shows another tree"
+cairn umount "$m" >/dev/null
+pass "a renamed 3-layer directory and an xattr on a file with two names are committed as shown"
