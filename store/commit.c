@@ -19,7 +19,9 @@
  *   tree's node when one of its names is written in full, is written at
  *   every name the view shows, one tar hardlink group.
  * The new image is the base image's layers plus this one; its config is
- * the base's with rootfs.diff_ids extended and a history entry added.
+ * the base's with rootfs.diff_ids extended and a history entry added,
+ * after placeholders for base layers the history has no entry for (a
+ * config without history: every import), one entry per layer.
  * The image's layers and blobs are never changed; the upper is only read
  * (a write racing with the commit may or may not be in the layer).
  */
@@ -381,16 +383,45 @@ static int write_layer(struct committer *c, int upper_fd, int out_fd) {
 
 struct base_config {
   char *config;
+  int64_t stored; /* when the base image entered the store */
 };
 
 static int keep_config(const struct cairn_image_info *info, void *arg) {
   struct base_config *b = arg;
   b->config = strdup(info->config);
+  b->stored = info->image.created;
   return b->config ? 0 : -ENOMEM;
 }
 
-/* The base config with diff_id appended and a history entry. */
-static char *new_config(const char *base, const char *diff_id, const char *comment) {
+/* Prepends to history, an array, a placeholder entry for each of the
+ * base's layers that no entry made (not "empty_layer": the OCI rule
+ * matches the k-th such entry with the k-th layer): one per layer for a
+ * config without history (every import), so that the commit's entry
+ * names the new top layer. 0 or -ENOMEM. */
+static int pad_history(json_t *cfg, json_t *history, size_t n_layers, int64_t stored) {
+  size_t made = 0;
+  for (size_t i = 0; i < json_array_size(history); i++)
+    if (!json_is_true(json_object_get(json_array_get(history, i), "empty_layer"))) made++;
+  /* their time: the base config's, else when the base entered the store */
+  const char *created = json_string_value(json_object_get(cfg, "created"));
+  char when[32];
+  if (!created) {
+    time_t t = (time_t)stored;
+    struct tm tm;
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    created = when;
+  }
+  for (; made < n_layers; made++) {
+    json_t *p = json_pack("{s:s, s:s}", "created", created, "comment", "history not recorded");
+    if (!p || json_array_insert_new(history, 0, p) < 0) return -ENOMEM;
+  }
+  return 0;
+}
+
+/* The base config with diff_id appended and history entries: the
+ * commit's, and placeholders for base layers without one (pad_history). */
+static char *new_config(const char *base, int64_t stored, const char *diff_id,
+                        const char *comment) {
   json_error_t err;
   json_t *cfg = json_loads(base, 0, &err);
   if (!cfg || !json_is_object(cfg)) {
@@ -413,6 +444,7 @@ static char *new_config(const char *base, const char *diff_id, const char *comme
   if (h && comment && comment[0]) json_object_set_new(h, "comment", json_string(comment));
   char *out = NULL;
   if (ids && json_is_array(ids) && did && h && json_is_array(history) &&
+      pad_history(cfg, history, json_array_size(ids), stored) == 0 &&
       json_array_append_new(ids, json_string(did)) == 0 && json_array_append_new(history, h) == 0) {
     h = NULL;
     json_object_set_new(cfg, "created", json_string(created));
@@ -480,7 +512,7 @@ int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const 
       n_layers++;
     }
   }
-  if (r == 0 && !(config = new_config(bc.config, layer_out, comment)))
+  if (r == 0 && !(config = new_config(bc.config, bc.stored, layer_out, comment)))
     r = store_fail(st, -EBADMSG, "image %.12s: its config cannot be extended", base);
   if (r == 0)
     r = cairn_image_commit(st, config, strlen(config), (const char *const *)layers, n_layers, name,
