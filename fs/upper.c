@@ -94,6 +94,7 @@
 #define XA_PREFIX "trusted.cairn."
 #define XA_ORIGIN XA_PREFIX "origin"
 #define XA_REBASE XA_PREFIX "rebase" /* set on the root: rebase() */
+#define XA_HIDDEN XA_PREFIX "hidden" /* on work/index/L: hide_lower() */
 #define RW_TIMEOUT 1.0
 #define NO_FH UINT64_MAX /* a read-only open of a lower-only file */
 
@@ -577,6 +578,8 @@ static int ensure_upper(struct cairnfs *fs, struct inode *i) {
   return 0;
 }
 
+static int hide_lower(struct cairnfs *fs, struct inode *dir, const char *name);
+
 /* Gives an upper i (indexed) a name in its current place (a rename's
  * source must be a name in the upper directory). */
 static int ensure_named(struct cairnfs *fs, struct inode *i, struct inode *dir, const char *name) {
@@ -585,7 +588,55 @@ static int ensure_named(struct cairnfs *fs, struct inode *i, struct inode *dir, 
   struct stat st;
   if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !is_whiteout(&st)) return 0;
   if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) unlinkat(dir->fd, name, 0);
+  r = hide_lower(fs, dir, name);
+  if (r < 0) return r;
   return linkat(i->fd, "", dir->fd, name, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+/* How many names of the lower file with several names L (indexed) the
+ * upper hides: hide_lower() counts them on its copy-up. */
+static uint32_t hidden_names(struct cairnfs_rw *rw, uint32_t lower) {
+  char path[PBUF], idx[16], buf[16];
+  snprintf(idx, sizeof(idx), "%" PRIu32, lower);
+  fd_path(path, sizeof(path), rw->index_fd, idx);
+  ssize_t n = lgetxattr(path, XA_HIDDEN, buf, sizeof(buf) - 1);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  return (uint32_t)strtoul(buf, NULL, 10);
+}
+
+/* Called before the upper gets an entry at dir/name (a whiteout, a link,
+ * a rename's target): if it has none there yet and the lower name there
+ * is one of a file with several names, that name stops being shown; the
+ * file is copied up to work/index (if not yet) and its count of hidden
+ * names goes up, so that its link count is that of the names the view
+ * shows (inode_stat). */
+static int hide_lower(struct cairnfs *fs, struct inode *dir, const char *name) {
+  struct cairnfs_rw *rw = fs->rw;
+  struct stat st;
+  if (dir->fd >= 0 && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) return 0;
+  const cairn_node *ld = lower_dir(fs, dir);
+  const cairn_dirent *de = ld ? cairn_tree_lookup(fs->tree, ld, name) : NULL;
+  const cairn_node *n = de ? cairn_tree_node(fs->tree, de->ino) : NULL;
+  if (!n || S_ISDIR(n->mode) || n->nlink <= 1) return 0;
+  char idx[16], path[PBUF], num[16];
+  snprintf(idx, sizeof(idx), "%" PRIu32, de->ino);
+  if (fstatat(rw->index_fd, idx, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+    int r = errno == ENOENT ? copy_node(fs, de->ino, rw->index_fd, idx) : -errno;
+    if (r < 0) return r;
+  }
+  snprintf(num, sizeof(num), "%" PRIu32, hidden_names(rw, de->ino) + 1);
+  fd_path(path, sizeof(path), rw->index_fd, idx);
+  if (lsetxattr(path, XA_HIDDEN, num, strlen(num), 0) < 0) return -errno;
+  struct inode *i = key_find(rw, de->ino);
+  if (i && i->fd < 0 && i->lower == de->ino) { /* known, lower only: now the copy-up */
+    i->fd = openat(rw->index_fd, idx, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (i->fd >= 0) {
+      i->indexed = true;
+      inode_noted(rw, i);
+    }
+  }
+  return 0;
 }
 
 static int whiteout_make(int dirfd, const char *name) {
@@ -656,8 +707,11 @@ static int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
     if (n >= 0) st->st_nlink = 2 + (nlink_t)n;
   } else if (i->indexed) {
     const cairn_node *n = lower_node(fs, i);
-    /* the index's own name is no name of the file */
-    if (n && st->st_nlink >= 1) st->st_nlink = n->nlink + st->st_nlink - 1;
+    /* the index's own name is no name of the file, nor are the lower
+     * names the upper hides */
+    uint32_t hidden = n ? hidden_names(fs->rw, i->lower) : 0;
+    if (n && st->st_nlink >= 1 && n->nlink + st->st_nlink - 1 >= hidden)
+      st->st_nlink = n->nlink + st->st_nlink - 1 - hidden;
   } else if (i->orphan && st->st_nlink >= 1) {
     st->st_nlink--; /* work/orphan.ID is no name of the file */
   }
@@ -1318,6 +1372,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
   if (r == 0 && !is_dir && S_ISDIR(st.st_mode)) r = -EISDIR;
   if (r == 0 && is_dir) r = dir_empty(fs, x, false);
   if (r == 0) r = ensure_upper(fs, dir);
+  if (r == 0) r = hide_lower(fs, dir, name);
   if (r == 0 && upper_has(dir, name)) {
     if (is_dir) r = dir_empty(fs, x, true);
     if (r == 0 && !is_dir) orphan_keep(fs->rw, x, 0);
@@ -1373,6 +1428,7 @@ static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, st
   if (r == 0 && dst && !(flags & RENAME_EXCHANGE) && S_ISDIR(dst_st.st_mode) &&
       upper_has(ndir, newname))
     r = dir_empty(fs, dst, true);
+  if (r == 0 && dst && !(flags & RENAME_EXCHANGE)) r = hide_lower(fs, ndir, newname);
   struct stat st;
   if (r == 0 && !(flags & RENAME_EXCHANGE) &&
       fstatat(ndir->fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&

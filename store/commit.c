@@ -4,19 +4,24 @@
  *
  * The layer is a pax tar written to an anonymous file in STORE/tmp, then
  * stored by the one layer import (cairn_layer_ingest: dedup of blobs,
- * diff_id from the bytes). Its entries, in the OCI rules:
+ * diff_id from the bytes). It is the view the mount shows (the upper's
+ * root/ over the base tree, merged by fs/upper.c's rules: by origin, not
+ * by path) against the base, in the OCI rules:
  * - every upper entry as it is (directories, files, symlinks, devices,
  *   fifos, with mode, owner, mtime, xattrs but trusted.cairn.*), upper
  *   hardlinks as tar hardlinks;
- * - a whiteout (character device 0/0) as DIR/.wh.NAME;
+ * - a whiteout (character device 0/0) of a base name as DIR/.wh.NAME;
  * - a directory at a path where the base has a directory other than its
- *   origin (made anew, or renamed from elsewhere) gets DIR/.wh..wh..opq,
- *   and then, since the mount merged its origin's lower children wherever
- *   it was, those children (not shadowed by the upper) are written in full;
- * - a lower file with several names copied up (work/index/INO) is written
- *   at each of its base paths the upper does not shadow.
+ *   origin (made anew, or renamed from elsewhere) gets DIR/.wh..wh..opq;
+ *   below it (and below a directory the base lacks) everything the view
+ *   shows is written, its origin's lower children in full;
+ * - a lower file with several names: its copy-up (work/index/INO), or the
+ *   tree's node when one of its names is written in full, is written at
+ *   every name the view shows, one tar hardlink group.
  * The new image is the base image's layers plus this one; its config is
- * the base's with rootfs.diff_ids extended and a history entry added.
+ * the base's with rootfs.diff_ids extended and a history entry added,
+ * after placeholders for base layers the history has no entry for (a
+ * config without history: every import), one entry per layer.
  * The image's layers and blobs are never changed; the upper is only read
  * (a write racing with the commit may or may not be in the layer).
  */
@@ -26,6 +31,7 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -41,13 +47,20 @@ struct hl {
   char *path;
 };
 
+#define F_INDEXED 1 /* by tree inode: copied up to work/index */
+#define F_GROUP 2   /* every name the view shows is written */
+
 struct committer {
   cairn_store *st;
   const cairn_tree *tree;
   struct archive *out;
   int root_fd, index_fd;
-  char **lower_first; /* by tree inode: where a lower file was written */
-  struct hl *hls;     /* upper files with several names: first path */
+  bool emit;           /* the second pass: writing */
+  bool any_group;      /* some flags[] has F_GROUP */
+  uint8_t *flags;      /* by tree inode: F_* */
+  char path[PATH_MAX]; /* the view's path being walked */
+  char **lower_first;  /* by tree inode: where a lower file was written */
+  struct hl *hls;      /* upper files with several names: first path */
   size_t n_hls, cap_hls;
   char buf[1 << 17];
 };
@@ -150,7 +163,8 @@ static int write_upper(struct committer *c, int dirfd, const char *name, const s
   return r;
 }
 
-/* Tree node ino (and below) at tar path, as export does. */
+/* Tree node ino (not its children) at tar path, as export does; a node
+ * with several names is a tar hardlink to the first name written. */
 static int write_lower(struct committer *c, uint32_t ino, const char *path) {
   const cairn_node *n = cairn_tree_node(c->tree, ino);
   if (!n) return store_fail(c->st, -EIO, "%s: bad node in the image's index", path);
@@ -190,12 +204,6 @@ static int write_lower(struct committer *c, uint32_t ino, const char *path) {
     _cleanup_close_ int fd = cairn_blob_open(c->st, cairn_tree_str(c->tree, n->blob));
     r = fd < 0 ? store_fail(c->st, fd, "%s: blob: %s", path, strerror(-fd)) : copy_fd(c, fd, path);
   }
-  if (r < 0 || !S_ISDIR(n->mode)) return r;
-  const cairn_dirent *ch = cairn_tree_children(c->tree, n);
-  for (uint32_t i = 0; i < n->n_children && r == 0; i++) {
-    _cleanup_free_ char *sub = cn_xasprintf("%s/%s", path, cairn_tree_str(c->tree, ch[i].name));
-    r = sub ? write_lower(c, ch[i].ino, sub) : store_fail(c->st, -ENOMEM, "out of memory");
-  }
   return r;
 }
 
@@ -203,19 +211,69 @@ static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The upper directory dirfd at tar path prefix ("" for the root). base:
- * the base image's directory at this path (or NULL); merged: the tree
- * directory the mount merged below it whose children must be written too
- * (a directory made opaque in the tar), or 0. */
-static int walk(struct committer *c, int dirfd, const char *prefix, const cairn_node *base,
-                uint32_t merged) {
+/* c->path + len extended by "/name" (or "name" at the root); the new
+ * length, or -ENAMETOOLONG. */
+static int path_push(struct committer *c, size_t len, const char *name) {
+  int n = snprintf(c->path + len, sizeof(c->path) - len, "%s%s", len ? "/" : "", name);
+  if (n < 0 || (size_t)n >= sizeof(c->path) - len)
+    return store_fail(c->st, -ENAMETOOLONG, "%.200s/%s: path too long", c->path, name);
+  return (int)(len + (size_t)n);
+}
+
+/* A lower non-directory in the view at c->path: the copy-up in
+ * work/index if it has one (all its names share it), else the tree's. In
+ * the planning pass, only noted: a node with several names written in
+ * full makes all its names be written (one hardlink group in the layer). */
+static int view_lower_file(struct committer *c, uint32_t ino) {
+  const cairn_node *n = cairn_tree_node(c->tree, ino);
+  if (!n) return store_fail(c->st, -EIO, "%s: bad node in the image's index", c->path);
+  if (!c->emit) {
+    if (n->nlink > 1) c->flags[ino] |= F_GROUP;
+    return 0;
+  }
+  if (!(c->flags[ino] & F_INDEXED)) return write_lower(c, ino, c->path);
+  char idx[16];
+  snprintf(idx, sizeof(idx), "%" PRIu32, ino);
+  struct stat st;
+  if (fstatat(c->index_fd, idx, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return store_fail(c->st, -errno, "upper work/index/%s: %s", idx, strerror(errno));
+  st.st_nlink = 2; /* one identity for all its names in the tar */
+  return write_upper(c, c->index_fd, idx, &st, c->path);
+}
+
+static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len, bool diff);
+
+/* A lower-only entry of the view (tree node ino, not shadowed by the
+ * upper) at c->path. In full mode it is written (and, a directory, all
+ * below it); in diff mode (its directory is the base's) the base has it
+ * already: only names of hardlink groups written elsewhere are. */
+static int view_lower(struct committer *c, uint32_t ino, size_t len, bool diff) {
+  const cairn_node *n = cairn_tree_node(c->tree, ino);
+  if (!n) return store_fail(c->st, -EIO, "%s: bad node in the image's index", c->path);
+  if (!S_ISDIR(n->mode))
+    return !diff || (c->emit && (c->flags[ino] & F_GROUP)) ? view_lower_file(c, ino) : 0;
+  if (diff && (!c->emit || !c->any_group)) return 0; /* nothing below can differ */
+  int r = !diff && c->emit ? write_lower(c, ino, c->path) : 0;
+  return r < 0 ? r : view_dir(c, -1, ino, len, diff);
+}
+
+/* The children of the view's directory at c->path (length len): the upper
+ * directory dirfd (-1 if none) over the tree directory origin (0 if none)
+ * it merges, by fs/upper.c's rules: an upper entry hides the lower one of
+ * its name, a whiteout (0/0) hides it and shows nothing. diff: the base
+ * image has this same directory (origin) here, so the layer holds what
+ * differs (whiteouts for base names the view lacks); else everything the
+ * view has here is written (the directory is new or opaque in the layer). */
+static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len, bool diff) {
+  const cairn_node *od = origin ? cairn_tree_node(c->tree, origin) : NULL;
+  if (od && !S_ISDIR(od->mode)) od = NULL;
   _cleanup_strv_ struct strv names = {0};
-  {
+  if (dirfd >= 0) {
     int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
       if (fd >= 0) close(fd);
-      return store_fail(c->st, -errno, "upper %s: %s", prefix, strerror(errno));
+      return store_fail(c->st, -errno, "upper %s: %s", c->path, strerror(errno));
     }
     struct dirent *de;
     int r = 0;
@@ -224,93 +282,92 @@ static int walk(struct committer *c, int dirfd, const char *prefix, const cairn_
         r = cn_strv_push(&names, de->d_name);
     closedir(d);
     if (r < 0) return store_fail(c->st, r, "out of memory");
+    if (names.n) qsort(names.v, names.n, sizeof(char *), cmp_str);
   }
-  if (names.n) qsort(names.v, names.n, sizeof(char *), cmp_str);
   int r = 0;
   for (size_t k = 0; k < names.n && r == 0; k++) {
     const char *name = names.v[k];
-    _cleanup_free_ char *path = prefix[0] ? cn_xasprintf("%s/%s", prefix, name) : strdup(name);
-    if (!path) return store_fail(c->st, -ENOMEM, "out of memory");
     struct stat st;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
-    const cairn_dirent *bd = base ? cairn_tree_lookup(c->tree, base, name) : NULL;
+    int sub_len = path_push(c, len, name);
+    if (sub_len < 0) return sub_len;
+    const cairn_dirent *bd = diff && od ? cairn_tree_lookup(c->tree, od, name) : NULL;
     if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0)) {
-      if (bd) {
+      /* a whiteout: the base's entry (if any) goes */
+      if (bd && c->emit) {
+        c->path[len] = '\0';
         _cleanup_free_ char *wh =
-            prefix[0] ? cn_xasprintf("%s/.wh.%s", prefix, name) : cn_xasprintf(".wh.%s", name);
+            len ? cn_xasprintf("%s/.wh.%s", c->path, name) : cn_xasprintf(".wh.%s", name);
         r = wh ? write_marker(c, wh) : store_fail(c->st, -ENOMEM, "out of memory");
       }
       continue;
     }
-    r = write_upper(c, dirfd, name, &st, path);
+    if (c->emit) r = write_upper(c, dirfd, name, &st, c->path);
     if (r < 0 || !S_ISDIR(st.st_mode)) continue;
     char pp[PATH_MAX];
     proc_path(pp, sizeof(pp), dirfd, name);
-    uint32_t origin = origin_of(pp);
+    uint32_t sub_origin = origin_of(pp);
     const cairn_node *bn = bd ? cairn_tree_node(c->tree, bd->ino) : NULL;
-    if (bn && !S_ISDIR(bn->mode)) bn = NULL;
-    bool opaque = bn && (!bd || origin != bd->ino);
-    if (opaque) {
-      _cleanup_free_ char *opq = cn_xasprintf("%s/.wh..wh..opq", path);
+    bool base_dir = bn && S_ISDIR(bn->mode);
+    bool sub_diff = base_dir && sub_origin == bd->ino;
+    if (base_dir && !sub_diff && c->emit) {
+      /* the base's directory here is not the one the view merges (a new
+       * one, or one renamed here): none of its children stays */
+      _cleanup_free_ char *opq = cn_xasprintf("%s/.wh..wh..opq", c->path);
       r = opq ? write_marker(c, opq) : store_fail(c->st, -ENOMEM, "out of memory");
     }
-    /* a renamed directory (origin elsewhere), or one under such: its
-     * origin's children come along, the base's at this path do not */
-    uint32_t sub_merged = (origin && (!bd || origin != bd->ino)) || merged ? origin : 0;
     int sub = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (r == 0 && sub < 0) r = store_fail(c->st, -errno, "upper %s: %s", path, strerror(errno));
-    if (r == 0) r = walk(c, sub, path, opaque || merged ? NULL : bn, sub_merged);
+    if (r == 0 && sub < 0) r = store_fail(c->st, -errno, "upper %s: %s", c->path, strerror(errno));
+    if (r == 0) r = view_dir(c, sub, sub_origin, (size_t)sub_len, sub_diff);
     if (sub >= 0) close(sub);
   }
-  /* The merged lower children no upper entry (or whiteout) shadows. */
-  const cairn_node *m = merged ? cairn_tree_node(c->tree, merged) : NULL;
-  if (r == 0 && m && S_ISDIR(m->mode)) {
-    const cairn_dirent *ch = cairn_tree_children(c->tree, m);
-    for (uint32_t i = 0; i < m->n_children && r == 0; i++) {
+  /* The origin's children no upper entry (or whiteout) shadows. */
+  if (r == 0 && od) {
+    const cairn_dirent *ch = cairn_tree_children(c->tree, od);
+    for (uint32_t i = 0; i < od->n_children && r == 0; i++) {
       const char *name = cairn_tree_str(c->tree, ch[i].name);
       struct stat st;
-      if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
-      _cleanup_free_ char *path = prefix[0] ? cn_xasprintf("%s/%s", prefix, name) : strdup(name);
-      r = path ? write_lower(c, ch[i].ino, path) : store_fail(c->st, -ENOMEM, "out of memory");
+      if (dirfd >= 0 && fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) continue;
+      int sub_len = path_push(c, len, name);
+      r = sub_len < 0 ? sub_len : view_lower(c, ch[i].ino, (size_t)sub_len, diff);
     }
   }
+  c->path[len] = '\0';
   return r;
 }
 
-/* The base paths of tree inode ino (a lower file with several names): each
- * one the upper does not shadow gets the copied-up file (work/index). */
-static int index_names(struct committer *c, uint32_t dir_ino, const char *prefix, uint32_t ino,
-                       int index_fd, const char *idx) {
-  const cairn_node *d = cairn_tree_node(c->tree, dir_ino);
-  if (!d || !S_ISDIR(d->mode)) return 0;
-  const cairn_dirent *ch = cairn_tree_children(c->tree, d);
-  int r = 0;
-  for (uint32_t i = 0; i < d->n_children && r == 0; i++) {
-    const char *name = cairn_tree_str(c->tree, ch[i].name);
-    _cleanup_free_ char *path = prefix[0] ? cn_xasprintf("%s/%s", prefix, name) : strdup(name);
-    if (!path) return store_fail(c->st, -ENOMEM, "out of memory");
-    if (ch[i].ino == ino) {
-      struct stat st, ust;
-      if (fstatat(c->root_fd, path, &ust, AT_SYMLINK_NOFOLLOW) == 0) continue; /* shadowed */
-      if (fstatat(index_fd, idx, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
-      st.st_nlink = 2; /* one identity for all its names in the tar */
-      r = write_upper(c, index_fd, idx, &st, path);
-    } else {
-      r = index_names(c, ch[i].ino, path, ino, index_fd, idx);
-    }
-  }
-  return r;
-}
-
+/* The layer: the view (upper root/ over the base tree) against the base,
+ * in two passes over the view: the first finds the lower files with
+ * several names of which one is written in full (under a renamed or
+ * opaque directory) and the copied-up ones (work/index); the second
+ * writes the entries, every visible name of those files among them, so
+ * that their names stay one file in the new image. */
 static int write_layer(struct committer *c, int upper_fd, int out_fd) {
   c->root_fd = openat(upper_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
   c->index_fd = openat(upper_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (c->root_fd < 0) return store_fail(c->st, -errno, "upper root: %s", strerror(errno));
+  size_t count = cairn_tree_count(c->tree);
+  if (c->index_fd >= 0) {
+    _cleanup_closedir_ DIR *d = cn_opendirat(c->index_fd, ".");
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+      char *end;
+      unsigned long ino = strtoul(de->d_name, &end, 10);
+      if (ino && *end == '\0' && ino <= count) c->flags[ino] |= F_INDEXED | F_GROUP;
+    }
+  }
+  c->emit = false;
+  c->path[0] = '\0';
+  int r = view_dir(c, c->root_fd, 1, 0, true);
+  for (size_t k = 1; k <= count && r == 0 && !c->any_group; k++)
+    c->any_group = c->flags[k] & F_GROUP;
+  c->emit = true;
+  if (r < 0) return r;
   c->out = archive_write_new();
   if (!c->out) return store_fail(c->st, -ENOMEM, "out of memory");
   archive_write_set_format_pax(c->out);
   archive_write_set_bytes_in_last_block(c->out, 1);
-  int r = archive_write_open_fd(c->out, out_fd) == ARCHIVE_OK ? 0 : out_fail(c, "layer");
+  r = archive_write_open_fd(c->out, out_fd) == ARCHIVE_OK ? 0 : out_fail(c, "layer");
   struct stat st;
   if (r == 0 && fstatat(c->root_fd, "", &st, AT_EMPTY_PATH) == 0) {
     /* the root's own attributes: "./" */
@@ -318,15 +375,7 @@ static int write_layer(struct committer *c, int upper_fd, int out_fd) {
     r = dfd < 0 ? -errno : write_upper(c, dfd, "root", &st, "./");
     if (dfd >= 0) close(dfd);
   }
-  if (r == 0) r = walk(c, c->root_fd, "", cairn_tree_node(c->tree, 1), 0);
-  if (r == 0 && c->index_fd >= 0) {
-    _cleanup_closedir_ DIR *d = cn_opendirat(c->index_fd, ".");
-    struct dirent *de;
-    while (r == 0 && d && (de = readdir(d))) {
-      uint32_t ino = (uint32_t)strtoul(de->d_name, NULL, 10);
-      if (ino) r = index_names(c, 1, "", ino, c->index_fd, de->d_name);
-    }
-  }
+  if (r == 0) r = view_dir(c, c->root_fd, 1, 0, true);
   if (archive_write_close(c->out) != ARCHIVE_OK && r == 0) r = out_fail(c, "layer");
   archive_write_free(c->out);
   return r;
@@ -334,16 +383,45 @@ static int write_layer(struct committer *c, int upper_fd, int out_fd) {
 
 struct base_config {
   char *config;
+  int64_t stored; /* when the base image entered the store */
 };
 
 static int keep_config(const struct cairn_image_info *info, void *arg) {
   struct base_config *b = arg;
   b->config = strdup(info->config);
+  b->stored = info->image.created;
   return b->config ? 0 : -ENOMEM;
 }
 
-/* The base config with diff_id appended and a history entry. */
-static char *new_config(const char *base, const char *diff_id, const char *comment) {
+/* Prepends to history, an array, a placeholder entry for each of the
+ * base's layers that no entry made (not "empty_layer": the OCI rule
+ * matches the k-th such entry with the k-th layer): one per layer for a
+ * config without history (every import), so that the commit's entry
+ * names the new top layer. 0 or -ENOMEM. */
+static int pad_history(json_t *cfg, json_t *history, size_t n_layers, int64_t stored) {
+  size_t made = 0;
+  for (size_t i = 0; i < json_array_size(history); i++)
+    if (!json_is_true(json_object_get(json_array_get(history, i), "empty_layer"))) made++;
+  /* their time: the base config's, else when the base entered the store */
+  const char *created = json_string_value(json_object_get(cfg, "created"));
+  char when[32];
+  if (!created) {
+    time_t t = (time_t)stored;
+    struct tm tm;
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    created = when;
+  }
+  for (; made < n_layers; made++) {
+    json_t *p = json_pack("{s:s, s:s}", "created", created, "comment", "history not recorded");
+    if (!p || json_array_insert_new(history, 0, p) < 0) return -ENOMEM;
+  }
+  return 0;
+}
+
+/* The base config with diff_id appended and history entries: the
+ * commit's, and placeholders for base layers without one (pad_history). */
+static char *new_config(const char *base, int64_t stored, const char *diff_id,
+                        const char *comment) {
   json_error_t err;
   json_t *cfg = json_loads(base, 0, &err);
   if (!cfg || !json_is_object(cfg)) {
@@ -366,6 +444,7 @@ static char *new_config(const char *base, const char *diff_id, const char *comme
   if (h && comment && comment[0]) json_object_set_new(h, "comment", json_string(comment));
   char *out = NULL;
   if (ids && json_is_array(ids) && did && h && json_is_array(history) &&
+      pad_history(cfg, history, json_array_size(ids), stored) == 0 &&
       json_array_append_new(ids, json_string(did)) == 0 && json_array_append_new(history, h) == 0) {
     h = NULL;
     json_object_set_new(cfg, "created", json_string(created));
@@ -409,7 +488,8 @@ int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const 
     c->tree = tree;
     c->root_fd = c->index_fd = -1;
     c->lower_first = calloc(cairn_tree_count(tree) + 1, sizeof(char *));
-    if (!c->lower_first) r = store_fail(st, -ENOMEM, "out of memory");
+    c->flags = calloc(cairn_tree_count(tree) + 1, 1);
+    if (!c->lower_first || !c->flags) r = store_fail(st, -ENOMEM, "out of memory");
   }
   if (r == 0) {
     _cleanup_free_ char *tmp = cn_xasprintf("%s/tmp", st->dir);
@@ -432,7 +512,7 @@ int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const 
       n_layers++;
     }
   }
-  if (r == 0 && !(config = new_config(bc.config, layer_out, comment)))
+  if (r == 0 && !(config = new_config(bc.config, bc.stored, layer_out, comment)))
     r = store_fail(st, -EBADMSG, "image %.12s: its config cannot be extended", base);
   if (r == 0)
     r = cairn_image_commit(st, config, strlen(config), (const char *const *)layers, n_layers, name,
@@ -441,6 +521,7 @@ int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const 
   if (c) {
     for (size_t k = 0; c->lower_first && k <= cairn_tree_count(tree); k++) free(c->lower_first[k]);
     free(c->lower_first);
+    free(c->flags);
     for (size_t k = 0; k < c->n_hls; k++) free(c->hls[k].path);
     free(c->hls);
     if (c->root_fd >= 0) close(c->root_fd);
