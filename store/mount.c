@@ -532,7 +532,7 @@ static int64_t boot_time(void) {
   return (int64_t)t;
 }
 
-int cn_mount_clean_stale(cairn_store *st) {
+int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const char *dir)) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start, since, rw FROM mounts");
   if (r < 0) return r;
@@ -546,7 +546,7 @@ int cn_mount_clean_stale(cairn_store *st) {
     if (boot > 0 && sqlite3_column_int64(q, 3) < boot) continue;
     /* A crashed --rw mount whose changes are left: listed, restorable. */
     const char *dir = (const char *)sqlite3_column_text(q, 0);
-    if (sqlite3_column_int(q, 4) && cn_upper_left_of_dir(st, dir) == 1) continue;
+    if (sqlite3_column_int(q, 4) && keep_rw && keep_rw(st, dir) == 1) continue;
     struct stale_mount *v = cn_array_grow(stale, n, &cap, sizeof(*v));
     if (v) {
       stale = v;
