@@ -29,8 +29,10 @@
  * fast way then loads SQLite and writes the annotations and the record
  * (recorded()) and lets go of STORE/mounting.lock, for which the readers
  * of both wait (cn_mounts_settle) → … until a server exits
- * CAIRNFS_SERVER_ENDED and /dev/fuse says the session is over → forget the
- * record → release the pins.
+ * CAIRNFS_SERVER_ENDED and /dev/fuse says the session is over → let go
+ * of the upper layer's lock and of the pins (no SQLite on the way: cairn
+ * umount waits for these, not for our exit) → forget the record and the
+ * annotations.
  *
  * Invariants:
  * - Only this process opened /dev/fuse, and it keeps the fd open until the
@@ -305,8 +307,10 @@ static int server_exited(struct supervisor *s, int status) {
     close(s->status_fd);
     s->status_fd = -1;
   }
-  bool ended = WIFEXITED(status) && WEXITSTATUS(status) == CAIRNFS_SERVER_ENDED;
-  if (ended && session_ended(s)) return 1;
+  /* However the server ended: once /dev/fuse says the session is over
+   * (an unmount, or its connection aborted: cairn umount --force), no
+   * server could serve it. */
+  if (session_ended(s)) return 1;
   /* A mount moved by cairn commit ends as writable mounts did before
    * restarts (stale until cairn umount), but the fresh upper its server
    * held, the writes since the commit, is kept from gc for a --resume. */
@@ -428,6 +432,8 @@ static int supervise_loop(struct supervisor *s) {
   }
 }
 
+static void upper_release(struct supervisor *s);
+
 /* Mounts, records, keeps INIT, supervises; undoes it all on the way out. */
 static int mount_and_supervise(struct supervisor *s) {
   int code = 0;
@@ -477,6 +483,12 @@ static int mount_and_supervise(struct supervisor *s) {
     waitpid(s->server, NULL, 0);
   }
   if (s->status_fd >= 0) close(s->status_fd);
+  /* What others wait for goes first, before any bookkeeping (the record
+   * and the annotations wait for SQLite's write lock, which a gc or an
+   * import may hold for seconds): the upper's lock, then the pins. */
+  upper_release(s);
+  cairn_pinset_release(s->st, s->pins);
+  s->pins = NULL;
 forget:
   if (s->recorded) cairn_mount_forget(s->st, s->dir, getpid());
 unmount:
@@ -527,8 +539,10 @@ static void upper_release(struct supervisor *s) {
     bool kept = fstatat(s->upper_fd, "keep", &sb, 0) == 0;
     if (!kept && (s->ready || s->upper_fresh)) cairn_upper_discard(s->st, s->upper);
     close(s->upper_fd);
+    s->upper_fd = -1;
   }
   if (s->nodes_fd >= 0) close(s->nodes_fd);
+  s->nodes_fd = -1;
 }
 
 int cairnfs_supervise(const struct cairnfs_options *o) {

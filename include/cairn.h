@@ -495,7 +495,8 @@ int cairn_export(cairn_store *st, const char *image_id, int fd);
 /* ---- removal and maintenance ------------------------------------------ */
 
 /* Removes a name, or an image by id (ref as the user typed it). -EBUSY
- * naming the holders (cairn_errmsg) if the image is pinned or mounted. */
+ * naming the holders (cairn_errmsg) if the image is pinned or mounted, or
+ * a --rw mount's upper layer is left on it. */
 int cairn_rm(cairn_store *st, const char *ref);
 
 /* Report of gc / fsck / rm: lines for a person, counts for tests. */
@@ -508,8 +509,12 @@ void cairn_report_free(cairn_report *r);
 
 /* cairn_rm, saying in rep what changed once done (also what it did before
  * a failure): "Untagged: NAME" for each name removed, "Deleted: ID" (full
- * id) for the image, then one line per layer it freed (as gc's). */
-int cairn_rm_report(cairn_store *st, const char *ref, cairn_report *rep);
+ * id) for the image, then one line per layer it freed (as gc's). An image
+ * with a --rw mount's upper layer left on it (kept or crashed) is -EBUSY
+ * naming it, unless flags has CAIRN_RM_FORCE: the upper is dropped first
+ * ("Dropped: upper ID of DIR (N entries, SIZE)"). */
+#define CAIRN_RM_FORCE 1u
+int cairn_rm_report(cairn_store *st, const char *ref, unsigned flags, cairn_report *rep);
 
 /* Removes unreferenced, unpinned layers, blobs, pin files and stale
  * annotations/mount records; dry_run only reports. */
@@ -585,6 +590,16 @@ int cairn_mountpoint_unmount(const char *dir, bool lazy);
 /* The device ("maj:min") of the cairnfs mount on top of dir in our mount
  * namespace, without asking the file system; -ENOENT if there is none. */
 int cairn_mountpoint_dev(const char *dir, char *dev, size_t len);
+
+/* Whether the process pid (a mount's daemon) still holds a flock(2) lock:
+ * its pins, its upper layer's. It lets go of them as soon as its session
+ * is over, before any bookkeeping; false once it is gone. */
+bool cairn_mount_daemon_holds(pid_t pid);
+/* Ends the FUSE connection of the mount of device dev ("maj:min") for
+ * every mount namespace (fusectl's abort, mounted in a private namespace
+ * of a child if it is not mounted): 0, -ENOENT if it is over already,
+ * -EPERM if not allowed, or -errno. */
+int cairn_mount_abort(const char *dev);
 
 /* The processes whose mount namespaces hold the cairnfs mount of device
  * dev, one per namespace, as "pid 1234 (crun), pid 1240 (sh)" in *desc

@@ -112,8 +112,8 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
     sweep_tmp(st, dry_run);
     cn_progress(st, steps[2], r->pins, r->pins, false, true);
   }
-  if (rc == 0) { /* the upper layers of writable mounts that no live mount owns */
-    int u = cn_uppers_gc(st, dry_run, r);
+  if (rc == 0) { /* the leftovers of upper layers: never a user's changes */
+    int u = cn_uppers_gc(st, dry_run);
     if (u < 0) rc = u;
   }
   char size[32];

@@ -19,7 +19,9 @@
  * every sweep) deletes the stale records of this boot, asking only whether
  * the daemon runs; those written before this boot (/proc/stat's btime)
  * are what `cairn mount --restore` republishes, and are kept for it (it
- * reports and forgets those whose image is gone).
+ * reports and forgets those whose image is gone), as are those of --rw
+ * mounts whose upper layer is left (a crash keeps a user's changes:
+ * `cairn umount` drops them, `--restore` or `--resume` serves them).
  *
  * A mount that took its pins by STORE/refs records itself (and annotates
  * its pins) only after it answered, while SQLite loads: from before its
@@ -34,6 +36,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <spawn.h>
 #include <string.h>
 #include <sys/file.h>
@@ -233,6 +236,72 @@ int cairn_mount_holders(const char *dev, char **desc) {
   fclose(f);
   *desc = buf;
   return holders;
+}
+
+bool cairn_mount_daemon_holds(pid_t pid) {
+  if (pid <= 0 || !cairn_process_running(pid, NULL)) return false;
+  FILE *f = fopen("/proc/locks", "re");
+  if (!f) return true; /* cannot tell: as if it held them */
+  char line[256];
+  bool held = false;
+  while (!held && fgets(line, sizeof(line), f)) {
+    /* "1: FLOCK  ADVISORY  READ 42 fe:00:123 0 EOF"; a waiter's has "->" */
+    char type[16], mode[16];
+    long owner;
+    held = sscanf(line, "%*d: %15s %*s %15s %ld", type, mode, &owner) == 3 &&
+           strcmp(type, "FLOCK") == 0 && owner == pid;
+  }
+  fclose(f);
+  return held;
+}
+
+/* The number of the FUSE connection of a mount of device "maj:min": its
+ * directory in fusectl (the kernel names it by the device number). */
+static int fuse_connection(const char *dev, unsigned *conn) {
+  unsigned maj, min;
+  if (sscanf(dev, "%u:%u", &maj, &min) != 2) return -EINVAL;
+  *conn = (maj << 20) | min;
+  return 0;
+}
+
+#define FUSECTL_DIR "/sys/fs/fuse/connections"
+#define FUSECTL_SUPER_MAGIC 0x65735543
+
+/* Writes to fusectl's abort file of connection conn: 0, -ENOENT if the
+ * connection is over, or -errno. */
+static int abort_write(unsigned conn) {
+  char path[96];
+  snprintf(path, sizeof(path), FUSECTL_DIR "/%u/abort", conn);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  int r = write(fd, "1", 1) == 1 ? 0 : -errno;
+  close(fd);
+  return r;
+}
+
+int cairn_mount_abort(const char *dev) {
+  unsigned conn;
+  int r = fuse_connection(dev, &conn);
+  if (r < 0) return r;
+  struct statfs sf;
+  if (statfs(FUSECTL_DIR, &sf) == 0 && (unsigned long)sf.f_type == FUSECTL_SUPER_MAGIC)
+    return abort_write(conn);
+  /* fusectl is not mounted here: a child mounts it in a mount namespace
+   * of its own (the host's stays as it is) and writes there. */
+  pid_t pid = fork();
+  if (pid < 0) return -errno;
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mount("fusectl", FUSECTL_DIR, "fusectl", 0, NULL) < 0)
+      _exit(errno == EPERM ? 2 : 1);
+    r = abort_write(conn);
+    _exit(r == 0 ? 0 : r == -ENOENT ? 3 : 1);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -errno;
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  return code == 0 ? 0 : code == 3 ? -ENOENT : code == 2 ? -EPERM : -EIO;
 }
 
 int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
@@ -463,9 +532,9 @@ static int64_t boot_time(void) {
   return (int64_t)t;
 }
 
-int cn_mount_clean_stale(cairn_store *st) {
+int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const char *dir)) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
-  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start, since FROM mounts");
+  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start, since, rw FROM mounts");
   if (r < 0) return r;
   struct stale_mount *stale = NULL;
   size_t n = 0, cap = 0;
@@ -475,10 +544,13 @@ int cn_mount_clean_stale(cairn_store *st) {
     if (!daemon_gone(pid, (uint64_t)sqlite3_column_int64(q, 2))) continue;
     /* A mount of an earlier boot: cairn mount --restore republishes it. */
     if (boot > 0 && sqlite3_column_int64(q, 3) < boot) continue;
+    /* A crashed --rw mount whose changes are left: listed, restorable. */
+    const char *dir = (const char *)sqlite3_column_text(q, 0);
+    if (sqlite3_column_int(q, 4) && keep_rw && keep_rw(st, dir) == 1) continue;
     struct stale_mount *v = cn_array_grow(stale, n, &cap, sizeof(*v));
     if (v) {
       stale = v;
-      stale[n] = (struct stale_mount){strdup((const char *)sqlite3_column_text(q, 0)), pid};
+      stale[n] = (struct stale_mount){strdup(dir), pid};
     }
     if (!v || !stale[n++].dir) r = store_fail(st, -ENOMEM, "out of memory listing stale mounts");
   }

@@ -172,6 +172,10 @@ int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, 
  * which would record its own). */
 void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
   if (!ps) return;
+  /* The locks first: they are the truth, and who waits for them must not
+   * wait for SQLite's write lock too (an annotation without its lock is
+   * stale already). */
+  for (size_t i = 0; i < ps->n; i++) close(ps->pins[i].fd);
   if (ps->n) {
     sqlite3_stmt *s = NULL;
     if (cn_db(st) &&
@@ -187,7 +191,6 @@ void cairn_pinset_release(cairn_store *st, cairn_pinset *ps) {
     }
     sqlite3_finalize(s);
   }
-  for (size_t i = 0; i < ps->n; i++) close(ps->pins[i].fd);
   free(ps->pins);
   free(ps->purpose);
   free(ps);

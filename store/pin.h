@@ -50,7 +50,10 @@ int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc);
 /* Waits (bounded) until no mount holds STORE/mounting.lock: its record and
  * annotations, written right after it answered, are in (mount.c). */
 void cn_mounts_settle(cairn_store *st);
-int cn_mount_clean_stale(cairn_store *st);
+/* Deletes the stale records of this boot (see mount.c), but those of --rw
+ * mounts for whose directory keep_rw (upper.c's cn_upper_left_of_dir)
+ * says an upper layer is left. */
+int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const char *dir));
 /* The daemons whose mounts are detached (their pins' purposes say
  * " (detached)"), unsorted; free *pids. */
 int cn_mount_detached_pids(cairn_store *st, pid_t **pids, size_t *n);

@@ -9,8 +9,11 @@
  * got nor stays with none. By id: the image and all its names.
  *
  * An image goes only while this process holds the exclusive lock on its
- * pin file and no live mount is recorded for it; otherwise -EBUSY names
- * every holder (a name that is not the last goes even then). The pin lock
+ * pin file, no live mount is recorded for it and no upper layer of a --rw
+ * mount is left on it (kept by umount --keep, or by a crash: a user's
+ * uncommitted changes); otherwise -EBUSY names every holder or upper (a
+ * name that is not the last goes even then). CAIRN_RM_FORCE drops such
+ * uppers instead, saying so ("Dropped: upper ID of DIR ..."), first. The pin lock
  * is taken before the transaction begins, as pinners lock before they
  * write their annotation. The layers it leaves unused are then swept
  * (cn_store_sweep): a layer that a pull in progress pins stays for that pull.
@@ -48,9 +51,11 @@ static int name_delete(cairn_store *st, const char *name) {
 }
 
 /* Within a transaction: deletes the image row (its names and layer list
- * go with it), if fd is its pin file's exclusive lock (not -EBUSY) and no
- * live mount is recorded for it. */
-static int image_delete_row(cairn_store *st, const char *id, int fd) {
+ * go with it), if fd is its pin file's exclusive lock (not -EBUSY), no
+ * live mount is recorded for it and no upper layer left on it holds a
+ * user's changes, unless force drops those (said in rep). */
+static int image_delete_row(cairn_store *st, const char *id, int fd, unsigned flags,
+                            cairn_report *rep) {
   if (fd == -EBUSY) {
     _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
     return store_fail(st, -EBUSY, "image %.12s is pinned by %s", id,
@@ -60,6 +65,15 @@ static int image_delete_row(cairn_store *st, const char *id, int fd) {
   int live = cn_mount_live_for_image(st, id, &mounts);
   if (live != 0)
     return live < 0 ? live : store_fail(st, -EBUSY, "image %.12s is in use by %s", id, mounts);
+  bool force = flags & CAIRN_RM_FORCE;
+  _cleanup_free_ char *uppers = NULL;
+  int left = cn_uppers_of_image(st, id, force ? rep : NULL, force ? NULL : &uppers);
+  if (left < 0) return left;
+  if (left > 0 && !force)
+    return store_fail(st, -EBUSY,
+                      "image %.12s has uncommitted changes: %s (hint: cairn umount --discard DIR "
+                      "drops them, or cairn rm --force)",
+                      id, uppers);
   int r = cn_image_delete_rows(st, id);
   if (r < 0) return r;
   return sqlite3_changes(st->db) ? 0 : store_fail(st, -ENOENT, "no such image");
@@ -93,7 +107,7 @@ static int names_read(cairn_store *st, const char *id, cairn_report *names) {
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "names");
 }
 
-static int image_remove(cairn_store *st, const char *id, cairn_report *rep) {
+static int image_remove(cairn_store *st, const char *id, unsigned flags, cairn_report *rep) {
   int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
   if (fd < 0 && fd != -EBUSY) return fd;
   cairn_report names = {0};
@@ -101,7 +115,7 @@ static int image_remove(cairn_store *st, const char *id, cairn_report *rep) {
   int r = lock < 0 ? lock : cn_db_begin(st);
   if (r == 0) {
     r = names_read(st, id, &names);
-    r = tx_end(st, r < 0 ? r : image_delete_row(st, id, fd));
+    r = tx_end(st, r < 0 ? r : image_delete_row(st, id, fd, flags, rep));
   }
   cn_refs_end(st, lock);
   for (size_t i = 0; r == 0 && i < names.n_lines; i++) cn_report_line(rep, "%s", names.lines[i]);
@@ -118,7 +132,7 @@ static int image_remove(cairn_store *st, const char *id, cairn_report *rep) {
  * set), for which the caller tried the pin lock (locked) and got fd.
  * -EAGAIN: start again (the name moved, or became the last one unlocked). */
 static int name_remove_tx(cairn_store *st, const char *name, const char *id, bool locked, int fd,
-                          bool *image_gone) {
+                          unsigned flags, cairn_report *rep, bool *image_gone) {
   char norm[512];
   cairn_id now;
   int r = cn_image_name_lookup(st, name, norm, sizeof(norm), now);
@@ -129,11 +143,11 @@ static int name_remove_tx(cairn_store *st, const char *name, const char *id, boo
   if (count > 1) return name_delete(st, name);
   if (!locked) return -EAGAIN;
   *image_gone = true;
-  return image_delete_row(st, id, fd);
+  return image_delete_row(st, id, fd, flags, rep);
 }
 
 /* rm by name: 0 or -errno; 1 if ref names no image (it may be an id). */
-static int name_remove(cairn_store *st, const char *ref, cairn_report *rep) {
+static int name_remove(cairn_store *st, const char *ref, unsigned flags, cairn_report *rep) {
   for (int attempt = 0; attempt < RM_ATTEMPTS; attempt++) {
     char name[512];
     cairn_id id;
@@ -149,7 +163,7 @@ static int name_remove(cairn_store *st, const char *ref, cairn_report *rep) {
     bool image_gone = false;
     int lock = cn_refs_begin(st);
     if ((r = lock < 0 ? lock : cn_db_begin(st)) == 0)
-      r = tx_end(st, name_remove_tx(st, name, id, last, fd, &image_gone));
+      r = tx_end(st, name_remove_tx(st, name, id, last, fd, flags, rep, &image_gone));
     cn_refs_end(st, lock);
     if (r == 0) cn_report_line(rep, "Untagged: %s", name);
     if (r == 0 && image_gone) return image_removed(st, id, fd, rep);
@@ -159,18 +173,18 @@ static int name_remove(cairn_store *st, const char *ref, cairn_report *rep) {
   return store_fail(st, -EAGAIN, "%s: its image keeps changing; try again", ref);
 }
 
-int cairn_rm_report(cairn_store *st, const char *ref, cairn_report *rep) {
+int cairn_rm_report(cairn_store *st, const char *ref, unsigned flags, cairn_report *rep) {
   store_errclear(st);
-  int r = name_remove(st, ref, rep);
+  int r = name_remove(st, ref, flags, rep);
   if (r != 1) return r;
   cairn_id id;
   if ((r = cairn_image_resolve(st, ref, id)) < 0) return r;
-  return image_remove(st, id, rep);
+  return image_remove(st, id, flags, rep);
 }
 
 int cairn_rm(cairn_store *st, const char *ref) {
   cairn_report rep = {0};
-  int r = cairn_rm_report(st, ref, &rep);
+  int r = cairn_rm_report(st, ref, 0, &rep);
   cairn_report_free(&rep);
   return r;
 }

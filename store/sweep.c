@@ -133,7 +133,7 @@ int cn_sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report 
 }
 
 void cn_sweep_stale_records(cairn_store *st) {
-  cn_mount_clean_stale(st);
+  cn_mount_clean_stale(st, cn_upper_left_of_dir); /* a crashed --rw mount's record stays */
   cairn_pins_clean_stale(st);
 }
 

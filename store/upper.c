@@ -223,7 +223,9 @@ static void tree_size(int dirfd, uint64_t *entries, uint64_t *bytes, int depth) 
   closedir(d);
 }
 
-int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg) {
+/* Calls fn for every complete upper; with sized, its entries and bytes
+ * are counted (a walk of its tree), else left 0. */
+static int uppers_scan(cairn_store *st, bool sized, cairn_upper_fn fn, void *arg) {
   _cleanup_close_ int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
   _cleanup_closedir_ DIR *d = cn_opendirat(ufd, ".");
@@ -244,7 +246,7 @@ int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg) {
       flock(dfd, LOCK_UN);
     struct stat sb;
     u.kept = fstatat(dfd, "keep", &sb, 0) == 0;
-    _cleanup_close_ int root = openat(dfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int root = sized ? openat(dfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     if (root >= 0) tree_size(root, &u.entries, &u.bytes, 0);
     int r = fn(&u, arg);
     if (r) return r;
@@ -252,7 +254,70 @@ int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg) {
   return 0;
 }
 
-int cn_uppers_gc(cairn_store *st, bool dry_run, cairn_report *rep) {
+int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg) {
+  return uppers_scan(st, true, fn, arg);
+}
+
+static int left_of_dir(const struct cairn_upper_rec *u, void *dir) {
+  return !u->live && strcmp(u->dir, dir) == 0;
+}
+
+int cn_upper_left_of_dir(cairn_store *st, const char *dir) {
+  return uppers_scan(st, false, left_of_dir, (void *)dir);
+}
+
+/* The uppers of one image that no live mount serves, as rm sees them:
+ * described (desc), or their ids collected to be dropped. */
+struct image_uppers {
+  const char *image;
+  cairn_report *rep;
+  FILE *desc;
+  cairn_id *ids;
+  size_t n, cap;
+};
+
+static int image_upper(const struct cairn_upper_rec *u, void *arg) {
+  struct image_uppers *iu = arg;
+  if (u->live || strcmp(u->image, iu->image) != 0) return 0;
+  char size[32];
+  cairn_human_size(u->bytes, size, sizeof(size));
+  if (iu->desc) {
+    fprintf(iu->desc, "%supper %.12s of %s (%s, %llu entries, %s)", iu->n ? "; " : "", u->id,
+            u->dir, u->kept ? "kept" : "stale", (unsigned long long)u->entries, size);
+  } else {
+    cairn_id *v = cn_array_grow(iu->ids, iu->n, &iu->cap, sizeof(*v));
+    if (!v) return -ENOMEM;
+    iu->ids = v;
+    snprintf(v[iu->n], sizeof(v[0]), "%s", u->id);
+    cn_report_line(iu->rep, "Dropped: upper %.12s of %s (%llu entries, %s)", u->id, u->dir,
+                   (unsigned long long)u->entries, size);
+  }
+  iu->n++;
+  return 0;
+}
+
+int cn_uppers_of_image(cairn_store *st, const char *image_id, cairn_report *drop, char **desc) {
+  char *buf = NULL;
+  size_t len = 0;
+  struct image_uppers iu = {.image = image_id, .rep = drop};
+  if (desc) *desc = NULL;
+  if (!drop && !(iu.desc = open_memstream(&buf, &len)))
+    return cairn_fail(st, -ENOMEM, "out of memory listing upper layers");
+  int r = cairn_uppers_foreach(st, image_upper, &iu);
+  if (r == -ENOMEM) r = cairn_fail(st, r, "out of memory listing upper layers");
+  if (iu.desc) fclose(iu.desc);
+  /* Dropped once the scan is over: no rename under a directory read. */
+  for (size_t i = 0; r == 0 && drop && i < iu.n; i++) r = cairn_upper_drop(st, iu.ids[i]);
+  free(iu.ids);
+  if (r < 0 || !desc) {
+    free(buf);
+    return r < 0 ? r : (int)iu.n;
+  }
+  *desc = buf;
+  return (int)iu.n;
+}
+
+int cn_uppers_gc(cairn_store *st, bool dry_run) {
   _cleanup_close_ int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
   _cleanup_closedir_ DIR *d = cn_opendirat(ufd, ".");
@@ -260,29 +325,16 @@ int cn_uppers_gc(cairn_store *st, bool dry_run, cairn_report *rep) {
   struct dirent *e;
   int n = 0;
   while ((e = readdir(d))) {
-    bool leftover = strncmp(e->d_name, ".tmp-", 5) == 0 || strncmp(e->d_name, ".gone-", 6) == 0;
-    if (!leftover && (strlen(e->d_name) != CAIRN_ID_LEN || !cn_is_hex_id(e->d_name, CAIRN_ID_LEN)))
-      continue;
+    /* Only what nobody can reach any more: a creation cut short, or an
+     * upper a command dropped. An upper under its name holds a user's
+     * changes, kept or left by a crash: gc never takes it. */
+    if (strncmp(e->d_name, ".tmp-", 5) != 0 && strncmp(e->d_name, ".gone-", 6) != 0) continue;
     _cleanup_close_ int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) continue;
-    struct stat sb;
-    if (!leftover && fstatat(dfd, "keep", &sb, 0) == 0) continue; /* kept for --resume */
-    if (flock(dfd, LOCK_EX | LOCK_NB) < 0) continue;              /* a live mount owns it */
-    uint64_t entries = 0, bytes = 0;
-    if (!leftover) {
-      _cleanup_close_ int root = openat(dfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (root >= 0) tree_size(root, &entries, &bytes, 0);
-    }
-    char size[32];
-    cairn_human_size(bytes, size, sizeof(size));
-    if (!leftover)
-      cn_report_line(rep, "%s upper %.12s (no live mount: %llu entries, %s)",
-                     dry_run ? "would remove" : "removed", e->d_name, (unsigned long long)entries,
-                     size);
-    rep->bytes += bytes;
+    if (flock(dfd, LOCK_EX | LOCK_NB) < 0) continue; /* its daemon still runs */
     if (dry_run) continue;
-    int r = leftover ? remove_tree(ufd, e->d_name) : upper_remove(st, ufd, e->d_name);
-    if (r < 0) return r;
+    int r = remove_tree(ufd, e->d_name);
+    if (r < 0) return cairn_fail(st, r, "%s/" UPPERS "/%s: %s", st->dir, e->d_name, strerror(-r));
     n++;
   }
   return n;

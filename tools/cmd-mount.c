@@ -16,16 +16,21 @@
  *
  * umount DIR... is idempotent and complete: every step runs whatever the
  * state — unmount while the directory is a cairnfs mount point (lazily if
- * the daemon is gone: ENOTCONN), wait for the recorded daemon to exit (so
- * its pins are released when we return), forget the record. A directory
- * that is not mounted (or does not exist) is a success, said on stderr
- * ("umount: DIR: not mounted"), as for a teardown script that runs twice.
- * Each directory is unmounted in turn, like umount(8); the exit code is the
+ * the daemon is gone: ENOTCONN), wait until the recorded daemon holds no
+ * lock (its pins and upper layer's, which it lets go of as soon as the
+ * kernel ends its session, before any bookkeeping: our answer depends on
+ * whether the mount is in use, not on how fast the daemon writes to
+ * SQLite), forget the record, then drop (or with --keep keep) the --rw
+ * mount's upper layer and those a crash left for DIR. A directory that is
+ * not mounted (or does not exist) is a success, said on stderr ("umount:
+ * DIR: not mounted"), as for a teardown script that runs twice. Each
+ * directory is unmounted in turn, like umount(8); the exit code is the
  * worst. The daemon is never signalled: it serves until the kernel ends its
  * session, which a container's copy of the mount (in the container's mount
  * namespace) keeps open after our unmount. Then umount says which
  * processes' namespaces hold it and exits 4; the mount is detached, and its
- * daemon forgets the record and releases its pins when they let go.
+ * daemon releases its pins when they let go. --force ends the session for
+ * all of them instead (fusectl's abort).
  */
 #include "commands.h"
 #include "upper.h"
@@ -45,10 +50,10 @@
 
 /* Bounds of the waits below, in steps of WAIT_STEP_US (1 ms). */
 #define WAIT_STEP_US 1000
-#define ANSWER_STEPS 10000 /* 10 s for a new mount to show up */
-#define EXIT_STEPS 3000    /* 3 s for a daemon to exit after its unmount */
-#define HOLDERS_STEPS 500  /* look for other namespaces' copies every 0.5 s, */
-#define HOLDERS_FIRST 100  /* first after 0.1 s */
+#define ANSWER_STEPS 10000  /* 10 s for a new mount to show up */
+#define RELEASE_STEPS 10000 /* 10 s for a daemon to let go after the session */
+#define HOLDERS_STEPS 200   /* look for other namespaces' copies every 0.2 s, */
+#define HOLDERS_FIRST 100   /* first after 0.1 s */
 
 static void sleep_step(void) { usleep(WAIT_STEP_US); }
 
@@ -371,6 +376,11 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   r = cairn_image_resolve(st, image, id);
   if (r < 0) return report_fail(r, "mount: %s: %s", image, report_why(st, r));
   int state = cairn_mountpoint_state(abs);
+  if (resume && state == CAIRN_MP_STALE) { /* the crashed mount whose upper we serve again */
+    r = cairn_mountpoint_unmount(abs, true);
+    if (r < 0) return report_fail(r, "mount: --resume: %s: %s", dir, strerror(-r));
+    state = cairn_mountpoint_state(abs);
+  }
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
     return report_fail(-EBUSY, "mount: %s: already a %s cairnfs mount (hint: cairn umount %s)", dir,
                        state == CAIRN_MP_LIVE ? "live" : "stale", dir);
@@ -393,16 +403,35 @@ int cli_mount_start(cairn_store *st, const char *image, const char *dir, const c
                      dir);
 }
 
-/* Waits (bounded) for the daemon to exit after our unmount. While other
- * mount namespaces still hold the mount it serves on: says who holds it
- * (name is DIR as the user typed it) and returns CAIRN_EXIT_BUSY. */
-static int await_daemon_exit(const char *name, const struct mount_record *rec) {
-  for (int i = 1; i <= EXIT_STEPS; i++) {
-    if (!cairn_process_running(rec->pid, "cairnfs")) return CAIRN_EXIT_OK;
-    if (i % HOLDERS_STEPS == HOLDERS_FIRST && rec->dev[0]) {
+/* Waits (bounded) for the daemon to let go of its pins after our unmount:
+ * it does as soon as the kernel ends the FUSE session, before any
+ * bookkeeping of its own. While other mount namespaces still hold the
+ * mount it serves on: says who holds it (name is DIR as the user typed
+ * it) and returns CAIRN_EXIT_BUSY; with force, ends the connection for
+ * all of them instead (cairn_mount_abort), saying whom it cut off. */
+static int await_release(const char *name, const struct mount_record *rec, bool force) {
+  bool aborted = false;
+  int seen = 0; /* checks that found holders */
+  for (int i = 1; i <= RELEASE_STEPS; i++) {
+    if (!cairn_mount_daemon_holds(rec->pid)) return CAIRN_EXIT_OK;
+    if (i % HOLDERS_STEPS == HOLDERS_FIRST && rec->dev[0] && !aborted) {
       _cleanup_free_ char *who = NULL;
-      if (cairn_mount_holders(rec->dev, &who) > 0)
+      int n = cairn_mount_holders(rec->dev, &who);
+      /* Twice: a device number is reused at once by the next mount, which
+       * a first look may take for ours while our daemon lets go. */
+      if (n > 0 && !force && ++seen >= 2)
         return report_fail(-EBUSY, "umount: %s: detached here, still in use by %s", name, who);
+      if (force) {
+        int r = cairn_mount_abort(rec->dev);
+        if (r < 0 && r != -ENOENT)
+          return report_fail(r, "umount: %s: --force: cannot end the FUSE connection: %s", name,
+                             strerror(-r));
+        aborted = true;
+        char msg[PATH_MAX + 512];
+        snprintf(msg, sizeof(msg), "umount: %s: --force: ended the FUSE connection; cut off %s",
+                 name, n > 0 ? who : "open files only");
+        if (r == 0) report_notice(msg);
+      }
     }
     sleep_step();
   }
@@ -411,26 +440,38 @@ static int await_daemon_exit(const char *name, const struct mount_record *rec) {
 }
 
 /* Says, on stderr, that umount found nothing mounted on name. */
-static void say_not_mounted(const char *name) {
-  char msg[PATH_MAX + 32];
-  snprintf(msg, sizeof(msg), "umount: %s: not mounted", name);
+static void say_not_mounted(const char *name, int kept) {
+  char msg[PATH_MAX + 128];
+  if (kept)
+    snprintf(msg, sizeof(msg),
+             "umount: %s: not mounted; its kept upper layer stays (cairn umount --discard %s "
+             "drops it)",
+             name, name);
+  else
+    snprintf(msg, sizeof(msg), "umount: %s: not mounted", name);
   report_notice(msg);
 }
 
-int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
+/* What umount was asked to do with each directory. */
+struct umount_opts {
+  bool quiet, keep, discard, force;
+};
+
+static int umount_one(cairn_store *st, const char *name, const struct umount_opts *o) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
   if (r == -ENOENT || r == -ENOTDIR) {
-    say_not_mounted(name);
+    say_not_mounted(name, 0);
     return CAIRN_EXIT_OK;
   }
   if (r < 0) return report_fail(r, "umount: %s: %s", name, strerror(-r));
   struct mount_record rec = recorded(st, dir);
   int code = CAIRN_EXIT_OK;
-  bool was_mounted = false;
+  /* mounted here, or served elsewhere only (detached) */
+  bool was_mounted = rec.pid > 0 && cairn_mount_daemon_holds(rec.pid);
   struct cli_upper up; /* a --rw mount's changes: kept, or dropped by its daemon */
   if (cli_upper_of_dir(st, dir, true, &up) < 0) up.found = false;
-  if (up.found && keep && (r = cairn_upper_keep(st, up.id)) < 0)
+  if (up.found && o->keep && (r = cairn_upper_keep(st, up.id)) < 0)
     return report_fail(r, "umount: %s: --keep: %s", name, report_why(st, r));
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
@@ -452,38 +493,61 @@ int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
       break;
     }
   }
-  if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_daemon_exit(name, &rec);
+  if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_release(name, &rec, o->force);
   if (code == CAIRN_EXIT_OK) {
     r = cairn_mount_forget(st, dir, rec.pid);
     if (r < 0) code = report_fail(r, "umount: %s: %s", name, report_why(st, r));
   }
-  if (code == CAIRN_EXIT_OK && !was_mounted) say_not_mounted(name);
-  if (code == CAIRN_EXIT_OK && up.found && !keep) cairn_upper_drop(st, up.id); /* its files */
-  if (code == CAIRN_EXIT_OK && was_mounted && up.found && !quiet) cli_upper_say(&up, keep, dir);
-  if (code == CAIRN_EXIT_OK && was_mounted && !quiet) printf("%s\n", name);
-  return code;
+  if (code != CAIRN_EXIT_OK) return code;
+  if (up.found && !o->keep) cairn_upper_drop(st, up.id); /* its files */
+  if (up.found && !o->quiet) cli_upper_say(&up, o->keep, dir);
+  /* The uppers left for dir by a crash, or kept: see cli_uppers_left. */
+  int kept = 0;
+  r = cli_uppers_left(st, dir,
+                      o->keep      ? CLI_LEFT_KEEP
+                      : o->discard ? CLI_LEFT_DISCARD
+                                   : CLI_LEFT_DROP,
+                      o->quiet, &kept);
+  if (r < 0) return report_fail(r, "umount: %s: %s", name, report_why(st, r));
+  if (!was_mounted && !up.found && r == 0) say_not_mounted(name, kept);
+  if ((was_mounted || up.found || r > 0) && !o->quiet) printf("%s\n", name);
+  return CAIRN_EXIT_OK;
+}
+
+int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
+  struct umount_opts o = {.quiet = quiet, .keep = keep};
+  return umount_one(st, name, &o);
 }
 
 static int umount_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {
-      {"quiet", no_argument, NULL, 'q'}, {"keep", no_argument, NULL, 'k'}, {0}};
-  bool quiet = false, keep = false;
+  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
+                                       {"keep", no_argument, NULL, 'k'},
+                                       {"discard", no_argument, NULL, 'd'},
+                                       {"force", no_argument, NULL, 'f'},
+                                       {0}};
+  struct umount_opts uo = {0};
   int code, o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":qf", opts, NULL)) != -1) {
     if (o == 'q')
-      quiet = true;
+      uo.quiet = true;
     else if (o == 'k')
-      keep = true;
+      uo.keep = true;
+    else if (o == 'd')
+      uo.discard = true;
+    else if (o == 'f')
+      uo.force = true;
     else
       return cli_bad_option(cmd_umount.usage, argv, o, opts);
   }
+  if (uo.keep && uo.discard)
+    return report_usage(cmd_umount.usage, "umount: --keep and --discard exclude each other");
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
   cairn_store *st;
   int worst = cli_store(c, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
-    code = cli_umount_one(st, argv[i], quiet, keep);
+    code = umount_one(st, argv[i], &uo);
     if (code > worst) worst = code;
   }
   return worst;
@@ -528,7 +592,7 @@ const struct cli_command cmd_mount = {
         "--rw\twritable: changes go to a private upper layer in the store (cairnfs -o\n"
         "\twritable); the image's layers are never changed\n"
         "--resume\twith --rw: mount DIR again on the upper layer cairn umount --keep kept\n"
-        "\tfor it (or a crash left), on its image\n"
+        "\tfor it (or a crash left, whose dead mount is detached first), on its image\n"
         "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
         "--dev\thonour the image's device nodes (default: nodev)\n"
         "-o, --options OPTS\tmount options passed to cairnfs -o (see cairnfs --help): suid,\n"
@@ -543,13 +607,17 @@ const struct cli_command cmd_mount = {
 const struct cli_command cmd_umount = {
     .name = "umount",
     .run = umount_run,
-    .usage = "cairn umount [-q] [--keep] DIR...",
-    .summary = "Stop serving DIR (a live or stale mount) and wait for its daemon to exit.\n"
-               "Prints each directory it unmounted on stdout, as podman umount does; one not\n"
-               "mounted is said on stderr (exit 0). Exit 4 if another mount namespace (a\n"
-               "container) still holds it. A --rw mount's changes are dropped, saying how\n"
-               "many (Dropped: upper ID (N entries, SIZE)), unless --keep.",
+    .usage = "cairn umount [-q] [--keep | --discard] [-f] DIR...",
+    .summary = "Stop serving DIR (a live or stale mount) and wait until its daemon lets go of\n"
+               "its pins. Prints each directory it unmounted on stdout, as podman umount does;\n"
+               "one not mounted is said on stderr (exit 0). Exit 4 if another mount namespace\n"
+               "(a container) still holds it, unless --force. A --rw mount's changes, and\n"
+               "those a crash left at DIR, are dropped, saying how many (Dropped: upper ID\n"
+               "(N entries, SIZE)), unless --keep; a kept upper stays until --discard.",
     .options = "--keep\tkeep a --rw mount's upper layer for cairn mount --rw --resume DIR\n"
+               "--discard\talso drop the upper layer umount --keep kept for DIR\n"
+               "-f, --force\tend the FUSE connection for every namespace that still holds the\n"
+               "\tmount (the kernel's abort), saying whom it cut off: their reads fail\n"
                "-q, --quiet\tprint nothing on success\n",
 };
 

@@ -1,7 +1,9 @@
 /*
- * cmd-rm.c — `cairn rm [--wait[=SECONDS]] IMAGE...`: removes names or
+ * cmd-rm.c — `cairn rm [-f] [--wait[=SECONDS]] IMAGE...`: removes names or
  * images. A pinned image is exit 4 naming every holder, unless --wait,
  * which waits for the pins to go (for ever, or SECONDS) and tries again.
+ * An image under a kept or crashed --rw mount's upper layer is exit 4
+ * naming it, unless -f/--force (podman rm -f's spelling), which drops it.
  * Like every option with a value, --wait takes it as --wait=SECONDS or
  * --wait SECONDS: an argument after a bare --wait that reads as a number of
  * seconds is its value (`--wait -- 10` waits for ever for an image 10).
@@ -14,9 +16,11 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
-#define USAGE "cairn rm [-q] [--wait [SECONDS]] IMAGE..."
+#define USAGE "cairn rm [-q] [-f] [--wait [SECONDS]] IMAGE..."
 
 static int64_t monotonic_ms(void) {
   struct timespec t;
@@ -26,15 +30,16 @@ static int64_t monotonic_ms(void) {
 
 struct rm_opts {
   bool wait, quiet;
+  unsigned flags;  /* CAIRN_RM_FORCE */
   int64_t wait_ms; /* < 0 waits for ever */
 };
 
 /* Runs cairn_rm on ref, prints what changed unless quiet, and returns its
  * answer. */
-static int rm_try(cairn_store *st, const char *ref, bool quiet) {
+static int rm_try(cairn_store *st, const char *ref, const struct rm_opts *o) {
   cairn_report rep = {0};
-  int r = cairn_rm_report(st, ref, &rep);
-  for (size_t i = 0; !quiet && i < rep.n_lines; i++) printf("%s\n", rep.lines[i]);
+  int r = cairn_rm_report(st, ref, o->flags, &rep);
+  for (size_t i = 0; !o->quiet && i < rep.n_lines; i++) printf("%s\n", rep.lines[i]);
   cairn_report_free(&rep);
   return r;
 }
@@ -48,31 +53,38 @@ static int rm_one(cairn_store *st, const char *ref, const struct rm_opts *o) {
   int64_t start = monotonic_ms();
   bool said = false;
   for (;;) {
-    int r = rm_try(st, ref, o->quiet);
+    int r = rm_try(st, ref, o);
     if (r != -EBUSY || !o->wait) return rm_result(st, r, ref);
-    if (!said && !o->quiet) { /* who holds it, once */
-      fprintf(stderr, "%s: rm: %s: waiting: %s\n", report_prog, ref, report_why(st, r));
-      said = true;
-    }
+    _cleanup_free_ char *why = strdup(report_why(st, r));
     cairn_id id;
     if (cairn_image_resolve(st, ref, id) < 0) continue;
+    /* Refused with no pin to wait for (an upper layer left on it): no
+     * pin's going changes that. */
+    if (cairn_pin_wait_free(st, id, 0) == 0) return rm_result(st, rm_try(st, ref, o), ref);
+    if (!said && !o->quiet) { /* who holds it, once */
+      fprintf(stderr, "%s: rm: %s: waiting: %s\n", report_prog, ref, why ? why : "pinned");
+      said = true;
+    }
     int64_t left = o->wait_ms < 0 ? -1 : o->wait_ms - (monotonic_ms() - start);
     r = o->wait_ms >= 0 && left <= 0 ? -ETIMEDOUT : cairn_pin_wait_free(st, id, left);
     if (r == -ETIMEDOUT) /* the holders as they are now */
-      return rm_result(st, rm_try(st, ref, o->quiet), ref);
+      return rm_result(st, rm_try(st, ref, o), ref);
     if (r < 0) return rm_result(st, r, ref);
   }
 }
 
 static int rm_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {
-      {"wait", optional_argument, NULL, 'w'}, {"quiet", no_argument, NULL, 'q'}, {0}};
+  static const struct option opts[] = {{"wait", optional_argument, NULL, 'w'},
+                                       {"quiet", no_argument, NULL, 'q'},
+                                       {"force", no_argument, NULL, 'f'},
+                                       {0}};
   struct rm_opts ro = {.wait_ms = -1};
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
-    if (o == 'q') {
-      ro.quiet = true;
+  while ((o = getopt_long(argc, argv, ":qf", opts, NULL)) != -1) {
+    if (o == 'q' || o == 'f') {
+      if (o == 'q') ro.quiet = true;
+      if (o == 'f') ro.flags |= CAIRN_RM_FORCE;
       continue;
     }
     if (o != 'w') return cli_bad_option(USAGE, argv, o, opts);
@@ -100,8 +112,13 @@ const struct cli_command cmd_rm = {
                "A name of an image that has other names only loses that name; the image goes\n"
                "with its last name or its id. A pinned image is refused (exit 4) naming its\n"
                "holders. Says what changed on stdout, as podman rmi: \"Untagged: NAME\" for\n"
-               "each name removed, \"Deleted: ID\" for an image, then the layers it freed.",
-    .options = "-q, --quiet\tprint nothing on success (nor that --wait waits)\n"
+               "each name removed, \"Deleted: ID\" for an image, then the layers it freed.\n"
+               "An image under a --rw mount's upper layer that is kept (umount --keep) or\n"
+               "left by a crash is refused too (exit 4) naming the upper, unless --force.",
+    .options = "-f, --force\tdrop the uncommitted changes left on the image (kept or crashed\n"
+               "\t--rw mounts' upper layers) first, saying each (Dropped: upper ID of DIR\n"
+               "\t(N entries, SIZE)); a live mount or a pin still refuses\n"
+               "-q, --quiet\tprint nothing on success (nor that --wait waits)\n"
                "--wait [SECONDS]\twait for the pins to go (for ever, or SECONDS), then remove;\n"
                "\talso --wait=SECONDS (--wait -- 10: for ever, for an image named 10)\n",
 };

@@ -411,9 +411,29 @@ int cli_mount_row(const struct cairn_mount_rec *m, void *arg) {
   return ok ? 0 : -ENOMEM;
 }
 
+/* The row of the stale --rw mount record for u's directory and image, not
+ * yet given an upper: a crashed mount is listed once, with its upper. */
+static struct cli_cell *stale_record_row(struct cli_rows *rows, const struct cairn_upper_rec *u) {
+  if (rows->schema != &mount_schema) return NULL;
+  for (size_t i = 0; i < rows->n; i++) {
+    struct cli_cell *c = rows->cells + i * MOUNT_FIELDS;
+    if (c[MOUNT_RW].b && !c[MOUNT_UPPER].set && c[MOUNT_PID].i > 0 &&
+        strcmp(c[MOUNT_STATE].s, "stale") == 0 && strcmp(c[MOUNT_DIR].s, u->dir) == 0 &&
+        strcmp(c[MOUNT_IMAGE].s, u->image) == 0)
+      return c;
+  }
+  return NULL;
+}
+
 int cli_upper_row(const struct cairn_upper_rec *u, void *arg) {
   struct cli_rows *rows = arg;
-  struct cli_cell *c = cli_rows_add(rows, &mount_schema);
+  struct cli_cell *c = u->kept ? NULL : stale_record_row(rows, u);
+  if (c) {
+    c[MOUNT_UPPER_ENTRIES] = (struct cli_cell){.set = true, .i = (int64_t)u->entries};
+    c[MOUNT_UPPER_BYTES] = (struct cli_cell){.set = true, .i = (int64_t)u->bytes};
+    return cli_cell_set_str(rows, &c[MOUNT_UPPER], u->id) ? 0 : -ENOMEM;
+  }
+  c = cli_rows_add(rows, &mount_schema);
   if (!c) return -ENOMEM;
   c[MOUNT_PID] = (struct cli_cell){.set = true, .i = 0};
   c[MOUNT_STATE] = (struct cli_cell){.set = true, .s = u->kept ? "kept" : "stale"};

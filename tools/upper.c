@@ -1,7 +1,8 @@
 /*
  * upper.c — the front end's side of writable mounts' upper layers: finding
- * the upper of a mountpoint (umount, mount --resume), saying what umount
- * drops or keeps, listing the uppers no live mount serves (cairn mounts).
+ * the upper of a mountpoint (umount, mount --resume), dropping or keeping
+ * those a crash or umount --keep left (umount, --discard) and saying so,
+ * listing the uppers no live mount serves (cairn mounts).
  * The store logic is libcairn's (store/upper.c); this only asks and prints.
  */
 #include "upper.h"
@@ -9,6 +10,7 @@
 #include <errno.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct find {
@@ -46,6 +48,56 @@ void cli_upper_say(const struct cli_upper *u, bool kept, const char *dir) {
   else
     printf("Dropped: upper %.12s (%llu entries, %s)\n", u->id, (unsigned long long)u->entries,
            size);
+}
+
+/* The uppers left for a directory (no live mount serves them). */
+struct left {
+  const char *dir;
+  struct cli_upper *v;
+  size_t n, cap;
+  bool *kept;
+};
+
+static int left_one(const struct cairn_upper_rec *r, void *arg) {
+  struct left *l = arg;
+  if (r->live || strcmp(r->dir, l->dir) != 0) return 0;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 4;
+    struct cli_upper *v = realloc(l->v, cap * sizeof(*v));
+    bool *kept = v ? realloc(l->kept, cap * sizeof(*kept)) : NULL;
+    if (v) l->v = v;
+    if (!kept) return -ENOMEM;
+    l->kept = kept;
+    l->cap = cap;
+  }
+  struct cli_upper *u = &l->v[l->n];
+  *u = (struct cli_upper){.entries = r->entries, .bytes = r->bytes, .found = true};
+  snprintf(u->id, sizeof(u->id), "%s", r->id);
+  snprintf(u->image, sizeof(u->image), "%s", r->image);
+  l->kept[l->n++] = r->kept;
+  return 0;
+}
+
+int cli_uppers_left(cairn_store *st, const char *dir, enum cli_left_action act, bool quiet,
+                    int *untouched) {
+  struct left l = {.dir = dir};
+  *untouched = 0;
+  int r = cairn_uppers_foreach(st, left_one, &l);
+  int done = 0;
+  for (size_t i = 0; r == 0 && i < l.n; i++) {
+    if (l.kept[i] && act == CLI_LEFT_DROP) { /* kept by umount --keep: only --discard drops it */
+      (*untouched)++;
+      continue;
+    }
+    if (act == CLI_LEFT_KEEP && l.kept[i]) continue;
+    r = act == CLI_LEFT_KEEP ? cairn_upper_keep(st, l.v[i].id) : cairn_upper_drop(st, l.v[i].id);
+    if (r < 0) break;
+    if (!quiet) cli_upper_say(&l.v[i], act == CLI_LEFT_KEEP, dir);
+    done++;
+  }
+  free(l.v);
+  free(l.kept);
+  return r < 0 ? r : done;
 }
 
 static int upper_row(const struct cairn_upper_rec *r, void *rows) {

@@ -6,7 +6,9 @@
 # kept), and the Nth step failing with EIO or ENOSPC (fail, every third
 # point). After each: the store opens, `cairn fsck` exits 0, every image
 # committed before exports the same bytes, the operation's result is all
-# there or not at all, and no pin is live. One more cut per operation
+# there or not at all, no pin is live, and the upper layers of --rw mounts
+# (kept, or left by a crash) gc's store holds are intact: gc never takes a
+# user's uncommitted changes. One more cut per operation
 # comes after the command returned, with another connection keeping the
 # database open (as a mount does): what it reported done must survive.
 #
@@ -72,6 +74,24 @@ make_template gc cairn import unused:1 "$T/l6.tar" >/dev/null
 sqlite3 "$T/fast/tpl/gc/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id IN
   (SELECT image_id FROM names WHERE name LIKE 'unused:1%')"
 rm -f "$T/fast/tpl/gc/refs" # a hand edit of images drops STORE/refs, as cairn's writers do
+# gc's store also holds a user's uncommitted changes: the upper layer of a
+# --rw mount kept by umount --keep, and one a kill -9 of its daemon left.
+# gc must never take either, at any crash point.
+mkdir -p "$T/rw-kept" "$T/rw-crashed"
+make_template gc cairn mount -q --rw base:1 "$T/rw-kept"
+echo kept >"$T/rw-kept/kept.txt"
+make_template gc cairn umount -q --keep "$T/rw-kept"
+make_template gc cairn mount -q --rw base:1 "$T/rw-crashed"
+echo crashed >"$T/rw-crashed/crashed.txt"
+sync "$T/rw-crashed/crashed.txt"
+sup=$(CAIRN_STORE=$T/fast/tpl/gc cairn mounts --json | jq -r '.[] | select(.pid > 0) | .pid')
+kill -9 "$sup" $(cat "/proc/$sup/task/$sup/children" 2>/dev/null || true)
+wait_for 50 sh -c "! grep -qs cairnfs /proc/$sup/comm"
+umount -l "$T/rw-crashed"
+uppers_intact() { # the two uppers of gc's template, with their files
+  [ "$(cat "$STORE"/uppers/*/root/kept.txt 2>/dev/null)" = kept ] &&
+    [ "$(cat "$STORE"/uppers/*/root/crashed.txt 2>/dev/null)" = crashed ]
+}
 make_template repair cairn import c:1 "$T/l7.tar" >/dev/null
 blob=$(sqlite3 "$T/fast/tpl/repair/meta.db" "SELECT blob FROM entries e JOIN image_layers il ON il.layer_id = e.layer_id
   JOIN names n ON n.image_id = il.image_id WHERE n.name LIKE 'c:1%' AND e.path LIKE '%.bin'")
@@ -146,6 +166,7 @@ check_point() {
     n=$(layer_count)
     [ "$n" = "${LAYERS_BEFORE[gc]}" ] || [ "$n" = "${LAYERS_DONE[gc]}" ] || problems+=" $n layers;"
     [ -n "$done" ] && [ "$n" != "${LAYERS_DONE[gc]}" ] && problems+=" gc reported done but its layer is back;"
+    uppers_intact || problems+=" a --rw mount's uncommitted changes are gone;"
   fi
   [ "$(cairn-pin ls --json | jq 'map(select(.stale | not)) | length')" = 0 ] || problems+=" a pin is live;"
   [ -z "$problems" ] && return 0

@@ -4,7 +4,8 @@
 # mounts` lists it (kept, with its size), gc leaves it, and `cairn mount
 # --rw --resume DIR` serves it again with the same inode numbers; after
 # kill -9 of the daemon, what was fsynced is in the upper, `cairn mounts`
-# shows it stale, and `cairn gc` reclaims it, but never a live mount's.
+# shows it stale, once, `cairn gc` never takes it, --resume serves it
+# again and `cairn umount` drops it, saying so.
 source "$(dirname "$0")/mountlib.sh"
 
 $FSTREE make-layers "$TMP/layers"
@@ -44,20 +45,38 @@ cairn gc >/dev/null
 [ "$(uppers)" = 1 ] && [ "$(cat "$m/new")" = kept ] || fail "gc touched a live mount's upper"
 pass "umount --keep, mounts lists it, gc keeps it, mount --rw --resume serves it (same inodes)"
 
-# kill -9: fsynced data survives in the upper, which gc reclaims once stale.
+# kill -9 of the supervisor and its server: fsynced data survives in the
+# upper; gc never takes it; mounts lists the crashed mount once; --resume
+# serves it again over the dead mount; umount drops it, saying so.
 python3 -c "
 import os, sys
 fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644)
 os.write(fd, b'synced\n'); os.fsync(fd); os.close(fd)" "$m/synced"
+echo important >"$m/important.txt"
+sync "$m/important.txt"
 pid=$(mount_pid "$m")
-kill -9 "$pid"
+kill -9 "$pid" $(cat "/proc/$pid/task/$pid/children" 2>/dev/null || true)
 wait_for 50 pid_gone "$pid" || fail "daemon did not die"
 up=$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -type d)
 [ "$(cat "$up/root/synced")" = synced ] || fail "fsynced data lost by kill -9"
-cairn umount "$m" >/dev/null 2>&1 || true
-[ "$(cairn mounts --json | jq -r '[.[] | select(.upper != null)][0].state')" = stale ] ||
-  fail "mounts does not show the crashed upper: $(cairn mounts --json)"
 cairn gc >"$TMP/out"
-grep -q "removed upper" "$TMP/out" || fail "gc said: $(cat "$TMP/out")"
-[ "$(uppers)" = 0 ] || fail "gc left the stale upper"
-pass "kill -9 keeps fsynced data; mounts shows the stale upper; gc reclaims it"
+! grep -q "upper" "$TMP/out" || fail "gc said: $(cat "$TMP/out")"
+[ "$(uppers)" = 1 ] && [ "$(cat "$up/root/important.txt")" = important ] ||
+  fail "gc removed a crashed mount's changes"
+cairn mounts --json >"$TMP/mounts"
+[ "$(jq length "$TMP/mounts")" = 1 ] || fail "a crashed mount is not listed once: $(cat "$TMP/mounts")"
+[ "$(jq -r '.[0].state' "$TMP/mounts")" = stale ] && [ "$(jq -r '.[0].upper' "$TMP/mounts")" = "$(basename "$up")" ] ||
+  fail "mounts does not show the crashed upper: $(cat "$TMP/mounts")"
+cairn mount --rw --resume "$m" >/dev/null
+[ "$(cat "$m/important.txt")" = important ] || fail "--resume did not bring the changes back"
+pass "kill -9 keeps the changes: gc leaves them, mounts lists the mount once (stale), --resume serves them"
+
+pid=$(mount_pid "$m")
+kill -9 "$pid" $(cat "/proc/$pid/task/$pid/children" 2>/dev/null || true)
+wait_for 50 pid_gone "$pid" || fail "daemon did not die"
+cairn gc >/dev/null
+cairn umount "$m" >"$TMP/out"
+grep -q "^Dropped: upper [0-9a-f]\{12\} ([0-9]* entries, [0-9.]* [KMG]*i*B)$" "$TMP/out" || fail "umount of the crashed mount said: $(cat "$TMP/out")"
+[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] && not_mounted "$m" ||
+  fail "umount left the crashed mount: $(cairn mounts --json)"
+pass "umount of a crashed --rw mount drops its changes and says so"

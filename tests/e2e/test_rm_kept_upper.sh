@@ -1,0 +1,62 @@
+#!/bin/bash
+# test_rm_kept_upper.sh — an image under a --rw mount's upper layer that
+# is kept (umount --keep) or left by a crash is in use: `cairn rm` refuses
+# (exit 4) naming the upper, `--wait` does not wait for a pin that is not
+# there, a plain umount of the directory leaves a kept upper alone, and the
+# upper goes only by a command that names it and says so: `umount
+# --discard DIR`, or `rm -f` / `rm --force` of its image ("Dropped: ...").
+# Fails without it: rm succeeds and leaves the upper orphaned.
+source "$(dirname "$0")/mountlib.sh"
+
+$FSTREE make-layers "$TMP/layers"
+cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
+m=$TMP/mnt
+mkdir "$m"
+uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 | wc -l; }
+
+cairn mount -q --rw app:1 "$m"
+echo important >"$m/important.txt"
+cairn umount -q --keep "$m"
+up=$(cairn mounts --json | jq -r '.[0].upper')
+assert_status 4 cairn rm app:1
+grep -q "upper ${up:0:12} of $m (kept, 1 entries, 10 B)" "$TMP/err" || fail "rm said: $(cat "$TMP/err")"
+assert_status 4 timeout 10 "$CAIRN_BIN/cairn" --store "$STORE" rm --wait app:1
+cairn images -q | grep -q . || fail "the image is gone"
+pass "rm of an image under a kept upper exits 4 naming it (--wait too, at once)"
+
+assert_status 0 cairn umount "$m"
+grep -q "kept upper layer stays" "$TMP/err" || fail "umount said: $(cat "$TMP/err")"
+[ "$(uppers)" = 1 ] || fail "a plain umount dropped the kept upper"
+assert_status 0 cairn umount --discard "$m"
+grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$TMP/out" || fail "--discard said: $(cat "$TMP/out")"
+[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "--discard left the upper"
+assert_status 2 cairn umount --keep --discard "$m"
+assert_status 0 cairn rm app:1
+pass "umount keeps a kept upper, --discard drops it and says so, then rm works"
+
+cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
+cairn mount -q --rw app:1 "$m"
+echo important >"$m/important.txt"
+cairn umount -q --keep "$m"
+assert_status 0 cairn rm -f app:1
+grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$TMP/out" &&
+  grep -q "^Deleted: " "$TMP/out" || fail "rm -f said: $(cat "$TMP/out")"
+[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "rm -f left the upper"
+pass "rm -f drops the kept upper, says so, and removes the image"
+
+# A crash leaves the upper: rm refuses as well, --force drops it.
+cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
+cairn mount -q --rw app:1 "$m"
+echo important >"$m/important.txt"
+sync "$m/important.txt"
+pid=$(mount_pid "$m")
+kill -9 "$pid" $(cat "/proc/$pid/task/$pid/children" 2>/dev/null || true)
+wait_for 50 pid_gone "$pid" || fail "daemon did not die"
+assert_status 4 cairn rm app:1
+grep -q "(stale, 1 entries, 10 B)" "$TMP/err" || fail "rm said: $(cat "$TMP/err")"
+assert_status 0 cairn rm --force app:1
+grep -q "^Dropped: upper" "$TMP/out" || fail "rm --force said: $(cat "$TMP/out")"
+cairn umount -q "$m"
+[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "left: $(cairn mounts --json)"
+pass "rm of an image under a crashed mount's upper exits 4; --force drops it"
+echo "all passed"
