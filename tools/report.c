@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *report_prog = "cairn";
+
 static report_sink_fn report_sink;
 
 void report_sink_set(report_sink_fn sink) { report_sink = sink; }

@@ -6,11 +6,17 @@
 # layer's header or calls a higher layer's function; a front end (fs/,
 # tools/) that includes a private header or calls an internal function; a
 # file of store/ in no layer; a global symbol of libcairn without its
-# prefix. A copy with only an allowed include (a unit test including
+# prefix; two files that call each other, in one layer (store/) or in a
+# front end (fs/), each named with the symbols that make the cycle. A copy
+# with only an allowed include (a unit test including
 # pull/pull.h) still passes.
 source "$(dirname "$0")/lib.sh"
 
-check_layers() { bash "$CAIRN_SRC/tools/check-layers.sh" "$@" >"$T/out" 2>&1; }
+# The copies differ in a file or two: each object compiled once (the cache
+# is keyed by the source's, the headers' and the flags' contents).
+check_layers() {
+  CHECK_LAYERS_CACHE=$T/objects bash "$CAIRN_SRC/tools/check-layers.sh" "$@" >"$T/out" 2>&1
+}
 
 release_build_only "the check reads the sources; the build type does not change it"
 
@@ -45,7 +51,7 @@ printf 'int cn_db_exec(void *st, const char *sql);\nint x(void) { return cn_db_e
   >>"$T/src/store/pull/pull_blob.c"
 expect_exit 1 "store/pull calling cn_db_exec (internal) fails" check_layers "$T/src"
 check "the failure names the call" \
-  grep -q 'store/pull/pull_blob.c calls cn_db_exec (store/store.c): layer pull uses only cairn.h' "$T/out"
+  grep -q 'store/pull/pull_blob.c calls cn_db_exec (store/db.c): layer pull uses only cairn.h' "$T/out"
 
 fresh_copy
 printf 'int x(cairn_store *st) { return cairn_gc(st, true, 0); }\n' >>"$T/src/store/blob.c"
@@ -75,6 +81,25 @@ fresh_copy
 printf '#include "internal.h"\n' >"$T/src/store/stray.c"
 expect_exit 1 "a store file in no layer fails" check_layers "$T/src"
 check "the failure names it" grep -q 'store/stray.c is in no layer' "$T/out"
+
+# A cycle inside the bottom layer, which the rows alone allow: proc.c and
+# backoff.c, in one row, each calling the other.
+fresh_copy
+printf 'int cn_planted_a(void) { return (int)cairn_backoff_ms(0, 1, 1, 0); }\n' >>"$T/src/store/proc.c"
+printf '#include "internal.h"\nint cn_planted_b(void) { return (int)cn_proc_start_time(1); }\n' \
+  >>"$T/src/store/backoff.c"
+expect_exit 1 "store/proc.c and store/backoff.c calling each other fails" check_layers "$T/src"
+check "the failure names both files and the symbols" grep -q \
+  "a call cycle: store/backoff.c calls store/proc.c's cn_proc_start_time; store/proc.c calls store/backoff.c's cairn_backoff_ms" \
+  "$T/out"
+
+# In a front end: fs/daemon.c, which supervisor.c calls, calling it back.
+fresh_copy
+printf 'int planted(void) { return cairnfs_supervise(0); }\n' \
+  >>"$T/src/fs/daemon.c"
+expect_exit 1 "fs/daemon.c calling fs/supervisor.c, which calls it, fails" check_layers "$T/src"
+check "the failure names the cycle" \
+  grep -q "fs/daemon.c calls fs/supervisor.c's cairnfs_supervise; .*fs/supervisor.c calls fs/daemon.c's" "$T/out"
 
 fresh_copy
 printf '#include "pull/pull.h"\n' >>"$T/src/tests/unit/test_store.c"
