@@ -10,7 +10,8 @@
 # and call only its own functions and those cairn.h declares. A row's
 # headers are private to store/: fs/ and tools/ include only cairn.h and
 # call only what it declares (the unit tests and fuzz targets may include
-# and call anything). Every global symbol libcairn defines is either
+# and call anything). What both front ends use is in common/ (a front end
+# too): fs/ includes nothing of tools/, nor tools/ of fs/. Every global symbol libcairn defines is either
 # public (cairn_, declared in cairn.h) or internal (cn_).
 #
 # Includes are read from the sources (resolved as the compiler does: beside
@@ -37,7 +38,7 @@ LAYERS=(
   "pull   | store/pull/*.c               | store/pull/pull.h store/pull/registry.h | public"
 )
 # Front ends: only cairn.h, only what it declares.
-FRONTS="fs/*.c fs/*.h tools/*.c tools/*.h"
+FRONTS="common/*.c common/*.h fs/*.c fs/*.h tools/*.c tools/*.h"
 # Files that may include any private header.
 EXEMPT="tests/unit/* tests/fuzz/*"
 PUBLIC_HEADER=include/cairn.h
@@ -98,7 +99,7 @@ ALL_PRIVATE="${L_HEADERS[*]}"
 # resolve FILE NAME: the repo path #include "NAME" in FILE reads, or nothing.
 resolve() {
   local c
-  for c in "${1%/*}/$2" "include/$2" "store/$2" "store/pull/$2"; do
+  for c in "${1%/*}/$2" "include/$2" "common/$2" "store/$2" "store/pull/$2"; do
     if [ -f "$c" ]; then
       case $c in
       *..*) realpath -m --relative-to=. "$c" ;; # a path to normalize
@@ -115,7 +116,7 @@ includes() { # includes FILE: the repo paths of its quoted includes that exist
 }
 
 # ---- includes ------------------------------------------------------------
-for f in $(find store fs tools tests -name '*.[ch]' 2>/dev/null | sort); do
+for f in $(find store common fs tools tests -name '*.[ch]' 2>/dev/null | sort); do
   row_of "$f"
   row=$ROW
   if [ -n "$row" ]; then
@@ -129,17 +130,19 @@ for f in $(find store fs tools tests -name '*.[ch]' 2>/dev/null | sort); do
       esac
     elif in_list "$h" "$ALL_PRIVATE" && ! matches "$f" "$EXEMPT"; then
       violation "$f includes $h: a private header of libcairn"
+    elif [[ $f == fs/* && $h == tools/* ]] || [[ $f == tools/* && $h == fs/* ]]; then
+      violation "$f includes $h: the front ends share only common/"
     fi
   done
 done
 
 # ---- calls ---------------------------------------------------------------
-# Every source of store/, fs/ and tools/ compiled to an object (no link).
+# Every source of store/, common/, fs/ and tools/ compiled to an object (no link).
 OBJ=$(mktemp -d)
 trap 'rm -rf "$OBJ"' EXIT
-CFLAGS="-c -O0 -w -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Istore -Istore/pull -Itools -Ifs"
+CFLAGS="-c -O0 -w -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Istore -Istore/pull -Icommon"
 CFLAGS="$CFLAGS $(pkg-config --cflags sqlite3 libxxhash libarchive libcrypto jansson libcurl fuse3)"
-SOURCES=$(find store fs tools -name '*.c' | sort)
+SOURCES=$(find store common fs tools -name '*.c' | sort)
 # With CHECK_LAYERS_CACHE=DIR (test_layers.sh checks many copies of one
 # tree), an object is kept there under the hash of its source, and of every
 # header and the flags, and taken from there when they are the same again.
@@ -148,7 +151,7 @@ KEYS=()
 if [ -n "$CACHE" ]; then
   mkdir -p "$CACHE"
   # shellcheck disable=SC2046 # the headers' paths are words
-  HEADERS_KEY=$({ echo "$CFLAGS" && sha1sum $(find include store fs tools -name '*.h' | sort); } |
+  HEADERS_KEY=$({ echo "$CFLAGS" && sha1sum $(find include store common fs tools -name '*.h' | sort); } |
     sha1sum)
   # shellcheck disable=SC2086 # SOURCES is a list of words
   while read -r sum _; do KEYS+=("$CACHE/${HEADERS_KEY%% *}-$sum.o"); done < <(sha1sum $SOURCES)

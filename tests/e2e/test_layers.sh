@@ -4,7 +4,8 @@
 # with a violation planted: a file of store/pull/ that includes internal.h
 # or calls an internal function; a lower layer that includes a higher
 # layer's header or calls a higher layer's function; a front end (fs/,
-# tools/) that includes a private header or calls an internal function; a
+# tools/) that includes a private header or calls an internal function, or
+# includes the other front end's header (they share common/ only); a
 # file of store/ in no layer; a global symbol of libcairn without its
 # prefix; two files that call each other, in one layer (store/) or in a
 # front end (fs/), each named with the symbols that make the cycle. A copy
@@ -25,7 +26,7 @@ check "passes on the real tree" check_layers "$CAIRN_SRC"
 # fresh_copy: the tracked source files (not the build folders) into $T/src.
 fresh_copy() {
   rm -rf "$T/src" && mkdir "$T/src"
-  (cd "$CAIRN_SRC" && tar -cf - include store fs tools tests/unit tests/fuzz/*.c) | tar -C "$T/src" -xf -
+  (cd "$CAIRN_SRC" && tar -cf - include store common fs tools tests/unit tests/fuzz/*.c) | tar -C "$T/src" -xf -
 }
 
 fresh_copy
@@ -41,6 +42,12 @@ fresh_copy
 printf '#include "pull/registry.h"\n' >>"$T/src/fs/main.c"
 expect_exit 1 "fs/main.c including store/pull/registry.h fails" check_layers "$T/src"
 check "the failure names fs/main.c" grep -q 'fs/main.c includes store/pull/registry.h' "$T/out"
+
+fresh_copy
+printf '#include "../tools/cli.h"\n' >>"$T/src/fs/main.c"
+expect_exit 1 "fs/main.c including tools/cli.h fails" check_layers "$T/src"
+check "the failure names it" \
+  grep -q 'fs/main.c includes tools/cli.h: the front ends share only common/' "$T/out"
 
 fresh_copy
 printf '#include "pull/pull.h"\n' >>"$T/src/tools/cmd-pull.c"
