@@ -10,7 +10,8 @@
 # prefix; two files that call each other, in one layer (store/) or in a
 # front end (fs/), each named with the symbols that make the cycle. A copy
 # with only an allowed include (a unit test including
-# pull/pull.h) still passes.
+# pull/pull.h) still passes. Then tools/check-cmake.sh: it fails on an
+# unsorted list of CMakeLists.txt and on a source no list names.
 source "$(dirname "$0")/lib.sh"
 
 # The copies differ in a file or two: each object compiled once (the cache
@@ -111,5 +112,20 @@ check "the failure names the cycle" \
 fresh_copy
 printf '#include "pull/pull.h"\n' >>"$T/src/tests/unit/test_store.c"
 check "a unit test including pull/pull.h passes" check_layers "$T/src"
+
+# tools/check-cmake.sh, test.sh's other check of the tree: every source and
+# test named in CMakeLists.txt, in sorted lists.
+check_cmake() { bash "$CAIRN_SRC/tools/check-cmake.sh" "$@" >"$T/out" 2>&1; }
+check "check-cmake passes on the real tree" check_cmake "$CAIRN_SRC"
+fresh_copy
+cp "$CAIRN_SRC/CMakeLists.txt" "$T/src/"
+mkdir -p "$T/src/tests/e2e" && cp "$CAIRN_SRC"/tests/e2e/test_*.sh "$T/src/tests/e2e/"
+check "check-cmake passes on the copy" check_cmake "$T/src"
+sed -i 's|^  fs/ops.c$|  fs/zz.c|; s|^  fs/als.c$|  fs/ops.c|; s|^  fs/zz.c$|  fs/als.c|' "$T/src/CMakeLists.txt"
+expect_exit 1 "an unsorted CAIRNFS_SOURCES fails" check_cmake "$T/src"
+check "the failure names the list" grep -q 'CAIRNFS_SOURCES is not sorted: ' "$T/out"
+touch "$T/src/store/stray.c"
+expect_exit 1 "a source named in no list fails" check_cmake "$T/src"
+check "the failure names it" grep -q 'store/stray.c: not listed in CMakeLists.txt' "$T/out"
 
 finish
