@@ -1,6 +1,7 @@
 /*
  * cairnfs.h — what cairnfs's parts share: the options (main.c parses
- * them), the supervisor (supervisor.c: holds the mount, its /dev/fuse fd
+ * them, options.c makes the session's), the daemon's verdict and fds
+ * (daemon.c), the supervisor (supervisor.c: holds the mount, its /dev/fuse fd
  * and its pins, restarts the server), the server (conn.c: serves the
  * session it inherits) and the FUSE operations (ops.c): the state one
  * mount serves from.
@@ -63,9 +64,10 @@ struct cairnfs_rw_held {
 int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
                      const struct cairnfs_rw_held *held);
 void cairnfs_rw_free(struct cairnfs *fs);
-/* conn.c: whether the request this thread handles is one the kernel
- * resent after a restart (the dead server read it, and may have applied
- * it): upper.c answers such a replay with what the first run did. */
+/* Whether the request this thread handles is one the kernel resent after
+ * a restart (the dead server read it, and may have applied it): conn.c
+ * sets it for each request it reads, upper.c answers such a replay with
+ * what the first run did (defined in ops.c, below both). */
 extern __thread bool cairnfs_resent;
 
 /* als.c: `cairnfs --als ...` (argv[0] is "--als"), podman's Additional
@@ -85,17 +87,26 @@ struct cairnfs_options {
   char *fuse_opts;     /* options passed on to libfuse, comma-separated */
 };
 
-/* The mount options the session is created with (main.c; caller frees). */
+/* options.c: appends opt (len bytes) to the comma-separated list *opts
+ * (malloc'd, NULL for none); -ENOMEM. The mount options the session is
+ * created with, every mount's before the user's (caller frees). */
+int cairnfs_opts_append(char **opts, const char *opt, size_t len);
 char *cairnfs_fuse_opts(const struct cairnfs_options *o);
 
+/* daemon.c: forks the daemon. The parent waits for its verdict: false and
+ * *code, the exit code (0 once the mount answers, else the failure's, its
+ * message printed); also false and *code if the fork fails. The child
+ * (true) has left the caller's session, and its failures go to the
+ * waiting parent until cairnfs_report_ready. */
+bool cairnfs_daemonize(int *code);
 /* Tells the process waiting for the verdict that the mount answers, and
- * detaches from the caller's terminal (main.c). */
+ * detaches from the caller's terminal (daemon.c). */
 void cairnfs_report_ready(void);
 /* Points stdin, stdout and stderr at /dev/null (a daemon once serving). */
 void cairnfs_stdio_null(void);
 /* In a child forked to run a server without exec: closes the fds an exec
  * would (FD_CLOEXEC) and forgets the verdict, which is the supervisor's
- * to give (main.c). */
+ * to give (daemon.c). */
 void cairnfs_as_exec(void);
 
 /* Runs the supervisor of one mount (supervisor.c): mounts, serves through

@@ -59,8 +59,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-__thread bool cairnfs_resent;
-
 /* One session per process: the custom I/O's state. */
 static struct {
   int fuse_fd, status_fd;

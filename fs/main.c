@@ -7,11 +7,11 @@
  * Also runs as `mount -t fuse.cairnfs IMAGE DIR` (mount.fuse3 calls
  * `cairnfs IMAGE DIR -o OPTS`; the store may come as -o store=DIR).
  *
- * This file parses the command line and gives the verdict: it forks
- * (unless -f: the parent only waits for the verdict, so it exits 0 once
- * the mount answers, or prints the error and exits with its code); the
- * child is the mount's supervisor (supervisor.c), which holds the mount,
- * its /dev/fuse connection and its pins for the mount's whole life and
+ * This file parses the command line and forks (daemon.c; unless -f):
+ * the parent only waits for the verdict, so it exits 0 once the mount
+ * answers, or prints the error and exits with its code; the child is the
+ * mount's supervisor (supervisor.c), which holds the mount, its /dev/fuse
+ * connection and its pins for the mount's whole life and
  * runs the server (conn.c, `cairnfs --serve`, an internal mode) as its
  * child, restarting it if it dies: a crash or an upgrade of the server is
  * invisible to readers.
@@ -34,20 +34,10 @@
 #include "report.h"
 #include "version.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-/* Where the verdict goes: the waiting parent's pipe, or stderr with -f. */
-static int verdict_fd = -1;
-
-const char *report_prog = "cairnfs";
 
 #define USAGE                                                                                      \
   "cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR\n"                                  \
@@ -70,92 +60,6 @@ const char *report_prog = "cairnfs";
   "  -o upper=ID   writable, on the kept upper layer ID (cairn mount --resume)\n"                  \
   "The mount is read-only unless -o writable; -o rw and -o ro are accepted\n"                      \
   "and ignored (mount(8) passes rw to every helper)."
-
-void cairnfs_stdio_null(void) {
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null >= 0) {
-    dup2(null, 0);
-    dup2(null, 1);
-    dup2(null, 2);
-    close(null);
-  }
-}
-
-void cairnfs_as_exec(void) {
-  DIR *d = opendir("/proc/self/fd");
-  struct dirent *e;
-  while (d && (e = readdir(d))) {
-    int fd = atoi(e->d_name);
-    if (e->d_name[0] == '.' || fd == dirfd(d)) continue;
-    int fl = fcntl(fd, F_GETFD);
-    if (fl >= 0 && (fl & FD_CLOEXEC)) close(fd);
-  }
-  if (d) closedir(d);
-  verdict_fd = -1; /* closed above: the pipe is O_CLOEXEC */
-  report_sink_set(NULL);
-}
-
-/* The sink of the daemon's failure (report.h): the parent waiting for the
- * verdict gets its exit code (one byte) and its message, then EOF. Once the
- * verdict is given (or the parent is gone) failures go to stderr. */
-static int verdict_send(int code, const char *msg) {
-  if (verdict_fd < 0) return -1;
-  unsigned char c = (unsigned char)code;
-  size_t len = strlen(msg);
-  if (write(verdict_fd, &c, 1) != 1 || write(verdict_fd, msg, len) != (ssize_t)len) return -1;
-  close(verdict_fd);
-  verdict_fd = -1;
-  return 0;
-}
-
-void cairnfs_report_ready(void) {
-  if (verdict_fd < 0) return;
-  unsigned char c = CAIRN_EXIT_OK;
-  if (write(verdict_fd, &c, 1) < 0) {
-    /* The parent is gone; nobody is waiting for the verdict. */
-  }
-  close(verdict_fd);
-  verdict_fd = -1;
-  cairnfs_stdio_null();
-  if (chdir("/") < 0) {
-    /* Not fatal: only keeps the daemon off the caller's cwd. */
-  }
-}
-
-/* Parent side of daemonizing: waits for the daemon's verdict. */
-static int await_daemon(int fd, pid_t pid) {
-  unsigned char code = CAIRN_EXIT_FAILURE;
-  char msg[2048];
-  ssize_t n = read(fd, &code, 1);
-  size_t len = 0;
-  while (n == 1 && len < sizeof(msg) - 1) {
-    ssize_t m = read(fd, msg + len, sizeof(msg) - 1 - len);
-    if (m <= 0) break;
-    len += (size_t)m;
-  }
-  msg[len] = '\0';
-  if (n == 1 && code == CAIRN_EXIT_OK) return CAIRN_EXIT_OK;
-  if (n == 1) {
-    report_notice(msg);
-    return code;
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return report_fail(-ESRCH, "the daemon died before mounting (%s %d)",
-                     WIFSIGNALED(status) ? "signal" : "status",
-                     WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-}
-
-static int append_opt(char **opts, const char *opt, size_t len) {
-  size_t old = *opts ? strlen(*opts) : 0;
-  char *p = realloc(*opts, old + len + 2);
-  if (!p) return -ENOMEM;
-  if (old) p[old++] = ',';
-  memcpy(p + old, opt, len);
-  p[old + len] = '\0';
-  *opts = p;
-  return 0;
-}
 
 /* Splits one -o argument: store=, ro, rw, [no]suid, [no]dev and
  * [no]passthrough are ours;
@@ -187,7 +91,7 @@ static int take_mount_opts(struct cairnfs_options *o, const char *arg) {
       o->store = strndup(arg + 6, len - 6);
       if (!o->store) return -ENOMEM;
     } else if (len && !rw_or_ro) {
-      if (append_opt(&o->fuse_opts, arg, len) < 0) return -ENOMEM;
+      if (cairnfs_opts_append(&o->fuse_opts, arg, len) < 0) return -ENOMEM;
     }
     arg += len;
     if (*arg == ',') arg++;
@@ -242,26 +146,6 @@ static int parse_args(int argc, char **argv, struct cairnfs_options *o) {
   return CAIRN_EXIT_OK;
 }
 
-/* The mount options every cairnfs mount gets, before the user's. Root's
- * mounts allow other users (runtimes need it), with the kernel checking
- * permissions as for any file system. */
-char *cairnfs_fuse_opts(const struct cairnfs_options *o) {
-  char *opts = NULL;
-  /* fsname is shown as the mount's source; commas would split it. */
-  char fixed[512];
-  snprintf(fixed, sizeof(fixed), "subtype=cairnfs,%s,default_permissions%s,%s,%s,fsname=%s",
-           o->writable ? "rw" : "ro", geteuid() == 0 ? ",allow_other" : "",
-           o->suid ? "suid" : "nosuid", o->dev ? "dev" : "nodev", o->image);
-  for (char *p = strstr(fixed, "fsname=") + 7; *p; p++)
-    if (*p == ',') *p = '_';
-  if (append_opt(&opts, fixed, strlen(fixed)) < 0 ||
-      (o->fuse_opts && append_opt(&opts, o->fuse_opts, strlen(o->fuse_opts)) < 0)) {
-    free(opts);
-    return NULL;
-  }
-  return opts;
-}
-
 /* What parse_args allocated, freed when main's options go out of scope. */
 static void options_free(struct cairnfs_options *o) {
   free(o->fuse_opts);
@@ -270,24 +154,12 @@ static void options_free(struct cairnfs_options *o) {
 }
 
 int main(int argc, char **argv) {
+  report_prog = "cairnfs";
   if (argc > 1 && strcmp(argv[1], CAIRNFS_SERVE_ARG) == 0) return cairnfs_server_main(argc, argv);
   if (argc > 1 && strcmp(argv[1], "--als") == 0) return cairnfs_als_main(argc - 1, argv + 1);
   __attribute__((cleanup(options_free))) struct cairnfs_options o = {.no_passthrough = true};
   int code = parse_args(argc, argv, &o);
   if (code != CAIRN_EXIT_OK) return code;
-  if (!o.foreground) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) < 0) return report_fail(-errno, "pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid < 0) return report_fail(-errno, "fork: %s", strerror(errno));
-    if (pid > 0) {
-      close(p[1]);
-      return await_daemon(p[0], pid);
-    }
-    close(p[0]);
-    verdict_fd = p[1];
-    report_sink_set(verdict_send);
-    setsid();
-  }
+  if (!o.foreground && !cairnfs_daemonize(&code)) return code; /* the parent's verdict */
   return cairnfs_supervise(&o);
 }

@@ -27,6 +27,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+/* Set by the session loop (conn.c) for each request, read by the writable
+ * mount's handlers (upper.c): here, below both (cairnfs.h). */
+__thread bool cairnfs_resent;
+
 /* The image never changes while it is mounted. */
 #define CACHE_TIMEOUT (365.0 * 24 * 3600)
 

@@ -2,8 +2,10 @@
  * internal.h — the bottom layer of libcairn, which every file of store/
  * (outside store/pull/) may use and nobody outside sees: the store handle,
  * error helpers, SQLite helpers, the store lock, process facts, small
- * helpers, cleanup attributes, the progress hook, cairn.conf (store.c,
- * util.c, proc.c, progress.c, config.c, backoff.c).
+ * helpers, cleanup attributes, the progress hook, cairn.conf (error.c,
+ * db.c, lock.c, staging.c, store.c, util.c, proc.c, progress.c, config.c,
+ * backoff.c; the files of this layer call one another only downward:
+ * store.c, which opens and closes the store, at the top).
  *
  * The layers above it, each with its own header, each using only the ones
  * below (tools/check-layers.sh checks it): blobs (blob.h), pins and mount
@@ -49,8 +51,8 @@ int cn_store_default_dir(cairn_store *st, char *buf, size_t len);
 void cn_progress(cairn_store *st, const char *step, uint64_t done, uint64_t total, bool bytes,
                  bool finished);
 
-/* Records a message for the person and returns err (a negative errno): the
- * library's files call the public cairn_fail by this name. */
+/* Failures (error.c). Records a message for the person and returns err (a
+ * negative errno): the library's files call the public cairn_fail by this name. */
 #define store_fail cairn_fail
 /* Forgets the WHY of an earlier call. Every public function that takes a
  * store and can fail calls it first, so that cairn_errmsg never gives an
@@ -64,6 +66,10 @@ int cn_store_fail_nospace(cairn_store *st);
 /* store_fail with SQLite's own message appended; returns -EIO. */
 int cn_store_fail_db(cairn_store *st, const char *what);
 
+/* The database (db.c). Opens st's meta.db (creating it, migrating its
+ * schema): cairn_store_open does, and cn_db once cairn_store_idle closed
+ * it. */
+int cn_db_open(cairn_store *st);
 /* st's database connection, opened again if cairn_store_idle closed it;
  * NULL (the WHY recorded) if that fails. */
 sqlite3 *cn_db(cairn_store *st);
@@ -81,7 +87,7 @@ int cn_db_commit(cairn_store *st);
 int cn_db_commit_durable(cairn_store *st);
 void cn_db_rollback(cairn_store *st);
 
-/* Opens (creating) STORE/name and takes flock op on it: the fd, or a
+/* Locks (lock.c). Opens (creating) STORE/name and takes flock op on it: the fd, or a
  * negative errno (-EWOULDBLOCK for a LOCK_NB that would wait), nothing
  * recorded. */
 int cn_lock_file(cairn_store *st, const char *name, int op);
@@ -105,7 +111,7 @@ char *cn_proc_command(pid_t pid);       /* comm, or "?"; caller frees */
 /* Looks an id up in table ("images" or "layers"): ref is a full id or a
  * prefix of at least CAIRN_ID_PREFIX_MIN hex digits, "sha256:" optional.
  * 1 and id if one row matches, 0 if none (or ref is no id), -EINVAL if the
- * prefix is ambiguous (store.c). */
+ * prefix is ambiguous (db.c). */
 int cn_id_lookup(cairn_store *st, const char *table, const char *ref, cairn_id id);
 
 /* Staging journals (staging.c): the blob files an import links before it

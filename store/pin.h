@@ -1,13 +1,19 @@
 /*
  * pin.h — pins and the mount records their annotations point to, the layer
- * above blobs (pin.c, mount.c).
+ * above blobs: taking and deleting pins (pin.c), who holds them, from
+ * /proc/locks (pin_locks.c), listing them (pin_list.c), mount records
+ * (mount.c). Each calls only the ones before it.
  */
 #ifndef CAIRN_PIN_H
 #define CAIRN_PIN_H
 
 #include "internal.h"
 
-/* Pins (pin.c). */
+#include <sys/stat.h>
+
+/* Pins (pin.c). The pin file of a target; the name of its kind's folder
+ * under STORE/pins/ ("image", "layer"). */
+const char *cn_pin_kind_dir(enum cairn_pin_kind kind);
 int cn_pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len);
 /* Takes a shared pin into ps without its annotation (cn_pin_annotate):
  * 1 if taken, 0 if ps held it already, or a negative errno. */
@@ -42,6 +48,23 @@ void cn_pins_prefetch_drop(cairn_store *st);
 /* True if any process holds a lock (in kl) on the target's pin file. */
 bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,
                     const char *id);
+/* The pieces of that, for the listing (pin_list.c). One held flock(2) lock
+ * from a line of /proc/locks or a "lock:" line of /proc/PID/fdinfo/FD;
+ * false for a waiter or a lock of another kind. */
+bool cn_lock_line_parse(const char *line, struct kernel_lock *out);
+/* Appends l to kl (*cap: its room); -ENOMEM. Sorts kl; a lock seen twice
+ * is kept once. */
+int cn_locks_add(struct kernel_locks *kl, size_t *cap, const struct kernel_lock *l);
+void cn_locks_sort(struct kernel_locks *kl);
+/* The locks on the inode s: a run of the sorted kl (*n of them). */
+const struct kernel_lock *cn_locks_on(const struct kernel_locks *kl, const struct stat *s,
+                                      size_t *n);
+/* Whether one of the n locks l is pid's; whether pid (<= 0: anyone) holds
+ * a lock on the inode s. */
+bool cn_locks_have_pid(const struct kernel_lock *l, size_t n, pid_t pid);
+bool cn_inode_locked_by(const struct kernel_locks *kl, const struct stat *s, pid_t pid);
+/* Stats the target's pin file; false if it has none. */
+bool cn_pin_stat(cairn_store *st, enum cairn_pin_kind kind, const char *id, struct stat *s);
 
 /* Mounts (mount.c): number of live or detached mount records of the
  * image; *desc gets "mount DIR (cairnfs pid N[, detached])" entries joined

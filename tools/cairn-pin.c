@@ -19,8 +19,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-const char *report_prog = "cairn-pin";
-
 #define USAGE                                                                                      \
   "cairn-pin [--store DIR] [ls] [--json] [IMAGE|LAYER]\n"                                          \
   "       cairn-pin [--store DIR] hold IMAGE... -- COMMAND...\n"                                   \
@@ -232,6 +230,7 @@ static int pin_help(struct cli *c, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  report_prog = "cairn-pin";
   struct cli c = {0};
   opterr = 0; /* a refused option gets one line, from cli_bad_option */
   if (cli_take_store_option(&c, &argc, argv) < 0)

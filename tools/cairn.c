@@ -21,8 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *report_prog = "cairn";
-
 #define USAGE "cairn [--store DIR] COMMAND [ARGS]"
 
 static int help_run(struct cli *c, int argc, char **argv);
@@ -106,6 +104,7 @@ static int full_exec(char **argv) {
 #endif
 
 int main(int argc, char **argv) {
+  report_prog = "cairn";
   struct cli c = {0};
   opterr = 0; /* a refused option gets one line, from cli_bad_option */
 #ifdef CAIRN_CLI_LIGHT

@@ -10,7 +10,8 @@
 # and call only its own functions and those cairn.h declares. A row's
 # headers are private to store/: fs/ and tools/ include only cairn.h and
 # call only what it declares (the unit tests and fuzz targets may include
-# and call anything). Every global symbol libcairn defines is either
+# and call anything). What both front ends use is in common/ (a front end
+# too): fs/ includes nothing of tools/, nor tools/ of fs/. Every global symbol libcairn defines is either
 # public (cairn_, declared in cairn.h) or internal (cn_).
 #
 # Includes are read from the sources (resolved as the compiler does: beside
@@ -22,13 +23,13 @@ cd "${1:-$(dirname "$0")/..}"
 
 # NAME | SOURCES (globs) | HEADERS (its own, private) | USES ("below" or "public")
 LAYERS=(
-  "store  | store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/internal.h | below"
+  "store  | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/internal.h | below"
   "blobs  | store/blob.c                 | store/blob.h                           | below"
-  "pins   | store/pin.c store/mount.c    | store/pin.h                            | below"
+  "pins   | store/pin.c store/pin_list.c store/pin_locks.c store/mount.c | store/pin.h                            | below"
   "upper  | store/upper.c                | -                                      | below"
   "tree   | store/tree.c store/index.c   | store/tree.h                           | below"
-  "layers | store/layer.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below"
-  "images | store/image.c store/list.c store/refs.c | store/image.h           | below"
+  "layers | store/layer.c store/layer_tar.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below"
+  "images | store/image.c store/list.c store/name.c store/refs.c | store/image.h | below"
   "merge  | store/merge.c store/export.c | -                                      | below"
   "als    | store/als.c                  | -                                      | below"
   "rm-gc  | store/rm.c store/gc.c        | -                                      | below"
@@ -37,7 +38,7 @@ LAYERS=(
   "pull   | store/pull/*.c               | store/pull/pull.h store/pull/registry.h | public"
 )
 # Front ends: only cairn.h, only what it declares.
-FRONTS="fs/*.c fs/*.h tools/*.c tools/*.h"
+FRONTS="common/*.c common/*.h fs/*.c fs/*.h tools/*.c tools/*.h"
 # Files that may include any private header.
 EXEMPT="tests/unit/* tests/fuzz/*"
 PUBLIC_HEADER=include/cairn.h
@@ -98,7 +99,7 @@ ALL_PRIVATE="${L_HEADERS[*]}"
 # resolve FILE NAME: the repo path #include "NAME" in FILE reads, or nothing.
 resolve() {
   local c
-  for c in "${1%/*}/$2" "include/$2" "store/$2" "store/pull/$2"; do
+  for c in "${1%/*}/$2" "include/$2" "common/$2" "store/$2" "store/pull/$2"; do
     if [ -f "$c" ]; then
       case $c in
       *..*) realpath -m --relative-to=. "$c" ;; # a path to normalize
@@ -115,7 +116,7 @@ includes() { # includes FILE: the repo paths of its quoted includes that exist
 }
 
 # ---- includes ------------------------------------------------------------
-for f in $(find store fs tools tests -name '*.[ch]' 2>/dev/null | sort); do
+for f in $(find store common fs tools tests -name '*.[ch]' 2>/dev/null | sort); do
   row_of "$f"
   row=$ROW
   if [ -n "$row" ]; then
@@ -129,20 +130,41 @@ for f in $(find store fs tools tests -name '*.[ch]' 2>/dev/null | sort); do
       esac
     elif in_list "$h" "$ALL_PRIVATE" && ! matches "$f" "$EXEMPT"; then
       violation "$f includes $h: a private header of libcairn"
+    elif [[ $f == fs/* && $h == tools/* ]] || [[ $f == tools/* && $h == fs/* ]]; then
+      violation "$f includes $h: the front ends share only common/"
     fi
   done
 done
 
 # ---- calls ---------------------------------------------------------------
-# Every source of store/, fs/ and tools/ compiled to an object (no link).
+# Every source of store/, common/, fs/ and tools/ compiled to an object (no link).
 OBJ=$(mktemp -d)
 trap 'rm -rf "$OBJ"' EXIT
-CFLAGS="-c -O0 -w -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Istore -Istore/pull -Itools -Ifs"
+CFLAGS="-c -O0 -w -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Istore -Istore/pull -Icommon"
 CFLAGS="$CFLAGS $(pkg-config --cflags sqlite3 libxxhash libarchive libcrypto jansson libcurl fuse3)"
-SOURCES=$(find store fs tools -name '*.c' | sort)
-# shellcheck disable=SC2086 # CFLAGS is a list of words
-printf '%s\n' $SOURCES | xargs -P "$(nproc)" -I{} sh -c \
-  'mkdir -p "$1/$(dirname "$2")" && cc '"$CFLAGS"' -o "$1/$2.o" "$2"' _ "$OBJ" {}
+SOURCES=$(find store common fs tools -name '*.c' | sort)
+# With CHECK_LAYERS_CACHE=DIR (test_layers.sh checks many copies of one
+# tree), an object is kept there under the hash of its source, and of every
+# header and the flags, and taken from there when they are the same again.
+CACHE=${CHECK_LAYERS_CACHE:-}
+KEYS=()
+if [ -n "$CACHE" ]; then
+  mkdir -p "$CACHE"
+  # shellcheck disable=SC2046 # the headers' paths are words
+  HEADERS_KEY=$({ echo "$CFLAGS" && sha1sum $(find include store common fs tools -name '*.h' | sort); } |
+    sha1sum)
+  # shellcheck disable=SC2086 # SOURCES is a list of words
+  while read -r sum _; do KEYS+=("$CACHE/${HEADERS_KEY%% *}-$sum.o"); done < <(sha1sum $SOURCES)
+fi
+i=0
+for f in $SOURCES; do
+  printf '%s\n%s\n' "$f" "${KEYS[i++]:--}"
+done | xargs -d '\n' -n 2 -P "$(nproc)" sh -c '
+  o="$1/$2.o"
+  mkdir -p "${o%/*}"
+  [ "$3" != - ] && cp "$3" "$o" 2>/dev/null && exit 0
+  cc '"$CFLAGS"' -o "$o" "$2" || exit 1
+  [ "$3" = - ] || { cp "$o" "$3.$$" && mv "$3.$$" "$3"; }' _ "$OBJ"
 
 # Which file defines each function or variable, and what cairn.h declares.
 # One nm for every object (nm -A: each line starts "OBJ/FILE.o:"): a
@@ -157,6 +179,7 @@ source_of() { # source_of "OBJ/FILE.o:...": sets SRC to FILE
   SRC=${SRC#"$OBJ/"}
 }
 STORE_DEFINED=$(nm -A --defined-only -g "${STORE_OBJS[@]}")
+UNDEFINED=$(nm -A -u "${OBJS[@]}")
 declare -A DEFINED_IN
 while read -r loc _ s; do
   source_of "$loc"
@@ -187,7 +210,7 @@ while read -r loc _ s; do
   elif [ -z "$drow" ] || [ "$drow" -gt "$row" ]; then
     violation "$f calls $s ($def): layer ${drow:+${L_NAME[$drow]} is above }$name"
   fi
-done < <(nm -A -u "${OBJS[@]}")
+done <<<"$UNDEFINED"
 # Every global symbol of libcairn is public (cairn_, declared in cairn.h)
 # or internal (cn_): no unprefixed name to clash with a program's own.
 while read -r loc _ s; do
@@ -198,6 +221,70 @@ while read -r loc _ s; do
   *) violation "$SRC defines $s: internal names of libcairn start with cn_" ;;
   esac
 done <<<"$STORE_DEFINED"
+# ---- cycles --------------------------------------------------------------
+# No two files call each other, directly or round a longer loop, in a layer
+# or in a front end: each file calls only files below it, so it can be read
+# (and changed) knowing only those. The graph: file A -> file B when A uses
+# a symbol B defines; a file of store/ uses only what store/ defines (the
+# SQLite functions fs/sqlite_lazy.c defines are not libcairn's), a front end
+# what its own folder, common/ or store/ defines. Each strongly connected
+# set of files (Tarjan's algorithm) is one cycle, reported with the symbols
+# that make it.
+CYCLES=$(
+  {
+    nm -A --defined-only -g "${OBJS[@]}" | while read -r loc _ s; do
+      source_of "$loc"
+      echo "D $SRC $s"
+    done
+    while read -r loc _ s; do
+      source_of "$loc"
+      echo "U $SRC $s"
+    done <<<"$UNDEFINED"
+  } | awk '
+    function top(f) { return substr(f, 1, index(f, "/") - 1) }
+    function visible(caller, def) {
+      return top(def) == "store" || top(def) == top(caller) ||
+        (top(def) == "common" && top(caller) != "store")
+    }
+    $1 == "D" { defs[$3] = defs[$3] " " $2; next }
+    {
+      n = split(defs[$3], ds, " ")
+      for (i = 1; i <= n; i++) {
+        d = ds[i]
+        if (d == $2 || !visible($2, d)) continue
+        k = $2 SUBSEP d
+        if (!(k in syms)) { syms[k] = $3; out[$2, ++nout[$2]] = d; node[$2]; node[d] }
+        else if (index(" " syms[k] " ", " " $3 " ") == 0) syms[k] = syms[k] " " $3
+      }
+    }
+    function strong(v,   i, w) {
+      num[v] = low[v] = ++count; stack[++sp] = v; on[v] = 1
+      for (i = 1; i <= nout[v]; i++) {
+        w = out[v, i]
+        if (!(w in num)) { strong(w); if (low[w] < low[v]) low[v] = low[w] }
+        else if (on[w] && num[w] < low[v]) low[v] = num[w]
+      }
+      if (low[v] == num[v]) {
+        ncomp++
+        do { w = stack[sp--]; on[w] = 0; comp[w] = ncomp; size[ncomp]++ } while (w != v)
+      }
+    }
+    END {
+      for (v in node) if (!(v in num)) strong(v)
+      for (k in syms) {
+        split(k, e, SUBSEP)
+        c = comp[e[1]]
+        if (c == comp[e[2]] && size[c] > 1) print c "\t" e[1] " calls " e[2] "\x27s " syms[k]
+      }
+    }' | sort | awk -F '\t' '
+    $1 != c { if (c != "") print line; c = $1; line = "a call cycle: " $2; next }
+    { line = line "; " $2 }
+    END { if (c != "") print line }'
+)
+while read -r line; do
+  [ -z "$line" ] || violation "$line"
+done <<<"$CYCLES"
+
 # Every file of store/ belongs to a row.
 for f in $(find store -name '*.[ch]' | sort); do
   row_of "$f"

@@ -23,10 +23,7 @@ bash tools/check-open.sh || status=1
 # CMakeLists.txt lists its files by hand: a test file it does not name would
 # never run, a source file it does not name would not be built.
 echo "== sources: every C source and test is named in CMakeLists.txt"
-for f in store/*.c store/pull/*.c fs/*.c tools/*.c tests/unit/test_*.c tests/e2e/test_*.sh \
-  tests/fuzz/fuzz_*.c; do
-  grep -qwF "$f" CMakeLists.txt || { echo "$f: not listed in CMakeLists.txt"; status=1; }
-done
+bash tools/check-cmake.sh || status=1
 
 # warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS [CMAKE_ARG...]: builds
 # with -Werror.

@@ -31,28 +31,6 @@
 
 #include "registry.h"
 
-size_t cn_auth_files(char paths[CN_AUTH_FILES_MAX][PATH_MAX]) {
-  const char *env = getenv("REGISTRY_AUTH_FILE"), *xdg_run = getenv("XDG_RUNTIME_DIR");
-  const char *xdg_cfg = getenv("XDG_CONFIG_HOME"), *docker = getenv("DOCKER_CONFIG");
-  const char *home = getenv("HOME");
-  size_t n = 0;
-  if (env && *env)
-    snprintf(paths[n++], PATH_MAX, "%s", env);
-  else if (xdg_run && *xdg_run)
-    snprintf(paths[n++], PATH_MAX, "%s/containers/auth.json", xdg_run);
-  else
-    snprintf(paths[n++], PATH_MAX, "/run/containers/%u/auth.json", (unsigned)getuid());
-  if (xdg_cfg && *xdg_cfg)
-    snprintf(paths[n++], PATH_MAX, "%s/containers/auth.json", xdg_cfg);
-  else if (home && *home)
-    snprintf(paths[n++], PATH_MAX, "%s/.config/containers/auth.json", home);
-  if (docker && *docker)
-    snprintf(paths[n++], PATH_MAX, "%s/config.json", docker);
-  else if (home && *home)
-    snprintf(paths[n++], PATH_MAX, "%s/.docker/config.json", home);
-  return n;
-}
-
 int cairn_auth_file(char *buf, size_t len) {
   char paths[CN_AUTH_FILES_MAX][PATH_MAX];
   cn_auth_files(paths);

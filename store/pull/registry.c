@@ -221,6 +221,34 @@ int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink
   return cn_registry_request(rg, &q, sink, token_request, reply, st);
 }
 
+/* A bearer challenge's answer (params: what follows "Bearer "): the token
+ * fetched from the realm (registry_auth.c says where, and takes it). */
+static int fetch_token(registry *rg, const char *params, cairn_store *st) {
+  char scope[512];
+  _cleanup_free_ char *url = NULL;
+  int r = cn_registry_token_url(rg, params, &url, scope, st);
+  if (r < 0) return r;
+  blob_sink s;
+  http_reply reply;
+  r = cn_blob_sink_init(&s, -1, 1 << 20, NULL);
+  if (r == 0) r = cn_registry_get(rg, url, "application/json", &s, true, &reply, st);
+  if (r == -EACCES || r == -ENOENT)
+    r = cairn_fail(st, -EACCES, "%s: token service refused %s%s", rg->endpoint, scope,
+                   rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
+  if (r == 0) r = cn_registry_token_take(rg, s.mem, s.written, st);
+  cn_blob_sink_free(&s);
+  return r;
+}
+
+/* Answers a 401's challenge: fetches a bearer token, or sets basic creds.
+ * -EACCES when it cannot. */
+static int auth_challenge(registry *rg, const char *challenge, cairn_store *st) {
+  if (strncasecmp(challenge, "Bearer ", 7) == 0) return fetch_token(rg, challenge + 7, st);
+  if (strncasecmp(challenge, "Basic", 5) == 0 && rg->creds) return cn_registry_auth_basic(rg, st);
+  return cairn_fail(st, -EACCES, "%s: authentication required%s", rg->endpoint,
+                    rg->creds ? "" : " (no credentials; use --creds or an auth.json)");
+}
+
 int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bool token_request,
                         http_reply *reply, cairn_store *st) {
   const char *url = q->url, *method = q->method;
@@ -274,7 +302,7 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
       break;
     } else if (reply->status == 401 && !token_request && !auth_done && reply->www_auth[0]) {
       auth_done = true;
-      if ((r = cn_registry_auth_challenge(rg, reply->www_auth, st)) < 0) break;
+      if ((r = auth_challenge(rg, reply->www_auth, st)) < 0) break;
       attempt--; /* answering the challenge is not a failed attempt */
       continue;
     } else {

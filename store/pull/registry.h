@@ -73,9 +73,16 @@ int cn_registry_request(registry *rg, const registry_req *req, blob_sink *sink, 
 int cn_registry_open(const char *spec, const cairn_pull_opts *opts, bool push, registry **out,
                      cairn_store *st);
 
-/* Answers a 401 challenge: fetches a bearer token, or sets basic creds.
- * -EACCES when it cannot. */
-int cn_registry_auth_challenge(registry *rg, const char *challenge, cairn_store *st);
+/* The pieces of answering a 401's challenge (registry_auth.c; registry.c
+ * makes the requests). For Bearer (params: what follows "Bearer "): the
+ * URL of the token request (*url, caller frees) and its scope (what the
+ * token is asked for); the token from the token service's answer (body,
+ * len bytes), set as the Authorization of rg's requests, -EACCES if it has
+ * none. For Basic: rg->creds set as it. */
+int cn_registry_token_url(registry *rg, const char *params, char **url, char scope[512],
+                          cairn_store *st);
+int cn_registry_token_take(registry *rg, const char *body, size_t len, cairn_store *st);
+int cn_registry_auth_basic(registry *rg, cairn_store *st);
 
 /* Reads param="value" (or param=value) from a challenge's parameter list
  * (after the scheme); false if absent. */
@@ -85,11 +92,12 @@ bool cn_registry_challenge_param(const char *params, const char *key, char *out,
  * or of the registry's certs.d directory (registry_tls.c). */
 int cn_registry_load_cas(registry *rg, const char *cert_dir, cairn_store *st);
 
-/* Credentials for host from --creds or the auth.json files; NULL if none. */
+/* Credentials for host from --creds or the auth.json files; NULL if none
+ * (auth_json.c). */
 char *cn_registry_find_creds(const char *host, const char *creds_opt);
 
 /* The auth.json files, in the order credentials are read from them
- * (login.c says which); the first is the one login writes. Returns how
+ * (auth_json.c; login.c says which); the first is the one login writes. Returns how
  * many it wrote into paths. */
 #define CN_AUTH_FILES_MAX 3
 size_t cn_auth_files(char paths[CN_AUTH_FILES_MAX][PATH_MAX]);

@@ -1,7 +1,7 @@
 /*
  * fuzz_auth.c — what a registry or a credentials file hands the
  * authentication: a WWW-Authenticate challenge's parameters
- * (cn_registry_challenge_param, for the keys fetch_token reads, into a large
+ * (cn_registry_challenge_param, for the keys cn_registry_token_url reads, into a large
  * and a small buffer), and, when the input starts with '{', an auth.json
  * ($REGISTRY_AUTH_FILE) whose base64 "auth" values cn_registry_find_creds
  * decodes. Checked: every value found fits its buffer, NUL-terminated, and
@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!s) return 0;
   memcpy(s, data, size);
   s[size] = '\0';
-  /* as cn_registry_auth_challenge splits the scheme from its parameters */
+  /* as registry.c's auth_challenge splits the scheme from its parameters */
   challenge(strncasecmp(s, "Bearer ", 7) == 0 ? s + 7 : s);
   free(s);
   return 0;

@@ -12,7 +12,8 @@
 
 #include <stdarg.h>
 
-/* The program's name, the PROG of every line: each main defines it. */
+/* The program's name, the PROG of every line: each main sets it first
+ * (defined in report.c, so that nothing here uses its callers' files). */
 extern const char *report_prog;
 
 /* Reports a failure of err (a negative errno): prints "PROG: " and the

@@ -1,5 +1,13 @@
 /*
  * report.c — failures as one line and an exit code: see report.h.
+ *
+ * common/ holds what the front ends share, cairn and cairn-pin (tools/) and
+ * cairnfs (fs/): how they report a failure (here) and their version
+ * (version.c). It is a library of its own (cairn-common), below the front
+ * ends and above libcairn, not part of libcairn: it writes to stderr under
+ * the program's name and knows the exit codes of a command line, which
+ * libcairn (no output, every global named cairn_ or cn_) leaves to its
+ * callers. Neither front end includes or compiles the other's files.
  */
 #include "report.h"
 
@@ -7,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *report_prog = "cairn";
 
 static report_sink_fn report_sink;
 

@@ -1,5 +1,6 @@
 /*
- * version.c — the programs' version: see version.h.
+ * version.c — the programs' version: see version.h (in common/, which
+ * report.c says why).
  */
 #include "version.h"
 #include "report.h"

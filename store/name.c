@@ -1,0 +1,51 @@
+/*
+ * name.c — image names: what a name may be and its normal form,
+ * "[HOST[:PORT]/]PATH:TAG" with the tag "latest" when none is given
+ * (cairn_name_normalize, cairn.h). It uses nothing of the store: image.c,
+ * refs.c, tag.c and the pull sources call it.
+ */
+#include "cairn.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool name_component_ok(const char *p, size_t n, bool domain) {
+  if (n == 0) return false;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)p[i];
+    bool ok = islower(c) || isdigit(c) || c == '.' || c == '_' || c == '-' ||
+              (domain && (isupper(c) || c == ':'));
+    if (!ok) return false;
+  }
+  return isalnum((unsigned char)p[0]) && isalnum((unsigned char)p[n - 1]);
+}
+
+int cairn_name_normalize(const char *name, char *out, size_t len) {
+  if (!name || !*name || strchr(name, '@')) return -EINVAL;
+  const char *last_slash = strrchr(name, '/');
+  const char *colon = strrchr(last_slash ? last_slash : name, ':');
+  size_t repo_len = colon ? (size_t)(colon - name) : strlen(name);
+  if (repo_len == 0) return -EINVAL;
+  const char *tag = colon ? colon + 1 : "latest";
+  size_t tag_len = strlen(tag);
+  if (tag_len == 0 || tag_len > 128 || !(isalnum((unsigned char)tag[0]) || tag[0] == '_'))
+    return -EINVAL;
+  for (size_t i = 0; i < tag_len; i++)
+    if (!(isalnum((unsigned char)tag[i]) || tag[i] == '_' || tag[i] == '.' || tag[i] == '-'))
+      return -EINVAL;
+  /* components: the first may be a registry host[:port] when more follow */
+  const char *p = name, *end = name + repo_len;
+  bool first = true;
+  while (p < end) {
+    const char *slash = memchr(p, '/', (size_t)(end - p));
+    const char *cend = slash ? slash : end;
+    if (!name_component_ok(p, (size_t)(cend - p), first && slash != NULL)) return -EINVAL;
+    first = false;
+    p = slash ? slash + 1 : end;
+    if (slash && p == end) return -EINVAL;
+  }
+  int n = snprintf(out, len, "%.*s:%s", (int)repo_len, name, tag);
+  return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
