@@ -217,7 +217,8 @@ int cli_no_options(int argc, char **argv, const char *usage, bool operands_end) 
 }
 
 int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet) {
-  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'}, {"no-progress", no_argument, NULL, 'q'}, {0}};
   int o;
   *quiet = false;
   optind = 1;

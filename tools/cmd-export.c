@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-#define USAGE "cairn export [--quiet] IMAGE > FILE.tar"
+#define USAGE "cairn export [-q | --no-progress] IMAGE > FILE.tar"
 
 static int export_run(struct cli *c, int argc, char **argv) {
   bool quiet = false;
@@ -36,5 +36,6 @@ const struct cli_command cmd_export = {
     .run = export_run,
     .usage = USAGE,
     .summary = "Write IMAGE's merged root filesystem as a tar to stdout (never to a terminal).",
-    .options = "-q, --quiet\tno progress on stderr\n",
+    .options = "-q, --quiet\tno progress on stderr (export prints no id)\n"
+               "--no-progress\tthe same\n",
 };

@@ -16,7 +16,7 @@
 
 #define PULL_USAGE                                                                                 \
   "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER:PASS] [--insecure] [--jobs N]\n"        \
-  "                  [--cert-dir DIR] [--retries N] [--quiet] SOURCE [NAME[:TAG]]"
+  "                  [--cert-dir DIR] [--retries N] [-q] [--no-progress] SOURCE [NAME[:TAG]]"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
   static const struct progress_words words = {"fetching", "storing", "reused (already stored)",
@@ -36,10 +36,15 @@ static int parse_count(const char *s, unsigned max, unsigned *out) {
 
 static int pull_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
-      {"platform", required_argument, NULL, 'p'}, {"creds", required_argument, NULL, 'c'},
-      {"insecure", no_argument, NULL, 'k'},       {"jobs", required_argument, NULL, 'j'},
-      {"retries", required_argument, NULL, 'r'},  {"quiet", no_argument, NULL, 'q'},
-      {"cert-dir", required_argument, NULL, 'C'}, {NULL, 0, NULL, 0},
+      {"platform", required_argument, NULL, 'p'},
+      {"creds", required_argument, NULL, 'c'},
+      {"insecure", no_argument, NULL, 'k'},
+      {"jobs", required_argument, NULL, 'j'},
+      {"retries", required_argument, NULL, 'r'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"cert-dir", required_argument, NULL, 'C'},
+      {"no-progress", no_argument, NULL, 'q'},
+      {NULL, 0, NULL, 0}, /* --no-progress: -q less its ids-only output */
   };
   bool quiet = false;
   cairn_pull_opts po = {.progress = on_progress, .log = on_log};
@@ -102,5 +107,6 @@ const struct cli_command cmd_pull = {
                "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
                "\tpull-jobs, else 3)\n"
                "--retries N\tattempts per request on transient errors (1 to 100)\n"
-               "-q, --quiet\tno progress on stderr\n",
+               "-q, --quiet\tprint the image id only (no progress)\n"
+               "--no-progress\tno progress on stderr\n",
 };
