@@ -120,6 +120,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "--version") == 0) return cli_version_run(&c, argc - 1, argv + 1);
   const struct cli_command *cmd = cli_command_find(commands, N_COMMANDS, argv[1]);
+  const char *near = cmd ? NULL : cli_command_nearest(commands, N_COMMANDS, argv[1]);
+  if (near)
+    return report_usage(USAGE " (cairn --help lists the commands)",
+                        "%s: unknown command (did you mean %s?)", argv[1], near);
   if (!cmd)
     return report_usage(USAGE " (cairn --help lists the commands)", "%s: unknown command", argv[1]);
   if (cli_wants_help(argc - 1, argv + 1)) {

@@ -265,6 +265,19 @@ const struct cli_command *cli_command_find(const struct cli_command *const *cmds
   return NULL;
 }
 
+const char *cli_command_nearest(const struct cli_command *const *cmds, size_t n, const char *name) {
+  const char *best = NULL;
+  size_t best_d = SIZE_MAX;
+  for (size_t i = 0; i < n; i++) {
+    size_t d = cairn_edit_distance(name, cmds[i]->name);
+    if (d < best_d && cairn_near(name, cmds[i]->name)) {
+      best = cmds[i]->name;
+      best_d = d;
+    }
+  }
+  return best;
+}
+
 bool cli_wants_help(int argc, char **argv) {
   for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return true;

@@ -7,10 +7,14 @@
  * no REF the layout must hold exactly one entry. Every blob read is checked
  * against its descriptor like a download.
  *
- * The image is named after the entry's own name annotation, as podman names
- * an oci-archive: io.containerd.image.name if set (buildkit writes it), else
- * org.opencontainers.image.ref.name; a name with no registry host gets
- * "localhost/" and one with no tag ":latest" (podman's NormalizeName). An
+ * The image is named as podman (4.3, libimage) names an oci: pull:
+ * "localhost/" and DIR as typed, less its leading (and trailing) slashes,
+ * ":latest" (oci:lay:v2 is localhost/lay:latest, oci:/srv/lay is
+ * localhost/srv/lay:latest), whatever REF is. Where that is no valid name
+ * (DIR has capitals, "./"...: podman refuses the pull) it is named after
+ * the entry's own name annotation, as podman names an oci-archive:
+ * io.containerd.image.name if set (buildkit writes it), else
+ * org.opencontainers.image.ref.name, normalized (cairn_name_normalize). An
  * entry with neither annotation, or one that is no valid name, gives the
  * image no name (it is listed by id).
  */
@@ -83,6 +87,18 @@ static char *entry_name(json_t *entry) {
   return cairn_name_normalize(full, norm, sizeof norm) == 0 ? strdup(norm) : NULL;
 }
 
+/* The name podman gives a pull of the layout dir (see the top), or NULL. */
+static char *dir_name(const char *dir) {
+  dir += strspn(dir, "/");
+  size_t n = strlen(dir);
+  while (n > 0 && dir[n - 1] == '/') n--;
+  char full[1024], norm[1024];
+  if (n == 0 || snprintf(full, sizeof full, "localhost/%.*s", (int)n, dir) >= (int)sizeof full ||
+      cairn_name_normalize(full, norm, sizeof norm) < 0)
+    return NULL;
+  return strdup(norm);
+}
+
 /* The index.json entry REF names (or the only one), and its name. */
 static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
   char path[4096];
@@ -115,7 +131,8 @@ static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
     r = cn_pull_desc_parse(found, d, st);
   if (r == 0) {
     free(l->base.default_name);
-    l->base.default_name = entry_name(found);
+    l->base.default_name = dir_name(l->dir);
+    if (!l->base.default_name) l->base.default_name = entry_name(found);
   }
   json_decref(idx);
   return r;
