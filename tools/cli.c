@@ -175,6 +175,72 @@ json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins) {
                    "pinned", im->pinned);
 }
 
+/* The member of obj whose key is name[0..len), case aside, or NULL. */
+static json_t *json_member(json_t *obj, const char *name, size_t len) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    if (strlen(key) == len && strncasecmp(key, name, len) == 0) return v;
+  }
+  return NULL;
+}
+
+int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj) {
+  for (const char *p = tmpl; *p;) {
+    if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) {
+      putchar(p[1] == 't' ? '\t' : '\n');
+      p += 2;
+      continue;
+    }
+    if (strncmp(p, "{{", 2) != 0) {
+      putchar(*p++);
+      continue;
+    }
+    const char *f = p + 2 + strspn(p + 2, " ");
+    bool as_json = strncmp(f, "json ", 5) == 0;
+    if (as_json) f += 5 + strspn(f + 5, " ");
+    json_t *v = obj;
+    const char *q = f;
+    while (v && *q == '.') { /* .Config.Env: each step a member */
+      size_t len = strspn(q + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789");
+      v = len ? json_member(v, q + 1, len) : NULL;
+      q += 1 + len;
+    }
+    const char *end = q + strspn(q, " ");
+    if (!v || q == f || strncmp(end, "}}", 2) != 0) {
+      size_t shown = strstr(p, "}}") ? (size_t)(strstr(p, "}}") - p) + 2 : strlen(p);
+      char keys[512] = "";
+      const char *key;
+      json_t *m;
+      size_t o = 0;
+      json_object_foreach(obj, key, m) {
+        if (o < sizeof(keys))
+          o += (size_t)snprintf(keys + o, sizeof(keys) - o, "%s{{.%s}}", o ? " " : "", key);
+      }
+      fflush(stdout);
+      return report_usage(usage, "%s: --format: %.*s: not a field (fields: %s)", cmd, (int)shown, p,
+                          keys);
+    }
+    if (json_is_string(v) && !as_json)
+      fputs(json_string_value(v), stdout);
+    else
+      json_dumpf(v, stdout, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    p = end + 2;
+  }
+  putchar('\n');
+  return CAIRN_EXIT_OK;
+}
+
+int cli_tls_verify(const char *arg, bool *insecure) {
+  if (!arg || strcmp(arg, "true") == 0)
+    *insecure = false;
+  else if (strcmp(arg, "false") == 0)
+    *insecure = true;
+  else
+    return -1;
+  return 0;
+}
+
 int cli_parse_seconds(const char *s, int64_t *ms) {
   char *end;
   double v = strtod(s, &end); /* ERANGE: HUGE_VAL or about 0, both taken */

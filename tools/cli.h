@@ -141,6 +141,17 @@ void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len);
  * NULL (left out). Takes the reference to pins. */
 json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins);
 
+/* Prints obj by a Go-template-like tmpl, as podman inspect --format: each
+ * {{.Key}} (case aside; {{.A.B}} a member's member; {{json .Key}} as
+ * JSON) is the value, a string as it is and anything else as JSON; \t and
+ * \n a tab and a newline; a newline at the end. A key obj does not have is
+ * a usage error naming its keys. Returns the exit code. */
+int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj);
+
+/* podman's --tls-verify[=true|false] (arg NULL: true): *insecure is its
+ * opposite. -1 for another value. */
+int cli_tls_verify(const char *arg, bool *insecure);
+
 /* Parses a number of seconds ("5", "0.5", "1e10", "inf") into *ms,
  * rounded down; a wait longer than int64 milliseconds hold (inf included)
  * is INT64_MAX, for ever in practice. -1 for anything else: empty,

@@ -44,6 +44,7 @@ static int pull_run(struct cli *c, int argc, char **argv) {
       {"quiet", no_argument, NULL, 'q'},
       {"cert-dir", required_argument, NULL, 'C'},
       {"no-progress", no_argument, NULL, 'q'},
+      {"tls-verify", optional_argument, NULL, 'T'},
       {NULL, 0, NULL, 0}, /* --no-progress: -q less its ids-only output */
   };
   bool quiet = false;
@@ -58,6 +59,10 @@ static int pull_run(struct cli *c, int argc, char **argv) {
       po.creds = optarg;
       break;
     case 'k': po.insecure = true; break;
+    case 'T':
+      if (cli_tls_verify(optarg, &po.insecure) < 0)
+        return report_usage(PULL_USAGE, "pull: --tls-verify: needs true or false");
+      break;
     case 'C': po.cert_dir = optarg; break;
     case 'j':
       if (parse_count(optarg, 64, &po.jobs) < 0)
@@ -103,6 +108,7 @@ const struct cli_command cmd_pull = {
                "machine's)\n"
                "--creds USER:PASS\tregistry credentials (default: auth.json, as podman)\n"
                "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
+               "--tls-verify[=BOOL]\t--tls-verify=false is --insecure, as podman's\n"
                "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
                "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
                "\tpull-jobs, else 3)\n"

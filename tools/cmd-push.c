@@ -33,6 +33,7 @@ static int push_run(struct cli *c, int argc, char **argv) {
       {"quiet", no_argument, NULL, 'q'},
       {"cert-dir", required_argument, NULL, 'C'},
       {"no-progress", no_argument, NULL, 'q'}, /* -q less its ids-only output */
+      {"tls-verify", optional_argument, NULL, 'T'},
       {NULL, 0, NULL, 0},
   };
   bool quiet = false;
@@ -56,6 +57,10 @@ static int push_run(struct cli *c, int argc, char **argv) {
       po.net.creds = optarg;
       break;
     case 'k': po.net.insecure = true; break;
+    case 'T':
+      if (cli_tls_verify(optarg, &po.net.insecure) < 0)
+        return report_usage(PUSH_USAGE, "push: --tls-verify: needs true or false");
+      break;
     case 'C': po.net.cert_dir = optarg; break;
     case 'r': {
       char *end;
@@ -96,6 +101,7 @@ const struct cli_command cmd_push = {
     .options = "--compress gzip|zstd|none\tthe layers' compression (default: gzip)\n"
                "--creds USER:PASS\tregistry credentials (default: auth.json, as podman)\n"
                "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
+               "--tls-verify[=BOOL]\t--tls-verify=false is --insecure, as podman's\n"
                "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
                "--retries N\tattempts per request on transient errors (1 to 100)\n"
                "-q, --quiet\tprint the manifest's digest only (no progress)\n"

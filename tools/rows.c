@@ -99,6 +99,26 @@ void cli_rows_truncate(struct cli_rows *rows, size_t n) {
   if (n < rows->n) rows->n = n;
 }
 
+void cli_rows_filter(struct cli_rows *rows,
+                     bool (*keep)(const struct cli_rows *rows, const struct cli_cell *row,
+                                  void *arg),
+                     void *arg) {
+  size_t out = 0, w = rows->schema ? rows->schema->n : 0;
+  for (size_t i = 0; i < rows->n; i++)
+    if (keep(rows, rows->cells + i * w, arg)) {
+      if (out != i) memcpy(rows->cells + out * w, rows->cells + i * w, w * sizeof(*rows->cells));
+      out++;
+    }
+  rows->n = out;
+}
+
+const struct cli_cell *cli_row_get(const struct cli_rows *rows, const struct cli_cell *row,
+                                   const char *key) {
+  for (size_t f = 0; rows->schema && f < rows->schema->n; f++)
+    if (strcmp(rows->schema->fields[f].key, key) == 0) return &row[f];
+  return NULL;
+}
+
 bool cli_cell_set_str(struct cli_rows *rows, struct cli_cell *cell, const char *s) {
   /* rows repeat their text (a target's pins come together; thousands of
    * pins have a few commands and purposes): the row before's is shared */

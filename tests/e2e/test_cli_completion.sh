@@ -76,7 +76,7 @@ expect "cairn --st<TAB>" cairn "cairn --st" --store
 expect "cairn --ver<TAB>" cairn "cairn --ver" --version
 # shellcheck disable=SC2046
 expect "cairn pull -<TAB>: pull's options, as its --help lists them" cairn "cairn pull -" \
-  $(cairn pull --help | sed -nE '/^options:/,/^$/ s/^  (-[^ ,]+)(, (--[^ ]+))?.*/\1 \3/p')
+  $(cairn pull --help | sed -nE '/^options:/,/^$/ s/^  (-[-a-zA-Z]+)[^ ,]*(, (--[-a-z]+))?.*/\1 \3/p')
 offers "cairn pull --<TAB> has --jobs and --cert-dir" cairn "cairn pull --" --jobs --cert-dir
 expect "cairn rm --w<TAB>" cairn "cairn rm --w" --wait
 expect "cairn rm <TAB>: the image names" cairn "cairn rm " app:1 localhost/app:1 docker.io/library/alpine:3.19

@@ -23,6 +23,7 @@ _cairn_flags() {
       n = split(col, f, ", ")
       arg = 0
       if (f[n] ~ / /) { arg = f[n] ~ / \[/ ? 2 : 1; sub(/ .*/, "", f[n]) }
+      sub(/\[?=.*/, "", f[n])   # --tls-verify[=BOOL]: its value only after =
       for (i = 1; i <= n; i++) print f[i], arg
     }'
 }
