@@ -124,10 +124,23 @@ static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
   if (count == 0)
     r = cairn_fail(st, -ENOENT, "%s: no image%s%s in the layout", l->dir, l->ref ? " named " : "",
                    l->ref ? l->ref : "");
-  else if (count > 1)
-    r = cairn_fail(st, -EINVAL, "%s holds %zu images; name one as oci:%s:REF", l->dir, count,
+  else if (count > 1) {
+    /* say which: their REFs (ref.name annotations), as many as fit */
+    char refs[512] = "";
+    size_t o = 0, unnamed = 0;
+    json_array_foreach(list, i, m) {
+      const char *name = json_string_value(
+          json_object_get(json_object_get(m, "annotations"), "org.opencontainers.image.ref.name"));
+      if (!name)
+        unnamed++;
+      else if (o < sizeof refs)
+        o += (size_t)snprintf(refs + o, sizeof refs - o, "%s%s", o ? ", " : "", name);
+    }
+    if (o >= sizeof refs) snprintf(refs + sizeof refs - 5, 5, "...");
+    r = cairn_fail(st, -EINVAL, "%s holds %zu images (%s%s%s); name one as oci:%s:REF", l->dir,
+                   count, refs, unnamed && o ? ", " : "", unnamed ? "some with no name" : "",
                    l->dir);
-  else
+  } else
     r = cn_pull_desc_parse(found, d, st);
   if (r == 0) {
     free(l->base.default_name);
