@@ -417,7 +417,9 @@ struct cairn_image_rec {
   size_t n_names;
   unsigned layers;
   uint64_t size;
-  int64_t created; /* seconds since the epoch */
+  int64_t created; /* seconds since the epoch: the config's "created", as podman
+                    * shows it; if it has none, stored */
+  int64_t stored;  /* when this store got the image */
   bool pinned;
 };
 typedef int (*cairn_image_fn)(const struct cairn_image_rec *im, void *arg);

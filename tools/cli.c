@@ -167,12 +167,15 @@ json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins) {
     json_array_append_new(layers, json_pack("{s:s, s:I, s:I}", "id", info->layers[i].id, "size",
                                             (json_int_t)info->layers[i].size, "entries",
                                             (json_int_t)info->layers[i].entries));
-  char created[32];
+  char created[32], stored[32];
   cli_rfc3339(im->created, created, sizeof(created));
-  return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:s, s:o*, s:b}", "id", im->id, "names",
+  cli_rfc3339(im->stored, stored, sizeof(stored));
+  /* created: the image's (its config's, as podman's Created); stored: when
+   * this store got it */
+  return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:s, s:s, s:o*, s:b}", "id", im->id, "names",
                    names_json(im->names, im->n_names), "config", json_loads(info->config, 0, NULL),
-                   "layers", layers, "size", (json_int_t)im->size, "created", created, "pins", pins,
-                   "pinned", im->pinned);
+                   "layers", layers, "size", (json_int_t)im->size, "created", created, "stored",
+                   stored, "pins", pins, "pinned", im->pinned);
 }
 
 /* The member of obj whose key is name[0..len), case aside, or NULL. */

@@ -90,10 +90,10 @@ const struct cli_command cmd_images = {
     .name = "images",
     .run = images_run,
     .usage = "cairn images [--json | -q | --format TEMPLATE] [--no-trunc] [NAME]",
-    .summary =
-        "List the images, newest first: id, names, layers, size, created (relative), pinned.\n"
-        "NAME: only the image it names, or with no tag every tag of its repository (as\n"
-        "podman images NAME: alpine lists docker.io/library/alpine's).",
+    .summary = "List the images, newest stored first: id, names, layers, size, created (the\n"
+               "image's, from its config, relative; --json also gives stored), pinned.\n"
+               "NAME: only the image it names, or with no tag every tag of its repository (as\n"
+               "podman images NAME: alpine lists docker.io/library/alpine's).",
     .options = "--json\tone JSON array of every image, exact numbers, times in RFC "
                "3339\n" CLI_LISTING_OPTIONS,
 };

@@ -63,7 +63,8 @@ const struct cli_command cmd_inspect = {
     .name = "inspect",
     .run = inspect_run,
     .usage = "cairn inspect [--json | -f TEMPLATE] IMAGE",
-    .summary = "Print IMAGE's names, config, layers and pins as JSON.",
+    .summary = "Print IMAGE's names, config, layers and pins as JSON; created is the image's\n"
+               "creation time (its config's), stored when this store got it.",
     .options = "--json\taccepted for habit: the output is JSON already\n"
                "-f, --format TEMPLATE\tprint TEMPLATE, as podman inspect: {{.Key}} a key of the\n"
                "\tJSON ({{.Id}}, {{.Config.config.Env}}; case aside), {{json .Key}}, \\t, \\n\n",

@@ -447,7 +447,16 @@ int cli_upper_row(const struct cairn_upper_rec *u, void *arg) {
   return ok ? 0 : -ENOMEM;
 }
 
-enum { IMAGE_ID, IMAGE_NAMES, IMAGE_LAYERS, IMAGE_SIZE, IMAGE_CREATED, IMAGE_PINNED, IMAGE_FIELDS };
+enum {
+  IMAGE_ID,
+  IMAGE_NAMES,
+  IMAGE_LAYERS,
+  IMAGE_SIZE,
+  IMAGE_CREATED,
+  IMAGE_PINNED,
+  IMAGE_STORED,
+  IMAGE_FIELDS
+};
 static const struct cli_field image_fields[IMAGE_FIELDS] = {
     [IMAGE_ID] = {"id", CLI_ID, false},
     [IMAGE_NAMES] = {"names", CLI_NAMES, false},
@@ -455,6 +464,7 @@ static const struct cli_field image_fields[IMAGE_FIELDS] = {
     [IMAGE_SIZE] = {"size", CLI_SIZE, false},
     [IMAGE_CREATED] = {"created", CLI_TIME, false},
     [IMAGE_PINNED] = {"pinned", CLI_BOOL, false},
+    [IMAGE_STORED] = {"stored", CLI_TIME, false},
 };
 static const struct cli_schema image_schema = {image_fields, IMAGE_FIELDS};
 
@@ -466,6 +476,7 @@ int cli_image_row(const struct cairn_image_rec *im, void *arg) {
   c[IMAGE_SIZE] = (struct cli_cell){.set = true, .i = (int64_t)im->size};
   c[IMAGE_CREATED] = (struct cli_cell){.set = true, .i = im->created};
   c[IMAGE_PINNED] = (struct cli_cell){.set = true, .b = im->pinned};
+  c[IMAGE_STORED] = (struct cli_cell){.set = true, .i = im->stored};
   bool ok = cli_cell_set_str(rows, &c[IMAGE_ID], im->id);
   const char **names = ok && im->n_names ? arena_alloc(rows, im->n_names * sizeof(*names)) : NULL;
   for (size_t i = 0; names && i < im->n_names; i++) {
