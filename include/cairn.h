@@ -46,7 +46,7 @@ extern "C" {
 #define CAIRN_ID_LEN 64
 typedef char cairn_id[CAIRN_ID_LEN + 1];
 /* The fewest hex digits an id prefix may have (what listings show). */
-#define CAIRN_ID_PREFIX_MIN 12
+#define CAIRN_ID_PREFIX_MIN 3
 
 /* True if s is an id: exactly CAIRN_ID_LEN lowercase hex digits. */
 bool cairn_id_valid(const char *s);
@@ -159,6 +159,11 @@ enum cairn_exit {
 /* bytes as a person reads it, as every table and report line says sizes:
  * "512 B", "131.4 MiB" (powers of 1024, one decimal). */
 void cairn_human_size(uint64_t bytes, char *buf, size_t len);
+/* The Levenshtein distance of a and b (SIZE_MAX past 256 characters). */
+size_t cairn_edit_distance(const char *a, const char *b);
+/* Whether cand is near enough to what was typed to be suggested ("did you
+ * mean cand?"): at most 2 edits, and a third of typed's length. */
+bool cairn_near(const char *typed, const char *cand);
 
 /* Maps a negative errno returned by libcairn to the contract's exit code. */
 int cairn_exit_code(int err);
@@ -415,7 +420,9 @@ struct cairn_image_rec {
   size_t n_names;
   unsigned layers;
   uint64_t size;
-  int64_t created; /* seconds since the epoch */
+  int64_t created; /* seconds since the epoch: the config's "created", as podman
+                    * shows it; if it has none, stored */
+  int64_t stored;  /* when this store got the image */
   bool pinned;
 };
 typedef int (*cairn_image_fn)(const struct cairn_image_rec *im, void *arg);

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id) {
-  if (cairn_name_normalize(ref, name, len) < 0) return 0;
+/* The image name (exactly) names: 1 and id, 0 if none, or -errno. */
+static int name_row(cairn_store *st, const char *name, cairn_id id) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT image_id FROM names WHERE name = ?");
   if (r < 0) return r;
@@ -32,13 +32,100 @@ int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t le
   return 1;
 }
 
+/* A short name (no host) as podman looks it up: the image of the stored
+ * names that end with "/SHORT" (quay.io/team/app:2 for app:2), if they
+ * name one image (the first such name into name); 0 if none, -EINVAL
+ * (recorded) if several images. */
+static int short_name_row(cairn_store *st, const char *shrt, char *name, size_t len, cairn_id id) {
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT name, image_id FROM names WHERE substr(name, ?1) = ?2"
+                        " ORDER BY name");
+  if (r < 0) return r;
+  char tail[520];
+  snprintf(tail, sizeof(tail), "/%s", shrt);
+  sqlite3_bind_int(q, 1, -(int)strlen(tail));
+  sqlite3_bind_text(q, 2, tail, -1, SQLITE_TRANSIENT);
+  int found = 0;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    const char *n = (const char *)sqlite3_column_text(q, 0),
+               *i = (const char *)sqlite3_column_text(q, 1);
+    if (found && strcmp(i, id) != 0)
+      return store_fail(st, -EINVAL,
+                        "%s is short for more than one image (%s, %s): give the whole name", shrt,
+                        name, n);
+    if (!found++) {
+      snprintf(id, sizeof(cairn_id), "%s", i);
+      snprintf(name, len, "%s", n);
+    }
+  }
+  return found ? 1 : 0;
+}
+
+int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id) {
+  if (cairn_name_normalize(ref, name, len) < 0) return 0;
+  int r = name_row(st, name, id);
+  if (r != 0 || strncmp(name, "localhost/", 10) != 0) return r;
+  /* A store from before names were normalised with localhost/ holds app:1
+   * for localhost/app:1: found as it was stored. */
+  if ((r = name_row(st, name + 10, id)) != 0) {
+    if (r == 1) memmove(name, name + 10, strlen(name + 10) + 1);
+    return r;
+  }
+  if (strncmp(ref, "localhost/", 10) == 0) return 0;
+  char shrt[512];
+  snprintf(shrt, sizeof(shrt), "%s", name + 10);
+  return short_name_row(st, shrt, name, len, id);
+}
+
+int cn_name_old_drop(cairn_store *st, const char *norm) {
+  if (strncmp(norm, "localhost/", 10) != 0) return 0;
+  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  int r = cn_db_prepare(st, &d, "DELETE FROM names WHERE name = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(d, 1, norm + 10, -1, SQLITE_STATIC);
+  return sqlite3_step(d) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "image name");
+}
+
+/* The stored name nearest to ref (cairn_near), into out; "" if none. */
+static void name_nearest(cairn_store *st, const char *ref, char *out, size_t len) {
+  char norm[512];
+  out[0] = '\0';
+  if (cairn_name_normalize(ref, norm, sizeof(norm)) < 0) return;
+  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  if (cn_db_prepare(st, &q, "SELECT name FROM names ORDER BY name") < 0) return;
+  size_t best = SIZE_MAX;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    const char *n = (const char *)sqlite3_column_text(q, 0);
+    /* what was typed against the whole name, and a short name (app:9)
+     * against the name's last component (quay.io/team/app:1's app:1) */
+    const char *shrt = strncmp(norm, "localhost/", 10) == 0 && strncmp(ref, "localhost/", 10) != 0
+                           ? norm + 10
+                           : NULL;
+    const char *last = strrchr(n, '/');
+    const char *a = norm, *b = n;
+    if (shrt && (!last || strchr(shrt, '/') == NULL)) {
+      a = shrt;
+      b = last ? last + 1 : n;
+    }
+    size_t d = cairn_edit_distance(a, b);
+    if (d < best && cairn_near(a, b)) {
+      best = d;
+      snprintf(out, len, "%s", n);
+    }
+  }
+}
+
 int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
   store_errclear(st);
   char name[512];
   int r = cn_image_name_lookup(st, ref, name, sizeof(name), id);
   if (r != 0) return r < 0 ? r : 0;
   r = cn_id_lookup(st, "images", ref, id);
-  return r == 1 ? 0 : r < 0 ? r : store_fail(st, -ENOENT, "no such image");
+  if (r != 0) return r == 1 ? 0 : r;
+  name_nearest(st, ref, name, sizeof(name));
+  if (name[0]) return store_fail(st, -ENOENT, "no such image (did you mean %s?)", name);
+  return store_fail(st, -ENOENT, "no such image");
 }
 
 char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {
@@ -183,6 +270,7 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
       r = cn_store_fail_db(st, "image name");
       goto fail;
     }
+    if ((r = cn_name_old_drop(st, norm)) < 0) goto fail;
   }
   r = cn_db_commit_durable(st);
   cn_refs_end(st, lock);

@@ -10,6 +10,11 @@
  * image, 0 if not (or not a valid name), negative on error (image.c). */
 int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id);
 
+/* Within a transaction that set the name norm: drops what a store from
+ * before localhost/ holds for it (app:1 for localhost/app:1), so that the
+ * name moves whole. 0 or -errno. */
+int cn_name_old_drop(cairn_store *st, const char *norm);
+
 /* Deletes an image with its names and layer list, within an open
  * transaction (no error if it is gone already). */
 int cn_image_delete_rows(cairn_store *st, const char *id);

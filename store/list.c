@@ -101,18 +101,24 @@ static bool image_pinned(cairn_store *st, const struct pinned_view *pv, const ch
 struct image_row {
   cairn_id id;
   uint64_t size;
-  int64_t created;
+  int64_t created, stored;
   unsigned layers;
   struct names names; /* free them */
 };
 
-/* The image of q's row (id, size, created, layers) and its names. */
+/* The config's created, as podman shows it, else (none, or not RFC 3339)
+ * when the store got the image. */
+#define IMAGE_CREATED_SQL                                                                          \
+  "coalesce(CAST(strftime('%s', json_extract(config, '$.created')) AS INTEGER), created)"
+
+/* The image of q's row (id, size, created, layers, stored) and its names. */
 static int image_row_read(cairn_store *st, sqlite3_stmt *names_q, sqlite3_stmt *q,
                           struct image_row *row) {
   snprintf(row->id, sizeof(row->id), "%s", (const char *)sqlite3_column_text(q, 0));
   row->size = (uint64_t)sqlite3_column_int64(q, 1);
   row->created = sqlite3_column_int64(q, 2);
   row->layers = (unsigned)sqlite3_column_int(q, 3);
+  row->stored = sqlite3_column_int64(q, 4);
   return image_names(st, names_q, row->id, &row->names);
 }
 
@@ -124,6 +130,7 @@ static struct cairn_image_rec image_row_rec(cairn_store *st, const struct pinned
                                   .n_names = row->names.n,
                                   .size = row->size,
                                   .created = row->created,
+                                  .stored = row->stored,
                                   .layers = row->layers,
                                   .pinned = image_pinned(st, pv, row->id)};
 }
@@ -135,8 +142,8 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   cairn_pins_prefetch(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL, *names_q = NULL;
   int r = cn_db_prepare(st, &q,
-                        "SELECT id, size, created,"
-                        " (SELECT count(*) FROM image_layers WHERE image_id = id)"
+                        "SELECT id, size, " IMAGE_CREATED_SQL ","
+                        " (SELECT count(*) FROM image_layers WHERE image_id = id), created"
                         " FROM images ORDER BY created DESC, id");
   struct pinned_view pv = {0};
   struct image_row *rows = NULL;
@@ -319,8 +326,8 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
   store_errclear(st);
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
-                        "SELECT id, size, created,"
-                        " (SELECT count(*) FROM image_layers WHERE image_id = id), config"
+                        "SELECT id, size, " IMAGE_CREATED_SQL ","
+                        " (SELECT count(*) FROM image_layers WHERE image_id = id), created, config"
                         " FROM images WHERE id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
@@ -328,7 +335,7 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
   _cleanup_stmt_ sqlite3_stmt *names_q = NULL;
   struct pinned_view pv;
   if ((r = names_prepare(st, &names_q)) < 0 || (r = pinned_view_read(st, &pv)) < 0) return r;
-  struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 4)};
+  struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 5)};
   struct names layer_ids;
   struct cairn_image_layer *layers;
   struct image_row row;

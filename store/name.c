@@ -1,6 +1,7 @@
 /*
  * name.c — image names: what a name may be and its normal form,
- * "[HOST[:PORT]/]PATH:TAG" with the tag "latest" when none is given
+ * "HOST[:PORT]/PATH:TAG" with the tag "latest" when none is given and
+ * "localhost/" when the name names no host, as podman stores names
  * (cairn_name_normalize, cairn.h). It uses nothing of the store: image.c,
  * refs.c, tag.c and the pull sources call it.
  */
@@ -46,6 +47,17 @@ int cairn_name_normalize(const char *name, char *out, size_t len) {
     p = slash ? slash + 1 : end;
     if (slash && p == end) return -EINVAL;
   }
-  int n = snprintf(out, len, "%.*s:%s", (int)repo_len, name, tag);
+  /* As podman (containers/image's ParseNormalizedNamed, libimage's
+   * localhost/): a first component with no '.' or ':' that is not
+   * "localhost" is no host, and the name is short: it gets "localhost/".
+   * docker.io's one-component names are under library/. */
+  const char *slash = memchr(name, '/', repo_len);
+  size_t first_len = slash ? (size_t)(slash - name) : 0;
+  bool host = slash && (memchr(name, '.', first_len) || memchr(name, ':', first_len) ||
+                        (first_len == 9 && strncmp(name, "localhost", 9) == 0));
+  bool library = host && first_len == 9 && strncmp(name, "docker.io", 9) == 0 &&
+                 !memchr(slash + 1, '/', repo_len - first_len - 1);
+  int n = snprintf(out, len, "%s%.*s%s%.*s:%s", host ? "" : "localhost/", (int)first_len, name,
+                   library ? "/library" : "", (int)(repo_len - first_len), name + first_len, tag);
   return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

@@ -176,10 +176,27 @@ static const char *image_line(const char *buf, const char *id, size_t n) {
 static int refs_resolve(const char *buf, const char *ref, const char **line) {
   char name[512];
   if (cairn_name_normalize(ref, name, sizeof(name)) == 0) {
-    size_t n = strlen(name);
-    for (const char *p = buf; (p = strstr(p, "\nn ")) != NULL; p++)
-      if (strncmp(p + 3, name, n) == 0 && p[3 + n] == ' ')
-        return (*line = image_line(buf, p + 4 + n, CAIRN_ID_LEN)) != NULL;
+    /* as cn_image_name_lookup: the name, that name without localhost/ (a
+     * store from before it), then a short name's one image */
+    int passes = strncmp(name, "localhost/", 10) != 0  ? 1
+                 : strncmp(ref, "localhost/", 10) == 0 ? 2
+                                                       : 3;
+    for (int pass = 0; pass < passes; pass++) {
+      const char *want = pass == 0 ? name : name + 10, *id = NULL;
+      size_t n = strlen(want);
+      for (const char *p = buf; (p = strstr(p, "\nn ")) != NULL; p++) {
+        const char *end = strchr(p + 3, ' ');
+        if (!end) break;
+        bool match = pass < 2 ? (size_t)(end - p - 3) == n && strncmp(p + 3, want, n) == 0
+                              : (size_t)(end - p - 3) > n && end[-(ptrdiff_t)n - 1] == '/' &&
+                                    strncmp(end - n, want, n) == 0;
+        if (!match) continue;
+        if (id && strncmp(id, end + 1, CAIRN_ID_LEN) != 0) return 0; /* the database says why */
+        id = end + 1;
+        if (pass < 2) break;
+      }
+      if (id) return (*line = image_line(buf, id, CAIRN_ID_LEN)) != NULL;
+    }
   }
   const char *hex = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
   size_t n = strlen(hex);

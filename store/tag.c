@@ -23,6 +23,10 @@ static int name_insert(cairn_store *st, const char *norm, const char *image_id) 
   sqlite3_bind_text(s, 1, norm, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, image_id, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE && (r = cn_name_old_drop(st, norm)) < 0) {
+    cn_db_rollback(st);
+    return r;
+  }
   if (rc != SQLITE_DONE) {
     r = rc == SQLITE_CONSTRAINT ? store_fail(st, -ENOENT, "no such image")
         : rc == SQLITE_FULL     ? cn_store_fail_nospace(st)

@@ -132,3 +132,27 @@ DIR *cn_opendirat(int dirfd, const char *name) {
   if (!d) close(fd);
   return d;
 }
+
+size_t cairn_edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  if (la > 256 || lb > 256) return SIZE_MAX;
+  size_t row[257];
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0]; /* row[i-1][j-1] */
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      diag = up;
+      row[j] = best;
+    }
+  }
+  return row[lb];
+}
+
+bool cairn_near(const char *typed, const char *cand) {
+  size_t d = cairn_edit_distance(typed, cand), n = strlen(typed);
+  return d > 0 && d <= 2 && d * 3 <= n + 1;
+}

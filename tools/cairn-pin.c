@@ -210,8 +210,8 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   r = cairn_pin_wait_free(st, id, timeout_ms);
   if (r == -ETIMEDOUT) {
     _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
-    return report_fail(-EBUSY, "%s: still pinned after %s seconds by %s", argv[optind], timeout,
-                       who && *who ? who : "a mount");
+    return report_fail(-EBUSY, "%s: still pinned after %s second%s by %s", argv[optind], timeout,
+                       timeout_ms == 1000 ? "" : "s", who && *who ? who : "a mount");
   }
   return r < 0 ? report_fail(r, "%s: %s", argv[optind], report_why(st, r)) : CAIRN_EXIT_OK;
 }
@@ -241,9 +241,22 @@ int main(int argc, char **argv) {
   }
   if (argc >= 2 && strcmp(argv[1], "--version") == 0)
     return cli_version_run(&c, argc - 1, argv + 1);
-  /* No subcommand (or an option or operand first) is ls. */
+  /* No subcommand (or an option or operand first) is ls; but a mistyped
+   * subcommand (lst) is not an image to list. */
   const struct cli_command *cmd =
       argc >= 2 ? cli_command_find(subcommands, N_SUBCOMMANDS, argv[1]) : NULL;
+  const char *near = argc >= 2 && !cmd && argv[1][0] != '-'
+                         ? cli_command_nearest(subcommands, N_SUBCOMMANDS, argv[1])
+                         : NULL;
+  if (near) return report_usage(USAGE, "%s: unknown subcommand (did you mean %s?)", argv[1], near);
+  if (argc >= 2 && !cmd && argv[1][0] == '-' && argv[1][1] == '-' &&
+      strcmp(argv[1], "--json") != 0 && strcmp(argv[1], "--") != 0) {
+    /* an option of cairn-pin itself, mistyped (--stor): not ls's */
+    static const char *const globals[] = {"--store", "--version", "--help"};
+    for (size_t i = 0; i < 3; i++)
+      if (cairn_near(argv[1], globals[i]))
+        return report_usage(USAGE, "%s: unknown option (did you mean %s?)", argv[1], globals[i]);
+  }
   int code;
   if (cli_wants_help(cmd ? argc - 1 : argc, cmd ? argv + 1 : argv)) {
     cli_command_help(cmd ? cmd : &pin_ls_cmd);

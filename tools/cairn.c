@@ -119,6 +119,21 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "--version") == 0) return cli_version_run(&c, argc - 1, argv + 1);
   const struct cli_command *cmd = cli_command_find(commands, N_COMMANDS, argv[1]);
+  if (!cmd && argv[1][0] == '-') { /* an option where the command goes: --stor, -V */
+    static const char *const globals[] = {"--store", "--version", "--help"};
+    const char *near = NULL;
+    for (size_t i = 0; i < 3 && !near; i++)
+      if (cairn_near(argv[1], globals[i])) near = globals[i];
+    if (near) return report_usage(USAGE, "%s: unknown option (did you mean %s?)", argv[1], near);
+    return report_usage(USAGE,
+                        "%s: unknown option (the options are --store DIR, --help, "
+                        "--version; then a command)",
+                        argv[1]);
+  }
+  const char *near = cmd ? NULL : cli_command_nearest(commands, N_COMMANDS, argv[1]);
+  if (near)
+    return report_usage(USAGE " (cairn --help lists the commands)",
+                        "%s: unknown command (did you mean %s?)", argv[1], near);
   if (!cmd)
     return report_usage(USAGE " (cairn --help lists the commands)", "%s: unknown command", argv[1]);
   if (cli_wants_help(argc - 1, argv + 1)) {

@@ -168,12 +168,81 @@ json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins) {
     json_array_append_new(layers, json_pack("{s:s, s:I, s:I}", "id", info->layers[i].id, "size",
                                             (json_int_t)info->layers[i].size, "entries",
                                             (json_int_t)info->layers[i].entries));
-  char created[32];
+  char created[32], stored[32];
   cli_rfc3339(im->created, created, sizeof(created));
-  return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:s, s:o*, s:b}", "id", im->id, "names",
+  cli_rfc3339(im->stored, stored, sizeof(stored));
+  /* created: the image's (its config's, as podman's Created); stored: when
+   * this store got it */
+  return json_pack("{s:s, s:o, s:o*, s:o, s:I, s:s, s:s, s:o*, s:b}", "id", im->id, "names",
                    names_json(im->names, im->n_names), "config", json_loads(info->config, 0, NULL),
-                   "layers", layers, "size", (json_int_t)im->size, "created", created, "pins", pins,
-                   "pinned", im->pinned);
+                   "layers", layers, "size", (json_int_t)im->size, "created", created, "stored",
+                   stored, "pins", pins, "pinned", im->pinned);
+}
+
+/* The member of obj whose key is name[0..len), case aside, or NULL. */
+static json_t *json_member(json_t *obj, const char *name, size_t len) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(obj, key, v) {
+    if (strlen(key) == len && strncasecmp(key, name, len) == 0) return v;
+  }
+  return NULL;
+}
+
+int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj) {
+  for (const char *p = tmpl; *p;) {
+    if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) {
+      putchar(p[1] == 't' ? '\t' : '\n');
+      p += 2;
+      continue;
+    }
+    if (strncmp(p, "{{", 2) != 0) {
+      putchar(*p++);
+      continue;
+    }
+    const char *f = p + 2 + strspn(p + 2, " ");
+    bool as_json = strncmp(f, "json ", 5) == 0;
+    if (as_json) f += 5 + strspn(f + 5, " ");
+    json_t *v = obj;
+    const char *q = f;
+    while (v && *q == '.') { /* .Config.Env: each step a member */
+      size_t len = strspn(q + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789");
+      v = len ? json_member(v, q + 1, len) : NULL;
+      q += 1 + len;
+    }
+    const char *end = q + strspn(q, " ");
+    if (!v || q == f || strncmp(end, "}}", 2) != 0) {
+      size_t shown = strstr(p, "}}") ? (size_t)(strstr(p, "}}") - p) + 2 : strlen(p);
+      char keys[512] = "";
+      const char *key;
+      json_t *m;
+      size_t o = 0;
+      json_object_foreach(obj, key, m) {
+        if (o < sizeof(keys))
+          o += (size_t)snprintf(keys + o, sizeof(keys) - o, "%s{{.%s}}", o ? " " : "", key);
+      }
+      fflush(stdout);
+      return report_usage(usage, "%s: --format: %.*s: not a field (fields: %s)", cmd, (int)shown, p,
+                          keys);
+    }
+    if (json_is_string(v) && !as_json)
+      fputs(json_string_value(v), stdout);
+    else
+      json_dumpf(v, stdout, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    p = end + 2;
+  }
+  putchar('\n');
+  return CAIRN_EXIT_OK;
+}
+
+int cli_tls_verify(const char *arg, bool *insecure) {
+  if (!arg || strcmp(arg, "true") == 0)
+    *insecure = false;
+  else if (strcmp(arg, "false") == 0)
+    *insecure = true;
+  else
+    return -1;
+  return 0;
 }
 
 int cli_parse_seconds(const char *s, int64_t *ms) {
@@ -218,7 +287,8 @@ int cli_no_options(int argc, char **argv, const char *usage, bool operands_end) 
 }
 
 int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet) {
-  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'}, {"no-progress", no_argument, NULL, 'q'}, {0}};
   int o;
   *quiet = false;
   optind = 1;
@@ -263,6 +333,19 @@ const struct cli_command *cli_command_find(const struct cli_command *const *cmds
   for (size_t i = 0; i < n; i++)
     if (strcmp(cmds[i]->name, name) == 0) return cmds[i];
   return NULL;
+}
+
+const char *cli_command_nearest(const struct cli_command *const *cmds, size_t n, const char *name) {
+  const char *best = NULL;
+  size_t best_d = SIZE_MAX;
+  for (size_t i = 0; i < n; i++) {
+    size_t d = cairn_edit_distance(name, cmds[i]->name);
+    if (d < best_d && cairn_near(name, cmds[i]->name)) {
+      best = cmds[i]->name;
+      best_d = d;
+    }
+  }
+  return best;
 }
 
 bool cli_wants_help(int argc, char **argv) {

@@ -48,6 +48,9 @@ struct cli_command {
 /* The command named name among n, or NULL. */
 const struct cli_command *cli_command_find(const struct cli_command *const *cmds, size_t n,
                                            const char *name);
+/* The name of the command among n nearest to name, a mistyped one (for
+ * "did you mean"), or NULL. */
+const char *cli_command_nearest(const struct cli_command *const *cmds, size_t n, const char *name);
 /* True if argv (before any "--") holds -h or --help: every command and
  * subcommand answers it with its help, whatever else argv holds. */
 bool cli_wants_help(int argc, char **argv);
@@ -100,9 +103,9 @@ int cli_bad_option(const char *usage, char **argv, int o, const struct option *l
  * first operand. Returns CAIRN_EXIT_OK, or the exit code of the error. */
 int cli_no_options(int argc, char **argv, const char *usage, bool operands_end);
 
-/* Parses -q/--quiet (the only option of a command that says what it did),
- * leaving optind at the first operand. Returns CAIRN_EXIT_OK, or the exit
- * code of a usage error it printed. */
+/* Parses -q/--quiet or --no-progress, the same (the only options of a
+ * command that prints no id: export), leaving optind at the first operand.
+ * Returns CAIRN_EXIT_OK, or the exit code of a usage error it printed. */
 int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet);
 
 /* How a listing prints its rows. */
@@ -137,6 +140,17 @@ void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len);
 /* An image as `cairn inspect` shows it; pins is an array of pin rows, or
  * NULL (left out). Takes the reference to pins. */
 json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins);
+
+/* Prints obj by a Go-template-like tmpl, as podman inspect --format: each
+ * {{.Key}} (case aside; {{.A.B}} a member's member; {{json .Key}} as
+ * JSON) is the value, a string as it is and anything else as JSON; \t and
+ * \n a tab and a newline; a newline at the end. A key obj does not have is
+ * a usage error naming its keys. Returns the exit code. */
+int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj);
+
+/* podman's --tls-verify[=true|false] (arg NULL: true): *insecure is its
+ * opposite. -1 for another value. */
+int cli_tls_verify(const char *arg, bool *insecure);
 
 /* Parses a number of seconds ("5", "0.5", "1e10", "inf") into *ms,
  * rounded down; a wait longer than int64 milliseconds hold (inf included)

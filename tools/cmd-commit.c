@@ -52,13 +52,12 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
                                        {"message", required_argument, NULL, 'm'},
                                        {NULL, 0, NULL, 0}};
-  bool quiet = false;
   const char *message = NULL;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":qm:", opts, NULL)) != -1) {
     if (o == 'q')
-      quiet = true;
+      continue; /* the id is all commit prints */
     else if (o == 'm')
       message = optarg;
     else
@@ -84,7 +83,7 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   cairn_id image, layer;
   r = cairn_commit(st, up.id, normal, message, image, layer);
   if (r < 0) return report_fail(r, "commit: %s: %s", dir, report_why(st, r));
-  if (!quiet) printf("%s\n", image);
+  printf("%s\n", image);
   fflush(stdout);
   if (live && (r = rebase(st, abs, up.id, image)) < 0) {
     char msg[PATH_MAX + 256];
@@ -105,5 +104,6 @@ const struct cli_command cmd_commit = {
                "live mount then serves the new image with a fresh, empty upper layer: later\n"
                "writes go there, also through files open for writing.",
     .options = "-m, --message MESSAGE\tthe history entry's comment\n"
-               "-q, --quiet\tprint nothing on success\n",
+               "-q, --quiet\tprint the new image's id only (as without it: commit\n"
+               "\tshows no progress)\n",
 };

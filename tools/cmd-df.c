@@ -7,7 +7,9 @@
  */
 #include "commands.h"
 
+#include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 static json_t *df_class_json(const char *type, const struct cairn_df_class *d) {
   return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "type", type, "count",
@@ -34,22 +36,42 @@ static void df_table_row(const char *type, const struct cairn_df_class *d) {
 }
 
 static int df_run(struct cli *c, int argc, char **argv) {
-  struct cli_listing l;
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"format", required_argument, NULL, 'f'}, {0}};
+  struct cli_listing l = {.cmd = argv[0]};
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, cmd_df.usage, 0, false, &l);
+  int o, code = CAIRN_EXIT_OK;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    if (o == 'j')
+      l.json = true;
+    else if (o == 'f' && strcmp(optarg, "json") == 0)
+      l.json = true;
+    else if (o == 'f')
+      l.format = optarg;
+    else
+      return cli_bad_option(cmd_df.usage, argv, o, opts);
+  }
+  if (optind < argc) return report_usage(cmd_df.usage, "df: takes no arguments");
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   struct cairn_df df;
   int r = cairn_df(st, &df);
   if (r < 0) return report_fail(r, "df: %s", report_why(st, r));
-  if (l.json) {
+  if (l.json || l.format) {
     json_t *rows = json_pack("[o, o, o, o]", df_class_json("images", &df.images),
                              df_class_json("layers", &df.layers), df_class_json("blobs", &df.blobs),
                              df_class_json("compressed", &df.compressed));
     if (!rows) return report_fail(-ENOMEM, "df: out of memory");
-    cli_print_json(rows);
+    size_t i;
+    json_t *row;
+    if (l.json) cli_print_json(rows);
+    json_array_foreach(rows, i, row) { /* --format: each class by the template */
+      if (l.format && (code = cli_json_template_print("df", cmd_df.usage, l.format, row)) != 0)
+        break;
+    }
     json_decref(rows);
-    return CAIRN_EXIT_OK;
+    return code;
   }
   printf("%-10s  %6s  %10s  %10s  %10s  %-16s  %s\n", "TYPE", "TOTAL", "SIZE", "SHARED", "UNIQUE",
          "RECLAIMABLE", "PINNED");
@@ -63,11 +85,14 @@ static int df_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_df = {
     .name = "df",
     .run = df_run,
-    .usage = "cairn df [--json]",
+    .usage = "cairn df [--json | --format TEMPLATE]",
     .summary = "Show the store's disk usage, as podman system df: images, layers, blobs and\n"
                "the compressed layers pulls keep (for podman's Additional Layer Store), each\n"
                "counted once (a layer several images use counts once), shared by several or\n"
                "unique, reclaimable (what cairn gc would free) and pinned.",
-    .options = "--json\tone JSON array (images, layers, blobs, compressed), exact numbers of "
-               "bytes\n",
+    .options =
+        "--json\tone JSON array (images, layers, blobs, compressed), exact numbers of "
+        "bytes\n"
+        "--format TEMPLATE\teach class as TEMPLATE: {{.Key}} a key of --json's objects\n"
+        "\t({{.Type}}, {{.Bytes}}, {{.Reclaimable_bytes}}...), \\t, \\n; --format json is --json\n",
 };

@@ -1,33 +1,92 @@
 /*
- * cmd-export.c — `cairn export IMAGE`: the image's merged root filesystem
- * as a tar on stdout (never to a terminal), its progress on stderr
- * (progress.h) unless --quiet.
+ * cmd-export.c — `cairn export [-o FILE] IMAGE`: the image's merged root
+ * filesystem as a tar on stdout (never to a terminal) or into FILE, its
+ * progress on stderr (progress.h) unless -q/--no-progress.
  */
 #include "commands.h"
 #include "progress.h"
 
+#include <fcntl.h>
+#include <getopt.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#define USAGE "cairn export [--quiet] IMAGE > FILE.tar"
+#define USAGE "cairn export [-q | --no-progress] [-o FILE] IMAGE [> FILE.tar]"
+
+/* FILE for writing, as podman export -o opens it (created, or emptied),
+ * but never through a symlink, and an existing file only if it is a
+ * regular file of ours with one link: what root writes outside the store
+ * goes nowhere it was not asked to. The fd, or -errno with *why set. */
+static int output_open(const char *path, const char **why) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
+  struct stat sb;
+  *why = NULL;
+  if (fd < 0) {
+    if (errno == ELOOP) *why = "is a symlink; not followed";
+    return -errno;
+  }
+  if (fstat(fd, &sb) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid() || sb.st_nlink != 1) {
+    close(fd);
+    *why = !S_ISREG(sb.st_mode) ? "not a regular file"
+           : sb.st_nlink != 1   ? "has other hard links; not written"
+                                : "belongs to another user; not written";
+    return -EPERM;
+  }
+  if (ftruncate(fd, 0) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
 
 static int export_run(struct cli *c, int argc, char **argv) {
+  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
+                                       {"no-progress", no_argument, NULL, 'q'},
+                                       {"output", required_argument, NULL, 'o'},
+                                       {0}};
   bool quiet = false;
-  int code = cli_quiet_flag(argc, argv, USAGE, &quiet);
-  if (code != CAIRN_EXIT_OK) return code;
+  const char *output = NULL;
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, ":qo:", opts, NULL)) != -1) {
+    if (o == 'q')
+      quiet = true;
+    else if (o == 'o')
+      output = optarg;
+    else
+      return cli_bad_option(USAGE, argv, o, opts);
+  }
   if (argc - optind != 1) return report_usage(USAGE, "export: needs one image");
-  if (isatty(STDOUT_FILENO))
-    return report_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout");
+  if (!output && isatty(STDOUT_FILENO))
+    return report_usage(USAGE, "export: refusing to write a tar to a terminal; redirect stdout "
+                               "or give -o FILE");
   cairn_store *st;
-  code = cli_store(c, &st);
+  int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_id id;
   int r = cairn_image_resolve(st, argv[optind], id);
+  if (r < 0) return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
+  int fd = STDOUT_FILENO;
+  if (output) {
+    const char *why;
+    if ((fd = output_open(output, &why)) < 0)
+      return report_fail(fd, "export: %s: %s", output, why ? why : strerror(-fd));
+  }
   struct progress_hook hook = {
       .p = progress_new(quiet), .labels = (const char *const *)argv + optind, .n_labels = 1};
   cairn_store_set_progress(st, progress_hook, &hook);
-  if (r == 0) r = cairn_export(st, id, STDOUT_FILENO);
+  r = cairn_export(st, id, fd);
   cairn_store_set_progress(st, NULL, NULL);
   progress_free(hook.p);
+  if (output && close(fd) < 0 && r == 0)
+    r = cairn_fail(st, -errno, "%s: %s", output, strerror(errno));
   return r < 0 ? report_fail(r, "%s: %s", argv[optind], report_why(st, r)) : CAIRN_EXIT_OK;
 }
 
@@ -35,6 +94,10 @@ const struct cli_command cmd_export = {
     .name = "export",
     .run = export_run,
     .usage = USAGE,
-    .summary = "Write IMAGE's merged root filesystem as a tar to stdout (never to a terminal).",
-    .options = "-q, --quiet\tno progress on stderr\n",
+    .summary = "Write IMAGE's merged root filesystem as a tar to stdout (never to a terminal)\n"
+               "or to FILE.",
+    .options = "-o, --output FILE\twrite the tar to FILE, created or emptied as podman export's\n"
+               "\t(never through a symlink; an existing FILE must be the caller's)\n"
+               "-q, --quiet\tno progress on stderr (export prints no id)\n"
+               "--no-progress\tthe same\n",
 };

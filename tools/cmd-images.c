@@ -18,11 +18,36 @@ static int layers_collect(cairn_store *st, struct cli_rows *rows) {
   return cairn_layers_foreach(st, cli_layer_row, rows);
 }
 
+/* What `images NAME` keeps, as podman images NAME: the image NAME
+ * resolves to, and with no tag given every tag of its repository. */
+struct images_filter {
+  char id[CAIRN_ID_LEN + 1]; /* the image it resolves to, or "" */
+  char repo[512];            /* "" if a tag was given; else the normalised repository */
+  char shrt[512];            /* the repository as typed, if short (no host), for /REPO */
+};
+
+static bool images_keep(const struct cli_rows *rows, const struct cli_cell *row, void *arg) {
+  const struct images_filter *f = arg;
+  const struct cli_cell *id = cli_row_get(rows, row, "id");
+  const struct cli_cell *names = cli_row_get(rows, row, "names");
+  if (id && id->s && f->id[0] && strcmp(id->s, f->id) == 0) return true;
+  for (uint32_t i = 0; f->repo[0] && names && i < names->n; i++) {
+    const char *n = ((const char *const *)names->list)[i];
+    size_t len = strrchr(n, ':') ? (size_t)(strrchr(n, ':') - n) : strlen(n);
+    size_t s = strlen(f->shrt);
+    if ((len == strlen(f->repo) && strncmp(n, f->repo, len) == 0) ||
+        (s && len > s && n[len - s - 1] == '/' && strncmp(n + len - s, f->shrt, s) == 0))
+      return true;
+  }
+  return false;
+}
+
 static int listing(struct cli *c, int argc, char **argv, const char *usage, listing_fn list,
                    const char *const *columns, size_t n) {
   struct cli_listing l;
   cairn_store *st;
-  int code = cli_listing_flags(argc, argv, usage, 0, true, &l);
+  bool images = list == images_collect;
+  int code = cli_listing_flags(argc, argv, usage, images ? 1 : 0, true, &l);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   struct cli_rows rows = {0};
@@ -30,6 +55,19 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
   if (r < 0) {
     cli_rows_free(&rows);
     return report_fail(r, "%s: %s", argv[0], report_why(st, r));
+  }
+  if (images && optind < argc) {
+    const char *ref = argv[optind];
+    struct images_filter f = {0};
+    char norm[512];
+    if (cairn_image_resolve(st, ref, f.id) < 0) f.id[0] = '\0';
+    const char *slash = strrchr(ref, '/');
+    if (!strchr(slash ? slash : ref, ':') && cairn_name_normalize(ref, norm, sizeof(norm)) == 0) {
+      snprintf(f.repo, sizeof(f.repo), "%.*s", (int)(strrchr(norm, ':') - norm), norm);
+      if (strncmp(f.repo, "localhost/", 10) == 0 && strncmp(ref, "localhost/", 10) != 0)
+        memcpy(f.shrt, f.repo + 10, strlen(f.repo + 10) + 1);
+    }
+    cli_rows_filter(&rows, images_keep, &f);
   }
   code = cli_listing_print(&l, usage, &rows, columns, n);
   cli_rows_free(&rows);
@@ -51,9 +89,11 @@ static int layers_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_images = {
     .name = "images",
     .run = images_run,
-    .usage = "cairn images [--json | -q | --format TEMPLATE] [--no-trunc]",
-    .summary =
-        "List the images, newest first: id, names, layers, size, created (relative), pinned.",
+    .usage = "cairn images [--json | -q | --format TEMPLATE] [--no-trunc] [NAME]",
+    .summary = "List the images, newest stored first: id, names, layers, size, created (the\n"
+               "image's, from its config, relative; --json also gives stored), pinned.\n"
+               "NAME: only the image it names, or with no tag every tag of its repository (as\n"
+               "podman images NAME: alpine lists docker.io/library/alpine's).",
     .options = "--json\tone JSON array of every image, exact numbers, times in RFC "
                "3339\n" CLI_LISTING_OPTIONS,
 };

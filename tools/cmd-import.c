@@ -2,7 +2,8 @@
  * cmd-import.c — `cairn import NAME[:TAG] LAYER.tar[.gz|.zst|.xz]...|-`: an image
  * from layer tarballs, bottom first. Unsafe or corrupt input is exit 5 and
  * commits nothing. Each layer's progress is a line of the display
- * (progress.h); --quiet shows none and prints no id.
+ * (progress.h). The id goes to stdout; -q/--quiet prints it alone (no
+ * progress), as podman import -q does; --no-progress shows no progress.
  */
 #include "commands.h"
 #include "progress.h"
@@ -10,15 +11,16 @@
 #include <getopt.h>
 #include <stdio.h>
 
-#define USAGE "cairn import [--quiet] NAME[:TAG] LAYER.tar[.gz|.zst|.xz|.bz2]...|-"
+#define USAGE "cairn import [-q] [--no-progress] NAME[:TAG] LAYER.tar[.gz|.zst|.xz|.bz2]...|-"
 
 static int import_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'}, {0}};
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'}, {"no-progress", no_argument, NULL, 'P'}, {0}};
   bool quiet = false;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, "+:q", opts, NULL)) != -1) {
-    if (o == 'q')
+    if (o == 'q' || o == 'P')
       quiet = true;
     else
       return cli_bad_option(USAGE, argv, o, opts);
@@ -39,7 +41,7 @@ static int import_run(struct cli *c, int argc, char **argv) {
   cairn_store_set_progress(st, NULL, NULL);
   progress_free(hook.p);
   if (r < 0) return report_fail(r, "import: %s", report_why(st, r));
-  if (!quiet) printf("%s\n", id);
+  printf("%s\n", id);
   return CAIRN_EXIT_OK;
 }
 
@@ -50,5 +52,6 @@ const struct cli_command cmd_import = {
     .summary = "Make an image from layer tars, bottom layer first, and print its id.\n"
                "A layer is a tar, plain or compressed (gzip, zstd, xz, bzip2: found from its\n"
                "bytes, not its name); - reads one from the standard input.",
-    .options = "-q, --quiet\tno progress on stderr, no image id\n",
+    .options = "-q, --quiet\tprint the image id only (no progress)\n"
+               "--no-progress\tno progress on stderr\n",
 };

@@ -6,9 +6,12 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 struct inspected {
-  json_t *pins; /* handed to the printed object */
+  json_t *pins;       /* handed to the printed object */
+  const char *format; /* --format TEMPLATE, or NULL */
+  int code;           /* the template's exit code */
 };
 
 static int inspected_print(const struct cairn_image_info *info, void *arg) {
@@ -16,6 +19,11 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
   json_t *obj = cli_inspect_json(info, out->pins);
   out->pins = NULL;
   if (!obj) return -ENOMEM;
+  if (out->format) {
+    out->code = cli_json_template_print("inspect", cmd_inspect.usage, out->format, obj);
+    json_decref(obj);
+    return 0;
+  }
   json_dumpf(obj, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   fputc('\n', stdout);
   json_decref(obj);
@@ -23,11 +31,17 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
 }
 
 static int inspect_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"json", no_argument, NULL, 'j'}, {0}};
+  static const struct option opts[] = {
+      {"json", no_argument, NULL, 'j'}, {"format", required_argument, NULL, 'f'}, {0}};
+  const char *format = NULL;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) /* inspect is JSON already */
-    if (o != 'j') return cli_bad_option(cmd_inspect.usage, argv, o, opts);
+  while ((o = getopt_long(argc, argv, ":f:", opts, NULL)) != -1) { /* inspect is JSON already */
+    if (o == 'f')
+      format = strcmp(optarg, "json") == 0 ? NULL : optarg;
+    else if (o != 'j')
+      return cli_bad_option(cmd_inspect.usage, argv, o, opts);
+  }
   int i = optind;
   if (argc - i != 1) return report_usage(cmd_inspect.usage, "inspect: needs one image");
   cairn_store *st;
@@ -39,16 +53,19 @@ static int inspect_run(struct cli *c, int argc, char **argv) {
   struct cli_rows rows = {0};
   json_t *pins = cairn_pins_foreach(st, id, cli_pin_row, &rows) == 0 ? cli_rows_json(&rows) : NULL;
   cli_rows_free(&rows); /* pins NULL: left out, as a listing that failed */
-  struct inspected out = {.pins = pins};
+  struct inspected out = {.pins = pins, .format = format};
   r = cairn_inspect(st, id, inspected_print, &out);
   json_decref(out.pins);
-  return r < 0 ? report_fail(r, "%s: %s", argv[i], report_why(st, r)) : CAIRN_EXIT_OK;
+  return r < 0 ? report_fail(r, "%s: %s", argv[i], report_why(st, r)) : out.code;
 }
 
 const struct cli_command cmd_inspect = {
     .name = "inspect",
     .run = inspect_run,
-    .usage = "cairn inspect [--json] IMAGE",
-    .summary = "Print IMAGE's names, config, layers and pins as JSON.",
-    .options = "--json\taccepted for habit: the output is JSON already\n",
+    .usage = "cairn inspect [--json | -f TEMPLATE] IMAGE",
+    .summary = "Print IMAGE's names, config, layers and pins as JSON; created is the image's\n"
+               "creation time (its config's), stored when this store got it.",
+    .options = "--json\taccepted for habit: the output is JSON already\n"
+               "-f, --format TEMPLATE\tprint TEMPLATE, as podman inspect: {{.Key}} a key of the\n"
+               "\tJSON ({{.Id}}, {{.Config.config.Env}}; case aside), {{json .Key}}, \\t, \\n\n",
 };

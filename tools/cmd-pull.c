@@ -16,7 +16,7 @@
 
 #define PULL_USAGE                                                                                 \
   "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER[:PASS]] [--insecure] [--jobs N]\n"      \
-  "                  [--cert-dir DIR] [--retries N] [--quiet] SOURCE [NAME[:TAG]]"
+  "                  [--cert-dir DIR] [--retries N] [-q] [--no-progress] SOURCE [NAME[:TAG]]"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
   static const struct progress_words words = {"fetching", "storing", "reused (already stored)",
@@ -36,10 +36,16 @@ static int parse_count(const char *s, unsigned max, unsigned *out) {
 
 static int pull_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
-      {"platform", required_argument, NULL, 'p'}, {"creds", required_argument, NULL, 'c'},
-      {"insecure", no_argument, NULL, 'k'},       {"jobs", required_argument, NULL, 'j'},
-      {"retries", required_argument, NULL, 'r'},  {"quiet", no_argument, NULL, 'q'},
-      {"cert-dir", required_argument, NULL, 'C'}, {NULL, 0, NULL, 0},
+      {"platform", required_argument, NULL, 'p'},
+      {"creds", required_argument, NULL, 'c'},
+      {"insecure", no_argument, NULL, 'k'},
+      {"jobs", required_argument, NULL, 'j'},
+      {"retries", required_argument, NULL, 'r'},
+      {"quiet", no_argument, NULL, 'q'},
+      {"cert-dir", required_argument, NULL, 'C'},
+      {"no-progress", no_argument, NULL, 'q'},
+      {"tls-verify", optional_argument, NULL, 'T'},
+      {NULL, 0, NULL, 0}, /* --no-progress: -q less its ids-only output */
   };
   bool quiet = false;
   cairn_pull_opts po = {.progress = on_progress, .log = on_log};
@@ -51,6 +57,10 @@ static int pull_run(struct cli *c, int argc, char **argv) {
     case 'p': po.platform = optarg; break;
     case 'c': creds_arg = optarg; break;
     case 'k': po.insecure = true; break;
+    case 'T':
+      if (cli_tls_verify(optarg, &po.insecure) < 0)
+        return report_usage(PULL_USAGE, "pull: --tls-verify: needs true or false");
+      break;
     case 'C': po.cert_dir = optarg; break;
     case 'j':
       if (parse_count(optarg, 64, &po.jobs) < 0)
@@ -105,9 +115,11 @@ const struct cli_command cmd_pull = {
         "\there is seen by every user (ps): with USER alone it is read from stdin's\n"
         "\tfirst line, or asked on the terminal\n"
         "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
+        "--tls-verify[=BOOL]\t--tls-verify=false is --insecure, as podman's\n"
         "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
         "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
         "\tpull-jobs, else 3)\n"
         "--retries N\tattempts per request on transient errors (1 to 100)\n"
-        "-q, --quiet\tno progress on stderr\n",
+        "-q, --quiet\tprint the image id only (no progress)\n"
+        "--no-progress\tno progress on stderr\n",
 };

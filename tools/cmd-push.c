@@ -14,7 +14,7 @@
 
 #define PUSH_USAGE                                                                                 \
   "cairn push [--compress gzip|zstd|none] [--creds USER[:PASS]] [--insecure]\n"                    \
-  "                  [--cert-dir DIR] [--retries N] [--quiet] IMAGE DEST"
+  "                  [--cert-dir DIR] [--retries N] [-q] [--no-progress] IMAGE DEST"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
   static const struct progress_words words = {"sending", "compressing", "skipped (already there)",
@@ -32,6 +32,8 @@ static int push_run(struct cli *c, int argc, char **argv) {
       {"retries", required_argument, NULL, 'r'},
       {"quiet", no_argument, NULL, 'q'},
       {"cert-dir", required_argument, NULL, 'C'},
+      {"no-progress", no_argument, NULL, 'q'}, /* -q less its ids-only output */
+      {"tls-verify", optional_argument, NULL, 'T'},
       {NULL, 0, NULL, 0},
   };
   bool quiet = false;
@@ -53,6 +55,10 @@ static int push_run(struct cli *c, int argc, char **argv) {
       break;
     case 'c': creds_arg = optarg; break;
     case 'k': po.net.insecure = true; break;
+    case 'T':
+      if (cli_tls_verify(optarg, &po.net.insecure) < 0)
+        return report_usage(PUSH_USAGE, "push: --tls-verify: needs true or false");
+      break;
     case 'C': po.net.cert_dir = optarg; break;
     case 'r': {
       char *end;
@@ -102,7 +108,9 @@ const struct cli_command cmd_push = {
         "\there is seen by every user (ps): with USER alone it is read from stdin's\n"
         "\tfirst line, or asked on the terminal\n"
         "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true, per registry)\n"
+        "--tls-verify[=BOOL]\t--tls-verify=false is --insecure, as podman's\n"
         "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
         "--retries N\tattempts per request on transient errors (1 to 100)\n"
-        "-q, --quiet\tno progress on stderr\n",
+        "-q, --quiet\tprint the manifest's digest only (no progress)\n"
+        "--no-progress\tno progress on stderr\n",
 };

@@ -99,6 +99,26 @@ void cli_rows_truncate(struct cli_rows *rows, size_t n) {
   if (n < rows->n) rows->n = n;
 }
 
+void cli_rows_filter(struct cli_rows *rows,
+                     bool (*keep)(const struct cli_rows *rows, const struct cli_cell *row,
+                                  void *arg),
+                     void *arg) {
+  size_t out = 0, w = rows->schema ? rows->schema->n : 0;
+  for (size_t i = 0; i < rows->n; i++)
+    if (keep(rows, rows->cells + i * w, arg)) {
+      if (out != i) memcpy(rows->cells + out * w, rows->cells + i * w, w * sizeof(*rows->cells));
+      out++;
+    }
+  rows->n = out;
+}
+
+const struct cli_cell *cli_row_get(const struct cli_rows *rows, const struct cli_cell *row,
+                                   const char *key) {
+  for (size_t f = 0; rows->schema && f < rows->schema->n; f++)
+    if (strcmp(rows->schema->fields[f].key, key) == 0) return &row[f];
+  return NULL;
+}
+
 bool cli_cell_set_str(struct cli_rows *rows, struct cli_cell *cell, const char *s) {
   /* rows repeat their text (a target's pins come together; thousands of
    * pins have a few commands and purposes): the row before's is shared */
@@ -447,7 +467,16 @@ int cli_upper_row(const struct cairn_upper_rec *u, void *arg) {
   return ok ? 0 : -ENOMEM;
 }
 
-enum { IMAGE_ID, IMAGE_NAMES, IMAGE_LAYERS, IMAGE_SIZE, IMAGE_CREATED, IMAGE_PINNED, IMAGE_FIELDS };
+enum {
+  IMAGE_ID,
+  IMAGE_NAMES,
+  IMAGE_LAYERS,
+  IMAGE_SIZE,
+  IMAGE_CREATED,
+  IMAGE_PINNED,
+  IMAGE_STORED,
+  IMAGE_FIELDS
+};
 static const struct cli_field image_fields[IMAGE_FIELDS] = {
     [IMAGE_ID] = {"id", CLI_ID, false},
     [IMAGE_NAMES] = {"names", CLI_NAMES, false},
@@ -455,6 +484,7 @@ static const struct cli_field image_fields[IMAGE_FIELDS] = {
     [IMAGE_SIZE] = {"size", CLI_SIZE, false},
     [IMAGE_CREATED] = {"created", CLI_TIME, false},
     [IMAGE_PINNED] = {"pinned", CLI_BOOL, false},
+    [IMAGE_STORED] = {"stored", CLI_TIME, false},
 };
 static const struct cli_schema image_schema = {image_fields, IMAGE_FIELDS};
 
@@ -466,6 +496,7 @@ int cli_image_row(const struct cairn_image_rec *im, void *arg) {
   c[IMAGE_SIZE] = (struct cli_cell){.set = true, .i = (int64_t)im->size};
   c[IMAGE_CREATED] = (struct cli_cell){.set = true, .i = im->created};
   c[IMAGE_PINNED] = (struct cli_cell){.set = true, .b = im->pinned};
+  c[IMAGE_STORED] = (struct cli_cell){.set = true, .i = im->stored};
   bool ok = cli_cell_set_str(rows, &c[IMAGE_ID], im->id);
   const char **names = ok && im->n_names ? arena_alloc(rows, im->n_names * sizeof(*names)) : NULL;
   for (size_t i = 0; names && i < im->n_names; i++) {

@@ -73,6 +73,15 @@ struct cli_cell *cli_rows_add(struct cli_rows *rows, const struct cli_schema *sc
 /* Drops the rows after the first n (their text stays in the arena until
  * cli_rows_free). */
 void cli_rows_truncate(struct cli_rows *rows, size_t n);
+/* Keeps the rows keep says to keep, in order (cells shared with a dropped
+ * row's text stay valid: the text is in the arena). */
+void cli_rows_filter(struct cli_rows *rows,
+                     bool (*keep)(const struct cli_rows *rows, const struct cli_cell *row,
+                                  void *arg),
+                     void *arg);
+/* The cell of row whose field is key, or NULL. */
+const struct cli_cell *cli_row_get(const struct cli_rows *rows, const struct cli_cell *row,
+                                   const char *key);
 /* Copies s into the rows' arena into cell, a cell of the last row (or
  * shares the text of the same cell of the row before, if it is s); false
  * without memory. */

@@ -158,7 +158,17 @@ static int load(docker_archive *da, cairn_store *st) {
   }
   const char *tag = json_string_value(json_array_get(json_object_get(first, "RepoTags"), 0));
   char norm[1024];
-  if (tag && cairn_name_normalize(tag, norm, sizeof norm) == 0) da->base.default_name = strdup(tag);
+  /* docker save's RepoTags are docker's short names (alpine:3.19 is
+   * docker.io/library/alpine:3.19), as podman reads them */
+  const char *slash = tag ? strchr(tag, '/') : NULL;
+  size_t first_len = slash ? (size_t)(slash - tag) : 0;
+  bool host = slash && (memchr(tag, '.', first_len) || memchr(tag, ':', first_len) ||
+                        (first_len == 9 && strncmp(tag, "localhost", 9) == 0));
+  char full[1024];
+  if (tag &&
+      snprintf(full, sizeof full, "%s%s", host ? "" : "docker.io/", tag) < (int)sizeof full &&
+      cairn_name_normalize(full, norm, sizeof norm) == 0)
+    da->base.default_name = strdup(norm);
   if ((r = read_small(da, config, &cbody, &clen, st)) < 0) goto done;
   cj = json_loadb(cbody, clen, 0, NULL);
   json_t *diff_ids = json_object_get(json_object_get(cj, "rootfs"), "diff_ids");

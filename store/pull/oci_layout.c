@@ -7,10 +7,14 @@
  * no REF the layout must hold exactly one entry. Every blob read is checked
  * against its descriptor like a download.
  *
- * The image is named after the entry's own name annotation, as podman names
- * an oci-archive: io.containerd.image.name if set (buildkit writes it), else
- * org.opencontainers.image.ref.name; a name with no registry host gets
- * "localhost/" and one with no tag ":latest" (podman's NormalizeName). An
+ * The image is named as podman (4.3, libimage) names an oci: pull:
+ * "localhost/" and DIR as typed, less its leading (and trailing) slashes,
+ * ":latest" (oci:lay:v2 is localhost/lay:latest, oci:/srv/lay is
+ * localhost/srv/lay:latest), whatever REF is. Where that is no valid name
+ * (DIR has capitals, "./"...: podman refuses the pull) it is named after
+ * the entry's own name annotation, as podman names an oci-archive:
+ * io.containerd.image.name if set (buildkit writes it), else
+ * org.opencontainers.image.ref.name, normalized (cairn_name_normalize). An
  * entry with neither annotation, or one that is no valid name, gives the
  * image no name (it is listed by id).
  */
@@ -83,6 +87,18 @@ static char *entry_name(json_t *entry) {
   return cairn_name_normalize(full, norm, sizeof norm) == 0 ? strdup(norm) : NULL;
 }
 
+/* The name podman gives a pull of the layout dir (see the top), or NULL. */
+static char *dir_name(const char *dir) {
+  dir += strspn(dir, "/");
+  size_t n = strlen(dir);
+  while (n > 0 && dir[n - 1] == '/') n--;
+  char full[1024], norm[1024];
+  if (n == 0 || snprintf(full, sizeof full, "localhost/%.*s", (int)n, dir) >= (int)sizeof full ||
+      cairn_name_normalize(full, norm, sizeof norm) < 0)
+    return NULL;
+  return strdup(norm);
+}
+
 /* The index.json entry REF names (or the only one), and its name. */
 static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
   char path[4096];
@@ -108,14 +124,28 @@ static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
   if (count == 0)
     r = cairn_fail(st, -ENOENT, "%s: no image%s%s in the layout", l->dir, l->ref ? " named " : "",
                    l->ref ? l->ref : "");
-  else if (count > 1)
-    r = cairn_fail(st, -EINVAL, "%s holds %zu images; name one as oci:%s:REF", l->dir, count,
+  else if (count > 1) {
+    /* say which: their REFs (ref.name annotations), as many as fit */
+    char refs[512] = "";
+    size_t o = 0, unnamed = 0;
+    json_array_foreach(list, i, m) {
+      const char *name = json_string_value(
+          json_object_get(json_object_get(m, "annotations"), "org.opencontainers.image.ref.name"));
+      if (!name)
+        unnamed++;
+      else if (o < sizeof refs)
+        o += (size_t)snprintf(refs + o, sizeof refs - o, "%s%s", o ? ", " : "", name);
+    }
+    if (o >= sizeof refs) snprintf(refs + sizeof refs - 5, 5, "...");
+    r = cairn_fail(st, -EINVAL, "%s holds %zu images (%s%s%s); name one as oci:%s:REF", l->dir,
+                   count, refs, unnamed && o ? ", " : "", unnamed ? "some with no name" : "",
                    l->dir);
-  else
+  } else
     r = cn_pull_desc_parse(found, d, st);
   if (r == 0) {
     free(l->base.default_name);
-    l->base.default_name = entry_name(found);
+    l->base.default_name = dir_name(l->dir);
+    if (!l->base.default_name) l->base.default_name = entry_name(found);
   }
   json_decref(idx);
   return r;

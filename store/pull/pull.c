@@ -214,10 +214,14 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
     r = cn_docker_archive_open(source + 15, src, st);
   else if (strncmp(source, "docker://", 9) == 0)
     r = cn_registry_source_open(source + 9, o, src, st);
-  else
+  else if (strncmp(source, "oci-archive:", 12) == 0 || strncmp(source, "dir:", 4) == 0 ||
+           strncmp(source, "docker:", 7) == 0 || strncmp(source, "containers-storage:", 19) == 0 ||
+           strncmp(source, "docker-daemon:", 14) == 0)
     return cairn_fail(st, -EINVAL,
-                      "unknown source (expected oci:DIR[:REF], docker-archive:FILE or "
-                      "docker://HOST/REPO[:TAG|@DIGEST])");
+                      "unsupported source (expected oci:DIR[:REF], docker-archive:FILE or "
+                      "[docker://][HOST/]REPO[:TAG|@DIGEST])");
+  else /* as podman: no transport is docker:// */
+    r = cn_registry_source_open(source, o, src, st);
   if (r == 0) (*src)->opts = o;
   return r;
 }

@@ -274,10 +274,9 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
     CURLcode c = perform(rg, h, q, token_request, &x);
     bool transient = false;
     if (x.sink_err == -EFBIG) {
-      r = cairn_fail(
-          st, -EBADMSG,
-          "%s %s: the server sent more than the %llu bytes the descriptor says; cut off", method,
-          url, (unsigned long long)sink->limit);
+      r = cairn_fail(st, -EBADMSG,
+                     "%s %s: the server sent more than the %llu bytes the descriptor says; cut off",
+                     method, url, (unsigned long long)sink->limit);
       break;
     } else if (x.sink_err == -ECANCELED) {
       r = cairn_fail(st, -ECANCELED, "%s %s: cancelled", method, url);
@@ -319,8 +318,8 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
       if (head && r == -ENOENT)
         break;
       else if (transient)
-        r = cairn_fail(st, r, "%s %s: %s (gave up after %u attempts)", method, url, why,
-                       attempt + 1);
+        r = cairn_fail(st, r, "%s %s: %s (gave up after %u attempt%s)", method, url, why,
+                       attempt + 1, attempt ? "s" : "");
       else
         r = cairn_fail(st, r, "%s %s: %s", method, url, why);
       break;

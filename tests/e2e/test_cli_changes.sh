@@ -16,11 +16,11 @@ other=$(cairn import other:1 "$T/1.tar") || exit 1
 top=$(cairn layers --json | jq -r '.[] | select(.images == 1) | .id')
 
 expect_exit 0 "rm of a name that is not the last" cairn rm app:2
-check "says Untagged: app:2, only" [ "$(cat "$T/stdout")" = "Untagged: app:2" ]
+check "says Untagged: localhost/app:2, only" [ "$(cat "$T/stdout")" = "Untagged: localhost/app:2" ]
 check "nothing on stderr" [ ! -s "$T/stderr" ]
 expect_exit 0 "rm of the last name" cairn rm app:1
 check "says Untagged, Deleted (full id) and the layer it freed" \
-  [ "$(head -2 "$T/stdout")" = "Untagged: app:1
+  [ "$(head -2 "$T/stdout")" = "Untagged: localhost/app:1
 Deleted: $id" ]
 check "the freed layer is named (and only it)" \
   sh -c "tail -n +3 '$T/stdout' | grep -c . | grep -qx 1 && tail -n +3 '$T/stdout' | grep -q 'sha256:$top'"
@@ -28,8 +28,8 @@ check "the freed layer is named (and only it)" \
 # By id: every name goes, in order, then the image.
 cairn import app:1 "$T/1.tar" "$T/2.tar" >/dev/null && cairn import app:2 "$T/1.tar" "$T/2.tar" >/dev/null
 expect_exit 0 "rm by id" cairn rm "$id"
-check "says each name, then Deleted" [ "$(head -3 "$T/stdout")" = "Untagged: app:1
-Untagged: app:2
+check "says each name, then Deleted" [ "$(head -3 "$T/stdout")" = "Untagged: localhost/app:1
+Untagged: localhost/app:2
 Deleted: $id" ]
 
 # -q and --quiet: nothing at all.
@@ -75,7 +75,7 @@ wait "$holder" 2>/dev/null
 wait "$rmpid"
 check "rm --wait then succeeds" [ $? = 0 ]
 check "it said so once" [ "$(wc -l <"$T/werr")" = 1 ]
-check "then what it removed" [ "$(head -2 "$T/wout")" = "Untagged: other:1
+check "then what it removed" [ "$(head -2 "$T/wout")" = "Untagged: localhost/other:1
 Deleted: $other" ]
 
 # The help says it.

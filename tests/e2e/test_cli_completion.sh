@@ -76,14 +76,14 @@ expect "cairn --st<TAB>" cairn "cairn --st" --store
 expect "cairn --ver<TAB>" cairn "cairn --ver" --version
 # shellcheck disable=SC2046
 expect "cairn pull -<TAB>: pull's options, as its --help lists them" cairn "cairn pull -" \
-  $(cairn pull --help | sed -nE '/^options:/,/^$/ s/^  (-[^ ,]+)(, (--[^ ]+))?.*/\1 \3/p')
+  $(cairn pull --help | sed -nE '/^options:/,/^$/ s/^  (-[-a-zA-Z]+)[^ ,]*(, (--[-a-z]+))?.*/\1 \3/p')
 offers "cairn pull --<TAB> has --jobs and --cert-dir" cairn "cairn pull --" --jobs --cert-dir
 expect "cairn rm --w<TAB>" cairn "cairn rm --w" --wait
-expect "cairn rm <TAB>: the image names" cairn "cairn rm " app:1 docker.io/library/alpine:3.19
+expect "cairn rm <TAB>: the image names" cairn "cairn rm " app:1 localhost/app:1 docker.io/library/alpine:3.19
 expect "cairn rm d<TAB>" cairn "cairn rm d" docker.io/library/alpine:3.19
 # bash breaks words at ':'; what is offered is what follows the typed colon.
 expect "cairn rm app:<TAB>: the tag" cairn "cairn rm app:" 1
-expect "cairn rm --wait <TAB>: images (a bare --wait)" cairn "cairn rm --wait " app:1 \
+expect "cairn rm --wait <TAB>: images (a bare --wait)" cairn "cairn rm --wait " app:1 localhost/app:1 \
   docker.io/library/alpine:3.19
 expect "cairn rm --wait 10 a<TAB>: 10 is --wait's" cairn "cairn rm --wait 10 a" app:1
 expect "cairn inspect a<TAB>" cairn "cairn inspect a" app:1
@@ -107,7 +107,7 @@ expect "cairn-pin <TAB>: the subcommands" cairn-pin "cairn-pin " ls hold wait he
 expect "cairn-pin wait --<TAB>" cairn-pin "cairn-pin wait --" --timeout --help
 expect "cairn-pin wait a<TAB>" cairn-pin "cairn-pin wait a" app:1
 expect "cairn-pin hold a<TAB>" cairn-pin "cairn-pin hold a" app:1
-expect "cairn-pin hold IMAGE <TAB>: another image or --" cairn-pin "cairn-pin hold app:1 " app:1 docker.io/library/alpine:3.19 --
+expect "cairn-pin hold IMAGE <TAB>: another image or --" cairn-pin "cairn-pin hold app:1 " app:1 localhost/app:1 docker.io/library/alpine:3.19 --
 offers "cairn-pin hold IMAGE -- sle<TAB>: commands" cairn-pin "cairn-pin hold app:1 -- slee" sleep
 expect "cairn-pin ls a<TAB>" cairn-pin "cairn-pin ls a" app:1
 

@@ -17,14 +17,14 @@ expect_exit 0 "images -q" cairn images -q
 check "images -q: the short ids" [ "$(sort "$T/stdout")" = "$(printf '%s\n' "${app:0:12}" "${base:0:12}" | sort)" ]
 expect_exit 0 "images -q --no-trunc" cairn images -q --no-trunc
 check "images -q --no-trunc: the full ids" [ "$(sort "$T/stdout")" = "$(printf '%s\n' "$app" "$base" | sort)" ]
-check "images --no-trunc: the table has full ids" grep -q "^$app  app:1 " <(cairn images --no-trunc)
+check "images --no-trunc: the table has full ids" grep -q "^$app  localhost/app:1 " <(cairn images --no-trunc)
 check "layers --quiet: both layers' short ids" [ "$(cairn layers --quiet | sort)" = "$(cairn layers --json | jq -r '.[].id[:12]' | sort)" ]
 
 # --format.
 expect_exit 0 "images --format" cairn images --format '{{.ID}} {{ .Names }} {{.Layers}}'
-check "one line per image, the fields filled" [ "$(sort "$T/stdout")" = "$(printf '%s\n' "${app:0:12} app:1 2" "${base:0:12} base:latest 1" | sort)" ]
+check "one line per image, the fields filled" [ "$(sort "$T/stdout")" = "$(printf '%s\n' "${app:0:12} localhost/app:1 2" "${base:0:12} localhost/base:latest 1" | sort)" ]
 check "\\t is a tab, case aside, --no-trunc applies" \
-  grep -qxF "$app	app:1" <(cairn images --no-trunc --format '{{.id}}\t{{.names}}')
+  grep -qxF "$app	localhost/app:1" <(cairn images --no-trunc --format '{{.id}}\t{{.names}}')
 check "layers --format {{.ID}} {{.Images}}" grep -qx "${shared:0:12} 2" <(cairn layers --format '{{.ID}} {{.Images}}')
 check "--format json is --json" [ "$(cairn images --format json | jq -c 'map(.id) | sort')" = "$(cairn images --json | jq -c 'map(.id) | sort')" ]
 expect_exit 2 "a field that is not a column is a usage error" cairn images --format '{{.Repository}}'
@@ -36,16 +36,16 @@ expect_exit 2 "an unclosed {{ is refused" cairn images --format '{{.ID'
 on_exit "umount -l '$T/m'"
 cairn mount -q app:1 "$T/m" || not_ok "mount"
 expect_exit 0 "mounts" cairn mounts
-check "mounts: a NAMES column with app:1" grep -qE "^$T/m +${app:0:12} +app:1 " "$T/stdout"
-check "mounts --json: names" [ "$(cairn mounts --json | jq -c '.[0].names')" = '["app:1"]' ]
+check "mounts: a NAMES column with app:1" grep -qE "^$T/m +${app:0:12} +localhost/app:1 " "$T/stdout"
+check "mounts --json: names" [ "$(cairn mounts --json | jq -c '.[0].names')" = '["localhost/app:1"]' ]
 check "mounts -q: the directories" [ "$(cairn mounts -q)" = "$T/m" ]
-check "mounts --format" [ "$(cairn mounts --format '{{.Dir}}={{.Names}}')" = "$T/m=app:1" ]
+check "mounts --format" [ "$(cairn mounts --format '{{.Dir}}={{.Names}}')" = "$T/m=localhost/app:1" ]
 expect_exit 0 "cairn-pin ls" cairn-pin ls
-check "cairn-pin ls: the image pin with its name" grep -qE "^image +${app:0:12} +app:1 " "$T/stdout"
+check "cairn-pin ls: the image pin with its name" grep -qE "^image +${app:0:12} +localhost/app:1 " "$T/stdout"
 check "cairn-pin ls: the shared layer with both images' names" \
-  grep -qE "^layer +${shared:0:12} +app:1,base:latest " "$T/stdout"
+  grep -qE "^layer +${shared:0:12} +localhost/app:1,localhost/base:latest " "$T/stdout"
 check "cairn-pin ls --json: names" \
-  [ "$(cairn-pin ls --json | jq -c "[.[] | select(.target == \"$shared\") | .names][0]")" = '["app:1","base:latest"]' ]
+  [ "$(cairn-pin ls --json | jq -c "[.[] | select(.target == \"$shared\") | .names][0]")" = '["localhost/app:1","localhost/base:latest"]' ]
 # --json is the array pretty-printed as jq prints it (two-space indent, an
 # object per row, its lists nested): rows are printed an object at a time.
 cairn-pin ls --json >"$T/pins.json"
@@ -53,7 +53,7 @@ check "cairn-pin ls --json: several rows, laid out as jq --indent 2 lays them ou
   sh -c "[ \$(jq length '$T/pins.json') -ge 3 ] && jq --indent 2 . '$T/pins.json' | cmp -s - '$T/pins.json'"
 check "images --json: laid out as jq --indent 2 lays it out" \
   sh -c "cairn images --json >'$T/images.json' && jq --indent 2 . '$T/images.json' | cmp -s - '$T/images.json'"
-check "cairn-pin ls --format" grep -qx "image app:1" <(cairn-pin ls --format '{{.Kind}} {{.Names}}')
+check "cairn-pin ls --format" grep -qx "image localhost/app:1" <(cairn-pin ls --format '{{.Kind}} {{.Names}}')
 check "cairn-pin ls -q --no-trunc: full targets" grep -qx "$app" <(cairn-pin ls -q --no-trunc)
 cairn umount -q "$T/m"
 

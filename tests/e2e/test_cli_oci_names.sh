@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
-# test_cli_oci_names.sh — an oci:DIR[:REF] pull is named after the picked
-# index.json entry's own name annotation, as podman names an oci-archive:
-# io.containerd.image.name if set, else org.opencontainers.image.ref.name;
-# no registry host gives "localhost/", no tag ":latest"; no annotation, no
-# name. A NAME on the command line still wins. (Before: DIRNAME:REF, such
-# as "oci:v2".)
+# test_cli_oci_names.sh — an oci:DIR[:REF] pull is named as podman 4.3
+# names it: localhost/DIR:latest, DIR as typed less its leading slashes,
+# whatever REF is. Where DIR makes no valid name (capitals: podman refuses
+# the pull) it is named after the picked index.json entry's own name
+# annotation, as podman names an oci-archive: io.containerd.image.name if
+# set, else org.opencontainers.image.ref.name; no registry host gives
+# "localhost/", no tag ":latest"; no annotation, no name. A NAME on the
+# command line still wins. (Before: DIRNAME:REF, such as "oci:v2".)
 source "$(dirname "$0")/registry.sh"
 pull_test_init
 setup $OCI_IMAGE layer a.tar a 2 100
 setup $OCI_IMAGE layer b.tar b 2 100
 setup $OCI_IMAGE layer c.tar c 2 100
 setup $OCI_IMAGE layer d.tar d 2 100
-setup $OCI_IMAGE add oci v2 linux/amd64 a.tar:gzip >/dev/null
-setup $OCI_IMAGE add oci quay.io/team/app:1.5 linux/amd64 b.tar:gzip >/dev/null
-setup $OCI_IMAGE add oci team/tool linux/amd64 a.tar:raw b.tar:raw >/dev/null
-setup $OCI_IMAGE add unnamed x linux/amd64 c.tar:raw >/dev/null
-jq '.manifests[0].annotations = {}' unnamed/index.json >idx && mv idx unnamed/index.json
-setup $OCI_IMAGE add ctrd x linux/amd64 d.tar:zstd >/dev/null
+setup $OCI_IMAGE add Oci v2 linux/amd64 a.tar:gzip >/dev/null
+setup $OCI_IMAGE add Oci quay.io/team/app:1.5 linux/amd64 b.tar:gzip >/dev/null
+setup $OCI_IMAGE add Oci team/tool linux/amd64 a.tar:raw b.tar:raw >/dev/null
+setup $OCI_IMAGE add Unnamed x linux/amd64 c.tar:raw >/dev/null
+jq '.manifests[0].annotations = {}' Unnamed/index.json >idx && mv idx Unnamed/index.json
+setup $OCI_IMAGE add Ctrd x linux/amd64 d.tar:zstd >/dev/null
 jq '.manifests[0].annotations["io.containerd.image.name"] = "docker.io/library/busybox:1.36"' \
-  ctrd/index.json >idx && mv idx ctrd/index.json
+  Ctrd/index.json >idx && mv idx Ctrd/index.json
 
 # names_of ID: the image's names, comma-separated.
 names_of() { "$CAIRN" --store "$ST" images --json | jq -r --arg id "$1" '.[] | select(.id == $id) | .names | join(",")'; }
@@ -31,13 +33,16 @@ pulled() { # NAME EXPECTED SOURCE...
   got=$(names_of "$(cat "$T/stdout")")
   [[ $got == "$want" ]] && ok "$n is named '$want'" || not_ok "$n is named '$got', want '$want'"
 }
-pulled "a bare tag annotation" localhost/v2:latest "oci:$T/oci:v2"
-pulled "a full name annotation" quay.io/team/app:1.5 "oci:$T/oci:quay.io/team/app:1.5"
-pulled "a name with no host" localhost/team/tool:latest "oci:$T/oci:team/tool"
-pulled "no annotation, no REF" "" "oci:$T/unnamed"
-pulled "io.containerd.image.name first" docker.io/library/busybox:1.36 "oci:$T/ctrd"
+pulled "a bare tag annotation" localhost/v2:latest "oci:$T/Oci:v2"
+pulled "a full name annotation" quay.io/team/app:1.5 "oci:$T/Oci:quay.io/team/app:1.5"
+pulled "a name with no host" localhost/team/tool:latest "oci:$T/Oci:team/tool"
+pulled "no annotation, no REF" "" "oci:$T/Unnamed"
+pulled "io.containerd.image.name first" docker.io/library/busybox:1.36 "oci:$T/Ctrd"
 "$CAIRN" --store "$ST" rm -q localhost/v2:latest >/dev/null
-pulled "NAME given" mine:3 "oci:$T/oci:v2" mine:3
+pulled "NAME given" localhost/mine:3 "oci:$T/Oci:v2" mine:3
+cp -r Oci lay
+"$CAIRN" --store "$ST" rm -q localhost/mine:3 >/dev/null
+pulled "podman 4.3: oci:DIR:REF is localhost/DIR:latest" localhost/lay:latest "oci:lay:v2"
 "$CAIRN" --store "$ST" images --json | jq -e 'all(.[].names[]; startswith("oci:") | not)' >/dev/null &&
   ok "no name is DIRNAME:REF" || not_ok "a name is DIRNAME:REF"
 finish

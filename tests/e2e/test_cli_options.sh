@@ -17,7 +17,7 @@ refused() {
   expect_exit 2 "$* is a usage error" "$@"
   check "$*: says '$line'" grep -qxF -- "$line" <(head -1 "$T/stderr")
 }
-refused "cairn: export: -o: unknown option" cairn export -o x.tar app:1
+refused "cairn: export: -x: unknown option" cairn export -x x.tar app:1
 refused "cairn: umount: -l: unknown option" cairn umount -l "$T/mnt"
 refused "cairn: inspect: --bogus: unknown option" cairn inspect --bogus app:1
 refused "cairn: images: --json: takes no value" cairn images --json=yes

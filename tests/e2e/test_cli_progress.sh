@@ -60,7 +60,7 @@ check "import: one plain line per layer" [ "$(grep -c . "$T/stderr")" = 2 -a \
   "$(count "$T/stderr" '^(small|big).tar  storing done, '"$size"' in [0-9.]+s$')" = 2 ]
 cairn rm -q imp:2
 expect_exit 0 "import -q" cairn import -q imp:3 small.tar big.tar
-check "import -q: nothing on stderr or stdout" [ ! -s "$T/stderr" -a ! -s "$T/stdout" ]
+check "import -q: nothing on stderr, the id alone on stdout" [ ! -s "$T/stderr" -a "$(grep -cxE "[0-9a-f]{64}" "$T/stdout")" = 1 -a "$(wc -l <"$T/stdout")" = 1 ]
 cairn rm -q imp:3
 
 # ---- pull ------------------------------------------------------------------

@@ -49,16 +49,16 @@ expect_exit 3 "history of no image" "$CAIRN" --store "$ST" history nothing:1
 expect_exit 2 "history needs one image" "$CAIRN" --store "$ST" history
 
 # ---- tag -------------------------------------------------------------------
-app=$("$CAIRN" --store "$ST" images --json | jq -r '.[] | select(.names | index("app:1")) | .id')
+app=$("$CAIRN" --store "$ST" images --json | jq -r '.[] | select(.names | index("localhost/app:1")) | .id')
 expect_exit 0 "tag" "$CAIRN" --store "$ST" tag app:1 registry.example/team/app:2 also
 [[ ! -s $T/stdout ]] || not_ok "tag is not quiet: $(cat "$T/stdout")"
 "$CAIRN" --store "$ST" images --json | jq -e --arg id "$app" '.[] | select(.id == $id)
-  | .names == ["also:latest", "app:1", "registry.example/team/app:2"]' >/dev/null ||
+  | .names == ["localhost/also:latest", "localhost/app:1", "registry.example/team/app:2"]' >/dev/null ||
   not_ok "names after tag: $("$CAIRN" --store "$ST" images --json)"
-bare=$("$CAIRN" --store "$ST" images --json | jq -r '.[] | select(.names | index("bare:1")) | .id')
+bare=$("$CAIRN" --store "$ST" images --json | jq -r '.[] | select(.names | index("localhost/bare:1")) | .id')
 expect_exit 0 "tag by id prefix moves a name" "$CAIRN" --store "$ST" tag "${bare:0:12}" also
 "$CAIRN" --store "$ST" images --json | jq -e --arg id "$app" '.[] | select(.id == $id)
-  | (.names | index("also:latest")) == null' >/dev/null || not_ok "also did not move"
+  | (.names | index("localhost/also:latest")) == null' >/dev/null || not_ok "also did not move"
 expect_exit 0 "rm of one name keeps the image" "$CAIRN" --store "$ST" rm app:1
 expect_exit 0 "the image under its new name" "$CAIRN" --store "$ST" history -q registry.example/team/app:2
 expect_exit 3 "tag of no image" "$CAIRN" --store "$ST" tag nothing:1 x

@@ -38,7 +38,7 @@ $FSTREE scan "$m" >"$TMP/view"
 assert_status 2 cairn commit "$m"
 assert_status 3 cairn commit "$TMP/ro" x:1
 id=$(cairn commit -m "my change" "$m" committed:1)
-[ "$(cairn images --json | jq -r --arg id "$id" '.[] | select(.id == $id) | .names[0]')" = committed:1 ] ||
+[ "$(cairn images --json | jq -r --arg id "$id" '.[] | select(.id == $id) | .names[0]')" = localhost/committed:1 ] ||
   fail "commit did not print the new image's id: $id"
 pass "cairn commit prints the new image"
 

@@ -133,7 +133,7 @@ done
 export CAIRN_STORE=$STORE
 
 # has_image NAME: NAME is in the listing check_point took.
-has_image() { jq -e --arg n "$1" 'any(.[].names[]; . == $n)' "$W/images" >/dev/null; }
+has_image() { jq -e --arg n "$1" 'any(.[].names[]; . == $n or . == "localhost/" + $n)' "$W/images" >/dev/null; }
 
 # check_point OP WHAT [done]: the store after a crash or a failure of OP
 # (done: OP reported success). Prints nothing and returns 0 when every

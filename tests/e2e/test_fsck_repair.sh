@@ -23,7 +23,7 @@ corrupt() {
   chmod 0644 "$STORE/blobs/${blob:0:2}/$blob"
   printf X | dd of="$STORE/blobs/${blob:0:2}/$blob" bs=1 count=1 conv=notrunc status=none
 }
-has_image() { cairn images --json | jq -e --arg n "$1" 'any(.[].names[]; . == $n)' >/dev/null; }
+has_image() { cairn images --json | jq -e --arg n "$1" 'any(.[].names[]; . == $n or . == "localhost/" + $n)' >/dev/null; }
 
 # ---- a mounted image: kept, its corrupt blob quarantined, exit 4
 cairn import app:1 "$TMP/layer.tar" >/dev/null

@@ -37,7 +37,7 @@ expect_exit 0 "cairn images while an import is stopped before its commit" cairn 
 check "left the running import's blob files" [ "$(blob_files)" -gt "$stored" ]
 pkill -CONT -P "$importer" -x cairn
 wait "$importer"
-check "the stopped import then commits" [ "$(cairn images --json | jq 'map(select(.names == ["big:1"])) | length')" = 1 ]
+check "the stopped import then commits" [ "$(cairn images --json | jq 'map(select(.names == ["localhost/big:1"])) | length')" = 1 ]
 expect_exit 0 "fsck is clean" cairn fsck
 check "its blob files are all there" [ "$(blob_files)" -gt "$stored" ]
 

@@ -24,9 +24,9 @@ want_base=$(listing)
 cairn umount "$TMP/m" >/dev/null
 [ "$want_app" != "$want_base" ] || fail "app:1 and base:1 look the same: the test cannot tell them apart"
 
-grep -qx "n app:1 $app" "$STORE/refs" || fail "STORE/refs does not name app:1: $(cat "$STORE/refs")"
+grep -qx "n localhost/app:1 $app" "$STORE/refs" || fail "STORE/refs does not name app:1: $(cat "$STORE/refs")"
 cairn tag base:1 app:1 >/dev/null
-grep -qx "n app:1 $base" "$STORE/refs" || fail "cairn tag did not move app:1 in STORE/refs"
+grep -qx "n localhost/app:1 $base" "$STORE/refs" || fail "cairn tag did not move app:1 in STORE/refs"
 cairn mount -q app:1 "$TMP/m"
 [ "$(listing)" = "$want_base" ] || fail "app:1, moved to base:1's image, mounts another"
 [ "$(cairn mounts --json | jq -r .[0].image)" = "$base" ] || fail "recorded: $(cairn mounts --json)"
@@ -59,7 +59,7 @@ pass "a mount answers while the database is locked, and cairn mounts and cairn-p
 rm "$STORE/refs"
 cairn mount -q app:1 "$TMP/m"
 [ "$(listing)" = "$want_app" ] || fail "without STORE/refs the mount serves something else"
-grep -qx "n app:1 $app" "$STORE/refs" || fail "the mount did not write STORE/refs again"
+grep -qx "n localhost/app:1 $app" "$STORE/refs" || fail "the mount did not write STORE/refs again"
 cairn umount "$TMP/m" >/dev/null
 pass "without STORE/refs a mount asks the database and writes the file again"
 

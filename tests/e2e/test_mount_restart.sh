@@ -86,7 +86,7 @@ for ((i = 0; i < READERS + 1; i++)); do wait "${BG_PIDS[-1 - i]}" || true; done
 reads=$(cat "$TMP"/reads.* | wc -l)
 [ "$reads" -ge $((READERS * 8)) ] || fail "only $reads files read"
 [ "$(mount_pid "$mnt")" = "$sup" ] || fail "the supervisor changed: $(cairn mounts --json)"
-cairn images --json | jq -e '.[] | select(.names | index("data:1"))' >/dev/null ||
+cairn images --json | jq -e '.[] | select(.names | index("localhost/data:1"))' >/dev/null ||
   fail "data:1 was removed"
 "$CAIRN_BIN/cairn-pin" --store "$STORE" ls --json | jq -e --argjson p "$sup" \
   '[.[] | select(.pid == $p)] | length > 0' >/dev/null || fail "the supervisor holds no pin"

@@ -59,7 +59,7 @@ arch_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["Co
   <(tar -xOf "$T/app.docker.tar" manifest.json))
 expect_exit 0 "test_pull_registry:51" "$CAIRN" --store "$T/st-oci" pull "docker-archive:$T/app.docker.tar"
 [[ $(cat stdout) == "$arch_id" ]] || fail "docker-archive pull gave $(cat stdout), expected $arch_id"
-"$CAIRN" --store "$T/st-oci" images --json | jq -e '[.[].names[]] | index("saved/app:7")' \
+"$CAIRN" --store "$T/st-oci" images --json | jq -e '[.[].names[]] | index("docker.io/saved/app:7")' \
   >/dev/null || fail "docker-archive RepoTag not used as the name"
 # The archive's layers are the same bytes as the oci layers: all reused.
 [[ $(grep -c reused stderr) == 3 ]] || fail "docker-archive did not reuse the layers: $(cat stderr)"

@@ -116,7 +116,7 @@ wait_for 5 sh -c "lslocks -n -o PID | grep -qw $h3"
 strace -f -qq -e trace=open,openat,openat2 -o "$T/rm.strace" cairn rm loose:1
 check "rm of an unpinned image walks no /proc and opens no process's files" \
   sh -c "! grep -E '\"/proc(\"|/[0-9]|/self/mountinfo)' '$T/rm.strace'"
-check "and removes it" [ "$(cairn images --json | jq 'map(select(.names == ["loose:1"])) | length')" = 0 ]
+check "and removes it" [ "$(cairn images --json | jq 'map(select(.names == ["localhost/loose:1"])) | length')" = 0 ]
 pkill -9 -P "$h3"
 kill -9 "$h3"
 wait "$h3" 2>/dev/null
@@ -127,7 +127,7 @@ h4=$!
 on_exit "pkill -9 -P $h4; kill -9 $h4"
 wait_for 5 sh -c "cairn-pin ls --json | jq -e 'map(select(.pid == $h4 and .kind == \"image\")) | length == 2' >/dev/null"
 check_json "hold IMAGE IMAGE pins both images and their layers" \
-  "map(select(.pid == $h4)) | (map(.names[]) | index(\"app:1\") and index(\"app:2\")) and any(.kind == \"layer\")" \
+  "map(select(.pid == $h4)) | (map(.names[]) | index(\"localhost/app:1\") and index(\"localhost/app:2\")) and any(.kind == \"layer\")" \
   cairn-pin ls --json
 pkill -9 -P "$h4"
 kill -9 "$h4"

@@ -88,27 +88,27 @@ static char *refs_expected(bool with_app, const char *const *app_names, bool wit
   }
   for (size_t i = 0; with_app && app_names[i]; i++)
     sprintf(buf + strlen(buf), "n %s %s\n", app_names[i], app);
-  if (with_other) sprintf(buf + strlen(buf), "n other:1 %s\n", other);
+  if (with_other) sprintf(buf + strlen(buf), "n localhost/other:1 %s\n", other);
   strcat(buf, ".\n");
   return buf;
 }
 
 Test(refs, import_tag_and_rm_keep_it_what_the_database_says) {
   _cleanup_free_ char *after_import = refs_read();
-  const char *const one[] = {"app:1", NULL};
+  const char *const one[] = {"localhost/app:1", NULL};
   _cleanup_free_ char *want = refs_expected(true, one, true);
   cr_assert_str_eq(after_import, want);
 
   cairn_id id;
   cr_assert_eq(cairn_tag(T.st, "app:1", "app:2", id), 0, "%s", cairn_errmsg(T.st));
   _cleanup_free_ char *after_tag = refs_read();
-  const char *const two[] = {"app:1", "app:2", NULL};
+  const char *const two[] = {"localhost/app:1", "localhost/app:2", NULL};
   _cleanup_free_ char *want2 = refs_expected(true, two, true);
   cr_assert_str_eq(after_tag, want2);
 
   cr_assert_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st)); /* the name only */
   _cleanup_free_ char *after_untag = refs_read();
-  const char *const left[] = {"app:2", NULL};
+  const char *const left[] = {"localhost/app:2", NULL};
   _cleanup_free_ char *want3 = refs_expected(true, left, true);
   cr_assert_str_eq(after_untag, want3);
 
@@ -199,8 +199,8 @@ Test(refs, fsck_finds_a_wrong_file_and_repair_writes_it_again) {
 
   /* app:1 said to be other's image: a mount would trust it. */
   char wrong[1 << 16], from[128], to[128];
-  snprintf(from, sizeof(from), "n app:1 %s", app);
-  snprintf(to, sizeof(to), "n app:1 %s", other);
+  snprintf(from, sizeof(from), "n localhost/app:1 %s", app);
+  snprintf(to, sizeof(to), "n localhost/app:1 %s", other);
   char *at = strstr(whole, from);
   cr_assert_not_null(at);
   snprintf(wrong, sizeof(wrong), "%.*s%s%s", (int)(at - whole), whole, to, at + strlen(from));

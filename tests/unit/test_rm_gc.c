@@ -126,9 +126,10 @@ Test(rm_gc, ambiguous_and_unknown_refs) {
   add_twin_rows();
   cr_expect_eq(cairn_rm(T.st, "abcdefabcdef"), -EINVAL, "%s", cairn_errmsg(T.st));
   cr_expect_eq(cairn_rm(T.st, "sha256:abcdefabcdef000"), -EINVAL);
+  cr_expect_eq(cairn_rm(T.st, "abc"), -EINVAL, "3 hex digits are a prefix, ambiguous here");
   cr_expect_eq(tu_images_count(T.st), 3);
-  static const char *const unknown[] = {"nope:1",        "nope",   "0123456789ab",
-                                        "abcdefabcdef1", "abcdef", "Not A Name!"};
+  static const char *const unknown[] = {"nope:1",        "nope", "0123456789ab",
+                                        "abcdefabcdef1", "ab",   "Not A Name!"};
   for (size_t i = 0; i < TU_N(unknown); i++)
     cr_expect_eq(cairn_rm(T.st, unknown[i]), -ENOENT, "rm %s", unknown[i]);
   cr_expect_eq(tu_images_count(T.st), 3);

@@ -171,14 +171,19 @@ static void normalizes(const char *in, const char *want) {
 }
 
 Test(store, names_normalized) {
-  normalizes("app", "app:latest");
-  normalizes("app:1", "app:1");
-  normalizes("team/app", "team/app:latest");
+  /* as podman: no registry host is localhost/, docker.io's one component
+   * is under library/ */
+  normalizes("app", "localhost/app:latest");
+  normalizes("app:1", "localhost/app:1");
+  normalizes("team/app", "localhost/team/app:latest");
   normalizes("registry:5000/team/app:1", "registry:5000/team/app:1");
   normalizes("registry:5000/team/app", "registry:5000/team/app:latest");
   normalizes("localhost/app:v1.2-rc_3", "localhost/app:v1.2-rc_3");
   normalizes("Registry.Example.com/a/b/c:_x", "Registry.Example.com/a/b/c:_x");
-  normalizes("a.b_c-d", "a.b_c-d:latest");
+  normalizes("a.b_c-d", "localhost/a.b_c-d:latest");
+  normalizes("docker.io/alpine", "docker.io/library/alpine:latest");
+  normalizes("docker.io/team/app:1", "docker.io/team/app:1");
+  normalizes("localhost:5000/app", "localhost:5000/app:latest");
 }
 
 Test(store, invalid_names_refused) {
@@ -240,9 +245,11 @@ Test(store, names_foreach_names_images_and_the_layers_in_them) {
   /* by target, then name: the shared layer has every image's names */
   struct {
     const char *target, *name;
-  } rows[] = {{a, "a:1"},           {a, "a:2"},           {b, "b:1"},
-              {layers_b[0], "a:1"}, {layers_b[0], "a:2"}, {layers_b[0], "b:1"},
-              {layers_b[1], "b:1"}, {c, "c:1"},           {layers_b[1], "c:1"}};
+  } rows[] = {{a, "localhost/a:1"},           {a, "localhost/a:2"},
+              {b, "localhost/b:1"},           {layers_b[0], "localhost/a:1"},
+              {layers_b[0], "localhost/a:2"}, {layers_b[0], "localhost/b:1"},
+              {layers_b[1], "localhost/b:1"}, {c, "localhost/c:1"},
+              {layers_b[1], "localhost/c:1"}};
   size_t n_rows = sizeof(rows) / sizeof(rows[0]);
   for (size_t i = 0; i < n_rows; i++) /* sort the expectation by target, then name */
     for (size_t j = i + 1; j < n_rows; j++) {

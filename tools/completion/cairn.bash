@@ -23,6 +23,7 @@ _cairn_flags() {
       n = split(col, f, ", ")
       arg = 0
       if (f[n] ~ / /) { arg = f[n] ~ / \[/ ? 2 : 1; sub(/ .*/, "", f[n]) }
+      sub(/\[?=.*/, "", f[n])   # --tls-verify[=BOOL]: its value only after =
       for (i = 1; i <= n; i++) print f[i], arg
     }'
 }
@@ -44,11 +45,13 @@ _cairn_store_exists() {
   [[ -n $dir && -e $dir/meta.db ]]
 }
 
-# _cairn_images STORE_ARGS...: every image name of the store.
+# _cairn_images STORE_ARGS...: every image name of the store, and the
+# short form a podman user types of a localhost/ one (app:1).
 _cairn_images() {
   _cairn_store_exists "$@" || return
   cairn "$@" images 2>/dev/null |
-    awk 'NR > 1 { n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] != "<none>") print a[i] }'
+    awk 'NR > 1 { n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] != "<none>") {
+      print a[i]; if (a[i] ~ /^localhost\//) print substr(a[i], 11) } }'
 }
 
 # _cairn_mount_dirs STORE_ARGS...: every directory the store has a mount on.

@@ -1,0 +1,54 @@
+#!/bin/bash
+# test_cli_podman_habits.sh — what a podman user types works (it was exit
+# 2): pull NAME with docker:// as the default transport; --tls-verify=false
+# as --insecure; inspect --format and df --format with {{.Field}};
+# export -o FILE (created or emptied, never through a planted symlink nor
+# into another user's file); images NAME as a filter.
+source "$(dirname "$0")/lib.sh"
+two_layers
+cd "$T" || exit 1
+
+expect_exit 1 "pull NAME: docker:// by default" cairn pull --retries 1 nosuch.invalid:5000/app:1
+check "it went to the registry (HTTPS)" grep -q "https://nosuch.invalid:5000/v2/" "$T/stderr"
+expect_exit 1 "pull --tls-verify=false" cairn pull --tls-verify=false --retries 1 \
+  docker://nosuch.invalid:5000/app:1
+check "is plain HTTP, as --insecure" grep -q "http://nosuch.invalid:5000/v2/" "$T/stderr"
+expect_exit 2 "pull --tls-verify=maybe: refused" cairn pull --tls-verify=maybe x
+expect_exit 2 "pull dir:X: refused, not a registry name" cairn pull dir:/x
+
+id=$(cairn import -q app:1 1.tar 2.tar)
+cairn import -q app:2 1.tar >/dev/null
+cairn import -q other:1 2.tar >/dev/null
+expect_exit 0 "inspect --format" cairn inspect --format '{{.Id}}\t{{json .Names}} {{.Config.rootfs.type}}' app:1
+check "inspect --format: the fields" [ "$(cat "$T/stdout")" = "$id	[\"localhost/app:1\"] layers" ]
+expect_exit 0 "inspect -f" cairn inspect -f '{{.Size}}' app:1
+check "inspect -f: a number" grep -qxE "[0-9]+" "$T/stdout"
+expect_exit 2 "inspect --format {{.Nope}}" cairn inspect --format '{{.Nope}}' app:1
+check "names the fields" grep -q "not a field (fields: {{.id}} {{.names}}" "$T/stderr"
+
+expect_exit 0 "df --format" cairn df --format '{{.Type}}={{.Count}}'
+check "df --format: a line per class" [ "$(cat "$T/stdout")" = "$(printf 'images=3\nlayers=2\nblobs=2\ncompressed=0')" ]
+check "df --format json is --json" [ "$(cairn df --format json | jq length)" = 4 ]
+
+expect_exit 0 "export -o FILE" cairn export -o out.tar app:1
+check "export -o: the tar" [ "$(tar -tf out.tar | sort | tr "\n" " ")" = "./ base top " ]
+head -c 100000 /dev/urandom >big && cp big out2.tar
+expect_exit 0 "export -o an existing file of ours" cairn export -o out2.tar app:2
+check "export -o: emptied first" [ "$(tar -tf out2.tar | sort | tr "\n" " ")" = "./ base " ]
+echo precious >precious && ln -s precious link.tar
+expect_exit 1 "export -o a symlink: refused" cairn export -o link.tar app:1
+check "the symlink's target is untouched" [ "$(cat precious)" = precious ]
+check "says why" grep -q "link.tar: is a symlink" "$T/stderr"
+echo theirs >theirs.tar && chown nobody theirs.tar
+expect_exit 1 "export -o another user's file: refused" cairn export -o theirs.tar app:1
+check "it is untouched" [ "$(cat theirs.tar)" = theirs ]
+
+expect_exit 0 "images app" cairn images -q --no-trunc app
+check "images app: both tags of app" [ "$(sort "$T/stdout" | tr '\n' ' ')" = \
+  "$(cairn images -q --no-trunc | grep -v "$(cairn inspect -f '{{.Id}}' other:1)" | sort | tr '\n' ' ')" ]
+check "images app:1: only it" [ "$(cairn images -q --no-trunc app:1)" = "$id" ]
+check "images localhost/other: other" [ "$(cairn images -q --no-trunc localhost/other)" = \
+  "$(cairn inspect -f '{{.Id}}' other:1)" ]
+check "images nope: no row" [ -z "$(cairn images -q nope)" ]
+
+finish
