@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench_fs.sh — cairnfs against its peers on one multi-layer image built
 # from real data: a Debian bookworm minbase rootfs (debootstrap, cached)
 # split into three layers, plus a layer holding one 512 MiB file.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench_import.sh — `cairn import` of a large real layer (a Debian minbase
 # rootfs as one tar) against `tar -x` of the same tar into a directory, in
 # one run, reported as ratios. Also: a second import of the same layer into

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench_listing.sh — the listings at scale: `cairn images`, `cairn-pin ls`
 # (table and --json, all pins and one image's; and once every holder is
 # killed, its command inheriting its locks) and `cairn rm` of an unpinned

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench_mount.sh — what a mount costs, cairnfs against its peers, on the
 # 3-layer Debian minbase image (debootstrap, cached; the layers of
 # bench_fs.sh without the big file) and on a generated image of 100,000

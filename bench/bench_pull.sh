@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench_pull.sh — `cairn pull` from a local docker-registry against skopeo
 # on the same image, in one run, as ratios (measured, never asserted):
 #   cairn pull docker://...            fetch, verify, unpack into the store

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """bench_restart.py — what a restart of cairnfs's server costs readers.
 
     python3 bench/bench_restart.py BUILD_DIR [KILLS] [MOUNTS] [GAP] [rw]

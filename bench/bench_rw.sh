@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench_rw.sh — writable mounts: `cairn mount --rw` against kernel overlayfs
 # (upper on the same disk) and fuse-overlayfs (upperdir on the same disk),
 # all over the same Debian bookworm minbase image (three layers; the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # bench_scale.sh — how what a mount costs grows with the image, and with
 # the number of mounts of one image: kernel overlayfs (ro, lowerdirs),
 # fuse-overlayfs (lowerdirs) and cairnfs (the cairnfs command, as

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # benchlib.sh — what the benchmarks share. Sourced, after mountlib.sh.
 
 # interleaved OUT.json RUNS WARMUP NAME PREPARE COMMAND [NAME PREPARE COMMAND ...]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # rootfs.sh — sourced by benchmarks: a real Debian bookworm minbase rootfs
 # (debootstrap, about 2 minutes the first time), cached in $CACHE.
 CACHE=${CAIRN_TEST_CACHE:-/var/cache/cairn-test}

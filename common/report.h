@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * report.h — the one way cairn, cairn-pin and cairnfs report a failure:
  * one line "PROG: WHAT: WHY" on stderr, and the contract's exit code for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * version.c — the programs' version: see version.h (in common/, which
  * report.c says why).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * version.h — the version cairn, cairn-pin and cairnfs print: CMake's
  * project(VERSION), plus `git describe --always --dirty` when the build

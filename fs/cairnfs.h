@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cairnfs.h — what cairnfs's parts share: the options (main.c parses
  * them, options.c makes the session's), the daemon's verdict and fds

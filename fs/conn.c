@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * conn.c — the server: serves a FUSE session it did not open, on the
  * /dev/fuse fd its supervisor (supervisor.c) holds, and so can die and be

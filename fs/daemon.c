@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * daemon.c — cairnfs's processes and the verdict: the fork that leaves the
  * caller waiting (main.c), the pipe the daemon gives its verdict on (the

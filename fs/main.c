@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c — cairnfs: serve one image of a cairn store as a read-only FUSE
  * mount.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nodetab.c — the identity of a writable mount's upper objects, kept
  * across server restarts: which upper file, directory or node each FUSE

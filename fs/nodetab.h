@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nodetab.h — a writable mount's table of upper-object identities, kept
  * across server restarts (nodetab.c says how).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ops.c — cairnfs's FUSE low-level operations over the merged tree, which
  * is the image's index file mapped shared (include/cairn.h: every mount of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * options.c — the mount options as libfuse takes them, a comma-separated
  * list: appending to one (main.c passes the user's -o options it does not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * passthrough.c — FUSE passthrough (kernel 6.9+) under libfuse 3.14, which
  * has no API for it: once a file is open, the kernel reads it straight

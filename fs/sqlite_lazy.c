@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sqlite_lazy.c — cairnfs loads SQLite when it first asks it something,
  * not before main: the SQLite functions libcairn calls are defined here,

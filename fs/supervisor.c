@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * supervisor.c — the process a cairnfs mount belongs to: it holds what
  * must outlive a server (the mount, the session's /dev/fuse fd, the pins,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * upper.c — the FUSE operations of a writable (--rw) cairnfs mount: the
  * image's merged tree (read-only, ops.c's) below a private upper layer, a

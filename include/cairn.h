@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cairn.h — the one public header of libcairn, the cairn layer store.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * als.c — what a containers/storage Additional Layer Store needs of the
  * store (cairnfs --als serves it; fs/als.c): the records a pull keeps of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * blob.c — file contents stored once, named by their XXH3-128 hash, under
  * STORE/blobs/XX/NAME.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * blob.h — blobs, the layer above the store handle (blob.c).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * commit.c — cairn commit: the upper layer of a writable mount (upper.c,
  * laid out by fs/upper.c) turned into an OCI layer and a new image.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config.c — cairn.conf (its files, format and precedence: cairn.h) and
  * the one rule that picks the store directory when none is given, for all

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * db.c — the store's SQLite database, meta.db: opening it (WAL, foreign
  * keys, busy timeout) and the schema migrations, again after

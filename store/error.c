@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * error.c — failures: the WHY recorded on a store for the person
  * (cairn_fail, cairn_fail_context, cairn_errmsg), SQLite's and a full

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * export.c — an image's merged root filesystem as one tar stream (pax),
  * written with libarchive from the merged tree (merge.c, the same index a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gc.c — reclaiming what nothing uses (the sweep of sweep.c, plus the
  * whole-store scans only gc does), and verifying what is stored (fsck,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * history.c — `cairn history IMAGE`: the image config's history, as podman
  * history shows it: one record per entry, newest first, each entry that

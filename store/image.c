@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * image.c — images: resolving what a person typed (a name, normalized by
  * name.c, or an id) to an image id, committing an image from stored layers, reading an

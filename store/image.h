@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * image.h — images (image.c, list.c), the layer above layers.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * index.c — an image's merged tree as a file: STORE/index/ID, in the format
  * tree.h describes, written once and mapped by every mount of the image.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h — the bottom layer of libcairn, which every file of store/
  * (outside store/pull/) may use and nobody outside sees: the store handle,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * layer.c — layers: a layer tar (plain, gzip or zstd) into the store, and
  * a stored layer's rows read back and deleted.

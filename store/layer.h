@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * layer.h — layers: ingesting a layer tar, reading and deleting its rows
  * (layer.c), the layer above the tree builder. Sweeping unused layers and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * layer_tar.c — a stored layer's tar, written again byte for byte
  * (cairn_layer_tar, for push and export) from its record (tarsplit.c) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * list.c — what `cairn images`, `layers` and `inspect` show, as records
  * (struct cairn_image_rec and its kin) handed to a callback. Front ends

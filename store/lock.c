@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * lock.c — flock(2)ed files of the store: any one of them (cn_lock_file),
  * and the store-wide lock that imports hold shared and blob sweeping holds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * merge.c — an image's merged root filesystem, served from its index file
  * (index.c) when there is a valid one; otherwise built from its stored

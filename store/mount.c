@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mount.c — mountpoints and mount records: which directory a cairnfs
  * daemon serves, for which image, with which pid and device.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * name.c — image names: what a name may be and its normal form,
  * "HOST[:PORT]/PATH:TAG" with the tag "latest" when none is given and

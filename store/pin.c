@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pin.c — pins: shared flock(2) locks on one file per image and per layer
  * under STORE/pins/{image,layer}/ID, plus annotations in SQLite that say

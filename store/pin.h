@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pin.h — pins and the mount records their annotations point to, the layer
  * above blobs: taking and deleting pins (pin.c), who holds them, from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pin_list.c — listing pins (cairn_pins_foreach, _ahead, cairn_pin_holders)
  * and deleting the stale annotations (cairn_pins_clean_stale): the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pin_locks.c — who holds which pin: the flock(2) locks the kernel lists in
  * /proc/locks, read once per listing (and ahead of it, by a thread, while

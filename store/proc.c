@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proc.c — facts about processes read from /proc: a process's start time
  * (to tell a live pid from a reused one), whether it still runs (a zombie

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress.c — the progress hook of a store handle (cairn_store_set_progress):
  * the long calls (import, export, gc) say how far they have got through it;

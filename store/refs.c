@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * refs.c — STORE/refs: every image's id and layers and every name, in a
  * small text file by which a read-only mount takes its pins and answers

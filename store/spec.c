@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spec.c — an image's OCI runtime config (the config.json of a runtime
  * bundle, `cairn bundle`), converted from its image config by the rules of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * staging.c — journals of the blob files an import links into the store
  * before it commits the rows that reference them.

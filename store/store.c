@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * store.c — opening and closing the store: where it lives (config.c), its
  * directories, its database (db.c), and the journals of imports that died

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sweep.c — reclaiming what nothing uses: unreferenced, unpinned layers and
  * the blob rows and files nothing references, with stale pin annotations

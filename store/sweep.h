@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sweep.h — reclaiming what nothing uses (sweep.c), part of the layers
  * layer: unreferenced, unpinned layers, and the blob rows and files nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tag.c — `cairn tag IMAGE NAME[:TAG]`: one more name for an image, as
  * podman tag. A name that named another image moves to this one (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tarsplit.c — exact layers: a record of a layer tar's bytes minus its
  * files' contents, from which the tar is written again byte for byte, the

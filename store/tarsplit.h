@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tarsplit.h — exact layers: what a layer's tar holds besides its files'
  * contents, recorded at import so that the tar can be written again byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tree.c — a merged root filesystem, built once in memory from layers.
  *

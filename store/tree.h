@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tree.h — the merged-tree builder (tree.c) and the image index format it
  * freezes into (index.c), the layer above pins: OCI layers merged in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * upper.c — the upper layers of writable (--rw) mounts: private directories
  * of the store, STORE/uppers/ID/, that a cairnfs daemon writes a mount's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util.c — the few small helpers every part of libcairn uses: hex ids,
  * formatting, time, string lists, report lines.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cairn-pin.c — the pin utility.
  *   cairn-pin [ls] [--json] [IMAGE|LAYER]    every pin; stale ones marked, then deleted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cairn.c — the `cairn` admin command: takes --store out of argv and
  * dispatches to one function per command (tools/cmd-*.c). Every command

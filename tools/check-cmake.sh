@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # check-cmake.sh [ROOT] — CMakeLists.txt lists its files by hand, one a
 # line, sorted: exits 1, printing each fault, if a C source or test file
 # of ROOT (default this checkout) is named in no list (a test never run, a

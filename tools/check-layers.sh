@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # check-layers.sh [ROOT] — checks the layering of libcairn (the C sources of
 # ROOT, default this checkout) and exits 1, printing each violation as
 # "check-layers: FILE includes|calls WHAT: WHY", if there is one.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # check-links.sh [ROOT] — finds dead links in the documentation: the
 # Markdown files (README.md, doc/*.md, ...) and the man pages (doc/*.scd)
 # of the tree at ROOT (default: this checkout). No network: only what

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # check-open.sh [-v] [ROOT] — checks that no C source of store/, fs/ or
 # tools/ (under ROOT, default this checkout) creates a file by a name that
 # another user could have made first, and exits 1, printing each offence as

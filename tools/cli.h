@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli.h — what the two commands (cairn, cairn-pin) share: option parsing,
  * opening the store named by --store, printing listings. Their errors,

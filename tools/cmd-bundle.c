@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-bundle.c — `cairn bundle IMAGE DIR` makes an OCI runtime bundle, as
  * `umoci unpack` does but without unpacking: DIR/rootfs is a cairnfs mount

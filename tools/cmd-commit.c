@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-commit.c — `cairn commit DIR NAME[:TAG]`: the changes of the --rw
  * mount at DIR (its upper layer; a kept one too) as a new layer on top of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-df.c — `cairn df [--json]`: how much the store holds, as podman
  * system df: images, layers, blobs and kept compressed layers, each

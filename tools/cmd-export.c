@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-export.c — `cairn export [-o FILE] IMAGE`: the image's merged root
  * filesystem as a tar on stdout (never to a terminal) or into FILE, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-gc.c — `cairn gc [--dry-run] [--quiet]` and `cairn fsck [--repair]`:
  * reclaim what nothing uses; verify what is stored. Both print one line

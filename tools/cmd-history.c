@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-history.c — `cairn history IMAGE`: the image config's history, as
  * podman history: newest first, the layer each entry made (or <missing>

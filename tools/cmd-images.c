@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-images.c — `cairn images` and `cairn layers`: what is stored, as a
  * table or, with --json, as one JSON array.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-import.c — `cairn import NAME[:TAG] LAYER.tar[.gz|.zst|.xz]...|-`: an image
  * from layer tarballs, bottom first. Unsafe or corrupt input is exit 5 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-info.c — `cairn info [--json]`: what a bug report needs: cairn's
  * version; the cairn.conf files (read or not there); the store, where its

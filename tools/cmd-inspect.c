@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-inspect.c — `cairn inspect IMAGE`: the image's config, layers and
  * pins as JSON.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-login.c — `cairn login HOST` and `cairn logout HOST`, as podman's:
  * the credentials are checked against the registry, then kept in the

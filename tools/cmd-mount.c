@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-mount.c — `cairn mount`, `cairn umount`, `cairn mounts`: start, stop
  * and list cairnfs daemons.

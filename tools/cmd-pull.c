@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-pull.c — `cairn pull SOURCE [NAME[:TAG]]`: parses options, calls
  * cairn_pull, and shows its progress (progress.h), a line per layer: on a

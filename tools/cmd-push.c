@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-push.c — `cairn push IMAGE DEST`: parses options, calls cairn_push,
  * and shows its progress as pull does (progress.h), a line per layer:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-rm.c — `cairn rm [-f] [--wait[=SECONDS]] IMAGE...`: removes names or
  * images. A pinned image is exit 4 naming every holder, unless --wait,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-tag.c — `cairn tag IMAGE NAME[:TAG]...`: more names for an image, as
  * podman tag (a name that named another image moves to this one). Quiet

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * commands.h — the commands of `cairn`, one file each (tools/cmd-*.c):
  * each defines its struct cli_command (name, function, help).

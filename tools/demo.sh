@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # demo.sh — sets up (tools/setup.sh), then shows cairn on real data nobody
 # here wrote: three Debian packages' file trees become a three-layer image,
 # which is mounted with cairnfs, looked at with ls, find, cat and tar, run

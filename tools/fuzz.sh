@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # fuzz.sh [SECONDS] [TARGET...] — builds the libFuzzer targets (clang, ASan +
 # UBSan, in build-fuzz/) and runs each TARGET (NAME of tests/fuzz/fuzz_NAME.c;
 # default: all) for SECONDS (default 20) on a copy of its seed corpus

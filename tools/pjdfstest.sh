@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # pjdfstest.sh [--load] [DIR...] — the POSIX file-system suite (pjdfstest)
 # on a `cairn mount --rw` of a real image: Debian bookworm minbase, as three
 # layers (tests/e2e/mountlib.sh builds and caches it). With no DIR, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress.h — the one progress display of cairn's commands (import, pull,
  * export, gc; push and commit are to use it too). Each step (a layer, an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rows.c — the rows of a listing and their printing: see rows.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rows.h — the rows of a listing (images, layers, mounts, pins), held
  * positionally and printed as a table, a template, the ids, or JSON.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # setup.sh — installs the Debian packages cairn builds and tests with, and
 # builds it (release in build/, ASan+UBSan in build-asan/), warnings as
 # errors (CAIRN_WERROR). Idempotent.

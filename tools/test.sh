@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test.sh — sets up (tools/setup.sh) and runs every test twice: in the
 # release build and under AddressSanitizer + UndefinedBehaviorSanitizer.
 # First it checks libcairn's layering (tools/check-layers.sh), that the
@@ -18,6 +19,12 @@ echo "== layers: tools/check-layers.sh"
 bash tools/check-layers.sh || status=1
 echo "== links: tools/check-links.sh (README.md, doc/*.md, the man pages)"
 bash tools/check-links.sh || status=1
+echo "== licence: every source file names its licence (SPDX)"
+if unlicensed=$(git ls-files '*.c' '*.h' '*.sh' '*.py' '*.bash' 'CMakeLists.txt' 2>/dev/null |
+  xargs -r grep -L 'SPDX-License-Identifier: Apache-2.0') && [ -n "$unlicensed" ]; then
+  echo "no SPDX-License-Identifier line: $unlicensed"
+  status=1
+fi
 echo "== creates: tools/check-open.sh"
 bash tools/check-open.sh || status=1
 # CMakeLists.txt lists its files by hand: a test file it does not name would

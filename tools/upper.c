@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * upper.c — the front end's side of writable mounts' upper layers: finding
  * the upper of a mountpoint (umount, mount --resume), dropping or keeping

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * upper.h — what cairn's mount commands (cmd-mount.c) ask of the upper
  * layers of writable mounts (tools/upper.c): the upper a mountpoint has,

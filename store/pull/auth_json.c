@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * auth_json.c — the auth.json files podman (containers/image) keeps
  * credentials in: which files, in which order (cn_auth_files; login.c says

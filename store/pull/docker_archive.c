@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * docker_archive.c — the "docker-archive:FILE" pull source: a `docker save`
  * tar (manifest.json naming a Config file and Layers, bottom first).

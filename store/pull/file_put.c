@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * file_put.c — writes a file whole into a directory that someone else may
  * control (a bundle's DIR, an OCI layout, the auth.json of login), for

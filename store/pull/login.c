@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * login.c — `cairn login` / `logout`: credentials in the auth.json files
  * podman (containers/image) uses, and the order they are read in, one

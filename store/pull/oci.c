@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oci.c — reading OCI image-spec documents: image manifests (OCI and
  * Docker v2 schema 2), indexes (OCI index, Docker manifest list) with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * oci_layout.c — the "oci:DIR[:REF]" pull source: an OCI image layout
  * directory (index.json, blobs/sha256/...), as skopeo or umoci write it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pull.c — cairn_pull: bring an image from a source into the store.
  *

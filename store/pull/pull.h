@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pull.h — internals shared by the pull sources (store/pull/: pull*.c,
  * oci*.c, registry*.c, docker_archive.c). Not part of the public API. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pull_blob.c — what every file of the pull uses: descriptors, verified blob
  * writing, the log.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * push.c — `cairn push`: an image of the store to a registry
  * ("docker://HOST[:PORT]/REPO[:TAG]", the OCI distribution API) or to an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * registry.c — the "docker://HOST[:PORT]/REPO[:TAG|@sha256:HEX]" pull
  * source: the OCI distribution API over libcurl, with the retry policy.

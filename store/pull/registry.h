@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * registry.h — internals of the docker:// pull source (registry*.c): one
  * registry client per pull, shared by the worker threads. Each request

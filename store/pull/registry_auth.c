@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * registry_auth.c — the pieces of answering a registry's WWW-Authenticate
  * challenge, which registry.c puts together (it makes the requests; this

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * registry_tls.c — which certificate authorities a docker:// pull trusts.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * inject-undo.c — the second half of a simulated power cut (see inject.c):
  * after the process that ran under CAIRN_INJECT_MODE=cut was killed,

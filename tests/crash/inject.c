@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * inject.c — a test-only LD_PRELOAD library that counts the durable steps a
  * process takes in one directory (a cairn store) and crashes, fails or

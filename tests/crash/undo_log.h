@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * undo_log.h — the record format shared by the injector (inject.c), which
  * appends to the undo log, and inject-undo (inject-undo.c), which replays

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """commit_diff.py — the differential test of `cairn commit` (issue 30): random
 sequences of file-system operations applied both to a --rw mount of a
 three-layer image and to a plain copy of that image (a real directory), then

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fault_proxy.py — a tiny HTTP proxy in front of a real registry on
 127.0.0.1 that injects faults, for test_pull_transient.sh.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fstree.py — the independent side of cairnfs's full-tree comparisons.
 
   fstree.py make-layers OUTDIR     write layer1..3.tar exercising every OCI

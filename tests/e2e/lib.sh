@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh — helpers for end-to-end tests (sourced). Each test gets a fresh
 # temporary directory $T with a store $STORE, the built binaries on PATH,
 # and a cleanup trap that stops what the test started.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """lock_churn.py DIR N SECONDS — holds N flock(2) locks on files in DIR and,
 for SECONDS, keeps dropping and retaking them: the lock list that
 /proc/locks shows (a page per read, each found again by its place) keeps

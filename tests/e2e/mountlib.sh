@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # mountlib.sh — helpers for the cairnfs end-to-end tests (sourced).
 #
 # Gives: $TMP (removed at exit), $STORE, cairn/cairnfs/cairn_pin wrappers,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """oci_image.py — builds test images for the pull tests, by the OCI image spec.
 
   oci_image.py layer OUT.tar SEED [NFILES [SIZE]]

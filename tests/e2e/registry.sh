@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # registry.sh — a real docker-registry on 127.0.0.1 for the pull tests.
 # Source it; it sets nothing up until asked. Every process it starts is
 # recorded and stopped by registry_cleanup (tests call it from their trap).

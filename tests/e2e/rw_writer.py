@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """rw_writer.py — one writer of test_mount_restart_rw.sh: changes its own
 directory of a --rw mount (creates, appends, fsyncs, renames, mkdirs,
 unlinks, writes through fds held open all along, lists through a directory

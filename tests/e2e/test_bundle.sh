@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_bundle.sh — `cairn bundle` makes an OCI runtime bundle of a real
 # three-layer image pulled from a docker-registry on 127.0.0.1, and crun
 # (and runc, when installed) runs it as its author meant: from inside the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_check_open.sh — tools/check-open.sh, the check that no file cairn
 # creates can be redirected by a name another user planted: it passes on
 # this tree, and it fails, naming the file and line, on a copy with a bad

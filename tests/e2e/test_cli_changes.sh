@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_changes.sh — a command that changes the store says what it
 # changed, podman style, and -q/--quiet silences it: rm prints "Untagged:
 # NAME" per name and "Deleted: ID" (full id) for an image, then the layers

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_completion.sh — bash completion for cairn and cairn-pin, as
 # cmake --install puts it: bash-completion finds it by the command's name
 # (complete -p), and completing scripted lines (COMP_WORDS, COMP_LINE)

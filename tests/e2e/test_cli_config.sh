@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_config.sh — cairn.conf: the system file ($CAIRN_CONFIG_SYSTEM
 # here, /etc/cairn/cairn.conf by default) and the user's
 # ($XDG_CONFIG_HOME/cairn/cairn.conf). The store path's precedence, flag >

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_created.sh — CREATED is the image's creation time, its config's
 # "created", as podman shows it (it was when cairn stored the image):
 # images' table and --json created, inspect's created; inspect and

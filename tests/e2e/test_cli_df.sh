@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_df.sh — cairn df, as podman system df: images, layers and blobs
 # of a store built here with known sizes; a layer two images use is counted
 # once, a blob two layers hold is shared; reclaimable is what gc then frees

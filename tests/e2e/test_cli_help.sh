@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_help.sh — every command and subcommand of cairn, cairn-pin and
 # cairnfs answers -h and --help (cairn help COMMAND too): exit 0, the usage
 # on stdout, nothing on stderr, one line per option with its meaning; the

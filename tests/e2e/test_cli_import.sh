@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_import.sh — what cairn import takes: a layer from the standard
 # input ("-", as tar), and layers compressed with xz and bzip2 besides gzip
 # and zstd, found from their bytes whatever the file is called; the same

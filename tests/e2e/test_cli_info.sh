@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_info.sh — cairn info [--json]: cairn's version, the store (its
 # directory and which rule chose it: --store, CAIRN_STORE, XDG_DATA_HOME,
 # HOME), its schema version and counts, the libfuse cairnfs uses, and the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_listing.sh — listings show names next to ids (cairn mounts,
 # cairn-pin ls: the names of the image a pin or mount is, or a layer is
 # in), and take podman's habits: -q (the ids only), --no-trunc (ids in

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_man.sh — the man pages cairn(1), cairn-pin(1) and cairnfs(8),
 # built from doc/*.scd with scdoc, render with man -l, name every command,
 # subcommand and option that the programs' --help lists, document the mount

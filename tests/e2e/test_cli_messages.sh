@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_messages.sh — messages that say the right thing: an option
 # where the command goes is an unknown option, not a command (--stor: did
 # you mean --store?; -V); cairn-pin lst is a mistyped subcommand, not an

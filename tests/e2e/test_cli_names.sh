@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_names.sh — names normalised one way everywhere, as podman does:
 # a name with no registry host is localhost/NAME:TAG whether imported,
 # tagged or pulled; oci:DIR[:REF] is named localhost/DIR:latest as podman

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_oci_names.sh — an oci:DIR[:REF] pull is named as podman 4.3
 # names it: localhost/DIR:latest, DIR as typed less its leading slashes,
 # whatever REF is. Where DIR makes no valid name (capitals: podman refuses

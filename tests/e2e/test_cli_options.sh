@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_options.sh — options as getopt_long takes them everywhere: a
 # value as --opt=V or --opt V alike (`cairn rm --wait 10 IMG` waits 10 s for
 # IMG, it does not remove an image "10"), and a refused option named in

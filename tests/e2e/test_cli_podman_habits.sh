@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_podman_habits.sh — what a podman user types works (it was exit
 # 2): pull NAME with docker:// as the default transport; --tls-verify=false
 # as --insecure; inspect --format and df --format with {{.Field}};

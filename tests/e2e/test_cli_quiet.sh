@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_quiet.sh — -q prints only the ids, as podman's does, for every
 # command that makes something (import, pull, commit's id; push's digest):
 # id=$(cairn import -q ...) is the image's id, and nothing goes to stderr;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_tag_history.sh — `cairn tag` gives an image more names (moving
 # a name from another image, as podman tag) and `cairn history` shows the
 # config's history as podman history does: newest first, each entry that

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_umount.sh — cairn umount DIR... like umount(8): several
 # directories in one call, each unmounted in turn, the worst exit code; one
 # that is not mounted, or does not exist, stays a success (teardown scripts

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_units.sh — units and times, the same everywhere: human sizes
 # (KiB, MiB) in tables and in gc's and rm's report lines, exact numbers in
 # JSON; times relative in tables ("3 days ago", a CREATED column in

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_cli_version.sh — cairn, cairn-pin and cairnfs say their version with
 # --version and `version`: CMake's project(VERSION), plus the git describe
 # of the checkout they were configured in; a source tree without .git (a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_commit.sh — `cairn commit DIR NAME`: the changes of a --rw mount
 # (new, changed and deleted files, a deleted tree, an opaque directory, a
 # renamed lower directory, a copied-up hardlink, xattrs, modes, owners) as

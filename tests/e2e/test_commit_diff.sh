@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_commit_diff.sh — the differential test of `cairn commit` (issue 30):
 # random sequences of operations (create, write, truncate, renames of files
 # and directories from every layer, hardlinks, symlinks, chmod/chown,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_crash.sh — kill -9 at random instants of imports and of gc: every
 # time, the store must open, list what was committed before, and `cairn
 # fsck` must report it clean (discarding incomplete work by itself).

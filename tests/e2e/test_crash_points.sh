@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_crash_points.sh — every crash point of import, pull oci:, rm, gc and
 # fsck --repair, under the LD_PRELOAD injector of tests/crash/inject.c:
 # the process killed at the Nth durable step (kill), a power cut there

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_crun.sh — a real OCI runtime (crun) runs a container whose root
 # filesystem is a cairnfs mount of a Debian minbase image (root.readonly).
 # crun 1.8 refuses hybrid cgroups, so it runs in a private mount namespace

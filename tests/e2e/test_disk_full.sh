@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_disk_full.sh — a store on a small ext4 (a loop device) that fills up
 # midway: `cairn import` and `cairn pull oci:` fail with one line naming
 # the input and saying "no space left on device", exit 1, nothing half

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_exit_codes.sh — the contract's error channel for cairn, cairn-pin
 # and cairnfs alike: a failure is one line "PROG: WHAT: WHY" on stderr (a
 # usage error adds the usage after it) and its exit code says what kind it

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_export.sh — `cairn export IMAGE` writes the merged root filesystem
 # as a tar: the tar, read back by Python's tarfile (not by cairn), is
 # exactly the tree the OCI rules define for the layers (fstree.py), and a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_fsck_repair.sh — `cairn fsck --repair` of a corrupt blob that a live
 # mount uses removes nothing: it quarantines the blob (reads of that one
 # file fail with EIO, the rest of the image keeps working), names the mount

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_import_interrupt.sh — an import killed after it linked its blob
 # files and before it committed (^C, SIGTERM, SIGKILL, delivered by strace
 # at its syncfs, the step before the commit) leaves blob files; the next

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_layers.sh — tools/check-layers.sh, the CI check of libcairn's
 # layering: it passes on this tree, and it fails, naming the file, on a copy
 # with a violation planted: a file of store/pull/ that includes internal.h

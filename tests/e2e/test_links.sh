@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_links.sh — tools/check-links.sh, the CI check that the README, the
 # pages of doc/ and the man pages link to nothing that is not there: it
 # passes on this tree, and it fails, naming the file and line, on a copy

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_login.sh — `cairn login` checks the credentials against a real
 # docker-registry with token auth (token_server.py, as test_pull_auth.sh
 # sets it up) and only then writes them to the auth.json podman uses

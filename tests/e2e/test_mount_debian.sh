@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_debian.sh — a real Debian bookworm minbase rootfs (debootstrap,
 # cached) split into three layer tars, plus a fourth layer that deletes and
 # replaces real paths: the cairnfs mount equals, entry by entry, the tree

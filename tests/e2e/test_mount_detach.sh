@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_detach.sh — `cairn umount` of a mount that a running container
 # (crun) still uses detaches the host's view only: it exits 4 naming the
 # processes whose mount namespaces hold the mount, `cairn mounts` says

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_large.sh — a file over 4 GiB comes through a cairnfs mount
 # whole: its size, bytes at offsets past 4 GiB, and its sha256.
 source "$(dirname "$0")/mountlib.sh"

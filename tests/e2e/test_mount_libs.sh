@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_libs.sh — a cairnfs daemon maps only the shared libraries a
 # mount uses (libfuse3, SQLite, which it loads at run time once the mount
 # answers (test_mount_refs.sh), xxHash, libc and what they need), none of

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_lifecycle.sh — cairnfs's lifecycle under faults and by every
 # way in: kill -9 leaves a stale mount that `cairn mounts` marks stale, that
 # no longer blocks rm and that `cairn umount` cleans; SIGTERM and SIGINT

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_options.sh — an image's setuid binaries and device nodes do
 # nothing for local users unless asked: every mount is nosuid,nodev (in
 # /proc/self/mountinfo, and in effect: a setuid-root binary run by nobody

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_passthrough.sh — FUSE passthrough (kernel 6.9+): once a file
 # is open, the kernel reads it from its blob without asking the daemon.
 #  - a file opened before its server is stopped (SIGSTOP) is read whole,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_refs.sh — a read-only mount of an image that STORE/refs lists
 # takes its pins by that file and answers before SQLite is even loaded
 # (cairnfs links no SQLite: it loads it at run time), then writes its pin

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_restart.sh — a kill -9 of the serving process is invisible:
 # 8 readers stream the image's files through the mount with O_DIRECT (every
 # read is a FUSE request) while the server (the supervisor's child) is

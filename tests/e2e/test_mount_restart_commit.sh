@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_restart_commit.sh — the writes made to a --rw mount after
 # cairn commit moved it onto its new image (they are in a fresh upper its
 # server made) survive a kill -9 of that server: the mount is not restarted

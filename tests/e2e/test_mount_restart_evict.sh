@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_restart_evict.sh — a writable mount's server restarted while
 # the kernel forgets inodes the dead server handed out (FORGET), never
 # knowing how many lookups of a restored inode the kernel holds:

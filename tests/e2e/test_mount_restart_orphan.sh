@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_restart_orphan.sh — a file of a writable mount whose last name
 # goes while it is open (unlinked, or renamed over) is still read and
 # written through its open fds after the server is killed and restarted,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_restart_rw.sh — a kill -9 of a writable (--rw) mount's server
 # is invisible to writers: 4 writers (rw_writer.py: create, append, fsync,
 # rename, mkdir, rmdir, unlink, writes through fds held open since before

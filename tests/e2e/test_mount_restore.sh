@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_restore.sh — a simulated reboot (every cairn process killed,
 # every mount lazily unmounted, the store kept) followed by `cairn mount
 # --restore` gives back every recorded mount, with the same content, its

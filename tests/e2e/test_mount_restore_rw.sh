@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_restore_rw.sh — a --rw mount survives a simulated reboot: its
 # daemon and server killed (kill -9), the mount gone, the store kept, then
 # `cairn mount --restore` mounts it again, writable, over the upper layer

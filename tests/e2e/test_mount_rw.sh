@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_rw.sh — `cairn mount --rw`: a writable mount whose changes go
 # to a private upper layer in the store. Untouched, it shows exactly the
 # image's tree; copy-up keeps content, mode, owner, times, xattrs, inode

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_rw_lifecycle.sh — the life of a --rw mount's upper layer:
 # `cairn umount` drops it and says how much; `--keep` keeps it, `cairn
 # mounts` lists it (kept, with its size), gc leaves it, and `cairn mount

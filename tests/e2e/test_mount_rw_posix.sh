@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_rw_posix.sh — a bounded part of pjdfstest (the POSIX suite) on
 # a `cairn mount --rw` of a Debian minbase image: the directories that
 # exercise the upper layer's namespace operations most (rename, link,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_symlink.sh — a mountpoint named through a symlink (as its last
 # component, relative or absolute, or in a parent) is the same mountpoint
 # for cairnfs, `cairn mount`, `cairn umount` and `cairn mounts`: mount and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_tree.sh — a cairnfs mount of a three-layer image shows exactly
 # the tree the OCI rules define (computed independently by fstree.py from
 # the same tars): every entry's type, mode, owner, mtime, size, content,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_mount_upgrade.sh — `cairn mount --upgrade DIR` (and SIGUSR1 to the
 # supervisor) replaces the serving binary of a live mount by the one
 # installed now, with no unmount and no failed request: 8 readers stream

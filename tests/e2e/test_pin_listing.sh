@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Pin listings stay true while the kernel's lock list churns: a live pin is
 # never shown stale, and so its annotation (who, why) is never cleaned away.
 # /proc/locks is read a page at a time, each page found again by its place

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_podman.sh — podman 4.3 runs a container whose root is a cairnfs
 # mount with a writable kernel overlay on top (`--rootfs MNT:O`): the
 # image's files are read through cairnfs, the container's writes (a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_podman_als.sh — podman 4.3 takes the layers cairn pulled from
 # cairn's Additional Layer Store (cairnfs --als) instead of downloading
 # them: an image of two gzip layers (the host's sh and cat with their

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_power_cut.sh — a power cut (tests/crash/inject.c, mode cut: writes
 # not yet fsynced are forgotten, unlinks are kept) just after rm and gc
 # unlink their first blob file. The commit that deleted the blob rows must

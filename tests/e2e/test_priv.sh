@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_priv.sh — what a local user, nobody (setpriv --reuid=nobody
 # --regid=nogroup --clear-groups), can do through root's cairn:
 #   - through root's read-only mount and root's ALS (cairnfs --als), an

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_priv_als.sh — any user's lookups cannot grow the ALS daemon
 # (cairnfs --als, mounted by root, allow_other): `nobody` looks up 50,000
 # made-up base64 reference names, names nested under them and made-up

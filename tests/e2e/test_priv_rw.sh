@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_priv_rw.sh — what a local user (nobody) can do to root's files
 # through root's writable (--rw) mount, beyond what the kernel's permission
 # checks allow on the view:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_pull_auth.sh — a real docker-registry with token auth (the token
 # service is token_server.py, which signs RS256 JWTs the registry checks
 # against its rootcertbundle): the WWW-Authenticate Bearer flow with basic

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_pull_integrity.sh — a pull commits nothing of an image whose blobs
 # fail their descriptors: a corrupted layer (same size, other bytes) and a
 # config with other bytes are exit 5 naming the blob; a blob the registry

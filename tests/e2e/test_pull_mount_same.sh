@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_pull_mount_same.sh — issue 4's "done when": `cairn pull docker://…`
 # (a real docker-registry on 127.0.0.1, filled by skopeo) and `cairn pull
 # oci:…` of the same image give identical image ids, and cairnfs mounts of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_pull_race.sh — the race cairn exists for: images that share layers,
 # several processes at once, each looping "pull one image; rm the other".
 # A pull pins every layer before it looks for it and keeps the pins until

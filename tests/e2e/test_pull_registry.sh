@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_pull_registry.sh — cairn pull from a real docker-registry on
 # 127.0.0.1 (filled by skopeo): by tag and by digest, gzip, zstd and plain
 # layers, an index with several platforms (default linux/amd64 and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_pull_retry.sh — transient failures are retried with backoff, with a
 # bounded number of attempts and of log lines: a pull started while the
 # registry is down succeeds once it comes up; a registry that never comes

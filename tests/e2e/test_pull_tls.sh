@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_pull_tls.sh — docker:// is HTTPS by default and verifies the
 # registry's certificate: a registry with a certificate from an unknown CA
 # is refused (one line, exit 1, nothing committed); --cert-dir with the CA

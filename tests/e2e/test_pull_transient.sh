@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_pull_transient.sh — transient HTTP failures on the way from a real
 # registry (docker-registry on 127.0.0.1) are retried; permanent ones are
 # not; an oversized blob is cut off. Faults come from fault_proxy.py, a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_push.sh — cairn push to a real docker-registry on 127.0.0.1 and to
 # an OCI layout: pull → push to another repository → pull into a fresh
 # store gives the same image id and the same tree (cairn export), for

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_restore_unit.sh — the systemd unit `cmake --install` installs
 # (tools/cairn-restore.service.in): systemd-analyze verify accepts it, it is
 # ordered before podman, containerd and cri-o, and after a simulated reboot

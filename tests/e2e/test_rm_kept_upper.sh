@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_rm_kept_upper.sh — an image under a --rw mount's upper layer that
 # is kept (umount --keep) or left by a crash is in use: `cairn rm` refuses
 # (exit 4) naming the upper, `--wait` does not wait for a pin that is not

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_rw_dpkg.sh — issue 10's "done when": inside a crun container whose
 # root is a `cairn mount --rw` of a Debian minbase image, `dpkg -i` of real
 # .deb files succeeds: one built here with dpkg-deb (a conffile, a program

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_sparse.sh — a sparse file in a layer tar stays sparse in the store:
 # a 10 KiB tar holding a 2 GiB sparse file (GNU `tar -S`, and pax
 # `tar --sparse --format=pax`) imports into a store on a 20 MiB tmpfs, the

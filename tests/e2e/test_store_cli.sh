@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_store_cli.sh — the store through the built `cairn` and `cairn-pin`:
 # dedup across images, pins against rm, hostile input, the contract's exit
 # codes, usage errors and JSON listings.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_umount_churn.sh — `cairn umount DIR && cairn rm IMAGE` succeeds
 # every time nothing else uses the mount, however slow the daemon's own
 # bookkeeping: the daemon lets go of its pins as soon as the kernel ends

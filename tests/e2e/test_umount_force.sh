@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_umount_force.sh — any user can keep a root mount with `unshare -Urm
 # sleep inf` (its copy of the mount namespace holds the mount): `cairn
 # umount` then exits 4 naming the holder and rm stays refused; `cairn

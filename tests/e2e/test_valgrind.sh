@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # test_valgrind.sh — the pull (oci: found and missing ref, an index,
 # docker-archive:, docker:// from a real registry, a corrupt blob) and every
 # unit test under valgrind's memcheck: no invalid read, write or free, no

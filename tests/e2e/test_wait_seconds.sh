@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # test_wait_seconds.sh — the seconds of `cairn rm --wait=S` and `cairn-pin
 # wait --timeout S`: a value that is not a number of seconds (nan, negative,
 # "1e", "", trailing text) is a usage error (exit 2) whose first line names

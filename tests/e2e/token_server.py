@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """token_server.py PORT KEY.pem CERT.pem — a registry token service for tests.
 
 Implements the token endpoint of the Docker registry token auth spec: GET

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_auth.c — what a registry or a credentials file hands the
  * authentication: a WWW-Authenticate challenge's parameters

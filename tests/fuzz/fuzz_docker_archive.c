@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_docker_archive.c — a `docker save` archive as the docker-archive:
  * source reads it (cn_docker_archive_open: the tar, possibly compressed, its

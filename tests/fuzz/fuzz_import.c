@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_import.c — layer import (store/layer.c) of arbitrary bytes: plain,
  * gzip or zstd tars read through libarchive's memory reader, into a real

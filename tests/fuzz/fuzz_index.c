@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_index.c — the image index reader (store/index.c: cn_tree_wrap) fed
  * arbitrary bytes as an index file. Inputs at least a header long are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_manifest.c — the documents a pull parses from a source: the index
  * (OCI index, Docker manifest list) with the platform choice, the image

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_merge.c — the merged-tree builder (store/tree.c) fed arbitrary
  * layers, no database: the input decodes into up to 8 layers of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_oci_layout.c — an OCI image layout's index.json as the oci: source
  * reads it: the entry oci:DIR:REF names (or the only one, oci:DIR), then

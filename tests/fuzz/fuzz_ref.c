@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_ref.c — references as a person types them: image names and tags
  * (cairn_name_normalize) and the pull sources' own parsers, "oci:DIR[:REF]"

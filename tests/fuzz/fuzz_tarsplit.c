@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_tarsplit.c — exact layers (store/tarsplit.c) on arbitrary bytes: a
  * layer import records its tar-split data from a stream the recorder

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * scratch_store.h — the store the fuzz targets that import layers
  * (fuzz_import, fuzz_tarsplit) write to: a real store on tmpfs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tree_walk.h — what the fuzz targets that end with a merged tree (the
  * builder's, fuzz_merge; the index reader's, fuzz_index) do with it: touch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_als.c — what podman's Additional Layer Store asks of the store
  * (store/als.c): a layer's kept compressed blob and its record (linked from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_backoff.c — cairn_backoff_ms stays in [base, cap] for every attempt
  * number (the overflow that turns a retry loop into a spin), grows by

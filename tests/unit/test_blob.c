@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_blob.c — file contents are stored once across layers and images,
  * different contents never share a blob (even when a file with other bytes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_errors.c — the one error channel, cairn_errmsg: every public call
  * starts with a clean message, so a success after a failure leaves none

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_import.c — a layer tar becomes rows exactly: every entry type with
  * its mode, owner, time, target, device number and xattrs; the diff_id is

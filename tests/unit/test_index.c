@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_index.c — the image index (store/index.c): written when an image is
  * committed, mapped by cairn_tree_build and equal to the tree built from

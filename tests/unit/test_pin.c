@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_pin.c — pins are kernel flocks: shared pins of two processes
  * coexist; a pin makes rm fail with -EBUSY naming its holder; kill -9 of the

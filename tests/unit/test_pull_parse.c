@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_pull_parse.c — the pull's pure parts: platforms, index selection,
  * manifest parsing, the WWW-Authenticate challenge, auth.json credentials,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_refs.c — STORE/refs, the copy of the images, their layers and the
  * names that a mount reads before SQLite is loaded: every import, tag and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_rm_gc.c — rm by name, last name, id and id prefix; what rm refuses
  * (ambiguous, unknown, pinned) and what it leaves (layers other images use,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_spec.c — cairn_runtime_spec converts an image config as the
  * image-spec's conversion.md says: Entrypoint + Cmd and their overrides,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_store.c — the store itself: created on first use with mode 0700
  * where the contract says, reopened with its data, its schema version

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_tarsplit.c — exact layers: a tar imported (plain or gzip) is written
  * again byte for byte by cairn_layer_tar, for tars made by GNU tar (gnu

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_tree.c — the merged tree (store/merge.c, store/tree.c) by the OCI image-spec
  * rules, case by case: later layers win, a directory over a directory keeps

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * testutil.c — helpers shared by the unit tests (see testutil.h): temporary
  * stores, layer tars written with libarchive, looking at a store, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * testutil.h — what the unit tests share: a fresh store in a temporary
  * directory (removed at the end), layer tars built with libarchive's write

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cairn.bash — bash completion for cairn and cairn-pin, installed by
 # `cmake --install` as share/bash-completion/completions/cairn and
 # .../cairn-pin (each copy registers both).
