@@ -91,9 +91,9 @@ const struct cli_command cmd_df = {
                "the compressed layers pulls keep (for podman's Additional Layer Store), each\n"
                "counted once (a layer several images use counts once), shared by several or\n"
                "unique, reclaimable (what cairn gc would free) and pinned.",
-    .options =
-        "--json\tone JSON array (images, layers, blobs, compressed), exact numbers of "
-        "bytes\n"
-        "--format TEMPLATE\teach class as TEMPLATE: {{.Key}} a key of --json's objects\n"
-        "\t({{.Type}}, {{.Bytes}}, {{.Reclaimable_bytes}}...), \\t, \\n; --format json is --json\n",
+    .options = "--json\tone JSON array (images, layers, blobs, compressed), exact numbers of "
+               "bytes\n"
+               "--format TEMPLATE\teach class as TEMPLATE: {{.Key}} a key of --json's objects\n"
+               "\t({{.Type}}, {{.Bytes}}, {{.Reclaimable_bytes}}...), \\t, \\n;\n"
+               "\t--format json is --json\n",
 };

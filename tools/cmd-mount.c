@@ -582,8 +582,8 @@ const struct cli_command cmd_mount = {
     .usage = "cairn mount [-q] [--rw] [--suid] [--dev] [-o OPTS] IMAGE DIR\n"
              "       cairn mount [-q] --rw --resume DIR\n"
              "       cairn mount [-q] --upgrade DIR | --restore",
-    .summary = "Serve IMAGE at DIR, read-only unless --rw (starts a cairnfs daemon, returns once "
-               "it answers).\n"
+    .summary = "Serve IMAGE at DIR, read-only unless --rw (a cairnfs daemon; returns once it "
+               "answers).\n"
                "Prints the mount point (its real path) on stdout, as podman mount does; warns\n"
                "when DIR holds files (hidden while mounted). The daemon is a supervisor that\n"
                "holds the mount and its pins and restarts its server if it dies, unseen by\n"

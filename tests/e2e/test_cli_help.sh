@@ -23,6 +23,8 @@ helps() {
     in_opts && /^$/ { in_opts = 0 }
     in_opts && !/^  (-[^ ]+( [^ ]+)*|   *) +[^ ]/ { bad = 1; print "bad line: " $0 }
     END { exit bad }' "$T/stdout"
+  check "$n: no line past 100 columns" awk 'length > 100 { bad = 1; print "too long: " $0 }
+    END { exit bad }' "$T/stdout"
 }
 
 cairn_commands="import images layers inspect rm gc export fsck pull mount umount mounts help version"
@@ -97,5 +99,15 @@ for h in --help -h; do
   done
   check "cairnfs $h says the store defaults" grep -qF '/var/lib/cairn for root' "$T/stdout"
 done
+
+# Every command cairn --help lists, and cairn --help itself, fit in 100
+# columns (a terminal's help should not wrap mid-word).
+for cmd in $(cairn --help | awk '/^  [a-z][a-z-]* /{ print $1 }' | sort -u); do
+  cairn "$cmd" --help >"$T/stdout" 2>/dev/null
+  check "cairn $cmd --help: no line past 100 columns" awk 'length > 100 { bad = 1; print "too long: " $0 }
+    END { exit bad }' "$T/stdout"
+done
+check "cairn --help: no line past 100 columns" awk 'length > 100 { bad = 1; print "too long: " $0 }
+  END { exit bad }' <(cairn --help)
 
 finish
