@@ -110,14 +110,7 @@ const struct cli_command cmd_pull = {
         "  unqualified-search-registries, as podman)\n"
         "NAME[:TAG]: the image's name in the store (default: from SOURCE)",
     .options = "--platform OS/ARCH[/VARIANT]\tthe platform to pick from an index (default: this "
-               "machine's)\n"
-               "--creds USER[:PASS]\tregistry credentials (default: auth.json, as podman);\n"
-               "\ta PASS given here is seen by every user (ps): with USER alone\n"
-               "\tit is read from stdin's first line, or asked on the terminal\n"
-               "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true,\n"
-               "\tper registry)\n"
-               "--tls-verify[=BOOL]\t--tls-verify=false is --insecure, as podman's\n"
-               "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
+               "machine's)\n" CLI_REGISTRY_OPTIONS
                "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
                "\tpull-jobs, else 3)\n"
                "--retries N\tattempts per request on transient errors (1 to 100)\n"

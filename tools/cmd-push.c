@@ -103,15 +103,9 @@ const struct cli_command cmd_push = {
                "diff_ids and image id do not change); print the manifest's digest.\n"
                "IMAGE: a name or id of the store\n"
                "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] (TAG: latest if not given)",
-    .options = "--compress gzip|zstd|none\tthe layers' compression (default: gzip)\n"
-               "--creds USER[:PASS]\tregistry credentials (default: auth.json, as podman);\n"
-               "\ta PASS given here is seen by every user (ps): with USER alone\n"
-               "\tit is read from stdin's first line, or asked on the terminal\n"
-               "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true,\n"
-               "\tper registry)\n"
-               "--tls-verify[=BOOL]\t--tls-verify=false is --insecure, as podman's\n"
-               "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
-               "--retries N\tattempts per request on transient errors (1 to 100)\n"
-               "-q, --quiet\tprint the manifest's digest only (no progress)\n"
-               "--no-progress\tno progress on stderr\n",
+    .options =
+        "--compress gzip|zstd|none\tthe layers' compression (default: gzip)\n" CLI_REGISTRY_OPTIONS
+        "--retries N\tattempts per request on transient errors (1 to 100)\n"
+        "-q, --quiet\tprint the manifest's digest only (no progress)\n"
+        "--no-progress\tno progress on stderr\n",
 };

@@ -48,5 +48,15 @@ int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep);
  * caller frees it). Returns the exit code (a usage error is reported with
  * usage, cmd naming the command). */
 int cli_creds(const char *arg, const char *cmd, const char *usage, char **out);
+/* The help lines of the registry options pull and push share (--creds,
+ * --insecure, --tls-verify, --cert-dir), for their .options. */
+#define CLI_REGISTRY_OPTIONS                                                                       \
+  "--creds USER[:PASS]\tregistry credentials (default: auth.json, as podman);\n"                   \
+  "\ta PASS given here is seen by every user (ps): with USER alone\n"                              \
+  "\tit is read from stdin's first line, or asked on the terminal\n"                               \
+  "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true,\n"                          \
+  "\tper registry)\n"                                                                              \
+  "--tls-verify[=BOOL]\t--tls-verify=false is --insecure, as podman's\n"                           \
+  "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
 
 #endif
