@@ -7,6 +7,10 @@ fd held open) until STOP exists (at most MAX operations), and keeps a
 manifest of what the tree must hold.
 
     rw_writer.py DIR STOP MANIFEST ERRORS SEED
+    rw_writer.py --check DIR MANIFEST
+
+--check compares the tree under DIR with MANIFEST's and exits non-zero,
+naming a few differing entries, when they differ.
 
 Every operation that fails is a line in ERRORS (the test wants none).
 MANIFEST, written at the end, is JSON: {relative path: md5 of the content,
@@ -133,5 +137,23 @@ def main():
         json.dump({"ops": ops, "tree": out}, f)
 
 
+def check(top, manifest_path):
+    want = json.load(open(manifest_path))["tree"]
+    got = {}
+    for dirpath, dirnames, filenames in os.walk(top):
+        rel = os.path.relpath(dirpath, top)
+        for d in dirnames:
+            got[os.path.normpath(os.path.join(rel, d))] = "dir"
+        for f in filenames:
+            with open(os.path.join(dirpath, f), "rb") as fh:
+                got[os.path.normpath(os.path.join(rel, f))] = hashlib.md5(fh.read()).hexdigest()
+    if got != want:
+        diff = sorted(set(got.items()) ^ set(want.items()))
+        sys.exit("%s: %d entries differ from the manifest, e.g. %s" % (top, len(diff), diff[:6]))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--check"]:
+        check(*sys.argv[2:4])
+    else:
+        main()

@@ -99,22 +99,8 @@ for ((i = 0; i < WRITERS; i++)); do wait "${BG_PIDS[i]}" || true; done
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"
 ops=0
 for ((w = 1; w <= WRITERS; w++)); do
-  python3 - "$mnt/w$w" "$TMP/manifest.$w" <<'EOF' || fail "writer $w's tree"
-import hashlib, json, os, sys
-top, manifest = sys.argv[1:3]
-want = json.load(open(manifest))["tree"]
-got = {}
-for dirpath, dirnames, filenames in os.walk(top):
-    rel = os.path.relpath(dirpath, top)
-    for d in dirnames:
-        got[os.path.normpath(os.path.join(rel, d))] = "dir"
-    for f in filenames:
-        with open(os.path.join(dirpath, f), "rb") as fh:
-            got[os.path.normpath(os.path.join(rel, f))] = hashlib.md5(fh.read()).hexdigest()
-if got != want:
-    diff = sorted(set(got.items()) ^ set(want.items()))
-    sys.exit("%s: %d entries differ from the manifest, e.g. %s" % (top, len(diff), diff[:6]))
-EOF
+  python3 "$(dirname "$0")/rw_writer.py" --check "$mnt/w$w" "$TMP/manifest.$w" ||
+    fail "writer $w's tree"
   ops=$((ops + $(jq .ops "$TMP/manifest.$w")))
 done
 pass "$KILLS kills with inodes evicted around each, $WRITERS writers ($ops operations): no error, trees as written"

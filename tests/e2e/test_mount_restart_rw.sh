@@ -114,24 +114,7 @@ exec 7>&-
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"
 
 # The tree each writer has equals its manifest.
-check_tree() { # DIR MANIFEST
-  python3 - "$1" "$2" <<'EOF'
-import hashlib, json, os, sys
-top, manifest = sys.argv[1:3]
-want = json.load(open(manifest))["tree"]
-got = {}
-for dirpath, dirnames, filenames in os.walk(top):
-    rel = os.path.relpath(dirpath, top)
-    for d in dirnames:
-        got[os.path.normpath(os.path.join(rel, d))] = "dir"
-    for f in filenames:
-        with open(os.path.join(dirpath, f), "rb") as fh:
-            got[os.path.normpath(os.path.join(rel, f))] = hashlib.md5(fh.read()).hexdigest()
-if got != want:
-    diff = sorted(set(got.items()) ^ set(want.items()))
-    sys.exit("%s: %d entries differ from the manifest, e.g. %s" % (top, len(diff), diff[:6]))
-EOF
-}
+check_tree() { python3 "$(dirname "$0")/rw_writer.py" --check "$1" "$2"; } # DIR MANIFEST
 ops=0
 for ((w = 1; w <= WRITERS; w++)); do
   check_tree "$mnt/w$w" "$TMP/manifest.$w" || fail "writer $w's tree"
