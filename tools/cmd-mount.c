@@ -635,7 +635,8 @@ const struct cli_command cmd_umount = {
                "one not mounted is said on stderr (exit 0). Exit 4 if another mount namespace\n"
                "(a container) still holds it, unless --force. A --rw mount's changes, and\n"
                "those a crash left at DIR, are dropped, saying how many (Dropped: upper ID\n"
-               "(N entries, SIZE)), unless --keep; a kept upper stays until --discard.",
+               "(N entries, SIZE)), unless --keep; a kept upper stays until --discard. A\n"
+               "session ended otherwise (umount(8), fusermount3 -u, a container) keeps it.",
     .options = "--keep\tkeep a --rw mount's upper layer for cairn mount --rw --resume DIR\n"
                "--discard\talso drop the upper layer umount --keep kept for DIR\n"
                "-f, --force\tend the FUSE connection for every namespace that still holds the\n"

@@ -62,4 +62,39 @@ grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$TMP/out" ||
   fail "rm --force said: $(cat "$TMP/out")"
 [ "$(uppers)" = 0 ] || fail "rm --force left the upper"
 pass "a kept upper goes by umount --discard or rm --force, saying Dropped:"
+cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
+
+# Detached: a container's namespace holds the mount. cairn umount records
+# its intent: the upper goes when the holder lets go; --keep keeps it.
+for keep in "" --keep; do
+  cairn mount -q --rw app:1 "$m"
+  echo important >"$m/important.txt"
+  up=$(basename "$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*')")
+  pid=$(mount_pid "$m")
+  rm -f "$TMP/holder"
+  bg_start timeout 60 unshare -m --propagation private sh -c 'echo up >"$1"; exec sleep 60' sh \
+    "$TMP/holder"
+  holder=${BG_PIDS[-1]}
+  wait_for 100 grep -q up "$TMP/holder" || fail "the holder did not start"
+  assert_status 4 cairn umount "$m"
+  grep -q "detached here, still in use by .*; its upper layer ${up:0:12} is dropped when they let go (cairn umount --keep $m keeps it)$" \
+    "$TMP/err" || fail "umount said: $(cat "$TMP/err")"
+  if [ -n "$keep" ]; then
+    assert_status 4 cairn umount --keep "$m"
+    grep -q "; its upper layer ${up:0:12} is kept when they let go (cairn mount --rw --resume $m)$" \
+      "$TMP/err" || fail "umount --keep said: $(cat "$TMP/err")"
+  fi
+  kill "$holder"
+  wait "$holder" 2>/dev/null || true
+  wait_for 100 pid_gone "$pid" || fail "the daemon outlived the holder"
+  if [ -n "$keep" ]; then
+    [ "$(uppers)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
+      fail "umount --keep of a detached mount: $(cairn mounts --json)"
+    assert_status 0 cairn umount --discard "$m"
+    grep -q "^Dropped: upper ${up:0:12}" "$TMP/out" || fail "--discard said: $(cat "$TMP/out")"
+  fi
+  [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
+    fail "detached umount $keep: left $(cairn mounts --json)"
+  pass "umount $keep of a detached --rw mount says what the upper gets when the holder lets go, and does it"
+done
 echo "all passed"
