@@ -60,8 +60,8 @@
  * - A writable mount's upper layer is made (or, resumed, opened) here
  *   before the mount, and its flock held until the session is over, so
  *   that no restart window lets gc reclaim it; servers get its fd and a
- *   memfd for their table of its objects (fs/nodetab.c). It is dropped at
- *   the end unless kept (cairn umount --keep) or resumed and never served.
+ *   memfd for their table of its objects (fs/nodetab.c). At the end it is
+ *   dropped only if cairn umount (without --keep) marked it so, else kept.
  * - SIGTERM, SIGINT and SIGHUP only detach the host's view (MNT_DETACH of
  *   DIR while DIR is our mount): the kernel ends the session when the last
  *   copy of the mount goes.
@@ -531,14 +531,17 @@ static int upper_take(struct supervisor *s) {
   return r;
 }
 
-/* Once serving is over: the upper goes (cairn umount, or gc, removes its
- * files) unless it was kept (cairn umount --keep) or resumed and never
- * served; then its lock. */
+/* Once serving is over: a served upper goes (cairn umount, or gc, removes
+ * its files) only if cairn umount marked it to drop, else it is kept (as
+ * by cairn umount --keep): a session ended by umount(8), fusermount3 -u or
+ * a container's namespace drops no work. A fresh upper never served (a
+ * failed mount) goes; a resumed one never served stays. Then its lock. */
 static void upper_release(struct supervisor *s) {
   if (s->upper_fd >= 0) {
-    struct stat sb;
-    bool kept = fstatat(s->upper_fd, "keep", &sb, 0) == 0;
-    if (!kept && (s->ready || s->upper_fresh)) cairn_upper_discard(s->st, s->upper);
+    if (s->ready)
+      cairn_upper_session_end(s->st, s->upper, s->upper_fd);
+    else if (s->upper_fresh)
+      cairn_upper_discard(s->st, s->upper);
     close(s->upper_fd);
     s->upper_fd = -1;
   }

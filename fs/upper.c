@@ -2403,10 +2403,13 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
 void cairnfs_rw_free(struct cairnfs *fs) {
   struct cairnfs_rw *rw = fs->rw;
   if (!rw) return;
-  struct stat st;
-  bool kept = rw->lock_fd >= 0 && fstatat(rw->lock_fd, "keep", &st, 0) == 0;
-  if (rw->lock_fd >= 0 && !rw->inherited && !kept && (rw->served || !rw->resumed))
-    cairn_upper_discard(fs->st, rw->id); /* cairn umount (or gc) removes its files */
+  /* The supervisor's rule (supervisor.c's upper_release) for an upper of
+   * our own: dropped (cairn umount, or gc, removes its files) only if
+   * cairn umount marked it so, else kept. */
+  if (rw->lock_fd >= 0 && !rw->inherited && rw->served)
+    cairn_upper_session_end(fs->st, rw->id, rw->lock_fd);
+  else if (rw->lock_fd >= 0 && !rw->inherited && !rw->resumed)
+    cairn_upper_discard(fs->st, rw->id);
   for (size_t b = 0; b < NBUCKETS; b++) {
     for (struct inode *i = rw->buckets[b], *next; i; i = next) {
       next = i->hnext;

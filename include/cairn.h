@@ -876,6 +876,15 @@ int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *
 /* Marks the upper id kept (cairn umount --keep): gc leaves it and its
  * daemon does not drop it when it exits. */
 int cairn_upper_keep(cairn_store *st, const char *id);
+/* Records (drop) that cairn umount without --keep asked for the upper id
+ * to go when its session ends, removing a keep mark (*was_kept says if
+ * there was one); !drop undoes that (an unmount that failed), putting
+ * back the keep mark if *was_kept. */
+int cairn_upper_mark_drop(cairn_store *st, const char *id, bool drop, bool *was_kept);
+/* At the end of the session of the upper id (dirfd: its directory): 1 if
+ * discarded, as cairn umount asked (a drop mark, no keep mark), 0 if kept
+ * (marked kept if it was not: nobody asked for it to go). */
+int cairn_upper_session_end(cairn_store *st, const char *id, int dirfd);
 /* Discards the upper id: renamed away at once (its daemon, on a clean
  * exit, still holding its lock), no longer listed nor resumable; its files
  * stay until cairn_upper_drop (cairn umount, once the daemon is gone) or

@@ -13,6 +13,11 @@
  *   upper's directory for as long as it runs (the kernel drops it when the
  *   daemon dies): a lock that can be taken means no live mount owns it.
  * - The image's layers and blobs are never written through an upper.
+ * - When its mount's session ends, an upper is dropped only if cairn
+ *   umount (without --keep) marked it "drop" before unmounting; else it
+ *   is kept ("keep", as umount --keep): a session that umount(8),
+ *   fusermount3 -u or a container's namespace ended drops nobody's work.
+ *   While both marks are there, keep wins.
  */
 #include "internal.h"
 
@@ -120,6 +125,7 @@ int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *
     return cairn_fail(st, errno == EWOULDBLOCK ? -EBUSY : -errno, "upper %.12s: %s", id,
                       errno == EWOULDBLOCK ? "in use by a live mount" : strerror(errno));
   unlinkat(dfd, "keep", 0);
+  unlinkat(dfd, "drop", 0);
   snprintf(image_out, sizeof(cairn_id), "%.64s", image);
   if (snprintf(path, len, "%s/" UPPERS "/%s", st->dir, id) >= (int)len)
     return cairn_fail(st, -ENAMETOOLONG, "%s: path too long", id);
@@ -134,6 +140,45 @@ int cairn_upper_keep(cairn_store *st, const char *id) {
   _cleanup_close_ int dfd = upper_dirfd(st, ufd, id);
   if (dfd < 0) return dfd;
   _cleanup_close_ int fd = openat(dfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
+  unlinkat(dfd, "drop", 0); /* after: while both are there, keep wins */
+  return 0;
+}
+
+int cairn_upper_mark_drop(cairn_store *st, const char *id, bool drop, bool *was_kept) {
+  _cleanup_close_ int ufd = uppers_dir(st);
+  if (ufd < 0) return ufd;
+  _cleanup_close_ int dfd = upper_dirfd(st, ufd, id);
+  if (dfd < 0) return dfd;
+  struct stat sb;
+  if (!drop) {
+    if (was_kept && *was_kept) {
+      _cleanup_close_ int fd =
+          openat(dfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
+    }
+    if (unlinkat(dfd, "drop", 0) < 0 && errno != ENOENT)
+      return cairn_fail(st, -errno, "upper %.12s: drop: %s", id, strerror(errno));
+    return 0;
+  }
+  if (was_kept) *was_kept = fstatat(dfd, "keep", &sb, 0) == 0;
+  _cleanup_close_ int fd = openat(dfd, "drop", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: drop: %s", id, strerror(errno));
+  if (unlinkat(dfd, "keep", 0) < 0 && errno != ENOENT)
+    return cairn_fail(st, -errno, "upper %.12s: drop: %s", id, strerror(errno));
+  return 0;
+}
+
+int cairn_upper_session_end(cairn_store *st, const char *id, int dirfd) {
+  struct stat sb;
+  if (fstatat(dirfd, "keep", &sb, 0) == 0) return 0;
+  if (fstatat(dirfd, "drop", &sb, 0) == 0) {
+    int r = cairn_upper_discard(st, id);
+    return r < 0 ? r : 1;
+  }
+  /* Nobody named it: the session ended by umount(8), fusermount3 -u, or
+   * a container letting go. The user's changes stay, kept. */
+  _cleanup_close_ int fd = openat(dirfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
   return 0;
 }

@@ -410,7 +410,8 @@ int cli_mount_start(cairn_store *st, const char *image, const char *dir, const c
  * mount it serves on: says who holds it (name is DIR as the user typed
  * it) and returns CAIRN_EXIT_BUSY; with force, ends the connection for
  * all of them instead (cairn_mount_abort), saying whom it cut off. */
-static int await_release(const char *name, const struct mount_record *rec, bool force) {
+static int await_release(const char *name, const struct mount_record *rec, bool force,
+                         const char *after) {
   bool aborted = false;
   int seen = 0; /* checks that found holders */
   for (int i = 1; i <= RELEASE_STEPS; i++) {
@@ -421,7 +422,8 @@ static int await_release(const char *name, const struct mount_record *rec, bool 
       /* Twice: a device number is reused at once by the next mount, which
        * a first look may take for ours while our daemon lets go. */
       if (n > 0 && !force && ++seen >= 2)
-        return report_fail(-EBUSY, "umount: %s: detached here, still in use by %s", name, who);
+        return report_fail(-EBUSY, "umount: %s: detached here, still in use by %s%s", name, who,
+                           after);
       if (force) {
         int r = cairn_mount_abort(rec->dev);
         if (r < 0 && r != -ENOENT)
@@ -436,8 +438,8 @@ static int await_release(const char *name, const struct mount_record *rec, bool 
     }
     sleep_step();
   }
-  return report_fail(-EBUSY, "umount: %s: detached here, still in use (cairnfs pid %d serves it)",
-                     name, (int)rec->pid);
+  return report_fail(-EBUSY, "umount: %s: detached here, still in use (cairnfs pid %d serves it)%s",
+                     name, (int)rec->pid, after);
 }
 
 /* Says, on stderr, that umount found nothing mounted on name. */
@@ -474,6 +476,23 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   if (cli_upper_of_dir(st, dir, true, &up) < 0) up.found = false;
   if (up.found && o->keep && (r = cairn_upper_keep(st, up.id)) < 0)
     return report_fail(r, "umount: %s: --keep: %s", name, report_why(st, r));
+  /* Without --keep, the daemon drops the upper when the session ends only
+   * because this asked for it (else it keeps it): marked before the
+   * unmount, unmarked again if the session cannot end because of us. */
+  bool was_kept = false, marked = false;
+  if (up.found && !o->keep) {
+    if ((r = cairn_upper_mark_drop(st, up.id, true, &was_kept)) < 0)
+      return report_fail(r, "umount: %s: %s", name, report_why(st, r));
+    marked = true;
+  }
+  char after[PATH_MAX + 160] = "";
+  if (up.found)
+    snprintf(after, sizeof(after),
+             o->keep ? "; its upper layer %.12s is kept when they let go (cairn mount --rw "
+                       "--resume %s)"
+                     : "; its upper layer %.12s is dropped when they let go (cairn umount "
+                       "--keep %s keeps it)",
+             up.id, name);
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
   for (int round = 0; round < 16; round++) {
@@ -494,7 +513,9 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
       break;
     }
   }
-  if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_release(name, &rec, o->force);
+  if (code != CAIRN_EXIT_OK && marked) /* still mounted here: nothing was dropped */
+    cairn_upper_mark_drop(st, up.id, false, &was_kept);
+  if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_release(name, &rec, o->force, after);
   if (code == CAIRN_EXIT_OK) {
     r = cairn_mount_forget(st, dir, rec.pid);
     if (r < 0) code = report_fail(r, "umount: %s: %s", name, report_why(st, r));
@@ -614,7 +635,8 @@ const struct cli_command cmd_umount = {
                "one not mounted is said on stderr (exit 0). Exit 4 if another mount namespace\n"
                "(a container) still holds it, unless --force. A --rw mount's changes, and\n"
                "those a crash left at DIR, are dropped, saying how many (Dropped: upper ID\n"
-               "(N entries, SIZE)), unless --keep; a kept upper stays until --discard.",
+               "(N entries, SIZE)), unless --keep; a kept upper stays until --discard. A\n"
+               "session ended otherwise (umount(8), fusermount3 -u, a container) keeps it.",
     .options = "--keep\tkeep a --rw mount's upper layer for cairn mount --rw --resume DIR\n"
                "--discard\talso drop the upper layer umount --keep kept for DIR\n"
                "-f, --force\tend the FUSE connection for every namespace that still holds the\n"
