@@ -27,7 +27,7 @@ cut_after_unlink() {
   rm -rf "$STORE" && cp -a "$T/template" "$STORE"
   if [ "$name" = gc ]; then # garbage for gc: the image record goes, its layer and blobs stay
     sqlite3 "$STORE/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id IN
-      (SELECT image_id FROM names WHERE name LIKE 'gone:1%')"
+      (SELECT image_id FROM names WHERE name LIKE 'localhost/gone:1%')"
     rm -f "$STORE/refs" # a hand edit of images drops STORE/refs, as cairn's writers do
   fi
   cp -a "$STORE" "$T/before"
