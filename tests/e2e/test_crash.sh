@@ -42,7 +42,7 @@ ok "$ROUNDS rounds of kill -9 during import ($killed killed mid-way): store open
 for ((i = 0; i < ROUNDS; i++)); do
   cairn import "gc:$i" "$T/big.tar.gz" >/dev/null
   # garbage for gc: the image record goes, its layer and blobs stay
-  sqlite3 "$STORE/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id=(SELECT image_id FROM names WHERE name='localhost/gc:$i:latest')"
+  sqlite3 "$STORE/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id=(SELECT image_id FROM names WHERE name='localhost/gc:$i')"
   rm -f "$STORE/refs" # a hand edit of images drops STORE/refs, as cairn's writers do
   cairn gc >/dev/null 2>&1 &
   pid=$!
