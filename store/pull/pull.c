@@ -217,7 +217,7 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
     r = cn_registry_source_open(source + 9, o, src, st);
   else if (strncmp(source, "oci-archive:", 12) == 0 || strncmp(source, "dir:", 4) == 0 ||
            strncmp(source, "docker:", 7) == 0 || strncmp(source, "containers-storage:", 19) == 0 ||
-           strncmp(source, "docker-daemon:", 14) == 0)
+           strncmp(source, "docker-daemon:", 14) == 0 || strstr(source, "://"))
     return cairn_fail(st, -EINVAL,
                       "unsupported source (expected oci:DIR[:REF], docker-archive:FILE or "
                       "[docker://][HOST/]REPO[:TAG|@DIGEST])");
