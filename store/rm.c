@@ -30,10 +30,14 @@
 #include "tree.h"
 
 #include <string.h>
+#include <unistd.h>
 
 /* A name that keeps naming other images, or keeps becoming the last one
  * after it was counted, is given up after this many attempts. */
 #define RM_ATTEMPTS 100
+/* How long rm waits for a pin whose holder is already gone (image_lock). */
+#define RM_SETTLE_MS 2000
+#define RM_SETTLE_STEP_MS 20
 
 static int names_count(cairn_store *st, const char *id) {
   _cleanup_stmt_ sqlite3_stmt *q = NULL;
@@ -108,8 +112,23 @@ static int names_read(cairn_store *st, const char *id, cairn_report *names) {
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "names");
 }
 
+/* The image's pin file locked exclusive: the fd, -EBUSY or -errno. A pin
+ * with no holder left to name is one whose holder is letting go right now
+ * (a daemon whose session just ended closes its pins' fds): rm waits for
+ * that, RM_SETTLE_MS at most, rather than call the image pinned by nobody;
+ * a named holder answers -EBUSY at once. */
+static int image_lock(cairn_store *st, const char *id) {
+  for (int waited = 0;; waited += RM_SETTLE_STEP_MS) {
+    int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
+    if (fd != -EBUSY || waited >= RM_SETTLE_MS) return fd;
+    _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
+    if (who && *who) return fd;
+    usleep(RM_SETTLE_STEP_MS * 1000);
+  }
+}
+
 static int image_remove(cairn_store *st, const char *id, unsigned flags, cairn_report *rep) {
-  int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
+  int fd = image_lock(st, id);
   if (fd < 0 && fd != -EBUSY) return fd;
   cairn_report names = {0};
   int lock = cn_refs_begin(st);
@@ -158,7 +177,7 @@ static int name_remove(cairn_store *st, const char *ref, unsigned flags, cairn_r
     if (count < 0) return count;
     /* the last name takes the image with it: lock the pin first */
     bool last = count <= 1;
-    int fd = last ? cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id) : -1;
+    int fd = last ? image_lock(st, id) : -1;
     if (last && fd < 0 && fd != -EBUSY) return fd;
     store_test_point(st, "rm: names counted");
     bool image_gone = false;
