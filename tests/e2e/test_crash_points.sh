@@ -242,13 +242,15 @@ run_after_done() {
 
 # ---- the --rw mount's changes: commit, umount --keep, mount --resume ----
 # Each point mounts base:1 writable at $W/mnt (in its own store) and
-# writes changed.txt; resume's points first keep that upper.
+# writes changed.txt; resume's points first keep that upper. The test's
+# own unmounts use -f: a container another test starts meanwhile may
+# hold a copy of the mount in its namespace.
 RW_OPS="commit keep resume"
 rw_setup() { # OP
   mkdir -p "$W/mnt"
   cairn mount -q --rw base:1 "$W/mnt" || return 1
   echo uncommitted >"$W/mnt/changed.txt" || return 1
-  [ "$1" != resume ] || cairn umount -q --keep "$W/mnt"
+  [ "$1" != resume ] || cairn umount -q --keep -f "$W/mnt"
 }
 rw_run() { # OP: the command under test
   case $1 in
@@ -264,7 +266,7 @@ store_daemons() { # the pids of the cairnfs processes serving $STORE
   done
 }
 rw_cleanup() { # no mount, no daemon, no upper left at $W/mnt
-  timeout 30 cairn umount -q "$W/mnt" >/dev/null 2>&1
+  timeout 30 cairn umount -q -f "$W/mnt" >/dev/null 2>&1
   local pids
   pids=$(store_daemons)
   [ -z "$pids" ] || kill -9 $pids 2>/dev/null
@@ -292,7 +294,7 @@ check_rw_point() {
     *)
       case $state in
       live | restarting | detached)
-        timeout 30 cairn umount -q --keep "$W/mnt" >/dev/null 2>"$W/err" ||
+        timeout 30 cairn umount -q --keep -f "$W/mnt" >/dev/null 2>"$W/err" ||
           problems+=" umount --keep of the $state mount fails: $(cat "$W/err");"
         ;;
       esac
