@@ -87,7 +87,7 @@ make_template rm cairn import a:1 "$T/l1.tar" "$T/l2.tar" >/dev/null
 make_template rm cairn import b:1 "$T/l1.tar" "$T/l3.tar" >/dev/null
 make_template gc cairn import unused:1 "$T/l6.tar" >/dev/null
 sqlite3 "$T/fast/tpl/gc/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id IN
-  (SELECT image_id FROM names WHERE name LIKE 'unused:1%')"
+  (SELECT image_id FROM names WHERE name IN ('unused:1', 'localhost/unused:1'))"
 rm -f "$T/fast/tpl/gc/refs" # a hand edit of images drops STORE/refs, as cairn's writers do
 # gc's store also holds a user's uncommitted changes: the upper layer of a
 # --rw mount kept by umount --keep, and one a kill -9 of its daemon left.
@@ -109,7 +109,7 @@ uppers_intact() { # the two uppers of gc's template, with their files
 }
 make_template repair cairn import c:1 "$T/l7.tar" >/dev/null
 blob=$(sqlite3 "$T/fast/tpl/repair/meta.db" "SELECT blob FROM entries e JOIN image_layers il ON il.layer_id = e.layer_id
-  JOIN names n ON n.image_id = il.image_id WHERE n.name LIKE 'c:1%' AND e.path LIKE '%.bin'")
+  JOIN names n ON n.image_id = il.image_id WHERE n.name IN ('c:1', 'localhost/c:1') AND e.path LIKE '%.bin'")
 printf 'corrupt' | dd of="$T/fast/tpl/repair/blobs/${blob:0:2}/$blob" bs=1 seek=100 conv=notrunc status=none
 
 # What each operation does, and what it leaves when done.
