@@ -28,6 +28,10 @@
  *   CAIRN_INJECT_COUNT=FILE at exit, the number of steps counted goes there
  *                           (else to stderr)
  *   CAIRN_INJECT_TRACE=FILE one line per step: number, call, path
+ *   CAIRN_INJECT_PROG=NAME  only a process whose program is NAME (the base
+ *                           name of argv[0]: "cairn") counts and acts; any
+ *                           other, e.g. the cairnfs daemon `cairn mount`
+ *                           starts with this environment, is left alone
  *
  * The power-cut model (mode cut). A disk keeps what was made durable and
  * may forget the rest. Here: file contents and sizes written since the
@@ -146,6 +150,8 @@ static void inject_init(void) {
              *m = getenv("CAIRN_INJECT_MODE"), *err = getenv("CAIRN_INJECT_ERRNO"),
              *log = getenv("CAIRN_INJECT_LOG"), *trace = getenv("CAIRN_INJECT_TRACE");
   if (!dir || !realpath(dir, watch_dir)) return;
+  const char *prog = getenv("CAIRN_INJECT_PROG");
+  if (prog && strcmp(prog, program_invocation_short_name) != 0) return;
   inject_at = at ? atol(at) : 0;
   if (m && strcmp(m, "kill") == 0)
     mode = MODE_KILL;

@@ -13,8 +13,19 @@
 # comes after the command returned, with another connection keeping the
 # database open (as a mount does): what it reported done must survive.
 #
-# CI runs every point of import and every CAIRN_CRASH_STRIDE-th (default
-# 2) of the others; CAIRN_CRASH_FULL=1 runs them all. The points of a mode
+# The same sweep covers the commands that handle a user's uncommitted
+# changes on a --rw mount: commit (of a live mount with changes), umount
+# --keep and mount --rw --resume (of a kept upper). The injector acts in
+# the cairn command only (CAIRN_INJECT_PROG), never in the cairnfs daemon
+# it talks to or starts; a cut also kills that daemon, as a power cut
+# does. After each point: the store opens, fsck is clean, and the changes
+# are either in the committed image or still listed by `cairn mounts`,
+# and `umount --keep` (if live) then `mount --rw --resume` serves them.
+#
+# CI runs every point of import, every CAIRN_CRASH_STRIDE-th (default
+# 2) of the others but those three, and every CAIRN_CRASH_RW_STRIDE-th
+# (default 4) of theirs; CAIRN_CRASH_FULL=1 runs them all.
+# CAIRN_CRASH_OPS="commit keep" (say) sweeps only those. The points of a mode
 # are shared out to CAIRN_CRASH_JOBS workers (default: one per CPU), each
 # with a store and scratch files of its own.
 source "$(dirname "$0")/lib.sh"
@@ -22,7 +33,8 @@ INJECT=$CAIRN_BIN/cairn-inject.so
 UNDO=$CAIRN_BIN/inject-undo
 release_build_only "$CAIRN_BIN is a sanitizer build (LD_PRELOAD of the injector conflicts)"
 STRIDE=${CAIRN_CRASH_STRIDE:-2}
-[ "${CAIRN_CRASH_FULL:-0}" = 1 ] && STRIDE=1
+RW_STRIDE=${CAIRN_CRASH_RW_STRIDE:-4}
+[ "${CAIRN_CRASH_FULL:-0}" = 1 ] && STRIDE=1 && RW_STRIDE=1
 JOBS=${CAIRN_CRASH_JOBS:-$(nproc)}
 
 # The stores live on a tmpfs of their own: the model decides what a cut
@@ -32,6 +44,8 @@ JOBS=${CAIRN_CRASH_JOBS:-$(nproc)}
 mkdir -p "$T/fast"
 mount -t tmpfs -o size=512m tmpfs "$T/fast" || { not_ok "mount a tmpfs for the stores"; finish; exit; }
 on_exit "umount $T/fast"
+# the --rw points' daemons and mounts, if the test stops in one
+on_exit 'for p in $(pgrep -x cairnfs); do grep -qz "^CAIRN_STORE=$T/fast/" </proc/$p/environ && kill -9 $p; done; for m in $T/fast/w*/mnt; do fusermount3 -u -z $m; done'
 # W: the scratch directory of the one running check_point and run_point
 # (each sweep worker has its own); STORE: the store they look at.
 W=$T/fast/w
@@ -68,12 +82,12 @@ make_template() { # NAME CMD...: CMD runs with CAIRN_STORE set to the template
   CAIRN_STORE=$T/fast/tpl/$name "$@" || { not_ok "template $name: $*"; exit 1; }
 }
 mkdir -p "$T/fast/tpl"
-for t in import pull rm gc repair; do make_template $t cairn import base:1 "$T/l1.tar" >/dev/null; done
+for t in import pull rm gc repair rw; do make_template $t cairn import base:1 "$T/l1.tar" >/dev/null; done
 make_template rm cairn import a:1 "$T/l1.tar" "$T/l2.tar" >/dev/null
 make_template rm cairn import b:1 "$T/l1.tar" "$T/l3.tar" >/dev/null
 make_template gc cairn import unused:1 "$T/l6.tar" >/dev/null
 sqlite3 "$T/fast/tpl/gc/meta.db" "PRAGMA foreign_keys=ON; DELETE FROM images WHERE id IN
-  (SELECT image_id FROM names WHERE name LIKE 'localhost/unused:1%')"
+  (SELECT image_id FROM names WHERE name IN ('unused:1', 'localhost/unused:1'))"
 rm -f "$T/fast/tpl/gc/refs" # a hand edit of images drops STORE/refs, as cairn's writers do
 # gc's store also holds a user's uncommitted changes: the upper layer of a
 # --rw mount kept by umount --keep, and one a kill -9 of its daemon left.
@@ -95,7 +109,7 @@ uppers_intact() { # the two uppers of gc's template, with their files
 }
 make_template repair cairn import c:1 "$T/l7.tar" >/dev/null
 blob=$(sqlite3 "$T/fast/tpl/repair/meta.db" "SELECT blob FROM entries e JOIN image_layers il ON il.layer_id = e.layer_id
-  JOIN names n ON n.image_id = il.image_id WHERE n.name LIKE 'localhost/c:1%' AND e.path LIKE '%.bin'")
+  JOIN names n ON n.image_id = il.image_id WHERE n.name IN ('c:1', 'localhost/c:1') AND e.path LIKE '%.bin'")
 printf 'corrupt' | dd of="$T/fast/tpl/repair/blobs/${blob:0:2}/$blob" bs=1 seek=100 conv=notrunc status=none
 
 # What each operation does, and what it leaves when done.
@@ -226,6 +240,117 @@ run_after_done() {
   check_point "$op" "$op cut after it returned" done
 }
 
+# ---- the --rw mount's changes: commit, umount --keep, mount --resume ----
+# Each point mounts base:1 writable at $W/mnt (in its own store) and
+# writes changed.txt; resume's points first keep that upper. The test's
+# own unmounts use -f: a container another test starts meanwhile may
+# hold a copy of the mount in its namespace.
+RW_OPS="commit keep resume"
+rw_setup() { # OP
+  mkdir -p "$W/mnt"
+  cairn mount -q --rw base:1 "$W/mnt" || return 1
+  echo uncommitted >"$W/mnt/changed.txt" || return 1
+  [ "$1" != resume ] || cairn umount -q --keep -f "$W/mnt"
+}
+rw_run() { # OP: the command under test
+  case $1 in
+  commit) cairn commit -q "$W/mnt" snap:1 ;;
+  keep) cairn umount -q --keep "$W/mnt" ;;
+  resume) cairn mount -q --rw --resume "$W/mnt" ;;
+  esac
+}
+store_daemons() { # the pids of the cairnfs processes serving $STORE
+  local p
+  for p in $(pgrep -x cairnfs); do
+    grep -qzxF "CAIRN_STORE=$STORE" 2>/dev/null <"/proc/$p/environ" && echo "$p"
+  done
+}
+rw_cleanup() { # no mount, no daemon, no upper left at $W/mnt
+  timeout 30 cairn umount -q -f "$W/mnt" >/dev/null 2>&1
+  local pids
+  pids=$(store_daemons)
+  [ -z "$pids" ] || kill -9 $pids 2>/dev/null
+  fusermount3 -u -z "$W/mnt" 2>/dev/null
+  true
+}
+mount_state() { # the state `cairn mounts` lists for $W/mnt, or nothing
+  timeout 30 cairn mounts --json 2>/dev/null | jq -r --arg d "$(realpath "$W/mnt")" '.[] | select(.dir == $d) | .state' | head -1
+}
+
+# check_rw_point OP WHAT [done]: the store, and where the changes are.
+check_rw_point() {
+  local op=$1 what=$2 done=${3:-} problems="" state got
+  timeout 30 cairn images --json >"$W/images" 2>"$W/err" || { echo "$what: the store does not open: $(cat "$W/err")"; rw_cleanup; return 1; }
+  timeout 60 cairn fsck >"$W/fsck" 2>&1 || problems+=" fsck: $(grep -m3 problem "$W/fsck" | tr '\n' ' ')$(tail -1 "$W/fsck");"
+  [ "$(export_sum base:1)" = "${REF[rw/base:1]}" ] || problems+=" base:1 lost or changed;"
+  if [ "$op" = commit ] && has_image snap:1; then
+    got=$(timeout 30 cairn export snap:1 2>/dev/null | tar -xO changed.txt 2>/dev/null)
+    [ "$got" = uncommitted ] || problems+=" snap:1 was committed without the changes;"
+  else
+    [ "$op" = commit ] && [ -n "$done" ] && problems+=" commit reported done but snap:1 is gone;"
+    state=$(mount_state)
+    case $state in
+    "") problems+=" the uncommitted changes are gone: $W/mnt is not listed by cairn mounts;" ;;
+    *)
+      case $state in
+      live | restarting | detached)
+        timeout 30 cairn umount -q --keep -f "$W/mnt" >/dev/null 2>"$W/err" ||
+          problems+=" umount --keep of the $state mount fails: $(cat "$W/err");"
+        ;;
+      esac
+      if timeout 30 cairn mount -q --rw --resume "$W/mnt" 2>"$W/err"; then
+        [ "$(cat "$W/mnt/changed.txt" 2>/dev/null)" = uncommitted ] ||
+          problems+=" the mount ($state) resumed without the changes;"
+      else
+        problems+=" the mount ($state) does not resume: $(cat "$W/err");"
+      fi
+      ;;
+    esac
+  fi
+  rw_cleanup
+  [ "$(cairn-pin ls --json | jq 'map(select(.stale | not)) | length')" = 0 ] || problems+=" a pin is live;"
+  [ -z "$problems" ] && return 0
+  echo "$what:$problems"
+  return 1
+}
+
+# run_rw_point OP N MODE [ERRNO]: as run_point, for a --rw mount's op.
+run_rw_point() {
+  local op=$1 n=$2 mode=$3 err=${4:-EIO} what="$1 $3${4:+($4)} at $2"
+  rm -rf "$STORE" "$W/log"
+  cp -a "$T/fast/tpl/rw" "$STORE"
+  rw_setup "$op" >/dev/null 2>"$W/err" || { echo "$what: setup: $(cat "$W/err")"; rw_cleanup; return 1; }
+  (
+    export CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_PROG=cairn CAIRN_INJECT_AT=$n CAIRN_INJECT_MODE=$mode \
+      CAIRN_INJECT_ERRNO=$err CAIRN_INJECT_LOG=$W/log CAIRN_INJECT_COUNT=$W/count LD_PRELOAD=$INJECT
+    timeout 60 bash -c "$(declare -f rw_run); W=$W; rw_run $op" >/dev/null 2>"$W/stderr"
+    exit $?
+  ) 2>/dev/null
+  local rc=$?
+  if [ "$mode" = cut ]; then
+    # a power cut stops the daemon too; its mount is gone at reboot
+    local pids
+    pids=$(store_daemons)
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null
+    umount -l "$W/mnt" 2>/dev/null
+    "$UNDO" "$W/log" >/dev/null || echo "$what: inject-undo failed"
+  fi
+  case $mode in
+  # (their step counts vary a little from run to run: umount and mount
+  # wait for the daemon; a command that ended before step N reported done)
+  kill | cut) [ $rc = 137 ] || [ $rc = 0 ] || { echo "$what: exit $rc, not killed"; rw_cleanup; return 1; } ;;
+  fail)
+    if [ $rc = 124 ]; then echo "$what: hangs"; rw_cleanup; return 1; fi
+    if [ $rc != 0 ] && { [ "$(wc -l <"$W/stderr")" -lt 1 ] || ! grep -q '^cairn: ' "$W/stderr"; }; then
+      echo "$what: exit $rc, no 'cairn: ' line: $(head -c 300 "$W/stderr")"
+      rw_cleanup
+      return 1
+    fi
+    ;;
+  esac
+  check_rw_point "$op" "$what" "$([ $rc = 0 ] && echo done)"
+}
+
 # sweep_worker K OP MODE POINT...: points K, K+JOBS, ... of the list, in a
 # store and scratch directory of its own; a broken point's lines go to
 # $W/bad and one byte to $W/nbad.
@@ -243,16 +368,34 @@ sweep_worker() {
     n=${points[i]}
     errno=EIO
     [ "$mode" = fail ] && ((n % 2 == 0)) && errno=ENOSPC
-    run_point "$op" "$n" "$mode" $([ "$mode" = fail ] && echo "$errno") >"$W/point" && continue
+    if [[ " $RW_OPS " = *" $op "* ]]; then
+      run_rw_point "$op" "$n" "$mode" $([ "$mode" = fail ] && echo "$errno") >"$W/point" && continue
+    else
+      run_point "$op" "$n" "$mode" $([ "$mode" = fail ] && echo "$errno") >"$W/point" && continue
+    fi
     cat "$W/point" >>"$W/bad"
     printf x >>"$W/nbad"
   done
 }
 
+# The --rw ops' references: the number of steps each takes from its setup.
+REF[rw/base:1]=$(CAIRN_STORE=$T/fast/tpl/rw export_sum base:1)
+for op in $RW_OPS; do
+  rm -rf "$STORE"
+  cp -a "$T/fast/tpl/rw" "$STORE"
+  rw_setup "$op" >/dev/null || not_ok "reference: $op: setup"
+  CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_PROG=cairn CAIRN_INJECT_COUNT=$T/count LD_PRELOAD=$INJECT \
+    rw_run "$op" >/dev/null 2>"$T/stderr" || not_ok "reference: $op: $(cat "$T/stderr")"
+  STEPS[$op]=$(cat "$T/count")
+  check_rw_point "$op" "reference: $op" done >"$W/point" || not_ok "$(cat "$W/point")"
+  echo "# $op: ${STEPS[$op]} durable steps"
+done
+
 start=$(date +%s)
-for op in import pull rm gc repair; do
+for op in ${CAIRN_CRASH_OPS:-import pull rm gc repair $RW_OPS}; do
   stride=$STRIDE
   [ "$op" = import ] && stride=1
+  [[ " $RW_OPS " = *" $op "* ]] && stride=$RW_STRIDE
   for mode in kill cut fail; do
     points=()
     for ((n = 1; n <= STEPS[$op]; n += stride)); do
@@ -273,6 +416,7 @@ for op in import pull rm gc repair; do
       cat "$T"/fast/w[0-9]*/bad | head -3 | sed 's/^/#   /'
     fi
   done
+  [[ " $RW_OPS " = *" $op "* ]] && continue
   if run_after_done "$op" >"$W/point"; then
     ok "$op: a power cut after it returned keeps what it reported done"
   else
