@@ -56,6 +56,8 @@ int cairn_name_normalize(const char *name, char *out, size_t len) {
   size_t first_len = slash ? (size_t)(slash - name) : 0;
   bool host = slash && (memchr(name, '.', first_len) || memchr(name, ':', first_len) ||
                         (first_len == 9 && strncmp(name, "localhost", 9) == 0));
+  /* a first component that is no host is a path component: no capitals */
+  if (slash && !host && !name_component_ok(name, first_len, false)) return -EINVAL;
   bool library = host && first_len == 9 && strncmp(name, "docker.io", 9) == 0 &&
                  !memchr(slash + 1, '/', repo_len - first_len - 1);
   int n = snprintf(out, len, "%s%.*s%s%.*s:%s", host ? "" : "localhost/", (int)first_len, name,

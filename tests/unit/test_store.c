@@ -192,9 +192,27 @@ Test(store, invalid_names_refused) {
   memset(tag129 + 4, 't', 129);
   tag129[133] = '\0';
   static const char *const bad[] = {
-      "",       "App",  "team/App:1", "app:", ":1",        "app@sha256:0123",
-      "a//b",   "/app", "app/",       "-app", "app-",      "app:-x",
-      "app:.x", "a b",  "app:1:2",    ":",    "team/-a:1", "app:tag!",
+      "",
+      "App",
+      "team/App:1",
+      "app:",
+      ":1",
+      "app@sha256:0123",
+      "a//b",
+      "/app",
+      "app/",
+      "-app",
+      "app-",
+      "app:-x",
+      "app:.x",
+      "a b",
+      "app:1:2",
+      ":",
+      "team/-a:1",
+      "app:tag!",
+      /* capitals are a host's only: a first component with no . or : is a path */
+      "Team/app:1",
+      "lateamW/app/team/app:11.0",
   };
   char out[512];
   for (size_t i = 0; i < TU_N(bad); i++)
