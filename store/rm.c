@@ -36,7 +36,7 @@
  * after it was counted, is given up after this many attempts. */
 #define RM_ATTEMPTS 100
 /* How long rm waits for a pin whose holder is already gone (image_lock). */
-#define RM_SETTLE_MS 2000
+#define RM_SETTLE_MS 10000
 #define RM_SETTLE_STEP_MS 20
 
 static int names_count(cairn_store *st, const char *id) {
@@ -115,7 +115,7 @@ static int names_read(cairn_store *st, const char *id, cairn_report *names) {
 /* The image's pin file locked exclusive: the fd, -EBUSY or -errno. A pin
  * with no holder left to name is one whose holder is letting go right now
  * (a daemon whose session just ended closes its pins' fds): rm waits for
- * that, RM_SETTLE_MS at most, rather than call the image pinned by nobody;
+ * that, RM_SETTLE_MS (10 s) at most, rather than call the image pinned by nobody;
  * a named holder answers -EBUSY at once. */
 static int image_lock(cairn_store *st, const char *id) {
   for (int waited = 0;; waited += RM_SETTLE_STEP_MS) {
