@@ -28,13 +28,16 @@ mnt=$TMP/mnt
 mkdir "$mnt"
 cairn mount -q --rw data:1 "$mnt"
 sup=$(mount_pid "$mnt")
+has_server() { [ -n "$(server_of "$sup")" ]; }
 kill_server() {
   local s i
   s=$(server_of "$sup")
   for ((i = 0; i < 50 && ${#s} == 0; i++)); do sleep 0.1; s=$(server_of "$sup"); done
   [ -n "$s" ] || fail "no server to kill ($1)"
   kill -9 "$s"
-  wait_for 50 test -n "$(server_of "$sup")" || fail "no server after $1"
+  # asked again each round (a $(...) in wait_for's arguments is expanded
+  # once, before the supervisor could start the next server)
+  wait_for 50 has_server || fail "no server after $1"
 }
 
 # ---- a single FORGET of a restored directory the kernel still holds
