@@ -86,7 +86,7 @@ pass "recorded, pinned, rm refused (exit 4) naming mount and pid"
 # umount: complete, then idempotent; never-mounted directories are fine too.
 cairn umount "$mnt"
 not_mounted "$mnt" || fail "still mounted after umount"
-pid_gone "$pid" || fail "daemon $pid still running after umount"
+wait_for 100 pid_gone "$pid" || fail "daemon $pid still running after umount"
 [ "$(cairn mounts --json | jq length)" = 0 ] || fail "record left: $(cairn mounts --json)"
 cairn umount "$mnt"
 mkdir "$TMP/never"
