@@ -333,21 +333,28 @@ static void ts_header(cn_tarsplit *ts) {
   }
 }
 
+/* Takes up to len bytes of p (*taken) into the 512-byte block being read
+ * (a header, or a sparse extension block) and the raw record: true once
+ * the block is whole, in ts->hdr. */
+static bool ts_block(cn_tarsplit *ts, const unsigned char *p, size_t len, size_t *taken) {
+  size_t k = 512 - ts->hdr_len;
+  if (k > len) k = len;
+  memcpy(ts->hdr + ts->hdr_len, p, k);
+  ts_raw(ts, p, k);
+  ts->hdr_len += k;
+  *taken = k;
+  if (ts->hdr_len < 512) return false;
+  ts->hdr_len = 0;
+  return true;
+}
+
 void cn_tarsplit_feed(cn_tarsplit *ts, const void *buf, size_t len) {
   const unsigned char *p = buf;
   while (len > 0 && !ts->err) {
     size_t k;
     switch (ts->mode) {
     case TS_HDR:
-      k = 512 - ts->hdr_len;
-      if (k > len) k = len;
-      memcpy(ts->hdr + ts->hdr_len, p, k);
-      ts_raw(ts, p, k);
-      ts->hdr_len += k;
-      if (ts->hdr_len == 512) {
-        ts->hdr_len = 0;
-        ts_header(ts);
-      }
+      if (ts_block(ts, p, len, &k)) ts_header(ts);
       break;
     case TS_META:
       k = ts->left < len ? (size_t)ts->left : len;
@@ -382,15 +389,7 @@ void cn_tarsplit_feed(cn_tarsplit *ts, const void *buf, size_t len) {
       }
       break;
     case TS_EXT: /* a sparse extension block: byte 504 says if one follows */
-      k = 512 - ts->hdr_len;
-      if (k > len) k = len;
-      memcpy(ts->hdr + ts->hdr_len, p, k);
-      ts_raw(ts, p, k);
-      ts->hdr_len += k;
-      if (ts->hdr_len == 512) {
-        ts->hdr_len = 0;
-        if (!ts->hdr[504]) ts->mode = ts->left ? TS_SKIP : TS_HDR;
-      }
+      if (ts_block(ts, p, len, &k) && !ts->hdr[504]) ts->mode = ts->left ? TS_SKIP : TS_HDR;
       break;
     case TS_SKIP:
       k = ts->left < len ? (size_t)ts->left : len;
