@@ -174,3 +174,30 @@ minbase_layers() {
   mkdir -p "$out"
   for i in 1 2 3; do ln -sf "$CACHE/minbase-layer$i.tar" "$out/layer$i.tar"; done
 }
+
+# rw_mount_file IMAGE PATH CONTENT: imports IMAGE, one layer holding the
+# file PATH with CONTENT, and mounts it --rw at $TMP/mnt; sets mnt and sup
+# (the mount's supervisor).
+rw_mount_file() {
+  mkdir -p "$TMP/src/$(dirname "$2")"
+  echo "$3" >"$TMP/src/$2"
+  tar -C "$TMP/src" -cf "$TMP/layer.tar" .
+  cairn import "$1" "$TMP/layer.tar" >/dev/null 2>&1
+  mnt=$TMP/mnt
+  mkdir "$mnt"
+  cairn mount -q --rw "$1" "$mnt"
+  sup=$(mount_pid "$mnt")
+}
+
+# rw_writers_start N: N rw_writer.py writers in $mnt/w1 .. wN, in the
+# background, until $TMP/stop exists (manifests $TMP/manifest.W, errors
+# in $TMP/errors, which starts empty).
+rw_writers_start() {
+  local w
+  : >"$TMP/errors"
+  for ((w = 1; w <= $1; w++)); do
+    python3 "$CAIRN_SRC/tests/e2e/rw_writer.py" "$mnt/w$w" "$TMP/stop" "$TMP/manifest.$w" \
+      "$TMP/errors" "$w$RANDOM" &
+    BG_PIDS+=($!)
+  done
+}

@@ -8,13 +8,8 @@
 # serve them again on the new image. Fails without it: gc removed them.
 source "$(dirname "$0")/mountlib.sh"
 
-mkdir "$TMP/src"
-echo base >"$TMP/src/base"
-tar -C "$TMP/src" -cf "$TMP/base.tar" .
-cairn import base:1 "$TMP/base.tar" >/dev/null 2>&1
-m=$TMP/mnt
-mkdir "$m"
-cairn mount -q --rw base:1 "$m"
+rw_mount_file base:1 base base
+m=$mnt
 echo committed >"$m/committed"
 id=$(cairn commit "$m" base:2)
 echo later >"$m/later"

@@ -20,14 +20,7 @@ source "$(dirname "$0")/mountlib.sh"
 
 KILLS=${KILLS:-10}
 WRITERS=4
-mkdir -p "$TMP/src/lower"
-echo lower >"$TMP/src/lower/file"
-tar -C "$TMP/src" -cf "$TMP/data.tar" .
-cairn import data:1 "$TMP/data.tar" >/dev/null 2>&1
-mnt=$TMP/mnt
-mkdir "$mnt"
-cairn mount -q --rw data:1 "$mnt"
-sup=$(mount_pid "$mnt")
+rw_mount_file data:1 lower/file lower
 has_server() { [ -n "$(server_of "$sup")" ]; }
 kill_server() {
   local s i
@@ -62,13 +55,8 @@ done
 pass "a restored directory still held serves on after a single FORGET of it"
 
 # ---- writers, kills, evictions
-: >"$TMP/errors"
 : >"$TMP/bad"
-for ((w = 1; w <= WRITERS; w++)); do
-  python3 "$CAIRN_SRC/tests/e2e/rw_writer.py" "$mnt/w$w" "$TMP/stop" "$TMP/manifest.$w" \
-    "$TMP/errors" "$w$RANDOM" &
-  BG_PIDS+=($!)
-done
+rw_writers_start "$WRITERS"
 # lister ROUNDS: lists the mount and drops the caches, ROUNDS times.
 lister() {
   local n

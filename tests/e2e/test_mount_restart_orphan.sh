@@ -10,14 +10,7 @@
 # committed, and goes once the last fd is closed.
 source "$(dirname "$0")/mountlib.sh"
 
-mkdir -p "$TMP/src"
-echo lower >"$TMP/src/img"
-tar -C "$TMP/src" -cf "$TMP/data.tar" .
-cairn import data:1 "$TMP/data.tar" >/dev/null 2>&1
-mnt=$TMP/mnt
-mkdir "$mnt"
-cairn mount -q --rw data:1 "$mnt"
-sup=$(mount_pid "$mnt")
+rw_mount_file data:1 img lower
 work=$(echo "$STORE"/uppers/*/work)
 
 echo made >"$mnt/made"

@@ -63,12 +63,7 @@ pass "restart window: the upper stays locked, a write waiting in it is served, g
 exec 7>>"$mnt/lower/file"
 
 : >"$TMP/bad"
-: >"$TMP/errors"
-for ((w = 1; w <= WRITERS; w++)); do
-  python3 "$CAIRN_SRC/tests/e2e/rw_writer.py" "$mnt/w$w" "$TMP/stop" "$TMP/manifest.$w" \
-    "$TMP/errors" "$w$RANDOM" &
-  BG_PIDS+=($!)
-done
+rw_writers_start "$WRITERS"
 for ((r = 1; r <= READERS; r++)); do
   stream_reader "$r" "$mnt" f1 f2 f3 f4 &
   BG_PIDS+=($!)
