@@ -201,3 +201,13 @@ rw_writers_start() {
     BG_PIDS+=($!)
   done
 }
+
+# server_kill WHY: kill -9 of the server of the mount whose supervisor is
+# $sup (waiting for one to run, 5 s at most); WHY names the kill if none.
+server_kill() {
+  local s i
+  s=$(server_of "$sup")
+  for ((i = 0; i < 50 && ${#s} == 0; i++)); do sleep 0.1; s=$(server_of "$sup"); done
+  [ -n "$s" ] || fail "no server to kill ($1)"
+  kill -9 "$s"
+}

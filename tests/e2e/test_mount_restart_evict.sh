@@ -23,11 +23,7 @@ WRITERS=4
 rw_mount_file data:1 lower/file lower
 has_server() { [ -n "$(server_of "$sup")" ]; }
 kill_server() {
-  local s i
-  s=$(server_of "$sup")
-  for ((i = 0; i < 50 && ${#s} == 0; i++)); do sleep 0.1; s=$(server_of "$sup"); done
-  [ -n "$s" ] || fail "no server to kill ($1)"
-  kill -9 "$s"
+  server_kill "$1"
   # asked again each round (a $(...) in wait_for's arguments is expanded
   # once, before the supervisor could start the next server)
   wait_for 50 has_server || fail "no server after $1"

@@ -79,16 +79,9 @@ gc_loop() {
 gc_loop &
 BG_PIDS+=($!)
 sleep 1
-kill_server() {
-  local s i
-  s=$(server_of "$sup")
-  for ((i = 0; i < 50 && ${#s} == 0; i++)); do sleep 0.1; s=$(server_of "$sup"); done
-  [ -n "$s" ] || fail "no server to kill ($1)"
-  kill -9 "$s"
-}
 for ((k = 1; k <= KILLS; k++)); do
   sleep "0.$((RANDOM % 8 + 2))"
-  kill_server "kill $k"
+  server_kill "kill $k"
   echo "written $k" >&7 || echo "write through held fd 7 failed after kill $k" >>"$TMP/bad"
 done
 for ((u = 1; u <= UPGRADES; u++)); do
