@@ -25,7 +25,7 @@ void report_sink_set(report_sink_fn sink) { report_sink = sink; }
 
 int report_vfail(int err, const char *fmt, va_list ap) {
   int code = cairn_exit_code(err);
-  _cleanup_free_ char *msg = NULL;
+  cairn_autofree char *msg = NULL;
   if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
   const char *line = msg ? msg : "out of memory";
   if (!report_sink || report_sink(code, line) < 0) report_notice(line);

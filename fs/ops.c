@@ -157,7 +157,7 @@ static void cfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
     if (fs->backing) {
       /* Registered from a blob fd of its own (the kernel keeps the file),
        * if it has the size the index says; else read the old way (EIO). */
-      _cleanup_close_ int fd =
+      cairn_autoclose int fd =
           n->blob ? cairn_blob_open(fs->st, cairn_tree_str(fs->tree, n->blob)) : -1;
       struct stat sb;
       bool good = fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == n->size;
@@ -195,7 +195,7 @@ static int blob_fd(struct cairnfs *fs, const char *blob, uint64_t size) {
   pthread_once(&last_blob_once, last_blob_key_make);
   struct last_blob *lb = pthread_getspecific(last_blob_key);
   if (lb && lb->blob == blob) return lb->fd;
-  _cleanup_close_ int fd = cairn_blob_open(fs->st, blob);
+  cairn_autoclose int fd = cairn_blob_open(fs->st, blob);
   if (fd < 0) return fd;
   struct stat sb;
   if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != size) return -EIO;
@@ -229,7 +229,7 @@ static void readahead_raise(struct cairnfs *fs) {
     return;
   char path[64];
   snprintf(path, sizeof(path), "/sys/class/bdi/%s/read_ahead_kb", fs->dev);
-  _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+  cairn_autoclose int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd >= 0 && write(fd, READAHEAD_KB, strlen(READAHEAD_KB)) < 0) {
     /* Best effort: the default readahead stays. */
   }

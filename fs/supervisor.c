@@ -185,7 +185,7 @@ static void detach(const struct supervisor *s) {
 
 /* Reads the kernel's INIT request and keeps it in a memfd. */
 static int init_keep(struct supervisor *s) {
-  _cleanup_free_ char *buf = malloc(INIT_BUF_SIZE);
+  cairn_autofree char *buf = malloc(INIT_BUF_SIZE);
   if (!buf) return -ENOMEM;
   ssize_t n;
   do n = read(s->fuse_fd, buf, INIT_BUF_SIZE);

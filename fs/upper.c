@@ -461,7 +461,7 @@ static int resolve(struct cairnfs *fs, struct inode *dir, const char *name, stru
 
 static int copy_data(struct cairnfs *fs, const cairn_node *n, int out) {
   if (!n->blob || n->size == 0) return 0;
-  _cleanup_close_ int in = cairn_blob_open(fs->st, cairn_tree_str(fs->tree, n->blob));
+  cairn_autoclose int in = cairn_blob_open(fs->st, cairn_tree_str(fs->tree, n->blob));
   if (in < 0) return in;
   off_t off = 0;
   while ((uint64_t)off < n->size) {
@@ -506,7 +506,7 @@ static int copy_node(struct cairnfs *fs, uint32_t lower, int dstdir, const char 
   int r = 0;
   switch (n->mode & S_IFMT) {
   case S_IFREG: {
-    _cleanup_close_ int fd =
+    cairn_autoclose int fd =
         openat(rw->work_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return -errno;
     r = copy_data(fs, n, fd);
@@ -1317,7 +1317,7 @@ static int dir_empty(struct cairnfs *fs, struct inode *d, bool clear) {
   if (d->fd >= 0) {
     int dfd = openat(d->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -errno;
-    _cleanup_closedir_ DIR *dir = fdopendir(dfd);
+    cairn_autoclosedir DIR *dir = fdopendir(dfd);
     if (!dir) {
       close(dfd);
       return -errno;
@@ -1342,7 +1342,7 @@ static int dir_empty(struct cairnfs *fs, struct inode *d, bool clear) {
   if (clear && d->fd >= 0) {
     int dfd = openat(d->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -errno;
-    _cleanup_closedir_ DIR *dir = fdopendir(dfd);
+    cairn_autoclosedir DIR *dir = fdopendir(dfd);
     if (!dir) {
       close(dfd);
       return -errno;
@@ -1746,7 +1746,7 @@ static int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
   dirh_clear(d);
   d->self = i->id;
   d->parent = i->parent ? i->parent->id : FUSE_ROOT_ID;
-  _cleanup_free_ char **seen = NULL;
+  cairn_autofree char **seen = NULL;
   size_t n_seen = 0, cap_seen = 0;
   int r = 0;
   if (i->fd >= 0) {
@@ -2177,7 +2177,7 @@ static int move_handle(struct cairnfs *fs, struct whandle *h) {
   int flags = fcntl(h->fd, F_GETFL);
   char path[PBUF];
   fd_path(path, sizeof(path), h->fd, NULL);
-  _cleanup_close_ int src = open(path, O_RDONLY | O_CLOEXEC); /* h->fd may be write-only */
+  cairn_autoclose int src = open(path, O_RDONLY | O_CLOEXEC); /* h->fd may be write-only */
   if (src < 0) return -errno;
   int fd = reopen(h->i, O_RDWR);
   if (fd < 0) return fd;

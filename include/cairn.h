@@ -182,10 +182,10 @@ static inline void cairn_fclosep(FILE **f) {
 static inline void cairn_closedirp(DIR **d) {
   if (*d) closedir(*d);
 }
-#define _cleanup_free_ __attribute__((cleanup(cairn_freep)))
-#define _cleanup_close_ __attribute__((cleanup(cairn_closep)))
-#define _cleanup_fclose_ __attribute__((cleanup(cairn_fclosep)))
-#define _cleanup_closedir_ __attribute__((cleanup(cairn_closedirp)))
+#define cairn_autofree __attribute__((cleanup(cairn_freep)))
+#define cairn_autoclose __attribute__((cleanup(cairn_closep)))
+#define cairn_autofclose __attribute__((cleanup(cairn_fclosep)))
+#define cairn_autoclosedir __attribute__((cleanup(cairn_closedirp)))
 
 /* How far a long call has got, for a front end's progress display; libcairn
  * itself never prints. Import and a pull's storing (a layer read: bytes of

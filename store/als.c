@@ -44,7 +44,7 @@ static int kept_dir(cairn_store *st) {
 static int kept_copy(cairn_store *st, int fd, int dirfd, const char *name) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s/tmp/kept-XXXXXX", st->dir);
-  _cleanup_close_ int out = mkostemp(tmp, O_CLOEXEC);
+  cairn_autoclose int out = mkostemp(tmp, O_CLOEXEC);
   if (out < 0) return store_fail(st, -errno, "%s: %s", tmp, strerror(errno));
   char buf[1 << 16];
   off_t off = 0;
@@ -79,9 +79,9 @@ int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *dige
   store_errclear(st);
   if (!cairn_id_valid(diff_id) || !digest_valid(digest))
     return store_fail(st, -EINVAL, "bad layer record %s for %s", digest, diff_id);
-  _cleanup_close_ int lock = cn_store_lock(st, STORE_LOCK_SHARED);
+  cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
-  _cleanup_close_ int dirfd = kept_dir(st);
+  cairn_autoclose int dirfd = kept_dir(st);
   if (dirfd < 0) return dirfd;
   const char *name = digest + 7;
   struct stat sb;
@@ -96,7 +96,7 @@ int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *dige
     if (r < 0) return r;
     if (fsync(dirfd) < 0) return store_fail(st, -errno, "keeping %s: %s", digest, strerror(errno));
   }
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "INSERT OR REPLACE INTO layer_blobs(digest, layer_id, media_type, size)"
                         " VALUES(?, ?, ?, ?)");
@@ -120,7 +120,7 @@ static void row_fill(sqlite3_stmt *q, struct cairn_layer_blob *b) {
 int cairn_layer_blob_get(cairn_store *st, const char *digest, struct cairn_layer_blob *out) {
   store_errclear(st);
   if (!digest_valid(digest)) return store_fail(st, -ENOENT, "no such layer digest");
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT digest, layer_id, media_type, size FROM layer_blobs"
                         " WHERE digest = ?");
@@ -135,7 +135,7 @@ int cairn_layer_blob_get(cairn_store *st, const char *digest, struct cairn_layer
 
 int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT digest, layer_id, media_type, size FROM layer_blobs"
                         " ORDER BY digest");
@@ -174,9 +174,9 @@ int cairn_layer_pin_users(cairn_store *st, cairn_pinset *ps, const char *diff_id
   store_errclear(st);
   int r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id);
   if (r < 0) return r;
-  _cleanup_strv_ struct strv images = {0};
+  cn_autostrv struct strv images = {0};
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     if ((r = cn_db_prepare(st, &q,
                            "SELECT DISTINCT image_id FROM image_layers WHERE layer_id = ?")) < 0)
       return r;
@@ -229,7 +229,7 @@ static const char opaque_name[] = "trusted.overlay.opaque";
 
 /* An opaque directory's entry with the marker added to its xattrs. */
 static int emit_opaque_dir(struct diff_src *d, const cairn_entry *e) {
-  _cleanup_free_ cairn_xattr *x = calloc(e->n_xattrs + 1, sizeof *x);
+  cairn_autofree cairn_xattr *x = calloc(e->n_xattrs + 1, sizeof *x);
   if (!x) return -ENOMEM;
   size_t n = 0;
   for (size_t i = 0; i < e->n_xattrs; i++)
@@ -248,7 +248,7 @@ static int overlay_entry(const cairn_entry *e, void *arg) {
     const char *base = slash ? slash + 1 : e->path;
     if (strncmp(base, ".wh.", 4) != 0 || !base[4]) return 0;
     size_t dl = slash ? (size_t)(slash - e->path) + 1 : 0;
-    _cleanup_free_ char *path = cn_xasprintf("%.*s%s", (int)dl, e->path, base + 4);
+    cairn_autofree char *path = cn_xasprintf("%.*s%s", (int)dl, e->path, base + 4);
     if (!path) return -ENOMEM;
     cairn_entry c = {.path = path,
                      .type = CAIRN_CHR,

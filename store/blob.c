@@ -142,7 +142,7 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
   cairn_store *st = w->st;
   char rel[128], sub[3] = {name[0], name[1], 0}, proc[64];
   cn_blob_name_path(name, rel, sizeof(rel));
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT size, sha256 FROM blobs WHERE name = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
@@ -162,7 +162,7 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
     return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
   /* A file with no row: another import's, not yet committed, or one left
    * by a crash. Its bytes decide. */
-  _cleanup_close_ int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  cairn_autoclose int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
   char other[65];
   uint64_t size;
@@ -218,7 +218,7 @@ int cairn_blob_open(cairn_store *st, const char *blob) {
 /* Within the caller's transaction: deletes (or, dry, counts) the rows of
  * blobs no entry references; their names are appended to names. */
 int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL, *d = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL, *d = NULL;
   int rc;
   if ((rc = cn_db_prepare(st, &q,
                           "SELECT name, size FROM blobs WHERE NOT EXISTS"
@@ -255,14 +255,14 @@ int cn_blob_files_remove(cairn_store *st, const struct strv *names) {
 /* Files with no row: blobs of imports that crashed before they committed.
  * Needs the store lock exclusive (no import running). */
 int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int rc = cn_db_prepare(st, &q, "SELECT 1 FROM blobs WHERE name = ?");
   if (rc < 0) return rc;
   for (int hi = 0; hi < 256; hi++) {
     char sub[3];
     cn_progress(st, CN_BLOB_ORPHANS_STEP, (uint64_t)hi, 256, false, false);
     snprintf(sub, sizeof(sub), "%02x", hi);
-    _cleanup_closedir_ DIR *d = cn_opendirat(st->blobs_fd, sub);
+    cairn_autoclosedir DIR *d = cn_opendirat(st->blobs_fd, sub);
     if (!d) continue;
     int dfd = dirfd(d);
     struct dirent *de;

@@ -158,7 +158,7 @@ static int write_upper(struct committer *c, int dirfd, const char *name, const s
   int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
   archive_entry_free(e);
   if (r == 0 && data) {
-    _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    cairn_autoclose int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     r = fd < 0 ? store_fail(c->st, -errno, "%s: %s", path, strerror(errno)) : copy_fd(c, fd, path);
   }
   return r;
@@ -202,7 +202,7 @@ static int write_lower(struct committer *c, uint32_t ino, const char *path) {
   int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
   archive_entry_free(e);
   if (r == 0 && data) {
-    _cleanup_close_ int fd = cairn_blob_open(c->st, cairn_tree_str(c->tree, n->blob));
+    cairn_autoclose int fd = cairn_blob_open(c->st, cairn_tree_str(c->tree, n->blob));
     r = fd < 0 ? store_fail(c->st, fd, "%s: blob: %s", path, strerror(-fd)) : copy_fd(c, fd, path);
   }
   return r;
@@ -268,7 +268,7 @@ static int view_lower(struct committer *c, uint32_t ino, size_t len, bool diff) 
 static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len, bool diff) {
   const cairn_node *od = origin ? cairn_tree_node(c->tree, origin) : NULL;
   if (od && !S_ISDIR(od->mode)) od = NULL;
-  _cleanup_strv_ struct strv names = {0};
+  cn_autostrv struct strv names = {0};
   if (dirfd >= 0) {
     int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
@@ -297,7 +297,7 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
       /* a whiteout: the base's entry (if any) goes */
       if (bd && c->emit) {
         c->path[len] = '\0';
-        _cleanup_free_ char *wh =
+        cairn_autofree char *wh =
             len ? cn_xasprintf("%s/.wh.%s", c->path, name) : cn_xasprintf(".wh.%s", name);
         r = wh ? write_marker(c, wh) : store_fail(c->st, -ENOMEM, "out of memory");
       }
@@ -314,7 +314,7 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
     if (base_dir && !sub_diff && c->emit) {
       /* the base's directory here is not the one the view merges (a new
        * one, or one renamed here): none of its children stays */
-      _cleanup_free_ char *opq = cn_xasprintf("%s/.wh..wh..opq", c->path);
+      cairn_autofree char *opq = cn_xasprintf("%s/.wh..wh..opq", c->path);
       r = opq ? write_marker(c, opq) : store_fail(c->st, -ENOMEM, "out of memory");
     }
     int sub = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -349,7 +349,7 @@ static int write_layer(struct committer *c, int upper_fd, int out_fd) {
   if (c->root_fd < 0) return store_fail(c->st, -errno, "upper root: %s", strerror(errno));
   size_t count = cairn_tree_count(c->tree);
   if (c->index_fd >= 0) {
-    _cleanup_closedir_ DIR *d = cn_opendirat(c->index_fd, ".");
+    cairn_autoclosedir DIR *d = cn_opendirat(c->index_fd, ".");
     struct dirent *de;
     while (d && (de = readdir(d))) {
       char *end;
@@ -431,7 +431,7 @@ static char *new_config(const char *base, int64_t stored, const char *diff_id,
   }
   json_t *rootfs = json_object_get(cfg, "rootfs");
   json_t *ids = rootfs ? json_object_get(rootfs, "diff_ids") : NULL;
-  _cleanup_free_ char *did = cn_xasprintf("sha256:%s", diff_id);
+  cairn_autofree char *did = cn_xasprintf("sha256:%s", diff_id);
   char created[32];
   time_t now = (time_t)cn_now_seconds();
   struct tm tm;
@@ -459,19 +459,19 @@ static char *new_config(const char *base, int64_t stored, const char *diff_id,
 int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
                  cairn_id image_out, cairn_id layer_out) {
   store_errclear(st);
-  _cleanup_close_ int ufd = openat(st->dirfd, "uppers", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  _cleanup_close_ int upper_fd =
+  cairn_autoclose int ufd = openat(st->dirfd, "uppers", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int upper_fd =
       ufd < 0 ? -1 : openat(ufd, upper_id, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (upper_fd < 0) return store_fail(st, -ENOENT, "upper %.12s: no such upper", upper_id);
   char info[512] = {0};
   {
-    _cleanup_close_ int fd = openat(upper_fd, "info", O_RDONLY | O_CLOEXEC);
+    cairn_autoclose int fd = openat(upper_fd, "info", O_RDONLY | O_CLOEXEC);
     if (fd < 0 || read(fd, info, sizeof(info) - 1) < 6 || strncmp(info, "image ", 6) != 0)
       return store_fail(st, -EBADMSG, "upper %.12s: no info", upper_id);
   }
   cairn_id base;
   snprintf(base, sizeof(base), "%.64s", info + 6);
-  _cleanup_free_ char *purpose = cn_xasprintf("commit %.12s", upper_id);
+  cairn_autofree char *purpose = cn_xasprintf("commit %.12s", upper_id);
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
   if (!ps) return store_fail(st, -ENOMEM, "out of memory");
   cairn_tree *tree = NULL;
@@ -479,7 +479,7 @@ int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const 
   char **layers = NULL;
   size_t n_layers = 0;
   struct base_config bc = {0};
-  _cleanup_free_ char *config = NULL;
+  cairn_autofree char *config = NULL;
   int out_fd = -1;
   int r = cairn_pin_image(st, ps, base);
   if (r == 0) r = cairn_tree_build(st, base, &tree);
@@ -493,7 +493,7 @@ int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const 
     if (!c->lower_first || !c->flags) r = store_fail(st, -ENOMEM, "out of memory");
   }
   if (r == 0) {
-    _cleanup_free_ char *tmp = cn_xasprintf("%s/tmp", st->dir);
+    cairn_autofree char *tmp = cn_xasprintf("%s/tmp", st->dir);
     if (tmp) mkdir(tmp, 0700);
     out_fd = tmp ? open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
     if (out_fd < 0) r = store_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno));

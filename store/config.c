@@ -125,7 +125,7 @@ static int config_set(cairn_config *cfg, int f, struct cairn_config_registry *re
 /* Reads file f of cfg->paths, if it is there. */
 static int config_read(cairn_config *cfg, int f) {
   const char *path = cfg->paths[f];
-  _cleanup_fclose_ FILE *in = fopen(path, "re");
+  cairn_autofclose FILE *in = fopen(path, "re");
   if (!in) {
     if (errno == ENOENT || errno == ENOTDIR) return 0;
     int e = errno;

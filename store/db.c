@@ -128,7 +128,7 @@ void cn_db_rollback(cairn_store *st) {
 
 /* The schema version recorded in the store, 0 for a new one. */
 static int schema_version(cairn_store *st) {
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  cn_autostmt sqlite3_stmt *s = NULL;
   if (sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &s,
                          NULL) != SQLITE_OK)
     return 0; /* no meta table yet */
@@ -186,7 +186,7 @@ int cn_db_open(cairn_store *st) {
   if (version > SCHEMA_VERSION)
     return store_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)", version,
                       SCHEMA_VERSION);
-  _cleanup_stmt_ sqlite3_stmt *mode = NULL;
+  cn_autostmt sqlite3_stmt *mode = NULL;
   if ((r = cn_db_prepare(st, &mode, "PRAGMA journal_mode")) < 0) return r;
   bool wal = sqlite3_step(mode) == SQLITE_ROW &&
              strcmp((const char *)sqlite3_column_text(mode, 0), "wal") == 0;
@@ -201,7 +201,7 @@ int cn_id_lookup(cairn_store *st, const char *table, const char *ref, cairn_id i
   if (n < CAIRN_ID_PREFIX_MIN || n > CAIRN_ID_LEN || !cn_is_hex_id(hex, n)) return 0;
   char sql[128];
   snprintf(sql, sizeof(sql), "SELECT id FROM %s WHERE substr(id, 1, ?) = ? LIMIT 2", table);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, sql);
   if (r < 0) return r;
   sqlite3_bind_int(q, 1, (int)n);

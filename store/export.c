@@ -40,7 +40,7 @@ static int export_nomem(struct exporter *x, const char *path) {
 }
 
 static int export_fail(struct exporter *x, const char *path) {
-  _cleanup_free_ char *what = cn_xasprintf("writing %s", path);
+  cairn_autofree char *what = cn_xasprintf("writing %s", path);
   return what ? output_fail(x, what) : export_nomem(x, path);
 }
 
@@ -162,7 +162,7 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   const cairn_dirent *c = cairn_tree_children(x->tree, n);
   for (size_t i = 0; i < n->n_children && r == 0; i++) {
     const char *name = cairn_tree_str(x->tree, c[i].name);
-    _cleanup_free_ char *child = path[0] ? cn_xasprintf("%s/%s", path, name) : strdup(name);
+    cairn_autofree char *child = path[0] ? cn_xasprintf("%s/%s", path, name) : strdup(name);
     r = child ? export_node(x, c[i].ino, child) : export_nomem(x, path);
   }
   return r;
@@ -203,7 +203,7 @@ static int export_pinned(cairn_store *st, const char *image_id, int fd) {
 
 int cairn_export(cairn_store *st, const char *image_id, int fd) {
   store_errclear(st);
-  _cleanup_free_ char *purpose = cn_xasprintf("export %.12s", image_id);
+  cairn_autofree char *purpose = cn_xasprintf("export %.12s", image_id);
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
   if (!ps) return store_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
   int r = cairn_pin_image(st, ps, image_id);

@@ -25,8 +25,8 @@
  * an id names and the table has no row of (sql: "SELECT 1 ... WHERE id = ?"). */
 static void for_each_gone_id(cairn_store *st, const char *dir, const char *sql,
                              void (*gone)(cairn_store *st, const char *id, void *arg), void *arg) {
-  _cleanup_closedir_ DIR *d = cn_opendirat(st->dirfd, dir);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cairn_autoclosedir DIR *d = cn_opendirat(st->dirfd, dir);
+  cn_autostmt sqlite3_stmt *q = NULL;
   if (!d || cn_db_prepare(st, &q, sql) < 0) return;
   struct dirent *de;
   while ((de = readdir(d))) {
@@ -76,7 +76,7 @@ static void sweep_index_files(cairn_store *st, bool dry_run) {
 
 /* Temporary files older than a few minutes belong to no running process. */
 static void sweep_tmp(cairn_store *st, bool dry_run) {
-  _cleanup_closedir_ DIR *d = cn_opendirat(st->dirfd, "tmp");
+  cairn_autoclosedir DIR *d = cn_opendirat(st->dirfd, "tmp");
   if (!d) return;
   int dfd = dirfd(d);
   struct dirent *de;
@@ -90,7 +90,7 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
 
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   store_errclear(st);
-  _cleanup_close_ int lock =
+  cairn_autoclose int lock =
       cn_store_lock(st, dry_run ? STORE_LOCK_EXCLUSIVE_NB : STORE_LOCK_EXCLUSIVE);
   if (lock < 0 && lock != -EBUSY) return lock;
   /* Its steps, as the progress hook hears them, each finished with how
@@ -142,7 +142,7 @@ static void problem(cairn_report *r, const char *fmt, ...) {
 static const char *blob_verify(cairn_store *st, const char *name, uint64_t size) {
   char rel[128];
   cn_blob_name_path(name, rel, sizeof(rel));
-  _cleanup_close_ int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  cairn_autoclose int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return "missing";
   XXH3_state_t *x = XXH3_createState();
   XXH3_128bits_reset(x);
@@ -168,9 +168,9 @@ static const char *blob_verify(cairn_store *st, const char *name, uint64_t size)
  * one is pinned or (an image) has a live mount. */
 static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sql, const char *blob,
                        struct held_set *held, char **why) {
-  _cleanup_strv_ struct strv ids = {0};
+  cn_autostrv struct strv ids = {0};
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     int rc = cn_db_prepare(st, &q, sql);
     if (rc < 0) return rc;
     sqlite3_bind_text(q, 1, blob, -1, SQLITE_STATIC);
@@ -183,7 +183,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
     if (cn_held_has(held, kind, id)) continue;
     int fd = cn_pin_lock_exclusive(st, kind, id);
     if (fd == -EBUSY) {
-      _cleanup_free_ char *who = cairn_pin_holders(st, kind, id);
+      cairn_autofree char *who = cairn_pin_holders(st, kind, id);
       *why = cn_xasprintf(kind == CAIRN_PIN_IMAGE ? "image %.12s: pinned by %s"
                                                   : "layer sha256:%s: pinned by %s",
                           id, who && *who ? who : "another process");
@@ -192,7 +192,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
     int rc = fd < 0 ? fd : cn_held_add(st, held, kind, id, fd);
     if (rc < 0) return rc;
     if (kind != CAIRN_PIN_IMAGE) continue;
-    _cleanup_free_ char *mounts = NULL;
+    cairn_autofree char *mounts = NULL;
     int live = cn_mount_live_for_image(st, id, &mounts);
     if (live < 0) return live;
     if (live > 0) {
@@ -212,7 +212,7 @@ static int repair_delete_tx(cairn_store *st, const char *blob, const struct held
   for (size_t i = 0; i < held->n && rc == 0; i++)
     if (held->v[i].kind == CAIRN_PIN_LAYER) rc = cn_layer_delete_rows(st, held->v[i].id);
   if (rc == 0) {
-    _cleanup_stmt_ sqlite3_stmt *d = NULL;
+    cn_autostmt sqlite3_stmt *d = NULL;
     if ((rc = cn_db_prepare(st, &d, "DELETE FROM blobs WHERE name = ?")) == 0) {
       sqlite3_bind_text(d, 1, blob, -1, SQLITE_STATIC);
       if (sqlite3_step(d) != SQLITE_DONE) rc = cn_store_fail_db(st, "repair");
@@ -275,9 +275,9 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
  * then, as after rm). -EBUSY, naming the holders, if a blob's users are
  * pinned (the blob is quarantined then). */
 static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r) {
-  _cleanup_close_ int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE);
+  cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE);
   if (lock < 0) return lock;
-  _cleanup_free_ char *first_kept = NULL;
+  cairn_autofree char *first_kept = NULL;
   size_t kept = 0;
   for (size_t i = 0; i < bad->n; i++) {
     char *why = NULL;
@@ -295,17 +295,17 @@ static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r)
 }
 
 static void fsck_database(cairn_store *st, cairn_report *r) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   if (cn_db_prepare(st, &q, "PRAGMA integrity_check") == 0)
     while (sqlite3_step(q) == SQLITE_ROW)
       if (strcmp((const char *)sqlite3_column_text(q, 0), "ok") != 0)
         problem(r, "database: %s", (const char *)sqlite3_column_text(q, 0));
-  _cleanup_stmt_ sqlite3_stmt *f = NULL;
+  cn_autostmt sqlite3_stmt *f = NULL;
   if (cn_db_prepare(st, &f, "PRAGMA foreign_key_check") == 0)
     while (sqlite3_step(f) == SQLITE_ROW)
       problem(r, "database: a row of %s points at a missing %s",
               (const char *)sqlite3_column_text(f, 0), (const char *)sqlite3_column_text(f, 2));
-  _cleanup_stmt_ sqlite3_stmt *i = NULL;
+  cn_autostmt sqlite3_stmt *i = NULL;
   if (cn_db_prepare(st, &i, "SELECT id, config FROM images") == 0)
     while (sqlite3_step(i) == SQLITE_ROW) {
       unsigned char d[32];
@@ -325,7 +325,7 @@ static void fsck_database(cairn_store *st, cairn_report *r) {
  * them; gc removes them. */
 static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
   cn_sweep_stale_records(st);
-  _cleanup_close_ int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
+  cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
   if (lock == -EBUSY) {
     cn_report_line(r, "an import is running: its blobs were not examined");
     return 0;
@@ -344,9 +344,9 @@ static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
  * written) is none, and --repair writes it. Returns how many corrupt ones
  * it repaired. */
 static uint64_t fsck_indexes(cairn_store *st, bool repair, cairn_report *r) {
-  _cleanup_strv_ struct strv ids = {0};
+  cn_autostrv struct strv ids = {0};
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     if (cn_db_prepare(st, &q, "SELECT id FROM images ORDER BY id") < 0) return 0;
     while (sqlite3_step(q) == SQLITE_ROW)
       if (cn_strv_push(&ids, (const char *)sqlite3_column_text(q, 0)) < 0) return 0;
@@ -397,7 +397,7 @@ static uint64_t fsck_refs(cairn_store *st, bool repair, cairn_report *r) {
 /* True if the layer's entries name one of the blobs in bad. */
 static bool layer_uses_bad_blob(cairn_store *st, const char *id, const struct strv *bad) {
   if (bad->n == 0) return false;
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   if (cn_db_prepare(st, &q, "SELECT 1 FROM entries WHERE layer_id = ? AND blob = ?") < 0)
     return false;
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
@@ -414,10 +414,10 @@ static bool layer_uses_bad_blob(cairn_store *st, const char *id, const struct st
  * reported bad (one problem is enough); layers stored without a record
  * are counted. */
 static void fsck_layer_tars(cairn_store *st, const struct strv *bad, cairn_report *r) {
-  _cleanup_strv_ struct strv ids = {0};
+  cn_autostrv struct strv ids = {0};
   uint64_t without = 0;
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     if (cn_db_prepare(st, &q,
                       "SELECT l.id, t.layer_id IS NOT NULL FROM layers l"
                       " LEFT JOIN layer_tars t ON t.layer_id = l.id ORDER BY l.id") < 0)
@@ -448,10 +448,10 @@ static void fsck_layer_tars(cairn_store *st, const struct strv *bad, cairn_repor
  * Additional Layer Store: repair deletes it (the ALS then no longer lists
  * the layer); returns how many it deleted. */
 static uint64_t fsck_kept_blobs(cairn_store *st, bool repair, cairn_report *r) {
-  _cleanup_strv_ struct strv broken = {0};
+  cn_autostrv struct strv broken = {0};
   uint64_t checked = 0, repaired = 0;
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     if (cn_db_prepare(st, &q, "SELECT digest, layer_id, size FROM layer_blobs ORDER BY digest") < 0)
       return 0;
     while (sqlite3_step(q) == SQLITE_ROW) {
@@ -469,7 +469,7 @@ static uint64_t fsck_kept_blobs(cairn_store *st, bool repair, cairn_report *r) {
     }
   }
   for (size_t i = 0; repair && i < broken.n; i++) {
-    _cleanup_stmt_ sqlite3_stmt *d = NULL;
+    cn_autostmt sqlite3_stmt *d = NULL;
     if (cn_db_prepare(st, &d, "DELETE FROM layer_blobs WHERE digest = ?") < 0) break;
     sqlite3_bind_text(d, 1, broken.v[i], -1, SQLITE_STATIC);
     if (sqlite3_step(d) != SQLITE_DONE) break;
@@ -481,7 +481,7 @@ static uint64_t fsck_kept_blobs(cairn_store *st, bool repair, cairn_report *r) {
 }
 
 static void fsck_report_unused(cairn_store *st, cairn_report *r) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   if (cn_db_prepare(st, &q,
                     "SELECT count(*) FROM layers WHERE NOT EXISTS"
                     " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)") < 0)
@@ -497,9 +497,9 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   if (rc < 0) return rc;
   fsck_database(st, r);
   fsck_report_unused(st, r);
-  _cleanup_strv_ struct strv bad = {0};
+  cn_autostrv struct strv bad = {0};
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     if ((rc = cn_db_prepare(st, &q, "SELECT name, size FROM blobs ORDER BY name")) < 0) return rc;
     uint64_t checked = 0;
     while (sqlite3_step(q) == SQLITE_ROW) {

@@ -43,7 +43,7 @@ static const char *string_or_empty(const json_t *o, const char *key) {
 
 static int history_walk(const struct cairn_image_info *info, void *arg) {
   struct history_walk *w = arg;
-  _cleanup_json_ json_t *cfg = json_loads(info->config, 0, NULL);
+  cn_autojson json_t *cfg = json_loads(info->config, 0, NULL);
   if (!cfg) return -EBADMSG;
   json_t *hist = json_object_get(cfg, "history");
   size_t n = json_array_size(hist);

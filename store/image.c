@@ -24,7 +24,7 @@
 
 /* The image name (exactly) names: 1 and id, 0 if none, or -errno. */
 static int name_row(cairn_store *st, const char *name, cairn_id id) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT image_id FROM names WHERE name = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
@@ -38,7 +38,7 @@ static int name_row(cairn_store *st, const char *name, cairn_id id) {
  * name one image (the first such name into name); 0 if none, -EINVAL
  * (recorded) if several images. */
 static int short_name_row(cairn_store *st, const char *shrt, char *name, size_t len, cairn_id id) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT name, image_id FROM names WHERE substr(name, ?1) = ?2"
                         " ORDER BY name");
@@ -81,7 +81,7 @@ int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t le
 
 int cn_name_old_drop(cairn_store *st, const char *norm) {
   if (strncmp(norm, "localhost/", 10) != 0) return 0;
-  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  cn_autostmt sqlite3_stmt *d = NULL;
   int r = cn_db_prepare(st, &d, "DELETE FROM names WHERE name = ?");
   if (r < 0) return r;
   sqlite3_bind_text(d, 1, norm + 10, -1, SQLITE_STATIC);
@@ -93,7 +93,7 @@ static void name_nearest(cairn_store *st, const char *ref, char *out, size_t len
   char norm[512];
   out[0] = '\0';
   if (cairn_name_normalize(ref, norm, sizeof(norm)) < 0) return;
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   if (cn_db_prepare(st, &q, "SELECT name FROM names ORDER BY name") < 0) return;
   size_t best = SIZE_MAX;
   while (sqlite3_step(q) == SQLITE_ROW) {
@@ -143,7 +143,7 @@ char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {
 static int config_check(cairn_store *st, const char *config, size_t len,
                         const char *const *diff_ids, size_t n) {
   json_error_t err;
-  _cleanup_json_ json_t *cfg = json_loadb(config, len, 0, &err);
+  cn_autojson json_t *cfg = json_loadb(config, len, 0, &err);
   if (!cfg) return store_fail(st, -EBADMSG, "image config is not JSON: %s", err.text);
   json_t *ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids");
   if (!json_is_array(ids) || json_array_size(ids) != n)
@@ -218,7 +218,7 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
   int64_t size = 0;
   bool created = false;
   for (size_t i = 0; i < n; i++) {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     if ((r = cn_db_prepare(st, &q, "SELECT size FROM layers WHERE id = ?")) < 0) goto fail;
     sqlite3_bind_text(q, 1, diff_ids[i], -1, SQLITE_STATIC);
     if (sqlite3_step(q) != SQLITE_ROW) {
@@ -228,7 +228,7 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
     size += sqlite3_column_int64(q, 0);
   }
   {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    cn_autostmt sqlite3_stmt *s = NULL;
     if ((r = cn_db_prepare(st, &s,
                            "INSERT OR IGNORE INTO images(id, config, size, created)"
                            " VALUES(?, ?, ?, ?)")) < 0)
@@ -243,7 +243,7 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
     }
     created = sqlite3_changes(st->db) > 0;
     if (created) {
-      _cleanup_stmt_ sqlite3_stmt *l = NULL;
+      cn_autostmt sqlite3_stmt *l = NULL;
       if ((r = cn_db_prepare(st, &l,
                              "INSERT INTO image_layers(image_id, position, layer_id)"
                              " VALUES(?, ?, ?)")) < 0)
@@ -261,7 +261,7 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
     }
   }
   if (name) {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    cn_autostmt sqlite3_stmt *s = NULL;
     if ((r = cn_db_prepare(st, &s, "INSERT OR REPLACE INTO names(name, image_id) VALUES(?, ?)")) <
         0)
       goto fail;
@@ -290,7 +290,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
   char norm[512];
   if (cairn_name_normalize(name, norm, sizeof(norm)) < 0)
     return store_fail(st, -EINVAL, "%s: not a valid image name", name);
-  _cleanup_free_ char *purpose = cn_xasprintf("import %s", norm);
+  cairn_autofree char *purpose = cn_xasprintf("import %s", norm);
   cairn_pinset *ps = cairn_pinset_new(purpose, true);
   char **ids = calloc(n ? n : 1, sizeof(*ids));
   if (!ps || !ids) {
@@ -318,7 +318,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
     close(fd);
   }
   if (r == 0) {
-    _cleanup_free_ char *config = cairn_config_for_layers((const char *const *)ids, n);
+    cairn_autofree char *config = cairn_config_for_layers((const char *const *)ids, n);
     r = config ? cairn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
                                     image_id_out)
                : store_fail(st, -ENOMEM, "out of memory importing %s", norm);
@@ -354,7 +354,7 @@ int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
 }
 
 int cn_image_delete_rows(cairn_store *st, const char *id) {
-  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  cn_autostmt sqlite3_stmt *d = NULL;
   int r = cn_db_prepare(st, &d, "DELETE FROM images WHERE id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(d, 1, id, -1, SQLITE_STATIC);
@@ -365,7 +365,7 @@ int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_
   store_errclear(st);
   *ids = NULL;
   *n = 0;
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT (SELECT count(*) FROM images WHERE id = ?1), layer_id"
                         " FROM (SELECT 1) LEFT JOIN image_layers ON image_id = ?1"

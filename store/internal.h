@@ -131,7 +131,7 @@ void cn_staging_recover(cairn_store *st);
 bool cn_staging_is_journal(const char *name);
 
 /* Small helpers (util.c). */
-/* A growable list of strings, freed by cn_strv_clear (or _cleanup_strv_). */
+/* A growable list of strings, freed by cn_strv_clear (or cn_autostrv). */
 struct strv {
   char **v;
   size_t n, cap;
@@ -160,12 +160,12 @@ void *cn_array_grow(void *v, size_t n, size_t *cap, size_t size);
  * ones; returns how many are left. */
 size_t cn_sort_unique(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
-/* _cleanup_free_, _cleanup_close_, _cleanup_fclose_, _cleanup_closedir_:
+/* cairn_autofree, cairn_autoclose, cairn_autofclose, cairn_autoclosedir:
  * cairn.h. */
 static inline void finalizep(sqlite3_stmt **s) { sqlite3_finalize(*s); }
 static inline void json_unrefp(json_t **j) { json_decref(*j); }
-#define _cleanup_stmt_ __attribute__((cleanup(finalizep)))
-#define _cleanup_json_ __attribute__((cleanup(json_unrefp)))
+#define cn_autostmt __attribute__((cleanup(finalizep)))
+#define cn_autojson __attribute__((cleanup(json_unrefp)))
 /* gc of the upper layers nobody can reach (upper.c): a creation cut
  * short, one a command dropped; never one under its name, which holds a
  * user's changes. Returns how many it removed. */
@@ -178,6 +178,6 @@ int cn_upper_left_of_dir(cairn_store *st, const char *dir);
  * (kept, N entries, SIZE); ..."); else dropped, each said in drop
  * ("Dropped: upper ID of DIR (N entries, SIZE)"). */
 int cn_uppers_of_image(cairn_store *st, const char *image_id, cairn_report *drop, char **desc);
-#define _cleanup_strv_ __attribute__((cleanup(cn_strv_clear)))
+#define cn_autostrv __attribute__((cleanup(cn_strv_clear)))
 
 #endif

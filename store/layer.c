@@ -215,7 +215,7 @@ static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
   *len = 0;
   int count = archive_entry_xattr_reset(e);
   if (count <= 0) return 0;
-  _cleanup_free_ struct xattr_ref *v = calloc((size_t)count, sizeof(*v));
+  cairn_autofree struct xattr_ref *v = calloc((size_t)count, sizeof(*v));
   if (!v) return -ENOMEM;
   size_t n = 0;
   while (n < (size_t)count &&
@@ -336,7 +336,7 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
     int ttype = stage_type(in, target);
     if (ttype == CAIRN_HARDLINK) {
       /* point at the first name, so that a group has one root */
-      _cleanup_stmt_ sqlite3_stmt *q = NULL;
+      cn_autostmt sqlite3_stmt *q = NULL;
       if ((r = cn_db_prepare(st, &q, "SELECT target FROM temp.stage WHERE path = ?")) < 0) return r;
       sqlite3_bind_text(q, 1, target, -1, SQLITE_STATIC);
       if (sqlite3_step(q) == SQLITE_ROW)
@@ -357,7 +357,7 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   if (size < 0) return store_fail(st, -EBADMSG, "entry %s: negative size", raw);
   if (type == CAIRN_REG && size > 0 && (r = entry_store_data(in, size, blob)) < 0)
     return cairn_fail_context(st, r, "entry %s", raw);
-  _cleanup_free_ void *xattrs = NULL;
+  cairn_autofree void *xattrs = NULL;
   size_t xlen;
   if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0)
     return store_fail(st, r, "entry %s: %s", raw,
@@ -407,7 +407,7 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
 static int layer_tar_insert(cairn_store *st, const char *diff_id, const void *tar, size_t tar_len,
                             uint64_t size) {
   if (!tar) return 0;
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  cn_autostmt sqlite3_stmt *s = NULL;
   int r = cn_db_prepare(st, &s,
                         "INSERT OR IGNORE INTO layer_tars(layer_id, size, data) VALUES(?, ?, ?)");
   if (r < 0) return r;
@@ -426,7 +426,7 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
   if ((r = cn_db_begin(st)) < 0) return r;
   if ((r = cairn_layer_exists(st, diff_id)) != 0) {
     if (r > 0 && tar) {
-      _cleanup_stmt_ sqlite3_stmt *q = NULL;
+      cn_autostmt sqlite3_stmt *q = NULL;
       if ((r = cn_db_prepare(st, &q, "SELECT 1 FROM layer_tars WHERE layer_id = ?")) < 0) goto fail;
       sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
       if (sqlite3_step(q) != SQLITE_ROW) {
@@ -442,7 +442,7 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
                           " SELECT name, size, sha256 FROM temp.stage_blobs")) < 0)
     goto fail;
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     if ((r = cn_db_prepare(st, &q,
                            "SELECT s.name FROM temp.stage_blobs s JOIN blobs b"
                            " ON b.name = s.name WHERE b.size != s.size"
@@ -455,7 +455,7 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
     }
   }
   {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    cn_autostmt sqlite3_stmt *s = NULL;
     if ((r = cn_db_prepare(st, &s,
                            "INSERT INTO layers(id, size, entries, created)"
                            " VALUES(?, ?, ?, ?)")) < 0)
@@ -470,7 +470,7 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
     }
   }
   {
-    _cleanup_stmt_ sqlite3_stmt *s = NULL;
+    cn_autostmt sqlite3_stmt *s = NULL;
     if ((r = cn_db_prepare(st, &s,
                            "INSERT INTO entries(layer_id, path, type, mode, uid, gid, size,"
                            " mtime, mtime_nsec, rdev, target, blob, xattrs)"
@@ -542,7 +542,7 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
 
 static int stage_foreach(void *src, cairn_entry_fn fn, void *arg) {
   cairn_store *st = src;
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
                         " target, blob, xattrs FROM temp.stage ORDER BY path");
@@ -589,7 +589,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
                      expected_diff_id, diff_id_out);
   }
   if (r == 0) r = stage_validate(st);
-  _cleanup_free_ void *tar = NULL;
+  cairn_autofree void *tar = NULL;
   size_t tar_len = 0;
   if (r == 0 && (r = cn_tarsplit_finish(ls->ts, &tar, &tar_len)) > 0)
     r = 0; /* a tar no record can describe: the layer is stored without one */
@@ -641,7 +641,7 @@ int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id) {
 
 int cairn_layer_exists(cairn_store *st, const char *diff_id) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT 1 FROM layers WHERE id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
@@ -650,7 +650,7 @@ int cairn_layer_exists(cairn_store *st, const char *diff_id) {
 }
 
 int cn_layer_delete_rows(cairn_store *st, const char *diff_id) {
-  _cleanup_stmt_ sqlite3_stmt *t = NULL, *e = NULL, *l = NULL;
+  cn_autostmt sqlite3_stmt *t = NULL, *e = NULL, *l = NULL;
   int r;
   if ((r = cn_db_prepare(st, &t, "DELETE FROM layer_tars WHERE layer_id = ?")) < 0 ||
       (r = cn_db_prepare(st, &e, "DELETE FROM entries WHERE layer_id = ?")) < 0 ||
@@ -692,7 +692,7 @@ static ssize_t xattrs_decode(const unsigned char *p, size_t len, cairn_xattr **o
 }
 
 int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg) {
-  _cleanup_free_ cairn_xattr *xattrs = NULL;
+  cairn_autofree cairn_xattr *xattrs = NULL;
   size_t cap = 0;
   int r;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -724,7 +724,7 @@ int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, v
 
 int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
                         " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");

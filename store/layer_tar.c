@@ -13,7 +13,7 @@
 
 int cairn_layer_tar_recorded(cairn_store *st, const char *diff_id) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT 1 FROM layer_tars WHERE layer_id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
@@ -24,10 +24,10 @@ int cairn_layer_tar_recorded(cairn_store *st, const char *diff_id) {
 int cairn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *arg,
                     uint64_t *size) {
   store_errclear(st);
-  _cleanup_free_ void *data = NULL;
+  cairn_autofree void *data = NULL;
   size_t len = 0;
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     int r = cn_db_prepare(st, &q, "SELECT data FROM layer_tars WHERE layer_id = ?");
     if (r < 0) return r;
     sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);

@@ -141,7 +141,7 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   /* The host's locks are read on a thread while the images are read, in
    * its read transaction; the rows are kept until the thread is done. */
   cairn_pins_prefetch(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL, *names_q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL, *names_q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT id, size, " IMAGE_CREATED_SQL ","
                         " (SELECT count(*) FROM image_layers WHERE image_id = id), created"
@@ -211,15 +211,15 @@ static int text_add(char **text, size_t *used, size_t *cap, const char *s, size_
 
 int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   /* In no order, and sorted and made unique here: SQLite's UNION and
    * ORDER BY took 5 of the 6 ms this query took with 1,000 images. */
   int r = cn_db_prepare(st, &q,
                         "SELECT image_id, name FROM names"
                         " UNION ALL SELECT l.layer_id, n.name FROM image_layers l"
                         " JOIN names n ON n.image_id = l.image_id");
-  _cleanup_free_ struct name_row *rows = NULL;
-  _cleanup_free_ char *text = NULL;
+  cairn_autofree struct name_row *rows = NULL;
+  cairn_autofree char *text = NULL;
   size_t n = 0, cap = 0, used = 0, text_cap = 0;
   int step = SQLITE_DONE;
   while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
@@ -252,7 +252,7 @@ int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg) {
 int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg) {
   store_errclear(st);
   cairn_pins_prefetch(st); /* as cairn_images_foreach */
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT id, size, entries,"
                         " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
@@ -295,7 +295,7 @@ static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_
                             struct names *ids) {
   *out = NULL;
   *ids = (struct names){0};
-  _cleanup_stmt_ sqlite3_stmt *l = NULL;
+  cn_autostmt sqlite3_stmt *l = NULL;
   int r = cn_db_prepare(st, &l,
                         "SELECT l.id, l.size, l.entries FROM image_layers il JOIN layers l"
                         " ON l.id = il.layer_id WHERE il.image_id = ? ORDER BY il.position");
@@ -325,7 +325,7 @@ static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_
 
 int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT id, size, " IMAGE_CREATED_SQL ","
                         " (SELECT count(*) FROM image_layers WHERE image_id = id), created, config"
@@ -333,7 +333,7 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_ROW) return store_fail(st, -ENOENT, "no such image");
-  _cleanup_stmt_ sqlite3_stmt *names_q = NULL;
+  cn_autostmt sqlite3_stmt *names_q = NULL;
   struct pinned_view pv;
   if ((r = names_prepare(st, &names_q)) < 0 || (r = pinned_view_read(st, &pv)) < 0) return r;
   struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 5)};
@@ -361,7 +361,7 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
  * *bytes. */
 static int df_sum(cairn_store *st, const char *sql, const char *bound, uint64_t *count,
                   uint64_t *bytes) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, sql);
   if (r < 0) return r;
   if (bound) sqlite3_bind_text(q, 1, bound, -1, SQLITE_STATIC);
@@ -395,7 +395,7 @@ static void df_count(struct cairn_df_class *d, uint64_t size, int images, bool p
  * (the text of a JSON array's items), as gc keeps them and their blobs. */
 static int df_layers(cairn_store *st, const struct kernel_locks *kl, struct cairn_df_class *d,
                      char **kept) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT id, size,"
                         " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
@@ -430,7 +430,7 @@ static int df_images(cairn_store *st, const struct pinned_view *pv, struct cairn
                " JOIN image_layers b ON b.layer_id = a.layer_id AND b.image_id != a.image_id"
                " WHERE a.image_id = i.id)",
                NULL, &d->shared_count, &n);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   if (r == 0) r = cn_db_prepare(st, &q, "SELECT id, size FROM images");
   if (r < 0) return r;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -446,7 +446,7 @@ static int df_images(cairn_store *st, const struct pinned_view *pv, struct cairn
  * bytes are what the files take on disk (st_blocks): a sparse file's holes
  * take none; a file that is missing (fsck --repair moved it) none. */
 static int df_blobs(cairn_store *st, const char *kept, struct cairn_df_class *d) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT b.name,"
                         " (SELECT count(DISTINCT layer_id) FROM entries WHERE blob = b.name) > 1,"
@@ -473,7 +473,7 @@ static int df_blobs(cairn_store *st, const char *kept, struct cairn_df_class *d)
 
 /* The kept compressed layers: counted as their layers are. */
 static int df_compressed(cairn_store *st, const struct kernel_locks *kl, struct cairn_df_class *d) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(
       st, &q,
       "SELECT b.layer_id, b.size,"
@@ -492,7 +492,7 @@ int cairn_df(cairn_store *st, struct cairn_df *df) {
   struct pinned_view pv;
   int r = pinned_view_read(st, &pv);
   if (r < 0) return r;
-  _cleanup_free_ char *items = NULL, *kept = NULL;
+  cairn_autofree char *items = NULL, *kept = NULL;
   if ((r = cn_db_exec(st, "BEGIN")) == 0) { /* one snapshot for every count */
     r = df_layers(st, &pv.kl, &df->layers, &items);
     if (r == 0 && asprintf(&kept, "[%s]", items ? items : "") < 0)
@@ -512,7 +512,7 @@ int cairn_df(cairn_store *st, struct cairn_df *df) {
 int cairn_store_info(cairn_store *st, struct cairn_store_info *info) {
   store_errclear(st);
   *info = (struct cairn_store_info){0};
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT (SELECT value FROM meta WHERE key = 'schema_version'),"
                         " (SELECT count(*) FROM images), (SELECT count(*) FROM names),"

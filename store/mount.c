@@ -203,7 +203,7 @@ static bool find_visit(const struct mount_line *m, void *arg) {
 
 int cairn_mount_holders(const char *dev, char **desc) {
   *desc = NULL;
-  _cleanup_closedir_ DIR *proc = opendir("/proc");
+  cairn_autoclosedir DIR *proc = opendir("/proc");
   if (!proc) return -errno;
   char *buf = NULL;
   size_t len = 0;
@@ -228,7 +228,7 @@ int cairn_mount_holders(const char *dev, char **desc) {
     struct mount_find find = {.dev = dev};
     snprintf(path, sizeof(path), "/proc/%ld/mountinfo", pid);
     if (mountinfo_foreach(path, find_visit, &find) < 0 || !find.found) continue;
-    _cleanup_free_ char *cmd = cn_proc_command((pid_t)pid);
+    cairn_autofree char *cmd = cn_proc_command((pid_t)pid);
     fprintf(f, "%spid %ld (%s)", holders ? ", " : "", pid, cmd);
     holders++;
   }
@@ -308,7 +308,7 @@ int cairn_mount_abort(const char *dev) {
 int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
                        const char *dev, bool rw) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  cn_autostmt sqlite3_stmt *s = NULL;
   int r = cn_db_prepare(st, &s,
                         "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
                         " since, dev) VALUES(?, ?, ?, ?, ?, ?, ?)");
@@ -325,7 +325,7 @@ int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, p
 
 int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid) {
   store_errclear(st);
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  cn_autostmt sqlite3_stmt *s = NULL;
   int r = cn_db_prepare(st, &s, "DELETE FROM mounts WHERE dir = ? AND pid = ?");
   if (r < 0) return r;
   sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
@@ -413,7 +413,7 @@ void cairn_mount_pending_end(int fd) {
 }
 
 void cn_mounts_settle(cairn_store *st) {
-  _cleanup_close_ int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CLOEXEC);
+  cairn_autoclose int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return; /* no mount ever took the fast way */
   const struct timespec poll = {.tv_nsec = SETTLE_POLL_NS};
   for (int i = 0; i < SETTLE_POLLS; i++) {
@@ -425,7 +425,7 @@ void cn_mounts_settle(cairn_store *st) {
 /* Calls fn for the records (of one image, or all), with their state. */
 static int mounts_scan(cairn_store *st, const char *image_id, cairn_mount_fn fn, void *arg) {
   cn_mounts_settle(st);
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"
                         " WHERE ?1 IS NULL OR image_id = ?1 ORDER BY dir");
@@ -534,7 +534,7 @@ static int64_t boot_time(void) {
 }
 
 int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const char *dir)) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start, since, rw FROM mounts");
   if (r < 0) return r;
   struct stale_mount *stale = NULL;

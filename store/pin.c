@@ -129,7 +129,7 @@ int cn_pin_annotate(cairn_store *st, cairn_pinset *ps) {
   size_t todo = 0;
   for (size_t i = 0; i < ps->n; i++) todo += !ps->pins[i].annotated;
   if (todo == 0) return 0;
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  cn_autostmt sqlite3_stmt *s = NULL;
   int r = cn_db_prepare(st, &s,
                         "INSERT OR REPLACE INTO pins(kind, target, pid, pid_start, purpose, since)"
                         " VALUES(?, ?, ?, ?, ?, ?)");
@@ -211,7 +211,7 @@ void cn_pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char 
   /* The annotations go first, while the exclusive lock keeps every pinner
    * out: once the file is unlinked, a pinner may lock a new one and
    * annotate at once, and that annotation must stay. */
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  cn_autostmt sqlite3_stmt *s = NULL;
   if (cn_db_prepare(st, &s, "DELETE FROM pins WHERE kind = ? AND target = ?") == 0) {
     sqlite3_bind_int(s, 1, kind);
     sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
@@ -230,7 +230,7 @@ int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_m
   for (;;) {
     int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
     if (fd >= 0) {
-      _cleanup_free_ char *desc = NULL;
+      cairn_autofree char *desc = NULL;
       int live = cn_mount_live_for_image(st, image_id, &desc);
       cn_pin_unlock(fd);
       if (live == 0) return 0;

@@ -31,7 +31,7 @@ static int proc_pin_fds_walk(cairn_store *st, const pid_t *pids, size_t n_pids, 
   char real[PATH_MAX], prefix[PATH_MAX + 8];
   if (!realpath(st->dir, real)) return 0; /* no store, no pin */
   int plen = snprintf(prefix, sizeof(prefix), "%s/pins/", real);
-  _cleanup_closedir_ DIR *proc = pids ? NULL : opendir("/proc");
+  cairn_autoclosedir DIR *proc = pids ? NULL : opendir("/proc");
   struct dirent *p;
   int r = 0;
   for (size_t k = 0; r == 0 && (pids ? k < n_pids : proc && (p = readdir(proc))); k++) {
@@ -39,7 +39,7 @@ static int proc_pin_fds_walk(cairn_store *st, const pid_t *pids, size_t n_pids, 
     if (pid <= 0) continue;
     char fddir[64], link[PATH_MAX];
     snprintf(fddir, sizeof(fddir), "/proc/%d/fd", (int)pid);
-    _cleanup_closedir_ DIR *fds = cn_opendirat(AT_FDCWD, fddir);
+    cairn_autoclosedir DIR *fds = cn_opendirat(AT_FDCWD, fddir);
     int dfd = fds ? dirfd(fds) : -1;
     struct dirent *f;
     struct stat fs;
@@ -77,7 +77,7 @@ static int inode_cmp_stat(const void *a, const void *b) {
 static bool fd_flock(pid_t pid, int fd, struct kernel_lock *out) {
   char path[64], line[512];
   snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
-  _cleanup_fclose_ FILE *f = fopen(path, "re");
+  cairn_autofclose FILE *f = fopen(path, "re");
   while (f && fgets(line, sizeof(line), f))
     if (strncmp(line, "lock:", 5) == 0 && cn_lock_line_parse(line + 5, out)) return true;
   return false;
@@ -224,9 +224,9 @@ static struct proc_info *proc_get(struct procs *ps, pid_t pid) {
 static int pin_emit(cairn_store *st, struct procs *ps, const struct cairn_pin_rec *base,
                     const struct stat *file, cairn_pin_fn fn, void *arg) {
   struct cairn_pin_rec rec = *base;
-  _cleanup_free_ char *purpose = NULL;
-  _cleanup_free_ char *inherited = NULL;
-  _cleanup_free_ pid_t *held_by = NULL;
+  cairn_autofree char *purpose = NULL;
+  cairn_autofree char *inherited = NULL;
+  cairn_autofree pid_t *held_by = NULL;
   const struct proc_info *p = proc_get(ps, rec.pid);
   if (!p) return store_fail(st, -ENOMEM, "out of memory listing pins");
   rec.command = p->command;
@@ -242,7 +242,7 @@ static int pin_emit(cairn_store *st, struct procs *ps, const struct cairn_pin_re
     rec.locker_gone = true;
     rec.held_by = held_by;
     if (rec.n_held_by > 0) {
-      _cleanup_free_ char *heir = cn_proc_command(held_by[0]);
+      cairn_autofree char *heir = cn_proc_command(held_by[0]);
       if (!heir || !(inherited = cn_xasprintf("%s (inherited)", heir)))
         return store_fail(st, -ENOMEM, "out of memory listing pins");
       rec.command = inherited;
@@ -323,7 +323,7 @@ static int note_ptr_listing_cmp(const void *a, const void *b) {
 static int notes_read(cairn_store *st, int kind, const char *id, struct notes *out) {
   *out = (struct notes){0};
   cn_mounts_settle(st); /* a mount's annotations, written right after it answered */
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT kind, target, pid, purpose, since FROM pins"
                         " WHERE (?1 < 0 OR kind = ?1) AND (?2 IS NULL OR target = ?2)");
@@ -395,7 +395,7 @@ static int procs_init(cairn_store *st, const struct notes *ns, const struct kern
   /* thousands of pins, a few processes: a pid among the last 8 kept is not
    * kept again, and the rest are sorted as bare ints before they get their
    * records */
-  _cleanup_free_ pid_t *pids = malloc((ns->n + kl->n) * sizeof(*pids));
+  cairn_autofree pid_t *pids = malloc((ns->n + kl->n) * sizeof(*pids));
   size_t n = 0;
   for (size_t i = 0; pids && i < ns->n + kl->n; i++) {
     pid_t pid = i < ns->n ? ns->v[i].pid : kl->v[i - ns->n].pid;
@@ -515,7 +515,7 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, bool dirs
   for (int kind = CAIRN_PIN_IMAGE; dirs && kind <= CAIRN_PIN_LAYER && r == 0; kind++) {
     char dir[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s/pins/%s", st->dir, cn_pin_kind_dir(kind));
-    _cleanup_closedir_ DIR *d = opendir(dir);
+    cairn_autoclosedir DIR *d = opendir(dir);
     struct dirent *de;
     struct stat s, dir_st;
     /* 0: not known yet; 1: d_ino and the directory's st_dev are the pin
@@ -540,7 +540,7 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, bool dirs
   /* the notes are sorted by target, each run in listing order: a target
    * that readdir did not see is placed by its first note's place in the
    * listing */
-  _cleanup_free_ const struct note **heads = NULL;
+  cairn_autofree const struct note **heads = NULL;
   size_t n_heads = 0, cap_heads = 0;
   for (size_t i = 0; i < ns->n && r == 0; i++) {
     const struct note *n = &ns->v[i];
@@ -664,7 +664,7 @@ static int stale_delete(cairn_store *st, const struct notes *ns) {
   if (r < 0) return r;
   struct kernel_locks kl;
   r = locks_read_for(st, ns, &targets, &kl);
-  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  cn_autostmt sqlite3_stmt *d = NULL;
   int n = 0;
   for (size_t i = 0; r == 0 && i < ns->n; i++) {
     if (note_locked(&targets, &ns->v[i], &kl)) continue;

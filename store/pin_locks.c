@@ -100,7 +100,7 @@ static int locks_read(struct kernel_locks *out) {
   *out = (struct kernel_locks){0};
   /* /proc/locks walks the list from its start for every page it returns:
    * a big buffer makes few read(2)s of it (glibc's would be 1 KiB). */
-  _cleanup_free_ char *buf = malloc(1 << 16);
+  cairn_autofree char *buf = malloc(1 << 16);
   if (!buf) return -ENOMEM;
   FILE *f = fopen("/proc/locks", "re");
   if (!f) return -errno;

@@ -50,7 +50,7 @@ static int refs_render(cairn_store *st, char **out, size_t *len) {
   FILE *f = open_memstream(out, len);
   if (!f) return -ENOMEM;
   fputs(REFS_HEADER, f);
-  _cleanup_stmt_ sqlite3_stmt *img = NULL, *names = NULL;
+  cn_autostmt sqlite3_stmt *img = NULL, *names = NULL;
   sqlite3 *db = cn_db(st);
   int rc = SQLITE_ERROR;
   /* One read transaction for both queries: one state of the database. */
@@ -94,11 +94,11 @@ static int refs_render(cairn_store *st, char **out, size_t *len) {
  * commit it follows has succeeded, and no file only sends mounts to the
  * database). */
 static int refs_write(cairn_store *st) {
-  _cleanup_free_ char *buf = NULL;
+  cairn_autofree char *buf = NULL;
   size_t len = 0;
   int r = refs_render(st, &buf, &len);
   if (r < 0) return r;
-  _cleanup_close_ int fd = openat(st->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0400);
+  cairn_autoclose int fd = openat(st->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0400);
   if (fd < 0) return -errno;
   if ((r = cn_write_all(fd, buf, len)) < 0) return r;
   if (fsync(fd) < 0) return -errno;
@@ -112,7 +112,7 @@ int cn_refs_begin(cairn_store *st) {
   int fd = cn_lock_file(st, "refs.lock", LOCK_EX);
   if (fd < 0) return store_fail(st, fd, "%s/refs.lock: %s", st->dir, strerror(-fd));
   if (unlinkat(st->dirfd, "refs", 0) == 0) {
-    _cleanup_close_ int dir = openat(st->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cairn_autoclose int dir = openat(st->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0 || fsync(dir) < 0) {
       int e = errno;
       close(fd);
@@ -142,7 +142,7 @@ void cairn_refs_repair(cairn_store *st) {
 
 /* The whole file if it is whole (header and end), NUL-terminated; free it. */
 static char *refs_read(cairn_store *st, size_t *len) {
-  _cleanup_close_ int fd = openat(st->dirfd, "refs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  cairn_autoclose int fd = openat(st->dirfd, "refs", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > REFS_MAX) return NULL;
   *len = (size_t)sb.st_size;
@@ -209,7 +209,7 @@ static int refs_resolve(const char *buf, const char *ref, const char **line) {
 int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, cairn_id id) {
   store_errclear(st);
   size_t len;
-  _cleanup_free_ char *buf = refs_read(st, &len);
+  cairn_autofree char *buf = refs_read(st, &len);
   const char *line;
   if (!buf || refs_resolve(buf, ref, &line) != 1) return 0;
   snprintf(id, sizeof(cairn_id), "%.*s", CAIRN_ID_LEN, line);
@@ -218,7 +218,7 @@ int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, ca
   if (r < 0) return r;
   /* Still there now that we hold its pin (a deleter takes the pin's lock
    * exclusive and rewrites the file before it lets go)? */
-  _cleanup_free_ char *now = refs_read(st, &len);
+  cairn_autofree char *now = refs_read(st, &len);
   if (!now || !image_line(now, id, CAIRN_ID_LEN)) return 0;
   const char *p = line + CAIRN_ID_LEN;
   while (r >= 0 && *p == ' ') {
@@ -236,8 +236,8 @@ int cn_refs_check(cairn_store *st, bool repair) {
   if (lock < 0) return store_fail(st, lock, "%s/refs.lock: %s", st->dir, strerror(-lock));
   bool there = faccessat(st->dirfd, "refs", F_OK, 0) == 0;
   size_t len = 0, want_len = 0;
-  _cleanup_free_ char *now = there ? refs_read(st, &len) : NULL;
-  _cleanup_free_ char *want = NULL;
+  cairn_autofree char *now = there ? refs_read(st, &len) : NULL;
+  cairn_autofree char *want = NULL;
   int r = refs_render(st, &want, &want_len);
   if (r < 0) {
     close(lock);

@@ -40,7 +40,7 @@
 #define RM_SETTLE_STEP_MS 20
 
 static int names_count(cairn_store *st, const char *id) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT count(*) FROM names WHERE image_id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
@@ -48,7 +48,7 @@ static int names_count(cairn_store *st, const char *id) {
 }
 
 static int name_delete(cairn_store *st, const char *name) {
-  _cleanup_stmt_ sqlite3_stmt *d = NULL;
+  cn_autostmt sqlite3_stmt *d = NULL;
   int r = cn_db_prepare(st, &d, "DELETE FROM names WHERE name = ?");
   if (r < 0) return r;
   sqlite3_bind_text(d, 1, name, -1, SQLITE_STATIC);
@@ -62,16 +62,16 @@ static int name_delete(cairn_store *st, const char *name) {
 static int image_delete_row(cairn_store *st, const char *id, int fd, unsigned flags,
                             cairn_report *rep) {
   if (fd == -EBUSY) {
-    _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
+    cairn_autofree char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
     return store_fail(st, -EBUSY, "image %.12s is pinned by %s", id,
                       who && *who ? who : "another process");
   }
-  _cleanup_free_ char *mounts = NULL;
+  cairn_autofree char *mounts = NULL;
   int live = cn_mount_live_for_image(st, id, &mounts);
   if (live != 0)
     return live < 0 ? live : store_fail(st, -EBUSY, "image %.12s is in use by %s", id, mounts);
   bool force = flags & CAIRN_RM_FORCE;
-  _cleanup_free_ char *uppers = NULL;
+  cairn_autofree char *uppers = NULL;
   int left = cn_uppers_of_image(st, id, force ? rep : NULL, force ? NULL : &uppers);
   if (left < 0) return left;
   if (left > 0 && !force)
@@ -103,7 +103,7 @@ static int image_removed(cairn_store *st, const char *id, int fd, cairn_report *
 
 /* Within a transaction: the names of id, to say they go with it. */
 static int names_read(cairn_store *st, const char *id, cairn_report *names) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT name FROM names WHERE image_id = ? ORDER BY name");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
@@ -121,7 +121,7 @@ static int image_lock(cairn_store *st, const char *id) {
   for (int waited = 0;; waited += RM_SETTLE_STEP_MS) {
     int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, id);
     if (fd != -EBUSY || waited >= RM_SETTLE_MS) return fd;
-    _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
+    cairn_autofree char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
     if (who && *who) return fd;
     usleep(RM_SETTLE_STEP_MS * 1000);
   }

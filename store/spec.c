@@ -87,12 +87,12 @@ static int tree_read_file(cairn_store *st, const cairn_tree *t, const char *path
   if (!n || !S_ISREG(n->mode)) return -ENOENT;
   if (n->size > ETC_FILE_MAX)
     return store_fail(st, -EFBIG, "the image's %s is over %d bytes", path, ETC_FILE_MAX);
-  _cleanup_free_ char *buf = malloc(n->size + 1);
+  cairn_autofree char *buf = malloc(n->size + 1);
   if (!buf) return store_fail(st, -ENOMEM, "out of memory reading the image's %s", path);
   size_t got = 0;
   if (n->size > 0) {
     const char *blob = cairn_tree_str(t, n->blob);
-    _cleanup_close_ int fd = blob ? cairn_blob_open(st, blob) : -EBADMSG;
+    cairn_autoclose int fd = blob ? cairn_blob_open(st, blob) : -EBADMSG;
     if (fd < 0) return store_fail(st, fd, "the image's %s: %s", path, strerror(-fd));
     while (got < n->size) {
       ssize_t r = read(fd, buf + got, n->size - got);
@@ -217,7 +217,7 @@ static int user_resolve(cairn_store *st, const cairn_tree *t, const char *spec, 
   if (group) *group++ = '\0';
   if (!*u || (group && !*group))
     return store_fail(st, -EINVAL, "user \"%s\": not a user[:group]", spec);
-  _cleanup_free_ char *passwd = NULL, *groups = NULL;
+  cairn_autofree char *passwd = NULL, *groups = NULL;
   int r = etc_read(st, t, "/etc/passwd", &passwd);
   if (r < 0) return r;
   struct passwd_query pq = {0};
@@ -419,7 +419,7 @@ int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_o
   static const cairn_spec_opts defaults = {0};
   if (!opts) opts = &defaults;
   *json_out = NULL;
-  _cleanup_json_ json_t *cfg = NULL;
+  cn_autojson json_t *cfg = NULL;
   int r = cairn_inspect(st, image_id, config_copy, &cfg);
   if (r == -EBADMSG) return store_fail(st, r, "image %.12s: its config is not JSON", image_id);
   if (r < 0) return r;
@@ -427,7 +427,7 @@ int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_o
   if (!json_is_object(config)) config = json_object_get(cfg, "Config");
 
   /* args: Entrypoint + Cmd, the caller's replacing either */
-  _cleanup_json_ json_t *args = json_array();
+  cn_autojson json_t *args = json_array();
   if (!args) return store_fail(st, -ENOMEM, "out of memory");
   if (opts->entrypoint)
     json_array_append_new(args, json_string(opts->entrypoint));
@@ -485,7 +485,7 @@ int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_o
       json_pack("[{s:s s:i s:i}]", "type", "RLIMIT_NOFILE", "hard", 1024, "soft", 1024));
   json_object_set_new(process, "noNewPrivileges", json_true());
 
-  _cleanup_json_ json_t *spec =
+  cn_autojson json_t *spec =
       json_pack("{s:s s:o s:{s:s s:b} s:s s:o s:o s:o}", "ociVersion", "1.0.0", "process", process,
                 "root", "path", opts->rootfs ? opts->rootfs : "rootfs", "readonly", !opts->rw,
                 "hostname", "cairn", "mounts", mounts_json(json_object_get(config, "Volumes")),

@@ -80,9 +80,9 @@ int cn_staging_note(cairn_store *st, const char *rel) {
 /* Removes the files the journal open on fd names that no row names. The
  * caller holds the store lock exclusive. */
 static void journal_undo(cairn_store *st, int fd) {
-  _cleanup_fclose_ FILE *f = fdopen(dup(fd), "r");
+  cairn_autofclose FILE *f = fdopen(dup(fd), "r");
   if (!f) return;
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   if (!cn_db(st) ||
       sqlite3_prepare_v2(st->db, "SELECT 1 FROM blobs WHERE name = ?", -1, &q, NULL) != SQLITE_OK)
     return;
@@ -102,7 +102,7 @@ static void journal_undo(cairn_store *st, int fd) {
 /* Undoes the journal at path, open on fd, if the store lock can be had
  * exclusive now; then the journal goes. Otherwise it stays, for later. */
 static void journal_finish(cairn_store *st, int fd, const char *path) {
-  _cleanup_close_ int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
+  cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
   if (lock < 0) return;
   journal_undo(st, fd);
   unlink(path);
@@ -122,13 +122,13 @@ void cn_staging_end(cairn_store *st, bool failed) {
 }
 
 void cn_staging_recover(cairn_store *st) {
-  _cleanup_closedir_ DIR *d = cn_opendirat(st->dirfd, "tmp");
+  cairn_autoclosedir DIR *d = cn_opendirat(st->dirfd, "tmp");
   if (!d) return;
   int dfd = dirfd(d);
   struct dirent *de;
   while ((de = readdir(d))) {
     if (!cn_staging_is_journal(de->d_name)) continue;
-    _cleanup_close_ int fd = openat(dfd, de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    cairn_autoclose int fd = openat(dfd, de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) continue; /* a running import's */
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/tmp/%s", st->dir, de->d_name);

@@ -48,7 +48,7 @@ static void store_private_files(cairn_store *st) {
              "store %.400s: mode %04o lets other users in: its files are made private (0600)",
              st->dir, (unsigned)(dir.st_mode & 07777));
   }
-  _cleanup_closedir_ DIR *d = cn_opendirat(st->dirfd, ".");
+  cairn_autoclosedir DIR *d = cn_opendirat(st->dirfd, ".");
   if (!d) return;
   char files[512];
   size_t off = 0;

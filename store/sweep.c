@@ -56,7 +56,7 @@ void cn_held_release(cairn_store *st, struct held_set *h, bool deleted) {
 /* Locks and deletes the rows of unreferenced layers; their locks go to
  * held. */
 static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct held_set *held) {
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
   int rc = cn_db_prepare(st, &q,
                          "SELECT id, size FROM layers WHERE NOT EXISTS"
                          " (SELECT 1 FROM image_layers WHERE layer_id = layers.id)");
@@ -77,12 +77,12 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
     snprintf(v[n].id, sizeof(v[n].id), "%s", (const char *)sqlite3_column_text(q, 0));
     v[n++].size = sqlite3_column_int64(q, 1);
   }
-  _cleanup_free_ struct layer_size *all = v;
+  cairn_autofree struct layer_size *all = v;
   for (size_t i = 0; i < n; i++) {
     const char *id = all[i].id;
     int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_LAYER, id);
     if (fd == -EBUSY) {
-      _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_LAYER, id);
+      cairn_autofree char *who = cairn_pin_holders(st, CAIRN_PIN_LAYER, id);
       cn_report_line(r, "kept layer sha256:%s: pinned by %s", id, who && *who ? who : "a process");
       continue;
     }
@@ -103,10 +103,10 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
  * file and its row. Runs under the exclusive store lock, which every
  * keeper holds shared from linking its file to inserting its row. */
 static void kept_blobs_sweep(cairn_store *st) {
-  _cleanup_close_ int dirfd = openat(st->dirfd, "compressed", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int dirfd = openat(st->dirfd, "compressed", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return; /* none kept yet */
-  _cleanup_closedir_ DIR *d = fdopendir(dup(dirfd));
-  _cleanup_stmt_ sqlite3_stmt *q = NULL;
+  cairn_autoclosedir DIR *d = fdopendir(dup(dirfd));
+  cn_autostmt sqlite3_stmt *q = NULL;
   if (!d || cn_db_prepare(st, &q, "SELECT 1 FROM layer_blobs WHERE digest = 'sha256:' || ?") < 0)
     return;
   for (struct dirent *de; (de = readdir(d));) {
@@ -119,7 +119,7 @@ static void kept_blobs_sweep(cairn_store *st) {
 
 int cn_sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report *r) {
   struct held_set held = {0};
-  _cleanup_strv_ struct strv blobs = {0};
+  cn_autostrv struct strv blobs = {0};
   int rc = cn_db_begin(st);
   if (rc == 0) rc = sweep_layers(st, dry_run, r, &held);
   if (rc == 0 && have_lock) rc = cn_blob_rows_unreferenced(st, dry_run, &blobs, r);
@@ -139,7 +139,7 @@ void cn_sweep_stale_records(cairn_store *st) {
 }
 
 int cn_store_sweep(cairn_store *st, bool dry_run, enum store_lock_mode mode, cairn_report *r) {
-  _cleanup_close_ int lock = cn_store_lock(st, mode);
+  cairn_autoclose int lock = cn_store_lock(st, mode);
   if (lock < 0 && lock != -EBUSY) return lock;
   if (!dry_run) cn_sweep_stale_records(st);
   return cn_sweep_unused(st, dry_run, lock >= 0, r);

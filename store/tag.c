@@ -15,7 +15,7 @@
 static int name_insert(cairn_store *st, const char *norm, const char *image_id) {
   int r;
   if ((r = cn_db_begin(st)) < 0) return r;
-  _cleanup_stmt_ sqlite3_stmt *s = NULL;
+  cn_autostmt sqlite3_stmt *s = NULL;
   if ((r = cn_db_prepare(st, &s, "INSERT OR REPLACE INTO names(name, image_id) VALUES(?, ?)")) <
       0) {
     cn_db_rollback(st);

@@ -590,9 +590,9 @@ int cn_tarsplit_finish(cn_tarsplit *ts, void **data, size_t *len) {
   cairn_store *st = ts->st;
   *data = NULL;
   *len = 0;
-  _cleanup_strv_ struct strv names = {0};
+  cn_autostrv struct strv names = {0};
   {
-    _cleanup_stmt_ sqlite3_stmt *q = NULL;
+    cn_autostmt sqlite3_stmt *q = NULL;
     int r = cn_db_prepare(st, &q, "SELECT DISTINCT blob FROM temp.stage WHERE blob IS NOT NULL");
     if (r < 0) return r;
     while ((r = sqlite3_step(q)) == SQLITE_ROW)
@@ -674,7 +674,7 @@ int cn_tarsplit_write(cairn_store *st, const void *data, size_t len, cairn_write
     }
     char hex[33];
     cn_hex_encode(digest, 16, hex);
-    _cleanup_close_ int fd = cairn_blob_open(st, hex);
+    cairn_autoclose int fd = cairn_blob_open(st, hex);
     if (fd < 0) {
       r = store_fail(st, -EBADMSG, "tar record: blob %s: %s", hex, strerror(-fd));
       break;

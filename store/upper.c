@@ -40,10 +40,10 @@ static int uppers_dir(cairn_store *st) {
 }
 
 static int write_info(int dirfd, const char *image_id, const char *mountpoint) {
-  _cleanup_close_ int fd =
+  cairn_autoclose int fd =
       openat(dirfd, "info", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
-  _cleanup_free_ char *text = cn_xasprintf("image %s\ndir %s\ncreated %lld\n", image_id, mountpoint,
+  cairn_autofree char *text = cn_xasprintf("image %s\ndir %s\ncreated %lld\n", image_id, mountpoint,
                                            (long long)cn_now_seconds());
   if (!text) return -ENOMEM;
   size_t len = strlen(text);
@@ -53,7 +53,7 @@ static int write_info(int dirfd, const char *image_id, const char *mountpoint) {
 
 int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
                        cairn_id id_out, char *path, size_t len, int *lock_fd) {
-  _cleanup_close_ int ufd = uppers_dir(st);
+  cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
   unsigned char rnd[32];
   if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
@@ -63,7 +63,7 @@ int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountp
   snprintf(tmp, sizeof(tmp), ".tmp-%.16s", id_out);
   if (mkdirat(ufd, tmp, 0700) < 0)
     return cairn_fail(st, -errno, "%s/" UPPERS "/%s: %s", st->dir, tmp, strerror(errno));
-  _cleanup_close_ int dfd = openat(ufd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int dfd = openat(ufd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int r = dfd < 0 ? -errno : 0;
   if (r == 0 && (mkdirat(dfd, "root", 0755) < 0 || mkdirat(dfd, "work", 0700) < 0)) r = -errno;
   if (r == 0 && mkdirat(dfd, "work/index", 0700) < 0) r = -errno;
@@ -95,7 +95,7 @@ static int upper_dirfd(cairn_store *st, int ufd, const char *id) {
 /* Reads the info file of an upper: image id and mountpoint. */
 static int read_info(int dirfd, char *image, size_t ilen, char *dir, size_t dlen,
                      int64_t *created) {
-  _cleanup_close_ int fd = openat(dirfd, "info", O_RDONLY | O_CLOEXEC);
+  cairn_autoclose int fd = openat(dirfd, "info", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   char buf[PATH_MAX + 256];
   ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -113,9 +113,9 @@ static int read_info(int dirfd, char *image, size_t ilen, char *dir, size_t dlen
 
 int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *path, size_t len,
                      int *lock_fd) {
-  _cleanup_close_ int ufd = uppers_dir(st);
+  cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
-  _cleanup_close_ int dfd = upper_dirfd(st, ufd, id);
+  cairn_autoclose int dfd = upper_dirfd(st, ufd, id);
   if (dfd < 0) return dfd;
   char dir[PATH_MAX], image[CAIRN_ID_LEN + 8];
   int64_t created;
@@ -135,25 +135,25 @@ int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *
 }
 
 int cairn_upper_keep(cairn_store *st, const char *id) {
-  _cleanup_close_ int ufd = uppers_dir(st);
+  cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
-  _cleanup_close_ int dfd = upper_dirfd(st, ufd, id);
+  cairn_autoclose int dfd = upper_dirfd(st, ufd, id);
   if (dfd < 0) return dfd;
-  _cleanup_close_ int fd = openat(dfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  cairn_autoclose int fd = openat(dfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
   unlinkat(dfd, "drop", 0); /* after: while both are there, keep wins */
   return 0;
 }
 
 int cairn_upper_mark_drop(cairn_store *st, const char *id, bool drop, bool *was_kept) {
-  _cleanup_close_ int ufd = uppers_dir(st);
+  cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
-  _cleanup_close_ int dfd = upper_dirfd(st, ufd, id);
+  cairn_autoclose int dfd = upper_dirfd(st, ufd, id);
   if (dfd < 0) return dfd;
   struct stat sb;
   if (!drop) {
     if (was_kept && *was_kept) {
-      _cleanup_close_ int fd =
+      cairn_autoclose int fd =
           openat(dfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
       if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
     }
@@ -162,7 +162,7 @@ int cairn_upper_mark_drop(cairn_store *st, const char *id, bool drop, bool *was_
     return 0;
   }
   if (was_kept) *was_kept = fstatat(dfd, "keep", &sb, 0) == 0;
-  _cleanup_close_ int fd = openat(dfd, "drop", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  cairn_autoclose int fd = openat(dfd, "drop", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: drop: %s", id, strerror(errno));
   if (unlinkat(dfd, "keep", 0) < 0 && errno != ENOENT)
     return cairn_fail(st, -errno, "upper %.12s: drop: %s", id, strerror(errno));
@@ -178,7 +178,7 @@ int cairn_upper_session_end(cairn_store *st, const char *id, int dirfd) {
   }
   /* Nobody named it: the session ended by umount(8), fusermount3 -u, or
    * a container letting go. The user's changes stay, kept. */
-  _cleanup_close_ int fd = openat(dirfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  cairn_autoclose int fd = openat(dirfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
   return 0;
 }
@@ -230,13 +230,13 @@ static int upper_remove(cairn_store *st, int ufd, const char *id) {
 }
 
 int cairn_upper_discard(cairn_store *st, const char *id) {
-  _cleanup_close_ int ufd = uppers_dir(st);
+  cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
   return upper_discard(st, ufd, id);
 }
 
 int cairn_upper_drop(cairn_store *st, const char *id) {
-  _cleanup_close_ int ufd = uppers_dir(st);
+  cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
   return upper_remove(st, ufd, id);
 }
@@ -272,14 +272,14 @@ static void tree_size(int dirfd, uint64_t *entries, uint64_t *bytes, int depth) 
 /* Calls fn for every complete upper; with sized, its entries and bytes
  * are counted (a walk of its tree), else left 0. */
 static int uppers_scan(cairn_store *st, bool sized, cairn_upper_fn fn, void *arg) {
-  _cleanup_close_ int ufd = uppers_dir(st);
+  cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
-  _cleanup_closedir_ DIR *d = cn_opendirat(ufd, ".");
+  cairn_autoclosedir DIR *d = cn_opendirat(ufd, ".");
   if (!d) return cairn_fail(st, -errno, "%s/" UPPERS ": %s", st->dir, strerror(errno));
   struct dirent *e;
   while ((e = readdir(d))) {
     if (strlen(e->d_name) != CAIRN_ID_LEN || !cn_is_hex_id(e->d_name, CAIRN_ID_LEN)) continue;
-    _cleanup_close_ int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cairn_autoclose int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) continue;
     struct cairn_upper_rec u = {.id = e->d_name};
     char image[CAIRN_ID_LEN + 8], dir[PATH_MAX];
@@ -292,7 +292,7 @@ static int uppers_scan(cairn_store *st, bool sized, cairn_upper_fn fn, void *arg
       flock(dfd, LOCK_UN);
     struct stat sb;
     u.kept = fstatat(dfd, "keep", &sb, 0) == 0;
-    _cleanup_close_ int root = sized ? openat(dfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    cairn_autoclose int root = sized ? openat(dfd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     if (root >= 0) tree_size(root, &u.entries, &u.bytes, 0);
     int r = fn(&u, arg);
     if (r) return r;
@@ -364,9 +364,9 @@ int cn_uppers_of_image(cairn_store *st, const char *image_id, cairn_report *drop
 }
 
 int cn_uppers_gc(cairn_store *st, bool dry_run) {
-  _cleanup_close_ int ufd = uppers_dir(st);
+  cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
-  _cleanup_closedir_ DIR *d = cn_opendirat(ufd, ".");
+  cairn_autoclosedir DIR *d = cn_opendirat(ufd, ".");
   if (!d) return cairn_fail(st, -errno, "%s/" UPPERS ": %s", st->dir, strerror(errno));
   struct dirent *e;
   int n = 0;
@@ -375,7 +375,7 @@ int cn_uppers_gc(cairn_store *st, bool dry_run) {
      * upper a command dropped. An upper under its name holds a user's
      * changes, kept or left by a crash: gc never takes it. */
     if (strncmp(e->d_name, ".tmp-", 5) != 0 && strncmp(e->d_name, ".gone-", 6) != 0) continue;
-    _cleanup_close_ int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    cairn_autoclose int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) continue;
     if (flock(dfd, LOCK_EX | LOCK_NB) < 0) continue; /* its daemon still runs */
     if (dry_run) continue;

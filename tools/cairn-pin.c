@@ -210,7 +210,7 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
   if (r < 0) return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
   r = cairn_pin_wait_free(st, id, timeout_ms);
   if (r == -ETIMEDOUT) {
-    _cleanup_free_ char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
+    cairn_autofree char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
     return report_fail(-EBUSY, "%s: still pinned after %s second%s by %s", argv[optind], timeout,
                        timeout_ms == 1000 ? "" : "s", who && *who ? who : "a mount");
   }

@@ -69,7 +69,7 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
   cairn_id id;
   int r = cairn_image_resolve(st, image, id);
   if (r < 0) return report_fail(r, "bundle: %s: %s", image, report_why(st, r));
-  _cleanup_free_ char *json = NULL;
+  cairn_autofree char *json = NULL;
   r = cairn_runtime_spec(st, id, &a->spec, &json);
   if (r < 0) return report_fail(r, "bundle: %s: %s", image, report_why(st, r));
 
@@ -80,7 +80,7 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
    * rootfs, cairn_file_put_at's config.json). */
   char real[PATH_MAX], abs_rootfs[PATH_MAX];
   if (!realpath(dir, real)) return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
-  _cleanup_close_ int dfd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  cairn_autoclose int dfd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dfd < 0) return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
   if (snprintf(abs_rootfs, sizeof(abs_rootfs), "%s/rootfs", real) >= (int)sizeof(abs_rootfs))
     return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
@@ -105,7 +105,7 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
         report_fail(-EPERM, "bundle: %s: replaced while it was being mounted: refused", abs_rootfs);
     cli_umount_one(st, abs_rootfs, true, true);
   } else if (code == CAIRN_EXIT_OK) {
-    _cleanup_free_ char *text = NULL;
+    cairn_autofree char *text = NULL;
     r = asprintf(&text, "%s\n", json) < 0 ? (text = NULL, -ENOMEM) : 0;
     if (r == 0)
       r = cairn_file_put_at(dfd, "config.json", -1, text, strlen(text), 0644, CAIRN_PUT_NOREPLACE);
@@ -163,7 +163,7 @@ static int bundle_run(struct cli *c, int argc, char **argv) {
   /* The command after "--" is not ours to parse: getopt sees what is before. */
   int end = 1;
   while (end < argc && strcmp(argv[end], "--") != 0) end++;
-  _cleanup_free_ const char **env = calloc((size_t)argc, sizeof(*env));
+  cairn_autofree const char **env = calloc((size_t)argc, sizeof(*env));
   if (!env) return report_fail(-ENOMEM, "bundle: %s", strerror(ENOMEM));
   struct bundle_args a = {.env = env};
   bool rm = false, read_only = false;

@@ -35,7 +35,7 @@ static void libfuse_version(const char *bin, char *out, size_t len) {
     _exit(CLI_EXIT_EXEC_NOT_FOUND);
   }
   close(p[1]);
-  _cleanup_fclose_ FILE *f = pid > 0 ? fdopen(p[0], "r") : NULL;
+  cairn_autofclose FILE *f = pid > 0 ? fdopen(p[0], "r") : NULL;
   if (!f) close(p[0]);
   char line[256];
   while (f && fgets(line, sizeof(line), f))

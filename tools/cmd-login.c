@@ -27,7 +27,7 @@ static bool read_line(FILE *f, char **line) {
 
 /* Asks the terminal for a line after prompt, echoing it unless secret. */
 static bool prompt(const char *what, bool secret, char **line) {
-  _cleanup_fclose_ FILE *tty = fopen("/dev/tty", "r+e");
+  cairn_autofclose FILE *tty = fopen("/dev/tty", "r+e");
   if (!tty) return false;
   fprintf(tty, "%s: ", what);
   fflush(tty);
@@ -53,7 +53,7 @@ int cli_creds(const char *arg, const char *cmd, const char *usage, char **out) {
     if (!(*out = strdup(arg))) return report_fail(-ENOMEM, "%s: %s", cmd, strerror(ENOMEM));
     return CAIRN_EXIT_OK;
   }
-  _cleanup_free_ char *password = NULL;
+  cairn_autofree char *password = NULL;
   bool from_stdin = !isatty(STDIN_FILENO);
   if (from_stdin ? !read_line(stdin, &password) : !prompt("Password", true, &password))
     return report_usage(usage,
@@ -92,7 +92,7 @@ static int login_run(struct cli *c, int argc, char **argv) {
   const char *host = argv[optind];
   if (from_stdin && !user_opt)
     return report_usage(cmd_login.usage, "login: --password-stdin needs --username");
-  _cleanup_free_ char *user = NULL, *password = NULL;
+  cairn_autofree char *user = NULL, *password = NULL;
   if (user_opt && !(user = strdup(user_opt)))
     return report_fail(-ENOMEM, "login: %s", strerror(ENOMEM));
   if (!user && !prompt("Username", false, &user))

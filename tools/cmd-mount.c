@@ -61,12 +61,12 @@ static void sleep_step(void) { usleep(WAIT_STEP_US); }
 /* Passes on what cairnfs says on stderr (read from fd, which it closes):
  * its lines "cairnfs: X" as "cairn: X". */
 static void relay_cairnfs(int fd) {
-  _cleanup_fclose_ FILE *err = fdopen(fd, "r");
+  cairn_autofclose FILE *err = fdopen(fd, "r");
   if (!err) {
     close(fd);
     return;
   }
-  _cleanup_free_ char *line = NULL;
+  cairn_autofree char *line = NULL;
   size_t cap = 0;
   ssize_t n;
   while ((n = getline(&line, &cap, err)) > 0) {
@@ -119,7 +119,7 @@ static char *xasprintf_opts(const char *list, const char *add) {
 
 /* True if dir holds anything: a mount hides it until it is unmounted. */
 static bool dir_has_entries(const char *dir) {
-  _cleanup_closedir_ DIR *d = opendir(dir);
+  cairn_autoclosedir DIR *d = opendir(dir);
   struct dirent *e;
   while (d && (e = readdir(d)))
     if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) return true;
@@ -155,7 +155,7 @@ static struct mount_record recorded(cairn_store *st, const char *dir) {
 static pid_t server_of(pid_t pid) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)pid, (int)pid);
-  _cleanup_fclose_ FILE *f = fopen(path, "re");
+  cairn_autofclose FILE *f = fopen(path, "re");
   long child;
   while (f && fscanf(f, "%ld", &child) == 1)
     if (child > 0 && cairn_process_running((pid_t)child, "cairnfs")) return (pid_t)child;
@@ -315,7 +315,7 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   };
   bool quiet = false, upgrade = false, restore = false, resume = false;
   /* --suid, --dev and every -o, joined as cairnfs's one -o */
-  _cleanup_free_ char *mount_opts = NULL;
+  cairn_autofree char *mount_opts = NULL;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":qo:", opts, NULL)) != -1) {
@@ -417,7 +417,7 @@ static int await_release(const char *name, const struct mount_record *rec, bool 
   for (int i = 1; i <= RELEASE_STEPS; i++) {
     if (!cairn_mount_daemon_holds(rec->pid)) return CAIRN_EXIT_OK;
     if (i % HOLDERS_STEPS == HOLDERS_FIRST && rec->dev[0] && !aborted) {
-      _cleanup_free_ char *who = NULL;
+      cairn_autofree char *who = NULL;
       int n = cairn_mount_holders(rec->dev, &who);
       /* Twice: a device number is reused at once by the next mount, which
        * a first look may take for ours while our daemon lets go. */

@@ -78,7 +78,7 @@ static int pull_run(struct cli *c, int argc, char **argv) {
   if (argc - optind < 1 || argc - optind > 2)
     return report_usage(PULL_USAGE, "pull: needs a SOURCE and at most a NAME");
   const char *source = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
-  _cleanup_free_ char *creds = NULL;
+  cairn_autofree char *creds = NULL;
   if (creds_arg) {
     int code = cli_creds(creds_arg, "pull", PULL_USAGE, &creds);
     if (code != CAIRN_EXIT_OK) return code;

@@ -75,7 +75,7 @@ static int push_run(struct cli *c, int argc, char **argv) {
   }
   if (argc - optind != 2) return report_usage(PUSH_USAGE, "push: needs an IMAGE and a DEST");
   const char *image = argv[optind], *dest = argv[optind + 1];
-  _cleanup_free_ char *creds = NULL;
+  cairn_autofree char *creds = NULL;
   if (creds_arg) {
     int code = cli_creds(creds_arg, "push", PUSH_USAGE, &creds);
     if (code != CAIRN_EXIT_OK) return code;

@@ -56,7 +56,7 @@ static int rm_one(cairn_store *st, const char *ref, const struct rm_opts *o) {
   for (;;) {
     int r = rm_try(st, ref, o);
     if (r != -EBUSY || !o->wait) return rm_result(st, r, ref);
-    _cleanup_free_ char *why = strdup(report_why(st, r));
+    cairn_autofree char *why = strdup(report_why(st, r));
     cairn_id id;
     if (cairn_image_resolve(st, ref, id) < 0) continue;
     /* Refused with no pin to wait for (an upper layer left on it): no

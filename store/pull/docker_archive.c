@@ -144,7 +144,7 @@ static const pull_source_ops archive_ops = {
  * config itself is served by the manifest's config descriptor through
  * blob(): it is listed among the "layers" paths so the same lookup finds it. */
 static int load(docker_archive *da, cairn_store *st) {
-  _cleanup_free_ char *mbody = NULL, *cbody = NULL;
+  cairn_autofree char *mbody = NULL, *cbody = NULL;
   size_t mlen = 0, clen = 0;
   json_t *mj = NULL, *cj = NULL, *out = NULL;
   int r = read_small(da, "manifest.json", &mbody, &mlen, st);

@@ -87,10 +87,10 @@ static int auth_save(cairn_store *st, const char *path, json_t *j) {
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   char *slash = strrchr(dir, '/');
   if (slash) slash[slash == dir] = '\0'; /* "/NAME": the directory is "/" */
-  _cleanup_close_ int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return cairn_fail(st, -errno, "%s: %s", path, strerror(errno));
-  _cleanup_free_ char *text = json_dumps(j, JSON_INDENT(1));
-  _cleanup_free_ char *line = NULL;
+  cairn_autofree char *text = json_dumps(j, JSON_INDENT(1));
+  cairn_autofree char *line = NULL;
   if (!text || asprintf(&line, "%s\n", text) < 0) {
     line = NULL;
     return cairn_fail(st, -ENOMEM, "out of memory");
@@ -137,7 +137,7 @@ int cairn_login(cairn_store *st, const char *host, const char *user, const char 
   if (r < 0) return r;
   if (!*user || strchr(user, ':'))
     return cairn_fail(st, -EINVAL, "%s: a user name is needed (without a ':')", key);
-  _cleanup_free_ char *creds = NULL, *b64 = NULL;
+  cairn_autofree char *creds = NULL, *b64 = NULL;
   if (asprintf(&creds, "%s:%s", user, password) < 0 || !(b64 = base64(creds)))
     return cairn_fail(st, -ENOMEM, "out of memory");
   if ((r = verify(st, key, creds, o)) < 0) return r;

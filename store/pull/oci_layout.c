@@ -45,7 +45,7 @@ static int open_blob(oci_layout *l, const pull_desc *d, cairn_store *st) {
 }
 
 static int layout_blob(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st) {
-  _cleanup_close_ int fd = open_blob((oci_layout *)src, d, st);
+  cairn_autoclose int fd = open_blob((oci_layout *)src, d, st);
   if (fd < 0) return fd;
   int r = cn_blob_copy_fd(fd, s, st);
   if (r == -EBADMSG)
@@ -82,7 +82,7 @@ static char *entry_name(json_t *entry) {
   size_t first = slash ? (size_t)(slash - a) : 0;
   bool has_host = slash && (memchr(a, '.', first) || memchr(a, ':', first) ||
                             (first == 9 && strncmp(a, "localhost", 9) == 0));
-  _cleanup_free_ char *full = NULL;
+  cairn_autofree char *full = NULL;
   char norm[1024];
   if (asprintf(&full, "%s%s", has_host ? "" : "localhost/", a) < 0) return NULL;
   return cairn_name_normalize(full, norm, sizeof norm) == 0 ? strdup(norm) : NULL;

@@ -97,7 +97,7 @@ static void on_stored(const cairn_progress *p, void *slot) {
 static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   const pull_desc *d = &run->img->layers[i];
   const char *diff_id = run->img->diff_ids[i];
-  _cleanup_close_ int fd = open_temp(run->store_dir, wst);
+  cairn_autoclose int fd = open_temp(run->store_dir, wst);
   if (fd < 0) return fd;
   blob_sink s;
   int r = cn_blob_sink_init(&s, fd, d->size, &run->slots[i].fetched);
@@ -154,7 +154,7 @@ static void *fetch_worker(void *arg) {
 static void report(const fetch_run *run, const cairn_pull_opts *o) {
   if (!o->progress) return;
   size_t n = run->img->n_layers;
-  _cleanup_free_ cairn_pull_layer *v = calloc(n ? n : 1, sizeof *v);
+  cairn_autofree cairn_pull_layer *v = calloc(n ? n : 1, sizeof *v);
   if (!v) return;
   for (size_t i = 0; i < n; i++) {
     v[i].digest = run->img->layers[i].digest;
@@ -173,7 +173,7 @@ static int fetch_all(fetch_run *run, const cairn_pull_opts *o, cairn_store *st) 
   for (size_t i = 0; i < run->img->n_layers; i++) todo += run->slots[i].fetch;
   size_t jobs = o->jobs ? o->jobs : 3;
   if (jobs > todo) jobs = todo;
-  _cleanup_free_ pthread_t *tids = calloc(jobs ? jobs : 1, sizeof *tids);
+  cairn_autofree pthread_t *tids = calloc(jobs ? jobs : 1, sizeof *tids);
   if (!tids) return cairn_fail(st, -ENOMEM, "out of memory");
   size_t started = 0;
   for (; started < jobs; started++)
@@ -230,7 +230,7 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
 /* Resolves the source's reference to an image manifest and its config. */
 static int resolve_image(pull_source *src, const pull_platform *plat, pull_image *img,
                          cairn_store *st) {
-  _cleanup_free_ char *body = NULL;
+  cairn_autofree char *body = NULL;
   size_t len = 0;
   int r = src->ops->manifest(src, NULL, &body, &len, st);
   for (int depth = 0; r == 0; depth++) {
@@ -266,8 +266,8 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
   pull_source *src = NULL;
   pull_image img = {0};
   cairn_pinset *ps = NULL;
-  _cleanup_free_ layer_slot *slots = NULL;
-  _cleanup_free_ char *purpose = NULL;
+  cairn_autofree layer_slot *slots = NULL;
+  cairn_autofree char *purpose = NULL;
   char norm[1024];
   int r;
 

@@ -257,9 +257,8 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
 static char *url_join(registry *rg, const char *location, const char *digest) {
   char *u = NULL;
   const char *sep = strchr(location, '?') ? "&" : "?";
-  int n = location[0] == '/'
-              ? asprintf(&u, "%s%s%sdigest=%s", rg->server, location, sep, digest)
-              : asprintf(&u, "%s%sdigest=%s", location, sep, digest);
+  int n = location[0] == '/' ? asprintf(&u, "%s%s%sdigest=%s", rg->server, location, sep, digest)
+                             : asprintf(&u, "%s%sdigest=%s", location, sep, digest);
   return n < 0 ? NULL : u;
 }
 
@@ -286,7 +285,7 @@ static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *
   }
   char url[4096];
   http_reply reply;
-  _cleanup_free_ char *from_esc = NULL;
+  cairn_autofree char *from_esc = NULL;
   if (from) {
     CURL *h = curl_easy_init();
     char *e = h ? curl_easy_escape(h, from, 0) : NULL;
@@ -312,7 +311,7 @@ static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *
     }
     if (!reply.location[0])
       return cairn_fail(st, -EIO, "POST %s: HTTP %ld without a Location", url, reply.status);
-    _cleanup_free_ char *put_url = url_join(rg, reply.location, b->digest);
+    cairn_autofree char *put_url = url_join(rg, reply.location, b->digest);
     if (!put_url) return cairn_fail(st, -ENOMEM, "out of memory");
     atomic_store(&p->sent, 0);
     registry_req put = {.method = "PUT",
@@ -324,8 +323,8 @@ static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *
                         .progress = &p->sent};
     r = cn_registry_request(rg, &put, NULL, false, &reply, st);
     if (r != -EIO || session + 1 >= PUSH_SESSIONS) return r;
-    cn_pull_log(&rg->base, "%s; sending %s again in a new upload session (%u/%u)",
-                cairn_errmsg(st), b->digest, session + 1, PUSH_SESSIONS - 1);
+    cn_pull_log(&rg->base, "%s; sending %s again in a new upload session (%u/%u)", cairn_errmsg(st),
+                b->digest, session + 1, PUSH_SESSIONS - 1);
   }
 }
 
@@ -365,7 +364,7 @@ static int layout_open(cairn_store *st, layout *l, const char *dir) {
   /* O_NOFOLLOW: a symlink planted as blobs or sha256 is refused, not
    * followed to a directory of its maker's choosing. */
   mkdirat(l->fd, "blobs", 0755);
-  _cleanup_close_ int b = openat(l->fd, "blobs", O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC);
+  cairn_autoclose int b = openat(l->fd, "blobs", O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC);
   if (b < 0) return cairn_fail(st, -errno, "%s/blobs: %s", dir, strerror(errno));
   mkdirat(b, "sha256", 0755);
   if ((l->blobs_fd = openat(b, "sha256", O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC)) < 0)
@@ -388,7 +387,7 @@ static int layout_index(cairn_store *st, layout *l, const char *tag, const char 
                         size_t size) {
   json_t *index = NULL;
   {
-    _cleanup_close_ int fd = openat(l->fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    cairn_autoclose int fd = openat(l->fd, "index.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) index = json_loadfd(fd, 0, NULL);
   }
   if (!json_is_object(index) || !json_is_array(json_object_get(index, "manifests"))) {
@@ -398,8 +397,9 @@ static int layout_index(cairn_store *st, layout *l, const char *tag, const char 
   }
   json_t *ms = json_object_get(index, "manifests");
   for (size_t i = json_array_size(ms); i-- > 0;) {
-    const char *name = json_string_value(json_object_get(
-        json_object_get(json_array_get(ms, i), "annotations"), "org.opencontainers.image.ref.name"));
+    const char *name =
+        json_string_value(json_object_get(json_object_get(json_array_get(ms, i), "annotations"),
+                                          "org.opencontainers.image.ref.name"));
     if (name && strcmp(name, tag) == 0) json_array_remove(ms, i);
   }
   json_array_append_new(ms, json_pack("{s:s, s:s, s:I, s:{s:s}}", "mediaType", MT_MANIFEST,
@@ -471,9 +471,9 @@ static char *manifest_build(const char *config_digest, size_t config_size, push_
                             size_t n, enum cairn_compress c) {
   json_t *layers = json_array();
   for (size_t i = 0; i < n; i++)
-    json_array_append_new(layers, json_pack("{s:s, s:s, s:I}", "mediaType", layer_media_type(c),
-                                            "digest", blobs[i].digest, "size",
-                                            (json_int_t)blobs[i].size));
+    json_array_append_new(layers,
+                          json_pack("{s:s, s:s, s:I}", "mediaType", layer_media_type(c), "digest",
+                                    blobs[i].digest, "size", (json_int_t)blobs[i].size));
   json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
                         MT_MANIFEST, "config", "mediaType", MT_CONFIG, "digest", config_digest,
                         "size", (json_int_t)config_size, "layers", layers);
@@ -507,15 +507,15 @@ static int dest_parse(const char *dest, bool *oci, char **where, char **tag, cai
                       dest);
   }
   if (!*where || !*tag) return cairn_fail(st, -ENOMEM, "out of memory");
-  if (!**where || !**tag) return cairn_fail(st, -EINVAL, "%s: empty repository, directory or tag", dest);
+  if (!**where || !**tag)
+    return cairn_fail(st, -EINVAL, "%s: empty repository, directory or tag", dest);
   return 0;
 }
 
 static int push_into(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *o,
                      char *digest_out) {
   bool oci = false;
-  _cleanup_free_ char *where = NULL, *tag = NULL, *purpose = NULL, *from = NULL,
-                      *manifest = NULL;
+  cairn_autofree char *where = NULL, *tag = NULL, *purpose = NULL, *from = NULL, *manifest = NULL;
   image_view v = {0};
   push_blob *blobs = NULL;
   cairn_pinset *ps = NULL;
@@ -559,8 +559,8 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   run.n = v.n;
   for (size_t i = 0; i < v.n; i++) {
     blobs[i].fd = -1;
-    run.layers[i] = (cairn_pull_layer){
-        .digest = blobs[i].digest, .diff_id = v.layers[i], .size = v.sizes[i]};
+    run.layers[i] =
+        (cairn_pull_layer){.digest = blobs[i].digest, .diff_id = v.layers[i], .size = v.sizes[i]};
   }
   if (oci) {
     lo.dir = where;

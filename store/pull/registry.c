@@ -226,7 +226,7 @@ int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink
  * fetched from the realm (registry_auth.c says where, and takes it). */
 static int fetch_token(registry *rg, const char *params, cairn_store *st) {
   char scope[512];
-  _cleanup_free_ char *url = NULL;
+  cairn_autofree char *url = NULL;
   int r = cn_registry_token_url(rg, params, &url, scope, st);
   if (r < 0) return r;
   blob_sink s;
@@ -458,7 +458,7 @@ static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
  * array of strings; the first entry is used (podman would try each). */
 static char *search_registry(void) {
   const char *path = getenv("CONTAINERS_REGISTRIES_CONF");
-  _cleanup_fclose_ FILE *f = fopen(path && *path ? path : "/etc/containers/registries.conf", "re");
+  cairn_autofclose FILE *f = fopen(path && *path ? path : "/etc/containers/registries.conf", "re");
   char line[1024];
   bool in_key = false;
   while (f && fgets(line, sizeof line, f)) {

@@ -68,7 +68,9 @@ int cn_registry_token_url(registry *rg, const char *params, char **url, char sco
   cn_registry_challenge_param(params, "service", service, sizeof service);
   if (!cn_registry_challenge_param(params, "scope", scope, 512))
     snprintf(scope, 512, "%s%s%s", rg->repo ? "repository:" : "", rg->repo ? rg->repo : "",
-             !rg->repo ? "" /* none: a login's */ : rg->push ? ":pull,push" : ":pull");
+             !rg->repo  ? "" /* none: a login's */
+             : rg->push ? ":pull,push"
+                        : ":pull");
 
   /* Several scopes (a push's mount: this repository's pull,push and the
    * source's pull) come space-separated; each is its own scope=. */
@@ -86,8 +88,8 @@ int cn_registry_token_url(registry *rg, const char *params, char **url, char sco
     if (ok) used += (size_t)n;
   }
   int r = 0;
-  if (!ok || asprintf(url, "%s%cservice=%s%s", realm, strchr(realm, '?') ? '&' : '?', svc,
-                      scopes) < 0) {
+  if (!ok ||
+      asprintf(url, "%s%cservice=%s%s", realm, strchr(realm, '?') ? '&' : '?', svc, scopes) < 0) {
     *url = NULL;
     r = cairn_fail(st, -ENOMEM, "out of memory");
   }
@@ -107,6 +109,6 @@ int cn_registry_token_take(registry *rg, const char *body, size_t len, cairn_sto
 }
 
 int cn_registry_auth_basic(registry *rg, cairn_store *st) {
-  _cleanup_free_ char *b = base64(rg->creds);
+  cairn_autofree char *b = base64(rg->creds);
   return b ? set_auth(rg, "Basic", b, st) : cairn_fail(st, -ENOMEM, "out of memory");
 }

@@ -22,7 +22,7 @@
 
 /* Appends a file's bytes (and a newline) to the memstream. */
 static int append_file(FILE *out, const char *path) {
-  _cleanup_fclose_ FILE *f = fopen(path, "re");
+  cairn_autofclose FILE *f = fopen(path, "re");
   if (!f) return -errno;
   char buf[8192];
   size_t n, total = 0;

@@ -39,9 +39,14 @@ static int cmp_write(const void *buf, size_t len, void *arg) {
 /* The compressed forms libarchive reads (their magic numbers). */
 static bool compressed(const uint8_t *d, size_t n) {
   return (n >= 2 && d[0] == 0x1f && (d[1] == 0x8b || d[1] == 0x9d || d[1] == 0xa0)) ||
-         (n >= 3 && memcmp(d, "BZh", 3) == 0) || (n >= 4 && memcmp(d, "\x28\xb5\x2f\xfd", 4) == 0) ||
-         (n >= 6 && memcmp(d, "\xfd" "7zXZ", 5) == 0) || (n >= 4 && d[0] == 0x5d) ||
-         (n >= 4 && memcmp(d, "\x89LZO", 4) == 0) || (n >= 4 && memcmp(d, "\x04\x22\x4d\x18", 4) == 0) ||
+         (n >= 3 && memcmp(d, "BZh", 3) == 0) ||
+         (n >= 4 && memcmp(d, "\x28\xb5\x2f\xfd", 4) == 0) ||
+         (n >= 6 && memcmp(d,
+                           "\xfd"
+                           "7zXZ",
+                           5) == 0) ||
+         (n >= 4 && d[0] == 0x5d) || (n >= 4 && memcmp(d, "\x89LZO", 4) == 0) ||
+         (n >= 4 && memcmp(d, "\x04\x22\x4d\x18", 4) == 0) ||
          (n >= 2 && d[0] == 'L' && d[1] == 'Z');
 }
 

@@ -79,7 +79,7 @@ static void expect_served_and_equal(const char *id) {
 Test(index, commit_writes_the_index_and_a_mount_maps_it) {
   cairn_id id;
   import("app:1", id);
-  _cleanup_free_ char *path = index_file(id);
+  cairn_autofree char *path = index_file(id);
   cr_assert(exists(path), "import wrote no index");
   struct stat before;
   cr_assert_eq(stat(path, &before), 0);
@@ -93,7 +93,7 @@ Test(index, commit_writes_the_index_and_a_mount_maps_it) {
 Test(index, an_image_without_one_gets_it_on_first_build) {
   cairn_id id;
   import("app:1", id);
-  _cleanup_free_ char *path = index_file(id);
+  cairn_autofree char *path = index_file(id);
   cr_assert_eq(unlink(path), 0);
   expect_served_and_equal(id);
   cr_expect(exists(path));
@@ -101,7 +101,7 @@ Test(index, an_image_without_one_gets_it_on_first_build) {
 
 /* Rewrites the index file with fn applied to its bytes. */
 static void tamper(const char *id, void (*fn)(unsigned char *buf, size_t *len)) {
-  _cleanup_free_ char *path = index_file(id);
+  cairn_autofree char *path = index_file(id);
   int fd = open(path, O_RDONLY);
   cr_assert(fd >= 0);
   struct stat sb;
@@ -252,7 +252,7 @@ Test(index, a_corrupt_index_is_refused_and_rebuilt) {
 Test(index, rm_removes_the_index_and_a_pinned_image_keeps_it) {
   cairn_id id;
   import("app:1", id);
-  _cleanup_free_ char *path = index_file(id);
+  cairn_autofree char *path = index_file(id);
   cairn_pinset *ps = cairn_pinset_new("mount /mnt/x", true);
   cr_assert_eq(cairn_pin_image(T.st, ps, id), 0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
@@ -269,7 +269,7 @@ Test(index, rm_removes_the_index_and_a_pinned_image_keeps_it) {
 Test(index, gc_sweeps_the_index_of_a_gone_image) {
   cairn_id id;
   import("app:1", id);
-  _cleanup_free_ char *path = index_file(id);
+  cairn_autofree char *path = index_file(id);
   char *kept;
   cr_assert(asprintf(&kept, "%s.kept", path) > 0);
   cr_assert_eq(link(path, kept), 0);
@@ -306,7 +306,7 @@ Test(index, fsck_finds_a_corrupt_index_and_repair_rewrites_it) {
   cr_assert_eq(cn_index_map(T.st, id, false, &m), 0, "%s", cairn_errmsg(T.st));
   cairn_tree_free(m);
   /* A missing index is no problem; --repair writes it. */
-  _cleanup_free_ char *path = index_file(id);
+  cairn_autofree char *path = index_file(id);
   cr_assert_eq(unlink(path), 0);
   cairn_report again = {0};
   cr_expect_eq(cairn_fsck(T.st, false, &again), 0, "%s", cairn_errmsg(T.st));
@@ -359,7 +359,7 @@ Test(index, a_mount_reads_little_of_a_big_index, .timeout = 120) {
   cr_assert_eq(tu_import(&T, "big:1", layers, 1, id), 0, "%s", cairn_errmsg(T.st));
   free(e);
   free(paths);
-  _cleanup_free_ char *path = index_file(id);
+  cairn_autofree char *path = index_file(id);
   struct stat sb;
   cr_assert_eq(stat(path, &sb), 0);
   cr_assert_gt(sb.st_size, 4 << 20, "the index is %lld bytes, not a big one",

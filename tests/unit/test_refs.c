@@ -95,31 +95,31 @@ static char *refs_expected(bool with_app, const char *const *app_names, bool wit
 }
 
 Test(refs, import_tag_and_rm_keep_it_what_the_database_says) {
-  _cleanup_free_ char *after_import = refs_read();
+  cairn_autofree char *after_import = refs_read();
   const char *const one[] = {"localhost/app:1", NULL};
-  _cleanup_free_ char *want = refs_expected(true, one, true);
+  cairn_autofree char *want = refs_expected(true, one, true);
   cr_assert_str_eq(after_import, want);
 
   cairn_id id;
   cr_assert_eq(cairn_tag(T.st, "app:1", "app:2", id), 0, "%s", cairn_errmsg(T.st));
-  _cleanup_free_ char *after_tag = refs_read();
+  cairn_autofree char *after_tag = refs_read();
   const char *const two[] = {"localhost/app:1", "localhost/app:2", NULL};
-  _cleanup_free_ char *want2 = refs_expected(true, two, true);
+  cairn_autofree char *want2 = refs_expected(true, two, true);
   cr_assert_str_eq(after_tag, want2);
 
   cr_assert_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st)); /* the name only */
-  _cleanup_free_ char *after_untag = refs_read();
+  cairn_autofree char *after_untag = refs_read();
   const char *const left[] = {"localhost/app:2", NULL};
-  _cleanup_free_ char *want3 = refs_expected(true, left, true);
+  cairn_autofree char *want3 = refs_expected(true, left, true);
   cr_assert_str_eq(after_untag, want3);
 
   cr_assert_eq(cairn_rm(T.st, "app:2"), 0, "%s", cairn_errmsg(T.st)); /* the image */
-  _cleanup_free_ char *after_rm = refs_read();
-  _cleanup_free_ char *want4 = refs_expected(false, left, true);
+  cairn_autofree char *after_rm = refs_read();
+  cairn_autofree char *want4 = refs_expected(false, left, true);
   cr_assert_str_eq(after_rm, want4);
 
   cr_assert_eq(cairn_rm(T.st, other), 0, "%s", cairn_errmsg(T.st)); /* by id */
-  _cleanup_free_ char *empty = refs_read();
+  cairn_autofree char *empty = refs_read();
   cr_assert_str_eq(empty, "cairn-refs 1\n.\n");
 }
 
@@ -133,12 +133,12 @@ Test(refs, early_pins_lock_the_image_and_its_layers_then_pin_image_annotates) {
     cr_assert(cairn_pin_is_held(T.st, CAIRN_PIN_LAYER, layers[i]));
   cr_assert_eq(cairn_rm(T.st, "app:1"), -EBUSY, "an early pin does not keep the image");
   /* No annotation yet: who holds it is only the kernel's to say. */
-  _cleanup_free_ char *before = cairn_pin_holders(T.st, CAIRN_PIN_IMAGE, app);
+  cairn_autofree char *before = cairn_pin_holders(T.st, CAIRN_PIN_IMAGE, app);
   cr_assert_null(strstr(before ? before : "", "mount /x"), "annotated early: %s", before);
   cr_assert_eq(cairn_pin_image(T.st, ps, app), 0, "%s", cairn_errmsg(T.st));
-  _cleanup_free_ char *after = cairn_pin_holders(T.st, CAIRN_PIN_IMAGE, app);
+  cairn_autofree char *after = cairn_pin_holders(T.st, CAIRN_PIN_IMAGE, app);
   cr_assert_not_null(strstr(after ? after : "", "mount /x"), "not annotated: %s", after);
-  _cleanup_free_ char *layer = cairn_pin_holders(T.st, CAIRN_PIN_LAYER, layers[1]);
+  cairn_autofree char *layer = cairn_pin_holders(T.st, CAIRN_PIN_LAYER, layers[1]);
   cr_assert_not_null(strstr(layer ? layer : "", "mount /x"), "layer not annotated: %s", layer);
   cairn_pinset_release(T.st, ps);
   cr_assert(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
@@ -160,7 +160,7 @@ Test(refs, early_pins_resolve_an_id_prefix_and_nothing_else) {
 }
 
 Test(refs, a_missing_or_torn_file_is_not_read_and_a_missing_one_is_repaired) {
-  _cleanup_free_ char *whole = refs_read();
+  cairn_autofree char *whole = refs_read();
   cr_assert_not_null(whole);
   cairn_pinset *ps = cairn_pinset_new("mount /x", true);
   cairn_id id;
@@ -171,7 +171,7 @@ Test(refs, a_missing_or_torn_file_is_not_read_and_a_missing_one_is_repaired) {
   cr_assert_eq(cairn_pin_image_early(T.st, ps, "app:1", id), 0);
   cr_assert(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
   cairn_refs_repair(T.st); /* there is a file: left alone */
-  _cleanup_free_ char *still = refs_read();
+  cairn_autofree char *still = refs_read();
   cr_assert_str_eq(still, torn);
 
   char path[4096];
@@ -179,7 +179,7 @@ Test(refs, a_missing_or_torn_file_is_not_read_and_a_missing_one_is_repaired) {
   cr_assert_eq(unlink(path), 0);
   cr_assert_eq(cairn_pin_image_early(T.st, ps, "app:1", id), 0);
   cairn_refs_repair(T.st);
-  _cleanup_free_ char *repaired = refs_read();
+  cairn_autofree char *repaired = refs_read();
   cr_assert_str_eq(repaired, whole);
   cr_assert_eq(cairn_pin_image_early(T.st, ps, "app:1", id), 1);
   cairn_pinset_release(T.st, ps);
@@ -193,7 +193,7 @@ static bool report_says(const cairn_report *rep, const char *what) {
 }
 
 Test(refs, fsck_finds_a_wrong_file_and_repair_writes_it_again) {
-  _cleanup_free_ char *whole = refs_read();
+  cairn_autofree char *whole = refs_read();
   cairn_report rep = {0};
   cr_assert_eq(cairn_fsck(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
   cairn_report_free(&rep);
@@ -210,14 +210,14 @@ Test(refs, fsck_finds_a_wrong_file_and_repair_writes_it_again) {
   cr_assert_eq(cairn_fsck(T.st, false, &rep), -EBADMSG, "a wrong STORE/refs passed fsck");
   cr_assert(report_says(&rep, "STORE/refs"), "fsck does not name STORE/refs");
   cairn_report_free(&rep);
-  _cleanup_free_ char *kept = refs_read();
+  cairn_autofree char *kept = refs_read();
   cr_assert_str_eq(kept, wrong, "fsck without --repair changed the file");
 
   rep = (cairn_report){0};
   cr_assert_eq(cairn_fsck(T.st, true, &rep), 0, "%s", cairn_errmsg(T.st));
   cr_assert(report_says(&rep, "repaired: rewrote STORE/refs"));
   cairn_report_free(&rep);
-  _cleanup_free_ char *repaired = refs_read();
+  cairn_autofree char *repaired = refs_read();
   cr_assert_str_eq(repaired, whole);
 
   /* Missing: no problem (mounts ask the database); --repair writes it. */
@@ -231,6 +231,6 @@ Test(refs, fsck_finds_a_wrong_file_and_repair_writes_it_again) {
   rep = (cairn_report){0};
   cr_assert_eq(cairn_fsck(T.st, true, &rep), 0, "%s", cairn_errmsg(T.st));
   cairn_report_free(&rep);
-  _cleanup_free_ char *written = refs_read();
+  cairn_autofree char *written = refs_read();
   cr_assert_str_eq(written, whole);
 }
