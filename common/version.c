@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 /* CMakeLists.txt defines CAIRN_VERSION; a compile outside it (as
- * tools/check-layers.sh's) may not. */
+ * scripts/check-layers.sh's) may not. */
 #ifndef CAIRN_VERSION
 #define CAIRN_VERSION "unknown"
 #endif

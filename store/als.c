@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * als.c — what a containers/storage Additional Layer Store needs of the
- * store (cairnfs --als serves it; fs/als.c): the records a pull keeps of
+ * store (cairnfs --als serves it; fs/als_serve.c): the records a pull keeps of
  * each layer it downloaded (table layer_blobs: the manifest's compressed
  * digest, media type and size against the diff_id), the compressed bytes
  * (STORE/compressed/HEX, HEX the digest's), the `info` JSON podman reads,

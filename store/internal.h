@@ -9,7 +9,7 @@
  * store.c, which opens and closes the store, at the top).
  *
  * The layers above it, each with its own header, each using only the ones
- * below (tools/check-layers.sh checks it): blobs (blob.h), pins and mount
+ * below (scripts/check-layers.sh checks it): blobs (blob.h), pins and mount
  * records (pin.h), the merged-tree builder (tree.h), layers and sweeping
  * (layer.h, sweep.h), images (image.h), then merge and export, rm/gc/fsck
  * and pull, which have no private header.

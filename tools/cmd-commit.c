@@ -11,7 +11,7 @@
  * (the commit is done).
  */
 #include "commands.h"
-#include "upper.h"
+#include "cli_upper.h"
 
 #include <errno.h>
 #include <getopt.h>

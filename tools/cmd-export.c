@@ -5,7 +5,7 @@
  * progress on stderr (progress.h) unless -q/--no-progress.
  */
 #include "commands.h"
-#include "progress.h"
+#include "progress_bar.h"
 
 #include <fcntl.h>
 #include <getopt.h>

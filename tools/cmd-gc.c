@@ -6,7 +6,7 @@
  * (progress.h), and its --quiet silences both.
  */
 #include "commands.h"
-#include "progress.h"
+#include "progress_bar.h"
 
 #include <getopt.h>
 #include <stdio.h>

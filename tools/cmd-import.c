@@ -7,7 +7,7 @@
  * progress), as podman import -q does; --no-progress shows no progress.
  */
 #include "commands.h"
-#include "progress.h"
+#include "progress_bar.h"
 
 #include <getopt.h>
 #include <stdio.h>

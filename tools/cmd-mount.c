@@ -34,7 +34,7 @@
  * all of them instead (fusectl's abort).
  */
 #include "commands.h"
-#include "upper.h"
+#include "cli_upper.h"
 
 #include <dirent.h>
 #include <errno.h>

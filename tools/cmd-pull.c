@@ -9,7 +9,7 @@
  */
 #include "commands.h"
 
-#include "progress.h"
+#include "progress_bar.h"
 
 #include <getopt.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
  * oci*.c, registry*.c, docker_archive.c). Not part of the public API. The
  * files of store/pull/ are built on libcairn's public header alone: they
  * include cairn.h and their own headers, never internal.h
- * (tools/check-layers.sh checks it).
+ * (scripts/check-layers.sh checks it).
  *
  * A source turns a reference into an image manifest and a config, and
  * writes verified layer blobs into a file descriptor. The pull itself

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test_check_open.sh — tools/check-open.sh, the check that no file cairn
+# test_check_open.sh — scripts/check-open.sh, the check that no file cairn
 # creates can be redirected by a name another user planted: it passes on
 # this tree, and it fails, naming the file and line, on a copy with a bad
 # call planted: an open or openat with O_CREAT alone (also with its flags
@@ -10,7 +10,7 @@
 # for reading and O_CREAT in a comment.
 source "$(dirname "$0")/lib.sh"
 
-check_open() { bash "$CAIRN_SRC/tools/check-open.sh" "$@" >"$T/out" 2>&1; }
+check_open() { bash "$CAIRN_SRC/scripts/check-open.sh" "$@" >"$T/out" 2>&1; }
 
 release_build_only "the check reads the sources; the build type does not change it"
 
@@ -49,9 +49,9 @@ plant store/pull/login.c \
 expect_exit 1 "open with O_CREAT on a line of its own fails" check_open "$T/src"
 check "the failure names store/pull/login.c" grep -q 'check-open: store/pull/login.c:' "$T/out"
 
-plant fs/als.c 'static int bad(const char *p) { return creat(p, 0644); }\n'
+plant fs/als_serve.c 'static int bad(const char *p) { return creat(p, 0644); }\n'
 expect_exit 1 "creat() fails" check_open "$T/src"
-check "the failure names fs/als.c and creat()" grep -q 'check-open: fs/als.c:[0-9]*: creat()' "$T/out"
+check "the failure names fs/als_serve.c and creat()" grep -q 'check-open: fs/als_serve.c:[0-9]*: creat()' "$T/out"
 
 plant store/pull/push.c 'static FILE *bad(const char *p) { return fopen(p, "we"); }\n'
 expect_exit 1 "fopen for writing fails" check_open "$T/src"

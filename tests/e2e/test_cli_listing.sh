@@ -79,7 +79,7 @@ if [ -n "$FAKETIME_LIB" ] && [ -e "$FAKETIME_LIB" ]; then
     [ "$(awk 'NR > 1 { print $(NF - 3), $(NF - 2), $(NF - 1) }' "$T/table" | sort -u | wc -l)" = 1 ]
   check "(the table had every pin)" [ "$(wc -l <"$T/table")" -ge 6 ]
 else
-  not_ok "libfaketime is not installed: tools/setup.sh installs it"
+  not_ok "libfaketime is not installed: scripts/setup.sh installs it"
 fi
 
 expect_exit 0 "images --help" cairn images --help

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 
 MAN=$CAIRN_BIN/man
 if [ ! -d "$MAN" ]; then
-  not_ok "no $MAN: scdoc was not found when $CAIRN_BIN was configured (tools/setup.sh installs it)"
+  not_ok "no $MAN: scdoc was not found when $CAIRN_BIN was configured (scripts/setup.sh installs it)"
   finish
   exit
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # test_cli_progress.sh — progress of import, pull, export and gc (one
-# display, tools/progress.c). On a terminal (script(1) gives one): a bar
+# display, tools/progress_bar.c). On a terminal (script(1) gives one): a bar
 # with its percentage and bytes, the rate and time left, and each finished
 # step's line written once with its final time, frozen (pull's timers used
 # to keep running on every redraw); pull's storing phase has a percentage

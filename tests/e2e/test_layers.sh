@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test_layers.sh — tools/check-layers.sh, the CI check of libcairn's
+# test_layers.sh — scripts/check-layers.sh, the CI check of libcairn's
 # layering: it passes on this tree, and it fails, naming the file, on a copy
 # with a violation planted: a file of store/pull/ that includes internal.h
 # or calls an internal function; a lower layer that includes a higher
@@ -11,14 +11,14 @@
 # prefix; two files that call each other, in one layer (store/) or in a
 # front end (fs/), each named with the symbols that make the cycle. A copy
 # with only an allowed include (a unit test including
-# pull/pull.h) still passes. Then tools/check-cmake.sh: it fails on an
+# pull/pull.h) still passes. Then scripts/check-cmake.sh: it fails on an
 # unsorted list of CMakeLists.txt and on a source no list names.
 source "$(dirname "$0")/lib.sh"
 
 # The copies differ in a file or two: each object compiled once (the cache
 # is keyed by the source's, the headers' and the flags' contents).
 check_layers() {
-  CHECK_LAYERS_CACHE=$T/objects bash "$CAIRN_SRC/tools/check-layers.sh" "$@" >"$T/out" 2>&1
+  CHECK_LAYERS_CACHE=$T/objects bash "$CAIRN_SRC/scripts/check-layers.sh" "$@" >"$T/out" 2>&1
 }
 
 release_build_only "the check reads the sources; the build type does not change it"
@@ -114,15 +114,15 @@ fresh_copy
 printf '#include "pull/pull.h"\n' >>"$T/src/tests/unit/test_store.c"
 check "a unit test including pull/pull.h passes" check_layers "$T/src"
 
-# tools/check-cmake.sh, test.sh's other check of the tree: every source and
+# scripts/check-cmake.sh, test.sh's other check of the tree: every source and
 # test named in CMakeLists.txt, in sorted lists.
-check_cmake() { bash "$CAIRN_SRC/tools/check-cmake.sh" "$@" >"$T/out" 2>&1; }
+check_cmake() { bash "$CAIRN_SRC/scripts/check-cmake.sh" "$@" >"$T/out" 2>&1; }
 check "check-cmake passes on the real tree" check_cmake "$CAIRN_SRC"
 fresh_copy
 cp "$CAIRN_SRC/CMakeLists.txt" "$T/src/"
 mkdir -p "$T/src/tests/e2e" && cp "$CAIRN_SRC"/tests/e2e/test_*.sh "$T/src/tests/e2e/"
 check "check-cmake passes on the copy" check_cmake "$T/src"
-sed -i 's|^  fs/ops.c$|  fs/zz.c|; s|^  fs/als.c$|  fs/ops.c|; s|^  fs/zz.c$|  fs/als.c|' "$T/src/CMakeLists.txt"
+sed -i 's|^  fs/ops.c$|  fs/zz.c|; s|^  fs/als_serve.c$|  fs/ops.c|; s|^  fs/zz.c$|  fs/als_serve.c|' "$T/src/CMakeLists.txt"
 expect_exit 1 "an unsorted CAIRNFS_SOURCES fails" check_cmake "$T/src"
 check "the failure names the list" grep -q 'CAIRNFS_SOURCES is not sorted: ' "$T/out"
 touch "$T/src/store/stray.c"

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test_links.sh — tools/check-links.sh, the CI check that the README, the
+# test_links.sh — scripts/check-links.sh, the CI check that the README, the
 # pages of doc/ and the man pages link to nothing that is not there: it
 # passes on this tree, and it fails, naming the file and line, on a copy
 # with a dead link planted: a Markdown link to a missing file, to a missing
@@ -10,7 +10,7 @@
 # examples, not links.
 source "$(dirname "$0")/lib.sh"
 
-check_links() { bash "$CAIRN_SRC/tools/check-links.sh" "$@" >"$T/out" 2>&1; }
+check_links() { bash "$CAIRN_SRC/scripts/check-links.sh" "$@" >"$T/out" 2>&1; }
 
 release_build_only "the check reads the documentation; the build type does not change it"
 

@@ -8,7 +8,7 @@
 # directories by every pair of owners (unlink's and rmdir's sticky tests
 # stay): 72% of the tests, half the time (270 s here, 143 s without them).
 # Every test must pass. The whole suite is the longer target
-# tools/pjdfstest.sh (doc/testing.md, "Long sweeps").
+# scripts/pjdfstest.sh (doc/testing.md, "Long sweeps").
 set -euo pipefail
 src=${PJDFSTEST_SRC:-${CAIRN_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/../shared/peers/pjdfstest}
 # A clone made elsewhere (CI's) finds the workplace's copy.
@@ -21,7 +21,7 @@ renames=()
 for t in "$src"/tests/rename/*.t; do
   case ${t##*/} in 09.t | 10.t) ;; *) renames+=("rename/${t##*/}") ;; esac
 done
-out=$(PJDFSTEST_SRC=$src bash "$(dirname "$0")/../../tools/pjdfstest.sh" "${renames[@]}" link unlink rmdir mkdir symlink utimensat 2>&1) || {
+out=$(PJDFSTEST_SRC=$src bash "$(dirname "$0")/../../scripts/pjdfstest.sh" "${renames[@]}" link unlink rmdir mkdir symlink utimensat 2>&1) || {
   echo "$out"
   echo "FAIL: pjdfstest failed on a --rw mount" >&2
   exit 1

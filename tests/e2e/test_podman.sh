@@ -15,7 +15,7 @@
 # their libraries, imported as one layer.
 source "$(dirname "$0")/mountlib.sh"
 
-command -v podman >/dev/null || fail "podman is not installed (tools/setup.sh installs it)"
+command -v podman >/dev/null || fail "podman is not installed (scripts/setup.sh installs it)"
 root=$TMP/layer
 # (the mount points a read-only root must have: podman --read-only mounts
 # tmpfs on /run, /tmp and /var/tmp)

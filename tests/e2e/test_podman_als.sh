@@ -17,7 +17,7 @@
 source "$(dirname "$0")/registry.sh" # first: mountlib's fail (which exits) wins
 source "$(dirname "$0")/mountlib.sh"
 
-command -v podman >/dev/null || fail "podman is not installed (tools/setup.sh installs it)"
+command -v podman >/dev/null || fail "podman is not installed (scripts/setup.sh installs it)"
 command -v skopeo >/dev/null || fail "skopeo is not installed"
 command -v docker-registry >/dev/null || fail "docker-registry is not installed"
 OCI_IMAGE="python3 $CAIRN_SRC/tests/e2e/oci_image.py"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # test_restore_unit.sh — the systemd unit `cmake --install` installs
-# (tools/cairn-restore.service.in): systemd-analyze verify accepts it, it is
+# (packaging/cairn-restore.service.in): systemd-analyze verify accepts it, it is
 # ordered before podman, containerd and cri-o, and after a simulated reboot
 # `systemctl start cairn-restore.service` republishes the recorded mount.
 # PID 1 of the test machine is not systemd (systemctl and systemd-run

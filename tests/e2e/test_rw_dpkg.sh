@@ -4,7 +4,7 @@
 # root is a `cairn mount --rw` of a Debian minbase image, `dpkg -i` of real
 # .deb files succeeds: one built here with dpkg-deb (a conffile, a program
 # in /usr/bin, a maintainer postinst that writes a file) and, when the host
-# has it (tools/setup.sh fetches it into the test cache with apt-get
+# has it (scripts/setup.sh fetches it into the test cache with apt-get
 # download; apt's own archive may hold it too), Debian's `hello`. dpkg
 # exercises what a package manager needs of a file system: renames over
 # existing files (.dpkg-new, the status file), hardlinked backups
@@ -54,7 +54,7 @@ done
 if [ -n "$hello" ]; then
   cp "$hello" "$debs/"
 else
-  echo "# no hello .deb on this host (tools/setup.sh fetches one): the built package only"
+  echo "# no hello .deb on this host (scripts/setup.sh fetches one): the built package only"
 fi
 
 # ---- dpkg -i in crun on a --rw mount ----------------------------------------

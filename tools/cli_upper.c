@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * upper.c — the front end's side of writable mounts' upper layers: finding
+ * cli_upper.c — the front end's side of writable mounts' upper layers: finding
  * the upper of a mountpoint (umount, mount --resume), dropping or keeping
  * those a crash or umount --keep left (umount, --discard) and saying so,
  * listing the uppers no live mount serves (cairn mounts).
  * The store logic is libcairn's (store/upper.c); this only asks and prints.
  */
-#include "upper.h"
+#include "cli_upper.h"
 
 #include <errno.h>
 

@@ -1,12 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# demo.sh — sets up (tools/setup.sh), then shows cairn on real data nobody
+# demo.sh — sets up (scripts/setup.sh), then shows cairn on real data nobody
 # here wrote: three Debian packages' file trees become a three-layer image,
 # which is mounted with cairnfs, looked at with ls, find, cat and tar, run
 # with crun, and whose pins are shown by cairn-pin and lslocks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh >/dev/null
+bash scripts/setup.sh >/dev/null
 ROOT=$(pwd)
 export PATH="$ROOT/build:$PATH"
 D=${CAIRN_DEMO_DIR:-/tmp/cairn-demo}

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * progress.h — the one progress display of cairn's commands (import, pull,
+ * progress_bar.h — the one progress display of cairn's commands (import, pull,
  * export, gc; push and commit are to use it too). Each step (a layer, an
  * export, a step of gc) is one line on stderr.
  *

@@ -1,24 +1,24 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test.sh — sets up (tools/setup.sh) and runs every test twice: in the
+# test.sh — sets up (scripts/setup.sh) and runs every test twice: in the
 # release build and under AddressSanitizer + UndefinedBehaviorSanitizer.
-# First it checks libcairn's layering (tools/check-layers.sh), that the
-# documentation has no dead link (tools/check-links.sh), that no file is
-# created through a name another user could plant (tools/check-open.sh)
+# First it checks libcairn's layering (scripts/check-layers.sh), that the
+# documentation has no dead link (scripts/check-links.sh), that no file is
+# created through a name another user could plant (scripts/check-open.sh)
 # and that CMakeLists.txt names every source and test file, then that the builds
 # packagers make (Release with gcc and with clang, Debian's dpkg-buildflags
 # with all hardening and without the tests or Criterion) have no warning;
 # after the tests, runs the fuzz targets for a short slice each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh
+bash scripts/setup.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
-echo "== layers: tools/check-layers.sh"
-bash tools/check-layers.sh || status=1
-echo "== links: tools/check-links.sh (README.md, doc/*.md, the man pages)"
-bash tools/check-links.sh || status=1
+echo "== layers: scripts/check-layers.sh"
+bash scripts/check-layers.sh || status=1
+echo "== links: scripts/check-links.sh (README.md, doc/*.md, the man pages)"
+bash scripts/check-links.sh || status=1
 echo "== licence: every source file names its licence (SPDX)"
 unlicensed=$(git ls-files '*.c' '*.h' '*.sh' '*.py' '*.bash' 'CMakeLists.txt' 2>/dev/null |
   xargs -r grep -L 'SPDX-License-Identifier: Apache-2.0' || true)
@@ -26,12 +26,12 @@ if [ -n "$unlicensed" ]; then
   echo "no SPDX-License-Identifier line: $unlicensed"
   status=1
 fi
-echo "== creates: tools/check-open.sh"
-bash tools/check-open.sh || status=1
+echo "== creates: scripts/check-open.sh"
+bash scripts/check-open.sh || status=1
 # CMakeLists.txt lists its files by hand: a test file it does not name would
 # never run, a source file it does not name would not be built.
 echo "== sources: every C source and test is named in CMakeLists.txt"
-bash tools/check-cmake.sh || status=1
+bash scripts/check-cmake.sh || status=1
 
 # warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS [CMAKE_ARG...]: builds
 # with -Werror.
@@ -83,5 +83,5 @@ if grep -nE "ERROR: (Leak|Address)Sanitizer|runtime error:" build-asan/ctest.log
   status=1
 fi
 echo "== fuzz: every target of tests/fuzz, 20 s each"
-bash tools/fuzz.sh 20 || status=1
+bash scripts/fuzz.sh 20 || status=1
 exit $status

@@ -9,8 +9,8 @@
 # machine meanwhile.
 # Prints prove's summary; exits 0 only when every test passes.
 #
-#   CAIRN_BIN=build tools/pjdfstest.sh            # the longer target
-#   CAIRN_BIN=build tools/pjdfstest.sh rename link
+#   CAIRN_BIN=build scripts/pjdfstest.sh            # the longer target
+#   CAIRN_BIN=build scripts/pjdfstest.sh rename link
 #
 # pjdfstest is built once (autoconf, automake) from $PJDFSTEST_SRC (default
 # ../shared/peers/pjdfstest beside the checkout) into

@@ -8,7 +8,7 @@
 # As many targets run at once as there are cores.
 # The copies, logs and crash inputs go to $CAIRN_FUZZ_WORK (default a new
 # directory under /tmp, removed when no target failed); the source tree
-# is never written to. `tools/fuzz.sh 1800` is the long run.
+# is never written to. `scripts/fuzz.sh 1800` is the long run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-20}

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * progress.c — the progress display: see progress.h.
+ * progress_bar.c — the progress display: see progress_bar.h.
  *
  * On a terminal the display is the last lines of stderr: the first `fixed`
  * of them are frozen and left alone (a frame never moves the cursor above
  * them, so they may scroll away), the rest are rewritten in place with the
  * cursor moved up over them ("\033[NA") and each line cleared ("\033[K").
  */
-#include "progress.h"
+#include "progress_bar.h"
 #include "report.h"
 
 #include <pthread.h>

@@ -290,6 +290,6 @@ done <<<"$CYCLES"
 for f in $(find store -name '*.[ch]' | sort); do
   row_of "$f"
   [ -n "$ROW" ] || [ "$f" = "$PUBLIC_HEADER" ] ||
-    violation "$f is in no layer: add it to a row of tools/check-layers.sh"
+    violation "$f is in no layer: add it to a row of scripts/check-layers.sh"
 done
 exit $status

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * als.c — `cairnfs --als PATH`: serves the layers a cairn store recorded
+ * als_serve.c — `cairnfs --als PATH`: serves the layers a cairn store recorded
  * at pull time as a containers/storage Additional Layer Store, for podman
  * (storage.conf `additionallayerstores = ["PATH:ref"]` or `["PATH"]`).
  *

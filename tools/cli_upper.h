@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * upper.h — what cairn's mount commands (cmd-mount.c) ask of the upper
- * layers of writable mounts (tools/upper.c): the upper a mountpoint has,
+ * cli_upper.h — what cairn's mount commands (cmd-mount.c) ask of the upper
+ * layers of writable mounts (tools/cli_upper.c): the upper a mountpoint has,
  * what umount says of it, the rows `cairn mounts` adds for uppers that no
  * live mount serves.
  */
