@@ -222,21 +222,36 @@ while read -r loc _ s; do
   *) violation "$SRC defines $s: internal names of libcairn start with cn_" ;;
   esac
 done <<<"$STORE_DEFINED"
+# No program replaces a function of a library libcairn calls (SQLite's,
+# libc's ...): libcairn is tested with the library's own, and a program's
+# copy would be what its store code runs (as fs/sqlite_lazy.c's were,
+# until measured not to pay: doc/performance.md, "Tried and dropped").
+ALL_DEFINED=$(nm -A --defined-only -g "${OBJS[@]}")
+declare -A STORE_CALLS_LIB
+while read -r loc _ s; do
+  if [[ $loc == "$OBJ/store/"* ]] && [[ ! -v DEFINED_IN[$s] ]]; then STORE_CALLS_LIB[$s]=1; fi
+done <<<"$UNDEFINED"
+while read -r loc _ s; do
+  source_of "$loc"
+  case $SRC in store/*) continue ;; esac
+  if [[ -v STORE_CALLS_LIB[$s] ]]; then
+    violation "$SRC defines $s: a function of a library libcairn calls (no program replaces it)"
+  fi
+done <<<"$ALL_DEFINED"
 # ---- cycles --------------------------------------------------------------
 # No two files call each other, directly or round a longer loop, in a layer
 # or in a front end: each file calls only files below it, so it can be read
 # (and changed) knowing only those. The graph: file A -> file B when A uses
-# a symbol B defines; a file of store/ uses only what store/ defines (the
-# SQLite functions fs/sqlite_lazy.c defines are not libcairn's), a front end
-# what its own folder, common/ or store/ defines. Each strongly connected
+# a symbol B defines; a file of store/ uses only what store/ defines, a
+# front end what its own folder, common/ or store/ defines. Each strongly connected
 # set of files (Tarjan's algorithm) is one cycle, reported with the symbols
 # that make it.
 CYCLES=$(
   {
-    nm -A --defined-only -g "${OBJS[@]}" | while read -r loc _ s; do
+    while read -r loc _ s; do
       source_of "$loc"
       echo "D $SRC $s"
-    done
+    done <<<"$ALL_DEFINED"
     while read -r loc _ s; do
       source_of "$loc"
       echo "U $SRC $s"

@@ -2,7 +2,7 @@
 /*
  * refs.c — STORE/refs: every image's id and layers and every name, in a
  * small text file by which a read-only mount takes its pins and answers
- * without loading SQLite (fs/sqlite_lazy.c, fs/supervisor.c).
+ * before it opens the database (fs/supervisor.c).
  *
  *   cairn-refs 1
  *   i IMAGE_ID LAYER_ID ...      one line per image, by id, layers bottom first

@@ -9,7 +9,8 @@
 # includes the other front end's header (they share common/ only); a
 # file of store/ in no layer; a global symbol of libcairn without its
 # prefix; two files that call each other, in one layer (store/) or in a
-# front end (fs/), each named with the symbols that make the cycle. A copy
+# front end (fs/), each named with the symbols that make the cycle; a
+# program that defines a function of a library libcairn calls. A copy
 # with only an allowed include (a unit test including
 # pull/pull.h) still passes. Then scripts/check-cmake.sh: it fails on an
 # unsorted list of CMakeLists.txt and on a source no list names.
@@ -109,6 +110,14 @@ printf 'int planted(void) { return cairnfs_supervise(0); }\n' \
 expect_exit 1 "fs/daemon.c calling fs/supervisor.c, which calls it, fails" check_layers "$T/src"
 check "the failure names the cycle" \
   grep -q "fs/daemon.c calls fs/supervisor.c's cairnfs_supervise; .*fs/supervisor.c calls fs/daemon.c's" "$T/out"
+
+# A program defining a function of a library libcairn calls (SQLite's),
+# which its store code would then run instead of the library's.
+fresh_copy
+printf 'int sqlite3_close(void *db) { (void)db; return 0; }\n' >"$T/src/fs/planted.c"
+expect_exit 1 "fs/planted.c defining sqlite3_close fails" check_layers "$T/src"
+check "the failure names it" grep -q \
+  'fs/planted.c defines sqlite3_close: a function of a library libcairn calls' "$T/out"
 
 fresh_copy
 printf '#include "pull/pull.h"\n' >>"$T/src/tests/unit/test_store.c"

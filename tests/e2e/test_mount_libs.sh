@@ -1,8 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # test_mount_libs.sh — a cairnfs daemon maps only the shared libraries a
-# mount uses (libfuse3, SQLite, which it loads at run time once the mount
-# answers (test_mount_refs.sh), xxHash, libc and what they need), none of
+# mount uses (libfuse3, SQLite, xxHash, libc and what they need), none of
 # those of import and pull (libarchive and its ICU, libxml2, zstd ...;
 # libcrypto; Jansson; libcurl): loading them tripled the time of a mount
 # with cold caches, and their relocated data was private memory in every
@@ -25,6 +24,15 @@ if grep -E "$IMPORT_PULL_LIBS" <<<"$libs"; then
   fail "cairnfs maps the libraries above, which a mount does not use"
 fi
 pass "the cairnfs daemon maps only libfuse3, SQLite, xxHash and libc (and their needs)"
+
+# cairnfs links SQLite as every program does: the loader maps the one
+# library (no copy of its functions in cairnfs that loads it later).
+libs=$(LD_TRACE_LOADED_OBJECTS=1 "$CAIRN_BIN/cairnfs")
+grep -q 'libsqlite3\.so' <<<"$libs" || fail "cairnfs does not link SQLite: $libs"
+if nm --defined-only "$CAIRN_BIN/cairnfs" | grep -E ' [Tt] sqlite3_'; then
+  fail "cairnfs defines SQLite's functions (above)"
+fi
+pass "cairnfs links SQLite, defining none of its functions"
 
 # Once serving, a read-only mount's supervisor and server keep no SQLite
 # connection (cairn_store_idle): its page cache and schema were private
