@@ -27,6 +27,10 @@
  * - A store handle is not thread-safe (cairn_blob_open excepted); use one
  *   handle per thread.
  *   Several processes may use one store at once.
+ * - A struct is a typedef of its tag's name (cairn_pin_rec is struct
+ *   cairn_pin_rec), but for the three named as the function that fills
+ *   them: struct cairn_config_registry, struct cairn_df, struct
+ *   cairn_store_info. An enum is named by its tag (enum cairn_pin_kind).
  */
 #ifndef CAIRN_H
 #define CAIRN_H
@@ -46,6 +50,9 @@ extern "C" {
 
 #define CAIRN_ID_LEN 64
 typedef char cairn_id[CAIRN_ID_LEN + 1];
+/* An OCI digest: "sha256:" and an id; a buffer for one and its NUL. */
+#define CAIRN_DIGEST_LEN (7 + CAIRN_ID_LEN)
+#define CAIRN_DIGEST_BUF 72 /* CAIRN_DIGEST_LEN + 1, rounded up */
 /* The fewest hex digits an id prefix may have (what listings show). */
 #define CAIRN_ID_PREFIX_MIN 3
 
@@ -259,7 +266,7 @@ int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_m
 /* One pin as a listing shows it: an annotation (who pins and why), or a
  * kernel lock on a pin file that no annotation explains. Strings are valid
  * only during the callback. */
-struct cairn_pin_rec {
+typedef struct cairn_pin_rec {
   enum cairn_pin_kind kind;
   const char *target;  /* image or layer id */
   pid_t pid;           /* the process that took the lock */
@@ -272,8 +279,8 @@ struct cairn_pin_rec {
   bool locker_gone;
   const pid_t *held_by;
   size_t n_held_by;
-};
-typedef int (*cairn_pin_fn)(const struct cairn_pin_rec *p, void *arg);
+} cairn_pin_rec;
+typedef int (*cairn_pin_fn)(const cairn_pin_rec *p, void *arg);
 
 /* Calls fn for every pin annotation and every kernel lock on a pin file
  * that has none, target by target; filter_id (image or layer id, or NULL)
@@ -365,7 +372,7 @@ int cairn_blob_open(cairn_store *st, const char *blob);
 /* Fills path with the blob's file name in the store. */
 int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
 
-/* ---- exact layers (store/tarsplit.c; owner: push) ------------------------ */
+/* ---- exact layers (store/tarsplit.c) ----------------------------------- */
 
 /* Receives bytes; 0, or a negative errno that stops the writer. */
 typedef int (*cairn_write_fn)(const void *buf, size_t len, void *arg);
@@ -415,7 +422,7 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
  * valid only during the callback; a non-zero return of fn stops the walk
  * and is returned. pinned: a process pins it, or (images) a live or
  * detached mount serves it. */
-struct cairn_image_rec {
+typedef struct cairn_image_rec {
   const char *id;
   const char *const *names; /* sorted */
   size_t n_names;
@@ -425,8 +432,8 @@ struct cairn_image_rec {
                     * shows it; if it has none, stored */
   int64_t stored;  /* when this store got the image */
   bool pinned;
-};
-typedef int (*cairn_image_fn)(const struct cairn_image_rec *im, void *arg);
+} cairn_image_rec;
+typedef int (*cairn_image_fn)(const cairn_image_rec *im, void *arg);
 /* Newest first. */
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg);
 
@@ -437,29 +444,29 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg);
 typedef int (*cairn_name_fn)(const char *target, const char *name, void *arg);
 int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg);
 
-struct cairn_layer_rec {
+typedef struct cairn_layer_rec {
   const char *id;
   uint64_t size;
   uint64_t entries;
   unsigned images; /* how many images use it */
   bool pinned;
-};
-typedef int (*cairn_layer_rec_fn)(const struct cairn_layer_rec *l, void *arg);
+} cairn_layer_rec;
+typedef int (*cairn_layer_rec_fn)(const cairn_layer_rec *l, void *arg);
 /* Oldest first. */
 int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg);
 
 /* One image in full; its pins come from cairn_pins_foreach. */
-struct cairn_image_layer {
+typedef struct cairn_image_layer {
   const char *id;
   uint64_t size, entries;
-};
-struct cairn_image_info {
-  struct cairn_image_rec image;
-  const char *config;                     /* the config JSON as stored */
-  const struct cairn_image_layer *layers; /* bottom first */
+} cairn_image_layer;
+typedef struct cairn_image_info {
+  cairn_image_rec image;
+  const char *config;              /* the config JSON as stored */
+  const cairn_image_layer *layers; /* bottom first */
   size_t n_layers;
-};
-typedef int (*cairn_inspect_fn)(const struct cairn_image_info *info, void *arg);
+} cairn_image_info;
+typedef int (*cairn_inspect_fn)(const cairn_image_info *info, void *arg);
 /* Calls fn once with the image; -ENOENT if there is none. */
 int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg);
 
@@ -472,18 +479,18 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
  * mount, as `images` and `layers` say (blobs have no pins of their own).
  * A blob's bytes are those its file takes on disk (st_blocks * 512: a
  * sparse file's holes take none); images' and layers' are their tars'. */
-struct cairn_df_class {
+typedef struct cairn_df_class {
   uint64_t count, bytes;
   uint64_t shared_count, shared_bytes;
   uint64_t reclaimable_count, reclaimable_bytes;
   uint64_t pinned_count, pinned_bytes;
-};
+} cairn_df_class;
 struct cairn_df {
-  struct cairn_df_class images, layers, blobs;
+  cairn_df_class images, layers, blobs;
   /* The compressed layers pulls keep for podman's Additional Layer Store
    * (STORE/compressed): each goes with its layer, so it is shared, pinned
    * or reclaimable as its layer is. */
-  struct cairn_df_class compressed;
+  cairn_df_class compressed;
 };
 /* Fills df from one snapshot of the store. */
 int cairn_df(cairn_store *st, struct cairn_df *df);
@@ -567,15 +574,15 @@ enum cairn_mount_state {
   CAIRN_MOUNT_STALE = 2,
   CAIRN_MOUNT_RESTARTING = 3,
 };
-struct cairn_mount_rec {
+typedef struct cairn_mount_rec {
   const char *dir;
   const char *image;
   pid_t pid; /* the daemon (cairnfs's supervisor) */
   enum cairn_mount_state state;
   bool rw;
   const char *dev; /* "maj:min"; "" in a record of an older cairn */
-};
-typedef int (*cairn_mount_fn)(const struct cairn_mount_rec *m, void *arg);
+} cairn_mount_rec;
+typedef int (*cairn_mount_fn)(const cairn_mount_rec *m, void *arg);
 /* Every mount record, by dir; a non-zero return of fn stops and is
  * returned. */
 int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg);
@@ -614,7 +621,7 @@ int cairn_mount_abort(const char *dev);
  * (caller frees). Returns how many. */
 int cairn_mount_holders(const char *dev, char **desc);
 
-/* ---- pull (issue 4) ---------------------------------------------------- */
+/* ---- pull -------------------------------------------------------------- */
 
 /* The wait before retry number attempt (0 = the first retry): exponential
  * from base_ms, doubling per attempt up to cap_ms, with "equal jitter" (the
@@ -679,7 +686,7 @@ typedef struct cairn_pull_opts {
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
 
-/* ---- push (store/pull/push.c; owner: push) ----------------------------- */
+/* ---- push (store/pull/push.c) ------------------------------------------ */
 
 enum cairn_compress { CAIRN_COMPRESS_GZIP = 0, CAIRN_COMPRESS_ZSTD, CAIRN_COMPRESS_NONE };
 
@@ -695,8 +702,6 @@ typedef struct cairn_push_opts {
   enum cairn_compress compress; /* the layers' compression; gzip by default */
 } cairn_push_opts;
 
-#define CAIRN_DIGEST_BUF 72 /* "sha256:" + 64 hex + NUL, rounded */
-
 /* Pushes the image ref (a name or id) to dest, "docker://HOST[:PORT]/REPO[:TAG]"
  * (the OCI distribution API: blobs the registry has are skipped, blobs of
  * another repository of the same registry the image was pulled from are
@@ -710,7 +715,7 @@ typedef struct cairn_push_opts {
 int cairn_push(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *opts,
                char digest_out[CAIRN_DIGEST_BUF]);
 
-/* ---- merged tree (store/merge.c, tree.c, index.c; owner: cairnfs) ---------------
+/* ---- merged tree (store/merge.c, tree.c, index.c) -------------------------
  * An image's root filesystem with its layers merged by the OCI rules,
  * read-only (safe to read from many threads). cairn_tree_build serves it
  * from the image's index file (STORE/index/ID), mapped shared: every mount
@@ -773,7 +778,7 @@ cairn_xattr cairn_tree_xattr(const cairn_tree *t, const cairn_node *n, size_t i)
 /* The entry named name in directory dir, or NULL. */
 const cairn_dirent *cairn_tree_lookup(const cairn_tree *t, const cairn_node *dir, const char *name);
 
-/* ---- runtime bundles (store/spec.c; owner: bundle) --------------------- */
+/* ---- runtime bundles (store/spec.c) ------------------------------------ */
 
 /* What the caller changes of the image config before it is converted: each
  * NULL (or 0) keeps the image's. */
@@ -797,7 +802,7 @@ typedef struct cairn_spec_opts {
 int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_opts *opts,
                        char **json);
 
-/* ---- tag, history (store/tag.c, store/history.c; owner: bundle) -------- */
+/* ---- tag, history (store/tag.c, store/history.c) ----------------------- */
 
 /* Names the image ref resolves to name too (NAME[:TAG], normalized); a
  * name that named another image moves. Its id in image_id_out. */
@@ -805,7 +810,7 @@ int cairn_tag(cairn_store *st, const char *ref, const char *name, cairn_id image
 
 /* One entry of an image config's history, as podman history shows it.
  * Strings are valid only during the callback. */
-struct cairn_history_rec {
+typedef struct cairn_history_rec {
   int64_t created;        /* seconds since the epoch; 0 if the entry has none */
   const char *created_by; /* "" if none; likewise comment and author */
   const char *comment;
@@ -813,8 +818,8 @@ struct cairn_history_rec {
   const char *layer; /* the layer it made (diff_id), or NULL (empty_layer) */
   uint64_t size;     /* that layer's size; 0 without one */
   bool empty_layer;
-};
-typedef int (*cairn_history_fn)(const struct cairn_history_rec *h, void *arg);
+} cairn_history_rec;
+typedef int (*cairn_history_fn)(const cairn_history_rec *h, void *arg);
 /* Calls fn for each history entry of the image, newest first (a config
  * without history: one bare entry per layer); a non-zero return of fn
  * stops and is returned. */
@@ -831,7 +836,7 @@ int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_f
 int cairn_file_put_at(int dirfd, const char *name, int src_fd, const void *mem, uint64_t len,
                       mode_t mode, unsigned flags);
 
-/* ---- registry logins (store/pull/login.c; owner: bundle) --------------- */
+/* ---- registry logins (store/pull/login.c) ------------------------------ */
 
 /* The auth.json that login writes and pulls read first, as podman's:
  * $REGISTRY_AUTH_FILE, else $XDG_RUNTIME_DIR/containers/auth.json, else
@@ -857,7 +862,7 @@ int cairn_login(cairn_store *st, const char *host, const char *user, const char 
  * cairn_auth_file's); host NULL removes every one. -ENOENT if it has none
  * for host. */
 int cairn_logout(cairn_store *st, const char *host, const char *authfile);
-/* ---- writable mounts: upper layers (store/upper.c; owner: rw) -------------
+/* ---- writable mounts: upper layers (store/upper.c) ------------------------
  * A --rw mount writes its changes to a private directory of the store,
  * STORE/uppers/ID/ (root/ the changes, work/ the daemon's staging), made
  * 0700. The image's layers and blobs are never changed. */
@@ -893,7 +898,7 @@ int cairn_upper_discard(cairn_store *st, const char *id);
 /* Removes the upper id, discarded or not, and its files. */
 int cairn_upper_drop(cairn_store *st, const char *id);
 /* One upper as listings show it. Strings are valid during the callback. */
-struct cairn_upper_rec {
+typedef struct cairn_upper_rec {
   const char *id;
   const char *image; /* image id */
   const char *dir;   /* the mountpoint it was made for */
@@ -902,8 +907,8 @@ struct cairn_upper_rec {
   bool kept;         /* kept by cairn umount --keep for a later --resume */
   uint64_t entries;  /* entries below root/ (whiteouts included) */
   uint64_t bytes;    /* their regular files' sizes */
-};
-typedef int (*cairn_upper_fn)(const struct cairn_upper_rec *u, void *arg);
+} cairn_upper_rec;
+typedef int (*cairn_upper_fn)(const cairn_upper_rec *u, void *arg);
 /* Every complete upper of the store; a non-zero return of fn stops. */
 int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg);
 
@@ -916,20 +921,19 @@ int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg);
 int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
                  cairn_id image_out, cairn_id layer_out);
 
-/* ---- podman's Additional Layer Store (store/als.c; owner: als) --------- */
+/* ---- podman's Additional Layer Store (store/als.c) --------------------- */
 
 /* What a pull keeps of a layer it downloaded, so that a containers/storage
  * Additional Layer Store can hand the layer to podman by the digest of its
  * manifest: the compressed blob's digest, media type and size against the
  * layer's diff_id, and the compressed bytes themselves (STORE/compressed/HEX,
  * removed with the layer). */
-#define CAIRN_DIGEST_LEN (7 + CAIRN_ID_LEN) /* "sha256:" + hex */
-struct cairn_layer_blob {
+typedef struct cairn_layer_blob {
   char digest[CAIRN_DIGEST_LEN + 1]; /* the manifest's (compressed) digest */
   cairn_id diff_id;
   char media_type[128];
   uint64_t size; /* compressed */
-};
+} cairn_layer_blob;
 
 /* Records that layer diff_id (stored) was pulled as the blob digest (of
  * media_type, size bytes) and keeps its bytes, the file fd (which the caller
@@ -939,8 +943,8 @@ int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *dige
                           const char *media_type, uint64_t size, int fd);
 /* The record of digest ("sha256:HEX"): 0, or -ENOENT with no record (or a
  * malformed digest). */
-int cairn_layer_blob_get(cairn_store *st, const char *digest, struct cairn_layer_blob *out);
-typedef int (*cairn_layer_blob_fn)(const struct cairn_layer_blob *b, void *arg);
+int cairn_layer_blob_get(cairn_store *st, const char *digest, cairn_layer_blob *out);
+typedef int (*cairn_layer_blob_fn)(const cairn_layer_blob *b, void *arg);
 /* Every record, by digest; a non-zero return of fn stops and is returned. */
 int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg);
 /* The kept compressed bytes of digest, open read-only; -ENOENT if none. */
@@ -948,7 +952,7 @@ int cairn_layer_blob_open(cairn_store *st, const char *digest);
 /* The `info` file of an Additional Layer Store for b: a containers/storage
  * Layer as JSON (compressed-diff-digest, compressed-size, diff-digest,
  * compression, read-only). NULL if out of memory; the caller frees. */
-char *cairn_layer_blob_info(const struct cairn_layer_blob *b);
+char *cairn_layer_blob_info(const cairn_layer_blob *b);
 /* Pins layer diff_id in ps, and every image that uses it now (so that
  * `cairn rm` of one is refused, exit 4, naming ps's purpose, as for a
  * mounted image): what an Additional Layer Store takes when podman says it

@@ -27,7 +27,7 @@ LAYERS=(
   "store  | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/internal.h | below"
   "blobs  | store/blob.c                 | store/blob.h                           | below"
   "pins   | store/pin.c store/pin_list.c store/pin_locks.c store/mount.c | store/pin.h                            | below"
-  "upper  | store/upper.c                | -                                      | below"
+  "upper  | store/upper.c                | store/upper.h                          | below"
   "tree   | store/tree.c store/index.c   | store/tree.h                           | below"
   "layers | store/layer.c store/layer_tar.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below"
   "images | store/image.c store/list.c store/name.c store/refs.c | store/image.h | below"

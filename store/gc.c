@@ -10,6 +10,7 @@
 #include "pin.h"
 #include "sweep.h"
 #include "tree.h"
+#include "upper.h"
 
 #include <dirent.h>
 #include <fcntl.h>

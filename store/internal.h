@@ -166,18 +166,6 @@ static inline void finalizep(sqlite3_stmt **s) { sqlite3_finalize(*s); }
 static inline void json_unrefp(json_t **j) { json_decref(*j); }
 #define cn_autostmt __attribute__((cleanup(finalizep)))
 #define cn_autojson __attribute__((cleanup(json_unrefp)))
-/* gc of the upper layers nobody can reach (upper.c): a creation cut
- * short, one a command dropped; never one under its name, which holds a
- * user's changes. Returns how many it removed. */
-int cn_uppers_gc(cairn_store *st, bool dry_run);
-/* 1 if an upper made for the mountpoint dir is left that no live mount
- * serves (kept, or left by a crash), else 0. */
-int cn_upper_left_of_dir(cairn_store *st, const char *dir);
-/* The uppers of image_id that no live mount serves (kept or left by a
- * crash), how many: with drop NULL, described in *desc ("upper ID of DIR
- * (kept, N entries, SIZE); ..."); else dropped, each said in drop
- * ("Dropped: upper ID of DIR (N entries, SIZE)"). */
-int cn_uppers_of_image(cairn_store *st, const char *image_id, cairn_report *drop, char **desc);
 #define cn_autostrv __attribute__((cleanup(cn_strv_clear)))
 
 #endif

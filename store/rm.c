@@ -28,6 +28,7 @@
 #include "pin.h"
 #include "sweep.h"
 #include "tree.h"
+#include "upper.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -16,6 +16,7 @@
 #include "layer.h"
 #include "pin.h"
 #include "tree.h"
+#include "upper.h"
 
 #include <dirent.h>
 #include <fcntl.h>

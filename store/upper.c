@@ -19,7 +19,7 @@
  *   fusermount3 -u or a container's namespace ended drops nobody's work.
  *   While both marks are there, keep wins.
  */
-#include "internal.h"
+#include "upper.h"
 
 #include <dirent.h>
 #include <fcntl.h>
