@@ -1,8 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# check-layers.sh [ROOT] — checks the layering of libcairn (the C sources of
-# ROOT, default this checkout) and exits 1, printing each violation as
-# "check-layers: FILE includes|calls WHAT: WHY", if there is one.
+# check-layers.sh [--table] [ROOT] — checks the layering of libcairn (the C
+# sources of ROOT, default this checkout) and exits 1, printing each
+# violation as "check-layers: FILE includes|calls WHAT: WHY", if there is
+# one. --table prints the layers as doc/hacking.md's Markdown table instead
+# (scripts/check-doc-tables.sh checks that the page has it).
 #
 # The layers are the rows of LAYERS, bottom first. A file may include
 # cairn.h, the headers of its own row and of the rows below it, and call
@@ -20,23 +22,42 @@
 # from the symbols of objects compiled here (nm): a function a file uses
 # belongs to the row of the file that defines it.
 set -euo pipefail
+TABLE=false
+if [ "${1:-}" = --table ]; then
+  TABLE=true
+  shift
+fi
 cd "${1:-$(dirname "$0")/..}"
 
-# NAME | SOURCES (globs) | HEADERS (its own, private) | USES ("below" or "public")
+# NAME | SOURCES (globs) | HEADERS (its own, private) | USES ("below" or
+# "public") | WHAT (for the table of doc/hacking.md: --table)
 LAYERS=(
-  "store  | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/internal.h | below"
-  "blobs  | store/blob.c                 | store/blob.h                           | below"
-  "pins   | store/pin.c store/pin_list.c store/pin_locks.c store/mount.c | store/pin.h                            | below"
-  "upper  | store/upper.c                | store/upper.h                          | below"
-  "tree   | store/tree.c store/index.c   | store/tree.h                           | below"
-  "layers | store/layer.c store/layer_tar.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below"
-  "images | store/image.c store/list.c store/name.c store/refs.c | store/image.h | below"
-  "merge  | store/merge.c store/export.c | -                                      | below"
-  "als    | store/als.c                  | -                                      | below"
-  "rm-gc  | store/rm.c store/gc.c        | -                                      | below"
-  "porcelain | store/spec.c store/tag.c store/history.c | -                     | below"
-  "commit | store/commit.c               | -                                      | below"
-  "pull   | store/pull/*.c               | store/pull/pull.h store/pull/registry.h | public"
+  "store | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/internal.h | below
+    | the store handle and its progress hook, cairn.conf, SQLite (WAL, migrations, durable commits), errors, the store lock, import journals, backoff"
+  "blobs | store/blob.c | store/blob.h | below
+    | content-addressed blobs"
+  "pins | store/pin.c store/pin_list.c store/pin_locks.c store/mount.c | store/pin.h | below
+    | pins and their annotations, who holds them (/proc/locks), their listing; mount records and the mountpoint resolver"
+  "upper | store/upper.c | store/upper.h | below
+    | writable mounts' upper layers"
+  "tree | store/tree.c store/index.c | store/tree.h | below
+    | the merged-tree builder and the index files"
+  "layers | store/layer.c store/layer_tar.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below
+    | a layer tar into blobs and entry rows; sweeping unused layers and blobs; exact layers"
+  "images | store/image.c store/list.c store/name.c store/refs.c | store/image.h | below
+    | names, resolving, committing and pinning images; the listings; the refs file"
+  "merge | store/merge.c store/export.c | - | below
+    | an image's merged tree, and its export as a tar"
+  "als | store/als.c | - | below
+    | what podman's Additional Layer Store needs"
+  "rm-gc | store/rm.c store/gc.c | - | below
+    | removal, gc and fsck"
+  "porcelain | store/spec.c store/tag.c store/history.c | - | below
+    | a bundle's runtime config, tag, history"
+  "commit | store/commit.c | - | below
+    | a writable mount's upper written as a layer and committed"
+  "pull | store/pull/*.c | store/pull/pull.h store/pull/registry.h | public
+    | pull from OCI layouts, docker archives and registries; push; login; built on cairn.h alone"
 )
 # Front ends: only cairn.h, only what it declares.
 FRONTS="common/*.c common/*.h fs/*.c fs/*.h tools/*.c tools/*.h"
@@ -51,14 +72,36 @@ violation() {
 }
 # Each row's fields, trimmed, read once (the checks below look them up
 # thousands of times: no process per lookup).
-L_NAME=() L_GLOBS=() L_HEADERS=() L_USES=()
+L_NAME=() L_GLOBS=() L_HEADERS=() L_USES=() L_WHAT=()
 for i in "${!LAYERS[@]}"; do
-  IFS='|' read -r name globs headers uses <<<"${LAYERS[$i]}"
+  IFS='|' read -r -d '' name globs headers uses what <<<"${LAYERS[$i]}" || true
   read -r L_NAME[i] <<<"$name"
   read -r L_GLOBS[i] <<<"$globs"
   read -r L_HEADERS[i] <<<"$headers"
   read -r L_USES[i] <<<"$uses"
+  L_WHAT[i]=$(tr -s ' \n' '  ' <<<"$what" | sed 's/^ //; s/ $//')
+  [ "${L_HEADERS[i]}" != - ] || L_HEADERS[i]=""
 done
+# --table: the rows as doc/hacking.md's Markdown table (scripts/check-doc-tables.sh
+# checks the page has it), bottom first.
+if [ "$TABLE" = true ]; then
+  set -f # the rows' globs as written
+  code() { # code WORDS: `a`, `b` with store/ taken off each
+    local w out=""
+    for w in "$@"; do out="$out, \`${w#store/}\`"; done
+    echo "${out#, }"
+  }
+  echo "| layer | files | what |"
+  echo "|---|---|---|"
+  for i in "${!LAYERS[@]}"; do
+    # shellcheck disable=SC2086 # lists of words
+    files=$(code ${L_GLOBS[i]})
+    # shellcheck disable=SC2086
+    [ -z "${L_HEADERS[i]}" ] || files="$files ($(code ${L_HEADERS[i]}))"
+    echo "| ${L_NAME[i]} | $files | ${L_WHAT[i]} |"
+  done
+  exit 0
+fi
 matches() { # matches FILE GLOBS
   local g
   for g in $2; do

@@ -5,7 +5,8 @@
 # First it checks libcairn's layering (scripts/check-layers.sh), that the
 # documentation has no dead link (scripts/check-links.sh), that no file is
 # created through a name another user could plant (scripts/check-open.sh)
-# and that CMakeLists.txt names every source and test file, then that the builds
+# that CMakeLists.txt names every source and test file, and that
+# doc/hacking.md's generated tables match the sources, then that the builds
 # packagers make (Release with gcc and with clang, Debian's dpkg-buildflags
 # with all hardening and without the tests or Criterion) have no warning;
 # after the tests, runs the fuzz targets for a short slice each.
@@ -32,6 +33,8 @@ bash scripts/check-open.sh || status=1
 # never run, a source file it does not name would not be built.
 echo "== sources: every C source and test is named in CMakeLists.txt"
 bash scripts/check-cmake.sh || status=1
+echo "== doc tables: scripts/check-doc-tables.sh (doc/hacking.md's layers and map)"
+bash scripts/check-doc-tables.sh || status=1
 
 # warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS [CMAKE_ARG...]: builds
 # with -Werror.

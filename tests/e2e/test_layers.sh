@@ -13,7 +13,10 @@
 # program that defines a function of a library libcairn calls. A copy
 # with only an allowed include (a unit test including
 # pull/pull.h) still passes. Then scripts/check-cmake.sh: it fails on an
-# unsorted list of CMakeLists.txt and on a source no list names.
+# unsorted list of CMakeLists.txt and on a source no list names. Then
+# scripts/check-doc-tables.sh: it fails when doc/hacking.md's layer table
+# or its map of commands and FUSE operations differs from the sources, and
+# --write mends the page.
 source "$(dirname "$0")/lib.sh"
 
 # The copies differ in a file or two: each object compiled once (the cache
@@ -137,5 +140,33 @@ check "the failure names the list" grep -q 'CAIRNFS_SOURCES is not sorted: ' "$T
 touch "$T/src/store/stray.c"
 expect_exit 1 "a source named in no list fails" check_cmake "$T/src"
 check "the failure names it" grep -q 'store/stray.c: not listed in CMakeLists.txt' "$T/out"
+
+# scripts/check-doc-tables.sh: doc/hacking.md's layer table and its map
+# of commands and FUSE operations are what the sources give.
+check_doc() { bash "$CAIRN_SRC/scripts/check-doc-tables.sh" "$@" >"$T/out" 2>&1; }
+check "check-doc-tables passes on the real tree" check_doc "$CAIRN_SRC"
+doc_copy() {
+  fresh_copy
+  mkdir -p "$T/src/doc" "$T/src/scripts"
+  cp "$CAIRN_SRC/doc/hacking.md" "$T/src/doc/"
+  cp "$CAIRN_SRC/scripts/check-layers.sh" "$T/src/scripts/"
+}
+doc_copy
+check "check-doc-tables passes on the copy" check_doc "$T/src"
+sed -i 's#^  "als | store/als.c |#  "als | store/als.c store/als_more.c |#' "$T/src/scripts/check-layers.sh"
+expect_exit 1 "a layer's new file, not in the page's table, fails" check_doc "$T/src"
+check "the failure names the table" grep -q 'doc/hacking.md: layers differs from the sources' "$T/out"
+doc_copy
+sed -i 's|^    .statfs = cfs_statfs,$|&\n    .flush = cfs_statfs,|' "$T/src/fs/ops.c"
+expect_exit 1 "a new FUSE operation of a read-only mount, not in the map, fails" check_doc "$T/src"
+check "the failure names the map and the operation" grep -q 'doc/hacking.md: map differs' "$T/out"
+check "the diff shows the operation" grep -q '`flush` | `cfs_statfs` (`fs/ops.c`)' "$T/out"
+doc_copy
+sed -i 's|^    .name = "tag",$|    .name = "retag",|' "$T/src/tools/cmd-tag.c"
+expect_exit 1 "a renamed command, not in the map, fails" check_doc "$T/src"
+check "the diff shows it" grep -q '`cairn retag` | `tools/cmd-tag.c`' "$T/out"
+bash "$CAIRN_SRC/scripts/check-doc-tables.sh" --write "$T/src" >"$T/out" 2>&1
+check "--write puts it in the page" grep -q '`cairn retag` | `tools/cmd-tag.c`' "$T/src/doc/hacking.md"
+check "after --write the check passes" check_doc "$T/src"
 
 finish
