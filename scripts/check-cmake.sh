@@ -4,6 +4,10 @@
 # line, sorted: exits 1, printing each fault, if a C source or test file
 # of ROOT (default this checkout) is named in no list (a test never run, a
 # source never built) or a list is not sorted (C locale: byte order).
+# It also fails on a source file (C, shell, Python) of more than LIMIT
+# lines whose opening comment (its first 40 lines) gives no reason, in a
+# line "Over 1,000 lines: WHY": a long file is one a reader cannot hold,
+# and most split into parts that each say what they keep true.
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 status=0
@@ -26,4 +30,14 @@ if ! LC_ALL=C awk '
   END { exit bad }' CMakeLists.txt; then
   status=1
 fi
+
+LIMIT=1000
+while IFS= read -r -d '' f; do
+  n=$(wc -l <"$f")
+  ((n > LIMIT)) || continue
+  head -n 40 "$f" | grep -qi 'Over 1,000 lines: [^[:space:]]' && continue
+  echo "$f: $n lines, over $LIMIT, and its opening comment gives no reason (\"Over 1,000 lines: WHY\")"
+  status=1
+done < <(find include store common fs tools tests scripts bench -type f \
+  \( -name '*.[ch]' -o -name '*.sh' -o -name '*.py' \) -print0 2>/dev/null | sort -z)
 exit $status

@@ -13,7 +13,8 @@
 # program that defines a function of a library libcairn calls. A copy
 # with only an allowed include (a unit test including
 # pull/pull.h) still passes. Then scripts/check-cmake.sh: it fails on an
-# unsorted list of CMakeLists.txt and on a source no list names. Then
+# unsorted list of CMakeLists.txt, on a source no list names, and on a
+# source of over 1,000 lines whose header gives no reason. Then
 # scripts/check-doc-tables.sh: it fails when doc/hacking.md's layer table
 # or its map of commands and FUSE operations differs from the sources, and
 # --write mends the page.
@@ -140,6 +141,22 @@ check "the failure names the list" grep -q 'CAIRNFS_SOURCES is not sorted: ' "$T
 touch "$T/src/store/stray.c"
 expect_exit 1 "a source named in no list fails" check_cmake "$T/src"
 check "the failure names it" grep -q 'store/stray.c: not listed in CMakeLists.txt' "$T/out"
+
+# A source file of more than 1,000 lines fails, unless its opening comment
+# says why.
+fresh_copy
+cp "$CAIRN_SRC/CMakeLists.txt" "$T/src/"
+{
+  printf '/* long.c — planted. */\n'
+  for ((i = 0; i < 1000; i++)); do echo "int cn_planted_$i;"; done
+} >"$T/src/store/long.c"
+sed -i 's|^  store/lock.c$|  store/lock.c\n  store/long.c|' "$T/src/CMakeLists.txt"
+expect_exit 1 "a 1,001-line source fails" check_cmake "$T/src"
+check "the failure names it" grep -q 'store/long.c: 1001 lines, over 1000' "$T/out"
+sed -i '1s|.*|/* long.c — planted. Over 1,000 lines: a test of the check. */|' "$T/src/store/long.c"
+check_cmake "$T/src" || true
+absent() { ! grep -q "$@"; }
+check "with a reason in its header it is not named" absent 'store/long.c' "$T/out"
 
 # scripts/check-doc-tables.sh: doc/hacking.md's layer table and its map
 # of commands and FUSE operations are what the sources give.
