@@ -5,6 +5,9 @@
  * Everything about the store lives behind this header: opening it, layers
  * and their file trees, content-addressed blobs, images and names, pins,
  * mount records, rm / gc / fsck. Front ends (tools/, fs/) only call these.
+ * Over 1,000 lines: it is the library's whole face, in one file so that a
+ * front end includes one header and scripts/check-layers.sh reads one;
+ * its sections ("---- NAME") each hold a subsystem.
  *
  * Conventions
  * - Functions return 0 (or a count) on success and a negative errno on
