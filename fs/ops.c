@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 /* Set by the session loop (conn.c) for each request, read by the writable
- * mount's handlers (upper.c): here, below both (cairnfs.h). */
+ * mount's handlers (rw_*.c): here, below both (cairnfs.h). */
 __thread bool cairnfs_resent;
 
 /* The image never changes while it is mounted. */

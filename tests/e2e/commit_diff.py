@@ -374,7 +374,7 @@ def differences(want, got, moved=False):
     """Lines naming the entries that differ (mtimes within the slack of
     each other count as equal). moved: a mount commit moved (after the
     commit, and in the next round), where a link count of 0 is KNOWN BUG
-    (fs/upper.c, rebase): a file the kernel holds whose last name looked
+    (fs/rw_rebase.c): a file the kernel holds whose last name looked
     up was removed (ln A B; rm A) is an orphan after the move, its
     attributes those of the dropped upper's copy (0 links) until the
     kernel looks the name up again."""
@@ -460,7 +460,7 @@ def rounds(rnd, copy, mnt, ro, k, log, images, problems):
             if d:
                 problems.append("%s differs from the copy:\n%s" % (what, "\n".join(d)))
 
-        check("the rw view (fs/upper.c)", mnt, moved=rnd_no > 0)
+        check("the rw view (fs/rw_*.c)", mnt, moved=rnd_no > 0)
         name = "diff%d:%d" % (k, rnd_no)
         images.append(name)
         cairn("commit", "-q", mnt, name)
