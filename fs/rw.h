@@ -126,6 +126,7 @@ struct inode {
   struct inode *xnext;   /* in the key table, while key != id */
   uint32_t rebase_lower; /* rw_rebase(): its inode in the new tree, 0 if none */
   int rebase_mark;       /* rw_rebase(): 0 unvisited, 1 done */
+  char *rebase_path;     /* rw_rebase(): another name of it, its new place */
 };
 
 #define NBUCKETS 65536

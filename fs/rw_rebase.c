@@ -10,6 +10,7 @@
  */
 #include "rw.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -70,6 +71,76 @@ static uint32_t rebase_place(struct cairnfs *fs, struct inode *i, const cairn_tr
   const cairn_dirent *de = pn && S_ISDIR(pn->mode) ? cairn_tree_lookup(tree, pn, i->name) : NULL;
   i->rebase_lower = de ? de->ino : 0;
   return i->rebase_lower;
+}
+
+/* The files rebase_place found away from their place (the last name the
+ * kernel saw them under removed) that still have a name in the upper:
+ * each gets the path of one (rebase_path), the first entry of root/ (dfd,
+ * at prefix) with its identity. A file whose last-seen name goes keeps
+ * its other names, and is at one of them after the move, not an orphan. */
+static void rebase_names(struct cairnfs *fs, struct inode **w, size_t n, int dfd,
+                         const char *prefix, unsigned depth) {
+  int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!dir) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    struct stat st;
+    if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || is_whiteout(&st)) continue;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", e->d_name) >=
+        (int)sizeof(path))
+      continue;
+    if (S_ISDIR(st.st_mode)) {
+      int sub =
+          depth < 4096 ? openat(fd, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+      if (sub >= 0) rebase_names(fs, w, n, sub, path, depth + 1);
+      if (sub >= 0) close(sub);
+      continue;
+    }
+    uint32_t origin = origin_at(fd, e->d_name);
+    uint64_t key = origin ? origin : UPPER_BASE + st.st_ino;
+    for (size_t k = 0; k < n; k++)
+      if (w[k]->key == key && !w[k]->rebase_path) w[k]->rebase_path = strdup(path);
+  }
+  closedir(dir);
+}
+
+/* The inode at path (from the root, '/'-separated) in tree, 0 if none. */
+static uint32_t tree_at(const cairn_tree *tree, const char *path) {
+  char buf[PATH_MAX], *save = NULL;
+  snprintf(buf, sizeof(buf), "%s", path);
+  uint32_t ino = FUSE_ROOT_ID;
+  for (char *c = strtok_r(buf, "/", &save); c && ino; c = strtok_r(NULL, "/", &save)) {
+    const cairn_node *dn = cairn_tree_node(tree, ino);
+    const cairn_dirent *de = dn && S_ISDIR(dn->mode) ? cairn_tree_lookup(tree, dn, c) : NULL;
+    ino = de ? de->ino : 0;
+  }
+  return ino;
+}
+
+/* Gives i (lower only in the new view) the place its rebase_path names:
+ * the directories on the way resolved from the root. */
+static void rebase_replace(struct cairnfs *fs, struct inode *i) {
+  char *path = i->rebase_path, *save = NULL;
+  i->rebase_path = NULL;
+  struct inode *dir = fs->rw->root;
+  int r = 0;
+  for (char *c = strtok_r(path, "/", &save), *next; r == 0 && c; c = next) {
+    next = strtok_r(NULL, "/", &save);
+    struct inode *x;
+    if (!next) {
+      r = inode_place(fs->rw, i, dir, c);
+    } else if ((r = resolve(fs, dir, c, &x)) == 0) {
+      dir = x;
+    }
+  }
+  if (r < 0) inode_drop_unused(fs->rw, dir);
+  free(path);
 }
 
 /* Moves handle h onto a copy of its file in the (fresh) upper. */
@@ -146,6 +217,30 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
     for (struct inode *i = rw->buckets[b]; i; i = i->hnext) i->rebase_mark = 0;
   for (size_t b = 0; b < NBUCKETS; b++)
     for (struct inode *i = rw->buckets[b]; i; i = i->hnext) rebase_place(fs, i, tree);
+  struct inode **away = NULL;
+  size_t n_away = 0;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+      struct stat st;
+      if (i == rw->root || i->rebase_lower || i->fd < 0 || i->key == 0 ||
+          fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
+          st.st_nlink <= (nlink_t)i->orphan + (nlink_t)i->indexed)
+        continue;
+      struct inode **a = realloc(away, (n_away + 1) * sizeof(*a));
+      if (!a) break;
+      away = a;
+      away[n_away++] = i;
+    }
+  }
+  if (n_away) rebase_names(fs, away, n_away, rw->root_fd, "", 0);
+  for (size_t k = 0; k < n_away; k++) {
+    struct inode *i = away[k];
+    i->rebase_lower = i->rebase_path ? tree_at(tree, i->rebase_path) : 0;
+    if (!i->rebase_lower) {
+      free(i->rebase_path);
+      i->rebase_path = NULL;
+    }
+  }
   pthread_rwlock_wrlock(&rw->tree_lock);
   rw->old_trees[rw->n_old_trees++] = fs->tree;
   fs->tree = tree;
@@ -175,6 +270,13 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   close(rw->root->fd);
   rw->root->fd = dup(root_fd);
   if (rw->root->fd < 0 && r == 0) r = -errno;
+  /* The files moved to another of their names: there in the new view. */
+  for (size_t k = 0; k < n_away; k++)
+    if (away[k]->rebase_path) rebase_replace(fs, away[k]);
+  free(away);
+  /* The tree's parents (rw_restart.c) are the new tree's, built on need. */
+  free(rw->rparent);
+  rw->rparent = NULL;
   cairn_id old;
   snprintf(old, sizeof(old), "%s", rw->id);
   close(rw->root_fd);
