@@ -38,6 +38,9 @@ extern const struct fuse_lowlevel_ops cairnfs_rw_ops;
 /* ops.c, shared with rw_*.c: a node's attributes as the kernel sees them,
  * and the reply to a read of a node's blob (fd-backed, spliced). */
 void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st);
+/* Sets st's st_blocks to the blocks n's blob takes (a large file's: its
+ * holes not counted). */
+void cairnfs_node_blocks(struct cairnfs *fs, const cairn_node *n, struct stat *st);
 /* Replies to a getxattr of name (listxattr) on tree node n, or as for a
  * node without xattrs if n is NULL: the read-only tree's and the ALS's. */
 void cairnfs_reply_getxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n,
@@ -48,6 +51,10 @@ void cairnfs_reply_listxattr(fuse_req_t req, const cairn_tree *t, const cairn_no
 void cairnfs_reply_fd(fuse_req_t req, int fd, off_t off, size_t size);
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off);
+/* Replies to an lseek (SEEK_DATA or SEEK_HOLE) of node n at off, from its
+ * blob, whose holes the store keeps. */
+void cairnfs_lseek_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, off_t off,
+                         int whence);
 
 /* rw_setup.c: gives fs (its store and tree open) an upper layer in the store
  * for image_id mounted at dir: a fresh one, or the kept upper resume (an

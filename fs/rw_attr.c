@@ -68,6 +68,7 @@ int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
     const cairn_node *n = lower_node(fs, i);
     if (!n) return -ESTALE;
     cairnfs_node_stat(n, i->id, st);
+    cairnfs_node_blocks(fs, n, st);
     return 0;
   }
   if (fstatat(i->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;

@@ -712,6 +712,33 @@ static void rw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
     fuse_reply_write(req, (size_t)n);
 }
 
+/* SEEK_DATA and SEEK_HOLE (the kernel answers the others): a lower-only
+ * file's from its blob, an upper one's from its fd (reads and writes give
+ * their offsets, so the fd's own is no one's). */
+static void rw_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                     struct fuse_file_info *fi) {
+  struct cairnfs *fs = fs_of(req);
+  if (fi->fh == NO_FH) {
+    LOCK(fs);
+    struct inode *i = inode_of(fs, ino);
+    const cairn_node *n = i ? lower_node(fs, i) : NULL;
+    pthread_rwlock_rdlock(&fs->rw->tree_lock); /* n stays fs->tree's */
+    UNLOCK(fs);
+    cairnfs_lseek_lower(req, fs, n, off, whence);
+    pthread_rwlock_unlock(&fs->rw->tree_lock);
+    return;
+  }
+  pthread_rwlock_rdlock(&fs->rw->tree_lock); /* a rebase moves fi->fh meanwhile */
+  int fd = fh_fd(fs, ino, fi);
+  off_t r = fd < 0 ? fd : lseek(fd, off, whence);
+  if (fd >= 0 && r < 0) r = -errno;
+  pthread_rwlock_unlock(&fs->rw->tree_lock);
+  if (r < 0)
+    fuse_reply_err(req, (int)-r);
+  else
+    fuse_reply_lseek(req, r);
+}
+
 static void rw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)ino;
   (void)fi;
@@ -765,6 +792,7 @@ const struct fuse_lowlevel_ops cairnfs_rw_ops = {
     .create = rw_create,
     .read = rw_read,
     .write_buf = rw_write_buf,
+    .lseek = rw_lseek,
     .flush = rw_flush,
     .release = rw_release,
     .fsync = rw_fsync,
