@@ -29,18 +29,33 @@
 
 /* ---- copy-up (callers hold mu) --------------------------------------- */
 
+/* Copies n's bytes to out, holes kept: only the blob's data ranges
+ * (SEEK_DATA/SEEK_HOLE; all of it where the store's file system does not
+ * say) are written, then out gets n's size. */
 static int copy_data(struct cairnfs *fs, const cairn_node *n, int out) {
   if (!n->blob || n->size == 0) return 0;
   cairn_autoclose int in = cairn_blob_open(fs->st, cairn_tree_str(fs->tree, n->blob));
   if (in < 0) return in;
-  off_t off = 0;
-  while ((uint64_t)off < n->size) {
-    ssize_t k = sendfile(out, in, &off, (size_t)(n->size - (uint64_t)off));
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) return -errno;
-    if (k == 0) return -EIO; /* a short blob */
+  off_t size = (off_t)n->size, data = 0;
+  while (data < size) {
+    off_t end = size;
+    data = lseek(in, data, SEEK_DATA);
+    if (data < 0 && errno == ENXIO) break; /* a hole to the end */
+    if (data < 0) {
+      data = 0; /* no SEEK_DATA here: all of it is data */
+    } else {
+      end = lseek(in, data, SEEK_HOLE);
+      if (end < 0 || end > size) end = size;
+    }
+    if (lseek(out, data, SEEK_SET) < 0) return -errno;
+    while (data < end) {
+      ssize_t k = sendfile(out, in, &data, (size_t)(end - data));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) return -errno;
+      if (k == 0) return -EIO; /* a short blob */
+    }
   }
-  return 0;
+  return ftruncate(out, size) < 0 ? -errno : 0;
 }
 
 /* Gives work/tmp the node's owner, mode, xattrs, times and origin. */

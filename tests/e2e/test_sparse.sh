@@ -67,11 +67,23 @@ check "SEEK_DATA in hole: none (ENXIO)" [ "$(seek "$T/mnt/hole" 0 SEEK_DATA)" = 
 check "du of big through the mount: $(du -k "$T/mnt/big" | cut -f1) KiB" [ "$(du -k "$T/mnt/big" | cut -f1)" -lt 64 ]
 expect_exit 0 "umount" cairn "${S[@]}" umount "$T/mnt"
 
-# A --rw mount serves them the same.
+# A --rw mount serves them the same, and a copy-up keeps the holes: a byte
+# written into big copies it up into the upper, on the 20 MiB tmpfs.
 expect_exit 0 "mount the GNU sparse image --rw" cairn "${S[@]}" mount --rw gnu:1 "$T/mnt"
 data=$(seek "$T/mnt/big" 0 SEEK_DATA)
 check "rw, lower: SEEK_DATA in big at $data" within 0 "$data" 1000000
 check "rw, lower: du of big $(du -k "$T/mnt/big" | cut -f1) KiB" [ "$(du -k "$T/mnt/big" | cut -f1)" -lt 64 ]
+check "a byte written into big (its copy-up) fits the 20 MiB store" \
+  sh -c "printf x | dd of='$T/mnt/big' bs=1 seek=5 conv=notrunc status=none"
+up=$(find "$T/small/store/uppers" -path '*/root/big' | head -1)
+check "the upper's big is sparse: $(du -k "$up" | cut -f1) KiB" within -1 "$(du -k "$up" | cut -f1)" 255
+check "rw, upper: du of big $(du -k "$T/mnt/big" | cut -f1) KiB" [ "$(du -k "$T/mnt/big" | cut -f1)" -lt 256 ]
+hole=$(seek "$T/mnt/big" 0 SEEK_HOLE)
+check "rw, upper: SEEK_HOLE in big at $hole, after the byte" within 5 "$hole" 999999
+check "rw, upper: big holds x, its data and its tail" sh -c "
+  [ \$(dd if='$T/mnt/big' bs=1 skip=5 count=1 status=none) = x ] &&
+  [ \$(dd if='$T/mnt/big' bs=1 skip=1000000 count=5 status=none) = hello ] &&
+  [ \$(tail -c 4 '$T/mnt/big') = tail ] && [ \$(stat -c %s '$T/mnt/big') = $GiB2 ]"
 expect_exit 0 "umount the rw mount" cairn "${S[@]}" umount "$T/mnt"
 
 blobs=$(cairn "${S[@]}" df --json | jq '.[] | select(.type == "blobs") | .bytes')
