@@ -248,6 +248,7 @@ int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st);
 int entry_of(struct cairnfs *fs, struct inode *i, struct fuse_entry_param *e);
 
 /* rw_restart.c */
+const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino);
 void inode_find_parent(struct cairnfs *fs, struct inode *i);
 struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth);
 struct inode *inode_of(struct cairnfs *fs, fuse_ino_t ino);

@@ -110,6 +110,63 @@ static void rebase_names(struct cairnfs *fs, struct inode **w, size_t n, int dfd
   closedir(dir);
 }
 
+/* Whether path (from the root) names the tree's entry in the current view:
+ * every directory on the way merged (in the upper, its origin the tree's
+ * directory there) or lower only, and no upper entry at the name. */
+static bool lower_shown(struct cairnfs *fs, const char *path) {
+  char buf[PATH_MAX], *save = NULL;
+  snprintf(buf, sizeof(buf), "%s", path);
+  int dfd = fcntl(fs->rw->root_fd, F_DUPFD_CLOEXEC, 3);
+  uint32_t ino = FUSE_ROOT_ID;
+  bool shown = dfd >= 0;
+  for (char *c = strtok_r(buf, "/", &save), *next; shown && c && dfd >= 0; c = next) {
+    next = strtok_r(NULL, "/", &save);
+    struct stat st;
+    if (fstatat(dfd, c, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      shown = errno == ENOENT; /* lower only from here on */
+      break;
+    }
+    const cairn_node *dn = cairn_tree_node(fs->tree, ino);
+    const cairn_dirent *de = dn ? cairn_tree_lookup(fs->tree, dn, c) : NULL;
+    if (!next || !de || !S_ISDIR(st.st_mode) || origin_at(dfd, c) != de->ino) {
+      shown = false; /* the name's, or a directory's, replaced or hidden */
+      break;
+    }
+    int sub = openat(dfd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(dfd);
+    dfd = sub;
+    ino = de->ino;
+  }
+  if (dfd >= 0) close(dfd);
+  return shown && dfd >= 0;
+}
+
+/* A path (malloc'd) of one lower name of the tree's file lower (several
+ * names) that the view still shows, or NULL. */
+static char *rebase_lower_name(struct cairnfs *fs, uint32_t lower) {
+  size_t count = cairn_tree_count(fs->tree);
+  for (size_t d = 1; d <= count; d++) {
+    const cairn_node *dn = cairn_tree_node(fs->tree, (uint32_t)d);
+    if (!dn || !S_ISDIR(dn->mode)) continue;
+    const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
+    for (uint32_t k = 0; k < dn->n_children; k++) {
+      if (c[k].ino != lower) continue;
+      char path[PATH_MAX], tmp[PATH_MAX];
+      snprintf(path, sizeof(path), "%s", cairn_tree_str(fs->tree, c[k].name));
+      bool ok = true;
+      for (uint32_t at = (uint32_t)d; ok && at != FUSE_ROOT_ID;) {
+        const cairn_node *an = cairn_tree_node(fs->tree, at);
+        const char *name = an ? tree_name(fs, an->parent, at) : NULL;
+        ok = name && snprintf(tmp, sizeof(tmp), "%s/%s", name, path) < (int)sizeof(tmp);
+        if (ok) memcpy(path, tmp, sizeof(path));
+        at = an ? an->parent : FUSE_ROOT_ID;
+      }
+      if (ok && lower_shown(fs, path)) return strdup(path);
+    }
+  }
+  return NULL;
+}
+
 /* The inode at path (from the root, '/'-separated) in tree, 0 if none. */
 static uint32_t tree_at(const cairn_tree *tree, const char *path) {
   char buf[PATH_MAX], *save = NULL;
@@ -224,7 +281,7 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
       struct stat st;
       if (i == rw->root || i->rebase_lower || i->fd < 0 || i->key == 0 ||
           fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
-          st.st_nlink <= (nlink_t)i->orphan + (nlink_t)i->indexed)
+          (!i->indexed && st.st_nlink <= (nlink_t)i->orphan)) /* no name left */
         continue;
       struct inode **a = realloc(away, (n_away + 1) * sizeof(*a));
       if (!a) break;
@@ -233,6 +290,9 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
     }
   }
   if (n_away) rebase_names(fs, away, n_away, rw->root_fd, "", 0);
+  for (size_t k = 0; k < n_away; k++)
+    if (!away[k]->rebase_path && away[k]->indexed && away[k]->lower)
+      away[k]->rebase_path = rebase_lower_name(fs, away[k]->lower);
   for (size_t k = 0; k < n_away; k++) {
     struct inode *i = away[k];
     i->rebase_lower = i->rebase_path ? tree_at(tree, i->rebase_path) : 0;

@@ -48,7 +48,7 @@ static uint32_t tree_parent(struct cairnfs *fs, uint32_t ino) {
 }
 
 /* Tree inode ino's name in tree directory dir, or NULL. */
-static const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino) {
+const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino) {
   const cairn_node *dn = cairn_tree_node(fs->tree, dir);
   if (!dn || !S_ISDIR(dn->mode)) return NULL;
   const cairn_dirent *c = cairn_tree_children(fs->tree, dn);

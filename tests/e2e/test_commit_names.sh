@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_commit_names.sh — a file the kernel holds whose last-seen name was
 # removed while it kept another (ln A C; rm A, for a file, a symlink, and a
-# file in a subdirectory) is, after `cairn commit` moved the mount onto
+# file in a subdirectory, a file of the image with several names whose
+# other names are the image's) is, after `cairn commit` moved the mount onto
 # its new image, the file at its other name: its link count is its names'
 # (not 0) and a symlink's xattr calls answer (not ENOENT), through the
 # nodeid the kernel holds, with no new lookup.
@@ -25,13 +26,16 @@ os.link("A", "C"); os.unlink("A")
 os.mkdir("sub")
 with open("sub/E", "w") as f: f.write("e")
 os.link("sub/E", "sub/G"); os.link("sub/E", "H"); os.unlink("sub/E")
+lower = os.open("hard/a_link", os.O_PATH)  # hard/orig's, three names in the image
+os.unlink("hard/a_link")
 # held by the kernel through these, never looked up again below
 fds = {n: os.open(n, os.O_PATH | os.O_NOFOLLOW) for n in ("S", "C", "H")}
 subprocess.run([cairn, "--store", store, "commit", "-q", m, "moved:1"], check=True,
                stdout=subprocess.DEVNULL)
 time.sleep(1.5)  # past the attribute cache
 bad = []
-for n, want in (("S", 1), ("C", 1), ("H", 2)):
+fds["hard/a_link"] = lower
+for n, want in (("S", 1), ("C", 1), ("H", 2), ("hard/a_link", 2)):
     got = os.fstat(fds[n]).st_nlink
     if got != want:
         bad.append("%s has %d links after the move, not %d" % (n, got, want))
