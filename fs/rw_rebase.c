@@ -32,9 +32,11 @@
  * Under mu (no namespace request runs). Every inode the kernel holds keeps
  * its nodeid: one still
  * at its place (parent, name) in the old view becomes the new tree's entry
- * at that path (lower only, its key the new tree inode); one that is not
- * (unlinked, or below an unlinked directory) is an orphan served from its
- * old upper object, if it had one. Lookups find inodes by key; a new
+ * at that path (lower only, its key the new tree inode); a file not at
+ * its place that keeps another name (in the upper, or the image's that the
+ * view still shows: rebase_names, rebase_lower_name) becomes the entry at
+ * that name; one with none (unlinked, or below an unlinked directory) is
+ * an orphan served from its old upper object, if it had one. Lookups find inodes by key; a new
  * entry whose key is a nodeid the kernel still holds for another entry
  * gets a number from 2^62 up. Read-only handles on old upper files keep
  * reading those (same bytes as committed; a later write through another
