@@ -28,16 +28,19 @@ struct cairnfs {
   int fuse_fd;           /* the session's /dev/fuse fd (its ioctls) */
   uint64_t *backing;     /* the shared table of open inodes, or NULL */
   size_t backing_inodes; /* its size: inodes 1..backing_inodes */
-  struct cairnfs_rw *rw; /* a writable mount's upper layer (upper.c), else NULL */
+  struct cairnfs_rw *rw; /* a writable mount's upper layer (rw.h, rw_*.c), else NULL */
 };
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;
 /* The operations of a writable (-o writable) mount: fs->rw is set. */
 extern const struct fuse_lowlevel_ops cairnfs_rw_ops;
 
-/* ops.c, shared with upper.c: a node's attributes as the kernel sees them,
+/* ops.c, shared with rw_*.c: a node's attributes as the kernel sees them,
  * and the reply to a read of a node's blob (fd-backed, spliced). */
 void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st);
+/* Sets st's st_blocks to the blocks n's blob takes (a large file's: its
+ * holes not counted). */
+void cairnfs_node_blocks(struct cairnfs *fs, const cairn_node *n, struct stat *st);
 /* Replies to a getxattr of name (listxattr) on tree node n, or as for a
  * node without xattrs if n is NULL: the read-only tree's and the ALS's. */
 void cairnfs_reply_getxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n,
@@ -48,8 +51,12 @@ void cairnfs_reply_listxattr(fuse_req_t req, const cairn_tree *t, const cairn_no
 void cairnfs_reply_fd(fuse_req_t req, int fd, off_t off, size_t size);
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off);
+/* Replies to an lseek (SEEK_DATA or SEEK_HOLE) of node n at off, from its
+ * blob, whose holes the store keeps. */
+void cairnfs_lseek_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, off_t off,
+                         int whence);
 
-/* upper.c: gives fs (its store and tree open) an upper layer in the store
+/* rw_setup.c: gives fs (its store and tree open) an upper layer in the store
  * for image_id mounted at dir: a fresh one, or the kept upper resume (an
  * id, else NULL), held (flocked) until cairnfs_rw_free, which drops it
  * unless it was kept (cairn umount --keep) or resumed and never served.
@@ -67,7 +74,7 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
 void cairnfs_rw_free(struct cairnfs *fs);
 /* Whether the request this thread handles is one the kernel resent after
  * a restart (the dead server read it, and may have applied it): conn.c
- * sets it for each request it reads, upper.c answers such a replay with
+ * sets it for each request it reads, rw_*.c answer such a replay with
  * what the first run did (defined in ops.c, below both). */
 extern __thread bool cairnfs_resent;
 
@@ -83,7 +90,7 @@ struct cairnfs_options {
   bool foreground, debug;
   bool suid, dev;      /* -o suid / -o dev: honour setuid bits / device nodes */
   bool no_passthrough; /* every read through the server (unless -o passthrough) */
-  bool writable;       /* -o writable: a private upper layer (upper.c) */
+  bool writable;       /* -o writable: a private upper layer (rw.h) */
   char *upper;         /* -o upper=ID: the kept upper to resume (implies writable) */
   char *fuse_opts;     /* options passed on to libfuse, comma-separated */
 };

@@ -36,7 +36,7 @@
  * its unique). A read-only mount's inode numbers are the index's
  * (deterministic) and no file handle carries state (ops.c: fi->fh is
  * unused), so what the kernel holds means the same to every server; a
- * writable mount's are made so by upper.c ("Restarts").
+ * writable mount's are made so by rw_restart.c.
  *
  * A writable mount's server (FLAGS 'w') is given by its supervisor, which
  * holds them, the upper's id as UPPER, its directory (flocked) as
@@ -245,7 +245,7 @@ int cairnfs_server_main(int argc, char **argv) {
     goto out;
   }
   fs.fuse_fd = conn.fuse_fd;
-  /* A writable mount's files are served by upper.c's operations. */
+  /* A writable mount's files are served by the rw_*.c operations. */
   fs.passthrough = !fs.rw && !strchr(flags, 'p') && table_fd >= 0 &&
                    cairnfs_passthrough_offered(conn.init, conn.init_len) &&
                    cairnfs_passthrough_table(&fs, table_fd, cairn_tree_count(fs.tree)) == 0;
@@ -253,7 +253,7 @@ int cairnfs_server_main(int argc, char **argv) {
   /* A read-only server asks the database nothing more (blobs are opened
    * by name); a writable one commits through its own connection. */
   if (!fs.rw) cairn_store_idle(fs.st);
-  if (held.lock_fd >= 0) close(held.lock_fd); /* upper.c keeps its own copies */
+  if (held.lock_fd >= 0) close(held.lock_fd); /* rw_setup.c keeps its own copies */
   if (held.nodes_fd >= 0) close(held.nodes_fd);
   char *fargv[] = {"cairnfs", "-o", (char *)opts, debug ? "-d" : NULL, NULL};
   struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);

@@ -10,15 +10,15 @@
  *
  *   header: magic, the number of complete records, the server epoch, and
  *           whether a later server may serve the mount at all (a server
- *           that moved the mount onto a committed image, upper.c's
- *           rebase(), serves what no later one could: set_final), and
+ *           that moved the mount onto a committed image, rw_rebase.c's
+ *           rw_rebase(), serves what no later one could: set_final), and
  *           then the upper it moved to (its id, 32 bytes)
  *   record: nodeid, tree inode (0: none), flags (indexed), and the upper
  *           object's file handle (name_to_handle_at, opened again with
  *           open_by_handle_at on the upper's file system)
  *
  * What needs no record: a lower-only inode (its nodeid is its tree inode
- * and the tree says where it is, fs/upper.c), and the root. A record is
+ * and the tree says where it is, fs/rw_restart.c), and the root. A record is
  * appended when an inode is first bound to an upper object whose handle
  * differs from the one recorded for its nodeid (a copy-up, a create, a
  * lookup of an entry made by an earlier server), and a tombstone when
@@ -29,7 +29,7 @@
  *
  * Invariants:
  * - One server at a time writes the log (the supervisor starts the next
- *   only once the last has been reaped), under upper.c's namespace mutex.
+ *   only once the last has been reaped), under rw.h's namespace mutex (mu).
  * - A record is written before the count that makes it visible, each with
  *   one pwrite: a server killed at any instant leaves a consistent log
  *   (at worst a record not counted, for an inode whose request was not
@@ -38,7 +38,7 @@
  *   compaction is future work): 100,000 files created and forgotten cost
  *   12.8 MB of memory for the mount's lifetime.
  * - Each server takes the next epoch (the header's, incremented at its
- *   start); upper.c puts it into every file handle (fh) it hands out, to
+ *   start); rw_restart.c puts it into every file handle (fh) it hands out, to
  *   tell its own handles from a dead server's.
  */
 #include "nodetab.h"

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 /* Set by the session loop (conn.c) for each request, read by the writable
- * mount's handlers (upper.c): here, below both (cairnfs.h). */
+ * mount's handlers (rw_*.c): here, below both (cairnfs.h). */
 __thread bool cairnfs_resent;
 
 /* The image never changes while it is mounted. */
@@ -54,13 +54,29 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
   st->st_ctim = st->st_mtim;
 }
 
-static void entry_fill(const cairn_node *n, uint64_t ino, struct fuse_entry_param *e) {
+/* Files this large report the blocks their blob takes in the store (a
+ * sparse file's, holes not counted: du, cp --sparse); smaller ones, their
+ * size's (a stat of the blob for each would cost every lookup). */
+#define BLOCKS_STAT_MIN (64 * 1024)
+
+void cairnfs_node_blocks(struct cairnfs *fs, const cairn_node *n, struct stat *st) {
+  if (!S_ISREG(n->mode) || !n->blob || n->size < BLOCKS_STAT_MIN) return;
+  /* cairn_blob_open, as the one store call safe from several threads */
+  cairn_autoclose int fd = cairn_blob_open(fs->st, cairn_tree_str(fs->tree, n->blob));
+  struct stat sb;
+  if (fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == n->size)
+    st->st_blocks = sb.st_blocks;
+}
+
+static void entry_fill(struct cairnfs *fs, const cairn_node *n, uint64_t ino,
+                       struct fuse_entry_param *e) {
   memset(e, 0, sizeof(*e));
   e->ino = ino;
   e->generation = 1;
   e->attr_timeout = CACHE_TIMEOUT;
   e->entry_timeout = CACHE_TIMEOUT;
   cairnfs_node_stat(n, ino, &e->attr);
+  cairnfs_node_blocks(fs, n, &e->attr);
 }
 
 static void cfs_init(void *userdata, struct fuse_conn_info *conn) {
@@ -101,7 +117,7 @@ static void cfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
     fuse_reply_err(req, EIO);
     return;
   }
-  entry_fill(n, de->ino, &e);
+  entry_fill(fs_of(req), n, de->ino, &e);
   fuse_reply_entry(req, &e);
 }
 
@@ -119,13 +135,15 @@ static void cfs_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_da
 
 static void cfs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)fi;
-  const cairn_node *n = cairn_tree_node(fs_of(req)->tree, ino);
+  struct cairnfs *fs = fs_of(req);
+  const cairn_node *n = cairn_tree_node(fs->tree, ino);
   if (!n) {
     fuse_reply_err(req, ESTALE);
     return;
   }
   struct stat st;
   cairnfs_node_stat(n, ino, &st);
+  cairnfs_node_blocks(fs, n, &st);
   fuse_reply_attr(req, &st, CACHE_TIMEOUT);
 }
 
@@ -266,6 +284,36 @@ void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n,
   cairnfs_reply_fd(req, fd, off, size);
 }
 
+void cairnfs_lseek_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, off_t off,
+                         int whence) {
+  if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+    fuse_reply_err(req, EINVAL);
+    return;
+  }
+  if (!n || off < 0 || (uint64_t)off >= n->size) {
+    fuse_reply_err(req, ENXIO);
+    return;
+  }
+  int fd = n->blob ? blob_fd(fs, cairn_tree_str(fs->tree, n->blob), n->size) : -EIO;
+  if (fd < 0) {
+    fuse_reply_err(req, fd == -ENOMEM ? ENOMEM : EIO);
+    return;
+  }
+  /* The thread's own fd (blob_fd): its offset is no one else's. */
+  off_t r = lseek(fd, off, whence);
+  if (r < 0)
+    fuse_reply_err(req, errno);
+  else
+    fuse_reply_lseek(req, r);
+}
+
+static void cfs_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+                      struct fuse_file_info *fi) {
+  (void)fi;
+  struct cairnfs *fs = fs_of(req);
+  cairnfs_lseek_lower(req, fs, cairn_tree_node(fs->tree, ino), off, whence);
+}
+
 static void cfs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   (void)fi;
   cairnfs_passthrough_release(fs_of(req), ino);
@@ -321,7 +369,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
     size_t len;
     if (plus) {
       struct fuse_entry_param e;
-      entry_fill(n, child, &e);
+      entry_fill(fs_of(req), n, child, &e);
       len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, i + 1);
     } else {
       struct stat st = {.st_ino = child, .st_mode = n->mode};
@@ -437,6 +485,7 @@ const struct fuse_lowlevel_ops cairnfs_ops = {
     .readlink = cfs_readlink,
     .open = cfs_open,
     .read = cfs_read,
+    .lseek = cfs_lseek,
     .release = cfs_release,
     .opendir = cfs_opendir,
     .readdir = cfs_readdir,

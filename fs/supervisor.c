@@ -13,8 +13,7 @@
  *   (cairn_mount_pending_begin), take the locks of the pins of the image
  *   STORE/refs names and of its layers (cairn_pin_image_early, which
  *   starts the disk reading the image's index and checks the image is
- *   still listed once its pin is held), all without SQLite, which is not
- *   even loaded (sqlite_lazy.c);
+ *   still listed once its pin is held), all without a query to SQLite;
  * - else (a writable mount, an image the file does not list or without an
  *   index): resolve IMAGE through the database, start reading its index,
  *   pin the image and all its layers (cairn_pin_image: locks, then the
@@ -148,7 +147,7 @@ static uint64_t now_ms(void) {
 
 /* Whether cairn commit moved this writable mount onto its new image: it
  * is then served from an upper and an image this supervisor does not
- * hold (upper.c's rebase()), and no other server could serve it. */
+ * hold (rw_rebase.c), and no other server could serve it. */
 static bool moved_by_commit(const struct supervisor *s) {
   return s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd, NULL);
 }
@@ -350,8 +349,7 @@ static int server_exited(struct supervisor *s, int status) {
 }
 
 /* The fast way, once the mount answered and the verdict is given: what
- * the slow way does before it mounts, through SQLite (which loads now,
- * sqlite_lazy.c): the pins' annotations (cairn_pin_image finds the locks
+ * the slow way does before it mounts, through SQLite: the pins' annotations (cairn_pin_image finds the locks
  * held and the image there) and the mount's record; then readers of both
  * go on (pending). A failure leaves the mount served and pinned but not
  * listed, and is said on stderr (a foreground cairnfs's). */

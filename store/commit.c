@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * commit.c — cairn commit: the upper layer of a writable mount (upper.c,
- * laid out by fs/upper.c) turned into an OCI layer and a new image.
+ * laid out by fs/rw.h) turned into an OCI layer and a new image.
  *
  * The layer is a pax tar written to an anonymous file in STORE/tmp, then
  * stored by the one layer import (cairn_layer_ingest: dedup of blobs,
  * diff_id from the bytes). It is the view the mount shows (the upper's
- * root/ over the base tree, merged by fs/upper.c's rules: by origin, not
+ * root/ over the base tree, merged by fs/rw.h's rules: by origin, not
  * by path) against the base, in the OCI rules:
  * - every upper entry as it is (directories, files, symlinks, devices,
  *   fifos, with mode, owner, mtime, xattrs but trusted.cairn.*), upper
@@ -260,7 +260,7 @@ static int view_lower(struct committer *c, uint32_t ino, size_t len, bool diff) 
 
 /* The children of the view's directory at c->path (length len): the upper
  * directory dirfd (-1 if none) over the tree directory origin (0 if none)
- * it merges, by fs/upper.c's rules: an upper entry hides the lower one of
+ * it merges, by fs/rw.h's rules: an upper entry hides the lower one of
  * its name, a whiteout (0/0) hides it and shows nothing. diff: the base
  * image has this same directory (origin) here, so the layer holds what
  * differs (whiteouts for base names the view lacks); else everything the

@@ -2,7 +2,7 @@
 /*
  * upper.c — the upper layers of writable (--rw) mounts: private directories
  * of the store, STORE/uppers/ID/, that a cairnfs daemon writes a mount's
- * changes to (fs/upper.c says how they are laid out inside).
+ * changes to (fs/rw.h says how they are laid out inside).
  *
  * Invariants:
  * - An upper is created 0700 with its subdirectories root/ (the changes,

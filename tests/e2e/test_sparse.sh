@@ -45,7 +45,46 @@ check "big is zeros in its holes" cmp -n 1000000 "$T/mnt/big" /dev/zero
 check "big is zeros at 1 GiB" cmp -n 4096 <(dd if="$T/mnt/big" bs=4096 skip=262144 count=1 status=none) /dev/zero
 check "hole is zeros at 2 GiB - 4 KiB" \
   cmp -n 4096 <(dd if="$T/mnt/hole" bs=4096 skip=524287 count=1 status=none) /dev/zero
+# Holes are served: SEEK_DATA/SEEK_HOLE (the lseek operation) and st_blocks
+# the blob's allocated blocks, so that du, cp --sparse and the like see a
+# sparse file (before: all data, 2 GiB of blocks).
+# seek FILE OFFSET SEEK_DATA|SEEK_HOLE: the offset lseek(2) gives, or its errno's name
+seek() {
+  python3 -c 'import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    print(os.lseek(fd, int(sys.argv[2]), getattr(os, sys.argv[3])))
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$@"
+}
+# within LO X HI: LO < X <= HI
+within() { [ "$2" -gt "$1" ] 2>/dev/null && [ "$2" -le "$3" ]; }
+data=$(seek "$T/mnt/big" 0 SEEK_DATA)
+check "SEEK_DATA in big finds its data at $data (by 1000000)" within 0 "$data" 1000000
+hole=$(seek "$T/mnt/big" 1000000 SEEK_HOLE)
+check "SEEK_HOLE in big finds the hole after it at $hole" within 1000000 "$hole" 2000000
+check "SEEK_DATA in hole: none (ENXIO)" [ "$(seek "$T/mnt/hole" 0 SEEK_DATA)" = ENXIO ]
+check "du of big through the mount: $(du -k "$T/mnt/big" | cut -f1) KiB" [ "$(du -k "$T/mnt/big" | cut -f1)" -lt 64 ]
 expect_exit 0 "umount" cairn "${S[@]}" umount "$T/mnt"
+
+# A --rw mount serves them the same, and a copy-up keeps the holes: a byte
+# written into big copies it up into the upper, on the 20 MiB tmpfs.
+expect_exit 0 "mount the GNU sparse image --rw" cairn "${S[@]}" mount --rw gnu:1 "$T/mnt"
+data=$(seek "$T/mnt/big" 0 SEEK_DATA)
+check "rw, lower: SEEK_DATA in big at $data" within 0 "$data" 1000000
+check "rw, lower: du of big $(du -k "$T/mnt/big" | cut -f1) KiB" [ "$(du -k "$T/mnt/big" | cut -f1)" -lt 64 ]
+check "a byte written into big (its copy-up) fits the 20 MiB store" \
+  sh -c "printf x | dd of='$T/mnt/big' bs=1 seek=5 conv=notrunc status=none"
+up=$(find "$T/small/store/uppers" -path '*/root/big' | head -1)
+check "the upper's big is sparse: $(du -k "$up" | cut -f1) KiB" within -1 "$(du -k "$up" | cut -f1)" 255
+check "rw, upper: du of big $(du -k "$T/mnt/big" | cut -f1) KiB" [ "$(du -k "$T/mnt/big" | cut -f1)" -lt 256 ]
+hole=$(seek "$T/mnt/big" 0 SEEK_HOLE)
+check "rw, upper: SEEK_HOLE in big at $hole, after the byte" within 5 "$hole" 999999
+check "rw, upper: big holds x, its data and its tail" sh -c "
+  [ \$(dd if='$T/mnt/big' bs=1 skip=5 count=1 status=none) = x ] &&
+  [ \$(dd if='$T/mnt/big' bs=1 skip=1000000 count=5 status=none) = hello ] &&
+  [ \$(tail -c 4 '$T/mnt/big') = tail ] && [ \$(stat -c %s '$T/mnt/big') = $GiB2 ]"
+expect_exit 0 "umount the rw mount" cairn "${S[@]}" umount "$T/mnt"
 
 blobs=$(cairn "${S[@]}" df --json | jq '.[] | select(.type == "blobs") | .bytes')
 check "df counts the blobs' allocated bytes ($blobs), not their 4 GiB" \

@@ -1,0 +1,372 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rw_rebase.c — rebase: a mount moved onto the image cairn commit made (rw.h says how the
+ * upper is laid out and served).
+ *
+ * See the comment below: under mu, every inode the kernel holds keeps its
+ * nodeid; the tree is swapped under tree_lock's write side; handles that
+ * may write are moved onto copies in the fresh upper with no write
+ * running; the old upper is dropped only once nothing refers to it.
+ */
+#include "rw.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- rebase: after cairn commit ------------------------------------------
+ *
+ * cairn commit, once the upper is a new image (its base plus the upper as
+ * one layer), sets trusted.cairn.rebase = "UPPER_ID IMAGE_ID" on the
+ * mount's root (only root may set trusted.*, and only who can read the
+ * store's uppers/ knows the upper's random id). The server then serves
+ * IMAGE's tree below a fresh, empty upper, and drops the old upper, whose
+ * changes IMAGE now holds: later writes go to the fresh one.
+ *
+ * Under mu (no namespace request runs). Every inode the kernel holds keeps
+ * its nodeid: one still
+ * at its place (parent, name) in the old view becomes the new tree's entry
+ * at that path (lower only, its key the new tree inode); a file not at
+ * its place that keeps another name (in the upper, or the image's that the
+ * view still shows: rebase_names, rebase_lower_name) becomes the entry at
+ * that name; one with none (unlinked, or below an unlinked directory) is
+ * an orphan served from its old upper object, if it had one. Lookups find inodes by key; a new
+ * entry whose key is a nodeid the kernel still holds for another entry
+ * gets a number from 2^62 up. Read-only handles on old upper files keep
+ * reading those (same bytes as committed; a later write through another
+ * handle is not seen by them, as with overlayfs before 4.19). The old tree
+ * stays allocated (a read may hold one of its nodes); the tree is swapped
+ * under tree_lock, which lower reads hold. A handle that may write (an fd
+ * on the old upper) is moved: its file is copied up into the fresh upper
+ * with what the old copy holds now, and that fd dup2'ed over the handle's
+ * fd number, under tree_lock, which writes hold: no write is lost. */
+
+/* The identity (key) of dir/name in the current view, 0 if none. */
+static uint64_t key_at(struct cairnfs *fs, struct inode *dir, const char *name) {
+  struct stat st;
+  if (dir->fd >= 0 && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (is_whiteout(&st)) return 0;
+    uint32_t origin = origin_at(dir->fd, name);
+    return origin ? origin : UPPER_BASE + st.st_ino;
+  }
+  const cairn_node *ld = lower_dir(fs, dir);
+  const cairn_dirent *de = ld ? cairn_tree_lookup(fs->tree, ld, name) : NULL;
+  return de ? de->ino : 0;
+}
+
+/* The inode of i's place in tree (new), 0 if i is not at its place. */
+static uint32_t rebase_place(struct cairnfs *fs, struct inode *i, const cairn_tree *tree) {
+  if (i == fs->rw->root) return FUSE_ROOT_ID;
+  if (i->rebase_mark) return i->rebase_lower;
+  i->rebase_mark = 1;
+  i->rebase_lower = 0;
+  if (!i->parent || !i->name) return 0;
+  uint32_t pl = rebase_place(fs, i->parent, tree);
+  if (!pl || key_at(fs, i->parent, i->name) != i->key) return 0;
+  const cairn_node *pn = cairn_tree_node(tree, pl);
+  const cairn_dirent *de = pn && S_ISDIR(pn->mode) ? cairn_tree_lookup(tree, pn, i->name) : NULL;
+  i->rebase_lower = de ? de->ino : 0;
+  return i->rebase_lower;
+}
+
+/* The files rebase_place found away from their place (the last name the
+ * kernel saw them under removed) that still have a name in the upper:
+ * each gets the path of one (rebase_path), the first entry of root/ (dfd,
+ * at prefix) with its identity. A file whose last-seen name goes keeps
+ * its other names, and is at one of them after the move, not an orphan. */
+static void rebase_names(struct cairnfs *fs, struct inode **w, size_t n, int dfd,
+                         const char *prefix, unsigned depth) {
+  int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!dir) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    struct stat st;
+    if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || is_whiteout(&st)) continue;
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", e->d_name) >=
+        (int)sizeof(path))
+      continue;
+    if (S_ISDIR(st.st_mode)) {
+      int sub =
+          depth < 4096 ? openat(fd, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+      if (sub >= 0) rebase_names(fs, w, n, sub, path, depth + 1);
+      if (sub >= 0) close(sub);
+      continue;
+    }
+    uint32_t origin = origin_at(fd, e->d_name);
+    uint64_t key = origin ? origin : UPPER_BASE + st.st_ino;
+    for (size_t k = 0; k < n; k++)
+      if (w[k]->key == key && !w[k]->rebase_path) w[k]->rebase_path = strdup(path);
+  }
+  closedir(dir);
+}
+
+/* Whether path (from the root) names the tree's entry in the current view:
+ * every directory on the way merged (in the upper, its origin the tree's
+ * directory there) or lower only, and no upper entry at the name. */
+static bool lower_shown(struct cairnfs *fs, const char *path) {
+  char buf[PATH_MAX], *save = NULL;
+  snprintf(buf, sizeof(buf), "%s", path);
+  int dfd = fcntl(fs->rw->root_fd, F_DUPFD_CLOEXEC, 3);
+  uint32_t ino = FUSE_ROOT_ID;
+  bool shown = dfd >= 0;
+  for (char *c = strtok_r(buf, "/", &save), *next; shown && c && dfd >= 0; c = next) {
+    next = strtok_r(NULL, "/", &save);
+    struct stat st;
+    if (fstatat(dfd, c, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      shown = errno == ENOENT; /* lower only from here on */
+      break;
+    }
+    const cairn_node *dn = cairn_tree_node(fs->tree, ino);
+    const cairn_dirent *de = dn ? cairn_tree_lookup(fs->tree, dn, c) : NULL;
+    if (!next || !de || !S_ISDIR(st.st_mode) || origin_at(dfd, c) != de->ino) {
+      shown = false; /* the name's, or a directory's, replaced or hidden */
+      break;
+    }
+    int sub = openat(dfd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(dfd);
+    dfd = sub;
+    ino = de->ino;
+  }
+  if (dfd >= 0) close(dfd);
+  return shown && dfd >= 0;
+}
+
+/* A path (malloc'd) of one lower name of the tree's file lower (several
+ * names) that the view still shows, or NULL. */
+static char *rebase_lower_name(struct cairnfs *fs, uint32_t lower) {
+  size_t count = cairn_tree_count(fs->tree);
+  for (size_t d = 1; d <= count; d++) {
+    const cairn_node *dn = cairn_tree_node(fs->tree, (uint32_t)d);
+    if (!dn || !S_ISDIR(dn->mode)) continue;
+    const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
+    for (uint32_t k = 0; k < dn->n_children; k++) {
+      if (c[k].ino != lower) continue;
+      char path[PATH_MAX], tmp[PATH_MAX];
+      snprintf(path, sizeof(path), "%s", cairn_tree_str(fs->tree, c[k].name));
+      bool ok = true;
+      for (uint32_t at = (uint32_t)d; ok && at != FUSE_ROOT_ID;) {
+        const cairn_node *an = cairn_tree_node(fs->tree, at);
+        const char *name = an ? tree_name(fs, an->parent, at) : NULL;
+        ok = name && snprintf(tmp, sizeof(tmp), "%s/%s", name, path) < (int)sizeof(tmp);
+        if (ok) memcpy(path, tmp, sizeof(path));
+        at = an ? an->parent : FUSE_ROOT_ID;
+      }
+      if (ok && lower_shown(fs, path)) return strdup(path);
+    }
+  }
+  return NULL;
+}
+
+/* The inode at path (from the root, '/'-separated) in tree, 0 if none. */
+static uint32_t tree_at(const cairn_tree *tree, const char *path) {
+  char buf[PATH_MAX], *save = NULL;
+  snprintf(buf, sizeof(buf), "%s", path);
+  uint32_t ino = FUSE_ROOT_ID;
+  for (char *c = strtok_r(buf, "/", &save); c && ino; c = strtok_r(NULL, "/", &save)) {
+    const cairn_node *dn = cairn_tree_node(tree, ino);
+    const cairn_dirent *de = dn && S_ISDIR(dn->mode) ? cairn_tree_lookup(tree, dn, c) : NULL;
+    ino = de ? de->ino : 0;
+  }
+  return ino;
+}
+
+/* Gives i (lower only in the new view) the place its rebase_path names:
+ * the directories on the way resolved from the root. */
+static void rebase_replace(struct cairnfs *fs, struct inode *i) {
+  char *path = i->rebase_path, *save = NULL;
+  i->rebase_path = NULL;
+  struct inode *dir = fs->rw->root;
+  int r = 0;
+  for (char *c = strtok_r(path, "/", &save), *next; r == 0 && c; c = next) {
+    next = strtok_r(NULL, "/", &save);
+    struct inode *x;
+    if (!next) {
+      r = inode_place(fs->rw, i, dir, c);
+    } else if ((r = resolve(fs, dir, c, &x)) == 0) {
+      dir = x;
+    }
+  }
+  if (r < 0) inode_drop_unused(fs->rw, dir);
+  free(path);
+}
+
+/* Moves handle h onto a copy of its file in the (fresh) upper. */
+static int move_handle(struct cairnfs *fs, struct whandle *h) {
+  struct stat st;
+  if (fstat(h->fd, &st) < 0) return -errno;
+  int r = ensure_upper(fs, h->i);
+  if (r < 0) return r;
+  int flags = fcntl(h->fd, F_GETFL);
+  char path[PBUF];
+  fd_path(path, sizeof(path), h->fd, NULL);
+  cairn_autoclose int src = open(path, O_RDONLY | O_CLOEXEC); /* h->fd may be write-only */
+  if (src < 0) return -errno;
+  int fd = reopen(h->i, O_RDWR);
+  if (fd < 0) return fd;
+  r = ftruncate(fd, st.st_size) < 0 ? -errno : 0;
+  for (loff_t in = 0, out = 0; r == 0 && in < st.st_size;) {
+    ssize_t k = copy_file_range(src, &in, fd, &out, (size_t)(st.st_size - in), 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) r = k < 0 ? -errno : -EIO;
+  }
+  if (r == 0 && flags >= 0) fcntl(fd, F_SETFL, flags & (O_APPEND | O_NONBLOCK | O_NOATIME));
+  if (r == 0 && dup2(fd, h->fd) < 0) r = -errno;
+  close(fd);
+  return r;
+}
+
+int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
+  struct cairnfs_rw *rw = fs->rw;
+  char buf[2 * CAIRN_ID_LEN + 2];
+  if (size != sizeof(buf) - 1) return -EINVAL;
+  memcpy(buf, value, size);
+  buf[size] = '\0';
+  if (buf[CAIRN_ID_LEN] != ' ') return -EINVAL;
+  buf[CAIRN_ID_LEN] = '\0';
+  const char *upper = buf, *image = buf + CAIRN_ID_LEN + 1;
+  for (const char *c = image; *c; c++)
+    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return -EINVAL;
+  LOCK(fs);
+  int r = strcmp(upper, rw->id) == 0 ? 0 : -EPERM;
+  /* The new image: pinned by this server for as long as it serves it. */
+  if (r == 0 && !rw->st2) r = cairn_store_open(cairn_store_dir(fs->st), &rw->st2);
+  cairn_pinset *pins = r == 0 ? cairn_pinset_new("mount (rebased by cairn commit)", true) : NULL;
+  if (r == 0 && !pins) r = -ENOMEM;
+  if (r == 0) r = cairn_pin_image(rw->st2, pins, image);
+  cairn_tree *tree = NULL;
+  if (r == 0) r = cairn_tree_build(rw->st2, image, &tree);
+  cairn_tree **olds = r == 0 ? realloc(rw->old_trees, (rw->n_old_trees + 1) * sizeof(*olds)) : NULL;
+  if (r == 0 && !olds) r = -ENOMEM;
+  if (olds) rw->old_trees = olds;
+  /* The fresh upper. */
+  cairn_id id;
+  char path[PATH_MAX];
+  int lock_fd = -1, root_fd = -1, work_fd = -1, index_fd = -1;
+  if (r == 0) r = cairn_upper_create(rw->st2, image, rw->dir, id, path, sizeof(path), &lock_fd);
+  if (r == 0) {
+    root_fd = openat(lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    work_fd = openat(lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    index_fd = openat(lock_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0 || work_fd < 0 || index_fd < 0) r = -errno;
+  }
+  if (r < 0) {
+    if (lock_fd >= 0) cairn_upper_drop(rw->st2, id);
+    for (int *fd = (int[]){lock_fd, root_fd, work_fd, index_fd}, k = 0; k < 4; k++)
+      if (fd[k] >= 0) close(fd[k]);
+    cairn_tree_free(tree);
+    if (pins) cairn_pinset_release(rw->st2, pins);
+    UNLOCK(fs);
+    return r;
+  }
+  /* Where each inode the kernel holds is in the new tree (the old view
+   * still served), then the switch. */
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) i->rebase_mark = 0;
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) rebase_place(fs, i, tree);
+  struct inode **away = NULL;
+  size_t n_away = 0;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+      struct stat st;
+      if (i == rw->root || i->rebase_lower || i->fd < 0 || i->key == 0 ||
+          fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
+          (!i->indexed && st.st_nlink <= (nlink_t)i->orphan)) /* no name left */
+        continue;
+      struct inode **a = realloc(away, (n_away + 1) * sizeof(*a));
+      if (!a) break;
+      away = a;
+      away[n_away++] = i;
+    }
+  }
+  if (n_away) rebase_names(fs, away, n_away, rw->root_fd, "", 0);
+  for (size_t k = 0; k < n_away; k++)
+    if (!away[k]->rebase_path && away[k]->indexed && away[k]->lower)
+      away[k]->rebase_path = rebase_lower_name(fs, away[k]->lower);
+  for (size_t k = 0; k < n_away; k++) {
+    struct inode *i = away[k];
+    i->rebase_lower = i->rebase_path ? tree_at(tree, i->rebase_path) : 0;
+    if (!i->rebase_lower) {
+      free(i->rebase_path);
+      i->rebase_path = NULL;
+    }
+  }
+  pthread_rwlock_wrlock(&rw->tree_lock);
+  rw->old_trees[rw->n_old_trees++] = fs->tree;
+  fs->tree = tree;
+  pthread_rwlock_unlock(&rw->tree_lock);
+  rw->rebased = true;
+  if (!rw->next_id) rw->next_id = 1ULL << 62;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+      if (i == rw->root) continue;
+      uint32_t l = i->rebase_lower;
+      if (l) { /* at its place: the new tree's entry there, lower only */
+        if (i->fd >= 0) close(i->fd);
+        i->fd = -1;
+        i->indexed = false;
+        i->lower = l;
+        key_set(rw, i, l);
+      } else { /* an orphan: its old upper object (if any), nothing merged */
+        i->lower = 0;
+        i->indexed = false;
+        key_set(rw, i, 0);
+      }
+    }
+  }
+  /* The root: the fresh upper's, with the new image's root attributes. */
+  const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
+  r = n ? copy_meta(fs, 0, n, lock_fd, "root") : -EIO; /* the new tree is served anyway */
+  close(rw->root->fd);
+  rw->root->fd = dup(root_fd);
+  if (rw->root->fd < 0 && r == 0) r = -errno;
+  /* The files moved to another of their names: there in the new view. */
+  for (size_t k = 0; k < n_away; k++)
+    if (away[k]->rebase_path) rebase_replace(fs, away[k]);
+  free(away);
+  /* The tree's parents (rw_restart.c) are the new tree's, built on need. */
+  free(rw->rparent);
+  rw->rparent = NULL;
+  cairn_id old;
+  snprintf(old, sizeof(old), "%s", rw->id);
+  close(rw->root_fd);
+  close(rw->work_fd);
+  close(rw->index_fd);
+  close(rw->lock_fd);
+  rw->root_fd = root_fd;
+  rw->work_fd = work_fd;
+  rw->index_fd = index_fd;
+  rw->lock_fd = lock_fd;
+  snprintf(rw->id, sizeof(rw->id), "%s", id);
+  snprintf(rw->path, sizeof(rw->path), "%s", path);
+  rw->resumed = false;
+  /* The fresh upper is this server's own, and no later server could serve
+   * this tree (the supervisor holds the old upper and the old image's
+   * pins): the mount is not restarted from here on (nodetab.c's final). */
+  rw->inherited = false;
+  cairnfs_nodetab_set_final(rw->nodes, id);
+  /* Handles that may write: onto a copy in the fresh upper of what their
+   * file holds now (writes since the commit read it included), with no
+   * write running meanwhile. */
+  pthread_rwlock_wrlock(&rw->tree_lock);
+  for (struct whandle *h = rw->whandles; h; h = h->next)
+    if (h->i->lower) move_handle(fs, h); /* an orphan's stays; a failed move too */
+  pthread_rwlock_unlock(&rw->tree_lock);
+  if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
+  rw->pins = pins;
+  UNLOCK(fs);
+  cairn_upper_drop(rw->st2, old); /* its changes are the new image's now */
+  return r;
+}

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rw_xattr.c — extended attributes of a writable mount (rw.h says how the
+ * upper is laid out and served).
+ *
+ * trusted.cairn.* is the daemon's own: never listed, read or removed,
+ * and set only as trusted.cairn.rebase on the root, which is cairn
+ * commit's request to rebase (rw_rebase.c): rw_setxattr recognises the
+ * name and calls rw_rebase. A lower-only inode's xattrs are its tree
+ * node's; setting or removing one copies the inode up first. Calls act on
+ * the object (objpath_get), a symlink's not followed.
+ */
+#include "rw.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+/* ---- extended attributes ----------------------------------------------- */
+
+static bool xattr_ours(const char *name) {
+  return strncmp(name, XA_PREFIX, strlen(XA_PREFIX)) == 0;
+}
+
+void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+  struct cairnfs *fs = fs_of(req);
+  if (xattr_ours(name)) {
+    fuse_reply_err(req, ENODATA);
+    return;
+  }
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  if (!i) {
+    UNLOCK(fs);
+    fuse_reply_err(req, ESTALE);
+    return;
+  }
+  if (i->fd < 0) {
+    const cairn_node *n = lower_node(fs, i);
+    for (size_t k = 0; n && k < n->n_xattrs; k++) {
+      cairn_xattr x = cairn_tree_xattr(fs->tree, n, k);
+      if (strcmp(x.name, name) != 0) continue;
+      UNLOCK(fs);
+      if (size == 0)
+        fuse_reply_xattr(req, x.len);
+      else if (size < x.len)
+        fuse_reply_err(req, ERANGE);
+      else
+        fuse_reply_buf(req, x.value, x.len);
+      return;
+    }
+    UNLOCK(fs);
+    fuse_reply_err(req, ENODATA);
+    return;
+  }
+  struct objpath o;
+  int r = objpath_get(fs->rw, i, &o);
+  char *buf = size ? malloc(size) : NULL;
+  ssize_t n = r < 0          ? (errno = -r, -1)
+              : size && !buf ? (errno = ENOMEM, -1)
+              : o.nofollow   ? lgetxattr(o.path, name, buf, size)
+                             : getxattr(o.path, name, buf, size);
+  int err = errno;
+  if (r == 0) objpath_put(fs->rw, &o);
+  UNLOCK(fs);
+  if (n < 0)
+    fuse_reply_err(req, err);
+  else if (size == 0)
+    fuse_reply_xattr(req, (size_t)n);
+  else
+    fuse_reply_buf(req, buf, (size_t)n);
+  free(buf);
+}
+
+void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
+  struct cairnfs *fs = fs_of(req);
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  char *list = NULL;
+  ssize_t len = 0;
+  int err = 0;
+  if (!i) {
+    err = ESTALE;
+  } else if (i->fd < 0) {
+    const cairn_node *n = lower_node(fs, i);
+    for (size_t k = 0; n && k < n->n_xattrs; k++)
+      len += (ssize_t)strlen(cairn_tree_xattr(fs->tree, n, k).name) + 1;
+    list = malloc(len ? (size_t)len : 1);
+    if (!list) err = ENOMEM;
+    size_t used = 0;
+    for (size_t k = 0; list && n && k < n->n_xattrs; k++) {
+      const char *x = cairn_tree_xattr(fs->tree, n, k).name;
+      memcpy(list + used, x, strlen(x) + 1);
+      used += strlen(x) + 1;
+    }
+  } else {
+    struct objpath o;
+    int r = objpath_get(fs->rw, i, &o);
+    bool nf = o.nofollow;
+    len = r < 0 ? (errno = -r, -1) : nf ? llistxattr(o.path, NULL, 0) : listxattr(o.path, NULL, 0);
+    if (len >= 0) list = malloc((size_t)len + 1);
+    if (len >= 0 && list)
+      len = nf ? llistxattr(o.path, list, (size_t)len) : listxattr(o.path, list, (size_t)len);
+    if (len < 0)
+      err = errno;
+    else if (!list)
+      err = ENOMEM;
+    if (r == 0) objpath_put(fs->rw, &o);
+  }
+  UNLOCK(fs);
+  /* trusted.cairn.* is ours */
+  size_t kept = 0;
+  for (ssize_t k = 0; !err && k < len;) {
+    size_t l = strlen(list + k) + 1;
+    if (!xattr_ours(list + k)) {
+      memmove(list + kept, list + k, l);
+      kept += l;
+    }
+    k += (ssize_t)l;
+  }
+  if (err)
+    fuse_reply_err(req, err);
+  else if (size == 0)
+    fuse_reply_xattr(req, kept);
+  else if (size < kept)
+    fuse_reply_err(req, ERANGE);
+  else
+    fuse_reply_buf(req, list, kept);
+  free(list);
+}
+
+void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size,
+                 int flags) {
+  struct cairnfs *fs = fs_of(req);
+  if (ino == FUSE_ROOT_ID && strcmp(name, XA_REBASE) == 0) {
+    fuse_reply_err(req, -rw_rebase(fs, value, size));
+    return;
+  }
+  if (xattr_ours(name)) {
+    fuse_reply_err(req, EPERM);
+    return;
+  }
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct objpath o;
+  if (r == 0) r = objpath_get(fs->rw, i, &o);
+  if (r == 0) {
+    if ((o.nofollow ? lsetxattr(o.path, name, value, size, flags)
+                    : setxattr(o.path, name, value, size, flags)) < 0)
+      r = -errno;
+    objpath_put(fs->rw, &o);
+  }
+  UNLOCK(fs);
+  fuse_reply_err(req, -r);
+}
+
+void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
+  struct cairnfs *fs = fs_of(req);
+  if (xattr_ours(name)) {
+    fuse_reply_err(req, ENODATA);
+    return;
+  }
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct objpath o;
+  if (r == 0) r = objpath_get(fs->rw, i, &o);
+  if (r == 0) {
+    if ((o.nofollow ? lremovexattr(o.path, name) : removexattr(o.path, name)) < 0) r = -errno;
+    objpath_put(fs->rw, &o);
+  }
+  UNLOCK(fs);
+  fuse_reply_err(req, -r);
+}
