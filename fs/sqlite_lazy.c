@@ -68,7 +68,8 @@
     (db, sql, n, s, tail))                                                                         \
   X(int, sqlite3_reset, (sqlite3_stmt * s), (s))                                                   \
   X(int, sqlite3_step, (sqlite3_stmt * s), (s))                                                    \
-  X(int, sqlite3_system_errno, (sqlite3 * db), (db))
+  X(int, sqlite3_system_errno, (sqlite3 * db), (db))                                               \
+  X(int, sqlite3_txn_state, (sqlite3 * db, const char *schema), (db, schema))
 
 #define POINTER(type, name, params, args) static type(*real_##name) params;
 SQLITE_FUNCTIONS(POINTER)

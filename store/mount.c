@@ -414,12 +414,13 @@ void cairn_mount_pending_end(int fd) {
 }
 
 void cn_mounts_settle(cairn_store *st) {
-  /* Never inside a transaction of ours: its write lock is what a pending
-   * mount waits for to write its record (each would wait for the other,
-   * up to SETTLE_POLLS, while every writer waited behind them); a caller
-   * there holds the pin of the image it asks about exclusive, which no
-   * pending mount of that image can, or deletes only stale annotations. */
-  if (st->db && !sqlite3_get_autocommit(st->db)) return;
+  /* Never while we hold SQLite's write lock: it is what a pending mount
+   * waits for to write its record (each would wait for the other, up to
+   * SETTLE_POLLS, while every writer waited behind them); a caller there
+   * holds the pin of the image it asks about exclusive, which no pending
+   * mount of that image can, or deletes only stale annotations. (A
+   * listing's read transaction settles as before.) */
+  if (st->db && sqlite3_txn_state(st->db, NULL) == SQLITE_TXN_WRITE) return;
   cairn_autoclose int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return; /* no mount ever took the fast way */
   const struct timespec poll = {.tv_nsec = SETTLE_POLL_NS};
