@@ -30,7 +30,8 @@
  * (cairn_mount_pending_begin), and every reader of records and
  * annotations first waits until it can take that lock exclusive
  * (cn_mounts_settle: at most SETTLE_POLLS polls, then it reads anyway), so
- * a listing after a mount answered shows it as before.
+ * a listing after a mount answered shows it as before. Never while the
+ * reader holds SQLite's write lock, which the pending mount waits for.
  */
 #include "pin.h"
 
@@ -413,6 +414,13 @@ void cairn_mount_pending_end(int fd) {
 }
 
 void cn_mounts_settle(cairn_store *st) {
+  /* Never while we hold SQLite's write lock: it is what a pending mount
+   * waits for to write its record (each would wait for the other, up to
+   * SETTLE_POLLS, while every writer waited behind them); a caller there
+   * holds the pin of the image it asks about exclusive, which no pending
+   * mount of that image can, or deletes only stale annotations. (A
+   * listing's read transaction settles as before.) */
+  if (st->db && sqlite3_txn_state(st->db, NULL) == SQLITE_TXN_WRITE) return;
   cairn_autoclose int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return; /* no mount ever took the fast way */
   const struct timespec poll = {.tv_nsec = SETTLE_POLL_NS};
