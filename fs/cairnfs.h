@@ -100,6 +100,15 @@ struct cairnfs_options {
  * created with, every mount's before the user's (caller frees). */
 int cairnfs_opts_append(char **opts, const char *opt, size_t len);
 char *cairnfs_fuse_opts(const struct cairnfs_options *o);
+/* options.c: DIR given as /proc/self/fd/N (what cairn bundle passes: the
+ * directory it checked, open as our fd N) is mounted through that fd, so
+ * the mount lands on that directory whatever its name has become; its name
+ * (recorded, shown) is where the fd points. cairnfs_dir_is_fd says whether
+ * dir is one; cairnfs_mountpoint_resolve is cairn_mountpoint_resolve but for
+ * those; cairnfs_mount_target, what mount(2) is given. */
+bool cairnfs_dir_is_fd(const char *dir);
+int cairnfs_mountpoint_resolve(const char *dir, char *out, size_t len);
+const char *cairnfs_mount_target(const struct cairnfs_options *o, const char *resolved);
 
 /* daemon.c: forks the daemon. The parent waits for its verdict: false and
  * *code, the exit code (0 once the mount answers, else the failure's, its

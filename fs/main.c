@@ -36,6 +36,7 @@
 #include "version.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,9 @@ int main(int argc, char **argv) {
   __attribute__((cleanup(options_free))) struct cairnfs_options o = {.no_passthrough = true};
   int code = parse_args(argc, argv, &o);
   if (code != CAIRN_EXIT_OK) return code;
+  /* A DIR of /proc/self/fd/N: the supervisor mounts through fd N; the
+   * server it runs does not inherit it. */
+  if (cairnfs_dir_is_fd(o.dir)) fcntl(atoi(o.dir + strlen("/proc/self/fd/")), F_SETFD, FD_CLOEXEC);
   if (!o.foreground && !cairnfs_daemonize(&code)) return code; /* the parent's verdict */
   return cairnfs_supervise(&o);
 }

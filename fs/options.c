@@ -3,7 +3,8 @@
  * options.c — the mount options as libfuse takes them, a comma-separated
  * list: appending to one (main.c passes the user's -o options it does not
  * take itself on), and the options every session is created with
- * (supervisor.c).
+ * (supervisor.c); and where the mount goes: a DIR of /proc/self/fd/N is
+ * mounted through the fd (cairn bundle's race-free mount, cairnfs.h).
  */
 #include "cairnfs.h"
 
@@ -12,6 +13,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define FD_DIR "/proc/self/fd/"
+
+bool cairnfs_dir_is_fd(const char *dir) {
+  if (strncmp(dir, FD_DIR, strlen(FD_DIR)) != 0) return false;
+  const char *n = dir + strlen(FD_DIR);
+  if (!*n) return false;
+  for (; *n; n++)
+    if (*n < '0' || *n > '9') return false;
+  return true;
+}
+
+int cairnfs_mountpoint_resolve(const char *dir, char *out, size_t len) {
+  if (!cairnfs_dir_is_fd(dir)) return cairn_mountpoint_resolve(dir, out, len);
+  ssize_t n = readlink(dir, out, len - 1);
+  if (n < 0) return -errno;
+  if ((size_t)n >= len - 1) return -ENAMETOOLONG;
+  out[n] = '\0';
+  return out[0] == '/' ? 0 : -ENOTDIR; /* not a directory's fd */
+}
+
+const char *cairnfs_mount_target(const struct cairnfs_options *o, const char *resolved) {
+  return cairnfs_dir_is_fd(o->dir) ? o->dir : resolved;
+}
 
 int cairnfs_opts_append(char **opts, const char *opt, size_t len) {
   size_t old = *opts ? strlen(*opts) : 0;

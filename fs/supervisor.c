@@ -451,7 +451,7 @@ static int mount_and_supervise(struct supervisor *s) {
   }
   signal(SIGPIPE, SIG_IGN);
   signals_set(on_signal);
-  if (fuse_session_mount(se, s->dir) < 0) {
+  if (fuse_session_mount(se, cairnfs_mount_target(s->o, s->dir)) < 0) {
     code = report_fail(-EIO, "%s: cannot mount (see the message above)", s->dir);
     goto signals;
   }
@@ -558,7 +558,7 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
                          .nodes_fd = -1,
                          .pending = -1};
   int code;
-  int r = cairn_mountpoint_resolve(o->dir, s.dir, sizeof(s.dir));
+  int r = cairnfs_mountpoint_resolve(o->dir, s.dir, sizeof(s.dir));
   if (r < 0) return report_fail(r, "%s: %s", o->dir, strerror(-r));
   int state = cairn_mountpoint_state(s.dir);
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)

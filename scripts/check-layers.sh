@@ -129,56 +129,63 @@ row_of() {
   done
   ROW_OF[$1]=$ROW
 }
-# The headers a row may include: cairn.h, its own, and (below) the lower rows'.
+# The headers a row may include: cairn.h, its own, and (below) the lower
+# rows'; into ALLOWED (memoized per row).
+declare -A ALLOWED_OF
 allowed_headers() {
-  local i=$1 j out
-  out="$PUBLIC_HEADER ${L_HEADERS[$i]}"
-  if [ "${L_USES[$i]}" = below ]; then
-    for ((j = 0; j < i; j++)); do out="$out ${L_HEADERS[$j]}"; done
+  local i=$1 j
+  if [[ ! -v ALLOWED_OF[$i] ]]; then
+    ALLOWED_OF[$i]="$PUBLIC_HEADER ${L_HEADERS[$i]}"
+    if [ "${L_USES[$i]}" = below ]; then
+      for ((j = 0; j < i; j++)); do ALLOWED_OF[$i]+=" ${L_HEADERS[$j]}"; done
+    fi
   fi
-  echo "$out"
+  ALLOWED=${ALLOWED_OF[$i]}
 }
 ALL_PRIVATE="${L_HEADERS[*]}"
 
-# resolve FILE NAME: the repo path #include "NAME" in FILE reads, or nothing.
+# resolve FILE NAME: into RESOLVED, the repo path #include "NAME" in FILE
+# reads, or nothing.
 resolve() {
   local c
+  RESOLVED=""
   for c in "${1%/*}/$2" "include/$2" "common/$2" "store/$2" "store/pull/$2"; do
     if [ -f "$c" ]; then
       case $c in
-      *..*) realpath -m --relative-to=. "$c" ;; # a path to normalize
-      *) echo "$c" ;;
+      *..*) RESOLVED=$(realpath -m --relative-to=. "$c") ;; # a path to normalize
+      *) RESOLVED=$c ;;
       esac
       return
     fi
   done
 }
-includes() { # includes FILE: the repo paths of its quoted includes that exist
-  local name
-  sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$1" |
-    while read -r name; do resolve "$1" "$name"; done
-}
 
 # ---- includes ------------------------------------------------------------
-for f in $(find store common fs tools tests -name '*.[ch]' 2>/dev/null | sort); do
+# One grep reads the quoted includes of every file ("FILE:NAME", in the
+# files' order): a process per file cost most of this check's time.
+check_include() { # FILE HEADER
+  local f=$1 h=$2
   row_of "$f"
-  row=$ROW
-  if [ -n "$row" ]; then
-    allowed=$(allowed_headers "$row")
-    why="layer ${L_NAME[$row]} may include only $allowed"
+  if [ -n "$ROW" ]; then
+    allowed_headers "$ROW"
+    case $h in
+    store/* | include/*)
+      in_list "$h" "$ALLOWED" || violation "$f includes $h: layer ${L_NAME[$ROW]} may include only $ALLOWED"
+      ;;
+    esac
+  elif in_list "$h" "$ALL_PRIVATE" && ! matches "$f" "$EXEMPT"; then
+    violation "$f includes $h: a private header of libcairn"
+  elif [[ $f == fs/* && $h == tools/* ]] || [[ $f == tools/* && $h == fs/* ]]; then
+    violation "$f includes $h: the front ends share only common/"
   fi
-  for h in $(includes "$f"); do
-    if [ -n "$row" ]; then
-      case $h in
-      store/* | include/*) in_list "$h" "$allowed" || violation "$f includes $h: $why" ;;
-      esac
-    elif in_list "$h" "$ALL_PRIVATE" && ! matches "$f" "$EXEMPT"; then
-      violation "$f includes $h: a private header of libcairn"
-    elif [[ $f == fs/* && $h == tools/* ]] || [[ $f == tools/* && $h == fs/* ]]; then
-      violation "$f includes $h: the front ends share only common/"
-    fi
-  done
-done
+}
+mapfile -t ALL_FILES < <(find store common fs tools tests -name '*.[ch]' 2>/dev/null | sort)
+while IFS= read -r line; do
+  f=${line%%:*}
+  resolve "$f" "${line#*:}"
+  [ -z "$RESOLVED" ] || check_include "$f" "$RESOLVED"
+done < <([ ${#ALL_FILES[@]} = 0 ] || grep -H '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "${ALL_FILES[@]}" |
+  sed -n 's/^\([^:]*\):[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1:\2/p')
 
 # ---- calls ---------------------------------------------------------------
 # Every source of store/, common/, fs/ and tools/ compiled to an object (no link).
@@ -200,27 +207,38 @@ if [ -n "$CACHE" ]; then
   # shellcheck disable=SC2086 # SOURCES is a list of words
   while read -r sum _; do KEYS+=("$CACHE/${HEADERS_KEY%% *}-$sum.o"); done < <(sha1sum $SOURCES)
 fi
+# OBJ_OF[FILE]: its object, the cache's when it has it (taken from there
+# without a process: that cost most of a cached run); SRC_OF[OBJECT]: its file.
+declare -A OBJ_OF SRC_OF
+TO_COMPILE=()
 i=0
 for f in $SOURCES; do
-  printf '%s\n%s\n' "$f" "${KEYS[i++]:--}"
-done | xargs -d '\n' -n 2 -P "$(nproc)" sh -c '
+  key=${KEYS[i++]:--}
+  if [ "$key" != - ] && [ -f "$key" ] && [[ ! -v SRC_OF[$key] ]]; then # (two files of the
+    OBJ_OF[$f]=$key                                                     # same bytes: one object each)
+    SRC_OF[$key]=$f
+  else
+    OBJ_OF[$f]=$OBJ/$f.o
+    TO_COMPILE+=("$f" "$key")
+  fi
+done
+[ ${#TO_COMPILE[@]} = 0 ] || printf '%s\n' "${TO_COMPILE[@]}" | xargs -d '\n' -n 2 -P "$(nproc)" sh -c '
   o="$1/$2.o"
   mkdir -p "${o%/*}"
-  [ "$3" != - ] && cp "$3" "$o" 2>/dev/null && exit 0
   cc '"$CFLAGS"' -o "$o" "$2" || exit 1
   [ "$3" = - ] || { cp "$o" "$3.$$" && mv "$3.$$" "$3"; }' _ "$OBJ"
 
 # Which file defines each function or variable, and what cairn.h declares.
-# One nm for every object (nm -A: each line starts "OBJ/FILE.o:"): a
+# One nm for every object (nm -A: each line starts "OBJECT:"): a
 # process per file cost most of this check's time.
 OBJS=() STORE_OBJS=()
 for f in $SOURCES; do
-  OBJS+=("$OBJ/$f.o")
-  case $f in store/*) STORE_OBJS+=("$OBJ/$f.o") ;; esac
+  OBJS+=("${OBJ_OF[$f]}")
+  SRC_OF[${OBJ_OF[$f]}]=$f
+  case $f in store/*) STORE_OBJS+=("${OBJ_OF[$f]}") ;; esac
 done
-source_of() { # source_of "OBJ/FILE.o:...": sets SRC to FILE
-  SRC=${1%%.o:*}
-  SRC=${SRC#"$OBJ/"}
+source_of() { # source_of "OBJECT:...": sets SRC to its file
+  SRC=${SRC_OF[${1%.o:*}.o]}
 }
 STORE_DEFINED=$(nm -A --defined-only -g "${STORE_OBJS[@]}")
 UNDEFINED=$(nm -A -u "${OBJS[@]}")

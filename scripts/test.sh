@@ -17,6 +17,8 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 status=0
 echo "== layers: scripts/check-layers.sh"
+# Its objects, kept for test_layers.sh's runs of it on copies of the tree.
+export CHECK_LAYERS_CACHE=$PWD/build/check-layers-objects
 bash scripts/check-layers.sh || status=1
 echo "== links: scripts/check-links.sh (README.md, doc/*.md, the man pages)"
 bash scripts/check-links.sh || status=1
@@ -75,9 +77,13 @@ if [ "$programs" != "cairn cairn-pin cairnfs " ]; then
   status=1
 fi
 
+# Two tests at a time (one per CPU): most wait on daemons, registries and
+# containers more than they compute. CMakeLists.txt marks those that must
+# run alone (RUN_SERIAL) or one at a time (RESOURCE_LOCK), and what the
+# crash-point sweep takes (PROCESSORS); COST starts the long ones first.
 for b in build build-asan; do
   echo "== tests: $b"
-  ctest --test-dir "$b" --output-on-failure --timeout 1200 --output-log "$b/ctest.log" || status=1
+  ctest --test-dir "$b" -j"$(nproc)" --output-on-failure --timeout 1200 --output-log "$b/ctest.log" || status=1
 done
 # Criterion runs each test in a child whose sanitizer report does not fail
 # the test: any report in the full log fails the run.

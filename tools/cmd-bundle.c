@@ -20,8 +20,11 @@
  * that fd; a rootfs there that is a symlink is refused, never mounted
  * through; config.json is written by cairn_file_put_at (a random name made
  * O_EXCL|O_NOFOLLOW, renamed into place, failing if config.json appeared).
- * A rootfs swapped for a symlink between the check and the mount is found
- * after it (rootfs is no longer a mountpoint) and the mount taken down.
+ * rootfs is opened (O_PATH|O_NOFOLLOW|O_DIRECTORY) under that fd and
+ * cairnfs mounts through the fd (/proc/self/fd/N): a rootfs swapped for a
+ * symlink after the check cannot send root's mount to its target. If
+ * rootfs is no longer that directory after the mount, the mount is taken
+ * down (under the directory's name then).
  */
 #include "commands.h"
 
@@ -49,6 +52,18 @@ static int mkdirat_exist_ok(int dfd, const char *name) {
   if (errno != EEXIST) return -errno;
   if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0) return -errno;
   return S_ISDIR(sb.st_mode) ? 0 : S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
+}
+
+/* Unmounts (as cairn umount does; keep: a --rw upper is kept) the mount
+ * on the directory rfd, an O_PATH fd opened before the mount, names,
+ * under the name it has now; nothing if it has none. */
+static void unmount_checked(cairn_store *st, int rfd, bool keep) {
+  char fd_path[64], now[PATH_MAX];
+  snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", rfd);
+  ssize_t n = readlink(fd_path, now, sizeof(now) - 1);
+  if (n <= 0 || now[0] != '/') return;
+  now[n] = '\0';
+  if (cairn_mountpoint_state(now) != CAIRN_MP_NONE) cli_umount_one(st, now, true, keep);
 }
 
 /* True if dfd/name is a directory (not a symlink) with a mount on it. */
@@ -93,18 +108,31 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
     return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", abs_rootfs);
   if (made_rootfs < 0)
     return report_fail(made_rootfs, "bundle: %s: %s", abs_rootfs, strerror(-made_rootfs));
+  /* The directory checked is the one mounted on: cairnfs mounts through
+   * this fd of it, whatever rootfs names by then. */
+  cairn_autoclose int rfd = openat(dfd, "rootfs", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+  if (rfd < 0) {
+    int err = errno;
+    if (made_rootfs) unlinkat(dfd, "rootfs", AT_REMOVEDIR);
+    if (err == ELOOP || err == ENOTDIR)
+      return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", abs_rootfs);
+    return report_fail(-err, "bundle: %s: %s", abs_rootfs, strerror(err));
+  }
   int state = cairn_mountpoint_state(abs_rootfs);
   if (state != CAIRN_MP_NONE)
     return report_fail(-EBUSY, "bundle: %s: already mounted (hint: cairn bundle --rm %s)",
                        abs_rootfs, dir);
-  int code = cli_mount_start(st, id, abs_rootfs, a->spec.rw ? "writable" : NULL);
-  if (code == CAIRN_EXIT_OK && !mounted_at(dfd, "rootfs")) {
-    /* rootfs was swapped for a symlink between the check and the mount:
-     * take the mount down wherever it went (keeping a --rw upper). */
+  int code = cli_mount_start_at(st, id, abs_rootfs, rfd, a->spec.rw ? "writable" : NULL);
+  if (code != CAIRN_EXIT_OK) {
+    unmount_checked(st, rfd, true); /* mounted, but renamed before it answered */
+  } else if (!mounted_at(dfd, "rootfs")) {
+    /* rootfs was renamed or swapped for a symlink while it was being
+     * mounted: the mount is on the directory checked, wherever it is now;
+     * take it down (keeping a --rw upper). */
     code =
         report_fail(-EPERM, "bundle: %s: replaced while it was being mounted: refused", abs_rootfs);
-    cli_umount_one(st, abs_rootfs, true, true);
-  } else if (code == CAIRN_EXIT_OK) {
+    unmount_checked(st, rfd, true);
+  } else {
     cairn_autofree char *text = NULL;
     r = asprintf(&text, "%s\n", json) < 0 ? (text = NULL, -ENOMEM) : 0;
     if (r == 0)

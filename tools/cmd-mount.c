@@ -77,8 +77,8 @@ static void relay_cairnfs(int fd) {
 
 /* Runs cairnfs (with -o opts unless NULL), passing on what it says, and
  * returns its exit code, or that of a failure to run it (reported). */
-static int run_cairnfs(const char *store_dir, const char *image, const char *dir,
-                       const char *opts) {
+static int run_cairnfs(const char *store_dir, const char *image, const char *dir, const char *opts,
+                       int pass_fd) {
   char bin[PATH_MAX];
   cli_cairnfs_path(bin, sizeof(bin));
   int p[2];
@@ -92,6 +92,7 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   }
   if (pid == 0) {
     dup2(p[1], STDERR_FILENO);
+    if (pass_fd >= 0) fcntl(pass_fd, F_SETFD, 0); /* cairnfs mounts through it */
     char *argv[] = {"cairnfs",   "--store",          (char *)store_dir, (char *)image,
                     (char *)dir, opts ? "-o" : NULL, (char *)opts,      NULL};
     execvp(bin, argv);
@@ -276,7 +277,7 @@ static int restore_one(cairn_store *st, const struct restore_rec *m, bool quiet)
     if (r < 0) return report_fail(r, "mount: --restore: %s: %s", m->dir, report_why(st, r));
     snprintf(opts, sizeof(opts), "writable,upper=%s", up.id);
   }
-  int code = run_cairnfs(cairn_store_dir(st), id, m->dir, opts[0] ? opts : NULL);
+  int code = run_cairnfs(cairn_store_dir(st), id, m->dir, opts[0] ? opts : NULL, -1);
   if (code != CAIRN_EXIT_OK) return code;
   if (await_answer(m->dir) < 0)
     return report_fail(-ENOTCONN, "mount: --restore: %s: the mount does not answer", m->dir);
@@ -397,7 +398,14 @@ static int mount_run(struct cli *c, int argc, char **argv) {
 }
 
 int cli_mount_start(cairn_store *st, const char *image, const char *dir, const char *opts) {
-  int code = run_cairnfs(cairn_store_dir(st), image, dir, opts);
+  return cli_mount_start_at(st, image, dir, -1, opts);
+}
+
+int cli_mount_start_at(cairn_store *st, const char *image, const char *dir, int dir_fd,
+                       const char *opts) {
+  char at[64];
+  if (dir_fd >= 0) snprintf(at, sizeof(at), "/proc/self/fd/%d", dir_fd);
+  int code = run_cairnfs(cairn_store_dir(st), image, dir_fd >= 0 ? at : dir, opts, dir_fd);
   if (code != CAIRN_EXIT_OK) return code;
   if (await_answer(dir) == 0) return CAIRN_EXIT_OK;
   return report_fail(-ENOTCONN, "mount: %s: cairnfs reported success but the mount does not answer",

@@ -35,6 +35,11 @@ extern const struct cli_command cmd_logout;
  * unless NULL, and returns once the mount answers; failures are reported.
  * Returns the exit code. */
 int cli_mount_start(cairn_store *st, const char *image, const char *dir, const char *opts);
+/* The same, mounting through dir_fd, an O_PATH fd of the directory dir
+ * names (cairnfs is given /proc/self/fd/N): the mount lands on that
+ * directory, whatever dir names when cairnfs mounts. */
+int cli_mount_start_at(cairn_store *st, const char *image, const char *dir, int dir_fd,
+                       const char *opts);
 /* Unmounts the directory name (as typed) as `cairn umount` does (see
  * cmd-mount.c's top): one not mounted (or absent) is a success, said on
  * stderr; one unmounted is named on stdout unless quiet. Returns the exit

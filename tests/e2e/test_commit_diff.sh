@@ -9,13 +9,14 @@
 # and the mount moved onto it must equal the copy (commit_diff.py).
 #
 #   CAIRN_COMMIT_DIFF_SEQS   sequences to run (default 40: the CI slice;
-#                            the long target is e.g. 5000)
+#                            10 in a sanitizer build, where each costs 5
+#                            times more; the long target is e.g. 5000)
 #   CAIRN_COMMIT_DIFF_SEED   the seed (default: a new one, printed)
 #   CAIRN_COMMIT_DIFF_ONLY   replay that one sequence of the seed
 #   CAIRN_COMMIT_DIFF_KEEP_GOING=1  report every differing sequence, not the first
 source "$(dirname "$0")/mountlib.sh"
 
-seqs=${CAIRN_COMMIT_DIFF_SEQS:-40}
+seqs=${CAIRN_COMMIT_DIFF_SEQS:-$([ "${CAIRN_SANITIZE:-OFF}" = ON ] && echo 10 || echo 40)}
 seed=${CAIRN_COMMIT_DIFF_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 echo "seed $seed, ${CAIRN_COMMIT_DIFF_ONLY:+only sequence $CAIRN_COMMIT_DIFF_ONLY of }$seqs sequences (CAIRN_COMMIT_DIFF_SEED=$seed replays them)"
 export CAIRN_STORE=$STORE

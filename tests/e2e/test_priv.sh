@@ -103,6 +103,43 @@ check "bundle: config.json is a regular file of root's" \
 check "bundle: rootfs is the mount" mountpoint -q "$T/nb2/rootfs"
 expect_exit 0 "bundle --rm" c bundle --rm -q "$T/nb2"
 
+# A race: nobody swaps rootfs, a directory, with a symlink to root's
+# directory (renameat2 RENAME_EXCHANGE, again and again) while root's
+# bundle runs, 40 times at most. Whatever each bundle says, root's mount
+# never lands on the symlink's target: it is made on the directory bundle
+# checked (through an O_PATH fd of it), and undone if rootfs is then no
+# longer that directory. findmnt --poll watches the mount table meanwhile.
+mkdir nb3 racedir
+chown nobody:nogroup nb3
+as_nobody mkdir nb3/rootfs
+as_nobody ln -s "$T/racedir" nb3/swap
+unmount "$T/racedir"
+unmount "$T/nb3/rootfs"
+unmount "$T/nb3/swap"
+as_nobody /usr/bin/python3 -c '
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = (os.fsencode(sys.argv[1] + n) for n in ("/rootfs", "/swap"))
+end = time.monotonic() + 60
+while time.monotonic() < end and os.path.isdir(sys.argv[1]):
+    libc.renameat2(-100, a, -100, b, 2)  # AT_FDCWD, RENAME_EXCHANGE
+' "$T/nb3" &
+swapper=$!
+on_exit "kill -9 $swapper"
+findmnt --poll --timeout 60000 --mountpoint "$T/racedir" -n -o ACTION,TARGET >"$T/watch" 2>/dev/null &
+watcher=$!
+on_exit "kill -9 $watcher"
+for i in $(seq 40); do
+  c bundle -q app:1 "$T/nb3" -- /bin/euid >/dev/null 2>>"$T/race.err" &&
+    c bundle --rm -q "$T/nb3" >/dev/null 2>>"$T/race.err"
+  [ -s "$T/watch" ] && break
+done
+kill -9 "$swapper" "$watcher" 2>/dev/null; sort "$T/race.err" | uniq -c | head -5 | sed "s/^/# /"
+wait "$swapper" "$watcher" 2>/dev/null
+check "bundle racing a rootfs swap: no mount ever on the symlink's target ($i rounds)" \
+  test ! -s "$T/watch"
+check "bundle racing a rootfs swap: nothing left mounted there" sh -c "! mountpoint -q $T/racedir"
+
 # ---- root's login, auth.json in nobody's directory
 ad=$T/authdir
 mkdir "$ad"
