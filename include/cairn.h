@@ -117,6 +117,17 @@ int cairn_store_default_dir(char *buf, size_t len);
  * only carries the error message (cairn_errmsg), or NULL on ENOMEM;
  * close it either way. */
 int cairn_store_open(const char *dir, cairn_store **out);
+/* How cairn_store_open_flags opens a store. */
+enum {
+  CAIRN_STORE_CREATE = 1u << 0, /* make it if there is none (commands that add to it) */
+};
+/* Opens the store at dir (NULL: the default) as cairn_store_open does,
+ * but without CAIRN_STORE_CREATE a missing store (no directory, or no
+ * meta.db in it) is -ENOENT, "DIR: no store here (...)", and nothing is
+ * made: commands that only read never leave a store behind. */
+int cairn_store_open_flags(const char *dir, unsigned flags, cairn_store **out);
+/* True if opening st made the store (it was not there). */
+bool cairn_store_created(const cairn_store *st);
 void cairn_store_close(cairn_store *st);
 /* The same for a process that may ask the database nothing (a mount's
  * server): it is opened by the first call that needs it. Nothing is

@@ -55,15 +55,15 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
   cairn_store *st;
   bool images = list == images_collect;
   int code = cli_listing_flags(argc, argv, usage, images ? 1 : 0, true, &l);
-  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code == CAIRN_EXIT_OK) code = cli_store_open(c, CLI_STORE_MISSING_OK, &st);
   if (code != CAIRN_EXIT_OK) return code;
   struct cli_rows rows = {0};
-  int r = list(st, &rows);
+  int r = st ? list(st, &rows) : 0; /* no store: an empty one */
   if (r < 0) {
     cli_rows_free(&rows);
     return report_fail(r, "%s: %s", argv[0], report_why(st, r));
   }
-  if (images && optind < argc) {
+  if (images && st && optind < argc) {
     const char *ref = argv[optind];
     struct images_filter f = {0};
     char norm[512];

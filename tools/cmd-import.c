@@ -31,7 +31,7 @@ static int import_run(struct cli *c, int argc, char **argv) {
   if (cairn_name_normalize(argv[optind], name, sizeof(name)) < 0)
     return report_usage(USAGE, "import: %s: not a valid image name", argv[optind]);
   cairn_store *st;
-  int code = cli_store(c, &st);
+  int code = cli_store_open(c, CAIRN_STORE_CREATE | (quiet ? CLI_STORE_QUIET : 0), &st);
   if (code != CAIRN_EXIT_OK) return code;
   const char *const *layers = (const char *const *)argv + optind + 1;
   size_t n = (size_t)(argc - optind - 1);

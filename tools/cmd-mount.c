@@ -579,11 +579,11 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
   struct cli_listing l;
   cairn_store *st;
   int code = cli_listing_flags(argc, argv, cmd_mounts.usage, 0, true, &l);
-  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code == CAIRN_EXIT_OK) code = cli_store_open(c, CLI_STORE_MISSING_OK, &st);
   if (code != CAIRN_EXIT_OK) return code;
   struct cli_rows rows = {0};
-  int r = cairn_mounts_foreach(st, cli_mount_row, &rows);
-  if (r == 0) r = cli_upper_rows(st, &rows); /* uppers no live mount serves */
+  int r = st ? cairn_mounts_foreach(st, cli_mount_row, &rows) : 0; /* no store: none */
+  if (r == 0 && st) r = cli_upper_rows(st, &rows);                 /* uppers no live mount serves */
   if (r == 0) r = cli_rows_add_names(st, &rows, "image");
   if (r < 0) {
     cli_rows_free(&rows);
