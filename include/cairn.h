@@ -405,7 +405,7 @@ int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, ca
                        cairn_id diff_id_out);
 
 /* Builds the deterministic OCI config cairn import uses for these layers
- * (linux/amd64, rootfs.diff_ids). Caller frees. */
+ * (linux and the host's architecture, rootfs.diff_ids). Caller frees. */
 char *cairn_config_for_layers(const char *const *diff_ids, size_t n);
 
 /* Commits an image: config JSON (whose rootfs.diff_ids must list exactly
@@ -419,6 +419,14 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
  * path "-" is the standard input. */
 int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
                        cairn_id image_id_out);
+/* The same with podman import's --change instructions applied to the
+ * image's config, each "KEY=VALUE" (or "KEY VALUE"): CMD and ENTRYPOINT (a
+ * JSON array of strings, else a shell command: /bin/sh -c VALUE), ENV
+ * K=V, WORKDIR, USER, LABEL K=V, EXPOSE PORT[/PROTO]..., STOPSIGNAL. A
+ * change it does not take is -EINVAL before any layer is read. */
+int cairn_import_files_changes(cairn_store *st, const char *name, const char *const *paths,
+                               size_t n, const char *const *changes, size_t n_changes,
+                               cairn_id image_id_out);
 
 /* ---- listing ------------------------------------------------------------ */
 

@@ -127,6 +127,11 @@ _cairn_complete() {
   --store | --cert-dir) _cairn_files "$cur" -d; return ;;
   --compress) _cairn_reply "$cur" gzip zstd none; return ;;
   --authfile) _cairn_files "$cur"; return ;;
+  --change | -c)
+    _cairn_reply "$cur" CMD= ENTRYPOINT= ENV= WORKDIR= USER= LABEL= EXPOSE= STOPSIGNAL=
+    compopt -o nospace 2>/dev/null
+    return
+    ;;
   ?*) COMPREPLY=(); return ;;
   esac
   case $cur in
