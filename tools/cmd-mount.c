@@ -442,6 +442,16 @@ static int await_release(const char *name, const struct mount_record *rec, bool 
                      name, (int)rec->pid, after);
 }
 
+/* After a lazy unmount: whether rec's daemon still serves someone after
+ * a short wait (0.5 s: one that nobody used lets go at once). */
+static bool lazy_still_served(const struct mount_record *rec) {
+  for (int i = 0; i < 500; i++) {
+    if (!cairn_mount_daemon_holds(rec->pid)) return false;
+    sleep_step();
+  }
+  return true;
+}
+
 /* Says, on stderr, that umount found nothing mounted on name. */
 static void say_not_mounted(const char *name, int kept) {
   char msg[PATH_MAX + 128];
@@ -457,7 +467,7 @@ static void say_not_mounted(const char *name, int kept) {
 
 /* What umount was asked to do with each directory. */
 struct umount_opts {
-  bool quiet, keep, discard, force;
+  bool quiet, keep, discard, force, lazy;
 };
 
 static int umount_one(cairn_store *st, const char *name, const struct umount_opts *o) {
@@ -503,7 +513,7 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
       code = report_fail(-EMEDIUMTYPE, "umount: %s: not a cairnfs mount", name);
       break;
     }
-    r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE);
+    r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE || o->lazy);
     if (r == -EBUSY) {
       code = report_fail(r, "umount: %s: busy (a process uses the mount)", name);
       break;
@@ -515,6 +525,18 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   }
   if (code != CAIRN_EXIT_OK && marked) /* still mounted here: nothing was dropped */
     cairn_upper_mark_drop(st, up.id, false, &was_kept);
+  if (code == CAIRN_EXIT_OK && rec.pid > 0 && o->lazy && lazy_still_served(&rec)) {
+    /* --lazy: detached, as umount -l; the daemon serves who still uses
+     * it, keeps its pins and record, and ends with them. */
+    char msg[PATH_MAX + 400];
+    snprintf(msg, sizeof(msg),
+             "umount: %s: detached; still in use, so cairnfs (pid %d) serves it and keeps its "
+             "image pinned until the last user lets go%s",
+             name, (int)rec.pid, after);
+    report_notice(msg);
+    if (!o->quiet) printf("%s\n", name);
+    return CAIRN_EXIT_OK;
+  }
   if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_release(name, &rec, o->force, after);
   if (code == CAIRN_EXIT_OK) {
     r = cairn_mount_forget(st, dir, rec.pid);
@@ -542,15 +564,14 @@ int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
 }
 
 static int umount_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
-                                       {"keep", no_argument, NULL, 'k'},
-                                       {"discard", no_argument, NULL, 'd'},
-                                       {"force", no_argument, NULL, 'f'},
-                                       {0}};
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'},   {"keep", no_argument, NULL, 'k'},
+      {"discard", no_argument, NULL, 'd'}, {"force", no_argument, NULL, 'f'},
+      {"lazy", no_argument, NULL, 'l'},    {0}};
   struct umount_opts uo = {0};
   int code, o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":qf", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":qfl", opts, NULL)) != -1) {
     if (o == 'q')
       uo.quiet = true;
     else if (o == 'k')
@@ -559,9 +580,13 @@ static int umount_run(struct cli *c, int argc, char **argv) {
       uo.discard = true;
     else if (o == 'f')
       uo.force = true;
+    else if (o == 'l')
+      uo.lazy = true;
     else
       return cli_bad_option(cmd_umount.usage, argv, o, opts);
   }
+  if (uo.lazy && uo.force)
+    return report_usage(cmd_umount.usage, "umount: --lazy and --force exclude each other");
   if (uo.keep && uo.discard)
     return report_usage(cmd_umount.usage, "umount: --keep and --discard exclude each other");
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
@@ -629,7 +654,7 @@ const struct cli_command cmd_mount = {
 const struct cli_command cmd_umount = {
     .name = "umount",
     .run = umount_run,
-    .usage = "cairn umount [-q] [--keep | --discard] [-f] DIR...",
+    .usage = "cairn umount [-q] [--keep | --discard] [-f | -l] DIR...",
     .summary = "Stop serving DIR (a live or stale mount) and wait until its daemon lets go of\n"
                "its pins. Prints each directory it unmounted on stdout, as podman umount does;\n"
                "one not mounted is said on stderr (exit 0). Exit 4 if another mount namespace\n"
@@ -641,6 +666,8 @@ const struct cli_command cmd_umount = {
                "--discard\talso drop the upper layer umount --keep kept for DIR\n"
                "-f, --force\tend the FUSE connection for every namespace that still holds the\n"
                "\tmount (the kernel's abort), saying whom it cut off: their reads fail\n"
+               "-l, --lazy\tdetach DIR even while a process uses it (umount -l): cairnfs\n"
+               "\tserves those that still do, its image pinned, until they let go (exit 0)\n"
                "-q, --quiet\tprint nothing on success\n",
 };
 
