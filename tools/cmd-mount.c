@@ -59,7 +59,7 @@
 static void sleep_step(void) { usleep(WAIT_STEP_US); }
 
 /* Passes on what cairnfs says on stderr (read from fd, which it closes):
- * its lines "cairnfs: X" as "cairn: X". */
+ * its lines "cairnfs: X" as "cairn: mount: X", as mount's own. */
 static void relay_cairnfs(int fd) {
   cairn_autofclose FILE *err = fdopen(fd, "r");
   if (!err) {
@@ -71,7 +71,8 @@ static void relay_cairnfs(int fd) {
   ssize_t n;
   while ((n = getline(&line, &cap, err)) > 0) {
     if (line[n - 1] == '\n') line[n - 1] = '\0';
-    report_notice(strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line);
+    const char *said = strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line;
+    fprintf(stderr, "%s: mount: %s\n", report_prog, said);
   }
 }
 

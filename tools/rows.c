@@ -614,7 +614,12 @@ static void cell_format(const struct cli_field *f, const struct cli_cell *c, boo
     text_cell(c->s, n, buf, len);
     break;
   }
-  case CLI_INT: int_cell(c->i, buf, len); break;
+  case CLI_INT:
+    if (c->i == 0 && strcmp(f->key, "pid") == 0) /* no process (a kept upper's row) */
+      text_cell("-", 1, buf, len);
+    else
+      int_cell(c->i, buf, len);
+    break;
   case CLI_SIZE: cairn_human_size((uint64_t)c->i, buf, len); break;
   case CLI_BOOL: text_cell(c->b ? "yes" : "no", c->b ? 3 : 2, buf, len); break;
   case CLI_TIME: time_cell(c->i, buf, len); break;
@@ -653,6 +658,7 @@ static size_t cell_width(const struct cli_field *f, const struct cli_cell *c, bo
     return n < LEN ? n : LEN - 1;
   }
   case CLI_INT: {
+    if (c->i == 0 && strcmp(f->key, "pid") == 0) return 1; /* "-" */
     uint64_t u = c->i < 0 ? 0 - (uint64_t)c->i : (uint64_t)c->i;
     size_t n = 1 + (c->i < 0);
     while ((u /= 10) > 0) n++;

@@ -53,5 +53,5 @@ check "no line counts bytes" sh -c "! grep -q bytes '$T/gc'"
 cairn gc >"$T/gc"
 check "gc: the total human" grep -qx "freed 1 layers, 1 blobs, 2.9 KiB" "$T/gc"
 cairn rm app:1 >"$T/rm"
-check "rm: the layer it freed in KiB" grep -qE "^removed layer sha256:[0-9a-f]{64} \(10\.0 KiB\)$" "$T/rm"
+check "rm: the layer it freed in KiB" grep -qE "^Removed layer sha256:[0-9a-f]{64} \(10\.0 KiB\)$" "$T/rm"
 finish
