@@ -469,6 +469,7 @@ static void say_not_mounted(const char *name, int kept) {
 /* What umount was asked to do with each directory. */
 struct umount_opts {
   bool quiet, keep, discard, force, lazy;
+  bool no_dir_line; /* print no line of the directory (bundle --rm prints its own) */
 };
 
 static int umount_one(cairn_store *st, const char *name, const struct umount_opts *o) {
@@ -535,7 +536,7 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
              "image pinned until the last user lets go%s",
              name, (int)rec.pid, after);
     report_notice(msg);
-    if (!o->quiet) printf("%s\n", name);
+    if (!o->quiet && !o->no_dir_line) printf("%s\n", dir); /* the real path, as mount's */
     return CAIRN_EXIT_OK;
   }
   if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_release(name, &rec, o->force, after);
@@ -555,12 +556,13 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
                       o->quiet, &kept);
   if (r < 0) return report_fail(r, "umount: %s: %s", name, report_why(st, r));
   if (!was_mounted && !up.found && r == 0) say_not_mounted(name, kept);
-  if ((was_mounted || up.found || r > 0) && !o->quiet) printf("%s\n", name);
+  if ((was_mounted || up.found || r > 0) && !o->quiet && !o->no_dir_line)
+    printf("%s\n", dir); /* the real path, as mount prints it */
   return CAIRN_EXIT_OK;
 }
 
 int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
-  struct umount_opts o = {.quiet = quiet, .keep = keep};
+  struct umount_opts o = {.quiet = quiet, .keep = keep, .no_dir_line = true};
   return umount_one(st, name, &o);
 }
 
@@ -657,12 +659,13 @@ const struct cli_command cmd_umount = {
     .run = umount_run,
     .usage = "cairn umount [-q] [--keep | --discard] [-f | -l] DIR...",
     .summary = "Stop serving DIR (a live or stale mount) and wait until its daemon lets go of\n"
-               "its pins. Prints each directory it unmounted on stdout, as podman umount does;\n"
-               "one not mounted is said on stderr (exit 0). Exit 4 if another mount namespace\n"
-               "(a container) still holds it, unless --force. A --rw mount's changes, and\n"
-               "those a crash left at DIR, are dropped, saying how many (Dropped: upper ID\n"
-               "(N entries, SIZE)), unless --keep; a kept upper stays until --discard. A\n"
-               "session ended otherwise (umount(8), fusermount3 -u, a container) keeps it.",
+               "its pins. Prints each directory it unmounted (its real path) on stdout, as\n"
+               "podman umount does; one not mounted is said on stderr (exit 0). Exit 4 if\n"
+               "another mount namespace (a container) still holds it, unless --force. A --rw\n"
+               "mount's changes, and those a crash left at DIR, are dropped, saying how many\n"
+               "(Dropped: upper ID (N entries, SIZE)), unless --keep; a kept upper stays until\n"
+               "--discard. A session ended otherwise (umount(8), fusermount3 -u, a container)\n"
+               "keeps it.",
     .options = "--keep\tkeep a --rw mount's upper layer for cairn mount --rw --resume DIR\n"
                "--discard\talso drop the upper layer umount --keep kept for DIR\n"
                "-f, --force\tend the FUSE connection for every namespace that still holds the\n"

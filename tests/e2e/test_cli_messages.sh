@@ -50,4 +50,18 @@ expect_exit 0 "mounts with a kept upper" cairn mounts
 check "its PID is -, not 0" grep -qE "^$T/rw +[0-9a-f]{12} +localhost/app:1 +- +kept " "$T/stdout"
 check "--json still says 0" [ "$(cairn mounts --json | jq '.[0].pid')" = 0 ]
 cairn umount -q --discard "$T/rw"
+
+# One path on stdout, the real one, whatever was typed; bundle --rm of a
+# --rw bundle says the changes it drops.
+ln -s "$T/rw" "$T/link"
+expect_exit 0 "mount through a symlink" cairn mount app:1 "$T/link"
+check "mount prints the real path" [ "$(cat "$T/stdout")" = "$T/rw" ]
+expect_exit 0 "umount through the symlink" cairn umount "$T/link"
+check "umount prints the real path too" [ "$(cat "$T/stdout")" = "$T/rw" ]
+on_exit "umount -l '$T/bun/rootfs'"
+expect_exit 0 "bundle --rw" cairn bundle -q --rw --user 0 app:1 "$T/bun" -- /bin/true
+echo change >"$T/bun/rootfs/new"
+expect_exit 0 "bundle --rm of a --rw bundle, as a relative path" sh -c "cd '$T' && cairn bundle --rm bun"
+check "says the changes it dropped, then the real path" \
+  [ "$(sed 's/upper [0-9a-f]*.*/upper/' "$T/stdout")" = "$(printf 'Dropped: upper\n%s' "$T/bun")" ]
 finish
