@@ -632,6 +632,12 @@ int cairn_mount_abort(const char *dev);
  * dev, one per namespace, as "pid 1234 (crun), pid 1240 (sh)" in *desc
  * (caller frees). Returns how many. */
 int cairn_mount_holders(const char *dev, char **desc);
+/* The processes of this namespace that use the mount at dir (an absolute
+ * real path): a working directory, root or open file at or below it, as
+ * "pid 1234 (sh), pid 1240 (less)" in *desc (at most 8 named; caller
+ * frees). Read from /proc's links, never through the mount. Returns how
+ * many. */
+int cairn_mount_users(const char *dir, char **desc);
 
 /* ---- pull (issue 4) ---------------------------------------------------- */
 

@@ -517,7 +517,12 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
     }
     r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE || o->lazy);
     if (r == -EBUSY) {
-      code = report_fail(r, "umount: %s: busy (a process uses the mount)", name);
+      cairn_autofree char *who = NULL;
+      if (cairn_mount_users(dir, &who) > 0)
+        code =
+            report_fail(r, "umount: %s: busy: used by %s (umount --lazy detaches it)", name, who);
+      else
+        code = report_fail(r, "umount: %s: busy (a process uses the mount)", name);
       break;
     }
     if (r < 0) {

@@ -56,6 +56,8 @@ user=$!
 on_exit "kill $user"
 wait_for 5 sh -c "[ \"\$(readlink /proc/$user/cwd)\" = '$T/a' ]"
 expect_exit 4 "umount of a busy mount: exit 4 (busy)" cairn umount "$T/a"
+check "says who uses it: pid and command, and --lazy" [ "$(cat "$T/stderr")" = \
+  "cairn: umount: $T/a: busy: used by pid $user (sleep) (umount --lazy detaches it)" ]
 expect_exit 0 "umount --lazy of a busy mount: exit 0" cairn umount --lazy "$T/a"
 check "prints the directory" [ "$(cat "$T/stdout")" = "$T/a" ]
 check "says it is detached and still served, pinned" \
