@@ -127,6 +127,17 @@ int cairn_store_default_dir(char *buf, size_t len);
  * only carries the error message (cairn_errmsg), or NULL on ENOMEM;
  * close it either way. */
 int cairn_store_open(const char *dir, cairn_store **out);
+/* How cairn_store_open_flags opens a store. */
+enum {
+  CAIRN_STORE_CREATE = 1u << 0, /* make it if there is none (commands that add to it) */
+};
+/* Opens the store at dir (NULL: the default) as cairn_store_open does,
+ * but without CAIRN_STORE_CREATE a missing store (no directory, or no
+ * meta.db in it) is -ENOENT, "DIR: no store here (...)", and nothing is
+ * made: commands that only read never leave a store behind. */
+int cairn_store_open_flags(const char *dir, unsigned flags, cairn_store **out);
+/* True if opening st made the store (it was not there). */
+bool cairn_store_created(const cairn_store *st);
 void cairn_store_close(cairn_store *st);
 /* The same for a process that may ask the database nothing (a mount's
  * server): it is opened by the first call that needs it. Nothing is
@@ -404,7 +415,7 @@ int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, ca
                        cairn_id diff_id_out);
 
 /* Builds the deterministic OCI config cairn import uses for these layers
- * (linux/amd64, rootfs.diff_ids). Caller frees. */
+ * (linux and the host's architecture, rootfs.diff_ids). Caller frees. */
 char *cairn_config_for_layers(const char *const *diff_ids, size_t n);
 
 /* Commits an image: config JSON (whose rootfs.diff_ids must list exactly
@@ -418,6 +429,14 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
  * path "-" is the standard input. */
 int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
                        cairn_id image_id_out);
+/* The same with podman import's --change instructions applied to the
+ * image's config, each "KEY=VALUE" (or "KEY VALUE"): CMD and ENTRYPOINT (a
+ * JSON array of strings, else a shell command: /bin/sh -c VALUE), ENV
+ * K=V, WORKDIR, USER, LABEL K=V, EXPOSE PORT[/PROTO]..., STOPSIGNAL. A
+ * change it does not take is -EINVAL before any layer is read. */
+int cairn_import_files_changes(cairn_store *st, const char *name, const char *const *paths,
+                               size_t n, const char *const *changes, size_t n_changes,
+                               cairn_id image_id_out);
 
 /* ---- listing ------------------------------------------------------------ */
 
@@ -623,6 +642,12 @@ int cairn_mount_abort(const char *dev);
  * dev, one per namespace, as "pid 1234 (crun), pid 1240 (sh)" in *desc
  * (caller frees). Returns how many. */
 int cairn_mount_holders(const char *dev, char **desc);
+/* The processes of this namespace that use the mount at dir (an absolute
+ * real path): a working directory, root or open file at or below it, as
+ * "pid 1234 (sh), pid 1240 (less)" in *desc (at most 8 named; caller
+ * frees). Read from /proc's links, never through the mount. Returns how
+ * many. */
+int cairn_mount_users(const char *dir, char **desc);
 
 /* ---- pull -------------------------------------------------------------- */
 

@@ -30,7 +30,7 @@ int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names,
 int cn_blob_files_remove(cairn_store *st, const struct strv *names);
 /* The sweep of files with no row reports, as step CN_BLOB_ORPHANS_STEP,
  * how many of the 256 blob directories it has read. */
-#define CN_BLOB_ORPHANS_STEP "blob files no row names"
+#define CN_BLOB_ORPHANS_STEP "blob files no layer uses"
 int cn_blob_orphans_sweep(cairn_store *st, bool dry_run, cairn_report *r);
 void cn_blob_name_path(const char *name, char *rel, size_t len);
 

@@ -334,7 +334,7 @@ static int fsck_discard_incomplete(cairn_store *st, cairn_report *r) {
   if (lock < 0) return lock;
   int rc = cn_blob_orphans_sweep(st, false, r);
   if (rc == 0 && r->blobs)
-    cn_report_line(r, "discarded incomplete work: %llu blob files no row refers to",
+    cn_report_line(r, "discarded incomplete work: %llu blob files no layer uses",
                    (unsigned long long)r->blobs);
   return rc;
 }

@@ -17,6 +17,7 @@
 #include "sweep.h"
 #include "tree.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <string.h>
@@ -129,14 +130,147 @@ int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
   return store_fail(st, -ENOENT, "no such image");
 }
 
-char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {
+/* The host's architecture as OCI (GOARCH) names it, and its variant or
+ * NULL: an image made here runs here. */
+static void host_platform(const char **arch, const char **variant) {
+  *variant = NULL;
+#if defined(__x86_64__)
+  *arch = "amd64";
+#elif defined(__aarch64__)
+  *arch = "arm64";
+  *variant = "v8";
+#elif defined(__arm__)
+  *arch = "arm";
+  *variant = "v7";
+#elif defined(__i386__)
+  *arch = "386";
+#elif defined(__powerpc64__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  *arch = "ppc64le";
+#elif defined(__s390x__)
+  *arch = "s390x";
+#elif defined(__riscv) && __riscv_xlen == 64
+  *arch = "riscv64";
+#elif defined(__loongarch64)
+  *arch = "loong64";
+#else
+  *arch = "unknown";
+#endif
+}
+
+/* The config import makes: the host's platform, the config object
+ * (changes applied), the layers. */
+static json_t *config_base(const char *const *diff_ids, size_t n, json_t *conf) {
+  const char *arch, *variant;
+  host_platform(&arch, &variant);
   json_t *ids = json_array();
   for (size_t i = 0; i < n; i++) json_array_append_new(ids, json_sprintf("sha256:%s", diff_ids[i]));
-  json_t *cfg = json_pack("{s:s, s:s, s:{}, s:{s:s, s:o}}", "architecture", "amd64", "os", "linux",
-                          "config", "rootfs", "type", "layers", "diff_ids", ids);
+  json_t *cfg = json_pack("{s:s, s:s, s:o, s:{s:s, s:o}}", "architecture", arch, "os", "linux",
+                          "config", conf ? json_incref(conf) : json_object(), "rootfs", "type",
+                          "layers", "diff_ids", ids);
+  if (cfg && variant) json_object_set_new(cfg, "variant", json_string(variant));
+  return cfg;
+}
+
+char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {
+  json_t *cfg = config_base(diff_ids, n, NULL);
   char *s = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(cfg);
   return s;
+}
+
+/* v without the double quotes around it, if it has them, into buf. */
+static const char *unquote(const char *v, char *buf, size_t len) {
+  size_t n = strlen(v);
+  if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
+    snprintf(buf, len, "%.*s", (int)(n - 2), v + 1);
+    return buf;
+  }
+  return v;
+}
+
+/* A command as CMD and ENTRYPOINT take it: a JSON array of strings (exec
+ * form), else the shell form, run by /bin/sh -c. NULL if [ starts
+ * something that is not such an array. */
+static json_t *command_json(const char *v) {
+  if (v[strspn(v, " ")] != '[') return json_pack("[s, s, s]", "/bin/sh", "-c", v);
+  json_t *a = json_loads(v, JSON_DECODE_ANY, NULL);
+  size_t i;
+  json_t *e;
+  json_array_foreach(a, i, e) if (!json_is_string(e)) {
+    json_decref(a);
+    return NULL;
+  }
+  if (a && !json_is_array(a)) {
+    json_decref(a);
+    a = NULL;
+  }
+  return a;
+}
+
+/* Applies one change ("CMD=...", or "CMD ..." as a Dockerfile line) to
+ * conf, the config object. */
+static int change_apply(cairn_store *st, json_t *conf, const char *change) {
+  size_t k = strcspn(change, "= ");
+  char key[16], buf[4096];
+  if (k == 0 || k >= sizeof(key) || !change[k]) goto bad;
+  for (size_t i = 0; i < k; i++) key[i] = (char)toupper((unsigned char)change[i]);
+  key[k] = '\0';
+  const char *v = change + k + 1;
+  if (strcmp(key, "CMD") == 0 || strcmp(key, "ENTRYPOINT") == 0) {
+    json_t *a = command_json(v);
+    if (!a)
+      return store_fail(st, -EINVAL, "--change %s: not a JSON array of strings (nor a command)",
+                        change);
+    return json_object_set_new(conf, strcmp(key, "CMD") == 0 ? "Cmd" : "Entrypoint", a);
+  }
+  if (strcmp(key, "WORKDIR") == 0 || strcmp(key, "USER") == 0 || strcmp(key, "STOPSIGNAL") == 0) {
+    if (!*v) goto bad;
+    const char *field = key[0] == 'W' ? "WorkingDir" : key[0] == 'U' ? "User" : "StopSignal";
+    return json_object_set_new(conf, field, json_string(unquote(v, buf, sizeof(buf))));
+  }
+  if (strcmp(key, "ENV") == 0 || strcmp(key, "LABEL") == 0) {
+    size_t n = strcspn(v, "= ");
+    if (n == 0 || !v[n]) goto bad;
+    const char *val = unquote(v + n + 1, buf, sizeof(buf));
+    if (key[0] == 'L') {
+      json_t *labels = json_object_get(conf, "Labels");
+      if (!labels) json_object_set_new(conf, "Labels", labels = json_object());
+      char name[512];
+      snprintf(name, sizeof(name), "%.*s", (int)n, v);
+      return json_object_set_new(labels, unquote(name, name, sizeof(name)), json_string(val));
+    }
+    json_t *env = json_object_get(conf, "Env");
+    if (!env) json_object_set_new(conf, "Env", env = json_array());
+    size_t i;
+    json_t *e;
+    json_array_foreach(env, i, e) { /* the same variable again: replaced */
+      const char *s = json_string_value(e);
+      if (s && strncmp(s, v, n) == 0 && s[n] == '=') {
+        json_array_remove(env, i);
+        break;
+      }
+    }
+    return json_array_append_new(env, json_sprintf("%.*s=%s", (int)n, v, val));
+  }
+  if (strcmp(key, "EXPOSE") == 0) {
+    json_t *ports = json_object_get(conf, "ExposedPorts");
+    if (!ports) json_object_set_new(conf, "ExposedPorts", ports = json_object());
+    for (const char *p = v + strspn(v, " "); *p; p += strspn(p, " ")) {
+      size_t n = strcspn(p, " ");
+      char port[64];
+      snprintf(port, sizeof(port), "%.*s%s", (int)(n < 50 ? n : 50), p,
+               memchr(p, '/', n) ? "" : "/tcp");
+      if (port[strspn(port, "0123456789")] != '/') goto bad;
+      json_object_set_new(ports, port, json_object());
+      p += n;
+    }
+    return 0;
+  }
+bad:
+  return store_fail(st, -EINVAL,
+                    "--change %s: not an instruction import takes (CMD=, ENTRYPOINT=, ENV=K=V, "
+                    "WORKDIR=, USER=, LABEL=K=V, EXPOSE=PORT[/PROTO], STOPSIGNAL=)",
+                    change);
 }
 
 /* The config must be JSON whose rootfs.diff_ids are exactly the layers. */
@@ -286,10 +420,22 @@ fail:
 
 int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
                        cairn_id image_id_out) {
+  return cairn_import_files_changes(st, name, paths, n, NULL, 0, image_id_out);
+}
+
+int cairn_import_files_changes(cairn_store *st, const char *name, const char *const *paths,
+                               size_t n, const char *const *changes, size_t n_changes,
+                               cairn_id image_id_out) {
   store_errclear(st);
   char norm[512];
   if (cairn_name_normalize(name, norm, sizeof(norm)) < 0)
     return store_fail(st, -EINVAL, "%s: not a valid image name", name);
+  cn_autojson json_t *conf = json_object(); /* the changes, checked before any layer is read */
+  if (!conf) return store_fail(st, -ENOMEM, "out of memory importing %s", norm);
+  for (size_t i = 0; i < n_changes; i++) {
+    int r = change_apply(st, conf, changes[i]);
+    if (r < 0) return r == -1 ? store_fail(st, -ENOMEM, "out of memory importing %s", norm) : r;
+  }
   cairn_autofree char *purpose = cn_xasprintf("import %s", norm);
   cairn_pinset *ps = cairn_pinset_new(purpose, true);
   char **ids = calloc(n ? n : 1, sizeof(*ids));
@@ -318,7 +464,9 @@ int cairn_import_files(cairn_store *st, const char *name, const char *const *pat
     close(fd);
   }
   if (r == 0) {
-    cairn_autofree char *config = cairn_config_for_layers((const char *const *)ids, n);
+    json_t *cfg = config_base((const char *const *)ids, n, conf);
+    cairn_autofree char *config = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(cfg);
     r = config ? cairn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
                                     image_id_out)
                : store_fail(st, -ENOMEM, "out of memory importing %s", norm);

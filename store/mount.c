@@ -202,6 +202,57 @@ static bool find_visit(const struct mount_line *m, void *arg) {
   return f->found;
 }
 
+/* Whether the link at path (a process's cwd, root or fd) points at dir or
+ * below it: read with readlink, never followed (a stat through a FUSE
+ * mount would ask its daemon, which may hang). */
+static bool link_below(const char *path, const char *dir, size_t dlen) {
+  char t[PATH_MAX];
+  ssize_t n = readlink(path, t, sizeof(t) - 1);
+  if (n < 0) return false;
+  t[n] = '\0';
+  return strncmp(t, dir, dlen) == 0 && (t[dlen] == '\0' || t[dlen] == '/');
+}
+
+int cairn_mount_users(const char *dir, char **desc) {
+  *desc = NULL;
+  cairn_autoclosedir DIR *proc = opendir("/proc");
+  if (!proc) return -errno;
+  char *buf = NULL;
+  size_t len = 0, dlen = strlen(dir);
+  FILE *f = open_memstream(&buf, &len);
+  int users = 0;
+  struct dirent *de;
+  while (f && (de = readdir(proc))) {
+    char *end, path[96];
+    long pid = strtol(de->d_name, &end, 10);
+    if (*end || pid <= 0 || pid == (long)getpid()) continue;
+    bool uses = false;
+    snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
+    uses = link_below(path, dir, dlen);
+    snprintf(path, sizeof(path), "/proc/%ld/root", pid);
+    uses = uses || (strcmp(dir, "/") != 0 && link_below(path, dir, dlen));
+    snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
+    cairn_autoclosedir DIR *fds = uses ? NULL : opendir(path);
+    struct dirent *fe;
+    while (fds && !uses && (fe = readdir(fds))) {
+      if (fe->d_name[0] == '.') continue;
+      snprintf(path, sizeof(path), "/proc/%ld/fd/%.20s", pid, fe->d_name);
+      uses = link_below(path, dir, dlen);
+    }
+    if (!uses) continue;
+    if (users < 8) {
+      cairn_autofree char *cmd = cn_proc_command((pid_t)pid);
+      fprintf(f, "%spid %ld (%s)", users ? ", " : "", pid, cmd);
+    } else if (users == 8)
+      fputs(", ...", f);
+    users++;
+  }
+  if (!f) return -ENOMEM;
+  fclose(f);
+  *desc = buf;
+  return users;
+}
+
 int cairn_mount_holders(const char *dev, char **desc) {
   *desc = NULL;
   cairn_autoclosedir DIR *proc = opendir("/proc");

@@ -30,6 +30,7 @@
 #include "tree.h"
 #include "upper.h"
 
+#include <ctype.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -99,7 +100,13 @@ static int image_removed(cairn_store *st, const char *id, int fd, cairn_report *
   cn_index_remove(st, id);
   cn_pin_delete_unlock(st, CAIRN_PIN_IMAGE, id, fd);
   cn_report_line(rep, "Deleted: %s", id);
-  return cn_store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, rep);
+  size_t first = rep->n_lines;
+  int r = cn_store_sweep(st, false, STORE_LOCK_EXCLUSIVE_NB, rep);
+  /* after Untagged: and Deleted:, the sweep's lines as capitalised
+   * (Removed layer, Kept layer); gc's stay lower case, as its others */
+  for (size_t i = first; i < rep->n_lines; i++)
+    rep->lines[i][0] = (char)toupper((unsigned char)rep->lines[i][0]);
+  return r;
 }
 
 /* Within a transaction: the names of id, to say they go with it. */

@@ -72,8 +72,24 @@ const char *cairn_store_notice(const cairn_store *st) {
   return st && st->notice[0] ? st->notice : NULL;
 }
 
-/* The store's directories, without the database. */
-static int store_open_dirs(const char *dir, cairn_store **out) {
+bool cairn_store_created(const cairn_store *st) { return st && st->created; }
+
+/* Whether dir holds a store: its meta.db (a directory without one is no
+ * store, nor is a missing directory). 0, -ENOENT, or another error. */
+static int store_exists(cairn_store *st, const char *dir) {
+  struct stat sb;
+  char db[PATH_MAX];
+  if (snprintf(db, sizeof(db), "%s/meta.db", dir) >= (int)sizeof(db)) return -ENAMETOOLONG;
+  int r = stat(dir, &sb) < 0 ? -errno : !S_ISDIR(sb.st_mode) ? -ENOTDIR : 0;
+  if (r == 0 && stat(db, &sb) < 0) r = -errno;
+  if (r == -ENOENT)
+    return store_fail(st, -ENOENT, "%s: no store here (cairn import or pull makes one)", dir);
+  return r < 0 ? store_fail(st, r, "%s: %s", dir, strerror(-r)) : 0;
+}
+
+/* The store's directories, without the database; made if flags say
+ * CAIRN_STORE_CREATE, else the store must exist. */
+static int store_open_dirs(const char *dir, unsigned flags, cairn_store **out) {
   cairn_store *st = calloc(1, sizeof(*st));
   *out = st;
   if (!st) return -ENOMEM;
@@ -83,6 +99,12 @@ static int store_open_dirs(const char *dir, cairn_store **out) {
   if (!dir) {
     if ((r = cn_store_default_dir(st, buf, sizeof(buf))) < 0) return r; /* config.c */
     dir = buf;
+  }
+  if (!(flags & CAIRN_STORE_CREATE)) {
+    if ((r = store_exists(st, dir)) < 0) return r;
+  } else if (store_exists(st, dir) == -ENOENT) {
+    st->created = true;
+    st->err[0] = '\0';
   }
   if ((r = mkdir_parents(dir, 0700)) < 0) return store_fail(st, r, "%s: %s", dir, strerror(-r));
   st->dir = realpath(dir, NULL);
@@ -99,15 +121,21 @@ static int store_open_dirs(const char *dir, cairn_store **out) {
   return 0;
 }
 
-int cairn_store_open(const char *dir, cairn_store **out) {
-  int r = store_open_dirs(dir, out);
+int cairn_store_open_flags(const char *dir, unsigned flags, cairn_store **out) {
+  int r = store_open_dirs(dir, flags, out);
   if (r < 0) return r;
   if ((r = cn_db_open(*out)) < 0) return r;
   cn_staging_recover(*out);
   return 0;
 }
 
-int cairn_store_open_lazy(const char *dir, cairn_store **out) { return store_open_dirs(dir, out); }
+int cairn_store_open(const char *dir, cairn_store **out) {
+  return cairn_store_open_flags(dir, CAIRN_STORE_CREATE, out);
+}
+
+int cairn_store_open_lazy(const char *dir, cairn_store **out) {
+  return store_open_dirs(dir, CAIRN_STORE_CREATE, out);
+}
 
 void cairn_store_idle(cairn_store *st) {
   if (!st->db || !sqlite3_get_autocommit(st->db)) return;

@@ -110,8 +110,17 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
   struct cli_listing l;
   cairn_store *st;
   int code = cli_listing_flags(argc, argv, pin_ls_cmd.usage, 1, true, &l);
-  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  /* no store: no pins, unless one is asked for by name (exit 3) */
+  if (code == CAIRN_EXIT_OK)
+    code = cli_store_open(c, optind < argc ? 0 : CLI_STORE_MISSING_OK, &st);
   if (code != CAIRN_EXIT_OK) return code;
+  static const char *const cols[] = {"kind:KIND",   "target:TARGET",   "names:NAMES",
+                                     "pid:PID",     "command:COMMAND", "purpose:PURPOSE",
+                                     "since:SINCE", "stale:STALE"};
+  if (!st) {
+    struct cli_rows none = {0};
+    return cli_listing_print(&l, pin_ls_cmd.usage, &none, cols, sizeof(cols) / sizeof(cols[0]));
+  }
   cairn_id id;
   int r;
   if (optind < argc && (r = target_resolve(st, argv[optind], id)) < 0)
@@ -128,9 +137,6 @@ static int pin_ls(struct cli *c, int argc, char **argv) {
     return report_fail(r, "ls: %s", report_why(st, r));
   }
   if (stale) cairn_pins_clean_stale(st); /* the stale ones are shown once, then go */
-  static const char *const cols[] = {"kind:KIND",   "target:TARGET",   "names:NAMES",
-                                     "pid:PID",     "command:COMMAND", "purpose:PURPOSE",
-                                     "since:SINCE", "stale:STALE"};
   code = cli_listing_print(&l, pin_ls_cmd.usage, &rows, cols, sizeof(cols) / sizeof(cols[0]));
   cli_rows_free(&rows);
   return code;

@@ -84,7 +84,7 @@ int cli_config(struct cli *c, const cairn_config **cfg) {
   return CAIRN_EXIT_OK;
 }
 
-int cli_store(struct cli *c, cairn_store **st) {
+int cli_store_open(struct cli *c, unsigned flags, cairn_store **st) {
   if (!c->st) {
     const cairn_config *cfg = NULL;
     char dir[PATH_MAX];
@@ -94,18 +94,31 @@ int cli_store(struct cli *c, cairn_store **st) {
       return report_fail(-ENOENT, "store: cannot pick a store directory: set --store or "
                                   "CAIRN_STORE");
     cairn_store *opened;
-    int r = cairn_store_open(c->store_dir ? c->store_dir : dir, &opened);
+    int r = cairn_store_open_flags(c->store_dir ? c->store_dir : dir, flags & CAIRN_STORE_CREATE,
+                                   &opened);
+    if (r == -ENOENT && (flags & CLI_STORE_MISSING_OK)) { /* read as an empty store */
+      cairn_store_close(opened);
+      *st = NULL;
+      return CAIRN_EXIT_OK;
+    }
     if (r < 0) {
       int code = report_fail(r, "store: %s", report_why(opened, r));
       cairn_store_close(opened);
       return code;
     }
     c->st = opened;
+    if (cairn_store_created(opened) && !(flags & CLI_STORE_QUIET)) {
+      char line[PATH_MAX + 64];
+      snprintf(line, sizeof(line), "created store at %s", cairn_store_dir(opened));
+      report_notice(line);
+    }
     if (cairn_store_notice(opened)) report_notice(cairn_store_notice(opened));
   }
   *st = c->st;
   return CAIRN_EXIT_OK;
 }
+
+int cli_store(struct cli *c, cairn_store **st) { return cli_store_open(c, 0, st); }
 
 void cli_close(struct cli *c) {
   cairn_store_close(c->st);

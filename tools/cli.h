@@ -89,6 +89,16 @@ int cli_config(struct cli *c, const cairn_config **cfg);
  * environment pick (cairn_store_dir_pick); returns CAIRN_EXIT_OK, or the
  * exit code of the failure it reported. */
 int cli_store(struct cli *c, cairn_store **st);
+/* cli_store with flags: CAIRN_STORE_CREATE (a command that adds to the
+ * store: import, pull, login) makes a missing store, saying so on stderr
+ * ("created store at DIR", unless CLI_STORE_QUIET); CLI_STORE_MISSING_OK (a listing) sets *st to
+ * NULL for a missing store, said nothing, to be read as an empty one.
+ * Without either a missing store is exit 3, "store: DIR: no store here". */
+enum {
+  CLI_STORE_MISSING_OK = 1u << 8,
+  CLI_STORE_QUIET = 1u << 9, /* -q: not even "created store at DIR" */
+};
+int cli_store_open(struct cli *c, unsigned flags, cairn_store **st);
 void cli_close(struct cli *c);
 
 /* The usage error for the option getopt_long just refused, returning o

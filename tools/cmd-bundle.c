@@ -164,15 +164,17 @@ static int bundle_remove(cairn_store *st, const char *dir, bool quiet) {
     return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
   if (lstat(rootfs, &sb) == 0 && S_ISLNK(sb.st_mode)) /* planted: umount would follow it */
     return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", rootfs);
-  int code = cli_umount_one(st, rootfs, true, false);
-  if (code != CAIRN_EXIT_OK) return code; /* still served: the bundle stays whole */
+  char real[PATH_MAX]; /* named as mount and bundle name it: its real path */
+  if (!realpath(dir, real)) snprintf(real, sizeof(real), "%s", dir);
+  int code = cli_umount_one(st, rootfs, quiet, false); /* a --rw one's Dropped: line */
+  if (code != CAIRN_EXIT_OK) return code;              /* still served: the bundle stays whole */
   if (unlink(config) < 0 && errno != ENOENT)
     return report_fail(-errno, "bundle: %s: %s", config, strerror(errno));
   if (rmdir(rootfs) < 0 && errno != ENOENT)
     return report_fail(-errno, "bundle: %s: %s", rootfs, strerror(errno));
   if (rmdir(dir) < 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT)
     return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
-  if (!quiet) printf("%s\n", dir);
+  if (!quiet) printf("%s\n", real);
   return CAIRN_EXIT_OK;
 }
 

@@ -43,21 +43,27 @@ static bool images_keep(const struct cli_rows *rows, const struct cli_cell *row,
   return false;
 }
 
+/* An images table's columns, as podman images's, then cairn's own; a
+ * template also has {{.Names}} (every name of the row's image). */
+static const char *const image_columns[] = {"repository:REPOSITORY", "tag:TAG",    "id:IMAGE ID",
+                                            "created:CREATED",       "size:SIZE",  "layers:LAYERS",
+                                            "pinned:PINNED",         "names:NAMES"};
+
 static int listing(struct cli *c, int argc, char **argv, const char *usage, listing_fn list,
                    const char *const *columns, size_t n) {
   struct cli_listing l;
   cairn_store *st;
   bool images = list == images_collect;
   int code = cli_listing_flags(argc, argv, usage, images ? 1 : 0, true, &l);
-  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code == CAIRN_EXIT_OK) code = cli_store_open(c, CLI_STORE_MISSING_OK, &st);
   if (code != CAIRN_EXIT_OK) return code;
   struct cli_rows rows = {0};
-  int r = list(st, &rows);
+  int r = st ? list(st, &rows) : 0; /* no store: an empty one */
   if (r < 0) {
     cli_rows_free(&rows);
     return report_fail(r, "%s: %s", argv[0], report_why(st, r));
   }
-  if (images && optind < argc) {
+  if (images && st && optind < argc) {
     const char *ref = argv[optind];
     struct images_filter f = {0};
     char norm[512];
@@ -70,15 +76,24 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
     }
     cli_rows_filter(&rows, images_keep, &f);
   }
-  code = cli_listing_print(&l, usage, &rows, columns, n);
+  struct cli_rows by_name = {0};
+  if (images && !l.json && !l.quiet) { /* podman's rows: one per name */
+    if (cli_image_rows_by_name(&rows, &by_name) < 0) {
+      cli_rows_free(&by_name);
+      cli_rows_free(&rows);
+      return report_fail(-ENOMEM, "%s: out of memory", argv[0]);
+    }
+    if (!l.format) n--; /* NAMES: for templates only */
+  }
+  code = cli_listing_print(&l, usage, by_name.schema ? &by_name : &rows, columns, n);
+  cli_rows_free(&by_name);
   cli_rows_free(&rows);
   return code;
 }
 
 static int images_run(struct cli *c, int argc, char **argv) {
-  static const char *const cols[] = {"id:IMAGE ID", "names:NAMES",     "layers:LAYERS",
-                                     "size:SIZE",   "created:CREATED", "pinned:PINNED"};
-  return listing(c, argc, argv, cmd_images.usage, images_collect, cols, 6);
+  return listing(c, argc, argv, cmd_images.usage, images_collect, image_columns,
+                 sizeof(image_columns) / sizeof(image_columns[0]));
 }
 
 static int layers_run(struct cli *c, int argc, char **argv) {
@@ -91,8 +106,10 @@ const struct cli_command cmd_images = {
     .name = "images",
     .run = images_run,
     .usage = "cairn images [--json | -q | --format TEMPLATE] [--no-trunc] [NAME]",
-    .summary = "List the images, newest stored first: id, names, layers, size, created (the\n"
-               "image's, from its config, relative; --json also gives stored), pinned.\n"
+    .summary = "List the images, newest stored first, a row per name as podman images:\n"
+               "repository, tag (<none> <none>: no name), id, created (the image's, from its\n"
+               "config, relative), size, layers, pinned; --json: an object per image (its\n"
+               "names, stored too).\n"
                "NAME: only the image it names, or with no tag every tag of its repository (as\n"
                "podman images NAME: alpine lists docker.io/library/alpine's).",
     .options = "--json\tone JSON array of every image, exact numbers, times in RFC "

@@ -45,28 +45,61 @@ static void libfuse_version(const char *bin, char *out, size_t len) {
   }
 }
 
+#define STORE_HINT "use --store DIR or CAIRN_STORE=DIR for a store of yours"
+
+/* Why the store cannot be opened, in a line for the store's row: "none
+ * here yet ..." (missing: not an error), or the reason and a hint. */
+static void store_state(int r, const char *why, char *buf, size_t len) {
+  if (r == -ENOENT)
+    snprintf(buf, len, "none here yet (cairn import or pull makes it)");
+  else
+    snprintf(buf, len, "cannot be opened: %s (" STORE_HINT ")", why);
+}
+
+/* A count of the store's, or null if not known (a store that cannot be opened). */
+static json_t *count_json(bool known, uint64_t n) {
+  return known ? json_integer((json_int_t)n) : json_null();
+}
+
 static int info_run(struct cli *c, int argc, char **argv) {
   struct cli_listing l;
-  cairn_store *st;
   int code = cli_listing_flags(argc, argv, cmd_info.usage, 0, false, &l);
-  char dir[PATH_MAX];
+  char dir[PATH_MAX] = "";
   const char *from = "--store";
   const cairn_config *cfg = NULL;
   if (code == CAIRN_EXIT_OK) code = cli_config(c, &cfg);
   if (code == CAIRN_EXIT_OK && !c->store_dir &&
       cairn_store_dir_pick(cfg, dir, sizeof(dir), &from) < 0)
     from = "none";
-  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
+  /* Opened here, not by cli_store: a store that cannot be opened (missing,
+   * or another user's) is one more thing info reports, after the rest. */
+  const char *store_dir = c->store_dir ? c->store_dir : dir;
+  cairn_store *st = NULL;
+  int open_r = *store_dir ? cairn_store_open_flags(store_dir, 0, &st)
+                          : -ENOENT; /* no HOME: nowhere to look */
+  char why[1200] = "";
+  if (open_r < 0) {
+    snprintf(why, sizeof(why), "%s", *store_dir ? report_why(st, open_r) : "no directory");
+    cairn_store_close(st);
+    st = NULL;
+  } else {
+    c->st = st; /* closed by cli_close */
+    if (cairn_store_notice(st)) report_notice(cairn_store_notice(st));
+  }
   char files[2][PATH_MAX + 16]; /* "PATH (read)", "PATH (not there)" */
   for (int f = 0; f < 2; f++)
     snprintf(files[f], sizeof(files[f]), "%s (%s)", cfg->paths[f] ? cfg->paths[f] : "no HOME",
              cfg->read[f] ? "read" : "not there");
   unsigned jobs = cfg->pull_jobs ? cfg->pull_jobs : 3;
   const char *jobs_from = cfg->pull_jobs ? cfg->paths[cfg->pull_jobs_from] : "the default";
-  struct cairn_store_info si;
-  int r = cairn_store_info(st, &si);
+  struct cairn_store_info si = {0};
+  int r = st ? cairn_store_info(st, &si) : 0;
+  bool counted = st || open_r == -ENOENT; /* a missing store: empty */
   if (r < 0) return report_fail(r, "info: %s", report_why(st, r));
+  const char *state = st ? "ready" : open_r == -ENOENT ? "missing" : "unusable";
+  char state_line[1400] = "";
+  if (!st) store_state(open_r, why, state_line, sizeof(state_line));
   char bin[PATH_MAX], fuse[64];
   cli_cairnfs_path(bin, sizeof(bin));
   libfuse_version(bin, fuse, sizeof(fuse));
@@ -74,42 +107,52 @@ static int info_run(struct cli *c, int argc, char **argv) {
   if (uname(&u) < 0) snprintf(u.release, sizeof(u.release), "unknown");
   bool dev_fuse = access("/dev/fuse", R_OK | W_OK) == 0;
   const char *proto_why = "unknown without a mount: the kernel tells it to the daemon at FUSE_INIT";
+  const char *shown_dir = st ? cairn_store_dir(st) : store_dir;
   if (l.json) {
     const char *git = version_git();
     json_t *o = json_pack(
-        "{s:s, s:s?, s:{s:s, s:s, s:i, s:I, s:I, s:I, s:I}, s:{s:s?, s:s, s:n, s:s, s:s, s:b},"
-        " s:{s:s?, s:b, s:s?, s:b, s:i, s:s}}",
-        "version", version_number(), "git", *git ? git : NULL, "store", "dir", cairn_store_dir(st),
-        "from", from, "schema_version", si.schema_version, "images", (json_int_t)si.images, "names",
-        (json_int_t)si.names, "layers", (json_int_t)si.layers, "blobs", (json_int_t)si.blobs,
-        "fuse", "libfuse", *fuse ? fuse : NULL, "cairnfs", bin, "kernel_protocol",
-        "kernel_protocol_note", proto_why, "kernel", u.release, "dev_fuse", dev_fuse, "config",
-        "system", cfg->paths[0], "system_read", cfg->read[0], "user", cfg->paths[1], "user_read",
-        cfg->read[1], "pull_jobs", (int)jobs, "pull_jobs_from", jobs_from);
+        "{s:s, s:s?, s:{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:s?}, s:{s:s?, s:s, s:n, s:s, "
+        "s:s, s:b}, s:{s:s?, s:b, s:s?, s:b, s:i, s:s}}",
+        "version", version_number(), "git", *git ? git : NULL, "store", "dir", shown_dir, "from",
+        from, "schema_version", st ? json_integer(si.schema_version) : json_null(), "images",
+        count_json(counted, si.images), "names", count_json(counted, si.names), "layers",
+        count_json(counted, si.layers), "blobs", count_json(counted, si.blobs), "state", state,
+        "error", st ? NULL : why, "fuse", "libfuse", *fuse ? fuse : NULL, "cairnfs", bin,
+        "kernel_protocol", "kernel_protocol_note", proto_why, "kernel", u.release, "dev_fuse",
+        dev_fuse, "config", "system", cfg->paths[0], "system_read", cfg->read[0], "user",
+        cfg->paths[1], "user_read", cfg->read[1], "pull_jobs", (int)jobs, "pull_jobs_from",
+        jobs_from);
     if (!o) return report_fail(-ENOMEM, "info: out of memory");
     cli_print_json(o);
     json_decref(o);
-    return CAIRN_EXIT_OK;
+  } else {
+    printf("cairn:                 ");
+    version_print();
+    printf("config files:          %s, %s\n"
+           "store:                 %s\n"
+           "store chosen by:       %s\n"
+           "pull jobs:             %u (%s)\n",
+           files[0], files[1], shown_dir, from, jobs, jobs_from);
+    if (st)
+      printf("schema version:        %d\n"
+             "images:                %llu (%llu names)\n"
+             "layers:                %llu\n"
+             "blobs:                 %llu\n",
+             si.schema_version, (unsigned long long)si.images, (unsigned long long)si.names,
+             (unsigned long long)si.layers, (unsigned long long)si.blobs);
+    else
+      printf("store state:           %s\n", state_line);
+    printf("libfuse:               %s (of %s)\n"
+           "kernel FUSE protocol:  %s\n"
+           "kernel:                %s\n"
+           "/dev/fuse:             %s\n",
+           *fuse ? fuse : "unknown (cairnfs did not say)", bin, proto_why, u.release,
+           dev_fuse ? "usable" : "missing or not usable");
   }
-  printf("cairn:                 ");
-  version_print();
-  printf("config files:          %s, %s\n"
-         "store:                 %s\n"
-         "store chosen by:       %s\n"
-         "pull jobs:             %u (%s)\n"
-         "schema version:        %d\n"
-         "images:                %llu (%llu names)\n"
-         "layers:                %llu\n"
-         "blobs:                 %llu\n"
-         "libfuse:               %s (of %s)\n"
-         "kernel FUSE protocol:  %s\n"
-         "kernel:                %s\n"
-         "/dev/fuse:             %s\n",
-         files[0], files[1], cairn_store_dir(st), from, jobs, jobs_from, si.schema_version,
-         (unsigned long long)si.images, (unsigned long long)si.names, (unsigned long long)si.layers,
-         (unsigned long long)si.blobs, *fuse ? fuse : "unknown (cairnfs did not say)", bin,
-         proto_why, u.release, dev_fuse ? "usable" : "missing or not usable");
-  return CAIRN_EXIT_OK;
+  /* A store that is missing is no failure (an empty one); one that cannot
+   * be opened is, said last, once info said what it knows. */
+  if (st || open_r == -ENOENT) return CAIRN_EXIT_OK;
+  return report_fail(open_r, "info: store: %s (" STORE_HINT ")", why);
 }
 
 const struct cli_command cmd_info = {
@@ -119,6 +162,7 @@ const struct cli_command cmd_info = {
     .summary = "Show cairn's version, the cairn.conf files read, the store (its directory,\n"
                "which of --store, CAIRN_STORE, cairn.conf or the default chose it, schema\n"
                "version, images, layers, blobs), the pull jobs, the libfuse cairnfs uses and\n"
-               "the kernel.",
+               "the kernel. A store that is missing or cannot be opened is said, not fatal:\n"
+               "info tells what it knows (exit 0 if missing, 1 if it cannot be opened).",
     .options = "--json\tone JSON object, exact numbers\n",
 };

@@ -103,7 +103,7 @@ static int login_run(struct cli *c, int argc, char **argv) {
                                                       "password on (use --password-stdin)");
   cairn_store *st;
   int code = cli_config(c, &lo.config);
-  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code == CAIRN_EXIT_OK) code = cli_store_open(c, CAIRN_STORE_CREATE | CLI_STORE_QUIET, &st);
   if (code != CAIRN_EXIT_OK) return code;
   int r = cairn_login(st, host, user, password, &lo);
   if (r < 0) return report_fail(r, "login: %s", report_why(st, r));

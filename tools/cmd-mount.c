@@ -59,7 +59,7 @@
 static void sleep_step(void) { usleep(WAIT_STEP_US); }
 
 /* Passes on what cairnfs says on stderr (read from fd, which it closes):
- * its lines "cairnfs: X" as "cairn: X". */
+ * its lines "cairnfs: X" as "cairn: mount: X", as mount's own. */
 static void relay_cairnfs(int fd) {
   cairn_autofclose FILE *err = fdopen(fd, "r");
   if (!err) {
@@ -71,7 +71,8 @@ static void relay_cairnfs(int fd) {
   ssize_t n;
   while ((n = getline(&line, &cap, err)) > 0) {
     if (line[n - 1] == '\n') line[n - 1] = '\0';
-    report_notice(strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line);
+    const char *said = strncmp(line, "cairnfs: ", 9) == 0 ? line + 9 : line;
+    fprintf(stderr, "%s: mount: %s\n", report_prog, said);
   }
 }
 
@@ -450,6 +451,16 @@ static int await_release(const char *name, const struct mount_record *rec, bool 
                      name, (int)rec->pid, after);
 }
 
+/* After a lazy unmount: whether rec's daemon still serves someone after
+ * a short wait (0.5 s: one that nobody used lets go at once). */
+static bool lazy_still_served(const struct mount_record *rec) {
+  for (int i = 0; i < 500; i++) {
+    if (!cairn_mount_daemon_holds(rec->pid)) return false;
+    sleep_step();
+  }
+  return true;
+}
+
 /* Says, on stderr, that umount found nothing mounted on name. */
 static void say_not_mounted(const char *name, int kept) {
   char msg[PATH_MAX + 128];
@@ -465,7 +476,8 @@ static void say_not_mounted(const char *name, int kept) {
 
 /* What umount was asked to do with each directory. */
 struct umount_opts {
-  bool quiet, keep, discard, force;
+  bool quiet, keep, discard, force, lazy;
+  bool no_dir_line; /* print no line of the directory (bundle --rm prints its own) */
 };
 
 static int umount_one(cairn_store *st, const char *name, const struct umount_opts *o) {
@@ -511,9 +523,14 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
       code = report_fail(-EMEDIUMTYPE, "umount: %s: not a cairnfs mount", name);
       break;
     }
-    r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE);
+    r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE || o->lazy);
     if (r == -EBUSY) {
-      code = report_fail(r, "umount: %s: busy (a process uses the mount)", name);
+      cairn_autofree char *who = NULL;
+      if (cairn_mount_users(dir, &who) > 0)
+        code =
+            report_fail(r, "umount: %s: busy: used by %s (umount --lazy detaches it)", name, who);
+      else
+        code = report_fail(r, "umount: %s: busy (a process uses the mount)", name);
       break;
     }
     if (r < 0) {
@@ -523,6 +540,18 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   }
   if (code != CAIRN_EXIT_OK && marked) /* still mounted here: nothing was dropped */
     cairn_upper_mark_drop(st, up.id, false, &was_kept);
+  if (code == CAIRN_EXIT_OK && rec.pid > 0 && o->lazy && lazy_still_served(&rec)) {
+    /* --lazy: detached, as umount -l; the daemon serves who still uses
+     * it, keeps its pins and record, and ends with them. */
+    char msg[PATH_MAX + 400];
+    snprintf(msg, sizeof(msg),
+             "umount: %s: detached; still in use, so cairnfs (pid %d) serves it and keeps its "
+             "image pinned until the last user lets go%s",
+             name, (int)rec.pid, after);
+    report_notice(msg);
+    if (!o->quiet && !o->no_dir_line) printf("%s\n", dir); /* the real path, as mount's */
+    return CAIRN_EXIT_OK;
+  }
   if (code == CAIRN_EXIT_OK && rec.pid > 0) code = await_release(name, &rec, o->force, after);
   if (code == CAIRN_EXIT_OK) {
     r = cairn_mount_forget(st, dir, rec.pid);
@@ -540,25 +569,25 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
                       o->quiet, &kept);
   if (r < 0) return report_fail(r, "umount: %s: %s", name, report_why(st, r));
   if (!was_mounted && !up.found && r == 0) say_not_mounted(name, kept);
-  if ((was_mounted || up.found || r > 0) && !o->quiet) printf("%s\n", name);
+  if ((was_mounted || up.found || r > 0) && !o->quiet && !o->no_dir_line)
+    printf("%s\n", dir); /* the real path, as mount prints it */
   return CAIRN_EXIT_OK;
 }
 
 int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
-  struct umount_opts o = {.quiet = quiet, .keep = keep};
+  struct umount_opts o = {.quiet = quiet, .keep = keep, .no_dir_line = true};
   return umount_one(st, name, &o);
 }
 
 static int umount_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
-                                       {"keep", no_argument, NULL, 'k'},
-                                       {"discard", no_argument, NULL, 'd'},
-                                       {"force", no_argument, NULL, 'f'},
-                                       {0}};
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'},   {"keep", no_argument, NULL, 'k'},
+      {"discard", no_argument, NULL, 'd'}, {"force", no_argument, NULL, 'f'},
+      {"lazy", no_argument, NULL, 'l'},    {0}};
   struct umount_opts uo = {0};
   int code, o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":qf", opts, NULL)) != -1) {
+  while ((o = getopt_long(argc, argv, ":qfl", opts, NULL)) != -1) {
     if (o == 'q')
       uo.quiet = true;
     else if (o == 'k')
@@ -567,9 +596,13 @@ static int umount_run(struct cli *c, int argc, char **argv) {
       uo.discard = true;
     else if (o == 'f')
       uo.force = true;
+    else if (o == 'l')
+      uo.lazy = true;
     else
       return cli_bad_option(cmd_umount.usage, argv, o, opts);
   }
+  if (uo.lazy && uo.force)
+    return report_usage(cmd_umount.usage, "umount: --lazy and --force exclude each other");
   if (uo.keep && uo.discard)
     return report_usage(cmd_umount.usage, "umount: --keep and --discard exclude each other");
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
@@ -587,11 +620,11 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
   struct cli_listing l;
   cairn_store *st;
   int code = cli_listing_flags(argc, argv, cmd_mounts.usage, 0, true, &l);
-  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code == CAIRN_EXIT_OK) code = cli_store_open(c, CLI_STORE_MISSING_OK, &st);
   if (code != CAIRN_EXIT_OK) return code;
   struct cli_rows rows = {0};
-  int r = cairn_mounts_foreach(st, cli_mount_row, &rows);
-  if (r == 0) r = cli_upper_rows(st, &rows); /* uppers no live mount serves */
+  int r = st ? cairn_mounts_foreach(st, cli_mount_row, &rows) : 0; /* no store: none */
+  if (r == 0 && st) r = cli_upper_rows(st, &rows);                 /* uppers no live mount serves */
   if (r == 0) r = cli_rows_add_names(st, &rows, "image");
   if (r < 0) {
     cli_rows_free(&rows);
@@ -637,18 +670,21 @@ const struct cli_command cmd_mount = {
 const struct cli_command cmd_umount = {
     .name = "umount",
     .run = umount_run,
-    .usage = "cairn umount [-q] [--keep | --discard] [-f] DIR...",
+    .usage = "cairn umount [-q] [--keep | --discard] [-f | -l] DIR...",
     .summary = "Stop serving DIR (a live or stale mount) and wait until its daemon lets go of\n"
-               "its pins. Prints each directory it unmounted on stdout, as podman umount does;\n"
-               "one not mounted is said on stderr (exit 0). Exit 4 if another mount namespace\n"
-               "(a container) still holds it, unless --force. A --rw mount's changes, and\n"
-               "those a crash left at DIR, are dropped, saying how many (Dropped: upper ID\n"
-               "(N entries, SIZE)), unless --keep; a kept upper stays until --discard. A\n"
-               "session ended otherwise (umount(8), fusermount3 -u, a container) keeps it.",
+               "its pins. Prints each directory it unmounted (its real path) on stdout, as\n"
+               "podman umount does; one not mounted is said on stderr (exit 0). Exit 4 if\n"
+               "another mount namespace (a container) still holds it, unless --force. A --rw\n"
+               "mount's changes, and those a crash left at DIR, are dropped, saying how many\n"
+               "(Dropped: upper ID (N entries, SIZE)), unless --keep; a kept upper stays until\n"
+               "--discard. A session ended otherwise (umount(8), fusermount3 -u, a container)\n"
+               "keeps it.",
     .options = "--keep\tkeep a --rw mount's upper layer for cairn mount --rw --resume DIR\n"
                "--discard\talso drop the upper layer umount --keep kept for DIR\n"
                "-f, --force\tend the FUSE connection for every namespace that still holds the\n"
                "\tmount (the kernel's abort), saying whom it cut off: their reads fail\n"
+               "-l, --lazy\tdetach DIR even while a process uses it (umount -l): cairnfs\n"
+               "\tserves those that still do, its image pinned, until they let go (exit 0)\n"
                "-q, --quiet\tprint nothing on success\n",
 };
 

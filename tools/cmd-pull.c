@@ -87,7 +87,8 @@ static int pull_run(struct cli *c, int argc, char **argv) {
 
   cairn_store *st;
   int code = cli_config(c, &po.config);
-  if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
+  if (code == CAIRN_EXIT_OK)
+    code = cli_store_open(c, CAIRN_STORE_CREATE | (quiet ? CLI_STORE_QUIET : 0), &st);
   if (code != CAIRN_EXIT_OK) return code;
   if (!po.jobs) po.jobs = po.config->pull_jobs; /* 0: libcairn's default */
   po.arg = progress_new(quiet);

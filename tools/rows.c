@@ -476,6 +476,8 @@ enum {
   IMAGE_CREATED,
   IMAGE_PINNED,
   IMAGE_STORED,
+  IMAGE_REPOSITORY, /* set only by cli_image_rows_by_name: tables and templates */
+  IMAGE_TAG,
   IMAGE_FIELDS
 };
 static const struct cli_field image_fields[IMAGE_FIELDS] = {
@@ -486,6 +488,8 @@ static const struct cli_field image_fields[IMAGE_FIELDS] = {
     [IMAGE_CREATED] = {"created", CLI_TIME, false},
     [IMAGE_PINNED] = {"pinned", CLI_BOOL, false},
     [IMAGE_STORED] = {"stored", CLI_TIME, false},
+    [IMAGE_REPOSITORY] = {"repository", CLI_STR, true},
+    [IMAGE_TAG] = {"tag", CLI_STR, true},
 };
 static const struct cli_schema image_schema = {image_fields, IMAGE_FIELDS};
 
@@ -508,6 +512,37 @@ int cli_image_row(const struct cairn_image_rec *im, void *arg) {
   if (im->n_names && !names) return -ENOMEM;
   c[IMAGE_NAMES] = (struct cli_cell){.set = true, .list = names, .n = (uint32_t)im->n_names};
   return ok ? 0 : -ENOMEM;
+}
+
+/* Splits name into its repository and tag as podman images shows them:
+ * "localhost/app:1" is localhost/app and 1; a name by digest (REPO@sha256:...)
+ * has the tag <none>. */
+static void name_split(const char *name, char *repo, size_t len, const char **tag) {
+  const char *at = strchr(name, '@'), *slash = strrchr(name, '/');
+  const char *colon = strrchr(slash ? slash : name, ':');
+  size_t n = at ? (size_t)(at - name) : colon ? (size_t)(colon - name) : strlen(name);
+  snprintf(repo, len, "%.*s", (int)n, name);
+  *tag = at || !colon ? "<none>" : colon + 1;
+}
+
+int cli_image_rows_by_name(const struct cli_rows *rows, struct cli_rows *out) {
+  *out = (struct cli_rows){0};
+  for (size_t i = 0; rows->schema == &image_schema && i < rows->n; i++) {
+    const struct cli_cell *row = rows->cells + i * IMAGE_FIELDS;
+    const struct cli_cell *names = &row[IMAGE_NAMES];
+    for (uint32_t k = 0; k < (names->n ? names->n : 1); k++) {
+      struct cli_cell *c = cli_rows_add(out, &image_schema);
+      if (!c) return -ENOMEM;
+      memcpy(c, row, IMAGE_FIELDS * sizeof(*c));
+      char repo[1024] = "<none>";
+      const char *tag = "<none>";
+      if (names->n) name_split(((const char *const *)names->list)[k], repo, sizeof(repo), &tag);
+      if (!cli_cell_set_str(out, &c[IMAGE_REPOSITORY], repo) ||
+          !cli_cell_set_str(out, &c[IMAGE_TAG], tag))
+        return -ENOMEM;
+    }
+  }
+  return 0;
 }
 
 enum { LAYER_ID, LAYER_SIZE, LAYER_ENTRIES, LAYER_IMAGES, LAYER_PINNED, LAYER_FIELDS };
@@ -579,7 +614,12 @@ static void cell_format(const struct cli_field *f, const struct cli_cell *c, boo
     text_cell(c->s, n, buf, len);
     break;
   }
-  case CLI_INT: int_cell(c->i, buf, len); break;
+  case CLI_INT:
+    if (c->i == 0 && strcmp(f->key, "pid") == 0) /* no process (a kept upper's row) */
+      text_cell("-", 1, buf, len);
+    else
+      int_cell(c->i, buf, len);
+    break;
   case CLI_SIZE: cairn_human_size((uint64_t)c->i, buf, len); break;
   case CLI_BOOL: text_cell(c->b ? "yes" : "no", c->b ? 3 : 2, buf, len); break;
   case CLI_TIME: time_cell(c->i, buf, len); break;
@@ -618,6 +658,7 @@ static size_t cell_width(const struct cli_field *f, const struct cli_cell *c, bo
     return n < LEN ? n : LEN - 1;
   }
   case CLI_INT: {
+    if (c->i == 0 && strcmp(f->key, "pid") == 0) return 1; /* "-" */
     uint64_t u = c->i < 0 ? 0 - (uint64_t)c->i : (uint64_t)c->i;
     size_t n = 1 + (c->i < 0);
     while ((u /= 10) > 0) n++;

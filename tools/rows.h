@@ -111,6 +111,12 @@ int cli_pin_row(const struct cairn_pin_rec *p, void *rows);
 int cli_mount_row(const struct cairn_mount_rec *m, void *rows);
 int cli_image_row(const struct cairn_image_rec *im, void *rows);
 int cli_layer_row(const struct cairn_layer_rec *l, void *rows);
+/* The image rows of rows as podman images shows them, into out (rows must
+ * outlive it: out shares their text): a row per name, with its
+ * "repository" and "tag" cells set (an image without a name: one row,
+ * <none> and <none>). Those cells are left out of --json, whose rows are
+ * the images. -ENOMEM (out then holds what was made: free it). */
+int cli_image_rows_by_name(const struct cli_rows *rows, struct cli_rows *out);
 /* An upper layer of a writable mount as a row of `cairn mounts` (pid 0,
  * state "kept" or "stale", with its id and size). */
 int cli_upper_row(const struct cairn_upper_rec *u, void *rows);

@@ -50,9 +50,8 @@ _cairn_store_exists() {
 # short form a podman user types of a localhost/ one (app:1).
 _cairn_images() {
   _cairn_store_exists "$@" || return
-  cairn "$@" images 2>/dev/null |
-    awk 'NR > 1 { n = split($2, a, ","); for (i = 1; i <= n; i++) if (a[i] != "<none>") {
-      print a[i]; if (a[i] ~ /^localhost\//) print substr(a[i], 11) } }'
+  cairn "$@" images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
+    awk '!/<none>/ { print; if ($0 ~ /^localhost\//) print substr($0, 11) }'
 }
 
 # _cairn_mount_dirs STORE_ARGS...: every directory the store has a mount on.
@@ -128,6 +127,11 @@ _cairn_complete() {
   --store | --cert-dir) _cairn_files "$cur" -d; return ;;
   --compress) _cairn_reply "$cur" gzip zstd none; return ;;
   --authfile) _cairn_files "$cur"; return ;;
+  --change | -c)
+    _cairn_reply "$cur" CMD= ENTRYPOINT= ENV= WORKDIR= USER= LABEL= EXPOSE= STOPSIGNAL=
+    compopt -o nospace 2>/dev/null
+    return
+    ;;
   ?*) COMPREPLY=(); return ;;
   esac
   case $cur in

@@ -52,6 +52,29 @@ check "HOME: ~/.local/share/cairn" \
 check "XDG_DATA_HOME" \
   [ "$(as_nobody XDG_DATA_HOME="$T/home/xdg" | jq -r '.store.from + " " + .store.dir')" = "XDG_DATA_HOME $T/home/xdg/cairn" ]
 
+# A store that is not there: info says what it knows, exit 0, makes nothing.
+expect_exit 0 "info on a missing store" cairn --store "$T/none/store" info
+check "names the store" grep -qx "store: *$T/none/store" "$T/stdout"
+check "says there is none yet" grep -qx "store state: *none here yet (cairn import or pull makes it)" "$T/stdout"
+check "and the version" grep -q "^cairn: *cairn " "$T/stdout"
+check "makes nothing" [ ! -e "$T/none" ]
+check_json "info --json: state missing, counts 0" \
+  '.store.state == "missing" and .store.images == 0 and .store.schema_version == null' \
+  cairn --store "$T/none/store" info --json
+# A store nobody may open (root's, 0700): what info knows, why not, a hint, exit 1.
+nb() { env -u CAIRN_STORE -u XDG_DATA_HOME HOME="$T/home" setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+expect_exit 1 "info as nobody on root's store: exit 1" nb cairn --store "$STORE" info
+check "still says the version and the store" \
+  sh -c "grep -q '^cairn: *cairn ' '$T/stdout' && grep -qx 'store: *$STORE' '$T/stdout'"
+check "says it cannot be opened and why, with a hint" \
+  grep -qx "store state: *cannot be opened: $STORE: Permission denied (use --store DIR or CAIRN_STORE=DIR for a store of yours)" "$T/stdout"
+check "one line on stderr" [ "$(cat "$T/stderr")" = \
+  "cairn: info: store: $STORE: Permission denied (use --store DIR or CAIRN_STORE=DIR for a store of yours)" ]
+nb cairn --store "$STORE" info --json >"$T/nobody.json" 2>/dev/null
+check_json "info --json as nobody: state unusable, the error" \
+  '.store.state == "unusable" and (.store.error | test("Permission denied")) and .store.images == null and .version != null' \
+  cat "$T/nobody.json"
+
 expect_exit 2 "info takes no operand" cairn info x
 expect_exit 0 "info --help" cairn info --help
 check "info --help names --json" grep -q -- "--json" "$T/stdout"

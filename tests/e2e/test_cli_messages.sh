@@ -4,7 +4,9 @@
 # where the command goes is an unknown option, not a command (--stor: did
 # you mean --store?; -V); cairn-pin lst is a mistyped subcommand, not an
 # image to list; "after 1 second", not "1 seconds"; an oci: layout of
-# several images names them.
+# several images names them; rm's lines in one case (Removed layer after
+# Untagged:, Deleted:); a kept upper's row in mounts has PID -, not 0;
+# cairnfs's refusals relayed by mount say "mount:" as mount's own.
 source "$(dirname "$0")/registry.sh"
 pull_test_init
 
@@ -31,4 +33,35 @@ setup $OCI_IMAGE add lay v1 linux/amd64 a.tar:raw >/dev/null
 setup $OCI_IMAGE add lay v2 linux/amd64 a.tar:gzip >/dev/null
 expect_exit 2 "pull oci:DIR of two images" cairn pull "oci:$T/lay"
 check "names them" grep -q "holds 2 images (v1, v2); name one as oci:$T/lay:REF" "$T/stderr"
+
+cairn import -q rmme:1 "$T/2.tar" >/dev/null
+expect_exit 0 "rm" cairn rm rmme:1
+check "rm: Removed layer, in the case of Untagged: and Deleted:" \
+  [ "$(cut -d' ' -f1-2 "$T/stdout" | sed 's/ .*//' | tr '\n' ' ')" = "Untagged: Deleted: Removed " ]
+check "rm: the layer line" grep -qE "^Removed layer sha256:[0-9a-f]{64} \(" "$T/stdout"
+
+mkdir -p "$T/rw" && touch "$T/afile"
+on_exit "umount -l '$T/rw'"
+expect_exit 1 "mount IMAGE FILE" cairn mount app:1 "$T/afile"
+check "mount IMAGE FILE: says mount:, one line" \
+  [ "$(cat "$T/stderr")" = "cairn: mount: $T/afile: not a directory" ]
+cairn mount -q --rw app:1 "$T/rw" && echo x >"$T/rw/new" && cairn umount -q --keep "$T/rw"
+expect_exit 0 "mounts with a kept upper" cairn mounts
+check "its PID is -, not 0" grep -qE "^$T/rw +[0-9a-f]{12} +localhost/app:1 +- +kept " "$T/stdout"
+check "--json still says 0" [ "$(cairn mounts --json | jq '.[0].pid')" = 0 ]
+cairn umount -q --discard "$T/rw"
+
+# One path on stdout, the real one, whatever was typed; bundle --rm of a
+# --rw bundle says the changes it drops.
+ln -s "$T/rw" "$T/link"
+expect_exit 0 "mount through a symlink" cairn mount app:1 "$T/link"
+check "mount prints the real path" [ "$(cat "$T/stdout")" = "$T/rw" ]
+expect_exit 0 "umount through the symlink" cairn umount "$T/link"
+check "umount prints the real path too" [ "$(cat "$T/stdout")" = "$T/rw" ]
+on_exit "umount -l '$T/bun/rootfs'"
+expect_exit 0 "bundle --rw" cairn bundle -q --rw --user 0 app:1 "$T/bun" -- /bin/true
+echo change >"$T/bun/rootfs/new"
+expect_exit 0 "bundle --rm of a --rw bundle, as a relative path" sh -c "cd '$T' && cairn bundle --rm bun"
+check "says the changes it dropped, then the real path" \
+  [ "$(sed 's/upper [0-9a-f]*.*/upper/' "$T/stdout")" = "$(printf 'Dropped: upper\n%s' "$T/bun")" ]
 finish

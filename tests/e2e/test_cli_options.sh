@@ -47,7 +47,7 @@ for form in "--retries=0" "--retries 0"; do
 done
 for form in "--store=$T/s2" "--store $T/s2"; do
   # shellcheck disable=SC2086
-  check "cairn $form images uses that store" sh -c "cairn $form images >/dev/null"
+  check "cairn $form import uses that store" sh -c "cairn $form import -q app:1 '$T/layer.tar' >/dev/null"
 done
 check "which it created" [ -e "$T/s2/meta.db" ]
 

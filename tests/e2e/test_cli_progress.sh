@@ -108,7 +108,7 @@ gc_work() {
 }
 setup gc_work
 check "gc on a terminal" on_tty "$T/gc" "cairn gc"
-for step in "unused layers and blobs" "blob files no row names" "pin, index and temporary files"; do
+for step in "unused layers and blobs" "blob files no layer uses" "pin, index and temporary files"; do
   check "gc: '$step' written once, done" \
     [ "$(count "$T/gc" "^(.\[1A)?.\[K$step  done in [0-9.]+s$")" = 1 ]
 done

@@ -46,4 +46,29 @@ expect_exit 0 "umount of a mounted directory: exit 0" cairn umount "$T/a"
 check "and says nothing" [ ! -s "$T/stderr" ]
 expect_exit 2 "umount without a directory is a usage error" cairn umount
 
+# --lazy, as umount -l: a busy mount (a process's working directory) is
+# detached at once, exit 0; its daemon serves that process on with the
+# image pinned, then goes when it lets go.
+cairn mount app:1 "$T/a"
+daemon=$(cairn mounts --json | jq -r '.[0].pid')
+(cd "$T/a" && exec sleep 30) &
+user=$!
+on_exit "kill $user"
+wait_for 5 sh -c "[ \"\$(readlink /proc/$user/cwd)\" = '$T/a' ]"
+expect_exit 4 "umount of a busy mount: exit 4 (busy)" cairn umount "$T/a"
+check "says who uses it: pid and command, and --lazy" [ "$(cat "$T/stderr")" = \
+  "cairn: umount: $T/a: busy: used by pid $user (sleep) (umount --lazy detaches it)" ]
+expect_exit 0 "umount --lazy of a busy mount: exit 0" cairn umount --lazy "$T/a"
+check "prints the directory" [ "$(cat "$T/stdout")" = "$T/a" ]
+check "says it is detached and still served, pinned" \
+  grep -q "^cairn: umount: $T/a: detached; still in use, so cairnfs (pid $daemon) serves it and keeps its image pinned until the last user lets go$" "$T/stderr"
+if is_mounted "$T/a"; then not_ok "a is detached"; else ok "a is detached"; fi
+check "the user still reads the image" [ "$(cat /proc/$user/cwd/hello)" = hello ]
+expect_exit 4 "rm of the image: pinned" cairn rm app:1
+check "mounts says detached" [ "$(cairn mounts --json | jq -r '.[0].state')" = detached ]
+kill $user && wait $user 2>/dev/null
+check "once it let go, the daemon ends and its record goes" \
+  wait_for 10 sh -c "[ \"\$(cairn mounts --json | jq length)\" = 0 ]"
+expect_exit 2 "--lazy --force: refused" cairn umount --lazy --force "$T/a"
+
 finish

@@ -27,12 +27,12 @@ check_json "images --json: size stays an exact number" '.[0].size | type == "num
 three_days=$(($(date +%s) - 3 * 86400 - 60))
 sqlite3 "$STORE/meta.db" "UPDATE images SET created = $three_days WHERE id = '$old'"
 cairn images >"$T/table"
-check "images has a CREATED column" grep -q "^IMAGE ID .* SIZE  *CREATED  *PINNED$" "$T/table"
-check "a new image: seconds ago" grep -qE "^${id:0:12} .*(seconds?|Less than a second) ago" "$T/table"
-check "an image of 3 days ago says so" grep -qE "^${old:0:12} .* 3 days ago " "$T/table"
+check "images has a CREATED column" grep -q "^REPOSITORY .* IMAGE ID  *CREATED  *SIZE .*PINNED$" "$T/table"
+check "a new image: seconds ago" grep -qE "^localhost/app +1 +${id:0:12} .*(seconds?|Less than a second) ago" "$T/table"
+check "an image of 3 days ago says so" grep -qE " ${old:0:12} .* 3 days ago " "$T/table"
 check "images --json gives that day in RFC 3339" \
   [ "$(cairn inspect old:1 | jq -r .created)" = "$(date -u -d "@$three_days" +%Y-%m-%dT%H:%M:%SZ)" ]
-check "images: sizes in KiB" grep -qE "^${id:0:12} .* 10\.0 KiB " "$T/table"
+check "images: sizes in KiB" grep -qE " ${id:0:12} .* 10\.0 KiB " "$T/table"
 check "layers: sizes in KiB" grep -qE " 10\.0 KiB " <(cairn layers)
 
 # Pins: since is RFC 3339 in JSON, relative in the table.
@@ -53,5 +53,5 @@ check "no line counts bytes" sh -c "! grep -q bytes '$T/gc'"
 cairn gc >"$T/gc"
 check "gc: the total human" grep -qx "freed 1 layers, 1 blobs, 2.9 KiB" "$T/gc"
 cairn rm app:1 >"$T/rm"
-check "rm: the layer it freed in KiB" grep -qE "^removed layer sha256:[0-9a-f]{64} \(10\.0 KiB\)$" "$T/rm"
+check "rm: the layer it freed in KiB" grep -qE "^Removed layer sha256:[0-9a-f]{64} \(10\.0 KiB\)$" "$T/rm"
 finish
