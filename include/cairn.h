@@ -943,6 +943,10 @@ int cairn_layer_blob_get(cairn_store *st, const char *digest, struct cairn_layer
 typedef int (*cairn_layer_blob_fn)(const struct cairn_layer_blob *b, void *arg);
 /* Every record, by digest; a non-zero return of fn stops and is returned. */
 int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg);
+/* The records of layer diff_id (the blobs it was pulled as), the latest
+ * kept first; a non-zero return of fn stops and is returned. None (0, fn
+ * not called) for a layer imported or committed, never pulled. */
+int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg);
 /* The kept compressed bytes of digest, open read-only; -ENOENT if none. */
 int cairn_layer_blob_open(cairn_store *st, const char *digest);
 /* The `info` file of an Additional Layer Store for b: a containers/storage
