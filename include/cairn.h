@@ -683,6 +683,18 @@ int cairn_pull(cairn_store *st, const char *source, const char *name, const cair
 
 enum cairn_compress { CAIRN_COMPRESS_GZIP = 0, CAIRN_COMPRESS_ZSTD, CAIRN_COMPRESS_NONE };
 
+/* A layer a pull kept (cairn_layer_blobs_of: the compressed bytes as the
+ * source's manifest named them) is sent as it is, with its digest, size and
+ * media type (a Docker media type as its OCI equivalent): nothing is
+ * compressed again, and a registry that has it in another repository
+ * mounts it. A layer with no such blob (imported, committed) is compressed
+ * anew, with compress. */
+enum cairn_push_kept {
+  CAIRN_PUSH_KEPT_ANY = 0, /* any kept blob, whatever its compression */
+  CAIRN_PUSH_KEPT_SAME,    /* only a kept blob compressed with compress */
+  CAIRN_PUSH_KEPT_NONE,    /* none: every layer compressed anew */
+};
+
 typedef struct cairn_push_opts {
   /* The network options as a pull takes them (creds, insecure, config,
    * cert_dir, attempts, backoff, log, arg), and its progress callback,
@@ -693,6 +705,7 @@ typedef struct cairn_push_opts {
    * sent. platform and jobs are unused (layers go one at a time). */
   cairn_pull_opts net;
   enum cairn_compress compress; /* the layers' compression; gzip by default */
+  enum cairn_push_kept kept;    /* which blobs a pull kept are sent as they are */
 } cairn_push_opts;
 
 #define CAIRN_DIGEST_BUF 72 /* "sha256:" + 64 hex + NUL, rounded */
@@ -702,7 +715,8 @@ typedef struct cairn_push_opts {
  * another repository of the same registry the image was pulled from are
  * mounted, the rest uploaded; then an OCI manifest) or "oci:DIR[:TAG]" (an
  * OCI image layout, index.json's entry annotated with the tag; TAG is
- * "latest" if not given). Every layer is its exact tar (cairn_layer_tar),
+ * "latest" if not given). A layer a pull kept is sent as it was pulled
+ * (opts->kept); any other is its exact tar (cairn_layer_tar), compressed;
  * so the pushed image has the same diff_ids and, its config sent as
  * stored, the same id. The image and its layers are pinned for the whole
  * push. digest_out gets the manifest's digest. -ENOENT if there is no such

@@ -10,10 +10,15 @@
  *  - the image and its layers are pinned (cairn_pin_image) before anything
  *    is read and until the push returns, so no rm or gc removes them
  *    midway; the image is resolved again after pinning;
- *  - every layer is its exact tar (cairn_layer_tar): the pushed layer's
- *    uncompressed sha256 is the diff_id the image's config names, or the
- *    push fails before the manifest is sent (a layer stored without its
- *    tar record is refused before any upload);
+ *  - a layer a pull kept (cairn_layer_blobs_of) goes as it was pulled: the
+ *    same bytes, digest, size and media type, which the pull checked
+ *    against the diff_id; its bytes are checked against the digest before
+ *    they are first read out (a blob damaged since is dropped: the layer
+ *    is compressed anew), and a HEAD or a mount reads none of them;
+ *  - every other layer is its exact tar (cairn_layer_tar): the pushed
+ *    layer's uncompressed sha256 is the diff_id the image's config names,
+ *    or the push fails before the manifest is sent (a layer stored without
+ *    its tar record is refused before any upload);
  *  - the config is sent as stored, so the pushed image's id (the config's
  *    digest) is the local one;
  *  - the manifest goes last, after every blob it names is in place (a
@@ -22,7 +27,7 @@
  *  - a layout's files are written by cairn_file_put_at, its directories
  *    opened O_NOFOLLOW: nothing planted in DIR redirects a root push.
  *
- * Each layer is written, compressed, to an anonymous file in STORE/tmp
+ * Each layer not kept is written, compressed, to an anonymous file in STORE/tmp
  * (its digest and size are needed before the upload), then sent whole
  * (POST for an upload session, then one PUT ?digest=) unless the registry
  * has it (HEAD) or can mount it from the repository the image was pulled
@@ -61,12 +66,16 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* One blob to send: a layer (compressed into fd) or the config (mem). */
+/* One blob to send: a layer (compressed into fd, or the blob a pull kept)
+ * or the config (mem). */
 typedef struct push_blob {
   int fd;
   const char *mem;
   uint64_t size;
   char digest[PULL_DIGEST_LEN + 1];
+  const char *media_type;
+  bool kept;     /* fd is the kept blob of a pull: its bytes are checked */
+  bool verified; /* against digest before they are first read out */
 } push_blob;
 
 typedef struct push_run {
@@ -216,6 +225,87 @@ static int tmp_file(cairn_store *st, int *fd) {
   return 0;
 }
 
+/* ---- a blob a pull kept -------------------------------------------------- */
+
+/* The OCI media type of a kept blob of media type mt (a Docker one is
+ * named by its OCI equivalent: the same bytes) and its compression. */
+static const char *kept_media_type(const char *mt, enum cairn_compress *c) {
+  *c = strstr(mt, "zstd")   ? CAIRN_COMPRESS_ZSTD
+       : strstr(mt, "gzip") ? CAIRN_COMPRESS_GZIP
+                            : CAIRN_COMPRESS_NONE;
+  if (strncmp(mt, "application/vnd.oci.image.layer.", 32) == 0) return mt;
+  return layer_media_type(*c);
+}
+
+typedef struct kept_pick {
+  cairn_store *st;
+  const cairn_push_opts *o;
+  push_blob *b;
+  char mt[128];
+} kept_pick;
+
+static int kept_pick_cb(const struct cairn_layer_blob *kb, void *arg) {
+  kept_pick *k = arg;
+  enum cairn_compress c;
+  const char *mt = kept_media_type(kb->media_type, &c);
+  if (k->o->kept == CAIRN_PUSH_KEPT_SAME && c != k->o->compress) return 0;
+  int fd = cairn_layer_blob_open(k->st, kb->digest);
+  struct stat sb;
+  if (fd < 0) return 0; /* its file went (gc --check repairs the record) */
+  if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != kb->size) {
+    close(fd);
+    return 0;
+  }
+  k->b->fd = fd;
+  k->b->size = kb->size;
+  k->b->kept = true;
+  snprintf(k->b->digest, sizeof k->b->digest, "%s", kb->digest);
+  snprintf(k->mt, sizeof k->mt, "%s", mt);
+  return 1;
+}
+
+/* Takes the blob a pull kept of layer diff_id, if the options let it be
+ * sent as it is: 1 (b set, mt its media type), 0 if none. */
+static int kept_take(push_run *p, const char *diff_id, push_blob *b, char mt[128]) {
+  if (p->o->kept == CAIRN_PUSH_KEPT_NONE) return 0;
+  kept_pick k = {.st = p->st, .o = p->o, .b = b};
+  int r = cairn_layer_blobs_of(p->st, diff_id, kept_pick_cb, &k);
+  if (r == 1) snprintf(mt, 128, "%s", k.mt);
+  return r;
+}
+
+/* Checks a kept blob's bytes against its digest before they leave the
+ * store: -EBADMSG if they changed since the pull. */
+static int kept_verify(push_run *p, push_blob *b) {
+  if (!b->kept || b->verified) return 0;
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  if (!md) return cairn_fail(p->st, -ENOMEM, "out of memory");
+  EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+  char buf[1 << 16];
+  off_t off = 0;
+  int r = 0;
+  for (;;) {
+    ssize_t n = pread(b->fd, buf, sizeof buf, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      r = cairn_fail(p->st, -errno, "reading the kept blob %s: %s", b->digest, strerror(errno));
+    if (n <= 0) break;
+    EVP_DigestUpdate(md, buf, (size_t)n);
+    off += n;
+  }
+  unsigned char d[32];
+  cairn_id hex;
+  EVP_DigestFinal_ex(md, d, NULL);
+  EVP_MD_CTX_free(md);
+  if (r < 0) return r;
+  cairn_sha256_hex(d, hex);
+  if ((uint64_t)off != b->size || strcmp(hex, b->digest + 7) != 0)
+    return cairn_fail(p->st, -EBADMSG, "the kept blob %s is not its digest's bytes any more",
+                      b->digest);
+  b->verified = true;
+  return 0;
+}
+
 /* Writes layer i's exact tar, compressed, into a new temporary file. */
 static int layer_prepare(push_run *p, size_t i, push_blob *b) {
   cairn_store *st = p->st;
@@ -274,8 +364,7 @@ static int blob_present(registry *rg, const char *digest, cairn_store *st) {
 
 /* Sends a blob unless the registry has it; *skipped says it had (or
  * mounted it from `from`, a repository of the same registry). */
-static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *from,
-                     bool *skipped) {
+static int blob_send(push_run *p, registry *rg, push_blob *b, const char *from, bool *skipped) {
   cairn_store *st = p->st;
   *skipped = false;
   int r = blob_present(rg, b->digest, st);
@@ -309,6 +398,7 @@ static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *
       *skipped = true; /* mounted */
       return 0;
     }
+    if ((r = kept_verify(p, b)) < 0) return r; /* the bytes are about to be read */
     if (!reply.location[0])
       return cairn_fail(st, -EIO, "POST %s: HTTP %ld without a Location", url, reply.status);
     cairn_autofree char *put_url = url_join(rg, reply.location, b->digest);
@@ -373,10 +463,13 @@ static int layout_open(cairn_store *st, layout *l, const char *dir) {
   return layout_file(st, l->fd, dir, "oci-layout", -1, oci_layout, sizeof oci_layout - 1);
 }
 
-static int layout_blob(cairn_store *st, layout *l, const push_blob *b, bool *skipped) {
+static int layout_blob(push_run *p, layout *l, push_blob *b, bool *skipped) {
+  cairn_store *st = p->st;
   struct stat sb;
   *skipped = fstatat(l->blobs_fd, b->digest + 7, &sb, 0) == 0 && (uint64_t)sb.st_size == b->size;
   if (*skipped) return 0;
+  int r = kept_verify(p, b);
+  if (r < 0) return r;
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/blobs/sha256", l->dir);
   return layout_file(st, l->blobs_fd, dir, b->digest + 7, b->fd, b->mem, b->size);
@@ -468,11 +561,11 @@ static char *mount_source(const image_view *v, const char *host, const char *rep
 }
 
 static char *manifest_build(const char *config_digest, size_t config_size, push_blob *blobs,
-                            size_t n, enum cairn_compress c) {
+                            size_t n) {
   json_t *layers = json_array();
   for (size_t i = 0; i < n; i++)
     json_array_append_new(layers,
-                          json_pack("{s:s, s:s, s:I}", "mediaType", layer_media_type(c), "digest",
+                          json_pack("{s:s, s:s, s:I}", "mediaType", blobs[i].media_type, "digest",
                                     blobs[i].digest, "size", (json_int_t)blobs[i].size));
   json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
                         MT_MANIFEST, "config", "mediaType", MT_CONFIG, "digest", config_digest,
@@ -518,10 +611,12 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   cairn_autofree char *where = NULL, *tag = NULL, *purpose = NULL, *from = NULL, *manifest = NULL;
   image_view v = {0};
   push_blob *blobs = NULL;
+  char(*mts)[128] = NULL;
   cairn_pinset *ps = NULL;
   registry *rg = NULL;
   layout lo = {.fd = -1, .blobs_fd = -1};
   push_run run = {.st = st, .o = o};
+  pull_source logger = {.opts = &o->net};
   cairn_id id;
   int r = dest_parse(dest, &oci, &where, &tag, st);
   if (r < 0) goto out;
@@ -536,7 +631,23 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
     if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
     goto out;
   }
+  if (!(run.layers = calloc(v.n + 1, sizeof *run.layers)) ||
+      !(blobs = calloc(v.n + 1, sizeof *blobs)) || !(mts = calloc(v.n + 1, sizeof *mts))) {
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+    goto out;
+  }
+  run.n = v.n;
+  /* The blobs a pull kept go as they are; the other layers are rebuilt
+   * from their tar records, which they must have. */
   for (size_t i = 0; i < v.n; i++) {
+    blobs[i].fd = -1;
+    run.layers[i] =
+        (cairn_pull_layer){.digest = blobs[i].digest, .diff_id = v.layers[i], .size = v.sizes[i]};
+    if ((r = kept_take(&run, v.layers[i], &blobs[i], mts[i])) < 0) goto out;
+    if (r == 1) {
+      blobs[i].media_type = mts[i];
+      continue;
+    }
     int have = cairn_layer_tar_recorded(st, v.layers[i]);
     if (have < 0) {
       r = have;
@@ -551,17 +662,6 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
       goto out;
     }
   }
-  if (!(run.layers = calloc(v.n + 1, sizeof *run.layers)) ||
-      !(blobs = calloc(v.n + 1, sizeof *blobs))) {
-    r = cairn_fail(st, -ENOMEM, "out of memory");
-    goto out;
-  }
-  run.n = v.n;
-  for (size_t i = 0; i < v.n; i++) {
-    blobs[i].fd = -1;
-    run.layers[i] =
-        (cairn_pull_layer){.digest = blobs[i].digest, .diff_id = v.layers[i], .size = v.sizes[i]};
-  }
   if (oci) {
     lo.dir = where;
     if ((r = layout_open(st, &lo, where)) < 0) goto out;
@@ -573,18 +673,33 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   for (size_t i = 0; i < v.n; i++) {
     bool seen = false, skipped = false;
     for (size_t j = 0; j < i && !seen; j++) seen = strcmp(v.layers[j], v.layers[i]) == 0;
-    if ((r = layer_prepare(&run, i, &blobs[i])) < 0) goto out;
     cairn_pull_layer *l = &run.layers[i];
-    l->size = blobs[i].size;
-    l->state = CAIRN_PULL_FETCHING;
-    l->fetched = 0;
-    run_progress(&run, true);
-    if (seen)
-      skipped = true;
-    else if (oci)
-      r = layout_blob(st, &lo, &blobs[i], &skipped);
-    else
-      r = blob_send(&run, rg, &blobs[i], from, &skipped);
+    for (int attempt = 0;; attempt++) {
+      if (!blobs[i].kept) {
+        l->size = v.sizes[i]; /* the tar's, while it is compressed */
+        if ((r = layer_prepare(&run, i, &blobs[i])) < 0) goto out;
+        blobs[i].media_type = layer_media_type(o->compress);
+      }
+      l->size = blobs[i].size;
+      l->state = CAIRN_PULL_FETCHING;
+      l->fetched = 0;
+      run.current = i;
+      run_progress(&run, true);
+      if (seen)
+        skipped = true;
+      else if (oci)
+        r = layout_blob(&run, &lo, &blobs[i], &skipped);
+      else
+        r = blob_send(&run, rg, &blobs[i], from, &skipped);
+      if (r == -EBADMSG && blobs[i].kept && !blobs[i].verified && attempt == 0) {
+        /* a kept blob damaged since its pull: the layer is compressed anew */
+        cn_pull_log(&logger, "%s; compressing layer %.12s anew", cairn_errmsg(st), v.layers[i]);
+        close(blobs[i].fd);
+        blobs[i] = (push_blob){.fd = -1};
+        continue;
+      }
+      break;
+    }
     if (r < 0) {
       cairn_fail_context(st, r, "layer %.12s", v.layers[i]);
       goto out;
@@ -597,19 +712,20 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   push_blob config = {.fd = -1, .mem = v.config, .size = strlen(v.config)};
   snprintf(config.digest, sizeof config.digest, "sha256:%s", id);
   bool skipped;
-  r = oci ? layout_blob(st, &lo, &config, &skipped) : blob_send(&run, rg, &config, NULL, &skipped);
+  r = oci ? layout_blob(&run, &lo, &config, &skipped)
+          : blob_send(&run, rg, &config, NULL, &skipped);
   if (r < 0) {
     cairn_fail_context(st, r, "config");
     goto out;
   }
-  if (!(manifest = manifest_build(config.digest, config.size, blobs, v.n, o->compress))) {
+  if (!(manifest = manifest_build(config.digest, config.size, blobs, v.n))) {
     r = cairn_fail(st, -ENOMEM, "out of memory");
     goto out;
   }
   push_blob mb = {.fd = -1, .mem = manifest, .size = strlen(manifest)};
   cn_pull_sha256(manifest, mb.size, mb.digest);
   if (oci) {
-    if ((r = layout_blob(st, &lo, &mb, &skipped)) == 0)
+    if ((r = layout_blob(&run, &lo, &mb, &skipped)) == 0)
       r = layout_index(st, &lo, tag, mb.digest, mb.size);
   } else {
     r = manifest_send(rg, tag, manifest, st);
@@ -624,6 +740,7 @@ out:
     for (size_t i = 0; i < v.n; i++)
       if (blobs[i].fd >= 0) close(blobs[i].fd);
   free(blobs);
+  free(mts);
   free(run.layers);
   if (lo.fd >= 0) close(lo.fd);
   if (lo.blobs_fd >= 0) close(lo.blobs_fd);
