@@ -105,7 +105,8 @@ const struct cli_command cmd_pull = {
     .usage = PULL_USAGE,
     .summary =
         "Store an image from a layout, an archive or a registry, and print its id.\n"
-        "SOURCE: oci:DIR[:REF] | docker-archive:FILE | docker://[HOST[:PORT]/]REPO[:TAG|@DIGEST]\n"
+        "SOURCE: oci:DIR[:REF] | oci-archive:FILE[:REF] | docker-archive:FILE |\n"
+        "  docker://[HOST[:PORT]/]REPO[:TAG|@DIGEST]\n"
         "  (no HOST: docker.io, library/ for one component, or registries.conf's first\n"
         "  unqualified-search-registries, as podman)\n"
         "NAME[:TAG]: the image's name in the store (default: from SOURCE)",
