@@ -715,7 +715,10 @@ typedef struct cairn_push_opts {
  * another repository of the same registry the image was pulled from are
  * mounted, the rest uploaded; then an OCI manifest) or "oci:DIR[:TAG]" (an
  * OCI image layout, index.json's entry annotated with the tag; TAG is
- * "latest" if not given). A layer a pull kept is sent as it was pulled
+ * "latest" if not given), "oci-archive:FILE[:TAG]" (that layout as a tar;
+ * FILE replaced) or "docker-archive:FILE[:NAME[:TAG]]" (docker save's tar,
+ * uncompressed layers; an existing FILE is -EEXIST; digest_out is then
+ * "sha256:" and the image id). A layer a pull kept is sent as it was pulled
  * (opts->kept); any other is its exact tar (cairn_layer_tar), compressed;
  * so the pushed image has the same diff_ids and, its config sent as
  * stored, the same id. The image and its layers are pinned for the whole

@@ -109,12 +109,14 @@ const struct cli_command cmd_push = {
     .name = "push",
     .run = push_run,
     .usage = PUSH_USAGE,
-    .summary = "Send an image to a registry or an OCI layout, each layer its exact tar (the\n"
-               "diff_ids and image id do not change); print the manifest's digest. A layer\n"
-               "pulled is sent as it was pulled (its blob, digest and media type), unless\n"
-               "--compress names another compression or --force-compression is given.\n"
+    .summary = "Send an image to a registry, an OCI layout or an archive, each layer its exact\n"
+               "tar (the diff_ids and image id do not change); print the manifest's digest.\n"
+               "A layer pulled is sent as it was pulled (its blob, digest and media type),\n"
+               "unless --compress names another compression or --force-compression is given.\n"
                "IMAGE: a name or id of the store\n"
-               "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] (TAG: latest if not given)",
+               "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] | oci-archive:FILE[:TAG]\n"
+               "  (TAG: latest if not given) | docker-archive:FILE[:NAME[:TAG]] (its layers\n"
+               "  uncompressed; prints the image id)",
     .options =
         "--compress gzip|zstd|none\tcompress with it the layers not pulled in it (default:\n"
         "\tgzip, for the layers no pull kept: imported, committed)\n"

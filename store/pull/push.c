@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * push.c — `cairn push`: an image of the store to a registry
- * ("docker://HOST[:PORT]/REPO[:TAG]", the OCI distribution API) or to an
- * OCI image layout ("oci:DIR[:TAG]"). Built on cairn.h alone, like the
+ * ("docker://HOST[:PORT]/REPO[:TAG]", the OCI distribution API), to an
+ * OCI image layout ("oci:DIR[:TAG]") or to an archive: "oci-archive:FILE[:TAG]"
+ * (that layout as a tar) or "docker-archive:FILE[:NAME[:TAG]]" (docker
+ * save's tar, its layers uncompressed). Built on cairn.h alone, like the
  * pull sources, and on their registry client (registry*.c: curl, auth,
  * TLS, the retry policy).
  *
@@ -25,7 +27,10 @@
  *    registry shows the tag only once the whole image can be pulled); in a
  *    layout, index.json is replaced by rename after the blobs are written;
  *  - a layout's files are written by cairn_file_put_at, its directories
- *    opened O_NOFOLLOW: nothing planted in DIR redirects a root push.
+ *    opened O_NOFOLLOW: nothing planted in DIR redirects a root push; an
+ *    archive is written whole in STORE/tmp, then put in place by
+ *    cairn_file_put_at (replacing FILE for an oci-archive, refusing an
+ *    existing one for a docker-archive, as podman).
  *
  * Each layer not kept is written, compressed, to an anonymous file in STORE/tmp
  * (its digest and size are needed before the upload), then sent whole
@@ -506,6 +511,117 @@ static int layout_index(cairn_store *st, layout *l, const char *tag, const char 
   return r;
 }
 
+/* ---- an archive ------------------------------------------------------------ */
+
+/* An oci-archive or docker-archive: a tar written into an anonymous file
+ * of STORE/tmp, put in place whole at the end (cairn_file_put_at). */
+typedef struct tar_out {
+  struct archive *a;
+  int fd;
+} tar_out;
+
+static int tar_open(push_run *p, tar_out *t) {
+  int r = tmp_file(p->st, &t->fd);
+  if (r < 0) return r;
+  if (!(t->a = archive_write_new())) return cairn_fail(p->st, -ENOMEM, "out of memory");
+  if (archive_write_set_format_pax_restricted(t->a) != ARCHIVE_OK ||
+      archive_write_open_fd(t->a, t->fd) != ARCHIVE_OK)
+    return cairn_fail(p->st, -EIO, "writing the archive: %s", archive_error_string(t->a));
+  return 0;
+}
+
+/* Adds b (its bytes: mem, or fd from offset 0) as name, mode 0644. */
+static int tar_add(push_run *p, tar_out *t, const char *name, push_blob *b) {
+  cairn_store *st = p->st;
+  int r = kept_verify(p, b);
+  if (r < 0) return r;
+  struct archive_entry *e = archive_entry_new();
+  if (!e) return cairn_fail(st, -ENOMEM, "out of memory");
+  archive_entry_set_pathname(e, name);
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_perm(e, 0644);
+  archive_entry_set_size(e, (la_int64_t)b->size);
+  int ar = archive_write_header(t->a, e);
+  archive_entry_free(e);
+  if (ar != ARCHIVE_OK) return cairn_fail(st, -EIO, "%s: %s", name, archive_error_string(t->a));
+  if (b->mem) {
+    if (archive_write_data(t->a, b->mem, b->size) != (la_ssize_t)b->size)
+      return cairn_fail(st, -EIO, "%s: %s", name, archive_error_string(t->a));
+    return 0;
+  }
+  char buf[1 << 16];
+  uint64_t off = 0;
+  while (off < b->size) {
+    ssize_t n = pread(b->fd, buf, sizeof buf, (off_t)off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return cairn_fail(st, n < 0 ? -errno : -EIO, "%s: short read", name);
+    if (archive_write_data(t->a, buf, (size_t)n) != n)
+      return cairn_fail(st, -EIO, "%s: %s", name, archive_error_string(t->a));
+    off += (uint64_t)n;
+  }
+  return 0;
+}
+
+/* Ends the tar and puts it at path: replacing a file there (oci-archive,
+ * as podman) or failing if one is (noreplace: docker-archive, as podman,
+ * which adds nothing to an existing archive); never through a symlink
+ * planted as path. */
+static int tar_finish(push_run *p, tar_out *t, const char *path, bool noreplace) {
+  cairn_store *st = p->st;
+  int ar = archive_write_close(t->a);
+  archive_write_free(t->a);
+  t->a = NULL;
+  if (ar != ARCHIVE_OK) return cairn_fail(st, -EIO, "%s: writing the archive", path);
+  struct stat sb;
+  if (fstat(t->fd, &sb) < 0) return cairn_fail(st, -errno, "%s: %s", path, strerror(errno));
+  const char *slash = strrchr(path, '/');
+  cairn_autofree char *dir = slash ? strndup(path, (size_t)(slash - path + 1)) : strdup(".");
+  const char *base = slash ? slash + 1 : path;
+  if (!dir) return cairn_fail(st, -ENOMEM, "out of memory");
+  if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+    return cairn_fail(st, -EINVAL, "%s: not a file name", path);
+  cairn_autoclose int dfd = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (dfd < 0) return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  int r = cairn_file_put_at(dfd, base, t->fd, NULL, (uint64_t)sb.st_size, 0644,
+                            noreplace ? CAIRN_PUT_NOREPLACE : 0);
+  if (r == -EEXIST)
+    return cairn_fail(st, r, "%s exists (a docker-archive is written whole, never added to)", path);
+  return r < 0 ? cairn_fail(st, r, "%s: %s", path, strerror(-r)) : 0;
+}
+
+static void tar_close(tar_out *t) {
+  if (t->a) archive_write_free(t->a);
+  if (t->fd >= 0) close(t->fd);
+}
+
+/* oci-archive's index.json: the one manifest, annotated with the tag. */
+static char *index_build(const char *tag, const char *digest, size_t size) {
+  json_t *index = json_pack("{s:i, s:s, s:[{s:s, s:s, s:I, s:{s:s}}]}", "schemaVersion", 2,
+                            "mediaType", "application/vnd.oci.image.index.v1+json", "manifests",
+                            "mediaType", MT_MANIFEST, "digest", digest, "size", (json_int_t)size,
+                            "annotations", "org.opencontainers.image.ref.name", tag);
+  char *s = index ? json_dumps(index, JSON_COMPACT) : NULL;
+  json_decref(index);
+  return s;
+}
+
+/* docker-archive's manifest.json: the config, the tag (if any) and the
+ * layers, bottom first, each its uncompressed tar named HEX.tar. */
+static char *docker_manifest(const char *id, const char *tag, push_blob *blobs, size_t n) {
+  json_t *layers = json_array(), *tags = json_array();
+  char name[PULL_DIGEST_LEN + 8];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
+    json_array_append_new(layers, json_string(name));
+  }
+  if (tag) json_array_append_new(tags, json_string(tag));
+  snprintf(name, sizeof name, "%s.json", id);
+  json_t *m = json_pack("[{s:s, s:o, s:o}]", "Config", name, "RepoTags", tags, "Layers", layers);
+  char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
+  json_decref(m);
+  return s;
+}
+
 /* ---- the push -------------------------------------------------------------- */
 
 typedef struct image_view {
@@ -575,13 +691,32 @@ static char *manifest_build(const char *config_digest, size_t config_size, push_
   return s;
 }
 
-/* Splits DEST into the registry spec (HOST[:PORT]/REPO) or layout dir, and
- * the tag. */
-static int dest_parse(const char *dest, bool *oci, char **where, char **tag, cairn_store *st) {
+enum dest_kind { DEST_REGISTRY, DEST_LAYOUT, DEST_OCI_ARCHIVE, DEST_DOCKER_ARCHIVE };
+
+/* Splits DEST into the registry spec (HOST[:PORT]/REPO), layout dir or
+ * archive file, and the tag (NULL: a docker-archive with none). */
+static int dest_parse(const char *dest, enum dest_kind *kind, char **where, char **tag,
+                      cairn_store *st) {
   *where = *tag = NULL;
   const char *rest;
+  if (strncmp(dest, "docker-archive:", 15) == 0 || strncmp(dest, "oci-archive:", 12) == 0) {
+    bool docker = dest[0] == 'd';
+    *kind = docker ? DEST_DOCKER_ARCHIVE : DEST_OCI_ARCHIVE;
+    rest = dest + (docker ? 15 : 12);
+    const char *colon = strchr(rest, ':');
+    *where = colon ? strndup(rest, (size_t)(colon - rest)) : strdup(rest);
+    if (!*where) return cairn_fail(st, -ENOMEM, "out of memory");
+    if (colon && !colon[1])
+      return cairn_fail(st, -EINVAL, "%s: empty file name or reference", dest);
+    if (!docker || colon) {
+      *tag = strdup(colon ? colon + 1 : "latest");
+      if (!*tag) return cairn_fail(st, -ENOMEM, "out of memory");
+    }
+    if (!**where) return cairn_fail(st, -EINVAL, "%s: empty file name or reference", dest);
+    return 0;
+  }
   if (strncmp(dest, "docker://", 9) == 0) {
-    *oci = false;
+    *kind = DEST_REGISTRY;
     rest = dest + 9;
     const char *slash = strchr(rest, '/');
     const char *colon = strrchr(slash ? slash : rest, ':');
@@ -590,13 +725,15 @@ static int dest_parse(const char *dest, bool *oci, char **where, char **tag, cai
     *where = colon ? strndup(rest, (size_t)(colon - rest)) : strdup(rest);
     *tag = strdup(colon ? colon + 1 : "latest");
   } else if (strncmp(dest, "oci:", 4) == 0) {
-    *oci = true;
+    *kind = DEST_LAYOUT;
     rest = dest + 4;
     const char *colon = strchr(rest, ':');
     *where = colon ? strndup(rest, (size_t)(colon - rest)) : strdup(rest);
     *tag = strdup(colon ? colon + 1 : "latest");
   } else {
-    return cairn_fail(st, -EINVAL, "%s: expected docker://HOST[:PORT]/REPO[:TAG] or oci:DIR[:TAG]",
+    return cairn_fail(st, -EINVAL,
+                      "%s: expected docker://HOST[:PORT]/REPO[:TAG], oci:DIR[:TAG], "
+                      "oci-archive:FILE[:TAG] or docker-archive:FILE[:NAME:TAG]",
                       dest);
   }
   if (!*where || !*tag) return cairn_fail(st, -ENOMEM, "out of memory");
@@ -605,9 +742,12 @@ static int dest_parse(const char *dest, bool *oci, char **where, char **tag, cai
   return 0;
 }
 
-static int push_into(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *o,
-                     char *digest_out) {
-  bool oci = false;
+static int push_into(cairn_store *st, const char *ref, const char *dest,
+                     const cairn_push_opts *opts, char *digest_out) {
+  enum dest_kind kind = DEST_REGISTRY;
+  cairn_push_opts eff = *opts;
+  const cairn_push_opts *o = &eff;
+  tar_out ta = {.fd = -1};
   cairn_autofree char *where = NULL, *tag = NULL, *purpose = NULL, *from = NULL, *manifest = NULL;
   image_view v = {0};
   push_blob *blobs = NULL;
@@ -618,8 +758,14 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   push_run run = {.st = st, .o = o};
   pull_source logger = {.opts = &o->net};
   cairn_id id;
-  int r = dest_parse(dest, &oci, &where, &tag, st);
+  int r = dest_parse(dest, &kind, &where, &tag, st);
   if (r < 0) goto out;
+  bool oci = kind == DEST_LAYOUT, archive = kind == DEST_OCI_ARCHIVE || kind == DEST_DOCKER_ARCHIVE;
+  if (kind == DEST_DOCKER_ARCHIVE) {
+    /* docker load reads uncompressed layers: a kept blob only if it is one */
+    eff.compress = CAIRN_COMPRESS_NONE;
+    if (eff.kept == CAIRN_PUSH_KEPT_ANY) eff.kept = CAIRN_PUSH_KEPT_SAME;
+  }
   if ((r = cairn_image_resolve(st, ref, id)) < 0) goto out;
   if (asprintf(&purpose, "push %s", dest) < 0 || !(ps = cairn_pinset_new(purpose, true))) {
     r = cairn_fail(st, -ENOMEM, "out of memory");
@@ -665,6 +811,11 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   if (oci) {
     lo.dir = where;
     if ((r = layout_open(st, &lo, where)) < 0) goto out;
+  } else if (archive) {
+    if ((r = tar_open(&run, &ta)) < 0) goto out;
+    static const char oci_layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
+    push_blob lb = {.fd = -1, .mem = oci_layout, .size = sizeof oci_layout - 1};
+    if (kind == DEST_OCI_ARCHIVE && (r = tar_add(&run, &ta, "oci-layout", &lb)) < 0) goto out;
   } else {
     if ((r = cn_registry_open(where, &o->net, true, &rg, st)) < 0) goto out;
     from = mount_source(&v, rg->host, rg->repo);
@@ -685,8 +836,15 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
       l->fetched = 0;
       run.current = i;
       run_progress(&run, true);
+      char name[PULL_DIGEST_LEN + 32];
+      if (kind == DEST_DOCKER_ARCHIVE)
+        snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
+      else
+        snprintf(name, sizeof name, "blobs/sha256/%s", blobs[i].digest + 7);
       if (seen)
         skipped = true;
+      else if (archive)
+        r = tar_add(&run, &ta, name, &blobs[i]);
       else if (oci)
         r = layout_blob(&run, &lo, &blobs[i], &skipped);
       else
@@ -712,8 +870,11 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   push_blob config = {.fd = -1, .mem = v.config, .size = strlen(v.config)};
   snprintf(config.digest, sizeof config.digest, "sha256:%s", id);
   bool skipped;
-  r = oci ? layout_blob(&run, &lo, &config, &skipped)
-          : blob_send(&run, rg, &config, NULL, &skipped);
+  char cname[PULL_DIGEST_LEN + 32];
+  snprintf(cname, sizeof cname, kind == DEST_DOCKER_ARCHIVE ? "%s.json" : "blobs/sha256/%s", id);
+  r = archive ? tar_add(&run, &ta, cname, &config)
+      : oci   ? layout_blob(&run, &lo, &config, &skipped)
+              : blob_send(&run, rg, &config, NULL, &skipped);
   if (r < 0) {
     cairn_fail_context(st, r, "config");
     goto out;
@@ -724,7 +885,23 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   }
   push_blob mb = {.fd = -1, .mem = manifest, .size = strlen(manifest)};
   cn_pull_sha256(manifest, mb.size, mb.digest);
-  if (oci) {
+  if (kind == DEST_DOCKER_ARCHIVE) {
+    cairn_autofree char *dm = docker_manifest(id, tag, blobs, v.n);
+    push_blob db = {.fd = -1, .mem = dm, .size = dm ? strlen(dm) : 0};
+    r = dm ? tar_add(&run, &ta, "manifest.json", &db) : cairn_fail(st, -ENOMEM, "out of memory");
+    if (r == 0) r = tar_finish(&run, &ta, where, true);
+    /* no registry manifest: the digest printed is the image id's */
+    snprintf(mb.digest, sizeof mb.digest, "sha256:%s", id);
+  } else if (kind == DEST_OCI_ARCHIVE) {
+    char mname[PULL_DIGEST_LEN + 32];
+    snprintf(mname, sizeof mname, "blobs/sha256/%s", mb.digest + 7);
+    cairn_autofree char *idx = index_build(tag, mb.digest, mb.size);
+    push_blob ib = {.fd = -1, .mem = idx, .size = idx ? strlen(idx) : 0};
+    r = tar_add(&run, &ta, mname, &mb);
+    if (r == 0)
+      r = idx ? tar_add(&run, &ta, "index.json", &ib) : cairn_fail(st, -ENOMEM, "out of memory");
+    if (r == 0) r = tar_finish(&run, &ta, where, false);
+  } else if (oci) {
     if ((r = layout_blob(&run, &lo, &mb, &skipped)) == 0)
       r = layout_index(st, &lo, tag, mb.digest, mb.size);
   } else {
@@ -742,6 +919,7 @@ out:
   free(blobs);
   free(mts);
   free(run.layers);
+  tar_close(&ta);
   if (lo.fd >= 0) close(lo.fd);
   if (lo.blobs_fd >= 0) close(lo.blobs_fd);
   if (rg) rg->base.ops->free(&rg->base);
