@@ -718,6 +718,18 @@ int cairn_pull(cairn_store *st, const char *source, const char *name, const cair
 
 enum cairn_compress { CAIRN_COMPRESS_GZIP = 0, CAIRN_COMPRESS_ZSTD, CAIRN_COMPRESS_NONE };
 
+/* A layer a pull kept (cairn_layer_blobs_of: the compressed bytes as the
+ * source's manifest named them) is sent as it is, with its digest, size and
+ * media type (a Docker media type as its OCI equivalent): nothing is
+ * compressed again, and a registry that has it in another repository
+ * mounts it. A layer with no such blob (imported, committed) is compressed
+ * anew, with compress. */
+enum cairn_push_kept {
+  CAIRN_PUSH_KEPT_ANY = 0, /* any kept blob, whatever its compression */
+  CAIRN_PUSH_KEPT_SAME,    /* only a kept blob compressed with compress */
+  CAIRN_PUSH_KEPT_NONE,    /* none: every layer compressed anew */
+};
+
 typedef struct cairn_push_opts {
   /* The network options as a pull takes them (creds, insecure, config,
    * cert_dir, attempts, backoff, log, arg), and its progress callback,
@@ -728,6 +740,7 @@ typedef struct cairn_push_opts {
    * sent. platform and jobs are unused (layers go one at a time). */
   cairn_pull_opts net;
   enum cairn_compress compress; /* the layers' compression; gzip by default */
+  enum cairn_push_kept kept;    /* which blobs a pull kept are sent as they are */
 } cairn_push_opts;
 
 /* Pushes the image ref (a name or id) to dest, "docker://HOST[:PORT]/REPO[:TAG]"
@@ -735,7 +748,11 @@ typedef struct cairn_push_opts {
  * another repository of the same registry the image was pulled from are
  * mounted, the rest uploaded; then an OCI manifest) or "oci:DIR[:TAG]" (an
  * OCI image layout, index.json's entry annotated with the tag; TAG is
- * "latest" if not given). Every layer is its exact tar (cairn_layer_tar),
+ * "latest" if not given), "oci-archive:FILE[:TAG]" (that layout as a tar;
+ * FILE replaced) or "docker-archive:FILE[:NAME[:TAG]]" (docker save's tar,
+ * uncompressed layers; an existing FILE is -EEXIST; digest_out is then
+ * "sha256:" and the image id). A layer a pull kept is sent as it was pulled
+ * (opts->kept); any other is its exact tar (cairn_layer_tar), compressed;
  * so the pushed image has the same diff_ids and, its config sent as
  * stored, the same id. The image and its layers are pinned for the whole
  * push. digest_out gets the manifest's digest. -ENOENT if there is no such
@@ -975,6 +992,10 @@ int cairn_layer_blob_get(cairn_store *st, const char *digest, cairn_layer_blob *
 typedef int (*cairn_layer_blob_fn)(const cairn_layer_blob *b, void *arg);
 /* Every record, by digest; a non-zero return of fn stops and is returned. */
 int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg);
+/* The records of layer diff_id (the blobs it was pulled as), the latest
+ * kept first; a non-zero return of fn stops and is returned. None (0, fn
+ * not called) for a layer imported or committed, never pulled. */
+int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg);
 /* The kept compressed bytes of digest, open read-only; -ENOENT if none. */
 int cairn_layer_blob_open(cairn_store *st, const char *digest);
 /* The `info` file of an Additional Layer Store for b: a containers/storage

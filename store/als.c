@@ -149,6 +149,24 @@ int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer digests");
 }
 
+int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg) {
+  store_errclear(st);
+  if (!cairn_id_valid(diff_id)) return store_fail(st, -ENOENT, "no such layer %s", diff_id);
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT digest, layer_id, media_type, size FROM layer_blobs"
+                        " WHERE layer_id = ? ORDER BY rowid DESC");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    struct cairn_layer_blob b;
+    row_fill(q, &b);
+    int stop = fn(&b, arg);
+    if (stop) return stop;
+  }
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer digests");
+}
+
 int cairn_layer_blob_open(cairn_store *st, const char *digest) {
   store_errclear(st);
   if (!digest_valid(digest)) return store_fail(st, -ENOENT, "no such layer digest");

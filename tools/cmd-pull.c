@@ -104,12 +104,12 @@ const struct cli_command cmd_pull = {
     .name = "pull",
     .run = pull_run,
     .usage = PULL_USAGE,
-    .summary =
-        "Store an image from a layout, an archive or a registry, and print its id.\n"
-        "SOURCE: oci:DIR[:REF] | docker-archive:FILE | docker://[HOST[:PORT]/]REPO[:TAG|@DIGEST]\n"
-        "  (no HOST: docker.io, library/ for one component, or registries.conf's first\n"
-        "  unqualified-search-registries, as podman)\n"
-        "NAME[:TAG]: the image's name in the store (default: from SOURCE)",
+    .summary = "Store an image from a layout, an archive or a registry, and print its id.\n"
+               "SOURCE: oci:DIR[:REF] | oci-archive:FILE[:REF] | docker-archive:FILE |\n"
+               "  docker://[HOST[:PORT]/]REPO[:TAG|@DIGEST]\n"
+               "  (no HOST: docker.io, library/ for one component, or registries.conf's first\n"
+               "  unqualified-search-registries, as podman)\n"
+               "NAME[:TAG]: the image's name in the store (default: from SOURCE)",
     .options = "--platform OS/ARCH[/VARIANT]\tthe platform to pick from an index (default: this "
                "machine's)\n" CLI_REGISTRY_OPTIONS
                "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"

@@ -14,8 +14,9 @@
 #include <string.h>
 
 #define PUSH_USAGE                                                                                 \
-  "cairn push [--compress gzip|zstd|none] [--creds USER[:PASS]] [--insecure]\n"                    \
-  "                  [--cert-dir DIR] [--retries N] [-q] [--no-progress] IMAGE DEST"
+  "cairn push [--compress gzip|zstd|none [--force-compression]] [--creds USER[:PASS]]\n"           \
+  "                  [--insecure] [--cert-dir DIR] [--retries N] [-q] [--no-progress]\n"           \
+  "                  IMAGE DEST"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
   static const struct progress_words words = {"sending", "compressing", "skipped (already there)",
@@ -28,6 +29,7 @@ static void on_log(const char *msg, void *display) { progress_notice(display, ms
 static int push_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"compress", required_argument, NULL, 'z'},
+      {"force-compression", no_argument, NULL, 'F'},
       {"creds", required_argument, NULL, 'c'},
       {"insecure", no_argument, NULL, 'k'},
       {"retries", required_argument, NULL, 'r'},
@@ -40,6 +42,7 @@ static int push_run(struct cli *c, int argc, char **argv) {
   bool quiet = false;
   cairn_push_opts po = {.net = {.progress = on_progress, .log = on_log}};
   const char *creds_arg = NULL;
+  bool compress_set = false, force = false;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
@@ -53,7 +56,9 @@ static int push_run(struct cli *c, int argc, char **argv) {
         po.compress = CAIRN_COMPRESS_NONE;
       else
         return report_usage(PUSH_USAGE, "push: --compress: needs gzip, zstd or none");
+      compress_set = true;
       break;
+    case 'F': force = true; break;
     case 'c': creds_arg = optarg; break;
     case 'k': po.net.insecure = true; break;
     case 'T':
@@ -73,6 +78,11 @@ static int push_run(struct cli *c, int argc, char **argv) {
     default: return cli_bad_option(PUSH_USAGE, argv, o, opts);
     }
   }
+  /* As podman's --compression-format: a layer pulled in another
+   * compression is compressed anew; --force-compression: every layer. */
+  po.kept = force          ? CAIRN_PUSH_KEPT_NONE
+            : compress_set ? CAIRN_PUSH_KEPT_SAME
+                           : CAIRN_PUSH_KEPT_ANY;
   if (argc - optind != 2) return report_usage(PUSH_USAGE, "push: needs an IMAGE and a DEST");
   const char *image = argv[optind], *dest = argv[optind + 1];
   cairn_autofree char *creds = NULL;
@@ -99,12 +109,18 @@ const struct cli_command cmd_push = {
     .name = "push",
     .run = push_run,
     .usage = PUSH_USAGE,
-    .summary = "Send an image to a registry or an OCI layout, each layer its exact tar (the\n"
-               "diff_ids and image id do not change); print the manifest's digest.\n"
+    .summary = "Send an image to a registry, an OCI layout or an archive, each layer its exact\n"
+               "tar (the diff_ids and image id do not change); print the manifest's digest.\n"
+               "A layer pulled is sent as it was pulled (its blob, digest and media type),\n"
+               "unless --compress names another compression or --force-compression is given.\n"
                "IMAGE: a name or id of the store\n"
-               "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] (TAG: latest if not given)",
+               "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] | oci-archive:FILE[:TAG]\n"
+               "  (TAG: latest if not given) | docker-archive:FILE[:NAME[:TAG]] (its layers\n"
+               "  uncompressed; prints the image id)",
     .options =
-        "--compress gzip|zstd|none\tthe layers' compression (default: gzip)\n" CLI_REGISTRY_OPTIONS
+        "--compress gzip|zstd|none\tcompress with it the layers not pulled in it (default:\n"
+        "\tgzip, for the layers no pull kept: imported, committed)\n"
+        "--force-compression\tcompress every layer anew, none sent as pulled\n" CLI_REGISTRY_OPTIONS
         "--retries N\tattempts per request on transient errors (1 to 100)\n"
         "-q, --quiet\tprint the manifest's digest only (no progress)\n"
         "--no-progress\tno progress on stderr\n",

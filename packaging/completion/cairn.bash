@@ -189,7 +189,7 @@ _cairn_complete() {
     ;;
   cairn:pull)
     if ((nth == 0)); then
-      _cairn_reply "$cur" oci: docker-archive: docker://
+      _cairn_reply "$cur" oci: oci-archive: docker-archive: docker://
       [[ ${#COMPREPLY[@]} -gt 0 ]] && compopt -o nospace 2>/dev/null
     fi
     ;;
@@ -197,7 +197,7 @@ _cairn_complete() {
     if ((nth == 0)); then
       _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     elif ((nth == 1)); then
-      _cairn_reply "$cur" oci: docker://
+      _cairn_reply "$cur" oci: oci-archive: docker-archive: docker://
       [[ ${#COMPREPLY[@]} -gt 0 ]] && compopt -o nospace 2>/dev/null
     fi
     ;;

@@ -19,6 +19,7 @@
  * entry with neither annotation, or one that is no valid name, gives the
  * image no name (it is listed by id).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -28,10 +29,32 @@
 
 #include "pull.h"
 
+void cn_oci_layout_remove_unpacked(const char *dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/blobs/sha256", dir);
+  DIR *d = opendir(path);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)))
+      if (e->d_name[0] != '.') unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+  }
+  rmdir(path);
+  snprintf(path, sizeof path, "%s/blobs", dir);
+  rmdir(path);
+  snprintf(path, sizeof path, "%s/index.json", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/oci-layout", dir);
+  unlink(path);
+  rmdir(dir);
+}
+
 typedef struct oci_layout {
   pull_source base;
   char *dir;
   char *ref;
+  bool unpacked; /* an oci-archive's, in a directory of its own */
+  char *label;   /* what messages name: dir, or the archive */
 } oci_layout;
 
 static int open_blob(oci_layout *l, const pull_desc *d, cairn_store *st) {
@@ -108,8 +131,8 @@ static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
   json_t *idx = json_load_file(path, 0, &je);
   if (!idx) {
     if (access(path, F_OK) < 0)
-      return cairn_fail(st, -ENOENT, "%s is not an OCI image layout (no index.json)", l->dir);
-    return cairn_fail(st, -EBADMSG, "%s: %s", path, je.text);
+      return cairn_fail(st, -ENOENT, "%s is not an OCI image layout (no index.json)", l->label);
+    return cairn_fail(st, -EBADMSG, "%s/index.json: %s", l->label, je.text);
   }
   json_t *list = json_object_get(idx, "manifests"), *m, *found = NULL;
   size_t i, count = 0;
@@ -123,7 +146,7 @@ static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
   }
   int r;
   if (count == 0)
-    r = cairn_fail(st, -ENOENT, "%s: no image%s%s in the layout", l->dir, l->ref ? " named " : "",
+    r = cairn_fail(st, -ENOENT, "%s: no image%s%s in the layout", l->label, l->ref ? " named " : "",
                    l->ref ? l->ref : "");
   else if (count > 1) {
     /* say which: their REFs (ref.name annotations), as many as fit */
@@ -138,14 +161,14 @@ static int pick_entry(oci_layout *l, pull_desc *d, cairn_store *st) {
         o += (size_t)snprintf(refs + o, sizeof refs - o, "%s%s", o ? ", " : "", name);
     }
     if (o >= sizeof refs) snprintf(refs + sizeof refs - 5, 5, "...");
-    r = cairn_fail(st, -EINVAL, "%s holds %zu images (%s%s%s); name one as oci:%s:REF", l->dir,
+    r = cairn_fail(st, -EINVAL, "%s holds %zu images (%s%s%s); name one as %s:%s:REF", l->label,
                    count, refs, unnamed && o ? ", " : "", unnamed ? "some with no name" : "",
-                   l->dir);
+                   l->unpacked ? "oci-archive" : "oci", l->label);
   } else
     r = cn_pull_desc_parse(found, d, st);
   if (r == 0) {
     free(l->base.default_name);
-    l->base.default_name = dir_name(l->dir);
+    l->base.default_name = l->unpacked ? NULL : dir_name(l->dir);
     if (!l->base.default_name) l->base.default_name = entry_name(found);
   }
   json_decref(idx);
@@ -164,8 +187,10 @@ static int layout_manifest(pull_source *src, const pull_desc *d, char **body, si
 
 static void layout_free(pull_source *src) {
   oci_layout *l = (oci_layout *)src;
+  if (l->unpacked) cn_oci_layout_remove_unpacked(l->dir);
   free(l->dir);
   free(l->ref);
+  if (l->label != l->dir) free(l->label);
   free(l->base.default_name);
   free(l);
 }
@@ -183,6 +208,7 @@ int cn_oci_layout_open(const char *spec, pull_source **out, cairn_store *st) {
   l->dir = colon ? strndup(spec, (size_t)(colon - spec)) : strdup(spec);
   l->ref = colon && colon[1] ? strdup(colon + 1) : NULL;
   l->base.ops = &layout_ops;
+  l->label = l->dir;
   if (!l->dir || (colon && colon[1] && !l->ref)) {
     layout_free(&l->base);
     return cairn_fail(st, -ENOMEM, "out of memory");
@@ -191,6 +217,23 @@ int cn_oci_layout_open(const char *spec, pull_source **out, cairn_store *st) {
     layout_free(&l->base);
     return cairn_fail(st, -EINVAL, "oci: needs a directory (oci:DIR[:REF])");
   }
+  *out = &l->base;
+  return 0;
+}
+
+int cn_oci_layout_open_unpacked(const char *dir, const char *ref, const char *label,
+                                pull_source **out, cairn_store *st) {
+  oci_layout *l = calloc(1, sizeof *l);
+  if (!l) return cairn_fail(st, -ENOMEM, "out of memory");
+  l->base.ops = &layout_ops;
+  l->dir = strdup(dir);
+  l->ref = ref ? strdup(ref) : NULL;
+  l->label = strdup(label);
+  if (!l->dir || (ref && !l->ref) || !l->label) {
+    layout_free(&l->base);
+    return cairn_fail(st, -ENOMEM, "out of memory");
+  }
+  l->unpacked = true;
   *out = &l->base;
   return 0;
 }

@@ -213,13 +213,18 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
     r = cn_oci_layout_open(source + 4, src, st);
   else if (strncmp(source, "docker-archive:", 15) == 0)
     r = cn_docker_archive_open(source + 15, src, st);
-  else if (strncmp(source, "docker://", 9) == 0)
+  else if (strncmp(source, "oci-archive:", 12) == 0) {
+    char tmp[4096]; /* STORE/tmp exists: opening the store makes it */
+    snprintf(tmp, sizeof tmp, "%s/tmp", cairn_store_dir(st));
+    r = cn_oci_archive_open(source + 12, tmp, src, st);
+  } else if (strncmp(source, "docker://", 9) == 0)
     r = cn_registry_source_open(source + 9, o, src, st);
-  else if (strncmp(source, "oci-archive:", 12) == 0 || strncmp(source, "dir:", 4) == 0 ||
-           strncmp(source, "docker:", 7) == 0 || strncmp(source, "containers-storage:", 19) == 0 ||
+  else if (strncmp(source, "dir:", 4) == 0 || strncmp(source, "docker:", 7) == 0 ||
+           strncmp(source, "containers-storage:", 19) == 0 ||
            strncmp(source, "docker-daemon:", 14) == 0 || strstr(source, "://"))
     return cairn_fail(st, -EINVAL,
-                      "unsupported source (expected oci:DIR[:REF], docker-archive:FILE or "
+                      "unsupported source (expected oci:DIR[:REF], oci-archive:FILE[:REF], "
+                      "docker-archive:FILE or "
                       "[docker://][HOST/]REPO[:TAG|@DIGEST])");
   else /* as podman: no transport is docker:// */
     r = cn_registry_source_open(source, o, src, st);

@@ -127,6 +127,17 @@ struct pull_source {
 
 int cn_oci_layout_open(const char *spec, pull_source **out, cairn_store *st);
 int cn_docker_archive_open(const char *path, pull_source **out, cairn_store *st);
+/* "FILE[:REF]": the layout unpacked into a new directory of tmp_parent,
+ * removed with the source. */
+int cn_oci_archive_open(const char *spec, const char *tmp_parent, pull_source **out,
+                        cairn_store *st);
+/* Removes an unpacked layout: its files and directories, nothing else. */
+void cn_oci_layout_remove_unpacked(const char *dir);
+/* The layout of an oci-archive unpacked in dir (removed when the source is
+ * freed; the image named after the entry's annotations, not dir; messages
+ * name label, the archive). */
+int cn_oci_layout_open_unpacked(const char *dir, const char *ref, const char *label,
+                                pull_source **out, cairn_store *st);
 int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
                             cairn_store *st);
 

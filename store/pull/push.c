@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * push.c — `cairn push`: an image of the store to a registry
- * ("docker://HOST[:PORT]/REPO[:TAG]", the OCI distribution API) or to an
- * OCI image layout ("oci:DIR[:TAG]"). Built on cairn.h alone, like the
+ * ("docker://HOST[:PORT]/REPO[:TAG]", the OCI distribution API), to an
+ * OCI image layout ("oci:DIR[:TAG]") or to an archive: "oci-archive:FILE[:TAG]"
+ * (that layout as a tar) or "docker-archive:FILE[:NAME[:TAG]]" (docker
+ * save's tar, its layers uncompressed). Built on cairn.h alone, like the
  * pull sources, and on their registry client (registry*.c: curl, auth,
  * TLS, the retry policy).
  *
@@ -10,19 +12,27 @@
  *  - the image and its layers are pinned (cairn_pin_image) before anything
  *    is read and until the push returns, so no rm or gc removes them
  *    midway; the image is resolved again after pinning;
- *  - every layer is its exact tar (cairn_layer_tar): the pushed layer's
- *    uncompressed sha256 is the diff_id the image's config names, or the
- *    push fails before the manifest is sent (a layer stored without its
- *    tar record is refused before any upload);
+ *  - a layer a pull kept (cairn_layer_blobs_of) goes as it was pulled: the
+ *    same bytes, digest, size and media type, which the pull checked
+ *    against the diff_id; its bytes are checked against the digest before
+ *    they are first read out (a blob damaged since is dropped: the layer
+ *    is compressed anew), and a HEAD or a mount reads none of them;
+ *  - every other layer is its exact tar (cairn_layer_tar): the pushed
+ *    layer's uncompressed sha256 is the diff_id the image's config names,
+ *    or the push fails before the manifest is sent (a layer stored without
+ *    its tar record is refused before any upload);
  *  - the config is sent as stored, so the pushed image's id (the config's
  *    digest) is the local one;
  *  - the manifest goes last, after every blob it names is in place (a
  *    registry shows the tag only once the whole image can be pulled); in a
  *    layout, index.json is replaced by rename after the blobs are written;
  *  - a layout's files are written by cairn_file_put_at, its directories
- *    opened O_NOFOLLOW: nothing planted in DIR redirects a root push.
+ *    opened O_NOFOLLOW: nothing planted in DIR redirects a root push; an
+ *    archive is written whole in STORE/tmp, then put in place by
+ *    cairn_file_put_at (replacing FILE for an oci-archive, refusing an
+ *    existing one for a docker-archive, as podman).
  *
- * Each layer is written, compressed, to an anonymous file in STORE/tmp
+ * Each layer not kept is written, compressed, to an anonymous file in STORE/tmp
  * (its digest and size are needed before the upload), then sent whole
  * (POST for an upload session, then one PUT ?digest=) unless the registry
  * has it (HEAD) or can mount it from the repository the image was pulled
@@ -61,12 +71,16 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* One blob to send: a layer (compressed into fd) or the config (mem). */
+/* One blob to send: a layer (compressed into fd, or the blob a pull kept)
+ * or the config (mem). */
 typedef struct push_blob {
   int fd;
   const char *mem;
   uint64_t size;
   char digest[PULL_DIGEST_LEN + 1];
+  const char *media_type;
+  bool kept;     /* fd is the kept blob of a pull: its bytes are checked */
+  bool verified; /* against digest before they are first read out */
 } push_blob;
 
 typedef struct push_run {
@@ -216,6 +230,87 @@ static int tmp_file(cairn_store *st, int *fd) {
   return 0;
 }
 
+/* ---- a blob a pull kept -------------------------------------------------- */
+
+/* The OCI media type of a kept blob of media type mt (a Docker one is
+ * named by its OCI equivalent: the same bytes) and its compression. */
+static const char *kept_media_type(const char *mt, enum cairn_compress *c) {
+  *c = strstr(mt, "zstd")   ? CAIRN_COMPRESS_ZSTD
+       : strstr(mt, "gzip") ? CAIRN_COMPRESS_GZIP
+                            : CAIRN_COMPRESS_NONE;
+  if (strncmp(mt, "application/vnd.oci.image.layer.", 32) == 0) return mt;
+  return layer_media_type(*c);
+}
+
+typedef struct kept_pick {
+  cairn_store *st;
+  const cairn_push_opts *o;
+  push_blob *b;
+  char mt[128];
+} kept_pick;
+
+static int kept_pick_cb(const struct cairn_layer_blob *kb, void *arg) {
+  kept_pick *k = arg;
+  enum cairn_compress c;
+  const char *mt = kept_media_type(kb->media_type, &c);
+  if (k->o->kept == CAIRN_PUSH_KEPT_SAME && c != k->o->compress) return 0;
+  int fd = cairn_layer_blob_open(k->st, kb->digest);
+  struct stat sb;
+  if (fd < 0) return 0; /* its file went (gc --check repairs the record) */
+  if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != kb->size) {
+    close(fd);
+    return 0;
+  }
+  k->b->fd = fd;
+  k->b->size = kb->size;
+  k->b->kept = true;
+  snprintf(k->b->digest, sizeof k->b->digest, "%s", kb->digest);
+  snprintf(k->mt, sizeof k->mt, "%s", mt);
+  return 1;
+}
+
+/* Takes the blob a pull kept of layer diff_id, if the options let it be
+ * sent as it is: 1 (b set, mt its media type), 0 if none. */
+static int kept_take(push_run *p, const char *diff_id, push_blob *b, char mt[128]) {
+  if (p->o->kept == CAIRN_PUSH_KEPT_NONE) return 0;
+  kept_pick k = {.st = p->st, .o = p->o, .b = b};
+  int r = cairn_layer_blobs_of(p->st, diff_id, kept_pick_cb, &k);
+  if (r == 1) snprintf(mt, 128, "%s", k.mt);
+  return r;
+}
+
+/* Checks a kept blob's bytes against its digest before they leave the
+ * store: -EBADMSG if they changed since the pull. */
+static int kept_verify(push_run *p, push_blob *b) {
+  if (!b->kept || b->verified) return 0;
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  if (!md) return cairn_fail(p->st, -ENOMEM, "out of memory");
+  EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+  char buf[1 << 16];
+  off_t off = 0;
+  int r = 0;
+  for (;;) {
+    ssize_t n = pread(b->fd, buf, sizeof buf, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      r = cairn_fail(p->st, -errno, "reading the kept blob %s: %s", b->digest, strerror(errno));
+    if (n <= 0) break;
+    EVP_DigestUpdate(md, buf, (size_t)n);
+    off += n;
+  }
+  unsigned char d[32];
+  cairn_id hex;
+  EVP_DigestFinal_ex(md, d, NULL);
+  EVP_MD_CTX_free(md);
+  if (r < 0) return r;
+  cairn_sha256_hex(d, hex);
+  if ((uint64_t)off != b->size || strcmp(hex, b->digest + 7) != 0)
+    return cairn_fail(p->st, -EBADMSG, "the kept blob %s is not its digest's bytes any more",
+                      b->digest);
+  b->verified = true;
+  return 0;
+}
+
 /* Writes layer i's exact tar, compressed, into a new temporary file. */
 static int layer_prepare(push_run *p, size_t i, push_blob *b) {
   cairn_store *st = p->st;
@@ -274,8 +369,7 @@ static int blob_present(registry *rg, const char *digest, cairn_store *st) {
 
 /* Sends a blob unless the registry has it; *skipped says it had (or
  * mounted it from `from`, a repository of the same registry). */
-static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *from,
-                     bool *skipped) {
+static int blob_send(push_run *p, registry *rg, push_blob *b, const char *from, bool *skipped) {
   cairn_store *st = p->st;
   *skipped = false;
   int r = blob_present(rg, b->digest, st);
@@ -309,6 +403,7 @@ static int blob_send(push_run *p, registry *rg, const push_blob *b, const char *
       *skipped = true; /* mounted */
       return 0;
     }
+    if ((r = kept_verify(p, b)) < 0) return r; /* the bytes are about to be read */
     if (!reply.location[0])
       return cairn_fail(st, -EIO, "POST %s: HTTP %ld without a Location", url, reply.status);
     cairn_autofree char *put_url = url_join(rg, reply.location, b->digest);
@@ -373,10 +468,13 @@ static int layout_open(cairn_store *st, layout *l, const char *dir) {
   return layout_file(st, l->fd, dir, "oci-layout", -1, oci_layout, sizeof oci_layout - 1);
 }
 
-static int layout_blob(cairn_store *st, layout *l, const push_blob *b, bool *skipped) {
+static int layout_blob(push_run *p, layout *l, push_blob *b, bool *skipped) {
+  cairn_store *st = p->st;
   struct stat sb;
   *skipped = fstatat(l->blobs_fd, b->digest + 7, &sb, 0) == 0 && (uint64_t)sb.st_size == b->size;
   if (*skipped) return 0;
+  int r = kept_verify(p, b);
+  if (r < 0) return r;
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/blobs/sha256", l->dir);
   return layout_file(st, l->blobs_fd, dir, b->digest + 7, b->fd, b->mem, b->size);
@@ -411,6 +509,117 @@ static int layout_index(cairn_store *st, layout *l, const char *tag, const char 
   int r = layout_file(st, l->fd, l->dir, "index.json", -1, body, strlen(body));
   free(body);
   return r;
+}
+
+/* ---- an archive ------------------------------------------------------------ */
+
+/* An oci-archive or docker-archive: a tar written into an anonymous file
+ * of STORE/tmp, put in place whole at the end (cairn_file_put_at). */
+typedef struct tar_out {
+  struct archive *a;
+  int fd;
+} tar_out;
+
+static int tar_open(push_run *p, tar_out *t) {
+  int r = tmp_file(p->st, &t->fd);
+  if (r < 0) return r;
+  if (!(t->a = archive_write_new())) return cairn_fail(p->st, -ENOMEM, "out of memory");
+  if (archive_write_set_format_pax_restricted(t->a) != ARCHIVE_OK ||
+      archive_write_open_fd(t->a, t->fd) != ARCHIVE_OK)
+    return cairn_fail(p->st, -EIO, "writing the archive: %s", archive_error_string(t->a));
+  return 0;
+}
+
+/* Adds b (its bytes: mem, or fd from offset 0) as name, mode 0644. */
+static int tar_add(push_run *p, tar_out *t, const char *name, push_blob *b) {
+  cairn_store *st = p->st;
+  int r = kept_verify(p, b);
+  if (r < 0) return r;
+  struct archive_entry *e = archive_entry_new();
+  if (!e) return cairn_fail(st, -ENOMEM, "out of memory");
+  archive_entry_set_pathname(e, name);
+  archive_entry_set_filetype(e, AE_IFREG);
+  archive_entry_set_perm(e, 0644);
+  archive_entry_set_size(e, (la_int64_t)b->size);
+  int ar = archive_write_header(t->a, e);
+  archive_entry_free(e);
+  if (ar != ARCHIVE_OK) return cairn_fail(st, -EIO, "%s: %s", name, archive_error_string(t->a));
+  if (b->mem) {
+    if (archive_write_data(t->a, b->mem, b->size) != (la_ssize_t)b->size)
+      return cairn_fail(st, -EIO, "%s: %s", name, archive_error_string(t->a));
+    return 0;
+  }
+  char buf[1 << 16];
+  uint64_t off = 0;
+  while (off < b->size) {
+    ssize_t n = pread(b->fd, buf, sizeof buf, (off_t)off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return cairn_fail(st, n < 0 ? -errno : -EIO, "%s: short read", name);
+    if (archive_write_data(t->a, buf, (size_t)n) != n)
+      return cairn_fail(st, -EIO, "%s: %s", name, archive_error_string(t->a));
+    off += (uint64_t)n;
+  }
+  return 0;
+}
+
+/* Ends the tar and puts it at path: replacing a file there (oci-archive,
+ * as podman) or failing if one is (noreplace: docker-archive, as podman,
+ * which adds nothing to an existing archive); never through a symlink
+ * planted as path. */
+static int tar_finish(push_run *p, tar_out *t, const char *path, bool noreplace) {
+  cairn_store *st = p->st;
+  int ar = archive_write_close(t->a);
+  archive_write_free(t->a);
+  t->a = NULL;
+  if (ar != ARCHIVE_OK) return cairn_fail(st, -EIO, "%s: writing the archive", path);
+  struct stat sb;
+  if (fstat(t->fd, &sb) < 0) return cairn_fail(st, -errno, "%s: %s", path, strerror(errno));
+  const char *slash = strrchr(path, '/');
+  cairn_autofree char *dir = slash ? strndup(path, (size_t)(slash - path + 1)) : strdup(".");
+  const char *base = slash ? slash + 1 : path;
+  if (!dir) return cairn_fail(st, -ENOMEM, "out of memory");
+  if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+    return cairn_fail(st, -EINVAL, "%s: not a file name", path);
+  cairn_autoclose int dfd = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (dfd < 0) return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  int r = cairn_file_put_at(dfd, base, t->fd, NULL, (uint64_t)sb.st_size, 0644,
+                            noreplace ? CAIRN_PUT_NOREPLACE : 0);
+  if (r == -EEXIST)
+    return cairn_fail(st, r, "%s exists (a docker-archive is written whole, never added to)", path);
+  return r < 0 ? cairn_fail(st, r, "%s: %s", path, strerror(-r)) : 0;
+}
+
+static void tar_close(tar_out *t) {
+  if (t->a) archive_write_free(t->a);
+  if (t->fd >= 0) close(t->fd);
+}
+
+/* oci-archive's index.json: the one manifest, annotated with the tag. */
+static char *index_build(const char *tag, const char *digest, size_t size) {
+  json_t *index = json_pack("{s:i, s:s, s:[{s:s, s:s, s:I, s:{s:s}}]}", "schemaVersion", 2,
+                            "mediaType", "application/vnd.oci.image.index.v1+json", "manifests",
+                            "mediaType", MT_MANIFEST, "digest", digest, "size", (json_int_t)size,
+                            "annotations", "org.opencontainers.image.ref.name", tag);
+  char *s = index ? json_dumps(index, JSON_COMPACT) : NULL;
+  json_decref(index);
+  return s;
+}
+
+/* docker-archive's manifest.json: the config, the tag (if any) and the
+ * layers, bottom first, each its uncompressed tar named HEX.tar. */
+static char *docker_manifest(const char *id, const char *tag, push_blob *blobs, size_t n) {
+  json_t *layers = json_array(), *tags = json_array();
+  char name[PULL_DIGEST_LEN + 8];
+  for (size_t i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
+    json_array_append_new(layers, json_string(name));
+  }
+  if (tag) json_array_append_new(tags, json_string(tag));
+  snprintf(name, sizeof name, "%s.json", id);
+  json_t *m = json_pack("[{s:s, s:o, s:o}]", "Config", name, "RepoTags", tags, "Layers", layers);
+  char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
+  json_decref(m);
+  return s;
 }
 
 /* ---- the push -------------------------------------------------------------- */
@@ -468,11 +677,11 @@ static char *mount_source(const image_view *v, const char *host, const char *rep
 }
 
 static char *manifest_build(const char *config_digest, size_t config_size, push_blob *blobs,
-                            size_t n, enum cairn_compress c) {
+                            size_t n) {
   json_t *layers = json_array();
   for (size_t i = 0; i < n; i++)
     json_array_append_new(layers,
-                          json_pack("{s:s, s:s, s:I}", "mediaType", layer_media_type(c), "digest",
+                          json_pack("{s:s, s:s, s:I}", "mediaType", blobs[i].media_type, "digest",
                                     blobs[i].digest, "size", (json_int_t)blobs[i].size));
   json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
                         MT_MANIFEST, "config", "mediaType", MT_CONFIG, "digest", config_digest,
@@ -482,13 +691,32 @@ static char *manifest_build(const char *config_digest, size_t config_size, push_
   return s;
 }
 
-/* Splits DEST into the registry spec (HOST[:PORT]/REPO) or layout dir, and
- * the tag. */
-static int dest_parse(const char *dest, bool *oci, char **where, char **tag, cairn_store *st) {
+enum dest_kind { DEST_REGISTRY, DEST_LAYOUT, DEST_OCI_ARCHIVE, DEST_DOCKER_ARCHIVE };
+
+/* Splits DEST into the registry spec (HOST[:PORT]/REPO), layout dir or
+ * archive file, and the tag (NULL: a docker-archive with none). */
+static int dest_parse(const char *dest, enum dest_kind *kind, char **where, char **tag,
+                      cairn_store *st) {
   *where = *tag = NULL;
   const char *rest;
+  if (strncmp(dest, "docker-archive:", 15) == 0 || strncmp(dest, "oci-archive:", 12) == 0) {
+    bool docker = dest[0] == 'd';
+    *kind = docker ? DEST_DOCKER_ARCHIVE : DEST_OCI_ARCHIVE;
+    rest = dest + (docker ? 15 : 12);
+    const char *colon = strchr(rest, ':');
+    *where = colon ? strndup(rest, (size_t)(colon - rest)) : strdup(rest);
+    if (!*where) return cairn_fail(st, -ENOMEM, "out of memory");
+    if (colon && !colon[1])
+      return cairn_fail(st, -EINVAL, "%s: empty file name or reference", dest);
+    if (!docker || colon) {
+      *tag = strdup(colon ? colon + 1 : "latest");
+      if (!*tag) return cairn_fail(st, -ENOMEM, "out of memory");
+    }
+    if (!**where) return cairn_fail(st, -EINVAL, "%s: empty file name or reference", dest);
+    return 0;
+  }
   if (strncmp(dest, "docker://", 9) == 0) {
-    *oci = false;
+    *kind = DEST_REGISTRY;
     rest = dest + 9;
     const char *slash = strchr(rest, '/');
     const char *colon = strrchr(slash ? slash : rest, ':');
@@ -497,13 +725,15 @@ static int dest_parse(const char *dest, bool *oci, char **where, char **tag, cai
     *where = colon ? strndup(rest, (size_t)(colon - rest)) : strdup(rest);
     *tag = strdup(colon ? colon + 1 : "latest");
   } else if (strncmp(dest, "oci:", 4) == 0) {
-    *oci = true;
+    *kind = DEST_LAYOUT;
     rest = dest + 4;
     const char *colon = strchr(rest, ':');
     *where = colon ? strndup(rest, (size_t)(colon - rest)) : strdup(rest);
     *tag = strdup(colon ? colon + 1 : "latest");
   } else {
-    return cairn_fail(st, -EINVAL, "%s: expected docker://HOST[:PORT]/REPO[:TAG] or oci:DIR[:TAG]",
+    return cairn_fail(st, -EINVAL,
+                      "%s: expected docker://HOST[:PORT]/REPO[:TAG], oci:DIR[:TAG], "
+                      "oci-archive:FILE[:TAG] or docker-archive:FILE[:NAME:TAG]",
                       dest);
   }
   if (!*where || !*tag) return cairn_fail(st, -ENOMEM, "out of memory");
@@ -512,19 +742,30 @@ static int dest_parse(const char *dest, bool *oci, char **where, char **tag, cai
   return 0;
 }
 
-static int push_into(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *o,
-                     char *digest_out) {
-  bool oci = false;
+static int push_into(cairn_store *st, const char *ref, const char *dest,
+                     const cairn_push_opts *opts, char *digest_out) {
+  enum dest_kind kind = DEST_REGISTRY;
+  cairn_push_opts eff = *opts;
+  const cairn_push_opts *o = &eff;
+  tar_out ta = {.fd = -1};
   cairn_autofree char *where = NULL, *tag = NULL, *purpose = NULL, *from = NULL, *manifest = NULL;
   image_view v = {0};
   push_blob *blobs = NULL;
+  char(*mts)[128] = NULL;
   cairn_pinset *ps = NULL;
   registry *rg = NULL;
   layout lo = {.fd = -1, .blobs_fd = -1};
   push_run run = {.st = st, .o = o};
+  pull_source logger = {.opts = &o->net};
   cairn_id id;
-  int r = dest_parse(dest, &oci, &where, &tag, st);
+  int r = dest_parse(dest, &kind, &where, &tag, st);
   if (r < 0) goto out;
+  bool oci = kind == DEST_LAYOUT, archive = kind == DEST_OCI_ARCHIVE || kind == DEST_DOCKER_ARCHIVE;
+  if (kind == DEST_DOCKER_ARCHIVE) {
+    /* docker load reads uncompressed layers: a kept blob only if it is one */
+    eff.compress = CAIRN_COMPRESS_NONE;
+    if (eff.kept == CAIRN_PUSH_KEPT_ANY) eff.kept = CAIRN_PUSH_KEPT_SAME;
+  }
   if ((r = cairn_image_resolve(st, ref, id)) < 0) goto out;
   if (asprintf(&purpose, "push %s", dest) < 0 || !(ps = cairn_pinset_new(purpose, true))) {
     r = cairn_fail(st, -ENOMEM, "out of memory");
@@ -536,7 +777,23 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
     if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
     goto out;
   }
+  if (!(run.layers = calloc(v.n + 1, sizeof *run.layers)) ||
+      !(blobs = calloc(v.n + 1, sizeof *blobs)) || !(mts = calloc(v.n + 1, sizeof *mts))) {
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+    goto out;
+  }
+  run.n = v.n;
+  /* The blobs a pull kept go as they are; the other layers are rebuilt
+   * from their tar records, which they must have. */
   for (size_t i = 0; i < v.n; i++) {
+    blobs[i].fd = -1;
+    run.layers[i] =
+        (cairn_pull_layer){.digest = blobs[i].digest, .diff_id = v.layers[i], .size = v.sizes[i]};
+    if ((r = kept_take(&run, v.layers[i], &blobs[i], mts[i])) < 0) goto out;
+    if (r == 1) {
+      blobs[i].media_type = mts[i];
+      continue;
+    }
     int have = cairn_layer_tar_recorded(st, v.layers[i]);
     if (have < 0) {
       r = have;
@@ -551,20 +808,14 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
       goto out;
     }
   }
-  if (!(run.layers = calloc(v.n + 1, sizeof *run.layers)) ||
-      !(blobs = calloc(v.n + 1, sizeof *blobs))) {
-    r = cairn_fail(st, -ENOMEM, "out of memory");
-    goto out;
-  }
-  run.n = v.n;
-  for (size_t i = 0; i < v.n; i++) {
-    blobs[i].fd = -1;
-    run.layers[i] =
-        (cairn_pull_layer){.digest = blobs[i].digest, .diff_id = v.layers[i], .size = v.sizes[i]};
-  }
   if (oci) {
     lo.dir = where;
     if ((r = layout_open(st, &lo, where)) < 0) goto out;
+  } else if (archive) {
+    if ((r = tar_open(&run, &ta)) < 0) goto out;
+    static const char oci_layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
+    push_blob lb = {.fd = -1, .mem = oci_layout, .size = sizeof oci_layout - 1};
+    if (kind == DEST_OCI_ARCHIVE && (r = tar_add(&run, &ta, "oci-layout", &lb)) < 0) goto out;
   } else {
     if ((r = cn_registry_open(where, &o->net, true, &rg, st)) < 0) goto out;
     from = mount_source(&v, rg->host, rg->repo);
@@ -573,18 +824,40 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   for (size_t i = 0; i < v.n; i++) {
     bool seen = false, skipped = false;
     for (size_t j = 0; j < i && !seen; j++) seen = strcmp(v.layers[j], v.layers[i]) == 0;
-    if ((r = layer_prepare(&run, i, &blobs[i])) < 0) goto out;
     cairn_pull_layer *l = &run.layers[i];
-    l->size = blobs[i].size;
-    l->state = CAIRN_PULL_FETCHING;
-    l->fetched = 0;
-    run_progress(&run, true);
-    if (seen)
-      skipped = true;
-    else if (oci)
-      r = layout_blob(st, &lo, &blobs[i], &skipped);
-    else
-      r = blob_send(&run, rg, &blobs[i], from, &skipped);
+    for (int attempt = 0;; attempt++) {
+      if (!blobs[i].kept) {
+        l->size = v.sizes[i]; /* the tar's, while it is compressed */
+        if ((r = layer_prepare(&run, i, &blobs[i])) < 0) goto out;
+        blobs[i].media_type = layer_media_type(o->compress);
+      }
+      l->size = blobs[i].size;
+      l->state = CAIRN_PULL_FETCHING;
+      l->fetched = 0;
+      run.current = i;
+      run_progress(&run, true);
+      char name[PULL_DIGEST_LEN + 32];
+      if (kind == DEST_DOCKER_ARCHIVE)
+        snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
+      else
+        snprintf(name, sizeof name, "blobs/sha256/%s", blobs[i].digest + 7);
+      if (seen)
+        skipped = true;
+      else if (archive)
+        r = tar_add(&run, &ta, name, &blobs[i]);
+      else if (oci)
+        r = layout_blob(&run, &lo, &blobs[i], &skipped);
+      else
+        r = blob_send(&run, rg, &blobs[i], from, &skipped);
+      if (r == -EBADMSG && blobs[i].kept && !blobs[i].verified && attempt == 0) {
+        /* a kept blob damaged since its pull: the layer is compressed anew */
+        cn_pull_log(&logger, "%s; compressing layer %.12s anew", cairn_errmsg(st), v.layers[i]);
+        close(blobs[i].fd);
+        blobs[i] = (push_blob){.fd = -1};
+        continue;
+      }
+      break;
+    }
     if (r < 0) {
       cairn_fail_context(st, r, "layer %.12s", v.layers[i]);
       goto out;
@@ -597,19 +870,39 @@ static int push_into(cairn_store *st, const char *ref, const char *dest, const c
   push_blob config = {.fd = -1, .mem = v.config, .size = strlen(v.config)};
   snprintf(config.digest, sizeof config.digest, "sha256:%s", id);
   bool skipped;
-  r = oci ? layout_blob(st, &lo, &config, &skipped) : blob_send(&run, rg, &config, NULL, &skipped);
+  char cname[PULL_DIGEST_LEN + 32];
+  snprintf(cname, sizeof cname, kind == DEST_DOCKER_ARCHIVE ? "%s.json" : "blobs/sha256/%s", id);
+  r = archive ? tar_add(&run, &ta, cname, &config)
+      : oci   ? layout_blob(&run, &lo, &config, &skipped)
+              : blob_send(&run, rg, &config, NULL, &skipped);
   if (r < 0) {
     cairn_fail_context(st, r, "config");
     goto out;
   }
-  if (!(manifest = manifest_build(config.digest, config.size, blobs, v.n, o->compress))) {
+  if (!(manifest = manifest_build(config.digest, config.size, blobs, v.n))) {
     r = cairn_fail(st, -ENOMEM, "out of memory");
     goto out;
   }
   push_blob mb = {.fd = -1, .mem = manifest, .size = strlen(manifest)};
   cn_pull_sha256(manifest, mb.size, mb.digest);
-  if (oci) {
-    if ((r = layout_blob(st, &lo, &mb, &skipped)) == 0)
+  if (kind == DEST_DOCKER_ARCHIVE) {
+    cairn_autofree char *dm = docker_manifest(id, tag, blobs, v.n);
+    push_blob db = {.fd = -1, .mem = dm, .size = dm ? strlen(dm) : 0};
+    r = dm ? tar_add(&run, &ta, "manifest.json", &db) : cairn_fail(st, -ENOMEM, "out of memory");
+    if (r == 0) r = tar_finish(&run, &ta, where, true);
+    /* no registry manifest: the digest printed is the image id's */
+    snprintf(mb.digest, sizeof mb.digest, "sha256:%s", id);
+  } else if (kind == DEST_OCI_ARCHIVE) {
+    char mname[PULL_DIGEST_LEN + 32];
+    snprintf(mname, sizeof mname, "blobs/sha256/%s", mb.digest + 7);
+    cairn_autofree char *idx = index_build(tag, mb.digest, mb.size);
+    push_blob ib = {.fd = -1, .mem = idx, .size = idx ? strlen(idx) : 0};
+    r = tar_add(&run, &ta, mname, &mb);
+    if (r == 0)
+      r = idx ? tar_add(&run, &ta, "index.json", &ib) : cairn_fail(st, -ENOMEM, "out of memory");
+    if (r == 0) r = tar_finish(&run, &ta, where, false);
+  } else if (oci) {
+    if ((r = layout_blob(&run, &lo, &mb, &skipped)) == 0)
       r = layout_index(st, &lo, tag, mb.digest, mb.size);
   } else {
     r = manifest_send(rg, tag, manifest, st);
@@ -624,7 +917,9 @@ out:
     for (size_t i = 0; i < v.n; i++)
       if (blobs[i].fd >= 0) close(blobs[i].fd);
   free(blobs);
+  free(mts);
   free(run.layers);
+  tar_close(&ta);
   if (lo.fd >= 0) close(lo.fd);
   if (lo.blobs_fd >= 0) close(lo.blobs_fd);
   if (rg) rg->base.ops->free(&rg->base);

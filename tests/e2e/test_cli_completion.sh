@@ -102,6 +102,8 @@ check "and NEW was not created" [ ! -e "$T/new" ]
 expect "cairn help m<TAB>" cairn "cairn help m" mount mounts
 expect "cairn pull --jobs <TAB>: a value, nothing offered" cairn "cairn pull --jobs "
 expect "cairn pull d<TAB>: the transports" cairn "cairn pull d" docker-archive: docker://
+expect "cairn pull oci-<TAB>: oci-archive:" cairn "cairn pull oci-" oci-archive:
+expect "cairn push IMAGE oci-<TAB>: oci-archive:" cairn "cairn push app:1 oci-" oci-archive:
 offers "cairn import NAME FILE<TAB>: files" cairn "cairn import x:1 $T/lay" "$T/layer.tar"
 
 expect "cairn-pin <TAB>: the subcommands" cairn-pin "cairn-pin " ls hold wait help version

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_push_archive.sh — cairn push to oci-archive:FILE[:TAG] and
+# docker-archive:FILE[:NAME:TAG]: skopeo inspects and copies both, the
+# oci-archive holds the layers as they were pulled (same digests, media
+# types), the docker-archive their uncompressed tars (digests = diff_ids)
+# and the tag in manifest.json; pulling either back gives the same image
+# id; an existing docker-archive is refused and kept, an existing
+# oci-archive replaced; a symlink planted as FILE is never followed.
+source "$(dirname "$0")/registry.sh"
+pull_test_init
+setup $OCI_IMAGE layer base.tar base 20 4000
+setup $OCI_IMAGE layer top.tar top 3 500
+setup $OCI_IMAGE add oci app linux/amd64 base.tar:gzip top.tar:zstd >/dev/null
+id=$($OCI_IMAGE config-digest oci app)
+setup "$CAIRN" --store "$ST" pull -q "oci:$T/oci:app"
+src_layers=$(skopeo inspect --raw "oci:$T/oci:app" | jq -c '[.layers[] | [.mediaType, .digest, .size]]')
+
+expect_exit 0 "push oci-archive:FILE:TAG" "$CAIRN" --store "$ST" push -q "$id" "oci-archive:$T/o.tar:v1"
+digest=$(cat "$T/stdout")
+[[ $(skopeo inspect "oci-archive:$T/o.tar:v1" | jq -r .Digest) == "$digest" ]] &&
+  ok "skopeo inspect oci-archive: the digest push printed" || not_ok "oci-archive digest differs"
+[[ $(skopeo inspect --raw "oci-archive:$T/o.tar:v1" | jq -c '[.layers[] | [.mediaType, .digest, .size]]') == \
+  "$src_layers" ]] && ok "oci-archive: the layers as pulled" || not_ok "oci-archive: other layers"
+check "skopeo copy oci-archive: to a dir" skopeo copy -q "oci-archive:$T/o.tar:v1" "dir:$T/o-dir"
+expect_exit 0 "pull the oci-archive back" "$CAIRN" --store "$T/st2" pull -q "oci-archive:$T/o.tar"
+[[ $(cat "$T/stdout") == "$id" ]] && ok "oci-archive round trip: same id" ||
+  not_ok "oci-archive gave $(cat "$T/stdout")"
+
+expect_exit 0 "push docker-archive:FILE:NAME:TAG" "$CAIRN" --store "$ST" push -q "$id" \
+  "docker-archive:$T/d.tar:app:1"
+[[ $(cat "$T/stdout") == "sha256:$id" ]] || not_ok "docker-archive printed $(cat "$T/stdout")"
+[[ $(tar -xOf "$T/d.tar" manifest.json | jq -c '.[0].RepoTags') == '["app:1"]' ]] &&
+  ok "docker-archive: the tag in manifest.json" || not_ok "manifest.json: $(tar -xOf "$T/d.tar" manifest.json)"
+[[ $(skopeo inspect "docker-archive:$T/d.tar" | jq -c .Layers) == \
+  "$(skopeo inspect --config "oci:$T/oci:app" | jq -c .rootfs.diff_ids)" ]] &&
+  ok "docker-archive: uncompressed layers (digests are the diff_ids)" || not_ok "docker-archive layers"
+check "skopeo copy docker-archive: to a dir" skopeo copy -q "docker-archive:$T/d.tar" "dir:$T/d-dir"
+expect_exit 0 "pull the docker-archive back" "$CAIRN" --store "$T/st3" pull -q "docker-archive:$T/d.tar"
+[[ $(cat "$T/stdout") == "$id" ]] && ok "docker-archive round trip: same id" ||
+  not_ok "docker-archive gave $(cat "$T/stdout")"
+
+sum=$(sha256sum <"$T/d.tar")
+expect_exit 1 "an existing docker-archive is refused" "$CAIRN" --store "$ST" push -q "$id" \
+  "docker-archive:$T/d.tar"
+grep -q "exists" "$T/stderr" || not_ok "refusal: $(cat "$T/stderr")"
+[[ $(sha256sum <"$T/d.tar") == "$sum" ]] && ok "and kept as it was" || not_ok "d.tar changed"
+expect_exit 0 "an existing oci-archive is replaced" "$CAIRN" --store "$ST" push -q "$id" \
+  "oci-archive:$T/o.tar:v2"
+[[ $(skopeo inspect "oci-archive:$T/o.tar:v2" | jq -r .Digest) == "$digest" ]] || not_ok "o.tar not replaced"
+
+echo precious >"$T/victim"
+ln -s "$T/victim" "$T/link-o.tar"
+ln -s "$T/victim" "$T/link-d.tar"
+expect_exit 0 "oci-archive over a planted symlink" "$CAIRN" --store "$ST" push -q "$id" \
+  "oci-archive:$T/link-o.tar"
+expect_exit 1 "docker-archive over a planted symlink" "$CAIRN" --store "$ST" push -q "$id" \
+  "docker-archive:$T/link-d.tar"
+[[ $(cat "$T/victim") == precious && ! -L $T/link-o.tar && -L $T/link-d.tar ]] &&
+  ok "a planted symlink is never followed" || not_ok "the symlink's target was written"
+expect_exit 2 "push to docker-archive: with no file" "$CAIRN" --store "$ST" push "$id" "docker-archive:"
+finish
