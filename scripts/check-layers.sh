@@ -36,7 +36,7 @@ LAYERS=(
   "rm-gc  | store/rm.c store/gc.c        | -                                      | below"
   "porcelain | store/spec.c store/tag.c store/history.c | -                     | below"
   "commit | store/commit.c               | -                                      | below"
-  "pull   | store/pull/*.c               | store/pull/pull.h store/pull/registry.h | public"
+  "pull   | store/pull/*.c               | store/pull/pull.h store/pull/registry.h store/pull/toc.h | public"
 )
 # Front ends: only cairn.h, only what it declares.
 FRONTS="common/*.c common/*.h fs/*.c fs/*.h tools/*.c tools/*.h"
