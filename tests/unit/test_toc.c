@@ -447,3 +447,51 @@ Test(toc, bounded) {
   cr_assert_eq(cn_toc_decompress(blob + 301273, 835, 100, &out, &out_len, "TOC", T.st), -EFBIG);
   free(blob);
 }
+
+/* A later producer's layout (written with the zstd tool by the test's
+ * author, tests/fuzz/corpus/toc_zstd_chunked/tarsplit-footer.zst): the
+ * 72-byte footer with the tar-split's position, which is read, checked
+ * and decompressed. */
+Test(toc, zstd_chunked_tarsplit_footer) {
+  size_t len;
+  unsigned char *blob = slurp(CORPUS "toc_zstd_chunked/tarsplit-footer.zst", &len);
+  cn_toc_zstd_pos pos;
+  cr_assert_eq(cn_toc_zstd_footer(blob, len, len, &pos, T.st), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_gt(pos.ts_len, 0);
+  cn_toc toc;
+  cr_assert_eq(cn_toc_zstd_chunked_parse(blob + pos.off, pos.len, &pos, len, &toc, T.st), 0, "%s",
+               cairn_errmsg(T.st));
+  cr_assert_eq(toc.n_entries, 3);
+  cr_assert_eq(toc.data_end, pos.off);
+  cr_assert_str_eq(find(&toc, "b")->link, "a");
+  cn_toc_free(&toc);
+  /* the tar-split, checked against the manifest's checksum */
+  char sum[CN_TOC_DIGEST_LEN + 1];
+  cn_toc_sha256(blob + pos.ts_off, pos.ts_len, sum);
+  char position[64];
+  snprintf(position, sizeof position, "%llu:%llu:%llu:1", (unsigned long long)pos.off,
+           (unsigned long long)pos.len, (unsigned long long)pos.ulen);
+  char ts_position[64];
+  snprintf(ts_position, sizeof ts_position, "%llu:%llu:%llu", (unsigned long long)pos.ts_off,
+           (unsigned long long)pos.ts_len, (unsigned long long)pos.ts_ulen);
+  cr_assert_eq(cn_toc_zstd_position(position, NULL, ts_position, sum, len, &pos, T.st), 0, "%s",
+               cairn_errmsg(T.st));
+  unsigned char *ts;
+  size_t ts_len;
+  cr_assert_eq(cn_toc_zstd_tarsplit(blob + pos.ts_off, pos.ts_len, &pos, &ts, &ts_len, T.st), 0,
+               "%s", cairn_errmsg(T.st));
+  cr_assert_eq(ts_len, pos.ts_ulen);
+  cr_assert_eq(memcmp(ts, "{\"type\":1", 9), 0);
+  free(ts);
+  sum[20] ^= 1;
+  cr_assert_eq(cn_toc_zstd_position(position, NULL, ts_position, sum, len, &pos, T.st), 0);
+  cr_assert_eq(cn_toc_zstd_tarsplit(blob + pos.ts_off, pos.ts_len, &pos, &ts, &ts_len, T.st),
+               -EBADMSG);
+  /* a tar-split overlapping the TOC is refused */
+  char overlap[64];
+  snprintf(overlap, sizeof overlap, "%llu:%llu:%llu", (unsigned long long)pos.off,
+           (unsigned long long)pos.len, (unsigned long long)pos.ulen);
+  cr_assert_eq(cn_toc_zstd_position(position, NULL, overlap, sum, len, &pos, T.st), -EBADMSG);
+  cr_assert(strstr(cairn_errmsg(T.st), "overlaps"), "%s", cairn_errmsg(T.st));
+  free(blob);
+}
