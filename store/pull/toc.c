@@ -495,7 +495,7 @@ static int resolve(cn_toc *toc, cairn_store *st) {
     struct ep p = {st, k, e->path};
     if (e->type == CN_TOC_HARDLINK) {
       const cn_toc_entry *t = cn_toc_find(toc, e->link);
-      if (!t || t == e) return bad(&p, "a hardlink to a path the TOC does not have");
+      if (!t || t >= e) return bad(&p, "a hardlink to a path the TOC does not have before it");
       if (t->type == CN_TOC_DIR) return bad(&p, "a hardlink to a directory");
     }
     char *slash = strrchr(e->path, '/');

@@ -403,6 +403,9 @@ Test(toc, hostile_entries) {
       /* links and parents */
       {"[{\"type\":\"hardlink\",\"name\":\"a\",\"linkName\":\"b\"}]", "hardlink"},
       {"[{\"type\":\"hardlink\",\"name\":\"a\",\"linkName\":\"a\"}]", "hardlink"},
+      {"[{\"type\":\"hardlink\",\"name\":\"a\",\"linkName\":\"b\"},{\"type\":\"reg\",\"name\":"
+       "\"b\"}]",
+       "before it"},
       {"[{\"type\":\"dir\",\"name\":\"d\"},{\"type\":\"hardlink\",\"name\":\"a\",\"linkName\":"
        "\"d\"}]",
        "directory"},
