@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """estargz_gen.py — writes an eStargz layer blob from a directory tree, for
-the tests (Debian packages no eStargz producer but the Go library; this
-follows the format as containerd/stargz-snapshotter documents it).
+the tests (Debian packages the Go library, 0.12, and no command; this
+follows the format as containerd/stargz-snapshotter documents it, and
+test_estargz_interop.sh has that library read what it writes).
 
   estargz_gen.py OUT DIR [--chunk-size N] [--prefetch PATH,...] [--no-prefetch]
                  [--inner]

@@ -2,8 +2,9 @@
 /*
  * test_toc.c — the TOC parsers of lazily-pullable layers (store/pull/toc.h)
  * on real blobs: a zstd:chunked layer podman 4.3.1 pushed (with the
- * manifest annotations it wrote) and eStargz layers written by
- * tests/e2e/estargz_gen.py (Debian has no eStargz producer), all in
+ * manifest annotations it wrote), an eStargz layer the reference
+ * implementation wrote (containerd's estargz 0.12, as Debian packages it)
+ * and eStargz layers written by tests/e2e/estargz_gen.py, all in
  * tests/fuzz/corpus/toc_*. Each file's records are checked against what
  * the tree held, and every chunk is fetched from the blob at the recorded
  * offsets, decompressed and compared with its digest: what a lazy pull
@@ -282,6 +283,30 @@ static void estargz_fixture(const char *name, bool landmark_prefetch) {
 
 Test(toc, estargz_prefetch_inner) { estargz_fixture("prefetch-inner.gz", true); }
 Test(toc, estargz_no_prefetch) { estargz_fixture("no-prefetch.gz", false); }
+
+/* Written by the reference, containerd's estargz package 0.12 (Debian's
+ * golang-github-containerd-stargz-snapshotter-dev, through
+ * tests/e2e/estargz_ref/main.go) from a tar of the same tree, with
+ * usr/bin/tool prioritised and 32 KiB chunks. */
+Test(toc, estargz_reference) {
+  size_t len;
+  unsigned char *blob = slurp(CORPUS "toc_estargz/reference-0.12.gz", &len);
+  cn_toc toc;
+  cr_assert_eq(cn_toc_estargz_parse(blob, len, len, NULL, &toc, T.st), 0, "%s", cairn_errmsg(T.st));
+  check_common(&toc);
+  cr_assert_eq(find(&toc, "")->type, CN_TOC_DIR); /* "./" */
+  cr_assert_str_eq(find(&toc, "etc/hostname")->link, "d/hard");
+  /* the prioritised file, then the landmark */
+  cr_assert_str_eq(toc.entries[3].path, "usr/bin/tool");
+  cr_assert_eq(toc.prefetch, 4);
+  cr_assert_str_eq(toc.entries[4].path, ".prefetch.landmark");
+  const cn_toc_entry *big = find(&toc, "usr/bin/big");
+  cr_assert_eq(big->n_chunks, 4);
+  cr_assert_eq(big->chunks[3].usize, 100000 - 3 * 32768); /* "chunkSize" 0: the rest */
+  check_chunks(&toc, blob, true);
+  cn_toc_free(&toc);
+  free(blob);
+}
 
 Test(toc, estargz_toc_digest_is_the_json) {
   size_t len, jlen;
