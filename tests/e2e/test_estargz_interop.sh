@@ -10,8 +10,10 @@
 # the one the reference itself wrote included. Skips (77) without Go or
 # the package.
 source "$(dirname "$0")/lib.sh"
-command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/containerd/stargz-snapshotter ] ||
-  { echo "skip: golang-go or golang-github-containerd-stargz-snapshotter-dev missing"; exit 77; }
+if ! command -v go >/dev/null || [ ! -d /usr/share/gocode/src/github.com/containerd/stargz-snapshotter ]; then
+  echo "skip: golang-go or golang-github-containerd-stargz-snapshotter-dev missing"
+  exit 77
+fi
 
 ref=$T/estargz_ref
 (cd "$CAIRN_SRC/tests/e2e/estargz_ref" && GO111MODULE=off GOPATH=/usr/share/gocode \
