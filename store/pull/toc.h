@@ -182,6 +182,13 @@ int cn_toc_zstd_position(const char *position, const char *checksum, const char 
                          const char *ts_checksum, uint64_t blob_size, cn_toc_zstd_pos *pos,
                          cairn_store *st);
 
+/* The same from a manifest's layer "annotations" object (may be NULL):
+ * the keys with either prefix, the newer one first. -ENOENT when it names
+ * no TOC position (not a zstd:chunked layer). */
+struct json_t;
+int cn_toc_zstd_annotations(struct json_t *annotations, uint64_t blob_size, cn_toc_zstd_pos *pos,
+                            cairn_store *st);
+
 /* From the blob's last len bytes (len >= CN_TOC_ZSTD_FOOTER): the footer
  * frame's offsets (no digests: the caller must have the manifest's). */
 int cn_toc_zstd_footer(const void *tail, size_t len, uint64_t blob_size, cn_toc_zstd_pos *pos,
@@ -213,7 +220,6 @@ bool cn_toc_digest_valid(const char *s);
  * records; data_end bounds every chunk. Chunk compressed sizes: from
  * "endOffset" (zstd:chunked) or, when absent, up to the next larger
  * offset of any entry (eStargz), the last one up to data_end. */
-struct json_t;
 int cn_toc_entries_parse(struct json_t *entries, cn_toc *toc, cairn_store *st);
 
 #endif

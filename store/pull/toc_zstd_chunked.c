@@ -106,6 +106,28 @@ int cn_toc_zstd_position(const char *position, const char *checksum, const char 
   return 0;
 }
 
+/* An annotation by its name after the prefix, the newer prefix first;
+ * NULL when absent or not a string. */
+static const char *annotation(json_t *a, const char *name) {
+  static const char *const prefixes[] = {"io.github.containers.zstd-chunked.",
+                                         "io.containers.zstd-chunked."};
+  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) {
+    char key[96];
+    snprintf(key, sizeof key, "%s%s", prefixes[i], name);
+    json_t *v = json_object_get(a, key);
+    if (json_is_string(v)) return json_string_value(v);
+  }
+  return NULL;
+}
+
+int cn_toc_zstd_annotations(json_t *annotations, uint64_t blob_size, cn_toc_zstd_pos *pos,
+                            cairn_store *st) {
+  return cn_toc_zstd_position(annotation(annotations, "manifest-position"),
+                              annotation(annotations, "manifest-checksum"),
+                              annotation(annotations, "tarsplit-position"),
+                              annotation(annotations, "tarsplit-checksum"), blob_size, pos, st);
+}
+
 static uint64_t le64(const unsigned char *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = v << 8 | p[i];

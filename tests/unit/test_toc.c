@@ -154,8 +154,21 @@ Test(toc, zstd_chunked_podman) {
   check_chunks(&toc, blob, true);
   cn_toc_free(&toc);
 
-  /* the other annotation prefix's values are the same strings: a newer
-   * producer's tar-split position is read too */
+  /* from the manifest's annotations object, either prefix */
+  json_t *ann = json_pack("{s:s,s:s}", "io.containers.zstd-chunked.manifest-position", ZC_POSITION,
+                          "io.containers.zstd-chunked.manifest-checksum", ZC_CHECKSUM);
+  cn_toc_zstd_pos apos;
+  cr_assert_eq(cn_toc_zstd_annotations(ann, len, &apos, T.st), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(memcmp(&apos, &pos, sizeof pos), 0);
+  json_decref(ann);
+  ann = json_pack("{s:s,s:s}", "io.github.containers.zstd-chunked.manifest-position", ZC_POSITION,
+                  "io.github.containers.zstd-chunked.manifest-checksum", ZC_CHECKSUM);
+  cr_assert_eq(cn_toc_zstd_annotations(ann, len, &apos, T.st), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_str_eq(apos.digest, ZC_CHECKSUM);
+  json_decref(ann);
+  cr_assert_eq(cn_toc_zstd_annotations(NULL, len, &apos, T.st), -ENOENT);
+
+  /* a newer producer's tar-split position is read too */
   cr_assert_eq(
       cn_toc_zstd_position(ZC_POSITION, ZC_CHECKSUM, "1000:10:20", ZC_CHECKSUM, len, &pos, T.st), 0,
       "%s", cairn_errmsg(T.st));
