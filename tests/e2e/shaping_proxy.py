@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""shaping_proxy.py — an HTTP proxy in front of a registry on 127.0.0.1
+that makes loopback look like a network: every request waits LATENCY
+before it is forwarded, and response bodies share one link of RATE bytes
+a second (this kernel has no netem). For the lazy and partial pull tests
+and benchmarks (issue 33); it forwards every method, headers and bodies
+as they are, so ranges (206, multipart/byteranges), uploads and auth
+challenges pass through unchanged, and it counts what went through.
+
+  shaping_proxy.py PORTFILE UPSTREAM_PORT [--rate BYTES] [--latency SECONDS]
+      listens on a free port of 127.0.0.1 (written to PORTFILE once it
+      accepts); defaults: 12500000 bytes/s (100 Mbit/s), 0.010 s
+
+Control (not forwarded, not shaped, not counted):
+  GET /_proxy/counts
+      {"requests": n, "bytes": n (response body bytes sent), "ranges": n
+       (requests with a Range header), "multi_ranges": n (of several
+       ranges), "paths": {PATH: requests}}
+  GET /_proxy/reset      zeroes the counts
+  GET /_proxy/set?rate=B&latency=S   changes the shaping
+"""
+import argparse, http.client, json, os, socket, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+LOCK = threading.Lock()
+CFG = {"rate": 12_500_000.0, "latency": 0.010, "upstream": 0}
+LINK = {"free_at": 0.0}  # when the shared link has sent everything queued
+COUNTS = {}
+HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
+       "upgrade"}
+PIECE = 65536  # 5 ms of the link at 100 Mbit/s
+BURST = 0.020
+
+
+def reset():
+    COUNTS.clear()
+    COUNTS.update(requests=0, bytes=0, ranges=0, multi_ranges=0, paths={})
+
+
+def pace(n):
+    """Waits until n more bytes have crossed the shared link: a token
+    bucket BURST seconds deep, so that the proxy's own delays (a loaded
+    machine) are caught up on instead of lowering the rate."""
+    with LOCK:
+        start = max(time.monotonic() - BURST, LINK["free_at"])
+        LINK["free_at"] = start + n / CFG["rate"]
+        done = LINK["free_at"]
+    delay = done - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def control(self, url):
+        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        with LOCK:
+            if url.path == "/_proxy/reset":
+                reset()
+            elif url.path == "/_proxy/set":
+                if "rate" in q:
+                    CFG["rate"] = float(q["rate"])
+                if "latency" in q:
+                    CFG["latency"] = float(q["latency"])
+            body = json.dumps(COUNTS).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def forward(self):
+        url = urlsplit(self.path)
+        if url.path.startswith("/_proxy/"):
+            return self.control(url)
+        rng = self.headers.get("Range")
+        with LOCK:
+            COUNTS["requests"] += 1
+            COUNTS["paths"][url.path] = COUNTS["paths"].get(url.path, 0) + 1
+            if rng:
+                COUNTS["ranges"] += 1
+                if "," in rng:
+                    COUNTS["multi_ranges"] += 1
+            latency = CFG["latency"]
+        time.sleep(latency)
+        body = None
+        n = int(self.headers.get("Content-Length") or 0)
+        if n:
+            body = self.rfile.read(n)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+        up = http.client.HTTPConnection("127.0.0.1", CFG["upstream"], timeout=60)
+        try:
+            up.request(self.command, self.path, body=body, headers=headers)
+            resp = up.getresponse()
+            self.send_response_only(resp.status, resp.reason)
+            length = resp.getheader("Content-Length")
+            for k, v in resp.getheaders():
+                if k.lower() not in HOP:
+                    self.send_header(k, v)
+            if length is None and self.command != "HEAD" and resp.status not in (204, 304):
+                # no length from upstream: close to delimit the body
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            while True:
+                piece = resp.read(PIECE)
+                if not piece:
+                    break
+                pace(len(piece))
+                self.wfile.write(piece)
+                with LOCK:
+                    COUNTS["bytes"] += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            up.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = forward
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("portfile")
+    ap.add_argument("upstream", type=int)
+    ap.add_argument("--rate", type=float, default=CFG["rate"])
+    ap.add_argument("--latency", type=float, default=CFG["latency"])
+    a = ap.parse_args()
+    CFG.update(rate=a.rate, latency=a.latency, upstream=a.upstream)
+    reset()
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    tmp = a.portfile + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(str(srv.server_address[1]))
+    os.rename(tmp, a.portfile)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
