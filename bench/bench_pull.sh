@@ -19,7 +19,7 @@ W=$(mktemp -d /tmp/cairn-bench-pull.XXXXXX)
 trap 'registry_cleanup; rm -rf "$W"' EXIT
 mkdir -p "$SRC/bench/results"
 exec > >(tee "$SRC/bench/results/pull.txt")
-OCI_IMAGE="python3 $SRC/tests/e2e/oci_image.py"
+OCI_IMAGE="python3 $SRC/tests/helpers/oci_image.py"
 
 layers=()
 n=0

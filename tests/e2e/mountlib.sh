@@ -9,7 +9,7 @@ set -euo pipefail
 
 : "${CAIRN_BIN:?CAIRN_BIN must name the build directory}"
 CAIRN_SRC=${CAIRN_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-FSTREE="python3 $CAIRN_SRC/tests/e2e/fstree.py"
+FSTREE="python3 $CAIRN_SRC/tests/helpers/fstree.py"
 CACHE=${CAIRN_TEST_CACHE:-/var/cache/cairn-test}
 
 TMP=$(mktemp -d /tmp/cairn-e2e.XXXXXX)
@@ -196,7 +196,7 @@ rw_writers_start() {
   local w
   : >"$TMP/errors"
   for ((w = 1; w <= $1; w++)); do
-    python3 "$CAIRN_SRC/tests/e2e/rw_writer.py" "$mnt/w$w" "$TMP/stop" "$TMP/manifest.$w" \
+    python3 "$CAIRN_SRC/tests/helpers/rw_writer.py" "$mnt/w$w" "$TMP/stop" "$TMP/manifest.$w" \
       "$TMP/errors" "$w$RANDOM" &
     BG_PIDS+=($!)
   done

@@ -49,7 +49,7 @@ registry_start() {
       openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=cairn-test-token \
         -keyout "$REGISTRY_DIR/token.key" -out "$REGISTRY_DIR/token.crt" 2>/dev/null
       free_port >"$REGISTRY_DIR/token.port"
-      python3 "$(dirname "${BASH_SOURCE[0]}")/token_server.py" "$(cat "$REGISTRY_DIR/token.port")" \
+      python3 "$(dirname "${BASH_SOURCE[0]}")/../helpers/token_server.py" "$(cat "$REGISTRY_DIR/token.port")" \
         "$REGISTRY_DIR/token.key" "$REGISTRY_DIR/token.crt" 2>"$REGISTRY_DIR/token.log" &
       REGISTRY_PIDS+=($!)
       wait_http "http://127.0.0.1:$(cat "$REGISTRY_DIR/token.port")/healthz" 200 10 || return 1
@@ -133,7 +133,7 @@ pull_test_init() {
   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   on_exit registry_cleanup
   CAIRN=$CAIRN_BIN/cairn
-  OCI_IMAGE="python3 $(dirname "${BASH_SOURCE[0]}")/oci_image.py"
+  OCI_IMAGE="python3 $(dirname "${BASH_SOURCE[0]}")/../helpers/oci_image.py"
   ST=$STORE
   cd "$T" || exit 1
 }

@@ -22,7 +22,7 @@ setup registry_push "$T/oci" app team/app:1
 SRC="docker://$REGISTRY/team/app:1"
 # The pull on a terminal goes through fault_proxy.py at 40 MiB/s, so that
 # its fetching takes frames on any machine.
-python3 "$CAIRN_SRC/tests/e2e/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
+python3 "$CAIRN_SRC/tests/helpers/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
 proxy_pid=$!
 on_exit "kill $proxy_pid; wait $proxy_pid"
 setup wait_for 10 test -s "$T/proxy.port"

@@ -20,7 +20,7 @@ seed=${CAIRN_COMMIT_DIFF_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 echo "seed $seed, ${CAIRN_COMMIT_DIFF_ONLY:+only sequence $CAIRN_COMMIT_DIFF_ONLY of }$seqs sequences (CAIRN_COMMIT_DIFF_SEED=$seed replays them)"
 export CAIRN_STORE=$STORE
 mkdir -p "$TMP/work"
-python3 "$CAIRN_SRC/tests/e2e/commit_diff.py" setup "$TMP/work" || fail "setting up the base image"
-python3 "$CAIRN_SRC/tests/e2e/commit_diff.py" run "$TMP/work" "$seed" "$seqs" \
+python3 "$CAIRN_SRC/tests/helpers/commit_diff.py" setup "$TMP/work" || fail "setting up the base image"
+python3 "$CAIRN_SRC/tests/helpers/commit_diff.py" run "$TMP/work" "$seed" "$seqs" \
   "${CAIRN_COMMIT_DIFF_ONLY:-}" || fail "a commit differs from the copy (seed $seed, above)"
 pass "$seqs random sequences: the rw view, the commit and the moved mount equal a plain copy"

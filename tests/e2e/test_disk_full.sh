@@ -18,7 +18,7 @@ mount -o loop "$T/disk.img" "$D" || { not_ok "loop mount (needs root)"; finish; 
 on_exit "umount -l '$D'"
 STORE=$D/store
 export CAIRN_STORE=$STORE
-OCI="python3 $CAIRN_SRC/tests/e2e/oci_image.py"
+OCI="python3 $CAIRN_SRC/tests/helpers/oci_image.py"
 MiB=$((1024 * 1024))
 
 mkdir -p "$T/base" && echo base >"$T/base/etc-release" && mktar "$T/base" "$T/base.tar"

@@ -25,7 +25,7 @@ wait_for 10 sh -c "[ \$(cairn-pin ls -q | wc -l) = $((2 * n)) ]"
 check "the holder pins $n images and their layers" [ "$(cairn-pin ls -q | wc -l)" = $((2 * n)) ]
 
 mkdir -p "$T/churn"
-python3 "$CAIRN_SRC/tests/e2e/lock_churn.py" "$T/churn" 8000 120 >"$T/churn.out" &
+python3 "$CAIRN_SRC/tests/helpers/lock_churn.py" "$T/churn" 8000 120 >"$T/churn.out" &
 churner=$!
 on_exit "kill -9 $churner"
 wait_for 30 grep -q ready "$T/churn.out"

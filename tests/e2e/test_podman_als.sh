@@ -20,7 +20,7 @@ source "$(dirname "$0")/mountlib.sh"
 command -v podman >/dev/null || fail "podman is not installed (scripts/setup.sh installs it)"
 command -v skopeo >/dev/null || fail "skopeo is not installed"
 command -v docker-registry >/dev/null || fail "docker-registry is not installed"
-OCI_IMAGE="python3 $CAIRN_SRC/tests/e2e/oci_image.py"
+OCI_IMAGE="python3 $CAIRN_SRC/tests/helpers/oci_image.py"
 PROXY_PID=
 ALS=$TMP/als
 als_stop() {
@@ -109,7 +109,7 @@ xattr() { python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], sys.argv[2]
 pass "cairnfs --als serves each pulled layer: info, the exact blob, diff in overlayfs's encoding"
 
 # ---- podman pulls through a counting proxy: no layer blob is downloaded
-python3 "$CAIRN_SRC/tests/e2e/fault_proxy.py" "$TMP/proxy.port" "$REGISTRY_PORT" 2>"$TMP/proxy.log" &
+python3 "$CAIRN_SRC/tests/helpers/fault_proxy.py" "$TMP/proxy.port" "$REGISTRY_PORT" 2>"$TMP/proxy.log" &
 PROXY_PID=$!
 wait_for 100 test -s "$TMP/proxy.port" || fail "the proxy did not start"
 proxy=127.0.0.1:$(cat "$TMP/proxy.port")

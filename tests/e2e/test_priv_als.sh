@@ -11,7 +11,7 @@
 # recorded layer is still served under a reference directory after it,
 # and under many reference directories at once.
 source "$(dirname "$0")/lib.sh"
-OCI_IMAGE="python3 $CAIRN_SRC/tests/e2e/oci_image.py"
+OCI_IMAGE="python3 $CAIRN_SRC/tests/helpers/oci_image.py"
 
 # An image pulled from an OCI layout: its compressed layer is kept, the ALS serves it.
 mkdir -p "$T/l" "$T/als"
