@@ -49,14 +49,17 @@ _TL_MAIN=$BASHPID
 # use_lib NAME...: sources tests/lib/NAME.sh once each (mount: cairnfs
 # mounts, registry: a docker-registry and the pull tests' setup).
 use_lib() {
-  local m
-  for m in "$@"; do
-    [[ $_TL_USED == *" $m "* ]] && continue
-    _TL_USED+="$m "
+  local _tl_m
+  for _tl_m in "$@"; do
+    [[ $_TL_USED == *" $_tl_m "* ]] && continue
+    _TL_USED+="$_tl_m "
     # shellcheck source=/dev/null
-    source "$TESTLIB/$m.sh" || fail "use_lib: no tests/lib/$m.sh"
+    source "$TESTLIB/$_tl_m.sh" || fail "use_lib: no tests/lib/$_tl_m.sh"
   done
 }
+
+# The library's functions name their locals _tl_*: a test's globals of
+# the same name stay visible to the commands they run.
 
 # ---- reporting ---------------------------------------------------------------
 ok() {
@@ -74,28 +77,28 @@ fail() { not_ok "$@"; }
 
 # check NAME CMD...: the command must succeed.
 check() {
-  local n=$1
+  local _tl_n=$1
   shift
-  if "$@"; then ok "$n"; else not_ok "$n"; fi
+  if "$@"; then ok "$_tl_n"; else not_ok "$_tl_n"; fi
 }
 
 # check_json NAME FILTER CMD...: CMD's stdout must satisfy jq -e FILTER.
 check_json() {
-  local n=$1 f=$2
+  local _tl_n=$1 _tl_f=$2
   shift 2
-  if "$@" | jq -e "$f" >/dev/null; then ok "$n"; else not_ok "$n"; fi
+  if "$@" | jq -e "$_tl_f" >/dev/null; then ok "$_tl_n"; else not_ok "$_tl_n"; fi
 }
 
 # expect_exit CODE NAME CMD...: the command must exit with CODE; its
 # stdout is kept in $T/stdout, its stderr in $T/stderr.
 expect_exit() {
-  local want=$1 n=$2 got=0
+  local _tl_want=$1 _tl_n=$2 _tl_got=0
   shift 2
-  "$@" >"$T/stdout" 2>"$T/stderr" || got=$?
-  if [ "$got" = "$want" ]; then
-    ok "$n"
+  "$@" >"$T/stdout" 2>"$T/stderr" || _tl_got=$?
+  if [ "$_tl_got" = "$_tl_want" ]; then
+    ok "$_tl_n"
   else
-    not_ok "$n (exit $got, want $want: $(head -c 300 "$T/stderr"))"
+    not_ok "$_tl_n (exit $_tl_got, want $_tl_want: $(head -c 300 "$T/stderr"))"
   fi
 }
 # assert_status CODE CMD...: expect_exit named by the command itself.
@@ -118,11 +121,11 @@ finish() {
 # expanded once, before the first: to wait for something a $(...) computes,
 # give a function or `sh -c '...'`, never `test -n "$(...)"`.
 wait_for() {
-  local s=$1 tries i
+  local _tl_tries _tl_i
+  [[ $1 =~ ^([0-9]+)(\.([0-9]))?[0-9]*$ ]] || not_ok "wait_for: not a number of seconds: $1"
+  _tl_tries=$((BASH_REMATCH[1] * 20 + ${BASH_REMATCH[3]:-0} * 2))
   shift
-  [[ $s =~ ^([0-9]+)(\.([0-9]))?[0-9]*$ ]] || not_ok "wait_for: not a number of seconds: $s"
-  tries=$((BASH_REMATCH[1] * 20 + ${BASH_REMATCH[3]:-0} * 2))
-  for ((i = 0; i < tries; i++)); do
+  for ((_tl_i = 0; _tl_i < _tl_tries; _tl_i++)); do
     if "$@" 2>/dev/null; then return 0; fi
     sleep 0.05
   done
@@ -142,21 +145,21 @@ bg_start() {
 }
 
 _tl_exit() {
-  local rc=$? last=$BASH_COMMAND c p m daemons=""
-  [ "$BASHPID" = "$_TL_MAIN" ] || return "$rc"
+  local _tl_rc=$? _tl_last=$BASH_COMMAND _tl_c _tl_p _tl_m _tl_daemons=""
+  [ "$BASHPID" = "$_TL_MAIN" ] || return "$_tl_rc"
   set +e
-  for p in "${BG_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-  for c in "${_TL_CLEANUPS[@]}"; do eval "$c" >/dev/null 2>&1; done
-  for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
-  [ -d "$STORE" ] && daemons=$("$CAIRN_BIN/cairn" --store "$STORE" mounts --json 2>/dev/null |
+  for _tl_p in "${BG_PIDS[@]}"; do kill -9 "$_tl_p" 2>/dev/null; done
+  for _tl_c in "${_TL_CLEANUPS[@]}"; do eval "$_tl_c" >/dev/null 2>&1; done
+  for _tl_p in $(jobs -p); do kill -9 "$_tl_p" 2>/dev/null; done
+  [ -d "$STORE" ] && _tl_daemons=$("$CAIRN_BIN/cairn" --store "$STORE" mounts --json 2>/dev/null |
     jq -r '.[].pid' 2>/dev/null)
   # Topmost first: mounts listed later sit on top of earlier ones.
-  for m in $(awk -v t="$T/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | tac); do
-    umount -l "$m" 2>/dev/null
+  for _tl_m in $(awk -v t="$T/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | tac); do
+    umount -l "$_tl_m" 2>/dev/null
   done
   # Daemons of those mounts exit once unmounted; kill any left over.
-  for p in $daemons; do
-    grep -qs cairnfs "/proc/$p/comm" && kill -9 "$p" 2>/dev/null
+  for _tl_p in $_tl_daemons; do
+    grep -qs cairnfs "/proc/$_tl_p/comm" && kill -9 "$_tl_p" 2>/dev/null
   done
   if compgen -G "$T/sanitizer.*" >/dev/null; then
     cat "$T"/sanitizer.* >&2
@@ -164,12 +167,12 @@ _tl_exit() {
     : >>"$T/.failed"
   fi
   if [ -e "$T/.failed" ]; then
-    [ "$rc" != 0 ] && [ "$rc" != 77 ] || rc=1
-  elif [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
-    echo "not ok - exit $rc after: $last"
+    [ "$_tl_rc" != 0 ] && [ "$_tl_rc" != 77 ] || _tl_rc=1
+  elif [ "$_tl_rc" != 0 ] && [ "$_tl_rc" != 77 ]; then
+    echo "not ok - exit $_tl_rc after: $_tl_last"
   fi
   rm -rf "$T"
-  exit "$rc"
+  exit "$_tl_rc"
 }
 trap _tl_exit EXIT
 
