@@ -14,7 +14,7 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$SRC/build}
 RUNS=${RUNS:-5}
-source "$SRC/tests/e2e/registry.sh"
+source "$SRC/tests/lib/registry.sh"
 W=$(mktemp -d /tmp/cairn-bench-pull.XXXXXX)
 trap 'registry_cleanup; rm -rf "$W"' EXIT
 mkdir -p "$SRC/bench/results"

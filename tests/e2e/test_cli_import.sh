@@ -4,7 +4,7 @@
 # input ("-", as tar), and layers compressed with xz and bzip2 besides gzip
 # and zstd, found from their bytes whatever the file is called; the same
 # layer gives the same image however it came.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 mkdir -p "$T/l/etc" && echo "hello" >"$T/l/etc/greeting" && mktar "$T/l" "$T/l.tar"
 expect_exit 0 "import a plain tar" cairn import plain:1 "$T/l.tar"

@@ -5,7 +5,8 @@
 # you mean --store?; -V); cairn-pin lst is a mistyped subcommand, not an
 # image to list; "after 1 second", not "1 seconds"; an oci: layout of
 # several images names them.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 expect_exit 2 "cairn --stor DIR images" cairn --stor "$T/x" images

@@ -5,7 +5,7 @@
 # as --insecure; inspect --format and df --format with {{.Field}};
 # export -o FILE (created or emptied, never through a planted symlink nor
 # into another user's file); images NAME as a filter.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 two_layers
 cd "$T" || exit 1
 

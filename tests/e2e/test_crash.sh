@@ -3,7 +3,7 @@
 # test_crash.sh — kill -9 at random instants of imports and of gc: every
 # time, the store must open, list what was committed before, and `cairn
 # fsck` must report it clean (discarding incomplete work by itself).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 ROUNDS=${CAIRN_CRASH_ROUNDS:-8}
 
 mkdir -p "$T/big" "$T/small"

@@ -12,8 +12,10 @@
 # front end (fs/), each named with the symbols that make the cycle. A copy
 # with only an allowed include (a unit test including
 # pull/pull.h) still passes. Then scripts/check-cmake.sh: it fails on an
-# unsorted list of CMakeLists.txt and on a source no list names.
-source "$(dirname "$0")/lib.sh"
+# unsorted list of CMakeLists.txt, on a source no list names, on a file
+# in tests/e2e that is not a test and on a test that does not source
+# tests/lib/test-lib.sh.
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 # The copies differ in a file or two: each object compiled once (the cache
 # is keyed by the source's, the headers' and the flags' contents).
@@ -128,5 +130,13 @@ check "the failure names the list" grep -q 'CAIRNFS_SOURCES is not sorted: ' "$T
 touch "$T/src/store/stray.c"
 expect_exit 1 "a source named in no list fails" check_cmake "$T/src"
 check "the failure names it" grep -q 'store/stray.c: not listed in CMakeLists.txt' "$T/out"
+rm "$T/src/store/stray.c"
+touch "$T/src/tests/e2e/helper.py"
+expect_exit 1 "a helper in tests/e2e fails" check_cmake "$T/src"
+check "the failure sends it to tests/helpers" grep -q 'tests/e2e/helper.py: not a test: .*tests/helpers' "$T/out"
+rm "$T/src/tests/e2e/helper.py"
+sed -i 's|^source .*test-lib.sh"$|source "$(dirname "$0")/lib.sh"|' "$T/src/tests/e2e/test_bundle.sh"
+expect_exit 1 "a test on another library fails" check_cmake "$T/src"
+check "the failure names it" grep -q 'tests/e2e/test_bundle.sh: does not source tests/lib/test-lib.sh' "$T/out"
 
 finish

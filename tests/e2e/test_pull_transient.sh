@@ -13,7 +13,8 @@
 #   Basic challenge                      path once (twice with the challenge)
 #   a blob longer than its descriptor    exit 5, the proxy sees the client
 #                                        stop reading, nothing committed
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 setup $OCI_IMAGE layer base.tar base 10 4000

@@ -10,49 +10,51 @@
 # and gc (CAIRN_CHURN_ROUNDS rounds each, 8 by default; CAIRN_CHURN=1 only,
 # see below). Fails without it:
 # umount exits 4 "detached here, still in use (cairnfs pid N serves it)".
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 ROUNDS=${CAIRN_CHURN_ROUNDS:-8}
 layer() { # layer NAME: a small tar of its own
-  mkdir -p "$TMP/src/$1"
-  echo "$1" >"$TMP/src/$1/file"
-  tar -C "$TMP/src/$1" -cf "$TMP/$1.tar" file
+  mkdir -p "$T/src/$1"
+  echo "$1" >"$T/src/$1/file"
+  tar -C "$T/src/$1" -cf "$T/$1.tar" file
 }
 
 layer base
-cairn import app:1 "$TMP/base.tar" >/dev/null 2>&1
-mkdir "$TMP/m"
-cairn mount -q app:1 "$TMP/m"
+cairn import app:1 "$T/base.tar" >/dev/null 2>&1
+mkdir "$T/m"
+cairn mount -q app:1 "$T/m"
 python3 -c "
 import sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
 db.execute('BEGIN IMMEDIATE')
 open(sys.argv[2], 'w').close()
 time.sleep(5)
-db.execute('COMMIT')" "$STORE/meta.db" "$TMP/locked" &
+db.execute('COMMIT')" "$STORE/meta.db" "$T/locked" &
 BG_PIDS+=($!)
-wait_for 50 test -e "$TMP/locked" || fail "the write lock was not taken"
-assert_status 0 cairn umount "$TMP/m"
+wait_for 5 test -e "$T/locked" || fail "the write lock was not taken"
+assert_status 0 cairn umount "$T/m"
 assert_status 0 cairn rm app:1
-pass "umount && rm succeed while another process holds SQLite's write lock for 5 s"
+ok "umount && rm succeed while another process holds SQLite's write lock for 5 s"
 
 worker() { # worker N: mount, read, umount && rm, ROUNDS times
-  local n=$1 r dir=$TMP/w$1
+  local n=$1 r dir=$T/w$1
   mkdir "$dir"
   for ((r = 0; r < ROUNDS; r++)); do
     layer "w$n-$r"
-    cairn import "w$n:$r" "$TMP/w$n-$r.tar" >/dev/null 2>&1 || { echo "import w$n:$r failed"; return 1; }
+    cairn import "w$n:$r" "$T/w$n-$r.tar" >/dev/null 2>&1 || { echo "import w$n:$r failed"; return 1; }
     cairn mount -q "w$n:$r" "$dir" || { echo "mount w$n:$r failed"; return 1; }
     [ "$(cat "$dir/file")" = "w$n-$r" ] || { echo "read w$n:$r failed"; return 1; }
-    cairn umount -q "$dir" 2>"$TMP/w$n.err" || { echo "umount w$n:$r: $(cat "$TMP/w$n.err")"; return 1; }
-    cairn rm -q "w$n:$r" 2>"$TMP/w$n.err" || { echo "rm w$n:$r: $(cat "$TMP/w$n.err")"; return 1; }
+    cairn umount -q "$dir" 2>"$T/w$n.err" || { echo "umount w$n:$r: $(cat "$T/w$n.err")"; return 1; }
+    cairn rm -q "w$n:$r" 2>"$T/w$n.err" || { echo "rm w$n:$r: $(cat "$T/w$n.err")"; return 1; }
   done
 }
 loader() { # loader N: import and gc, ROUNDS times
   local n=$1 r
   for ((r = 0; r < ROUNDS; r++)); do
     layer "l$n-$r"
-    cairn import "l$n:$r" "$TMP/l$n-$r.tar" >/dev/null 2>&1 || true
+    cairn import "l$n:$r" "$T/l$n-$r.tar" >/dev/null 2>&1 || true
     cairn gc -q >/dev/null 2>&1 || true
   done
 }
@@ -65,7 +67,7 @@ if [ "${CAIRN_CHURN:-0}" != 1 ]; then
 fi
 pids=()
 for n in 1 2 3 4; do
-  worker "$n" >"$TMP/worker$n.log" 2>&1 &
+  worker "$n" >"$T/worker$n.log" 2>&1 &
   pids+=($!)
 done
 for n in 1 2; do
@@ -76,10 +78,10 @@ failed=0
 for n in 1 2 3 4; do
   wait "${pids[$((n - 1))]}" || {
     failed=1
-    cat "$TMP/worker$n.log" >&2
+    cat "$T/worker$n.log" >&2
   }
 done
 wait
 [ "$failed" = 0 ] || fail "umount && rm failed under the churn (above)"
-pass "4 workers x $ROUNDS rounds of mount, read, umount && rm, with 2 importing and gc-ing: all succeed"
+ok "4 workers x $ROUNDS rounds of mount, read, umount && rm, with 2 importing and gc-ing: all succeed"
 echo "all passed"
