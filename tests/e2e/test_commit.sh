@@ -157,7 +157,7 @@ ok "the mount keeps serving; the base image is unchanged"
 # xattr to every name of the file, under the new name.
 python3 - "$T/opt" <<'PY'
 import os, sys
-sys.path.insert(0, os.path.join(os.environ["CAIRN_SRC"], "tests/e2e"))
+sys.path.insert(0, os.path.join(os.environ["CAIRN_SRC"], "tests/helpers"))
 import fstree
 os.makedirs(sys.argv[1])
 l = fstree.Layer(sys.argv[1] + "/a.tar")

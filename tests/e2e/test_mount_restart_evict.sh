@@ -88,7 +88,7 @@ for ((i = 0; i < WRITERS; i++)); do wait "${BG_PIDS[i]}" || true; done
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"
 ops=0
 for ((w = 1; w <= WRITERS; w++)); do
-  python3 "$(dirname "$0")/rw_writer.py" --check "$mnt/w$w" "$T/manifest.$w" ||
+  python3 "$HELPERS/rw_writer.py" --check "$mnt/w$w" "$T/manifest.$w" ||
     fail "writer $w's tree"
   ops=$((ops + $(jq .ops "$T/manifest.$w")))
 done

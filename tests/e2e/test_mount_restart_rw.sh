@@ -104,7 +104,7 @@ exec 7>&-
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"
 
 # The tree each writer has equals its manifest.
-check_tree() { python3 "$(dirname "$0")/rw_writer.py" --check "$1" "$2"; } # DIR MANIFEST
+check_tree() { python3 "$HELPERS/rw_writer.py" --check "$1" "$2"; } # DIR MANIFEST
 ops=0
 for ((w = 1; w <= WRITERS; w++)); do
   check_tree "$mnt/w$w" "$T/manifest.$w" || fail "writer $w's tree"

@@ -32,7 +32,7 @@ curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
 read -r mid_blob top_blob < <(jq -r '[.layers[1].digest, .layers[2].digest] | join(" ")' "$T/manifest.json")
 [[ -n $top_blob ]] || { fail "no manifest from the registry"; finish; exit 1; }
 
-python3 "$(dirname "$0")/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
+python3 "$HELPERS/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
 proxy_pid=$!
 on_exit "kill $proxy_pid; wait $proxy_pid"
 setup wait_for 10 test -s "$T/proxy.port"
