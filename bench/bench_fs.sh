@@ -25,7 +25,9 @@
 # and mount100k are the mount rows); the default is every row.
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
-source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+source "$(dirname "$0")/../tests/lib/test-lib.sh"
+use_lib mount
+set -e
 source "$(dirname "$0")/benchlib.sh"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 out_file=${1:-$(cd "$(dirname "$0")" && pwd)/results/fs.txt}
@@ -38,51 +40,51 @@ wanted() { [[ $ROWS == *" $1 "* ]]; }
 DROP='sync; echo 3 > /proc/sys/vm/drop_caches'
 
 echo "# preparing layers and the four trees" >&2
-minbase_layers "$TMP/layers"
-mkdir -p "$TMP/bigsrc"
-head -c $((512 << 20)) /dev/urandom >"$TMP/bigsrc/big.bin"
-tar -C "$TMP/bigsrc" -cf "$TMP/layers/layer4.tar" big.bin
-rm -rf "$TMP/bigsrc"
-layers=("$TMP"/layers/layer{1,2,3,4}.tar)
+minbase_layers "$T/layers"
+mkdir -p "$T/bigsrc"
+head -c $((512 << 20)) /dev/urandom >"$T/bigsrc/big.bin"
+tar -C "$T/bigsrc" -cf "$T/layers/layer4.tar" big.bin
+rm -rf "$T/bigsrc"
+layers=("$T"/layers/layer{1,2,3,4}.tar)
 
-mkdir -p "$TMP/native" "$TMP/l1" "$TMP/l2" "$TMP/l3" "$TMP/l4"
+mkdir -p "$T/native" "$T/l1" "$T/l2" "$T/l3" "$T/l4"
 for i in 1 2 3 4; do
-  tar -C "$TMP/native" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"
-  tar -C "$TMP/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"
+  tar -C "$T/native" --xattrs --xattrs-include='*' --numeric-owner -xf "$T/layers/layer$i.tar"
+  tar -C "$T/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$T/layers/layer$i.tar"
 done
-lower="$TMP/l4:$TMP/l3:$TMP/l2:$TMP/l1"
+lower="$T/l4:$T/l3:$T/l2:$T/l1"
 
 declare -A DIR
-DIR[native]=$TMP/native
-DIR[overlayfs]=$TMP/ovl
-DIR[fuse-overlayfs]=$TMP/fovl
-DIR[cairnfs]=$TMP/cfs
-mkdir -p "$TMP/ovl" "$TMP/fovl" "$TMP/cfs"
-mount -t overlay overlay -o "ro,lowerdir=$lower" "$TMP/ovl"
-fuse-overlayfs -o "lowerdir=$lower" "$TMP/fovl"
+DIR[native]=$T/native
+DIR[overlayfs]=$T/ovl
+DIR[fuse-overlayfs]=$T/fovl
+DIR[cairnfs]=$T/cfs
+mkdir -p "$T/ovl" "$T/fovl" "$T/cfs"
+mount -t overlay overlay -o "ro,lowerdir=$lower" "$T/ovl"
+fuse-overlayfs -o "lowerdir=$lower" "$T/fovl"
 cairn import bench:1 "${layers[@]}" >/dev/null
-cairn mount bench:1 "$TMP/cfs"
+cairn mount bench:1 "$T/cfs"
 SYSTEMS=(native overlayfs fuse-overlayfs cairnfs)
 if [ "${PASSTHROUGH:-0}" = 1 ]; then
-  DIR[cairnfs-pt]=$TMP/cfs-pt
-  mkdir -p "$TMP/cfs-pt"
-  cairn mount -o passthrough bench:1 "$TMP/cfs-pt"
+  DIR[cairnfs-pt]=$T/cfs-pt
+  mkdir -p "$T/cfs-pt"
+  cairn mount -o passthrough bench:1 "$T/cfs-pt"
   SYSTEMS+=(cairnfs-pt)
 fi
 if [ -n "${CAIRN_BIN_BEFORE:-}" ]; then
-  DIR[cairnfs-before]=$TMP/cfs-before
-  mkdir -p "$TMP/cfs-before"
-  "$CAIRN_BIN_BEFORE/cairn" --store "$TMP/store-before" import bench:1 "${layers[@]}" >/dev/null
-  "$CAIRN_BIN_BEFORE/cairn" --store "$TMP/store-before" mount bench:1 "$TMP/cfs-before"
+  DIR[cairnfs-before]=$T/cfs-before
+  mkdir -p "$T/cfs-before"
+  "$CAIRN_BIN_BEFORE/cairn" --store "$T/store-before" import bench:1 "${layers[@]}" >/dev/null
+  "$CAIRN_BIN_BEFORE/cairn" --store "$T/store-before" mount bench:1 "$T/cfs-before"
   SYSTEMS+=(cairnfs-before)
 fi
 
 # The small files for the parallel-read row: every regular file < 16 KiB.
-(cd "$TMP/native" && find . -type f -size -16k -print0) >"$TMP/small.list"
-echo "# $(tr -cd '\0' <"$TMP/small.list" | wc -c) small files," \
-  "$(find "$TMP/native" | wc -l) entries" >&2
+(cd "$T/native" && find . -type f -size -16k -print0) >"$T/small.list"
+echo "# $(tr -cd '\0' <"$T/small.list" | wc -c) small files," \
+  "$(find "$T/native" | wc -l) entries" >&2
 
-mkdir -p "$TMP/json"
+mkdir -p "$T/json"
 
 # bench ROW KIND(cold|warm) COMMAND-TEMPLATE: @ in the template is the tree.
 # The systems' runs are interleaved (benchlib.sh): cold, the caches are
@@ -96,7 +98,7 @@ bench() {
     args+=("$sys" "$prepare" "${tmpl//@/${DIR[$sys]}}")
   done
   echo "# $row" >&2
-  interleaved "$TMP/json/$row.json" "$runs" "$warmup" "${args[@]}" || fail "row $row failed"
+  interleaved "$T/json/$row.json" "$runs" "$warmup" "${args[@]}" || fail "row $row failed"
 }
 
 bench walk-cold cold "find @ -printf '%p %s %m %u %g %T@ %l\n' >/dev/null"
@@ -105,37 +107,37 @@ bench readall-cold cold "tar -C @ -cf - . | wc -c >/dev/null"
 bench readall-warm warm "tar -C @ -cf - . | wc -c >/dev/null"
 bench bigfile-cold cold "dd if=@/big.bin of=/dev/null bs=1M status=none"
 bench bigfile-warm warm "dd if=@/big.bin of=/dev/null bs=1M status=none"
-bench smallfiles-par-cold cold "cd @ && xargs -0 -P 8 -n 32 cat <$TMP/small.list >/dev/null"
-bench smallfiles-par-warm warm "cd @ && xargs -0 -P 8 -n 32 cat <$TMP/small.list >/dev/null"
+bench smallfiles-par-cold cold "cd @ && xargs -0 -P 8 -n 32 cat <$T/small.list >/dev/null"
+bench smallfiles-par-warm warm "cd @ && xargs -0 -P 8 -n 32 cat <$T/small.list >/dev/null"
 
 # Mount + unmount. Native has nothing to mount.
 if wanted mount; then
   echo "# mount+umount" >&2
-  cairn umount "$TMP/cfs"
-  umount "$TMP/ovl"
-  fusermount3 -u "$TMP/fovl"
-  interleaved "$TMP/json/mount.json" "$RUNS_WARM" 1 \
-    overlayfs : "mount -t overlay overlay -o ro,lowerdir=$lower $TMP/ovl && stat $TMP/ovl/etc >/dev/null && umount $TMP/ovl" \
-    fuse-overlayfs : "fuse-overlayfs -o lowerdir=$lower $TMP/fovl && stat $TMP/fovl/etc >/dev/null && fusermount3 -u $TMP/fovl" \
-    cairnfs : "$CAIRN_BIN/cairn --store $STORE mount -q bench:1 $TMP/cfs && stat $TMP/cfs/etc >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $TMP/cfs" \
+  cairn umount "$T/cfs"
+  umount "$T/ovl"
+  fusermount3 -u "$T/fovl"
+  interleaved "$T/json/mount.json" "$RUNS_WARM" 1 \
+    overlayfs : "mount -t overlay overlay -o ro,lowerdir=$lower $T/ovl && stat $T/ovl/etc >/dev/null && umount $T/ovl" \
+    fuse-overlayfs : "fuse-overlayfs -o lowerdir=$lower $T/fovl && stat $T/fovl/etc >/dev/null && fusermount3 -u $T/fovl" \
+    cairnfs : "$CAIRN_BIN/cairn --store $STORE mount -q bench:1 $T/cfs && stat $T/cfs/etc >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $T/cfs" \
     || fail "the mount row failed"
 fi
 
 # A 100,000-file image (one layer, 1,000 directories of 100 small files).
 if wanted mount100k; then
   echo "# 100k-file image" >&2
-  many_files_layer "$TMP/100k.tar"
-  mkdir -p "$TMP/l100k"
-  tar -C "$TMP/l100k" -xf "$TMP/100k.tar"
-  cairn import big100k:1 "$TMP/100k.tar" >/dev/null
-  interleaved "$TMP/json/mount100k.json" "$RUNS_WARM" 1 \
-    overlayfs : "mount -t overlay overlay -o ro,lowerdir=$TMP/l100k:$TMP/l1 $TMP/ovl && stat $TMP/ovl/d0999/f099 >/dev/null && umount $TMP/ovl" \
-    fuse-overlayfs : "fuse-overlayfs -o lowerdir=$TMP/l100k:$TMP/l1 $TMP/fovl && stat $TMP/fovl/d0999/f099 >/dev/null && fusermount3 -u $TMP/fovl" \
-    cairnfs : "$CAIRN_BIN/cairn --store $STORE mount -q big100k:1 $TMP/cfs && stat $TMP/cfs/d0999/f099 >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $TMP/cfs" \
+  many_files_layer "$T/100k.tar"
+  mkdir -p "$T/l100k"
+  tar -C "$T/l100k" -xf "$T/100k.tar"
+  cairn import big100k:1 "$T/100k.tar" >/dev/null
+  interleaved "$T/json/mount100k.json" "$RUNS_WARM" 1 \
+    overlayfs : "mount -t overlay overlay -o ro,lowerdir=$T/l100k:$T/l1 $T/ovl && stat $T/ovl/d0999/f099 >/dev/null && umount $T/ovl" \
+    fuse-overlayfs : "fuse-overlayfs -o lowerdir=$T/l100k:$T/l1 $T/fovl && stat $T/fovl/d0999/f099 >/dev/null && fusermount3 -u $T/fovl" \
+    cairnfs : "$CAIRN_BIN/cairn --store $STORE mount -q big100k:1 $T/cfs && stat $T/cfs/d0999/f099 >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $T/cfs" \
     || fail "the 100,000-file mount row failed"
 fi
 
-python3 - "$TMP/json" <<'PY' | tee ${out_file:+"$out_file"}
+python3 - "$T/json" <<'PY' | tee ${out_file:+"$out_file"}
 import json, os, platform, sys
 d = sys.argv[1]
 rows = [("walk-cold", "metadata walk, cold (find -printf)"),

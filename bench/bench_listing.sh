@@ -18,7 +18,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(cd "${1:-$ROOT/build}" && pwd)
 W=$(mktemp -d /tmp/cairn-bench.XXXXXX)
-TMP=$W
+T=$W # benchlib.sh's scratch directory
 mkdir -p "$ROOT/bench/results"
 exec > >(tee "$ROOT/bench/results/listing.txt")
 source "$ROOT/bench/benchlib.sh"

@@ -31,7 +31,9 @@
 # The table is also written to RESULTS.txt (default bench/results/mount.txt).
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
-source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+source "$(dirname "$0")/../tests/lib/test-lib.sh"
+use_lib mount
+set -e
 source "$(dirname "$0")/benchlib.sh"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 out_file=${1:-$(cd "$(dirname "$0")" && pwd)/results/mount.txt}
@@ -45,22 +47,22 @@ N_MOUNTS=${N_MOUNTS:-20}
 DROP='sync; echo 3 > /proc/sys/vm/drop_caches'
 
 echo "# preparing the images" >&2
-minbase_layers "$TMP/layers"
-many_files_layer "$TMP/layers/100k.tar"
+minbase_layers "$T/layers"
+many_files_layer "$T/layers/100k.tar"
 for i in 1 2 3; do
-  mkdir -p "$TMP/l$i"
-  tar -C "$TMP/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"
+  mkdir -p "$T/l$i"
+  tar -C "$T/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$T/layers/layer$i.tar"
 done
-mkdir -p "$TMP/l100k" "$TMP/empty"
-tar -C "$TMP/l100k" -xf "$TMP/layers/100k.tar"
+mkdir -p "$T/l100k" "$T/empty"
+tar -C "$T/l100k" -xf "$T/layers/100k.tar"
 
 # Each image: its cairn name, layer tars, overlay lowerdir and the file read.
 declare -A LAYERS LOWER PROBE
-LAYERS[debian]="$TMP/layers/layer1.tar $TMP/layers/layer2.tar $TMP/layers/layer3.tar"
-LOWER[debian]=$TMP/l3:$TMP/l2:$TMP/l1
+LAYERS[debian]="$T/layers/layer1.tar $T/layers/layer2.tar $T/layers/layer3.tar"
+LOWER[debian]=$T/l3:$T/l2:$T/l1
 PROBE[debian]=etc/os-release
-LAYERS[100k]=$TMP/layers/100k.tar
-LOWER[100k]=$TMP/l100k:$TMP/empty # overlayfs needs two lowerdirs without an upperdir
+LAYERS[100k]=$T/layers/100k.tar
+LOWER[100k]=$T/l100k:$T/empty # overlayfs needs two lowerdirs without an upperdir
 PROBE[100k]=d0999/f099
 
 # Contenders: NAME -> the bin dir of a cairn build (cairnfs ones only).
@@ -77,7 +79,7 @@ for s in "${SYSTEMS[@]}"; do
   [ -n "${BIN[$s]:-}" ] || continue
   for img in debian 100k; do
     # shellcheck disable=SC2086 # a list of tars
-    "${BIN[$s]}/cairn" --store "$TMP/store-$s" import "$img:1" ${LAYERS[$img]} >/dev/null
+    "${BIN[$s]}/cairn" --store "$T/store-$s" import "$img:1" ${LAYERS[$img]} >/dev/null
   done
 done
 
@@ -86,15 +88,15 @@ mount_cmd() {
   case $1 in
   overlayfs) echo "mount -t overlay overlay -o ro,lowerdir=${LOWER[$2]} $3" ;;
   fuse-overlayfs) echo "fuse-overlayfs -o lowerdir=${LOWER[$2]} $3" ;;
-  cairnfs*) echo "${BIN[$1]}/cairnfs --store $TMP/store-$1 $2:1 $3" ;;
-  *) echo "${BIN[$1]}/cairn --store $TMP/store-$1 mount $2:1 $3" ;;
+  cairnfs*) echo "${BIN[$1]}/cairnfs --store $T/store-$1 $2:1 $3" ;;
+  *) echo "${BIN[$1]}/cairn --store $T/store-$1 mount $2:1 $3" ;;
   esac
 }
 umount_cmd() {
   case $1 in
   overlayfs) echo "umount $2" ;;
   fuse-overlayfs | cairnfs*) echo "fusermount3 -u $2" ;;
-  *) echo "${BIN[$1]}/cairn --store $TMP/store-$1 umount $2" ;;
+  *) echo "${BIN[$1]}/cairn --store $T/store-$1 umount $2" ;;
   esac
 }
 
@@ -108,35 +110,35 @@ gone_cmd() {
   esac
 }
 
-mkdir -p "$TMP/json" "$TMP/m"
+mkdir -p "$T/json" "$T/m"
 for img in debian 100k; do
   wanted latency || continue
   echo "# mount latency, caches dropped: $img ($LATENCY)" >&2
-  for s in "${SYSTEMS[@]}"; do mkdir -p "$TMP/m/$s"; done
+  for s in "${SYSTEMS[@]}"; do mkdir -p "$T/m/$s"; done
   # Before each run every system's mount goes, not only the one about to
   # run: a live daemon keeps what it maps (its binary, its libraries) in
   # the page cache through drop_caches, and a system whose libraries
   # another system's daemon had mapped measured them warm.
   prepare=
   for s in "${SYSTEMS[@]}"; do
-    dir=$TMP/m/$s
+    dir=$T/m/$s
     prepare+="if mountpoint -q $dir; then $(umount_cmd "$s" "$dir"); fi; $(gone_cmd "$s" "$dir"); "
   done
   prepare+=$DROP
-  args=() hargs=(--style none --runs "$RUNS" --export-json "$TMP/json/latency-$img.json")
+  args=() hargs=(--style none --runs "$RUNS" --export-json "$T/json/latency-$img.json")
   for s in "${SYSTEMS[@]}"; do
-    dir=$TMP/m/$s
+    dir=$T/m/$s
     run="$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null"
     args+=("$s" "$prepare" "$run")
     hargs+=(--prepare "$prepare" -n "$s" "$run")
   done
   if [ "$LATENCY" = interleaved ]; then
-    interleaved "$TMP/json/latency-$img.json" "$RUNS" 0 "${args[@]}" || fail "the latency row failed"
+    interleaved "$T/json/latency-$img.json" "$RUNS" 0 "${args[@]}" || fail "the latency row failed"
   else
     hyperfine "${hargs[@]}" >/dev/null
   fi
   for s in "${SYSTEMS[@]}"; do
-    mountpoint -q "$TMP/m/$s" && eval "$(umount_cmd "$s" "$TMP/m/$s")"
+    mountpoint -q "$T/m/$s" && eval "$(umount_cmd "$s" "$T/m/$s")"
   done
 done
 
@@ -145,11 +147,11 @@ daemon_pids() {
   local s=$1
   shift
   if [ "$s" = fuse-overlayfs ]; then
-    cat "$TMP/fovl.pids"
+    cat "$T/fovl.pids"
   else
     # The supervisor a mount record names and the server it runs.
     # shellcheck disable=SC2046 # a list of pids
-    mount_procs $("${BIN[$s]}/cairn" --store "$TMP/store-$s" mounts --json | jq -r '.[].pid')
+    mount_procs $("${BIN[$s]}/cairn" --store "$T/store-$s" mounts --json | jq -r '.[].pid')
   fi
 }
 
@@ -159,17 +161,17 @@ for img in debian 100k; do
   for s in "${SYSTEMS[@]}"; do
     [ "$s" = overlayfs ] || [[ $s == cairn-mount* ]] && continue
     echo "# $N_MOUNTS mounts: $s, $img" >&2
-    : >"$TMP/fovl.pids"
+    : >"$T/fovl.pids"
     dirs=()
     for i in $(seq "$N_MOUNTS"); do
-      dir=$TMP/m/$s-$i
+      dir=$T/m/$s-$i
       mkdir -p "$dir"
       dirs+=("$dir")
       if [ "$s" = fuse-overlayfs ]; then
         fuse-overlayfs -f -o "lowerdir=${LOWER[$img]}" "$dir" &
-        echo $! >>"$TMP/fovl.pids"
+        echo $! >>"$T/fovl.pids"
         BG_PIDS+=($!)
-        wait_for 100 mountpoint -q "$dir" || fail "fuse-overlayfs did not mount $dir"
+        wait_for 10 mountpoint -q "$dir" || fail "fuse-overlayfs did not mount $dir"
       else
         eval "$(mount_cmd "$s" "$img" "$dir")"
       fi
@@ -183,17 +185,17 @@ for img in debian 100k; do
       pss=$((pss + $(awk '/^Pss:/ { print $2 }' "/proc/$pid/smaps_rollup")))
       rss=$(awk '/^Rss:/ { print $2 }' "/proc/$pid/smaps_rollup")
     done
-    echo "$pss $rss" >"$TMP/json/pss-$img-$s"
+    echo "$pss $rss" >"$T/json/pss-$img-$s"
     # A mount another namespace copied (a container started meanwhile)
     # may refuse to go: the cleanup at exit unmounts it lazily.
     for dir in "${dirs[@]}"; do eval "$(umount_cmd "$s" "$dir")" || true; done
     while read -r pid; do
-      wait_for 100 bash -c "! kill -0 $pid" || fail "fuse-overlayfs $pid did not exit"
-    done <"$TMP/fovl.pids"
+      wait_for 10 bash -c "! kill -0 $pid" || fail "fuse-overlayfs $pid did not exit"
+    done <"$T/fovl.pids"
   done
 done
 
-python3 - "$TMP/json" "$N_MOUNTS" "${SYSTEMS[@]}" <<'PY' | tee ${out_file:+"$out_file"}
+python3 - "$T/json" "$N_MOUNTS" "${SYSTEMS[@]}" <<'PY' | tee ${out_file:+"$out_file"}
 import json, os, platform, sys
 d, n, systems = sys.argv[1], sys.argv[2], sys.argv[3:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")

@@ -14,12 +14,12 @@ set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${1:-$SRC/build}
 RUNS=${RUNS:-5}
-source "$SRC/tests/e2e/registry.sh"
+source "$SRC/tests/lib/registry.sh"
 W=$(mktemp -d /tmp/cairn-bench-pull.XXXXXX)
 trap 'registry_cleanup; rm -rf "$W"' EXIT
 mkdir -p "$SRC/bench/results"
 exec > >(tee "$SRC/bench/results/pull.txt")
-OCI_IMAGE="python3 $SRC/tests/e2e/oci_image.py"
+OCI_IMAGE="python3 $SRC/tests/helpers/oci_image.py"
 
 layers=()
 n=0

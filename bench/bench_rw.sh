@@ -19,20 +19,22 @@
 #   CAIRN_BIN=build-dir bench/bench_rw.sh [RESULTS.txt]
 # The table is also written to RESULTS.txt (default bench/results/rw.txt).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
-source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+source "$(dirname "$0")/../tests/lib/test-lib.sh"
+use_lib mount
+set -e
 unset ASAN_OPTIONS UBSAN_OPTIONS
 out_file=${1:-$(cd "$(dirname "$0")" && pwd)/results/rw.txt}
 mkdir -p "$(dirname "$out_file")"
 
 echo "# preparing the image and the lowers" >&2
-minbase_layers "$TMP/layers"
-cairn import bench:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null 2>&1
-mkdir -p "$TMP/l1" "$TMP/l2" "$TMP/l3"
+minbase_layers "$T/layers"
+cairn import bench:1 "$T"/layers/layer{1,2,3}.tar >/dev/null 2>&1
+mkdir -p "$T/l1" "$T/l2" "$T/l3"
 for i in 1 2 3; do
-  tar -C "$TMP/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$TMP/layers/layer$i.tar"
+  tar -C "$T/l$i" --xattrs --xattrs-include='*' --numeric-owner -xf "$T/layers/layer$i.tar"
 done
-lower="$TMP/l3:$TMP/l2:$TMP/l1"
-untar_src=$TMP/layers/layer2.tar
+lower="$T/l3:$T/l2:$T/l1"
+untar_src=$T/layers/layer2.tar
 
 now() { date +%s%N; }
 declare -A T
@@ -75,22 +77,22 @@ PY
 }
 
 echo "# kernel overlayfs" >&2
-mkdir -p "$TMP/ovu" "$TMP/ovw" "$TMP/ovl"
-mount -t overlay overlay -o "lowerdir=$lower,upperdir=$TMP/ovu,workdir=$TMP/ovw" "$TMP/ovl"
-run_rows overlayfs "$TMP/ovl" "$TMP/ovu"
-umount "$TMP/ovl"
+mkdir -p "$T/ovu" "$T/ovw" "$T/ovl"
+mount -t overlay overlay -o "lowerdir=$lower,upperdir=$T/ovu,workdir=$T/ovw" "$T/ovl"
+run_rows overlayfs "$T/ovl" "$T/ovu"
+umount "$T/ovl"
 
 echo "# fuse-overlayfs" >&2
-mkdir -p "$TMP/fu" "$TMP/fw" "$TMP/fovl"
-fuse-overlayfs -o "lowerdir=$lower,upperdir=$TMP/fu,workdir=$TMP/fw" "$TMP/fovl"
-run_rows fuse-overlayfs "$TMP/fovl" "$TMP/fu"
-fusermount3 -u "$TMP/fovl"
+mkdir -p "$T/fu" "$T/fw" "$T/fovl"
+fuse-overlayfs -o "lowerdir=$lower,upperdir=$T/fu,workdir=$T/fw" "$T/fovl"
+run_rows fuse-overlayfs "$T/fovl" "$T/fu"
+fusermount3 -u "$T/fovl"
 
 echo "# cairnfs --rw" >&2
-mkdir -p "$TMP/cfs"
-cairn mount --rw bench:1 "$TMP/cfs" >/dev/null
-run_rows cairnfs "$TMP/cfs" ""
-cairn umount "$TMP/cfs" >/dev/null
+mkdir -p "$T/cfs"
+cairn mount --rw bench:1 "$T/cfs" >/dev/null
+run_rows cairnfs "$T/cfs" ""
+cairn umount "$T/cfs" >/dev/null
 
 {
   echo "# bench_rw.sh, $(date -u +%FT%TZ), $(nproc) cores, one run each (seconds)"

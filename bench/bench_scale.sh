@@ -37,7 +37,9 @@
 # and 1.1M inodes) between runs; the 1M one takes some minutes to make.
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
-source "$(dirname "$0")/../tests/e2e/mountlib.sh"
+source "$(dirname "$0")/../tests/lib/test-lib.sh"
+use_lib mount
+set -e
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 RUNS=${RUNS:-5}
@@ -76,9 +78,9 @@ prepare() {
 for img in "${IMAGES[@]}"; do prepare "$img"; done
 # An index of another version (the store made by another build) is
 # rewritten by the first mount: mount each once before timing.
-mkdir -p "$TMP/m"
+mkdir -p "$T/m"
 for img in "${IMAGES[@]}"; do
-  "$CAIRN_BIN/cairnfs" --store "$S" "s${img,,}:1" "$TMP/m" && fusermount3 -u "$TMP/m"
+  "$CAIRN_BIN/cairnfs" --store "$S" "s${img,,}:1" "$T/m" && fusermount3 -u "$T/m"
 done
 [ "${1:-}" = --prepare ] && exit 0
 out_file=${1:-$(cd "$(dirname "$0")" && pwd)/results/scale.txt}
@@ -126,20 +128,20 @@ gone_cmd() {
   if [ "$1" = overlayfs ]; then echo true; else daemon_gone_cmd "$2"; fi
 }
 
-J=$TMP/json
+J=$T/json
 mkdir -p "$J"
 for img in "${IMAGES[@]}"; do
   echo "# mount latency, caches dropped: $img" >&2
   args=(--style none --runs "$RUNS" --warmup 1 --export-json "$J/latency-$img.json")
   for s in "${SYSTEMS[@]}"; do
-    dir=$TMP/m/$s
+    dir=$T/m/$s
     mkdir -p "$dir"
     args+=(--prepare "mountpoint -q $dir && $(umount_cmd "$s" "$dir"); $(gone_cmd "$s" "$dir"); $DROP"
       -n "$s" "$(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null")
   done
   hyperfine "${args[@]}" >/dev/null
   for s in "${SYSTEMS[@]}"; do
-    dir=$TMP/m/$s
+    dir=$T/m/$s
     mountpoint -q "$dir" && eval "$(umount_cmd "$s" "$dir")"
     [ "$s" = overlayfs ] && continue
     echo "# memory of one mount: $s, $img" >&2
@@ -160,8 +162,8 @@ for s in "${SYSTEMS[@]}"; do
   echo "# $N_MOUNTS mounts of 15k: $s" >&2
   dirs=()
   for i in $(seq "$N_MOUNTS"); do
-    dirs+=("$TMP/m/$s-$i")
-    mkdir -p "$TMP/m/$s-$i"
+    dirs+=("$T/m/$s-$i")
+    mkdir -p "$T/m/$s-$i"
   done
   eval "$DROP"
   start=$(date +%s%N)

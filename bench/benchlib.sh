@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# benchlib.sh — what the benchmarks share. Sourced, after mountlib.sh.
+# benchlib.sh — what the benchmarks share. Sourced, after tests/lib/test-lib.sh (its $T).
 
 # interleaved OUT.json RUNS WARMUP NAME PREPARE COMMAND [NAME PREPARE COMMAND ...]
 # Times each COMMAND RUNS times, in rounds that run every one of them once,
@@ -23,7 +23,7 @@ interleaved() {
     shift 3
   done
   local log
-  log=$(mktemp "$TMP/interleaved.XXXXXX")
+  log=$(mktemp "$T/interleaved.XXXXXX")
   for ((r = 0; r < warmup + runs; r++)); do
     for i in $(seq 0 $((${#names[@]} - 1)) | shuf); do
       (eval "${prepares[i]}")

@@ -4,16 +4,29 @@
 # line, sorted: exits 1, printing each fault, if a C source or test file
 # of ROOT (default this checkout) is named in no list (a test never run, a
 # source never built) or a list is not sorted (C locale: byte order).
-# It also fails on a source file (C, shell, Python) of more than LIMIT
-# lines whose opening comment (its first 40 lines) gives no reason, in a
-# line "Over 1,000 lines: WHY": a long file is one a reader cannot hold,
-# and most split into parts that each say what they keep true.
+# It also fails if tests/e2e holds anything but tests that source
+# tests/lib/test-lib.sh, and on a source file (C, shell, Python) of more
+# than LIMIT lines whose opening comment (its first 40 lines) gives no
+# reason, in a line "Over 1,000 lines: WHY": a long file is one a reader
+# cannot hold, and most split into parts that each say what they keep
+# true.
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 status=0
 for f in store/*.c store/pull/*.c common/*.c fs/*.c tools/*.c tests/unit/test_*.c \
   tests/e2e/test_*.sh tests/fuzz/fuzz_*.c; do
   grep -qwF "$f" CMakeLists.txt || { echo "$f: not listed in CMakeLists.txt"; status=1; }
+done
+# tests/e2e holds the tests only, each on the one library (tests/README.md):
+# libraries are in tests/lib, the Python helpers in tests/helpers.
+for f in tests/e2e/*; do
+  [ -e "$f" ] || continue
+  case $f in
+  tests/e2e/test_*.sh)
+    grep -q '^source "$(dirname "$0")/../lib/test-lib.sh"' "$f" ||
+      { echo "$f: does not source tests/lib/test-lib.sh (tests/README.md)"; status=1; } ;;
+  *) echo "$f: not a test: libraries go in tests/lib, helpers in tests/helpers"; status=1 ;;
+  esac
 done
 # Each set(NAME ...) block's file lines (a variable, like the CLI's light
 # list at the head of the full one, is not a file) in order.

@@ -9,8 +9,8 @@
 # drop-in would), create the directory and serve the pulled layer, and
 # pin again, as after a reboot, the layer a podman image of the graphroot
 # stands on. Fails without the unit (nothing installed).
-source "$(dirname "$0")/lib.sh"
-OCI_IMAGE="python3 $CAIRN_SRC/tests/e2e/oci_image.py"
+source "$(dirname "$0")/../lib/test-lib.sh"
+OCI_IMAGE="python3 $HELPERS/oci_image.py"
 
 command -v systemd-analyze >/dev/null || { echo "skip: no systemd-analyze"; exit 77; }
 cmake --install "$CAIRN_BIN" --prefix "$T/prefix" >/dev/null

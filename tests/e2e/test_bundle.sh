@@ -9,7 +9,8 @@
 # -- COMMAND), the pin the bundle holds, --rm teardown (twice), and bad input
 # with the contract's exit codes. The image's programs are the host's own
 # /bin/sh, id and env with their libraries (no network beyond 127.0.0.1).
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 command -v crun >/dev/null || { not_ok "crun is not installed"; finish; exit 1; }
 on_exit 'for d in "$T"/b*/rootfs; do umount -l "$d"; done'

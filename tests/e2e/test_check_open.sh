@@ -8,7 +8,7 @@
 # without a reason. A copy with O_EXCL, O_NOFOLLOW, O_TMPFILE or a
 # reasoned "check-open: private:" comment still passes, and so do fopen
 # for reading and O_CREAT in a comment.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 check_open() { bash "$CAIRN_SRC/scripts/check-open.sh" "$@" >"$T/out" 2>&1; }
 

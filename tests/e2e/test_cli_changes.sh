@@ -7,7 +7,7 @@
 # unmounted (stdout), and mount warns when it mounts over files; rm --wait
 # says once on stderr that it waits, and for whom. --json outputs are not
 # touched.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 mkdir -p "$T/m"
 two_layers

@@ -6,7 +6,7 @@
 # gives the commands, each command's options (as its --help lists them),
 # image names (whole, colons included), mount directories and directories
 # for --store; a store that does not exist is not created by completing.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 BASH_COMPLETION=/usr/share/bash-completion/bash_completion
 mkdir -p "$T/layer" "$T/mnt" "$T/dirs/sub-a" "$T/dirs/sub-b"

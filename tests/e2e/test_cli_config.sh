@@ -8,7 +8,8 @@
 # jobs; strict parsing (PATH:LINE: WHY, exit 2); registry mirrors tried
 # before the registry (a name that does not resolve, and two real
 # registries); insecure registries (plain HTTP only for those listed).
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 unset CAIRN_STORE
 export CAIRN_CONFIG_SYSTEM=$T/system.conf XDG_CONFIG_HOME=$T/xdg

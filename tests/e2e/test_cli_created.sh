@@ -5,7 +5,8 @@
 # images' table and --json created, inspect's created; inspect and
 # images --json also say stored, when this store got it. An image whose
 # config has no created (cairn import) shows when it was stored.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 setup $OCI_IMAGE layer a.tar a 2 100

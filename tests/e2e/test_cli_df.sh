@@ -5,7 +5,7 @@
 # once, a blob two layers hold is shared; reclaimable is what gc then frees
 # (unused layers and their blobs, not a pinned one); --json exact numbers;
 # a blob's bytes are what its file takes on disk (st_blocks).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 for l in A B C D E; do mkdir -p "$T/$l"; done
 head -c 1000 /dev/urandom >"$T/A/base"

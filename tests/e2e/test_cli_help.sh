@@ -4,7 +4,7 @@
 # cairnfs answers -h and --help (cairn help COMMAND too): exit 0, the usage
 # on stdout, nothing on stderr, one line per option with its meaning; the
 # programs' help lists their commands and says where the store is.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 # helps NAME CMD...: CMD exits 0 with a help on stdout (usage first, an
 # options section whose every line is "FLAG  MEANING", -h/--help among

@@ -6,7 +6,7 @@
 # layer gives the same image however it came; the config says the host's
 # architecture and takes podman import's --change, so that a bundle of the
 # image runs (crun) without a command.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 mkdir -p "$T/l/etc" && echo "hello" >"$T/l/etc/greeting" && mktar "$T/l" "$T/l.tar"
 expect_exit 0 "import a plain tar" cairn import plain:1 "$T/l.tar"

@@ -6,7 +6,7 @@
 # kernel; the kernel's FUSE protocol is said to be unknown without a mount.
 # (The default for root, /var/lib/cairn, is left alone: a test writes
 # nothing outside $T.)
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 mkdir -p "$T/l1" "$T/l2"
 echo one >"$T/l1/one"

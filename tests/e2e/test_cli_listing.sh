@@ -5,7 +5,7 @@
 # in), and take podman's habits: -q (the ids only), --no-trunc (ids in
 # full), --format with a {{.Field}} template (a wrong field is a usage
 # error naming the fields), --format json.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 mkdir -p "$T/m"
 two_layers

@@ -5,7 +5,7 @@
 # subcommand and option that the programs' --help lists, document the mount
 # options, mount -t fuse.cairnfs and an fstab line, and are installed by
 # cmake --install to share/man/man1 and man8, where man finds them by name.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 MAN=$CAIRN_BIN/man
 if [ ! -d "$MAN" ]; then

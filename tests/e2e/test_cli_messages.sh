@@ -7,7 +7,8 @@
 # several images names them; rm's lines in one case (Removed layer after
 # Untagged:, Deleted:); a kept upper's row in mounts has PID -, not 0;
 # cairnfs's refusals relayed by mount say "mount:" as mount's own.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 expect_exit 2 "cairn --stor DIR images" cairn --stor "$T/x" images

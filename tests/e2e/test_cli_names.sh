@@ -8,7 +8,7 @@
 # docker.io/library/alpine:latest); an id prefix of 3 hex digits works; a
 # store written before localhost/ (its names app:1) is still read, and a
 # new name moves the old one; a wrong name or command says the nearest.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 two_layers
 cd "$T" || exit 1
 

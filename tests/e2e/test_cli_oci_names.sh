@@ -8,7 +8,8 @@
 # set, else org.opencontainers.image.ref.name; no registry host gives
 # "localhost/", no tag ":latest"; no annotation, no name. A NAME on the
 # command line still wins. (Before: DIRNAME:REF, such as "oci:v2".)
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer a.tar a 2 100
 setup $OCI_IMAGE layer b.tar b 2 100

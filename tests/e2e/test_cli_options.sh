@@ -4,7 +4,7 @@
 # value as --opt=V or --opt V alike (`cairn rm --wait 10 IMG` waits 10 s for
 # IMG, it does not remove an image "10"), and a refused option named in
 # the error, with why: unknown, needs a value, takes no value.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 mkdir -p "$T/layer" "$T/mnt"
 echo hello >"$T/layer/hello"

@@ -6,7 +6,7 @@
 # export -o FILE (created or emptied, never through a planted symlink nor
 # into another user's file); images NAME as a filter; images's rows as
 # podman's: REPOSITORY and TAG, a row per name, <none> <none> untagged.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 two_layers
 cd "$T" || exit 1
 

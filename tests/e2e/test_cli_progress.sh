@@ -8,7 +8,8 @@
 # too. Without a terminal: one plain line per step. -q/--quiet: nothing on
 # stderr on success. Pulls come from the real registry (registry.sh), the
 # one on a terminal through fault_proxy.py's slow mode.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer small.tar small 3 1000
 # Random data: the registry stores it as skopeo compresses it, and it
@@ -22,7 +23,7 @@ setup registry_push "$T/oci" app team/app:1
 SRC="docker://$REGISTRY/team/app:1"
 # The pull on a terminal goes through fault_proxy.py at 40 MiB/s, so that
 # its fetching takes frames on any machine.
-python3 "$CAIRN_SRC/tests/e2e/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
+python3 "$HELPERS/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
 proxy_pid=$!
 on_exit "kill $proxy_pid; wait $proxy_pid"
 setup wait_for 10 test -s "$T/proxy.port"

@@ -4,7 +4,7 @@
 # command that makes something (import, pull, commit's id; push's digest):
 # id=$(cairn import -q ...) is the image's id, and nothing goes to stderr;
 # --no-progress shows no progress but prints what the command prints.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 two_layers
 hex64='^[0-9a-f]{64}$'
 

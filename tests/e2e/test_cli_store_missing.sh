@@ -5,7 +5,7 @@
 # empty store (exit 0), the others exit 3 with one line, and nothing is
 # made, not even the missing parents. import (and pull, login) make it,
 # saying so once on stderr.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 two_layers
 typo=$T/typo/store
 

@@ -6,7 +6,8 @@
 # made a layer matched with it (id and size), the empty ones <missing>,
 # times in RFC 3339 in --json; a config without history gives one entry
 # per layer. Bad input exits with the contract's codes.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer a.tar a 2 1000
 setup $OCI_IMAGE layer b.tar b 3 5000

@@ -4,7 +4,7 @@
 # directories in one call, each unmounted in turn, the worst exit code; one
 # that is not mounted, or does not exist, stays a success (teardown scripts
 # run twice) but is said on stderr: "cairn: umount: DIR: not mounted".
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 is_mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 

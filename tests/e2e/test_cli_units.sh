@@ -4,7 +4,7 @@
 # (KiB, MiB) in tables and in gc's and rm's report lines, exact numbers in
 # JSON; times relative in tables ("3 days ago", a CREATED column in
 # images) and RFC 3339 (UTC) in every JSON (images, inspect, pins).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 rfc3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$'
 mkdir -p "$T/l1" "$T/l2"

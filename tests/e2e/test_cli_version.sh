@@ -4,7 +4,7 @@
 # --version and `version`: CMake's project(VERSION), plus the git describe
 # of the checkout they were configured in; a source tree without .git (a
 # tarball) still configures and builds, with the project version alone.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 want=$(sed -n 's/^project(cairn VERSION \([0-9.]*\) .*/\1/p' "$CAIRN_SRC/CMakeLists.txt")
 check "CMakeLists.txt has a project version" [ -n "$want" ]

@@ -11,13 +11,15 @@
 # unchanged and the mount keeps serving, moved onto the new image with a
 # fresh upper: a second commit holds only the later writes; a process's
 # cwd on the mount survives the move; a file open for writing moves too.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-$FSTREE make-layers "$TMP/layers"
-cairn import test:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
-cairn export test:1 >"$TMP/before.tar"
-m=$TMP/mnt
-mkdir "$m" "$TMP/ro"
+$FSTREE make-layers "$T/layers"
+cairn import test:1 "$T"/layers/layer{1,2,3}.tar >/dev/null
+cairn export test:1 >"$T/before.tar"
+m=$T/mnt
+mkdir "$m" "$T/ro"
 cairn mount --rw test:1 "$m" >/dev/null
 
 echo new >"$m/newfile"
@@ -34,34 +36,34 @@ chmod 0600 "$m/empty.txt"
 chown 7:8 "$m/big.bin"
 python3 -c "import os,sys; os.setxattr(sys.argv[1], 'user.c', b'v')" "$m/data/x"
 ln -s newfile "$m/newlink"
-$FSTREE scan "$m" >"$TMP/view"
+$FSTREE scan "$m" >"$T/view"
 
 assert_status 2 cairn commit "$m"
-assert_status 3 cairn commit "$TMP/ro" x:1
+assert_status 3 cairn commit "$T/ro" x:1
 id=$(cairn commit -m "my change" "$m" committed:1)
 [ "$(cairn images --json | jq -r --arg id "$id" '.[] | select(.id == $id) | .names[0]')" = localhost/committed:1 ] ||
   fail "commit did not print the new image's id: $id"
-pass "cairn commit prints the new image"
+ok "cairn commit prints the new image"
 
-cairn inspect committed:1 >"$TMP/inspect"
+cairn inspect committed:1 >"$T/inspect"
 base_layers=$(cairn inspect test:1 | jq -r '.layers | length')
-[ "$(jq -r '.layers | length' "$TMP/inspect")" = $((base_layers + 1)) ] || fail "not base + 1 layer"
+[ "$(jq -r '.layers | length' "$T/inspect")" = $((base_layers + 1)) ] || fail "not base + 1 layer"
 jq -e '.config.history[-1].created_by == "cairn commit" and .config.history[-1].comment == "my change"' \
-  "$TMP/inspect" >/dev/null || jq -e '(.config | fromjson | .history[-1].comment) == "my change"' \
-  "$TMP/inspect" >/dev/null || fail "no history entry: $(jq -c .config "$TMP/inspect")"
-pass "its layers are the base's plus one; its config has a history entry"
+  "$T/inspect" >/dev/null || jq -e '(.config | fromjson | .history[-1].comment) == "my change"' \
+  "$T/inspect" >/dev/null || fail "no history entry: $(jq -c .config "$T/inspect")"
+ok "its layers are the base's plus one; its config has a history entry"
 
-top=$(jq -r '.layers[-1].id' "$TMP/inspect")
-cairn export committed:1 >"$TMP/new.tar"
-$FSTREE expect "$TMP/new.tar" >"$TMP/exported"
-diff -u "$TMP/view" "$TMP/exported" || fail "export of the committed image differs from the rw view"
-pass "cairn export of the new image equals the mount's view ($(wc -l <"$TMP/view") entries)"
+top=$(jq -r '.layers[-1].id' "$T/inspect")
+cairn export committed:1 >"$T/new.tar"
+$FSTREE expect "$T/new.tar" >"$T/exported"
+diff -u "$T/view" "$T/exported" || fail "export of the committed image differs from the rw view"
+ok "cairn export of the new image equals the mount's view ($(wc -l <"$T/view") entries)"
 
-cairn mount committed:1 "$TMP/ro" >/dev/null
-$FSTREE scan "$TMP/ro" >"$TMP/rov"
-diff -u "$TMP/view" "$TMP/rov" || fail "a read-only mount of the committed image differs"
-cairn umount "$TMP/ro" >/dev/null
-pass "a read-only mount of the new image equals the mount's view"
+cairn mount committed:1 "$T/ro" >/dev/null
+$FSTREE scan "$T/ro" >"$T/rov"
+diff -u "$T/view" "$T/rov" || fail "a read-only mount of the committed image differs"
+cairn umount "$T/ro" >/dev/null
+ok "a read-only mount of the new image equals the mount's view"
 
 # The layer's tar in OCI form: rebuild it from the store's layer listing.
 python3 - "$STORE" "$top" <<'EOF' || fail "the layer lacks OCI whiteouts"
@@ -73,18 +75,18 @@ paths = {r[cols.index("path")] for r in rows}
 for want in ("etc/.wh.config", "usr/.wh..wh..opq", ".wh.bin"):
     assert want in paths, (want, sorted(paths)[:40])
 EOF
-pass "the layer has .wh. whiteouts and an opaque marker"
+ok "the layer has .wh. whiteouts and an opaque marker"
 
 [ "$(cat "$m/newfile")" = new ] || fail "the mount stopped serving after commit"
 image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
 [ "$(image_of "$m")" = "$id" ] || fail "the mount record names $(image_of "$m"), not the commit $id"
-$FSTREE scan "$m" >"$TMP/view2"
-diff -u "$TMP/view" "$TMP/view2" || fail "the view changed when the mount moved onto the commit"
-pass "after commit the mount serves the new image (its record says so), its view unchanged"
+$FSTREE scan "$m" >"$T/view2"
+diff -u "$T/view" "$T/view2" || fail "the view changed when the mount moved onto the commit"
+ok "after commit the mount serves the new image (its record says so), its view unchanged"
 
 # Later writes go to a fresh upper: a second commit holds only them. A
 # process whose cwd is a directory made before the commit keeps using it.
-python3 - "$m/newdir" "$TMP/cwd-ready" "$TMP/cwd-go" <<'PY' &
+python3 - "$m/newdir" "$T/cwd-ready" "$T/cwd-go" <<'PY' &
 import os, sys, time
 os.chdir(sys.argv[1])
 open(sys.argv[2], "w").close()
@@ -97,15 +99,15 @@ with open("after", "w") as f:
 assert open("sub/f").read() == "deep\n"
 PY
 cwd_pid=$!
-wait_for 100 test -e "$TMP/cwd-ready" || fail "the cwd helper did not start"
+wait_for 10 test -e "$T/cwd-ready" || fail "the cwd helper did not start"
 id2=$(cairn commit "$m" committed:2)
 [ "$(image_of "$m")" = "$id2" ] || fail "the second commit did not move the mount"
 echo second >"$m/second"
 rm "$m/newfile"
-touch "$TMP/cwd-go"
+touch "$T/cwd-go"
 wait "$cwd_pid" || fail "a process whose cwd was on the mount failed after the commit"
 [ "$(cat "$m/newdir/after")" = "from the old cwd" ] || fail "a file made in the old cwd"
-$FSTREE scan "$m" >"$TMP/view3"
+$FSTREE scan "$m" >"$T/view3"
 id3=$(cairn commit "$m" committed:3)
 top3=$(cairn inspect committed:3 | jq -r '.layers[-1].id')
 python3 - "$STORE" "$top3" <<'EOF2' || fail "the third commit's layer holds more than the later writes"
@@ -114,10 +116,10 @@ db = sqlite3.connect(f"file:{sys.argv[1]}/meta.db?mode=ro", uri=True)
 paths = sorted(r[0] for r in db.execute("SELECT path FROM entries WHERE layer_id = ?", (sys.argv[2],)))
 assert paths == ["", ".wh.newfile", "newdir", "newdir/after", "second"], paths
 EOF2
-cairn export committed:3 >"$TMP/new3.tar"
-$FSTREE expect "$TMP/new3.tar" >"$TMP/exported3"
-diff -u "$TMP/view3" "$TMP/exported3" || fail "export of the third commit differs from the view"
-pass "later writes go to a fresh upper: the next commit's layer holds only them"
+cairn export committed:3 >"$T/new3.tar"
+$FSTREE expect "$T/new3.tar" >"$T/exported3"
+diff -u "$T/view3" "$T/exported3" || fail "export of the third commit differs from the view"
+ok "later writes go to a fresh upper: the next commit's layer holds only them"
 
 # A file open for writing moves along: what is written through it after
 # the commit is in the fresh upper (and the next commit), nothing lost.
@@ -132,7 +134,7 @@ exec 5>&-
 cairn commit -q "$m" committed:5
 [ "$(cairn export committed:5 | tar -xOf - held 2>/dev/null)" = "$(printf 'held\nmore')" ] ||
   fail "the held file's later writes are not in the next commit"
-pass "a file open for writing moves to the fresh upper: its later writes are kept and committed next"
+ok "a file open for writing moves to the fresh upper: its later writes are kept and committed next"
 # A moved mount is not restarted: its server serves an image and an upper
 # its supervisor does not hold, so a kill -9 ends the mount (stale), and
 # no server ever serves the old image and upper again in its place.
@@ -143,19 +145,19 @@ kill -9 "$srv"
 for ((k = 0; k < 50; k++)); do kill -0 "$sup" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$sup" 2>/dev/null && fail "the supervisor of a moved mount restarted its server"
 [ "$(cat "$m/held" 2>/dev/null)" = held ] && fail "a server serves the old upper in the moved mount's place"
-pass "a mount moved by commit is not restarted after a kill -9 of its server (it ends, stale)"
+ok "a mount moved by commit is not restarted after a kill -9 of its server (it ends, stale)"
 cairn umount "$m" >/dev/null
-cairn export test:1 >"$TMP/after.tar"
-cmp "$TMP/before.tar" "$TMP/after.tar" || fail "the base image changed"
-pass "the mount keeps serving; the base image is unchanged"
+cairn export test:1 >"$T/after.tar"
+cmp "$T/before.tar" "$T/after.tar" || fail "the base image changed"
+ok "the mount keeps serving; the base image is unchanged"
 
 # Issue 30 item 3: a lower directory with children from three layers,
 # renamed, and a file of it with two names given an xattr: the commit
 # whites out the old name (nothing is written below it) and carries the
 # xattr to every name of the file, under the new name.
-python3 - "$TMP/opt" <<'PY'
+python3 - "$T/opt" <<'PY'
 import os, sys
-sys.path.insert(0, os.path.join(os.environ["CAIRN_SRC"], "tests/e2e"))
+sys.path.insert(0, os.path.join(os.environ["CAIRN_SRC"], "tests/helpers"))
 import fstree
 os.makedirs(sys.argv[1])
 l = fstree.Layer(sys.argv[1] + "/a.tar")
@@ -175,61 +177,57 @@ l = fstree.Layer(sys.argv[1] + "/c.tar")
 l.add("opt/app/h", data=b"h\n")
 l.close()
 PY
-cairn import -q app:1 "$TMP"/opt/{a,b,c}.tar
+cairn import -q app:1 "$T"/opt/{a,b,c}.tar
 cairn mount --rw app:1 "$m" >/dev/null
 mv "$m/opt/app" "$m/opt/app2"
 python3 -c "import os, sys; os.setxattr(sys.argv[1], 'user.k', b'v')" "$m/opt/app2/hard-a"
-$FSTREE scan "$m" >"$TMP/optview"
-grep -q '^opt/app2/hard-b	.*user.k=76' "$TMP/optview" || fail "the rw view lacks the xattr on the second name"
+$FSTREE scan "$m" >"$T/optview"
+grep -q '^opt/app2/hard-b	.*user.k=76' "$T/optview" || fail "the rw view lacks the xattr on the second name"
 cairn commit -q "$m" app:2
-$FSTREE scan "$m" >"$TMP/optlive"
-cairn export -q app:2 >"$TMP/app2.tar"
-$FSTREE expect "$TMP/app2.tar" >"$TMP/optexp"
-diff -u "$TMP/optview" "$TMP/optexp" || fail "commit of a renamed directory differs from the rw view"
-diff -u "$TMP/optview" "$TMP/optlive" || fail "the mount moved onto the commit shows another tree"
+$FSTREE scan "$m" >"$T/optlive"
+cairn export -q app:2 >"$T/app2.tar"
+$FSTREE expect "$T/app2.tar" >"$T/optexp"
+diff -u "$T/optview" "$T/optexp" || fail "commit of a renamed directory differs from the rw view"
+diff -u "$T/optview" "$T/optlive" || fail "the mount moved onto the commit shows another tree"
 cairn umount "$m" >/dev/null
-pass "a renamed 3-layer directory and an xattr on a file with two names are committed as shown"
+ok "a renamed 3-layer directory and an xattr on a file with two names are committed as shown"
 
 # Issue 30 item 4: one history entry per layer. test:1 was imported (no
 # history): the commit's config has placeholders for the three base
 # layers, then its own entry; `cairn history` names the new top layer as
 # the commit's, and so does podman after a push to a registry.
-source "$CAIRN_SRC/tests/e2e/registry.sh"
-fail() { # mountlib.sh's, which registry.sh's (for lib.sh tests) replaced
-  echo "FAIL: $*" >&2
-  exit 1
-}
-cairn inspect committed:1 >"$TMP/inspect"
-cfg() { jq -c '.config | if type == "string" then fromjson else . end' "$TMP/inspect"; }
-n_layers=$(jq '.layers | length' "$TMP/inspect")
+use_lib registry
+cairn inspect committed:1 >"$T/inspect"
+cfg() { jq -c '.config | if type == "string" then fromjson else . end' "$T/inspect"; }
+n_layers=$(jq '.layers | length' "$T/inspect")
 [ "$(cfg | jq '[.history[] | select(.empty_layer != true)] | length')" = "$n_layers" ] ||
   fail "the commit's config has not one history entry per layer: $(cfg | jq -c .history)"
 [ "$(cfg | jq -r '.history[0:3][] | .comment' | sort -u)" = "history not recorded" ] ||
   fail "no placeholders for the base layers: $(cfg | jq -c .history)"
-cairn history --json committed:1 >"$TMP/hist"
-[ "$(jq 'length' "$TMP/hist")" = "$n_layers" ] || fail "cairn history rows: $(cat "$TMP/hist")"
-[ "$(jq -r '.[0].created_by' "$TMP/hist")" = "cairn commit" ] &&
-  [ "$(jq -r '.[0].id' "$TMP/hist")" = "$top" ] ||
-  fail "cairn history does not give the commit the top layer $top: $(jq -c '.[0]' "$TMP/hist")"
-[ "$(jq -r '[.[].id] | reverse | join(" ")' "$TMP/hist")" = \
-  "$(jq -r '[.layers[].id] | join(" ")' "$TMP/inspect")" ] || fail "history rows do not match the layers"
-pass "the commit's history has one entry per layer; cairn history gives it the top layer"
+cairn history --json committed:1 >"$T/hist"
+[ "$(jq 'length' "$T/hist")" = "$n_layers" ] || fail "cairn history rows: $(cat "$T/hist")"
+[ "$(jq -r '.[0].created_by' "$T/hist")" = "cairn commit" ] &&
+  [ "$(jq -r '.[0].id' "$T/hist")" = "$top" ] ||
+  fail "cairn history does not give the commit the top layer $top: $(jq -c '.[0]' "$T/hist")"
+[ "$(jq -r '[.[].id] | reverse | join(" ")' "$T/hist")" = \
+  "$(jq -r '[.layers[].id] | join(" ")' "$T/inspect")" ] || fail "history rows do not match the layers"
+ok "the commit's history has one entry per layer; cairn history gives it the top layer"
 
-registry_start "$TMP/reg"
+registry_start "$T/reg"
 BG_PIDS+=("$REGISTRY_PID")
 cairn push -q --insecure committed:1 "docker://$REGISTRY/committed:1" >/dev/null
-skopeo inspect --tls-verify=false --config "docker://$REGISTRY/committed:1" >"$TMP/pushed"
-[ "$(jq '[.history[] | select(.empty_layer != true)] | length' "$TMP/pushed")" = \
-  "$(jq '.rootfs.diff_ids | length' "$TMP/pushed")" ] || fail "pushed config: $(jq -c .history "$TMP/pushed")"
-podman=(podman --root "$TMP/podman" --runroot "$TMP/podman-run" --storage-driver vfs)
+skopeo inspect --tls-verify=false --config "docker://$REGISTRY/committed:1" >"$T/pushed"
+[ "$(jq '[.history[] | select(.empty_layer != true)] | length' "$T/pushed")" = \
+  "$(jq '.rootfs.diff_ids | length' "$T/pushed")" ] || fail "pushed config: $(jq -c .history "$T/pushed")"
+podman=(podman --root "$T/podman" --runroot "$T/podman-run" --storage-driver vfs)
 "${podman[@]}" pull -q --tls-verify=false "docker://$REGISTRY/committed:1" >/dev/null
-"${podman[@]}" history --format json "$REGISTRY/committed:1" >"$TMP/phist"
-[ "$(jq 'length' "$TMP/phist")" = "$n_layers" ] || fail "podman history: $(jq -c . "$TMP/phist")"
-[ "$(jq -r '.[0].comment' "$TMP/phist")" = "my change" ] &&
-  [ "$(jq -r '[.[1:][] | .id] | unique | join(" ")' "$TMP/phist")" = "<missing>" ] ||
-  fail "podman history of the pushed commit: $(jq -c '.[] | {id, comment, size}' "$TMP/phist")"
-[ "$(jq '.[0].size' "$TMP/phist")" = "$(cairn layers --json | jq --arg t "$top" '.[] | select(.id == $t) | .size')" ] ||
-  fail "podman gives the commit's row another layer's size: $(jq -c '.[0]' "$TMP/phist")"
+"${podman[@]}" history --format json "$REGISTRY/committed:1" >"$T/phist"
+[ "$(jq 'length' "$T/phist")" = "$n_layers" ] || fail "podman history: $(jq -c . "$T/phist")"
+[ "$(jq -r '.[0].comment' "$T/phist")" = "my change" ] &&
+  [ "$(jq -r '[.[1:][] | .id] | unique | join(" ")' "$T/phist")" = "<missing>" ] ||
+  fail "podman history of the pushed commit: $(jq -c '.[] | {id, comment, size}' "$T/phist")"
+[ "$(jq '.[0].size' "$T/phist")" = "$(cairn layers --json | jq --arg t "$top" '.[] | select(.id == $t) | .size')" ] ||
+  fail "podman gives the commit's row another layer's size: $(jq -c '.[0]' "$T/phist")"
 "${podman[@]}" rmi -a -f >/dev/null 2>&1 || true
-pass "pushed, podman history shows one row per layer, the commit's on the top layer"
+ok "pushed, podman history shows one row per layer, the commit's on the top layer"
 registry_stop

@@ -14,14 +14,16 @@
 #   CAIRN_COMMIT_DIFF_SEED   the seed (default: a new one, printed)
 #   CAIRN_COMMIT_DIFF_ONLY   replay that one sequence of the seed
 #   CAIRN_COMMIT_DIFF_KEEP_GOING=1  report every differing sequence, not the first
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 seqs=${CAIRN_COMMIT_DIFF_SEQS:-$([ "${CAIRN_SANITIZE:-OFF}" = ON ] && echo 10 || echo 40)}
 seed=${CAIRN_COMMIT_DIFF_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 echo "seed $seed, ${CAIRN_COMMIT_DIFF_ONLY:+only sequence $CAIRN_COMMIT_DIFF_ONLY of }$seqs sequences (CAIRN_COMMIT_DIFF_SEED=$seed replays them)"
 export CAIRN_STORE=$STORE
-mkdir -p "$TMP/work"
-python3 "$CAIRN_SRC/tests/e2e/commit_diff.py" setup "$TMP/work" || fail "setting up the base image"
-python3 "$CAIRN_SRC/tests/e2e/commit_diff.py" run "$TMP/work" "$seed" "$seqs" \
+mkdir -p "$T/work"
+python3 "$HELPERS/commit_diff.py" setup "$T/work" || fail "setting up the base image"
+python3 "$HELPERS/commit_diff.py" run "$T/work" "$seed" "$seqs" \
   "${CAIRN_COMMIT_DIFF_ONLY:-}" || fail "a commit differs from the copy (seed $seed, above)"
-pass "$seqs random sequences: the rw view, the commit and the moved mount equal a plain copy"
+ok "$seqs random sequences: the rw view, the commit and the moved mount equal a plain copy"

@@ -7,15 +7,17 @@
 # its new image, the file at its other name: its link count is its names'
 # (not 0) and a symlink's xattr calls answer (not ENOENT), through the
 # nodeid the kernel holds, with no new lookup.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-$FSTREE make-layers "$TMP/layers"
-cairn import test:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
-m=$TMP/mnt
+$FSTREE make-layers "$T/layers"
+cairn import test:1 "$T"/layers/layer{1,2,3}.tar >/dev/null
+m=$T/mnt
 mkdir "$m"
 cairn mount --rw test:1 "$m" >/dev/null
 
-python3 - "$m" "$CAIRN_BIN/cairn" "$STORE" >"$TMP/out" 2>&1 <<'PY' || { cat "$TMP/out"; fail "the names after the move"; }
+python3 - "$m" "$CAIRN_BIN/cairn" "$STORE" >"$T/stdout" 2>&1 <<'PY' || { cat "$T/stdout"; fail "the names after the move"; }
 import os, subprocess, sys, time
 m, cairn, store = sys.argv[1:4]
 os.chdir(m)
@@ -55,4 +57,4 @@ with open("C") as f:
 print("\n".join(bad) or "all good")
 sys.exit(1 if bad else 0)
 PY
-pass "after the move, files held at a removed name are at their other names (links, xattrs)"
+ok "after the move, files held at a removed name are at their other names (links, xattrs)"

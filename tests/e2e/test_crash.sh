@@ -3,7 +3,7 @@
 # test_crash.sh — kill -9 at random instants of imports and of gc: every
 # time, the store must open, list what was committed before, and `cairn
 # fsck` must report it clean (discarding incomplete work by itself).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 # CAIRN_CRASH_ROUNDS kills of each (default 8; 4 in a sanitizer build).
 ROUNDS=${CAIRN_CRASH_ROUNDS:-$(sanitizer_build && echo 4 || echo 8)}
 

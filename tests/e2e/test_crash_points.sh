@@ -31,7 +31,7 @@
 # CAIRN_CRASH_OPS="commit keep" (say) sweeps only those. The points of a mode
 # are shared out to CAIRN_CRASH_JOBS workers (default: one per CPU), each
 # with a store and scratch files of its own.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 INJECT=$CAIRN_BIN/cairn-inject.so
 UNDO=$CAIRN_BIN/inject-undo
 release_build_only "$CAIRN_BIN is a sanitizer build (LD_PRELOAD of the injector conflicts)"
@@ -74,9 +74,9 @@ for l in l1 l2 l3 l4 l5 l6 l7; do layer $l; done
 for l in l1 l2 l3 l4 l6 l7; do mktar "$T/src/$l" "$T/$l.tar" --xattrs --xattrs-include='*'; done
 mktar "$T/src/l5" "$T/l5.tar.gz" --xattrs --xattrs-include='*' --gzip
 mkdir -p "$T/src/p1/data" "$T/src/p2/data"
-python3 "$CAIRN_SRC/tests/e2e/oci_image.py" layer "$T/p1.tar" p1 4 3000
-python3 "$CAIRN_SRC/tests/e2e/oci_image.py" layer "$T/p2.tar" p2 3 5000
-python3 "$CAIRN_SRC/tests/e2e/oci_image.py" add "$T/oci" app linux/amd64 \
+python3 "$HELPERS/oci_image.py" layer "$T/p1.tar" p1 4 3000
+python3 "$HELPERS/oci_image.py" layer "$T/p2.tar" p2 3 5000
+python3 "$HELPERS/oci_image.py" add "$T/oci" app linux/amd64 \
   "$T/p1.tar:gzip" "$T/p2.tar:raw" >/dev/null
 
 # Template stores, each made once; every point starts from a copy.

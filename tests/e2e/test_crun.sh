@@ -4,12 +4,14 @@
 # filesystem is a cairnfs mount of a Debian minbase image (root.readonly).
 # crun 1.8 refuses hybrid cgroups, so it runs in a private mount namespace
 # without the cgroup2 mount and without a cgroup manager (doc/testing.md).
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 command -v crun >/dev/null || fail "crun is not installed"
-minbase_layers "$TMP/layers"
-cairn import debian:12 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
-bundle=$TMP/bundle
+minbase_layers "$T/layers"
+cairn import debian:12 "$T"/layers/layer{1,2,3}.tar >/dev/null
+bundle=$T/bundle
 mkdir -p "$bundle/rootfs"
 cairn mount debian:12 "$bundle/rootfs"
 
@@ -23,10 +25,10 @@ name=cairn-test-$$
 timeout 60 unshare -m --propagation private sh -c '
   umount /sys/fs/cgroup/unified 2>/dev/null
   exec crun --cgroup-manager=disabled run --bundle "$1" "$2"' sh "$bundle" "$name" \
-  </dev/null >"$TMP/out" 2>"$TMP/err" || fail "crun failed: $(cat "$TMP/err")"
-grep -q '^PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' "$TMP/out" ||
-  fail "unexpected output: $(cat "$TMP/out") $(cat "$TMP/err")"
-pass "crun ran /bin/sh -c 'cat /etc/os-release' from a cairnfs root"
+  </dev/null >"$T/stdout" 2>"$T/stderr" || fail "crun failed: $(cat "$T/stderr")"
+grep -q '^PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"' "$T/stdout" ||
+  fail "unexpected output: $(cat "$T/stdout") $(cat "$T/stderr")"
+ok "crun ran /bin/sh -c 'cat /etc/os-release' from a cairnfs root"
 
 cairn umount "$bundle/rootfs"
 not_mounted "$bundle/rootfs" || fail "umount"

@@ -8,7 +8,7 @@
 # so; with no room left for SQLite, commands say the store's disk is full. Then reads through a mount whose
 # blob is gone or broken fail with EIO for that file only, and the mount
 # keeps answering.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 D=$T/disk
 mkdir -p "$D"
@@ -18,7 +18,7 @@ mount -o loop "$T/disk.img" "$D" || { not_ok "loop mount (needs root)"; finish; 
 on_exit "umount -l '$D'"
 STORE=$D/store
 export CAIRN_STORE=$STORE
-OCI="python3 $CAIRN_SRC/tests/e2e/oci_image.py"
+OCI="python3 $HELPERS/oci_image.py"
 MiB=$((1024 * 1024))
 
 mkdir -p "$T/base" && echo base >"$T/base/etc-release" && mktar "$T/base" "$T/base.tar"

@@ -3,20 +3,20 @@
 # test_estargz_interop.sh — the eStargz the tests write is eStargz as the
 # reference reads it: a helper built from containerd's estargz package
 # (Debian's golang-github-containerd-stargz-snapshotter-dev, with
-# golang-go; tests/e2e/estargz_ref/main.go) opens blobs written by
-# tests/e2e/estargz_gen.py (prefetch landmark, chunks), checks their TOC
+# golang-go; tests/helpers/estargz_ref/main.go) opens blobs written by
+# tests/helpers/estargz_gen.py (prefetch landmark, chunks), checks their TOC
 # digest and reads every file back against its digest; and the fixtures
 # test_toc.c parses (tests/fuzz/corpus/toc_estargz/) pass the same check,
 # the one the reference itself wrote included. Skips (77) without Go or
 # the package.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 if ! command -v go >/dev/null || [ ! -d /usr/share/gocode/src/github.com/containerd/stargz-snapshotter ]; then
   echo "skip: golang-go or golang-github-containerd-stargz-snapshotter-dev missing"
   exit 77
 fi
 
 ref=$T/estargz_ref
-(cd "$CAIRN_SRC/tests/e2e/estargz_ref" && GO111MODULE=off GOPATH=/usr/share/gocode \
+(cd "$CAIRN_SRC/tests/helpers/estargz_ref" && GO111MODULE=off GOPATH=/usr/share/gocode \
   GOCACHE=$T/gocache go build -o "$ref" main.go) >"$T/go.log" 2>&1 ||
   { not_ok "building the reference helper: $(tail -5 "$T/go.log")"; finish; exit 1; }
 
@@ -27,7 +27,7 @@ for i in 1 2 3; do echo "$i" >"$T/t/d/f$i"; done
 head -c 300000 /dev/urandom >"$T/t/usr/bin/big"
 ln -s ../etc/hostname "$T/t/usr/bin/link"
 ln "$T/t/etc/hostname" "$T/t/d/hard"
-gen() { python3 "$CAIRN_SRC/tests/e2e/estargz_gen.py" "$@" | jq -r .toc_digest; }
+gen() { python3 "$CAIRN_SRC/tests/helpers/estargz_gen.py" "$@" | jq -r .toc_digest; }
 
 # (--inner, eStargz's "innerOffset", came after 0.12, the version Debian
 # packages: its reader refuses two files at one offset. The unit tests

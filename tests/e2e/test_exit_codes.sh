@@ -7,7 +7,7 @@
 # command cairn-pin hold cannot run is the shell's 127 or 126. The cases
 # the other tests already cover (rm of a held image, mount of an unknown
 # image, corrupt layers, pull errors) are not repeated here.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 mkdir -p "$T/layer" "$T/mnt" "$T/work"
 echo hello >"$T/layer/hello"

@@ -4,8 +4,8 @@
 # as a tar: the tar, read back by Python's tarfile (not by cairn), is
 # exactly the tree the OCI rules define for the layers (fstree.py), and a
 # re-import of it gives an image with the same tree.
-source "$(dirname "$0")/lib.sh"
-FSTREE="python3 $CAIRN_SRC/tests/e2e/fstree.py"
+source "$(dirname "$0")/../lib/test-lib.sh"
+FSTREE="python3 $HELPERS/fstree.py"
 
 $FSTREE make-layers "$T/layers"
 expect_exit 0 "import a three-layer image with every rule and entry type" \

@@ -6,7 +6,7 @@
 # cairn command of any kind removes them, and only them: a blob of a stored
 # image stays, and an import running meanwhile keeps its own. The same
 # import then succeeds and fsck finds the store clean.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 blob_files() { find "$STORE/blobs" -type f | wc -l; }
 

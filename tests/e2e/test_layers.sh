@@ -18,7 +18,7 @@
 # scripts/check-doc-tables.sh: it fails when doc/hacking.md's layer table
 # or its map of commands and FUSE operations differs from the sources, and
 # --write mends the page.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 # The copies differ in a file or two: each object compiled once (the cache
 # is keyed by the source's, the headers' and the flags' contents; test.sh's

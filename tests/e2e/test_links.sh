@@ -8,7 +8,7 @@
 # not exist, a bare name of a missing .md, and a missing path in a man page.
 # URLs are not followed (no network), and links inside code blocks are
 # examples, not links.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 check_links() { bash "$CAIRN_SRC/scripts/check-links.sh" "$@" >"$T/out" 2>&1; }
 

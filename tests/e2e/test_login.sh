@@ -7,7 +7,8 @@
 # mode 0600, keeping the file's other entries; a pull, and skopeo, then
 # find them there. `cairn logout` removes them (exit 3 when there are
 # none); --all removes every registry's.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 setup $OCI_IMAGE layer base.tar base 4 1000

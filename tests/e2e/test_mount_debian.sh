@@ -4,10 +4,12 @@
 # cached) split into three layer tars, plus a fourth layer that deletes and
 # replaces real paths: the cairnfs mount equals, entry by entry, the tree
 # fstree.py derives from the same tars by the OCI rules.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-minbase_layers "$TMP/layers"
-python3 - "$TMP/layers/layer4.tar" <<'PY'
+minbase_layers "$T/layers"
+python3 - "$T/layers/layer4.tar" <<'PY'
 import io, sys, tarfile
 with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as tf:
     def add(name, data=None, kind=tarfile.REGTYPE, mode=0o644):
@@ -25,26 +27,26 @@ with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as tf:
     add("usr/bin/.wh.perl", b"")                          # one of a hardlink pair
     add("var/log", b"a file where a directory was\n")
 PY
-cairn import debian:12 "$TMP"/layers/layer{1,2,3,4}.tar >/dev/null
-mnt=$TMP/mnt
+cairn import debian:12 "$T"/layers/layer{1,2,3,4}.tar >/dev/null
+mnt=$T/mnt
 mkdir "$mnt"
 start=$(date +%s%N)
 cairn mount debian:12 "$mnt"
 echo "# mount took $((($(date +%s%N) - start) / 1000000)) ms"
 
-$FSTREE expect "$TMP"/layers/layer{1,2,3,4}.tar >"$TMP/want"
-$FSTREE scan "$mnt" >"$TMP/got"
-diff -u "$TMP/want" "$TMP/got" >"$TMP/diff" || fail "tree differs: $(head -40 "$TMP/diff")"
-[ "$(wc -l <"$TMP/got")" -gt 4000 ] || fail "only $(wc -l <"$TMP/got") entries"
+$FSTREE expect "$T"/layers/layer{1,2,3,4}.tar >"$T/want"
+$FSTREE scan "$mnt" >"$T/got"
+diff -u "$T/want" "$T/got" >"$T/diff" || fail "tree differs: $(head -40 "$T/diff")"
+[ "$(wc -l <"$T/got")" -gt 4000 ] || fail "only $(wc -l <"$T/got") entries"
 [ ! -e "$mnt/usr/share/doc" ] && [ "$(ls "$mnt/usr/share/zoneinfo")" = UTC ] ||
   fail "whiteouts not applied"
 grep -q 'Debian GNU/Linux 12' "$mnt/etc/os-release" || fail "os-release"
-pass "Debian minbase tree matches ($(wc -l <"$TMP/got") entries)"
+ok "Debian minbase tree matches ($(wc -l <"$T/got") entries)"
 
 # A real program runs from the mount.
 chroot "$mnt" /bin/sh -c 'echo hello from $(cat /etc/hostname)' | grep -q "hello from cairn" ||
   fail "chroot into the mount"
-pass "chroot runs /bin/sh from the mount"
+ok "chroot runs /bin/sh from the mount"
 
 cairn umount "$mnt"
 not_mounted "$mnt" || fail "umount"

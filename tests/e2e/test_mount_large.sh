@@ -2,17 +2,19 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_mount_large.sh — a file over 4 GiB comes through a cairnfs mount
 # whole: its size, bytes at offsets past 4 GiB, and its sha256.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 # It needs the tar and the blob at once: about 9 GiB.
-free_kib=$(df -Pk "$TMP" | awk 'NR == 2 { print $4 }')
+free_kib=$(df -Pk "$T" | awk 'NR == 2 { print $4 }')
 if [ "$free_kib" -lt $((10 << 20)) ]; then
-  echo "# skipped: $((free_kib >> 20)) GiB free under $TMP, 10 GiB needed"
+  echo "# skipped: $((free_kib >> 20)) GiB free under $T, 10 GiB needed"
   exit 0
 fi
 
 size=$(((4 << 30) + 12345))
-want_sha=$(python3 - "$TMP/layer.tar" "$size" <<'PY'
+want_sha=$(python3 - "$T/layer.tar" "$size" <<'PY'
 import hashlib, struct, sys, tarfile
 path, size = sys.argv[1], int(sys.argv[2])
 BLOCK = 1 << 20
@@ -40,9 +42,9 @@ with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
 print(src.sha.hexdigest())
 PY
 )
-cairn import large:1 "$TMP/layer.tar" >/dev/null
-rm -f "$TMP/layer.tar"
-mnt=$TMP/mnt
+cairn import large:1 "$T/layer.tar" >/dev/null
+rm -f "$T/layer.tar"
+mnt=$T/mnt
 mkdir "$mnt"
 cairn mount large:1 "$mnt"
 
@@ -53,6 +55,6 @@ got=$(dd if="$mnt/huge.bin" bs=1 skip=$(((4 << 30) + 4096)) count=8 status=none 
 [ "$(tail -c 6 "$mnt/huge.bin" | od -An -v -tx1 | tr -d " \n")" = 000000000000 ] || fail "tail"
 got_sha=$(sha256sum <"$mnt/huge.bin" | cut -d' ' -f1)
 [ "$got_sha" = "$want_sha" ] || fail "sha256 $got_sha, wanted $want_sha"
-pass "a $size-byte file reads back whole"
+ok "a $size-byte file reads back whole"
 
 cairn umount "$mnt"

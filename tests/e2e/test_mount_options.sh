@@ -7,19 +7,21 @@
 # --dev` (cairnfs -o suid,dev, as mount -t fuse.cairnfs passes it) honours
 # them, for a container root that needs them. Root's mounts stay
 # allow_other (runtimes need it) with default_permissions.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-root=$TMP/root
+root=$T/root
 mkdir -p "$root/bin" "$root/dev"
 cp /usr/bin/id "$root/bin/id"
 chmod 4755 "$root/bin/id"
 mknod "$root/dev/zero" c 1 5
 chmod 0666 "$root/dev/zero"
-tar -C "$root" --numeric-owner --owner=0 --group=0 -cf "$TMP/layer.tar" .
-cairn import app:1 "$TMP/layer.tar" >/dev/null
-mnt=$TMP/mnt
+tar -C "$root" --numeric-owner --owner=0 --group=0 -cf "$T/layer.tar" .
+cairn import app:1 "$T/layer.tar" >/dev/null
+mnt=$T/mnt
 mkdir "$mnt"
-chmod 0711 "$TMP" # nobody may reach the mount (the store keeps its own 0700)
+chmod 0711 "$T" # nobody may reach the mount (the store keeps its own 0700)
 
 # mount_options DIR: the per-mount options of DIR in /proc/self/mountinfo.
 mount_options() { awk -v d="$1" '$5 == d { o = $6 } END { print o }' /proc/self/mountinfo; }
@@ -39,7 +41,7 @@ has_opt "$(super_options "$mnt")" default_permissions || fail "default_permissio
 as_nobody head -c 1 "$mnt/dev/zero" >/dev/null 2>&1 && fail "a device node opened on a nodev mount"
 head -c 1 "$mnt/dev/zero" >/dev/null 2>&1 && fail "root opened a device node on a nodev mount"
 cairn umount "$mnt"
-pass "default mount: nosuid,nodev, allow_other,default_permissions; setuid and devices inert"
+ok "default mount: nosuid,nodev, allow_other,default_permissions; setuid and devices inert"
 
 # ---- --suid --dev opt in
 cairn mount --suid --dev app:1 "$mnt"
@@ -49,7 +51,7 @@ has_opt "$opts" nosuid || has_opt "$opts" nodev && fail "--suid --dev options: $
 [ "$(as_nobody head -c 1 "$mnt/dev/zero" | od -An -tx1 | tr -d ' ')" = 00 ] ||
   fail "a device node did not open with --dev"
 cairn umount "$mnt"
-pass "cairn mount --suid --dev: setuid binaries and device nodes work"
+ok "cairn mount --suid --dev: setuid binaries and device nodes work"
 
 # ---- one without the other
 cairn mount --suid app:1 "$mnt"
@@ -60,7 +62,7 @@ cairn mount app:1 "$mnt" --dev
 opts=$(mount_options "$mnt")
 has_opt "$opts" nosuid && ! has_opt "$opts" nodev || fail "--dev options: $opts"
 cairn umount "$mnt"
-pass "--suid and --dev each alone"
+ok "--suid and --dev each alone"
 
 # ---- cairn mount -o OPTS passes them on as cairnfs -o (several -o join)
 cairn mount -o suid app:1 "$mnt" -o dev
@@ -71,7 +73,7 @@ cairn mount -o nodev,suid app:1 "$mnt"
 opts=$(mount_options "$mnt")
 ! has_opt "$opts" nosuid && has_opt "$opts" nodev || fail "-o nodev,suid options: $opts"
 cairn umount "$mnt"
-pass "cairn mount -o OPTS: cairnfs's -o, several joined"
+ok "cairn mount -o OPTS: cairnfs's -o, several joined"
 
 # ---- mount -t fuse.cairnfs: mount.fuse3 passes mount(8)'s own flags on
 # (it adds "dev,suid" unless nodev / nosuid are given, as mount(8) mounts
@@ -84,10 +86,10 @@ mount -t fuse -o "store=$STORE,suid,dev" "$CAIRN_BIN/cairnfs#app:1" "$mnt"
 opts=$(mount_options "$mnt")
 has_opt "$opts" nosuid || has_opt "$opts" nodev && fail "mount -t -o suid,dev options: $opts"
 cairn umount "$mnt"
-pass "mount -t fuse.cairnfs: -o nosuid,nodev and -o suid,dev reach cairnfs"
+ok "mount -t fuse.cairnfs: -o nosuid,nodev and -o suid,dev reach cairnfs"
 
 # ---- usage
 cairn mount --help | grep -q -- "--suid" || fail "--help does not name --suid"
 cairn mount --help | grep -q -- "--dev" || fail "--help does not name --dev"
 assert_status 2 cairn mount --setuid app:1 "$mnt"
-pass "cairn mount --help names --suid and --dev"
+ok "cairn mount --help names --suid and --dev"

@@ -12,19 +12,21 @@
 # the supervisor.
 # Fails without the supervisor: the recorded daemon has no server child to
 # kill, and killing the daemon itself gives ENOTCONN (test_mount_lifecycle).
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 KILLS=20
 READERS=8
-mkdir "$TMP/src"
-for i in 1 2 3 4 5 6 7 8; do head -c $((2 << 20)) /dev/urandom >"$TMP/src/f$i"; done
-tar -C "$TMP/src" -cf "$TMP/data.tar" .
-cairn import data:1 "$TMP/data.tar" >/dev/null 2>&1
-mkdir "$TMP/export"
-cairn export -q data:1 | tar -x -C "$TMP/export"
-(cd "$TMP/export" && md5sum f?) >"$TMP/want"
-$FSTREE make-layers "$TMP/layers"
-mnt=$TMP/mnt
+mkdir "$T/src"
+for i in 1 2 3 4 5 6 7 8; do head -c $((2 << 20)) /dev/urandom >"$T/src/f$i"; done
+tar -C "$T/src" -cf "$T/data.tar" .
+cairn import data:1 "$T/data.tar" >/dev/null 2>&1
+mkdir "$T/export"
+cairn export -q data:1 | tar -x -C "$T/export"
+(cd "$T/export" && md5sum f?) >"$T/want"
+$FSTREE make-layers "$T/layers"
+mnt=$T/mnt
 mkdir "$mnt"
 cairn mount -q data:1 "$mnt"
 sup=$(mount_pid "$mnt")
@@ -35,34 +37,34 @@ server=$(server_of "$sup")
 # ---- the restart window, held open: restarting, pinned, rm names the supervisor
 kill -STOP "$sup"
 kill -9 "$server"
-wait_for 50 pid_gone "$server" || fail "server survived kill -9"
+wait_for 5 pid_gone "$server" || fail "server survived kill -9"
 [ "$(mount_state "$mnt")" = restarting ] || fail "state in the window: $(mount_state "$mnt")"
 assert_status 4 cairn rm data:1
-grep -q "pid $sup" "$TMP/err" || fail "rm does not name the supervisor $sup: $(cat "$TMP/err")"
-(dd if="$mnt/f1" iflag=direct bs=64k 2>"$TMP/window.err" | md5sum >"$TMP/window.sum") &
+grep -q "pid $sup" "$T/stderr" || fail "rm does not name the supervisor $sup: $(cat "$T/stderr")"
+(dd if="$mnt/f1" iflag=direct bs=64k 2>"$T/window.err" | md5sum >"$T/window.sum") &
 window_reader=$!
 BG_PIDS+=("$window_reader")
 sleep 0.3
 kill -CONT "$sup"
-wait "$window_reader" || fail "a read during the window failed: $(cat "$TMP/window.err")"
-[ "$(cut -d' ' -f1 "$TMP/window.sum")" = "$(grep ' f1$' "$TMP/want" | cut -d' ' -f1)" ] ||
+wait "$window_reader" || fail "a read during the window failed: $(cat "$T/window.err")"
+[ "$(cut -d' ' -f1 "$T/window.sum")" = "$(grep ' f1$' "$T/want" | cut -d' ' -f1)" ] ||
   fail "a read during the window read wrong bytes"
-wait_for 50 mount_is_live "$mnt" || fail "not live again: $(mount_state "$mnt")"
-pass "restart window: restarting, rm exits 4 naming pid $sup, a waiting reader gets its bytes"
+wait_for 5 mount_is_live "$mnt" || fail "not live again: $(mount_state "$mnt")"
+ok "restart window: restarting, rm exits 4 naming pid $sup, a waiting reader gets its bytes"
 
 # ---- 8 readers, 20 kills, rm/gc churn
 reader() { stream_reader "$1" "$mnt" f1 f2 f3 f4 f5 f6 f7 f8; }
 churn() {
   local n
   for ((n = 0; n < 10000; n++)); do
-    [ -e "$TMP/stop" ] && break
-    if cairn rm data:1 >/dev/null 2>&1; then echo "rm removed data:1" >>"$TMP/bad"; fi
-    cairn import other:1 "$TMP/layers/layer1.tar" >/dev/null 2>&1 || echo "import failed" >>"$TMP/bad"
-    cairn rm other:1 >/dev/null 2>&1 || echo "rm other failed" >>"$TMP/bad"
-    cairn gc >/dev/null 2>&1 || echo "gc failed" >>"$TMP/bad"
+    [ -e "$T/stop" ] && break
+    if cairn rm data:1 >/dev/null 2>&1; then echo "rm removed data:1" >>"$T/bad"; fi
+    cairn import other:1 "$T/layers/layer1.tar" >/dev/null 2>&1 || echo "import failed" >>"$T/bad"
+    cairn rm other:1 >/dev/null 2>&1 || echo "rm other failed" >>"$T/bad"
+    cairn gc >/dev/null 2>&1 || echo "gc failed" >>"$T/bad"
   done
 }
-: >"$TMP/bad"
+: >"$T/bad"
 for ((r = 1; r <= READERS; r++)); do
   set -o pipefail
   reader "$r" &
@@ -79,21 +81,21 @@ for ((k = 1; k <= KILLS; k++)); do
   kill -9 "$s"
 done
 sleep 1
-touch "$TMP/stop"
-cat "$TMP"/rerr.* | grep -v "records\|copied" | sort | uniq -c >&2 || true
+touch "$T/stop"
+cat "$T"/rerr.* | grep -v "records\|copied" | sort | uniq -c >&2 || true
 for ((i = 0; i < READERS + 1; i++)); do wait "${BG_PIDS[-1 - i]}" || true; done
-[ ! -s "$TMP/bad" ] || fail "$(sort "$TMP/bad" | uniq -c | head)"
-! grep -qi "not connected\|error" "$TMP"/rerr.* || fail "read errors: $(grep -hi "not connected\|error" "$TMP"/rerr.* | sort | uniq -c | head)"
-reads=$(cat "$TMP"/reads.* | wc -l)
+[ ! -s "$T/bad" ] || fail "$(sort "$T/bad" | uniq -c | head)"
+! grep -qi "not connected\|error" "$T"/rerr.* || fail "read errors: $(grep -hi "not connected\|error" "$T"/rerr.* | sort | uniq -c | head)"
+reads=$(cat "$T"/reads.* | wc -l)
 [ "$reads" -ge $((READERS * 8)) ] || fail "only $reads files read"
 [ "$(mount_pid "$mnt")" = "$sup" ] || fail "the supervisor changed: $(cairn mounts --json)"
 cairn images --json | jq -e '.[] | select(.names | index("localhost/data:1"))' >/dev/null ||
   fail "data:1 was removed"
 "$CAIRN_BIN/cairn-pin" --store "$STORE" ls --json | jq -e --argjson p "$sup" \
   '[.[] | select(.pid == $p)] | length > 0' >/dev/null || fail "the supervisor holds no pin"
-pass "$KILLS kills of the server under $READERS readers ($reads files read): 0 errors, same bytes, image kept"
+ok "$KILLS kills of the server under $READERS readers ($reads files read): 0 errors, same bytes, image kept"
 
 cairn umount "$mnt" >/dev/null
-wait_for 50 pid_gone "$sup" || fail "the supervisor did not exit after umount"
+wait_for 5 pid_gone "$sup" || fail "the supervisor did not exit after umount"
 [ "$(cairn mounts --json | jq length)" = 0 ] || fail "record left"
-pass "umount ends the supervisor and its server"
+ok "umount ends the supervisor and its server"

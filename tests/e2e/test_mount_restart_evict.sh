@@ -16,7 +16,9 @@
 #   stopped, so that FORGETs queued for the dead server reach the new one
 #   among fresh lookups of the same nodeids, and a listing runs on: no
 #   error, trees as written.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 KILLS=${KILLS:-10}
 WRITERS=4
@@ -26,7 +28,7 @@ kill_server() {
   server_kill "$1"
   # asked again each round (a $(...) in wait_for's arguments is expanded
   # once, before the supervisor could start the next server)
-  wait_for 50 has_server || fail "no server after $1"
+  wait_for 5 has_server || fail "no server after $1"
 }
 
 # ---- a single FORGET of a restored directory the kernel still holds
@@ -45,19 +47,19 @@ for ((n = 0; n < 4; n++)); do
   mv "$upper_root/d$n" "$upper_root/x$n"
   sleep 1.1 # the entry's timeout
   stat "$mnt/x$n" >/dev/null 2>&1 || true
-  mkdir "/proc/$holder/cwd/sub" 2>"$TMP/err" || fail "try $n: $(cat "$TMP/err")"
+  mkdir "/proc/$holder/cwd/sub" 2>"$T/stderr" || fail "try $n: $(cat "$T/stderr")"
   kill "$holder"
 done
-pass "a restored directory still held serves on after a single FORGET of it"
+ok "a restored directory still held serves on after a single FORGET of it"
 
 # ---- writers, kills, evictions
-: >"$TMP/bad"
+: >"$T/bad"
 rw_writers_start "$WRITERS"
 # lister ROUNDS: lists the mount and drops the caches, ROUNDS times.
 lister() {
   local n
   for ((n = 0; n < $1; n++)); do
-    find "$mnt" >/dev/null 2>>"$TMP/find.err" || true
+    find "$mnt" >/dev/null 2>>"$T/find.err" || true
     echo 2 >/proc/sys/vm/drop_caches
   done
 }
@@ -78,16 +80,16 @@ for ((k = 1; k <= KILLS; k++)); do
   lister 3
   sleep "0.$((RANDOM % 3 + 1))"
 done
-touch "$TMP/stop"
+touch "$T/stop"
 for ((i = 0; i < WRITERS; i++)); do wait "${BG_PIDS[i]}" || true; done
-[ ! -s "$TMP/errors" ] || fail "writer errors: $(sort "$TMP/errors" | head -20)"
-! grep -q "Stale\|not connected" "$TMP/find.err" ||
-  fail "listing errors: $(grep "Stale\|not connected" "$TMP/find.err" | sort | uniq -c | head)"
+[ ! -s "$T/errors" ] || fail "writer errors: $(sort "$T/errors" | head -20)"
+! grep -q "Stale\|not connected" "$T/find.err" ||
+  fail "listing errors: $(grep "Stale\|not connected" "$T/find.err" | sort | uniq -c | head)"
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"
 ops=0
 for ((w = 1; w <= WRITERS; w++)); do
-  python3 "$(dirname "$0")/rw_writer.py" --check "$mnt/w$w" "$TMP/manifest.$w" ||
+  python3 "$HELPERS/rw_writer.py" --check "$mnt/w$w" "$T/manifest.$w" ||
     fail "writer $w's tree"
-  ops=$((ops + $(jq .ops "$TMP/manifest.$w")))
+  ops=$((ops + $(jq .ops "$T/manifest.$w")))
 done
-pass "$KILLS kills with inodes evicted around each, $WRITERS writers ($ops operations): no error, trees as written"
+ok "$KILLS kills with inodes evicted around each, $WRITERS writers ($ops operations): no error, trees as written"

@@ -8,7 +8,9 @@
 # one of the image (copied up when opened for writing), one replaced by a
 # rename. The kept copy (work/orphan.ID in the upper) is never shown nor
 # committed, and goes once the last fd is closed.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 rw_mount_file data:1 img lower
 work=$(echo "$STORE"/uppers/*/work)
@@ -22,7 +24,7 @@ mv "$mnt/new" "$mnt/old"
 for k in 1 2; do
   s=$(server_of "$sup")
   kill -9 "$s"
-  wait_for 50 pid_gone "$s" || fail "server survived kill -9"
+  wait_for 5 pid_gone "$s" || fail "server survived kill -9"
   echo "after $k" >&5 || fail "a write to the unlinked file made here failed after kill $k"
   echo "after $k" >&7 || fail "a write to the unlinked image file failed after kill $k"
   echo "after $k" >&9 || fail "a write to the renamed-over file failed after kill $k"
@@ -32,13 +34,13 @@ done
 [ "$(cat "$mnt/old")" = other ] || fail "old: $(cat "$mnt/old")"
 [ "$(ls "$mnt" | tr '\n' ' ')" = "old " ] || fail "the listing: $(ls "$mnt")"
 [ "$(stat -L -c %h /proc/$$/fd/5)" = 0 ] || fail "an unlinked file's link count: $(stat -L -c %h /proc/$$/fd/5)"
-pass "files unlinked or renamed over while open: read and written through their fds after 2 restarts"
+ok "files unlinked or renamed over while open: read and written through their fds after 2 restarts"
 
 ls "$work" | grep -q "^orphan\." || fail "no orphan in the upper's work/: $(ls "$work")"
 exec 5>&- 6<&- 7>&- 8<&- 9>&-
 no_orphans() { ! ls "$work" | grep -q "^orphan\."; }
-wait_for 50 no_orphans || fail "orphans left after the fds were closed: $(ls "$work")"
-pass "the kept copies go with the last fd"
+wait_for 5 no_orphans || fail "orphans left after the fds were closed: $(ls "$work")"
+ok "the kept copies go with the last fd"
 
 echo gone >"$mnt/gone"
 exec 5<"$mnt/gone"
@@ -47,4 +49,4 @@ cairn commit "$mnt" data:2 >/dev/null
 [ "$(cairn export data:2 | tar -tf - | sed 's|^\./||' | grep . | sort | tr '\n' ' ')" = "old " ] ||
   fail "the commit: $(cairn export data:2 | tar -tf -)"
 exec 5<&-
-pass "an open unlinked file is not committed"
+ok "an open unlinked file is not committed"

@@ -7,11 +7,13 @@
 # file, a deleted lower file still deleted), the record says rw, and new
 # writes work. Fails without the rw case of --restore: the mount comes back
 # read-only, without the written file.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-$FSTREE make-layers "$TMP/small"
-cairn import app:1 "$TMP"/small/layer{1,2,3}.tar >/dev/null 2>&1
-rw=$TMP/rw
+$FSTREE make-layers "$T/small"
+cairn import app:1 "$T"/small/layer{1,2,3}.tar >/dev/null 2>&1
+rw=$T/rw
 mkdir "$rw"
 cairn mount -q --rw app:1 "$rw"
 victim=$(cd "$rw" && find . -type f | sort | head -1)
@@ -24,18 +26,18 @@ sync "$rw/new-file" "$rw"
 sup=$(mount_pid "$rw")
 kids=$(cat "/proc/$sup/task/$sup/children" 2>/dev/null || true)
 kill -9 "$sup" $kids
-wait_for 50 pid_gone "$sup" || fail "the supervisor survived kill -9"
+wait_for 5 pid_gone "$sup" || fail "the supervisor survived kill -9"
 umount -l "$rw"
 sqlite3 "$STORE/meta.db" "UPDATE mounts SET since = 0" # written before this boot
 
 assert_status 0 cairn mount --restore
-grep -qxF "$rw" "$TMP/out" || fail "restore did not print $rw: $(cat "$TMP/out")"
+grep -qxF "$rw" "$T/stdout" || fail "restore did not print $rw: $(cat "$T/stdout")"
 [ "$(cat "$rw/new-file" 2>/dev/null)" = kept ] || fail "the written file is not back"
 [ ! -e "$rw/$victim" ] || fail "the deleted file is back"
 [ "$(cairn mounts --json | jq -r --arg d "$rw" '.[] | select(.dir == $d and .pid > 0) | .rw')" = true ] ||
   fail "the restored mount is not rw: $(cairn mounts --json)"
 echo again >"$rw/second" || fail "a write after the restore failed"
-pass "a --rw mount comes back writable over its upper layer after a reboot"
+ok "a --rw mount comes back writable over its upper layer after a reboot"
 
 cairn umount "$rw" >/dev/null
 [ "$(cairn mounts --json | jq length)" = 0 ] || fail "records left: $(cairn mounts --json)"

@@ -9,13 +9,15 @@
 # upper, links to lower files, symlinks, fifos, chmod/chown/utimens,
 # xattrs (the daemon's trusted.cairn.* never shown), fsync and statfs
 # work; and the image itself is unchanged, byte for byte, afterwards.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-$FSTREE make-layers "$TMP/layers"
-cairn import test:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
-cairn export test:1 >"$TMP/before.tar"
-$FSTREE expect "$TMP"/layers/layer{1,2,3}.tar >"$TMP/want"
-m=$TMP/mnt
+$FSTREE make-layers "$T/layers"
+cairn import test:1 "$T"/layers/layer{1,2,3}.tar >/dev/null
+cairn export test:1 >"$T/before.tar"
+$FSTREE expect "$T"/layers/layer{1,2,3}.tar >"$T/want"
+m=$T/mnt
 mkdir "$m"
 
 cairn mount --rw test:1 "$m" >/dev/null
@@ -27,26 +29,26 @@ upper=$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -type d ! -name '.*')
   fail "uppers are not 0700"
 flock -n "$upper" true && fail "the upper is not locked by its daemon"
 grep -q " rw," <(awk -v d="$m" '$5 == d' /proc/self/mountinfo) || fail "not mounted rw"
-pass "mount --rw: recorded rw, upper in the store, 0700, locked"
+ok "mount --rw: recorded rw, upper in the store, 0700, locked"
 
-$FSTREE scan "$m" >"$TMP/got"
-diff -u "$TMP/want" "$TMP/got" || fail "untouched rw mount differs from the image"
-pass "untouched, it shows the image's tree ($(wc -l <"$TMP/got") entries)"
+$FSTREE scan "$m" >"$T/got"
+diff -u "$T/want" "$T/got" || fail "untouched rw mount differs from the image"
+ok "untouched, it shows the image's tree ($(wc -l <"$T/got") entries)"
 
 # Copy-up by an open for writing that writes nothing: every attribute kept.
-row() { grep -P "^$1\t" "$TMP/got"; }
+row() { grep -P "^$1\t" "$T/got"; }
 ino_before=$(stat -c %i "$m/data/x")
 for f in data/x bin/suid hard/orig; do : >>"$m/$f"; done
 [ -f "$upper/root/data/x" ] || fail "data/x was not copied up"
-$FSTREE scan "$m" >"$TMP/got2"
-diff -u "$TMP/got" "$TMP/got2" || fail "copy-up changed what the mount shows"
+$FSTREE scan "$m" >"$T/got2"
+diff -u "$T/got" "$T/got2" || fail "copy-up changed what the mount shows"
 [ "$(stat -c %i "$m/data/x")" = "$ino_before" ] || fail "copy-up changed the inode number"
-pass "copy-up keeps content, mode, owner, times, xattrs, security.capability, inode, hardlinks"
+ok "copy-up keeps content, mode, owner, times, xattrs, security.capability, inode, hardlinks"
 
 echo more >>"$m/hard/orig"
 [ "$(tail -1 "$m/hard/a_link")" = more ] || fail "a write to a copied-up hardlink is not seen by its other name"
 [ "$(stat -c %i "$m/hard/orig")" = "$(stat -c %i "$m/hard/a_link")" ] || fail "hardlink identity lost"
-pass "hardlinks stay one file after copy-up"
+ok "hardlinks stay one file after copy-up"
 
 # Whiteouts and opaque directories.
 rm "$m/etc/config"
@@ -57,7 +59,7 @@ rm -r "$m/usr"
 [ ! -e "$m/usr" ] || fail "deleted tree still visible"
 mkdir "$m/usr"
 [ -z "$(ls -A "$m/usr")" ] || fail "a directory made over a deleted one is not opaque: $(ls -A "$m/usr")"
-pass "whiteouts and opaque directories"
+ok "whiteouts and opaque directories"
 
 # Renames: files and directories, lower and upper, flags.
 mv "$m/etc/os-release" "$m/os-release"
@@ -82,7 +84,7 @@ assert r2("ra", "data/x", 2) == 0, "EXCHANGE with a lower file"
 assert open(os.path.join(m, "ra")).read() == "xattrs\n" and open(os.path.join(m, "data/x")).read() == "b\n"
 assert r2("ra", "nothere", 2) == 2, "EXCHANGE with nothing"
 EOF
-pass "renames (lower and upper, files and directories, NOREPLACE, EXCHANGE)"
+ok "renames (lower and upper, files and directories, NOREPLACE, EXCHANGE)"
 
 # Links, symlinks, fifos, devices.
 ln "$m/empty.txt" "$m/hl"
@@ -94,7 +96,7 @@ mkfifo "$m/ff"
 [ -p "$m/ff" ] || fail "mkfifo"
 mknod "$m/nulldev" c 1 3
 [ "$(stat -c '%t:%T' "$m/nulldev")" = 1:3 ] || fail "mknod"
-pass "link (to a lower file), symlink, mkfifo, mknod"
+ok "link (to a lower file), symlink, mkfifo, mknod"
 
 # chmod, chown, utimens, xattrs, fsync, statfs.
 chmod 0600 "$m/big.bin"
@@ -127,21 +129,21 @@ os.close(dfd)
 EOF
 [ "$(cat "$upper/root/synced")" = durable ] || fail "fsynced data is not in the upper"
 [ "$(stat -f -c %a "$m")" -gt 0 ] || fail "statfs: no free blocks"
-pass "chmod, chown, utimens, xattrs (trusted.cairn.* hidden), fsync, statfs"
+ok "chmod, chown, utimens, xattrs (trusted.cairn.* hidden), fsync, statfs"
 
 # Truncate and fallocate.
 truncate -s 5 "$m/os-release"
 [ "$(stat -c %s "$m/os-release")" = 5 ] || fail "truncate"
 fallocate -l 1M "$m/falloc"
 [ "$(stat -c %s "$m/falloc")" = 1048576 ] || fail "fallocate"
-pass "truncate, fallocate"
+ok "truncate, fallocate"
 
 cairn umount "$m" >/dev/null
 not_mounted "$m" || fail "still mounted"
-cairn export test:1 >"$TMP/after.tar"
-cmp "$TMP/before.tar" "$TMP/after.tar" || fail "the image's export changed"
+cairn export test:1 >"$T/after.tar"
+cmp "$T/before.tar" "$T/after.tar" || fail "the image's export changed"
 cairn mount test:1 "$m" >/dev/null
-$FSTREE scan "$m" >"$TMP/ro"
-diff -u "$TMP/want" "$TMP/ro" || fail "the image's tree changed"
+$FSTREE scan "$m" >"$T/ro"
+diff -u "$T/want" "$T/ro" || fail "the image's tree changed"
 cairn umount "$m" >/dev/null
-pass "the image is unchanged, byte for byte"
+ok "the image is unchanged, byte for byte"

@@ -7,21 +7,23 @@
 # kill -9 of the daemon, what was fsynced is in the upper, `cairn mounts`
 # shows it stale, once, `cairn gc` never takes it, --resume serves it
 # again and `cairn umount` drops it, saying so.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-$FSTREE make-layers "$TMP/layers"
-cairn import test:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
-m=$TMP/mnt
+$FSTREE make-layers "$T/layers"
+cairn import test:1 "$T"/layers/layer{1,2,3}.tar >/dev/null
+m=$T/mnt
 mkdir "$m"
 uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 | wc -l; }
 
 # umount drops, and says so.
 cairn mount --rw test:1 "$m" >/dev/null
 echo hello >"$m/new"
-cairn umount "$m" >"$TMP/out"
-grep -q "^Dropped: upper [0-9a-f]\{12\} (1 entries, 6 B)$" "$TMP/out" || fail "umount said: $(cat "$TMP/out")"
+cairn umount "$m" >"$T/stdout"
+grep -q "^Dropped: upper [0-9a-f]\{12\} (1 entries, 6 B)$" "$T/stdout" || fail "umount said: $(cat "$T/stdout")"
 [ "$(uppers)" = 0 ] || fail "the dropped upper is still in the store"
-pass "umount of a --rw mount drops its changes and says how much"
+ok "umount of a --rw mount drops its changes and says how much"
 
 # --keep, listing, gc, --resume.
 cairn mount --rw test:1 "$m" >/dev/null
@@ -29,11 +31,11 @@ echo kept >"$m/new"
 echo changed >>"$m/etc/config"
 ino_new=$(stat -c %i "$m/new")
 ino_cfg=$(stat -c %i "$m/etc/config")
-cairn umount --keep "$m" >"$TMP/out"
-grep -q "^Kept: upper .*cairn mount --rw --resume $m$" "$TMP/out" || fail "umount --keep said: $(cat "$TMP/out")"
-cairn mounts --json >"$TMP/mounts"
-[ "$(jq -r '.[0].state' "$TMP/mounts")" = kept ] && [ "$(jq -r '.[0].rw' "$TMP/mounts")" = true ] &&
-  [ "$(jq -r '.[0].upper_bytes' "$TMP/mounts")" -gt 0 ] || fail "mounts: $(cat "$TMP/mounts")"
+cairn umount --keep "$m" >"$T/stdout"
+grep -q "^Kept: upper .*cairn mount --rw --resume $m$" "$T/stdout" || fail "umount --keep said: $(cat "$T/stdout")"
+cairn mounts --json >"$T/mounts"
+[ "$(jq -r '.[0].state' "$T/mounts")" = kept ] && [ "$(jq -r '.[0].rw' "$T/mounts")" = true ] &&
+  [ "$(jq -r '.[0].upper_bytes' "$T/mounts")" -gt 0 ] || fail "mounts: $(cat "$T/mounts")"
 cairn gc >/dev/null
 [ "$(uppers)" = 1 ] || fail "gc removed a kept upper"
 assert_status 2 cairn mount --resume "$m"
@@ -44,7 +46,7 @@ cairn mount --rw --resume "$m" >/dev/null
 [ "$(cairn mounts --json | jq -r '.[0].state')" = live ] || fail "resumed mount not live"
 cairn gc >/dev/null
 [ "$(uppers)" = 1 ] && [ "$(cat "$m/new")" = kept ] || fail "gc touched a live mount's upper"
-pass "umount --keep, mounts lists it, gc keeps it, mount --rw --resume serves it (same inodes)"
+ok "umount --keep, mounts lists it, gc keeps it, mount --rw --resume serves it (same inodes)"
 
 # kill -9 of the supervisor and its server: fsynced data survives in the
 # upper; gc never takes it; mounts lists the crashed mount once; --resume
@@ -57,27 +59,27 @@ echo important >"$m/important.txt"
 sync "$m/important.txt"
 pid=$(mount_pid "$m")
 kill -9 "$pid" $(cat "/proc/$pid/task/$pid/children" 2>/dev/null || true)
-wait_for 50 pid_gone "$pid" || fail "daemon did not die"
+wait_for 5 pid_gone "$pid" || fail "daemon did not die"
 up=$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -type d)
 [ "$(cat "$up/root/synced")" = synced ] || fail "fsynced data lost by kill -9"
-cairn gc >"$TMP/out"
-! grep -q "upper" "$TMP/out" || fail "gc said: $(cat "$TMP/out")"
+cairn gc >"$T/stdout"
+! grep -q "upper" "$T/stdout" || fail "gc said: $(cat "$T/stdout")"
 [ "$(uppers)" = 1 ] && [ "$(cat "$up/root/important.txt")" = important ] ||
   fail "gc removed a crashed mount's changes"
-cairn mounts --json >"$TMP/mounts"
-[ "$(jq length "$TMP/mounts")" = 1 ] || fail "a crashed mount is not listed once: $(cat "$TMP/mounts")"
-[ "$(jq -r '.[0].state' "$TMP/mounts")" = stale ] && [ "$(jq -r '.[0].upper' "$TMP/mounts")" = "$(basename "$up")" ] ||
-  fail "mounts does not show the crashed upper: $(cat "$TMP/mounts")"
+cairn mounts --json >"$T/mounts"
+[ "$(jq length "$T/mounts")" = 1 ] || fail "a crashed mount is not listed once: $(cat "$T/mounts")"
+[ "$(jq -r '.[0].state' "$T/mounts")" = stale ] && [ "$(jq -r '.[0].upper' "$T/mounts")" = "$(basename "$up")" ] ||
+  fail "mounts does not show the crashed upper: $(cat "$T/mounts")"
 cairn mount --rw --resume "$m" >/dev/null
 [ "$(cat "$m/important.txt")" = important ] || fail "--resume did not bring the changes back"
-pass "kill -9 keeps the changes: gc leaves them, mounts lists the mount once (stale), --resume serves them"
+ok "kill -9 keeps the changes: gc leaves them, mounts lists the mount once (stale), --resume serves them"
 
 pid=$(mount_pid "$m")
 kill -9 "$pid" $(cat "/proc/$pid/task/$pid/children" 2>/dev/null || true)
-wait_for 50 pid_gone "$pid" || fail "daemon did not die"
+wait_for 5 pid_gone "$pid" || fail "daemon did not die"
 cairn gc >/dev/null
-cairn umount "$m" >"$TMP/out"
-grep -q "^Dropped: upper [0-9a-f]\{12\} ([0-9]* entries, [0-9.]* [KMG]*i*B)$" "$TMP/out" || fail "umount of the crashed mount said: $(cat "$TMP/out")"
+cairn umount "$m" >"$T/stdout"
+grep -q "^Dropped: upper [0-9a-f]\{12\} ([0-9]* entries, [0-9.]* [KMG]*i*B)$" "$T/stdout" || fail "umount of the crashed mount said: $(cat "$T/stdout")"
 [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] && not_mounted "$m" ||
   fail "umount left the crashed mount: $(cairn mounts --json)"
-pass "umount of a crashed --rw mount drops its changes and says so"
+ok "umount of a crashed --rw mount drops its changes and says so"

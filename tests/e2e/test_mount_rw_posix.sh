@@ -9,7 +9,8 @@
 # stay): 72% of the tests, half the time (270 s here, 143 s without them).
 # Every test must pass. The whole suite is the longer target
 # scripts/pjdfstest.sh (doc/testing.md, "Long sweeps").
-set -euo pipefail
+source "$(dirname "$0")/../lib/test-lib.sh"
+set -e
 src=${PJDFSTEST_SRC:-${CAIRN_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/../shared/peers/pjdfstest}
 # A clone made elsewhere (CI's) finds the workplace's copy.
 [ -d "$src/tests" ] || [ -n "${PJDFSTEST_SRC:-}" ] || src=/work/shared/peers/pjdfstest
@@ -23,8 +24,7 @@ for t in "$src"/tests/rename/*.t; do
 done
 out=$(PJDFSTEST_SRC=$src bash "$(dirname "$0")/../../scripts/pjdfstest.sh" "${renames[@]}" link unlink rmdir mkdir symlink utimensat 2>&1) || {
   echo "$out"
-  echo "FAIL: pjdfstest failed on a --rw mount" >&2
-  exit 1
+  fail "pjdfstest failed on a --rw mount"
 }
 echo "$out" | tail -3
-echo "ok - pjdfstest (rename but 09 and 10, link unlink rmdir mkdir symlink utimensat) passes on a --rw mount"
+ok "pjdfstest (rename but 09 and 10, link unlink rmdir mkdir symlink utimensat) passes on a --rw mount"

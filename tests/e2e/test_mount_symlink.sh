@@ -6,25 +6,27 @@
 # umount through the link exit 0 at once, the record names the real
 # directory, and the daemon's pins go with the umount — also when the
 # daemon died and the mount answers ENOTCONN.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-$FSTREE make-layers "$TMP/layers"
-cairn import app:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
-real=$TMP/real
-mkdir -p "$real" "$TMP/parent/mnt" "$TMP/sub"
-ln -s "$real" "$TMP/abslink"
-ln -s ../real "$TMP/sub/rellink"
-ln -s "$TMP/sub/rellink" "$TMP/chain"
-ln -s "$TMP/parent" "$TMP/plink"
+$FSTREE make-layers "$T/layers"
+cairn import app:1 "$T"/layers/layer{1,2,3}.tar >/dev/null
+real=$T/real
+mkdir -p "$real" "$T/parent/mnt" "$T/sub"
+ln -s "$real" "$T/abslink"
+ln -s ../real "$T/sub/rellink"
+ln -s "$T/sub/rellink" "$T/chain"
+ln -s "$T/parent" "$T/plink"
 
 # timed LIMIT ARGS...: `cairn ARGS` must exit 0 within LIMIT seconds.
 timed() {
   local limit=$1 start end rc=0
   shift
   start=$(date +%s%N)
-  timeout 30 "$CAIRN_BIN/cairn" --store "$STORE" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+  timeout 30 "$CAIRN_BIN/cairn" --store "$STORE" "$@" >"$T/stdout" 2>"$T/stderr" || rc=$?
   end=$(date +%s%N)
-  [ "$rc" = 0 ] || fail "cairn $* exited $rc: $(cat "$TMP/err")"
+  [ "$rc" = 0 ] || fail "cairn $* exited $rc: $(cat "$T/stderr")"
   (((end - start) / 1000000 < limit * 1000)) || fail "cairn $* took $(((end - start) / 1000000)) ms"
 }
 
@@ -40,39 +42,39 @@ mount_and_umount() {
   grep -q cairntest "$link/etc/os-release" || fail "$name: content through the link"
   pid=$(mount_pid "$dir")
   assert_status 4 cairn mount app:1 "$link"
-  grep -q "already a live cairnfs mount" "$TMP/err" || fail "$name: remount: $(cat "$TMP/err")"
+  grep -q "already a live cairnfs mount" "$T/stderr" || fail "$name: remount: $(cat "$T/stderr")"
   timed 5 umount "$link"
   not_mounted "$dir" || fail "$name: umount through the link left the mount"
-  wait_for 50 pid_gone "$pid" || fail "$name: daemon outlived umount"
+  wait_for 5 pid_gone "$pid" || fail "$name: daemon outlived umount"
   no_pins || fail "$name: pins left: $(cairn_pin ls)"
   no_records || fail "$name: record left: $(cairn mounts --json)"
-  pass "$name: mount and umount exit 0 at once, nothing left"
+  ok "$name: mount and umount exit 0 at once, nothing left"
 }
 
-mount_and_umount "absolute symlink" "$TMP/abslink" "$real"
-mount_and_umount "relative symlink" "$TMP/sub/rellink" "$real"
-mount_and_umount "chain of symlinks, trailing slash" "$TMP/chain/" "$real"
-mount_and_umount "symlinked parent" "$TMP/plink/mnt" "$TMP/parent/mnt"
+mount_and_umount "absolute symlink" "$T/abslink" "$real"
+mount_and_umount "relative symlink" "$T/sub/rellink" "$real"
+mount_and_umount "chain of symlinks, trailing slash" "$T/chain/" "$real"
+mount_and_umount "symlinked parent" "$T/plink/mnt" "$T/parent/mnt"
 
 # cairnfs itself (as mount -t fuse.cairnfs runs it) resolves the same way.
-"$CAIRN_BIN/cairnfs" --store "$STORE" app:1 "$TMP/abslink" || fail "cairnfs through a link"
+"$CAIRN_BIN/cairnfs" --store "$STORE" app:1 "$T/abslink" || fail "cairnfs through a link"
 [ "$(mount_state "$real")" = live ] || fail "cairnfs record: $(cairn mounts --json)"
-timed 5 umount "$TMP/abslink"
+timed 5 umount "$T/abslink"
 not_mounted "$real" || fail "cairnfs mount left"
-wait_for 50 no_pins || fail "cairnfs pins left: $(cairn_pin ls)"
+wait_for 5 no_pins || fail "cairnfs pins left: $(cairn_pin ls)"
 no_records || fail "cairnfs record left"
-pass "cairnfs through a link, umount through the link"
+ok "cairnfs through a link, umount through the link"
 
 # A dead daemon's mount, reached through a link (its root answers ENOTCONN).
-cairn mount app:1 "$TMP/abslink"
+cairn mount app:1 "$T/abslink"
 pid=$(mount_pid "$real")
 kill -9 "$pid"
-wait_for 50 pid_gone "$pid" || fail "daemon survived kill -9"
+wait_for 5 pid_gone "$pid" || fail "daemon survived kill -9"
 [ "$(mount_state "$real")" = stale ] || fail "not stale: $(cairn mounts --json)"
-assert_status 4 cairn mount app:1 "$TMP/abslink"
-grep -q "already a stale cairnfs mount" "$TMP/err" || fail "stale remount: $(cat "$TMP/err")"
-timed 5 umount "$TMP/abslink"
+assert_status 4 cairn mount app:1 "$T/abslink"
+grep -q "already a stale cairnfs mount" "$T/stderr" || fail "stale remount: $(cat "$T/stderr")"
+timed 5 umount "$T/abslink"
 not_mounted "$real" || fail "stale mount left"
 no_records || fail "stale record left"
 cairn rm app:1 >/dev/null || fail "rm after umount through the link"
-pass "stale mount through a link: refused remount, umount cleans"
+ok "stale mount through a link: refused remount, umount cleans"

@@ -8,20 +8,22 @@
 # while a loop of `cairn rm` (refused: exit 4) and `cairn gc` runs.
 # Fails without --upgrade (exit 2) or without a supervisor (no server
 # child, no new inode).
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 READERS=8
 UPGRADES=5
-mkdir "$TMP/src" "$TMP/bin"
-for i in 1 2 3 4; do head -c $((2 << 20)) /dev/urandom >"$TMP/src/f$i"; done
-tar -C "$TMP/src" -cf "$TMP/data.tar" .
-cairn import data:1 "$TMP/data.tar" >/dev/null 2>&1
-(cd "$TMP/src" && md5sum f?) >"$TMP/want"
-install_bin() { cp "$CAIRN_BIN/cairnfs" "$TMP/bin/cairnfs.new" && mv "$TMP/bin/cairnfs.new" "$TMP/bin/cairnfs"; }
+mkdir "$T/src" "$T/bin"
+for i in 1 2 3 4; do head -c $((2 << 20)) /dev/urandom >"$T/src/f$i"; done
+tar -C "$T/src" -cf "$T/data.tar" .
+cairn import data:1 "$T/data.tar" >/dev/null 2>&1
+(cd "$T/src" && md5sum f?) >"$T/want"
+install_bin() { cp "$CAIRN_BIN/cairnfs" "$T/bin/cairnfs.new" && mv "$T/bin/cairnfs.new" "$T/bin/cairnfs"; }
 install_bin
-mnt=$TMP/mnt
+mnt=$T/mnt
 mkdir "$mnt"
-"$TMP/bin/cairnfs" --store "$STORE" data:1 "$mnt"
+"$T/bin/cairnfs" --store "$STORE" data:1 "$mnt"
 sup=$(mount_pid "$mnt")
 server_changed() {
   local s
@@ -30,21 +32,21 @@ server_changed() {
 }
 exe_ino() { stat -L -c %i "/proc/$1/exe"; }
 
-assert_status 3 cairn mount --upgrade "$TMP"
+assert_status 3 cairn mount --upgrade "$T"
 assert_status 2 cairn mount --upgrade
 assert_status 2 cairn mount --upgrade --restore "$mnt"
-pass "--upgrade: not a mount (3), usage (2)"
+ok "--upgrade: not a mount (3), usage (2)"
 
 reader() { stream_reader "$1" "$mnt" f1 f2 f3 f4; }
 churn() {
   local n
   for ((n = 0; n < 10000; n++)); do
-    [ -e "$TMP/stop" ] && break
-    if cairn rm data:1 >/dev/null 2>&1; then echo "rm removed data:1" >>"$TMP/bad"; fi
-    cairn gc >/dev/null 2>&1 || echo "gc failed" >>"$TMP/bad"
+    [ -e "$T/stop" ] && break
+    if cairn rm data:1 >/dev/null 2>&1; then echo "rm removed data:1" >>"$T/bad"; fi
+    cairn gc >/dev/null 2>&1 || echo "gc failed" >>"$T/bad"
   done
 }
-: >"$TMP/bad"
+: >"$T/bad"
 for ((r = 1; r <= READERS; r++)); do
   reader "$r" &
   BG_PIDS+=($!)
@@ -55,14 +57,14 @@ sleep 0.5
 for ((u = 1; u <= UPGRADES + 1; u++)); do
   old=$(server_of "$sup")
   install_bin
-  ino=$(stat -c %i "$TMP/bin/cairnfs")
+  ino=$(stat -c %i "$T/bin/cairnfs")
   [ "$(exe_ino "$old")" != "$ino" ] || fail "the test's install did not change the inode"
   if ((u <= UPGRADES)); then
-    cairn mount --upgrade "$mnt" >"$TMP/out" || fail "upgrade $u failed"
-    [ "$(cat "$TMP/out")" = "$mnt" ] || fail "upgrade printed: $(cat "$TMP/out")"
+    cairn mount --upgrade "$mnt" >"$T/stdout" || fail "upgrade $u failed"
+    [ "$(cat "$T/stdout")" = "$mnt" ] || fail "upgrade printed: $(cat "$T/stdout")"
   else # the signal, as the man page says
     kill -USR1 "$sup"
-    wait_for 100 server_changed || fail "SIGUSR1 started no new server"
+    wait_for 10 server_changed || fail "SIGUSR1 started no new server"
   fi
   stat -f "$mnt" >/dev/null # answered: the new server has exec'd
   new=$(server_of "$sup")
@@ -70,30 +72,30 @@ for ((u = 1; u <= UPGRADES + 1; u++)); do
   [ "$(exe_ino "$new")" = "$ino" ] || fail "upgrade $u: the new server does not run the new binary"
   sleep "0.$((RANDOM % 5 + 3))"
 done
-touch "$TMP/stop"
+touch "$T/stop"
 for ((i = 0; i < READERS + 1; i++)); do wait "${BG_PIDS[-1 - i]}" || true; done
-[ ! -s "$TMP/bad" ] || fail "$(sort "$TMP/bad" | uniq -c | head)"
-! grep -qi "not connected\|error" "$TMP"/rerr.* ||
-  fail "read errors: $(grep -hi "not connected\|error" "$TMP"/rerr.* | sort | uniq -c | head)"
-reads=$(cat "$TMP"/reads.* | wc -l)
+[ ! -s "$T/bad" ] || fail "$(sort "$T/bad" | uniq -c | head)"
+! grep -qi "not connected\|error" "$T"/rerr.* ||
+  fail "read errors: $(grep -hi "not connected\|error" "$T"/rerr.* | sort | uniq -c | head)"
+reads=$(cat "$T"/reads.* | wc -l)
 [ "$(mount_pid "$mnt")" = "$sup" ] || fail "the supervisor changed"
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"
 "$CAIRN_BIN/cairn-pin" --store "$STORE" ls --json | jq -e --argjson p "$sup" \
   '[.[] | select(.pid == $p)] | length > 0' >/dev/null || fail "the supervisor holds no pin"
-pass "$((UPGRADES + 1)) upgrades under $READERS readers and rm/gc ($reads files read): 0 errors, new binary each time"
+ok "$((UPGRADES + 1)) upgrades under $READERS readers and rm/gc ($reads files read): 0 errors, new binary each time"
 
  # An upgrade to a binary that cannot serve: the supervisor's own serves on.
 good_ino=$(exe_ino "$sup") # the fallback: the binary the supervisor runs
-printf '#!/bin/sh\nexit 1\n' >"$TMP/bin/cairnfs.new"
-chmod +x "$TMP/bin/cairnfs.new"
-mv "$TMP/bin/cairnfs.new" "$TMP/bin/cairnfs"
+printf '#!/bin/sh\nexit 1\n' >"$T/bin/cairnfs.new"
+chmod +x "$T/bin/cairnfs.new"
+mv "$T/bin/cairnfs.new" "$T/bin/cairnfs"
 assert_status 1 cairn mount --upgrade "$mnt"
-grep -q "cannot serve; the supervisor's own cairnfs serves on" "$TMP/err" || fail "bad upgrade: $(cat "$TMP/err")"
+grep -q "cannot serve; the supervisor's own cairnfs serves on" "$T/stderr" || fail "bad upgrade: $(cat "$T/stderr")"
 sums=$(cd "$mnt" && md5sum f?) || fail "reads after a bad upgrade failed"
-[ "$sums" = "$(cat "$TMP/want")" ] || fail "content after a bad upgrade"
+[ "$sums" = "$(cat "$T/want")" ] || fail "content after a bad upgrade"
 [ "$(exe_ino "$(server_of "$sup")")" = "$good_ino" ] || fail "not the supervisor's binary serving"
-pass "an upgrade to a binary that cannot serve: exit 1, the supervisor's binary serves on"
+ok "an upgrade to a binary that cannot serve: exit 1, the supervisor's binary serves on"
 
 cairn umount "$mnt" >/dev/null
-wait_for 50 pid_gone "$sup" || fail "the supervisor did not exit after umount"
-pass "umount after upgrades ends the supervisor"
+wait_for 5 pid_gone "$sup" || fail "the supervisor did not exit after umount"
+ok "umount after upgrades ends the supervisor"

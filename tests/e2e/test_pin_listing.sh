@@ -6,7 +6,7 @@
 # in a list that other processes' locks keep changing, so a reader can skip
 # lines; cairn-pin ls must confirm a lock it missed before it calls a pin
 # stale (and cairn-pin ls deletes what it shows stale).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 n=40
 mkdir -p "$T/l"
@@ -25,7 +25,7 @@ wait_for 10 sh -c "[ \$(cairn-pin ls -q | wc -l) = $((2 * n)) ]"
 check "the holder pins $n images and their layers" [ "$(cairn-pin ls -q | wc -l)" = $((2 * n)) ]
 
 mkdir -p "$T/churn"
-python3 "$CAIRN_SRC/tests/e2e/lock_churn.py" "$T/churn" 8000 120 >"$T/churn.out" &
+python3 "$HELPERS/lock_churn.py" "$T/churn" 8000 120 >"$T/churn.out" &
 churner=$!
 on_exit "kill -9 $churner"
 wait_for 30 grep -q ready "$T/churn.out"

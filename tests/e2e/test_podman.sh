@@ -13,13 +13,15 @@
 # cgroupfs with --cgroups=disabled, its own --root/--runroot, lowered
 # ulimits, no network. The image is the host's sh, cat, id and sleep with
 # their libraries, imported as one layer.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 command -v podman >/dev/null || fail "podman is not installed (scripts/setup.sh installs it)"
-root=$TMP/layer
+root=$T/layer
 # (the mount points a read-only root must have: podman --read-only mounts
 # tmpfs on /run, /tmp and /var/tmp)
-mkdir -p "$root"/{etc,proc,dev,sys,tmp,run,var/tmp,data} "$TMP/mnt"
+mkdir -p "$root"/{etc,proc,dev,sys,tmp,run,var/tmp,data} "$T/mnt"
 for prog in /bin/sh /usr/bin/id /usr/bin/cat /bin/sleep; do
   real=$(readlink -f "$prog")
   mkdir -p "$root$(dirname "$prog")"
@@ -35,9 +37,9 @@ echo 'root:x:0:0:root:/root:/bin/sh' >"$root/etc/passwd"
 # makes them on a writable one): /etc/mtab, hosts, hostname, resolv.conf.
 ln -s /proc/self/mounts "$root/etc/mtab"
 touch "$root/etc/hosts" "$root/etc/hostname" "$root/etc/resolv.conf"
-tar -C "$root" --numeric-owner -cf "$TMP/layer.tar" .
-cairn import -q pod:1 "$TMP/layer.tar"
-cairn mount -q pod:1 "$TMP/mnt"
+tar -C "$root" --numeric-owner -cf "$T/layer.tar" .
+cairn import -q pod:1 "$T/layer.tar"
+cairn mount -q pod:1 "$T/mnt"
 
 # podman_run ARGS...: `podman run --rm ARGS` as doc/testing.md runs it.
 podman_run() {
@@ -46,46 +48,46 @@ podman_run() {
     root=$1 runroot=$2; shift 2
     exec podman --cgroup-manager=cgroupfs --root "$root" --runroot "$runroot" run --rm \
       --cgroups=disabled --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 --network=none "$@"' \
-    sh "$TMP/podman-root" "$TMP/podman-runroot" "$@" </dev/null
+    sh "$T/podman-root" "$T/podman-runroot" "$@" </dev/null
 }
 # podman's own cleanup (conmon runs `podman container cleanup`) may still
-# run when podman run returns: wait for it before $TMP goes. ([p]: the
+# run when podman run returns: wait for it before $T goes. ([p]: the
 # pattern does not match pgrep's own sh.)
-podman_settle() { wait_for 100 sh -c "! pgrep -f '$TMP/[p]odman-root' >/dev/null"; }
+podman_settle() { wait_for 10 sh -c "! pgrep -f '$T/[p]odman-root' >/dev/null"; }
 
 # ---- writes go to podman's overlay, never to the image
-podman_run --rootfs "$TMP/mnt:O" /bin/sh -c \
+podman_run --rootfs "$T/mnt:O" /bin/sh -c \
   'cat /data/hello; echo changed >/data/hello; echo new >/newfile; cat /data/hello /newfile; id -u' \
-  >"$TMP/out" 2>"$TMP/err" || fail "podman run --rootfs MNT:O: $(cat "$TMP/err")"
-[ "$(cat "$TMP/out")" = "$(printf 'hello\nchanged\nnew\n0')" ] ||
-  fail "podman output: $(cat "$TMP/out") $(cat "$TMP/err")"
-[ "$(cat "$TMP/mnt/data/hello")" = hello ] || fail "the container's write reached the image"
-[ ! -e "$TMP/mnt/newfile" ] || fail "the container's new file is in the image"
-pass "podman --rootfs MNT:O: reads from cairnfs, writes to its overlay, the image unchanged"
+  >"$T/stdout" 2>"$T/stderr" || fail "podman run --rootfs MNT:O: $(cat "$T/stderr")"
+[ "$(cat "$T/stdout")" = "$(printf 'hello\nchanged\nnew\n0')" ] ||
+  fail "podman output: $(cat "$T/stdout") $(cat "$T/stderr")"
+[ "$(cat "$T/mnt/data/hello")" = hello ] || fail "the container's write reached the image"
+[ ! -e "$T/mnt/newfile" ] || fail "the container's new file is in the image"
+ok "podman --rootfs MNT:O: reads from cairnfs, writes to its overlay, the image unchanged"
 
-podman_run --read-only --rootfs "$TMP/mnt" /usr/bin/cat /data/hello >"$TMP/out" 2>"$TMP/err" ||
-  fail "podman run --read-only --rootfs MNT: $(cat "$TMP/err")"
-[ "$(cat "$TMP/out")" = hello ] || fail "read-only output: $(cat "$TMP/out")"
-pass "podman --read-only --rootfs MNT"
+podman_run --read-only --rootfs "$T/mnt" /usr/bin/cat /data/hello >"$T/stdout" 2>"$T/stderr" ||
+  fail "podman run --read-only --rootfs MNT: $(cat "$T/stderr")"
+[ "$(cat "$T/stdout")" = hello ] || fail "read-only output: $(cat "$T/stdout")"
+ok "podman --read-only --rootfs MNT"
 
 # ---- a running podman container holds the mount and its pins
-daemon=$(mount_pid "$TMP/mnt")
-podman_run --rootfs "$TMP/mnt:O" /bin/sh -c 'echo started; sleep 3; cat /data/hello' \
-  >"$TMP/ctr.out" 2>"$TMP/ctr.err" &
+daemon=$(mount_pid "$T/mnt")
+podman_run --rootfs "$T/mnt:O" /bin/sh -c 'echo started; sleep 3; cat /data/hello' \
+  >"$T/ctr.out" 2>"$T/ctr.err" &
 runner=$!
 BG_PIDS+=("$runner")
-wait_for 300 grep -q started "$TMP/ctr.out" || fail "container did not start: $(cat "$TMP/ctr.err")"
+wait_for 30 grep -q started "$T/ctr.out" || fail "container did not start: $(cat "$T/ctr.err")"
 assert_status 4 cairn rm pod:1
-assert_status 4 cairn umount "$TMP/mnt"
-grep -q "detached here, still in use by" "$TMP/err" || fail "umount message: $(cat "$TMP/err")"
+assert_status 4 cairn umount "$T/mnt"
+grep -q "detached here, still in use by" "$T/stderr" || fail "umount message: $(cat "$T/stderr")"
 pid_gone "$daemon" && fail "umount stopped the daemon under a running podman container"
 status=0
 wait "$runner" || status=$?
-[ "$status" = 0 ] || fail "container exited $status: $(cat "$TMP/ctr.err")"
-[ "$(tail -1 "$TMP/ctr.out")" = hello ] || fail "container output: $(cat "$TMP/ctr.out")"
-wait_for 100 pid_gone "$daemon" || fail "the daemon outlived the last container"
-wait_for 50 sh -c "[ \"\$($CAIRN_BIN/cairn --store $STORE mounts -q | wc -l)\" = 0 ]" ||
+[ "$status" = 0 ] || fail "container exited $status: $(cat "$T/ctr.err")"
+[ "$(tail -1 "$T/ctr.out")" = hello ] || fail "container output: $(cat "$T/ctr.out")"
+wait_for 10 pid_gone "$daemon" || fail "the daemon outlived the last container"
+wait_for 5 sh -c "[ \"\$($CAIRN_BIN/cairn --store $STORE mounts -q | wc -l)\" = 0 ]" ||
   fail "mount record left: $(cairn mounts)"
 cairn rm pod:1 >/dev/null || fail "rm after the container ended"
-pass "a running podman container pins the image; host umount detaches; the end releases"
+ok "a running podman container pins the image; host umount detaches; the end releases"
 podman_settle || fail "podman processes outlived their containers: $(pgrep -af podman-root)"

@@ -14,39 +14,40 @@
 # image is refused (exit 4) naming the ALS; `podman rmi` releases it and
 # rm works. A daemon restarted with --podman-root takes the pins of
 # podman's layers again. podman runs with the flags doc/testing.md gives for these hosts.
-source "$(dirname "$0")/registry.sh" # first: mountlib's fail (which exits) wins
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
+use_lib mount
+set -e
 
 command -v podman >/dev/null || fail "podman is not installed (scripts/setup.sh installs it)"
 command -v skopeo >/dev/null || fail "skopeo is not installed"
 command -v docker-registry >/dev/null || fail "docker-registry is not installed"
-OCI_IMAGE="python3 $CAIRN_SRC/tests/e2e/oci_image.py"
+OCI_IMAGE="python3 $HELPERS/oci_image.py"
 PROXY_PID=
-ALS=$TMP/als
+ALS=$T/als
 als_stop() {
   if is_mounted "$ALS"; then
     umount "$ALS" 2>/dev/null || umount -l "$ALS" 2>/dev/null || true
   fi
 }
 podman_cleanup() {
-  [ -d "$TMP/podman-root" ] || return 0
+  [ -d "$T/podman-root" ] || return 0
   podman_cmd rm -af >/dev/null 2>&1 || true
   podman_cmd rmi -af >/dev/null 2>&1 || true
-  awk -v t="$TMP/podman" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | tac |
+  awk -v t="$T/podman" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | tac |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done
 }
-trap 'rc=$?; podman_cleanup; als_stop; [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null;
-  registry_cleanup; (exit $rc); cleanup' EXIT
+on_exit 'podman_cleanup; als_stop; [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null; registry_cleanup'
 
-cat >"$TMP/storage.conf" <<EOF
+cat >"$T/storage.conf" <<EOF
 [storage]
 driver = "overlay"
-graphroot = "$TMP/podman-root"
-runroot = "$TMP/podman-runroot"
+graphroot = "$T/podman-root"
+runroot = "$T/podman-runroot"
 [storage.options]
 additionallayerstores = ["$ALS:ref"]
 EOF
-export CONTAINERS_STORAGE_CONF=$TMP/storage.conf
+export CONTAINERS_STORAGE_CONF=$T/storage.conf
 
 # podman_cmd ARGS...: podman as doc/testing.md runs it, with our storage.conf.
 podman_cmd() {
@@ -54,10 +55,10 @@ podman_cmd() {
     umount /sys/fs/cgroup/unified 2>/dev/null
     exec podman --cgroup-manager=cgroupfs "$@"' sh "$@" </dev/null
 }
-podman_settle() { wait_for 100 sh -c "! pgrep -f '$TMP/[p]odman-root' >/dev/null"; }
+podman_settle() { wait_for 10 sh -c "! pgrep -f '$T/[p]odman-root' >/dev/null"; }
 
 # ---- the image: layer 1 the programs and files layer 2 hides, layer 2 data
-l1=$TMP/l1 l2=$TMP/l2
+l1=$T/l1 l2=$T/l2
 mkdir -p "$l1"/{etc,proc,dev,sys,tmp,run,var/tmp,data,opq} "$l2/data" "$l2/opq"
 for prog in /bin/sh /usr/bin/cat /usr/bin/ls /bin/sleep; do
   real=$(readlink -f "$prog")
@@ -75,11 +76,11 @@ echo hello >"$l2/data/hello"
 : >"$l2/data/.wh.gone"
 : >"$l2/opq/.wh..wh..opq"
 echo new >"$l2/opq/new"
-(cd "$TMP" && tar -C "$l1" --numeric-owner -cf l1.tar . && tar -C "$l2" --numeric-owner -cf l2.tar .)
-(cd "$TMP" && $OCI_IMAGE add oci app linux/amd64 l1.tar:gzip l2.tar:gzip >/dev/null) ||
+(cd "$T" && tar -C "$l1" --numeric-owner -cf l1.tar . && tar -C "$l2" --numeric-owner -cf l2.tar .)
+(cd "$T" && $OCI_IMAGE add oci app linux/amd64 l1.tar:gzip l2.tar:gzip >/dev/null) ||
   fail "building the OCI image"
-registry_start "$TMP/reg" || fail "registry did not start"
-registry_push "$TMP/oci" app team/app:1 || fail "skopeo copy to the registry"
+registry_start "$T/reg" || fail "registry did not start"
+registry_push "$T/oci" app team/app:1 || fail "skopeo copy to the registry"
 manifest=$(skopeo inspect --raw --tls-verify=false "docker://$REGISTRY/team/app:1")
 mapfile -t layer_digests < <(jq -r '.layers[].digest' <<<"$manifest")
 [ "${#layer_digests[@]}" = 2 ] || fail "the image has ${#layer_digests[@]} layers, not 2"
@@ -89,7 +90,7 @@ layer_bytes=$(jq '[.layers[].size] | add' <<<"$manifest")
 cairn pull -q --insecure "docker://$REGISTRY/team/app:1" app:1 >/dev/null || fail "cairn pull"
 mkdir -p "$ALS"
 "$CAIRN_BIN/cairnfs" --als --store "$STORE" "$ALS" || fail "cairnfs --als did not start"
-wait_for 100 is_mounted "$ALS" || fail "the ALS is not mounted"
+wait_for 10 is_mounted "$ALS" || fail "the ALS is not mounted"
 for d in "${layer_digests[@]}"; do
   [ -d "$ALS/$d/diff" ] || fail "no $ALS/$d/diff"
   cmp -s "$ALS/$d/blob" "$(registry_blob_path "$d")" || fail "$d/blob is not the registry's blob"
@@ -106,15 +107,15 @@ xattr() { python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], sys.argv[2]
   fail "opq has no trusted.overlay.opaque=y: $(xattr "$top/opq" trusted.overlay.opaque 2>&1)"
 [ "$(cat "$top/data/hello")" = hello ] || fail "layer 2's file through the ALS"
 [ ! -e "$top/opq/old" ] || fail "layer 2's diff shows layer 1's opq/old"
-pass "cairnfs --als serves each pulled layer: info, the exact blob, diff in overlayfs's encoding"
+ok "cairnfs --als serves each pulled layer: info, the exact blob, diff in overlayfs's encoding"
 
 # ---- podman pulls through a counting proxy: no layer blob is downloaded
-python3 "$CAIRN_SRC/tests/e2e/fault_proxy.py" "$TMP/proxy.port" "$REGISTRY_PORT" 2>"$TMP/proxy.log" &
+python3 "$HELPERS/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
 PROXY_PID=$!
-wait_for 100 test -s "$TMP/proxy.port" || fail "the proxy did not start"
-proxy=127.0.0.1:$(cat "$TMP/proxy.port")
-podman_cmd pull -q --tls-verify=false "docker://$proxy/team/app:1" >"$TMP/out" 2>"$TMP/err" ||
-  fail "podman pull: $(cat "$TMP/err")"
+wait_for 10 test -s "$T/proxy.port" || fail "the proxy did not start"
+proxy=127.0.0.1:$(cat "$T/proxy.port")
+podman_cmd pull -q --tls-verify=false "docker://$proxy/team/app:1" >"$T/stdout" 2>"$T/stderr" ||
+  fail "podman pull: $(cat "$T/stderr")"
 counts=$(curl -s "http://$proxy/_proxy/counts")
 blob_gets=0
 for d in "${layer_digests[@]}"; do
@@ -128,59 +129,59 @@ echo "# podman pull through the proxy: $(jq -c .paths <<<"$counts")"
 echo "# layer blob requests: $blob_gets (of $layer_bytes compressed layer bytes, none fetched)"
 [ "$manifest_gets" -ge 1 ] || fail "the proxy saw no manifest request: podman did not pull through it"
 [ "$blob_gets" = 0 ] || fail "podman downloaded layer blobs cairn holds: $(jq -c .paths <<<"$counts")"
-pass "podman pull took both layers from cairn: $blob_gets layer requests, 0 of $layer_bytes bytes"
+ok "podman pull took both layers from cairn: $blob_gets layer requests, 0 of $layer_bytes bytes"
 
 # ---- podman runs it, reading through the ALS
 podman_run() {
   podman_cmd run --rm --cgroups=disabled --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
     --network=none "$proxy/team/app:1" "$@"
 }
-podman_run /bin/sh -c 'cat /data/hello; ls /data; ls /opq' >"$TMP/out" 2>"$TMP/err" ||
-  fail "podman run: $(cat "$TMP/err")"
-[ "$(cat "$TMP/out")" = "$(printf 'hello\nhello\nnew')" ] ||
-  fail "podman run output: $(cat "$TMP/out") $(cat "$TMP/err")"
-pass "podman run on the ALS layers: whiteout and opaque directory as the image says"
+podman_run /bin/sh -c 'cat /data/hello; ls /data; ls /opq' >"$T/stdout" 2>"$T/stderr" ||
+  fail "podman run: $(cat "$T/stderr")"
+[ "$(cat "$T/stdout")" = "$(printf 'hello\nhello\nnew')" ] ||
+  fail "podman run output: $(cat "$T/stdout") $(cat "$T/stderr")"
+ok "podman run on the ALS layers: whiteout and opaque directory as the image says"
 
 # ---- pins: podman's image and container hold cairn's layers
 assert_status 4 cairn rm app:1
-grep -q "als $ALS" "$TMP/err" || fail "rm's reason does not name the ALS: $(cat "$TMP/err")"
-podman_run /bin/sh -c 'echo started; sleep 3; cat /data/hello' >"$TMP/ctr.out" 2>"$TMP/ctr.err" &
+grep -q "als $ALS" "$T/stderr" || fail "rm's reason does not name the ALS: $(cat "$T/stderr")"
+podman_run /bin/sh -c 'echo started; sleep 3; cat /data/hello' >"$T/ctr.out" 2>"$T/ctr.err" &
 runner=$!
 BG_PIDS+=("$runner")
-wait_for 300 grep -q started "$TMP/ctr.out" || fail "container did not start: $(cat "$TMP/ctr.err")"
+wait_for 30 grep -q started "$T/ctr.out" || fail "container did not start: $(cat "$T/ctr.err")"
 assert_status 4 cairn rm app:1
 assert_status 0 cairn gc
 for d in "${layer_digests[@]}"; do [ -s "$ALS/$d/blob" ] || fail "gc took $d from the ALS"; done
-wait "$runner" || fail "the container failed: $(cat "$TMP/ctr.err")"
-[ "$(tail -1 "$TMP/ctr.out")" = hello ] || fail "container output: $(cat "$TMP/ctr.out")"
+wait "$runner" || fail "the container failed: $(cat "$T/ctr.err")"
+[ "$(tail -1 "$T/ctr.out")" = hello ] || fail "container output: $(cat "$T/ctr.out")"
 podman_settle || true
-pass "while podman holds the image and runs a container, cairn rm is refused (exit 4)"
+ok "while podman holds the image and runs a container, cairn rm is refused (exit 4)"
 
 # ---- a restarted daemon takes the pins of podman's layers again
 umount "$ALS" || fail "umount of the ALS"
-wait_for 100 not_mounted "$ALS" || fail "the ALS stayed mounted"
-"$CAIRN_BIN/cairnfs" --als --store "$STORE" --podman-root "$TMP/podman-root" "$ALS" ||
+wait_for 10 not_mounted "$ALS" || fail "the ALS stayed mounted"
+"$CAIRN_BIN/cairnfs" --als --store "$STORE" --podman-root "$T/podman-root" "$ALS" ||
   fail "cairnfs --als did not restart"
 assert_status 4 cairn rm app:1
-podman_run /usr/bin/cat /data/hello >"$TMP/out" 2>"$TMP/err" || fail "podman run after a restart: $(cat "$TMP/err")"
-[ "$(cat "$TMP/out")" = hello ] || fail "podman run after a restart: $(cat "$TMP/out")"
-pass "a restart with --podman-root pins podman's layers again; podman runs on"
+podman_run /usr/bin/cat /data/hello >"$T/stdout" 2>"$T/stderr" || fail "podman run after a restart: $(cat "$T/stderr")"
+[ "$(cat "$T/stdout")" = hello ] || fail "podman run after a restart: $(cat "$T/stdout")"
+ok "a restart with --podman-root pins podman's layers again; podman runs on"
 
-podman_cmd rmi -a >/dev/null 2>"$TMP/err" || fail "podman rmi: $(cat "$TMP/err")"
+podman_cmd rmi -a >/dev/null 2>"$T/stderr" || fail "podman rmi: $(cat "$T/stderr")"
 assert_status 0 cairn rm app:1
 [ -z "$(ls "$STORE/compressed")" ] || fail "the kept blobs outlived their layers: $(ls "$STORE/compressed")"
 [ -z "$(ls "$ALS")" ] || fail "the ALS still lists removed layers: $(ls "$ALS")"
-pass "podman rmi releases the pins: cairn rm removes the image, its layers and kept blobs"
+ok "podman rmi releases the pins: cairn rm removes the image, its layers and kept blobs"
 
 # ---- fsck checks the kept blobs; --repair forgets a broken one
-st2=$TMP/st2
+st2=$T/st2
 "$CAIRN_BIN/cairn" --store "$st2" pull -q --insecure "docker://$REGISTRY/team/app:1" >/dev/null ||
   fail "second pull"
 assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck
 : >"$st2/compressed/${layer_digests[0]#sha256:}"
 assert_status 5 "$CAIRN_BIN/cairn" --store "$st2" fsck
-grep -q "kept compressed blob ${layer_digests[0]}" "$TMP/out" "$TMP/err" ||
-  fail "fsck does not name the broken kept blob: $(cat "$TMP/out" "$TMP/err")"
+grep -q "kept compressed blob ${layer_digests[0]}" "$T/stdout" "$T/stderr" ||
+  fail "fsck does not name the broken kept blob: $(cat "$T/stdout" "$T/stderr")"
 assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck --repair
 assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck
-pass "fsck reports a kept blob of the wrong size (exit 5); --repair forgets it"
+ok "fsck reports a kept blob of the wrong size (exit 5); --repair forgets it"

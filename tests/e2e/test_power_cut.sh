@@ -5,7 +5,7 @@
 # unlink their first blob file. The commit that deleted the blob rows must
 # have reached the disk before that unlink: otherwise the rows come back
 # pointing at files that are gone, and fsck finds missing blobs.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 INJECT=$CAIRN_BIN/cairn-inject.so
 UNDO=$CAIRN_BIN/inject-undo
 release_build_only "$CAIRN_BIN is a sanitizer build (LD_PRELOAD of the injector conflicts)"

@@ -20,7 +20,8 @@
 #     layout makes push create nothing where it points;
 #   - a store in an existing 0755 directory: nobody reads none of its
 #     files (meta.db, refs), and cairn says it made them private.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 command -v setpriv >/dev/null || { not_ok "setpriv is not installed"; finish; exit 1; }
 chmod 755 "$T" # nobody must reach the mounts and directories below it

@@ -10,8 +10,8 @@
 # memory). The
 # recorded layer is still served under a reference directory after it,
 # and under many reference directories at once.
-source "$(dirname "$0")/lib.sh"
-OCI_IMAGE="python3 $CAIRN_SRC/tests/e2e/oci_image.py"
+source "$(dirname "$0")/../lib/test-lib.sh"
+OCI_IMAGE="python3 $HELPERS/oci_image.py"
 
 # An image pulled from an OCI layout: its compressed layer is kept, the ALS serves it.
 mkdir -p "$T/l" "$T/als"

@@ -14,17 +14,19 @@
 #   s, never root's x.
 # Each fails without its fix (nobody's .wh.secret made, secret missing from
 # the commit; root's x given 2001-01-01 and its security.* xattr read).
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-mkdir -p "$TMP/src/tmp"
-chmod 1777 "$TMP/src/tmp"
-echo root >"$TMP/src/tmp/secret"
-tar -C "$TMP/src" --numeric-owner --owner=0 --group=0 -cf "$TMP/base.tar" .
-cairn import priv:1 "$TMP/base.tar" >/dev/null
-mnt=$TMP/mnt
+mkdir -p "$T/src/tmp"
+chmod 1777 "$T/src/tmp"
+echo root >"$T/src/tmp/secret"
+tar -C "$T/src" --numeric-owner --owner=0 --group=0 -cf "$T/base.tar" .
+cairn import priv:1 "$T/base.tar" >/dev/null
+mnt=$T/mnt
 mkdir "$mnt"
-chmod 0755 "$TMP" # nobody may reach the mount (the store keeps its own 0700)
+chmod 0755 "$T" # nobody may reach the mount (the store keeps its own 0700)
 cairn mount -q --rw priv:1 "$mnt"
 t=$mnt/tmp
 
@@ -35,8 +37,8 @@ as_nobody mkdir "$t/mydir"
 try() { # WHAT COMMAND...: COMMAND must fail with EPERM
   local what=$1
   shift
-  if "$@" 2>"$TMP/err"; then fail "$what succeeded"; fi
-  grep -q "Operation not permitted" "$TMP/err" || fail "$what: $(cat "$TMP/err")"
+  if "$@" 2>"$T/stderr"; then fail "$what succeeded"; fi
+  grep -q "Operation not permitted" "$T/stderr" || fail "$what: $(cat "$T/stderr")"
 }
 try "create .wh.secret" as_nobody touch "$t/.wh.secret"
 try "create .wh..wh..opq" as_nobody touch "$t/.wh..wh..opq"
@@ -50,11 +52,11 @@ try "root's create of .wh." touch "$t/.wh."
 try "root's mkdir of .wh.x" mkdir "$mnt/.wh.x"
 [ "$(ls -A "$t" | sort | tr '\n' ' ')" = "mine mydir secret " ] || fail "the view: $(ls -A "$t")"
 id=$(cairn commit "$mnt" priv:2)
-cairn export priv:2 | tar -tf - | sed 's|^\./||' | sort >"$TMP/committed"
-grep -qx "tmp/secret" "$TMP/committed" || fail "root's secret is not in the commit"
-! grep -q "\.wh\." "$TMP/committed" || fail "the commit has whiteouts: $(grep wh "$TMP/committed")"
-grep -qx "tmp/mine" "$TMP/committed" || fail "nobody's file is not in the commit"
-pass "names .wh.* refused (EPERM) on every way to make a name; the commit ($id) equals the view"
+cairn export priv:2 | tar -tf - | sed 's|^\./||' | sort >"$T/committed"
+grep -qx "tmp/secret" "$T/committed" || fail "root's secret is not in the commit"
+! grep -q "\.wh\." "$T/committed" || fail "the commit has whiteouts: $(grep wh "$T/committed")"
+grep -qx "tmp/mine" "$T/committed" || fail "nobody's file is not in the commit"
+ok "names .wh.* refused (EPERM) on every way to make a name; the commit ($id) equals the view"
 
 # (Unmounted at exit: a busy answer, when another test's mount namespace
 # copied this mount meanwhile, is no failure of this one.)
@@ -63,14 +65,14 @@ pass "names .wh.* refused (EPERM) on every way to make a name; the commit ($id) 
 # (the place the server recorded for s), root makes a new x; nobody then
 # sets s's times and reads its xattrs through an fd held on s (no lookup
 # that would record s's place again).
-mnt=$TMP/mnt2
+mnt=$T/mnt2
 t=$mnt/tmp
 mkdir "$mnt"
 cairn mount -q --rw priv:1 "$mnt"
-sync_dir=$TMP/sync
+sync_dir=$T/sync
 mkdir "$sync_dir"
 chmod 0777 "$sync_dir"
-as_nobody /usr/bin/python3 - "$t" "$sync_dir" >"$TMP/nobody.out" 2>&1 <<'PY' &
+as_nobody /usr/bin/python3 - "$t" "$sync_dir" >"$T/nobody.out" 2>&1 <<'PY' &
 import ctypes, errno, os, sys, time
 d, sync = sys.argv[1:3]
 def wait(name):
@@ -101,19 +103,19 @@ print("names:", sorted(os.listxattr("/proc/self/fd/%d" % fd)))
 PY
 nobody_pid=$!
 BG_PIDS+=("$nobody_pid")
-wait_for 200 test -e "$sync_dir/ready" || fail "nobody's links: $(cat "$TMP/nobody.out")"
+wait_for 20 test -e "$sync_dir/ready" || fail "nobody's links: $(cat "$T/nobody.out")"
 echo secret >"$t/x"
 chmod 0600 "$t/x"
 touch -d @1577836800 "$t/x" # 2020-01-01
 python3 -c 'import os, sys; os.setxattr(sys.argv[1], "security.t", b"secret")' "$t/x"
 touch "$sync_dir/go"
-wait "$nobody_pid" || fail "nobody: $(cat "$TMP/nobody.out")"
+wait "$nobody_pid" || fail "nobody: $(cat "$T/nobody.out")"
 upper_x=$(ls -d "$STORE"/uppers/*/root/tmp/x)
 [ "$(stat -c %Y "$upper_x")" = 1577836800 ] ||
   fail "nobody's utimensat of s changed root's x: $(stat -c %y "$upper_x")"
-grep -qx "xattr: ENODATA" "$TMP/nobody.out" || fail "nobody read root's x's xattr: $(cat "$TMP/nobody.out")"
-grep -qx "names: \[\]" "$TMP/nobody.out" || fail "nobody listed x's xattrs: $(cat "$TMP/nobody.out")"
-! grep -q utimensat "$TMP/nobody.out" || fail "$(cat "$TMP/nobody.out")"
+grep -qx "xattr: ENODATA" "$T/nobody.out" || fail "nobody read root's x's xattr: $(cat "$T/nobody.out")"
+grep -qx "names: \[\]" "$T/nobody.out" || fail "nobody listed x's xattrs: $(cat "$T/nobody.out")"
+! grep -q utimensat "$T/nobody.out" || fail "$(cat "$T/nobody.out")"
 [ "$(stat -c %Y "$t/s")" = 978307200 ] || fail "s's mtime: $(stat -c %y "$t/s")"
 [ "$(cat "$t/x")" = secret ] || fail "root's x: $(cat "$t/x")"
-pass "a symlink's times and xattrs are its own, never those of a later entry at a name it lost"
+ok "a symlink's times and xattrs are its own, never those of a later entry at a name it lost"

@@ -5,7 +5,8 @@
 # against its rootcertbundle): the WWW-Authenticate Bearer flow with basic
 # credentials from --creds (USER:PASS, or USER with the password on stdin)
 # or an auth.json; refused credentials are an error at once, not retried.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 setup $OCI_IMAGE layer base.tar base 10 4000

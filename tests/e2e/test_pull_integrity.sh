@@ -6,7 +6,8 @@
 # serves longer than its descriptor is cut off (exit 5); a blob the registry
 # lost is an error naming it. The store stays clean (fsck), and once the
 # registry is repaired the same pull succeeds.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 10 4000
 setup $OCI_IMAGE layer top.tar top 5 20000

@@ -15,7 +15,8 @@
 #   - a re-run of the same pull succeeds with the right id and says
 #     "reused" for exactly the layers that were stored before it.
 # CAIRN_PULL_KILL_ROUNDS (default 6) rounds.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 rounds=${CAIRN_PULL_KILL_ROUNDS:-6}
 

@@ -9,9 +9,10 @@
 # define for the layers (fstree.py expect). The layers are fstree.py's:
 # whiteouts, opaque dirs, hardlinks, symlinks, devices, xattrs.
 # Every mount is unmounted by the exit trap, lazily if need be.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
-FSTREE="python3 $CAIRN_SRC/tests/e2e/fstree.py"
+FSTREE="python3 $HELPERS/fstree.py"
 # Sanitizer reports of the daemons (their stderr goes nowhere) land here.
 export ASAN_OPTIONS="log_path=$T/sanitizer:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="log_path=$T/sanitizer:print_stacktrace=1:${UBSAN_OPTIONS:-}"

@@ -7,7 +7,8 @@
 # copy in STORE/tmp is gone after the pull; an archive whose entries are
 # a symlink named blobs, ../ names and absolute names writes nothing
 # outside its private directory (and is refused: no index.json).
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 20 4000
 setup $OCI_IMAGE layer top.tar top 3 500

@@ -8,7 +8,8 @@
 # CAIRN_PULL_RACE_ROUNDS (default 100; 50 in a sanitizer build, which is
 # there for memory errors on the same paths and took 145 s of CI for 100)
 # rounds per process; CAIRN_PULL_RACE_PROCS (default 4) processes.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 rounds=${CAIRN_PULL_RACE_ROUNDS:-$(sanitizer_build && echo 50 || echo 100)}
 procs=${CAIRN_PULL_RACE_PROCS:-4}

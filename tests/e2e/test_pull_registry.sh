@@ -6,7 +6,8 @@
 # --platform), the same image by docker://, oci: and docker-archive: giving
 # one image id, layer reuse, the default names, and a short name through
 # registries.conf.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 20 4000
 setup $OCI_IMAGE layer mid.tar mid 5 100000

@@ -4,7 +4,8 @@
 # bounded number of attempts and of log lines: a pull started while the
 # registry is down succeeds once it comes up; a registry that never comes
 # gives one line per retry, then one error line, in bounded time.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 setup $OCI_IMAGE layer base.tar base 10 4000

@@ -4,7 +4,8 @@
 # registry's certificate: a registry with a certificate from an unknown CA
 # is refused (one line, exit 1, nothing committed); --cert-dir with the CA
 # pulls it; a plain-HTTP registry needs --insecure.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 10 4000
 setup $OCI_IMAGE add oci app linux/amd64 base.tar:gzip >/dev/null

@@ -13,7 +13,8 @@
 #   Basic challenge                      path once (twice with the challenge)
 #   a blob longer than its descriptor    exit 5, the proxy sees the client
 #                                        stop reading, nothing committed
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 setup $OCI_IMAGE layer base.tar base 10 4000
@@ -31,7 +32,7 @@ curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
 read -r mid_blob top_blob < <(jq -r '[.layers[1].digest, .layers[2].digest] | join(" ")' "$T/manifest.json")
 [[ -n $top_blob ]] || { fail "no manifest from the registry"; finish; exit 1; }
 
-python3 "$(dirname "$0")/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
+python3 "$HELPERS/fault_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" 2>"$T/proxy.log" &
 proxy_pid=$!
 on_exit "kill $proxy_pid; wait $proxy_pid"
 setup wait_for 10 test -s "$T/proxy.port"

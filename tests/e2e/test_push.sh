@@ -11,7 +11,8 @@
 # retries a transient failure (a 503 on its first upload session) and
 # sends a blob again in a new session when its transfer was cut; TLS
 # with --cert-dir and token auth (push scope, cross-repository mounts).
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 20 4000
 setup $OCI_IMAGE layer mid.tar mid 5 100000

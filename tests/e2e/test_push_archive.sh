@@ -7,7 +7,8 @@
 # and the tag in manifest.json; pulling either back gives the same image
 # id; an existing docker-archive is refused and kept, an existing
 # oci-archive replaced; a symlink planted as FILE is never followed.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 20 4000
 setup $OCI_IMAGE layer top.tar top 3 500

@@ -9,7 +9,8 @@
 # another compression and --force-compression compress anew, --compress
 # with the kept one does not; an oci: layout gets the same blobs; a kept
 # blob damaged since its pull is not sent: the layer is compressed anew.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 setup $OCI_IMAGE layer base.tar base 20 4000
 setup $OCI_IMAGE layer mid.tar mid 5 100000

@@ -14,29 +14,31 @@
 # systemctl. The restored mount
 # lives in that namespace, where it is checked and unmounted.
 # Fails without the unit (nothing installed) or if its command fails.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 command -v systemd-analyze >/dev/null || { echo "skip: no systemd-analyze"; exit 77; }
-cmake --install "$CAIRN_BIN" --prefix "$TMP/prefix" >/dev/null
-unit=$TMP/prefix/lib/systemd/system/cairn-restore.service
+cmake --install "$CAIRN_BIN" --prefix "$T/prefix" >/dev/null
+unit=$T/prefix/lib/systemd/system/cairn-restore.service
 [ -f "$unit" ] || fail "cmake --install put no unit in lib/systemd/system"
-systemd-analyze verify --man=no "$unit" 2>"$TMP/err" || fail "systemd-analyze verify: $(cat "$TMP/err")"
+systemd-analyze verify --man=no "$unit" 2>"$T/stderr" || fail "systemd-analyze verify: $(cat "$T/stderr")"
 for rt in podman.service containerd.service crio.service; do
   grep -q "^Before=.*\b$rt\b" "$unit" || fail "not ordered before $rt"
 done
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
-[ "$exec_start" = "$TMP/prefix/bin/cairn mount --restore" ] || fail "ExecStart=$exec_start"
-pass "installed unit: verified, before the runtimes, ExecStart in the install's prefix"
+[ "$exec_start" = "$T/prefix/bin/cairn mount --restore" ] || fail "ExecStart=$exec_start"
+ok "installed unit: verified, before the runtimes, ExecStart in the install's prefix"
 
-$FSTREE make-layers "$TMP/layers"
-cairn import app:1 "$TMP"/layers/layer{1,2,3}.tar >/dev/null 2>&1
-mkdir "$TMP/mnt"
-cairn mount -q app:1 "$TMP/mnt"
-sup=$(mount_pid "$TMP/mnt")
+$FSTREE make-layers "$T/layers"
+cairn import app:1 "$T"/layers/layer{1,2,3}.tar >/dev/null 2>&1
+mkdir "$T/mnt"
+cairn mount -q app:1 "$T/mnt"
+sup=$(mount_pid "$T/mnt")
 kill -9 "$sup" $(cat "/proc/$sup/task/$sup/children")
-wait_for 50 pid_gone "$sup" || fail "supervisor survived kill -9"
-umount -l "$TMP/mnt"
-cat >"$TMP/in-ns.sh" <<'EOS'
+wait_for 5 pid_gone "$sup" || fail "supervisor survived kill -9"
+umount -l "$T/mnt"
+cat >"$T/in-ns.sh" <<'EOS'
 set -eu
 unit=$1 store=$2 cairn=$3 mnt=$4
 export XDG_RUNTIME_DIR=$5
@@ -63,12 +65,12 @@ ls "$mnt" >"$XDG_RUNTIME_DIR/ls"
 "$cairn" --store "$store" umount -q "$mnt"
 systemctl --user stop cairn-restore.service
 EOS
-mkdir -m 700 "$TMP/xdg"
-timeout 60 unshare -m --propagation private bash "$TMP/in-ns.sh" "$unit" "$STORE" \
-  "$CAIRN_BIN/cairn" "$TMP/mnt" "$TMP/xdg" >"$TMP/out" 2>"$TMP/err" ||
-  fail "systemctl start cairn-restore.service: $(cat "$TMP/err" "$TMP/xdg/manager.log" 2>/dev/null | tail -5)"
-[ "$(cat "$TMP/out")" = active ] || fail "unit not active: $(cat "$TMP/out")"
-jq -e --arg d "$TMP/mnt" '.[] | select(.dir == $d and .state == "live")' "$TMP/xdg/mounts.json" \
-  >/dev/null || fail "not restored: $(cat "$TMP/xdg/mounts.json")"
-grep -qx big.bin "$TMP/xdg/ls" || fail "restored mount has no content: $(cat "$TMP/xdg/ls")"
-pass "systemctl start cairn-restore.service republishes a mount after a simulated reboot"
+mkdir -m 700 "$T/xdg"
+timeout 60 unshare -m --propagation private bash "$T/in-ns.sh" "$unit" "$STORE" \
+  "$CAIRN_BIN/cairn" "$T/mnt" "$T/xdg" >"$T/stdout" 2>"$T/stderr" ||
+  fail "systemctl start cairn-restore.service: $(cat "$T/stderr" "$T/xdg/manager.log" 2>/dev/null | tail -5)"
+[ "$(cat "$T/stdout")" = active ] || fail "unit not active: $(cat "$T/stdout")"
+jq -e --arg d "$T/mnt" '.[] | select(.dir == $d and .state == "live")' "$T/xdg/mounts.json" \
+  >/dev/null || fail "not restored: $(cat "$T/xdg/mounts.json")"
+grep -qx big.bin "$T/xdg/ls" || fail "restored mount has no content: $(cat "$T/xdg/ls")"
+ok "systemctl start cairn-restore.service republishes a mount after a simulated reboot"

@@ -7,11 +7,13 @@
 # upper goes only by a command that names it and says so: `umount
 # --discard DIR`, or `rm -f` / `rm --force` of its image ("Dropped: ...").
 # Fails without it: rm succeeds and leaves the upper orphaned.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-$FSTREE make-layers "$TMP/layers"
-cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
-m=$TMP/mnt
+$FSTREE make-layers "$T/layers"
+cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
+m=$T/mnt
 mkdir "$m"
 uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 | wc -l; }
 
@@ -20,44 +22,44 @@ echo important >"$m/important.txt"
 cairn umount -q --keep "$m"
 up=$(cairn mounts --json | jq -r '.[0].upper')
 assert_status 4 cairn rm app:1
-grep -q "upper ${up:0:12} of $m (kept, 1 entries, 10 B)" "$TMP/err" || fail "rm said: $(cat "$TMP/err")"
+grep -q "upper ${up:0:12} of $m (kept, 1 entries, 10 B)" "$T/stderr" || fail "rm said: $(cat "$T/stderr")"
 assert_status 4 timeout 10 "$CAIRN_BIN/cairn" --store "$STORE" rm --wait app:1
 cairn images -q | grep -q . || fail "the image is gone"
-pass "rm of an image under a kept upper exits 4 naming it (--wait too, at once)"
+ok "rm of an image under a kept upper exits 4 naming it (--wait too, at once)"
 
 assert_status 0 cairn umount "$m"
-grep -q "kept upper layer stays" "$TMP/err" || fail "umount said: $(cat "$TMP/err")"
+grep -q "kept upper layer stays" "$T/stderr" || fail "umount said: $(cat "$T/stderr")"
 [ "$(uppers)" = 1 ] || fail "a plain umount dropped the kept upper"
 assert_status 0 cairn umount --discard "$m"
-grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$TMP/out" || fail "--discard said: $(cat "$TMP/out")"
+grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
 [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "--discard left the upper"
 assert_status 2 cairn umount --keep --discard "$m"
 assert_status 0 cairn rm app:1
-pass "umount keeps a kept upper, --discard drops it and says so, then rm works"
+ok "umount keeps a kept upper, --discard drops it and says so, then rm works"
 
-cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
+cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
 cairn mount -q --rw app:1 "$m"
 echo important >"$m/important.txt"
 cairn umount -q --keep "$m"
 assert_status 0 cairn rm -f app:1
-grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$TMP/out" &&
-  grep -q "^Deleted: " "$TMP/out" || fail "rm -f said: $(cat "$TMP/out")"
+grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$T/stdout" &&
+  grep -q "^Deleted: " "$T/stdout" || fail "rm -f said: $(cat "$T/stdout")"
 [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "rm -f left the upper"
-pass "rm -f drops the kept upper, says so, and removes the image"
+ok "rm -f drops the kept upper, says so, and removes the image"
 
 # A crash leaves the upper: rm refuses as well, --force drops it.
-cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
+cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
 cairn mount -q --rw app:1 "$m"
 echo important >"$m/important.txt"
 sync "$m/important.txt"
 pid=$(mount_pid "$m")
 kill -9 "$pid" $(cat "/proc/$pid/task/$pid/children" 2>/dev/null || true)
-wait_for 50 pid_gone "$pid" || fail "daemon did not die"
+wait_for 5 pid_gone "$pid" || fail "daemon did not die"
 assert_status 4 cairn rm app:1
-grep -q "(stale, 1 entries, 10 B)" "$TMP/err" || fail "rm said: $(cat "$TMP/err")"
+grep -q "(stale, 1 entries, 10 B)" "$T/stderr" || fail "rm said: $(cat "$T/stderr")"
 assert_status 0 cairn rm --force app:1
-grep -q "^Dropped: upper" "$TMP/out" || fail "rm --force said: $(cat "$TMP/out")"
+grep -q "^Dropped: upper" "$T/stdout" || fail "rm --force said: $(cat "$T/stdout")"
 cairn umount -q "$m"
 [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "left: $(cairn mounts --json)"
-pass "rm of an image under a crashed mount's upper exits 4; --force drops it"
+ok "rm of an image under a crashed mount's upper exits 4; --force drops it"
 echo "all passed"

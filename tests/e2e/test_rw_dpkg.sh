@@ -13,17 +13,19 @@
 # the packages installed (status and files), `cairn export` of it equals
 # the rw mount's view, and the base image's export is byte-identical before
 # and after all of it. No network: the packages are files on the host.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 command -v crun >/dev/null || fail "crun is not installed"
 command -v dpkg-deb >/dev/null || fail "dpkg-deb is not installed"
-minbase_layers "$TMP/layers"
-cairn import debian:12 "$TMP"/layers/layer{1,2,3}.tar >/dev/null
-cairn export debian:12 >"$TMP/before.tar"
+minbase_layers "$T/layers"
+cairn import debian:12 "$T"/layers/layer{1,2,3}.tar >/dev/null
+cairn export debian:12 >"$T/before.tar"
 
 # ---- the packages ----------------------------------------------------------
-debs=$TMP/debs
-pkg=$TMP/pkg
+debs=$T/debs
+pkg=$T/pkg
 mkdir -p "$debs" "$pkg/DEBIAN" "$pkg/usr/bin" "$pkg/etc"
 cat >"$pkg/DEBIAN/control" <<'EOF'
 Package: cairn-probe
@@ -58,7 +60,7 @@ else
 fi
 
 # ---- dpkg -i in crun on a --rw mount ----------------------------------------
-bundle=$TMP/bundle
+bundle=$T/bundle
 mkdir -p "$bundle/rootfs"
 cairn mount --rw debian:12 "$bundle/rootfs" >/dev/null
 (cd "$bundle" && crun spec)
@@ -81,32 +83,32 @@ mv "$bundle/config.new" "$bundle/config.json"
 timeout 120 unshare -m --propagation private sh -c '
   umount /sys/fs/cgroup/unified 2>/dev/null
   exec crun --cgroup-manager=disabled run --bundle "$1" "$2"' sh "$bundle" "cairn-dpkg-$$" \
-  </dev/null >"$TMP/out" 2>"$TMP/err" || fail "dpkg in crun failed: $(tail -20 "$TMP/out" "$TMP/err")"
-grep -qx done "$TMP/out" && grep -qx cairn-probe-1.1-ran "$TMP/out" && grep -qx configured "$TMP/out" ||
-  fail "unexpected output: $(cat "$TMP/out" "$TMP/err")"
+  </dev/null >"$T/stdout" 2>"$T/stderr" || fail "dpkg in crun failed: $(tail -20 "$T/stdout" "$T/stderr")"
+grep -qx done "$T/stdout" && grep -qx cairn-probe-1.1-ran "$T/stdout" && grep -qx configured "$T/stdout" ||
+  fail "unexpected output: $(cat "$T/stdout" "$T/stderr")"
 if [ -n "$hello" ]; then
-  grep -qx "Hello, world!" "$TMP/out" || fail "hello did not run: $(cat "$TMP/out")"
+  grep -qx "Hello, world!" "$T/stdout" || fail "hello did not run: $(cat "$T/stdout")"
 fi
-pass "dpkg -i of $(ls "$debs"/*.deb | wc -l) .deb files (and an upgrade) in crun on a --rw mount: installed, upgraded, configured"
+ok "dpkg -i of $(ls "$debs"/*.deb | wc -l) .deb files (and an upgrade) in crun on a --rw mount: installed, upgraded, configured"
 
 m=$bundle/rootfs
 [ "$(cat "$m/etc/cairn-probe.conf")" = "setting=1" ] || fail "the conffile is not in the mount"
-$FSTREE scan "$m" >"$TMP/view"
+$FSTREE scan "$m" >"$T/view"
 
 # ---- commit ------------------------------------------------------------------
 cairn commit -q "$m" debian:dpkg
-cairn export debian:dpkg >"$TMP/new.tar"
-$FSTREE expect "$TMP/new.tar" >"$TMP/exported"
-diff -u "$TMP/view" "$TMP/exported" >"$TMP/diff" ||
-  fail "export of the committed image differs from the rw view: $(head -40 "$TMP/diff")"
-pass "cairn export of the committed image equals the mount's view ($(wc -l <"$TMP/view") entries)"
+cairn export debian:dpkg >"$T/new.tar"
+$FSTREE expect "$T/new.tar" >"$T/exported"
+diff -u "$T/view" "$T/exported" >"$T/diff" ||
+  fail "export of the committed image differs from the rw view: $(head -40 "$T/diff")"
+ok "cairn export of the committed image equals the mount's view ($(wc -l <"$T/view") entries)"
 
-ro=$TMP/ro
+ro=$T/ro
 mkdir "$ro"
 cairn mount debian:dpkg "$ro" >/dev/null
-chroot "$ro" dpkg -s cairn-probe >"$TMP/status" || fail "dpkg -s on the committed image"
-grep -qx "Status: install ok installed" "$TMP/status" && grep -qx "Version: 1.1" "$TMP/status" ||
-  fail "not installed in the committed image: $(cat "$TMP/status")"
+chroot "$ro" dpkg -s cairn-probe >"$T/status" || fail "dpkg -s on the committed image"
+grep -qx "Status: install ok installed" "$T/status" && grep -qx "Version: 1.1" "$T/status" ||
+  fail "not installed in the committed image: $(cat "$T/status")"
 [ "$(chroot "$ro" cairn-probe)" = cairn-probe-1.1-ran ] || fail "the program in the committed image"
 [ "$(cat "$ro/var/lib/cairn-probe.state")" = configured ] || fail "the postinst's file"
 grep -qx /usr/bin/cairn-probe "$ro/var/lib/dpkg/info/cairn-probe.list" || fail "the package's file list"
@@ -114,15 +116,15 @@ if [ -n "$hello" ]; then
   [ "$(chroot "$ro" hello)" = "Hello, world!" ] || fail "hello in the committed image"
   chroot "$ro" dpkg -s hello | grep -qx "Status: install ok installed" || fail "hello's status"
 fi
-$FSTREE scan "$ro" >"$TMP/rov"
-diff -u "$TMP/view" "$TMP/rov" >"$TMP/diff" ||
-  fail "a read-only mount of the committed image differs: $(head -40 "$TMP/diff")"
+$FSTREE scan "$ro" >"$T/rov"
+diff -u "$T/view" "$T/rov" >"$T/diff" ||
+  fail "a read-only mount of the committed image differs: $(head -40 "$T/diff")"
 cairn umount "$ro" >/dev/null
-pass "a read-only mount of the committed image shows the packages installed"
+ok "a read-only mount of the committed image shows the packages installed"
 
 cairn umount "$m" >/dev/null
 not_mounted "$m" || fail "umount"
-cairn export debian:12 >"$TMP/after.tar"
-cmp "$TMP/before.tar" "$TMP/after.tar" || fail "the base image changed"
+cairn export debian:12 >"$T/after.tar"
+cmp "$T/before.tar" "$T/after.tar" || fail "the base image changed"
 [ ! -e "$(ensure_minbase)/usr/bin/cairn-probe" ] || fail "the cached rootfs was written"
-pass "the base image is byte-identical after install and commit"
+ok "the base image is byte-identical after install and commit"

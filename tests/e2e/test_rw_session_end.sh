@@ -7,11 +7,13 @@
 # again, and only a command that names it drops it, saying `Dropped:`.
 # `cairn umount` of a live mount still drops it.
 # Fails without it: the daemon dropped the upper silently.
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
-$FSTREE make-layers "$TMP/layers"
-cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
-m=$TMP/mnt
+$FSTREE make-layers "$T/layers"
+cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
+m=$T/mnt
 mkdir "$m"
 uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*' | wc -l; }
 
@@ -21,26 +23,26 @@ for how in "umount" "fusermount3 -u"; do
   up=$(basename "$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*')")
   pid=$(mount_pid "$m")
   $how "$m" || fail "$how failed"
-  wait_for 100 pid_gone "$pid" || fail "the daemon did not end after $how"
+  wait_for 10 pid_gone "$pid" || fail "the daemon did not end after $how"
   [ "$(uppers)" = 1 ] || fail "$how: the upper is gone"
-  cairn mounts --json >"$TMP/mounts"
-  [ "$(jq -r '.[0].upper' "$TMP/mounts")" = "$up" ] &&
-    [ "$(jq -r '.[0].state' "$TMP/mounts")" = kept ] || fail "$how: mounts: $(cat "$TMP/mounts")"
-  cairn mounts >"$TMP/list"
-  grep -q "kept" "$TMP/list" || fail "$how: mounts said: $(cat "$TMP/list")"
+  cairn mounts --json >"$T/mounts"
+  [ "$(jq -r '.[0].upper' "$T/mounts")" = "$up" ] &&
+    [ "$(jq -r '.[0].state' "$T/mounts")" = kept ] || fail "$how: mounts: $(cat "$T/mounts")"
+  cairn mounts >"$T/list"
+  grep -q "kept" "$T/list" || fail "$how: mounts said: $(cat "$T/list")"
   assert_status 4 cairn rm app:1
-  grep -q "upper ${up:0:12} of $m (kept, 1 entries, 10 B)" "$TMP/err" ||
-    fail "$how: rm said: $(cat "$TMP/err")"
-  pass "$how of a --rw mount keeps its upper: listed kept, rm exits 4"
+  grep -q "upper ${up:0:12} of $m (kept, 1 entries, 10 B)" "$T/stderr" ||
+    fail "$how: rm said: $(cat "$T/stderr")"
+  ok "$how of a --rw mount keeps its upper: listed kept, rm exits 4"
 
   cairn mount -q --rw --resume "$m"
   [ "$(cat "$m/important.txt")" = important ] || fail "$how: --resume lost the file"
   assert_status 0 cairn umount "$m"
-  grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$TMP/out" ||
-    fail "$how: umount said: $(cat "$TMP/out")"
+  grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$T/stdout" ||
+    fail "$how: umount said: $(cat "$T/stdout")"
   [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
     fail "$how: umount left: $(cairn mounts --json)"
-  pass "$how: --resume serves the changes; cairn umount then drops them, saying so"
+  ok "$how: --resume serves the changes; cairn umount then drops them, saying so"
 done
 
 # A kept one goes by --discard, or rm --force of its image, saying so.
@@ -48,21 +50,21 @@ cairn mount -q --rw app:1 "$m"
 echo important >"$m/important.txt"
 pid=$(mount_pid "$m")
 umount "$m"
-wait_for 100 pid_gone "$pid" || fail "the daemon did not end"
+wait_for 10 pid_gone "$pid" || fail "the daemon did not end"
 assert_status 0 cairn umount --discard "$m"
-grep -q "^Dropped: upper" "$TMP/out" || fail "--discard said: $(cat "$TMP/out")"
+grep -q "^Dropped: upper" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
 [ "$(uppers)" = 0 ] || fail "--discard left the upper"
 cairn mount -q --rw app:1 "$m"
 echo important >"$m/important.txt"
 pid=$(mount_pid "$m")
 fusermount3 -u "$m"
-wait_for 100 pid_gone "$pid" || fail "the daemon did not end"
+wait_for 10 pid_gone "$pid" || fail "the daemon did not end"
 assert_status 0 cairn rm --force app:1
-grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$TMP/out" ||
-  fail "rm --force said: $(cat "$TMP/out")"
+grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$T/stdout" ||
+  fail "rm --force said: $(cat "$T/stdout")"
 [ "$(uppers)" = 0 ] || fail "rm --force left the upper"
-pass "a kept upper goes by umount --discard or rm --force, saying Dropped:"
-cairn import app:1 "$TMP"/layers/layer1.tar >/dev/null 2>&1
+ok "a kept upper goes by umount --discard or rm --force, saying Dropped:"
+cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
 
 # Detached: a container's namespace holds the mount. cairn umount records
 # its intent: the upper goes when the holder lets go; --keep keeps it.
@@ -71,30 +73,30 @@ for keep in "" --keep; do
   echo important >"$m/important.txt"
   up=$(basename "$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*')")
   pid=$(mount_pid "$m")
-  rm -f "$TMP/holder"
+  rm -f "$T/holder"
   bg_start timeout 60 unshare -m --propagation private sh -c 'echo up >"$1"; exec sleep 60' sh \
-    "$TMP/holder"
+    "$T/holder"
   holder=${BG_PIDS[-1]}
-  wait_for 100 grep -q up "$TMP/holder" || fail "the holder did not start"
+  wait_for 10 grep -q up "$T/holder" || fail "the holder did not start"
   assert_status 4 cairn umount "$m"
   grep -q "detached here, still in use by .*; its upper layer ${up:0:12} is dropped when they let go (cairn umount --keep $m keeps it)$" \
-    "$TMP/err" || fail "umount said: $(cat "$TMP/err")"
+    "$T/stderr" || fail "umount said: $(cat "$T/stderr")"
   if [ -n "$keep" ]; then
     assert_status 4 cairn umount --keep "$m"
     grep -q "; its upper layer ${up:0:12} is kept when they let go (cairn mount --rw --resume $m)$" \
-      "$TMP/err" || fail "umount --keep said: $(cat "$TMP/err")"
+      "$T/stderr" || fail "umount --keep said: $(cat "$T/stderr")"
   fi
   kill "$holder"
   wait "$holder" 2>/dev/null || true
-  wait_for 100 pid_gone "$pid" || fail "the daemon outlived the holder"
+  wait_for 10 pid_gone "$pid" || fail "the daemon outlived the holder"
   if [ -n "$keep" ]; then
     [ "$(uppers)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
       fail "umount --keep of a detached mount: $(cairn mounts --json)"
     assert_status 0 cairn umount --discard "$m"
-    grep -q "^Dropped: upper ${up:0:12}" "$TMP/out" || fail "--discard said: $(cat "$TMP/out")"
+    grep -q "^Dropped: upper ${up:0:12}" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
   fi
   [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
     fail "detached umount $keep: left $(cairn mounts --json)"
-  pass "umount $keep of a detached --rw mount says what the upper gets when the holder lets go, and does it"
+  ok "umount $keep of a detached --rw mount says what the upper gets when the holder lets go, and does it"
 done
 echo "all passed"

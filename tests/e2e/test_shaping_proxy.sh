@@ -11,7 +11,8 @@
 #   each part the blob's bytes at its Content-Range;
 # and the shaping holds: a body takes at least its size at the rate, each
 # request at least the latency, and the counts say what went through.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 
 blob=$CAIRN_SRC/tests/fuzz/corpus/toc_zstd_chunked/podman-4.3.zst
@@ -22,7 +23,7 @@ toc_sum=sha256:70863ddaa086e290020cdaadf31c01dcb61d7c864617247e1b636bb17e787a06
 
 setup registry_start "$T/reg"
 rate=500000 # 500 kB/s: the layer (302 kB) takes 0.6 s
-python3 "$CAIRN_SRC/tests/e2e/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
+python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
   --rate $rate --latency 0.010 2>"$T/proxy.log" &
 proxy_pid=$!
 on_exit "kill $proxy_pid; wait $proxy_pid"

@@ -9,7 +9,7 @@
 # the blobs' allocated bytes; `cairn export` writes them sparse (and tar
 # extracts the same bytes); push regenerates the layer byte for byte (its
 # diff_id kept).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 GiB2=$((2 * 1024 * 1024 * 1024))
 mkdir -p "$T/src" "$T/small" "$T/mnt"

@@ -3,7 +3,7 @@
 # test_store_cli.sh — the store through the built `cairn` and `cairn-pin`:
 # dedup across images, pins against rm, hostile input, the contract's exit
 # codes, usage errors and JSON listings.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 # Three layers from real trees nobody here wrote, plus one made here.
 mkdir -p "$T/l1" "$T/l2" "$T/l3" "$T/work"

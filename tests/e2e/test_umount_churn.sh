@@ -18,7 +18,9 @@
 # sanitizer build), bounded by CHURN_LIMIT seconds. Fails without the fix
 # (store/mount.c: no settle inside a transaction): rm takes 15 s in the
 # second part, and the churn's rm fails now and then (2 runs in 4).
-source "$(dirname "$0")/mountlib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib mount
+set -e
 
 # About 15 s of churn on 2 loaded cores (release; ASan: 4 rounds, 30 s)
 ROUNDS=8
@@ -26,31 +28,31 @@ ldd "$CAIRN_BIN/cairn" | grep -q asan && ROUNDS=4
 ROUNDS=${CAIRN_CHURN_ROUNDS:-$ROUNDS}
 CHURN_LIMIT=100 # seconds: the churn fails if it takes longer
 layer() { # layer NAME: a small tar of its own
-  mkdir -p "$TMP/src/$1"
-  echo "$1" >"$TMP/src/$1/file"
-  tar -C "$TMP/src/$1" -cf "$TMP/$1.tar" file
+  mkdir -p "$T/src/$1"
+  echo "$1" >"$T/src/$1/file"
+  tar -C "$T/src/$1" -cf "$T/$1.tar" file
 }
 
 layer base
-cairn import app:1 "$TMP/base.tar" >/dev/null 2>&1
-mkdir "$TMP/m"
-cairn mount -q app:1 "$TMP/m"
+cairn import app:1 "$T/base.tar" >/dev/null 2>&1
+mkdir "$T/m"
+cairn mount -q app:1 "$T/m"
 python3 -c "
 import sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
 db.execute('BEGIN IMMEDIATE')
 open(sys.argv[2], 'w').close()
 time.sleep(5)
-db.execute('COMMIT')" "$STORE/meta.db" "$TMP/locked" &
+db.execute('COMMIT')" "$STORE/meta.db" "$T/locked" &
 BG_PIDS+=($!)
-wait_for 50 test -e "$TMP/locked" || fail "the write lock was not taken"
-assert_status 0 cairn umount "$TMP/m"
+wait_for 5 test -e "$T/locked" || fail "the write lock was not taken"
+assert_status 0 cairn umount "$T/m"
 assert_status 0 cairn rm app:1
-pass "umount && rm succeed while another process holds SQLite's write lock for 5 s"
+ok "umount && rm succeed while another process holds SQLite's write lock for 5 s"
 
 # A mount recording itself, and an rm (its transactions, then its sweep's)
 layer other
-cairn import other:1 "$TMP/other.tar" >/dev/null 2>&1
+cairn import other:1 "$T/other.tar" >/dev/null 2>&1
 [ -e "$STORE/mounting.lock" ] || fail "no STORE/mounting.lock: the mount above took the slow way"
 python3 -c "
 import fcntl, sqlite3, sys, time
@@ -63,42 +65,42 @@ db = sqlite3.connect(sys.argv[2], timeout=30, isolation_level=None)
 db.execute('BEGIN IMMEDIATE')  # as the record's INSERT
 db.execute('COMMIT')
 print('%d' % ((time.monotonic() - t) * 1000))" \
-  "$STORE/mounting.lock" "$STORE/meta.db" "$TMP/pending" >"$TMP/pending.ms" &
+  "$STORE/mounting.lock" "$STORE/meta.db" "$T/pending" >"$T/pending.ms" &
 pending=$!
 BG_PIDS+=($pending)
-wait_for 50 test -e "$TMP/pending" || fail "the pending mount did not start"
+wait_for 5 test -e "$T/pending" || fail "the pending mount did not start"
 start=$(date +%s%N)
 assert_status 0 cairn rm other:1
 took=$((($(date +%s%N) - start) / 1000000))
 wait "$pending" || fail "the pending mount's write failed"
 [ "$took" -lt 4000 ] || fail "rm took $took ms while a mount was recording itself"
-[ "$(cat "$TMP/pending.ms")" -lt 3000 ] ||
-  fail "the mount waited $(cat "$TMP/pending.ms") ms for rm to write its record"
-pass "rm ($took ms) and a mount recording itself ($(cat "$TMP/pending.ms") ms) do not wait for each other"
+[ "$(cat "$T/pending.ms")" -lt 3000 ] ||
+  fail "the mount waited $(cat "$T/pending.ms") ms for rm to write its record"
+ok "rm ($took ms) and a mount recording itself ($(cat "$T/pending.ms") ms) do not wait for each other"
 
 worker() { # worker N: mount, read, umount && rm, ROUNDS times
-  local n=$1 r dir=$TMP/w$1
+  local n=$1 r dir=$T/w$1
   mkdir "$dir"
   for ((r = 0; r < ROUNDS; r++)); do
     layer "w$n-$r"
-    cairn import "w$n:$r" "$TMP/w$n-$r.tar" >/dev/null 2>&1 || { echo "import w$n:$r failed"; return 1; }
+    cairn import "w$n:$r" "$T/w$n-$r.tar" >/dev/null 2>&1 || { echo "import w$n:$r failed"; return 1; }
     cairn mount -q "w$n:$r" "$dir" || { echo "mount w$n:$r failed"; return 1; }
     [ "$(cat "$dir/file")" = "w$n-$r" ] || { echo "read w$n:$r failed"; return 1; }
-    cairn umount -q "$dir" 2>"$TMP/w$n.err" || { echo "umount w$n:$r: $(cat "$TMP/w$n.err")"; return 1; }
-    cairn rm -q "w$n:$r" 2>"$TMP/w$n.err" || { echo "rm w$n:$r: $(cat "$TMP/w$n.err")"; return 1; }
+    cairn umount -q "$dir" 2>"$T/w$n.err" || { echo "umount w$n:$r: $(cat "$T/w$n.err")"; return 1; }
+    cairn rm -q "w$n:$r" 2>"$T/w$n.err" || { echo "rm w$n:$r: $(cat "$T/w$n.err")"; return 1; }
   done
 }
 loader() { # loader N: import and gc, ROUNDS times
   local n=$1 r
   for ((r = 0; r < ROUNDS; r++)); do
     layer "l$n-$r"
-    cairn import "l$n:$r" "$TMP/l$n-$r.tar" >/dev/null 2>&1 || true
+    cairn import "l$n:$r" "$T/l$n-$r.tar" >/dev/null 2>&1 || true
     cairn gc -q >/dev/null 2>&1 || true
   done
 }
 pids=()
 for n in 1 2 3 4; do
-  worker "$n" >"$TMP/worker$n.log" 2>&1 &
+  worker "$n" >"$T/worker$n.log" 2>&1 &
   pids+=($!)
 done
 for n in 1 2; do
@@ -120,8 +122,8 @@ for n in 1 2 3 4 5 6; do # the workers, then the loaders
     failed=1
   fi
   wait "$pid" && continue
-  [ "$n" -le 4 ] && failed=1 && cat "$TMP/worker$n.log" >&2
+  [ "$n" -le 4 ] && failed=1 && cat "$T/worker$n.log" >&2
 done
 [ "$failed" = 0 ] || fail "umount && rm failed under the churn (above)"
-pass "4 workers x $ROUNDS rounds of mount, read, umount && rm, with 2 importing and gc-ing: all succeed"
+ok "4 workers x $ROUNDS rounds of mount, read, umount && rm, with 2 importing and gc-ing: all succeed"
 echo "all passed"

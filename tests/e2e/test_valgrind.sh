@@ -6,7 +6,8 @@
 # use of uninitialised memory, no definite leak. Reads of uninitialised
 # memory are what ASan does not see. Runs in the release build only (a
 # sanitizer build cannot run under valgrind): skipped when CAIRN_SANITIZE.
-source "$(dirname "$0")/registry.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry
 pull_test_init
 release_build_only "a sanitizer build does not run under valgrind"
 

@@ -5,7 +5,7 @@
 # "1e", "", trailing text) is a usage error (exit 2) whose first line names
 # the option, and a huge one (1e10, 1e300, inf, beyond int64 milliseconds)
 # waits that long: never a wrap to a short, negative or undefined wait.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/test-lib.sh"
 
 mkdir -p "$T/l" && echo hello >"$T/l/f"
 mktar "$T/l" "$T/l.tar"

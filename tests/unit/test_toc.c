@@ -4,7 +4,7 @@
  * on real blobs: a zstd:chunked layer podman 4.3.1 pushed (with the
  * manifest annotations it wrote), an eStargz layer the reference
  * implementation wrote (containerd's estargz 0.12, as Debian packages it)
- * and eStargz layers written by tests/e2e/estargz_gen.py, all in
+ * and eStargz layers written by tests/helpers/estargz_gen.py, all in
  * tests/fuzz/corpus/toc_*. Each file's records are checked against what
  * the tree held, and every chunk is fetched from the blob at the recorded
  * offsets, decompressed and compared with its digest: what a lazy pull
@@ -299,7 +299,7 @@ Test(toc, estargz_no_prefetch) { estargz_fixture("no-prefetch.gz", false); }
 
 /* Written by the reference, containerd's estargz package 0.12 (Debian's
  * golang-github-containerd-stargz-snapshotter-dev, through
- * tests/e2e/estargz_ref/main.go) from a tar of the same tree, with
+ * tests/helpers/estargz_ref/main.go) from a tar of the same tree, with
  * usr/bin/tool prioritised and 32 KiB chunks. */
 Test(toc, estargz_reference) {
   size_t len;

@@ -10,7 +10,7 @@
 //	    opens BLOB, checks its TOC against TOC_DIGEST and every chunk of
 //	    every regular file against its digest
 //
-// Built by tests/e2e/estargz_ref.sh with the packaged sources (GOPATH
+// Built by tests/e2e/test_estargz_interop.sh with the packaged sources (GOPATH
 // /usr/share/gocode, no network).
 package main
 

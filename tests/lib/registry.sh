@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-# registry.sh — a real docker-registry on 127.0.0.1 for the pull tests.
-# Source it; it sets nothing up until asked. Every process it starts is
+# registry.sh — test-lib.sh's helpers for a real docker-registry on
+# 127.0.0.1 (`use_lib registry`; bench/bench_pull.sh sources it alone).
+# It sets nothing up until asked. Every process it starts is
 # recorded and stopped by registry_cleanup (tests call it from their trap).
 #
 #   registry_start DIR [PORT] [token]  start one (storage in DIR/data); sets
@@ -49,7 +50,7 @@ registry_start() {
       openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=cairn-test-token \
         -keyout "$REGISTRY_DIR/token.key" -out "$REGISTRY_DIR/token.crt" 2>/dev/null
       free_port >"$REGISTRY_DIR/token.port"
-      python3 "$(dirname "${BASH_SOURCE[0]}")/token_server.py" "$(cat "$REGISTRY_DIR/token.port")" \
+      python3 "$(dirname "${BASH_SOURCE[0]}")/../helpers/token_server.py" "$(cat "$REGISTRY_DIR/token.port")" \
         "$REGISTRY_DIR/token.key" "$REGISTRY_DIR/token.crt" 2>"$REGISTRY_DIR/token.log" &
       REGISTRY_PIDS+=($!)
       wait_http "http://127.0.0.1:$(cat "$REGISTRY_DIR/token.port")/healthz" 200 10 || return 1
@@ -126,27 +127,18 @@ registry_cleanup() {
 }
 
 # ---- shared by the pull tests ------------------------------------------------
-# pull_test_init: lib.sh's $T, $STORE (also ST) and counters; CAIRN (the
-# binary), OCI_IMAGE (the image builder); every process this file starts
-# is stopped when the test ends.
+# pull_test_init: every process this file starts is stopped when the test
+# ends; CAIRN (the binary), OCI_IMAGE (the image builder), ST (= $STORE);
+# the working directory is $T.
 pull_test_init() {
-  source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
   on_exit registry_cleanup
   CAIRN=$CAIRN_BIN/cairn
-  OCI_IMAGE="python3 $(dirname "${BASH_SOURCE[0]}")/oci_image.py"
+  OCI_IMAGE="python3 $HELPERS/oci_image.py"
   ST=$STORE
   cd "$T" || exit 1
-}
-
-# setup CMD...: a step the test cannot go on without.
-setup() {
-  "$@" || { not_ok "setup: $*"; finish; exit 1; }
 }
 
 # image_count: how many images the store holds.
 image_count() {
   "$CAIRN" --store "$ST" images --json | jq length
 }
-
-# fail MESSAGE: counts a failed check (the test goes on; finish reports).
-fail() { not_ok "$*"; }

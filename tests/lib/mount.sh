@@ -1,79 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
-# mountlib.sh — helpers for the cairnfs end-to-end tests (sourced).
+# mount.sh — test-lib.sh's helpers for cairnfs mounts (`use_lib mount`).
 #
-# Gives: $TMP (removed at exit), $STORE, cairn/cairnfs/cairn_pin wrappers,
-# fail/assert helpers, bounded waits, and a cached Debian minbase rootfs.
-# At exit every mount under $TMP is unmounted (lazily if stale) and every
-# process started through `bg_start` is killed: nothing outlives a test.
-set -euo pipefail
+# Gives: cairn and cairn_pin, which run the built binaries on $STORE (with
+# --store: CAIRN_STORE is unset, as a user's shell would have it), FSTREE
+# (tests/helpers/fstree.py), the mount queries (mount_pid, mount_state,
+# server_of, ...), readers and writers on a mount, and a cached Debian
+# minbase rootfs. The mounts and processes a test starts are stopped by
+# test-lib.sh's cleanup stack.
 
-: "${CAIRN_BIN:?CAIRN_BIN must name the build directory}"
-CAIRN_SRC=${CAIRN_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-FSTREE="python3 $CAIRN_SRC/tests/e2e/fstree.py"
+unset CAIRN_STORE
+FSTREE="python3 $HELPERS/fstree.py"
 CACHE=${CAIRN_TEST_CACHE:-/var/cache/cairn-test}
-
-TMP=$(mktemp -d /tmp/cairn-e2e.XXXXXX)
-STORE=$TMP/store
-BG_PIDS=()
-# Sanitizer reports (ASan builds) of every process, daemons included, whose
-# stderr is /dev/null: any report fails the test at exit.
-export ASAN_OPTIONS="log_path=$TMP/sanitizer:${ASAN_OPTIONS:-}"
-export UBSAN_OPTIONS="log_path=$TMP/sanitizer:print_stacktrace=1:${UBSAN_OPTIONS:-}"
-
-cleanup() {
-  local rc=$? pid m daemons=""
-  for pid in "${BG_PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  [ -d "$STORE" ] && daemons=$(cairn mounts --json 2>/dev/null | jq -r '.[].pid' || true)
-  # Topmost first: mounts listed later sit on top of earlier ones.
-  for m in $(awk -v t="$TMP" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | tac); do
-    umount -l "$m" 2>/dev/null || true
-  done
-  # Daemons of those mounts exit once unmounted; kill any left over.
-  for pid in $daemons; do
-    grep -qs cairnfs "/proc/$pid/comm" && kill -9 "$pid" 2>/dev/null || true
-  done
-  if compgen -G "$TMP/sanitizer.*" >/dev/null; then
-    cat "$TMP"/sanitizer.* >&2
-    echo "FAIL: sanitizer reports above" >&2
-    rc=1
-  fi
-  rm -rf "$TMP"
-  exit "$rc"
-}
-trap cleanup EXIT
 
 cairn() { "$CAIRN_BIN/cairn" --store "$STORE" "$@"; }
 cairn_pin() { "$CAIRN_BIN/cairn-pin" --store "$STORE" "$@"; }
 
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-pass() { echo "ok - $*"; }
-
-# assert_status CODE COMMAND...: runs COMMAND, fails unless it exits CODE.
-assert_status() {
-  local want=$1 got=0
-  shift
-  "$@" >"$TMP/out" 2>"$TMP/err" || got=$?
-  [ "$got" = "$want" ] || fail "$* exited $got, wanted $want: $(cat "$TMP/err")"
-}
-
-# wait_for TENTHS COMMAND...: polls COMMAND every 0.1 s, at most TENTHS times.
-wait_for() {
-  local n=$1 i
-  shift
-  for ((i = 0; i < n; i++)); do
-    if "$@" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  return 1
-}
-
-is_mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/mountinfo; }
-not_mounted() { ! is_mounted "$1"; }
-# A zombie (exited, waiting for a slow reaper) counts as gone.
-pid_gone() { ! awk '$3 != "Z" && $3 != "X" { f = 1 } END { exit !f }' "/proc/$1/stat" 2>/dev/null; }
 
 # mount_pid DIR: the daemon pid `cairn mounts` records for DIR.
 mount_pid() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .pid'; }
@@ -100,28 +41,23 @@ daemon_gone_cmd() {
 }
 
 # stream_reader R MNT FILE...: reads each FILE of MNT with O_DIRECT (every
-# read a FUSE request), round after round (10,000 at most) until $TMP/stop
-# exists, checking each against $TMP/want (md5sum lines): a failed read or
-# a wrong checksum is a line in $TMP/bad, each file read a line in
-# $TMP/reads.R.
+# read a FUSE request), round after round (10,000 at most) until $T/stop
+# exists, checking each against $T/want (md5sum lines): a failed read or
+# a wrong checksum is a line in $T/bad, each file read a line in
+# $T/reads.R.
 stream_reader() {
   local r=$1 mnt=$2 n f sum
   shift 2
   for ((n = 0; n < 10000; n++)); do
-    [ -e "$TMP/stop" ] && break
+    [ -e "$T/stop" ] && break
     for f in "$@"; do
-      if ! sum=$(dd if="$mnt/$f" iflag=direct bs=64k 2>>"$TMP/rerr.$r" | md5sum); then
-        echo "reader $r: $f: read failed" >>"$TMP/bad"
+      if ! sum=$(dd if="$mnt/$f" iflag=direct bs=64k 2>>"$T/rerr.$r" | md5sum); then
+        echo "reader $r: $f: read failed" >>"$T/bad"
       fi
-      grep -q "^${sum%% *}  $f\$" "$TMP/want" || echo "reader $r: $f: checksum ${sum%% *}" >>"$TMP/bad"
-      echo x >>"$TMP/reads.$r"
+      grep -q "^${sum%% *}  $f\$" "$T/want" || echo "reader $r: $f: checksum ${sum%% *}" >>"$T/bad"
+      echo x >>"$T/reads.$r"
     done
   done
-}
-
-bg_start() {
-  "$@" &
-  BG_PIDS+=($!)
 }
 
 # A Debian bookworm minbase rootfs, built once (about 2 minutes) and cached.
@@ -176,28 +112,28 @@ minbase_layers() {
 }
 
 # rw_mount_file IMAGE PATH CONTENT: imports IMAGE, one layer holding the
-# file PATH with CONTENT, and mounts it --rw at $TMP/mnt; sets mnt and sup
+# file PATH with CONTENT, and mounts it --rw at $T/mnt; sets mnt and sup
 # (the mount's supervisor).
 rw_mount_file() {
-  mkdir -p "$TMP/src/$(dirname "$2")"
-  echo "$3" >"$TMP/src/$2"
-  tar -C "$TMP/src" -cf "$TMP/layer.tar" .
-  cairn import "$1" "$TMP/layer.tar" >/dev/null 2>&1
-  mnt=$TMP/mnt
+  mkdir -p "$T/src/$(dirname "$2")"
+  echo "$3" >"$T/src/$2"
+  tar -C "$T/src" -cf "$T/layer.tar" .
+  cairn import "$1" "$T/layer.tar" >/dev/null 2>&1
+  mnt=$T/mnt
   mkdir "$mnt"
   cairn mount -q --rw "$1" "$mnt"
   sup=$(mount_pid "$mnt")
 }
 
 # rw_writers_start N: N rw_writer.py writers in $mnt/w1 .. wN, in the
-# background, until $TMP/stop exists (manifests $TMP/manifest.W, errors
-# in $TMP/errors, which starts empty).
+# background, until $T/stop exists (manifests $T/manifest.W, errors
+# in $T/errors, which starts empty).
 rw_writers_start() {
   local w
-  : >"$TMP/errors"
+  : >"$T/errors"
   for ((w = 1; w <= $1; w++)); do
-    python3 "$CAIRN_SRC/tests/e2e/rw_writer.py" "$mnt/w$w" "$TMP/stop" "$TMP/manifest.$w" \
-      "$TMP/errors" "$w$RANDOM" &
+    python3 "$HELPERS/rw_writer.py" "$mnt/w$w" "$T/stop" "$T/manifest.$w" \
+      "$T/errors" "$w$RANDOM" &
     BG_PIDS+=($!)
   done
 }
