@@ -349,10 +349,10 @@ static int server_exited(struct supervisor *s, int status) {
 }
 
 /* The fast way, once the mount answered and the verdict is given: what
- * the slow way does before it mounts, through SQLite: the pins' annotations (cairn_pin_image finds the locks
- * held and the image there) and the mount's record; then readers of both
- * go on (pending). A failure leaves the mount served and pinned but not
- * listed, and is said on stderr (a foreground cairnfs's). */
+ * the slow way does before it mounts, through SQLite: the pins' annotations (cairn_pin_image finds
+ * the locks held and the image there) and the mount's record; then readers of both go on (pending).
+ * A failure leaves the mount served and pinned but not listed, and is said on stderr (a foreground
+ * cairnfs's). */
 static void recorded(struct supervisor *s) {
   s->record_tried = true;
   int r = cairn_pin_image(s->st, s->pins, s->id);
