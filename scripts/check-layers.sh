@@ -290,7 +290,8 @@ done <<<"$STORE_DEFINED"
 ALL_DEFINED=$(nm -A --defined-only -g "${OBJS[@]}")
 declare -A STORE_CALLS_LIB
 while read -r loc _ s; do
-  if [[ $loc == "$OBJ/store/"* ]] && [[ ! -v DEFINED_IN[$s] ]]; then STORE_CALLS_LIB[$s]=1; fi
+  source_of "$loc" # (an object may be the cache's, named by its hash)
+  if [[ $SRC == store/* ]] && [[ ! -v DEFINED_IN[$s] ]]; then STORE_CALLS_LIB[$s]=1; fi
 done <<<"$UNDEFINED"
 while read -r loc _ s; do
   source_of "$loc"
