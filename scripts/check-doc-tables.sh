@@ -1,12 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# check-doc-tables.sh [--write] [ROOT] — the tables of doc/hacking.md that
-# the sources hold, generated from them so that they cannot drift: each
-# sits between "<!-- BEGIN NAME ... -->" and "<!-- END NAME -->", and this
-# exits 1, printing "check-doc-tables: doc/hacking.md: NAME differs from
-# the sources" and the diff, when one is not what the sources give.
-# --write puts the generated tables in doc/hacking.md instead (after a
-# new command, FUSE operation, layer or moved function).
+# check-doc-tables.sh [--write] [ROOT] — the tables of doc/hacking.md and
+# README.md that the sources hold, generated from them so that they cannot
+# drift: each sits between "<!-- BEGIN NAME ... -->" and "<!-- END NAME
+# -->", and this exits 1, printing "check-doc-tables: FILE: NAME differs
+# from the sources" and the diff, when one is not what the sources give.
+# --write puts the generated tables in their pages instead (after a new
+# command, FUSE operation, layer or moved function).
 #
 #   layers  libcairn's layers: scripts/check-layers.sh --table, which holds
 #           them.
@@ -14,6 +14,8 @@
 #           of tools/) and every FUSE operation of each table of operations
 #           (`struct fuse_lowlevel_ops` of fs/), with the file and function
 #           that does it.
+#   files   (README.md) the same map by file: which commands each file of
+#           tools/ runs, which FUSE operations each file of fs/ serves.
 # shellcheck disable=SC2016 # backquotes are Markdown here, not commands
 set -euo pipefail
 write=false
@@ -22,7 +24,6 @@ if [ "${1:-}" = --write ]; then
   shift
 fi
 cd "${1:-$(dirname "$0")/..}"
-DOC=doc/hacking.md
 
 # defined_in FN FILE...: the first FILE whose line starts a definition of
 # the function FN (not a declaration), or "?".
@@ -129,10 +130,55 @@ gen_map() {
   done
 }
 
+# The map again, a row per file: what a newcomer looks for in the README.
+gen_files() {
+  local map
+  map=$(gen_map)
+  echo "| file | what it runs or serves |"
+  echo "|---|---|"
+  # Commands: "| `cairn mount` | `tools/cmd-mount.c` | ..." rows.
+  awk -F' [|] ' '/^[|] `cairn/ {
+      cmd = $1; sub(/^[|] /, "", cmd); f = $2
+      if (f in cmds) cmds[f] = cmds[f] ", " cmd
+      else { order[n++] = f; cmds[f] = cmd }
+    }
+    END { for (i = 0; i < n; i++) print "| " order[i] " | " cmds[order[i]] " |" }' <<<"$map" |
+    sort
+  # Operations: each cell "`fn` (`file`)" under its table's column.
+  awk -F' [|] ' '
+    /^[|] operation / { for (i = 2; i <= NF; i++) { k = $i; sub(/ [|]$/, "", k); kind[i] = k }; next }
+    /^[|] `[a-z_]+` [|]/ {
+      op = $1; sub(/^[|] /, "", op)
+      for (i = 2; i <= NF; i++) {
+        c = $i; sub(/ [|]$/, "", c)
+        if (c == "-") continue
+        f = c; sub(/^.*\(/, "", f); sub(/\)$/, "", f)
+        key = f " " kind[i]
+        if (key in ops) ops[key] = ops[key] ", " op
+        else { order[n++] = key; ops[key] = op }
+      }
+    }
+    END {
+      for (i = 0; i < n; i++) {
+        split(order[i], w, " "); k = order[i]; sub(/^[^ ]+ /, "", k)
+        what = (k == "`--als`") ? "podman\047s Additional Layer Store (`cairnfs --als`)" : "a " k " mount"
+        print "| " w[1] " | FUSE operations of " what ": " ops[order[i]] " |"
+      }
+    }' <<<"$map" | sort
+}
+
 generate() { # generate NAME
   case $1 in
   layers) bash scripts/check-layers.sh --table ;;
   map) gen_map ;;
+  files) gen_files ;;
+  esac
+}
+
+page_of() { # page_of NAME: the page that holds the table
+  case $1 in
+  files) echo README.md ;;
+  *) echo doc/hacking.md ;;
   esac
 }
 
@@ -140,7 +186,8 @@ generate() { # generate NAME
 current() { sed -n "/^<!-- BEGIN $1 /,/^<!-- END $1 -->/p" "$DOC" | sed '1d;$d'; }
 
 status=0
-for name in layers map; do
+for name in layers map files; do
+  DOC=$(page_of "$name")
   if ! grep -q "^<!-- BEGIN $name " "$DOC" || ! grep -q "^<!-- END $name -->" "$DOC"; then
     echo "check-doc-tables: $DOC: no <!-- BEGIN $name ... --> and <!-- END $name --> lines"
     status=1

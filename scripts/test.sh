@@ -35,7 +35,7 @@ bash scripts/check-open.sh || status=1
 # never run, a source file it does not name would not be built.
 echo "== sources: every C source and test is named in CMakeLists.txt"
 bash scripts/check-cmake.sh || status=1
-echo "== doc tables: scripts/check-doc-tables.sh (doc/hacking.md's layers and map)"
+echo "== doc tables: scripts/check-doc-tables.sh (doc/hacking.md, README.md)"
 bash scripts/check-doc-tables.sh || status=1
 
 # warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS [CMAKE_ARG...]: builds

@@ -16,7 +16,8 @@
 # unsorted list of CMakeLists.txt, on a source no list names, and on a
 # source of over 1,000 lines whose header gives no reason. Then
 # scripts/check-doc-tables.sh: it fails when doc/hacking.md's layer table
-# or its map of commands and FUSE operations differs from the sources, and
+# or its map of commands and FUSE operations, or the README's map by file,
+# differs from the sources, and
 # --write mends the page.
 source "$(dirname "$0")/../lib/test-lib.sh"
 
@@ -160,13 +161,15 @@ absent() { ! grep -q "$@"; }
 check "with a reason in its header it is not named" absent 'store/long.c' "$T/out"
 
 # scripts/check-doc-tables.sh: doc/hacking.md's layer table and its map
-# of commands and FUSE operations are what the sources give.
+# of commands and FUSE operations, and the README's map by file, are what
+# the sources give.
 check_doc() { bash "$CAIRN_SRC/scripts/check-doc-tables.sh" "$@" >"$T/out" 2>&1; }
 check "check-doc-tables passes on the real tree" check_doc "$CAIRN_SRC"
 doc_copy() {
   fresh_copy
   mkdir -p "$T/src/doc" "$T/src/scripts"
   cp "$CAIRN_SRC/doc/hacking.md" "$T/src/doc/"
+  cp "$CAIRN_SRC/README.md" "$T/src/"
   cp "$CAIRN_SRC/scripts/check-layers.sh" "$T/src/scripts/"
 }
 doc_copy
@@ -183,8 +186,11 @@ doc_copy
 sed -i 's|^    .name = "tag",$|    .name = "retag",|' "$T/src/tools/cmd-tag.c"
 expect_exit 1 "a renamed command, not in the map, fails" check_doc "$T/src"
 check "the diff shows it" grep -q '`cairn retag` | `tools/cmd-tag.c`' "$T/out"
+check "the README's map by file differs too" grep -q 'README.md: files differs from the sources' "$T/out"
+check "its diff shows the file's new command" grep -q '`tools/cmd-tag.c` | `cairn retag`' "$T/out"
 bash "$CAIRN_SRC/scripts/check-doc-tables.sh" --write "$T/src" >"$T/out" 2>&1
 check "--write puts it in the page" grep -q '`cairn retag` | `tools/cmd-tag.c`' "$T/src/doc/hacking.md"
+check "and in the README" grep -q '`tools/cmd-tag.c` | `cairn retag`' "$T/src/README.md"
 check "after --write the check passes" check_doc "$T/src"
 
 finish
