@@ -133,13 +133,10 @@ int cairn_layer_blob_get(cairn_store *st, const char *digest, struct cairn_layer
   return 0;
 }
 
-int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg) {
-  store_errclear(st);
-  cn_autostmt sqlite3_stmt *q = NULL;
-  int r = cn_db_prepare(st, &q,
-                        "SELECT digest, layer_id, media_type, size FROM layer_blobs"
-                        " ORDER BY digest");
-  if (r < 0) return r;
+/* Each row of Q (digest, layer_id, media_type, size) to FN, until FN
+ * returns non-zero (returned). */
+static int rows_each(cairn_store *st, sqlite3_stmt *q, cairn_layer_blob_fn fn, void *arg) {
+  int r;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
     struct cairn_layer_blob b;
     row_fill(q, &b);
@@ -147,6 +144,16 @@ int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg
     if (stop) return stop;
   }
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer digests");
+}
+
+int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg) {
+  store_errclear(st);
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT digest, layer_id, media_type, size FROM layer_blobs"
+                        " ORDER BY digest");
+  if (r < 0) return r;
+  return rows_each(st, q, fn, arg);
 }
 
 int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg) {
@@ -158,13 +165,7 @@ int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_
                         " WHERE layer_id = ? ORDER BY rowid DESC");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
-  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-    struct cairn_layer_blob b;
-    row_fill(q, &b);
-    int stop = fn(&b, arg);
-    if (stop) return stop;
-  }
-  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer digests");
+  return rows_each(st, q, fn, arg);
 }
 
 int cairn_layer_blob_open(cairn_store *st, const char *digest) {
