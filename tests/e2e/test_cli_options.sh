@@ -19,7 +19,7 @@ refused() {
   check "$*: says '$line'" grep -qxF -- "$line" <(head -1 "$T/stderr")
 }
 refused "cairn: export: -x: unknown option" cairn export -x x.tar app:1
-refused "cairn: umount: -l: unknown option" cairn umount -l "$T/mnt"
+refused "cairn: umount: -x: unknown option" cairn umount -x "$T/mnt"
 refused "cairn: inspect: --bogus: unknown option" cairn inspect --bogus app:1
 refused "cairn: images: --json: takes no value" cairn images --json=yes
 refused "cairn: gc: --dry-run: takes no value" cairn gc --dry-run=1

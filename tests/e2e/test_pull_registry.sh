@@ -31,7 +31,8 @@ expect_exit 0 "test_pull_registry:28" "$CAIRN" --store "$ST" pull --insecure "do
 "$CAIRN" --store "$ST" images --json | jq -e --arg n "$REGISTRY/team/app:1" \
   '.[0].names | index($n)' >/dev/null || fail "default name missing"
 grep -q downloaded stderr || fail "no per-layer progress line: $(cat stderr)"
-[[ $(grep -c . stderr) == 3 ]] || fail "expected one line per layer, got: $(cat stderr)"
+[[ $(grep -c "^cairn: created store at $ST\$" stderr) == 1 ]] || fail "the first pull did not say it made the store: $(cat stderr)"
+[[ $(grep -vc '^cairn: created store' stderr) == 3 ]] || fail "expected one line per layer, got: $(cat stderr)"
 
 # A short name (no host) is pulled from the first registry of
 # unqualified-search-registries in registries.conf, as podman does, and
