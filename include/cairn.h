@@ -386,6 +386,15 @@ int cairn_blob_open(cairn_store *st, const char *blob);
 /* Fills path with the blob's file name in the store. */
 int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
 
+/* Finds the blob holding the content whose sha256 is sha256 (64 hex
+ * digits, optionally "sha256:"; of the whole content, as a layer's TOC
+ * names a file's): 1 with its name in blob (len bytes; 48 always fit)
+ * and *size (may be NULL) set, 0 if the store holds no such content,
+ * -EINVAL for a malformed digest. A hint, not a reference: the blob may
+ * be gone after a gc, so what records a layer looks it up again. */
+int cairn_blob_by_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
+                         uint64_t *size);
+
 /* ---- exact layers (store/tarsplit.c) ----------------------------------- */
 
 /* Receives bytes; 0, or a negative errno that stops the writer. */

@@ -215,6 +215,42 @@ int cairn_blob_open(cairn_store *st, const char *blob) {
   return fd < 0 ? -errno : fd;
 }
 
+int cn_blob_by_sha256(cairn_store *st, const char *sha256, char name_out[48], uint64_t *size_out) {
+  const char *hex = strncmp(sha256, "sha256:", 7) == 0 ? sha256 + 7 : sha256;
+  if (!cn_is_hex_id(hex, 64)) return store_fail(st, -EINVAL, "%s: not a sha256 digest", sha256);
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q, "SELECT name, size FROM blobs WHERE sha256 = ? ORDER BY name");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, hex, -1, SQLITE_STATIC);
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(q, 0);
+    char rel[128];
+    struct stat sb;
+    cn_blob_name_path(name, rel, sizeof(rel));
+    /* a quarantined blob (fsck --repair unlinked its file) is not held */
+    if (fstatat(st->blobs_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+      if (errno == ENOENT) continue;
+      return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
+    }
+    snprintf(name_out, 48, "%s", name);
+    if (size_out) *size_out = (uint64_t)sqlite3_column_int64(q, 1);
+    return 1;
+  }
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "blob lookup by sha256");
+}
+
+int cairn_blob_by_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
+                         uint64_t *size) {
+  store_errclear(st);
+  char name[48];
+  int r = cn_blob_by_sha256(st, sha256, name, size);
+  if (r <= 0) return r;
+  if (strlen(name) >= len)
+    return store_fail(st, -ENAMETOOLONG, "blob %s: its name is longer than %zu bytes", name, len);
+  memcpy(blob, name, strlen(name) + 1);
+  return 1;
+}
+
 /* Within the caller's transaction: deletes (or, dry, counts) the rows of
  * blobs no entry references; their names are appended to names. */
 int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r) {

@@ -21,6 +21,14 @@ int cn_blob_writer_hole(blob_writer *w, uint64_t len);
 int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
                           char sha256_hex_out[65]);
 void cn_blob_writer_free(blob_writer *w);
+/* The stored blob whose content has this sha256 (64 hex digits, "sha256:"
+ * allowed; the content's, holes read as zeros, as a TOC states it), from
+ * the sha256 column of its row (index blobs_sha256): 1 and its name
+ * (at least 48 bytes) and size, 0 if no committed blob with its file has
+ * it, -EINVAL for a malformed digest. The blob stays while the caller
+ * holds the store lock shared (as an import does) until it commits the
+ * rows that name it; without the lock a gc may remove it at any time. */
+int cn_blob_by_sha256(cairn_store *st, const char *sha256, char name_out[48], uint64_t *size_out);
 /* Deletes blob rows nothing references and their files, and files with no
  * row. Needs the store lock exclusive. */
 int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names, cairn_report *r);

@@ -58,6 +58,10 @@ static const char *const migrations[] = {
      * STORE/refs (refs.c), which read-only mounts trust; the version keeps
      * a cairn from before it, which would not, out of the store */
     "SELECT 1",
+    /* 6: a blob by the sha256 of its content (cn_blob_by_sha256), as a
+     * TOC names a file: the column is there since 1, filled by every
+     * blob writer, so the index is all a store written before needs */
+    "CREATE INDEX blobs_sha256 ON blobs(sha256);",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

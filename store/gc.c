@@ -139,29 +139,72 @@ static void problem(cairn_report *r, const char *fmt, ...) {
   r->problems++;
 }
 
-/* Reads a blob through and checks its size and XXH3-128 name. */
-static const char *blob_verify(cairn_store *st, const char *name, uint64_t size) {
+/* What blob_verify says of a blob whose bytes are its name's but whose
+ * row records another sha256: the row is wrong, not the blob. */
+static const char WRONG_SHA256[] = "its recorded sha256 does not match its content";
+
+/* Reads a blob through and checks its size and XXH3-128 name, then the
+ * sha256 its row records (cn_blob_by_sha256 trusts it), which goes to
+ * got: NULL if all hold, WRONG_SHA256 if only the sha256 is wrong. */
+static const char *blob_verify(cairn_store *st, const char *name, uint64_t size, const char *sha256,
+                               char got[65]) {
   char rel[128];
   cn_blob_name_path(name, rel, sizeof(rel));
   cairn_autoclose int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return "missing";
   XXH3_state_t *x = XXH3_createState();
-  XXH3_128bits_reset(x);
+  EVP_MD_CTX *sha = EVP_MD_CTX_new();
+  if (!x || !sha || XXH3_128bits_reset(x) != XXH_OK ||
+      EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1) {
+    XXH3_freeState(x);
+    EVP_MD_CTX_free(sha);
+    return "unreadable (out of memory)";
+  }
   static char buf[1 << 17];
-  uint64_t got = 0;
+  uint64_t n_read = 0;
   ssize_t n;
   while ((n = read(fd, buf, sizeof(buf))) > 0) {
     XXH3_128bits_update(x, buf, (size_t)n);
-    got += (uint64_t)n;
+    EVP_DigestUpdate(sha, buf, (size_t)n);
+    n_read += (uint64_t)n;
   }
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(x));
   XXH3_freeState(x);
+  unsigned char d[32];
+  EVP_DigestFinal_ex(sha, d, NULL);
+  EVP_MD_CTX_free(sha);
+  sha256_hex(d, got);
   if (n < 0) return "unreadable";
-  if (got != size) return "wrong size";
+  if (n_read != size) return "wrong size";
   char key[33];
   cn_hex_encode(c.digest, sizeof(c.digest), key);
-  return strncmp(name, key, 32) == 0 ? NULL : "content does not match its name";
+  if (strncmp(name, key, 32) != 0) return "content does not match its name";
+  return strcmp(got, sha256) == 0 ? NULL : WRONG_SHA256;
+}
+
+/* Sets the sha256 of blobs whose content is right but whose row records
+ * another one (pairs: name, sha256), under the store lock exclusive (no
+ * import compares against the rows meanwhile); how many it set. */
+static uint64_t fsck_fix_sha256(cairn_store *st, const struct strv *fix, cairn_report *r) {
+  cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE);
+  if (lock < 0) return 0;
+  cn_autostmt sqlite3_stmt *u = NULL;
+  if (cn_db_begin(st) < 0) return 0;
+  if (cn_db_prepare(st, &u, "UPDATE blobs SET sha256 = ? WHERE name = ?") < 0) goto fail;
+  for (size_t i = 0; i + 1 < fix->n; i += 2) {
+    sqlite3_bind_text(u, 1, fix->v[i + 1], -1, SQLITE_STATIC);
+    sqlite3_bind_text(u, 2, fix->v[i], -1, SQLITE_STATIC);
+    if (sqlite3_step(u) != SQLITE_DONE) goto fail;
+    sqlite3_reset(u);
+  }
+  if (cn_db_commit_durable(st) < 0) return 0;
+  for (size_t i = 0; i + 1 < fix->n; i += 2)
+    cn_report_line(r, "repaired: recorded the sha256 of blob %s", fix->v[i]);
+  return fix->n / 2;
+fail:
+  cn_db_rollback(st);
+  return 0;
 }
 
 /* Locks exclusively every target that sql (?1: a blob's name) selects and
@@ -498,23 +541,29 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   if (rc < 0) return rc;
   fsck_database(st, r);
   fsck_report_unused(st, r);
-  cn_autostrv struct strv bad = {0};
+  cn_autostrv struct strv bad = {0}, wrong_sha = {0};
   {
     cn_autostmt sqlite3_stmt *q = NULL;
-    if ((rc = cn_db_prepare(st, &q, "SELECT name, size FROM blobs ORDER BY name")) < 0) return rc;
+    if ((rc = cn_db_prepare(st, &q, "SELECT name, size, sha256 FROM blobs ORDER BY name")) < 0)
+      return rc;
     uint64_t checked = 0;
     while (sqlite3_step(q) == SQLITE_ROW) {
       const char *name = (const char *)sqlite3_column_text(q, 0);
-      const char *why = blob_verify(st, name, (uint64_t)sqlite3_column_int64(q, 1));
+      char got[65];
+      const char *why = blob_verify(st, name, (uint64_t)sqlite3_column_int64(q, 1),
+                                    (const char *)sqlite3_column_text(q, 2), got);
       checked++;
       if (!why) continue;
       problem(r, "blob %s: %s", name, why);
-      if (cn_strv_push(&bad, name) < 0)
+      if (why == WRONG_SHA256
+              ? cn_strv_push(&wrong_sha, name) < 0 || cn_strv_push(&wrong_sha, got) < 0
+              : cn_strv_push(&bad, name) < 0)
         return store_fail(st, -ENOMEM, "out of memory checking blobs");
     }
     cn_report_line(r, "checked %llu blobs", (unsigned long long)checked);
   }
   uint64_t problems = r->problems;
+  if (repair && wrong_sha.n > 0) problems -= fsck_fix_sha256(st, &wrong_sha, r);
   if (repair && bad.n > 0) {
     if ((rc = fsck_repair(st, &bad, r)) < 0) return rc;
     problems -= bad.n;
