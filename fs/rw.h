@@ -71,6 +71,12 @@
  *   the caller's) answers with it; an unlink, rmdir or rename whose source
  *   is gone succeeds; setattr, setxattr and fsync redo the same thing.
  *   Copy-up staging the dead server left (work/tmp.N) is removed at start.
+ * - after cairn commit moved the mount (rw_rebase.c): the supervisor
+ *   passes the new image and the fresh upper, and the table records what
+ *   each nodeid the kernel held before the move is now (an object of the
+ *   fresh upper, a tree inode of the new image that may not be its
+ *   number, or nothing: ESTALE); every recorded nodeid is restored at
+ *   start, with its key (rebased).
  *
  * The parts (fs/rw_*.c, the daemon's writable layer): rw_inode.c (the
  * inode table, resolve), rw_listing.c (merged listings), rw_copyup.c,

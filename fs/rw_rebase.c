@@ -227,6 +227,30 @@ static int move_handle(struct cairnfs *fs, struct whandle *h) {
   return r;
 }
 
+/* The old view's records of nodeids no inode here holds (restored by an
+ * earlier server, dropped on a FORGET that may not have been the kernel's
+ * last): they name nothing in the new view. */
+static void rebase_stale(uint64_t nodeid, void *arg) {
+  struct cairnfs_rw *rw = arg;
+  if (nodeid != FUSE_ROOT_ID && !inode_get(rw, nodeid))
+    cairnfs_nodetab_stage(rw->nodes, nodeid, 0, false, -1);
+}
+
+/* Records the move (mu and tree_lock's write side held): every inode the
+ * kernel may hold, as the new view has it (an upper object of the fresh
+ * upper, else lower only, else, an orphan of the old upper, nothing),
+ * and the fresh upper. */
+static void rebase_record(struct cairnfs *fs) {
+  struct cairnfs_rw *rw = fs->rw;
+  if (!rw->nodes) return;
+  cairnfs_nodetab_foreach(rw->nodes, rebase_stale, rw);
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
+      if (i != rw->root)
+        cairnfs_nodetab_stage(rw->nodes, i->id, i->lower, i->indexed, i->lower ? i->fd : -1);
+  cairnfs_nodetab_move(rw->nodes, rw->id);
+}
+
 int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   struct cairnfs_rw *rw = fs->rw;
   char buf[2 * CAIRN_ID_LEN + 2];
@@ -352,17 +376,22 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   snprintf(rw->id, sizeof(rw->id), "%s", id);
   snprintf(rw->path, sizeof(rw->path), "%s", path);
   rw->resumed = false;
-  /* The fresh upper is this server's own, and no later server could serve
-   * this tree (the supervisor holds the old upper and the old image's
-   * pins): the mount is not restarted from here on (nodetab.c's final). */
+  /* The fresh upper is this server's own until it dies: the supervisor
+   * then takes it over, with the new image's pins (supervisor.c). */
   rw->inherited = false;
-  cairnfs_nodetab_set_final(rw->nodes, id);
   /* Handles that may write: onto a copy in the fresh upper of what their
    * file holds now (writes since the commit read it included), with no
    * write running meanwhile. */
   pthread_rwlock_wrlock(&rw->tree_lock);
   for (struct whandle *h = rw->whandles; h; h = h->next)
     if (h->i->lower) move_handle(fs, h); /* an orphan's stays; a failed move too */
+  /* Then the move is made durable for a later server (nodetab.c), still
+   * with no write running: what every nodeid the kernel may hold is in
+   * the new view, and the fresh upper, in one write. A server killed
+   * before it is restarted on the old upper and image (which hold every
+   * write so far: the old upper is dropped below, after it), and one
+   * killed after it on the new ones. */
+  rebase_record(fs);
   pthread_rwlock_unlock(&rw->tree_lock);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   rw->pins = pins;
