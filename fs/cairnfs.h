@@ -176,6 +176,11 @@ struct cairnfs_out_header {
 /* The byte a server writes on its status pipe once the kernel has its
  * answer to INIT (the session serves). */
 #define CAIRNFS_STATUS_READY 'R'
+/* Then, each time cairn commit moved the mount onto its new image (once
+ * that is recorded in the node table: rw_rebase.c), this byte and the
+ * image's id (64 hex digits), in one write: the supervisor pins it. */
+#define CAIRNFS_STATUS_MOVED 'M'
+void cairnfs_report_moved(const char *image);
 
 /* The session loop's worker threads: one is started when a request finds
  * none idle, up to this many, and all are kept. (libfuse ends idle threads

@@ -116,10 +116,19 @@ static void say_ready(void) {
   if (write(conn.status_fd, &c, 1) < 0) {
     /* The supervisor is gone: the session goes with it. */
   }
-  close(conn.status_fd);
-  conn.status_fd = -1;
+  /* Kept open: cairnfs_report_moved. */
   if (!conn.quiet) return;
   cairnfs_stdio_null();
+}
+
+void cairnfs_report_moved(const char *image) {
+  char msg[1 + 64];
+  msg[0] = CAIRNFS_STATUS_MOVED;
+  if (conn.status_fd < 0 || strlen(image) != 64) return;
+  memcpy(msg + 1, image, 64);
+  if (write(conn.status_fd, msg, sizeof(msg)) < 0) {
+    /* The supervisor is gone: the session goes with it. */
+  }
 }
 
 /* Asks the kernel to queue again what the dead server had read. */

@@ -301,6 +301,7 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size);
 
 struct stale_fh {
   uint64_t fh;
+  uint64_t ino;      /* a file's nodeid (a rebase moves its fd, as a whandle's) */
   int fd;            /* a file's, or -1 */
   struct dirh *dirh; /* a directory's, or NULL */
   struct stale_fh *next;

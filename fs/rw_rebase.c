@@ -202,6 +202,37 @@ static void rebase_replace(struct cairnfs *fs, struct inode *i) {
   free(path);
 }
 
+/* Gives i, restored by a restarted server and not looked up since (no
+ * place), the place it has in the current view, so that the move finds
+ * it there: a lower-only (or indexed) one where the tree has it, an upper
+ * object at its path in the upper's root/, resolved from the root. */
+static void rebase_find_place(struct cairnfs *fs, struct inode *i) {
+  struct cairnfs_rw *rw = fs->rw;
+  if (i->fd < 0 || i->indexed) {
+    inode_find_parent(fs, i);
+    return;
+  }
+  char self[PBUF], path[PATH_MAX], root[PATH_MAX];
+  fd_path(self, sizeof(self), i->fd, NULL);
+  ssize_t n = readlink(self, path, sizeof(path) - 1);
+  fd_path(self, sizeof(self), rw->root_fd, NULL);
+  ssize_t m = readlink(self, root, sizeof(root) - 1);
+  if (n <= 0 || m <= 0) return;
+  path[n] = root[m] = '\0';
+  if (strncmp(path, root, (size_t)m) != 0 || path[m] != '/') return;
+  struct inode *dir = rw->root, *x = NULL;
+  char *save = NULL;
+  for (char *c = strtok_r(path + m + 1, "/", &save), *next; c; c = next) {
+    next = strtok_r(NULL, "/", &save);
+    if (resolve(fs, dir, c, &x) < 0) {
+      inode_drop_unused(rw, dir);
+      return;
+    }
+    if (next) dir = x;
+  }
+  if (x && x != i) inode_drop_unused(rw, x);
+}
+
 /* Moves handle h onto a copy of its file in the (fresh) upper. */
 static int move_handle(struct cairnfs *fs, struct whandle *h) {
   struct stat st;
@@ -294,6 +325,18 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
     UNLOCK(fs);
     return r;
   }
+  /* Inodes a restarted server restored and no lookup placed since. */
+  size_t n_lost = 0;
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) n_lost += i != rw->root && !i->parent;
+  struct inode **lost = n_lost ? calloc(n_lost, sizeof(*lost)) : NULL;
+  size_t k_lost = 0;
+  for (size_t b = 0; lost && b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i && k_lost < n_lost; i = i->hnext)
+      if (i != rw->root && !i->parent) lost[k_lost++] = i;
+  for (size_t k = 0; k < k_lost; k++)
+    if (!lost[k]->parent) rebase_find_place(fs, lost[k]);
+  free(lost);
   /* Where each inode the kernel holds is in the new tree (the old view
    * still served), then the switch. */
   for (size_t b = 0; b < NBUCKETS; b++)
@@ -385,6 +428,12 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   pthread_rwlock_wrlock(&rw->tree_lock);
   for (struct whandle *h = rw->whandles; h; h = h->next)
     if (h->i->lower) move_handle(fs, h); /* an orphan's stays; a failed move too */
+  /* And a dead server's handles reopened here, the same way. */
+  for (struct stale_fh *sf = rw->stale; sf; sf = sf->next) {
+    struct inode *i = sf->fd >= 0 && sf->ino ? inode_get(rw, sf->ino) : NULL;
+    struct whandle h = {.fd = sf->fd, .i = i};
+    if (i && i->lower) move_handle(fs, &h);
+  }
   /* Then the move is made durable for a later server (nodetab.c), still
    * with no write running: what every nodeid the kernel may hold is in
    * the new view, and the fresh upper, in one write. A server killed
@@ -396,6 +445,7 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   rw->pins = pins;
   UNLOCK(fs);
+  cairnfs_report_moved(image);    /* the supervisor pins it too */
   cairn_upper_drop(rw->st2, old); /* its changes are the new image's now */
   return r;
 }

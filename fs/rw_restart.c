@@ -213,11 +213,15 @@ int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi
     struct inode *i = inode_of(fs, ino);
     /* not truncated again, nor created */
     int flags = (int)(fi->fh >> FH_FLAGS_SHIFT & FH_FLAGS_MASK) & ~(O_TRUNC | O_CREAT | O_EXCL);
-    fd = !i ? -ESTALE : i->fd < 0 ? -EBADF : reopen(i, flags);
-    if (fd >= 0 && !stale_add(rw, fi->fh, fd, NULL)) {
+    /* Lower only: a file open before cairn commit moved the mount (its
+     * upper copy is the new image's now), copied up again. */
+    int r = i && i->fd < 0 && i->lower ? ensure_upper(fs, i) : 0;
+    fd = !i ? -ESTALE : r < 0 ? r : i->fd < 0 ? -EBADF : reopen(i, flags);
+    if (fd >= 0 && !(s = stale_add(rw, fi->fh, fd, NULL))) {
       close(fd);
       fd = -ENOMEM;
     }
+    if (s) s->ino = ino;
   }
   if (!locked) pthread_mutex_unlock(&rw->mu);
   return fd;

@@ -151,33 +151,42 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Pins image, the one the mount serves now (cairn commit moved it), and
+ * lets the old image's pins go first (a release deletes the annotations
+ * of its pins, those of the layers both images share too); records the
+ * mount on it. */
+static int moved_pin(struct supervisor *s, const char *image) {
+  if (strcmp(image, s->id) == 0) return 0;
+  char purpose[PATH_MAX + 8];
+  snprintf(purpose, sizeof(purpose), "mount %s", s->dir);
+  cairn_pinset *pins = cairn_pinset_new(purpose, true);
+  if (!pins) return -ENOMEM;
+  cairn_pinset_release(s->st, s->pins);
+  s->pins = pins;
+  snprintf(s->id, sizeof(s->id), "%s", image);
+  int r = cairn_pin_image(s->st, s->pins, image);
+  if (r == 0 && s->recorded) cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, true);
+  cairn_store_idle(s->st);
+  return r;
+}
+
 /* After a server's death: if cairn commit moved the mount onto its new
  * image since this process took its upper (the node table names another
  * upper, nodetab.c), this process takes over what the dead server held
- * (rw_rebase.c): the fresh upper's lock, the new image's pins (the old
- * ones let go), and the record; the old upper, whose changes the new
- * image holds, is dropped (the dead server may have died before it did).
- * The next server serves the new image over that upper. 1 if moved, 0
- * if not, or -errno (the mount cannot be served). */
+ * (rw_rebase.c): the fresh upper's lock, the new image's pins (if the
+ * server did not say it moved: moved_pin), and the record; the old upper,
+ * whose changes the new image holds, is dropped (the dead server may have
+ * died before it did). The next server serves the new image over that
+ * upper. 1 if moved, 0 if not, or -errno (the mount cannot be served). */
 static int moved_take(struct supervisor *s) {
   char to[65];
   if (s->nodes_fd < 0 || !cairnfs_nodetab_final(s->nodes_fd, to) || strcmp(to, s->upper) == 0)
     return 0;
   cairn_id image;
-  char path[PATH_MAX], purpose[PATH_MAX + 8];
+  char path[PATH_MAX];
   int fd = -1;
   int r = cairn_upper_open(s->st, to, image, path, sizeof(path), &fd);
-  snprintf(purpose, sizeof(purpose), "mount %s", s->dir);
-  cairn_pinset *pins = r == 0 ? cairn_pinset_new(purpose, true) : NULL;
-  if (r == 0 && !pins) r = -ENOMEM;
-  /* The old image's pins go first: a release deletes the annotations of
-   * its pins, those of the layers both images share too. The new image
-   * went unpinned when its server died; it is pinned again here. */
-  if (r == 0) {
-    cairn_pinset_release(s->st, s->pins);
-    s->pins = pins;
-    r = cairn_pin_image(s->st, s->pins, image);
-  }
+  if (r == 0) r = moved_pin(s, image);
   if (r < 0) {
     if (fd >= 0) close(fd);
     cairn_store_idle(s->st);
@@ -188,10 +197,8 @@ static int moved_take(struct supervisor *s) {
   close(s->upper_fd);
   s->upper_fd = fd;
   snprintf(s->upper, sizeof(s->upper), "%s", to);
-  snprintf(s->id, sizeof(s->id), "%s", image);
   s->upper_fresh = false;
   cairn_upper_drop(s->st, old);
-  if (s->recorded) cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, true);
   cairn_store_idle(s->st);
   return 1;
 }
@@ -416,6 +423,18 @@ static void recorded(struct supervisor *s) {
 static void status_read(struct supervisor *s) {
   char c;
   ssize_t n = read(s->status_fd, &c, 1);
+  if (n == 1 && c == CAIRNFS_STATUS_MOVED) {
+    /* Written with its image id in one write (less than PIPE_BUF). */
+    char image[65];
+    ssize_t m;
+    do m = read(s->status_fd, image, 64);
+    while (m < 0 && errno == EINTR);
+    image[m == 64 ? 64 : 0] = '\0';
+    if (m == 64 && strlen(image) == 64 && moved_pin(s, image) < 0)
+      report_fail(-EIO, "%s: cannot pin %.12s, the image cairn commit moved the mount onto: %s",
+                  s->dir, image, report_why(s->st, -EIO));
+    return;
+  }
   if (n == 1 && c == CAIRNFS_STATUS_READY) {
     bool first = !s->ready;
     s->ready = s->ready_now = true;
