@@ -121,12 +121,11 @@ static void say_ready(void) {
   cairnfs_stdio_null();
 }
 
-void cairnfs_report_moved(const char *image) {
-  char msg[1 + 64];
-  msg[0] = CAIRNFS_STATUS_MOVED;
-  if (conn.status_fd < 0 || strlen(image) != 64) return;
-  memcpy(msg + 1, image, 64);
-  if (write(conn.status_fd, msg, sizeof(msg)) < 0) {
+void cairnfs_report_moved(const char *image, int upper_fd) {
+  char msg[1 + 64 + 10 + 1];
+  if (conn.status_fd < 0 || strlen(image) != 64 || upper_fd < 0) return;
+  snprintf(msg, sizeof(msg), "%c%s%010d", CAIRNFS_STATUS_MOVED, image, upper_fd);
+  if (write(conn.status_fd, msg, sizeof(msg) - 1) < 0) {
     /* The supervisor is gone: the session goes with it. */
   }
 }

@@ -444,8 +444,9 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   pthread_rwlock_unlock(&rw->tree_lock);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   rw->pins = pins;
+  int upper_fd = rw->lock_fd;
   UNLOCK(fs);
-  cairnfs_report_moved(image);    /* the supervisor pins it too */
-  cairn_upper_drop(rw->st2, old); /* its changes are the new image's now */
+  cairnfs_report_moved(image, upper_fd); /* the supervisor takes them over */
+  cairn_upper_drop(rw->st2, old);        /* its changes are the new image's now */
   return r;
 }

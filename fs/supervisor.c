@@ -121,6 +121,7 @@ struct supervisor {
   int upper_fd;        /* its directory, flocked (gc sees it owned) */
   int nodes_fd;        /* memfd: nodetab.c's table of its objects */
   bool upper_fresh;    /* made here (not resumed) */
+  cairn_id moved_from; /* the upper a move left, for moved_take to drop, or "" */
   unsigned started;    /* servers started */
   char exe[PATH_MAX];  /* the binary servers are run from */
   int own_exe;         /* our own binary, kept open: the fallback */
@@ -170,6 +171,32 @@ static int moved_pin(struct supervisor *s, const char *image) {
   return r;
 }
 
+/* While the server that moved the mount runs: a copy of its fd on the
+ * fresh upper (the same open file, so the same flock), which this process
+ * then holds, as the upper the table names (moved_take finds it held). */
+static void moved_hold(struct supervisor *s, int server_fd) {
+  char to[65];
+  if (s->nodes_fd < 0 || !cairnfs_nodetab_final(s->nodes_fd, to) || strcmp(to, s->upper) == 0)
+    return;
+  int pidfd = (int)syscall(SYS_pidfd_open, s->server, 0);
+  int fd = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, server_fd, 0) : -1;
+  if (pidfd >= 0) close(pidfd);
+  struct stat a, b;
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/uppers/%s", cairn_store_dir(s->st), to);
+  /* It must be that upper's directory (else moved_take opens it). */
+  if (fd < 0 || fstat(fd, &a) < 0 || stat(path, &b) < 0 || a.st_ino != b.st_ino ||
+      a.st_dev != b.st_dev) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  snprintf(s->moved_from, sizeof(s->moved_from), "%s", s->upper);
+  close(s->upper_fd);
+  s->upper_fd = fd;
+  snprintf(s->upper, sizeof(s->upper), "%s", to);
+  s->upper_fresh = false;
+}
+
 /* After a server's death: if cairn commit moved the mount onto its new
  * image since this process took its upper (the node table names another
  * upper, nodetab.c), this process takes over what the dead server held
@@ -179,6 +206,10 @@ static int moved_pin(struct supervisor *s, const char *image) {
  * died before it did). The next server serves the new image over that
  * upper. 1 if moved, 0 if not, or -errno (the mount cannot be served). */
 static int moved_take(struct supervisor *s) {
+  if (s->moved_from[0]) { /* moved_hold's: the server may have died before it dropped it */
+    cairn_upper_drop(s->st, s->moved_from);
+    s->moved_from[0] = '\0';
+  }
   char to[65];
   if (s->nodes_fd < 0 || !cairnfs_nodetab_final(s->nodes_fd, to) || strcmp(to, s->upper) == 0)
     return 0;
@@ -424,15 +455,18 @@ static void status_read(struct supervisor *s) {
   char c;
   ssize_t n = read(s->status_fd, &c, 1);
   if (n == 1 && c == CAIRNFS_STATUS_MOVED) {
-    /* Written with its image id in one write (less than PIPE_BUF). */
-    char image[65];
+    /* Written in one write (less than PIPE_BUF). */
+    char msg[CAIRNFS_STATUS_MOVED_LEN + 1], image[65];
     ssize_t m;
-    do m = read(s->status_fd, image, 64);
+    do m = read(s->status_fd, msg, CAIRNFS_STATUS_MOVED_LEN);
     while (m < 0 && errno == EINTR);
-    image[m == 64 ? 64 : 0] = '\0';
-    if (m == 64 && strlen(image) == 64 && moved_pin(s, image) < 0)
+    if (m != CAIRNFS_STATUS_MOVED_LEN) return;
+    msg[m] = '\0';
+    snprintf(image, sizeof(image), "%.64s", msg);
+    if (moved_pin(s, image) < 0)
       report_fail(-EIO, "%s: cannot pin %.12s, the image cairn commit moved the mount onto: %s",
                   s->dir, image, report_why(s->st, -EIO));
+    moved_hold(s, atoi(msg + 64));
     return;
   }
   if (n == 1 && c == CAIRNFS_STATUS_READY) {
