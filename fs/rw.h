@@ -142,6 +142,7 @@ struct cairnfs_rw {
   int root_fd, work_fd, index_fd;
   char path[PATH_MAX];
   cairn_id id;
+  cairn_id image;       /* the image served (the one a rebase moved onto) */
   bool resumed, served; /* served: the kernel's INIT came */
   pthread_mutex_t mu;
   uint64_t tmp_seq;

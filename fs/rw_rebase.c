@@ -294,6 +294,13 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   for (const char *c = image; *c; c++)
     if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return -EINVAL;
   LOCK(fs);
+  /* The kernel resends the request of a server killed after it moved the
+   * mount (nodetab.c's one write) and before it answered: this server is
+   * on that image already, the move is done. */
+  if (strcmp(upper, rw->id) != 0 && cairnfs_resent && strcmp(image, rw->image) == 0) {
+    UNLOCK(fs);
+    return 0;
+  }
   int r = strcmp(upper, rw->id) == 0 ? 0 : -EPERM;
   /* The new image: pinned by this server for as long as it serves it. */
   if (r == 0 && !rw->st2) r = cairn_store_open(cairn_store_dir(fs->st), &rw->st2);
@@ -417,6 +424,7 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   rw->index_fd = index_fd;
   rw->lock_fd = lock_fd;
   snprintf(rw->id, sizeof(rw->id), "%s", id);
+  snprintf(rw->image, sizeof(rw->image), "%s", image);
   snprintf(rw->path, sizeof(rw->path), "%s", path);
   rw->resumed = false;
   /* The fresh upper is this server's own until it dies: the supervisor

@@ -67,6 +67,7 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
   pthread_mutex_init(&rw->mu, NULL);
   pthread_rwlock_init(&rw->tree_lock, NULL);
   snprintf(rw->dir, sizeof(rw->dir), "%s", dir);
+  snprintf(rw->image, sizeof(rw->image), "%s", image_id);
   fs->rw = rw;
   umask(0);
   int r;

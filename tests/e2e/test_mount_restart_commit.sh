@@ -112,6 +112,7 @@ for k in 1 2 3 4 5 6 7 8; do
   s=$(server_of "$sup")
   [ -n "$s" ] && kill -9 "$s"
   wait "$cpid" || fail "commit $k with its server killed: $(cat "$T/commit.err")"
+  [ ! -s "$T/commit.err" ] || fail "commit $k with its server killed: $(cat "$T/commit.err")"
   wait_for 5 has_server || fail "no server after the kill in commit $k"
   for ((j = 1; j <= k; j++)); do
     [ "$(cat "$m/round$j" 2>&1)" = "round $j" ] || fail "round$j after the kill in commit $k: $(cat "$m/round$j" 2>&1)"
