@@ -176,6 +176,15 @@ struct cairnfs_out_header {
 /* The byte a server writes on its status pipe once the kernel has its
  * answer to INIT (the session serves). */
 #define CAIRNFS_STATUS_READY 'R'
+/* Then, each time cairn commit moved the mount onto its new image (once
+ * that is recorded in the node table: rw_rebase.c), this byte, the
+ * image's id (64 hex digits) and the number of the server's fd on the
+ * fresh upper (10 decimal digits), in one write: the supervisor pins the
+ * image and takes a copy of that fd (pidfd_getfd), so that the upper's
+ * lock outlives the server. */
+#define CAIRNFS_STATUS_MOVED 'M'
+#define CAIRNFS_STATUS_MOVED_LEN (64 + 10)
+void cairnfs_report_moved(const char *image, int upper_fd);
 
 /* The session loop's worker threads: one is started when a request finds
  * none idle, up to this many, and all are kept. (libfuse ends idle threads

@@ -116,10 +116,18 @@ static void say_ready(void) {
   if (write(conn.status_fd, &c, 1) < 0) {
     /* The supervisor is gone: the session goes with it. */
   }
-  close(conn.status_fd);
-  conn.status_fd = -1;
+  /* Kept open: cairnfs_report_moved. */
   if (!conn.quiet) return;
   cairnfs_stdio_null();
+}
+
+void cairnfs_report_moved(const char *image, int upper_fd) {
+  char msg[1 + 64 + 10 + 1];
+  if (conn.status_fd < 0 || strlen(image) != 64 || upper_fd < 0) return;
+  snprintf(msg, sizeof(msg), "%c%s%010d", CAIRNFS_STATUS_MOVED, image, upper_fd);
+  if (write(conn.status_fd, msg, sizeof(msg) - 1) < 0) {
+    /* The supervisor is gone: the session goes with it. */
+  }
 }
 
 /* Asks the kernel to queue again what the dead server had read. */

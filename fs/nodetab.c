@@ -8,17 +8,27 @@
  * The table is an append-only log in a memfd that the supervisor keeps
  * for every server of the mount (as passthrough.c's table of open inodes):
  *
- *   header: magic, the number of complete records, the server epoch, and
- *           whether a later server may serve the mount at all (a server
- *           that moved the mount onto a committed image, rw_rebase.c's
- *           rw_rebase(), serves what no later one could: set_final), and
- *           then the upper it moved to (its id, 32 bytes)
- *   record: nodeid, tree inode (0: none), flags (indexed), and the upper
- *           object's file handle (name_to_handle_at, opened again with
- *           open_by_handle_at on the upper's file system)
+ *   header: magic, the number of complete records, the server epoch,
+ *           whether cairn commit moved the mount onto its new image
+ *           (rw_rebase.c's rw_rebase()) and then the upper it moved to
+ *           (its id, 32 bytes), and base: the records before it are of
+ *           before the last move, and mean nothing now
+ *   record: nodeid, tree inode (0: none), flags (indexed; lower only: no
+ *           handle, the nodeid is the tree inode's; stale: it names
+ *           nothing), and the upper object's file handle
+ *           (name_to_handle_at, opened again with open_by_handle_at on the
+ *           upper's file system)
  *
  * What needs no record: a lower-only inode (its nodeid is its tree inode
- * and the tree says where it is, fs/rw_restart.c), and the root. A record is
+ * and the tree says where it is, fs/rw_restart.c), and the root. After a
+ * move a nodeid may name another tree inode than its number (the kernel
+ * held it before the move): a lower-only record says which.
+ *
+ * A move (cairnfs_nodetab_stage, cairnfs_nodetab_move) writes the records
+ * of every nodeid the kernel may hold after the counted ones, then the
+ * header, in one pwrite, with base at the old count and the new upper: a
+ * server killed before that write leaves the table of the old view, after
+ * it the table of the new one. A record is
  * appended when an inode is first bound to an upper object whose handle
  * differs from the one recorded for its nodeid (a copy-up, a create, a
  * lookup of an entry made by an earlier server), and a tombstone when
@@ -56,16 +66,20 @@
 #define RECORD_SIZE 64
 #define HEADER_SIZE 64
 #define F_INDEXED 1u
-#define F_GONE 2u /* a tombstone: the nodeid is no longer the kernel's */
+#define F_GONE 2u  /* a tombstone: the nodeid is no longer the kernel's */
+#define F_LOWER 4u /* lower only: the tree inode lower of the image served, no handle */
+#define F_STALE 8u /* names nothing any more (a move dropped what it was) */
 
 struct header {
   uint64_t magic;
   uint64_t count;
   uint32_t epoch;
-  uint32_t final;             /* cairnfs_nodetab_set_final: no later server */
+  uint32_t final;             /* moved by cairnfs_nodetab_move */
   unsigned char moved_to[32]; /* the upper it serves then (binary id) */
+  uint64_t base;              /* the records before it are of before the move */
 };
 _Static_assert(sizeof(struct header) <= 64, "header size");
+_Static_assert(offsetof(struct header, base) == 56, "header layout");
 
 struct record {
   uint64_t nodeid;
@@ -94,6 +108,7 @@ struct cairnfs_nodetab {
   int fd;       /* the memfd (dup'ed: ours to close) */
   int mount_fd; /* any fd on the upper's file system */
   uint64_t count;
+  uint64_t staged; /* records of a move written after count, not yet counted */
   uint32_t epoch;
   struct entry *buckets[NBUCKETS];
 };
@@ -133,7 +148,8 @@ int cairnfs_nodetab_open(int fd, int mount_fd, struct cairnfs_nodetab **out) {
   if (r == 0 && sb.st_size >= HEADER_SIZE && pread(t->fd, &h, sizeof(h), 0) != sizeof(h)) r = -EIO;
   if (r == 0 && h.magic != MAGIC) h = (struct header){.magic = MAGIC}; /* a fresh table */
   if (r == 0 && h.count && (uint64_t)sb.st_size < HEADER_SIZE + h.count * RECORD_SIZE) r = -EPROTO;
-  for (uint64_t k = 0; r == 0 && k < h.count; k++) {
+  if (r == 0 && h.base > h.count) r = -EPROTO;
+  for (uint64_t k = h.base; r == 0 && k < h.count; k++) {
     struct record rec;
     if (pread(t->fd, &rec, sizeof(rec), (off_t)(HEADER_SIZE + k * RECORD_SIZE)) != sizeof(rec))
       r = -EIO;
@@ -171,16 +187,62 @@ static int hex_digit(char c) {
   return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-void cairnfs_nodetab_set_final(struct cairnfs_nodetab *t, const char *upper) {
-  unsigned char id[32] = {0};
+/* A record of nodeid: fd's object (its handle), else lower only (lower),
+ * else nothing (stale). */
+static void record_make(struct record *rec, uint64_t nodeid, uint32_t lower, bool indexed, int fd) {
+  *rec = (struct record){.nodeid = nodeid, .lower = lower};
+  if (fd >= 0) {
+    union handle_buf h;
+    h.fh.handle_bytes = HANDLE_MAX;
+    int mount_id;
+    if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) == 0) {
+      rec->flags = indexed ? F_INDEXED : 0;
+      rec->handle_bytes = h.fh.handle_bytes;
+      rec->handle_type = h.fh.handle_type;
+      memcpy(rec->handle, h.fh.f_handle, h.fh.handle_bytes);
+      return;
+    }
+  }
+  rec->flags = fd < 0 && lower ? F_LOWER : F_STALE;
+}
+
+void cairnfs_nodetab_stage(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower, bool indexed,
+                           int fd) {
+  if (!t) return;
+  struct record rec;
+  record_make(&rec, nodeid, lower, indexed, fd);
+  off_t at = (off_t)(HEADER_SIZE + (t->count + t->staged) * RECORD_SIZE);
+  if (pwrite(t->fd, &rec, sizeof(rec), at) == sizeof(rec)) t->staged++;
+}
+
+int cairnfs_nodetab_move(struct cairnfs_nodetab *t, const char *upper) {
+  if (!t) return 0;
+  struct header h;
+  if (pread(t->fd, &h, sizeof(h), 0) != sizeof(h)) return errno ? -errno : -EIO;
+  memset(h.moved_to, 0, sizeof(h.moved_to));
   for (size_t k = 0; upper && strlen(upper) == 64 && k < 32; k++)
-    id[k] = (unsigned char)(hex_digit(upper[2 * k]) << 4 | hex_digit(upper[2 * k + 1]));
-  uint32_t one = 1;
-  /* The id first, then the flag; best effort: the memfd has room for its
-   * header. */
-  if (!t || pwrite(t->fd, id, sizeof(id), offsetof(struct header, moved_to)) != sizeof(id)) return;
-  ssize_t n = pwrite(t->fd, &one, sizeof(one), offsetof(struct header, final));
-  (void)n;
+    h.moved_to[k] = (unsigned char)(hex_digit(upper[2 * k]) << 4 | hex_digit(upper[2 * k + 1]));
+  h.base = t->count;
+  h.count = t->count + t->staged;
+  h.final = 1;
+  /* The one write that moves the mount: a server killed before it is
+   * restarted on the old upper, after it on the new one. */
+  if (pwrite(t->fd, &h, sizeof(h), 0) != sizeof(h)) return errno ? -errno : -EIO;
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct entry *e = t->buckets[b], *next; e; e = next) {
+      next = e->next;
+      free(e);
+    }
+    t->buckets[b] = NULL;
+  }
+  for (uint64_t k = h.base; k < h.count; k++) {
+    struct record rec;
+    if (pread(t->fd, &rec, sizeof(rec), (off_t)(HEADER_SIZE + k * RECORD_SIZE)) == sizeof(rec))
+      remember(t, &rec);
+  }
+  t->count = h.count;
+  t->staged = 0;
+  return 0;
 }
 
 bool cairnfs_nodetab_final(int fd, char upper[65]) {
@@ -193,6 +255,11 @@ bool cairnfs_nodetab_final(int fd, char upper[65]) {
   }
   if (upper) upper[final ? 64 : 0] = '\0';
   return final;
+}
+
+bool cairnfs_nodetab_names_else(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower) {
+  struct entry *e = t ? *slot_of(t, nodeid) : NULL;
+  return e && ((e->rec.flags & F_STALE) || ((e->rec.flags & F_LOWER) && e->rec.lower != lower));
 }
 
 /* Appends rec: written, then counted. */
@@ -208,18 +275,19 @@ static void append(struct cairnfs_nodetab *t, const struct record *rec) {
 void cairnfs_nodetab_note(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower, bool indexed,
                           int fd) {
   if (!t || fd < 0) return;
-  union handle_buf h;
-  h.fh.handle_bytes = HANDLE_MAX;
-  int mount_id;
-  if (name_to_handle_at(fd, "", &h.fh, &mount_id, AT_EMPTY_PATH) < 0) return; /* unrecorded */
-  struct record rec = {.nodeid = nodeid,
-                       .lower = lower,
-                       .flags = indexed ? F_INDEXED : 0,
-                       .handle_bytes = h.fh.handle_bytes,
-                       .handle_type = h.fh.handle_type};
-  memcpy(rec.handle, h.fh.f_handle, h.fh.handle_bytes);
+  struct record rec;
+  record_make(&rec, nodeid, lower, indexed, fd);
+  if (rec.flags & F_STALE) return; /* unrecorded */
   struct entry *e = *slot_of(t, nodeid);
   if (e && memcmp(&e->rec, &rec, sizeof(rec)) == 0) return; /* recorded already */
+  append(t, &rec);
+}
+
+void cairnfs_nodetab_note_lower(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower) {
+  if (!t) return;
+  struct record rec = {.nodeid = nodeid, .lower = lower, .flags = F_LOWER};
+  struct entry *e = *slot_of(t, nodeid);
+  if (e && memcmp(&e->rec, &rec, sizeof(rec)) == 0) return;
   append(t, &rec);
 }
 
@@ -246,6 +314,12 @@ int cairnfs_nodetab_find(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t *l
                          bool *indexed) {
   struct entry *e = t ? *slot_of(t, nodeid) : NULL;
   if (!e) return -ENOENT;
+  if (e->rec.flags & F_STALE) return -ENXIO; /* kept: not a handle gone */
+  if (e->rec.flags & F_LOWER) {
+    *lower = e->rec.lower;
+    *indexed = false;
+    return -ENODATA;
+  }
   union handle_buf h;
   h.fh.handle_bytes = e->rec.handle_bytes;
   h.fh.handle_type = e->rec.handle_type;

@@ -17,13 +17,24 @@ int cairnfs_nodetab_open(int fd, int mount_fd, struct cairnfs_nodetab **out);
 void cairnfs_nodetab_free(struct cairnfs_nodetab *t);
 /* This server's epoch (1, 2, ...), 0 without a table. */
 uint32_t cairnfs_nodetab_epoch(const struct cairnfs_nodetab *t);
-/* Marks the table final: this server serves what no later one could (it
- * moved the mount onto a committed image, and its fresh upper, id upper:
- * 64 hex digits), so none is to be started. */
-void cairnfs_nodetab_set_final(struct cairnfs_nodetab *t, const char *upper);
-/* Whether the table in memfd fd was marked final (the supervisor's side),
- * and the upper it names in upper (if not NULL; "" if not final). */
+/* A move onto a committed image (rw_rebase.c), in two steps: every nodeid
+ * the kernel may hold is staged (what it is in the new view: fd's object,
+ * else lower only as tree inode lower, else nothing: ESTALE), unseen by a
+ * later server until cairnfs_nodetab_move, whose one write makes the
+ * staged records the table and names the upper the mount is on now (id
+ * upper: 64 hex digits). */
+void cairnfs_nodetab_stage(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower, bool indexed,
+                           int fd);
+int cairnfs_nodetab_move(struct cairnfs_nodetab *t, const char *upper);
+/* Whether the table in memfd fd was moved (the supervisor's side), and
+ * the upper it names in upper (if not NULL; "" if not moved). */
 bool cairnfs_nodetab_final(int fd, char upper[65]);
+/* Records that nodeid is lower only, tree inode lower (after a move, a
+ * nodeid that is not its tree inode's). */
+void cairnfs_nodetab_note_lower(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower);
+/* Whether the table says nodeid is something else than tree inode lower
+ * (lower only as another, or nothing): it is not to be handed out as it. */
+bool cairnfs_nodetab_names_else(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower);
 /* Records that nodeid is the upper object fd (any fd on it). */
 void cairnfs_nodetab_note(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t lower, bool indexed,
                           int fd);
@@ -35,7 +46,9 @@ bool cairnfs_nodetab_has(struct cairnfs_nodetab *t, uint64_t nodeid);
 void cairnfs_nodetab_foreach(struct cairnfs_nodetab *t, void (*fn)(uint64_t nodeid, void *arg),
                              void *arg);
 /* An O_PATH fd on the upper object recorded for nodeid, and its tree
- * inode and index flag; -ENOENT if none is recorded, -ESTALE if it is gone. */
+ * inode and index flag; -ENOENT if none is recorded, -ESTALE if it is gone,
+ * -ENXIO if it is recorded as nothing, -ENODATA (and lower) if it is
+ * lower only. */
 int cairnfs_nodetab_find(struct cairnfs_nodetab *t, uint64_t nodeid, uint32_t *lower,
                          bool *indexed);
 

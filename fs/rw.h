@@ -71,6 +71,12 @@
  *   the caller's) answers with it; an unlink, rmdir or rename whose source
  *   is gone succeeds; setattr, setxattr and fsync redo the same thing.
  *   Copy-up staging the dead server left (work/tmp.N) is removed at start.
+ * - after cairn commit moved the mount (rw_rebase.c): the supervisor
+ *   passes the new image and the fresh upper, and the table records what
+ *   each nodeid the kernel held before the move is now (an object of the
+ *   fresh upper, a tree inode of the new image that may not be its
+ *   number, or nothing: ESTALE); every recorded nodeid is restored at
+ *   start, with its key (rebased).
  *
  * The parts (fs/rw_*.c, the daemon's writable layer): rw_inode.c (the
  * inode table, resolve), rw_listing.c (merged listings), rw_copyup.c,
@@ -136,6 +142,7 @@ struct cairnfs_rw {
   int root_fd, work_fd, index_fd;
   char path[PATH_MAX];
   cairn_id id;
+  cairn_id image;       /* the image served (the one a rebase moved onto) */
   bool resumed, served; /* served: the kernel's INIT came */
   pthread_mutex_t mu;
   uint64_t tmp_seq;
@@ -295,6 +302,7 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size);
 
 struct stale_fh {
   uint64_t fh;
+  uint64_t ino;      /* a file's nodeid (a rebase moves its fd, as a whandle's) */
   int fd;            /* a file's, or -1 */
   struct dirh *dirh; /* a directory's, or NULL */
   struct stale_fh *next;

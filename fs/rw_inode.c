@@ -75,14 +75,19 @@ struct inode *key_find(struct cairnfs_rw *rw, uint64_t key) {
 }
 
 /* A new inode of identity key: its nodeid is key unless the kernel still
- * holds that number for another entry (after a rebase). */
+ * holds that number for another entry (after a rebase; or, for all a
+ * restarted server knows, the node table says it may). */
 struct inode *key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower) {
-  if (!rw->rebased || !inode_get(rw, key)) return inode_new(rw, key, lower);
+  if (!rw->rebased || (!inode_get(rw, key) && !cairnfs_nodetab_names_else(rw->nodes, key, lower)))
+    return inode_new(rw, key, lower);
   uint64_t id;
   do id = ++rw->next_id;
-  while (inode_get(rw, id));
+  while (inode_get(rw, id) || cairnfs_nodetab_has(rw->nodes, id));
   struct inode *i = inode_new(rw, id, lower);
   if (i) key_set(rw, i, key);
+  /* For a later server: which tree inode this nodeid is (an upper
+   * object's is recorded once bound, inode_noted). */
+  if (i && lower) cairnfs_nodetab_note_lower(rw->nodes, id, lower);
   return i;
 }
 
@@ -153,7 +158,7 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, b
     struct stat st;
     bool sure = !i->restored ||
                 (i->orphan && fstatat(i->fd, "", &st, AT_EMPTY_PATH) == 0 && st.st_nlink == 1);
-    if (i->fd >= 0 && sure) cairnfs_nodetab_forget(rw->nodes, i->id);
+    if (sure) cairnfs_nodetab_forget(rw->nodes, i->id); /* if recorded */
     if (i->orphan && sure) orphan_drop(rw, i->id);
     if (i->fd >= 0) close(i->fd);
     free(i->name);

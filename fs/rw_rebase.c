@@ -202,6 +202,37 @@ static void rebase_replace(struct cairnfs *fs, struct inode *i) {
   free(path);
 }
 
+/* Gives i, restored by a restarted server and not looked up since (no
+ * place), the place it has in the current view, so that the move finds
+ * it there: a lower-only (or indexed) one where the tree has it, an upper
+ * object at its path in the upper's root/, resolved from the root. */
+static void rebase_find_place(struct cairnfs *fs, struct inode *i) {
+  struct cairnfs_rw *rw = fs->rw;
+  if (i->fd < 0 || i->indexed) {
+    inode_find_parent(fs, i);
+    return;
+  }
+  char self[PBUF], path[PATH_MAX], root[PATH_MAX];
+  fd_path(self, sizeof(self), i->fd, NULL);
+  ssize_t n = readlink(self, path, sizeof(path) - 1);
+  fd_path(self, sizeof(self), rw->root_fd, NULL);
+  ssize_t m = readlink(self, root, sizeof(root) - 1);
+  if (n <= 0 || m <= 0) return;
+  path[n] = root[m] = '\0';
+  if (strncmp(path, root, (size_t)m) != 0 || path[m] != '/') return;
+  struct inode *dir = rw->root, *x = NULL;
+  char *save = NULL;
+  for (char *c = strtok_r(path + m + 1, "/", &save), *next; c; c = next) {
+    next = strtok_r(NULL, "/", &save);
+    if (resolve(fs, dir, c, &x) < 0) {
+      inode_drop_unused(rw, dir);
+      return;
+    }
+    if (next) dir = x;
+  }
+  if (x && x != i) inode_drop_unused(rw, x);
+}
+
 /* Moves handle h onto a copy of its file in the (fresh) upper. */
 static int move_handle(struct cairnfs *fs, struct whandle *h) {
   struct stat st;
@@ -227,6 +258,30 @@ static int move_handle(struct cairnfs *fs, struct whandle *h) {
   return r;
 }
 
+/* The old view's records of nodeids no inode here holds (restored by an
+ * earlier server, dropped on a FORGET that may not have been the kernel's
+ * last): they name nothing in the new view. */
+static void rebase_stale(uint64_t nodeid, void *arg) {
+  struct cairnfs_rw *rw = arg;
+  if (nodeid != FUSE_ROOT_ID && !inode_get(rw, nodeid))
+    cairnfs_nodetab_stage(rw->nodes, nodeid, 0, false, -1);
+}
+
+/* Records the move (mu and tree_lock's write side held): every inode the
+ * kernel may hold, as the new view has it (an upper object of the fresh
+ * upper, else lower only, else, an orphan of the old upper, nothing),
+ * and the fresh upper. */
+static void rebase_record(struct cairnfs *fs) {
+  struct cairnfs_rw *rw = fs->rw;
+  if (!rw->nodes) return;
+  cairnfs_nodetab_foreach(rw->nodes, rebase_stale, rw);
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
+      if (i != rw->root)
+        cairnfs_nodetab_stage(rw->nodes, i->id, i->lower, i->indexed, i->lower ? i->fd : -1);
+  cairnfs_nodetab_move(rw->nodes, rw->id);
+}
+
 int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   struct cairnfs_rw *rw = fs->rw;
   char buf[2 * CAIRN_ID_LEN + 2];
@@ -239,6 +294,13 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   for (const char *c = image; *c; c++)
     if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return -EINVAL;
   LOCK(fs);
+  /* The kernel resends the request of a server killed after it moved the
+   * mount (nodetab.c's one write) and before it answered: this server is
+   * on that image already, the move is done. */
+  if (strcmp(upper, rw->id) != 0 && cairnfs_resent && strcmp(image, rw->image) == 0) {
+    UNLOCK(fs);
+    return 0;
+  }
   int r = strcmp(upper, rw->id) == 0 ? 0 : -EPERM;
   /* The new image: pinned by this server for as long as it serves it. */
   if (r == 0 && !rw->st2) r = cairn_store_open(cairn_store_dir(fs->st), &rw->st2);
@@ -270,6 +332,18 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
     UNLOCK(fs);
     return r;
   }
+  /* Inodes a restarted server restored and no lookup placed since. */
+  size_t n_lost = 0;
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) n_lost += i != rw->root && !i->parent;
+  struct inode **lost = n_lost ? calloc(n_lost, sizeof(*lost)) : NULL;
+  size_t k_lost = 0;
+  for (size_t b = 0; lost && b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i && k_lost < n_lost; i = i->hnext)
+      if (i != rw->root && !i->parent) lost[k_lost++] = i;
+  for (size_t k = 0; k < k_lost; k++)
+    if (!lost[k]->parent) rebase_find_place(fs, lost[k]);
+  free(lost);
   /* Where each inode the kernel holds is in the new tree (the old view
    * still served), then the switch. */
   for (size_t b = 0; b < NBUCKETS; b++)
@@ -350,23 +424,37 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   rw->index_fd = index_fd;
   rw->lock_fd = lock_fd;
   snprintf(rw->id, sizeof(rw->id), "%s", id);
+  snprintf(rw->image, sizeof(rw->image), "%s", image);
   snprintf(rw->path, sizeof(rw->path), "%s", path);
   rw->resumed = false;
-  /* The fresh upper is this server's own, and no later server could serve
-   * this tree (the supervisor holds the old upper and the old image's
-   * pins): the mount is not restarted from here on (nodetab.c's final). */
+  /* The fresh upper is this server's own until it dies: the supervisor
+   * then takes it over, with the new image's pins (supervisor.c). */
   rw->inherited = false;
-  cairnfs_nodetab_set_final(rw->nodes, id);
   /* Handles that may write: onto a copy in the fresh upper of what their
    * file holds now (writes since the commit read it included), with no
    * write running meanwhile. */
   pthread_rwlock_wrlock(&rw->tree_lock);
   for (struct whandle *h = rw->whandles; h; h = h->next)
     if (h->i->lower) move_handle(fs, h); /* an orphan's stays; a failed move too */
+  /* And a dead server's handles reopened here, the same way. */
+  for (struct stale_fh *sf = rw->stale; sf; sf = sf->next) {
+    struct inode *i = sf->fd >= 0 && sf->ino ? inode_get(rw, sf->ino) : NULL;
+    struct whandle h = {.fd = sf->fd, .i = i};
+    if (i && i->lower) move_handle(fs, &h);
+  }
+  /* Then the move is made durable for a later server (nodetab.c), still
+   * with no write running: what every nodeid the kernel may hold is in
+   * the new view, and the fresh upper, in one write. A server killed
+   * before it is restarted on the old upper and image (which hold every
+   * write so far: the old upper is dropped below, after it), and one
+   * killed after it on the new ones. */
+  rebase_record(fs);
   pthread_rwlock_unlock(&rw->tree_lock);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   rw->pins = pins;
+  int upper_fd = rw->lock_fd;
   UNLOCK(fs);
-  cairn_upper_drop(rw->st2, old); /* its changes are the new image's now */
+  cairnfs_report_moved(image, upper_fd); /* the supervisor takes them over */
+  cairn_upper_drop(rw->st2, old);        /* its changes are the new image's now */
   return r;
 }

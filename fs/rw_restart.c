@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- restarts: inodes and handles a dead server handed out ------------- */
@@ -80,9 +81,10 @@ void inode_find_parent(struct cairnfs *fs, struct inode *i) {
 }
 
 /* Rebuilds inode ino that an earlier server handed out to the kernel: an
- * upper object recorded in nodetab, else a tree inode found where the
- * tree has it (through resolve: it may have been copied up since), else
- * a lower-only inode with no place yet (inode_find_parent). */
+ * upper object recorded in nodetab, or (after a move) the tree inode it
+ * records, else a tree inode found where the tree has it (through
+ * resolve: it may have been copied up since), else a lower-only inode
+ * with no place yet (inode_find_parent). */
 struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth) {
   struct cairnfs_rw *rw = fs->rw;
   if (depth > 4096) return NULL;
@@ -100,6 +102,28 @@ struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth) {
     i->orphan = !indexed && orphan_is(rw, ino, fd);
     i->refs = RESTORED_REFS;
     i->restored = i->base = true;
+    struct stat st;
+    /* After a move, its identity, which lookups find it by. */
+    if (rw->rebased && !lower && fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+      key_set(rw, i, UPPER_BASE + st.st_ino);
+    else if (rw->rebased)
+      key_set(rw, i, lower);
+    return i;
+  }
+  if (fd == -ENODATA && lower && cairn_tree_node(fs->tree, lower)) {
+    /* After a move: a nodeid the kernel held before it, now lower only
+     * as another tree inode. */
+    if (!(i = inode_new(rw, ino, lower))) return NULL;
+    key_set(rw, i, lower);
+    i->refs = RESTORED_REFS;
+    i->restored = i->base = true;
+    const cairn_node *n = cairn_tree_node(fs->tree, lower);
+    if (!S_ISDIR(n->mode) && n->nlink > 1) {
+      char idx[16];
+      snprintf(idx, sizeof(idx), "%" PRIu32, lower);
+      i->fd = openat(rw->index_fd, idx, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      i->indexed = i->fd >= 0;
+    }
     return i;
   }
   if (fd != -ENOENT || ino >= UPPER_BASE) return NULL;
@@ -189,11 +213,15 @@ int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi
     struct inode *i = inode_of(fs, ino);
     /* not truncated again, nor created */
     int flags = (int)(fi->fh >> FH_FLAGS_SHIFT & FH_FLAGS_MASK) & ~(O_TRUNC | O_CREAT | O_EXCL);
-    fd = !i ? -ESTALE : i->fd < 0 ? -EBADF : reopen(i, flags);
-    if (fd >= 0 && !stale_add(rw, fi->fh, fd, NULL)) {
+    /* Lower only: a file open before cairn commit moved the mount (its
+     * upper copy is the new image's now), copied up again. */
+    int r = i && i->fd < 0 && i->lower ? ensure_upper(fs, i) : 0;
+    fd = !i ? -ESTALE : r < 0 ? r : i->fd < 0 ? -EBADF : reopen(i, flags);
+    if (fd >= 0 && !(s = stale_add(rw, fi->fh, fd, NULL))) {
       close(fd);
       fd = -ENOMEM;
     }
+    if (s) s->ino = ino;
   }
   if (!locked) pthread_mutex_unlock(&rw->mu);
   return fd;

@@ -23,7 +23,12 @@
 
 static void restore_made(uint64_t nodeid, void *arg) {
   struct cairnfs *fs = arg;
-  if (nodeid < UPPER_BASE || inode_get(fs->rw, nodeid) || inode_restore(fs, nodeid, 0)) return;
+  /* After a move every recorded nodeid (its key may not be its number:
+   * lookups find it by its key), and the numbers given past 2^62. */
+  if (fs->rw->rebased && nodeid > fs->rw->next_id) fs->rw->next_id = nodeid;
+  if ((nodeid < UPPER_BASE && !fs->rw->rebased) || inode_get(fs->rw, nodeid) ||
+      inode_restore(fs, nodeid, 0))
+    return;
   uint32_t lower;
   bool indexed;
   int fd = cairnfs_nodetab_find(fs->rw->nodes, nodeid, &lower, &indexed);
@@ -62,6 +67,7 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
   pthread_mutex_init(&rw->mu, NULL);
   pthread_rwlock_init(&rw->tree_lock, NULL);
   snprintf(rw->dir, sizeof(rw->dir), "%s", dir);
+  snprintf(rw->image, sizeof(rw->image), "%s", image_id);
   fs->rw = rw;
   umask(0);
   int r;
@@ -82,6 +88,13 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
         (r = cairnfs_nodetab_open(held->nodes_fd, rw->lock_fd, &rw->nodes)) < 0)
       return cairn_fail(fs->st, r, "upper %.12s: the node table: %s", rw->id, strerror(-r));
     rw->epoch = cairnfs_nodetab_epoch(rw->nodes);
+    /* cairn commit moved the mount: the supervisor passed the image and
+     * upper it is on now, and the table says what each nodeid the kernel
+     * held before the move is in it. */
+    if (held->nodes_fd >= 0 && cairnfs_nodetab_final(held->nodes_fd, NULL)) {
+      rw->rebased = true;
+      rw->next_id = 1ULL << 62;
+    }
   } else if (resume) {
     rw->resumed = true;
     cairn_id image;

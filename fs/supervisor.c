@@ -61,6 +61,12 @@
  *   that no restart window lets gc reclaim it; servers get its fd and a
  *   memfd for their table of its objects (fs/nodetab.c). At the end it is
  *   dropped only if cairn umount (without --keep) marked it so, else kept.
+ * - After cairn commit moved the mount onto its new image (rw_rebase.c;
+ *   the node table names the fresh upper), a server's death makes this
+ *   process take what that server held (moved_take): the fresh upper's
+ *   lock, the new image's pins, the record; the next server serves the new
+ *   image. A server killed before the move's one write to the table is
+ *   followed by one on the old image and upper, which hold every write.
  * - SIGTERM, SIGINT and SIGHUP only detach the host's view (MNT_DETACH of
  *   DIR while DIR is our mount): the kernel ends the session when the last
  *   copy of the mount goes.
@@ -115,6 +121,7 @@ struct supervisor {
   int upper_fd;        /* its directory, flocked (gc sees it owned) */
   int nodes_fd;        /* memfd: nodetab.c's table of its objects */
   bool upper_fresh;    /* made here (not resumed) */
+  cairn_id moved_from; /* the upper a move left, for moved_take to drop, or "" */
   unsigned started;    /* servers started */
   char exe[PATH_MAX];  /* the binary servers are run from */
   int own_exe;         /* our own binary, kept open: the fallback */
@@ -145,11 +152,86 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Whether cairn commit moved this writable mount onto its new image: it
- * is then served from an upper and an image this supervisor does not
- * hold (rw_rebase.c), and no other server could serve it. */
-static bool moved_by_commit(const struct supervisor *s) {
-  return s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd, NULL);
+/* Pins image, the one the mount serves now (cairn commit moved it), and
+ * lets the old image's pins go first (a release deletes the annotations
+ * of its pins, those of the layers both images share too); records the
+ * mount on it. */
+static int moved_pin(struct supervisor *s, const char *image) {
+  if (strcmp(image, s->id) == 0) return 0;
+  char purpose[PATH_MAX + 8];
+  snprintf(purpose, sizeof(purpose), "mount %s", s->dir);
+  cairn_pinset *pins = cairn_pinset_new(purpose, true);
+  if (!pins) return -ENOMEM;
+  cairn_pinset_release(s->st, s->pins);
+  s->pins = pins;
+  snprintf(s->id, sizeof(s->id), "%s", image);
+  int r = cairn_pin_image(s->st, s->pins, image);
+  if (r == 0 && s->recorded) cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, true);
+  cairn_store_idle(s->st);
+  return r;
+}
+
+/* While the server that moved the mount runs: a copy of its fd on the
+ * fresh upper (the same open file, so the same flock), which this process
+ * then holds, as the upper the table names (moved_take finds it held). */
+static void moved_hold(struct supervisor *s, int server_fd) {
+  char to[65];
+  if (s->nodes_fd < 0 || !cairnfs_nodetab_final(s->nodes_fd, to) || strcmp(to, s->upper) == 0)
+    return;
+  int pidfd = (int)syscall(SYS_pidfd_open, s->server, 0);
+  int fd = pidfd >= 0 ? (int)syscall(SYS_pidfd_getfd, pidfd, server_fd, 0) : -1;
+  if (pidfd >= 0) close(pidfd);
+  struct stat a, b;
+  char path[PATH_MAX];
+  snprintf(path, sizeof(path), "%s/uppers/%s", cairn_store_dir(s->st), to);
+  /* It must be that upper's directory (else moved_take opens it). */
+  if (fd < 0 || fstat(fd, &a) < 0 || stat(path, &b) < 0 || a.st_ino != b.st_ino ||
+      a.st_dev != b.st_dev) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  snprintf(s->moved_from, sizeof(s->moved_from), "%s", s->upper);
+  close(s->upper_fd);
+  s->upper_fd = fd;
+  snprintf(s->upper, sizeof(s->upper), "%s", to);
+  s->upper_fresh = false;
+}
+
+/* After a server's death: if cairn commit moved the mount onto its new
+ * image since this process took its upper (the node table names another
+ * upper, nodetab.c), this process takes over what the dead server held
+ * (rw_rebase.c): the fresh upper's lock, the new image's pins (if the
+ * server did not say it moved: moved_pin), and the record; the old upper,
+ * whose changes the new image holds, is dropped (the dead server may have
+ * died before it did). The next server serves the new image over that
+ * upper. 1 if moved, 0 if not, or -errno (the mount cannot be served). */
+static int moved_take(struct supervisor *s) {
+  if (s->moved_from[0]) { /* moved_hold's: the server may have died before it dropped it */
+    cairn_upper_drop(s->st, s->moved_from);
+    s->moved_from[0] = '\0';
+  }
+  char to[65];
+  if (s->nodes_fd < 0 || !cairnfs_nodetab_final(s->nodes_fd, to) || strcmp(to, s->upper) == 0)
+    return 0;
+  cairn_id image;
+  char path[PATH_MAX];
+  int fd = -1;
+  int r = cairn_upper_open(s->st, to, image, path, sizeof(path), &fd);
+  if (r == 0) r = moved_pin(s, image);
+  if (r < 0) {
+    if (fd >= 0) close(fd);
+    cairn_store_idle(s->st);
+    return r;
+  }
+  cairn_id old;
+  snprintf(old, sizeof(old), "%s", s->upper);
+  close(s->upper_fd);
+  s->upper_fd = fd;
+  snprintf(s->upper, sizeof(s->upper), "%s", to);
+  s->upper_fresh = false;
+  cairn_upper_drop(s->st, old);
+  cairn_store_idle(s->st);
+  return 1;
 }
 
 /* Signals reach the loop through a pipe (handlers do nothing else). */
@@ -311,21 +393,23 @@ static int server_exited(struct supervisor *s, int status) {
    * (an unmount, or its connection aborted: cairn umount --force), no
    * server could serve it. */
   if (session_ended(s)) return 1;
-  /* A mount moved by cairn commit ends as writable mounts did before
-   * restarts (stale until cairn umount), but the fresh upper its server
-   * held, the writes since the commit, is kept from gc for a --resume. */
+  /* A mount moved by cairn commit: the next server serves the new image.
+   * If it cannot be taken over, the mount ends (stale until cairn
+   * umount), and the fresh upper, the writes since the commit, is kept. */
   char moved_to[65];
-  if (s->ready && s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd, moved_to)) {
+  int moved = s->ready ? moved_take(s) : 0;
+  if (moved < 0 && cairnfs_nodetab_final(s->nodes_fd, moved_to)) {
+    int why = moved;
     if (cairn_upper_keep(s->st, moved_to) < 0)
-      return report_fail(-EIO,
+      return report_fail(why,
                          "%s: the server of a writable mount moved by cairn commit died; it is "
-                         "not restarted (hint: cairn umount %s)",
-                         s->o->dir, s->o->dir);
-    return report_fail(-EIO,
+                         "not restarted: %s (hint: cairn umount %s)",
+                         s->o->dir, report_why(s->st, why), s->o->dir);
+    return report_fail(why,
                        "%s: the server of a writable mount moved by cairn commit died; it is not "
-                       "restarted; its changes since the commit are kept (upper %.12s; hint: "
+                       "restarted: %s; its changes since the commit are kept (upper %.12s; hint: "
                        "cairn umount --keep %s, then cairn mount --rw --resume %s)",
-                       s->o->dir, moved_to, s->o->dir, s->o->dir);
+                       s->o->dir, report_why(s->st, why), moved_to, s->o->dir, s->o->dir);
   }
   if (!s->ready) {
     if (WIFSIGNALED(status))
@@ -370,6 +454,21 @@ static void recorded(struct supervisor *s) {
 static void status_read(struct supervisor *s) {
   char c;
   ssize_t n = read(s->status_fd, &c, 1);
+  if (n == 1 && c == CAIRNFS_STATUS_MOVED) {
+    /* Written in one write (less than PIPE_BUF). */
+    char msg[CAIRNFS_STATUS_MOVED_LEN + 1], image[65];
+    ssize_t m;
+    do m = read(s->status_fd, msg, CAIRNFS_STATUS_MOVED_LEN);
+    while (m < 0 && errno == EINTR);
+    if (m != CAIRNFS_STATUS_MOVED_LEN) return;
+    msg[m] = '\0';
+    snprintf(image, sizeof(image), "%.64s", msg);
+    if (moved_pin(s, image) < 0)
+      report_fail(-EIO, "%s: cannot pin %.12s, the image cairn commit moved the mount onto: %s",
+                  s->dir, image, report_why(s->st, -EIO));
+    moved_hold(s, atoi(msg + 64));
+    return;
+  }
   if (n == 1 && c == CAIRNFS_STATUS_READY) {
     bool first = !s->ready;
     s->ready = s->ready_now = true;
@@ -412,7 +511,7 @@ static int supervise_loop(struct supervisor *s) {
     unsigned char sigs[32];
     ssize_t n = read(signal_pipe[0], sigs, sizeof(sigs));
     for (ssize_t i = 0; i < n; i++) {
-      if (sigs[i] == SIGUSR1 && s->server && s->ready && !moved_by_commit(s)) {
+      if (sigs[i] == SIGUSR1 && s->server && s->ready) {
         s->upgrading = true;
         kill(s->server, SIGKILL);
       } else if (sigs[i] == SIGTERM || sigs[i] == SIGINT || sigs[i] == SIGHUP) {

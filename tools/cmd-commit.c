@@ -31,7 +31,11 @@ struct record {
 
 static int find_record(const struct cairn_mount_rec *m, void *arg) {
   struct record *rec = arg;
-  if (strcmp(m->dir, rec->dir) != 0 || m->state != CAIRN_MOUNT_LIVE) return 0;
+  /* Restarting too: the server that moved it may have died since (its
+   * supervisor serves the new image with the next). */
+  if (strcmp(m->dir, rec->dir) != 0 ||
+      (m->state != CAIRN_MOUNT_LIVE && m->state != CAIRN_MOUNT_RESTARTING))
+    return 0;
   rec->found = true;
   rec->pid = m->pid;
   snprintf(rec->dev, sizeof(rec->dev), "%s", m->dev);
