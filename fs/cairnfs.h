@@ -185,6 +185,8 @@ struct cairnfs_out_header {
 #define CAIRNFS_STATUS_MOVED 'M'
 #define CAIRNFS_STATUS_MOVED_LEN (64 + 10)
 void cairnfs_report_moved(const char *image, int upper_fd);
+/* daemon.c: the status pipe cairnfs_report_moved writes to (conn.c). */
+void cairnfs_status_fd_set(int fd);
 
 /* The session loop's worker threads: one is started when a request finds
  * none idle, up to this many, and all are kept. (libfuse ends idle threads

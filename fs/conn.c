@@ -116,18 +116,9 @@ static void say_ready(void) {
   if (write(conn.status_fd, &c, 1) < 0) {
     /* The supervisor is gone: the session goes with it. */
   }
-  /* Kept open: cairnfs_report_moved. */
+  /* Kept open: cairnfs_report_moved (daemon.c). */
   if (!conn.quiet) return;
   cairnfs_stdio_null();
-}
-
-void cairnfs_report_moved(const char *image, int upper_fd) {
-  char msg[1 + 64 + 10 + 1];
-  if (conn.status_fd < 0 || strlen(image) != 64 || upper_fd < 0) return;
-  snprintf(msg, sizeof(msg), "%c%s%010d", CAIRNFS_STATUS_MOVED, image, upper_fd);
-  if (write(conn.status_fd, msg, sizeof(msg) - 1) < 0) {
-    /* The supervisor is gone: the session goes with it. */
-  }
 }
 
 /* Asks the kernel to queue again what the dead server had read. */
@@ -208,6 +199,7 @@ int cairnfs_server_main(int argc, char **argv) {
   conn.fuse_fd = parse_fd(argv[2]);
   int init_fd = parse_fd(argv[3]);
   conn.status_fd = parse_fd(argv[4]);
+  cairnfs_status_fd_set(conn.status_fd);
   const char *flags = argv[5], *store = argv[6], *image_id = argv[7], *dir = argv[8];
   const char *dev = argv[9], *opts = argv[10];
   int table_fd = argc > 11 ? parse_fd(argv[11]) : -1; /* none from an older supervisor */

@@ -5,7 +5,9 @@
  * mount answers, or an exit code and the message of its failure: report.h's
  * sink), and the fds of a process that serves (stdio on /dev/null once
  * serving; a server forked without exec closing what an exec would).
- * main.c, supervisor.c, conn.c and als.c call it; it calls none of them.
+ * And a server's messages to its supervisor after the ready byte (a move
+ * by cairn commit). main.c, supervisor.c, conn.c, als_serve.c and
+ * rw_rebase.c call it; it calls none of them.
  */
 #include "cairnfs.h"
 #include "report.h"
@@ -20,6 +22,19 @@
 
 /* Where the verdict goes: the waiting parent's pipe, or stderr with -f. */
 static int verdict_fd = -1;
+/* A server's status pipe to its supervisor (conn.c sets it). */
+static int status_fd = -1;
+
+void cairnfs_status_fd_set(int fd) { status_fd = fd; }
+
+void cairnfs_report_moved(const char *image, int upper_fd) {
+  char msg[1 + 64 + 10 + 1];
+  if (status_fd < 0 || strlen(image) != 64 || upper_fd < 0) return;
+  snprintf(msg, sizeof(msg), "%c%s%010d", CAIRNFS_STATUS_MOVED, image, upper_fd);
+  if (write(status_fd, msg, sizeof(msg) - 1) < 0) {
+    /* The supervisor is gone: the session goes with it. */
+  }
+}
 
 void cairnfs_stdio_null(void) {
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);

@@ -264,10 +264,11 @@ struct stale_fh *stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct di
 void stale_free(struct stale_fh *s);
 int fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh);
 bool fh_ours(const struct cairnfs_rw *rw, uint64_t fh);
-int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi, bool locked);
-int fh_fd(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi);
 void fh_release(struct cairnfs *fs, uint64_t fh);
 int reopen(struct inode *i, int flags);
+/* rw_ops.c: a handle's fd, reopened (and copied up) for a dead server's */
+int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi, bool locked);
+int fh_fd(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi);
 
 /* rw_dir.c */
 void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

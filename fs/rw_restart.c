@@ -201,36 +201,6 @@ int reopen(struct inode *i, int flags) {
   return fd < 0 ? -errno : fd;
 }
 
-/* The fd a file's fi->fh (not NO_FH) names in this server, or -errno;
- * locked: the caller holds mu. */
-int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi, bool locked) {
-  struct cairnfs_rw *rw = fs->rw;
-  if (fh_ours(rw, fi->fh)) return (int)(fi->fh & ((1ULL << FH_FD_BITS) - 1));
-  if (!locked) pthread_mutex_lock(&rw->mu);
-  struct stale_fh *s = stale_find(rw, fi->fh);
-  int fd = s ? s->fd : -1;
-  if (!s) {
-    struct inode *i = inode_of(fs, ino);
-    /* not truncated again, nor created */
-    int flags = (int)(fi->fh >> FH_FLAGS_SHIFT & FH_FLAGS_MASK) & ~(O_TRUNC | O_CREAT | O_EXCL);
-    /* Lower only: a file open before cairn commit moved the mount (its
-     * upper copy is the new image's now), copied up again. */
-    int r = i && i->fd < 0 && i->lower ? ensure_upper(fs, i) : 0;
-    fd = !i ? -ESTALE : r < 0 ? r : i->fd < 0 ? -EBADF : reopen(i, flags);
-    if (fd >= 0 && !(s = stale_add(rw, fi->fh, fd, NULL))) {
-      close(fd);
-      fd = -ENOMEM;
-    }
-    if (s) s->ino = ino;
-  }
-  if (!locked) pthread_mutex_unlock(&rw->mu);
-  return fd;
-}
-
-int fh_fd(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi) {
-  return fh_fd_in(fs, ino, fi, false);
-}
-
 /* Closes what a released fh holds (a dead server's: its reopened fd or
  * listing, if any). */
 void fh_release(struct cairnfs *fs, uint64_t fh) {
