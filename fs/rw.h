@@ -58,7 +58,7 @@
  *   place (parent, name) is learnt again from the kernel's next lookup
  *   (or, lower-only, from the tree when a copy-up needs it); until then
  *   ".." in its listing names the root. A place is only a hint: what
- *   acts on an object acts through its fd (objpath_get).
+ *   acts on an object acts through its fd (fd_path).
  * - a file handle (fh): epoch << 44 | open flags << 20 | fd, the epoch
  *   being the server's (nodetab.c); a dead server's fh is opened again
  *   from the request's nodeid and its flags (not truncating, not
@@ -173,7 +173,11 @@ struct cairnfs_rw {
 
 static inline struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
 
-/* "/proc/self/fd/FD[/NAME]": the object an fd (O_PATH) names. */
+/* "/proc/self/fd/FD[/NAME]": the object an fd (O_PATH) names. Without
+ * NAME it is the path of an upper object itself for the calls that take a
+ * path (*xattr, utimensat): followed, the fd's /proc link leads to its
+ * object and no further, a symlink too (not its target), whatever names
+ * the object has left, none included. */
 static inline void fd_path(char *buf, size_t len, int fd, const char *name) {
   if (name)
     snprintf(buf, len, "/proc/self/fd/%d/%s", fd, name);
@@ -192,13 +196,6 @@ static inline bool is_whiteout(const struct stat *st) {
 /* A restored inode's count of the kernel's references is unknown: it is
  * kept until the kernel's FORGET of it (inode_forget). */
 #define RESTORED_REFS (1ULL << 40)
-
-/* A path naming upper inode i itself (objpath_get, rw_attr.c). */
-struct objpath {
-  char path[PBUF];
-  bool nofollow;
-  char tmp[32]; /* the link in work/, or "" */
-};
 
 /* A directory's listing (rw_listing.c): its entries, then "." and "..". */
 struct dent {
@@ -249,8 +246,6 @@ int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d);
 int dir_subdirs(struct cairnfs *fs, struct inode *i);
 
 /* rw_attr.c */
-int objpath_get(struct cairnfs_rw *rw, struct inode *i, struct objpath *o);
-void objpath_put(struct cairnfs_rw *rw, struct objpath *o);
 int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st);
 int entry_of(struct cairnfs *fs, struct inode *i, struct fuse_entry_param *e);
 

@@ -183,12 +183,8 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
       ts[1].tv_nsec = UTIME_NOW;
     else if (valid & FUSE_SET_ATTR_MTIME)
       ts[1] = attr->st_mtim;
-    struct objpath o;
-    r = objpath_get(fs->rw, i, &o);
-    if (r == 0) {
-      if (utimensat(AT_FDCWD, o.path, ts, o.nofollow ? AT_SYMLINK_NOFOLLOW : 0) < 0) r = -errno;
-      objpath_put(fs->rw, &o);
-    }
+    /* path (followed) is the object, a symlink too: fd_path */
+    if (utimensat(AT_FDCWD, path, ts, 0) < 0) r = -errno;
   }
   if (r == 0) r = inode_stat(fs, i, &st);
   UNLOCK(fs);

@@ -8,7 +8,10 @@
  * commit's request to rebase (rw_rebase.c): rw_setxattr recognises the
  * name and calls rw_rebase. A lower-only inode's xattrs are its tree
  * node's; setting or removing one copies the inode up first. Calls act on
- * the object (objpath_get), a symlink's not followed.
+ * the object through its fd's /proc link (fd_path, rw.h), followed: that
+ * leads to the object itself, a symlink too (not its target), whichever
+ * names it has left (none, after a commit moved the mount on or an unlink
+ * of its last name while the kernel holds it).
  */
 #include "rw.h"
 
@@ -54,15 +57,11 @@ void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) 
     fuse_reply_err(req, ENODATA);
     return;
   }
-  struct objpath o;
-  int r = objpath_get(fs->rw, i, &o);
+  char path[PBUF];
+  fd_path(path, sizeof(path), i->fd, NULL);
   char *buf = size ? malloc(size) : NULL;
-  ssize_t n = r < 0          ? (errno = -r, -1)
-              : size && !buf ? (errno = ENOMEM, -1)
-              : o.nofollow   ? lgetxattr(o.path, name, buf, size)
-                             : getxattr(o.path, name, buf, size);
+  ssize_t n = size && !buf ? (errno = ENOMEM, -1) : getxattr(path, name, buf, size);
   int err = errno;
-  if (r == 0) objpath_put(fs->rw, &o);
   UNLOCK(fs);
   if (n < 0)
     fuse_reply_err(req, err);
@@ -95,18 +94,15 @@ void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
       used += strlen(x) + 1;
     }
   } else {
-    struct objpath o;
-    int r = objpath_get(fs->rw, i, &o);
-    bool nf = o.nofollow;
-    len = r < 0 ? (errno = -r, -1) : nf ? llistxattr(o.path, NULL, 0) : listxattr(o.path, NULL, 0);
+    char path[PBUF];
+    fd_path(path, sizeof(path), i->fd, NULL);
+    len = listxattr(path, NULL, 0);
     if (len >= 0) list = malloc((size_t)len + 1);
-    if (len >= 0 && list)
-      len = nf ? llistxattr(o.path, list, (size_t)len) : listxattr(o.path, list, (size_t)len);
+    if (len >= 0 && list) len = listxattr(path, list, (size_t)len);
     if (len < 0)
       err = errno;
     else if (!list)
       err = ENOMEM;
-    if (r == 0) objpath_put(fs->rw, &o);
   }
   UNLOCK(fs);
   /* trusted.cairn.* is ours */
@@ -144,13 +140,10 @@ void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
   int r = i ? ensure_upper(fs, i) : -ESTALE;
-  struct objpath o;
-  if (r == 0) r = objpath_get(fs->rw, i, &o);
   if (r == 0) {
-    if ((o.nofollow ? lsetxattr(o.path, name, value, size, flags)
-                    : setxattr(o.path, name, value, size, flags)) < 0)
-      r = -errno;
-    objpath_put(fs->rw, &o);
+    char path[PBUF];
+    fd_path(path, sizeof(path), i->fd, NULL);
+    if (setxattr(path, name, value, size, flags) < 0) r = -errno;
   }
   UNLOCK(fs);
   fuse_reply_err(req, -r);
@@ -165,11 +158,10 @@ void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
   int r = i ? ensure_upper(fs, i) : -ESTALE;
-  struct objpath o;
-  if (r == 0) r = objpath_get(fs->rw, i, &o);
   if (r == 0) {
-    if ((o.nofollow ? lremovexattr(o.path, name) : removexattr(o.path, name)) < 0) r = -errno;
-    objpath_put(fs->rw, &o);
+    char path[PBUF];
+    fd_path(path, sizeof(path), i->fd, NULL);
+    if (removexattr(path, name) < 0) r = -errno;
   }
   UNLOCK(fs);
   fuse_reply_err(req, -r);

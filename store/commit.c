@@ -94,13 +94,35 @@ static int write_marker(struct committer *c, const char *path) {
   return r;
 }
 
-static int copy_fd(struct committer *c, int fd, const char *path) {
-  for (;;) {
-    ssize_t got = read(fd, c->buf, sizeof(c->buf));
-    if (got < 0) return store_fail(c->st, -errno, "%s: %s", path, strerror(errno));
-    if (got == 0) return 0;
-    if (archive_write_data(c->out, c->buf, (size_t)got) != got) return out_fail(c, path);
+/* The entry's size bytes from fd, whose holes cn_tar_sparse_map gave the
+ * entry before its header: a hole is written as zeros, which the writer
+ * drops (the tar holds the data only, the blob keeps the hole). Bytes the
+ * file no longer has (a write racing with the commit shrank it) are
+ * zeros too. */
+static int copy_fd(struct committer *c, int fd, uint64_t size, const char *path) {
+  static const char zeros[1 << 17];
+  uint64_t pos = 0;
+  while (pos < size) {
+    uint64_t d, h;
+    cn_next_extent(fd, pos, size, &d, &h);
+    if (h <= pos) h = size;
+    bool eof = false;
+    while (pos < h) {
+      const char *p = zeros;
+      size_t k = h - pos < sizeof(c->buf) ? (size_t)(h - pos) : sizeof(c->buf);
+      if (pos >= d && !eof) {
+        ssize_t got = pread(fd, c->buf, k, (off_t)pos);
+        if (got < 0) return store_fail(c->st, -errno, "%s: %s", path, strerror(errno));
+        if (got == 0) eof = true;
+        if (got > 0) p = c->buf, k = (size_t)got;
+      } else if (pos < d && d - pos < k) {
+        k = (size_t)(d - pos);
+      }
+      if (archive_write_data(c->out, p, k) != (la_ssize_t)k) return out_fail(c, path);
+      pos += k;
+    }
   }
+  return 0;
 }
 
 /* The upper entry dirfd/name (stat st) at tar path. */
@@ -155,12 +177,15 @@ static int write_upper(struct committer *c, int dirfd, const char *name, const s
     archive_entry_set_size(e, st->st_size);
     data = true;
   }
+  cairn_autoclose int fd = data ? openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (data && fd < 0) {
+    archive_entry_free(e);
+    return store_fail(c->st, -errno, "%s: %s", path, strerror(errno));
+  }
+  if (data) cn_tar_sparse_map(e, fd, (uint64_t)st->st_size);
   int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
   archive_entry_free(e);
-  if (r == 0 && data) {
-    cairn_autoclose int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    r = fd < 0 ? store_fail(c->st, -errno, "%s: %s", path, strerror(errno)) : copy_fd(c, fd, path);
-  }
+  if (r == 0 && data) r = copy_fd(c, fd, (uint64_t)st->st_size, path);
   return r;
 }
 
@@ -199,12 +224,15 @@ static int write_lower(struct committer *c, uint32_t ino, const char *path) {
       data = n->blob != 0;
     }
   }
+  cairn_autoclose int fd = data ? cairn_blob_open(c->st, cairn_tree_str(c->tree, n->blob)) : -1;
+  if (data && fd < 0) {
+    archive_entry_free(e);
+    return store_fail(c->st, fd, "%s: blob: %s", path, strerror(-fd));
+  }
+  if (data) cn_tar_sparse_map(e, fd, n->size);
   int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
   archive_entry_free(e);
-  if (r == 0 && data) {
-    cairn_autoclose int fd = cairn_blob_open(c->st, cairn_tree_str(c->tree, n->blob));
-    r = fd < 0 ? store_fail(c->st, fd, "%s: blob: %s", path, strerror(-fd)) : copy_fd(c, fd, path);
-  }
+  if (r == 0 && data) r = copy_fd(c, fd, n->size, path);
   return r;
 }
 

@@ -44,10 +44,7 @@ static int export_fail(struct exporter *x, const char *path) {
   return what ? output_fail(x, what) : export_nomem(x, path);
 }
 
-/* The next extent of data at or after pos in fd (size bytes): [*d, *h);
- * *d == size if only a hole is left. A file system that cannot tell holes
- * has one extent, the whole file. */
-static void next_extent(int fd, uint64_t pos, uint64_t size, uint64_t *d, uint64_t *h) {
+void cn_next_extent(int fd, uint64_t pos, uint64_t size, uint64_t *d, uint64_t *h) {
   off_t o = lseek(fd, (off_t)pos, SEEK_DATA);
   if (o < 0) {
     *d = errno == ENXIO ? size : pos;
@@ -59,14 +56,12 @@ static void next_extent(int fd, uint64_t pos, uint64_t size, uint64_t *d, uint64
   *h = e < 0 || (uint64_t)e > size ? size : (uint64_t)e;
 }
 
-/* Gives e a sparse map if fd (its data, size bytes) has holes, so that
- * the tar holds the data only (pax, GNU sparse 1.0). */
-static void export_sparse_map(struct archive_entry *e, int fd, uint64_t size) {
+void cn_tar_sparse_map(struct archive_entry *e, int fd, uint64_t size) {
   uint64_t pos = 0, data = 0;
   int n = 0;
   while (pos < size) {
     uint64_t d, h;
-    next_extent(fd, pos, size, &d, &h);
+    cn_next_extent(fd, pos, size, &d, &h);
     if (d >= size) break;
     data += h - d;
     pos = h;
@@ -74,7 +69,7 @@ static void export_sparse_map(struct archive_entry *e, int fd, uint64_t size) {
   if (data == size) return;
   for (pos = 0; pos < size;) {
     uint64_t d, h;
-    next_extent(fd, pos, size, &d, &h);
+    cn_next_extent(fd, pos, size, &d, &h);
     if (d >= size) break;
     archive_entry_sparse_add_entry(e, (la_int64_t)d, (la_int64_t)(h - d));
     n++;
@@ -92,7 +87,7 @@ static int export_data(struct exporter *x, int fd, const char *blob, uint64_t si
   int r = 0;
   while (pos < size && r == 0) {
     uint64_t d, h, from = pos;
-    next_extent(fd, pos, size, &d, &h);
+    cn_next_extent(fd, pos, size, &d, &h);
     for (; pos < d && r == 0;) { /* a hole */
       size_t k = d - pos < sizeof(zeros) ? (size_t)(d - pos) : sizeof(zeros);
       if (archive_write_data(x->out, zeros, k) != (la_ssize_t)k) r = export_fail(x, path);
@@ -153,7 +148,7 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
     archive_entry_free(e);
     return store_fail(x->st, fd, "%s: blob %s: %s", path, blob, strerror(-fd));
   }
-  if (data) export_sparse_map(e, fd, n->size);
+  if (data) cn_tar_sparse_map(e, fd, n->size);
   int r = archive_write_header(x->out, e) == ARCHIVE_OK ? 0 : export_fail(x, path);
   archive_entry_free(e);
   if (r == 0 && data) r = export_data(x, fd, blob, n->size, path);

