@@ -375,6 +375,8 @@ int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, p
   return sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "mount record");
 }
 
+/* Durable when it returns: umount reports the mount gone, and a power
+ * cut after that must not bring its record back (as a stale mount). */
 int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *s = NULL;
@@ -382,7 +384,14 @@ int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid) {
   if (r < 0) return r;
   sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
   sqlite3_bind_int(s, 2, pid);
-  return sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "mount record");
+  bool own = sqlite3_get_autocommit(st->db); /* else the caller's transaction */
+  if (own && (r = cn_db_begin(st)) < 0) return r;
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    r = cn_store_fail_db(st, "mount record");
+    if (own) cn_db_rollback(st);
+    return r;
+  }
+  return own ? cn_db_commit_durable(st) : 0;
 }
 
 /* Whether a record's daemon is gone (stale). A zombie daemon does not run:

@@ -142,6 +142,9 @@ int cairn_upper_keep(cairn_store *st, const char *id) {
   cairn_autoclose int fd = openat(dfd, "keep", O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
   unlinkat(dfd, "drop", 0); /* after: while both are there, keep wins */
+  /* Durable before umount --keep says it is done: a power cut right after
+   * would otherwise list the upper stale, not kept. */
+  if (fsync(dfd) < 0) return cairn_fail(st, -errno, "upper %.12s: keep: %s", id, strerror(errno));
   return 0;
 }
 
