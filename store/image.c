@@ -181,8 +181,10 @@ char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {
 /* v without the double quotes around it, if it has them, into buf. */
 static const char *unquote(const char *v, char *buf, size_t len) {
   size_t n = strlen(v);
-  if (n >= 2 && v[0] == '"' && v[n - 1] == '"') {
-    snprintf(buf, len, "%.*s", (int)(n - 2), v + 1);
+  if (n >= 2 && v[0] == '"' && v[n - 1] == '"' && len > 0) {
+    size_t m = n - 2 < len - 1 ? n - 2 : len - 1; /* cut as snprintf would */
+    memmove(buf, v + 1, m);
+    buf[m] = '\0';
     return buf;
   }
   return v;

@@ -146,8 +146,8 @@ int cn_toc_estargz_parse(const void *tail, size_t len, uint64_t blob_size, const
   memset(toc, 0, sizeof *toc);
   toc->format = CN_TOC_ESTARGZ;
   toc->blob_size = blob_size;
-  uint64_t toc_off;
-  size_t flen;
+  uint64_t toc_off = 0;
+  size_t flen = 0;
   int r = footer(tail, len, blob_size, &toc_off, &flen, st);
   if (r < 0) return r;
   uint64_t start = blob_size - len; /* the blob offset of tail[0] */
