@@ -34,7 +34,7 @@
  * at its place (parent, name) in the old view becomes the new tree's entry
  * at that path (lower only, its key the new tree inode); a file not at
  * its place that keeps another name (in the upper, or the image's that the
- * view still shows: rebase_names, rebase_lower_name) becomes the entry at
+ * view still shows: rebase_names) becomes the entry at
  * that name; one with none (unlinked, or below an unlinked directory) is
  * an orphan served from its old upper object, if it had one. Lookups find inodes by key; a new
  * entry whose key is a nodeid the kernel still holds for another entry
@@ -75,19 +75,57 @@ static uint32_t rebase_place(struct cairnfs *fs, struct inode *i, const cairn_tr
   return i->rebase_lower;
 }
 
+/* Gives each of w (n) whose key is key, and no other name yet, path. */
+static void rebase_name_found(struct inode **w, size_t n, uint64_t key, const char *path) {
+  for (size_t k = 0; k < n; k++)
+    if (w[k]->key == key && !w[k]->rebase_path) w[k]->rebase_path = strdup(path);
+}
+
+/* The names the view shows of the tree's directory dir from the lower
+ * only, at prefix: those upper (dfd; -1 for none: a lower-only directory)
+ * has no entry at, whiteouts included, and below the subdirectories
+ * among them, all of theirs. */
+static void rebase_lower_names(struct cairnfs *fs, struct inode **w, size_t n, uint32_t dir,
+                               int dfd, const char *prefix, unsigned depth) {
+  const cairn_node *dn = cairn_tree_node(fs->tree, dir);
+  if (!dn || !S_ISDIR(dn->mode) || depth >= 4096) return;
+  const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
+  for (uint32_t k = 0; k < dn->n_children; k++) {
+    const char *name = cairn_tree_str(fs->tree, c[k].name);
+    struct stat st;
+    if (dfd >= 0 && (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT))
+      continue; /* the upper's entry (its walk finds it), or hidden */
+    const cairn_node *cn = cairn_tree_node(fs->tree, c[k].ino);
+    char path[PATH_MAX];
+    if (!cn || snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", name) >=
+                   (int)sizeof(path))
+      continue;
+    if (S_ISDIR(cn->mode))
+      rebase_lower_names(fs, w, n, c[k].ino, -1, path, depth + 1);
+    else
+      rebase_name_found(w, n, c[k].ino, path);
+  }
+}
+
 /* The files rebase_place found away from their place (the last name the
- * kernel saw them under removed) that still have a name in the upper:
- * each gets the path of one (rebase_path), the first entry of root/ (dfd,
- * at prefix) with its identity. A file whose last-seen name goes keeps
- * its other names, and is at one of them after the move, not an orphan. */
-static void rebase_names(struct cairnfs *fs, struct inode **w, size_t n, int dfd,
-                         const char *prefix, unsigned depth) {
+ * kernel saw them under removed) that still have a name in the view:
+ * each gets the path of one (rebase_path), the first entry with its
+ * identity below root/'s directory dfd (at prefix; merged with the tree's
+ * directory merged, 0 if none): one of the upper, or (lower: some of w
+ * are lower files with several names) one a merged directory shows from
+ * the lower, at its place or moved there (renamed: in the upper, its
+ * origin the tree's directory), and below it. A file whose last-seen name
+ * goes keeps its other names, and is at one of them after the move, not
+ * an orphan. */
+static void rebase_names(struct cairnfs *fs, struct inode **w, size_t n, bool lower, int dfd,
+                         uint32_t merged, const char *prefix, unsigned depth) {
   int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
   if (!dir) {
     if (fd >= 0) close(fd);
     return;
   }
+  if (lower && merged) rebase_lower_names(fs, w, n, merged, fd, prefix, depth);
   struct dirent *e;
   while ((e = readdir(dir))) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
@@ -97,76 +135,17 @@ static void rebase_names(struct cairnfs *fs, struct inode **w, size_t n, int dfd
     if (snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", e->d_name) >=
         (int)sizeof(path))
       continue;
+    uint32_t origin = origin_at(fd, e->d_name);
     if (S_ISDIR(st.st_mode)) {
       int sub =
           depth < 4096 ? openat(fd, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
-      if (sub >= 0) rebase_names(fs, w, n, sub, path, depth + 1);
+      if (sub >= 0) rebase_names(fs, w, n, lower, sub, origin, path, depth + 1);
       if (sub >= 0) close(sub);
       continue;
     }
-    uint32_t origin = origin_at(fd, e->d_name);
-    uint64_t key = origin ? origin : UPPER_BASE + st.st_ino;
-    for (size_t k = 0; k < n; k++)
-      if (w[k]->key == key && !w[k]->rebase_path) w[k]->rebase_path = strdup(path);
+    rebase_name_found(w, n, origin ? origin : UPPER_BASE + st.st_ino, path);
   }
   closedir(dir);
-}
-
-/* Whether path (from the root) names the tree's entry in the current view:
- * every directory on the way merged (in the upper, its origin the tree's
- * directory there) or lower only, and no upper entry at the name. */
-static bool lower_shown(struct cairnfs *fs, const char *path) {
-  char buf[PATH_MAX], *save = NULL;
-  snprintf(buf, sizeof(buf), "%s", path);
-  int dfd = fcntl(fs->rw->root_fd, F_DUPFD_CLOEXEC, 3);
-  uint32_t ino = FUSE_ROOT_ID;
-  bool shown = dfd >= 0;
-  for (char *c = strtok_r(buf, "/", &save), *next; shown && c && dfd >= 0; c = next) {
-    next = strtok_r(NULL, "/", &save);
-    struct stat st;
-    if (fstatat(dfd, c, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-      shown = errno == ENOENT; /* lower only from here on */
-      break;
-    }
-    const cairn_node *dn = cairn_tree_node(fs->tree, ino);
-    const cairn_dirent *de = dn ? cairn_tree_lookup(fs->tree, dn, c) : NULL;
-    if (!next || !de || !S_ISDIR(st.st_mode) || origin_at(dfd, c) != de->ino) {
-      shown = false; /* the name's, or a directory's, replaced or hidden */
-      break;
-    }
-    int sub = openat(dfd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    close(dfd);
-    dfd = sub;
-    ino = de->ino;
-  }
-  if (dfd >= 0) close(dfd);
-  return shown && dfd >= 0;
-}
-
-/* A path (malloc'd) of one lower name of the tree's file lower (several
- * names) that the view still shows, or NULL. */
-static char *rebase_lower_name(struct cairnfs *fs, uint32_t lower) {
-  size_t count = cairn_tree_count(fs->tree);
-  for (size_t d = 1; d <= count; d++) {
-    const cairn_node *dn = cairn_tree_node(fs->tree, (uint32_t)d);
-    if (!dn || !S_ISDIR(dn->mode)) continue;
-    const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
-    for (uint32_t k = 0; k < dn->n_children; k++) {
-      if (c[k].ino != lower) continue;
-      char path[PATH_MAX], tmp[PATH_MAX];
-      snprintf(path, sizeof(path), "%s", cairn_tree_str(fs->tree, c[k].name));
-      bool ok = true;
-      for (uint32_t at = (uint32_t)d; ok && at != FUSE_ROOT_ID;) {
-        const cairn_node *an = cairn_tree_node(fs->tree, at);
-        const char *name = an ? tree_name(fs, an->parent, at) : NULL;
-        ok = name && snprintf(tmp, sizeof(tmp), "%s/%s", name, path) < (int)sizeof(tmp);
-        if (ok) memcpy(path, tmp, sizeof(path));
-        at = an ? an->parent : FUSE_ROOT_ID;
-      }
-      if (ok && lower_shown(fs, path)) return strdup(path);
-    }
-  }
-  return NULL;
 }
 
 /* The inode at path (from the root, '/'-separated) in tree, 0 if none. */
@@ -365,10 +344,9 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
       away[n_away++] = i;
     }
   }
-  if (n_away) rebase_names(fs, away, n_away, rw->root_fd, "", 0);
-  for (size_t k = 0; k < n_away; k++)
-    if (!away[k]->rebase_path && away[k]->indexed && away[k]->lower)
-      away[k]->rebase_path = rebase_lower_name(fs, away[k]->lower);
+  bool lower = false; /* a lower file with several names among them */
+  for (size_t k = 0; k < n_away; k++) lower |= away[k]->indexed && away[k]->lower;
+  if (n_away) rebase_names(fs, away, n_away, lower, rw->root_fd, FUSE_ROOT_ID, "", 0);
   for (size_t k = 0; k < n_away; k++) {
     struct inode *i = away[k];
     i->rebase_lower = i->rebase_path ? tree_at(tree, i->rebase_path) : 0;

@@ -6,7 +6,10 @@
 # other names are the image's) is, after `cairn commit` moved the mount onto
 # its new image, the file at its other name: its link count is its names'
 # (not 0) and a symlink's xattr calls answer (not ENOENT), through the
-# nodeid the kernel holds, with no new lookup.
+# nodeid the kernel holds, with no new lookup. The same for a symlink and
+# a file of the image with three names whose other two are in a directory
+# renamed before the commit (issue 30), and what changes through them
+# after the move is in the next commit.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -58,3 +61,87 @@ print("\n".join(bad) or "all good")
 sys.exit(1 if bad else 0)
 PY
 ok "after the move, files held at a removed name are at their other names (links, xattrs)"
+
+# A symlink of the image with three names, one in another directory (issue
+# 30's differential case): every name looked up, opt/app/s3 removed, the
+# directory of the other two moved, then cairn commit. The one inode the
+# kernel holds is, after the move, the file at etc/n2/s and etc/n2/s2 (two
+# links, not an orphan of the old upper), and what is changed through it
+# afterwards is in the next commit. A regular file with the same names is
+# the control.
+
+python3 - "$T/l.tar" "$HELPERS" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+import fstree
+L = fstree.Layer(sys.argv[1])
+L.add("./", "dir", mtime=1500000000)
+for d in ("etc/", "opt/", "opt/app/", "opt/l2dir/"):
+    L.add(d, "dir")
+L.add("opt/app/g", data=b"g\n")
+L.add("opt/l2dir/s", "lnk", target="../app/g", mode=0o777)
+L.add("opt/l2dir/s2", "hard", target="opt/l2dir/s")
+L.add("opt/app/s3", "hard", target="opt/l2dir/s")
+L.add("opt/l2dir/f", data=b"f\n")
+L.add("opt/l2dir/f2", "hard", target="opt/l2dir/f")
+L.add("opt/app/f3", "hard", target="opt/l2dir/f")
+L.close()
+PY
+cairn import sym:1 "$T/l.tar" >/dev/null
+m2=$T/mnt2
+mkdir "$m2"
+cairn mount --rw sym:1 "$m2" >/dev/null
+
+python3 - "$m2" "$CAIRN_BIN/cairn" "$STORE" >"$T/stdout" 2>&1 <<'PY' || { cat "$T/stdout"; fail "a hardlinked symlink in a moved directory"; }
+import os, subprocess, sys
+m, cairn, store = sys.argv[1:4]
+os.chdir(m)
+# held by the kernel through these; opt/app/s3 and f3 looked up last
+fds = {n: os.open("opt/l2dir/" + n, os.O_PATH | os.O_NOFOLLOW) for n in ("s", "s2", "f", "f2")}
+os.lstat("opt/app/s3"); os.lstat("opt/app/f3")
+os.unlink("opt/app/s3"); os.unlink("opt/app/f3")
+os.rename("opt/l2dir", "etc/n2")
+subprocess.run([cairn, "--store", store, "commit", "-q", m, "sym:2"], check=True,
+               stdout=subprocess.DEVNULL)
+bad = []
+for n, fd in fds.items():
+    got = os.fstat(fd).st_nlink
+    if got != 2:
+        bad.append("etc/n2/%s has %d links after the move, not 2" % (n, got))
+for n in ("s", "f"):
+    p = "/proc/self/fd/%d" % fds[n]
+    os.utime(p, ns=(1234567890 * 10**9, 1234567890 * 10**9))
+    os.setxattr(p, "trusted.t", b"v")
+subprocess.run([cairn, "--store", store, "commit", "-q", m, "sym:3"], check=True,
+               stdout=subprocess.DEVNULL)
+print("\n".join(bad) or "all good")
+sys.exit(1 if bad else 0)
+PY
+ok "after the move, a hardlinked symlink of the image in a moved directory keeps its names"
+
+m3=$T/mnt3
+mkdir "$m3"
+cairn mount sym:3 "$m3" >/dev/null
+python3 - "$m3" >"$T/stdout" 2>&1 <<'PY' || { cat "$T/stdout"; fail "the next commit"; }
+import os, sys
+os.chdir(sys.argv[1])
+bad = []
+for n in ("etc/n2/s", "etc/n2/s2", "etc/n2/f", "etc/n2/f2"):
+    st = os.lstat(n)
+    if st.st_mtime_ns != 1234567890 * 10**9:
+        bad.append("%s: mtime %d not committed" % (n, st.st_mtime_ns))
+    if st.st_nlink != 2:
+        bad.append("%s: %d links in the image, not 2" % (n, st.st_nlink))
+for n in ("etc/n2/s", "etc/n2/s2", "etc/n2/f", "etc/n2/f2"):
+    try:
+        if os.getxattr(n, "trusted.t", follow_symlinks=False) != b"v":
+            bad.append("%s: trusted.t changed" % n)
+    except OSError as e:
+        bad.append("%s: trusted.t not committed: %s" % (n, e))
+for n in ("opt/app/s3", "opt/app/f3", "opt/l2dir"):
+    if os.path.lexists(n):
+        bad.append("%s is in the image" % n)
+print("\n".join(bad) or "all good")
+sys.exit(1 if bad else 0)
+PY
+ok "what changed through it after the move is in the next commit"
