@@ -13,7 +13,11 @@
 #   CAIRN_COMMIT_DIFF_SEQS   sequences to run (default 40: the CI slice;
 #                            10 in a sanitizer build, where each costs 5
 #                            times more; the long target is e.g. 5000)
-#   CAIRN_COMMIT_DIFF_SEED   the seed (default: a new one, printed)
+#   CAIRN_COMMIT_DIFF_SEED   the seed (default: 610001038 for the CI slice,
+#                            which once found a rebase defect, so that the
+#                            suite's answer does not depend on a draw; a
+#                            new one, printed, when CAIRN_COMMIT_DIFF_SEQS
+#                            is given)
 #   CAIRN_COMMIT_DIFF_ONLY   replay that one sequence of the seed
 #   CAIRN_COMMIT_DIFF_KEEP_GOING=1  report every differing sequence, not the first
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -21,7 +25,11 @@ use_lib mount
 set -e
 
 seqs=${CAIRN_COMMIT_DIFF_SEQS:-$([ "${CAIRN_SANITIZE:-OFF}" = ON ] && echo 10 || echo 40)}
-seed=${CAIRN_COMMIT_DIFF_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+if [ -n "${CAIRN_COMMIT_DIFF_SEQS:-}" ]; then
+  seed=${CAIRN_COMMIT_DIFF_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+else
+  seed=${CAIRN_COMMIT_DIFF_SEED:-610001038}
+fi
 echo "seed $seed, ${CAIRN_COMMIT_DIFF_ONLY:+only sequence $CAIRN_COMMIT_DIFF_ONLY of }$seqs sequences (CAIRN_COMMIT_DIFF_SEED=$seed replays them)"
 export CAIRN_STORE=$STORE
 mkdir -p "$T/work"
