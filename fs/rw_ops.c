@@ -696,15 +696,22 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   }
 }
 
+/* A lower-only file's node, with tree_lock's read side held (the caller
+ * unlocks it) so that n stays fs->tree's while it is served. */
+static const cairn_node *lower_held(struct cairnfs *fs, fuse_ino_t ino) {
+  LOCK(fs);
+  struct inode *i = inode_of(fs, ino);
+  const cairn_node *n = i ? lower_node(fs, i) : NULL;
+  pthread_rwlock_rdlock(&fs->rw->tree_lock);
+  UNLOCK(fs);
+  return n;
+}
+
 static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
   if (fi->fh == NO_FH) {
-    LOCK(fs);
-    struct inode *i = inode_of(fs, ino);
-    const cairn_node *n = i ? lower_node(fs, i) : NULL;
-    pthread_rwlock_rdlock(&fs->rw->tree_lock); /* n stays fs->tree's */
-    UNLOCK(fs);
+    const cairn_node *n = lower_held(fs, ino);
     cairnfs_read_lower(req, fs, n, size, off);
     pthread_rwlock_unlock(&fs->rw->tree_lock);
     return;
@@ -745,11 +752,7 @@ static void rw_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
                      struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
   if (fi->fh == NO_FH) {
-    LOCK(fs);
-    struct inode *i = inode_of(fs, ino);
-    const cairn_node *n = i ? lower_node(fs, i) : NULL;
-    pthread_rwlock_rdlock(&fs->rw->tree_lock); /* n stays fs->tree's */
-    UNLOCK(fs);
+    const cairn_node *n = lower_held(fs, ino);
     cairnfs_lseek_lower(req, fs, n, off, whence);
     pthread_rwlock_unlock(&fs->rw->tree_lock);
     return;
