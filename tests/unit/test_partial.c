@@ -149,3 +149,136 @@ static void rebuild_with(int every) {
 Test(partial, rebuild_all_stored) { rebuild_with(1); }
 Test(partial, rebuild_some_stored) { rebuild_with(2); }
 Test(partial, rebuild_none_stored) { rebuild_with(0); }
+
+/* ---- range specs -------------------------------------------------------- */
+
+Test(partial, spec_skips_stored_and_bounds_a_request) {
+  cn_partial_seg segs[2 * CN_PARTIAL_RANGES_MAX + 2];
+  size_t n = 0;
+  for (uint64_t k = 0; n + 2 <= sizeof segs / sizeof *segs; k++) {
+    segs[n++] = (cn_partial_seg){.kind = CN_SEG_FETCH, .off = k * 100, .len = 10};
+    segs[n++] = (cn_partial_seg){.kind = CN_SEG_STORED, .off = k * 100 + 10, .len = 90};
+  }
+  cn_partial_plan plan = {.segs = segs, .n_segs = n};
+  char spec[PULL_RANGE_SPEC_MAX];
+  size_t last;
+  cn_partial_spec(&plan, 0, &last, spec);
+  cr_assert_eq(strncmp(spec, "0-9,100-109,200-209,", 20), 0, "%s", spec);
+  cr_assert_eq(last, 2 * CN_PARTIAL_RANGES_MAX, "at most %d ranges a request",
+               CN_PARTIAL_RANGES_MAX);
+  cn_partial_spec(&plan, last, &last, spec);
+  cr_assert_eq(last, n);
+  char want[64];
+  snprintf(want, sizeof want, "%u-%u", CN_PARTIAL_RANGES_MAX * 100,
+           CN_PARTIAL_RANGES_MAX * 100 + 9);
+  cr_assert_eq(strncmp(spec, want, strlen(want)), 0, "%s", spec);
+  /* a request stops before CN_PARTIAL_REQUEST_MAX bytes */
+  cn_partial_seg big[3] = {{.kind = CN_SEG_FETCH, .off = 0, .len = CN_PARTIAL_REQUEST_MAX - 10},
+                           {.kind = CN_SEG_FETCH, .off = CN_PARTIAL_REQUEST_MAX, .len = 20},
+                           {.kind = CN_SEG_FETCH, .off = 2ull * CN_PARTIAL_REQUEST_MAX, .len = 5}};
+  plan = (cn_partial_plan){.segs = big, .n_segs = 3};
+  cn_partial_spec(&plan, 0, &last, spec);
+  cr_assert_eq(last, 1);
+}
+
+/* ---- range replies ------------------------------------------------------- */
+
+typedef struct parts {
+  uint64_t off[8];
+  size_t len[8];
+  char data[8][64];
+  size_t n;
+} parts;
+
+static int take(uint64_t off, const unsigned char *data, size_t len, void *arg) {
+  parts *p = arg;
+  cr_assert_lt(p->n, 8);
+  p->off[p->n] = off;
+  p->len[p->n] = len;
+  memcpy(p->data[p->n], data, len < 63 ? len : 63);
+  p->n++;
+  return 0;
+}
+
+#define BOUNDARY "3d6b6a416f9b5"
+#define MULTI_CT "multipart/byteranges; boundary=" BOUNDARY
+
+/* As Go's net/http (docker-registry) writes it. */
+static const char go_reply[] = "--" BOUNDARY "\r\n"
+                               "Content-Range: bytes 0-3/100\r\n"
+                               "Content-Type: application/octet-stream\r\n"
+                               "\r\n"
+                               "ab\r\n"
+                               "\r\n--" BOUNDARY "\r\n"
+                               "Content-Range: bytes 83-99/100\r\n"
+                               "Content-Type: application/octet-stream\r\n"
+                               "\r\n"
+                               "--" BOUNDARY "--"
+                               "\r\n--" BOUNDARY "--\r\n";
+
+Test(partial, byteranges_multipart) {
+  parts p = {0};
+  /* data holding CRLF and the delimiter itself is taken by its length */
+  int n =
+      cn_byteranges_parse(MULTI_CT, NULL, go_reply, sizeof go_reply - 1, 100, 8, take, &p, T.st);
+  cr_assert_eq(n, 2, "%d %s", n, cairn_errmsg(T.st));
+  cr_assert_eq(p.off[0], 0);
+  cr_assert_eq(p.len[0], 4);
+  cr_assert_eq(memcmp(p.data[0], "ab\r\n", 4), 0);
+  cr_assert_eq(p.off[1], 83);
+  cr_assert_eq(p.len[1], 17);
+  cr_assert_eq(memcmp(p.data[1], "--" BOUNDARY "--", 17), 0);
+  /* a quoted boundary, a preamble, LF line ends */
+  static const char lf[] = "preamble\n--b\nContent-range: bytes 5-5/*\n\nX\n--b--";
+  p = (parts){0};
+  cr_assert_eq(cn_byteranges_parse("Multipart/ByteRanges; boundary=\"b\"", NULL, lf, sizeof lf - 1,
+                                   100, 8, take, &p, T.st),
+               1, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(p.off[0], 5);
+  cr_assert_eq(p.data[0][0], 'X');
+}
+
+Test(partial, byteranges_single) {
+  parts p = {0};
+  cr_assert_eq(cn_byteranges_parse("application/octet-stream", "bytes 10-14/100", "hello", 5, 100,
+                                   1, take, &p, T.st),
+               1);
+  cr_assert_eq(p.off[0], 10);
+  cr_assert_eq(p.len[0], 5);
+}
+
+Test(partial, byteranges_refused) {
+  static const struct {
+    const char *ct, *cr, *body;
+    size_t max;
+  } bad[] = {
+      {"application/octet-stream", "bytes 10-14/100", "hell", 1},   /* short */
+      {"application/octet-stream", "bytes 10-14/100", "hello!", 1}, /* long */
+      {"application/octet-stream", "bytes 10-14/99", "hello", 1},   /* another size */
+      {"application/octet-stream", "bytes 14-10/100", "hello", 1},  /* reversed */
+      {"application/octet-stream", "bytes 96-100/100", "hello", 1}, /* past the end */
+      {"application/octet-stream", "bytes 0-18446744073709551615/100", "x", 1},
+      {"application/octet-stream", "items 10-14/100", "hello", 1},
+      {"application/octet-stream", "", "hello", 1}, /* a 206 without a range */
+      {MULTI_CT, NULL, "no boundary here", 8},
+      {MULTI_CT, NULL, "--" BOUNDARY "\r\n\r\nabc\r\n--" BOUNDARY "--", 8}, /* no range */
+      {MULTI_CT, NULL, "--" BOUNDARY "\r\nContent-Range: bytes 0-9/100\r\n\r\nabc", 8},
+      {MULTI_CT, NULL, "--" BOUNDARY "\r\nContent-Range: bytes 0-2/100\r\n\r\nabcX--" BOUNDARY, 8},
+      {MULTI_CT, NULL, "--" BOUNDARY "\r\nContent-Range: bytes 0-2/100\r\n\r\nabc\r\n--x", 8},
+      {MULTI_CT, NULL, "--" BOUNDARY "\r\nContent-Range: bytes 0-2/100", 8}, /* cut */
+      {MULTI_CT, NULL,
+       "--" BOUNDARY "\r\nContent-Range: bytes 0-0/100\r\n\r\na\r\n--" BOUNDARY
+       "\r\nContent-Range: bytes 1-1/100\r\n\r\nb\r\n--" BOUNDARY "--",
+       1}, /* more parts than asked */
+      {"multipart/byteranges; boundary=", NULL, "--\r\n", 8},
+      {"multipart/byteranges", NULL, "--\r\n", 8},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    parts p = {0};
+    int r = cn_byteranges_parse(bad[i].ct, bad[i].cr, bad[i].body, strlen(bad[i].body), 100,
+                                bad[i].max, take, &p, T.st);
+    cr_assert_eq(r, -EBADMSG, "case %zu: %d", i, r);
+    cr_assert(strstr(cairn_errmsg(T.st), "range reply") != NULL, "case %zu: %s", i,
+              cairn_errmsg(T.st));
+  }
+}
