@@ -441,6 +441,8 @@ static int registry_ranges(pull_source *src, const pull_desc *d, const char *spe
   int r = cn_registry_request(rg, &q, s, false, &reply, st);
   if (r == -ENOENT)
     return cairn_fail(st, r, "%s/%s: blob %s not found", rg->endpoint, rg->repo, d->digest);
+  if (reply.status == 200) /* the whole blob: cut off at the sink's limit */
+    return cairn_fail(st, -EPROTO, "%s answers no range requests (HTTP 200 to one)", rg->endpoint);
   rr->status = reply.status;
   snprintf(rr->content_type, sizeof rr->content_type, "%s", reply.content_type);
   snprintf(rr->content_range, sizeof rr->content_range, "%s", reply.content_range);

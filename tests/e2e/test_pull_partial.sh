@@ -9,7 +9,8 @@
 #   of the layer's bytes, counted by the proxy, in multi-range requests),
 #   says so (bytes fetched against the layer's size), and stores the image a
 #   full pull stores (same image id, diff_id, files; fsck clean);
-#   a store holding none of B's files pulls it in full (one GET).
+#   a store holding none of B's files pulls it in full (one GET);
+#   a registry that answers no range request: said once, pulled in full.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
@@ -106,4 +107,16 @@ check "partial pull: inspect agrees with the full pull's" cmp -s "$ST.inspect" "
 check "partial pull: the same files (listing)" cmp -s "$ST.files" "$T/full.files"
 check "partial pull: the same export" cmp -s "$ST.sum" "$T/full.sum"
 expect_exit 0 "fsck after the partial pull" "$CAIRN" --store "$ST" fsck
+
+# A registry that answers no range request (200, the whole blob): the
+# partial pull says it failed, once, and the layer is pulled in full.
+setup "$CAIRN" --store "$T/norange" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+curl -sf "http://$PROXY/_proxy/set?ranges=0" >/dev/null
+expect_exit 0 "no ranges: the pull of B succeeds" \
+  "$CAIRN" --store "$T/norange" pull --insecure "docker://$PROXY/part/b:1"
+sed "s/^/# /" "$T/stderr" >&2
+check "no ranges: said once, then pulled in full" \
+  test "$(grep -c 'partial pull failed (.*); pulling it in full' "$T/stderr")" = 1
+check "no ranges: the image id of the full pull" \
+  test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/full.out")"
 finish
