@@ -69,6 +69,15 @@ int cn_partial_plan_make(const cn_toc *toc, uint64_t merge_gap, cn_partial_have_
     plan->files++;
     int h = have(e->digest, arg);
     if (h < 0) r = h;
+    if (h == 0) {
+      size_t *m = realloc(plan->missing, (plan->n_missing + 1) * sizeof *m);
+      if (!m) {
+        r = cairn_fail(st, -ENOMEM, "out of memory");
+        break;
+      }
+      plan->missing = m;
+      plan->missing[plan->n_missing++] = i;
+    }
     if (h <= 0) continue;
     plan->files_stored++;
     for (size_t k = 0; k < e->n_chunks; k++) {
@@ -120,6 +129,9 @@ void cn_partial_plan_free(cn_partial_plan *plan) {
   free(plan->segs);
   plan->segs = NULL;
   plan->n_segs = 0;
+  free(plan->missing);
+  plan->missing = NULL;
+  plan->n_missing = 0;
 }
 
 void cn_partial_spec(const cn_partial_plan *plan, size_t first, size_t *last,
@@ -281,11 +293,48 @@ static int fetch_batch(pull_ctx *c, const cn_partial_plan *plan, size_t first) {
   return r;
 }
 
+/* Each chunk of a missing file that lies in one segment of the batch,
+ * decompressed and checked against its digest (the chunk's, or the file's
+ * for a file of one chunk) before anything is written. A chunk cut by a
+ * request's bound is left to the diff_id check. */
+static int verify_batch(pull_ctx *c, const cn_partial_plan *plan) {
+  if (!plan->missing) return 0; /* the TOC's own request */
+  for (size_t m = 0; m < plan->n_missing; m++) {
+    const cn_toc_entry *e = &c->toc->entries[plan->missing[m]];
+    for (size_t k = 0; k < e->n_chunks; k++) {
+      const cn_toc_chunk *ch = &e->chunks[k];
+      const char *want = ch->digest[0] ? ch->digest : e->n_chunks == 1 ? e->digest : NULL;
+      if (!want) continue;
+      for (size_t i = c->b_first; i < c->b_last; i++) {
+        const cn_partial_seg *s = &plan->segs[i];
+        if (s->kind != CN_SEG_FETCH || ch->off < s->off || ch->csize > s->len ||
+            ch->off - s->off > s->len - ch->csize)
+          continue;
+        unsigned char *u = NULL;
+        size_t ulen = 0;
+        char got[CN_TOC_DIGEST_LEN + 1];
+        int r = cn_toc_decompress(c->buf + c->boff[i - c->b_first] + (ch->off - s->off),
+                                  (size_t)ch->csize, (size_t)ch->usize, &u, &ulen, e->path, c->st);
+        if (r == 0) cn_toc_sha256(u, ulen, got);
+        free(u);
+        if (r < 0) return r;
+        if (ulen != ch->usize || strcmp(got, want) != 0)
+          return cairn_fail(c->st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says",
+                            e->path);
+        c->res->chunks_verified++;
+        break;
+      }
+    }
+  }
+  return 0;
+}
+
 static int io_fetched(const cn_partial_plan *plan, size_t i, const unsigned char **data,
                       void *arg) {
   pull_ctx *c = arg;
   if (i < c->b_first || i >= c->b_last || !c->buf) {
     int r = fetch_batch(c, plan, i);
+    if (r == 0) r = verify_batch(c, plan);
     if (r < 0) return r;
   }
   *data = c->buf + c->boff[i - c->b_first];

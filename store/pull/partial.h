@@ -53,6 +53,8 @@ typedef struct cn_partial_plan {
   uint64_t end;               /* the stream rebuilt is the blob's [0, end) */
   uint64_t fetch_bytes;       /* of the FETCH segments */
   size_t files, files_stored; /* regular files with data; of them stored */
+  size_t *missing;            /* the TOC entries of the others */
+  size_t n_missing;
 } cn_partial_plan;
 
 /* Says whether the store holds a file of content sha256 ("sha256:hex"): 1,
@@ -86,7 +88,9 @@ int cn_partial_write(const cn_partial_plan *plan, const cn_partial_io *io, cairn
 void cn_partial_spec(const cn_partial_plan *plan, size_t first, size_t *last,
                      char spec[PULL_RANGE_SPEC_MAX]);
 
-/* The partial pull of layer d from src into fd (the rebuilt zstd stream,
+/* The partial pull of layer d from src into fd. Each fetched chunk of a
+ * missing file is checked against its TOC digest as its request arrives;
+ * the whole against the diff_id by the ingest (the rebuilt zstd stream,
  * for cairn_layer_ingest): 0 when done (*fetched, *stored_files say what it
  * cost and saved), 1 when the layer is not zstd:chunked, the source cannot
  * range-request, or the store holds none of its files (pull it in full),
@@ -95,6 +99,8 @@ void cn_partial_spec(const cn_partial_plan *plan, size_t first, size_t *last,
 typedef struct cn_partial_result {
   uint64_t fetched; /* bytes over the network: TOC and ranges */
   size_t files, files_stored, requests;
+  size_t chunks_verified; /* fetched chunks checked against the TOC's
+                             digests before the ingest */
 } cn_partial_result;
 int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64_t *progress,
                     cn_partial_result *res, cairn_store *st);

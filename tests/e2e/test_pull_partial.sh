@@ -10,7 +10,8 @@
 #   says so (bytes fetched against the layer's size), and stores the image a
 #   full pull stores (same image id, diff_id, files; fsck clean);
 #   a store holding none of B's files pulls it in full (one GET);
-#   a registry that answers no range request: said once, pulled in full.
+#   a registry that answers no range request: said once, pulled in full;
+#   a corrupt file in the blob is caught against the TOC before the ingest.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
@@ -119,4 +120,32 @@ check "no ranges: said once, then pulled in full" \
   test "$(grep -c 'partial pull failed (.*); pulling it in full' "$T/stderr")" = 1
 check "no ranges: the image id of the full pull" \
   test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/full.out")"
+curl -sf "http://$PROXY/_proxy/set?ranges=1" >/dev/null
+
+# A corrupt file in the registry's blob (one byte of f07, which the store
+# lacks): the partial pull finds it in the chunk it fetched before
+# anything is stored, falls back, and the full pull refuses the blob.
+setup "$CAIRN" --store "$T/bad" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+bdigest=$(manifest b | jq -r '.layers[0].digest')
+position=$(manifest b | jq -r '.layers[0].annotations | to_entries[] |
+  select(.key | endswith("zstd-chunked.manifest-position")) | .value')
+setup python3 - "$(registry_blob_path "$bdigest")" "$position" <<'PY'
+import json, subprocess, sys
+path, (off, length) = sys.argv[1], map(int, sys.argv[2].split(":")[:2])
+b = bytearray(open(path, "rb").read())
+toc = json.loads(subprocess.run(["zstd", "-dcq"], input=bytes(b[off:off + length]),
+                                capture_output=True, check=True).stdout)
+e = next(e for e in toc["entries"] if e.get("name", "").endswith("usr/lib/data/f07"))
+b[e["offset"] + 100] ^= 0xFF
+open(path, "wb").write(b)
+PY
+expect_exit 5 "corrupt file: the pull fails (integrity)" \
+  "$CAIRN" --store "$T/bad" pull --insecure "docker://$PROXY/part/b:1"
+sed "s/^/# /" "$T/stderr" >&2
+# (podman's frames carry a checksum of their own: the chunk's
+# decompression fails before its digest is compared)
+check "corrupt file: found in the chunk fetched, before the ingest" \
+  grep -Eq 'partial pull failed \("?usr/lib/data/f07"?: .*\); pulling it in full' "$T/stderr"
+check_json "corrupt file: no image B stored" 'length == 1' \
+  "$CAIRN" --store "$T/bad" images --json
 finish

@@ -110,6 +110,7 @@ static void rebuild_with(int every) {
   for (size_t i = 0; i < toc.n_entries; i++) files += toc.entries[i].n_chunks > 0;
   cr_assert_eq(plan.files, files);
   cr_assert_eq(plan.files_stored, every ? (files + (size_t)every - 1) / (size_t)every : 0);
+  cr_assert_eq(plan.n_missing, files - plan.files_stored);
   cr_assert_eq(plan.end, toc.data_end - 8); /* the TOC's skippable frame starts there */
   /* the segments tile [0, end) in order */
   uint64_t at = 0, fetch = 0;
