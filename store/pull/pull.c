@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "partial.h"
 #include "pull.h"
 
 /* ---- the fetch workers ---------------------------------------------------- */
@@ -93,37 +94,81 @@ static void on_stored(const cairn_progress *p, void *slot) {
   atomic_store(&((layer_slot *)slot)->stored, p->done);
 }
 
+/* Ingests the layer's blob (or rebuilt stream) in fd, from its start. */
+static int ingest(fetch_run *run, cairn_store *wst, size_t i, int fd) {
+  const char *diff_id = run->img->diff_ids[i];
+  if (lseek(fd, 0, SEEK_SET) < 0)
+    return cairn_fail(wst, -errno, "temporary file: %s", strerror(errno));
+  set_state(run, i, CAIRN_PULL_STORING);
+  cairn_id got;
+  /* No pin set: the main thread pinned this layer before it looked it up
+   * and keeps the pin until the image is committed. */
+  cairn_store_set_progress(wst, on_stored, &run->slots[i]);
+  int r = cairn_layer_ingest(wst, fd, diff_id, NULL, got);
+  cairn_store_set_progress(wst, NULL, NULL);
+  return r;
+}
+
+/* The partial pull of a zstd:chunked layer (partial.h): 0 when the layer
+ * is stored, 1 when it is to be pulled in full (said once when it was
+ * tried), a negative errno when the pull must stop. */
+static int fetch_partial(fetch_run *run, cairn_store *wst, size_t i, int fd) {
+  const pull_desc *d = &run->img->layers[i];
+  const char *diff_id = run->img->diff_ids[i];
+  cn_partial_result pr;
+  int r = cn_partial_pull(run->src, d, fd, &run->slots[i].fetched, &pr, wst);
+  if (r == -ECANCELED || r == -ENOSPC) return r;
+  if (r == 0) {
+    r = ingest(run, wst, i, fd);
+    if (r == 0) {
+      cn_pull_log(run->src,
+                  "layer %.19s: partial pull: fetched %llu of %llu bytes in %zu requests "
+                  "(%zu of %zu files were stored)",
+                  d->digest, (unsigned long long)pr.fetched, (unsigned long long)d->size,
+                  pr.requests, pr.files_stored, pr.files);
+      return 0;
+    }
+    if (r != -EBADMSG) return cairn_fail_context(wst, r, "storing layer %s", diff_id);
+  }
+  if (r < 0)
+    cn_pull_log(run->src, "layer %.19s: partial pull failed (%s); pulling it in full", d->digest,
+                cairn_errmsg(wst));
+  cairn_fail(wst, 0, "%s", "");
+  if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+    return cairn_fail(wst, -errno, "temporary file: %s", strerror(errno));
+  atomic_store(&run->slots[i].fetched, 0);
+  return 1;
+}
+
 /* Fetches, verifies and ingests layer i with the worker's own handle. */
 static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   const pull_desc *d = &run->img->layers[i];
   const char *diff_id = run->img->diff_ids[i];
   cairn_autoclose int fd = open_temp(run->store_dir, wst);
   if (fd < 0) return fd;
-  blob_sink s;
-  int r = cn_blob_sink_init(&s, fd, d->size, &run->slots[i].fetched);
-  s.cancel = &run->cancel;
   set_state(run, i, CAIRN_PULL_FETCHING);
+  int r = fetch_partial(run, wst, i, fd);
+  if (r <= 0) {
+    if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
+    return r;
+  }
+  blob_sink s;
+  r = cn_blob_sink_init(&s, fd, d->size, &run->slots[i].fetched);
+  s.cancel = &run->cancel;
   if (r == 0) r = run->src->ops->blob(run->src, d, &s, wst);
   if (r == -ENOSPC)
     cairn_fail(wst, r, "layer %s: %s/tmp: no space left on device", d->digest, run->store_dir);
   cn_blob_sink_free(&s);
-  if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
-    r = cairn_fail(wst, -errno, "temporary file: %s", strerror(errno));
   if (r == 0) {
-    set_state(run, i, CAIRN_PULL_STORING);
-    cairn_id got;
-    /* No pin set: the main thread pinned this layer before it looked it up
-     * and keeps the pin until the image is committed. */
-    cairn_store_set_progress(wst, on_stored, &run->slots[i]);
-    r = cairn_layer_ingest(wst, fd, diff_id, NULL, got);
-    cairn_store_set_progress(wst, NULL, NULL);
+    r = ingest(run, wst, i, fd);
     if (r == -EBADMSG)
       cairn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
     else if (r < 0)
       cairn_fail_context(wst, r, "storing layer %s", diff_id);
   }
   /* Kept for an Additional Layer Store (cairnfs --als): the blob is what
-   * the sink checked against the descriptor. */
+   * the sink checked against the descriptor. (A partially pulled layer
+   * has no such blob: cairnfs --als does not offer it.) */
   if (r == 0 &&
       (r = cairn_layer_blob_keep(wst, diff_id, d->digest, d->media_type, d->size, fd)) < 0)
     cairn_fail_context(wst, r, "keeping layer %s (blob %s)", diff_id, d->digest);

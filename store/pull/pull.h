@@ -37,6 +37,8 @@ typedef struct pull_desc {
   char *media_type;
   char digest[PULL_DIGEST_LEN + 1];
   uint64_t size;
+  json_t *annotations; /* the descriptor's "annotations" object (a
+                          reference), NULL when it has none */
 } pull_desc;
 
 /* Checks "sha256:<64 lowercase hex>"; the hex part is digest + 7. */
@@ -109,6 +111,13 @@ int cn_oci_config_diff_ids(pull_image *img, cairn_store *st);
 
 typedef struct pull_source pull_source;
 
+#define PULL_RANGE_SPEC_MAX 8192
+typedef struct pull_range_reply {
+  long status;
+  char content_type[256];
+  char content_range[128];
+} pull_range_reply;
+
 typedef struct pull_source_ops {
   /* Fetches the top manifest (digest == NULL) or one by digest, verified
    * against the digest when one is given. */
@@ -117,6 +126,12 @@ typedef struct pull_source_ops {
    * worker threads, several at once. */
   int (*blob)(pull_source *src, const pull_desc *d, blob_sink *s, cairn_store *st);
   void (*free)(pull_source *src);
+  /* Optional (a registry): GETs the byte ranges spec ("A-B,C-D", at most
+   * PULL_RANGE_SPEC_MAX bytes) of blob d into the memory sink s, which
+   * checks no digest; rr gets the reply's status and the headers a
+   * multipart/byteranges answer is read with (byteranges.h). */
+  int (*ranges)(pull_source *src, const pull_desc *d, const char *spec, blob_sink *s,
+                pull_range_reply *rr, cairn_store *st);
 } pull_source_ops;
 
 struct pull_source {

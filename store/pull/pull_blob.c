@@ -34,6 +34,8 @@ int cn_pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st) {
     return cairn_fail(st, -EBADMSG, "descriptor %s has no valid size", digest);
   memcpy(d->digest, digest, PULL_DIGEST_LEN + 1);
   d->size = (uint64_t)json_integer_value(size);
+  json_t *ann = json_object_get(obj, "annotations");
+  d->annotations = json_is_object(ann) ? json_incref(ann) : NULL;
   d->media_type = strdup(mt ? mt : "");
   return d->media_type ? 0 : cairn_fail(st, -ENOMEM, "out of memory");
 }
@@ -41,6 +43,8 @@ int cn_pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st) {
 void cn_pull_desc_clear(pull_desc *d) {
   free(d->media_type);
   d->media_type = NULL;
+  json_decref(d->annotations);
+  d->annotations = NULL;
 }
 
 static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1]) {

@@ -70,6 +70,7 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg) {
     const char *sp = memchr(buf, ' ', len);
     r->status = sp ? strtol(sp + 1, NULL, 10) : 0;
     r->content_type[0] = r->content_digest[0] = r->www_auth[0] = r->location[0] = '\0';
+    r->content_range[0] = '\0';
     r->retry_after = -1;
     r->error_len = 0;
     r->error[0] = '\0';
@@ -87,6 +88,8 @@ static size_t on_header(char *buf, size_t size, size_t n, void *arg) {
     copy_header_value(r->content_digest, sizeof r->content_digest, v, vlen);
   else if (klen == 16 && strncasecmp(buf, "WWW-Authenticate", klen) == 0)
     copy_header_value(r->www_auth, sizeof r->www_auth, v, vlen);
+  else if (klen == 13 && strncasecmp(buf, "Content-Range", klen) == 0)
+    copy_header_value(r->content_range, sizeof r->content_range, v, vlen);
   else if (klen == 8 && strncasecmp(buf, "Location", klen) == 0)
     copy_header_value(r->location, sizeof r->location, v, vlen);
   else if (klen == 11 && strncasecmp(buf, "Retry-After", klen) == 0) {
@@ -185,6 +188,7 @@ static CURLcode perform(registry *rg, CURL *h, const registry_req *q, bool token
   }
   const char *protos = rg->insecure ? "http,https" : "https";
   curl_easy_setopt(h, CURLOPT_URL, url);
+  if (q->range) curl_easy_setopt(h, CURLOPT_RANGE, q->range);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
   curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, protos);
   curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, protos);
@@ -427,6 +431,24 @@ static int registry_blob(pull_source *src, const pull_desc *d, blob_sink *s, cai
   return r < 0 ? r : cn_blob_sink_finish(s, d, st);
 }
 
+static int registry_ranges(pull_source *src, const pull_desc *d, const char *spec, blob_sink *s,
+                           pull_range_reply *rr, cairn_store *st) {
+  registry *rg = (registry *)src;
+  char url[4096];
+  http_reply reply;
+  snprintf(url, sizeof url, "%s/v2/%s/blobs/%s", rg->server, rg->repo, d->digest);
+  registry_req q = {.method = "GET", .url = url, .body_fd = -1, .range = spec};
+  int r = cn_registry_request(rg, &q, s, false, &reply, st);
+  if (r == -ENOENT)
+    return cairn_fail(st, r, "%s/%s: blob %s not found", rg->endpoint, rg->repo, d->digest);
+  if (reply.status == 200) /* the whole blob: cut off at the sink's limit */
+    return cairn_fail(st, -EPROTO, "%s answers no range requests (HTTP 200 to one)", rg->endpoint);
+  rr->status = reply.status;
+  snprintf(rr->content_type, sizeof rr->content_type, "%s", reply.content_type);
+  snprintf(rr->content_range, sizeof rr->content_range, "%s", reply.content_range);
+  return r;
+}
+
 static void registry_free(pull_source *src) {
   registry *rg = (registry *)src;
   free(rg->host);
@@ -446,6 +468,7 @@ static const pull_source_ops registry_ops = {
     .manifest = registry_manifest,
     .blob = registry_blob,
     .free = registry_free,
+    .ranges = registry_ranges,
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;

@@ -35,13 +35,14 @@ typedef struct registry {
 /* The body and headers of one finished HTTP exchange. */
 typedef struct http_reply {
   long status;
-  char content_type[128];
+  char content_type[256];
   char content_digest[PULL_DIGEST_LEN + 1];
   char www_auth[1024];
   long retry_after; /* seconds, -1 if absent */
   char error[256];  /* the body of a non-2xx reply (start of it) */
   size_t error_len;
   char location[2048]; /* Location (an upload's URL) */
+  char content_range[128];
 } http_reply;
 
 /* A request other than a plain GET: its method ("GET", "HEAD", "POST",
@@ -56,6 +57,7 @@ typedef struct registry_req {
   uint64_t body_len;
   const void *body_mem;
   _Atomic uint64_t *progress;
+  const char *range; /* "A-B,C-D": a Range request (NULL: none) */
 } registry_req;
 
 /* One GET with the retry policy: transient failures (connect refused or

@@ -19,13 +19,15 @@ Control (not forwarded, not shaped, not counted):
        ranges), "paths": {PATH: requests}}
   GET /_proxy/reset      zeroes the counts
   GET /_proxy/set?rate=B&latency=S   changes the shaping
+  GET /_proxy/set?ranges=0   drops the Range header of requests (a registry
+      that answers none: 200 and the whole blob); ranges=1 restores it
 """
 import argparse, http.client, json, os, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 LOCK = threading.Lock()
-CFG = {"rate": 12_500_000.0, "latency": 0.010, "upstream": 0}
+CFG = {"rate": 12_500_000.0, "latency": 0.010, "upstream": 0, "ranges": True}
 LINK = {"free_at": 0.0}  # when the shared link has sent everything queued
 COUNTS = {}
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
@@ -68,6 +70,8 @@ class Handler(BaseHTTPRequestHandler):
                     CFG["rate"] = float(q["rate"])
                 if "latency" in q:
                     CFG["latency"] = float(q["latency"])
+                if "ranges" in q:
+                    CFG["ranges"] = q["ranges"] != "0"
             body = json.dumps(COUNTS).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -88,12 +92,14 @@ class Handler(BaseHTTPRequestHandler):
                 if "," in rng:
                     COUNTS["multi_ranges"] += 1
             latency = CFG["latency"]
+            ranges = CFG["ranges"]
         time.sleep(latency)
         body = None
         n = int(self.headers.get("Content-Length") or 0)
         if n:
             body = self.rfile.read(n)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in HOP and (ranges or k.lower() != "range")}
         up = http.client.HTTPConnection("127.0.0.1", CFG["upstream"], timeout=60)
         try:
             up.request(self.command, self.path, body=body, headers=headers)
