@@ -3,12 +3,12 @@
 # test_commit_diff.sh — the differential test of `cairn commit` (issue 30):
 # random sequences of operations (create, write, truncate, renames of files
 # and directories from every layer, hardlinks, symlinks, chmod/chown,
-# xattrs (of symlinks and fifos too, through a name left after an unlink
-# of another), utime, unlink, rmdir, removal of trees, opaque
-# replacements) on a --rw mount of a three-layer image and on a plain copy
-# of the image; after each round the rw view, the committed image (a fresh
-# read-only mount) and the mount moved onto it must equal the copy
-# (commit_diff.py).
+# xattrs (of symlinks and fifos too, the image's hardlinked ones among
+# them, through a name left after an unlink of another), utime, unlink,
+# rmdir, removal of trees, opaque replacements) on a --rw mount of a
+# three-layer image and on a plain copy of the image; after each round the
+# rw view, the committed image (a fresh read-only mount) and the mount
+# moved onto it must equal the copy (commit_diff.py).
 #
 #   CAIRN_COMMIT_DIFF_SEQS   sequences to run (default 40: the CI slice;
 #                            10 in a sanitizer build, where each costs 5

@@ -136,13 +136,8 @@ def make_layers(out):
     l2.add("opt/l2dir/h1", data=b"pair\n")
     l2.add("opt/l2dir/h2", "hard", target="opt/l2dir/h1")
     l2.add("opt/l2dir/s", "lnk", target="../app/g", mode=0o777)
-    # Kept out: a symlink with several names in the image (opt/l2dir/s2
-    # and opt/app/s3 as hardlinks of s). Every name looked up, opt/app/s3
-    # unlinked, opt/l2dir renamed to etc/n2, cairn commit, then a lookup
-    # of etc/n2/s: the moved mount serves it as an orphan (nlink 0, its
-    # later changes not committed; rebase, fs/rw_rebase.c); a regular
-    # file's names are kept. With them, CAIRN_COMMIT_DIFF_SEED=1323868833
-    # CAIRN_COMMIT_DIFF_ONLY=109 shows it.
+    l2.add("opt/l2dir/s2", "hard", target="opt/l2dir/s")
+    l2.add("opt/app/s3", "hard", target="opt/l2dir/s")
     l2.add(".wh.gone", mode=0)
     l2.add("opq/", "dir", mode=0o711)
     l2.add("opq/.wh..wh..opq", mode=0)
@@ -267,7 +262,8 @@ class Gen:
             return p and (kind, p, r.choice(XATTRS + ["user.dir"]))
         if kind == "linkxattr":
             # xattrs of a symlink (or fifo) with several names, through
-            # one after another was removed
+            # one after another was removed: a new one, or one of the
+            # base's (opt/l2dir/s and its two other names)
             p = self.pick(lambda st: not isreg(st) and notdir(st))
             return p and (kind, p, self.new_path(), r.choice([0, 1]), r.choice(XATTRS[3:]),
                           r.choice([b"v", b"\x00\x01"]))
