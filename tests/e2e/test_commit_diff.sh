@@ -20,9 +20,26 @@
 #                            is given)
 #   CAIRN_COMMIT_DIFF_ONLY   replay that one sequence of the seed
 #   CAIRN_COMMIT_DIFF_KEEP_GOING=1  report every differing sequence, not the first
+#   CAIRN_COMMIT_DIFF_DETACH=1  run in a mount namespace of its own (other
+#                            users' FUSE mounts dropped from it) that a
+#                            loop copies for 1 s every 2 s, as a container
+#                            does: umounts then exit 4 and a sequence
+#                            mounts the directory of a detached mount
+if [ "${CAIRN_COMMIT_DIFF_DETACH:-}" = 1 ] && [ -z "${_CAIRN_COMMIT_DIFF_NS:-}" ]; then
+  exec env _CAIRN_COMMIT_DIFF_NS=1 unshare -m --propagation private bash "$0" "$@"
+fi
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
+
+if [ -n "${_CAIRN_COMMIT_DIFF_NS:-}" ]; then
+  # The fstype follows the "-" field of a mountinfo line.
+  awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) ~ /^fuse/) print $5; break } }' \
+    /proc/self/mountinfo | tac | while read -r d; do
+    umount -l "$(printf '%b' "$d")" 2>/dev/null || true
+  done
+  bg_start bash -c 'while :; do unshare -m --propagation private sleep 1; sleep 1; done'
+fi
 
 seqs=${CAIRN_COMMIT_DIFF_SEQS:-$([ "${CAIRN_SANITIZE:-OFF}" = ON ] && echo 10 || echo 40)}
 if [ -n "${CAIRN_COMMIT_DIFF_SEQS:-}" ]; then
