@@ -14,7 +14,8 @@
  *   work/    copy-up staging (tmp.N, renamed into root/ once complete) and
  *            index/L: the copy-up of a lower file with several names (tree
  *            inode L), so that all its names keep one identity.
- * trusted.cairn.* is never shown to, nor settable by, users.
+ * trusted.cairn.* is never shown to, nor settable by, users (root reads
+ * trusted.cairn.upper on the mount's root: the id of the upper it serves).
  *
  * Merging is by origin, not by path: a directory merges the children of
  * the tree directory it was copied up from (its origin) wherever it is
@@ -100,6 +101,7 @@
 #define XA_PREFIX "trusted.cairn."
 #define XA_ORIGIN XA_PREFIX "origin"
 #define XA_REBASE XA_PREFIX "rebase" /* set on the root: rw_rebase() */
+#define XA_UPPER XA_PREFIX "upper"   /* read on the root: the upper's id */
 #define XA_HIDDEN XA_PREFIX "hidden" /* on work/index/L: hide_lower() */
 #define RW_TIMEOUT 1.0
 #define NO_FH UINT64_MAX /* a read-only open of a lower-only file */

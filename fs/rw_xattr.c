@@ -3,15 +3,20 @@
  * rw_xattr.c — extended attributes of a writable mount (rw.h says how the
  * upper is laid out and served).
  *
- * trusted.cairn.* is the daemon's own: never listed, read or removed,
- * and set only as trusted.cairn.rebase on the root, which is cairn
- * commit's request to rebase (rw_rebase.c): rw_setxattr recognises the
- * name and calls rw_rebase. A lower-only inode's xattrs are its tree
- * node's; setting or removing one copies the inode up first. Calls act on
- * the object through its fd's /proc link (fd_path, rw.h), followed: that
- * leads to the object itself, a symlink too (not its target), whichever
- * names it has left (none, after a commit moved the mount on or an unlink
- * of its last name while the kernel holds it).
+ * trusted.cairn.* is the daemon's own: never listed or removed, set only
+ * as trusted.cairn.rebase on the root, which is cairn commit's request to
+ * rebase (rw_rebase.c): rw_setxattr recognises the name and calls
+ * rw_rebase; and read only as trusted.cairn.upper on the root: the id of
+ * the upper this mount serves now, by which cairn commit and umount know
+ * the mount at a directory from another made for it earlier whose daemon
+ * still serves it in another mount namespace (only root reads trusted.*;
+ * the id is no secret from who can read the store's uppers/). A
+ * lower-only inode's xattrs are its tree node's; setting or removing one
+ * copies the inode up first. Calls act on the object through its fd's
+ * /proc link (fd_path, rw.h), followed: that leads to the object itself,
+ * a symlink too (not its target), whichever names it has left (none,
+ * after a commit moved the mount on or an unlink of its last name while
+ * the kernel holds it).
  */
 #include "rw.h"
 
@@ -28,6 +33,20 @@ static bool xattr_ours(const char *name) {
 
 void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
   struct cairnfs *fs = fs_of(req);
+  if (ino == FUSE_ROOT_ID && strcmp(name, XA_UPPER) == 0) {
+    cairn_id id;
+    LOCK(fs); /* a rebase changes it */
+    snprintf(id, sizeof(id), "%s", fs->rw->id);
+    UNLOCK(fs);
+    size_t len = strlen(id);
+    if (size == 0)
+      fuse_reply_xattr(req, len);
+    else if (size < len)
+      fuse_reply_err(req, ERANGE);
+    else
+      fuse_reply_buf(req, id, len);
+    return;
+  }
   if (xattr_ours(name)) {
     fuse_reply_err(req, ENODATA);
     return;

@@ -965,6 +965,13 @@ typedef struct cairn_upper_rec {
 typedef int (*cairn_upper_fn)(const cairn_upper_rec *u, void *arg);
 /* Every complete upper of the store; a non-zero return of fn stops. */
 int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg);
+/* The id of the upper the --rw mount at dir (absolute, its root) serves
+ * now, asked of its daemon (the trusted.cairn.upper xattr of its root;
+ * root only): 0, or -ENODATA if dir's mount names none (a read-only
+ * mount, an older cairnfs, no cairnfs mount), or -errno. Other uppers made
+ * for dir may be live too: a mount of dir that umount detached while
+ * another mount namespace (a container) holds it is served on. */
+int cairn_upper_of_mount(const char *dir, cairn_id id_out);
 
 /* cairn commit (store/commit.c): the upper upper_id as a new OCI layer
  * (.wh. whiteouts, .wh..wh..opq opaque markers, imported like any layer:

@@ -18,6 +18,10 @@
  *   is kept ("keep", as umount --keep): a session that umount(8),
  *   fusermount3 -u or a container's namespace ended drops nobody's work.
  *   While both marks are there, keep wins.
+ * - Several uppers may name one mountpoint and be live: one whose mount
+ *   cairn umount detached while another mount namespace holds it is
+ *   served on, beside a new mount of the directory. Which one the mount at
+ *   the directory serves is asked of that mount (cairn_upper_of_mount).
  */
 #include "upper.h"
 
@@ -27,6 +31,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 
 #define UPPERS "uppers"
 
@@ -387,4 +392,15 @@ int cn_uppers_gc(cairn_store *st, bool dry_run) {
     n++;
   }
   return n;
+}
+
+int cairn_upper_of_mount(const char *dir, cairn_id id_out) {
+  char id[CAIRN_ID_LEN + 1];
+  ssize_t n = lgetxattr(dir, "trusted.cairn.upper", id, CAIRN_ID_LEN);
+  if (n < 0) return errno == ENOTSUP || errno == ERANGE ? -ENODATA : -errno;
+  if (n != CAIRN_ID_LEN) return -ENODATA;
+  id[CAIRN_ID_LEN] = '\0';
+  if (!cn_is_hex_id(id, CAIRN_ID_LEN)) return -ENODATA;
+  snprintf(id_out, sizeof(cairn_id), "%s", id);
+  return 0;
 }

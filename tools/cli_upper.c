@@ -17,6 +17,7 @@
 struct find {
   const char *dir;
   bool live;
+  const char *id; /* this one only, if not NULL */
   int64_t created;
   struct cli_upper *u;
 };
@@ -24,6 +25,7 @@ struct find {
 static int find_one(const struct cairn_upper_rec *r, void *arg) {
   struct find *f = arg;
   if (strcmp(r->dir, f->dir) != 0 || r->live != f->live) return 0;
+  if (f->id && strcmp(r->id, f->id) != 0) return 0;
   if (f->u->found && r->created < f->created) return 0;
   f->created = r->created;
   f->u->found = true;
@@ -36,7 +38,14 @@ static int find_one(const struct cairn_upper_rec *r, void *arg) {
 
 int cli_upper_of_dir(cairn_store *st, const char *dir, bool live, struct cli_upper *u) {
   memset(u, 0, sizeof(*u));
+  cairn_id mine;
   struct find f = {.dir = dir, .live = live, .u = u};
+  if (live && cairn_upper_of_mount(dir, mine) == 0) { /* the mount at dir says which */
+    f.id = mine;
+    int r = cairn_uppers_foreach(st, find_one, &f);
+    if (r < 0 || u->found) return r;
+    f.id = NULL;
+  }
   return cairn_uppers_foreach(st, find_one, &f);
 }
 

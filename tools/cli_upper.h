@@ -16,9 +16,13 @@ struct cli_upper {
   bool found;
 };
 
-/* The upper made for dir (resolved) that is live (a daemon holds it), or
- * with live false the newest one that is not (kept, or left by a crash):
- * u->found says if there is one. */
+/* The upper made for dir (resolved) that is live (a daemon holds it): the
+ * one the --rw mount at dir says it serves (cairn_upper_of_mount), not
+ * another made for dir earlier whose mount was detached here and is
+ * served on in another mount namespace; if dir's mount says none (an
+ * older cairnfs, no mount), the newest live one. With live false the
+ * newest one that is not live (kept, or left by a crash). u->found says
+ * if there is one. */
 int cli_upper_of_dir(cairn_store *st, const char *dir, bool live, struct cli_upper *u);
 
 /* After cairn umount of a --rw mount: "Dropped: ..." or "Kept: ..." on

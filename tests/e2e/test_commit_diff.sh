@@ -3,12 +3,12 @@
 # test_commit_diff.sh — the differential test of `cairn commit` (issue 30):
 # random sequences of operations (create, write, truncate, renames of files
 # and directories from every layer, hardlinks, symlinks, chmod/chown,
-# xattrs (of symlinks and fifos too, through a name left after an unlink
-# of another), utime, unlink, rmdir, removal of trees, opaque
-# replacements) on a --rw mount of a three-layer image and on a plain copy
-# of the image; after each round the rw view, the committed image (a fresh
-# read-only mount) and the mount moved onto it must equal the copy
-# (commit_diff.py).
+# xattrs (of symlinks and fifos too, the image's hardlinked ones among
+# them, through a name left after an unlink of another), utime, unlink,
+# rmdir, removal of trees, opaque replacements) on a --rw mount of a
+# three-layer image and on a plain copy of the image; after each round the
+# rw view, the committed image (a fresh read-only mount) and the mount
+# moved onto it must equal the copy (commit_diff.py).
 #
 #   CAIRN_COMMIT_DIFF_SEQS   sequences to run (default 40: the CI slice;
 #                            10 in a sanitizer build, where each costs 5
@@ -20,9 +20,26 @@
 #                            is given)
 #   CAIRN_COMMIT_DIFF_ONLY   replay that one sequence of the seed
 #   CAIRN_COMMIT_DIFF_KEEP_GOING=1  report every differing sequence, not the first
+#   CAIRN_COMMIT_DIFF_DETACH=1  run in a mount namespace of its own (other
+#                            users' FUSE mounts dropped from it) that a
+#                            loop copies for 1 s every 2 s, as a container
+#                            does: umounts then exit 4 and a sequence
+#                            mounts the directory of a detached mount
+if [ "${CAIRN_COMMIT_DIFF_DETACH:-}" = 1 ] && [ -z "${_CAIRN_COMMIT_DIFF_NS:-}" ]; then
+  exec env _CAIRN_COMMIT_DIFF_NS=1 unshare -m --propagation private bash "$0" "$@"
+fi
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
+
+if [ -n "${_CAIRN_COMMIT_DIFF_NS:-}" ]; then
+  # The fstype follows the "-" field of a mountinfo line.
+  awk '{ for (i = 7; i < NF; i++) if ($i == "-") { if ($(i + 1) ~ /^fuse/) print $5; break } }' \
+    /proc/self/mountinfo | tac | while read -r d; do
+    umount -l "$(printf '%b' "$d")" 2>/dev/null || true
+  done
+  bg_start bash -c 'while :; do unshare -m --propagation private sleep 1; sleep 1; done'
+fi
 
 seqs=${CAIRN_COMMIT_DIFF_SEQS:-$([ "${CAIRN_SANITIZE:-OFF}" = ON ] && echo 10 || echo 40)}
 if [ -n "${CAIRN_COMMIT_DIFF_SEQS:-}" ]; then
