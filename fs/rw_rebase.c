@@ -36,7 +36,9 @@
  * its place that keeps another name (in the upper, or the image's that the
  * view still shows: rebase_names) becomes the entry at
  * that name; one with none (unlinked, or below an unlinked directory) is
- * an orphan served from its old upper object, if it had one. Lookups find inodes by key; a new
+ * an orphan served from its old upper object, if it had one (a regular
+ * file's kept as work/orphan.ID of the fresh upper: orphan_move, so that a
+ * later server opens it again). Lookups find inodes by key; a new
  * entry whose key is a nodeid the kernel still holds for another entry
  * gets a number from 2^62 up. Read-only handles on old upper files keep
  * reading those (same bytes as committed; a later write through another
@@ -248,7 +250,7 @@ static void rebase_stale(uint64_t nodeid, void *arg) {
 
 /* Records the move (mu and tree_lock's write side held): every inode the
  * kernel may hold, as the new view has it (an upper object of the fresh
- * upper, else lower only, else, an orphan of the old upper, nothing),
+ * upper, else lower only, else an orphan kept in the fresh upper's work/, else nothing),
  * and the fresh upper. */
 static void rebase_record(struct cairnfs *fs) {
   struct cairnfs_rw *rw = fs->rw;
@@ -257,7 +259,8 @@ static void rebase_record(struct cairnfs *fs) {
   for (size_t b = 0; b < NBUCKETS; b++)
     for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
       if (i != rw->root)
-        cairnfs_nodetab_stage(rw->nodes, i->id, i->lower, i->indexed, i->lower ? i->fd : -1);
+        cairnfs_nodetab_stage(rw->nodes, i->id, i->lower, i->indexed,
+                              i->lower || i->orphan ? i->fd : -1);
   cairnfs_nodetab_move(rw->nodes, rw->id);
 }
 
@@ -405,6 +408,10 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   snprintf(rw->image, sizeof(rw->image), "%s", image);
   snprintf(rw->path, sizeof(rw->path), "%s", path);
   rw->resumed = false;
+  /* The orphans: kept in the fresh upper's work/ (the old upper goes). */
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
+      if (i != rw->root && !i->lower && i->fd >= 0) orphan_move(rw, i);
   /* The fresh upper is this server's own until it dies: the supervisor
    * then takes it over, with the new image's pins (supervisor.c). */
   rw->inherited = false;
