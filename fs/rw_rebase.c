@@ -248,6 +248,34 @@ static void rebase_stale(uint64_t nodeid, void *arg) {
     cairnfs_nodetab_stage(rw->nodes, nodeid, 0, false, -1);
 }
 
+struct nodeids {
+  uint64_t *v;
+  size_t n, cap;
+};
+
+static void nodeid_add(uint64_t nodeid, void *arg) {
+  struct nodeids *a = arg;
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 64;
+    uint64_t *v = realloc(a->v, cap * sizeof(*v));
+    if (!v) return;
+    a->v = v;
+    a->cap = cap;
+  }
+  a->v[a->n++] = nodeid;
+}
+
+/* Restores every nodeid the node table binds that no inode here holds
+ * (those that do not restore: rebase_stale). */
+static void rebase_restore_all(struct cairnfs *fs) {
+  struct cairnfs_rw *rw = fs->rw;
+  struct nodeids a = {0};
+  cairnfs_nodetab_foreach(rw->nodes, nodeid_add, &a);
+  for (size_t k = 0; k < a.n; k++)
+    if (a.v[k] != FUSE_ROOT_ID && !inode_get(rw, a.v[k])) inode_restore(fs, a.v[k], 0);
+  free(a.v);
+}
+
 /* Records the move (mu and tree_lock's write side held): every inode the
  * kernel may hold, as the new view has it (an upper object of the fresh
  * upper, else lower only, else an orphan kept in the fresh upper's work/, else nothing),
@@ -299,6 +327,9 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   char path[PATH_MAX];
   int lock_fd = -1, root_fd = -1, work_fd = -1, index_fd = -1;
   if (r == 0) r = cairn_upper_create(rw->st2, image, rw->dir, id, path, sizeof(path), &lock_fd);
+  /* Said before any other step: if this server dies before the move's
+   * write to the node table, its supervisor drops that upper. */
+  if (r == 0) cairnfs_report_moving(id);
   if (r == 0) {
     root_fd = openat(lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
     work_fd = openat(lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -314,6 +345,11 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
     UNLOCK(fs);
     return r;
   }
+  /* Every nodeid the node table binds that this server has not restored
+   * (a restarted server restores on need): the kernel may hold it (a file
+   * open since before the restart, not used since), so it is moved as
+   * the others are, not recorded as naming nothing. */
+  rebase_restore_all(fs);
   /* Inodes a restarted server restored and no lookup placed since. */
   size_t n_lost = 0;
   for (size_t b = 0; b < NBUCKETS; b++)
