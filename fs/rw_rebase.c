@@ -276,14 +276,54 @@ static void rebase_restore_all(struct cairnfs *fs) {
   free(a.v);
 }
 
+/* A nodeid the kernel may hold that no inode here knows, and what it is
+ * in the new view: tree inode lower (0: nothing). */
+struct lower_map {
+  uint64_t nodeid;
+  uint32_t lower;
+};
+
+/* After a restart (this server did not hand out every nodeid the kernel
+ * holds), before the switch to tree: the nodeids the kernel may hold for
+ * lower-only entries that no inode here knows nor the table records are
+ * the current tree's inode numbers; each whose path names another tree
+ * inode in tree (or none) is mapped to it, so that it keeps naming its
+ * file (and no new entry is handed out as it: nodetab.c's names_else).
+ * A mount whose server never restarted knows every nodeid it handed out. */
+static struct lower_map *rebase_unknown(struct cairnfs *fs, const cairn_tree *tree, size_t *n) {
+  struct cairnfs_rw *rw = fs->rw;
+  struct lower_map *map = NULL;
+  size_t cap = 0;
+  *n = 0;
+  if (cairnfs_nodetab_epoch(rw->nodes) <= 1) return NULL;
+  size_t count = cairn_tree_count(fs->tree);
+  for (size_t ino = FUSE_ROOT_ID + 1; ino <= count && ino < UPPER_BASE; ino++) {
+    if (inode_get(rw, ino) || cairnfs_nodetab_has(rw->nodes, ino)) continue;
+    char path[PATH_MAX];
+    uint32_t to = tree_path(fs, (uint32_t)ino, path, sizeof(path)) ? tree_at(tree, path) : 0;
+    if (to == ino) continue;
+    if (*n == cap) {
+      size_t c = cap ? 2 * cap : 256;
+      struct lower_map *m = realloc(map, c * sizeof(*m));
+      if (!m) break;
+      map = m;
+      cap = c;
+    }
+    map[(*n)++] = (struct lower_map){.nodeid = ino, .lower = to};
+  }
+  return map;
+}
+
 /* Records the move (mu and tree_lock's write side held): every inode the
  * kernel may hold, as the new view has it (an upper object of the fresh
  * upper, else lower only, else an orphan kept in the fresh upper's work/, else nothing),
  * and the fresh upper. */
-static void rebase_record(struct cairnfs *fs) {
+static void rebase_record(struct cairnfs *fs, const struct lower_map *map, size_t n_map) {
   struct cairnfs_rw *rw = fs->rw;
   if (!rw->nodes) return;
   cairnfs_nodetab_foreach(rw->nodes, rebase_stale, rw);
+  for (size_t k = 0; k < n_map; k++)
+    cairnfs_nodetab_stage(rw->nodes, map[k].nodeid, map[k].lower, false, -1);
   for (size_t b = 0; b < NBUCKETS; b++)
     for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
       if (i != rw->root)
@@ -394,6 +434,8 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
       i->rebase_path = NULL;
     }
   }
+  size_t n_unknown = 0;
+  struct lower_map *unknown = rebase_unknown(fs, tree, &n_unknown);
   pthread_rwlock_wrlock(&rw->tree_lock);
   rw->old_trees[rw->n_old_trees++] = fs->tree;
   fs->tree = tree;
@@ -469,7 +511,8 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
    * before it is restarted on the old upper and image (which hold every
    * write so far: the old upper is dropped below, after it), and one
    * killed after it on the new ones. */
-  rebase_record(fs);
+  rebase_record(fs, unknown, n_unknown);
+  free(unknown);
   pthread_rwlock_unlock(&rw->tree_lock);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   rw->pins = pins;
