@@ -252,7 +252,6 @@ int entry_of(struct cairnfs *fs, struct inode *i, struct fuse_entry_param *e);
 
 /* rw_restart.c */
 const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino);
-bool tree_path(struct cairnfs *fs, uint32_t ino, char *buf, size_t len);
 void inode_find_parent(struct cairnfs *fs, struct inode *i);
 struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth);
 struct inode *inode_of(struct cairnfs *fs, fuse_ino_t ino);

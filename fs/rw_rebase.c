@@ -283,35 +283,64 @@ struct lower_map {
   uint32_t lower;
 };
 
+struct unknown {
+  struct lower_map *v;
+  size_t n, cap;
+  unsigned char *seen; /* a bit per tree inode of the old tree */
+};
+
+/* Below the old tree's directory dir and the new tree's directory to (0:
+ * none) at the same path: each inode of the old tree seen first here that
+ * no inode here knows nor the table records, and that the new tree
+ * numbers otherwise at that path (or has not), into u. */
+static void unknown_walk(struct cairnfs *fs, const cairn_tree *tree, uint32_t dir, uint32_t to,
+                         struct unknown *u, unsigned depth) {
+  struct cairnfs_rw *rw = fs->rw;
+  const cairn_node *dn = cairn_tree_node(fs->tree, dir);
+  const cairn_node *tn = to ? cairn_tree_node(tree, to) : NULL;
+  if (!dn || !S_ISDIR(dn->mode) || depth >= 4096) return;
+  if (tn && !S_ISDIR(tn->mode)) tn = NULL;
+  size_t count = cairn_tree_count(fs->tree);
+  const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
+  for (uint32_t k = 0; k < dn->n_children; k++) {
+    uint32_t ino = c[k].ino;
+    if (ino <= FUSE_ROOT_ID || ino > count || (u->seen[ino / 8] & (1u << (ino % 8)))) continue;
+    u->seen[ino / 8] |= (unsigned char)(1u << (ino % 8));
+    const cairn_dirent *de =
+        tn ? cairn_tree_lookup(tree, tn, cairn_tree_str(fs->tree, c[k].name)) : NULL;
+    uint32_t now = de ? de->ino : 0;
+    if (now != ino && !inode_get(rw, ino) && !cairnfs_nodetab_has(rw->nodes, ino)) {
+      if (u->n == u->cap) {
+        size_t cap = u->cap ? 2 * u->cap : 256;
+        struct lower_map *v = realloc(u->v, cap * sizeof(*v));
+        if (!v) return;
+        u->v = v;
+        u->cap = cap;
+      }
+      u->v[u->n++] = (struct lower_map){.nodeid = ino, .lower = now};
+    }
+    const cairn_node *cn = cairn_tree_node(fs->tree, ino);
+    if (cn && S_ISDIR(cn->mode)) unknown_walk(fs, tree, ino, now, u, depth + 1);
+  }
+}
+
 /* After a restart (this server did not hand out every nodeid the kernel
  * holds), before the switch to tree: the nodeids the kernel may hold for
  * lower-only entries that no inode here knows nor the table records are
  * the current tree's inode numbers; each whose path names another tree
  * inode in tree (or none) is mapped to it, so that it keeps naming its
  * file (and no new entry is handed out as it: nodetab.c's names_else).
- * A mount whose server never restarted knows every nodeid it handed out. */
+ * A mount whose server never restarted knows every nodeid it handed out.
+ * One walk of both trees, by name. */
 static struct lower_map *rebase_unknown(struct cairnfs *fs, const cairn_tree *tree, size_t *n) {
-  struct cairnfs_rw *rw = fs->rw;
-  struct lower_map *map = NULL;
-  size_t cap = 0;
+  struct unknown u = {0};
   *n = 0;
-  if (cairnfs_nodetab_epoch(rw->nodes) <= 1) return NULL;
-  size_t count = cairn_tree_count(fs->tree);
-  for (size_t ino = FUSE_ROOT_ID + 1; ino <= count && ino < UPPER_BASE; ino++) {
-    if (inode_get(rw, ino) || cairnfs_nodetab_has(rw->nodes, ino)) continue;
-    char path[PATH_MAX];
-    uint32_t to = tree_path(fs, (uint32_t)ino, path, sizeof(path)) ? tree_at(tree, path) : 0;
-    if (to == ino) continue;
-    if (*n == cap) {
-      size_t c = cap ? 2 * cap : 256;
-      struct lower_map *m = realloc(map, c * sizeof(*m));
-      if (!m) break;
-      map = m;
-      cap = c;
-    }
-    map[(*n)++] = (struct lower_map){.nodeid = ino, .lower = to};
-  }
-  return map;
+  if (cairnfs_nodetab_epoch(fs->rw->nodes) <= 1) return NULL;
+  if (!(u.seen = calloc(cairn_tree_count(fs->tree) / 8 + 1, 1))) return NULL;
+  unknown_walk(fs, tree, FUSE_ROOT_ID, FUSE_ROOT_ID, &u, 0);
+  free(u.seen);
+  *n = u.n;
+  return u.v;
 }
 
 /* Records the move (mu and tree_lock's write side held): every inode the

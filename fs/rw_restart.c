@@ -58,26 +58,6 @@ const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino) {
   return NULL;
 }
 
-/* The path of tree inode ino (one of them) from the root, '/'-separated,
- * into buf; false if it has none or it does not fit. */
-bool tree_path(struct cairnfs *fs, uint32_t ino, char *buf, size_t len) {
-  size_t at = len;
-  if (len == 0) return false;
-  buf[--at] = '\0';
-  for (unsigned depth = 0; ino != FUSE_ROOT_ID; depth++) {
-    uint32_t p = tree_parent(fs, ino);
-    const char *name = p && depth < 4096 ? tree_name(fs, p, ino) : NULL;
-    size_t n = name ? strlen(name) : 0;
-    if (!name || n + 1 > at) return false;
-    at -= n;
-    memcpy(buf + at, name, n);
-    if (p != FUSE_ROOT_ID) buf[--at] = '/';
-    ino = p;
-  }
-  memmove(buf, buf + at, len - at);
-  return true;
-}
-
 static struct inode *inode_lookup(struct cairnfs *fs, uint64_t ino, unsigned depth) {
   if (ino == FUSE_ROOT_ID) return fs->rw->root;
   struct inode *i = inode_get(fs->rw, ino);
