@@ -219,6 +219,8 @@ struct inode *key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower);
 uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key);
 void orphan_keep(struct cairnfs_rw *rw, struct inode *x, uint64_t held);
 void orphan_move(struct cairnfs_rw *rw, struct inode *x);
+void orphan_name(char *buf, size_t len, uint64_t nodeid);
+int orphan_copy(struct cairnfs *fs, struct inode *i);
 bool orphan_is(struct cairnfs_rw *rw, uint64_t nodeid, int fd);
 void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n);
 void inode_forget(struct cairnfs_rw *rw, struct inode *i, uint64_t n);

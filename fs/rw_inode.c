@@ -104,7 +104,7 @@ uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key) {
  * it is still read and written through the handles open on it. Never
  * shown, never committed; a server's start removes those of nodeids with
  * no record (cairnfs_rw_setup). */
-static void orphan_name(char *buf, size_t len, uint64_t nodeid) {
+void orphan_name(char *buf, size_t len, uint64_t nodeid) {
   snprintf(buf, len, "orphan.%" PRIu64, nodeid);
 }
 

@@ -463,6 +463,15 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
       i->rebase_path = NULL;
     }
   }
+  /* The image's files held with no place in the new view: copied, for the
+   * reads through the tree that the switch ends. */
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+      const cairn_node *ln = i->lower ? cairn_tree_node(fs->tree, i->lower) : NULL;
+      if (i != rw->root && !i->rebase_lower && i->fd < 0 && ln && S_ISREG(ln->mode))
+        orphan_copy(fs, i);
+    }
+  }
   size_t n_unknown = 0;
   struct lower_map *unknown = rebase_unknown(fs, tree, &n_unknown);
   pthread_rwlock_wrlock(&rw->tree_lock);

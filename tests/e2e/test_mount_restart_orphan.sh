@@ -10,7 +10,7 @@
 # committed, and goes once the last fd is closed. The same for files open
 # and unlinked when cairn commit moved the mount onto its new image, after
 # later restarts (they answered ESTALE: the move dropped the old upper,
-# where their kept copy was).
+# where their kept copy was), a file of the image read through the tree too.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -89,3 +89,20 @@ cairn commit "$mnt" data:4 >/dev/null
 [ "$(cairn export data:4 | tar -tf - | sed 's|^\./||' | grep . | sort | tr '\n' ' ')" = "twice " ] ||
   fail "the commit after the move: $(cairn export data:4 | tar -tf -)"
 ok "their kept copies are not committed, and go with the last fd after the move"
+
+# A file of the image (lower only: twice is data:4's) open for reading and
+# unlinked at a move: read through its fd after the move and a restart (it
+# read nothing after the move: the reads went to the image's tree).
+exec 9<"$mnt/twice"
+rm "$mnt/twice"
+cairn commit "$mnt" data:5 >/dev/null
+[ "$(cat /proc/$$/fd/9 2>&1)" = twice ] || fail "an image file unlinked while open, after the move: $(cat /proc/$$/fd/9 2>&1)"
+s=$(server_of "$sup")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+[ "$(cat <&9 2>&1)" = twice ] || fail "an image file unlinked while open, after the move and a kill: $(cat /proc/$$/fd/9 2>&1)"
+[ -z "$(ls "$mnt")" ] || fail "the listing: $(ls "$mnt")"
+work=$(echo "$STORE"/uppers/*/work)
+exec 9<&-
+wait_for 5 no_orphans || fail "orphans left after the fd was closed: $(ls "$work")"
+ok "an image file unlinked while open at a move: read through its fd after the move and a restart"
