@@ -185,6 +185,14 @@ struct cairnfs_out_header {
 #define CAIRNFS_STATUS_MOVED 'M'
 #define CAIRNFS_STATUS_MOVED_LEN (64 + 10)
 void cairnfs_report_moved(const char *image, int upper_fd);
+/* Before that, as soon as a move has made its fresh upper (and before any
+ * other step of it), this byte and the upper's id (64 hex digits), in one
+ * write: a server killed before the move's write to the node table leaves
+ * that upper to nobody, and the supervisor drops it (the next server is
+ * on the old upper, which holds every write). */
+#define CAIRNFS_STATUS_MOVING 'm'
+#define CAIRNFS_STATUS_MOVING_LEN 64
+void cairnfs_report_moving(const char *upper);
 /* daemon.c: the status pipe cairnfs_report_moved writes to (conn.c). */
 void cairnfs_status_fd_set(int fd);
 

@@ -36,6 +36,15 @@ void cairnfs_report_moved(const char *image, int upper_fd) {
   }
 }
 
+void cairnfs_report_moving(const char *upper) {
+  char msg[1 + 64 + 1];
+  if (status_fd < 0 || strlen(upper) != 64) return;
+  snprintf(msg, sizeof(msg), "%c%s", CAIRNFS_STATUS_MOVING, upper);
+  if (write(status_fd, msg, sizeof(msg) - 1) < 0) {
+    /* The supervisor is gone: the session goes with it. */
+  }
+}
+
 void cairnfs_stdio_null(void) {
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {

@@ -22,7 +22,9 @@
  * What needs no record: a lower-only inode (its nodeid is its tree inode
  * and the tree says where it is, fs/rw_restart.c), and the root. After a
  * move a nodeid may name another tree inode than its number (the kernel
- * held it before the move): a lower-only record says which.
+ * held it before the move): a lower-only record says which (a move made
+ * by a restarted server records every old tree inode number whose path
+ * the new tree numbers differently: rw_rebase.c's rebase_unknown).
  *
  * A move (cairnfs_nodetab_stage, cairnfs_nodetab_move) writes the records
  * of every nodeid the kernel may hold after the counted ones, then the

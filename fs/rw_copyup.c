@@ -123,6 +123,24 @@ static int copy_node(struct cairnfs *fs, uint32_t lower, int dstdir, const char 
   return r;
 }
 
+/* At a move (rw_rebase.c), before the switch: i, a regular file of the
+ * image held by the kernel (read through no handle of its own: the tree)
+ * with no place in the new view (unlinked while open), is copied into
+ * work/ as an orphan (orphan_move then keeps it in the fresh upper), so
+ * that it is still read after the switch and after restarts. */
+int orphan_copy(struct cairnfs *fs, struct inode *i) {
+  struct cairnfs_rw *rw = fs->rw;
+  char name[40];
+  orphan_name(name, sizeof(name), i->id);
+  unlinkat(rw->work_fd, name, 0);
+  int r = copy_node(fs, i->lower, rw->work_fd, name);
+  if (r < 0) return r;
+  i->fd = openat(rw->work_fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (i->fd < 0) return -errno;
+  i->orphan = true;
+  return 0;
+}
+
 /* Makes i an upper object (copying it up, its parents first). */
 int ensure_upper(struct cairnfs *fs, struct inode *i) {
   struct cairnfs_rw *rw = fs->rw;

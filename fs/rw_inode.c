@@ -104,7 +104,7 @@ uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key) {
  * it is still read and written through the handles open on it. Never
  * shown, never committed; a server's start removes those of nodeids with
  * no record (cairnfs_rw_setup). */
-static void orphan_name(char *buf, size_t len, uint64_t nodeid) {
+void orphan_name(char *buf, size_t len, uint64_t nodeid) {
   snprintf(buf, len, "orphan.%" PRIu64, nodeid);
 }
 
@@ -126,6 +126,24 @@ void orphan_keep(struct cairnfs_rw *rw, struct inode *x, uint64_t held) {
   fd_path(self, sizeof(self), x->fd, NULL);
   orphan_name(name, sizeof(name), x->id);
   unlinkat(rw->work_fd, name, 0); /* a dead server's, of an object now gone */
+  if (linkat(AT_FDCWD, self, rw->work_fd, name, AT_SYMLINK_FOLLOW) == 0) x->orphan = true;
+}
+
+/* At a move (rw_rebase.c), with rw's work/ the fresh upper's: x, held by
+ * the kernel with no place in the new view, keeps its object (a regular
+ * file of the old upper, which the move drops) as an orphan of the fresh
+ * upper, so that a later server opens it again by its file handle as the
+ * dead one would have served it. Best effort. */
+void orphan_move(struct cairnfs_rw *rw, struct inode *x) {
+  struct stat st;
+  x->orphan = false; /* its name in the old upper's work/ goes with it */
+  if (x->indexed || x->fd < 0 || fstatat(x->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ||
+      !S_ISREG(st.st_mode) || st.st_nlink == 0)
+    return;
+  char self[PBUF], name[40];
+  fd_path(self, sizeof(self), x->fd, NULL);
+  orphan_name(name, sizeof(name), x->id);
+  unlinkat(rw->work_fd, name, 0);
   if (linkat(AT_FDCWD, self, rw->work_fd, name, AT_SYMLINK_FOLLOW) == 0) x->orphan = true;
 }
 

@@ -698,10 +698,13 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
 /* A lower-only file's node, with tree_lock's read side held (the caller
  * unlocks it) so that n stays fs->tree's while it is served. */
-static const cairn_node *lower_held(struct cairnfs *fs, fuse_ino_t ino) {
+static const cairn_node *lower_held(struct cairnfs *fs, fuse_ino_t ino, int *orphan_fd) {
   LOCK(fs);
   struct inode *i = inode_of(fs, ino);
   const cairn_node *n = i ? lower_node(fs, i) : NULL;
+  /* A file of the image unlinked while open when cairn commit moved the
+   * mount: its copy (orphan_copy). */
+  *orphan_fd = i && !n && i->orphan && i->fd >= 0 ? reopen(i, O_RDONLY) : -1;
   pthread_rwlock_rdlock(&fs->rw->tree_lock);
   UNLOCK(fs);
   return n;
@@ -711,9 +714,14 @@ static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
   if (fi->fh == NO_FH) {
-    const cairn_node *n = lower_held(fs, ino);
-    cairnfs_read_lower(req, fs, n, size, off);
+    int ofd;
+    const cairn_node *n = lower_held(fs, ino, &ofd);
+    if (ofd >= 0)
+      cairnfs_reply_fd(req, ofd, off, size);
+    else
+      cairnfs_read_lower(req, fs, n, size, off);
     pthread_rwlock_unlock(&fs->rw->tree_lock);
+    if (ofd >= 0) close(ofd);
     return;
   }
   int fd = fh_fd(fs, ino, fi);
@@ -752,9 +760,17 @@ static void rw_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
                      struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
   if (fi->fh == NO_FH) {
-    const cairn_node *n = lower_held(fs, ino);
-    cairnfs_lseek_lower(req, fs, n, off, whence);
+    int ofd;
+    const cairn_node *n = lower_held(fs, ino, &ofd);
+    off_t r = ofd >= 0 ? lseek(ofd, off, whence) : 0;
+    if (ofd >= 0 && r < 0)
+      fuse_reply_err(req, errno);
+    else if (ofd >= 0)
+      fuse_reply_lseek(req, r);
+    else
+      cairnfs_lseek_lower(req, fs, n, off, whence);
     pthread_rwlock_unlock(&fs->rw->tree_lock);
+    if (ofd >= 0) close(ofd);
     return;
   }
   pthread_rwlock_rdlock(&fs->rw->tree_lock); /* a rebase moves fi->fh meanwhile */

@@ -36,7 +36,9 @@
  * its place that keeps another name (in the upper, or the image's that the
  * view still shows: rebase_names) becomes the entry at
  * that name; one with none (unlinked, or below an unlinked directory) is
- * an orphan served from its old upper object, if it had one. Lookups find inodes by key; a new
+ * an orphan served from its old upper object, if it had one (a regular
+ * file's kept as work/orphan.ID of the fresh upper: orphan_move, so that a
+ * later server opens it again). Lookups find inodes by key; a new
  * entry whose key is a nodeid the kernel still holds for another entry
  * gets a number from 2^62 up. Read-only handles on old upper files keep
  * reading those (same bytes as committed; a later write through another
@@ -246,18 +248,116 @@ static void rebase_stale(uint64_t nodeid, void *arg) {
     cairnfs_nodetab_stage(rw->nodes, nodeid, 0, false, -1);
 }
 
+struct nodeids {
+  uint64_t *v;
+  size_t n, cap;
+};
+
+static void nodeid_add(uint64_t nodeid, void *arg) {
+  struct nodeids *a = arg;
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? 2 * a->cap : 64;
+    uint64_t *v = realloc(a->v, cap * sizeof(*v));
+    if (!v) return;
+    a->v = v;
+    a->cap = cap;
+  }
+  a->v[a->n++] = nodeid;
+}
+
+/* Restores every nodeid the node table binds that no inode here holds
+ * (those that do not restore: rebase_stale). */
+static void rebase_restore_all(struct cairnfs *fs) {
+  struct cairnfs_rw *rw = fs->rw;
+  struct nodeids a = {0};
+  cairnfs_nodetab_foreach(rw->nodes, nodeid_add, &a);
+  for (size_t k = 0; k < a.n; k++)
+    if (a.v[k] != FUSE_ROOT_ID && !inode_get(rw, a.v[k])) inode_restore(fs, a.v[k], 0);
+  free(a.v);
+}
+
+/* A nodeid the kernel may hold that no inode here knows, and what it is
+ * in the new view: tree inode lower (0: nothing). */
+struct lower_map {
+  uint64_t nodeid;
+  uint32_t lower;
+};
+
+struct unknown {
+  struct lower_map *v;
+  size_t n, cap;
+  unsigned char *seen; /* a bit per tree inode of the old tree */
+};
+
+/* Below the old tree's directory dir and the new tree's directory to (0:
+ * none) at the same path: each inode of the old tree seen first here that
+ * no inode here knows nor the table records, and that the new tree
+ * numbers otherwise at that path (or has not), into u. */
+static void unknown_walk(struct cairnfs *fs, const cairn_tree *tree, uint32_t dir, uint32_t to,
+                         struct unknown *u, unsigned depth) {
+  struct cairnfs_rw *rw = fs->rw;
+  const cairn_node *dn = cairn_tree_node(fs->tree, dir);
+  const cairn_node *tn = to ? cairn_tree_node(tree, to) : NULL;
+  if (!dn || !S_ISDIR(dn->mode) || depth >= 4096) return;
+  if (tn && !S_ISDIR(tn->mode)) tn = NULL;
+  size_t count = cairn_tree_count(fs->tree);
+  const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
+  for (uint32_t k = 0; k < dn->n_children; k++) {
+    uint32_t ino = c[k].ino;
+    if (ino <= FUSE_ROOT_ID || ino > count || (u->seen[ino / 8] & (1u << (ino % 8)))) continue;
+    u->seen[ino / 8] |= (unsigned char)(1u << (ino % 8));
+    const cairn_dirent *de =
+        tn ? cairn_tree_lookup(tree, tn, cairn_tree_str(fs->tree, c[k].name)) : NULL;
+    uint32_t now = de ? de->ino : 0;
+    if (now != ino && !inode_get(rw, ino) && !cairnfs_nodetab_has(rw->nodes, ino)) {
+      if (u->n == u->cap) {
+        size_t cap = u->cap ? 2 * u->cap : 256;
+        struct lower_map *v = realloc(u->v, cap * sizeof(*v));
+        if (!v) return;
+        u->v = v;
+        u->cap = cap;
+      }
+      u->v[u->n++] = (struct lower_map){.nodeid = ino, .lower = now};
+    }
+    const cairn_node *cn = cairn_tree_node(fs->tree, ino);
+    if (cn && S_ISDIR(cn->mode)) unknown_walk(fs, tree, ino, now, u, depth + 1);
+  }
+}
+
+/* After a restart (this server did not hand out every nodeid the kernel
+ * holds), before the switch to tree: the nodeids the kernel may hold for
+ * lower-only entries that no inode here knows nor the table records are
+ * the current tree's inode numbers; each whose path names another tree
+ * inode in tree (or none) is mapped to it, so that it keeps naming its
+ * file (and no new entry is handed out as it: nodetab.c's names_else).
+ * A mount whose server never restarted knows every nodeid it handed out.
+ * One walk of both trees, by name. */
+static struct lower_map *rebase_unknown(struct cairnfs *fs, const cairn_tree *tree, size_t *n) {
+  struct unknown u = {0};
+  *n = 0;
+  if (cairnfs_nodetab_epoch(fs->rw->nodes) <= 1) return NULL;
+  if (!(u.seen = calloc(cairn_tree_count(fs->tree) / 8 + 1, 1))) return NULL;
+  unknown_walk(fs, tree, FUSE_ROOT_ID, FUSE_ROOT_ID, &u, 0);
+  free(u.seen);
+  *n = u.n;
+  return u.v;
+}
+
 /* Records the move (mu and tree_lock's write side held): every inode the
  * kernel may hold, as the new view has it (an upper object of the fresh
- * upper, else lower only, else, an orphan of the old upper, nothing),
+ * upper, else lower only, else an orphan kept in the fresh upper's work/, else nothing),
  * and the fresh upper. */
-static void rebase_record(struct cairnfs *fs) {
+static void rebase_record(struct cairnfs *fs, const struct lower_map *map, size_t n_map) {
   struct cairnfs_rw *rw = fs->rw;
   if (!rw->nodes) return;
   cairnfs_nodetab_foreach(rw->nodes, rebase_stale, rw);
+  for (size_t k = 0; k < n_map; k++)
+    cairnfs_nodetab_stage(rw->nodes, map[k].nodeid, map[k].lower, false, -1);
   for (size_t b = 0; b < NBUCKETS; b++)
     for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
       if (i != rw->root)
-        cairnfs_nodetab_stage(rw->nodes, i->id, i->lower, i->indexed, i->lower ? i->fd : -1);
+        cairnfs_nodetab_stage(rw->nodes, i->id, i->lower, i->indexed,
+                              i->lower || i->orphan ? i->fd : -1);
   cairnfs_nodetab_move(rw->nodes, rw->id);
 }
 
@@ -296,6 +396,9 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   char path[PATH_MAX];
   int lock_fd = -1, root_fd = -1, work_fd = -1, index_fd = -1;
   if (r == 0) r = cairn_upper_create(rw->st2, image, rw->dir, id, path, sizeof(path), &lock_fd);
+  /* Said before any other step: if this server dies before the move's
+   * write to the node table, its supervisor drops that upper. */
+  if (r == 0) cairnfs_report_moving(id);
   if (r == 0) {
     root_fd = openat(lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
     work_fd = openat(lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -311,6 +414,11 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
     UNLOCK(fs);
     return r;
   }
+  /* Every nodeid the node table binds that this server has not restored
+   * (a restarted server restores on need): the kernel may hold it (a file
+   * open since before the restart, not used since), so it is moved as
+   * the others are, not recorded as naming nothing. */
+  rebase_restore_all(fs);
   /* Inodes a restarted server restored and no lookup placed since. */
   size_t n_lost = 0;
   for (size_t b = 0; b < NBUCKETS; b++)
@@ -355,6 +463,17 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
       i->rebase_path = NULL;
     }
   }
+  /* The image's files held with no place in the new view: copied, for the
+   * reads through the tree that the switch ends. */
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+      const cairn_node *ln = i->lower ? cairn_tree_node(fs->tree, i->lower) : NULL;
+      if (i != rw->root && !i->rebase_lower && i->fd < 0 && ln && S_ISREG(ln->mode))
+        orphan_copy(fs, i);
+    }
+  }
+  size_t n_unknown = 0;
+  struct lower_map *unknown = rebase_unknown(fs, tree, &n_unknown);
   pthread_rwlock_wrlock(&rw->tree_lock);
   rw->old_trees[rw->n_old_trees++] = fs->tree;
   fs->tree = tree;
@@ -405,6 +524,10 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   snprintf(rw->image, sizeof(rw->image), "%s", image);
   snprintf(rw->path, sizeof(rw->path), "%s", path);
   rw->resumed = false;
+  /* The orphans: kept in the fresh upper's work/ (the old upper goes). */
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
+      if (i != rw->root && !i->lower && i->fd >= 0) orphan_move(rw, i);
   /* The fresh upper is this server's own until it dies: the supervisor
    * then takes it over, with the new image's pins (supervisor.c). */
   rw->inherited = false;
@@ -426,7 +549,8 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
    * before it is restarted on the old upper and image (which hold every
    * write so far: the old upper is dropped below, after it), and one
    * killed after it on the new ones. */
-  rebase_record(fs);
+  rebase_record(fs, unknown, n_unknown);
+  free(unknown);
   pthread_rwlock_unlock(&rw->tree_lock);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   rw->pins = pins;

@@ -66,7 +66,8 @@
  *   process take what that server held (moved_take): the fresh upper's
  *   lock, the new image's pins, the record; the next server serves the new
  *   image. A server killed before the move's one write to the table is
- *   followed by one on the old image and upper, which hold every write.
+ *   followed by one on the old image and upper, which hold every write;
+ *   the fresh upper it made (it said which first: moving) is dropped.
  * - SIGTERM, SIGINT and SIGHUP only detach the host's view (MNT_DETACH of
  *   DIR while DIR is our mount): the kernel ends the session when the last
  *   copy of the mount goes.
@@ -122,6 +123,7 @@ struct supervisor {
   int nodes_fd;        /* memfd: nodetab.c's table of its objects */
   bool upper_fresh;    /* made here (not resumed) */
   cairn_id moved_from; /* the upper a move left, for moved_take to drop, or "" */
+  cairn_id moving;     /* the fresh upper of the running server's last move, or "" */
   unsigned started;    /* servers started */
   char exe[PATH_MAX];  /* the binary servers are run from */
   int own_exe;         /* our own binary, kept open: the fallback */
@@ -232,6 +234,24 @@ static int moved_take(struct supervisor *s) {
   cairn_upper_drop(s->st, old);
   cairn_store_idle(s->st);
   return 1;
+}
+
+/* After a server's death: the fresh upper of a move it began (moving)
+ * that the node table does not name (it died before the move's one
+ * write, nodetab.c) is nobody's: the next server is on the old upper,
+ * which holds every write (the fresh one holds at most copies), and the
+ * kernel resends the commit's request to it. Dropped, so that no row
+ * nobody owns is listed. One the table names is the mount's (moved_take). */
+static void moving_drop(struct supervisor *s) {
+  char to[65];
+  if (!s->moving[0]) return;
+  bool named =
+      s->nodes_fd >= 0 && cairnfs_nodetab_final(s->nodes_fd, to) && strcmp(to, s->moving) == 0;
+  if (!named && strcmp(s->moving, s->upper) != 0) {
+    cairn_upper_drop(s->st, s->moving);
+    cairn_store_idle(s->st);
+  }
+  s->moving[0] = '\0';
 }
 
 /* Signals reach the loop through a pipe (handlers do nothing else). */
@@ -389,6 +409,7 @@ static int server_exited(struct supervisor *s, int status) {
     close(s->status_fd);
     s->status_fd = -1;
   }
+  moving_drop(s);
   /* However the server ended: once /dev/fuse says the session is over
    * (an unmount, or its connection aborted: cairn umount --force), no
    * server could serve it. */
@@ -467,6 +488,16 @@ static void status_read(struct supervisor *s) {
       report_fail(-EIO, "%s: cannot pin %.12s, the image cairn commit moved the mount onto: %s",
                   s->dir, image, report_why(s->st, -EIO));
     moved_hold(s, atoi(msg + 64));
+    return;
+  }
+  if (n == 1 && c == CAIRNFS_STATUS_MOVING) {
+    char msg[CAIRNFS_STATUS_MOVING_LEN + 1];
+    ssize_t m;
+    do m = read(s->status_fd, msg, CAIRNFS_STATUS_MOVING_LEN);
+    while (m < 0 && errno == EINTR);
+    if (m != CAIRNFS_STATUS_MOVING_LEN) return;
+    msg[m] = '\0';
+    snprintf(s->moving, sizeof(s->moving), "%s", msg);
     return;
   }
   if (n == 1 && c == CAIRNFS_STATUS_READY) {

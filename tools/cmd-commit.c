@@ -6,27 +6,38 @@
  * the new image's id on stdout, as podman commit does. A live mount then
  * moves onto the new image with a fresh, empty upper (fs/upper.c's
  * rebase(), asked through the trusted.cairn.rebase xattr of the mount's
- * root) and its record names the new image. If the mount cannot move (an
- * older cairnfs, a failure) it stays as it was: said on stderr, exit 0
- * (the commit is done).
+ * root) and its record names the new image, before commit returns. If the
+ * mount cannot move (an older cairnfs, a failure) it stays as it was: said
+ * on stderr, exit 0 (the commit is done). The move's request waits for the
+ * mount's server, which a restart may replace meanwhile (the kernel resends
+ * it to the next one): at most MOVE_WAIT_S seconds, then exit 1, the mount
+ * moving when a server answers.
  */
 #include "commands.h"
 #include "cli_upper.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #define USAGE "cairn commit [-q] [-m MESSAGE] DIR NAME[:TAG]"
+/* How long the move may wait for the mount's server: its restarts back
+ * off to 5 s (fs/supervisor.c), so two of them. */
+#define MOVE_WAIT_S 10
 
 struct record {
   const char *dir;
   bool found;
   pid_t pid;
   char dev[32];
+  char image[CAIRN_ID_LEN + 1];
 };
 
 static int find_record(const struct cairn_mount_rec *m, void *arg) {
@@ -39,17 +50,62 @@ static int find_record(const struct cairn_mount_rec *m, void *arg) {
   rec->found = true;
   rec->pid = m->pid;
   snprintf(rec->dev, sizeof(rec->dev), "%s", m->dev);
+  snprintf(rec->image, sizeof(rec->image), "%s", m->image);
   return 1;
 }
 
-/* Moves the live mount at dir (upper id) onto image: a fresh upper. */
+/* lsetxattr of dir's name to value, waiting at most MOVE_WAIT_S seconds
+ * for the answer: 0, -errno, or -ETIMEDOUT. The request is made by a
+ * child holding none of our fds (not the store's, not stdout: a FUSE
+ * request a server has read is waited for uninterruptibly until a server
+ * answers it or the session ends): left to wait on if no answer comes. */
+static int setxattr_bounded(const char *dir, const char *name, const char *value) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    int r = -errno;
+    close(p[0]);
+    close(p[1]);
+    return r;
+  }
+  if (pid == 0) {
+    if (dup2(p[1], 0) < 0) _exit(1);
+    close_range(1, ~0U, 0);
+    int e = lsetxattr(dir, name, value, strlen(value), 0) < 0 ? errno : 0;
+    ssize_t w = write(0, &e, sizeof(e));
+    _exit(w == (ssize_t)sizeof(e) ? 0 : 1);
+  }
+  close(p[1]);
+  struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+  int n, e = EIO;
+  do n = poll(&pfd, 1, MOVE_WAIT_S * 1000);
+  while (n < 0 && errno == EINTR);
+  ssize_t k = n > 0 ? read(p[0], &e, sizeof(e)) : -1;
+  close(p[0]);
+  if (n == 0) return -ETIMEDOUT; /* the child waits on; init reaps it */
+  waitpid(pid, NULL, 0);
+  return k == (ssize_t)sizeof(e) ? -e : -EIO;
+}
+
+/* Moves the live mount at dir (upper id) onto image: a fresh upper; its
+ * record names image when this returns. */
 static int rebase(cairn_store *st, const char *dir, const char *id, const char *image) {
   char value[2 * CAIRN_ID_LEN + 2];
   snprintf(value, sizeof(value), "%s %s", id, image);
-  if (lsetxattr(dir, "trusted.cairn.rebase", value, strlen(value), 0) < 0) return -errno;
-  struct record rec = {.dir = dir};
-  int r = cairn_mounts_foreach(st, find_record, &rec);
-  if (r >= 0 && rec.found) r = cairn_mount_record(st, dir, image, rec.pid, rec.dev, true);
+  int r = setxattr_bounded(dir, "trusted.cairn.rebase", value);
+  if (r < 0) return r;
+  /* The supervisor records the move too, when its server says it moved
+   * (or when it takes the move over from a server that died in it): the
+   * record is read back until it names image (written here if not). */
+  for (int k = 0; k < 3; k++) {
+    struct record rec = {.dir = dir};
+    r = cairn_mounts_foreach(st, find_record, &rec);
+    if (r < 0 || !rec.found || strcmp(rec.image, image) == 0) break;
+    r = cairn_mount_record(st, dir, image, rec.pid, rec.dev, true);
+    if (r < 0) break;
+  }
   return r < 0 ? r : 0;
 }
 
@@ -90,7 +146,12 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   if (r < 0) return report_fail(r, "commit: %s: %s", dir, report_why(st, r));
   printf("%s\n", image);
   fflush(stdout);
-  if (live && (r = rebase(st, abs, up.id, image)) < 0) {
+  if (live && (r = rebase(st, abs, up.id, image)) == -ETIMEDOUT)
+    return report_fail(r,
+                       "commit: %s: its server did not answer the move in %d s; the mount moves "
+                       "onto %.12s when a server answers",
+                       dir, MOVE_WAIT_S, image);
+  if (live && r < 0) {
     char msg[PATH_MAX + 256];
     snprintf(msg, sizeof(msg), "commit: %s: the mount stays on its upper over the old image: %s",
              dir, r == -ENOTSUP || r == -EPERM ? "its cairnfs cannot move it" : report_why(st, r));
@@ -107,7 +168,8 @@ const struct cli_command cmd_commit = {
                "directories in the OCI form) on top of its image, and a new image NAME whose\n"
                "config is the image's with a history entry; prints the new image's id. A\n"
                "live mount then serves the new image with a fresh, empty upper layer: later\n"
-               "writes go there, also through files open for writing.",
+               "writes go there, also through files open for writing. The move waits 10 s at\n"
+               "most for the mount's server (exit 1 past that; the mount moves when it answers).",
     .options = "-m, --message MESSAGE\tthe history entry's comment\n"
                "-q, --quiet\tprint the new image's id only (as without it: commit\n"
                "\tshows no progress)\n",

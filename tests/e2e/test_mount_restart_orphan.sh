@@ -7,7 +7,10 @@
 # as long as the dead server's fds). Three files: one made on the mount,
 # one of the image (copied up when opened for writing), one replaced by a
 # rename. The kept copy (work/orphan.ID in the upper) is never shown nor
-# committed, and goes once the last fd is closed.
+# committed, and goes once the last fd is closed. The same for files open
+# and unlinked when cairn commit moved the mount onto its new image, after
+# later restarts (they answered ESTALE: the move dropped the old upper,
+# where their kept copy was), a file of the image read through the tree too.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -50,3 +53,56 @@ cairn commit "$mnt" data:2 >/dev/null
   fail "the commit: $(cairn export data:2 | tar -tf -)"
 exec 5<&-
 ok "an open unlinked file is not committed"
+
+# Open and unlinked at the instant of a move (cairn commit): the moved
+# mount's later servers keep them too (they answered ESTALE: the kept copy
+# was in the old upper, which the move drops). One made on the mount, one
+# of the image copied up, one unlinked again after the move.
+echo made2 >"$mnt/made2"
+echo twice >"$mnt/twice"
+exec 5>>"$mnt/made2" 6<"$mnt/made2" 7>>"$mnt/old" 8<"$mnt/old"
+rm "$mnt/made2" "$mnt/old"
+echo "before commit" >&5
+cairn commit "$mnt" data:3 >/dev/null
+echo "after commit" >&5 || fail "a write to a file unlinked before the move, after it"
+echo "after commit" >&7 || fail "a write to a renamed-over file unlinked before the move, after it"
+for k in 1 2; do
+  s=$(server_of "$sup")
+  kill -9 "$s"
+  wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+  echo "moved $k" >&5 || fail "a write to a file unlinked at the move failed after kill $k"
+  echo "moved $k" >&7 || fail "a write to a renamed-over file unlinked at the move failed after kill $k"
+done
+[ "$(cat <&6 2>&1)" = "$(printf 'made2\nbefore commit\nafter commit\nmoved 1\nmoved 2')" ] ||
+  fail "made2 after the move and 2 kills: $(cat /proc/$$/fd/6 2>&1)"
+[ "$(cat <&8 2>&1)" = "$(printf 'other\nafter commit\nmoved 1\nmoved 2')" ] ||
+  fail "old after the move and 2 kills: $(cat /proc/$$/fd/8 2>&1)"
+[ "$(ls "$mnt" | tr '\n' ' ')" = "twice " ] || fail "the listing after the move: $(ls "$mnt")"
+[ "$(stat -L -c %h /proc/$$/fd/5)" = 0 ] || fail "the link count after the move: $(stat -L -c %h /proc/$$/fd/5)"
+ok "files unlinked while open at a commit's move: read and written through their fds after 2 restarts"
+
+work=$(echo "$STORE"/uppers/*/work)
+[ -d "$work" ] || fail "not one upper after the move: $(ls "$STORE/uppers")"
+exec 5>&- 6<&- 7>&- 8<&-
+wait_for 5 no_orphans || fail "orphans left after the fds were closed, after the move: $(ls "$work")"
+cairn commit "$mnt" data:4 >/dev/null
+[ "$(cairn export data:4 | tar -tf - | sed 's|^\./||' | grep . | sort | tr '\n' ' ')" = "twice " ] ||
+  fail "the commit after the move: $(cairn export data:4 | tar -tf -)"
+ok "their kept copies are not committed, and go with the last fd after the move"
+
+# A file of the image (lower only: twice is data:4's) open for reading and
+# unlinked at a move: read through its fd after the move and a restart (it
+# read nothing after the move: the reads went to the image's tree).
+exec 9<"$mnt/twice"
+rm "$mnt/twice"
+cairn commit "$mnt" data:5 >/dev/null
+[ "$(cat /proc/$$/fd/9 2>&1)" = twice ] || fail "an image file unlinked while open, after the move: $(cat /proc/$$/fd/9 2>&1)"
+s=$(server_of "$sup")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+[ "$(cat <&9 2>&1)" = twice ] || fail "an image file unlinked while open, after the move and a kill: $(cat /proc/$$/fd/9 2>&1)"
+[ -z "$(ls "$mnt")" ] || fail "the listing: $(ls "$mnt")"
+work=$(echo "$STORE"/uppers/*/work)
+exec 9<&-
+wait_for 5 no_orphans || fail "orphans left after the fd was closed: $(ls "$work")"
+ok "an image file unlinked while open at a move: read through its fd after the move and a restart"
