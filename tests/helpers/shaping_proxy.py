@@ -98,11 +98,16 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         if n:
             body = self.rfile.read(n)
-        headers = {k: v for k, v in self.headers.items()
-                   if k.lower() not in HOP and (ranges or k.lower() != "range")}
+        # a list, not a dict: a header sent several times (podman's Accept)
+        # is forwarded each time
+        headers = [(k, v) for k, v in self.headers.items()
+                   if k.lower() not in HOP and (ranges or k.lower() != "range")]
         up = http.client.HTTPConnection("127.0.0.1", CFG["upstream"], timeout=60)
         try:
-            up.request(self.command, self.path, body=body, headers=headers)
+            up.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for k, v in headers:
+                up.putheader(k, v)
+            up.endheaders(body)
             resp = up.getresponse()
             self.send_response_only(resp.status, resp.reason)
             length = resp.getheader("Content-Length")
