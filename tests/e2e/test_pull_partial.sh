@@ -7,8 +7,9 @@
 #   image B shares 38 of its 40 files with image A, which the store holds: pulling
 #   B fetches its TOC and the missing files' ranges only (a small fraction
 #   of the layer's bytes, counted by the proxy, in multi-range requests),
-#   says so (bytes fetched against the layer's size), and stores the image a
-#   full pull stores (same image id, diff_id, files; fsck clean);
+#   says so (bytes fetched against the layer's size, in its progress line
+#   too, which -q leaves out), and stores the image a full pull stores
+#   (same image id, diff_id, files; fsck clean);
 #   a store holding none of B's files pulls it in full (one GET);
 #   a registry that answers no range request: said once, pulled in full;
 #   a corrupt file in the blob is caught against the TOC before the ingest.
@@ -91,6 +92,11 @@ check "partial pull: said, with bytes fetched against the layer's size ($bsize)"
   grep -Eq "partial pull: fetched [0-9]+ of $bsize bytes in [0-9]+ requests \(38 of 40 files were stored\)" \
   "$T/part.err"
 check "partial pull: no fallback to the full download" lacks 'pulling it in full' "$T/part.err"
+check "partial pull: the layer's final line gives bytes fetched of its size" \
+  grep -Eq "^[0-9a-f]{12}  downloaded [0-9.]+ KiB of 2\.2 MiB \(partial pull\) in [0-9.]+s\$" \
+  "$T/part.err"
+check "full pull: the layer's final line gives its size, no partial pull" \
+  grep -Eq "^[0-9a-f]{12}  downloaded 2\.2 MiB in [0-9.]+s\$" "$T/full.err"
 echo "# B's layer: $bsize bytes; full pull $full_bytes bytes; partial pull $part_bytes bytes" >&2
 check "partial pull: under a quarter of the full pull's bytes ($part_bytes of $full_bytes)" \
   test $((part_bytes * 4)) -lt "$full_bytes"
@@ -109,6 +115,14 @@ check "partial pull: the same files (listing)" cmp -s "$ST.files" "$T/full.files
 check "partial pull: the same export" cmp -s "$ST.sum" "$T/full.sum"
 expect_exit 0 "fsck after the partial pull" "$CAIRN" --store "$ST" fsck
 
+# -q: no progress line for a partially pulled layer either.
+setup "$CAIRN" --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+expect_exit 0 "quiet partial pull of B" \
+  "$CAIRN" --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/b:1"
+check "quiet partial pull: no progress line" lacks downloaded "$T/stderr"
+check "quiet partial pull: the image id alone on stdout" \
+  test "$(cat "$T/stdout")" = "$(tail -1 "$T/full.out")"
+
 # A registry that answers no range request (200, the whole blob): the
 # partial pull says it failed, once, and the layer is pulled in full.
 setup "$CAIRN" --store "$T/norange" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
@@ -118,6 +132,8 @@ expect_exit 0 "no ranges: the pull of B succeeds" \
 sed "s/^/# /" "$T/stderr" >&2
 check "no ranges: said once, then pulled in full" \
   test "$(grep -c 'partial pull failed (.*); pulling it in full' "$T/stderr")" = 1
+check "no ranges: the final line gives the layer's size, no partial pull" \
+  grep -Eq "^[0-9a-f]{12}  downloaded 2\.2 MiB in [0-9.]+s\$" "$T/stderr"
 check "no ranges: the image id of the full pull" \
   test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/full.out")"
 curl -sf "http://$PROXY/_proxy/set?ranges=1" >/dev/null
