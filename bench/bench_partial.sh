@@ -12,11 +12,13 @@
 # --compression-format zstd:chunked; B is A with SHARE_PCT% of its files the
 # same (default 90) and the others of new content of the same size. Files
 # are of 1 kB to 256 kB, half compressible text, half random bytes.
-# Reported per contender: bytes through the proxy (response bodies), their
-# ratio to B's compressed layer, requests, median wall time.
+# Reported per contender (medians): bytes through the proxy (response
+# bodies), their ratio to B's compressed layer, requests, the time from the
+# first request to the end of the last reply (network s), wall time.
 # Usage: bench/bench_partial.sh [BUILD_DIR]  (default build); FILES (default
 # 200; the documented larger run: FILES=2000), RUNS (default 3),
-# SHARE_PCT (default 90). The output is also written to
+# SHARE_PCT (default 90); CAIRN_BIN_BEFORE=DIR adds that build's partial
+# pull (to measure a change). The output is also written to
 # bench/results/partial.txt. Needs root, podman (overlay driver), skopeo,
 # docker-registry.
 set -euo pipefail
@@ -100,7 +102,11 @@ podman_reset() {
     podman --cgroup-manager=cgroupfs system reset -f >/dev/null 2>&1 || true
   rm -rf "$W/pm" "$W/pm.run"
 }
-cairn_pull() { "$BIN/cairn" --store "$W/store" pull -q --insecure "docker://$PROXY/bench/$1:1" >/dev/null; }
+cairn_pull() { "$BIN/cairn" --store "$W/store" pull -q --insecure "docker://$PROXY/bench/$1:1" >/dev/null 2>&1; }
+cairn_pull_before() {
+  "$CAIRN_BIN_BEFORE/cairn" --store "$W/store" pull -q --insecure "docker://$PROXY/bench/$1:1" \
+    >/dev/null 2>&1
+}
 cairn_reset() { rm -rf "$W/store"; }
 
 # run NAME RESET PREPARE PULL: RUNS times: reset, prepare (not counted),
@@ -115,13 +121,15 @@ run() {
     t0=$EPOCHREALTIME
     $pull b
     t1=$EPOCHREALTIME
-    echo "$name|$t0|$t1|$(curl -sf "http://$PROXY/_proxy/counts" | jq -c '[.bytes, .requests]')" \
+    echo "$name|$t0|$t1|$(curl -sf "http://$PROXY/_proxy/counts" | jq -c '[.bytes, .requests, .span]')" \
       >>"$W/runs"
   done
   $reset
 }
 run "cairn pull, empty store (full)" cairn_reset "" cairn_pull
 run "cairn pull, A stored (partial)" cairn_reset "cairn_pull a" cairn_pull
+[[ -z ${CAIRN_BIN_BEFORE:-} ]] ||
+  run "cairn pull, A stored (partial), CAIRN_BIN_BEFORE" cairn_reset "cairn_pull a" cairn_pull_before
 run "podman pull, empty store" podman_reset "" podman_pull
 run "podman pull, A stored (partial)" podman_reset "podman_pull a" podman_pull
 
@@ -133,15 +141,18 @@ import json, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
     name, t0, t1, c = line.rstrip("\n").split("|")
-    bytes_, reqs = json.loads(c)
-    rows.setdefault(name, []).append((float(t1) - float(t0), bytes_, reqs))
+    bytes_, reqs, span = json.loads(c)
+    rows.setdefault(name, []).append((float(t1) - float(t0), bytes_, reqs, span))
 size = int(sys.argv[2])
-full = statistics.median(t for t, _, _ in next(iter(rows.values())))
-print(f"| pull of B | bytes through the proxy | of B's layer | requests | median s | vs cairn full |")
-print("|---|---|---|---|---|---|")
+full = statistics.median(x[0] for x in next(iter(rows.values())))
+print("| pull of B | bytes through the proxy | of B's layer | requests | network s | median s"
+      " | vs cairn full |")
+print("|---|---|---|---|---|---|---|")
 for name, v in rows.items():
     b = statistics.median(x[1] for x in v)
     q = statistics.median(x[2] for x in v)
     t = statistics.median(x[0] for x in v)
-    print(f"| {name} | {int(b):,} | {100 * b / size:.1f}% | {int(q)} | {t:.2f} | {t / full:.2f}x |")
+    n = statistics.median(x[3] for x in v)
+    print(f"| {name} | {int(b):,} | {100 * b / size:.1f}% | {int(q)} | {n:.2f} | {t:.2f}"
+          f" | {t / full:.2f}x |")
 PY

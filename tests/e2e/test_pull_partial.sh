@@ -11,6 +11,7 @@
 #   too, which -q leaves out), and stores the image a full pull stores
 #   (same image id, diff_id, files; fsck clean);
 #   a store holding none of B's files pulls it in full (one GET);
+#   D's 450 ranges (C stored) go in several requests, some at once;
 #   a registry that answers no range request: said once, pulled in full;
 #   a corrupt file in the blob is caught against the TOC before the ingest.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -38,9 +39,23 @@ for name in ("a", "b"):
     os.link(f"{t}/{name}/usr/lib/data/f02", f"{t}/{name}/usr/lib/hard")
     open(f"{t}/{name}/empty", "wb").close()
 PY
+# C and D: 450 files of 600 to 1500 random bytes, 5 of D's changed: D's
+# partial pull has about 450 ranges to fetch, more than one request takes.
+setup python3 - "$T" <<'PY'
+import os, random, sys
+t = sys.argv[1]
+rnd = random.Random(34)
+for name in ("c", "d"):
+    os.makedirs(f"{t}/{name}/srv", exist_ok=True)
+for i in range(450):
+    data = rnd.randbytes(rnd.randint(600, 1500))
+    for name in ("c", "d"):
+        d = rnd.randbytes(len(data)) if name == "d" and i % 90 == 3 else data
+        open(f"{t}/{name}/srv/f{i:03d}", "wb").write(d)
+PY
 PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
 setup registry_start "$T/reg"
-for n in a b; do
+for n in a b c d; do
   # -b 1: no record padding after the end-of-archive blocks (as Go's
   # archive/tar, which builds images, writes): podman 4.3's zstd:chunked
   # writer drops it, and the layer would then not decompress to its diff_id.
@@ -122,6 +137,28 @@ expect_exit 0 "quiet partial pull of B" \
 check "quiet partial pull: no progress line" lacks downloaded "$T/stderr"
 check "quiet partial pull: the image id alone on stdout" \
   test "$(cat "$T/stdout")" = "$(tail -1 "$T/full.out")"
+
+# D with C stored: its ranges in several requests, some in flight at
+# once (CN_PARTIAL_INFLIGHT), giving the image a full pull gives.
+expect_exit 0 "full pull of D" "$CAIRN" --store "$T/fulld" pull -q --insecure "docker://$PROXY/part/d:1"
+cp "$T/stdout" "$T/fulld.out"
+setup "$CAIRN" --store "$T/many" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
+reset
+expect_exit 0 "pull of D with C stored" \
+  "$CAIRN" --store "$T/many" pull --insecure "docker://$PROXY/part/d:1"
+sed "s/^/# /" "$T/stderr" >&2
+counts | jq -c 'del(.paths)' | sed "s/^/# /" >&2
+check "many ranges: a partial pull, no fallback" \
+  grep -Eq "partial pull: fetched [0-9]+ of [0-9]+ bytes in ([4-9]|[0-9]{2,}) requests \(445 of 450" \
+  "$T/stderr"
+check_json "many ranges: several range requests in flight at once" \
+  '.multi_ranges >= 3 and .max_in_flight >= 2' counts
+check "many ranges: the image id of the full pull" \
+  test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/fulld.out")"
+"$CAIRN" --store "$T/many" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/many.sum"
+"$CAIRN" --store "$T/fulld" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/fulld.sum"
+check "many ranges: the same export" cmp -s "$T/many.sum" "$T/fulld.sum"
+expect_exit 0 "many ranges: fsck" "$CAIRN" --store "$T/many" fsck
 
 # A registry that answers no range request (200, the whole blob): the
 # partial pull says it failed, once, and the layer is pulled in full.
