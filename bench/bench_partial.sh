@@ -155,4 +155,6 @@ for name, v in rows.items():
     n = statistics.median(x[3] for x in v)
     print(f"| {name} | {int(b):,} | {100 * b / size:.1f}% | {int(q)} | {n:.2f} | {t:.2f}"
           f" | {t / full:.2f}x |")
+    if "A stored" in name and b > size / 2:
+        print(f"bench_partial: {name}: {100 * b / size:.0f}% of the layer: not a partial pull")
 PY
