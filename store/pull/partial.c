@@ -212,9 +212,9 @@ int cn_partial_write(const cn_partial_plan *plan, const cn_partial_io *io, cairn
 enum { BATCH_TODO, BATCH_BUSY, BATCH_DONE };
 typedef struct batch {
   size_t first, last;
-  uint64_t bytes; /* of its FETCH segments */
-  unsigned char *buf;
-  uint64_t *boff; /* segment first + k at buf + boff[k] */
+  uint64_t bytes;     /* of its FETCH segments */
+  unsigned char *buf; /* the reply's body */
+  uint64_t *boff;     /* FETCH segment first + k's bytes at buf + boff[k] */
   bool *got;
   int state, err;
   char why[1024]; /* err's reason, from the worker's handle */
@@ -246,6 +246,7 @@ typedef struct pull_ctx {
 /* Collects one reply's parts into the batch, each exactly a range asked. */
 typedef struct part_ctx {
   batch *b;
+  const unsigned char *body;
   const cn_partial_plan *plan;
   size_t cursor;
   cairn_store *st;
@@ -261,7 +262,7 @@ static int take_part(uint64_t off, const unsigned char *data, size_t len, void *
     if (s->kind != CN_SEG_FETCH || s->off != off) continue;
     if (s->len != len || b->got[i - b->first])
       return cairn_fail(p->st, -EBADMSG, "range reply: a part is not the range asked for");
-    memcpy(b->buf + b->boff[i - b->first], data, len);
+    b->boff[i - b->first] = (uint64_t)(data - p->body); /* data lies in the body */
     b->got[i - b->first] = true;
     return 0;
   }
@@ -288,12 +289,9 @@ static int fetch_batch(pull_ctx *c, const cn_partial_plan *plan, batch *b, uint6
   b->boff = calloc(n ? n : 1, sizeof *b->boff);
   b->got = calloc(n ? n : 1, sizeof *b->got);
   uint64_t total = 0;
-  for (size_t i = b->first; b->boff && i < b->last; i++) {
-    b->boff[i - b->first] = total;
+  for (size_t i = b->first; i < b->last; i++)
     if (plan->segs[i].kind == CN_SEG_FETCH) total += plan->segs[i].len, parts++;
-  }
-  if (!b->boff || !b->got || !(b->buf = malloc(total ? total : 1)))
-    return cairn_fail(st, -ENOMEM, "out of memory");
+  if (!b->boff || !b->got) return cairn_fail(st, -ENOMEM, "out of memory");
   for (size_t i = b->first; i < b->last; i++)
     b->got[i - b->first] = plan->segs[i].kind != CN_SEG_FETCH;
 
@@ -309,10 +307,15 @@ static int fetch_batch(pull_ctx *c, const cn_partial_plan *plan, batch *b, uint6
   if (r == 0) {
     *bytes += s.written;
     (*requests)++;
-    part_ctx p = {b, plan, b->first, st};
-    int k = cn_byteranges_parse(rr.content_type, rr.content_range, s.mem ? s.mem : "", s.written,
-                                c->d->size, parts, take_part, &p, st);
+    const char *body = s.mem ? s.mem : "";
+    part_ctx p = {b, (const unsigned char *)body, plan, b->first, st};
+    int k = cn_byteranges_parse(rr.content_type, rr.content_range, body, s.written, c->d->size,
+                                parts, take_part, &p, st);
     r = k < 0 ? k : 0;
+  }
+  if (r == 0 && s.mem) { /* the parts stay where they arrived */
+    b->buf = (unsigned char *)s.mem;
+    s.mem = NULL;
   }
   for (size_t i = b->first; r == 0 && i < b->last; i++)
     if (!b->got[i - b->first])
@@ -478,7 +481,8 @@ static int fetch_toc(pull_ctx *c, const cn_toc_zstd_pos *pos, cn_toc *toc) {
   batch b = {.first = 0, .last = 1};
   int r = fetch_batch(c, &one, &b, &c->res->fetched, &c->res->requests, c->st);
   if (c->progress) atomic_store(c->progress, c->res->fetched);
-  if (r == 0) r = cn_toc_zstd_chunked_parse(b.buf, pos->len, pos, c->d->size, toc, c->st);
+  if (r == 0)
+    r = cn_toc_zstd_chunked_parse(b.buf + b.boff[0], pos->len, pos, c->d->size, toc, c->st);
   batch_free(&b);
   return r;
 }
