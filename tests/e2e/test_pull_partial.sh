@@ -13,7 +13,8 @@
 #   a store holding none of B's files pulls it in full (one GET);
 #   D's 450 ranges (C stored) go in several requests, some at once;
 #   a registry that answers no range request: said once, pulled in full;
-#   a corrupt file in the blob is caught against the TOC before the ingest.
+#   a corrupt file in the blob is caught against the TOC before the ingest
+#   (in B's only request, and in D's second of three in flight).
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
@@ -201,4 +202,26 @@ check "corrupt file: found in the chunk fetched, before the ingest" \
   grep -Eq 'partial pull failed \("?usr/lib/data/f07"?: .*\); pulling it in full' "$T/stderr"
 check_json "corrupt file: no image B stored" 'length == 1' \
   "$CAIRN" --store "$T/bad" images --json
+
+# The same in D's last request, while others are in flight: the reason
+# given is the file's, not the cancellation of the other requests.
+setup "$CAIRN" --store "$T/bad2" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
+ddigest=$(manifest d | jq -r '.layers[0].digest')
+position=$(manifest d | jq -r '.layers[0].annotations | to_entries[] |
+  select(.key | endswith("zstd-chunked.manifest-position")) | .value')
+setup python3 - "$(registry_blob_path "$ddigest")" "$position" <<'PY'
+import json, subprocess, sys
+path, (off, length) = sys.argv[1], map(int, sys.argv[2].split(":")[:2])
+b = bytearray(open(path, "rb").read())
+toc = json.loads(subprocess.run(["zstd", "-dcq"], input=bytes(b[off:off + length]),
+                                capture_output=True, check=True).stdout)
+e = next(e for e in toc["entries"] if e.get("name", "").endswith("srv/f363"))
+b[e["offset"] + 100] ^= 0xFF
+open(path, "wb").write(b)
+PY
+expect_exit 5 "corrupt file in a later request: the pull fails (integrity)" \
+  "$CAIRN" --store "$T/bad2" pull --insecure "docker://$PROXY/part/d:1"
+sed "s/^/# /" "$T/stderr" >&2
+check "corrupt file in a later request: named, then pulled in full" \
+  grep -Eq 'partial pull failed \("?srv/f363"?: .*\); pulling it in full' "$T/stderr"
 finish
