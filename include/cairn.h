@@ -684,6 +684,11 @@ typedef struct cairn_pull_layer {
   uint64_t fetched;    /* bytes received so far (of this attempt) */
   uint64_t stored;     /* STORING: bytes of the blob ingested so far (of size) */
   enum cairn_pull_state state;
+  /* STORING, DONE: pulled partially (doc/lazy-pulls.md): fetched is all that
+   * came over the network for it (the TOC and the ranges of the files the
+   * store lacked), against size; stored counts the rebuilt stream, which
+   * is not size */
+  bool partial;
 } cairn_pull_layer;
 
 typedef struct cairn_pull_opts {

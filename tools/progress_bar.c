@@ -256,7 +256,7 @@ void progress_layers(struct progress *p, const cairn_pull_layer *layers, size_t 
                      const struct progress_words *w) {
   for (size_t i = 0; i < n; i++) {
     const cairn_pull_layer *l = &layers[i];
-    char id[16], size[32], what[64];
+    char id[16], size[32], what[128];
     snprintf(id, sizeof(id), "%.12s", l->diff_id);
     cairn_human_size(l->size, size, sizeof(size));
     switch (l->state) {
@@ -267,9 +267,18 @@ void progress_layers(struct progress *p, const cairn_pull_layer *layers, size_t 
     case CAIRN_PULL_FETCHING:
       progress_update(p, i, id, w->network, l->fetched, l->size, true);
       break;
-    case CAIRN_PULL_STORING: progress_update(p, i, id, w->local, l->stored, l->size, true); break;
+    case CAIRN_PULL_STORING: /* a partial pull's rebuilt stream is not size long */
+      progress_update(p, i, id, w->local, l->stored, l->partial ? 0 : l->size, true);
+      break;
     case CAIRN_PULL_REUSED: progress_done(p, i, id, w->skipped, false); break;
     case CAIRN_PULL_DONE:
+      if (l->partial) {
+        char fetched[32];
+        cairn_human_size(l->fetched, fetched, sizeof(fetched));
+        snprintf(what, sizeof(what), "%s %s of %s (partial pull)", w->done, fetched, size);
+        progress_done(p, i, id, what, true);
+        break;
+      }
       snprintf(what, sizeof(what), "%s %s", w->done, size);
       progress_done(p, i, id, what, true);
       break;

@@ -2,12 +2,16 @@
 /*
  * partial.c — the partial pull of a zstd:chunked layer (partial.h): the
  * TOC by a range request (checked against the manifest's checksum), the
- * plan of what the store lacks, the missing bytes in multi-range requests,
- * and the layer's zstd stream rebuilt for the ingest, which checks the
- * diff_id of the tar it decompresses to: nothing the TOC or the registry
- * says is trusted further than that.
+ * plan of what the store lacks, the missing bytes in multi-range requests
+ * (up to CN_PARTIAL_INFLIGHT at once, each on a thread of its own, ahead
+ * of the rebuild, which takes them in order), and the layer's zstd stream
+ * rebuilt for the ingest, which checks the diff_id of the tar it
+ * decompresses to: nothing the TOC or the registry says is trusted
+ * further than that.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,19 +207,37 @@ int cn_partial_write(const cn_partial_plan *plan, const cn_partial_io *io, cairn
 
 /* ---- over the network ------------------------------------------------------ */
 
+/* A request's worth of FETCH segments, [first, last) of the plan (the
+ * STORED ones between included), fetched by one of the workers. */
+enum { BATCH_TODO, BATCH_BUSY, BATCH_DONE };
+typedef struct batch {
+  size_t first, last;
+  uint64_t bytes;     /* of its FETCH segments */
+  unsigned char *buf; /* the reply's body */
+  uint64_t *boff;     /* FETCH segment first + k's bytes at buf + boff[k] */
+  bool *got;
+  int state, err;
+  char why[1024]; /* err's reason, from the worker's handle */
+} batch;
+
 typedef struct pull_ctx {
   pull_source *src;
   const pull_desc *d;
   const cn_toc *toc;
+  const cn_partial_plan *plan;
   cairn_store *st;
   int out_fd;
   _Atomic uint64_t *progress;
   cn_partial_result *res;
-  /* the batch of FETCH segments [b_first, b_last) in buf at boff[] */
-  size_t b_first, b_last;
-  unsigned char *buf;
-  uint64_t *boff;
-  bool *got;
+  /* the batches, fetched in order by the workers, at most
+   * CN_PARTIAL_INFLIGHT (and CN_PARTIAL_INFLIGHT_BYTES) ahead of the one
+   * the rebuild reads, cur */
+  batch *batches;
+  size_t n_batches, next, cur;
+  pthread_mutex_t lock; /* batches' state, err, why; next, cur; res */
+  pthread_cond_t cond;
+  bool failed;      /* a batch failed: no more are asked for */
+  atomic_bool stop; /* the rebuild ended: requests in flight are cancelled */
   /* the stored file being read */
   size_t cur_entry;
   int cur_fd;
@@ -223,71 +245,81 @@ typedef struct pull_ctx {
 
 /* Collects one reply's parts into the batch, each exactly a range asked. */
 typedef struct part_ctx {
-  pull_ctx *c;
+  batch *b;
+  const unsigned char *body;
   const cn_partial_plan *plan;
   size_t cursor;
+  cairn_store *st;
 } part_ctx;
 
 static int take_part(uint64_t off, const unsigned char *data, size_t len, void *arg) {
   part_ctx *p = arg;
-  pull_ctx *c = p->c;
-  for (size_t tries = 0; tries < c->b_last - c->b_first; tries++) {
+  batch *b = p->b;
+  for (size_t tries = 0; tries < b->last - b->first; tries++) {
     size_t i = p->cursor;
-    p->cursor = p->cursor + 1 < c->b_last ? p->cursor + 1 : c->b_first;
+    p->cursor = p->cursor + 1 < b->last ? p->cursor + 1 : b->first;
     const cn_partial_seg *s = &p->plan->segs[i];
     if (s->kind != CN_SEG_FETCH || s->off != off) continue;
-    if (s->len != len || c->got[i - c->b_first])
-      return cairn_fail(c->st, -EBADMSG, "range reply: a part is not the range asked for");
-    memcpy(c->buf + c->boff[i - c->b_first], data, len);
-    c->got[i - c->b_first] = true;
+    if (s->len != len || b->got[i - b->first])
+      return cairn_fail(p->st, -EBADMSG, "range reply: a part is not the range asked for");
+    b->boff[i - b->first] = (uint64_t)(data - p->body); /* data lies in the body */
+    b->got[i - b->first] = true;
     return 0;
   }
-  return cairn_fail(c->st, -EBADMSG, "range reply: a part is not a range asked for");
+  return cairn_fail(p->st, -EBADMSG, "range reply: a part is not a range asked for");
 }
 
-static int fetch_batch(pull_ctx *c, const cn_partial_plan *plan, size_t first) {
+static void batch_free(batch *b) {
+  free(b->buf);
+  free(b->boff);
+  free(b->got);
+  b->buf = NULL;
+  b->boff = NULL;
+  b->got = NULL;
+}
+
+/* One request for batch b; *bytes, *requests what it cost. */
+static int fetch_batch(pull_ctx *c, const cn_partial_plan *plan, batch *b, uint64_t *bytes,
+                       size_t *requests, cairn_store *st) {
   char spec[PULL_RANGE_SPEC_MAX];
   size_t last;
-  cn_partial_spec(plan, first, &last, spec);
-  free(c->buf);
-  free(c->boff);
-  free(c->got);
-  size_t n = last - first, parts = 0;
-  c->buf = NULL;
-  c->boff = calloc(n ? n : 1, sizeof *c->boff);
-  c->got = calloc(n ? n : 1, sizeof *c->got);
+  cn_partial_spec(plan, b->first, &last, spec);
+  if (last != b->last) return cairn_fail(st, -EINVAL, "range request: not the batch planned");
+  size_t n = b->last - b->first, parts = 0;
+  b->boff = calloc(n ? n : 1, sizeof *b->boff);
+  b->got = calloc(n ? n : 1, sizeof *b->got);
   uint64_t total = 0;
-  for (size_t i = first; c->boff && i < last; i++) {
-    c->boff[i - first] = total;
+  for (size_t i = b->first; i < b->last; i++)
     if (plan->segs[i].kind == CN_SEG_FETCH) total += plan->segs[i].len, parts++;
-  }
-  if (!c->boff || !c->got || !(c->buf = malloc(total ? total : 1)))
-    return cairn_fail(c->st, -ENOMEM, "out of memory");
-  c->b_first = first;
-  c->b_last = last;
-  for (size_t i = first; i < last; i++) c->got[i - first] = plan->segs[i].kind != CN_SEG_FETCH;
+  if (!b->boff || !b->got) return cairn_fail(st, -ENOMEM, "out of memory");
+  for (size_t i = b->first; i < b->last; i++)
+    b->got[i - b->first] = plan->segs[i].kind != CN_SEG_FETCH;
 
   blob_sink s;
   pull_range_reply rr = {0};
   /* the parts' headers: about 100 bytes each; a registry that ignores the
    * Range and sends the whole blob is cut off here */
   int r = cn_blob_sink_init(&s, -1, total + 4096 + 256 * (uint64_t)parts, NULL);
-  if (r == 0) r = c->src->ops->ranges(c->src, c->d, spec, &s, &rr, c->st);
+  s.cancel = &c->stop;
+  if (r == 0) r = c->src->ops->ranges(c->src, c->d, spec, &s, &rr, st);
   if (r == 0 && rr.status != 206)
-    r = cairn_fail(c->st, -EPROTO, "the registry answered a range request with HTTP %ld",
-                   rr.status);
+    r = cairn_fail(st, -EPROTO, "the registry answered a range request with HTTP %ld", rr.status);
   if (r == 0) {
-    c->res->fetched += s.written;
-    c->res->requests++;
-    if (c->progress) atomic_store(c->progress, c->res->fetched);
-    part_ctx p = {c, plan, first};
-    int k = cn_byteranges_parse(rr.content_type, rr.content_range, s.mem ? s.mem : "", s.written,
-                                c->d->size, parts, take_part, &p, c->st);
+    *bytes += s.written;
+    (*requests)++;
+    const char *body = s.mem ? s.mem : "";
+    part_ctx p = {b, (const unsigned char *)body, plan, b->first, st};
+    int k = cn_byteranges_parse(rr.content_type, rr.content_range, body, s.written, c->d->size,
+                                parts, take_part, &p, st);
     r = k < 0 ? k : 0;
   }
-  for (size_t i = first; r == 0 && i < last; i++)
-    if (!c->got[i - first])
-      r = cairn_fail(c->st, -EBADMSG, "range reply: the range at %llu is missing",
+  if (r == 0 && s.mem) { /* the parts stay where they arrived */
+    b->buf = (unsigned char *)s.mem;
+    s.mem = NULL;
+  }
+  for (size_t i = b->first; r == 0 && i < b->last; i++)
+    if (!b->got[i - b->first])
+      r = cairn_fail(st, -EBADMSG, "range reply: the range at %llu is missing",
                      (unsigned long long)plan->segs[i].off);
   cn_blob_sink_free(&s);
   return r;
@@ -297,15 +329,15 @@ static int fetch_batch(pull_ctx *c, const cn_partial_plan *plan, size_t first) {
  * decompressed and checked against its digest (the chunk's, or the file's
  * for a file of one chunk) before anything is written. A chunk cut by a
  * request's bound is left to the diff_id check. */
-static int verify_batch(pull_ctx *c, const cn_partial_plan *plan) {
-  if (!plan->missing) return 0; /* the TOC's own request */
+static int verify_batch(const pull_ctx *c, const cn_partial_plan *plan, const batch *b,
+                        size_t *verified, cairn_store *st) {
   for (size_t m = 0; m < plan->n_missing; m++) {
     const cn_toc_entry *e = &c->toc->entries[plan->missing[m]];
     for (size_t k = 0; k < e->n_chunks; k++) {
       const cn_toc_chunk *ch = &e->chunks[k];
       const char *want = ch->digest[0] ? ch->digest : e->n_chunks == 1 ? e->digest : NULL;
       if (!want) continue;
-      for (size_t i = c->b_first; i < c->b_last; i++) {
+      for (size_t i = b->first; i < b->last; i++) {
         const cn_partial_seg *s = &plan->segs[i];
         if (s->kind != CN_SEG_FETCH || ch->off < s->off || ch->csize > s->len ||
             ch->off - s->off > s->len - ch->csize)
@@ -313,15 +345,15 @@ static int verify_batch(pull_ctx *c, const cn_partial_plan *plan) {
         unsigned char *u = NULL;
         size_t ulen = 0;
         char got[CN_TOC_DIGEST_LEN + 1];
-        int r = cn_toc_decompress(c->buf + c->boff[i - c->b_first] + (ch->off - s->off),
-                                  (size_t)ch->csize, (size_t)ch->usize, &u, &ulen, e->path, c->st);
+        int r = cn_toc_decompress(b->buf + b->boff[i - b->first] + (ch->off - s->off),
+                                  (size_t)ch->csize, (size_t)ch->usize, &u, &ulen, e->path, st);
         if (r == 0) cn_toc_sha256(u, ulen, got);
         free(u);
         if (r < 0) return r;
         if (ulen != ch->usize || strcmp(got, want) != 0)
-          return cairn_fail(c->st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says",
+          return cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says",
                             e->path);
-        c->res->chunks_verified++;
+        (*verified)++;
         break;
       }
     }
@@ -329,15 +361,69 @@ static int verify_batch(pull_ctx *c, const cn_partial_plan *plan) {
   return 0;
 }
 
+/* Whether the next batch may be asked for: the one the rebuild waits for
+ * always; others while few enough are fetched ahead of it. Under lock. */
+static bool may_take(const pull_ctx *c) {
+  if (c->next <= c->cur) return true;
+  if (c->next - c->cur >= CN_PARTIAL_INFLIGHT) return false;
+  uint64_t ahead = 0;
+  for (size_t k = c->cur; k <= c->next; k++) ahead += c->batches[k].bytes;
+  return ahead <= CN_PARTIAL_INFLIGHT_BYTES;
+}
+
+/* Fetches and verifies batches in order, with a handle of its own for
+ * the reasons of failures, until none is left or the rebuild stops. */
+static void *fetch_worker(void *arg) {
+  pull_ctx *c = arg;
+  cairn_store *wst = NULL;
+  int r0 = cairn_store_open_lazy(cairn_store_dir(c->st), &wst);
+  pthread_mutex_lock(&c->lock);
+  for (;;) {
+    while (!atomic_load(&c->stop) && !c->failed && c->next < c->n_batches && !may_take(c))
+      pthread_cond_wait(&c->cond, &c->lock);
+    if (atomic_load(&c->stop) || c->failed || c->next == c->n_batches) break;
+    batch *b = &c->batches[c->next++];
+    b->state = BATCH_BUSY;
+    pthread_mutex_unlock(&c->lock);
+    uint64_t bytes = 0;
+    size_t requests = 0, verified = 0;
+    int r = r0 < 0 ? r0 : fetch_batch(c, c->plan, b, &bytes, &requests, wst);
+    if (r == 0) r = verify_batch(c, c->plan, b, &verified, wst);
+    pthread_mutex_lock(&c->lock);
+    c->res->fetched += bytes;
+    c->res->requests += requests;
+    c->res->chunks_verified += verified;
+    if (c->progress) atomic_store(c->progress, c->res->fetched);
+    if (r < 0) {
+      b->err = r;
+      snprintf(b->why, sizeof b->why, "%s", wst ? cairn_errmsg(wst) : "out of memory");
+      c->failed = true;
+    }
+    b->state = BATCH_DONE;
+    pthread_cond_broadcast(&c->cond);
+  }
+  pthread_mutex_unlock(&c->lock);
+  cairn_store_close(wst);
+  return NULL;
+}
+
+/* FETCH segment i, from its batch, waiting for the workers; the batches
+ * before it are done with. */
 static int io_fetched(const cn_partial_plan *plan, size_t i, const unsigned char **data,
                       void *arg) {
   pull_ctx *c = arg;
-  if (i < c->b_first || i >= c->b_last || !c->buf) {
-    int r = fetch_batch(c, plan, i);
-    if (r == 0) r = verify_batch(c, plan);
-    if (r < 0) return r;
+  (void)plan;
+  pthread_mutex_lock(&c->lock);
+  while (c->cur < c->n_batches && c->batches[c->cur].last <= i) {
+    batch_free(&c->batches[c->cur++]); /* done: its worker let it go */
+    pthread_cond_broadcast(&c->cond);
   }
-  *data = c->buf + c->boff[i - c->b_first];
+  batch *b = c->cur < c->n_batches ? &c->batches[c->cur] : NULL;
+  while (b && b->first <= i && b->state != BATCH_DONE) pthread_cond_wait(&c->cond, &c->lock);
+  pthread_mutex_unlock(&c->lock);
+  if (!b || b->first > i) return cairn_fail(c->st, -EINVAL, "rebuilding: a range not planned");
+  if (b->err) return cairn_fail(c->st, b->err, "%s", b->why);
+  *data = b->buf + b->boff[i - b->first];
   return 0;
 }
 
@@ -392,11 +478,40 @@ static int fetch_toc(pull_ctx *c, const cn_toc_zstd_pos *pos, cn_toc *toc) {
   cn_partial_seg seg = {.kind = CN_SEG_FETCH, .off = pos->off, .len = pos->len};
   one.segs = &seg;
   one.n_segs = 1;
-  int r = fetch_batch(c, &one, 0);
-  if (r == 0) r = cn_toc_zstd_chunked_parse(c->buf, pos->len, pos, c->d->size, toc, c->st);
-  free(c->buf);
-  c->buf = NULL;
+  batch b = {.first = 0, .last = 1};
+  int r = fetch_batch(c, &one, &b, &c->res->fetched, &c->res->requests, c->st);
+  if (c->progress) atomic_store(c->progress, c->res->fetched);
+  if (r == 0)
+    r = cn_toc_zstd_chunked_parse(b.buf + b.boff[0], pos->len, pos, c->d->size, toc, c->st);
+  batch_free(&b);
   return r;
+}
+
+/* The plan's FETCH segments cut into requests, as cn_partial_spec cuts them. */
+static int make_batches(pull_ctx *c, const cn_partial_plan *plan) {
+  size_t cap = 0;
+  for (size_t i = 0; i < plan->n_segs;) {
+    if (plan->segs[i].kind != CN_SEG_FETCH) {
+      i++;
+      continue;
+    }
+    char spec[PULL_RANGE_SPEC_MAX];
+    size_t last;
+    cn_partial_spec(plan, i, &last, spec);
+    if (last <= i) return cairn_fail(c->st, -EINVAL, "range request: a range does not fit");
+    if (c->n_batches == cap) {
+      cap = cap ? cap * 2 : 16;
+      batch *v = realloc(c->batches, cap * sizeof *v);
+      if (!v) return cairn_fail(c->st, -ENOMEM, "out of memory");
+      c->batches = v;
+    }
+    batch *b = &c->batches[c->n_batches++];
+    *b = (batch){.first = i, .last = last};
+    for (size_t k = i; k < last; k++)
+      if (plan->segs[k].kind == CN_SEG_FETCH) b->bytes += plan->segs[k].len;
+    i = last;
+  }
+  return 0;
 }
 
 int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64_t *progress,
@@ -408,10 +523,19 @@ int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64
   if (r == -ENOENT) return 1;
   if (r < 0) return r;
   if (!pos.digest[0]) return 1; /* a TOC the manifest does not vouch for */
-  pull_ctx c = {
-      .src = src, .d = d, .st = st, .out_fd = fd, .progress = progress, .res = res, .cur_fd = -1};
+  pull_ctx c = {.src = src,
+                .d = d,
+                .st = st,
+                .out_fd = fd,
+                .progress = progress,
+                .res = res,
+                .cur_fd = -1,
+                .lock = PTHREAD_MUTEX_INITIALIZER,
+                .cond = PTHREAD_COND_INITIALIZER};
   cn_toc toc = {0};
   cn_partial_plan plan = {0};
+  pthread_t tids[CN_PARTIAL_INFLIGHT];
+  size_t started = 0;
   if ((r = fetch_toc(&c, &pos, &toc)) < 0) goto out;
   c.toc = &toc;
   if ((r = cn_partial_plan_make(&toc, CN_PARTIAL_MERGE_GAP, have_stored, st, &plan, st)) < 0)
@@ -422,14 +546,25 @@ int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64
     r = 1; /* one request for the whole blob costs least */
     goto out;
   }
+  c.plan = &plan;
+  if ((r = make_batches(&c, &plan)) < 0) goto out;
+  for (; started < CN_PARTIAL_INFLIGHT && started < c.n_batches; started++)
+    if (pthread_create(&tids[started], NULL, fetch_worker, &c) != 0) break;
+  if (started == 0 && c.n_batches > 0) {
+    r = cairn_fail(st, -EAGAIN, "cannot start a download thread");
+    goto out;
+  }
   cn_partial_io io = {io_fetched, io_content, io_out, &c};
-  c.b_first = c.b_last = 0;
   r = cn_partial_write(&plan, &io, st);
 out:
+  pthread_mutex_lock(&c.lock);
+  atomic_store(&c.stop, true);
+  pthread_cond_broadcast(&c.cond);
+  pthread_mutex_unlock(&c.lock);
+  for (size_t t = 0; t < started; t++) pthread_join(tids[t], NULL);
+  for (size_t k = 0; k < c.n_batches; k++) batch_free(&c.batches[k]);
+  free(c.batches);
   if (c.cur_fd >= 0) close(c.cur_fd);
-  free(c.buf);
-  free(c.boff);
-  free(c.got);
   cn_partial_plan_free(&plan);
   cn_toc_free(&toc);
   return r;

@@ -34,6 +34,11 @@
 /* Ranges and bytes of one multi-range request. */
 #define CN_PARTIAL_RANGES_MAX 200
 #define CN_PARTIAL_REQUEST_MAX (32u << 20)
+/* Requests of one layer's partial pull in flight at once, each on a thread
+ * of its own, and how many bytes they may fetch ahead of the rebuild (the
+ * request the rebuild waits for is always sent). */
+#define CN_PARTIAL_INFLIGHT 4
+#define CN_PARTIAL_INFLIGHT_BYTES (64ull << 20)
 
 typedef enum cn_partial_kind { CN_SEG_FETCH, CN_SEG_STORED } cn_partial_kind;
 

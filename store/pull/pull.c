@@ -38,6 +38,7 @@ typedef struct layer_slot {
   _Atomic uint64_t fetched;
   _Atomic uint64_t stored; /* of the blob, while it is ingested */
   _Atomic int state;       /* enum cairn_pull_state */
+  atomic_bool partial;     /* pulled partially: fetched is all it cost */
   bool fetch;              /* absent from the store and first of its diff_id */
 } layer_slot;
 
@@ -119,6 +120,7 @@ static int fetch_partial(fetch_run *run, cairn_store *wst, size_t i, int fd) {
   int r = cn_partial_pull(run->src, d, fd, &run->slots[i].fetched, &pr, wst);
   if (r == -ECANCELED || r == -ENOSPC) return r;
   if (r == 0) {
+    atomic_store(&run->slots[i].partial, true);
     r = ingest(run, wst, i, fd);
     if (r == 0) {
       cn_pull_log(run->src,
@@ -134,6 +136,7 @@ static int fetch_partial(fetch_run *run, cairn_store *wst, size_t i, int fd) {
     cn_pull_log(run->src, "layer %.19s: partial pull failed (%s); pulling it in full", d->digest,
                 cairn_errmsg(wst));
   cairn_fail(wst, 0, "%s", "");
+  atomic_store(&run->slots[i].partial, false);
   if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
     return cairn_fail(wst, -errno, "temporary file: %s", strerror(errno));
   atomic_store(&run->slots[i].fetched, 0);
@@ -208,6 +211,7 @@ static void report(const fetch_run *run, const cairn_pull_opts *o) {
     v[i].fetched = atomic_load(&run->slots[i].fetched);
     v[i].stored = atomic_load(&run->slots[i].stored);
     v[i].state = (enum cairn_pull_state)atomic_load(&run->slots[i].state);
+    v[i].partial = atomic_load(&run->slots[i].partial);
   }
   o->progress(v, n, o->arg);
 }

@@ -129,7 +129,8 @@ typedef struct pull_source_ops {
   /* Optional (a registry): GETs the byte ranges spec ("A-B,C-D", at most
    * PULL_RANGE_SPEC_MAX bytes) of blob d into the memory sink s, which
    * checks no digest; rr gets the reply's status and the headers a
-   * multipart/byteranges answer is read with (byteranges.h). */
+   * multipart/byteranges answer is read with (byteranges.h). Called from
+   * worker threads, several at once (partial.c: CN_PARTIAL_INFLIGHT). */
   int (*ranges)(pull_source *src, const pull_desc *d, const char *spec, blob_sink *s,
                 pull_range_reply *rr, cairn_store *st);
 } pull_source_ops;

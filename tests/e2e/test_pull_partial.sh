@@ -7,11 +7,14 @@
 #   image B shares 38 of its 40 files with image A, which the store holds: pulling
 #   B fetches its TOC and the missing files' ranges only (a small fraction
 #   of the layer's bytes, counted by the proxy, in multi-range requests),
-#   says so (bytes fetched against the layer's size), and stores the image a
-#   full pull stores (same image id, diff_id, files; fsck clean);
+#   says so (bytes fetched against the layer's size, in its progress line
+#   too, which -q leaves out), and stores the image a full pull stores
+#   (same image id, diff_id, files; fsck clean);
 #   a store holding none of B's files pulls it in full (one GET);
+#   D's 450 ranges (C stored) go in several requests, some at once;
 #   a registry that answers no range request: said once, pulled in full;
-#   a corrupt file in the blob is caught against the TOC before the ingest.
+#   a corrupt file in the blob is caught against the TOC before the ingest
+#   (in B's only request, and in D's second of three in flight).
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
@@ -37,9 +40,23 @@ for name in ("a", "b"):
     os.link(f"{t}/{name}/usr/lib/data/f02", f"{t}/{name}/usr/lib/hard")
     open(f"{t}/{name}/empty", "wb").close()
 PY
+# C and D: 450 files of 600 to 1500 random bytes, 5 of D's changed: D's
+# partial pull has about 450 ranges to fetch, more than one request takes.
+setup python3 - "$T" <<'PY'
+import os, random, sys
+t = sys.argv[1]
+rnd = random.Random(34)
+for name in ("c", "d"):
+    os.makedirs(f"{t}/{name}/srv", exist_ok=True)
+for i in range(450):
+    data = rnd.randbytes(rnd.randint(600, 1500))
+    for name in ("c", "d"):
+        d = rnd.randbytes(len(data)) if name == "d" and i % 90 == 3 else data
+        open(f"{t}/{name}/srv/f{i:03d}", "wb").write(d)
+PY
 PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
 setup registry_start "$T/reg"
-for n in a b; do
+for n in a b c d; do
   # -b 1: no record padding after the end-of-archive blocks (as Go's
   # archive/tar, which builds images, writes): podman 4.3's zstd:chunked
   # writer drops it, and the layer would then not decompress to its diff_id.
@@ -91,6 +108,11 @@ check "partial pull: said, with bytes fetched against the layer's size ($bsize)"
   grep -Eq "partial pull: fetched [0-9]+ of $bsize bytes in [0-9]+ requests \(38 of 40 files were stored\)" \
   "$T/part.err"
 check "partial pull: no fallback to the full download" lacks 'pulling it in full' "$T/part.err"
+check "partial pull: the layer's final line gives bytes fetched of its size" \
+  grep -Eq "^[0-9a-f]{12}  downloaded [0-9.]+ KiB of 2\.2 MiB \(partial pull\) in [0-9.]+s\$" \
+  "$T/part.err"
+check "full pull: the layer's final line gives its size, no partial pull" \
+  grep -Eq "^[0-9a-f]{12}  downloaded 2\.2 MiB in [0-9.]+s\$" "$T/full.err"
 echo "# B's layer: $bsize bytes; full pull $full_bytes bytes; partial pull $part_bytes bytes" >&2
 check "partial pull: under a quarter of the full pull's bytes ($part_bytes of $full_bytes)" \
   test $((part_bytes * 4)) -lt "$full_bytes"
@@ -109,6 +131,36 @@ check "partial pull: the same files (listing)" cmp -s "$ST.files" "$T/full.files
 check "partial pull: the same export" cmp -s "$ST.sum" "$T/full.sum"
 expect_exit 0 "fsck after the partial pull" "$CAIRN" --store "$ST" fsck
 
+# -q: no progress line for a partially pulled layer either.
+setup "$CAIRN" --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+expect_exit 0 "quiet partial pull of B" \
+  "$CAIRN" --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/b:1"
+check "quiet partial pull: no progress line" lacks downloaded "$T/stderr"
+check "quiet partial pull: the image id alone on stdout" \
+  test "$(cat "$T/stdout")" = "$(tail -1 "$T/full.out")"
+
+# D with C stored: its ranges in several requests, some in flight at
+# once (CN_PARTIAL_INFLIGHT), giving the image a full pull gives.
+expect_exit 0 "full pull of D" "$CAIRN" --store "$T/fulld" pull -q --insecure "docker://$PROXY/part/d:1"
+cp "$T/stdout" "$T/fulld.out"
+setup "$CAIRN" --store "$T/many" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
+reset
+expect_exit 0 "pull of D with C stored" \
+  "$CAIRN" --store "$T/many" pull --insecure "docker://$PROXY/part/d:1"
+sed "s/^/# /" "$T/stderr" >&2
+counts | jq -c 'del(.paths)' | sed "s/^/# /" >&2
+check "many ranges: a partial pull, no fallback" \
+  grep -Eq "partial pull: fetched [0-9]+ of [0-9]+ bytes in ([4-9]|[0-9]{2,}) requests \(445 of 450" \
+  "$T/stderr"
+check_json "many ranges: several range requests in flight at once" \
+  '.multi_ranges >= 3 and .max_in_flight >= 2' counts
+check "many ranges: the image id of the full pull" \
+  test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/fulld.out")"
+"$CAIRN" --store "$T/many" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/many.sum"
+"$CAIRN" --store "$T/fulld" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/fulld.sum"
+check "many ranges: the same export" cmp -s "$T/many.sum" "$T/fulld.sum"
+expect_exit 0 "many ranges: fsck" "$CAIRN" --store "$T/many" fsck
+
 # A registry that answers no range request (200, the whole blob): the
 # partial pull says it failed, once, and the layer is pulled in full.
 setup "$CAIRN" --store "$T/norange" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
@@ -118,6 +170,8 @@ expect_exit 0 "no ranges: the pull of B succeeds" \
 sed "s/^/# /" "$T/stderr" >&2
 check "no ranges: said once, then pulled in full" \
   test "$(grep -c 'partial pull failed (.*); pulling it in full' "$T/stderr")" = 1
+check "no ranges: the final line gives the layer's size, no partial pull" \
+  grep -Eq "^[0-9a-f]{12}  downloaded 2\.2 MiB in [0-9.]+s\$" "$T/stderr"
 check "no ranges: the image id of the full pull" \
   test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/full.out")"
 curl -sf "http://$PROXY/_proxy/set?ranges=1" >/dev/null
@@ -148,4 +202,26 @@ check "corrupt file: found in the chunk fetched, before the ingest" \
   grep -Eq 'partial pull failed \("?usr/lib/data/f07"?: .*\); pulling it in full' "$T/stderr"
 check_json "corrupt file: no image B stored" 'length == 1' \
   "$CAIRN" --store "$T/bad" images --json
+
+# The same in D's last request, while others are in flight: the reason
+# given is the file's, not the cancellation of the other requests.
+setup "$CAIRN" --store "$T/bad2" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
+ddigest=$(manifest d | jq -r '.layers[0].digest')
+position=$(manifest d | jq -r '.layers[0].annotations | to_entries[] |
+  select(.key | endswith("zstd-chunked.manifest-position")) | .value')
+setup python3 - "$(registry_blob_path "$ddigest")" "$position" <<'PY'
+import json, subprocess, sys
+path, (off, length) = sys.argv[1], map(int, sys.argv[2].split(":")[:2])
+b = bytearray(open(path, "rb").read())
+toc = json.loads(subprocess.run(["zstd", "-dcq"], input=bytes(b[off:off + length]),
+                                capture_output=True, check=True).stdout)
+e = next(e for e in toc["entries"] if e.get("name", "").endswith("srv/f363"))
+b[e["offset"] + 100] ^= 0xFF
+open(path, "wb").write(b)
+PY
+expect_exit 5 "corrupt file in a later request: the pull fails (integrity)" \
+  "$CAIRN" --store "$T/bad2" pull --insecure "docker://$PROXY/part/d:1"
+sed "s/^/# /" "$T/stderr" >&2
+check "corrupt file in a later request: named, then pulled in full" \
+  grep -Eq 'partial pull failed \("?srv/f363"?: .*\); pulling it in full' "$T/stderr"
 finish

@@ -16,7 +16,10 @@ Control (not forwarded, not shaped, not counted):
   GET /_proxy/counts
       {"requests": n, "bytes": n (response body bytes sent), "ranges": n
        (requests with a Range header), "multi_ranges": n (of several
-       ranges), "paths": {PATH: requests}}
+       ranges), "max_in_flight": n (most requests forwarded at once),
+       "span": s (from the first request's arrival to the end of the last
+       reply: the time spent on the network),
+       "paths": {PATH: requests}}
   GET /_proxy/reset      zeroes the counts
   GET /_proxy/set?rate=B&latency=S   changes the shaping
   GET /_proxy/set?ranges=0   drops the Range header of requests (a registry
@@ -28,7 +31,7 @@ from urllib.parse import parse_qs, urlsplit
 
 LOCK = threading.Lock()
 CFG = {"rate": 12_500_000.0, "latency": 0.010, "upstream": 0, "ranges": True}
-LINK = {"free_at": 0.0}  # when the shared link has sent everything queued
+LINK = {"free_at": 0.0, "in_flight": 0}  # when the shared link has sent everything queued
 COUNTS = {}
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
        "upgrade"}
@@ -38,7 +41,10 @@ BURST = 0.020
 
 def reset():
     COUNTS.clear()
-    COUNTS.update(requests=0, bytes=0, ranges=0, multi_ranges=0, paths={})
+    COUNTS.update(requests=0, bytes=0, ranges=0, multi_ranges=0, max_in_flight=0, span=0.0,
+                  paths={})
+    LINK["in_flight"] = 0
+    LINK["first"] = LINK["last"] = None
 
 
 def pace(n):
@@ -93,16 +99,35 @@ class Handler(BaseHTTPRequestHandler):
                     COUNTS["multi_ranges"] += 1
             latency = CFG["latency"]
             ranges = CFG["ranges"]
+            LINK["in_flight"] += 1
+            if LINK["first"] is None:
+                LINK["first"] = time.monotonic()
+            COUNTS["max_in_flight"] = max(COUNTS["max_in_flight"], LINK["in_flight"])
+        try:
+            self.forward_one(url, latency, ranges)
+        finally:
+            with LOCK:
+                LINK["in_flight"] = max(0, LINK["in_flight"] - 1)
+                if LINK["first"] is not None:
+                    LINK["last"] = time.monotonic()
+                    COUNTS["span"] = round(LINK["last"] - LINK["first"], 4)
+
+    def forward_one(self, url, latency, ranges):
         time.sleep(latency)
         body = None
         n = int(self.headers.get("Content-Length") or 0)
         if n:
             body = self.rfile.read(n)
-        headers = {k: v for k, v in self.headers.items()
-                   if k.lower() not in HOP and (ranges or k.lower() != "range")}
+        # a list, not a dict: a header sent several times (podman's Accept)
+        # is forwarded each time
+        headers = [(k, v) for k, v in self.headers.items()
+                   if k.lower() not in HOP and (ranges or k.lower() != "range")]
         up = http.client.HTTPConnection("127.0.0.1", CFG["upstream"], timeout=60)
         try:
-            up.request(self.command, self.path, body=body, headers=headers)
+            up.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for k, v in headers:
+                up.putheader(k, v)
+            up.endheaders(body)
             resp = up.getresponse()
             self.send_response_only(resp.status, resp.reason)
             length = resp.getheader("Content-Length")
