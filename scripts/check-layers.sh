@@ -56,7 +56,7 @@ LAYERS=(
     | a bundle's runtime config, tag, history"
   "commit | store/commit.c | - | below
     | a writable mount's upper written as a layer and committed"
-  "pull | store/pull/*.c | store/pull/pull.h store/pull/registry.h store/pull/toc.h store/pull/byteranges.h store/pull/partial.h | public
+  "pull | store/pull/*.c | store/pull/pull.h store/pull/registry.h store/pull/toc.h store/pull/byteranges.h store/pull/partial.h store/pull/chunked_write.h | public
     | pull from OCI layouts, oci-archives, docker archives and registries; push (registries, layouts, archives); login; the TOCs of eStargz and zstd:chunked layers (lazy pulls), the partial pull of zstd:chunked layers; built on cairn.h alone"
 )
 # Front ends: only cairn.h, only what it declares.
