@@ -695,6 +695,15 @@ int cn_chunked_finish(cn_chunked_writer *w, cn_chunked_result *res) {
   return r;
 }
 
+json_t *cn_chunked_annotations(const cn_chunked_result *res) {
+  /* zstd:chunked's with the prefix podman 4.3 reads (cairn reads it and
+   * the later "io.github.containers." one) */
+  if (res->position[0])
+    return json_pack("{s:s, s:s}", "io.containers.zstd-chunked.manifest-position", res->position,
+                     "io.containers.zstd-chunked.manifest-checksum", res->checksum);
+  return json_pack("{s:s}", "containerd.io/snapshot/stargz/toc.digest", res->toc_digest);
+}
+
 int cn_chunked_new(enum cn_chunked_format fmt, cn_chunked_out_fn out, void *arg,
                    cn_chunked_writer **wp) {
   cn_chunked_writer *w = calloc(1, sizeof *w);

@@ -42,6 +42,9 @@ int cn_chunked_new(enum cn_chunked_format fmt, cn_chunked_out_fn out, void *arg,
 int cn_chunked_write(cn_chunked_writer *w, const void *buf, size_t len);
 /* Ends the blob: the files' last frame, the TOC, the footer. */
 int cn_chunked_finish(cn_chunked_writer *w, cn_chunked_result *res);
+/* The layer's annotations in the manifest (a new object; NULL: out of
+ * memory): where a lazy pull finds the TOC and its digest. */
+struct json_t *cn_chunked_annotations(const cn_chunked_result *res);
 const char *cn_chunked_error(const cn_chunked_writer *w);
 void cn_chunked_free(cn_chunked_writer *w);
 

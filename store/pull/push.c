@@ -699,18 +699,8 @@ static char *manifest_build(const char *config_digest, size_t config_size, push_
   for (size_t i = 0; i < n; i++) {
     json_t *l = json_pack("{s:s, s:s, s:I}", "mediaType", blobs[i].media_type, "digest",
                           blobs[i].digest, "size", (json_int_t)blobs[i].size);
-    const cn_chunked_result *c = &blobs[i].res;
-    /* where a lazy pull finds the TOC: zstd:chunked's with the prefix
-     * podman 4.3 reads (cairn reads it and the later io.github. one) */
-    if (blobs[i].chunked && c->position[0])
-      json_object_set_new(l, "annotations",
-                          json_pack("{s:s, s:s}", "io.containers.zstd-chunked.manifest-position",
-                                    c->position, "io.containers.zstd-chunked.manifest-checksum",
-                                    c->checksum));
-    else if (blobs[i].chunked)
-      json_object_set_new(
-          l, "annotations",
-          json_pack("{s:s}", "containerd.io/snapshot/stargz/toc.digest", c->toc_digest));
+    if (blobs[i].chunked)
+      json_object_set_new(l, "annotations", cn_chunked_annotations(&blobs[i].res));
     json_array_append_new(layers, l);
   }
   json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
