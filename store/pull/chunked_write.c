@@ -269,7 +269,8 @@ static int pax_parse(cn_chunked_writer *w) {
   while (s < end) {
     char *e;
     unsigned long len = strtoul(s, &e, 10);
-    if (e == s || *e != ' ' || len < 5 || len > (size_t)(end - s) || s[len - 1] != '\n')
+    if (e == s || *e != ' ' || len < 5 || len > (size_t)(end - s) || (size_t)(e - s) >= len - 1 ||
+        s[len - 1] != '\n')
       return fail(w, -EBADMSG, "a PAX header's record is malformed");
     const char *key = e + 1, *rec_end = s + len - 1;
     const char *eq = memchr(key, '=', (size_t)(rec_end - key));
