@@ -406,9 +406,10 @@ static int entry(cn_chunked_writer *w, const unsigned char *b) {
   if (p->sparse) return fail(w, -ENOTSUP, "a sparse file (the format has none)");
   uint64_t mode, uid, gid, size, mtime, major = 0, minor = 0;
   if (field_num(b + 100, 8, &mode) < 0 || field_num(b + 108, 8, &uid) < 0 ||
-      field_num(b + 116, 8, &gid) < 0 || field_num(b + 124, 12, &size) < 0 ||
-      field_num(b + 136, 12, &mtime) < 0)
+      field_num(b + 116, 8, &gid) < 0 || field_num(b + 124, 12, &size) < 0)
     return fail(w, -EBADMSG, "a tar header's number is malformed");
+  /* (a time before 1970 in base-256, which tar readers differ on: none) */
+  bool has_mtime = field_num(b + 136, 12, &mtime) == 0 && mtime <= INT64_MAX;
   bool ustar = memcmp(b + 257, "ustar", 5) == 0;
   if (ustar && (field_num(b + 329, 8, &major) < 0 || field_num(b + 337, 8, &minor) < 0))
     major = minor = 0;
@@ -451,7 +452,8 @@ static int entry(cn_chunked_writer *w, const unsigned char *b) {
   set_u(o, "gid", gid);
   char t[48];
   int64_t msec = p->has_mtime ? p->mtime : (int64_t)mtime;
-  if (rfc3339(msec, p->has_mtime ? p->mtime_ns : 0, w->fmt == CN_CHUNKED_ZSTD, t) == 0)
+  if ((has_mtime || p->has_mtime) &&
+      rfc3339(msec, p->has_mtime ? p->mtime_ns : 0, w->fmt == CN_CHUNKED_ZSTD, t) == 0)
     json_object_set_new(o, "modtime", json_string(t));
   if (w->fmt == CN_CHUNKED_ZSTD) {
     if (p->has_atime && rfc3339(p->atime, p->atime_ns, true, t) == 0)
