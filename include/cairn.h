@@ -744,6 +744,18 @@ enum cairn_push_kept {
   CAIRN_PUSH_KEPT_NONE,    /* none: every layer compressed anew */
 };
 
+/* The layout of the layers written anew (push --format): PLAIN, one
+ * compressed tar; ZSTD_CHUNKED and ESTARGZ, lazily pullable (every file's
+ * data in frames of its own, a TOC; store/pull/chunked_write.c). A format
+ * sets the compression (zstd, gzip) and writes every layer anew. eStargz's
+ * TOC is an entry of the tar: its layers' diff_ids, and so the image id,
+ * are not the image's (the config is sent with the new diff_ids). */
+enum cairn_push_format {
+  CAIRN_PUSH_FORMAT_PLAIN = 0,
+  CAIRN_PUSH_FORMAT_ZSTD_CHUNKED,
+  CAIRN_PUSH_FORMAT_ESTARGZ,
+};
+
 typedef struct cairn_push_opts {
   /* The network options as a pull takes them (creds, insecure, config,
    * cert_dir, attempts, backoff, log, arg), and its progress callback,
@@ -753,8 +765,9 @@ typedef struct cairn_push_opts {
    * destination had it (or mounted it from another repository); DONE:
    * sent. platform and jobs are unused (layers go one at a time). */
   cairn_pull_opts net;
-  enum cairn_compress compress; /* the layers' compression; gzip by default */
-  enum cairn_push_kept kept;    /* which blobs a pull kept are sent as they are */
+  enum cairn_compress compress;  /* the layers' compression; gzip by default */
+  enum cairn_push_kept kept;     /* which blobs a pull kept are sent as they are */
+  enum cairn_push_format format; /* PLAIN by default */
 } cairn_push_opts;
 
 /* Pushes the image ref (a name or id) to dest, "docker://HOST[:PORT]/REPO[:TAG]"

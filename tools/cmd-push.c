@@ -14,9 +14,9 @@
 #include <string.h>
 
 #define PUSH_USAGE                                                                                 \
-  "cairn push [--compress gzip|zstd|none [--force-compression]] [--creds USER[:PASS]]\n"           \
-  "                  [--insecure] [--cert-dir DIR] [--retries N] [-q] [--no-progress]\n"           \
-  "                  IMAGE DEST"
+  "cairn push [--compress gzip|zstd|none [--force-compression]]\n"                                 \
+  "                  [--format zstd:chunked|estargz] [--creds USER[:PASS]] [--insecure]\n"         \
+  "                  [--cert-dir DIR] [--retries N] [-q] [--no-progress] IMAGE DEST"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
   static const struct progress_words words = {"sending", "compressing", "skipped (already there)",
@@ -30,6 +30,7 @@ static int push_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"compress", required_argument, NULL, 'z'},
       {"force-compression", no_argument, NULL, 'F'},
+      {"format", required_argument, NULL, 'f'},
       {"creds", required_argument, NULL, 'c'},
       {"insecure", no_argument, NULL, 'k'},
       {"retries", required_argument, NULL, 'r'},
@@ -59,6 +60,14 @@ static int push_run(struct cli *c, int argc, char **argv) {
       compress_set = true;
       break;
     case 'F': force = true; break;
+    case 'f':
+      if (strcmp(optarg, "zstd:chunked") == 0)
+        po.format = CAIRN_PUSH_FORMAT_ZSTD_CHUNKED;
+      else if (strcmp(optarg, "estargz") == 0)
+        po.format = CAIRN_PUSH_FORMAT_ESTARGZ;
+      else
+        return report_usage(PUSH_USAGE, "push: --format: needs zstd:chunked or estargz");
+      break;
     case 'c': creds_arg = optarg; break;
     case 'k': po.net.insecure = true; break;
     case 'T':
@@ -83,6 +92,9 @@ static int push_run(struct cli *c, int argc, char **argv) {
   po.kept = force          ? CAIRN_PUSH_KEPT_NONE
             : compress_set ? CAIRN_PUSH_KEPT_SAME
                            : CAIRN_PUSH_KEPT_ANY;
+  if (po.format != CAIRN_PUSH_FORMAT_PLAIN && (compress_set || force))
+    return report_usage(PUSH_USAGE, "push: --format: not with --compress or --force-compression"
+                                    " (it compresses every layer itself)");
   if (argc - optind != 2) return report_usage(PUSH_USAGE, "push: needs an IMAGE and a DEST");
   const char *image = argv[optind], *dest = argv[optind + 1];
   cairn_autofree char *creds = NULL;
@@ -113,15 +125,19 @@ const struct cli_command cmd_push = {
                "tar (the diff_ids and image id do not change); print the manifest's digest.\n"
                "A layer pulled is sent as it was pulled (its blob, digest and media type),\n"
                "unless --compress names another compression or --force-compression is given.\n"
+               "--format writes every layer lazily pullable (zstd:chunked: the same tar, the\n"
+               "same image id; estargz: its TOC joins each tar, a new image id, logged).\n"
                "IMAGE: a name or id of the store\n"
                "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] | oci-archive:FILE[:TAG]\n"
                "  (TAG: latest if not given) | docker-archive:FILE[:NAME[:TAG]] (its layers\n"
                "  uncompressed; prints the image id)",
-    .options =
-        "--compress gzip|zstd|none\tcompress with it the layers not pulled in it (default:\n"
-        "\tgzip, for the layers no pull kept: imported, committed)\n"
-        "--force-compression\tcompress every layer anew, none sent as pulled\n" CLI_REGISTRY_OPTIONS
-        "--retries N\tattempts per request on transient errors (1 to 100)\n"
-        "-q, --quiet\tprint the manifest's digest only (no progress)\n"
-        "--no-progress\tno progress on stderr\n",
+    .options = "--compress gzip|zstd|none\tcompress with it the layers not pulled in it (default:\n"
+               "\tgzip, for the layers no pull kept: imported, committed)\n"
+               "--force-compression\tcompress every layer anew, none sent as pulled\n"
+               "--format zstd:chunked|estargz\twrite every layer anew, each file's data in\n"
+               "\tframes of its own, and a table of contents: for lazy and partial\n"
+               "\tpulls (not with --compress)\n" CLI_REGISTRY_OPTIONS
+               "--retries N\tattempts per request on transient errors (1 to 100)\n"
+               "-q, --quiet\tprint the manifest's digest only (no progress)\n"
+               "--no-progress\tno progress on stderr\n",
 };

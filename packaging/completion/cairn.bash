@@ -126,6 +126,7 @@ _cairn_complete() {
   case $prev_arg in
   --store | --cert-dir) _cairn_files "$cur" -d; return ;;
   --compress) _cairn_reply "$cur" gzip zstd none; return ;;
+  --format) _cairn_reply "$cur" zstd:chunked estargz; return ;;
   --authfile) _cairn_files "$cur"; return ;;
   --change | -c)
     _cairn_reply "$cur" CMD= ENTRYPOINT= ENV= WORKDIR= USER= LABEL= EXPOSE= STOPSIGNAL=

@@ -51,6 +51,7 @@
 #include <time.h>
 #include <zlib.h>
 
+#include "chunked_write.h"
 #include "registry.h"
 
 #define MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
@@ -81,6 +82,8 @@ typedef struct push_blob {
   const char *media_type;
   bool kept;     /* fd is the kept blob of a pull: its bytes are checked */
   bool verified; /* against digest before they are first read out */
+  bool chunked;  /* written by chunked_write.c: res holds its annotations */
+  cn_chunked_result res;
 } push_blob;
 
 typedef struct push_run {
@@ -128,6 +131,7 @@ static int out_write(out_file *f, const void *buf, size_t len) {
 
 typedef struct compressor {
   enum cairn_compress kind;
+  cn_chunked_writer *cw; /* push --format: the lazily-pullable layout */
   out_file *out;
   z_stream z;
   struct archive *ar;
@@ -166,8 +170,10 @@ static int gz_run(compressor *c, const void *buf, size_t len, int flush) {
 static int compress_write(const void *buf, size_t len, void *arg) {
   compressor *c = arg;
   int r = 0;
-  switch (c->kind) {
-  case CAIRN_COMPRESS_NONE: r = out_write(c->out, buf, len); break;
+  switch (c->cw ? CAIRN_COMPRESS_NONE : c->kind) {
+  case CAIRN_COMPRESS_NONE:
+    r = c->cw ? cn_chunked_write(c->cw, buf, len) : out_write(c->out, buf, len);
+    break;
   case CAIRN_COMPRESS_GZIP: r = gz_run(c, buf, len, Z_NO_FLUSH); break;
   case CAIRN_COMPRESS_ZSTD:
     if (archive_write_data(c->ar, buf, len) != (la_ssize_t)len) r = -EIO;
@@ -184,7 +190,12 @@ static int compress_write(const void *buf, size_t len, void *arg) {
   return 0;
 }
 
-static int compressor_open(compressor *c, uint64_t tar_size) {
+static int chunked_out(const void *buf, size_t len, void *arg) { return out_write(arg, buf, len); }
+
+static int compressor_open(compressor *c, uint64_t tar_size, enum cairn_push_format fmt) {
+  if (fmt != CAIRN_PUSH_FORMAT_PLAIN)
+    return cn_chunked_new(fmt == CAIRN_PUSH_FORMAT_ESTARGZ ? CN_CHUNKED_ESTARGZ : CN_CHUNKED_ZSTD,
+                          chunked_out, c->out, &c->cw);
   if (c->kind == CAIRN_COMPRESS_GZIP) {
     /* gzip with no name and no time (as gzip -n): the same tar gives the
      * same blob */
@@ -208,9 +219,12 @@ static int compressor_open(compressor *c, uint64_t tar_size) {
   return ok ? 0 : -EIO;
 }
 
-static int compressor_close(compressor *c) {
+static int compressor_close(compressor *c, push_blob *b) {
   int r = 0;
-  if (c->kind == CAIRN_COMPRESS_GZIP) {
+  if (c->cw) {
+    b->chunked = true;
+    r = cn_chunked_finish(c->cw, &b->res);
+  } else if (c->kind == CAIRN_COMPRESS_GZIP) {
     r = gz_run(c, NULL, 0, Z_FINISH);
     deflateEnd(&c->z);
   } else if (c->ar) {
@@ -325,16 +339,19 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
   l->state = CAIRN_PULL_STORING;
   l->stored = 0;
   run_progress(p, true);
-  if ((r = compressor_open(&c, l->size)) < 0) {
+  if ((r = compressor_open(&c, l->size, p->o->format)) < 0) {
     cairn_fail(st, r, "layer %.12s: starting the compressor", l->diff_id);
   } else {
     r = cairn_layer_tar(st, l->diff_id, compress_write, &c, NULL);
     if (r < 0 && c.err)
-      cairn_fail(st, c.err, "layer %.12s: compressing: %s", l->diff_id, strerror(-c.err));
-    int cr = compressor_close(&c);
+      cairn_fail(st, c.err, "layer %.12s: compressing: %s", l->diff_id,
+                 c.cw && cn_chunked_error(c.cw)[0] ? cn_chunked_error(c.cw) : strerror(-c.err));
+    int cr = r < 0 && c.cw ? 0 : compressor_close(&c, b);
     if (r == 0 && cr < 0)
-      r = cairn_fail(st, cr, "layer %.12s: compressing: %s", l->diff_id, strerror(-cr));
+      r = cairn_fail(st, cr, "layer %.12s: compressing: %s", l->diff_id,
+                     c.cw && cn_chunked_error(c.cw)[0] ? cn_chunked_error(c.cw) : strerror(-cr));
   }
+  cn_chunked_free(c.cw);
   if (r == 0) {
     unsigned char d[32];
     cairn_id hex;
@@ -679,16 +696,42 @@ static char *mount_source(const image_view *v, const char *host, const char *rep
 static char *manifest_build(const char *config_digest, size_t config_size, push_blob *blobs,
                             size_t n) {
   json_t *layers = json_array();
-  for (size_t i = 0; i < n; i++)
-    json_array_append_new(layers,
-                          json_pack("{s:s, s:s, s:I}", "mediaType", blobs[i].media_type, "digest",
-                                    blobs[i].digest, "size", (json_int_t)blobs[i].size));
+  for (size_t i = 0; i < n; i++) {
+    json_t *l = json_pack("{s:s, s:s, s:I}", "mediaType", blobs[i].media_type, "digest",
+                          blobs[i].digest, "size", (json_int_t)blobs[i].size);
+    if (blobs[i].chunked)
+      json_object_set_new(l, "annotations", cn_chunked_annotations(&blobs[i].res));
+    json_array_append_new(layers, l);
+  }
   json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
                         MT_MANIFEST, "config", "mediaType", MT_CONFIG, "digest", config_digest,
                         "size", (json_int_t)config_size, "layers", layers);
   char *s = m ? json_dumps(m, JSON_COMPACT) : NULL;
   json_decref(m);
   return s;
+}
+
+/* The config with rootfs.diff_ids those of the layers written (eStargz),
+ * in v->config; id its digest. */
+static int config_rediff(cairn_store *st, image_view *v, const push_blob *blobs, cairn_id id) {
+  json_error_t err;
+  json_t *c = json_loads(v->config, 0, &err);
+  json_t *ids = json_object_get(json_object_get(c, "rootfs"), "diff_ids");
+  if (!json_is_array(ids) || json_array_size(ids) != v->n) {
+    json_decref(c);
+    return cairn_fail(st, -EBADMSG, "the image's config has no diff_ids for its %zu layers", v->n);
+  }
+  for (size_t i = 0; i < v->n; i++)
+    if (blobs[i].chunked) json_array_set_new(ids, i, json_string(blobs[i].res.diff_id));
+  char *s = json_dumps(c, JSON_COMPACT);
+  json_decref(c);
+  if (!s) return cairn_fail(st, -ENOMEM, "out of memory");
+  free(v->config);
+  v->config = s;
+  char d[PULL_DIGEST_LEN + 1];
+  cn_pull_sha256(s, strlen(s), d);
+  snprintf(id, sizeof(cairn_id), "%s", d + 7);
+  return 0;
 }
 
 enum dest_kind { DEST_REGISTRY, DEST_LAYOUT, DEST_OCI_ARCHIVE, DEST_DOCKER_ARCHIVE };
@@ -761,6 +804,16 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   int r = dest_parse(dest, &kind, &where, &tag, st);
   if (r < 0) goto out;
   bool oci = kind == DEST_LAYOUT, archive = kind == DEST_OCI_ARCHIVE || kind == DEST_DOCKER_ARCHIVE;
+  if (kind == DEST_DOCKER_ARCHIVE && o->format != CAIRN_PUSH_FORMAT_PLAIN) {
+    r = cairn_fail(st, -EINVAL, "%s: a docker-archive's layers are plain tars (no --format)", dest);
+    goto out;
+  }
+  if (o->format != CAIRN_PUSH_FORMAT_PLAIN) {
+    /* every layer written anew in the format (a kept blob has no TOC) */
+    eff.kept = CAIRN_PUSH_KEPT_NONE;
+    eff.compress =
+        o->format == CAIRN_PUSH_FORMAT_ESTARGZ ? CAIRN_COMPRESS_GZIP : CAIRN_COMPRESS_ZSTD;
+  }
   if (kind == DEST_DOCKER_ARCHIVE) {
     /* docker load reads uncompressed layers: a kept blob only if it is one */
     eff.compress = CAIRN_COMPRESS_NONE;
@@ -867,6 +920,13 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
     close(blobs[i].fd); /* its digest and size are all the manifest needs */
     blobs[i].fd = -1;
   }
+  if (o->format == CAIRN_PUSH_FORMAT_ESTARGZ) {
+    /* eStargz's TOC is an entry of each tar: the config names the new
+     * diff_ids, and is a new image's */
+    if ((r = config_rediff(st, &v, blobs, id)) < 0) goto out;
+    cn_pull_log(&logger,
+                "eStargz: the layers' diff_ids include their TOC; the image pushed is %.12s", id);
+  }
   push_blob config = {.fd = -1, .mem = v.config, .size = strlen(v.config)};
   snprintf(config.digest, sizeof config.digest, "sha256:%s", id);
   bool skipped;
@@ -894,7 +954,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
     snprintf(mb.digest, sizeof mb.digest, "sha256:%s", id);
   } else if (kind == DEST_OCI_ARCHIVE) {
     char mname[PULL_DIGEST_LEN + 32];
-    snprintf(mname, sizeof mname, "blobs/sha256/%s", mb.digest + 7);
+    snprintf(mname, sizeof mname, "blobs/sha256/%.64s", mb.digest + 7);
     cairn_autofree char *idx = index_build(tag, mb.digest, mb.size);
     push_blob ib = {.fd = -1, .mem = idx, .size = idx ? strlen(idx) : 0};
     r = tar_add(&run, &ta, mname, &mb);
