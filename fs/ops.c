@@ -76,10 +76,10 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
 
 struct fetch {
   struct fetch *next;
-  char *sha256;   /* the node's blob string */
-  char blob[48];  /* once fetched */
-  int state;      /* 1 fetching, 0 fetched, -errno failed */
-  uint64_t when;  /* failed at (ms) */
+  char *sha256;  /* the node's blob string */
+  char blob[48]; /* once fetched */
+  int state;     /* 1 fetching, 0 fetched, -errno failed */
+  uint64_t when; /* failed at (ms) */
 };
 
 static struct fetch *fetches[FETCH_BUCKETS];

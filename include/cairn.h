@@ -768,7 +768,7 @@ typedef struct cairn_pull_opts {
   /* docker://: a directory whose *.crt CAs are trusted besides the
    * system's; NULL looks in /etc/{containers,docker}/certs.d/HOST[:PORT] */
   const char *cert_dir;
-  unsigned jobs;                            /* layers fetched at once; 0 is 3 */
+  unsigned jobs; /* layers fetched at once; 0 is 3 */
   /* docker://: a zstd:chunked layer is recorded from its TOC alone, its
    * files fetched on first read or by cairn_fill (doc/lazy-pulls.md);
    * other layers are pulled in full, said once through log */

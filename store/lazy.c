@@ -167,8 +167,8 @@ static int record_locked(cairn_store *st, const char *diff_id, struct sorted_ent
                          "INSERT INTO entries(layer_id, path, type, mode, uid, gid, size, mtime,"
                          " mtime_nsec, rdev, target, blob, xattrs)"
                          " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)")) < 0 ||
-      (r = cn_db_prepare(st, &pend,
-                         "INSERT INTO pending(layer_id, path, sha256, size) VALUES(?,?,?,?)")) < 0 ||
+      (r = cn_db_prepare(
+           st, &pend, "INSERT INTO pending(layer_id, path, sha256, size) VALUES(?,?,?,?)")) < 0 ||
       (r = cn_db_prepare(st, &lay,
                          "INSERT INTO layers(id, size, entries, created, state)"
                          " VALUES(?, ?, ?, ?, 'partial')")) < 0 ||
@@ -503,8 +503,9 @@ static int store_locked(cairn_store *st, const char *hex, int fd, uint64_t size,
   if ((r = cn_db_begin(st)) < 0) return r;
   if (sha[0]) {
     cn_autostmt sqlite3_stmt *b = NULL;
-    if ((r = cn_db_prepare(st, &b, "INSERT OR IGNORE INTO blobs(name, size, sha256)"
-                                   " VALUES(?, ?, ?)")) < 0)
+    if ((r = cn_db_prepare(st, &b,
+                           "INSERT OR IGNORE INTO blobs(name, size, sha256)"
+                           " VALUES(?, ?, ?)")) < 0)
       goto fail;
     sqlite3_bind_text(b, 1, blob, -1, SQLITE_STATIC);
     sqlite3_bind_int64(b, 2, (sqlite3_int64)got);
@@ -564,13 +565,13 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
   uint64_t layers = 0, files = 0;
   {
     cn_autostmt sqlite3_stmt *q = NULL;
-    int rc = cn_db_prepare(
-        st, &q,
-        "SELECT l.id, l.state, s.digest, s.toc_digest,"
-        " (SELECT count(*) FROM pending p WHERE p.layer_id = l.id) FROM layers l"
-        " LEFT JOIN layer_sources s ON s.layer_id = l.id"
-        " WHERE l.state != 'complete' OR s.layer_id IS NOT NULL OR"
-        " EXISTS (SELECT 1 FROM pending p WHERE p.layer_id = l.id) ORDER BY l.id");
+    int rc =
+        cn_db_prepare(st, &q,
+                      "SELECT l.id, l.state, s.digest, s.toc_digest,"
+                      " (SELECT count(*) FROM pending p WHERE p.layer_id = l.id) FROM layers l"
+                      " LEFT JOIN layer_sources s ON s.layer_id = l.id"
+                      " WHERE l.state != 'complete' OR s.layer_id IS NOT NULL OR"
+                      " EXISTS (SELECT 1 FROM pending p WHERE p.layer_id = l.id) ORDER BY l.id");
     if (rc < 0) return rc;
     while (sqlite3_step(q) == SQLITE_ROW) {
       const char *id = (const char *)sqlite3_column_text(q, 0);
@@ -581,8 +582,8 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       layers++;
       files += (uint64_t)n;
       if (strcmp(state, "partial") != 0 || n == 0 || !digest) {
-        problem(r, "layer %s: %s, with %lld pending files and %s source", id, state,
-                (long long)n, digest ? "a" : "no");
+        problem(r, "layer %s: %s, with %lld pending files and %s source", id, state, (long long)n,
+                digest ? "a" : "no");
         continue;
       }
       void *toc = NULL;

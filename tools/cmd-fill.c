@@ -18,9 +18,8 @@ static void on_log(const char *line, void *arg) {
 }
 
 static int fill_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
-                                       {"no-progress", no_argument, NULL, 'q'},
-                                       {0}};
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'}, {"no-progress", no_argument, NULL, 'q'}, {0}};
   bool quiet = false;
   int o;
   optind = 1;

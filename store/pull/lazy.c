@@ -144,7 +144,7 @@ static int toc_entries(const cn_toc *toc, cairn_entry **out, size_t *n, cairn_xa
                        .rdev = (type == CAIRN_CHR || type == CAIRN_BLK)
                                    ? (uint64_t)makedev(e->dev_major, e->dev_minor)
                                    : 0,
-                       .target = type == CAIRN_HARDLINK ? link_root(toc, e)
+                       .target = type == CAIRN_HARDLINK  ? link_root(toc, e)
                                  : type == CAIRN_SYMLINK ? (e->link ? e->link : "")
                                                          : NULL,
                        .blob = type == CAIRN_REG && e->size > 0 ? e->digest : NULL,
@@ -249,8 +249,7 @@ static int unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, 
       char got[CN_TOC_DIGEST_LEN + 1];
       cn_toc_sha256(u + ch->inner, (size_t)ch->usize, got);
       if (strcmp(got, ch->digest) != 0)
-        r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says",
-                       e->path);
+        r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);
     }
     if (r == 0) {
       EVP_DigestUpdate(md, u + ch->inner, (size_t)ch->usize);
@@ -292,10 +291,8 @@ static int fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha
     return cairn_fail(st, -EBADMSG, "layer %s: \"%s\" is not in its TOC as recorded", f->layer_id,
                       f->path);
   }
-  cairn_pull_opts o = {.insecure = f->insecure,
-                       .attempts = 3,
-                       .backoff_base_ms = 100,
-                       .backoff_cap_ms = 1000};
+  cairn_pull_opts o = {
+      .insecure = f->insecure, .attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
   pull_source *src = NULL;
   unsigned char *buf = NULL;
   int fd = -1;
@@ -358,8 +355,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   cairn_fail(st, 0, "%s", "");
   cairn_fill_opts o = opts ? *opts : (cairn_fill_opts){0};
   char *purpose = NULL;
-  if (asprintf(&purpose, "fill %s", image_ref) < 0)
-    return cairn_fail(st, -ENOMEM, "out of memory");
+  if (asprintf(&purpose, "fill %s", image_ref) < 0) return cairn_fail(st, -ENOMEM, "out of memory");
   cairn_pinset *ps = cairn_pinset_new(purpose, true);
   free(purpose);
   if (!ps) return cairn_fail(st, -ENOMEM, "out of memory");

@@ -157,7 +157,8 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     r = cn_lazy_layer(run->src, d, diff_id, &pending, &got, wst);
     atomic_store(&run->slots[i].fetched, got);
     if (r == 0) {
-      cn_pull_log(run->src, "layer %.19s: lazy pull: fetched its TOC (%llu bytes); %zu files to fetch",
+      cn_pull_log(run->src,
+                  "layer %.19s: lazy pull: fetched its TOC (%llu bytes); %zu files to fetch",
                   d->digest, (unsigned long long)got, pending);
       set_state(run, i, CAIRN_PULL_DONE);
       return 0;
@@ -168,7 +169,8 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     run->said_in_full = true;
     pthread_mutex_unlock(&run->lock);
     if (say)
-      cn_pull_log(run->src, "layer %.19s: not zstd:chunked; pulling it in full (and any other such)",
+      cn_pull_log(run->src,
+                  "layer %.19s: not zstd:chunked; pulling it in full (and any other such)",
                   d->digest);
   }
   r = fetch_partial(run, wst, i, fd);

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_pull_lazy.sh — lazy pulls of zstd:chunked layers (issue 33,
+# doc/lazy-pulls.md), against Debian's docker-registry on 127.0.0.1 behind
+# the shaping proxy, with a layer podman 4.3 pushed
+# (--compression-format zstd:chunked):
+#   cairn pull --lazy fetches the manifest, the config and the TOC only
+#   (counted by the proxy), and the image has the full pull's id;
+#   a mount works at once and ls -lR shows the full pull's tree without a
+#   byte fetched; a cat of one file fetches that file only and gives its
+#   bytes; a corrupt byte in the registry's blob fails that file's read
+#   (EIO) and no other; rm while mounted is refused (exit 4);
+#   cairn fill killed (-9) mid-way leaves a store fsck passes, and a fill
+#   then completes it: the full pull's files, no pending rows, fsck clean.
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry mount
+pull_test_init
+command -v podman >/dev/null || skip "no podman"
+command -v sqlite3 >/dev/null || skip "no sqlite3"
+
+setup python3 - "$T" <<'PY'
+import os, random, sys
+t = sys.argv[1]
+rnd = random.Random(34)
+os.makedirs(f"{t}/a/usr/lib/data", exist_ok=True)
+for i in range(40):
+    data = rnd.randbytes(rnd.choice((3000, 20000, 70000, 150000)))
+    open(f"{t}/a/usr/lib/data/f{i:02d}", "wb").write(data)
+os.symlink("data/f01", f"{t}/a/usr/lib/link")
+os.link(f"{t}/a/usr/lib/data/f02", f"{t}/a/usr/lib/hard")
+open(f"{t}/a/empty", "wb").close()
+os.chmod(f"{t}/a/usr/lib/data/f03", 0o4755)
+PY
+PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
+setup registry_start "$T/reg"
+# -b 1: no record padding (podman 4.3's zstd:chunked writer drops it; see
+# test_pull_partial.sh)
+setup tar -C "$T/a" --sort=name -b 1 -cf "$T/a.tar" .
+setup "${PODMAN[@]}" import -q "$T/a.tar" "localhost/lazy/a:1" >/dev/null
+setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
+  "localhost/lazy/a:1" "docker://$REGISTRY/lazy/a:1"
+python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
+  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
+proxy_pid=$!
+on_exit "kill $proxy_pid; wait $proxy_pid"
+setup wait_for 10 test -s "$T/proxy.port"
+PROXY=127.0.0.1:$(cat "$T/proxy.port")
+setup wait_http "http://$PROXY/v2/" 200 10
+counts() { curl -sf "http://$PROXY/_proxy/counts"; }
+reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
+manifest() {
+  curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+    "http://$REGISTRY/v2/lazy/a/manifests/1"
+}
+pending() { sqlite3 "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
+ann() {
+  manifest | jq -r --arg k "$1" '.layers[0].annotations | to_entries[] |
+    select(.key | endswith($k)) | .value'
+}
+bsize=$(manifest | jq '.layers[0].size')
+bdigest=$(manifest | jq -r '.layers[0].digest')
+toc_len=$(ann zstd-chunked.manifest-position | cut -d: -f2)
+echo "# layer: $bsize bytes, its TOC $toc_len bytes" >&2
+
+# The reference: a full pull, mounted.
+setup "$CAIRN" --store "$T/full" pull -q --insecure "docker://$PROXY/lazy/a:1" >"$T/full.id"
+setup mkdir "$T/mf" "$T/m"
+setup "$CAIRN" --store "$T/full" mount lazy/a:1 "$T/mf"
+on_exit "'$CAIRN' --store '$T/full' umount '$T/mf'"
+
+# The lazy pull: the TOC only.
+reset
+expect_exit 0 "pull --lazy" "$CAIRN" --store "$ST" pull --insecure --lazy \
+  "docker://$PROXY/lazy/a:1"
+sed "s/^/# /" "$T/stderr" >&2
+lazy_bytes=$(counts | jq .bytes)
+echo "# lazy pull: $lazy_bytes bytes through the proxy (full layer $bsize)" >&2
+check "pull --lazy says the TOC was fetched and how many files wait" \
+  grep -Eq "lazy pull: fetched its TOC \($toc_len bytes\); 40 files to fetch" "$T/stderr"
+check "pull --lazy: the image id of the full pull" test "$(tail -1 "$T/stdout")" = "$(cat "$T/full.id")"
+check "pull --lazy: no more than manifest, config and TOC went through ($lazy_bytes bytes)" \
+  test "$lazy_bytes" -lt $((toc_len + 8192))
+check "pull --lazy: 40 files pending" test "$(pending)" = 40
+check "pull --lazy: the TOC is kept" test -s "$ST/toc/${bdigest#sha256:}"
+expect_exit 0 "fsck passes a partial layer" "$CAIRN" --store "$ST" fsck
+
+# A mount at once; its tree without a byte fetched.
+reset
+expect_exit 0 "mount of the lazily pulled image" "$CAIRN" --store "$ST" mount lazy/a:1 "$T/m"
+on_exit "'$CAIRN' --store '$ST' umount '$T/m' 2>/dev/null || true"
+# ("total": the blocks of a stored file, which a pending one has not)
+(cd "$T/m" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$T/lazy.ls"
+(cd "$T/mf" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$T/full.ls"
+check "ls -lR of the mount: the full pull's tree (names, modes, owners, sizes, times)" cmp "$T/lazy.ls" "$T/full.ls"
+check_json "ls -lR fetched nothing" '.requests == 0' counts
+
+# One file read: that file alone fetched, its bytes right.
+reset
+check "cat of a pending file gives its bytes" cmp "$T/m/usr/lib/data/f05" "$T/a/usr/lib/data/f05"
+f05=$(stat -c %s "$T/a/usr/lib/data/f05")
+one=$(counts | jq .bytes)
+echo "# f05: $f05 bytes; the read fetched $one" >&2
+check_json "the read: one range request" '.requests == 1 and .ranges == 1' counts
+check "the read fetched about that file's bytes, not the layer's ($one)" \
+  test "$one" -lt $((f05 + 4096))
+check "that file is no longer pending" test "$(pending)" = 39
+check "a hardlink and a symlink to pending files read right" \
+  cmp "$T/m/usr/lib/hard" "$T/a/usr/lib/data/f02"
+check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
+
+# A corrupt byte in one file's frames in the registry: that read fails
+# (EIO), the others do not.
+blob=$(registry_blob_path "$bdigest")
+setup cp "$blob" "$T/blob.good"
+setup python3 - "$blob" "$(ann zstd-chunked.manifest-position)" <<'PY'
+import json, subprocess, sys
+path, (off, length) = sys.argv[1], map(int, sys.argv[2].split(":")[:2])
+b = bytearray(open(path, "rb").read())
+toc = json.loads(subprocess.run(["zstd", "-dcq"], input=bytes(b[off:off + length]),
+                                capture_output=True, check=True).stdout)
+e = next(e for e in toc["entries"] if e.get("name", "").endswith("usr/lib/data/f07"))
+b[e["offset"] + 100] ^= 0xFF
+open(path, "wb").write(b)
+PY
+if cat "$T/m/usr/lib/data/f07" >/dev/null 2>"$T/cat.err"; then
+  not_ok "a corrupt file's read fails"
+else
+  ok "a corrupt file's read fails"
+fi
+check "... with EIO" grep -q "Input/output error" "$T/cat.err"
+check "... and stays pending" test "$(pending)" = 38 -o "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+  "SELECT count(*) FROM pending WHERE path = 'usr/lib/data/f07'")" = 1
+check "another file still reads" cmp "$T/m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
+setup cp "$T/blob.good" "$blob"
+
+expect_exit 4 "rm of the mounted lazy image is refused" "$CAIRN" --store "$ST" rm lazy/a:1
+expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
+
+# A fill killed mid-way, then resumed.
+before=$(pending)
+curl -sf "http://$PROXY/_proxy/set?rate=200000&latency=0.05" >/dev/null
+"$CAIRN" --store "$ST" fill "$(cat "$T/full.id")" >"$T/fill1.out" 2>"$T/fill1.err" &
+fill_pid=$!
+for _ in $(seq 200); do
+  [ "$(pending)" -lt $((before - 2)) ] && break
+  sleep 0.05
+done
+kill -9 "$fill_pid" 2>/dev/null
+wait "$fill_pid" 2>/dev/null
+left=$(pending)
+echo "# the killed fill left $left of $before files pending" >&2
+check "the fill was killed mid-way ($left of $before left)" test "$left" -gt 0 -a "$left" -lt "$before"
+curl -sf "http://$PROXY/_proxy/set?rate=12500000&latency=0.005" >/dev/null
+expect_exit 0 "fsck after the killed fill" "$CAIRN" --store "$ST" fsck
+expect_exit 0 "the fill resumes" "$CAIRN" --store "$ST" fill lazy/a:1
+sed "s/^/# /" "$T/stderr" >&2
+check "no pending rows remain" test "$(pending)" = 0
+check "the layer is complete" test "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+  "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
+check "its TOC is gone" test ! -e "$ST/toc/${bdigest#sha256:}"
+expect_exit 0 "fsck after the fill" "$CAIRN" --store "$ST" fsck
+check "the image id is the full pull's" \
+  test "$("$CAIRN" --store "$ST" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
+for s in "$ST" "$T/full"; do
+  "$CAIRN" --store "$s" export -q lazy/a:1 | tar -tvf - | sort >"$s.files"
+  rm -rf "$s.x" && mkdir "$s.x" && "$CAIRN" --store "$s" export -q lazy/a:1 | tar -C "$s.x" -xf -
+  (cd "$s.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$s.sums"
+done
+check "export: the full pull's listing" cmp "$ST.files" "$T/full.files"
+check "export: the full pull's files, byte for byte" cmp "$ST.sums" "$T/full.sums"
+expect_exit 0 "a mount of the filled image" "$CAIRN" --store "$ST" mount lazy/a:1 "$T/m"
+reset
+check "reads of the filled image fetch nothing" cmp "$T/m/usr/lib/data/f11" "$T/a/usr/lib/data/f11"
+check_json "... no request" '.requests == 0' counts
+expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
+expect_exit 0 "rm of the filled image" "$CAIRN" --store "$ST" rm lazy/a:1
+finish
