@@ -5,7 +5,9 @@
 # the shaping proxy, with a layer podman 4.3 pushed
 # (--compression-format zstd:chunked):
 #   cairn pull --lazy fetches the manifest, the config and the TOC only
-#   (counted by the proxy), and the image has the full pull's id;
+#   (counted by the proxy), and the image has the full pull's id; fsck
+#   and gc accept it, export refuses it, rm takes its pending files and
+#   TOC along;
 #   a mount works at once and ls -lR shows the full pull's tree without a
 #   byte fetched; a cat of one file fetches that file only and gives its
 #   bytes; a corrupt byte in the registry's blob fails that file's read
@@ -84,6 +86,22 @@ check "pull --lazy: no more than manifest, config and TOC went through ($lazy_by
 check "pull --lazy: 40 files pending" test "$(pending)" = 40
 check "pull --lazy: the TOC is kept" test -s "$ST/toc/${bdigest#sha256:}"
 expect_exit 0 "fsck passes a partial layer" "$CAIRN" --store "$ST" fsck
+expect_exit 0 "gc keeps a partial image" "$CAIRN" --store "$ST" gc
+check "... its pending files and TOC" test "$(pending)" = 40 -a -s "$ST/toc/${bdigest#sha256:}"
+expect_exit 1 "export of an image with files not fetched is refused" \
+  "$CAIRN" --store "$ST" export -o "$T/partial.tar" lazy/a:1
+check "... saying why" grep -q "40 files not fetched yet (a lazy pull); cairn fill it first" \
+  "$T/stderr"
+
+# rm of a partial image: its pending rows and TOC go with it.
+setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+expect_exit 0 "rm of a partial image" "$CAIRN" --store "$T/st2" rm lazy/a:1
+check "rm: no pending rows left" \
+  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+check "rm: no layer source left" \
+  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
+check "rm: its TOC is gone" test -z "$(ls -A "$T/st2/toc")"
+expect_exit 0 "fsck after rm of a partial image" "$CAIRN" --store "$T/st2" fsck
 
 # A mount at once; its tree without a byte fetched.
 reset
