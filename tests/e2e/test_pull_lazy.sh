@@ -10,7 +10,8 @@
 #   TOC along;
 #   a mount works at once and ls -lR shows the full pull's tree without a
 #   byte fetched; a cat of one file fetches that file only and gives its
-#   bytes; a corrupt byte in the registry's blob fails that file's read
+#   bytes (concurrent reads of one file wait for one fetch); a corrupt
+#   byte in the registry's blob fails that file's read
 #   (EIO) and no other; rm while mounted is refused (exit 4);
 #   cairn fill killed (-9) mid-way leaves a store fsck passes, and a fill
 #   then completes it: the full pull's files, no pending rows, fsck clean.
@@ -123,6 +124,26 @@ check_json "the read: one range request" '.requests == 1 and .ranges == 1' count
 check "the read fetched about that file's bytes, not the layer's ($one)" \
   test "$one" -lt $((f05 + 4096))
 check "that file is no longer pending" test "$(pending)" = 39
+# Concurrent reads of one pending file (at different offsets: separate
+# requests to the daemon) wait for one fetch.
+big=$(cd "$T/a/usr/lib/data" && ls -S f1* f2* | head -1)
+bigsize=$(stat -c %s "$T/a/usr/lib/data/$big")
+reset
+readers=()
+for k in 0 1 2 3; do
+  dd if="$T/m/usr/lib/data/$big" of="$T/part$k" bs=4096 skip=$((k * bigsize / 4 / 4096)) \
+    count=1 status=none &
+  readers+=($!)
+done
+for p in "${readers[@]}"; do wait "$p"; done
+for k in 0 1 2 3; do
+  dd if="$T/a/usr/lib/data/$big" of="$T/want$k" bs=4096 skip=$((k * bigsize / 4 / 4096)) \
+    count=1 status=none
+done
+check "concurrent reads of one pending file ($big, $bigsize bytes) give its bytes" \
+  cmp <(cat "$T"/part?) <(cat "$T"/want?)
+echo "# concurrent reads: $(counts | jq -c '{requests, bytes}')" >&2
+check_json "... after one fetch" '.requests == 1' counts
 check "a hardlink and a symlink to pending files read right" \
   cmp "$T/m/usr/lib/hard" "$T/a/usr/lib/data/f02"
 check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
@@ -147,7 +168,7 @@ else
   ok "a corrupt file's read fails"
 fi
 check "... with EIO" grep -q "Input/output error" "$T/cat.err"
-check "... and stays pending" test "$(pending)" = 38 -o "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+check "... and stays pending" test "$(pending)" = 37 -o "$(sqlite3 "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM pending WHERE path = 'usr/lib/data/f07'")" = 1
 check "another file still reads" cmp "$T/m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
 setup cp "$T/blob.good" "$blob"
