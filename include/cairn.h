@@ -451,6 +451,11 @@ int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t 
 /* The distinct contents ("sha256:HEX") of image_id's pending files, in
  * layer order (cairn_strv_free). */
 int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n);
+/* Calls fn for every pending file of the store, by layer then path, with
+ * its layer's source (f's strings valid during the call) and its content's
+ * "sha256:HEX"; a non-zero return stops the walk and is returned. */
+typedef int (*cairn_lazy_pending_fn)(const cairn_lazy_file *f, const char *sha256, void *arg);
+int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg);
 /* How many files (and bytes) of image_id are pending (each layer's). */
 int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, uint64_t *bytes);
 
@@ -641,6 +646,12 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r);
  * r->problems and the call returns -EBADMSG; repair removes what is broken
  * (layers whose blobs are gone or corrupt, images using them). */
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
+/* fsck's check of the pending files against their layers' kept TOCs
+ * (store/pull/lazy.c: the TOC parser is the pull's): each TOC parses and
+ * matches the digest the pull verified, and lists each pending file as a
+ * regular file of its size and sha256. Each problem is a line of r
+ * (r->problems counts them); a negative errno if it could not look. */
+int cairn_lazy_fsck(cairn_store *st, cairn_report *r);
 
 /* ---- mounts ------------------------------------------------------------- */
 

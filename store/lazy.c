@@ -377,6 +377,36 @@ int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha25
   return 0;
 }
 
+int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg) {
+  store_errclear(st);
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT p.layer_id, p.path, p.size, s.source, s.insecure, s.digest,"
+                        " s.media_type, s.size, s.annotations, s.toc_digest, p.sha256"
+                        " FROM pending p JOIN layer_sources s ON s.layer_id = p.layer_id"
+                        " ORDER BY p.layer_id, p.path");
+  if (r < 0) return r;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+#define COL(i) ((char *)sqlite3_column_text(q, i))
+    cairn_lazy_file f = {.layer_id = COL(0),
+                         .path = COL(1),
+                         .size = (uint64_t)sqlite3_column_int64(q, 2),
+                         .source = COL(3),
+                         .insecure = sqlite3_column_int(q, 4) != 0,
+                         .digest = COL(5),
+                         .media_type = COL(6),
+                         .blob_size = (uint64_t)sqlite3_column_int64(q, 7),
+                         .annotations = COL(8),
+                         .toc_digest = COL(9)};
+    char sha[80];
+    snprintf(sha, sizeof sha, "sha256:%s", COL(10));
+#undef COL
+    int stop = fn(&f, sha, arg);
+    if (stop) return stop;
+  }
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "pending files");
+}
+
 int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, uint64_t *bytes) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;

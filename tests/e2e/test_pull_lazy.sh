@@ -96,6 +96,21 @@ check "... saying why" grep -q "40 files not fetched yet (a lazy pull); cairn fi
 
 # rm of a partial image: its pending rows and TOC go with it.
 setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+# (fsck checks the pending rows against the kept TOC, and the TOC itself)
+db2() { sqlite3 "$T/st2/meta.db" "$@"; }
+f00=$(db2 "SELECT sha256 FROM pending WHERE path = 'usr/lib/data/f00'")
+setup db2 "UPDATE pending SET sha256 = '$(printf %064d 0)' WHERE path = 'usr/lib/data/f00'"
+expect_exit 5 "fsck: a pending row the kept TOC does not list is a problem" \
+  "$CAIRN" --store "$T/st2" fsck
+check "... naming the file" grep -q "pending file usr/lib/data/f00 is not the one its kept TOC lists" \
+  "$T/stdout"
+setup db2 "UPDATE pending SET sha256 = '$f00' WHERE path = 'usr/lib/data/f00'"
+expect_exit 0 "... and fsck is clean again once it is right" "$CAIRN" --store "$T/st2" fsck
+setup cp "$T/st2/toc/${bdigest#sha256:}" "$T/toc.good"
+setup python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[20]^=1; open(p,"wb").write(b)' \
+  "$T/st2/toc/${bdigest#sha256:}"
+expect_exit 5 "fsck: a kept TOC that changed is a problem" "$CAIRN" --store "$T/st2" fsck
+check "... said" grep -q "its kept TOC is not the one the pull verified" "$T/stdout"
 expect_exit 0 "rm of a partial image" "$CAIRN" --store "$T/st2" rm lazy/a:1
 check "rm: no pending rows left" \
   test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
