@@ -40,6 +40,7 @@ typedef struct layer_slot {
   _Atomic uint64_t stored; /* of the blob, while it is ingested */
   _Atomic int state;       /* enum cairn_pull_state */
   bool fetch;              /* absent from the store and first of its diff_id */
+  _Atomic bool lazy;       /* recorded from its TOC: its size shown is what was fetched */
 } layer_slot;
 
 typedef struct fetch_run {
@@ -124,6 +125,7 @@ static int fetch_partial(fetch_run *run, cairn_store *wst, size_t i, int fd) {
   if (r == 0) {
     r = ingest(run, wst, i, fd);
     if (r == 0) {
+      atomic_store(&run->slots[i].lazy, true);
       cn_pull_log(run->src,
                   "layer %.19s: partial pull: fetched %llu of %llu bytes in %zu requests "
                   "(%zu of %zu files were stored)",
@@ -157,6 +159,7 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     r = cn_lazy_layer(run->src, d, diff_id, &pending, &got, wst);
     atomic_store(&run->slots[i].fetched, got);
     if (r == 0) {
+      atomic_store(&run->slots[i].lazy, true);
       cn_pull_log(run->src,
                   "layer %.19s: lazy pull: fetched its TOC (%llu bytes); %zu files to fetch",
                   d->digest, (unsigned long long)got, pending);
@@ -230,7 +233,8 @@ static void report(const fetch_run *run, const cairn_pull_opts *o) {
   for (size_t i = 0; i < n; i++) {
     v[i].digest = run->img->layers[i].digest;
     v[i].diff_id = run->img->diff_ids[i];
-    v[i].size = run->img->layers[i].size;
+    v[i].size = atomic_load(&run->slots[i].lazy) ? atomic_load(&run->slots[i].fetched)
+                                                 : run->img->layers[i].size;
     v[i].fetched = atomic_load(&run->slots[i].fetched);
     v[i].stored = atomic_load(&run->slots[i].stored);
     v[i].state = (enum cairn_pull_state)atomic_load(&run->slots[i].state);

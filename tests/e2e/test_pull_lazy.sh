@@ -12,7 +12,8 @@
 #   byte fetched; a cat of one file fetches that file only and gives its
 #   bytes (concurrent reads of one file wait for one fetch); a corrupt
 #   byte in the registry's blob fails that file's read
-#   (EIO) and no other; rm while mounted is refused (exit 4);
+#   (EIO) and no other, and so does an unreachable registry (the tree
+#   still lists); rm while mounted is refused (exit 4);
 #   cairn fill killed (-9) mid-way leaves a store fsck passes, and a fill
 #   then completes it: the full pull's files, no pending rows, fsck clean.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -94,8 +95,31 @@ expect_exit 1 "export of an image with files not fetched is refused" \
 check "... saying why" grep -q "40 files not fetched yet (a lazy pull); cairn fill it first" \
   "$T/stderr"
 
-# rm of a partial image: its pending rows and TOC go with it.
-setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+# rm of a partial image: its pending rows and TOC go with it. (Pulled
+# through a second proxy, stopped then: its registry is unreachable.)
+python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy2.port" "$REGISTRY_PORT" \
+  2>"$T/proxy2.log" &
+proxy2_pid=$!
+on_exit "kill $proxy2_pid 2>/dev/null; wait $proxy2_pid"
+setup wait_for 10 test -s "$T/proxy2.port"
+PROXY2=127.0.0.1:$(cat "$T/proxy2.port")
+setup wait_http "http://$PROXY2/v2/" 200 10
+setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy "docker://$PROXY2/lazy/a:1" >/dev/null
+setup kill "$proxy2_pid"
+setup wait_for 10 pid_gone "$proxy2_pid"
+setup mkdir "$T/m2"
+expect_exit 0 "mount with the registry unreachable" "$CAIRN" --store "$T/st2" mount lazy/a:1 "$T/m2"
+on_exit "'$CAIRN' --store '$T/st2' umount '$T/m2' 2>/dev/null || true"
+start=$(date +%s)
+if timeout 60 cat "$T/m2/usr/lib/data/f12" >/dev/null 2>"$T/cat2.err"; then
+  not_ok "registry unreachable: a pending file's read fails"
+else
+  ok "registry unreachable: a pending file's read fails"
+fi
+took=$(($(date +%s) - start))
+check "... with EIO, in bounded time (${took}s)" grep -q "Input/output error" "$T/cat2.err"
+check "... while the tree still lists" test "$(ls "$T/m2/usr/lib/data" | wc -l)" = 40
+expect_exit 0 "umount" "$CAIRN" --store "$T/st2" umount "$T/m2"
 # (fsck checks the pending rows against the kept TOC, and the TOC itself)
 db2() { sqlite3 "$T/st2/meta.db" "$@"; }
 f00=$(db2 "SELECT sha256 FROM pending WHERE path = 'usr/lib/data/f00'")
