@@ -773,6 +773,13 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   }
   /* Pin, then read: the image as it is once nothing can remove it. */
   if ((r = cairn_pin_image(st, ps, id)) < 0) goto out;
+  uint64_t pending = 0; /* a lazy pull's image whose files are not all here */
+  if ((r = cairn_image_pending(st, id, &pending, NULL)) < 0) goto out;
+  if (pending) {
+    r = cairn_fail(st, -ENODATA, "%llu files not fetched yet (a lazy pull); cairn fill it first",
+                   (unsigned long long)pending);
+    goto out;
+  }
   if ((r = cairn_inspect(st, id, inspect_cb, &v)) < 0) {
     if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
     goto out;

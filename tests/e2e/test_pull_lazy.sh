@@ -6,8 +6,8 @@
 # (--compression-format zstd:chunked):
 #   cairn pull --lazy fetches the manifest, the config and the TOC only
 #   (counted by the proxy), and the image has the full pull's id; fsck
-#   and gc accept it, export refuses it, rm takes its pending files and
-#   TOC along;
+#   and gc accept it, export and push refuse it, rm takes its pending
+#   files and TOC along;
 #   a mount works at once and ls -lR shows the full pull's tree without a
 #   byte fetched; a cat of one file fetches that file only and gives its
 #   bytes (concurrent reads of one file wait for one fetch); a corrupt
@@ -92,6 +92,10 @@ expect_exit 0 "gc keeps a partial image" "$CAIRN" --store "$ST" gc
 check "... its pending files and TOC" test "$(pending)" = 40 -a -s "$ST/toc/${bdigest#sha256:}"
 expect_exit 1 "export of an image with files not fetched is refused" \
   "$CAIRN" --store "$ST" export -o "$T/partial.tar" lazy/a:1
+check "... saying why" grep -q "40 files not fetched yet (a lazy pull); cairn fill it first" \
+  "$T/stderr"
+expect_exit 1 "push of an image with files not fetched is refused" \
+  "$CAIRN" --store "$ST" push lazy/a:1 "oci:$T/pushed"
 check "... saying why" grep -q "40 files not fetched yet (a lazy pull); cairn fill it first" \
   "$T/stderr"
 
