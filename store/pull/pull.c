@@ -173,7 +173,8 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     pthread_mutex_unlock(&run->lock);
     if (say)
       cn_pull_log(run->src,
-                  "layer %.19s: not zstd:chunked; pulling it in full (and any other such)",
+                  "layer %.19s: no lazy pull (not a registry's zstd:chunked layer); pulling it "
+                  "in full, and any other such",
                   d->digest);
   }
   r = fetch_partial(run, wst, i, fd);

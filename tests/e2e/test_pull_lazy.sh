@@ -7,7 +7,7 @@
 #   cairn pull --lazy fetches the manifest, the config and the TOC only
 #   (counted by the proxy), and the image has the full pull's id; fsck
 #   and gc accept it, export and push refuse it, rm takes its pending
-#   files and TOC along;
+#   files and TOC along; a gzip layer is pulled in full, said once;
 #   a mount works at once and ls -lR shows the full pull's tree without a
 #   byte fetched; a cat of one file fetches that file only and gives its
 #   bytes (concurrent reads of one file wait for one fetch); a corrupt
@@ -43,6 +43,8 @@ setup tar -C "$T/a" --sort=name -b 1 -cf "$T/a.tar" .
 setup "${PODMAN[@]}" import -q "$T/a.tar" "localhost/lazy/a:1" >/dev/null
 setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
   "localhost/lazy/a:1" "docker://$REGISTRY/lazy/a:1"
+# and the same image with a gzip layer
+setup "${PODMAN[@]}" push -q --tls-verify=false "localhost/lazy/a:1" "docker://$REGISTRY/lazy/g:1"
 python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
   --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
 proxy_pid=$!
@@ -98,6 +100,14 @@ expect_exit 1 "push of an image with files not fetched is refused" \
   "$CAIRN" --store "$ST" push lazy/a:1 "oci:$T/pushed"
 check "... saying why" grep -q "40 files not fetched yet (a lazy pull); cairn fill it first" \
   "$T/stderr"
+
+# A layer that is not zstd:chunked: pulled in full, said once.
+expect_exit 0 "pull --lazy of a gzip layer" "$CAIRN" --store "$T/st3" pull --insecure --lazy \
+  "docker://$PROXY/lazy/g:1"
+check "... says it pulls it in full, once" test "$(grep -c \
+  "no lazy pull (not a registry's zstd:chunked layer); pulling it in full" "$T/stderr")" = 1
+check "... and leaves nothing pending" \
+  test "$(sqlite3 "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
 
 # rm of a partial image: its pending rows and TOC go with it. (Pulled
 # through a second proxy, stopped then: its registry is unreachable.)
