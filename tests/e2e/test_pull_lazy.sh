@@ -89,6 +89,11 @@ check "pull --lazy: no more than manifest, config and TOC went through ($lazy_by
   test "$lazy_bytes" -lt $((toc_len + 8192))
 check "pull --lazy: 40 files pending" test "$(pending)" = 40
 check "pull --lazy: the TOC is kept" test -s "$ST/toc/${bdigest#sha256:}"
+all_bytes=$(cd "$T/a" && find . -type f -links 1 -printf '%s\n' | awk '{ s += $1 } END { print s }')
+hard_bytes=$(stat -c %s "$T/a/usr/lib/data/f02")
+check_json "inspect says how much is not fetched yet" \
+  ".Pending.Files == 40 and .Pending.Bytes == $((all_bytes + hard_bytes))" \
+  "$CAIRN" --store "$ST" inspect lazy/a:1
 expect_exit 0 "fsck passes a partial layer" "$CAIRN" --store "$ST" fsck
 expect_exit 0 "gc keeps a partial image" "$CAIRN" --store "$ST" gc
 check "... its pending files and TOC" test "$(pending)" = 40 -a -s "$ST/toc/${bdigest#sha256:}"
@@ -251,6 +256,7 @@ check "no pending rows remain" test "$(pending)" = 0
 check "the layer is complete" test "$(sqlite3 "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
 check "its TOC is gone" test ! -e "$ST/toc/${bdigest#sha256:}"
+check_json "inspect: nothing pending" 'has("Pending") | not' "$CAIRN" --store "$ST" inspect lazy/a:1
 expect_exit 0 "fsck after the fill" "$CAIRN" --store "$ST" fsck
 check "the image id is the full pull's" \
   test "$("$CAIRN" --store "$ST" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
