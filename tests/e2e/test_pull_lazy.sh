@@ -95,6 +95,8 @@ check_json "inspect says how much is not fetched yet" \
   ".Pending.Files == 40 and .Pending.Bytes == $((all_bytes + hard_bytes))" \
   "$CAIRN" --store "$ST" inspect lazy/a:1
 expect_exit 0 "fsck passes a partial layer" "$CAIRN" --store "$ST" fsck
+expect_exit 3 "fill --file of a content nothing is pending on and the store lacks" \
+  "$CAIRN" --store "$ST" fill --file "sha256:$(printf %064d 0)"
 expect_exit 0 "gc keeps a partial image" "$CAIRN" --store "$ST" gc
 check "... its pending files and TOC" test "$(pending)" = 40 -a -s "$ST/toc/${bdigest#sha256:}"
 expect_exit 1 "export of an image with files not fetched is refused" \

@@ -108,7 +108,7 @@ static void record(void) {
 
 static bool toc_kept(void) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/toc/%s", T.dir, BLOB_DIGEST + 7);
+  snprintf(path, sizeof path, "%s/toc/%s", T.dir, &BLOB_DIGEST[7]);
   return access(path, F_OK) == 0;
 }
 
