@@ -66,8 +66,9 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
 
 /* ---- pending files (a lazy pull's: doc/lazy-pulls.md) ------------------------
  * A node whose blob is "sha256:HEX" is a file the store does not have yet:
- * its first read fetches it (cairn_lazy_fetch, which verifies every byte
- * before it stores the blob), once however many threads ask: the first
+ * its first read fetches it (cairn fill --file, below: cairn_lazy_fetch,
+ * which verifies every byte before it stores the blob, in a process of
+ * its own), once however many threads ask: the first
  * one fetches, the others wait on the same entry of the in-flight table.
  * A fetch that failed answers EIO, and again at once to reads within
  * FETCH_RETRY_MS of it (the fetch's own retries are bounded), then is
