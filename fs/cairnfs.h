@@ -29,6 +29,7 @@ struct cairnfs {
   uint64_t *backing;     /* the shared table of open inodes, or NULL */
   size_t backing_inodes; /* its size: inodes 1..backing_inodes */
   struct cairnfs_rw *rw; /* a writable mount's upper layer (rw.h, rw_*.c), else NULL */
+  bool debug_fetch;      /* say why a pending file's fetch failed (-d) */
 };
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;
@@ -49,6 +50,10 @@ void cairnfs_reply_listxattr(fuse_req_t req, const cairn_tree *t, const cairn_no
 /* Replies to a read with size bytes of fd at off, spliced (the blobs',
  * the ALS's kept layers' and the upper files' one read path). */
 void cairnfs_reply_fd(fuse_req_t req, int fd, off_t off, size_t size);
+/* The name of n's blob (NULL: none) in *name: a pending file's (a lazy
+ * pull's, "sha256:HEX" in the index) is fetched first, once for all the
+ * threads that ask (ops.c); -EIO if that failed, -ENOMEM. */
+int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name);
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off);
 /* Replies to an lseek (SEEK_DATA or SEEK_HOLE) of node n at off, from its

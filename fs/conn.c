@@ -227,7 +227,7 @@ int cairnfs_server_main(int argc, char **argv) {
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
 
-  struct cairnfs fs = {0};
+  struct cairnfs fs = {.debug_fetch = debug};
   snprintf(fs.dev, sizeof(fs.dev), "%s", dev);
   int code = CAIRNFS_SERVER_ENDED;
   r = cairn_store_open_lazy(store, &fs.st);

@@ -33,8 +33,11 @@
  * (SEEK_DATA/SEEK_HOLE; all of it where the store's file system does not
  * say) are written, then out gets n's size. */
 static int copy_data(struct cairnfs *fs, const cairn_node *n, int out) {
+  const char *name;
   if (!n->blob || n->size == 0) return 0;
-  cairn_autoclose int in = cairn_blob_open(fs->st, cairn_tree_str(fs->tree, n->blob));
+  int r = cairnfs_blob_name(fs, n, &name); /* a lazy pull's file: fetched first */
+  if (r < 0) return r;
+  cairn_autoclose int in = cairn_blob_open(fs->st, name);
   if (in < 0) return in;
   off_t size = (off_t)n->size, data = 0;
   while (data < size) {

@@ -355,7 +355,9 @@ typedef struct cairn_entry {
   uint32_t mtime_nsec;
   uint64_t rdev;      /* devices */
   const char *target; /* symlink target, or hardlink's first name */
-  const char *blob;   /* regular files with size > 0: blob name */
+  const char *blob;   /* regular files with size > 0: blob name; a file of a
+                         partial layer not fetched yet: "sha256:HEX" of its
+                         content (cairn_blob_is_pending) */
   const cairn_xattr *xattrs;
   size_t n_xattrs;
 } cairn_entry;
@@ -394,6 +396,82 @@ int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
  * be gone after a gc, so what records a layer looks it up again. */
 int cairn_blob_by_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
                          uint64_t *size);
+
+/* ---- partial layers: lazy pulls (store/lazy.c) ------------------------- */
+
+/* A blob name that is a pending file's "sha256:HEX" (a lazily pulled file
+ * not fetched yet), not a stored blob's. */
+bool cairn_blob_is_pending(const char *blob);
+
+/* Where a partial layer's files are fetched from. */
+typedef struct cairn_lazy_source {
+  const char *source;      /* the registry and repository, "HOST[:PORT]/REPO" */
+  bool insecure;           /* plain HTTP */
+  const char *digest;      /* the layer blob's "sha256:HEX" */
+  const char *media_type;  /* the blob's */
+  uint64_t size;           /* the blob's */
+  const char *annotations; /* the manifest descriptor's annotations (JSON) */
+  const char *toc_digest;  /* "sha256:HEX" of the kept TOC's bytes */
+} cairn_lazy_source;
+
+/* Records layer diff_id (pinned by the caller) from its TOC: entries in any
+ * order; a regular file of size > 0 gives its content's "sha256:HEX" as
+ * blob. A file whose content the store holds is linked to that blob; every
+ * other becomes a pending file (*pending counts them), and the layer is
+ * partial until the last arrives. The TOC's bytes (toc, toc_len; checked
+ * against src->toc_digest by the caller) are kept as STORE/toc/HEX of
+ * src->digest. 0 also when the layer is stored already. */
+int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
+                               size_t n, const cairn_lazy_source *src, const void *toc,
+                               size_t toc_len, size_t *pending);
+
+/* A pending file and its layer's source (cairn_lazy_file_find). */
+typedef struct cairn_lazy_file {
+  char *layer_id, *path; /* one of the entries pending on that content */
+  uint64_t size;
+  char *source, *digest, *media_type, *annotations, *toc_digest; /* cairn_lazy_source's */
+  bool insecure;
+  uint64_t blob_size;
+} cairn_lazy_file;
+/* 1 and f (cleared by cairn_lazy_file_clear) if a file of content sha256
+ * ("sha256:HEX" or HEX) is pending, 0 if none is. */
+int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f);
+void cairn_lazy_file_clear(cairn_lazy_file *f);
+/* The kept TOC of the layer blob digest ("sha256:HEX"): malloc'd. */
+int cairn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *len);
+/* Stores a fetched file: fd's content (size bytes, from offset 0; -1 if
+ * the store should hold it already) as a blob, hashed again and refused
+ * (-EBADMSG) unless it is sha256; then, in one transaction, every entry
+ * pending on sha256 names it, and each layer left with no pending file is
+ * complete (an image whose layers all are gets its index again, without
+ * pending nodes). A content the store holds is not written again. blob
+ * gets the blob's name. */
+int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
+                          char blob[48]);
+/* The distinct contents ("sha256:HEX") of image_id's pending files, in
+ * layer order (cairn_strv_free). */
+int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n);
+/* Calls fn for every pending file of the store, by layer then path, with
+ * its layer's source (f's strings valid during the call) and its content's
+ * "sha256:HEX"; a non-zero return stops the walk and is returned. */
+typedef int (*cairn_lazy_pending_fn)(const cairn_lazy_file *f, const char *sha256, void *arg);
+int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg);
+/* How many files (and bytes) of image_id are pending (each layer's). */
+int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, uint64_t *bytes);
+/* 0 when no file of image_id is pending; -ENODATA, saying how many are
+ * and that `cairn fill` fetches them, when some are (export, push). */
+int cairn_image_complete(cairn_store *st, const char *image_id);
+
+/* Fetches the pending file of content sha256 from its layer's registry
+ * (store/pull/lazy.c): its chunks by one range request, each decompressed
+ * and checked against its digest in the kept TOC, the whole against
+ * sha256, before cairn_lazy_file_store records it; blob gets its name.
+ * A content the store holds already is only named. -EBADMSG when the
+ * fetched bytes are not what the TOC says, -ENOENT when nothing is pending
+ * on sha256 and the store lacks it, else the registry's failure (after the
+ * pull's bounded retries). May be called from several threads, each with
+ * its own handle. */
+int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]);
 
 /* ---- exact layers (store/tarsplit.c) ----------------------------------- */
 
@@ -571,6 +649,12 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r);
  * r->problems and the call returns -EBADMSG; repair removes what is broken
  * (layers whose blobs are gone or corrupt, images using them). */
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
+/* fsck's check of the pending files against their layers' kept TOCs
+ * (store/pull/lazy.c: the TOC parser is the pull's): each TOC parses and
+ * matches the digest the pull verified, and lists each pending file as a
+ * regular file of its size and sha256. Each problem is a line of r
+ * (r->problems counts them); a negative errno if it could not look. */
+int cairn_lazy_fsck(cairn_store *st, cairn_report *r);
 
 /* ---- mounts ------------------------------------------------------------- */
 
@@ -703,7 +787,11 @@ typedef struct cairn_pull_opts {
   /* docker://: a directory whose *.crt CAs are trusted besides the
    * system's; NULL looks in /etc/{containers,docker}/certs.d/HOST[:PORT] */
   const char *cert_dir;
-  unsigned jobs;                            /* layers fetched at once; 0 is 3 */
+  unsigned jobs; /* layers fetched at once; 0 is 3 */
+  /* docker://: a zstd:chunked layer is recorded from its TOC alone, its
+   * files fetched on first read or by cairn_fill (doc/lazy-pulls.md);
+   * other layers are pulled in full, said once through log */
+  bool lazy;
   unsigned attempts;                        /* tries per request; 0 is 6 */
   uint64_t backoff_base_ms, backoff_cap_ms; /* 0 is 200 / 10000 */
   /* Called on the calling thread a few times a second while layers move
@@ -727,6 +815,20 @@ typedef struct cairn_pull_opts {
  * there, -EACCES when auth is refused. On failure cairn_errmsg(st) gives the reason. */
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
+
+/* Fetches every pending file of image ref (cairn_lazy_fetch), holding the
+ * image's and its layers' pins throughout (rm is refused meanwhile); a
+ * file that fails is said through log and the rest are fetched. Resumable:
+ * what a killed fill stored stays stored, the rest stays pending. image_id
+ * gets the image. 0 when nothing is pending any more; otherwise the first
+ * failure, with how many files failed. */
+typedef struct cairn_fill_opts {
+  void (*progress)(size_t done, size_t total, void *arg); /* files */
+  void (*log)(const char *line, void *arg);
+  void *arg;
+} cairn_fill_opts;
+int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,
+               cairn_id image_id);
 
 /* ---- push (store/pull/push.c) ------------------------------------------ */
 

@@ -62,6 +62,21 @@ static const char *const migrations[] = {
      * TOC names a file: the column is there since 1, filled by every
      * blob writer, so the index is all a store written before needs */
     "CREATE INDEX blobs_sha256 ON blobs(sha256);",
+    /* 7: lazy pulls (lazy.c, doc/lazy-pulls.md): a layer is complete or
+     * partial; a partial one's registry source and kept TOC
+     * (STORE/toc/HEX of its blob's digest), and its files not yet
+     * fetched, whose entries name no blob until they are */
+    ("ALTER TABLE layers ADD COLUMN state TEXT NOT NULL DEFAULT 'complete'"
+     "  CHECK(state IN ('complete', 'partial'));"
+     "CREATE TABLE layer_sources(layer_id TEXT PRIMARY KEY"
+     "  REFERENCES layers(id) ON DELETE CASCADE,"
+     "  source TEXT NOT NULL, insecure INTEGER NOT NULL, digest TEXT NOT NULL,"
+     "  media_type TEXT NOT NULL, size INTEGER NOT NULL, annotations TEXT NOT NULL,"
+     "  toc_digest TEXT NOT NULL);"
+     "CREATE TABLE pending(layer_id TEXT NOT NULL REFERENCES layers(id) ON DELETE CASCADE,"
+     "  path TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,"
+     "  PRIMARY KEY(layer_id, path)) WITHOUT ROWID;"
+     "CREATE INDEX pending_sha256 ON pending(sha256);"),
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

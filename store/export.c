@@ -202,6 +202,18 @@ int cairn_export(cairn_store *st, const char *image_id, int fd) {
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
   if (!ps) return store_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
   int r = cairn_pin_image(st, ps, image_id);
+  if (r == 0) { /* a lazy pull's image whose files are not all here */
+    cn_autostmt sqlite3_stmt *q = NULL;
+    if ((r = cn_db_prepare(st, &q,
+                           "SELECT count(*) FROM pending p JOIN image_layers l"
+                           " ON l.layer_id = p.layer_id WHERE l.image_id = ?")) == 0) {
+      sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
+      if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int64(q, 0) > 0)
+        r = store_fail(st, -ENODATA,
+                       "%lld files not fetched yet (a lazy pull); cairn fill it first",
+                       (long long)sqlite3_column_int64(q, 0));
+    }
+  }
   if (r == 0) r = export_pinned(st, image_id, fd);
   cairn_pinset_release(st, ps);
   return r;

@@ -7,6 +7,7 @@
 #include "blob.h"
 #include "image.h"
 #include "layer.h"
+#include "lazy.h"
 #include "pin.h"
 #include "sweep.h"
 #include "tree.h"
@@ -573,6 +574,7 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   problems -= fsck_indexes(st, repair, r);
   problems -= fsck_refs(st, repair, r);
   problems -= fsck_kept_blobs(st, repair, r);
+  if ((rc = cn_lazy_fsck(st, problem, r)) < 0) return rc;
   problems += r->problems - before;
   return problems ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)problems)
                   : 0;

@@ -726,8 +726,10 @@ int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn,
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
-                        "SELECT path, type, mode, uid, gid, size, mtime, mtime_nsec, rdev,"
-                        " target, blob, xattrs FROM entries WHERE layer_id = ? ORDER BY path");
+                        "SELECT e.path, type, mode, uid, gid, e.size, mtime, mtime_nsec, rdev,"
+                        " target, coalesce(blob, 'sha256:' || p.sha256), xattrs FROM entries e"
+                        " LEFT JOIN pending p ON p.layer_id = e.layer_id AND p.path = e.path"
+                        " WHERE e.layer_id = ? ORDER BY e.path");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
   return cn_entry_rows_foreach(st, q, fn, arg);

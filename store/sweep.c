@@ -99,17 +99,18 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
   return 0;
 }
 
-/* Unlinks the kept compressed layers (STORE/compressed/HEX, als.c) that no
- * layer_blobs row names: their layer went, or a crash came between the
+/* Unlinks the files of dir that sql (given the name) finds no row of: the
+ * kept compressed layers (STORE/compressed/HEX, als.c) that no layer_blobs
+ * row names, the kept TOCs (STORE/toc/HEX, lazy.c) no layer_sources row
+ * names: their layer went (or completed), or a crash came between the
  * file and its row. Runs under the exclusive store lock, which every
  * keeper holds shared from linking its file to inserting its row. */
-static void kept_blobs_sweep(cairn_store *st) {
-  cairn_autoclose int dirfd = openat(st->dirfd, "compressed", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+static void kept_files_sweep(cairn_store *st, const char *dir, const char *sql) {
+  cairn_autoclose int dirfd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dirfd < 0) return; /* none kept yet */
   cairn_autoclosedir DIR *d = fdopendir(dup(dirfd));
   cn_autostmt sqlite3_stmt *q = NULL;
-  if (!d || cn_db_prepare(st, &q, "SELECT 1 FROM layer_blobs WHERE digest = 'sha256:' || ?") < 0)
-    return;
+  if (!d || cn_db_prepare(st, &q, sql) < 0) return;
   for (struct dirent *de; (de = readdir(d));) {
     if (de->d_name[0] == '.') continue;
     sqlite3_reset(q);
@@ -130,7 +131,9 @@ int cn_sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report 
     cn_db_rollback(st);
   cn_held_release(st, &held, rc == 0 && !dry_run);
   if (rc < 0 || dry_run || !have_lock) return rc;
-  kept_blobs_sweep(st);
+  kept_files_sweep(st, "compressed", "SELECT 1 FROM layer_blobs WHERE digest = 'sha256:' || ?");
+  /* and the kept TOCs of partial layers (lazy.c) that went or completed */
+  kept_files_sweep(st, "toc", "SELECT 1 FROM layer_sources WHERE digest = 'sha256:' || ?");
   return cn_blob_files_remove(st, &blobs);
 }
 

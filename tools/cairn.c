@@ -49,9 +49,9 @@ static const struct cli_command *const commands[] = {
 #else
 static const struct cli_command *const commands[] = {
     &cmd_import, &cmd_images, &cmd_layers, &cmd_inspect, &cmd_history, &cmd_tag,
-    &cmd_rm,     &cmd_gc,     &cmd_export, &cmd_fsck,    &cmd_pull,    &cmd_push,
-    &cmd_login,  &cmd_logout, &cmd_mount,  &cmd_umount,  &cmd_mounts,  &cmd_commit,
-    &cmd_bundle, &cmd_df,     &cmd_info,   &cmd_help,    &cmd_version,
+    &cmd_rm,     &cmd_gc,     &cmd_export, &cmd_fsck,    &cmd_pull,    &cmd_fill,
+    &cmd_push,   &cmd_login,  &cmd_logout, &cmd_mount,   &cmd_umount,  &cmd_mounts,
+    &cmd_commit, &cmd_bundle, &cmd_df,     &cmd_info,    &cmd_help,    &cmd_version,
 };
 #endif
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -64,6 +64,12 @@ static int fsck_run(struct cli *c, int argc, char **argv) {
   if (code != CAIRN_EXIT_OK) return code;
   cairn_report r = {0};
   int rc = cairn_fsck(st, repair, &r);
+  /* a lazy pull's pending files against their kept TOCs */
+  uint64_t before = r.problems;
+  int lr = rc == 0 || rc == -EBADMSG ? cairn_lazy_fsck(st, &r) : 0;
+  if (rc == 0 && lr < 0) rc = lr;
+  if (rc == 0 && r.problems > before)
+    rc = cairn_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)(r.problems - before));
   report_print(&r);
   if (rc == 0) printf("clean\n");
   cairn_report_free(&r);

@@ -10,9 +10,10 @@
 #include <string.h>
 
 struct inspected {
-  json_t *pins;       /* handed to the printed object */
-  const char *format; /* --format TEMPLATE, or NULL */
-  int code;           /* the template's exit code */
+  json_t *pins;                          /* handed to the printed object */
+  const char *format;                    /* --format TEMPLATE, or NULL */
+  int code;                              /* the template's exit code */
+  uint64_t pending_files, pending_bytes; /* a lazy pull's, not fetched yet */
 };
 
 static int inspected_print(const struct cairn_image_info *info, void *arg) {
@@ -20,6 +21,10 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
   json_t *obj = cli_inspect_json(info, out->pins);
   out->pins = NULL;
   if (!obj) return -ENOMEM;
+  if (out->pending_files) /* a lazy pull's image: how much is not here yet */
+    json_object_set_new(obj, "Pending",
+                        json_pack("{sI sI}", "Files", (json_int_t)out->pending_files, "Bytes",
+                                  (json_int_t)out->pending_bytes));
   if (out->format) {
     out->code = cli_json_template_print("inspect", cmd_inspect.usage, out->format, obj);
     json_decref(obj);
@@ -55,6 +60,10 @@ static int inspect_run(struct cli *c, int argc, char **argv) {
   json_t *pins = cairn_pins_foreach(st, id, cli_pin_row, &rows) == 0 ? cli_rows_json(&rows) : NULL;
   cli_rows_free(&rows); /* pins NULL: left out, as a listing that failed */
   struct inspected out = {.pins = pins, .format = format};
+  if ((r = cairn_image_pending(st, id, &out.pending_files, &out.pending_bytes)) < 0) {
+    json_decref(pins);
+    return report_fail(r, "%s: %s", argv[i], report_why(st, r));
+  }
   r = cairn_inspect(st, id, inspected_print, &out);
   json_decref(out.pins);
   return r < 0 ? report_fail(r, "%s: %s", argv[i], report_why(st, r)) : out.code;

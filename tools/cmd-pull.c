@@ -17,7 +17,8 @@
 
 #define PULL_USAGE                                                                                 \
   "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER[:PASS]] [--insecure] [--jobs N]\n"      \
-  "                  [--cert-dir DIR] [--retries N] [-q] [--no-progress] SOURCE [NAME[:TAG]]"
+  "                  [--cert-dir DIR] [--retries N] [--lazy] [-q] [--no-progress]\n"               \
+  "                  SOURCE [NAME[:TAG]]"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
   static const struct progress_words words = {"fetching", "storing", "reused (already stored)",
@@ -46,6 +47,7 @@ static int pull_run(struct cli *c, int argc, char **argv) {
       {"cert-dir", required_argument, NULL, 'C'},
       {"no-progress", no_argument, NULL, 'q'},
       {"tls-verify", optional_argument, NULL, 'T'},
+      {"lazy", no_argument, NULL, 'L'},
       {NULL, 0, NULL, 0}, /* --no-progress: -q less its ids-only output */
   };
   bool quiet = false;
@@ -71,6 +73,7 @@ static int pull_run(struct cli *c, int argc, char **argv) {
       if (parse_count(optarg, 100, &po.attempts) < 0)
         return report_usage(PULL_USAGE, "pull: --retries: needs a number from 1 to 100 (attempts)");
       break;
+    case 'L': po.lazy = true; break;
     case 'q': quiet = true; break;
     default: return cli_bad_option(PULL_USAGE, argv, o, opts);
     }
@@ -115,6 +118,9 @@ const struct cli_command cmd_pull = {
                "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
                "\tpull-jobs, else 3)\n"
                "--retries N\tattempts per request on transient errors (1 to 100)\n"
+               "--lazy\tstore a registry's zstd:chunked layers from their table of\n"
+               "\tcontents alone: files are fetched on first read from a mount, or\n"
+               "\tby cairn fill (other layers are pulled in full)\n"
                "-q, --quiet\tprint the image id only (no progress)\n"
                "--no-progress\tno progress on stderr\n",
 };

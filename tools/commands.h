@@ -17,6 +17,7 @@ extern const struct cli_command cmd_gc;
 extern const struct cli_command cmd_fsck;
 extern const struct cli_command cmd_commit;
 extern const struct cli_command cmd_export;
+extern const struct cli_command cmd_fill;
 extern const struct cli_command cmd_pull;
 extern const struct cli_command cmd_push;
 extern const struct cli_command cmd_mount;

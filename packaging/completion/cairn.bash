@@ -154,7 +154,7 @@ _cairn_complete() {
   cairn:help | cairn-pin:help)
     ((nth == 0)) && _cairn_reply "$cur" $(_cairn_commands "$prog")
     ;;
-  cairn:inspect | cairn:rm | cairn:export | cairn:history | cairn-pin:ls | cairn-pin:wait)
+  cairn:inspect | cairn:rm | cairn:export | cairn:fill | cairn:history | cairn-pin:ls | cairn-pin:wait)
     _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
   cairn:mount | cairn:bundle)

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lazy.h"
 #include "partial.h"
 #include "pull.h"
 
@@ -40,6 +41,7 @@ typedef struct layer_slot {
   _Atomic int state;       /* enum cairn_pull_state */
   atomic_bool partial;     /* pulled partially: fetched is all it cost */
   bool fetch;              /* absent from the store and first of its diff_id */
+  _Atomic bool lazy;       /* recorded from its TOC: its size shown is what was fetched */
 } layer_slot;
 
 typedef struct fetch_run {
@@ -54,6 +56,8 @@ typedef struct fetch_run {
   int err;
   char why[1024]; /* the reason of err, copied from the worker's handle */
   atomic_bool cancel;
+  bool lazy;         /* pull --lazy */
+  bool said_in_full; /* a --lazy pull said it pulls a layer in full */
 } fetch_run;
 
 static void set_state(fetch_run *run, size_t i, enum cairn_pull_state s) {
@@ -123,6 +127,7 @@ static int fetch_partial(fetch_run *run, cairn_store *wst, size_t i, int fd) {
     atomic_store(&run->slots[i].partial, true);
     r = ingest(run, wst, i, fd);
     if (r == 0) {
+      atomic_store(&run->slots[i].lazy, true);
       cn_pull_log(run->src,
                   "layer %.19s: partial pull: fetched %llu of %llu bytes in %zu requests "
                   "(%zu of %zu files were stored)",
@@ -150,7 +155,32 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   cairn_autoclose int fd = open_temp(run->store_dir, wst);
   if (fd < 0) return fd;
   set_state(run, i, CAIRN_PULL_FETCHING);
-  int r = fetch_partial(run, wst, i, fd);
+  int r;
+  if (run->lazy) {
+    size_t pending = 0;
+    uint64_t got = 0;
+    r = cn_lazy_layer(run->src, d, diff_id, &pending, &got, wst);
+    atomic_store(&run->slots[i].fetched, got);
+    if (r == 0) {
+      atomic_store(&run->slots[i].lazy, true);
+      cn_pull_log(run->src,
+                  "layer %.19s: lazy pull: fetched its TOC (%llu bytes); %zu files to fetch",
+                  d->digest, (unsigned long long)got, pending);
+      set_state(run, i, CAIRN_PULL_DONE);
+      return 0;
+    }
+    if (r < 0) return cairn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
+    pthread_mutex_lock(&run->lock);
+    bool say = !run->said_in_full;
+    run->said_in_full = true;
+    pthread_mutex_unlock(&run->lock);
+    if (say)
+      cn_pull_log(run->src,
+                  "layer %.19s: no lazy pull (not a registry's zstd:chunked layer); pulling it "
+                  "in full, and any other such",
+                  d->digest);
+  }
+  r = fetch_partial(run, wst, i, fd);
   if (r <= 0) {
     if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
     return r;
@@ -207,7 +237,8 @@ static void report(const fetch_run *run, const cairn_pull_opts *o) {
   for (size_t i = 0; i < n; i++) {
     v[i].digest = run->img->layers[i].digest;
     v[i].diff_id = run->img->diff_ids[i];
-    v[i].size = run->img->layers[i].size;
+    v[i].size = atomic_load(&run->slots[i].lazy) ? atomic_load(&run->slots[i].fetched)
+                                                 : run->img->layers[i].size;
     v[i].fetched = atomic_load(&run->slots[i].fetched);
     v[i].stored = atomic_load(&run->slots[i].stored);
     v[i].state = (enum cairn_pull_state)atomic_load(&run->slots[i].state);
@@ -359,7 +390,8 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
                    .img = &img,
                    .slots = slots,
                    .store_dir = cairn_store_dir(st),
-                   .purpose = purpose};
+                   .purpose = purpose,
+                   .lazy = o->lazy};
   pthread_mutex_init(&run.lock, NULL);
   pthread_cond_init(&run.cond, NULL);
   r = fetch_all(&run, o, st);

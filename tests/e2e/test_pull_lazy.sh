@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_pull_lazy.sh — lazy pulls of zstd:chunked layers (issue 33,
+# doc/lazy-pulls.md), against Debian's docker-registry on 127.0.0.1 behind
+# the shaping proxy, with a layer podman 4.3 pushed
+# (--compression-format zstd:chunked):
+#   cairn pull --lazy fetches the manifest, the config and the TOC only
+#   (counted by the proxy), and the image has the full pull's id; fsck
+#   and gc accept it, export and push refuse it, rm takes its pending
+#   files and TOC along; a gzip layer is pulled in full, said once;
+#   a mount works at once and ls -lR shows the full pull's tree without a
+#   byte fetched; a cat of one file fetches that file only and gives its
+#   bytes (concurrent reads of one file wait for one fetch); a corrupt
+#   byte in the registry's blob fails that file's read
+#   (EIO) and no other, and so does an unreachable registry (the tree
+#   still lists); rm while mounted is refused (exit 4);
+#   cairn fill killed (-9) mid-way leaves a store fsck passes, and a fill
+#   then completes it: the full pull's files, no pending rows, fsck clean.
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry mount
+pull_test_init
+command -v podman >/dev/null || skip "no podman"
+command -v sqlite3 >/dev/null || skip "no sqlite3"
+
+setup python3 - "$T" <<'PY'
+import os, random, sys
+t = sys.argv[1]
+rnd = random.Random(34)
+os.makedirs(f"{t}/a/usr/lib/data", exist_ok=True)
+for i in range(40):
+    data = rnd.randbytes(rnd.choice((3000, 20000, 70000, 150000)))
+    open(f"{t}/a/usr/lib/data/f{i:02d}", "wb").write(data)
+os.symlink("data/f01", f"{t}/a/usr/lib/link")
+os.link(f"{t}/a/usr/lib/data/f02", f"{t}/a/usr/lib/hard")
+open(f"{t}/a/empty", "wb").close()
+os.chmod(f"{t}/a/usr/lib/data/f03", 0o4755)
+PY
+PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
+setup registry_start "$T/reg"
+# -b 1: no record padding (podman 4.3's zstd:chunked writer drops it; see
+# test_pull_partial.sh)
+setup tar -C "$T/a" --sort=name -b 1 -cf "$T/a.tar" .
+setup "${PODMAN[@]}" import -q "$T/a.tar" "localhost/lazy/a:1" >/dev/null
+setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
+  "localhost/lazy/a:1" "docker://$REGISTRY/lazy/a:1"
+# and the same image with a gzip layer
+setup "${PODMAN[@]}" push -q --tls-verify=false "localhost/lazy/a:1" "docker://$REGISTRY/lazy/g:1"
+python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
+  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
+proxy_pid=$!
+on_exit "kill $proxy_pid; wait $proxy_pid"
+setup wait_for 10 test -s "$T/proxy.port"
+PROXY=127.0.0.1:$(cat "$T/proxy.port")
+setup wait_http "http://$PROXY/v2/" 200 10
+counts() { curl -sf "http://$PROXY/_proxy/counts"; }
+reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
+manifest() {
+  curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+    "http://$REGISTRY/v2/lazy/a/manifests/1"
+}
+pending() { sqlite3 "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
+ann() {
+  manifest | jq -r --arg k "$1" '.layers[0].annotations | to_entries[] |
+    select(.key | endswith($k)) | .value'
+}
+bsize=$(manifest | jq '.layers[0].size')
+bdigest=$(manifest | jq -r '.layers[0].digest')
+toc_len=$(ann zstd-chunked.manifest-position | cut -d: -f2)
+echo "# layer: $bsize bytes, its TOC $toc_len bytes" >&2
+
+# The reference: a full pull, mounted.
+setup "$CAIRN" --store "$T/full" pull -q --insecure "docker://$PROXY/lazy/a:1" >"$T/full.id"
+setup mkdir "$T/mf" "$T/m"
+setup "$CAIRN" --store "$T/full" mount lazy/a:1 "$T/mf"
+on_exit "'$CAIRN' --store '$T/full' umount '$T/mf'"
+
+# The lazy pull: the TOC only.
+reset
+expect_exit 0 "pull --lazy" "$CAIRN" --store "$ST" pull --insecure --lazy \
+  "docker://$PROXY/lazy/a:1"
+sed "s/^/# /" "$T/stderr" >&2
+lazy_bytes=$(counts | jq .bytes)
+echo "# lazy pull: $lazy_bytes bytes through the proxy (full layer $bsize)" >&2
+check "pull --lazy says the TOC was fetched and how many files wait" \
+  grep -Eq "lazy pull: fetched its TOC \($toc_len bytes\); 40 files to fetch" "$T/stderr"
+check "pull --lazy: the image id of the full pull" test "$(tail -1 "$T/stdout")" = "$(cat "$T/full.id")"
+check "pull --lazy: no more than manifest, config and TOC went through ($lazy_bytes bytes)" \
+  test "$lazy_bytes" -lt $((toc_len + 8192))
+check "pull --lazy: 40 files pending" test "$(pending)" = 40
+check "pull --lazy: the TOC is kept" test -s "$ST/toc/${bdigest#sha256:}"
+all_bytes=$(cd "$T/a" && find . -type f -links 1 -printf '%s\n' | awk '{ s += $1 } END { print s }')
+hard_bytes=$(stat -c %s "$T/a/usr/lib/data/f02")
+check_json "inspect says how much is not fetched yet" \
+  ".Pending.Files == 40 and .Pending.Bytes == $((all_bytes + hard_bytes))" \
+  "$CAIRN" --store "$ST" inspect lazy/a:1
+expect_exit 0 "fsck passes a partial layer" "$CAIRN" --store "$ST" fsck
+expect_exit 3 "fill --file of a content nothing is pending on and the store lacks" \
+  "$CAIRN" --store "$ST" fill --file "sha256:$(printf %064d 0)"
+expect_exit 0 "gc keeps a partial image" "$CAIRN" --store "$ST" gc
+check "... its pending files and TOC" test "$(pending)" = 40 -a -s "$ST/toc/${bdigest#sha256:}"
+expect_exit 1 "export of an image with files not fetched is refused" \
+  "$CAIRN" --store "$ST" export -o "$T/partial.tar" lazy/a:1
+check "... saying why" grep -q "40 files not fetched yet (a lazy pull); cairn fill it first" \
+  "$T/stderr"
+expect_exit 1 "push of an image with files not fetched is refused" \
+  "$CAIRN" --store "$ST" push lazy/a:1 "oci:$T/pushed"
+check "... saying why" grep -q "40 files not fetched yet (a lazy pull); cairn fill it first" \
+  "$T/stderr"
+
+# A layer that is not zstd:chunked: pulled in full, said once.
+expect_exit 0 "pull --lazy of a gzip layer" "$CAIRN" --store "$T/st3" pull --insecure --lazy \
+  "docker://$PROXY/lazy/g:1"
+check "... says it pulls it in full, once" test "$(grep -c \
+  "no lazy pull (not a registry's zstd:chunked layer); pulling it in full" "$T/stderr")" = 1
+check "... and leaves nothing pending" \
+  test "$(sqlite3 "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+
+# rm of a partial image: its pending rows and TOC go with it. (Pulled
+# through a second proxy, stopped then: its registry is unreachable.)
+python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy2.port" "$REGISTRY_PORT" \
+  2>"$T/proxy2.log" &
+proxy2_pid=$!
+on_exit "kill $proxy2_pid 2>/dev/null; wait $proxy2_pid"
+setup wait_for 10 test -s "$T/proxy2.port"
+PROXY2=127.0.0.1:$(cat "$T/proxy2.port")
+setup wait_http "http://$PROXY2/v2/" 200 10
+setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy "docker://$PROXY2/lazy/a:1" >/dev/null
+setup kill "$proxy2_pid"
+setup wait_for 10 pid_gone "$proxy2_pid"
+setup mkdir "$T/m2"
+expect_exit 0 "mount with the registry unreachable" "$CAIRN" --store "$T/st2" mount lazy/a:1 "$T/m2"
+on_exit "'$CAIRN' --store '$T/st2' umount '$T/m2' 2>/dev/null || true"
+start=$(date +%s)
+if timeout 60 cat "$T/m2/usr/lib/data/f12" >/dev/null 2>"$T/cat2.err"; then
+  not_ok "registry unreachable: a pending file's read fails"
+else
+  ok "registry unreachable: a pending file's read fails"
+fi
+took=$(($(date +%s) - start))
+check "... with EIO, in bounded time (${took}s)" grep -q "Input/output error" "$T/cat2.err"
+check "... while the tree still lists" test "$(ls "$T/m2/usr/lib/data" | wc -l)" = 40
+expect_exit 0 "umount" "$CAIRN" --store "$T/st2" umount "$T/m2"
+# (fsck checks the pending rows against the kept TOC, and the TOC itself)
+db2() { sqlite3 "$T/st2/meta.db" "$@"; }
+f00=$(db2 "SELECT sha256 FROM pending WHERE path = 'usr/lib/data/f00'")
+setup db2 "UPDATE pending SET sha256 = '$(printf %064d 0)' WHERE path = 'usr/lib/data/f00'"
+expect_exit 5 "fsck: a pending row the kept TOC does not list is a problem" \
+  "$CAIRN" --store "$T/st2" fsck
+check "... naming the file" grep -q "pending file usr/lib/data/f00 is not the one its kept TOC lists" \
+  "$T/stdout"
+setup db2 "UPDATE pending SET sha256 = '$f00' WHERE path = 'usr/lib/data/f00'"
+expect_exit 0 "... and fsck is clean again once it is right" "$CAIRN" --store "$T/st2" fsck
+setup cp "$T/st2/toc/${bdigest#sha256:}" "$T/toc.good"
+setup python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[20]^=1; open(p,"wb").write(b)' \
+  "$T/st2/toc/${bdigest#sha256:}"
+expect_exit 5 "fsck: a kept TOC that changed is a problem" "$CAIRN" --store "$T/st2" fsck
+check "... said" grep -q "its kept TOC is not the one the pull verified" "$T/stdout"
+expect_exit 0 "rm of a partial image" "$CAIRN" --store "$T/st2" rm lazy/a:1
+check "rm: no pending rows left" \
+  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+check "rm: no layer source left" \
+  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
+check "rm: its TOC is gone" test -z "$(ls -A "$T/st2/toc")"
+expect_exit 0 "fsck after rm of a partial image" "$CAIRN" --store "$T/st2" fsck
+
+# A mount at once; its tree without a byte fetched.
+reset
+expect_exit 0 "mount of the lazily pulled image" "$CAIRN" --store "$ST" mount lazy/a:1 "$T/m"
+on_exit "'$CAIRN' --store '$ST' umount '$T/m' 2>/dev/null || true"
+# ("total": the blocks of a stored file, which a pending one has not)
+(cd "$T/m" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$T/lazy.ls"
+(cd "$T/mf" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$T/full.ls"
+check "ls -lR of the mount: the full pull's tree (names, modes, owners, sizes, times)" cmp "$T/lazy.ls" "$T/full.ls"
+check_json "ls -lR fetched nothing" '.requests == 0' counts
+
+# One file read: that file alone fetched, its bytes right.
+reset
+check "cat of a pending file gives its bytes" cmp "$T/m/usr/lib/data/f05" "$T/a/usr/lib/data/f05"
+f05=$(stat -c %s "$T/a/usr/lib/data/f05")
+one=$(counts | jq .bytes)
+echo "# f05: $f05 bytes; the read fetched $one" >&2
+check_json "the read: one range request" '.requests == 1 and .ranges == 1' counts
+check "the read fetched about that file's bytes, not the layer's ($one)" \
+  test "$one" -lt $((f05 + 4096))
+check "that file is no longer pending" test "$(pending)" = 39
+# Concurrent reads of one pending file (at different offsets: separate
+# requests to the daemon) wait for one fetch.
+big=$(cd "$T/a/usr/lib/data" && ls -S f1* f2* | head -1)
+bigsize=$(stat -c %s "$T/a/usr/lib/data/$big")
+reset
+readers=()
+for k in 0 1 2 3; do
+  dd if="$T/m/usr/lib/data/$big" of="$T/part$k" bs=4096 skip=$((k * bigsize / 4 / 4096)) \
+    count=1 status=none &
+  readers+=($!)
+done
+for p in "${readers[@]}"; do wait "$p"; done
+for k in 0 1 2 3; do
+  dd if="$T/a/usr/lib/data/$big" of="$T/want$k" bs=4096 skip=$((k * bigsize / 4 / 4096)) \
+    count=1 status=none
+done
+check "concurrent reads of one pending file ($big, $bigsize bytes) give its bytes" \
+  cmp <(cat "$T"/part?) <(cat "$T"/want?)
+echo "# concurrent reads: $(counts | jq -c '{requests, bytes}')" >&2
+check_json "... after one fetch" '.requests == 1' counts
+check "a hardlink and a symlink to pending files read right" \
+  cmp "$T/m/usr/lib/hard" "$T/a/usr/lib/data/f02"
+check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
+
+# A corrupt byte in one file's frames in the registry: that read fails
+# (EIO), the others do not.
+blob=$(registry_blob_path "$bdigest")
+setup cp "$blob" "$T/blob.good"
+setup python3 - "$blob" "$(ann zstd-chunked.manifest-position)" <<'PY'
+import json, subprocess, sys
+path, (off, length) = sys.argv[1], map(int, sys.argv[2].split(":")[:2])
+b = bytearray(open(path, "rb").read())
+toc = json.loads(subprocess.run(["zstd", "-dcq"], input=bytes(b[off:off + length]),
+                                capture_output=True, check=True).stdout)
+e = next(e for e in toc["entries"] if e.get("name", "").endswith("usr/lib/data/f07"))
+b[e["offset"] + 100] ^= 0xFF
+open(path, "wb").write(b)
+PY
+if cat "$T/m/usr/lib/data/f07" >/dev/null 2>"$T/cat.err"; then
+  not_ok "a corrupt file's read fails"
+else
+  ok "a corrupt file's read fails"
+fi
+check "... with EIO" grep -q "Input/output error" "$T/cat.err"
+check "... and stays pending" test "$(pending)" = 37 -o "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+  "SELECT count(*) FROM pending WHERE path = 'usr/lib/data/f07'")" = 1
+check "another file still reads" cmp "$T/m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
+setup cp "$T/blob.good" "$blob"
+
+expect_exit 4 "rm of the mounted lazy image is refused" "$CAIRN" --store "$ST" rm lazy/a:1
+expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
+
+# A fill killed mid-way, then resumed.
+before=$(pending)
+curl -sf "http://$PROXY/_proxy/set?rate=200000&latency=0.05" >/dev/null
+"$CAIRN" --store "$ST" fill "$(cat "$T/full.id")" >"$T/fill1.out" 2>"$T/fill1.err" &
+fill_pid=$!
+for _ in $(seq 200); do
+  [ "$(pending)" -lt $((before - 2)) ] && break
+  sleep 0.05
+done
+kill -9 "$fill_pid" 2>/dev/null
+wait "$fill_pid" 2>/dev/null
+left=$(pending)
+echo "# the killed fill left $left of $before files pending" >&2
+check "the fill was killed mid-way ($left of $before left)" test "$left" -gt 0 -a "$left" -lt "$before"
+curl -sf "http://$PROXY/_proxy/set?rate=12500000&latency=0.005" >/dev/null
+expect_exit 0 "fsck after the killed fill" "$CAIRN" --store "$ST" fsck
+expect_exit 0 "the fill resumes" "$CAIRN" --store "$ST" fill lazy/a:1
+sed "s/^/# /" "$T/stderr" >&2
+check "no pending rows remain" test "$(pending)" = 0
+check "the layer is complete" test "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+  "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
+check "its TOC is gone" test ! -e "$ST/toc/${bdigest#sha256:}"
+check_json "inspect: nothing pending" 'has("Pending") | not' "$CAIRN" --store "$ST" inspect lazy/a:1
+expect_exit 0 "fsck after the fill" "$CAIRN" --store "$ST" fsck
+check "the image id is the full pull's" \
+  test "$("$CAIRN" --store "$ST" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
+for s in "$ST" "$T/full"; do
+  "$CAIRN" --store "$s" export -q lazy/a:1 | tar -tvf - | sort >"$s.files"
+  rm -rf "$s.x" && mkdir "$s.x" && "$CAIRN" --store "$s" export -q lazy/a:1 | tar -C "$s.x" -xf -
+  (cd "$s.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$s.sums"
+done
+check "export: the full pull's listing" cmp "$ST.files" "$T/full.files"
+check "export: the full pull's files, byte for byte" cmp "$ST.sums" "$T/full.sums"
+expect_exit 0 "a mount of the filled image" "$CAIRN" --store "$ST" mount lazy/a:1 "$T/m"
+reset
+check "reads of the filled image fetch nothing" cmp "$T/m/usr/lib/data/f11" "$T/a/usr/lib/data/f11"
+check_json "... no request" '.requests == 0' counts
+expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
+expect_exit 0 "rm of the filled image" "$CAIRN" --store "$ST" rm lazy/a:1
+finish

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cmd-fill.c — `cairn fill [-q] IMAGE`: fetches every file a lazy pull
+ * (cairn pull --lazy) left pending, through cairn_fill, which pins the
+ * image throughout; says on stderr what it fetched unless -q. `cairn fill
+ * --file SHA256` fetches one pending file (cairn_lazy_fetch) and prints its
+ * blob's name: what cairnfs runs on a pending file's first read, so that
+ * the daemon maps none of the pull's libraries.
+ */
+#include "commands.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#define USAGE "cairn fill [-q | --no-progress] IMAGE | cairn fill --file SHA256"
+
+static void on_log(const char *line, void *arg) {
+  (void)arg;
+  fprintf(stderr, "cairn: fill: %s\n", line);
+}
+
+static int fill_run(struct cli *c, int argc, char **argv) {
+  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
+                                       {"no-progress", no_argument, NULL, 'q'},
+                                       {"file", required_argument, NULL, 'F'},
+                                       {0}};
+  bool quiet = false;
+  const char *file = NULL;
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
+    if (o == 'q')
+      quiet = true;
+    else if (o == 'F')
+      file = optarg;
+    else
+      return cli_bad_option(USAGE, argv, o, opts);
+  }
+  if (argc - optind != (file ? 0 : 1))
+    return report_usage(USAGE, file ? "fill: --file takes no image" : "fill: needs one image");
+  cairn_store *st;
+  int code = cli_store(c, &st);
+  if (code != CAIRN_EXIT_OK) return code;
+  if (file) {
+    char blob[48];
+    int r = cairn_lazy_fetch(st, file, blob);
+    if (r < 0) return report_fail(r, "fill: %s: %s", file, report_why(st, r));
+    printf("%s\n", blob);
+    return CAIRN_EXIT_OK;
+  }
+  const char *ref = argv[optind];
+  cairn_id id;
+  int r = cairn_image_resolve(st, ref, id);
+  if (r < 0) return report_fail(r, "%s: %s", ref, report_why(st, r));
+  uint64_t files = 0, bytes = 0;
+  if ((r = cairn_image_pending(st, id, &files, &bytes)) < 0)
+    return report_fail(r, "%s: %s", ref, report_why(st, r));
+  cairn_fill_opts fo = {.log = on_log};
+  r = cairn_fill(st, ref, &fo, id);
+  if (r < 0) return report_fail(r, "fill %s: %s", ref, report_why(st, r));
+  if (!quiet) {
+    char size[32];
+    cairn_human_size(bytes, size, sizeof size);
+    fprintf(stderr, "%.12s: %llu files (%s) fetched; the image is complete\n", id,
+            (unsigned long long)files, size);
+  }
+  return CAIRN_EXIT_OK;
+}
+
+const struct cli_command cmd_fill = {
+    .name = "fill",
+    .run = fill_run,
+    .usage = USAGE,
+    .summary = "Fetch every file of IMAGE that cairn pull --lazy left to fetch on first read,\n"
+               "so that IMAGE is complete. Resumable: a fill that was stopped fetches the rest.",
+    .options = "-q, --quiet\tsay nothing when done\n"
+               "--no-progress\tthe same\n"
+               "--file SHA256\tfetch only the pending file of that content (as a mount's first\n"
+               "\tread of it does) and print its blob's name\n",
+};
