@@ -127,7 +127,6 @@ static int fetch_partial(fetch_run *run, cairn_store *wst, size_t i, int fd) {
     atomic_store(&run->slots[i].partial, true);
     r = ingest(run, wst, i, fd);
     if (r == 0) {
-      atomic_store(&run->slots[i].lazy, true);
       cn_pull_log(run->src,
                   "layer %.19s: partial pull: fetched %llu of %llu bytes in %zu requests "
                   "(%zu of %zu files were stored)",
