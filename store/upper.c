@@ -27,10 +27,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 
 #define UPPERS "uppers"
@@ -394,13 +396,49 @@ int cn_uppers_gc(cairn_store *st, bool dry_run) {
   return n;
 }
 
+/* The question goes to the mount's server, which may be dead with its
+ * supervisor stopped: a FUSE request is then waited for uninterruptibly.
+ * So a child holding none of our fds asks, and the answer is awaited at
+ * most UPPER_ASK_S seconds (then -ENODATA: the caller falls back to the
+ * records; the child waits on, and init reaps it). */
+#define UPPER_ASK_S 2
 int cairn_upper_of_mount(const char *dir, cairn_id id_out) {
-  char id[CAIRN_ID_LEN + 1];
-  ssize_t n = lgetxattr(dir, "trusted.cairn.upper", id, CAIRN_ID_LEN);
-  if (n < 0) return errno == ENOTSUP || errno == ERANGE ? -ENODATA : -errno;
-  if (n != CAIRN_ID_LEN) return -ENODATA;
-  id[CAIRN_ID_LEN] = '\0';
-  if (!cn_is_hex_id(id, CAIRN_ID_LEN)) return -ENODATA;
-  snprintf(id_out, sizeof(cairn_id), "%s", id);
+  struct {
+    ssize_t n;
+    int err;
+    char id[CAIRN_ID_LEN + 1];
+  } a = {0};
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    int r = -errno;
+    close(p[0]);
+    close(p[1]);
+    return r;
+  }
+  if (pid == 0) {
+    if (dup2(p[1], 0) < 0) _exit(1);
+    close_range(1, ~0U, 0);
+    a.n = lgetxattr(dir, "trusted.cairn.upper", a.id, CAIRN_ID_LEN);
+    a.err = a.n < 0 ? errno : 0;
+    _exit(write(0, &a, sizeof(a)) == (ssize_t)sizeof(a) ? 0 : 1);
+  }
+  close(p[1]);
+  struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+  int k;
+  do k = poll(&pfd, 1, UPPER_ASK_S * 1000);
+  while (k < 0 && errno == EINTR);
+  ssize_t got = k > 0 ? read(p[0], &a, sizeof(a)) : -1;
+  close(p[0]);
+  if (k == 0) return -ENODATA;
+  waitpid(pid, NULL, 0);
+  if (got != (ssize_t)sizeof(a)) return -EIO;
+  if (a.n < 0) return a.err == ENOTSUP || a.err == ERANGE ? -ENODATA : -a.err;
+  if (a.n != CAIRN_ID_LEN) return -ENODATA;
+  a.id[CAIRN_ID_LEN] = '\0';
+  if (!cn_is_hex_id(a.id, CAIRN_ID_LEN)) return -ENODATA;
+  snprintf(id_out, sizeof(cairn_id), "%s", a.id);
   return 0;
 }
