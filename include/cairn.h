@@ -1092,6 +1092,15 @@ int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg);
  * for dir may be live too: a mount of dir that umount detached while
  * another mount namespace (a container) holds it is served on. */
 int cairn_upper_of_mount(const char *dir, cairn_id id_out);
+/* lsetxattr(path, name, set) or, set NULL, lgetxattr into buf (len bytes,
+ * under 4 KiB), asked by a child holding none of the caller's fds and
+ * awaited at most timeout_s seconds: a FUSE request a dead server read is
+ * waited for uninterruptibly until a server answers or the session ends.
+ * The value's length (0 for a set), -errno, or -ETIMEDOUT (the child waits
+ * on; init reaps it). The ask of cairn_upper_of_mount (2 s) and commit's
+ * move. */
+int cairn_xattr_bounded(const char *path, const char *name, const char *set, char *buf, size_t len,
+                        int timeout_s);
 
 /* cairn commit (store/commit.c): the upper upper_id as a new OCI layer
  * (.wh. whiteouts, .wh..wh..opq opaque markers, imported like any layer:

@@ -32,6 +32,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 
@@ -396,17 +397,11 @@ int cn_uppers_gc(cairn_store *st, bool dry_run) {
   return n;
 }
 
-/* The question goes to the mount's server, which may be dead with its
- * supervisor stopped: a FUSE request is then waited for uninterruptibly.
- * So a child holding none of our fds asks, and the answer is awaited at
- * most UPPER_ASK_S seconds (then -ENODATA: the caller falls back to the
- * records; the child waits on, and init reaps it). */
-#define UPPER_ASK_S 2
-int cairn_upper_of_mount(const char *dir, cairn_id id_out) {
+int cairn_xattr_bounded(const char *path, const char *name, const char *set, char *buf, size_t len,
+                        int timeout_s) {
   struct {
     ssize_t n;
     int err;
-    char id[CAIRN_ID_LEN + 1];
   } a = {0};
   int p[2];
   if (pipe2(p, O_CLOEXEC) < 0) return -errno;
@@ -418,27 +413,37 @@ int cairn_upper_of_mount(const char *dir, cairn_id id_out) {
     close(p[1]);
     return r;
   }
-  if (pid == 0) {
+  if (pid == 0) { /* holds none of the caller's fds but the pipe, as fd 0 */
     if (dup2(p[1], 0) < 0) _exit(1);
     close_range(1, ~0U, 0);
-    a.n = lgetxattr(dir, "trusted.cairn.upper", a.id, CAIRN_ID_LEN);
+    a.n = set ? lsetxattr(path, name, set, strlen(set), 0) : lgetxattr(path, name, buf, len);
     a.err = a.n < 0 ? errno : 0;
-    _exit(write(0, &a, sizeof(a)) == (ssize_t)sizeof(a) ? 0 : 1);
+    struct iovec v[2] = {{&a, sizeof(a)}, {buf, a.n > 0 && !set ? (size_t)a.n : 0}};
+    _exit(writev(0, v, 2) == (ssize_t)(sizeof(a) + v[1].iov_len) ? 0 : 1);
   }
   close(p[1]);
   struct pollfd pfd = {.fd = p[0], .events = POLLIN};
   int k;
-  do k = poll(&pfd, 1, UPPER_ASK_S * 1000);
+  do k = poll(&pfd, 1, timeout_s * 1000);
   while (k < 0 && errno == EINTR);
   ssize_t got = k > 0 ? read(p[0], &a, sizeof(a)) : -1;
+  if (got == (ssize_t)sizeof(a) && a.n > 0 && !set &&
+      read(p[0], buf, (size_t)a.n) != a.n) /* a pipe's write of under 4 KiB is whole */
+    got = -1;
   close(p[0]);
-  if (k == 0) return -ENODATA;
+  if (k == 0) return -ETIMEDOUT; /* the child waits on; init reaps it */
   waitpid(pid, NULL, 0);
   if (got != (ssize_t)sizeof(a)) return -EIO;
-  if (a.n < 0) return a.err == ENOTSUP || a.err == ERANGE ? -ENODATA : -a.err;
-  if (a.n != CAIRN_ID_LEN) return -ENODATA;
-  a.id[CAIRN_ID_LEN] = '\0';
-  if (!cn_is_hex_id(a.id, CAIRN_ID_LEN)) return -ENODATA;
-  snprintf(id_out, sizeof(cairn_id), "%s", a.id);
+  return a.n < 0 ? -a.err : (int)a.n;
+}
+
+int cairn_upper_of_mount(const char *dir, cairn_id id_out) {
+  char id[CAIRN_ID_LEN + 1];
+  int n = cairn_xattr_bounded(dir, "trusted.cairn.upper", NULL, id, CAIRN_ID_LEN, 2);
+  if (n < 0) return n == -ENOTSUP || n == -ERANGE || n == -ETIMEDOUT ? -ENODATA : n;
+  if (n != CAIRN_ID_LEN) return -ENODATA;
+  id[CAIRN_ID_LEN] = '\0';
+  if (!cn_is_hex_id(id, CAIRN_ID_LEN)) return -ENODATA;
+  snprintf(id_out, sizeof(cairn_id), "%s", id);
   return 0;
 }

@@ -54,47 +54,12 @@ static int find_record(const struct cairn_mount_rec *m, void *arg) {
   return 1;
 }
 
-/* lsetxattr of dir's name to value, waiting at most MOVE_WAIT_S seconds
- * for the answer: 0, -errno, or -ETIMEDOUT. The request is made by a
- * child holding none of our fds (not the store's, not stdout: a FUSE
- * request a server has read is waited for uninterruptibly until a server
- * answers it or the session ends): left to wait on if no answer comes. */
-static int setxattr_bounded(const char *dir, const char *name, const char *value) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) < 0) return -errno;
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    int r = -errno;
-    close(p[0]);
-    close(p[1]);
-    return r;
-  }
-  if (pid == 0) {
-    if (dup2(p[1], 0) < 0) _exit(1);
-    close_range(1, ~0U, 0);
-    int e = lsetxattr(dir, name, value, strlen(value), 0) < 0 ? errno : 0;
-    ssize_t w = write(0, &e, sizeof(e));
-    _exit(w == (ssize_t)sizeof(e) ? 0 : 1);
-  }
-  close(p[1]);
-  struct pollfd pfd = {.fd = p[0], .events = POLLIN};
-  int n, e = EIO;
-  do n = poll(&pfd, 1, MOVE_WAIT_S * 1000);
-  while (n < 0 && errno == EINTR);
-  ssize_t k = n > 0 ? read(p[0], &e, sizeof(e)) : -1;
-  close(p[0]);
-  if (n == 0) return -ETIMEDOUT; /* the child waits on; init reaps it */
-  waitpid(pid, NULL, 0);
-  return k == (ssize_t)sizeof(e) ? -e : -EIO;
-}
-
 /* Moves the live mount at dir (upper id) onto image: a fresh upper; its
  * record names image when this returns. */
 static int rebase(cairn_store *st, const char *dir, const char *id, const char *image) {
   char value[2 * CAIRN_ID_LEN + 2];
   snprintf(value, sizeof(value), "%s %s", id, image);
-  int r = setxattr_bounded(dir, "trusted.cairn.rebase", value);
+  int r = cairn_xattr_bounded(dir, "trusted.cairn.rebase", value, NULL, 0, MOVE_WAIT_S);
   if (r < 0) return r;
   /* The supervisor records the move too, when its server says it moved
    * (or when it takes the move over from a server that died in it): the
