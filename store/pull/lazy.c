@@ -28,6 +28,7 @@
 
 #include "byteranges.h"
 #include "lazy.h"
+#include "partial.h"
 #include "pull.h"
 #include "registry.h"
 #include "toc.h"
@@ -163,12 +164,9 @@ static int toc_entries(const cn_toc *toc, cairn_entry **out, size_t *n, cairn_xa
 int cn_lazy_layer(pull_source *src, const pull_desc *d, const char *diff_id, size_t *pending,
                   uint64_t *fetched, cairn_store *st) {
   *pending = 0;
-  if (!src->ops->ranges) return 1;
   cn_toc_zstd_pos pos;
-  int r = cn_toc_zstd_annotations(d->annotations, d->size, &pos, st);
-  if (r == -ENOENT) return 1;
-  if (r < 0) return r;
-  if (!pos.digest[0]) return 1; /* a TOC the manifest does not vouch for */
+  int r = cn_partial_toc_pos(src, d, &pos, st);
+  if (r != 0) return r;
   unsigned char *raw = NULL;
   cn_toc toc = {0};
   cairn_entry *v = NULL;

@@ -514,15 +514,21 @@ static int make_batches(pull_ctx *c, const cn_partial_plan *plan) {
   return 0;
 }
 
+int cn_partial_toc_pos(pull_source *src, const pull_desc *d, cn_toc_zstd_pos *pos,
+                       cairn_store *st) {
+  if (!src->ops->ranges) return 1;
+  int r = cn_toc_zstd_annotations(d->annotations, d->size, pos, st);
+  if (r == -ENOENT) return 1;
+  if (r < 0) return r;
+  return pos->digest[0] ? 0 : 1; /* 1: a TOC the manifest does not vouch for */
+}
+
 int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64_t *progress,
                     cn_partial_result *res, cairn_store *st) {
   memset(res, 0, sizeof *res);
-  if (!src->ops->ranges) return 1;
   cn_toc_zstd_pos pos;
-  int r = cn_toc_zstd_annotations(d->annotations, d->size, &pos, st);
-  if (r == -ENOENT) return 1;
-  if (r < 0) return r;
-  if (!pos.digest[0]) return 1; /* a TOC the manifest does not vouch for */
+  int r = cn_partial_toc_pos(src, d, &pos, st);
+  if (r != 0) return r;
   pull_ctx c = {.src = src,
                 .d = d,
                 .st = st,

@@ -101,6 +101,12 @@ void cn_partial_spec(const cn_partial_plan *plan, size_t first, size_t *last,
  * range-request, or the store holds none of its files (pull it in full),
  * a negative errno when it failed (fd is then to be truncated and the
  * layer pulled in full). progress gets the bytes fetched so far. */
+/* Where layer d's zstd:chunked TOC is (*pos), from the manifest's
+ * annotations: 0, 1 when the layer cannot be fetched by ranges (no range
+ * requests, not zstd:chunked, or a TOC the manifest does not vouch for),
+ * or a negative errno (bad annotations). The partial and the lazy pull. */
+int cn_partial_toc_pos(pull_source *src, const pull_desc *d, cn_toc_zstd_pos *pos, cairn_store *st);
+
 typedef struct cn_partial_result {
   uint64_t fetched; /* bytes over the network: TOC and ranges */
   size_t files, files_stored, requests;
