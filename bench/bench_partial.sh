@@ -29,9 +29,7 @@ RUNS=${RUNS:-3}
 SHARE_PCT=${SHARE_PCT:-90}
 source "$SRC/tests/lib/registry.sh"
 W=$(mktemp -d /tmp/cairn-bench-partial.XXXXXX)
-proxy_pid=
 cleanup() {
-  [[ -z $proxy_pid ]] || { kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; }
   registry_cleanup
   [[ -s $W/podman.log ]] && sed "s/^/podman: /" "$W/podman.log" >&2
   rm -rf "$W"
@@ -72,11 +70,7 @@ for n in a b; do
   "${PUSHER[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
     "localhost/bench/$n:1" "docker://$REGISTRY/bench/$n:1"
 done
-python3 "$SRC/tests/helpers/shaping_proxy.py" "$W/proxy.port" "$REGISTRY_PORT" 2>"$W/proxy.log" &
-proxy_pid=$!
-for _ in $(seq 100); do [[ -s $W/proxy.port ]] && break; sleep 0.1; done
-PROXY=127.0.0.1:$(cat "$W/proxy.port")
-wait_http "http://$PROXY/v2/" 200 10
+proxy_start "$W"
 bsize=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
   -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
   "http://$REGISTRY/v2/bench/b/manifests/1" | jq '.layers[0].size')

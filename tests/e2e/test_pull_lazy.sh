@@ -45,15 +45,9 @@ setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunke
   "localhost/lazy/a:1" "docker://$REGISTRY/lazy/a:1"
 # and the same image with a gzip layer
 setup "${PODMAN[@]}" push -q --tls-verify=false "localhost/lazy/a:1" "docker://$REGISTRY/lazy/g:1"
-python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
-  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
-proxy_pid=$!
-on_exit "kill $proxy_pid; wait $proxy_pid"
-setup wait_for 10 test -s "$T/proxy.port"
-PROXY=127.0.0.1:$(cat "$T/proxy.port")
-setup wait_http "http://$PROXY/v2/" 200 10
-counts() { curl -sf "http://$PROXY/_proxy/counts"; }
-reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
+setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
+counts() { proxy_counts; }
+reset() { proxy_reset; }
 manifest() {
   curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
     -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
@@ -118,13 +112,9 @@ check "... and leaves nothing pending" \
 
 # rm of a partial image: its pending rows and TOC go with it. (Pulled
 # through a second proxy, stopped then: its registry is unreachable.)
-python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy2.port" "$REGISTRY_PORT" \
-  2>"$T/proxy2.log" &
-proxy2_pid=$!
-on_exit "kill $proxy2_pid 2>/dev/null; wait $proxy2_pid"
-setup wait_for 10 test -s "$T/proxy2.port"
-PROXY2=127.0.0.1:$(cat "$T/proxy2.port")
-setup wait_http "http://$PROXY2/v2/" 200 10
+proxy1=$PROXY
+setup proxy_start "$T/proxy2"
+PROXY2=$PROXY proxy2_pid=$PROXY_PID PROXY=$proxy1
 setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy "docker://$PROXY2/lazy/a:1" >/dev/null
 setup kill "$proxy2_pid"
 setup wait_for 10 pid_gone "$proxy2_pid"

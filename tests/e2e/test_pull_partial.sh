@@ -65,16 +65,10 @@ for n in a b c d; do
   setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
     "localhost/part/$n:1" "docker://$REGISTRY/part/$n:1"
 done
-python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
-  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
-proxy_pid=$!
-on_exit "kill $proxy_pid; wait $proxy_pid"
-setup wait_for 10 test -s "$T/proxy.port"
-PROXY=127.0.0.1:$(cat "$T/proxy.port")
-setup wait_http "http://$PROXY/v2/" 200 10
+setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
 lacks() { ! grep -q "$1" "$2"; }
-counts() { curl -sf "http://$PROXY/_proxy/counts"; }
-reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
+counts() { proxy_counts; }
+reset() { proxy_reset; }
 manifest() {
   curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
     -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \

@@ -23,14 +23,8 @@ toc_sum=sha256:70863ddaa086e290020cdaadf31c01dcb61d7c864617247e1b636bb17e787a06
 
 setup registry_start "$T/reg"
 rate=500000 # 500 kB/s: the layer (302 kB) takes 0.6 s
-python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
-  --rate $rate --latency 0.010 2>"$T/proxy.log" &
-proxy_pid=$!
-on_exit "kill $proxy_pid; wait $proxy_pid"
-setup wait_for 10 test -s "$T/proxy.port"
-PROXY=127.0.0.1:$(cat "$T/proxy.port")
-setup wait_http "http://$PROXY/v2/" 200 10
-counts() { curl -sf "http://$PROXY/_proxy/counts"; }
+setup proxy_start "$T/proxy" --rate $rate --latency 0.010
+counts() { proxy_counts; }
 now_ms() { date +%s%3N; }
 
 # Upload through the proxy (POST then PUT: the registry's Location names the proxy).

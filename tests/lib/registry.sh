@@ -114,6 +114,32 @@ registry_blob_path() {
   echo "$REGISTRY_DIR/data/docker/registry/v2/blobs/sha256/${hex:0:2}/$hex/data"
 }
 
+# proxy_start DIR [ARGS...]: the shaping proxy (tests/helpers/shaping_proxy.py,
+# ARGS: its --rate, --latency ...) in front of the registry, its port file
+# and log in DIR (made); sets PROXY (127.0.0.1:PORT) and PROXY_PID;
+# registry_cleanup stops it. proxy_counts and proxy_reset read and zero
+# its counters.
+proxy_start() {
+  local dir=$1 i
+  shift
+  mkdir -p "$dir"
+  rm -f "$dir/proxy.port"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/../helpers/shaping_proxy.py" "$dir/proxy.port" \
+    "$REGISTRY_PORT" "$@" 2>"$dir/proxy.log" &
+  PROXY_PID=$!
+  REGISTRY_PIDS+=($PROXY_PID)
+  for ((i = 0; i < 100; i++)); do
+    [[ -s $dir/proxy.port ]] && break
+    sleep 0.1
+  done
+  [[ -s $dir/proxy.port ]] || { echo "registry.sh: the proxy did not start" >&2; return 1; }
+  PROXY=127.0.0.1:$(cat "$dir/proxy.port")
+  wait_http "http://$PROXY/v2/" 200 10
+}
+
+proxy_counts() { curl -sf "http://${1:-$PROXY}/_proxy/counts"; }
+proxy_reset() { curl -sf "http://${1:-$PROXY}/_proxy/reset" >/dev/null; }
+
 registry_cleanup() {
   local p
   for p in "${REGISTRY_PIDS[@]}"; do
