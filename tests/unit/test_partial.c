@@ -28,20 +28,6 @@ static void setup(void) { tu_store_setup(&T); }
 static void teardown(void) { tu_store_teardown(&T); }
 TestSuite(partial, .init = setup, .fini = teardown);
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert(f, "%s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)n + 1);
-  cr_assert(b);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return b;
-}
-
 /* The store of the test: files whose sha256 is in it (every k-th of the
  * TOC's regular files, 0: none). */
 typedef struct rebuild {
@@ -97,7 +83,7 @@ static int out(const void *buf, size_t n, void *arg) {
 
 static void rebuild_with(int every) {
   size_t len;
-  unsigned char *blob = slurp(CORPUS "toc_zstd_chunked/podman-4.3.zst", &len);
+  unsigned char *blob = tu_read_file(CORPUS "toc_zstd_chunked/podman-4.3.zst", &len);
   cn_toc_zstd_pos pos;
   cn_toc toc;
   cr_assert_eq(cn_toc_zstd_position(ZC_POSITION, ZC_CHECKSUM, NULL, NULL, len, &pos, T.st), 0);

@@ -41,22 +41,6 @@ static int mem_write(const void *buf, size_t len, void *arg) {
   return 0;
 }
 
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert(f, "%s", path);
-  char *buf = NULL;
-  size_t cap = 0;
-  *len = 0;
-  for (;;) {
-    if (*len + 65536 > cap) buf = realloc(buf, cap = cap * 2 + 65536);
-    size_t n = fread(buf + *len, 1, 65536, f);
-    *len += n;
-    if (n == 0) break;
-  }
-  fclose(f);
-  return buf;
-}
-
 /* Runs a shell script in a fresh directory of T.root (cwd), which has a
  * tree "src" prepared; the script writes OUT (the tar). */
 static char *make_tar(const char *script, size_t *len) {
@@ -73,7 +57,7 @@ static char *make_tar(const char *script, size_t *len) {
   cr_assert_eq(rc, 0, "tar script failed: %s", script);
   char path[4096];
   snprintf(path, sizeof(path), "%s/out.tar", T.root);
-  return read_file(path, len);
+  return tu_read_file(path, len);
 }
 
 /* Imports the bytes (compressed as flags say) and checks the tar written

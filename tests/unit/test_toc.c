@@ -28,20 +28,6 @@
 #define ZC_POSITION "301273:835:3516:1"
 #define ZC_CHECKSUM "sha256:70863ddaa086e290020cdaadf31c01dcb61d7c864617247e1b636bb17e787a06"
 
-static unsigned char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  cr_assert(f, "%s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)n + 1);
-  cr_assert(b);
-  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *len = (size_t)n;
-  return b;
-}
-
 static tu_store T;
 static void setup(void) { tu_store_setup(&T); }
 static void teardown(void) { tu_store_teardown(&T); }
@@ -123,7 +109,7 @@ static void check_common(const cn_toc *toc) {
 
 Test(toc, zstd_chunked_podman) {
   size_t len;
-  unsigned char *blob = slurp(CORPUS "toc_zstd_chunked/podman-4.3.zst", &len);
+  unsigned char *blob = tu_read_file(CORPUS "toc_zstd_chunked/podman-4.3.zst", &len);
   cn_toc_zstd_pos pos, fpos;
   cr_assert_eq(cn_toc_zstd_position(ZC_POSITION, ZC_CHECKSUM, NULL, NULL, len, &pos, T.st), 0, "%s",
                cairn_errmsg(T.st));
@@ -178,7 +164,7 @@ Test(toc, zstd_chunked_podman) {
 
 Test(toc, zstd_chunked_refused) {
   size_t len;
-  unsigned char *blob = slurp(CORPUS "toc_zstd_chunked/podman-4.3.zst", &len);
+  unsigned char *blob = tu_read_file(CORPUS "toc_zstd_chunked/podman-4.3.zst", &len);
   cn_toc_zstd_pos pos;
   cn_toc toc;
   cr_assert_eq(cn_toc_zstd_position(NULL, NULL, NULL, NULL, len, &pos, T.st), -ENOENT);
@@ -236,7 +222,7 @@ static void estargz_fixture(const char *name, bool landmark_prefetch) {
   char path[512];
   snprintf(path, sizeof path, CORPUS "toc_estargz/%s", name);
   size_t len;
-  unsigned char *blob = slurp(path, &len);
+  unsigned char *blob = tu_read_file(path, &len);
   /* footer first (what a lazy pull fetches first), then the TOC */
   uint64_t toc_off;
   cr_assert_eq(cn_toc_estargz_footer(blob + len - 51, 51, len, &toc_off, T.st), 0, "%s",
@@ -303,7 +289,7 @@ Test(toc, estargz_no_prefetch) { estargz_fixture("no-prefetch.gz", false); }
  * usr/bin/tool prioritised and 32 KiB chunks. */
 Test(toc, estargz_reference) {
   size_t len;
-  unsigned char *blob = slurp(CORPUS "toc_estargz/reference-0.12.gz", &len);
+  unsigned char *blob = tu_read_file(CORPUS "toc_estargz/reference-0.12.gz", &len);
   cn_toc toc;
   cr_assert_eq(cn_toc_estargz_parse(blob, len, len, NULL, &toc, T.st), 0, "%s", cairn_errmsg(T.st));
   check_common(&toc);
@@ -323,8 +309,8 @@ Test(toc, estargz_reference) {
 
 Test(toc, estargz_toc_digest_is_the_json) {
   size_t len, jlen;
-  unsigned char *blob = slurp(CORPUS "toc_estargz/prefetch-inner.gz", &len);
-  unsigned char *js = slurp(CORPUS "toc_estargz/prefetch-inner-toc.json", &jlen);
+  unsigned char *blob = tu_read_file(CORPUS "toc_estargz/prefetch-inner.gz", &len);
+  unsigned char *js = tu_read_file(CORPUS "toc_estargz/prefetch-inner-toc.json", &jlen);
   char d[CN_TOC_DIGEST_LEN + 1];
   cn_toc_sha256(js, jlen, d);
   cn_toc toc;
@@ -482,7 +468,7 @@ Test(toc, bounded) {
   json_decref(arr);
   /* a decompression bomb stops at the bound */
   size_t len;
-  unsigned char *blob = slurp(CORPUS "toc_zstd_chunked/podman-4.3.zst", &len);
+  unsigned char *blob = tu_read_file(CORPUS "toc_zstd_chunked/podman-4.3.zst", &len);
   unsigned char *out;
   size_t out_len;
   cr_assert_eq(cn_toc_decompress(blob + 301273, 835, 100, &out, &out_len, "TOC", T.st), -EFBIG);
@@ -495,7 +481,7 @@ Test(toc, bounded) {
  * and decompressed. */
 Test(toc, zstd_chunked_tarsplit_footer) {
   size_t len;
-  unsigned char *blob = slurp(CORPUS "toc_zstd_chunked/tarsplit-footer.zst", &len);
+  unsigned char *blob = tu_read_file(CORPUS "toc_zstd_chunked/tarsplit-footer.zst", &len);
   cn_toc_zstd_pos pos;
   cr_assert_eq(cn_toc_zstd_footer(blob, len, len, &pos, T.st), 0, "%s", cairn_errmsg(T.st));
   cr_assert_gt(pos.ts_len, 0);

@@ -210,6 +210,27 @@ void tu_write_file(const char *path, const void *buf, size_t len) {
   close(fd);
 }
 
+void *tu_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rbe");
+  cr_assert(f, "%s: %s", path, strerror(errno));
+  char *buf = NULL;
+  size_t cap = 0;
+  *len = 0;
+  for (;;) {
+    if (*len + 65537 > cap) {
+      cap = cap * 2 + 65537;
+      buf = realloc(buf, cap);
+      cr_assert(buf);
+    }
+    size_t n = fread(buf + *len, 1, 65536, f);
+    *len += n;
+    if (n == 0) break;
+  }
+  cr_assert(!ferror(f), "%s: read error", path);
+  fclose(f);
+  return buf;
+}
+
 int tu_ingest_bytes(cairn_store *st, const void *buf, size_t len, const char *expected_diff_id,
                     cairn_pinset *ps, cairn_id diff_id) {
   int fd = tu_memfd(buf, len);

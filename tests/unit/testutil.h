@@ -88,6 +88,9 @@ void tu_compress(const void *in, size_t len, unsigned flags, void **out, size_t 
 /* An fd (memfd, offset 0) that reads these bytes. */
 int tu_memfd(const void *buf, size_t len);
 void tu_write_file(const char *path, const void *buf, size_t len);
+/* The whole of the file at PATH (malloc'ed, one byte more than *LEN), or
+ * the test fails. */
+void *tu_read_file(const char *path, size_t *len);
 
 /* cairn_layer_ingest of these bytes; a NULL ps uses a pinset of its own,
  * released before returning. Returns what cairn_layer_ingest returned. */
