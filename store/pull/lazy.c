@@ -133,8 +133,8 @@ static int zstd_fetch(pull_source *src, const pull_desc *d, const lazy_where *w,
   return r;
 }
 
-static int zstd_parse(const unsigned char *raw, size_t len, const lazy_where *w,
-                      uint64_t blob_size, cn_lazy_toc *lt, cairn_store *st) {
+static int zstd_parse(const unsigned char *raw, size_t len, const lazy_where *w, uint64_t blob_size,
+                      cn_lazy_toc *lt, cairn_store *st) {
   if (len != w->pos.len) return cairn_fail(st, -EBADMSG, "zstd:chunked: the TOC is truncated");
   return cn_toc_zstd_chunked_parse(raw, len, &w->pos, blob_size, &lt->toc, st);
 }
@@ -537,8 +537,8 @@ static int chunk_unpack(const unsigned char *in, size_t len, uint64_t inner, uin
   free(win);
   if (r == -ENOMEM) return cairn_fail(st, r, "out of memory");
   if (r == -EBADMSG)
-    return cairn_fail(st, r, "\"%s\": the fetched data is not what the TOC says (corrupt %s)",
-                      path, is_gz ? "gzip" : "zstd");
+    return cairn_fail(st, r, "\"%s\": the fetched data is not what the TOC says (corrupt %s)", path,
+                      is_gz ? "gzip" : "zstd");
   if (r < 0) return r;
   if (pos < end)
     return cairn_fail(st, -EBADMSG, "\"%s\": a chunk is shorter than the TOC says", path);
@@ -581,8 +581,8 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
       break;
     }
     EVP_DigestInit_ex(o.piece, EVP_sha256(), NULL);
-    r = chunk_unpack(buf + (ch->off - lo), (size_t)ch->csize, ch->inner, ch->usize, unpack_take,
-                     &o, e->path, st);
+    r = chunk_unpack(buf + (ch->off - lo), (size_t)ch->csize, ch->inner, ch->usize, unpack_take, &o,
+                     e->path, st);
     char got[CN_TOC_DIGEST_LEN + 1];
     md_hex(o.piece, got);
     if (r == 0 && ch->digest[0] && strcmp(got, ch->digest) != 0)
