@@ -164,13 +164,13 @@ static int estargz_fetch(pull_source *src, const pull_desc *d, const lazy_where 
   int r = fetch_range(src, d, foot, CN_TOC_ESTARGZ_FOOTER, &tail, fetched, st);
   (*requests)++;
   if (r == 0) r = cn_toc_estargz_footer(tail, CN_TOC_ESTARGZ_FOOTER, size, &toc_off, st);
+  if (r == 0 && toc_off > foot) toc_off = foot; /* a legacy footer after a tiny TOC */
   if (r == 0 && foot - toc_off > CN_TOC_JSON_MAX)
     r = cairn_fail(st, -EFBIG, "eStargz: the TOC is larger than %u bytes", CN_TOC_JSON_MAX);
   if (r == 0 && toc_off < foot) {
     r = fetch_range(src, d, toc_off, foot - toc_off, &body, fetched, st);
     (*requests)++;
   }
-  if (r == 0 && toc_off > foot) toc_off = foot; /* a legacy footer after a tiny TOC */
   if (r == 0) {
     size_t n = (size_t)(foot - toc_off);
     unsigned char *v = realloc(body, n + CN_TOC_ESTARGZ_FOOTER);

@@ -284,3 +284,72 @@ Test(lazy, estargz_files_unpack_from_the_reference_blob) {
 Test(lazy, estargz_files_unpack_with_inner_offsets_and_chunks) {
   estargz_unpack("prefetch-inner.gz", true);
 }
+
+/* ---- the TOC fetch (cn_lazy_toc_fetch), from a source in memory ---------- */
+
+struct mem_source {
+  pull_source base;
+  const unsigned char *blob;
+  size_t len;
+  int requests;
+};
+
+static int mem_ranges(pull_source *src, const pull_desc *d, const char *spec, blob_sink *s,
+                      pull_range_reply *rr, cairn_store *st) {
+  (void)d;
+  (void)st;
+  struct mem_source *m = (struct mem_source *)src;
+  unsigned long long a, b;
+  cr_assert_eq(sscanf(spec, "%llu-%llu", &a, &b), 2, "%s", spec);
+  cr_assert(a <= b && b < m->len, "%s", spec);
+  m->requests++;
+  rr->status = 206;
+  snprintf(rr->content_type, sizeof rr->content_type, "application/octet-stream");
+  snprintf(rr->content_range, sizeof rr->content_range, "bytes %llu-%llu/%zu", a, b, m->len);
+  return cn_blob_sink_write(s, m->blob + a, (size_t)(b - a + 1));
+}
+
+static const pull_source_ops mem_ops = {.ranges = mem_ranges};
+
+Test(lazy, estargz_toc_fetch_footer_then_toc) {
+  size_t len;
+  unsigned char *blob = slurp(CORPUS "toc_estargz/reference-0.12.gz", &len);
+  cn_toc ref;
+  cr_assert_eq(cn_toc_estargz_parse(blob, len, len, NULL, &ref, T.st), 0);
+  struct mem_source m = {.base = {.ops = &mem_ops}, .blob = blob, .len = len};
+  pull_desc d = {.media_type = "application/vnd.oci.image.layer.v1.tar+gzip", .size = len};
+  json_t *ann = json_pack("{s:s}", "containerd.io/snapshot/stargz/toc.digest", ref.toc_digest);
+  d.annotations = ann;
+  cn_lazy_toc lt;
+  uint64_t fetched = 0;
+  size_t requests = 0;
+  cr_assert_eq(cn_lazy_toc_fetch(&m.base, &d, &lt, &fetched, &requests, T.st), 0, "%s",
+               cairn_errmsg(T.st));
+  /* the footer, then [TOC, footer): the kept bytes are the blob's tail */
+  cr_expect_eq(m.requests, 2);
+  cr_expect_eq(requests, 2);
+  cr_expect_eq(fetched, len - ref.toc_off);
+  cr_expect_eq(lt.raw_len, len - ref.toc_off);
+  cr_expect_eq(memcmp(lt.raw, blob + ref.toc_off, lt.raw_len), 0);
+  cr_expect_eq(lt.toc.format, CN_TOC_ESTARGZ);
+  cr_expect_eq(lt.toc.n_entries, ref.n_entries);
+  cr_expect_not_null(lt.self.json);
+  cn_lazy_toc_free(&lt);
+  /* a TOC that is not the one the manifest names */
+  char bad[CN_TOC_DIGEST_LEN + 1];
+  strcpy(bad, ref.toc_digest);
+  bad[20] = bad[20] == '0' ? '1' : '0';
+  json_object_set_new(ann, "containerd.io/snapshot/stargz/toc.digest", json_string(bad));
+  cr_expect_eq(cn_lazy_toc_fetch(&m.base, &d, &lt, &fetched, &requests, T.st), -EBADMSG);
+  cr_expect_null(strchr(cairn_errmsg(T.st), '\n'));
+  /* nothing vouches for the TOC: pulled in full, nothing fetched */
+  m.requests = 0;
+  json_object_clear(ann);
+  cr_expect_eq(cn_lazy_toc_fetch(&m.base, &d, &lt, &fetched, &requests, T.st), 1);
+  d.annotations = NULL;
+  cr_expect_eq(cn_lazy_toc_fetch(&m.base, &d, &lt, &fetched, &requests, T.st), 1);
+  cr_expect_eq(m.requests, 0);
+  json_decref(ann);
+  cn_toc_free(&ref);
+  free(blob);
+}
