@@ -118,9 +118,9 @@ const struct cli_command cmd_pull = {
                "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
                "\tpull-jobs, else 3)\n"
                "--retries N\tattempts per request on transient errors (1 to 100)\n"
-               "--lazy\tstore a registry's zstd:chunked layers from their table of\n"
-               "\tcontents alone: files are fetched on first read from a mount, or\n"
-               "\tby cairn fill (other layers are pulled in full)\n"
+               "--lazy\tstore a registry's zstd:chunked and eStargz layers from their\n"
+               "\ttable of contents alone: files are fetched on first read from a\n"
+               "\tmount, or by cairn fill (other layers are pulled in full)\n"
                "-q, --quiet\tprint the image id only (no progress)\n"
                "--no-progress\tno progress on stderr\n",
 };

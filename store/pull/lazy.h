@@ -1,21 +1,66 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * lazy.h — the lazy pull of a zstd:chunked layer (lazy.c), for pull.c.
- * Built on cairn.h alone, like the rest of store/pull/.
+ * lazy.h — lazy pulls of zstd:chunked and eStargz layers (lazy.c), for
+ * pull.c, partial.c and the fill. Built on cairn.h alone, like the rest
+ * of store/pull/.
  */
 #ifndef CAIRN_PULL_LAZY_H
 #define CAIRN_PULL_LAZY_H
 
 #include "pull.h"
+#include "toc.h"
+
+/* A layer's TOC as fetched (cn_lazy_toc_fetch) or kept (cn_lazy_kept_toc),
+ * verified against what the manifest's annotations vouch for. */
+typedef struct cn_lazy_toc {
+  cn_toc toc; /* parsed; toc.format says which */
+  /* the bytes kept as STORE/toc/HEX: zstd:chunked the TOC frame, eStargz
+   * the blob from the TOC's gzip member to its end (the footer included) */
+  unsigned char *raw;
+  size_t raw_len;
+  char raw_digest[CN_TOC_DIGEST_LEN + 1]; /* their sha256: the source row's */
+  /* eStargz: the TOC's own tar entry (stargz.index.json, json_len > 0),
+   * which the tar holds and the TOC does not list */
+  cn_toc_estargz_self self;
+} cn_lazy_toc;
+void cn_lazy_toc_free(cn_lazy_toc *lt);
+
+/* Fetches layer d's TOC by range requests, per format: zstd:chunked the
+ * range the annotation names (checked against the checksum annotation);
+ * eStargz the footer (the last 51 bytes), then [TOC, footer) (the TOC
+ * JSON checked against "containerd.io/snapshot/stargz/toc.digest"). 0
+ * with *lt, 1 when the layer has no TOC the manifest vouches for or the
+ * source cannot range-request (pull it in full), a negative errno on
+ * failure. *fetched and *requests grow by what it cost. */
+int cn_lazy_toc_fetch(pull_source *src, const pull_desc *d, cn_lazy_toc *lt, uint64_t *fetched,
+                      size_t *requests, cairn_store *st);
 
 /* Records layer d (diff_id, pinned by the caller) of a registry source
- * from its TOC alone: the range the manifest's annotation names, checked
- * against its checksum annotation, kept; the files the store holds are
- * linked, the others pending (*pending). 0 when recorded (or stored
- * already), 1 when the layer is not zstd:chunked with a TOC the manifest
- * vouches for, or the source cannot range-request (pull it in full), a
- * negative errno on failure. *fetched grows by the bytes fetched. */
+ * from its TOC alone (cn_lazy_toc_fetch), kept; the files the store holds
+ * are linked, the others pending (*pending); an eStargz layer's
+ * stargz.index.json (the TOC itself) is stored at once. 0 when recorded
+ * (or stored already), 1 when the layer has no TOC the manifest vouches
+ * for, or the source cannot range-request (pull it in full), a negative
+ * errno on failure. *fetched grows by the bytes fetched. */
 int cn_lazy_layer(pull_source *src, const pull_desc *d, const char *diff_id, size_t *pending,
                   uint64_t *fetched, cairn_store *st);
+
+/* The kept TOC of f's layer, parsed and checked again (its bytes against
+ * the digest recorded, its content against the annotations kept). */
+int cn_lazy_kept_toc(cairn_store *st, const cairn_lazy_file *f, cn_lazy_toc *lt);
+
+/* Fetches f (of content sha256) from its layer's registry and stores it
+ * (cairn_lazy_file_store); blob gets its name. */
+int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
+                       char blob[48]);
+
+/* Entry e's chunks from the blob's bytes [lo, lo + n) in buf (n: up to its
+ * last chunk's end), each decompressed (a gzip member or a zstd frame, or
+ * a run of them: the data's magic says which; eStargz's innerOffset
+ * honoured) and checked against its digest, into fd from offset 0; then
+ * the whole against e->digest. -EBADMSG when the data is not what the TOC
+ * says: nothing of it is to be served. */
+int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
+                   cairn_store *st);
 
 #endif

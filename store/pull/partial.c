@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "byteranges.h"
+#include "lazy.h"
 #include "partial.h"
 
 /* ---- the plan ------------------------------------------------------------- */
@@ -472,18 +473,20 @@ static int have_stored(const char *sha256, void *arg) {
   return cairn_blob_by_sha256(arg, sha256, blob, sizeof blob, NULL);
 }
 
-/* The TOC: its range, checked against the checksum, parsed. */
-static int fetch_toc(pull_ctx *c, const cn_toc_zstd_pos *pos, cn_toc *toc) {
-  cn_partial_plan one = {0};
-  cn_partial_seg seg = {.kind = CN_SEG_FETCH, .off = pos->off, .len = pos->len};
-  one.segs = &seg;
-  one.n_segs = 1;
-  batch b = {.first = 0, .last = 1};
-  int r = fetch_batch(c, &one, &b, &c->res->fetched, &c->res->requests, c->st);
+/* The TOC: fetched and checked as the lazy pull does (cn_lazy_toc_fetch),
+ * 1 unless it is zstd:chunked's. */
+static int fetch_toc(pull_ctx *c, cn_toc *toc) {
+  cn_lazy_toc lt;
+  uint64_t got = 0;
+  int r = cn_lazy_toc_fetch(c->src, c->d, &lt, &got, &c->res->requests, c->st);
+  c->res->fetched += got;
   if (c->progress) atomic_store(c->progress, c->res->fetched);
-  if (r == 0)
-    r = cn_toc_zstd_chunked_parse(b.buf + b.boff[0], pos->len, pos, c->d->size, toc, c->st);
-  batch_free(&b);
+  if (r == 0 && lt.toc.format != CN_TOC_ZSTD_CHUNKED) r = 1;
+  if (r == 0) {
+    *toc = lt.toc;
+    memset(&lt.toc, 0, sizeof lt.toc);
+  }
+  cn_lazy_toc_free(&lt);
   return r;
 }
 
@@ -542,7 +545,7 @@ int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64
   cn_partial_plan plan = {0};
   pthread_t tids[CN_PARTIAL_INFLIGHT];
   size_t started = 0;
-  if ((r = fetch_toc(&c, &pos, &toc)) < 0) goto out;
+  if ((r = fetch_toc(&c, &toc)) != 0) goto out;
   c.toc = &toc;
   if ((r = cn_partial_plan_make(&toc, CN_PARTIAL_MERGE_GAP, have_stored, st, &plan, st)) < 0)
     goto out;

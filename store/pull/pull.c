@@ -175,8 +175,8 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     pthread_mutex_unlock(&run->lock);
     if (say)
       cn_pull_log(run->src,
-                  "layer %.19s: no lazy pull (not a registry's zstd:chunked layer); pulling it "
-                  "in full, and any other such",
+                  "layer %.19s: no lazy pull (not a registry's zstd:chunked or eStargz layer "
+                  "whose TOC the manifest vouches for); pulling it in full, and any other such",
                   d->digest);
   }
   r = fetch_partial(run, wst, i, fd);

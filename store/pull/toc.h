@@ -162,6 +162,24 @@ int cn_toc_estargz_footer(const void *tail, size_t len, uint64_t blob_size, uint
 int cn_toc_estargz_parse(const void *tail, size_t len, uint64_t blob_size, const char *digest,
                          cn_toc *toc, cairn_store *st);
 
+/* The TOC member's own tar entry, stargz.index.json: the tar holds it (a
+ * full pull records it as a file), the TOC JSON does not list it; its
+ * content is the TOC JSON itself. */
+#define CN_TOC_ESTARGZ_NAME "stargz.index.json"
+typedef struct cn_toc_estargz_self {
+  uint32_t mode, uid, gid; /* mode: 07777 */
+  int64_t mtime_sec;
+  uint32_t mtime_nsec;
+  unsigned char *json; /* the TOC JSON (its sha256 is toc->toc_digest) */
+  size_t json_len;
+} cn_toc_estargz_self;
+
+/* cn_toc_estargz_parse, and when self is not NULL, the TOC's own tar
+ * entry and JSON into *self (cn_toc_estargz_self_free; zeroed on failure). */
+int cn_toc_estargz_parse_self(const void *tail, size_t len, uint64_t blob_size, const char *digest,
+                              cn_toc *toc, cn_toc_estargz_self *self, cairn_store *st);
+void cn_toc_estargz_self_free(cn_toc_estargz_self *self);
+
 /* ---- zstd:chunked ----------------------------------------------------------
  * The manifest's layer annotations give the TOC's position and checksum
  * (cn_toc_zstd_position); without them, the footer does (cn_toc_zstd_footer,

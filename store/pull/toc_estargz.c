@@ -85,9 +85,10 @@ int cn_toc_estargz_footer(const void *tail, size_t len, uint64_t blob_size, uint
   return footer(tail, len, blob_size, toc_off, &flen, st);
 }
 
-/* The JSON of the TOC member's tar (its one entry, stargz.index.json). */
+/* The JSON of the TOC member's tar (its one entry, stargz.index.json);
+ * self (may be NULL) gets that entry's tar header. */
 static int toc_json(const void *buf, size_t len, unsigned char **out, size_t *out_len,
-                    cairn_store *st) {
+                    cn_toc_estargz_self *self, cairn_store *st) {
   *out = NULL;
   struct archive *a = archive_read_new();
   if (!a) return -ENOMEM;
@@ -111,6 +112,18 @@ static int toc_json(const void *buf, size_t len, unsigned char **out, size_t *ou
     goto out;
   }
   la_int64_t size = archive_entry_size(e);
+  if (self) {
+    la_int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
+    if (uid < 0 || uid > UINT32_MAX || gid < 0 || gid > UINT32_MAX) {
+      r = cairn_fail(st, -EBADMSG, "eStargz: the TOC's tar entry has an owner out of range");
+      goto out;
+    }
+    *self = (cn_toc_estargz_self){.mode = (uint32_t)(archive_entry_perm(e) & 07777),
+                                  .uid = (uint32_t)uid,
+                                  .gid = (uint32_t)gid,
+                                  .mtime_sec = archive_entry_mtime(e),
+                                  .mtime_nsec = (uint32_t)archive_entry_mtime_nsec(e)};
+  }
   if (size < 0 || (uint64_t)size > CN_TOC_JSON_MAX) {
     r = cairn_fail(st, -EFBIG, "eStargz: the TOC is larger than %u bytes", CN_TOC_JSON_MAX);
     goto out;
@@ -143,7 +156,19 @@ out:
 
 int cn_toc_estargz_parse(const void *tail, size_t len, uint64_t blob_size, const char *digest,
                          cn_toc *toc, cairn_store *st) {
+  return cn_toc_estargz_parse_self(tail, len, blob_size, digest, toc, NULL, st);
+}
+
+void cn_toc_estargz_self_free(cn_toc_estargz_self *self) {
+  if (!self) return;
+  free(self->json);
+  memset(self, 0, sizeof *self);
+}
+
+int cn_toc_estargz_parse_self(const void *tail, size_t len, uint64_t blob_size, const char *digest,
+                              cn_toc *toc, cn_toc_estargz_self *self, cairn_store *st) {
   memset(toc, 0, sizeof *toc);
+  if (self) memset(self, 0, sizeof *self);
   toc->format = CN_TOC_ESTARGZ;
   toc->blob_size = blob_size;
   uint64_t toc_off = 0;
@@ -163,18 +188,29 @@ int cn_toc_estargz_parse(const void *tail, size_t len, uint64_t blob_size, const
   unsigned char *js;
   size_t js_len = 0;
   if ((r = toc_json((const unsigned char *)tail + (toc_off - start), (size_t)toc->toc_len, &js,
-                    &js_len, st)) < 0)
+                    &js_len, self, st)) < 0) {
+    if (self) memset(self, 0, sizeof *self);
     return r;
+  }
   cn_toc_sha256(js, js_len, toc->toc_digest);
   if (digest && strcmp(digest, toc->toc_digest) != 0) {
     free(js);
+    if (self) memset(self, 0, sizeof *self);
     return cairn_fail(st, -EBADMSG, "eStargz: the TOC's digest is %s, the manifest says %.80s",
                       toc->toc_digest, digest);
   }
   json_error_t jerr;
   json_t *root = json_loadb((const char *)js, js_len, JSON_REJECT_DUPLICATES, &jerr);
-  free(js);
-  if (!root) return cairn_fail(st, -EBADMSG, "eStargz: the TOC is not JSON: %s", jerr.text);
+  if (self) {
+    self->json = js;
+    self->json_len = js_len;
+  } else {
+    free(js);
+  }
+  if (!root) {
+    cn_toc_estargz_self_free(self);
+    return cairn_fail(st, -EBADMSG, "eStargz: the TOC is not JSON: %s", jerr.text);
+  }
   json_t *ver = json_object_get(root, "version");
   if (!json_is_integer(ver) || json_integer_value(ver) != 1)
     r = cairn_fail(st, -EBADMSG, "eStargz: the TOC's version is not 1");
@@ -184,6 +220,7 @@ int cn_toc_estargz_parse(const void *tail, size_t len, uint64_t blob_size, const
   if (r < 0) {
     cairn_fail_context(st, r, "eStargz");
     cn_toc_free(toc);
+    cn_toc_estargz_self_free(self);
   }
   return r;
 }

@@ -7,9 +7,13 @@
  * names its blob in one transaction, the last one makes the layer
  * complete and takes its source and kept TOC away; fsck accepts a partial
  * layer and finds a pending row that disagrees with its entry; a store of
- * schema 6 is migrated.
+ * schema 6 is migrated. The pull side (store/pull/lazy.c): every file of
+ * real eStargz blobs (the reference's; estargz_gen.py's, with innerOffset
+ * and chunks) unpacks from its gzip members to its bytes, a corrupt byte
+ * fails that file only, and the TOC's own entry is the TOC JSON.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +21,8 @@
 #include <unistd.h>
 
 #include "internal.h" /* st->db */
+#include "pull/lazy.h"
+#include "pull/toc.h"
 #include "testutil.h"
 
 static tu_store T;
@@ -183,4 +189,167 @@ Test(lazy, a_store_of_schema_6_is_migrated) {
   cr_expect_geq(sql_long("SELECT value FROM meta WHERE key = 'schema_version'"), 7);
   record();
   cr_expect_eq(sql_long("SELECT count(*) FROM pending"), 1);
+}
+
+/* ---- unpacking eStargz files (store/pull/lazy.c) ------------------------- */
+
+#define CORPUS CAIRN_SOURCE_DIR "/tests/fuzz/corpus/"
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "%s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc((size_t)n);
+  cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+/* Unpacks e from the whole blob into a temporary file: its result, and
+ * (when 0) the file's content checked against the TOC's sha256 here too. */
+static int unpack_one(const cn_toc_entry *e, const unsigned char *blob) {
+  int fd = open(T.dir, O_TMPFILE | O_RDWR, 0600);
+  cr_assert_geq(fd, 0);
+  int r = cn_lazy_unpack(e, blob, 0, fd, T.st);
+  if (r == 0) {
+    unsigned char *got = malloc(e->size ? e->size : 1);
+    cr_assert_eq(pread(fd, got, e->size, 0), (ssize_t)e->size, "%s", e->path);
+    char hex[65], want[80];
+    tu_sha256_hex(got, e->size, hex);
+    snprintf(want, sizeof want, "sha256:%s", hex);
+    cr_expect_str_eq(want, e->digest, "%s", e->path);
+    free(got);
+  }
+  close(fd);
+  return r;
+}
+
+static void estargz_unpack(const char *name, bool inner) {
+  char path[512];
+  snprintf(path, sizeof path, CORPUS "toc_estargz/%s", name);
+  size_t len;
+  unsigned char *blob = slurp(path, &len);
+  cn_toc toc;
+  cn_toc_estargz_self self;
+  cr_assert_eq(cn_toc_estargz_parse_self(blob, len, len, NULL, &toc, &self, T.st), 0, "%s",
+               cairn_errmsg(T.st));
+  /* the TOC's own tar entry: its content is the TOC JSON */
+  char hex[65], d[80];
+  tu_sha256_hex(self.json, self.json_len, hex);
+  snprintf(d, sizeof d, "sha256:%s", hex);
+  cr_expect_str_eq(d, toc.toc_digest);
+  cr_expect_eq(self.json[0], '{');
+  size_t files = 0, shared = 0;
+  const cn_toc_entry *victim = NULL, *other = NULL;
+  for (size_t i = 0; i < toc.n_entries; i++) {
+    const cn_toc_entry *e = &toc.entries[i];
+    if (e->type != CN_TOC_REG || e->n_chunks == 0) continue;
+    cr_expect_eq(unpack_one(e, blob), 0, "%s: %s", e->path, cairn_errmsg(T.st));
+    files++;
+    shared += e->chunks[0].inner > 0;
+    if (e->size > 1000 && !victim)
+      victim = e;
+    else if (e->size > 1000 && !other)
+      other = e;
+  }
+  cr_expect_gt(files, 3);
+  if (inner) cr_expect_gt(shared, 0, "no file starts inside a shared member");
+  /* a corrupt byte of one file's member: that file fails, another not */
+  cr_assert(victim && other);
+  size_t at = (size_t)(victim->chunks[0].off + victim->chunks[0].csize / 2);
+  blob[at] ^= 0x55;
+  cr_expect_eq(unpack_one(victim, blob), -EBADMSG);
+  cr_expect_null(strchr(cairn_errmsg(T.st), '\n'));
+  cr_expect_eq(unpack_one(other, blob), 0, "%s", cairn_errmsg(T.st));
+  blob[at] ^= 0x55;
+  /* a TOC that claims more data than the member holds */
+  cn_toc_entry e = *other;
+  cn_toc_chunk c = other->chunks[0];
+  c.usize += 1u << 20;
+  e.chunks = &c;
+  e.n_chunks = 1;
+  e.size = c.usize;
+  cr_expect_eq(unpack_one(&e, blob), -EBADMSG);
+  cn_toc_estargz_self_free(&self);
+  cn_toc_free(&toc);
+  free(blob);
+}
+
+Test(lazy, estargz_files_unpack_from_the_reference_blob) {
+  estargz_unpack("reference-0.12.gz", false);
+}
+Test(lazy, estargz_files_unpack_with_inner_offsets_and_chunks) {
+  estargz_unpack("prefetch-inner.gz", true);
+}
+
+/* ---- the TOC fetch (cn_lazy_toc_fetch), from a source in memory ---------- */
+
+struct mem_source {
+  pull_source base;
+  const unsigned char *blob;
+  size_t len;
+  int requests;
+};
+
+static int mem_ranges(pull_source *src, const pull_desc *d, const char *spec, blob_sink *s,
+                      pull_range_reply *rr, cairn_store *st) {
+  (void)d;
+  (void)st;
+  struct mem_source *m = (struct mem_source *)src;
+  unsigned long long a, b;
+  cr_assert_eq(sscanf(spec, "%llu-%llu", &a, &b), 2, "%s", spec);
+  cr_assert(a <= b && b < m->len, "%s", spec);
+  m->requests++;
+  rr->status = 206;
+  snprintf(rr->content_type, sizeof rr->content_type, "application/octet-stream");
+  snprintf(rr->content_range, sizeof rr->content_range, "bytes %llu-%llu/%zu", a, b, m->len);
+  return cn_blob_sink_write(s, m->blob + a, (size_t)(b - a + 1));
+}
+
+static const pull_source_ops mem_ops = {.ranges = mem_ranges};
+
+Test(lazy, estargz_toc_fetch_footer_then_toc) {
+  size_t len;
+  unsigned char *blob = slurp(CORPUS "toc_estargz/reference-0.12.gz", &len);
+  cn_toc ref;
+  cr_assert_eq(cn_toc_estargz_parse(blob, len, len, NULL, &ref, T.st), 0);
+  struct mem_source m = {.base = {.ops = &mem_ops}, .blob = blob, .len = len};
+  pull_desc d = {.media_type = "application/vnd.oci.image.layer.v1.tar+gzip", .size = len};
+  json_t *ann = json_pack("{s:s}", "containerd.io/snapshot/stargz/toc.digest", ref.toc_digest);
+  d.annotations = ann;
+  cn_lazy_toc lt;
+  uint64_t fetched = 0;
+  size_t requests = 0;
+  cr_assert_eq(cn_lazy_toc_fetch(&m.base, &d, &lt, &fetched, &requests, T.st), 0, "%s",
+               cairn_errmsg(T.st));
+  /* the footer, then [TOC, footer): the kept bytes are the blob's tail */
+  cr_expect_eq(m.requests, 2);
+  cr_expect_eq(requests, 2);
+  cr_expect_eq(fetched, len - ref.toc_off);
+  cr_expect_eq(lt.raw_len, len - ref.toc_off);
+  cr_expect_eq(memcmp(lt.raw, blob + ref.toc_off, lt.raw_len), 0);
+  cr_expect_eq(lt.toc.format, CN_TOC_ESTARGZ);
+  cr_expect_eq(lt.toc.n_entries, ref.n_entries);
+  cr_expect_not_null(lt.self.json);
+  cn_lazy_toc_free(&lt);
+  /* a TOC that is not the one the manifest names */
+  char bad[CN_TOC_DIGEST_LEN + 1];
+  strcpy(bad, ref.toc_digest);
+  bad[20] = bad[20] == '0' ? '1' : '0';
+  json_object_set_new(ann, "containerd.io/snapshot/stargz/toc.digest", json_string(bad));
+  cr_expect_eq(cn_lazy_toc_fetch(&m.base, &d, &lt, &fetched, &requests, T.st), -EBADMSG);
+  cr_expect_null(strchr(cairn_errmsg(T.st), '\n'));
+  /* nothing vouches for the TOC: pulled in full, nothing fetched */
+  m.requests = 0;
+  json_object_clear(ann);
+  cr_expect_eq(cn_lazy_toc_fetch(&m.base, &d, &lt, &fetched, &requests, T.st), 1);
+  d.annotations = NULL;
+  cr_expect_eq(cn_lazy_toc_fetch(&m.base, &d, &lt, &fetched, &requests, T.st), 1);
+  cr_expect_eq(m.requests, 0);
+  json_decref(ann);
+  cn_toc_free(&ref);
+  free(blob);
 }

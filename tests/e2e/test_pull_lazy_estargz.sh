@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_pull_lazy_estargz.sh — lazy pulls of eStargz layers (issue 33,
+# doc/lazy-pulls.md), against Debian's docker-registry on 127.0.0.1 behind
+# the shaping proxy, with two images of one tree: one pushed by `cairn push
+# --format estargz`, one written by the reference (containerd's estargz
+# package, tests/helpers/estargz_ref: chunks of 64 KiB and a prefetch
+# landmark; skipped without Go or the package). For each:
+#   cairn pull --lazy fetches the manifest, the config, the footer and the
+#   TOC only (counted by the proxy: two range requests), with the full
+#   pull's image id; a mount works at once and ls -lR shows the full pull's
+#   tree (stargz.index.json and the landmark included) without a byte
+#   fetched, stargz.index.json reads without a request; a cat of one file
+#   fetches about that file's bytes (150 kB; 3 chunks in the reference's
+#   blob) in one request and gives its bytes; a
+#   corrupt byte in one file's gzip member in the registry's blob fails that
+#   file's read (EIO) and no other; cairn fill then gives the full pull's
+#   image: same id, same export (listing and contents), fsck clean, no
+#   pending row, source row or kept TOC left.
+#   The reference's blob without the toc.digest annotation is pulled in
+#   full, said once.
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry mount
+pull_test_init
+command -v sqlite3 >/dev/null || skip "no sqlite3"
+
+setup python3 - "$T" <<'PY'
+import os, random, sys
+t = sys.argv[1]
+rnd = random.Random(35)
+os.makedirs(f"{t}/a/usr/lib/data", exist_ok=True)
+os.makedirs(f"{t}/a/etc", exist_ok=True)
+for i in range(40):
+    data = rnd.randbytes(rnd.choice((3000, 20000, 70000, 150000)))
+    if i == 6:  # the file read: in 3 chunks in the reference's blob
+        data = rnd.randbytes(150000)
+    open(f"{t}/a/usr/lib/data/f{i:02d}", "wb").write(data)
+open(f"{t}/a/etc/hostname", "w").write("estargz\n")
+os.symlink("data/f01", f"{t}/a/usr/lib/link")
+os.link(f"{t}/a/usr/lib/data/f02", f"{t}/a/usr/lib/hard")
+open(f"{t}/a/empty", "wb").close()
+os.chmod(f"{t}/a/usr/lib/data/f03", 0o4755)
+PY
+# GNU format: whole-second times, as the TOC has them
+setup tar -C "$T/a" --sort=name --numeric-owner --format=gnu -cf "$T/a.tar" .
+setup registry_start "$T/reg"
+manifest() {
+  curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+    "http://$REGISTRY/v2/$1/manifests/1"
+}
+
+# ---- the images: cairn's push, and the reference's blob uploaded as is
+setup "$CAIRN" --store "$T/src" import -q sg/a:1 "$T/a.tar" >/dev/null
+setup "$CAIRN" --store "$T/src" push -q --insecure --no-progress --format estargz sg/a:1 \
+  "docker://$REGISTRY/lazy/cairn:1"
+images=(cairn)
+if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/containerd/stargz-snapshotter ]; then
+  ref=$T/estargz_ref
+  if (cd "$CAIRN_SRC/tests/helpers/estargz_ref" && GO111MODULE=off GOPATH=/usr/share/gocode \
+    GOCACHE=$T/gocache go build -o "$ref" main.go) >"$T/go.log" 2>&1; then
+    read -r tocd diffid < <("$ref" write "$T/a.tar" "$T/ref.gz" 65536 "usr/lib/data/f05")
+    upload() { # REPO ANNOTATE
+      python3 - "$REGISTRY" "$1" "$T/ref.gz" "$tocd" "$diffid" "$2" <<'PY'
+import hashlib, json, sys, urllib.request
+reg, repo, path, tocd, diffid, annotate = sys.argv[1:7]
+def put_blob(data):
+    d = "sha256:" + hashlib.sha256(data).hexdigest()
+    loc = urllib.request.urlopen(urllib.request.Request(
+        f"http://{reg}/v2/{repo}/blobs/uploads/", data=b"", method="POST")).headers["Location"]
+    if loc.startswith("/"):
+        loc = f"http://{reg}{loc}"
+    urllib.request.urlopen(urllib.request.Request(
+        f"{loc}{'&' if '?' in loc else '?'}digest={d}", data=data, method="PUT",
+        headers={"Content-Type": "application/octet-stream"}))
+    return d, len(data)
+blob = open(path, "rb").read()
+config = json.dumps({"architecture": "amd64", "os": "linux", "config": {},
+                     "rootfs": {"type": "layers", "diff_ids": [diffid]}}).encode()
+cd, cl = put_blob(config)
+bd, bl = put_blob(blob)
+layer = {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": bd, "size": bl}
+if annotate == "1":
+    layer["annotations"] = {"containerd.io/snapshot/stargz/toc.digest": tocd}
+m = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                           "digest": cd, "size": cl}, "layers": [layer]}).encode()
+urllib.request.urlopen(urllib.request.Request(
+    f"http://{reg}/v2/{repo}/manifests/1", data=m, method="PUT",
+    headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"}))
+PY
+    }
+    setup upload lazy/ref 1
+    setup upload lazy/noann 0
+    images+=(ref)
+  else
+    not_ok "building the reference helper: $(tail -5 "$T/go.log")"
+  fi
+else
+  echo "# skip: the reference image (no golang-go or golang-github-containerd-stargz-snapshotter-dev)" >&2
+fi
+
+python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
+  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
+proxy_pid=$!
+on_exit "kill $proxy_pid; wait $proxy_pid"
+setup wait_for 10 test -s "$T/proxy.port"
+PROXY=127.0.0.1:$(cat "$T/proxy.port")
+setup wait_http "http://$PROXY/v2/" 200 10
+counts() { curl -sf "http://$PROXY/_proxy/counts"; }
+reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
+
+# The TOC entries of a blob (python: footer, then the TOC member's tar).
+toc_json() {
+  python3 - "$1" <<'PY'
+import gzip, io, sys, tarfile
+b = open(sys.argv[1], "rb").read()
+off = int(b[-51 + 16:-51 + 32], 16)
+t = tarfile.open(fileobj=io.BytesIO(gzip.decompress(b[off:-51])))
+sys.stdout.write(t.extractfile("stargz.index.json").read().decode())
+PY
+}
+
+for img in "${images[@]}"; do
+  S=$T/lazy-$img F=$T/full-$img
+  pending() { sqlite3 "file:$S/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
+  bsize=$(manifest "lazy/$img" | jq '.layers[0].size')
+  bdigest=$(manifest "lazy/$img" | jq -r '.layers[0].digest')
+  blob=$(registry_blob_path "$bdigest")
+  toc_off=$((16#$(tail -c 51 "$blob" | dd bs=1 skip=16 count=16 2>/dev/null)))
+  tail_len=$((bsize - toc_off))
+  toc_json "$blob" >"$T/$img.toc"
+  nfiles=$(jq '[.entries[] | select(.type == "reg" and .size > 0)] | length' "$T/$img.toc")
+  echo "# $img: layer $bsize bytes, its TOC and footer $tail_len bytes, $nfiles files" >&2
+
+  # The reference: a full pull, mounted.
+  setup "$CAIRN" --store "$F" pull -q --insecure "docker://$PROXY/lazy/$img:1" >"$F.id"
+  setup mkdir "$F.m" "$S.m"
+  setup "$CAIRN" --store "$F" mount "lazy/$img:1" "$F.m"
+  on_exit "'$CAIRN' --store '$F' umount '$F.m' 2>/dev/null || true"
+
+  # The lazy pull: footer and TOC only.
+  reset
+  expect_exit 0 "$img: pull --lazy" "$CAIRN" --store "$S" pull --insecure --lazy \
+    "docker://$PROXY/lazy/$img:1"
+  sed "s/^/# /" "$T/stderr" >&2
+  lazy=$(counts)
+  echo "# $img: lazy pull: $(jq -c '{requests, ranges, bytes}' <<<"$lazy")" >&2
+  check "$img: pull --lazy says the TOC was fetched and how many files wait" \
+    grep -Eq "lazy pull: fetched its TOC \($tail_len bytes\); $nfiles files to fetch" "$T/stderr"
+  check "$img: pull --lazy: the image id of the full pull" \
+    test "$(tail -1 "$T/stdout")" = "$(cat "$F.id")"
+  check_json "$img: pull --lazy: two range requests (footer, TOC)" '.ranges == 2' echo "$lazy"
+  check "$img: pull --lazy: no more than manifest, config, footer and TOC went through" \
+    test "$(jq .bytes <<<"$lazy")" -lt $((tail_len + 8192))
+  check "$img: $nfiles files pending (stargz.index.json is stored)" test "$(pending)" = "$nfiles"
+  check "$img: the TOC is kept" test -s "$S/toc/${bdigest#sha256:}"
+  expect_exit 0 "$img: fsck passes the partial layer" "$CAIRN" --store "$S" fsck
+
+  # A mount at once; its tree without a byte fetched.
+  reset
+  expect_exit 0 "$img: mount of the lazily pulled image" "$CAIRN" --store "$S" mount \
+    "lazy/$img:1" "$S.m"
+  on_exit "'$CAIRN' --store '$S' umount '$S.m' 2>/dev/null || true"
+  (cd "$S.m" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$S.ls"
+  (cd "$F.m" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$F.ls"
+  check "$img: ls -lR of the mount: the full pull's tree (stargz.index.json included)" \
+    cmp "$S.ls" "$F.ls"
+  check "$img: ... which has stargz.index.json" test -s "$S.m/stargz.index.json"
+  check "$img: stargz.index.json reads as the full pull's" \
+    cmp "$S.m/stargz.index.json" "$F.m/stargz.index.json"
+  check_json "$img: ls -lR and stargz.index.json fetched nothing" '.requests == 0' counts
+
+  # One file read: that file alone fetched, its bytes right.
+  reset
+  check "$img: cat of a pending file gives its bytes" \
+    cmp "$S.m/usr/lib/data/f06" "$T/a/usr/lib/data/f06"
+  f06=$(stat -c %s "$T/a/usr/lib/data/f06")
+  one=$(counts | jq .bytes)
+  echo "# $img: f06: $f06 bytes; the read fetched $one" >&2
+  check_json "$img: the read: one range request" '.requests == 1 and .ranges == 1' counts
+  check "$img: the read fetched about that file's bytes ($one for $f06)" \
+    test "$one" -lt $((f06 + f06 / 50 + 4096)) -a "$one" -gt $((f06 / 2))
+  check "$img: that file is no longer pending" test "$(pending)" = $((nfiles - 1))
+  check "$img: a hardlink and a symlink to pending files read right" \
+    cmp "$S.m/usr/lib/hard" "$T/a/usr/lib/data/f02"
+  check "$img: the symlink's target" cmp "$S.m/usr/lib/link" "$T/a/usr/lib/data/f01"
+
+  # A corrupt byte in one file's gzip member in the registry: that read
+  # fails (EIO), the others do not.
+  setup cp "$blob" "$T/blob.good"
+  victim=usr/lib/data/f07
+  off=$(jq --arg n "$victim" '[.entries[] | select(.name == $n or .name == "./" + $n) |
+    .offset] | first' "$T/$img.toc")
+  setup python3 -c 'import sys; p, o = sys.argv[1], int(sys.argv[2]); b = bytearray(open(p, "rb").read()); b[o] ^= 0xFF; open(p, "wb").write(b)' \
+    "$blob" $((off + 200))
+  if cat "$S.m/$victim" >"$T/victim.out" 2>"$T/cat.err"; then
+    not_ok "$img: a corrupt file's read fails"
+  else
+    ok "$img: a corrupt file's read fails"
+  fi
+  check "$img: ... with EIO" grep -q "Input/output error" "$T/cat.err"
+  check "$img: ... serving no byte of it" test ! -s "$T/victim.out"
+  check "$img: ... and it stays pending" test "$(sqlite3 "file:$S/meta.db?mode=ro" \
+    "SELECT count(*) FROM pending WHERE path = '$victim'")" = 1
+  check "$img: another file still reads" cmp "$S.m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
+  setup cp "$T/blob.good" "$blob"
+  expect_exit 0 "$img: umount" "$CAIRN" --store "$S" umount "$S.m"
+
+  # The fill: the full pull's image.
+  expect_exit 0 "$img: fill" "$CAIRN" --store "$S" fill "lazy/$img:1"
+  check "$img: no pending rows remain" test "$(pending)" = 0
+  check "$img: no source rows remain" \
+    test "$(sqlite3 "file:$S/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
+  check "$img: the layer is complete" test "$(sqlite3 "file:$S/meta.db?mode=ro" \
+    "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
+  check "$img: its TOC is gone" test ! -e "$S/toc/${bdigest#sha256:}"
+  expect_exit 0 "$img: fsck after the fill" "$CAIRN" --store "$S" fsck
+  check "$img: the image id is the full pull's" \
+    test "$("$CAIRN" --store "$S" images --json | jq -r '.[0].id')" = "$(cat "$F.id")"
+  for s in "$S" "$F"; do
+    "$CAIRN" --store "$s" export -q "lazy/$img:1" | tar -tvf - | sort >"$s.files"
+    rm -rf "$s.x" && mkdir "$s.x" && "$CAIRN" --store "$s" export -q "lazy/$img:1" |
+      tar -C "$s.x" -xf -
+    (cd "$s.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$s.sums"
+  done
+  check "$img: export: the full pull's listing" cmp "$S.files" "$F.files"
+  check "$img: export: the full pull's files, byte for byte" cmp "$S.sums" "$F.sums"
+  check "$img: ... stargz.index.json among them" grep -q "stargz.index.json" "$S.sums"
+  expect_exit 0 "$img: umount the full pull" "$CAIRN" --store "$F" umount "$F.m"
+done
+
+# The reference's blob without the toc.digest annotation: pulled in full.
+if [[ " ${images[*]} " == *" ref "* ]]; then
+  expect_exit 0 "pull --lazy of an eStargz layer without its TOC digest" \
+    "$CAIRN" --store "$T/st3" pull --insecure --lazy "docker://$PROXY/lazy/noann:1"
+  check "... says it pulls it in full, once" test "$(grep -c "no lazy pull (not a registry's \
+zstd:chunked or eStargz layer whose TOC the manifest vouches for); pulling it in full" \
+    "$T/stderr")" = 1
+  check "... and leaves nothing pending" \
+    test "$(sqlite3 "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+fi
+finish
