@@ -453,7 +453,8 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   cairn_id id;
   char path[PATH_MAX];
   int lock_fd = -1, root_fd = -1, work_fd = -1, index_fd = -1;
-  if (r == 0) r = cairn_upper_create(rw->st2, image, rw->dir, id, path, sizeof(path), &lock_fd);
+  if (r == 0)
+    r = cairn_upper_create_moved(rw->st2, image, rw->dir, rw->id, id, path, sizeof(path), &lock_fd);
   /* Said before any other step: if this server dies before the move's
    * write to the node table, its supervisor drops that upper. */
   if (r == 0) cairnfs_report_moving(id);
@@ -607,6 +608,11 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
    * before it is restarted on the old upper and image (which hold every
    * write so far: the old upper is dropped below, after it), and one
    * killed after it on the new ones. */
+  /* For a kill of the supervisor too (the table dies with it): the fresh
+   * upper and the new image hold the view now, the store says so
+   * (cairn_upper_mark_moved), so that of the two uppers left the old one
+   * goes, as below. */
+  cairn_upper_mark_moved(rw->lock_fd);
   rebase_record(fs, unknown, n_unknown);
   free(unknown);
   pthread_rwlock_unlock(&rw->tree_lock);
