@@ -289,55 +289,113 @@ struct unknown {
   unsigned char *seen; /* a bit per tree inode of the old tree */
 };
 
-/* Below the old tree's directory dir and the new tree's directory to (0:
- * none) at the same path: each inode of the old tree seen first here that
- * no inode here knows nor the table records, and that the new tree
- * numbers otherwise at that path (or has not), into u. */
-static void unknown_walk(struct cairnfs *fs, const cairn_tree *tree, uint32_t dir, uint32_t to,
-                         struct unknown *u, unsigned depth) {
-  struct cairnfs_rw *rw = fs->rw;
-  const cairn_node *dn = cairn_tree_node(fs->tree, dir);
-  const cairn_node *tn = to ? cairn_tree_node(tree, to) : NULL;
-  if (!dn || !S_ISDIR(dn->mode) || depth >= 4096) return;
-  if (tn && !S_ISDIR(tn->mode)) tn = NULL;
-  size_t count = cairn_tree_count(fs->tree);
-  const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
-  for (uint32_t k = 0; k < dn->n_children; k++) {
-    uint32_t ino = c[k].ino;
-    if (ino <= FUSE_ROOT_ID || ino > count || (u->seen[ino / 8] & (1u << (ino % 8)))) continue;
-    u->seen[ino / 8] |= (unsigned char)(1u << (ino % 8));
-    const cairn_dirent *de =
-        tn ? cairn_tree_lookup(tree, tn, cairn_tree_str(fs->tree, c[k].name)) : NULL;
-    uint32_t now = de ? de->ino : 0;
-    if (now != ino && !inode_get(rw, ino) && !cairnfs_nodetab_has(rw->nodes, ino)) {
-      if (u->n == u->cap) {
-        size_t cap = u->cap ? 2 * u->cap : 256;
-        struct lower_map *v = realloc(u->v, cap * sizeof(*v));
-        if (!v) return;
-        u->v = v;
-        u->cap = cap;
-      }
-      u->v[u->n++] = (struct lower_map){.nodeid = ino, .lower = now};
-    }
-    const cairn_node *cn = cairn_tree_node(fs->tree, ino);
-    if (cn && S_ISDIR(cn->mode)) unknown_walk(fs, tree, ino, now, u, depth + 1);
+/* Whether old tree inode ino is marked in u (and marks it). */
+static bool unknown_seen(struct unknown *u, size_t count, uint32_t ino) {
+  if (ino <= FUSE_ROOT_ID || ino > count || (u->seen[ino / 8] & (1u << (ino % 8)))) return true;
+  u->seen[ino / 8] |= (unsigned char)(1u << (ino % 8));
+  return false;
+}
+
+/* Maps old tree inode ino to now (the new tree's inode at its path in
+ * the view, 0: none) if the new tree numbers that path otherwise and no
+ * inode here knows ino nor the table records it. */
+static void unknown_add(struct cairnfs_rw *rw, struct unknown *u, uint32_t ino, uint32_t now) {
+  if (now == ino || inode_get(rw, ino) || cairnfs_nodetab_has(rw->nodes, ino)) return;
+  if (u->n == u->cap) {
+    size_t cap = u->cap ? 2 * u->cap : 256;
+    struct lower_map *v = realloc(u->v, cap * sizeof(*v));
+    if (!v) return;
+    u->v = v;
+    u->cap = cap;
   }
+  u->v[u->n++] = (struct lower_map){.nodeid = ino, .lower = now};
+}
+
+/* The new tree's entry name in its directory to (0: none), or 0. */
+static uint32_t new_at(const cairn_tree *tree, uint32_t to, const char *name) {
+  const cairn_node *tn = to ? cairn_tree_node(tree, to) : NULL;
+  const cairn_dirent *de = tn && S_ISDIR(tn->mode) ? cairn_tree_lookup(tree, tn, name) : NULL;
+  return de ? de->ino : 0;
+}
+
+/* One directory of the view (the old one, still served), at the path the
+ * new tree's directory to (0: none) has: the upper's directory dfd (-1:
+ * none, lower only) over the old tree's directory merged (0: none). Each
+ * lower-only entry it shows, seen first here, goes into u as the new
+ * tree's inode at its path in the view (which renames of the directories
+ * above it, in the upper, make another than its path in the old tree);
+ * then the same below its subdirectories, upper and lower. */
+static void unknown_walk(struct cairnfs *fs, const cairn_tree *tree, int dfd, uint32_t merged,
+                         uint32_t to, struct unknown *u, unsigned depth) {
+  struct cairnfs_rw *rw = fs->rw;
+  size_t count = cairn_tree_count(fs->tree);
+  if (depth >= 4096) return;
+  const cairn_node *dn = merged ? cairn_tree_node(fs->tree, merged) : NULL;
+  if (dn && S_ISDIR(dn->mode)) {
+    const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
+    for (uint32_t k = 0; k < dn->n_children; k++) {
+      const char *name = cairn_tree_str(fs->tree, c[k].name);
+      struct stat st;
+      if (dfd >= 0 && (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT))
+        continue; /* the upper's entry (walked below), or hidden */
+      uint32_t ino = c[k].ino;
+      if (unknown_seen(u, count, ino)) continue;
+      uint32_t now = new_at(tree, to, name);
+      unknown_add(rw, u, ino, now);
+      const cairn_node *cn = cairn_tree_node(fs->tree, ino);
+      if (cn && S_ISDIR(cn->mode)) unknown_walk(fs, tree, -1, ino, now, u, depth + 1);
+    }
+  }
+  int fd = dfd >= 0 ? openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!dir) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(dir))) {
+    struct stat st;
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+        fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || is_whiteout(&st))
+      continue;
+    uint32_t origin = origin_at(fd, e->d_name);
+    unknown_seen(u, count, origin); /* an upper object: the table records it */
+    if (!S_ISDIR(st.st_mode)) continue;
+    int sub = openat(fd, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) continue;
+    unknown_walk(fs, tree, sub, origin, new_at(tree, to, e->d_name), u, depth + 1);
+    close(sub);
+  }
+  closedir(dir);
+}
+
+/* The old tree's inodes the view does not show (below a directory
+ * removed or renamed over, or whited out): the kernel may hold one (a
+ * working directory since before the restart), which names nothing in
+ * the new view, not the new tree's inode of its number. */
+static void unknown_hidden(struct cairnfs *fs, const cairn_tree *tree, struct unknown *u) {
+  size_t count = cairn_tree_count(fs->tree);
+  for (size_t ino = FUSE_ROOT_ID + 1; ino <= count; ino++)
+    if (!unknown_seen(u, count, (uint32_t)ino) && cairn_tree_node(tree, (uint32_t)ino))
+      unknown_add(fs->rw, u, (uint32_t)ino, 0);
 }
 
 /* After a restart (this server did not hand out every nodeid the kernel
  * holds), before the switch to tree: the nodeids the kernel may hold for
  * lower-only entries that no inode here knows nor the table records are
- * the current tree's inode numbers; each whose path names another tree
- * inode in tree (or none) is mapped to it, so that it keeps naming its
- * file (and no new entry is handed out as it: nodetab.c's names_else).
- * A mount whose server never restarted knows every nodeid it handed out.
- * One walk of both trees, by name. */
+ * the current tree's inode numbers; each whose path in the view (not in
+ * the old tree: a directory above it may have been renamed) names
+ * another tree inode in tree (or none) is mapped to it, so that it keeps
+ * naming its file (and no new entry is handed out as it: nodetab.c's
+ * names_else). A mount whose server never restarted knows every nodeid
+ * it handed out. One walk of the view and the new tree, by name. */
 static struct lower_map *rebase_unknown(struct cairnfs *fs, const cairn_tree *tree, size_t *n) {
   struct unknown u = {0};
   *n = 0;
   if (cairnfs_nodetab_epoch(fs->rw->nodes) <= 1) return NULL;
   if (!(u.seen = calloc(cairn_tree_count(fs->tree) / 8 + 1, 1))) return NULL;
-  unknown_walk(fs, tree, FUSE_ROOT_ID, FUSE_ROOT_ID, &u, 0);
+  unknown_walk(fs, tree, fs->rw->root_fd, FUSE_ROOT_ID, FUSE_ROOT_ID, &u, 0);
+  unknown_hidden(fs, tree, &u);
   free(u.seen);
   *n = u.n;
   return u.v;
@@ -395,7 +453,8 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   cairn_id id;
   char path[PATH_MAX];
   int lock_fd = -1, root_fd = -1, work_fd = -1, index_fd = -1;
-  if (r == 0) r = cairn_upper_create(rw->st2, image, rw->dir, id, path, sizeof(path), &lock_fd);
+  if (r == 0)
+    r = cairn_upper_create_moved(rw->st2, image, rw->dir, rw->id, id, path, sizeof(path), &lock_fd);
   /* Said before any other step: if this server dies before the move's
    * write to the node table, its supervisor drops that upper. */
   if (r == 0) cairnfs_report_moving(id);
@@ -549,6 +608,11 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
    * before it is restarted on the old upper and image (which hold every
    * write so far: the old upper is dropped below, after it), and one
    * killed after it on the new ones. */
+  /* For a kill of the supervisor too (the table dies with it): the fresh
+   * upper and the new image hold the view now, the store says so
+   * (cairn_upper_mark_moved), so that of the two uppers left the old one
+   * goes, as below. */
+  cairn_upper_mark_moved(rw->lock_fd);
   rebase_record(fs, unknown, n_unknown);
   free(unknown);
   pthread_rwlock_unlock(&rw->tree_lock);

@@ -1047,6 +1047,21 @@ int cairn_logout(cairn_store *st, const char *host, const char *authfile);
  * long as it runs (no live mount owns an upper whose lock is free). */
 int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
                        cairn_id id_out, char *path, size_t len, int *lock_fd);
+/* The same for cairn commit's move of a live mount off the upper from
+ * onto image_id: the fresh upper names from (its info's "from" line), so
+ * that a kill of the mount's supervisor during the move leaves one of the
+ * two (cairn_uppers_foreach settles them, see cairn_upper_mark_moved). */
+int cairn_upper_create_moved(cairn_store *st, const char *image_id, const char *mountpoint,
+                             const char *from, cairn_id id_out, char *path, size_t len,
+                             int *lock_fd);
+/* The move's commit point for a crash of its supervisor (lock_fd: the
+ * fresh upper's, from cairn_upper_create_moved): made once the fresh upper
+ * and the new image hold the whole view, with no write running. Left by a
+ * crash beside the upper it moved from, both unowned: marked, the fresh
+ * upper is the mount's and the old one, whose changes the new image
+ * holds, is dropped; unmarked, the fresh upper holds only copies of the
+ * old one's files and is dropped. */
+int cairn_upper_mark_moved(int lock_fd);
 /* Opens the upper id again (cairn mount --rw --resume): its image in
  * image_out, its directory in path, its lock in *lock_fd; -EBUSY if a live
  * mount holds it. A keep mark is removed (the upper is in use again). */

@@ -47,20 +47,22 @@ static int uppers_dir(cairn_store *st) {
   return fd;
 }
 
-static int write_info(int dirfd, const char *image_id, const char *mountpoint) {
+static int write_info(int dirfd, const char *image_id, const char *mountpoint, const char *from) {
   cairn_autoclose int fd =
       openat(dirfd, "info", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return -errno;
-  cairn_autofree char *text = cn_xasprintf("image %s\ndir %s\ncreated %lld\n", image_id, mountpoint,
-                                           (long long)cn_now_seconds());
+  cairn_autofree char *text = cn_xasprintf("image %s\ndir %s\ncreated %lld\n%s%s%s", image_id,
+                                           mountpoint, (long long)cn_now_seconds(),
+                                           from ? "from " : "", from ? from : "", from ? "\n" : "");
   if (!text) return -ENOMEM;
   size_t len = strlen(text);
   if (write(fd, text, len) != (ssize_t)len) return errno ? -errno : -EIO;
   return fsync(fd) < 0 ? -errno : 0;
 }
 
-int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
-                       cairn_id id_out, char *path, size_t len, int *lock_fd) {
+int cairn_upper_create_moved(cairn_store *st, const char *image_id, const char *mountpoint,
+                             const char *from, cairn_id id_out, char *path, size_t len,
+                             int *lock_fd) {
   cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
   unsigned char rnd[32];
@@ -75,7 +77,7 @@ int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountp
   int r = dfd < 0 ? -errno : 0;
   if (r == 0 && (mkdirat(dfd, "root", 0755) < 0 || mkdirat(dfd, "work", 0700) < 0)) r = -errno;
   if (r == 0 && mkdirat(dfd, "work/index", 0700) < 0) r = -errno;
-  if (r == 0) r = write_info(dfd, image_id, mountpoint);
+  if (r == 0) r = write_info(dfd, image_id, mountpoint, from);
   if (r == 0 && flock(dfd, LOCK_EX | LOCK_NB) < 0) r = -errno;
   if (r == 0 && renameat(ufd, tmp, ufd, id_out) < 0) r = -errno;
   if (r == 0)
@@ -86,6 +88,20 @@ int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountp
   }
   *lock_fd = dfd;
   dfd = -1;
+  return 0;
+}
+
+int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
+                       cairn_id id_out, char *path, size_t len, int *lock_fd) {
+  return cairn_upper_create_moved(st, image_id, mountpoint, NULL, id_out, path, len, lock_fd);
+}
+
+#define MOVED "moved"
+
+int cairn_upper_mark_moved(int lock_fd) {
+  int fd = openat(lock_fd, MOVED, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return -errno;
+  close(fd);
   return 0;
 }
 
@@ -101,8 +117,8 @@ static int upper_dirfd(cairn_store *st, int ufd, const char *id) {
 }
 
 /* Reads the info file of an upper: image id and mountpoint. */
-static int read_info(int dirfd, char *image, size_t ilen, char *dir, size_t dlen,
-                     int64_t *created) {
+static int read_info_from(int dirfd, char *image, size_t ilen, char *dir, size_t dlen,
+                          int64_t *created, char *from, size_t flen) {
   cairn_autoclose int fd = openat(dirfd, "info", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -errno;
   char buf[PATH_MAX + 256];
@@ -110,13 +126,20 @@ static int read_info(int dirfd, char *image, size_t ilen, char *dir, size_t dlen
   if (n <= 0) return -EBADMSG;
   buf[n] = '\0';
   image[0] = dir[0] = '\0';
+  if (from) from[0] = '\0';
   *created = 0;
   for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
     if (strncmp(line, "image ", 6) == 0) snprintf(image, ilen, "%s", line + 6);
     if (strncmp(line, "dir ", 4) == 0) snprintf(dir, dlen, "%s", line + 4);
     if (strncmp(line, "created ", 8) == 0) *created = strtoll(line + 8, NULL, 10);
+    if (from && strncmp(line, "from ", 5) == 0) snprintf(from, flen, "%s", line + 5);
   }
   return image[0] && dir[0] ? 0 : -EBADMSG;
+}
+
+static int read_info(int dirfd, char *image, size_t ilen, char *dir, size_t dlen,
+                     int64_t *created) {
+  return read_info_from(dirfd, image, ilen, dir, dlen, created, NULL, 0);
 }
 
 int cairn_upper_open(cairn_store *st, const char *id, cairn_id image_out, char *path, size_t len,
@@ -280,11 +303,50 @@ static void tree_size(int dirfd, uint64_t *entries, uint64_t *bytes, int depth) 
   closedir(d);
 }
 
+/* A move's two uppers that a crash of its supervisor left, both unowned
+ * (cairn_upper_mark_moved says which is the mount's): the other one is
+ * dropped, as the move would have dropped it. Each upper checked holds
+ * its lock meanwhile, so that no mount takes it then. */
+static void uppers_settle(cairn_store *st, int ufd) {
+  cairn_autoclosedir DIR *d = cn_opendirat(ufd, ".");
+  if (!d) return;
+  cairn_id drops[16];
+  int held[32];
+  size_t n = 0, h = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < 16) {
+    if (strlen(e->d_name) != CAIRN_ID_LEN || !cn_is_hex_id(e->d_name, CAIRN_ID_LEN)) continue;
+    int dfd = openat(ufd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char image[CAIRN_ID_LEN + 8], dir[PATH_MAX], from[CAIRN_ID_LEN + 8];
+    int64_t created;
+    int ofd = -1;
+    struct stat sb;
+    if (dfd >= 0 &&
+        read_info_from(dfd, image, sizeof(image), dir, sizeof(dir), &created, from, sizeof(from)) ==
+            0 &&
+        strlen(from) == CAIRN_ID_LEN && cn_is_hex_id(from, CAIRN_ID_LEN) &&
+        (ofd = openat(ufd, from, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0 && /* else: moved */
+        flock(dfd, LOCK_EX | LOCK_NB) == 0 && flock(ofd, LOCK_EX | LOCK_NB) == 0) {
+      bool moved = fstatat(dfd, MOVED, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+      snprintf(drops[n++], sizeof(drops[0]), "%s", moved ? from : e->d_name);
+      held[h++] = dfd; /* locked until dropped: no mount takes either meanwhile */
+      held[h++] = ofd;
+      continue;
+    }
+    if (ofd >= 0) close(ofd);
+    if (dfd >= 0) close(dfd);
+  }
+  /* Dropped once the scan is over: no rename under a directory read. */
+  for (size_t k = 0; k < n; k++) upper_remove(st, ufd, drops[k]);
+  for (size_t k = 0; k < h; k++) close(held[k]);
+}
+
 /* Calls fn for every complete upper; with sized, its entries and bytes
  * are counted (a walk of its tree), else left 0. */
 static int uppers_scan(cairn_store *st, bool sized, cairn_upper_fn fn, void *arg) {
   cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
+  uppers_settle(st, ufd);
   cairn_autoclosedir DIR *d = cn_opendirat(ufd, ".");
   if (!d) return cairn_fail(st, -errno, "%s/" UPPERS ": %s", st->dir, strerror(errno));
   struct dirent *e;

@@ -277,6 +277,11 @@ static int restore_one(cairn_store *st, const struct restore_rec *m, bool quiet)
     }
     if (r < 0) return report_fail(r, "mount: --restore: %s: %s", m->dir, report_why(st, r));
     snprintf(opts, sizeof(opts), "writable,upper=%s", up.id);
+    /* On the image its upper is on (the record may name the one a move
+     * left, if its supervisor was killed in cairn commit's move). */
+    if (strcmp(up.image, id) != 0 && cairn_image_resolve(st, up.image, id) < 0)
+      return report_fail(-ENOENT, "mount: --restore: %s: image %.12s of its upper was removed",
+                         m->dir, up.image);
   }
   int code = run_cairnfs(cairn_store_dir(st), id, m->dir, opts[0] ? opts : NULL, -1);
   if (code != CAIRN_EXIT_OK) return code;

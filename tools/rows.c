@@ -434,21 +434,31 @@ int cli_mount_row(const struct cairn_mount_rec *m, void *arg) {
 
 /* The row of the stale --rw mount record for u's directory and image, not
  * yet given an upper: a crashed mount is listed once, with its upper. */
-static struct cli_cell *stale_record_row(struct cli_rows *rows, const struct cairn_upper_rec *u) {
+/* The stale record of u's mount: of its directory and image, else of its
+ * directory only (a supervisor killed in cairn commit's move, before it
+ * recorded the new image its upper is on: the upper says, *image_differs). */
+static struct cli_cell *stale_record_row(struct cli_rows *rows, const struct cairn_upper_rec *u,
+                                         bool *image_differs) {
   if (rows->schema != &mount_schema) return NULL;
-  for (size_t i = 0; i < rows->n; i++) {
-    struct cli_cell *c = rows->cells + i * MOUNT_FIELDS;
-    if (c[MOUNT_RW].b && !c[MOUNT_UPPER].set && c[MOUNT_PID].i > 0 &&
-        strcmp(c[MOUNT_STATE].s, "stale") == 0 && strcmp(c[MOUNT_DIR].s, u->dir) == 0 &&
-        strcmp(c[MOUNT_IMAGE].s, u->image) == 0)
-      return c;
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < rows->n; i++) {
+      struct cli_cell *c = rows->cells + i * MOUNT_FIELDS;
+      if (c[MOUNT_RW].b && !c[MOUNT_UPPER].set && c[MOUNT_PID].i > 0 &&
+          strcmp(c[MOUNT_STATE].s, "stale") == 0 && strcmp(c[MOUNT_DIR].s, u->dir) == 0 &&
+          (pass || strcmp(c[MOUNT_IMAGE].s, u->image) == 0)) {
+        *image_differs = pass;
+        return c;
+      }
+    }
   }
   return NULL;
 }
 
 int cli_upper_row(const struct cairn_upper_rec *u, void *arg) {
   struct cli_rows *rows = arg;
-  struct cli_cell *c = u->kept ? NULL : stale_record_row(rows, u);
+  bool image_differs = false;
+  struct cli_cell *c = u->kept ? NULL : stale_record_row(rows, u, &image_differs);
+  if (c && image_differs && !cli_cell_set_str(rows, &c[MOUNT_IMAGE], u->image)) return -ENOMEM;
   if (c) {
     c[MOUNT_UPPER_ENTRIES] = (struct cli_cell){.set = true, .i = (int64_t)u->entries};
     c[MOUNT_UPPER_BYTES] = (struct cli_cell){.set = true, .i = (int64_t)u->bytes};

@@ -21,6 +21,8 @@
  *   CAIRN_INJECT_DIR=DIR    the directory whose steps count (unset: inactive)
  *   CAIRN_INJECT_AT=N       the step to act on (unset or 0: only count)
  *   CAIRN_INJECT_MODE=M     kill: SIGKILL the process just before step N;
+ *                           killparent: SIGKILL its parent, then it (a
+ *                           cairnfs server: its supervisor, then it);
  *                           fail: step N fails (errno CAIRN_INJECT_ERRNO,
  *                           EIO or ENOSPC, default EIO) and the process goes on;
  *                           cut:  a power cut, see below
@@ -68,7 +70,7 @@
 
 #include "undo_log.h"
 
-enum inject_mode { MODE_COUNT, MODE_KILL, MODE_FAIL, MODE_CUT };
+enum inject_mode { MODE_COUNT, MODE_KILL, MODE_KILL_PARENT, MODE_FAIL, MODE_CUT };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -155,6 +157,8 @@ static void inject_init(void) {
   inject_at = at ? atol(at) : 0;
   if (m && strcmp(m, "kill") == 0)
     mode = MODE_KILL;
+  else if (m && strcmp(m, "killparent") == 0)
+    mode = MODE_KILL_PARENT;
   else if (m && strcmp(m, "fail") == 0)
     mode = MODE_FAIL;
   else if (m && strcmp(m, "cut") == 0)
@@ -240,6 +244,7 @@ static int step(const char *call, const char *path) {
     errno = fail_errno;
     return -1;
   }
+  if (mode == MODE_KILL_PARENT) kill(getppid(), SIGKILL);
   kill(getpid(), SIGKILL);
   for (;;) pause();
 }

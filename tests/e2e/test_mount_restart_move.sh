@@ -12,7 +12,9 @@
 # First, a move made by a restarted server: files of the image open since
 # before the restart (not used since) and a working directory in one of
 # its directories keep naming what they named (they named the new image's
-# entries of the same inode numbers: another file's bytes, EIO).
+# entries of the same inode numbers: another file's bytes, EIO), a cwd
+# below an image directory renamed before the restart too (ESTALE: its
+# path in the old tree was taken for its path in the view).
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -53,6 +55,37 @@ wait_for 5 pid_gone "$s" || fail "server survived kill -9"
 exec 6<&- 7<&-
 cairn umount "$h" >/dev/null
 ok "a move made by a restarted server: files open and a cwd since before the restart keep naming theirs"
+
+# An image directory renamed before the restart and untouched since: its
+# image subdirectory, a working directory since before the restart, keeps
+# naming its own after a move by the restarted server (the view's path,
+# d2/sub, not the old tree's, d/sub, says what it is in the new image).
+r=$T/ren
+mkdir "$r"
+cairn mount -q --rw tree:1 "$r"
+rsup=$(mount_pid "$r")
+mv "$r/d" "$r/d2"
+rm -f "$T/cwd-ready" "$T/cwd-go"
+(
+  cd "$r/d2/sub"
+  touch "$T/cwd-ready"
+  for ((k = 0; k < 300; k++)); do [ -e "$T/cwd-go" ] && break; sleep 0.1; done
+  { cat deep; ls; } >"$T/cwd-out" 2>&1
+) &
+BG_PIDS+=($!)
+cwd_pid=$!
+wait_for 10 test -e "$T/cwd-ready" || fail "the cwd helper did not start"
+s=$(server_of "$rsup")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+for i in 0 1 2 3 4 5 6 7 8 9; do echo "$i" >"$r/a$i"; done
+cairn commit "$r" tree:3 >/dev/null
+touch "$T/cwd-go"
+wait "$cwd_pid" || true
+[ "$(cat "$T/cwd-out")" = "$(printf 'deep\ndeep')" ] ||
+  fail "a cwd below a directory renamed before the restart, after the move: $(cat "$T/cwd-out")"
+cairn umount "$r" >/dev/null
+ok "a move made by a restarted server: a cwd below a directory renamed before the restart keeps naming its own"
 
 if sanitizer_build; then
   echo "skip: $CAIRN_BIN is a sanitizer build (LD_PRELOAD of the injector conflicts)"
