@@ -328,7 +328,7 @@ static void uppers_settle(cairn_store *st, int ufd) {
         (ofd = openat(ufd, from, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0 && /* else: moved */
         flock(dfd, LOCK_EX | LOCK_NB) == 0 && flock(ofd, LOCK_EX | LOCK_NB) == 0) {
       bool moved = fstatat(dfd, MOVED, &sb, AT_SYMLINK_NOFOLLOW) == 0;
-      snprintf(drops[n++], sizeof(drops[0]), "%s", moved ? from : e->d_name);
+      snprintf(drops[n++], sizeof(drops[0]), "%.*s", CAIRN_ID_LEN, moved ? from : e->d_name);
       held[h++] = dfd; /* locked until dropped: no mount takes either meanwhile */
       held[h++] = ofd;
       continue;
