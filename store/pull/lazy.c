@@ -201,7 +201,7 @@ out:
 
 /* The kept TOC of f's layer, checked again against the digest the pull
  * verified (the annotations it kept give the position). */
-static int kept_toc(cairn_store *st, const cairn_lazy_file *f, cn_toc *toc) {
+int cn_lazy_kept_toc(cairn_store *st, const cairn_lazy_file *f, cn_toc *toc) {
   json_error_t je;
   json_t *ann = json_loads(f->annotations, 0, &je);
   cn_toc_zstd_pos pos;
@@ -219,7 +219,7 @@ static int kept_toc(cairn_store *st, const cairn_lazy_file *f, cn_toc *toc) {
   return r;
 }
 
-static int open_temp(cairn_store *st) {
+int cn_lazy_open_temp(cairn_store *st) {
   char path[4096];
   snprintf(path, sizeof path, "%s/tmp", cairn_store_dir(st));
   int fd = open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -229,8 +229,8 @@ static int open_temp(cairn_store *st) {
 
 /* The file's chunks from [lo, lo + len) of the blob in buf, each checked,
  * into fd; then the whole against e->digest. */
-static int unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
-                  cairn_store *st) {
+int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
+                   cairn_store *st) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   if (!md) return cairn_fail(st, -ENOMEM, "out of memory");
   EVP_DigestInit_ex(md, EVP_sha256(), NULL);
@@ -281,7 +281,7 @@ static int unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, 
 static int fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
                       char blob[48]) {
   cn_toc toc = {0};
-  int r = kept_toc(st, f, &toc);
+  int r = cn_lazy_kept_toc(st, f, &toc);
   if (r < 0) return r;
   const cn_toc_entry *e = cn_toc_find(&toc, f->path);
   if (!e || e->type != CN_TOC_REG || e->size != f->size || strcmp(e->digest, sha256) != 0 ||
@@ -310,11 +310,11 @@ static int fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha
     cairn_fail_context(st, r, "fetching \"%s\" of layer %s", f->path, f->layer_id);
     goto out;
   }
-  if ((fd = open_temp(st)) < 0) {
+  if ((fd = cn_lazy_open_temp(st)) < 0) {
     r = fd;
     goto out;
   }
-  if ((r = unpack(e, buf, lo, fd, st)) < 0) goto out;
+  if ((r = cn_lazy_unpack(e, buf, lo, fd, st)) < 0) goto out;
   r = cairn_lazy_file_store(st, sha256, fd, e->size, blob);
 out:
   if (fd >= 0) close(fd);
@@ -324,27 +324,37 @@ out:
   return r;
 }
 
+int cn_lazy_file_named(cairn_store *st, const char *full, char blob[48], cairn_lazy_file *f) {
+  uint64_t size = 0;
+  int r = cairn_blob_by_sha256(st, full, blob, 48, &size);
+  if (r < 0) return r;
+  int p = cairn_lazy_file_find(st, full, f);
+  if (p < 0) return p;
+  if (r > 0 && (p == 0 || size == f->size)) {
+    /* stored already (another layer's, or fetched meanwhile): named */
+    if (p > 0) r = cairn_lazy_file_store(st, full, -1, f->size, blob);
+    if (p > 0) cairn_lazy_file_clear(f);
+    return r < 0 ? r : 1;
+  }
+  if (p == 0) return cairn_fail(st, -ENOENT, "%s: no such file pending", full);
+  return 0;
+}
+
 int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]) {
   cairn_fail(st, 0, "%s", "");
   char full[80];
   snprintf(full, sizeof full, "%s%s", strncmp(sha256, "sha256:", 7) == 0 ? "" : "sha256:", sha256);
   if (!cn_toc_digest_valid(full)) return cairn_fail(st, -EINVAL, "%s: not a sha256", sha256);
-  uint64_t size = 0;
-  int r = cairn_blob_by_sha256(st, full, blob, 48, &size);
-  if (r < 0) return r;
+  int lock = cairn_lazy_lock(st, full, true); /* one fetch of it across processes */
+  if (lock < 0) return lock;
   cairn_lazy_file f;
-  int p = cairn_lazy_file_find(st, full, &f);
-  if (p < 0) return p;
-  if (r > 0 && (p == 0 || size == f.size)) {
-    /* stored already (another layer's, or fetched meanwhile): named */
-    if (p > 0) r = cairn_lazy_file_store(st, full, -1, f.size, blob);
-    if (p > 0) cairn_lazy_file_clear(&f);
-    return r < 0 ? r : 0;
+  int r = cn_lazy_file_named(st, full, blob, &f);
+  if (r == 0) {
+    r = fetch_file(st, &f, full, blob);
+    cairn_lazy_file_clear(&f);
   }
-  if (p == 0) return cairn_fail(st, -ENOENT, "%s: no such file pending", full);
-  r = fetch_file(st, &f, full, blob);
-  cairn_lazy_file_clear(&f);
-  return r;
+  cairn_lazy_unlock(st, full, lock);
+  return r < 0 ? r : 0;
 }
 
 /* ---- fsck -------------------------------------------------------------------- */
@@ -380,7 +390,7 @@ static int check_pending(const cairn_lazy_file *f, const char *sha256, void *arg
     snprintf(c->layer, sizeof c->layer, "%s", f->layer_id);
     cn_toc_free(&c->toc);
     memset(&c->toc, 0, sizeof c->toc);
-    c->toc_ok = kept_toc(c->st, f, &c->toc) == 0;
+    c->toc_ok = cn_lazy_kept_toc(c->st, f, &c->toc) == 0;
     if (!c->toc_ok) problem(c->r, "layer %s: its kept TOC: %s", f->layer_id, cairn_errmsg(c->st));
     cairn_fail(c->st, 0, "%s", "");
   }

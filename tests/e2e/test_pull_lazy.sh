@@ -77,7 +77,7 @@ on_exit "'$CAIRN' --store '$T/full' umount '$T/mf'"
 
 # The lazy pull: the TOC only.
 reset
-expect_exit 0 "pull --lazy" "$CAIRN" --store "$ST" pull --insecure --lazy \
+expect_exit 0 "pull --lazy" "$CAIRN" --store "$ST" pull --insecure --lazy --no-fill \
   "docker://$PROXY/lazy/a:1"
 sed "s/^/# /" "$T/stderr" >&2
 lazy_bytes=$(counts | jq .bytes)
@@ -125,7 +125,7 @@ on_exit "kill $proxy2_pid 2>/dev/null; wait $proxy2_pid"
 setup wait_for 10 test -s "$T/proxy2.port"
 PROXY2=127.0.0.1:$(cat "$T/proxy2.port")
 setup wait_http "http://$PROXY2/v2/" 200 10
-setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy "docker://$PROXY2/lazy/a:1" >/dev/null
+setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy --no-fill "docker://$PROXY2/lazy/a:1" >/dev/null
 setup kill "$proxy2_pid"
 setup wait_for 10 pid_gone "$proxy2_pid"
 setup mkdir "$T/m2"
