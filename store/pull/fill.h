@@ -11,11 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "partial.h"
+
 /* Requests of a fill in flight at once, each on a thread of its own. */
 #define FILL_INFLIGHT 4
-/* Two files this close in the blob (the tar headers between them) are one
- * range, up to a range of FILL_RANGE_MAX bytes. */
-#define FILL_MERGE_GAP 4096
+/* Two files this close in the blob (the tar headers between them, or a
+ * stored file smaller than a multipart reply's part headers cost, as a
+ * partial pull merges) are one range, up to FILL_RANGE_MAX bytes. */
+#define FILL_MERGE_GAP CN_PARTIAL_MERGE_GAP
 #define FILL_RANGE_MAX (1u << 20)
 /* A request: at most FILL_BATCH_FILES files, of a layer, and about an
  * eighth of the fill's bytes, within [FILL_BATCH_MIN, FILL_BATCH_MAX] (a

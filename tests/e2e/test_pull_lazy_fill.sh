@@ -6,8 +6,10 @@
 # 4.3 pushed (200 files of 0.5 to 3 kB, 20 of 20 to 150 kB):
 #   pull --lazy --no-fill starts nothing: the files stay pending;
 #   cairn fill fetches them in far fewer requests than files (merged
-#   ranges, multi-range requests), about the layer's bytes, and the image
-#   is then the full pull's (id, export);
+#   ranges, multi-range requests, several in flight), no more than the
+#   layer's bytes, each file verified (a wrong byte in the registry fails
+#   that file alone, exit 5), and the image is then the full pull's (id,
+#   export);
 #   pull --lazy starts the fill in the background, says so once, returns
 #   with the fill holding its pins (rm refused, exit 4); a mount serves
 #   the right bytes while it runs, and reads of every file from the mount
@@ -68,16 +70,44 @@ sleep 2
 check "... and after a while still 220 pending: no fill ran" test "$(pending "$T/s1")" = 220
 check "... no fill log" test -z "$(ls "$T/s1/tmp" | grep fill-)"
 
-# cairn fill: merged ranges, multi-range requests.
+# cairn fill: merged ranges, multi-range requests, each file verified.
+# Every tenth small file is fetched first (as a mount's read would), so
+# that the files left are runs with holes between; one file's bytes in the
+# registry are made wrong.
+for i in $(seq 0 10 190); do
+  sha=$(sqlite3 "file:$T/s1/meta.db?mode=ro" "SELECT sha256 FROM pending WHERE path = 'small/s$(printf %03d "$i")'")
+  setup "$CAIRN" --store "$T/s1" fill --file "$sha" >/dev/null
+done
+check "20 files fetched one by one, 200 left" test "$(pending "$T/s1")" = 200
+bdigest=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+  "http://$REGISTRY/v2/fill/a/manifests/1" | jq -r '.layers[0].digest')
+blob=$(registry_blob_path "$bdigest")
+setup cp "$blob" "$T/blob.good"
+setup python3 - "$blob" "$T/s1/toc/${bdigest#sha256:}" <<'PY'
+import json, subprocess, sys
+path, toc_path = sys.argv[1], sys.argv[2]
+toc = json.loads(subprocess.run(["zstd", "-dcq", toc_path], capture_output=True, check=True).stdout)
+e = next(e for e in toc["entries"] if e.get("name", "").endswith("small/s055"))
+b = bytearray(open(path, "rb").read())
+b[e["offset"] + 10] ^= 0xFF
+open(path, "wb").write(b)
+PY
 reset
-expect_exit 0 "cairn fill" "$CAIRN" --store "$T/s1" fill fill/a:1
+expect_exit 5 "cairn fill with one file's bytes wrong in the registry exits 5" \
+  "$CAIRN" --store "$T/s1" fill fill/a:1
 c=$(counts)
-echo "# fill of 220 files: $(jq -c '{requests, ranges, multi_ranges, max_in_flight, bytes}' <<<"$c")" >&2
-check "the fill took far fewer requests than files ($(jq .requests <<<"$c") for 220)" \
-  test "$(jq .requests <<<"$c")" -le 22
+sed "s/^/# /" "$T/stderr" >&2
+echo "# fill of 200 files: $(jq -c '{requests, ranges, multi_ranges, max_in_flight, bytes}' <<<"$c")" >&2
+check "... naming that file" grep -q "^cairn: fill: sha256:[0-9a-f]*: small/s055: " "$T/stderr"
+check "... and storing every other" test "$(pending "$T/s1")" = 1
+check "the fill took far fewer requests than files ($(jq .requests <<<"$c") for 200)" \
+  test "$(jq .requests <<<"$c")" -le 20
+check "... several ranges in one request" test "$(jq .multi_ranges <<<"$c")" -ge 1
 check "... with several requests in flight" test "$(jq .max_in_flight <<<"$c")" -ge 2
-check "... and about the layer's bytes ($(jq .bytes <<<"$c") of $bsize)" \
-  test "$(jq .bytes <<<"$c")" -lt $((bsize + bsize / 20))
+check "... and no more than the layer's bytes ($(jq .bytes <<<"$c") of $bsize)" \
+  test "$(jq .bytes <<<"$c")" -lt "$bsize"
+setup cp "$T/blob.good" "$blob"
+expect_exit 0 "a fill again fetches the last file" "$CAIRN" --store "$T/s1" fill fill/a:1
 check "nothing pending after it" test "$(pending "$T/s1")" = 0
 check "the image id is the full pull's" \
   test "$("$CAIRN" --store "$T/s1" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
