@@ -44,8 +44,10 @@ int cairn_lazy_lock(cairn_store *st, const char *sha256, bool wait) {
     }
     struct stat a, b;
     if (fstat(fd, &a) == 0 && fstatat(st->dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+      futimens(fd, NULL); /* a file a killed holder left is not old to gc's sweep of tmp */
       return fd;
+    }
     close(fd); /* its holder unlinked it meanwhile: take the new one */
   }
   return cairn_fail(st, -EAGAIN, "locking the fetch of %s: the lock file keeps changing", sha256);
