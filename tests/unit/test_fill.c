@@ -60,7 +60,8 @@ Test(fill, a_batch_is_one_layer_bounded_in_files_and_bytes) {
   cr_expect_eq(cn_fill_batch_end(v, 300, 299, 9000), 300);
 }
 
-#define SHA "sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+#define HEX "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+#define SHA "sha256:" HEX
 
 Test(fill, one_fetch_lock_per_content_across_handles) {
   cairn_store *other = NULL;
@@ -68,7 +69,7 @@ Test(fill, one_fetch_lock_per_content_across_handles) {
   int a = cairn_lazy_lock(T.st, SHA, false);
   cr_assert_geq(a, 0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(cairn_lazy_lock(other, SHA, false), -EWOULDBLOCK, "held: busy");
-  cr_expect_eq(cairn_lazy_lock(other, SHA + 7, false), -EWOULDBLOCK, "HEX alone names it too");
+  cr_expect_eq(cairn_lazy_lock(other, HEX, false), -EWOULDBLOCK, "HEX alone names it too");
   int b = cairn_lazy_lock(other,
                           "sha256:"
                           "0000000000000000000000000000000000000000000000000000000000000000",
@@ -79,7 +80,7 @@ Test(fill, one_fetch_lock_per_content_across_handles) {
   cairn_lazy_unlock(T.st, SHA, a);
   char path[4096];
   struct stat sb;
-  snprintf(path, sizeof path, "%s/tmp/fetch-%s.lock", T.dir, SHA + 7);
+  snprintf(path, sizeof path, "%s/tmp/fetch-%s.lock", T.dir, HEX);
   cr_expect_neq(stat(path, &sb), 0, "the lock file is gone once released");
   int c = cairn_lazy_lock(other, SHA, false);
   cr_expect_geq(c, 0, "free again once released");
