@@ -93,11 +93,13 @@ b[e["offset"] + 10] ^= 0xFF
 open(path, "wb").write(b)
 PY
 reset
+start=$(date +%s%N)
 expect_exit 5 "cairn fill with one file's bytes wrong in the registry exits 5" \
   "$CAIRN" --store "$T/s1" fill fill/a:1
+took=$((($(date +%s%N) - start) / 1000000))
 c=$(counts)
 sed "s/^/# /" "$T/stderr" >&2
-echo "# fill of 200 files: $(jq -c '{requests, ranges, multi_ranges, max_in_flight, bytes}' <<<"$c")" >&2
+echo "# fill of 200 files: $(jq -c '{requests, ranges, multi_ranges, max_in_flight, bytes}' <<<"$c") in $took ms" >&2
 check "... naming that file" grep -q "^cairn: fill: sha256:[0-9a-f]*: small/s055: " "$T/stderr"
 check "... and storing every other" test "$(pending "$T/s1")" = 1
 check "the fill took far fewer requests than files ($(jq .requests <<<"$c") for 200)" \
