@@ -472,6 +472,15 @@ int cairn_image_complete(cairn_store *st, const char *image_id);
  * pull's bounded retries). May be called from several threads, each with
  * its own handle. */
 int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]);
+/* The lock of the fetch of content sha256 ("sha256:HEX" or HEX) across
+ * processes (store/lazy_lock.c: a lock file in STORE/tmp, flock'd): the
+ * fetch and store of a pending file run under it, so a mount's first read,
+ * a background fill and a second fill fetch it once; whoever takes it next
+ * finds the file stored. wait: blocks until it is free; otherwise
+ * -EWOULDBLOCK (no WHY recorded) while another holds it. Returns the lock
+ * (an fd) for cairn_lazy_unlock. cairn_lazy_fetch takes it. */
+int cairn_lazy_lock(cairn_store *st, const char *sha256, bool wait);
+void cairn_lazy_unlock(cairn_store *st, const char *sha256, int lock);
 
 /* ---- exact layers (store/tarsplit.c) ----------------------------------- */
 
@@ -816,15 +825,22 @@ typedef struct cairn_pull_opts {
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
 
-/* Fetches every pending file of image ref (cairn_lazy_fetch), holding the
- * image's and its layers' pins throughout (rm is refused meanwhile); a
- * file that fails is said through log and the rest are fetched. Resumable:
+/* Fetches every pending file of image ref, holding the image's and its
+ * layers' pins throughout (rm is refused meanwhile; pinned, when set, is
+ * called once they are held): the files a prefetch landmark names first,
+ * then the rest in layer and TOC order; files next to each other in a
+ * layer's blob one range, several ranges one request, a few requests in
+ * flight (store/pull/fill.c); each file verified as cairn_lazy_fetch
+ * verifies it and stored alone, under its lock (cairn_lazy_lock): a file
+ * another process is fetching is not fetched again. A file that fails is
+ * said through log and the rest are fetched. Resumable:
  * what a killed fill stored stays stored, the rest stays pending. image_id
  * gets the image. 0 when nothing is pending any more; otherwise the first
  * failure, with how many files failed. */
 typedef struct cairn_fill_opts {
   void (*progress)(size_t done, size_t total, void *arg); /* files */
   void (*log)(const char *line, void *arg);
+  void (*pinned)(void *arg);
   void *arg;
 } cairn_fill_opts;
 int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,

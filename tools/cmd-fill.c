@@ -6,18 +6,50 @@
  * --file SHA256` fetches one pending file (cairn_lazy_fetch) and prints its
  * blob's name: what cairnfs runs on a pending file's first read, so that
  * the daemon maps none of the pull's libraries.
+ *
+ * `cairn pull --lazy` runs `cairn fill IMAGE` in the background with
+ * CAIRN_FILL_READY_FD set: the fill writes a byte to that fd once it holds
+ * the image's pins, and closes it, so that the pull returns only after.
  */
 #include "commands.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define USAGE "cairn fill [-q | --no-progress] IMAGE | cairn fill --file SHA256"
 
 static void on_log(const char *line, void *arg) {
   (void)arg;
   fprintf(stderr, "cairn: fill: %s\n", line);
+}
+
+/* Tells the pull that started this fill that its pins are held. */
+static void on_pinned(void *arg) {
+  int *fd = arg;
+  if (*fd < 0) return;
+  while (write(*fd, "p", 1) < 0 && errno == EINTR) {
+  }
+  close(*fd);
+  *fd = -1;
+}
+
+/* The fd CAIRN_FILL_READY_FD names (a pipe's end), taken from the
+ * environment; -1 when unset or not a pipe. */
+static int ready_fd(void) {
+  const char *v = getenv("CAIRN_FILL_READY_FD");
+  if (!v) return -1;
+  char *end;
+  long fd = strtol(v, &end, 10);
+  unsetenv("CAIRN_FILL_READY_FD");
+  struct stat sb;
+  if (!*v || *end || fd < 3 || fd > 1024 || fstat((int)fd, &sb) < 0 || !S_ISFIFO(sb.st_mode))
+    return -1;
+  return (int)fd;
 }
 
 static int fill_run(struct cli *c, int argc, char **argv) {
@@ -56,8 +88,10 @@ static int fill_run(struct cli *c, int argc, char **argv) {
   uint64_t files = 0, bytes = 0;
   if ((r = cairn_image_pending(st, id, &files, &bytes)) < 0)
     return report_fail(r, "%s: %s", ref, report_why(st, r));
-  cairn_fill_opts fo = {.log = on_log};
+  int ready = ready_fd();
+  cairn_fill_opts fo = {.log = on_log, .pinned = on_pinned, .arg = &ready};
   r = cairn_fill(st, ref, &fo, id);
+  if (ready >= 0) close(ready);
   if (r < 0) return report_fail(r, "fill %s: %s", ref, report_why(st, r));
   if (!quiet) {
     char size[32];
@@ -73,7 +107,10 @@ const struct cli_command cmd_fill = {
     .run = fill_run,
     .usage = USAGE,
     .summary = "Fetch every file of IMAGE that cairn pull --lazy left to fetch on first read,\n"
-               "so that IMAGE is complete. Resumable: a fill that was stopped fetches the rest.",
+               "so that IMAGE is complete: the files a prefetch landmark names first, files\n"
+               "next to each other in a layer as one range, several ranges a request, up to\n"
+               "4 requests at once. A file a mount or another fill is fetching is not\n"
+               "fetched twice. Resumable: a fill that was stopped fetches the rest.",
     .options = "-q, --quiet\tsay nothing when done\n"
                "--no-progress\tthe same\n"
                "--file SHA256\tfetch only the pending file of that content (as a mount's first\n"

@@ -5,19 +5,30 @@
  * terminal redrawn (waiting, fetching and storing with bar, bytes, rate and
  * time left; reused, or downloaded in its final time), otherwise one line
  * per layer as it finishes; --quiet shows none. The image id goes to
- * stdout.
+ * stdout. After a --lazy pull that left files to fetch, it starts `cairn
+ * fill IMAGE` in the background (its own session, its output to
+ * STORE/tmp/fill-ID.log) and returns once that fill holds the image's
+ * pins, unless --no-fill.
  */
 #include "commands.h"
 
 #include "progress_bar.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define PULL_USAGE                                                                                 \
   "cairn pull [--platform OS/ARCH[/VARIANT]] [--creds USER[:PASS]] [--insecure] [--jobs N]\n"      \
-  "                  [--cert-dir DIR] [--retries N] [--lazy] [-q] [--no-progress]\n"               \
+  "                  [--cert-dir DIR] [--retries N] [--lazy [--no-fill]] [-q] [--no-progress]\n"   \
   "                  SOURCE [NAME[:TAG]]"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
@@ -36,6 +47,61 @@ static int parse_count(const char *s, unsigned max, unsigned *out) {
   return 0;
 }
 
+/* How long the pull waits for its background fill to hold its pins. */
+#define FILL_START_MS 30000
+
+/* Starts `cairn fill IMAGE` (this cairn) in a session of its own, its
+ * stdin and stdout /dev/null, its stderr the log, and waits until it holds
+ * the image's pins (it writes a byte to the pipe CAIRN_FILL_READY_FD
+ * names): 0 and *pid, or a negative errno. */
+static int fill_start(cairn_store *st, const char *id, const char *log, pid_t *pid) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return -errno;
+  exe[n] = '\0';
+  int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (logfd < 0) return -errno;
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) {
+    int e = -errno;
+    close(logfd);
+    return e;
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&at);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, logfd, STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, p[1], 3);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&at, &none);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
+  char *argv[] = {exe, "--store", (char *)cairn_store_dir(st), "fill", (char *)id, NULL};
+  setenv("CAIRN_FILL_READY_FD", "3", 1);
+  extern char **environ;
+  int r = posix_spawn(pid, exe, &fa, &at, argv, environ);
+  unsetenv("CAIRN_FILL_READY_FD");
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  close(p[1]);
+  close(logfd);
+  if (r != 0) {
+    close(p[0]);
+    return -r;
+  }
+  struct pollfd pf = {.fd = p[0], .events = POLLIN};
+  char b = 0;
+  ssize_t k = -1;
+  if (poll(&pf, 1, FILL_START_MS) > 0)
+    while ((k = read(p[0], &b, 1)) < 0 && errno == EINTR) {
+    }
+  close(p[0]);
+  return k == 1 ? 0 : -ECHILD; /* it ended (see its log) or did not pin in time */
+}
+
 static int pull_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"platform", required_argument, NULL, 'p'},
@@ -48,9 +114,10 @@ static int pull_run(struct cli *c, int argc, char **argv) {
       {"no-progress", no_argument, NULL, 'q'},
       {"tls-verify", optional_argument, NULL, 'T'},
       {"lazy", no_argument, NULL, 'L'},
+      {"no-fill", no_argument, NULL, 'N'},
       {NULL, 0, NULL, 0}, /* --no-progress: -q less its ids-only output */
   };
-  bool quiet = false;
+  bool quiet = false, no_fill = false;
   cairn_pull_opts po = {.progress = on_progress, .log = on_log};
   const char *creds_arg = NULL;
   int o;
@@ -74,12 +141,14 @@ static int pull_run(struct cli *c, int argc, char **argv) {
         return report_usage(PULL_USAGE, "pull: --retries: needs a number from 1 to 100 (attempts)");
       break;
     case 'L': po.lazy = true; break;
+    case 'N': no_fill = true; break;
     case 'q': quiet = true; break;
     default: return cli_bad_option(PULL_USAGE, argv, o, opts);
     }
   }
   if (argc - optind < 1 || argc - optind > 2)
     return report_usage(PULL_USAGE, "pull: needs a SOURCE and at most a NAME");
+  if (no_fill && !po.lazy) return report_usage(PULL_USAGE, "pull: --no-fill goes with --lazy");
   const char *source = argv[optind], *name = argc - optind == 2 ? argv[optind + 1] : NULL;
   cairn_autofree char *creds = NULL;
   if (creds_arg) {
@@ -99,6 +168,21 @@ static int pull_run(struct cli *c, int argc, char **argv) {
   int r = cairn_pull(st, source, name, &po, id);
   progress_free(po.arg);
   if (r < 0) return report_fail(r, "pull %s: %s", source, report_why(st, r));
+  uint64_t files = 0, bytes = 0;
+  if (po.lazy && !no_fill && cairn_image_pending(st, id, &files, &bytes) == 0 && files > 0) {
+    char log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/tmp/fill-%.12s.log", cairn_store_dir(st), id);
+    pid_t pid = 0;
+    int k = fill_start(st, id, log, &pid);
+    if (k < 0)
+      fprintf(stderr, "cairn: pull: the background fill did not start (%s); cairn fill %.12s\n",
+              k == -ECHILD ? log : strerror(-k), id);
+    else if (!quiet)
+      fprintf(stderr,
+              "cairn: pull: fetching %llu files in the background (pid %ld; log %s);"
+              " cairn fill %.12s waits for them\n",
+              (unsigned long long)files, (long)pid, log, id);
+  }
   printf("%s\n", id);
   return CAIRN_EXIT_OK;
 }
@@ -120,7 +204,10 @@ const struct cli_command cmd_pull = {
                "--retries N\tattempts per request on transient errors (1 to 100)\n"
                "--lazy\tstore a registry's zstd:chunked and eStargz layers from their\n"
                "\ttable of contents alone: files are fetched on first read from a\n"
-               "\tmount, or by cairn fill (other layers are pulled in full)\n"
+               "\tmount, and by a cairn fill started in the background (other\n"
+               "\tlayers are pulled in full)\n"
+               "--no-fill\twith --lazy: start no background fill (files are fetched on\n"
+               "\tfirst read, or by cairn fill)\n"
                "-q, --quiet\tprint the image id only (no progress)\n"
                "--no-progress\tno progress on stderr\n",
 };

@@ -4,8 +4,8 @@
  * (doc/lazy-pulls.md): fetching and checking a layer's TOC (per format,
  * behind lazy_format: for the lazy pull and the partial pull), recording
  * a layer from its TOC alone (cn_lazy_layer, for `cairn pull --lazy`),
- * fetching one pending file (cairn_lazy_fetch: cairnfs on first read,
- * `cairn fill`), and filling an image (cairn_fill). The store side (the
+ * and fetching one pending file (cairn_lazy_fetch: cairnfs on first read,
+ * `cairn fill`); filling an image is fill.c. The store side (the
  * rows, the blob, the transaction) is store/lazy.c, through cairn.h.
  *
  * Verification before anything is stored or served: the TOC is trusted as
@@ -332,7 +332,7 @@ static int toc_entries(const cn_lazy_toc *lt, cairn_entry **out, size_t *n, cair
   return 0;
 }
 
-static int open_temp(cairn_store *st) {
+int cn_lazy_open_temp(cairn_store *st) {
   char path[4096];
   snprintf(path, sizeof path, "%s/tmp", cairn_store_dir(st));
   int fd = open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -356,7 +356,7 @@ static int write_at(int fd, const unsigned char *p, size_t left, uint64_t at, ca
  * sha256 is the TOC's digest, which the manifest vouched for): nothing
  * is fetched for it. */
 static int store_self(cairn_store *st, const cn_lazy_toc *lt, char blob[48]) {
-  int fd = open_temp(st);
+  int fd = cn_lazy_open_temp(st);
   if (fd < 0) return fd;
   int r = write_at(fd, lt->self.json, lt->self.json_len, 0, st);
   if (r == 0) r = cairn_lazy_file_store(st, lt->toc.toc_digest, fd, lt->self.json_len, blob);
@@ -635,7 +635,7 @@ int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sh
     cairn_fail_context(st, r, "fetching \"%s\" of layer %s", f->path, f->layer_id);
     goto out;
   }
-  if ((fd = open_temp(st)) < 0) {
+  if ((fd = cn_lazy_open_temp(st)) < 0) {
     r = fd;
     goto out;
   }
@@ -649,27 +649,37 @@ out:
   return r;
 }
 
+int cn_lazy_file_named(cairn_store *st, const char *full, char blob[48], cairn_lazy_file *f) {
+  uint64_t size = 0;
+  int r = cairn_blob_by_sha256(st, full, blob, 48, &size);
+  if (r < 0) return r;
+  int p = cairn_lazy_file_find(st, full, f);
+  if (p < 0) return p;
+  if (r > 0 && (p == 0 || size == f->size)) {
+    /* stored already (another layer's, or fetched meanwhile): named */
+    if (p > 0) r = cairn_lazy_file_store(st, full, -1, f->size, blob);
+    if (p > 0) cairn_lazy_file_clear(f);
+    return r < 0 ? r : 1;
+  }
+  if (p == 0) return cairn_fail(st, -ENOENT, "%s: no such file pending", full);
+  return 0;
+}
+
 int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]) {
   cairn_fail(st, 0, "%s", "");
   char full[80];
   snprintf(full, sizeof full, "%s%s", strncmp(sha256, "sha256:", 7) == 0 ? "" : "sha256:", sha256);
   if (!cn_toc_digest_valid(full)) return cairn_fail(st, -EINVAL, "%s: not a sha256", sha256);
-  uint64_t size = 0;
-  int r = cairn_blob_by_sha256(st, full, blob, 48, &size);
-  if (r < 0) return r;
+  int lock = cairn_lazy_lock(st, full, true); /* one fetch of it across processes */
+  if (lock < 0) return lock;
   cairn_lazy_file f;
-  int p = cairn_lazy_file_find(st, full, &f);
-  if (p < 0) return p;
-  if (r > 0 && (p == 0 || size == f.size)) {
-    /* stored already (another layer's, or fetched meanwhile): named */
-    if (p > 0) r = cairn_lazy_file_store(st, full, -1, f.size, blob);
-    if (p > 0) cairn_lazy_file_clear(&f);
-    return r < 0 ? r : 0;
+  int r = cn_lazy_file_named(st, full, blob, &f);
+  if (r == 0) {
+    r = cn_lazy_fetch_file(st, &f, full, blob);
+    cairn_lazy_file_clear(&f);
   }
-  if (p == 0) return cairn_fail(st, -ENOENT, "%s: no such file pending", full);
-  r = cn_lazy_fetch_file(st, &f, full, blob);
-  cairn_lazy_file_clear(&f);
-  return r;
+  cairn_lazy_unlock(st, full, lock);
+  return r < 0 ? r : 0;
 }
 
 /* ---- fsck -------------------------------------------------------------------- */
@@ -721,50 +731,4 @@ int cairn_lazy_fsck(cairn_store *st, cairn_report *r) {
   int rc = cairn_lazy_pending_foreach(st, check_pending, &c);
   cn_lazy_toc_free(&c.toc);
   return rc;
-}
-
-/* ---- the fill ----------------------------------------------------------------- */
-
-int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,
-               cairn_id image_id) {
-  cairn_fail(st, 0, "%s", "");
-  cairn_fill_opts o = opts ? *opts : (cairn_fill_opts){0};
-  char *purpose = NULL;
-  if (asprintf(&purpose, "fill %s", image_ref) < 0) return cairn_fail(st, -ENOMEM, "out of memory");
-  cairn_pinset *ps = cairn_pinset_new(purpose, true);
-  free(purpose);
-  if (!ps) return cairn_fail(st, -ENOMEM, "out of memory");
-  int r = cairn_image_resolve(st, image_ref, image_id);
-  if (r == 0) r = cairn_pin_image(st, ps, image_id);
-  char **todo = NULL;
-  size_t n = 0;
-  if (r == 0) r = cairn_lazy_pending_list(st, image_id, &todo, &n);
-  uint64_t files = 0, bytes = 0;
-  if (r == 0) r = cairn_image_pending(st, image_id, &files, &bytes);
-  size_t failed = 0;
-  int first_err = 0;
-  char why[1024] = "";
-  for (size_t i = 0; r == 0 && i < n; i++) {
-    if (o.progress) o.progress(i, n, o.arg);
-    char blob[48];
-    int k = cairn_lazy_fetch(st, todo[i], blob);
-    if (k < 0) {
-      if (!failed++) {
-        first_err = k;
-        snprintf(why, sizeof why, "%s", cairn_errmsg(st));
-      }
-      if (o.log) {
-        char line[1200];
-        snprintf(line, sizeof line, "%s: %s", todo[i], cairn_errmsg(st));
-        o.log(line, o.arg);
-      }
-    }
-  }
-  if (r == 0 && o.progress) o.progress(n, n, o.arg);
-  cairn_strv_free(todo, n);
-  cairn_pinset_release(st, ps);
-  if (r < 0) return r;
-  if (failed)
-    return cairn_fail(st, first_err, "%zu of %zu files not fetched (first: %s)", failed, n, why);
-  return 0;
 }

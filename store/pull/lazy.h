@@ -63,4 +63,13 @@ int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sh
 int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
                    cairn_store *st);
 
+/* An anonymous file in STORE/tmp for a fetched file's content. */
+int cn_lazy_open_temp(cairn_store *st);
+
+/* Under the lock of content full ("sha256:HEX", cairn_lazy_lock): 1 (blob
+ * set) when the store holds it already (then named in its pending
+ * entries), 0 when it is to fetch (*f set: cairn_lazy_file_clear), -ENOENT
+ * when it is neither stored nor pending, another negative errno. */
+int cn_lazy_file_named(cairn_store *st, const char *full, char blob[48], cairn_lazy_file *f);
+
 #endif

@@ -71,7 +71,7 @@ on_exit "'$CAIRN' --store '$T/full' umount '$T/mf'"
 
 # The lazy pull: the TOC only.
 reset
-expect_exit 0 "pull --lazy" "$CAIRN" --store "$ST" pull --insecure --lazy \
+expect_exit 0 "pull --lazy" "$CAIRN" --store "$ST" pull --insecure --lazy --no-fill \
   "docker://$PROXY/lazy/a:1"
 sed "s/^/# /" "$T/stderr" >&2
 lazy_bytes=$(counts | jq .bytes)
@@ -115,7 +115,7 @@ check "... and leaves nothing pending" \
 proxy1=$PROXY
 setup proxy_start "$T/proxy2"
 PROXY2=$PROXY proxy2_pid=$PROXY_PID PROXY=$proxy1
-setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy "docker://$PROXY2/lazy/a:1" >/dev/null
+setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy --no-fill "docker://$PROXY2/lazy/a:1" >/dev/null
 setup kill "$proxy2_pid"
 setup wait_for 10 pid_gone "$proxy2_pid"
 setup mkdir "$T/m2"

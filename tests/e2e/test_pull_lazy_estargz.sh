@@ -141,7 +141,7 @@ for img in "${images[@]}"; do
 
   # The lazy pull: footer and TOC only.
   reset
-  expect_exit 0 "$img: pull --lazy" "$CAIRN" --store "$S" pull --insecure --lazy \
+  expect_exit 0 "$img: pull --lazy" "$CAIRN" --store "$S" pull --insecure --lazy --no-fill \
     "docker://$PROXY/lazy/$img:1"
   sed "s/^/# /" "$T/stderr" >&2
   lazy=$(counts)

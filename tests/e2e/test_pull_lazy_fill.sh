@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_pull_lazy_fill.sh — the fill of a lazily pulled image (issue 33,
+# doc/lazy-pulls.md "The fill as built"), against Debian's docker-registry
+# on 127.0.0.1 behind the shaping proxy, with a zstd:chunked layer podman
+# 4.3 pushed (200 files of 0.5 to 3 kB, 20 of 20 to 150 kB):
+#   pull --lazy --no-fill starts nothing: the files stay pending;
+#   cairn fill fetches them in far fewer requests than files (merged
+#   ranges, multi-range requests, several in flight), no more than the
+#   layer's bytes, each file verified (a wrong byte in the registry fails
+#   that file alone, exit 5), and the image is then the full pull's (id,
+#   export);
+#   pull --lazy starts the fill in the background, says so once, returns
+#   with the fill holding its pins (rm refused, exit 4); a mount serves
+#   the right bytes while it runs, and reads of every file from the mount
+#   and a second fill at the same time fetch each file once (the proxy's
+#   bytes about the layer's size); the image completes with no user action.
+source "$(dirname "$0")/../lib/test-lib.sh"
+use_lib registry mount
+pull_test_init
+command -v podman >/dev/null || skip "no podman"
+command -v sqlite3 >/dev/null || skip "no sqlite3"
+
+setup python3 - "$T" <<'PY'
+import os, random, sys
+t = sys.argv[1]
+rnd = random.Random(35)
+os.makedirs(f"{t}/a/small", exist_ok=True)
+os.makedirs(f"{t}/a/big", exist_ok=True)
+for i in range(200):
+    open(f"{t}/a/small/s{i:03d}", "wb").write(rnd.randbytes(rnd.randint(500, 3000)))
+for i in range(20):
+    open(f"{t}/a/big/b{i:02d}", "wb").write(rnd.randbytes(rnd.choice((20000, 70000, 150000))))
+PY
+PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
+setup registry_start "$T/reg"
+setup tar -C "$T/a" --sort=name -b 1 -cf "$T/a.tar" .
+setup "${PODMAN[@]}" import -q "$T/a.tar" "localhost/fill/a:1" >/dev/null
+setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
+  "localhost/fill/a:1" "docker://$REGISTRY/fill/a:1"
+python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
+  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
+proxy_pid=$!
+on_exit "kill $proxy_pid; wait $proxy_pid"
+setup wait_for 10 test -s "$T/proxy.port"
+PROXY=127.0.0.1:$(cat "$T/proxy.port")
+setup wait_http "http://$PROXY/v2/" 200 10
+counts() { curl -sf "http://$PROXY/_proxy/counts"; }
+reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
+pending() { sqlite3 "file:$1/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
+bsize=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+  -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+  "http://$REGISTRY/v2/fill/a/manifests/1" | jq '.layers[0].size')
+echo "# layer: $bsize bytes" >&2
+
+exported() { # STORE OUT: the image's export, listed and summed
+  "$CAIRN" --store "$1" export -q fill/a:1 | tar -tvf - | sort >"$2.files"
+  rm -rf "$2.x" && mkdir "$2.x" && "$CAIRN" --store "$1" export -q fill/a:1 | tar -C "$2.x" -xf -
+  (cd "$2.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$2.sums"
+}
+setup "$CAIRN" --store "$T/full" pull -q --insecure "docker://$PROXY/fill/a:1" >"$T/full.id"
+setup exported "$T/full" "$T/full"
+
+# --no-fill: nothing is started.
+expect_exit 0 "pull --lazy --no-fill" "$CAIRN" --store "$T/s1" pull --insecure --lazy --no-fill \
+  "docker://$PROXY/fill/a:1"
+check "... 220 files pending" test "$(pending "$T/s1")" = 220
+check "... says nothing of a fill" test "$(grep -c background "$T/stderr")" = 0
+sleep 2
+check "... and after a while still 220 pending: no fill ran" test "$(pending "$T/s1")" = 220
+check "... no fill log" test -z "$(ls "$T/s1/tmp" | grep fill-)"
+
+# cairn fill: merged ranges, multi-range requests, each file verified.
+# Every tenth small file is fetched first (as a mount's read would), so
+# that the files left are runs with holes between; one file's bytes in the
+# registry are made wrong.
+for i in $(seq 0 10 190); do
+  sha=$(sqlite3 "file:$T/s1/meta.db?mode=ro" "SELECT sha256 FROM pending WHERE path = 'small/s$(printf %03d "$i")'")
+  setup "$CAIRN" --store "$T/s1" fill --file "$sha" >/dev/null
+done
+check "20 files fetched one by one, 200 left" test "$(pending "$T/s1")" = 200
+bdigest=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+  "http://$REGISTRY/v2/fill/a/manifests/1" | jq -r '.layers[0].digest')
+blob=$(registry_blob_path "$bdigest")
+setup cp "$blob" "$T/blob.good"
+setup python3 - "$blob" "$T/s1/toc/${bdigest#sha256:}" <<'PY'
+import json, subprocess, sys
+path, toc_path = sys.argv[1], sys.argv[2]
+toc = json.loads(subprocess.run(["zstd", "-dcq", toc_path], capture_output=True, check=True).stdout)
+e = next(e for e in toc["entries"] if e.get("name", "").endswith("small/s055"))
+b = bytearray(open(path, "rb").read())
+b[e["offset"] + 10] ^= 0xFF
+open(path, "wb").write(b)
+PY
+reset
+start=$(date +%s%N)
+expect_exit 5 "cairn fill with one file's bytes wrong in the registry exits 5" \
+  "$CAIRN" --store "$T/s1" fill fill/a:1
+took=$((($(date +%s%N) - start) / 1000000))
+c=$(counts)
+sed "s/^/# /" "$T/stderr" >&2
+echo "# fill of 200 files: $(jq -c '{requests, ranges, multi_ranges, max_in_flight, bytes}' <<<"$c") in $took ms" >&2
+check "... naming that file" grep -q "^cairn: fill: sha256:[0-9a-f]*: small/s055: " "$T/stderr"
+check "... and storing every other" test "$(pending "$T/s1")" = 1
+check "the fill took far fewer requests than files ($(jq .requests <<<"$c") for 200)" \
+  test "$(jq .requests <<<"$c")" -le 20
+check "... several ranges in one request" test "$(jq .multi_ranges <<<"$c")" -ge 1
+check "... with several requests in flight" test "$(jq .max_in_flight <<<"$c")" -ge 2
+check "... and no more than the layer's bytes ($(jq .bytes <<<"$c") of $bsize)" \
+  test "$(jq .bytes <<<"$c")" -lt "$bsize"
+setup cp "$T/blob.good" "$blob"
+expect_exit 0 "a fill again fetches the last file" "$CAIRN" --store "$T/s1" fill fill/a:1
+check "nothing pending after it" test "$(pending "$T/s1")" = 0
+check "the image id is the full pull's" \
+  test "$("$CAIRN" --store "$T/s1" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
+setup exported "$T/s1" "$T/s1"
+check "export: the full pull's listing" cmp "$T/s1.files" "$T/full.files"
+check "export: the full pull's files, byte for byte" cmp "$T/s1.sums" "$T/full.sums"
+expect_exit 0 "fsck after the fill" "$CAIRN" --store "$T/s1" fsck
+
+# pull --lazy: the fill in the background, a mount and a second fill
+# meanwhile, each file fetched once.
+curl -sf "http://$PROXY/_proxy/set?rate=600000&latency=0.02" >/dev/null
+reset
+expect_exit 0 "pull --lazy" "$CAIRN" --store "$T/s2" pull --insecure --lazy \
+  "docker://$PROXY/fill/a:1"
+sed "s/^/# /" "$T/stderr" >&2
+cp "$T/stderr" "$T/pull.err"
+after_pull=$(counts | jq .bytes)
+check "pull --lazy says once that the fill runs in the background" \
+  test "$(grep -c "fetching 220 files in the background" "$T/stderr")" = 1
+check "... and where its log is" grep -q "log $T/s2/tmp/fill-" "$T/stderr"
+check "pull --lazy returned with files still pending" test "$(pending "$T/s2")" -gt 0
+expect_exit 4 "rm while the background fill pins the image is refused" \
+  "$CAIRN" --store "$T/s2" rm fill/a:1
+setup mkdir "$T/m"
+expect_exit 0 "mount while the fill runs" "$CAIRN" --store "$T/s2" mount fill/a:1 "$T/m"
+on_exit "'$CAIRN' --store '$T/s2' umount '$T/m' 2>/dev/null || true"
+"$CAIRN" --store "$T/s2" fill fill/a:1 >"$T/fill2.out" 2>"$T/fill2.err" &
+fill2=$!
+check "reads of every file from the mount meanwhile give their bytes" \
+  diff -r "$T/m" "$T/a"
+wait "$fill2"
+check "a second fill at the same time succeeds" test $? = 0
+for _ in $(seq 600); do
+  [ "$(pending "$T/s2")" = 0 ] && break
+  sleep 0.1
+done
+check "the background fill completed the image with no user action" test "$(pending "$T/s2")" = 0
+bytes=$(($(counts | jq .bytes) - after_pull))
+echo "# fill, mount reads and a second fill together: $bytes bytes for a layer of $bsize" >&2
+check "... each file fetched once ($bytes bytes for a layer of $bsize)" \
+  test "$bytes" -lt $((bsize + bsize / 20))
+fill_pid=$(sed -n 's/.*in the background (pid \([0-9]*\);.*/\1/p' "$T/pull.err")
+check "the background fill ends once the image is complete (pid $fill_pid)" \
+  wait_for 30 pid_gone "$fill_pid"
+expect_exit 0 "umount" "$CAIRN" --store "$T/s2" umount "$T/m"
+check "the image id is the full pull's" \
+  test "$("$CAIRN" --store "$T/s2" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
+setup exported "$T/s2" "$T/s2"
+check "export: the full pull's listing" cmp "$T/s2.files" "$T/full.files"
+check "export: the full pull's files, byte for byte" cmp "$T/s2.sums" "$T/full.sums"
+expect_exit 0 "fsck" "$CAIRN" --store "$T/s2" fsck
+check "the fill's log says it completed the image" grep -q "the image is complete" "$T"/s2/tmp/fill-*.log
+finish
