@@ -100,7 +100,7 @@ took=$((($(date +%s%N) - start) / 1000000))
 c=$(counts)
 sed "s/^/# /" "$T/stderr" >&2
 echo "# fill of 200 files: $(jq -c '{requests, ranges, multi_ranges, max_in_flight, bytes}' <<<"$c") in $took ms" >&2
-check "... naming that file" grep -q "^cairn: fill: sha256:[0-9a-f]*: small/s055: " "$T/stderr"
+check "... naming that file" grep -q "^cairn: fill: sha256:[0-9a-f]*: \"small/s055\": " "$T/stderr"
 check "... and storing every other" test "$(pending "$T/s1")" = 1
 check "the fill took far fewer requests than files ($(jq .requests <<<"$c") for 200)" \
   test "$(jq .requests <<<"$c")" -le 20
