@@ -22,6 +22,10 @@
  *   cairn umount detached while another mount namespace holds it is
  *   served on, beside a new mount of the directory. Which one the mount at
  *   the directory serves is asked of that mount (cairn_upper_of_mount).
+ * - The fresh upper of cairn commit's move names the one it moves from
+ *   (info's "from") and is marked "moved" at the move's commit point; a
+ *   pair that a crash of the mount's supervisor left is settled by the
+ *   next scan (uppers_settle): one upper, the mount's, is left.
  */
 #include "upper.h"
 
