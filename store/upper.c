@@ -22,6 +22,10 @@
  *   cairn umount detached while another mount namespace holds it is
  *   served on, beside a new mount of the directory. Which one the mount at
  *   the directory serves is asked of that mount (cairn_upper_of_mount).
+ * - The fresh upper of cairn commit's move names the one it moves from
+ *   (info's "from") and is marked "moved" at the move's commit point; a
+ *   pair that a crash of the mount's supervisor left is settled by the
+ *   next scan (uppers_settle): one upper, the mount's, is left.
  */
 #include "upper.h"
 
@@ -306,7 +310,9 @@ static void tree_size(int dirfd, uint64_t *entries, uint64_t *bytes, int depth) 
 /* A move's two uppers that a crash of its supervisor left, both unowned
  * (cairn_upper_mark_moved says which is the mount's): the other one is
  * dropped, as the move would have dropped it. Each upper checked holds
- * its lock meanwhile, so that no mount takes it then. */
+ * its lock meanwhile, so that no mount takes it then; the old one's
+ * first: a supervisor holds it until it has taken the fresh one's
+ * (fs/supervisor.c's moved_take), which a lock held here would fail. */
 static void uppers_settle(cairn_store *st, int ufd) {
   cairn_autoclosedir DIR *d = cn_opendirat(ufd, ".");
   if (!d) return;
@@ -326,7 +332,7 @@ static void uppers_settle(cairn_store *st, int ufd) {
             0 &&
         strlen(from) == CAIRN_ID_LEN && cn_is_hex_id(from, CAIRN_ID_LEN) &&
         (ofd = openat(ufd, from, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0 && /* else: moved */
-        flock(dfd, LOCK_EX | LOCK_NB) == 0 && flock(ofd, LOCK_EX | LOCK_NB) == 0) {
+        flock(ofd, LOCK_EX | LOCK_NB) == 0 && flock(dfd, LOCK_EX | LOCK_NB) == 0) {
       bool moved = fstatat(dfd, MOVED, &sb, AT_SYMLINK_NOFOLLOW) == 0;
       snprintf(drops[n++], sizeof(drops[0]), "%.*s", CAIRN_ID_LEN, moved ? from : e->d_name);
       held[h++] = dfd; /* locked until dropped: no mount takes either meanwhile */

@@ -65,6 +65,7 @@ mkdir "$r"
 cairn mount -q --rw tree:1 "$r"
 rsup=$(mount_pid "$r")
 mv "$r/d" "$r/d2"
+exec 9<"$r/d2/f2"
 rm -f "$T/cwd-ready" "$T/cwd-go"
 (
   cd "$r/d2/sub"
@@ -84,8 +85,11 @@ touch "$T/cwd-go"
 wait "$cwd_pid" || true
 [ "$(cat "$T/cwd-out")" = "$(printf 'deep\ndeep')" ] ||
   fail "a cwd below a directory renamed before the restart, after the move: $(cat "$T/cwd-out")"
+[ "$(cat <&9 2>&1)" = file2 ] ||
+  fail "an image file of a directory renamed before the restart, open since: $(cat /proc/$$/fd/9 2>&1)"
+exec 9<&-
 cairn umount "$r" >/dev/null
-ok "a move made by a restarted server: a cwd below a directory renamed before the restart keeps naming its own"
+ok "a move made by a restarted server: a cwd and an open file below a directory renamed before the restart keep naming theirs"
 
 if sanitizer_build; then
   echo "skip: $CAIRN_BIN is a sanitizer build (LD_PRELOAD of the injector conflicts)"
