@@ -471,7 +471,10 @@ int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_id
  * source row and is partial, 2 if complete (not finished); 0 if no row. */
 int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f);
 /* Drops the source row (and the TOC) of layer diff_id, which must be
- * complete with its tar record: the lazy pull leaves no trace. */
+ * complete (-EINVAL if it is not), and sets its size to its tar record's,
+ * once the ingest of its tar recorded it (or found it cannot, as for a
+ * full pull): the lazy pull leaves no trace. 0 also when it has no
+ * source row (finished already). */
 int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id);
 /* Finishes layer diff_id, complete and not finished yet (store/pull/partial.c):
  * the layer's tar rebuilt from the registry's bytes between the stored

@@ -658,32 +658,29 @@ int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
   if (r == 0) {
     cn_autostmt sqlite3_stmt *q = NULL, *d = NULL, *z = NULL;
     if ((r = cn_db_prepare(st, &q,
-                           "SELECT s.digest FROM layer_sources s JOIN layers l ON l.id = s.layer_id"
-                           " WHERE s.layer_id = ?1 AND l.state = 'complete'"
-                           " AND EXISTS (SELECT 1 FROM layer_tars t WHERE t.layer_id = ?1)"
-                           " AND NOT EXISTS (SELECT 1 FROM pending p WHERE p.layer_id = ?1)")) ==
-            0 &&
+                           "SELECT s.digest, l.state = 'complete' AND NOT EXISTS (SELECT 1"
+                           " FROM pending p WHERE p.layer_id = ?1) FROM layer_sources s"
+                           " JOIN layers l ON l.id = s.layer_id WHERE s.layer_id = ?1")) == 0 &&
         (r = cn_db_prepare(st, &d, "DELETE FROM layer_sources WHERE layer_id = ?")) == 0 &&
         /* its size a full pull's: the tar's, not only its files' */
         (r = cn_db_prepare(st, &z,
-                           "UPDATE layers SET size = (SELECT size FROM layer_tars"
-                           " WHERE layer_id = ?1) WHERE id = ?1")) == 0) {
+                           "UPDATE layers SET size = coalesce((SELECT size FROM layer_tars"
+                           " WHERE layer_id = ?1), size) WHERE id = ?1")) == 0) {
       sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
       int k = sqlite3_step(q);
-      if (k == SQLITE_ROW) {
+      if (k == SQLITE_ROW && sqlite3_column_int(q, 1)) {
         snprintf(digest, sizeof digest, "%s", (const char *)sqlite3_column_text(q, 0));
         sqlite3_bind_text(d, 1, diff_id, -1, SQLITE_STATIC);
         sqlite3_bind_text(z, 1, diff_id, -1, SQLITE_STATIC);
         if (sqlite3_step(d) != SQLITE_DONE || sqlite3_step(z) != SQLITE_DONE)
           r = cn_store_fail_db(st, "layer sources");
-      } else if (k == SQLITE_DONE) {
-        r = store_fail(st, -EINVAL, "layer %.12s: not a complete lazily pulled layer with its tar",
-                       diff_id);
-      } else {
+      } else if (k == SQLITE_ROW) {
+        r = store_fail(st, -EINVAL, "layer %.12s: files not fetched yet (a lazy pull)", diff_id);
+      } else if (k != SQLITE_DONE) { /* DONE: finished already (another fill) */
         r = cn_store_fail_db(st, "layer sources");
       }
     }
-    if (r == 0) {
+    if (r == 0 && digest[0]) {
       store_test_point(st, "lazy-finish-before-commit");
       r = cn_db_commit_durable(st);
     } else {
@@ -691,7 +688,7 @@ int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
     }
   }
   close(lock);
-  if (r < 0) return r;
+  if (r < 0 || !digest[0]) return r;
   /* its TOC, unless another source names the same blob (the sweep takes
    * what is left behind) */
   cn_autostmt sqlite3_stmt *o = NULL;

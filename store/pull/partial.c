@@ -735,7 +735,16 @@ int cairn_lazy_finish_image(cairn_store *st, const char *image_id,
   char **ids = NULL;
   size_t n = 0;
   int r = cairn_lazy_unfinished(st, image_id, &ids, &n);
-  for (size_t i = 0; r == 0 && i < n; i++) r = cairn_lazy_finish_layer(st, ids[i], log, arg);
+  char why[1024] = "";
+  int first = 0;
+  for (size_t i = 0; r == 0 && i < n; i++) { /* each tried; the first failure returned */
+    int k = cairn_lazy_finish_layer(st, ids[i], log, arg);
+    if (k < 0 && !first) {
+      first = k;
+      snprintf(why, sizeof why, "%s", cairn_errmsg(st));
+    }
+  }
   cairn_strv_free(ids, n);
+  if (r == 0 && first) r = cairn_fail(st, first, "%s", why);
   return r;
 }

@@ -127,6 +127,10 @@ Test(lazy, a_partial_layer_is_recorded_and_completed) {
   cr_expect_str_eq(b, sha_b, "a pending file reads back as its sha256");
   free(b);
 
+  /* a partial layer is not finished */
+  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), -EINVAL);
+  cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources"), 1);
+
   /* a file that is not the content: refused, nothing changes */
   char blob[48];
   int fd = tu_memfd("worle", 5);
@@ -152,8 +156,8 @@ Test(lazy, a_partial_layer_is_recorded_and_completed) {
   cairn_lazy_file lf;
   cr_expect_eq(cairn_lazy_source_get(T.st, LAYER, &lf), 2);
   cairn_lazy_file_clear(&lf);
-  /* finished only with its tar record; then its source and TOC go */
-  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), -EINVAL);
+  /* finished once its tar is recorded: its source and TOC go, its size
+   * is the tar's */
   cr_assert_eq(sqlite3_exec(T.st->db,
                             "INSERT INTO layer_tars(layer_id, size, data) VALUES('" LAYER
                             "', 3072, x'00')",
@@ -164,6 +168,7 @@ Test(lazy, a_partial_layer_is_recorded_and_completed) {
   cr_expect_eq(sql_long("SELECT size FROM layers WHERE id = '" LAYER "'"), 3072);
   cr_expect(!toc_kept(), "the TOC of a finished layer is kept");
   cr_expect_eq(cairn_lazy_source_get(T.st, LAYER, &lf), 0);
+  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), 0, "finished twice: %s", cairn_errmsg(T.st));
   b = blob_of("d/b");
   cr_expect_str_eq(b, blob);
   char *data = tu_blob_read(T.st, b, NULL);
