@@ -480,13 +480,14 @@ int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id);
  * the layer's tar rebuilt from the registry's bytes between the stored
  * files' frames (the tar headers) and the stored files, ingested (the
  * diff_id checked, the exact tar recorded), then cairn_lazy_layer_finished;
- * when the rebuild fails, the blob is fetched in full and kept as a full
- * pull keeps it (cairn_layer_blob_keep). log (may be NULL) hears what it
- * did. 0 also when there is nothing to finish. */
-int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id,
+ * when the rebuild fails, or with whole, the blob is fetched in full and
+ * kept as a full pull keeps it (cairn_layer_blob_keep: cairnfs --als serves
+ * it). log (may be NULL) hears what it did. 0 also when there is nothing
+ * to finish. */
+int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg);
 /* cairn_lazy_finish_layer for each unfinished layer of image_id. */
-int cairn_lazy_finish_image(cairn_store *st, const char *image_id,
+int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg);
 
 /* Fetches the pending file of content sha256 from its layer's registry
@@ -853,6 +854,7 @@ typedef struct cairn_fill_opts {
   void (*progress)(size_t done, size_t total, void *arg); /* files */
   void (*log)(const char *line, void *arg);
   void *arg;
+  bool keep_blobs; /* finish each layer from its whole blob, kept (cairnfs --als) */
 } cairn_fill_opts;
 int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,
                cairn_id image_id);

@@ -5,7 +5,8 @@
  * image throughout; says on stderr what it fetched unless -q. `cairn fill
  * --file SHA256` fetches one pending file (cairn_lazy_fetch) and prints its
  * blob's name: what cairnfs runs on a pending file's first read, so that
- * the daemon maps none of the pull's libraries.
+ * the daemon maps none of the pull's libraries. --keep-blobs: each layer
+ * finished from its whole blob, kept for cairnfs --als.
  */
 #include "commands.h"
 
@@ -13,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define USAGE "cairn fill [-q | --no-progress] IMAGE | cairn fill --file SHA256"
+#define USAGE "cairn fill [-q | --no-progress] [--keep-blobs] IMAGE | cairn fill --file SHA256"
 
 static void on_log(const char *line, void *arg) {
   (void)arg;
@@ -24,8 +25,9 @@ static int fill_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
                                        {"no-progress", no_argument, NULL, 'q'},
                                        {"file", required_argument, NULL, 'F'},
+                                       {"keep-blobs", no_argument, NULL, 'K'},
                                        {0}};
-  bool quiet = false;
+  bool quiet = false, keep = false;
   const char *file = NULL;
   int o;
   optind = 1;
@@ -34,6 +36,8 @@ static int fill_run(struct cli *c, int argc, char **argv) {
       quiet = true;
     else if (o == 'F')
       file = optarg;
+    else if (o == 'K')
+      keep = true;
     else
       return cli_bad_option(USAGE, argv, o, opts);
   }
@@ -56,7 +60,7 @@ static int fill_run(struct cli *c, int argc, char **argv) {
   uint64_t files = 0, bytes = 0;
   if ((r = cairn_image_pending(st, id, &files, &bytes)) < 0)
     return report_fail(r, "%s: %s", ref, report_why(st, r));
-  cairn_fill_opts fo = {.log = on_log};
+  cairn_fill_opts fo = {.log = on_log, .keep_blobs = keep};
   r = cairn_fill(st, ref, &fo, id);
   if (r < 0) return report_fail(r, "fill %s: %s", ref, report_why(st, r));
   if (!quiet) {
@@ -76,6 +80,8 @@ const struct cli_command cmd_fill = {
                "so that IMAGE is complete. Resumable: a fill that was stopped fetches the rest.",
     .options = "-q, --quiet\tsay nothing when done\n"
                "--no-progress\tthe same\n"
+               "--keep-blobs\tfetch each layer's blob whole at the end and keep it, as a\n"
+               "\tfull pull does, for cairnfs --als (else: only its tar headers)\n"
                "--file SHA256\tfetch only the pending file of that content (as a mount's first\n"
                "\tread of it does) and print its blob's name\n",
 };

@@ -438,7 +438,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   }
   if (r == 0 && o.progress) o.progress(n, n, o.arg);
   /* every file here: each layer's exact tar recorded (partial.c) */
-  if (r == 0 && !failed) r = cairn_lazy_finish_image(st, image_id, o.log, o.arg);
+  if (r == 0 && !failed) r = cairn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);
   cairn_strv_free(todo, n);
   cairn_pinset_release(st, ps);
   if (r < 0) return r;

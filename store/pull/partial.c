@@ -663,7 +663,7 @@ static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps
   return r;
 }
 
-int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id,
+int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg) {
   cairn_fail(st, 0, "%s", "");
   cairn_lazy_file f;
@@ -703,8 +703,13 @@ int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id,
     goto out;
   }
   cn_partial_result res = {0};
-  r = finish_rebuild(src, &d, &f, ps, fd, &res, st);
-  if (r == 0) {
+  r = whole ? 1 : finish_rebuild(src, &d, &f, ps, fd, &res, st);
+  if (r == 1) { /* the blob whole, kept */
+    r = finish_in_full(src, &d, ps, fd, diff_id, st);
+    if (r == 0)
+      say(log, arg, "layer %.19s: fetched whole (%llu bytes) and kept, its exact tar recorded",
+          f.digest, (unsigned long long)f.blob_size);
+  } else if (r == 0) {
     say(log, arg,
         "layer %.19s: its exact tar recorded (the tar headers fetched: %llu of %llu bytes in "
         "%zu requests)",
@@ -730,7 +735,7 @@ out:
   return r;
 }
 
-int cairn_lazy_finish_image(cairn_store *st, const char *image_id,
+int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg) {
   char **ids = NULL;
   size_t n = 0;
@@ -738,7 +743,7 @@ int cairn_lazy_finish_image(cairn_store *st, const char *image_id,
   char why[1024] = "";
   int first = 0;
   for (size_t i = 0; r == 0 && i < n; i++) { /* each tried; the first failure returned */
-    int k = cairn_lazy_finish_layer(st, ids[i], log, arg);
+    int k = cairn_lazy_finish_layer(st, ids[i], whole, log, arg);
     if (k < 0 && !first) {
       first = k;
       snprintf(why, sizeof why, "%s", cairn_errmsg(st));

@@ -14,7 +14,9 @@
 #   it records the tar leaves a store fsck passes, the next finishes it;
 #   push of a filled image, and of a lazily pulled image not filled (it
 #   fills first, saying so), pulled back elsewhere gives the same image
-#   id; export of one not filled fills it first, saying so.
+#   id; export of one not filled fills it first, saying so; cairnfs --als
+#   does not offer a lazily pulled layer, unless fill --keep-blobs fetched
+#   and kept its blob (then its rows are all the full pull's).
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
@@ -164,4 +166,32 @@ check "... says it fetches the files first" \
 check "... the full pull's tar, byte for byte" cmp "$T/e.tar" "$T/full.tar"
 check "... the layer's rows the full pull's" same_rows "$T/e" "$T/full"
 expect_exit 0 "fsck after it" "$CAIRN" --store "$T/e" fsck
+# The Additional Layer Store (cairnfs --als): a lazily pulled layer has no
+# kept blob, so it is not offered, before the fill or after a plain one;
+# fill --keep-blobs fetches the blob whole and keeps it, as a full pull
+# does: the layer's rows are then all the full pull's, layer_blobs too,
+# and cairnfs --als serves it.
+setup "$CAIRN" --store "$T/als" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+ALS=$T/alsdir
+setup mkdir "$ALS"
+setup "$CAIRN_BIN/cairnfs" --als --store "$T/als" "$ALS"
+on_exit "umount '$ALS' 2>/dev/null || umount -l '$ALS' 2>/dev/null || true"
+check "cairnfs --als does not offer a lazily pulled layer" test ! -e "$ALS/$bdigest"
+reset
+expect_exit 0 "fill --keep-blobs" "$CAIRN" --store "$T/als" fill --keep-blobs lazy/a:1
+sed "s/^/# /" "$T/stderr" >&2
+check "... says it fetched the layer whole and kept it" \
+  grep -q "layer ${bdigest:0:19}: fetched whole ($bsize bytes) and kept" "$T/stderr"
+check "... the layer's rows are the full pull's" same_rows "$T/als" "$T/full"
+check "... its kept blob's row too" test "$(q "$T/als" "SELECT * FROM layer_blobs")" = \
+  "$(q "$T/full" "SELECT * FROM layer_blobs")"
+check "... no layer source row is left" test "$(q "$T/als" "SELECT count(*) FROM layer_sources")" = 0
+check "cairnfs --als serves it: the registry's blob" cmp "$ALS/$bdigest/blob" "$(registry_blob_path "$bdigest")"
+diff_id=$(q "$T/full" "SELECT id FROM layers")
+check_json "... its info: the blob's digest and size, the diff_id" \
+  ".[\"compressed-diff-digest\"] == \"$bdigest\" and .[\"compressed-size\"] == $bsize and
+   .[\"diff-digest\"] == \"sha256:$diff_id\"" cat "$ALS/$bdigest/info"
+check "... and its files" cmp "$ALS/$bdigest/diff/usr/lib/data/f05" "$T/a/usr/lib/data/f05"
+expect_exit 0 "umount of the ALS" umount "$ALS"
+expect_exit 0 "fsck" "$CAIRN" --store "$T/als" fsck
 finish
