@@ -859,6 +859,14 @@ typedef struct cairn_fill_opts {
 int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,
                cairn_id image_id);
 
+/* What push and export do first (store/pull/partial.c): an image a lazy
+ * pull left with files not fetched yet, or layers without their exact tar
+ * record, is filled (cairn_fill), said through log first ("ID was pulled
+ * lazily: fetching its N files not fetched yet (SIZE) first, as cairn fill
+ * does"). 0 also when there was nothing to do. */
+int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const char *line, void *arg),
+                    void *arg);
+
 /* ---- push (store/pull/push.c) ------------------------------------------ */
 
 enum cairn_compress { CAIRN_COMPRESS_GZIP = 0, CAIRN_COMPRESS_ZSTD, CAIRN_COMPRESS_NONE };

@@ -80,22 +80,9 @@ static int export_run(struct cli *c, int argc, char **argv) {
   cairn_id id;
   int r = cairn_image_resolve(st, argv[optind], id);
   if (r < 0) return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
-  uint64_t files = 0, bytes = 0;
-  if ((r = cairn_image_pending(st, id, &files, &bytes)) < 0)
+  /* a lazy pull's: its files fetched first, as cairn fill */
+  if ((r = cairn_fill_lazy(st, id, quiet ? NULL : on_log, NULL)) < 0)
     return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
-  if (files > 0) { /* a lazy pull's: its files fetched first, as cairn fill */
-    char size[32];
-    cairn_human_size(bytes, size, sizeof size);
-    if (!quiet)
-      fprintf(stderr,
-              "cairn: export: %.12s was pulled lazily: fetching its %llu files not fetched yet "
-              "(%s) first, as cairn fill does\n",
-              id, (unsigned long long)files, size);
-    cairn_fill_opts fo = {.log = quiet ? NULL : on_log};
-    cairn_id got;
-    if ((r = cairn_fill(st, id, &fo, got)) < 0)
-      return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
-  }
   int fd = STDOUT_FILENO;
   if (output) {
     const char *why;

@@ -785,37 +785,6 @@ static int dest_parse(const char *dest, enum dest_kind *kind, char **where, char
   return 0;
 }
 
-/* An image a lazy pull left with files to fetch, or layers without their
- * exact tar record: filled first (cairn_fill, which records them), said
- * through the log. The pushed layers are then the exact tars, of the
- * diff_ids the config names. */
-static int fill_first(cairn_store *st, const cairn_id id, pull_source *logger) {
-  uint64_t files = 0, bytes = 0;
-  char **unf = NULL;
-  size_t n_unf = 0;
-  int r = cairn_image_pending(st, id, &files, &bytes);
-  if (r == 0) r = cairn_lazy_unfinished(st, id, &unf, &n_unf);
-  cairn_strv_free(unf, n_unf);
-  if (r < 0 || (files == 0 && n_unf == 0)) return r;
-  char size[32];
-  cairn_human_size(bytes, size, sizeof size);
-  if (files)
-    cn_pull_log(logger,
-                "%.12s was pulled lazily: fetching its %llu files not fetched yet (%s) first, as "
-                "cairn fill does",
-                id, (unsigned long long)files, size);
-  else
-    cn_pull_log(logger,
-                "%.12s was pulled lazily: recording its layers' exact tars first, as cairn "
-                "fill does",
-                id);
-  cairn_fill_opts fo = {.log = logger->opts ? logger->opts->log : NULL,
-                        .arg = logger->opts ? logger->opts->arg : NULL};
-  cairn_id got;
-  r = cairn_fill(st, id, &fo, got);
-  return r < 0 ? cairn_fail_context(st, r, "filling %.12s before its push", id) : 0;
-}
-
 static int push_into(cairn_store *st, const char *ref, const char *dest,
                      const cairn_push_opts *opts, char *digest_out) {
   enum dest_kind kind = DEST_REGISTRY;
@@ -857,7 +826,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   }
   /* Pin, then read: the image as it is once nothing can remove it. */
   if ((r = cairn_pin_image(st, ps, id)) < 0) goto out;
-  if ((r = fill_first(st, id, &logger)) < 0) goto out; /* a lazy pull's, all here */
+  if ((r = cairn_fill_lazy(st, id, o->net.log, o->net.arg)) < 0) goto out; /* a lazy pull's */
   if ((r = cairn_inspect(st, id, inspect_cb, &v)) < 0) {
     if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
     goto out;
