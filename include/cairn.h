@@ -462,6 +462,34 @@ int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, 
  * and that `cairn fill` fetches them, when some are (export, push). */
 int cairn_image_complete(cairn_store *st, const char *image_id);
 
+/* A lazily pulled layer whose files are all stored is complete but keeps
+ * its source and TOC until it is finished: its exact tar recorded, as a
+ * full pull records it (cairn_lazy_finish_layer). The complete layers of
+ * image_id not finished yet, in layer order (cairn_strv_free). */
+int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n);
+/* f (path "", size 0; cairn_lazy_file_clear) and 1 if layer diff_id has a
+ * source row and is partial, 2 if complete (not finished); 0 if no row. */
+int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f);
+/* Drops the source row (and the TOC) of layer diff_id, which must be
+ * complete (-EINVAL if it is not), and sets its size to its tar record's,
+ * once the ingest of its tar recorded it (or found it cannot, as for a
+ * full pull): the lazy pull leaves no trace. 0 also when it has no
+ * source row (finished already). */
+int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id);
+/* Finishes layer diff_id, complete and not finished yet (store/pull/partial.c):
+ * the layer's tar rebuilt from the registry's bytes between the stored
+ * files' frames (the tar headers) and the stored files, ingested (the
+ * diff_id checked, the exact tar recorded), then cairn_lazy_layer_finished;
+ * when the rebuild fails, or with whole, the blob is fetched in full and
+ * kept as a full pull keeps it (cairn_layer_blob_keep: cairnfs --als serves
+ * it). log (may be NULL) hears what it did. 0 also when there is nothing
+ * to finish. */
+int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
+                            void (*log)(const char *line, void *arg), void *arg);
+/* cairn_lazy_finish_layer for each unfinished layer of image_id. */
+int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
+                            void (*log)(const char *line, void *arg), void *arg);
+
 /* Fetches the pending file of content sha256 from its layer's registry
  * (store/pull/lazy.c): its chunks by one range request, each decompressed
  * and checked against its digest in the kept TOC, the whole against
@@ -842,9 +870,18 @@ typedef struct cairn_fill_opts {
   void (*log)(const char *line, void *arg);
   void (*pinned)(void *arg);
   void *arg;
+  bool keep_blobs; /* finish each layer from its whole blob, kept (cairnfs --als) */
 } cairn_fill_opts;
 int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,
                cairn_id image_id);
+
+/* What push and export do first (store/pull/partial.c): an image a lazy
+ * pull left with files not fetched yet, or layers without their exact tar
+ * record, is filled (cairn_fill), said through log first ("ID was pulled
+ * lazily: fetching its N files not fetched yet (SIZE) first, as cairn fill
+ * does"). 0 also when there was nothing to do. */
+int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const char *line, void *arg),
+                    void *arg);
 
 /* ---- push (store/pull/push.c) ------------------------------------------ */
 

@@ -246,7 +246,7 @@ static int record_locked(cairn_store *st, const char *diff_id, struct sorted_ent
     }
     (*pending)++;
   }
-  if (*pending > 0) {
+  { /* kept once complete too, until the layer is finished (its exact tar) */
     sqlite3_bind_text(srcrow, 1, diff_id, -1, SQLITE_STATIC);
     sqlite3_bind_text(srcrow, 2, src->source, -1, SQLITE_STATIC);
     sqlite3_bind_int(srcrow, 3, src->insecure);
@@ -474,12 +474,11 @@ static int completed_images(cairn_store *st, const struct strv *layers, struct s
 
 /* Names blob (of sha256 hex) in every entry pending on it, within the
  * caller's transaction; the layers left with no pending file become
- * complete (their names to done, with their blob digests to tocs). */
-static int name_blob(cairn_store *st, const char *hex, const char *blob, struct strv *done,
-                     struct strv *tocs) {
+ * complete (their names to done). Their source rows and TOCs stay until
+ * they are finished (cairn_lazy_layer_finished). */
+static int name_blob(cairn_store *st, const char *hex, const char *blob, struct strv *done) {
   cn_autostrv struct strv layers = {0};
-  cn_autostmt sqlite3_stmt *q = NULL, *upd = NULL, *del = NULL, *left = NULL, *fin = NULL,
-                           *src = NULL, *dsrc = NULL;
+  cn_autostmt sqlite3_stmt *q = NULL, *upd = NULL, *del = NULL, *left = NULL, *fin = NULL;
   int r;
   if ((r = cn_db_prepare(st, &q, "SELECT DISTINCT layer_id FROM pending WHERE sha256 = ?")) < 0 ||
       (r = cn_db_prepare(st, &upd,
@@ -487,9 +486,7 @@ static int name_blob(cairn_store *st, const char *hex, const char *blob, struct 
                          " (SELECT layer_id, path FROM pending WHERE sha256 = ?2)")) < 0 ||
       (r = cn_db_prepare(st, &del, "DELETE FROM pending WHERE sha256 = ?")) < 0 ||
       (r = cn_db_prepare(st, &left, "SELECT 1 FROM pending WHERE layer_id = ? LIMIT 1")) < 0 ||
-      (r = cn_db_prepare(st, &fin, "UPDATE layers SET state = 'complete' WHERE id = ?")) < 0 ||
-      (r = cn_db_prepare(st, &src, "SELECT digest FROM layer_sources WHERE layer_id = ?")) < 0 ||
-      (r = cn_db_prepare(st, &dsrc, "DELETE FROM layer_sources WHERE layer_id = ?")) < 0)
+      (r = cn_db_prepare(st, &fin, "UPDATE layers SET state = 'complete' WHERE id = ?")) < 0)
     return r;
   sqlite3_bind_text(q, 1, hex, -1, SQLITE_STATIC);
   while ((r = sqlite3_step(q)) == SQLITE_ROW)
@@ -506,24 +503,16 @@ static int name_blob(cairn_store *st, const char *hex, const char *blob, struct 
     sqlite3_bind_text(left, 1, layers.v[i], -1, SQLITE_STATIC);
     if ((r = sqlite3_step(left)) == SQLITE_ROW) continue;
     if (r != SQLITE_DONE) return cn_store_fail_db(st, "pending files");
-    sqlite3_reset(src);
-    sqlite3_bind_text(src, 1, layers.v[i], -1, SQLITE_STATIC);
-    if (sqlite3_step(src) == SQLITE_ROW &&
-        cn_strv_push(tocs, (const char *)sqlite3_column_text(src, 0)) < 0)
-      return store_fail(st, -ENOMEM, "out of memory");
     sqlite3_reset(fin);
-    sqlite3_reset(dsrc);
     sqlite3_bind_text(fin, 1, layers.v[i], -1, SQLITE_STATIC);
-    sqlite3_bind_text(dsrc, 1, layers.v[i], -1, SQLITE_STATIC);
-    if (sqlite3_step(fin) != SQLITE_DONE || sqlite3_step(dsrc) != SQLITE_DONE)
-      return cn_store_fail_db(st, "layer state");
+    if (sqlite3_step(fin) != SQLITE_DONE) return cn_store_fail_db(st, "layer state");
     if (cn_strv_push(done, layers.v[i]) < 0) return store_fail(st, -ENOMEM, "out of memory");
   }
   return 0;
 }
 
 static int store_locked(cairn_store *st, const char *hex, int fd, uint64_t size, char blob[48],
-                        struct strv *images, struct strv *tocs) {
+                        struct strv *images) {
   uint64_t have = 0;
   int r = cn_blob_by_sha256(st, hex, blob, &have);
   if (r < 0) return r;
@@ -553,7 +542,7 @@ static int store_locked(cairn_store *st, const char *hex, int fd, uint64_t size,
       goto fail;
     }
   }
-  if ((r = name_blob(st, hex, blob, &done, tocs)) < 0) goto fail;
+  if ((r = name_blob(st, hex, blob, &done)) < 0) goto fail;
   if ((r = completed_images(st, &done, images)) < 0) goto fail;
   store_test_point(st, "lazy-before-commit");
   return cn_db_commit_durable(st);
@@ -568,19 +557,19 @@ int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t 
   const char *hex = sha_hex(sha256);
   if (!cn_is_hex_id(hex, CAIRN_ID_LEN))
     return store_fail(st, -EINVAL, "%s: not a sha256 digest", sha256);
-  cn_autostrv struct strv images = {0}, tocs = {0};
+  cn_autostrv struct strv images = {0};
   int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
   int r = cn_staging_begin(st);
-  if (r == 0) r = store_locked(st, hex, fd, size, blob, &images, &tocs);
+  if (r == 0) r = store_locked(st, hex, fd, size, blob, &images);
   close(lock);
   if (r == -ENOSPC) cn_store_fail_nospace(st);
   cn_staging_end(st, r < 0);
   if (r < 0) return r;
   /* The completed images' indexes, again without pending nodes (a mount
    * keeps the old file it mapped: its pending nodes find the blob by
-   * sha256); the completed layers' TOCs go. Best effort: an index not
-   * written is written by the next use. */
+   * sha256). Best effort: an index not written is written by the next
+   * use. */
   for (size_t i = 0; i < images.n; i++) {
     cn_index_remove(st, images.v[i]);
     cairn_tree *t = NULL;
@@ -588,9 +577,126 @@ int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t 
     cairn_tree_free(t);
     store_errclear(st);
   }
-  for (size_t i = 0; i < tocs.n; i++) {
+  store_errclear(st);
+  return 0;
+}
+
+/* ---- finishing a complete layer --------------------------------------------
+ * A lazily pulled layer whose files are all stored is complete (served,
+ * mounted, exported as any) but keeps its source row and TOC until it is
+ * finished: its exact tar record (layer_tars) recorded by an ingest of the
+ * layer's tar rebuilt from the registry's headers and the stored files
+ * (store/pull/partial.c, cairn_lazy_finish_layer), which checks the
+ * diff_id; then this drops the source row and the TOC. A crash between
+ * leaves a complete layer with its record and its source row: the next
+ * finish only drops the row. */
+
+int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n) {
+  store_errclear(st);
+  *diff_ids = NULL;
+  *n = 0;
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT l.layer_id, min(l.position) AS pos FROM image_layers l"
+                        " JOIN layers y ON y.id = l.layer_id"
+                        " JOIN layer_sources s ON s.layer_id = l.layer_id"
+                        " WHERE l.image_id = ? AND y.state = 'complete'"
+                        " GROUP BY l.layer_id ORDER BY pos");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
+  cn_autostrv struct strv v = {0};
+  while ((r = sqlite3_step(q)) == SQLITE_ROW)
+    if (cn_strv_push(&v, (const char *)sqlite3_column_text(q, 0)) < 0)
+      return store_fail(st, -ENOMEM, "out of memory");
+  if (r != SQLITE_DONE) return cn_store_fail_db(st, "layer sources");
+  *diff_ids = v.v;
+  *n = v.n;
+  v = (struct strv){0};
+  return 0;
+}
+
+int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f) {
+  store_errclear(st);
+  memset(f, 0, sizeof *f);
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT s.layer_id, s.source, s.insecure, s.digest, s.media_type,"
+                        " s.size, s.annotations, s.toc_digest, l.state = 'complete'"
+                        " FROM layer_sources s JOIN layers l ON l.id = s.layer_id"
+                        " WHERE s.layer_id = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  r = sqlite3_step(q);
+  if (r == SQLITE_DONE) return 0;
+  if (r != SQLITE_ROW) return cn_store_fail_db(st, "layer sources");
+#define COL(i) strdup((const char *)sqlite3_column_text(q, i))
+  f->layer_id = COL(0);
+  f->path = strdup("");
+  f->source = COL(1);
+  f->insecure = sqlite3_column_int(q, 2) != 0;
+  f->digest = COL(3);
+  f->media_type = COL(4);
+  f->blob_size = (uint64_t)sqlite3_column_int64(q, 5);
+  f->annotations = COL(6);
+  f->toc_digest = COL(7);
+#undef COL
+  int complete = sqlite3_column_int(q, 8);
+  if (!f->layer_id || !f->path || !f->source || !f->digest || !f->media_type || !f->annotations ||
+      !f->toc_digest) {
+    cairn_lazy_file_clear(f);
+    return store_fail(st, -ENOMEM, "out of memory");
+  }
+  return complete ? 2 : 1;
+}
+
+int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
+  store_errclear(st);
+  int lock = cn_store_lock(st, STORE_LOCK_SHARED);
+  if (lock < 0) return lock;
+  char digest[80] = "";
+  int r = cn_db_begin(st);
+  if (r == 0) {
+    cn_autostmt sqlite3_stmt *q = NULL, *d = NULL, *z = NULL;
+    if ((r = cn_db_prepare(st, &q,
+                           "SELECT s.digest, l.state = 'complete' AND NOT EXISTS (SELECT 1"
+                           " FROM pending p WHERE p.layer_id = ?1) FROM layer_sources s"
+                           " JOIN layers l ON l.id = s.layer_id WHERE s.layer_id = ?1")) == 0 &&
+        (r = cn_db_prepare(st, &d, "DELETE FROM layer_sources WHERE layer_id = ?")) == 0 &&
+        /* its size a full pull's: the tar's, not only its files' */
+        (r = cn_db_prepare(st, &z,
+                           "UPDATE layers SET size = coalesce((SELECT size FROM layer_tars"
+                           " WHERE layer_id = ?1), size) WHERE id = ?1")) == 0) {
+      sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+      int k = sqlite3_step(q);
+      if (k == SQLITE_ROW && sqlite3_column_int(q, 1)) {
+        snprintf(digest, sizeof digest, "%s", (const char *)sqlite3_column_text(q, 0));
+        sqlite3_bind_text(d, 1, diff_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(z, 1, diff_id, -1, SQLITE_STATIC);
+        if (sqlite3_step(d) != SQLITE_DONE || sqlite3_step(z) != SQLITE_DONE)
+          r = cn_store_fail_db(st, "layer sources");
+      } else if (k == SQLITE_ROW) {
+        r = store_fail(st, -EINVAL, "layer %.12s: files not fetched yet (a lazy pull)", diff_id);
+      } else if (k != SQLITE_DONE) { /* DONE: finished already (another fill) */
+        r = cn_store_fail_db(st, "layer sources");
+      }
+    }
+    if (r == 0 && digest[0]) {
+      store_test_point(st, "lazy-finish-before-commit");
+      r = cn_db_commit_durable(st);
+    } else {
+      cn_db_rollback(st);
+    }
+  }
+  close(lock);
+  if (r < 0 || !digest[0]) return r;
+  /* its TOC, unless another source names the same blob (the sweep takes
+   * what is left behind) */
+  cn_autostmt sqlite3_stmt *o = NULL;
+  if (cn_db_prepare(st, &o, "SELECT 1 FROM layer_sources WHERE digest = ?") == 0) {
+    sqlite3_bind_text(o, 1, digest, -1, SQLITE_STATIC);
     char rel[128];
-    if (toc_rel(st, tocs.v[i], rel, sizeof rel) == 0) unlinkat(st->dirfd, rel, 0);
+    if (sqlite3_step(o) == SQLITE_DONE && toc_rel(st, digest, rel, sizeof rel) == 0)
+      unlinkat(st->dirfd, rel, 0);
   }
   store_errclear(st);
   return 0;
@@ -600,7 +706,7 @@ int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t 
 
 int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, ...),
                  cairn_report *r) {
-  uint64_t layers = 0, files = 0;
+  uint64_t layers = 0, files = 0, unfinished = 0;
   {
     cn_autostmt sqlite3_stmt *q = NULL;
     int rc =
@@ -617,9 +723,12 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       const char *digest = (const char *)sqlite3_column_text(q, 2);
       const char *toc_digest = (const char *)sqlite3_column_text(q, 3);
       int64_t n = sqlite3_column_int64(q, 4);
-      layers++;
+      /* complete, no file pending, its source kept: not finished yet
+       * (cairn_lazy_layer_finished), a state as valid as partial */
+      bool done = strcmp(state, "complete") == 0 && n == 0 && digest;
+      done ? unfinished++ : layers++;
       files += (uint64_t)n;
-      if (strcmp(state, "partial") != 0 || n == 0 || !digest) {
+      if (!done && (strcmp(state, "partial") != 0 || n == 0 || !digest)) {
         problem(r, "layer %s: %s, with %lld pending files and %s source", id, state, (long long)n,
                 digest ? "a" : "no");
         continue;
@@ -655,5 +764,10 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
   if (layers)
     cn_report_line(r, "checked %llu partial layers (%llu files not fetched yet)",
                    (unsigned long long)layers, (unsigned long long)files);
+  if (unfinished)
+    cn_report_line(r,
+                   "%llu lazily pulled layers have all their files but not their exact tar"
+                   " record yet (cairn fill records it)",
+                   (unsigned long long)unfinished);
   return 0;
 }

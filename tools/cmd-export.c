@@ -2,7 +2,8 @@
 /*
  * cmd-export.c — `cairn export [-o FILE] IMAGE`: the image's merged root
  * filesystem as a tar on stdout (never to a terminal) or into FILE, its
- * progress on stderr (progress.h) unless -q/--no-progress.
+ * progress on stderr (progress.h) unless -q/--no-progress. An image a lazy
+ * pull left with files to fetch is filled first (cairn_fill), said.
  */
 #include "commands.h"
 #include "progress_bar.h"
@@ -47,6 +48,11 @@ static int output_open(const char *path, const char **why) {
   return fd;
 }
 
+static void on_log(const char *line, void *arg) {
+  (void)arg;
+  fprintf(stderr, "cairn: export: %s\n", line);
+}
+
 static int export_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
                                        {"no-progress", no_argument, NULL, 'q'},
@@ -74,6 +80,9 @@ static int export_run(struct cli *c, int argc, char **argv) {
   cairn_id id;
   int r = cairn_image_resolve(st, argv[optind], id);
   if (r < 0) return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
+  /* a lazy pull's: its files fetched first, as cairn fill */
+  if ((r = cairn_fill_lazy(st, id, quiet ? NULL : on_log, NULL)) < 0)
+    return report_fail(r, "%s: %s", argv[optind], report_why(st, r));
   int fd = STDOUT_FILENO;
   if (output) {
     const char *why;

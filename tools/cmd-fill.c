@@ -5,7 +5,8 @@
  * image throughout; says on stderr what it fetched unless -q. `cairn fill
  * --file SHA256` fetches one pending file (cairn_lazy_fetch) and prints its
  * blob's name: what cairnfs runs on a pending file's first read, so that
- * the daemon maps none of the pull's libraries.
+ * the daemon maps none of the pull's libraries. --keep-blobs: each layer
+ * finished from its whole blob, kept for cairnfs --als.
  *
  * `cairn pull --lazy` runs `cairn fill IMAGE` in the background with
  * CAIRN_FILL_READY_FD set: the fill writes a byte to that fd once it holds
@@ -21,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define USAGE "cairn fill [-q | --no-progress] IMAGE | cairn fill --file SHA256"
+#define USAGE "cairn fill [-q | --no-progress] [--keep-blobs] IMAGE | cairn fill --file SHA256"
 
 static void on_log(const char *line, void *arg) {
   (void)arg;
@@ -56,8 +57,9 @@ static int fill_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
                                        {"no-progress", no_argument, NULL, 'q'},
                                        {"file", required_argument, NULL, 'F'},
+                                       {"keep-blobs", no_argument, NULL, 'K'},
                                        {0}};
-  bool quiet = false;
+  bool quiet = false, keep = false;
   const char *file = NULL;
   int o;
   optind = 1;
@@ -66,6 +68,8 @@ static int fill_run(struct cli *c, int argc, char **argv) {
       quiet = true;
     else if (o == 'F')
       file = optarg;
+    else if (o == 'K')
+      keep = true;
     else
       return cli_bad_option(USAGE, argv, o, opts);
   }
@@ -89,7 +93,7 @@ static int fill_run(struct cli *c, int argc, char **argv) {
   if ((r = cairn_image_pending(st, id, &files, &bytes)) < 0)
     return report_fail(r, "%s: %s", ref, report_why(st, r));
   int ready = ready_fd();
-  cairn_fill_opts fo = {.log = on_log, .pinned = on_pinned, .arg = &ready};
+  cairn_fill_opts fo = {.log = on_log, .pinned = on_pinned, .arg = &ready, .keep_blobs = keep};
   r = cairn_fill(st, ref, &fo, id);
   if (ready >= 0) close(ready);
   if (r < 0) return report_fail(r, "fill %s: %s", ref, report_why(st, r));
@@ -113,6 +117,8 @@ const struct cli_command cmd_fill = {
                "fetched twice. Resumable: a fill that was stopped fetches the rest.",
     .options = "-q, --quiet\tsay nothing when done\n"
                "--no-progress\tthe same\n"
+               "--keep-blobs\tfetch each layer's blob whole at the end and keep it, as a\n"
+               "\tfull pull does, for cairnfs --als (else: only its tar headers)\n"
                "--file SHA256\tfetch only the pending file of that content (as a mount's first\n"
                "\tread of it does) and print its blob's name\n",
 };

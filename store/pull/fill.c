@@ -427,6 +427,8 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   free(c.later);
   free(c.batch_first);
   cairn_strv_free(todo, n);
+  /* every file here: each layer's exact tar recorded (partial.c) */
+  if (r == 0 && !c.failed) r = cairn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);
   cairn_pinset_release(st, ps);
   if (r < 0) return r;
   if (c.failed)

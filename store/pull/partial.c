@@ -10,7 +10,9 @@
  * further than that.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -526,6 +528,50 @@ int cn_partial_toc_pos(pull_source *src, const pull_desc *d, cn_toc_zstd_pos *po
   return pos->digest[0] ? 0 : 1; /* 1: a TOC the manifest does not vouch for */
 }
 
+/* Rebuilds the layer's stream from its parsed TOC into c->out_fd: the
+ * files the store holds from their blobs, every other byte fetched. 1 when
+ * the store holds none of its files and !whole (pull it in full). */
+static int rebuild(pull_ctx *c, const cn_toc *toc, bool whole) {
+  cairn_store *st = c->st;
+  cn_partial_plan plan = {0};
+  pthread_t tids[CN_PARTIAL_INFLIGHT];
+  size_t started = 0;
+  c->toc = toc;
+  int r = cn_partial_plan_make(toc, CN_PARTIAL_MERGE_GAP, have_stored, st, &plan, st);
+  if (r < 0) return r;
+  c->res->files = plan.files;
+  c->res->files_stored = plan.files_stored;
+  if (plan.files_stored == 0 && !whole) {
+    r = 1; /* one request for the whole blob costs least */
+    goto out;
+  }
+  c->plan = &plan;
+  if ((r = make_batches(c, &plan)) < 0) goto out;
+  for (; started < CN_PARTIAL_INFLIGHT && started < c->n_batches; started++)
+    if (pthread_create(&tids[started], NULL, fetch_worker, c) != 0) break;
+  if (started == 0 && c->n_batches > 0) {
+    r = cairn_fail(st, -EAGAIN, "cannot start a download thread");
+    goto out;
+  }
+  cn_partial_io io = {io_fetched, io_content, io_out, c};
+  r = cn_partial_write(&plan, &io, st);
+out:
+  pthread_mutex_lock(&c->lock);
+  atomic_store(&c->stop, true);
+  pthread_cond_broadcast(&c->cond);
+  pthread_mutex_unlock(&c->lock);
+  for (size_t t = 0; t < started; t++) pthread_join(tids[t], NULL);
+  for (size_t k = 0; k < c->n_batches; k++) batch_free(&c->batches[k]);
+  free(c->batches);
+  c->batches = NULL;
+  c->n_batches = 0;
+  c->plan = NULL;
+  if (c->cur_fd >= 0) close(c->cur_fd);
+  c->cur_fd = -1;
+  cn_partial_plan_free(&plan);
+  return r;
+}
+
 int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64_t *progress,
                     cn_partial_result *res, cairn_store *st) {
   memset(res, 0, sizeof *res);
@@ -542,39 +588,198 @@ int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64
                 .lock = PTHREAD_MUTEX_INITIALIZER,
                 .cond = PTHREAD_COND_INITIALIZER};
   cn_toc toc = {0};
-  cn_partial_plan plan = {0};
-  pthread_t tids[CN_PARTIAL_INFLIGHT];
-  size_t started = 0;
-  if ((r = fetch_toc(&c, &toc)) != 0) goto out;
-  c.toc = &toc;
-  if ((r = cn_partial_plan_make(&toc, CN_PARTIAL_MERGE_GAP, have_stored, st, &plan, st)) < 0)
-    goto out;
-  res->files = plan.files;
-  res->files_stored = plan.files_stored;
-  if (plan.files_stored == 0) {
-    r = 1; /* one request for the whole blob costs least */
-    goto out;
-  }
-  c.plan = &plan;
-  if ((r = make_batches(&c, &plan)) < 0) goto out;
-  for (; started < CN_PARTIAL_INFLIGHT && started < c.n_batches; started++)
-    if (pthread_create(&tids[started], NULL, fetch_worker, &c) != 0) break;
-  if (started == 0 && c.n_batches > 0) {
-    r = cairn_fail(st, -EAGAIN, "cannot start a download thread");
-    goto out;
-  }
-  cn_partial_io io = {io_fetched, io_content, io_out, &c};
-  r = cn_partial_write(&plan, &io, st);
-out:
-  pthread_mutex_lock(&c.lock);
-  atomic_store(&c.stop, true);
-  pthread_cond_broadcast(&c.cond);
-  pthread_mutex_unlock(&c.lock);
-  for (size_t t = 0; t < started; t++) pthread_join(tids[t], NULL);
-  for (size_t k = 0; k < c.n_batches; k++) batch_free(&c.batches[k]);
-  free(c.batches);
-  if (c.cur_fd >= 0) close(c.cur_fd);
-  cn_partial_plan_free(&plan);
+  if ((r = fetch_toc(&c, &toc)) == 0) r = rebuild(&c, &toc, false);
   cn_toc_free(&toc);
+  return r;
+}
+
+/* ---- finishing a lazily pulled layer ---------------------------------------- */
+
+static void say(void (*log)(const char *, void *), void *arg, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(void (*log)(const char *, void *), void *arg, const char *fmt, ...) {
+  if (!log) return;
+  char line[1400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  log(line, arg);
+}
+
+/* The kept TOC of f's layer (cn_lazy_kept_toc); 1 for eStargz's, which
+ * keeps no record of the tar headers between its files. */
+static int finish_toc(cairn_store *st, const cairn_lazy_file *f, cn_toc *toc) {
+  cn_lazy_toc lt;
+  int r = cn_lazy_kept_toc(st, f, &lt);
+  if (r < 0) return r;
+  if (lt.toc.format != CN_TOC_ZSTD_CHUNKED) {
+    r = 1;
+  } else {
+    *toc = lt.toc;
+    memset(&lt.toc, 0, sizeof lt.toc);
+  }
+  cn_lazy_toc_free(&lt);
+  return r;
+}
+
+/* The layer's tar rebuilt from the registry's headers and the stored
+ * files, into fd (from 0), ingested: the diff_id checked, the tar
+ * recorded. */
+static int finish_rebuild(pull_source *src, const pull_desc *d, const cairn_lazy_file *f,
+                          cairn_pinset *ps, int fd, cn_partial_result *res, cairn_store *st) {
+  cn_toc toc = {0};
+  int r = finish_toc(st, f, &toc);
+  if (r != 0) return r;
+  pull_ctx c = {.src = src,
+                .d = d,
+                .st = st,
+                .out_fd = fd,
+                .res = res,
+                .cur_fd = -1,
+                .lock = PTHREAD_MUTEX_INITIALIZER,
+                .cond = PTHREAD_COND_INITIALIZER};
+  r = rebuild(&c, &toc, true);
+  cn_toc_free(&toc);
+  if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
+    r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
+  cairn_id got;
+  if (r == 0) r = cairn_layer_ingest(st, fd, f->layer_id, ps, got);
+  return r;
+}
+
+/* The layer's blob fetched whole into fd, ingested and kept, as a full
+ * pull does. */
+static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps, int fd,
+                          const char *diff_id, cairn_store *st) {
+  if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+    return cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
+  blob_sink s;
+  int r = cn_blob_sink_init(&s, fd, d->size, NULL);
+  if (r == 0) r = src->ops->blob(src, d, &s, st);
+  cn_blob_sink_free(&s);
+  if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
+    r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
+  cairn_id got;
+  if (r == 0) r = cairn_layer_ingest(st, fd, diff_id, ps, got);
+  if (r == 0) r = cairn_layer_blob_keep(st, diff_id, d->digest, d->media_type, d->size, fd);
+  return r;
+}
+
+int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
+                            void (*log)(const char *line, void *arg), void *arg) {
+  cairn_fail(st, 0, "%s", "");
+  cairn_lazy_file f;
+  int r = cairn_lazy_source_get(st, diff_id, &f);
+  if (r <= 0) return r;
+  if (r == 1) {
+    cairn_lazy_file_clear(&f);
+    return cairn_fail(st, -ENODATA, "layer %.12s: files not fetched yet (a lazy pull)", diff_id);
+  }
+  int have = cairn_layer_tar_recorded(st, diff_id);
+  if (have != 0) { /* recorded (a crash before the row went, a full pull) */
+    cairn_lazy_file_clear(&f);
+    return have < 0 ? have : cairn_lazy_layer_finished(st, diff_id);
+  }
+  cairn_pull_opts o = {
+      .insecure = f.insecure, .attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
+  pull_source *src = NULL;
+  json_error_t je;
+  pull_desc d = {.media_type = f.media_type,
+                 .size = f.blob_size,
+                 .annotations = json_loads(f.annotations, 0, &je)};
+  snprintf(d.digest, sizeof d.digest, "%s", f.digest);
+  char *purpose = NULL;
+  cairn_pinset *ps = NULL;
+  int fd = -1;
+  if (asprintf(&purpose, "finish layer %.12s", diff_id) < 0 ||
+      !(ps = cairn_pinset_new(purpose, true))) {
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+    goto out;
+  }
+  if ((r = cn_registry_source_open(f.source, &o, &src, st)) < 0) goto out;
+  src->opts = &o;
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s/tmp", cairn_store_dir(st));
+  if ((fd = open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0444)) < 0) {
+    r = cairn_fail(st, -errno, "temporary file in %s: %s", tmp, strerror(errno));
+    goto out;
+  }
+  cn_partial_result res = {0};
+  r = whole ? 1 : finish_rebuild(src, &d, &f, ps, fd, &res, st);
+  if (r == 1) { /* the blob whole, kept */
+    r = finish_in_full(src, &d, ps, fd, diff_id, st);
+    if (r == 0)
+      say(log, arg, "layer %.19s: fetched whole (%llu bytes) and kept, its exact tar recorded",
+          f.digest, (unsigned long long)f.blob_size);
+  } else if (r == 0) {
+    say(log, arg,
+        "layer %.19s: its exact tar recorded (the tar headers fetched: %llu of %llu bytes in "
+        "%zu requests)",
+        f.digest, (unsigned long long)res.fetched, (unsigned long long)f.blob_size, res.requests);
+  } else if (r != -ENOSPC && r != -ECANCELED) {
+    say(log, arg, "layer %.19s: rebuilding its tar failed (%s); fetching it in full", f.digest,
+        cairn_errmsg(st));
+    cairn_fail(st, 0, "%s", "");
+    r = finish_in_full(src, &d, ps, fd, diff_id, st);
+    if (r == 0)
+      say(log, arg, "layer %.19s: fetched in full (%llu bytes), its exact tar recorded", f.digest,
+          (unsigned long long)f.blob_size);
+  }
+  if (r == 0) r = cairn_lazy_layer_finished(st, diff_id);
+  if (r < 0) cairn_fail_context(st, r, "finishing layer %.12s", diff_id);
+out:
+  if (fd >= 0) close(fd);
+  if (ps) cairn_pinset_release(st, ps);
+  free(purpose);
+  if (src) src->ops->free(src);
+  json_decref(d.annotations);
+  cairn_lazy_file_clear(&f);
+  return r;
+}
+
+int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const char *line, void *arg),
+                    void *arg) {
+  uint64_t files = 0, bytes = 0;
+  char **unf = NULL;
+  size_t n_unf = 0;
+  int r = cairn_image_pending(st, image_id, &files, &bytes);
+  if (r == 0) r = cairn_lazy_unfinished(st, image_id, &unf, &n_unf);
+  cairn_strv_free(unf, n_unf);
+  if (r < 0 || (files == 0 && n_unf == 0)) return r;
+  char size[32];
+  cairn_human_size(bytes, size, sizeof size);
+  if (files)
+    say(log, arg,
+        "%.12s was pulled lazily: fetching its %llu files not fetched yet (%s) first, as cairn "
+        "fill does",
+        image_id, (unsigned long long)files, size);
+  else
+    say(log, arg,
+        "%.12s was pulled lazily: recording its layers' exact tars first, as cairn fill "
+        "does",
+        image_id);
+  cairn_fill_opts fo = {.log = log, .arg = arg};
+  cairn_id got;
+  r = cairn_fill(st, image_id, &fo, got);
+  return r < 0 ? cairn_fail_context(st, r, "filling %.12s first", image_id) : 0;
+}
+
+int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
+                            void (*log)(const char *line, void *arg), void *arg) {
+  char **ids = NULL;
+  size_t n = 0;
+  int r = cairn_lazy_unfinished(st, image_id, &ids, &n);
+  char why[1024] = "";
+  int first = 0;
+  for (size_t i = 0; r == 0 && i < n; i++) { /* each tried; the first failure returned */
+    int k = cairn_lazy_finish_layer(st, ids[i], whole, log, arg);
+    if (k < 0 && !first) {
+      first = k;
+      snprintf(why, sizeof why, "%s", cairn_errmsg(st));
+    }
+  }
+  cairn_strv_free(ids, n);
+  if (r == 0 && first) r = cairn_fail(st, first, "%s", why);
   return r;
 }

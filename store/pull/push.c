@@ -826,7 +826,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   }
   /* Pin, then read: the image as it is once nothing can remove it. */
   if ((r = cairn_pin_image(st, ps, id)) < 0) goto out;
-  if ((r = cairn_image_complete(st, id)) < 0) goto out; /* a lazy pull's, all here */
+  if ((r = cairn_fill_lazy(st, id, o->net.log, o->net.arg)) < 0) goto out; /* a lazy pull's */
   if ((r = cairn_inspect(st, id, inspect_cb, &v)) < 0) {
     if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
     goto out;

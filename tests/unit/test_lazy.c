@@ -5,9 +5,10 @@
  * store holds and keeps the others pending (read back as "sha256:HEX"), a
  * fetched file is refused unless it hashes to its sha256 and otherwise
  * names its blob in one transaction, the last one makes the layer
- * complete and takes its source and kept TOC away; fsck accepts a partial
- * layer and finds a pending row that disagrees with its entry; a store of
- * schema 6 is migrated. The pull side (store/pull/lazy.c): every file of
+ * complete, and its finish (with its tar record) takes its source and kept
+ * TOC away; fsck accepts a partial layer (and a complete one not finished)
+ * and finds a pending row that disagrees with its entry; a store of schema
+ * 6 is migrated. The pull side (store/pull/lazy.c): every file of
  * real eStargz blobs (the reference's; estargz_gen.py's, with innerOffset
  * and chunks) unpacks from its gzip members to its bytes, a corrupt byte
  * fails that file only, and the TOC's own entry is the TOC JSON.
@@ -132,6 +133,10 @@ Test(lazy, a_partial_layer_is_recorded_and_completed) {
   cr_expect_str_eq(b, sha_b, "a pending file reads back as its sha256");
   free(b);
 
+  /* a partial layer is not finished */
+  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), -EINVAL);
+  cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources"), 1);
+
   /* a file that is not the content: refused, nothing changes */
   char blob[48];
   int fd = tu_memfd("worle", 5);
@@ -139,16 +144,37 @@ Test(lazy, a_partial_layer_is_recorded_and_completed) {
   close(fd);
   cr_expect_eq(sql_long("SELECT count(*) FROM pending"), 1);
 
-  /* the content: named, the layer complete, its source and TOC gone */
+  /* the content: named, the layer complete; its source and TOC stay
+   * until it is finished (its exact tar recorded) */
   fd = tu_memfd("world", 5);
   cr_assert_eq(cairn_lazy_file_store(T.st, sha_b, fd, 5, blob), 0, "%s", cairn_errmsg(T.st));
   close(fd);
   cr_expect_eq(sql_long("SELECT count(*) FROM pending"), 0);
-  cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources"), 0);
+  cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources"), 1);
   state = sql_text("SELECT state FROM layers WHERE id = '" LAYER "'");
   cr_expect_str_eq(state, "complete");
   free(state);
-  cr_expect(!toc_kept(), "the TOC of a complete layer is kept");
+  cr_expect(toc_kept(), "the TOC of a complete layer not finished is gone");
+  cairn_report rep = {0};
+  cr_expect_eq(cairn_fsck(T.st, false, &rep), 0, "a complete layer not finished: %s",
+               rep.n_lines ? rep.lines[0] : cairn_errmsg(T.st));
+  cairn_report_free(&rep);
+  cairn_lazy_file lf;
+  cr_expect_eq(cairn_lazy_source_get(T.st, LAYER, &lf), 2);
+  cairn_lazy_file_clear(&lf);
+  /* finished once its tar is recorded: its source and TOC go, its size
+   * is the tar's */
+  cr_assert_eq(sqlite3_exec(T.st->db,
+                            "INSERT INTO layer_tars(layer_id, size, data) VALUES('" LAYER
+                            "', 3072, x'00')",
+                            NULL, NULL, NULL),
+               SQLITE_OK);
+  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources"), 0);
+  cr_expect_eq(sql_long("SELECT size FROM layers WHERE id = '" LAYER "'"), 3072);
+  cr_expect(!toc_kept(), "the TOC of a finished layer is kept");
+  cr_expect_eq(cairn_lazy_source_get(T.st, LAYER, &lf), 0);
+  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), 0, "finished twice: %s", cairn_errmsg(T.st));
   b = blob_of("d/b");
   cr_expect_str_eq(b, blob);
   char *data = tu_blob_read(T.st, b, NULL);
