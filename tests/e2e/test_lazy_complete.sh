@@ -79,7 +79,7 @@ setup "$CAIRN" --store "$T/full" pull -q --insecure "docker://$PROXY/lazy/a:1" >
 setup "$CAIRN" --store "$T/full" export -q -o "$T/full.tar" lazy/a:1
 
 # A lazy pull, then a fill: the layer's exact tar is recorded at its end.
-setup "$CAIRN" --store "$ST" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+setup "$CAIRN" --store "$ST" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
 reset
 expect_exit 0 "fill of a lazily pulled image" "$CAIRN" --store "$ST" fill lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
@@ -103,7 +103,7 @@ check "export: the full pull's tar, byte for byte" cmp "$T/lazy.tar" "$T/full.ta
 # --file): the layer is complete, its exact tar not recorded yet; a fill
 # killed while it records it (a slow link: it waits for the headers)
 # leaves a store fsck passes; the next fill finishes the layer.
-setup "$CAIRN" --store "$T/k" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+setup "$CAIRN" --store "$T/k" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
 pending() { q "$T/k" "SELECT count(*) FROM pending"; }
 for sha in $(q "$T/k" "SELECT DISTINCT sha256 FROM pending"); do
   setup "$CAIRN" --store "$T/k" fill --file "sha256:$sha" >/dev/null
@@ -142,7 +142,7 @@ expect_exit 0 "... pulled back" "$CAIRN" --store "$T/b1" pull -q --insecure \
 check "... gives the same image id" test "$(tail -1 "$T/stdout")" = "$(cat "$T/full.id")"
 
 # Push of a lazily pulled image not filled: it fills first, saying so.
-setup "$CAIRN" --store "$T/p" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+setup "$CAIRN" --store "$T/p" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
 expect_exit 0 "push of a lazily pulled image not filled" "$CAIRN" --store "$T/p" push --insecure \
   lazy/a:1 "docker://$PROXY/back/lazy:1"
 sed "s/^/# /" "$T/stderr" >&2
@@ -157,7 +157,7 @@ check "... gives the same image id" test "$(tail -1 "$T/stdout")" = "$(cat "$T/f
 expect_exit 0 "fsck of the store pushed from" "$CAIRN" --store "$T/p" fsck
 
 # Export of a lazily pulled image not filled: it fills first, saying so.
-setup "$CAIRN" --store "$T/e" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+setup "$CAIRN" --store "$T/e" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
 expect_exit 0 "export of a lazily pulled image not filled" "$CAIRN" --store "$T/e" export \
   -o "$T/e.tar" lazy/a:1
 check "... says it fetches the files first" \
@@ -171,7 +171,7 @@ expect_exit 0 "fsck after it" "$CAIRN" --store "$T/e" fsck
 # fill --keep-blobs fetches the blob whole and keeps it, as a full pull
 # does: the layer's rows are then all the full pull's, layer_blobs too,
 # and cairnfs --als serves it.
-setup "$CAIRN" --store "$T/als" pull -q --insecure --lazy "docker://$PROXY/lazy/a:1" >/dev/null
+setup "$CAIRN" --store "$T/als" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
 ALS=$T/alsdir
 setup mkdir "$ALS"
 setup "$CAIRN_BIN/cairnfs" --als --store "$T/als" "$ALS"
