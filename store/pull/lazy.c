@@ -310,11 +310,13 @@ static int fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha
     cairn_fail_context(st, r, "fetching \"%s\" of layer %s", f->path, f->layer_id);
     goto out;
   }
+  cairn_test_point(st, "lazy: range fetched");
   if ((fd = open_temp(st)) < 0) {
     r = fd;
     goto out;
   }
   if ((r = unpack(e, buf, lo, fd, st)) < 0) goto out;
+  cairn_test_point(st, "lazy: verified, not stored");
   r = cairn_lazy_file_store(st, sha256, fd, e->size, blob);
 out:
   if (fd >= 0) close(fd);
@@ -437,6 +439,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
     }
   }
   if (r == 0 && o.progress) o.progress(n, n, o.arg);
+  if (r == 0 && n == 0) r = cairn_lazy_tidy(st); /* a crashed fill's TOCs */
   cairn_strv_free(todo, n);
   cairn_pinset_release(st, ps);
   if (r < 0) return r;
