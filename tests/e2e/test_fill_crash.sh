@@ -62,7 +62,7 @@ FULL_ID=$(cat "$T/full.id")
 sums() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
 export_of() { # STORE OUT: the image's listing (OUT.list) and sums (OUT.sums)
   rm -rf "$2.x" && mkdir "$2.x" || return 1
-  "$CAIRN" --store "$1" export -q lazy/a:1 >"$2.tar" 2>"$2.err" || return 1
+  "$CAIRN" --store "$1" export -q "$("$CAIRN" --store "$1" images -q | head -1)" >"$2.tar" 2>"$2.err" || return 1
   tar -tvf "$2.tar" | sort >"$2.list" && tar -C "$2.x" -xf "$2.tar" && sums "$2.x" >"$2.sums"
 }
 setup export_of "$T/full" "$T/ref"
@@ -250,6 +250,39 @@ setup registry_start "$T/reg" "$REGISTRY_PORT"
 sleep 2.1 # the daemon answers EIO for 2 s after a failed fetch (fs/ops.c FETCH_RETRY_MS)
 check "the registry back, the read works" cmp "$T/um/data/f4" "$T/a/data/f4"
 expect_exit 0 "umount" "$CAIRN" --store "$STORE" umount "$T/um"
+# ---- a fill that outlives its bearer token ----------------------------
+# The token service's tokens last TOKEN_TTL s (docker-registry accepts a
+# token 60 s past its "exp": TOKEN_LEEWAY takes that off); the fill,
+# through a proxy slowed to ~25 kB/s, takes several times that. Each
+# expired token is answered by the registry's 401 and a new one fetched.
+TTL=4
+export TOKEN_TTL=$TTL TOKEN_LEEWAY=60
+setup registry_start "$T/treg" "" token
+unset TOKEN_TTL TOKEN_LEEWAY
+setup "${PODMAN[@]}" push -q --tls-verify=false --creds alice:secret --compression-format zstd:chunked \
+  "localhost/lazy/a:1" "docker://$REGISTRY/lazy/t:1"
+python3 "$HELPERS/shaping_proxy.py" "$T/tproxy.port" "$REGISTRY_PORT" --rate 25000 --latency 0.05 \
+  2>"$T/tproxy.log" &
+tproxy=$!
+on_exit "kill $tproxy 2>/dev/null; wait $tproxy 2>/dev/null"
+setup wait_for 10 test -s "$T/tproxy.port"
+TPROXY=127.0.0.1:$(cat "$T/tproxy.port")
+export REGISTRY_AUTH_FILE=$T/auth.json
+printf '{"auths": {"%s": {"auth": "%s"}}}\n' "$TPROXY" "$(printf alice:secret | base64)" >"$REGISTRY_AUTH_FILE"
+expect_exit 0 "pull --lazy from a token registry" "$CAIRN" --store "$T/tok" pull -q --insecure --lazy "docker://$TPROXY/lazy/t:1"
+tokens0=$(grep -c 'GET /token' "$T/treg/token.log")
+start=$(date +%s)
+expect_exit 0 "a fill that outlives its token" "$CAIRN" --store "$T/tok" fill lazy/t:1
+took=$(($(date +%s) - start))
+tokens=$(($(grep -c 'GET /token' "$T/treg/token.log") - tokens0))
+echo "# the fill took $took s, tokens of $TTL s; it asked for $tokens tokens" >&2
+check "... took longer than two tokens last ($took s)" test "$took" -gt $((2 * TTL))
+check "... and renewed its token ($tokens asked for)" test "$tokens" -gt 1
+setup export_of "$T/tok" "$T/tok"
+check "... the full pull's files" cmp "$T/tok.sums" "$T/ref.sums"
+unset REGISTRY_AUTH_FILE
+kill "$tproxy"
+
 # ---- the sweeps (the injector: a release build) ------------------------
 if sanitizer_build; then
   echo "# the crash sweeps skipped: $CAIRN_BIN is a sanitizer build (LD_PRELOAD of the injector conflicts)" >&2
