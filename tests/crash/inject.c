@@ -35,6 +35,9 @@
  *                           name of argv[0]: "cairn") counts and acts; any
  *                           other, e.g. the cairnfs daemon `cairn mount`
  *                           starts with this environment, is left alone
+ *   CAIRN_INJECT_ONCE=FILE  act only in the first process to reach step N
+ *                           (the one that creates FILE): a mount runs a
+ *                           filler per fetch, each with this environment
  *   CAIRN_INJECT_ARG=WORD   and only one with WORD among its arguments
  *                           ("fill": the filler a mount runs, not the
  *                           `cairn mount` that started the mount)
@@ -282,6 +285,12 @@ static int step(const char *call, const char *path) {
     write_all(trace_fd, line, (size_t)len < sizeof(line) ? (size_t)len : sizeof(line) - 1);
   }
   if (n != inject_at || mode == MODE_COUNT) return 0;
+  const char *once = getenv("CAIRN_INJECT_ONCE");
+  if (once) {
+    int fd = open(once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return 0; /* another process acted */
+    close(fd);
+  }
   if (mode == MODE_FAIL) {
     errno = fail_errno;
     return -1;

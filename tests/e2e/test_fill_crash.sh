@@ -146,9 +146,10 @@ check_point() {
 # step N (MODE kill, or parent for the daemon); N 0 only counts.
 run() {
   local op=$1 n=$2 mode=${3:-kill} rc
-  rm -rf "$STORE" "$W/count"
+  rm -rf "$STORE" "$W/count" "$W/once"
   cp -a "$T/tpl" "$STORE"
   local inj=(env CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_PROG=cairn CAIRN_INJECT_ARG=fill
+    CAIRN_INJECT_ONCE="$W/once"
     CAIRN_INJECT_POINTS=1 CAIRN_INJECT_AT="$n" CAIRN_INJECT_MODE="$mode"
     CAIRN_INJECT_COUNT="$W/count" CAIRN_INJECT_TRACE="$W/trace" LD_PRELOAD="$INJECT")
   rm -f "$W/trace"
@@ -173,7 +174,7 @@ run() {
     if [ $rc = 0 ]; then
       cmp -s "$W/got" "$T/a/$FILE" || { echo "$op at $n: the read gave wrong bytes"; cleanup_mount; return 1; }
     elif ! grep -q "Input/output error" "$W/cat.err"; then
-      echo "$op at $n: the read failed, not with EIO: $(cat "$W/cat.err")"
+      echo "$op at $n: the read failed (exit $rc), not with EIO: $(cat "$W/cat.err")"
       cleanup_mount
       return 1
     fi
@@ -182,7 +183,7 @@ run() {
     if [ "$op" = daemon ] && [ "$n" != 0 ]; then
       timeout 60 bash -c "$(declare -f sums); sums '$W/mnt'" >"$W/mnt.sums" 2>"$W/err"
       cmp -s "$W/mnt.sums" "$T/ref.sums" ||
-        { echo "daemon at $n: after the kill the mount serves other bytes: $(head -c 200 "$W/err")"; cleanup_mount; return 1; }
+        { echo "daemon at $n: after the kill the mount serves other bytes: $(diff "$W/mnt.sums" "$T/ref.sums" | head -3 | tr '\n' ' ') $(head -c 200 "$W/err")"; cleanup_mount; return 1; }
     fi
     cleanup_mount
     ;;
@@ -305,12 +306,14 @@ for p in "lazy: range fetched" "lazy: verified, not stored" "lazy: blob written"
   check "fill passes the point \"$p\"" grep -qF " point $p" "$T/trace.fill"
 done
 start=$(date +%s)
-# CAIRN_FILL_CRASH_ONLY="fill:12 daemon:3" (say): those points alone
+# CAIRN_FILL_CRASH_ONLY="fill:12 daemon:3 fill:committed" (say): those
+# points alone (a word: the first named point whose name has it)
 if [ -n "${CAIRN_FILL_CRASH_ONLY:-}" ]; then
   for p in $CAIRN_FILL_CRASH_ONLY; do
-    op=${p%%:*} mode=kill
+    op=${p%%:*} n=${p#*:} mode=kill
     [ "$op" = daemon ] && mode=parent
-    if run "$op" "${p#*:}" "$mode" >"$W/point"; then ok "$p clean"; else not_ok "$(cat "$W/point")"; fi
+    [[ $n =~ ^[0-9]+$ ]] || n=$(awk -v w="$n" '$2 == "point" && index($0, w) { print $1; exit }' "$T/trace.$op")
+    if run "$op" "$n" "$mode" >"$W/point"; then ok "$p ($n) clean"; else not_ok "$(cat "$W/point")"; fi
   done
   finish
   exit
