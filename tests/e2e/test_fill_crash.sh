@@ -307,12 +307,13 @@ for p in "lazy: range fetched" "lazy: verified, not stored" "lazy: blob written"
 done
 start=$(date +%s)
 # CAIRN_FILL_CRASH_ONLY="fill:12 daemon:3 fill:committed" (say): those
-# points alone (a word: the first named point whose name has it)
+# points alone (a word: the last named point whose name has it: the
+# last file's, whose commit completes the image)
 if [ -n "${CAIRN_FILL_CRASH_ONLY:-}" ]; then
   for p in $CAIRN_FILL_CRASH_ONLY; do
     op=${p%%:*} n=${p#*:} mode=kill
     [ "$op" = daemon ] && mode=parent
-    [[ $n =~ ^[0-9]+$ ]] || n=$(awk -v w="$n" '$2 == "point" && index($0, w) { print $1; exit }' "$T/trace.$op")
+    [[ $n =~ ^[0-9]+$ ]] || n=$(awk -v w="$n" '$2 == "point" && index($0, w) { n = $1 } END { print n }' "$T/trace.$op")
     if run "$op" "$n" "$mode" >"$W/point"; then ok "$p ($n) clean"; else not_ok "$(cat "$W/point")"; fi
   done
   finish
