@@ -458,6 +458,11 @@ typedef int (*cairn_lazy_pending_fn)(const cairn_lazy_file *f, const char *sha25
 int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg);
 /* How many files (and bytes) of image_id are pending (each layer's). */
 int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, uint64_t *bytes);
+/* Unlinks the kept TOCs no partial layer names any more: those of layers a
+ * fill completed, left by a crash between its commit and their unlink
+ * (gc sweeps them too). Only when the store lock is free (else 0, left
+ * to gc). */
+int cairn_lazy_tidy(cairn_store *st);
 /* 0 when no file of image_id is pending; -ENODATA, saying how many are
  * and that `cairn fill` fetches them, when some are (export, push). */
 int cairn_image_complete(cairn_store *st, const char *image_id);
@@ -509,6 +514,11 @@ int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]);
  * (an fd) for cairn_lazy_unlock. cairn_lazy_fetch takes it. */
 int cairn_lazy_lock(cairn_store *st, const char *sha256, bool wait);
 void cairn_lazy_unlock(cairn_store *st, const char *sha256, int lock);
+/* A test seam: a named point of a step (store/pull/ has no internal.h),
+ * where a unit test's hook, or the crash-point injector
+ * (tests/crash/inject.c, CAIRN_INJECT_POINTS=1), may act; nothing
+ * otherwise. */
+void cairn_test_point(cairn_store *st, const char *point);
 
 /* ---- exact layers (store/tarsplit.c) ----------------------------------- */
 
@@ -578,6 +588,9 @@ typedef struct cairn_image_rec {
                     * shows it; if it has none, stored */
   int64_t stored;  /* when this store got the image */
   bool pinned;
+  /* A lazy pull's (doc/lazy-pulls.md): the files of the image's layers
+   * not fetched yet, and their bytes; 0 for a complete image. */
+  uint64_t pending_files, pending_bytes;
 } cairn_image_rec;
 typedef int (*cairn_image_fn)(const cairn_image_rec *im, void *arg);
 /* Newest first. */
@@ -637,6 +650,10 @@ struct cairn_df {
    * (STORE/compressed): each goes with its layer, so it is shared, pinned
    * or reclaimable as its layer is. */
   cairn_df_class compressed;
+  /* What lazy pulls have not fetched yet: the images with files pending,
+   * those files (each layer's) and their bytes (not in any class above:
+   * the store does not hold them). */
+  uint64_t pending_images, pending_files, pending_bytes;
 };
 /* Fills df from one snapshot of the store. */
 int cairn_df(cairn_store *st, struct cairn_df *df);

@@ -104,6 +104,7 @@ struct image_row {
   uint64_t size;
   int64_t created, stored;
   unsigned layers;
+  uint64_t pending_files, pending_bytes;
   struct names names; /* free them */
 };
 
@@ -112,7 +113,15 @@ struct image_row {
 #define IMAGE_CREATED_SQL                                                                          \
   "coalesce(CAST(strftime('%s', json_extract(config, '$.created')) AS INTEGER), created)"
 
-/* The image of q's row (id, size, created, layers, stored) and its names. */
+/* The files of an image's layers a lazy pull has not fetched yet, and
+ * their bytes (as cairn_image_pending counts them): two columns. */
+#define IMAGE_PENDING_SQL                                                                          \
+  "(SELECT count(*) FROM pending p JOIN image_layers l ON l.layer_id = p.layer_id"                 \
+  " WHERE l.image_id = images.id), (SELECT coalesce(sum(p.size), 0) FROM pending p"                \
+  " JOIN image_layers l ON l.layer_id = p.layer_id WHERE l.image_id = images.id)"
+
+/* The image of q's row (id, size, created, layers, stored, pending files
+ * and bytes) and its names. */
 static int image_row_read(cairn_store *st, sqlite3_stmt *names_q, sqlite3_stmt *q,
                           struct image_row *row) {
   snprintf(row->id, sizeof(row->id), "%s", (const char *)sqlite3_column_text(q, 0));
@@ -120,6 +129,8 @@ static int image_row_read(cairn_store *st, sqlite3_stmt *names_q, sqlite3_stmt *
   row->created = sqlite3_column_int64(q, 2);
   row->layers = (unsigned)sqlite3_column_int(q, 3);
   row->stored = sqlite3_column_int64(q, 4);
+  row->pending_files = (uint64_t)sqlite3_column_int64(q, 5);
+  row->pending_bytes = (uint64_t)sqlite3_column_int64(q, 6);
   return image_names(st, names_q, row->id, &row->names);
 }
 
@@ -133,7 +144,9 @@ static struct cairn_image_rec image_row_rec(cairn_store *st, const struct pinned
                                   .created = row->created,
                                   .stored = row->stored,
                                   .layers = row->layers,
-                                  .pinned = image_pinned(st, pv, row->id)};
+                                  .pinned = image_pinned(st, pv, row->id),
+                                  .pending_files = row->pending_files,
+                                  .pending_bytes = row->pending_bytes};
 }
 
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
@@ -142,10 +155,11 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
    * its read transaction; the rows are kept until the thread is done. */
   cairn_pins_prefetch(st);
   cn_autostmt sqlite3_stmt *q = NULL, *names_q = NULL;
-  int r = cn_db_prepare(st, &q,
-                        "SELECT id, size, " IMAGE_CREATED_SQL ","
-                        " (SELECT count(*) FROM image_layers WHERE image_id = id), created"
-                        " FROM images ORDER BY created DESC, id");
+  int r = cn_db_prepare(
+      st, &q,
+      "SELECT id, size, " IMAGE_CREATED_SQL ","
+      " (SELECT count(*) FROM image_layers WHERE image_id = id), created, " IMAGE_PENDING_SQL
+      " FROM images ORDER BY created DESC, id");
   struct pinned_view pv = {0};
   struct image_row *rows = NULL;
   size_t n = 0, cap = 0;
@@ -326,17 +340,18 @@ static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_
 int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;
-  int r = cn_db_prepare(st, &q,
-                        "SELECT id, size, " IMAGE_CREATED_SQL ","
-                        " (SELECT count(*) FROM image_layers WHERE image_id = id), created, config"
-                        " FROM images WHERE id = ?");
+  int r = cn_db_prepare(
+      st, &q,
+      "SELECT id, size, " IMAGE_CREATED_SQL ","
+      " (SELECT count(*) FROM image_layers WHERE image_id = id), created, " IMAGE_PENDING_SQL
+      ", config FROM images WHERE id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   if (sqlite3_step(q) != SQLITE_ROW) return store_fail(st, -ENOENT, "no such image");
   cn_autostmt sqlite3_stmt *names_q = NULL;
   struct pinned_view pv;
   if ((r = names_prepare(st, &names_q)) < 0 || (r = pinned_view_read(st, &pv)) < 0) return r;
-  struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 5)};
+  struct cairn_image_info info = {.config = (const char *)sqlite3_column_text(q, 7)};
   struct names layer_ids;
   struct cairn_image_layer *layers;
   struct image_row row;
@@ -486,6 +501,21 @@ static int df_compressed(cairn_store *st, const struct kernel_locks *kl, struct 
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df compressed layers");
 }
 
+/* What lazy pulls have not fetched yet: images, files, bytes. */
+static int df_pending(cairn_store *st, struct cairn_df *df) {
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id"
+                        " IN (SELECT layer_id FROM pending)), count(*), coalesce(sum(size), 0)"
+                        " FROM pending");
+  if (r < 0) return r;
+  if (sqlite3_step(q) != SQLITE_ROW) return cn_store_fail_db(st, "pending files");
+  df->pending_images = (uint64_t)sqlite3_column_int64(q, 0);
+  df->pending_files = (uint64_t)sqlite3_column_int64(q, 1);
+  df->pending_bytes = (uint64_t)sqlite3_column_int64(q, 2);
+  return 0;
+}
+
 int cairn_df(cairn_store *st, struct cairn_df *df) {
   store_errclear(st);
   *df = (struct cairn_df){0};
@@ -500,6 +530,7 @@ int cairn_df(cairn_store *st, struct cairn_df *df) {
     if (r == 0) r = df_images(st, &pv, &df->images);
     if (r == 0) r = df_blobs(st, kept, &df->blobs);
     if (r == 0) r = df_compressed(st, &pv.kl, &df->compressed);
+    if (r == 0) r = df_pending(st, df);
     if (r == 0) r = cn_db_exec(st, "COMMIT");
     if (r < 0) cn_db_rollback(st);
   }

@@ -64,6 +64,11 @@ static int df_run(struct cli *c, int argc, char **argv) {
                              df_class_json("layers", &df.layers), df_class_json("blobs", &df.blobs),
                              df_class_json("compressed", &df.compressed));
     if (!rows) return report_fail(-ENOMEM, "df: out of memory");
+    /* what lazy pulls have not fetched yet, with the images */
+    json_t *im = json_array_get(rows, 0);
+    json_object_set_new(im, "pending_count", json_integer((json_int_t)df.pending_images));
+    json_object_set_new(im, "pending_files", json_integer((json_int_t)df.pending_files));
+    json_object_set_new(im, "pending_bytes", json_integer((json_int_t)df.pending_bytes));
     size_t i;
     json_t *row;
     if (l.json) cli_print_json(rows);
@@ -80,6 +85,12 @@ static int df_run(struct cli *c, int argc, char **argv) {
   df_table_row("Layers", &df.layers);
   df_table_row("Blobs", &df.blobs);
   df_table_row("Compressed", &df.compressed);
+  if (df.pending_files) { /* a lazy pull's files not fetched yet: none stored */
+    char size[32];
+    cairn_human_size(df.pending_bytes, size, sizeof(size));
+    printf("%-10s  %6llu  %10s  %10s  %10s  %-16s  %s\n", "Pending",
+           (unsigned long long)df.pending_files, size, "-", "-", "-", "-");
+  }
   return CAIRN_EXIT_OK;
 }
 
@@ -90,7 +101,11 @@ const struct cli_command cmd_df = {
     .summary = "Show the store's disk usage, as podman system df: images, layers, blobs and\n"
                "the compressed layers pulls keep (for podman's Additional Layer Store), each\n"
                "counted once (a layer several images use counts once), shared by several or\n"
-               "unique, reclaimable (what cairn gc would free) and pinned.",
+               "unique, reclaimable (what cairn gc would free) and pinned.\n"
+               "Pending (a row only when there are some): the files lazy pulls have not\n"
+               "fetched yet (pull --lazy; cairn fill fetches them) and their bytes, which\n"
+               "the store does not hold; in --json, the images object's pending_count\n"
+               "(partial images), pending_files and pending_bytes.",
     .options = "--json\tone JSON array (images, layers, blobs, compressed), exact numbers of "
                "bytes\n"
                "--format TEMPLATE\teach class as TEMPLATE: {{.Key}} a key of --json's objects\n"

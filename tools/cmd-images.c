@@ -44,10 +44,41 @@ static bool images_keep(const struct cli_rows *rows, const struct cli_cell *row,
 }
 
 /* An images table's columns, as podman images's, then cairn's own; a
- * template also has {{.Names}} (every name of the row's image). */
+ * template also has {{.Names}} (every name of the row's image). PENDING
+ * (the bytes a lazy pull has not fetched yet) only when a listed image is
+ * partial: a store without one lists as before. */
 static const char *const image_columns[] = {"repository:REPOSITORY", "tag:TAG",    "id:IMAGE ID",
                                             "created:CREATED",       "size:SIZE",  "layers:LAYERS",
                                             "pinned:PINNED",         "names:NAMES"};
+static const char *const image_columns_pending[] = {"repository:REPOSITORY",
+                                                    "tag:TAG",
+                                                    "id:IMAGE ID",
+                                                    "created:CREATED",
+                                                    "size:SIZE",
+                                                    "layers:LAYERS",
+                                                    "pinned:PINNED",
+                                                    "pending_bytes:PENDING",
+                                                    "names:NAMES"};
+
+static const char *const image_columns_template[] = {"repository:REPOSITORY",
+                                                     "tag:TAG",
+                                                     "id:IMAGE ID",
+                                                     "created:CREATED",
+                                                     "size:SIZE",
+                                                     "layers:LAYERS",
+                                                     "pinned:PINNED",
+                                                     "pending_files:PENDING FILES",
+                                                     "pending_bytes:PENDING",
+                                                     "names:NAMES"};
+
+static bool any_pending(const struct cli_rows *rows) {
+  for (size_t i = 0; rows->schema && i < rows->n; i++) {
+    const struct cli_cell *c =
+        cli_row_get(rows, rows->cells + i * rows->schema->n, "pending_bytes");
+    if (c && c->set) return true;
+  }
+  return false;
+}
 
 static int listing(struct cli *c, int argc, char **argv, const char *usage, listing_fn list,
                    const char *const *columns, size_t n) {
@@ -77,6 +108,13 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
     cli_rows_filter(&rows, images_keep, &f);
   }
   struct cli_rows by_name = {0};
+  if (images && l.format) { /* {{.Pending_files}}, {{.Pending_bytes}}: empty if complete */
+    columns = image_columns_template;
+    n = sizeof(image_columns_template) / sizeof(image_columns_template[0]);
+  } else if (images && !l.json && !l.quiet && any_pending(&rows)) {
+    columns = image_columns_pending;
+    n = sizeof(image_columns_pending) / sizeof(image_columns_pending[0]);
+  }
   if (images && !l.json && !l.quiet) { /* podman's rows: one per name */
     if (cli_image_rows_by_name(&rows, &by_name) < 0) {
       cli_rows_free(&by_name);
@@ -110,6 +148,9 @@ const struct cli_command cmd_images = {
                "repository, tag (<none> <none>: no name), id, created (the image's, from its\n"
                "config, relative), size, layers, pinned; --json: an object per image (its\n"
                "names, stored too).\n"
+               "A partial image (pull --lazy; cairn fill completes it) has a PENDING column\n"
+               "(the bytes not fetched yet: the column is there only when some image is\n"
+               "partial) and, in --json, pending_files and pending_bytes.\n"
                "NAME: only the image it names, or with no tag every tag of its repository (as\n"
                "podman images NAME: alpine lists docker.io/library/alpine's).",
     .options = "--json\tone JSON array of every image, exact numbers, times in RFC "

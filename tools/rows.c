@@ -486,6 +486,8 @@ enum {
   IMAGE_CREATED,
   IMAGE_PINNED,
   IMAGE_STORED,
+  IMAGE_PENDING_FILES, /* set only for a partial image (a lazy pull's) */
+  IMAGE_PENDING_BYTES,
   IMAGE_REPOSITORY, /* set only by cli_image_rows_by_name: tables and templates */
   IMAGE_TAG,
   IMAGE_FIELDS
@@ -498,6 +500,8 @@ static const struct cli_field image_fields[IMAGE_FIELDS] = {
     [IMAGE_CREATED] = {"created", CLI_TIME, false},
     [IMAGE_PINNED] = {"pinned", CLI_BOOL, false},
     [IMAGE_STORED] = {"stored", CLI_TIME, false},
+    [IMAGE_PENDING_FILES] = {"pending_files", CLI_INT, true},
+    [IMAGE_PENDING_BYTES] = {"pending_bytes", CLI_SIZE, true},
     [IMAGE_REPOSITORY] = {"repository", CLI_STR, true},
     [IMAGE_TAG] = {"tag", CLI_STR, true},
 };
@@ -512,6 +516,10 @@ int cli_image_row(const struct cairn_image_rec *im, void *arg) {
   c[IMAGE_CREATED] = (struct cli_cell){.set = true, .i = im->created};
   c[IMAGE_PINNED] = (struct cli_cell){.set = true, .b = im->pinned};
   c[IMAGE_STORED] = (struct cli_cell){.set = true, .i = im->stored};
+  if (im->pending_files) {
+    c[IMAGE_PENDING_FILES] = (struct cli_cell){.set = true, .i = (int64_t)im->pending_files};
+    c[IMAGE_PENDING_BYTES] = (struct cli_cell){.set = true, .i = (int64_t)im->pending_bytes};
+  }
   bool ok = cli_cell_set_str(rows, &c[IMAGE_ID], im->id);
   const char **names = ok && im->n_names ? arena_alloc(rows, im->n_names * sizeof(*names)) : NULL;
   for (size_t i = 0; names && i < im->n_names; i++) {

@@ -429,6 +429,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   cairn_strv_free(todo, n);
   /* every file here: each layer's exact tar recorded (partial.c) */
   if (r == 0 && !c.failed) r = cairn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);
+  if (r == 0 && n == 0) r = cairn_lazy_tidy(st); /* a crashed fill's TOCs */
   cairn_pinset_release(st, ps);
   if (r < 0) return r;
   if (c.failed)

@@ -635,11 +635,13 @@ int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sh
     cairn_fail_context(st, r, "fetching \"%s\" of layer %s", f->path, f->layer_id);
     goto out;
   }
+  cairn_test_point(st, "lazy: range fetched");
   if ((fd = cn_lazy_open_temp(st)) < 0) {
     r = fd;
     goto out;
   }
   if ((r = cn_lazy_unpack(e, buf, lo, fd, st)) < 0) goto out;
+  cairn_test_point(st, "lazy: verified, not stored");
   r = cairn_lazy_file_store(st, sha256, fd, e->size, blob);
 out:
   if (fd >= 0) close(fd);

@@ -23,6 +23,9 @@
  *   CAIRN_INJECT_MODE=M     kill: SIGKILL the process just before step N;
  *                           killparent: SIGKILL its parent, then it (a
  *                           cairnfs server: its supervisor, then it);
+ *                           parent: SIGKILL its parent there, and go on
+ *                           (the cairnfs server whose read runs `cairn fill
+ *                           --file`, killed while the fill fetches or stores);
  *                           fail: step N fails (errno CAIRN_INJECT_ERRNO,
  *                           EIO or ENOSPC, default EIO) and the process goes on;
  *                           cut:  a power cut, see below
@@ -34,6 +37,22 @@
  *                           name of argv[0]: "cairn") counts and acts; any
  *                           other, e.g. the cairnfs daemon `cairn mount`
  *                           starts with this environment, is left alone
+ *   CAIRN_INJECT_ONCE=FILE  act only in the first process to reach step N
+ *                           (the one that creates FILE): a mount runs a
+ *                           filler per fetch, each with this environment
+ *   CAIRN_INJECT_ARG=WORD   and only one with WORD among its arguments
+ *                           ("fill": the filler a mount runs, not the
+ *                           `cairn mount` that started the mount)
+ *   CAIRN_INJECT_POINTS=1   the store's named test points (cairn_test_point,
+ *                           store_test_point: "lazy: range fetched", ...)
+ *                           count as steps too, traced as "point NAME":
+ *                           kill and cut act there (fail does nothing,
+ *                           a point has nothing to fail). They are not
+ *                           durable steps but moments between them (a
+ *                           fetched file verified, not stored yet). The
+ *                           program reached them through the one symbol
+ *                           it exports, cn_store_test_hook (the full
+ *                           cairn only: CMakeLists.txt).
  *
  * The power-cut model (mode cut). A disk keeps what was made durable and
  * may forget the rest. Here: file contents and sizes written since the
@@ -70,7 +89,7 @@
 
 #include "undo_log.h"
 
-enum inject_mode { MODE_COUNT, MODE_KILL, MODE_KILL_PARENT, MODE_FAIL, MODE_CUT };
+enum inject_mode { MODE_COUNT, MODE_KILL, MODE_KILL_PARENT, MODE_FAIL, MODE_CUT, MODE_PARENT };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -105,6 +124,27 @@ static int (*real_link)(const char *, const char *);
 static int (*real_linkat)(int, const char *, int, const char *, int);
 static int (*real_unlink)(const char *);
 static int (*real_unlinkat)(int, const char *, int);
+
+static int step(const char *call, const char *path);
+/* A named point of the program (CAIRN_INJECT_POINTS): a step. */
+static void named_point(void *st, const char *point) {
+  (void)st;
+  step("point", point);
+}
+
+/* Whether word is one of this process's arguments (/proc/self/cmdline). */
+static bool has_arg(const char *word) {
+  char buf[8192];
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  for (char *p = buf; p < buf + n; p += strlen(p) + 1)
+    if (p != buf && strcmp(p, word) == 0) return true;
+  return false;
+}
 
 #define RESOLVE(name) real_##name = (__typeof__(real_##name))dlsym(RTLD_NEXT, #name)
 
@@ -154,6 +194,8 @@ static void inject_init(void) {
   if (!dir || !realpath(dir, watch_dir)) return;
   const char *prog = getenv("CAIRN_INJECT_PROG");
   if (prog && strcmp(prog, program_invocation_short_name) != 0) return;
+  const char *arg = getenv("CAIRN_INJECT_ARG");
+  if (arg && !has_arg(arg)) return;
   inject_at = at ? atol(at) : 0;
   if (m && strcmp(m, "kill") == 0)
     mode = MODE_KILL;
@@ -163,6 +205,8 @@ static void inject_init(void) {
     mode = MODE_FAIL;
   else if (m && strcmp(m, "cut") == 0)
     mode = MODE_CUT;
+  else if (m && strcmp(m, "parent") == 0)
+    mode = MODE_PARENT;
   if (err && strcmp(err, "ENOSPC") == 0) fail_errno = ENOSPC;
   if (trace) trace_fd = open(trace, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (mode == MODE_CUT) {
@@ -174,6 +218,11 @@ static void inject_init(void) {
     log_append(&rec, watch_dir);
   }
   watch_len = strlen(watch_dir);
+  const char *points = getenv("CAIRN_INJECT_POINTS");
+  if (points && strcmp(points, "1") == 0) {
+    void (**hook)(void *, const char *) = dlsym(RTLD_DEFAULT, "cn_store_test_hook");
+    if (hook) *hook = named_point;
+  }
 }
 
 static void init(void) { pthread_once(&once, inject_init); }
@@ -240,9 +289,19 @@ static int step(const char *call, const char *path) {
     write_all(trace_fd, line, (size_t)len < sizeof(line) ? (size_t)len : sizeof(line) - 1);
   }
   if (n != inject_at || mode == MODE_COUNT) return 0;
+  const char *once = getenv("CAIRN_INJECT_ONCE");
+  if (once) {
+    int fd = open(once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return 0; /* another process acted */
+    close(fd);
+  }
   if (mode == MODE_FAIL) {
     errno = fail_errno;
     return -1;
+  }
+  if (mode == MODE_PARENT) {
+    kill(getppid(), SIGKILL);
+    return 0;
   }
   if (mode == MODE_KILL_PARENT) kill(getppid(), SIGKILL);
   kill(getpid(), SIGKILL);
