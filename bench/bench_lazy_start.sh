@@ -24,7 +24,8 @@
 # commands measured at nice MEASURE_NICE (default 0: a niced daemon on a
 # loaded machine waits for the CPU, and the shaping proxy is not niced).
 # Usage: bench/bench_lazy_start.sh [BUILD_DIR]  (default build); SIZE_MIB,
-# BIG_MIB (32), READ_PCT, RUNS, PODMAN_PARTIAL, MEASURE_NICE. The output is also written
+# BIG_MIB (32), READ_PCT, RUNS, PODMAN_PARTIAL, MEASURE_NICE, CONTENDERS
+# (default "a b c"). The output is also written
 # to bench/results/lazy_start.txt. Needs root, podman (overlay driver),
 # crun, docker-registry, the cached minbase tree (debootstrap once).
 # If `cairn pull --lazy` leaves a fill running in the background, the
@@ -39,6 +40,7 @@ BIG_MIB=${BIG_MIB:-32}
 READ_PCT=${READ_PCT:-5}
 RUNS=${RUNS:-1}
 PODMAN_PARTIAL=${PODMAN_PARTIAL:-1}
+CONTENDERS=${CONTENDERS:-a b c}
 MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
 source "$SRC/bench/rootfs.sh"
@@ -61,13 +63,14 @@ stop_strays() {
   done
 }
 cleanup() {
+  local rc=$?
   set +e
+  ((rc == 0)) || for f in "$W"/*.log; do tail -5 "$f" | sed "s|^|${f##*/}: |" >&2; done
   for b in "$W"/bundle-*; do [[ -d $b ]] && "${CAIRN[@]}" --store "$W/store" bundle --rm -q "$b"; done
   [[ -d $W/pm ]] && podman_reset
   stop_strays
   [[ -z $proxy_pid ]] || { kill "$proxy_pid" 2>/dev/null; wait "$proxy_pid" 2>/dev/null; }
   registry_cleanup
-  [[ -s $W/podman.log ]] && tail -5 "$W/podman.log" | sed "s/^/podman: /" >&2
   findmnt -rn -o TARGET | grep -F "$W/" | sort -r | while read -r m; do fusermount3 -u -z "$m"; done
   rm -rf "$W"
 }
@@ -215,12 +218,16 @@ names=("(a) cairn pull --lazy + bundle + crun" "(b) cairn pull + bundle + crun"
   "(c) podman pull + run")
 cmds=("cairn_start 1" "cairn_start ''" "podman_start -")
 for ((r = 0; r < RUNS; r++)); do
-  for i in $(seq 0 2 | shuf); do
+  for i in $(printf '%s\n' $CONTENDERS | tr abc 012 | shuf); do
     curl -sf "http://$PROXY/_proxy/reset" >/dev/null
     echo "run $i" >>"$W/runs"
-    eval "${cmds[i]} \"\$W/runs\""
-    grep -q '^first .* started$' <(tail -3 "$W/runs") ||
-      { echo "bench_lazy_start: ${names[i]}: no first line (see above)" >&2; tail -5 "$W"/*.log >&2; exit 1; }
+    # (each contender's steps run on past a failure, which is then said)
+    eval "${cmds[i]} \"\$W/runs\"" || true
+    if ! tail -3 "$W/runs" | grep -q '^first .* started$'; then
+      echo "bench_lazy_start: ${names[i]}: no first line; its logs end:" >&2
+      for f in "$W"/*.log; do tail -5 "$f" | sed "s|^|  ${f##*/}: |" >&2; : >"$f"; done
+      echo "failed" >>"$W/runs"
+    fi
   done
 done
 
@@ -232,18 +239,21 @@ echo "bench_lazy_start: image of $traw bytes of tar (Debian minbase + ${BIG_MIB}
 python3 - "$W/runs" "$bsize" "${names[@]}" <<'PY'
 import json, statistics, sys
 runs, size, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-rows, cur = {n: [] for n in names}, None
+rows, cur, fails = {n: [] for n in names}, None, {}
 for line in open(runs):
     k, _, v = line.rstrip("\n").partition(" ")
     if k == "run":
-        cur = {}
+        cur, last = {}, v
         rows[names[int(v)]].append(cur)
+    elif k == "failed":
+        rows[names[int(last)]].pop()
+        fails[names[int(last)]] = fails.get(names[int(last)], 0) + 1
     elif k == "bytes":
         cur["bytes"], cur["requests"] = json.loads(v)
     else:
         cur[k] = float(v.split()[0])
-med = {n: {k: statistics.median(r[k] for r in v) for k in v[0]} for n, v in rows.items()}
-a, b, c = (med[n]["first"] for n in names)
+med = {n: {k: statistics.median(r[k] for r in v) for k in v[0]} for n, v in rows.items() if v}
+a, b, c = (med[n]["first"] if n in med else float("nan") for n in names)
 print("| from the start of the pull | to its end s | to the bundle s | to the first line s"
       " | bytes through the proxy | of the layer | requests |")
 print("|---|---|---|---|---|---|---|")
@@ -251,6 +261,9 @@ for n, m in med.items():
     print(f"| {n} | {m['pull']:.2f} | {m.get('bundle', float('nan')):.2f} | {m['first']:.2f}"
           f" | {int(m['bytes']):,} | {100 * m['bytes'] / size:.1f}% | {int(m['requests'])} |")
 print(f"(a)/(b) = {a / b:.3f} (goal <= 0.10); (a)/(c) = {a / c:.3f}; (b)/(c) = {b / c:.3f}")
+for n, k in fails.items():
+    print(f"{n}: failed {k} times (no first line)")
 for n, v in rows.items():
-    print(f"{n}: first line at " + ", ".join(f"{r['first']:.2f}" for r in v) + " s")
+    if v:
+        print(f"{n}: first line at " + ", ".join(f"{r['first']:.2f}" for r in v) + " s")
 PY
