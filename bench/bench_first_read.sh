@@ -98,12 +98,12 @@ counts() { curl -sf "http://$PROXY/_proxy/counts" | jq -c "[.bytes, .requests]";
 # read_files DIR OUT [proxy]: reads each listed file whole, once, in a
 # random order; per file "SECONDS BYTES-READ [PROXY-BYTES PROXY-REQUESTS]".
 read_files() {
-  nice -n "$MNICE" python3 - "$W/files" "$1" "$2" "${3:+$PROXY}" "$W/src" <<'PY'
+  timeout 1800 nice -n "$MNICE" python3 - "$W/files" "$1" "$2" "${3:+$PROXY}" "$W/src" <<'PY'
 import json, random, sys, time, urllib.request
 names = open(sys.argv[1]).read().split()
 d, out, proxy, src = sys.argv[2:6]
 random.shuffle(names)
-ctl = lambda p: json.load(urllib.request.urlopen(f"http://{proxy}/_proxy/{p}"))
+ctl = lambda p: json.load(urllib.request.urlopen(f"http://{proxy}/_proxy/{p}", timeout=10))
 with open(out, "a") as o:
     for n in names:
         if proxy:
@@ -127,13 +127,13 @@ umnt() { "${CAIRN[@]}" --store "$W/$1" umount "$W/m-$1" >/dev/null; }
 # The reference: a full pull.
 curl -sf "http://$PROXY/_proxy/reset" >/dev/null
 t0=$EPOCHREALTIME
-nice -n "$MNICE" "${CAIRN[@]}" --store "$W/full" pull -q --insecure "$REF" >/dev/null
+timeout 600 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/full" pull -q --insecure "$REF" >/dev/null
 full_pull=$(python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$EPOCHREALTIME" "$t0")
 full_counts=$(counts)
 # The lazy pull, then the first reads.
 curl -sf "http://$PROXY/_proxy/reset" >/dev/null
 t0=$EPOCHREALTIME
-nice -n "$MNICE" "${CAIRN[@]}" --store "$W/lazy" pull -q --insecure --lazy "$REF" >/dev/null
+timeout 600 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/lazy" pull -q --insecure --lazy "$REF" >/dev/null
 lazy_pull=$(python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$EPOCHREALTIME" "$t0")
 lazy_counts=$(counts)
 mnt lazy
@@ -142,7 +142,7 @@ umnt lazy
 # The fill, then the reads after it.
 curl -sf "http://$PROXY/_proxy/reset" >/dev/null
 t0=$EPOCHREALTIME
-nice -n "$MNICE" "${CAIRN[@]}" --store "$W/lazy" fill bench/fr:1 >/dev/null 2>"$W/fill.log"
+timeout 1800 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/lazy" fill bench/fr:1 >/dev/null 2>"$W/fill.log"
 fill_s=$(python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$EPOCHREALTIME" "$t0")
 fill_counts=$(counts)
 pending=$("${CAIRN[@]}" --store "$W/lazy" inspect bench/fr:1 | jq -c '.Pending // {}')
