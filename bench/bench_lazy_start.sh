@@ -174,10 +174,10 @@ cairn_start() {
   local lazy=$1 out=$2 t0 b=$W/bundle-$RANDOM
   rm -rf "$W/store"
   t0=$EPOCHREALTIME
-  nice -n "$MNICE" "${CAIRN[@]}" --store "$W/store" pull -q --insecure ${lazy:+--lazy} "$REF" >/dev/null \
+  timeout 900 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/store" pull -q --insecure ${lazy:+--lazy} "$REF" >/dev/null \
     2>>"$W/cairn.log"
   echo "pull $(since "$t0")" >>"$out"
-  nice -n "$MNICE" "${CAIRN[@]}" --store "$W/store" bundle -q bench/start:1 "$b" -- "${CMD[@]}" >/dev/null
+  timeout 300 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/store" bundle -q bench/start:1 "$b" -- "${CMD[@]}" >/dev/null
   echo "bundle $(since "$t0")" >>"$out"
   timeout 600 nice -n "$MNICE" unshare -m --propagation private sh -c '
     umount /sys/fs/cgroup/unified 2>/dev/null
@@ -211,7 +211,7 @@ podman_start() {
   local out=$2 t0
   podman_reset
   t0=$EPOCHREALTIME
-  nice -n "$MNICE" "${PODMAN[@]}" pull -q --tls-verify=false "$REF" >/dev/null 2>>"$W/podman.log"
+  timeout 900 nice -n "$MNICE" "${PODMAN[@]}" pull -q --tls-verify=false "$REF" >/dev/null 2>>"$W/podman.log"
   echo "pull $(since "$t0")" >>"$out"
   timeout 600 nice -n "$MNICE" "${PODMAN[@]}" run --rm --cgroups=disabled --network=none \
     --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 "${REF#docker://}" "${CMD[@]}" \
@@ -264,7 +264,8 @@ print("| from the start of the pull | to its end s | to the bundle s | to the fi
       " | bytes through the proxy | of the layer | requests |")
 print("|---|---|---|---|---|---|---|")
 for n, m in med.items():
-    print(f"| {n} | {m['pull']:.2f} | {m.get('bundle', float('nan')):.2f} | {m['first']:.2f}"
+    bundle = f"{m['bundle']:.2f}" if "bundle" in m else "-"
+    print(f"| {n} | {m['pull']:.2f} | {bundle} | {m['first']:.2f}"
           f" | {int(m['bytes']):,} | {100 * m['bytes'] / size:.1f}% | {int(m['requests'])} |")
 print(f"(a)/(b) = {a / b:.3f} (goal <= 0.10); (a)/(c) = {a / c:.3f}; (b)/(c) = {b / c:.3f}")
 for n, k in fails.items():
