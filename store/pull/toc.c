@@ -53,14 +53,25 @@ int cn_toc_decompress(const void *buf, size_t len, size_t max, unsigned char **o
                       const char *what, cairn_store *st) {
   *out = NULL;
   *out_len = 0;
+  /* One filter, by the data's magic: libarchive's bidding would stack
+   * another on content that is itself compressed (a .gz file's frame). */
+  static const unsigned char gz[] = {0x1f, 0x8b}, zs[] = {0x28, 0xb5, 0x2f, 0xfd};
+  int filter = len >= sizeof gz && memcmp(buf, gz, sizeof gz) == 0   ? ARCHIVE_FILTER_GZIP
+               : len >= sizeof zs && memcmp(buf, zs, sizeof zs) == 0 ? ARCHIVE_FILTER_ZSTD
+                                                                     : ARCHIVE_FILTER_NONE;
+  if (filter == ARCHIVE_FILTER_NONE)
+    return cairn_fail(st, -EBADMSG, "%s: not gzip or zstd data", what);
   struct archive *a = archive_read_new();
   if (!a) return -ENOMEM;
   int r = 0;
   size_t cap = 0, n = 0;
   unsigned char *b = NULL;
-  archive_read_support_filter_gzip(a);
-  archive_read_support_filter_zstd(a);
   archive_read_support_format_raw(a);
+  if (archive_read_append_filter(a, filter) != ARCHIVE_OK) {
+    r = cairn_fail(st, -EBADMSG, "%s: %s", what,
+                   archive_error_string(a) ? archive_error_string(a) : "no decompressor");
+    goto out;
+  }
   struct archive_entry *e;
   if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK ||
       archive_read_next_header(a, &e) != ARCHIVE_OK) {

@@ -336,6 +336,29 @@ static int entries(const char *json, cn_toc *toc) {
   return r;
 }
 
+/* A file whose content is itself compressed (a .gz in a layer) comes out
+ * of its frame as those bytes, decompressed once: the filter is chosen by
+ * the frame's magic, not bid for again on what it gives. */
+Test(toc, decompress_once) {
+  static const char text[] = "the content of sed.info, before gzip";
+  for (unsigned outer = TU_GZIP; outer <= TU_ZSTD; outer++)
+    for (unsigned inner = TU_GZIP; inner <= TU_ZSTD; inner++) {
+      void *gz = NULL, *frame = NULL;
+      size_t gz_len = 0, frame_len = 0;
+      tu_compress(text, sizeof text, inner, &gz, &gz_len);
+      tu_compress(gz, gz_len, outer, &frame, &frame_len);
+      unsigned char *u = NULL;
+      size_t ulen = 0;
+      cr_assert_eq(cn_toc_decompress(frame, frame_len, gz_len, &u, &ulen, "x.gz", T.st), 0,
+                   "outer %u inner %u: %s", outer, inner, cairn_errmsg(T.st));
+      cr_assert_eq(ulen, gz_len, "outer %u inner %u", outer, inner);
+      cr_assert_eq(memcmp(u, gz, gz_len), 0);
+      free(u);
+      free(gz);
+      free(frame);
+    }
+}
+
 Test(toc, paths_normalised) {
   char out[CN_TOC_PATH_MAX + 1];
   cr_assert_eq(cn_toc_path_normalize("./a//b/./c/", out, NULL), 0);
