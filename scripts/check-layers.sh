@@ -48,8 +48,8 @@ LAYERS=(
     | names, resolving, committing and pinning images; the listings; the refs file"
   "merge | store/merge.c store/export.c | - | below
     | an image's merged tree, and its export as a tar"
-  "lazy | store/lazy.c | store/lazy.h | below
-    | partial layers (lazy pulls): recording one from its TOC, a fetched file into it, its fsck"
+  "lazy | store/lazy.c store/lazy_lock.c | store/lazy.h | below
+    | partial layers (lazy pulls): recording one from its TOC, a fetched file into it, its fsck; the fetch lock (lazy_lock.c)"
   "als | store/als.c | - | below
     | what podman's Additional Layer Store needs"
   "rm-gc | store/rm.c store/gc.c | - | below
@@ -58,8 +58,8 @@ LAYERS=(
     | a bundle's runtime config, tag, history"
   "commit | store/commit.c | - | below
     | a writable mount's upper written as a layer and committed"
-  "pull | store/pull/*.c | store/pull/pull.h store/pull/registry.h store/pull/toc.h store/pull/byteranges.h store/pull/partial.h store/pull/chunked_write.h store/pull/lazy.h | public
-    | pull from OCI layouts, oci-archives, docker archives and registries; push (registries, layouts, archives; lazily-pullable layers: zstd:chunked, eStargz); login; the TOCs of eStargz and zstd:chunked layers (lazy pulls), the partial pull of zstd:chunked layers, lazy pulls' fetches; built on cairn.h alone"
+  "pull | store/pull/*.c | store/pull/pull.h store/pull/registry.h store/pull/toc.h store/pull/byteranges.h store/pull/partial.h store/pull/chunked_write.h store/pull/lazy.h store/pull/fill.h | public
+    | pull from OCI layouts, oci-archives, docker archives and registries; push (registries, layouts, archives; lazily-pullable layers: zstd:chunked, eStargz); login; the TOCs of eStargz and zstd:chunked layers (lazy pulls), the partial pull of zstd:chunked layers, lazy pulls' fetches and the fill (fill.c); built on cairn.h alone"
 )
 # Front ends: only cairn.h, only what it declares.
 FRONTS="common/*.c common/*.h fs/*.c fs/*.h tools/*.c tools/*.h"

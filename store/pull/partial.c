@@ -738,33 +738,6 @@ out:
   return r;
 }
 
-int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const char *line, void *arg),
-                    void *arg) {
-  uint64_t files = 0, bytes = 0;
-  char **unf = NULL;
-  size_t n_unf = 0;
-  int r = cairn_image_pending(st, image_id, &files, &bytes);
-  if (r == 0) r = cairn_lazy_unfinished(st, image_id, &unf, &n_unf);
-  cairn_strv_free(unf, n_unf);
-  if (r < 0 || (files == 0 && n_unf == 0)) return r;
-  char size[32];
-  cairn_human_size(bytes, size, sizeof size);
-  if (files)
-    say(log, arg,
-        "%.12s was pulled lazily: fetching its %llu files not fetched yet (%s) first, as cairn "
-        "fill does",
-        image_id, (unsigned long long)files, size);
-  else
-    say(log, arg,
-        "%.12s was pulled lazily: recording its layers' exact tars first, as cairn fill "
-        "does",
-        image_id);
-  cairn_fill_opts fo = {.log = log, .arg = arg};
-  cairn_id got;
-  r = cairn_fill(st, image_id, &fo, got);
-  return r < 0 ? cairn_fail_context(st, r, "filling %.12s first", image_id) : 0;
-}
-
 int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg) {
   char **ids = NULL;
