@@ -319,20 +319,11 @@ static const char *sha_hex(const char *sha256) {
   return strncmp(sha256, SHA_PREFIX, 7) == 0 ? sha256 + 7 : sha256;
 }
 
-int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f) {
-  store_errclear(st);
-  memset(f, 0, sizeof *f);
-  cn_autostmt sqlite3_stmt *q = NULL;
-  int r = cn_db_prepare(st, &q,
-                        "SELECT p.layer_id, p.path, p.size, s.source, s.insecure, s.digest,"
-                        " s.media_type, s.size, s.annotations, s.toc_digest FROM pending p"
-                        " JOIN layer_sources s ON s.layer_id = p.layer_id WHERE p.sha256 = ?"
-                        " LIMIT 1");
-  if (r < 0) return r;
-  sqlite3_bind_text(q, 1, sha_hex(sha256), -1, SQLITE_STATIC);
-  r = sqlite3_step(q);
-  if (r == SQLITE_DONE) return 0;
-  if (r != SQLITE_ROW) return cn_store_fail_db(st, "pending files");
+/* f from the row at q: layer_id, path, size, then the source's
+ * columns (LAZY_FILE_COLS); 1, or -ENOMEM. */
+#define LAZY_FILE_COLS                                                                             \
+  "s.source, s.insecure, s.digest, s.media_type, s.size, s.annotations, s.toc_digest"
+static int lazy_file_row(cairn_store *st, sqlite3_stmt *q, cairn_lazy_file *f) {
 #define COL(i) strdup((const char *)sqlite3_column_text(q, i))
   f->layer_id = COL(0);
   f->path = COL(1);
@@ -353,6 +344,40 @@ int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f
   return 1;
 }
 
+/* The first column of every row of the bound query q, each after prefix,
+ * into *out (*n of them). */
+static int strv_of_rows(cairn_store *st, sqlite3_stmt *q, const char *prefix, const char *what,
+                        char ***out, size_t *n) {
+  cn_autostrv struct strv v = {0};
+  int r;
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    char s[160];
+    snprintf(s, sizeof s, "%s%s", prefix, (const char *)sqlite3_column_text(q, 0));
+    if (cn_strv_push(&v, s) < 0) return store_fail(st, -ENOMEM, "out of memory");
+  }
+  if (r != SQLITE_DONE) return cn_store_fail_db(st, what);
+  *out = v.v;
+  *n = v.n;
+  v = (struct strv){0};
+  return 0;
+}
+
+int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f) {
+  store_errclear(st);
+  memset(f, 0, sizeof *f);
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT p.layer_id, p.path, p.size, " LAZY_FILE_COLS " FROM pending p"
+                        " JOIN layer_sources s ON s.layer_id = p.layer_id WHERE p.sha256 = ?"
+                        " LIMIT 1");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, sha_hex(sha256), -1, SQLITE_STATIC);
+  r = sqlite3_step(q);
+  if (r == SQLITE_DONE) return 0;
+  if (r != SQLITE_ROW) return cn_store_fail_db(st, "pending files");
+  return lazy_file_row(st, q, f);
+}
+
 int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n) {
   store_errclear(st);
   *sha256s = NULL;
@@ -364,17 +389,7 @@ int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha25
                         " WHERE l.image_id = ? GROUP BY p.sha256 ORDER BY pos, first");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
-  cn_autostrv struct strv v = {0};
-  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-    char s[80];
-    snprintf(s, sizeof s, "sha256:%s", (const char *)sqlite3_column_text(q, 0));
-    if (cn_strv_push(&v, s) < 0) return store_fail(st, -ENOMEM, "out of memory");
-  }
-  if (r != SQLITE_DONE) return cn_store_fail_db(st, "pending files");
-  *sha256s = v.v;
-  *n = v.n;
-  v = (struct strv){0};
-  return 0;
+  return strv_of_rows(st, q, "sha256:", "pending files", sha256s, n);
 }
 
 int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg) {
@@ -633,15 +648,7 @@ int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_id
                         " GROUP BY l.layer_id ORDER BY pos");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
-  cn_autostrv struct strv v = {0};
-  while ((r = sqlite3_step(q)) == SQLITE_ROW)
-    if (cn_strv_push(&v, (const char *)sqlite3_column_text(q, 0)) < 0)
-      return store_fail(st, -ENOMEM, "out of memory");
-  if (r != SQLITE_DONE) return cn_store_fail_db(st, "layer sources");
-  *diff_ids = v.v;
-  *n = v.n;
-  v = (struct strv){0};
-  return 0;
+  return strv_of_rows(st, q, "", "layer sources", diff_ids, n);
 }
 
 int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f) {
@@ -649,8 +656,7 @@ int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file 
   memset(f, 0, sizeof *f);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
-                        "SELECT s.layer_id, s.source, s.insecure, s.digest, s.media_type,"
-                        " s.size, s.annotations, s.toc_digest, l.state = 'complete'"
+                        "SELECT s.layer_id, '', 0, " LAZY_FILE_COLS ", l.state = 'complete'"
                         " FROM layer_sources s JOIN layers l ON l.id = s.layer_id"
                         " WHERE s.layer_id = ?");
   if (r < 0) return r;
@@ -658,23 +664,8 @@ int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file 
   r = sqlite3_step(q);
   if (r == SQLITE_DONE) return 0;
   if (r != SQLITE_ROW) return cn_store_fail_db(st, "layer sources");
-#define COL(i) strdup((const char *)sqlite3_column_text(q, i))
-  f->layer_id = COL(0);
-  f->path = strdup("");
-  f->source = COL(1);
-  f->insecure = sqlite3_column_int(q, 2) != 0;
-  f->digest = COL(3);
-  f->media_type = COL(4);
-  f->blob_size = (uint64_t)sqlite3_column_int64(q, 5);
-  f->annotations = COL(6);
-  f->toc_digest = COL(7);
-#undef COL
-  int complete = sqlite3_column_int(q, 8);
-  if (!f->layer_id || !f->path || !f->source || !f->digest || !f->media_type || !f->annotations ||
-      !f->toc_digest) {
-    cairn_lazy_file_clear(f);
-    return store_fail(st, -ENOMEM, "out of memory");
-  }
+  int complete = sqlite3_column_int(q, 10);
+  if ((r = lazy_file_row(st, q, f)) < 0) return r;
   return complete ? 2 : 1;
 }
 
