@@ -68,7 +68,7 @@ export_of() { # STORE OUT: the image's listing (OUT.list) and sums (OUT.sums)
 }
 setup export_of "$T/full" "$T/ref"
 # The template: the lazy pull, every file pending.
-setup "$CAIRN" --store "$T/tpl" pull -q --insecure --lazy "$SRC" >/dev/null
+setup "$CAIRN" --store "$T/tpl" pull -q --insecure --lazy --no-fill "$SRC" >/dev/null
 db() { sqlite3 "file:$1/meta.db?mode=ro" "$2"; }
 PENDING0=$(db "$T/tpl" "SELECT count(*) FROM pending")
 check "the template has every file pending ($PENDING0)" test "$PENDING0" -ge 6
@@ -271,7 +271,7 @@ setup wait_for 10 test -s "$T/tproxy.port"
 TPROXY=127.0.0.1:$(cat "$T/tproxy.port")
 export REGISTRY_AUTH_FILE=$T/auth.json
 printf '{"auths": {"%s": {"auth": "%s"}}}\n' "$TPROXY" "$(printf alice:secret | base64)" >"$REGISTRY_AUTH_FILE"
-expect_exit 0 "pull --lazy from a token registry" "$CAIRN" --store "$T/tok" pull -q --insecure --lazy "docker://$TPROXY/lazy/t:1"
+expect_exit 0 "pull --lazy from a token registry" "$CAIRN" --store "$T/tok" pull -q --insecure --lazy --no-fill "docker://$TPROXY/lazy/t:1"
 tokens0=$(grep -c 'GET /token' "$T/treg/token.log")
 start=$(date +%s)
 expect_exit 0 "a fill that outlives its token" "$CAIRN" --store "$T/tok" fill lazy/t:1
