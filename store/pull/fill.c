@@ -211,6 +211,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
     }
     goto out_sink;
   }
+  cairn_test_point(wst, "lazy: range fetched");
   for (size_t k = 0; k < n; k++) {
     for (size_t i = rg[k].first; i < rg[k].last; i++) {
       cn_fill_item *it = &c->items[i];
@@ -219,6 +220,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
       char blob[48];
       int fd = cn_lazy_open_temp(wst);
       int q = fd < 0 ? fd : cn_lazy_unpack(e, rg[k].data, rg[k].lo, fd, wst);
+      if (q == 0) cairn_test_point(wst, "lazy: verified, not stored");
       if (q == 0) q = cairn_lazy_file_store(wst, it->sha256, fd, e->size, blob);
       if (fd >= 0) close(fd);
       cairn_lazy_unlock(wst, it->sha256, it->lock);

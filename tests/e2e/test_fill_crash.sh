@@ -48,13 +48,9 @@ os.link(f"{t}/a/data/f2", f"{t}/a/data/hard")
 os.symlink("f0", f"{t}/a/data/link")
 open(f"{t}/a/empty", "wb").close()
 PY
-PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
-on_exit "rm -rf '$T/pm' 2>/dev/null || ${PODMAN[*]} unshare rm -rf '$T/pm'"
 setup registry_start "$T/reg"
-setup tar -C "$T/a" --sort=name -b 1 -cf "$T/a.tar" .
-setup "${PODMAN[@]}" import -q "$T/a.tar" "localhost/lazy/a:1" >/dev/null
-setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
-  "localhost/lazy/a:1" "docker://$REGISTRY/lazy/a:1"
+setup podman_push_chunked "$T/a" lazy/a:1
+on_exit "rm -rf '$T/pm' 2>/dev/null || ${PODMAN[*]} unshare rm -rf '$T/pm'"
 SRC=docker://$REGISTRY/lazy/a:1
 
 # The reference: a full pull, its export's listing and file sums.

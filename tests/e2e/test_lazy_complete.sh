@@ -36,28 +36,12 @@ os.link(f"{t}/a/usr/lib/data/f02", f"{t}/a/usr/lib/hard")
 open(f"{t}/a/empty", "wb").close()
 os.chmod(f"{t}/a/usr/lib/data/f03", 0o4755)
 PY
-PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
 setup registry_start "$T/reg"
-# -b 1: no record padding (podman 4.3's zstd:chunked writer drops it; see
-# test_pull_partial.sh)
-setup tar -C "$T/a" --sort=name -b 1 -cf "$T/a.tar" .
-setup "${PODMAN[@]}" import -q "$T/a.tar" "localhost/lazy/a:1" >/dev/null
-setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
-  "localhost/lazy/a:1" "docker://$REGISTRY/lazy/a:1"
-python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
-  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
-proxy_pid=$!
-on_exit "kill $proxy_pid; wait $proxy_pid"
-setup wait_for 10 test -s "$T/proxy.port"
-PROXY=127.0.0.1:$(cat "$T/proxy.port")
-setup wait_http "http://$PROXY/v2/" 200 10
-counts() { curl -sf "http://$PROXY/_proxy/counts"; }
-reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
-manifest() {
-  curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-    "http://$REGISTRY/v2/lazy/a/manifests/1"
-}
+setup podman_push_chunked "$T/a" lazy/a:1
+setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
+counts() { proxy_counts; }
+reset() { proxy_reset; }
+manifest() { registry_manifest lazy/a 1; }
 q() { sqlite3 "file:$1/meta.db?mode=ro" "$2"; }
 # a layer's rows as a full pull records them (not its creation time)
 rows() {

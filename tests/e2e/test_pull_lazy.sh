@@ -35,24 +35,14 @@ os.link(f"{t}/a/usr/lib/data/f02", f"{t}/a/usr/lib/hard")
 open(f"{t}/a/empty", "wb").close()
 os.chmod(f"{t}/a/usr/lib/data/f03", 0o4755)
 PY
-PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
 setup registry_start "$T/reg"
-# -b 1: no record padding (podman 4.3's zstd:chunked writer drops it; see
-# test_pull_partial.sh)
-setup tar -C "$T/a" --sort=name -b 1 -cf "$T/a.tar" .
-setup "${PODMAN[@]}" import -q "$T/a.tar" "localhost/lazy/a:1" >/dev/null
-setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
-  "localhost/lazy/a:1" "docker://$REGISTRY/lazy/a:1"
+setup podman_push_chunked "$T/a" lazy/a:1
 # and the same image with a gzip layer
 setup "${PODMAN[@]}" push -q --tls-verify=false "localhost/lazy/a:1" "docker://$REGISTRY/lazy/g:1"
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
 counts() { proxy_counts; }
 reset() { proxy_reset; }
-manifest() {
-  curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-    "http://$REGISTRY/v2/lazy/a/manifests/1"
-}
+manifest() { registry_manifest lazy/a 1; }
 pending() { sqlite3 "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
 ann() {
   manifest | jq -r --arg k "$1" '.layers[0].annotations | to_entries[] |

@@ -44,11 +44,7 @@ PY
 # GNU format: whole-second times, as the TOC has them
 setup tar -C "$T/a" --sort=name --numeric-owner --format=gnu -cf "$T/a.tar" .
 setup registry_start "$T/reg"
-manifest() {
-  curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-    "http://$REGISTRY/v2/$1/manifests/1"
-}
+manifest() { registry_manifest "$1" 1; }
 
 # ---- the images: cairn's push, and the reference's blob uploaded as is
 setup "$CAIRN" --store "$T/src" import -q sg/a:1 "$T/a.tar" >/dev/null
@@ -100,15 +96,9 @@ else
   echo "# skip: the reference image (no golang-go or golang-github-containerd-stargz-snapshotter-dev)" >&2
 fi
 
-python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
-  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
-proxy_pid=$!
-on_exit "kill $proxy_pid; wait $proxy_pid"
-setup wait_for 10 test -s "$T/proxy.port"
-PROXY=127.0.0.1:$(cat "$T/proxy.port")
-setup wait_http "http://$PROXY/v2/" 200 10
-counts() { curl -sf "http://$PROXY/_proxy/counts"; }
-reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
+setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
+counts() { proxy_counts; }
+reset() { proxy_reset; }
 
 # The TOC entries of a blob (python: footer, then the TOC member's tar).
 toc_json() {

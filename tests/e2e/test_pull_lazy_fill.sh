@@ -32,21 +32,11 @@ for i in range(200):
 for i in range(20):
     open(f"{t}/a/big/b{i:02d}", "wb").write(rnd.randbytes(rnd.choice((20000, 70000, 150000))))
 PY
-PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
 setup registry_start "$T/reg"
-setup tar -C "$T/a" --sort=name -b 1 -cf "$T/a.tar" .
-setup "${PODMAN[@]}" import -q "$T/a.tar" "localhost/fill/a:1" >/dev/null
-setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
-  "localhost/fill/a:1" "docker://$REGISTRY/fill/a:1"
-python3 "$CAIRN_SRC/tests/helpers/shaping_proxy.py" "$T/proxy.port" "$REGISTRY_PORT" \
-  --rate 12500000 --latency 0.005 2>"$T/proxy.log" &
-proxy_pid=$!
-on_exit "kill $proxy_pid; wait $proxy_pid"
-setup wait_for 10 test -s "$T/proxy.port"
-PROXY=127.0.0.1:$(cat "$T/proxy.port")
-setup wait_http "http://$PROXY/v2/" 200 10
-counts() { curl -sf "http://$PROXY/_proxy/counts"; }
-reset() { curl -sf "http://$PROXY/_proxy/reset" >/dev/null; }
+setup podman_push_chunked "$T/a" fill/a:1
+setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
+counts() { proxy_counts; }
+reset() { proxy_reset; }
 pending() { sqlite3 "file:$1/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
 bsize=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
   -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \

@@ -54,26 +54,13 @@ for i in range(450):
         d = rnd.randbytes(len(data)) if name == "d" and i % 90 == 3 else data
         open(f"{t}/{name}/srv/f{i:03d}", "wb").write(d)
 PY
-PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
 setup registry_start "$T/reg"
-for n in a b c d; do
-  # -b 1: no record padding after the end-of-archive blocks (as Go's
-  # archive/tar, which builds images, writes): podman 4.3's zstd:chunked
-  # writer drops it, and the layer would then not decompress to its diff_id.
-  setup tar -C "$T/$n" --sort=name -b 1 -cf "$T/$n.tar" .
-  setup "${PODMAN[@]}" import -q "$T/$n.tar" "localhost/part/$n:1" >/dev/null
-  setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
-    "localhost/part/$n:1" "docker://$REGISTRY/part/$n:1"
-done
+for n in a b c d; do setup podman_push_chunked "$T/$n" "part/$n:1"; done
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
 lacks() { ! grep -q "$1" "$2"; }
 counts() { proxy_counts; }
 reset() { proxy_reset; }
-manifest() {
-  curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
-    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-    "http://$REGISTRY/v2/part/$1/manifests/1"
-}
+manifest() { registry_manifest "part/$1" 1; }
 check_json "B's layer is zstd:chunked (podman wrote the TOC annotations)" \
   '.layers[0].annotations | keys | map(test("zstd-chunked.manifest-position")) | any' manifest b
 bsize=$(manifest b | jq '.layers[0].size')

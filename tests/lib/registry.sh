@@ -152,6 +152,27 @@ registry_cleanup() {
   REGISTRY_PID=
 }
 
+# podman_push_chunked DIR REPO:TAG: DIR's tree as an image that podman
+# (a store of its own under $T; PODMAN its command line) pushes to
+# $REGISTRY/REPO:TAG as zstd:chunked. The tar has no record padding after
+# its end-of-archive blocks (as Go's archive/tar writes): podman 4.3's
+# zstd:chunked writer drops it, and the layer would then not decompress to
+# its diff_id (test_pull_partial.sh).
+podman_push_chunked() {
+  PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
+  tar -C "$1" --sort=name -b 1 -cf "$1.tar" . &&
+    "${PODMAN[@]}" import -q "$1.tar" "localhost/$2" >/dev/null &&
+    "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
+      "localhost/$2" "docker://$REGISTRY/$2"
+}
+
+# registry_manifest REPO TAG: the image manifest the registry holds.
+registry_manifest() {
+  curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
+    -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
+    "http://$REGISTRY/v2/$1/manifests/$2"
+}
+
 # ---- shared by the pull tests ------------------------------------------------
 # pull_test_init: every process this file starts is stopped when the test
 # ends; CAIRN (the binary), OCI_IMAGE (the image builder), ST (= $STORE);
