@@ -22,19 +22,7 @@ pull_test_init
 command -v podman >/dev/null || skip "no podman"
 command -v sqlite3 >/dev/null || skip "no sqlite3"
 
-setup python3 - "$T" <<'PY'
-import os, random, sys
-t = sys.argv[1]
-rnd = random.Random(34)
-os.makedirs(f"{t}/a/usr/lib/data", exist_ok=True)
-for i in range(40):
-    data = rnd.randbytes(rnd.choice((3000, 20000, 70000, 150000)))
-    open(f"{t}/a/usr/lib/data/f{i:02d}", "wb").write(data)
-os.symlink("data/f01", f"{t}/a/usr/lib/link")
-os.link(f"{t}/a/usr/lib/data/f02", f"{t}/a/usr/lib/hard")
-open(f"{t}/a/empty", "wb").close()
-os.chmod(f"{t}/a/usr/lib/data/f03", 0o4755)
-PY
+setup python3 "$HELPERS/lazy_tree.py" "$T/a" 34
 setup registry_start "$T/reg"
 setup podman_push_chunked "$T/a" lazy/a:1
 # and the same image with a gzip layer
