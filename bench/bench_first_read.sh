@@ -36,14 +36,12 @@ ROUNDS=${ROUNDS:-5}
 MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
 W=$(mktemp -d /tmp/cairn-bench-first-read.XXXXXX)
-proxy_pid=
 CAIRN=("$BIN/cairn")
 cleanup() {
   set +e
   for m in "$W"/m-*; do
     [[ -d $m ]] && mountpoint -q "$m" && "${CAIRN[@]}" --store "$W/${m##*/m-}" umount "$m"
   done
-  [[ -z $proxy_pid ]] || { kill "$proxy_pid" 2>/dev/null; wait "$proxy_pid" 2>/dev/null; }
   registry_cleanup
   findmnt -rn -o TARGET | grep -F "$W/" | sort -r | while read -r m; do fusermount3 -u -z "$m"; done
   rm -rf "$W"
@@ -84,11 +82,7 @@ nice -n 10 "${PUSHER[@]}" push -q --tls-verify=false --compression-format zstd:c
   localhost/bench/fr:1 "docker://$REGISTRY/bench/fr:1"
 "${PUSHER[@]}" rmi -a -f >/dev/null 2>&1 || true
 rm -rf "$W/pusher" "$W/pusher.run" "$W/img.tar"
-python3 "$SRC/tests/helpers/shaping_proxy.py" "$W/proxy.port" "$REGISTRY_PORT" 2>"$W/proxy.log" &
-proxy_pid=$!
-for _ in $(seq 100); do [[ -s $W/proxy.port ]] && break; sleep 0.1; done
-PROXY=127.0.0.1:$(cat "$W/proxy.port")
-wait_http "http://$PROXY/v2/" 200 10
+proxy_start "$W"
 bsize=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
   -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
   "http://$REGISTRY/v2/bench/fr/manifests/1" | jq '.layers[0].size')

@@ -46,7 +46,6 @@ MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
 source "$SRC/bench/rootfs.sh"
 W=$(mktemp -d /tmp/cairn-bench-lazy-start.XXXXXX)
-proxy_pid=
 CAIRN=("$BIN/cairn")
 
 # Processes of this run still alive: any whose command line names its
@@ -70,7 +69,6 @@ cleanup() {
   for b in "$W"/bundle-*; do [[ -d $b ]] && "${CAIRN[@]}" --store "$W/store" bundle --rm -q "$b"; done
   [[ -d $W/pm ]] && podman_reset
   stop_strays
-  [[ -z $proxy_pid ]] || { kill "$proxy_pid" 2>/dev/null; wait "$proxy_pid" 2>/dev/null; }
   registry_cleanup
   findmnt -rn -o TARGET | grep -F "$W/" | sort -r | while read -r m; do fusermount3 -u -z "$m"; done
   rm -rf "$W"
@@ -143,11 +141,7 @@ rm -f "$W/img.tar"
 nice -n 10 "${CAIRN[@]}" --store "$W/pusher" push -q --insecure --format zstd:chunked \
   bench/start:1 "docker://$REGISTRY/bench/start:1" >/dev/null
 rm -rf "$W/pusher"
-python3 "$SRC/tests/helpers/shaping_proxy.py" "$W/proxy.port" "$REGISTRY_PORT" 2>"$W/proxy.log" &
-proxy_pid=$!
-for _ in $(seq 100); do [[ -s $W/proxy.port ]] && break; sleep 0.1; done
-PROXY=127.0.0.1:$(cat "$W/proxy.port")
-wait_http "http://$PROXY/v2/" 200 10
+proxy_start "$W"
 manifest=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
   -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
   "http://$REGISTRY/v2/bench/start/manifests/1")
