@@ -133,7 +133,7 @@ full_counts=$(counts)
 # The lazy pull, then the first reads.
 curl -sf "http://$PROXY/_proxy/reset" >/dev/null
 t0=$EPOCHREALTIME
-timeout 600 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/lazy" pull -q --insecure --lazy "$REF" >/dev/null
+timeout 600 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/lazy" pull -q --insecure --lazy --no-fill "$REF" >/dev/null
 lazy_pull=$(python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$EPOCHREALTIME" "$t0")
 lazy_counts=$(counts)
 mnt lazy
