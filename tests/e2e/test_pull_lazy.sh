@@ -223,6 +223,14 @@ seen=$(sort -u "$T/fillers" | tr '\n' ' ')
 check "... fetched by one fetcher process, not one each (seen: ${seen:-none})" \
   test "$(sort -u "$T/fillers" | wc -l)" = 1
 check "... which the mount keeps for its next reads" test "$(fillers | tr '\n' ' ')" = "$seen"
+# The fetcher killed: the mount starts another on its next pending read
+# (not within a second of the last start).
+setup kill -9 $seen
+setup wait_for 50 sh -c "! kill -0 $seen 2>/dev/null"
+sleep 1.1
+check "the fetcher killed, the next pending read starts another and reads" \
+  cmp "$T/m/usr/lib/data/f08" "$T/a/usr/lib/data/f08"
+check "... one new fetcher" test "$(fillers | wc -l)" = 1 -a "$(fillers | tr '\n' ' ')" != "$seen"
 check "a hardlink and a symlink to pending files read right" \
   cmp "$T/m/usr/lib/hard" "$T/a/usr/lib/data/f02"
 check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
