@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -66,10 +67,22 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
 
 /* ---- pending files (a lazy pull's: doc/lazy-pulls.md) ------------------------
  * A node whose blob is "sha256:HEX" is a file the store does not have yet:
- * its first read fetches it (cairn fill --file, below: cairn_lazy_fetch,
- * which verifies every byte before it stores the blob, in a process of
- * its own), once however many threads ask: the first
- * one fetches, the others wait on the same entry of the in-flight table.
+ * its first read fetches it, once however many threads ask: the first
+ * one sends the request, the others wait on the same entry of the
+ * in-flight table, which the fetcher's answer settles.
+ * The fetcher is one `cairn fill --serve` per daemon (the cairn beside
+ * this cairnfs, which execs the full one), started on the first pending
+ * read: it fetches and stores each file as cairn_lazy_fetch does
+ * (verifying every byte, under the content's lock across processes), up
+ * to 4 at once, with each layer's TOC parsed once; the daemon itself maps
+ * none of the pull's libraries (curl, OpenSSL, libarchive:
+ * test_mount_libs.sh). Its stdin and stdout are one end of a socket pair:
+ * a request a line ("sha256:HEX"), an answer a line ("sha256:HEX BLOB" or
+ * "sha256:HEX -ERRNO WHY"), which a reader thread of ours routes to the
+ * entry. When it dies (or a request cannot be written) the entries
+ * waiting on it fail with EIO, and the next request starts another, not
+ * more than once every SERVE_RESTART_MS. It ends when the daemon does:
+ * its stdin closes.
  * A fetch that failed answers EIO, and again at once to reads within
  * FETCH_RETRY_MS of it (the fetch's own retries are bounded), then is
  * tried again. Entries live as long as the daemon (a file's blob name,
@@ -77,6 +90,7 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
  * "sha256:HEX"). */
 #define FETCH_BUCKETS 1024
 #define FETCH_RETRY_MS 2000
+#define SERVE_RESTART_MS 1000
 
 struct fetch {
   struct fetch *next;
@@ -90,17 +104,99 @@ static struct fetch *fetches[FETCH_BUCKETS];
 static pthread_mutex_t fetch_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fetch_cv = PTHREAD_COND_INITIALIZER;
 
+/* The fetcher (under fetch_mu): our end of its socket pair (-1: none
+ * running), when it was last started. */
+static int serve_fd = -1;
+static uint64_t serve_started;
+
 static uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The fetch runs in `cairn fill --file SHA256` (the cairn beside this
- * cairnfs, which execs the full one), not here: the daemon maps none of
- * the pull's libraries (curl, OpenSSL, libarchive: test_mount_libs.sh).
- * Its stdout is the blob's name. */
-static int fetch_run(struct cairnfs *fs, const char *sha256, char blob[48]) {
+static struct fetch *fetch_find(const char *sha256) {
+  size_t k = 5381;
+  for (const char *p = sha256; *p; p++) k = k * 33 + (unsigned char)*p;
+  struct fetch *f = fetches[k % FETCH_BUCKETS];
+  while (f && strcmp(f->sha256, sha256) != 0) f = f->next;
+  return f;
+}
+
+struct serve_reader {
+  struct cairnfs *fs;
+  int fd;
+  pid_t pid;
+};
+
+/* One answer: settles its entry if it waits. Under fetch_mu. */
+static void serve_answer(struct cairnfs *fs, char *line) {
+  char *sp = strchr(line, ' ');
+  if (!sp) return;
+  *sp++ = '\0';
+  struct fetch *f = fetch_find(line);
+  if (!f || f->state != 1) return;
+  size_t n = strcspn(sp, " ");
+  if (sp[0] != '-' && n > 0 && n < sizeof f->blob && !sp[n]) {
+    memcpy(f->blob, sp, n + 1);
+    f->state = 0;
+  } else {
+    if (fs->debug_fetch) fprintf(stderr, "cairnfs: fetching %s: %s\n", line, sp);
+    f->state = -EIO;
+  }
+  f->when = now_ms();
+  pthread_cond_broadcast(&fetch_cv);
+}
+
+/* The reader thread of one fetcher: routes its answers until it ends,
+ * then fails what waits on it and reaps it. */
+static void *serve_read(void *arg) {
+  struct serve_reader *sr = arg;
+  char buf[4096];
+  size_t have = 0;
+  for (;;) {
+    ssize_t k = read(sr->fd, buf + have, sizeof buf - 1 - have);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    have += (size_t)k;
+    buf[have] = '\0';
+    char *line = buf, *nl;
+    pthread_mutex_lock(&fetch_mu);
+    while ((nl = strchr(line, '\n'))) {
+      *nl = '\0';
+      serve_answer(sr->fs, line);
+      line = nl + 1;
+    }
+    pthread_mutex_unlock(&fetch_mu);
+    have -= (size_t)(line - buf);
+    memmove(buf, line, have);
+    if (have == sizeof buf - 1) have = 0; /* no answer is this long */
+  }
+  pthread_mutex_lock(&fetch_mu);
+  if (serve_fd == sr->fd) serve_fd = -1;
+  uint64_t now = now_ms();
+  for (size_t k = 0; k < FETCH_BUCKETS; k++)
+    for (struct fetch *f = fetches[k]; f; f = f->next)
+      if (f->state == 1) {
+        f->state = -EIO;
+        f->when = now;
+      }
+  pthread_cond_broadcast(&fetch_cv);
+  pthread_mutex_unlock(&fetch_mu);
+  close(sr->fd);
+  int status = 0;
+  while (waitpid(sr->pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (sr->fs->debug_fetch) fprintf(stderr, "cairnfs: the fetcher ended (status %d)\n", status);
+  free(sr);
+  return NULL;
+}
+
+/* Starts `cairn fill --serve` and its reader. Under fetch_mu. */
+static int serve_start(struct cairnfs *fs) {
+  uint64_t now = now_ms();
+  if (serve_started && now - serve_started < SERVE_RESTART_MS) return -EIO;
+  serve_started = now;
   char exe[PATH_MAX + 8], self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   snprintf(exe, sizeof exe, "cairn");
@@ -111,54 +207,79 @@ static int fetch_run(struct cairnfs *fs, const char *sha256, char blob[48]) {
     snprintf(exe, sizeof exe, "%s/cairn", self);
     if (access(exe, X_OK) != 0) snprintf(exe, sizeof exe, "cairn");
   }
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -errno;
+  struct serve_reader *sr = malloc(sizeof *sr);
+  if (!sr) {
+    close(sv[0]);
+    close(sv[1]);
+    return -ENOMEM;
+  }
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, p[1], STDOUT_FILENO);
-  char *argv[] = {
-      exe, "--store", (char *)cairn_store_dir(fs->st), "fill", "-q", "--file", (char *)sha256,
-      NULL};
+  posix_spawn_file_actions_adddup2(&fa, sv[1], STDIN_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], STDOUT_FILENO);
+  char *argv[] = {exe, "--store", (char *)cairn_store_dir(fs->st), "fill", "--serve", NULL};
   extern char **environ;
   pid_t pid;
   int r = posix_spawnp(&pid, exe, &fa, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
-  close(p[1]);
-  char out[128] = "";
-  size_t got = 0;
-  while (r == 0 && got < sizeof out - 1) {
-    ssize_t k = read(p[0], out + got, sizeof out - 1 - got);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    got += (size_t)k;
+  close(sv[1]);
+  if (r != 0) {
+    if (fs->debug_fetch) fprintf(stderr, "cairnfs: %s: %s\n", exe, strerror(r));
+    close(sv[0]);
+    free(sr);
+    return -r;
   }
-  close(p[0]);
-  if (r != 0) return -r;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  *sr = (struct serve_reader){.fs = fs, .fd = sv[0], .pid = pid};
+  pthread_t tid;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  r = pthread_create(&tid, &at, serve_read, sr);
+  pthread_attr_destroy(&at);
+  if (r != 0) { /* its stdin closed: it ends; reaped as a zombie's parent */
+    close(sv[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    free(sr);
+    return -r;
   }
-  out[got] = '\0';
-  out[strcspn(out, "\n")] = '\0';
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out[0] || strlen(out) >= 48) {
-    if (fs->debug_fetch)
-      fprintf(stderr, "cairnfs: fetching %s: %s failed (status %d)\n", sha256, exe, status);
-    return -EIO;
-  }
-  memcpy(blob, out, strlen(out) + 1);
+  serve_fd = sv[0];
   return 0;
+}
+
+/* Asks the fetcher (started if none runs) for sha256. Under fetch_mu. A
+ * request not written whole stops that fetcher: its reader then fails
+ * what waits on it. */
+static int serve_ask(struct cairnfs *fs, const char *sha256) {
+  if (serve_fd < 0) {
+    int r = serve_start(fs);
+    if (r < 0) return r;
+  }
+  char line[128];
+  int n = snprintf(line, sizeof line, "%s\n", sha256);
+  if (n < 0 || (size_t)n >= sizeof line) return -EINVAL;
+  ssize_t k;
+  while ((k = send(serve_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR) {
+  }
+  if (k == n) return 0;
+  if (fs->debug_fetch)
+    fprintf(stderr, "cairnfs: fetching %s: the fetcher does not take it\n", sha256);
+  shutdown(serve_fd, SHUT_RDWR);
+  return -EIO;
 }
 
 int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name) {
   const char *b = n->blob ? cairn_tree_str(fs->tree, n->blob) : NULL;
   *name = b;
   if (!b || !cairn_blob_is_pending(b)) return 0;
-  size_t k = 5381;
-  for (const char *p = b; *p; p++) k = k * 33 + (unsigned char)*p;
-  k %= FETCH_BUCKETS;
   pthread_mutex_lock(&fetch_mu);
-  struct fetch *f = fetches[k];
-  while (f && strcmp(f->sha256, b) != 0) f = f->next;
+  struct fetch *f = fetch_find(b);
   if (!f) {
+    size_t k = 5381;
+    for (const char *p = b; *p; p++) k = k * 33 + (unsigned char)*p;
+    k %= FETCH_BUCKETS;
     f = calloc(1, sizeof *f);
     if (!f || !(f->sha256 = strdup(b))) {
       free(f);
@@ -183,21 +304,14 @@ int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name
       pthread_mutex_unlock(&fetch_mu);
       return -EIO;
     }
-    break;
+    /* not asked yet, or failed long enough ago: ask the fetcher */
+    f->state = 1;
+    if (serve_ask(fs, b) < 0) {
+      f->state = -EIO;
+      f->when = now_ms();
+      pthread_cond_broadcast(&fetch_cv);
+    }
   }
-  f->state = 1;
-  pthread_mutex_unlock(&fetch_mu);
-  char blob[48];
-  int r = fetch_run(fs, b, blob);
-  pthread_mutex_lock(&fetch_mu);
-  if (r == 0) memcpy(f->blob, blob, sizeof blob);
-  f->state = r < 0 ? (r == -EAGAIN ? -EIO : r) : 0;
-  f->when = now_ms();
-  pthread_cond_broadcast(&fetch_cv);
-  pthread_mutex_unlock(&fetch_mu);
-  if (r < 0) return r == -ENOMEM ? r : -EIO;
-  *name = f->blob;
-  return 0;
 }
 
 void cairnfs_node_blocks(struct cairnfs *fs, const cairn_node *n, struct stat *st) {

@@ -505,6 +505,24 @@ int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
  * pull's bounded retries). May be called from several threads, each with
  * its own handle. */
 int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]);
+/* A long-lived fetcher of pending files (store/pull/fetcher.c: what
+ * `cairn fill --serve` runs for a mount): up to `threads` fetches at once
+ * (1 to 16), each thread with a store handle of its own on store_dir; each
+ * is cairn_lazy_fetch's (the same lock, the same checks), except that the
+ * kept TOC of a layer is read, checked and parsed once and kept in memory
+ * (a few layers' at most) for the next fetches of the layer. done hears
+ * each request's end, from a fetcher thread (one call at a time is not
+ * promised): r 0 and text the blob's name, or a negative errno and text
+ * the failure (one line). */
+typedef struct cairn_lazy_fetcher cairn_lazy_fetcher;
+typedef void (*cairn_lazy_fetched_fn)(const char *sha256, int r, const char *text, void *arg);
+int cairn_lazy_fetcher_new(const char *store_dir, unsigned threads, cairn_lazy_fetched_fn done,
+                           void *arg, cairn_lazy_fetcher **out);
+/* Queues a fetch of content sha256 ("sha256:HEX" or HEX; copied); done is
+ * called for it (a malformed one too). -ENOMEM when it cannot be queued. */
+int cairn_lazy_fetcher_submit(cairn_lazy_fetcher *fx, const char *sha256);
+/* Finishes the fetches queued, then frees fx. */
+void cairn_lazy_fetcher_free(cairn_lazy_fetcher *fx);
 /* The lock of the fetch of content sha256 ("sha256:HEX" or HEX) across
  * processes (store/lazy_lock.c: a lock file in STORE/tmp, flock'd): the
  * fetch and store of a pending file run under it, so a mount's first read,

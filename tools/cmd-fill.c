@@ -5,7 +5,9 @@
  * image throughout; says on stderr what it fetched unless -q. `cairn fill
  * --file SHA256` fetches one pending file (cairn_lazy_fetch) and prints its
  * blob's name: what cairnfs runs on a pending file's first read, so that
- * the daemon maps none of the pull's libraries. --keep-blobs: each layer
+ * the daemon maps none of the pull's libraries. `cairn fill --serve` is
+ * what a mount runs instead, once (fs/ops.c): a line protocol over a
+ * cairn_lazy_fetcher (serve, below). --keep-blobs: each layer
  * finished from its whole blob, kept for cairnfs --als.
  *
  * `cairn pull --lazy` runs `cairn fill IMAGE` in the background with
@@ -16,13 +18,15 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define USAGE "cairn fill [-q | --no-progress] [--keep-blobs] IMAGE | cairn fill --file SHA256"
+#define USAGE "cairn fill [-q | --no-progress] [--keep-blobs] IMAGE | --file SHA256 | --serve"
 
 static void on_log(const char *line, void *arg) {
   (void)arg;
@@ -53,13 +57,54 @@ static int ready_fd(void) {
   return (int)fd;
 }
 
+/* --serve: a request a line on stdin ("sha256:HEX" or HEX), an answer a
+ * line on stdout, in the order the fetches end: "REQUEST BLOB", or
+ * "REQUEST -ERRNO WHY"; SERVE_THREADS at once. Ends once stdin does, its
+ * fetches done. */
+#define SERVE_THREADS 4
+
+static pthread_mutex_t serve_out = PTHREAD_MUTEX_INITIALIZER;
+
+static void served(const char *sha256, int r, const char *text, void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&serve_out);
+  if (r < 0)
+    printf("%s %d %s\n", sha256, r, text);
+  else
+    printf("%s %s\n", sha256, text);
+  fflush(stdout);
+  pthread_mutex_unlock(&serve_out);
+}
+
+static int serve(cairn_store *st) {
+  signal(SIGPIPE, SIG_IGN); /* the mount gone: its answers are dropped */
+  cairn_lazy_fetcher *fx;
+  int r = cairn_lazy_fetcher_new(cairn_store_dir(st), SERVE_THREADS, served, NULL, &fx);
+  if (r < 0) return report_fail(r, "fill --serve: %s", strerror(-r));
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  while ((n = getline(&line, &cap, stdin)) >= 0) {
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+      line[--n] = '\0';
+    if (n == 0) continue;
+    if (strchr(line, ' ') || n > 100) {
+      served(line, -EINVAL, "not a sha256", NULL);
+      continue;
+    }
+    if (cairn_lazy_fetcher_submit(fx, line) < 0) served(line, -ENOMEM, "out of memory", NULL);
+  }
+  free(line);
+  cairn_lazy_fetcher_free(fx);
+  return CAIRN_EXIT_OK;
+}
+
 static int fill_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
-                                       {"no-progress", no_argument, NULL, 'q'},
-                                       {"file", required_argument, NULL, 'F'},
-                                       {"keep-blobs", no_argument, NULL, 'K'},
-                                       {0}};
-  bool quiet = false, keep = false;
+  static const struct option opts[] = {
+      {"quiet", no_argument, NULL, 'q'},      {"no-progress", no_argument, NULL, 'q'},
+      {"file", required_argument, NULL, 'F'}, {"keep-blobs", no_argument, NULL, 'K'},
+      {"serve", no_argument, NULL, 'S'},      {0}};
+  bool quiet = false, keep = false, serving = false;
   const char *file = NULL;
   int o;
   optind = 1;
@@ -70,14 +115,20 @@ static int fill_run(struct cli *c, int argc, char **argv) {
       file = optarg;
     else if (o == 'K')
       keep = true;
+    else if (o == 'S')
+      serving = true;
     else
       return cli_bad_option(USAGE, argv, o, opts);
   }
-  if (argc - optind != (file ? 0 : 1))
-    return report_usage(USAGE, file ? "fill: --file takes no image" : "fill: needs one image");
+  if (serving && file) return report_usage(USAGE, "fill: --serve and --file exclude each other");
+  if (argc - optind != (file || serving ? 0 : 1))
+    return report_usage(USAGE, file      ? "fill: --file takes no image"
+                               : serving ? "fill: --serve takes no image"
+                                         : "fill: needs one image");
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
+  if (serving) return serve(st);
   if (file) {
     char blob[48];
     int r = cairn_lazy_fetch(st, file, blob);
@@ -120,5 +171,8 @@ const struct cli_command cmd_fill = {
                "--keep-blobs\tfetch each layer's blob whole at the end and keep it, as a\n"
                "\tfull pull does, for cairnfs --als (else: only its tar headers)\n"
                "--file SHA256\tfetch only the pending file of that content (as a mount's first\n"
-               "\tread of it does) and print its blob's name\n",
+               "\tread of it does) and print its blob's name\n"
+               "--serve\tfetch pending files as a mount asks for them: a sha256 a line on\n"
+               "\tstdin, \"SHA256 BLOB\" or \"SHA256 -ERRNO WHY\" a line on stdout, up to 4\n"
+               "\tat once, until stdin ends (what cairnfs runs)\n",
 };

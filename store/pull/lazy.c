@@ -599,22 +599,15 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
   return r;
 }
 
-int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
-                       char blob[48]) {
-  cn_lazy_toc lt;
-  int r = cn_lazy_kept_toc(st, f, &lt);
-  if (r < 0) return r;
+static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
+                        const cn_lazy_toc *lt, char blob[48]) {
   const cn_toc_entry *e = NULL;
-  if (!toc_lists(&lt, f->path, f->size, sha256, &e)) {
-    cn_lazy_toc_free(&lt);
+  if (!toc_lists(lt, f->path, f->size, sha256, &e))
     return cairn_fail(st, -EBADMSG, "layer %s: \"%s\" is not in its TOC as recorded", f->layer_id,
                       f->path);
-  }
-  if (!e) { /* eStargz's stargz.index.json: the kept TOC holds it */
-    r = store_self(st, &lt, blob);
-    cn_lazy_toc_free(&lt);
-    return r;
-  }
+  if (!e) /* eStargz's stargz.index.json: the kept TOC holds it */
+    return store_self(st, lt, blob);
+  int r;
   cairn_pull_opts o = {
       .insecure = f->insecure, .attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
   pull_source *src = NULL;
@@ -647,7 +640,20 @@ out:
   if (fd >= 0) close(fd);
   free(buf);
   if (src) src->ops->free(src);
-  cn_lazy_toc_free(&lt);
+  return r;
+}
+
+int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
+                       const cn_lazy_toc_source *ts, char blob[48]) {
+  cn_lazy_toc own;
+  const cn_lazy_toc *lt = &own;
+  int r = ts ? ts->get(ts->arg, st, f, &lt) : cn_lazy_kept_toc(st, f, &own);
+  if (r < 0) return r;
+  r = fetch_listed(st, f, sha256, lt, blob);
+  if (ts)
+    ts->put(ts->arg, lt);
+  else
+    cn_lazy_toc_free(&own);
   return r;
 }
 
@@ -667,7 +673,8 @@ int cn_lazy_file_named(cairn_store *st, const char *full, char blob[48], cairn_l
   return 0;
 }
 
-int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]) {
+int cn_lazy_fetch_from(cairn_store *st, const char *sha256, const cn_lazy_toc_source *ts,
+                       char blob[48]) {
   cairn_fail(st, 0, "%s", "");
   char full[80];
   snprintf(full, sizeof full, "%s%s", strncmp(sha256, "sha256:", 7) == 0 ? "" : "sha256:", sha256);
@@ -677,11 +684,15 @@ int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]) {
   cairn_lazy_file f;
   int r = cn_lazy_file_named(st, full, blob, &f);
   if (r == 0) {
-    r = cn_lazy_fetch_file(st, &f, full, blob);
+    r = cn_lazy_fetch_file(st, &f, full, ts, blob);
     cairn_lazy_file_clear(&f);
   }
   cairn_lazy_unlock(st, full, lock);
   return r < 0 ? r : 0;
+}
+
+int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]) {
+  return cn_lazy_fetch_from(st, sha256, NULL, blob);
 }
 
 /* ---- fsck -------------------------------------------------------------------- */

@@ -49,9 +49,24 @@ int cn_lazy_layer(pull_source *src, const pull_desc *d, const char *diff_id, siz
  * the digest recorded, its content against the annotations kept). */
 int cn_lazy_kept_toc(cairn_store *st, const cairn_lazy_file *f, cn_lazy_toc *lt);
 
+/* Where a fetch gets a layer's kept TOC from: get sets *lt to it, parsed
+ * and checked as cn_lazy_kept_toc checks it (0, or a negative errno with
+ * WHY in st), put gives it back once the fetch is done with it (a cache of
+ * them: fetcher.c). */
+typedef struct cn_lazy_toc_source {
+  int (*get)(void *arg, cairn_store *st, const cairn_lazy_file *f, const cn_lazy_toc **lt);
+  void (*put)(void *arg, const cn_lazy_toc *lt);
+  void *arg;
+} cn_lazy_toc_source;
+
 /* Fetches f (of content sha256) from its layer's registry and stores it
- * (cairn_lazy_file_store); blob gets its name. */
+ * (cairn_lazy_file_store); blob gets its name. Its layer's TOC from ts, or
+ * (ts NULL) read and checked for this fetch alone (cn_lazy_kept_toc). */
 int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
+                       const cn_lazy_toc_source *ts, char blob[48]);
+
+/* cairn_lazy_fetch, the TOCs from ts (NULL: each read for the fetch). */
+int cn_lazy_fetch_from(cairn_store *st, const char *sha256, const cn_lazy_toc_source *ts,
                        char blob[48]);
 
 /* Entry e's chunks from the blob's bytes [lo, lo + n) in buf (n: up to its

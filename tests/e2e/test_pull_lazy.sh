@@ -10,7 +10,8 @@
 #   files and TOC along; a gzip layer is pulled in full, said once;
 #   a mount works at once and ls -lR shows the full pull's tree without a
 #   byte fetched; a cat of one file fetches that file only and gives its
-#   bytes (concurrent reads of one file wait for one fetch); a corrupt
+#   bytes (concurrent reads of one file wait for one fetch; reads of
+#   several files, one fetcher process: cairn fill --serve); a corrupt
 #   byte in the registry's blob fails that file's read
 #   (EIO) and no other, and so does an unreachable registry (the tree
 #   still lists); rm while mounted is refused (exit 4);
@@ -165,6 +166,49 @@ check "concurrent reads of one pending file ($big, $bigsize bytes) give its byte
   cmp <(cat "$T"/part?) <(cat "$T"/want?)
 echo "# concurrent reads: $(counts | jq -c '{requests, bytes}')" >&2
 check_json "... after one fetch" '.requests == 1' counts
+# Reads of several pending files, at once and one after another: one
+# fetcher process (cairn fill --serve, started on the mount's first
+# pending read) serves them all, not a process each, and stays for the
+# next reads. (The fillers of $ST seen every 20 ms meanwhile.)
+fillers() {
+  local p
+  for p in $(pgrep -x cairn); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qF -- "--store $ST fill" && echo "$p"
+  done
+  true
+}
+: >"$T/fillers"
+rm -f "$T/reads.done"
+(for _ in $(seq 1000); do
+  fillers >>"$T/fillers"
+  [ -e "$T/reads.done" ] && break
+  sleep 0.02
+done) &
+watcher=$!
+readers=()
+for i in 30 31 32 33 34 35 36 37; do
+  cat "$T/m/usr/lib/data/f$i" >"$T/r$i" &
+  readers+=($!)
+done
+for p in "${readers[@]}"; do wait "$p"; done
+for i in 38 39; do cat "$T/m/usr/lib/data/f$i" >"$T/r$i"; done
+touch "$T/reads.done"
+wait "$watcher"
+bad=""
+for i in 30 31 32 33 34 35 36 37 38 39; do cmp -s "$T/r$i" "$T/a/usr/lib/data/f$i" || bad+=" f$i"; done
+check "10 pending files read (8 at once) give their bytes${bad:+ (not:$bad)}" test -z "$bad"
+seen=$(sort -u "$T/fillers" | tr '\n' ' ')
+check "... fetched by one fetcher process, not one each (seen: ${seen:-none})" \
+  test "$(sort -u "$T/fillers" | wc -l)" = 1
+check "... which the mount keeps for its next reads" test "$(fillers | tr '\n' ' ')" = "$seen"
+# The fetcher killed: the mount starts another on its next pending read
+# (not within a second of the last start).
+setup kill -9 $seen
+setup wait_for 50 sh -c "! kill -0 $seen 2>/dev/null"
+sleep 1.1
+check "the fetcher killed, the next pending read starts another and reads" \
+  cmp "$T/m/usr/lib/data/f08" "$T/a/usr/lib/data/f08"
+check "... one new fetcher" test "$(fillers | wc -l)" = 1 -a "$(fillers | tr '\n' ' ')" != "$seen"
 check "a hardlink and a symlink to pending files read right" \
   cmp "$T/m/usr/lib/hard" "$T/a/usr/lib/data/f02"
 check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
