@@ -253,12 +253,16 @@ expect_exit 0 "umount" "$CAIRN" --store "$STORE" umount "$T/um"
 # token 60 s past its "exp": TOKEN_LEEWAY takes that off); the fill,
 # through a proxy slowed to ~25 kB/s, takes several times that. Each
 # expired token is answered by the registry's 401 and a new one fetched.
+# The tokens are short only after podman's push (which does not renew a
+# token that expires during an upload, as one can on a loaded machine).
 TTL=4
-export TOKEN_TTL=$TTL TOKEN_LEEWAY=60
+echo 600 >"$T/token.ttl"
+export TOKEN_TTL_FILE=$T/token.ttl TOKEN_LEEWAY=60
 setup registry_start "$T/treg" "" token
-unset TOKEN_TTL TOKEN_LEEWAY
+unset TOKEN_TTL_FILE TOKEN_LEEWAY
 setup "${PODMAN[@]}" push -q --tls-verify=false --creds alice:secret --compression-format zstd:chunked \
   "localhost/lazy/a:1" "docker://$REGISTRY/lazy/t:1"
+echo $TTL >"$T/token.ttl"
 python3 "$HELPERS/shaping_proxy.py" "$T/tproxy.port" "$REGISTRY_PORT" --rate 25000 --latency 0.05 \
   2>"$T/tproxy.log" &
 tproxy=$!

@@ -7,7 +7,9 @@ Implements the token endpoint of the Docker registry token auth spec: GET
 user alice with password secret (HTTP basic) and 401 otherwise. The JWT
 expires TOKEN_TTL seconds (the environment's; default 600) after it is
 made, less TOKEN_LEEWAY (default 0): a registry accepts a token that far
-past its "exp" (docker-registry 2.8: 60 s). The JWT is
+past its "exp" (docker-registry 2.8: 60 s). With TOKEN_TTL_FILE, the TTL
+is that file's number, read at each token (a test that needs short
+tokens makes them short after its setup's pushes). The JWT is
 RS256-signed with KEY by the openssl command and carries CERT in x5c, which
 the registry checks against its rootcertbundle (the same CERT).
 """
@@ -30,7 +32,11 @@ def token(service, scopes):
         access.append({"type": kind, "name": name, "actions": actions.split(",")})
     now = int(time.time())
     header = {"typ": "JWT", "alg": "RS256", "x5c": [DER_B64]}
-    exp = now + int(os.environ.get("TOKEN_TTL", "600")) - int(os.environ.get("TOKEN_LEEWAY", "0"))
+    ttl = os.environ.get("TOKEN_TTL", "600")
+    if os.environ.get("TOKEN_TTL_FILE"):
+        with open(os.environ["TOKEN_TTL_FILE"]) as f:
+            ttl = f.read().strip()
+    exp = now + int(ttl) - int(os.environ.get("TOKEN_LEEWAY", "0"))
     claims = {"iss": "cairn-test-issuer", "sub": "alice", "aud": service, "exp": exp,
               "nbf": now - 10, "iat": now, "jti": os.urandom(8).hex(), "access": access}
     signing = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
