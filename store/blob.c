@@ -16,7 +16,9 @@
  * all, so a sparse and a dense copy of one content are one blob.
  *
  * Durability: blobs are not fsynced one by one; the importer calls
- * syncfs() once before it commits the rows that reference them. A crash
+ * syncfs() once before it commits the rows that reference them (a lazy
+ * pull's fetched file, one blob a commit, fdatasyncs it and its directory
+ * entries instead: store/lazy.c). A crash
  * before that leaves only files with no row, which sweeps discard.
  * Deletion is the mirror image: the commit that deletes the rows is made
  * durable (cn_db_commit_durable) before cn_blob_files_remove unlinks a file, so

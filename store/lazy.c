@@ -489,6 +489,21 @@ static int blob_from_fd(cairn_store *st, int fd, char name[48], uint64_t *size, 
   return r;
 }
 
+/* Makes blob name durable before the row that names it is committed: its
+ * data (fdatasync) and its directory entries (blobs/XX, and blobs/, whose
+ * entry XX may be new), not the whole filesystem (syncfs waits for every
+ * writer's dirty data on it: one file is not worth that). A crash before this leaves a file no
+ * row names, which the staging journal or a sweep removes. */
+static int blob_sync(cairn_store *st, const char *name) {
+  char rel[128], sub[3] = {name[0], name[1], 0};
+  cn_blob_name_path(name, rel, sizeof rel);
+  cairn_autoclose int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  cairn_autoclose int dfd = openat(st->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || dfd < 0 || fdatasync(fd) < 0 || fsync(dfd) < 0 || fsync(st->blobs_fd) < 0)
+    return store_fail(st, -errno, "%s/blobs/%s: syncing: %s", st->dir, rel, strerror(errno));
+  return 0;
+}
+
 /* The images whose layers are all complete and that use one of layers. */
 static int completed_images(cairn_store *st, const struct strv *layers, struct strv *images) {
   cn_autostmt sqlite3_stmt *q = NULL;
@@ -561,7 +576,7 @@ static int store_locked(cairn_store *st, const char *hex, int fd, uint64_t size,
     if (strcmp(sha, hex) != 0 || got != size)
       return store_fail(st, -EBADMSG, "the fetched file is not sha256:%s of %llu bytes", hex,
                         (unsigned long long)size);
-    if (syncfs(st->blobs_fd) < 0) return store_fail(st, -errno, "syncfs: %s", strerror(errno));
+    if ((r = blob_sync(st, blob)) < 0) return r;
     store_test_point(st, "lazy: blob written");
   }
   cn_autostrv struct strv done = {0};

@@ -12,6 +12,10 @@
  * the blob's size); at most TOC_CACHE_MAX are kept, the least recently
  * used no fetch holds given up first.
  *
+ * Each thread keeps the registry sources it opened (cn_lazy_kept_open),
+ * with their connection and token (registry.h): a first read costs one
+ * request, not a connection, a token and a source opened.
+ *
  * Built on cairn.h alone, like the rest of store/pull/.
  */
 #include <errno.h>
@@ -166,8 +170,14 @@ static void one_line(char *s) {
 static void *worker(void *arg) {
   cairn_lazy_fetcher *fx = arg;
   cairn_store *st = NULL;
-  int open_r = 1; /* opened on the first request it takes */
-  cn_lazy_toc_source ts = {.get = toc_get, .put = toc_put, .arg = fx};
+  int open_r = 1;               /* opened on the first request it takes */
+  cn_lazy_kept *sources = NULL; /* this thread's */
+  cn_lazy_toc_source ts = {.get = toc_get,
+                           .put = toc_put,
+                           .arg = fx,
+                           .open = cn_lazy_kept_open,
+                           .done = cn_lazy_kept_done,
+                           .src_arg = &sources};
   for (;;) {
     pthread_mutex_lock(&fx->mu);
     while (!fx->head && !fx->stopping) pthread_cond_wait(&fx->work, &fx->mu);
@@ -192,6 +202,7 @@ static void *worker(void *arg) {
     fx->done(q->sha256, r, r < 0 ? msg : blob, fx->arg);
     free(q);
   }
+  cn_lazy_kept_free(&sources);
   if (st) cairn_store_close(st);
   return NULL;
 }

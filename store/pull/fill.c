@@ -9,7 +9,9 @@
  * rest in layer and TOC order. Files next to each other in the blob
  * (closer than FILL_MERGE_GAP, a range up to FILL_RANGE_MAX) are one range,
  * the ranges of a batch of files one multi-range request, FILL_INFLIGHT
- * requests in flight (a thread each, with a store handle of its own).
+ * requests in flight (a thread each, with a store handle of its own),
+ * each layer's registry source shared by them (its connections kept and
+ * reused: registry.h).
  * Each file is verified as a single fetch verifies it (cn_lazy_unpack:
  * every chunk against its digest, the whole against its sha256) before
  * cairn_lazy_file_store stores it, which hashes it once more; each is
@@ -89,7 +91,8 @@ typedef struct fill_ctx {
   size_t n_later;
   size_t *batch_first; /* batch k: items [batch_first[k], batch_first[k + 1]) */
   size_t n_batches, next;
-  pthread_mutex_t lock; /* next, the counts, the items' state, the hooks */
+  cn_lazy_kept *sources; /* of the one-by-one fetches */
+  pthread_mutex_t lock;  /* next, the counts, the items' state, the hooks */
   size_t done, total, failed;
   int first_err;
   char why[1024];
@@ -304,8 +307,7 @@ static ssize_t layer_of(fill_ctx *c, cairn_lazy_file *f) {
   memset(l, 0, sizeof *l);
   int r = cn_lazy_kept_toc(c->st, f, &l->lt);
   if (r == 0) {
-    l->po = (cairn_pull_opts){
-        .insecure = f->insecure, .attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
+    cn_lazy_source_opts(f, &l->po);
     r = cn_registry_source_open(f->source, &l->po, &l->src, c->st);
   }
   if (r < 0) {
@@ -380,10 +382,13 @@ static int plan(fill_ctx *c, char **todo, size_t n) {
   return 0;
 }
 
-/* One by one, waiting for each file's lock (cairn_lazy_fetch). */
+/* One by one, waiting for each file's lock (cairn_lazy_fetch), the
+ * registry sources kept from one to the next (c->sources). */
 static void fetch_one(fill_ctx *c, const char *sha256, cn_fill_item *it) {
   char blob[48];
-  int k = cairn_lazy_fetch(c->st, sha256, blob);
+  cn_lazy_toc_source ts = {
+      .open = cn_lazy_kept_open, .done = cn_lazy_kept_done, .src_arg = &c->sources};
+  int k = cn_lazy_fetch_from(c->st, sha256, &ts, blob);
   cn_fill_item none = {.sha256 = sha256};
   if (k < 0)
     item_failed(c, it ? it : &none, k, cairn_errmsg(c->st));
@@ -424,6 +429,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
     cn_lazy_toc_free(&c.layers[k].lt);
     cairn_lazy_file_clear(&c.layers[k].f);
   }
+  cn_lazy_kept_free(&c.sources);
   free(c.layers);
   free(c.items);
   free(c.later);

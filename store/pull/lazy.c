@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <openssl/evp.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
@@ -599,8 +600,108 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
   return r;
 }
 
+void cn_lazy_source_opts(const cairn_lazy_file *f, cairn_pull_opts *o) {
+  *o = (cairn_pull_opts){
+      .insecure = f->insecure, .attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
+}
+
+/* ---- registry sources kept across fetches ------------------------------------
+ * A list of the sources a fetcher thread (or a fill's one-by-one fetches)
+ * opened, at most SOURCES_MAX, keyed by the layer source's spec and
+ * --insecure, the most recently used first: each keeps its connections
+ * and token (registry.h). A source whose request failed is dropped (the
+ * next fetch opens a new one); one older than SOURCE_MAX_AGE_S is renewed
+ * (credentials and certificates read again); an expired token is renewed
+ * by the source itself (the registry's 401 answered again). */
+
+#define SOURCES_MAX 4
+#define SOURCE_MAX_AGE_S 600
+
+struct cn_lazy_kept {
+  struct cn_lazy_kept *next;
+  char *spec;
+  bool insecure;
+  cairn_pull_opts o; /* what src->opts points to */
+  pull_source *src;
+  time_t opened; /* CLOCK_MONOTONIC seconds */
+};
+
+static time_t now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec;
+}
+
+static void kept_free(cn_lazy_kept *k) {
+  if (k->src) k->src->ops->free(k->src);
+  free(k->spec);
+  free(k);
+}
+
+int cn_lazy_kept_open(void *arg, cairn_store *st, const cairn_lazy_file *f, pull_source **src) {
+  cn_lazy_kept **head = arg, *k;
+  time_t now = now_s();
+  for (cn_lazy_kept **p = head; (k = *p); p = &k->next) {
+    if (k->insecure != f->insecure || strcmp(k->spec, f->source) != 0) continue;
+    *p = k->next;
+    if (now - k->opened >= SOURCE_MAX_AGE_S) { /* renewed */
+      kept_free(k);
+      break;
+    }
+    k->next = *head; /* the most recently used first */
+    *head = k;
+    *src = k->src;
+    return 0;
+  }
+  if (!(k = calloc(1, sizeof *k)) || !(k->spec = strdup(f->source))) {
+    free(k);
+    return cairn_fail(st, -ENOMEM, "out of memory");
+  }
+  k->insecure = f->insecure;
+  cn_lazy_source_opts(f, &k->o);
+  int r = cn_registry_source_open(f->source, &k->o, &k->src, st);
+  if (r < 0) {
+    k->src = NULL;
+    kept_free(k);
+    return r;
+  }
+  k->src->opts = &k->o;
+  k->opened = now;
+  k->next = *head;
+  *head = k;
+  unsigned n = 0;
+  for (cn_lazy_kept **p = head; (k = *p);)
+    if (++n > SOURCES_MAX) {
+      *p = k->next;
+      kept_free(k);
+    } else {
+      p = &k->next;
+    }
+  *src = (*head)->src;
+  return 0;
+}
+
+void cn_lazy_kept_done(void *arg, pull_source *src, int r) {
+  if (r >= 0) return;
+  cn_lazy_kept **head = arg, *k;
+  for (cn_lazy_kept **p = head; (k = *p); p = &k->next)
+    if (k->src == src) {
+      *p = k->next;
+      kept_free(k);
+      return;
+    }
+}
+
+void cn_lazy_kept_free(cn_lazy_kept **head) {
+  while (*head) {
+    cn_lazy_kept *k = *head;
+    *head = k->next;
+    kept_free(k);
+  }
+}
+
 static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
-                        const cn_lazy_toc *lt, char blob[48]) {
+                        const cn_lazy_toc *lt, const cn_lazy_toc_source *ts, char blob[48]) {
   const cn_toc_entry *e = NULL;
   if (!toc_lists(lt, f->path, f->size, sha256, &e))
     return cairn_fail(st, -EBADMSG, "layer %s: \"%s\" is not in its TOC as recorded", f->layer_id,
@@ -608,13 +709,18 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
   if (!e) /* eStargz's stargz.index.json: the kept TOC holds it */
     return store_self(st, lt, blob);
   int r;
-  cairn_pull_opts o = {
-      .insecure = f->insecure, .attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
+  cairn_pull_opts o;
+  cn_lazy_source_opts(f, &o);
   pull_source *src = NULL;
+  bool kept = ts && ts->open; /* the caller's, kept across fetches */
+  bool fetched = false;
   unsigned char *buf = NULL;
   int fd = -1;
-  if ((r = cn_registry_source_open(f->source, &o, &src, st)) < 0) goto out;
-  src->opts = &o;
+  if (kept)
+    r = ts->open(ts->src_arg, st, f, &src);
+  else if ((r = cn_registry_source_open(f->source, &o, &src, st)) == 0)
+    src->opts = &o;
+  if (r < 0) goto out;
   pull_desc d = {.media_type = f->media_type, .size = f->blob_size};
   snprintf(d.digest, sizeof d.digest, "%s", f->digest);
   uint64_t lo = e->chunks[0].off;
@@ -628,6 +734,7 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
     cairn_fail_context(st, r, "fetching \"%s\" of layer %s", f->path, f->layer_id);
     goto out;
   }
+  fetched = true;
   cairn_test_point(st, "lazy: range fetched");
   if ((fd = cn_lazy_open_temp(st)) < 0) {
     r = fd;
@@ -639,7 +746,10 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
 out:
   if (fd >= 0) close(fd);
   free(buf);
-  if (src) src->ops->free(src);
+  if (src && kept)
+    ts->done(ts->src_arg, src, fetched ? 0 : r); /* a failed request: its source renewed */
+  else if (src)
+    src->ops->free(src);
   return r;
 }
 
@@ -647,10 +757,11 @@ int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sh
                        const cn_lazy_toc_source *ts, char blob[48]) {
   cn_lazy_toc own;
   const cn_lazy_toc *lt = &own;
-  int r = ts ? ts->get(ts->arg, st, f, &lt) : cn_lazy_kept_toc(st, f, &own);
+  bool cached = ts && ts->get;
+  int r = cached ? ts->get(ts->arg, st, f, &lt) : cn_lazy_kept_toc(st, f, &own);
   if (r < 0) return r;
-  r = fetch_listed(st, f, sha256, lt, blob);
-  if (ts)
+  r = fetch_listed(st, f, sha256, lt, ts, blob);
+  if (cached)
     ts->put(ts->arg, lt);
   else
     cn_lazy_toc_free(&own);

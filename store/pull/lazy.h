@@ -52,12 +52,33 @@ int cn_lazy_kept_toc(cairn_store *st, const cairn_lazy_file *f, cn_lazy_toc *lt)
 /* Where a fetch gets a layer's kept TOC from: get sets *lt to it, parsed
  * and checked as cn_lazy_kept_toc checks it (0, or a negative errno with
  * WHY in st), put gives it back once the fetch is done with it (a cache of
- * them: fetcher.c). */
+ * them: fetcher.c); get NULL: read for the fetch. Optionally (open not
+ * NULL) the registry source too:
+ * open sets *src to a source for f's layer (f->source, f->insecure), one
+ * kept across fetches with its connection and token; done gives it back
+ * with the fetch's result (a failure of the request: the caller may drop
+ * it and open a new one next time). */
 typedef struct cn_lazy_toc_source {
   int (*get)(void *arg, cairn_store *st, const cairn_lazy_file *f, const cn_lazy_toc **lt);
   void (*put)(void *arg, const cn_lazy_toc *lt);
   void *arg;
+  int (*open)(void *src_arg, cairn_store *st, const cairn_lazy_file *f, pull_source **src);
+  void (*done)(void *src_arg, pull_source *src, int r);
+  void *src_arg;
 } cn_lazy_toc_source;
+
+/* The options a fetch of one file opens its registry source with (f's
+ * --insecure; three attempts, a short backoff). */
+void cn_lazy_source_opts(const cairn_lazy_file *f, cairn_pull_opts *o);
+
+/* Registry sources kept across fetches, for cn_lazy_toc_source's open and
+ * done (src_arg: a cn_lazy_kept *, NULL at first; one thread's): at most
+ * a few, by f->source and f->insecure, each with its connections and
+ * token; one whose request failed dropped, one ten minutes old renewed. */
+typedef struct cn_lazy_kept cn_lazy_kept;
+int cn_lazy_kept_open(void *src_arg, cairn_store *st, const cairn_lazy_file *f, pull_source **src);
+void cn_lazy_kept_done(void *src_arg, pull_source *src, int r);
+void cn_lazy_kept_free(cn_lazy_kept **list);
 
 /* Fetches f (of content sha256) from its layer's registry and stores it
  * (cairn_lazy_file_store); blob gets its name. Its layer's TOC from ts, or

@@ -187,6 +187,7 @@ static CURLcode perform(registry *rg, CURL *h, const registry_req *q, bool token
     curl_easy_setopt(h, CURLOPT_USERPWD, rg->creds);
   }
   const char *protos = rg->insecure ? "http,https" : "https";
+  if (rg->share) curl_easy_setopt(h, CURLOPT_SHARE, rg->share);
   curl_easy_setopt(h, CURLOPT_URL, url);
   if (q->range) curl_easy_setopt(h, CURLOPT_RANGE, q->range);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
@@ -460,6 +461,8 @@ static void registry_free(pull_source *src) {
   free(rg->ca_pem);
   free(rg->base.default_name);
   free(rg->endpoints);
+  if (rg->share) curl_share_cleanup(rg->share); /* its requests all done: closes the connections */
+  for (int k = 0; k < CURL_LOCK_DATA_LAST; k++) pthread_mutex_destroy(&rg->share_mu[k]);
   pthread_mutex_destroy(&rg->lock);
   free(rg);
 }
@@ -470,6 +473,36 @@ static const pull_source_ops registry_ops = {
     .free = registry_free,
     .ranges = registry_ranges,
 };
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *arg) {
+  (void)h;
+  (void)access;
+  if ((unsigned)data < CURL_LOCK_DATA_LAST) pthread_mutex_lock(&((registry *)arg)->share_mu[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *arg) {
+  (void)h;
+  if ((unsigned)data < CURL_LOCK_DATA_LAST)
+    pthread_mutex_unlock(&((registry *)arg)->share_mu[data]);
+}
+
+/* The client's curl share: its requests' connections kept and reused (and
+ * the DNS answers and TLS sessions), for the client's life. NULL when curl
+ * cannot make one: then each request connects anew, as before. */
+static CURLSH *share_new(registry *rg) {
+  CURLSH *sh = curl_share_init();
+  if (!sh) return NULL;
+  if (curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+      curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+      curl_share_setopt(sh, CURLSHOPT_USERDATA, rg) != CURLSHE_OK ||
+      curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK) {
+    curl_share_cleanup(sh);
+    return NULL;
+  }
+  curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+  curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+  return sh;
+}
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init_once(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
@@ -569,6 +602,8 @@ int cn_registry_open(const char *spec, const cairn_pull_opts *opts, bool push, r
   rg->base.opts = opts;
   rg->push = push;
   pthread_mutex_init(&rg->lock, NULL);
+  for (int k = 0; k < CURL_LOCK_DATA_LAST; k++) pthread_mutex_init(&rg->share_mu[k], NULL);
+  rg->share = share_new(rg);
   int r = parse_spec(rg, spec, st);
   if (r < 0) {
     registry_free(&rg->base);

@@ -3,12 +3,19 @@
  * registry.h — internals of the docker:// pull source (registry*.c): one
  * registry client per pull, shared by the worker threads. Each request
  * uses its own curl easy handle; the Authorization header is shared under
- * a lock (a token fetched by one thread serves all).
+ * a lock (a token fetched by one thread serves all), and so are the
+ * client's connections (a curl share of its connection cache, DNS and TLS
+ * sessions): a request after another reuses an idle connection to the
+ * same server instead of making one, so a client kept across requests
+ * (a pull's workers, a fill's, the lazy fetcher's threads) makes about as
+ * many connections as it has requests in flight at once.
  */
 #ifndef CAIRN_REGISTRY_H
 #define CAIRN_REGISTRY_H
 
+#include <curl/curl.h>
 #include <limits.h>
+#include <pthread.h>
 
 #include "pull.h"
 
@@ -29,7 +36,9 @@ typedef struct registry {
   char *auth;   /* "Authorization: ..." header, under lock */
   char *ca_pem; /* trusted CAs (PEM) when a cert dir adds some, else NULL */
   size_t ca_len;
-  bool push; /* a push's client: no mirrors, tokens asked with pull,push scope */
+  bool push;     /* a push's client: no mirrors, tokens asked with pull,push scope */
+  CURLSH *share; /* the connections, DNS and TLS sessions of its requests */
+  pthread_mutex_t share_mu[CURL_LOCK_DATA_LAST]; /* the share's locks, one a kind of data */
 } registry;
 
 /* The body and headers of one finished HTTP exchange. */

@@ -11,7 +11,8 @@
 #   a mount works at once and ls -lR shows the full pull's tree without a
 #   byte fetched; a cat of one file fetches that file only and gives its
 #   bytes (concurrent reads of one file wait for one fetch; reads of
-#   several files, one fetcher process: cairn fill --serve); a corrupt
+#   several files, one fetcher process: cairn fill --serve, whose
+#   threads keep their connections: no more than 4); a corrupt
 #   byte in the registry's blob fails that file's read
 #   (EIO) and no other, and so does an unreachable registry (the tree
 #   still lists); rm while mounted is refused (exit 4);
@@ -169,7 +170,8 @@ check_json "... after one fetch" '.requests == 1' counts
 # Reads of several pending files, at once and one after another: one
 # fetcher process (cairn fill --serve, started on the mount's first
 # pending read) serves them all, not a process each, and stays for the
-# next reads. (The fillers of $ST seen every 20 ms meanwhile.)
+# next reads, each of its threads over one connection it keeps (the
+# proxy counts them). (The fillers of $ST seen every 20 ms meanwhile.)
 fillers() {
   local p
   for p in $(pgrep -x cairn); do
@@ -179,6 +181,7 @@ fillers() {
 }
 : >"$T/fillers"
 rm -f "$T/reads.done"
+reset
 (for _ in $(seq 1000); do
   fillers >>"$T/fillers"
   [ -e "$T/reads.done" ] && break
@@ -197,6 +200,9 @@ wait "$watcher"
 bad=""
 for i in 30 31 32 33 34 35 36 37 38 39; do cmp -s "$T/r$i" "$T/a/usr/lib/data/f$i" || bad+=" f$i"; done
 check "10 pending files read (8 at once) give their bytes${bad:+ (not:$bad)}" test -z "$bad"
+echo "# 10 first reads: $(counts | jq -c '{requests, connections}')" >&2
+check_json "... a request each, over at most 4 connections (the fetcher's threads)" \
+  '.requests == 10 and .connections <= 4' counts
 seen=$(sort -u "$T/fillers" | tr '\n' ' ')
 check "... fetched by one fetcher process, not one each (seen: ${seen:-none})" \
   test "$(sort -u "$T/fillers" | wc -l)" = 1

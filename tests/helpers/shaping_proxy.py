@@ -19,7 +19,9 @@ Control (not forwarded, not shaped, not counted):
        ranges), "max_in_flight": n (most requests forwarded at once),
        "span": s (from the first request's arrival to the end of the last
        reply: the time spent on the network),
-       "paths": {PATH: requests}}
+       "paths": {PATH: requests}, "connections": n (client connections
+       that forwarded a request since the reset: a client that keeps its
+       connection makes one for many requests)}
   GET /_proxy/reset      zeroes the counts
   GET /_proxy/set?rate=B&latency=S   changes the shaping
   GET /_proxy/set?ranges=0   drops the Range header of requests (a registry
@@ -42,7 +44,8 @@ BURST = 0.020
 def reset():
     COUNTS.clear()
     COUNTS.update(requests=0, bytes=0, ranges=0, multi_ranges=0, max_in_flight=0, span=0.0,
-                  paths={})
+                  paths={}, connections=0)
+    LINK["epoch"] = LINK.get("epoch", 0) + 1  # a connection counts again after a reset
     LINK["in_flight"] = 0
     LINK["first"] = LINK["last"] = None
 
@@ -92,6 +95,9 @@ class Handler(BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         with LOCK:
             COUNTS["requests"] += 1
+            if getattr(self, "counted_in", None) != LINK["epoch"]:
+                self.counted_in = LINK["epoch"]  # this connection's first since the reset
+                COUNTS["connections"] += 1
             COUNTS["paths"][url.path] = COUNTS["paths"].get(url.path, 0) + 1
             if rng:
                 COUNTS["ranges"] += 1
