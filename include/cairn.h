@@ -905,7 +905,8 @@ typedef struct cairn_fill_opts {
   void (*log)(const char *line, void *arg);
   void (*pinned)(void *arg);
   void *arg;
-  bool keep_blobs; /* finish each layer from its whole blob, kept (cairnfs --als) */
+  bool keep_blobs;   /* finish each layer from its whole blob, kept (cairnfs --als) */
+  const char *creds; /* "USER:PASS" for the layers' registries; NULL: auth.json's */
 } cairn_fill_opts;
 int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,
                cairn_id image_id);

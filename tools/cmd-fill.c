@@ -26,7 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define USAGE "cairn fill [-q | --no-progress] [--keep-blobs] IMAGE | --file SHA256 | --serve"
+#define USAGE                                                                                      \
+  "cairn fill [-q | --no-progress] [--keep-blobs] [--creds USER[:PASS]] IMAGE | --file SHA256 |"   \
+  " --serve"
 
 static void on_log(const char *line, void *arg) {
   (void)arg;
@@ -100,12 +102,15 @@ static int serve(cairn_store *st) {
 }
 
 static int fill_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {
-      {"quiet", no_argument, NULL, 'q'},      {"no-progress", no_argument, NULL, 'q'},
-      {"file", required_argument, NULL, 'F'}, {"keep-blobs", no_argument, NULL, 'K'},
-      {"serve", no_argument, NULL, 'S'},      {0}};
+  static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
+                                       {"no-progress", no_argument, NULL, 'q'},
+                                       {"file", required_argument, NULL, 'F'},
+                                       {"keep-blobs", no_argument, NULL, 'K'},
+                                       {"serve", no_argument, NULL, 'S'},
+                                       {"creds", required_argument, NULL, 'C'},
+                                       {0}};
   bool quiet = false, keep = false, serving = false;
-  const char *file = NULL;
+  const char *file = NULL, *creds_arg = NULL;
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
@@ -117,6 +122,8 @@ static int fill_run(struct cli *c, int argc, char **argv) {
       keep = true;
     else if (o == 'S')
       serving = true;
+    else if (o == 'C')
+      creds_arg = optarg;
     else
       return cli_bad_option(USAGE, argv, o, opts);
   }
@@ -125,6 +132,14 @@ static int fill_run(struct cli *c, int argc, char **argv) {
     return report_usage(USAGE, file      ? "fill: --file takes no image"
                                : serving ? "fill: --serve takes no image"
                                          : "fill: needs one image");
+  if (creds_arg && (file || serving))
+    return report_usage(USAGE,
+                        "fill: --creds is for a fill of IMAGE (a mount's fetches read auth.json)");
+  cairn_autofree char *creds = NULL;
+  if (creds_arg) {
+    int k = cli_creds(creds_arg, "fill", USAGE, &creds);
+    if (k != CAIRN_EXIT_OK) return k;
+  }
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
@@ -144,7 +159,8 @@ static int fill_run(struct cli *c, int argc, char **argv) {
   if ((r = cairn_image_pending(st, id, &files, &bytes)) < 0)
     return report_fail(r, "%s: %s", ref, report_why(st, r));
   int ready = ready_fd();
-  cairn_fill_opts fo = {.log = on_log, .pinned = on_pinned, .arg = &ready, .keep_blobs = keep};
+  cairn_fill_opts fo = {
+      .log = on_log, .pinned = on_pinned, .arg = &ready, .keep_blobs = keep, .creds = creds};
   r = cairn_fill(st, ref, &fo, id);
   if (ready >= 0) close(ready);
   if (r < 0) return report_fail(r, "fill %s: %s", ref, report_why(st, r));
@@ -168,6 +184,9 @@ const struct cli_command cmd_fill = {
                "fetched twice. Resumable: a fill that was stopped fetches the rest.",
     .options = "-q, --quiet\tsay nothing when done\n"
                "--no-progress\tthe same\n"
+               "--creds USER[:PASS]\tregistry credentials (default: auth.json, as podman);\n"
+               "\ta PASS given here is seen by every user (ps): with USER alone\n"
+               "\tit is read from stdin's first line, or asked on the terminal\n"
                "--keep-blobs\tfetch each layer's blob whole at the end and keep it, as a\n"
                "\tfull pull does, for cairnfs --als (else: only its tar headers)\n"
                "--file SHA256\tfetch only the pending file of that content (as a mount's first\n"

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define PULL_USAGE                                                                                 \
@@ -53,25 +54,42 @@ static int parse_count(const char *s, unsigned max, unsigned *out) {
 /* Starts `cairn fill IMAGE` (this cairn) in a session of its own, its
  * stdin and stdout /dev/null, its stderr the log, and waits until it holds
  * the image's pins (it writes a byte to the pipe CAIRN_FILL_READY_FD
- * names): 0 and *pid, or a negative errno. */
-static int fill_start(cairn_store *st, const char *id, const char *log, pid_t *pid) {
+ * names): 0 and *pid, or a negative errno. The pull's --creds
+ * "USER:PASS" (or NULL) go to it as --creds USER, PASS on its stdin: not
+ * in its argv, which every user sees. */
+static int fill_start(cairn_store *st, const char *id, const char *creds, const char *log,
+                      pid_t *pid) {
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return -errno;
   exe[n] = '\0';
   int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (logfd < 0) return -errno;
-  int p[2];
+  int p[2], in[2] = {-1, -1};
+  const char *colon = creds ? strchr(creds, ':') : NULL;
+  cairn_autofree char *user = colon ? strndup(creds, (size_t)(colon - creds)) : NULL;
+  if (colon && (!user || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)) {
+    int e = user ? -errno : -ENOMEM;
+    close(logfd);
+    return e;
+  }
   if (pipe2(p, O_CLOEXEC) < 0) {
     int e = -errno;
     close(logfd);
+    if (colon) {
+      close(in[0]);
+      close(in[1]);
+    }
     return e;
   }
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
   posix_spawnattr_init(&at);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (colon)
+    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+  else
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&fa, logfd, STDERR_FILENO);
   posix_spawn_file_actions_adddup2(&fa, p[1], 3);
@@ -79,7 +97,13 @@ static int fill_start(cairn_store *st, const char *id, const char *log, pid_t *p
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&at, &none);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
-  char *argv[] = {exe, "--store", (char *)cairn_store_dir(st), "fill", (char *)id, NULL};
+  char *argv[] = {exe,  "--store", (char *)cairn_store_dir(st), "fill", (char *)id, NULL,
+                  NULL, NULL};
+  if (colon) {
+    argv[4] = "--creds";
+    argv[5] = user;
+    argv[6] = (char *)id;
+  }
   setenv("CAIRN_FILL_READY_FD", "3", 1);
   extern char **environ;
   int r = posix_spawn(pid, exe, &fa, &at, argv, environ);
@@ -88,6 +112,13 @@ static int fill_start(cairn_store *st, const char *id, const char *log, pid_t *p
   posix_spawnattr_destroy(&at);
   close(p[1]);
   close(logfd);
+  if (colon) {
+    close(in[0]); /* the password a line, then EOF (the socket's buffer holds it) */
+    if (r == 0 && (send(in[1], colon + 1, strlen(colon + 1), MSG_NOSIGNAL) < 0 ||
+                   send(in[1], "\n", 1, MSG_NOSIGNAL) < 0))
+      r = errno;
+    close(in[1]);
+  }
   if (r != 0) {
     close(p[0]);
     return -r;
@@ -173,7 +204,7 @@ static int pull_run(struct cli *c, int argc, char **argv) {
     char log[PATH_MAX];
     snprintf(log, sizeof log, "%s/tmp/fill-%.12s.log", cairn_store_dir(st), id);
     pid_t pid = 0;
-    int k = fill_start(st, id, log, &pid);
+    int k = fill_start(st, id, po.creds, log, &pid);
     if (k < 0)
       fprintf(stderr, "cairn: pull: the background fill did not start (%s); cairn fill %.12s\n",
               k == -ECHILD ? log : strerror(-k), id);

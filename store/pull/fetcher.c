@@ -170,8 +170,8 @@ static void one_line(char *s) {
 static void *worker(void *arg) {
   cairn_lazy_fetcher *fx = arg;
   cairn_store *st = NULL;
-  int open_r = 1;               /* opened on the first request it takes */
-  cn_lazy_kept *sources = NULL; /* this thread's */
+  int open_r = 1;                /* opened on the first request it takes */
+  cn_lazy_sources sources = {0}; /* this thread's; auth.json's credentials */
   cn_lazy_toc_source ts = {.get = toc_get,
                            .put = toc_put,
                            .arg = fx,

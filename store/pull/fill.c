@@ -91,8 +91,8 @@ typedef struct fill_ctx {
   size_t n_later;
   size_t *batch_first; /* batch k: items [batch_first[k], batch_first[k + 1]) */
   size_t n_batches, next;
-  cn_lazy_kept *sources; /* of the one-by-one fetches */
-  pthread_mutex_t lock;  /* next, the counts, the items' state, the hooks */
+  cn_lazy_sources sources; /* of the one-by-one fetches */
+  pthread_mutex_t lock;    /* next, the counts, the items' state, the hooks */
   size_t done, total, failed;
   int first_err;
   char why[1024];
@@ -307,7 +307,7 @@ static ssize_t layer_of(fill_ctx *c, cairn_lazy_file *f) {
   memset(l, 0, sizeof *l);
   int r = cn_lazy_kept_toc(c->st, f, &l->lt);
   if (r == 0) {
-    cn_lazy_source_opts(f, &l->po);
+    cn_lazy_source_opts(f, c->o->creds, &l->po);
     r = cn_registry_source_open(f->source, &l->po, &l->src, c->st);
   }
   if (r < 0) {
@@ -411,7 +411,11 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   char **todo = NULL;
   size_t n = 0;
   if (r == 0) r = cairn_lazy_pending_list(st, image_id, &todo, &n);
-  fill_ctx c = {.st = st, .o = &o, .total = n, .lock = PTHREAD_MUTEX_INITIALIZER};
+  fill_ctx c = {.st = st,
+                .o = &o,
+                .total = n,
+                .sources = {.creds = o.creds},
+                .lock = PTHREAD_MUTEX_INITIALIZER};
   if (r == 0) r = plan(&c, todo, n);
   if (r == 0 && o.progress) o.progress(0, n, o.arg);
   pthread_t tids[FILL_INFLIGHT];

@@ -600,9 +600,12 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
   return r;
 }
 
-void cn_lazy_source_opts(const cairn_lazy_file *f, cairn_pull_opts *o) {
-  *o = (cairn_pull_opts){
-      .insecure = f->insecure, .attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
+void cn_lazy_source_opts(const cairn_lazy_file *f, const char *creds, cairn_pull_opts *o) {
+  *o = (cairn_pull_opts){.insecure = f->insecure,
+                         .creds = creds,
+                         .attempts = 3,
+                         .backoff_base_ms = 100,
+                         .backoff_cap_ms = 1000};
 }
 
 /* ---- registry sources kept across fetches ------------------------------------
@@ -639,7 +642,8 @@ static void kept_free(cn_lazy_kept *k) {
 }
 
 int cn_lazy_kept_open(void *arg, cairn_store *st, const cairn_lazy_file *f, pull_source **src) {
-  cn_lazy_kept **head = arg, *k;
+  cn_lazy_sources *s = arg;
+  cn_lazy_kept **head = &s->kept, *k;
   time_t now = now_s();
   for (cn_lazy_kept **p = head; (k = *p); p = &k->next) {
     if (k->insecure != f->insecure || strcmp(k->spec, f->source) != 0) continue;
@@ -658,7 +662,7 @@ int cn_lazy_kept_open(void *arg, cairn_store *st, const cairn_lazy_file *f, pull
     return cairn_fail(st, -ENOMEM, "out of memory");
   }
   k->insecure = f->insecure;
-  cn_lazy_source_opts(f, &k->o);
+  cn_lazy_source_opts(f, s->creds, &k->o);
   int r = cn_registry_source_open(f->source, &k->o, &k->src, st);
   if (r < 0) {
     k->src = NULL;
@@ -683,7 +687,7 @@ int cn_lazy_kept_open(void *arg, cairn_store *st, const cairn_lazy_file *f, pull
 
 void cn_lazy_kept_done(void *arg, pull_source *src, int r) {
   if (r >= 0) return;
-  cn_lazy_kept **head = arg, *k;
+  cn_lazy_kept **head = &((cn_lazy_sources *)arg)->kept, *k;
   for (cn_lazy_kept **p = head; (k = *p); p = &k->next)
     if (k->src == src) {
       *p = k->next;
@@ -692,7 +696,8 @@ void cn_lazy_kept_done(void *arg, pull_source *src, int r) {
     }
 }
 
-void cn_lazy_kept_free(cn_lazy_kept **head) {
+void cn_lazy_kept_free(cn_lazy_sources *s) {
+  cn_lazy_kept **head = &s->kept;
   while (*head) {
     cn_lazy_kept *k = *head;
     *head = k->next;
@@ -710,7 +715,7 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
     return store_self(st, lt, blob);
   int r;
   cairn_pull_opts o;
-  cn_lazy_source_opts(f, &o);
+  cn_lazy_source_opts(f, NULL, &o);
   pull_source *src = NULL;
   bool kept = ts && ts->open; /* the caller's, kept across fetches */
   bool fetched = false;

@@ -68,17 +68,23 @@ typedef struct cn_lazy_toc_source {
 } cn_lazy_toc_source;
 
 /* The options a fetch of one file opens its registry source with (f's
- * --insecure; three attempts, a short backoff). */
-void cn_lazy_source_opts(const cairn_lazy_file *f, cairn_pull_opts *o);
+ * --insecure; creds "USER:PASS", or NULL for auth.json's; three attempts,
+ * a short backoff). */
+void cn_lazy_source_opts(const cairn_lazy_file *f, const char *creds, cairn_pull_opts *o);
 
 /* Registry sources kept across fetches, for cn_lazy_toc_source's open and
- * done (src_arg: a cn_lazy_kept *, NULL at first; one thread's): at most
- * a few, by f->source and f->insecure, each with its connections and
- * token; one whose request failed dropped, one ten minutes old renewed. */
+ * done (src_arg: a cn_lazy_sources, zeroed but for creds at first; one
+ * thread's): at most a few, by f->source and f->insecure, each with its
+ * connections and token; one whose request failed dropped, one ten
+ * minutes old renewed. */
 typedef struct cn_lazy_kept cn_lazy_kept;
+typedef struct cn_lazy_sources {
+  cn_lazy_kept *kept;
+  const char *creds; /* "USER:PASS" for every source, or NULL: auth.json's */
+} cn_lazy_sources;
 int cn_lazy_kept_open(void *src_arg, cairn_store *st, const cairn_lazy_file *f, pull_source **src);
 void cn_lazy_kept_done(void *src_arg, pull_source *src, int r);
-void cn_lazy_kept_free(cn_lazy_kept **list);
+void cn_lazy_kept_free(cn_lazy_sources *s);
 
 /* Fetches f (of content sha256) from its layer's registry and stores it
  * (cairn_lazy_file_store); blob gets its name. Its layer's TOC from ts, or

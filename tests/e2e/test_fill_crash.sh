@@ -282,6 +282,20 @@ check "... took longer than two tokens last ($took s)" test "$took" -gt $((2 * T
 check "... and renewed its token ($tokens asked for)" test "$tokens" -gt 1
 setup export_of "$T/tok" "$T/tok"
 check "... the full pull's files" cmp "$T/tok.sums" "$T/ref.sums"
+# No auth.json: the pull's --creds serve its background fill too, the
+# password on the fill's stdin, not in its arguments (ps).
+export REGISTRY_AUTH_FILE=$T/no-auth.json
+printf secret >"$T/password"
+expect_exit 0 "pull --lazy --creds USER, its password on stdin" \
+  "$CAIRN" --store "$T/tok2" pull -q --insecure --lazy --creds alice "docker://$REGISTRY/lazy/t:1" <"$T/password"
+fillpid=$(ps -eo pid=,args= | awk -v s="$T/tok2" '$0 ~ " fill " && index($0, s) { print $1; exit }')
+if [[ -n $fillpid ]]; then
+  check "... its background fill's arguments hold no password" \
+    sh -c "! tr '\\0' ' ' </proc/$fillpid/cmdline | grep -q secret"
+fi
+setup wait_for 120 sh -c "! ps -eo args= | grep -v grep | grep -q -- '--store $T/tok2 fill'"
+check_json "... its background fill fetched every file with them" \
+  "length == 1 and (.[0].pending_files // 0) == 0" "$CAIRN" --store "$T/tok2" images --json
 unset REGISTRY_AUTH_FILE
 kill "$tproxy"
 
