@@ -30,6 +30,7 @@
  * (the result gives it); the toc.digest annotation is the JSON's sha256.
  */
 #include "chunked_write.h"
+#include "toc.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -82,6 +83,8 @@ struct cn_chunked_writer {
   uint64_t left, pad;
   pending p;
   json_t *entries;
+  json_t *prefetch;  /* normalised path: rank (cn_chunked_prefetch), or NULL */
+  size_t n_prefetch; /* entries given a rank */
   /* the regular file whose data passes */
   json_t *file;  /* its entry */
   json_t *piece; /* the entry of its current piece */
@@ -680,11 +683,46 @@ static int finish_estargz(cn_chunked_writer *w, const char *js, size_t js_len,
   return put(w, f, sizeof f);
 }
 
+int cn_chunked_prefetch(cn_chunked_writer *w, const char *const *paths, size_t n) {
+  if (!w->prefetch && !(w->prefetch = json_object())) return fail(w, -ENOMEM, "out of memory");
+  char norm[CN_TOC_PATH_MAX + 1];
+  for (size_t i = 0; i < n; i++) {
+    if (cn_toc_path_normalize(paths[i], norm, NULL) < 0 || !norm[0] ||
+        json_object_get(w->prefetch, norm))
+      continue; /* (a path no TOC can name; the first rank of a path) */
+    if (json_object_set_new(w->prefetch, norm, json_integer((json_int_t)i + 1)) < 0)
+      return fail(w, -ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
+/* Each regular file the access list names gets its rank, CN_TOC_PREFETCH
+ * (an entry's first piece: the one with "type":"reg"). */
+static int prefetch_mark(cn_chunked_writer *w) {
+  size_t i;
+  json_t *e;
+  char norm[CN_TOC_PATH_MAX + 1];
+  json_array_foreach(w->entries, i, e) {
+    const char *type = json_string_value(json_object_get(e, "type"));
+    const char *name = json_string_value(json_object_get(e, "name"));
+    if (!type || !name || strcmp(type, "reg") != 0 || cn_toc_path_normalize(name, norm, NULL) < 0)
+      continue;
+    json_t *rank = json_object_get(w->prefetch, norm);
+    if (rank && json_object_set(e, CN_TOC_PREFETCH, rank) < 0)
+      return fail(w, -ENOMEM, "out of memory");
+    if (rank) w->n_prefetch++;
+  }
+  return 0;
+}
+
+size_t cn_chunked_prefetched(const cn_chunked_writer *w) { return w->n_prefetch; }
+
 int cn_chunked_finish(cn_chunked_writer *w, cn_chunked_result *res) {
   memset(res, 0, sizeof *res);
   if (w->st != ST_TRAILER && !(w->st == ST_HEADER && w->blk_n == 0))
     return fail(w, -EBADMSG, "the tar ends inside an entry");
   int r = cut(w);
+  if (r == 0 && w->prefetch) r = prefetch_mark(w);
   if (r < 0) return r;
   json_t *toc = json_pack("{s:i, s:O}", "version", 1, "entries", w->entries);
   char *js = toc ? json_dumps(toc, JSON_COMPACT) : NULL;
@@ -736,6 +774,7 @@ int cn_chunked_new(enum cn_chunked_format fmt, cn_chunked_out_fn out, void *arg,
 
 void cn_chunked_free(cn_chunked_writer *w) {
   if (!w) return;
+  json_decref(w->prefetch);
   if (w->zc) ZSTD_freeCCtx(w->zc);
   if (w->z_ready) deflateEnd(&w->z);
   EVP_MD_CTX_free(w->tar_md);

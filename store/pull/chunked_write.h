@@ -40,6 +40,13 @@ int cn_chunked_new(enum cn_chunked_format fmt, cn_chunked_out_fn out, void *arg,
  * (a sparse file, a tape volume), -EBADMSG for a tar that is not one;
  * cn_chunked_error says what. */
 int cn_chunked_write(cn_chunked_writer *w, const void *buf, size_t len);
+/* The image's access list (cairn_access_list_read: paths in the order of
+ * their first reads): each regular file of the layer it names gets its
+ * rank (1: read first) in its TOC entry, CN_TOC_PREFETCH (toc.h), which
+ * cairn's lazy pull fetches first and other readers ignore. Before finish. */
+int cn_chunked_prefetch(cn_chunked_writer *w, const char *const *paths, size_t n);
+/* How many entries finish gave a rank. */
+size_t cn_chunked_prefetched(const cn_chunked_writer *w);
 /* Ends the blob: the files' last frame, the TOC, the footer. */
 int cn_chunked_finish(cn_chunked_writer *w, cn_chunked_result *res);
 /* The layer's annotations in the manifest (a new object; NULL: out of

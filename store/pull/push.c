@@ -94,6 +94,9 @@ typedef struct push_run {
   _Atomic uint64_t sent;
   size_t current;
   uint64_t last_tick;
+  char **access; /* push --format: the image's access list (store/access.c) */
+  size_t n_access;
+  size_t prefetched; /* files the layers' TOCs rank by it */
 } push_run;
 
 static void run_progress(push_run *p, bool force) {
@@ -339,7 +342,9 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
   l->state = CAIRN_PULL_STORING;
   l->stored = 0;
   run_progress(p, true);
-  if ((r = compressor_open(&c, l->size, p->o->format)) < 0) {
+  if ((r = compressor_open(&c, l->size, p->o->format)) < 0 ||
+      (c.cw && p->n_access &&
+       (r = cn_chunked_prefetch(c.cw, (const char *const *)p->access, p->n_access)) < 0)) {
     cairn_fail(st, r, "layer %.12s: starting the compressor", l->diff_id);
   } else {
     r = cairn_layer_tar(st, l->diff_id, compress_write, &c, NULL);
@@ -347,6 +352,7 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
       cairn_fail(st, c.err, "layer %.12s: compressing: %s", l->diff_id,
                  c.cw && cn_chunked_error(c.cw)[0] ? cn_chunked_error(c.cw) : strerror(-c.err));
     int cr = r < 0 && c.cw ? 0 : compressor_close(&c, b);
+    if (r == 0 && cr == 0 && c.cw) p->prefetched += cn_chunked_prefetched(c.cw);
     if (r == 0 && cr < 0)
       r = cairn_fail(st, cr, "layer %.12s: compressing: %s", l->diff_id,
                      c.cw && cn_chunked_error(c.cw)[0] ? cn_chunked_error(c.cw) : strerror(-cr));
@@ -827,6 +833,10 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   /* Pin, then read: the image as it is once nothing can remove it. */
   if ((r = cairn_pin_image(st, ps, id)) < 0) goto out;
   if ((r = cairn_fill_lazy(st, id, o->net.log, o->net.arg)) < 0) goto out; /* a lazy pull's */
+  /* the files a recorded run read first go first (cairn mount --record-access) */
+  if (o->format != CAIRN_PUSH_FORMAT_PLAIN &&
+      (r = cairn_access_list_read(st, id, &run.access, &run.n_access)) < 0)
+    goto out;
   if ((r = cairn_inspect(st, id, inspect_cb, &v)) < 0) {
     if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
     goto out;
@@ -921,6 +931,9 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
     close(blobs[i].fd); /* its digest and size are all the manifest needs */
     blobs[i].fd = -1;
   }
+  if (run.n_access)
+    cn_pull_log(&logger, "the access list: %zu files of the layers' TOCs first (%zu recorded)",
+                run.prefetched, run.n_access);
   if (o->format == CAIRN_PUSH_FORMAT_ESTARGZ) {
     /* eStargz's TOC is an entry of each tar: the config names the new
      * diff_ids, and is a new image's */
@@ -980,6 +993,7 @@ out:
   free(blobs);
   free(mts);
   free(run.layers);
+  cairn_strv_free(run.access, run.n_access);
   tar_close(&ta);
   if (lo.fd >= 0) close(lo.fd);
   if (lo.blobs_fd >= 0) close(lo.blobs_fd);
