@@ -83,8 +83,8 @@ const struct cli_command cmd_inspect = {
     .usage = "cairn inspect [--json | -f TEMPLATE] IMAGE",
     .summary = "Print IMAGE's names, config, layers and pins as JSON; created is the image's\n"
                "creation time (its config's), stored when this store got it. Pending: a lazy\n"
-               "pull's files not here yet; AccessList: the files a --record-access mount\n"
-               "recorded (cairn push --format puts them first).",
+               "pull's files not here yet; AccessList: how many files the image's recorded\n"
+               "access list names (cairn mount's record-access; push puts them first).",
     .options = "--json\taccepted for habit: the output is JSON already\n"
                "-f, --format TEMPLATE\tprint TEMPLATE, as podman inspect: {{.Key}} a key of the\n"
                "\tJSON ({{.Id}}, {{.Config.config.Env}}; case aside), {{json .Key}}, \\t, \\n\n",

@@ -6,7 +6,9 @@
  * (that layout as a tar) or "docker-archive:FILE[:NAME[:TAG]]" (docker
  * save's tar, its layers uncompressed). Built on cairn.h alone, like the
  * pull sources, and on their registry client (registry*.c: curl, auth,
- * TLS, the retry policy).
+ * TLS, the retry policy). Over 1,000 lines: one run's state (pins, the
+ * layers' blobs, the progress, the access list) serves four kinds of
+ * destination and three layer formats; split, it would travel between files.
  *
  * Invariants:
  *  - the image and its layers are pinned (cairn_pin_image) before anything
