@@ -197,6 +197,28 @@ static int compress_write(const void *buf, size_t len, void *arg) {
 
 static int chunked_out(const void *buf, size_t len, void *arg) { return out_write(arg, buf, len); }
 
+static int pick_write(const void *buf, size_t len, void *arg) {
+  return cn_tar_pick_write(arg, buf, len);
+}
+
+/* The layer's tar into the compressor; eStargz with an access list: the
+ * files it names first, then .prefetch.landmark, then the rest (the tar
+ * read twice: cn_tar_pick), as eStargz readers expect prioritized files. */
+static int layer_write(push_run *p, compressor *c, const char *diff_id) {
+  if (!c->cw || p->o->format != CAIRN_PUSH_FORMAT_ESTARGZ || !p->n_access)
+    return cairn_layer_tar(p->st, diff_id, compress_write, c, NULL);
+  int r = 0;
+  for (int pass = 0; r == 0 && pass < 2; pass++) {
+    cn_tar_pick *pk = NULL;
+    r = cn_tar_pick_new(c->cw, pass == 0, compress_write, c, &pk);
+    if (r == 0) r = cairn_layer_tar(p->st, diff_id, pick_write, pk, NULL);
+    if (r == 0 && pass == 0 && cn_tar_pick_count(pk) && (r = cn_chunked_landmark(c->cw)) < 0)
+      c->err = r;
+    cn_tar_pick_free(pk);
+  }
+  return r;
+}
+
 static int compressor_open(compressor *c, uint64_t tar_size, enum cairn_push_format fmt) {
   if (fmt != CAIRN_PUSH_FORMAT_PLAIN)
     return cn_chunked_new(fmt == CAIRN_PUSH_FORMAT_ESTARGZ ? CN_CHUNKED_ESTARGZ : CN_CHUNKED_ZSTD,
@@ -349,7 +371,7 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
        (r = cn_chunked_prefetch(c.cw, (const char *const *)p->access, p->n_access)) < 0)) {
     cairn_fail(st, r, "layer %.12s: starting the compressor", l->diff_id);
   } else {
-    r = cairn_layer_tar(st, l->diff_id, compress_write, &c, NULL);
+    r = layer_write(p, &c, l->diff_id);
     if (r < 0 && c.err)
       cairn_fail(st, c.err, "layer %.12s: compressing: %s", l->diff_id,
                  c.cw && cn_chunked_error(c.cw)[0] ? cn_chunked_error(c.cw) : strerror(-c.err));
