@@ -58,6 +58,23 @@ expect_exit 0 "umount" "$CAIRN" --store "$T/src" umount -q "$T/m"
 sleep 0.5
 check "... leaves the list as it was" test "$(access)" = '{"Files":12}'
 
+# cairn bundle --record-access: the container's first reads, at --rm.
+expect_exit 0 "bundle --record-access" "$CAIRN" --store "$T/src" bundle -q --record-access \
+  al/a:1 "$T/bun" -- /bin/true
+on_exit "'$CAIRN' --store '$T/src' bundle --rm -q '$T/bun' 2>/dev/null || true"
+setup cat "$T/bun/rootfs/d3/f03" "$T/bun/rootfs/d2/f02" >/dev/null
+expect_exit 0 "bundle --rm" "$CAIRN" --store "$T/src" bundle --rm -q "$T/bun"
+check "... replaced the list with the bundle's 2 files" \
+  wait_for 10 eval '[ "$(access)" = "{\"Files\":2}" ]'
+expect_exit 2 "bundle --rm --record-access is a usage error" "$CAIRN" --store "$T/src" bundle \
+  --rm --record-access "$T/bun"
+# the run that counts, recorded again
+expect_exit 0 "mount --record-access (the run that counts)" "$CAIRN" --store "$T/src" mount -q \
+  --record-access al/a:1 "$T/m"
+while read -r f; do cat "$T/m/$f" >/dev/null; done <"$T/read.list"
+expect_exit 0 "umount" "$CAIRN" --store "$T/src" umount -q "$T/m"
+check "inspect: 12 files again" wait_for 10 eval '[ "$(access)" = "{\"Files\":12}" ]'
+
 # first_requests FORMAT BLOB_DIGEST: from the proxy log of a fill, which
 # requests carried which files (by the TOC's offsets); prints
 # "FIRST LAST MIXED": the index of the first and last request with a
