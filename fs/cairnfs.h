@@ -25,12 +25,25 @@ struct cairnfs {
   bool readahead_raised;    /* by the first read (ops.c) */
   /* FUSE passthrough (passthrough.c): offered by the kernel and wanted. */
   bool passthrough;
-  int fuse_fd;           /* the session's /dev/fuse fd (its ioctls) */
-  uint64_t *backing;     /* the shared table of open inodes, or NULL */
-  size_t backing_inodes; /* its size: inodes 1..backing_inodes */
-  struct cairnfs_rw *rw; /* a writable mount's upper layer (rw.h, rw_*.c), else NULL */
-  bool debug_fetch;      /* say why a pending file's fetch failed (-d) */
+  int fuse_fd;                   /* the session's /dev/fuse fd (its ioctls) */
+  uint64_t *backing;             /* the shared table of open inodes, or NULL */
+  size_t backing_inodes;         /* its size: inodes 1..backing_inodes */
+  struct cairnfs_rw *rw;         /* a writable mount's upper layer (rw.h, rw_*.c), else NULL */
+  bool debug_fetch;              /* say why a pending file's fetch failed (-d) */
+  struct cairnfs_access *access; /* -o record_access (access.c), else NULL */
 };
+
+/* access.c: the order of a mount's first reads (-o record_access), the
+ * first CAIRNFS_ACCESS_FILES files read within CAIRNFS_ACCESS_SECONDS of
+ * the server's start. _start sets fs->access; _note, from every read of a
+ * lower file (cheap: see access.c); _save, when the session ends, writes
+ * the paths into the store as image_id's access list; _free. */
+#define CAIRNFS_ACCESS_FILES 8192
+#define CAIRNFS_ACCESS_SECONDS 60
+int cairnfs_access_start(struct cairnfs *fs);
+void cairnfs_access_note(struct cairnfs *fs, const cairn_node *n);
+int cairnfs_access_save(struct cairnfs *fs, const char *image_id);
+void cairnfs_access_free(struct cairnfs *fs);
 
 extern const struct fuse_lowlevel_ops cairnfs_ops;
 /* The operations of a writable (-o writable) mount: fs->rw is set. */
@@ -98,6 +111,7 @@ struct cairnfs_options {
   bool writable;       /* -o writable: a private upper layer (rw.h) */
   char *upper;         /* -o upper=ID: the kept upper to resume (implies writable) */
   char *fuse_opts;     /* options passed on to libfuse, comma-separated */
+  bool record_access;  /* -o record_access: record the first reads (access.c) */
 };
 
 /* options.c: appends opt (len bytes) to the comma-separated list *opts

@@ -244,6 +244,10 @@ int cairnfs_server_main(int argc, char **argv) {
     code = report_fail(r, "%s: upper layer: %s", image_id, report_why(fs.st, r));
     goto out;
   }
+  if (strchr(flags, 'a') && (r = cairnfs_access_start(&fs)) < 0) {
+    code = report_fail(r, "%s: %s", dir, strerror(-r));
+    goto out;
+  }
   fs.fuse_fd = conn.fuse_fd;
   /* A writable mount's files are served by the rw_*.c operations. */
   fs.passthrough = !fs.rw && !strchr(flags, 'p') && table_fd >= 0 &&
@@ -281,8 +285,11 @@ int cairnfs_server_main(int argc, char **argv) {
     r = fuse_session_loop(se);
   }
   if (r != 0) code = report_fail(r < 0 ? r : -EINTR, "%s: the session loop failed", dir);
+  if (fs.access && (r = cairnfs_access_save(&fs, image_id)) < 0)
+    report_fail(r, "%s: the access list: %s", image_id, report_why(fs.st, r));
   fuse_session_destroy(se); /* closes fuse_fd: ours only, the supervisor keeps its own */
 out:
+  cairnfs_access_free(&fs);
   cairnfs_rw_free(&fs);
   cairn_tree_free(fs.tree);
   if (fs.st) cairn_store_close(fs.st);

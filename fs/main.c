@@ -60,6 +60,9 @@
   "  -o writable   a writable mount: changes go to a private upper layer in\n"                     \
   "                the store (cairn mount --rw); the image is never changed\n"                     \
   "  -o upper=ID   writable, on the kept upper layer ID (cairn mount --resume)\n"                  \
+  "  -o record_access\n"                                                                           \
+  "                record the files read first (the first 8192 within 60 s) as\n"                  \
+  "                the image's access list, for cairn push --format (at unmount)\n"                \
   "The mount is read-only unless -o writable; -o rw and -o ro are accepted\n"                      \
   "and ignored (mount(8) passes rw to every helper)."
 
@@ -82,6 +85,8 @@ static int take_mount_opts(struct cairnfs_options *o, const char *arg) {
       o->dev = !no;
     } else if (flag_len == 11 && strncmp(flag, "passthrough", 11) == 0) {
       o->no_passthrough = no; /* nopassthrough is the default: see cairnfs(8) */
+    } else if (len == 13 && strncmp(arg, "record_access", 13) == 0) {
+      o->record_access = true;
     } else if (len == 8 && strncmp(arg, "writable", 8) == 0) {
       o->writable = true;
     } else if (len > 6 && strncmp(arg, "upper=", 6) == 0) {

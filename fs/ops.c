@@ -532,6 +532,7 @@ void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n,
     fuse_reply_buf(req, NULL, 0);
     return;
   }
+  if (fs->access) cairnfs_access_note(fs, n);
   const char *name;
   int fd = cairnfs_blob_name(fs, n, &name);
   if (fd == 0) fd = blob_fd(fs, name, n->size);

@@ -336,7 +336,8 @@ static int server_start(struct supervisor *s) {
   if (s->o->debug) flags[nf++] = 'd';
   if (s->o->no_passthrough) flags[nf++] = 'p';
   if (s->o->writable) flags[nf++] = 'w';
-  if (s->upper_fresh && s->started == 0) flags[nf++] = 'n'; /* sets up root/ */
+  if (s->upper_fresh && s->started == 0) flags[nf++] = 'n';      /* sets up root/ */
+  if (s->o->record_access && s->started == 0) flags[nf++] = 'a'; /* the first server records */
   flags[nf] = '\0';
   s->started++;
   fflush(NULL); /* a forked server exits through exit(): nothing buffered twice */

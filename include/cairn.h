@@ -456,6 +456,16 @@ int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha25
  * "sha256:HEX"; a non-zero return stops the walk and is returned. */
 typedef int (*cairn_lazy_pending_fn)(const cairn_lazy_file *f, const char *sha256, void *arg);
 int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg);
+/* The access list of image_id (store/access.c): the paths (relative,
+ * normalised) of the files a mount read first, in the order of their first
+ * reads, as cairnfs -o record_access recorded them. _write replaces the
+ * image's list with paths[0..n); _read gives it (cairn_strv_free) and
+ * returns 1, or 0 (*n 0) when the image has none; _count, the number of
+ * paths (0: none), or -errno. */
+int cairn_access_list_write(cairn_store *st, const char *image_id, const char *const *paths,
+                            size_t n);
+int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n);
+int cairn_access_list_count(cairn_store *st, const char *image_id);
 /* How many files (and bytes) of image_id are pending (each layer's). */
 int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, uint64_t *bytes);
 /* Unlinks the kept TOCs no partial layer names any more: those of layers a

@@ -134,6 +134,8 @@ int cn_sweep_unused(cairn_store *st, bool dry_run, bool have_lock, cairn_report 
   kept_files_sweep(st, "compressed", "SELECT 1 FROM layer_blobs WHERE digest = 'sha256:' || ?");
   /* and the kept TOCs of partial layers (lazy.c) that went or completed */
   kept_files_sweep(st, "toc", "SELECT 1 FROM layer_sources WHERE digest = 'sha256:' || ?");
+  /* and the access lists (access.c) of images that went */
+  kept_files_sweep(st, "access", "SELECT 1 FROM images WHERE id = ?");
   return cn_blob_files_remove(st, &blobs);
 }
 

@@ -77,6 +77,7 @@ struct bundle_args {
   cairn_spec_opts spec;
   const char **env;
   bool quiet;
+  bool record_access; /* --record-access: cairnfs -o record_access */
 };
 
 static int bundle_create(cairn_store *st, const char *image, const char *dir,
@@ -122,7 +123,9 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
   if (state != CAIRN_MP_NONE)
     return report_fail(-EBUSY, "bundle: %s: already mounted (hint: cairn bundle --rm %s)",
                        abs_rootfs, dir);
-  int code = cli_mount_start_at(st, id, abs_rootfs, rfd, a->spec.rw ? "writable" : NULL);
+  const char *mopts = a->spec.rw ? (a->record_access ? "writable,record_access" : "writable")
+                                 : (a->record_access ? "record_access" : NULL);
+  int code = cli_mount_start_at(st, id, abs_rootfs, rfd, mopts);
   if (code != CAIRN_EXIT_OK) {
     unmount_checked(st, rfd, true); /* mounted, but renamed before it answered */
   } else if (!mounted_at(dfd, "rootfs")) {
@@ -188,6 +191,7 @@ static int bundle_run(struct cli *c, int argc, char **argv) {
       {"entrypoint", required_argument, NULL, 'E'},
       {"terminal", no_argument, NULL, 't'},
       {"quiet", no_argument, NULL, 'q'},
+      {"record-access", no_argument, NULL, 'A'},
       {NULL, 0, NULL, 0},
   };
   /* The command after "--" is not ours to parse: getopt sees what is before. */
@@ -213,6 +217,7 @@ static int bundle_run(struct cli *c, int argc, char **argv) {
     case 'E': a.spec.entrypoint = optarg; break;
     case 't': a.spec.terminal = true; break;
     case 'q': a.quiet = true; break;
+    case 'A': a.record_access = true; break;
     default: return cli_bad_option(cmd_bundle.usage, argv, o, opts);
     }
   }
@@ -220,7 +225,7 @@ static int bundle_run(struct cli *c, int argc, char **argv) {
   int operands = end - optind;
   if (rm) {
     if (end < argc || a.spec.rw || read_only || a.spec.n_env || a.spec.user || a.spec.entrypoint ||
-        a.spec.terminal)
+        a.spec.terminal || a.record_access)
       return report_usage(cmd_bundle.usage, "bundle: --rm takes directories only");
     if (operands < 1) return report_usage(cmd_bundle.usage, "bundle: --rm: needs a directory");
     cairn_store *st;
@@ -269,5 +274,7 @@ const struct cli_command cmd_bundle = {
         "--read-only\ta read-only root (root.readonly, the default)\n"
         "--rw\ta writable root: rootfs is a cairn mount --rw (its changes in a private\n"
         "\tupper layer, dropped by --rm), root.readonly false\n"
+        "--record-access\trecord the files the container reads first as IMAGE's access\n"
+        "\tlist (cairn mount --record-access), written at --rm\n"
         "-q, --quiet\tprint nothing on success\n",
 };

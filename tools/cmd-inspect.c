@@ -14,6 +14,7 @@ struct inspected {
   const char *format;                    /* --format TEMPLATE, or NULL */
   int code;                              /* the template's exit code */
   uint64_t pending_files, pending_bytes; /* a lazy pull's, not fetched yet */
+  int access_files;                      /* its recorded access list's, 0: none */
 };
 
 static int inspected_print(const struct cairn_image_info *info, void *arg) {
@@ -25,6 +26,9 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
     json_object_set_new(obj, "Pending",
                         json_pack("{sI sI}", "Files", (json_int_t)out->pending_files, "Bytes",
                                   (json_int_t)out->pending_bytes));
+  if (out->access_files > 0) /* cairn mount --record-access's */
+    json_object_set_new(obj, "AccessList",
+                        json_pack("{sI}", "Files", (json_int_t)out->access_files));
   if (out->format) {
     out->code = cli_json_template_print("inspect", cmd_inspect.usage, out->format, obj);
     json_decref(obj);
@@ -64,6 +68,10 @@ static int inspect_run(struct cli *c, int argc, char **argv) {
     json_decref(pins);
     return report_fail(r, "%s: %s", argv[i], report_why(st, r));
   }
+  if ((out.access_files = cairn_access_list_count(st, id)) < 0) {
+    json_decref(pins);
+    return report_fail(out.access_files, "%s: %s", argv[i], report_why(st, out.access_files));
+  }
   r = cairn_inspect(st, id, inspected_print, &out);
   json_decref(out.pins);
   return r < 0 ? report_fail(r, "%s: %s", argv[i], report_why(st, r)) : out.code;
@@ -74,7 +82,9 @@ const struct cli_command cmd_inspect = {
     .run = inspect_run,
     .usage = "cairn inspect [--json | -f TEMPLATE] IMAGE",
     .summary = "Print IMAGE's names, config, layers and pins as JSON; created is the image's\n"
-               "creation time (its config's), stored when this store got it.",
+               "creation time (its config's), stored when this store got it. Pending: a lazy\n"
+               "pull's files not here yet; AccessList: how many files the image's recorded\n"
+               "access list names (cairn mount's record-access; push puts them first).",
     .options = "--json\taccepted for habit: the output is JSON already\n"
                "-f, --format TEMPLATE\tprint TEMPLATE, as podman inspect: {{.Key}} a key of the\n"
                "\tJSON ({{.Id}}, {{.Config.config.Env}}; case aside), {{json .Key}}, \\t, \\n\n",

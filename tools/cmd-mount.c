@@ -318,6 +318,7 @@ static int mount_run(struct cli *c, int argc, char **argv) {
       {"upgrade", no_argument, NULL, 'u'},
       {"restore", no_argument, NULL, 'R'},
       {"resume", no_argument, NULL, 'e'},
+      {"record-access", no_argument, NULL, 'A'},
       {NULL, 0, NULL, 0},
   };
   bool quiet = false, upgrade = false, restore = false, resume = false;
@@ -329,6 +330,7 @@ static int mount_run(struct cli *c, int argc, char **argv) {
     const char *add = o == 's'   ? "suid"
                       : o == 'd' ? "dev"
                       : o == 'w' ? "writable"
+                      : o == 'A' ? "record_access"
                       : o == 'o' ? optarg
                                  : NULL;
     if (add) {
@@ -646,7 +648,7 @@ static int mounts_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_mount = {
     .name = "mount",
     .run = mount_run,
-    .usage = "cairn mount [-q] [--rw] [--suid] [--dev] [-o OPTS] IMAGE DIR\n"
+    .usage = "cairn mount [-q] [--rw] [--suid] [--dev] [--record-access] [-o OPTS] IMAGE DIR\n"
              "       cairn mount [-q] --rw --resume DIR\n"
              "       cairn mount [-q] --upgrade DIR | --restore",
     .summary = "Serve IMAGE at DIR, read-only unless --rw (a cairnfs daemon; returns once it "
@@ -663,6 +665,10 @@ const struct cli_command cmd_mount = {
         "\tfor it (or a crash left, whose dead mount is detached first), on its image\n"
         "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
         "--dev\thonour the image's device nodes (default: nodev)\n"
+        "--record-access\trecord the files read first (the first 8192 within 60 s of the\n"
+        "\tmount, in order) as IMAGE's access list, written when the mount ends and\n"
+        "\treplacing an earlier one; cairn push --format puts them first (cairnfs -o\n"
+        "\trecord_access)\n"
         "-o, --options OPTS\tmount options passed to cairnfs -o (see cairnfs --help): suid,\n"
         "\tdev, and libfuse's, such as allow_other; may be given several times\n"
         "--upgrade\treplace the server of DIR's mount by the cairnfs installed now, with\n"

@@ -30,6 +30,7 @@
  * (the result gives it); the toc.digest annotation is the JSON's sha256.
  */
 #include "chunked_write.h"
+#include "toc.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -82,6 +83,8 @@ struct cn_chunked_writer {
   uint64_t left, pad;
   pending p;
   json_t *entries;
+  json_t *prefetch;  /* normalised path: rank (cn_chunked_prefetch), or NULL */
+  size_t n_prefetch; /* entries given a rank */
   /* the regular file whose data passes */
   json_t *file;  /* its entry */
   json_t *piece; /* the entry of its current piece */
@@ -680,11 +683,231 @@ static int finish_estargz(cn_chunked_writer *w, const char *js, size_t js_len,
   return put(w, f, sizeof f);
 }
 
+int cn_chunked_prefetch(cn_chunked_writer *w, const char *const *paths, size_t n) {
+  if (!w->prefetch && !(w->prefetch = json_object())) return fail(w, -ENOMEM, "out of memory");
+  char norm[CN_TOC_PATH_MAX + 1];
+  for (size_t i = 0; i < n; i++) {
+    if (cn_toc_path_normalize(paths[i], norm, NULL) < 0 || !norm[0] ||
+        json_object_get(w->prefetch, norm))
+      continue; /* (a path no TOC can name; the first rank of a path) */
+    if (json_object_set_new(w->prefetch, norm, json_integer((json_int_t)i + 1)) < 0)
+      return fail(w, -ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
+/* Each regular file the access list names gets its rank, CN_TOC_PREFETCH
+ * (an entry's first piece: the one with "type":"reg"). */
+static int prefetch_mark(cn_chunked_writer *w) {
+  size_t i;
+  json_t *e;
+  char norm[CN_TOC_PATH_MAX + 1];
+  json_array_foreach(w->entries, i, e) {
+    const char *type = json_string_value(json_object_get(e, "type"));
+    const char *name = json_string_value(json_object_get(e, "name"));
+    if (!type || !name || strcmp(type, "reg") != 0 || cn_toc_path_normalize(name, norm, NULL) < 0)
+      continue;
+    json_t *rank = json_object_get(w->prefetch, norm);
+    if (rank && json_object_set(e, CN_TOC_PREFETCH, rank) < 0)
+      return fail(w, -ENOMEM, "out of memory");
+    if (rank) w->n_prefetch++;
+  }
+  return 0;
+}
+
+size_t cn_chunked_prefetched(const cn_chunked_writer *w) { return w->n_prefetch; }
+
+/* ---- eStargz: the access list's files first ------------------------------ */
+
+enum { PK_HEADER, PK_META, PK_DATA, PK_REST, PK_DROP };
+
+struct cn_tar_pick {
+  const cn_chunked_writer *w; /* its prefetch map names the files that move */
+  bool moved;                 /* the first pass: those; the second: the others */
+  cn_chunked_out_fn fwd;
+  void *arg;
+  int st;
+  unsigned char blk[BLOCK];
+  size_t blk_n;
+  unsigned char *chain; /* the entry's meta headers and contents so far */
+  size_t chain_n, chain_cap, meta_at;
+  uint64_t meta_len, left;
+  char meta_kind;
+  char *path; /* a PAX path or GNU long name */
+  bool has_size, keep;
+  uint64_t size;
+  size_t n; /* entries passed on */
+};
+
+int cn_tar_pick_new(const cn_chunked_writer *w, bool moved, cn_chunked_out_fn fwd, void *arg,
+                    cn_tar_pick **out) {
+  cn_tar_pick *p = calloc(1, sizeof *p);
+  *out = p;
+  if (!p) return -ENOMEM;
+  *p = (cn_tar_pick){.w = w, .moved = moved, .fwd = fwd, .arg = arg};
+  return 0;
+}
+
+void cn_tar_pick_free(cn_tar_pick *p) {
+  if (!p) return;
+  free(p->chain);
+  free(p->path);
+  free(p);
+}
+
+size_t cn_tar_pick_count(const cn_tar_pick *p) { return p->n; }
+
+static int chain_add(cn_tar_pick *p, const void *buf, size_t len) {
+  if (p->chain_n + len > p->chain_cap) {
+    size_t cap = p->chain_cap ? p->chain_cap : 4096;
+    while (cap < p->chain_n + len) cap *= 2;
+    unsigned char *c = realloc(p->chain, cap);
+    if (!c) return -ENOMEM;
+    p->chain = c;
+    p->chain_cap = cap;
+  }
+  memcpy(p->chain + p->chain_n, buf, len);
+  p->chain_n += len;
+  return 0;
+}
+
+/* A meta entry's content read: the path and size it gives the next entry. */
+static int pick_meta(cn_tar_pick *p) {
+  const char *m = (const char *)p->chain + p->meta_at, *end = m + p->meta_len;
+  if (p->meta_kind == 'L') {
+    free(p->path);
+    return (p->path = strndup(m, p->meta_len)) ? 0 : -ENOMEM;
+  }
+  if (p->meta_kind != 'x') return 0;
+  while (m < end) { /* "LEN KEY=VALUE\n" (malformed: the writer says so) */
+    char *e;
+    unsigned long len = strtoul(m, &e, 10);
+    if (e == m || *e != ' ' || len < 5 || len > (size_t)(end - m) || m[len - 1] != '\n') break;
+    const char *key = e + 1, *rec_end = m + len - 1;
+    if (rec_end - key > 5 && memcmp(key, "path=", 5) == 0) {
+      free(p->path);
+      if (!(p->path = strndup(key + 5, (size_t)(rec_end - key - 5)))) return -ENOMEM;
+    } else if (rec_end - key > 5 && memcmp(key, "size=", 5) == 0) {
+      p->size = strtoull(key + 5, NULL, 10);
+      p->has_size = true;
+    }
+    m += len;
+  }
+  return 0;
+}
+
+static int pick_header(cn_tar_pick *p) {
+  const unsigned char *b = p->blk;
+  p->blk_n = 0;
+  bool zero = true;
+  for (int i = 0; i < BLOCK && zero; i++) zero = b[i] == 0;
+  if (zero) { /* the end of the archive: the second pass's */
+    p->st = p->moved ? PK_DROP : PK_REST;
+    return p->moved ? 0 : p->fwd(b, BLOCK, p->arg);
+  }
+  int r = chain_add(p, b, BLOCK);
+  if (r < 0) return r;
+  char tf = (char)b[156];
+  uint64_t size;
+  if (field_num(b + 124, 12, &size) < 0) size = 0; /* (the writer says so) */
+  if (tf == 'x' || tf == 'g' || tf == 'L' || tf == 'K') {
+    if (size > META_MAX) size = 0;
+    p->meta_kind = tf;
+    p->meta_at = p->chain_n;
+    p->meta_len = size;
+    p->left = size + (BLOCK - size % BLOCK) % BLOCK;
+    p->st = p->left ? PK_META : PK_HEADER;
+    return 0;
+  }
+  if (p->has_size) size = p->size;
+  char *name = p->path;
+  p->path = NULL;
+  if (!name) {
+    char n[256];
+    snprintf(n, sizeof n, "%.100s", (const char *)b);
+    if (memcmp(b + 257, "ustar\0", 6) == 0 && b[345]) {
+      if (asprintf(&name, "%.155s/%s", (const char *)b + 345, n) < 0) name = NULL;
+    } else {
+      name = strdup(n);
+    }
+    if (!name) return -ENOMEM;
+  }
+  char norm[CN_TOC_PATH_MAX + 1];
+  bool reg = tf == '0' || tf == '\0' || tf == '7';
+  bool moves = reg && cn_toc_path_normalize(name, norm, NULL) == 0 &&
+               json_object_get(p->w->prefetch, norm) != NULL;
+  free(name);
+  p->keep = moves == p->moved;
+  r = p->keep ? p->fwd(p->chain, p->chain_n, p->arg) : 0;
+  p->n += p->keep;
+  p->chain_n = 0;
+  p->has_size = false;
+  p->left = size + (BLOCK - size % BLOCK) % BLOCK;
+  p->st = p->left ? PK_DATA : PK_HEADER;
+  return r;
+}
+
+int cn_tar_pick_write(cn_tar_pick *p, const void *buf, size_t len) {
+  const unsigned char *s = buf;
+  int r = 0;
+  while (len > 0 && r == 0) {
+    size_t n = len;
+    switch (p->st) {
+    case PK_HEADER:
+      n = BLOCK - p->blk_n < len ? BLOCK - p->blk_n : len;
+      memcpy(p->blk + p->blk_n, s, n);
+      p->blk_n += n;
+      if (p->blk_n == BLOCK) r = pick_header(p);
+      break;
+    case PK_META:
+      n = p->left < len ? (size_t)p->left : len;
+      r = chain_add(p, s, n);
+      if (r == 0 && (p->left -= n) == 0) {
+        r = pick_meta(p);
+        p->st = PK_HEADER;
+      }
+      break;
+    case PK_DATA:
+      n = p->left < len ? (size_t)p->left : len;
+      r = p->keep ? p->fwd(s, n, p->arg) : 0;
+      if ((p->left -= n) == 0) p->st = PK_HEADER;
+      break;
+    case PK_REST: r = p->fwd(s, n, p->arg); break;
+    default: break; /* PK_DROP */
+    }
+    s += n;
+    len -= n;
+  }
+  return r;
+}
+
+int cn_chunked_landmark(cn_chunked_writer *w) {
+  unsigned char h[2 * BLOCK] = {0};
+  snprintf((char *)h, 100, ".prefetch.landmark");
+  memcpy(h + 100, "0000644", 8);
+  memcpy(h + 108, "0000000", 8);
+  memcpy(h + 116, "0000000", 8);
+  memcpy(h + 124, "00000000001", 12);
+  memcpy(h + 136, "00000000000", 12);
+  h[156] = '0';
+  memcpy(h + 257,
+         "ustar\0"
+         "00",
+         8);
+  unsigned sum = 0;
+  memset(h + 148, ' ', 8);
+  for (int i = 0; i < BLOCK; i++) sum += h[i];
+  snprintf((char *)h + 148, 8, "%06o", sum);
+  h[BLOCK] = 0xf; /* its one byte, as the estargz package writes it */
+  return cn_chunked_write(w, h, sizeof h);
+}
+
 int cn_chunked_finish(cn_chunked_writer *w, cn_chunked_result *res) {
   memset(res, 0, sizeof *res);
   if (w->st != ST_TRAILER && !(w->st == ST_HEADER && w->blk_n == 0))
     return fail(w, -EBADMSG, "the tar ends inside an entry");
   int r = cut(w);
+  if (r == 0 && w->prefetch) r = prefetch_mark(w);
   if (r < 0) return r;
   json_t *toc = json_pack("{s:i, s:O}", "version", 1, "entries", w->entries);
   char *js = toc ? json_dumps(toc, JSON_COMPACT) : NULL;
@@ -736,6 +959,7 @@ int cn_chunked_new(enum cn_chunked_format fmt, cn_chunked_out_fn out, void *arg,
 
 void cn_chunked_free(cn_chunked_writer *w) {
   if (!w) return;
+  json_decref(w->prefetch);
   if (w->zc) ZSTD_freeCCtx(w->zc);
   if (w->z_ready) deflateEnd(&w->z);
   EVP_MD_CTX_free(w->tar_md);

@@ -7,6 +7,7 @@
 #ifndef CAIRN_PULL_CHUNKED_WRITE_H
 #define CAIRN_PULL_CHUNKED_WRITE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,28 @@ int cn_chunked_new(enum cn_chunked_format fmt, cn_chunked_out_fn out, void *arg,
  * (a sparse file, a tape volume), -EBADMSG for a tar that is not one;
  * cn_chunked_error says what. */
 int cn_chunked_write(cn_chunked_writer *w, const void *buf, size_t len);
+/* The image's access list (cairn_access_list_read: paths in the order of
+ * their first reads): each regular file of the layer it names gets its
+ * rank (1: read first) in its TOC entry, CN_TOC_PREFETCH (toc.h), which
+ * cairn's lazy pull fetches first and other readers ignore. Before finish. */
+int cn_chunked_prefetch(cn_chunked_writer *w, const char *const *paths, size_t n);
+/* How many entries finish gave a rank. */
+size_t cn_chunked_prefetched(const cn_chunked_writer *w);
+/* eStargz's way of putting the access list's files first: the layer's tar
+ * is read twice. The first pass (moved true) passes on to fwd(arg) only
+ * the regular files the writer's prefetch map names (cn_chunked_prefetch;
+ * their meta headers with them), and not the end-of-archive; then
+ * cn_chunked_landmark writes the entry .prefetch.landmark (the files
+ * before it are what eStargz readers prefetch); the second pass (moved
+ * false) passes on every other entry and the end-of-archive. The
+ * writer checks what it is given; a malformed tar is its to refuse. */
+typedef struct cn_tar_pick cn_tar_pick;
+int cn_tar_pick_new(const cn_chunked_writer *w, bool moved, cn_chunked_out_fn fwd, void *arg,
+                    cn_tar_pick **p);
+int cn_tar_pick_write(cn_tar_pick *p, const void *buf, size_t len);
+size_t cn_tar_pick_count(const cn_tar_pick *p); /* entries passed on */
+void cn_tar_pick_free(cn_tar_pick *p);
+int cn_chunked_landmark(cn_chunked_writer *w);
 /* Ends the blob: the files' last frame, the TOC, the footer. */
 int cn_chunked_finish(cn_chunked_writer *w, cn_chunked_result *res);
 /* The layer's annotations in the manifest (a new object; NULL: out of

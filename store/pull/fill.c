@@ -5,13 +5,16 @@
  * the image fetched and stored, under the image's pins.
  *
  * The order: the files each layer's TOC names before its prefetch
- * landmark (eStargz's .prefetch.landmark), every layer's, first; then the
- * rest in layer and TOC order. Files next to each other in the blob
+ * landmark (eStargz's .prefetch.landmark) or ranks (CN_TOC_PREFETCH: the
+ * access list cairn push wrote, in its order), every layer's, first; then
+ * the rest in layer and TOC order. Files next to each other in the blob
  * (closer than FILL_MERGE_GAP, a range up to FILL_RANGE_MAX) are one range,
  * the ranges of a batch of files one multi-range request, FILL_INFLIGHT
  * requests in flight (a thread each, with a store handle of its own),
  * each layer's registry source shared by them (its connections kept and
- * reused: registry.h).
+ * reused: registry.h); a request holds prefetch files or none, and none
+ * of the others starts until the prefetch files' are done (they get the
+ * whole link).
  * Each file is verified as a single fetch verifies it (cn_lazy_unpack:
  * every chunk against its digest, the whole against its sha256) before
  * cairn_lazy_file_store stores it, which hashes it once more; each is
@@ -46,6 +49,7 @@ static int item_cmp(const void *a, const void *b) {
   const cn_fill_item *x = a, *y = b;
   if (x->prefetch != y->prefetch) return x->prefetch ? -1 : 1;
   if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+  if (x->rank != y->rank) return !x->rank ? 1 : !y->rank ? -1 : x->rank < y->rank ? -1 : 1;
   return (x->entry > y->entry) - (x->entry < y->entry);
 }
 
@@ -57,7 +61,7 @@ size_t cn_fill_batch_end(const cn_fill_item *v, size_t n, size_t first, uint64_t
   uint64_t bytes = 0;
   size_t i = first;
   for (; i < n && i - first < FILL_BATCH_FILES; i++) {
-    if (v[i].layer != v[first].layer) break;
+    if (v[i].layer != v[first].layer || v[i].prefetch != v[first].prefetch) break;
     uint64_t len = v[i].hi - v[i].lo;
     if (i > first && bytes + len > max_bytes) break;
     bytes += len;
@@ -92,7 +96,12 @@ typedef struct fill_ctx {
   size_t *batch_first; /* batch k: items [batch_first[k], batch_first[k + 1]) */
   size_t n_batches, next;
   cn_lazy_sources sources; /* of the one-by-one fetches */
-  pthread_mutex_t lock;    /* next, the counts, the items' state, the hooks */
+  /* the first prefetch_batches batches are the prefetch files'; until the
+   * last of them is done, no other batch starts: the files a container
+   * reads first get the whole link */
+  size_t prefetch_batches, prefetch_left;
+  pthread_cond_t prefetch_done;
+  pthread_mutex_t lock; /* next, the counts, the items' state, the hooks */
   size_t done, total, failed;
   int first_err;
   char why[1024];
@@ -287,9 +296,16 @@ static void *fill_worker(void *arg) {
   for (;;) {
     pthread_mutex_lock(&c->lock);
     size_t k = c->next < c->n_batches ? c->next++ : c->n_batches;
+    while (k < c->n_batches && k >= c->prefetch_batches && c->prefetch_left)
+      pthread_cond_wait(&c->prefetch_done, &c->lock);
     pthread_mutex_unlock(&c->lock);
     if (k == c->n_batches) break;
     run_batch(c, c->batch_first[k], c->batch_first[k + 1], wst);
+    if (k < c->prefetch_batches) {
+      pthread_mutex_lock(&c->lock);
+      if (!--c->prefetch_left) pthread_cond_broadcast(&c->prefetch_done);
+      pthread_mutex_unlock(&c->lock);
+    }
   }
   cairn_store_close(wst);
   return NULL;
@@ -360,7 +376,8 @@ static int plan(fill_ctx *c, char **todo, size_t n) {
                          .hi = e->chunks[0].off + e->chunks[0].csize,
                          .lock = -1,
                          .state = ITEM_TODO};
-    it->prefetch = !toc->no_prefetch && it->entry < toc->prefetch;
+    it->rank = e->prefetch_rank;
+    it->prefetch = !toc->no_prefetch && (it->entry < toc->prefetch || it->rank);
     for (size_t k = 0; k < e->n_chunks; k++) {
       const cn_toc_chunk *ch = &e->chunks[k];
       if (ch->off < it->lo) it->lo = ch->off;
@@ -375,9 +392,11 @@ static int plan(fill_ctx *c, char **todo, size_t n) {
   c->batch_first = calloc(c->n_items + 1, sizeof *c->batch_first);
   if (!c->batch_first) return cairn_fail(c->st, -ENOMEM, "out of memory");
   for (size_t i = 0; i < c->n_items;) {
+    if (c->items[i].prefetch) c->prefetch_batches++;
     c->batch_first[c->n_batches++] = i;
     i = cn_fill_batch_end(c->items, c->n_items, i, per);
   }
+  c->prefetch_left = c->prefetch_batches;
   c->batch_first[c->n_batches] = c->n_items;
   return 0;
 }
@@ -415,7 +434,8 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
                 .o = &o,
                 .total = n,
                 .sources = {.creds = o.creds},
-                .lock = PTHREAD_MUTEX_INITIALIZER};
+                .lock = PTHREAD_MUTEX_INITIALIZER,
+                .prefetch_done = PTHREAD_COND_INITIALIZER};
   if (r == 0) r = plan(&c, todo, n);
   if (r == 0 && o.progress) o.progress(0, n, o.arg);
   pthread_t tids[FILL_INFLIGHT];

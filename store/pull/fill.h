@@ -30,20 +30,23 @@
 
 /* One pending content to fetch: its layer (an index of the fill's), its
  * TOC entry and the bytes [lo, hi) of the blob its chunks lie in;
- * prefetch when the TOC names it before a prefetch landmark. */
+ * prefetch when the TOC names it before a prefetch landmark or gives it
+ * a rank (cairn push's recorded access list, CN_TOC_PREFETCH). */
 typedef struct cn_fill_item {
   const char *sha256;
   size_t layer, entry;
   uint64_t lo, hi;
   bool prefetch;
+  uint32_t rank;   /* the TOC's prefetch_rank (an access list's order), 0: none */
   int lock, state; /* fill.c's */
 } cn_fill_item;
 
 /* Sorts items in fill order: the prefetch files of every layer, then the
- * rest, each by layer, then TOC order. */
+ * rest, each by layer, then rank (a ranked file before the others), then
+ * TOC order. */
 void cn_fill_sort(cn_fill_item *v, size_t n);
 /* The end of the batch (one request) that starts at v[first]: items of one
- * layer, at most FILL_BATCH_FILES and max_bytes (at least one item). */
+ * layer, all prefetch or none, at most FILL_BATCH_FILES and max_bytes (at least one item). */
 size_t cn_fill_batch_end(const cn_fill_item *v, size_t n, size_t first, uint64_t max_bytes);
 /* Whether next joins the range [range_lo, prev->hi) that prev ends. */
 bool cn_fill_merges(const cn_fill_item *prev, uint64_t range_lo, const cn_fill_item *next);

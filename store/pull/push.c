@@ -6,7 +6,9 @@
  * (that layout as a tar) or "docker-archive:FILE[:NAME[:TAG]]" (docker
  * save's tar, its layers uncompressed). Built on cairn.h alone, like the
  * pull sources, and on their registry client (registry*.c: curl, auth,
- * TLS, the retry policy).
+ * TLS, the retry policy). Over 1,000 lines: one run's state (pins, the
+ * layers' blobs, the progress, the access list) serves four kinds of
+ * destination and three layer formats; split, it would travel between files.
  *
  * Invariants:
  *  - the image and its layers are pinned (cairn_pin_image) before anything
@@ -94,6 +96,9 @@ typedef struct push_run {
   _Atomic uint64_t sent;
   size_t current;
   uint64_t last_tick;
+  char **access; /* push --format: the image's access list (store/access.c) */
+  size_t n_access;
+  size_t prefetched; /* files the layers' TOCs rank by it */
 } push_run;
 
 static void run_progress(push_run *p, bool force) {
@@ -191,6 +196,28 @@ static int compress_write(const void *buf, size_t len, void *arg) {
 }
 
 static int chunked_out(const void *buf, size_t len, void *arg) { return out_write(arg, buf, len); }
+
+static int pick_write(const void *buf, size_t len, void *arg) {
+  return cn_tar_pick_write(arg, buf, len);
+}
+
+/* The layer's tar into the compressor; eStargz with an access list: the
+ * files it names first, then .prefetch.landmark, then the rest (the tar
+ * read twice: cn_tar_pick), as eStargz readers expect prioritized files. */
+static int layer_write(push_run *p, compressor *c, const char *diff_id) {
+  if (!c->cw || p->o->format != CAIRN_PUSH_FORMAT_ESTARGZ || !p->n_access)
+    return cairn_layer_tar(p->st, diff_id, compress_write, c, NULL);
+  int r = 0;
+  for (int pass = 0; r == 0 && pass < 2; pass++) {
+    cn_tar_pick *pk = NULL;
+    r = cn_tar_pick_new(c->cw, pass == 0, compress_write, c, &pk);
+    if (r == 0) r = cairn_layer_tar(p->st, diff_id, pick_write, pk, NULL);
+    if (r == 0 && pass == 0 && cn_tar_pick_count(pk) && (r = cn_chunked_landmark(c->cw)) < 0)
+      c->err = r;
+    cn_tar_pick_free(pk);
+  }
+  return r;
+}
 
 static int compressor_open(compressor *c, uint64_t tar_size, enum cairn_push_format fmt) {
   if (fmt != CAIRN_PUSH_FORMAT_PLAIN)
@@ -339,14 +366,17 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
   l->state = CAIRN_PULL_STORING;
   l->stored = 0;
   run_progress(p, true);
-  if ((r = compressor_open(&c, l->size, p->o->format)) < 0) {
+  if ((r = compressor_open(&c, l->size, p->o->format)) < 0 ||
+      (c.cw && p->n_access &&
+       (r = cn_chunked_prefetch(c.cw, (const char *const *)p->access, p->n_access)) < 0)) {
     cairn_fail(st, r, "layer %.12s: starting the compressor", l->diff_id);
   } else {
-    r = cairn_layer_tar(st, l->diff_id, compress_write, &c, NULL);
+    r = layer_write(p, &c, l->diff_id);
     if (r < 0 && c.err)
       cairn_fail(st, c.err, "layer %.12s: compressing: %s", l->diff_id,
                  c.cw && cn_chunked_error(c.cw)[0] ? cn_chunked_error(c.cw) : strerror(-c.err));
     int cr = r < 0 && c.cw ? 0 : compressor_close(&c, b);
+    if (r == 0 && cr == 0 && c.cw) p->prefetched += cn_chunked_prefetched(c.cw);
     if (r == 0 && cr < 0)
       r = cairn_fail(st, cr, "layer %.12s: compressing: %s", l->diff_id,
                      c.cw && cn_chunked_error(c.cw)[0] ? cn_chunked_error(c.cw) : strerror(-cr));
@@ -827,6 +857,10 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   /* Pin, then read: the image as it is once nothing can remove it. */
   if ((r = cairn_pin_image(st, ps, id)) < 0) goto out;
   if ((r = cairn_fill_lazy(st, id, o->net.log, o->net.arg)) < 0) goto out; /* a lazy pull's */
+  /* the files a recorded run read first go first (cairn mount --record-access) */
+  if (o->format != CAIRN_PUSH_FORMAT_PLAIN &&
+      (r = cairn_access_list_read(st, id, &run.access, &run.n_access)) < 0)
+    goto out;
   if ((r = cairn_inspect(st, id, inspect_cb, &v)) < 0) {
     if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
     goto out;
@@ -921,6 +955,9 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
     close(blobs[i].fd); /* its digest and size are all the manifest needs */
     blobs[i].fd = -1;
   }
+  if (run.n_access)
+    cn_pull_log(&logger, "the access list: %zu files of the layers' TOCs first (%zu recorded)",
+                run.prefetched, run.n_access);
   if (o->format == CAIRN_PUSH_FORMAT_ESTARGZ) {
     /* eStargz's TOC is an entry of each tar: the config names the new
      * diff_ids, and is a new image's */
@@ -980,6 +1017,7 @@ out:
   free(blobs);
   free(mts);
   free(run.layers);
+  cairn_strv_free(run.access, run.n_access);
   tar_close(&ta);
   if (lo.fd >= 0) close(lo.fd);
   if (lo.blobs_fd >= 0) close(lo.blobs_fd);

@@ -477,6 +477,8 @@ static int parse_entry(struct ep *p, json_t *o, cn_toc_entry *e) {
     if ((r = get_u64(p, o, "size", CN_TOC_FILE_MAX, &e->size)) < 0) return r;
     if ((r = get_digest(p, o, "digest", e->digest)) < 0) return r;
     if (e->size > 0 && !e->digest[0]) return bad(p, "a regular file without \"digest\"");
+    if ((r = get_u64(p, o, CN_TOC_PREFETCH, UINT32_MAX, &v)) < 0) return r;
+    e->prefetch_rank = (uint32_t)v;
   }
   return 0;
 }
@@ -530,6 +532,7 @@ static int resolve(cn_toc *toc, cairn_store *st) {
       e->flags |= CN_TOC_F_LANDMARK;
       toc->no_prefetch = true;
     }
+    if (e->prefetch_rank) toc->n_ranked++;
   }
   return 0;
 }

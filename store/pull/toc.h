@@ -110,7 +110,16 @@ typedef struct cn_toc_entry {
                            [0, size) exactly; else none */
   size_t n_chunks;
   unsigned flags; /* CN_TOC_F_* */
+  /* Regular files: the rank (1: read first) of the file in the access list
+   * cairn push wrote into the TOC (CN_TOC_PREFETCH); 0: none. */
+  uint32_t prefetch_rank;
 } cn_toc_entry;
+
+/* The TOC field (an entry's, a regular file's) in which cairn push
+ * --format puts the rank of a file a recorded run read first (store/access.c):
+ * the files a lazy pull fetches first, in that order. Readers that do not
+ * know it ignore it (podman's, the eStargz reference's). */
+#define CN_TOC_PREFETCH "cairn.prefetch"
 
 typedef struct cn_toc {
   cn_toc_format format;
@@ -128,6 +137,8 @@ typedef struct cn_toc {
    * said to prefetch nothing. */
   size_t prefetch;
   bool no_prefetch;
+  /* entries with a prefetch_rank (a recorded access list's files) */
+  size_t n_ranked;
   /* zstd:chunked: the tar-split part (the tar's headers and padding,
    * for a byte-exact tar), when the layer has one: tarsplit_len > 0. */
   uint64_t tarsplit_off, tarsplit_len, tarsplit_ulen;

@@ -54,7 +54,7 @@ for want in "MOUNT OPTIONS" "store=DIR" "suid, nosuid" "dev, nodev" "mount -t fu
   check "cairnfs(8) has '$want'" grep -qF -- "$want" "$T/cairnfs.8.txt"
 done
 for opt in $(cairnfs --help | grep -oE -- '^  -[a-zA-Z]' | sort -u) \
-  $(cairnfs --help | sed -nE 's/^  -o ([a-z]+).*/\1/p'); do
+  $(cairnfs --help | sed -nE 's/^  -o ([a-z_]+).*/\1/p'); do
   check "cairnfs(8) names $opt" grep -qE -- "^       \\*?$opt\\b|^       .*, $opt\\b" "$T/cairnfs.8.txt"
 done
 

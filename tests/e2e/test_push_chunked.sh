@@ -15,6 +15,9 @@
 #   toc.digest annotation; cairn's parser reads its TOC (a lazy pull's
 #   route); a pull back gives the id of the config pushed (its diff_ids
 #   include the TOC), the same files plus stargz.index.json;
+#   A's pushes carry an access list (cairn mount --record-access: ranks in
+#   the TOC, "cairn.prefetch", which podman and the reference ignore; in
+#   eStargz also the listed files first, then .prefetch.landmark).
 #   a bad --format is a usage error.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
@@ -59,6 +62,14 @@ ida=$("$CAIRN" --store "$ST" import -q chk/a:1 "$T/a.tar")
 idb=$("$CAIRN" --store "$ST" import -q chk/b:1 "$T/b.tar")
 setup registry_start "$T/reg"
 R=$REGISTRY
+# A's access list: its pushes rank two files in their TOCs
+setup mkdir "$T/m"
+setup "$CAIRN" --store "$ST" mount -q --record-access chk/a:1 "$T/m"
+on_exit "'$CAIRN' --store '$ST' umount -q '$T/m' 2>/dev/null || true"
+setup cat "$T/m/data/big" "$T/m/data/hello" >/dev/null
+setup "$CAIRN" --store "$ST" umount -q "$T/m"
+check "A has an access list of 2 files" wait_for 10 eval \
+  '[ "$("$CAIRN" --store "$ST" inspect -f "{{json .AccessList}}" chk/a:1)" = "{\"Files\":2}" ]'
 manifest() {
   curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$R/v2/$1/manifests/1"
 }
@@ -73,9 +84,17 @@ expect_exit 2 "--format with --compress is a usage error" \
 
 # ---- zstd:chunked
 for n in a b; do
-  expect_exit 0 "push --format zstd:chunked ($n)" "$CAIRN" --store "$ST" push -q --insecure \
-    --format zstd:chunked "chk/$n:1" "docker://$R/zc/$n:1"
+  expect_exit 0 "push --format zstd:chunked ($n)" "$CAIRN" --store "$ST" push --insecure \
+    --no-progress --format zstd:chunked "chk/$n:1" "docker://$R/zc/$n:1"
 done
+ranked() { # the files A's zstd:chunked TOC ranks
+  local pos off len
+  pos=$(manifest zc/a | jq -r '.layers[0].annotations["io.containers.zstd-chunked.manifest-position"]')
+  off=$(cut -d: -f1 <<<"$pos") len=$(cut -d: -f2 <<<"$pos")
+  tail -c +$((off + 1)) "$(registry_blob_path "$(manifest zc/a | jq -r '.layers[0].digest')")" |
+    head -c "$len" | zstd -dcq | jq -r '.entries[] | select(."cairn.prefetch") | .name'
+}
+check "zstd:chunked: A's TOC ranks its 2 recorded files" test "$(ranked | wc -l)" = 2
 check_json "zstd:chunked: a zstd layer with the annotations podman 4.3 reads" \
   '.layers[0].mediaType == "application/vnd.oci.image.layer.v1.tar+zstd" and
    (.layers[0].annotations["io.containers.zstd-chunked.manifest-position"] | test("^[0-9]+:[0-9]+:[0-9]+:1$")) and
@@ -218,6 +237,7 @@ check "eStargz: the id pulled is the config pushed (${new_id:7:12})" \
   test "sha256:$(tail -1 "$T/stdout")" = "$new_id"
 "$CAIRN" --store "$ST" export -q "$ida" | tar -tvf - | sort >"$T/a.files"
 "$CAIRN" --store "$T/sgback" export -q "${new_id#sha256:}" | tar -tvf - |
-  grep -v ' stargz.index.json$' | sort >"$T/sg.files"
-check "eStargz: the same files (and stargz.index.json)" cmp -s "$T/a.files" "$T/sg.files"
+  grep -v ' stargz.index.json$' | grep -v ' .prefetch.landmark$' | sort >"$T/sg.files"
+check "eStargz: the same files (and stargz.index.json, .prefetch.landmark)" \
+  cmp -s "$T/a.files" "$T/sg.files"
 finish

@@ -22,7 +22,10 @@ Control (not forwarded, not shaped, not counted):
        "paths": {PATH: requests}, "connections": n (client connections
        that forwarded a request since the reset: a client that keeps its
        connection makes one for many requests)}
-  GET /_proxy/reset      zeroes the counts
+  GET /_proxy/log
+      [[PATH, RANGE], ...]: the requests forwarded since the last reset, in
+      the order they arrived (RANGE "" for none)
+  GET /_proxy/reset      zeroes the counts and the log
   GET /_proxy/set?rate=B&latency=S   changes the shaping
   GET /_proxy/set?ranges=0   drops the Range header of requests (a registry
       that answers none: 200 and the whole blob); ranges=1 restores it
@@ -35,6 +38,7 @@ LOCK = threading.Lock()
 CFG = {"rate": 12_500_000.0, "latency": 0.010, "upstream": 0, "ranges": True}
 LINK = {"free_at": 0.0, "in_flight": 0}  # when the shared link has sent everything queued
 COUNTS = {}
+LOG = []
 HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
        "upgrade"}
 PIECE = 65536  # 5 ms of the link at 100 Mbit/s
@@ -48,6 +52,7 @@ def reset():
     LINK["epoch"] = LINK.get("epoch", 0) + 1  # a connection counts again after a reset
     LINK["in_flight"] = 0
     LINK["first"] = LINK["last"] = None
+    LOG.clear()
 
 
 def pace(n):
@@ -81,7 +86,7 @@ class Handler(BaseHTTPRequestHandler):
                     CFG["latency"] = float(q["latency"])
                 if "ranges" in q:
                     CFG["ranges"] = q["ranges"] != "0"
-            body = json.dumps(COUNTS).encode()
+            body = json.dumps(LOG if url.path == "/_proxy/log" else COUNTS).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -99,6 +104,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.counted_in = LINK["epoch"]  # this connection's first since the reset
                 COUNTS["connections"] += 1
             COUNTS["paths"][url.path] = COUNTS["paths"].get(url.path, 0) + 1
+            LOG.append([url.path, rng or ""])
             if rng:
                 COUNTS["ranges"] += 1
                 if "," in rng:

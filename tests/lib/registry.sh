@@ -118,7 +118,7 @@ registry_blob_path() {
 # ARGS: its --rate, --latency ...) in front of the registry, its port file
 # and log in DIR (made); sets PROXY (127.0.0.1:PORT) and PROXY_PID;
 # registry_cleanup stops it. proxy_counts and proxy_reset read and zero
-# its counters.
+# its counters; proxy_log lists its requests.
 proxy_start() {
   local dir=$1 i
   shift
@@ -139,6 +139,8 @@ proxy_start() {
 
 proxy_counts() { curl -sf "http://${1:-$PROXY}/_proxy/counts"; }
 proxy_reset() { curl -sf "http://${1:-$PROXY}/_proxy/reset" >/dev/null; }
+# proxy_log: the requests since the last reset, [[PATH, RANGE], ...] in order.
+proxy_log() { curl -sf "http://${1:-$PROXY}/_proxy/log"; }
 
 registry_cleanup() {
   local p

@@ -264,6 +264,59 @@ Test(chunked_write, estargz) {
   free(blob.p);
 }
 
+static int pick_fwd(const void *d, size_t n, void *arg) { return cn_chunked_write(arg, d, n); }
+
+/* An access list (cairn push with one): eStargz gets its regular files
+ * first (a PAX long name among them; a hardlink stays), then
+ * .prefetch.landmark, then the rest; every listed file its rank. */
+Test(chunked_write, estargz_access_list) {
+  unsigned char *big;
+  buf tar = make_tar(ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, &big), blob = {0};
+  cn_chunked_writer *w;
+  cr_assert_eq(cn_chunked_new(CN_CHUNKED_ESTARGZ, out_cb, &blob, &w), 0);
+  const char *list[] = {"/" LONG_NAME, "d/hard", "usr/bin/big", "./etc/hostname", "none"};
+  cr_assert_eq(cn_chunked_prefetch(w, list, 5), 0);
+  size_t moved = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    cn_tar_pick *pk;
+    cr_assert_eq(cn_tar_pick_new(w, pass == 0, pick_fwd, w, &pk), 0);
+    for (size_t at = 0; at < tar.n; at += 777)
+      cr_assert_eq(cn_tar_pick_write(pk, tar.p + at, tar.n - at < 777 ? tar.n - at : 777), 0, "%s",
+                   cn_chunked_error(w));
+    if (pass == 0) {
+      moved = cn_tar_pick_count(pk);
+      cr_assert_eq(cn_chunked_landmark(w), 0);
+    }
+    cn_tar_pick_free(pk);
+  }
+  cr_assert_eq(moved, 3);
+  cn_chunked_result res;
+  cr_assert_eq(cn_chunked_finish(w, &res), 0, "%s", cn_chunked_error(w));
+  cr_assert_eq(cn_chunked_prefetched(w), 3);
+  cn_chunked_free(w);
+  uint64_t toc_off;
+  cr_assert_eq(cn_toc_estargz_footer(blob.p + blob.n - 51, 51, blob.n, &toc_off, T.st), 0);
+  cn_toc toc;
+  cr_assert_eq(
+      cn_toc_estargz_parse(blob.p + toc_off, blob.n - toc_off, blob.n, res.toc_digest, &toc, T.st),
+      0, "%s", cairn_errmsg(T.st));
+  check_toc(&toc, blob.p, big, true); /* every entry, every chunk */
+  cr_assert_eq(toc.prefetch, 3);
+  cr_assert_str_eq(toc.entries[0].path, "etc/hostname"); /* the layer's order */
+  cr_assert_str_eq(toc.entries[1].path, "usr/bin/big");
+  cr_assert_str_eq(toc.entries[2].path, LONG_NAME);
+  cr_assert_str_eq(toc.entries[3].path, ".prefetch.landmark");
+  cr_assert_eq(find(&toc, LONG_NAME)->prefetch_rank, 1);
+  cr_assert_eq(find(&toc, "usr/bin/big")->prefetch_rank, 3);
+  cr_assert_eq(find(&toc, "etc/hostname")->prefetch_rank, 4);
+  cr_assert_eq(find(&toc, "d/hard")->prefetch_rank, 0); /* a hardlink: not a file's data */
+  cr_assert_eq(toc.n_ranked, 3);
+  cn_toc_free(&toc);
+  free(big);
+  free(tar.p);
+  free(blob.p);
+}
+
 Test(chunked_write, refused) {
   unsigned char *big;
   buf tar = make_tar(ARCHIVE_FORMAT_TAR_PAX_RESTRICTED, &big), out = {0};
