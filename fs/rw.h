@@ -287,6 +287,15 @@ void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 /* rw_rebase.c */
 int rw_rebase(struct cairnfs *fs, const char *value, size_t size);
 
+/* rw_freeze.c: cairn commit's freeze of the changes (upper: the id of the
+ * upper served, else EPERM); the move under it (EBUSY if it ended). */
+#define XA_FREEZE XA_PREFIX "freeze."        /* + UPPER, read on the root */
+#define XA_THAW XA_PREFIX "thaw."            /* + UPPER, read on the root */
+#define XA_REBASE_FROZEN XA_PREFIX "rebase." /* + UPPER.IMAGE, read on the root */
+int rw_freeze(fuse_req_t req, struct cairnfs *fs, const char *upper);
+int rw_thaw(struct cairnfs *fs, const char *upper);
+int rw_rebase_frozen(struct cairnfs *fs, const char *upper, const char *image);
+
 /* File handles. A file's fh is epoch (19 bits) << 44 | its open flags (24
  * bits) << 20 | the fd; a directory's, epoch (15 bits) << 48 | the address
  * of its listing. A handle of another epoch is a dead server's: reopened
