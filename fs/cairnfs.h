@@ -202,10 +202,11 @@ void cairnfs_report_moving(const char *upper);
 void cairnfs_status_fd_set(int fd);
 
 /* rw_freeze.c: cairn commit's freeze of a writable mount's changes.
- * start: the server's session (a writable mount's). conn.c's read calls
+ * start: the server's session (a writable mount's; a freeze a dead server
+ * of the upper held goes on). conn.c's read calls
  * done as a thread comes back for its next request, and take with each
  * request read: true if it is held (copied; the thread reads on). */
-void cairnfs_freeze_start(struct fuse_session *se);
+void cairnfs_freeze_start(struct fuse_session *se, struct cairnfs *fs);
 void cairnfs_freeze_stop(void); /* the session loop ended */
 void cairnfs_freeze_done(void);
 bool cairnfs_freeze_take(const void *buf, size_t n);

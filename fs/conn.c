@@ -267,7 +267,7 @@ int cairnfs_server_main(int argc, char **argv) {
     code = report_fail(-EINVAL, "%s: bad mount options: %s", dir, opts);
     goto out;
   }
-  if (fs.rw) cairnfs_freeze_start(se);
+  if (fs.rw) cairnfs_freeze_start(se, &fs);
   r = fuse_session_custom_io(se, &conn_io, conn.fuse_fd);
   if (r < 0) {
     code = report_fail(r, "%s: custom io: %s", dir, strerror(-r));

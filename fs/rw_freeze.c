@@ -30,10 +30,13 @@
  * request takes no worker thread; at the thaw the queue is handed to
  * libfuse in order (fuse_session_process_buf), the freeze lasting until
  * it is empty. A server killed while frozen loses its queue with it: the
- * kernel resends those requests to the next server, which is not frozen
- * (and refuses the move). The moved handles and nodeids are the
- * rebase's: a held request names what the kernel holds, which the move
- * maps onto the new view.
+ * kernel resends those requests to the next server, which goes on with
+ * the freeze (the same holder and bound, from the upper's work/freeze,
+ * written once the freeze holds and removed before a held request runs),
+ * so the move still runs under it; a freeze that a server died before
+ * writing down is not the next server's, which refuses the move. The
+ * moved handles and nodeids are the rebase's: a held request names what
+ * the kernel holds, which the move maps onto the new view.
  */
 #include "rw.h"
 
@@ -85,19 +88,19 @@ static struct {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   struct fuse_session *se; /* NULL: not a writable mount's server */
-  bool frozen;             /* changing requests are queued */
-  bool ended;              /* the freeze is over (its watcher drains the queue) */
-  bool moving;             /* a rebase runs under the freeze */
-  bool serving;            /* drain() hands a held request to libfuse */
-  unsigned running;        /* changing requests handed to libfuse, unfinished */
+  struct cairnfs *fs;
+  bool frozen;      /* changing requests are queued */
+  bool ended;       /* the freeze is over (its watcher drains the queue) */
+  bool moving;      /* a rebase runs under the freeze */
+  bool serving;     /* drain() hands a held request to libfuse */
+  unsigned running; /* changing requests handed to libfuse, unfinished */
+  pid_t pid;        /* the freeze's requester */
   struct held *head, *tail;
   int wake; /* eventfd: the freeze's watcher, told it ended */
 } fz = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .wake = -1};
 
 /* This thread's last request changes the view (running counts it). */
 static __thread bool t_changing;
-
-void cairnfs_freeze_start(struct fuse_session *se) { fz.se = se; }
 
 void cairnfs_freeze_stop(void) {
   pthread_mutex_lock(&fz.mu);
@@ -196,9 +199,16 @@ struct watch {
   struct timespec deadline; /* CLOCK_MONOTONIC */
 };
 
+static void mark_remove(struct cairnfs *fs);
+
 /* Hands the held requests to libfuse, in order, then ends the freeze
  * (mu held on entry and return). */
 static void drain(void) {
+  if (fz.fs) {
+    pthread_mutex_unlock(&fz.mu);
+    mark_remove(fz.fs);
+    pthread_mutex_lock(&fz.mu);
+  }
   while (fz.head) {
     struct held *h = fz.head;
     fz.head = h->next;
@@ -256,39 +266,104 @@ static bool upper_is(struct cairnfs *fs, const char *upper) {
   return r;
 }
 
-int rw_freeze(fuse_req_t req, struct cairnfs *fs, const char *upper) {
-  if (!upper_is(fs, upper)) return -EPERM;
-  if (!fz.se) return -ENOTSUP;
-  const struct fuse_ctx *ctx = fuse_req_ctx(req);
+/* Begins a freeze of the process pid (its pidfd, or -1) for seconds at
+ * most (mu held): 0, or -errno. */
+static int freeze_begin(pid_t pid, int pidfd, long seconds) {
   struct watch *w = calloc(1, sizeof(*w));
-  if (!w) return -ENOMEM;
-  w->pidfd = ctx->pid > 0 ? (int)syscall(SYS_pidfd_open, ctx->pid, 0) : -1;
+  if (!w) {
+    if (pidfd >= 0) close(pidfd);
+    return -ENOMEM;
+  }
+  w->pidfd = pidfd;
   w->wake = eventfd(0, EFD_CLOEXEC);
   clock_gettime(CLOCK_MONOTONIC, &w->deadline);
-  w->deadline.tv_sec += freeze_bound();
+  w->deadline.tv_sec += seconds;
   int r = w->wake < 0 ? -errno : 0;
-  pthread_mutex_lock(&fz.mu);
-  /* The last freeze's queue is still being served (the commit before
-   * this one): wait for it. */
-  while (r == 0 && fz.frozen && fz.ended) pthread_cond_wait(&fz.cv, &fz.mu);
-  if (r == 0 && fz.frozen) r = -EBUSY;
   pthread_t t;
   if (r == 0 && (r = -pthread_create(&t, NULL, watcher, w)) == 0) {
     pthread_detach(t);
     fz.frozen = true;
     fz.ended = false;
+    fz.pid = pid;
     fz.wake = dup(w->wake);
-    /* Until no changing request runs (the watcher ends the freeze at the
-     * bound: then the move is refused). */
-    while (fz.running && !fz.ended) pthread_cond_wait(&fz.cv, &fz.mu);
-    if (fz.ended) r = -EBUSY;
-    pthread_mutex_unlock(&fz.mu);
-    return r;
+    return 0;
   }
-  pthread_mutex_unlock(&fz.mu);
   if (w->pidfd >= 0) close(w->pidfd);
   if (w->wake >= 0) close(w->wake);
   free(w);
+  return r;
+}
+
+/* The freeze, for a later server of this upper if this one dies while it
+ * lasts (work/freeze: the holder's pid and the bound's end, in seconds
+ * since the epoch): written once the freeze holds, removed before a held
+ * request runs. */
+#define MARK "work/freeze"
+
+static void mark_write(struct cairnfs *fs, pid_t pid, time_t end) {
+  LOCK(fs);
+  int fd =
+      openat(fs->rw->lock_fd, MARK, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd >= 0) {
+    dprintf(fd, "%d %lld\n", (int)pid, (long long)end);
+    close(fd);
+  }
+  UNLOCK(fs);
+}
+
+static void mark_remove(struct cairnfs *fs) {
+  LOCK(fs);
+  unlinkat(fs->rw->lock_fd, MARK, 0);
+  UNLOCK(fs);
+}
+
+void cairnfs_freeze_start(struct fuse_session *se, struct cairnfs *fs) {
+  fz.se = se;
+  fz.fs = fs;
+  /* A freeze a dead server of this upper held: it goes on here (the
+   * kernel resends the requests it held, and commit's move). */
+  char buf[64] = {0};
+  int fd = openat(fs->rw->lock_fd, MARK, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  int pid = 0;
+  long long end = 0;
+  time_t now = time(NULL);
+  int pidfd = n > 0 && sscanf(buf, "%d %lld", &pid, &end) == 2 && pid > 0 && end > now
+                  ? (int)syscall(SYS_pidfd_open, pid, 0)
+                  : -1;
+  pthread_mutex_lock(&fz.mu);
+  int r = pidfd >= 0 ? freeze_begin(pid, pidfd, (long)(end - now)) : -ESRCH;
+  pthread_mutex_unlock(&fz.mu);
+  if (r < 0) mark_remove(fs); /* over: its holder is gone, or its bound */
+}
+
+int rw_freeze(fuse_req_t req, struct cairnfs *fs, const char *upper) {
+  if (!upper_is(fs, upper)) return -EPERM;
+  if (!fz.se) return -ENOTSUP;
+  pid_t pid = fuse_req_ctx(req)->pid;
+  int r = 0;
+  pthread_mutex_lock(&fz.mu);
+  /* The last freeze's queue is still being served (the commit before
+   * this one): wait for it. */
+  while (fz.frozen && fz.ended) pthread_cond_wait(&fz.cv, &fz.mu);
+  if (fz.frozen && (pid <= 0 || pid != fz.pid)) {
+    r = -EBUSY;
+  } else if (!fz.frozen) { /* else the request is resent: that freeze goes on here */
+    int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+    r = freeze_begin(pid, pidfd, freeze_bound());
+    if (r == 0) {
+      pthread_mutex_unlock(&fz.mu);
+      mark_write(fs, pid, time(NULL) + freeze_bound());
+      pthread_mutex_lock(&fz.mu);
+    }
+  }
+  /* Until no changing request runs (the watcher ends the freeze at the
+   * bound: then the move is refused). */
+  while (r == 0 && fz.running && !fz.ended) pthread_cond_wait(&fz.cv, &fz.mu);
+  if (r == 0 && (fz.ended || !fz.frozen)) r = -EBUSY;
+  pthread_mutex_unlock(&fz.mu);
   return r;
 }
 

@@ -19,8 +19,10 @@
  * in the upper the move drops. The freeze ends with the move, a thaw (the
  * commit failed), commit's death, or cairnfs's bound (60 s); after the
  * bound the mount does not move (exit 0, said on stderr: the image is
- * made, the mount keeps its upper, which holds every write). A cairnfs
- * that cannot freeze (older) is moved as before, unfrozen.
+ * made, the mount keeps its upper, which holds every write). A restart of
+ * the server keeps the freeze. The freeze is asked first: a server that
+ * does not answer it in MOVE_WAIT_S makes commit exit 1, nothing made. A
+ * cairnfs that cannot freeze (older) is moved as before, unfrozen.
  */
 #include "commands.h"
 #include "cli_upper.h"

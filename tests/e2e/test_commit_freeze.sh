@@ -12,8 +12,8 @@
 # (one started before the kill completes), the mount stays, fsck is
 # clean. The bound (60 s; CAIRNFS_TEST_FREEZE_S here): past it the writes
 # go on and the mount does not move (exit 0, said), nothing lost. The
-# server killed -9 while frozen: the restarted one serves unfrozen, the
-# move is refused, nothing lost.
+# server killed -9 while frozen: the next one goes on with the freeze and
+# the move runs under it; killed with commit: the writes go on.
 # Fails without it: the files written in the window were in neither the
 # image nor the mount after the move.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -32,7 +32,7 @@ stopped() { grep -q '^State:.*(stopped)' "/proc/$1/status" 2>/dev/null; }
 # $T/commit.out, stderr in $T/commit.err).
 commit_stopped() {
   CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_PROG=cairn CAIRN_INJECT_POINT="commit: upper read" \
-    CAIRN_INJECT_MODE=stop LD_PRELOAD="$INJECT" \
+    CAIRN_INJECT_MODE=stop CAIRN_INJECT_COUNT="$T/inject.count" LD_PRELOAD="$INJECT" \
     "$FULL" --store "$STORE" commit "$1" "$2" >"$T/commit.out" 2>"$T/commit.err" &
   cpid=$!
   BG_PIDS+=("$cpid")
@@ -144,20 +144,49 @@ check_done "$m2" bound
 [ "$(cat "$m2/kept")" = kept ] || fail "a file from before the commit is gone"
 ok "past the bound the writes go on (after ${waited} s), the mount stays, nothing lost"
 
-# 5. the server killed -9 while frozen: its restart serves unfrozen.
+# 5. the server killed -9 while frozen: the next server goes on with the
+# freeze (the writes it held wait on), and the move runs under it.
 sup=$(mount_pid "$m2")
+has_server() { [ -n "$(server_of "$sup")" ]; }
+echo "before server" >"$m2/pre.server"
+$FSTREE scan "$m2" >"$T/view.server"
 commit_stopped "$m2" c:server
 writer "$m2" server 3
 sleep 1
 [ ! -s "$T/done.server" ] || fail "a write finished while commit was frozen (before the server's kill)"
-server_kill "frozen"
-wait_for 20 test -s "$T/done.server" || fail "the writes did not go on after the server's restart"
-wait "$wpid" || fail "the writer failed after the server's restart"
+s=$(server_of "$sup")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "the server survived kill -9"
+wait_for 10 has_server || fail "no server after the kill"
+[ "$(cat "$m2/pre.server")" = "before server" ] || fail "a read after the server's restart, while frozen"
+[ ! -s "$T/done.server" ] || fail "a write finished after the server's restart, while commit was frozen"
 kill -CONT "$cpid"
 wait "$cpid" || fail "commit after the server's restart exited $?: $(cat "$T/commit.err")"
-[ "$(image_of "$m2")" = "$before" ] || fail "the restarted server moved the mount"
+[ ! -s "$T/commit.err" ] || fail "commit after the server's restart said: $(cat "$T/commit.err")"
+id=$(cat "$T/commit.out")
+[ "$(image_of "$m2")" = "$id" ] || fail "the mount did not move after the server's restart"
+wait_for 20 test -s "$T/done.server" || fail "the writes did not go on after the move"
+wait "$wpid" || fail "the writer failed after the move"
 check_done "$m2" server
 check_done "$m2" bound
+cairn export "$id" >"$T/export.tar" 2>"$T/export.err"
+$FSTREE expect "$T/export.tar" >"$T/exported"
+diff -u "$T/view.server" "$T/exported" >"$T/diff" || fail "the image is not the view at the freeze: $(head -20 "$T/diff")"
+ok "server killed -9 while frozen: the next server holds the writes on, the move runs, nothing lost"
+
+# 6. both killed while frozen: the next server does not freeze for a dead
+# commit (its holder is gone), the writes go on.
+commit_stopped "$m2" c:both
+writer "$m2" both 3
+sleep 1
+[ ! -s "$T/done.both" ] || fail "a write finished while commit was frozen (before both kills)"
+s=$(server_of "$sup")
+kill -9 "$cpid" "$s"
+wait "$cpid" 2>/dev/null || true
+wait_for 10 test -s "$T/done.both" || fail "the writes did not go on after commit and the server were killed"
+wait "$wpid" || fail "the writer failed after both kills"
+check_done "$m2" both
+[ "$(image_of "$m2")" = "$id" ] || fail "the mount moved without its commit"
 cairn fsck >"$T/fsck.out" 2>&1 || fail "fsck at the end: $(cat "$T/fsck.out")"
-ok "server killed -9 while frozen: the restart serves unfrozen, the move is refused, nothing lost"
+ok "commit and server killed -9 while frozen: the writes go on, nothing lost, fsck clean"
 finish
