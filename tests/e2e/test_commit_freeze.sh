@@ -23,6 +23,9 @@ set -e
 INJECT=$CAIRN_BIN/cairn-inject.so
 FULL=$CAIRN_BIN/libexec/cairn/cairn
 [ -e "$INJECT" ] || fail "no injector at $INJECT"
+PRELOAD=$INJECT
+# A sanitizer build: its runtime first (the injector is no sanitized code).
+if sanitizer_build; then PRELOAD="$(ldd "$FULL" | awk '/libasan/ { print $3 }') $INJECT"; fi
 
 image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
 stopped() { grep -q '^State:.*(stopped)' "/proc/$1/status" 2>/dev/null; }
@@ -32,7 +35,7 @@ stopped() { grep -q '^State:.*(stopped)' "/proc/$1/status" 2>/dev/null; }
 # $T/commit.out, stderr in $T/commit.err).
 commit_stopped() {
   CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_PROG=cairn CAIRN_INJECT_POINT="commit: upper read" \
-    CAIRN_INJECT_MODE=stop CAIRN_INJECT_COUNT="$T/inject.count" LD_PRELOAD="$INJECT" \
+    CAIRN_INJECT_MODE=stop CAIRN_INJECT_COUNT="$T/inject.count" LD_PRELOAD="$PRELOAD" \
     "$FULL" --store "$STORE" commit "$1" "$2" >"$T/commit.out" 2>"$T/commit.err" &
   cpid=$!
   BG_PIDS+=("$cpid")
