@@ -13,7 +13,9 @@
 # clean. The bound (60 s; CAIRNFS_TEST_FREEZE_S here): past it the writes
 # go on and the mount does not move (exit 0, said), nothing lost. The
 # server killed -9 while frozen: the next one goes on with the freeze and
-# the move runs under it; killed with commit: the writes go on.
+# the move runs under it; killed with commit: the writes go on. A --rw
+# mount asked for -o passthrough: a write through a handle open since
+# before the freeze waits too.
 # Fails without it: the files written in the window were in neither the
 # image nor the mount after the move.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -192,4 +194,35 @@ check_done "$m2" both
 [ "$(image_of "$m2")" = "$id" ] || fail "the mount moved without its commit"
 cairn fsck >"$T/fsck.out" 2>&1 || fail "fsck at the end: $(cat "$T/fsck.out")"
 ok "commit and server killed -9 while frozen: the writes go on, nothing lost, fsck clean"
+
+# 7. -o passthrough asked of a --rw mount (whose files the server serves,
+# never passed through): a write through a handle open since before the
+# freeze waits too, and lands in the fresh upper after the move.
+m3=$T/mnt3
+mkdir "$m3"
+cairn mount -q --rw -o passthrough base:1 "$m3"
+exec 8>>"$m3/held"
+echo one >&8
+$FSTREE scan "$m3" >"$T/view.pt"
+commit_stopped "$m3" c:pt
+(
+  echo two >&8
+  echo done >"$T/done.pt"
+) &
+wpid=$!
+BG_PIDS+=("$wpid")
+sleep 1
+[ ! -e "$T/done.pt" ] || fail "a write through an open handle finished while commit was frozen"
+kill -CONT "$cpid"
+wait "$cpid" || fail "commit of the passthrough mount exited $?: $(cat "$T/commit.err")"
+wait_for 20 test -e "$T/done.pt" || fail "the write through the open handle did not go on after the move"
+wait "$wpid" || true
+exec 8>&-
+id=$(cat "$T/commit.out")
+[ "$(image_of "$m3")" = "$id" ] || fail "the passthrough mount did not move"
+[ "$(cat "$m3/held")" = "$(printf 'one\ntwo')" ] || fail "the file written through the open handle: $(cat "$m3/held")"
+cairn export "$id" >"$T/export.tar" 2>"$T/export.err"
+$FSTREE expect "$T/export.tar" >"$T/exported"
+diff -u "$T/view.pt" "$T/exported" >"$T/diff" || fail "the image is not the view at the freeze: $(head -20 "$T/diff")"
+ok "-o passthrough --rw: a write through a handle open before the freeze waits, then lands in the mount"
 finish
