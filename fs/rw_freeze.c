@@ -99,6 +99,8 @@ static struct {
   int wake; /* eventfd: the freeze's watcher, told it ended */
 } fz = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .wake = -1};
 
+static void freeze_end(void);
+
 /* This thread's last request changes the view (running counts it). */
 static __thread bool t_changing;
 
@@ -164,7 +166,7 @@ bool cairnfs_freeze_take(const void *buf, size_t n) {
   pthread_mutex_lock(&fz.mu);
   if (fz.frozen) {
     struct held *h = malloc(sizeof(*h) + n);
-    if (h) { /* else it runs: a write is never dropped */
+    if (h) {
       h->len = n;
       h->next = NULL;
       memcpy(h->buf, buf, n);
@@ -176,6 +178,9 @@ bool cairnfs_freeze_take(const void *buf, size_t n) {
       pthread_mutex_unlock(&fz.mu);
       return true;
     }
+    /* It runs, so the move is refused (or runs first): it is not lost. */
+    freeze_end();
+    while (fz.moving) pthread_cond_wait(&fz.cv, &fz.mu);
   }
   fz.running++;
   t_changing = true;
