@@ -84,7 +84,9 @@
  * rw_attr.c, rw_restart.c (the inodes and file handles a dead
  * server handed out), rw_ops.c (the operations on names and files, and the
  * table of operations), rw_dir.c, rw_xattr.c, rw_rebase.c (after cairn
- * commit), rw_setup.c. "mu held" means the namespace mutex, rw->mu.
+ * commit), rw_freeze.c (commit's pause of the changes from its read of
+ * the upper to the move), rw_setup.c. "mu held" means the namespace
+ * mutex, rw->mu.
  */
 #ifndef CAIRNFS_RW_H
 #define CAIRNFS_RW_H
