@@ -47,6 +47,9 @@
  *   CAIRN_INJECT_ARG=WORD   and only one with WORD among its arguments
  *                           ("fill": the filler a mount runs, not the
  *                           `cairn mount` that started the mount)
+ *   CAIRN_INJECT_PATH=PART  only steps on a path containing PART count (a
+ *                           point's path is its name): "STORE/tmp/", the first
+ *                           blob a commit stages
  *   CAIRN_INJECT_POINT=NAME act at the named point NAME (cairn_test_point),
  *                           the first time it is reached, whatever
  *                           CAIRN_INJECT_AT (implies CAIRN_INJECT_POINTS=1)
@@ -307,6 +310,8 @@ static bool name_below(int dirfd, const char *name, char *buf, size_t len) {
 
 /* Counts a step; acts if it is step N. Returns -1 (errno set) to fail it. */
 static int step(const char *call, const char *path) {
+  const char *part = getenv("CAIRN_INJECT_PATH");
+  if (part && !strstr(path, part)) return 0;
   long n = atomic_fetch_add(&steps, 1) + 1;
   if (trace_fd >= 0) {
     char line[PATH_MAX + 96];

@@ -15,7 +15,8 @@
 # server killed -9 while frozen: the next one goes on with the freeze and
 # the move runs under it; killed with commit: the writes go on. A --rw
 # mount asked for -o passthrough: a write through a handle open since
-# before the freeze waits too.
+# before the freeze waits too. A second commit meanwhile exits 4; a
+# commit that fails thaws at once.
 # Fails without it: the files written in the window were in neither the
 # image nor the mount after the move.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -114,6 +115,9 @@ commit_stopped "$m" c:kill
 writer "$m" killed 3
 sleep 1
 [ ! -s "$T/done.killed" ] || fail "a write finished while commit was frozen (before the kill)"
+expect_exit 4 "a second commit while one pauses the mount exits 4" cairn commit "$m" c:second
+grep -q "^cairn: commit: $m: another commit of this mount is under way$" "$T/stderr" ||
+  fail "the second commit said: $(cat "$T/stderr")"
 kill -9 "$cpid"
 wait "$cpid" 2>/dev/null || true
 wait_for 10 test -s "$T/done.killed" || fail "the writes did not resume after commit was killed"
@@ -225,4 +229,18 @@ cairn export "$id" >"$T/export.tar" 2>"$T/export.err"
 $FSTREE expect "$T/export.tar" >"$T/exported"
 diff -u "$T/view.pt" "$T/exported" >"$T/diff" || fail "the image is not the view at the freeze: $(head -20 "$T/diff")"
 ok "-o passthrough --rw: a write through a handle open before the freeze waits, then lands in the mount"
+
+# 8. a commit that fails after the freeze thaws the mount at once.
+rc=0
+# (its first write of a blob it stages fails: after the freeze)
+CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_PROG=cairn CAIRN_INJECT_PATH="$STORE/tmp/" CAIRN_INJECT_AT=1 \
+  CAIRN_INJECT_MODE=fail \
+  CAIRN_INJECT_COUNT="$T/inject.count" LD_PRELOAD="$PRELOAD" \
+  "$FULL" --store "$STORE" commit "$m" c:fail >/dev/null 2>"$T/commit.err" || rc=$?
+[ "$rc" != 0 ] || fail "the commit whose first write failed succeeded"
+start=$SECONDS
+echo "after fail" >"$m/after.fail"
+[ $((SECONDS - start)) -le 5 ] || fail "a write after the failed commit waited $((SECONDS - start)) s"
+[ "$(cat "$m/after.fail")" = "after fail" ] || fail "the write after the failed commit"
+ok "a commit that fails thaws the mount: a write goes on at once (exit $rc)"
 finish
