@@ -215,6 +215,16 @@ void cairnfs_report_moving(const char *upper);
 /* daemon.c: the status pipe cairnfs_report_moved writes to (conn.c). */
 void cairnfs_status_fd_set(int fd);
 
+/* rw_freeze.c: cairn commit's freeze of a writable mount's changes.
+ * start: the server's session (a writable mount's; a freeze a dead server
+ * of the upper held goes on). conn.c's read calls
+ * done as a thread comes back for its next request, and take with each
+ * request read: true if it is held (copied; the thread reads on). */
+void cairnfs_freeze_start(struct fuse_session *se, struct cairnfs *fs);
+void cairnfs_freeze_stop(void); /* the session loop ended */
+void cairnfs_freeze_done(void);
+bool cairnfs_freeze_take(const void *buf, size_t n);
+
 /* The session loop's worker threads: one is started when a request finds
  * none idle, up to this many, and all are kept. (libfuse ends idle threads
  * beyond its max_idle_threads: a burst of small reads then started and

@@ -91,10 +91,13 @@ static ssize_t conn_read(int fd, void *buf, size_t len, void *userdata) {
     cairnfs_passthrough_request(buf, conn.init_len);
     return (ssize_t)conn.init_len;
   }
+  cairnfs_freeze_done(); /* this thread's last request is answered */
   pthread_mutex_lock(&conn.lock);
   while (!conn.init_replied) pthread_cond_wait(&conn.replied, &conn.lock);
   pthread_mutex_unlock(&conn.lock);
-  ssize_t n = read(fd, buf, len);
+  ssize_t n;
+  do n = read(fd, buf, len);
+  while (n > 0 && cairnfs_freeze_take(buf, (size_t)n)); /* held: read on */
   if (n > 0) cairnfs_passthrough_request(buf, (size_t)n);
   struct cairnfs_in_header h = {0};
   if (n >= (ssize_t)sizeof(h)) memcpy(&h, buf, sizeof(h));
@@ -268,6 +271,7 @@ int cairnfs_server_main(int argc, char **argv) {
     code = report_fail(-EINVAL, "%s: bad mount options: %s", dir, opts);
     goto out;
   }
+  if (fs.rw) cairnfs_freeze_start(se, &fs);
   r = fuse_session_custom_io(se, &conn_io, conn.fuse_fd);
   if (r < 0) {
     code = report_fail(r, "%s: custom io: %s", dir, strerror(-r));
@@ -285,6 +289,7 @@ int cairnfs_server_main(int argc, char **argv) {
     r = fuse_session_loop(se);
   }
   if (r != 0) code = report_fail(r < 0 ? r : -EINTR, "%s: the session loop failed", dir);
+  if (fs.rw) cairnfs_freeze_stop();
   if (fs.access && (r = cairnfs_access_save(&fs, image_id)) < 0)
     report_fail(r, "%s: the access list: %s", image_id, report_why(fs.st, r));
   fuse_session_destroy(se); /* closes fuse_fd: ours only, the supervisor keeps its own */

@@ -84,7 +84,9 @@
  * rw_attr.c, rw_restart.c (the inodes and file handles a dead
  * server handed out), rw_ops.c (the operations on names and files, and the
  * table of operations), rw_dir.c, rw_xattr.c, rw_rebase.c (after cairn
- * commit), rw_setup.c. "mu held" means the namespace mutex, rw->mu.
+ * commit), rw_freeze.c (commit's pause of the changes from its read of
+ * the upper to the move), rw_setup.c. "mu held" means the namespace
+ * mutex, rw->mu.
  */
 #ifndef CAIRNFS_RW_H
 #define CAIRNFS_RW_H
@@ -286,6 +288,15 @@ void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 /* rw_rebase.c */
 int rw_rebase(struct cairnfs *fs, const char *value, size_t size);
+
+/* rw_freeze.c: cairn commit's freeze of the changes (upper: the id of the
+ * upper served, else EPERM); the move under it (EBUSY if it ended). */
+#define XA_FREEZE XA_PREFIX "freeze."        /* + UPPER, read on the root */
+#define XA_THAW XA_PREFIX "thaw."            /* + UPPER, read on the root */
+#define XA_REBASE_FROZEN XA_PREFIX "rebase." /* + UPPER.IMAGE, read on the root */
+int rw_freeze(fuse_req_t req, struct cairnfs *fs, const char *upper);
+int rw_thaw(struct cairnfs *fs, const char *upper);
+int rw_rebase_frozen(struct cairnfs *fs, const char *upper, const char *image);
 
 /* File handles. A file's fh is epoch (19 bits) << 44 | its open flags (24
  * bits) << 20 | the fd; a directory's, epoch (15 bits) << 48 | the address

@@ -10,7 +10,10 @@
  * the upper this mount serves now, by which cairn commit and umount know
  * the mount at a directory from another made for it earlier whose daemon
  * still serves it in another mount namespace (only root reads trusted.*;
- * the id is no secret from who can read the store's uppers/). A
+ * the id is no secret from who can read the store's uppers/); read as
+ * trusted.cairn.freeze.UPPER, .thaw.UPPER and .rebase.UPPER.IMAGE on the
+ * root, cairn commit's freeze of the changes and move under it
+ * (rw_freeze.c). A
  * lower-only inode's xattrs are its tree node's; setting or removing one
  * copies the inode up first. Calls act on the object through its fd's
  * /proc link (fd_path, rw.h), followed: that leads to the object itself,
@@ -31,8 +34,45 @@ static bool xattr_ours(const char *name) {
   return strncmp(name, XA_PREFIX, strlen(XA_PREFIX)) == 0;
 }
 
+/* cairn commit's requests, read on the root (rw_freeze.c): 1 if name
+ * is none, else the answer (0 or -errno). */
+static int commit_request(fuse_req_t req, struct cairnfs *fs, const char *name) {
+  char upper[CAIRN_ID_LEN + 1], image[CAIRN_ID_LEN + 1];
+  const char *p;
+  size_t n = strlen(name);
+  if (strncmp(name, XA_FREEZE, strlen(XA_FREEZE)) == 0) {
+    p = name + strlen(XA_FREEZE);
+    if (strlen(p) != CAIRN_ID_LEN) return -EINVAL;
+    return rw_freeze(req, fs, p);
+  }
+  if (strncmp(name, XA_THAW, strlen(XA_THAW)) == 0) {
+    p = name + strlen(XA_THAW);
+    return strlen(p) == CAIRN_ID_LEN ? rw_thaw(fs, p) : -EINVAL;
+  }
+  if (strncmp(name, XA_REBASE_FROZEN, strlen(XA_REBASE_FROZEN)) != 0) return 1;
+  p = name + strlen(XA_REBASE_FROZEN);
+  if (n - strlen(XA_REBASE_FROZEN) != 2 * CAIRN_ID_LEN + 1 || p[CAIRN_ID_LEN] != '.')
+    return -EINVAL;
+  memcpy(upper, p, CAIRN_ID_LEN);
+  upper[CAIRN_ID_LEN] = '\0';
+  memcpy(image, p + CAIRN_ID_LEN + 1, CAIRN_ID_LEN + 1);
+  for (const char *c = image; *c; c++)
+    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return -EINVAL;
+  return rw_rebase_frozen(fs, upper, image);
+}
+
 void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
   struct cairnfs *fs = fs_of(req);
+  int c = ino == FUSE_ROOT_ID && xattr_ours(name) ? commit_request(req, fs, name) : 1;
+  if (c != 1) {
+    if (c < 0)
+      fuse_reply_err(req, -c);
+    else if (size == 0)
+      fuse_reply_xattr(req, 0);
+    else
+      fuse_reply_buf(req, NULL, 0);
+    return;
+  }
   if (ino == FUSE_ROOT_ID && strcmp(name, XA_UPPER) == 0) {
     cairn_id id;
     LOCK(fs); /* a rebase changes it */

@@ -1215,6 +1215,30 @@ int cairn_upper_of_mount(const char *dir, cairn_id id_out);
  * move. */
 int cairn_xattr_bounded(const char *path, const char *name, const char *set, char *buf, size_t len,
                         int timeout_s);
+/* cairn commit's freeze of the live --rw mount at dir (absolute, its
+ * root) serving upper: its daemon holds every request that changes the
+ * view (writes, creates, renames, ...; reads go on) until the move
+ * (cairn_mount_move_frozen) or cairn_mount_thaw, or until the process
+ * that holds the freeze dies, or for a bound (cairnfs's, 60 s) at most;
+ * then writes run and the move is refused. Asked by a child that holds
+ * the freeze for as long as the caller lives (it exits when hold_fd, the
+ * caller's end of a pipe, closes: a caller killed ends the freeze).
+ * Awaited at most timeout_s seconds. 0 (frozen: hold_fd and pid set),
+ * -ENOTSUP if dir's daemon cannot freeze (an older cairnfs), -EBUSY if
+ * another freeze holds it, -ETIMEDOUT, or -errno. */
+typedef struct cairn_freeze {
+  int hold_fd;
+  pid_t pid;
+} cairn_freeze;
+int cairn_mount_freeze(const char *dir, const char *upper, int timeout_s, cairn_freeze *f);
+/* The move of the frozen mount at dir (serving upper) onto image (a fresh,
+ * empty upper), then the thaw: 0, -EBUSY if the freeze ended (its bound,
+ * a restart of the daemon: the mount stays on its image and upper, which
+ * hold every write), -ETIMEDOUT, or -errno. */
+int cairn_mount_move_frozen(const char *dir, const char *upper, const char *image, int timeout_s);
+/* Ends a freeze (ask: tells the daemon; else only lets the holder go, the
+ * daemon having thawed). */
+void cairn_mount_thaw(const char *dir, const char *upper, cairn_freeze *f, bool ask);
 
 /* cairn commit (store/commit.c): the upper upper_id as a new OCI layer
  * (.wh. whiteouts, .wh..wh..opq opaque markers, imported like any layer:

@@ -505,6 +505,80 @@ int cairn_xattr_bounded(const char *path, const char *name, const char *set, cha
   return a.n < 0 ? -a.err : (int)a.n;
 }
 
+int cairn_mount_freeze(const char *dir, const char *upper, int timeout_s, cairn_freeze *f) {
+  char name[64 + CAIRN_ID_LEN];
+  snprintf(name, sizeof(name), "trusted.cairn.freeze.%s", upper);
+  f->hold_fd = -1;
+  f->pid = -1;
+  int p[2], h[2];
+  if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+  if (pipe2(h, O_CLOEXEC) < 0) {
+    int r = -errno;
+    close(p[0]);
+    close(p[1]);
+    return r;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    int r = -errno;
+    for (int *fd = (int[]){p[0], p[1], h[0], h[1]}, k = 0; k < 4; k++) close(fd[k]);
+    return r;
+  }
+  if (pid == 0) { /* the holder: the answer on fd 0, then waits for fd 1's end */
+    if (dup2(p[1], 0) < 0 || dup2(h[0], 1) < 0) _exit(1);
+    close_range(2, ~0U, 0);
+    ssize_t n = lgetxattr(dir, name, NULL, 0);
+    int err = n < 0 ? errno : 0;
+    if (write(0, &err, sizeof(err)) != sizeof(err)) _exit(1);
+    close(0);
+    char c;
+    while (read(1, &c, 1) < 0 && errno == EINTR) continue;
+    _exit(0);
+  }
+  close(p[1]);
+  close(h[0]);
+  struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+  int k;
+  do k = poll(&pfd, 1, timeout_s * 1000);
+  while (k < 0 && errno == EINTR);
+  int err = EIO;
+  ssize_t got = k > 0 ? read(p[0], &err, sizeof(err)) : -1;
+  close(p[0]);
+  if (k == 0) { /* the child waits on, and lets a late freeze go as it gets it */
+    close(h[1]);
+    return -ETIMEDOUT;
+  }
+  if (got != (ssize_t)sizeof(err)) err = EIO;
+  if (err) {
+    close(h[1]);
+    waitpid(pid, NULL, 0);
+    return err == ENODATA || err == ENOTSUP ? -ENOTSUP : -err;
+  }
+  f->hold_fd = h[1];
+  f->pid = pid;
+  return 0;
+}
+
+int cairn_mount_move_frozen(const char *dir, const char *upper, const char *image, int timeout_s) {
+  char name[64 + 2 * CAIRN_ID_LEN];
+  snprintf(name, sizeof(name), "trusted.cairn.rebase.%s.%s", upper, image);
+  int r = cairn_xattr_bounded(dir, name, NULL, NULL, 0, timeout_s);
+  return r < 0 ? r : 0;
+}
+
+void cairn_mount_thaw(const char *dir, const char *upper, cairn_freeze *f, bool ask) {
+  if (ask) {
+    char name[64 + CAIRN_ID_LEN];
+    snprintf(name, sizeof(name), "trusted.cairn.thaw.%s", upper);
+    cairn_xattr_bounded(dir, name, NULL, NULL, 0, 2); /* else its bound ends it */
+  }
+  if (f->hold_fd >= 0) close(f->hold_fd);
+  if (f->pid > 0) waitpid(f->pid, NULL, 0);
+  f->hold_fd = -1;
+  f->pid = -1;
+}
+
 int cairn_upper_of_mount(const char *dir, cairn_id id_out) {
   char id[CAIRN_ID_LEN + 1];
   int n = cairn_xattr_bounded(dir, "trusted.cairn.upper", NULL, id, CAIRN_ID_LEN, 2);

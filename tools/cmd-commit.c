@@ -12,6 +12,17 @@
  * mount's server, which a restart may replace meanwhile (the kernel resends
  * it to the next one): at most MOVE_WAIT_S seconds, then exit 1, the mount
  * moving when a server answers.
+ *
+ * Between its read of the upper and the move, commit freezes the mount's
+ * changes (cairn_mount_freeze, fs/rw_freeze.c): a write, create, rename...
+ * made meanwhile waits, and lands in the fresh upper after the move, not
+ * in the upper the move drops. The freeze ends with the move, a thaw (the
+ * commit failed), commit's death, or cairnfs's bound (60 s); after the
+ * bound the mount does not move (exit 0, said on stderr: the image is
+ * made, the mount keeps its upper, which holds every write). A restart of
+ * the server keeps the freeze. The freeze is asked first: a server that
+ * does not answer it in MOVE_WAIT_S makes commit exit 1, nothing made. A
+ * cairnfs that cannot freeze (older) is moved as before, unfrozen.
  */
 #include "commands.h"
 #include "cli_upper.h"
@@ -54,12 +65,14 @@ static int find_record(const struct cairn_mount_rec *m, void *arg) {
   return 1;
 }
 
-/* Moves the live mount at dir (upper id) onto image: a fresh upper; its
- * record names image when this returns. */
-static int rebase(cairn_store *st, const char *dir, const char *id, const char *image) {
+/* Moves the live mount at dir (upper id; frozen: under commit's freeze)
+ * onto image: a fresh upper; its record names image when this returns. */
+static int rebase(cairn_store *st, const char *dir, const char *id, const char *image,
+                  bool frozen) {
   char value[2 * CAIRN_ID_LEN + 2];
   snprintf(value, sizeof(value), "%s %s", id, image);
-  int r = cairn_xattr_bounded(dir, "trusted.cairn.rebase", value, NULL, 0, MOVE_WAIT_S);
+  int r = frozen ? cairn_mount_move_frozen(dir, id, image, MOVE_WAIT_S)
+                 : cairn_xattr_bounded(dir, "trusted.cairn.rebase", value, NULL, 0, MOVE_WAIT_S);
   if (r < 0) return r;
   /* The supervisor records the move too, when its server says it moved
    * (or when it takes the move over from a server that died in it): the
@@ -106,20 +119,46 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   if (r == 0 && !up.found) r = cli_upper_of_dir(st, abs, false, &up);
   if (r == 0 && !up.found) r = cairn_fail(st, -ENOENT, "not a --rw mount (no upper layer)");
   if (r < 0) return report_fail(r, "commit: %s: %s", dir, report_why(st, r));
+  /* The mount's changes wait from here to the move (an older cairnfs
+   * cannot: moved unfrozen, as before). */
+  cairn_freeze fz = {.hold_fd = -1, .pid = -1};
+  bool frozen = false;
+  if (live) {
+    r = cairn_mount_freeze(abs, up.id, MOVE_WAIT_S, &fz);
+    frozen = r == 0;
+    if (r == -EBUSY)
+      return report_fail(r, "commit: %s: another commit of this mount is under way", dir);
+    if (r == -ETIMEDOUT)
+      return report_fail(r, "commit: %s: its server did not answer in %d s", dir, MOVE_WAIT_S);
+    if (r < 0 && r != -ENOTSUP)
+      return report_fail(r, "commit: %s: cannot pause its writes: %s", dir, strerror(-r));
+  }
   cairn_id image, layer;
   r = cairn_commit(st, up.id, normal, message, image, layer);
-  if (r < 0) return report_fail(r, "commit: %s: %s", dir, report_why(st, r));
+  if (r < 0) {
+    if (frozen) cairn_mount_thaw(abs, up.id, &fz, true);
+    return report_fail(r, "commit: %s: %s", dir, report_why(st, r));
+  }
   printf("%s\n", image);
   fflush(stdout);
-  if (live && (r = rebase(st, abs, up.id, image)) == -ETIMEDOUT)
+  cairn_test_point(st, "commit: upper read");
+  if (live) r = rebase(st, abs, up.id, image, frozen);
+  if (frozen) cairn_mount_thaw(abs, up.id, &fz, false); /* the move thawed it */
+  if (live && r == -ETIMEDOUT)
     return report_fail(r,
-                       "commit: %s: its server did not answer the move in %d s; the mount moves "
-                       "onto %.12s when a server answers",
+                       frozen ? "commit: %s: its server did not answer the move in %d s; the "
+                                "mount stays on its upper over the old image unless it moved "
+                                "onto %.12s"
+                              : "commit: %s: its server did not answer the move in %d s; the "
+                                "mount moves onto %.12s when a server answers",
                        dir, MOVE_WAIT_S, image);
   if (live && r < 0) {
     char msg[PATH_MAX + 256];
     snprintf(msg, sizeof(msg), "commit: %s: the mount stays on its upper over the old image: %s",
-             dir, r == -ENOTSUP || r == -EPERM ? "its cairnfs cannot move it" : report_why(st, r));
+             dir,
+             r == -EBUSY ? "its writes went on before the move (paused 60 s at most)"
+             : r == -ENOTSUP || r == -EPERM ? "its cairnfs cannot move it"
+                                            : report_why(st, r));
     report_notice(msg);
   }
   return CAIRN_EXIT_OK;
@@ -134,7 +173,10 @@ const struct cli_command cmd_commit = {
                "config is the image's with a history entry; prints the new image's id. A\n"
                "live mount then serves the new image with a fresh, empty upper layer: later\n"
                "writes go there, also through files open for writing. The move waits 10 s at\n"
-               "most for the mount's server (exit 1 past that; the mount moves when it answers).",
+               "most for the mount's server (exit 1 past that; the mount moves when it answers).\n"
+               "From its read of the changes to the move, commit pauses the mount's writes\n"
+               "(reads go on), 60 s at most: past that the writes go on and the mount stays\n"
+               "on its upper over the old image (said on stderr; the new image is made).",
     .options = "-m, --message MESSAGE\tthe history entry's comment\n"
                "-q, --quiet\tprint the new image's id only (as without it: commit\n"
                "\tshows no progress)\n",

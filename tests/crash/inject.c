@@ -26,6 +26,10 @@
  *                           parent: SIGKILL its parent there, and go on
  *                           (the cairnfs server whose read runs `cairn fill
  *                           --file`, killed while the fill fetches or stores);
+ *                           stop: SIGSTOP the process there (the test lets
+ *                           it go on with SIGCONT, or kills it: cairn commit
+ *                           stopped between its read of a mount's upper
+ *                           and the move);
  *                           fail: step N fails (errno CAIRN_INJECT_ERRNO,
  *                           EIO or ENOSPC, default EIO) and the process goes on;
  *                           cut:  a power cut, see below
@@ -43,6 +47,12 @@
  *   CAIRN_INJECT_ARG=WORD   and only one with WORD among its arguments
  *                           ("fill": the filler a mount runs, not the
  *                           `cairn mount` that started the mount)
+ *   CAIRN_INJECT_PATH=PART  only steps on a path containing PART count (a
+ *                           point's path is its name): "STORE/tmp/", the first
+ *                           blob a commit stages
+ *   CAIRN_INJECT_POINT=NAME act at the named point NAME (cairn_test_point),
+ *                           the first time it is reached, whatever
+ *                           CAIRN_INJECT_AT (implies CAIRN_INJECT_POINTS=1)
  *   CAIRN_INJECT_POINTS=1   the store's named test points (cairn_test_point,
  *                           store_test_point: "lazy: range fetched", ...)
  *                           count as steps too, traced as "point NAME":
@@ -89,7 +99,15 @@
 
 #include "undo_log.h"
 
-enum inject_mode { MODE_COUNT, MODE_KILL, MODE_KILL_PARENT, MODE_FAIL, MODE_CUT, MODE_PARENT };
+enum inject_mode {
+  MODE_COUNT,
+  MODE_KILL,
+  MODE_KILL_PARENT,
+  MODE_FAIL,
+  MODE_CUT,
+  MODE_PARENT,
+  MODE_STOP
+};
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -126,9 +144,16 @@ static int (*real_unlink)(const char *);
 static int (*real_unlinkat)(int, const char *, int);
 
 static int step(const char *call, const char *path);
+static const char *at_point; /* CAIRN_INJECT_POINT */
+static atomic_bool point_done;
+static void act(void);
 /* A named point of the program (CAIRN_INJECT_POINTS): a step. */
 static void named_point(void *st, const char *point) {
   (void)st;
+  if (at_point && strcmp(point, at_point) == 0 && !atomic_exchange(&point_done, true)) {
+    act();
+    return;
+  }
   step("point", point);
 }
 
@@ -207,6 +232,8 @@ static void inject_init(void) {
     mode = MODE_CUT;
   else if (m && strcmp(m, "parent") == 0)
     mode = MODE_PARENT;
+  else if (m && strcmp(m, "stop") == 0)
+    mode = MODE_STOP;
   if (err && strcmp(err, "ENOSPC") == 0) fail_errno = ENOSPC;
   if (trace) trace_fd = open(trace, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (mode == MODE_CUT) {
@@ -219,7 +246,8 @@ static void inject_init(void) {
   }
   watch_len = strlen(watch_dir);
   const char *points = getenv("CAIRN_INJECT_POINTS");
-  if (points && strcmp(points, "1") == 0) {
+  at_point = getenv("CAIRN_INJECT_POINT");
+  if (at_point || (points && strcmp(points, "1") == 0)) {
     void (**hook)(void *, const char *) = dlsym(RTLD_DEFAULT, "cn_store_test_hook");
     if (hook) *hook = named_point;
   }
@@ -282,6 +310,8 @@ static bool name_below(int dirfd, const char *name, char *buf, size_t len) {
 
 /* Counts a step; acts if it is step N. Returns -1 (errno set) to fail it. */
 static int step(const char *call, const char *path) {
+  const char *part = getenv("CAIRN_INJECT_PATH");
+  if (part && !strstr(path, part)) return 0;
   long n = atomic_fetch_add(&steps, 1) + 1;
   if (trace_fd >= 0) {
     char line[PATH_MAX + 96];
@@ -299,9 +329,19 @@ static int step(const char *call, const char *path) {
     errno = fail_errno;
     return -1;
   }
+  act();
+  return 0;
+}
+
+/* Acts at the step or point chosen (not mode fail). */
+static void act(void) {
+  if (mode == MODE_STOP) {
+    raise(SIGSTOP);
+    return;
+  }
   if (mode == MODE_PARENT) {
     kill(getppid(), SIGKILL);
-    return 0;
+    return;
   }
   if (mode == MODE_KILL_PARENT) kill(getppid(), SIGKILL);
   kill(getpid(), SIGKILL);
