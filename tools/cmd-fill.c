@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #define USAGE                                                                                      \
-  "cairn fill [-q | --no-progress] [--keep-blobs] [--creds USER[:PASS]] IMAGE | --file SHA256 |"   \
-  " --serve"
+  "cairn fill [-q | --no-progress] [--keep-blobs] [--creds USER[:PASS]] IMAGE\n"                   \
+  "                  | --file SHA256 | --serve"
 
 static void on_log(const char *line, void *arg) {
   (void)arg;
