@@ -54,8 +54,8 @@ LAYERS=(
     | what podman's Additional Layer Store needs"
   "rm-gc | store/rm.c store/gc.c | - | below
     | removal, gc and fsck"
-  "porcelain | store/spec.c store/tag.c store/history.c | - | below
-    | a bundle's runtime config, tag, history"
+  "porcelain | store/spec.c store/tag.c store/history.c store/access.c | - | below
+    | a bundle's runtime config, tag, history, an image's recorded access list"
   "commit | store/commit.c | - | below
     | a writable mount's upper written as a layer and committed"
   "pull | store/pull/*.c | store/pull/pull.h store/pull/registry.h store/pull/toc.h store/pull/byteranges.h store/pull/partial.h store/pull/chunked_write.h store/pull/lazy.h store/pull/fill.h | public
