@@ -644,16 +644,17 @@ static int finish_zstd(cn_chunked_writer *w, const char *js, size_t js_len,
   return r;
 }
 
-static int finish_estargz(cn_chunked_writer *w, const char *js, size_t js_len,
-                          cn_chunked_result *res) {
-  uint64_t toc_off = w->out_pos;
-  unsigned char h[BLOCK] = {0};
-  snprintf((char *)h, 100, "stargz.index.json");
+/* h: the ustar header of a regular file NAME (0644, root, mtime 0) of
+ * size bytes, its checksum set, as the estargz package writes its own
+ * entries. */
+static void file_header(unsigned char h[BLOCK], const char *name, uint64_t size) {
+  memset(h, 0, BLOCK);
+  snprintf((char *)h, 100, "%s", name);
   memcpy(h + 100, "0000644", 8);
   memcpy(h + 108, "0000000", 8);
   memcpy(h + 116, "0000000", 8);
   char num[24];
-  snprintf(num, sizeof num, "%011llo", (unsigned long long)js_len & 077777777777ull);
+  snprintf(num, sizeof num, "%011llo", (unsigned long long)size & 077777777777ull);
   memcpy(h + 124, num, 12);
   memcpy(h + 136, "00000000000", 12);
   h[156] = '0';
@@ -665,6 +666,13 @@ static int finish_estargz(cn_chunked_writer *w, const char *js, size_t js_len,
   memset(h + 148, ' ', 8);
   for (int i = 0; i < BLOCK; i++) sum += h[i];
   snprintf((char *)h + 148, 8, "%06o", sum);
+}
+
+static int finish_estargz(cn_chunked_writer *w, const char *js, size_t js_len,
+                          cn_chunked_result *res) {
+  uint64_t toc_off = w->out_pos;
+  unsigned char h[BLOCK];
+  file_header(h, "stargz.index.json", js_len);
   static const unsigned char zeros[2 * BLOCK];
   int r = emit(w, h, BLOCK);
   if (r == 0) r = emit(w, js, js_len);
@@ -883,21 +891,7 @@ int cn_tar_pick_write(cn_tar_pick *p, const void *buf, size_t len) {
 
 int cn_chunked_landmark(cn_chunked_writer *w) {
   unsigned char h[2 * BLOCK] = {0};
-  snprintf((char *)h, 100, ".prefetch.landmark");
-  memcpy(h + 100, "0000644", 8);
-  memcpy(h + 108, "0000000", 8);
-  memcpy(h + 116, "0000000", 8);
-  memcpy(h + 124, "00000000001", 12);
-  memcpy(h + 136, "00000000000", 12);
-  h[156] = '0';
-  memcpy(h + 257,
-         "ustar\0"
-         "00",
-         8);
-  unsigned sum = 0;
-  memset(h + 148, ' ', 8);
-  for (int i = 0; i < BLOCK; i++) sum += h[i];
-  snprintf((char *)h + 148, 8, "%06o", sum);
+  file_header(h, ".prefetch.landmark", 1);
   h[BLOCK] = 0xf; /* its one byte, as the estargz package writes it */
   return cn_chunked_write(w, h, sizeof h);
 }
