@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <xxhash.h>
 
 #define SLOTS (2 * CAIRNFS_ACCESS_FILES) /* a power of two */
 #define ACCESS_PATH_MAX 4096
@@ -47,14 +48,8 @@ static uint64_t mono_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static uint64_t hash(const char *s) {
-  uint64_t h = 1469598103934665603u; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
-  return h;
-}
-
 static struct slot *slot_of(struct cairnfs_access *a, const char *blob) {
-  for (uint64_t i = hash(blob) & (SLOTS - 1);; i = (i + 1) & (SLOTS - 1))
+  for (uint64_t i = XXH3_64bits(blob, strlen(blob)) & (SLOTS - 1);; i = (i + 1) & (SLOTS - 1))
     if (!a->slots[i].blob || strcmp(a->slots[i].blob, blob) == 0) return &a->slots[i];
 }
 

@@ -115,10 +115,15 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static struct fetch *fetch_find(const char *sha256) {
+/* The bucket of sha256's entry in fetches. */
+static size_t fetch_bucket(const char *sha256) {
   size_t k = 5381;
   for (const char *p = sha256; *p; p++) k = k * 33 + (unsigned char)*p;
-  struct fetch *f = fetches[k % FETCH_BUCKETS];
+  return k % FETCH_BUCKETS;
+}
+
+static struct fetch *fetch_find(const char *sha256) {
+  struct fetch *f = fetches[fetch_bucket(sha256)];
   while (f && strcmp(f->sha256, sha256) != 0) f = f->next;
   return f;
 }
@@ -277,9 +282,7 @@ int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name
   pthread_mutex_lock(&fetch_mu);
   struct fetch *f = fetch_find(b);
   if (!f) {
-    size_t k = 5381;
-    for (const char *p = b; *p; p++) k = k * 33 + (unsigned char)*p;
-    k %= FETCH_BUCKETS;
+    size_t k = fetch_bucket(b);
     f = calloc(1, sizeof *f);
     if (!f || !(f->sha256 = strdup(b))) {
       free(f);
