@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # bench_first_read.sh — the first read of a file a lazy pull has not
-# fetched yet (issue 33, doc/lazy-pulls.md), through the shaping proxy
+# fetched yet (doc/lazy-pulls.md), through the shaping proxy
 # (tests/helpers/shaping_proxy.py: about 100 Mbit/s, 10 ms a request) in
 # front of Debian's docker-registry on 127.0.0.1. Measured, never asserted:
 #   first read, lazy mount   each of FILES small files (1 to 16 KiB), read

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # bench_lazy_start.sh — start time of a container whose image is pulled
-# lazily (issue 33, doc/lazy-pulls.md): from the start of the pull to the
+# lazily (doc/lazy-pulls.md): from the start of the pull to the
 # container's first line of output, through the shaping proxy
 # (tests/helpers/shaping_proxy.py: about 100 Mbit/s, 10 ms a request) in
 # front of Debian's docker-registry on 127.0.0.1. Measured, never asserted:

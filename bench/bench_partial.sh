@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench_partial.sh — the partial pull of a zstd:chunked layer (issue 33,
-# doc/lazy-pulls.md) against podman 4.3's, in one run, through the shaping
+# bench_partial.sh — the partial pull of a zstd:chunked layer
+# (doc/lazy-pulls.md) against podman 4.3's, in one run, through the shaping
 # proxy (tests/helpers/shaping_proxy.py: about 100 Mbit/s, 10 ms a request)
 # in front of Debian's docker-registry on 127.0.0.1. Measured, never asserted:
 #   cairn pull, empty store        the full pull of image B (the reference)

@@ -151,7 +151,7 @@ cairn export test:1 >"$T/after.tar"
 cmp "$T/before.tar" "$T/after.tar" || fail "the base image changed"
 ok "the mount keeps serving; the base image is unchanged"
 
-# Issue 30 item 3: a lower directory with children from three layers,
+# A lower directory with children from three layers,
 # renamed, and a file of it with two names given an xattr: the commit
 # whites out the old name (nothing is written below it) and carries the
 # xattr to every name of the file, under the new name.
@@ -192,7 +192,7 @@ diff -u "$T/optview" "$T/optlive" || fail "the mount moved onto the commit shows
 cairn umount "$m" >/dev/null
 ok "a renamed 3-layer directory and an xattr on a file with two names are committed as shown"
 
-# Issue 30 item 4: one history entry per layer. test:1 was imported (no
+# One history entry per layer. test:1 was imported (no
 # history): the commit's config has placeholders for the three base
 # layers, then its own entry; `cairn history` names the new top layer as
 # the commit's, and so does podman after a push to a registry.

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test_commit_diff.sh — the differential test of `cairn commit` (issue 30):
+# test_commit_diff.sh — the differential test of `cairn commit`:
 # random sequences of operations (create, write, truncate, renames of files
 # and directories from every layer, hardlinks, symlinks, chmod/chown,
 # xattrs (of symlinks and fifos too, the image's hardlinked ones among

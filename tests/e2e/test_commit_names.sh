@@ -8,7 +8,7 @@
 # (not 0) and a symlink's xattr calls answer (not ENOENT), through the
 # nodeid the kernel holds, with no new lookup. The same for a symlink and
 # a file of the image with three names whose other two are in a directory
-# renamed before the commit (issue 30), and what changes through them
+# renamed before the commit, and what changes through them
 # after the move is in the next commit.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
@@ -62,8 +62,8 @@ sys.exit(1 if bad else 0)
 PY
 ok "after the move, files held at a removed name are at their other names (links, xattrs)"
 
-# A symlink of the image with three names, one in another directory (issue
-# 30's differential case): every name looked up, opt/app/s3 removed, the
+# A symlink of the image with three names, one in another directory (the
+# differential test's case): every name looked up, opt/app/s3 removed, the
 # directory of the other two moved, then cairn commit. The one inode the
 # kernel holds is, after the move, the file at etc/n2/s and etc/n2/s2 (two
 # links, not an orphan of the old upper), and what is changed through it

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# test_fill_crash.sh — the lazy pull's promise (issue 33, doc/lazy-pulls.md
+# test_fill_crash.sh — the lazy pull's promise (doc/lazy-pulls.md
 # "The lazy pull as built"), proven by kill -9 at every step of a file's
 # fetch and store, under the crash-point injector (tests/crash/inject.c,
 # CAIRN_INJECT_POINTS=1: its durable steps and the store's named points

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # test_lazy_complete.sh — a lazily pulled zstd:chunked layer, once all its
-# files are here, becomes what a full pull records (issue 33,
-# doc/lazy-pulls.md, "Finishing a lazily pulled layer"), against Debian's
+# files are here, becomes what a full pull records (doc/lazy-pulls.md, "Finishing a lazily pulled layer"), against Debian's
 # docker-registry on 127.0.0.1 behind the shaping proxy, with a layer
 # podman 4.3 pushed (--compression-format zstd:chunked):
 #   cairn fill ends by recording the layer's exact tar, fetching only the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # test_pull_kill.sh — kill -9 of a `cairn pull docker://…` at random
-# instants (issue 4: "interrupted downloads leave no committed partial
+# instants (the promise that "interrupted downloads leave no committed partial
 # layer and no lasting pin; a re-run reuses what was fully stored").
 # The image is three layers of incompressible random data (~60 MiB) so a
 # pull takes long enough to be hit mid-way. After every kill:

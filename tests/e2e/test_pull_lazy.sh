@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# test_pull_lazy.sh — lazy pulls of zstd:chunked layers (issue 33,
-# doc/lazy-pulls.md), against Debian's docker-registry on 127.0.0.1 behind
+# test_pull_lazy.sh — lazy pulls of zstd:chunked layers
+# (doc/lazy-pulls.md), against Debian's docker-registry on 127.0.0.1 behind
 # the shaping proxy, with a layer podman 4.3 pushed
 # (--compression-format zstd:chunked):
 #   cairn pull --lazy fetches the manifest, the config and the TOC only

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# test_pull_lazy_estargz.sh — lazy pulls of eStargz layers (issue 33,
-# doc/lazy-pulls.md), against Debian's docker-registry on 127.0.0.1 behind
+# test_pull_lazy_estargz.sh — lazy pulls of eStargz layers
+# (doc/lazy-pulls.md), against Debian's docker-registry on 127.0.0.1 behind
 # the shaping proxy, with two images of one tree: one pushed by `cairn push
 # --format estargz`, one written by the reference (containerd's estargz
 # package, tests/helpers/estargz_ref: chunks of 64 KiB and a prefetch

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# test_pull_lazy_fill.sh — the fill of a lazily pulled image (issue 33,
-# doc/lazy-pulls.md "The fill as built"), against Debian's docker-registry
+# test_pull_lazy_fill.sh — the fill of a lazily pulled image
+# (doc/lazy-pulls.md "The fill as built"), against Debian's docker-registry
 # on 127.0.0.1 behind the shaping proxy, with a zstd:chunked layer podman
 # 4.3 pushed (200 files of 0.5 to 3 kB, 20 of 20 to 150 kB):
 #   pull --lazy --no-fill starts nothing: the files stay pending;

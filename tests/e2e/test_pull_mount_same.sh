@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# test_pull_mount_same.sh — issue 4's "done when": `cairn pull docker://…`
+# test_pull_mount_same.sh — one image, two transports: `cairn pull docker://…`
 # (a real docker-registry on 127.0.0.1, filled by skopeo) and `cairn pull
 # oci:…` of the same image give identical image ids, and cairnfs mounts of
 # the two (each from its own store) show the same tree: the same

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# test_pull_partial.sh — the partial pull of zstd:chunked layers (issue 33,
-# doc/lazy-pulls.md "What is fetched when", item 4), against Debian's
+# test_pull_partial.sh — the partial pull of zstd:chunked layers
+# (doc/lazy-pulls.md "What is fetched when", item 4), against Debian's
 # docker-registry on 127.0.0.1 behind the shaping proxy, with layers podman
 # 4.3 pushed (--compression-format zstd:chunked):
 #   image B shares 38 of its 40 files with image A, which the store holds: pulling

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # test_push_access_list.sh — the files a container reads first arrive first
-# (issue 33, doc/lazy-pulls.md "The access list"), against Debian's
+# (doc/lazy-pulls.md "The access list"), against Debian's
 # docker-registry on 127.0.0.1 behind the shaping proxy:
 #   cairn mount --record-access records the order of a mount's first reads
 #   (cairn inspect: AccessList), a later recording replaces it;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # test_push_chunked.sh — `cairn push --format zstd:chunked|estargz` writes
-# lazily-pullable layers (issue 33, "Make them, too"; doc/lazy-pulls.md),
+# lazily-pullable layers (doc/lazy-pulls.md),
 # pushed to Debian's docker-registry on 127.0.0.1:
 #   zstd:chunked: the manifest carries the annotations podman 4.3 reads, the
 #   blob decompresses to the layer's exact tar, every file's data starts a

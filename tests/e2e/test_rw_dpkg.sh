@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test_rw_dpkg.sh — issue 10's "done when": inside a crun container whose
+# test_rw_dpkg.sh — a writable mount holds a package manager: inside a crun container whose
 # root is a `cairn mount --rw` of a Debian minbase image, `dpkg -i` of real
 # .deb files succeeds: one built here with dpkg-deb (a conffile, a program
 # in /usr/bin, a maintainer postinst that writes a file) and, when the host

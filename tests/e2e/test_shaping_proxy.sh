@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # test_shaping_proxy.sh — the shaping proxy the lazy and partial pull tests
-# put in front of a real registry (shaping_proxy.py, issue 33): through it,
+# put in front of a real registry (shaping_proxy.py): through it,
 # Debian's docker-registry on 127.0.0.1 answers
 #   an upload (POST, PUT) of a real zstd:chunked layer (podman 4.3.1's,
 #   tests/fuzz/corpus/toc_zstd_chunked/) and a GET of all of it, identical;

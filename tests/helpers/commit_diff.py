@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""commit_diff.py — the differential test of `cairn commit` (issue 30): random
+"""commit_diff.py — the differential test of `cairn commit`: random
 sequences of file-system operations applied both to a --rw mount of a
 three-layer image and to a plain copy of that image (a real directory), then
 committed; the committed image (a fresh read-only mount of it), the rw view

@@ -4,7 +4,7 @@
 that makes loopback look like a network: every request waits LATENCY
 before it is forwarded, and response bodies share one link of RATE bytes
 a second (this kernel has no netem). For the lazy and partial pull tests
-and benchmarks (issue 33); it forwards every method, headers and bodies
+and benchmarks; it forwards every method, headers and bodies
 as they are, so ranges (206, multipart/byteranges), uploads and auth
 challenges pass through unchanged, and it counts what went through.
 
