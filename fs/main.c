@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * main.c — cairnfs: serve one image of a cairn store as a read-only FUSE
- * mount.
+ * main.c — cairnfs: serve one image of a cairn store as a FUSE mount,
+ * read-only or writable (-o writable: a private upper layer).
  *
  *   cairnfs [-f] [-d] [-o OPT[,OPT...]] [--store DIR] IMAGE DIR
  *
@@ -69,9 +69,9 @@
 /* Splits one -o argument: store=, ro, rw, [no]suid, [no]dev and
  * [no]passthrough are ours;
  * the rest is libfuse's.
- * The mount is always read-only for now: mount(8) passes "rw" to every
- * helper unless told "ro", so "rw" cannot mean "writable upper layer" here
- * and is ignored. */
+ * mount(8) passes "rw" to every helper unless told "ro", so "rw" cannot
+ * mean "writable upper layer" here and is ignored: -o writable asks for
+ * one. */
 static int take_mount_opts(struct cairnfs_options *o, const char *arg) {
   while (*arg) {
     size_t len = strcspn(arg, ",");
