@@ -6,7 +6,8 @@
 # documentation has no dead link (scripts/check-links.sh), that no file is
 # created through a name another user could plant (scripts/check-open.sh)
 # that CMakeLists.txt names every source and test file, and that
-# doc/hacking.md's generated tables match the sources, then that the builds
+# doc/hacking.md's generated tables match the sources, that the commit
+# messages keep their shape (scripts/check-commit-msg.sh), then that the builds
 # packagers make (Release with gcc and with clang, Debian's dpkg-buildflags
 # with all hardening and without the tests or Criterion) have no warning;
 # after the tests, runs the fuzz targets for a short slice each.
@@ -37,6 +38,14 @@ echo "== sources: every C source and test is named in CMakeLists.txt"
 bash scripts/check-cmake.sh || status=1
 echo "== doc tables: scripts/check-doc-tables.sh (doc/hacking.md, README.md)"
 bash scripts/check-doc-tables.sh || status=1
+# Commit messages since the rule was made (015ea5f): "area: what changed"
+# in at most 72 characters, a body, merges that say what they bring.
+echo "== history: scripts/check-commit-msg.sh (the commits after 015ea5f)"
+if git cat-file -e 015ea5f^{commit} 2>/dev/null; then
+  bash scripts/check-commit-msg.sh --range 015ea5f..HEAD || status=1
+else
+  echo "skipped: 015ea5f is not in this clone's history"
+fi
 
 # warning_free_build DIR CC BUILD_TYPE CFLAGS LDFLAGS [CMAKE_ARG...]: builds
 # with -Werror.
