@@ -473,9 +473,6 @@ int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, 
  * (gc sweeps them too). Only when the store lock is free (else 0, left
  * to gc). */
 int cairn_lazy_tidy(cairn_store *st);
-/* 0 when no file of image_id is pending; -ENODATA, saying how many are
- * and that `cairn fill` fetches them, when some are (export, push). */
-int cairn_image_complete(cairn_store *st, const char *image_id);
 
 /* A lazily pulled layer whose files are all stored is complete but keeps
  * its source and TOC until it is finished: its exact tar recorded, as a

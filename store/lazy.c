@@ -458,14 +458,6 @@ int cairn_lazy_tidy(cairn_store *st) {
   return 0;
 }
 
-int cairn_image_complete(cairn_store *st, const char *image_id) {
-  uint64_t files = 0;
-  int r = cairn_image_pending(st, image_id, &files, NULL);
-  if (r < 0 || files == 0) return r;
-  return store_fail(st, -ENODATA, "%llu files not fetched yet (a lazy pull); cairn fill it first",
-                    (unsigned long long)files);
-}
-
 /* Writes fd's content (from its start) as a blob: its name, and its sha256
  * hex, which the caller compares. */
 static int blob_from_fd(cairn_store *st, int fd, char name[48], uint64_t *size, char sha[65]) {

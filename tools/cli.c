@@ -300,19 +300,6 @@ int cli_no_options(int argc, char **argv, const char *usage, bool operands_end) 
   return CAIRN_EXIT_OK;
 }
 
-int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet) {
-  static const struct option opts[] = {
-      {"quiet", no_argument, NULL, 'q'}, {"no-progress", no_argument, NULL, 'q'}, {0}};
-  int o;
-  *quiet = false;
-  optind = 1;
-  while ((o = getopt_long(argc, argv, ":q", opts, NULL)) != -1) {
-    if (o != 'q') return cli_bad_option(usage, argv, o, opts);
-    *quiet = true;
-  }
-  return CAIRN_EXIT_OK;
-}
-
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool rows,
                       struct cli_listing *l) {
   static const struct option all[] = {{"json", no_argument, NULL, 'j'},

@@ -114,11 +114,6 @@ int cli_bad_option(const char *usage, char **argv, int o, const struct option *l
  * first operand. Returns CAIRN_EXIT_OK, or the exit code of the error. */
 int cli_no_options(int argc, char **argv, const char *usage, bool operands_end);
 
-/* Parses -q/--quiet or --no-progress, the same (the only options of a
- * command that prints no id: export), leaving optind at the first operand.
- * Returns CAIRN_EXIT_OK, or the exit code of a usage error it printed. */
-int cli_quiet_flag(int argc, char **argv, const char *usage, bool *quiet);
-
 /* How a listing prints its rows. */
 struct cli_listing {
   bool json;          /* --json (or --format json) */
