@@ -419,66 +419,69 @@ static void rebase_record(struct cairnfs *fs, const struct lower_map *map, size_
   cairnfs_nodetab_move(rw->nodes, rw->id);
 }
 
-int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
-  struct cairnfs_rw *rw = fs->rw;
-  char buf[2 * CAIRN_ID_LEN + 2];
-  if (size != sizeof(buf) - 1) return -EINVAL;
+/* What the move goes to, made before anything of the view changes: the
+ * new image's tree and pins, and the fresh upper with its directories. */
+struct rebase_target {
+  cairn_tree *tree;
+  cairn_pinset *pins;
+  cairn_id id;
+  char path[PATH_MAX];
+  int lock_fd, root_fd, work_fd, index_fd;
+};
+
+/* Splits "UPPER_ID IMAGE_ID" into buf: upper and image point into it. */
+static int rebase_parse(const char *value, size_t size, char buf[2 * CAIRN_ID_LEN + 2],
+                        const char **upper, const char **image) {
+  if (size != 2 * CAIRN_ID_LEN + 1) return -EINVAL;
   memcpy(buf, value, size);
   buf[size] = '\0';
   if (buf[CAIRN_ID_LEN] != ' ') return -EINVAL;
   buf[CAIRN_ID_LEN] = '\0';
-  const char *upper = buf, *image = buf + CAIRN_ID_LEN + 1;
-  for (const char *c = image; *c; c++)
-    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return -EINVAL;
-  LOCK(fs);
-  /* The kernel resends the request of a server killed after it moved the
-   * mount (nodetab.c's one write) and before it answered: this server is
-   * on that image already, the move is done. */
-  if (strcmp(upper, rw->id) != 0 && cairnfs_resent && strcmp(image, rw->image) == 0) {
-    UNLOCK(fs);
-    return 0;
-  }
-  int r = strcmp(upper, rw->id) == 0 ? 0 : -EPERM;
-  /* The new image: pinned by this server for as long as it serves it. */
-  if (r == 0 && !rw->st2) r = cairn_store_open(cairn_store_dir(fs->st), &rw->st2);
-  cairn_pinset *pins = r == 0 ? cairn_pinset_new("mount (rebased by cairn commit)", true) : NULL;
-  if (r == 0 && !pins) r = -ENOMEM;
-  if (r == 0) r = cairn_pin_image(rw->st2, pins, image);
-  cairn_tree *tree = NULL;
-  if (r == 0) r = cairn_tree_build(rw->st2, image, &tree);
+  *upper = buf;
+  *image = buf + CAIRN_ID_LEN + 1;
+  return cairn_id_valid(*image) ? 0 : -EINVAL;
+}
+
+static void rebase_target_free(struct cairnfs_rw *rw, struct rebase_target *t) {
+  if (t->lock_fd >= 0) cairn_upper_drop(rw->st2, t->id);
+  for (int *fd = (int[]){t->lock_fd, t->root_fd, t->work_fd, t->index_fd}, k = 0; k < 4; k++)
+    if (fd[k] >= 0) close(fd[k]);
+  cairn_tree_free(t->tree);
+  if (t->pins) cairn_pinset_release(rw->st2, t->pins);
+}
+
+/* Pins image for this server (for as long as it serves it), builds its
+ * tree and creates the fresh upper; on failure nothing of it is left. */
+static int rebase_target_make(struct cairnfs *fs, const char *image, struct rebase_target *t) {
+  struct cairnfs_rw *rw = fs->rw;
+  *t = (struct rebase_target){.lock_fd = -1, .root_fd = -1, .work_fd = -1, .index_fd = -1};
+  int r = rw->st2 ? 0 : cairn_store_open(cairn_store_dir(fs->st), &rw->st2);
+  if (r == 0 && !(t->pins = cairn_pinset_new("mount (rebased by cairn commit)", true))) r = -ENOMEM;
+  if (r == 0) r = cairn_pin_image(rw->st2, t->pins, image);
+  if (r == 0) r = cairn_tree_build(rw->st2, image, &t->tree);
   cairn_tree **olds = r == 0 ? realloc(rw->old_trees, (rw->n_old_trees + 1) * sizeof(*olds)) : NULL;
   if (r == 0 && !olds) r = -ENOMEM;
   if (olds) rw->old_trees = olds;
-  /* The fresh upper. */
-  cairn_id id;
-  char path[PATH_MAX];
-  int lock_fd = -1, root_fd = -1, work_fd = -1, index_fd = -1;
   if (r == 0)
-    r = cairn_upper_create_moved(rw->st2, image, rw->dir, rw->id, id, path, sizeof(path), &lock_fd);
+    r = cairn_upper_create_moved(rw->st2, image, rw->dir, rw->id, t->id, t->path, sizeof(t->path),
+                                 &t->lock_fd);
   /* Said before any other step: if this server dies before the move's
    * write to the node table, its supervisor drops that upper. */
-  if (r == 0) cairnfs_report_moving(id);
+  if (r == 0) cairnfs_report_moving(t->id);
   if (r == 0) {
-    root_fd = openat(lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    work_fd = openat(lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    index_fd = openat(lock_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0 || work_fd < 0 || index_fd < 0) r = -errno;
+    t->root_fd = openat(t->lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    t->work_fd = openat(t->lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    t->index_fd = openat(t->lock_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (t->root_fd < 0 || t->work_fd < 0 || t->index_fd < 0) r = -errno;
   }
-  if (r < 0) {
-    if (lock_fd >= 0) cairn_upper_drop(rw->st2, id);
-    for (int *fd = (int[]){lock_fd, root_fd, work_fd, index_fd}, k = 0; k < 4; k++)
-      if (fd[k] >= 0) close(fd[k]);
-    cairn_tree_free(tree);
-    if (pins) cairn_pinset_release(rw->st2, pins);
-    UNLOCK(fs);
-    return r;
-  }
-  /* Every nodeid the node table binds that this server has not restored
-   * (a restarted server restores on need): the kernel may hold it (a file
-   * open since before the restart, not used since), so it is moved as
-   * the others are, not recorded as naming nothing. */
-  rebase_restore_all(fs);
-  /* Inodes a restarted server restored and no lookup placed since. */
+  if (r < 0) rebase_target_free(rw, t);
+  return r;
+}
+
+/* Inodes a restarted server restored and no lookup placed since: each
+ * given the place it has in the current view. */
+static void rebase_place_restored(struct cairnfs *fs) {
+  struct cairnfs_rw *rw = fs->rw;
   size_t n_lost = 0;
   for (size_t b = 0; b < NBUCKETS; b++)
     for (struct inode *i = rw->buckets[b]; i; i = i->hnext) n_lost += i != rw->root && !i->parent;
@@ -490,12 +493,13 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   for (size_t k = 0; k < k_lost; k++)
     if (!lost[k]->parent) rebase_find_place(fs, lost[k]);
   free(lost);
-  /* Where each inode the kernel holds is in the new tree (the old view
-   * still served), then the switch. */
-  for (size_t b = 0; b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) i->rebase_mark = 0;
-  for (size_t b = 0; b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) rebase_place(fs, i, tree);
+}
+
+/* The upper objects not at their place in tree that still have a name
+ * (*n of them, returned): each given the path of another of its names
+ * in the new view (rebase_names), if it has one there. */
+static struct inode **rebase_away(struct cairnfs *fs, const cairn_tree *tree, size_t *n) {
+  struct cairnfs_rw *rw = fs->rw;
   struct inode **away = NULL;
   size_t n_away = 0;
   for (size_t b = 0; b < NBUCKETS; b++) {
@@ -522,17 +526,16 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
       i->rebase_path = NULL;
     }
   }
-  /* The image's files held with no place in the new view: copied, for the
-   * reads through the tree that the switch ends. */
-  for (size_t b = 0; b < NBUCKETS; b++) {
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
-      const cairn_node *ln = i->lower ? cairn_tree_node(fs->tree, i->lower) : NULL;
-      if (i != rw->root && !i->rebase_lower && i->fd < 0 && ln && S_ISREG(ln->mode))
-        orphan_copy(fs, i);
-    }
-  }
-  size_t n_unknown = 0;
-  struct lower_map *unknown = rebase_unknown(fs, tree, &n_unknown);
+  *n = n_away;
+  return away;
+}
+
+/* Swaps the served tree for tree (readers of the old one hold tree_lock)
+ * and re-keys every inode: one at its place becomes the new tree's entry
+ * there, lower only; any other an orphan, served from its old upper
+ * object if it has one, nothing merged. */
+static void rebase_switch(struct cairnfs *fs, cairn_tree *tree) {
+  struct cairnfs_rw *rw = fs->rw;
   pthread_rwlock_wrlock(&rw->tree_lock);
   rw->old_trees[rw->n_old_trees++] = fs->tree;
   fs->tree = tree;
@@ -543,57 +546,53 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
     for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
       if (i == rw->root) continue;
       uint32_t l = i->rebase_lower;
-      if (l) { /* at its place: the new tree's entry there, lower only */
+      if (l) {
         if (i->fd >= 0) close(i->fd);
         i->fd = -1;
-        i->indexed = false;
-        i->lower = l;
-        key_set(rw, i, l);
-      } else { /* an orphan: its old upper object (if any), nothing merged */
-        i->lower = 0;
-        i->indexed = false;
-        key_set(rw, i, 0);
       }
+      i->indexed = false;
+      i->lower = l;
+      key_set(rw, i, l);
     }
   }
-  /* The root: the fresh upper's, with the new image's root attributes. */
+}
+
+/* The mount's root becomes the fresh upper's, with the new image's root
+ * attributes (an error is returned, the new tree is served anyway). */
+static int rebase_root(struct cairnfs *fs, const struct rebase_target *t) {
+  struct cairnfs_rw *rw = fs->rw;
   const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
-  r = n ? copy_meta(fs, 0, n, lock_fd, "root") : -EIO; /* the new tree is served anyway */
+  int r = n ? copy_meta(fs, 0, n, t->lock_fd, "root") : -EIO;
   close(rw->root->fd);
-  rw->root->fd = dup(root_fd);
+  rw->root->fd = dup(t->root_fd);
   if (rw->root->fd < 0 && r == 0) r = -errno;
-  /* The files moved to another of their names: there in the new view. */
-  for (size_t k = 0; k < n_away; k++)
-    if (away[k]->rebase_path) rebase_replace(fs, away[k]);
-  free(away);
-  /* The tree's parents (rw_restart.c) are the new tree's, built on need. */
-  free(rw->rparent);
-  rw->rparent = NULL;
-  cairn_id old;
-  snprintf(old, sizeof(old), "%s", rw->id);
+  return r;
+}
+
+/* The fresh upper t becomes the mount's: the old one's fds closed, its id
+ * returned in old. */
+static void rebase_adopt(struct cairnfs_rw *rw, const char *image, const struct rebase_target *t,
+                         cairn_id old) {
+  snprintf(old, sizeof(cairn_id), "%s", rw->id);
   close(rw->root_fd);
   close(rw->work_fd);
   close(rw->index_fd);
   close(rw->lock_fd);
-  rw->root_fd = root_fd;
-  rw->work_fd = work_fd;
-  rw->index_fd = index_fd;
-  rw->lock_fd = lock_fd;
-  snprintf(rw->id, sizeof(rw->id), "%s", id);
+  rw->root_fd = t->root_fd;
+  rw->work_fd = t->work_fd;
+  rw->index_fd = t->index_fd;
+  rw->lock_fd = t->lock_fd;
+  snprintf(rw->id, sizeof(rw->id), "%s", t->id);
   snprintf(rw->image, sizeof(rw->image), "%s", image);
-  snprintf(rw->path, sizeof(rw->path), "%s", path);
+  snprintf(rw->path, sizeof(rw->path), "%s", t->path);
   rw->resumed = false;
-  /* The orphans: kept in the fresh upper's work/ (the old upper goes). */
-  for (size_t b = 0; b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
-      if (i != rw->root && !i->lower && i->fd >= 0) orphan_move(rw, i);
-  /* The fresh upper is this server's own until it dies: the supervisor
-   * then takes it over, with the new image's pins (supervisor.c). */
-  rw->inherited = false;
-  /* Handles that may write: onto a copy in the fresh upper of what their
-   * file holds now (writes since the commit read it included), with no
-   * write running meanwhile. */
-  pthread_rwlock_wrlock(&rw->tree_lock);
+}
+
+/* Handles that may write: onto a copy in the fresh upper of what their
+ * file holds now (writes since the commit read it included); tree_lock's
+ * write side held, so no write runs meanwhile. */
+static void rebase_move_handles(struct cairnfs *fs) {
+  struct cairnfs_rw *rw = fs->rw;
   for (struct whandle *h = rw->whandles; h; h = h->next)
     if (h->i->lower) move_handle(fs, h); /* an orphan's stays; a failed move too */
   /* And a dead server's handles reopened here, the same way. */
@@ -602,22 +601,88 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
     struct whandle h = {.fd = sf->fd, .i = i};
     if (i && i->lower) move_handle(fs, &h);
   }
+}
+
+int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
+  struct cairnfs_rw *rw = fs->rw;
+  char buf[2 * CAIRN_ID_LEN + 2];
+  const char *upper, *image;
+  int r = rebase_parse(value, size, buf, &upper, &image);
+  if (r < 0) return r;
+  LOCK(fs);
+  /* The kernel resends the request of a server killed after it moved the
+   * mount (nodetab.c's one write) and before it answered: this server is
+   * on that image already, the move is done. */
+  if (strcmp(upper, rw->id) != 0 && cairnfs_resent && strcmp(image, rw->image) == 0) {
+    UNLOCK(fs);
+    return 0;
+  }
+  struct rebase_target t;
+  r = strcmp(upper, rw->id) == 0 ? rebase_target_make(fs, image, &t) : -EPERM;
+  if (r < 0) {
+    UNLOCK(fs);
+    return r;
+  }
+  /* Every nodeid the node table binds that this server has not restored
+   * (a restarted server restores on need): the kernel may hold it (a file
+   * open since before the restart, not used since), so it is moved as
+   * the others are, not recorded as naming nothing. */
+  rebase_restore_all(fs);
+  rebase_place_restored(fs);
+  /* Where each inode the kernel holds is in the new tree (the old view
+   * still served), then the switch. */
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) i->rebase_mark = 0;
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) rebase_place(fs, i, t.tree);
+  size_t n_away = 0;
+  struct inode **away = rebase_away(fs, t.tree, &n_away);
+  /* The image's files held with no place in the new view: copied, for the
+   * reads through the tree that the switch ends. */
+  for (size_t b = 0; b < NBUCKETS; b++) {
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+      const cairn_node *ln = i->lower ? cairn_tree_node(fs->tree, i->lower) : NULL;
+      if (i != rw->root && !i->rebase_lower && i->fd < 0 && ln && S_ISREG(ln->mode))
+        orphan_copy(fs, i);
+    }
+  }
+  size_t n_unknown = 0;
+  struct lower_map *unknown = rebase_unknown(fs, t.tree, &n_unknown);
+  rebase_switch(fs, t.tree);
+  r = rebase_root(fs, &t);
+  /* The files moved to another of their names: there in the new view. */
+  for (size_t k = 0; k < n_away; k++)
+    if (away[k]->rebase_path) rebase_replace(fs, away[k]);
+  free(away);
+  /* The tree's parents (rw_restart.c) are the new tree's, built on need. */
+  free(rw->rparent);
+  rw->rparent = NULL;
+  cairn_id old;
+  rebase_adopt(rw, image, &t, old);
+  /* The orphans: kept in the fresh upper's work/ (the old upper goes). */
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
+      if (i != rw->root && !i->lower && i->fd >= 0) orphan_move(rw, i);
+  /* The fresh upper is this server's own until it dies: the supervisor
+   * then takes it over, with the new image's pins (supervisor.c). */
+  rw->inherited = false;
+  pthread_rwlock_wrlock(&rw->tree_lock);
+  rebase_move_handles(fs);
   /* Then the move is made durable for a later server (nodetab.c), still
    * with no write running: what every nodeid the kernel may hold is in
    * the new view, and the fresh upper, in one write. A server killed
    * before it is restarted on the old upper and image (which hold every
    * write so far: the old upper is dropped below, after it), and one
-   * killed after it on the new ones. */
-  /* For a kill of the supervisor too (the table dies with it): the fresh
-   * upper and the new image hold the view now, the store says so
-   * (cairn_upper_mark_moved), so that of the two uppers left the old one
-   * goes, as below. */
+   * killed after it on the new ones. For a kill of the supervisor too
+   * (the table dies with it): the fresh upper and the new image hold the
+   * view now, the store says so (cairn_upper_mark_moved), so that of the
+   * two uppers left the old one goes, as below. */
   cairn_upper_mark_moved(rw->lock_fd);
   rebase_record(fs, unknown, n_unknown);
   free(unknown);
   pthread_rwlock_unlock(&rw->tree_lock);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
-  rw->pins = pins;
+  rw->pins = t.pins;
   int upper_fd = rw->lock_fd;
   UNLOCK(fs);
   cairnfs_report_moved(image, upper_fd); /* the supervisor takes them over */
