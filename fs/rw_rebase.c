@@ -450,13 +450,16 @@ static void rebase_target_free(struct cairnfs_rw *rw, struct rebase_target *t) {
   if (t->pins) cairn_pinset_release(rw->st2, t->pins);
 }
 
-/* Pins image for this server (for as long as it serves it), builds its
- * tree and creates the fresh upper; on failure nothing of it is left. */
+/* Pins image for this server (for as long as it serves it, with the
+ * purpose the supervisor's pins have), builds its tree and creates the
+ * fresh upper; on failure nothing of it is left. */
 static int rebase_target_make(struct cairnfs *fs, const char *image, struct rebase_target *t) {
   struct cairnfs_rw *rw = fs->rw;
   *t = (struct rebase_target){.lock_fd = -1, .root_fd = -1, .work_fd = -1, .index_fd = -1};
+  char purpose[PATH_MAX + 8];
+  snprintf(purpose, sizeof(purpose), "mount %s", rw->dir);
   int r = rw->st2 ? 0 : cairn_store_open(cairn_store_dir(fs->st), &rw->st2);
-  if (r == 0 && !(t->pins = cairn_pinset_new("mount (rebased by cairn commit)", true))) r = -ENOMEM;
+  if (r == 0 && !(t->pins = cairn_pinset_new(purpose, true))) r = -ENOMEM;
   if (r == 0) r = cairn_pin_image(rw->st2, t->pins, image);
   if (r == 0) r = cairn_tree_build(rw->st2, image, &t->tree);
   cairn_tree **olds = r == 0 ? realloc(rw->old_trees, (rw->n_old_trees + 1) * sizeof(*olds)) : NULL;
@@ -681,7 +684,13 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   rebase_record(fs, unknown, n_unknown);
   free(unknown);
   pthread_rwlock_unlock(&rw->tree_lock);
-  if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
+  /* The old image's pins go; a release deletes the annotations of its
+   * pins, those of the layers both images share too, so the new set's
+   * are written again. */
+  if (rw->pins) {
+    cairn_pinset_release(rw->st2, rw->pins);
+    cairn_pin_image(rw->st2, t.pins, image);
+  }
   rw->pins = t.pins;
   int upper_fd = rw->lock_fd;
   UNLOCK(fs);

@@ -84,6 +84,13 @@ $FSTREE scan "$m" >"$T/view2"
 diff -u "$T/view" "$T/view2" || fail "the view changed when the mount moved onto the commit"
 ok "after commit the mount serves the new image (its record says so), its view unchanged"
 
+# The server pins the new image and its layers as the mount did the old:
+# each pin says which mount holds it, and since when.
+cairn_pin ls --json >"$T/pins"
+jq -e --arg p "mount $m" 'length > 0 and all(.[]; .purpose == $p and .since != null and .since != "")' \
+  "$T/pins" >/dev/null || fail "a pin of the moved mount lacks its purpose or time: $(jq -c . "$T/pins")"
+ok "after the move every pin says \"mount DIR\" and since when"
+
 # Later writes go to a fresh upper: a second commit holds only them. A
 # process whose cwd is a directory made before the commit keeps using it.
 python3 - "$m/newdir" "$T/cwd-ready" "$T/cwd-go" <<'PY' &
