@@ -78,7 +78,6 @@ EOF
 ok "the layer has .wh. whiteouts and an opaque marker"
 
 [ "$(cat "$m/newfile")" = new ] || fail "the mount stopped serving after commit"
-image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
 [ "$(image_of "$m")" = "$id" ] || fail "the mount record names $(image_of "$m"), not the commit $id"
 $FSTREE scan "$m" >"$T/view2"
 diff -u "$T/view" "$T/view2" || fail "the view changed when the mount moved onto the commit"

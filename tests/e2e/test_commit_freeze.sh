@@ -30,7 +30,6 @@ PRELOAD=$INJECT
 # A sanitizer build: its runtime first (the injector is no sanitized code).
 if sanitizer_build; then PRELOAD="$(ldd "$FULL" | awk '/libasan/ { print $3 }') $INJECT"; fi
 
-image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
 stopped() { grep -q '^State:.*(stopped)' "/proc/$1/status" 2>/dev/null; }
 
 # commit_stopped DIR NAME: cairn commit DIR NAME in the background,

@@ -14,7 +14,6 @@ use_lib mount
 set -e
 
 has_server() { [ -n "$(server_of "$sup")" ]; }
-image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
 on_image() { [ "$(image_of "$1")" = "$2" ]; }
 
 rw_mount_file base:1 base base

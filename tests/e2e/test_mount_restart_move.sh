@@ -100,7 +100,6 @@ rw_mount_file data:1 img lower
 cairn umount "$mnt" >/dev/null
 mkdir -p "$STORE/uppers"
 uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*' -printf '%f\n' | sort; }
-image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
 
 # move_run N AT: a --rw mount at $T/mN whose servers run under the
 # injector (kill at step AT of a server started by --upgrade, 0: count

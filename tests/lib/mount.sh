@@ -4,7 +4,7 @@
 # Gives: cairn and cairn_pin, which run the built binaries on $STORE (with
 # --store: CAIRN_STORE is unset, as a user's shell would have it), FSTREE
 # (tests/helpers/fstree.py), the mount queries (mount_pid, mount_state,
-# server_of, ...), readers and writers on a mount, and a cached Debian
+# image_of, server_of, ...), readers and writers on a mount, and a cached Debian
 # minbase rootfs. The mounts and processes a test starts are stopped by
 # test-lib.sh's cleanup stack.
 
@@ -19,6 +19,8 @@ cairn_pin() { "$CAIRN_BIN/cairn-pin" --store "$STORE" "$@"; }
 # mount_pid DIR: the daemon pid `cairn mounts` records for DIR.
 mount_pid() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .pid'; }
 mount_state() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .state'; }
+# image_of DIR: the image id `cairn mounts` records for DIR (commit moves it).
+image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
 # mount_is_live DIR: its record says live (for wait_for, which runs it anew each try).
 mount_is_live() { [ "$(mount_state "$1")" = live ]; }
 # server_of SUPERVISOR: the server a mount's supervisor runs (its child),
