@@ -239,8 +239,12 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
   r = cn_blob_sink_init(&s, -1, 1 << 20, NULL);
   if (r == 0) r = cn_registry_get(rg, url, "application/json", &s, true, &reply, st);
   if (r == -EACCES || r == -ENOENT)
-    r = cairn_fail(st, -EACCES, "%s: token service refused %s%s", rg->endpoint, scope,
-                   rg->creds ? " (check the credentials)" : " (no credentials; try --creds)");
+    r = rg->creds ? cairn_fail(st, -EACCES, "%s: token service refused %s (check the credentials)",
+                               rg->endpoint, scope)
+                  : cairn_fail(st, -EACCES,
+                               "%s: token service refused %s (no credentials: cairn login %s, "
+                               "or --creds USER)",
+                               rg->endpoint, scope, rg->endpoint);
   if (r == 0) r = cn_registry_token_take(rg, s.mem, s.written, st);
   cn_blob_sink_free(&s);
   return r;
@@ -251,8 +255,10 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
 static int auth_challenge(registry *rg, const char *challenge, cairn_store *st) {
   if (strncasecmp(challenge, "Bearer ", 7) == 0) return fetch_token(rg, challenge + 7, st);
   if (strncasecmp(challenge, "Basic", 5) == 0 && rg->creds) return cn_registry_auth_basic(rg, st);
-  return cairn_fail(st, -EACCES, "%s: authentication required%s", rg->endpoint,
-                    rg->creds ? "" : " (no credentials; use --creds or an auth.json)");
+  if (rg->creds) return cairn_fail(st, -EACCES, "%s: authentication required", rg->endpoint);
+  return cairn_fail(st, -EACCES,
+                    "%s: authentication required (no credentials: cairn login %s, or --creds USER)",
+                    rg->endpoint, rg->endpoint);
 }
 
 int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bool token_request,

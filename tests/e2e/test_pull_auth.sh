@@ -20,6 +20,9 @@ unset XDG_RUNTIME_DIR
 
 expect_exit 1 "no credentials: refused" "$CAIRN" --store "$ST" pull --insecure "$src"
 grep -q "token service refused" "$T/stderr" || fail "unclear auth error: $(cat "$T/stderr")"
+grep -q "(no credentials: cairn login $REGISTRY, or --creds USER)" "$T/stderr" ||
+  fail "the refusal does not say how to log in: $(cat "$T/stderr")"
+ok "the refusal says how to give credentials: cairn login HOST, or --creds USER"
 [[ $(grep -vc "^cairn: created store" "$T/stderr") == 1 ]] || fail "auth refusal retried or chatty: $(cat "$T/stderr")"
 expect_exit 1 "wrong password: refused" "$CAIRN" --store "$ST" pull --insecure --creds alice:nope "$src"
 
