@@ -160,7 +160,8 @@ static int fill_run(struct cli *c, int argc, char **argv) {
     return report_fail(r, "%s: %s", ref, report_why(st, r));
   int ready = ready_fd();
   cairn_fill_opts fo = {
-      .log = on_log, .pinned = on_pinned, .arg = &ready, .keep_blobs = keep, .creds = creds};
+      .log = quiet ? NULL : on_log, .pinned = on_pinned, .arg = &ready, .keep_blobs = keep,
+      .creds = creds};
   r = cairn_fill(st, ref, &fo, id);
   if (ready >= 0) close(ready);
   if (r < 0) return report_fail(r, "fill %s: %s", ref, report_why(st, r));
@@ -182,7 +183,7 @@ const struct cli_command cmd_fill = {
                "next to each other in a layer as one range, several ranges a request, up to\n"
                "4 requests at once. A file a mount or another fill is fetching is not\n"
                "fetched twice. Resumable: a fill that was stopped fetches the rest.",
-    .options = "-q, --quiet\tsay nothing when done\n"
+    .options = "-q, --quiet\tsay nothing (what each layer's finish did, the total)\n"
                "--no-progress\tthe same\n"
                "--creds USER[:PASS]\tregistry credentials (default: auth.json, as podman);\n"
                "\ta PASS given here is seen by every user (ps): with USER alone\n"

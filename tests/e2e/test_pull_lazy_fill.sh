@@ -99,7 +99,8 @@ check "... with several requests in flight" test "$(jq .max_in_flight <<<"$c")" 
 check "... and no more than the layer's bytes ($(jq .bytes <<<"$c") of $bsize)" \
   test "$(jq .bytes <<<"$c")" -lt "$bsize"
 setup cp "$T/blob.good" "$blob"
-expect_exit 0 "a fill again fetches the last file" "$CAIRN" --store "$T/s1" fill fill/a:1
+expect_exit 0 "a fill again fetches the last file" "$CAIRN" --store "$T/s1" fill -q fill/a:1
+check "... and, with -q, says nothing (not even the layer's finish)" test ! -s "$T/stderr"
 check "nothing pending after it" test "$(pending "$T/s1")" = 0
 check "the image id is the full pull's" \
   test "$("$CAIRN" --store "$T/s1" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
