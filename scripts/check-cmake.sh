@@ -1,9 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# check-cmake.sh [ROOT] — CMakeLists.txt lists its files by hand, one a
-# line, sorted: exits 1, printing each fault, if a C source or test file
-# of ROOT (default this checkout) is named in no list (a test never run, a
-# source never built) or a list is not sorted (C locale: byte order).
+# check-cmake.sh [ROOT] — each folder's CMakeLists.txt lists its files by
+# hand, one a line, relative to the folder, sorted: exits 1, printing each
+# fault, if a C source or test file of ROOT (default this checkout) is named
+# in no list of its folder's CMakeLists.txt (store/, common/, fs/, tools/,
+# tests/: a test never run, a source never built) or a list is not sorted
+# (C locale: byte order).
 # It also fails if tests/e2e holds anything but tests that source
 # tests/lib/test-lib.sh, and on a source file (C, shell, Python) of more
 # than LIMIT lines whose opening comment (its first 40 lines) gives no
@@ -13,10 +15,23 @@
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
 status=0
-for f in store/*.c store/pull/*.c common/*.c fs/*.c tools/*.c tests/unit/test_*.c \
-  tests/e2e/test_*.sh tests/fuzz/fuzz_*.c; do
-  grep -qwF "$f" CMakeLists.txt || { echo "$f: not listed in CMakeLists.txt"; status=1; }
-done
+# listed DIR FILE...: each FILE (a path of the tree) is named, relative to
+# DIR, in DIR/CMakeLists.txt.
+listed() {
+  local dir=$1 f
+  shift
+  for f in "$@"; do
+    [ -e "$f" ] || continue
+    awk -v f="${f#"$dir"/}" '{ for (i = 1; i <= NF; i++) if ($i == f) found = 1 } END { exit !found }' \
+      "$dir/CMakeLists.txt" 2>/dev/null ||
+      { echo "$f: not listed in $dir/CMakeLists.txt"; status=1; }
+  done
+}
+listed store store/*.c store/pull/*.c
+listed common common/*.c
+listed fs fs/*.c
+listed tools tools/*.c
+listed tests tests/unit/test_*.c tests/e2e/test_*.sh tests/fuzz/fuzz_*.c
 # tests/e2e holds the tests only, each on the one library (tests/README.md):
 # libraries are in tests/lib, the Python helpers in tests/helpers.
 for f in tests/e2e/*; do
@@ -29,20 +44,24 @@ for f in tests/e2e/*; do
   esac
 done
 # Each set(NAME ...) block's file lines (a variable, like the CLI's light
-# list at the head of the full one, is not a file) in order.
-if ! LC_ALL=C awk '
-  /^[[:space:]]*set\([A-Z0-9_]+$/ { name = $1; sub(/.*\(/, "", name); prev = ""; next }
-  name != "" && /^[[:space:]]*\)/ { name = ""; next }
-  name != "" && $1 ~ /^[a-z][A-Za-z0-9_.\/-]*$/ {
-    if (prev != "" && $1 < prev) {
-      printf "CMakeLists.txt:%d: %s is not sorted: %s after %s\n", NR, name, $1, prev
-      bad = 1
+# list at the head of the full one, is not a file) in order, in every
+# CMakeLists.txt.
+for cm in CMakeLists.txt */CMakeLists.txt; do
+  [ -e "$cm" ] || continue
+  if ! LC_ALL=C awk -v file="$cm" '
+    /^[[:space:]]*set\([A-Z0-9_]+$/ { name = $1; sub(/.*\(/, "", name); prev = ""; next }
+    name != "" && /^[[:space:]]*\)/ { name = ""; next }
+    name != "" && $1 ~ /^[a-z][A-Za-z0-9_.\/-]*$/ {
+      if (prev != "" && $1 < prev) {
+        printf "%s:%d: %s is not sorted: %s after %s\n", file, NR, name, $1, prev
+        bad = 1
+      }
+      prev = $1
     }
-    prev = $1
-  }
-  END { exit bad }' CMakeLists.txt; then
-  status=1
-fi
+    END { exit bad }' "$cm"; then
+    status=1
+  fi
+done
 
 LIMIT=1000
 while IFS= read -r -d '' f; do

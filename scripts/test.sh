@@ -5,7 +5,7 @@
 # First it checks libcairn's layering (scripts/check-layers.sh), that the
 # documentation has no dead link (scripts/check-links.sh), that no file is
 # created through a name another user could plant (scripts/check-open.sh)
-# that CMakeLists.txt names every source and test file, and that
+# that each folder's CMakeLists.txt names its source and test files, and that
 # doc/hacking.md's generated tables match the sources, that the commit
 # messages keep their shape (scripts/check-commit-msg.sh), then that the builds
 # packagers make (Release with gcc and with clang, Debian's dpkg-buildflags
@@ -24,7 +24,7 @@ bash scripts/check-layers.sh || status=1
 echo "== links: scripts/check-links.sh (README.md, doc/*.md, the man pages)"
 bash scripts/check-links.sh || status=1
 echo "== licence: every source file names its licence (SPDX)"
-unlicensed=$(git ls-files '*.c' '*.h' '*.sh' '*.py' '*.bash' 'CMakeLists.txt' 2>/dev/null |
+unlicensed=$(git ls-files '*.c' '*.h' '*.sh' '*.py' '*.bash' 'CMakeLists.txt' '*/CMakeLists.txt' 2>/dev/null |
   xargs -r grep -L 'SPDX-License-Identifier: Apache-2.0' || true)
 if [ -n "$unlicensed" ]; then
   echo "no SPDX-License-Identifier line: $unlicensed"
@@ -32,9 +32,9 @@ if [ -n "$unlicensed" ]; then
 fi
 echo "== creates: scripts/check-open.sh"
 bash scripts/check-open.sh || status=1
-# CMakeLists.txt lists its files by hand: a test file it does not name would
-# never run, a source file it does not name would not be built.
-echo "== sources: every C source and test is named in CMakeLists.txt"
+# Each folder's CMakeLists.txt lists its files by hand: a test file it does
+# not name would never run, a source file it does not name would not be built.
+echo "== sources: every C source and test is named in its folder's CMakeLists.txt"
 bash scripts/check-cmake.sh || status=1
 echo "== doc tables: scripts/check-doc-tables.sh (doc/hacking.md, README.md)"
 bash scripts/check-doc-tables.sh || status=1
@@ -87,7 +87,7 @@ if [ "$programs" != "cairn cairn-pin cairnfs " ]; then
 fi
 
 # Two tests at a time (one per CPU): most wait on daemons, registries and
-# containers more than they compute. CMakeLists.txt marks those that must
+# containers more than they compute. tests/CMakeLists.txt marks those that must
 # run alone (RUN_SERIAL) or one at a time (RESOURCE_LOCK), and what the
 # crash-point sweep takes (PROCESSORS); COST starts the long ones first.
 for b in build build-asan; do

@@ -62,7 +62,7 @@
  *                           fetched file verified, not stored yet). The
  *                           program reached them through the one symbol
  *                           it exports, cn_store_test_hook (the full
- *                           cairn only: CMakeLists.txt).
+ *                           cairn only: tools/CMakeLists.txt).
  *
  * The power-cut model (mode cut). A disk keeps what was made durable and
  * may forget the rest. Here: file contents and sizes written since the

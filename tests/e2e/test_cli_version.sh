@@ -40,10 +40,10 @@ tar -C "$CAIRN_SRC" --exclude=./.git --exclude='./build*' -cf - . | tar -x -C "$
 check "the tarball has no .git" [ ! -e "$T/src/.git" ]
 check "a tarball configures" sh -c "cmake -G 'Unix Makefiles' -S '$T/src' -B '$T/tb' \
   -DCAIRN_TESTS=OFF >'$T/tb.log' 2>&1"
-check "its version.c builds" sh -c "make -s -C '$T/tb' common/version.o >>'$T/tb.log' 2>&1"
+check "its version.c builds" sh -c "make -s -C '$T/tb/common' version.o >>'$T/tb.log' 2>&1"
 check "with the project version" grep -qE "CAIRN_VERSION=[\\\\\"]+${want//./\\.}[\\\\\"]" \
   "$T/tb/compile_commands.json"
 check "and no git describe" sh -c "! grep -q CAIRN_GIT_DESCRIBE '$T/tb/compile_commands.json'"
-check "the object holds the version" grep -qx "$want" <(strings "$T/tb/CMakeFiles/cairn-common.dir/common/version.c.o")
+check "the object holds the version" grep -qx "$want" <(strings "$T/tb/common/CMakeFiles/cairn-common.dir/version.c.o")
 
 finish

@@ -130,29 +130,29 @@ printf '#include "pull/pull.h"\n' >>"$T/src/tests/unit/test_store.c"
 check "a unit test including pull/pull.h passes" check_layers "$T/src"
 
 # scripts/check-cmake.sh, test.sh's other check of the tree: every source and
-# test named in CMakeLists.txt, in sorted lists.
+# test named in its folder's CMakeLists.txt, in sorted lists.
 check_cmake() { bash "$CAIRN_SRC/scripts/check-cmake.sh" "$@" >"$T/out" 2>&1; }
 check "check-cmake passes on the real tree" check_cmake "$CAIRN_SRC"
 fresh_copy
-cp "$CAIRN_SRC/CMakeLists.txt" "$T/src/"
+cp "$CAIRN_SRC/CMakeLists.txt" "$T/src/" && cp "$CAIRN_SRC/tests/CMakeLists.txt" "$T/src/tests/"
 mkdir -p "$T/src/tests/e2e" && cp "$CAIRN_SRC"/tests/e2e/test_*.sh "$T/src/tests/e2e/"
 check "check-cmake passes on the copy" check_cmake "$T/src"
-sed -i 's|^  fs/ops.c$|  fs/zz.c|; s|^  fs/als_serve.c$|  fs/ops.c|; s|^  fs/zz.c$|  fs/als_serve.c|' "$T/src/CMakeLists.txt"
+sed -i 's|^  ops.c$|  zz.c|; s|^  als_serve.c$|  ops.c|; s|^  zz.c$|  als_serve.c|' "$T/src/fs/CMakeLists.txt"
 expect_exit 1 "an unsorted CAIRNFS_SOURCES fails" check_cmake "$T/src"
 check "the failure names the list" grep -q 'CAIRNFS_SOURCES is not sorted: ' "$T/out"
 touch "$T/src/store/stray.c"
 expect_exit 1 "a source named in no list fails" check_cmake "$T/src"
-check "the failure names it" grep -q 'store/stray.c: not listed in CMakeLists.txt' "$T/out"
+check "the failure names it" grep -q 'store/stray.c: not listed in store/CMakeLists.txt' "$T/out"
 
 # A source file of more than 1,000 lines fails, unless its opening comment
 # says why.
 fresh_copy
-cp "$CAIRN_SRC/CMakeLists.txt" "$T/src/"
+cp "$CAIRN_SRC/CMakeLists.txt" "$T/src/" && cp "$CAIRN_SRC/tests/CMakeLists.txt" "$T/src/tests/"
 {
   printf '/* long.c — planted. */\n'
   for ((i = 0; i < 1000; i++)); do echo "int cn_planted_$i;"; done
 } >"$T/src/store/long.c"
-sed -i 's|^  store/lock.c$|  store/lock.c\n  store/long.c|' "$T/src/CMakeLists.txt"
+sed -i 's|^  lock.c$|  lock.c\n  long.c|' "$T/src/store/CMakeLists.txt"
 expect_exit 1 "a 1,001-line source fails" check_cmake "$T/src"
 check "the failure names it" grep -q 'store/long.c: 1001 lines, over 1000' "$T/out"
 sed -i '1s|.*|/* long.c — planted. Over 1,000 lines: a test of the check. */|' "$T/src/store/long.c"
