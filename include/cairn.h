@@ -154,7 +154,7 @@ const char *cairn_store_dir(const cairn_store *st);
  * files made private in a directory others may enter), or NULL. */
 const char *cairn_store_notice(const cairn_store *st);
 const char *cairn_errmsg(const cairn_store *st);
-/* For code built on this header (store/pull/): records the WHY of a failure
+/* For code built on this header (store/remote/): records the WHY of a failure
  * on st (printf-style) and returns err, a negative errno. A NULL st records
  * nothing (a caller that only wants the code). */
 int cairn_fail(cairn_store *st, int err, const char *fmt, ...)
@@ -488,7 +488,7 @@ int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file 
  * full pull): the lazy pull leaves no trace. 0 also when it has no
  * source row (finished already). */
 int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id);
-/* Finishes layer diff_id, complete and not finished yet (store/pull/partial.c):
+/* Finishes layer diff_id, complete and not finished yet (store/remote/partial.c):
  * the layer's tar rebuilt from the registry's bytes between the stored
  * files' frames (the tar headers) and the stored files, ingested (the
  * diff_id checked, the exact tar recorded), then cairn_lazy_layer_finished;
@@ -503,7 +503,7 @@ int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg);
 
 /* Fetches the pending file of content sha256 from its layer's registry
- * (store/pull/lazy.c): its chunks by one range request, each decompressed
+ * (store/remote/lazy.c): its chunks by one range request, each decompressed
  * and checked against its digest in the kept TOC, the whole against
  * sha256, before cairn_lazy_file_store records it; blob gets its name.
  * A content the store holds already is only named. -EBADMSG when the
@@ -512,7 +512,7 @@ int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
  * pull's bounded retries). May be called from several threads, each with
  * its own handle. */
 int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]);
-/* A long-lived fetcher of pending files (store/pull/fetcher.c: what
+/* A long-lived fetcher of pending files (store/remote/fetcher.c: what
  * `cairn fill --serve` runs for a mount): up to `threads` fetches at once
  * (1 to 16), each thread with a store handle of its own on store_dir; each
  * is cairn_lazy_fetch's (the same lock, the same checks), except that the
@@ -539,7 +539,7 @@ void cairn_lazy_fetcher_free(cairn_lazy_fetcher *fx);
  * (an fd) for cairn_lazy_unlock. cairn_lazy_fetch takes it. */
 int cairn_lazy_lock(cairn_store *st, const char *sha256, bool wait);
 void cairn_lazy_unlock(cairn_store *st, const char *sha256, int lock);
-/* A test seam: a named point of a step (store/pull/ has no internal.h),
+/* A test seam: a named point of a step (store/remote/ has no libcairn_store.h),
  * where a unit test's hook, or the crash-point injector
  * (tests/crash/inject.c, CAIRN_INJECT_POINTS=1), may act; nothing
  * otherwise. */
@@ -729,7 +729,7 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r);
  * (layers whose blobs are gone or corrupt, images using them). */
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
 /* fsck's check of the pending files against their layers' kept TOCs
- * (store/pull/lazy.c: the TOC parser is the pull's): each TOC parses and
+ * (store/remote/lazy.c: the TOC parser is the pull's): each TOC parses and
  * matches the digest the pull verified, and lists each pending file as a
  * regular file of its size and sha256. Each problem is a line of r
  * (r->problems counts them); a negative errno if it could not look. */
@@ -900,7 +900,7 @@ int cairn_pull(cairn_store *st, const char *source, const char *name, const cair
  * called once they are held): the files a prefetch landmark names first,
  * then the rest in layer and TOC order; files next to each other in a
  * layer's blob one range, several ranges one request, a few requests in
- * flight (store/pull/fill.c); each file verified as cairn_lazy_fetch
+ * flight (store/remote/fill.c); each file verified as cairn_lazy_fetch
  * verifies it and stored alone, under its lock (cairn_lazy_lock): a file
  * another process is fetching is not fetched again. A file that fails is
  * said through log and the rest are fetched. Resumable:
@@ -918,7 +918,7 @@ typedef struct cairn_fill_opts {
 int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,
                cairn_id image_id);
 
-/* What push and export do first (store/pull/partial.c): an image a lazy
+/* What push and export do first (store/remote/partial.c): an image a lazy
  * pull left with files not fetched yet, or layers without their exact tar
  * record, is filled (cairn_fill), said through log first ("ID was pulled
  * lazily: fetching its N files not fetched yet (SIZE) first, as cairn fill
@@ -926,7 +926,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
 int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const char *line, void *arg),
                     void *arg);
 
-/* ---- push (store/pull/push.c) ------------------------------------------ */
+/* ---- push (store/remote/push.c) ------------------------------------------ */
 
 enum cairn_compress { CAIRN_COMPRESS_GZIP = 0, CAIRN_COMPRESS_ZSTD, CAIRN_COMPRESS_NONE };
 
@@ -944,7 +944,7 @@ enum cairn_push_kept {
 
 /* The layout of the layers written anew (push --format): PLAIN, one
  * compressed tar; ZSTD_CHUNKED and ESTARGZ, lazily pullable (every file's
- * data in frames of its own, a TOC; store/pull/chunked_write.c). A format
+ * data in frames of its own, a TOC; store/remote/chunked_write.c). A format
  * sets the compression (zstd, gzip) and writes every layer anew. eStargz's
  * TOC is an entry of the tar: its layers' diff_ids, and so the image id,
  * are not the image's (the config is sent with the new diff_ids). */
@@ -1095,7 +1095,7 @@ typedef int (*cairn_history_fn)(const cairn_history_rec *h, void *arg);
  * stops and is returned. */
 int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_fn fn, void *arg);
 
-/* ---- files in other users' directories (store/pull/file_put.c) -------- */
+/* ---- files in other users' directories (store/remote/file_put.c) -------- */
 
 #define CAIRN_PUT_NOREPLACE 1u /* fail -EEXIST if name is there */
 /* Writes len bytes (of mem, or of src_fd from offset 0 when src_fd >= 0)
@@ -1106,7 +1106,7 @@ int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_f
 int cairn_file_put_at(int dirfd, const char *name, int src_fd, const void *mem, uint64_t len,
                       mode_t mode, unsigned flags);
 
-/* ---- registry logins (store/pull/login.c) ------------------------------ */
+/* ---- registry logins (store/remote/login.c) ------------------------------ */
 
 /* The auth.json that login writes and pulls read first, as podman's:
  * $REGISTRY_AUTH_FILE, else $XDG_RUNTIME_DIR/containers/auth.json, else

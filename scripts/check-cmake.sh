@@ -27,7 +27,7 @@ listed() {
       { echo "$f: not listed in $dir/CMakeLists.txt"; status=1; }
   done
 }
-listed store store/*.c store/pull/*.c
+listed store store/*.c store/remote/*.c
 listed common common/*.c
 listed fs fs/*.c
 listed tools tools/*.c

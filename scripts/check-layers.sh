@@ -9,7 +9,7 @@
 # The layers are the rows of LAYERS, bottom first. A file may include
 # cairn.h, the headers of its own row and of the rows below it, and call
 # the functions defined in its own row and the rows below; never one above.
-# A row marked "public" (pull) may include only cairn.h and its own headers
+# A row marked "public" (remote) may include only cairn.h and its own headers
 # and call only its own functions and those cairn.h declares. A row's
 # headers are private to store/: fs/ and tools/ include only cairn.h and
 # call only what it declares (the unit tests and fuzz targets may include
@@ -18,7 +18,7 @@
 # public (cairn_, declared in cairn.h) or internal (cn_).
 #
 # Includes are read from the sources (resolved as the compiler does: beside
-# the including file, then include/, store/ and store/pull/). Calls are read
+# the including file, then include/, store/ and store/remote/). Calls are read
 # from the symbols of objects compiled here (nm): a function a file uses
 # belongs to the row of the file that defines it.
 set -euo pipefail
@@ -32,23 +32,23 @@ cd "${1:-$(dirname "$0")/..}"
 # NAME | SOURCES (globs) | HEADERS (its own, private) | USES ("below" or
 # "public") | WHAT (for the table of doc/hacking.md: --table)
 LAYERS=(
-  "store | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/internal.h | below
+  "store | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/libcairn_store.h | below
     | the store handle and its progress hook, cairn.conf, SQLite (WAL, migrations, durable commits), errors, the store lock, import journals, backoff"
-  "blobs | store/blob.c | store/blob.h | below
+  "blobs | store/blob.c | store/libcairn_blob.h | below
     | content-addressed blobs"
-  "pins | store/pin.c store/pin_list.c store/pin_locks.c store/mount.c | store/pin.h | below
+  "pins | store/pin.c store/pin_list.c store/pin_locks.c store/mount.c | store/libcairn_pin.h | below
     | pins and their annotations, who holds them (/proc/locks), their listing; mount records and the mountpoint resolver"
-  "upper | store/upper.c | store/upper.h | below
+  "upper | store/upper.c | store/libcairn_upper.h | below
     | writable mounts' upper layers"
-  "tree | store/tree.c store/index.c | store/tree.h | below
+  "tree | store/tree.c store/index.c | store/libcairn_tree.h | below
     | the merged-tree builder and the index files"
-  "layers | store/layer.c store/layer_tar.c store/sweep.c store/tarsplit.c | store/layer.h store/sweep.h store/tarsplit.h | below
+  "layers | store/layer.c store/layer_tar.c store/sweep.c store/tarsplit.c | store/libcairn_layer.h store/libcairn_sweep.h store/libcairn_tarsplit.h | below
     | a layer tar into blobs and entry rows; sweeping unused layers and blobs; exact layers"
-  "images | store/image.c store/list.c store/name.c store/refs.c | store/image.h | below
+  "images | store/image.c store/list.c store/name.c store/refs.c | store/libcairn_image.h | below
     | names, resolving, committing and pinning images; the listings; the refs file"
   "merge | store/merge.c store/export.c | - | below
     | an image's merged tree, and its export as a tar"
-  "lazy | store/lazy.c store/lazy_lock.c | store/lazy.h | below
+  "lazy | store/lazy.c store/lazy_lock.c | store/libcairn_lazy.h | below
     | partial layers (lazy pulls): recording one from its TOC, a fetched file into it, its fsck; the fetch lock (lazy_lock.c)"
   "als | store/als.c | - | below
     | what podman's Additional Layer Store needs"
@@ -58,7 +58,7 @@ LAYERS=(
     | a bundle's runtime config, tag, history, an image's recorded access list"
   "commit | store/commit.c | - | below
     | a writable mount's upper written as a layer and committed"
-  "pull | store/pull/*.c | store/pull/pull.h store/pull/registry.h store/pull/toc.h store/pull/byteranges.h store/pull/partial.h store/pull/chunked_write.h store/pull/lazy.h store/pull/fill.h | public
+  "remote | store/remote/*.c | store/remote/libcairn_remote.h store/remote/libcairn_registry.h store/remote/libcairn_toc.h store/remote/libcairn_byteranges.h store/remote/libcairn_partial.h store/remote/libcairn_chunked_write.h store/remote/libcairn_remote_lazy.h store/remote/libcairn_fill.h | public
     | pull from OCI layouts, oci-archives, docker archives and registries; push (registries, layouts, archives; lazily-pullable layers: zstd:chunked, eStargz); login; the TOCs of eStargz and zstd:chunked layers (lazy pulls), the partial pull of zstd:chunked layers, lazy pulls' fetches and the fill (fill.c); built on cairn.h alone"
 )
 # Front ends: only cairn.h, only what it declares.
@@ -151,7 +151,7 @@ ALL_PRIVATE="${L_HEADERS[*]}"
 resolve() {
   local c
   RESOLVED=""
-  for c in "${1%/*}/$2" "include/$2" "common/$2" "store/$2" "store/pull/$2"; do
+  for c in "${1%/*}/$2" "include/$2" "common/$2" "store/$2" "store/remote/$2"; do
     if [ -f "$c" ]; then
       case $c in
       *..*) RESOLVED=$(realpath -m --relative-to=. "$c") ;; # a path to normalize
@@ -193,7 +193,7 @@ done < <([ ${#ALL_FILES[@]} = 0 ] || grep -H '^[[:space:]]*#[[:space:]]*include[
 # Every source of store/, common/, fs/ and tools/ compiled to an object (no link).
 OBJ=$(mktemp -d)
 trap 'rm -rf "$OBJ"' EXIT
-CFLAGS="-c -O0 -w -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Istore -Istore/pull -Icommon"
+CFLAGS="-c -O0 -w -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Istore -Istore/remote -Icommon"
 CFLAGS="$CFLAGS $(pkg-config --cflags sqlite3 libxxhash libarchive libcrypto jansson libcurl fuse3)"
 SOURCES=$(find store common fs tools -name '*.c' | sort)
 # With CHECK_LAYERS_CACHE=DIR (test_layers.sh checks many copies of one

@@ -29,7 +29,7 @@ fi
 cd "${1:-$(dirname "$0")/..}"
 
 shopt -s nullglob
-files=(store/*.c store/pull/*.c fs/*.c tools/*.c)
+files=(store/*.c store/remote/*.c fs/*.c tools/*.c)
 [ ${#files[@]} -gt 0 ] || { echo "check-open: no C sources under $(pwd)" >&2; exit 1; }
 
 awk -v verbose="$verbose" '

@@ -11,7 +11,7 @@
  * recording replaces it, a crash leaves the old list or the new one. A
  * list whose image went is swept (sweep.c) like the kept TOCs.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <errno.h>
 #include <fcntl.h>

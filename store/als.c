@@ -17,8 +17,8 @@
  *  - rows go with their layer (ON DELETE CASCADE); files no row names go
  *    with the next sweep (sweep.c, cn_kept_blobs_sweep), after the commit.
  */
-#include "internal.h"
-#include "tree.h"
+#include "libcairn_store.h"
+#include "libcairn_tree.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -24,7 +24,7 @@
  * durable (cn_db_commit_durable) before cn_blob_files_remove unlinks a file, so
  * a power cut cannot bring rows back whose files are gone.
  */
-#include "blob.h"
+#include "libcairn_blob.h"
 
 #include <dirent.h>
 #include <fcntl.h>

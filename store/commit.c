@@ -26,7 +26,7 @@
  * The image's layers and blobs are never changed; the upper is only read
  * (a write racing with the commit may or may not be in the layer).
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <archive.h>
 #include <archive_entry.h>

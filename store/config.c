@@ -9,7 +9,7 @@
  * sections, nothing else. Every line it does not understand is an error
  * naming the file and line, so that a typo is never silently ignored.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <ctype.h>
 #include <limits.h>

@@ -8,7 +8,7 @@
  * The schema carries a version in `meta`; each migration runs once, in one
  * transaction, so a store written by an older cairn opens in a newer one.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -5,7 +5,7 @@
  * disk's, and the exit code each failure gives (cairn_exit_code). It calls
  * nothing of the store: every file of it calls these.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <string.h>
 

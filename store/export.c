@@ -10,7 +10,7 @@
  * is written sparse (GNU sparse 1.0 in pax): the tar holds its data, not
  * its holes, as `tar --sparse` would write it.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -4,14 +4,14 @@
  * whole-store scans only gc does), and verifying what is stored (fsck,
  * with --repair).
  */
-#include "blob.h"
-#include "image.h"
-#include "layer.h"
-#include "lazy.h"
-#include "pin.h"
-#include "sweep.h"
-#include "tree.h"
-#include "upper.h"
+#include "libcairn_blob.h"
+#include "libcairn_image.h"
+#include "libcairn_layer.h"
+#include "libcairn_lazy.h"
+#include "libcairn_pin.h"
+#include "libcairn_sweep.h"
+#include "libcairn_tree.h"
+#include "libcairn_upper.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
  * one bare record per layer, as podman does; entries beyond the layers
  * (a config that claims more) get no layer rather than a wrong one.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <string.h>
 #include <time.h>

@@ -11,11 +11,11 @@
  * index is derived data, so failing to write it fails nothing (the first
  * mount writes it then).
  */
-#include "image.h"
-#include "layer.h"
-#include "pin.h"
-#include "sweep.h"
-#include "tree.h"
+#include "libcairn_image.h"
+#include "libcairn_layer.h"
+#include "libcairn_pin.h"
+#include "libcairn_sweep.h"
+#include "libcairn_tree.h"
 
 #include <ctype.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * index.c — an image's merged tree as a file: STORE/index/ID, in the format
- * tree.h describes, written once and mapped by every mount of the image.
+ * libcairn_tree.h describes, written once and mapped by every mount of the image.
  *
  * Invariants and why they hold:
  * - A reader never follows an offset out of the file. A full check
@@ -26,7 +26,7 @@
  * - The index is derived data: losing it costs one rebuild from the
  *   stored layers (cairn_tree_build), never an image.
  */
-#include "tree.h"
+#include "libcairn_tree.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -30,10 +30,10 @@
  * lock is held shared throughout so that no sweep removes a blob that is
  * written but not yet referenced.
  */
-#include "layer.h"
-#include "blob.h"
-#include "tarsplit.h"
-#include "tree.h"
+#include "libcairn_layer.h"
+#include "libcairn_blob.h"
+#include "libcairn_tarsplit.h"
+#include "libcairn_tree.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -6,8 +6,8 @@
  * record's format) and layer.c (the layer's rows), so that neither of them
  * calls the other: layer.c records, tarsplit.c knows no layer.
  */
-#include "layer.h"
-#include "tarsplit.h"
+#include "libcairn_layer.h"
+#include "libcairn_tarsplit.h"
 
 #include <string.h>
 

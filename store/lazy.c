@@ -2,7 +2,7 @@
 /*
  * lazy.c — partial layers (doc/lazy-pulls.md): a layer recorded from its
  * table of contents alone by `cairn pull --lazy`, whose regular files
- * arrive one by one (store/pull/lazy.c fetches them) until it is complete.
+ * arrive one by one (store/remote/lazy.c fetches them) until it is complete.
  *
  * Invariants and why they hold:
  * - A partial layer's row has state 'partial', a layer_sources row (its
@@ -27,11 +27,11 @@
  *   name it are committed; a TOC no layer_sources row names is swept
  *   (sweep.c).
  */
-#include "lazy.h"
+#include "libcairn_lazy.h"
 
-#include "blob.h"
-#include "image.h"
-#include "tree.h"
+#include "libcairn_blob.h"
+#include "libcairn_image.h"
+#include "libcairn_tree.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -637,7 +637,7 @@ int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t 
  * mounted, exported as any) but keeps its source row and TOC until it is
  * finished: its exact tar record (layer_tars) recorded by an ingest of the
  * layer's tar rebuilt from the registry's headers and the stored files
- * (store/pull/partial.c, cairn_lazy_finish_layer), which checks the
+ * (store/remote/partial.c, cairn_lazy_finish_layer), which checks the
  * diff_id; then this drops the source row and the TOC. A crash between
  * leaves a complete layer with its record and its source row: the next
  * finish only drops the row. */

@@ -9,7 +9,7 @@
  * the file before it lets go; a taker checks that the file it locked is
  * still the one the name gives, and takes the new one otherwise.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,9 +10,9 @@
  * until it is joined), and the live mount records; no annotation is read
  * or deleted.
  */
-#include "blob.h"
-#include "image.h"
-#include "pin.h"
+#include "libcairn_blob.h"
+#include "libcairn_image.h"
+#include "libcairn_pin.h"
 
 #include <fcntl.h>
 #include <string.h>

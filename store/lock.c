@@ -2,9 +2,9 @@
 /*
  * lock.c — flock(2)ed files of the store: any one of them (cn_lock_file),
  * and the store-wide lock that imports hold shared and blob sweeping holds
- * exclusive (cn_store_lock, internal.h).
+ * exclusive (cn_store_lock, libcairn_store.h).
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <fcntl.h>
 #include <string.h>

@@ -9,8 +9,8 @@
  * serves the tree, from memory. cairn_tree_open, for mounts, checks an
  * index lazily (index.c).
  */
-#include "image.h"
-#include "tree.h"
+#include "libcairn_image.h"
+#include "libcairn_tree.h"
 
 /* The tree of cairn_tree_build (lazy false) or cairn_tree_open. */
 static int tree_get(cairn_store *st, const char *image_id, bool lazy, cairn_tree **out) {

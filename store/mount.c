@@ -33,7 +33,7 @@
  * a listing after a mount answered shows it as before. Never while the
  * reader holds SQLite's write lock, which the pending mount waits for.
  */
-#include "pin.h"
+#include "libcairn_pin.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -32,7 +32,7 @@
  *   nothing: after every lock we check that the path still names the inode
  *   we locked, and start again if it does not.
  */
-#include "pin.h"
+#include "libcairn_pin.h"
 
 #include <dirent.h>
 #include <fcntl.h>

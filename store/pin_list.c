@@ -7,7 +7,7 @@
  * confirmed in /proc/PID/fdinfo, and who holds a lock a dead locker passed
  * on found in /proc/PID/fd. pin.c's invariants say what a listing costs.
  */
-#include "pin.h"
+#include "libcairn_pin.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -6,7 +6,7 @@
  * inode; whether a target's pin file is locked. pin.c's invariants say why
  * the kernel's lock is the truth.
  */
-#include "pin.h"
+#include "libcairn_pin.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
  * waiting for its reaper has released everything and does not) and its
  * command name.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * the long calls (import, export, gc) say how far they have got through it;
  * a front end draws it. libcairn never prints.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 void cairn_store_set_progress(cairn_store *st, cairn_progress_fn fn, void *arg) {
   st->progress = fn;

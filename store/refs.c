@@ -29,9 +29,9 @@
  *   rewritten: an image the file lists once its pin is held (a shared
  *   lock, cairn_pin_image_early) exists and cannot go.
  */
-#include "image.h"
-#include "pin.h"
-#include "tree.h"
+#include "libcairn_image.h"
+#include "libcairn_pin.h"
+#include "libcairn_tree.h"
 
 #include <fcntl.h>
 #include <limits.h>

@@ -24,11 +24,11 @@
  * "Untagged: NAME" for each name gone, "Deleted: ID" for the image, then
  * the sweep's lines for the layers it freed.
  */
-#include "image.h"
-#include "pin.h"
-#include "sweep.h"
-#include "tree.h"
-#include "upper.h"
+#include "libcairn_image.h"
+#include "libcairn_pin.h"
+#include "libcairn_sweep.h"
+#include "libcairn_tree.h"
+#include "libcairn_upper.h"
 
 #include <ctype.h>
 #include <string.h>

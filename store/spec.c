@@ -26,7 +26,7 @@
  * Invariants: the output is one JSON object, or nothing and an error; no
  * PATH, HOME or TERM the image sets is replaced by a default of ours.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <limits.h>
 #include <string.h>

@@ -23,7 +23,7 @@
  * the blobs they name are not durable either, and fsck and gc remove any
  * file with no row.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
  * (staging.c), recovered by every opening; the top of the bottom layer,
  * which calls the files below it in that layer and none calls.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <dirent.h>
 #include <fcntl.h>

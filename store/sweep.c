@@ -10,13 +10,13 @@
  * files without rows (orphans, swept next time), never rows without files.
  * A dry run does the same work and rolls it back.
  */
-#include "sweep.h"
+#include "libcairn_sweep.h"
 
-#include "blob.h"
-#include "layer.h"
-#include "pin.h"
-#include "tree.h"
-#include "upper.h"
+#include "libcairn_blob.h"
+#include "libcairn_layer.h"
+#include "libcairn_pin.h"
+#include "libcairn_tree.h"
+#include "libcairn_upper.h"
 
 #include <dirent.h>
 #include <fcntl.h>

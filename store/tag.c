@@ -7,7 +7,7 @@
  * the row is written (the names table's foreign key), so a tag that races
  * an rm either names the image or fails with "no such image".
  */
-#include "image.h"
+#include "libcairn_image.h"
 
 #include <string.h>
 

@@ -30,7 +30,7 @@
  * and N raw bytes; 'F' varint SIZE and the 16-byte XXH3-128 (canonical) of
  * a content span; 'E' the end. Varints are LEB128.
  */
-#include "tarsplit.h"
+#include "libcairn_tarsplit.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

@@ -18,7 +18,7 @@
  * hardlink follows that one; one whose first name became a directory is
  * an error (-EBADMSG), which import refuses before it commits the layer.
  *
- * The builder (tree.h: merge_builder_*) takes each layer's entries from
+ * The builder (libcairn_tree.h: merge_builder_*) takes each layer's entries from
  * any source: cairn_tree_build (merge.c) reads stored layers, import the
  * layer it has staged (layer.c), the fuzz target decoded bytes.
  *
@@ -27,13 +27,13 @@
  * subtree simply becomes unreachable. Freezing walks what is reachable from
  * the root, numbers inodes 1.. in a fixed order (root = 1; same image, same
  * numbers), counts links, and writes the frozen tree in the index format
- * (tree.h, index.c): flat arrays of fixed-width records, nodes indexed by
+ * (libcairn_tree.h, index.c): flat arrays of fixed-width records, nodes indexed by
  * inode number, each directory's entries sorted by name for binary search,
  * and one pool of strings, all in one buffer with no pointers. That buffer
  * is what STORE/index/ID holds, and what a mount maps. Nothing here is
  * FUSE-aware.
  */
-#include "tree.h"
+#include "libcairn_tree.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -584,7 +584,7 @@ static uint32_t pool_str(struct pool *p, const char *s) {
   return s ? pool_put(p, s, strlen(s) + 1) : 0;
 }
 
-/* Writes the numbered tree as an index image (tree.h) into one buffer. */
+/* Writes the numbered tree as an index image (libcairn_tree.h) into one buffer. */
 static int serialize(struct freezer *f, cairn_tree **out) {
   merge_builder *b = f->b;
   /* byte 0 (offset 0: no string) and a last NUL, which ends every string */

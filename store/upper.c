@@ -27,7 +27,7 @@
  *   pair that a crash of the mount's supervisor left is settled by the
  *   next scan (uppers_settle): one upper, the mount's, is left.
  */
-#include "upper.h"
+#include "libcairn_upper.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * util.c — the few small helpers every part of libcairn uses: hex ids,
  * formatting, time, string lists, report lines.
  */
-#include "internal.h"
+#include "libcairn_store.h"
 
 #include <fcntl.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 /*
  * cmd-login.c — `cairn login HOST` and `cairn logout HOST`, as podman's:
  * the credentials are checked against the registry, then kept in the
- * auth.json podman uses (cairn_login, store/pull/login.c), where pulls
+ * auth.json podman uses (cairn_login, store/remote/login.c), where pulls
  * (and podman, skopeo) find them. The password comes from the standard
  * input with --password-stdin, else from a prompt on the terminal (echo
  * off); never from the command line, where ps would show it. The same

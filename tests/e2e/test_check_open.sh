@@ -17,12 +17,12 @@ release_build_only "the check reads the sources; the build type does not change 
 check "passes on the real tree" check_open "$CAIRN_SRC"
 check_open -v "$CAIRN_SRC"
 check "-v lists the sites, bundle's config.json writer among them" \
-  grep -q 'store/pull/file_put.c:[0-9]*: O_CREAT: ok (safe flags)' "$T/out"
+  grep -q 'store/remote/file_put.c:[0-9]*: O_CREAT: ok (safe flags)' "$T/out"
 
 # fresh_copy: the C sources the check reads into $T/src.
 fresh_copy() {
   rm -rf "$T/src" && mkdir "$T/src"
-  (cd "$CAIRN_SRC" && tar -cf - store/*.c store/pull/*.c fs/*.c tools/*.c) |
+  (cd "$CAIRN_SRC" && tar -cf - store/*.c store/remote/*.c fs/*.c tools/*.c) |
     tar -C "$T/src" -xf -
 }
 
@@ -44,18 +44,18 @@ expect_exit 1 "openat with O_CREAT|O_TRUNC alone fails" check_open "$T/src"
 check "the failure names tools/cmd-bundle.c and its line" \
   grep -q "check-open: tools/cmd-bundle.c:$(lines tools/cmd-bundle.c): O_CREAT without" "$T/out"
 
-plant store/pull/login.c \
+plant store/remote/login.c \
   'static int bad(const char *p) {\n  return open(p,\n              O_WRONLY | O_CREAT,\n              0600);\n}\n'
 expect_exit 1 "open with O_CREAT on a line of its own fails" check_open "$T/src"
-check "the failure names store/pull/login.c" grep -q 'check-open: store/pull/login.c:' "$T/out"
+check "the failure names store/remote/login.c" grep -q 'check-open: store/remote/login.c:' "$T/out"
 
 plant fs/als_serve.c 'static int bad(const char *p) { return creat(p, 0644); }\n'
 expect_exit 1 "creat() fails" check_open "$T/src"
 check "the failure names fs/als_serve.c and creat()" grep -q 'check-open: fs/als_serve.c:[0-9]*: creat()' "$T/out"
 
-plant store/pull/push.c 'static FILE *bad(const char *p) { return fopen(p, "we"); }\n'
+plant store/remote/push.c 'static FILE *bad(const char *p) { return fopen(p, "we"); }\n'
 expect_exit 1 "fopen for writing fails" check_open "$T/src"
-check "the failure names fopen" grep -q 'check-open: store/pull/push.c:[0-9]*: fopen() for writing' "$T/out"
+check "the failure names fopen" grep -q 'check-open: store/remote/push.c:[0-9]*: fopen() for writing' "$T/out"
 
 plant store/store.c \
   'static int bad(int d) { return openat(d, "x", O_RDWR | O_CREAT, 0600); /* check-open: private: */ }\n'

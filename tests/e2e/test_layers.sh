@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_layers.sh — scripts/check-layers.sh, the CI check of libcairn's
 # layering: it passes on this tree, and it fails, naming the file, on a copy
-# with a violation planted: a file of store/pull/ that includes internal.h
+# with a violation planted: a file of store/remote/ that includes libcairn_store.h
 # or calls an internal function; a lower layer that includes a higher
 # layer's header or calls a higher layer's function; a front end (fs/,
 # tools/) that includes a private header or calls an internal function, or
@@ -12,7 +12,7 @@
 # front end (fs/), each named with the symbols that make the cycle; a
 # program that defines a function of a library libcairn calls. A copy
 # with only an allowed include (a unit test including
-# pull/pull.h) still passes. Then scripts/check-cmake.sh: it fails on an
+# remote/libcairn_remote.h) still passes. Then scripts/check-cmake.sh: it fails on an
 # unsorted list of CMakeLists.txt, on a source no list names, and on a
 # source of over 1,000 lines whose header gives no reason. Then
 # scripts/check-doc-tables.sh: it fails when doc/hacking.md's layer table
@@ -42,15 +42,15 @@ fresh_copy
 check "passes on the copy" check_layers "$T/src"
 
 fresh_copy
-printf '#include "internal.h"\nint x;\n' >"$T/src/store/pull/x.c"
-expect_exit 1 "store/pull/x.c including internal.h fails" check_layers "$T/src"
-check "the failure names store/pull/x.c and internal.h" \
-  grep -q 'store/pull/x.c includes store/internal.h' "$T/out"
+printf '#include "libcairn_store.h"\nint x;\n' >"$T/src/store/remote/x.c"
+expect_exit 1 "store/remote/x.c including libcairn_store.h fails" check_layers "$T/src"
+check "the failure names store/remote/x.c and libcairn_store.h" \
+  grep -q 'store/remote/x.c includes store/libcairn_store.h' "$T/out"
 
 fresh_copy
-printf '#include "pull/registry.h"\n' >>"$T/src/fs/main.c"
-expect_exit 1 "fs/main.c including store/pull/registry.h fails" check_layers "$T/src"
-check "the failure names fs/main.c" grep -q 'fs/main.c includes store/pull/registry.h' "$T/out"
+printf '#include "remote/libcairn_registry.h"\n' >>"$T/src/fs/main.c"
+expect_exit 1 "fs/main.c including store/remote/libcairn_registry.h fails" check_layers "$T/src"
+check "the failure names fs/main.c" grep -q 'fs/main.c includes store/remote/libcairn_registry.h' "$T/out"
 
 fresh_copy
 printf '#include "../tools/cli.h"\n' >>"$T/src/fs/main.c"
@@ -59,15 +59,15 @@ check "the failure names it" \
   grep -q 'fs/main.c includes tools/cli.h: the front ends share only common/' "$T/out"
 
 fresh_copy
-printf '#include "pull/pull.h"\n' >>"$T/src/tools/cmd-pull.c"
-expect_exit 1 "tools/cmd-pull.c including store/pull/pull.h fails" check_layers "$T/src"
+printf '#include "remote/libcairn_remote.h"\n' >>"$T/src/tools/cmd-pull.c"
+expect_exit 1 "tools/cmd-pull.c including store/remote/libcairn_remote.h fails" check_layers "$T/src"
 
 fresh_copy
 printf 'int cn_db_exec(void *st, const char *sql);\nint x(void) { return cn_db_exec(0, ""); }\n' \
-  >>"$T/src/store/pull/pull_blob.c"
-expect_exit 1 "store/pull calling cn_db_exec (internal) fails" check_layers "$T/src"
+  >>"$T/src/store/remote/pull_blob.c"
+expect_exit 1 "store/remote calling cn_db_exec (internal) fails" check_layers "$T/src"
 check "the failure names the call" \
-  grep -q 'store/pull/pull_blob.c calls cn_db_exec (store/db.c): layer pull uses only cairn.h' "$T/out"
+  grep -q 'store/remote/pull_blob.c calls cn_db_exec (store/db.c): layer remote uses only cairn.h' "$T/out"
 
 fresh_copy
 printf 'int x(cairn_store *st) { return cairn_gc(st, true, 0); }\n' >>"$T/src/store/blob.c"
@@ -76,9 +76,9 @@ check "the failure names the upward call" \
   grep -q 'store/blob.c calls cairn_gc (store/gc.c): layer rm-gc is above blobs' "$T/out"
 
 fresh_copy
-printf '#include "image.h"\n' >>"$T/src/store/pin.c"
-expect_exit 1 "pin.c including image.h fails" check_layers "$T/src"
-check "the failure names pin.c and image.h" grep -q 'store/pin.c includes store/image.h' "$T/out"
+printf '#include "libcairn_image.h"\n' >>"$T/src/store/pin.c"
+expect_exit 1 "pin.c including libcairn_image.h fails" check_layers "$T/src"
+check "the failure names pin.c and libcairn_image.h" grep -q 'store/pin.c includes store/libcairn_image.h' "$T/out"
 
 fresh_copy
 printf 'int cn_store_sweep(void *, int, int, void *);\nint y(void) { return cn_store_sweep(0, 0, 0, 0); }\n' \
@@ -94,7 +94,7 @@ check "the failure names it" \
   grep -q 'store/util.c defines helper_without_prefix: internal names of libcairn start with cn_' "$T/out"
 
 fresh_copy
-printf '#include "internal.h"\n' >"$T/src/store/stray.c"
+printf '#include "libcairn_store.h"\n' >"$T/src/store/stray.c"
 expect_exit 1 "a store file in no layer fails" check_layers "$T/src"
 check "the failure names it" grep -q 'store/stray.c is in no layer' "$T/out"
 
@@ -102,7 +102,7 @@ check "the failure names it" grep -q 'store/stray.c is in no layer' "$T/out"
 # backoff.c, in one row, each calling the other.
 fresh_copy
 printf 'int cn_planted_a(void) { return (int)cairn_backoff_ms(0, 1, 1, 0); }\n' >>"$T/src/store/proc.c"
-printf '#include "internal.h"\nint cn_planted_b(void) { return (int)cn_proc_start_time(1); }\n' \
+printf '#include "libcairn_store.h"\nint cn_planted_b(void) { return (int)cn_proc_start_time(1); }\n' \
   >>"$T/src/store/backoff.c"
 expect_exit 1 "store/proc.c and store/backoff.c calling each other fails" check_layers "$T/src"
 check "the failure names both files and the symbols" grep -q \
@@ -126,8 +126,8 @@ check "the failure names it" grep -q \
   'fs/planted.c defines sqlite3_close: a function of a library libcairn calls' "$T/out"
 
 fresh_copy
-printf '#include "pull/pull.h"\n' >>"$T/src/tests/unit/test_store.c"
-check "a unit test including pull/pull.h passes" check_layers "$T/src"
+printf '#include "remote/libcairn_remote.h"\n' >>"$T/src/tests/unit/test_store.c"
+check "a unit test including remote/libcairn_remote.h passes" check_layers "$T/src"
 
 # scripts/check-cmake.sh, test.sh's other check of the tree: every source and
 # test named in its folder's CMakeLists.txt, in sorted lists.

@@ -15,7 +15,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "registry.h"
+#include "libcairn_registry.h"
 
 static char auth_file[] = "/tmp/cairn-fuzz-auth-XXXXXX";
 

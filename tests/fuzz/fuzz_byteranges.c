@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_byteranges.c — the answer to a range request (store/pull/
+ * fuzz_byteranges.c — the answer to a range request (store/remote/
  * byteranges.c), network input of the partial pull: the input's first line
  * is the reply's Content-Type, its second its Content-Range, the rest its
  * body, for a blob of 1 MiB. Every part handed on must lie in the blob and
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "byteranges.h"
+#include "libcairn_byteranges.h"
 
 #define BLOB (1u << 20)
 #define MAX_PARTS 16

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_chunked_write.c — the tar reader of push --format
- * (store/pull/chunked_write.c): a layer's tar is what a user imported, so
+ * (store/remote/chunked_write.c): a layer's tar is what a user imported, so
  * any bytes. The input's first byte picks the format and the size of the
  * pieces it is fed in, the rest is the tar. The writer must fail cleanly
  * or finish; a zstd:chunked blob it finishes must decompress to the input
@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chunked_write.h"
-#include "toc.h"
+#include "libcairn_chunked_write.h"
+#include "libcairn_toc.h"
 
 typedef struct out {
   unsigned char *p;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pull.h"
+#include "libcairn_remote.h"
 
 static char path[] = "/tmp/cairn-fuzz-archive-XXXXXX";
 

@@ -7,7 +7,7 @@
  * say why. The store is made afresh every few thousand stored layers so
  * that it does not grow without bound.
  */
-#include "layer.h"
+#include "libcairn_layer.h"
 #include "scratch_store.h"
 
 #include <stdint.h>

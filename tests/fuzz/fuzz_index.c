@@ -10,7 +10,7 @@
  * which must visit each directory at most once. The same bytes, not
  * resealed, go to the lazy reader of mounts (lazy_walk).
  */
-#include "tree.h"
+#include "libcairn_tree.h"
 #include "tree_walk.h"
 
 #include <stdint.h>

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pull.h"
+#include "libcairn_remote.h"
 
 static const char *const platforms[] = {"linux/amd64", "linux/arm64/v8", "linux/arm/v7"};
 

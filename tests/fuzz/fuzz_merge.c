@@ -15,7 +15,7 @@
  *   target\0                 symlinks and hardlinks only
  *   nx (1 byte)              xattrs: nx % 4 of (name\0, len byte, value)
  */
-#include "tree.h"
+#include "libcairn_tree.h"
 #include "tree_walk.h"
 
 #include <stdint.h>

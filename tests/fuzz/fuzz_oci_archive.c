@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pull.h"
+#include "libcairn_remote.h"
 
 static char path[] = "/tmp/cairn-fuzz-oci-archive-XXXXXX";
 static char tmp[] = "/tmp/cairn-fuzz-oci-archive-dir-XXXXXX";

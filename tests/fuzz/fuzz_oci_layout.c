@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pull.h"
+#include "libcairn_remote.h"
 
 static const char manifest[] =
     "{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:"

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pull.h"
+#include "libcairn_remote.h"
 
 static char cert_dir[] = "/tmp/cairn-fuzz-certs-XXXXXX";
 

@@ -8,7 +8,7 @@
  * for an uncompressed input byte for byte equal to it. The store lives on
  * tmpfs (/dev/shm) and is made afresh every few thousand layers.
  */
-#include "layer.h"
+#include "libcairn_layer.h"
 #include "scratch_store.h"
 
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * fuzz_toc_estargz.c — the eStargz TOC parser (store/pull/toc_estargz.c,
+ * fuzz_toc_estargz.c — the eStargz TOC parser (store/remote/toc_estargz.c,
  * toc.c). An input starting with '{' is a TOC's JSON, parsed as the
  * entries of a blob whose file data ends at 1 MiB; any other input is a
  * whole blob: footer, TOC member, entries. What is accepted must hold the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "toc.h"
+#include "libcairn_toc.h"
 
 static void check(const cn_toc *toc) {
   for (size_t i = 0; i < toc->n_entries; i++) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_toc_zstd_chunked.c — the zstd:chunked TOC parser
- * (store/pull/toc_zstd_chunked.c, toc.c). An input starting with '{' is a
+ * (store/remote/toc_zstd_chunked.c, toc.c). An input starting with '{' is a
  * TOC's JSON, parsed as the entries of a blob whose file data ends at
  * 1 MiB; any other input is a whole blob: its footer gives the TOC's and
  * the tar-split's positions, which are parsed; its first line is also
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "toc.h"
+#include "libcairn_toc.h"
 
 static void check(const cn_toc *toc) {
   for (size_t i = 0; i < toc->n_entries; i++) {

@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "blob.h"
-#include "internal.h" /* st->db */
+#include "libcairn_blob.h"
+#include "libcairn_store.h" /* st->db */
 #include "testutil.h"
 
 static tu_store T;

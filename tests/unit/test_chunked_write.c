@@ -17,8 +17,8 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-#include "pull/chunked_write.h"
-#include "pull/toc.h"
+#include "remote/libcairn_chunked_write.h"
+#include "remote/libcairn_toc.h"
 #include "testutil.h"
 
 static tu_store T;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_fill.c — the fill's plan (store/pull/fill.h) without a network:
+ * test_fill.c — the fill's plan (store/remote/libcairn_fill.h) without a network:
  * the order (the files before a prefetch landmark first, every layer's,
  * then layer and TOC order), which files are one range, where a request's
  * batch ends; and the lock of one file's fetch across handles
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "pull/fill.h"
+#include "remote/libcairn_fill.h"
 #include "testutil.h"
 
 static tu_store T;

@@ -21,7 +21,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "internal.h" /* cn_store_test_hook */
+#include "libcairn_store.h" /* cn_store_test_hook */
 #include "testutil.h"
 
 static tu_store T;

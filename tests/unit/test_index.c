@@ -13,9 +13,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "image.h"
+#include "libcairn_image.h"
 #include "testutil.h"
-#include "tree.h"
+#include "libcairn_tree.h"
 
 static tu_store T;
 static void setup(void) { tu_store_setup(&T); }

@@ -8,7 +8,7 @@
  * complete, and its finish (with its tar record) takes its source and kept
  * TOC away; fsck accepts a partial layer (and a complete one not finished)
  * and finds a pending row that disagrees with its entry; a store of schema
- * 6 is migrated. The pull side (store/pull/lazy.c): every file of
+ * 6 is migrated. The pull side (store/remote/lazy.c): every file of
  * real eStargz blobs (the reference's; estargz_gen.py's, with innerOffset
  * and chunks) unpacks from its gzip members to its bytes, a corrupt byte
  * fails that file only, and the TOC's own entry is the TOC JSON.
@@ -21,9 +21,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h" /* st->db */
-#include "pull/lazy.h"
-#include "pull/toc.h"
+#include "libcairn_store.h" /* st->db */
+#include "remote/libcairn_remote_lazy.h"
+#include "remote/libcairn_toc.h"
 #include "testutil.h"
 
 static tu_store T;
@@ -217,7 +217,7 @@ Test(lazy, a_store_of_schema_6_is_migrated) {
   cr_expect_eq(sql_long("SELECT count(*) FROM pending"), 1);
 }
 
-/* ---- unpacking eStargz files (store/pull/lazy.c) ------------------------- */
+/* ---- unpacking eStargz files (store/remote/lazy.c) ------------------------- */
 
 #define CORPUS CAIRN_SOURCE_DIR "/tests/fuzz/corpus/"
 

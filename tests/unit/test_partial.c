@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_partial.c — the partial pull's pieces (store/pull/partial.h,
- * byteranges.h) without a network: the plan and the rebuilt zstd stream of
+ * test_partial.c — the partial pull's pieces (store/remote/libcairn_partial.h,
+ * libcairn_byteranges.h) without a network: the plan and the rebuilt zstd stream of
  * a real zstd:chunked layer (podman 4.3.1's, tests/fuzz/corpus/
  * toc_zstd_chunked/podman-4.3.zst) for a store holding all, some or none
  * of its files, which must decompress to exactly the tar the blob does;
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pull/byteranges.h"
-#include "pull/partial.h"
+#include "remote/libcairn_byteranges.h"
+#include "remote/libcairn_partial.h"
 #include "testutil.h"
 
 #define CORPUS CAIRN_SOURCE_DIR "/tests/fuzz/corpus/"

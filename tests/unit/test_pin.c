@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h" /* cn_store_test_hook */
+#include "libcairn_store.h" /* cn_store_test_hook */
 #include "testutil.h"
 
 static tu_store T;

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pull/pull.h"
-#include "pull/registry.h"
+#include "remote/libcairn_remote.h"
+#include "remote/libcairn_registry.h"
 #include "testutil.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"

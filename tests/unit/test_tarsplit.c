@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h" /* st->db */
+#include "libcairn_store.h" /* st->db */
 #include "testutil.h"
 
 static tu_store T;

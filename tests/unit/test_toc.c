@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_toc.c — the TOC parsers of lazily-pullable layers (store/pull/toc.h)
+ * test_toc.c — the TOC parsers of lazily-pullable layers (store/remote/libcairn_toc.h)
  * on real blobs: a zstd:chunked layer podman 4.3.1 pushed (with the
  * manifest annotations it wrote), an eStargz layer the reference
  * implementation wrote (containerd's estargz 0.12, as Debian packages it)
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pull/toc.h"
+#include "remote/libcairn_toc.h"
 #include "testutil.h"
 
 #define CORPUS CAIRN_SOURCE_DIR "/tests/fuzz/corpus/"

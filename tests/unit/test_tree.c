@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "image.h"
+#include "libcairn_image.h"
 #include "testutil.h"
 
 static tu_store T;

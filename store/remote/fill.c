@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fill.c — filling an image a lazy pull left partial (cairn_fill,
+ * doc/lazy-pulls.md "What is fetched when", item 3): every pending file of
+ * the image fetched and stored, under the image's pins.
+ *
+ * The order: the files each layer's TOC names before its prefetch
+ * landmark (eStargz's .prefetch.landmark) or ranks (CN_TOC_PREFETCH: the
+ * access list cairn push wrote, in its order), every layer's, first; then
+ * the rest in layer and TOC order. Files next to each other in the blob
+ * (closer than FILL_MERGE_GAP, a range up to FILL_RANGE_MAX) are one range,
+ * the ranges of a batch of files one multi-range request, FILL_INFLIGHT
+ * requests in flight (a thread each, with a store handle of its own),
+ * each layer's registry source shared by them (its connections kept and
+ * reused: libcairn_registry.h); a request holds prefetch files or none, and none
+ * of the others starts until the prefetch files' are done (they get the
+ * whole link).
+ * Each file is verified as a single fetch verifies it (cn_lazy_unpack:
+ * every chunk against its digest, the whole against its sha256) before
+ * cairn_lazy_file_store stores it, which hashes it once more; each is
+ * committed alone, so a fill killed at any point resumes.
+ *
+ * One fetch of a file across processes: a batch takes each file's lock
+ * (cairn_lazy_lock) without waiting before it asks for it, and leaves out
+ * a file stored meanwhile; a file whose lock another holds (a mount's
+ * first read, another fill) is taken up at the end by cairn_lazy_fetch,
+ * which waits for the lock and finds it stored. A batch whose request
+ * fails has its files fetched one by one the same way.
+ *
+ * Built on cairn.h alone, like the rest of store/remote/.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libcairn_byteranges.h"
+#include "cairn.h"
+#include "libcairn_fill.h"
+#include "libcairn_remote_lazy.h"
+#include "libcairn_remote.h"
+#include "libcairn_toc.h"
+
+/* ---- the plan: order, ranges, batches ------------------------------------ */
+
+static int item_cmp(const void *a, const void *b) {
+  const cn_fill_item *x = a, *y = b;
+  if (x->prefetch != y->prefetch) return x->prefetch ? -1 : 1;
+  if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+  if (x->rank != y->rank) return !x->rank ? 1 : !y->rank ? -1 : x->rank < y->rank ? -1 : 1;
+  return (x->entry > y->entry) - (x->entry < y->entry);
+}
+
+void cn_fill_sort(cn_fill_item *v, size_t n) {
+  if (n) qsort(v, n, sizeof *v, item_cmp);
+}
+
+size_t cn_fill_batch_end(const cn_fill_item *v, size_t n, size_t first, uint64_t max_bytes) {
+  uint64_t bytes = 0;
+  size_t i = first;
+  for (; i < n && i - first < FILL_BATCH_FILES; i++) {
+    if (v[i].layer != v[first].layer || v[i].prefetch != v[first].prefetch) break;
+    uint64_t len = v[i].hi - v[i].lo;
+    if (i > first && bytes + len > max_bytes) break;
+    bytes += len;
+  }
+  return i;
+}
+
+bool cn_fill_merges(const cn_fill_item *prev, uint64_t range_lo, const cn_fill_item *next) {
+  return next->layer == prev->layer && next->lo >= prev->hi &&
+         next->lo - prev->hi <= FILL_MERGE_GAP && next->hi - range_lo <= FILL_RANGE_MAX;
+}
+
+/* ---- the fill ---------------------------------------------------------------- */
+
+typedef struct fill_layer {
+  cairn_lazy_file f; /* its source, from its first pending file */
+  cn_lazy_toc lt;    /* its kept TOC */
+  pull_source *src;
+  cairn_pull_opts po;
+  pull_desc d;
+} fill_layer;
+
+typedef struct fill_ctx {
+  cairn_store *st;
+  const cairn_fill_opts *o;
+  fill_layer *layers;
+  size_t n_layers;
+  cn_fill_item *items;
+  size_t n_items;
+  const char **later; /* fetched one by one */
+  size_t n_later;
+  size_t *batch_first; /* batch k: items [batch_first[k], batch_first[k + 1]) */
+  size_t n_batches, next;
+  cn_lazy_sources sources; /* of the one-by-one fetches */
+  /* the first prefetch_batches batches are the prefetch files'; until the
+   * last of them is done, no other batch starts: the files a container
+   * reads first get the whole link */
+  size_t prefetch_batches, prefetch_left;
+  pthread_cond_t prefetch_done;
+  pthread_mutex_t lock; /* next, the counts, the items' state, the hooks */
+  size_t done, total, failed;
+  int first_err;
+  char why[1024];
+} fill_ctx;
+
+enum { ITEM_TODO, ITEM_DONE, ITEM_LATER, ITEM_FAILED };
+
+static void item_failed(fill_ctx *c, cn_fill_item *it, int err, const char *why) {
+  pthread_mutex_lock(&c->lock);
+  it->state = ITEM_FAILED;
+  if (!c->failed++) {
+    c->first_err = err;
+    snprintf(c->why, sizeof c->why, "%s", why);
+  }
+  if (c->o->log) {
+    char line[1200];
+    snprintf(line, sizeof line, "%s: %s", it->sha256, why);
+    c->o->log(line, c->o->arg);
+  }
+  pthread_mutex_unlock(&c->lock);
+}
+
+static void item_done(fill_ctx *c, cn_fill_item *it) {
+  pthread_mutex_lock(&c->lock);
+  it->state = ITEM_DONE;
+  c->done++;
+  if (c->o->progress) c->o->progress(c->done, c->total, c->o->arg);
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* One reply's parts, each exactly one of the ranges asked for. */
+typedef struct fill_range {
+  uint64_t lo, hi;
+  size_t first, last; /* the batch's items [first, last) it covers (some left out) */
+  const unsigned char *data;
+} fill_range;
+
+typedef struct parts {
+  fill_range *r;
+  size_t n;
+  cairn_store *st;
+} parts;
+
+static int take_part(uint64_t off, const unsigned char *data, size_t len, void *arg) {
+  parts *p = arg;
+  for (size_t k = 0; k < p->n; k++) {
+    if (p->r[k].lo != off) continue;
+    if (p->r[k].hi - p->r[k].lo != len || p->r[k].data)
+      return cairn_fail(p->st, -EBADMSG, "range reply: a part is not the range asked for");
+    p->r[k].data = data;
+    return 0;
+  }
+  return cairn_fail(p->st, -EBADMSG, "range reply: a part is not a range asked for");
+}
+
+/* Fetches the items of [first, last) this process holds the locks of
+ * (it->lock >= 0), in one request of merged ranges, and stores each. A
+ * failure of the request leaves them ITEM_TODO (locks released) for the
+ * one-by-one fetch; a file that fails its checks is ITEM_FAILED. */
+static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst) {
+  fill_range *rg = calloc(last - first, sizeof *rg);
+  if (!rg) return cairn_fail(wst, -ENOMEM, "out of memory");
+  size_t n = 0;
+  uint64_t total = 0;
+  const cn_fill_item *prev = NULL;
+  for (size_t i = first; i < last; i++) {
+    const cn_fill_item *it = &c->items[i];
+    if (it->lock < 0) continue;
+    if (prev && cn_fill_merges(prev, rg[n - 1].lo, it)) {
+      total += it->hi - rg[n - 1].hi;
+      rg[n - 1].hi = it->hi;
+      rg[n - 1].last = i + 1;
+    } else {
+      rg[n++] = (fill_range){.lo = it->lo, .hi = it->hi, .first = i, .last = i + 1};
+      total += it->hi - it->lo;
+    }
+    prev = it;
+  }
+  int r = 0;
+  if (n == 0) goto out;
+  char *spec = malloc(PULL_RANGE_SPEC_MAX);
+  if (!spec) {
+    r = cairn_fail(wst, -ENOMEM, "out of memory");
+    goto out;
+  }
+  size_t used = 0;
+  for (size_t k = 0; k < n && r == 0; k++) {
+    int w = snprintf(spec + used, PULL_RANGE_SPEC_MAX - used, "%s%llu-%llu", k ? "," : "",
+                     (unsigned long long)rg[k].lo, (unsigned long long)(rg[k].hi - 1));
+    if (w < 0 || (size_t)w >= PULL_RANGE_SPEC_MAX - used)
+      r = cairn_fail(wst, -E2BIG, "range request: too many ranges");
+    else
+      used += (size_t)w;
+  }
+  fill_layer *l = &c->layers[c->items[first].layer];
+  blob_sink s;
+  pull_range_reply rr = {0};
+  bool sink = false;
+  if (r == 0) r = cn_blob_sink_init(&s, -1, total + 4096 + 256 * (uint64_t)n, NULL);
+  if (r == 0) sink = true;
+  if (r == 0) r = l->src->ops->ranges(l->src, &l->d, spec, &s, &rr, wst);
+  free(spec);
+  if (r == 0 && rr.status != 206)
+    r = cairn_fail(wst, -EPROTO, "the registry answered a range request with HTTP %ld", rr.status);
+  if (r == 0) {
+    parts p = {rg, n, wst};
+    int k = cn_byteranges_parse(rr.content_type, rr.content_range, s.mem ? s.mem : "", s.written,
+                                l->d.size, n, take_part, &p, wst);
+    if (k < 0) r = k;
+    for (size_t j = 0; r == 0 && j < n; j++)
+      if (!rg[j].data) r = cairn_fail(wst, -EBADMSG, "range reply: a range asked for is missing");
+  }
+  if (r < 0) { /* the files are fetched one by one later */
+    for (size_t i = first; i < last; i++) {
+      cn_fill_item *it = &c->items[i];
+      if (it->lock < 0) continue;
+      cairn_lazy_unlock(wst, it->sha256, it->lock);
+      it->lock = -1;
+    }
+    goto out_sink;
+  }
+  cairn_test_point(wst, "lazy: range fetched");
+  for (size_t k = 0; k < n; k++) {
+    for (size_t i = rg[k].first; i < rg[k].last; i++) {
+      cn_fill_item *it = &c->items[i];
+      if (it->lock < 0) continue;
+      const cn_toc_entry *e = &l->lt.toc.entries[it->entry];
+      char blob[48];
+      int fd = cn_lazy_open_temp(wst);
+      int q = fd < 0 ? fd : cn_lazy_unpack(e, rg[k].data, rg[k].lo, fd, wst);
+      if (q == 0) cairn_test_point(wst, "lazy: verified, not stored");
+      if (q == 0) q = cairn_lazy_file_store(wst, it->sha256, fd, e->size, blob);
+      if (fd >= 0) close(fd);
+      cairn_lazy_unlock(wst, it->sha256, it->lock);
+      it->lock = -1;
+      if (q < 0)
+        item_failed(c, it, q, cairn_errmsg(wst));
+      else
+        item_done(c, it);
+    }
+  }
+out_sink:
+  if (sink) cn_blob_sink_free(&s);
+out:
+  free(rg);
+  return r;
+}
+
+/* A batch: each file's lock taken without waiting (busy: later), a file
+ * stored meanwhile only named; the others fetched together. */
+static void run_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst) {
+  for (size_t i = first; i < last; i++) {
+    cn_fill_item *it = &c->items[i];
+    it->lock = -1;
+    int lk = cairn_lazy_lock(wst, it->sha256, false);
+    if (lk == -EWOULDBLOCK) {
+      it->state = ITEM_LATER; /* read by a mount or filled by another fill now */
+      continue;
+    }
+    if (lk < 0) {
+      item_failed(c, it, lk, cairn_errmsg(wst));
+      continue;
+    }
+    cairn_lazy_file f;
+    char blob[48];
+    int k = cn_lazy_file_named(wst, it->sha256, blob, &f);
+    if (k == 0) {
+      cairn_lazy_file_clear(&f);
+      it->lock = lk;
+      continue;
+    }
+    cairn_lazy_unlock(wst, it->sha256, lk);
+    if (k < 0)
+      item_failed(c, it, k, cairn_errmsg(wst));
+    else
+      item_done(c, it);
+  }
+  if (fetch_batch(c, first, last, wst) < 0 && c->o->log) {
+    char line[1200];
+    snprintf(line, sizeof line, "a request for %zu files failed (%s); fetching them one by one",
+             last - first, cairn_errmsg(wst));
+    pthread_mutex_lock(&c->lock);
+    c->o->log(line, c->o->arg);
+    pthread_mutex_unlock(&c->lock);
+  }
+}
+
+static void *fill_worker(void *arg) {
+  fill_ctx *c = arg;
+  cairn_store *wst = NULL;
+  if (cairn_store_open_lazy(cairn_store_dir(c->st), &wst) < 0) return NULL;
+  for (;;) {
+    pthread_mutex_lock(&c->lock);
+    size_t k = c->next < c->n_batches ? c->next++ : c->n_batches;
+    while (k < c->n_batches && k >= c->prefetch_batches && c->prefetch_left)
+      pthread_cond_wait(&c->prefetch_done, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    if (k == c->n_batches) break;
+    run_batch(c, c->batch_first[k], c->batch_first[k + 1], wst);
+    if (k < c->prefetch_batches) {
+      pthread_mutex_lock(&c->lock);
+      if (!--c->prefetch_left) pthread_cond_broadcast(&c->prefetch_done);
+      pthread_mutex_unlock(&c->lock);
+    }
+  }
+  cairn_store_close(wst);
+  return NULL;
+}
+
+/* The layer of pending file f (by its blob's digest), its kept TOC read
+ * and its registry opened on first use; -1 when that failed (said). */
+static ssize_t layer_of(fill_ctx *c, cairn_lazy_file *f) {
+  for (size_t k = 0; k < c->n_layers; k++)
+    if (strcmp(c->layers[k].f.digest, f->digest) == 0) return (ssize_t)k;
+  fill_layer *v = realloc(c->layers, (c->n_layers + 1) * sizeof *v);
+  if (!v) return cairn_fail(c->st, -ENOMEM, "out of memory");
+  c->layers = v;
+  fill_layer *l = &v[c->n_layers];
+  memset(l, 0, sizeof *l);
+  int r = cn_lazy_kept_toc(c->st, f, &l->lt);
+  if (r == 0) {
+    cn_lazy_source_opts(f, c->o->creds, &l->po);
+    r = cn_registry_source_open(f->source, &l->po, &l->src, c->st);
+  }
+  if (r < 0) {
+    cn_lazy_toc_free(&l->lt);
+    return r;
+  }
+  l->src->opts = &l->po;
+  l->d = (pull_desc){.media_type = f->media_type, .size = f->blob_size};
+  snprintf(l->d.digest, sizeof l->d.digest, "%s", f->digest);
+  l->f = *f; /* its strings now the layer's */
+  memset(f, 0, sizeof *f);
+  return (ssize_t)c->n_layers++;
+}
+
+/* The plan: each pending content of the image, its layer, its TOC entry
+ * and its bytes in the blob, in fill order (c->items); a content not to be
+ * fetched so (stored meanwhile, or its layer's TOC or source unusable) is
+ * left to the one-by-one fetch (c->later), which names it or says why. */
+static int plan(fill_ctx *c, char **todo, size_t n) {
+  c->items = calloc(n ? n : 1, sizeof *c->items);
+  c->later = calloc(n ? n : 1, sizeof *c->later);
+  if (!c->items || !c->later) return cairn_fail(c->st, -ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    cairn_lazy_file f;
+    int p = cairn_lazy_file_find(c->st, todo[i], &f);
+    if (p < 0) return p;
+    if (p == 0) {
+      c->later[c->n_later++] = todo[i];
+      continue;
+    }
+    char *path = strdup(f.path);
+    uint64_t size = f.size;
+    ssize_t l = path ? layer_of(c, &f) : -ENOMEM;
+    cairn_lazy_file_clear(&f);
+    const cn_toc_entry *e = NULL;
+    if (l >= 0) e = cn_toc_find(&c->layers[l].lt.toc, path);
+    free(path);
+    if (l < 0) cairn_fail(c->st, 0, "%s", "");
+    if (!e || e->type != CN_TOC_REG || e->size != size || strcmp(e->digest, todo[i]) != 0 ||
+        e->n_chunks == 0) {
+      c->later[c->n_later++] = todo[i];
+      continue;
+    }
+    const cn_toc *toc = &c->layers[l].lt.toc;
+    cn_fill_item *it = &c->items[c->n_items++];
+    *it = (cn_fill_item){.sha256 = todo[i],
+                         .layer = (size_t)l,
+                         .entry = (size_t)(e - toc->entries),
+                         .lo = e->chunks[0].off,
+                         .hi = e->chunks[0].off + e->chunks[0].csize,
+                         .lock = -1,
+                         .state = ITEM_TODO};
+    it->rank = e->prefetch_rank;
+    it->prefetch = !toc->no_prefetch && (it->entry < toc->prefetch || it->rank);
+    for (size_t k = 0; k < e->n_chunks; k++) {
+      const cn_toc_chunk *ch = &e->chunks[k];
+      if (ch->off < it->lo) it->lo = ch->off;
+      if (ch->off + ch->csize > it->hi) it->hi = ch->off + ch->csize;
+    }
+  }
+  cn_fill_sort(c->items, c->n_items);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < c->n_items; i++) bytes += c->items[i].hi - c->items[i].lo;
+  uint64_t per = bytes / (2 * FILL_INFLIGHT);
+  per = per < FILL_BATCH_MIN ? FILL_BATCH_MIN : per > FILL_BATCH_MAX ? FILL_BATCH_MAX : per;
+  c->batch_first = calloc(c->n_items + 1, sizeof *c->batch_first);
+  if (!c->batch_first) return cairn_fail(c->st, -ENOMEM, "out of memory");
+  for (size_t i = 0; i < c->n_items;) {
+    if (c->items[i].prefetch) c->prefetch_batches++;
+    c->batch_first[c->n_batches++] = i;
+    i = cn_fill_batch_end(c->items, c->n_items, i, per);
+  }
+  c->prefetch_left = c->prefetch_batches;
+  c->batch_first[c->n_batches] = c->n_items;
+  return 0;
+}
+
+/* One by one, waiting for each file's lock (cairn_lazy_fetch), the
+ * registry sources kept from one to the next (c->sources). */
+static void fetch_one(fill_ctx *c, const char *sha256, cn_fill_item *it) {
+  char blob[48];
+  cn_lazy_toc_source ts = {
+      .open = cn_lazy_kept_open, .done = cn_lazy_kept_done, .src_arg = &c->sources};
+  int k = cn_lazy_fetch_from(c->st, sha256, &ts, blob);
+  cn_fill_item none = {.sha256 = sha256};
+  if (k < 0)
+    item_failed(c, it ? it : &none, k, cairn_errmsg(c->st));
+  else
+    item_done(c, it ? it : &none);
+}
+
+int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *opts,
+               cairn_id image_id) {
+  cairn_fail(st, 0, "%s", "");
+  cairn_fill_opts o = opts ? *opts : (cairn_fill_opts){0};
+  char *purpose = NULL;
+  if (asprintf(&purpose, "fill %s", image_ref) < 0) return cairn_fail(st, -ENOMEM, "out of memory");
+  cairn_pinset *ps = cairn_pinset_new(purpose, true);
+  free(purpose);
+  if (!ps) return cairn_fail(st, -ENOMEM, "out of memory");
+  int r = cairn_image_resolve(st, image_ref, image_id);
+  if (r == 0) r = cairn_pin_image(st, ps, image_id);
+  if (r == 0 && o.pinned) o.pinned(o.arg);
+  char **todo = NULL;
+  size_t n = 0;
+  if (r == 0) r = cairn_lazy_pending_list(st, image_id, &todo, &n);
+  fill_ctx c = {.st = st,
+                .o = &o,
+                .total = n,
+                .sources = {.creds = o.creds},
+                .lock = PTHREAD_MUTEX_INITIALIZER,
+                .prefetch_done = PTHREAD_COND_INITIALIZER};
+  if (r == 0) r = plan(&c, todo, n);
+  if (r == 0 && o.progress) o.progress(0, n, o.arg);
+  pthread_t tids[FILL_INFLIGHT];
+  size_t started = 0;
+  for (; r == 0 && started < FILL_INFLIGHT && started < c.n_batches; started++)
+    if (pthread_create(&tids[started], NULL, fill_worker, &c) != 0) break;
+  for (size_t t = 0; t < started; t++) pthread_join(tids[t], NULL);
+  /* what the workers left: busy elsewhere, a failed request, no worker */
+  for (size_t i = 0; r == 0 && i < c.n_items; i++)
+    if (c.items[i].state == ITEM_TODO || c.items[i].state == ITEM_LATER)
+      fetch_one(&c, c.items[i].sha256, &c.items[i]);
+  for (size_t i = 0; r == 0 && i < c.n_later; i++) fetch_one(&c, c.later[i], NULL);
+  for (size_t k = 0; k < c.n_layers; k++) {
+    if (c.layers[k].src) c.layers[k].src->ops->free(c.layers[k].src);
+    cn_lazy_toc_free(&c.layers[k].lt);
+    cairn_lazy_file_clear(&c.layers[k].f);
+  }
+  cn_lazy_kept_free(&c.sources);
+  free(c.layers);
+  free(c.items);
+  free(c.later);
+  free(c.batch_first);
+  cairn_strv_free(todo, n);
+  /* every file here: each layer's exact tar recorded (partial.c) */
+  if (r == 0 && !c.failed) r = cairn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);
+  if (r == 0 && n == 0) r = cairn_lazy_tidy(st); /* a crashed fill's TOCs */
+  cairn_pinset_release(st, ps);
+  if (r < 0) return r;
+  if (c.failed)
+    return cairn_fail(st, c.first_err, "%zu of %zu files not fetched (first: %s)", c.failed, n,
+                      c.why);
+  return 0;
+}
+
+/* What push and export do first with an image a lazy pull left partial
+ * or not finished: a fill, said. */
+int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const char *line, void *arg),
+                    void *arg) {
+  uint64_t files = 0, bytes = 0;
+  char **unf = NULL;
+  size_t n_unf = 0;
+  int r = cairn_image_pending(st, image_id, &files, &bytes);
+  if (r == 0) r = cairn_lazy_unfinished(st, image_id, &unf, &n_unf);
+  cairn_strv_free(unf, n_unf);
+  if (r < 0 || (files == 0 && n_unf == 0)) return r;
+  char size[32];
+  cairn_human_size(bytes, size, sizeof size);
+  char line[256];
+  if (files)
+    snprintf(line, sizeof line,
+             "%.12s was pulled lazily: fetching its %llu files not fetched yet (%s) first, as "
+             "cairn fill does",
+             image_id, (unsigned long long)files, size);
+  else
+    snprintf(line, sizeof line,
+             "%.12s was pulled lazily: recording its layers' exact tars first, as cairn fill does",
+             image_id);
+  if (log) log(line, arg);
+  cairn_fill_opts fo = {.log = log, .arg = arg};
+  cairn_id got;
+  r = cairn_fill(st, image_id, &fo, got);
+  return r < 0 ? cairn_fail_context(st, r, "filling %.12s first", image_id) : 0;
+}

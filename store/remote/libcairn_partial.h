@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libcairn_partial.h — the partial pull of a zstd:chunked layer (doc/lazy-pulls.md,
+ * "What is fetched when", item 4): only the files the store lacks are
+ * fetched, by range requests, and the layer's zstd stream is rebuilt from
+ * the fetched bytes and the stored files, then ingested as a full pull's
+ * blob is (the ingest checks the diff_id: the rebuilt tar must be the
+ * layer's byte for byte).
+ *
+ * Why it is exact: a zstd:chunked blob is a zstd-compressed tar in which
+ * every regular file's data (or each chunk of it) is frames of its own,
+ * [off, off + csize) in the TOC; everything between (tar headers, padding,
+ * the end of the archive) is other frames, and after the data come only
+ * skippable frames (TOC, tar-split, footer). Frames concatenate: replacing
+ * a file's frames by any frames of the same content (cairn writes stored
+ * raw blocks) decompresses to the same tar. eStargz cannot do this: a
+ * file's last gzip member also holds the padding and the headers of the
+ * entries after it, so it must be fetched whatever the store holds.
+ *
+ * Built on cairn.h alone, like the rest of store/remote/.
+ */
+#ifndef CAIRN_PULL_PARTIAL_H
+#define CAIRN_PULL_PARTIAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libcairn_remote.h"
+#include "libcairn_toc.h"
+
+/* A stored chunk smaller than this between fetched ranges is fetched too:
+ * a range costs about as much in a multipart reply's part headers. */
+#define CN_PARTIAL_MERGE_GAP 512
+/* Ranges and bytes of one multi-range request. */
+#define CN_PARTIAL_RANGES_MAX 200
+#define CN_PARTIAL_REQUEST_MAX (32u << 20)
+/* Requests of one layer's partial pull in flight at once, each on a thread
+ * of its own, and how many bytes they may fetch ahead of the rebuild (the
+ * request the rebuild waits for is always sent). */
+#define CN_PARTIAL_INFLIGHT 4
+#define CN_PARTIAL_INFLIGHT_BYTES (64ull << 20)
+
+typedef enum cn_partial_kind { CN_SEG_FETCH, CN_SEG_STORED } cn_partial_kind;
+
+/* One piece of the rebuilt stream, in blob order: the blob's bytes
+ * [off, off + len) fetched, or (STORED) in place of them the bytes
+ * [uoff, uoff + usize) of the stored file entry (an index into the TOC). */
+typedef struct cn_partial_seg {
+  cn_partial_kind kind;
+  uint64_t off, len;
+  size_t entry;
+  uint64_t uoff, usize;
+} cn_partial_seg;
+
+typedef struct cn_partial_plan {
+  cn_partial_seg *segs;
+  size_t n_segs;
+  uint64_t end;               /* the stream rebuilt is the blob's [0, end) */
+  uint64_t fetch_bytes;       /* of the FETCH segments */
+  size_t files, files_stored; /* regular files with data; of them stored */
+  size_t *missing;            /* the TOC entries of the others */
+  size_t n_missing;
+} cn_partial_plan;
+
+/* Says whether the store holds a file of content sha256 ("sha256:hex"): 1,
+ * 0, or a negative errno. */
+typedef int (*cn_partial_have_fn)(const char *sha256, void *arg);
+
+/* Plans the rebuild of a zstd:chunked layer from its parsed TOC: every
+ * regular file have() finds is STORED, every other byte of [0, end)
+ * fetched, end the skippable frame (TOC or tar-split) after the tar's
+ * frames, toc->data_end - 8 (STORED chunks under merge_gap bytes fetched
+ * too, adjacent fetches merged). -EBADMSG when the chunks overlap. */
+int cn_partial_plan_make(const cn_toc *toc, uint64_t merge_gap, cn_partial_have_fn have, void *arg,
+                         cn_partial_plan *plan, cairn_store *st);
+void cn_partial_plan_free(cn_partial_plan *plan);
+
+/* Writes the rebuilt stream to out. fetched(i) gives FETCH segment i's
+ * len bytes (valid until the next call); content(i, at, buf, n) reads n
+ * bytes at offset seg.uoff + at of STORED segment i's file. */
+typedef struct cn_partial_io {
+  int (*fetched)(const cn_partial_plan *plan, size_t i, const unsigned char **data, void *arg);
+  int (*content)(const cn_partial_plan *plan, size_t i, uint64_t at, void *buf, size_t n,
+                 void *arg);
+  int (*out)(const void *buf, size_t n, void *arg);
+  void *arg;
+} cn_partial_io;
+int cn_partial_write(const cn_partial_plan *plan, const cn_partial_io *io, cairn_store *st);
+
+/* The range spec ("A-B,C-D") of FETCH segments [first, *last) of the plan,
+ * as many as one request takes (CN_PARTIAL_RANGES_MAX,
+ * CN_PARTIAL_REQUEST_MAX, PULL_RANGE_SPEC_MAX); *last set past the last. */
+void cn_partial_spec(const cn_partial_plan *plan, size_t first, size_t *last,
+                     char spec[PULL_RANGE_SPEC_MAX]);
+
+/* The partial pull of layer d from src into fd. Each fetched chunk of a
+ * missing file is checked against its TOC digest as its request arrives;
+ * the whole against the diff_id by the ingest (the rebuilt zstd stream,
+ * for cairn_layer_ingest): 0 when done (*fetched, *stored_files say what it
+ * cost and saved), 1 when the layer is not zstd:chunked, the source cannot
+ * range-request, or the store holds none of its files (pull it in full),
+ * a negative errno when it failed (fd is then to be truncated and the
+ * layer pulled in full). progress gets the bytes fetched so far. */
+/* Where layer d's zstd:chunked TOC is (*pos), from the manifest's
+ * annotations: 0, 1 when the layer cannot be fetched by ranges (no range
+ * requests, not zstd:chunked, or a TOC the manifest does not vouch for),
+ * or a negative errno (bad annotations). The partial and the lazy pull. */
+int cn_partial_toc_pos(pull_source *src, const pull_desc *d, cn_toc_zstd_pos *pos, cairn_store *st);
+
+typedef struct cn_partial_result {
+  uint64_t fetched; /* bytes over the network: TOC and ranges */
+  size_t files, files_stored, requests;
+  size_t chunks_verified; /* fetched chunks checked against the TOC's
+                             digests before the ingest */
+} cn_partial_result;
+int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64_t *progress,
+                    cn_partial_result *res, cairn_store *st);
+
+#endif
