@@ -1185,6 +1185,10 @@ int cairn_upper_session_end(cairn_store *st, const char *id, int dirfd);
 int cairn_upper_discard(cairn_store *st, const char *id);
 /* Removes the upper id, discarded or not, and its files. */
 int cairn_upper_drop(cairn_store *st, const char *id);
+/* Removes the upper id if no live mount serves it and it holds no entry
+ * (nothing uncommitted: a commit moved its mount onto it, or nothing was
+ * changed): 1 if removed, 0 if kept, or -errno. */
+int cairn_upper_drop_if_empty(cairn_store *st, const char *id);
 /* One upper as listings show it. Strings are valid during the callback. */
 typedef struct cairn_upper_rec {
   const char *id;
