@@ -1252,6 +1252,14 @@ void cairn_mount_thaw(const char *dir, const char *upper, cairn_freeze *f, bool 
  * upper and the image are only read. */
 int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
                  cairn_id image_out, cairn_id layer_out);
+/* cairn_commit, saying in rep (if not NULL) what it left out: one line
+ * per socket ("/PATH: a socket, not committed"). Sparse files whose holes
+ * come to more than a layer holds (64 GiB) fail it, -EBADMSG, naming the
+ * file and its owner. */
+struct cairn_report;
+int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
+                        const char *comment, cairn_id image_out, cairn_id layer_out,
+                        struct cairn_report *rep);
 
 /* ---- podman's Additional Layer Store (store/als.c) --------------------- */
 
