@@ -291,7 +291,9 @@ static int blob_from_layer(cairn_store *st, int fd, const char *path, char got[4
   while (rc == -ENOENT && archive_read_next_header(a, &e) == ARCHIVE_OK) {
     char p[PATH_MAX];
     tar_path_normal(archive_entry_pathname(e), p, sizeof(p));
-    if (strcmp(p, path) != 0 || archive_entry_filetype(e) != AE_IFREG) continue;
+    if (strcmp(p, path) != 0 || archive_entry_filetype(e) != AE_IFREG ||
+        archive_entry_hardlink(e)) /* a hard link's content is at its first name */
+      continue;
     blob_writer *w = NULL;
     if ((rc = cn_blob_writer_new(st, &w)) < 0) break;
     uint64_t pos = 0, size = (uint64_t)archive_entry_size(e);
