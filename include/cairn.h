@@ -1182,6 +1182,10 @@ int cairn_upper_session_end(cairn_store *st, const char *id, int dirfd);
 int cairn_upper_discard(cairn_store *st, const char *id);
 /* Removes the upper id, discarded or not, and its files. */
 int cairn_upper_drop(cairn_store *st, const char *id);
+/* Removes the upper id if no live mount serves it and it holds no entry
+ * (nothing uncommitted: a commit moved its mount onto it, or nothing was
+ * changed): 1 if removed, 0 if kept, or -errno. */
+int cairn_upper_drop_if_empty(cairn_store *st, const char *id);
 /* One upper as listings show it. Strings are valid during the callback. */
 typedef struct cairn_upper_rec {
   const char *id;
@@ -1245,6 +1249,14 @@ void cairn_mount_thaw(const char *dir, const char *upper, cairn_freeze *f, bool 
  * upper and the image are only read. */
 int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
                  cairn_id image_out, cairn_id layer_out);
+/* cairn_commit, saying in rep (if not NULL) what it left out: one line
+ * per socket ("/PATH: a socket, not committed"). Sparse files whose holes
+ * come to more than a layer holds (64 GiB) fail it, -EBADMSG, naming the
+ * file and its owner. */
+struct cairn_report;
+int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
+                        const char *comment, cairn_id image_out, cairn_id layer_out,
+                        struct cairn_report *rep);
 
 /* ---- podman's Additional Layer Store (store/als.c) --------------------- */
 

@@ -25,6 +25,12 @@
  * config without history: every import), one entry per layer.
  * The image's layers and blobs are never changed; the upper is only read
  * (a write racing with the commit may or may not be in the layer).
+ *
+ * What a layer cannot hold is said, naming the file: a socket is left out
+ * (as podman's commit does; a whiteout if it hides a base entry), said in
+ * the report; sparse files whose holes come to more than a layer holds
+ * fail the commit before anything is written, naming the file that
+ * crossed the bound and its owner.
  */
 #include "libcairn_store.h"
 
@@ -34,6 +40,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pwd.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -58,6 +65,8 @@ struct committer {
   int root_fd, index_fd;
   bool emit;           /* the second pass: writing */
   bool any_group;      /* some flags[] has F_GROUP */
+  cairn_report *rep;   /* what was left out (sockets); may be NULL */
+  uint64_t holes;      /* the upper files' holes so far (planning pass) */
   uint8_t *flags;      /* by tree inode: F_* */
   char path[PATH_MAX]; /* the view's path being walked */
   char **lower_first;  /* by tree inode: where a lower file was written */
@@ -272,6 +281,42 @@ static int view_lower_file(struct committer *c, uint32_t ino) {
 
 static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len, bool diff);
 
+/* The holes of the upper file dirfd/name (stat st, at c->path), added to
+ * c->holes: past what a layer holds, the commit fails here, naming the
+ * file and its owner (a user's file no commit can take). */
+static int count_holes(struct committer *c, int dirfd, const char *name, const struct stat *st) {
+  uint64_t size = (uint64_t)st->st_size;
+  if ((uint64_t)st->st_blocks * 512 >= size) return 0; /* no hole */
+  cairn_autoclose int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return 0; /* the writing pass says why */
+  uint64_t data = 0, pos = 0, d, h;
+  while (pos < size) {
+    cn_next_extent(fd, pos, size, &d, &h);
+    if (d >= size || h <= d) break;
+    data += h - d;
+    pos = h;
+  }
+  uint64_t holes = size - data;
+  if (holes <= CN_LAYER_HOLES_MAX - c->holes) {
+    c->holes += holes;
+    return 0;
+  }
+  char owner[128], pwbuf[1024];
+  struct passwd pw, *found = NULL;
+  getpwuid_r(st->st_uid, &pw, pwbuf, sizeof(pwbuf), &found);
+  if (found)
+    snprintf(owner, sizeof(owner), "%s (uid %u)", found->pw_name, (unsigned)st->st_uid);
+  else
+    snprintf(owner, sizeof(owner), "uid %u", (unsigned)st->st_uid);
+  return store_fail(c->st, -EBADMSG,
+                    "/%s, owned by %s: a sparse file with %llu GiB of holes; with the other "
+                    "files' (%llu GiB) more than a layer holds (%llu GiB): nothing committed "
+                    "(remove or shrink it in the mount)",
+                    c->path, owner, (unsigned long long)(holes >> 30),
+                    (unsigned long long)(c->holes >> 30),
+                    (unsigned long long)(CN_LAYER_HOLES_MAX >> 30));
+}
+
 /* A lower-only entry of the view (tree node ino, not shadowed by the
  * upper) at c->path. In full mode it is written (and, a directory, all
  * below it); in diff mode (its directory is the base's) the base has it
@@ -331,6 +376,19 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
       }
       continue;
     }
+    if (S_ISSOCK(st.st_mode)) {
+      /* no tar can hold one: left out, as podman's commit does; the
+       * base's entry of its name (if any) goes, as in the view */
+      if (c->emit && c->rep) cn_report_line(c->rep, "/%s: a socket, not committed", c->path);
+      c->path[len] = '\0';
+      if (bd && c->emit) {
+        cairn_autofree char *wh =
+            len ? cn_xasprintf("%s/.wh.%s", c->path, name) : cn_xasprintf(".wh.%s", name);
+        r = wh ? write_marker(c, wh) : store_fail(c->st, -ENOMEM, "out of memory");
+      }
+      continue;
+    }
+    if (!c->emit && S_ISREG(st.st_mode)) r = count_holes(c, dirfd, name, &st);
     if (c->emit) r = write_upper(c, dirfd, name, &st, c->path);
     if (r < 0 || !S_ISDIR(st.st_mode)) continue;
     char pp[PATH_MAX];
@@ -486,6 +544,12 @@ static char *new_config(const char *base, int64_t stored, const char *diff_id,
 
 int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const char *comment,
                  cairn_id image_out, cairn_id layer_out) {
+  return cairn_commit_report(st, upper_id, name, comment, image_out, layer_out, NULL);
+}
+
+int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
+                        const char *comment, cairn_id image_out, cairn_id layer_out,
+                        cairn_report *rep) {
   store_errclear(st);
   cairn_autoclose int ufd = openat(st->dirfd, "uppers", O_PATH | O_DIRECTORY | O_CLOEXEC);
   cairn_autoclose int upper_fd =
@@ -515,6 +579,7 @@ int cairn_commit(cairn_store *st, const char *upper_id, const char *name, const 
   if (r == 0) {
     c->st = st;
     c->tree = tree;
+    c->rep = rep;
     c->root_fd = c->index_fd = -1;
     c->lower_first = calloc(cairn_tree_count(tree) + 1, sizeof(char *));
     c->flags = calloc(cairn_tree_count(tree) + 1, 1);

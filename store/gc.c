@@ -13,6 +13,8 @@
 #include "libcairn_tree.h"
 #include "libcairn_upper.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -208,6 +210,160 @@ fail:
   return 0;
 }
 
+/* What uses the blob name, for a person: the files (paths in their
+ * layers) and the images, "etc/one in layer sha256:ID12; image ID12
+ * (NAME, ...)"; NULL if out of memory. */
+static char *blob_users(cairn_store *st, const char *name) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) return NULL;
+  cn_autostmt sqlite3_stmt *q = NULL;
+  size_t n = 0;
+  if (cn_db_prepare(st, &q,
+                    "SELECT path, layer_id FROM entries WHERE blob = ? ORDER BY layer_id, path") ==
+      0) {
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    while (sqlite3_step(q) == SQLITE_ROW)
+      fprintf(f, "%s%s in layer sha256:%.12s", n++ ? ", " : "",
+              (const char *)sqlite3_column_text(q, 0), (const char *)sqlite3_column_text(q, 1));
+  }
+  cn_autostmt sqlite3_stmt *i = NULL;
+  size_t k = 0;
+  if (cn_db_prepare(st, &i,
+                    "SELECT DISTINCT il.image_id, (SELECT group_concat(name, ', ') FROM names"
+                    " WHERE image_id = il.image_id) FROM image_layers il WHERE il.layer_id IN"
+                    " (SELECT layer_id FROM entries WHERE blob = ?) ORDER BY il.image_id") == 0) {
+    sqlite3_bind_text(i, 1, name, -1, SQLITE_STATIC);
+    while (sqlite3_step(i) == SQLITE_ROW) {
+      const char *names = (const char *)sqlite3_column_text(i, 1);
+      fprintf(f, "%s image %.12s (%s)", k++ ? "," : n ? ";" : "",
+              (const char *)sqlite3_column_text(i, 0), names ? names : "no name");
+    }
+  }
+  if (!n && !k) fputs("used by nothing", f);
+  fclose(f);
+  return buf;
+}
+
+/* A tar path as the layer import records it: no "./" or "/" before, no
+ * "/" after. */
+static void tar_path_normal(const char *in, char *out, size_t len) {
+  while (in[0] == '.' && in[1] == '/') in += 2;
+  while (in[0] == '/') in++;
+  snprintf(out, len, "%s", in);
+  size_t n = strlen(out);
+  while (n > 0 && out[n - 1] == '/') out[--n] = '\0';
+}
+
+/* Whether the file fd has the sha256 hex (the compressed layer's digest). */
+static bool file_has_sha256(int fd, const char *hex) {
+  EVP_MD_CTX *sha = EVP_MD_CTX_new();
+  if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1) {
+    EVP_MD_CTX_free(sha);
+    return false;
+  }
+  static char buf[1 << 17];
+  ssize_t n;
+  off_t off = 0;
+  while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+    EVP_DigestUpdate(sha, buf, (size_t)n);
+    off += n;
+  }
+  unsigned char d[32];
+  char got[65];
+  EVP_DigestFinal_ex(sha, d, NULL);
+  EVP_MD_CTX_free(sha);
+  sha256_hex(d, got);
+  return n == 0 && strcmp(got, hex) == 0;
+}
+
+/* Writes the content of the tar entry path of the compressed layer fd
+ * into a new blob; its name to got (48 bytes). 0, or -errno / -ENOENT if
+ * the layer has no such file. */
+static int blob_from_layer(cairn_store *st, int fd, const char *path, char got[48]) {
+  struct archive *a = archive_read_new();
+  if (!a) return -ENOMEM;
+  archive_read_support_filter_all(a);
+  archive_read_support_format_tar(a);
+  int rc = archive_read_open_fd(a, fd, 1 << 17) == ARCHIVE_OK ? -ENOENT : -EIO;
+  struct archive_entry *e;
+  while (rc == -ENOENT && archive_read_next_header(a, &e) == ARCHIVE_OK) {
+    char p[PATH_MAX];
+    tar_path_normal(archive_entry_pathname(e), p, sizeof(p));
+    if (strcmp(p, path) != 0 || archive_entry_filetype(e) != AE_IFREG ||
+        archive_entry_hardlink(e)) /* a hard link's content is at its first name */
+      continue;
+    blob_writer *w = NULL;
+    if ((rc = cn_blob_writer_new(st, &w)) < 0) break;
+    uint64_t pos = 0, size = (uint64_t)archive_entry_size(e);
+    const void *buf;
+    size_t len;
+    la_int64_t off;
+    int ar;
+    while (rc == 0 && (ar = archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK) {
+      if ((uint64_t)off > pos) rc = cn_blob_writer_hole(w, (uint64_t)off - pos);
+      if (rc == 0 && len) rc = cn_blob_writer_write(w, buf, len);
+      pos = (uint64_t)off + len;
+    }
+    if (rc == 0 && ar != ARCHIVE_EOF) rc = -EIO;
+    if (rc == 0 && pos < size) rc = cn_blob_writer_hole(w, size - pos);
+    uint64_t n;
+    char sha[65];
+    if (rc == 0) rc = cn_blob_writer_finish(w, got, &n, sha);
+    cn_blob_writer_free(w);
+  }
+  archive_read_free(a);
+  return rc;
+}
+
+/* Rebuilds the corrupt or missing blob name from a kept compressed layer
+ * (STORE/compressed/HEX, als.c) of a layer that uses it: the compressed
+ * file checked against its digest first, the file's content written as a
+ * new blob, which is the blob again only if it has the blob's name (its
+ * XXH3-128), size and recorded sha256. The bad file is quarantined first,
+ * so that the writer links the rebuilt one under its name. 1 if rebuilt
+ * (said in r), 0 if nothing the store has rebuilds it. */
+static int rebuild_blob(cairn_store *st, const char *name, cairn_report *r) {
+  cn_autostrv struct strv from = {0}; /* pairs: path, compressed digest */
+  uint64_t size = 0;
+  char sha[65] = "";
+  {
+    cn_autostmt sqlite3_stmt *q = NULL;
+    if (cn_db_prepare(st, &q,
+                      "SELECT e.path, lb.digest, b.size, b.sha256 FROM entries e"
+                      " JOIN layer_blobs lb ON lb.layer_id = e.layer_id"
+                      " JOIN blobs b ON b.name = e.blob WHERE e.blob = ? ORDER BY lb.digest") < 0)
+      return 0;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      if (cn_strv_push(&from, (const char *)sqlite3_column_text(q, 0)) < 0 ||
+          cn_strv_push(&from, (const char *)sqlite3_column_text(q, 1)) < 0)
+        return 0;
+      size = (uint64_t)sqlite3_column_int64(q, 2);
+      snprintf(sha, sizeof(sha), "%s", (const char *)sqlite3_column_text(q, 3));
+    }
+  }
+  for (size_t i = 0; i + 1 < from.n; i += 2) {
+    const char *digest = from.v[i + 1];
+    if (strncmp(digest, "sha256:", 7) != 0) continue;
+    char rel[128];
+    snprintf(rel, sizeof(rel), "compressed/%s", digest + 7);
+    cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || !file_has_sha256(fd, digest + 7)) continue;
+    char *one[] = {(char *)name};
+    if (cn_blob_files_remove(st, &(struct strv){.v = one, .n = 1}) < 0) return 0;
+    char got[48];
+    if (blob_from_layer(st, fd, from.v[i], got) < 0) continue;
+    char check[65];
+    if (strcmp(got, name) != 0 || blob_verify(st, name, size, sha, check) != NULL) continue;
+    cn_report_line(r, "repaired: rebuilt blob %s (%s) from the kept compressed layer %s", name,
+                   from.v[i], digest);
+    return 1;
+  }
+  return 0;
+}
+
 /* Locks exclusively every target that sql (?1: a blob's name) selects and
  * held lacks, adding it to held. -EBUSY, with *why naming the holders, if
  * one is pinned or (an image) has a live mount. */
@@ -298,9 +454,25 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
     rc = repair_lock(st, CAIRN_PIN_LAYER, "SELECT DISTINCT layer_id FROM entries WHERE blob = ?1",
                      name, &held, why);
   if (rc == 0) rc = repair_lock(st, CAIRN_PIN_IMAGE, images_sql, name, &held, why);
-  size_t images = 0;
-  for (size_t i = 0; i < held.n; i++) images += held.v[i].kind == CAIRN_PIN_IMAGE;
-  size_t layers = held.n - images;
+  cairn_autofree char *users = rc == 0 ? blob_users(st, name) : NULL;
+  cn_autostrv struct strv gone = {0}; /* lines naming what goes, said once it went */
+  for (size_t i = 0; rc == 0 && i < held.n; i++) {
+    if (held.v[i].kind == CAIRN_PIN_LAYER) {
+      cairn_autofree char *l = cn_xasprintf("removed layer sha256:%s", held.v[i].id);
+      if (!l || cn_strv_push(&gone, l) < 0) rc = store_fail(st, -ENOMEM, "out of memory");
+      continue;
+    }
+    cn_autostmt sqlite3_stmt *q = NULL;
+    const char *names = NULL;
+    if (cn_db_prepare(st, &q, "SELECT group_concat(name, ', ') FROM names WHERE image_id = ?") ==
+        0) {
+      sqlite3_bind_text(q, 1, held.v[i].id, -1, SQLITE_STATIC);
+      if (sqlite3_step(q) == SQLITE_ROW) names = (const char *)sqlite3_column_text(q, 0);
+    }
+    cairn_autofree char *l =
+        cn_xasprintf("removed image %.12s (%s)", held.v[i].id, names ? names : "no name");
+    if (!l || cn_strv_push(&gone, l) < 0) rc = store_fail(st, -ENOMEM, "out of memory");
+  }
   if (rc == 0) rc = repair_delete_rows(st, name, &held);
   cn_held_release(st, &held, rc == 0);
   if (rc < 0 && rc != -EBUSY) return rc;
@@ -310,8 +482,9 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
     cn_report_line(r, "kept %s; blob %s quarantined (reads of it fail with EIO)", *why, name);
     return unlinked < 0 ? unlinked : rc;
   }
-  cn_report_line(r, "repaired: removed blob %s and what used it (layers: %zu, images: %zu)", name,
-                 layers, images);
+  cn_report_line(r, "repaired: removed blob %s, which no kept layer rebuilds: %s", name,
+                 users ? users : "?");
+  for (size_t i = 0; i < gone.n; i++) cn_report_line(r, "%s", gone.v[i]);
   return unlinked;
 }
 
@@ -324,8 +497,13 @@ static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r)
   if (lock < 0) return lock;
   cairn_autofree char *first_kept = NULL;
   size_t kept = 0;
+  size_t rebuilt = 0;
   for (size_t i = 0; i < bad->n; i++) {
     char *why = NULL;
+    if (rebuild_blob(st, bad->v[i], r) == 1) { /* from what the store still has */
+      rebuilt++;
+      continue;
+    }
     int rc = repair_blob(st, bad->v[i], r, &why);
     if (rc == -EBUSY && kept++ == 0)
       first_kept = why;
@@ -333,7 +511,7 @@ static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r)
       free(why);
     if (rc < 0 && rc != -EBUSY) return rc;
   }
-  int rc = kept < bad->n ? cn_sweep_unused(st, false, true, r) : 0;
+  int rc = kept + rebuilt < bad->n ? cn_sweep_unused(st, false, true, r) : 0;
   if (rc < 0 || kept == 0) return rc;
   return store_fail(st, -EBUSY, "%zu corrupt blob%s kept, quarantined: %s", kept,
                     kept == 1 ? "" : "s", first_kept);
@@ -555,7 +733,8 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
                                     (const char *)sqlite3_column_text(q, 2), got);
       checked++;
       if (!why) continue;
-      problem(r, "blob %s: %s", name, why);
+      cairn_autofree char *users = blob_users(st, name);
+      problem(r, "blob %s: %s: %s", name, why, users ? users : "?");
       if (why == WRONG_SHA256
               ? cn_strv_push(&wrong_sha, name) < 0 || cn_strv_push(&wrong_sha, got) < 0
               : cn_strv_push(&bad, name) < 0)

@@ -47,7 +47,7 @@
 /* A sparse file's holes cost no disk but are hashed as the zeros they read
  * as (about 1.5 s a GiB): a layer's holes are capped so that a tiny tar
  * cannot keep an import hashing for hours. */
-#define LAYER_HOLES_MAX (UINT64_C(64) << 30)
+#define LAYER_HOLES_MAX CN_LAYER_HOLES_MAX
 
 /* The decompressed stream, hashed as the tar reader pulls it; st's
  * progress hook hears how much of the input (input_size bytes, 0 if

@@ -166,6 +166,9 @@ size_t cn_sort_unique(void *v, size_t n, size_t size, int (*cmp)(const void *, c
  * if only a hole is left. A file system that cannot tell holes has one
  * extent, the whole file. */
 void cn_next_extent(int fd, uint64_t pos, uint64_t size, uint64_t *d, uint64_t *h);
+/* The most a layer's sparse files may hold of holes, all together (an
+ * import, a commit). */
+#define CN_LAYER_HOLES_MAX (UINT64_C(64) << 30)
 /* Gives tar entry e a sparse map if fd (its data, size bytes) has holes,
  * so that the tar holds the data only (pax, GNU sparse 1.0): the writer
  * then drops the bytes written for the holes. */

@@ -307,6 +307,24 @@ static void tree_size(int dirfd, uint64_t *entries, uint64_t *bytes, int depth) 
   closedir(d);
 }
 
+int cairn_upper_drop_if_empty(cairn_store *st, const char *id) {
+  cairn_autoclose int ufd = uppers_dir(st);
+  if (ufd < 0) return ufd;
+  cairn_autoclose int dfd = upper_dirfd(st, ufd, id);
+  if (dfd < 0) return dfd;
+  /* Held while counting and removing: no mount takes it meanwhile. */
+  if (flock(dfd, LOCK_EX | LOCK_NB) < 0) return 0; /* a live mount serves it */
+  cairn_autoclosedir DIR *d = cn_opendirat(dfd, "root");
+  if (!d) return 0; /* unreadable: kept, never judged empty */
+  struct dirent *e;
+  errno = 0;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) return 0;
+  if (errno) return 0;
+  int r = upper_remove(st, ufd, id);
+  return r < 0 ? r : 1;
+}
+
 /* A move's two uppers that a crash of its supervisor left, both unowned
  * (cairn_upper_mark_moved says which is the mount's): the other one is
  * dropped, as the move would have dropped it. Each upper checked holds

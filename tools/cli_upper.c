@@ -2,7 +2,7 @@
 /*
  * cli_upper.c — the front end's side of writable mounts' upper layers: finding
  * the upper of a mountpoint (umount, mount --resume), dropping or keeping
- * those a crash or umount --keep left (umount, --discard) and saying so,
+ * those a crash or umount left (umount, --discard) and saying so,
  * listing the uppers no live mount serves (cairn mounts).
  * The store logic is libcairn's (store/upper.c); this only asks and prints.
  */
@@ -95,11 +95,17 @@ int cli_uppers_left(cairn_store *st, const char *dir, enum cli_left_action act, 
   int r = cairn_uppers_foreach(st, left_one, &l);
   int done = 0;
   for (size_t i = 0; r == 0 && i < l.n; i++) {
-    if (l.kept[i] && act == CLI_LEFT_DROP) { /* kept by umount --keep: only --discard drops it */
-      (*untouched)++;
-      continue;
+    if (act == CLI_LEFT_KEEP) {
+      if ((r = cairn_upper_drop_if_empty(st, l.v[i].id)) < 0) break;
+      if (r == 1) { /* nothing to keep */
+        r = 0;
+        continue;
+      }
+      if (l.kept[i]) { /* kept already: only --discard drops it */
+        (*untouched)++;
+        continue;
+      }
     }
-    if (act == CLI_LEFT_KEEP && l.kept[i]) continue;
     r = act == CLI_LEFT_KEEP ? cairn_upper_keep(st, l.v[i].id) : cairn_upper_drop(st, l.v[i].id);
     if (r < 0) break;
     if (!quiet) cli_upper_say(&l.v[i], act == CLI_LEFT_KEEP, dir);

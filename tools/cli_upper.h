@@ -30,12 +30,12 @@ int cli_upper_of_dir(cairn_store *st, const char *dir, bool live, struct cli_upp
 void cli_upper_say(const struct cli_upper *u, bool kept, const char *dir);
 
 /* What umount does with the uppers left for its directory (no live mount
- * serves them): drop those a crash left (a kept one stays), keep them all
- * (--keep), or drop them all, kept ones too (--discard). */
-enum cli_left_action { CLI_LEFT_DROP, CLI_LEFT_KEEP, CLI_LEFT_DISCARD };
+ * serves them): keep them (those a crash left are marked kept; one with
+ * no entry is dropped silently), or drop them all (--discard). */
+enum cli_left_action { CLI_LEFT_KEEP, CLI_LEFT_DISCARD };
 /* Does act to the uppers left for dir (resolved), saying each as
  * cli_upper_say does unless quiet; returns how many it dropped or marked
- * kept, or -errno; *untouched counts the kept ones CLI_LEFT_DROP left. */
+ * kept, or -errno; *untouched counts the already kept ones it left. */
 int cli_uppers_left(cairn_store *st, const char *dir, enum cli_left_action act, bool quiet,
                     int *untouched);
 

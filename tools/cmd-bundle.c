@@ -63,7 +63,7 @@ static void unmount_checked(cairn_store *st, int rfd, bool keep) {
   ssize_t n = readlink(fd_path, now, sizeof(now) - 1);
   if (n <= 0 || now[0] != '/') return;
   now[n] = '\0';
-  if (cairn_mountpoint_state(now) != CAIRN_MP_NONE) cli_umount_one(st, now, true, keep);
+  if (cairn_mountpoint_state(now) != CAIRN_MP_NONE) cli_umount_one(st, now, true, !keep);
 }
 
 /* True if dfd/name is a directory (not a symlink) with a mount on it. */
@@ -145,7 +145,7 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
       return CAIRN_EXIT_OK;
     }
     code = report_fail(r, "bundle: %s/config.json: %s", real, strerror(-r));
-    cli_umount_one(st, abs_rootfs, true, false);
+    cli_umount_one(st, abs_rootfs, true, true); /* just made: nobody wrote to it */
   }
   if (made_rootfs) unlinkat(dfd, "rootfs", AT_REMOVEDIR);
   if (made_dir) rmdir(real);
@@ -153,7 +153,7 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
 }
 
 /* Removes what a bundle left in dir (after its root is unmounted). */
-static int bundle_remove(cairn_store *st, const char *dir, bool quiet) {
+static int bundle_remove(cairn_store *st, const char *dir, bool quiet, bool discard) {
   struct stat sb;
   if (stat(dir, &sb) < 0 && errno == ENOENT) {
     char msg[PATH_MAX + 32];
@@ -169,7 +169,7 @@ static int bundle_remove(cairn_store *st, const char *dir, bool quiet) {
     return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", rootfs);
   char real[PATH_MAX]; /* named as mount and bundle name it: its real path */
   if (!realpath(dir, real)) snprintf(real, sizeof(real), "%s", dir);
-  int code = cli_umount_one(st, rootfs, quiet, false); /* a --rw one's Dropped: line */
+  int code = cli_umount_one(st, rootfs, quiet, discard); /* a --rw one's Kept:/Dropped: line */
   if (code != CAIRN_EXIT_OK) return code;              /* still served: the bundle stays whole */
   if (unlink(config) < 0 && errno != ENOENT)
     return report_fail(-errno, "bundle: %s: %s", config, strerror(errno));
@@ -184,6 +184,7 @@ static int bundle_remove(cairn_store *st, const char *dir, bool quiet) {
 static int bundle_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
       {"rm", no_argument, NULL, 'R'},
+      {"discard", no_argument, NULL, 'D'},
       {"rw", no_argument, NULL, 'w'},
       {"read-only", no_argument, NULL, 'r'},
       {"env", required_argument, NULL, 'e'},
@@ -200,12 +201,13 @@ static int bundle_run(struct cli *c, int argc, char **argv) {
   cairn_autofree const char **env = calloc((size_t)argc, sizeof(*env));
   if (!env) return report_fail(-ENOMEM, "bundle: %s", strerror(ENOMEM));
   struct bundle_args a = {.env = env};
-  bool rm = false, read_only = false;
+  bool rm = false, read_only = false, discard = false;
   int o;
   optind = 1;
   while ((o = getopt_long(end, argv, ":qte:u:", opts, NULL)) != -1) {
     switch (o) {
     case 'R': rm = true; break;
+    case 'D': discard = true; break;
     case 'w': a.spec.rw = true; break;
     case 'r': read_only = true; break;
     case 'e':
@@ -223,6 +225,7 @@ static int bundle_run(struct cli *c, int argc, char **argv) {
   }
   a.spec.env = env;
   int operands = end - optind;
+  if (discard && !rm) return report_usage(cmd_bundle.usage, "bundle: --discard: needs --rm");
   if (rm) {
     if (end < argc || a.spec.rw || read_only || a.spec.n_env || a.spec.user || a.spec.entrypoint ||
         a.spec.terminal || a.record_access)
@@ -231,7 +234,7 @@ static int bundle_run(struct cli *c, int argc, char **argv) {
     cairn_store *st;
     int worst = cli_store(c, &st);
     for (int i = optind; worst == CAIRN_EXIT_OK && i < end; i++) {
-      int code = bundle_remove(st, argv[i], a.quiet);
+      int code = bundle_remove(st, argv[i], a.quiet, discard);
       if (code > worst) worst = code;
     }
     return worst;
@@ -254,7 +257,7 @@ const struct cli_command cmd_bundle = {
     .name = "bundle",
     .run = bundle_run,
     .usage = "cairn bundle [OPTIONS] IMAGE DIR [-- COMMAND [ARG...]]\n"
-             "       cairn bundle --rm [-q] DIR...",
+             "       cairn bundle --rm [-q] [--discard] DIR...",
     .summary = "Make DIR an OCI runtime bundle of IMAGE, for crun or runc, without unpacking.\n"
                "DIR/rootfs is a cairnfs mount of it (pinned while the bundle exists),\n"
                "DIR/config.json its runtime config (Entrypoint + Cmd,\n"
@@ -264,7 +267,9 @@ const struct cli_command cmd_bundle = {
                "replaces the image's Cmd. Prints DIR (its real path). --rm tears it down.",
     .options =
         "--rm\tunmount DIR/rootfs and remove config.json, rootfs and DIR (if then\n"
-        "\tempty); a directory that is no bundle is fine (exit 0)\n"
+        "\tempty); a directory that is no bundle is fine (exit 0). A --rw root's\n"
+        "\tchanges are kept, as by cairn umount (Kept: upper ...)\n"
+        "--discard\twith --rm: drop a --rw root's changes (Dropped: upper ...)\n"
         "-e, --env KEY=VALUE\tset KEY in process.env, replacing the image's; may be repeated\n"
         "-u, --user USER[:GROUP]\trun as USER instead of the image's User (names resolved in the "
         "image)\n"
@@ -273,7 +278,7 @@ const struct cli_command cmd_bundle = {
         "-t, --terminal\tprocess.terminal true (and TERM=xterm unless the image sets it)\n"
         "--read-only\ta read-only root (root.readonly, the default)\n"
         "--rw\ta writable root: rootfs is a cairn mount --rw (its changes in a private\n"
-        "\tupper layer, dropped by --rm), root.readonly false\n"
+        "\tupper layer, kept by --rm unless --discard), root.readonly false\n"
         "--record-access\trecord the files the container reads first as IMAGE's access\n"
         "\tlist (cairn mount --record-access), written at --rm\n"
         "-q, --quiet\tprint nothing on success\n",

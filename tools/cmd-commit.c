@@ -87,6 +87,15 @@ static int rebase(cairn_store *st, const char *dir, const char *id, const char *
   return r < 0 ? r : 0;
 }
 
+/* Says on stderr each entry the commit left out of the layer. */
+static void say_left_out(const char *dir, const cairn_report *left) {
+  for (size_t i = 0; i < left->n_lines; i++) {
+    char msg[PATH_MAX + 1200];
+    snprintf(msg, sizeof(msg), "commit: %s: %s (a layer cannot hold one)", dir, left->lines[i]);
+    report_notice(msg);
+  }
+}
+
 static int commit_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {{"quiet", no_argument, NULL, 'q'},
                                        {"message", required_argument, NULL, 'm'},
@@ -134,7 +143,10 @@ static int commit_run(struct cli *c, int argc, char **argv) {
       return report_fail(r, "commit: %s: cannot pause its writes: %s", dir, strerror(-r));
   }
   cairn_id image, layer;
-  r = cairn_commit(st, up.id, normal, message, image, layer);
+  cairn_report left = {0}; /* what no layer holds (sockets), said on stderr */
+  r = cairn_commit_report(st, up.id, normal, message, image, layer, &left);
+  say_left_out(dir, &left);
+  cairn_report_free(&left);
   if (r < 0) {
     if (frozen) cairn_mount_thaw(abs, up.id, &fz, true);
     return report_fail(r, "commit: %s: %s", dir, report_why(st, r));
@@ -176,7 +188,10 @@ const struct cli_command cmd_commit = {
                "most for the mount's server (exit 1 past that; the mount moves when it answers).\n"
                "From its read of the changes to the move, commit pauses the mount's writes\n"
                "(reads go on), 60 s at most: past that the writes go on and the mount stays\n"
-               "on its upper over the old image (said on stderr; the new image is made).",
+               "on its upper over the old image (said on stderr; the new image is made).\n"
+               "Sockets are left out, as podman commit leaves them, each said on stderr;\n"
+               "sparse files with more than 64 GiB of holes in all fail it (exit 5), naming\n"
+               "the file and its owner.",
     .options = "-m, --message MESSAGE\tthe history entry's comment\n"
                "-q, --quiet\tprint the new image's id only (as without it: commit\n"
                "\tshows no progress)\n",

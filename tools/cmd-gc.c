@@ -10,6 +10,7 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 static void report_print(const cairn_report *r) {
   for (size_t i = 0; i < r->n_lines; i++) printf("%s\n", r->lines[i]);
@@ -64,16 +65,29 @@ static int fsck_run(struct cli *c, int argc, char **argv) {
   if (code != CAIRN_EXIT_OK) return code;
   cairn_report r = {0};
   int rc = cairn_fsck(st, repair, &r);
+  char why[512] = ""; /* cairn_fsck's, before the lazy check clears it */
+  if (rc < 0) snprintf(why, sizeof(why), "%s", report_why(st, rc));
   /* a lazy pull's pending files against their kept TOCs */
   uint64_t before = r.problems;
   int lr = rc == 0 || rc == -EBADMSG ? cairn_lazy_fsck(st, &r) : 0;
   if (rc == 0 && lr < 0) rc = lr;
-  if (rc == 0 && r.problems > before)
-    rc = cairn_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)(r.problems - before));
+  if (rc == 0 && r.problems > before) {
+    rc = -EBADMSG;
+    snprintf(why, sizeof(why), "%llu problems found", (unsigned long long)(r.problems - before));
+  }
+  if (rc == lr && lr < 0) snprintf(why, sizeof(why), "%s", report_why(st, rc));
   report_print(&r);
   if (rc == 0) printf("clean\n");
+  /* what is wrong, named: the first problem's line */
+  const char *first = NULL;
+  for (size_t i = 0; rc == -EBADMSG && !first && i < r.n_lines; i++)
+    if (strncmp(r.lines[i], "problem: ", 9) == 0) first = r.lines[i] + 9;
+  code = CAIRN_EXIT_OK;
+  if (rc < 0)
+    code = first ? report_fail(rc, "fsck: %s; the first: %s", why, first)
+                 : report_fail(rc, "fsck: %s", why);
   cairn_report_free(&r);
-  return rc < 0 ? report_fail(rc, "fsck: %s", report_why(st, rc)) : CAIRN_EXIT_OK;
+  return code;
 }
 #endif
 
@@ -92,7 +106,8 @@ const struct cli_command cmd_fsck = {
     .run = fsck_run,
     .usage = "cairn fsck [--repair]",
     .summary = "Verify every blob and the metadata; exit 5 if anything is corrupt or missing.",
-    .options = "--repair\tremove what is corrupt (what is pinned or mounted is kept, its\n"
-               "\tcorrupt blobs quarantined; exit 4)\n",
+    .options = "--repair\trebuild a corrupt blob from a kept compressed layer, remove\n"
+               "\twhat cannot be rebuilt, naming each image, layer and file (what is\n"
+               "\tpinned or mounted is kept, its corrupt blobs quarantined; exit 4)\n",
 };
 #endif

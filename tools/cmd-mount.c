@@ -21,8 +21,11 @@
  * lock (its pins and upper layer's, which it lets go of as soon as the
  * kernel ends its session, before any bookkeeping: our answer depends on
  * whether the mount is in use, not on how fast the daemon writes to
- * SQLite), forget the record, then drop (or with --keep keep) the --rw
- * mount's upper layer and those a crash left for DIR. A directory that is
+ * SQLite), forget the record, then keep (or with --discard drop) the
+ * --rw mount's upper layer and those a crash left for DIR: a user's
+ * uncommitted changes go only when a command names them. An upper with
+ * no entry (nothing changed since the mount or its last commit) holds
+ * nothing to keep and is dropped silently. A directory that is
  * not mounted (or does not exist) is a success, said on stderr ("umount:
  * DIR: not mounted"), as for a teardown script that runs twice. Each
  * directory is unmounted in turn, like umount(8); the exit code is the
@@ -483,17 +486,44 @@ static void say_not_mounted(const char *name, int kept) {
 
 /* What umount was asked to do with each directory. */
 struct umount_opts {
-  bool quiet, keep, discard, force, lazy;
+  bool quiet, discard, force, lazy; /* without --discard a --rw upper is kept */
   bool no_dir_line; /* print no line of the directory (bundle --rm prints its own) */
 };
+
+/* The end of the --rw mount's upper up once its session is over: dropped
+ * with --discard (its daemon did), else kept, unless it holds nothing
+ * (dropped silently: no change is lost); said on stdout. */
+static void umount_upper_end(cairn_store *st, const struct cli_upper *up,
+                             const struct umount_opts *o, const char *dir) {
+  if (o->discard) {
+    cairn_upper_drop(st, up->id); /* its files */
+    if (!o->quiet) cli_upper_say(up, false, dir);
+    return;
+  }
+  if (cairn_upper_drop_if_empty(st, up->id) == 1) return;
+  if (!o->quiet) cli_upper_say(up, true, dir);
+}
+
+/* umount of a directory that is gone (bundle --rm removed it): the
+ * uppers kept for its path are kept, or dropped with --discard. */
+static int umount_gone(cairn_store *st, const char *name, const struct umount_opts *o) {
+  char dir[PATH_MAX], cwd[PATH_MAX];
+  int kept = 0, r = 0;
+  if (name[0] == '/' || !getcwd(cwd, sizeof(cwd)))
+    snprintf(dir, sizeof(dir), "%s", name);
+  else if (snprintf(dir, sizeof(dir), "%s/%s", cwd, name) >= (int)sizeof(dir))
+    dir[0] = '\0';
+  if (dir[0] == '/')
+    r = cli_uppers_left(st, dir, o->discard ? CLI_LEFT_DISCARD : CLI_LEFT_KEEP, o->quiet, &kept);
+  if (r < 0) return report_fail(r, "umount: %s: %s", name, report_why(st, r));
+  say_not_mounted(name, kept);
+  return CAIRN_EXIT_OK;
+}
 
 static int umount_one(cairn_store *st, const char *name, const struct umount_opts *o) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
-  if (r == -ENOENT || r == -ENOTDIR) {
-    say_not_mounted(name, 0);
-    return CAIRN_EXIT_OK;
-  }
+  if (r == -ENOENT || r == -ENOTDIR) return umount_gone(st, name, o);
   if (r < 0) return report_fail(r, "umount: %s: %s", name, strerror(-r));
   struct mount_record rec = recorded(st, dir);
   int code = CAIRN_EXIT_OK;
@@ -501,13 +531,13 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   bool was_mounted = rec.pid > 0 && cairn_mount_daemon_holds(rec.pid);
   struct cli_upper up; /* a --rw mount's changes: kept, or dropped by its daemon */
   if (cli_upper_of_dir(st, dir, true, &up) < 0) up.found = false;
-  if (up.found && o->keep && (r = cairn_upper_keep(st, up.id)) < 0)
-    return report_fail(r, "umount: %s: --keep: %s", name, report_why(st, r));
-  /* Without --keep, the daemon drops the upper when the session ends only
+  if (up.found && !o->discard && (r = cairn_upper_keep(st, up.id)) < 0)
+    return report_fail(r, "umount: %s: %s", name, report_why(st, r));
+  /* With --discard, the daemon drops the upper when the session ends only
    * because this asked for it (else it keeps it): marked before the
    * unmount, unmarked again if the session cannot end because of us. */
   bool was_kept = false, marked = false;
-  if (up.found && !o->keep) {
+  if (up.found && o->discard) {
     if ((r = cairn_upper_mark_drop(st, up.id, true, &was_kept)) < 0)
       return report_fail(r, "umount: %s: %s", name, report_why(st, r));
     marked = true;
@@ -515,10 +545,10 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   char after[PATH_MAX + 160] = "";
   if (up.found)
     snprintf(after, sizeof(after),
-             o->keep ? "; its upper layer %.12s is kept when they let go (cairn mount --rw "
-                       "--resume %s)"
-                     : "; its upper layer %.12s is dropped when they let go (cairn umount "
-                       "--keep %s keeps it)",
+             o->discard ? "; its upper layer %.12s is dropped when they let go, as --discard "
+                          "asked%.0s"
+                        : "; its upper layer %.12s is kept when they let go (cairn mount --rw "
+                          "--resume %s)",
              up.id, name);
 
   /* Several cairnfs mounts may be stacked on dir; each round removes one. */
@@ -565,15 +595,10 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
     if (r < 0) code = report_fail(r, "umount: %s: %s", name, report_why(st, r));
   }
   if (code != CAIRN_EXIT_OK) return code;
-  if (up.found && !o->keep) cairn_upper_drop(st, up.id); /* its files */
-  if (up.found && !o->quiet) cli_upper_say(&up, o->keep, dir);
+  if (up.found) umount_upper_end(st, &up, o, dir);
   /* The uppers left for dir by a crash, or kept: see cli_uppers_left. */
   int kept = 0;
-  r = cli_uppers_left(st, dir,
-                      o->keep      ? CLI_LEFT_KEEP
-                      : o->discard ? CLI_LEFT_DISCARD
-                                   : CLI_LEFT_DROP,
-                      o->quiet, &kept);
+  r = cli_uppers_left(st, dir, o->discard ? CLI_LEFT_DISCARD : CLI_LEFT_KEEP, o->quiet, &kept);
   if (r < 0) return report_fail(r, "umount: %s: %s", name, report_why(st, r));
   if (!was_mounted && !up.found && r == 0) say_not_mounted(name, kept);
   if ((was_mounted || up.found || r > 0) && !o->quiet && !o->no_dir_line)
@@ -581,8 +606,8 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   return CAIRN_EXIT_OK;
 }
 
-int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep) {
-  struct umount_opts o = {.quiet = quiet, .keep = keep, .no_dir_line = true};
+int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool discard) {
+  struct umount_opts o = {.quiet = quiet, .discard = discard, .no_dir_line = true};
   return umount_one(st, name, &o);
 }
 
@@ -592,13 +617,14 @@ static int umount_run(struct cli *c, int argc, char **argv) {
       {"discard", no_argument, NULL, 'd'}, {"force", no_argument, NULL, 'f'},
       {"lazy", no_argument, NULL, 'l'},    {0}};
   struct umount_opts uo = {0};
+  bool keep = false; /* the default; accepted for scripts that say it */
   int code, o;
   optind = 1;
   while ((o = getopt_long(argc, argv, ":qfl", opts, NULL)) != -1) {
     if (o == 'q')
       uo.quiet = true;
     else if (o == 'k')
-      uo.keep = true;
+      keep = true;
     else if (o == 'd')
       uo.discard = true;
     else if (o == 'f')
@@ -610,7 +636,7 @@ static int umount_run(struct cli *c, int argc, char **argv) {
   }
   if (uo.lazy && uo.force)
     return report_usage(cmd_umount.usage, "umount: --lazy and --force exclude each other");
-  if (uo.keep && uo.discard)
+  if (keep && uo.discard)
     return report_usage(cmd_umount.usage, "umount: --keep and --discard exclude each other");
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
   cairn_store *st;
@@ -661,7 +687,7 @@ const struct cli_command cmd_mount = {
     .options =
         "--rw\twritable: changes go to a private upper layer in the store (cairnfs -o\n"
         "\twritable); the image's layers are never changed\n"
-        "--resume\twith --rw: mount DIR again on the upper layer cairn umount --keep kept\n"
+        "--resume\twith --rw: mount DIR again on the upper layer cairn umount kept\n"
         "\tfor it (or a crash left, whose dead mount is detached first), on its image\n"
         "--suid\thonour the image's setuid/setgid bits (default: nosuid)\n"
         "--dev\thonour the image's device nodes (default: nodev)\n"
@@ -686,12 +712,12 @@ const struct cli_command cmd_umount = {
                "its pins. Prints each directory it unmounted (its real path) on stdout, as\n"
                "podman umount does; one not mounted is said on stderr (exit 0). Exit 4 if\n"
                "another mount namespace (a container) still holds it, unless --force. A --rw\n"
-               "mount's changes, and those a crash left at DIR, are dropped, saying how many\n"
-               "(Dropped: upper ID (N entries, SIZE)), unless --keep; a kept upper stays until\n"
-               "--discard. A session ended otherwise (umount(8), fusermount3 -u, a container)\n"
-               "keeps it.",
-    .options = "--keep\tkeep a --rw mount's upper layer for cairn mount --rw --resume DIR\n"
-               "--discard\talso drop the upper layer umount --keep kept for DIR\n"
+               "mount's uncommitted changes, and those a crash left at DIR, are kept (Kept:\n"
+               "upper ID (N entries, SIZE); cairn mounts lists them kept, cairn mount --rw\n"
+               "--resume DIR takes them back) unless --discard drops them (Dropped: ...); an\n"
+               "upper with no change (all committed) is dropped silently.",
+    .options = "--discard\tdrop the --rw mount's upper layer, and those kept for DIR\n"
+               "--keep\tkeep them (the default)\n"
                "-f, --force\tend the FUSE connection for every namespace that still holds the\n"
                "\tmount (the kernel's abort), saying whom it cut off: their reads fail\n"
                "-l, --lazy\tdetach DIR even while a process uses it (umount -l): cairnfs\n"

@@ -43,10 +43,10 @@ int cli_mount_start_at(cairn_store *st, const char *image, const char *dir, int 
                        const char *opts);
 /* Unmounts the directory name (as typed) as `cairn umount` does (see
  * cmd-mount.c's top): one not mounted (or absent) is a success, said on
- * stderr; the changes of a --rw mount it drops are said on stdout
- * (Dropped: ...) unless quiet; the directory is not named (the caller
- * does). Returns the exit code. */
-int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool keep);
+ * stderr; the changes of a --rw mount are kept (Kept: ...), or with
+ * discard dropped (Dropped: ...), said on stdout unless quiet; the
+ * directory is not named (the caller does). Returns the exit code. */
+int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool discard);
 
 /* Shared by cmd-pull.c and cmd-push.c; cmd-login.c defines it. */
 /* --creds: "USER:PASS" as given (ps shows it to every user), or USER alone

@@ -46,14 +46,14 @@ on_exit "umount -l '$T/rw'"
 expect_exit 1 "mount IMAGE FILE" cairn mount app:1 "$T/afile"
 check "mount IMAGE FILE: says mount:, one line" \
   [ "$(cat "$T/stderr")" = "cairn: mount: $T/afile: not a directory" ]
-cairn mount -q --rw app:1 "$T/rw" && echo x >"$T/rw/new" && cairn umount -q --keep "$T/rw"
+cairn mount -q --rw app:1 "$T/rw" && echo x >"$T/rw/new" && cairn umount -q "$T/rw"
 expect_exit 0 "mounts with a kept upper" cairn mounts
 check "its PID is -, not 0" grep -qE "^$T/rw +[0-9a-f]{12} +localhost/app:1 +- +kept " "$T/stdout"
 check "--json still says 0" [ "$(cairn mounts --json | jq '.[0].pid')" = 0 ]
 cairn umount -q --discard "$T/rw"
 
 # One path on stdout, the real one, whatever was typed; bundle --rm of a
-# --rw bundle says the changes it drops.
+# --rw bundle says the changes it keeps, --rm --discard those it drops.
 ln -s "$T/rw" "$T/link"
 expect_exit 0 "mount through a symlink" cairn mount app:1 "$T/link"
 check "mount prints the real path" [ "$(cat "$T/stdout")" = "$T/rw" ]
@@ -63,6 +63,17 @@ on_exit "umount -l '$T/bun/rootfs'"
 expect_exit 0 "bundle --rw" cairn bundle -q --rw --user 0 app:1 "$T/bun" -- /bin/true
 echo change >"$T/bun/rootfs/new"
 expect_exit 0 "bundle --rm of a --rw bundle, as a relative path" sh -c "cd '$T' && cairn bundle --rm bun"
+check "says the changes it kept, then the real path" \
+  [ "$(sed 's/upper [0-9a-f]*.*/upper/' "$T/stdout")" = "$(printf 'Kept: upper\n%s' "$T/bun")" ]
+check "the kept changes are listed" [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ]
+expect_exit 0 "umount --discard of the removed bundle's rootfs" cairn umount --discard "$T/bun/rootfs"
+check "drops the kept changes, saying so" grep -q "^Dropped: upper" "$T/stdout"
+check "nothing is kept then" [ "$(cairn mounts --json | jq length)" = 0 ]
+expect_exit 0 "bundle --rw again" cairn bundle -q --rw --user 0 app:1 "$T/bun" -- /bin/true
+echo change >"$T/bun/rootfs/new"
+expect_exit 0 "bundle --rm --discard of a --rw bundle" cairn bundle --rm --discard "$T/bun"
 check "says the changes it dropped, then the real path" \
   [ "$(sed 's/upper [0-9a-f]*.*/upper/' "$T/stdout")" = "$(printf 'Dropped: upper\n%s' "$T/bun")" ]
+check "nothing is kept" [ "$(cairn mounts --json | jq length)" = 0 ]
+expect_exit 2 "bundle --discard without --rm" cairn bundle --discard app:1 "$T/bun"
 finish

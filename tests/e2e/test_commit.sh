@@ -237,3 +237,40 @@ podman=(podman --root "$T/podman" --runroot "$T/podman-run" --storage-driver vfs
 "${podman[@]}" rmi -a -f >/dev/null 2>&1 || true
 ok "pushed, podman history shows one row per layer, the commit's on the top layer"
 registry_stop
+
+# What no layer holds. A socket any user made in the mount is left out (as
+# podman's commit does: a base file it replaced goes), said on stderr
+# with its path; sparse files with more holes than a layer holds (64 GiB)
+# fail the commit (exit 5), naming the file and its owner, making nothing.
+# Fails without it: commit failed on the socket (pax cannot archive it),
+# and the holes' error named no file.
+s=$T/sk
+mkdir "$s"
+cairn mount -q --rw test:1 "$s"
+rm "$s/etc/os-release"
+sock() { python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$1"; }
+sock "$s/etc/os-release"
+sock "$s/app.sock"
+echo kept >"$s/kept"
+cairn commit "$s" sockets:1 >"$T/stdout" 2>"$T/stderr" || fail "commit with sockets: $(cat "$T/stderr")"
+grep -qx "cairn: commit: $s: /app.sock: a socket, not committed (a layer cannot hold one)" "$T/stderr" &&
+  grep -qx "cairn: commit: $s: /etc/os-release: a socket, not committed (a layer cannot hold one)" "$T/stderr" ||
+  fail "commit said: $(cat "$T/stderr")"
+cairn export sockets:1 | tar -t >"$T/list"
+grep -q '^kept$' "$T/list" && ! grep -q 'app.sock' "$T/list" && ! grep -q 'etc/os-release' "$T/list" ||
+  fail "the committed image holds: $(cat "$T/list")"
+ok "commit leaves sockets out, saying which (a base file one replaced goes)"
+cairn umount -q --discard "$s"
+
+cairn mount -q --rw test:1 "$s"
+truncate -s 60G "$s/a"
+truncate -s 10G "$s/b"
+chown nobody "$s/b"
+n_images=$(cairn images -q | wc -l)
+assert_status 5 cairn commit "$s" holes:1
+grep -qx "cairn: commit: $s: /b, owned by nobody (uid $(id -u nobody)): a sparse file with 10 GiB of holes; with the other files' (60 GiB) more than a layer holds (64 GiB): nothing committed (remove or shrink it in the mount)" \
+  "$T/stderr" || fail "commit said: $(cat "$T/stderr")"
+[ "$(cairn images -q | wc -l)" = "$n_images" ] && [ "$(stat -c %s "$s/b")" = $((10 << 30)) ] ||
+  fail "a failed commit made an image, or the mount lost the file"
+ok "holes past what a layer holds fail the commit naming the file and its owner, making nothing"
+cairn umount -q --discard "$s"

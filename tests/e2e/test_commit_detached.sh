@@ -5,10 +5,10 @@
 # daemon still serves it in another mount namespace (a container took a
 # copy; umount detached it here and exited 4): commit writes DIR's changes
 # into the image and moves DIR's mount (nothing said on stderr), umount
-# drops DIR's upper layer. Both with DIR mounted again at once (mostly in
+# --discard drops DIR's upper layer. Both with DIR mounted again at once (mostly in
 # the same second: cairn picked the newest live upper made for DIR, by
 # the second), and with the mount at DIR on an older upper (kept by
-# umount --keep, served again by --resume) than the detached one.
+# umount, served again by --resume) than the detached one.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -27,12 +27,13 @@ holds_mount() {
 }
 
 # detach_mount: the mount at $m copied into another mount namespace (a
-# sleeper's, killed at exit), then `cairn umount` detaches it here: exit 4.
+# sleeper's, killed at exit), then `cairn umount --discard` detaches it
+# here: exit 4; its upper goes when the sleeper lets go.
 detach_mount() {
   bg_start unshare -m --propagation private sleep 120
   holder=${BG_PIDS[-1]}
   wait_for 5 holds_mount "$holder" || fail "setup: the other namespace has no copy of the mount"
-  assert_status 4 cairn umount "$m"
+  assert_status 4 cairn umount --discard "$m"
   not_mounted "$m" || fail "setup: the mount is still at $m"
 }
 
@@ -70,7 +71,7 @@ for round in 1 2 3 4; do
   cairn mount --rw app:1 "$m" >/dev/null
   echo new >"$m/mine$round"
   commit_is "same$round:1" "mine$round" "detached$round"
-  cairn umount "$m" >"$T/umount.out" 2>&1 || fail "umount: $(cat "$T/umount.out")"
+  cairn umount --discard "$m" >"$T/umount.out" 2>&1 || fail "umount: $(cat "$T/umount.out")"
   grep -q "^Dropped: upper" "$T/umount.out" || fail "umount dropped no upper: $(cat "$T/umount.out")"
   kill -9 "$holder"
   wait "$holder" 2>/dev/null || true
@@ -81,7 +82,7 @@ ok "commit and umount of DIR act on its mount, not one of DIR detached just befo
 # ---- the mount at DIR an upper older than the detached one's
 cairn mount --rw app:1 "$m" >/dev/null
 echo kept >"$m/kept"
-cairn umount --keep "$m" >/dev/null
+cairn umount "$m" >/dev/null
 sleep 1.1 # the detached mount's upper is made a second later at least
 cairn mount --rw app:1 "$m" >/dev/null
 echo old >"$m/detached"

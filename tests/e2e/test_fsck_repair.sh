@@ -5,9 +5,15 @@
 # file fail with EIO, the rest of the image keeps working), names the mount
 # that holds the image and exits 4; a plain fsck then reports the missing
 # blob (exit 5). Importing the same layer again heals the blob. Once the
-# mount is gone, a repair removes the image and fsck is clean.
+# mount is gone, a repair removes the image, naming it, its layer and
+# the file, and fsck is clean. A plain fsck's error names the file and the
+# image. A blob of a pulled layer, whose compressed layer the store kept,
+# is rebuilt from it by a repair, verified, and nothing is removed.
+# Fails without it: the repair removed the pulled image; plain fsck ended
+# with "Bad message", and the removal named no image, layer nor file.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
+use_lib registry
 set -e
 
 mkdir -p "$T/layer/etc"
@@ -44,7 +50,10 @@ has_image app:1 || fail "repair removed a mounted image: $(cairn images)"
 cat "$mnt/etc/one" >/dev/null 2>"$T/cat.err" && fail "the corrupt file still reads"
 grep -q "Input/output error" "$T/cat.err" || fail "not EIO: $(cat "$T/cat.err")"
 assert_status 5 cairn fsck
-grep -q "missing" "$T/stdout" || fail "fsck does not report the quarantined blob: $(cat "$T/stdout")"
+grep -q "missing: etc/one in layer sha256:[0-9a-f]\{12\}; image [0-9a-f]\{12\} (localhost/app:1)$" "$T/stdout" ||
+  fail "fsck does not report the quarantined blob and its users: $(cat "$T/stdout")"
+grep -qx "cairn: fsck: [0-9]* problems found; the first: blob [0-9a-f]*: missing: etc/one in layer sha256:[0-9a-f]\{12\}; image [0-9a-f]\{12\} (localhost/app:1)" \
+  "$T/stderr" || fail "fsck's error names nothing: $(cat "$T/stderr")"
 ok "a mounted image is kept (exit 4 naming the mount); its corrupt file reads EIO, the rest works"
 
 # ---- the same layer imported again heals the blob, even under the mount
@@ -57,7 +66,12 @@ ok "importing the layer again heals the quarantined blob"
 corrupt etc/one
 assert_status 4 cairn fsck --repair
 cairn umount "$mnt"
+image=$(cairn images -q --no-trunc app:1)
+layer=$(sqlite3 "$STORE/meta.db" "SELECT layer_id FROM entries WHERE path = 'etc/one'")
 assert_status 0 cairn fsck --repair
+grep -q "^repaired: removed blob [0-9a-f]*, which no kept layer rebuilds: etc/one in layer sha256:${layer:0:12}; image ${image:0:12} (localhost/app:1, localhost/app:2)$" \
+  "$T/stdout" && grep -qx "removed image ${image:0:12} (localhost/app:1, localhost/app:2)" "$T/stdout" &&
+  grep -qx "removed layer sha256:$layer" "$T/stdout" || fail "the repair did not name what it removed: $(cat "$T/stdout")"
 has_image app:1 && fail "repair kept the image after the mount went: $(cairn images)"
 [ "$(cairn images --json | jq length)" = 0 ] || fail "images left: $(cairn images)"
 [ "$(cairn layers --json | jq length)" = 0 ] || fail "layers left: $(cairn layers)"
@@ -65,3 +79,24 @@ has_image app:1 && fail "repair kept the image after the mount went: $(cairn ima
 [ -z "$(find "$STORE/pins" -type f)" ] || fail "pin files left: $(find "$STORE/pins" -type f)"
 assert_status 0 cairn fsck
 ok "unmounted: the repair removes the image, its layer and blobs; fsck is clean"
+
+# ---- a pulled layer's blob: rebuilt from the kept compressed layer
+registry_start "$T/reg"
+BG_PIDS+=("$REGISTRY_PID")
+cairn import app:1 "$T/layer.tar" >/dev/null
+cairn push -q --insecure app:1 "docker://$REGISTRY/app:1" >/dev/null
+cairn rm app:1 >/dev/null
+cairn gc >/dev/null
+cairn pull -q --insecure "docker://$REGISTRY/app:1" >/dev/null
+registry_stop
+[ -n "$(find "$STORE/compressed" -type f)" ] || fail "setup: the pull kept no compressed layer"
+corrupt etc/one
+assert_status 5 cairn fsck
+assert_status 0 cairn fsck --repair
+grep -q "^repaired: rebuilt blob [0-9a-f]* (etc/one) from the kept compressed layer sha256:[0-9a-f]\{64\}$" "$T/stdout" ||
+  fail "no rebuild: $(cat "$T/stdout")"
+! grep -q "^removed" "$T/stdout" || fail "the repair removed: $(cat "$T/stdout")"
+has_image "$REGISTRY/app:1" || fail "the repair removed the pulled image: $(cairn images)"
+[ "$(cairn export "$REGISTRY/app:1" | tar -xO etc/one)" = "the first file" ] || fail "the rebuilt file"
+assert_status 0 cairn fsck
+ok "a pulled layer's corrupt blob is rebuilt from the kept compressed layer; nothing removed"

@@ -129,7 +129,7 @@ at=$((made + 1))
 grep -q "^$at ftruncate64 $STORE/uppers/.*/work/tmp\." "$T/trace.1" ||
   fail "step $at is not the move's copy into the fresh upper: $(grep "^$at " "$T/trace.1")"
 exec 5>&-
-cairn umount "$T/m1" >/dev/null
+cairn umount --discard "$T/m1" >/dev/null
 [ -z "$(uppers)" ] || fail "uppers left after the first run: $(uppers)"
 
 m=$T/m2
@@ -150,7 +150,7 @@ ok "a server killed in a move after the fresh upper is made: the move is made by
 cairn gc --dry-run >"$T/gc" 2>&1 || fail "gc --dry-run: $(cat "$T/gc")"
 ! grep -q upper "$T/gc" || fail "gc sees an upper: $(cat "$T/gc")"
 exec 5>&-
-cairn umount "$m" >/dev/null
+cairn umount --discard "$m" >/dev/null
 [ -z "$(uppers)" ] || fail "uppers left after umount: $(uppers)"
 ok "the killed move's fresh upper is dropped: cairn mounts lists the mount once, the store holds its one upper"
 finish

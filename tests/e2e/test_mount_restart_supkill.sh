@@ -46,7 +46,7 @@ made=$(grep -E " renameat $STORE/uppers/[0-9a-f]{64}\$" "$T/trace.1" | tail -n 1
 # The step that renames the old upper away (its drop, after the move).
 gone=$(grep -E "^[0-9]+ renameat $STORE/uppers/\.gone-" "$T/trace.1" | head -n 1 | cut -d' ' -f1)
 [ -n "$gone" ] || fail "no drop of the old upper in the trace: $(cat "$T/trace.1")"
-cairn umount "$T/m1" >/dev/null
+cairn umount --discard "$T/m1" >/dev/null
 [ -z "$(uppers)" ] || fail "uppers left after the first run: $(uppers)"
 
 # check_left N IMAGE: the mount $T/mN left by the kill: one upper, one
@@ -63,7 +63,7 @@ check_left() {
   local on
   on=$(cairn mounts --json | jq -r --arg d "$m" '.[] | select(.dir == $d) | .image')
   [ "$on" = "$2" ] || fail "run $1: restored on $on, not $2"
-  cairn umount "$m" >/dev/null
+  cairn umount --discard "$m" >/dev/null
 }
 
 image_id() { cairn images -q --no-trunc "$1"; }

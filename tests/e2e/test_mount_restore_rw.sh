@@ -39,6 +39,6 @@ grep -qxF "$rw" "$T/stdout" || fail "restore did not print $rw: $(cat "$T/stdout
 echo again >"$rw/second" || fail "a write after the restore failed"
 ok "a --rw mount comes back writable over its upper layer after a reboot"
 
-cairn umount "$rw" >/dev/null
+cairn umount --discard "$rw" >/dev/null
 [ "$(cairn mounts --json | jq length)" = 0 ] || fail "records left: $(cairn mounts --json)"
 echo "all passed"

@@ -1,12 +1,15 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # test_mount_rw_lifecycle.sh — the life of a --rw mount's upper layer:
-# `cairn umount` drops it and says how much; `--keep` keeps it, `cairn
-# mounts` lists it (kept, with its size), gc leaves it, and `cairn mount
-# --rw --resume DIR` serves it again with the same inode numbers; after
-# kill -9 of the daemon, what was fsynced is in the upper, `cairn mounts`
-# shows it stale, once, `cairn gc` never takes it, --resume serves it
-# again and `cairn umount` drops it, saying so.
+# `cairn umount` keeps it and says how much (only `--discard` drops it,
+# saying so); after a commit, an upper with nothing left in it goes
+# silently; `cairn mounts` lists a kept one (kept, with its size), gc
+# leaves it, and `cairn mount --rw --resume DIR` serves it again with the
+# same inode numbers; after kill -9 of the daemon, what was fsynced is in
+# the upper, `cairn mounts` shows it stale, once, `cairn gc` never takes
+# it, --resume serves it again and `cairn umount` keeps it, `--discard`
+# drops it, saying so.
+# Fails without keeping by default: umount dropped the changes.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -17,13 +20,34 @@ m=$T/mnt
 mkdir "$m"
 uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 | wc -l; }
 
-# umount drops, and says so.
+# umount keeps, and says so; --discard drops, and says so.
 cairn mount --rw test:1 "$m" >/dev/null
 echo hello >"$m/new"
 cairn umount "$m" >"$T/stdout"
-grep -q "^Dropped: upper [0-9a-f]\{12\} (1 entries, 6 B)$" "$T/stdout" || fail "umount said: $(cat "$T/stdout")"
+grep -q "^Kept: upper [0-9a-f]\{12\} (1 entries, 6 B): cairn mount --rw --resume $m$" "$T/stdout" ||
+  fail "umount said: $(cat "$T/stdout")"
+[ "$(uppers)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
+  fail "umount did not keep the upper: $(cairn mounts --json)"
+cairn mount --rw --resume "$m" >/dev/null
+[ "$(cat "$m/new")" = hello ] || fail "the kept change is not served again"
+cairn umount --discard "$m" >"$T/stdout"
+grep -q "^Dropped: upper [0-9a-f]\{12\} (1 entries, 6 B)$" "$T/stdout" || fail "umount --discard said: $(cat "$T/stdout")"
 [ "$(uppers)" = 0 ] || fail "the dropped upper is still in the store"
-ok "umount of a --rw mount drops its changes and says how much"
+ok "umount of a --rw mount keeps its changes, saying so; --discard drops them, saying how much"
+
+# Nothing uncommitted (committed, or never changed): nothing kept, nothing said.
+cairn mount --rw test:1 "$m" >/dev/null
+echo hello >"$m/new"
+cairn commit "$m" test:2 >/dev/null
+cairn umount "$m" >"$T/stdout"
+[ "$(cat "$T/stdout")" = "$m" ] || fail "umount after commit said: $(cat "$T/stdout")"
+[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
+  fail "umount after commit left: $(cairn mounts --json)"
+cairn mount --rw test:1 "$m" >/dev/null
+cairn umount "$m" >"$T/stdout"
+[ "$(cat "$T/stdout")" = "$m" ] && [ "$(uppers)" = 0 ] || fail "umount of an unchanged mount: $(cat "$T/stdout")"
+cairn rm test:2 >/dev/null
+ok "umount after a commit, or of an unchanged mount, drops the empty upper silently"
 
 # --keep, listing, gc, --resume.
 cairn mount --rw test:1 "$m" >/dev/null
@@ -79,7 +103,13 @@ kill -9 "$pid" $(cat "/proc/$pid/task/$pid/children" 2>/dev/null || true)
 wait_for 5 pid_gone "$pid" || fail "daemon did not die"
 cairn gc >/dev/null
 cairn umount "$m" >"$T/stdout"
-grep -q "^Dropped: upper [0-9a-f]\{12\} ([0-9]* entries, [0-9.]* [KMG]*i*B)$" "$T/stdout" || fail "umount of the crashed mount said: $(cat "$T/stdout")"
-[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] && not_mounted "$m" ||
-  fail "umount left the crashed mount: $(cairn mounts --json)"
-ok "umount of a crashed --rw mount drops its changes and says so"
+grep -q "^Kept: upper [0-9a-f]\{12\} ([0-9]* entries, [0-9.]* [KMG]*i*B): cairn mount --rw --resume $m$" "$T/stdout" ||
+  fail "umount of the crashed mount said: $(cat "$T/stdout")"
+[ "$(uppers)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] && not_mounted "$m" ||
+  fail "umount did not keep the crashed mount's upper: $(cairn mounts --json)"
+cairn umount --discard "$m" >"$T/stdout"
+grep -q "^Dropped: upper [0-9a-f]\{12\} ([0-9]* entries, [0-9.]* [KMG]*i*B)$" "$T/stdout" ||
+  fail "umount --discard of the crashed mount said: $(cat "$T/stdout")"
+[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
+  fail "umount --discard left the crashed mount: $(cairn mounts --json)"
+ok "umount of a crashed --rw mount keeps its changes, --discard drops them, each saying so"

@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_rw_session_end.sh — a --rw mount whose FUSE session ends without
 # `cairn umount` (umount(8), fusermount3 -u) keeps its upper layer, as
-# `cairn umount --keep` does: `cairn mounts` lists it kept, `cairn rm` of
-# its image exits 4, `cairn mount --rw --resume DIR` serves the changes
-# again, and only a command that names it drops it, saying `Dropped:`.
-# `cairn umount` of a live mount still drops it.
+# `cairn umount` does: `cairn mounts` lists it kept, `cairn rm` of its
+# image exits 4, `cairn mount --rw --resume DIR` serves the changes again,
+# and only a command that names it drops it, saying `Dropped:`
+# (`cairn umount --discard`, of a live mount too, `cairn rm --force`).
 # Fails without it: the daemon dropped the upper silently.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
@@ -37,12 +37,12 @@ for how in "umount" "fusermount3 -u"; do
 
   cairn mount -q --rw --resume "$m"
   [ "$(cat "$m/important.txt")" = important ] || fail "$how: --resume lost the file"
-  assert_status 0 cairn umount "$m"
+  assert_status 0 cairn umount --discard "$m"
   grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$T/stdout" ||
     fail "$how: umount said: $(cat "$T/stdout")"
   [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
     fail "$how: umount left: $(cairn mounts --json)"
-  ok "$how: --resume serves the changes; cairn umount then drops them, saying so"
+  ok "$how: --resume serves the changes; cairn umount --discard then drops them, saying so"
 done
 
 # A kept one goes by --discard, or rm --force of its image, saying so.
@@ -67,8 +67,8 @@ ok "a kept upper goes by umount --discard or rm --force, saying Dropped:"
 cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
 
 # Detached: a container's namespace holds the mount. cairn umount records
-# its intent: the upper goes when the holder lets go; --keep keeps it.
-for keep in "" --keep; do
+# its intent: the upper is kept when the holder lets go; --discard drops it.
+for discard in --discard ""; do
   cairn mount -q --rw app:1 "$m"
   echo important >"$m/important.txt"
   up=$(basename "$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*')")
@@ -79,24 +79,24 @@ for keep in "" --keep; do
   holder=${BG_PIDS[-1]}
   wait_for 10 grep -q up "$T/holder" || fail "the holder did not start"
   assert_status 4 cairn umount "$m"
-  grep -q "detached here, still in use by .*; its upper layer ${up:0:12} is dropped when they let go (cairn umount --keep $m keeps it)$" \
+  grep -q "detached here, still in use by .*; its upper layer ${up:0:12} is kept when they let go (cairn mount --rw --resume $m)$" \
     "$T/stderr" || fail "umount said: $(cat "$T/stderr")"
-  if [ -n "$keep" ]; then
-    assert_status 4 cairn umount --keep "$m"
-    grep -q "; its upper layer ${up:0:12} is kept when they let go (cairn mount --rw --resume $m)$" \
-      "$T/stderr" || fail "umount --keep said: $(cat "$T/stderr")"
+  if [ -n "$discard" ]; then
+    assert_status 4 cairn umount --discard "$m"
+    grep -q "; its upper layer ${up:0:12} is dropped when they let go, as --discard asked$" \
+      "$T/stderr" || fail "umount --discard said: $(cat "$T/stderr")"
   fi
   kill "$holder"
   wait "$holder" 2>/dev/null || true
   wait_for 10 pid_gone "$pid" || fail "the daemon outlived the holder"
-  if [ -n "$keep" ]; then
+  if [ -z "$discard" ]; then
     [ "$(uppers)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
-      fail "umount --keep of a detached mount: $(cairn mounts --json)"
+      fail "umount of a detached mount: $(cairn mounts --json)"
     assert_status 0 cairn umount --discard "$m"
     grep -q "^Dropped: upper ${up:0:12}" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
   fi
   [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
-    fail "detached umount $keep: left $(cairn mounts --json)"
-  ok "umount $keep of a detached --rw mount says what the upper gets when the holder lets go, and does it"
+    fail "detached umount $discard: left $(cairn mounts --json)"
+  ok "umount $discard of a detached --rw mount says what the upper gets when the holder lets go, and does it"
 done
 echo "all passed"
