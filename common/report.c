@@ -11,6 +11,7 @@
  * callers. Neither front end includes or compiles the other's files.
  */
 #include "report.h"
+#include "cleanup.h"
 
 #include <errno.h>
 #include <stdio.h>

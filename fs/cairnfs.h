@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "cairn.h"
+#include "cleanup.h"
 
 struct cairnfs {
   cairn_store *st;          /* only for opening blobs (thread-safe) */

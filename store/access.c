@@ -56,7 +56,7 @@ int cairn_access_list_write(cairn_store *st, const char *image_id, const char *c
   return r < 0 ? store_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
 }
 
-int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n) {
+int cn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n) {
   store_errclear(st);
   *paths = NULL;
   *n = 0;
@@ -95,7 +95,7 @@ int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths,
     size_t l = strlen(b + i);
     if (l && !(v[k++] = strdup(b + i))) {
       free(b);
-      cairn_strv_free(v, k - 1);
+      cn_strv_free(v, k - 1);
       return store_fail(st, -ENOMEM, "out of memory");
     }
     i += l + 1;
@@ -109,8 +109,8 @@ int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths,
 int cairn_access_list_count(cairn_store *st, const char *image_id) {
   char **v;
   size_t n;
-  int r = cairn_access_list_read(st, image_id, &v, &n);
+  int r = cn_access_list_read(st, image_id, &v, &n);
   if (r <= 0) return r;
-  cairn_strv_free(v, n);
+  cn_strv_free(v, n);
   return n > INT32_MAX ? INT32_MAX : (int)n;
 }

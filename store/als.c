@@ -74,7 +74,7 @@ static int kept_copy(cairn_store *st, int fd, int dirfd, const char *name) {
   return 0;
 }
 
-int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
+int cn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
                           const char *media_type, uint64_t size, int fd) {
   store_errclear(st);
   if (!cairn_id_valid(diff_id) || !digest_valid(digest))
@@ -156,7 +156,7 @@ int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg
   return rows_each(st, q, fn, arg);
 }
 
-int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg) {
+int cn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg) {
   store_errclear(st);
   if (!cairn_id_valid(diff_id)) return store_fail(st, -ENOENT, "no such layer %s", diff_id);
   cn_autostmt sqlite3_stmt *q = NULL;
@@ -191,7 +191,7 @@ char *cairn_layer_blob_info(const struct cairn_layer_blob *b) {
 
 int cairn_layer_pin_users(cairn_store *st, cairn_pinset *ps, const char *diff_id) {
   store_errclear(st);
-  int r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id);
+  int r = cn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id);
   if (r < 0) return r;
   cn_autostrv struct strv images = {0};
   {
@@ -206,7 +206,7 @@ int cairn_layer_pin_users(cairn_store *st, cairn_pinset *ps, const char *diff_id
     if (r != SQLITE_DONE) return cn_store_fail_db(st, "images of a layer");
   }
   for (size_t i = 0; i < images.n; i++)
-    if ((r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, images.v[i])) < 0) return r;
+    if ((r = cn_pin_take(st, ps, CAIRN_PIN_IMAGE, images.v[i])) < 0) return r;
   return 0;
 }
 
@@ -241,7 +241,7 @@ static int collect_opaque(const cairn_entry *e, void *arg) {
 
 static int first_pass(void *src, cairn_entry_fn fn, void *arg) {
   struct diff_src *d = src;
-  return cairn_layer_foreach(d->st, d->diff_id, fn, arg);
+  return cn_layer_foreach(d->st, d->diff_id, fn, arg);
 }
 
 static const char opaque_name[] = "trusted.overlay.opaque";
@@ -290,7 +290,7 @@ static int second_pass(void *src, cairn_entry_fn fn, void *arg) {
   struct diff_src *d = src;
   d->fn = fn;
   d->arg = arg;
-  int r = cairn_layer_foreach(d->st, d->diff_id, overlay_entry, d);
+  int r = cn_layer_foreach(d->st, d->diff_id, overlay_entry, d);
   for (size_t i = 0; r == 0 && i < d->opaque.n; i++)
     if (!d->seen[i]) /* an opaque directory the layer has no entry of */
       r = emit_opaque_dir(d,
@@ -301,11 +301,11 @@ static int second_pass(void *src, cairn_entry_fn fn, void *arg) {
 int cairn_layer_diff_tree(cairn_store *st, const char *diff_id, cairn_tree **out) {
   store_errclear(st);
   *out = NULL;
-  int r = cairn_layer_exists(st, diff_id);
+  int r = cn_layer_exists(st, diff_id);
   if (r == 0) return store_fail(st, -ENOENT, "no such layer %s", diff_id);
   if (r < 0) return r;
   struct diff_src d = {.st = st, .diff_id = diff_id};
-  r = cairn_layer_foreach(st, diff_id, collect_opaque, &d);
+  r = cn_layer_foreach(st, diff_id, collect_opaque, &d);
   if (r == 0 && !(d.seen = calloc(d.opaque.n + 1, sizeof *d.seen))) r = -ENOMEM;
   merge_builder *b = NULL;
   if (r == 0) r = cn_merge_builder_new(st, &b);

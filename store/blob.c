@@ -200,7 +200,7 @@ int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
   return store_fail(w->st, -EIO, "blob %s: too many key collisions", key);
 }
 
-int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
+int cn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
   store_errclear(st);
   char rel[128];
   cn_blob_name_path(blob, rel, sizeof(rel));
@@ -241,7 +241,7 @@ int cn_blob_by_sha256(cairn_store *st, const char *sha256, char name_out[48], ui
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "blob lookup by sha256");
 }
 
-int cairn_blob_by_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
+int cn_blob_find_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
                          uint64_t *size) {
   store_errclear(st);
   char name[48];

@@ -4,7 +4,7 @@
  * laid out by fs/rw.h) turned into an OCI layer and a new image.
  *
  * The layer is a pax tar written to an anonymous file in STORE/tmp, then
- * stored by the one layer import (cairn_layer_ingest: dedup of blobs,
+ * stored by the one layer import (cn_layer_ingest: dedup of blobs,
  * diff_id from the bytes). It is the view the mount shows (the upper's
  * root/ over the base tree, merged by fs/rw.h's rules: by origin, not
  * by path) against the base, in the OCI rules:
@@ -593,9 +593,9 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
   }
   if (r == 0) r = write_layer(c, upper_fd, out_fd);
   if (r == 0 && lseek(out_fd, 0, SEEK_SET) < 0) r = store_fail(st, -errno, "%s", strerror(errno));
-  if (r == 0) r = cairn_layer_ingest(st, out_fd, NULL, ps, layer_out);
+  if (r == 0) r = cn_layer_ingest(st, out_fd, NULL, ps, layer_out);
   if (r == 0) r = cairn_inspect(st, base, keep_config, &bc);
-  if (r == 0) r = cairn_image_layers(st, base, &layers, &n_layers);
+  if (r == 0) r = cn_image_layers(st, base, &layers, &n_layers);
   if (r == 0) {
     char **more = realloc(layers, (n_layers + 1) * sizeof(char *));
     if (!more || !(more[n_layers] = strdup(layer_out))) {
@@ -609,7 +609,7 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
   if (r == 0 && !(config = new_config(bc.config, bc.stored, layer_out, comment)))
     r = store_fail(st, -EBADMSG, "image %.12s: its config cannot be extended", base);
   if (r == 0)
-    r = cairn_image_commit(st, config, strlen(config), (const char *const *)layers, n_layers, name,
+    r = cn_image_commit(st, config, strlen(config), (const char *const *)layers, n_layers, name,
                            image_out);
   if (out_fd >= 0) close(out_fd);
   if (c) {
@@ -622,7 +622,7 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
     if (c->index_fd >= 0) close(c->index_fd);
     free(c);
   }
-  if (layers) cairn_strv_free(layers, n_layers);
+  if (layers) cn_strv_free(layers, n_layers);
   free(bc.config);
   cairn_tree_free(tree);
   cairn_pinset_release(st, ps);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * error.c — failures: the WHY recorded on a store for the person
- * (cairn_fail, cairn_fail_context, cairn_errmsg), SQLite's and a full
+ * (cairn_fail, cn_fail_context, cairn_errmsg), SQLite's and a full
  * disk's, and the exit code each failure gives (cairn_exit_code). It calls
  * nothing of the store: every file of it calls these.
  */
@@ -18,7 +18,7 @@ int cairn_fail(cairn_store *st, int err, const char *fmt, ...) {
   return err;
 }
 
-int cairn_fail_context(cairn_store *st, int err, const char *fmt, ...) {
+int cn_fail_context(cairn_store *st, int err, const char *fmt, ...) {
   if (!st) return err;
   char context[512];
   va_list ap;

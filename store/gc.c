@@ -653,7 +653,7 @@ static void fsck_layer_tars(cairn_store *st, const struct strv *bad, cairn_repor
   }
   for (size_t i = 0; i < ids.n; i++)
     if (!layer_uses_bad_blob(st, ids.v[i], bad) &&
-        cairn_layer_tar(st, ids.v[i], NULL, NULL, NULL) < 0) {
+        cn_layer_tar(st, ids.v[i], NULL, NULL, NULL) < 0) {
       problem(r, "%s", st->err);
       store_errclear(st);
     }

@@ -171,7 +171,7 @@ static json_t *config_base(const char *const *diff_ids, size_t n, json_t *conf) 
   return cfg;
 }
 
-char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {
+char *cn_config_for_layers(const char *const *diff_ids, size_t n) {
   json_t *cfg = config_base(diff_ids, n, NULL);
   char *s = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(cfg);
@@ -301,14 +301,14 @@ struct stored_layer {
 
 static int stored_layer_foreach(void *src, cairn_entry_fn fn, void *arg) {
   struct stored_layer *l = src;
-  return cairn_layer_foreach(l->st, l->diff_id, fn, arg);
+  return cn_layer_foreach(l->st, l->diff_id, fn, arg);
 }
 
 int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out) {
   *out = NULL;
   char **layers = NULL;
   size_t n_layers = 0;
-  int r = cairn_image_layers(st, image_id, &layers, &n_layers);
+  int r = cn_image_layers(st, image_id, &layers, &n_layers);
   if (r < 0) return r;
   merge_builder *b;
   if ((r = cn_merge_builder_new(st, &b)) < 0) goto out;
@@ -319,7 +319,7 @@ int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out)
   else
     cn_merge_builder_free(b);
 out:
-  cairn_strv_free(layers, n_layers);
+  cn_strv_free(layers, n_layers);
   return r;
 }
 
@@ -333,7 +333,7 @@ static void index_write(cairn_store *st, const char *image_id) {
   store_errclear(st);
 }
 
-int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
+int cn_image_commit(cairn_store *st, const char *config, size_t config_len,
                        const char *const *diff_ids, size_t n, const char *name,
                        cairn_id image_id_out) {
   store_errclear(st);
@@ -420,7 +420,7 @@ fail:
   return r == -ENOSPC ? cn_store_fail_nospace(st) : r;
 }
 
-int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
+int cn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
                        cairn_id image_id_out) {
   return cairn_import_files_changes(st, name, paths, n, NULL, 0, image_id_out);
 }
@@ -461,20 +461,20 @@ int cairn_import_files_changes(cairn_store *st, const char *name, const char *co
       r = store_fail(st, -ENOMEM, "out of memory importing %s", norm);
     else if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode))
       r = store_fail(st, -EINVAL, "%s: is a directory, not a layer tar", paths[i]);
-    else if ((r = cairn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0)
-      cairn_fail_context(st, r, "%s", paths[i]);
+    else if ((r = cn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0)
+      cn_fail_context(st, r, "%s", paths[i]);
     close(fd);
   }
   if (r == 0) {
     json_t *cfg = config_base((const char *const *)ids, n, conf);
     cairn_autofree char *config = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(cfg);
-    r = config ? cairn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
+    r = config ? cn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
                                     image_id_out)
                : store_fail(st, -ENOMEM, "out of memory importing %s", norm);
   }
   cairn_pinset_release(st, ps);
-  cairn_strv_free(ids, n);
+  cn_strv_free(ids, n);
   if (r < 0) {
     /* Nothing of a failed import stays: layers it stored go unless another
      * image or a pin holds them. */
@@ -497,9 +497,9 @@ int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
   if (r < 0) return r;
   char **layers = NULL;
   size_t n = 0;
-  if ((r = cairn_image_layers(st, image_id, &layers, &n)) < 0) return r;
+  if ((r = cn_image_layers(st, image_id, &layers, &n)) < 0) return r;
   for (size_t i = 0; i < n && r >= 0; i++) r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layers[i]);
-  cairn_strv_free(layers, n);
+  cn_strv_free(layers, n);
   return r < 0 ? r : cn_pin_annotate(st, ps);
 }
 
@@ -511,7 +511,7 @@ int cn_image_delete_rows(cairn_store *st, const char *id) {
   return sqlite3_step(d) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "image delete");
 }
 
-int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
+int cn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
   store_errclear(st);
   *ids = NULL;
   *n = 0;
@@ -530,7 +530,7 @@ int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_
     char *id = v ? strdup((const char *)sqlite3_column_text(q, 1)) : NULL;
     if (v) *ids = v;
     if (!id) {
-      cairn_strv_free(*ids, *n);
+      cn_strv_free(*ids, *n);
       *ids = NULL;
       *n = 0;
       return store_fail(st, -ENOMEM, "out of memory reading the layers of image %.12s", image_id);

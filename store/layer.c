@@ -356,7 +356,7 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   int64_t size = type == CAIRN_REG ? archive_entry_size(e) : 0;
   if (size < 0) return store_fail(st, -EBADMSG, "entry %s: negative size", raw);
   if (type == CAIRN_REG && size > 0 && (r = entry_store_data(in, size, blob)) < 0)
-    return cairn_fail_context(st, r, "entry %s", raw);
+    return cn_fail_context(st, r, "entry %s", raw);
   cairn_autofree void *xattrs = NULL;
   size_t xlen;
   if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0)
@@ -424,7 +424,7 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
   int r;
   if (syncfs(st->blobs_fd) < 0) return store_fail(st, -errno, "syncfs: %s", strerror(errno));
   if ((r = cn_db_begin(st)) < 0) return r;
-  if ((r = cairn_layer_exists(st, diff_id)) != 0) {
+  if ((r = cn_layer_exists(st, diff_id)) != 0) {
     if (r > 0 && tar) {
       cn_autostmt sqlite3_stmt *q = NULL;
       if ((r = cn_db_prepare(st, &q, "SELECT 1 FROM layer_tars WHERE layer_id = ?")) < 0) goto fail;
@@ -593,7 +593,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
   size_t tar_len = 0;
   if (r == 0 && (r = cn_tarsplit_finish(ls->ts, &tar, &tar_len)) > 0)
     r = 0; /* a tar no record can describe: the layer is stored without one */
-  if (r == 0 && ps) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
+  if (r == 0 && ps) r = cn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
   if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries, tar, tar_len);
   if (r == 0) layer_stream_progress(ls, true);
   ingest_close(&in, ls);
@@ -621,7 +621,7 @@ static int layer_ingest(cairn_store *st, const struct layer_input *src,
   return r;
 }
 
-int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
                        cairn_id diff_id_out) {
   store_errclear(st);
   return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, diff_id_out);
@@ -639,7 +639,7 @@ int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id) {
   return r == 1 ? 0 : r < 0 ? r : store_fail(st, -ENOENT, "no such layer");
 }
 
-int cairn_layer_exists(cairn_store *st, const char *diff_id) {
+int cn_layer_exists(cairn_store *st, const char *diff_id) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT 1 FROM layers WHERE id = ?");
@@ -722,7 +722,7 @@ int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, v
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer entries");
 }
 
-int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
+int cn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,

@@ -8,7 +8,7 @@
  * - A partial layer's row has state 'partial', a layer_sources row (its
  *   registry source, blob digest and the digest of its kept TOC,
  *   STORE/toc/HEX of the blob digest) and one pending row per regular file
- *   not yet stored; that file's entry names no blob. cairn_layer_foreach
+ *   not yet stored; that file's entry names no blob. cn_layer_foreach
  *   (layer.c) gives such an entry's blob as "sha256:HEX", which the index
  *   keeps where a blob name would be: a mount serves its metadata at once
  *   and fetches its content on first read. A complete layer has none of
@@ -80,7 +80,7 @@ static int toc_write(cairn_store *st, const char *digest, const void *toc, size_
   return r < 0 ? store_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
 }
 
-int cairn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *len) {
+int cn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *len) {
   store_errclear(st);
   *buf = NULL;
   *len = 0;
@@ -158,7 +158,7 @@ static int record_locked(cairn_store *st, const char *diff_id, struct sorted_ent
                          const cairn_lazy_source *src, size_t *pending) {
   int r;
   if ((r = cn_db_begin(st)) < 0) return r;
-  if ((r = cairn_layer_exists(st, diff_id)) != 0) {
+  if ((r = cn_layer_exists(st, diff_id)) != 0) {
     cn_db_rollback(st);
     return r < 0 ? r : 0;
   }
@@ -271,7 +271,7 @@ fail:
   return r;
 }
 
-int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
+int cn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
                                size_t n, const cairn_lazy_source *src, const void *toc,
                                size_t toc_len, size_t *pending) {
   store_errclear(st);
@@ -304,7 +304,7 @@ int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn
   return r;
 }
 
-void cairn_lazy_file_clear(cairn_lazy_file *f) {
+void cn_lazy_file_clear(cairn_lazy_file *f) {
   free(f->layer_id);
   free(f->path);
   free(f->source);
@@ -338,7 +338,7 @@ static int lazy_file_row(cairn_store *st, sqlite3_stmt *q, cairn_lazy_file *f) {
 #undef COL
   if (!f->layer_id || !f->path || !f->source || !f->digest || !f->media_type || !f->annotations ||
       !f->toc_digest) {
-    cairn_lazy_file_clear(f);
+    cn_lazy_file_clear(f);
     return store_fail(st, -ENOMEM, "out of memory");
   }
   return 1;
@@ -362,7 +362,7 @@ static int strv_of_rows(cairn_store *st, sqlite3_stmt *q, const char *prefix, co
   return 0;
 }
 
-int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f) {
+int cn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f) {
   store_errclear(st);
   memset(f, 0, sizeof *f);
   cn_autostmt sqlite3_stmt *q = NULL;
@@ -378,7 +378,7 @@ int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f
   return lazy_file_row(st, q, f);
 }
 
-int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n) {
+int cn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n) {
   store_errclear(st);
   *sha256s = NULL;
   *n = 0;
@@ -392,7 +392,7 @@ int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha25
   return strv_of_rows(st, q, "sha256:", "pending files", sha256s, n);
 }
 
-int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg) {
+int cn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
@@ -436,7 +436,7 @@ int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, 
   return 0;
 }
 
-int cairn_lazy_tidy(cairn_store *st) {
+int cn_lazy_tidy(cairn_store *st) {
   store_errclear(st);
   /* (exclusive: a lazy pull links its TOC before it commits the row that
    * names it, under the lock shared; taken, or left to gc) */
@@ -519,7 +519,7 @@ static int completed_images(cairn_store *st, const struct strv *layers, struct s
 /* Names blob (of sha256 hex) in every entry pending on it, within the
  * caller's transaction; the layers left with no pending file become
  * complete (their names to done). Their source rows and TOCs stay until
- * they are finished (cairn_lazy_layer_finished). */
+ * they are finished (cn_lazy_layer_finished). */
 static int name_blob(cairn_store *st, const char *hex, const char *blob, struct strv *done) {
   cn_autostrv struct strv layers = {0};
   cn_autostmt sqlite3_stmt *q = NULL, *upd = NULL, *del = NULL, *left = NULL, *fin = NULL;
@@ -600,7 +600,7 @@ fail:
   return r;
 }
 
-int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
+int cn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
                           char blob[48]) {
   store_errclear(st);
   const char *hex = sha_hex(sha256);
@@ -637,12 +637,12 @@ int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t 
  * mounted, exported as any) but keeps its source row and TOC until it is
  * finished: its exact tar record (layer_tars) recorded by an ingest of the
  * layer's tar rebuilt from the registry's headers and the stored files
- * (store/remote/partial.c, cairn_lazy_finish_layer), which checks the
+ * (store/remote/partial.c, cn_lazy_finish_layer), which checks the
  * diff_id; then this drops the source row and the TOC. A crash between
  * leaves a complete layer with its record and its source row: the next
  * finish only drops the row. */
 
-int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n) {
+int cn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n) {
   store_errclear(st);
   *diff_ids = NULL;
   *n = 0;
@@ -658,7 +658,7 @@ int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_id
   return strv_of_rows(st, q, "", "layer sources", diff_ids, n);
 }
 
-int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f) {
+int cn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f) {
   store_errclear(st);
   memset(f, 0, sizeof *f);
   cn_autostmt sqlite3_stmt *q = NULL;
@@ -676,7 +676,7 @@ int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file 
   return complete ? 2 : 1;
 }
 
-int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
+int cn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
   store_errclear(st);
   int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
@@ -752,7 +752,7 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       const char *toc_digest = (const char *)sqlite3_column_text(q, 3);
       int64_t n = sqlite3_column_int64(q, 4);
       /* complete, no file pending, its source kept: not finished yet
-       * (cairn_lazy_layer_finished), a state as valid as partial */
+       * (cn_lazy_layer_finished), a state as valid as partial */
       bool done = strcmp(state, "complete") == 0 && n == 0 && digest;
       done ? unfinished++ : layers++;
       files += (uint64_t)n;
@@ -763,7 +763,7 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       }
       void *toc = NULL;
       size_t len = 0;
-      if (cairn_lazy_toc_read(st, digest, &toc, &len) < 0) {
+      if (cn_lazy_toc_read(st, digest, &toc, &len) < 0) {
         problem(r, "layer %s: its kept TOC: %s", id, st->err);
         store_errclear(st);
         continue;

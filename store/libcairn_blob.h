@@ -2,8 +2,8 @@
 /*
  * libcairn_blob.h — blobs, the layer above the store handle (blob.c).
  */
-#ifndef CAIRN_BLOB_H
-#define CAIRN_BLOB_H
+#ifndef LIBCAIRN_BLOB_H
+#define LIBCAIRN_BLOB_H
 
 #include "libcairn_store.h"
 

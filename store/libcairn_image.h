@@ -2,8 +2,8 @@
 /*
  * libcairn_image.h — images (image.c, list.c), the layer above layers.
  */
-#ifndef CAIRN_IMAGE_H
-#define CAIRN_IMAGE_H
+#ifndef LIBCAIRN_IMAGE_H
+#define LIBCAIRN_IMAGE_H
 
 #include "libcairn_store.h"
 

@@ -3,8 +3,8 @@
  * lazy.h — partial layers (lazy.c), the layer above the merged tree: what
  * fsck needs of them (sweep.c sweeps their kept TOCs).
  */
-#ifndef CAIRN_LAZY_H
-#define CAIRN_LAZY_H
+#ifndef LIBCAIRN_LAZY_H
+#define LIBCAIRN_LAZY_H
 
 #include "libcairn_store.h"
 

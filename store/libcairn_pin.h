@@ -5,8 +5,8 @@
  * /proc/locks (pin_locks.c), listing them (pin_list.c), mount records
  * (mount.c). Each calls only the ones before it.
  */
-#ifndef CAIRN_PIN_H
-#define CAIRN_PIN_H
+#ifndef LIBCAIRN_PIN_H
+#define LIBCAIRN_PIN_H
 
 #include "libcairn_store.h"
 

@@ -14,10 +14,12 @@
  * (libcairn_layer.h, libcairn_sweep.h), images (libcairn_image.h), then merge and export, rm/gc/fsck
  * and pull, which have no private header.
  */
-#ifndef CAIRN_INTERNAL_H
-#define CAIRN_INTERNAL_H
+#ifndef LIBCAIRN_STORE_H
+#define LIBCAIRN_STORE_H
 
 #include "cairn.h"
+#include "cleanup.h"
+#include "libcairn_core.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -150,7 +152,7 @@ bool cn_is_hex_id(const char *s, size_t len);
 int cn_write_all(int fd, const void *buf, size_t n);
 /* Lowercase hex of n bytes into out (2n + 1 bytes). */
 void cn_hex_encode(const unsigned char *bytes, size_t n, char *out);
-#define sha256_hex cairn_sha256_hex /* the public name, used by pull too */
+#define sha256_hex cn_sha256_hex /* the public name, used by pull too */
 int64_t cn_now_seconds(void);
 char *cn_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An array of n elements of size bytes, *cap allocated, with room for one

@@ -5,8 +5,8 @@
  * references. Shared by rm, a failed import, fsck --repair and gc (which
  * adds the whole-store scans).
  */
-#ifndef CAIRN_SWEEP_H
-#define CAIRN_SWEEP_H
+#ifndef LIBCAIRN_SWEEP_H
+#define LIBCAIRN_SWEEP_H
 #include "libcairn_store.h"
 
 /* Removes unreferenced, unpinned layers and, when the store lock is had in

@@ -4,8 +4,8 @@
  * contents, recorded at import so that the tar can be written again byte
  * for byte (tarsplit.c), in the layers row, used by layer.c and by fsck.
  */
-#ifndef CAIRN_TARSPLIT_H
-#define CAIRN_TARSPLIT_H
+#ifndef LIBCAIRN_TARSPLIT_H
+#define LIBCAIRN_TARSPLIT_H
 
 #include "libcairn_store.h"
 

@@ -5,14 +5,14 @@
  * memory, whatever their entries come from, and served from one buffer or
  * one mapped file.
  */
-#ifndef CAIRN_TREE_H
-#define CAIRN_TREE_H
+#ifndef LIBCAIRN_TREE_H
+#define LIBCAIRN_TREE_H
 
 #include "libcairn_store.h"
 
 /* The merged-tree builder (tree.c): layers applied bottom first by the
  * OCI rules, whatever their entries come from. A source calls fn for each
- * entry of one layer, in path order (as cairn_layer_foreach does), and
+ * entry of one layer, in path order (as cn_layer_foreach does), and
  * returns what a non-zero fn returned. Errors are -EBADMSG for a layer
  * that cannot be merged (the message says why) or -ENOMEM. */
 typedef struct merge_builder merge_builder;

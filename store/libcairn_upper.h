@@ -3,8 +3,8 @@
  * libcairn_upper.h — the upper layers of writable mounts (upper.c), the layer above
  * pins: what rm, gc and the sweep of stale mount records ask of them.
  */
-#ifndef CAIRN_UPPER_H
-#define CAIRN_UPPER_H
+#ifndef LIBCAIRN_UPPER_H
+#define LIBCAIRN_UPPER_H
 #include "libcairn_store.h"
 
 /* gc of the upper layers nobody can reach: a creation cut short, one a

@@ -25,7 +25,7 @@ struct names {
 };
 
 static void names_free(struct names *ns) {
-  cairn_strv_free(ns->v, ns->n);
+  cn_strv_free(ns->v, ns->n);
   *ns = (struct names){0};
 }
 

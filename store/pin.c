@@ -160,7 +160,7 @@ int cn_pin_annotate(cairn_store *st, cairn_pinset *ps) {
   return r;
 }
 
-int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
+int cn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
   store_errclear(st);
   int r = cn_pin_lock(st, ps, kind, id);
   if (r <= 0) return r;

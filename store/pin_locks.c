@@ -255,7 +255,7 @@ bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_p
   return cn_pin_stat(st, kind, id, &s) && cn_inode_locked_by(kl, &s, 0);
 }
 
-bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+bool cn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
   store_errclear(st);
   struct kernel_locks kl;
   if (cn_kernel_locks_read(st, &kl) < 0) return false;

@@ -8,6 +8,7 @@
 #define CAIRN_CLI_H
 
 #include "cairn.h"
+#include "cleanup.h"
 #include "report.h"
 #include "rows.h"
 

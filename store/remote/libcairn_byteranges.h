@@ -6,8 +6,8 @@
  * blob's size and every part's data against the body. Built on cairn.h
  * alone, like the rest of store/remote/.
  */
-#ifndef CAIRN_PULL_BYTERANGES_H
-#define CAIRN_PULL_BYTERANGES_H
+#ifndef LIBCAIRN_BYTERANGES_H
+#define LIBCAIRN_BYTERANGES_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * are one range, which ranges one request. Built on cairn.h alone, like
  * the rest of store/remote/.
  */
-#ifndef CAIRN_PULL_FILL_H
-#define CAIRN_PULL_FILL_H
+#ifndef LIBCAIRN_FILL_H
+#define LIBCAIRN_FILL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -10,8 +10,8 @@
  * (a pull's workers, a fill's, the lazy fetcher's threads) makes about as
  * many connections as it has requests in flight at once.
  */
-#ifndef CAIRN_REGISTRY_H
-#define CAIRN_REGISTRY_H
+#ifndef LIBCAIRN_REGISTRY_H
+#define LIBCAIRN_REGISTRY_H
 
 #include <curl/curl.h>
 #include <limits.h>

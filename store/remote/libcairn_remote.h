@@ -10,8 +10,8 @@
  * writes verified layer blobs into a file descriptor. The pull itself
  * (pull.c) pins, checks the store, fans out the fetches and commits.
  */
-#ifndef CAIRN_PULL_H
-#define CAIRN_PULL_H
+#ifndef LIBCAIRN_REMOTE_H
+#define LIBCAIRN_REMOTE_H
 
 #include <jansson.h>
 #include <openssl/evp.h>
@@ -22,6 +22,8 @@
 #include <stdint.h>
 
 #include "cairn.h"
+#include "cleanup.h"
+#include "libcairn_core.h"
 
 #define PULL_DIGEST_LEN (7 + CAIRN_ID_LEN) /* "sha256:" + hex */
 #define PULL_MANIFEST_MAX (4u << 20)       /* manifests, indexes, configs */

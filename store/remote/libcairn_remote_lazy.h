@@ -4,8 +4,8 @@
  * pull.c, partial.c and the fill. Built on cairn.h alone, like the rest
  * of store/remote/.
  */
-#ifndef CAIRN_PULL_LAZY_H
-#define CAIRN_PULL_LAZY_H
+#ifndef LIBCAIRN_REMOTE_LAZY_H
+#define LIBCAIRN_REMOTE_LAZY_H
 
 #include "libcairn_remote.h"
 #include "libcairn_toc.h"
@@ -87,7 +87,7 @@ void cn_lazy_kept_done(void *src_arg, pull_source *src, int r);
 void cn_lazy_kept_free(cn_lazy_sources *s);
 
 /* Fetches f (of content sha256) from its layer's registry and stores it
- * (cairn_lazy_file_store); blob gets its name. Its layer's TOC from ts, or
+ * (cn_lazy_file_store); blob gets its name. Its layer's TOC from ts, or
  * (ts NULL) read and checked for this fetch alone (cn_lazy_kept_toc). */
 int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
                        const cn_lazy_toc_source *ts, char blob[48]);
@@ -108,9 +108,9 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
 /* An anonymous file in STORE/tmp for a fetched file's content. */
 int cn_lazy_open_temp(cairn_store *st);
 
-/* Under the lock of content full ("sha256:HEX", cairn_lazy_lock): 1 (blob
+/* Under the lock of content full ("sha256:HEX", cn_lazy_lock): 1 (blob
  * set) when the store holds it already (then named in its pending
- * entries), 0 when it is to fetch (*f set: cairn_lazy_file_clear), -ENOENT
+ * entries), 0 when it is to fetch (*f set: cn_lazy_file_clear), -ENOENT
  * when it is neither stored nor pending, another negative errno. */
 int cn_lazy_file_named(cairn_store *st, const char *full, char blob[48], cairn_lazy_file *f);
 

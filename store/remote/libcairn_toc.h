@@ -22,14 +22,15 @@
  * inconsistent TOC (exit 5, integrity), -EFBIG for one over the bounds,
  * -ENOMEM.
  */
-#ifndef CAIRN_PULL_TOC_H
-#define CAIRN_PULL_TOC_H
+#ifndef LIBCAIRN_TOC_H
+#define LIBCAIRN_TOC_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "cairn.h"
+#include "libcairn_core.h"
 
 #define CN_TOC_DIGEST_LEN (7 + 64)          /* "sha256:" + hex */
 #define CN_TOC_JSON_MAX (64u << 20)         /* an uncompressed TOC */

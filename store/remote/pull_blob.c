@@ -49,7 +49,7 @@ void cn_pull_desc_clear(pull_desc *d) {
 
 static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1]) {
   memcpy(out, "sha256:", 7);
-  cairn_sha256_hex(md, out + 7);
+  cn_sha256_hex(md, out + 7);
 }
 
 void cn_pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]) {

@@ -441,7 +441,7 @@ static int parse_entry(struct ep *p, json_t *o, cn_toc_entry *e) {
   p->name = name;
   char norm[CN_TOC_PATH_MAX + 1];
   if ((r = cn_toc_path_normalize(name, norm, p->st)) < 0)
-    return cairn_fail_context(p->st, r, "TOC entry %zu", p->i);
+    return cn_fail_context(p->st, r, "TOC entry %zu", p->i);
   if (!norm[0] && e->type != CN_TOC_DIR) return bad(p, "the root is not a directory");
   if (!(e->path = strdup(norm))) return -ENOMEM;
 
@@ -468,7 +468,7 @@ static int parse_entry(struct ep *p, json_t *o, cn_toc_entry *e) {
     if (strlen(link) > CN_TOC_PATH_MAX) return bad(p, "\"linkName\" too long");
     if (e->type == CN_TOC_HARDLINK) {
       if ((r = cn_toc_path_normalize(link, norm, p->st)) < 0)
-        return cairn_fail_context(p->st, r, "TOC entry %zu: \"linkName\"", p->i);
+        return cn_fail_context(p->st, r, "TOC entry %zu: \"linkName\"", p->i);
       link = norm;
     }
     if (!(e->link = strdup(link))) return -ENOMEM;

@@ -236,7 +236,7 @@ int cn_toc_zstd_chunked_parse(const void *buf, size_t len, const cn_toc_zstd_pos
     r = cn_toc_entries_parse(json_object_get(root, "entries"), toc, st);
   json_decref(root);
   if (r < 0) {
-    cairn_fail_context(st, r, "zstd:chunked");
+    cn_fail_context(st, r, "zstd:chunked");
     cn_toc_free(toc);
   }
   return r;

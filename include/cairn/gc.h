@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cairn/gc.h — libcairn's public face: removal, gc, fsck.
+ * Included by cairn.h, whose comment gives the conventions every function
+ * here keeps (errors, ids, handles).
+ */
+#ifndef CAIRN_GC_H
+#define CAIRN_GC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cairn/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- removal and maintenance ------------------------------------------ */
+
+/* Removes a name, or an image by id (ref as the user typed it). -EBUSY
+ * naming the holders (cairn_errmsg) if the image is pinned or mounted, or
+ * a --rw mount's upper layer is left on it. */
+int cairn_rm(cairn_store *st, const char *ref);
+
+/* Report of gc / fsck / rm: lines for a person, counts for tests. */
+typedef struct cairn_report {
+  char **lines;
+  size_t n_lines;
+  uint64_t layers, blobs, pins, bytes, problems;
+} cairn_report;
+void cairn_report_free(cairn_report *r);
+
+/* cairn_rm, saying in rep what changed once done (also what it did before
+ * a failure): "Untagged: NAME" for each name removed, "Deleted: ID" (full
+ * id) for the image, then one line per layer it freed (as gc's). An image
+ * with a --rw mount's upper layer left on it (kept or crashed) is -EBUSY
+ * naming it, unless flags has CAIRN_RM_FORCE: the upper is dropped first
+ * ("Dropped: upper ID of DIR (N entries, SIZE)"). */
+#define CAIRN_RM_FORCE 1u
+int cairn_rm_report(cairn_store *st, const char *ref, unsigned flags, cairn_report *rep);
+
+/* Removes unreferenced, unpinned layers, blobs, pin files and stale
+ * annotations/mount records; dry_run only reports. */
+int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r);
+
+/* Verifies blobs and metadata. Incomplete work (orphan blobs of a crashed
+ * import, stale records) is discarded first. Problems are counted in
+ * r->problems and the call returns -EBADMSG; repair removes what is broken
+ * (layers whose blobs are gone or corrupt, images using them). */
+int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
+/* fsck's check of the pending files against their layers' kept TOCs
+ * (store/remote/lazy.c: the TOC parser is the pull's): each TOC parses and
+ * matches the digest the pull verified, and lists each pending file as a
+ * regular file of its size and sha256. Each problem is a line of r
+ * (r->problems counts them); a negative errno if it could not look. */
+int cairn_lazy_fsck(cairn_store *st, cairn_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cairn/mount.h — libcairn's public face: mount records and mountpoints.
+ * Included by cairn.h, whose comment gives the conventions every function
+ * here keeps (errors, ids, handles).
+ */
+#ifndef CAIRN_MOUNT_H
+#define CAIRN_MOUNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cairn/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- mounts ------------------------------------------------------------- */
+
+/* The real absolute path of the mountpoint dir names, for every front end
+ * alike (cairnfs records it, cairn mount / umount look it up): the parent
+ * resolved with realpath, a symlink as last component followed here, the
+ * last directory itself never asked (a dead daemon's mount answers stat and
+ * realpath with ENOTCONN). PATH_MAX bytes of out are always enough. */
+int cairn_mountpoint_resolve(const char *dir, char *out, size_t len);
+
+/* Records that pid serves image at dir (resolved), a mount of device dev
+ * ("maj:min", as in mountinfo). */
+int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
+                       const char *dev, bool rw);
+/* A mount that records itself after it answered (cairnfs's fast way)
+ * holds this (STORE/mounting.lock, shared) from before it pins until it
+ * has recorded and annotated: readers of records and pins wait for it.
+ * Returns the fd to pass to end, or a negative errno. */
+int cairn_mount_pending_begin(cairn_store *st);
+void cairn_mount_pending_end(int fd);
+/* Forgets pid's record of dir (another daemon's record of dir stays). */
+int cairn_mount_forget(cairn_store *st, const char *dir, pid_t pid);
+/* A mount record. Its state is live (served here), detached (the daemon
+ * serves it only in other mount namespaces, e.g. a container's, after a
+ * host-side unmount), restarting (the daemon, cairnfs's supervisor, runs
+ * and holds the session and the pins, but no server of it runs: requests
+ * wait for the next one) or stale (the daemon is gone). Strings are valid
+ * only during the callback. */
+enum cairn_mount_state {
+  CAIRN_MOUNT_LIVE = 0,
+  CAIRN_MOUNT_DETACHED = 1,
+  CAIRN_MOUNT_STALE = 2,
+  CAIRN_MOUNT_RESTARTING = 3,
+};
+typedef struct cairn_mount_rec {
+  const char *dir;
+  const char *image;
+  pid_t pid; /* the daemon (cairnfs's supervisor) */
+  enum cairn_mount_state state;
+  bool rw;
+  const char *dev; /* "maj:min"; "" in a record of an older cairn */
+} cairn_mount_rec;
+typedef int (*cairn_mount_fn)(const cairn_mount_rec *m, void *arg);
+/* Every mount record, by dir; a non-zero return of fn stops and is
+ * returned. */
+int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg);
+
+/* What dir (absolute) is as a mount point now (store/mount.c). LIVE asks
+ * the file system (statfs), so it waits for a live daemon's answer. */
+enum cairn_mountpoint_state {
+  CAIRN_MP_NONE = 0,  /* not a mount point */
+  CAIRN_MP_LIVE = 1,  /* a cairnfs mount that answers */
+  CAIRN_MP_STALE = 2, /* a cairnfs mount whose daemon is gone (ENOTCONN) */
+  CAIRN_MP_OTHER = 3, /* something else is mounted there */
+};
+int cairn_mountpoint_state(const char *dir);
+
+/* Unmounts the topmost mount at dir; lazy detaches it even while in use
+ * (MNT_DETACH; a dead daemon's mount needs it). Not root: fusermount3 does
+ * it for the user who mounted it. */
+int cairn_mountpoint_unmount(const char *dir, bool lazy);
+
+/* The device ("maj:min") of the cairnfs mount on top of dir in our mount
+ * namespace, without asking the file system; -ENOENT if there is none. */
+int cairn_mountpoint_dev(const char *dir, char *dev, size_t len);
+
+/* Whether the process pid (a mount's daemon) still holds a flock(2) lock:
+ * its pins, its upper layer's. It lets go of them as soon as its session
+ * is over, before any bookkeeping; false once it is gone. */
+bool cairn_mount_daemon_holds(pid_t pid);
+/* Ends the FUSE connection of the mount of device dev ("maj:min") for
+ * every mount namespace (fusectl's abort, mounted in a private namespace
+ * of a child if it is not mounted): 0, -ENOENT if it is over already,
+ * -EPERM if not allowed, or -errno. */
+int cairn_mount_abort(const char *dev);
+
+/* The processes whose mount namespaces hold the cairnfs mount of device
+ * dev, one per namespace, as "pid 1234 (crun), pid 1240 (sh)" in *desc
+ * (caller frees). Returns how many. */
+int cairn_mount_holders(const char *dev, char **desc);
+/* The processes of this namespace that use the mount at dir (an absolute
+ * real path): a working directory, root or open file at or below it, as
+ * "pid 1234 (sh), pid 1240 (less)" in *desc (at most 8 named; caller
+ * frees). Read from /proc's links, never through the mount. Returns how
+ * many. */
+int cairn_mount_users(const char *dir, char **desc);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libcairn_core.h — what libcairn's core gives store/remote/ and the unit
+ * tests, and no front end: recording and finishing layers, the lazy
+ * tables, the fetch lock, the errors' context. Private: fs/ and tools/
+ * never include it (scripts/check-layers.sh). Its functions keep cairn.h's
+ * conventions and are named cn_.
+ */
+#ifndef LIBCAIRN_CORE_H
+#define LIBCAIRN_CORE_H
+
+#include "cairn.h"
+
+/* ---- ids ---- */
+/* The id form of a raw sha256 digest: its 32 bytes as lowercase hex. */
+void cn_sha256_hex(const unsigned char digest[32], cairn_id out);
+
+/* ---- lazily pulled layers: what a mount fetches (cairn/lazy.h's subsystem) ---- */
+int cn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n);
+
+/* ---- registry logins (cairn/login.h's subsystem) ---- */
+/* The auth.json that login writes and pulls read first, as podman's:
+ * $REGISTRY_AUTH_FILE, else $XDG_RUNTIME_DIR/containers/auth.json, else
+ * /run/containers/UID/auth.json. Pulls then read
+ * ${XDG_CONFIG_HOME:-~/.config}/containers/auth.json and
+ * ${DOCKER_CONFIG:-~/.docker}/config.json. */
+int cn_auth_file(char *buf, size_t len);
+
+/* ---- layers, their entries and blobs; exact layers (cairn/layer.h's subsystem) ---- */
+/* Finds the blob holding the content whose sha256 is sha256 (64 hex
+ * digits, optionally "sha256:"; of the whole content, as a layer's TOC
+ * names a file's): 1 with its name in blob (len bytes; 48 always fit)
+ * and *size (may be NULL) set, 0 if the store holds no such content,
+ * -EINVAL for a malformed digest. A hint, not a reference: the blob may
+ * be gone after a gc, so what records a layer looks it up again. */
+int cn_blob_find_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
+                         uint64_t *size);
+
+/* ---- the store handle, errors, cairn.conf, progress (cairn/store.h's subsystem) ---- */
+/* The [registry "host"] section of cfg, or NULL. */
+const struct cn_config_registry *cn_config_registry(const cairn_config *cfg,
+                                                          const char *host);
+
+/* Puts context before the WHY st holds: "CONTEXT: WHY" (strerror(-err) when
+ * st holds none); returns err. The context is formatted before the WHY is
+ * read, so its arguments may not point into cairn_errmsg(st). */
+int cn_fail_context(cairn_store *st, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- import (cairn/import.h's subsystem) ---- */
+/* Commits an image: config JSON (whose rootfs.diff_ids must list exactly
+ * these layers, or -EBADMSG), every layer already stored (callers keep them
+ * pinned), and optionally a name that is (re)pointed at it. */
+int cn_image_commit(cairn_store *st, const char *config, size_t config_len,
+                       const char *const *diff_ids, size_t n, const char *name,
+                       cairn_id image_id_out);
+
+/* ---- podman's Additional Layer Store (cairn/als.h's subsystem) ---- */
+/* Records that layer diff_id (stored) was pulled as the blob digest (of
+ * media_type, size bytes) and keeps its bytes, the file fd (which the caller
+ * checked against digest and size): linked into the store if fd is an
+ * anonymous file of the store's file system, else copied. */
+int cn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
+                          const char *media_type, uint64_t size, int fd);
+
+/* The records of layer diff_id (the blobs it was pulled as), the latest
+ * kept first; a non-zero return of fn stops and is returned. None (0, fn
+ * not called) for a layer imported or committed, never pulled. */
+int cn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg);
+
+/* ---- layers, their entries and blobs; exact layers (cairn/layer.h's subsystem) ---- */
+/* 1 if stored, 0 if not, negative on error. */
+int cn_layer_exists(cairn_store *st, const char *diff_id);
+
+/* ---- import (cairn/import.h's subsystem) ---- */
+/* Reads one layer tar (plain, gzip or zstd, detected) from fd and stores
+ * it once: blobs first, then the layer's metadata in one transaction.
+ * The layer is pinned in ps (before it is looked up) and stays pinned;
+ * ps may be NULL only with expected_diff_id, when the caller pinned that
+ * layer already (a pull's download threads). If expected_diff_id is given,
+ * a stream whose sha256 differs is -EBADMSG and nothing is committed.
+ * diff_id_out receives the diff_id. */
+int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+                       cairn_id diff_id_out);
+
+/* ---- lazily pulled layers: what a mount fetches (cairn/lazy.h's subsystem) ---- */
+/* Records layer diff_id (pinned by the caller) from its TOC: entries in any
+ * order; a regular file of size > 0 gives its content's "sha256:HEX" as
+ * blob. A file whose content the store holds is linked to that blob; every
+ * other becomes a pending file (*pending counts them), and the layer is
+ * partial until the last arrives. The TOC's bytes (toc, toc_len; checked
+ * against src->toc_digest by the caller) are kept as STORE/toc/HEX of
+ * src->digest. 0 also when the layer is stored already. */
+int cn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
+                               size_t n, const cairn_lazy_source *src, const void *toc,
+                               size_t toc_len, size_t *pending);
+
+/* ---- layers, their entries and blobs; exact layers (cairn/layer.h's subsystem) ---- */
+/* Writes the layer's uncompressed tar exactly as it was imported or pulled
+ * (its sha256 is diff_id) through fn, from the headers recorded at import
+ * and the layer's blobs; *size gets its length (may be NULL). -ENODATA if
+ * the layer was stored without that record (before cairn kept one, or a
+ * tar it cannot describe); -EBADMSG if what it wrote does not hash to
+ * diff_id (fn has seen the bytes then: discard them). */
+int cn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *arg,
+                    uint64_t *size);
+
+/* 1 if the layer has its tar record, 0 if not, negative on error. */
+int cn_layer_tar_recorded(cairn_store *st, const char *diff_id);
+
+/* ---- lazily pulled layers: what a mount fetches (cairn/lazy.h's subsystem) ---- */
+void cn_lazy_file_clear(cairn_lazy_file *f);
+
+/* 1 and f (cleared by cn_lazy_file_clear) if a file of content sha256
+ * ("sha256:HEX" or HEX) is pending, 0 if none is. */
+int cn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f);
+
+/* Stores a fetched file: fd's content (size bytes, from offset 0; -1 if
+ * the store should hold it already) as a blob, hashed again and refused
+ * (-EBADMSG) unless it is sha256; then, in one transaction, every entry
+ * pending on sha256 names it, and each layer left with no pending file is
+ * complete (an image whose layers all are gets its index again, without
+ * pending nodes). A content the store holds is not written again. blob
+ * gets the blob's name. */
+int cn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
+                          char blob[48]);
+
+/* cn_lazy_finish_layer for each unfinished layer of image_id. */
+int cn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
+                            void (*log)(const char *line, void *arg), void *arg);
+
+/* Finishes layer diff_id, complete and not finished yet (store/remote/partial.c):
+ * the layer's tar rebuilt from the registry's bytes between the stored
+ * files' frames (the tar headers) and the stored files, ingested (the
+ * diff_id checked, the exact tar recorded), then cn_lazy_layer_finished;
+ * when the rebuild fails, or with whole, the blob is fetched in full and
+ * kept as a full pull keeps it (cn_layer_blob_keep: cairnfs --als serves
+ * it). log (may be NULL) hears what it did. 0 also when there is nothing
+ * to finish. */
+int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
+                            void (*log)(const char *line, void *arg), void *arg);
+
+/* Drops the source row (and the TOC) of layer diff_id, which must be
+ * complete (-EINVAL if it is not), and sets its size to its tar record's,
+ * once the ingest of its tar recorded it (or found it cannot, as for a
+ * full pull): the lazy pull leaves no trace. 0 also when it has no
+ * source row (finished already). */
+int cn_lazy_layer_finished(cairn_store *st, const char *diff_id);
+
+/* The lock of the fetch of content sha256 ("sha256:HEX" or HEX) across
+ * processes (store/lazy_lock.c: a lock file in STORE/tmp, flock'd): the
+ * fetch and store of a pending file run under it, so a mount's first read,
+ * a background fill and a second fill fetch it once; whoever takes it next
+ * finds the file stored. wait: blocks until it is free; otherwise
+ * -EWOULDBLOCK (no WHY recorded) while another holds it. Returns the lock
+ * (an fd) for cn_lazy_unlock. cairn_lazy_fetch takes it. */
+int cn_lazy_lock(cairn_store *st, const char *sha256, bool wait);
+
+int cn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg);
+
+/* The distinct contents ("sha256:HEX") of image_id's pending files, in
+ * layer order (cn_strv_free). */
+int cn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n);
+
+/* f (path "", size 0; cn_lazy_file_clear) and 1 if layer diff_id has a
+ * source row and is partial, 2 if complete (not finished); 0 if no row. */
+int cn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f);
+
+/* Unlinks the kept TOCs no partial layer names any more: those of layers a
+ * fill completed, left by a crash between its commit and their unlink
+ * (gc sweeps them too). Only when the store lock is free (else 0, left
+ * to gc). */
+int cn_lazy_tidy(cairn_store *st);
+
+/* The kept TOC of the layer blob digest ("sha256:HEX"): malloc'd. */
+int cn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *len);
+
+/* A lazily pulled layer whose files are all stored is complete but keeps
+ * its source and TOC until it is finished: its exact tar recorded, as a
+ * full pull records it (cn_lazy_finish_layer). The complete layers of
+ * image_id not finished yet, in layer order (cn_strv_free). */
+int cn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n);
+
+void cn_lazy_unlock(cairn_store *st, const char *sha256, int lock);
+
+/* ---- pins (cairn/pin.h's subsystem) ---- */
+/* Takes a shared pin on one target (blocking while a deleter holds the
+ * exclusive lock, which is brief). Idempotent within a set. The target
+ * need not exist yet (a pull pins a layer before it checks for it). */
+int cn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id);
+
+/* ---- layers, their entries and blobs; exact layers (cairn/layer.h's subsystem) ---- */
+void cn_strv_free(char **v, size_t n);
+
+/* Reads the ordered layer ids (bottom first) of an image. */
+int cn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n);
+
+/* Calls fn for every entry of the layer in path order; a non-zero return
+ * of fn stops the walk and is returned. */
+int cn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg);
+
+/* Fills path with the blob's file name in the store. */
+int cn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
+
+/* ---- import (cairn/import.h's subsystem) ---- */
+/* Builds the deterministic OCI config cairn import uses for these layers
+ * (linux and the host's architecture, rootfs.diff_ids). Caller frees. */
+char *cn_config_for_layers(const char *const *diff_ids, size_t n);
+
+/* import NAME LAYER...: ingest each file (bottom first) then commit. A
+ * path "-" is the standard input. */
+int cn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
+                       cairn_id image_id_out);
+
+/* ---- pins (cairn/pin.h's subsystem) ---- */
+/* True if any process holds a pin on the target. */
+bool cn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id);
+
+#endif
