@@ -17,7 +17,9 @@
 #   (EIO) and no other, and so does an unreachable registry (the tree
 #   still lists); rm while mounted is refused (exit 4);
 #   cairn fill killed (-9) mid-way leaves a store fsck passes, and a fill
-#   then completes it: the full pull's files, no pending rows, fsck clean.
+#   then completes it: the full pull's files, no pending rows, fsck clean;
+#   the first read of a pending file of 128 MiB (one range as large)
+#   streams it: the fetcher's peak memory (VmHWM) stays under 48 MiB.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry mount
 pull_test_init
@@ -286,4 +288,26 @@ check "reads of the filled image fetch nothing" cmp "$T/m/usr/lib/data/f11" "$T/
 check_json "... no request" '.requests == 0' counts
 expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
 expect_exit 0 "rm of the filled image" "$CAIRN" --store "$ST" rm lazy/a:1
+
+# A large pending file: its range streams from the registry into a file
+# and from there through the decompressor, never whole in memory (before:
+# twice, 256 MiB and more for this one). The fetcher's VmHWM is read
+# while it stays, after the read.
+mkdir -p "$T/big"
+head -c 128M /dev/urandom >"$T/big/f"
+setup sh -c "tar -C '$T/big' --numeric-owner -cf '$T/big.tar' f"
+setup "$CAIRN" --store "$T/bigsrc" import -q big:1 "$T/big.tar" >/dev/null
+setup "$CAIRN" --store "$T/bigsrc" push -q --insecure --no-progress --format zstd:chunked big:1 \
+  "docker://$REGISTRY/lazy/big:1" >/dev/null
+ST=$T/bigst
+expect_exit 0 "pull --lazy of a 128 MiB file" "$CAIRN" --store "$ST" pull -q --insecure --lazy \
+  --no-fill "docker://$REGISTRY/lazy/big:1"
+expect_exit 0 "mount it" "$CAIRN" --store "$ST" mount big:1 "$T/m"
+check "its first read gives its bytes" cmp "$T/m/f" "$T/big/f"
+f=$(fillers)
+check "one fetcher read it ($f)" test -n "$f" -a "$(echo "$f" | wc -l)" = 1
+hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$f/status")
+check "the fetcher's peak memory: $hwm KiB, under 48 MiB" test "$hwm" -lt 49152
+expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
+rm -rf "$T/big" "$T/big.tar" "$T/bigsrc"
 finish
