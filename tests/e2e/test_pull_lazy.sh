@@ -12,7 +12,9 @@
 #   byte fetched; a cat of one file fetches that file only and gives its
 #   bytes (concurrent reads of one file wait for one fetch; reads of
 #   several files, one fetcher process: cairn fill --serve, whose
-#   threads keep their connections: no more than 4); a corrupt
+#   threads keep their connections: no more than 4; 8 first reads
+#   against a registry that stalls hold none of the daemon's threads: a
+#   lookup and a read of a fetched file meanwhile answer at once); a corrupt
 #   byte in the registry's blob fails that file's read
 #   (EIO) and no other, and so does an unreachable registry (the tree
 #   still lists); rm while mounted is refused (exit 4);
@@ -220,6 +222,38 @@ check "... one new fetcher" test "$(fillers | wc -l)" = 1 -a "$(fillers | tr '\n
 check "a hardlink and a symlink to pending files read right" \
   cmp "$T/m/usr/lib/hard" "$T/a/usr/lib/data/f02"
 check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
+
+# Eight first reads while the registry stalls (4 s before each request):
+# they wait without holding the daemon's worker threads (8), so that a
+# lookup and a read of a fetched file (its page cache dropped: the read
+# reaches the daemon) answer at once (before: after the first fetches,
+# 4 s). Then the eight give their bytes.
+curl -sf "http://$PROXY/_proxy/set?latency=4" >/dev/null
+reset
+slow=$(cd "$T/a/usr/lib/data" && ls f1[3-9] f2? | grep -vx "$big" | head -8)
+stalled=()
+for i in $slow; do
+  cat "$T/m/usr/lib/data/$i" >"$T/slow.$i" &
+  stalled+=($!)
+  BG_PIDS+=($!)
+done
+arrived() { [ "$(counts | jq .requests)" -ge 4 ]; }
+setup wait_for 10 arrived
+check "while 8 first reads wait on the registry, a lookup answers at once" \
+  timeout 2 sh -c "! stat '$T/m/usr/lib/nosuch.$$' 2>/dev/null"
+check "... and a read of a fetched file, not from the page cache" timeout 2 python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+assert os.read(fd, 1 << 20) == open(sys.argv[2], "rb").read()' \
+  "$T/m/usr/lib/data/f05" "$T/a/usr/lib/data/f05"
+for p in "${stalled[@]}"; do
+  wait_for 60 pid_gone "$p" || fail "a first read against the stalling registry did not end"
+done
+curl -sf "http://$PROXY/_proxy/set?latency=0.005" >/dev/null
+bad=""
+for i in $slow; do cmp -s "$T/slow.$i" "$T/a/usr/lib/data/$i" || bad+=" $i"; done
+check "the 8 first reads give their bytes${bad:+ (not:$bad)}" test -z "$bad"
 
 # A corrupt byte in one file's frames in the registry: that read fails
 # (EIO), the others do not.
