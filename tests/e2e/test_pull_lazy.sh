@@ -27,6 +27,10 @@ use_lib registry mount
 pull_test_init
 command -v podman >/dev/null || skip "no podman"
 command -v sqlite3 >/dev/null || skip "no sqlite3"
+# The store's database, waiting for its lock: umount returns before the
+# daemon and its fetcher have closed the store (their last writes, the
+# checkpoint of the last connection), which a busy machine shows.
+sql() { sqlite3 -cmd ".timeout 10000" "$@"; }
 
 setup python3 "$HELPERS/lazy_tree.py" "$T/a" 34
 setup registry_start "$T/reg"
@@ -37,7 +41,7 @@ setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
 counts() { proxy_counts; }
 reset() { proxy_reset; }
 manifest() { registry_manifest lazy/a 1; }
-pending() { sqlite3 "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
+pending() { sql "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
 ann() {
   manifest | jq -r --arg k "$1" '.layers[0].annotations | to_entries[] |
     select(.key | endswith($k)) | .value'
@@ -85,7 +89,7 @@ expect_exit 0 "pull --lazy of a gzip layer" "$CAIRN" --store "$T/st3" pull --ins
 check "... says it pulls it in full, once" test "$(grep -c \
   "no lazy pull (not a registry's zstd:chunked or eStargz layer whose TOC the manifest vouches for); pulling it in full" "$T/stderr")" = 1
 check "... and leaves nothing pending" \
-  test "$(sqlite3 "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+  test "$(sql "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
 
 # rm of a partial image: its pending rows and TOC go with it. (Pulled
 # through a second proxy, stopped then: its registry is unreachable.)
@@ -109,7 +113,7 @@ check "... with EIO, in bounded time (${took}s)" grep -q "Input/output error" "$
 check "... while the tree still lists" test "$(ls "$T/m2/usr/lib/data" | wc -l)" = 40
 expect_exit 0 "umount" "$CAIRN" --store "$T/st2" umount "$T/m2"
 # (fsck checks the pending rows against the kept TOC, and the TOC itself)
-db2() { sqlite3 "$T/st2/meta.db" "$@"; }
+db2() { sql "$T/st2/meta.db" "$@"; }
 f00=$(db2 "SELECT sha256 FROM pending WHERE path = 'usr/lib/data/f00'")
 setup db2 "UPDATE pending SET sha256 = '$(printf %064d 0)' WHERE path = 'usr/lib/data/f00'"
 expect_exit 5 "fsck: a pending row the kept TOC does not list is a problem" \
@@ -125,9 +129,9 @@ expect_exit 5 "fsck: a kept TOC that changed is a problem" "$CAIRN" --store "$T/
 check "... said" grep -q "its kept TOC is not the one the pull verified" "$T/stdout"
 expect_exit 0 "rm of a partial image" "$CAIRN" --store "$T/st2" rm lazy/a:1
 check "rm: no pending rows left" \
-  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+  test "$(sql "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
 check "rm: no layer source left" \
-  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
+  test "$(sql "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
 check "rm: its TOC is gone" test -z "$(ls -A "$T/st2/toc")"
 expect_exit 0 "fsck after rm of a partial image" "$CAIRN" --store "$T/st2" fsck
 
@@ -275,7 +279,7 @@ else
   ok "a corrupt file's read fails"
 fi
 check "... with EIO" grep -q "Input/output error" "$T/cat.err"
-check "... and stays pending" test "$(pending)" = 37 -o "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+check "... and stays pending" test "$(pending)" = 37 -o "$(sql "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM pending WHERE path = 'usr/lib/data/f07'")" = 1
 check "another file still reads" cmp "$T/m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
 setup cp "$T/blob.good" "$blob"
@@ -302,7 +306,7 @@ expect_exit 0 "fsck after the killed fill" "$CAIRN" --store "$ST" fsck
 expect_exit 0 "the fill resumes" "$CAIRN" --store "$ST" fill lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
 check "no pending rows remain" test "$(pending)" = 0
-check "the layer is complete" test "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+check "the layer is complete" test "$(sql "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
 check "its TOC is gone" test ! -e "$ST/toc/${bdigest#sha256:}"
 check_json "inspect: nothing pending" 'has("Pending") | not' "$CAIRN" --store "$ST" inspect lazy/a:1
