@@ -68,6 +68,10 @@ void cairnfs_reply_fd(fuse_req_t req, int fd, off_t off, size_t size);
  * pull's, "sha256:HEX" in the index) is fetched first, once for all the
  * threads that ask (ops.c); -EIO if that failed, -ENOMEM. */
 int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name);
+/* The session is over: reads parked on a fetch are dropped, and replies
+ * to them under way are waited for (before the session and the store
+ * go). */
+void cairnfs_fetch_stop(void);
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off);
 /* Replies to an lseek (SEEK_DATA or SEEK_HOLE) of node n at off, from its

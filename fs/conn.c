@@ -289,6 +289,7 @@ int cairnfs_server_main(int argc, char **argv) {
     r = fuse_session_loop(se);
   }
   if (r != 0) code = report_fail(r < 0 ? r : -EINTR, "%s: the session loop failed", dir);
+  cairnfs_fetch_stop();
   if (fs.rw) cairnfs_freeze_stop();
   if (fs.access && (r = cairnfs_access_save(&fs, image_id)) < 0)
     report_fail(r, "%s: the access list: %s", image_id, report_why(fs.st, r));

@@ -69,7 +69,12 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
  * A node whose blob is "sha256:HEX" is a file the store does not have yet:
  * its first read fetches it, once however many threads ask: the first
  * one sends the request, the others wait on the same entry of the
- * in-flight table, which the fetcher's answer settles.
+ * in-flight table, which the fetcher's answer settles. A read does not
+ * wait in its worker thread: it is parked on the entry, and the thread
+ * that routes the fetcher's answers replies to it, so that reads of
+ * pending files, however many and however slow the registry, leave the
+ * workers to lookups, listings and reads of what the store has (an open
+ * for passthrough, a copy-up or an lseek still waits in its thread).
  * The fetcher is one `cairn fill --serve` per daemon (the cairn beside
  * this cairnfs, which execs the full one), started on the first pending
  * read: it fetches and stores each file as cairn_lazy_fetch does
@@ -92,17 +97,32 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st) {
 #define FETCH_RETRY_MS 2000
 #define SERVE_RESTART_MS 1000
 
+/* A read waiting for a fetch. */
+struct parked {
+  struct parked *next;
+  fuse_req_t req;
+  uint64_t size; /* the node's */
+  off_t off;
+  size_t len;
+  const char *blob; /* set when settled: the blob, or NULL (EIO) */
+};
+
 struct fetch {
   struct fetch *next;
   char *sha256;  /* the node's blob string */
   char blob[48]; /* once fetched */
   int state;     /* 1 fetching, 0 fetched, -errno failed */
   uint64_t when; /* failed at (ms) */
+  struct parked *parked; /* reads waiting for it (state 1) */
 };
 
 static struct fetch *fetches[FETCH_BUCKETS];
 static pthread_mutex_t fetch_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t fetch_cv = PTHREAD_COND_INITIALIZER;
+/* The session is over (cairnfs_fetch_stop): parked reads are dropped, not
+ * answered. Replies to parked reads under way (fetch_mu). */
+static bool fetch_stopped;
+static unsigned fetch_replying;
 
 /* The fetcher (under fetch_mu): our end of its socket pair (-1: none
  * running), when it was last started. */
@@ -134,8 +154,47 @@ struct serve_reader {
   pid_t pid;
 };
 
-/* One answer: settles its entry if it waits. Under fetch_mu. */
-static void serve_answer(struct cairnfs *fs, char *line) {
+/* Moves f's parked reads onto *out, settled as f is (under fetch_mu);
+ * once the session is over, drops them. */
+static void parked_settle(struct fetch *f, struct parked **out) {
+  while (f->parked) {
+    struct parked *p = f->parked;
+    f->parked = p->next;
+    if (fetch_stopped) {
+      free(p);
+      continue;
+    }
+    p->blob = f->state == 0 ? f->blob : NULL;
+    p->next = *out;
+    *out = p;
+  }
+}
+
+/* Replies to settled parked reads (fetch_mu not held; fetch_replying
+ * counts the caller). */
+static void parked_reply(struct cairnfs *fs, struct parked *p) {
+  while (p) {
+    struct parked *next = p->next;
+    int fd = p->blob ? cairn_blob_open(fs->st, p->blob) : -EIO;
+    struct stat sb;
+    if (fd >= 0 && (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != p->size)) {
+      close(fd);
+      fd = -EIO;
+    }
+    if (fd < 0) {
+      fuse_reply_err(p->req, EIO);
+    } else {
+      cairnfs_reply_fd(p->req, fd, p->off, p->len);
+      close(fd);
+    }
+    free(p);
+    p = next;
+  }
+}
+
+/* One answer: settles its entry if it waits, its parked reads onto
+ * *settled. Under fetch_mu. */
+static void serve_answer(struct cairnfs *fs, char *line, struct parked **settled) {
   char *sp = strchr(line, ' ');
   if (!sp) return;
   *sp++ = '\0';
@@ -150,6 +209,7 @@ static void serve_answer(struct cairnfs *fs, char *line) {
     f->state = -EIO;
   }
   f->when = now_ms();
+  parked_settle(f, settled);
   pthread_cond_broadcast(&fetch_cv);
 }
 
@@ -166,17 +226,27 @@ static void *serve_read(void *arg) {
     have += (size_t)k;
     buf[have] = '\0';
     char *line = buf, *nl;
+    struct parked *settled = NULL;
     pthread_mutex_lock(&fetch_mu);
     while ((nl = strchr(line, '\n'))) {
       *nl = '\0';
-      serve_answer(sr->fs, line);
+      serve_answer(sr->fs, line, &settled);
       line = nl + 1;
     }
+    if (settled) fetch_replying++;
     pthread_mutex_unlock(&fetch_mu);
+    if (settled) {
+      parked_reply(sr->fs, settled);
+      pthread_mutex_lock(&fetch_mu);
+      fetch_replying--;
+      pthread_cond_broadcast(&fetch_cv);
+      pthread_mutex_unlock(&fetch_mu);
+    }
     have -= (size_t)(line - buf);
     memmove(buf, line, have);
     if (have == sizeof buf - 1) have = 0; /* no answer is this long */
   }
+  struct parked *settled = NULL;
   pthread_mutex_lock(&fetch_mu);
   if (serve_fd == sr->fd) serve_fd = -1;
   uint64_t now = now_ms();
@@ -185,9 +255,18 @@ static void *serve_read(void *arg) {
       if (f->state == 1) {
         f->state = -EIO;
         f->when = now;
+        parked_settle(f, &settled);
       }
   pthread_cond_broadcast(&fetch_cv);
+  if (settled) fetch_replying++;
   pthread_mutex_unlock(&fetch_mu);
+  if (settled) {
+    parked_reply(sr->fs, settled);
+    pthread_mutex_lock(&fetch_mu);
+    fetch_replying--;
+    pthread_cond_broadcast(&fetch_cv);
+    pthread_mutex_unlock(&fetch_mu);
+  }
   close(sr->fd);
   int status = 0;
   while (waitpid(sr->pid, &status, 0) < 0 && errno == EINTR) {
@@ -275,46 +354,83 @@ static int serve_ask(struct cairnfs *fs, const char *sha256) {
   return -EIO;
 }
 
-int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name) {
-  const char *b = n->blob ? cairn_tree_str(fs->tree, n->blob) : NULL;
-  *name = b;
-  if (!b || !cairn_blob_is_pending(b)) return 0;
-  pthread_mutex_lock(&fetch_mu);
+/* The entry of the pending blob b, made if none (under fetch_mu); NULL:
+ * out of memory. */
+static struct fetch *fetch_entry(const char *b) {
   struct fetch *f = fetch_find(b);
-  if (!f) {
-    size_t k = fetch_bucket(b);
-    f = calloc(1, sizeof *f);
-    if (!f || !(f->sha256 = strdup(b))) {
-      free(f);
-      pthread_mutex_unlock(&fetch_mu);
-      return -ENOMEM;
-    }
-    f->state = -EAGAIN;
-    f->next = fetches[k];
-    fetches[k] = f;
+  if (f) return f;
+  size_t k = fetch_bucket(b);
+  f = calloc(1, sizeof *f);
+  if (!f || !(f->sha256 = strdup(b))) {
+    free(f);
+    return NULL;
   }
+  f->state = -EAGAIN;
+  f->next = fetches[k];
+  fetches[k] = f;
+  return f;
+}
+
+/* Where f stands (under fetch_mu), the fetcher asked if it is not yet,
+ * or failed long enough ago: 0 fetched, 1 fetching, -EIO failed. */
+static int fetch_state(struct cairnfs *fs, struct fetch *f) {
   for (;;) {
-    if (f->state == 0) {
-      pthread_mutex_unlock(&fetch_mu);
-      *name = f->blob;
-      return 0;
-    }
-    if (f->state == 1) {
-      pthread_cond_wait(&fetch_cv, &fetch_mu);
-      continue;
-    }
-    if (f->state != -EAGAIN && now_ms() - f->when < FETCH_RETRY_MS) {
-      pthread_mutex_unlock(&fetch_mu);
-      return -EIO;
-    }
-    /* not asked yet, or failed long enough ago: ask the fetcher */
+    if (f->state == 0 || f->state == 1) return f->state;
+    if (f->state != -EAGAIN && now_ms() - f->when < FETCH_RETRY_MS) return -EIO;
     f->state = 1;
-    if (serve_ask(fs, b) < 0) {
+    if (serve_ask(fs, f->sha256) < 0) {
       f->state = -EIO;
       f->when = now_ms();
       pthread_cond_broadcast(&fetch_cv);
     }
   }
+}
+
+int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name) {
+  const char *b = n->blob ? cairn_tree_str(fs->tree, n->blob) : NULL;
+  *name = b;
+  if (!b || !cairn_blob_is_pending(b)) return 0;
+  pthread_mutex_lock(&fetch_mu);
+  struct fetch *f = fetch_entry(b);
+  int r = f ? 1 : -ENOMEM;
+  while (r == 1 && (r = fetch_state(fs, f)) == 1) pthread_cond_wait(&fetch_cv, &fetch_mu);
+  pthread_mutex_unlock(&fetch_mu);
+  if (r == 0) *name = f->blob;
+  return r;
+}
+
+/* A read of len bytes at off of the pending node n, parked on its fetch
+ * if that runs (or starts now): 1, the reply is the fetch's; 0, it is the
+ * caller's (fetched, failed, or no memory to park). */
+static int read_park(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, off_t off,
+                     size_t len) {
+  const char *b = cairn_tree_str(fs->tree, n->blob);
+  if (!cairn_blob_is_pending(b)) return 0;
+  struct parked *p = malloc(sizeof *p);
+  if (!p) return 0;
+  *p = (struct parked){.req = req, .size = n->size, .off = off, .len = len};
+  pthread_mutex_lock(&fetch_mu);
+  struct fetch *f = fetch_stopped ? NULL : fetch_entry(b);
+  bool parked = f && fetch_state(fs, f) == 1;
+  if (parked) {
+    p->next = f->parked;
+    f->parked = p;
+  }
+  pthread_mutex_unlock(&fetch_mu);
+  if (!parked) free(p);
+  return parked;
+}
+
+void cairnfs_fetch_stop(void) {
+  pthread_mutex_lock(&fetch_mu);
+  fetch_stopped = true;
+  for (size_t k = 0; k < FETCH_BUCKETS; k++)
+    for (struct fetch *f = fetches[k]; f; f = f->next) {
+      struct parked *none = NULL;
+      parked_settle(f, &none);
+    }
+  while (fetch_replying) pthread_cond_wait(&fetch_cv, &fetch_mu);
+  pthread_mutex_unlock(&fetch_mu);
 }
 
 void cairnfs_node_blocks(struct cairnfs *fs, const cairn_node *n, struct stat *st) {
@@ -536,6 +652,8 @@ void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n,
     return;
   }
   if (fs->access) cairnfs_access_note(fs, n);
+  if ((uint64_t)off + size > n->size) size = (size_t)(n->size - (uint64_t)off);
+  if (read_park(req, fs, n, off, size)) return; /* answered once fetched */
   const char *name;
   int fd = cairnfs_blob_name(fs, n, &name);
   if (fd == 0) fd = blob_fd(fs, name, n->size);
@@ -543,7 +661,6 @@ void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n,
     fuse_reply_err(req, fd == -ENOMEM ? ENOMEM : EIO);
     return;
   }
-  if ((uint64_t)off + size > n->size) size = (size_t)(n->size - (uint64_t)off);
   cairnfs_reply_fd(req, fd, off, size);
 }
 

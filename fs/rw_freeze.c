@@ -25,11 +25,15 @@
  * symlink, link, unlink, rmdir, rename, setattr, write, fallocate,
  * copy_file_range, tmpfile, setxattr and removexattr (not ours), and
  * opens for writing or truncating (which copy up). Reads go on. They are
- * held before libfuse sees them (conn.c's read, cairnfs_freeze_take): a
- * copy of the request is queued and the thread reads on, so that a held
- * request takes no worker thread; at the thaw the queue is handed to
- * libfuse in order (fuse_session_process_buf), the freeze lasting until
- * it is empty. A server killed while frozen loses its queue with it: the
+ * held before libfuse sees them (conn.c's read, cairnfs_freeze_take): the
+ * request is queued and the thread reads on, so that a held request takes
+ * no worker thread; at the thaw the queue is handed to libfuse in order
+ * (fuse_session_process_buf), the freeze lasting until it is empty. The
+ * queue keeps HELD_MEM_MAX bytes of requests in memory at most; the
+ * others (a writer's threads may hold hundreds of writes of 1 MiB) go to
+ * a spill file, an anonymous file in the upper's work/ read back one at a
+ * time by the drain: the server's memory stays bounded whatever the
+ * writers send. A server killed while frozen loses its queue with it: the
  * kernel resends those requests to the next server, which goes on with
  * the freeze (the same holder and bound, from the upper's work/freeze,
  * written once the freeze holds and removed before a held request runs),
@@ -53,6 +57,11 @@
 
 /* How long a freeze lasts at most (cairn(1), commit). */
 #define FREEZE_BOUND_S 60
+/* The bytes of held requests kept in memory; past them, the spill file,
+ * for requests of SPILL_MAX bytes at most (libfuse's buffer: a write of
+ * 1 MiB and its headers). */
+#define HELD_MEM_MAX (1024 * 1024)
+#define SPILL_MAX (1024 * 1024 + 4096)
 
 /* linux/fuse.h's opcodes and fields (it cannot be included next to
  * libfuse's headers). */
@@ -80,6 +89,8 @@ enum {
 
 struct held {
   size_t len;
+  uint64_t unique; /* its header's */
+  off_t spilled;   /* -1: in buf; else where in the spill file */
   struct held *next;
   char buf[];
 };
@@ -96,8 +107,12 @@ static struct {
   unsigned running; /* changing requests handed to libfuse, unfinished */
   pid_t pid;        /* the freeze's requester */
   struct held *head, *tail;
+  size_t mem;      /* the bytes of held requests in memory */
+  int spill;       /* the spill file (-1: none yet) */
+  off_t spill_end; /* its size */
+  char *spill_buf; /* the drain's buffer for a spilled request, SPILL_MAX */
   int wake; /* eventfd: the freeze's watcher, told it ended */
-} fz = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .wake = -1};
+} fz = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .spill = -1, .wake = -1};
 
 static void freeze_end(void);
 
@@ -161,15 +176,47 @@ void cairnfs_freeze_done(void) {
   pthread_mutex_unlock(&fz.mu);
 }
 
+/* Appends the n bytes at buf to the spill file, opened with the drain's
+ * buffer at its first use (mu held): their offset, or -1 (too long, no
+ * spill file or full: the caller keeps them in memory). */
+static off_t spill(const void *buf, size_t n) {
+  if (n > SPILL_MAX) return -1;
+  if (!fz.spill_buf && !(fz.spill_buf = malloc(SPILL_MAX))) return -1;
+  if (fz.spill < 0 && fz.fs) {
+    LOCK(fz.fs);
+    fz.spill = openat(fz.fs->rw->lock_fd, "work", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    UNLOCK(fz.fs);
+    fz.spill_end = 0;
+  }
+  if (fz.spill < 0) return -1;
+  for (size_t done = 0; done < n;) {
+    ssize_t k = pwrite(fz.spill, (const char *)buf + done, n - done, fz.spill_end + (off_t)done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1; /* what it wrote is past spill_end: overwritten */
+    done += (size_t)k;
+  }
+  off_t at = fz.spill_end;
+  fz.spill_end += (off_t)n;
+  return at;
+}
+
 bool cairnfs_freeze_take(const void *buf, size_t n) {
   if (!fz.se || !changing(buf, n)) return false;
   pthread_mutex_lock(&fz.mu);
   if (fz.frozen) {
-    struct held *h = malloc(sizeof(*h) + n);
+    off_t at = fz.mem + n > HELD_MEM_MAX ? spill(buf, n) : -1;
+    struct held *h = malloc(sizeof(*h) + (at < 0 ? n : 0));
     if (h) {
+      struct cairnfs_in_header hd;
+      memcpy(&hd, buf, sizeof(hd));
       h->len = n;
+      h->unique = hd.unique;
+      h->spilled = at;
       h->next = NULL;
-      memcpy(h->buf, buf, n);
+      if (at < 0) {
+        memcpy(h->buf, buf, n);
+        fz.mem += n;
+      }
       if (fz.tail)
         fz.tail->next = h;
       else
@@ -220,17 +267,35 @@ static void drain(void) {
     if (!fz.head) fz.tail = NULL;
     struct fuse_session *se = fz.se;
     fz.serving = se != NULL;
+    if (h->spilled < 0) fz.mem -= h->len;
     pthread_mutex_unlock(&fz.mu);
-    struct cairnfs_in_header hd;
-    memcpy(&hd, h->buf, sizeof(hd));
-    cairnfs_resent = (hd.unique & CAIRNFS_UNIQUE_RESEND) != 0;
-    struct fuse_buf b = {.size = h->len, .mem = h->buf};
+    char *req = h->buf;
+    if (h->spilled >= 0) { /* the drain alone uses spill_buf */
+      req = fz.spill_buf;
+      ssize_t k = pread(fz.spill, req, h->len, h->spilled);
+      if (k != (ssize_t)h->len && se) {
+        /* Unreadable: answered EIO, not lost (its writer would wait
+         * for ever). */
+        struct cairnfs_out_header out = {.len = sizeof(out), .error = -EIO, .unique = h->unique};
+        if (write(fuse_session_fd(se), &out, sizeof(out)) < 0) {
+          /* the session is over */
+        }
+        se = NULL;
+      }
+    }
+    cairnfs_resent = (h->unique & CAIRNFS_UNIQUE_RESEND) != 0;
+    struct fuse_buf b = {.size = h->len, .mem = req};
     if (se) fuse_session_process_buf(se, &b);
     free(h);
     pthread_mutex_lock(&fz.mu);
     fz.serving = false;
     pthread_cond_broadcast(&fz.cv);
   }
+  if (fz.spill >= 0) close(fz.spill);
+  fz.spill = -1;
+  free(fz.spill_buf);
+  fz.spill_buf = NULL;
+  fz.mem = 0;
   fz.frozen = false;
   fz.ended = false;
   if (fz.wake >= 0) close(fz.wake);

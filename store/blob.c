@@ -11,7 +11,8 @@
  * or, for a file with no row yet, by reading it. A different content with
  * the same XXH3 key (a collision) gets the name KEY-1, KEY-2, ...
  *
- * A sparse file's holes stay holes (cn_blob_writer_hole): the file reads
+ * A sparse file's holes stay holes (cn_blob_writer_hole), and a run of
+ * zeros in the data becomes one (cn_blob_writer_write): the file reads
  * as the same bytes, and its name is the hash of those bytes, zeros and
  * all, so a sparse and a dense copy of one content are one blob.
  *
@@ -75,10 +76,13 @@ void cn_blob_writer_free(blob_writer *w) {
   free(w);
 }
 
-int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len) {
-  XXH3_128bits_update(w->xxh, buf, len);
-  EVP_DigestUpdate(w->sha, buf, len);
-  const char *p = buf;
+/* 1 if the n bytes at p are all zero. */
+static bool all_zero(const unsigned char *p, size_t n) {
+  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+/* Writes len bytes at the file's offset, all of them. */
+static int write_all(blob_writer *w, const unsigned char *p, size_t len) {
   while (len > 0) {
     ssize_t n = write(w->fd, p, len);
     if (n < 0) {
@@ -87,9 +91,46 @@ int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len) {
     }
     p += n;
     len -= (size_t)n;
-    w->size += (uint64_t)n;
   }
   return 0;
+}
+
+/* Content is hashed as given, but the file is written in pieces that end
+ * at multiples of BLOB_ZERO_BLOCK, and a piece of zeros is skipped, not
+ * written: bytes never written read as zeros, a block never written is a
+ * hole, and finish sets the size past a last one. A run of zeros costs
+ * no disk, however it came (a layer of 33 KB of zstd can hold a GiB of
+ * them) and however the caller's buffers cut it. */
+#define BLOB_ZERO_BLOCK 4096
+int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len) {
+  XXH3_128bits_update(w->xxh, buf, len);
+  EVP_DigestUpdate(w->sha, buf, len);
+  const unsigned char *p = buf, *run = p; /* run: the start of the bytes to write */
+  bool skipped = false;
+  while (len > 0) {
+    size_t k = BLOB_ZERO_BLOCK - (size_t)(w->size % BLOB_ZERO_BLOCK);
+    if (k > len) k = len;
+    if (all_zero(p, k)) {
+      int r;
+      if (p > run && (r = write_all(w, run, (size_t)(p - run))) < 0) return r;
+      run = p + k;
+      skipped = true;
+    } else if (skipped) {
+      /* the data after a hole: the file offset moves past it first */
+      if (lseek(w->fd, (off_t)w->size, SEEK_SET) < 0)
+        return store_fail(w->st, -errno, "writing blob: %s", strerror(errno));
+      skipped = false;
+    }
+    p += k;
+    len -= k;
+    w->size += k;
+  }
+  if (skipped) {
+    if (lseek(w->fd, (off_t)w->size, SEEK_SET) < 0)
+      return store_fail(w->st, -errno, "writing blob: %s", strerror(errno));
+    return 0;
+  }
+  return p > run ? write_all(w, run, (size_t)(p - run)) : 0;
 }
 
 /* A run of len zero bytes that the file does not hold (a hole in a sparse

@@ -11,6 +11,7 @@
  * store, then links it under its content name. */
 typedef struct blob_writer blob_writer;
 int cn_blob_writer_new(cairn_store *st, blob_writer **out);
+/* Zeros in buf are skipped, not written: the file holds them as holes. */
 int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len);
 /* len zero bytes left unwritten (a hole): the content is as if they were
  * written, the file does not allocate them. */

@@ -14,7 +14,9 @@
  * again each time the kept copy is read; a file's chunks are fetched in
  * one range request, each decompressed alone (a gzip member or zstd frame,
  * or a run of them; eStargz's innerOffset skips what precedes the file in
- * a shared member) and checked against its digest in the TOC (a chunk
+ * a shared member; a file's range streams from the reply into an
+ * anonymous file and from there through the decompressor, so that its
+ * size costs no memory) and checked against its digest in the TOC (a chunk
  * without one is covered by the file's), the whole against the file's
  * sha256 — and the blob writer hashes it once more before the row that
  * names it is committed. eStargz's own tar entry, stargz.index.json, is
@@ -30,6 +32,7 @@
 #include <string.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <sys/mman.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +94,60 @@ static int fetch_range(pull_source *src, const pull_desc *d, uint64_t off, uint6
   }
   *out = o.buf;
   return 0;
+}
+
+struct range_at {
+  uint64_t off, len;
+  const unsigned char *base;
+  uint64_t at; /* where in the reply the range's bytes are */
+  bool got;
+};
+
+static int range_at(uint64_t off, const unsigned char *data, size_t len, void *arg) {
+  struct range_at *o = arg;
+  if (o->got || off != o->off || len != o->len) return -EBADMSG;
+  o->at = (uint64_t)(data - o->base);
+  o->got = true;
+  return 0;
+}
+
+/* The blob's bytes [off, off + len), by one request, streamed into the
+ * file fd (empty): *at is where in it they start (after a multipart
+ * reply's headers). Memory holds none of them. */
+static int fetch_range_fd(pull_source *src, const pull_desc *d, uint64_t off, uint64_t len, int fd,
+                          uint64_t *at, cairn_store *st) {
+  if (len == 0 || len > (1ull << 32))
+    return cairn_fail(st, -EBADMSG, "a range of %llu bytes", (unsigned long long)len);
+  char spec[64];
+  snprintf(spec, sizeof spec, "%llu-%llu", (unsigned long long)off,
+           (unsigned long long)(off + len - 1));
+  blob_sink s;
+  pull_range_reply rr = {0};
+  int r = cn_blob_sink_init(&s, fd, len + 4096, NULL);
+  if (r == 0) r = src->ops->ranges(src, d, spec, &s, &rr, st);
+  if (r == 0 && rr.status != 206)
+    r = cairn_fail(st, -EPROTO, "the registry answered a range request with HTTP %ld", rr.status);
+  if (r == 0 && s.written == 0) r = cairn_fail(st, -EBADMSG, "range reply: not the range asked for");
+  if (r == 0) {
+    /* mapped to be parsed: a multipart reply's headers are read, the
+     * range's own bytes are not touched */
+    void *m = mmap(NULL, (size_t)s.written, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+      r = cairn_fail(st, -errno, "range reply: %s", strerror(errno));
+    } else {
+      struct range_at o = {off, len, m, 0, false};
+      int k = cn_byteranges_parse(rr.content_type, rr.content_range, m, (size_t)s.written,
+                                  d->size, 1, range_at, &o, st);
+      if (k < 0 || !o.got)
+        r = k < 0 && cairn_errmsg(st)[0]
+                ? k
+                : cairn_fail(st, -EBADMSG, "range reply: not the range asked for");
+      *at = o.at;
+      munmap(m, (size_t)s.written);
+    }
+  }
+  cn_blob_sink_free(&s);
+  return r;
 }
 
 /* ---- the formats ---------------------------------------------------------------
@@ -466,19 +523,51 @@ static int emit(const unsigned char *p, size_t n, uint64_t *pos, uint64_t inner,
   return sink(p + (a - from), (size_t)(b - a), arg);
 }
 
+/* A chunk's compressed bytes: in memory (mem), or in the file fd at off,
+ * read a window (UNPACK_IN) at a time into buf. */
+#define UNPACK_IN (1u << 20)
+struct unpack_in {
+  const unsigned char *mem;
+  int fd;
+  uint64_t off, left; /* the next byte's place (in mem or fd), how many remain */
+  unsigned char *buf;
+};
+
+/* The next piece of input (*n 0 at its end), at most max bytes. */
+static int in_next(struct unpack_in *in, size_t max, const unsigned char **p, size_t *n) {
+  size_t k = in->left < max ? (size_t)in->left : max;
+  if (in->mem) {
+    *p = in->mem + in->off;
+  } else {
+    if (k > UNPACK_IN) k = UNPACK_IN;
+    for (size_t got = 0; got < k;) {
+      ssize_t m = pread(in->fd, in->buf + got, k - got, (off_t)(in->off + got));
+      if (m < 0 && errno == EINTR) continue;
+      if (m < 0) return -errno;
+      if (m == 0) return -EBADMSG; /* the file is shorter than its reply was */
+      got += (size_t)m;
+    }
+    *p = in->buf;
+  }
+  *n = k;
+  in->off += k;
+  in->left -= k;
+  return 0;
+}
+
 /* A run of gzip members (eStargz): the stream's [inner, end) to sink. */
-static int inflate_gzip(const unsigned char *in, size_t len, uint64_t inner, uint64_t end,
-                        unsigned char *win, unpack_sink sink, void *arg, uint64_t *pos) {
+static int inflate_gzip(struct unpack_in *in, uint64_t inner, uint64_t end, unsigned char *win,
+                        unpack_sink sink, void *arg, uint64_t *pos) {
   z_stream z = {0};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return -ENOMEM;
-  size_t fed = 0;
   int r = 0;
   while (r == 0 && *pos < end) {
-    if (z.avail_in == 0 && fed < len) {
-      size_t k = len - fed > UINT_MAX ? UINT_MAX : len - fed;
-      z.next_in = (unsigned char *)in + fed;
+    if (z.avail_in == 0 && in->left > 0) {
+      const unsigned char *p;
+      size_t k;
+      if ((r = in_next(in, UINT_MAX, &p, &k)) < 0) break;
+      z.next_in = (unsigned char *)p;
       z.avail_in = (uInt)k;
-      fed += k;
     }
     z.next_out = win;
     z.avail_out = UNPACK_BUF;
@@ -486,10 +575,10 @@ static int inflate_gzip(const unsigned char *in, size_t len, uint64_t inner, uin
     size_t got = UNPACK_BUF - z.avail_out;
     if (got) r = emit(win, got, pos, inner, end, sink, arg);
     if (zr == Z_STREAM_END) { /* the member's end: another may follow */
-      if (z.avail_in == 0 && fed == len) break;
+      if (z.avail_in == 0 && in->left == 0) break;
       if (inflateReset(&z) != Z_OK) r = -EBADMSG;
     } else if (zr == Z_BUF_ERROR) {
-      if (z.avail_in == 0 && fed == len) break; /* no more input */
+      if (z.avail_in == 0 && in->left == 0) break; /* no more input */
     } else if (zr != Z_OK) {
       r = -EBADMSG;
     }
@@ -499,13 +588,19 @@ static int inflate_gzip(const unsigned char *in, size_t len, uint64_t inner, uin
 }
 
 /* A run of zstd frames (zstd:chunked): the stream's [inner, end) to sink. */
-static int inflate_zstd(const unsigned char *in, size_t len, uint64_t inner, uint64_t end,
-                        unsigned char *win, unpack_sink sink, void *arg, uint64_t *pos) {
+static int inflate_zstd(struct unpack_in *in, uint64_t inner, uint64_t end, unsigned char *win,
+                        unpack_sink sink, void *arg, uint64_t *pos) {
   ZSTD_DCtx *dc = ZSTD_createDCtx();
   if (!dc) return -ENOMEM;
-  ZSTD_inBuffer ib = {in, len, 0};
+  ZSTD_inBuffer ib = {NULL, 0, 0};
   int r = 0;
   while (r == 0 && *pos < end) {
+    if (ib.pos == ib.size && in->left > 0) {
+      const unsigned char *p;
+      size_t k;
+      if ((r = in_next(in, SIZE_MAX, &p, &k)) < 0) break;
+      ib = (ZSTD_inBuffer){p, k, 0};
+    }
     size_t before = ib.pos;
     ZSTD_outBuffer ob = {win, UNPACK_BUF, 0};
     size_t k = ZSTD_decompressStream(dc, &ob, &ib);
@@ -514,7 +609,7 @@ static int inflate_zstd(const unsigned char *in, size_t len, uint64_t inner, uin
       break;
     }
     if (ob.pos) r = emit(win, ob.pos, pos, inner, end, sink, arg);
-    if (ob.pos < UNPACK_BUF && (ib.pos == ib.size || ib.pos == before)) break;
+    if (ob.pos < UNPACK_BUF && ((ib.pos == ib.size && in->left == 0) || ib.pos == before)) break;
   }
   ZSTD_freeDCtx(dc);
   return r;
@@ -523,24 +618,31 @@ static int inflate_zstd(const unsigned char *in, size_t len, uint64_t inner, uin
 /* Decompresses one chunk's bytes, a run of gzip members or zstd frames by
  * their magic, and passes the stream's [inner, inner + usize) to sink:
  * bounded memory, whatever the sizes the TOC claims. */
-static int chunk_unpack(const unsigned char *in, size_t len, uint64_t inner, uint64_t usize,
-                        unpack_sink sink, void *arg, const char *path, cairn_store *st) {
+static int chunk_unpack(struct unpack_in *in, uint64_t inner, uint64_t usize, unpack_sink sink,
+                        void *arg, const char *path, cairn_store *st) {
   static const unsigned char gz[] = {0x1f, 0x8b}, zs[] = {0x28, 0xb5, 0x2f, 0xfd};
-  bool is_gz = len >= sizeof gz && memcmp(in, gz, sizeof gz) == 0;
-  bool is_zs = len >= sizeof zs && memcmp(in, zs, sizeof zs) == 0;
+  unsigned char magic[4] = {0};
+  size_t m = in->left < sizeof magic ? (size_t)in->left : sizeof magic;
+  if (in->mem) {
+    memcpy(magic, in->mem + in->off, m);
+  } else if (pread(in->fd, magic, m, (off_t)in->off) != (ssize_t)m) {
+    return cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is short", path);
+  }
+  bool is_gz = m >= sizeof gz && memcmp(magic, gz, sizeof gz) == 0;
+  bool is_zs = m >= sizeof zs && memcmp(magic, zs, sizeof zs) == 0;
   if (!is_gz && !is_zs)
     return cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not gzip or zstd", path);
   unsigned char *win = malloc(UNPACK_BUF);
   if (!win) return cairn_fail(st, -ENOMEM, "out of memory");
   uint64_t pos = 0, end = inner + usize;
-  int r = is_gz ? inflate_gzip(in, len, inner, end, win, sink, arg, &pos)
-                : inflate_zstd(in, len, inner, end, win, sink, arg, &pos);
+  int r = is_gz ? inflate_gzip(in, inner, end, win, sink, arg, &pos)
+                : inflate_zstd(in, inner, end, win, sink, arg, &pos);
   free(win);
   if (r == -ENOMEM) return cairn_fail(st, r, "out of memory");
   if (r == -EBADMSG)
     return cairn_fail(st, r, "\"%s\": the fetched data is not what the TOC says (corrupt %s)", path,
                       is_gz ? "gzip" : "zstd");
-  if (r < 0) return r;
+  if (r < 0) return cairn_fail(st, r, "\"%s\": reading the fetched data: %s", path, strerror(-r));
   if (pos < end)
     return cairn_fail(st, -EBADMSG, "\"%s\": a chunk is shorter than the TOC says", path);
   return 0;
@@ -570,9 +672,17 @@ static void md_hex(EVP_MD_CTX *md, char out[CN_TOC_DIGEST_LEN + 1]) {
   snprintf(out, CN_TOC_DIGEST_LEN + 1, "sha256:%s", hex);
 }
 
-int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
-                   cairn_store *st) {
+/* cn_lazy_unpack's, the range in buf, or (buf NULL) in the file in at
+ * offset base. */
+static int unpack(const cn_toc_entry *e, const unsigned char *buf, int in_fd, uint64_t base,
+                  uint64_t lo, int fd, cairn_store *st) {
   struct unpack_out o = {fd, 0, EVP_MD_CTX_new(), EVP_MD_CTX_new(), st};
+  unsigned char *inbuf = buf ? NULL : malloc(UNPACK_IN);
+  if (!buf && !inbuf) {
+    EVP_MD_CTX_free(o.whole);
+    EVP_MD_CTX_free(o.piece);
+    return cairn_fail(st, -ENOMEM, "out of memory");
+  }
   int r = o.whole && o.piece ? 0 : cairn_fail(st, -ENOMEM, "out of memory");
   if (r == 0) EVP_DigestInit_ex(o.whole, EVP_sha256(), NULL);
   for (size_t k = 0; r == 0 && k < e->n_chunks; k++) {
@@ -582,8 +692,8 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
       break;
     }
     EVP_DigestInit_ex(o.piece, EVP_sha256(), NULL);
-    r = chunk_unpack(buf + (ch->off - lo), (size_t)ch->csize, ch->inner, ch->usize, unpack_take, &o,
-                     e->path, st);
+    struct unpack_in in = {buf, in_fd, (buf ? 0 : base) + (ch->off - lo), ch->csize, inbuf};
+    r = chunk_unpack(&in, ch->inner, ch->usize, unpack_take, &o, e->path, st);
     char got[CN_TOC_DIGEST_LEN + 1];
     md_hex(o.piece, got);
     if (r == 0 && ch->digest[0] && strcmp(got, ch->digest) != 0)
@@ -597,7 +707,13 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
   }
   EVP_MD_CTX_free(o.whole);
   EVP_MD_CTX_free(o.piece);
+  free(inbuf);
   return r;
+}
+
+int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
+                   cairn_store *st) {
+  return unpack(e, buf, -1, 0, lo, fd, st);
 }
 
 void cn_lazy_source_opts(const cairn_lazy_file *f, const char *creds, cairn_pull_opts *o) {
@@ -719,8 +835,7 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
   pull_source *src = NULL;
   bool kept = ts && ts->open; /* the caller's, kept across fetches */
   bool fetched = false;
-  unsigned char *buf = NULL;
-  int fd = -1;
+  int fd = -1, range_fd = -1;
   if (kept)
     r = ts->open(ts->src_arg, st, f, &src);
   else if ((r = cn_registry_source_open(f->source, &o, &src, st)) == 0)
@@ -735,7 +850,12 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
     if (e->chunks[k].off < lo) lo = e->chunks[k].off;
     if (e->chunks[k].off + e->chunks[k].csize > hi) hi = e->chunks[k].off + e->chunks[k].csize;
   }
-  if ((r = fetch_range(src, &d, lo, hi - lo, &buf, NULL, st)) < 0) {
+  uint64_t at = 0;
+  if ((range_fd = cn_lazy_open_temp(st)) < 0) {
+    r = range_fd;
+    goto out;
+  }
+  if ((r = fetch_range_fd(src, &d, lo, hi - lo, range_fd, &at, st)) < 0) {
     cn_fail_context(st, r, "fetching \"%s\" of layer %s", f->path, f->layer_id);
     goto out;
   }
@@ -745,12 +865,14 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
     r = fd;
     goto out;
   }
-  if ((r = cn_lazy_unpack(e, buf, lo, fd, st)) < 0) goto out;
+  if ((r = unpack(e, NULL, range_fd, at, lo, fd, st)) < 0) goto out;
+  close(range_fd); /* its disk back before the blob is stored */
+  range_fd = -1;
   cairn_test_point(st, "lazy: verified, not stored");
   r = cn_lazy_file_store(st, sha256, fd, e->size, blob);
 out:
   if (fd >= 0) close(fd);
-  free(buf);
+  if (range_fd >= 0) close(range_fd);
   if (src && kept)
     ts->done(ts->src_arg, src, fetched ? 0 : r); /* a failed request: its source renewed */
   else if (src)

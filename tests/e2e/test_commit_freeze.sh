@@ -16,7 +16,9 @@
 # the move runs under it; killed with commit: the writes go on. A --rw
 # mount asked for -o passthrough: a write through a handle open since
 # before the freeze waits too. A second commit meanwhile exits 4; a
-# commit that fails thaws at once.
+# commit that fails thaws at once. 100 writes of 1 MiB held by a freeze
+# cost the server no copy of their data in memory (its VmRSS grows by
+# less than 20 MiB, not 100), and land whole after the move.
 # Fails without it: the files written in the window were in neither the
 # image nor the mount after the move.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -242,4 +244,58 @@ echo "after fail" >"$m/after.fail"
 [ $((SECONDS - start)) -le 5 ] || fail "a write after the failed commit waited $((SECONDS - start)) s"
 [ "$(cat "$m/after.fail")" = "after fail" ] || fail "the write after the failed commit"
 ok "a commit that fails thaws the mount: a write goes on at once (exit $rc)"
+
+# 9. 100 writes of 1 MiB, from 100 threads on files open before the
+# freeze, all held by it (the FUSE connection's count of requests waiting
+# says so): the server's VmRSS grows by less than 20 MiB (it kept a copy
+# of each: +100 MiB), and after the move each file holds its MiB.
+conns=/sys/fs/fuse/connections
+if [ ! -d "$conns/$(stat -c %d "$m")" ]; then
+  mount -t fusectl none "$conns" 2>/dev/null && on_exit "umount '$conns'"
+fi
+waiting=$conns/$(stat -c %d "$m")/waiting
+[ -r "$waiting" ] || fail "no FUSE connection's waiting count at $waiting"
+s=$(server_of "$(mount_pid "$m")")
+vmrss() { awk '/^VmRSS:/ { print $2 }' "/proc/$s/status"; }
+python3 - "$m" 100 "$T/held.ready" "$T/held.go" >"$T/held.out" 2>&1 <<'PY' &
+import os, sys, threading, time
+d, n, ready, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+fds = [os.open(f"{d}/held.{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) for i in range(n)]
+open(ready, "w").close()
+for _ in range(1200):  # 60 s at most
+    if os.path.exists(go):
+        break
+    time.sleep(0.05)
+def write(i):
+    data = bytes([i]) * (1 << 20)
+    assert os.write(fds[i], data) == len(data)
+    os.close(fds[i])
+ts = [threading.Thread(target=write, args=(i,)) for i in range(n)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print("done")
+PY
+hpid=$!
+BG_PIDS+=("$hpid")
+wait_for 20 test -e "$T/held.ready" || fail "the writer did not open its files: $(cat "$T/held.out")"
+commit_stopped "$m" c:held
+before=$(vmrss)
+touch "$T/held.go"
+all_held() { [ "$(cat "$waiting")" -ge 100 ]; }
+wait_for 30 all_held || fail "$(cat "$waiting") requests waiting, not the 100 writes"
+sleep 0.5
+grew=$(($(vmrss) - before))
+kill -CONT "$cpid"
+wait "$cpid" || fail "commit with 100 held writes exited $?: $(cat "$T/commit.err")"
+wait_for 60 pid_gone "$hpid" || fail "the held writes did not finish after the move"
+wait "$hpid" || fail "the writer of 100 MiB failed: $(cat "$T/held.out")"
+check "100 held writes of 1 MiB grew the server's VmRSS by $grew KiB, less than 20 MiB" \
+  [ "$grew" -lt 20480 ]
+check "each file holds its MiB after the move" python3 -c '
+import sys
+for i in range(100):
+    assert open(f"{sys.argv[1]}/held.{i}", "rb").read() == bytes([i]) * (1 << 20), i' "$m"
+rm -f "$m"/held.*
 finish

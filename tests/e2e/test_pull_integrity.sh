@@ -5,7 +5,9 @@
 # config with other bytes are exit 5 naming the blob; a blob the registry
 # serves longer than its descriptor is cut off (exit 5); a blob the registry
 # lost is an error naming it. The store stays clean (fsck), and once the
-# registry is repaired the same pull succeeds.
+# registry is repaired the same pull succeeds. An expansion bomb, a layer
+# of some 33 KB of zstd holding a file of 1 GiB of zeros, costs no disk:
+# its blob keeps the zeros as holes, its bytes and digest the same.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
@@ -82,4 +84,24 @@ no_image_committed "a tampered OCI layout"
 expect_exit 0 "test_pull_integrity:78" "$CAIRN" --store "$ST" pull --insecure "$src"
 [[ $(cat stdout) == "${config#sha256:}" ]] || fail "id $(cat stdout) is not the config digest"
 expect_exit 0 "test_pull_integrity:80" "$CAIRN" --store "$ST" fsck
+
+# 6. An expansion bomb: 1 GiB of zeros, then a few bytes, in a zstd layer.
+mkdir -p "$T/bomb"
+truncate -s 1G "$T/bomb/zeros"
+printf 'the end' >>"$T/bomb/zeros"
+want=$(printf 'the end' | cat <(head -c 1G /dev/zero) - | sha256sum | cut -d' ' -f1)
+setup sh -c "tar -C '$T/bomb' --numeric-owner -cf - zeros | zstd -q -c >'$T/bomb.tar.zst'"
+rm -rf "$T/bomb"
+setup $OCI_IMAGE add oci bomb linux/amd64 "$T/bomb.tar.zst:zstd-file" >/dev/null
+setup registry_push "$T/oci" bomb team/bomb:1
+before=$(du -sk "$ST" | cut -f1)
+expect_exit 0 "a pull of a $(stat -c %s "$T/bomb.tar.zst") byte zstd layer holding 1 GiB of zeros" \
+  "$CAIRN" --store "$ST" pull -q --insecure "docker://$REGISTRY/team/bomb:1"
+grew=$(($(du -sk "$ST" | cut -f1) - before))
+check "the store grew by $grew KiB, not 1 GiB" [ "$grew" -lt 4096 ]
+blob=$(find "$ST/blobs" -type f -size +1000M)
+check "its blob is one file of 1 GiB + 7 bytes" [ "$(stat -c %s "$blob")" = $((1024 * 1024 * 1024 + 7)) ]
+check "that takes $(stat -c %b "$blob") blocks of disk" [ "$(stat -c %b "$blob")" -lt 64 ]
+check "its bytes are the layer's (sha256)" [ "$(sha256sum <"$blob" | cut -d' ' -f1)" = "$want" ]
+expect_exit 0 "fsck is clean after it" "$CAIRN" --store "$ST" fsck
 finish

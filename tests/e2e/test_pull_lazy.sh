@@ -12,17 +12,25 @@
 #   byte fetched; a cat of one file fetches that file only and gives its
 #   bytes (concurrent reads of one file wait for one fetch; reads of
 #   several files, one fetcher process: cairn fill --serve, whose
-#   threads keep their connections: no more than 4); a corrupt
+#   threads keep their connections: no more than 4; 8 first reads
+#   against a registry that stalls hold none of the daemon's threads: a
+#   lookup and a read of a fetched file meanwhile answer at once); a corrupt
 #   byte in the registry's blob fails that file's read
 #   (EIO) and no other, and so does an unreachable registry (the tree
 #   still lists); rm while mounted is refused (exit 4);
 #   cairn fill killed (-9) mid-way leaves a store fsck passes, and a fill
-#   then completes it: the full pull's files, no pending rows, fsck clean.
+#   then completes it: the full pull's files, no pending rows, fsck clean;
+#   the first read of a pending file of 128 MiB (one range as large)
+#   streams it: the fetcher's peak memory (VmHWM) stays under 48 MiB.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry mount
 pull_test_init
 command -v podman >/dev/null || skip "no podman"
 command -v sqlite3 >/dev/null || skip "no sqlite3"
+# The store's database, waiting for its lock: umount returns before the
+# daemon and its fetcher have closed the store (their last writes, the
+# checkpoint of the last connection), which a busy machine shows.
+sql() { sqlite3 -cmd ".timeout 10000" "$@"; }
 
 setup python3 "$HELPERS/lazy_tree.py" "$T/a" 34
 setup registry_start "$T/reg"
@@ -33,7 +41,7 @@ setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
 counts() { proxy_counts; }
 reset() { proxy_reset; }
 manifest() { registry_manifest lazy/a 1; }
-pending() { sqlite3 "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
+pending() { sql "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
 ann() {
   manifest | jq -r --arg k "$1" '.layers[0].annotations | to_entries[] |
     select(.key | endswith($k)) | .value'
@@ -81,7 +89,7 @@ expect_exit 0 "pull --lazy of a gzip layer" "$CAIRN" --store "$T/st3" pull --ins
 check "... says it pulls it in full, once" test "$(grep -c \
   "no lazy pull (not a registry's zstd:chunked or eStargz layer whose TOC the manifest vouches for); pulling it in full" "$T/stderr")" = 1
 check "... and leaves nothing pending" \
-  test "$(sqlite3 "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+  test "$(sql "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
 
 # rm of a partial image: its pending rows and TOC go with it. (Pulled
 # through a second proxy, stopped then: its registry is unreachable.)
@@ -105,7 +113,7 @@ check "... with EIO, in bounded time (${took}s)" grep -q "Input/output error" "$
 check "... while the tree still lists" test "$(ls "$T/m2/usr/lib/data" | wc -l)" = 40
 expect_exit 0 "umount" "$CAIRN" --store "$T/st2" umount "$T/m2"
 # (fsck checks the pending rows against the kept TOC, and the TOC itself)
-db2() { sqlite3 "$T/st2/meta.db" "$@"; }
+db2() { sql "$T/st2/meta.db" "$@"; }
 f00=$(db2 "SELECT sha256 FROM pending WHERE path = 'usr/lib/data/f00'")
 setup db2 "UPDATE pending SET sha256 = '$(printf %064d 0)' WHERE path = 'usr/lib/data/f00'"
 expect_exit 5 "fsck: a pending row the kept TOC does not list is a problem" \
@@ -121,9 +129,9 @@ expect_exit 5 "fsck: a kept TOC that changed is a problem" "$CAIRN" --store "$T/
 check "... said" grep -q "its kept TOC is not the one the pull verified" "$T/stdout"
 expect_exit 0 "rm of a partial image" "$CAIRN" --store "$T/st2" rm lazy/a:1
 check "rm: no pending rows left" \
-  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+  test "$(sql "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
 check "rm: no layer source left" \
-  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
+  test "$(sql "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
 check "rm: its TOC is gone" test -z "$(ls -A "$T/st2/toc")"
 expect_exit 0 "fsck after rm of a partial image" "$CAIRN" --store "$T/st2" fsck
 
@@ -219,6 +227,38 @@ check "a hardlink and a symlink to pending files read right" \
   cmp "$T/m/usr/lib/hard" "$T/a/usr/lib/data/f02"
 check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
 
+# Eight first reads while the registry stalls (4 s before each request):
+# they wait without holding the daemon's worker threads (8), so that a
+# lookup and a read of a fetched file (its page cache dropped: the read
+# reaches the daemon) answer at once (before: after the first fetches,
+# 4 s). Then the eight give their bytes.
+curl -sf "http://$PROXY/_proxy/set?latency=4" >/dev/null
+reset
+slow=$(cd "$T/a/usr/lib/data" && ls f1[3-9] f2? | grep -vx "$big" | head -8)
+stalled=()
+for i in $slow; do
+  cat "$T/m/usr/lib/data/$i" >"$T/slow.$i" &
+  stalled+=($!)
+  BG_PIDS+=($!)
+done
+arrived() { [ "$(counts | jq .requests)" -ge 4 ]; }
+setup wait_for 10 arrived
+check "while 8 first reads wait on the registry, a lookup answers at once" \
+  timeout 2 sh -c "! stat '$T/m/usr/lib/nosuch.$$' 2>/dev/null"
+check "... and a read of a fetched file, not from the page cache" timeout 2 python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+assert os.read(fd, 1 << 20) == open(sys.argv[2], "rb").read()' \
+  "$T/m/usr/lib/data/f05" "$T/a/usr/lib/data/f05"
+for p in "${stalled[@]}"; do
+  wait_for 60 pid_gone "$p" || fail "a first read against the stalling registry did not end"
+done
+curl -sf "http://$PROXY/_proxy/set?latency=0.005" >/dev/null
+bad=""
+for i in $slow; do cmp -s "$T/slow.$i" "$T/a/usr/lib/data/$i" || bad+=" $i"; done
+check "the 8 first reads give their bytes${bad:+ (not:$bad)}" test -z "$bad"
+
 # A corrupt byte in one file's frames in the registry: that read fails
 # (EIO), the others do not.
 blob=$(registry_blob_path "$bdigest")
@@ -239,7 +279,7 @@ else
   ok "a corrupt file's read fails"
 fi
 check "... with EIO" grep -q "Input/output error" "$T/cat.err"
-check "... and stays pending" test "$(pending)" = 37 -o "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+check "... and stays pending" test "$(pending)" = 37 -o "$(sql "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM pending WHERE path = 'usr/lib/data/f07'")" = 1
 check "another file still reads" cmp "$T/m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
 setup cp "$T/blob.good" "$blob"
@@ -266,7 +306,7 @@ expect_exit 0 "fsck after the killed fill" "$CAIRN" --store "$ST" fsck
 expect_exit 0 "the fill resumes" "$CAIRN" --store "$ST" fill lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
 check "no pending rows remain" test "$(pending)" = 0
-check "the layer is complete" test "$(sqlite3 "file:$ST/meta.db?mode=ro" \
+check "the layer is complete" test "$(sql "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
 check "its TOC is gone" test ! -e "$ST/toc/${bdigest#sha256:}"
 check_json "inspect: nothing pending" 'has("Pending") | not' "$CAIRN" --store "$ST" inspect lazy/a:1
@@ -286,4 +326,26 @@ check "reads of the filled image fetch nothing" cmp "$T/m/usr/lib/data/f11" "$T/
 check_json "... no request" '.requests == 0' counts
 expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
 expect_exit 0 "rm of the filled image" "$CAIRN" --store "$ST" rm lazy/a:1
+
+# A large pending file: its range streams from the registry into a file
+# and from there through the decompressor, never whole in memory (before:
+# twice, 256 MiB and more for this one). The fetcher's VmHWM is read
+# while it stays, after the read.
+mkdir -p "$T/big"
+head -c 128M /dev/urandom >"$T/big/f"
+setup sh -c "tar -C '$T/big' --numeric-owner -cf '$T/big.tar' f"
+setup "$CAIRN" --store "$T/bigsrc" import -q big:1 "$T/big.tar" >/dev/null
+setup "$CAIRN" --store "$T/bigsrc" push -q --insecure --no-progress --format zstd:chunked big:1 \
+  "docker://$REGISTRY/lazy/big:1" >/dev/null
+ST=$T/bigst
+expect_exit 0 "pull --lazy of a 128 MiB file" "$CAIRN" --store "$ST" pull -q --insecure --lazy \
+  --no-fill "docker://$REGISTRY/lazy/big:1"
+expect_exit 0 "mount it" "$CAIRN" --store "$ST" mount big:1 "$T/m"
+check "its first read gives its bytes" cmp "$T/m/f" "$T/big/f"
+f=$(fillers)
+check "one fetcher read it ($f)" test -n "$f" -a "$(echo "$f" | wc -l)" = 1
+hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$f/status")
+check "the fetcher's peak memory: $hwm KiB, under 48 MiB" test "$hwm" -lt 49152
+expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
+rm -rf "$T/big" "$T/big.tar" "$T/bigsrc"
 finish

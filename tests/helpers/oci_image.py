@@ -7,7 +7,9 @@
       derived from SEED (a shared SEED gives an identical layer)
   oci_image.py add DIR REF OS/ARCH LAYER.tar:COMP...
       adds an image (config, manifest) to the OCI layout DIR under REF;
-      COMP is raw, gzip or zstd; prints the manifest digest
+      COMP is raw, gzip or zstd; prints the manifest digest. LAYER.zst:zstd-file
+      is a layer already compressed with zstd, stored as it is (its diff_id
+      streamed through zstd -d: it may hold GiBs)
   oci_image.py index DIR REF MANIFEST_DIGEST...
       adds an image index of those manifests (platforms from their configs)
   oci_image.py docker-archive OUT.tar NAME:TAG LAYER.tar...
@@ -96,6 +98,17 @@ def add(d, ref, platform, specs):
     layers, diff_ids = [], []
     for spec in specs:
         path, comp = spec.rsplit(":", 1)
+        if comp == "zstd-file":
+            data, h = open(path, "rb").read(), hashlib.sha256()
+            with subprocess.Popen(["zstd", "-dcq", path], stdout=subprocess.PIPE) as z:
+                for chunk in iter(lambda: z.stdout.read(1 << 20), b""):
+                    h.update(chunk)
+            if z.returncode != 0:
+                sys.exit(f"{path}: not a zstd stream")
+            layers.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+zstd",
+                           "digest": put_blob(d, data), "size": len(data)})
+            diff_ids.append("sha256:" + h.hexdigest())
+            continue
         raw = open(path, "rb").read()
         data, mt = compress(raw, comp)
         layers.append({"mediaType": mt, "digest": put_blob(d, data), "size": len(data)})
