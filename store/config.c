@@ -233,9 +233,9 @@ int cn_store_default_dir(cairn_store *st, char *buf, size_t len) {
   cairn_config cfg;
   int r = cairn_config_load(&cfg);
   if (r < 0)
-    store_fail(st, r, "%s", cfg.why);
+    cairn_fail(st, r, "%s", cfg.why);
   else if ((r = cairn_store_dir_pick(&cfg, buf, len, NULL)) < 0)
-    store_fail(st, r, "cannot pick a store directory: set --store or CAIRN_STORE");
+    cairn_fail(st, r, "cannot pick a store directory: set --store or CAIRN_STORE");
   cairn_config_free(&cfg);
   return r;
 }

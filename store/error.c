@@ -41,17 +41,17 @@ int cn_store_fail_db(cairn_store *st, const char *what) {
   int code = st->db ? sqlite3_errcode(st->db) : SQLITE_ERROR;
   /* a full disk is SQLITE_FULL, or an I/O error (growing the -shm file) */
   if (code == SQLITE_FULL || (code == SQLITE_IOERR && sqlite3_system_errno(st->db) == ENOSPC))
-    return store_fail(st, -ENOSPC, "%s: %s: no space left on device", what, st->dir);
+    return cairn_fail(st, -ENOSPC, "%s: %s: no space left on device", what, st->dir);
   int err = (code == SQLITE_BUSY || code == SQLITE_LOCKED)    ? -EBUSY
             : code == SQLITE_CORRUPT || code == SQLITE_NOTADB ? -EBADMSG
                                                               : -EIO;
-  return store_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
+  return cairn_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
 }
 
 const char *cairn_errmsg(const cairn_store *st) { return st ? st->err : "out of memory"; }
 
 int cn_store_fail_nospace(cairn_store *st) {
-  return store_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
+  return cairn_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
 }
 
 int cairn_exit_code(int err) {

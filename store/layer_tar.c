@@ -35,16 +35,16 @@ int cn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *
     if (r == SQLITE_DONE) {
       int e = cn_layer_exists(st, diff_id);
       if (e < 0) return e;
-      return e ? store_fail(st, -ENODATA,
+      return e ? cairn_fail(st, -ENODATA,
                             "layer sha256:%.12s: stored without its tar headers (imported"
                             " before cairn kept them): import or pull it again",
                             diff_id)
-               : store_fail(st, -ENOENT, "layer sha256:%.12s: no such layer", diff_id);
+               : cairn_fail(st, -ENOENT, "layer sha256:%.12s: no such layer", diff_id);
     }
     if (r != SQLITE_ROW) return cn_store_fail_db(st, "layer tar record");
     len = (size_t)sqlite3_column_bytes(q, 0);
     if (!(data = malloc(len ? len : 1)))
-      return store_fail(st, -ENOMEM, "out of memory reading a tar record");
+      return cairn_fail(st, -ENOMEM, "out of memory reading a tar record");
     memcpy(data, sqlite3_column_blob(q, 0), len);
   }
   uint64_t total;
@@ -52,7 +52,7 @@ int cn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *
   int r = cn_tarsplit_write(st, data, len, fn, arg, &total, sha);
   if (r < 0) return r == -EBADMSG ? cn_fail_context(st, r, "layer sha256:%.12s", diff_id) : r;
   if (strcmp(sha, diff_id) != 0)
-    return store_fail(st, -EBADMSG, "layer sha256:%.12s: its tar rebuilt hashes to sha256:%.12s",
+    return cairn_fail(st, -EBADMSG, "layer sha256:%.12s: its tar rebuilt hashes to sha256:%.12s",
                       diff_id, sha);
   if (size) *size = total;
   return 0;

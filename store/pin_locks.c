@@ -124,7 +124,7 @@ static int locks_read(struct kernel_locks *out) {
 
 int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
   int r = locks_read(out);
-  return r < 0 ? store_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
+  return r < 0 ? cairn_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
 }
 
 /* ---- /proc/locks read while a listing reads the rest ------------------ */
@@ -209,7 +209,7 @@ void cairn_pins_prefetch(cairn_store *st) {
  * taken before the annotations: see locks_read_for), else a read now. */
 int cn_kernel_locks_first(cairn_store *st, struct kernel_locks *kl) {
   int r = st->locks_prefetch ? prefetch_join(st, kl) : locks_read(kl);
-  return r < 0 ? store_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
+  return r < 0 ? cairn_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
 }
 
 /* The locks on the inode s: a run of the sorted kl. */

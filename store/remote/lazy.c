@@ -160,7 +160,7 @@ static int fetch_range_fd(pull_source *src, const pull_desc *d, uint64_t off, ui
 
 typedef struct lazy_where {
   cn_toc_zstd_pos pos;                /* zstd:chunked */
-  char digest[CN_TOC_DIGEST_LEN + 1]; /* eStargz: of the TOC JSON */
+  char digest[CAIRN_DIGEST_LEN + 1]; /* eStargz: of the TOC JSON */
 } lazy_where;
 
 typedef struct lazy_format {
@@ -664,12 +664,12 @@ static int unpack_take(const unsigned char *p, size_t n, void *arg) {
   return r;
 }
 
-static void md_hex(EVP_MD_CTX *md, char out[CN_TOC_DIGEST_LEN + 1]) {
+static void md_hex(EVP_MD_CTX *md, char out[CAIRN_DIGEST_LEN + 1]) {
   unsigned char dg[32];
   EVP_DigestFinal_ex(md, dg, NULL);
   cairn_id hex;
   cn_sha256_hex(dg, hex);
-  snprintf(out, CN_TOC_DIGEST_LEN + 1, "sha256:%s", hex);
+  snprintf(out, CAIRN_DIGEST_LEN + 1, "sha256:%s", hex);
 }
 
 /* cn_lazy_unpack's, the range in buf, or (buf NULL) in the file in at
@@ -694,13 +694,13 @@ static int unpack(const cn_toc_entry *e, const unsigned char *buf, int in_fd, ui
     EVP_DigestInit_ex(o.piece, EVP_sha256(), NULL);
     struct unpack_in in = {buf, in_fd, (buf ? 0 : base) + (ch->off - lo), ch->csize, inbuf};
     r = chunk_unpack(&in, ch->inner, ch->usize, unpack_take, &o, e->path, st);
-    char got[CN_TOC_DIGEST_LEN + 1];
+    char got[CAIRN_DIGEST_LEN + 1];
     md_hex(o.piece, got);
     if (r == 0 && ch->digest[0] && strcmp(got, ch->digest) != 0)
       r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);
   }
   if (r == 0) {
-    char got[CN_TOC_DIGEST_LEN + 1];
+    char got[CAIRN_DIGEST_LEN + 1];
     md_hex(o.whole, got);
     if (o.at != e->size || strcmp(got, e->digest) != 0)
       r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);

@@ -18,7 +18,7 @@ typedef struct cn_lazy_toc {
    * the blob from the TOC's gzip member to its end (the footer included) */
   unsigned char *raw;
   size_t raw_len;
-  char raw_digest[CN_TOC_DIGEST_LEN + 1]; /* their sha256: the source row's */
+  char raw_digest[CAIRN_DIGEST_LEN + 1]; /* their sha256: the source row's */
   /* eStargz: the TOC's own tar entry (stargz.index.json, json_len > 0),
    * which the tar holds and the TOC does not list */
   cn_toc_estargz_self self;

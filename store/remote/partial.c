@@ -347,7 +347,7 @@ static int verify_batch(const pull_ctx *c, const cn_partial_plan *plan, const ba
           continue;
         unsigned char *u = NULL;
         size_t ulen = 0;
-        char got[CN_TOC_DIGEST_LEN + 1];
+        char got[CAIRN_DIGEST_LEN + 1];
         int r = cn_toc_decompress(b->buf + b->boff[i - b->first] + (ch->off - s->off),
                                   (size_t)ch->csize, (size_t)ch->usize, &u, &ulen, e->path, st);
         if (r == 0) cn_toc_sha256(u, ulen, got);

@@ -80,7 +80,7 @@ typedef struct push_blob {
   int fd;
   const char *mem;
   uint64_t size;
-  char digest[PULL_DIGEST_LEN + 1];
+  char digest[CAIRN_DIGEST_LEN + 1];
   const char *media_type;
   bool kept;     /* fd is the kept blob of a pull: its bytes are checked */
   bool verified; /* against digest before they are first read out */
@@ -656,7 +656,7 @@ static char *index_build(const char *tag, const char *digest, size_t size) {
  * layers, bottom first, each its uncompressed tar named HEX.tar. */
 static char *docker_manifest(const char *id, const char *tag, push_blob *blobs, size_t n) {
   json_t *layers = json_array(), *tags = json_array();
-  char name[PULL_DIGEST_LEN + 8];
+  char name[CAIRN_DIGEST_LEN + 8];
   for (size_t i = 0; i < n; i++) {
     snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
     json_array_append_new(layers, json_string(name));
@@ -758,7 +758,7 @@ static int config_rediff(cairn_store *st, image_view *v, const push_blob *blobs,
   if (!s) return cairn_fail(st, -ENOMEM, "out of memory");
   free(v->config);
   v->config = s;
-  char d[PULL_DIGEST_LEN + 1];
+  char d[CAIRN_DIGEST_LEN + 1];
   cn_pull_sha256(s, strlen(s), d);
   snprintf(id, sizeof(cairn_id), "%s", d + 7);
   return 0;
@@ -924,7 +924,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
       l->fetched = 0;
       run.current = i;
       run_progress(&run, true);
-      char name[PULL_DIGEST_LEN + 32];
+      char name[CAIRN_DIGEST_LEN + 32];
       if (kind == DEST_DOCKER_ARCHIVE)
         snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
       else
@@ -968,7 +968,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   push_blob config = {.fd = -1, .mem = v.config, .size = strlen(v.config)};
   snprintf(config.digest, sizeof config.digest, "sha256:%s", id);
   bool skipped;
-  char cname[PULL_DIGEST_LEN + 32];
+  char cname[CAIRN_DIGEST_LEN + 32];
   snprintf(cname, sizeof cname, kind == DEST_DOCKER_ARCHIVE ? "%s.json" : "blobs/sha256/%s", id);
   r = archive ? tar_add(&run, &ta, cname, &config)
       : oci   ? layout_blob(&run, &lo, &config, &skipped)
@@ -991,7 +991,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
     /* no registry manifest: the digest printed is the image id's */
     snprintf(mb.digest, sizeof mb.digest, "sha256:%s", id);
   } else if (kind == DEST_OCI_ARCHIVE) {
-    char mname[PULL_DIGEST_LEN + 32];
+    char mname[CAIRN_DIGEST_LEN + 32];
     snprintf(mname, sizeof mname, "blobs/sha256/%.64s", mb.digest + 7);
     cairn_autofree char *idx = index_build(tag, mb.digest, mb.size);
     push_blob ib = {.fd = -1, .mem = idx, .size = idx ? strlen(idx) : 0};
@@ -1009,7 +1009,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
     cn_fail_context(st, r, "manifest");
     goto out;
   }
-  snprintf(digest_out, PULL_DIGEST_LEN + 1, "%s", mb.digest);
+  snprintf(digest_out, CAIRN_DIGEST_LEN + 1, "%s", mb.digest);
 out:
   if (blobs)
     for (size_t i = 0; i < v.n; i++)

@@ -369,7 +369,7 @@ static int endpoint_manifest(registry *rg, const pull_desc *d, char **body, size
   if (r == 0 && !d) {
     /* A tag is checked against the digest the registry states; a digest
      * reference against itself. */
-    char got[PULL_DIGEST_LEN + 1];
+    char got[CAIRN_DIGEST_LEN + 1];
     cn_pull_sha256(s.mem ? s.mem : "", s.written, got);
     const char *want = cn_pull_digest_valid(rg->ref)                ? rg->ref
                        : cn_pull_digest_valid(reply.content_digest) ? reply.content_digest

@@ -362,7 +362,7 @@ Test(lazy, estargz_toc_fetch_footer_then_toc) {
   cr_expect_not_null(lt.self.json);
   cn_lazy_toc_free(&lt);
   /* a TOC that is not the one the manifest names */
-  char bad[CN_TOC_DIGEST_LEN + 1];
+  char bad[CAIRN_DIGEST_LEN + 1];
   strcpy(bad, ref.toc_digest);
   bad[20] = bad[20] == '0' ? '1' : '0';
   json_object_set_new(ann, "containerd.io/snapshot/stargz/toc.digest", json_string(bad));
