@@ -81,7 +81,7 @@ typedef struct cairn_store cairn_store;
  *   [registry "HOST[:PORT]"]    what follows is about that registry:
  *   mirror = HOST[:PORT]        tried before it, in the order given; a
  *                               file's mirror lines replace another's
- *   insecure = true|false       talk plain HTTP to it (no TLS)
+ *   insecure = true|false       no TLS checks; plain HTTP if no TLS
  * A value may be written in double quotes; a later line wins. */
 struct cairn_config_registry {
   char *host; /* "HOST[:PORT]" */
@@ -406,7 +406,7 @@ bool cairn_blob_is_pending(const char *blob);
 /* Where a partial layer's files are fetched from. */
 typedef struct cairn_lazy_source {
   const char *source;      /* the registry and repository, "HOST[:PORT]/REPO" */
-  bool insecure;           /* plain HTTP */
+  bool insecure;           /* no TLS checks; plain HTTP if it speaks no TLS */
   const char *digest;      /* the layer blob's "sha256:HEX" */
   const char *media_type;  /* the blob's */
   uint64_t size;           /* the blob's */
@@ -857,11 +857,11 @@ typedef struct cairn_pull_layer {
 typedef struct cairn_pull_opts {
   const char *platform; /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
   const char *creds;    /* "USER:PASS"; NULL reads auth.json files */
-  bool insecure;        /* docker://: plain HTTP (and no TLS checks) to every host */
+  bool insecure; /* docker://: no TLS checks, plain HTTP to a host with no TLS */
   /* docker://: cairn.conf (cairn_config_load), or NULL: the registry's
    * mirrors are tried first, in order, each until one gives the image's
    * manifest, which then serves the whole pull; a registry (or mirror) it
-   * marks insecure is talked to in plain HTTP. */
+   * marks insecure is talked to as with insecure. */
   const cairn_config *config;
   /* docker://: a directory whose *.crt CAs are trusted besides the
    * system's; NULL looks in /etc/{containers,docker}/certs.d/HOST[:PORT] */
@@ -1117,7 +1117,7 @@ int cairn_auth_file(char *buf, size_t len);
 
 typedef struct cairn_login_opts {
   const char *authfile;       /* the file to write; NULL: cairn_auth_file's */
-  bool insecure;              /* plain HTTP (and no TLS checks) */
+  bool insecure;              /* no TLS checks; plain HTTP if it speaks no TLS */
   const char *cert_dir;       /* CAs to trust besides the system's (as a pull's) */
   const cairn_config *config; /* cairn.conf: insecure registries; or NULL */
 } cairn_login_opts;

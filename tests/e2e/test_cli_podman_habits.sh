@@ -14,7 +14,7 @@ expect_exit 1 "pull NAME: docker:// by default" cairn pull --retries 1 nosuch.in
 check "it went to the registry (HTTPS)" grep -q "https://nosuch.invalid:5000/v2/" "$T/stderr"
 expect_exit 1 "pull --tls-verify=false" cairn pull --tls-verify=false --retries 1 \
   docker://nosuch.invalid:5000/app:1
-check "is plain HTTP, as --insecure" grep -q "http://nosuch.invalid:5000/v2/" "$T/stderr"
+check "is HTTPS first (no checks), as podman's" grep -q "https://nosuch.invalid:5000/v2/" "$T/stderr"
 expect_exit 2 "pull --tls-verify=maybe: refused" cairn pull --tls-verify=maybe x
 expect_exit 2 "pull dir:X: refused, not a registry name" cairn pull dir:/x
 
