@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # test_cli_podman_habits.sh — what a podman user types works (it was exit
-# 2): pull NAME with docker:// as the default transport; --tls-verify=false
-# as --insecure; inspect --format and df --format with {{.Field}};
+# 2): pull NAME and push IMAGE HOST/REPO with docker:// as the default
+# transport, push IMAGE to its name's registry; --tls-verify=false as
+# --insecure; inspect --format and df --format with {{.Field}};
 # export -o FILE (created or emptied, never through a planted symlink nor
 # into another user's file); images NAME as a filter; images's rows as
 # podman's: REPOSITORY and TAG, a row per name, <none> <none> untagged.
@@ -20,6 +21,16 @@ expect_exit 2 "pull dir:X: refused, not a registry name" cairn pull dir:/x
 
 id=$(cairn import -q app:1 1.tar 2.tar)
 cairn import -q app:2 1.tar >/dev/null
+expect_exit 1 "push IMAGE HOST/REPO: docker:// by default, as pull" \
+  cairn push --retries 1 app:1 nosuch.invalid:5000/app:1
+check "it went to the registry" grep -q "https://nosuch.invalid:5000/v2/" "$T/stderr"
+cairn tag app:1 nosuch.invalid:5000/team/app:1 >/dev/null
+expect_exit 1 "push IMAGE: to the registry of its name, as podman" \
+  cairn push --retries 1 nosuch.invalid:5000/team/app:1
+check "it went there" grep -q "https://nosuch.invalid:5000/v2/team/app/" "$T/stderr"
+cairn rm nosuch.invalid:5000/team/app:1 >/dev/null
+expect_exit 2 "push IMAGE with no host in its name: a usage error" cairn push app:1
+check "says to give a DEST" grep -q "^cairn: push app:1: app:1: no registry in the name.*give a DEST" "$T/stderr"
 cairn import -q other:1 2.tar >/dev/null
 expect_exit 0 "inspect --format" cairn inspect --format '{{.Id}}\t{{json .Names}} {{.Config.rootfs.type}}' app:1
 check "inspect --format: the fields" [ "$(cat "$T/stdout")" = "$id	[\"localhost/app:1\"] layers" ]
