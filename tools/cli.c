@@ -193,6 +193,53 @@ json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins) {
                    stored, "pins", pins, "pinned", im->pinned);
 }
 
+/* config's member key, a new reference, or dflt (taken) if it has none. */
+static json_t *config_get(json_t *config, const char *key, json_t *dflt) {
+  json_t *v = json_is_object(config) ? json_object_get(config, key) : NULL;
+  if (!v) return dflt;
+  json_decref(dflt);
+  return json_incref(v);
+}
+
+json_t *cli_inspect_podman_json(const struct cairn_image_info *info) {
+  const struct cairn_image_rec *im = &info->image;
+  json_t *config = json_loads(info->config, 0, NULL);
+  json_t *cc = json_is_object(config) ? json_object_get(config, "config") : NULL;
+  json_t *rootfs = json_is_object(config) ? json_object_get(config, "rootfs") : NULL;
+  /* podman's Config has every field, empty if the image has none */
+  json_t *pc = json_is_object(cc) ? json_deep_copy(cc) : json_object();
+  static const char *const lists[] = {"Cmd", "Entrypoint", "Env"};
+  for (size_t i = 0; pc && i < sizeof lists / sizeof *lists; i++)
+    if (!json_object_get(pc, lists[i])) json_object_set_new(pc, lists[i], json_array());
+  static const char *const strs[] = {"User", "WorkingDir", "StopSignal"};
+  for (size_t i = 0; pc && i < sizeof strs / sizeof *strs; i++)
+    if (!json_object_get(pc, strs[i])) json_object_set_new(pc, strs[i], json_string(""));
+  static const char *const maps[] = {"Labels", "ExposedPorts", "Volumes"};
+  for (size_t i = 0; pc && i < sizeof maps / sizeof *maps; i++)
+    if (!json_object_get(pc, maps[i])) json_object_set_new(pc, maps[i], json_object());
+  char created[32], digest[80];
+  cli_rfc3339(im->created, created, sizeof created);
+  snprintf(digest, sizeof digest, "sha256:%s", im->id);
+  json_t *o = json_pack(
+      "{s:s, s:s, s:o, s:[], s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:{s:o, s:o}, s:o,"
+      " s:{}, s:o, s:o}",
+      "Id", im->id, "Digest", digest, "RepoTags", names_json(im->names, im->n_names),
+      "RepoDigests", "Parent", "", "Comment", config_get(config, "comment", json_string("")),
+      "Created", created, "Config", pc ? pc : json_object(), "Version",
+      config_get(config, "docker_version", json_string("")), "Author",
+      config_get(config, "author", json_string("")), "Architecture",
+      config_get(config, "architecture", json_string("")), "Os",
+      config_get(config, "os", json_string("")), "Size", (json_int_t)im->size, "VirtualSize",
+      (json_int_t)im->size, "RootFS", "Type", config_get(rootfs, "type", json_string("layers")),
+      "Layers", config_get(rootfs, "diff_ids", json_array()), "Labels",
+      config_get(cc, "Labels", json_object()), "Annotations", "History",
+      config_get(config, "history", json_array()), "User", config_get(cc, "User", json_string("")));
+  if (o && json_is_object(config) && json_object_get(config, "variant"))
+    json_object_set(o, "Variant", json_object_get(config, "variant"));
+  json_decref(config);
+  return o;
+}
+
 /* The member of obj whose key is name[0..len), case aside, or NULL. */
 static json_t *json_member(json_t *obj, const char *name, size_t len) {
   const char *key;
@@ -203,41 +250,97 @@ static json_t *json_member(json_t *obj, const char *name, size_t len) {
   return NULL;
 }
 
-int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj) {
-  for (const char *p = tmpl; *p;) {
-    if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) {
+/* The value of the path at f (".A.B", or "." the dot itself) in obj, or
+ * NULL; *after: where the path ends. */
+static json_t *json_path(json_t *obj, const char *f, const char **after) {
+  json_t *v = obj;
+  const char *q = f;
+  if (q[0] == '.' && !isalnum((unsigned char)q[1]) && q[1] != '_') { /* {{.}} */
+    *after = q + 1;
+    return obj;
+  }
+  while (v && *q == '.') { /* .Config.Env: each step a member */
+    size_t len = strspn(q + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789");
+    v = len && json_is_object(v) ? json_member(v, q + 1, len) : NULL;
+    q += 1 + len;
+  }
+  *after = q;
+  return q == f ? NULL : v;
+}
+
+/* The template's keys for an error: "{{.A}} {{.B}}" of obj's members. */
+static void json_keys(json_t *obj, json_t *shown, char *keys, size_t size, size_t *o) {
+  const char *key;
+  json_t *m;
+  json_object_foreach(obj, key, m) {
+    if (shown && json_member(shown, key, strlen(key))) continue; /* named already */
+    if (*o < size) *o += (size_t)snprintf(keys + *o, size - *o, "%s{{.%s}}", *o ? " " : "", key);
+  }
+}
+
+struct tmpl_ctx {
+  const char *cmd, *usage;
+  json_t *top, *fallback; /* the keys an error names */
+};
+
+/* Prints the template's part [p, stop) with dot (then fallback) as the
+ * object its paths start from. Returns the exit code. */
+static int tmpl_render(const struct tmpl_ctx *c, const char *p, const char *stop, json_t *dot,
+                       json_t *fallback) {
+  while (p < stop) {
+    if (p[0] == '\\' && p + 1 < stop && (p[1] == 't' || p[1] == 'n')) {
       putchar(p[1] == 't' ? '\t' : '\n');
       p += 2;
       continue;
     }
-    if (strncmp(p, "{{", 2) != 0) {
+    if (stop - p < 2 || strncmp(p, "{{", 2) != 0) {
       putchar(*p++);
       continue;
     }
     const char *f = p + 2 + strspn(p + 2, " ");
-    bool as_json = strncmp(f, "json ", 5) == 0;
+    bool as_json = strncmp(f, "json ", 5) == 0, range = strncmp(f, "range ", 6) == 0;
     if (as_json) f += 5 + strspn(f + 5, " ");
-    json_t *v = obj;
-    const char *q = f;
-    while (v && *q == '.') { /* .Config.Env: each step a member */
-      size_t len = strspn(q + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789");
-      v = len ? json_member(v, q + 1, len) : NULL;
-      q += 1 + len;
-    }
+    if (range) f += 6 + strspn(f + 6, " ");
+    const char *q;
+    json_t *v = json_path(dot, f, &q);
+    if (!v && fallback) v = json_path(fallback, f, &q);
     const char *end = q + strspn(q, " ");
-    if (!v || q == f || strncmp(end, "}}", 2) != 0) {
-      size_t shown = strstr(p, "}}") ? (size_t)(strstr(p, "}}") - p) + 2 : strlen(p);
-      char keys[512] = "";
-      const char *key;
-      json_t *m;
-      size_t o = 0;
-      json_object_foreach(obj, key, m) {
-        if (o < sizeof(keys))
-          o += (size_t)snprintf(keys + o, sizeof(keys) - o, "%s{{.%s}}", o ? " " : "", key);
+    const char *body = end + 2, *body_end = NULL;
+    if (range && v && strncmp(end, "}}", 2) == 0) { /* {{range .A}}...{{end}}, nested too */
+      int depth = 1;
+      for (const char *b = body; b < stop && (b = strstr(b, "{{")) && b < stop; b += 2) {
+        const char *w = b + 2 + strspn(b + 2, " ");
+        if (strncmp(w, "range ", 6) == 0) depth++;
+        if (strncmp(w, "end", 3) == 0 && strncmp(w + 3 + strspn(w + 3, " "), "}}", 2) == 0 &&
+            --depth == 0) {
+          body_end = b;
+          break;
+        }
       }
+    }
+    if (!v || strncmp(end, "}}", 2) != 0 || (range && (!body_end || !json_is_array(v)))) {
+      const char *close = strstr(p, "}}");
+      size_t shown = close ? (size_t)(close - p) + 2 : strlen(p);
+      char keys[1024] = "";
+      size_t o = 0;
+      json_keys(c->top, NULL, keys, sizeof keys, &o);
+      if (c->fallback) json_keys(c->fallback, c->top, keys, sizeof keys, &o);
       fflush(stdout);
-      return report_usage(usage, "%s: --format: %.*s: not a field (fields: %s)", cmd, (int)shown, p,
-                          keys);
+      if (range && v && strncmp(end, "}}", 2) == 0)
+        return report_usage(c->usage, "%s: --format: %.*s: %s", c->cmd, (int)shown, p,
+                            body_end ? "not a list" : "no {{end}}");
+      return report_usage(c->usage, "%s: --format: %.*s: not a field (fields: %s)", c->cmd,
+                          (int)shown, p, keys);
+    }
+    if (range) {
+      size_t i;
+      json_t *e;
+      json_array_foreach(v, i, e) {
+        int code = tmpl_render(c, body, body_end, e, NULL);
+        if (code != CAIRN_EXIT_OK) return code;
+      }
+      p = strstr(body_end, "}}") + 2;
+      continue;
     }
     if (json_is_string(v) && !as_json)
       fputs(json_string_value(v), stdout);
@@ -245,8 +348,15 @@ int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl
       json_dumpf(v, stdout, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
     p = end + 2;
   }
-  putchar('\n');
   return CAIRN_EXIT_OK;
+}
+
+int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj,
+                            json_t *fallback) {
+  struct tmpl_ctx c = {cmd, usage, obj, fallback};
+  int code = tmpl_render(&c, tmpl, tmpl + strlen(tmpl), obj, fallback);
+  if (code == CAIRN_EXIT_OK) putchar('\n');
+  return code;
 }
 
 int cli_tls_verify(const char *arg, bool *insecure) {

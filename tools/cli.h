@@ -147,12 +147,22 @@ void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len);
  * NULL (left out). Takes the reference to pins. */
 json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins);
 
+/* The same image with podman image inspect's fields (Id, Digest: the
+ * config's, cairn keeps no manifest; RepoTags, Created, Config: the
+ * config's "config", Architecture, Os, Size, RootFS.Layers: the diff_ids,
+ * Labels, History, ...), for inspect --format. */
+json_t *cli_inspect_podman_json(const struct cairn_image_info *info);
+
 /* Prints obj by a Go-template-like tmpl, as podman inspect --format: each
  * {{.Key}} (case aside; {{.A.B}} a member's member; {{json .Key}} as
- * JSON) is the value, a string as it is and anything else as JSON; \t and
- * \n a tab and a newline; a newline at the end. A key obj does not have is
- * a usage error naming its keys. Returns the exit code. */
-int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj);
+ * JSON; {{.}} the object itself) is the value, a string as it is and
+ * anything else as JSON; {{range .Key}}...{{end}} the body once per element
+ * of a list, the element its {{.}}; \t and \n a tab and a newline; a
+ * newline at the end. A path obj does not have is looked up in fallback
+ * (or NULL); one neither has is a usage error naming their keys. Returns
+ * the exit code. */
+int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj,
+                            json_t *fallback);
 
 /* podman's --tls-verify[=true|false] (arg NULL: true): *insecure is its
  * opposite. -1 for another value. */

@@ -29,8 +29,14 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
   if (out->access_files > 0) /* cairn mount --record-access's */
     json_object_set_new(obj, "AccessList",
                         json_pack("{sI}", "Files", (json_int_t)out->access_files));
-  if (out->format) {
-    out->code = cli_json_template_print("inspect", cmd_inspect.usage, out->format, obj);
+  if (out->format) { /* podman's fields first, then cairn's JSON */
+    json_t *podman = cli_inspect_podman_json(info);
+    if (!podman) {
+      json_decref(obj);
+      return -ENOMEM;
+    }
+    out->code = cli_json_template_print("inspect", cmd_inspect.usage, out->format, podman, obj);
+    json_decref(podman);
     json_decref(obj);
     return 0;
   }
@@ -86,6 +92,9 @@ const struct cli_command cmd_inspect = {
                "pull's files not here yet; AccessList: how many files the image's recorded\n"
                "access list names (cairn mount's record-access; push puts them first).",
     .options = "--json\taccepted for habit: the output is JSON already\n"
-               "-f, --format TEMPLATE\tprint TEMPLATE, as podman inspect: {{.Key}} a key of the\n"
-               "\tJSON ({{.Id}}, {{.Config.config.Env}}; case aside), {{json .Key}}, \\t, \\n\n",
+               "-f, --format TEMPLATE\tprint TEMPLATE, as podman image inspect: its fields\n"
+               "\t({{.Id}}, {{.Digest}}, {{.RepoTags}}, {{.Architecture}}, {{.Os}},\n"
+               "\t{{.Config.Cmd}}, {{.RootFS.Layers}}, {{.Labels}}, {{.History}}...),\n"
+               "\tthen the JSON's keys ({{.Names}}, {{.Layers}}; case aside);\n"
+               "\t{{json .Key}}, {{range .Key}}...{{.}}...{{end}}, \\t, \\n\n",
 };

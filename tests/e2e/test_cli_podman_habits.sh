@@ -3,7 +3,8 @@
 # test_cli_podman_habits.sh — what a podman user types works (it was exit
 # 2): pull NAME and push IMAGE HOST/REPO with docker:// as the default
 # transport, push IMAGE to its name's registry; --tls-verify=false as
-# --insecure; inspect --format and df --format with {{.Field}};
+# --insecure; inspect --format with podman's fields ({{.Config.Cmd}},
+# {{.RootFS.Layers}}, {{range}}) and df --format with {{.Field}};
 # export -o FILE (created or emptied, never through a planted symlink nor
 # into another user's file); images NAME as a filter; images's rows as
 # podman's: REPOSITORY and TAG, a row per name, <none> <none> untagged.
@@ -36,8 +37,22 @@ expect_exit 0 "inspect --format" cairn inspect --format '{{.Id}}\t{{json .Names}
 check "inspect --format: the fields" [ "$(cat "$T/stdout")" = "$id	[\"localhost/app:1\"] layers" ]
 expect_exit 0 "inspect -f" cairn inspect -f '{{.Size}}' app:1
 check "inspect -f: a number" grep -qxE "[0-9]+" "$T/stdout"
+expect_exit 0 "inspect -f with podman's fields" cairn inspect -f \
+  '{{.Id}} {{.Digest}} {{.Architecture}} {{.Os}} {{json .RepoTags}} {{json .Config.Cmd}}' app:1
+check "inspect -f: podman's fields' values" \
+  [ "$(cat "$T/stdout")" = "$id sha256:$id amd64 linux [\"localhost/app:1\"] []" ]
+diff_ids=$(cairn inspect app:1 | jq -r '.config.rootfs.diff_ids | join(" ")')
+check "inspect -f {{.RootFS.Layers}}: the diff_ids" \
+  [ "$(cairn inspect -f '{{json .RootFS.Layers}}' app:1 | jq -r 'join(" ")')" = "$diff_ids" ]
+check "inspect -f {{range .RootFS.Layers}}{{.}}\\n{{end}}: a line each" \
+  [ "$(cairn inspect -f '{{range .RootFS.Layers}}{{.}}\n{{end}}' app:1 | grep . | tr '\n' ' ')" = "$diff_ids " ]
+check "inspect -f {{range .Layers}}{{.Id}} {{end}}: cairn's layers" \
+  [ "$(cairn inspect -f '{{range .Layers}}{{.Id}} {{end}}' app:1)" = \
+  "$(cairn inspect app:1 | jq -r '[.layers[].id] | join(" ")') " ]
 expect_exit 2 "inspect --format {{.Nope}}" cairn inspect --format '{{.Nope}}' app:1
-check "names the fields" grep -q "not a field (fields: {{.id}} {{.names}}" "$T/stderr"
+check "names the fields" grep -q "not a field (fields: {{.Id}} {{.Digest}} {{.RepoTags}}" "$T/stderr"
+expect_exit 2 "inspect --format {{range .Id}}: not a list" cairn inspect --format '{{range .Id}}x{{end}}' app:1
+expect_exit 2 "inspect --format {{range .Layers}} with no {{end}}" cairn inspect --format '{{range .Layers}}x' app:1
 
 expect_exit 0 "df --format" cairn df --format '{{.Type}}={{.Count}}'
 check "df --format: a line per class" [ "$(cat "$T/stdout")" = "$(printf 'images=3\nlayers=2\nblobs=2\ncompressed=0')" ]
