@@ -397,6 +397,22 @@ int cli_bad_option(const char *usage, char **argv, int o, const struct option *l
   const char *why = o == ':'                               ? "needs a value"
                     : is_long && optopt && arg[len] == '=' ? "takes no value"
                                                            : "unknown option";
+  if (is_long && o != ':' && !optopt) { /* unknown: the nearest option, --fromat's --format */
+    char typed[64];
+    snprintf(typed, sizeof typed, "%.*s", (int)(len - 2), arg + 2);
+    const char *near = NULL;
+    size_t best = SIZE_MAX;
+    for (const struct option *l = longopts; l && l->name; l++) {
+      size_t d = cairn_edit_distance(typed, l->name);
+      if (d < best && cairn_near(typed, l->name)) {
+        best = d;
+        near = l->name;
+      }
+    }
+    if (near)
+      return report_usage(usage, "%s: %.*s: unknown option (did you mean --%s?)", argv[0],
+                          (int)len, arg, near);
+  }
   if (is_long) return report_usage(usage, "%s: %.*s: %s", argv[0], (int)len, arg, why);
   return report_usage(usage, "%s: -%c: %s", argv[0], optopt, why);
 }
