@@ -97,6 +97,11 @@ int cli_store_open(struct cli *c, unsigned flags, cairn_store **st) {
     int r = cairn_store_open_flags(c->store_dir ? c->store_dir : dir, flags & CAIRN_STORE_CREATE,
                                    &opened);
     if (r == -ENOENT && (flags & CLI_STORE_MISSING_OK)) { /* read as an empty store */
+      if (c->store_dir) { /* one typed (--store /typo): say so, not only an empty table */
+        char line[PATH_MAX + 64];
+        snprintf(line, sizeof line, "store %s: does not exist (nothing to list)", c->store_dir);
+        report_notice(line);
+      }
       cairn_store_close(opened);
       *st = NULL;
       return CAIRN_EXIT_OK;

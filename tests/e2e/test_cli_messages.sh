@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_cli_messages.sh — messages that say the right thing: an option
 # where the command goes is an unknown option, not a command (--stor: did
-# you mean --store?; -V); cairn-pin lst is a mistyped subcommand, not an
+# you mean --store?; -V); a --store that does not exist is said; cairn-pin lst is a mistyped subcommand, not an
 # image to list; "after 1 second", not "1 seconds"; an oci: layout of
 # several images names them; rm's lines in one case (Removed layer after
 # Untagged:, Deleted:); a kept upper's row in mounts has PID -, not 0;
@@ -16,6 +16,9 @@ pull_test_init
 expect_exit 2 "cairn --stor DIR images" cairn --stor "$T/x" images
 check "says --stor is an unknown option, did you mean --store" \
   grep -qx "cairn: --stor: unknown option (did you mean --store?)" "$T/stderr"
+expect_exit 0 "cairn --store /typo images" cairn --store "$T/typo" images
+check "says the store does not exist" \
+  grep -qx "cairn: store $T/typo: does not exist (nothing to list)" "$T/stderr"
 expect_exit 2 "cairn -V" cairn -V
 check "says -V is an unknown option" grep -q "^cairn: -V: unknown option" "$T/stderr"
 expect_exit 2 "cairn-pin lst" cairn-pin lst
