@@ -128,6 +128,11 @@ _cairn_complete() {
   --compress) _cairn_reply "$cur" gzip zstd none; return ;;
   --format) _cairn_reply "$cur" zstd:chunked estargz; return ;;
   --authfile) _cairn_files "$cur"; return ;;
+  --filter)
+    _cairn_reply "$cur" dangling=true dangling=false reference=
+    compopt -o nospace 2>/dev/null
+    return
+    ;;
   --change | -c)
     _cairn_reply "$cur" CMD= ENTRYPOINT= ENV= WORKDIR= USER= LABEL= EXPOSE= STOPSIGNAL=
     compopt -o nospace 2>/dev/null

@@ -7,7 +7,9 @@
 # {{.RootFS.Layers}}, {{range}}) and df --format with {{.Field}};
 # export -o FILE (created or emptied, never through a planted symlink nor
 # into another user's file); images NAME as a filter; images's rows as
-# podman's: REPOSITORY and TAG, a row per name, <none> <none> untagged.
+# podman's: REPOSITORY and TAG, a row per name, <none> <none> untagged;
+# images -a and --filter dangling=BOOL; image ls, image prune, system df,
+# rmi, rm -a; save and load say the cairn way.
 source "$(dirname "$0")/../lib/test-lib.sh"
 two_layers
 cd "$T" || exit 1
@@ -101,5 +103,27 @@ sqlite3 "$STORE/meta.db" "DELETE FROM names WHERE image_id = '$other'"
 rm -f "$STORE/refs" # a hand edit of the names drops STORE/refs, as cairn's writers do
 check "images: an image without a name is <none> <none>" \
   grep -qE "^<none> +<none> +${other:0:12} " <(cairn images)
+
+# podman's words: aliases where one fits, the cairn way where none does.
+check "images --filter dangling=true: the untagged image only" \
+  [ "$(cairn images -q --no-trunc --filter dangling=true)" = "$other" ]
+check "images -f dangling=false: the others" \
+  [ "$(cairn images -q --no-trunc -f dangling=false | grep -c "$other")" = 0 ]
+check "images -a: every image" [ "$(cairn images -a -q | wc -l)" = "$(cairn images -q | wc -l)" ]
+expect_exit 2 "images --filter nope=1: refused" cairn images --filter nope=1
+check "image ls is images" cmp -s <(cairn image ls) <(cairn images)
+check "image list is images" cmp -s <(cairn image list -q) <(cairn images -q)
+check "system df is df" cmp -s <(cairn system df --json) <(cairn df --json)
+check "image inspect is inspect" [ "$(cairn image inspect -f '{{.Id}}' app:1)" = "$id" ]
+expect_exit 2 "save: no such command" cairn save -o x.tar app:1
+check "save: says the cairn way" grep -q "^cairn: save: no such command; the cairn way: cairn push IMAGE docker-archive:FILE" "$T/stderr"
+expect_exit 2 "load: no such command" cairn load -i x.tar
+check "load: says the cairn way" grep -q "the cairn way: cairn pull docker-archive:FILE" "$T/stderr"
+expect_exit 0 "image prune: removes the untagged images" cairn image prune
+check "the untagged one is gone" [ -z "$(cairn images -q --filter dangling=true)" ]
+check "the named ones stay" [ "$(cairn inspect -f "{{.Id}}" app:1)" = "$id" ]
+expect_exit 2 "rm -a IMAGE: refused" cairn rm -a app:1
+expect_exit 0 "rmi -a: every image goes" cairn rmi -a
+check "none is left" [ -z "$(cairn images -q)" ]
 
 finish
