@@ -48,10 +48,13 @@ static void libfuse_version(const char *bin, char *out, size_t len) {
 #define STORE_HINT "use --store DIR or CAIRN_STORE=DIR for a store of yours"
 
 /* Why the store cannot be opened, in a line for the store's row: "none
- * here yet ..." (missing: not an error), or the reason and a hint. */
-static void store_state(int r, const char *why, char *buf, size_t len) {
+ * here yet ..." (missing: not an error), "not usable" (missing, and this
+ * user cannot make it), or the reason, and a hint. */
+static void store_state(int r, bool unmakable, const char *why, char *buf, size_t len) {
   if (r == -ENOENT)
     snprintf(buf, len, "none here yet (cairn import or pull makes it)");
+  else if (unmakable)
+    snprintf(buf, len, "not usable: %s (" STORE_HINT ")", why);
   else
     snprintf(buf, len, "cannot be opened: %s (" STORE_HINT ")", why);
 }
@@ -79,10 +82,21 @@ static int info_run(struct cli *c, int argc, char **argv) {
   int open_r = *store_dir ? cairn_store_open_flags(store_dir, 0, &st)
                           : -ENOENT; /* no HOME: nowhere to look */
   char why[1200] = "";
+  bool unmakable = false;
   if (open_r < 0) {
     snprintf(why, sizeof(why), "%s", *store_dir ? report_why(st, open_r) : "no directory");
     cairn_store_close(st);
     st = NULL;
+    char blocker[1024];
+    int cr = open_r == -ENOENT && *store_dir
+                 ? cairn_store_creatable(store_dir, blocker, sizeof blocker)
+                 : 0;
+    if (cr < 0) { /* none, and none can be made: import would fail */
+      open_r = cr;
+      unmakable = true;
+      snprintf(why, sizeof(why), "there is none, and none can be made: %.1024s: %s", blocker,
+               cr == -EACCES ? "not writable by this user" : strerror(-cr));
+    }
   } else {
     c->st = st; /* closed by cli_close */
     if (cairn_store_notice(st)) report_notice(cairn_store_notice(st));
@@ -99,7 +113,7 @@ static int info_run(struct cli *c, int argc, char **argv) {
   if (r < 0) return report_fail(r, "info: %s", report_why(st, r));
   const char *state = st ? "ready" : open_r == -ENOENT ? "missing" : "unusable";
   char state_line[1400] = "";
-  if (!st) store_state(open_r, why, state_line, sizeof(state_line));
+  if (!st) store_state(open_r, unmakable, why, state_line, sizeof(state_line));
   char bin[PATH_MAX], fuse[64];
   cli_cairnfs_path(bin, sizeof(bin));
   libfuse_version(bin, fuse, sizeof(fuse));
@@ -163,6 +177,7 @@ const struct cli_command cmd_info = {
                "which of --store, CAIRN_STORE, cairn.conf or the default chose it, schema\n"
                "version, images, layers, blobs), the pull jobs, the libfuse cairnfs uses and\n"
                "the kernel. A store that is missing or cannot be opened is said, not fatal:\n"
-               "info tells what it knows (exit 0 if missing, 1 if it cannot be opened).",
+               "info tells what it knows (exit 0 if missing, 1 if it cannot be opened, or\n"
+               "is missing and cannot be made: a directory this user may not write to).",
     .options = "--json\tone JSON object, exact numbers\n",
 };

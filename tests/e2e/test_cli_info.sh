@@ -74,6 +74,15 @@ nb cairn --store "$STORE" info --json >"$T/nobody.json" 2>/dev/null
 check_json "info --json as nobody: state unusable, the error" \
   '.store.state == "unusable" and (.store.error | test("Permission denied")) and .store.images == null and .version != null' \
   cat "$T/nobody.json"
+# A user whose HOME does not exist: no store, and none can be made there.
+nh() { env -u CAIRN_STORE -u XDG_DATA_HOME HOME="$T/nohome" setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+expect_exit 1 "info as a user whose HOME does not exist: exit 1" nh cairn info
+check "says the store is not usable and why" \
+  grep -qx "store state: *not usable: there is none, and none can be made: $T: not writable by this user (use --store DIR or CAIRN_STORE=DIR for a store of yours)" "$T/stdout"
+nh cairn info --json >"$T/nohome.json" 2>/dev/null
+check_json "info --json: state unusable" '.store.state == "unusable" and (.store.error | test("none can be made"))' \
+  cat "$T/nohome.json"
+check "makes nothing" [ ! -e "$T/nohome" ]
 
 expect_exit 2 "info takes no operand" cairn info x
 expect_exit 0 "info --help" cairn info --help
