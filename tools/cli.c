@@ -521,9 +521,15 @@ void cli_program_help(const char *usage, const struct cli_command *const *cmds, 
   for (size_t i = 0; i < n; i++)
     if ((int)strlen(cmds[i]->name) > width) width = (int)strlen(cmds[i]->name);
   printf("usage: %s\n\ncommands:\n", usage);
-  for (size_t i = 0; i < n; i++) /* the summary's first line */
-    printf("  %-*s  %.*s\n", width, cmds[i]->name, (int)strcspn(cmds[i]->summary, "\n"),
-           cmds[i]->summary);
+  for (size_t i = 0; i < n; i++) { /* the summary's first sentence, on one line */
+    const char *s = cmds[i]->summary;
+    size_t len = 0;
+    while (s[len] && !(s[len] == '.' && (s[len + 1] == ' ' || s[len + 1] == '\n' || !s[len + 1])))
+      len++;
+    printf("  %-*s  ", width, cmds[i]->name);
+    for (size_t k = 0; k <= len && s[k]; k++) putchar(s[k] == '\n' ? ' ' : s[k]);
+    putchar('\n');
+  }
   options_print(&options, 1);
   char dir[4096];
   printf("\nThe store is --store DIR, else $CAIRN_STORE, else the store of cairn.conf\n"

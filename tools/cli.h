@@ -122,9 +122,10 @@ struct cli_listing {
   const char *format; /* --format TEMPLATE: "{{.Field}}" per column, \t, \n */
   const char *cmd;    /* the command's name, for its errors */
 };
-/* The help lines of the flags of a listing of rows. */
-#define CLI_LISTING_OPTIONS                                                                        \
-  "-q, --quiet\tprint the ids only (mounts: the directories)\n"                                    \
+/* The help lines of the flags of a listing of rows; _REST those after -q,
+ * for a listing whose -q prints something else than ids (mounts). */
+#define CLI_LISTING_OPTIONS "-q, --quiet\tprint the ids only\n" CLI_LISTING_OPTIONS_REST
+#define CLI_LISTING_OPTIONS_REST                                                                   \
   "--no-trunc\tprint ids in full (64 hex digits)\n"                                                \
   "--format TEMPLATE\tprint each row as TEMPLATE: {{.Field}} for a column ({{.ID}},\n"             \
   "\t{{.Names}}...: a wrong one lists them), \\t, \\n; --format json is --json\n"

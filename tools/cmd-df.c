@@ -98,8 +98,9 @@ const struct cli_command cmd_df = {
     .name = "df",
     .run = df_run,
     .usage = "cairn df [--json | --format TEMPLATE]",
-    .summary = "Show the store's disk usage, as podman system df: images, layers, blobs and\n"
-               "the compressed layers pulls keep (for podman's Additional Layer Store), each\n"
+    .summary = "Show the store's disk usage, as podman system df.\n"
+               "Images, layers, blobs and the compressed layers pulls keep (for podman's\n"
+               "Additional Layer Store), each\n"
                "counted once (a layer several images use counts once), shared by several or\n"
                "unique, reclaimable (what cairn gc would free) and pinned.\n"
                "Pending (a row only when there are some): the files lazy pulls have not\n"

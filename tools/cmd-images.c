@@ -197,10 +197,10 @@ const struct cli_command cmd_images = {
     .run = images_run,
     .usage = "cairn images [--json | -q | --format TEMPLATE] [--no-trunc] [-a]\n"
              "                    [--filter dangling=BOOL|reference=NAME] [NAME]",
-    .summary = "List the images, newest stored first, a row per name as podman images:\n"
-               "repository, tag (<none> <none>: no name), id, created (the image's, from its\n"
-               "config, relative), size, layers, pinned; --json: an object per image (its\n"
-               "names, stored too).\n"
+    .summary = "List the images, newest stored first, a row per name as podman images.\n"
+               "The columns: repository, tag (<none> <none>: no name), id, created (the\n"
+               "image's, from its config, relative), size, layers, pinned; --json: an object\n"
+               "per image (its names, stored too).\n"
                "A partial image (pull --lazy; cairn fill completes it) has a PENDING column\n"
                "(the bytes not fetched yet: the column is there only when some image is\n"
                "partial) and, in --json, pending_files and pending_bytes.\n"

@@ -173,10 +173,11 @@ const struct cli_command cmd_info = {
     .name = "info",
     .run = info_run,
     .usage = "cairn info [--json]",
-    .summary = "Show cairn's version, the cairn.conf files read, the store (its directory,\n"
-               "which of --store, CAIRN_STORE, cairn.conf or the default chose it, schema\n"
-               "version, images, layers, blobs), the pull jobs, the libfuse cairnfs uses and\n"
-               "the kernel. A store that is missing or cannot be opened is said, not fatal:\n"
+    .summary = "Show cairn's version, its configuration, the store, libfuse and the kernel.\n"
+               "That is: the cairn.conf files read, the store (its directory, which of\n"
+               "--store, CAIRN_STORE, cairn.conf or the default chose it, schema version,\n"
+               "images, layers, blobs), the pull jobs, the libfuse cairnfs uses and the\n"
+               "kernel. A store that is missing or cannot be opened is said, not fatal:\n"
                "info tells what it knows (exit 0 if missing, 1 if it cannot be opened, or\n"
                "is missing and cannot be made: a directory this user may not write to).",
     .options = "--json\tone JSON object, exact numbers\n",

@@ -87,8 +87,9 @@ const struct cli_command cmd_inspect = {
     .name = "inspect",
     .run = inspect_run,
     .usage = "cairn inspect [--json | -f TEMPLATE] IMAGE",
-    .summary = "Print IMAGE's names, config, layers and pins as JSON; created is the image's\n"
-               "creation time (its config's), stored when this store got it. Pending: a lazy\n"
+    .summary = "Print IMAGE's names, config, layers and pins as JSON.\n"
+               "created is the image's creation time (its config's), stored when this store\n"
+               "got it. Pending: a lazy\n"
                "pull's files not here yet; AccessList: how many files the image's recorded\n"
                "access list names (cairn mount's record-access; push puts them first).",
     .options = "--json\taccepted for habit: the output is JSON already\n"

@@ -122,8 +122,9 @@ const struct cli_command cmd_push = {
     .name = "push",
     .run = push_run,
     .usage = PUSH_USAGE,
-    .summary = "Send an image to a registry, an OCI layout or an archive, each layer its exact\n"
-               "tar (the diff_ids and image id do not change); print the manifest's digest.\n"
+    .summary = "Send an image to a registry, an OCI layout or an archive; print its digest.\n"
+               "Each layer is its exact tar (the diff_ids and image id do not change); the\n"
+               "digest printed is the manifest's.\n"
                "A layer pulled is sent as it was pulled (its blob, digest and media type),\n"
                "unless --compress names another compression or --force-compression is given.\n"
                "--format writes every layer lazily pullable (zstd:chunked: the same tar, the\n"
