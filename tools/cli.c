@@ -467,12 +467,21 @@ const struct cli_command *cli_command_find(const struct cli_command *const *cmds
   return NULL;
 }
 
+/* Whether a is b with two neighbouring letters swapped (hodl, hold). */
+static bool swapped(const char *a, const char *b) {
+  size_t n = strlen(a), i = 0;
+  if (n != strlen(b)) return false;
+  while (i < n && a[i] == b[i]) i++;
+  return i + 1 < n && a[i] == b[i + 1] && a[i + 1] == b[i] && strcmp(a + i + 2, b + i + 2) == 0;
+}
+
 const char *cli_command_nearest(const struct cli_command *const *cmds, size_t n, const char *name) {
   const char *best = NULL;
   size_t best_d = SIZE_MAX;
   for (size_t i = 0; i < n; i++) {
-    size_t d = cairn_edit_distance(name, cmds[i]->name);
-    if (d < best_d && cairn_near(name, cmds[i]->name)) {
+    bool sw = swapped(name, cmds[i]->name);
+    size_t d = sw ? 1 : cairn_edit_distance(name, cmds[i]->name);
+    if (d < best_d && (sw || cairn_near(name, cmds[i]->name))) {
       best = cmds[i]->name;
       best_d = d;
     }

@@ -50,7 +50,8 @@ struct cli_command {
 const struct cli_command *cli_command_find(const struct cli_command *const *cmds, size_t n,
                                            const char *name);
 /* The name of the command among n nearest to name, a mistyped one (for
- * "did you mean"), or NULL. */
+ * "did you mean": cairn_near, or two neighbouring letters swapped), or
+ * NULL. */
 const char *cli_command_nearest(const struct cli_command *const *cmds, size_t n, const char *name);
 /* True if argv (before any "--") holds -h or --help: every command and
  * subcommand answers it with its help, whatever else argv holds. */

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_cli_messages.sh — messages that say the right thing: an option
 # where the command goes is an unknown option, not a command (--stor: did
-# you mean --store?; -V); a --store that does not exist is said; cairn-pin lst is a mistyped subcommand, not an
-# image to list; "after 1 second", not "1 seconds"; an oci: layout of
+# you mean --store?; -V); a --store that does not exist is said;
+# cairn-pin lst and hodl are mistyped subcommands, not images to list, and
+# cairn-pin's errors name it once; "after 1 second", not "1 seconds"; an oci: layout of
 # several images names them; rm's lines in one case (Removed layer after
 # Untagged:, Deleted:); a kept upper's row in mounts has PID -, not 0;
 # cairnfs's refusals relayed by mount say "mount:" as mount's own; an
@@ -24,6 +25,15 @@ check "says -V is an unknown option" grep -q "^cairn: -V: unknown option" "$T/st
 expect_exit 2 "cairn-pin lst" cairn-pin lst
 check "says lst is a mistyped subcommand" \
   grep -qx "cairn-pin: lst: unknown subcommand (did you mean ls?)" "$T/stderr"
+expect_exit 2 "cairn-pin hodl IMAGE -- true" cairn-pin hodl app:1 -- true
+check "says hodl is a mistyped subcommand" \
+  grep -qx "cairn-pin: hodl: unknown subcommand (did you mean hold?)" "$T/stderr"
+expect_exit 2 "cairn-pin hodl" cairn-pin hodl
+check "hodl alone too, not an image to list" \
+  grep -qx "cairn-pin: hodl: unknown subcommand (did you mean hold?)" "$T/stderr"
+expect_exit 2 "cairn-pin IMAGE X" cairn-pin app:1 x
+check "too many arguments, the program named once" \
+  grep -qx "cairn-pin: ls: too many arguments" "$T/stderr"
 expect_exit 2 "cairn-pin --stor DIR" cairn-pin --stor "$T/x"
 check "says --stor is an unknown option" \
   grep -qx "cairn-pin: --stor: unknown option (did you mean --store?)" "$T/stderr"
