@@ -6,7 +6,8 @@
  * root, XDG_DATA_HOME or HOME), its schema version and how much it holds;
  * the pull jobs of cairn.conf; the libfuse that cairnfs (the one `cairn mount` runs)
  * uses, as its --version says; the kernel. The kernel's FUSE protocol
- * version is told only to a mounting daemon (FUSE_INIT), so info says it
+ * version is told only to a mounting daemon (FUSE_INIT): info reads it
+ * from the request a live mount's daemon keeps, and without one says it
  * cannot know it rather than mount something to ask.
  */
 #include "commands.h"
@@ -57,6 +58,22 @@ static void store_state(int r, bool unmakable, const char *why, char *buf, size_
     snprintf(buf, len, "not usable: %s (" STORE_HINT ")", why);
   else
     snprintf(buf, len, "cannot be opened: %s (" STORE_HINT ")", why);
+}
+
+/* The kernel's FUSE protocol, as the first live mount's daemon was told it. */
+struct proto_find {
+  char version[32]; /* "7.41", or "" */
+  char dir[PATH_MAX];
+};
+
+static int proto_visit(const cairn_mount_rec *m, void *arg) {
+  struct proto_find *p = arg;
+  unsigned major, minor;
+  if (m->state != CAIRN_MOUNT_LIVE || cairn_mount_kernel_protocol(m->pid, &major, &minor) < 0)
+    return 0;
+  snprintf(p->version, sizeof p->version, "%u.%u", major, minor);
+  snprintf(p->dir, sizeof p->dir, "%s", m->dir);
+  return 1;
 }
 
 /* A count of the store's, or null if not known (a store that cannot be opened). */
@@ -121,18 +138,29 @@ static int info_run(struct cli *c, int argc, char **argv) {
   if (uname(&u) < 0) snprintf(u.release, sizeof(u.release), "unknown");
   bool dev_fuse = access("/dev/fuse", R_OK | W_OK) == 0;
   const char *proto_why = "unknown without a mount: the kernel tells it to the daemon at FUSE_INIT";
+  struct proto_find proto = {.version = ""};
+  char proto_note[PATH_MAX + 64], proto_line[PATH_MAX + 128];
+  if (st) cairn_mounts_foreach(st, proto_visit, &proto);
+  if (proto.version[0]) { /* as the kernel told a live mount's daemon */
+    snprintf(proto_note, sizeof proto_note, "as told to the mount at %.*s", PATH_MAX - 64,
+             proto.dir);
+    proto_why = proto_note;
+  }
+  snprintf(proto_line, sizeof proto_line, "%s%s%s%s", proto.version, proto.version[0] ? " (" : "",
+           proto_why, proto.version[0] ? ")" : "");
   const char *shown_dir = st ? cairn_store_dir(st) : store_dir;
   if (l.json) {
     const char *git = version_git();
     json_t *o = json_pack(
-        "{s:s, s:s?, s:{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:s?}, s:{s:s?, s:s, s:n, s:s, "
+        "{s:s, s:s?, s:{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:s, s:s?}, s:{s:s?, s:s, s:s?, s:s, "
         "s:s, s:b}, s:{s:s?, s:b, s:s?, s:b, s:i, s:s}}",
         "version", version_number(), "git", *git ? git : NULL, "store", "dir", shown_dir, "from",
         from, "schema_version", st ? json_integer(si.schema_version) : json_null(), "images",
         count_json(counted, si.images), "names", count_json(counted, si.names), "layers",
         count_json(counted, si.layers), "blobs", count_json(counted, si.blobs), "state", state,
         "error", st ? NULL : why, "fuse", "libfuse", *fuse ? fuse : NULL, "cairnfs", bin,
-        "kernel_protocol", "kernel_protocol_note", proto_why, "kernel", u.release, "dev_fuse",
+        "kernel_protocol", proto.version[0] ? proto.version : NULL, "kernel_protocol_note",
+        proto_why, "kernel", u.release, "dev_fuse",
         dev_fuse, "config", "system", cfg->paths[0], "system_read", cfg->read[0], "user",
         cfg->paths[1], "user_read", cfg->read[1], "pull_jobs", (int)jobs, "pull_jobs_from",
         jobs_from);
@@ -160,7 +188,7 @@ static int info_run(struct cli *c, int argc, char **argv) {
            "kernel FUSE protocol:  %s\n"
            "kernel:                %s\n"
            "/dev/fuse:             %s\n",
-           *fuse ? fuse : "unknown (cairnfs did not say)", bin, proto_why, u.release,
+           *fuse ? fuse : "unknown (cairnfs did not say)", bin, proto_line, u.release,
            dev_fuse ? "usable" : "missing or not usable");
   }
   /* A store that is missing is no failure (an empty one); one that cannot

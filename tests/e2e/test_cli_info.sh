@@ -3,7 +3,8 @@
 # test_cli_info.sh — cairn info [--json]: cairn's version, the store (its
 # directory and which rule chose it: --store, CAIRN_STORE, XDG_DATA_HOME,
 # HOME), its schema version and counts, the libfuse cairnfs uses, and the
-# kernel; the kernel's FUSE protocol is said to be unknown without a mount.
+# kernel; the kernel's FUSE protocol is said to be unknown without a mount,
+# and as the kernel told it to a live mount's daemon with one.
 # (The default for root, /var/lib/cairn, is left alone: a test writes
 # nothing outside $T.)
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -42,6 +43,16 @@ check "counts the images and names" grep -qx "images: *2 (3 names)" "$T/stdout"
 check "says the kernel FUSE protocol is unknown without a mount" \
   grep -q "^kernel FUSE protocol: *unknown without a mount" "$T/stdout"
 check "libfuse line" grep -q "^libfuse: *$(pkg-config --modversion fuse3) " "$T/stdout"
+
+# With a live mount, the protocol the kernel told its daemon.
+mkdir "$T/mnt"
+setup cairn mount -q app:1 "$T/mnt"
+on_exit "cairn umount -q '$T/mnt'"
+expect_exit 0 "info with a live mount" cairn info
+check "says the kernel FUSE protocol, as told to the mount" \
+  grep -qx "kernel FUSE protocol: *7\.[0-9][0-9]* (as told to the mount at $T/mnt)" "$T/stdout"
+check_json "info --json: kernel_protocol 7.N" '.fuse.kernel_protocol | test("^7\\.[0-9]+$")' cairn info --json
+cairn umount -q "$T/mnt"
 
 # Another user's defaults: XDG_DATA_HOME, else HOME.
 chmod 711 "$T"
