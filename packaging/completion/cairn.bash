@@ -159,7 +159,15 @@ _cairn_complete() {
   cairn:help | cairn-pin:help)
     ((nth == 0)) && _cairn_reply "$cur" $(_cairn_commands "$prog")
     ;;
-  cairn:inspect | cairn:rm | cairn:export | cairn:fill | cairn:history | cairn-pin:ls | cairn-pin:wait)
+  cairn:image) # podman's words (cairn image ls is cairn images...)
+    ((nth == 0)) && _cairn_reply "$cur" ls list rm prune $(_cairn_commands "$prog")
+    ((nth >= 1)) && [[ ${operands[0]} == @(rm|inspect|history|export|tag|push) ]] &&
+      _cairn_reply "$cur" $(_cairn_images "${store[@]}")
+    ;;
+  cairn:system)
+    ((nth == 0)) && _cairn_reply "$cur" df info
+    ;;
+  cairn:inspect | cairn:rm | cairn:rmi | cairn:export | cairn:fill | cairn:history | cairn-pin:ls | cairn-pin:wait)
     _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
   cairn:mount | cairn:bundle)
