@@ -31,6 +31,8 @@ typedef struct registry {
                   * --tls-verify=false, or cairn.conf), as podman */
   bool plain;    /* insecure, and found to speak plain HTTP: requests to server go
                   * as http:// (under lock) */
+  bool tls_seen; /* a request to server went through over TLS: a later failure
+                  * is the network's, no reason to leave TLS (under lock) */
   char *server;  /* its URL: "https://HOST[:PORT]" */
   char *repo;           /* "team/app" */
   char *ref;            /* tag or "sha256:..." */

@@ -317,14 +317,17 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
     }
     if (plain_url) plainq.url = url = plain_url;
     CURLcode c = perform(rg, h, q, token_request, &x);
-    if (rg->insecure && !plain_url && tls_refused(c) && is_own(rg, url)) {
-      /* an insecure registry that speaks no TLS: plain HTTP from now on,
-       * said nowhere, as podman */
+    if (rg->insecure && !plain_url && is_own(rg, url)) {
       pthread_mutex_lock(&rg->lock);
-      rg->plain = true;
+      bool fall_back = tls_refused(c) && !rg->tls_seen;
+      if (c == CURLE_OK) rg->tls_seen = true;
+      if (fall_back) rg->plain = true;
       pthread_mutex_unlock(&rg->lock);
-      attempt--; /* not a failed attempt: the first of the other scheme */
-      continue;
+      if (fall_back) { /* an insecure registry that speaks no TLS: plain HTTP
+                        * from now on, said nowhere, as podman */
+        attempt--; /* not a failed attempt: the first of the other scheme */
+        continue;
+      }
     }
     bool transient = false;
     if (x.sink_err == -EFBIG) {
@@ -446,7 +449,7 @@ static int use_endpoint(registry *rg, size_t k, cairn_store *st) {
   rg->auth = rg->ca_pem = NULL;
   rg->ca_len = 0;
   bool hub = strcmp(rg->endpoint, "docker.io") == 0; /* Docker Hub's API is elsewhere */
-  rg->plain = false;
+  rg->plain = rg->tls_seen = false;
   if (asprintf(&rg->server, "https://%s", hub ? "registry-1.docker.io" : rg->endpoint) < 0)
     rg->server = NULL;
   rg->creds = cn_registry_find_creds(rg->endpoint, own ? o->creds : NULL);
