@@ -866,7 +866,7 @@ typedef struct cairn_pull_layer {
 typedef struct cairn_pull_opts {
   const char *platform; /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
   const char *creds;    /* "USER:PASS"; NULL reads auth.json files */
-  bool insecure; /* docker://: no TLS checks, plain HTTP to a host with no TLS */
+  bool insecure;        /* docker://: no TLS checks, plain HTTP to a host with no TLS */
   /* docker://: cairn.conf (cairn_config_load), or NULL: the registry's
    * mirrors are tried first, in order, each until one gives the image's
    * manifest, which then serves the whole pull; a registry (or mirror) it

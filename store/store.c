@@ -140,9 +140,12 @@ int cairn_store_creatable(const char *dir, char *blocker, size_t len) {
     if (stat(path, &sb) == 0) break;
     if (errno != ENOENT && errno != ENOTDIR) break; /* EACCES: the parent says why */
     char *slash = strrchr(path, '/');
-    if (!slash) snprintf(path, sizeof path, ".");
-    else if (slash == path) path[1] = '\0'; /* "/" */
-    else *slash = '\0';
+    if (!slash)
+      snprintf(path, sizeof path, ".");
+    else if (slash == path)
+      path[1] = '\0'; /* "/" */
+    else
+      *slash = '\0';
     if (!slash || strcmp(path, "/") == 0) {
       if (stat(path, &sb) < 0) return -errno;
       break;

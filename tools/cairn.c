@@ -92,12 +92,11 @@ static int habit_apply(int argc, char **argv, int *out_argc, char ***out) {
     bool two = h->sub != NULL;
     if (two && (argc < 3 || (strcmp(h->sub, "*") != 0 && strcmp(argv[2], h->sub) != 0))) continue;
     const char *typed = two ? argv[2] : argv[1];
-    if (two && strcmp(h->sub, "*") == 0 && !cli_command_find(commands, N_COMMANDS, typed))
-      continue;
+    if (two && strcmp(h->sub, "*") == 0 && !cli_command_find(commands, N_COMMANDS, typed)) continue;
     if (!h->cmd) {
       int code = report_usage(USAGE " (cairn --help lists the commands)",
-                              "%s%s%s: no such command; the cairn way: %s", argv[1],
-                              two ? " " : "", two ? argv[2] : "", h->hint);
+                              "%s%s%s: no such command; the cairn way: %s", argv[1], two ? " " : "",
+                              two ? argv[2] : "", h->hint);
       return code + 2;
     }
     int skip = two ? 3 : 2, n = 0;

@@ -228,9 +228,9 @@ json_t *cli_inspect_podman_json(const struct cairn_image_info *info) {
   json_t *o = json_pack(
       "{s:s, s:s, s:o, s:[], s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:{s:o, s:o}, s:o,"
       " s:{}, s:o, s:o}",
-      "Id", im->id, "Digest", digest, "RepoTags", names_json(im->names, im->n_names),
-      "RepoDigests", "Parent", "", "Comment", config_get(config, "comment", json_string("")),
-      "Created", created, "Config", pc ? pc : json_object(), "Version",
+      "Id", im->id, "Digest", digest, "RepoTags", names_json(im->names, im->n_names), "RepoDigests",
+      "Parent", "", "Comment", config_get(config, "comment", json_string("")), "Created", created,
+      "Config", pc ? pc : json_object(), "Version",
       config_get(config, "docker_version", json_string("")), "Author",
       config_get(config, "author", json_string("")), "Architecture",
       config_get(config, "architecture", json_string("")), "Os",
@@ -415,8 +415,8 @@ int cli_bad_option(const char *usage, char **argv, int o, const struct option *l
       }
     }
     if (near)
-      return report_usage(usage, "%s: %.*s: unknown option (did you mean --%s?)", argv[0],
-                          (int)len, arg, near);
+      return report_usage(usage, "%s: %.*s: unknown option (did you mean --%s?)", argv[0], (int)len,
+                          arg, near);
   }
   if (is_long) return report_usage(usage, "%s: %.*s: %s", argv[0], (int)len, arg, why);
   return report_usage(usage, "%s: -%c: %s", argv[0], optopt, why);

@@ -73,7 +73,8 @@ static int df_run(struct cli *c, int argc, char **argv) {
     json_t *row;
     if (l.json) cli_print_json(rows);
     json_array_foreach(rows, i, row) { /* --format: each class by the template */
-      if (l.format && (code = cli_json_template_print("df", cmd_df.usage, l.format, row, NULL)) != 0)
+      if (l.format &&
+          (code = cli_json_template_print("df", cmd_df.usage, l.format, row, NULL)) != 0)
         break;
     }
     json_decref(rows);

@@ -115,8 +115,10 @@ static int images_podman_flags(int *argc, char **argv, const char *usage, int *d
     else if (strncmp(f, "reference=", 10) == 0 && f[10])
       *reference = f + 10;
     else
-      return report_usage(usage, "images: --filter %s: not a filter (dangling=true|false, "
-                                 "reference=NAME)", f);
+      return report_usage(usage,
+                          "images: --filter %s: not a filter (dangling=true|false, "
+                          "reference=NAME)",
+                          f);
   }
   argv[out] = NULL;
   *argc = out;

@@ -160,10 +160,9 @@ static int info_run(struct cli *c, int argc, char **argv) {
         count_json(counted, si.layers), "blobs", count_json(counted, si.blobs), "state", state,
         "error", st ? NULL : why, "fuse", "libfuse", *fuse ? fuse : NULL, "cairnfs", bin,
         "kernel_protocol", proto.version[0] ? proto.version : NULL, "kernel_protocol_note",
-        proto_why, "kernel", u.release, "dev_fuse",
-        dev_fuse, "config", "system", cfg->paths[0], "system_read", cfg->read[0], "user",
-        cfg->paths[1], "user_read", cfg->read[1], "pull_jobs", (int)jobs, "pull_jobs_from",
-        jobs_from);
+        proto_why, "kernel", u.release, "dev_fuse", dev_fuse, "config", "system", cfg->paths[0],
+        "system_read", cfg->read[0], "user", cfg->paths[1], "user_read", cfg->read[1], "pull_jobs",
+        (int)jobs, "pull_jobs_from", jobs_from);
     if (!o) return report_fail(-ENOMEM, "info: out of memory");
     cli_print_json(o);
     json_decref(o);

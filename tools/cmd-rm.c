@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-rm.c — `cairn rm [-f] [--wait[=SECONDS]] IMAGE...`: removes names or
- * images (-a: every image; --untagged: those with no name). A pinned image is exit 4 naming every holder, unless --wait,
- * which waits for the pins to go (for ever, or SECONDS) and tries again.
+ * images (-a: every image; --untagged: those with no name). A pinned
+ * image is exit 4 naming every holder, unless --wait, which waits for the
+ * pins to go (for ever, or SECONDS) and tries again.
  * An image under a kept or crashed --rw mount's upper layer is exit 4
  * naming it, unless -f/--force (podman rm -f's spelling), which drops it.
  * Like every option with a value, --wait takes it as --wait=SECONDS or
@@ -95,12 +96,10 @@ static int rm_collect(const cairn_image_rec *im, void *arg) {
 }
 
 static int rm_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"wait", optional_argument, NULL, 'w'},
-                                       {"quiet", no_argument, NULL, 'q'},
-                                       {"force", no_argument, NULL, 'f'},
-                                       {"all", no_argument, NULL, 'a'},
-                                       {"untagged", no_argument, NULL, 'u'},
-                                       {0}};
+  static const struct option opts[] = {
+      {"wait", optional_argument, NULL, 'w'}, {"quiet", no_argument, NULL, 'q'},
+      {"force", no_argument, NULL, 'f'},      {"all", no_argument, NULL, 'a'},
+      {"untagged", no_argument, NULL, 'u'},   {0}};
   struct rm_opts ro = {.wait_ms = -1};
   bool all = false, untagged = false;
   int o;

@@ -1043,10 +1043,9 @@ static int own_registry(const char *ref, char **dest, cairn_store *st) {
 /* Whether dest names no transport ("127.0.0.1:5000/app:1"): what comes
  * before its first ':' is no transport's name, and it has no "://". */
 static bool no_transport(const char *dest) {
-  static const char *const transports[] = {"docker",          "oci",  "oci-archive",
-                                           "docker-archive",  "dir",  "containers-storage",
-                                           "docker-daemon",   "sif",  "tarball",
-                                           "ostree"};
+  static const char *const transports[] = {
+      "docker",        "oci", "oci-archive", "docker-archive", "dir", "containers-storage",
+      "docker-daemon", "sif", "tarball",     "ostree"};
   const char *colon = strchr(dest, ':');
   if (strstr(dest, "://")) return false;
   if (!colon) return true;

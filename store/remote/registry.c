@@ -325,7 +325,7 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
       pthread_mutex_unlock(&rg->lock);
       if (fall_back) { /* an insecure registry that speaks no TLS: plain HTTP
                         * from now on, said nowhere, as podman */
-        attempt--; /* not a failed attempt: the first of the other scheme */
+        attempt--;     /* not a failed attempt: the first of the other scheme */
         continue;
       }
     }
