@@ -16,6 +16,8 @@
 #           that does it.
 #   files   (README.md) the same map by file: which commands each file of
 #           tools/ runs, which FUSE operations each file of fs/ serves.
+#   podman  (doc/podman.md) podman's commands cairn takes as aliases, or
+#           answers with the cairn way: tools/cairn.c's habits[].
 # shellcheck disable=SC2016 # backquotes are Markdown here, not commands
 set -euo pipefail
 write=false
@@ -167,17 +169,35 @@ gen_files() {
     }' <<<"$map" | sort
 }
 
+# podman's words and cairn's: a row per entry of tools/cairn.c's habits[]
+# ({WORD, SUB, CMD, OPT, HINT}, each a "string" or NULL).
+gen_podman() {
+  echo "| podman | cairn |"
+  echo "|---|---|"
+  sed -n '/^} habits\[\] = {/,/^};/p' tools/cairn.c | perl -ne '
+    next unless /^\s*\{((?:"[^"]*"|NULL)(?:,\s*(?:"[^"]*"|NULL)){4})\},/;
+    my @f = map { $_ eq "NULL" ? undef : substr($_, 1, -1) } ($1 =~ /("[^"]*"|NULL)/g);
+    my ($word, $sub, $cmd, $opt, $hint) = @f;
+    my $p = "podman $word" . (defined $sub ? " " . ($sub eq "*" ? "COMMAND" : $sub) : "");
+    my $c = !defined $cmd ? "none (exit 2, saying the cairn way: `$hint`)"
+          : $cmd eq "*" ? "`cairn COMMAND`, for any cairn command"
+          : "`cairn $cmd" . (defined $opt ? " $opt" : "") . "`";
+    print "| `$p` | $c |\n";'
+}
+
 generate() { # generate NAME
   case $1 in
   layers) bash scripts/check-layers.sh --table ;;
   map) gen_map ;;
   files) gen_files ;;
+  podman) gen_podman ;;
   esac
 }
 
 page_of() { # page_of NAME: the page that holds the table
   case $1 in
   files) echo README.md ;;
+  podman) echo doc/podman.md ;;
   *) echo doc/hacking.md ;;
   esac
 }
@@ -186,7 +206,7 @@ page_of() { # page_of NAME: the page that holds the table
 current() { sed -n "/^<!-- BEGIN $1 /,/^<!-- END $1 -->/p" "$DOC" | sed '1d;$d'; }
 
 status=0
-for name in layers map files; do
+for name in layers map files podman; do
   DOC=$(page_of "$name")
   if ! grep -q "^<!-- BEGIN $name " "$DOC" || ! grep -q "^<!-- END $name -->" "$DOC"; then
     echo "check-doc-tables: $DOC: no <!-- BEGIN $name ... --> and <!-- END $name --> lines"

@@ -89,11 +89,45 @@ int cn_name_old_drop(cairn_store *st, const char *norm) {
   return sqlite3_step(d) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "image name");
 }
 
-/* The stored name nearest to ref (cairn_near), into out; "" if none. */
+/* Whether name is of the repository repo[0..rlen) ("localhost/app"), or,
+ * for a short name (shrt), its last component is. */
+static bool same_repo(const char *name, const char *repo, size_t rlen, bool shrt) {
+  const char *colon = strrchr(name, ':');
+  const char *slash = strrchr(name, '/');
+  size_t n = colon && (!slash || colon > slash) ? (size_t)(colon - name) : strlen(name);
+  if (n == rlen && strncmp(name, repo, n) == 0) return true;
+  if (!shrt || strncmp(repo, "localhost/", 10) != 0) return false;
+  const char *last = slash ? slash + 1 : name;
+  return (size_t)(name + n - last) == rlen - 10 && strncmp(last, repo + 10, rlen - 10) == 0;
+}
+
+/* The stored names nearest to ref, into out ("" if none): with no tag
+ * typed, the names of its repository (app's app:1, app:2; three at most);
+ * else the nearest by cairn_near. */
 static void name_nearest(cairn_store *st, const char *ref, char *out, size_t len) {
   char norm[512];
   out[0] = '\0';
   if (cairn_name_normalize(ref, norm, sizeof(norm)) < 0) return;
+  const char *rslash = strrchr(ref, '/');
+  bool tagged = strchr(rslash ? rslash : ref, ':') || strchr(ref, '@');
+  if (!tagged) {
+    const char *c = strrchr(norm, ':');
+    size_t rlen = c ? (size_t)(c - norm) : strlen(norm);
+    bool shrt = strncmp(norm, "localhost/", 10) == 0 && strncmp(ref, "localhost/", 10) != 0;
+    cn_autostmt sqlite3_stmt *q = NULL;
+    if (cn_db_prepare(st, &q, "SELECT name FROM names ORDER BY name") < 0) return;
+    int found = 0;
+    size_t o = 0;
+    while (sqlite3_step(q) == SQLITE_ROW && found <= 3) {
+      const char *n = (const char *)sqlite3_column_text(q, 0);
+      if (!same_repo(n, norm, rlen, shrt)) continue;
+      if (++found <= 3 && o < len)
+        o += (size_t)snprintf(out + o, len - o, "%s%s", found > 1 ? " or " : "", n);
+      else if (o < len)
+        o += (size_t)snprintf(out + o, len - o, " or another");
+    }
+    if (found) return;
+  }
   cn_autostmt sqlite3_stmt *q = NULL;
   if (cn_db_prepare(st, &q, "SELECT name FROM names ORDER BY name") < 0) return;
   size_t best = SIZE_MAX;

@@ -427,7 +427,9 @@ static int df_layers(cairn_store *st, const struct kernel_locks *kl, struct cair
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df layers");
 }
 
-/* Images: their layers' bytes counted once; pinned as `images` says it. */
+/* Images: their layers' bytes counted once; pinned as `images` says it,
+ * the pinned images' bytes their layers' too, a layer two of them share
+ * counted once. */
 static int df_images(cairn_store *st, const struct pinned_view *pv, struct cairn_df_class *d) {
   uint64_t n;
   int r = df_sum(st,
@@ -446,14 +448,26 @@ static int df_images(cairn_store *st, const struct pinned_view *pv, struct cairn
                " WHERE a.image_id = i.id)",
                NULL, &d->shared_count, &n);
   cn_autostmt sqlite3_stmt *q = NULL;
-  if (r == 0) r = cn_db_prepare(st, &q, "SELECT id, size FROM images");
+  if (r == 0) r = cn_db_prepare(st, &q, "SELECT id FROM images");
   if (r < 0) return r;
+  cairn_autofree char *items = NULL, *pinned_ids = NULL;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
-    bool pinned = image_pinned(st, pv, (const char *)sqlite3_column_text(q, 0));
+    const char *id = (const char *)sqlite3_column_text(q, 0);
     d->count++;
-    if (pinned) d->pinned_count++, d->pinned_bytes += (uint64_t)sqlite3_column_int64(q, 1);
+    if (image_pinned(st, pv, id)) {
+      d->pinned_count++;
+      if ((r = ids_append(st, &items, id)) < 0) return r;
+    }
   }
-  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "df images");
+  if (r != SQLITE_DONE) return cn_store_fail_db(st, "df images");
+  if (!items) return 0;
+  if (asprintf(&pinned_ids, "[%s]", items) < 0)
+    return cairn_fail(st, -ENOMEM, "out of memory listing pinned images");
+  return df_sum(st,
+                "SELECT count(*), coalesce(sum(size), 0) FROM layers WHERE id IN"
+                " (SELECT layer_id FROM image_layers WHERE image_id IN"
+                "  (SELECT value FROM json_each(?)))",
+                pinned_ids, &n, &d->pinned_bytes);
 }
 
 /* Blobs: shared by several layers or not; reclaimable once no layer that

@@ -38,6 +38,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/fuse.h>
 #include <sched.h>
 #include <spawn.h>
 #include <string.h>
@@ -633,4 +634,39 @@ int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const 
   }
   free(stale);
   return r < 0 ? r : (int)n;
+}
+
+int cairn_mount_kernel_protocol(pid_t pid, unsigned *major, unsigned *minor) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT ? -ENOENT : -errno;
+  int r = -ENOENT;
+  struct dirent *e;
+  while (r == -ENOENT && (e = readdir(d))) {
+    char link[PATH_MAX], target[256];
+    snprintf(link, sizeof link, "%s/%s", dir, e->d_name);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n < 0) continue;
+    target[n] = '\0';
+    if (strncmp(target, "/memfd:cairnfs-init", 19) != 0) continue;
+    int fd = open(link, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      r = -errno;
+      break;
+    }
+    struct fuse_in_header h;
+    struct fuse_init_in in;
+    if (pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.opcode == FUSE_INIT &&
+        pread(fd, &in, 8, sizeof h) == 8) {
+      *major = in.major;
+      *minor = in.minor;
+      r = 0;
+    } else {
+      r = -EPROTO;
+    }
+    close(fd);
+  }
+  closedir(d);
+  return r;
 }

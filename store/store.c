@@ -8,11 +8,14 @@
 #include "libcairn_store.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 const char *cairn_store_dir(const cairn_store *st) { return st->dir; }
 
@@ -127,6 +130,31 @@ int cairn_store_open_flags(const char *dir, unsigned flags, cairn_store **out) {
   if ((r = cn_db_open(*out)) < 0) return r;
   cn_staging_recover(*out);
   return 0;
+}
+
+int cairn_store_creatable(const char *dir, char *blocker, size_t len) {
+  char path[PATH_MAX];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s", dir);
+  for (;;) {
+    if (stat(path, &sb) == 0) break;
+    if (errno != ENOENT && errno != ENOTDIR) break; /* EACCES: the parent says why */
+    char *slash = strrchr(path, '/');
+    if (!slash)
+      snprintf(path, sizeof path, ".");
+    else if (slash == path)
+      path[1] = '\0'; /* "/" */
+    else
+      *slash = '\0';
+    if (!slash || strcmp(path, "/") == 0) {
+      if (stat(path, &sb) < 0) return -errno;
+      break;
+    }
+  }
+  snprintf(blocker, len, "%s", path);
+  if (stat(path, &sb) < 0) return -errno;
+  if (!S_ISDIR(sb.st_mode)) return -ENOTDIR;
+  return access(path, W_OK | X_OK) == 0 ? 0 : -EACCES;
 }
 
 int cairn_store_open(const char *dir, cairn_store **out) {

@@ -269,7 +269,10 @@ int main(int argc, char **argv) {
     cli_command_help(cmd ? cmd : &pin_ls_cmd);
     code = CAIRN_EXIT_OK;
   } else {
+    char *ls_argv0 = argv[0];
+    if (!cmd) argv[0] = (char *)"ls"; /* ls's errors say "ls:", not the program twice */
     code = cmd ? cmd->run(&c, argc - 1, argv + 1) : pin_ls(&c, argc, argv);
+    argv[0] = ls_argv0;
   }
   cli_close(&c);
   return code;

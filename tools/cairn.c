@@ -19,6 +19,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -55,6 +56,62 @@ static const struct cli_command *const commands[] = {
 };
 #endif
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* What a podman user types, and what cairn runs for it: an alias (cmd, with
+ * opt put first among its arguments) or, where none fits, the cairn way
+ * said in a usage error (hint). sub NULL: the word alone; "*": any
+ * subcommand that is a cairn command (image tag runs tag). This table is
+ * doc/podman.md's, which scripts/check-doc-tables.sh keeps in step. */
+static const struct habit {
+  const char *word, *sub; /* podman's */
+  const char *cmd, *opt;  /* cairn's, or NULL */
+  const char *hint;       /* when there is no alias */
+} habits[] = {
+    {"rmi", NULL, "rm", NULL, NULL},
+    {"image", "ls", "images", NULL, NULL},
+    {"image", "list", "images", NULL, NULL},
+    {"image", "rm", "rm", NULL, NULL},
+    {"image", "prune", "rm", "--untagged", NULL},
+    {"image", "save", NULL, NULL, "cairn push IMAGE docker-archive:FILE (or oci-archive:FILE)"},
+    {"image", "load", NULL, NULL, "cairn pull docker-archive:FILE (or oci-archive:FILE)"},
+    {"image", "*", "*", NULL, NULL},
+    {"system", "df", "df", NULL, NULL},
+    {"system", "info", "info", NULL, NULL},
+    {"system", "prune", NULL, NULL, "cairn rm --untagged, then cairn gc"},
+    {"save", NULL, NULL, NULL, "cairn push IMAGE docker-archive:FILE (or oci-archive:FILE)"},
+    {"load", NULL, NULL, NULL, "cairn pull docker-archive:FILE (or oci-archive:FILE)"},
+};
+
+/* Rewrites argv (from argv[1], the command) by the habit it matches, into
+ * *out (freed by the caller); 0 if none does, 1 if rewritten, or a usage
+ * error's exit code (+ 2) where podman's command has no cairn alias. */
+static int habit_apply(int argc, char **argv, int *out_argc, char ***out) {
+  for (size_t i = 0; i < sizeof habits / sizeof *habits; i++) {
+    const struct habit *h = &habits[i];
+    if (strcmp(argv[1], h->word) != 0) continue;
+    bool two = h->sub != NULL;
+    if (two && (argc < 3 || (strcmp(h->sub, "*") != 0 && strcmp(argv[2], h->sub) != 0))) continue;
+    const char *typed = two ? argv[2] : argv[1];
+    if (two && strcmp(h->sub, "*") == 0 && !cli_command_find(commands, N_COMMANDS, typed)) continue;
+    if (!h->cmd) {
+      int code = report_usage(USAGE " (cairn --help lists the commands)",
+                              "%s%s%s: no such command; the cairn way: %s", argv[1], two ? " " : "",
+                              two ? argv[2] : "", h->hint);
+      return code + 2;
+    }
+    int skip = two ? 3 : 2, n = 0;
+    char **v = calloc((size_t)argc + 2, sizeof *v);
+    if (!v) return report_fail(-ENOMEM, "out of memory") + 2;
+    v[n++] = argv[0];
+    v[n++] = (char *)(strcmp(h->cmd, "*") == 0 ? typed : h->cmd);
+    if (h->opt) v[n++] = (char *)h->opt;
+    for (int k = skip; k < argc; k++) v[n++] = argv[k];
+    *out = v;
+    *out_argc = n;
+    return 1;
+  }
+  return 0;
+}
 
 static void program_help(void) {
   cli_program_help(USAGE "\n       cairn COMMAND --help | cairn help [COMMAND]", commands,
@@ -120,6 +177,15 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "--version") == 0) return cli_version_run(&c, argc - 1, argv + 1);
   const struct cli_command *cmd = cli_command_find(commands, N_COMMANDS, argv[1]);
+  cairn_autofree char **habit_argv = NULL;
+  if (!cmd) { /* podman's words: image ls, system df, rmi, save... */
+    int h = habit_apply(argc, argv, &argc, &habit_argv);
+    if (h > 1) return h - 2;
+    if (h == 1) {
+      argv = habit_argv;
+      cmd = cli_command_find(commands, N_COMMANDS, argv[1]);
+    }
+  }
   if (!cmd && argv[1][0] == '-') { /* an option where the command goes: --stor, -V */
     static const char *const globals[] = {"--store", "--version", "--help"};
     const char *near = NULL;

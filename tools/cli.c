@@ -97,6 +97,11 @@ int cli_store_open(struct cli *c, unsigned flags, cairn_store **st) {
     int r = cairn_store_open_flags(c->store_dir ? c->store_dir : dir, flags & CAIRN_STORE_CREATE,
                                    &opened);
     if (r == -ENOENT && (flags & CLI_STORE_MISSING_OK)) { /* read as an empty store */
+      if (c->store_dir) { /* one typed (--store /typo): say so, not only an empty table */
+        char line[PATH_MAX + 64];
+        snprintf(line, sizeof line, "store %s: does not exist (nothing to list)", c->store_dir);
+        report_notice(line);
+      }
       cairn_store_close(opened);
       *st = NULL;
       return CAIRN_EXIT_OK;
@@ -193,6 +198,53 @@ json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins) {
                    stored, "pins", pins, "pinned", im->pinned);
 }
 
+/* config's member key, a new reference, or dflt (taken) if it has none. */
+static json_t *config_get(json_t *config, const char *key, json_t *dflt) {
+  json_t *v = json_is_object(config) ? json_object_get(config, key) : NULL;
+  if (!v) return dflt;
+  json_decref(dflt);
+  return json_incref(v);
+}
+
+json_t *cli_inspect_podman_json(const struct cairn_image_info *info) {
+  const struct cairn_image_rec *im = &info->image;
+  json_t *config = json_loads(info->config, 0, NULL);
+  json_t *cc = json_is_object(config) ? json_object_get(config, "config") : NULL;
+  json_t *rootfs = json_is_object(config) ? json_object_get(config, "rootfs") : NULL;
+  /* podman's Config has every field, empty if the image has none */
+  json_t *pc = json_is_object(cc) ? json_deep_copy(cc) : json_object();
+  static const char *const lists[] = {"Cmd", "Entrypoint", "Env"};
+  for (size_t i = 0; pc && i < sizeof lists / sizeof *lists; i++)
+    if (!json_object_get(pc, lists[i])) json_object_set_new(pc, lists[i], json_array());
+  static const char *const strs[] = {"User", "WorkingDir", "StopSignal"};
+  for (size_t i = 0; pc && i < sizeof strs / sizeof *strs; i++)
+    if (!json_object_get(pc, strs[i])) json_object_set_new(pc, strs[i], json_string(""));
+  static const char *const maps[] = {"Labels", "ExposedPorts", "Volumes"};
+  for (size_t i = 0; pc && i < sizeof maps / sizeof *maps; i++)
+    if (!json_object_get(pc, maps[i])) json_object_set_new(pc, maps[i], json_object());
+  char created[32], digest[80];
+  cli_rfc3339(im->created, created, sizeof created);
+  snprintf(digest, sizeof digest, "sha256:%s", im->id);
+  json_t *o = json_pack(
+      "{s:s, s:s, s:o, s:[], s:s, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:I, s:I, s:{s:o, s:o}, s:o,"
+      " s:{}, s:o, s:o}",
+      "Id", im->id, "Digest", digest, "RepoTags", names_json(im->names, im->n_names), "RepoDigests",
+      "Parent", "", "Comment", config_get(config, "comment", json_string("")), "Created", created,
+      "Config", pc ? pc : json_object(), "Version",
+      config_get(config, "docker_version", json_string("")), "Author",
+      config_get(config, "author", json_string("")), "Architecture",
+      config_get(config, "architecture", json_string("")), "Os",
+      config_get(config, "os", json_string("")), "Size", (json_int_t)im->size, "VirtualSize",
+      (json_int_t)im->size, "RootFS", "Type", config_get(rootfs, "type", json_string("layers")),
+      "Layers", config_get(rootfs, "diff_ids", json_array()), "Labels",
+      config_get(cc, "Labels", json_object()), "Annotations", "History",
+      config_get(config, "history", json_array()), "User", config_get(cc, "User", json_string("")));
+  if (o && json_is_object(config) && json_object_get(config, "variant"))
+    json_object_set(o, "Variant", json_object_get(config, "variant"));
+  json_decref(config);
+  return o;
+}
+
 /* The member of obj whose key is name[0..len), case aside, or NULL. */
 static json_t *json_member(json_t *obj, const char *name, size_t len) {
   const char *key;
@@ -203,41 +255,97 @@ static json_t *json_member(json_t *obj, const char *name, size_t len) {
   return NULL;
 }
 
-int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj) {
-  for (const char *p = tmpl; *p;) {
-    if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) {
+/* The value of the path at f (".A.B", or "." the dot itself) in obj, or
+ * NULL; *after: where the path ends. */
+static json_t *json_path(json_t *obj, const char *f, const char **after) {
+  json_t *v = obj;
+  const char *q = f;
+  if (q[0] == '.' && !isalnum((unsigned char)q[1]) && q[1] != '_') { /* {{.}} */
+    *after = q + 1;
+    return obj;
+  }
+  while (v && *q == '.') { /* .Config.Env: each step a member */
+    size_t len = strspn(q + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789");
+    v = len && json_is_object(v) ? json_member(v, q + 1, len) : NULL;
+    q += 1 + len;
+  }
+  *after = q;
+  return q == f ? NULL : v;
+}
+
+/* The template's keys for an error: "{{.A}} {{.B}}" of obj's members. */
+static void json_keys(json_t *obj, json_t *shown, char *keys, size_t size, size_t *o) {
+  const char *key;
+  json_t *m;
+  json_object_foreach(obj, key, m) {
+    if (shown && json_member(shown, key, strlen(key))) continue; /* named already */
+    if (*o < size) *o += (size_t)snprintf(keys + *o, size - *o, "%s{{.%s}}", *o ? " " : "", key);
+  }
+}
+
+struct tmpl_ctx {
+  const char *cmd, *usage;
+  json_t *top, *fallback; /* the keys an error names */
+};
+
+/* Prints the template's part [p, stop) with dot (then fallback) as the
+ * object its paths start from. Returns the exit code. */
+static int tmpl_render(const struct tmpl_ctx *c, const char *p, const char *stop, json_t *dot,
+                       json_t *fallback) {
+  while (p < stop) {
+    if (p[0] == '\\' && p + 1 < stop && (p[1] == 't' || p[1] == 'n')) {
       putchar(p[1] == 't' ? '\t' : '\n');
       p += 2;
       continue;
     }
-    if (strncmp(p, "{{", 2) != 0) {
+    if (stop - p < 2 || strncmp(p, "{{", 2) != 0) {
       putchar(*p++);
       continue;
     }
     const char *f = p + 2 + strspn(p + 2, " ");
-    bool as_json = strncmp(f, "json ", 5) == 0;
+    bool as_json = strncmp(f, "json ", 5) == 0, range = strncmp(f, "range ", 6) == 0;
     if (as_json) f += 5 + strspn(f + 5, " ");
-    json_t *v = obj;
-    const char *q = f;
-    while (v && *q == '.') { /* .Config.Env: each step a member */
-      size_t len = strspn(q + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789");
-      v = len ? json_member(v, q + 1, len) : NULL;
-      q += 1 + len;
-    }
+    if (range) f += 6 + strspn(f + 6, " ");
+    const char *q;
+    json_t *v = json_path(dot, f, &q);
+    if (!v && fallback) v = json_path(fallback, f, &q);
     const char *end = q + strspn(q, " ");
-    if (!v || q == f || strncmp(end, "}}", 2) != 0) {
-      size_t shown = strstr(p, "}}") ? (size_t)(strstr(p, "}}") - p) + 2 : strlen(p);
-      char keys[512] = "";
-      const char *key;
-      json_t *m;
-      size_t o = 0;
-      json_object_foreach(obj, key, m) {
-        if (o < sizeof(keys))
-          o += (size_t)snprintf(keys + o, sizeof(keys) - o, "%s{{.%s}}", o ? " " : "", key);
+    const char *body = end + 2, *body_end = NULL;
+    if (range && v && strncmp(end, "}}", 2) == 0) { /* {{range .A}}...{{end}}, nested too */
+      int depth = 1;
+      for (const char *b = body; b < stop && (b = strstr(b, "{{")) && b < stop; b += 2) {
+        const char *w = b + 2 + strspn(b + 2, " ");
+        if (strncmp(w, "range ", 6) == 0) depth++;
+        if (strncmp(w, "end", 3) == 0 && strncmp(w + 3 + strspn(w + 3, " "), "}}", 2) == 0 &&
+            --depth == 0) {
+          body_end = b;
+          break;
+        }
       }
+    }
+    if (!v || strncmp(end, "}}", 2) != 0 || (range && (!body_end || !json_is_array(v)))) {
+      const char *close = strstr(p, "}}");
+      size_t shown = close ? (size_t)(close - p) + 2 : strlen(p);
+      char keys[1024] = "";
+      size_t o = 0;
+      json_keys(c->top, NULL, keys, sizeof keys, &o);
+      if (c->fallback) json_keys(c->fallback, c->top, keys, sizeof keys, &o);
       fflush(stdout);
-      return report_usage(usage, "%s: --format: %.*s: not a field (fields: %s)", cmd, (int)shown, p,
-                          keys);
+      if (range && v && strncmp(end, "}}", 2) == 0)
+        return report_usage(c->usage, "%s: --format: %.*s: %s", c->cmd, (int)shown, p,
+                            body_end ? "not a list" : "no {{end}}");
+      return report_usage(c->usage, "%s: --format: %.*s: not a field (fields: %s)", c->cmd,
+                          (int)shown, p, keys);
+    }
+    if (range) {
+      size_t i;
+      json_t *e;
+      json_array_foreach(v, i, e) {
+        int code = tmpl_render(c, body, body_end, e, NULL);
+        if (code != CAIRN_EXIT_OK) return code;
+      }
+      p = strstr(body_end, "}}") + 2;
+      continue;
     }
     if (json_is_string(v) && !as_json)
       fputs(json_string_value(v), stdout);
@@ -245,8 +353,15 @@ int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl
       json_dumpf(v, stdout, JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
     p = end + 2;
   }
-  putchar('\n');
   return CAIRN_EXIT_OK;
+}
+
+int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj,
+                            json_t *fallback) {
+  struct tmpl_ctx c = {cmd, usage, obj, fallback};
+  int code = tmpl_render(&c, tmpl, tmpl + strlen(tmpl), obj, fallback);
+  if (code == CAIRN_EXIT_OK) putchar('\n');
+  return code;
 }
 
 int cli_tls_verify(const char *arg, bool *insecure) {
@@ -287,6 +402,22 @@ int cli_bad_option(const char *usage, char **argv, int o, const struct option *l
   const char *why = o == ':'                               ? "needs a value"
                     : is_long && optopt && arg[len] == '=' ? "takes no value"
                                                            : "unknown option";
+  if (is_long && o != ':' && !optopt) { /* unknown: the nearest option, --fromat's --format */
+    char typed[64];
+    snprintf(typed, sizeof typed, "%.*s", (int)(len - 2), arg + 2);
+    const char *near = NULL;
+    size_t best = SIZE_MAX;
+    for (const struct option *l = longopts; l && l->name; l++) {
+      size_t d = cairn_edit_distance(typed, l->name);
+      if (d < best && cairn_near(typed, l->name)) {
+        best = d;
+        near = l->name;
+      }
+    }
+    if (near)
+      return report_usage(usage, "%s: %.*s: unknown option (did you mean --%s?)", argv[0], (int)len,
+                          arg, near);
+  }
   if (is_long) return report_usage(usage, "%s: %.*s: %s", argv[0], (int)len, arg, why);
   return report_usage(usage, "%s: -%c: %s", argv[0], optopt, why);
 }
@@ -336,12 +467,21 @@ const struct cli_command *cli_command_find(const struct cli_command *const *cmds
   return NULL;
 }
 
+/* Whether a is b with two neighbouring letters swapped (hodl, hold). */
+static bool swapped(const char *a, const char *b) {
+  size_t n = strlen(a), i = 0;
+  if (n != strlen(b)) return false;
+  while (i < n && a[i] == b[i]) i++;
+  return i + 1 < n && a[i] == b[i + 1] && a[i + 1] == b[i] && strcmp(a + i + 2, b + i + 2) == 0;
+}
+
 const char *cli_command_nearest(const struct cli_command *const *cmds, size_t n, const char *name) {
   const char *best = NULL;
   size_t best_d = SIZE_MAX;
   for (size_t i = 0; i < n; i++) {
-    size_t d = cairn_edit_distance(name, cmds[i]->name);
-    if (d < best_d && cairn_near(name, cmds[i]->name)) {
+    bool sw = swapped(name, cmds[i]->name);
+    size_t d = sw ? 1 : cairn_edit_distance(name, cmds[i]->name);
+    if (d < best_d && (sw || cairn_near(name, cmds[i]->name))) {
       best = cmds[i]->name;
       best_d = d;
     }
@@ -390,9 +530,15 @@ void cli_program_help(const char *usage, const struct cli_command *const *cmds, 
   for (size_t i = 0; i < n; i++)
     if ((int)strlen(cmds[i]->name) > width) width = (int)strlen(cmds[i]->name);
   printf("usage: %s\n\ncommands:\n", usage);
-  for (size_t i = 0; i < n; i++) /* the summary's first line */
-    printf("  %-*s  %.*s\n", width, cmds[i]->name, (int)strcspn(cmds[i]->summary, "\n"),
-           cmds[i]->summary);
+  for (size_t i = 0; i < n; i++) { /* the summary's first sentence, on one line */
+    const char *s = cmds[i]->summary;
+    size_t len = 0;
+    while (s[len] && !(s[len] == '.' && (s[len + 1] == ' ' || s[len + 1] == '\n' || !s[len + 1])))
+      len++;
+    printf("  %-*s  ", width, cmds[i]->name);
+    for (size_t k = 0; k <= len && s[k]; k++) putchar(s[k] == '\n' ? ' ' : s[k]);
+    putchar('\n');
+  }
   options_print(&options, 1);
   char dir[4096];
   printf("\nThe store is --store DIR, else $CAIRN_STORE, else the store of cairn.conf\n"

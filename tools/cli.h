@@ -51,7 +51,8 @@ struct cli_command {
 const struct cli_command *cli_command_find(const struct cli_command *const *cmds, size_t n,
                                            const char *name);
 /* The name of the command among n nearest to name, a mistyped one (for
- * "did you mean"), or NULL. */
+ * "did you mean": cairn_near, or two neighbouring letters swapped), or
+ * NULL. */
 const char *cli_command_nearest(const struct cli_command *const *cmds, size_t n, const char *name);
 /* True if argv (before any "--") holds -h or --help: every command and
  * subcommand answers it with its help, whatever else argv holds. */
@@ -123,9 +124,10 @@ struct cli_listing {
   const char *format; /* --format TEMPLATE: "{{.Field}}" per column, \t, \n */
   const char *cmd;    /* the command's name, for its errors */
 };
-/* The help lines of the flags of a listing of rows. */
-#define CLI_LISTING_OPTIONS                                                                        \
-  "-q, --quiet\tprint the ids only (mounts: the directories)\n"                                    \
+/* The help lines of the flags of a listing of rows; _REST those after -q,
+ * for a listing whose -q prints something else than ids (mounts). */
+#define CLI_LISTING_OPTIONS "-q, --quiet\tprint the ids only\n" CLI_LISTING_OPTIONS_REST
+#define CLI_LISTING_OPTIONS_REST                                                                   \
   "--no-trunc\tprint ids in full (64 hex digits)\n"                                                \
   "--format TEMPLATE\tprint each row as TEMPLATE: {{.Field}} for a column ({{.ID}},\n"             \
   "\t{{.Names}}...: a wrong one lists them), \\t, \\n; --format json is --json\n"
@@ -148,12 +150,22 @@ void cli_time_ago(int64_t t, int64_t now, char *buf, size_t len);
  * NULL (left out). Takes the reference to pins. */
 json_t *cli_inspect_json(const struct cairn_image_info *info, json_t *pins);
 
+/* The same image with podman image inspect's fields (Id, Digest: the
+ * config's, cairn keeps no manifest; RepoTags, Created, Config: the
+ * config's "config", Architecture, Os, Size, RootFS.Layers: the diff_ids,
+ * Labels, History, ...), for inspect --format. */
+json_t *cli_inspect_podman_json(const struct cairn_image_info *info);
+
 /* Prints obj by a Go-template-like tmpl, as podman inspect --format: each
  * {{.Key}} (case aside; {{.A.B}} a member's member; {{json .Key}} as
- * JSON) is the value, a string as it is and anything else as JSON; \t and
- * \n a tab and a newline; a newline at the end. A key obj does not have is
- * a usage error naming its keys. Returns the exit code. */
-int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj);
+ * JSON; {{.}} the object itself) is the value, a string as it is and
+ * anything else as JSON; {{range .Key}}...{{end}} the body once per element
+ * of a list, the element its {{.}}; \t and \n a tab and a newline; a
+ * newline at the end. A path obj does not have is looked up in fallback
+ * (or NULL); one neither has is a usage error naming their keys. Returns
+ * the exit code. */
+int cli_json_template_print(const char *cmd, const char *usage, const char *tmpl, json_t *obj,
+                            json_t *fallback);
 
 /* podman's --tls-verify[=true|false] (arg NULL: true): *insecure is its
  * opposite. -1 for another value. */

@@ -180,10 +180,11 @@ const struct cli_command cmd_commit = {
     .name = "commit",
     .run = commit_run,
     .usage = USAGE,
-    .summary = "Turn the changes of the --rw mount at DIR into a new layer (whiteouts and opaque\n"
-               "directories in the OCI form) on top of its image, and a new image NAME whose\n"
-               "config is the image's with a history entry; prints the new image's id. A\n"
-               "live mount then serves the new image with a fresh, empty upper layer: later\n"
+    .summary = "Turn the changes of the --rw mount at DIR into a new layer and image NAME.\n"
+               "The layer (whiteouts and opaque directories in the OCI form) goes on top of\n"
+               "the mount's image; NAME's config is the image's with a history entry; prints\n"
+               "the new image's id.\n"
+               "A live mount then serves the new image with a fresh, empty upper layer: later\n"
                "writes go there, also through files open for writing. The move waits 10 s at\n"
                "most for the mount's server (exit 1 past that; the mount moves when it answers).\n"
                "From its read of the changes to the move, commit pauses the mount's writes\n"

@@ -73,7 +73,8 @@ static int df_run(struct cli *c, int argc, char **argv) {
     json_t *row;
     if (l.json) cli_print_json(rows);
     json_array_foreach(rows, i, row) { /* --format: each class by the template */
-      if (l.format && (code = cli_json_template_print("df", cmd_df.usage, l.format, row)) != 0)
+      if (l.format &&
+          (code = cli_json_template_print("df", cmd_df.usage, l.format, row, NULL)) != 0)
         break;
     }
     json_decref(rows);
@@ -98,8 +99,9 @@ const struct cli_command cmd_df = {
     .name = "df",
     .run = df_run,
     .usage = "cairn df [--json | --format TEMPLATE]",
-    .summary = "Show the store's disk usage, as podman system df: images, layers, blobs and\n"
-               "the compressed layers pulls keep (for podman's Additional Layer Store), each\n"
+    .summary = "Show the store's disk usage, as podman system df.\n"
+               "Images, layers, blobs and the compressed layers pulls keep (for podman's\n"
+               "Additional Layer Store), each\n"
                "counted once (a layer several images use counts once), shared by several or\n"
                "unique, reclaimable (what cairn gc would free) and pinned.\n"
                "Pending (a row only when there are some): the files lazy pulls have not\n"

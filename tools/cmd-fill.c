@@ -178,8 +178,8 @@ const struct cli_command cmd_fill = {
     .name = "fill",
     .run = fill_run,
     .usage = USAGE,
-    .summary = "Fetch every file of IMAGE that cairn pull --lazy left to fetch on first read,\n"
-               "so that IMAGE is complete: the files a prefetch landmark names first, files\n"
+    .summary = "Fetch every file of IMAGE that cairn pull --lazy left to fetch on first read.\n"
+               "IMAGE is then complete. The files a prefetch landmark names go first, files\n"
                "next to each other in a layer as one range, several ranges a request, up to\n"
                "4 requests at once. A file a mount or another fill is fetching is not\n"
                "fetched twice. Resumable: a fill that was stopped fetches the rest.",

@@ -80,12 +80,62 @@ static bool any_pending(const struct cli_rows *rows) {
   return false;
 }
 
+static bool dangling_keep(const struct cli_rows *rows, const struct cli_cell *row, void *arg) {
+  const struct cli_cell *names = cli_row_get(rows, row, "names");
+  bool untagged = !names || names->n == 0;
+  return untagged == *(const bool *)arg;
+}
+
+/* images's podman flags, taken out of argv (to "--" or its end) before the
+ * listing's: -a, --all (every image: cairn has no intermediate ones) and
+ * -f, --filter dangling=BOOL | reference=NAME. *dangling: -1 no filter, else
+ * whether to keep the untagged images only (1) or the tagged only (0). */
+static int images_podman_flags(int *argc, char **argv, const char *usage, int *dangling,
+                               const char **reference) {
+  int out = 1;
+  *dangling = -1;
+  for (int i = 1; i < *argc; i++) {
+    const char *a = argv[i], *f = NULL;
+    if (strcmp(a, "--") == 0) {
+      while (i < *argc) argv[out++] = argv[i++];
+      break;
+    }
+    if (strcmp(a, "-a") == 0 || strcmp(a, "--all") == 0) continue;
+    if (strcmp(a, "-f") == 0 || strcmp(a, "--filter") == 0) {
+      if (i + 1 >= *argc) return report_usage(usage, "images: %s: needs a value", a);
+      f = argv[++i];
+    } else if (strncmp(a, "--filter=", 9) == 0) {
+      f = a + 9;
+    } else {
+      argv[out++] = argv[i];
+      continue;
+    }
+    if (strcmp(f, "dangling=true") == 0 || strcmp(f, "dangling=false") == 0)
+      *dangling = f[9] == 't';
+    else if (strncmp(f, "reference=", 10) == 0 && f[10])
+      *reference = f + 10;
+    else
+      return report_usage(usage,
+                          "images: --filter %s: not a filter (dangling=true|false, "
+                          "reference=NAME)",
+                          f);
+  }
+  argv[out] = NULL;
+  *argc = out;
+  return CAIRN_EXIT_OK;
+}
+
 static int listing(struct cli *c, int argc, char **argv, const char *usage, listing_fn list,
                    const char *const *columns, size_t n) {
   struct cli_listing l;
   cairn_store *st;
   bool images = list == images_collect;
-  int code = cli_listing_flags(argc, argv, usage, images ? 1 : 0, true, &l);
+  int dangling = -1;
+  const char *reference = NULL;
+  int code = images ? images_podman_flags(&argc, argv, usage, &dangling, &reference) : 0;
+  if (code == CAIRN_EXIT_OK) code = cli_listing_flags(argc, argv, usage, images ? 1 : 0, true, &l);
+  if (code == CAIRN_EXIT_OK && reference && optind < argc)
+    return report_usage(usage, "images: a NAME or --filter reference=, not both");
   if (code == CAIRN_EXIT_OK) code = cli_store_open(c, CLI_STORE_MISSING_OK, &st);
   if (code != CAIRN_EXIT_OK) return code;
   struct cli_rows rows = {0};
@@ -94,8 +144,12 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
     cli_rows_free(&rows);
     return report_fail(r, "%s: %s", argv[0], report_why(st, r));
   }
-  if (images && st && optind < argc) {
-    const char *ref = argv[optind];
+  if (images && dangling >= 0) {
+    bool keep = dangling == 1;
+    cli_rows_filter(&rows, dangling_keep, &keep);
+  }
+  if (images && st && (optind < argc || reference)) {
+    const char *ref = reference ? reference : argv[optind];
     struct images_filter f = {0};
     char norm[512];
     if (cairn_image_resolve(st, ref, f.id) < 0) f.id[0] = '\0';
@@ -143,18 +197,22 @@ static int layers_run(struct cli *c, int argc, char **argv) {
 const struct cli_command cmd_images = {
     .name = "images",
     .run = images_run,
-    .usage = "cairn images [--json | -q | --format TEMPLATE] [--no-trunc] [NAME]",
-    .summary = "List the images, newest stored first, a row per name as podman images:\n"
-               "repository, tag (<none> <none>: no name), id, created (the image's, from its\n"
-               "config, relative), size, layers, pinned; --json: an object per image (its\n"
-               "names, stored too).\n"
+    .usage = "cairn images [--json | -q | --format TEMPLATE] [--no-trunc] [-a]\n"
+             "                    [--filter dangling=BOOL|reference=NAME] [NAME]",
+    .summary = "List the images, newest stored first, a row per name as podman images.\n"
+               "The columns: repository, tag (<none> <none>: no name), id, created (the\n"
+               "image's, from its config, relative), size, layers, pinned; --json: an object\n"
+               "per image (its names, stored too).\n"
                "A partial image (pull --lazy; cairn fill completes it) has a PENDING column\n"
                "(the bytes not fetched yet: the column is there only when some image is\n"
                "partial) and, in --json, pending_files and pending_bytes.\n"
                "NAME: only the image it names, or with no tag every tag of its repository (as\n"
                "podman images NAME: alpine lists docker.io/library/alpine's).",
     .options = "--json\tone JSON array of every image, exact numbers, times in RFC "
-               "3339\n" CLI_LISTING_OPTIONS,
+               "3339\n" CLI_LISTING_OPTIONS
+               "-a, --all\taccepted for habit: every image is listed (none is intermediate)\n"
+               "-f, --filter F\tas podman's, F: dangling=true, only the images with no name\n"
+               "\t(<none>); dangling=false, only those with one; reference=NAME, as NAME\n",
 };
 
 const struct cli_command cmd_layers = {

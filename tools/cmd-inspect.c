@@ -29,8 +29,14 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
   if (out->access_files > 0) /* cairn mount --record-access's */
     json_object_set_new(obj, "AccessList",
                         json_pack("{sI}", "Files", (json_int_t)out->access_files));
-  if (out->format) {
-    out->code = cli_json_template_print("inspect", cmd_inspect.usage, out->format, obj);
+  if (out->format) { /* podman's fields first, then cairn's JSON */
+    json_t *podman = cli_inspect_podman_json(info);
+    if (!podman) {
+      json_decref(obj);
+      return -ENOMEM;
+    }
+    out->code = cli_json_template_print("inspect", cmd_inspect.usage, out->format, podman, obj);
+    json_decref(podman);
     json_decref(obj);
     return 0;
   }
@@ -81,11 +87,15 @@ const struct cli_command cmd_inspect = {
     .name = "inspect",
     .run = inspect_run,
     .usage = "cairn inspect [--json | -f TEMPLATE] IMAGE",
-    .summary = "Print IMAGE's names, config, layers and pins as JSON; created is the image's\n"
-               "creation time (its config's), stored when this store got it. Pending: a lazy\n"
+    .summary = "Print IMAGE's names, config, layers and pins as JSON.\n"
+               "created is the image's creation time (its config's), stored when this store\n"
+               "got it. Pending: a lazy\n"
                "pull's files not here yet; AccessList: how many files the image's recorded\n"
                "access list names (cairn mount's record-access; push puts them first).",
     .options = "--json\taccepted for habit: the output is JSON already\n"
-               "-f, --format TEMPLATE\tprint TEMPLATE, as podman inspect: {{.Key}} a key of the\n"
-               "\tJSON ({{.Id}}, {{.Config.config.Env}}; case aside), {{json .Key}}, \\t, \\n\n",
+               "-f, --format TEMPLATE\tprint TEMPLATE, as podman image inspect: its fields\n"
+               "\t({{.Id}}, {{.Digest}}, {{.RepoTags}}, {{.Architecture}}, {{.Os}},\n"
+               "\t{{.Config.Cmd}}, {{.RootFS.Layers}}, {{.Labels}}, {{.History}}...),\n"
+               "\tthen the JSON's keys ({{.Names}}, {{.Layers}}; case aside);\n"
+               "\t{{json .Key}}, {{range .Key}}...{{.}}...{{end}}, \\t, \\n\n",
 };

@@ -156,7 +156,7 @@ const struct cli_command cmd_login = {
     .options = "-u, --username USER\tthe user name (default: asked)\n"
                "--password-stdin\tread the password from the first line of stdin\n"
                "--authfile FILE\tthe auth.json to write (default: as above)\n"
-               "--insecure\tplain HTTP, no TLS checks\n"
+               "--insecure\tno TLS checks; plain HTTP if the registry speaks no TLS\n"
                "--cert-dir DIR\tCA certificates (*.crt) to trust besides the system's\n",
 };
 

@@ -729,7 +729,8 @@ const struct cli_command cmd_mounts = {
     .name = "mounts",
     .run = mounts_run,
     .usage = "cairn mounts [--json | -q | --format TEMPLATE] [--no-trunc]",
-    .summary = "List the mounts: directory, image, its names, daemon pid, state (live,\n"
-               "restarting, detached, stale), rw.",
-    .options = "--json\tone JSON array of every mount\n" CLI_LISTING_OPTIONS,
+    .summary = "List the mounts: directory, image, its names, daemon pid, state, rw.\n"
+               "The states: live, restarting, detached, stale.",
+    .options = "--json\tone JSON array of every mount\n"
+               "-q, --quiet\tprint the directories only\n" CLI_LISTING_OPTIONS_REST,
 };

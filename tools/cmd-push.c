@@ -16,7 +16,7 @@
 #define PUSH_USAGE                                                                                 \
   "cairn push [--compress gzip|zstd|none [--force-compression]]\n"                                 \
   "                  [--format zstd:chunked|estargz] [--creds USER[:PASS]] [--insecure]\n"         \
-  "                  [--cert-dir DIR] [--retries N] [-q] [--no-progress] IMAGE DEST"
+  "                  [--cert-dir DIR] [--retries N] [-q] [--no-progress] IMAGE [DEST]"
 
 static void on_progress(const cairn_pull_layer *layers, size_t n, void *display) {
   static const struct progress_words words = {"sending", "compressing", "skipped (already there)",
@@ -95,8 +95,9 @@ static int push_run(struct cli *c, int argc, char **argv) {
   if (po.format != CAIRN_PUSH_FORMAT_PLAIN && (compress_set || force))
     return report_usage(PUSH_USAGE, "push: --format: not with --compress or --force-compression"
                                     " (it compresses every layer itself)");
-  if (argc - optind != 2) return report_usage(PUSH_USAGE, "push: needs an IMAGE and a DEST");
-  const char *image = argv[optind], *dest = argv[optind + 1];
+  if (argc - optind < 1 || argc - optind > 2)
+    return report_usage(PUSH_USAGE, "push: needs an IMAGE and a DEST");
+  const char *image = argv[optind], *dest = argv[optind + 1]; /* NULL: image's registry */
   cairn_autofree char *creds = NULL;
   if (creds_arg) {
     int code = cli_creds(creds_arg, "push", PUSH_USAGE, &creds);
@@ -121,8 +122,9 @@ const struct cli_command cmd_push = {
     .name = "push",
     .run = push_run,
     .usage = PUSH_USAGE,
-    .summary = "Send an image to a registry, an OCI layout or an archive, each layer its exact\n"
-               "tar (the diff_ids and image id do not change); print the manifest's digest.\n"
+    .summary = "Send an image to a registry, an OCI layout or an archive; print its digest.\n"
+               "Each layer is its exact tar (the diff_ids and image id do not change); the\n"
+               "digest printed is the manifest's.\n"
                "A layer pulled is sent as it was pulled (its blob, digest and media type),\n"
                "unless --compress names another compression or --force-compression is given.\n"
                "--format writes every layer lazily pullable (zstd:chunked: the same tar, the\n"
@@ -130,7 +132,8 @@ const struct cli_command cmd_push = {
                "IMAGE: a name or id of the store\n"
                "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] | oci-archive:FILE[:TAG]\n"
                "  (TAG: latest if not given) | docker-archive:FILE[:NAME[:TAG]] (its layers\n"
-               "  uncompressed; prints the image id)",
+               "  uncompressed; prints the image id); no transport is docker://, and no\n"
+               "  DEST the registry of IMAGE's name (HOST[:PORT]/REPO[:TAG]), as podman's",
     .options = "--compress gzip|zstd|none\tcompress with it the layers not pulled in it (default:\n"
                "\tgzip, for the layers no pull kept: imported, committed)\n"
                "--force-compression\tcompress every layer anew, none sent as pulled\n"

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd-rm.c — `cairn rm [-f] [--wait[=SECONDS]] IMAGE...`: removes names or
- * images. A pinned image is exit 4 naming every holder, unless --wait,
- * which waits for the pins to go (for ever, or SECONDS) and tries again.
+ * images (-a: every image; --untagged: those with no name). A pinned
+ * image is exit 4 naming every holder, unless --wait, which waits for the
+ * pins to go (for ever, or SECONDS) and tries again.
  * An image under a kept or crashed --rw mount's upper layer is exit 4
  * naming it, unless -f/--force (podman rm -f's spelling), which drops it.
  * Like every option with a value, --wait takes it as --wait=SECONDS or
@@ -21,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#define USAGE "cairn rm [-q] [-f] [--wait [SECONDS]] IMAGE..."
+#define USAGE "cairn rm [-q] [-f] [--wait [SECONDS]] IMAGE... | -a | --untagged"
 
 static int64_t monotonic_ms(void) {
   struct timespec t;
@@ -74,18 +75,41 @@ static int rm_one(cairn_store *st, const char *ref, const struct rm_opts *o) {
   }
 }
 
+struct rm_ids {
+  bool untagged_only;
+  char **ids;
+  size_t n;
+  int err;
+};
+
+static int rm_collect(const cairn_image_rec *im, void *arg) {
+  struct rm_ids *l = arg;
+  if (l->untagged_only && im->n_names) return 0;
+  char **ids = realloc(l->ids, (l->n + 1) * sizeof *ids);
+  if (!ids || !(ids[l->n] = strdup(im->id))) {
+    if (ids) l->ids = ids;
+    return l->err = -ENOMEM;
+  }
+  l->ids = ids;
+  l->n++;
+  return 0;
+}
+
 static int rm_run(struct cli *c, int argc, char **argv) {
-  static const struct option opts[] = {{"wait", optional_argument, NULL, 'w'},
-                                       {"quiet", no_argument, NULL, 'q'},
-                                       {"force", no_argument, NULL, 'f'},
-                                       {0}};
+  static const struct option opts[] = {
+      {"wait", optional_argument, NULL, 'w'}, {"quiet", no_argument, NULL, 'q'},
+      {"force", no_argument, NULL, 'f'},      {"all", no_argument, NULL, 'a'},
+      {"untagged", no_argument, NULL, 'u'},   {0}};
   struct rm_opts ro = {.wait_ms = -1};
+  bool all = false, untagged = false;
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, ":qf", opts, NULL)) != -1) {
-    if (o == 'q' || o == 'f') {
+  while ((o = getopt_long(argc, argv, ":qfa", opts, NULL)) != -1) {
+    if (o == 'q' || o == 'f' || o == 'a' || o == 'u') {
       if (o == 'q') ro.quiet = true;
       if (o == 'f') ro.flags |= CAIRN_RM_FORCE;
+      if (o == 'a') all = true;
+      if (o == 'u') untagged = true;
       continue;
     }
     if (o != 'w') return cli_bad_option(USAGE, argv, o, opts);
@@ -94,10 +118,26 @@ static int rm_run(struct cli *c, int argc, char **argv) {
       return report_usage(USAGE, "rm: --wait=%s: not a number of seconds", optarg);
     if (!optarg && optind < argc && cli_parse_seconds(argv[optind], &ro.wait_ms) == 0) optind++;
   }
-  if (optind == argc) return report_usage(USAGE, "rm: needs at least one image");
+  if ((all || untagged) && optind < argc)
+    return report_usage(USAGE, "rm: %s: not with images named", all ? "--all" : "--untagged");
+  if (all && untagged) return report_usage(USAGE, "rm: --all or --untagged, not both");
+  if (optind == argc && !all && !untagged)
+    return report_usage(USAGE, "rm: needs at least one image (or -a, --untagged)");
   cairn_store *st;
   int worst = cli_store(c, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
+  if (all || untagged) { /* by id, each image once, whatever its names */
+    struct rm_ids l = {.untagged_only = untagged};
+    int r = cairn_images_foreach(st, rm_collect, &l);
+    if (r == 0 && l.err) r = l.err;
+    for (size_t i = 0; r == 0 && i < l.n; i++) {
+      int code = rm_one(st, l.ids[i], &ro);
+      if (code > worst) worst = code;
+    }
+    for (size_t i = 0; i < l.n; i++) free(l.ids[i]);
+    free(l.ids);
+    return r < 0 ? report_fail(r, "rm: %s", report_why(st, r)) : worst;
+  }
   for (int i = optind; i < argc; i++) {
     int code = rm_one(st, argv[i], &ro);
     if (code > worst) worst = code;
@@ -117,7 +157,9 @@ const struct cli_command cmd_rm = {
                "(\"Removed layer sha256:ID (SIZE)\").\n"
                "An image under a --rw mount's upper layer that is kept (umount --keep) or\n"
                "left by a crash is refused too (exit 4) naming the upper, unless --force.",
-    .options = "-f, --force\tdrop the uncommitted changes left on the image (kept or crashed\n"
+    .options = "-a, --all\tremove every image (as podman rmi -a)\n"
+               "--untagged\tremove the images with no name (<none>; as podman image prune)\n"
+               "-f, --force\tdrop the uncommitted changes left on the image (kept or crashed\n"
                "\t--rw mounts' upper layers) first, saying each (Dropped: upper ID of DIR\n"
                "\t(N entries, SIZE)); a live mount or a pin still refuses\n"
                "-q, --quiet\tprint nothing on success (nor that --wait waits)\n"

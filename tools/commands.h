@@ -61,8 +61,8 @@ int cli_creds(const char *arg, const char *cmd, const char *usage, char **out);
   "--creds USER[:PASS]\tregistry credentials (default: auth.json, as podman);\n"                   \
   "\ta PASS given here is seen by every user (ps): with USER alone\n"                              \
   "\tit is read from stdin's first line, or asked on the terminal\n"                               \
-  "--insecure\tplain HTTP, no TLS checks (cairn.conf: insecure = true,\n"                          \
-  "\tper registry)\n"                                                                              \
+  "--insecure\tno TLS checks, and plain HTTP if the registry speaks no TLS\n"                      \
+  "\t(cairn.conf: insecure = true, per registry)\n"                                                \
   "--tls-verify[=BOOL]\t--tls-verify=false is --insecure, as podman's\n"                           \
   "--cert-dir DIR\tCA certificates (*.crt) and client cert/key for the registry\n"
 

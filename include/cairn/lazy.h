@@ -27,7 +27,7 @@ bool cairn_blob_is_pending(const char *blob);
 /* Where a partial layer's files are fetched from. */
 typedef struct cairn_lazy_source {
   const char *source;      /* the registry and repository, "HOST[:PORT]/REPO" */
-  bool insecure;           /* plain HTTP */
+  bool insecure;           /* no TLS checks; plain HTTP if it speaks no TLS */
   const char *digest;      /* the layer blob's "sha256:HEX" */
   const char *media_type;  /* the blob's */
   uint64_t size;           /* the blob's */

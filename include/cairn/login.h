@@ -22,7 +22,7 @@ extern "C" {
 
 typedef struct cairn_login_opts {
   const char *authfile;       /* the file to write; NULL: cn_auth_file's */
-  bool insecure;              /* plain HTTP (and no TLS checks) */
+  bool insecure;              /* no TLS checks; plain HTTP if it speaks no TLS */
   const char *cert_dir;       /* CAs to trust besides the system's (as a pull's) */
   const cairn_config *config; /* cairn.conf: insecure registries; or NULL */
 } cairn_login_opts;

@@ -63,6 +63,11 @@ typedef int (*cairn_mount_fn)(const cairn_mount_rec *m, void *arg);
 /* Every mount record, by dir; a non-zero return of fn stops and is
  * returned. */
 int cairn_mounts_foreach(cairn_store *st, cairn_mount_fn fn, void *arg);
+/* The FUSE protocol version the kernel spoke to the mount daemon pid (a
+ * cairnfs supervisor): read from the FUSE_INIT request it keeps (its
+ * "cairnfs-init" memfd, through /proc/PID/fd: the same user, or root).
+ * -ENOENT if pid keeps none, -EACCES if it may not be read. */
+int cairn_mount_kernel_protocol(pid_t pid, unsigned *major, unsigned *minor);
 
 /* What dir (absolute) is as a mount point now (store/mount.c). LIVE asks
  * the file system (statfs), so it waits for a live daemon's answer. */

@@ -54,11 +54,11 @@ typedef struct cairn_pull_layer {
 typedef struct cairn_pull_opts {
   const char *platform; /* "OS/ARCH[/VARIANT]"; NULL is linux/amd64 */
   const char *creds;    /* "USER:PASS"; NULL reads auth.json files */
-  bool insecure;        /* docker://: plain HTTP (and no TLS checks) to every host */
+  bool insecure;        /* docker://: no TLS checks, plain HTTP to a host with no TLS */
   /* docker://: cairn.conf (cairn_config_load), or NULL: the registry's
    * mirrors are tried first, in order, each until one gives the image's
    * manifest, which then serves the whole pull; a registry (or mirror) it
-   * marks insecure is talked to in plain HTTP. */
+   * marks insecure is talked to as with insecure. */
   const cairn_config *config;
   /* docker://: a directory whose *.crt CAs are trusted besides the
    * system's; NULL looks in /etc/{containers,docker}/certs.d/HOST[:PORT] */

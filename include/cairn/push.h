@@ -74,7 +74,10 @@ typedef struct cairn_push_opts {
  * so the pushed image has the same diff_ids and, its config sent as
  * stored, the same id. The image and its layers are pinned for the whole
  * push. digest_out gets the manifest's digest. -ENOENT if there is no such
- * image, -ENODATA if a layer has no tar record. */
+ * image, -ENODATA if a layer has no tar record. As podman: a dest with no
+ * transport ("HOST[:PORT]/REPO[:TAG]") is docker://, and a NULL dest the
+ * registry of ref's own name ("docker://" ref; -EINVAL if ref's first
+ * component is no host). */
 int cairn_push(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *opts,
                char digest_out[CAIRN_DIGEST_BUF]);
 

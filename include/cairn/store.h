@@ -44,7 +44,7 @@ typedef struct cairn_store cairn_store;
  *   [registry "HOST[:PORT]"]    what follows is about that registry:
  *   mirror = HOST[:PORT]        tried before it, in the order given; a
  *                               file's mirror lines replace another's
- *   insecure = true|false       talk plain HTTP to it (no TLS)
+ *   insecure = true|false       no TLS checks; plain HTTP if no TLS
  * A value may be written in double quotes; a later line wins. */
 struct cn_config_registry {
   char *host; /* "HOST[:PORT]" */
@@ -96,6 +96,10 @@ enum {
  * meta.db in it) is -ENOENT, "DIR: no store here (...)", and nothing is
  * made: commands that only read never leave a store behind. */
 int cairn_store_open_flags(const char *dir, unsigned flags, cairn_store **out);
+/* Whether a store could be made at dir, which has none: 0 if its nearest
+ * existing ancestor is a directory this process may write into, else
+ * -EACCES (or -ENOTDIR) with that ancestor in blocker (len bytes). */
+int cairn_store_creatable(const char *dir, char *blocker, size_t len);
 /* True if opening st made the store (it was not there). */
 bool cairn_store_created(const cairn_store *st);
 void cairn_store_close(cairn_store *st);

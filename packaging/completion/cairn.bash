@@ -128,6 +128,11 @@ _cairn_complete() {
   --compress) _cairn_reply "$cur" gzip zstd none; return ;;
   --format) _cairn_reply "$cur" zstd:chunked estargz; return ;;
   --authfile) _cairn_files "$cur"; return ;;
+  --filter)
+    _cairn_reply "$cur" dangling=true dangling=false reference=
+    compopt -o nospace 2>/dev/null
+    return
+    ;;
   --change | -c)
     _cairn_reply "$cur" CMD= ENTRYPOINT= ENV= WORKDIR= USER= LABEL= EXPOSE= STOPSIGNAL=
     compopt -o nospace 2>/dev/null
@@ -154,7 +159,15 @@ _cairn_complete() {
   cairn:help | cairn-pin:help)
     ((nth == 0)) && _cairn_reply "$cur" $(_cairn_commands "$prog")
     ;;
-  cairn:inspect | cairn:rm | cairn:export | cairn:fill | cairn:history | cairn-pin:ls | cairn-pin:wait)
+  cairn:image) # podman's words (cairn image ls is cairn images...)
+    ((nth == 0)) && _cairn_reply "$cur" ls list rm prune $(_cairn_commands "$prog")
+    ((nth >= 1)) && [[ ${operands[0]} == @(rm|inspect|history|export|tag|push) ]] &&
+      _cairn_reply "$cur" $(_cairn_images "${store[@]}")
+    ;;
+  cairn:system)
+    ((nth == 0)) && _cairn_reply "$cur" df info
+    ;;
+  cairn:inspect | cairn:rm | cairn:rmi | cairn:export | cairn:fill | cairn:history | cairn-pin:ls | cairn-pin:wait)
     _cairn_reply "$cur" $(_cairn_images "${store[@]}")
     ;;
   cairn:mount | cairn:bundle)

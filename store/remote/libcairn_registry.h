@@ -27,7 +27,12 @@ typedef struct registry {
   const char **endpoints;
   size_t n_endpoints;
   const char *endpoint; /* the one requests go to now (auth.json, certs.d key) */
-  bool insecure;        /* plain HTTP to it (--insecure, or cairn.conf) */
+  bool insecure;        /* no TLS checks, and plain HTTP if it speaks no TLS (--insecure,
+                         * --tls-verify=false, or cairn.conf), as podman */
+  bool plain;           /* insecure, and found to speak plain HTTP: requests to server go
+                         * as http:// (under lock) */
+  bool tls_seen;        /* a request to server went through over TLS: a later failure
+                         * is the network's, no reason to leave TLS (under lock) */
   char *server;         /* its URL: "https://HOST[:PORT]" */
   char *repo;           /* "team/app" */
   char *ref;            /* tag or "sha256:..." */

@@ -107,9 +107,10 @@ static int verify(cairn_store *st, const char *key, const char *creds, const cai
   rg.insecure = o->insecure || (conf && conf->insecure);
   pthread_mutex_init(&rg.lock, NULL);
   bool hub = strcmp(key, "docker.io") == 0;
-  char url[PATH_MAX];
-  snprintf(url, sizeof url, "%s://%s/v2/", rg.insecure ? "http" : "https",
-           hub ? "registry-1.docker.io" : key);
+  char url[PATH_MAX], server[300];
+  snprintf(server, sizeof server, "https://%s", hub ? "registry-1.docker.io" : key);
+  snprintf(url, sizeof url, "%s/v2/", server);
+  rg.server = server; /* insecure: plain HTTP if it speaks no TLS */
   http_reply reply;
   int r = cn_registry_load_cas(&rg, o->cert_dir, st);
   if (r == 0) r = cn_registry_get(&rg, url, "application/json", NULL, false, &reply, st);

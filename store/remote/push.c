@@ -1027,12 +1027,49 @@ out:
   return r;
 }
 
+/* As podman: a name's own registry, "docker://NAME" when its first
+ * component is a host (has a '.' or ':', or is localhost). */
+static int own_registry(const char *ref, char **dest, cairn_store *st) {
+  const char *slash = strchr(ref, '/');
+  size_t n = slash ? (size_t)(slash - ref) : 0;
+  bool host = n && (memchr(ref, '.', n) || memchr(ref, ':', n) ||
+                    (n == 9 && strncmp(ref, "localhost", 9) == 0));
+  if (!host)
+    return cairn_fail(st, -EINVAL,
+                      "%s: no registry in the name (HOST[:PORT]/REPO[:TAG]); give a DEST", ref);
+  return asprintf(dest, "docker://%s", ref) < 0 ? (*dest = NULL, -ENOMEM) : 0;
+}
+
+/* Whether dest names no transport ("127.0.0.1:5000/app:1"): what comes
+ * before its first ':' is no transport's name, and it has no "://". */
+static bool no_transport(const char *dest) {
+  static const char *const transports[] = {
+      "docker",        "oci", "oci-archive", "docker-archive", "dir", "containers-storage",
+      "docker-daemon", "sif", "tarball",     "ostree"};
+  const char *colon = strchr(dest, ':');
+  if (strstr(dest, "://")) return false;
+  if (!colon) return true;
+  for (size_t i = 0; i < sizeof transports / sizeof *transports; i++)
+    if (strlen(transports[i]) == (size_t)(colon - dest) &&
+        strncmp(dest, transports[i], (size_t)(colon - dest)) == 0)
+      return false;
+  return true;
+}
+
 int cairn_push(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *opts,
                char digest_out[CAIRN_DIGEST_BUF]) {
   cairn_push_opts o = opts ? *opts : (cairn_push_opts){0};
   cairn_fail(st, 0, "%s", ""); /* no reason of an earlier call survives */
   digest_out[0] = '\0';
-  int r = push_into(st, ref, dest, &o, digest_out);
+  cairn_autofree char *own = NULL, *docker = NULL;
+  int r = 0;
+  if (!dest && (r = own_registry(ref, &own, st)) == 0) dest = own;
+  if (r == 0 && no_transport(dest)) {
+    /* as pull, and podman: no transport is docker:// */
+    if (asprintf(&docker, "docker://%s", dest) < 0) docker = NULL, r = -ENOMEM;
+    dest = docker;
+  }
+  if (r == 0) r = push_into(st, ref, dest, &o, digest_out);
   if (r < 0 && !cairn_errmsg(st)[0]) cairn_fail(st, r, "%s", strerror(-r));
   return r;
 }

@@ -215,6 +215,30 @@ static CURLcode perform(registry *rg, CURL *h, const registry_req *q, bool token
   return c;
 }
 
+/* Whether url goes to the registry's own server (not a token service's or
+ * a redirect's). */
+static bool is_own(const registry *rg, const char *url) {
+  size_t n = rg->server ? strlen(rg->server) : 0;
+  return n && strncmp(url, rg->server, n) == 0 && (url[n] == '/' || url[n] == '\0');
+}
+
+/* What curl says when a server answers TLS with something else: a plain
+ * HTTP server reading a ClientHello. */
+static bool tls_refused(CURLcode c) {
+  return c == CURLE_SSL_CONNECT_ERROR || c == CURLE_GOT_NOTHING || c == CURLE_RECV_ERROR;
+}
+
+/* *out: url as http:// when the registry was found to speak plain HTTP and
+ * url goes to it, else NULL. */
+static int to_plain(registry *rg, const char *url, char **out) {
+  pthread_mutex_lock(&rg->lock);
+  bool plain = rg->plain;
+  pthread_mutex_unlock(&rg->lock);
+  *out = NULL;
+  if (!plain || strncmp(url, "https://", 8) != 0 || !is_own(rg, url)) return 0;
+  return asprintf(out, "http://%s", url + 8) < 0 ? (*out = NULL, -ENOMEM) : 0;
+}
+
 static void sleep_ms(uint64_t ms) {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
@@ -263,7 +287,11 @@ static int auth_challenge(registry *rg, const char *challenge, cairn_store *st) 
 
 int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bool token_request,
                         http_reply *reply, cairn_store *st) {
-  const char *url = q->url, *method = q->method;
+  const char *method = q->method;
+  registry_req plainq = *q;
+  cairn_autofree char *plain_url = NULL;
+  q = &plainq;
+  const char *url = q->url;
   bool head = strcmp(method, "HEAD") == 0;
   const cairn_pull_opts *o = rg->base.opts;
   unsigned attempts = o->attempts ? o->attempts : 6;
@@ -283,7 +311,24 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
       break;
     }
     curl_easy_reset(h);
+    if (!plain_url && to_plain(rg, url, &plain_url) < 0) {
+      r = cairn_fail(st, -ENOMEM, "out of memory");
+      break;
+    }
+    if (plain_url) plainq.url = url = plain_url;
     CURLcode c = perform(rg, h, q, token_request, &x);
+    if (rg->insecure && !plain_url && is_own(rg, url)) {
+      pthread_mutex_lock(&rg->lock);
+      bool fall_back = tls_refused(c) && !rg->tls_seen;
+      if (c == CURLE_OK) rg->tls_seen = true;
+      if (fall_back) rg->plain = true;
+      pthread_mutex_unlock(&rg->lock);
+      if (fall_back) { /* an insecure registry that speaks no TLS: plain HTTP
+                        * from now on, said nowhere, as podman */
+        attempt--;     /* not a failed attempt: the first of the other scheme */
+        continue;
+      }
+    }
     bool transient = false;
     if (x.sink_err == -EFBIG) {
       r = cairn_fail(st, -EBADMSG,
@@ -387,7 +432,8 @@ static int endpoint_manifest(registry *rg, const pull_desc *d, char **body, size
 }
 
 /* Sends the requests from now on to endpoint k: its URL, its scheme
- * (plain HTTP if --insecure or cairn.conf says it is insecure), its
+ * (HTTPS; without TLS checks, and plain HTTP if it speaks no TLS, when
+ * --insecure or cairn.conf says it is insecure), its
  * credentials (--creds is the registry's own, not a mirror's) and its CAs
  * (--cert-dir likewise, else its certs.d). */
 static int use_endpoint(registry *rg, size_t k, cairn_store *st) {
@@ -403,8 +449,8 @@ static int use_endpoint(registry *rg, size_t k, cairn_store *st) {
   rg->auth = rg->ca_pem = NULL;
   rg->ca_len = 0;
   bool hub = strcmp(rg->endpoint, "docker.io") == 0; /* Docker Hub's API is elsewhere */
-  if (asprintf(&rg->server, "%s://%s", rg->insecure ? "http" : "https",
-               hub ? "registry-1.docker.io" : rg->endpoint) < 0)
+  rg->plain = rg->tls_seen = false;
+  if (asprintf(&rg->server, "https://%s", hub ? "registry-1.docker.io" : rg->endpoint) < 0)
     rg->server = NULL;
   rg->creds = cn_registry_find_creds(rg->endpoint, own ? o->creds : NULL);
   if (!rg->server) return cairn_fail(st, -ENOMEM, "out of memory");

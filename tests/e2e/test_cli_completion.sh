@@ -5,7 +5,8 @@
 # (complete -p), and completing scripted lines (COMP_WORDS, COMP_LINE)
 # gives the commands, each command's options (as its --help lists them),
 # image names (whole, colons included), mount directories and directories
-# for --store; a store that does not exist is not created by completing.
+# for --store, podman's words (image ls, system df, rmi, --filter); a
+# store that does not exist is not created by completing.
 source "$(dirname "$0")/../lib/test-lib.sh"
 
 BASH_COMPLETION=/usr/share/bash-completion/bash_completion
@@ -97,6 +98,11 @@ expect "cairn --store DIR<TAB>: directories" cairn "cairn --store $T/dirs/s" "$T
   "$T/dirs/sub-b"
 expect "cairn --store STORE rm a<TAB>: that store's images" cairn "cairn --store $STORE rm a" app:1
 expect "cairn --store=STORE rm a<TAB>" cairn "cairn --store=$STORE rm a" app:1
+expect "cairn system <TAB>: podman's df and info" cairn "cairn system " df info
+offers "cairn image <TAB>: ls, prune, and cairn's commands" cairn "cairn image " ls list prune inspect tag
+expect "cairn image inspect a<TAB>: images" cairn "cairn image inspect a" app:1
+expect "cairn rmi a<TAB>: images, as rm" cairn "cairn rmi a" app:1
+expect "cairn images --filter <TAB>" cairn "cairn images --filter " dangling=true dangling=false reference=
 expect "cairn --store NEW rm <TAB>: nothing" cairn "cairn --store $T/new rm " 
 check "and NEW was not created" [ ! -e "$T/new" ]
 expect "cairn help m<TAB>" cairn "cairn help m" mount mounts

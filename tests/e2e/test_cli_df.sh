@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_cli_df.sh — cairn df, as podman system df: images, layers and blobs
 # of a store built here with known sizes; a layer two images use is counted
-# once, a blob two layers hold is shared; reclaimable is what gc then frees
+# once (and once in PINNED when two pinned images share it), a blob two
+# layers hold is shared; reclaimable is what gc then frees
 # (unused layers and their blobs, not a pinned one); --json exact numbers;
 # a blob's bytes are what its file takes on disk (st_blocks).
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -71,6 +72,16 @@ df_is images pinned_count 1
 df_is images pinned_bytes "$E"
 df_is layers pinned_count 1
 df_is layers pinned_bytes "$E"
+# Two pinned images that share layer A: its bytes counted once.
+pinned_held=$holder pinned_sleeper=$sleeper
+hold_image app:1
+app1_holder=$holder app1_sleeper=$sleeper
+hold_image app:2
+df_is images pinned_count 3
+df_is images pinned_bytes $((A + B + C + E))
+kill -9 "$sleeper" "$holder" "$app1_sleeper" "$app1_holder"
+wait "$holder" "$app1_holder" 2>/dev/null
+holder=$pinned_held sleeper=$pinned_sleeper
 
 # Two images lost as a crash between an image's row and its sweep leaves
 # them: D's layer and blob are reclaimable; E's are pinned, gc keeps them.

@@ -3,7 +3,8 @@
 # test_cli_help.sh — every command and subcommand of cairn, cairn-pin and
 # cairnfs answers -h and --help (cairn help COMMAND too): exit 0, the usage
 # on stdout, nothing on stderr, one line per option with its meaning; the
-# programs' help lists their commands and says where the store is.
+# programs' help lists their commands, each with a whole sentence, and
+# says where the store is.
 source "$(dirname "$0")/../lib/test-lib.sh"
 
 # helps NAME CMD...: CMD exits 0 with a help on stdout (usage first, an
@@ -44,6 +45,11 @@ for pair in "import --quiet" "images --json" "layers --json" "rm --wait" "gc --d
   set -- $pair
   check "cairn $1 --help names $2" grep -qE "^  (-[a-z], )?$2\b" <(cairn "$1" --help)
 done
+# -q says what each listing prints: ids, a mount's directories.
+check "cairn history --help: -q prints ids, no word of mounts" \
+  grep -qE "^  -q, --quiet +print the ids only$" <(cairn history --help)
+check "cairn mounts --help: -q prints the directories" \
+  grep -qE "^  -q, --quiet +print the directories only$" <(cairn mounts --help)
 # --help wins over whatever else is on the line: no store is opened.
 helps "cairn inspect nosuch:1 --help" cairn --store "$T/no-store" inspect nosuch:1 --help
 helps "cairn rm --wait=5 x --help" cairn --store "$T/no-store" rm --wait=5 x --help
@@ -61,6 +67,11 @@ for top in "--help" "-h" "help"; do
   check "cairn $top names the user's default" grep -qF '${XDG_DATA_HOME:-~/.local/share}/cairn' \
     "$T/stdout"
   check "cairn $top names the default here" grep -qxF "Default here: $STORE" "$T/stdout"
+  check "cairn $top: each command's summary a whole sentence" awk '
+    /^commands:/ { c = 1; next }
+    c && /^$/ { exit }
+    c && !/[.)]$/ { bad = 1; print "cut: " $0 }
+    END { exit bad }' "$T/stdout"
 done
 expect_exit 2 "cairn help of an unknown command is exit 2" cairn help frobnicate
 check "and names it" grep -q '^cairn: help: frobnicate: unknown command$' "$T/stderr"

@@ -3,7 +3,8 @@
 # test_cli_info.sh — cairn info [--json]: cairn's version, the store (its
 # directory and which rule chose it: --store, CAIRN_STORE, XDG_DATA_HOME,
 # HOME), its schema version and counts, the libfuse cairnfs uses, and the
-# kernel; the kernel's FUSE protocol is said to be unknown without a mount.
+# kernel; the kernel's FUSE protocol is said to be unknown without a mount,
+# and as the kernel told it to a live mount's daemon with one.
 # (The default for root, /var/lib/cairn, is left alone: a test writes
 # nothing outside $T.)
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -43,6 +44,16 @@ check "says the kernel FUSE protocol is unknown without a mount" \
   grep -q "^kernel FUSE protocol: *unknown without a mount" "$T/stdout"
 check "libfuse line" grep -q "^libfuse: *$(pkg-config --modversion fuse3) " "$T/stdout"
 
+# With a live mount, the protocol the kernel told its daemon.
+mkdir "$T/mnt"
+setup cairn mount -q app:1 "$T/mnt"
+on_exit "cairn umount -q '$T/mnt'"
+expect_exit 0 "info with a live mount" cairn info
+check "says the kernel FUSE protocol, as told to the mount" \
+  grep -qx "kernel FUSE protocol: *7\.[0-9][0-9]* (as told to the mount at $T/mnt)" "$T/stdout"
+check_json "info --json: kernel_protocol 7.N" '.fuse.kernel_protocol | test("^7\\.[0-9]+$")' cairn info --json
+cairn umount -q "$T/mnt"
+
 # Another user's defaults: XDG_DATA_HOME, else HOME.
 chmod 711 "$T"
 mkdir -p "$T/home" && chown 65534:65534 "$T/home"
@@ -74,6 +85,15 @@ nb cairn --store "$STORE" info --json >"$T/nobody.json" 2>/dev/null
 check_json "info --json as nobody: state unusable, the error" \
   '.store.state == "unusable" and (.store.error | test("Permission denied")) and .store.images == null and .version != null' \
   cat "$T/nobody.json"
+# A user whose HOME does not exist: no store, and none can be made there.
+nh() { env -u CAIRN_STORE -u XDG_DATA_HOME HOME="$T/nohome" setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+expect_exit 1 "info as a user whose HOME does not exist: exit 1" nh cairn info
+check "says the store is not usable and why" \
+  grep -qx "store state: *not usable: there is none, and none can be made: $T: not writable by this user (use --store DIR or CAIRN_STORE=DIR for a store of yours)" "$T/stdout"
+nh cairn info --json >"$T/nohome.json" 2>/dev/null
+check_json "info --json: state unusable" '.store.state == "unusable" and (.store.error | test("none can be made"))' \
+  cat "$T/nohome.json"
+check "makes nothing" [ ! -e "$T/nohome" ]
 
 expect_exit 2 "info takes no operand" cairn info x
 expect_exit 0 "info --help" cairn info --help

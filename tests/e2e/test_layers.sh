@@ -161,14 +161,14 @@ absent() { ! grep -q "$@"; }
 check "with a reason in its header it is not named" absent 'store/long.c' "$T/out"
 
 # scripts/check-doc-tables.sh: doc/hacking.md's layer table and its map
-# of commands and FUSE operations, and the README's map by file, are what
-# the sources give.
+# of commands and FUSE operations, the README's map by file, and
+# doc/podman.md's podman words, are what the sources give.
 check_doc() { bash "$CAIRN_SRC/scripts/check-doc-tables.sh" "$@" >"$T/out" 2>&1; }
 check "check-doc-tables passes on the real tree" check_doc "$CAIRN_SRC"
 doc_copy() {
   fresh_copy
   mkdir -p "$T/src/doc" "$T/src/scripts"
-  cp "$CAIRN_SRC/doc/hacking.md" "$T/src/doc/"
+  cp "$CAIRN_SRC/doc/hacking.md" "$CAIRN_SRC/doc/podman.md" "$T/src/doc/"
   cp "$CAIRN_SRC/README.md" "$T/src/"
   cp "$CAIRN_SRC/scripts/check-layers.sh" "$T/src/scripts/"
 }
@@ -192,5 +192,9 @@ bash "$CAIRN_SRC/scripts/check-doc-tables.sh" --write "$T/src" >"$T/out" 2>&1
 check "--write puts it in the page" grep -q '`cairn retag` | `tools/cmd-tag.c`' "$T/src/doc/hacking.md"
 check "and in the README" grep -q '`tools/cmd-tag.c` | `cairn retag`' "$T/src/README.md"
 check "after --write the check passes" check_doc "$T/src"
+doc_copy
+sed -i 's|^    {"rmi", NULL, "rm", NULL, NULL},$|&\n    {"rmi", "x", "tag", NULL, NULL},|' "$T/src/tools/cairn.c"
+expect_exit 1 "a new podman habit, not in doc/podman.md's table, fails" check_doc "$T/src"
+check "the diff shows it" grep -q '`podman rmi x` | `cairn tag`' "$T/out"
 
 finish

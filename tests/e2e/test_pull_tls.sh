@@ -3,7 +3,8 @@
 # test_pull_tls.sh — docker:// is HTTPS by default and verifies the
 # registry's certificate: a registry with a certificate from an unknown CA
 # is refused (one line, exit 1, nothing committed); --cert-dir with the CA
-# pulls it; a plain-HTTP registry needs --insecure.
+# pulls it; --tls-verify=false (--insecure) pulls it without checks, as
+# podman's; a plain-HTTP registry needs --insecure, which falls back to it.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
@@ -22,6 +23,10 @@ mkdir "$T/certs" && cp "$T/reg/certs/ca.crt" "$T/certs/test-ca.crt"
 expect_exit 0 "--cert-dir with the CA pulls over HTTPS" "$CAIRN" --store "$ST" pull --cert-dir "$T/certs" "$src"
 check "the image id is the config digest" \
   [ "$(cat stdout)" = "$($OCI_IMAGE config-digest "$T/oci" app)" ]
+expect_exit 0 "--tls-verify=false pulls over HTTPS without checks, as podman's" \
+  "$CAIRN" --store "$T/st3" pull --tls-verify=false "$src"
+check "the same image" [ "$(cat stdout)" = "$($OCI_IMAGE config-digest "$T/oci" app)" ]
+expect_exit 0 "--insecure too" "$CAIRN" --store "$T/st4" pull --insecure --retries 1 "$src"
 expect_exit 3 "a --cert-dir that does not exist is exit 3" "$CAIRN" --store "$ST" pull --cert-dir "$T/nope" "$src"
 registry_cleanup
 
