@@ -56,8 +56,9 @@ void cairnfs_node_stat(const cairn_node *n, uint64_t ino, struct stat *st);
 /* Sets st's st_blocks to the blocks n's blob takes (a large file's: its
  * holes not counted). */
 void cairnfs_node_blocks(struct cairnfs *fs, const cairn_node *n, struct stat *st);
-/* Replies to a getxattr of name (listxattr) on tree node n, or as for a
- * node without xattrs if n is NULL: the read-only tree's and the ALS's. */
+/* reply.c: replies to a getxattr of name (listxattr) on tree node n, or
+ * as for a node without xattrs if n is NULL: the read-only tree's and the
+ * ALS's. */
 void cairnfs_reply_getxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n,
                             const char *name, size_t size);
 void cairnfs_reply_listxattr(fuse_req_t req, const cairn_tree *t, const cairn_node *n, size_t size);
@@ -66,8 +67,13 @@ void cairnfs_reply_listxattr(fuse_req_t req, const cairn_tree *t, const cairn_no
 void cairnfs_reply_fd(fuse_req_t req, int fd, off_t off, size_t size);
 /* The name of n's blob (NULL: none) in *name: a pending file's (a lazy
  * pull's, "sha256:HEX" in the index) is fetched first, once for all the
- * threads that ask (ops.c); -EIO if that failed, -ENOMEM. */
+ * threads that ask (fetch.c); -EIO if that failed, -ENOMEM. */
 int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name);
+/* A read of len bytes at off of the pending node n, parked on its fetch
+ * if that runs (or starts now): 1, the reply is the fetch's; 0, it is the
+ * caller's (fetched, failed, or no memory to park) (fetch.c). */
+int cairnfs_read_park(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, off_t off,
+                      size_t len);
 /* The session is over: reads parked on a fetch are dropped, and replies
  * to them under way are waited for (before the session and the store
  * go). */
