@@ -425,6 +425,24 @@ int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn
                                size_t n, const cairn_lazy_source *src, const void *toc,
                                size_t toc_len, size_t *pending);
 
+/* Whether a pull may reuse stored layer diff_id for a layer of blob
+ * digest whose annotations are annotations (compact JSON, keys sorted, as
+ * lazy pulls keep them; NULLs for a pull that is not lazy): 0 not stored;
+ * 1 stored and reusable (its diff_id proven, or a lazy pull's of that very
+ * blob and TOC); 2 stored but not to be reused: a lazy pull's of another
+ * blob whose diff_id is not proven yet, or refuted (a pull stores it in
+ * full, which proves it and replaces the unproven rows). */
+int cairn_layer_reusable(cairn_store *st, const char *diff_id, const char *digest,
+                         const char *annotations);
+/* The diff_ids (hex; cairn_strv_free) of image_id's layers a lazy pull
+ * recorded whose diff_id is not proven yet (or refuted), in layer order. */
+int cairn_image_unverified(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n);
+/* Takes lazily pulled layer diff_id out of service: its rebuilt tar did not
+ * hash to its diff_id (reason says how). Mounts and index builds of its
+ * images refuse from now on; *images (malloc'd) names them, for the
+ * caller to say. */
+int cairn_layer_refute(cairn_store *st, const char *diff_id, const char *reason, char **images);
+
 /* A pending file and its layer's source (cairn_lazy_file_find). */
 typedef struct cairn_lazy_file {
   char *layer_id, *path; /* one of the entries pending on that content */
@@ -616,6 +634,9 @@ typedef struct cairn_image_rec {
   /* A lazy pull's (doc/lazy-pulls.md): the files of the image's layers
    * not fetched yet, and their bytes; 0 for a complete image. */
   uint64_t pending_files, pending_bytes;
+  /* How many of its layers a lazy pull recorded whose diff_id no rebuilt
+   * tar has proven yet (or refuted): 0 for an image all proven. */
+  unsigned unverified;
 } cairn_image_rec;
 typedef int (*cairn_image_fn)(const cairn_image_rec *im, void *arg);
 /* Newest first. */

@@ -649,7 +649,9 @@ static int finish_rebuild(pull_source *src, const pull_desc *d, const cairn_lazy
 }
 
 /* The layer's blob fetched whole into fd, ingested and kept, as a full
- * pull does. */
+ * pull does. A blob (the one the manifest names: checked) that is not a
+ * tar of the layer's diff_id refutes the lazy pull's layer: it is taken
+ * out of service, and the failure names its images. */
 static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps, int fd,
                           const char *diff_id, cairn_store *st) {
   if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
@@ -661,7 +663,20 @@ static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
     r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
   cairn_id got;
-  if (r == 0) r = cairn_layer_ingest(st, fd, diff_id, ps, got);
+  if (r == 0 && (r = cairn_layer_ingest(st, fd, diff_id, ps, got)) == -EBADMSG) {
+    char why[1024], *images = NULL;
+    snprintf(why, sizeof why, "%s", cairn_errmsg(st));
+    int k = cairn_layer_refute(st, diff_id, why, &images);
+    if (k < 0) {
+      r = k;
+    } else {
+      r = cairn_fail(st, -EBADMSG,
+                     "blob %s: %s; layer sha256:%.12s taken out of service (images: %s)",
+                     d->digest, why, diff_id, images && *images ? images : "none");
+    }
+    free(images);
+    return r;
+  }
   if (r == 0) r = cairn_layer_blob_keep(st, diff_id, d->digest, d->media_type, d->size, fd);
   return r;
 }

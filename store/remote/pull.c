@@ -41,6 +41,7 @@ typedef struct layer_slot {
   _Atomic int state;       /* enum cairn_pull_state */
   atomic_bool partial;     /* pulled partially: fetched is all it cost */
   bool fetch;              /* absent from the store and first of its diff_id */
+  bool prove;              /* stored unproven from another blob: pulled in full */
   _Atomic bool lazy;       /* recorded from its TOC: its size shown is what was fetched */
 } layer_slot;
 
@@ -155,7 +156,12 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   if (fd < 0) return fd;
   set_state(run, i, CAIRN_PULL_FETCHING);
   int r;
-  if (run->lazy) {
+  if (run->slots[i].prove) {
+    cn_pull_log(run->src,
+                "layer %.19s: its diff_id %.19s is stored by a lazy pull of another blob, not"
+                " proven; pulling this one in full to prove it",
+                d->digest, diff_id);
+  } else if (run->lazy) {
     size_t pending = 0;
     uint64_t got = 0;
     r = cn_lazy_layer(run->src, d, diff_id, &pending, &got, wst);
@@ -376,11 +382,19 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
     }
     bool first = true;
     for (size_t j = 0; j < i && first; j++) first = strcmp(img.diff_ids[j], id) != 0;
-    int have = cairn_layer_exists(st, id);
+    /* a layer a lazy pull stored, its diff_id not proven, is reused only
+     * by a lazy pull of the same blob and TOC */
+    char *ann = o->lazy ? json_dumps(img.layers[i].annotations, JSON_COMPACT | JSON_SORT_KEYS)
+                        : NULL;
+    int have = cairn_layer_reusable(st, id, o->lazy ? img.layers[i].digest : NULL,
+                                    o->lazy ? (ann ? ann : "{}") : NULL);
+    free(ann);
     if (have < 0) {
       r = cairn_fail_context(st, have, "looking up layer %s", id);
       goto out;
     }
+    slots[i].prove = have == 2;
+    if (have == 2) have = 0;
     slots[i].fetch = !have && first;
     atomic_store(&slots[i].state, have ? CAIRN_PULL_REUSED : CAIRN_PULL_WAITING);
   }

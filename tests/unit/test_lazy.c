@@ -206,7 +206,8 @@ Test(lazy, fsck_accepts_a_partial_layer_and_checks_its_rows) {
 
 Test(lazy, a_store_of_schema_6_is_migrated) {
   cr_assert_eq(sqlite3_exec(T.st->db,
-                            "DROP TABLE pending; DROP TABLE layer_sources;"
+                            "DROP TABLE layer_refuted; DROP TABLE pending;"
+                            " DROP TABLE layer_sources;"
                             " ALTER TABLE layers DROP COLUMN state;"
                             " UPDATE meta SET value = '6' WHERE key = 'schema_version'",
                             NULL, NULL, NULL),
