@@ -374,6 +374,11 @@ void cairn_strv_free(char **v, size_t n);
 
 /* 1 if stored, 0 if not, negative on error. */
 int cairn_layer_exists(cairn_store *st, const char *diff_id);
+/* The zero bytes the last cairn_layer_ingest on st added after its stream
+ * to prove the expected diff_id (a tar whose record padding its blob
+ * dropped, as podman 4.3's zstd:chunked writer does; they are kept in the
+ * layer's exact tar), or 0. */
+uint64_t cairn_layer_ingest_padding(const cairn_store *st);
 /* Resolves a layer's full id or unambiguous id prefix (>= 12 hex digits,
  * optional "sha256:"), the rule images follow too: -ENOENT "no such
  * layer", -EINVAL if the prefix is ambiguous. */

@@ -741,6 +741,12 @@ int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
       say(log, arg, "layer %.19s: fetched in full (%llu bytes), its exact tar recorded", f.digest,
           (unsigned long long)f.blob_size);
   }
+  if (r == 0 && cairn_layer_ingest_padding(st))
+    say(log, arg,
+        "layer %.19s: its blob lacks the tar's last %llu zero bytes (the record padding podman"
+        " 4.3's zstd:chunked writer drops); its diff_id holds with them, which its exact tar"
+        " keeps",
+        f.digest, (unsigned long long)cairn_layer_ingest_padding(st));
   if (r == 0) r = cairn_lazy_layer_finished(st, diff_id);
   if (r < 0) cairn_fail_context(st, r, "finishing layer %.12s", diff_id);
 out:

@@ -59,6 +59,7 @@ typedef struct fetch_run {
   atomic_bool cancel;
   bool lazy;         /* pull --lazy */
   bool said_in_full; /* a --lazy pull said it pulls a layer in full */
+  bool said_padding; /* a layer's blob without its tar's record padding, said */
 } fetch_run;
 
 static void set_state(fetch_run *run, size_t i, enum cairn_pull_state s) {
@@ -112,6 +113,17 @@ static int ingest(fetch_run *run, cairn_store *wst, size_t i, int fd) {
   cairn_store_set_progress(wst, on_stored, &run->slots[i]);
   int r = cairn_layer_ingest(wst, fd, diff_id, NULL, got);
   cairn_store_set_progress(wst, NULL, NULL);
+  uint64_t pad = r == 0 ? cairn_layer_ingest_padding(wst) : 0;
+  pthread_mutex_lock(&run->lock);
+  bool say = pad && !run->said_padding;
+  run->said_padding |= say;
+  pthread_mutex_unlock(&run->lock);
+  if (say)
+    cn_pull_log(run->src,
+                "layer %.19s: its blob lacks the tar's last %llu zero bytes (the record padding"
+                " podman 4.3's zstd:chunked writer drops); its diff_id holds with them, which"
+                " its exact tar keeps (said once)",
+                run->img->layers[i].digest, (unsigned long long)pad);
   return r;
 }
 
