@@ -425,7 +425,9 @@ typedef struct cairn_lazy_source {
  * other becomes a pending file (*pending counts them), and the layer is
  * partial until the last arrives. The TOC's bytes (toc, toc_len; checked
  * against src->toc_digest by the caller) are kept as STORE/toc/HEX of
- * src->digest. 0 also when the layer is stored already. */
+ * src->digest. 0 also when the layer is stored already and reusable
+ * (cairn_layer_reusable); 2 when it is stored unproven from another blob
+ * (or refuted): nothing recorded, the caller pulls it in full. */
 int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
                                size_t n, const cairn_lazy_source *src, const void *toc,
                                size_t toc_len, size_t *pending);

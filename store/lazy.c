@@ -159,9 +159,12 @@ static int record_locked(cairn_store *st, const char *diff_id, struct sorted_ent
                          const cairn_lazy_source *src, size_t *pending) {
   int r;
   if ((r = cn_db_begin(st)) < 0) return r;
-  if ((r = cairn_layer_exists(st, diff_id)) != 0) {
+  /* stored meanwhile (the pull looked before): reused if proven or of
+   * this very blob and TOC, else 2 (an unproven claim from another blob:
+   * the caller pulls this one in full, which proves it) */
+  if ((r = cairn_layer_reusable(st, diff_id, src->digest, src->annotations)) != 0) {
     cn_db_rollback(st);
-    return r < 0 ? r : 0;
+    return r < 0 ? r : r == 1 ? 0 : 2;
   }
   cn_autostmt sqlite3_stmt *ins = NULL, *pend = NULL, *lay = NULL, *srcrow = NULL, *upd = NULL;
   if ((r = cn_db_prepare(st, &ins,

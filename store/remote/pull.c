@@ -187,9 +187,14 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
       return 0;
     }
     if (r < 0) return cairn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
+    if (r == 2)
+      cn_pull_log(run->src,
+                  "layer %.19s: its diff_id %.19s is stored by a lazy pull of another blob, not"
+                  " proven; pulling this one in full to prove it",
+                  d->digest, diff_id);
     pthread_mutex_lock(&run->lock);
-    bool say = !run->said_in_full;
-    run->said_in_full = true;
+    bool say = r == 1 && !run->said_in_full;
+    run->said_in_full |= r == 1;
     pthread_mutex_unlock(&run->lock);
     if (say)
       cn_pull_log(run->src,
