@@ -104,7 +104,7 @@
 #define XA_ORIGIN XA_PREFIX "origin"
 #define XA_REBASE XA_PREFIX "rebase" /* set on the root: rw_rebase() */
 #define XA_UPPER XA_PREFIX "upper"   /* read on the root: the upper's id */
-#define XA_HIDDEN XA_PREFIX "hidden" /* on work/index/L: hide_lower() */
+#define XA_HIDDEN XA_PREFIX "hidden" /* on work/index/L: rw_hide_lower() */
 #define RW_TIMEOUT 1.0
 #define NO_FH UINT64_MAX /* a read-only open of a lower-only file */
 
@@ -112,11 +112,11 @@
  * moves the fd onto the inode's copy in the fresh upper (dup2). */
 struct whandle {
   int fd;
-  struct inode *i;
+  struct rw_inode *i;
   struct whandle *next;
 };
 
-struct inode {
+struct rw_inode {
   uint64_t id;    /* the nodeid */
   uint32_t lower; /* the tree inode it is (or was copied up from), 0 if none */
   int fd;         /* O_PATH on the upper object, -1 while lower only */
@@ -126,14 +126,14 @@ struct inode {
   bool restored;  /* by inode_restore: the kernel's count is unknown */
   bool base;      /* restored, and RESTORED_REFS still counted in refs */
   bool orphan;    /* its last name went while the kernel held it: work/orphan.ID */
-  struct inode *parent;
+  struct rw_inode *parent;
   char *name;
-  struct inode *hnext;
+  struct rw_inode *hnext;
   /* After a rebase (cairn commit): the identity lookups find it by (the
    * tree inode, or 2^32 + backing inode, it now is), which may differ from
    * the nodeid the kernel holds; 0 for none (an orphan). Else key == id. */
   uint64_t key;
-  struct inode *xnext;   /* in the key table, while key != id */
+  struct rw_inode *xnext;   /* in the key table, while key != id */
   uint32_t rebase_lower; /* rw_rebase(): its inode in the new tree, 0 if none */
   int rebase_mark;       /* rw_rebase(): 0 unvisited, 1 done */
   char *rebase_path;     /* rw_rebase(): another name of it, its new place */
@@ -150,15 +150,15 @@ struct cairnfs_rw {
   bool resumed, served; /* served: the kernel's INIT came */
   pthread_mutex_t mu;
   uint64_t tmp_seq;
-  struct inode *root;
-  struct inode *buckets[NBUCKETS];
+  struct rw_inode *root;
+  struct rw_inode *buckets[NBUCKETS];
   /* Rebases (cairn commit moves the mount onto its new image, rw_rebase()):
    * the inodes whose key is not their nodeid, by key; nodeids given when
    * a key's own number is taken; the trees served before (kept: a read
    * may still use a node of one); tree_lock orders the tree's swap
    * against lower reads, which run without mu. */
   bool rebased;
-  struct inode *xbuckets[NBUCKETS];
+  struct rw_inode *xbuckets[NBUCKETS];
   uint64_t next_id;
   cairn_tree **old_trees;
   size_t n_old_trees;
@@ -215,62 +215,57 @@ struct dirh {
 };
 
 /* rw_inode.c */
-struct inode *inode_get(struct cairnfs_rw *rw, uint64_t id);
-struct inode *inode_new(struct cairnfs_rw *rw, uint64_t id, uint32_t lower);
-void key_set(struct cairnfs_rw *rw, struct inode *i, uint64_t key);
-struct inode *key_find(struct cairnfs_rw *rw, uint64_t key);
-struct inode *key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower);
-uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key);
-void orphan_keep(struct cairnfs_rw *rw, struct inode *x, uint64_t held);
-void orphan_move(struct cairnfs_rw *rw, struct inode *x);
-void orphan_name(char *buf, size_t len, uint64_t nodeid);
-int orphan_copy(struct cairnfs *fs, struct inode *i);
-bool orphan_is(struct cairnfs_rw *rw, uint64_t nodeid, int fd);
-void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n);
-void inode_forget(struct cairnfs_rw *rw, struct inode *i, uint64_t n);
-void forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n);
-int inode_place(struct cairnfs_rw *rw, struct inode *i, struct inode *parent, const char *name);
-void inode_drop_unused(struct cairnfs_rw *rw, struct inode *i);
-void inode_noted(struct cairnfs_rw *rw, const struct inode *i);
-const cairn_node *lower_node(struct cairnfs *fs, const struct inode *i);
-const cairn_node *lower_dir(struct cairnfs *fs, const struct inode *i);
-bool lower_has(struct cairnfs *fs, const struct inode *dir, const char *name);
-uint32_t origin_at(int dirfd, const char *name);
-int resolve(struct cairnfs *fs, struct inode *dir, const char *name, struct inode **out);
+struct rw_inode *rw_inode_get(struct cairnfs_rw *rw, uint64_t id);
+struct rw_inode *rw_inode_new(struct cairnfs_rw *rw, uint64_t id, uint32_t lower);
+void rw_key_set(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t key);
+struct rw_inode *rw_key_find(struct cairnfs_rw *rw, uint64_t key);
+struct rw_inode *rw_key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower);
+uint64_t rw_key_ino(struct cairnfs_rw *rw, uint64_t key);
+void rw_orphan_keep(struct cairnfs_rw *rw, struct rw_inode *x, uint64_t held);
+void rw_orphan_move(struct cairnfs_rw *rw, struct rw_inode *x);
+void rw_orphan_name(char *buf, size_t len, uint64_t nodeid);
+int rw_orphan_copy(struct cairnfs *fs, struct rw_inode *i);
+bool rw_orphan_is(struct cairnfs_rw *rw, uint64_t nodeid, int fd);
+void rw_inode_unref(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n);
+void rw_inode_forget(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n);
+void rw_forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n);
+int rw_inode_place(struct cairnfs_rw *rw, struct rw_inode *i, struct rw_inode *parent, const char *name);
+void rw_inode_drop_unused(struct cairnfs_rw *rw, struct rw_inode *i);
+void rw_inode_noted(struct cairnfs_rw *rw, const struct rw_inode *i);
+const cairn_node *rw_lower_node(struct cairnfs *fs, const struct rw_inode *i);
+const cairn_node *rw_lower_dir(struct cairnfs *fs, const struct rw_inode *i);
+bool rw_lower_has(struct cairnfs *fs, const struct rw_inode *dir, const char *name);
+uint32_t rw_origin_at(int dirfd, const char *name);
+int rw_resolve(struct cairnfs *fs, struct rw_inode *dir, const char *name, struct rw_inode **out);
 
 /* rw_copyup.c */
-int copy_meta(struct cairnfs *fs, uint32_t lower, const cairn_node *n, int dirfd, const char *name);
-int ensure_upper(struct cairnfs *fs, struct inode *i);
-int ensure_named(struct cairnfs *fs, struct inode *i, struct inode *dir, const char *name);
-uint32_t hidden_names(struct cairnfs_rw *rw, uint32_t lower);
-int hide_lower(struct cairnfs *fs, struct inode *dir, const char *name);
-int whiteout_make(int dirfd, const char *name);
+int rw_copy_meta(struct cairnfs *fs, uint32_t lower, const cairn_node *n, int dirfd, const char *name);
+int rw_ensure_upper(struct cairnfs *fs, struct rw_inode *i);
+int rw_ensure_named(struct cairnfs *fs, struct rw_inode *i, struct rw_inode *dir, const char *name);
+uint32_t rw_hidden_names(struct cairnfs_rw *rw, uint32_t lower);
+int rw_hide_lower(struct cairnfs *fs, struct rw_inode *dir, const char *name);
+int rw_whiteout_make(int dirfd, const char *name);
 
 /* rw_listing.c */
-void dirh_clear(struct dirh *d);
-void dirh_free(struct dirh *d);
-int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d);
-int dir_subdirs(struct cairnfs *fs, struct inode *i);
+void rw_dirh_clear(struct dirh *d);
+void rw_dirh_free(struct dirh *d);
+int rw_dirh_fill(struct cairnfs *fs, struct rw_inode *i, struct dirh *d);
+int rw_dir_subdirs(struct cairnfs *fs, struct rw_inode *i);
 
 /* rw_attr.c */
-int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st);
-int entry_of(struct cairnfs *fs, struct inode *i, struct fuse_entry_param *e);
+int rw_inode_stat(struct cairnfs *fs, struct rw_inode *i, struct stat *st);
+int rw_entry_of(struct cairnfs *fs, struct rw_inode *i, struct fuse_entry_param *e);
 
-/* rw_restart.c */
-const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino);
-void inode_find_parent(struct cairnfs *fs, struct inode *i);
-struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth);
-struct inode *inode_of(struct cairnfs *fs, fuse_ino_t ino);
-struct stale_fh *stale_find(struct cairnfs_rw *rw, uint64_t fh);
-struct stale_fh *stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct dirh *d);
-void stale_free(struct stale_fh *s);
-int fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh);
-bool fh_ours(const struct cairnfs_rw *rw, uint64_t fh);
-void fh_release(struct cairnfs *fs, uint64_t fh);
-int reopen(struct inode *i, int flags);
-/* rw_ops.c: a handle's fd, reopened (and copied up) for a dead server's */
-int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi, bool locked);
-int fh_fd(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi);
+void rw_inode_find_parent(struct cairnfs *fs, struct rw_inode *i);
+struct rw_inode *rw_inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth);
+struct rw_inode *rw_inode_of(struct cairnfs *fs, fuse_ino_t ino);
+struct stale_fh *rw_stale_find(struct cairnfs_rw *rw, uint64_t fh);
+struct stale_fh *rw_stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct dirh *d);
+void rw_stale_free(struct stale_fh *s);
+int rw_fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh);
+bool rw_fh_ours(const struct cairnfs_rw *rw, uint64_t fh);
+void rw_fh_release(struct cairnfs *fs, uint64_t fh);
+int rw_reopen(struct rw_inode *i, int flags);
 
 /* rw_dir.c */
 void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

@@ -22,9 +22,9 @@
 
 /* ---- attributes ------------------------------------------------------- */
 
-int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
+int rw_inode_stat(struct cairnfs *fs, struct rw_inode *i, struct stat *st) {
   if (i->fd < 0) {
-    const cairn_node *n = lower_node(fs, i);
+    const cairn_node *n = rw_lower_node(fs, i);
     if (!n) return -ESTALE;
     cairnfs_node_stat(n, i->id, st);
     cairnfs_node_blocks(fs, n, st);
@@ -32,15 +32,15 @@ int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
   }
   if (fstatat(i->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) return -errno;
   st->st_ino = i->id;
-  if (S_ISDIR(st->st_mode) && lower_dir(fs, i)) {
+  if (S_ISDIR(st->st_mode) && rw_lower_dir(fs, i)) {
     /* a merged directory: 2 + its subdirectories in the merged view */
-    int n = dir_subdirs(fs, i);
+    int n = rw_dir_subdirs(fs, i);
     if (n >= 0) st->st_nlink = 2 + (nlink_t)n;
   } else if (i->indexed) {
-    const cairn_node *n = lower_node(fs, i);
+    const cairn_node *n = rw_lower_node(fs, i);
     /* the index's own name is no name of the file, nor are the lower
      * names the upper hides */
-    uint32_t hidden = n ? hidden_names(fs->rw, i->lower) : 0;
+    uint32_t hidden = n ? rw_hidden_names(fs->rw, i->lower) : 0;
     if (n && st->st_nlink >= 1 && n->nlink + st->st_nlink - 1 >= hidden)
       st->st_nlink = n->nlink + st->st_nlink - 1 - hidden;
   } else if (i->orphan && st->st_nlink >= 1) {
@@ -49,11 +49,11 @@ int inode_stat(struct cairnfs *fs, struct inode *i, struct stat *st) {
   return 0;
 }
 
-int entry_of(struct cairnfs *fs, struct inode *i, struct fuse_entry_param *e) {
+int rw_entry_of(struct cairnfs *fs, struct rw_inode *i, struct fuse_entry_param *e) {
   memset(e, 0, sizeof(*e));
   e->ino = i->id;
   e->generation = 1;
   e->attr_timeout = RW_TIMEOUT;
   e->entry_timeout = RW_TIMEOUT;
-  return inode_stat(fs, i, &e->attr);
+  return rw_inode_stat(fs, i, &e->attr);
 }

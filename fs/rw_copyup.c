@@ -62,7 +62,7 @@ static int copy_data(struct cairnfs *fs, const cairn_node *n, int out) {
 }
 
 /* Gives work/tmp the node's owner, mode, xattrs, times and origin. */
-int copy_meta(struct cairnfs *fs, uint32_t lower, const cairn_node *n, int dirfd,
+int rw_copy_meta(struct cairnfs *fs, uint32_t lower, const cairn_node *n, int dirfd,
               const char *name) {
   char path[PBUF], num[16];
   fd_path(path, sizeof(path), dirfd, name);
@@ -110,7 +110,7 @@ static int copy_node(struct cairnfs *fs, uint32_t lower, int dstdir, const char 
   default:
     if (mknodat(rw->work_fd, tmp, (n->mode & S_IFMT) | 0600, (dev_t)n->rdev) < 0) return -errno;
   }
-  if (r == 0) r = copy_meta(fs, lower, n, rw->work_fd, tmp);
+  if (r == 0) r = rw_copy_meta(fs, lower, n, rw->work_fd, tmp);
   /* A copy-up is no change of its directory: its times are put back, as
    * overlayfs does. */
   struct stat pst;
@@ -131,10 +131,10 @@ static int copy_node(struct cairnfs *fs, uint32_t lower, int dstdir, const char 
  * with no place in the new view (unlinked while open), is copied into
  * work/ as an orphan (orphan_move then keeps it in the fresh upper), so
  * that it is still read after the switch and after restarts. */
-int orphan_copy(struct cairnfs *fs, struct inode *i) {
+int rw_orphan_copy(struct cairnfs *fs, struct rw_inode *i) {
   struct cairnfs_rw *rw = fs->rw;
   char name[40];
-  orphan_name(name, sizeof(name), i->id);
+  rw_orphan_name(name, sizeof(name), i->id);
   unlinkat(rw->work_fd, name, 0);
   int r = copy_node(fs, i->lower, rw->work_fd, name);
   if (r < 0) return r;
@@ -145,10 +145,10 @@ int orphan_copy(struct cairnfs *fs, struct inode *i) {
 }
 
 /* Makes i an upper object (copying it up, its parents first). */
-int ensure_upper(struct cairnfs *fs, struct inode *i) {
+int rw_ensure_upper(struct cairnfs *fs, struct rw_inode *i) {
   struct cairnfs_rw *rw = fs->rw;
   if (i->fd >= 0) return 0;
-  const cairn_node *n = lower_node(fs, i);
+  const cairn_node *n = rw_lower_node(fs, i);
   if (!n) return -EIO;
   int dirfd;
   char name[16];
@@ -159,15 +159,15 @@ int ensure_upper(struct cairnfs *fs, struct inode *i) {
     at = name;
     i->indexed = true;
   } else {
-    if (!i->parent) inode_find_parent(fs, i);
+    if (!i->parent) rw_inode_find_parent(fs, i);
     if (!i->parent) return -EIO;
-    int r = ensure_upper(fs, i->parent);
+    int r = rw_ensure_upper(fs, i->parent);
     if (r < 0) return r;
     dirfd = i->parent->fd;
     at = i->name;
   }
   struct stat st;
-  if (fstatat(dirfd, at, &st, AT_SYMLINK_NOFOLLOW) < 0 || origin_at(dirfd, at) != i->lower) {
+  if (fstatat(dirfd, at, &st, AT_SYMLINK_NOFOLLOW) < 0 || rw_origin_at(dirfd, at) != i->lower) {
     int r = copy_node(fs, i->lower, dirfd, at);
     if (r < 0) {
       i->indexed = false;
@@ -179,26 +179,26 @@ int ensure_upper(struct cairnfs *fs, struct inode *i) {
     i->indexed = false;
     return -errno;
   }
-  inode_noted(rw, i);
+  rw_inode_noted(rw, i);
   return 0;
 }
 
 /* Gives an upper i (indexed) a name in its current place (a rename's
  * source must be a name in the upper directory). */
-int ensure_named(struct cairnfs *fs, struct inode *i, struct inode *dir, const char *name) {
-  int r = ensure_upper(fs, i);
+int rw_ensure_named(struct cairnfs *fs, struct rw_inode *i, struct rw_inode *dir, const char *name) {
+  int r = rw_ensure_upper(fs, i);
   if (r < 0 || !i->indexed) return r;
   struct stat st;
   if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !is_whiteout(&st)) return 0;
   if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) unlinkat(dir->fd, name, 0);
-  r = hide_lower(fs, dir, name);
+  r = rw_hide_lower(fs, dir, name);
   if (r < 0) return r;
   return linkat(i->fd, "", dir->fd, name, AT_EMPTY_PATH) < 0 ? -errno : 0;
 }
 
 /* How many names of the lower file with several names L (indexed) the
- * upper hides: hide_lower() counts them on its copy-up. */
-uint32_t hidden_names(struct cairnfs_rw *rw, uint32_t lower) {
+ * upper hides: rw_hide_lower() counts them on its copy-up. */
+uint32_t rw_hidden_names(struct cairnfs_rw *rw, uint32_t lower) {
   char path[PBUF], idx[16], buf[16];
   snprintf(idx, sizeof(idx), "%" PRIu32, lower);
   fd_path(path, sizeof(path), rw->index_fd, idx);
@@ -214,11 +214,11 @@ uint32_t hidden_names(struct cairnfs_rw *rw, uint32_t lower) {
  * file is copied up to work/index (if not yet) and its count of hidden
  * names goes up, so that its link count is that of the names the view
  * shows (inode_stat). */
-int hide_lower(struct cairnfs *fs, struct inode *dir, const char *name) {
+int rw_hide_lower(struct cairnfs *fs, struct rw_inode *dir, const char *name) {
   struct cairnfs_rw *rw = fs->rw;
   struct stat st;
   if (dir->fd >= 0 && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) return 0;
-  const cairn_node *ld = lower_dir(fs, dir);
+  const cairn_node *ld = rw_lower_dir(fs, dir);
   const cairn_dirent *de = ld ? cairn_tree_lookup(fs->tree, ld, name) : NULL;
   const cairn_node *n = de ? cairn_tree_node(fs->tree, de->ino) : NULL;
   if (!n || S_ISDIR(n->mode) || n->nlink <= 1) return 0;
@@ -228,20 +228,20 @@ int hide_lower(struct cairnfs *fs, struct inode *dir, const char *name) {
     int r = errno == ENOENT ? copy_node(fs, de->ino, rw->index_fd, idx) : -errno;
     if (r < 0) return r;
   }
-  snprintf(num, sizeof(num), "%" PRIu32, hidden_names(rw, de->ino) + 1);
+  snprintf(num, sizeof(num), "%" PRIu32, rw_hidden_names(rw, de->ino) + 1);
   fd_path(path, sizeof(path), rw->index_fd, idx);
   if (lsetxattr(path, XA_HIDDEN, num, strlen(num), 0) < 0) return -errno;
-  struct inode *i = key_find(rw, de->ino);
+  struct rw_inode *i = rw_key_find(rw, de->ino);
   if (i && i->fd < 0 && i->lower == de->ino) { /* known, lower only: now the copy-up */
     i->fd = openat(rw->index_fd, idx, O_PATH | O_NOFOLLOW | O_CLOEXEC);
     if (i->fd >= 0) {
       i->indexed = true;
-      inode_noted(rw, i);
+      rw_inode_noted(rw, i);
     }
   }
   return 0;
 }
 
-int whiteout_make(int dirfd, const char *name) {
+int rw_whiteout_make(int dirfd, const char *name) {
   return mknodat(dirfd, name, S_IFCHR | 0000, makedev(0, 0)) < 0 ? -errno : 0;
 }

@@ -34,10 +34,10 @@ static struct dirh *dirh_of(struct cairnfs *fs, const struct fuse_file_info *fi)
 static struct dirh *dirh_stale(struct cairnfs *fs, uint64_t fh) {
   struct cairnfs_rw *rw = fs->rw;
   pthread_mutex_lock(&rw->mu);
-  struct stale_fh *s = stale_find(rw, fh);
+  struct stale_fh *s = rw_stale_find(rw, fh);
   if (!s) {
     struct dirh *d = calloc(1, sizeof(*d));
-    if (d && !(s = stale_add(rw, fh, -1, d))) free(d);
+    if (d && !(s = rw_stale_add(rw, fh, -1, d))) free(d);
   }
   pthread_mutex_unlock(&rw->mu);
   return s ? s->dirh : NULL;
@@ -51,18 +51,18 @@ void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
     return;
   }
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
-  int r = i ? dirh_fill(fs, i, d) : -ESTALE;
+  struct rw_inode *i = rw_inode_of(fs, ino);
+  int r = i ? rw_dirh_fill(fs, i, d) : -ESTALE;
   UNLOCK(fs);
   if (r < 0) {
-    dirh_clear(d);
+    rw_dirh_clear(d);
     free(d);
     fuse_reply_err(req, -r);
     return;
   }
   fi->fh = ((uint64_t)fs->rw->epoch & DH_EPOCH_MASK) << DH_EPOCH_SHIFT | (uint64_t)(uintptr_t)d;
   if (fuse_reply_open(req, fi) != 0) {
-    dirh_clear(d);
+    rw_dirh_clear(d);
     free(d);
   }
 }
@@ -80,8 +80,8 @@ void rw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct f
   }
   if (off == 0 || d->n == 0) { /* a rewind sees what changed since opendir */
     LOCK(fs);
-    struct inode *i = inode_of(fs, ino);
-    int r = i ? dirh_fill(fs, i, d) : -ESTALE;
+    struct rw_inode *i = rw_inode_of(fs, ino);
+    int r = i ? rw_dirh_fill(fs, i, d) : -ESTALE;
     UNLOCK(fs);
     if (r < 0) {
       fuse_reply_err(req, -r);
@@ -119,9 +119,9 @@ void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
   struct dirh *d = dirh_of(fs, fi);
   if (d)
-    dirh_free(d);
+    rw_dirh_free(d);
   else
-    fh_release(fs, fi->fh);
+    rw_fh_release(fs, fi->fh);
   fuse_reply_err(req, 0);
 }
 
@@ -130,7 +130,7 @@ void rw_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_
   (void)fi;
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
+  struct rw_inode *i = rw_inode_of(fs, ino);
   int fd = i && i->fd >= 0 ? openat(i->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   UNLOCK(fs);
   int r = 0;

@@ -11,7 +11,7 @@
  * parent) is not 0; a restored one's count is unknown (inode_forget).
  * Its place (parent, name) is a hint only: what acts on an object acts
  * through its fd. Orphans (work/orphan.NODEID) keep a file whose last
- * name went while the kernel holds it. resolve() is the one way from a
+ * name went while the kernel holds it. rw_resolve() is the one way from a
  * directory and a name to an inode, merging the upper over the tree.
  * Callers hold mu.
  */
@@ -30,14 +30,14 @@
 
 /* ---- the inode table (callers hold mu) ------------------------------- */
 
-struct inode *inode_get(struct cairnfs_rw *rw, uint64_t id) {
-  for (struct inode *i = rw->buckets[id % NBUCKETS]; i; i = i->hnext)
+struct rw_inode *rw_inode_get(struct cairnfs_rw *rw, uint64_t id) {
+  for (struct rw_inode *i = rw->buckets[id % NBUCKETS]; i; i = i->hnext)
     if (i->id == id) return i;
   return NULL;
 }
 
-struct inode *inode_new(struct cairnfs_rw *rw, uint64_t id, uint32_t lower) {
-  struct inode *i = calloc(1, sizeof(*i));
+struct rw_inode *rw_inode_new(struct cairnfs_rw *rw, uint64_t id, uint32_t lower) {
+  struct rw_inode *i = calloc(1, sizeof(*i));
   if (!i) return NULL;
   i->id = id;
   i->key = id;
@@ -49,15 +49,15 @@ struct inode *inode_new(struct cairnfs_rw *rw, uint64_t id, uint32_t lower) {
 }
 
 /* The key table (rebases only): inodes found by a key not their nodeid. */
-static void key_unlink(struct cairnfs_rw *rw, struct inode *i) {
+static void key_unlink(struct cairnfs_rw *rw, struct rw_inode *i) {
   if (i->key == i->id || i->key == 0) return;
-  struct inode **pp = &rw->xbuckets[i->key % NBUCKETS];
+  struct rw_inode **pp = &rw->xbuckets[i->key % NBUCKETS];
   while (*pp && *pp != i) pp = &(*pp)->xnext;
   if (*pp) *pp = i->xnext;
   i->xnext = NULL;
 }
 
-void key_set(struct cairnfs_rw *rw, struct inode *i, uint64_t key) {
+void rw_key_set(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t key) {
   key_unlink(rw, i);
   i->key = key;
   if (key == i->id || key == 0) return;
@@ -66,25 +66,25 @@ void key_set(struct cairnfs_rw *rw, struct inode *i, uint64_t key) {
 }
 
 /* The inode the kernel knows as the entry of identity key, or NULL. */
-struct inode *key_find(struct cairnfs_rw *rw, uint64_t key) {
-  if (!rw->rebased) return inode_get(rw, key);
-  for (struct inode *i = rw->xbuckets[key % NBUCKETS]; i; i = i->xnext)
+struct rw_inode *rw_key_find(struct cairnfs_rw *rw, uint64_t key) {
+  if (!rw->rebased) return rw_inode_get(rw, key);
+  for (struct rw_inode *i = rw->xbuckets[key % NBUCKETS]; i; i = i->xnext)
     if (i->key == key) return i;
-  struct inode *i = inode_get(rw, key);
+  struct rw_inode *i = rw_inode_get(rw, key);
   return i && i->key == key ? i : NULL;
 }
 
 /* A new inode of identity key: its nodeid is key unless the kernel still
  * holds that number for another entry (after a rebase; or, for all a
  * restarted server knows, the node table says it may). */
-struct inode *key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower) {
-  if (!rw->rebased || (!inode_get(rw, key) && !cairnfs_nodetab_names_else(rw->nodes, key, lower)))
-    return inode_new(rw, key, lower);
+struct rw_inode *rw_key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower) {
+  if (!rw->rebased || (!rw_inode_get(rw, key) && !cairnfs_nodetab_names_else(rw->nodes, key, lower)))
+    return rw_inode_new(rw, key, lower);
   uint64_t id;
   do id = ++rw->next_id;
-  while (inode_get(rw, id) || cairnfs_nodetab_has(rw->nodes, id));
-  struct inode *i = inode_new(rw, id, lower);
-  if (i) key_set(rw, i, key);
+  while (rw_inode_get(rw, id) || cairnfs_nodetab_has(rw->nodes, id));
+  struct rw_inode *i = rw_inode_new(rw, id, lower);
+  if (i) rw_key_set(rw, i, key);
   /* For a later server: which tree inode this nodeid is (an upper
    * object's is recorded once bound, inode_noted). */
   if (i && lower) cairnfs_nodetab_note_lower(rw->nodes, id, lower);
@@ -92,8 +92,8 @@ struct inode *key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower) {
 }
 
 /* The d_ino of the entry of identity key in a listing. */
-uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key) {
-  struct inode *i = rw->rebased ? key_find(rw, key) : NULL;
+uint64_t rw_key_ino(struct cairnfs_rw *rw, uint64_t key) {
+  struct rw_inode *i = rw->rebased ? rw_key_find(rw, key) : NULL;
   return i ? i->id : key;
 }
 
@@ -104,19 +104,19 @@ uint64_t key_ino(struct cairnfs_rw *rw, uint64_t key) {
  * it is still read and written through the handles open on it. Never
  * shown, never committed; a server's start removes those of nodeids with
  * no record (cairnfs_rw_setup). */
-void orphan_name(char *buf, size_t len, uint64_t nodeid) {
+void rw_orphan_name(char *buf, size_t len, uint64_t nodeid) {
   snprintf(buf, len, "orphan.%" PRIu64, nodeid);
 }
 
 static void orphan_drop(struct cairnfs_rw *rw, uint64_t nodeid) {
   char name[40];
-  orphan_name(name, sizeof(name), nodeid);
+  rw_orphan_name(name, sizeof(name), nodeid);
   unlinkat(rw->work_fd, name, 0);
 }
 
 /* Before the last name of regular file x goes: an orphan if the kernel
  * holds it (refs beyond the caller's own, held). Best effort. */
-void orphan_keep(struct cairnfs_rw *rw, struct inode *x, uint64_t held) {
+void rw_orphan_keep(struct cairnfs_rw *rw, struct rw_inode *x, uint64_t held) {
   struct stat st;
   if (x->orphan || x->indexed || x->fd < 0 || x->refs <= held) return;
   if (fstatat(x->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
@@ -124,7 +124,7 @@ void orphan_keep(struct cairnfs_rw *rw, struct inode *x, uint64_t held) {
     return;
   char self[PBUF], name[40];
   fd_path(self, sizeof(self), x->fd, NULL);
-  orphan_name(name, sizeof(name), x->id);
+  rw_orphan_name(name, sizeof(name), x->id);
   unlinkat(rw->work_fd, name, 0); /* a dead server's, of an object now gone */
   if (linkat(AT_FDCWD, self, rw->work_fd, name, AT_SYMLINK_FOLLOW) == 0) x->orphan = true;
 }
@@ -134,7 +134,7 @@ void orphan_keep(struct cairnfs_rw *rw, struct inode *x, uint64_t held) {
  * file of the old upper, which the move drops) as an orphan of the fresh
  * upper, so that a later server opens it again by its file handle as the
  * dead one would have served it. Best effort. */
-void orphan_move(struct cairnfs_rw *rw, struct inode *x) {
+void rw_orphan_move(struct cairnfs_rw *rw, struct rw_inode *x) {
   struct stat st;
   x->orphan = false; /* its name in the old upper's work/ goes with it */
   if (x->indexed || x->fd < 0 || fstatat(x->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -142,34 +142,34 @@ void orphan_move(struct cairnfs_rw *rw, struct inode *x) {
     return;
   char self[PBUF], name[40];
   fd_path(self, sizeof(self), x->fd, NULL);
-  orphan_name(name, sizeof(name), x->id);
+  rw_orphan_name(name, sizeof(name), x->id);
   unlinkat(rw->work_fd, name, 0);
   if (linkat(AT_FDCWD, self, rw->work_fd, name, AT_SYMLINK_FOLLOW) == 0) x->orphan = true;
 }
 
 /* Whether fd (a restored inode's object) is the orphan of nodeid. */
-bool orphan_is(struct cairnfs_rw *rw, uint64_t nodeid, int fd) {
+bool rw_orphan_is(struct cairnfs_rw *rw, uint64_t nodeid, int fd) {
   char name[40];
   struct stat a, b;
-  orphan_name(name, sizeof(name), nodeid);
+  rw_orphan_name(name, sizeof(name), nodeid);
   return fstatat(rw->work_fd, name, &a, AT_SYMLINK_NOFOLLOW) == 0 &&
          fstatat(fd, "", &b, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
          a.st_dev == b.st_dev;
 }
 
 /* Drops n references of i (kid: a child's), and i if it was the last. */
-static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, bool kid) {
+static void inode_unref_as(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n, bool kid) {
   while (i) {
     if (kid && i->kids) i->kids--;
     if (i->refs > n) {
       i->refs -= n;
       return;
     }
-    struct inode **pp = &rw->buckets[i->id % NBUCKETS];
+    struct rw_inode **pp = &rw->buckets[i->id % NBUCKETS];
     while (*pp != i) pp = &(*pp)->hnext;
     *pp = i->hnext;
     key_unlink(rw, i);
-    struct inode *parent = i->parent;
+    struct rw_inode *parent = i->parent;
     /* A restored inode's count was a guess: the kernel may still hold it,
      * so its record stays, for inode_restore to find it again; unless it
      * is an orphan with no other name, which no lookup can give again. */
@@ -187,7 +187,7 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct inode *i, uint64_t n, b
   }
 }
 
-void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+void rw_inode_unref(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n) {
   inode_unref_as(rw, i, n, false);
 }
 
@@ -198,33 +198,33 @@ void inode_unref(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
  * kernel could not use, or one queued before the restart, reaching this
  * server after it handed the nodeid out again): if the kernel still
  * holds it, its record (kept: inode_unref_as) restores it again. */
-void inode_forget(struct cairnfs_rw *rw, struct inode *i, uint64_t n) {
+void rw_inode_forget(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n) {
   if (i->base) {
     i->base = false;
     n = UINT64_MAX;
   }
   uint64_t lookups = i->refs > i->kids ? i->refs - i->kids : 0;
   if (n > lookups) n = lookups;
-  if (n) inode_unref(rw, i, n);
+  if (n) rw_inode_unref(rw, i, n);
 }
 
 /* A FORGET of nodeid ino, n lookups. One of an inode this server does not
  * hold changes nothing: it was dropped on a FORGET already (a restored
  * one's, whose record stays, since the kernel may still hold it). */
-void forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n) {
-  struct inode *i = inode_get(rw, ino);
-  if (i && i != rw->root) inode_forget(rw, i, n);
+void rw_forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n) {
+  struct rw_inode *i = rw_inode_get(rw, ino);
+  if (i && i != rw->root) rw_inode_forget(rw, i, n);
 }
 
 /* Records where i was seen: parent's directory, under name. */
-int inode_place(struct cairnfs_rw *rw, struct inode *i, struct inode *parent, const char *name) {
+int rw_inode_place(struct cairnfs_rw *rw, struct rw_inode *i, struct rw_inode *parent, const char *name) {
   if (i == rw->root) return 0;
   if (i->parent == parent && i->name && strcmp(i->name, name) == 0) return 0;
   char *copy = strdup(name);
   if (!copy) return -ENOMEM;
   parent->refs++;
   parent->kids++;
-  struct inode *old = i->parent;
+  struct rw_inode *old = i->parent;
   free(i->name);
   i->name = copy;
   i->parent = parent;
@@ -233,34 +233,34 @@ int inode_place(struct cairnfs_rw *rw, struct inode *i, struct inode *parent, co
 }
 
 /* A fresh inode with no reference is dropped again (a failed request). */
-void inode_drop_unused(struct cairnfs_rw *rw, struct inode *i) {
+void rw_inode_drop_unused(struct cairnfs_rw *rw, struct rw_inode *i) {
   if (i && i->refs == 0 && i != rw->root) {
     i->refs = 1;
-    inode_unref(rw, i, 1);
+    rw_inode_unref(rw, i, 1);
   }
 }
 
 /* Records i's upper object for later servers (nodetab.c). */
-void inode_noted(struct cairnfs_rw *rw, const struct inode *i) {
+void rw_inode_noted(struct cairnfs_rw *rw, const struct rw_inode *i) {
   cairnfs_nodetab_note(rw->nodes, i->id, i->lower, i->indexed, i->fd);
 }
 
-const cairn_node *lower_node(struct cairnfs *fs, const struct inode *i) {
+const cairn_node *rw_lower_node(struct cairnfs *fs, const struct rw_inode *i) {
   return i->lower ? cairn_tree_node(fs->tree, i->lower) : NULL;
 }
 
 /* The tree directory merged below directory i (its origin), or NULL. */
-const cairn_node *lower_dir(struct cairnfs *fs, const struct inode *i) {
-  const cairn_node *n = lower_node(fs, i);
+const cairn_node *rw_lower_dir(struct cairnfs *fs, const struct rw_inode *i) {
+  const cairn_node *n = rw_lower_node(fs, i);
   return n && S_ISDIR(n->mode) ? n : NULL;
 }
 
-bool lower_has(struct cairnfs *fs, const struct inode *dir, const char *name) {
-  const cairn_node *ld = lower_dir(fs, dir);
+bool rw_lower_has(struct cairnfs *fs, const struct rw_inode *dir, const char *name) {
+  const cairn_node *ld = rw_lower_dir(fs, dir);
   return ld && cairn_tree_lookup(fs->tree, ld, name);
 }
 
-uint32_t origin_at(int dirfd, const char *name) {
+uint32_t rw_origin_at(int dirfd, const char *name) {
   char path[PBUF], buf[16];
   fd_path(path, sizeof(path), dirfd, name);
   ssize_t n = lgetxattr(path, XA_ORIGIN, buf, sizeof(buf) - 1);
@@ -272,29 +272,29 @@ uint32_t origin_at(int dirfd, const char *name) {
 
 /* The entry name of directory dir in the merged view: *out (not yet
  * referenced by the kernel; inode_drop_unused if not replied), or -ENOENT. */
-int resolve(struct cairnfs *fs, struct inode *dir, const char *name, struct inode **out) {
+int rw_resolve(struct cairnfs *fs, struct rw_inode *dir, const char *name, struct rw_inode **out) {
   struct cairnfs_rw *rw = fs->rw;
-  struct inode *i;
+  struct rw_inode *i;
   if (dir->fd >= 0) {
     struct stat st;
     if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
       if (is_whiteout(&st)) return -ENOENT;
-      uint32_t origin = origin_at(dir->fd, name);
+      uint32_t origin = rw_origin_at(dir->fd, name);
       uint64_t id = origin ? origin : UPPER_BASE + st.st_ino;
-      i = key_find(rw, id);
-      if (!i && !(i = key_new(rw, id, origin))) return -ENOMEM;
+      i = rw_key_find(rw, id);
+      if (!i && !(i = rw_key_new(rw, id, origin))) return -ENOMEM;
       if (i->fd < 0) {
         i->fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (i->fd < 0) {
           int r = -errno;
-          inode_drop_unused(rw, i);
+          rw_inode_drop_unused(rw, i);
           return r;
         }
-        inode_noted(rw, i);
+        rw_inode_noted(rw, i);
       }
-      int r = inode_place(rw, i, dir, name);
+      int r = rw_inode_place(rw, i, dir, name);
       if (r < 0) {
-        inode_drop_unused(rw, i);
+        rw_inode_drop_unused(rw, i);
         return r;
       }
       *out = i;
@@ -302,13 +302,13 @@ int resolve(struct cairnfs *fs, struct inode *dir, const char *name, struct inod
     }
     if (errno != ENOENT) return -errno;
   }
-  const cairn_node *ld = lower_dir(fs, dir);
+  const cairn_node *ld = rw_lower_dir(fs, dir);
   const cairn_dirent *de = ld ? cairn_tree_lookup(fs->tree, ld, name) : NULL;
   if (!de) return -ENOENT;
   const cairn_node *n = cairn_tree_node(fs->tree, de->ino);
   if (!n) return -EIO;
-  i = key_find(rw, de->ino);
-  if (!i && !(i = key_new(rw, de->ino, de->ino))) return -ENOMEM;
+  i = rw_key_find(rw, de->ino);
+  if (!i && !(i = rw_key_new(rw, de->ino, de->ino))) return -ENOMEM;
   if (i->fd < 0 && !S_ISDIR(n->mode) && n->nlink > 1) {
     char idx[16];
     snprintf(idx, sizeof(idx), "%" PRIu32, de->ino);
@@ -316,12 +316,12 @@ int resolve(struct cairnfs *fs, struct inode *dir, const char *name, struct inod
     if (fd >= 0) {
       i->fd = fd;
       i->indexed = true;
-      inode_noted(rw, i);
+      rw_inode_noted(rw, i);
     }
   }
-  int r = inode_place(rw, i, dir, name);
+  int r = rw_inode_place(rw, i, dir, name);
   if (r < 0) {
-    inode_drop_unused(rw, i);
+    rw_inode_drop_unused(rw, i);
     return r;
   }
   *out = i;

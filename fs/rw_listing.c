@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void dirh_clear(struct dirh *d) {
+void rw_dirh_clear(struct dirh *d) {
   for (size_t k = 0; k < d->n; k++) free(d->e[k].name);
   free(d->e);
   d->e = NULL;
@@ -41,15 +41,15 @@ static int name_cmp(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void dirh_free(struct dirh *d) {
-  dirh_clear(d);
+void rw_dirh_free(struct dirh *d) {
+  rw_dirh_clear(d);
   free(d);
 }
 
 /* The merged listing of directory i: upper entries, then the lower ones no
  * upper entry (or whiteout) hides. */
-int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
-  dirh_clear(d);
+int rw_dirh_fill(struct cairnfs *fs, struct rw_inode *i, struct dirh *d) {
+  rw_dirh_clear(d);
   d->self = i->id;
   d->parent = i->parent ? i->parent->id : FUSE_ROOT_ID;
   cairn_autofree char **seen = NULL;
@@ -69,8 +69,8 @@ int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
       struct stat st;
       if (fstatat(i->fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
       if (!is_whiteout(&st)) {
-        uint32_t origin = origin_at(i->fd, e->d_name);
-        r = dirh_add(d, e->d_name, key_ino(fs->rw, origin ? origin : UPPER_BASE + st.st_ino),
+        uint32_t origin = rw_origin_at(i->fd, e->d_name);
+        r = dirh_add(d, e->d_name, rw_key_ino(fs->rw, origin ? origin : UPPER_BASE + st.st_ino),
                      st.st_mode & S_IFMT);
       }
       if (r == 0 && n_seen == cap_seen) {
@@ -86,7 +86,7 @@ int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
     }
     closedir(dir);
   }
-  const cairn_node *ld = r == 0 ? lower_dir(fs, i) : NULL;
+  const cairn_node *ld = r == 0 ? rw_lower_dir(fs, i) : NULL;
   if (ld) {
     if (n_seen) qsort(seen, n_seen, sizeof(*seen), name_cmp);
     const cairn_dirent *c = cairn_tree_children(fs->tree, ld);
@@ -98,7 +98,7 @@ int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
         r = -EIO;
         break;
       }
-      r = dirh_add(d, name, key_ino(fs->rw, c[k].ino), n->mode & S_IFMT);
+      r = dirh_add(d, name, rw_key_ino(fs->rw, c[k].ino), n->mode & S_IFMT);
     }
   }
   for (size_t k = 0; k < n_seen; k++) free(seen[k]);
@@ -106,11 +106,11 @@ int dirh_fill(struct cairnfs *fs, struct inode *i, struct dirh *d) {
 }
 
 /* How many subdirectories directory i has in the merged view. */
-int dir_subdirs(struct cairnfs *fs, struct inode *i) {
+int rw_dir_subdirs(struct cairnfs *fs, struct rw_inode *i) {
   struct dirh d = {0};
-  int r = dirh_fill(fs, i, &d);
+  int r = rw_dirh_fill(fs, i, &d);
   int n = 0;
   for (size_t k = 0; r == 0 && k < d.n; k++) n += d.e[k].type == S_IFDIR;
-  dirh_clear(&d);
+  rw_dirh_clear(&d);
   return r < 0 ? r : n;
 }

@@ -27,21 +27,21 @@
 
 /* The fd a file's fi->fh (not NO_FH) names in this server, or -errno;
  * locked: the caller holds mu. */
-int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi, bool locked) {
+static int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi, bool locked) {
   struct cairnfs_rw *rw = fs->rw;
-  if (fh_ours(rw, fi->fh)) return (int)(fi->fh & ((1ULL << FH_FD_BITS) - 1));
+  if (rw_fh_ours(rw, fi->fh)) return (int)(fi->fh & ((1ULL << FH_FD_BITS) - 1));
   if (!locked) pthread_mutex_lock(&rw->mu);
-  struct stale_fh *s = stale_find(rw, fi->fh);
+  struct stale_fh *s = rw_stale_find(rw, fi->fh);
   int fd = s ? s->fd : -1;
   if (!s) {
-    struct inode *i = inode_of(fs, ino);
+    struct rw_inode *i = rw_inode_of(fs, ino);
     /* not truncated again, nor created */
     int flags = (int)(fi->fh >> FH_FLAGS_SHIFT & FH_FLAGS_MASK) & ~(O_TRUNC | O_CREAT | O_EXCL);
     /* Lower only: a file open before cairn commit moved the mount (its
      * upper copy is the new image's now), copied up again. */
-    int r = i && i->fd < 0 && i->lower ? ensure_upper(fs, i) : 0;
-    fd = !i ? -ESTALE : r < 0 ? r : i->fd < 0 ? -EBADF : reopen(i, flags);
-    if (fd >= 0 && !(s = stale_add(rw, fi->fh, fd, NULL))) {
+    int r = i && i->fd < 0 && i->lower ? rw_ensure_upper(fs, i) : 0;
+    fd = !i ? -ESTALE : r < 0 ? r : i->fd < 0 ? -EBADF : rw_reopen(i, flags);
+    if (fd >= 0 && !(s = rw_stale_add(rw, fi->fh, fd, NULL))) {
       close(fd);
       fd = -ENOMEM;
     }
@@ -51,29 +51,29 @@ int fh_fd_in(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi
   return fd;
 }
 
-int fh_fd(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi) {
+static int fh_fd(struct cairnfs *fs, fuse_ino_t ino, const struct fuse_file_info *fi) {
   return fh_fd_in(fs, ino, fi, false);
 }
 
 /* Replies entry e of i, which gets the kernel's reference, and unlocks mu
  * (taken); the reference is dropped again if the reply fails. */
-static void reply_entry_unlock(fuse_req_t req, struct cairnfs *fs, struct inode *i,
+static void reply_entry_unlock(fuse_req_t req, struct cairnfs *fs, struct rw_inode *i,
                                const struct fuse_entry_param *e) {
   i->refs++;
   UNLOCK(fs);
   if (fuse_reply_entry(req, e) != 0) {
     LOCK(fs);
-    inode_unref(fs->rw, i, 1);
+    rw_inode_unref(fs->rw, i, 1);
     UNLOCK(fs);
   }
 }
 
 /* Replies with the entry of i, referenced once more for the kernel. */
-static void reply_entry(fuse_req_t req, struct cairnfs *fs, struct inode *i) {
+static void reply_entry(fuse_req_t req, struct cairnfs *fs, struct rw_inode *i) {
   struct fuse_entry_param e;
-  int r = entry_of(fs, i, &e);
+  int r = rw_entry_of(fs, i, &e);
   if (r < 0) {
-    inode_drop_unused(fs->rw, i);
+    rw_inode_drop_unused(fs->rw, i);
     UNLOCK(fs);
     fuse_reply_err(req, -r);
     return;
@@ -97,8 +97,8 @@ static void rw_init(void *userdata, struct fuse_conn_info *conn) {
 static void rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *dir = inode_of(fs, parent), *i;
-  int r = dir ? resolve(fs, dir, name, &i) : -ESTALE;
+  struct rw_inode *dir = rw_inode_of(fs, parent), *i;
+  int r = dir ? rw_resolve(fs, dir, name, &i) : -ESTALE;
   if (r == -ENOENT) {
     /* A negative entry, cached as long as a positive one: every create
      * comes through this kernel, which replaces it (a create's LOOKUP). */
@@ -118,7 +118,7 @@ static void rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  forget_nodeid(fs->rw, ino, nlookup);
+  rw_forget_nodeid(fs->rw, ino, nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
@@ -126,7 +126,7 @@ static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  for (size_t k = 0; k < count; k++) forget_nodeid(fs->rw, f[k].ino, f[k].nlookup);
+  for (size_t k = 0; k < count; k++) rw_forget_nodeid(fs->rw, f[k].ino, f[k].nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
@@ -136,8 +136,8 @@ static void rw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
   struct cairnfs *fs = fs_of(req);
   struct stat st;
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
-  int r = i ? inode_stat(fs, i, &st) : -ESTALE;
+  struct rw_inode *i = rw_inode_of(fs, ino);
+  int r = i ? rw_inode_stat(fs, i, &st) : -ESTALE;
   UNLOCK(fs);
   if (r < 0)
     fuse_reply_err(req, -r);
@@ -151,11 +151,11 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
   struct stat st;
   char path[PBUF];
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
-  int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct rw_inode *i = rw_inode_of(fs, ino);
+  int r = i ? rw_ensure_upper(fs, i) : -ESTALE;
   if (r == 0) {
     fd_path(path, sizeof(path), i->fd, NULL);
-    r = inode_stat(fs, i, &st);
+    r = rw_inode_stat(fs, i, &st);
   }
   if (r == 0 && (valid & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
     uid_t uid = valid & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
@@ -186,7 +186,7 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int va
     /* path (followed) is the object, a symlink too: fd_path */
     if (utimensat(AT_FDCWD, path, ts, 0) < 0) r = -errno;
   }
-  if (r == 0) r = inode_stat(fs, i, &st);
+  if (r == 0) r = rw_inode_stat(fs, i, &st);
   UNLOCK(fs);
   if (r < 0)
     fuse_reply_err(req, -r);
@@ -198,7 +198,7 @@ static void rw_readlink(fuse_req_t req, fuse_ino_t ino) {
   struct cairnfs *fs = fs_of(req);
   char buf[PATH_MAX + 1];
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
+  struct rw_inode *i = rw_inode_of(fs, ino);
   int r = i ? 0 : -ESTALE;
   if (r == 0 && i->fd >= 0) {
     ssize_t n = readlinkat(i->fd, "", buf, sizeof(buf) - 1);
@@ -207,7 +207,7 @@ static void rw_readlink(fuse_req_t req, fuse_ino_t ino) {
     else
       buf[n] = '\0';
   } else if (r == 0) {
-    const cairn_node *n = lower_node(fs, i);
+    const cairn_node *n = rw_lower_node(fs, i);
     if (!n || !S_ISLNK(n->mode) || !n->target)
       r = -EINVAL;
     else
@@ -231,9 +231,9 @@ static bool name_reserved(const char *name) { return strncmp(name, ".wh.", 4) ==
 
 /* Makes room for a new entry name in dir: dir upper, name free in the
  * merged view (-EEXIST), a whiteout there removed. */
-static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) {
+static int create_prep(struct cairnfs *fs, struct rw_inode *dir, const char *name) {
   if (name_reserved(name)) return -EPERM;
-  int r = ensure_upper(fs, dir);
+  int r = rw_ensure_upper(fs, dir);
   if (r < 0) return r;
   struct stat st;
   if (fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -241,13 +241,13 @@ static int create_prep(struct cairnfs *fs, struct inode *dir, const char *name) 
     return unlinkat(dir->fd, name, 0) < 0 ? -errno : 0; /* hid a lower entry */
   }
   if (errno != ENOENT) return -errno;
-  return lower_has(fs, dir, name) ? -EEXIST : 0;
+  return rw_lower_has(fs, dir, name) ? -EEXIST : 0;
 }
 
 /* The inode of the entry just made at dir/name (no origin: 2^32 + its
  * backing inode), placed, with its attributes in *st (not yet referenced
  * by the kernel; inode_drop_unused if not replied). */
-static int made_entry(struct cairnfs *fs, struct inode *dir, const char *name, struct inode **out,
+static int made_entry(struct cairnfs *fs, struct rw_inode *dir, const char *name, struct rw_inode **out,
                       struct stat *st) {
   struct cairnfs_rw *rw = fs->rw;
   int fd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -258,20 +258,20 @@ static int made_entry(struct cairnfs *fs, struct inode *dir, const char *name, s
     return r;
   }
   uint64_t key = UPPER_BASE + st->st_ino;
-  struct inode *i = key_find(rw, key);
-  if (!i && !(i = key_new(rw, key, 0))) {
+  struct rw_inode *i = rw_key_find(rw, key);
+  if (!i && !(i = rw_key_new(rw, key, 0))) {
     close(fd);
     return -ENOMEM;
   }
   if (i->fd < 0) {
     i->fd = fd;
-    inode_noted(rw, i);
+    rw_inode_noted(rw, i);
   } else {
     close(fd);
   }
-  int r = inode_place(rw, i, dir, name);
+  int r = rw_inode_place(rw, i, dir, name);
   if (r < 0) {
-    inode_drop_unused(rw, i);
+    rw_inode_drop_unused(rw, i);
     return r;
   }
   st->st_ino = i->id;
@@ -280,7 +280,7 @@ static int made_entry(struct cairnfs *fs, struct inode *dir, const char *name, s
 }
 
 /* Replies to a create of i (attributes st), referenced once more. */
-static void made_entry_param(struct inode *i, const struct stat *st, struct fuse_entry_param *e) {
+static void made_entry_param(struct rw_inode *i, const struct stat *st, struct fuse_entry_param *e) {
   memset(e, 0, sizeof(*e));
   e->ino = i->id;
   e->generation = 1;
@@ -292,7 +292,7 @@ static void made_entry_param(struct inode *i, const struct stat *st, struct fuse
 /* Gives a new entry its creator as owner (the parent's group in a setgid
  * directory, as the kernel would), then the mode asked for (chown clears
  * setuid/setgid bits). */
-static int own(fuse_req_t req, struct inode *dir, const char *name, mode_t mode) {
+static int own(fuse_req_t req, struct rw_inode *dir, const char *name, mode_t mode) {
   const struct fuse_ctx *ctx = fuse_req_ctx(req);
   /* Made by the daemon as its creator would have it (umask 0; a setgid
    * directory's group and bit passed on by the kernel, as for any creator
@@ -323,7 +323,7 @@ static int own(fuse_req_t req, struct inode *dir, const char *name, mode_t mode)
 /* Whether the entry dir/name (st) is the caller's, as a replayed request
  * that made it needs: owned by the caller, or still by the daemon (the
  * dead server was killed before own() ran: it runs now). */
-static bool replayed_owner(fuse_req_t req, struct inode *dir, const char *name,
+static bool replayed_owner(fuse_req_t req, struct rw_inode *dir, const char *name,
                            const struct stat *st, mode_t mode) {
   if (st->st_uid == fuse_req_ctx(req)->uid) return true;
   return st->st_uid == geteuid() && own(req, dir, name, mode) == 0;
@@ -332,14 +332,14 @@ static bool replayed_owner(fuse_req_t req, struct inode *dir, const char *name,
 /* A mknod, mkdir or symlink replayed after a restart (conn.c:
  * cairnfs_resent) whose entry the dead server made: dir/name of that type,
  * the caller's, is the answer. */
-static int made_replayed(fuse_req_t req, struct cairnfs *fs, struct inode *dir, const char *name,
-                         mode_t mode, struct inode **out) {
-  struct inode *i;
+static int made_replayed(fuse_req_t req, struct cairnfs *fs, struct rw_inode *dir, const char *name,
+                         mode_t mode, struct rw_inode **out) {
+  struct rw_inode *i;
   struct stat st;
-  if (resolve(fs, dir, name, &i) < 0) return -EEXIST;
-  if (inode_stat(fs, i, &st) < 0 || (st.st_mode & S_IFMT) != (mode & S_IFMT) ||
+  if (rw_resolve(fs, dir, name, &i) < 0) return -EEXIST;
+  if (rw_inode_stat(fs, i, &st) < 0 || (st.st_mode & S_IFMT) != (mode & S_IFMT) ||
       !replayed_owner(req, dir, name, &st, mode)) {
-    inode_drop_unused(fs->rw, i);
+    rw_inode_drop_unused(fs->rw, i);
     return -EEXIST;
   }
   *out = i;
@@ -351,7 +351,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                       const char *link) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *dir = inode_of(fs, parent), *i = NULL;
+  struct rw_inode *dir = rw_inode_of(fs, parent), *i = NULL;
   int r = dir ? create_prep(fs, dir, name) : -ESTALE;
   bool replayed = false;
   if (r == 0) {
@@ -372,9 +372,9 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   if (r == 0 && !replayed)
     r = made_entry(fs, dir, name, &i, &st);
   else if (r == 0)
-    r = inode_stat(fs, i, &st);
+    r = rw_inode_stat(fs, i, &st);
   if (r < 0) {
-    if (replayed && i) inode_drop_unused(fs->rw, i);
+    if (replayed && i) rw_inode_drop_unused(fs->rw, i);
     UNLOCK(fs);
     fuse_reply_err(req, -r);
     return;
@@ -399,14 +399,14 @@ static void rw_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 static void rw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino), *dir = inode_of(fs, newparent), *x = NULL;
-  int r = i && dir ? ensure_upper(fs, i) : -ESTALE;
+  struct rw_inode *i = rw_inode_of(fs, ino), *dir = rw_inode_of(fs, newparent), *x = NULL;
+  int r = i && dir ? rw_ensure_upper(fs, i) : -ESTALE;
   if (r == 0) r = create_prep(fs, dir, newname);
   bool replayed = r == -EEXIST && cairnfs_resent; /* made by the dead server? */
   if (r == 0 && linkat(i->fd, "", dir->fd, newname, AT_EMPTY_PATH) < 0) r = -errno;
-  if (r == 0 || replayed) r = resolve(fs, dir, newname, &x);
+  if (r == 0 || replayed) r = rw_resolve(fs, dir, newname, &x);
   if (replayed && r == 0 && x != i) {
-    inode_drop_unused(fs->rw, x);
+    rw_inode_drop_unused(fs->rw, x);
     r = -EEXIST;
   } else if (replayed && r < 0) {
     r = -EEXIST;
@@ -421,7 +421,7 @@ static void rw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 /* 0 if directory d is empty in the merged view, else -ENOTEMPTY. With
  * clear, its whiteouts are removed (it is about to go). */
-static int dir_empty(struct cairnfs *fs, struct inode *d, bool clear) {
+static int dir_empty(struct cairnfs *fs, struct rw_inode *d, bool clear) {
   if (d->fd >= 0) {
     int dfd = openat(d->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) return -errno;
@@ -438,7 +438,7 @@ static int dir_empty(struct cairnfs *fs, struct inode *d, bool clear) {
       if (!is_whiteout(&st)) return -ENOTEMPTY;
     }
   }
-  const cairn_node *ld = lower_dir(fs, d);
+  const cairn_node *ld = rw_lower_dir(fs, d);
   if (ld) {
     const cairn_dirent *c = cairn_tree_children(fs->tree, ld);
     struct stat st;
@@ -465,7 +465,7 @@ static int dir_empty(struct cairnfs *fs, struct inode *d, bool clear) {
 }
 
 /* True if dir's upper holds a real (not whiteout) entry name. */
-static bool upper_has(struct inode *dir, const char *name) {
+static bool upper_has(struct rw_inode *dir, const char *name) {
   struct stat st;
   return dir->fd >= 0 && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !is_whiteout(&st);
 }
@@ -473,22 +473,22 @@ static bool upper_has(struct inode *dir, const char *name) {
 static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bool is_dir) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *dir = inode_of(fs, parent), *x = NULL;
-  int r = dir ? resolve(fs, dir, name, &x) : -ESTALE;
+  struct rw_inode *dir = rw_inode_of(fs, parent), *x = NULL;
+  int r = dir ? rw_resolve(fs, dir, name, &x) : -ESTALE;
   struct stat st;
-  if (r == 0) r = inode_stat(fs, x, &st);
+  if (r == 0) r = rw_inode_stat(fs, x, &st);
   if (r == 0 && is_dir && !S_ISDIR(st.st_mode)) r = -ENOTDIR;
   if (r == 0 && !is_dir && S_ISDIR(st.st_mode)) r = -EISDIR;
   if (r == 0 && is_dir) r = dir_empty(fs, x, false);
-  if (r == 0) r = ensure_upper(fs, dir);
-  if (r == 0) r = hide_lower(fs, dir, name);
+  if (r == 0) r = rw_ensure_upper(fs, dir);
+  if (r == 0) r = rw_hide_lower(fs, dir, name);
   if (r == 0 && upper_has(dir, name)) {
     if (is_dir) r = dir_empty(fs, x, true);
-    if (r == 0 && !is_dir) orphan_keep(fs->rw, x, 0);
+    if (r == 0 && !is_dir) rw_orphan_keep(fs->rw, x, 0);
     if (r == 0 && unlinkat(dir->fd, name, is_dir ? AT_REMOVEDIR : 0) < 0) r = -errno;
   }
-  if (r == 0 && lower_has(fs, dir, name)) r = whiteout_make(dir->fd, name);
-  if (x) inode_drop_unused(fs->rw, x);
+  if (r == 0 && rw_lower_has(fs, dir, name)) r = rw_whiteout_make(dir->fd, name);
+  if (x) rw_inode_drop_unused(fs->rw, x);
   if (r == -ENOENT && cairnfs_resent) r = 0; /* removed by the dead server */
   UNLOCK(fs);
   fuse_reply_err(req, -r);
@@ -502,15 +502,15 @@ static void rw_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name) {
   remove_entry(req, parent, name, true);
 }
 
-static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, struct inode *ndir,
+static int do_rename(struct cairnfs *fs, struct rw_inode *dir, const char *name, struct rw_inode *ndir,
                      const char *newname, unsigned flags) {
   if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) return -EINVAL;
   if (name_reserved(newname)) return -EPERM;
-  struct inode *src = NULL, *dst = NULL;
-  int r = resolve(fs, dir, name, &src);
+  struct rw_inode *src = NULL, *dst = NULL;
+  int r = rw_resolve(fs, dir, name, &src);
   if (r < 0) return r;
   src->refs++; /* kept while dst is resolved */
-  r = resolve(fs, ndir, newname, &dst);
+  r = rw_resolve(fs, ndir, newname, &dst);
   if (r == -ENOENT) {
     dst = NULL;
     r = (flags & RENAME_EXCHANGE) ? -ENOENT : 0;
@@ -519,8 +519,8 @@ static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, st
   }
   if (dst) dst->refs++;
   struct stat sst, dst_st;
-  if (r == 0) r = inode_stat(fs, src, &sst);
-  if (r == 0 && dst) r = inode_stat(fs, dst, &dst_st);
+  if (r == 0) r = rw_inode_stat(fs, src, &sst);
+  if (r == 0 && dst) r = rw_inode_stat(fs, dst, &dst_st);
   if (r == 0 && dst && !(flags & RENAME_EXCHANGE)) {
     if (S_ISDIR(sst.st_mode) && !S_ISDIR(dst_st.st_mode))
       r = -ENOTDIR;
@@ -530,14 +530,14 @@ static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, st
       r = dir_empty(fs, dst, false);
   }
   if (r == 0 && src == dst) goto out; /* two names of one file: nothing to do */
-  if (r == 0) r = ensure_upper(fs, dir);
-  if (r == 0) r = ensure_upper(fs, ndir);
-  if (r == 0) r = ensure_named(fs, src, dir, name);
-  if (r == 0 && dst && (flags & RENAME_EXCHANGE)) r = ensure_named(fs, dst, ndir, newname);
+  if (r == 0) r = rw_ensure_upper(fs, dir);
+  if (r == 0) r = rw_ensure_upper(fs, ndir);
+  if (r == 0) r = rw_ensure_named(fs, src, dir, name);
+  if (r == 0 && dst && (flags & RENAME_EXCHANGE)) r = rw_ensure_named(fs, dst, ndir, newname);
   if (r == 0 && dst && !(flags & RENAME_EXCHANGE) && S_ISDIR(dst_st.st_mode) &&
       upper_has(ndir, newname))
     r = dir_empty(fs, dst, true);
-  if (r == 0 && dst && !(flags & RENAME_EXCHANGE)) r = hide_lower(fs, ndir, newname);
+  if (r == 0 && dst && !(flags & RENAME_EXCHANGE)) r = rw_hide_lower(fs, ndir, newname);
   struct stat st;
   if (r == 0 && !(flags & RENAME_EXCHANGE) &&
       fstatat(ndir->fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&
@@ -545,16 +545,16 @@ static int do_rename(struct cairnfs *fs, struct inode *dir, const char *name, st
     r = -errno;
   if (r == 0 && dst && !(flags & RENAME_EXCHANGE) && !S_ISDIR(dst_st.st_mode) &&
       upper_has(ndir, newname))
-    orphan_keep(fs->rw, dst, 1); /* its last name may go */
+    rw_orphan_keep(fs->rw, dst, 1); /* its last name may go */
   if (r == 0 && renameat2(dir->fd, name, ndir->fd, newname, flags & RENAME_EXCHANGE) < 0)
     r = -errno;
-  if (r == 0 && !(flags & RENAME_EXCHANGE) && lower_has(fs, dir, name))
-    r = whiteout_make(dir->fd, name);
-  if (r == 0) r = inode_place(fs->rw, src, ndir, newname);
-  if (r == 0 && dst && (flags & RENAME_EXCHANGE)) r = inode_place(fs->rw, dst, dir, name);
+  if (r == 0 && !(flags & RENAME_EXCHANGE) && rw_lower_has(fs, dir, name))
+    r = rw_whiteout_make(dir->fd, name);
+  if (r == 0) r = rw_inode_place(fs->rw, src, ndir, newname);
+  if (r == 0 && dst && (flags & RENAME_EXCHANGE)) r = rw_inode_place(fs->rw, dst, dir, name);
 out:
-  inode_unref(fs->rw, src, 1);
-  if (dst) inode_unref(fs->rw, dst, 1);
+  rw_inode_unref(fs->rw, src, 1);
+  if (dst) rw_inode_unref(fs->rw, dst, 1);
   return r;
 }
 
@@ -562,12 +562,12 @@ static void rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
                       const char *newname, unsigned int flags) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *dir = inode_of(fs, parent), *ndir = inode_of(fs, newparent);
+  struct rw_inode *dir = rw_inode_of(fs, parent), *ndir = rw_inode_of(fs, newparent);
   int r = dir && ndir ? do_rename(fs, dir, name, ndir, newname, flags) : -ESTALE;
   if (r == -ENOENT && cairnfs_resent) { /* renamed by the dead server? */
-    struct inode *x;
-    if (resolve(fs, ndir, newname, &x) == 0) {
-      inode_drop_unused(fs->rw, x);
+    struct rw_inode *x;
+    if (rw_resolve(fs, ndir, newname, &x) == 0) {
+      rw_inode_drop_unused(fs->rw, x);
       r = 0;
     }
   }
@@ -577,7 +577,7 @@ static void rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 
 /* Records an open handle of i that may write (mu held; best effort: an
  * untracked handle is one a rebase cannot move). */
-static void handle_track(struct cairnfs *fs, const struct fuse_file_info *fi, struct inode *i,
+static void handle_track(struct cairnfs *fs, const struct fuse_file_info *fi, struct rw_inode *i,
                          int fd) {
   if (fi->fh == NO_FH || (fi->flags & O_ACCMODE) == O_RDONLY) return;
   struct whandle *h = malloc(sizeof(*h));
@@ -603,15 +603,15 @@ static void handle_untrack(struct cairnfs *fs, const struct fuse_file_info *fi, 
 static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
+  struct rw_inode *i = rw_inode_of(fs, ino);
   int r = i ? 0 : -ESTALE;
   bool writes = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
-  if (r == 0 && writes) r = ensure_upper(fs, i);
+  if (r == 0 && writes) r = rw_ensure_upper(fs, i);
   if (r == 0 && i->fd >= 0) {
-    r = reopen(i, fi->flags);
+    r = rw_reopen(i, fi->flags);
     if (r >= 0) {
       int fd = r;
-      r = fh_make(fs->rw, fd, fi->flags, &fi->fh);
+      r = rw_fh_make(fs->rw, fd, fi->flags, &fi->fh);
       if (r < 0)
         close(fd);
       else
@@ -634,19 +634,19 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 
 /* A create replayed after a restart (conn.c: cairnfs_resent) whose file the
  * dead server made: the regular file dir/name, the caller's, opened. */
-static int create_replayed(fuse_req_t req, struct cairnfs *fs, struct inode *dir, const char *name,
-                           mode_t mode, int flags, struct inode **out, int *fd) {
-  struct inode *i;
+static int create_replayed(fuse_req_t req, struct cairnfs *fs, struct rw_inode *dir, const char *name,
+                           mode_t mode, int flags, struct rw_inode **out, int *fd) {
+  struct rw_inode *i;
   struct stat st;
-  int r = resolve(fs, dir, name, &i);
+  int r = rw_resolve(fs, dir, name, &i);
   if (r < 0) return -EEXIST;
-  r = inode_stat(fs, i, &st);
+  r = rw_inode_stat(fs, i, &st);
   if (r == 0 && (!S_ISREG(st.st_mode) || !replayed_owner(req, dir, name, &st, S_IFREG | mode)))
     r = -EEXIST;
-  if (r == 0) r = ensure_upper(fs, i);
-  if (r == 0) r = *fd = reopen(i, flags);
+  if (r == 0) r = rw_ensure_upper(fs, i);
+  if (r == 0) r = *fd = rw_reopen(i, flags);
   if (r < 0) {
-    inode_drop_unused(fs->rw, i);
+    rw_inode_drop_unused(fs->rw, i);
     return r;
   }
   *out = i;
@@ -657,7 +657,7 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
                       struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *dir = inode_of(fs, parent), *i = NULL;
+  struct rw_inode *dir = rw_inode_of(fs, parent), *i = NULL;
   int fd = -1;
   int r = dir ? create_prep(fs, dir, name) : -ESTALE;
   bool replayed = r == -EEXIST && cairnfs_resent;
@@ -672,12 +672,12 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
   if (r == 0 && !replayed)
     r = made_entry(fs, dir, name, &i, &st);
   else if (r == 0)
-    r = inode_stat(fs, i, &st);
-  if (r == 0) r = fh_make(fs->rw, fd, fi->flags, &fi->fh);
+    r = rw_inode_stat(fs, i, &st);
+  if (r == 0) r = rw_fh_make(fs->rw, fd, fi->flags, &fi->fh);
   struct fuse_entry_param e;
   if (r == 0) made_entry_param(i, &st, &e);
   if (r < 0) {
-    if (i) inode_drop_unused(fs->rw, i);
+    if (i) rw_inode_drop_unused(fs->rw, i);
     UNLOCK(fs);
     if (fd >= 0) close(fd);
     fuse_reply_err(req, -r);
@@ -691,7 +691,7 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
     handle_untrack(fs, fi, fd);
     close(fd);
     LOCK(fs);
-    inode_unref(fs->rw, i, 1);
+    rw_inode_unref(fs->rw, i, 1);
     UNLOCK(fs);
   }
 }
@@ -700,11 +700,11 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
  * unlocks it) so that n stays fs->tree's while it is served. */
 static const cairn_node *lower_held(struct cairnfs *fs, fuse_ino_t ino, int *orphan_fd) {
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
-  const cairn_node *n = i ? lower_node(fs, i) : NULL;
+  struct rw_inode *i = rw_inode_of(fs, ino);
+  const cairn_node *n = i ? rw_lower_node(fs, i) : NULL;
   /* A file of the image unlinked while open when cairn commit moved the
    * mount: its copy (orphan_copy). */
-  *orphan_fd = i && !n && i->orphan && i->fd >= 0 ? reopen(i, O_RDONLY) : -1;
+  *orphan_fd = i && !n && i->orphan && i->fd >= 0 ? rw_reopen(i, O_RDONLY) : -1;
   pthread_rwlock_rdlock(&fs->rw->tree_lock);
   UNLOCK(fs);
   return n;
@@ -792,12 +792,12 @@ static void rw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
 
 static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
   struct cairnfs *fs = fs_of(req);
-  if (fi->fh != NO_FH && fh_ours(fs->rw, fi->fh)) {
+  if (fi->fh != NO_FH && rw_fh_ours(fs->rw, fi->fh)) {
     int fd = fh_fd(fs, ino, fi);
     handle_untrack(fs, fi, fd); /* before the close: the fd number is free after */
     close(fd);
   } else if (fi->fh != NO_FH) {
-    fh_release(fs, fi->fh);
+    rw_fh_release(fs, fi->fh);
   }
   fuse_reply_err(req, 0);
 }

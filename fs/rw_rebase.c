@@ -50,20 +50,20 @@
  * fd number, under tree_lock, which writes hold: no write is lost. */
 
 /* The identity (key) of dir/name in the current view, 0 if none. */
-static uint64_t key_at(struct cairnfs *fs, struct inode *dir, const char *name) {
+static uint64_t key_at(struct cairnfs *fs, struct rw_inode *dir, const char *name) {
   struct stat st;
   if (dir->fd >= 0 && fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (is_whiteout(&st)) return 0;
-    uint32_t origin = origin_at(dir->fd, name);
+    uint32_t origin = rw_origin_at(dir->fd, name);
     return origin ? origin : UPPER_BASE + st.st_ino;
   }
-  const cairn_node *ld = lower_dir(fs, dir);
+  const cairn_node *ld = rw_lower_dir(fs, dir);
   const cairn_dirent *de = ld ? cairn_tree_lookup(fs->tree, ld, name) : NULL;
   return de ? de->ino : 0;
 }
 
 /* The inode of i's place in tree (new), 0 if i is not at its place. */
-static uint32_t rebase_place(struct cairnfs *fs, struct inode *i, const cairn_tree *tree) {
+static uint32_t rebase_place(struct cairnfs *fs, struct rw_inode *i, const cairn_tree *tree) {
   if (i == fs->rw->root) return FUSE_ROOT_ID;
   if (i->rebase_mark) return i->rebase_lower;
   i->rebase_mark = 1;
@@ -78,7 +78,7 @@ static uint32_t rebase_place(struct cairnfs *fs, struct inode *i, const cairn_tr
 }
 
 /* Gives each of w (n) whose key is key, and no other name yet, path. */
-static void rebase_name_found(struct inode **w, size_t n, uint64_t key, const char *path) {
+static void rebase_name_found(struct rw_inode **w, size_t n, uint64_t key, const char *path) {
   for (size_t k = 0; k < n; k++)
     if (w[k]->key == key && !w[k]->rebase_path) w[k]->rebase_path = strdup(path);
 }
@@ -87,7 +87,7 @@ static void rebase_name_found(struct inode **w, size_t n, uint64_t key, const ch
  * only, at prefix: those upper (dfd; -1 for none: a lower-only directory)
  * has no entry at, whiteouts included, and below the subdirectories
  * among them, all of theirs. */
-static void rebase_lower_names(struct cairnfs *fs, struct inode **w, size_t n, uint32_t dir,
+static void rebase_lower_names(struct cairnfs *fs, struct rw_inode **w, size_t n, uint32_t dir,
                                int dfd, const char *prefix, unsigned depth) {
   const cairn_node *dn = cairn_tree_node(fs->tree, dir);
   if (!dn || !S_ISDIR(dn->mode) || depth >= 4096) return;
@@ -119,7 +119,7 @@ static void rebase_lower_names(struct cairnfs *fs, struct inode **w, size_t n, u
  * origin the tree's directory), and below it. A file whose last-seen name
  * goes keeps its other names, and is at one of them after the move, not
  * an orphan. */
-static void rebase_names(struct cairnfs *fs, struct inode **w, size_t n, bool lower, int dfd,
+static void rebase_names(struct cairnfs *fs, struct rw_inode **w, size_t n, bool lower, int dfd,
                          uint32_t merged, const char *prefix, unsigned depth) {
   int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -137,7 +137,7 @@ static void rebase_names(struct cairnfs *fs, struct inode **w, size_t n, bool lo
     if (snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "/" : "", e->d_name) >=
         (int)sizeof(path))
       continue;
-    uint32_t origin = origin_at(fd, e->d_name);
+    uint32_t origin = rw_origin_at(fd, e->d_name);
     if (S_ISDIR(st.st_mode)) {
       int sub =
           depth < 4096 ? openat(fd, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -165,21 +165,21 @@ static uint32_t tree_at(const cairn_tree *tree, const char *path) {
 
 /* Gives i (lower only in the new view) the place its rebase_path names:
  * the directories on the way resolved from the root. */
-static void rebase_replace(struct cairnfs *fs, struct inode *i) {
+static void rebase_replace(struct cairnfs *fs, struct rw_inode *i) {
   char *path = i->rebase_path, *save = NULL;
   i->rebase_path = NULL;
-  struct inode *dir = fs->rw->root;
+  struct rw_inode *dir = fs->rw->root;
   int r = 0;
   for (char *c = strtok_r(path, "/", &save), *next; r == 0 && c; c = next) {
     next = strtok_r(NULL, "/", &save);
-    struct inode *x;
+    struct rw_inode *x;
     if (!next) {
-      r = inode_place(fs->rw, i, dir, c);
-    } else if ((r = resolve(fs, dir, c, &x)) == 0) {
+      r = rw_inode_place(fs->rw, i, dir, c);
+    } else if ((r = rw_resolve(fs, dir, c, &x)) == 0) {
       dir = x;
     }
   }
-  if (r < 0) inode_drop_unused(fs->rw, dir);
+  if (r < 0) rw_inode_drop_unused(fs->rw, dir);
   free(path);
 }
 
@@ -187,10 +187,10 @@ static void rebase_replace(struct cairnfs *fs, struct inode *i) {
  * place), the place it has in the current view, so that the move finds
  * it there: a lower-only (or indexed) one where the tree has it, an upper
  * object at its path in the upper's root/, resolved from the root. */
-static void rebase_find_place(struct cairnfs *fs, struct inode *i) {
+static void rebase_find_place(struct cairnfs *fs, struct rw_inode *i) {
   struct cairnfs_rw *rw = fs->rw;
   if (i->fd < 0 || i->indexed) {
-    inode_find_parent(fs, i);
+    rw_inode_find_parent(fs, i);
     return;
   }
   char self[PBUF], path[PATH_MAX], root[PATH_MAX];
@@ -201,31 +201,31 @@ static void rebase_find_place(struct cairnfs *fs, struct inode *i) {
   if (n <= 0 || m <= 0) return;
   path[n] = root[m] = '\0';
   if (strncmp(path, root, (size_t)m) != 0 || path[m] != '/') return;
-  struct inode *dir = rw->root, *x = NULL;
+  struct rw_inode *dir = rw->root, *x = NULL;
   char *save = NULL;
   for (char *c = strtok_r(path + m + 1, "/", &save), *next; c; c = next) {
     next = strtok_r(NULL, "/", &save);
-    if (resolve(fs, dir, c, &x) < 0) {
-      inode_drop_unused(rw, dir);
+    if (rw_resolve(fs, dir, c, &x) < 0) {
+      rw_inode_drop_unused(rw, dir);
       return;
     }
     if (next) dir = x;
   }
-  if (x && x != i) inode_drop_unused(rw, x);
+  if (x && x != i) rw_inode_drop_unused(rw, x);
 }
 
 /* Moves handle h onto a copy of its file in the (fresh) upper. */
 static int move_handle(struct cairnfs *fs, struct whandle *h) {
   struct stat st;
   if (fstat(h->fd, &st) < 0) return -errno;
-  int r = ensure_upper(fs, h->i);
+  int r = rw_ensure_upper(fs, h->i);
   if (r < 0) return r;
   int flags = fcntl(h->fd, F_GETFL);
   char path[PBUF];
   fd_path(path, sizeof(path), h->fd, NULL);
   cairn_autoclose int src = open(path, O_RDONLY | O_CLOEXEC); /* h->fd may be write-only */
   if (src < 0) return -errno;
-  int fd = reopen(h->i, O_RDWR);
+  int fd = rw_reopen(h->i, O_RDWR);
   if (fd < 0) return fd;
   r = ftruncate(fd, st.st_size) < 0 ? -errno : 0;
   for (loff_t in = 0, out = 0; r == 0 && in < st.st_size;) {
@@ -244,7 +244,7 @@ static int move_handle(struct cairnfs *fs, struct whandle *h) {
  * last): they name nothing in the new view. */
 static void rebase_stale(uint64_t nodeid, void *arg) {
   struct cairnfs_rw *rw = arg;
-  if (nodeid != FUSE_ROOT_ID && !inode_get(rw, nodeid))
+  if (nodeid != FUSE_ROOT_ID && !rw_inode_get(rw, nodeid))
     cairnfs_nodetab_stage(rw->nodes, nodeid, 0, false, -1);
 }
 
@@ -272,7 +272,7 @@ static void rebase_restore_all(struct cairnfs *fs) {
   struct nodeids a = {0};
   cairnfs_nodetab_foreach(rw->nodes, nodeid_add, &a);
   for (size_t k = 0; k < a.n; k++)
-    if (a.v[k] != FUSE_ROOT_ID && !inode_get(rw, a.v[k])) inode_restore(fs, a.v[k], 0);
+    if (a.v[k] != FUSE_ROOT_ID && !rw_inode_get(rw, a.v[k])) rw_inode_restore(fs, a.v[k], 0);
   free(a.v);
 }
 
@@ -300,7 +300,7 @@ static bool unknown_seen(struct unknown *u, size_t count, uint32_t ino) {
  * the view, 0: none) if the new tree numbers that path otherwise and no
  * inode here knows ino nor the table records it. */
 static void unknown_add(struct cairnfs_rw *rw, struct unknown *u, uint32_t ino, uint32_t now) {
-  if (now == ino || inode_get(rw, ino) || cairnfs_nodetab_has(rw->nodes, ino)) return;
+  if (now == ino || rw_inode_get(rw, ino) || cairnfs_nodetab_has(rw->nodes, ino)) return;
   if (u->n == u->cap) {
     size_t cap = u->cap ? 2 * u->cap : 256;
     struct lower_map *v = realloc(u->v, cap * sizeof(*v));
@@ -358,7 +358,7 @@ static void unknown_walk(struct cairnfs *fs, const cairn_tree *tree, int dfd, ui
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
         fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || is_whiteout(&st))
       continue;
-    uint32_t origin = origin_at(fd, e->d_name);
+    uint32_t origin = rw_origin_at(fd, e->d_name);
     unknown_seen(u, count, origin); /* an upper object: the table records it */
     if (!S_ISDIR(st.st_mode)) continue;
     int sub = openat(fd, e->d_name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -412,7 +412,7 @@ static void rebase_record(struct cairnfs *fs, const struct lower_map *map, size_
   for (size_t k = 0; k < n_map; k++)
     cairnfs_nodetab_stage(rw->nodes, map[k].nodeid, map[k].lower, false, -1);
   for (size_t b = 0; b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext)
       if (i != rw->root)
         cairnfs_nodetab_stage(rw->nodes, i->id, i->lower, i->indexed,
                               i->lower || i->orphan ? i->fd : -1);
@@ -487,11 +487,11 @@ static void rebase_place_restored(struct cairnfs *fs) {
   struct cairnfs_rw *rw = fs->rw;
   size_t n_lost = 0;
   for (size_t b = 0; b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) n_lost += i != rw->root && !i->parent;
-  struct inode **lost = n_lost ? calloc(n_lost, sizeof(*lost)) : NULL;
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext) n_lost += i != rw->root && !i->parent;
+  struct rw_inode **lost = n_lost ? calloc(n_lost, sizeof(*lost)) : NULL;
   size_t k_lost = 0;
   for (size_t b = 0; lost && b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i && k_lost < n_lost; i = i->hnext)
+    for (struct rw_inode *i = rw->buckets[b]; i && k_lost < n_lost; i = i->hnext)
       if (i != rw->root && !i->parent) lost[k_lost++] = i;
   for (size_t k = 0; k < k_lost; k++)
     if (!lost[k]->parent) rebase_find_place(fs, lost[k]);
@@ -501,18 +501,18 @@ static void rebase_place_restored(struct cairnfs *fs) {
 /* The upper objects not at their place in tree that still have a name
  * (*n of them, returned): each given the path of another of its names
  * in the new view (rebase_names), if it has one there. */
-static struct inode **rebase_away(struct cairnfs *fs, const cairn_tree *tree, size_t *n) {
+static struct rw_inode **rebase_away(struct cairnfs *fs, const cairn_tree *tree, size_t *n) {
   struct cairnfs_rw *rw = fs->rw;
-  struct inode **away = NULL;
+  struct rw_inode **away = NULL;
   size_t n_away = 0;
   for (size_t b = 0; b < NBUCKETS; b++) {
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext) {
       struct stat st;
       if (i == rw->root || i->rebase_lower || i->fd < 0 || i->key == 0 ||
           fstatat(i->fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0 || S_ISDIR(st.st_mode) ||
           (!i->indexed && st.st_nlink <= (nlink_t)i->orphan)) /* no name left */
         continue;
-      struct inode **a = realloc(away, (n_away + 1) * sizeof(*a));
+      struct rw_inode **a = realloc(away, (n_away + 1) * sizeof(*a));
       if (!a) break;
       away = a;
       away[n_away++] = i;
@@ -522,7 +522,7 @@ static struct inode **rebase_away(struct cairnfs *fs, const cairn_tree *tree, si
   for (size_t k = 0; k < n_away; k++) lower |= away[k]->indexed && away[k]->lower;
   if (n_away) rebase_names(fs, away, n_away, lower, rw->root_fd, FUSE_ROOT_ID, "", 0);
   for (size_t k = 0; k < n_away; k++) {
-    struct inode *i = away[k];
+    struct rw_inode *i = away[k];
     i->rebase_lower = i->rebase_path ? tree_at(tree, i->rebase_path) : 0;
     if (!i->rebase_lower) {
       free(i->rebase_path);
@@ -546,7 +546,7 @@ static void rebase_switch(struct cairnfs *fs, cairn_tree *tree) {
   rw->rebased = true;
   if (!rw->next_id) rw->next_id = 1ULL << 62;
   for (size_t b = 0; b < NBUCKETS; b++) {
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext) {
       if (i == rw->root) continue;
       uint32_t l = i->rebase_lower;
       if (l) {
@@ -555,7 +555,7 @@ static void rebase_switch(struct cairnfs *fs, cairn_tree *tree) {
       }
       i->indexed = false;
       i->lower = l;
-      key_set(rw, i, l);
+      rw_key_set(rw, i, l);
     }
   }
 }
@@ -565,7 +565,7 @@ static void rebase_switch(struct cairnfs *fs, cairn_tree *tree) {
 static int rebase_root(struct cairnfs *fs, const struct rebase_target *t) {
   struct cairnfs_rw *rw = fs->rw;
   const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
-  int r = n ? copy_meta(fs, 0, n, t->lock_fd, "root") : -EIO;
+  int r = n ? rw_copy_meta(fs, 0, n, t->lock_fd, "root") : -EIO;
   close(rw->root->fd);
   rw->root->fd = dup(t->root_fd);
   if (rw->root->fd < 0 && r == 0) r = -errno;
@@ -600,7 +600,7 @@ static void rebase_move_handles(struct cairnfs *fs) {
     if (h->i->lower) move_handle(fs, h); /* an orphan's stays; a failed move too */
   /* And a dead server's handles reopened here, the same way. */
   for (struct stale_fh *sf = rw->stale; sf; sf = sf->next) {
-    struct inode *i = sf->fd >= 0 && sf->ino ? inode_get(rw, sf->ino) : NULL;
+    struct rw_inode *i = sf->fd >= 0 && sf->ino ? rw_inode_get(rw, sf->ino) : NULL;
     struct whandle h = {.fd = sf->fd, .i = i};
     if (i && i->lower) move_handle(fs, &h);
   }
@@ -635,18 +635,18 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   /* Where each inode the kernel holds is in the new tree (the old view
    * still served), then the switch. */
   for (size_t b = 0; b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) i->rebase_mark = 0;
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext) i->rebase_mark = 0;
   for (size_t b = 0; b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) rebase_place(fs, i, t.tree);
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext) rebase_place(fs, i, t.tree);
   size_t n_away = 0;
-  struct inode **away = rebase_away(fs, t.tree, &n_away);
+  struct rw_inode **away = rebase_away(fs, t.tree, &n_away);
   /* The image's files held with no place in the new view: copied, for the
    * reads through the tree that the switch ends. */
   for (size_t b = 0; b < NBUCKETS; b++) {
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext) {
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext) {
       const cairn_node *ln = i->lower ? cairn_tree_node(fs->tree, i->lower) : NULL;
       if (i != rw->root && !i->rebase_lower && i->fd < 0 && ln && S_ISREG(ln->mode))
-        orphan_copy(fs, i);
+        rw_orphan_copy(fs, i);
     }
   }
   size_t n_unknown = 0;
@@ -664,8 +664,8 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   rebase_adopt(rw, image, &t, old);
   /* The orphans: kept in the fresh upper's work/ (the old upper goes). */
   for (size_t b = 0; b < NBUCKETS; b++)
-    for (struct inode *i = rw->buckets[b]; i; i = i->hnext)
-      if (i != rw->root && !i->lower && i->fd >= 0) orphan_move(rw, i);
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext)
+      if (i != rw->root && !i->lower && i->fd >= 0) rw_orphan_move(rw, i);
   /* The fresh upper is this server's own until it dies: the supervisor
    * then takes it over, with the new image's pins (supervisor.c). */
   rw->inherited = false;

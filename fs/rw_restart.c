@@ -49,7 +49,7 @@ static uint32_t tree_parent(struct cairnfs *fs, uint32_t ino) {
 }
 
 /* Tree inode ino's name in tree directory dir, or NULL. */
-const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino) {
+static const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino) {
   const cairn_node *dn = cairn_tree_node(fs->tree, dir);
   if (!dn || !S_ISDIR(dn->mode)) return NULL;
   const cairn_dirent *c = cairn_tree_children(fs->tree, dn);
@@ -58,15 +58,15 @@ const char *tree_name(struct cairnfs *fs, uint32_t dir, uint32_t ino) {
   return NULL;
 }
 
-static struct inode *inode_lookup(struct cairnfs *fs, uint64_t ino, unsigned depth) {
+static struct rw_inode *inode_lookup(struct cairnfs *fs, uint64_t ino, unsigned depth) {
   if (ino == FUSE_ROOT_ID) return fs->rw->root;
-  struct inode *i = inode_get(fs->rw, ino);
-  return i ? i : inode_restore(fs, ino, depth);
+  struct rw_inode *i = rw_inode_get(fs->rw, ino);
+  return i ? i : rw_inode_restore(fs, ino, depth);
 }
 
 /* The directory inode that holds tree inode ino where the tree has it,
  * and its name there in *name; NULL if there is none. */
-static struct inode *tree_place(struct cairnfs *fs, uint32_t ino, unsigned depth,
+static struct rw_inode *tree_place(struct cairnfs *fs, uint32_t ino, unsigned depth,
                                 const char **name) {
   uint32_t p = tree_parent(fs, ino);
   *name = p ? tree_name(fs, p, ino) : NULL;
@@ -74,10 +74,10 @@ static struct inode *tree_place(struct cairnfs *fs, uint32_t ino, unsigned depth
 }
 
 /* Gives a restored lower-only inode the place the tree says it has. */
-void inode_find_parent(struct cairnfs *fs, struct inode *i) {
+void rw_inode_find_parent(struct cairnfs *fs, struct rw_inode *i) {
   const char *name;
-  struct inode *dir = i->lower ? tree_place(fs, i->lower, 1, &name) : NULL;
-  if (dir) inode_place(fs->rw, i, dir, name);
+  struct rw_inode *dir = i->lower ? tree_place(fs, i->lower, 1, &name) : NULL;
+  if (dir) rw_inode_place(fs->rw, i, dir, name);
 }
 
 /* Rebuilds inode ino that an earlier server handed out to the kernel: an
@@ -85,36 +85,36 @@ void inode_find_parent(struct cairnfs *fs, struct inode *i) {
  * records, else a tree inode found where the tree has it (through
  * resolve: it may have been copied up since), else a lower-only inode
  * with no place yet (inode_find_parent). */
-struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth) {
+struct rw_inode *rw_inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth) {
   struct cairnfs_rw *rw = fs->rw;
   if (depth > 4096) return NULL;
   uint32_t lower = 0;
   bool indexed = false;
   int fd = cairnfs_nodetab_find(rw->nodes, ino, &lower, &indexed);
-  struct inode *i;
+  struct rw_inode *i;
   if (fd >= 0) {
-    if (!(i = inode_new(rw, ino, lower))) {
+    if (!(i = rw_inode_new(rw, ino, lower))) {
       close(fd);
       return NULL;
     }
     i->fd = fd;
     i->indexed = indexed;
-    i->orphan = !indexed && orphan_is(rw, ino, fd);
+    i->orphan = !indexed && rw_orphan_is(rw, ino, fd);
     i->refs = RESTORED_REFS;
     i->restored = i->base = true;
     struct stat st;
     /* After a move, its identity, which lookups find it by. */
     if (rw->rebased && !lower && fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
-      key_set(rw, i, UPPER_BASE + st.st_ino);
+      rw_key_set(rw, i, UPPER_BASE + st.st_ino);
     else if (rw->rebased)
-      key_set(rw, i, lower);
+      rw_key_set(rw, i, lower);
     return i;
   }
   if (fd == -ENODATA && lower && cairn_tree_node(fs->tree, lower)) {
     /* After a move: a nodeid the kernel held before it, now lower only
      * as another tree inode. */
-    if (!(i = inode_new(rw, ino, lower))) return NULL;
-    key_set(rw, i, lower);
+    if (!(i = rw_inode_new(rw, ino, lower))) return NULL;
+    rw_key_set(rw, i, lower);
     i->refs = RESTORED_REFS;
     i->restored = i->base = true;
     const cairn_node *n = cairn_tree_node(fs->tree, lower);
@@ -130,16 +130,16 @@ struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth) {
   const cairn_node *n = cairn_tree_node(fs->tree, ino);
   if (!n) return NULL;
   const char *name;
-  struct inode *dir = tree_place(fs, (uint32_t)ino, depth + 1, &name);
-  if (dir && resolve(fs, dir, name, &i) == 0) {
+  struct rw_inode *dir = tree_place(fs, (uint32_t)ino, depth + 1, &name);
+  if (dir && rw_resolve(fs, dir, name, &i) == 0) {
     if (i->id == ino) {
       i->refs += RESTORED_REFS;
       i->restored = i->base = true;
       return i;
     }
-    inode_drop_unused(rw, i);
+    rw_inode_drop_unused(rw, i);
   }
-  if (!(i = inode_new(rw, ino, (uint32_t)ino))) return NULL;
+  if (!(i = rw_inode_new(rw, ino, (uint32_t)ino))) return NULL;
   i->refs = RESTORED_REFS;
   i->restored = i->base = true;
   if (!S_ISDIR(n->mode) && n->nlink > 1) {
@@ -152,19 +152,19 @@ struct inode *inode_restore(struct cairnfs *fs, uint64_t ino, unsigned depth) {
 }
 
 /* The inode the kernel names ino (mu held), or NULL. */
-struct inode *inode_of(struct cairnfs *fs, fuse_ino_t ino) {
+struct rw_inode *rw_inode_of(struct cairnfs *fs, fuse_ino_t ino) {
   return inode_lookup(fs, ino, 0);
 }
 
 /* The record of a dead server's handle fh (mu held), or NULL. */
-struct stale_fh *stale_find(struct cairnfs_rw *rw, uint64_t fh) {
+struct stale_fh *rw_stale_find(struct cairnfs_rw *rw, uint64_t fh) {
   struct stale_fh *s = rw->stale;
   while (s && s->fh != fh) s = s->next;
   return s;
 }
 
 /* Records fh (mu held), with what it holds: fd, or a listing. */
-struct stale_fh *stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct dirh *d) {
+struct stale_fh *rw_stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct dirh *d) {
   struct stale_fh *s = calloc(1, sizeof(*s));
   if (!s) return NULL;
   *s = (struct stale_fh){.fh = fh, .fd = fd, .dirh = d, .next = rw->stale};
@@ -172,20 +172,20 @@ struct stale_fh *stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct di
   return s;
 }
 
-void stale_free(struct stale_fh *s) {
+void rw_stale_free(struct stale_fh *s) {
   if (s->fd >= 0) close(s->fd);
-  if (s->dirh) dirh_free(s->dirh);
+  if (s->dirh) rw_dirh_free(s->dirh);
   free(s);
 }
 
-int fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh) {
+int rw_fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh) {
   if (fd < 0 || fd >= 1 << FH_FD_BITS) return -EMFILE;
   *fh = ((uint64_t)rw->epoch & FH_EPOCH_MASK) << FH_EPOCH_SHIFT |
         ((uint64_t)(unsigned)flags & FH_FLAGS_MASK) << FH_FLAGS_SHIFT | (uint64_t)fd;
   return 0;
 }
 
-bool fh_ours(const struct cairnfs_rw *rw, uint64_t fh) {
+bool rw_fh_ours(const struct cairnfs_rw *rw, uint64_t fh) {
   return (fh >> FH_EPOCH_SHIFT & FH_EPOCH_MASK) == (rw->epoch & FH_EPOCH_MASK);
 }
 
@@ -193,7 +193,7 @@ bool fh_ours(const struct cairnfs_rw *rw, uint64_t fh) {
  * Not O_APPEND: the kernel gives every write its offset (the end of the
  * file, for an append), so that a write replayed after a restart lands
  * where it did the first time instead of being appended twice. */
-int reopen(struct inode *i, int flags) {
+int rw_reopen(struct rw_inode *i, int flags) {
   char path[PBUF];
   fd_path(path, sizeof(path), i->fd, NULL);
   flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_DIRECT | O_APPEND);
@@ -203,12 +203,12 @@ int reopen(struct inode *i, int flags) {
 
 /* Closes what a released fh holds (a dead server's: its reopened fd or
  * listing, if any). */
-void fh_release(struct cairnfs *fs, uint64_t fh) {
+void rw_fh_release(struct cairnfs *fs, uint64_t fh) {
   struct cairnfs_rw *rw = fs->rw;
   pthread_mutex_lock(&rw->mu);
   struct stale_fh **pp = &rw->stale, *s;
   while (*pp && (*pp)->fh != fh) pp = &(*pp)->next;
   if ((s = *pp)) *pp = s->next;
   pthread_mutex_unlock(&rw->mu);
-  if (s) stale_free(s);
+  if (s) rw_stale_free(s);
 }

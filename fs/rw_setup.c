@@ -26,8 +26,8 @@ static void restore_made(uint64_t nodeid, void *arg) {
   /* After a move every recorded nodeid (its key may not be its number:
    * lookups find it by its key), and the numbers given past 2^62. */
   if (fs->rw->rebased && nodeid > fs->rw->next_id) fs->rw->next_id = nodeid;
-  if ((nodeid < UPPER_BASE && !fs->rw->rebased) || inode_get(fs->rw, nodeid) ||
-      inode_restore(fs, nodeid, 0))
+  if ((nodeid < UPPER_BASE && !fs->rw->rebased) || rw_inode_get(fs->rw, nodeid) ||
+      rw_inode_restore(fs, nodeid, 0))
     return;
   uint32_t lower;
   bool indexed;
@@ -114,9 +114,9 @@ int cairnfs_rw_setup(struct cairnfs *fs, const char *image_id, const char *dir,
   /* The upper's root is the image's root: same owner, mode, times. */
   const cairn_node *n = cairn_tree_node(fs->tree, FUSE_ROOT_ID);
   if (!n) return cairn_fail(fs->st, -EIO, "%s: no root in the image's index", image_id);
-  r = rw->resumed ? 0 : copy_meta(fs, 0, n, rw->lock_fd, "root");
+  r = rw->resumed ? 0 : rw_copy_meta(fs, 0, n, rw->lock_fd, "root");
   if (r < 0) return cairn_fail(fs->st, r, "%s/root: %s", rw->path, strerror(-r));
-  rw->root = inode_new(rw, FUSE_ROOT_ID, FUSE_ROOT_ID);
+  rw->root = rw_inode_new(rw, FUSE_ROOT_ID, FUSE_ROOT_ID);
   if (!rw->root) return cairn_fail(fs->st, -ENOMEM, "out of memory");
   rw->root->fd = dup(rw->root_fd);
   rw->root->refs = 1;
@@ -140,7 +140,7 @@ void cairnfs_rw_free(struct cairnfs *fs) {
   else if (rw->lock_fd >= 0 && !rw->inherited && !rw->resumed)
     cairn_upper_discard(fs->st, rw->id);
   for (size_t b = 0; b < NBUCKETS; b++) {
-    for (struct inode *i = rw->buckets[b], *next; i; i = next) {
+    for (struct rw_inode *i = rw->buckets[b], *next; i; i = next) {
       next = i->hnext;
       if (i->fd >= 0) close(i->fd);
       free(i->name);
@@ -149,7 +149,7 @@ void cairnfs_rw_free(struct cairnfs *fs) {
   }
   for (struct stale_fh *s = rw->stale, *next; s; s = next) {
     next = s->next;
-    stale_free(s);
+    rw_stale_free(s);
   }
   cairnfs_nodetab_free(rw->nodes);
   free(rw->rparent);

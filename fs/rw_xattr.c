@@ -92,14 +92,14 @@ void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) 
     return;
   }
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
+  struct rw_inode *i = rw_inode_of(fs, ino);
   if (!i) {
     UNLOCK(fs);
     fuse_reply_err(req, ESTALE);
     return;
   }
   if (i->fd < 0) {
-    const cairn_node *n = lower_node(fs, i);
+    const cairn_node *n = rw_lower_node(fs, i);
     for (size_t k = 0; n && k < n->n_xattrs; k++) {
       cairn_xattr x = cairn_tree_xattr(fs->tree, n, k);
       if (strcmp(x.name, name) != 0) continue;
@@ -134,14 +134,14 @@ void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) 
 void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
+  struct rw_inode *i = rw_inode_of(fs, ino);
   char *list = NULL;
   ssize_t len = 0;
   int err = 0;
   if (!i) {
     err = ESTALE;
   } else if (i->fd < 0) {
-    const cairn_node *n = lower_node(fs, i);
+    const cairn_node *n = rw_lower_node(fs, i);
     for (size_t k = 0; n && k < n->n_xattrs; k++)
       len += (ssize_t)strlen(cairn_tree_xattr(fs->tree, n, k).name) + 1;
     list = malloc(len ? (size_t)len : 1);
@@ -197,8 +197,8 @@ void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *v
     return;
   }
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
-  int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct rw_inode *i = rw_inode_of(fs, ino);
+  int r = i ? rw_ensure_upper(fs, i) : -ESTALE;
   if (r == 0) {
     char path[PBUF];
     fd_path(path, sizeof(path), i->fd, NULL);
@@ -215,8 +215,8 @@ void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name) {
     return;
   }
   LOCK(fs);
-  struct inode *i = inode_of(fs, ino);
-  int r = i ? ensure_upper(fs, i) : -ESTALE;
+  struct rw_inode *i = rw_inode_of(fs, ino);
+  int r = i ? rw_ensure_upper(fs, i) : -ESTALE;
   if (r == 0) {
     char path[PBUF];
     fd_path(path, sizeof(path), i->fd, NULL);

@@ -32,7 +32,7 @@
  *   Several processes may use one store at once.
  * - A struct is a typedef of its tag's name (cairn_pin_rec is struct
  *   cairn_pin_rec), but for the three named as the function that fills
- *   them: struct cairn_config_registry, struct cairn_df, struct
+ *   them: struct cn_config_registry, struct cairn_df, struct
  *   cairn_store_info. An enum is named by its tag (enum cairn_pin_kind).
  */
 #ifndef CAIRN_H
@@ -62,7 +62,7 @@ typedef char cairn_id[CAIRN_ID_LEN + 1];
 /* True if s is an id: exactly CAIRN_ID_LEN lowercase hex digits. */
 bool cairn_id_valid(const char *s);
 /* The id form of a raw sha256 digest: its 32 bytes as lowercase hex. */
-void cairn_sha256_hex(const unsigned char digest[32], cairn_id out);
+void cn_sha256_hex(const unsigned char digest[32], cairn_id out);
 
 typedef struct cairn_store cairn_store;
 
@@ -83,7 +83,7 @@ typedef struct cairn_store cairn_store;
  *                               file's mirror lines replace another's
  *   insecure = true|false       talk plain HTTP to it (no TLS)
  * A value may be written in double quotes; a later line wins. */
-struct cairn_config_registry {
+struct cn_config_registry {
   char *host; /* "HOST[:PORT]" */
   char **mirrors;
   size_t n_mirrors;
@@ -97,7 +97,7 @@ typedef struct cairn_config {
   int store_from;     /* the file that set it (index in paths), or -1 */
   unsigned pull_jobs; /* 0 if no file sets it */
   int pull_jobs_from;
-  struct cairn_config_registry *registries;
+  struct cn_config_registry *registries;
   size_t n_registries;
   char why[4352]; /* after a failure: "PATH:LINE: WHY" (or "PATH: WHY") */
 } cairn_config;
@@ -108,7 +108,7 @@ typedef struct cairn_config {
 int cairn_config_load(cairn_config *cfg);
 void cairn_config_free(cairn_config *cfg);
 /* The [registry "host"] section of cfg, or NULL. */
-const struct cairn_config_registry *cairn_config_registry(const cairn_config *cfg,
+const struct cn_config_registry *cn_config_registry(const cairn_config *cfg,
                                                           const char *host);
 
 /* Writes the store directory the contract picks when none is given (no
@@ -162,7 +162,7 @@ int cairn_fail(cairn_store *st, int err, const char *fmt, ...)
 /* Puts context before the WHY st holds: "CONTEXT: WHY" (strerror(-err) when
  * st holds none); returns err. The context is formatted before the WHY is
  * read, so its arguments may not point into cairn_errmsg(st). */
-int cairn_fail_context(cairn_store *st, int err, const char *fmt, ...)
+int cn_fail_context(cairn_store *st, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* True while pid runs (a zombie waiting for its reaper does not) and, if
@@ -249,7 +249,7 @@ void cairn_pinset_release(cairn_store *st, cairn_pinset *ps);
 /* Takes a shared pin on one target (blocking while a deleter holds the
  * exclusive lock, which is brief). Idempotent within a set. The target
  * need not exist yet (a pull pins a layer before it checks for it). */
-int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id);
+int cn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id);
 
 /* Pins an image and every one of its layers, and writes the annotations
  * of every pin of ps not yet annotated (those cairn_pin_image_early took).
@@ -271,7 +271,7 @@ int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, ca
 void cairn_refs_repair(cairn_store *st);
 
 /* True if any process holds a pin on the target. */
-bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id);
+bool cn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id);
 
 /* Waits until the image (and its live mounts) has no pins; timeout_ms < 0
  * waits for ever. -ETIMEDOUT when time runs out. */
@@ -366,15 +366,15 @@ typedef int (*cairn_entry_fn)(const cairn_entry *e, void *arg);
 
 /* Calls fn for every entry of the layer in path order; a non-zero return
  * of fn stops the walk and is returned. */
-int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg);
+int cn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg);
 
 /* Reads the ordered layer ids (bottom first) of an image. */
-int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n);
-void cairn_strv_free(char **v, size_t n);
+int cn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n);
+void cn_strv_free(char **v, size_t n);
 
 /* 1 if stored, 0 if not, negative on error. */
-int cairn_layer_exists(cairn_store *st, const char *diff_id);
-/* The zero bytes the last cairn_layer_ingest on st added after its stream
+int cn_layer_exists(cairn_store *st, const char *diff_id);
+/* The zero bytes the last cn_layer_ingest on st added after its stream
  * to prove the expected diff_id (a tar whose record padding its blob
  * dropped, as podman 4.3's zstd:chunked writer does; they are kept in the
  * layer's exact tar), or 0. */
@@ -391,7 +391,7 @@ int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id);
 int cairn_blob_open(cairn_store *st, const char *blob);
 
 /* Fills path with the blob's file name in the store. */
-int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
+int cn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
 
 /* Finds the blob holding the content whose sha256 is sha256 (64 hex
  * digits, optionally "sha256:"; of the whole content, as a layer's TOC
@@ -399,7 +399,7 @@ int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
  * and *size (may be NULL) set, 0 if the store holds no such content,
  * -EINVAL for a malformed digest. A hint, not a reference: the blob may
  * be gone after a gc, so what records a layer looks it up again. */
-int cairn_blob_by_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
+int cn_blob_find_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
                          uint64_t *size);
 
 /* ---- partial layers: lazy pulls (store/lazy.c) ------------------------- */
@@ -428,7 +428,7 @@ typedef struct cairn_lazy_source {
  * src->digest. 0 also when the layer is stored already and reusable
  * (cairn_layer_reusable); 2 when it is stored unproven from another blob
  * (or refuted): nothing recorded, the caller pulls it in full. */
-int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
+int cn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
                                size_t n, const cairn_lazy_source *src, const void *toc,
                                size_t toc_len, size_t *pending);
 
@@ -441,7 +441,7 @@ int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn
  * full, which proves it and replaces the unproven rows). */
 int cairn_layer_reusable(cairn_store *st, const char *diff_id, const char *digest,
                          const char *annotations);
-/* The diff_ids (hex; cairn_strv_free) of image_id's layers a lazy pull
+/* The diff_ids (hex; cn_strv_free) of image_id's layers a lazy pull
  * recorded whose diff_id is not proven yet (or refuted), in layer order. */
 int cairn_image_unverified(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n);
 /* Takes lazily pulled layer diff_id out of service: its rebuilt tar did not
@@ -450,7 +450,7 @@ int cairn_image_unverified(cairn_store *st, const char *image_id, char ***diff_i
  * caller to say. */
 int cairn_layer_refute(cairn_store *st, const char *diff_id, const char *reason, char **images);
 
-/* A pending file and its layer's source (cairn_lazy_file_find). */
+/* A pending file and its layer's source (cn_lazy_file_find). */
 typedef struct cairn_lazy_file {
   char *layer_id, *path; /* one of the entries pending on that content */
   uint64_t size;
@@ -458,12 +458,12 @@ typedef struct cairn_lazy_file {
   bool insecure;
   uint64_t blob_size;
 } cairn_lazy_file;
-/* 1 and f (cleared by cairn_lazy_file_clear) if a file of content sha256
+/* 1 and f (cleared by cn_lazy_file_clear) if a file of content sha256
  * ("sha256:HEX" or HEX) is pending, 0 if none is. */
-int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f);
-void cairn_lazy_file_clear(cairn_lazy_file *f);
+int cn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f);
+void cn_lazy_file_clear(cairn_lazy_file *f);
 /* The kept TOC of the layer blob digest ("sha256:HEX"): malloc'd. */
-int cairn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *len);
+int cn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *len);
 /* Stores a fetched file: fd's content (size bytes, from offset 0; -1 if
  * the store should hold it already) as a blob, hashed again and refused
  * (-EBADMSG) unless it is sha256; then, in one transaction, every entry
@@ -471,25 +471,25 @@ int cairn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t 
  * complete (an image whose layers all are gets its index again, without
  * pending nodes). A content the store holds is not written again. blob
  * gets the blob's name. */
-int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
+int cn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
                           char blob[48]);
 /* The distinct contents ("sha256:HEX") of image_id's pending files, in
- * layer order (cairn_strv_free). */
-int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n);
+ * layer order (cn_strv_free). */
+int cn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n);
 /* Calls fn for every pending file of the store, by layer then path, with
  * its layer's source (f's strings valid during the call) and its content's
  * "sha256:HEX"; a non-zero return stops the walk and is returned. */
 typedef int (*cairn_lazy_pending_fn)(const cairn_lazy_file *f, const char *sha256, void *arg);
-int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg);
+int cn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg);
 /* The access list of image_id (store/access.c): the paths (relative,
  * normalised) of the files a mount read first, in the order of their first
  * reads, as cairnfs -o record_access recorded them. _write replaces the
- * image's list with paths[0..n); _read gives it (cairn_strv_free) and
+ * image's list with paths[0..n); _read gives it (cn_strv_free) and
  * returns 1, or 0 (*n 0) when the image has none; _count, the number of
  * paths (0: none), or -errno. */
 int cairn_access_list_write(cairn_store *st, const char *image_id, const char *const *paths,
                             size_t n);
-int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n);
+int cn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n);
 int cairn_access_list_count(cairn_store *st, const char *image_id);
 /* How many files (and bytes) of image_id are pending (each layer's). */
 int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, uint64_t *bytes);
@@ -497,40 +497,40 @@ int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, 
  * fill completed, left by a crash between its commit and their unlink
  * (gc sweeps them too). Only when the store lock is free (else 0, left
  * to gc). */
-int cairn_lazy_tidy(cairn_store *st);
+int cn_lazy_tidy(cairn_store *st);
 
 /* A lazily pulled layer whose files are all stored is complete but keeps
  * its source and TOC until it is finished: its exact tar recorded, as a
- * full pull records it (cairn_lazy_finish_layer). The complete layers of
- * image_id not finished yet, in layer order (cairn_strv_free). */
-int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n);
-/* f (path "", size 0; cairn_lazy_file_clear) and 1 if layer diff_id has a
+ * full pull records it (cn_lazy_finish_layer). The complete layers of
+ * image_id not finished yet, in layer order (cn_strv_free). */
+int cn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n);
+/* f (path "", size 0; cn_lazy_file_clear) and 1 if layer diff_id has a
  * source row and is partial, 2 if complete (not finished); 0 if no row. */
-int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f);
+int cn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f);
 /* Drops the source row (and the TOC) of layer diff_id, which must be
  * complete (-EINVAL if it is not), and sets its size to its tar record's,
  * once the ingest of its tar recorded it (or found it cannot, as for a
  * full pull): the lazy pull leaves no trace. 0 also when it has no
  * source row (finished already). */
-int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id);
+int cn_lazy_layer_finished(cairn_store *st, const char *diff_id);
 /* Finishes layer diff_id, complete and not finished yet (store/remote/partial.c):
  * the layer's tar rebuilt from the registry's bytes between the stored
  * files' frames (the tar headers) and the stored files, ingested (the
- * diff_id checked, the exact tar recorded), then cairn_lazy_layer_finished;
+ * diff_id checked, the exact tar recorded), then cn_lazy_layer_finished;
  * when the rebuild fails, or with whole, the blob is fetched in full and
- * kept as a full pull keeps it (cairn_layer_blob_keep: cairnfs --als serves
+ * kept as a full pull keeps it (cn_layer_blob_keep: cairnfs --als serves
  * it). log (may be NULL) hears what it did. 0 also when there is nothing
  * to finish. */
-int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
+int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg);
-/* cairn_lazy_finish_layer for each unfinished layer of image_id. */
-int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
+/* cn_lazy_finish_layer for each unfinished layer of image_id. */
+int cn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg);
 
 /* Fetches the pending file of content sha256 from its layer's registry
  * (store/remote/lazy.c): its chunks by one range request, each decompressed
  * and checked against its digest in the kept TOC, the whole against
- * sha256, before cairn_lazy_file_store records it; blob gets its name.
+ * sha256, before cn_lazy_file_store records it; blob gets its name.
  * A content the store holds already is only named. -EBADMSG when the
  * fetched bytes are not what the TOC says, -ENOENT when nothing is pending
  * on sha256 and the store lacks it, else the registry's failure (after the
@@ -561,9 +561,9 @@ void cairn_lazy_fetcher_free(cairn_lazy_fetcher *fx);
  * a background fill and a second fill fetch it once; whoever takes it next
  * finds the file stored. wait: blocks until it is free; otherwise
  * -EWOULDBLOCK (no WHY recorded) while another holds it. Returns the lock
- * (an fd) for cairn_lazy_unlock. cairn_lazy_fetch takes it. */
-int cairn_lazy_lock(cairn_store *st, const char *sha256, bool wait);
-void cairn_lazy_unlock(cairn_store *st, const char *sha256, int lock);
+ * (an fd) for cn_lazy_unlock. cairn_lazy_fetch takes it. */
+int cn_lazy_lock(cairn_store *st, const char *sha256, bool wait);
+void cn_lazy_unlock(cairn_store *st, const char *sha256, int lock);
 /* A test seam: a named point of a step (store/remote/ has no libcairn_store.h),
  * where a unit test's hook, or the crash-point injector
  * (tests/crash/inject.c, CAIRN_INJECT_POINTS=1), may act; nothing
@@ -581,10 +581,10 @@ typedef int (*cairn_write_fn)(const void *buf, size_t len, void *arg);
  * the layer was stored without that record (before cairn kept one, or a
  * tar it cannot describe); -EBADMSG if what it wrote does not hash to
  * diff_id (fn has seen the bytes then: discard them). */
-int cairn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *arg,
+int cn_layer_tar(cairn_store *st, const char *diff_id, cairn_write_fn fn, void *arg,
                     uint64_t *size);
 /* 1 if the layer has its tar record, 0 if not, negative on error. */
-int cairn_layer_tar_recorded(cairn_store *st, const char *diff_id);
+int cn_layer_tar_recorded(cairn_store *st, const char *diff_id);
 
 /* ---- import ------------------------------------------------------------ */
 
@@ -595,23 +595,23 @@ int cairn_layer_tar_recorded(cairn_store *st, const char *diff_id);
  * layer already (a pull's download threads). If expected_diff_id is given,
  * a stream whose sha256 differs is -EBADMSG and nothing is committed.
  * diff_id_out receives the diff_id. */
-int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
                        cairn_id diff_id_out);
 
 /* Builds the deterministic OCI config cairn import uses for these layers
  * (linux and the host's architecture, rootfs.diff_ids). Caller frees. */
-char *cairn_config_for_layers(const char *const *diff_ids, size_t n);
+char *cn_config_for_layers(const char *const *diff_ids, size_t n);
 
 /* Commits an image: config JSON (whose rootfs.diff_ids must list exactly
  * these layers, or -EBADMSG), every layer already stored (callers keep them
  * pinned), and optionally a name that is (re)pointed at it. */
-int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
+int cn_image_commit(cairn_store *st, const char *config, size_t config_len,
                        const char *const *diff_ids, size_t n, const char *name,
                        cairn_id image_id_out);
 
 /* import NAME LAYER...: ingest each file (bottom first) then commit. A
  * path "-" is the standard input. */
-int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
+int cn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
                        cairn_id image_id_out);
 /* The same with podman import's --change instructions applied to the
  * image's config, each "KEY=VALUE" (or "KEY VALUE"): CMD and ENTRYPOINT (a
@@ -929,7 +929,7 @@ int cairn_pull(cairn_store *st, const char *source, const char *name, const cair
  * then the rest in layer and TOC order; files next to each other in a
  * layer's blob one range, several ranges one request, a few requests in
  * flight (store/remote/fill.c); each file verified as cairn_lazy_fetch
- * verifies it and stored alone, under its lock (cairn_lazy_lock): a file
+ * verifies it and stored alone, under its lock (cn_lazy_lock): a file
  * another process is fetching is not fetched again. A file that fails is
  * said through log and the rest are fetched. Resumable:
  * what a killed fill stored stays stored, the rest stays pending. image_id
@@ -958,7 +958,7 @@ int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const cha
 
 enum cairn_compress { CAIRN_COMPRESS_GZIP = 0, CAIRN_COMPRESS_ZSTD, CAIRN_COMPRESS_NONE };
 
-/* A layer a pull kept (cairn_layer_blobs_of: the compressed bytes as the
+/* A layer a pull kept (cn_layer_blobs_of: the compressed bytes as the
  * source's manifest named them) is sent as it is, with its digest, size and
  * media type (a Docker media type as its OCI equivalent): nothing is
  * compressed again, and a registry that has it in another repository
@@ -1005,7 +1005,7 @@ typedef struct cairn_push_opts {
  * FILE replaced) or "docker-archive:FILE[:NAME[:TAG]]" (docker save's tar,
  * uncompressed layers; an existing FILE is -EEXIST; digest_out is then
  * "sha256:" and the image id). A layer a pull kept is sent as it was pulled
- * (opts->kept); any other is its exact tar (cairn_layer_tar), compressed;
+ * (opts->kept); any other is its exact tar (cn_layer_tar), compressed;
  * so the pushed image has the same diff_ids and, its config sent as
  * stored, the same id. The image and its layers are pinned for the whole
  * push. digest_out gets the manifest's digest. -ENOENT if there is no such
@@ -1141,10 +1141,10 @@ int cairn_file_put_at(int dirfd, const char *name, int src_fd, const void *mem, 
  * /run/containers/UID/auth.json. Pulls then read
  * ${XDG_CONFIG_HOME:-~/.config}/containers/auth.json and
  * ${DOCKER_CONFIG:-~/.docker}/config.json. */
-int cairn_auth_file(char *buf, size_t len);
+int cn_auth_file(char *buf, size_t len);
 
 typedef struct cairn_login_opts {
-  const char *authfile;       /* the file to write; NULL: cairn_auth_file's */
+  const char *authfile;       /* the file to write; NULL: cn_auth_file's */
   bool insecure;              /* plain HTTP (and no TLS checks) */
   const char *cert_dir;       /* CAs to trust besides the system's (as a pull's) */
   const cairn_config *config; /* cairn.conf: insecure registries; or NULL */
@@ -1157,7 +1157,7 @@ typedef struct cairn_login_opts {
 int cairn_login(cairn_store *st, const char *host, const char *user, const char *password,
                 const cairn_login_opts *opts);
 /* Removes host's credentials from the auth file (authfile, or NULL for
- * cairn_auth_file's); host NULL removes every one. -ENOENT if it has none
+ * cn_auth_file's); host NULL removes every one. -ENOENT if it has none
  * for host. */
 int cairn_logout(cairn_store *st, const char *host, const char *authfile);
 /* ---- writable mounts: upper layers (store/upper.c) ------------------------
@@ -1304,7 +1304,7 @@ typedef struct cairn_layer_blob {
  * media_type, size bytes) and keeps its bytes, the file fd (which the caller
  * checked against digest and size): linked into the store if fd is an
  * anonymous file of the store's file system, else copied. */
-int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
+int cn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
                           const char *media_type, uint64_t size, int fd);
 /* The record of digest ("sha256:HEX"): 0, or -ENOENT with no record (or a
  * malformed digest). */
@@ -1315,7 +1315,7 @@ int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg
 /* The records of layer diff_id (the blobs it was pulled as), the latest
  * kept first; a non-zero return of fn stops and is returned. None (0, fn
  * not called) for a layer imported or committed, never pulled. */
-int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg);
+int cn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg);
 /* The kept compressed bytes of digest, open read-only; -ENOENT if none. */
 int cairn_layer_blob_open(cairn_store *st, const char *digest);
 /* The `info` file of an Additional Layer Store for b: a containers/storage

@@ -26,7 +26,7 @@
 
 static int access_rel(cairn_store *st, const char *image_id, char *rel, size_t len) {
   if (!cn_is_hex_id(image_id, CAIRN_ID_LEN))
-    return store_fail(st, -EINVAL, "%s: not an image id", image_id);
+    return cairn_fail(st, -EINVAL, "%s: not an image id", image_id);
   snprintf(rel, len, ACCESS_DIR "/%s", image_id);
   return 0;
 }
@@ -38,14 +38,14 @@ int cairn_access_list_write(cairn_store *st, const char *image_id, const char *c
   int r = access_rel(st, image_id, rel, sizeof rel);
   if (r < 0) return r;
   if (mkdirat(st->dirfd, ACCESS_DIR, 0700) < 0 && errno != EEXIST)
-    return store_fail(st, -errno, "%s/" ACCESS_DIR ": %s", st->dir, strerror(errno));
+    return cairn_fail(st, -errno, "%s/" ACCESS_DIR ": %s", st->dir, strerror(errno));
   cairn_autoclose int dfd = openat(st->dirfd, ACCESS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return store_fail(st, -errno, "%s/" ACCESS_DIR ": %s", st->dir, strerror(errno));
+  if (dfd < 0) return cairn_fail(st, -errno, "%s/" ACCESS_DIR ": %s", st->dir, strerror(errno));
   /* a name of its own, then renamed over the list: a reader sees one whole */
   snprintf(tmp, sizeof tmp, ".%s.%ld", image_id, (long)getpid());
   cairn_autoclose int fd =
       openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+  if (fd < 0) return cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
   r = 0;
   for (size_t i = 0; r == 0 && i < n; i++) r = cn_write_all(fd, paths[i], strlen(paths[i]) + 1);
   if (r == 0 && fsync(fd) < 0) r = -errno;
@@ -53,10 +53,10 @@ int cairn_access_list_write(cairn_store *st, const char *image_id, const char *c
   if (r < 0) unlinkat(dfd, tmp, 0);
   if (r == 0 && fsync(dfd) < 0) r = -errno;
   if (r == -ENOSPC) return cn_store_fail_nospace(st);
-  return r < 0 ? store_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
+  return r < 0 ? cairn_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
 }
 
-int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n) {
+int cn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n) {
   store_errclear(st);
   *paths = NULL;
   *n = 0;
@@ -67,18 +67,18 @@ int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths,
   if (fd < 0 && errno == ENOENT) return 0;
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) < 0)
-    return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+    return cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
   if (sb.st_size > (off_t)ACCESS_MAX_BYTES)
-    return store_fail(st, -EBADMSG, "%s/%s: too large for an access list", st->dir, rel);
+    return cairn_fail(st, -EBADMSG, "%s/%s: too large for an access list", st->dir, rel);
   size_t len = (size_t)sb.st_size;
   char *b = malloc(len + 1);
-  if (!b) return store_fail(st, -ENOMEM, "out of memory");
+  if (!b) return cairn_fail(st, -ENOMEM, "out of memory");
   size_t got = 0;
   while (got < len) {
     ssize_t k = pread(fd, b + got, len - got, (off_t)got);
     if (k <= 0) {
       free(b);
-      return store_fail(st, k < 0 ? -errno : -EIO, "%s/%s: cannot read it", st->dir, rel);
+      return cairn_fail(st, k < 0 ? -errno : -EIO, "%s/%s: cannot read it", st->dir, rel);
     }
     got += (size_t)k;
   }
@@ -88,15 +88,15 @@ int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths,
   char **v = calloc(count + 1, sizeof *v);
   if (!v) {
     free(b);
-    return store_fail(st, -ENOMEM, "out of memory");
+    return cairn_fail(st, -ENOMEM, "out of memory");
   }
   size_t k = 0;
   for (size_t i = 0; i < len && k < count;) {
     size_t l = strlen(b + i);
     if (l && !(v[k++] = strdup(b + i))) {
       free(b);
-      cairn_strv_free(v, k - 1);
-      return store_fail(st, -ENOMEM, "out of memory");
+      cn_strv_free(v, k - 1);
+      return cairn_fail(st, -ENOMEM, "out of memory");
     }
     i += l + 1;
   }
@@ -109,8 +109,8 @@ int cairn_access_list_read(cairn_store *st, const char *image_id, char ***paths,
 int cairn_access_list_count(cairn_store *st, const char *image_id) {
   char **v;
   size_t n;
-  int r = cairn_access_list_read(st, image_id, &v, &n);
+  int r = cn_access_list_read(st, image_id, &v, &n);
   if (r <= 0) return r;
-  cairn_strv_free(v, n);
+  cn_strv_free(v, n);
   return n > INT32_MAX ? INT32_MAX : (int)n;
 }

@@ -34,9 +34,9 @@ static bool digest_valid(const char *d) {
 /* The directory STORE/compressed, made if absent. */
 static int kept_dir(cairn_store *st) {
   if (mkdirat(st->dirfd, KEPT_DIR, 0700) < 0 && errno != EEXIST)
-    return store_fail(st, -errno, "%s/%s: %s", st->dir, KEPT_DIR, strerror(errno));
+    return cairn_fail(st, -errno, "%s/%s: %s", st->dir, KEPT_DIR, strerror(errno));
   int fd = openat(st->dirfd, KEPT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  return fd >= 0 ? fd : store_fail(st, -errno, "%s/%s: %s", st->dir, KEPT_DIR, strerror(errno));
+  return fd >= 0 ? fd : cairn_fail(st, -errno, "%s/%s: %s", st->dir, KEPT_DIR, strerror(errno));
 }
 
 /* Copies fd (from offset 0) to dirfd/name by a temporary file of STORE/tmp,
@@ -45,7 +45,7 @@ static int kept_copy(cairn_store *st, int fd, int dirfd, const char *name) {
   char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s/tmp/kept-XXXXXX", st->dir);
   cairn_autoclose int out = mkostemp(tmp, O_CLOEXEC);
-  if (out < 0) return store_fail(st, -errno, "%s: %s", tmp, strerror(errno));
+  if (out < 0) return cairn_fail(st, -errno, "%s: %s", tmp, strerror(errno));
   char buf[1 << 16];
   off_t off = 0;
   int r = 0;
@@ -69,16 +69,16 @@ static int kept_copy(cairn_store *st, int fd, int dirfd, const char *name) {
   if (r < 0) {
     unlink(tmp);
     if (r == -ENOSPC) return cn_store_fail_nospace(st);
-    return store_fail(st, r, "keeping the compressed layer %s: %s", name, strerror(-r));
+    return cairn_fail(st, r, "keeping the compressed layer %s: %s", name, strerror(-r));
   }
   return 0;
 }
 
-int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
+int cn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
                           const char *media_type, uint64_t size, int fd) {
   store_errclear(st);
   if (!cairn_id_valid(diff_id) || !digest_valid(digest))
-    return store_fail(st, -EINVAL, "bad layer record %s for %s", digest, diff_id);
+    return cairn_fail(st, -EINVAL, "bad layer record %s for %s", digest, diff_id);
   cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
   cairn_autoclose int dirfd = kept_dir(st);
@@ -86,7 +86,7 @@ int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *dige
   const char *name = digest + 7;
   struct stat sb;
   if (fstatat(dirfd, name, &sb, 0) < 0 || (uint64_t)sb.st_size != size) {
-    if (fsync(fd) < 0) return store_fail(st, -errno, "keeping %s: %s", digest, strerror(errno));
+    if (fsync(fd) < 0) return cairn_fail(st, -errno, "keeping %s: %s", digest, strerror(errno));
     char proc[64];
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
     unlinkat(dirfd, name, 0); /* a short one, left by a crash of an older cairn */
@@ -94,7 +94,7 @@ int cairn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *dige
     if (linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) < 0 && errno != EEXIST)
       r = kept_copy(st, fd, dirfd, name); /* not an anonymous file of this file system */
     if (r < 0) return r;
-    if (fsync(dirfd) < 0) return store_fail(st, -errno, "keeping %s: %s", digest, strerror(errno));
+    if (fsync(dirfd) < 0) return cairn_fail(st, -errno, "keeping %s: %s", digest, strerror(errno));
   }
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
@@ -119,7 +119,7 @@ static void row_fill(sqlite3_stmt *q, struct cairn_layer_blob *b) {
 
 int cairn_layer_blob_get(cairn_store *st, const char *digest, struct cairn_layer_blob *out) {
   store_errclear(st);
-  if (!digest_valid(digest)) return store_fail(st, -ENOENT, "no such layer digest");
+  if (!digest_valid(digest)) return cairn_fail(st, -ENOENT, "no such layer digest");
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT digest, layer_id, media_type, size FROM layer_blobs"
@@ -127,7 +127,7 @@ int cairn_layer_blob_get(cairn_store *st, const char *digest, struct cairn_layer
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, digest, -1, SQLITE_STATIC);
   r = sqlite3_step(q);
-  if (r == SQLITE_DONE) return store_fail(st, -ENOENT, "no layer recorded as %s", digest);
+  if (r == SQLITE_DONE) return cairn_fail(st, -ENOENT, "no layer recorded as %s", digest);
   if (r != SQLITE_ROW) return cn_store_fail_db(st, "layer digest lookup");
   row_fill(q, out);
   return 0;
@@ -156,9 +156,9 @@ int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg
   return rows_each(st, q, fn, arg);
 }
 
-int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg) {
+int cn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn fn, void *arg) {
   store_errclear(st);
-  if (!cairn_id_valid(diff_id)) return store_fail(st, -ENOENT, "no such layer %s", diff_id);
+  if (!cairn_id_valid(diff_id)) return cairn_fail(st, -ENOENT, "no such layer %s", diff_id);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT digest, layer_id, media_type, size FROM layer_blobs"
@@ -170,11 +170,11 @@ int cairn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_
 
 int cairn_layer_blob_open(cairn_store *st, const char *digest) {
   store_errclear(st);
-  if (!digest_valid(digest)) return store_fail(st, -ENOENT, "no such layer digest");
+  if (!digest_valid(digest)) return cairn_fail(st, -ENOENT, "no such layer digest");
   char rel[128];
   snprintf(rel, sizeof rel, KEPT_DIR "/%s", digest + 7);
   int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC);
-  return fd >= 0 ? fd : store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+  return fd >= 0 ? fd : cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
 }
 
 /* Written by hand, not with Jansson: cairnfs, which serves it, maps no
@@ -191,7 +191,7 @@ char *cairn_layer_blob_info(const struct cairn_layer_blob *b) {
 
 int cairn_layer_pin_users(cairn_store *st, cairn_pinset *ps, const char *diff_id) {
   store_errclear(st);
-  int r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id);
+  int r = cn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id);
   if (r < 0) return r;
   cn_autostrv struct strv images = {0};
   {
@@ -202,11 +202,11 @@ int cairn_layer_pin_users(cairn_store *st, cairn_pinset *ps, const char *diff_id
     sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
     while ((r = sqlite3_step(q)) == SQLITE_ROW)
       if (cn_strv_push(&images, (const char *)sqlite3_column_text(q, 0)) < 0)
-        return store_fail(st, -ENOMEM, "out of memory");
+        return cairn_fail(st, -ENOMEM, "out of memory");
     if (r != SQLITE_DONE) return cn_store_fail_db(st, "images of a layer");
   }
   for (size_t i = 0; i < images.n; i++)
-    if ((r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, images.v[i])) < 0) return r;
+    if ((r = cn_pin_take(st, ps, CAIRN_PIN_IMAGE, images.v[i])) < 0) return r;
   return 0;
 }
 
@@ -241,7 +241,7 @@ static int collect_opaque(const cairn_entry *e, void *arg) {
 
 static int first_pass(void *src, cairn_entry_fn fn, void *arg) {
   struct diff_src *d = src;
-  return cairn_layer_foreach(d->st, d->diff_id, fn, arg);
+  return cn_layer_foreach(d->st, d->diff_id, fn, arg);
 }
 
 static const char opaque_name[] = "trusted.overlay.opaque";
@@ -290,7 +290,7 @@ static int second_pass(void *src, cairn_entry_fn fn, void *arg) {
   struct diff_src *d = src;
   d->fn = fn;
   d->arg = arg;
-  int r = cairn_layer_foreach(d->st, d->diff_id, overlay_entry, d);
+  int r = cn_layer_foreach(d->st, d->diff_id, overlay_entry, d);
   for (size_t i = 0; r == 0 && i < d->opaque.n; i++)
     if (!d->seen[i]) /* an opaque directory the layer has no entry of */
       r = emit_opaque_dir(d,
@@ -301,11 +301,11 @@ static int second_pass(void *src, cairn_entry_fn fn, void *arg) {
 int cairn_layer_diff_tree(cairn_store *st, const char *diff_id, cairn_tree **out) {
   store_errclear(st);
   *out = NULL;
-  int r = cairn_layer_exists(st, diff_id);
-  if (r == 0) return store_fail(st, -ENOENT, "no such layer %s", diff_id);
+  int r = cn_layer_exists(st, diff_id);
+  if (r == 0) return cairn_fail(st, -ENOENT, "no such layer %s", diff_id);
   if (r < 0) return r;
   struct diff_src d = {.st = st, .diff_id = diff_id};
-  r = cairn_layer_foreach(st, diff_id, collect_opaque, &d);
+  r = cn_layer_foreach(st, diff_id, collect_opaque, &d);
   if (r == 0 && !(d.seen = calloc(d.opaque.n + 1, sizeof *d.seen))) r = -ENOMEM;
   merge_builder *b = NULL;
   if (r == 0) r = cn_merge_builder_new(st, &b);
@@ -318,6 +318,6 @@ int cairn_layer_diff_tree(cairn_store *st, const char *diff_id, cairn_tree **out
   if (b) cn_merge_builder_free(b);
   free(d.seen);
   cn_strv_clear(&d.opaque);
-  if (r == -ENOMEM) r = store_fail(st, r, "out of memory building layer %s", diff_id);
+  if (r == -ENOMEM) r = cairn_fail(st, r, "out of memory building layer %s", diff_id);
   return r;
 }

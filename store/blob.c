@@ -48,20 +48,20 @@ void cn_blob_name_path(const char *name, char *rel, size_t len) {
 
 int cn_blob_writer_new(cairn_store *st, blob_writer **out) {
   blob_writer *w = calloc(1, sizeof(*w));
-  if (!w) return store_fail(st, -ENOMEM, "out of memory starting a blob");
+  if (!w) return cairn_fail(st, -ENOMEM, "out of memory starting a blob");
   w->st = st;
   w->fd = openat(st->blobs_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0444);
   if (w->fd < 0) {
     int e = errno;
     free(w);
-    return store_fail(st, -e, "%s/blobs: temporary file: %s", st->dir, strerror(e));
+    return cairn_fail(st, -e, "%s/blobs: temporary file: %s", st->dir, strerror(e));
   }
   w->xxh = XXH3_createState();
   w->sha = EVP_MD_CTX_new();
   if (!w->xxh || !w->sha || XXH3_128bits_reset(w->xxh) != XXH_OK ||
       EVP_DigestInit_ex(w->sha, EVP_sha256(), NULL) != 1) {
     cn_blob_writer_free(w);
-    return store_fail(st, -ENOMEM, "out of memory starting a blob");
+    return cairn_fail(st, -ENOMEM, "out of memory starting a blob");
   }
   *out = w;
   return 0;
@@ -83,7 +83,7 @@ int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len) {
     ssize_t n = write(w->fd, p, len);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return store_fail(w->st, -errno, "writing blob: %s", strerror(errno));
+      return cairn_fail(w->st, -errno, "writing blob: %s", strerror(errno));
     }
     p += n;
     len -= (size_t)n;
@@ -98,7 +98,7 @@ int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len) {
 int cn_blob_writer_hole(blob_writer *w, uint64_t len) {
   static const unsigned char zeros[64 * 1024];
   if (len > (uint64_t)INT64_MAX - w->size)
-    return store_fail(w->st, -EFBIG, "writing blob: a hole past the largest file size");
+    return cairn_fail(w->st, -EFBIG, "writing blob: a hole past the largest file size");
   for (uint64_t left = len; left > 0;) {
     size_t k = left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
     XXH3_128bits_update(w->xxh, zeros, k);
@@ -106,7 +106,7 @@ int cn_blob_writer_hole(blob_writer *w, uint64_t len) {
     left -= k;
   }
   if (lseek(w->fd, (off_t)(w->size + len), SEEK_SET) < 0)
-    return store_fail(w->st, -errno, "writing blob: %s", strerror(errno));
+    return cairn_fail(w->st, -errno, "writing blob: %s", strerror(errno));
   w->size += len;
   return 0;
 }
@@ -131,7 +131,7 @@ static int file_sha256(int fd, char out[65], uint64_t *size) {
   unsigned char d[32];
   EVP_DigestFinal_ex(ctx, d, NULL);
   EVP_MD_CTX_free(ctx);
-  sha256_hex(d, out);
+  cn_sha256_hex(d, out);
   return 0;
 }
 
@@ -156,20 +156,20 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
     if (fstatat(st->blobs_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) return 1;
   }
   if (mkdirat(st->blobs_fd, sub, 0700) < 0 && errno != EEXIST)
-    return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub, strerror(errno));
+    return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub, strerror(errno));
   if ((r = cn_staging_note(st, rel)) < 0) return r;
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
   if (linkat(AT_FDCWD, proc, st->blobs_fd, rel, AT_SYMLINK_FOLLOW) == 0) return 0;
   if (errno != EEXIST)
-    return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
+    return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
   /* A file with no row: another import's, not yet committed, or one left
    * by a crash. Its bytes decide. */
   cairn_autoclose int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
+  if (fd < 0) return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
   char other[65];
   uint64_t size;
   if ((r = file_sha256(fd, other, &size)) < 0)
-    return store_fail(st, r, "%s/blobs/%s: %s", st->dir, rel, strerror(-r));
+    return cairn_fail(st, r, "%s/blobs/%s: %s", st->dir, rel, strerror(-r));
   return size == w->size && strcmp(other, sha) == 0 ? 1 : 2;
 }
 
@@ -179,14 +179,14 @@ int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
   struct stat sb;
   if (fstat(w->fd, &sb) < 0 ||
       ((uint64_t)sb.st_size < w->size && ftruncate(w->fd, (off_t)w->size) < 0))
-    return store_fail(w->st, -errno, "writing blob: %s", strerror(errno));
+    return cairn_fail(w->st, -errno, "writing blob: %s", strerror(errno));
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->xxh));
   char key[33];
   cn_hex_encode(c.digest, sizeof(c.digest), key);
   unsigned char d[32];
   EVP_DigestFinal_ex(w->sha, d, NULL);
-  sha256_hex(d, sha256_hex_out);
+  cn_sha256_hex(d, sha256_hex_out);
   *size_out = w->size;
   for (unsigned suffix = 0; suffix < 1000; suffix++) {
     if (suffix == 0)
@@ -197,16 +197,16 @@ int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
     if (r < 0) return r;
     if (r != 2) return 0;
   }
-  return store_fail(w->st, -EIO, "blob %s: too many key collisions", key);
+  return cairn_fail(w->st, -EIO, "blob %s: too many key collisions", key);
 }
 
-int cairn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
+int cn_blob_path(cairn_store *st, const char *blob, char *path, size_t len) {
   store_errclear(st);
   char rel[128];
   cn_blob_name_path(blob, rel, sizeof(rel));
   int n = snprintf(path, len, "%s/blobs/%s", st->dir, rel);
   if (n < 0 || (size_t)n >= len)
-    return store_fail(st, -ENAMETOOLONG, "blob %s: its path is longer than %zu bytes", blob, len);
+    return cairn_fail(st, -ENAMETOOLONG, "blob %s: its path is longer than %zu bytes", blob, len);
   return 0;
 }
 
@@ -219,7 +219,7 @@ int cairn_blob_open(cairn_store *st, const char *blob) {
 
 int cn_blob_by_sha256(cairn_store *st, const char *sha256, char name_out[48], uint64_t *size_out) {
   const char *hex = strncmp(sha256, "sha256:", 7) == 0 ? sha256 + 7 : sha256;
-  if (!cn_is_hex_id(hex, 64)) return store_fail(st, -EINVAL, "%s: not a sha256 digest", sha256);
+  if (!cn_is_hex_id(hex, 64)) return cairn_fail(st, -EINVAL, "%s: not a sha256 digest", sha256);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT name, size FROM blobs WHERE sha256 = ? ORDER BY name");
   if (r < 0) return r;
@@ -232,7 +232,7 @@ int cn_blob_by_sha256(cairn_store *st, const char *sha256, char name_out[48], ui
     /* a quarantined blob (fsck --repair unlinked its file) is not held */
     if (fstatat(st->blobs_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
       if (errno == ENOENT) continue;
-      return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
+      return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
     }
     snprintf(name_out, 48, "%s", name);
     if (size_out) *size_out = (uint64_t)sqlite3_column_int64(q, 1);
@@ -241,14 +241,14 @@ int cn_blob_by_sha256(cairn_store *st, const char *sha256, char name_out[48], ui
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "blob lookup by sha256");
 }
 
-int cairn_blob_by_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
+int cn_blob_find_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
                          uint64_t *size) {
   store_errclear(st);
   char name[48];
   int r = cn_blob_by_sha256(st, sha256, name, size);
   if (r <= 0) return r;
   if (strlen(name) >= len)
-    return store_fail(st, -ENAMETOOLONG, "blob %s: its name is longer than %zu bytes", name, len);
+    return cairn_fail(st, -ENAMETOOLONG, "blob %s: its name is longer than %zu bytes", name, len);
   memcpy(blob, name, strlen(name) + 1);
   return 1;
 }
@@ -265,7 +265,7 @@ int cn_blob_rows_unreferenced(cairn_store *st, bool dry_run, struct strv *names,
     return rc;
   while (sqlite3_step(q) == SQLITE_ROW) {
     if (cn_strv_push(names, (const char *)sqlite3_column_text(q, 0)) < 0)
-      return store_fail(st, -ENOMEM, "out of memory listing unused blobs");
+      return cairn_fail(st, -ENOMEM, "out of memory listing unused blobs");
     r->blobs++;
     r->bytes += (uint64_t)sqlite3_column_int64(q, 1);
   }
@@ -285,7 +285,7 @@ int cn_blob_files_remove(cairn_store *st, const struct strv *names) {
     cn_progress(st, CN_BLOB_UNUSED_STEP, i, names->n, false, false);
     cn_blob_name_path(names->v[i], rel, sizeof(rel));
     if (unlinkat(st->blobs_fd, rel, 0) < 0 && errno != ENOENT)
-      return store_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
+      return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
   }
   return 0;
 }

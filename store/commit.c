@@ -4,7 +4,7 @@
  * laid out by fs/rw.h) turned into an OCI layer and a new image.
  *
  * The layer is a pax tar written to an anonymous file in STORE/tmp, then
- * stored by the one layer import (cairn_layer_ingest: dedup of blobs,
+ * stored by the one layer import (cn_layer_ingest: dedup of blobs,
  * diff_id from the bytes). It is the view the mount shows (the upper's
  * root/ over the base tree, merged by fs/rw.h's rules: by origin, not
  * by path) against the base, in the OCI rules:
@@ -76,7 +76,7 @@ struct committer {
 };
 
 static int out_fail(struct committer *c, const char *path) {
-  return store_fail(c->st, -EIO, "writing %s: %s", path, archive_error_string(c->out));
+  return cairn_fail(c->st, -EIO, "writing %s: %s", path, archive_error_string(c->out));
 }
 
 static uint32_t origin_of(const char *path) {
@@ -94,7 +94,7 @@ static void proc_path(char *buf, size_t len, int dirfd, const char *name) {
 /* An empty regular file entry (whiteouts, opaque markers). */
 static int write_marker(struct committer *c, const char *path) {
   struct archive_entry *e = archive_entry_new();
-  if (!e) return store_fail(c->st, -ENOMEM, "out of memory");
+  if (!e) return cairn_fail(c->st, -ENOMEM, "out of memory");
   archive_entry_set_pathname(e, path);
   archive_entry_set_mode(e, S_IFREG | 0644);
   archive_entry_set_size(e, 0);
@@ -121,7 +121,7 @@ static int copy_fd(struct committer *c, int fd, uint64_t size, const char *path)
       size_t k = h - pos < sizeof(c->buf) ? (size_t)(h - pos) : sizeof(c->buf);
       if (pos >= d && !eof) {
         ssize_t got = pread(fd, c->buf, k, (off_t)pos);
-        if (got < 0) return store_fail(c->st, -errno, "%s: %s", path, strerror(errno));
+        if (got < 0) return cairn_fail(c->st, -errno, "%s: %s", path, strerror(errno));
         if (got == 0) eof = true;
         if (got > 0) p = c->buf, k = (size_t)got;
       } else if (pos < d && d - pos < k) {
@@ -140,7 +140,7 @@ static int write_upper(struct committer *c, int dirfd, const char *name, const s
   char pp[PATH_MAX];
   proc_path(pp, sizeof(pp), dirfd, name);
   struct archive_entry *e = archive_entry_new();
-  if (!e) return store_fail(c->st, -ENOMEM, "out of memory");
+  if (!e) return cairn_fail(c->st, -ENOMEM, "out of memory");
   archive_entry_set_pathname(e, path);
   archive_entry_set_mode(e, st->st_mode);
   archive_entry_set_uid(e, st->st_uid);
@@ -165,7 +165,7 @@ static int write_upper(struct committer *c, int dirfd, const char *name, const s
         free(copy);
         if (h) c->hls = h;
         archive_entry_free(e);
-        return store_fail(c->st, -ENOMEM, "out of memory");
+        return cairn_fail(c->st, -ENOMEM, "out of memory");
       }
       c->hls = h;
       c->hls[c->n_hls++] = (struct hl){st->st_dev, st->st_ino, copy};
@@ -189,7 +189,7 @@ static int write_upper(struct committer *c, int dirfd, const char *name, const s
   cairn_autoclose int fd = data ? openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
   if (data && fd < 0) {
     archive_entry_free(e);
-    return store_fail(c->st, -errno, "%s: %s", path, strerror(errno));
+    return cairn_fail(c->st, -errno, "%s: %s", path, strerror(errno));
   }
   if (data) cn_tar_sparse_map(e, fd, (uint64_t)st->st_size);
   int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
@@ -202,9 +202,9 @@ static int write_upper(struct committer *c, int dirfd, const char *name, const s
  * with several names is a tar hardlink to the first name written. */
 static int write_lower(struct committer *c, uint32_t ino, const char *path) {
   const cairn_node *n = cairn_tree_node(c->tree, ino);
-  if (!n) return store_fail(c->st, -EIO, "%s: bad node in the image's index", path);
+  if (!n) return cairn_fail(c->st, -EIO, "%s: bad node in the image's index", path);
   struct archive_entry *e = archive_entry_new();
-  if (!e) return store_fail(c->st, -ENOMEM, "out of memory");
+  if (!e) return cairn_fail(c->st, -ENOMEM, "out of memory");
   archive_entry_set_pathname(e, path);
   archive_entry_set_mode(e, n->mode);
   archive_entry_set_uid(e, n->uid);
@@ -221,7 +221,7 @@ static int write_lower(struct committer *c, uint32_t ino, const char *path) {
   } else {
     if (!S_ISDIR(n->mode) && n->nlink > 1 && !(c->lower_first[ino] = strdup(path))) {
       archive_entry_free(e);
-      return store_fail(c->st, -ENOMEM, "out of memory");
+      return cairn_fail(c->st, -ENOMEM, "out of memory");
     }
     if (S_ISLNK(n->mode)) archive_entry_set_symlink(e, cairn_tree_str(c->tree, n->target));
     if (S_ISCHR(n->mode) || S_ISBLK(n->mode)) {
@@ -236,7 +236,7 @@ static int write_lower(struct committer *c, uint32_t ino, const char *path) {
   cairn_autoclose int fd = data ? cairn_blob_open(c->st, cairn_tree_str(c->tree, n->blob)) : -1;
   if (data && fd < 0) {
     archive_entry_free(e);
-    return store_fail(c->st, fd, "%s: blob: %s", path, strerror(-fd));
+    return cairn_fail(c->st, fd, "%s: blob: %s", path, strerror(-fd));
   }
   if (data) cn_tar_sparse_map(e, fd, n->size);
   int r = archive_write_header(c->out, e) == ARCHIVE_OK ? 0 : out_fail(c, path);
@@ -254,7 +254,7 @@ static int cmp_str(const void *a, const void *b) {
 static int path_push(struct committer *c, size_t len, const char *name) {
   int n = snprintf(c->path + len, sizeof(c->path) - len, "%s%s", len ? "/" : "", name);
   if (n < 0 || (size_t)n >= sizeof(c->path) - len)
-    return store_fail(c->st, -ENAMETOOLONG, "%.200s/%s: path too long", c->path, name);
+    return cairn_fail(c->st, -ENAMETOOLONG, "%.200s/%s: path too long", c->path, name);
   return (int)(len + (size_t)n);
 }
 
@@ -264,7 +264,7 @@ static int path_push(struct committer *c, size_t len, const char *name) {
  * full makes all its names be written (one hardlink group in the layer). */
 static int view_lower_file(struct committer *c, uint32_t ino) {
   const cairn_node *n = cairn_tree_node(c->tree, ino);
-  if (!n) return store_fail(c->st, -EIO, "%s: bad node in the image's index", c->path);
+  if (!n) return cairn_fail(c->st, -EIO, "%s: bad node in the image's index", c->path);
   if (!c->emit) {
     if (n->nlink > 1) c->flags[ino] |= F_GROUP;
     return 0;
@@ -274,7 +274,7 @@ static int view_lower_file(struct committer *c, uint32_t ino) {
   snprintf(idx, sizeof(idx), "%" PRIu32, ino);
   struct stat st;
   if (fstatat(c->index_fd, idx, &st, AT_SYMLINK_NOFOLLOW) < 0)
-    return store_fail(c->st, -errno, "upper work/index/%s: %s", idx, strerror(errno));
+    return cairn_fail(c->st, -errno, "upper work/index/%s: %s", idx, strerror(errno));
   st.st_nlink = 2; /* one identity for all its names in the tar */
   return write_upper(c, c->index_fd, idx, &st, c->path);
 }
@@ -308,7 +308,7 @@ static int count_holes(struct committer *c, int dirfd, const char *name, const s
     snprintf(owner, sizeof(owner), "%s (uid %u)", found->pw_name, (unsigned)st->st_uid);
   else
     snprintf(owner, sizeof(owner), "uid %u", (unsigned)st->st_uid);
-  return store_fail(c->st, -EBADMSG,
+  return cairn_fail(c->st, -EBADMSG,
                     "/%s, owned by %s: a sparse file with %llu GiB of holes; with the other "
                     "files' (%llu GiB) more than a layer holds (%llu GiB): nothing committed "
                     "(remove or shrink it in the mount)",
@@ -323,7 +323,7 @@ static int count_holes(struct committer *c, int dirfd, const char *name, const s
  * already: only names of hardlink groups written elsewhere are. */
 static int view_lower(struct committer *c, uint32_t ino, size_t len, bool diff) {
   const cairn_node *n = cairn_tree_node(c->tree, ino);
-  if (!n) return store_fail(c->st, -EIO, "%s: bad node in the image's index", c->path);
+  if (!n) return cairn_fail(c->st, -EIO, "%s: bad node in the image's index", c->path);
   if (!S_ISDIR(n->mode))
     return !diff || (c->emit && (c->flags[ino] & F_GROUP)) ? view_lower_file(c, ino) : 0;
   if (diff && (!c->emit || !c->any_group)) return 0; /* nothing below can differ */
@@ -347,7 +347,7 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
     DIR *d = fd < 0 ? NULL : fdopendir(fd);
     if (!d) {
       if (fd >= 0) close(fd);
-      return store_fail(c->st, -errno, "upper %s: %s", c->path, strerror(errno));
+      return cairn_fail(c->st, -errno, "upper %s: %s", c->path, strerror(errno));
     }
     struct dirent *de;
     int r = 0;
@@ -355,7 +355,7 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
       if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
         r = cn_strv_push(&names, de->d_name);
     closedir(d);
-    if (r < 0) return store_fail(c->st, r, "out of memory");
+    if (r < 0) return cairn_fail(c->st, r, "out of memory");
     if (names.n) qsort(names.v, names.n, sizeof(char *), cmp_str);
   }
   int r = 0;
@@ -372,7 +372,7 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
         c->path[len] = '\0';
         cairn_autofree char *wh =
             len ? cn_xasprintf("%s/.wh.%s", c->path, name) : cn_xasprintf(".wh.%s", name);
-        r = wh ? write_marker(c, wh) : store_fail(c->st, -ENOMEM, "out of memory");
+        r = wh ? write_marker(c, wh) : cairn_fail(c->st, -ENOMEM, "out of memory");
       }
       continue;
     }
@@ -384,7 +384,7 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
       if (bd && c->emit) {
         cairn_autofree char *wh =
             len ? cn_xasprintf("%s/.wh.%s", c->path, name) : cn_xasprintf(".wh.%s", name);
-        r = wh ? write_marker(c, wh) : store_fail(c->st, -ENOMEM, "out of memory");
+        r = wh ? write_marker(c, wh) : cairn_fail(c->st, -ENOMEM, "out of memory");
       }
       continue;
     }
@@ -401,10 +401,10 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
       /* the base's directory here is not the one the view merges (a new
        * one, or one renamed here): none of its children stays */
       cairn_autofree char *opq = cn_xasprintf("%s/.wh..wh..opq", c->path);
-      r = opq ? write_marker(c, opq) : store_fail(c->st, -ENOMEM, "out of memory");
+      r = opq ? write_marker(c, opq) : cairn_fail(c->st, -ENOMEM, "out of memory");
     }
     int sub = openat(dirfd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (r == 0 && sub < 0) r = store_fail(c->st, -errno, "upper %s: %s", c->path, strerror(errno));
+    if (r == 0 && sub < 0) r = cairn_fail(c->st, -errno, "upper %s: %s", c->path, strerror(errno));
     if (r == 0) r = view_dir(c, sub, sub_origin, (size_t)sub_len, sub_diff);
     if (sub >= 0) close(sub);
   }
@@ -432,7 +432,7 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
 static int write_layer(struct committer *c, int upper_fd, int out_fd) {
   c->root_fd = openat(upper_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
   c->index_fd = openat(upper_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (c->root_fd < 0) return store_fail(c->st, -errno, "upper root: %s", strerror(errno));
+  if (c->root_fd < 0) return cairn_fail(c->st, -errno, "upper root: %s", strerror(errno));
   size_t count = cairn_tree_count(c->tree);
   if (c->index_fd >= 0) {
     cairn_autoclosedir DIR *d = cn_opendirat(c->index_fd, ".");
@@ -451,7 +451,7 @@ static int write_layer(struct committer *c, int upper_fd, int out_fd) {
   c->emit = true;
   if (r < 0) return r;
   c->out = archive_write_new();
-  if (!c->out) return store_fail(c->st, -ENOMEM, "out of memory");
+  if (!c->out) return cairn_fail(c->st, -ENOMEM, "out of memory");
   archive_write_set_format_pax(c->out);
   archive_write_set_bytes_in_last_block(c->out, 1);
   r = archive_write_open_fd(c->out, out_fd) == ARCHIVE_OK ? 0 : out_fail(c, "layer");
@@ -554,18 +554,18 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
   cairn_autoclose int ufd = openat(st->dirfd, "uppers", O_PATH | O_DIRECTORY | O_CLOEXEC);
   cairn_autoclose int upper_fd =
       ufd < 0 ? -1 : openat(ufd, upper_id, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (upper_fd < 0) return store_fail(st, -ENOENT, "upper %.12s: no such upper", upper_id);
+  if (upper_fd < 0) return cairn_fail(st, -ENOENT, "upper %.12s: no such upper", upper_id);
   char info[512] = {0};
   {
     cairn_autoclose int fd = openat(upper_fd, "info", O_RDONLY | O_CLOEXEC);
     if (fd < 0 || read(fd, info, sizeof(info) - 1) < 6 || strncmp(info, "image ", 6) != 0)
-      return store_fail(st, -EBADMSG, "upper %.12s: no info", upper_id);
+      return cairn_fail(st, -EBADMSG, "upper %.12s: no info", upper_id);
   }
   cairn_id base;
   snprintf(base, sizeof(base), "%.64s", info + 6);
   cairn_autofree char *purpose = cn_xasprintf("commit %.12s", upper_id);
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
-  if (!ps) return store_fail(st, -ENOMEM, "out of memory");
+  if (!ps) return cairn_fail(st, -ENOMEM, "out of memory");
   cairn_tree *tree = NULL;
   struct committer *c = NULL;
   char **layers = NULL;
@@ -575,7 +575,7 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
   int out_fd = -1;
   int r = cairn_pin_image(st, ps, base);
   if (r == 0) r = cairn_tree_build(st, base, &tree);
-  if (r == 0 && !(c = calloc(1, sizeof(*c)))) r = store_fail(st, -ENOMEM, "out of memory");
+  if (r == 0 && !(c = calloc(1, sizeof(*c)))) r = cairn_fail(st, -ENOMEM, "out of memory");
   if (r == 0) {
     c->st = st;
     c->tree = tree;
@@ -583,33 +583,33 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
     c->root_fd = c->index_fd = -1;
     c->lower_first = calloc(cairn_tree_count(tree) + 1, sizeof(char *));
     c->flags = calloc(cairn_tree_count(tree) + 1, 1);
-    if (!c->lower_first || !c->flags) r = store_fail(st, -ENOMEM, "out of memory");
+    if (!c->lower_first || !c->flags) r = cairn_fail(st, -ENOMEM, "out of memory");
   }
   if (r == 0) {
     cairn_autofree char *tmp = cn_xasprintf("%s/tmp", st->dir);
     if (tmp) mkdir(tmp, 0700);
     out_fd = tmp ? open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
-    if (out_fd < 0) r = store_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno));
+    if (out_fd < 0) r = cairn_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno));
   }
   if (r == 0) r = write_layer(c, upper_fd, out_fd);
-  if (r == 0 && lseek(out_fd, 0, SEEK_SET) < 0) r = store_fail(st, -errno, "%s", strerror(errno));
-  if (r == 0) r = cairn_layer_ingest(st, out_fd, NULL, ps, layer_out);
+  if (r == 0 && lseek(out_fd, 0, SEEK_SET) < 0) r = cairn_fail(st, -errno, "%s", strerror(errno));
+  if (r == 0) r = cn_layer_ingest(st, out_fd, NULL, ps, layer_out);
   if (r == 0) r = cairn_inspect(st, base, keep_config, &bc);
-  if (r == 0) r = cairn_image_layers(st, base, &layers, &n_layers);
+  if (r == 0) r = cn_image_layers(st, base, &layers, &n_layers);
   if (r == 0) {
     char **more = realloc(layers, (n_layers + 1) * sizeof(char *));
     if (!more || !(more[n_layers] = strdup(layer_out))) {
       if (more) layers = more;
-      r = store_fail(st, -ENOMEM, "out of memory");
+      r = cairn_fail(st, -ENOMEM, "out of memory");
     } else {
       layers = more;
       n_layers++;
     }
   }
   if (r == 0 && !(config = new_config(bc.config, bc.stored, layer_out, comment)))
-    r = store_fail(st, -EBADMSG, "image %.12s: its config cannot be extended", base);
+    r = cairn_fail(st, -EBADMSG, "image %.12s: its config cannot be extended", base);
   if (r == 0)
-    r = cairn_image_commit(st, config, strlen(config), (const char *const *)layers, n_layers, name,
+    r = cn_image_commit(st, config, strlen(config), (const char *const *)layers, n_layers, name,
                            image_out);
   if (out_fd >= 0) close(out_fd);
   if (c) {
@@ -622,7 +622,7 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
     if (c->index_fd >= 0) close(c->index_fd);
     free(c);
   }
-  if (layers) cairn_strv_free(layers, n_layers);
+  if (layers) cn_strv_free(layers, n_layers);
   free(bc.config);
   cairn_tree_free(tree);
   cairn_pinset_release(st, ps);

@@ -44,7 +44,7 @@ static bool host_valid(const char *h) {
   return true;
 }
 
-const struct cairn_config_registry *cairn_config_registry(const cairn_config *cfg,
+const struct cn_config_registry *cn_config_registry(const cairn_config *cfg,
                                                           const char *host) {
   for (size_t i = 0; cfg && i < cfg->n_registries; i++)
     if (strcmp(cfg->registries[i].host, host) == 0) return &cfg->registries[i];
@@ -52,22 +52,22 @@ const struct cairn_config_registry *cairn_config_registry(const cairn_config *cf
 }
 
 /* The section of host, added if new; NULL if out of memory. */
-static struct cairn_config_registry *registry_get(cairn_config *cfg, const char *host) {
-  struct cairn_config_registry *r =
-      (struct cairn_config_registry *)cairn_config_registry(cfg, host);
+static struct cn_config_registry *registry_get(cairn_config *cfg, const char *host) {
+  struct cn_config_registry *r =
+      (struct cn_config_registry *)cn_config_registry(cfg, host);
   if (r) return r;
-  struct cairn_config_registry *more =
+  struct cn_config_registry *more =
       realloc(cfg->registries, (cfg->n_registries + 1) * sizeof(*more));
   if (!more) return NULL;
   cfg->registries = more;
   r = &more[cfg->n_registries];
-  *r = (struct cairn_config_registry){.host = strdup(host), .mirrors_from = -1};
+  *r = (struct cn_config_registry){.host = strdup(host), .mirrors_from = -1};
   if (!r->host) return NULL;
   cfg->n_registries++;
   return r;
 }
 
-static void mirrors_clear(struct cairn_config_registry *r) {
+static void mirrors_clear(struct cn_config_registry *r) {
   for (size_t i = 0; i < r->n_mirrors; i++) free(r->mirrors[i]);
   free(r->mirrors);
   r->mirrors = NULL;
@@ -75,7 +75,7 @@ static void mirrors_clear(struct cairn_config_registry *r) {
 }
 
 /* One "key = value" of file f (its section: reg, or NULL at the top). */
-static int config_set(cairn_config *cfg, int f, struct cairn_config_registry *reg, const char *key,
+static int config_set(cairn_config *cfg, int f, struct cn_config_registry *reg, const char *key,
                       const char *value, unsigned line) {
   const char *path = cfg->paths[f];
   if (!reg && strcmp(key, "store") == 0) {
@@ -133,7 +133,7 @@ static int config_read(cairn_config *cfg, int f) {
     return -e;
   }
   cfg->read[f] = true;
-  struct cairn_config_registry *reg = NULL;
+  struct cn_config_registry *reg = NULL;
   char buf[4096];
   for (unsigned line = 1; fgets(buf, sizeof(buf), in); line++) {
     if (!strchr(buf, '\n') && !feof(in)) {
@@ -233,9 +233,9 @@ int cn_store_default_dir(cairn_store *st, char *buf, size_t len) {
   cairn_config cfg;
   int r = cairn_config_load(&cfg);
   if (r < 0)
-    store_fail(st, r, "%s", cfg.why);
+    cairn_fail(st, r, "%s", cfg.why);
   else if ((r = cairn_store_dir_pick(&cfg, buf, len, NULL)) < 0)
-    store_fail(st, r, "cannot pick a store directory: set --store or CAIRN_STORE");
+    cairn_fail(st, r, "cannot pick a store directory: set --store or CAIRN_STORE");
   cairn_config_free(&cfg);
   return r;
 }

@@ -139,10 +139,10 @@ int cn_db_commit_durable(cairn_store *st) {
   sqlite3_file *wal = NULL;
   if (sqlite3_file_control(st->db, "main", SQLITE_FCNTL_JOURNAL_POINTER, &wal) != SQLITE_OK ||
       !wal || !wal->pMethods)
-    return store_fail(st, -EIO, "database: no write-ahead log to sync");
+    return cairn_fail(st, -EIO, "database: no write-ahead log to sync");
   int rc = wal->pMethods->xSync(wal, SQLITE_SYNC_NORMAL);
   if (rc != SQLITE_OK)
-    return store_fail(st, (rc & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO,
+    return cairn_fail(st, (rc & 0xff) == SQLITE_FULL ? -ENOSPC : -EIO,
                       "database: syncing the write-ahead log: %s", sqlite3_errstr(rc));
   return 0;
 }
@@ -186,7 +186,7 @@ fail:
  * answers a journal-mode change that races another "locked" at once. */
 static int store_init(cairn_store *st) {
   int fd = openat(st->dirfd, "init.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return store_fail(st, -errno, "%s/init.lock: %s", st->dir, strerror(errno));
+  if (fd < 0) return cairn_fail(st, -errno, "%s/init.lock: %s", st->dir, strerror(errno));
   while (flock(fd, LOCK_EX) < 0 && errno == EINTR) {
   }
   int r = cn_db_exec(st, "PRAGMA journal_mode=WAL");
@@ -208,7 +208,7 @@ int cn_db_open(cairn_store *st) {
   if ((r = cn_db_exec(st, "PRAGMA foreign_keys=ON")) < 0) return r;
   int version = schema_version(st);
   if (version > SCHEMA_VERSION)
-    return store_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)", version,
+    return cairn_fail(st, -EPROTO, "store schema version %d is newer than this cairn (%d)", version,
                       SCHEMA_VERSION);
   cn_autostmt sqlite3_stmt *mode = NULL;
   if ((r = cn_db_prepare(st, &mode, "PRAGMA journal_mode")) < 0) return r;
@@ -234,6 +234,6 @@ int cn_id_lookup(cairn_store *st, const char *table, const char *ref, cairn_id i
   while ((r = sqlite3_step(q)) == SQLITE_ROW)
     if (found++ == 0) snprintf(id, sizeof(cairn_id), "%s", (const char *)sqlite3_column_text(q, 0));
   if (r != SQLITE_DONE && found < 2) return cn_store_fail_db(st, "id lookup");
-  if (found > 1) return store_fail(st, -EINVAL, "id prefix is ambiguous; give more digits");
+  if (found > 1) return cairn_fail(st, -EINVAL, "id prefix is ambiguous; give more digits");
   return found;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * error.c — failures: the WHY recorded on a store for the person
- * (cairn_fail, cairn_fail_context, cairn_errmsg), SQLite's and a full
+ * (cairn_fail, cn_fail_context, cairn_errmsg), SQLite's and a full
  * disk's, and the exit code each failure gives (cairn_exit_code). It calls
  * nothing of the store: every file of it calls these.
  */
@@ -18,7 +18,7 @@ int cairn_fail(cairn_store *st, int err, const char *fmt, ...) {
   return err;
 }
 
-int cairn_fail_context(cairn_store *st, int err, const char *fmt, ...) {
+int cn_fail_context(cairn_store *st, int err, const char *fmt, ...) {
   if (!st) return err;
   char context[512];
   va_list ap;
@@ -41,17 +41,17 @@ int cn_store_fail_db(cairn_store *st, const char *what) {
   int code = st->db ? sqlite3_errcode(st->db) : SQLITE_ERROR;
   /* a full disk is SQLITE_FULL, or an I/O error (growing the -shm file) */
   if (code == SQLITE_FULL || (code == SQLITE_IOERR && sqlite3_system_errno(st->db) == ENOSPC))
-    return store_fail(st, -ENOSPC, "%s: %s: no space left on device", what, st->dir);
+    return cairn_fail(st, -ENOSPC, "%s: %s: no space left on device", what, st->dir);
   int err = (code == SQLITE_BUSY || code == SQLITE_LOCKED)    ? -EBUSY
             : code == SQLITE_CORRUPT || code == SQLITE_NOTADB ? -EBADMSG
                                                               : -EIO;
-  return store_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
+  return cairn_fail(st, err, "%s: %s", what, st->db ? sqlite3_errmsg(st->db) : "no database");
 }
 
 const char *cairn_errmsg(const cairn_store *st) { return st ? st->err : "out of memory"; }
 
 int cn_store_fail_nospace(cairn_store *st) {
-  return store_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
+  return cairn_fail(st, -ENOSPC, "%s: no space left on device", st->dir);
 }
 
 int cairn_exit_code(int err) {

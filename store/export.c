@@ -31,12 +31,12 @@ struct exporter {
  * just "Write error", its errno (No space left on device, ...). */
 static int output_fail(struct exporter *x, const char *what) {
   int e = archive_errno(x->out);
-  if (e <= 0) return store_fail(x->st, -EIO, "%s: %s", what, archive_error_string(x->out));
-  return store_fail(x->st, -EIO, "%s: %s: %s", what, archive_error_string(x->out), strerror(e));
+  if (e <= 0) return cairn_fail(x->st, -EIO, "%s: %s", what, archive_error_string(x->out));
+  return cairn_fail(x->st, -EIO, "%s: %s: %s", what, archive_error_string(x->out), strerror(e));
 }
 
 static int export_nomem(struct exporter *x, const char *path) {
-  return store_fail(x->st, -ENOMEM, "out of memory exporting %s", path[0] ? path : "/");
+  return cairn_fail(x->st, -ENOMEM, "out of memory exporting %s", path[0] ? path : "/");
 }
 
 static int export_fail(struct exporter *x, const char *path) {
@@ -97,7 +97,7 @@ static int export_data(struct exporter *x, int fd, const char *blob, uint64_t si
       ssize_t got = pread(fd, x->buf, h - pos < sizeof(x->buf) ? (size_t)(h - pos) : sizeof(x->buf),
                           (off_t)pos);
       if (got <= 0)
-        r = store_fail(x->st, -EBADMSG, "%s: blob %s is short", path, blob);
+        r = cairn_fail(x->st, -EBADMSG, "%s: blob %s is short", path, blob);
       else if (archive_write_data(x->out, x->buf, (size_t)got) != got)
         r = export_fail(x, path);
       else
@@ -146,7 +146,7 @@ static int export_node(struct exporter *x, uint64_t ino, const char *path) {
   }
   if (data && (fd = cairn_blob_open(x->st, blob)) < 0) {
     archive_entry_free(e);
-    return store_fail(x->st, fd, "%s: blob %s: %s", path, blob, strerror(-fd));
+    return cairn_fail(x->st, fd, "%s: blob %s: %s", path, blob, strerror(-fd));
   }
   if (data) cn_tar_sparse_map(e, fd, n->size);
   int r = archive_write_header(x->out, e) == ARCHIVE_OK ? 0 : export_fail(x, path);
@@ -172,7 +172,7 @@ static int export_pinned(cairn_store *st, const char *image_id, int fd) {
   if (!x || !(x->first_name = calloc(count + 1, sizeof(char *)))) {
     free(x);
     cairn_tree_free(tree);
-    return store_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
+    return cairn_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
   }
   x->st = st;
   x->tree = tree;
@@ -200,7 +200,7 @@ int cairn_export(cairn_store *st, const char *image_id, int fd) {
   store_errclear(st);
   cairn_autofree char *purpose = cn_xasprintf("export %.12s", image_id);
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
-  if (!ps) return store_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
+  if (!ps) return cairn_fail(st, -ENOMEM, "out of memory exporting image %.12s", image_id);
   int r = cairn_pin_image(st, ps, image_id);
   if (r == 0) { /* a lazy pull's image whose files are not all here */
     cn_autostmt sqlite3_stmt *q = NULL;
@@ -209,7 +209,7 @@ int cairn_export(cairn_store *st, const char *image_id, int fd) {
                            " ON l.layer_id = p.layer_id WHERE l.image_id = ?")) == 0) {
       sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
       if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int64(q, 0) > 0)
-        r = store_fail(st, -ENODATA,
+        r = cairn_fail(st, -ENODATA,
                        "%lld files not fetched yet (a lazy pull); cairn fill it first",
                        (long long)sqlite3_column_int64(q, 0));
     }

@@ -177,7 +177,7 @@ static const char *blob_verify(cairn_store *st, const char *name, uint64_t size,
   unsigned char d[32];
   EVP_DigestFinal_ex(sha, d, NULL);
   EVP_MD_CTX_free(sha);
-  sha256_hex(d, got);
+  cn_sha256_hex(d, got);
   if (n < 0) return "unreadable";
   if (n_read != size) return "wrong size";
   char key[33];
@@ -274,7 +274,7 @@ static bool file_has_sha256(int fd, const char *hex) {
   char got[65];
   EVP_DigestFinal_ex(sha, d, NULL);
   EVP_MD_CTX_free(sha);
-  sha256_hex(d, got);
+  cn_sha256_hex(d, got);
   return n == 0 && strcmp(got, hex) == 0;
 }
 
@@ -377,7 +377,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
     sqlite3_bind_text(q, 1, blob, -1, SQLITE_STATIC);
     while (sqlite3_step(q) == SQLITE_ROW)
       if (cn_strv_push(&ids, (const char *)sqlite3_column_text(q, 0)) < 0)
-        return store_fail(st, -ENOMEM, "out of memory listing what uses blob %s", blob);
+        return cairn_fail(st, -ENOMEM, "out of memory listing what uses blob %s", blob);
   }
   for (size_t i = 0; i < ids.n; i++) {
     const char *id = ids.v[i];
@@ -388,7 +388,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
       *why = cn_xasprintf(kind == CAIRN_PIN_IMAGE ? "image %.12s: pinned by %s"
                                                   : "layer sha256:%s: pinned by %s",
                           id, who && *who ? who : "another process");
-      return *why ? -EBUSY : store_fail(st, -ENOMEM, "out of memory naming the holders");
+      return *why ? -EBUSY : cairn_fail(st, -ENOMEM, "out of memory naming the holders");
     }
     int rc = fd < 0 ? fd : cn_held_add(st, held, kind, id, fd);
     if (rc < 0) return rc;
@@ -398,7 +398,7 @@ static int repair_lock(cairn_store *st, enum cairn_pin_kind kind, const char *sq
     if (live < 0) return live;
     if (live > 0) {
       *why = cn_xasprintf("image %.12s: in use by %s", id, mounts);
-      return *why ? -EBUSY : store_fail(st, -ENOMEM, "out of memory naming the holders");
+      return *why ? -EBUSY : cairn_fail(st, -ENOMEM, "out of memory naming the holders");
     }
   }
   return 0;
@@ -459,7 +459,7 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
   for (size_t i = 0; rc == 0 && i < held.n; i++) {
     if (held.v[i].kind == CAIRN_PIN_LAYER) {
       cairn_autofree char *l = cn_xasprintf("removed layer sha256:%s", held.v[i].id);
-      if (!l || cn_strv_push(&gone, l) < 0) rc = store_fail(st, -ENOMEM, "out of memory");
+      if (!l || cn_strv_push(&gone, l) < 0) rc = cairn_fail(st, -ENOMEM, "out of memory");
       continue;
     }
     cn_autostmt sqlite3_stmt *q = NULL;
@@ -471,7 +471,7 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
     }
     cairn_autofree char *l =
         cn_xasprintf("removed image %.12s (%s)", held.v[i].id, names ? names : "no name");
-    if (!l || cn_strv_push(&gone, l) < 0) rc = store_fail(st, -ENOMEM, "out of memory");
+    if (!l || cn_strv_push(&gone, l) < 0) rc = cairn_fail(st, -ENOMEM, "out of memory");
   }
   if (rc == 0) rc = repair_delete_rows(st, name, &held);
   cn_held_release(st, &held, rc == 0);
@@ -513,7 +513,7 @@ static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r)
   }
   int rc = kept + rebuilt < bad->n ? cn_sweep_unused(st, false, true, r) : 0;
   if (rc < 0 || kept == 0) return rc;
-  return store_fail(st, -EBUSY, "%zu corrupt blob%s kept, quarantined: %s", kept,
+  return cairn_fail(st, -EBUSY, "%zu corrupt blob%s kept, quarantined: %s", kept,
                     kept == 1 ? "" : "s", first_kept);
 }
 
@@ -535,7 +535,7 @@ static void fsck_database(cairn_store *st, cairn_report *r) {
       char hex[65];
       const void *cfg = sqlite3_column_blob(i, 1);
       EVP_Digest(cfg, (size_t)sqlite3_column_bytes(i, 1), d, NULL, EVP_sha256(), NULL);
-      sha256_hex(d, hex);
+      cn_sha256_hex(d, hex);
       if (strcmp(hex, (const char *)sqlite3_column_text(i, 0)) != 0)
         problem(r, "image %s: config does not match its id",
                 (const char *)sqlite3_column_text(i, 0));
@@ -653,7 +653,7 @@ static void fsck_layer_tars(cairn_store *st, const struct strv *bad, cairn_repor
   }
   for (size_t i = 0; i < ids.n; i++)
     if (!layer_uses_bad_blob(st, ids.v[i], bad) &&
-        cairn_layer_tar(st, ids.v[i], NULL, NULL, NULL) < 0) {
+        cn_layer_tar(st, ids.v[i], NULL, NULL, NULL) < 0) {
       problem(r, "%s", st->err);
       store_errclear(st);
     }
@@ -738,7 +738,7 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
       if (why == WRONG_SHA256
               ? cn_strv_push(&wrong_sha, name) < 0 || cn_strv_push(&wrong_sha, got) < 0
               : cn_strv_push(&bad, name) < 0)
-        return store_fail(st, -ENOMEM, "out of memory checking blobs");
+        return cairn_fail(st, -ENOMEM, "out of memory checking blobs");
     }
     cn_report_line(r, "checked %llu blobs", (unsigned long long)checked);
   }
@@ -755,6 +755,6 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   problems -= fsck_kept_blobs(st, repair, r);
   if ((rc = cn_lazy_fsck(st, problem, r)) < 0) return rc;
   problems += r->problems - before;
-  return problems ? store_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)problems)
+  return problems ? cairn_fail(st, -EBADMSG, "%llu problems found", (unsigned long long)problems)
                   : 0;
 }

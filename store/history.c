@@ -87,6 +87,6 @@ int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_f
   struct history_walk w = {fn, arg};
   int r = cairn_inspect(st, image_id, history_walk, &w);
   if (r == -EBADMSG && !cairn_errmsg(st)[0])
-    return store_fail(st, r, "image %.12s: its config is not JSON", image_id);
+    return cairn_fail(st, r, "image %.12s: its config is not JSON", image_id);
   return r;
 }

@@ -53,7 +53,7 @@ static int short_name_row(cairn_store *st, const char *shrt, char *name, size_t 
     const char *n = (const char *)sqlite3_column_text(q, 0),
                *i = (const char *)sqlite3_column_text(q, 1);
     if (found && strcmp(i, id) != 0)
-      return store_fail(st, -EINVAL,
+      return cairn_fail(st, -EINVAL,
                         "%s is short for more than one image (%s, %s): give the whole name", shrt,
                         name, n);
     if (!found++) {
@@ -126,8 +126,8 @@ int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id) {
   r = cn_id_lookup(st, "images", ref, id);
   if (r != 0) return r == 1 ? 0 : r;
   name_nearest(st, ref, name, sizeof(name));
-  if (name[0]) return store_fail(st, -ENOENT, "no such image (did you mean %s?)", name);
-  return store_fail(st, -ENOENT, "no such image");
+  if (name[0]) return cairn_fail(st, -ENOENT, "no such image (did you mean %s?)", name);
+  return cairn_fail(st, -ENOENT, "no such image");
 }
 
 /* The host's architecture as OCI (GOARCH) names it, and its variant or
@@ -171,7 +171,7 @@ static json_t *config_base(const char *const *diff_ids, size_t n, json_t *conf) 
   return cfg;
 }
 
-char *cairn_config_for_layers(const char *const *diff_ids, size_t n) {
+char *cn_config_for_layers(const char *const *diff_ids, size_t n) {
   json_t *cfg = config_base(diff_ids, n, NULL);
   char *s = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(cfg);
@@ -221,7 +221,7 @@ static int change_apply(cairn_store *st, json_t *conf, const char *change) {
   if (strcmp(key, "CMD") == 0 || strcmp(key, "ENTRYPOINT") == 0) {
     json_t *a = command_json(v);
     if (!a)
-      return store_fail(st, -EINVAL, "--change %s: not a JSON array of strings (nor a command)",
+      return cairn_fail(st, -EINVAL, "--change %s: not a JSON array of strings (nor a command)",
                         change);
     return json_object_set_new(conf, strcmp(key, "CMD") == 0 ? "Cmd" : "Entrypoint", a);
   }
@@ -269,7 +269,7 @@ static int change_apply(cairn_store *st, json_t *conf, const char *change) {
     return 0;
   }
 bad:
-  return store_fail(st, -EINVAL,
+  return cairn_fail(st, -EINVAL,
                     "--change %s: not an instruction import takes (CMD=, ENTRYPOINT=, ENV=K=V, "
                     "WORKDIR=, USER=, LABEL=K=V, EXPOSE=PORT[/PROTO], STOPSIGNAL=)",
                     change);
@@ -280,15 +280,15 @@ static int config_check(cairn_store *st, const char *config, size_t len,
                         const char *const *diff_ids, size_t n) {
   json_error_t err;
   cn_autojson json_t *cfg = json_loadb(config, len, 0, &err);
-  if (!cfg) return store_fail(st, -EBADMSG, "image config is not JSON: %s", err.text);
+  if (!cfg) return cairn_fail(st, -EBADMSG, "image config is not JSON: %s", err.text);
   json_t *ids = json_object_get(json_object_get(cfg, "rootfs"), "diff_ids");
   if (!json_is_array(ids) || json_array_size(ids) != n)
-    return store_fail(st, -EBADMSG, "image config lists %zu layers, %zu given",
+    return cairn_fail(st, -EBADMSG, "image config lists %zu layers, %zu given",
                       json_array_size(ids), n);
   for (size_t i = 0; i < n; i++) {
     const char *s = json_string_value(json_array_get(ids, i));
     if (!s || strncmp(s, "sha256:", 7) != 0 || strcmp(s + 7, diff_ids[i]) != 0)
-      return store_fail(st, -EBADMSG, "image config layer %zu is %s, not sha256:%s", i, s ? s : "?",
+      return cairn_fail(st, -EBADMSG, "image config layer %zu is %s, not sha256:%s", i, s ? s : "?",
                         diff_ids[i]);
   }
   return 0;
@@ -301,7 +301,7 @@ struct stored_layer {
 
 static int stored_layer_foreach(void *src, cairn_entry_fn fn, void *arg) {
   struct stored_layer *l = src;
-  return cairn_layer_foreach(l->st, l->diff_id, fn, arg);
+  return cn_layer_foreach(l->st, l->diff_id, fn, arg);
 }
 
 /* 0 when no layer of image_id is refuted (lazy.c, cairn_layer_refute);
@@ -317,7 +317,7 @@ static int image_refuted_check(cairn_store *st, const char *image_id) {
   r = sqlite3_step(q);
   if (r == SQLITE_DONE) return 0;
   if (r != SQLITE_ROW) return cn_store_fail_db(st, "refuted layers");
-  return store_fail(st, -EBADMSG,
+  return cairn_fail(st, -EBADMSG,
                     "layer sha256:%.12s is out of service (%s): cairn rm the image, then pull it"
                     " from a registry that serves it",
                     (const char *)sqlite3_column_text(q, 0),
@@ -329,7 +329,7 @@ int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out)
   char **layers = NULL;
   size_t n_layers = 0;
   int r = image_refuted_check(st, image_id);
-  if (r == 0) r = cairn_image_layers(st, image_id, &layers, &n_layers);
+  if (r == 0) r = cn_image_layers(st, image_id, &layers, &n_layers);
   if (r < 0) return r;
   merge_builder *b;
   if ((r = cn_merge_builder_new(st, &b)) < 0) goto out;
@@ -340,7 +340,7 @@ int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out)
   else
     cn_merge_builder_free(b);
 out:
-  cairn_strv_free(layers, n_layers);
+  cn_strv_free(layers, n_layers);
   return r;
 }
 
@@ -354,18 +354,18 @@ static void index_write(cairn_store *st, const char *image_id) {
   store_errclear(st);
 }
 
-int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
+int cn_image_commit(cairn_store *st, const char *config, size_t config_len,
                        const char *const *diff_ids, size_t n, const char *name,
                        cairn_id image_id_out) {
   store_errclear(st);
   char norm[512];
   int r;
   if (name && cairn_name_normalize(name, norm, sizeof(norm)) < 0)
-    return store_fail(st, -EINVAL, "%s: not a valid image name", name);
+    return cairn_fail(st, -EINVAL, "%s: not a valid image name", name);
   if ((r = config_check(st, config, config_len, diff_ids, n)) < 0) return r;
   unsigned char d[32];
   EVP_Digest(config, config_len, d, NULL, EVP_sha256(), NULL);
-  sha256_hex(d, image_id_out);
+  cn_sha256_hex(d, image_id_out);
   int lock = cn_refs_begin(st);
   if (lock < 0) return lock;
   if ((r = cn_db_begin(st)) < 0) {
@@ -379,7 +379,7 @@ int cairn_image_commit(cairn_store *st, const char *config, size_t config_len,
     if ((r = cn_db_prepare(st, &q, "SELECT size FROM layers WHERE id = ?")) < 0) goto fail;
     sqlite3_bind_text(q, 1, diff_ids[i], -1, SQLITE_STATIC);
     if (sqlite3_step(q) != SQLITE_ROW) {
-      r = store_fail(st, -ENOENT, "layer sha256:%s is not stored", diff_ids[i]);
+      r = cairn_fail(st, -ENOENT, "layer sha256:%s is not stored", diff_ids[i]);
       goto fail;
     }
     size += sqlite3_column_int64(q, 0);
@@ -441,7 +441,7 @@ fail:
   return r == -ENOSPC ? cn_store_fail_nospace(st) : r;
 }
 
-int cairn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
+int cn_import_files(cairn_store *st, const char *name, const char *const *paths, size_t n,
                        cairn_id image_id_out) {
   return cairn_import_files_changes(st, name, paths, n, NULL, 0, image_id_out);
 }
@@ -452,12 +452,12 @@ int cairn_import_files_changes(cairn_store *st, const char *name, const char *co
   store_errclear(st);
   char norm[512];
   if (cairn_name_normalize(name, norm, sizeof(norm)) < 0)
-    return store_fail(st, -EINVAL, "%s: not a valid image name", name);
+    return cairn_fail(st, -EINVAL, "%s: not a valid image name", name);
   cn_autojson json_t *conf = json_object(); /* the changes, checked before any layer is read */
-  if (!conf) return store_fail(st, -ENOMEM, "out of memory importing %s", norm);
+  if (!conf) return cairn_fail(st, -ENOMEM, "out of memory importing %s", norm);
   for (size_t i = 0; i < n_changes; i++) {
     int r = change_apply(st, conf, changes[i]);
-    if (r < 0) return r == -1 ? store_fail(st, -ENOMEM, "out of memory importing %s", norm) : r;
+    if (r < 0) return r == -1 ? cairn_fail(st, -ENOMEM, "out of memory importing %s", norm) : r;
   }
   cairn_autofree char *purpose = cn_xasprintf("import %s", norm);
   cairn_pinset *ps = cairn_pinset_new(purpose, true);
@@ -465,7 +465,7 @@ int cairn_import_files_changes(cairn_store *st, const char *name, const char *co
   if (!ps || !ids) {
     cairn_pinset_release(st, ps);
     free(ids);
-    return store_fail(st, -ENOMEM, "out of memory importing %s", norm);
+    return cairn_fail(st, -ENOMEM, "out of memory importing %s", norm);
   }
   int r = 0;
   for (size_t i = 0; i < n && r == 0; i++) {
@@ -473,29 +473,29 @@ int cairn_import_files_changes(cairn_store *st, const char *name, const char *co
     int fd = strcmp(paths[i], "-") == 0 ? fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0)
                                         : open(paths[i], O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      r = store_fail(st, errno == ENOENT ? -ENOENT : -errno, "%s: %s", paths[i], strerror(errno));
+      r = cairn_fail(st, errno == ENOENT ? -ENOENT : -errno, "%s: %s", paths[i], strerror(errno));
       break;
     }
     struct stat sb;
     ids[i] = malloc(sizeof(cairn_id));
     if (!ids[i])
-      r = store_fail(st, -ENOMEM, "out of memory importing %s", norm);
+      r = cairn_fail(st, -ENOMEM, "out of memory importing %s", norm);
     else if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode))
-      r = store_fail(st, -EINVAL, "%s: is a directory, not a layer tar", paths[i]);
-    else if ((r = cairn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0)
-      cairn_fail_context(st, r, "%s", paths[i]);
+      r = cairn_fail(st, -EINVAL, "%s: is a directory, not a layer tar", paths[i]);
+    else if ((r = cn_layer_ingest(st, fd, NULL, ps, ids[i])) < 0)
+      cn_fail_context(st, r, "%s", paths[i]);
     close(fd);
   }
   if (r == 0) {
     json_t *cfg = config_base((const char *const *)ids, n, conf);
     cairn_autofree char *config = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(cfg);
-    r = config ? cairn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
+    r = config ? cn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
                                     image_id_out)
-               : store_fail(st, -ENOMEM, "out of memory importing %s", norm);
+               : cairn_fail(st, -ENOMEM, "out of memory importing %s", norm);
   }
   cairn_pinset_release(st, ps);
-  cairn_strv_free(ids, n);
+  cn_strv_free(ids, n);
   if (r < 0) {
     /* Nothing of a failed import stays: layers it stored go unless another
      * image or a pin holds them. */
@@ -518,9 +518,9 @@ int cairn_pin_image(cairn_store *st, cairn_pinset *ps, const char *image_id) {
   if (r < 0) return r;
   char **layers = NULL;
   size_t n = 0;
-  if ((r = cairn_image_layers(st, image_id, &layers, &n)) < 0) return r;
+  if ((r = cn_image_layers(st, image_id, &layers, &n)) < 0) return r;
   for (size_t i = 0; i < n && r >= 0; i++) r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layers[i]);
-  cairn_strv_free(layers, n);
+  cn_strv_free(layers, n);
   return r < 0 ? r : cn_pin_annotate(st, ps);
 }
 
@@ -532,7 +532,7 @@ int cn_image_delete_rows(cairn_store *st, const char *id) {
   return sqlite3_step(d) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "image delete");
 }
 
-int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
+int cn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
   store_errclear(st);
   *ids = NULL;
   *n = 0;
@@ -545,16 +545,16 @@ int cairn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
   size_t cap = 0;
   while (sqlite3_step(q) == SQLITE_ROW) {
-    if (sqlite3_column_int(q, 0) == 0) return store_fail(st, -ENOENT, "no such image");
+    if (sqlite3_column_int(q, 0) == 0) return cairn_fail(st, -ENOENT, "no such image");
     if (sqlite3_column_type(q, 1) == SQLITE_NULL) continue;
     char **v = cn_array_grow(*ids, *n, &cap, sizeof(*v));
     char *id = v ? strdup((const char *)sqlite3_column_text(q, 1)) : NULL;
     if (v) *ids = v;
     if (!id) {
-      cairn_strv_free(*ids, *n);
+      cn_strv_free(*ids, *n);
       *ids = NULL;
       *n = 0;
-      return store_fail(st, -ENOMEM, "out of memory reading the layers of image %.12s", image_id);
+      return cairn_fail(st, -ENOMEM, "out of memory reading the layers of image %.12s", image_id);
     }
     (*ids)[(*n)++] = id;
   }

@@ -231,7 +231,7 @@ int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, bool lazy
     free(bits);
     free(warmed);
     release(buf, size, mapped);
-    return store_fail(st, -ENOMEM, "out of memory opening the merged tree");
+    return cairn_fail(st, -ENOMEM, "out of memory opening the merged tree");
   }
   if (t) {
     const char *b = buf;
@@ -262,7 +262,7 @@ int cn_tree_wrap(cairn_store *st, void *buf, size_t size, bool mapped, bool lazy
     free(warmed);
     free(t);
     release(buf, size, mapped);
-    return store_fail(st, -EBADMSG, "merged tree index: %s", why);
+    return cairn_fail(st, -EBADMSG, "merged tree index: %s", why);
   }
   *out = t;
   return 0;
@@ -279,23 +279,23 @@ int cn_index_map(cairn_store *st, const char *image_id, bool lazy, cairn_tree **
   cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) {
     if (errno == ENOENT) return -ENOENT;
-    return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+    return cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
   }
   struct stat sb;
-  if (fstat(fd, &sb) < 0) return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+  if (fstat(fd, &sb) < 0) return cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
   if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < sizeof(struct cn_index_header))
-    return store_fail(st, -EBADMSG, "%s/%s: merged tree index: shorter than its header", st->dir,
+    return cairn_fail(st, -EBADMSG, "%s/%s: merged tree index: shorter than its header", st->dir,
                       rel);
   /* Read whole if small, warmed chunk by chunk if big (INDEX_READ_WHOLE). */
   if (lazy && !index_big((size_t)sb.st_size)) posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
   void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+  if (p == MAP_FAILED) return cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
   if (lazy && index_big((size_t)sb.st_size)) madvise(p, (size_t)sb.st_size, MADV_RANDOM);
   int r = cn_tree_wrap(st, p, (size_t)sb.st_size, true, lazy, out);
   if (r == -EBADMSG) {
     char why[sizeof(st->err)];
     snprintf(why, sizeof(why), "%s", st->err);
-    store_fail(st, r, "%s/%s: %s", st->dir, rel, why);
+    cairn_fail(st, r, "%s/%s: %s", st->dir, rel, why);
   }
   return r;
 }
@@ -317,7 +317,7 @@ int cn_index_write(cairn_store *st, const char *image_id, const cairn_tree *t) {
   char rel[128];
   index_path(image_id, rel, sizeof(rel));
   if (mkdirat(st->dirfd, "index", 0700) < 0 && errno != EEXIST)
-    return store_fail(st, -errno, "%s/index: %s", st->dir, strerror(errno));
+    return cairn_fail(st, -errno, "%s/index: %s", st->dir, strerror(errno));
   cairn_autoclose int dfd = openat(st->dirfd, "index", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   cairn_autoclose int fd = dfd < 0 ? -1 : openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
   int r = fd < 0 ? -errno : cn_write_all(fd, t->base, t->size);
@@ -341,7 +341,7 @@ int cn_index_write(cairn_store *st, const char *image_id, const cairn_tree *t) {
   }
   if (r == 0 && fsync(dfd) < 0) r = -errno;
   if (r == -ENOSPC) return cn_store_fail_nospace(st);
-  return r < 0 ? store_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
+  return r < 0 ? cairn_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
 }
 
 void cn_index_remove(cairn_store *st, const char *image_id) {

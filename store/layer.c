@@ -154,7 +154,7 @@ static int path_check_parents(struct ingest *in, const char *path) {
     int type = stage_type(in, buf);
     *slash = '/';
     if (type >= 0 && type != CAIRN_DIR) /* a symlink, a hardlink (maybe to one), ... */
-      return store_fail(in->st, -EBADMSG, "entry %s: passes through %.*s, not a directory", path,
+      return cairn_fail(in->st, -EBADMSG, "entry %s: passes through %.*s, not a directory", path,
                         (int)(slash - buf), buf);
   }
   return 0;
@@ -253,7 +253,7 @@ static int xattrs_encode(struct archive_entry *e, void **out, size_t *len) {
 /* A hole of len bytes in the blob w, within the layer's budget. */
 static int entry_hole(struct ingest *in, blob_writer *w, uint64_t len) {
   if (len > LAYER_HOLES_MAX - in->holes)
-    return store_fail(in->st, -EBADMSG, "sparse files with holes of more than %llu GiB in a layer",
+    return cairn_fail(in->st, -EBADMSG, "sparse files with holes of more than %llu GiB in a layer",
                       (unsigned long long)(LAYER_HOLES_MAX >> 30));
   in->holes += len;
   return cn_blob_writer_hole(w, len);
@@ -282,11 +282,11 @@ static int entry_store_data(struct ingest *in, int64_t size, char blob_name[48])
       break;
     }
     if (a != ARCHIVE_OK) { /* a warning too: it can repeat forever */
-      r = store_fail(in->st, -EBADMSG, "%s", archive_error_string(in->tar));
+      r = cairn_fail(in->st, -EBADMSG, "%s", archive_error_string(in->tar));
       goto out;
     }
     if (off < 0 || (uint64_t)off < at || n > (uint64_t)size || (uint64_t)off > (uint64_t)size - n) {
-      r = store_fail(in->st, -EBADMSG, "sparse data at %lld (%zu bytes) is out of order",
+      r = cairn_fail(in->st, -EBADMSG, "sparse data at %lld (%zu bytes) is out of order",
                      (long long)off, n);
       goto out;
     }
@@ -304,7 +304,7 @@ static int entry_store_data(struct ingest *in, int64_t size, char blob_name[48])
   if (sqlite3_step(in->stage_blob) != SQLITE_DONE) r = cn_store_fail_db(in->st, "staging");
   sqlite3_reset(in->stage_blob);
   if (r == 0 && got != (uint64_t)size)
-    r = store_fail(in->st, -EBADMSG, "file data is %llu bytes, header says %lld",
+    r = cairn_fail(in->st, -EBADMSG, "file data is %llu bytes, header says %lld",
                    (unsigned long long)got, (long long)size);
 out:
   cn_blob_writer_free(w);
@@ -314,25 +314,25 @@ out:
 static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   cairn_store *st = in->st;
   const char *raw = archive_entry_pathname(e);
-  if (!raw) return store_fail(st, -EBADMSG, "entry without a name");
+  if (!raw) return cairn_fail(st, -EBADMSG, "entry without a name");
   char path[4096], target[4096] = "";
   if (path_normalize(raw, path, sizeof(path)) < 0)
-    return store_fail(st, -EBADMSG, "entry %s: escapes the layer", raw);
+    return cairn_fail(st, -EBADMSG, "entry %s: escapes the layer", raw);
   enum cairn_entry_type type;
   int r = entry_classify(e, path, &type);
   if (r == 1) return 0;
-  if (r < 0) return store_fail(st, r, "entry %s: not a supported file type", raw);
+  if (r < 0) return cairn_fail(st, r, "entry %s: not a supported file type", raw);
   if (path[0] == '\0' && type != CAIRN_DIR)
-    return store_fail(st, -EBADMSG, "entry %s: the layer root must be a directory", raw);
+    return cairn_fail(st, -EBADMSG, "entry %s: the layer root must be a directory", raw);
   if ((r = path_check_parents(in, path)) < 0) return r;
   if (archive_entry_uid(e) < 0 || archive_entry_uid(e) > UINT32_MAX || archive_entry_gid(e) < 0 ||
       archive_entry_gid(e) > UINT32_MAX)
-    return store_fail(st, -EBADMSG, "entry %s: owner %lld:%lld is not a 32-bit id", raw,
+    return cairn_fail(st, -EBADMSG, "entry %s: owner %lld:%lld is not a 32-bit id", raw,
                       (long long)archive_entry_uid(e), (long long)archive_entry_gid(e));
   if (type == CAIRN_HARDLINK) {
     const char *link = archive_entry_hardlink(e);
     if (path_normalize(link, target, sizeof(target)) < 0)
-      return store_fail(st, -EBADMSG, "hardlink %s: target %s escapes the layer", raw, link);
+      return cairn_fail(st, -EBADMSG, "hardlink %s: target %s escapes the layer", raw, link);
     int ttype = stage_type(in, target);
     if (ttype == CAIRN_HARDLINK) {
       /* point at the first name, so that a group has one root */
@@ -344,23 +344,23 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
       ttype = stage_type(in, target);
     }
     if (ttype < 0 || ttype == CAIRN_DIR || ttype == CAIRN_WHITEOUT || ttype == CAIRN_OPAQUE)
-      return store_fail(st, -EBADMSG, "hardlink %s: target %s is not a file of this layer", raw,
+      return cairn_fail(st, -EBADMSG, "hardlink %s: target %s is not a file of this layer", raw,
                         link);
     if (strcmp(target, path) == 0)
-      return store_fail(st, -EBADMSG, "hardlink %s: links to itself", raw);
+      return cairn_fail(st, -EBADMSG, "hardlink %s: links to itself", raw);
   } else if (type == CAIRN_SYMLINK) {
     const char *link = archive_entry_symlink(e);
     snprintf(target, sizeof(target), "%s", link ? link : "");
   }
   char blob[48] = "";
   int64_t size = type == CAIRN_REG ? archive_entry_size(e) : 0;
-  if (size < 0) return store_fail(st, -EBADMSG, "entry %s: negative size", raw);
+  if (size < 0) return cairn_fail(st, -EBADMSG, "entry %s: negative size", raw);
   if (type == CAIRN_REG && size > 0 && (r = entry_store_data(in, size, blob)) < 0)
-    return cairn_fail_context(st, r, "entry %s", raw);
+    return cn_fail_context(st, r, "entry %s", raw);
   cairn_autofree void *xattrs = NULL;
   size_t xlen;
   if ((r = xattrs_encode(e, &xattrs, &xlen)) < 0)
-    return store_fail(st, r, "entry %s: %s", raw,
+    return cairn_fail(st, r, "entry %s: %s", raw,
                       r == -ENOMEM ? "out of memory" : "an xattr value over 4 GiB");
   if (type != CAIRN_DIR && stage_type(in, path) == CAIRN_DIR) {
     /* a directory replaced by something else loses what was staged below
@@ -463,18 +463,18 @@ static int layer_tar_insert(cairn_store *st, const char *diff_id, const void *ta
 static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uint64_t n,
                         const void *tar, size_t tar_len) {
   int r;
-  if (syncfs(st->blobs_fd) < 0) return store_fail(st, -errno, "syncfs: %s", strerror(errno));
+  if (syncfs(st->blobs_fd) < 0) return cairn_fail(st, -errno, "syncfs: %s", strerror(errno));
   if ((r = cn_db_begin(st)) < 0) return r;
   /* a lazy pull's layer of that diff_id, not proven (or refuted): this
    * ingest hashed its tar, so what it read replaces those rows */
   bool replace = false;
   char toc[80] = "";
-  if ((r = cairn_layer_exists(st, diff_id)) > 0 &&
+  if ((r = cn_layer_exists(st, diff_id)) > 0 &&
       (r = cn_layer_unproven_drop(st, diff_id, toc)) > 0) {
     replace = true;
     r = 0;
   } else if (r == 0) {
-    r = cairn_layer_exists(st, diff_id);
+    r = cn_layer_exists(st, diff_id);
   }
   if (r != 0) {
     if (r > 0 && tar) {
@@ -501,7 +501,7 @@ static int layer_commit(cairn_store *st, const char *diff_id, uint64_t size, uin
                            " OR b.sha256 != s.sha256")) < 0)
       goto fail;
     if (sqlite3_step(q) == SQLITE_ROW) {
-      r = store_fail(st, -EBADMSG, "blob %s: stored content differs",
+      r = cairn_fail(st, -EBADMSG, "blob %s: stored content differs",
                      (const char *)sqlite3_column_text(q, 0));
       goto fail;
     }
@@ -561,7 +561,7 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct 
   ls->sha = EVP_MD_CTX_new();
   in->tar = archive_read_new();
   if (!ls->raw || !ls->sha || !in->tar)
-    return store_fail(st, -ENOMEM, "out of memory opening the layer");
+    return cairn_fail(st, -ENOMEM, "out of memory opening the layer");
   int r;
   if ((r = cn_tarsplit_new(st, &ls->ts)) < 0) return r;
   EVP_DigestInit_ex(ls->sha, EVP_sha256(), NULL);
@@ -574,13 +574,13 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct 
   archive_read_support_format_raw(ls->raw);
   if ((src->buf ? archive_read_open_memory(ls->raw, src->buf, src->len)
                 : archive_read_open_fd(ls->raw, src->fd, READ_CHUNK)) != ARCHIVE_OK)
-    return store_fail(st, -EBADMSG, "%s", archive_error_string(ls->raw));
+    return cairn_fail(st, -EBADMSG, "%s", archive_error_string(ls->raw));
   struct archive_entry *raw_entry;
   if (archive_read_next_header(ls->raw, &raw_entry) != ARCHIVE_OK)
-    return store_fail(st, -EBADMSG, "not a tar stream: %s", archive_error_string(ls->raw));
+    return cairn_fail(st, -EBADMSG, "not a tar stream: %s", archive_error_string(ls->raw));
   archive_read_support_format_tar(in->tar);
   if (archive_read_open(in->tar, ls, NULL, layer_stream_read, NULL) != ARCHIVE_OK)
-    return store_fail(st, -EBADMSG, "not a tar: %s", archive_error_string(in->tar));
+    return cairn_fail(st, -EBADMSG, "not a tar: %s", archive_error_string(in->tar));
   if ((r = cn_db_exec(st, stage_schema)) < 0) return r;
   if ((r = cn_db_prepare(st, &in->stage_entry,
                          "INSERT OR REPLACE INTO temp.stage VALUES(?,?,?,?,?,?,?,?,?,?,?,?)")) <
@@ -643,7 +643,7 @@ static unsigned padding_blocks(EVP_MD_CTX *sha, const char *expected) {
       if (!EVP_DigestUpdate(c, zero, sizeof zero) || !EVP_MD_CTX_copy_ex(t, c) ||
           !EVP_DigestFinal_ex(t, d, NULL))
         break;
-      sha256_hex(d, hex);
+      cn_sha256_hex(d, hex);
       if (strcmp(hex, expected) == 0) found = k;
     }
   EVP_MD_CTX_free(c);
@@ -656,25 +656,25 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
                                const char *expected_diff_id, cairn_pinset *ps,
                                cairn_id diff_id_out) {
   struct layer_stream *ls = calloc(1, sizeof(*ls));
-  if (!ls) return store_fail(st, -ENOMEM, "out of memory opening the layer");
+  if (!ls) return cairn_fail(st, -ENOMEM, "out of memory opening the layer");
   struct ingest in = {.st = st};
   int r = ingest_open(&in, ls, src);
   for (struct archive_entry *e; r == 0;) {
     int a = archive_read_next_header(in.tar, &e);
     if (a == ARCHIVE_EOF) break;
     if (a < ARCHIVE_WARN) {
-      r = store_fail(st, -EBADMSG, "corrupt or truncated tar: %s", archive_error_string(in.tar));
+      r = cairn_fail(st, -EBADMSG, "corrupt or truncated tar: %s", archive_error_string(in.tar));
       break;
     }
     r = ingest_entry(&in, e);
   }
   if (r == 0 && layer_stream_drain(ls) < 0)
-    r = store_fail(st, -EBADMSG, "corrupt or truncated stream: %s", archive_error_string(ls->raw));
-  if (r == 0 && ls->size == 0) r = store_fail(st, -EBADMSG, "empty input is not a tar");
+    r = cairn_fail(st, -EBADMSG, "corrupt or truncated stream: %s", archive_error_string(ls->raw));
+  if (r == 0 && ls->size == 0) r = cairn_fail(st, -EBADMSG, "empty input is not a tar");
   st->ingest_padding = 0;
   if (r == 0) {
     /* the stream without its record padding: proven with the zero blocks,
-     * which the exact tar then keeps (cairn_layer_tar gives the padded
+     * which the exact tar then keeps (cn_layer_tar gives the padded
      * tar, of the diff_id); anything else stays a mismatch */
     EVP_MD_CTX *kept = expected_diff_id && ls->size % 512 == 0 ? EVP_MD_CTX_new() : NULL;
     if (kept && !EVP_MD_CTX_copy_ex(kept, ls->sha)) {
@@ -683,7 +683,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
     }
     unsigned char d[32];
     EVP_DigestFinal_ex(ls->sha, d, NULL);
-    sha256_hex(d, diff_id_out);
+    cn_sha256_hex(d, diff_id_out);
     unsigned pad = kept && strcmp(expected_diff_id, diff_id_out) != 0
                        ? padding_blocks(kept, expected_diff_id)
                        : 0;
@@ -696,7 +696,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
       snprintf(diff_id_out, sizeof(cairn_id), "%s", expected_diff_id);
     }
     if (expected_diff_id && strcmp(expected_diff_id, diff_id_out) != 0)
-      r = store_fail(st, -EBADMSG, "diff_id mismatch: expected sha256:%s, got sha256:%s",
+      r = cairn_fail(st, -EBADMSG, "diff_id mismatch: expected sha256:%s, got sha256:%s",
                      expected_diff_id, diff_id_out);
   }
   if (r == 0) r = stage_validate(st);
@@ -704,7 +704,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
   size_t tar_len = 0;
   if (r == 0 && (r = cn_tarsplit_finish(ls->ts, &tar, &tar_len)) > 0)
     r = 0; /* a tar no record can describe: the layer is stored without one */
-  if (r == 0 && ps) r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
+  if (r == 0 && ps) r = cn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
   if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries, tar, tar_len);
   if (r == 0) layer_stream_progress(ls, true);
   ingest_close(&in, ls);
@@ -715,9 +715,9 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
 static int layer_ingest(cairn_store *st, const struct layer_input *src,
                         const char *expected_diff_id, cairn_pinset *ps, cairn_id diff_id_out) {
   if (expected_diff_id && !cn_is_hex_id(expected_diff_id, CAIRN_ID_LEN))
-    return store_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
+    return cairn_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
   if (!ps && !expected_diff_id)
-    return store_fail(st, -EINVAL, "a layer of unknown diff_id needs a pin set");
+    return cairn_fail(st, -EINVAL, "a layer of unknown diff_id needs a pin set");
   int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
   int r = cn_staging_begin(st);
@@ -732,7 +732,7 @@ static int layer_ingest(cairn_store *st, const struct layer_input *src,
   return r;
 }
 
-int cairn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
+int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
                        cairn_id diff_id_out) {
   store_errclear(st);
   return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, diff_id_out);
@@ -747,12 +747,12 @@ int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_p
 int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id) {
   store_errclear(st);
   int r = cn_id_lookup(st, "layers", ref, id);
-  return r == 1 ? 0 : r < 0 ? r : store_fail(st, -ENOENT, "no such layer");
+  return r == 1 ? 0 : r < 0 ? r : cairn_fail(st, -ENOENT, "no such layer");
 }
 
 uint64_t cairn_layer_ingest_padding(const cairn_store *st) { return st ? st->ingest_padding : 0; }
 
-int cairn_layer_exists(cairn_store *st, const char *diff_id) {
+int cn_layer_exists(cairn_store *st, const char *diff_id) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q, "SELECT 1 FROM layers WHERE id = ?");
@@ -825,7 +825,7 @@ int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, v
     const void *xb = sqlite3_column_blob(q, 11);
     if (xb) {
       ssize_t n = xattrs_decode(xb, (size_t)sqlite3_column_bytes(q, 11), &xattrs, &cap);
-      if (n < 0) return store_fail(st, -ENOMEM, "out of memory reading layer entries");
+      if (n < 0) return cairn_fail(st, -ENOMEM, "out of memory reading layer entries");
       e.n_xattrs = (size_t)n;
       e.xattrs = xattrs;
     }
@@ -835,7 +835,7 @@ int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, v
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "layer entries");
 }
 
-int cairn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
+int cn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, void *arg) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,

@@ -8,7 +8,7 @@
  * - A partial layer's row has state 'partial', a layer_sources row (its
  *   registry source, blob digest and the digest of its kept TOC,
  *   STORE/toc/HEX of the blob digest) and one pending row per regular file
- *   not yet stored; that file's entry names no blob. cairn_layer_foreach
+ *   not yet stored; that file's entry names no blob. cn_layer_foreach
  *   (layer.c) gives such an entry's blob as "sha256:HEX", which the index
  *   keeps where a blob name would be: a mount serves its metadata at once
  *   and fetches its content on first read. A complete layer has none of
@@ -57,7 +57,7 @@ bool cairn_blob_is_pending(const char *blob) {
 /* STORE/toc/HEX of a "sha256:HEX" blob digest. */
 static int toc_rel(cairn_store *st, const char *digest, char *rel, size_t len) {
   if (strncmp(digest, SHA_PREFIX, 7) != 0 || !cn_is_hex_id(digest + 7, CAIRN_ID_LEN))
-    return store_fail(st, -EINVAL, "%s: not a sha256 digest", digest);
+    return cairn_fail(st, -EINVAL, "%s: not a sha256 digest", digest);
   snprintf(rel, len, "toc/%s", digest + 7);
   return 0;
 }
@@ -67,7 +67,7 @@ static int toc_write(cairn_store *st, const char *digest, const void *toc, size_
   int r = toc_rel(st, digest, rel, sizeof rel);
   if (r < 0) return r;
   if (mkdirat(st->dirfd, "toc", 0700) < 0 && errno != EEXIST)
-    return store_fail(st, -errno, "%s/toc: %s", st->dir, strerror(errno));
+    return cairn_fail(st, -errno, "%s/toc: %s", st->dir, strerror(errno));
   cairn_autoclose int dfd = openat(st->dirfd, "toc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   cairn_autoclose int fd = dfd < 0 ? -1 : openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
   r = fd < 0 ? -errno : cn_write_all(fd, toc, len);
@@ -78,10 +78,10 @@ static int toc_write(cairn_store *st, const char *digest, const void *toc, size_
     r = -errno;
   if (r == 0 && fsync(dfd) < 0) r = -errno;
   if (r == -ENOSPC) return cn_store_fail_nospace(st);
-  return r < 0 ? store_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
+  return r < 0 ? cairn_fail(st, r, "%s/%s: %s", st->dir, rel, strerror(-r)) : 0;
 }
 
-int cairn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *len) {
+int cn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *len) {
   store_errclear(st);
   *buf = NULL;
   *len = 0;
@@ -91,18 +91,18 @@ int cairn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t 
   cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) < 0)
-    return store_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
+    return cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
   if (sb.st_size > (off_t)(64 << 20))
-    return store_fail(st, -EBADMSG, "%s/%s: too large for a TOC", st->dir, rel);
+    return cairn_fail(st, -EBADMSG, "%s/%s: too large for a TOC", st->dir, rel);
   char *b = malloc((size_t)sb.st_size + 1);
-  if (!b) return store_fail(st, -ENOMEM, "out of memory");
+  if (!b) return cairn_fail(st, -ENOMEM, "out of memory");
   size_t got = 0;
   while (got < (size_t)sb.st_size) {
     ssize_t k = pread(fd, b + got, (size_t)sb.st_size - got, (off_t)got);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       free(b);
-      return store_fail(st, k < 0 ? -errno : -EIO, "%s/%s: short read", st->dir, rel);
+      return cairn_fail(st, k < 0 ? -errno : -EIO, "%s/%s: short read", st->dir, rel);
     }
     got += (size_t)k;
   }
@@ -208,13 +208,13 @@ static int record_locked(cairn_store *st, const char *diff_id, struct sorted_ent
         pend_it = true;
       }
     } else if (e->type == CAIRN_REG && e->size > 0) {
-      r = store_fail(st, -EINVAL, "%s: a file of a partial layer without its sha256", e->path);
+      r = cairn_fail(st, -EINVAL, "%s: a file of a partial layer without its sha256", e->path);
       goto fail;
     }
     cairn_autofree unsigned char *xb = NULL;
     size_t xlen = 0;
     if (xattrs_blob(e, &xb, &xlen) < 0) {
-      r = store_fail(st, -ENOMEM, "out of memory");
+      r = cairn_fail(st, -ENOMEM, "out of memory");
       goto fail;
     }
     sqlite3_reset(ins);
@@ -275,21 +275,21 @@ fail:
   return r;
 }
 
-int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
+int cn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
                                size_t n, const cairn_lazy_source *src, const void *toc,
                                size_t toc_len, size_t *pending) {
   store_errclear(st);
   *pending = 0;
   if (!cn_is_hex_id(diff_id, CAIRN_ID_LEN))
-    return store_fail(st, -EINVAL, "%s: not a diff_id", diff_id);
+    return cairn_fail(st, -EINVAL, "%s: not a diff_id", diff_id);
   struct sorted_entries se = {calloc(n ? n : 1, sizeof(*se.v)), n};
-  if (!se.v) return store_fail(st, -ENOMEM, "out of memory");
+  if (!se.v) return cairn_fail(st, -ENOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) se.v[i] = &entries[i];
   qsort(se.v, n, sizeof(*se.v), path_cmp);
   int r = 0;
   for (size_t i = 1; r == 0 && i < n; i++)
     if (strcmp(se.v[i - 1]->path, se.v[i]->path) == 0)
-      r = store_fail(st, -EBADMSG, "%s: listed twice", se.v[i]->path);
+      r = cairn_fail(st, -EBADMSG, "%s: listed twice", se.v[i]->path);
   /* The layer alone must merge as a mount merges it (as an import checks). */
   merge_builder *b = NULL;
   if (r == 0 && (r = cn_merge_builder_new(st, &b)) == 0) {
@@ -308,7 +308,7 @@ int cairn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn
   return r;
 }
 
-void cairn_lazy_file_clear(cairn_lazy_file *f) {
+void cn_lazy_file_clear(cairn_lazy_file *f) {
   free(f->layer_id);
   free(f->path);
   free(f->source);
@@ -342,8 +342,8 @@ static int lazy_file_row(cairn_store *st, sqlite3_stmt *q, cairn_lazy_file *f) {
 #undef COL
   if (!f->layer_id || !f->path || !f->source || !f->digest || !f->media_type || !f->annotations ||
       !f->toc_digest) {
-    cairn_lazy_file_clear(f);
-    return store_fail(st, -ENOMEM, "out of memory");
+    cn_lazy_file_clear(f);
+    return cairn_fail(st, -ENOMEM, "out of memory");
   }
   return 1;
 }
@@ -357,7 +357,7 @@ static int strv_of_rows(cairn_store *st, sqlite3_stmt *q, const char *prefix, co
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
     char s[160];
     snprintf(s, sizeof s, "%s%s", prefix, (const char *)sqlite3_column_text(q, 0));
-    if (cn_strv_push(&v, s) < 0) return store_fail(st, -ENOMEM, "out of memory");
+    if (cn_strv_push(&v, s) < 0) return cairn_fail(st, -ENOMEM, "out of memory");
   }
   if (r != SQLITE_DONE) return cn_store_fail_db(st, what);
   *out = v.v;
@@ -366,7 +366,7 @@ static int strv_of_rows(cairn_store *st, sqlite3_stmt *q, const char *prefix, co
   return 0;
 }
 
-int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f) {
+int cn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f) {
   store_errclear(st);
   memset(f, 0, sizeof *f);
   cn_autostmt sqlite3_stmt *q = NULL;
@@ -383,7 +383,7 @@ int cairn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f
   return lazy_file_row(st, q, f);
 }
 
-int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n) {
+int cn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha256s, size_t *n) {
   store_errclear(st);
   *sha256s = NULL;
   *n = 0;
@@ -397,7 +397,7 @@ int cairn_lazy_pending_list(cairn_store *st, const char *image_id, char ***sha25
   return strv_of_rows(st, q, "sha256:", "pending files", sha256s, n);
 }
 
-int cairn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg) {
+int cn_lazy_pending_foreach(cairn_store *st, cairn_lazy_pending_fn fn, void *arg) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
@@ -441,7 +441,7 @@ int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, 
   return 0;
 }
 
-int cairn_lazy_tidy(cairn_store *st) {
+int cn_lazy_tidy(cairn_store *st) {
   store_errclear(st);
   /* (exclusive: a lazy pull links its TOC before it commits the row that
    * names it, under the lock shared; taken, or left to gc) */
@@ -474,7 +474,7 @@ static int blob_from_fd(cairn_store *st, int fd, char name[48], uint64_t *size, 
     ssize_t k = pread(fd, buf, sizeof buf, at);
     if (k < 0 && errno == EINTR) continue;
     if (k < 0) {
-      r = store_fail(st, -errno, "reading the fetched file: %s", strerror(errno));
+      r = cairn_fail(st, -errno, "reading the fetched file: %s", strerror(errno));
       break;
     }
     if (k == 0) break;
@@ -497,7 +497,7 @@ static int blob_sync(cairn_store *st, const char *name) {
   cairn_autoclose int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   cairn_autoclose int dfd = openat(st->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0 || dfd < 0 || fdatasync(fd) < 0 || fsync(dfd) < 0 || fsync(st->blobs_fd) < 0)
-    return store_fail(st, -errno, "%s/blobs/%s: syncing: %s", st->dir, rel, strerror(errno));
+    return cairn_fail(st, -errno, "%s/blobs/%s: syncing: %s", st->dir, rel, strerror(errno));
   return 0;
 }
 
@@ -515,7 +515,7 @@ static int completed_images(cairn_store *st, const struct strv *layers, struct s
     sqlite3_bind_text(q, 1, layers->v[i], -1, SQLITE_STATIC);
     while ((r = sqlite3_step(q)) == SQLITE_ROW)
       if (cn_strv_push(images, (const char *)sqlite3_column_text(q, 0)) < 0)
-        return store_fail(st, -ENOMEM, "out of memory");
+        return cairn_fail(st, -ENOMEM, "out of memory");
     if (r != SQLITE_DONE) return cn_store_fail_db(st, "images");
   }
   return 0;
@@ -524,7 +524,7 @@ static int completed_images(cairn_store *st, const struct strv *layers, struct s
 /* Names blob (of sha256 hex) in every entry pending on it, within the
  * caller's transaction; the layers left with no pending file become
  * complete (their names to done). Their source rows and TOCs stay until
- * they are finished (cairn_lazy_layer_finished). */
+ * they are finished (cn_lazy_layer_finished). */
 static int name_blob(cairn_store *st, const char *hex, const char *blob, struct strv *done) {
   cn_autostrv struct strv layers = {0};
   cn_autostmt sqlite3_stmt *q = NULL, *upd = NULL, *del = NULL, *left = NULL, *fin = NULL;
@@ -540,7 +540,7 @@ static int name_blob(cairn_store *st, const char *hex, const char *blob, struct 
   sqlite3_bind_text(q, 1, hex, -1, SQLITE_STATIC);
   while ((r = sqlite3_step(q)) == SQLITE_ROW)
     if (cn_strv_push(&layers, (const char *)sqlite3_column_text(q, 0)) < 0)
-      return store_fail(st, -ENOMEM, "out of memory");
+      return cairn_fail(st, -ENOMEM, "out of memory");
   if (r != SQLITE_DONE) return cn_store_fail_db(st, "pending files");
   sqlite3_bind_text(upd, 1, blob, -1, SQLITE_STATIC);
   sqlite3_bind_text(upd, 2, hex, -1, SQLITE_STATIC);
@@ -555,7 +555,7 @@ static int name_blob(cairn_store *st, const char *hex, const char *blob, struct 
     sqlite3_reset(fin);
     sqlite3_bind_text(fin, 1, layers.v[i], -1, SQLITE_STATIC);
     if (sqlite3_step(fin) != SQLITE_DONE) return cn_store_fail_db(st, "layer state");
-    if (cn_strv_push(done, layers.v[i]) < 0) return store_fail(st, -ENOMEM, "out of memory");
+    if (cn_strv_push(done, layers.v[i]) < 0) return cairn_fail(st, -ENOMEM, "out of memory");
   }
   return 0;
 }
@@ -568,10 +568,10 @@ static int store_locked(cairn_store *st, const char *hex, int fd, uint64_t size,
   char sha[65] = "";
   uint64_t got = have;
   if (r == 0 || have != size) {
-    if (fd < 0) return store_fail(st, -ENOENT, "sha256:%s: not stored", hex);
+    if (fd < 0) return cairn_fail(st, -ENOENT, "sha256:%s: not stored", hex);
     if ((r = blob_from_fd(st, fd, blob, &got, sha)) < 0) return r;
     if (strcmp(sha, hex) != 0 || got != size)
-      return store_fail(st, -EBADMSG, "the fetched file is not sha256:%s of %llu bytes", hex,
+      return cairn_fail(st, -EBADMSG, "the fetched file is not sha256:%s of %llu bytes", hex,
                         (unsigned long long)size);
     if ((r = blob_sync(st, blob)) < 0) return r;
     store_test_point(st, "lazy: blob written");
@@ -605,12 +605,12 @@ fail:
   return r;
 }
 
-int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
+int cn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
                           char blob[48]) {
   store_errclear(st);
   const char *hex = sha_hex(sha256);
   if (!cn_is_hex_id(hex, CAIRN_ID_LEN))
-    return store_fail(st, -EINVAL, "%s: not a sha256 digest", sha256);
+    return cairn_fail(st, -EINVAL, "%s: not a sha256 digest", sha256);
   cn_autostrv struct strv images = {0};
   int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
@@ -642,12 +642,12 @@ int cairn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t 
  * mounted, exported as any) but keeps its source row and TOC until it is
  * finished: its exact tar record (layer_tars) recorded by an ingest of the
  * layer's tar rebuilt from the registry's headers and the stored files
- * (store/remote/partial.c, cairn_lazy_finish_layer), which checks the
+ * (store/remote/partial.c, cn_lazy_finish_layer), which checks the
  * diff_id; then this drops the source row and the TOC. A crash between
  * leaves a complete layer with its record and its source row: the next
  * finish only drops the row. */
 
-int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n) {
+int cn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n) {
   store_errclear(st);
   *diff_ids = NULL;
   *n = 0;
@@ -663,7 +663,7 @@ int cairn_lazy_unfinished(cairn_store *st, const char *image_id, char ***diff_id
   return strv_of_rows(st, q, "", "layer sources", diff_ids, n);
 }
 
-int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f) {
+int cn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f) {
   store_errclear(st);
   memset(f, 0, sizeof *f);
   cn_autostmt sqlite3_stmt *q = NULL;
@@ -678,14 +678,14 @@ int cairn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file 
   if (r == SQLITE_DONE) return 0;
   if (r != SQLITE_ROW) return cn_store_fail_db(st, "layer sources");
   if (sqlite3_column_type(q, 11) != SQLITE_NULL)
-    return store_fail(st, -EBADMSG, "layer sha256:%.12s is out of service (%s)", diff_id,
+    return cairn_fail(st, -EBADMSG, "layer sha256:%.12s is out of service (%s)", diff_id,
                       (const char *)sqlite3_column_text(q, 11));
   int complete = sqlite3_column_int(q, 10);
   if ((r = lazy_file_row(st, q, f)) < 0) return r;
   return complete ? 2 : 1;
 }
 
-int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
+int cn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
   store_errclear(st);
   int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
@@ -711,7 +711,7 @@ int cairn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
         if (sqlite3_step(d) != SQLITE_DONE || sqlite3_step(z) != SQLITE_DONE)
           r = cn_store_fail_db(st, "layer sources");
       } else if (k == SQLITE_ROW) {
-        r = store_fail(st, -EINVAL, "layer %.12s: files not fetched yet (a lazy pull)", diff_id);
+        r = cairn_fail(st, -EINVAL, "layer %.12s: files not fetched yet (a lazy pull)", diff_id);
       } else if (k != SQLITE_DONE) { /* DONE: finished already (another fill) */
         r = cn_store_fail_db(st, "layer sources");
       }
@@ -854,7 +854,7 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       const char *toc_digest = (const char *)sqlite3_column_text(q, 3);
       int64_t n = sqlite3_column_int64(q, 4);
       /* complete, no file pending, its source kept: not finished yet
-       * (cairn_lazy_layer_finished), a state as valid as partial */
+       * (cn_lazy_layer_finished), a state as valid as partial */
       bool done = strcmp(state, "complete") == 0 && n == 0 && digest;
       done ? unfinished++ : layers++;
       files += (uint64_t)n;
@@ -865,7 +865,7 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       }
       void *toc = NULL;
       size_t len = 0;
-      if (cairn_lazy_toc_read(st, digest, &toc, &len) < 0) {
+      if (cn_lazy_toc_read(st, digest, &toc, &len) < 0) {
         problem(r, "layer %s: its kept TOC: %s", id, st->err);
         store_errclear(st);
         continue;
@@ -874,7 +874,7 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       unsigned char d[32];
       EVP_Digest(toc, len, d, NULL, EVP_sha256(), NULL);
       cairn_id hex;
-      sha256_hex(d, hex);
+      cn_sha256_hex(d, hex);
       snprintf(got, sizeof got, "sha256:%s", hex);
       free(toc);
       if (strcmp(got, toc_digest) != 0)

@@ -27,7 +27,7 @@ static bool lock_name(const char *sha256, char out[128]) {
   return true;
 }
 
-int cairn_lazy_lock(cairn_store *st, const char *sha256, bool wait) {
+int cn_lazy_lock(cairn_store *st, const char *sha256, bool wait) {
   char name[128];
   if (!lock_name(sha256, name)) return cairn_fail(st, -EINVAL, "%s: not a sha256", sha256);
   for (int tries = 0; tries < 1000; tries++) {
@@ -53,7 +53,7 @@ int cairn_lazy_lock(cairn_store *st, const char *sha256, bool wait) {
   return cairn_fail(st, -EAGAIN, "locking the fetch of %s: the lock file keeps changing", sha256);
 }
 
-void cairn_lazy_unlock(cairn_store *st, const char *sha256, int fd) {
+void cn_lazy_unlock(cairn_store *st, const char *sha256, int fd) {
   if (fd < 0) return;
   char name[128];
   if (lock_name(sha256, name)) unlinkat(st->dirfd, name, 0);

@@ -56,7 +56,6 @@ void cn_progress(cairn_store *st, const char *step, uint64_t done, uint64_t tota
 
 /* Failures (error.c). Records a message for the person and returns err (a
  * negative errno): the library's files call the public cairn_fail by this name. */
-#define store_fail cairn_fail
 /* Forgets the WHY of an earlier call. Every public function that takes a
  * store and can fail calls it first, so that cairn_errmsg never gives an
  * old reason for a new failure (or for a success). Cleanup functions (void)
@@ -66,7 +65,7 @@ static inline void store_errclear(cairn_store *st) { st->err[0] = '\0'; }
  * "database or disk is full"): "STORE: no space left on device". Returns
  * -ENOSPC. */
 int cn_store_fail_nospace(cairn_store *st);
-/* store_fail with SQLite's own message appended; returns -EIO. */
+/* cairn_fail with SQLite's own message appended; returns -EIO. */
 int cn_store_fail_db(cairn_store *st, const char *what);
 
 /* The database (db.c). Opens st's meta.db (creating it, migrating its
@@ -151,7 +150,7 @@ bool cn_is_hex_id(const char *s, size_t len);
 int cn_write_all(int fd, const void *buf, size_t n);
 /* Lowercase hex of n bytes into out (2n + 1 bytes). */
 void cn_hex_encode(const unsigned char *bytes, size_t n, char *out);
-#define sha256_hex cairn_sha256_hex /* the public name, used by pull too */
+#define cn_sha256_hex cn_sha256_hex /* the public name, used by pull too */
 int64_t cn_now_seconds(void);
 char *cn_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An array of n elements of size bytes, *cap allocated, with room for one

@@ -12,7 +12,7 @@
 
 /* The merged-tree builder (tree.c): layers applied bottom first by the
  * OCI rules, whatever their entries come from. A source calls fn for each
- * entry of one layer, in path order (as cairn_layer_foreach does), and
+ * entry of one layer, in path order (as cn_layer_foreach does), and
  * returns what a non-zero fn returned. Errors are -EBADMSG for a layer
  * that cannot be merged (the message says why) or -ENOMEM. */
 typedef struct merge_builder merge_builder;

@@ -25,7 +25,7 @@ struct names {
 };
 
 static void names_free(struct names *ns) {
-  cairn_strv_free(ns->v, ns->n);
+  cn_strv_free(ns->v, ns->n);
   *ns = (struct names){0};
 }
 
@@ -45,7 +45,7 @@ static int image_names(cairn_store *st, sqlite3_stmt *q, const char *id, struct 
     if (v) out->v = v;
     if (!v || !(v[out->n] = strdup((const char *)sqlite3_column_text(q, 0)))) {
       names_free(out);
-      return store_fail(st, -ENOMEM, "out of memory reading the names of image %.12s", id);
+      return cairn_fail(st, -ENOMEM, "out of memory reading the names of image %.12s", id);
     }
     out->n++;
   }
@@ -79,7 +79,7 @@ static int str_cmp(const void *a, const void *b) {
 /* The images that live or detached mounts serve, into pv (sorted). */
 static int mounted_read(cairn_store *st, struct pinned_view *pv) {
   int r = cairn_mounts_foreach(st, mounted_add, &pv->mounted);
-  if (r == -ENOMEM) r = store_fail(st, r, "out of memory listing mounts");
+  if (r == -ENOMEM) r = cairn_fail(st, r, "out of memory listing mounts");
   if (r == 0 && pv->mounted.n) qsort(pv->mounted.v, pv->mounted.n, sizeof(*pv->mounted.v), str_cmp);
   return r;
 }
@@ -177,7 +177,7 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
   while ((step = sqlite3_step(q)) == SQLITE_ROW) {
     struct image_row *v = cn_array_grow(rows, n, &cap, sizeof(*v));
     if (!v) {
-      r = store_fail(st, -ENOMEM, "out of memory listing images");
+      r = cairn_fail(st, -ENOMEM, "out of memory listing images");
       goto out;
     }
     rows = v;
@@ -253,7 +253,7 @@ int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg) {
         text_add(&text, &used, &text_cap, (const char *)sqlite3_column_text(q, 1), &v[n].name.off) <
             0) {
       if (v) rows = v;
-      r = store_fail(st, -ENOMEM, "out of memory reading names");
+      r = cairn_fail(st, -ENOMEM, "out of memory reading names");
       break;
     }
     rows = v;
@@ -290,7 +290,7 @@ int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg) {
   while (r == 0 && (step = sqlite3_step(q)) == SQLITE_ROW) {
     struct layer_row *v = cn_array_grow(rows, n, &cap, sizeof(*v));
     if (!v) {
-      r = store_fail(st, -ENOMEM, "out of memory listing layers");
+      r = cairn_fail(st, -ENOMEM, "out of memory listing layers");
       break;
     }
     rows = v;
@@ -331,7 +331,7 @@ static int image_layer_list(cairn_store *st, const char *image_id, struct cairn_
     if (iv) ids->v = iv;
     char *id = iv ? strdup((const char *)sqlite3_column_text(l, 0)) : NULL;
     if (!id) {
-      r = store_fail(st, -ENOMEM, "out of memory reading the layers of image %.12s", image_id);
+      r = cairn_fail(st, -ENOMEM, "out of memory reading the layers of image %.12s", image_id);
       break;
     }
     ids->v[ids->n] = id;
@@ -356,7 +356,7 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
       ", config FROM images WHERE id = ?");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
-  if (sqlite3_step(q) != SQLITE_ROW) return store_fail(st, -ENOENT, "no such image");
+  if (sqlite3_step(q) != SQLITE_ROW) return cairn_fail(st, -ENOENT, "no such image");
   cn_autostmt sqlite3_stmt *names_q = NULL;
   struct pinned_view pv;
   if ((r = names_prepare(st, &names_q)) < 0 || (r = pinned_view_read(st, &pv)) < 0) return r;
@@ -399,7 +399,7 @@ static int df_sum(cairn_store *st, const char *sql, const char *bound, uint64_t 
 static int ids_append(cairn_store *st, char **ids, const char *id) {
   char *more = NULL;
   if (asprintf(&more, "%s%s\"%s\"", *ids ? *ids : "", *ids ? "," : "", id) < 0)
-    return store_fail(st, -ENOMEM, "out of memory listing pinned layers");
+    return cairn_fail(st, -ENOMEM, "out of memory listing pinned layers");
   free(*ids);
   *ids = more;
   return 0;
@@ -535,7 +535,7 @@ int cairn_df(cairn_store *st, struct cairn_df *df) {
   if ((r = cn_db_exec(st, "BEGIN")) == 0) { /* one snapshot for every count */
     r = df_layers(st, &pv.kl, &df->layers, &items);
     if (r == 0 && asprintf(&kept, "[%s]", items ? items : "") < 0)
-      r = store_fail(st, -ENOMEM, "out of memory listing pinned layers");
+      r = cairn_fail(st, -ENOMEM, "out of memory listing pinned layers");
     if (r == 0) r = df_images(st, &pv, &df->images);
     if (r == 0) r = df_blobs(st, kept, &df->blobs);
     if (r == 0) r = df_compressed(st, &pv.kl, &df->compressed);

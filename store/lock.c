@@ -28,5 +28,5 @@ int cn_store_lock(cairn_store *st, enum store_lock_mode mode) {
                                           : LOCK_EX | LOCK_NB;
   int fd = cn_lock_file(st, "lock", op);
   if (fd == -EWOULDBLOCK) return -EBUSY;
-  return fd < 0 ? store_fail(st, fd, "%s/lock: %s", st->dir, strerror(-fd)) : fd;
+  return fd < 0 ? cairn_fail(st, fd, "%s/lock: %s", st->dir, strerror(-fd)) : fd;
 }

@@ -543,7 +543,7 @@ int cn_mount_live_for_image(cairn_store *st, const char *image_id, char **desc) 
   size_t len = 0;
   *desc = NULL;
   struct live_mounts l = {.f = open_memstream(&buf, &len)};
-  if (!l.f) return store_fail(st, -ENOMEM, "out of memory listing mounts");
+  if (!l.f) return cairn_fail(st, -ENOMEM, "out of memory listing mounts");
   int r = mounts_scan(st, image_id, live_describe, &l);
   fclose(l.f);
   if (r < 0) {
@@ -572,7 +572,7 @@ static int detached_add(const struct cairn_mount_rec *m, void *arg) {
 int cn_mount_detached_pids(cairn_store *st, pid_t **pids, size_t *n) {
   struct pids p = {0};
   int r = mounts_scan(st, NULL, detached_add, &p);
-  if (r == -ENOMEM) r = store_fail(st, r, "out of memory listing mounts");
+  if (r == -ENOMEM) r = cairn_fail(st, r, "out of memory listing mounts");
   if (r < 0) {
     free(p.v);
     p = (struct pids){0};
@@ -621,7 +621,7 @@ int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const 
       stale = v;
       stale[n] = (struct stale_mount){strdup(dir), pid};
     }
-    if (!v || !stale[n++].dir) r = store_fail(st, -ENOMEM, "out of memory listing stale mounts");
+    if (!v || !stale[n++].dir) r = cairn_fail(st, -ENOMEM, "out of memory listing stale mounts");
   }
   if (r == SQLITE_DONE)
     r = 0;

@@ -67,7 +67,7 @@ const char *cn_pin_kind_dir(enum cairn_pin_kind kind) {
 }
 
 int cn_pin_path(cairn_store *st, enum cairn_pin_kind kind, const char *id, char *buf, size_t len) {
-  if (!cn_is_hex_id(id, CAIRN_ID_LEN)) return store_fail(st, -EINVAL, "%s: not an id", id);
+  if (!cn_is_hex_id(id, CAIRN_ID_LEN)) return cairn_fail(st, -EINVAL, "%s: not an id", id);
   snprintf(buf, len, "%s/pins/%s/%s", st->dir, cn_pin_kind_dir(kind), id);
   return 0;
 }
@@ -81,12 +81,12 @@ static int pin_open_locked(cairn_store *st, enum cairn_pin_kind kind, const char
   if (r < 0) return r;
   for (int attempt = 0; attempt < PIN_RELOCK_LIMIT; attempt++) {
     int fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | (cloexec ? O_CLOEXEC : 0), 0600);
-    if (fd < 0) return store_fail(st, -errno, "%s: %s", path, strerror(errno));
+    if (fd < 0) return cairn_fail(st, -errno, "%s: %s", path, strerror(errno));
     while (flock(fd, op) < 0) {
       int e = errno;
       if (e == EINTR) continue;
       close(fd);
-      return e == EWOULDBLOCK ? -EBUSY : store_fail(st, -e, "%s: %s", path, strerror(e));
+      return e == EWOULDBLOCK ? -EBUSY : cairn_fail(st, -e, "%s: %s", path, strerror(e));
     }
     struct stat locked, named;
     if (fstat(fd, &locked) == 0 && stat(path, &named) == 0 && locked.st_dev == named.st_dev &&
@@ -94,7 +94,7 @@ static int pin_open_locked(cairn_store *st, enum cairn_pin_kind kind, const char
       return fd;
     close(fd); /* the file was unlinked (its target deleted) while we waited */
   }
-  return store_fail(st, -EAGAIN, "%s: pin file keeps being replaced", path);
+  return cairn_fail(st, -EAGAIN, "%s: pin file keeps being replaced", path);
 }
 
 cairn_pinset *cairn_pinset_new(const char *purpose, bool cloexec) {
@@ -113,7 +113,7 @@ int cn_pin_lock(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, con
   for (size_t i = 0; i < ps->n; i++)
     if (ps->pins[i].kind == kind && strcmp(ps->pins[i].id, id) == 0) return 0;
   struct pin *v = cn_array_grow(ps->pins, ps->n, &ps->cap, sizeof(*v));
-  if (!v) return store_fail(st, -ENOMEM, "out of memory pinning %s", id);
+  if (!v) return cairn_fail(st, -ENOMEM, "out of memory pinning %s", id);
   ps->pins = v;
   int fd = pin_open_locked(st, kind, id, LOCK_SH, ps->cloexec);
   if (fd < 0) return fd;
@@ -160,7 +160,7 @@ int cn_pin_annotate(cairn_store *st, cairn_pinset *ps) {
   return r;
 }
 
-int cairn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
+int cn_pin_take(cairn_store *st, cairn_pinset *ps, enum cairn_pin_kind kind, const char *id) {
   store_errclear(st);
   int r = cn_pin_lock(st, ps, kind, id);
   if (r <= 0) return r;
@@ -241,7 +241,7 @@ int cairn_pin_wait_free(cairn_store *st, const char *image_id, int64_t timeout_m
     clock_gettime(CLOCK_MONOTONIC, &now);
     int64_t waited = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
     if (timeout_ms >= 0 && waited >= timeout_ms)
-      return store_fail(st, -ETIMEDOUT, "image %.12s is still pinned or mounted after %lld ms",
+      return cairn_fail(st, -ETIMEDOUT, "image %.12s is still pinned or mounted after %lld ms",
                         image_id, (long long)timeout_ms);
     usleep(50 * 1000);
   }

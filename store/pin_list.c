@@ -228,23 +228,23 @@ static int pin_emit(cairn_store *st, struct procs *ps, const struct cairn_pin_re
   cairn_autofree char *inherited = NULL;
   cairn_autofree pid_t *held_by = NULL;
   const struct proc_info *p = proc_get(ps, rec.pid);
-  if (!p) return store_fail(st, -ENOMEM, "out of memory listing pins");
+  if (!p) return cairn_fail(st, -ENOMEM, "out of memory listing pins");
   rec.command = p->command;
   if (p->detached && *rec.purpose) { /* a daemon's annotation: its mount is detached */
     if (!(purpose = cn_xasprintf("%s (detached)", rec.purpose)))
-      return store_fail(st, -ENOMEM, "out of memory listing pins");
+      return cairn_fail(st, -ENOMEM, "out of memory listing pins");
     rec.purpose = purpose;
   }
   if (!rec.stale && file && p->gone) {
     /* The locker exited; the lock lives on in what inherited it. */
     if (inode_holders(st, ps, file, rec.pid, &held_by, &rec.n_held_by) < 0)
-      return store_fail(st, -ENOMEM, "out of memory listing pins");
+      return cairn_fail(st, -ENOMEM, "out of memory listing pins");
     rec.locker_gone = true;
     rec.held_by = held_by;
     if (rec.n_held_by > 0) {
       cairn_autofree char *heir = cn_proc_command(held_by[0]);
       if (!heir || !(inherited = cn_xasprintf("%s (inherited)", heir)))
-        return store_fail(st, -ENOMEM, "out of memory listing pins");
+        return cairn_fail(st, -ENOMEM, "out of memory listing pins");
       rec.command = inherited;
     }
   }
@@ -335,7 +335,7 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     struct note *v = cn_array_grow(out->v, out->n, &cap, sizeof(*v));
     if (!v) {
       notes_free(out);
-      return store_fail(st, -ENOMEM, "out of memory reading pin annotations");
+      return cairn_fail(st, -ENOMEM, "out of memory reading pin annotations");
     }
     out->v = v;
     struct note *n = &out->v[out->n];
@@ -352,7 +352,7 @@ static int notes_read(cairn_store *st, int kind, const char *id, struct notes *o
     out->n++;
     if (!n->purpose) {
       notes_free(out);
-      return store_fail(st, -ENOMEM, "out of memory reading pin annotations");
+      return cairn_fail(st, -ENOMEM, "out of memory reading pin annotations");
     }
   }
   if (r != SQLITE_DONE) {
@@ -405,7 +405,7 @@ static int procs_init(cairn_store *st, const struct notes *ns, const struct kern
   }
   n = pids ? cn_sort_unique(pids, n, sizeof(*pids), pid_key_cmp) : 0;
   if (!pids || !(out->v = calloc(n, sizeof(*out->v))))
-    return store_fail(st, -ENOMEM, "out of memory listing pins");
+    return cairn_fail(st, -ENOMEM, "out of memory listing pins");
   for (out->n = 0; out->n < n; out->n++) out->v[out->n].pid = pids[out->n];
   pid_t *detached; /* one scan of the mount records for every process */
   size_t n_detached;
@@ -560,7 +560,7 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, bool dirs
     r = targets_add(out, heads[i]->kind, heads[i]->target, n_files + i,
                     cn_pin_stat(st, heads[i]->kind, heads[i]->target, &s) ? &s : NULL);
   }
-  if (r < 0) return store_fail(st, r, "out of memory listing pins");
+  if (r < 0) return cairn_fail(st, r, "out of memory listing pins");
   if (out->n > n_files) qsort(out->v, out->n, sizeof(*out->v), target_key_cmp);
   return 0;
 }
@@ -642,7 +642,7 @@ static int locks_read_again(cairn_store *st, const struct notes *ns, const struc
   if (r < 0) {
     free(kl->v);
     *kl = (struct kernel_locks){0};
-    return store_fail(st, r, "/proc/locks: %s", strerror(-r));
+    return cairn_fail(st, r, "/proc/locks: %s", strerror(-r));
   }
   return 0;
 }
@@ -753,7 +753,7 @@ int cairn_pins_foreach_ahead(cairn_store *st, const char *filter_id, cairn_pin_f
   store_test_point(st, "pins: annotations read");
   if ((r = pin_targets_collect(st, filter_id, true, &l.notes, &l.targets)) < 0) goto out;
   if (l.targets.n && !(l.order = malloc(l.targets.n * sizeof(*l.order)))) {
-    r = store_fail(st, -ENOMEM, "out of memory listing pins");
+    r = cairn_fail(st, -ENOMEM, "out of memory listing pins");
     goto out;
   }
   for (size_t i = 0; i < l.targets.n; i++) l.order[i] = &l.targets.v[i];

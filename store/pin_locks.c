@@ -124,7 +124,7 @@ static int locks_read(struct kernel_locks *out) {
 
 int cn_kernel_locks_read(cairn_store *st, struct kernel_locks *out) {
   int r = locks_read(out);
-  return r < 0 ? store_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
+  return r < 0 ? cairn_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
 }
 
 /* ---- /proc/locks read while a listing reads the rest ------------------ */
@@ -209,7 +209,7 @@ void cairn_pins_prefetch(cairn_store *st) {
  * taken before the annotations: see locks_read_for), else a read now. */
 int cn_kernel_locks_first(cairn_store *st, struct kernel_locks *kl) {
   int r = st->locks_prefetch ? prefetch_join(st, kl) : locks_read(kl);
-  return r < 0 ? store_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
+  return r < 0 ? cairn_fail(st, r, "/proc/locks: %s", strerror(-r)) : 0;
 }
 
 /* The locks on the inode s: a run of the sorted kl. */
@@ -255,7 +255,7 @@ bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_p
   return cn_pin_stat(st, kind, id, &s) && cn_inode_locked_by(kl, &s, 0);
 }
 
-bool cairn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+bool cn_pin_is_held(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
   store_errclear(st);
   struct kernel_locks kl;
   if (cn_kernel_locks_read(st, &kl) < 0) return false;

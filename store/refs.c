@@ -110,18 +110,18 @@ static int refs_write(cairn_store *st) {
 
 int cn_refs_begin(cairn_store *st) {
   int fd = cn_lock_file(st, "refs.lock", LOCK_EX);
-  if (fd < 0) return store_fail(st, fd, "%s/refs.lock: %s", st->dir, strerror(-fd));
+  if (fd < 0) return cairn_fail(st, fd, "%s/refs.lock: %s", st->dir, strerror(-fd));
   if (unlinkat(st->dirfd, "refs", 0) == 0) {
     cairn_autoclose int dir = openat(st->dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0 || fsync(dir) < 0) {
       int e = errno;
       close(fd);
-      return store_fail(st, -e, "%s: %s", st->dir, strerror(e));
+      return cairn_fail(st, -e, "%s: %s", st->dir, strerror(e));
     }
   } else if (errno != ENOENT) {
     int e = errno;
     close(fd);
-    return store_fail(st, -e, "%s/refs: %s", st->dir, strerror(e));
+    return cairn_fail(st, -e, "%s/refs: %s", st->dir, strerror(e));
   }
   return fd;
 }
@@ -233,7 +233,7 @@ int cairn_pin_image_early(cairn_store *st, cairn_pinset *ps, const char *ref, ca
 int cn_refs_check(cairn_store *st, bool repair) {
   /* Exclusive: no writer is between its unlink and its rewrite. */
   int lock = cn_lock_file(st, "refs.lock", LOCK_EX);
-  if (lock < 0) return store_fail(st, lock, "%s/refs.lock: %s", st->dir, strerror(-lock));
+  if (lock < 0) return cairn_fail(st, lock, "%s/refs.lock: %s", st->dir, strerror(-lock));
   bool there = faccessat(st->dirfd, "refs", F_OK, 0) == 0;
   size_t len = 0, want_len = 0;
   cairn_autofree char *now = there ? refs_read(st, &len) : NULL;
@@ -241,13 +241,13 @@ int cn_refs_check(cairn_store *st, bool repair) {
   int r = refs_render(st, &want, &want_len);
   if (r < 0) {
     close(lock);
-    return store_fail(st, r, "STORE/refs: reading the database: %s", strerror(-r));
+    return cairn_fail(st, r, "STORE/refs: reading the database: %s", strerror(-r));
   }
   int verdict = !there                                                  ? CN_REFS_MISSING
                 : now && len == want_len && memcmp(now, want, len) == 0 ? CN_REFS_RIGHT
                                                                         : CN_REFS_WRONG;
   if (repair && verdict != CN_REFS_RIGHT && (r = refs_write(st)) < 0)
-    verdict = store_fail(st, r, "STORE/refs: %s", strerror(-r));
+    verdict = cairn_fail(st, r, "STORE/refs: %s", strerror(-r));
   close(lock);
   return verdict;
 }

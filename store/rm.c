@@ -65,25 +65,25 @@ static int image_delete_row(cairn_store *st, const char *id, int fd, unsigned fl
                             cairn_report *rep) {
   if (fd == -EBUSY) {
     cairn_autofree char *who = cairn_pin_holders(st, CAIRN_PIN_IMAGE, id);
-    return store_fail(st, -EBUSY, "image %.12s is pinned by %s", id,
+    return cairn_fail(st, -EBUSY, "image %.12s is pinned by %s", id,
                       who && *who ? who : "another process");
   }
   cairn_autofree char *mounts = NULL;
   int live = cn_mount_live_for_image(st, id, &mounts);
   if (live != 0)
-    return live < 0 ? live : store_fail(st, -EBUSY, "image %.12s is in use by %s", id, mounts);
+    return live < 0 ? live : cairn_fail(st, -EBUSY, "image %.12s is in use by %s", id, mounts);
   bool force = flags & CAIRN_RM_FORCE;
   cairn_autofree char *uppers = NULL;
   int left = cn_uppers_of_image(st, id, force ? rep : NULL, force ? NULL : &uppers);
   if (left < 0) return left;
   if (left > 0 && !force)
-    return store_fail(st, -EBUSY,
+    return cairn_fail(st, -EBUSY,
                       "image %.12s has uncommitted changes: %s (hint: cairn umount --discard DIR "
                       "drops them, or cairn rm --force)",
                       id, uppers);
   int r = cn_image_delete_rows(st, id);
   if (r < 0) return r;
-  return sqlite3_changes(st->db) ? 0 : store_fail(st, -ENOENT, "no such image");
+  return sqlite3_changes(st->db) ? 0 : cairn_fail(st, -ENOENT, "no such image");
 }
 
 /* Commits the open transaction if r is 0, else rolls it back. */
@@ -164,7 +164,7 @@ static int name_remove_tx(cairn_store *st, const char *name, const char *id, boo
   char norm[512];
   cairn_id now;
   int r = cn_image_name_lookup(st, name, norm, sizeof(norm), now);
-  if (r <= 0) return r < 0 ? r : store_fail(st, -ENOENT, "no such image");
+  if (r <= 0) return r < 0 ? r : cairn_fail(st, -ENOENT, "no such image");
   if (strcmp(now, id) != 0) return -EAGAIN;
   int count = names_count(st, id);
   if (count < 0) return count;
@@ -198,7 +198,7 @@ static int name_remove(cairn_store *st, const char *ref, unsigned flags, cairn_r
     cn_pin_unlock(fd);
     if (r != -EAGAIN) return r;
   }
-  return store_fail(st, -EAGAIN, "%s: its image keeps changing; try again", ref);
+  return cairn_fail(st, -EAGAIN, "%s: its image keeps changing; try again", ref);
 }
 
 int cairn_rm_report(cairn_store *st, const char *ref, unsigned flags, cairn_report *rep) {

@@ -86,19 +86,19 @@ static int tree_read_file(cairn_store *st, const cairn_tree *t, const char *path
   const cairn_node *n = cairn_tree_node(t, tree_resolve(t, path));
   if (!n || !S_ISREG(n->mode)) return -ENOENT;
   if (n->size > ETC_FILE_MAX)
-    return store_fail(st, -EFBIG, "the image's %s is over %d bytes", path, ETC_FILE_MAX);
+    return cairn_fail(st, -EFBIG, "the image's %s is over %d bytes", path, ETC_FILE_MAX);
   cairn_autofree char *buf = malloc(n->size + 1);
-  if (!buf) return store_fail(st, -ENOMEM, "out of memory reading the image's %s", path);
+  if (!buf) return cairn_fail(st, -ENOMEM, "out of memory reading the image's %s", path);
   size_t got = 0;
   if (n->size > 0) {
     const char *blob = cairn_tree_str(t, n->blob);
     cairn_autoclose int fd = blob ? cairn_blob_open(st, blob) : -EBADMSG;
-    if (fd < 0) return store_fail(st, fd, "the image's %s: %s", path, strerror(-fd));
+    if (fd < 0) return cairn_fail(st, fd, "the image's %s: %s", path, strerror(-fd));
     while (got < n->size) {
       ssize_t r = read(fd, buf + got, n->size - got);
       if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return store_fail(st, -errno, "the image's %s: %s", path, strerror(errno));
-      if (r == 0) return store_fail(st, -EBADMSG, "the image's %s: its blob is truncated", path);
+      if (r < 0) return cairn_fail(st, -errno, "the image's %s: %s", path, strerror(errno));
+      if (r == 0) return cairn_fail(st, -EBADMSG, "the image's %s: its blob is truncated", path);
       got += (size_t)r;
     }
   }
@@ -203,7 +203,7 @@ static int etc_read(cairn_store *st, const cairn_tree *t, const char *path, char
   int r = tree_read_file(st, t, path, text);
   if (r != -ENOENT) return r;
   *text = strdup("");
-  return *text ? 0 : store_fail(st, -ENOMEM, "out of memory");
+  return *text ? 0 : cairn_fail(st, -ENOMEM, "out of memory");
 }
 
 /* Fills process.user (and *home) from spec "user[:group]", resolved in the
@@ -212,11 +212,11 @@ static int user_resolve(cairn_store *st, const cairn_tree *t, const char *spec, 
                         char *home, size_t home_len) {
   char u[512];
   if (snprintf(u, sizeof(u), "%s", spec) >= (int)sizeof(u) || !*u)
-    return store_fail(st, -EINVAL, "user \"%s\": not a user[:group]", spec);
+    return cairn_fail(st, -EINVAL, "user \"%s\": not a user[:group]", spec);
   char *group = strchr(u, ':');
   if (group) *group++ = '\0';
   if (!*u || (group && !*group))
-    return store_fail(st, -EINVAL, "user \"%s\": not a user[:group]", spec);
+    return cairn_fail(st, -EINVAL, "user \"%s\": not a user[:group]", spec);
   cairn_autofree char *passwd = NULL, *groups = NULL;
   int r = etc_read(st, t, "/etc/passwd", &passwd);
   if (r < 0) return r;
@@ -229,7 +229,7 @@ static int user_resolve(cairn_store *st, const cairn_tree *t, const char *spec, 
   } else {
     pq.name = u;
     if (!(known = etc_find(passwd, 7, passwd_match, &pq)))
-      return store_fail(st, -ENOENT, "user \"%s\": no such user in the image's /etc/passwd", u);
+      return cairn_fail(st, -ENOENT, "user \"%s\": no such user in the image's /etc/passwd", u);
     uid = pq.found_uid;
   }
   if (known) gid = pq.gid;
@@ -240,12 +240,12 @@ static int user_resolve(cairn_store *st, const cairn_tree *t, const char *spec, 
   if (group && !parse_id(group, &gid)) {
     struct group_query gq = {.name = group};
     if (!etc_find(groups, 4, group_match, &gq))
-      return store_fail(st, -ENOENT, "group \"%s\": no such group in the image's /etc/group",
+      return cairn_fail(st, -ENOENT, "group \"%s\": no such group in the image's /etc/group",
                         group);
     gid = gq.gid;
   } else if (!group && !numeric) {
     struct group_query gq = {.member = pq.user, .primary = gid, .gids = json_array()};
-    if (!gq.gids) return store_fail(st, -ENOMEM, "out of memory");
+    if (!gq.gids) return cairn_fail(st, -ENOMEM, "out of memory");
     etc_find(groups, 4, group_match, &gq);
     extra = gq.gids;
   }
@@ -421,14 +421,14 @@ int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_o
   *json_out = NULL;
   cn_autojson json_t *cfg = NULL;
   int r = cairn_inspect(st, image_id, config_copy, &cfg);
-  if (r == -EBADMSG) return store_fail(st, r, "image %.12s: its config is not JSON", image_id);
+  if (r == -EBADMSG) return cairn_fail(st, r, "image %.12s: its config is not JSON", image_id);
   if (r < 0) return r;
   const json_t *config = json_object_get(cfg, "config");
   if (!json_is_object(config)) config = json_object_get(cfg, "Config");
 
   /* args: Entrypoint + Cmd, the caller's replacing either */
   cn_autojson json_t *args = json_array();
-  if (!args) return store_fail(st, -ENOMEM, "out of memory");
+  if (!args) return cairn_fail(st, -ENOMEM, "out of memory");
   if (opts->entrypoint)
     json_array_append_new(args, json_string(opts->entrypoint));
   else
@@ -440,7 +440,7 @@ int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_o
     strings_append(args, json_object_get(config, "Cmd"));
   }
   if (json_array_size(args) == 0)
-    return store_fail(st, -EINVAL, "image %.12s has no Entrypoint or Cmd: give the command to run",
+    return cairn_fail(st, -EINVAL, "image %.12s has no Entrypoint or Cmd: give the command to run",
                       image_id);
 
   /* user */
@@ -448,7 +448,7 @@ int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_o
       opts->user ? opts->user : json_string_value(json_object_get(config, "User"));
   json_t *user = json_pack("{s:i s:i}", "uid", 0, "gid", 0);
   json_t *process = json_pack("{s:b s:o}", "terminal", opts->terminal, "user", user);
-  if (!process) return store_fail(st, -ENOMEM, "out of memory");
+  if (!process) return cairn_fail(st, -ENOMEM, "out of memory");
   char home[PATH_MAX] = "/root";
   if (user_spec && *user_spec) {
     cairn_tree *t;
@@ -490,7 +490,7 @@ int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_o
                 "root", "path", opts->rootfs ? opts->rootfs : "rootfs", "readonly", !opts->rw,
                 "hostname", "cairn", "mounts", mounts_json(json_object_get(config, "Volumes")),
                 "annotations", annotations_json(cfg, config), "linux", linux_json());
-  if (!spec) return store_fail(st, -ENOMEM, "out of memory building the runtime config");
+  if (!spec) return cairn_fail(st, -ENOMEM, "out of memory building the runtime config");
   *json_out = json_dumps(spec, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-  return *json_out ? 0 : store_fail(st, -ENOMEM, "out of memory writing the runtime config");
+  return *json_out ? 0 : cairn_fail(st, -ENOMEM, "out of memory writing the runtime config");
 }

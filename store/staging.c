@@ -48,7 +48,7 @@ int cn_staging_begin(cairn_store *st) {
     char fresh[PATH_MAX], path[PATH_MAX];
     snprintf(fresh, sizeof(fresh), "%s/tmp/" JOURNAL_NEW_PREFIX "XXXXXX", st->dir);
     int fd = mkostemp(fresh, O_CLOEXEC | O_APPEND);
-    if (fd < 0) return store_fail(st, -errno, "%s: %s", fresh, strerror(errno));
+    if (fd < 0) return cairn_fail(st, -errno, "%s: %s", fresh, strerror(errno));
     store_test_point(st, "staging: created");
     int r = flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : -errno;
     snprintf(path, sizeof(path), "%s/tmp/" JOURNAL_PREFIX "%s", st->dir, fresh + strlen(fresh) - 6);
@@ -60,9 +60,9 @@ int cn_staging_begin(cairn_store *st) {
       return 0;
     }
     close(fd);
-    if (r != -EEXIST) return store_fail(st, r, "%s: %s", path, strerror(-r));
+    if (r != -EEXIST) return cairn_fail(st, r, "%s: %s", path, strerror(-r));
   }
-  return store_fail(st, -EEXIST, "%s/tmp: no free journal name", st->dir);
+  return cairn_fail(st, -EEXIST, "%s/tmp: no free journal name", st->dir);
 }
 
 int cn_staging_note(cairn_store *st, const char *rel) {
@@ -70,9 +70,9 @@ int cn_staging_note(cairn_store *st, const char *rel) {
   char line[160];
   int n = snprintf(line, sizeof(line), "%s\n", rel);
   if (n < 0 || (size_t)n >= sizeof(line))
-    return store_fail(st, -ENAMETOOLONG, "blob %s: name too long", rel);
+    return cairn_fail(st, -ENAMETOOLONG, "blob %s: name too long", rel);
   if (write(st->staging_fd, line, (size_t)n) != n)
-    return store_fail(st, errno == ENOSPC ? -ENOSPC : -EIO, "%s: %s", st->staging_path,
+    return cairn_fail(st, errno == ENOSPC ? -ENOSPC : -EIO, "%s: %s", st->staging_path,
                       strerror(errno ? errno : EIO));
   return 0;
 }

@@ -83,8 +83,8 @@ static int store_exists(cairn_store *st, const char *dir) {
   int r = stat(dir, &sb) < 0 ? -errno : !S_ISDIR(sb.st_mode) ? -ENOTDIR : 0;
   if (r == 0 && stat(db, &sb) < 0) r = -errno;
   if (r == -ENOENT)
-    return store_fail(st, -ENOENT, "%s: no store here (cairn import or pull makes one)", dir);
-  return r < 0 ? store_fail(st, r, "%s: %s", dir, strerror(-r)) : 0;
+    return cairn_fail(st, -ENOENT, "%s: no store here (cairn import or pull makes one)", dir);
+  return r < 0 ? cairn_fail(st, r, "%s: %s", dir, strerror(-r)) : 0;
 }
 
 /* The store's directories, without the database; made if flags say
@@ -106,18 +106,18 @@ static int store_open_dirs(const char *dir, unsigned flags, cairn_store **out) {
     st->created = true;
     st->err[0] = '\0';
   }
-  if ((r = mkdir_parents(dir, 0700)) < 0) return store_fail(st, r, "%s: %s", dir, strerror(-r));
+  if ((r = mkdir_parents(dir, 0700)) < 0) return cairn_fail(st, r, "%s: %s", dir, strerror(-r));
   st->dir = realpath(dir, NULL);
-  if (!st->dir) return store_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  if (!st->dir) return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
   st->dirfd = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (st->dirfd < 0) return store_fail(st, -errno, "%s: %s", st->dir, strerror(errno));
+  if (st->dirfd < 0) return cairn_fail(st, -errno, "%s: %s", st->dir, strerror(errno));
   store_private_files(st);
   static const char *const subdirs[] = {"blobs", "pins", "pins/image", "pins/layer", "tmp"};
   for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++)
     if (mkdirat(st->dirfd, subdirs[i], 0700) < 0 && errno != EEXIST)
-      return store_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i], strerror(errno));
+      return cairn_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i], strerror(errno));
   st->blobs_fd = openat(st->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (st->blobs_fd < 0) return store_fail(st, -errno, "%s/blobs: %s", st->dir, strerror(errno));
+  if (st->blobs_fd < 0) return cairn_fail(st, -errno, "%s/blobs: %s", st->dir, strerror(errno));
   return 0;
 }
 

@@ -27,7 +27,7 @@ int cn_held_add(cairn_store *st, struct held_set *h, enum cairn_pin_kind kind, c
   struct held *v = cn_array_grow(h->v, h->n, &h->cap, sizeof(*v));
   if (!v) {
     cn_pin_unlock(fd);
-    return store_fail(st, -ENOMEM, "out of memory locking what goes");
+    return cairn_fail(st, -ENOMEM, "out of memory locking what goes");
   }
   h->v = v;
   h->v[h->n] = (struct held){.kind = kind, .fd = fd};
@@ -72,7 +72,7 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
     struct layer_size *more = cn_array_grow(v, n, &cap, sizeof(*v));
     if (!more) {
       free(v);
-      return store_fail(st, -ENOMEM, "out of memory listing unused layers");
+      return cairn_fail(st, -ENOMEM, "out of memory listing unused layers");
     }
     v = more;
     snprintf(v[n].id, sizeof(v[n].id), "%s", (const char *)sqlite3_column_text(q, 0));

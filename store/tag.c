@@ -29,7 +29,7 @@ static int name_insert(cairn_store *st, const char *norm, const char *image_id) 
     return r;
   }
   if (rc != SQLITE_DONE) {
-    r = rc == SQLITE_CONSTRAINT ? store_fail(st, -ENOENT, "no such image")
+    r = rc == SQLITE_CONSTRAINT ? cairn_fail(st, -ENOENT, "no such image")
         : rc == SQLITE_FULL     ? cn_store_fail_nospace(st)
                                 : cn_store_fail_db(st, "image name");
     cn_db_rollback(st);
@@ -43,7 +43,7 @@ int cairn_tag(cairn_store *st, const char *ref, const char *name, cairn_id image
   store_errclear(st);
   char norm[512];
   if (cairn_name_normalize(name, norm, sizeof(norm)) < 0)
-    return store_fail(st, -EINVAL, "%s: not a valid NAME[:TAG]", name);
+    return cairn_fail(st, -EINVAL, "%s: not a valid NAME[:TAG]", name);
   int r = cairn_image_resolve(st, ref, image_id_out);
   if (r < 0) return r;
   int lock = cn_refs_begin(st);

@@ -406,14 +406,14 @@ void cn_tarsplit_feed(cn_tarsplit *ts, const void *buf, size_t len) {
 
 int cn_tarsplit_new(cairn_store *st, cn_tarsplit **out) {
   cn_tarsplit *ts = calloc(1, sizeof(*ts));
-  if (!ts) return store_fail(st, -ENOMEM, "out of memory recording the tar");
+  if (!ts) return cairn_fail(st, -ENOMEM, "out of memory recording the tar");
   ts->st = st;
   ts->pax_size = -1;
   ts->xxh = XXH3_createState();
   if (!ts->xxh || deflateInit(&ts->z, 6) != Z_OK) {
     XXH3_freeState(ts->xxh);
     free(ts);
-    return store_fail(st, -ENOMEM, "out of memory recording the tar");
+    return cairn_fail(st, -ENOMEM, "out of memory recording the tar");
   }
   ts->z_ok = true;
   ts_deflate(ts, TS_MAGIC, TS_MAGIC_LEN, Z_NO_FLUSH);
@@ -597,7 +597,7 @@ int cn_tarsplit_finish(cn_tarsplit *ts, void **data, size_t *len) {
     if (r < 0) return r;
     while ((r = sqlite3_step(q)) == SQLITE_ROW)
       if (cn_strv_push(&names, (const char *)sqlite3_column_text(q, 0)) < 0)
-        return store_fail(st, -ENOMEM, "out of memory recording the tar");
+        return cairn_fail(st, -ENOMEM, "out of memory recording the tar");
     if (r != SQLITE_DONE) return cn_store_fail_db(st, "staging");
   }
   /* The stream ended inside a content span (a header after the end
@@ -624,7 +624,7 @@ int cn_tarsplit_finish(cn_tarsplit *ts, void **data, size_t *len) {
     ts_deflate(ts, NULL, 0, Z_FINISH);
   }
   if (ts->err)
-    return store_fail(st, ts->err, "recording the tar: %s",
+    return cairn_fail(st, ts->err, "recording the tar: %s",
                       ts->err == -ENOMEM ? "out of memory" : "cannot compress");
   *data = ts->out;
   *len = ts->out_len;
@@ -647,13 +647,13 @@ int cn_tarsplit_write(cairn_store *st, const void *data, size_t len, cairn_write
   unsigned char magic[TS_MAGIC_LEN];
   if (r == 0 &&
       (reader_exact(rd, magic, sizeof(magic)) < 0 || memcmp(magic, TS_MAGIC, TS_MAGIC_LEN)))
-    r = store_fail(st, -EBADMSG, "tar record: not a record");
+    r = cairn_fail(st, -EBADMSG, "tar record: not a record");
   while (r == 0) {
     char op;
     uint64_t n;
     unsigned char digest[16];
     if (reader_op(rd, &op, &n, digest) < 0) {
-      r = store_fail(st, -EBADMSG, "tar record: corrupt");
+      r = cairn_fail(st, -EBADMSG, "tar record: corrupt");
       break;
     }
     if (op == 'E') break;
@@ -662,7 +662,7 @@ int cn_tarsplit_write(cairn_store *st, const void *data, size_t len, cairn_write
         const unsigned char *p;
         ssize_t k = reader_peek(rd, &p, n > SIZE_MAX ? SIZE_MAX : (size_t)n);
         if (k <= 0) {
-          r = store_fail(st, -EBADMSG, "tar record: corrupt");
+          r = cairn_fail(st, -EBADMSG, "tar record: corrupt");
           break;
         }
         EVP_DigestUpdate(sha, p, (size_t)k);
@@ -676,14 +676,14 @@ int cn_tarsplit_write(cairn_store *st, const void *data, size_t len, cairn_write
     cn_hex_encode(digest, 16, hex);
     cairn_autoclose int fd = cairn_blob_open(st, hex);
     if (fd < 0) {
-      r = store_fail(st, -EBADMSG, "tar record: blob %s: %s", hex, strerror(-fd));
+      r = cairn_fail(st, -EBADMSG, "tar record: blob %s: %s", hex, strerror(-fd));
       break;
     }
     uint64_t left = n;
     while (left > 0 && r == 0) {
       ssize_t k = read(fd, buf, left < 128 * 1024 ? (size_t)left : 128 * 1024);
       if (k <= 0) {
-        r = store_fail(st, k < 0 ? -EIO : -EBADMSG, "tar record: blob %s: %s", hex,
+        r = cairn_fail(st, k < 0 ? -EIO : -EBADMSG, "tar record: blob %s: %s", hex,
                        k < 0 ? strerror(errno) : "shorter than recorded");
         break;
       }
@@ -693,15 +693,15 @@ int cn_tarsplit_write(cairn_store *st, const void *data, size_t len, cairn_write
       total += (uint64_t)k;
     }
     if (r == 0 && read(fd, buf, 1) != 0)
-      r = store_fail(st, -EBADMSG, "tar record: blob %s: longer than recorded", hex);
+      r = cairn_fail(st, -EBADMSG, "tar record: blob %s: longer than recorded", hex);
   }
   if (r == 0) {
     unsigned char d[32];
     EVP_DigestFinal_ex(sha, d, NULL);
-    sha256_hex(d, sha256_out);
+    cn_sha256_hex(d, sha256_out);
     *size_out = total;
   } else if (r == -ENOMEM && !st->err[0]) {
-    store_fail(st, r, "out of memory reading a tar record");
+    cairn_fail(st, r, "out of memory reading a tar record");
   }
   if (z) inflateEnd(&rd->z);
   free(rd);

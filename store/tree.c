@@ -399,7 +399,7 @@ static int apply_whiteout(merge_builder *b, const struct lentry *l) {
     return r;
   }
   if (wh.name_len < 4 || strncmp(wh.name, ".wh.", 4) != 0)
-    return store_fail(b->st, -EBADMSG, "whiteout %s does not start with .wh.", l->path);
+    return cairn_fail(b->st, -EBADMSG, "whiteout %s does not start with .wh.", l->path);
   struct bdentry *d = dentry_find(b, wh.dir, wh.name + 4, wh.name_len - 4, NULL);
   if (d) dentry_remove(b, d);
   return 0;
@@ -421,7 +421,7 @@ static int place(merge_builder *b, const char *path, uint32_t inode) {
 static int apply_entry(merge_builder *b, const struct lentry *l) {
   if (l->path[0] == '\0') { /* the layer's root */
     if (l->type != CAIRN_DIR)
-      return store_fail(b->st, -EBADMSG, "the layer root is not a directory");
+      return cairn_fail(b->st, -EBADMSG, "the layer root is not a directory");
     b->inodes[b->root].attr = l->attr;
     return 0;
   }
@@ -467,10 +467,10 @@ static int hardlink_target(merge_builder *b, const struct layer_entries *le, con
     const struct lentry *t = layer_find(le, *target);
     if (!t || t->type != CAIRN_HARDLINK) return 0;
     if (steps == le->n)
-      return store_fail(b->st, -EBADMSG, "hardlink %s: its targets form a cycle", l->path);
+      return cairn_fail(b->st, -EBADMSG, "hardlink %s: its targets form a cycle", l->path);
     *target = t->attr.target;
   }
-  return store_fail(b->st, -EBADMSG, "hardlink %s has no target", l->path);
+  return cairn_fail(b->st, -EBADMSG, "hardlink %s has no target", l->path);
 }
 
 static int apply_hardlink(merge_builder *b, const struct layer_entries *le,
@@ -481,7 +481,7 @@ static int apply_hardlink(merge_builder *b, const struct layer_entries *le,
   struct found f;
   if ((r = path_lookup(b, target, strlen(target), false, &f)) < 0) return r;
   if (!f.d || is_dir(b, f.d->inode))
-    return store_fail(b->st, -EBADMSG, "hardlink %s points at %s, which is not a file", l->path,
+    return cairn_fail(b->st, -EBADMSG, "hardlink %s points at %s, which is not a file", l->path,
                       l->attr.target);
   return place(b, l->path, f.d->inode);
 }
@@ -499,8 +499,8 @@ int cn_merge_builder_add_layer(merge_builder *b, merge_source_fn source, void *s
   for (size_t i = 0; r == 0 && i < le.n; i++)
     if (le.v[i].type == CAIRN_HARDLINK) r = apply_hardlink(b, &le, &le.v[i]);
   free(le.v);
-  if (r == -ENOMEM) r = store_fail(b->st, r, "out of memory building the merged tree");
-  if (r == -EOVERFLOW) r = store_fail(b->st, r, "too many files for one merged tree");
+  if (r == -ENOMEM) r = cairn_fail(b->st, r, "out of memory building the merged tree");
+  if (r == -EOVERFLOW) r = cairn_fail(b->st, r, "too many files for one merged tree");
   return r;
 }
 
@@ -678,12 +678,12 @@ out:
 
 int cn_merge_builder_new(cairn_store *st, merge_builder **out) {
   merge_builder *b = calloc(1, sizeof(*b));
-  if (!b) return store_fail(st, -ENOMEM, "out of memory building the merged tree");
+  if (!b) return cairn_fail(st, -ENOMEM, "out of memory building the merged tree");
   b->st = st;
   int r = synth_dir(b, &b->root);
   if (r < 0) {
     cn_merge_builder_free(b);
-    return store_fail(st, r, "out of memory building the merged tree");
+    return cairn_fail(st, r, "out of memory building the merged tree");
   }
   *out = b;
   return 0;
@@ -701,8 +701,8 @@ void cn_merge_builder_free(merge_builder *b) {
 int cn_merge_builder_finish(merge_builder *b, cairn_tree **out) {
   *out = NULL;
   int r = freeze(b, out);
-  if (r == -ENOMEM) r = store_fail(b->st, r, "out of memory building the merged tree");
-  if (r == -EOVERFLOW) r = store_fail(b->st, r, "too many files for one merged tree");
+  if (r == -ENOMEM) r = cairn_fail(b->st, r, "out of memory building the merged tree");
+  if (r == -EOVERFLOW) r = cairn_fail(b->st, r, "too many files for one merged tree");
   cn_merge_builder_free(b);
   return r;
 }

@@ -29,7 +29,7 @@ void cn_hex_encode(const unsigned char *bytes, size_t n, char *out) {
   out[2 * n] = '\0';
 }
 
-void cairn_sha256_hex(const unsigned char digest[32], cairn_id out) {
+void cn_sha256_hex(const unsigned char digest[32], cairn_id out) {
   cn_hex_encode(digest, 32, out);
 }
 
@@ -46,7 +46,7 @@ char *cn_xasprintf(const char *fmt, ...) {
   return n < 0 ? NULL : s;
 }
 
-void cairn_strv_free(char **v, size_t n) {
+void cn_strv_free(char **v, size_t n) {
   if (!v) return;
   for (size_t i = 0; i < n; i++) free(v[i]);
   free(v);
@@ -95,12 +95,12 @@ int cn_strv_push(struct strv *sv, const char *s) {
 }
 
 void cn_strv_clear(struct strv *sv) {
-  cairn_strv_free(sv->v, sv->n);
+  cn_strv_free(sv->v, sv->n);
   *sv = (struct strv){0};
 }
 
 void cairn_report_free(cairn_report *r) {
-  cairn_strv_free(r->lines, r->n_lines);
+  cn_strv_free(r->lines, r->n_lines);
   r->lines = NULL;
   r->n_lines = 0;
 }

@@ -88,7 +88,7 @@ static int inspect_run(struct cli *c, int argc, char **argv) {
     return report_fail(r, "%s: %s", argv[i], report_why(st, r));
   }
   r = cairn_inspect(st, id, inspected_print, &out);
-  cairn_strv_free(out.unverified, out.n_unverified);
+  cn_strv_free(out.unverified, out.n_unverified);
   json_decref(out.pins);
   return r < 0 ? report_fail(r, "%s: %s", argv[i], report_why(st, r)) : out.code;
 }

@@ -185,7 +185,7 @@ static int load(docker_archive *da, cairn_store *st) {
     r = cairn_fail(st, -ENOMEM, "out of memory");
     goto done;
   }
-  char cdigest[PULL_DIGEST_LEN + 1];
+  char cdigest[CAIRN_DIGEST_LEN + 1];
   cn_pull_sha256(cbody, clen, cdigest);
   out = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:[]}", "schemaVersion", 2, "mediaType",
                   "application/vnd.oci.image.manifest.v1+json", "config", "mediaType",

@@ -17,11 +17,11 @@
  * whole link).
  * Each file is verified as a single fetch verifies it (cn_lazy_unpack:
  * every chunk against its digest, the whole against its sha256) before
- * cairn_lazy_file_store stores it, which hashes it once more; each is
+ * cn_lazy_file_store stores it, which hashes it once more; each is
  * committed alone, so a fill killed at any point resumes.
  *
  * One fetch of a file across processes: a batch takes each file's lock
- * (cairn_lazy_lock) without waiting before it asks for it, and leaves out
+ * (cn_lazy_lock) without waiting before it asks for it, and leaves out
  * a file stored meanwhile; a file whose lock another holds (a mount's
  * first read, another fill) is taken up at the end by cairn_lazy_fetch,
  * which waits for the lock and finds it stored. A batch whose request
@@ -218,7 +218,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
     for (size_t i = first; i < last; i++) {
       cn_fill_item *it = &c->items[i];
       if (it->lock < 0) continue;
-      cairn_lazy_unlock(wst, it->sha256, it->lock);
+      cn_lazy_unlock(wst, it->sha256, it->lock);
       it->lock = -1;
     }
     goto out_sink;
@@ -233,9 +233,9 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
       int fd = cn_lazy_open_temp(wst);
       int q = fd < 0 ? fd : cn_lazy_unpack(e, rg[k].data, rg[k].lo, fd, wst);
       if (q == 0) cairn_test_point(wst, "lazy: verified, not stored");
-      if (q == 0) q = cairn_lazy_file_store(wst, it->sha256, fd, e->size, blob);
+      if (q == 0) q = cn_lazy_file_store(wst, it->sha256, fd, e->size, blob);
       if (fd >= 0) close(fd);
-      cairn_lazy_unlock(wst, it->sha256, it->lock);
+      cn_lazy_unlock(wst, it->sha256, it->lock);
       it->lock = -1;
       if (q < 0)
         item_failed(c, it, q, cairn_errmsg(wst));
@@ -256,7 +256,7 @@ static void run_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst) 
   for (size_t i = first; i < last; i++) {
     cn_fill_item *it = &c->items[i];
     it->lock = -1;
-    int lk = cairn_lazy_lock(wst, it->sha256, false);
+    int lk = cn_lazy_lock(wst, it->sha256, false);
     if (lk == -EWOULDBLOCK) {
       it->state = ITEM_LATER; /* read by a mount or filled by another fill now */
       continue;
@@ -269,11 +269,11 @@ static void run_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst) 
     char blob[48];
     int k = cn_lazy_file_named(wst, it->sha256, blob, &f);
     if (k == 0) {
-      cairn_lazy_file_clear(&f);
+      cn_lazy_file_clear(&f);
       it->lock = lk;
       continue;
     }
-    cairn_lazy_unlock(wst, it->sha256, lk);
+    cn_lazy_unlock(wst, it->sha256, lk);
     if (k < 0)
       item_failed(c, it, k, cairn_errmsg(wst));
     else
@@ -348,7 +348,7 @@ static int plan(fill_ctx *c, char **todo, size_t n) {
   if (!c->items || !c->later) return cairn_fail(c->st, -ENOMEM, "out of memory");
   for (size_t i = 0; i < n; i++) {
     cairn_lazy_file f;
-    int p = cairn_lazy_file_find(c->st, todo[i], &f);
+    int p = cn_lazy_file_find(c->st, todo[i], &f);
     if (p < 0) return p;
     if (p == 0) {
       c->later[c->n_later++] = todo[i];
@@ -357,7 +357,7 @@ static int plan(fill_ctx *c, char **todo, size_t n) {
     char *path = strdup(f.path);
     uint64_t size = f.size;
     ssize_t l = path ? layer_of(c, &f) : -ENOMEM;
-    cairn_lazy_file_clear(&f);
+    cn_lazy_file_clear(&f);
     const cn_toc_entry *e = NULL;
     if (l >= 0) e = cn_toc_find(&c->layers[l].lt.toc, path);
     free(path);
@@ -429,7 +429,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   if (r == 0 && o.pinned) o.pinned(o.arg);
   char **todo = NULL;
   size_t n = 0;
-  if (r == 0) r = cairn_lazy_pending_list(st, image_id, &todo, &n);
+  if (r == 0) r = cn_lazy_pending_list(st, image_id, &todo, &n);
   fill_ctx c = {.st = st,
                 .o = &o,
                 .total = n,
@@ -451,17 +451,17 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   for (size_t k = 0; k < c.n_layers; k++) {
     if (c.layers[k].src) c.layers[k].src->ops->free(c.layers[k].src);
     cn_lazy_toc_free(&c.layers[k].lt);
-    cairn_lazy_file_clear(&c.layers[k].f);
+    cn_lazy_file_clear(&c.layers[k].f);
   }
   cn_lazy_kept_free(&c.sources);
   free(c.layers);
   free(c.items);
   free(c.later);
   free(c.batch_first);
-  cairn_strv_free(todo, n);
+  cn_strv_free(todo, n);
   /* every file here: each layer's exact tar recorded (partial.c) */
-  if (r == 0 && !c.failed) r = cairn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);
-  if (r == 0 && n == 0) r = cairn_lazy_tidy(st); /* a crashed fill's TOCs */
+  if (r == 0 && !c.failed) r = cn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);
+  if (r == 0 && n == 0) r = cn_lazy_tidy(st); /* a crashed fill's TOCs */
   cairn_pinset_release(st, ps);
   if (r < 0) return r;
   if (c.failed)
@@ -478,8 +478,8 @@ int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const cha
   char **unf = NULL;
   size_t n_unf = 0;
   int r = cairn_image_pending(st, image_id, &files, &bytes);
-  if (r == 0) r = cairn_lazy_unfinished(st, image_id, &unf, &n_unf);
-  cairn_strv_free(unf, n_unf);
+  if (r == 0) r = cn_lazy_unfinished(st, image_id, &unf, &n_unf);
+  cn_strv_free(unf, n_unf);
   if (r < 0 || (files == 0 && n_unf == 0)) return r;
   char size[32];
   cairn_human_size(bytes, size, sizeof size);
@@ -497,5 +497,5 @@ int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const cha
   cairn_fill_opts fo = {.log = log, .arg = arg};
   cairn_id got;
   r = cairn_fill(st, image_id, &fo, got);
-  return r < 0 ? cairn_fail_context(st, r, "filling %.12s first", image_id) : 0;
+  return r < 0 ? cn_fail_context(st, r, "filling %.12s first", image_id) : 0;
 }

@@ -103,7 +103,7 @@ static int fetch_range(pull_source *src, const pull_desc *d, uint64_t off, uint6
 
 typedef struct lazy_where {
   cn_toc_zstd_pos pos;                /* zstd:chunked */
-  char digest[CN_TOC_DIGEST_LEN + 1]; /* eStargz: of the TOC JSON */
+  char digest[CAIRN_DIGEST_LEN + 1]; /* eStargz: of the TOC JSON */
 } lazy_where;
 
 typedef struct lazy_format {
@@ -360,7 +360,7 @@ static int store_self(cairn_store *st, const cn_lazy_toc *lt, char blob[48]) {
   int fd = cn_lazy_open_temp(st);
   if (fd < 0) return fd;
   int r = write_at(fd, lt->self.json, lt->self.json_len, 0, st);
-  if (r == 0) r = cairn_lazy_file_store(st, lt->toc.toc_digest, fd, lt->self.json_len, blob);
+  if (r == 0) r = cn_lazy_file_store(st, lt->toc.toc_digest, fd, lt->self.json_len, blob);
   close(fd);
   return r;
 }
@@ -388,12 +388,12 @@ int cn_lazy_layer(pull_source *src, const pull_desc *d, const char *diff_id, siz
                           .size = d->size,
                           .annotations = ann ? ann : "{}",
                           .toc_digest = lt.raw_digest};
-  if ((r = cairn_layer_record_partial(st, diff_id, v, n, &ls, lt.raw, lt.raw_len, pending)) != 0)
+  if ((r = cn_layer_record_partial(st, diff_id, v, n, &ls, lt.raw, lt.raw_len, pending)) != 0)
     goto out; /* 2: stored unproven from another blob meanwhile */
   if (*pending > 0 && lt.self.json_len > 0) {
     cairn_lazy_file f;
-    int p = cairn_lazy_file_find(st, lt.toc.toc_digest, &f);
-    if (p > 0) cairn_lazy_file_clear(&f);
+    int p = cn_lazy_file_find(st, lt.toc.toc_digest, &f);
+    if (p > 0) cn_lazy_file_clear(&f);
     char blob[48];
     if (p > 0 && (r = store_self(st, &lt, blob)) == 0) (*pending)--;
     if (p < 0) r = p;
@@ -422,7 +422,7 @@ int cn_lazy_kept_toc(cairn_store *st, const cairn_lazy_file *f, cn_lazy_toc *lt)
   if (r < 0) return r;
   void *buf = NULL;
   size_t len = 0;
-  if ((r = cairn_lazy_toc_read(st, f->digest, &buf, &len)) < 0) return r;
+  if ((r = cn_lazy_toc_read(st, f->digest, &buf, &len)) < 0) return r;
   lt->raw = buf;
   lt->raw_len = len;
   cn_toc_sha256(buf, len, lt->raw_digest);
@@ -562,12 +562,12 @@ static int unpack_take(const unsigned char *p, size_t n, void *arg) {
   return r;
 }
 
-static void md_hex(EVP_MD_CTX *md, char out[CN_TOC_DIGEST_LEN + 1]) {
+static void md_hex(EVP_MD_CTX *md, char out[CAIRN_DIGEST_LEN + 1]) {
   unsigned char dg[32];
   EVP_DigestFinal_ex(md, dg, NULL);
   cairn_id hex;
-  cairn_sha256_hex(dg, hex);
-  snprintf(out, CN_TOC_DIGEST_LEN + 1, "sha256:%s", hex);
+  cn_sha256_hex(dg, hex);
+  snprintf(out, CAIRN_DIGEST_LEN + 1, "sha256:%s", hex);
 }
 
 int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
@@ -584,13 +584,13 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
     EVP_DigestInit_ex(o.piece, EVP_sha256(), NULL);
     r = chunk_unpack(buf + (ch->off - lo), (size_t)ch->csize, ch->inner, ch->usize, unpack_take, &o,
                      e->path, st);
-    char got[CN_TOC_DIGEST_LEN + 1];
+    char got[CAIRN_DIGEST_LEN + 1];
     md_hex(o.piece, got);
     if (r == 0 && ch->digest[0] && strcmp(got, ch->digest) != 0)
       r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);
   }
   if (r == 0) {
-    char got[CN_TOC_DIGEST_LEN + 1];
+    char got[CAIRN_DIGEST_LEN + 1];
     md_hex(o.whole, got);
     if (o.at != e->size || strcmp(got, e->digest) != 0)
       r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);
@@ -736,7 +736,7 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
     if (e->chunks[k].off + e->chunks[k].csize > hi) hi = e->chunks[k].off + e->chunks[k].csize;
   }
   if ((r = fetch_range(src, &d, lo, hi - lo, &buf, NULL, st)) < 0) {
-    cairn_fail_context(st, r, "fetching \"%s\" of layer %s", f->path, f->layer_id);
+    cn_fail_context(st, r, "fetching \"%s\" of layer %s", f->path, f->layer_id);
     goto out;
   }
   fetched = true;
@@ -747,7 +747,7 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
   }
   if ((r = cn_lazy_unpack(e, buf, lo, fd, st)) < 0) goto out;
   cairn_test_point(st, "lazy: verified, not stored");
-  r = cairn_lazy_file_store(st, sha256, fd, e->size, blob);
+  r = cn_lazy_file_store(st, sha256, fd, e->size, blob);
 out:
   if (fd >= 0) close(fd);
   free(buf);
@@ -775,14 +775,14 @@ int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sh
 
 int cn_lazy_file_named(cairn_store *st, const char *full, char blob[48], cairn_lazy_file *f) {
   uint64_t size = 0;
-  int r = cairn_blob_by_sha256(st, full, blob, 48, &size);
+  int r = cn_blob_find_sha256(st, full, blob, 48, &size);
   if (r < 0) return r;
-  int p = cairn_lazy_file_find(st, full, f);
+  int p = cn_lazy_file_find(st, full, f);
   if (p < 0) return p;
   if (r > 0 && (p == 0 || size == f->size)) {
     /* stored already (another layer's, or fetched meanwhile): named */
-    if (p > 0) r = cairn_lazy_file_store(st, full, -1, f->size, blob);
-    if (p > 0) cairn_lazy_file_clear(f);
+    if (p > 0) r = cn_lazy_file_store(st, full, -1, f->size, blob);
+    if (p > 0) cn_lazy_file_clear(f);
     return r < 0 ? r : 1;
   }
   if (p == 0) return cairn_fail(st, -ENOENT, "%s: no such file pending", full);
@@ -795,15 +795,15 @@ int cn_lazy_fetch_from(cairn_store *st, const char *sha256, const cn_lazy_toc_so
   char full[80];
   snprintf(full, sizeof full, "%s%s", strncmp(sha256, "sha256:", 7) == 0 ? "" : "sha256:", sha256);
   if (!cn_toc_digest_valid(full)) return cairn_fail(st, -EINVAL, "%s: not a sha256", sha256);
-  int lock = cairn_lazy_lock(st, full, true); /* one fetch of it across processes */
+  int lock = cn_lazy_lock(st, full, true); /* one fetch of it across processes */
   if (lock < 0) return lock;
   cairn_lazy_file f;
   int r = cn_lazy_file_named(st, full, blob, &f);
   if (r == 0) {
     r = cn_lazy_fetch_file(st, &f, full, ts, blob);
-    cairn_lazy_file_clear(&f);
+    cn_lazy_file_clear(&f);
   }
-  cairn_lazy_unlock(st, full, lock);
+  cn_lazy_unlock(st, full, lock);
   return r < 0 ? r : 0;
 }
 
@@ -857,7 +857,7 @@ static int check_pending(const cairn_lazy_file *f, const char *sha256, void *arg
 
 int cairn_lazy_fsck(cairn_store *st, cairn_report *r) {
   struct lazy_check c = {.st = st, .r = r};
-  int rc = cairn_lazy_pending_foreach(st, check_pending, &c);
+  int rc = cn_lazy_pending_foreach(st, check_pending, &c);
   cn_lazy_toc_free(&c.toc);
   return rc;
 }

@@ -41,7 +41,7 @@ int cn_chunked_new(enum cn_chunked_format fmt, cn_chunked_out_fn out, void *arg,
  * (a sparse file, a tape volume), -EBADMSG for a tar that is not one;
  * cn_chunked_error says what. */
 int cn_chunked_write(cn_chunked_writer *w, const void *buf, size_t len);
-/* The image's access list (cairn_access_list_read: paths in the order of
+/* The image's access list (cn_access_list_read: paths in the order of
  * their first reads): each regular file of the layer it names gets its
  * rank (1: read first) in its TOC entry, CN_TOC_PREFETCH (libcairn_toc.h), which
  * cairn's lazy pull fetches first and other readers ignore. Before finish. */

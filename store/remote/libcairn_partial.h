@@ -96,7 +96,7 @@ void cn_partial_spec(const cn_partial_plan *plan, size_t first, size_t *last,
 /* The partial pull of layer d from src into fd. Each fetched chunk of a
  * missing file is checked against its TOC digest as its request arrives;
  * the whole against the diff_id by the ingest (the rebuilt zstd stream,
- * for cairn_layer_ingest): 0 when done (*fetched, *stored_files say what it
+ * for cn_layer_ingest): 0 when done (*fetched, *stored_files say what it
  * cost and saved), 1 when the layer is not zstd:chunked, the source cannot
  * range-request, or the store holds none of its files (pull it in full),
  * a negative errno when it failed (fd is then to be truncated and the

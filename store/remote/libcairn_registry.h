@@ -45,7 +45,7 @@ typedef struct registry {
 typedef struct http_reply {
   long status;
   char content_type[256];
-  char content_digest[PULL_DIGEST_LEN + 1];
+  char content_digest[CAIRN_DIGEST_LEN + 1];
   char www_auth[1024];
   long retry_after; /* seconds, -1 if absent */
   char error[256];  /* the body of a non-2xx reply (start of it) */

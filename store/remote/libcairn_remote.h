@@ -23,7 +23,6 @@
 
 #include "cairn.h"
 
-#define PULL_DIGEST_LEN (7 + CAIRN_ID_LEN) /* "sha256:" + hex */
 #define PULL_MANIFEST_MAX (4u << 20)       /* manifests, indexes, configs */
 
 /* Errors: every function that can fail returns 0 or a negative errno and
@@ -35,7 +34,7 @@
 /* A content descriptor (OCI image-spec); only sha256 digests are used. */
 typedef struct pull_desc {
   char *media_type;
-  char digest[PULL_DIGEST_LEN + 1];
+  char digest[CAIRN_DIGEST_LEN + 1];
   uint64_t size;
   json_t *annotations; /* the descriptor's "annotations" object (a
                           reference), NULL when it has none */
@@ -49,7 +48,7 @@ int cn_pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st);
 void cn_pull_desc_clear(pull_desc *d);
 
 /* sha256 of a buffer as "sha256:hex". */
-void cn_pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]);
+void cn_pull_sha256(const void *buf, size_t len, char out[CAIRN_DIGEST_LEN + 1]);
 
 /* A writer that hashes what it writes, refuses to go past the descriptor's
  * size, and at the end checks size and digest. Bytes written so far are

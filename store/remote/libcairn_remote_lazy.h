@@ -18,7 +18,7 @@ typedef struct cn_lazy_toc {
    * the blob from the TOC's gzip member to its end (the footer included) */
   unsigned char *raw;
   size_t raw_len;
-  char raw_digest[CN_TOC_DIGEST_LEN + 1]; /* their sha256: the source row's */
+  char raw_digest[CAIRN_DIGEST_LEN + 1]; /* their sha256: the source row's */
   /* eStargz: the TOC's own tar entry (stargz.index.json, json_len > 0),
    * which the tar holds and the TOC does not list */
   cn_toc_estargz_self self;
@@ -89,7 +89,7 @@ void cn_lazy_kept_done(void *src_arg, pull_source *src, int r);
 void cn_lazy_kept_free(cn_lazy_sources *s);
 
 /* Fetches f (of content sha256) from its layer's registry and stores it
- * (cairn_lazy_file_store); blob gets its name. Its layer's TOC from ts, or
+ * (cn_lazy_file_store); blob gets its name. Its layer's TOC from ts, or
  * (ts NULL) read and checked for this fetch alone (cn_lazy_kept_toc). */
 int cn_lazy_fetch_file(cairn_store *st, const cairn_lazy_file *f, const char *sha256,
                        const cn_lazy_toc_source *ts, char blob[48]);
@@ -110,9 +110,9 @@ int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo,
 /* An anonymous file in STORE/tmp for a fetched file's content. */
 int cn_lazy_open_temp(cairn_store *st);
 
-/* Under the lock of content full ("sha256:HEX", cairn_lazy_lock): 1 (blob
+/* Under the lock of content full ("sha256:HEX", cn_lazy_lock): 1 (blob
  * set) when the store holds it already (then named in its pending
- * entries), 0 when it is to fetch (*f set: cairn_lazy_file_clear), -ENOENT
+ * entries), 0 when it is to fetch (*f set: cn_lazy_file_clear), -ENOENT
  * when it is neither stored nor pending, another negative errno. */
 int cn_lazy_file_named(cairn_store *st, const char *full, char blob[48], cairn_lazy_file *f);
 

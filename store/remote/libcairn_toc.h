@@ -31,7 +31,6 @@
 
 #include "cairn.h"
 
-#define CN_TOC_DIGEST_LEN (7 + 64)          /* "sha256:" + hex */
 #define CN_TOC_JSON_MAX (64u << 20)         /* an uncompressed TOC */
 #define CN_TOC_ENTRIES_MAX (1u << 20)       /* entries of one TOC */
 #define CN_TOC_CHUNKS_MAX (1u << 20)        /* chunks of one file */
@@ -78,7 +77,7 @@ typedef struct cn_toc_chunk {
   uint64_t off, csize;
   uint64_t inner;
   uint64_t uoff, usize;
-  char digest[CN_TOC_DIGEST_LEN + 1];
+  char digest[CAIRN_DIGEST_LEN + 1];
 } cn_toc_chunk;
 
 typedef struct cn_toc_xattr {
@@ -102,7 +101,7 @@ typedef struct cn_toc_entry {
   int64_t mtime_sec; /* 0 when the TOC gives none */
   uint32_t mtime_nsec;
   uint64_t size;                      /* regular files: the content's length */
-  char digest[CN_TOC_DIGEST_LEN + 1]; /* regular files of size > 0: the
+  char digest[CAIRN_DIGEST_LEN + 1]; /* regular files of size > 0: the
                                           content's sha256 (always present) */
   cn_toc_xattr *xattrs;
   size_t n_xattrs;
@@ -127,7 +126,7 @@ typedef struct cn_toc {
   uint64_t toc_off, toc_len; /* the compressed TOC's bytes in the blob */
   /* eStargz: sha256 of the TOC JSON; zstd:chunked: of the compressed TOC
    * (what the manifest's annotation names) */
-  char toc_digest[CN_TOC_DIGEST_LEN + 1];
+  char toc_digest[CAIRN_DIGEST_LEN + 1];
   /* The end of the file data: every chunk lies in [0, data_end). */
   uint64_t data_end;
   cn_toc_entry *entries; /* in the TOC's order, duplicates removed */
@@ -142,7 +141,7 @@ typedef struct cn_toc {
   /* zstd:chunked: the tar-split part (the tar's headers and padding,
    * for a byte-exact tar), when the layer has one: tarsplit_len > 0. */
   uint64_t tarsplit_off, tarsplit_len, tarsplit_ulen;
-  char tarsplit_digest[CN_TOC_DIGEST_LEN + 1];
+  char tarsplit_digest[CAIRN_DIGEST_LEN + 1];
   size_t *sorted; /* entry indexes by path (cn_toc_find) */
 } cn_toc;
 
@@ -198,9 +197,9 @@ void cn_toc_estargz_self_free(cn_toc_estargz_self *self);
 
 typedef struct cn_toc_zstd_pos {
   uint64_t off, len, ulen;
-  char digest[CN_TOC_DIGEST_LEN + 1]; /* of the len bytes; "" if unknown */
+  char digest[CAIRN_DIGEST_LEN + 1]; /* of the len bytes; "" if unknown */
   uint64_t ts_off, ts_len, ts_ulen;   /* the tar-split part; ts_len 0: none */
-  char ts_digest[CN_TOC_DIGEST_LEN + 1];
+  char ts_digest[CAIRN_DIGEST_LEN + 1];
 } cn_toc_zstd_pos;
 
 /* From the annotation values (either name prefix: "io.github.containers."
@@ -241,7 +240,7 @@ int cn_toc_zstd_tarsplit(const void *buf, size_t len, const cn_toc_zstd_pos *pos
 int cn_toc_decompress(const void *buf, size_t len, size_t max, unsigned char **out, size_t *out_len,
                       const char *what, cairn_store *st);
 /* sha256 of buf as "sha256:hex". */
-void cn_toc_sha256(const void *buf, size_t len, char out[CN_TOC_DIGEST_LEN + 1]);
+void cn_toc_sha256(const void *buf, size_t len, char out[CAIRN_DIGEST_LEN + 1]);
 /* Checks "sha256:<64 lowercase hex>". */
 bool cn_toc_digest_valid(const char *s);
 

@@ -32,7 +32,7 @@
 
 #include "libcairn_registry.h"
 
-int cairn_auth_file(char *buf, size_t len) {
+int cn_auth_file(char *buf, size_t len) {
   char paths[CN_AUTH_FILES_MAX][PATH_MAX];
   cn_auth_files(paths);
   return snprintf(buf, len, "%s", paths[0]) < (int)len ? 0 : -ENAMETOOLONG;
@@ -101,7 +101,7 @@ static int auth_save(cairn_store *st, const char *path, json_t *j) {
 
 /* Asks the registry's /v2/ with creds, answering its challenge. */
 static int verify(cairn_store *st, const char *key, const char *creds, const cairn_login_opts *o) {
-  const struct cairn_config_registry *conf = cairn_config_registry(o->config, key);
+  const struct cn_config_registry *conf = cn_config_registry(o->config, key);
   cairn_pull_opts popts = {.attempts = 3, .config = o->config};
   registry rg = {.base.opts = &popts, .host = (char *)key, .endpoint = key, .creds = (char *)creds};
   rg.insecure = o->insecure || (conf && conf->insecure);
@@ -113,7 +113,7 @@ static int verify(cairn_store *st, const char *key, const char *creds, const cai
   http_reply reply;
   int r = cn_registry_load_cas(&rg, o->cert_dir, st);
   if (r == 0) r = cn_registry_get(&rg, url, "application/json", NULL, false, &reply, st);
-  if (r == -EACCES) cairn_fail_context(st, r, "%s: login refused", key);
+  if (r == -EACCES) cn_fail_context(st, r, "%s: login refused", key);
   free(rg.auth);
   free(rg.ca_pem);
   pthread_mutex_destroy(&rg.lock);
@@ -143,7 +143,7 @@ int cairn_login(cairn_store *st, const char *host, const char *user, const char 
   if ((r = verify(st, key, creds, o)) < 0) return r;
   if (o->authfile)
     snprintf(path, sizeof path, "%s", o->authfile);
-  else if ((r = cairn_auth_file(path, sizeof path)) < 0)
+  else if ((r = cn_auth_file(path, sizeof path)) < 0)
     return cairn_fail(st, r, "the auth file's path is too long");
   json_t *j;
   if ((r = auth_load(st, path, &j)) < 0) return r;
@@ -163,7 +163,7 @@ int cairn_logout(cairn_store *st, const char *host, const char *authfile) {
   if (r < 0) return r;
   if (authfile)
     snprintf(path, sizeof path, "%s", authfile);
-  else if ((r = cairn_auth_file(path, sizeof path)) < 0)
+  else if ((r = cn_auth_file(path, sizeof path)) < 0)
     return cairn_fail(st, r, "the auth file's path is too long");
   json_t *j;
   if ((r = auth_load(st, path, &j)) < 0) return r;

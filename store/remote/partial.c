@@ -347,7 +347,7 @@ static int verify_batch(const pull_ctx *c, const cn_partial_plan *plan, const ba
           continue;
         unsigned char *u = NULL;
         size_t ulen = 0;
-        char got[CN_TOC_DIGEST_LEN + 1];
+        char got[CAIRN_DIGEST_LEN + 1];
         int r = cn_toc_decompress(b->buf + b->boff[i - b->first] + (ch->off - s->off),
                                   (size_t)ch->csize, (size_t)ch->usize, &u, &ulen, e->path, st);
         if (r == 0) cn_toc_sha256(u, ulen, got);
@@ -439,7 +439,7 @@ static int io_content(const cn_partial_plan *plan, size_t i, uint64_t at, void *
     c->cur_fd = -1;
     const cn_toc_entry *e = &c->toc->entries[s->entry];
     char blob[64];
-    int h = cairn_blob_by_sha256(c->st, e->digest, blob, sizeof blob, NULL);
+    int h = cn_blob_find_sha256(c->st, e->digest, blob, sizeof blob, NULL);
     if (h <= 0)
       return cairn_fail(c->st, h < 0 ? h : -ENOENT, "the stored copy of \"%s\" is gone", e->path);
     if ((c->cur_fd = cairn_blob_open(c->st, blob)) < 0)
@@ -472,7 +472,7 @@ static int io_out(const void *buf, size_t n, void *arg) {
 
 static int have_stored(const char *sha256, void *arg) {
   char blob[64];
-  return cairn_blob_by_sha256(arg, sha256, blob, sizeof blob, NULL);
+  return cn_blob_find_sha256(arg, sha256, blob, sizeof blob, NULL);
 }
 
 /* The TOC: fetched and checked as the lazy pull does (cn_lazy_toc_fetch),
@@ -644,7 +644,7 @@ static int finish_rebuild(pull_source *src, const pull_desc *d, const cairn_lazy
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
     r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
   cairn_id got;
-  if (r == 0) r = cairn_layer_ingest(st, fd, f->layer_id, ps, got);
+  if (r == 0) r = cn_layer_ingest(st, fd, f->layer_id, ps, got);
   return r;
 }
 
@@ -663,7 +663,7 @@ static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
     r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
   cairn_id got;
-  if (r == 0 && (r = cairn_layer_ingest(st, fd, diff_id, ps, got)) == -EBADMSG) {
+  if (r == 0 && (r = cn_layer_ingest(st, fd, diff_id, ps, got)) == -EBADMSG) {
     char why[1024], *images = NULL;
     snprintf(why, sizeof why, "%s", cairn_errmsg(st));
     int k = cairn_layer_refute(st, diff_id, why, &images);
@@ -677,24 +677,24 @@ static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps
     free(images);
     return r;
   }
-  if (r == 0) r = cairn_layer_blob_keep(st, diff_id, d->digest, d->media_type, d->size, fd);
+  if (r == 0) r = cn_layer_blob_keep(st, diff_id, d->digest, d->media_type, d->size, fd);
   return r;
 }
 
-int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
+int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg) {
   cairn_fail(st, 0, "%s", "");
   cairn_lazy_file f;
-  int r = cairn_lazy_source_get(st, diff_id, &f);
+  int r = cn_lazy_source_get(st, diff_id, &f);
   if (r <= 0) return r;
   if (r == 1) {
-    cairn_lazy_file_clear(&f);
+    cn_lazy_file_clear(&f);
     return cairn_fail(st, -ENODATA, "layer %.12s: files not fetched yet (a lazy pull)", diff_id);
   }
-  int have = cairn_layer_tar_recorded(st, diff_id);
+  int have = cn_layer_tar_recorded(st, diff_id);
   if (have != 0) { /* recorded (a crash before the row went, a full pull) */
-    cairn_lazy_file_clear(&f);
-    return have < 0 ? have : cairn_lazy_layer_finished(st, diff_id);
+    cn_lazy_file_clear(&f);
+    return have < 0 ? have : cn_lazy_layer_finished(st, diff_id);
   }
   cairn_pull_opts o = {
       .insecure = f.insecure, .attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
@@ -747,33 +747,33 @@ int cairn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
         " 4.3's zstd:chunked writer drops); its diff_id holds with them, which its exact tar"
         " keeps",
         f.digest, (unsigned long long)cairn_layer_ingest_padding(st));
-  if (r == 0) r = cairn_lazy_layer_finished(st, diff_id);
-  if (r < 0) cairn_fail_context(st, r, "finishing layer %.12s", diff_id);
+  if (r == 0) r = cn_lazy_layer_finished(st, diff_id);
+  if (r < 0) cn_fail_context(st, r, "finishing layer %.12s", diff_id);
 out:
   if (fd >= 0) close(fd);
   if (ps) cairn_pinset_release(st, ps);
   free(purpose);
   if (src) src->ops->free(src);
   json_decref(d.annotations);
-  cairn_lazy_file_clear(&f);
+  cn_lazy_file_clear(&f);
   return r;
 }
 
-int cairn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
+int cn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
                             void (*log)(const char *line, void *arg), void *arg) {
   char **ids = NULL;
   size_t n = 0;
-  int r = cairn_lazy_unfinished(st, image_id, &ids, &n);
+  int r = cn_lazy_unfinished(st, image_id, &ids, &n);
   char why[1024] = "";
   int first = 0;
   for (size_t i = 0; r == 0 && i < n; i++) { /* each tried; the first failure returned */
-    int k = cairn_lazy_finish_layer(st, ids[i], whole, log, arg);
+    int k = cn_lazy_finish_layer(st, ids[i], whole, log, arg);
     if (k < 0 && !first) {
       first = k;
       snprintf(why, sizeof why, "%s", cairn_errmsg(st));
     }
   }
-  cairn_strv_free(ids, n);
+  cn_strv_free(ids, n);
   if (r == 0 && first) r = cairn_fail(st, first, "%s", why);
   return r;
 }

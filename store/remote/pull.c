@@ -84,7 +84,7 @@ static void record_error(fetch_run *run, int err, const cairn_store *wst) {
 
 static int open_temp(const char *store_dir, cairn_store *wst) {
   char path[4096]; /* STORE/tmp exists: opening the store makes it */
-  /* Anonymous, so that cairn_layer_blob_keep can link it into the store. */
+  /* Anonymous, so that cn_layer_blob_keep can link it into the store. */
   snprintf(path, sizeof path, "%s/tmp", store_dir);
   int tfd = open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0444);
   if (tfd >= 0) return tfd;
@@ -111,7 +111,7 @@ static int ingest(fetch_run *run, cairn_store *wst, size_t i, int fd) {
   /* No pin set: the main thread pinned this layer before it looked it up
    * and keeps the pin until the image is committed. */
   cairn_store_set_progress(wst, on_stored, &run->slots[i]);
-  int r = cairn_layer_ingest(wst, fd, diff_id, NULL, got);
+  int r = cn_layer_ingest(wst, fd, diff_id, NULL, got);
   cairn_store_set_progress(wst, NULL, NULL);
   uint64_t pad = r == 0 ? cairn_layer_ingest_padding(wst) : 0;
   pthread_mutex_lock(&run->lock);
@@ -147,7 +147,7 @@ static int fetch_partial(fetch_run *run, cairn_store *wst, size_t i, int fd) {
                   pr.requests, pr.files_stored, pr.files);
       return 0;
     }
-    if (r != -EBADMSG) return cairn_fail_context(wst, r, "storing layer %s", diff_id);
+    if (r != -EBADMSG) return cn_fail_context(wst, r, "storing layer %s", diff_id);
   }
   if (r < 0)
     cn_pull_log(run->src, "layer %.19s: partial pull failed (%s); pulling it in full", d->digest,
@@ -186,7 +186,7 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
       set_state(run, i, CAIRN_PULL_DONE);
       return 0;
     }
-    if (r < 0) return cairn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
+    if (r < 0) return cn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
     if (r == 2)
       cn_pull_log(run->src,
                   "layer %.19s: its diff_id %.19s is stored by a lazy pull of another blob, not"
@@ -217,16 +217,16 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   if (r == 0) {
     r = ingest(run, wst, i, fd);
     if (r == -EBADMSG)
-      cairn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
+      cn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
     else if (r < 0)
-      cairn_fail_context(wst, r, "storing layer %s", diff_id);
+      cn_fail_context(wst, r, "storing layer %s", diff_id);
   }
   /* Kept for an Additional Layer Store (cairnfs --als): the blob is what
    * the sink checked against the descriptor. (A partially pulled layer
    * has no such blob: cairnfs --als does not offer it.) */
   if (r == 0 &&
-      (r = cairn_layer_blob_keep(wst, diff_id, d->digest, d->media_type, d->size, fd)) < 0)
-    cairn_fail_context(wst, r, "keeping layer %s (blob %s)", diff_id, d->digest);
+      (r = cn_layer_blob_keep(wst, diff_id, d->digest, d->media_type, d->size, fd)) < 0)
+    cn_fail_context(wst, r, "keeping layer %s (blob %s)", diff_id, d->digest);
   if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
   return r;
 }
@@ -236,7 +236,7 @@ static void *fetch_worker(void *arg) {
   cairn_store *wst = NULL;
   int r = cairn_store_open(run->store_dir, &wst);
   if (r < 0) {
-    cairn_fail_context(wst, r, "opening the store");
+    cn_fail_context(wst, r, "opening the store");
     record_error(run, r, wst);
   }
   while (r == 0 && !atomic_load(&run->cancel)) {
@@ -393,8 +393,8 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
   /* Pin, then look: never the other way round. */
   for (size_t i = 0; i < img.n_layers; i++) {
     const char *id = img.diff_ids[i];
-    if ((r = cairn_pin_take(st, ps, CAIRN_PIN_LAYER, id)) < 0) {
-      r = cairn_fail_context(st, r, "pinning layer %s", id);
+    if ((r = cn_pin_take(st, ps, CAIRN_PIN_LAYER, id)) < 0) {
+      r = cn_fail_context(st, r, "pinning layer %s", id);
       goto out;
     }
     bool first = true;
@@ -407,7 +407,7 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
                                     o->lazy ? (ann ? ann : "{}") : NULL);
     free(ann);
     if (have < 0) {
-      r = cairn_fail_context(st, have, "looking up layer %s", id);
+      r = cn_fail_context(st, have, "looking up layer %s", id);
       goto out;
     }
     slots[i].prove = have == 2;
@@ -433,10 +433,10 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
       atomic_store(&slots[i].state, CAIRN_PULL_DONE);
 
   if (!name) name = src->default_name;
-  r = cairn_image_commit(st, img.config_json, img.config_len, (const char *const *)img.diff_ids,
+  r = cn_image_commit(st, img.config_json, img.config_len, (const char *const *)img.diff_ids,
                          img.n_layers, name, image_id_out);
   if (r < 0)
-    cairn_fail_context(st, r, "committing the image");
+    cn_fail_context(st, r, "committing the image");
   else if (strcmp(image_id_out, img.config.digest + 7) != 0)
     r = cairn_fail(st, -EBADMSG, "stored image id %s is not the config digest %s", image_id_out,
                    img.config.digest);

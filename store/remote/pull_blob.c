@@ -32,7 +32,7 @@ int cn_pull_desc_parse(json_t *obj, pull_desc *d, cairn_store *st) {
                       digest ? digest : "none");
   if (!json_is_integer(size) || json_integer_value(size) < 0)
     return cairn_fail(st, -EBADMSG, "descriptor %s has no valid size", digest);
-  memcpy(d->digest, digest, PULL_DIGEST_LEN + 1);
+  memcpy(d->digest, digest, CAIRN_DIGEST_LEN + 1);
   d->size = (uint64_t)json_integer_value(size);
   json_t *ann = json_object_get(obj, "annotations");
   d->annotations = json_is_object(ann) ? json_incref(ann) : NULL;
@@ -47,12 +47,12 @@ void cn_pull_desc_clear(pull_desc *d) {
   d->annotations = NULL;
 }
 
-static void hex_digest(const unsigned char *md, char out[PULL_DIGEST_LEN + 1]) {
+static void hex_digest(const unsigned char *md, char out[CAIRN_DIGEST_LEN + 1]) {
   memcpy(out, "sha256:", 7);
-  cairn_sha256_hex(md, out + 7);
+  cn_sha256_hex(md, out + 7);
 }
 
-void cn_pull_sha256(const void *buf, size_t len, char out[PULL_DIGEST_LEN + 1]) {
+void cn_pull_sha256(const void *buf, size_t len, char out[CAIRN_DIGEST_LEN + 1]) {
   unsigned char md[32];
   unsigned int n = 0;
   EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL);
@@ -107,7 +107,7 @@ int cn_blob_sink_write(blob_sink *s, const void *buf, size_t len) {
 int cn_blob_sink_finish(blob_sink *s, const pull_desc *d, cairn_store *st) {
   unsigned char md[32];
   unsigned int n = 0;
-  char got[PULL_DIGEST_LEN + 1];
+  char got[CAIRN_DIGEST_LEN + 1];
   if (s->written != d->size)
     return cairn_fail(st, -EBADMSG, "blob %s: got %llu bytes, descriptor says %llu", d->digest,
                       (unsigned long long)s->written, (unsigned long long)d->size);

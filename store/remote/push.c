@@ -14,12 +14,12 @@
  *  - the image and its layers are pinned (cairn_pin_image) before anything
  *    is read and until the push returns, so no rm or gc removes them
  *    midway; the image is resolved again after pinning;
- *  - a layer a pull kept (cairn_layer_blobs_of) goes as it was pulled: the
+ *  - a layer a pull kept (cn_layer_blobs_of) goes as it was pulled: the
  *    same bytes, digest, size and media type, which the pull checked
  *    against the diff_id; its bytes are checked against the digest before
  *    they are first read out (a blob damaged since is dropped: the layer
  *    is compressed anew), and a HEAD or a mount reads none of them;
- *  - every other layer is its exact tar (cairn_layer_tar): the pushed
+ *  - every other layer is its exact tar (cn_layer_tar): the pushed
  *    layer's uncompressed sha256 is the diff_id the image's config names,
  *    or the push fails before the manifest is sent (a layer stored without
  *    its tar record is refused before any upload);
@@ -80,7 +80,7 @@ typedef struct push_blob {
   int fd;
   const char *mem;
   uint64_t size;
-  char digest[PULL_DIGEST_LEN + 1];
+  char digest[CAIRN_DIGEST_LEN + 1];
   const char *media_type;
   bool kept;     /* fd is the kept blob of a pull: its bytes are checked */
   bool verified; /* against digest before they are first read out */
@@ -206,12 +206,12 @@ static int pick_write(const void *buf, size_t len, void *arg) {
  * read twice: cn_tar_pick), as eStargz readers expect prioritized files. */
 static int layer_write(push_run *p, compressor *c, const char *diff_id) {
   if (!c->cw || p->o->format != CAIRN_PUSH_FORMAT_ESTARGZ || !p->n_access)
-    return cairn_layer_tar(p->st, diff_id, compress_write, c, NULL);
+    return cn_layer_tar(p->st, diff_id, compress_write, c, NULL);
   int r = 0;
   for (int pass = 0; r == 0 && pass < 2; pass++) {
     cn_tar_pick *pk = NULL;
     r = cn_tar_pick_new(c->cw, pass == 0, compress_write, c, &pk);
-    if (r == 0) r = cairn_layer_tar(p->st, diff_id, pick_write, pk, NULL);
+    if (r == 0) r = cn_layer_tar(p->st, diff_id, pick_write, pk, NULL);
     if (r == 0 && pass == 0 && cn_tar_pick_count(pk) && (r = cn_chunked_landmark(c->cw)) < 0)
       c->err = r;
     cn_tar_pick_free(pk);
@@ -315,7 +315,7 @@ static int kept_pick_cb(const struct cairn_layer_blob *kb, void *arg) {
 static int kept_take(push_run *p, const char *diff_id, push_blob *b, char mt[128]) {
   if (p->o->kept == CAIRN_PUSH_KEPT_NONE) return 0;
   kept_pick k = {.st = p->st, .o = p->o, .b = b};
-  int r = cairn_layer_blobs_of(p->st, diff_id, kept_pick_cb, &k);
+  int r = cn_layer_blobs_of(p->st, diff_id, kept_pick_cb, &k);
   if (r == 1) snprintf(mt, 128, "%s", k.mt);
   return r;
 }
@@ -344,7 +344,7 @@ static int kept_verify(push_run *p, push_blob *b) {
   EVP_DigestFinal_ex(md, d, NULL);
   EVP_MD_CTX_free(md);
   if (r < 0) return r;
-  cairn_sha256_hex(d, hex);
+  cn_sha256_hex(d, hex);
   if ((uint64_t)off != b->size || strcmp(hex, b->digest + 7) != 0)
     return cairn_fail(p->st, -EBADMSG, "the kept blob %s is not its digest's bytes any more",
                       b->digest);
@@ -386,7 +386,7 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
     unsigned char d[32];
     cairn_id hex;
     EVP_DigestFinal_ex(out.md, d, NULL);
-    cairn_sha256_hex(d, hex);
+    cn_sha256_hex(d, hex);
     snprintf(b->digest, sizeof(b->digest), "sha256:%s", hex);
     b->size = out.size;
   }
@@ -656,7 +656,7 @@ static char *index_build(const char *tag, const char *digest, size_t size) {
  * layers, bottom first, each its uncompressed tar named HEX.tar. */
 static char *docker_manifest(const char *id, const char *tag, push_blob *blobs, size_t n) {
   json_t *layers = json_array(), *tags = json_array();
-  char name[PULL_DIGEST_LEN + 8];
+  char name[CAIRN_DIGEST_LEN + 8];
   for (size_t i = 0; i < n; i++) {
     snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
     json_array_append_new(layers, json_string(name));
@@ -701,8 +701,8 @@ static int inspect_cb(const struct cairn_image_info *info, void *arg) {
 
 static void image_view_free(image_view *v) {
   free(v->config);
-  cairn_strv_free(v->layers, v->n);
-  cairn_strv_free(v->names, v->n_names);
+  cn_strv_free(v->layers, v->n);
+  cn_strv_free(v->names, v->n_names);
   free(v->sizes);
 }
 
@@ -758,7 +758,7 @@ static int config_rediff(cairn_store *st, image_view *v, const push_blob *blobs,
   if (!s) return cairn_fail(st, -ENOMEM, "out of memory");
   free(v->config);
   v->config = s;
-  char d[PULL_DIGEST_LEN + 1];
+  char d[CAIRN_DIGEST_LEN + 1];
   cn_pull_sha256(s, strlen(s), d);
   snprintf(id, sizeof(cairn_id), "%s", d + 7);
   return 0;
@@ -859,7 +859,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   if ((r = cairn_fill_lazy(st, id, o->net.log, o->net.arg)) < 0) goto out; /* a lazy pull's */
   /* the files a recorded run read first go first (cairn mount --record-access) */
   if (o->format != CAIRN_PUSH_FORMAT_PLAIN &&
-      (r = cairn_access_list_read(st, id, &run.access, &run.n_access)) < 0)
+      (r = cn_access_list_read(st, id, &run.access, &run.n_access)) < 0)
     goto out;
   if ((r = cairn_inspect(st, id, inspect_cb, &v)) < 0) {
     if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
@@ -882,7 +882,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
       blobs[i].media_type = mts[i];
       continue;
     }
-    int have = cairn_layer_tar_recorded(st, v.layers[i]);
+    int have = cn_layer_tar_recorded(st, v.layers[i]);
     if (have < 0) {
       r = have;
       goto out;
@@ -924,7 +924,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
       l->fetched = 0;
       run.current = i;
       run_progress(&run, true);
-      char name[PULL_DIGEST_LEN + 32];
+      char name[CAIRN_DIGEST_LEN + 32];
       if (kind == DEST_DOCKER_ARCHIVE)
         snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
       else
@@ -947,7 +947,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
       break;
     }
     if (r < 0) {
-      cairn_fail_context(st, r, "layer %.12s", v.layers[i]);
+      cn_fail_context(st, r, "layer %.12s", v.layers[i]);
       goto out;
     }
     l->state = skipped ? CAIRN_PULL_REUSED : CAIRN_PULL_DONE;
@@ -968,13 +968,13 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   push_blob config = {.fd = -1, .mem = v.config, .size = strlen(v.config)};
   snprintf(config.digest, sizeof config.digest, "sha256:%s", id);
   bool skipped;
-  char cname[PULL_DIGEST_LEN + 32];
+  char cname[CAIRN_DIGEST_LEN + 32];
   snprintf(cname, sizeof cname, kind == DEST_DOCKER_ARCHIVE ? "%s.json" : "blobs/sha256/%s", id);
   r = archive ? tar_add(&run, &ta, cname, &config)
       : oci   ? layout_blob(&run, &lo, &config, &skipped)
               : blob_send(&run, rg, &config, NULL, &skipped);
   if (r < 0) {
-    cairn_fail_context(st, r, "config");
+    cn_fail_context(st, r, "config");
     goto out;
   }
   if (!(manifest = manifest_build(config.digest, config.size, blobs, v.n))) {
@@ -991,7 +991,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
     /* no registry manifest: the digest printed is the image id's */
     snprintf(mb.digest, sizeof mb.digest, "sha256:%s", id);
   } else if (kind == DEST_OCI_ARCHIVE) {
-    char mname[PULL_DIGEST_LEN + 32];
+    char mname[CAIRN_DIGEST_LEN + 32];
     snprintf(mname, sizeof mname, "blobs/sha256/%.64s", mb.digest + 7);
     cairn_autofree char *idx = index_build(tag, mb.digest, mb.size);
     push_blob ib = {.fd = -1, .mem = idx, .size = idx ? strlen(idx) : 0};
@@ -1006,10 +1006,10 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
     r = manifest_send(rg, tag, manifest, st);
   }
   if (r < 0) {
-    cairn_fail_context(st, r, "manifest");
+    cn_fail_context(st, r, "manifest");
     goto out;
   }
-  snprintf(digest_out, PULL_DIGEST_LEN + 1, "%s", mb.digest);
+  snprintf(digest_out, CAIRN_DIGEST_LEN + 1, "%s", mb.digest);
 out:
   if (blobs)
     for (size_t i = 0; i < v.n; i++)
@@ -1017,7 +1017,7 @@ out:
   free(blobs);
   free(mts);
   free(run.layers);
-  cairn_strv_free(run.access, run.n_access);
+  cn_strv_free(run.access, run.n_access);
   tar_close(&ta);
   if (lo.fd >= 0) close(lo.fd);
   if (lo.blobs_fd >= 0) close(lo.blobs_fd);

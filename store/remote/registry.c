@@ -369,7 +369,7 @@ static int endpoint_manifest(registry *rg, const pull_desc *d, char **body, size
   if (r == 0 && !d) {
     /* A tag is checked against the digest the registry states; a digest
      * reference against itself. */
-    char got[PULL_DIGEST_LEN + 1];
+    char got[CAIRN_DIGEST_LEN + 1];
     cn_pull_sha256(s.mem ? s.mem : "", s.written, got);
     const char *want = cn_pull_digest_valid(rg->ref)                ? rg->ref
                        : cn_pull_digest_valid(reply.content_digest) ? reply.content_digest
@@ -392,7 +392,7 @@ static int endpoint_manifest(registry *rg, const pull_desc *d, char **body, size
  * (--cert-dir likewise, else its certs.d). */
 static int use_endpoint(registry *rg, size_t k, cairn_store *st) {
   const cairn_pull_opts *o = rg->base.opts;
-  const struct cairn_config_registry *conf = cairn_config_registry(o->config, rg->endpoints[k]);
+  const struct cn_config_registry *conf = cn_config_registry(o->config, rg->endpoints[k]);
   bool own = k + 1 == rg->n_endpoints;
   rg->endpoint = rg->endpoints[k];
   rg->insecure = o->insecure || (conf && conf->insecure);
@@ -615,7 +615,7 @@ int cn_registry_open(const char *spec, const cairn_pull_opts *opts, bool push, r
     registry_free(&rg->base);
     return r;
   }
-  const struct cairn_config_registry *conf = cairn_config_registry(opts->config, rg->host);
+  const struct cn_config_registry *conf = cn_config_registry(opts->config, rg->host);
   size_t n_mirrors = conf && !push ? conf->n_mirrors : 0;
   if (!(rg->endpoints = calloc(n_mirrors + 1, sizeof *rg->endpoints))) {
     registry_free(&rg->base);

@@ -30,7 +30,7 @@
 
 static const char hexdig[] = "0123456789abcdef";
 
-void cn_toc_sha256(const void *buf, size_t len, char out[CN_TOC_DIGEST_LEN + 1]) {
+void cn_toc_sha256(const void *buf, size_t len, char out[CAIRN_DIGEST_LEN + 1]) {
   unsigned char md[32];
   unsigned int n = 0;
   EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL);
@@ -39,14 +39,14 @@ void cn_toc_sha256(const void *buf, size_t len, char out[CN_TOC_DIGEST_LEN + 1])
     out[7 + 2 * i] = hexdig[md[i] >> 4];
     out[8 + 2 * i] = hexdig[md[i] & 15];
   }
-  out[CN_TOC_DIGEST_LEN] = '\0';
+  out[CAIRN_DIGEST_LEN] = '\0';
 }
 
 bool cn_toc_digest_valid(const char *s) {
   if (!s || strncmp(s, "sha256:", 7) != 0) return false;
   for (int i = 0; i < 64; i++)
     if (!strchr(hexdig, s[7 + i]) || s[7 + i] == '\0') return false;
-  return s[CN_TOC_DIGEST_LEN] == '\0';
+  return s[CAIRN_DIGEST_LEN] == '\0';
 }
 
 int cn_toc_decompress(const void *buf, size_t len, size_t max, unsigned char **out, size_t *out_len,
@@ -219,7 +219,7 @@ static int get_str(struct ep *p, json_t *o, const char *key, const char **v) {
   return 0;
 }
 
-static int get_digest(struct ep *p, json_t *o, const char *key, char out[CN_TOC_DIGEST_LEN + 1]) {
+static int get_digest(struct ep *p, json_t *o, const char *key, char out[CAIRN_DIGEST_LEN + 1]) {
   const char *s;
   int r = get_str(p, o, key, &s);
   out[0] = '\0';
@@ -229,7 +229,7 @@ static int get_digest(struct ep *p, json_t *o, const char *key, char out[CN_TOC_
     snprintf(m, sizeof m, "\"%s\" is not a sha256 digest", key);
     return bad(p, m);
   }
-  memcpy(out, s, CN_TOC_DIGEST_LEN + 1);
+  memcpy(out, s, CAIRN_DIGEST_LEN + 1);
   return 0;
 }
 
@@ -441,7 +441,7 @@ static int parse_entry(struct ep *p, json_t *o, cn_toc_entry *e) {
   p->name = name;
   char norm[CN_TOC_PATH_MAX + 1];
   if ((r = cn_toc_path_normalize(name, norm, p->st)) < 0)
-    return cairn_fail_context(p->st, r, "TOC entry %zu", p->i);
+    return cn_fail_context(p->st, r, "TOC entry %zu", p->i);
   if (!norm[0] && e->type != CN_TOC_DIR) return bad(p, "the root is not a directory");
   if (!(e->path = strdup(norm))) return -ENOMEM;
 
@@ -468,7 +468,7 @@ static int parse_entry(struct ep *p, json_t *o, cn_toc_entry *e) {
     if (strlen(link) > CN_TOC_PATH_MAX) return bad(p, "\"linkName\" too long");
     if (e->type == CN_TOC_HARDLINK) {
       if ((r = cn_toc_path_normalize(link, norm, p->st)) < 0)
-        return cairn_fail_context(p->st, r, "TOC entry %zu: \"linkName\"", p->i);
+        return cn_fail_context(p->st, r, "TOC entry %zu: \"linkName\"", p->i);
       link = norm;
     }
     if (!(e->link = strdup(link))) return -ENOMEM;

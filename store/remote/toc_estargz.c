@@ -218,7 +218,7 @@ int cn_toc_estargz_parse_self(const void *tail, size_t len, uint64_t blob_size, 
     r = cn_toc_entries_parse(json_object_get(root, "entries"), toc, st);
   json_decref(root);
   if (r < 0) {
-    cairn_fail_context(st, r, "eStargz");
+    cn_fail_context(st, r, "eStargz");
     cn_toc_free(toc);
     cn_toc_estargz_self_free(self);
   }

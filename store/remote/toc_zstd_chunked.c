@@ -85,7 +85,7 @@ int cn_toc_zstd_position(const char *position, const char *checksum, const char 
                         "zstd:chunked: TOC checksum \"%.80s\" is not a sha256 "
                         "digest",
                         checksum);
-    memcpy(pos->digest, checksum, CN_TOC_DIGEST_LEN + 1);
+    memcpy(pos->digest, checksum, CAIRN_DIGEST_LEN + 1);
   }
   if (ts_position) {
     if (parse_fields(ts_position, v, 3) < 0)
@@ -101,7 +101,7 @@ int cn_toc_zstd_position(const char *position, const char *checksum, const char 
     pos->ts_off = v[0];
     pos->ts_len = v[1];
     pos->ts_ulen = v[2];
-    memcpy(pos->ts_digest, ts_checksum, CN_TOC_DIGEST_LEN + 1);
+    memcpy(pos->ts_digest, ts_checksum, CAIRN_DIGEST_LEN + 1);
   }
   return 0;
 }
@@ -183,7 +183,7 @@ static int part(const char *what, const void *buf, size_t len, uint64_t plen, ui
     return cairn_fail(st, -EFBIG, "zstd:chunked: the %s is larger than %u bytes", what,
                       CN_TOC_JSON_MAX);
   if (digest && digest[0]) {
-    char got[CN_TOC_DIGEST_LEN + 1];
+    char got[CAIRN_DIGEST_LEN + 1];
     cn_toc_sha256(buf, len, got);
     if (strcmp(got, digest) != 0)
       return cairn_fail(st, -EBADMSG, "zstd:chunked: the %s's digest is %s, the manifest says %s",
@@ -236,7 +236,7 @@ int cn_toc_zstd_chunked_parse(const void *buf, size_t len, const cn_toc_zstd_pos
     r = cn_toc_entries_parse(json_object_get(root, "entries"), toc, st);
   json_decref(root);
   if (r < 0) {
-    cairn_fail_context(st, r, "zstd:chunked");
+    cn_fail_context(st, r, "zstd:chunked");
     cn_toc_free(toc);
   }
   return r;

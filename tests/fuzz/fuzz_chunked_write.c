@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (r < 0 && !cn_chunked_error(w)[0]) abort(); /* every failure says why */
   cn_chunked_free(w);
   if (r == 0 && fmt == CN_CHUNKED_ZSTD) {
-    char d[CN_TOC_DIGEST_LEN + 1];
+    char d[CAIRN_DIGEST_LEN + 1];
     cn_toc_sha256(data, size, d);
     if (strcmp(d, res.diff_id) != 0) abort();
   }

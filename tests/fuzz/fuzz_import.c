@@ -3,7 +3,7 @@
  * fuzz_import.c — layer import (store/layer.c) of arbitrary bytes: plain,
  * gzip or zstd tars read through libarchive's memory reader, into a real
  * store on tmpfs (/dev/shm), created once per process. A layer that goes
- * in is read back through cairn_layer_foreach; one that is refused must
+ * in is read back through cn_layer_foreach; one that is refused must
  * say why. The store is made afresh every few thousand stored layers so
  * that it does not grow without bound.
  */
@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int r = cn_layer_ingest_memory(st, data, size, ps, id);
   if (r == 0) {
     size_t sum = 0;
-    if (cairn_layer_foreach(st, id, entry_touch, &sum) < 0) __builtin_trap();
+    if (cn_layer_foreach(st, id, entry_touch, &sum) < 0) __builtin_trap();
     stored++;
   } else if (!st->err[0]) {
     fprintf(stderr, "fuzz_import: refused (%d) without a message\n", r);

@@ -37,7 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argv;
   if (!mkdtemp(dir)) abort();
   atexit(remove_layout);
-  char d[PULL_DIGEST_LEN + 1], p[sizeof dir + 32];
+  char d[CAIRN_DIGEST_LEN + 1], p[sizeof dir + 32];
   cn_pull_sha256(manifest, strlen(manifest), d);
   snprintf(p, sizeof p, "%s/blobs", dir);
   mkdir(p, 0755);

@@ -3,8 +3,8 @@
  * fuzz_tarsplit.c — exact layers (store/tarsplit.c) on arbitrary bytes: a
  * layer import records its tar-split data from a stream the recorder
  * segments itself, whatever it holds; every layer that goes in with a
- * record must be written back by cairn_layer_tar with the diff_id it was
- * imported with (cairn_layer_tar checks the sha256 of what it rebuilt), and
+ * record must be written back by cn_layer_tar with the diff_id it was
+ * imported with (cn_layer_tar checks the sha256 of what it rebuilt), and
  * for an uncompressed input byte for byte equal to it. The store lives on
  * tmpfs (/dev/shm) and is made afresh every few thousand layers.
  */
@@ -22,7 +22,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-/* Compares what cairn_layer_tar writes with the input, as it comes. */
+/* Compares what cn_layer_tar writes with the input, as it comes. */
 struct cmp {
   const uint8_t *data;
   size_t size, off;
@@ -56,10 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cairn_id id;
   store_errclear(st);
   int r = cn_layer_ingest_memory(st, data, size, ps, id);
-  if (r == 0 && cairn_layer_tar_recorded(st, id) == 1) {
+  if (r == 0 && cn_layer_tar_recorded(st, id) == 1) {
     struct cmp c = {.data = data, .size = size};
     uint64_t got = 0;
-    if (cairn_layer_tar(st, id, cmp_write, &c, &got) < 0) {
+    if (cn_layer_tar(st, id, cmp_write, &c, &got) < 0) {
       fprintf(stderr, "fuzz_tarsplit: %s\n", cairn_errmsg(st));
       __builtin_trap();
     }

@@ -55,7 +55,7 @@ static void keep_upper(int kind, cairn_id diff_id, char digest[CAIRN_DIGEST_LEN 
     cr_assert_geq(fd, 0);
     cr_assert_eq(write(fd, gz, len), (ssize_t)len);
   }
-  cr_assert_eq(cairn_layer_blob_keep(T.st, diff_id, digest,
+  cr_assert_eq(cn_layer_blob_keep(T.st, diff_id, digest,
                                      "application/vnd.oci.image.layer.v1.tar+gzip", len, fd),
                0, "%s", cairn_errmsg(T.st));
   close(fd);

@@ -52,10 +52,10 @@ static void expect_reads(const char *diff_id, const char *path, const char *cont
 static void first_layer(const char *image, cairn_id diff_id) {
   char **ids;
   size_t n;
-  cr_assert_eq(cairn_image_layers(T.st, image, &ids, &n), 0);
+  cr_assert_eq(cn_image_layers(T.st, image, &ids, &n), 0);
   cr_assert_geq(n, 1);
   snprintf(diff_id, sizeof(cairn_id), "%s", ids[0]);
-  cairn_strv_free(ids, n);
+  cn_strv_free(ids, n);
 }
 
 Test(blob, same_content_stored_once_across_layers_and_images) {
@@ -205,7 +205,7 @@ Test(blob, blobs_are_read_only) {
   cr_assert_eq(tu_ingest(T.st, e, 1, TU_PLAIN, NULL, id), 0, "%s", cairn_errmsg(T.st));
   char *blob = blob_of(id, "f");
   char path[4096];
-  cr_assert_eq(cairn_blob_path(T.st, blob, path, sizeof(path)), 0);
+  cr_assert_eq(cn_blob_path(T.st, blob, path, sizeof(path)), 0);
   cr_expect_eq(strncmp(path, T.dir, strlen(T.dir)), 0, "%s is outside the store", path);
   struct stat sb;
   cr_assert_eq(stat(path, &sb), 0, "%s: %s", path, strerror(errno));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_blob_sha256.c — a stored file is found by the sha256 of its
- * content, as a layer's TOC names it (cairn_blob_by_sha256,
+ * content, as a layer's TOC names it (cn_blob_find_sha256,
  * cn_blob_by_sha256: how a partial pull will know which files the store
  * holds): every file of an imported tar (GNU tar, a sparse file among
  * them, its sha256 the dense content's, taken by sha256sum), nothing for
@@ -57,7 +57,7 @@ static void import_tar(const char *name, cairn_id image_id) {
   char *path;
   cr_assert(asprintf(&path, "%s/%s.tar", T.root, name) > 0);
   const char *paths[] = {path};
-  cr_assert_eq(cairn_import_files(T.st, name, paths, 1, image_id), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_import_files(T.st, name, paths, 1, image_id), 0, "%s", cairn_errmsg(T.st));
   free(path);
 }
 
@@ -75,15 +75,15 @@ static void sha256sum(const char *rel, char out[65]) {
 static char *layer_of(const char *image) {
   char **ids;
   size_t n;
-  cr_assert_eq(cairn_image_layers(T.st, image, &ids, &n), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_image_layers(T.st, image, &ids, &n), 0, "%s", cairn_errmsg(T.st));
   cr_assert_eq(n, 1);
   char *id = strdup(ids[0]);
-  cairn_strv_free(ids, n);
+  cn_strv_free(ids, n);
   return id;
 }
 
 static int lookup(const char *sha, char blob[48], uint64_t *size) {
-  return cairn_blob_by_sha256(T.st, sha, blob, 48, size);
+  return cn_blob_find_sha256(T.st, sha, blob, 48, size);
 }
 
 Test(blob_sha256, finds_each_imported_file) {
@@ -123,7 +123,7 @@ Test(blob_sha256, finds_each_imported_file) {
   char sha[65], blob[48], path[4096];
   sha256sum("sparse", sha);
   cr_assert_eq(lookup(sha, blob, NULL), 1);
-  cr_assert_eq(cairn_blob_path(T.st, blob, path, sizeof(path)), 0);
+  cr_assert_eq(cn_blob_path(T.st, blob, path, sizeof(path)), 0);
   struct stat sb;
   cr_assert_eq(stat(path, &sb), 0);
   cr_expect_eq(sb.st_size, 3 << 20);
@@ -153,7 +153,7 @@ Test(blob_sha256, unknown_and_malformed_digests) {
   /* a buffer too small for the name */
   sha256sum("a", sha);
   char small[8];
-  cr_expect_eq(cairn_blob_by_sha256(T.st, sha, small, sizeof(small), NULL), -ENAMETOOLONG);
+  cr_expect_eq(cn_blob_find_sha256(T.st, sha, small, sizeof(small), NULL), -ENAMETOOLONG);
 }
 
 static long rows_with_sha256(const char *sha) {
@@ -210,7 +210,7 @@ Test(blob_sha256, a_blob_without_its_file_is_not_found) {
   char sha[65], blob[48], path[4096];
   sha256sum("big", sha);
   cr_assert_eq(lookup(sha, blob, NULL), 1);
-  cr_assert_eq(cairn_blob_path(T.st, blob, path, sizeof(path)), 0);
+  cr_assert_eq(cn_blob_path(T.st, blob, path, sizeof(path)), 0);
   cr_assert_eq(unlink(path), 0);
   cr_expect_eq(lookup(sha, blob, NULL), 0);
   /* an import of the same content heals it, and it is found again */

@@ -177,7 +177,7 @@ static void check_toc(const cn_toc *toc, const unsigned char *blob, const unsign
       cr_assert_eq(cn_toc_decompress(blob + c->off, c->csize, 1 << 24, &o, &on, "chunk", T.st), 0,
                    "%s chunk %zu: %s", e->path, k, cairn_errmsg(T.st));
       cr_assert_geq(on, c->usize);
-      char d[CN_TOC_DIGEST_LEN + 1];
+      char d[CAIRN_DIGEST_LEN + 1];
       cn_toc_sha256(o, c->usize, d);
       cr_assert_str_eq(d, c->digest[0] ? c->digest : e->digest, "%s chunk %zu", e->path, k);
       if (e == b) cr_assert_eq(memcmp(o, big + c->uoff, c->usize), 0);
@@ -214,7 +214,7 @@ static void round_trip_zstd(int fmt, size_t step) {
                cairn_errmsg(T.st));
   cr_assert_eq(all_n, tar.n);
   cr_assert_eq(memcmp(all, tar.p, tar.n), 0);
-  char d[CN_TOC_DIGEST_LEN + 1];
+  char d[CAIRN_DIGEST_LEN + 1];
   cn_toc_sha256(tar.p, tar.n, d);
   cr_assert_str_eq(res.diff_id, d);
   free(all);
@@ -255,7 +255,7 @@ Test(chunked_write, estargz) {
   cr_assert_gt(all_n, body);
   cr_assert_eq(memcmp(all, tar.p, body), 0);
   cr_assert_str_eq((char *)all + body, "stargz.index.json");
-  char d[CN_TOC_DIGEST_LEN + 1];
+  char d[CAIRN_DIGEST_LEN + 1];
   cn_toc_sha256(all, all_n, d);
   cr_assert_str_eq(res.diff_id, d);
   free(all);

@@ -55,7 +55,7 @@ static int holders(void) {
   free(who);
   return who ? 0 : -ENOMEM;
 }
-static int is_held(void) { return cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image) ? 0 : 0; }
+static int is_held(void) { return cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image) ? 0 : 0; }
 
 /* After a failure, each call that succeeds leaves cairn_errmsg empty. */
 #define EXPECT_CLEAN_AFTER_A_FAILURE(call)                                                         \
@@ -73,17 +73,17 @@ Test(errors, a_success_after_a_failure_leaves_no_message) {
   size_t n;
   int count = 0;
   EXPECT_CLEAN_AFTER_A_FAILURE(cairn_image_resolve(T.st, "app:1", id));
-  EXPECT_CLEAN_AFTER_A_FAILURE(cairn_image_layers(T.st, image, &ids, &n));
+  EXPECT_CLEAN_AFTER_A_FAILURE(cn_image_layers(T.st, image, &ids, &n));
   snprintf(layer, sizeof(layer), "%s", ids[0]);
-  cairn_strv_free(ids, n);
-  EXPECT_CLEAN_AFTER_A_FAILURE(cairn_layer_exists(T.st, layer));
-  EXPECT_CLEAN_AFTER_A_FAILURE(cairn_layer_foreach(T.st, layer, count_entry, &count));
+  cn_strv_free(ids, n);
+  EXPECT_CLEAN_AFTER_A_FAILURE(cn_layer_exists(T.st, layer));
+  EXPECT_CLEAN_AFTER_A_FAILURE(cn_layer_foreach(T.st, layer, count_entry, &count));
   EXPECT_CLEAN_AFTER_A_FAILURE(cairn_images_foreach(T.st, count_image, &count));
   EXPECT_CLEAN_AFTER_A_FAILURE(cairn_layers_foreach(T.st, count_layer, &count));
   EXPECT_CLEAN_AFTER_A_FAILURE(cairn_inspect(T.st, image, count_info, &count));
   cairn_pinset *ps = cairn_pinset_new("test", true);
   cr_assert(ps);
-  EXPECT_CLEAN_AFTER_A_FAILURE(cairn_pin_take(T.st, ps, CAIRN_PIN_LAYER, layer));
+  EXPECT_CLEAN_AFTER_A_FAILURE(cn_pin_take(T.st, ps, CAIRN_PIN_LAYER, layer));
   EXPECT_CLEAN_AFTER_A_FAILURE(cairn_pin_image(T.st, ps, image));
   EXPECT_CLEAN_AFTER_A_FAILURE(cairn_pins_foreach(T.st, NULL, count_pin, &count));
   cairn_pinset_release(T.st, ps);
@@ -102,11 +102,11 @@ Test(errors, a_success_after_a_failure_leaves_no_message) {
   EXPECT_CLEAN_AFTER_A_FAILURE(cairn_export(T.st, image, null));
   close(null);
   char path[4096];
-  EXPECT_CLEAN_AFTER_A_FAILURE(cairn_blob_path(T.st, layer, path, sizeof(path)));
+  EXPECT_CLEAN_AFTER_A_FAILURE(cn_blob_path(T.st, layer, path, sizeof(path)));
   EXPECT_CLEAN_AFTER_A_FAILURE(tu_ingest(T.st, base, TU_N(base), TU_PLAIN, NULL, id));
-  char *config = cairn_config_for_layers((const char *const *)&(const char *){layer}, 1);
+  char *config = cn_config_for_layers((const char *const *)&(const char *){layer}, 1);
   cr_assert(config);
-  EXPECT_CLEAN_AFTER_A_FAILURE(cairn_image_commit(
+  EXPECT_CLEAN_AFTER_A_FAILURE(cn_image_commit(
       T.st, config, strlen(config), (const char *const *)&(const char *){layer}, 1, "app:3", id));
   free(config);
   tu_layer layers[] = {{base, TU_N(base)}};
@@ -134,7 +134,7 @@ Test(errors, a_failure_after_another_gives_its_own_reason) {
 
   fail_first();
   char path[8];
-  cr_expect_eq(cairn_blob_path(T.st, image, path, sizeof(path)), -ENAMETOOLONG);
+  cr_expect_eq(cn_blob_path(T.st, image, path, sizeof(path)), -ENAMETOOLONG);
   snprintf(want, sizeof(want), "blob %s: its path is longer than 8 bytes", image);
   cr_expect_str_eq(cairn_errmsg(T.st), want);
 }
@@ -162,7 +162,7 @@ Test(errors, a_cut_tar_names_its_entry_once) {
   cr_assert(asprintf(&file, "%s/cut.tar", T.root) > 0);
   tu_write_file(file, buf, cut);
   fail_first();
-  cr_expect_eq(cairn_import_files(T.st, "cut:1", (const char *const *)&file, 1, id), -EBADMSG);
+  cr_expect_eq(cn_import_files(T.st, "cut:1", (const char *const *)&file, 1, id), -EBADMSG);
   char *want;
   cr_assert(asprintf(&want, "%s: entry data/many/f00223: Truncated tar archive", file) > 0);
   cr_expect_str_eq(cairn_errmsg(T.st), want);

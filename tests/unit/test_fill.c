@@ -4,7 +4,7 @@
  * the order (the files before a prefetch landmark first, every layer's,
  * then layer and TOC order), which files are one range, where a request's
  * batch ends; and the lock of one file's fetch across handles
- * (cairn_lazy_lock, store/lazy_lock.c).
+ * (cn_lazy_lock, store/lazy_lock.c).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -66,25 +66,25 @@ Test(fill, a_batch_is_one_layer_bounded_in_files_and_bytes) {
 Test(fill, one_fetch_lock_per_content_across_handles) {
   cairn_store *other = NULL;
   cr_assert_eq(cairn_store_open_lazy(T.dir, &other), 0);
-  int a = cairn_lazy_lock(T.st, SHA, false);
+  int a = cn_lazy_lock(T.st, SHA, false);
   cr_assert_geq(a, 0, "%s", cairn_errmsg(T.st));
-  cr_expect_eq(cairn_lazy_lock(other, SHA, false), -EWOULDBLOCK, "held: busy");
-  cr_expect_eq(cairn_lazy_lock(other, HEX, false), -EWOULDBLOCK, "HEX alone names it too");
-  int b = cairn_lazy_lock(other,
+  cr_expect_eq(cn_lazy_lock(other, SHA, false), -EWOULDBLOCK, "held: busy");
+  cr_expect_eq(cn_lazy_lock(other, HEX, false), -EWOULDBLOCK, "HEX alone names it too");
+  int b = cn_lazy_lock(other,
                           "sha256:"
                           "0000000000000000000000000000000000000000000000000000000000000000",
                           false);
   cr_expect_geq(b, 0, "another content's lock is free");
-  cairn_lazy_unlock(other,
+  cn_lazy_unlock(other,
                     "sha256:0000000000000000000000000000000000000000000000000000000000000000", b);
-  cairn_lazy_unlock(T.st, SHA, a);
+  cn_lazy_unlock(T.st, SHA, a);
   char path[4096];
   struct stat sb;
   snprintf(path, sizeof path, "%s/tmp/fetch-%s.lock", T.dir, HEX);
   cr_expect_neq(stat(path, &sb), 0, "the lock file is gone once released");
-  int c = cairn_lazy_lock(other, SHA, false);
+  int c = cn_lazy_lock(other, SHA, false);
   cr_expect_geq(c, 0, "free again once released");
-  cairn_lazy_unlock(other, SHA, c);
-  cr_expect_lt(cairn_lazy_lock(T.st, "sha256:xyz", true), 0, "not a sha256");
+  cn_lazy_unlock(other, SHA, c);
+  cr_expect_lt(cn_lazy_lock(T.st, "sha256:xyz", true), 0, "not a sha256");
   cairn_store_close(other);
 }

@@ -279,7 +279,7 @@ Test(import, missing_record_padding_is_proven_with_zeros_and_kept) {
   EVP_MD_CTX *c = EVP_MD_CTX_new();
   EVP_DigestInit_ex(c, EVP_sha256(), NULL);
   uint64_t size = 0;
-  cr_assert_eq(cairn_layer_tar(T.st, want, tar_sha, c, &size), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_layer_tar(T.st, want, tar_sha, c, &size), 0, "%s", cairn_errmsg(T.st));
   unsigned char d[32];
   EVP_DigestFinal_ex(c, d, NULL);
   EVP_MD_CTX_free(c);
@@ -299,13 +299,13 @@ Test(import, no_pin_set_needs_a_known_diff_id) {
   tu_sha256_hex(plain, len, right);
   cairn_id id;
   int fd = tu_memfd(plain, len);
-  cr_expect_eq(cairn_layer_ingest(T.st, fd, NULL, NULL, id), -EINVAL, "unpinned, unknown layer");
+  cr_expect_eq(cn_layer_ingest(T.st, fd, NULL, NULL, id), -EINVAL, "unpinned, unknown layer");
   cr_expect_eq(tu_layers_count(T.st), 0);
   cr_assert_eq(lseek(fd, 0, SEEK_SET), 0);
   /* the caller pinned it already: a pull's download thread */
   cairn_pinset *ps = cairn_pinset_new("caller", true);
-  cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_LAYER, right), 0);
-  cr_expect_eq(cairn_layer_ingest(T.st, fd, right, NULL, id), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_pin_take(T.st, ps, CAIRN_PIN_LAYER, right), 0);
+  cr_expect_eq(cn_layer_ingest(T.st, fd, right, NULL, id), 0, "%s", cairn_errmsg(T.st));
   cr_expect_str_eq(id, right);
   cairn_pinset_release(T.st, ps);
   close(fd);
@@ -748,7 +748,7 @@ static void expect_many_xattrs(const cairn_xattr *x, size_t n, const char *where
 
 static int many_xattrs_entry(const cairn_entry *e, void *arg) {
   if (strcmp(e->path, "f") == 0) {
-    expect_many_xattrs(e->xattrs, e->n_xattrs, "cairn_layer_foreach");
+    expect_many_xattrs(e->xattrs, e->n_xattrs, "cn_layer_foreach");
     ++*(int *)arg;
   }
   return 0;
@@ -759,16 +759,16 @@ Test(import, every_xattr_kept_beyond_64) {
   cr_assert(asprintf(&path, "%s/xattrs.tar", T.root) > 0);
   many_xattrs_tar(path);
   cairn_id image;
-  int r = cairn_import_files(T.st, "xattrs:1", (const char *const[]){path}, 1, image);
+  int r = cn_import_files(T.st, "xattrs:1", (const char *const[]){path}, 1, image);
   cr_assert_eq(r, 0, "import: %s", cairn_errmsg(T.st));
   free(path);
   char **layers;
   size_t n;
-  cr_assert_eq(cairn_image_layers(T.st, image, &layers, &n), 0);
+  cr_assert_eq(cn_image_layers(T.st, image, &layers, &n), 0);
   int seen = 0;
-  cr_assert_eq(cairn_layer_foreach(T.st, layers[0], many_xattrs_entry, &seen), 0);
+  cr_assert_eq(cn_layer_foreach(T.st, layers[0], many_xattrs_entry, &seen), 0);
   cr_expect_eq(seen, 1);
-  cairn_strv_free(layers, n);
+  cn_strv_free(layers, n);
   cairn_tree *t;
   cr_assert_eq(cairn_tree_build(T.st, image, &t), 0, "%s", cairn_errmsg(T.st));
   const cairn_node *f = tree_at(t, "f", NULL);

@@ -75,7 +75,7 @@ static int find_entry(const cairn_entry *e, void *arg) {
 
 static char *blob_of(const char *path) {
   struct found f = {.path = path};
-  cr_assert_geq(cairn_layer_foreach(T.st, LAYER, find_entry, &f), 0);
+  cr_assert_geq(cn_layer_foreach(T.st, LAYER, find_entry, &f), 0);
   cr_assert(f.seen, "%s: no entry", path);
   return strdup(f.blob);
 }
@@ -108,7 +108,7 @@ static void record(void) {
                            .annotations = "{}",
                            .toc_digest = toc_digest};
   size_t pending = 0;
-  cr_assert_eq(cairn_layer_record_partial(T.st, LAYER, e, TU_N(e), &src, TOC, sizeof TOC, &pending),
+  cr_assert_eq(cn_layer_record_partial(T.st, LAYER, e, TU_N(e), &src, TOC, sizeof TOC, &pending),
                0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(pending, 1);
 }
@@ -134,20 +134,20 @@ Test(lazy, a_partial_layer_is_recorded_and_completed) {
   free(b);
 
   /* a partial layer is not finished */
-  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), -EINVAL);
+  cr_expect_eq(cn_lazy_layer_finished(T.st, LAYER), -EINVAL);
   cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources"), 1);
 
   /* a file that is not the content: refused, nothing changes */
   char blob[48];
   int fd = tu_memfd("worle", 5);
-  cr_expect_eq(cairn_lazy_file_store(T.st, sha_b, fd, 5, blob), -EBADMSG);
+  cr_expect_eq(cn_lazy_file_store(T.st, sha_b, fd, 5, blob), -EBADMSG);
   close(fd);
   cr_expect_eq(sql_long("SELECT count(*) FROM pending"), 1);
 
   /* the content: named, the layer complete; its source and TOC stay
    * until it is finished (its exact tar recorded) */
   fd = tu_memfd("world", 5);
-  cr_assert_eq(cairn_lazy_file_store(T.st, sha_b, fd, 5, blob), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_lazy_file_store(T.st, sha_b, fd, 5, blob), 0, "%s", cairn_errmsg(T.st));
   close(fd);
   cr_expect_eq(sql_long("SELECT count(*) FROM pending"), 0);
   cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources"), 1);
@@ -160,8 +160,8 @@ Test(lazy, a_partial_layer_is_recorded_and_completed) {
                rep.n_lines ? rep.lines[0] : cairn_errmsg(T.st));
   cairn_report_free(&rep);
   cairn_lazy_file lf;
-  cr_expect_eq(cairn_lazy_source_get(T.st, LAYER, &lf), 2);
-  cairn_lazy_file_clear(&lf);
+  cr_expect_eq(cn_lazy_source_get(T.st, LAYER, &lf), 2);
+  cn_lazy_file_clear(&lf);
   /* finished once its tar is recorded: its source and TOC go, its size
    * is the tar's */
   cr_assert_eq(sqlite3_exec(T.st->db,
@@ -169,12 +169,12 @@ Test(lazy, a_partial_layer_is_recorded_and_completed) {
                             "', 3072, x'00')",
                             NULL, NULL, NULL),
                SQLITE_OK);
-  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(cn_lazy_layer_finished(T.st, LAYER), 0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources"), 0);
   cr_expect_eq(sql_long("SELECT size FROM layers WHERE id = '" LAYER "'"), 3072);
   cr_expect(!toc_kept(), "the TOC of a finished layer is kept");
-  cr_expect_eq(cairn_lazy_source_get(T.st, LAYER, &lf), 0);
-  cr_expect_eq(cairn_lazy_layer_finished(T.st, LAYER), 0, "finished twice: %s", cairn_errmsg(T.st));
+  cr_expect_eq(cn_lazy_source_get(T.st, LAYER, &lf), 0);
+  cr_expect_eq(cn_lazy_layer_finished(T.st, LAYER), 0, "finished twice: %s", cairn_errmsg(T.st));
   b = blob_of("d/b");
   cr_expect_str_eq(b, blob);
   char *data = tu_blob_read(T.st, b, NULL);
@@ -222,7 +222,7 @@ Test(lazy, an_unproven_layer_is_reused_only_for_its_own_blob) {
                            .annotations = "{}",
                            .toc_digest = "sha256:x"};
   size_t pending = 7;
-  cr_expect_eq(cairn_layer_record_partial(T.st, LAYER, e, 1, &src, TOC, sizeof TOC, &pending), 2,
+  cr_expect_eq(cn_layer_record_partial(T.st, LAYER, e, 1, &src, TOC, sizeof TOC, &pending), 2,
                "%s", cairn_errmsg(T.st));
   cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources WHERE digest = '" BLOB_DIGEST "'"), 1);
   cr_expect_eq(sql_long("SELECT count(*) FROM entries WHERE layer_id = '" LAYER "'"), 6);
@@ -387,7 +387,7 @@ Test(lazy, estargz_toc_fetch_footer_then_toc) {
   cr_expect_not_null(lt.self.json);
   cn_lazy_toc_free(&lt);
   /* a TOC that is not the one the manifest names */
-  char bad[CN_TOC_DIGEST_LEN + 1];
+  char bad[CAIRN_DIGEST_LEN + 1];
   strcpy(bad, ref.toc_digest);
   bad[20] = bad[20] == '0' ? '1' : '0';
   json_object_set_new(ann, "containerd.io/snapshot/stargz/toc.digest", json_string(bad));

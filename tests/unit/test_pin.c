@@ -5,7 +5,7 @@
  * holder frees the target at once; annotations show pid, command and
  * purpose and turn stale (then vanish) when their lock is gone; and a lock
  * won on an unlinked pin file never counts — neither one taken on a stale
- * fd, nor one that cairn_pin_take wins after a deleter unlinked the file;
+ * fd, nor one that cn_pin_take wins after a deleter unlinked the file;
  * and the annotation of a live pin is never deleted, whether it was written
  * right after a deleter unlinked the pin file, while a listing read, or
  * between a listing and its delete of stale annotations.
@@ -123,10 +123,10 @@ Test(pin, shared_pins_of_two_processes_coexist) {
   cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
 
   holder_stop(&h, pid);
-  cr_expect(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "the parent's pin is gone too");
+  cr_expect(cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "the parent's pin is gone too");
   cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
   cairn_pinset_release(T.st, mine);
-  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_expect(!cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
   cr_expect_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st));
   holder_close(&h);
 }
@@ -134,13 +134,13 @@ Test(pin, shared_pins_of_two_processes_coexist) {
 Test(pin, pin_makes_rm_busy_naming_the_holder) {
   struct holder h;
   pid_t pid = holder_start(&h, "hold for the test", false);
-  cr_assert(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_assert(cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
   char **layers;
   size_t n;
-  cr_assert_eq(cairn_image_layers(T.st, image, &layers, &n), 0);
+  cr_assert_eq(cn_image_layers(T.st, image, &layers, &n), 0);
   cr_assert_eq(n, 2);
   for (size_t i = 0; i < n; i++)
-    cr_expect(cairn_pin_is_held(T.st, CAIRN_PIN_LAYER, layers[i]), "layer %zu not pinned", i);
+    cr_expect(cn_pin_is_held(T.st, CAIRN_PIN_LAYER, layers[i]), "layer %zu not pinned", i);
 
   char want[64];
   snprintf(want, sizeof(want), "pid %d ", (int)pid);
@@ -159,8 +159,8 @@ Test(pin, pin_makes_rm_busy_naming_the_holder) {
   cr_expect_eq(cairn_image_resolve(T.st, "app:1", id), 0, "the name went");
   cr_expect_eq(tu_layers_count(T.st), 2);
   cr_expect_eq(tu_blob_count(T.dir), 2);
-  for (size_t i = 0; i < n; i++) cr_expect_eq(cairn_layer_exists(T.st, layers[i]), 1);
-  cairn_strv_free(layers, n);
+  for (size_t i = 0; i < n; i++) cr_expect_eq(cn_layer_exists(T.st, layers[i]), 1);
+  cn_strv_free(layers, n);
 
   holder_stop(&h, pid);
   cr_expect_eq(cairn_rm(T.st, "app:1"), 0, "%s", cairn_errmsg(T.st));
@@ -172,7 +172,7 @@ Test(pin, kill_9_releases_at_once) {
   pid_t pid = holder_start(&h, "killed soon", true);
   cr_assert_eq(cairn_rm(T.st, "app:1"), -EBUSY);
   tu_kill_reap(pid);
-  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_expect(!cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
   int r = cairn_rm(T.st, "app:1");
   cr_assert_eq(r, 0, "rm after kill -9: %d %s", r, cairn_errmsg(T.st));
   cr_expect_eq(tu_images_count(T.st), 0);
@@ -222,15 +222,15 @@ Test(pin, wait_free_waits_for_the_holder) {
 
 Test(pin, take_is_idempotent_within_a_set_and_checks_ids) {
   cairn_pinset *ps = cairn_pinset_new("twice", true);
-  cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0);
-  cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0);
+  cr_assert_eq(cn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0);
+  cr_assert_eq(cn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0);
   size_t n;
   free(tu_pins(T.st, image, &n));
   cr_expect_eq(n, 1);
-  cr_expect_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, "../../etc/passwd"), -EINVAL);
-  cr_expect_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_LAYER, "ABC"), -EINVAL);
+  cr_expect_eq(cn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, "../../etc/passwd"), -EINVAL);
+  cr_expect_eq(cn_pin_take(T.st, ps, CAIRN_PIN_LAYER, "ABC"), -EINVAL);
   cairn_pinset_release(T.st, ps);
-  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_expect(!cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
 }
 
 /* ---- the unlinked pin file ------------------------------------------------ */
@@ -280,20 +280,20 @@ Test(pin, lock_on_a_stale_pin_file_holds_nothing) {
   cr_expect_eq(stat(path, &now), -1, "the pin file of a removed image is still there");
   /* ... and the locker wins its lock on the unlinked file */
   cr_assert_eq(flock(stale, LOCK_SH | LOCK_NB), 0);
-  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "a stale lock counts as a pin");
+  cr_expect(!cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "a stale lock counts as a pin");
 
   /* it protects nothing: the image comes back and a deleter is not stopped */
   import_app_again();
-  cr_expect(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_expect(!cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
   cr_expect_eq(cairn_rm(T.st, "app:1"), 0, "a stale lock stopped rm: %s", cairn_errmsg(T.st));
 
   /* a real pin locks the inode the path names now */
   import_app_again();
   cairn_pinset *ps = cairn_pinset_new("real", true);
-  cr_assert_eq(cairn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_pin_take(T.st, ps, CAIRN_PIN_IMAGE, image), 0, "%s", cairn_errmsg(T.st));
   cr_assert_eq(stat(path, &now), 0);
   cr_expect(now.st_ino != old.st_ino, "the pin took the unlinked inode");
-  cr_expect(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
+  cr_expect(cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image));
   cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY);
   cairn_pinset_release(T.st, ps);
   close(stale);
@@ -313,7 +313,7 @@ static int late_pin(void *arg) {
   cairn_pinset *ps = cairn_pinset_new("late pin", true);
   if (tu_read_byte(l->go[0], 20000) != 'g') return 13;
   tu_write_byte(l->started[1], 's');
-  int r = cairn_pin_take(st, ps, CAIRN_PIN_IMAGE, image); /* blocks */
+  int r = cn_pin_take(st, ps, CAIRN_PIN_IMAGE, image); /* blocks */
   tu_write_byte(l->pinned[1], r == 0 ? 'p' : 'e');
   if (tu_read_byte(l->go[0], 20000) != 'q') return 12;
   cairn_pinset_release(st, ps);
@@ -371,7 +371,7 @@ Test(pin, take_blocked_by_a_deleter_ends_on_the_new_inode) {
   struct stat now;
   cr_assert_eq(stat(path, &now), 0, "the late pin did not make a new pin file");
   cr_expect(now.st_ino != old.st_ino);
-  cr_expect(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "the late pin holds the old inode");
+  cr_expect(cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, image), "the late pin holds the old inode");
   cr_expect_eq(cairn_rm(T.st, "app:1"), -EBUSY, "rm is not stopped by the late pin");
   char want[32];
   snprintf(want, sizeof(want), "pid %d ", (int)pid);
@@ -407,7 +407,7 @@ static void window_pin(cairn_store *st, const char *point) {
   if (window.ps || strcmp(point, window.point) != 0) return;
   window.st = tu_store_open(T.dir);
   window.ps = cairn_pinset_new("pinned in the window", true);
-  window.r = cairn_pin_take(window.st, window.ps, CAIRN_PIN_IMAGE, image);
+  window.r = cn_pin_take(window.st, window.ps, CAIRN_PIN_IMAGE, image);
 }
 
 static void window_arm(const char *point) {

@@ -37,11 +37,11 @@ static void setup(void) {
   cr_assert_eq(tu_import(&T, "app:1", l1, 2, app), 0, "%s", cairn_errmsg(T.st));
   tu_layer l2[] = {{base, 2}, {top2, 2}};
   cr_assert_eq(tu_import(&T, "other:1", l2, 2, other), 0, "%s", cairn_errmsg(T.st));
-  cr_assert_eq(cairn_image_layers(T.st, app, &layers, &n_layers), 0);
+  cr_assert_eq(cn_image_layers(T.st, app, &layers, &n_layers), 0);
   cr_assert_eq(n_layers, 2);
 }
 static void teardown(void) {
-  cairn_strv_free(layers, n_layers);
+  cn_strv_free(layers, n_layers);
   tu_store_teardown(&T);
 }
 TestSuite(refs, .init = setup, .fini = teardown);
@@ -81,11 +81,11 @@ static char *refs_expected(bool with_app, const char *const *app_names, bool wit
     if (id == app ? !with_app : !with_other) continue;
     char **ls;
     size_t n;
-    cr_assert_eq(cairn_image_layers(T.st, id, &ls, &n), 0);
+    cr_assert_eq(cn_image_layers(T.st, id, &ls, &n), 0);
     sprintf(buf + strlen(buf), "i %s", id);
     for (size_t i = 0; i < n; i++) sprintf(buf + strlen(buf), " %s", ls[i]);
     strcat(buf, "\n");
-    cairn_strv_free(ls, n);
+    cn_strv_free(ls, n);
   }
   for (size_t i = 0; with_app && app_names[i]; i++)
     sprintf(buf + strlen(buf), "n %s %s\n", app_names[i], app);
@@ -128,9 +128,9 @@ Test(refs, early_pins_lock_the_image_and_its_layers_then_pin_image_annotates) {
   cairn_id id;
   cr_assert_eq(cairn_pin_image_early(T.st, ps, "app:1", id), 1, "%s", cairn_errmsg(T.st));
   cr_assert_str_eq(id, app);
-  cr_assert(cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
+  cr_assert(cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
   for (size_t i = 0; i < n_layers; i++)
-    cr_assert(cairn_pin_is_held(T.st, CAIRN_PIN_LAYER, layers[i]));
+    cr_assert(cn_pin_is_held(T.st, CAIRN_PIN_LAYER, layers[i]));
   cr_assert_eq(cairn_rm(T.st, "app:1"), -EBUSY, "an early pin does not keep the image");
   /* No annotation yet: who holds it is only the kernel's to say. */
   cairn_autofree char *before = cairn_pin_holders(T.st, CAIRN_PIN_IMAGE, app);
@@ -141,7 +141,7 @@ Test(refs, early_pins_lock_the_image_and_its_layers_then_pin_image_annotates) {
   cairn_autofree char *layer = cairn_pin_holders(T.st, CAIRN_PIN_LAYER, layers[1]);
   cr_assert_not_null(strstr(layer ? layer : "", "mount /x"), "layer not annotated: %s", layer);
   cairn_pinset_release(T.st, ps);
-  cr_assert(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
+  cr_assert(!cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
 }
 
 Test(refs, early_pins_resolve_an_id_prefix_and_nothing_else) {
@@ -155,7 +155,7 @@ Test(refs, early_pins_resolve_an_id_prefix_and_nothing_else) {
   ps = cairn_pinset_new("mount /x", true);
   cr_assert_eq(cairn_pin_image_early(T.st, ps, "nosuch:1", id), 0);
   cr_assert_eq(cairn_pin_image_early(T.st, ps, "app", id), 0, "app means app:latest");
-  cr_assert(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
+  cr_assert(!cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
   cairn_pinset_release(T.st, ps);
 }
 
@@ -169,7 +169,7 @@ Test(refs, a_missing_or_torn_file_is_not_read_and_a_missing_one_is_repaired) {
   snprintf(torn, sizeof(torn), "%.*s", (int)(strlen(whole) - 2), whole);
   refs_write(torn);
   cr_assert_eq(cairn_pin_image_early(T.st, ps, "app:1", id), 0);
-  cr_assert(!cairn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
+  cr_assert(!cn_pin_is_held(T.st, CAIRN_PIN_IMAGE, app));
   cairn_refs_repair(T.st); /* there is a file: left alone */
   cairn_autofree char *still = refs_read();
   cr_assert_str_eq(still, torn);

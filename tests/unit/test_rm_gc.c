@@ -46,10 +46,10 @@ static bool resolves(const char *ref) {
 static void layer_ids(const char *image, cairn_id *ids, size_t max) {
   char **v;
   size_t n;
-  cr_assert_eq(cairn_image_layers(T.st, image, &v, &n), 0);
+  cr_assert_eq(cn_image_layers(T.st, image, &v, &n), 0);
   cr_assert_leq(n, max);
   for (size_t i = 0; i < n; i++) snprintf(ids[i], sizeof(cairn_id), "%s", v[i]);
-  cairn_strv_free(v, n);
+  cn_strv_free(v, n);
 }
 
 static char *blob_of(const char *diff_id, const char *path) {
@@ -164,9 +164,9 @@ Test(rm_gc, rm_keeps_layers_another_image_uses) {
   cr_assert_eq(tu_layers_count(T.st), 3);
   cr_assert_eq(tu_blob_count(T.dir), 3);
   cr_assert_eq(cairn_rm(T.st, "a"), 0, "%s", cairn_errmsg(T.st));
-  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1, "the shared layer went");
-  cr_expect_eq(cairn_layer_exists(T.st, la[1]), 0, "a's own layer stayed");
-  cr_expect_eq(cairn_layer_exists(T.st, lb[1]), 1);
+  cr_expect_eq(cn_layer_exists(T.st, la[0]), 1, "the shared layer went");
+  cr_expect_eq(cn_layer_exists(T.st, la[1]), 0, "a's own layer stayed");
+  cr_expect_eq(cn_layer_exists(T.st, lb[1]), 1);
   cr_expect_eq(tu_blob_count(T.dir), 2);
   char *blob = blob_of(lb[0], "bin/sh");
   char *data = tu_blob_read(T.st, blob, NULL);
@@ -180,16 +180,16 @@ Test(rm_gc, layer_pinned_by_a_pull_survives_rm_until_gc) {
   import("a", NULL, 0, a);
   layer_ids(a, la, 1);
   cairn_pinset *pull = cairn_pinset_new("pull registry/b:1", true);
-  cr_assert_eq(cairn_pin_take(T.st, pull, CAIRN_PIN_LAYER, la[0]), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_pin_take(T.st, pull, CAIRN_PIN_LAYER, la[0]), 0, "%s", cairn_errmsg(T.st));
   cr_assert_eq(cairn_rm(T.st, "a"), 0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(tu_images_count(T.st), 0);
-  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1, "rm took a layer a pull pins");
+  cr_expect_eq(cn_layer_exists(T.st, la[0]), 1, "rm took a layer a pull pins");
   cr_expect_eq(tu_blob_count(T.dir), 1);
 
   cairn_report rep = {0};
   cr_assert_eq(cairn_gc(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(rep.layers, 0);
-  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1, "gc took a layer a pull pins");
+  cr_expect_eq(cn_layer_exists(T.st, la[0]), 1, "gc took a layer a pull pins");
   cairn_report_free(&rep);
 
   cairn_pinset_release(T.st, pull);
@@ -197,7 +197,7 @@ Test(rm_gc, layer_pinned_by_a_pull_survives_rm_until_gc) {
   cr_assert_eq(cairn_gc(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
   cr_expect_eq(rep.layers, 1);
   cr_expect_eq(rep.blobs, 1);
-  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 0);
+  cr_expect_eq(cn_layer_exists(T.st, la[0]), 0);
   cr_expect_eq(tu_blob_count(T.dir), 0);
   cairn_report_free(&rep);
 }
@@ -282,9 +282,9 @@ Test(rm_gc, an_import_committing_after_rm_removed_its_image_makes_it_again) {
   cr_assert_eq(tu_layers_count(T.st), 2, "rm took layers an import pins");
   /* ... and the import's commit makes the image again, whole */
   const char *const diff_ids[] = {ids[0], ids[1]};
-  char *config = cairn_config_for_layers(diff_ids, 2);
+  char *config = cn_config_for_layers(diff_ids, 2);
   cairn_id b;
-  cr_assert_eq(cairn_image_commit(T.st, config, strlen(config), diff_ids, 2, "app:2", b), 0, "%s",
+  cr_assert_eq(cn_image_commit(T.st, config, strlen(config), diff_ids, 2, "app:2", b), 0, "%s",
                cairn_errmsg(T.st));
   cairn_pinset_release(T.st, ps);
   free(config);
@@ -335,7 +335,7 @@ Test(rm_gc, gc_dry_run_reports_and_changes_nothing) {
   char *after = tu_blob_names(T.dir);
   cr_expect_str_eq(after, before, "a dry run removed blob files");
   cr_expect_eq(tu_layers_count(T.st), 2, "a dry run removed a layer");
-  cr_expect_eq(cairn_layer_exists(T.st, loose), 1);
+  cr_expect_eq(cn_layer_exists(T.st, loose), 1);
   free(after);
 
   rep = (cairn_report){0};
@@ -343,7 +343,7 @@ Test(rm_gc, gc_dry_run_reports_and_changes_nothing) {
   cr_expect_eq(rep.layers, 1);
   cr_expect_eq(rep.blobs, 2);
   cairn_report_free(&rep);
-  cr_expect_eq(cairn_layer_exists(T.st, loose), 0);
+  cr_expect_eq(cn_layer_exists(T.st, loose), 0);
   cr_expect_eq(tu_layers_count(T.st), 1);
   cr_expect_eq(tu_blob_count(T.dir), 1, "the kept image's blob is all that stays");
   cr_expect(resolves("kept"));
@@ -389,7 +389,7 @@ Test(rm_gc, fsck_clean_store) {
 /* Overwrites a blob's bytes in place (same size), as disk rot would. */
 static void corrupt(const char *blob) {
   char path[4096];
-  cr_assert_eq(cairn_blob_path(T.st, blob, path, sizeof(path)), 0);
+  cr_assert_eq(cn_blob_path(T.st, blob, path, sizeof(path)), 0);
   cr_assert_eq(chmod(path, 0644), 0);
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
@@ -421,9 +421,9 @@ Test(rm_gc, fsck_finds_a_corrupt_blob_and_repair_removes_its_users) {
   cr_expect_eq(fsck(true, &rep), 0, "%s", cairn_errmsg(T.st));
   cairn_report_free(&rep);
   cr_expect(!resolves("a"), "repair kept the image using the corrupt blob");
-  cr_expect_eq(cairn_layer_exists(T.st, la[1]), 0);
+  cr_expect_eq(cn_layer_exists(T.st, la[1]), 0);
   cr_expect(resolves("b"), "repair removed an image that does not use the blob");
-  cr_expect_eq(cairn_layer_exists(T.st, la[0]), 1);
+  cr_expect_eq(cn_layer_exists(T.st, la[0]), 1);
   cr_expect_eq(tu_blob_count(T.dir), 1, "only b's blob stays");
   char *shell = blob_of(la[0], "bin/sh"), *data = tu_blob_read(T.st, shell, NULL);
   cr_expect_str_eq(data, "shared shell");
@@ -502,7 +502,7 @@ Test(rm_gc, fsck_finds_a_missing_blob) {
   layer_ids(a, la, 2);
   char *blob = blob_of(la[1], "etc/a");
   char path[4096];
-  cr_assert_eq(cairn_blob_path(T.st, blob, path, sizeof(path)), 0);
+  cr_assert_eq(cn_blob_path(T.st, blob, path, sizeof(path)), 0);
   cr_assert_eq(unlink(path), 0);
   cairn_report rep;
   cr_expect_eq(fsck(false, &rep), -EBADMSG);

@@ -53,7 +53,7 @@ static void image_with(const char *config_json, const tu_entry *top, size_t n_to
   cr_assert_not_null(cfg);
   char *text = json_dumps(cfg, JSON_COMPACT);
   const char *ids[2] = {layers[0], layers[1]};
-  cr_assert_eq(cairn_image_commit(T.st, text, strlen(text), ids, n, NULL, id), 0, "%s",
+  cr_assert_eq(cn_image_commit(T.st, text, strlen(text), ids, n, NULL, id), 0, "%s",
                cairn_errmsg(T.st));
   free(text);
   json_decref(cfg);

@@ -94,7 +94,7 @@ Test(store, reopen_keeps_the_data) {
   cr_expect_str_eq(again, id);
   char **ids;
   size_t n;
-  cr_assert_eq(cairn_image_layers(T.st, id, &ids, &n), 0);
+  cr_assert_eq(cn_image_layers(T.st, id, &ids, &n), 0);
   cr_assert_eq(n, 1);
   tu_got *g = tu_layer_get(T.st, ids[0], "etc/os-release");
   cr_assert(g->found && g->e.blob);
@@ -102,7 +102,7 @@ Test(store, reopen_keeps_the_data) {
   cr_expect_str_eq(data, "ID=cairn\n");
   free(data);
   free(g);
-  cairn_strv_free(ids, n);
+  cn_strv_free(ids, n);
 }
 
 Test(store, schema_version_and_wal) {
@@ -249,7 +249,7 @@ Test(store, names_foreach_names_images_and_the_layers_in_them) {
   cr_assert_eq(tu_import(&T, "b:1", lb, 2, b), 0, "%s", cairn_errmsg(T.st));
   char **layers_b;
   size_t n_b;
-  cr_assert_eq(cairn_image_layers(T.st, b, &layers_b, &n_b), 0);
+  cr_assert_eq(cn_image_layers(T.st, b, &layers_b, &n_b), 0);
   cr_assert_eq(n_b, 2);
   /* an image with one layer twice: its name once for that layer */
   tu_layer lc[] = {{other, TU_N(other)}, {other, TU_N(other)}};
@@ -285,5 +285,5 @@ Test(store, names_foreach_names_images_and_the_layers_in_them) {
   cr_assert_str_eq(got, want);
   free(got);
   free(want);
-  cairn_strv_free(layers_b, n_b);
+  cn_strv_free(layers_b, n_b);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_tarsplit.c — exact layers: a tar imported (plain or gzip) is written
- * again byte for byte by cairn_layer_tar, for tars made by GNU tar (gnu
+ * again byte for byte by cn_layer_tar, for tars made by GNU tar (gnu
  * and posix formats, long names, hardlinks, sparse files), Python's
  * tarfile (gnu, pax, ustar), libarchive, with trailing bytes after the end
  * blocks and with a path given twice; the record goes with its layer (rm,
@@ -69,10 +69,10 @@ static void round_trip(const void *tar, size_t len, unsigned flags) {
   cairn_id id;
   int r = tu_ingest_bytes(T.st, in, in_len, NULL, NULL, id);
   cr_assert_eq(r, 0, "ingest: %s", cairn_errmsg(T.st));
-  cr_assert_eq(cairn_layer_tar_recorded(T.st, id), 1);
+  cr_assert_eq(cn_layer_tar_recorded(T.st, id), 1);
   struct membuf m = {0};
   uint64_t size = 0;
-  r = cairn_layer_tar(T.st, id, mem_write, &m, &size);
+  r = cn_layer_tar(T.st, id, mem_write, &m, &size);
   cr_assert_eq(r, 0, "regenerate: %s", cairn_errmsg(T.st));
   cr_assert_eq(size, len);
   cr_assert_eq(m.len, len);
@@ -208,14 +208,14 @@ Test(tarsplit, layer_without_record_then_imported_again) {
   cairn_id id;
   cr_assert_eq(tu_ingest(T.st, small, TU_N(small), TU_PLAIN, NULL, id), 0);
   cr_assert_eq(sqlite3_exec(T.st->db, "DELETE FROM layer_tars", NULL, NULL, NULL), SQLITE_OK);
-  cr_assert_eq(cairn_layer_tar_recorded(T.st, id), 0);
-  cr_assert_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), -ENODATA);
+  cr_assert_eq(cn_layer_tar_recorded(T.st, id), 0);
+  cr_assert_eq(cn_layer_tar(T.st, id, NULL, NULL, NULL), -ENODATA);
   cr_assert(strstr(cairn_errmsg(T.st), "without its tar headers"), "%s", cairn_errmsg(T.st));
   cairn_id again;
   cr_assert_eq(tu_ingest(T.st, small, TU_N(small), TU_GZIP, NULL, again), 0);
   cr_assert_str_eq(again, id);
-  cr_assert_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), 0, "%s", cairn_errmsg(T.st));
-  cr_assert_eq(cairn_layer_tar(T.st, "00", NULL, NULL, NULL), -ENOENT);
+  cr_assert_eq(cn_layer_tar(T.st, id, NULL, NULL, NULL), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cn_layer_tar(T.st, "00", NULL, NULL, NULL), -ENOENT);
 }
 
 Test(tarsplit, damage_is_detected_and_fsck_reports_it) {
@@ -227,7 +227,7 @@ Test(tarsplit, damage_is_detected_and_fsck_reports_it) {
   /* a record that is not one */
   cr_assert_eq(sqlite3_exec(T.st->db, "UPDATE layer_tars SET data = x'00112233'", NULL, NULL, NULL),
                SQLITE_OK);
-  cr_assert_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), -EBADMSG);
+  cr_assert_eq(cn_layer_tar(T.st, id, NULL, NULL, NULL), -EBADMSG);
   memset(&rep, 0, sizeof(rep));
   cr_assert_eq(cairn_fsck(T.st, false, &rep), -EBADMSG);
   bool named = false;
@@ -242,14 +242,14 @@ Test(tarsplit, a_changed_blob_fails_the_diff_id) {
   /* same size, other bytes: only the sha256 of the whole can tell */
   tu_got *g = tu_layer_get(T.st, id, "f");
   char path[4096];
-  cr_assert_eq(cairn_blob_path(T.st, g->blob, path, sizeof(path)), 0);
+  cr_assert_eq(cn_blob_path(T.st, g->blob, path, sizeof(path)), 0);
   chmod(path, 0644);
   FILE *f = fopen(path, "r+");
   cr_assert(f);
   fputs("SOME", f);
   fclose(f);
   free(g);
-  cr_assert_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), -EBADMSG);
+  cr_assert_eq(cn_layer_tar(T.st, id, NULL, NULL, NULL), -EBADMSG);
   cr_assert(strstr(cairn_errmsg(T.st), "hashes to"), "%s", cairn_errmsg(T.st));
 }
 
@@ -313,8 +313,8 @@ Test(tarsplit, content_cut_short_after_the_end_blocks_is_not_recorded) {
   cairn_id id;
   cr_assert_eq(tu_ingest_bytes(T.st, tar, len, NULL, NULL, id), 0, "%s", cairn_errmsg(T.st));
   free(tar);
-  cr_expect_eq(cairn_layer_tar_recorded(T.st, id), 0, "a record that cannot be exact was kept");
-  cr_expect_eq(cairn_layer_tar(T.st, id, NULL, NULL, NULL), -ENODATA, "%s", cairn_errmsg(T.st));
+  cr_expect_eq(cn_layer_tar_recorded(T.st, id), 0, "a record that cannot be exact was kept");
+  cr_expect_eq(cn_layer_tar(T.st, id, NULL, NULL, NULL), -ENODATA, "%s", cairn_errmsg(T.st));
   cairn_report rep = {0};
   cr_expect_eq(cairn_fsck(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
   cairn_report_free(&rep);

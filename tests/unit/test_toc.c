@@ -59,7 +59,7 @@ static void check_chunks(const cn_toc *toc, const unsigned char *blob, bool want
           "%s chunk %zu: %s", e->path, k, cairn_errmsg(T.st));
       cr_assert_geq(out_len, c->inner + c->usize, "%s chunk %zu", e->path, k);
       if (c->digest[0]) {
-        char d[CN_TOC_DIGEST_LEN + 1];
+        char d[CAIRN_DIGEST_LEN + 1];
         cn_toc_sha256(out + c->inner, c->usize, d);
         cr_assert_str_eq(d, c->digest, "%s chunk %zu", e->path, k);
       }
@@ -68,7 +68,7 @@ static void check_chunks(const cn_toc *toc, const unsigned char *blob, bool want
       at += c->usize;
     }
     cr_assert_eq(at, e->size);
-    char d[CN_TOC_DIGEST_LEN + 1];
+    char d[CAIRN_DIGEST_LEN + 1];
     cn_toc_sha256(file, e->size, d);
     cr_assert_str_eq(d, e->digest, "%s", e->path);
     free(file);
@@ -254,7 +254,7 @@ static void estargz_fixture(const char *name, bool landmark_prefetch) {
     cr_assert(toc.no_prefetch);
   }
   check_chunks(&toc, blob, landmark_prefetch);
-  char want[CN_TOC_DIGEST_LEN + 1];
+  char want[CAIRN_DIGEST_LEN + 1];
   strcpy(want, toc.toc_digest);
   cn_toc_free(&toc);
   /* the manifest's TOC digest is checked */
@@ -311,7 +311,7 @@ Test(toc, estargz_toc_digest_is_the_json) {
   size_t len, jlen;
   unsigned char *blob = tu_read_file(CORPUS "toc_estargz/prefetch-inner.gz", &len);
   unsigned char *js = tu_read_file(CORPUS "toc_estargz/prefetch-inner-toc.json", &jlen);
-  char d[CN_TOC_DIGEST_LEN + 1];
+  char d[CAIRN_DIGEST_LEN + 1];
   cn_toc_sha256(js, jlen, d);
   cn_toc toc;
   cr_assert_eq(cn_toc_estargz_parse(blob, len, len, d, &toc, T.st), 0, "%s", cairn_errmsg(T.st));
@@ -516,7 +516,7 @@ Test(toc, zstd_chunked_tarsplit_footer) {
   cr_assert_str_eq(find(&toc, "b")->link, "a");
   cn_toc_free(&toc);
   /* the tar-split, checked against the manifest's checksum */
-  char sum[CN_TOC_DIGEST_LEN + 1];
+  char sum[CAIRN_DIGEST_LEN + 1];
   cn_toc_sha256(blob + pos.ts_off, pos.ts_len, sum);
   char position[64];
   snprintf(position, sizeof position, "%llu:%llu:%llu:1", (unsigned long long)pos.off,

@@ -235,7 +235,7 @@ int tu_ingest_bytes(cairn_store *st, const void *buf, size_t len, const char *ex
                     cairn_pinset *ps, cairn_id diff_id) {
   int fd = tu_memfd(buf, len);
   cairn_pinset *own = ps ? NULL : cairn_pinset_new("unit test", true);
-  int r = cairn_layer_ingest(st, fd, expected_diff_id, ps ? ps : own, diff_id);
+  int r = cn_layer_ingest(st, fd, expected_diff_id, ps ? ps : own, diff_id);
   cairn_pinset_release(st, own);
   close(fd);
   return r;
@@ -262,7 +262,7 @@ int tu_import(tu_store *t, const char *name, const tu_layer *layers, size_t n, c
     tu_write_file(paths[i], buf, len);
     free(buf);
   }
-  int r = cairn_import_files(t->st, name, (const char *const *)paths, n, image_id);
+  int r = cn_import_files(t->st, name, (const char *const *)paths, n, image_id);
   for (size_t i = 0; i < n; i++) {
     unlink(paths[i]);
     free(paths[i]);
@@ -462,16 +462,16 @@ tu_got *tu_layer_get(cairn_store *st, const char *diff_id, const char *path) {
   tu_got *g = calloc(1, sizeof(*g));
   cr_assert(g);
   struct layer_get lg = {path, g, 0};
-  int r = cairn_layer_foreach(st, diff_id, layer_get_one, &lg);
-  cr_assert_eq(r, 0, "cairn_layer_foreach: %d %s", r, cairn_errmsg(st));
+  int r = cn_layer_foreach(st, diff_id, layer_get_one, &lg);
+  cr_assert_eq(r, 0, "cn_layer_foreach: %d %s", r, cairn_errmsg(st));
   return g;
 }
 
 size_t tu_layer_entries(cairn_store *st, const char *diff_id) {
   tu_got g;
   struct layer_get lg = {NULL, &g, 0};
-  int r = cairn_layer_foreach(st, diff_id, layer_get_one, &lg);
-  cr_assert_eq(r, 0, "cairn_layer_foreach: %d %s", r, cairn_errmsg(st));
+  int r = cn_layer_foreach(st, diff_id, layer_get_one, &lg);
+  cr_assert_eq(r, 0, "cn_layer_foreach: %d %s", r, cairn_errmsg(st));
   return lg.count;
 }
 

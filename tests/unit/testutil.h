@@ -92,8 +92,8 @@ void tu_write_file(const char *path, const void *buf, size_t len);
  * the test fails. */
 void *tu_read_file(const char *path, size_t *len);
 
-/* cairn_layer_ingest of these bytes; a NULL ps uses a pinset of its own,
- * released before returning. Returns what cairn_layer_ingest returned. */
+/* cn_layer_ingest of these bytes; a NULL ps uses a pinset of its own,
+ * released before returning. Returns what cn_layer_ingest returned. */
 int tu_ingest_bytes(cairn_store *st, const void *buf, size_t len, const char *expected_diff_id,
                     cairn_pinset *ps, cairn_id diff_id);
 int tu_ingest(cairn_store *st, const tu_entry *e, size_t n, unsigned flags, cairn_pinset *ps,
@@ -104,8 +104,8 @@ typedef struct tu_layer {
   size_t n;
 } tu_layer;
 
-/* cairn_import_files of these layers (bottom first), written as tar files
- * in t->root. Returns what cairn_import_files returned. */
+/* cn_import_files of these layers (bottom first), written as tar files
+ * in t->root. Returns what cn_import_files returned. */
 int tu_import(tu_store *t, const char *name, const tu_layer *layers, size_t n, cairn_id image_id);
 
 /* ---- looking at a store --------------------------------------------------- */
@@ -148,7 +148,7 @@ typedef struct tu_got {
 /* The entry at path of a stored layer (malloc'd; found is false if the
  * layer has no such entry). */
 tu_got *tu_layer_get(cairn_store *st, const char *diff_id, const char *path);
-/* How many entries cairn_layer_foreach gives for the layer. */
+/* How many entries cn_layer_foreach gives for the layer. */
 size_t tu_layer_entries(cairn_store *st, const char *diff_id);
 void tu_sha256_hex(const void *buf, size_t len, char out[65]);
 
