@@ -77,6 +77,11 @@ static const char *const migrations[] = {
      "  path TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,"
      "  PRIMARY KEY(layer_id, path)) WITHOUT ROWID;"
      "CREATE INDEX pending_sha256 ON pending(sha256);"),
+    /* 8: a lazily pulled layer whose diff_id its rebuilt tar refuted,
+     * out of service (lazy.c, cn_layer_refute) until removed */
+    ("CREATE TABLE layer_refuted(layer_id TEXT PRIMARY KEY"
+     "  REFERENCES layers(id) ON DELETE CASCADE,"
+     "  reason TEXT NOT NULL, since INTEGER NOT NULL);"),
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

@@ -338,11 +338,32 @@ static int stored_layer_foreach(void *src, cairn_entry_fn fn, void *arg) {
   return cn_layer_foreach(l->st, l->diff_id, fn, arg);
 }
 
+/* 0 when no layer of image_id is refuted (lazy.c, cn_layer_refute);
+ * else -EBADMSG, saying which and why: mounts and index builds refuse. */
+static int image_refuted_check(cairn_store *st, const char *image_id) {
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT f.layer_id, f.reason FROM image_layers l JOIN layer_refuted f"
+                        " ON f.layer_id = l.layer_id WHERE l.image_id = ?"
+                        " ORDER BY l.position LIMIT 1");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
+  r = sqlite3_step(q);
+  if (r == SQLITE_DONE) return 0;
+  if (r != SQLITE_ROW) return cn_store_fail_db(st, "refuted layers");
+  return cairn_fail(st, -EBADMSG,
+                    "layer sha256:%.12s is out of service (%s): cairn rm the image, then pull it"
+                    " from a registry that serves it",
+                    (const char *)sqlite3_column_text(q, 0),
+                    (const char *)sqlite3_column_text(q, 1));
+}
+
 int cn_image_tree_build(cairn_store *st, const char *image_id, cairn_tree **out) {
   *out = NULL;
   char **layers = NULL;
   size_t n_layers = 0;
-  int r = cn_image_layers(st, image_id, &layers, &n_layers);
+  int r = image_refuted_check(st, image_id);
+  if (r == 0) r = cn_image_layers(st, image_id, &layers, &n_layers);
   if (r < 0) return r;
   merge_builder *b;
   if ((r = cn_merge_builder_new(st, &b)) < 0) goto out;

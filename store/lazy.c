@@ -31,6 +31,7 @@
 
 #include "libcairn_blob.h"
 #include "libcairn_image.h"
+#include "libcairn_layer.h"
 #include "libcairn_tree.h"
 
 #include <dirent.h>
@@ -158,9 +159,12 @@ static int record_locked(cairn_store *st, const char *diff_id, struct sorted_ent
                          const cairn_lazy_source *src, size_t *pending) {
   int r;
   if ((r = cn_db_begin(st)) < 0) return r;
-  if ((r = cn_layer_exists(st, diff_id)) != 0) {
+  /* stored meanwhile (the pull looked before): reused if proven or of
+   * this very blob and TOC, else 2 (an unproven claim from another blob:
+   * the caller pulls this one in full, which proves it) */
+  if ((r = cn_layer_reusable(st, diff_id, src->digest, src->annotations)) != 0) {
     cn_db_rollback(st);
-    return r < 0 ? r : 0;
+    return r < 0 ? r : r == 1 ? 0 : 2;
   }
   cn_autostmt sqlite3_stmt *ins = NULL, *pend = NULL, *lay = NULL, *srcrow = NULL, *upd = NULL;
   if ((r = cn_db_prepare(st, &ins,
@@ -369,7 +373,8 @@ int cn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f) {
   int r = cn_db_prepare(st, &q,
                         "SELECT p.layer_id, p.path, p.size, " LAZY_FILE_COLS " FROM pending p"
                         " JOIN layer_sources s ON s.layer_id = p.layer_id WHERE p.sha256 = ?"
-                        " LIMIT 1");
+                        " AND NOT EXISTS (SELECT 1 FROM layer_refuted f"
+                        " WHERE f.layer_id = p.layer_id) LIMIT 1");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, sha_hex(sha256), -1, SQLITE_STATIC);
   r = sqlite3_step(q);
@@ -663,7 +668,8 @@ int cn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f)
   memset(f, 0, sizeof *f);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
-                        "SELECT s.layer_id, '', 0, " LAZY_FILE_COLS ", l.state = 'complete'"
+                        "SELECT s.layer_id, '', 0, " LAZY_FILE_COLS ", l.state = 'complete',"
+                        " (SELECT reason FROM layer_refuted f WHERE f.layer_id = l.id)"
                         " FROM layer_sources s JOIN layers l ON l.id = s.layer_id"
                         " WHERE s.layer_id = ?");
   if (r < 0) return r;
@@ -671,6 +677,9 @@ int cn_lazy_source_get(cairn_store *st, const char *diff_id, cairn_lazy_file *f)
   r = sqlite3_step(q);
   if (r == SQLITE_DONE) return 0;
   if (r != SQLITE_ROW) return cn_store_fail_db(st, "layer sources");
+  if (sqlite3_column_type(q, 11) != SQLITE_NULL)
+    return cairn_fail(st, -EBADMSG, "layer sha256:%.12s is out of service (%s)", diff_id,
+                      (const char *)sqlite3_column_text(q, 11));
   int complete = sqlite3_column_int(q, 10);
   if ((r = lazy_file_row(st, q, f)) < 0) return r;
   return complete ? 2 : 1;
@@ -728,6 +737,99 @@ int cn_lazy_layer_finished(cairn_store *st, const char *diff_id) {
   store_test_point(st, "lazy: TOCs unlinked");
   store_errclear(st);
   return 0;
+}
+
+/* ---- the proof of a lazily pulled layer's diff_id --------------------------
+ * A layer recorded from its TOC names the diff_id its image's config
+ * claims; nothing has hashed its tar yet. Until a fill or a pull rebuilds
+ * and hashes it (cn_layer_unproven_drop, layer.c, within that ingest's commit), it
+ * keeps its layer_sources row, and only a pull of the same blob (digest
+ * and the annotations that locate and vouch for its TOC) may reuse it
+ * (cn_layer_reusable). A tar that hashes to something else refutes
+ * it: a layer_refuted row takes it out of service (cn_layer_refute). */
+
+int cn_layer_reusable(cairn_store *st, const char *diff_id, const char *digest,
+                         const char *annotations) {
+  store_errclear(st);
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT s.digest, s.annotations,"
+                        " EXISTS (SELECT 1 FROM layer_refuted f WHERE f.layer_id = l.id)"
+                        " FROM layers l LEFT JOIN layer_sources s ON s.layer_id = l.id"
+                        " WHERE l.id = ?");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  r = sqlite3_step(q);
+  if (r == SQLITE_DONE) return 0;
+  if (r != SQLITE_ROW) return cn_store_fail_db(st, "layer lookup");
+  if (sqlite3_column_int(q, 2)) return 2;
+  const char *d = (const char *)sqlite3_column_text(q, 0);
+  const char *a = (const char *)sqlite3_column_text(q, 1);
+  if (!d) return 1; /* proven */
+  return digest && annotations && strcmp(d, digest) == 0 && strcmp(a, annotations) == 0 ? 1 : 2;
+}
+
+int cairn_image_unverified(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n) {
+  store_errclear(st);
+  *diff_ids = NULL;
+  *n = 0;
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT l.layer_id, min(l.position) AS pos FROM image_layers l"
+                        " JOIN layer_sources s ON s.layer_id = l.layer_id"
+                        " WHERE l.image_id = ? GROUP BY l.layer_id ORDER BY pos");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
+  return strv_of_rows(st, q, "", "layer sources", diff_ids, n);
+}
+
+/* "NAME, NAME2" (or the short id of an image without a name) of every
+ * image that uses layer diff_id; malloc'd, "" when none. */
+static char *layer_image_names(cairn_store *st, const char *diff_id) {
+  cn_autostmt sqlite3_stmt *q = NULL;
+  if (cn_db_prepare(st, &q,
+                    "SELECT coalesce((SELECT group_concat(n.name, ', ') FROM names n"
+                    " WHERE n.image_id = i.image_id), substr(i.image_id, 1, 12))"
+                    " FROM (SELECT DISTINCT image_id FROM image_layers WHERE layer_id = ?) i"
+                    " ORDER BY 1") < 0)
+    return NULL;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  size_t len = 0;
+  char *s = NULL;
+  FILE *f = open_memstream(&s, &len);
+  if (!f) return NULL;
+  for (int n = 0; sqlite3_step(q) == SQLITE_ROW; n++)
+    fprintf(f, "%s%s", n ? ", " : "", (const char *)sqlite3_column_text(q, 0));
+  fclose(f);
+  return s;
+}
+
+int cn_layer_refute(cairn_store *st, const char *diff_id, const char *reason, char **images) {
+  *images = NULL;
+  int lock = cn_store_lock(st, STORE_LOCK_SHARED);
+  if (lock < 0) return lock;
+  int r = cn_db_begin(st);
+  if (r == 0) {
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s,
+                           "INSERT OR REPLACE INTO layer_refuted(layer_id, reason, since)"
+                           " SELECT id, ?2, ?3 FROM layers WHERE id = ?1")) == 0) {
+      sqlite3_bind_text(s, 1, diff_id, -1, SQLITE_STATIC);
+      sqlite3_bind_text(s, 2, reason, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(s, 3, cn_now_seconds());
+      if (sqlite3_step(s) != SQLITE_DONE) r = cn_store_fail_db(st, "refuted layer");
+    }
+    if (r == 0) {
+      *images = layer_image_names(st, diff_id);
+      cn_layer_indexes_remove(st, diff_id);
+      r = cn_db_commit_durable(st);
+    } else {
+      cn_db_rollback(st);
+    }
+  }
+  close(lock);
+  if (r == 0 && !*images) *images = strdup("");
+  return r;
 }
 
 /* ---- fsck --------------------------------------------------------- */
@@ -789,6 +891,18 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
   while (sqlite3_step(e) == SQLITE_ROW)
     problem(r, "layer %s: pending file %s does not match its entry",
             (const char *)sqlite3_column_text(e, 0), (const char *)sqlite3_column_text(e, 1));
+  {
+    cn_autostmt sqlite3_stmt *f = NULL;
+    if ((rc = cn_db_prepare(st, &f, "SELECT layer_id, reason FROM layer_refuted ORDER BY 1")) < 0)
+      return rc;
+    while (sqlite3_step(f) == SQLITE_ROW) {
+      const char *id = (const char *)sqlite3_column_text(f, 0);
+      char *images = layer_image_names(st, id);
+      problem(r, "layer %s: out of service, its diff_id refuted (%s); images: %s", id,
+              (const char *)sqlite3_column_text(f, 1), images && *images ? images : "none");
+      free(images);
+    }
+  }
   if (layers)
     cn_report_line(r, "checked %llu partial layers (%llu files not fetched yet)",
                    (unsigned long long)layers, (unsigned long long)files);

@@ -71,6 +71,11 @@ int cn_layer_blobs_of(cairn_store *st, const char *diff_id, cairn_layer_blob_fn 
 /* ---- layers, their entries and blobs; exact layers (cairn/layer.h's subsystem) ---- */
 /* 1 if stored, 0 if not, negative on error. */
 int cn_layer_exists(cairn_store *st, const char *diff_id);
+/* The zero bytes the last cn_layer_ingest on st added after its stream
+ * to prove the expected diff_id (a tar whose record padding its blob
+ * dropped, as podman 4.3's zstd:chunked writer does; they are kept in the
+ * layer's exact tar), or 0. */
+uint64_t cn_layer_ingest_padding(const cairn_store *st);
 
 /* ---- import (cairn/import.h's subsystem) ---- */
 /* Reads one layer tar (plain, gzip or zstd, detected) from fd and stores
@@ -90,10 +95,27 @@ int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn
  * other becomes a pending file (*pending counts them), and the layer is
  * partial until the last arrives. The TOC's bytes (toc, toc_len; checked
  * against src->toc_digest by the caller) are kept as STORE/toc/HEX of
- * src->digest. 0 also when the layer is stored already. */
+ * src->digest. 0 also when the layer is stored already and reusable
+ * (cn_layer_reusable); 2 when it is stored unproven from another blob
+ * (or refuted): nothing recorded, the caller pulls it in full. */
 int cn_layer_record_partial(cairn_store *st, const char *diff_id, const cairn_entry *entries,
                                size_t n, const cairn_lazy_source *src, const void *toc,
                                size_t toc_len, size_t *pending);
+
+/* Whether a pull may reuse stored layer diff_id for a layer of blob
+ * digest whose annotations are annotations (compact JSON, keys sorted, as
+ * lazy pulls keep them; NULLs for a pull that is not lazy): 0 not stored;
+ * 1 stored and reusable (its diff_id proven, or a lazy pull's of that very
+ * blob and TOC); 2 stored but not to be reused: a lazy pull's of another
+ * blob whose diff_id is not proven yet, or refuted (a pull stores it in
+ * full, which proves it and replaces the unproven rows). */
+int cn_layer_reusable(cairn_store *st, const char *diff_id, const char *digest,
+                      const char *annotations);
+/* Takes lazily pulled layer diff_id out of service: its rebuilt tar did not
+ * hash to its diff_id (reason says how). Mounts and index builds of its
+ * images refuse from now on; *images (malloc'd) names them, for the
+ * caller to say. */
+int cn_layer_refute(cairn_store *st, const char *diff_id, const char *reason, char **images);
 
 /* ---- layers, their entries and blobs; exact layers (cairn/layer.h's subsystem) ---- */
 /* Writes the layer's uncompressed tar exactly as it was imported or pulled

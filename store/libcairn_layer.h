@@ -21,4 +21,17 @@ int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, v
 /* Deletes a layer with its entries, within an open transaction. */
 int cn_layer_delete_rows(cairn_store *st, const char *diff_id);
 
+/* Within the caller's transaction (an ingest that hashed the layer's tar
+ * to diff_id): if layer diff_id is a lazy pull's whose diff_id is not
+ * proven yet (a layer_sources row) or refuted (layer_refuted), drops its
+ * rows but the layers row (entries, pending files, source, refutation, tar
+ * record) and the indexes of its images, for the ingest to store what it
+ * hashed: 1, and toc the kept TOC ("toc/HEX", "" if none) to unlink after
+ * the commit; 0 when it is proven. */
+int cn_layer_unproven_drop(cairn_store *st, const char *diff_id, char toc[80]);
+
+/* Removes the indexes of the images that use layer diff_id (the next use
+ * builds them again from the rows as they are then). */
+void cn_layer_indexes_remove(cairn_store *st, const char *diff_id);
+
 #endif

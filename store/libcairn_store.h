@@ -39,6 +39,7 @@ struct cairn_store {
   char err[1024];
   char notice[1024];          /* what opening changed, for the person (store.c), or "" */
   bool created;               /* this opening made the store (CAIRN_STORE_CREATE) */
+  uint64_t ingest_padding;    /* the last ingest's zero bytes added (layer.c), or 0 */
   cairn_progress_fn progress; /* cairn_store_set_progress (progress.c) */
   void *progress_arg;
   struct cn_locks_prefetch *locks_prefetch; /* cairn_pins_prefetch (pin.c), or NULL */

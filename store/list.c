@@ -105,6 +105,7 @@ struct image_row {
   int64_t created, stored;
   unsigned layers;
   uint64_t pending_files, pending_bytes;
+  unsigned unverified;
   struct names names; /* free them */
 };
 
@@ -120,8 +121,14 @@ struct image_row {
   " WHERE l.image_id = images.id), (SELECT coalesce(sum(p.size), 0) FROM pending p"                \
   " JOIN image_layers l ON l.layer_id = p.layer_id WHERE l.image_id = images.id)"
 
+/* Its layers whose diff_id is not proven yet: a lazy pull's, still with
+ * their source row (lazy.c). One column. */
+#define IMAGE_UNVERIFIED_SQL                                                                       \
+  "(SELECT count(DISTINCT l.layer_id) FROM image_layers l JOIN layer_sources s"                    \
+  " ON s.layer_id = l.layer_id WHERE l.image_id = images.id)"
+
 /* The image of q's row (id, size, created, layers, stored, pending files
- * and bytes) and its names. */
+ * and bytes, unverified layers) and its names. */
 static int image_row_read(cairn_store *st, sqlite3_stmt *names_q, sqlite3_stmt *q,
                           struct image_row *row) {
   snprintf(row->id, sizeof(row->id), "%s", (const char *)sqlite3_column_text(q, 0));
@@ -131,6 +138,7 @@ static int image_row_read(cairn_store *st, sqlite3_stmt *names_q, sqlite3_stmt *
   row->stored = sqlite3_column_int64(q, 4);
   row->pending_files = (uint64_t)sqlite3_column_int64(q, 5);
   row->pending_bytes = (uint64_t)sqlite3_column_int64(q, 6);
+  row->unverified = (unsigned)sqlite3_column_int(q, 7);
   return image_names(st, names_q, row->id, &row->names);
 }
 
@@ -146,7 +154,8 @@ static struct cairn_image_rec image_row_rec(cairn_store *st, const struct pinned
                                   .layers = row->layers,
                                   .pinned = image_pinned(st, pv, row->id),
                                   .pending_files = row->pending_files,
-                                  .pending_bytes = row->pending_bytes};
+                                  .pending_bytes = row->pending_bytes,
+                                  .unverified = row->unverified};
 }
 
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
@@ -159,7 +168,7 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
       st, &q,
       "SELECT id, size, " IMAGE_CREATED_SQL ","
       " (SELECT count(*) FROM image_layers WHERE image_id = id), created, " IMAGE_PENDING_SQL
-      " FROM images ORDER BY created DESC, id");
+      ", " IMAGE_UNVERIFIED_SQL " FROM images ORDER BY created DESC, id");
   struct pinned_view pv = {0};
   struct image_row *rows = NULL;
   size_t n = 0, cap = 0;

@@ -45,8 +45,9 @@ static bool images_keep(const struct cli_rows *rows, const struct cli_cell *row,
 
 /* An images table's columns, as podman images's, then cairn's own; a
  * template also has {{.Names}} (every name of the row's image). PENDING
- * (the bytes a lazy pull has not fetched yet) only when a listed image is
- * partial: a store without one lists as before. */
+ * (the bytes a lazy pull has not fetched yet) and UNVERIFIED (its layers
+ * whose diff_id is not proven yet) only when a listed image is a lazy
+ * pull's, partial or unverified: a store without one lists as before. */
 static const char *const image_columns[] = {"repository:REPOSITORY", "tag:TAG",    "id:IMAGE ID",
                                             "created:CREATED",       "size:SIZE",  "layers:LAYERS",
                                             "pinned:PINNED",         "names:NAMES"};
@@ -58,6 +59,7 @@ static const char *const image_columns_pending[] = {"repository:REPOSITORY",
                                                     "layers:LAYERS",
                                                     "pinned:PINNED",
                                                     "pending_bytes:PENDING",
+                                                    "unverified:UNVERIFIED",
                                                     "names:NAMES"};
 
 static const char *const image_columns_template[] = {"repository:REPOSITORY",
@@ -69,13 +71,15 @@ static const char *const image_columns_template[] = {"repository:REPOSITORY",
                                                      "pinned:PINNED",
                                                      "pending_files:PENDING FILES",
                                                      "pending_bytes:PENDING",
+                                                     "unverified:UNVERIFIED",
                                                      "names:NAMES"};
 
 static bool any_pending(const struct cli_rows *rows) {
   for (size_t i = 0; rows->schema && i < rows->n; i++) {
-    const struct cli_cell *c =
-        cli_row_get(rows, rows->cells + i * rows->schema->n, "pending_bytes");
-    if (c && c->set) return true;
+    const struct cli_cell *row = rows->cells + i * rows->schema->n;
+    const struct cli_cell *c = cli_row_get(rows, row, "pending_bytes");
+    const struct cli_cell *u = cli_row_get(rows, row, "unverified");
+    if ((c && c->set) || (u && u->set)) return true;
   }
   return false;
 }
@@ -162,7 +166,8 @@ static int listing(struct cli *c, int argc, char **argv, const char *usage, list
     cli_rows_filter(&rows, images_keep, &f);
   }
   struct cli_rows by_name = {0};
-  if (images && l.format) { /* {{.Pending_files}}, {{.Pending_bytes}}: empty if complete */
+  if (images && l.format) { /* {{.Pending_files}}, {{.Pending_bytes}}, {{.Unverified}}: empty if
+                               complete and proven */
     columns = image_columns_template;
     n = sizeof(image_columns_template) / sizeof(image_columns_template[0]);
   } else if (images && !l.json && !l.quiet && any_pending(&rows)) {
@@ -204,8 +209,10 @@ const struct cli_command cmd_images = {
                "image's, from its config, relative), size, layers, pinned; --json: an object\n"
                "per image (its names, stored too).\n"
                "A partial image (pull --lazy; cairn fill completes it) has a PENDING column\n"
-               "(the bytes not fetched yet: the column is there only when some image is\n"
-               "partial) and, in --json, pending_files and pending_bytes.\n"
+               "(the bytes not fetched yet) and, in --json, pending_files and pending_bytes;\n"
+               "an image with layers whose diff_id is not proven yet (pull --lazy; cairn fill\n"
+               "proves it) an UNVERIFIED column (how many), unverified in --json. The columns\n"
+               "are there only when some image is a lazy pull's.\n"
                "NAME: only the image it names, or with no tag every tag of its repository (as\n"
                "podman images NAME: alpine lists docker.io/library/alpine's).",
     .options = "--json\tone JSON array of every image, exact numbers, times in RFC "

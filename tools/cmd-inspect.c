@@ -15,6 +15,8 @@ struct inspected {
   int code;                              /* the template's exit code */
   uint64_t pending_files, pending_bytes; /* a lazy pull's, not fetched yet */
   int access_files;                      /* its recorded access list's, 0: none */
+  char **unverified;                     /* diff_ids a lazy pull recorded, not proven yet */
+  size_t n_unverified;
 };
 
 static int inspected_print(const struct cairn_image_info *info, void *arg) {
@@ -26,6 +28,15 @@ static int inspected_print(const struct cairn_image_info *info, void *arg) {
     json_object_set_new(obj, "Pending",
                         json_pack("{sI sI}", "Files", (json_int_t)out->pending_files, "Bytes",
                                   (json_int_t)out->pending_bytes));
+  if (out->n_unverified) { /* a lazy pull's layers whose diff_id is not proven yet */
+    json_t *u = json_array();
+    for (size_t i = 0; u && i < out->n_unverified; i++) {
+      char d[80];
+      snprintf(d, sizeof d, "sha256:%s", out->unverified[i]);
+      json_array_append_new(u, json_string(d));
+    }
+    json_object_set_new(obj, "Unverified", u);
+  }
   if (out->access_files > 0) /* cairn mount --record-access's */
     json_object_set_new(obj, "AccessList",
                         json_pack("{sI}", "Files", (json_int_t)out->access_files));
@@ -78,7 +89,13 @@ static int inspect_run(struct cli *c, int argc, char **argv) {
     json_decref(pins);
     return report_fail(out.access_files, "%s: %s", argv[i], report_why(st, out.access_files));
   }
+  if ((r = cairn_image_unverified(st, id, &out.unverified, &out.n_unverified)) < 0) {
+    json_decref(pins);
+    return report_fail(r, "%s: %s", argv[i], report_why(st, r));
+  }
   r = cairn_inspect(st, id, inspected_print, &out);
+  for (size_t k = 0; k < out.n_unverified; k++) free(out.unverified[k]);
+  free(out.unverified);
   json_decref(out.pins);
   return r < 0 ? report_fail(r, "%s: %s", argv[i], report_why(st, r)) : out.code;
 }
@@ -89,9 +106,10 @@ const struct cli_command cmd_inspect = {
     .usage = "cairn inspect [--json | -f TEMPLATE] IMAGE",
     .summary = "Print IMAGE's names, config, layers and pins as JSON.\n"
                "created is the image's creation time (its config's), stored when this store\n"
-               "got it. Pending: a lazy\n"
-               "pull's files not here yet; AccessList: how many files the image's recorded\n"
-               "access list names (cairn mount's record-access; push puts them first).",
+               "got it. Pending: a lazy pull's files not here yet; Unverified: the diff_ids\n"
+               "of its layers a lazy pull recorded that no rebuilt tar has proven yet (cairn\n"
+               "fill proves them); AccessList: how many files the image's recorded access\n"
+               "list names (cairn mount's record-access; push puts them first).",
     .options = "--json\taccepted for habit: the output is JSON already\n"
                "-f, --format TEMPLATE\tprint TEMPLATE, as podman image inspect: its fields\n"
                "\t({{.Id}}, {{.Digest}}, {{.RepoTags}}, {{.Architecture}}, {{.Os}},\n"

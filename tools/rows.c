@@ -488,6 +488,7 @@ enum {
   IMAGE_STORED,
   IMAGE_PENDING_FILES, /* set only for a partial image (a lazy pull's) */
   IMAGE_PENDING_BYTES,
+  IMAGE_UNVERIFIED, /* set only when some layer's diff_id is not proven yet */
   IMAGE_REPOSITORY, /* set only by cli_image_rows_by_name: tables and templates */
   IMAGE_TAG,
   IMAGE_FIELDS
@@ -502,6 +503,7 @@ static const struct cli_field image_fields[IMAGE_FIELDS] = {
     [IMAGE_STORED] = {"stored", CLI_TIME, false},
     [IMAGE_PENDING_FILES] = {"pending_files", CLI_INT, true},
     [IMAGE_PENDING_BYTES] = {"pending_bytes", CLI_SIZE, true},
+    [IMAGE_UNVERIFIED] = {"unverified", CLI_INT, true},
     [IMAGE_REPOSITORY] = {"repository", CLI_STR, true},
     [IMAGE_TAG] = {"tag", CLI_STR, true},
 };
@@ -520,6 +522,8 @@ int cli_image_row(const struct cairn_image_rec *im, void *arg) {
     c[IMAGE_PENDING_FILES] = (struct cli_cell){.set = true, .i = (int64_t)im->pending_files};
     c[IMAGE_PENDING_BYTES] = (struct cli_cell){.set = true, .i = (int64_t)im->pending_bytes};
   }
+  if (im->unverified)
+    c[IMAGE_UNVERIFIED] = (struct cli_cell){.set = true, .i = (int64_t)im->unverified};
   bool ok = cli_cell_set_str(rows, &c[IMAGE_ID], im->id);
   const char **names = ok && im->n_names ? arena_alloc(rows, im->n_names * sizeof(*names)) : NULL;
   for (size_t i = 0; names && i < im->n_names; i++) {

@@ -69,6 +69,11 @@ int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, 
  * pull's bounded retries). May be called from several threads, each with
  * its own handle. */
 int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]);
+/* The diff_ids (hex; free each and the array) of image_id's layers a lazy
+ * pull recorded whose diff_id is not proven yet (or refuted), in layer
+ * order. */
+int cairn_image_unverified(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n);
+
 /* A long-lived fetcher of pending files (store/remote/fetcher.c: what
  * `cairn fill --serve` runs for a mount): up to `threads` fetches at once
  * (1 to 16), each thread with a store handle of its own on store_dir; each

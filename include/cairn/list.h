@@ -37,6 +37,9 @@ typedef struct cairn_image_rec {
   /* A lazy pull's (doc/lazy-pulls.md): the files of the image's layers
    * not fetched yet, and their bytes; 0 for a complete image. */
   uint64_t pending_files, pending_bytes;
+  /* How many of its layers a lazy pull recorded whose diff_id no rebuilt
+   * tar has proven yet (or refuted): 0 for an image all proven. */
+  unsigned unverified;
 } cairn_image_rec;
 typedef int (*cairn_image_fn)(const cairn_image_rec *im, void *arg);
 /* Newest first. */

@@ -445,8 +445,8 @@ int cn_lazy_layer(pull_source *src, const pull_desc *d, const char *diff_id, siz
                           .size = d->size,
                           .annotations = ann ? ann : "{}",
                           .toc_digest = lt.raw_digest};
-  if ((r = cn_layer_record_partial(st, diff_id, v, n, &ls, lt.raw, lt.raw_len, pending)) < 0)
-    goto out;
+  if ((r = cn_layer_record_partial(st, diff_id, v, n, &ls, lt.raw, lt.raw_len, pending)) != 0)
+    goto out; /* 2: stored unproven from another blob meanwhile */
   if (*pending > 0 && lt.self.json_len > 0) {
     cairn_lazy_file f;
     int p = cn_lazy_file_find(st, lt.toc.toc_digest, &f);

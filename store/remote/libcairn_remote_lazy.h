@@ -40,7 +40,9 @@ int cn_lazy_toc_fetch(pull_source *src, const pull_desc *d, cn_lazy_toc *lt, uin
  * are linked, the others pending (*pending); an eStargz layer's
  * stargz.index.json (the TOC itself) is stored at once. 0 when recorded
  * (or stored already), 1 when the layer has no TOC the manifest vouches
- * for, or the source cannot range-request (pull it in full), a negative
+ * for, or the source cannot range-request (pull it in full), 2 when a
+ * lazy pull of another blob stored that diff_id meanwhile, unproven (pull
+ * it in full: cn_layer_reusable), a negative
  * errno on failure. *fetched grows by the bytes fetched. */
 int cn_lazy_layer(pull_source *src, const pull_desc *d, const char *diff_id, size_t *pending,
                   uint64_t *fetched, cairn_store *st);

@@ -649,7 +649,9 @@ static int finish_rebuild(pull_source *src, const pull_desc *d, const cairn_lazy
 }
 
 /* The layer's blob fetched whole into fd, ingested and kept, as a full
- * pull does. */
+ * pull does. A blob (the one the manifest names: checked) that is not a
+ * tar of the layer's diff_id refutes the lazy pull's layer: it is taken
+ * out of service, and the failure names its images. */
 static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps, int fd,
                           const char *diff_id, cairn_store *st) {
   if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
@@ -661,7 +663,20 @@ static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
     r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
   cairn_id got;
-  if (r == 0) r = cn_layer_ingest(st, fd, diff_id, ps, got);
+  if (r == 0 && (r = cn_layer_ingest(st, fd, diff_id, ps, got)) == -EBADMSG) {
+    char why[1024], *images = NULL;
+    snprintf(why, sizeof why, "%s", cairn_errmsg(st));
+    int k = cn_layer_refute(st, diff_id, why, &images);
+    if (k < 0) {
+      r = k;
+    } else {
+      r = cairn_fail(st, -EBADMSG,
+                     "blob %s: %s; layer sha256:%.12s taken out of service (images: %s)",
+                     d->digest, why, diff_id, images && *images ? images : "none");
+    }
+    free(images);
+    return r;
+  }
   if (r == 0) r = cn_layer_blob_keep(st, diff_id, d->digest, d->media_type, d->size, fd);
   return r;
 }
@@ -726,6 +741,12 @@ int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
       say(log, arg, "layer %.19s: fetched in full (%llu bytes), its exact tar recorded", f.digest,
           (unsigned long long)f.blob_size);
   }
+  if (r == 0 && cn_layer_ingest_padding(st))
+    say(log, arg,
+        "layer %.19s: its blob lacks the tar's last %llu zero bytes (the record padding podman"
+        " 4.3's zstd:chunked writer drops); its diff_id holds with them, which its exact tar"
+        " keeps",
+        f.digest, (unsigned long long)cn_layer_ingest_padding(st));
   if (r == 0) r = cn_lazy_layer_finished(st, diff_id);
   if (r < 0) cn_fail_context(st, r, "finishing layer %.12s", diff_id);
 out:

@@ -41,6 +41,7 @@ typedef struct layer_slot {
   _Atomic int state;       /* enum cairn_pull_state */
   atomic_bool partial;     /* pulled partially: fetched is all it cost */
   bool fetch;              /* absent from the store and first of its diff_id */
+  bool prove;              /* stored unproven from another blob: pulled in full */
   _Atomic bool lazy;       /* recorded from its TOC: its size shown is what was fetched */
 } layer_slot;
 
@@ -58,6 +59,7 @@ typedef struct fetch_run {
   atomic_bool cancel;
   bool lazy;         /* pull --lazy */
   bool said_in_full; /* a --lazy pull said it pulls a layer in full */
+  bool said_padding; /* a layer's blob without its tar's record padding, said */
 } fetch_run;
 
 static void set_state(fetch_run *run, size_t i, enum cairn_pull_state s) {
@@ -111,6 +113,17 @@ static int ingest(fetch_run *run, cairn_store *wst, size_t i, int fd) {
   cairn_store_set_progress(wst, on_stored, &run->slots[i]);
   int r = cn_layer_ingest(wst, fd, diff_id, NULL, got);
   cairn_store_set_progress(wst, NULL, NULL);
+  uint64_t pad = r == 0 ? cn_layer_ingest_padding(wst) : 0;
+  pthread_mutex_lock(&run->lock);
+  bool say = pad && !run->said_padding;
+  run->said_padding |= say;
+  pthread_mutex_unlock(&run->lock);
+  if (say)
+    cn_pull_log(run->src,
+                "layer %.19s: its blob lacks the tar's last %llu zero bytes (the record padding"
+                " podman 4.3's zstd:chunked writer drops); its diff_id holds with them, which"
+                " its exact tar keeps (said once)",
+                run->img->layers[i].digest, (unsigned long long)pad);
   return r;
 }
 
@@ -155,7 +168,12 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   if (fd < 0) return fd;
   set_state(run, i, CAIRN_PULL_FETCHING);
   int r;
-  if (run->lazy) {
+  if (run->slots[i].prove) {
+    cn_pull_log(run->src,
+                "layer %.19s: its diff_id %.19s is stored by a lazy pull of another blob, not"
+                " proven; pulling this one in full to prove it",
+                d->digest, diff_id);
+  } else if (run->lazy) {
     size_t pending = 0;
     uint64_t got = 0;
     r = cn_lazy_layer(run->src, d, diff_id, &pending, &got, wst);
@@ -169,9 +187,14 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
       return 0;
     }
     if (r < 0) return cn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
+    if (r == 2)
+      cn_pull_log(run->src,
+                  "layer %.19s: its diff_id %.19s is stored by a lazy pull of another blob, not"
+                  " proven; pulling this one in full to prove it",
+                  d->digest, diff_id);
     pthread_mutex_lock(&run->lock);
-    bool say = !run->said_in_full;
-    run->said_in_full = true;
+    bool say = r == 1 && !run->said_in_full;
+    run->said_in_full |= r == 1;
     pthread_mutex_unlock(&run->lock);
     if (say)
       cn_pull_log(run->src,
@@ -376,11 +399,19 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
     }
     bool first = true;
     for (size_t j = 0; j < i && first; j++) first = strcmp(img.diff_ids[j], id) != 0;
-    int have = cn_layer_exists(st, id);
+    /* a layer a lazy pull stored, its diff_id not proven, is reused only
+     * by a lazy pull of the same blob and TOC */
+    char *ann = o->lazy ? json_dumps(img.layers[i].annotations, JSON_COMPACT | JSON_SORT_KEYS)
+                        : NULL;
+    int have = cn_layer_reusable(st, id, o->lazy ? img.layers[i].digest : NULL,
+                                    o->lazy ? (ann ? ann : "{}") : NULL);
+    free(ann);
     if (have < 0) {
       r = cn_fail_context(st, have, "looking up layer %s", id);
       goto out;
     }
+    slots[i].prove = have == 2;
+    if (have == 2) have = 0;
     slots[i].fetch = !have && first;
     atomic_store(&slots[i].state, have ? CAIRN_PULL_REUSED : CAIRN_PULL_WAITING);
   }

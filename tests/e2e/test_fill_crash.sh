@@ -201,8 +201,9 @@ check_json "images --json: pending_files and pending_bytes of the partial image"
   ".[0].pending_files == $want_files and .[0].pending_bytes == $want_bytes" \
   "$CAIRN" --store "$STORE" images --json
 expect_exit 0 "images" "$CAIRN" --store "$STORE" images
-check "images: a PENDING column" grep -Eq "LAYERS +PINNED +PENDING$" "$T/stdout"
-human=$(awk 'NR == 2 { print $(NF - 1), $NF }' "$T/stdout")
+check "images: a PENDING column (and UNVERIFIED: not filled, not proven)" \
+  grep -Eq "LAYERS +PINNED +PENDING +UNVERIFIED$" "$T/stdout"
+human=$(awk 'NR == 2 { print $(NF - 2), $(NF - 1) }' "$T/stdout")
 check "... giving the bytes not fetched yet ($human)" \
   test "$human" = "$(python3 -c "n=$want_bytes; print(f'{n/1024:.1f} KiB' if n < 1048576 else f'{n/1048576:.1f} MiB')")"
 check "images --format {{.Pending_bytes}}" \

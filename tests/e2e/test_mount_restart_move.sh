@@ -99,7 +99,6 @@ fi
 rw_mount_file data:1 img lower
 cairn umount "$mnt" >/dev/null
 mkdir -p "$STORE/uppers"
-uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*' -printf '%f\n' | sort; }
 
 # move_run N AT: a --rw mount at $T/mN whose servers run under the
 # injector (kill at step AT of a server started by --upgrade, 0: count
@@ -130,7 +129,7 @@ grep -q "^$at ftruncate64 $STORE/uppers/.*/work/tmp\." "$T/trace.1" ||
   fail "step $at is not the move's copy into the fresh upper: $(grep "^$at " "$T/trace.1")"
 exec 5>&-
 cairn umount --discard "$T/m1" >/dev/null
-[ -z "$(uppers)" ] || fail "uppers left after the first run: $(uppers)"
+[ -z "$(upper_ids)" ] || fail "uppers left after the first run: $(upper_ids)"
 
 m=$T/m2
 move_run 2 "$at"
@@ -144,13 +143,13 @@ echo after >&5 || fail "a write through the held fd after the kill"
 [ "$(tail -n 1 "$m/pad")" = 39 ] || fail "pad: $(tail -n 1 "$m/pad")"
 ok "a server killed in a move after the fresh upper is made: the move is made by the next server, every write kept"
 
-[ "$(uppers | wc -l)" = 1 ] || fail "not one upper in the store: $(uppers)"
+[ "$(upper_count)" = 1 ] || fail "not one upper in the store: $(upper_ids)"
 [ "$(cairn mounts --json | jq length)" = 1 ] || fail "cairn mounts lists a row nobody owns: $(cairn mounts)"
 [ "$(cairn mounts --json | jq -r '.[0].dir')" = "$m" ] || fail "cairn mounts: $(cairn mounts)"
 cairn gc --dry-run >"$T/gc" 2>&1 || fail "gc --dry-run: $(cat "$T/gc")"
 ! grep -q upper "$T/gc" || fail "gc sees an upper: $(cat "$T/gc")"
 exec 5>&-
 cairn umount --discard "$m" >/dev/null
-[ -z "$(uppers)" ] || fail "uppers left after umount: $(uppers)"
+[ -z "$(upper_ids)" ] || fail "uppers left after umount: $(upper_ids)"
 ok "the killed move's fresh upper is dropped: cairn mounts lists the mount once, the store holds its one upper"
 finish

@@ -34,9 +34,8 @@ mkdir "$mnt"
 cairn mount -q --rw data:1 "$mnt"
 sup=$(mount_pid "$mnt")
 [ -n "$(server_of "$sup")" ] || fail "the recorded daemon $sup has no server child"
-uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*' | sort; }
-upper=$(uppers)
-[ -n "$upper" ] || fail "no upper in the store"
+upper=$STORE/uppers/$(upper_ids)
+[ -n "$(upper_ids)" ] || fail "no upper in the store"
 
 # ---- the restart window, held open: the upper stays locked (gc's test
 # for "owned by a live mount": gc itself would wait for the mount here, as
@@ -99,7 +98,7 @@ exec 7>&-
 [ ! -s "$T/bad" ] || fail "$(sort "$T/bad" | uniq -c | head)"
 ! grep -qi "not connected\|error" "$T"/rerr.* || fail "read errors: $(grep -hi "not connected\|error" "$T"/rerr.* | sort | uniq -c | head)"
 ! grep -q "upper" "$T/gc.out" || fail "gc reclaimed an upper: $(grep upper "$T/gc.out")"
-[ "$(uppers)" = "$upper" ] || fail "the upper changed: $(uppers)"
+[ "$STORE/uppers/$(upper_ids)" = "$upper" ] || fail "the upper changed: $(upper_ids)"
 [ "$(mount_pid "$mnt")" = "$sup" ] || fail "the supervisor changed: $(cairn mounts --json)"
 [ "$(mount_state "$mnt")" = live ] || fail "state: $(mount_state "$mnt")"
 

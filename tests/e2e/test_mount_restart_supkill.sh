@@ -20,7 +20,6 @@ release_build_only "LD_PRELOAD of the injector conflicts with a sanitizer build"
 rw_mount_file data:1 img lower
 cairn umount "$mnt" >/dev/null
 mkdir -p "$STORE/uppers"
-uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*' -printf '%f\n' | sort; }
 
 # move_run N MODE AT: as test_mount_restart_move.sh's: a --rw mount at
 # $T/mN whose servers run under the injector (MODE at step AT of a server
@@ -47,7 +46,7 @@ made=$(grep -E " renameat $STORE/uppers/[0-9a-f]{64}\$" "$T/trace.1" | tail -n 1
 gone=$(grep -E "^[0-9]+ renameat $STORE/uppers/\.gone-" "$T/trace.1" | head -n 1 | cut -d' ' -f1)
 [ -n "$gone" ] || fail "no drop of the old upper in the trace: $(cat "$T/trace.1")"
 cairn umount --discard "$T/m1" >/dev/null
-[ -z "$(uppers)" ] || fail "uppers left after the first run: $(uppers)"
+[ -z "$(upper_ids)" ] || fail "uppers left after the first run: $(upper_ids)"
 
 # check_left N IMAGE: the mount $T/mN left by the kill: one upper, one
 # row, and --restore serves every write on IMAGE.
@@ -56,7 +55,7 @@ check_left() {
   wait_for 5 sh -c "! grep -q ' $m ' /proc/self/mountinfo || ! ls $m >/dev/null 2>&1" || true
   [ "$(cairn mounts --json | jq --arg d "$m" '[.[] | select(.dir == $d)] | length')" = 1 ] ||
     fail "run $1: cairn mounts does not list the mount once: $(cairn mounts)"
-  [ "$(uppers | wc -l)" = 1 ] || fail "run $1: not one upper in the store: $(uppers)"
+  [ "$(upper_count)" = 1 ] || fail "run $1: not one upper in the store: $(upper_ids)"
   cairn mount --restore >"$T/restore" 2>&1 || fail "run $1: mount --restore: $(cat "$T/restore")"
   [ "$(cat "$m/img")" = "$(printf 'lower\nheld')" ] || fail "run $1: img: $(cat "$m/img")"
   [ "$(wc -l <"$m/pad")" = 40 ] || fail "run $1: pad: $(wc -l <"$m/pad")"
@@ -75,5 +74,5 @@ move_run 3 killparent "$gone"
 grep -q "^$gone renameat $STORE/uppers/\.gone-" "$T/trace.3" || true
 check_left 3 "$(image_id data:c3)"
 ok "a supervisor killed in a move after its commit point: one mount, on the fresh upper and the commit, every write back"
-[ -z "$(uppers)" ] || fail "uppers left: $(uppers)"
+[ -z "$(upper_ids)" ] || fail "uppers left: $(upper_ids)"
 finish

@@ -18,7 +18,6 @@ $FSTREE make-layers "$T/layers"
 cairn import test:1 "$T"/layers/layer{1,2,3}.tar >/dev/null
 m=$T/mnt
 mkdir "$m"
-uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 | wc -l; }
 
 # umount keeps, and says so; --discard drops, and says so.
 cairn mount --rw test:1 "$m" >/dev/null
@@ -26,13 +25,13 @@ echo hello >"$m/new"
 cairn umount "$m" >"$T/stdout"
 grep -q "^Kept: upper [0-9a-f]\{12\} (1 entries, 6 B): cairn mount --rw --resume $m$" "$T/stdout" ||
   fail "umount said: $(cat "$T/stdout")"
-[ "$(uppers)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
+[ "$(upper_count)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
   fail "umount did not keep the upper: $(cairn mounts --json)"
 cairn mount --rw --resume "$m" >/dev/null
 [ "$(cat "$m/new")" = hello ] || fail "the kept change is not served again"
 cairn umount --discard "$m" >"$T/stdout"
 grep -q "^Dropped: upper [0-9a-f]\{12\} (1 entries, 6 B)$" "$T/stdout" || fail "umount --discard said: $(cat "$T/stdout")"
-[ "$(uppers)" = 0 ] || fail "the dropped upper is still in the store"
+[ "$(upper_count)" = 0 ] || fail "the dropped upper is still in the store"
 ok "umount of a --rw mount keeps its changes, saying so; --discard drops them, saying how much"
 
 # Nothing uncommitted (committed, or never changed): nothing kept, nothing said.
@@ -41,11 +40,11 @@ echo hello >"$m/new"
 cairn commit "$m" test:2 >/dev/null
 cairn umount "$m" >"$T/stdout"
 [ "$(cat "$T/stdout")" = "$m" ] || fail "umount after commit said: $(cat "$T/stdout")"
-[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
+[ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
   fail "umount after commit left: $(cairn mounts --json)"
 cairn mount --rw test:1 "$m" >/dev/null
 cairn umount "$m" >"$T/stdout"
-[ "$(cat "$T/stdout")" = "$m" ] && [ "$(uppers)" = 0 ] || fail "umount of an unchanged mount: $(cat "$T/stdout")"
+[ "$(cat "$T/stdout")" = "$m" ] && [ "$(upper_count)" = 0 ] || fail "umount of an unchanged mount: $(cat "$T/stdout")"
 cairn rm test:2 >/dev/null
 ok "umount after a commit, or of an unchanged mount, drops the empty upper silently"
 
@@ -61,7 +60,7 @@ cairn mounts --json >"$T/mounts"
 [ "$(jq -r '.[0].state' "$T/mounts")" = kept ] && [ "$(jq -r '.[0].rw' "$T/mounts")" = true ] &&
   [ "$(jq -r '.[0].upper_bytes' "$T/mounts")" -gt 0 ] || fail "mounts: $(cat "$T/mounts")"
 cairn gc >/dev/null
-[ "$(uppers)" = 1 ] || fail "gc removed a kept upper"
+[ "$(upper_count)" = 1 ] || fail "gc removed a kept upper"
 assert_status 2 cairn mount --resume "$m"
 cairn mount --rw --resume "$m" >/dev/null
 [ "$(cat "$m/new")" = kept ] && tail -1 "$m/etc/config" | grep -q changed || fail "resumed mount lost changes"
@@ -69,7 +68,7 @@ cairn mount --rw --resume "$m" >/dev/null
   fail "inode numbers changed across a remount"
 [ "$(cairn mounts --json | jq -r '.[0].state')" = live ] || fail "resumed mount not live"
 cairn gc >/dev/null
-[ "$(uppers)" = 1 ] && [ "$(cat "$m/new")" = kept ] || fail "gc touched a live mount's upper"
+[ "$(upper_count)" = 1 ] && [ "$(cat "$m/new")" = kept ] || fail "gc touched a live mount's upper"
 ok "umount --keep, mounts lists it, gc keeps it, mount --rw --resume serves it (same inodes)"
 
 # kill -9 of the supervisor and its server: fsynced data survives in the
@@ -88,7 +87,7 @@ up=$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -type d)
 [ "$(cat "$up/root/synced")" = synced ] || fail "fsynced data lost by kill -9"
 cairn gc >"$T/stdout"
 ! grep -q "upper" "$T/stdout" || fail "gc said: $(cat "$T/stdout")"
-[ "$(uppers)" = 1 ] && [ "$(cat "$up/root/important.txt")" = important ] ||
+[ "$(upper_count)" = 1 ] && [ "$(cat "$up/root/important.txt")" = important ] ||
   fail "gc removed a crashed mount's changes"
 cairn mounts --json >"$T/mounts"
 [ "$(jq length "$T/mounts")" = 1 ] || fail "a crashed mount is not listed once: $(cat "$T/mounts")"
@@ -105,11 +104,11 @@ cairn gc >/dev/null
 cairn umount "$m" >"$T/stdout"
 grep -q "^Kept: upper [0-9a-f]\{12\} ([0-9]* entries, [0-9.]* [KMG]*i*B): cairn mount --rw --resume $m$" "$T/stdout" ||
   fail "umount of the crashed mount said: $(cat "$T/stdout")"
-[ "$(uppers)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] && not_mounted "$m" ||
+[ "$(upper_count)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] && not_mounted "$m" ||
   fail "umount did not keep the crashed mount's upper: $(cairn mounts --json)"
 cairn umount --discard "$m" >"$T/stdout"
 grep -q "^Dropped: upper [0-9a-f]\{12\} ([0-9]* entries, [0-9.]* [KMG]*i*B)$" "$T/stdout" ||
   fail "umount --discard of the crashed mount said: $(cat "$T/stdout")"
-[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
+[ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
   fail "umount --discard left the crashed mount: $(cairn mounts --json)"
 ok "umount of a crashed --rw mount keeps its changes, --discard drops them, each saying so"

@@ -205,4 +205,39 @@ expect_exit 5 "corrupt file in a later request: the pull fails (integrity)" \
 sed "s/^/# /" "$T/stderr" >&2
 check "corrupt file in a later request: named, then pulled in full" \
   grep -Eq 'partial pull failed \("?srv/f363"?: .*\); pulling it in full' "$T/stderr"
+
+# podman 4.3's zstd:chunked writer drops a GNU tar's record padding (tar
+# -cf pads to 10,240 bytes) while the config's diff_id is of the padded
+# tar: pulled in full, partially and lazily, proven with the zeros, said;
+# the layer's exact tar keeps them (a push of it has the diff_id's bytes).
+setup cp -a "$T/a" "$T/p"
+setup tar -C "$T/p" --sort=name -cf "$T/p.tar" .
+setup "${PODMAN[@]}" import -q "$T/p.tar" localhost/part/p:1 >/dev/null
+setup "${PODMAN[@]}" push -q --tls-verify=false --compression-format zstd:chunked \
+  localhost/part/p:1 "docker://$REGISTRY/part/p:1"
+pdiff=$(sha256sum "$T/p.tar" | cut -c1-64)
+pblob=$(registry_manifest part/p 1 | jq -r '.layers[0].digest')
+unpadded=$(zstd -dcq "$(registry_blob_path "$pblob")" | wc -c)
+echo "# tar $(stat -c %s "$T/p.tar") bytes, the blob decompresses to $unpadded" >&2
+check "the blob podman wrote lacks the tar's padding" test "$unpadded" -lt "$(stat -c %s "$T/p.tar")"
+check_json "... and its config names the padded tar" '.rootfs.diff_ids == ["sha256:'"$pdiff"'"]' \
+  curl -sf "http://$REGISTRY/v2/part/p/blobs/$(registry_manifest part/p 1 | jq -r .config.digest)"
+expect_exit 0 "pull of podman's image without the padding" \
+  "$CAIRN" --store "$T/pad" pull --insecure "docker://$REGISTRY/part/p:1"
+check "... says the zero bytes it proved the diff_id with" \
+  grep -q "lacks the tar's last $(($(stat -c %s "$T/p.tar") - unpadded)) zero bytes" "$T/stderr"
+check "... once" test "$(grep -c "zero bytes" "$T/stderr")" = 1
+setup "$CAIRN" --store "$T/pad" push -q --compress none part/p:1 "oci:$T/pad-oci" >/dev/null
+check "a push of it sends the padded tar, of the diff_id" test -s "$T/pad-oci/blobs/sha256/$pdiff"
+expect_exit 0 "a partial pull of it (the store has A's files)" \
+  "$CAIRN" --store "$T/quiet" pull --insecure "docker://$REGISTRY/part/p:1"
+check "... is partial" grep -q "partial pull: fetched" "$T/stderr"
+check "... and says the padding" grep -q "zero bytes" "$T/stderr"
+expect_exit 0 "pull --lazy of it" \
+  "$CAIRN" --store "$T/padl" pull --insecure --lazy --no-fill "docker://$REGISTRY/part/p:1"
+expect_exit 0 "... then fill proves its diff_id" "$CAIRN" --store "$T/padl" fill part/p:1
+check "... said" grep -q "zero bytes" "$T/stderr"
+check_json "... nothing unverified is left" 'all(.[]; has("unverified") | not)' \
+  "$CAIRN" --store "$T/padl" images --json
+expect_exit 0 "fsck of it" "$CAIRN" --store "$T/padl" fsck
 finish

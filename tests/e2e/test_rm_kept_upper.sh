@@ -15,7 +15,6 @@ $FSTREE make-layers "$T/layers"
 cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
 m=$T/mnt
 mkdir "$m"
-uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 | wc -l; }
 
 cairn mount -q --rw app:1 "$m"
 echo important >"$m/important.txt"
@@ -29,10 +28,10 @@ ok "rm of an image under a kept upper exits 4 naming it (--wait too, at once)"
 
 assert_status 0 cairn umount "$m"
 grep -q "kept upper layer stays" "$T/stderr" || fail "umount said: $(cat "$T/stderr")"
-[ "$(uppers)" = 1 ] || fail "a plain umount dropped the kept upper"
+[ "$(upper_count)" = 1 ] || fail "a plain umount dropped the kept upper"
 assert_status 0 cairn umount --discard "$m"
 grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
-[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "--discard left the upper"
+[ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "--discard left the upper"
 assert_status 2 cairn umount --keep --discard "$m"
 assert_status 0 cairn rm app:1
 ok "umount keeps a kept upper, --discard drops it and says so, then rm works"
@@ -44,7 +43,7 @@ cairn umount -q --keep "$m"
 assert_status 0 cairn rm -f app:1
 grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$T/stdout" &&
   grep -q "^Deleted: " "$T/stdout" || fail "rm -f said: $(cat "$T/stdout")"
-[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "rm -f left the upper"
+[ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "rm -f left the upper"
 ok "rm -f drops the kept upper, says so, and removes the image"
 
 # A crash leaves the upper: rm refuses as well, --force drops it.
@@ -60,6 +59,6 @@ grep -q "(stale, 1 entries, 10 B)" "$T/stderr" || fail "rm said: $(cat "$T/stder
 assert_status 0 cairn rm --force app:1
 grep -q "^Dropped: upper" "$T/stdout" || fail "rm --force said: $(cat "$T/stdout")"
 cairn umount -q "$m"
-[ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "left: $(cairn mounts --json)"
+[ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] || fail "left: $(cairn mounts --json)"
 ok "rm of an image under a crashed mount's upper exits 4; --force drops it"
 echo "all passed"

@@ -15,7 +15,6 @@ $FSTREE make-layers "$T/layers"
 cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
 m=$T/mnt
 mkdir "$m"
-uppers() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*' | wc -l; }
 
 for how in "umount" "fusermount3 -u"; do
   cairn mount -q --rw app:1 "$m"
@@ -24,7 +23,7 @@ for how in "umount" "fusermount3 -u"; do
   pid=$(mount_pid "$m")
   $how "$m" || fail "$how failed"
   wait_for 10 pid_gone "$pid" || fail "the daemon did not end after $how"
-  [ "$(uppers)" = 1 ] || fail "$how: the upper is gone"
+  [ "$(upper_count)" = 1 ] || fail "$how: the upper is gone"
   cairn mounts --json >"$T/mounts"
   [ "$(jq -r '.[0].upper' "$T/mounts")" = "$up" ] &&
     [ "$(jq -r '.[0].state' "$T/mounts")" = kept ] || fail "$how: mounts: $(cat "$T/mounts")"
@@ -40,7 +39,7 @@ for how in "umount" "fusermount3 -u"; do
   assert_status 0 cairn umount --discard "$m"
   grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$T/stdout" ||
     fail "$how: umount said: $(cat "$T/stdout")"
-  [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
+  [ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
     fail "$how: umount left: $(cairn mounts --json)"
   ok "$how: --resume serves the changes; cairn umount --discard then drops them, saying so"
 done
@@ -53,7 +52,7 @@ umount "$m"
 wait_for 10 pid_gone "$pid" || fail "the daemon did not end"
 assert_status 0 cairn umount --discard "$m"
 grep -q "^Dropped: upper" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
-[ "$(uppers)" = 0 ] || fail "--discard left the upper"
+[ "$(upper_count)" = 0 ] || fail "--discard left the upper"
 cairn mount -q --rw app:1 "$m"
 echo important >"$m/important.txt"
 pid=$(mount_pid "$m")
@@ -62,7 +61,7 @@ wait_for 10 pid_gone "$pid" || fail "the daemon did not end"
 assert_status 0 cairn rm --force app:1
 grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$T/stdout" ||
   fail "rm --force said: $(cat "$T/stdout")"
-[ "$(uppers)" = 0 ] || fail "rm --force left the upper"
+[ "$(upper_count)" = 0 ] || fail "rm --force left the upper"
 ok "a kept upper goes by umount --discard or rm --force, saying Dropped:"
 cairn import app:1 "$T"/layers/layer1.tar >/dev/null 2>&1
 
@@ -90,12 +89,12 @@ for discard in --discard ""; do
   wait "$holder" 2>/dev/null || true
   wait_for 10 pid_gone "$pid" || fail "the daemon outlived the holder"
   if [ -z "$discard" ]; then
-    [ "$(uppers)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
+    [ "$(upper_count)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
       fail "umount of a detached mount: $(cairn mounts --json)"
     assert_status 0 cairn umount --discard "$m"
     grep -q "^Dropped: upper ${up:0:12}" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
   fi
-  [ "$(uppers)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
+  [ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
     fail "detached umount $discard: left $(cairn mounts --json)"
   ok "umount $discard of a detached --rw mount says what the upper gets when the holder lets go, and does it"
 done

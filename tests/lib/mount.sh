@@ -21,6 +21,10 @@ mount_pid() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d)
 mount_state() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .state'; }
 # image_of DIR: the image id `cairn mounts` records for DIR (commit moves it).
 image_of() { cairn mounts --json | jq -r --arg d "$1" '.[] | select(.dir == $d) | .image'; }
+# upper_ids: the ids of the store's upper layers (kept, stale or a live
+# --rw mount's), sorted, one a line; upper_count: how many there are.
+upper_ids() { find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*' -printf '%f\n' 2>/dev/null | sort; }
+upper_count() { upper_ids | wc -l; }
 # mount_is_live DIR: its record says live (for wait_for, which runs it anew each try).
 mount_is_live() { [ "$(mount_state "$1")" = live ]; }
 # server_of SUPERVISOR: the server a mount's supervisor runs (its child),

@@ -158,8 +158,9 @@ registry_cleanup() {
 # (a store of its own under $T; PODMAN its command line) pushes to
 # $REGISTRY/REPO:TAG as zstd:chunked. The tar has no record padding after
 # its end-of-archive blocks (as Go's archive/tar writes): podman 4.3's
-# zstd:chunked writer drops it, and the layer would then not decompress to
-# its diff_id (test_pull_partial.sh).
+# zstd:chunked writer drops it, so the blob would decompress to less than
+# its diff_id's tar (cairn proves it with the zeros: test_pull_partial.sh
+# pushes such a tar too); the tests that count bytes want none.
 podman_push_chunked() {
   PODMAN=(podman --root "$T/pm" --runroot "$T/pmrun" --storage-driver vfs)
   tar -C "$1" --sort=name -b 1 -cf "$1.tar" . &&

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +245,49 @@ Test(import, expected_diff_id_is_checked_and_given_one_is_accepted) {
   cairn_id id;
   cr_assert_eq(tu_ingest_bytes(T.st, plain, len, right, NULL, id), 0, "%s", cairn_errmsg(T.st));
   cr_assert_str_eq(id, right);
+  free(plain);
+}
+
+/* A blob whose tar lost its record padding (podman 4.3's zstd:chunked
+ * writer): the diff_id of the padded tar is proven with the zero blocks,
+ * which the exact tar keeps; anything but zeros, or more than 64 KiB of
+ * them, stays a mismatch. */
+static int tar_sha(const void *buf, size_t len, void *arg) {
+  EVP_DigestUpdate(arg, buf, len);
+  return 0;
+}
+
+Test(import, missing_record_padding_is_proven_with_zeros_and_kept) {
+  void *plain;
+  size_t len;
+  tu_tar(small_layer, TU_N(small_layer), TU_PLAIN, &plain, &len);
+  size_t pad = 7168, big = 65536;
+  unsigned char *padded = calloc(1, len + big + 512);
+  memcpy(padded, plain, len);
+  char want[65], too_far[65], not_zero[65];
+  tu_sha256_hex(padded, len + pad, want);
+  tu_sha256_hex(padded, len + big, too_far);
+  padded[len + 511] = 1;
+  tu_sha256_hex(padded, len + 512, not_zero);
+  cairn_id id;
+  cr_expect_eq(tu_ingest_bytes(T.st, plain, len, not_zero, NULL, id), -EBADMSG, "non-zero bytes");
+  cr_expect_eq(tu_ingest_bytes(T.st, plain, len, too_far, NULL, id), -EBADMSG, "64 KiB of zeros");
+  cr_expect_eq(tu_layers_count(T.st), 0);
+  cr_assert_eq(tu_ingest_bytes(T.st, plain, len, want, NULL, id), 0, "%s", cairn_errmsg(T.st));
+  cr_expect_str_eq(id, want);
+  cr_expect_eq(cn_layer_ingest_padding(T.st), pad);
+  EVP_MD_CTX *c = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(c, EVP_sha256(), NULL);
+  uint64_t size = 0;
+  cr_assert_eq(cn_layer_tar(T.st, want, tar_sha, c, &size), 0, "%s", cairn_errmsg(T.st));
+  unsigned char d[32];
+  EVP_DigestFinal_ex(c, d, NULL);
+  EVP_MD_CTX_free(c);
+  char got[65];
+  for (int i = 0; i < 32; i++) snprintf(got + 2 * i, 3, "%02x", d[i]);
+  cr_expect_str_eq(got, want, "the exact tar is the padded one");
+  cr_expect_eq(size, len + pad);
+  free(padded);
   free(plain);
 }
 

@@ -204,9 +204,34 @@ Test(lazy, fsck_accepts_a_partial_layer_and_checks_its_rows) {
   cairn_report_free(&r);
 }
 
+/* A layer a lazy pull recorded, its diff_id unproven, is reusable only by
+ * a lazy pull of the same blob and annotations: recording that diff_id
+ * again from another blob (a pull that looked before it was there) is 2,
+ * nothing recorded; a full pull may not reuse it at all. */
+Test(lazy, an_unproven_layer_is_reused_only_for_its_own_blob) {
+  record();
+  cr_expect_eq(cn_layer_reusable(T.st, LAYER, BLOB_DIGEST, "{}"), 1);
+  cr_expect_eq(cn_layer_reusable(T.st, LAYER, BLOB_DIGEST, "{\"a\":\"b\"}"), 2);
+  cr_expect_eq(cn_layer_reusable(T.st, LAYER, NULL, NULL), 2, "a full pull reused it");
+  cairn_entry e[] = {{.path = "", .type = CAIRN_DIR, .mode = 0755}};
+  cairn_lazy_source src = {.source = "127.0.0.1:2/other",
+                           .digest = "sha256:3333333333333333333333333333333333333333333333333333"
+                                     "333333333333",
+                           .media_type = "application/vnd.oci.image.layer.v1.tar+zstd",
+                           .size = 1000,
+                           .annotations = "{}",
+                           .toc_digest = "sha256:x"};
+  size_t pending = 7;
+  cr_expect_eq(cn_layer_record_partial(T.st, LAYER, e, 1, &src, TOC, sizeof TOC, &pending), 2,
+               "%s", cairn_errmsg(T.st));
+  cr_expect_eq(sql_long("SELECT count(*) FROM layer_sources WHERE digest = '" BLOB_DIGEST "'"), 1);
+  cr_expect_eq(sql_long("SELECT count(*) FROM entries WHERE layer_id = '" LAYER "'"), 6);
+}
+
 Test(lazy, a_store_of_schema_6_is_migrated) {
   cr_assert_eq(sqlite3_exec(T.st->db,
-                            "DROP TABLE pending; DROP TABLE layer_sources;"
+                            "DROP TABLE layer_refuted; DROP TABLE pending;"
+                            " DROP TABLE layer_sources;"
                             " ALTER TABLE layers DROP COLUMN state;"
                             " UPDATE meta SET value = '6' WHERE key = 'schema_version'",
                             NULL, NULL, NULL),
