@@ -11,6 +11,11 @@
 #     the target of a rootfs symlink nobody planted (it refuses), and a
 #     planted .config.json.tmp symlink makes it overwrite nothing; its --rm
 #     unmounts nothing a planted rootfs symlink points at;
+#   - root's umount, mount, bundle, bundle --rm and push oci: given a path
+#     through a symlink nobody planted (at its end or on the way) refuse it
+#     and leave root's mount, bundle and directory it leads to alone;
+#     mount --restore refuses a recorded mountpoint nobody replaced by a
+#     symlink after a simulated reboot, and mounts nothing on its target;
 #   - root's `cairn login` with its auth.json in nobody's directory and
 #     root's `cairn push oci:` into nobody's layout write through none of
 #     the names the old code used (PATH.tmp<pid>, NAME.tmp-<pid>; run in a
@@ -141,6 +146,40 @@ check "bundle racing a rootfs swap: no mount ever on the symlink's target ($i ro
   test ! -s "$T/watch"
 check "bundle racing a rootfs swap: nothing left mounted there" sh -c "! mountpoint -q $T/racedir"
 
+# ---- root's commands given a path through a symlink nobody planted: each
+# path is resolved once, following no symlink in a directory another user
+# can write, and acted on through that resolution.
+pd=$T/pathdir
+mkdir "$pd" rootdir3
+chown nobody:nogroup "$pd"
+unmount "$T/rootdir3"
+as_nobody ln -s "$T/mnt" "$pd/m"
+expect_exit 1 "umount: a symlink nobody planted to root's mount is refused" c umount "$pd/m"
+check "umount: the refusal says why" \
+  grep -q "pathdir/m: a symlink in a directory another user can write" "$T/stderr"
+check "umount: root's mount it points at stays mounted" mountpoint -q "$T/mnt"
+as_nobody ln -s "$T" "$pd/up"
+expect_exit 1 "umount: a planted symlink on the way is refused" c umount "$pd/up/mnt"
+check "umount: root's mount stays mounted" mountpoint -q "$T/mnt"
+as_nobody ln -s "$T/rootdir3" "$pd/r3"
+expect_exit 1 "mount: onto a symlink nobody planted is refused" c mount -q app:1 "$pd/r3"
+check "mount: nothing is mounted on its target" sh -c "! mountpoint -q $T/rootdir3"
+expect_exit 1 "bundle: a DIR that is a symlink nobody planted is refused" \
+  c bundle -q app:1 "$pd/r3" -- /bin/euid
+check "bundle: nothing is made in its target" test -z "$(ls -A rootdir3)"
+check "bundle: nothing is mounted on its target" sh -c "! mountpoint -q $T/rootdir3"
+unmount "$T/rb/rootfs"
+setup c bundle -q app:1 "$T/rb" -- /bin/euid >/dev/null
+as_nobody ln -s "$T/rb" "$pd/rb"
+expect_exit 1 "bundle --rm: a DIR that is a symlink nobody planted is refused" \
+  c bundle --rm -q "$pd/rb"
+check "bundle --rm: root's bundle it points at keeps its config.json" test -f rb/config.json
+check "bundle --rm: and its root stays mounted" mountpoint -q "$T/rb/rootfs"
+setup c bundle --rm -q "$T/rb"
+expect_exit 1 "push oci: a DIR that is a symlink nobody planted is refused" \
+  c push -q app:1 "oci:$pd/r3:1"
+check "push oci: nothing is written where it points" test -z "$(ls -A rootdir3)"
+
 # ---- root's login, auth.json in nobody's directory
 ad=$T/authdir
 mkdir "$ad"
@@ -205,5 +244,28 @@ expect_exit 0 "a loosened meta.db: images" "$CAIRN" --store "$T/s755" images -q
 check "a loosened meta.db: cairn says it made it private" \
   grep -q "made its files private: meta.db (was 0644)" "$T/stderr"
 check "a loosened meta.db: it is 0600 again" test "$(stat -c %a s755/meta.db)" = 600
+
+# ---- mount --restore after a "reboot" (its daemon killed, its mount gone,
+# its record made older than this boot), the mountpoint in nobody's
+# directory replaced by a symlink to root's directory: refused.
+rd=$T/restdir
+mkdir "$rd" rootdir4
+chown nobody:nogroup "$rd"
+as_nobody mkdir "$rd/m"
+unmount "$rd/m"
+unmount "$T/rootdir4"
+setup c mount -q app:1 "$rd/m" >/dev/null
+sup=$(c mounts --json | jq -r --arg d "$rd/m" '.[] | select(.dir == $d) | .pid')
+kill -9 "$sup" $(cat "/proc/$sup/task/$sup/children" 2>/dev/null)
+wait_for 5 pid_gone "$sup"
+umount -l "$rd/m"
+setup sqlite3 "$ST/meta.db" "UPDATE mounts SET since = 0 WHERE dir = '$rd/m'"
+as_nobody mv "$rd/m" "$rd/old"
+as_nobody ln -s "$T/rootdir4" "$rd/m"
+expect_exit 1 "mount --restore: a mountpoint nobody replaced by a symlink is refused" \
+  c mount --restore
+check "mount --restore: the refusal names it" grep -q "restdir/m: a symlink" "$T/stderr"
+check "mount --restore: nothing is mounted on the symlink's target" \
+  sh -c "! mountpoint -q $T/rootdir4"
 
 finish
