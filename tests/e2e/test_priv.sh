@@ -5,8 +5,11 @@
 #   - through root's read-only mount and root's ALS (cairnfs --als), an
 #     image's root-owned 04755 program (it prints its euid) runs as nobody,
 #     and its 0666 character device (1:5) cannot be opened (EACCES): both
-#     are nosuid,nodev. A mount with --suid --dev shows the test would see
-#     it (euid 0, the device opens);
+#     are nosuid,nodev; in the ALS nothing but a layer's use file is made,
+#     and its layer's blob (every file of the layer, compressed) is 0400,
+#     unreadable by nobody. A
+#     mount with --suid --dev shows the test would see it (euid 0, the
+#     device opens);
 #   - root's `cairn bundle` into a directory nobody owns mounts nothing over
 #     the target of a rootfs symlink nobody planted (it refuses), and a
 #     planted .config.json.tmp symlink makes it overwrite nothing; its --rm
@@ -82,6 +85,11 @@ check "ALS: nobody runs the setuid program as nobody (euid $(euid_via "$diff"))"
   test "$(euid_via "$diff")" = 65534
 check "ALS: nobody cannot open the 0666 device ($(dev_open "$diff"))" \
   grep -q "Permission denied" <<<"$(dev_open "$diff")"
+check "ALS: nobody cannot read the layer's blob (it holds every file, 0600 ones too)" \
+  sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups cat $T/als/$layer/blob >/dev/null 2>&1"
+check "ALS: the blob is root's and 0400" test "$(stat -c %a:%u "$T/als/$layer/blob")" = 400:0
+check "ALS: root makes nothing in a layer but its use file" \
+  sh -c "! touch $T/als/$layer/other 2>/dev/null && ! touch $T/als/$layer/diff/other 2>/dev/null"
 umount "$T/als"
 
 # ---- root's bundle in nobody's directory
