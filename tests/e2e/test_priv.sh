@@ -26,6 +26,9 @@
 #     symlinks leave their target alone, planted files leave auth.json
 #     root's and 0600, unreadable by nobody; a planted blobs symlink in the
 #     layout makes push create nothing where it points;
+#   - a store nobody owns is refused by root (--store, CAIRN_STORE,
+#     nobody's cairn.conf under nobody's HOME); with --trust-store, root's
+#     import writes nothing through blobs/XX symlinks nobody planted;
 #   - a store in an existing 0755 directory: nobody reads none of its
 #     files (meta.db, refs), and cairn says it made them private.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -231,6 +234,34 @@ as_nobody ln -s "$T/rootdir2" "$od/layout2/blobs"
 c push -q app:1 "oci:$od/layout2:1" >/dev/null 2>&1
 check "push oci: a planted blobs symlink makes nothing where it points" \
   test -z "$(ls -A rootdir2)"
+
+# ---- a store nobody owns, given to root: refused by --store, CAIRN_STORE
+# and nobody's cairn.conf (root keeping nobody's HOME, as sudo -E does);
+# with --trust-store, blobs/XX symlinks nobody planted are not written
+# through.
+ns=$T/nbstore
+mkdir "$ns" crond
+chown nobody:nogroup "$ns"
+expect_exit 1 "a store nobody owns: root refuses it" "$CAIRN" --store "$ns" import -q evil:1 l.tar
+check "a store nobody owns: the refusal says whose" \
+  grep -q "nbstore: owned by uid 65534, not root" "$T/stderr"
+expect_exit 1 "a store nobody owns: through CAIRN_STORE too" \
+  env CAIRN_STORE="$ns" "$CAIRN" import -q evil:1 l.tar
+nh=$T/nbhome
+mkdir "$nh"
+chown nobody:nogroup "$nh"
+as_nobody mkdir -p "$nh/.config/cairn"
+as_nobody sh -c 'echo "store = $1" >"$2"' sh "$ns" "$nh/.config/cairn/cairn.conf"
+expect_exit 0 "root with nobody's HOME: info" env -u CAIRN_STORE -u XDG_CONFIG_HOME HOME="$nh" "$CAIRN" info
+check "root with nobody's HOME: nobody's cairn.conf is not read" \
+  grep -q "cairn.conf (not yours: not read)" "$T/stdout"
+check "root with nobody's HOME: its store is not used" sh -c "! grep -q nbstore $T/stdout"
+as_nobody sh -c 'mkdir -p "$1/blobs" && for a in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do
+  for b in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do ln -s "$2" "$1/blobs/$a$b"; done; done' \
+  sh "$ns" "$T/crond"
+expect_exit 1 "--trust-store: an import into planted blobs/XX symlinks fails" \
+  "$CAIRN" --trust-store --store "$ns" import -q evil:1 l.tar
+check "--trust-store: nothing is written where the symlinks point" test -z "$(ls -A crond)"
 
 # ---- a store in an existing 0755 directory
 mkdir s755
