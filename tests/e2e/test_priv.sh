@@ -26,6 +26,8 @@
 #     symlinks leave their target alone, planted files leave auth.json
 #     root's and 0600, unreadable by nobody; a planted blobs symlink in the
 #     layout makes push create nothing where it points;
+#   - a FIFO nobody put at export -o FILE or at REGISTRY_AUTH_FILE blocks
+#     neither export, pull nor login (export and login refuse it);
 #   - a store nobody owns is refused by root (--store, CAIRN_STORE,
 #     nobody's cairn.conf under nobody's HOME); with --trust-store, root's
 #     import writes nothing through blobs/XX symlinks nobody planted;
@@ -214,6 +216,20 @@ check "login: nobody cannot read auth.json" \
   sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups cat $ad/auth.json >/dev/null 2>&1"
 check "login: nobody's files got no credentials" \
   sh -c "! cat $ad/auth.json.tmp* | grep -q auths"
+
+# ---- FIFOs nobody planted block none of root's commands (timeout 20: 124
+# if one waits for a writer or reader)
+as_nobody mkfifo "$ad/out.tar" "$ad/fifo.json"
+expect_exit 1 "export -o: a FIFO nobody planted is refused, not waited on" \
+  timeout 20 "$CAIRN" --store "$ST" export -q -o "$ad/out.tar" app:1
+check "export -o: the refusal says why" grep -q "out.tar: not a regular file" "$T/stderr"
+expect_exit 0 "pull: a FIFO at REGISTRY_AUTH_FILE is not waited on" \
+  timeout 20 env REGISTRY_AUTH_FILE="$ad/fifo.json" "$CAIRN" --store "$ST" pull -q --insecure \
+  "docker://$REGISTRY/team/app:1" app:1
+expect_exit 1 "login: a FIFO at REGISTRY_AUTH_FILE is refused, not waited on" \
+  timeout 20 env REGISTRY_AUTH_FILE="$ad/fifo.json" "$CAIRN" --store "$ST" login --insecure \
+  -u alice --password-stdin "$REGISTRY" <<<secret
+check "login: the refusal says why" grep -q "fifo.json: not a regular file" "$T/stderr"
 
 # ---- root's push to an OCI layout in nobody's directory
 od=$T/ocidir
