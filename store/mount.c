@@ -294,13 +294,23 @@ int cairn_mountpoint_state(const char *dir) {
 }
 
 int cairn_mountpoint_unmount(const char *dir, bool lazy) {
-  /* UMOUNT_NOFOLLOW: dir is resolved; a symlink put there since is not followed. */
-  if (umount2(dir, UMOUNT_NOFOLLOW | (lazy ? MNT_DETACH : 0)) == 0) return 0;
+  /* dir is resolved again and unmounted through an fd of its parent
+   * (/proc/self/fd/N/NAME) with UMOUNT_NOFOLLOW: a symlink put at it or
+   * on the way since it was resolved is never followed. */
+  char real[PATH_MAX], at[PATH_MAX + 64];
+  int pfd = -1;
+  int r = cairn_path_resolve(dir, real, sizeof(real), &pfd);
+  if (r < 0) return r;
+  cairn_autoclose int parent = pfd;
+  if (strcmp(real, dir) != 0) return -EPERM; /* no longer the directory resolved */
+  const char *slash = strrchr(real, '/');
+  snprintf(at, sizeof(at), "/proc/self/fd/%d/%s", parent, slash && slash[1] ? slash + 1 : ".");
+  if (umount2(at, UMOUNT_NOFOLLOW | (lazy ? MNT_DETACH : 0)) == 0) return 0;
   if (errno != EPERM) return -errno;
   char *argv[] = {"fusermount3", "-u", "-z", (char *)dir, NULL};
   if (!lazy) argv[2] = (char *)dir, argv[3] = NULL;
   pid_t pid;
-  int r = posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ);
+  r = posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ);
   if (r != 0) return -EPERM;
   int status;
   while (waitpid(pid, &status, 0) < 0)
