@@ -349,6 +349,19 @@ static bool link_below(const char *path, const char *dir, size_t dlen) {
   return strncmp(t, dir, dlen) == 0 && (t[dlen] == '\0' || t[dlen] == '/');
 }
 
+/* Whether pid's fd (its name in /proc/PID/fd) is an O_PATH one: a handle
+ * (cairnfs holds one of the directory it mounted on, under the mount)
+ * that reads nothing and keeps no mount busy. */
+static bool fd_is_path(long pid, const char *fd) {
+  char path[96], line[64];
+  snprintf(path, sizeof(path), "/proc/%ld/fdinfo/%.20s", pid, fd);
+  cairn_autofclose FILE *f = fopen(path, "re");
+  unsigned long flags;
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "flags: %lo", &flags) == 1) return (flags & O_PATH) != 0;
+  return false;
+}
+
 int cairn_mount_users(const char *dir, char **desc) {
   *desc = NULL;
   cairn_autoclosedir DIR *proc = opendir("/proc");
@@ -373,7 +386,7 @@ int cairn_mount_users(const char *dir, char **desc) {
     while (fds && !uses && (fe = readdir(fds))) {
       if (fe->d_name[0] == '.') continue;
       snprintf(path, sizeof(path), "/proc/%ld/fd/%.20s", pid, fe->d_name);
-      uses = link_below(path, dir, dlen);
+      uses = link_below(path, dir, dlen) && !fd_is_path(pid, fe->d_name);
     }
     if (!uses) continue;
     if (users < 8) {

@@ -403,7 +403,9 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   const char *image = resume ? NULL : argv[optind], *dir = argv[argc - 1];
   cairn_id id;
   char abs[PATH_MAX];
-  int r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
+  int pfd = -1;
+  int r = cairn_path_resolve(dir, abs, sizeof(abs), &pfd);
+  cairn_autoclose int parent = pfd;
   if (r < 0) return report_fail(r, "mount: %s: %s", dir, cairn_path_why(r));
   struct cli_upper up;
   if (resume) { /* the upper kept (or left by a crash) for dir, on its image */
@@ -434,7 +436,16 @@ static int mount_run(struct cli *c, int argc, char **argv) {
              "mount: %s: warning: not empty; what it holds is hidden while mounted", dir);
     report_notice(warning); /* as mount(8) allows it, not a failure */
   }
-  code = cli_mount_start(st, image, abs, mount_opts);
+  /* Mounted through an fd of the directory resolved (opened now, after
+   * any stale mount on it is gone): a symlink put at it or on the way
+   * since cannot send the mount elsewhere. One that is not there is left
+   * to cairnfs to say so. */
+  const char *base = strrchr(abs, '/') + 1;
+  cairn_autoclose int rfd =
+      openat(parent, *base ? base : ".", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+  if (rfd < 0 && errno == ELOOP)
+    return report_fail(-EPERM, "mount: %s: a symlink, not a directory: refused", dir);
+  code = cli_mount_start_at(st, image, abs, rfd, mount_opts);
   if (code == CAIRN_EXIT_OK && !quiet) printf("%s\n", abs); /* as podman mount prints where */
   return code;
 }
