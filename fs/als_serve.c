@@ -280,7 +280,10 @@ static int ino_stat(struct als *a, uint64_t ino, struct stat *st) {
     }
     memset(st, 0, sizeof *st);
     st->st_ino = ino;
-    st->st_mode = S_IFREG | 0444;
+    /* blob holds every file of the layer, compressed, whatever their
+     * modes: only its owner (root, podman) reads it, as diff/ shows each
+     * file with its own mode. */
+    st->st_mode = S_IFREG | (SUB(ino) == S_BLOB ? 0400 : 0444);
     st->st_nlink = 1;
     st->st_size = SUB(ino) == S_INFO ? (off_t)strlen(v->layer->info) : (off_t)v->layer->rec.size;
     st->st_blocks = (st->st_size + 511) / 512;

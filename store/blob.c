@@ -198,9 +198,17 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
   }
   if (mkdirat(st->blobs_fd, sub, 0700) < 0 && errno != EEXIST)
     return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub, strerror(errno));
+  /* Linked under an O_NOFOLLOW fd of blobs/XX: a symlink there (planted
+   * in a store another user owns) is refused, never linked through. */
+  cairn_autoclose int subfd =
+      openat(st->blobs_fd, sub, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (subfd < 0)
+    return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub,
+                      errno == ELOOP || errno == ENOTDIR ? "not a directory: refused"
+                                                         : strerror(errno));
   if ((r = cn_staging_note(st, rel)) < 0) return r;
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
-  if (linkat(AT_FDCWD, proc, st->blobs_fd, rel, AT_SYMLINK_FOLLOW) == 0) return 0;
+  if (linkat(AT_FDCWD, proc, subfd, name, AT_SYMLINK_FOLLOW) == 0) return 0;
   if (errno != EEXIST)
     return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, rel, strerror(errno));
   /* A file with no row: another import's, not yet committed, or one left

@@ -12,8 +12,10 @@
 #include "libcairn_store.h"
 
 #include <ctype.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void config_why(cairn_config *cfg, const char *path, unsigned line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -125,10 +127,22 @@ static int config_set(cairn_config *cfg, int f, struct cn_config_registry *reg, 
 /* Reads file f of cfg->paths, if it is there. */
 static int config_read(cairn_config *cfg, int f) {
   const char *path = cfg->paths[f];
-  cairn_autofclose FILE *in = fopen(path, "re");
+  /* The user's file (f 1) is read only if it is the caller's own, not a
+   * symlink: root keeping another user's HOME (sudo -E) reads none of
+   * theirs, which could name a store they own. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | (f == 1 ? O_NOFOLLOW | O_NONBLOCK : 0));
+  struct stat sb;
+  if (fd >= 0 && f == 1 && (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_uid != geteuid())) {
+    close(fd);
+    cfg->not_own = true;
+    return 0;
+  }
+  if (fd < 0 && f == 1 && errno == ELOOP) return cfg->not_own = true, 0;
+  cairn_autofclose FILE *in = fd >= 0 ? fdopen(fd, "re") : NULL;
   if (!in) {
-    if (errno == ENOENT || errno == ENOTDIR) return 0;
     int e = errno;
+    if (fd >= 0) close(fd);
+    if (e == ENOENT || e == ENOTDIR) return 0;
     config_why(cfg, path, 0, "%s", strerror(e));
     return -e;
   }
@@ -181,8 +195,8 @@ static int config_read(cairn_config *cfg, int f) {
 
 int cairn_config_load(cairn_config *cfg) {
   *cfg = (cairn_config){.store_from = -1, .pull_jobs_from = -1};
-  const char *sys = getenv("CAIRN_CONFIG_SYSTEM"), *xdg = getenv("XDG_CONFIG_HOME"),
-             *home = getenv("HOME");
+  const char *sys = secure_getenv("CAIRN_CONFIG_SYSTEM"), *xdg = secure_getenv("XDG_CONFIG_HOME"),
+             *home = secure_getenv("HOME");
   cfg->paths[0] = strdup(sys && *sys ? sys : "/etc/cairn/cairn.conf");
   if (xdg && *xdg)
     cfg->paths[1] = cn_xasprintf("%s/cairn/cairn.conf", xdg);
@@ -208,7 +222,7 @@ void cairn_config_free(cairn_config *cfg) {
 }
 
 int cairn_store_dir_pick(const cairn_config *cfg, char *buf, size_t len, const char **origin) {
-  const char *env = getenv("CAIRN_STORE"), *from;
+  const char *env = secure_getenv("CAIRN_STORE"), *from;
   int n;
   if (env && *env)
     n = snprintf(buf, len, "%s", env), from = "CAIRN_STORE";
@@ -217,7 +231,7 @@ int cairn_store_dir_pick(const cairn_config *cfg, char *buf, size_t len, const c
   else if (geteuid() == 0)
     n = snprintf(buf, len, "/var/lib/cairn"), from = "the default for root";
   else {
-    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    const char *xdg = secure_getenv("XDG_DATA_HOME"), *home = secure_getenv("HOME");
     if (xdg && *xdg)
       n = snprintf(buf, len, "%s/cairn", xdg), from = "XDG_DATA_HOME";
     else if (home && *home)

@@ -62,29 +62,154 @@ static int copy_path(char *out, size_t len, const char *a, const char *b) {
   return n >= 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
-int cairn_mountpoint_resolve(const char *dir, char *out, size_t len) {
-  char path[PATH_MAX], parent[PATH_MAX], joined[PATH_MAX], target[PATH_MAX];
-  int r = copy_path(path, sizeof(path), dir, NULL);
-  for (int links = 0; r == 0 && links <= MAX_SYMLINKS; links++) {
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
-    char *slash = strrchr(path, '/');
-    char *name = slash ? slash + 1 : path;
-    if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-      return realpath(path, joined) ? copy_path(out, len, joined, NULL) : -errno;
-    if (slash) *slash = '\0';
-    if (!realpath(!slash ? "." : slash == path ? "/" : path, parent)) return -errno;
-    if ((r = copy_path(joined, sizeof(joined), parent, name)) < 0) return r;
-    /* readlink never asks the file system mounted at joined: a dead
-     * daemon's mount fails lstat and realpath with ENOTCONN, not this. */
-    ssize_t k = readlink(joined, target, sizeof(target));
-    if (k < 0) return copy_path(out, len, joined, NULL);
-    if ((size_t)k >= sizeof(target)) return -ENAMETOOLONG;
-    target[k] = '\0';
-    r = target[0] == '/' ? copy_path(path, sizeof(path), target, NULL)
-                         : copy_path(path, sizeof(path), parent, target);
+/* Whether a symlink in directory d (as fstat shows it) may be followed:
+ * d is the caller's or root's and no one else may add a name to it (a
+ * sticky directory such as /tmp lets others add only their own names,
+ * which link_trusted refuses). */
+static bool dir_trusted(const struct stat *d, uid_t me) {
+  if (d->st_uid != 0 && d->st_uid != me) return false;
+  return !(d->st_mode & (S_IWOTH | S_IWGRP)) || (d->st_mode & S_ISVTX);
+}
+
+/* Whether the symlink dfd/name may be followed: in a trusted directory
+ * (and every directory above it on the way was one: untrusted says one
+ * was not), and, in a sticky one, made by the caller or root. */
+static bool link_trusted(int dfd, const char *name, bool untrusted, uid_t me) {
+  struct stat d, l;
+  if (untrusted || fstat(dfd, &d) < 0 || !dir_trusted(&d, me)) return false;
+  if (!(d.st_mode & S_ISVTX)) return true;
+  return fstatat(dfd, name, &l, AT_SYMLINK_NOFOLLOW) == 0 && (l.st_uid == 0 || l.st_uid == me);
+}
+
+/* Replaces rest (the components still to walk) with target then rest. */
+static int splice_link(char *rest, size_t len, const char *target, const char *after) {
+  char tmp[2 * PATH_MAX];
+  int n = snprintf(tmp, sizeof(tmp), "%s/%s", target, after);
+  if (n < 0 || (size_t)n >= len || (size_t)n >= sizeof(tmp)) return -ENAMETOOLONG;
+  memcpy(rest, tmp, (size_t)n + 1);
+  return 0;
+}
+
+int cairn_path_resolve(const char *path, char *out, size_t len, int *parent_fd) {
+  if (parent_fd) *parent_fd = -1;
+  if (!path || !*path) return -ENOENT;
+  char rest[2 * PATH_MAX], name[NAME_MAX + 1], target[PATH_MAX], here[PATH_MAX];
+  if (path[0] == '/') {
+    if (strlen(path) >= sizeof(rest)) return -ENAMETOOLONG;
+    snprintf(rest, sizeof(rest), "%s", path);
+  } else {
+    if (!getcwd(here, sizeof(here))) return -errno;
+    if (splice_link(rest, sizeof(rest), here, path) < 0) return -ENAMETOOLONG;
   }
-  return r < 0 ? r : -ELOOP;
+  uid_t me = geteuid();
+  int cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (cur < 0) return -errno;
+  bool untrusted = false; /* a directory walked was not the caller's or root's alone */
+  int links = 0, r = 0;
+  name[0] = '\0';
+  for (;;) {
+    char *p = rest;
+    while (*p == '/') p++;
+    if (!*p) break; /* walked it all: cur is the directory itself */
+    char *end = strchr(p, '/');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n > NAME_MAX) {
+      r = -ENAMETOOLONG;
+      goto fail;
+    }
+    memcpy(name, p, n);
+    name[n] = '\0';
+    const char *after = end ? end : "";
+    while (*after == '/') after++;
+    bool last = !*after;
+    memmove(rest, after, strlen(after) + 1);
+    if (strcmp(name, ".") == 0) {
+      name[0] = '\0';
+      continue;
+    }
+    /* readlinkat never asks a file system mounted on name: a dead
+     * daemon's mount answers stat with ENOTCONN, not this. */
+    ssize_t k = strcmp(name, "..") == 0 ? -1 : readlinkat(cur, name, target, sizeof(target));
+    if (k >= 0) {
+      if ((size_t)k >= sizeof(target)) {
+        r = -ENAMETOOLONG;
+        goto fail;
+      }
+      target[k] = '\0';
+      if (++links > MAX_SYMLINKS) {
+        r = -ELOOP;
+        goto fail;
+      }
+      if (!link_trusted(cur, name, untrusted, me)) {
+        r = -EPERM;
+        goto fail;
+      }
+      if ((r = splice_link(rest, sizeof(rest), target, rest)) < 0) goto fail;
+      if (target[0] == '/') { /* from / again */
+        close(cur);
+        if ((cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0) return -errno;
+        untrusted = false;
+      }
+      name[0] = '\0';
+      continue;
+    }
+    if (last && strcmp(name, "..") != 0) break; /* the last name: never opened */
+    int next = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) {
+      r = -errno;
+      goto fail;
+    }
+    struct stat sb;
+    if (fstat(next, &sb) < 0 || !dir_trusted(&sb, me)) untrusted = true;
+    close(cur);
+    cur = next;
+    name[0] = '\0';
+  }
+  /* The parent's real path is what its fd names now. */
+  char fdp[64], real[PATH_MAX];
+  snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", cur);
+  ssize_t k = readlink(fdp, real, sizeof(real) - 1);
+  if (k <= 0) {
+    r = k < 0 ? -errno : -ENOENT;
+    goto fail;
+  }
+  real[k] = '\0';
+  if (!name[0]) { /* the path ended at a directory walked into (/, .., .) */
+    if ((r = copy_path(out, len, real, NULL)) < 0) goto fail;
+    if (parent_fd) { /* its parent, and its name: the last of real */
+      char *slash = strrchr(real, '/');
+      int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (up < 0) {
+        r = -errno;
+        goto fail;
+      }
+      close(cur);
+      cur = up;
+      if (slash && slash[1] && strlen(slash + 1) < sizeof(name))
+        snprintf(name, sizeof(name), "%s", slash + 1);
+      else
+        snprintf(name, sizeof(name), ".");
+    }
+  } else if ((r = copy_path(out, len, real, name)) < 0) {
+    goto fail;
+  }
+  if (parent_fd)
+    *parent_fd = cur;
+  else
+    close(cur);
+  return 0;
+fail:
+  close(cur);
+  return r;
+}
+
+const char *cairn_path_why(int r) {
+  return r == -EPERM ? "a symlink in a directory another user can write: not followed"
+                     : strerror(-r);
+}
+
+int cairn_mountpoint_resolve(const char *dir, char *out, size_t len) {
+  return cairn_path_resolve(dir, out, len, NULL);
 }
 
 /* Undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134). */
@@ -170,12 +295,23 @@ int cairn_mountpoint_state(const char *dir) {
 }
 
 int cairn_mountpoint_unmount(const char *dir, bool lazy) {
-  if (umount2(dir, lazy ? MNT_DETACH : 0) == 0) return 0;
+  /* dir is resolved again and unmounted through an fd of its parent
+   * (/proc/self/fd/N/NAME) with UMOUNT_NOFOLLOW: a symlink put at it or
+   * on the way since it was resolved is never followed. */
+  char real[PATH_MAX], at[PATH_MAX + 64];
+  int pfd = -1;
+  int r = cairn_path_resolve(dir, real, sizeof(real), &pfd);
+  if (r < 0) return r;
+  cairn_autoclose int parent = pfd;
+  if (strcmp(real, dir) != 0) return -EPERM; /* no longer the directory resolved */
+  const char *slash = strrchr(real, '/');
+  snprintf(at, sizeof(at), "/proc/self/fd/%d/%s", parent, slash && slash[1] ? slash + 1 : ".");
+  if (umount2(at, UMOUNT_NOFOLLOW | (lazy ? MNT_DETACH : 0)) == 0) return 0;
   if (errno != EPERM) return -errno;
   char *argv[] = {"fusermount3", "-u", "-z", (char *)dir, NULL};
   if (!lazy) argv[2] = (char *)dir, argv[3] = NULL;
   pid_t pid;
-  int r = posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ);
+  r = posix_spawnp(&pid, "fusermount3", NULL, NULL, argv, environ);
   if (r != 0) return -EPERM;
   int status;
   while (waitpid(pid, &status, 0) < 0)
@@ -214,6 +350,19 @@ static bool link_below(const char *path, const char *dir, size_t dlen) {
   return strncmp(t, dir, dlen) == 0 && (t[dlen] == '\0' || t[dlen] == '/');
 }
 
+/* Whether pid's fd (its name in /proc/PID/fd) is an O_PATH one: a handle
+ * (cairnfs holds one of the directory it mounted on, under the mount)
+ * that reads nothing and keeps no mount busy. */
+static bool fd_is_path(long pid, const char *fd) {
+  char path[96], line[64];
+  snprintf(path, sizeof(path), "/proc/%ld/fdinfo/%.20s", pid, fd);
+  cairn_autofclose FILE *f = fopen(path, "re");
+  unsigned long flags;
+  while (f && fgets(line, sizeof(line), f))
+    if (sscanf(line, "flags: %lo", &flags) == 1) return (flags & O_PATH) != 0;
+  return false;
+}
+
 int cairn_mount_users(const char *dir, char **desc) {
   *desc = NULL;
   cairn_autoclosedir DIR *proc = opendir("/proc");
@@ -238,7 +387,7 @@ int cairn_mount_users(const char *dir, char **desc) {
     while (fds && !uses && (fe = readdir(fds))) {
       if (fe->d_name[0] == '.') continue;
       snprintf(path, sizeof(path), "/proc/%ld/fd/%.20s", pid, fe->d_name);
-      uses = link_below(path, dir, dlen);
+      uses = link_below(path, dir, dlen) && !fd_is_path(pid, fe->d_name);
     }
     if (!uses) continue;
     if (users < 8) {

@@ -114,12 +114,18 @@ static int store_open_dirs(const char *dir, unsigned flags, cairn_store **out) {
   if (!st->dir) return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
   st->dirfd = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (st->dirfd < 0) return cairn_fail(st, -errno, "%s: %s", st->dir, strerror(errno));
+  struct stat sb;
+  if ((flags & CAIRN_STORE_OWN) && geteuid() == 0 && fstat(st->dirfd, &sb) == 0 && sb.st_uid != 0)
+    return cairn_fail(st, -EPERM,
+                      "%s: owned by uid %u, not root: root does not use another user's store "
+                      "(hint: --trust-store if you mean it)",
+                      st->dir, (unsigned)sb.st_uid);
   store_private_files(st);
   static const char *const subdirs[] = {"blobs", "pins", "pins/image", "pins/layer", "tmp"};
   for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++)
     if (mkdirat(st->dirfd, subdirs[i], 0700) < 0 && errno != EEXIST)
       return cairn_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i], strerror(errno));
-  st->blobs_fd = openat(st->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  st->blobs_fd = openat(st->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (st->blobs_fd < 0) return cairn_fail(st, -errno, "%s/blobs: %s", st->dir, strerror(errno));
   return 0;
 }

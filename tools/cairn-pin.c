@@ -226,6 +226,7 @@ static int pin_wait(struct cli *c, int argc, char **argv) {
 static void program_help(void) {
   cli_program_help(USAGE, subcommands, N_SUBCOMMANDS,
                    "--store DIR\tthe store to use (see below)\n"
+                   "--trust-store\tas root, use a store another user owns\n"
                    "-h, --help\tshow this help and exit\n"
                    "--version\tprint the version and exit\n");
 }

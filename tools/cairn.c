@@ -117,6 +117,7 @@ static void program_help(void) {
   cli_program_help(USAGE "\n       cairn COMMAND --help | cairn help [COMMAND]", commands,
                    N_COMMANDS,
                    "--store DIR\tthe store to use (see below)\n"
+                   "--trust-store\tas root, use a store another user owns\n"
                    "-h, --help\tshow this help and exit\n"
                    "--version\tprint the version and exit\n");
 }
@@ -135,7 +136,7 @@ static bool light_runs(int argc, char **argv) {
       i++;
       continue;
     }
-    if (strncmp(argv[i], "--store=", 8) == 0) continue;
+    if (strncmp(argv[i], "--store=", 8) == 0 || strcmp(argv[i], "--trust-store") == 0) continue;
     if (strcmp(argv[i], "--version") == 0) return true;
     return strcmp(argv[i], "help") != 0 && cli_command_find(commands, N_COMMANDS, argv[i]);
   }
@@ -187,14 +188,14 @@ int main(int argc, char **argv) {
     }
   }
   if (!cmd && argv[1][0] == '-') { /* an option where the command goes: --stor, -V */
-    static const char *const globals[] = {"--store", "--version", "--help"};
+    static const char *const globals[] = {"--store", "--trust-store", "--version", "--help"};
     const char *near = NULL;
-    for (size_t i = 0; i < 3 && !near; i++)
+    for (size_t i = 0; i < 4 && !near; i++)
       if (cairn_near(argv[1], globals[i])) near = globals[i];
     if (near) return report_usage(USAGE, "%s: unknown option (did you mean %s?)", argv[1], near);
     return report_usage(USAGE,
-                        "%s: unknown option (the options are --store DIR, --help, "
-                        "--version; then a command)",
+                        "%s: unknown option (the options are --store DIR, --trust-store, "
+                        "--help, --version; then a command)",
                         argv[1]);
   }
   const char *near = cmd ? NULL : cli_command_nearest(commands, N_COMMANDS, argv[1]);

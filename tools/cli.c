@@ -61,6 +61,8 @@ int cli_take_store_option(struct cli *c, int *argc, char **argv) {
       c->store_dir = argv[++i];
     } else if (strncmp(argv[i], "--store=", 8) == 0) {
       c->store_dir = argv[i] + 8;
+    } else if (strcmp(argv[i], "--trust-store") == 0) {
+      c->trust_store = true;
     } else {
       argv[out++] = argv[i];
     }
@@ -94,8 +96,8 @@ int cli_store_open(struct cli *c, unsigned flags, cairn_store **st) {
       return report_fail(-ENOENT, "store: cannot pick a store directory: set --store or "
                                   "CAIRN_STORE");
     cairn_store *opened;
-    int r = cairn_store_open_flags(c->store_dir ? c->store_dir : dir, flags & CAIRN_STORE_CREATE,
-                                   &opened);
+    unsigned how = (flags & CAIRN_STORE_CREATE) | (c->trust_store ? 0 : CAIRN_STORE_OWN);
+    int r = cairn_store_open_flags(c->store_dir ? c->store_dir : dir, how, &opened);
     if (r == -ENOENT && (flags & CLI_STORE_MISSING_OK)) { /* read as an empty store */
       if (c->store_dir) { /* one typed (--store /typo): say so, not only an empty table */
         char line[PATH_MAX + 64];

@@ -23,6 +23,7 @@ struct cli {
   cairn_store *st;       /* opened on first use by cli_store */
   cairn_config config;   /* cairn.conf, read on first use by cli_config */
   bool config_read;
+  bool trust_store; /* --trust-store: root may use a store another user owns */
 };
 
 /* The shell's exit codes for a command we run (cairn-pin hold's, cairn

@@ -36,12 +36,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* mkdir that accepts a directory already there (a symlink is not one). */
-static int mkdir_exist_ok(const char *path) {
-  if (mkdir(path, 0755) == 0) return 1; /* made */
-  struct stat sb;
-  if (errno == EEXIST && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
-  return errno == EEXIST ? -ENOTDIR : -errno;
+/* The last name of the real path real ("." for /), under its parent's fd. */
+static const char *bundle_base(const char *real) {
+  const char *slash = strrchr(real, '/');
+  return slash && slash[1] ? slash + 1 : ".";
 }
 
 /* mkdirat that accepts a directory already there, never a symlink to one:
@@ -89,14 +87,21 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
   r = cairn_runtime_spec(st, id, &a->spec, &json);
   if (r < 0) return report_fail(r, "bundle: %s: %s", image, report_why(st, r));
 
-  int made_dir = mkdir_exist_ok(dir);
-  if (made_dir < 0) return report_fail(made_dir, "bundle: %s: %s", dir, strerror(-made_dir));
-  /* From here on DIR is only named through dfd: DIR may belong to another
+  /* From here on DIR is only named through fds: DIR may belong to another
    * user, so nothing in it is followed if it is a symlink (cmd-bundle.c's
-   * rootfs, cairn_file_put_at's config.json). */
+   * rootfs, cairn_file_put_at's config.json), and DIR itself is resolved
+   * as a path another user may control (cairn_path_resolve). */
   char real[PATH_MAX], abs_rootfs[PATH_MAX];
-  if (!realpath(dir, real)) return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
-  cairn_autoclose int dfd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int pfd = -1;
+  r = cairn_path_resolve(dir, real, sizeof(real), &pfd);
+  cairn_autoclose int parent = pfd;
+  if (r < 0) return report_fail(r, "bundle: %s: %s", dir, cairn_path_why(r));
+  const char *base = bundle_base(real);
+  int made_dir = mkdirat_exist_ok(parent, base);
+  if (made_dir == -ELOOP)
+    return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", real);
+  if (made_dir < 0) return report_fail(made_dir, "bundle: %s: %s", dir, strerror(-made_dir));
+  cairn_autoclose int dfd = openat(parent, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (dfd < 0) return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
   if (snprintf(abs_rootfs, sizeof(abs_rootfs), "%s/rootfs", real) >= (int)sizeof(abs_rootfs))
     return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
@@ -148,34 +153,43 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
     cli_umount_one(st, abs_rootfs, true, true); /* just made: nobody wrote to it */
   }
   if (made_rootfs) unlinkat(dfd, "rootfs", AT_REMOVEDIR);
-  if (made_dir) rmdir(real);
+  if (made_dir) unlinkat(parent, base, AT_REMOVEDIR);
   return code;
 }
 
 /* Removes what a bundle left in dir (after its root is unmounted). */
 static int bundle_remove(cairn_store *st, const char *dir, bool quiet, bool discard) {
-  struct stat sb;
-  if (stat(dir, &sb) < 0 && errno == ENOENT) {
+  char real[PATH_MAX], rootfs[PATH_MAX]; /* named as mount and bundle name it: real paths */
+  int pfd = -1;
+  int r = cairn_path_resolve(dir, real, sizeof(real), &pfd);
+  cairn_autoclose int parent = pfd;
+  cairn_autoclose int dfd = -1;
+  if (r == 0) {
+    dfd = openat(parent, bundle_base(real), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    r = dfd < 0 ? -errno : 0;
+  }
+  if (r == -ENOENT) {
     char msg[PATH_MAX + 32];
     snprintf(msg, sizeof(msg), "bundle: %s: no bundle", dir);
     report_notice(msg);
     return CAIRN_EXIT_OK;
   }
-  char rootfs[PATH_MAX], config[PATH_MAX];
-  if (snprintf(rootfs, sizeof(rootfs), "%s/rootfs", dir) >= (int)sizeof(rootfs) ||
-      snprintf(config, sizeof(config), "%s/config.json", dir) >= (int)sizeof(config))
+  if (r == -ELOOP) /* a symlink put at DIR since it was resolved */
+    return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", dir);
+  if (r < 0) return report_fail(r, "bundle: %s: %s", dir, cairn_path_why(r));
+  if (snprintf(rootfs, sizeof(rootfs), "%s/rootfs", real) >= (int)sizeof(rootfs))
     return report_fail(-ENAMETOOLONG, "bundle: %s: %s", dir, strerror(ENAMETOOLONG));
-  if (lstat(rootfs, &sb) == 0 && S_ISLNK(sb.st_mode)) /* planted: umount would follow it */
+  struct stat sb;
+  if (fstatat(dfd, "rootfs", &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
     return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", rootfs);
-  char real[PATH_MAX]; /* named as mount and bundle name it: its real path */
-  if (!realpath(dir, real)) snprintf(real, sizeof(real), "%s", dir);
   int code = cli_umount_one(st, rootfs, quiet, discard); /* a --rw one's Kept:/Dropped: line */
   if (code != CAIRN_EXIT_OK) return code;              /* still served: the bundle stays whole */
-  if (unlink(config) < 0 && errno != ENOENT)
-    return report_fail(-errno, "bundle: %s: %s", config, strerror(errno));
-  if (rmdir(rootfs) < 0 && errno != ENOENT)
+  if (unlinkat(dfd, "config.json", 0) < 0 && errno != ENOENT)
+    return report_fail(-errno, "bundle: %s/config.json: %s", real, strerror(errno));
+  if (unlinkat(dfd, "rootfs", AT_REMOVEDIR) < 0 && errno != ENOENT)
     return report_fail(-errno, "bundle: %s: %s", rootfs, strerror(errno));
-  if (rmdir(dir) < 0 && errno != ENOTEMPTY && errno != EEXIST && errno != ENOENT)
+  if (unlinkat(parent, bundle_base(real), AT_REMOVEDIR) < 0 && errno != ENOTEMPTY &&
+      errno != EEXIST && errno != ENOENT && errno != EBUSY)
     return report_fail(-errno, "bundle: %s: %s", dir, strerror(errno));
   if (!quiet) printf("%s\n", real);
   return CAIRN_EXIT_OK;

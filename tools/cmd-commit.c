@@ -121,7 +121,7 @@ static int commit_run(struct cli *c, int argc, char **argv) {
   if (code != CAIRN_EXIT_OK) return code;
   char abs[PATH_MAX];
   r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
-  if (r < 0) return report_fail(r, "commit: %s: %s", dir, strerror(-r));
+  if (r < 0) return report_fail(r, "commit: %s: %s", dir, cairn_path_why(r));
   struct cli_upper up;
   r = cli_upper_of_dir(st, abs, true, &up);
   bool live = r == 0 && up.found;

@@ -21,12 +21,15 @@
  * regular file of ours with one link: what root writes outside the store
  * goes nowhere it was not asked to. The fd, or -errno with *why set. */
 static int output_open(const char *path, const char **why) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0644);
+  /* O_NONBLOCK: a FIFO put at FILE does not block (nor wait for a
+   * reader: ENXIO); it is refused below. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0644);
   struct stat sb;
   *why = NULL;
   if (fd < 0) {
     if (errno == ELOOP) *why = "is a symlink; not followed";
-    return -errno;
+    if (errno == ENXIO) *why = "not a regular file";
+    return errno == ENXIO ? -EPERM : -errno;
   }
   if (fstat(fd, &sb) < 0) {
     int e = errno;
@@ -40,7 +43,7 @@ static int output_open(const char *path, const char **why) {
                                 : "belongs to another user; not written";
     return -EPERM;
   }
-  if (ftruncate(fd, 0) < 0) {
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0 || ftruncate(fd, 0) < 0) {
     int e = errno;
     close(fd);
     return -e;

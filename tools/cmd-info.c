@@ -118,10 +118,12 @@ static int info_run(struct cli *c, int argc, char **argv) {
     c->st = st; /* closed by cli_close */
     if (cairn_store_notice(st)) report_notice(cairn_store_notice(st));
   }
-  char files[2][PATH_MAX + 16]; /* "PATH (read)", "PATH (not there)" */
+  char files[2][PATH_MAX + 32]; /* "PATH (read)", "PATH (not there)" */
   for (int f = 0; f < 2; f++)
     snprintf(files[f], sizeof(files[f]), "%s (%s)", cfg->paths[f] ? cfg->paths[f] : "no HOME",
-             cfg->read[f] ? "read" : "not there");
+             cfg->read[f]             ? "read"
+             : f == 1 && cfg->not_own ? "not yours: not read"
+                                      : "not there");
   unsigned jobs = cfg->pull_jobs ? cfg->pull_jobs : 3;
   const char *jobs_from = cfg->pull_jobs ? cfg->paths[cfg->pull_jobs_from] : "the default";
   struct cairn_store_info si = {0};

@@ -50,6 +50,12 @@ int cli_creds(const char *arg, const char *cmd, const char *usage, char **out) {
   *out = NULL;
   if (!*arg || *arg == ':') return report_usage(usage, "%s: --creds: needs USER[:PASS]", cmd);
   if (strchr(arg, ':')) {
+    char warning[256];
+    snprintf(warning, sizeof(warning),
+             "%s: --creds USER:PASS: warning: every user sees the password in ps while this "
+             "runs; --creds USER reads it from stdin, or use cairn login",
+             cmd);
+    report_notice(warning);
     if (!(*out = strdup(arg))) return report_fail(-ENOMEM, "%s: %s", cmd, strerror(ENOMEM));
     return CAIRN_EXIT_OK;
   }

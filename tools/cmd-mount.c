@@ -184,7 +184,7 @@ static int await_answer(const char *dir) {
 static int mount_upgrade(cairn_store *st, const char *name, bool quiet) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
-  if (r < 0) return report_fail(r, "mount: %s: %s", name, strerror(-r));
+  if (r < 0) return report_fail(r, "mount: %s: %s", name, cairn_path_why(r));
   struct mount_record rec = recorded(st, dir);
   if (rec.pid <= 0 || !cairn_process_running(rec.pid, "cairnfs"))
     return report_fail(-ENOENT, "mount: --upgrade: %s: not served by a cairnfs", name);
@@ -251,6 +251,20 @@ static int restore_collect(const struct cairn_mount_rec *m, void *arg) {
   return 0;
 }
 
+/* Checks that the recorded mountpoint dir still resolves to itself (no
+ * symlink put in its place or on the way, none in a directory another
+ * user can write): -EXDEV (said) if it now names another directory, else
+ * a cairn_path_resolve error, or 0 and *parent_fd of its directory. */
+static int restore_check(const char *dir, int *parent_fd) {
+  char real[PATH_MAX];
+  int r = cairn_path_resolve(dir, real, sizeof(real), parent_fd);
+  if (r < 0) return r;
+  if (strcmp(real, dir) == 0) return 0;
+  report_fail(-EXDEV, "mount: --restore: %s: now leads to %s, not the directory recorded: refused",
+              dir, real);
+  return -EXDEV;
+}
+
 /* Republishes one stale record: see mount --restore's summary. */
 static int restore_one(cairn_store *st, const struct restore_rec *m, bool quiet) {
   cairn_id id;
@@ -261,6 +275,15 @@ static int restore_one(cairn_store *st, const struct restore_rec *m, bool quiet)
                        m->image);
   }
   if (r < 0) return report_fail(r, "mount: --restore: %s: %s", m->dir, report_why(st, r));
+  /* The recorded directory may be in another user's, who may have put a
+   * symlink there since: resolved as any path a user gave, it must still
+   * be that directory, and the mount is made through an fd of it. */
+  int pfd = -1;
+  r = restore_check(m->dir, &pfd);
+  cairn_autoclose int parent = pfd;
+  if (r < 0)
+    return r == -EXDEV ? CAIRN_EXIT_FAILURE
+                       : report_fail(r, "mount: --restore: %s: %s", m->dir, cairn_path_why(r));
   int state = cairn_mountpoint_state(m->dir);
   if (state == CAIRN_MP_STALE) { /* a dead server's mount is in the way */
     r = cairn_mountpoint_unmount(m->dir, true);
@@ -286,7 +309,15 @@ static int restore_one(cairn_store *st, const struct restore_rec *m, bool quiet)
       return report_fail(-ENOENT, "mount: --restore: %s: image %.12s of its upper was removed",
                          m->dir, up.image);
   }
-  int code = run_cairnfs(cairn_store_dir(st), id, m->dir, opts[0] ? opts : NULL, -1);
+  const char *base = strrchr(m->dir, '/') + 1;
+  cairn_autoclose int rfd =
+      openat(parent, *base ? base : ".", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+  if (rfd < 0)
+    return report_fail(-errno, "mount: --restore: %s: %s", m->dir,
+                       errno == ELOOP ? "a symlink, not a directory: refused" : strerror(errno));
+  char at[64];
+  snprintf(at, sizeof(at), "/proc/self/fd/%d", rfd);
+  int code = run_cairnfs(cairn_store_dir(st), id, at, opts[0] ? opts : NULL, rfd);
   if (code != CAIRN_EXIT_OK) return code;
   if (await_answer(m->dir) < 0)
     return report_fail(-ENOTCONN, "mount: --restore: %s: the mount does not answer", m->dir);
@@ -372,8 +403,10 @@ static int mount_run(struct cli *c, int argc, char **argv) {
   const char *image = resume ? NULL : argv[optind], *dir = argv[argc - 1];
   cairn_id id;
   char abs[PATH_MAX];
-  int r = cairn_mountpoint_resolve(dir, abs, sizeof(abs));
-  if (r < 0) return report_fail(r, "mount: %s: %s", dir, strerror(-r));
+  int pfd = -1;
+  int r = cairn_path_resolve(dir, abs, sizeof(abs), &pfd);
+  cairn_autoclose int parent = pfd;
+  if (r < 0) return report_fail(r, "mount: %s: %s", dir, cairn_path_why(r));
   struct cli_upper up;
   if (resume) { /* the upper kept (or left by a crash) for dir, on its image */
     r = cli_upper_of_dir(st, abs, false, &up);
@@ -403,7 +436,16 @@ static int mount_run(struct cli *c, int argc, char **argv) {
              "mount: %s: warning: not empty; what it holds is hidden while mounted", dir);
     report_notice(warning); /* as mount(8) allows it, not a failure */
   }
-  code = cli_mount_start(st, image, abs, mount_opts);
+  /* Mounted through an fd of the directory resolved (opened now, after
+   * any stale mount on it is gone): a symlink put at it or on the way
+   * since cannot send the mount elsewhere. One that is not there is left
+   * to cairnfs to say so. */
+  const char *base = strrchr(abs, '/') + 1;
+  cairn_autoclose int rfd =
+      openat(parent, *base ? base : ".", O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
+  if (rfd < 0 && errno == ELOOP)
+    return report_fail(-EPERM, "mount: %s: a symlink, not a directory: refused", dir);
+  code = cli_mount_start_at(st, image, abs, rfd, mount_opts);
   if (code == CAIRN_EXIT_OK && !quiet) printf("%s\n", abs); /* as podman mount prints where */
   return code;
 }
@@ -524,7 +566,7 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
   if (r == -ENOENT || r == -ENOTDIR) return umount_gone(st, name, o);
-  if (r < 0) return report_fail(r, "umount: %s: %s", name, strerror(-r));
+  if (r < 0) return report_fail(r, "umount: %s: %s", name, cairn_path_why(r));
   struct mount_record rec = recorded(st, dir);
   int code = CAIRN_EXIT_OK;
   /* mounted here, or served elsewhere only (detached) */

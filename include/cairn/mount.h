@@ -20,11 +20,21 @@ extern "C" {
 
 /* ---- mounts ------------------------------------------------------------- */
 
-/* The real absolute path of the mountpoint dir names, for every front end
- * alike (cairnfs records it, cairn mount / umount look it up): the parent
- * resolved with realpath, a symlink as last component followed here, the
- * last directory itself never asked (a dead daemon's mount answers stat and
- * realpath with ENOTCONN). PATH_MAX bytes of out are always enough. */
+/* Resolves path (relative to the working directory) to its real absolute
+ * path in out (PATH_MAX bytes are always enough) the way a root command
+ * must resolve a path a user may control: walked one name at a time from
+ * / with O_PATH|O_NOFOLLOW, a symlink followed only if every directory on
+ * the way to it is root's or the caller's and no one else may add a name
+ * to it (in a sticky one such as /tmp, only a symlink of the caller's or
+ * root's); any other symlink is refused (-EPERM, cairn_path_why says so).
+ * The last name is never opened (a dead daemon's mount answers stat with
+ * ENOTCONN); it may not exist. If parent_fd, *parent_fd is an O_PATH fd of
+ * the directory the last name of out is in, to act through. */
+int cairn_path_resolve(const char *path, char *out, size_t len, int *parent_fd);
+/* Why cairn_path_resolve (or what uses it) failed with r. */
+const char *cairn_path_why(int r);
+/* cairn_path_resolve for a mountpoint, for every front end alike (cairnfs
+ * records it, cairn mount / umount look it up). */
 int cairn_mountpoint_resolve(const char *dir, char *out, size_t len);
 
 /* Records that pid serves image at dir (resolved), a mount of device dev

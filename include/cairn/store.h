@@ -56,6 +56,7 @@ struct cn_config_registry {
 typedef struct cairn_config {
   char *paths[2];     /* the system file, the user's (NULL with no HOME) */
   bool read[2];       /* which of them were there and read */
+  bool not_own;       /* the user's file is there but not the caller's: not read */
   char *store;        /* NULL if no file sets it */
   int store_from;     /* the file that set it (index in paths), or -1 */
   unsigned pull_jobs; /* 0 if no file sets it */
@@ -90,6 +91,9 @@ int cairn_store_open(const char *dir, cairn_store **out);
 /* How cairn_store_open_flags opens a store. */
 enum {
   CAIRN_STORE_CREATE = 1u << 0, /* make it if there is none (commands that add to it) */
+  /* as root, refuse (-EPERM) a store directory another user owns: its
+   * files and symlinks are theirs to plant */
+  CAIRN_STORE_OWN = 1u << 1,
 };
 /* Opens the store at dir (NULL: the default) as cairn_store_open does,
  * but without CAIRN_STORE_CREATE a missing store (no directory, or no

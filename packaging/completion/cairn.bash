@@ -103,6 +103,7 @@ _cairn_complete() {
       continue
       ;;
     --store=*) store=("$w"); continue ;;
+    --trust-store) store+=(--trust-store); continue ;;
     --) after_dashdash=1; operands+=("$w"); continue ;;
     -*)
       kind=$(awk -v f="${w%%=*}" '$1 == f { print $2 }' <<<"$flags")

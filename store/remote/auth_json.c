@@ -7,11 +7,13 @@
  * client). It reads files only: it makes no request.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "libcairn_registry.h"
@@ -38,6 +40,24 @@ size_t cn_auth_files(char paths[CN_AUTH_FILES_MAX][PATH_MAX]) {
   return n;
 }
 
+json_t *cn_auth_load_file(const char *path, json_error_t *err) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  int bad = fstat(fd, &sb) < 0 ? errno : !S_ISREG(sb.st_mode) ? EINVAL : 0;
+  if (bad) {
+    close(fd);
+    if (err) snprintf(err->text, sizeof(err->text), "not a regular file");
+    errno = bad;
+    return NULL;
+  }
+  json_t *j = json_loadfd(fd, 0, err);
+  int e = errno;
+  close(fd);
+  errno = e;
+  return j;
+}
+
 /* "https://host/v1/" and "host" both name host. */
 static bool auth_key_matches(const char *key, const char *host) {
   const char *k = strstr(key, "://");
@@ -49,7 +69,7 @@ static bool auth_key_matches(const char *key, const char *host) {
 }
 
 static char *creds_from_file(const char *path, const char *host) {
-  json_t *j = json_load_file(path, 0, NULL);
+  json_t *j = cn_auth_load_file(path, NULL);
   json_t *auths = json_object_get(j, "auths"), *v;
   const char *key;
   char *creds = NULL;

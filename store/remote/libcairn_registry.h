@@ -118,5 +118,9 @@ char *cn_registry_find_creds(const char *host, const char *creds_opt);
  * many it wrote into paths. */
 #define CN_AUTH_FILES_MAX 3
 size_t cn_auth_files(char paths[CN_AUTH_FILES_MAX][PATH_MAX]);
+/* The JSON of the auth file at path, opened O_NONBLOCK (a FIFO put there
+ * does not block the command) and read only if it is a regular file;
+ * NULL with errno set (EINVAL: not a regular file) or err filled. */
+json_t *cn_auth_load_file(const char *path, json_error_t *err);
 
 #endif

@@ -55,10 +55,11 @@ static int auth_key(cairn_store *st, const char *host, char *key, size_t len) {
 /* The auth file at path as JSON (an empty object when there is none). */
 static int auth_load(cairn_store *st, const char *path, json_t **out) {
   json_error_t err;
-  *out = json_load_file(path, 0, &err);
+  *out = cn_auth_load_file(path, &err);
   if (*out && json_is_object(*out)) return 0;
   json_decref(*out);
   *out = NULL;
+  if (errno == EINVAL) return cairn_fail(st, -EPERM, "%s: not a regular file", path);
   if (access(path, F_OK) < 0 && errno == ENOENT) {
     *out = json_object();
     return *out ? 0 : cairn_fail(st, -ENOMEM, "out of memory");

@@ -500,9 +500,19 @@ typedef struct layout {
 
 static int layout_open(cairn_store *st, layout *l, const char *dir) {
   l->fd = l->blobs_fd = -1;
-  mkdir(dir, 0755);
-  if ((l->fd = open(dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
-    return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  /* DIR may be in another user's directory: resolved as such (a symlink
+   * another user could have put on the way is refused), then made and
+   * opened under its parent's fd, never through a symlink at DIR. */
+  char real[PATH_MAX];
+  int pfd = -1;
+  int r = cairn_path_resolve(dir, real, sizeof(real), &pfd);
+  if (r < 0) return cairn_fail(st, r, "%s: %s", dir, cairn_path_why(r));
+  cairn_autoclose int parent = pfd;
+  const char *slash = strrchr(real, '/'), *base = slash && slash[1] ? slash + 1 : ".";
+  mkdirat(parent, base, 0755);
+  if ((l->fd = openat(parent, base, O_DIRECTORY | O_NOFOLLOW | O_RDONLY | O_CLOEXEC)) < 0)
+    return cairn_fail(st, -errno, "%s: %s", dir,
+                      errno == ELOOP ? "a symlink, not a directory: refused" : strerror(errno));
   /* O_NOFOLLOW: a symlink planted as blobs or sha256 is refused, not
    * followed to a directory of its maker's choosing. */
   mkdirat(l->fd, "blobs", 0755);

@@ -5,12 +5,20 @@
 #   - through root's read-only mount and root's ALS (cairnfs --als), an
 #     image's root-owned 04755 program (it prints its euid) runs as nobody,
 #     and its 0666 character device (1:5) cannot be opened (EACCES): both
-#     are nosuid,nodev. A mount with --suid --dev shows the test would see
-#     it (euid 0, the device opens);
+#     are nosuid,nodev; in the ALS nothing but a layer's use file is made,
+#     and its layer's blob (every file of the layer, compressed) is 0400,
+#     unreadable by nobody. A
+#     mount with --suid --dev shows the test would see it (euid 0, the
+#     device opens);
 #   - root's `cairn bundle` into a directory nobody owns mounts nothing over
 #     the target of a rootfs symlink nobody planted (it refuses), and a
 #     planted .config.json.tmp symlink makes it overwrite nothing; its --rm
 #     unmounts nothing a planted rootfs symlink points at;
+#   - root's umount, mount, bundle, bundle --rm and push oci: given a path
+#     through a symlink nobody planted (at its end or on the way) refuse it
+#     and leave root's mount, bundle and directory it leads to alone;
+#     mount --restore refuses a recorded mountpoint nobody replaced by a
+#     symlink after a simulated reboot, and mounts nothing on its target;
 #   - root's `cairn login` with its auth.json in nobody's directory and
 #     root's `cairn push oci:` into nobody's layout write through none of
 #     the names the old code used (PATH.tmp<pid>, NAME.tmp-<pid>; run in a
@@ -18,6 +26,11 @@
 #     symlinks leave their target alone, planted files leave auth.json
 #     root's and 0600, unreadable by nobody; a planted blobs symlink in the
 #     layout makes push create nothing where it points;
+#   - a FIFO nobody put at export -o FILE or at REGISTRY_AUTH_FILE blocks
+#     neither export, pull nor login (export and login refuse it);
+#   - a store nobody owns is refused by root (--store, CAIRN_STORE,
+#     nobody's cairn.conf under nobody's HOME); with --trust-store, root's
+#     import writes nothing through blobs/XX symlinks nobody planted;
 #   - a store in an existing 0755 directory: nobody reads none of its
 #     files (meta.db, refs), and cairn says it made them private.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -77,6 +90,11 @@ check "ALS: nobody runs the setuid program as nobody (euid $(euid_via "$diff"))"
   test "$(euid_via "$diff")" = 65534
 check "ALS: nobody cannot open the 0666 device ($(dev_open "$diff"))" \
   grep -q "Permission denied" <<<"$(dev_open "$diff")"
+check "ALS: nobody cannot read the layer's blob (it holds every file, 0600 ones too)" \
+  sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups cat $T/als/$layer/blob >/dev/null 2>&1"
+check "ALS: the blob is root's and 0400" test "$(stat -c %a:%u "$T/als/$layer/blob")" = 400:0
+check "ALS: root makes nothing in a layer but its use file" \
+  sh -c "! touch $T/als/$layer/other 2>/dev/null && ! touch $T/als/$layer/diff/other 2>/dev/null"
 umount "$T/als"
 
 # ---- root's bundle in nobody's directory
@@ -141,6 +159,40 @@ check "bundle racing a rootfs swap: no mount ever on the symlink's target ($i ro
   test ! -s "$T/watch"
 check "bundle racing a rootfs swap: nothing left mounted there" sh -c "! mountpoint -q $T/racedir"
 
+# ---- root's commands given a path through a symlink nobody planted: each
+# path is resolved once, following no symlink in a directory another user
+# can write, and acted on through that resolution.
+pd=$T/pathdir
+mkdir "$pd" rootdir3
+chown nobody:nogroup "$pd"
+unmount "$T/rootdir3"
+as_nobody ln -s "$T/mnt" "$pd/m"
+expect_exit 1 "umount: a symlink nobody planted to root's mount is refused" c umount "$pd/m"
+check "umount: the refusal says why" \
+  grep -q "pathdir/m: a symlink in a directory another user can write" "$T/stderr"
+check "umount: root's mount it points at stays mounted" mountpoint -q "$T/mnt"
+as_nobody ln -s "$T" "$pd/up"
+expect_exit 1 "umount: a planted symlink on the way is refused" c umount "$pd/up/mnt"
+check "umount: root's mount stays mounted" mountpoint -q "$T/mnt"
+as_nobody ln -s "$T/rootdir3" "$pd/r3"
+expect_exit 1 "mount: onto a symlink nobody planted is refused" c mount -q app:1 "$pd/r3"
+check "mount: nothing is mounted on its target" sh -c "! mountpoint -q $T/rootdir3"
+expect_exit 1 "bundle: a DIR that is a symlink nobody planted is refused" \
+  c bundle -q app:1 "$pd/r3" -- /bin/euid
+check "bundle: nothing is made in its target" test -z "$(ls -A rootdir3)"
+check "bundle: nothing is mounted on its target" sh -c "! mountpoint -q $T/rootdir3"
+unmount "$T/rb/rootfs"
+setup c bundle -q app:1 "$T/rb" -- /bin/euid >/dev/null
+as_nobody ln -s "$T/rb" "$pd/rb"
+expect_exit 1 "bundle --rm: a DIR that is a symlink nobody planted is refused" \
+  c bundle --rm -q "$pd/rb"
+check "bundle --rm: root's bundle it points at keeps its config.json" test -f rb/config.json
+check "bundle --rm: and its root stays mounted" mountpoint -q "$T/rb/rootfs"
+setup c bundle --rm -q "$T/rb"
+expect_exit 1 "push oci: a DIR that is a symlink nobody planted is refused" \
+  c push -q app:1 "oci:$pd/r3:1"
+check "push oci: nothing is written where it points" test -z "$(ls -A rootdir3)"
+
 # ---- root's login, auth.json in nobody's directory
 ad=$T/authdir
 mkdir "$ad"
@@ -165,6 +217,20 @@ check "login: nobody cannot read auth.json" \
 check "login: nobody's files got no credentials" \
   sh -c "! cat $ad/auth.json.tmp* | grep -q auths"
 
+# ---- FIFOs nobody planted block none of root's commands (timeout 20: 124
+# if one waits for a writer or reader)
+as_nobody mkfifo "$ad/out.tar" "$ad/fifo.json"
+expect_exit 1 "export -o: a FIFO nobody planted is refused, not waited on" \
+  timeout 20 "$CAIRN" --store "$ST" export -q -o "$ad/out.tar" app:1
+check "export -o: the refusal says why" grep -q "out.tar: not a regular file" "$T/stderr"
+expect_exit 0 "pull: a FIFO at REGISTRY_AUTH_FILE is not waited on" \
+  timeout 20 env REGISTRY_AUTH_FILE="$ad/fifo.json" "$CAIRN" --store "$ST" pull -q --insecure \
+  "docker://$REGISTRY/team/app:1" app:1
+expect_exit 1 "login: a FIFO at REGISTRY_AUTH_FILE is refused, not waited on" \
+  timeout 20 env REGISTRY_AUTH_FILE="$ad/fifo.json" "$CAIRN" --store "$ST" login --insecure \
+  -u alice --password-stdin "$REGISTRY" <<<secret
+check "login: the refusal says why" grep -q "fifo.json: not a regular file" "$T/stderr"
+
 # ---- root's push to an OCI layout in nobody's directory
 od=$T/ocidir
 mkdir "$od"
@@ -184,6 +250,34 @@ as_nobody ln -s "$T/rootdir2" "$od/layout2/blobs"
 c push -q app:1 "oci:$od/layout2:1" >/dev/null 2>&1
 check "push oci: a planted blobs symlink makes nothing where it points" \
   test -z "$(ls -A rootdir2)"
+
+# ---- a store nobody owns, given to root: refused by --store, CAIRN_STORE
+# and nobody's cairn.conf (root keeping nobody's HOME, as sudo -E does);
+# with --trust-store, blobs/XX symlinks nobody planted are not written
+# through.
+ns=$T/nbstore
+mkdir "$ns" crond
+chown nobody:nogroup "$ns"
+expect_exit 1 "a store nobody owns: root refuses it" "$CAIRN" --store "$ns" import -q evil:1 l.tar
+check "a store nobody owns: the refusal says whose" \
+  grep -q "nbstore: owned by uid 65534, not root" "$T/stderr"
+expect_exit 1 "a store nobody owns: through CAIRN_STORE too" \
+  env CAIRN_STORE="$ns" "$CAIRN" import -q evil:1 l.tar
+nh=$T/nbhome
+mkdir "$nh"
+chown nobody:nogroup "$nh"
+as_nobody mkdir -p "$nh/.config/cairn"
+as_nobody sh -c 'echo "store = $1" >"$2"' sh "$ns" "$nh/.config/cairn/cairn.conf"
+expect_exit 0 "root with nobody's HOME: info" env -u CAIRN_STORE -u XDG_CONFIG_HOME HOME="$nh" "$CAIRN" info
+check "root with nobody's HOME: nobody's cairn.conf is not read" \
+  grep -q "cairn.conf (not yours: not read)" "$T/stdout"
+check "root with nobody's HOME: its store is not used" sh -c "! grep -q nbstore $T/stdout"
+as_nobody sh -c 'mkdir -p "$1/blobs" && for a in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do
+  for b in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do ln -s "$2" "$1/blobs/$a$b"; done; done' \
+  sh "$ns" "$T/crond"
+expect_exit 1 "--trust-store: an import into planted blobs/XX symlinks fails" \
+  "$CAIRN" --trust-store --store "$ns" import -q evil:1 l.tar
+check "--trust-store: nothing is written where the symlinks point" test -z "$(ls -A crond)"
 
 # ---- a store in an existing 0755 directory
 mkdir s755
@@ -205,5 +299,28 @@ expect_exit 0 "a loosened meta.db: images" "$CAIRN" --store "$T/s755" images -q
 check "a loosened meta.db: cairn says it made it private" \
   grep -q "made its files private: meta.db (was 0644)" "$T/stderr"
 check "a loosened meta.db: it is 0600 again" test "$(stat -c %a s755/meta.db)" = 600
+
+# ---- mount --restore after a "reboot" (its daemon killed, its mount gone,
+# its record made older than this boot), the mountpoint in nobody's
+# directory replaced by a symlink to root's directory: refused.
+rd=$T/restdir
+mkdir "$rd" rootdir4
+chown nobody:nogroup "$rd"
+as_nobody mkdir "$rd/m"
+unmount "$rd/m"
+unmount "$T/rootdir4"
+setup c mount -q app:1 "$rd/m" >/dev/null
+sup=$(c mounts --json | jq -r --arg d "$rd/m" '.[] | select(.dir == $d) | .pid')
+kill -9 "$sup" $(cat "/proc/$sup/task/$sup/children" 2>/dev/null)
+wait_for 5 pid_gone "$sup"
+umount -l "$rd/m"
+setup sqlite3 "$ST/meta.db" "UPDATE mounts SET since = 0 WHERE dir = '$rd/m'"
+as_nobody mv "$rd/m" "$rd/old"
+as_nobody ln -s "$T/rootdir4" "$rd/m"
+expect_exit 1 "mount --restore: a mountpoint nobody replaced by a symlink is refused" \
+  c mount --restore
+check "mount --restore: the refusal names it" grep -q "restdir/m: a symlink" "$T/stderr"
+check "mount --restore: nothing is mounted on the symlink's target" \
+  sh -c "! mountpoint -q $T/rootdir4"
 
 finish

@@ -28,6 +28,8 @@ expect_exit 1 "wrong password: refused" "$CAIRN" --store "$ST" pull --insecure -
 
 expect_exit 0 "--creds" "$CAIRN" --store "$ST" pull --insecure --creds alice:secret "$src"
 [[ $(cat "$T/stdout") == "$id" ]] || fail "token pull gave $(cat "$T/stdout")"
+grep -q "pull: --creds USER:PASS: warning: every user sees the password in ps.*--creds USER reads it from stdin, or use cairn login" "$T/stderr" ||
+  fail "--creds USER:PASS gave no warning: $(cat "$T/stderr")"
 
 # --creds USER: the password from stdin's first line, out of ps's sight.
 expect_exit 0 "--creds USER, the password on stdin" \
