@@ -57,11 +57,11 @@ cairn umount -q "$T/mnt"
 # Another user's defaults: XDG_DATA_HOME, else HOME.
 chmod 711 "$T"
 mkdir -p "$T/home" && chown 65534:65534 "$T/home"
-as_nobody() { env -u CAIRN_STORE -u XDG_DATA_HOME HOME="$T/home" "$@" setpriv --reuid 65534 --regid 65534 --clear-groups cairn info --json; }
+info_as_nobody() { env -u CAIRN_STORE -u XDG_DATA_HOME HOME="$T/home" "$@" setpriv --reuid 65534 --regid 65534 --clear-groups cairn info --json; }
 check "HOME: ~/.local/share/cairn" \
-  [ "$(as_nobody | jq -r '.store.from + " " + .store.dir')" = "HOME (~/.local/share) $T/home/.local/share/cairn" ]
+  [ "$(info_as_nobody | jq -r '.store.from + " " + .store.dir')" = "HOME (~/.local/share) $T/home/.local/share/cairn" ]
 check "XDG_DATA_HOME" \
-  [ "$(as_nobody XDG_DATA_HOME="$T/home/xdg" | jq -r '.store.from + " " + .store.dir')" = "XDG_DATA_HOME $T/home/xdg/cairn" ]
+  [ "$(info_as_nobody XDG_DATA_HOME="$T/home/xdg" | jq -r '.store.from + " " + .store.dir')" = "XDG_DATA_HOME $T/home/xdg/cairn" ]
 
 # A store that is not there: info says what it knows, exit 0, makes nothing.
 expect_exit 0 "info on a missing store" cairn --store "$T/none/store" info

@@ -26,8 +26,6 @@ setup python3 "$HELPERS/lazy_tree.py" "$T/a" 35
 setup registry_start "$T/reg"
 setup podman_push_chunked "$T/a" lazy/a:1
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
-counts() { proxy_counts; }
-reset() { proxy_reset; }
 manifest() { registry_manifest lazy/a 1; }
 q() { sqlite3 "file:$1/meta.db?mode=ro" "$2"; }
 # a layer's rows as a full pull records them (not its creation time)
@@ -51,12 +49,12 @@ setup "$CAIRN" --store "$T/full" export -q -o "$T/full.tar" lazy/a:1
 
 # A lazy pull, then a fill: the layer's exact tar is recorded at its end.
 setup "$CAIRN" --store "$ST" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
-reset
+proxy_reset
 expect_exit 0 "fill of a lazily pulled image" "$CAIRN" --store "$ST" fill lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
 check "fill says it recorded the layer's exact tar" \
   grep -q "layer ${bdigest:0:19}: its exact tar recorded (the tar headers fetched" "$T/stderr"
-fetched=$(counts | jq .bytes)
+fetched=$(proxy_counts | jq .bytes)
 files=$(cd "$T/a" && find . -type f -links 1 -printf '%s\n' | awk '{ s += $1 } END { print s }')
 hdr=$(grep -o 'the tar headers fetched: [0-9]* of' "$T/stderr" | grep -o '[0-9]*')
 echo "# the fill moved $fetched bytes (files $files); the tar headers $hdr" >&2
@@ -84,12 +82,12 @@ check "every file read: the layer complete, its source kept for its tar" \
     "SELECT count(*) FROM layer_sources")" = "0 complete 1"
 expect_exit 0 "fsck of a complete layer not finished" "$CAIRN" --store "$T/k" fsck
 check "... says it waits for its exact tar" grep -q "not their exact tar record yet" "$T/stdout"
-reset
+proxy_reset
 curl -sf "http://$PROXY/_proxy/set?rate=4000&latency=0.2" >/dev/null
 "$CAIRN" --store "$T/k" fill lazy/a:1 >"$T/fill1.out" 2>"$T/fill1.err" &
 fill_pid=$!
 for _ in $(seq 200); do
-  [ "$(counts | jq .requests)" -gt 0 ] && break
+  [ "$(proxy_counts | jq .requests)" -gt 0 ] && break
   sleep 0.05
 done
 sleep 0.3
@@ -148,7 +146,7 @@ setup mkdir "$ALS"
 setup "$CAIRN_BIN/cairnfs" --als --store "$T/als" "$ALS"
 on_exit "umount '$ALS' 2>/dev/null || umount -l '$ALS' 2>/dev/null || true"
 check "cairnfs --als does not offer a lazily pulled layer" test ! -e "$ALS/$bdigest"
-reset
+proxy_reset
 expect_exit 0 "fill --keep-blobs" "$CAIRN" --store "$T/als" fill --keep-blobs lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
 check "... says it fetched the layer whole and kept it" \

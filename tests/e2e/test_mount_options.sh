@@ -27,7 +27,6 @@ chmod 0711 "$T" # nobody may reach the mount (the store keeps its own 0700)
 mount_options() { awk -v d="$1" '$5 == d { o = $6 } END { print o }' /proc/self/mountinfo; }
 # super_options DIR: its super block options (after the " - fstype source").
 super_options() { awk -v d="$1" '$5 == d { o = $NF } END { print o }' /proc/self/mountinfo; }
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 has_opt() { tr , '\n' <<<"$1" | grep -qx "$2"; }
 
 # ---- the default: nosuid,nodev

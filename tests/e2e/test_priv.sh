@@ -39,7 +39,6 @@ pull_test_init
 command -v setpriv >/dev/null || { not_ok "setpriv is not installed"; finish; exit 1; }
 chmod 755 "$T" # nobody must reach the mounts and directories below it
 
-as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
 c() { "$CAIRN" --store "$ST" "$@"; }
 # euid_via DIR: what the image's setuid program prints when nobody runs it.
 euid_via() { as_nobody "$1/bin/euid" 2>&1; }

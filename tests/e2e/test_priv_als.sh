@@ -30,7 +30,6 @@ on_exit "umount -l '$T/als'"
 pid=$(pgrep -f -n "cairnfs --als $T/als")
 [ -n "$pid" ] || exit 1
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status"; }
-as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
 
 check "nobody reads the layer's diff under a reference directory" \
   as_nobody cat "$T/als/QUJD/$digest/diff/file"

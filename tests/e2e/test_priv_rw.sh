@@ -18,7 +18,6 @@ source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
 
-as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 mkdir -p "$T/src/tmp"
 chmod 1777 "$T/src/tmp"
 echo root >"$T/src/tmp/secret"

@@ -38,8 +38,6 @@ setup podman_push_chunked "$T/a" lazy/a:1
 # and the same image with a gzip layer
 setup "${PODMAN[@]}" push -q --tls-verify=false "localhost/lazy/a:1" "docker://$REGISTRY/lazy/g:1"
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
-counts() { proxy_counts; }
-reset() { proxy_reset; }
 manifest() { registry_manifest lazy/a 1; }
 pending() { sql "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
 ann() {
@@ -58,11 +56,11 @@ setup "$CAIRN" --store "$T/full" mount lazy/a:1 "$T/mf"
 on_exit "'$CAIRN' --store '$T/full' umount '$T/mf'"
 
 # The lazy pull: the TOC only.
-reset
+proxy_reset
 expect_exit 0 "pull --lazy" "$CAIRN" --store "$ST" pull --insecure --lazy --no-fill \
   "docker://$PROXY/lazy/a:1"
 sed "s/^/# /" "$T/stderr" >&2
-lazy_bytes=$(counts | jq .bytes)
+lazy_bytes=$(proxy_counts | jq .bytes)
 echo "# lazy pull: $lazy_bytes bytes through the proxy (full layer $bsize)" >&2
 check "pull --lazy says the TOC was fetched and how many files wait" \
   grep -Eq "lazy pull: fetched its TOC \($toc_len bytes\); 40 files to fetch" "$T/stderr"
@@ -136,22 +134,22 @@ check "rm: its TOC is gone" test -z "$(ls -A "$T/st2/toc")"
 expect_exit 0 "fsck after rm of a partial image" "$CAIRN" --store "$T/st2" fsck
 
 # A mount at once; its tree without a byte fetched.
-reset
+proxy_reset
 expect_exit 0 "mount of the lazily pulled image" "$CAIRN" --store "$ST" mount lazy/a:1 "$T/m"
 on_exit "'$CAIRN' --store '$ST' umount '$T/m' 2>/dev/null || true"
 # ("total": the blocks of a stored file, which a pending one has not)
 (cd "$T/m" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$T/lazy.ls"
 (cd "$T/mf" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$T/full.ls"
 check "ls -lR of the mount: the full pull's tree (names, modes, owners, sizes, times)" cmp "$T/lazy.ls" "$T/full.ls"
-check_json "ls -lR fetched nothing" '.requests == 0' counts
+check_json "ls -lR fetched nothing" '.requests == 0' proxy_counts
 
 # One file read: that file alone fetched, its bytes right.
-reset
+proxy_reset
 check "cat of a pending file gives its bytes" cmp "$T/m/usr/lib/data/f05" "$T/a/usr/lib/data/f05"
 f05=$(stat -c %s "$T/a/usr/lib/data/f05")
-one=$(counts | jq .bytes)
+one=$(proxy_counts | jq .bytes)
 echo "# f05: $f05 bytes; the read fetched $one" >&2
-check_json "the read: one range request" '.requests == 1 and .ranges == 1' counts
+check_json "the read: one range request" '.requests == 1 and .ranges == 1' proxy_counts
 check "the read fetched about that file's bytes, not the layer's ($one)" \
   test "$one" -lt $((f05 + 4096))
 check "that file is no longer pending" test "$(pending)" = 39
@@ -159,7 +157,7 @@ check "that file is no longer pending" test "$(pending)" = 39
 # requests to the daemon) wait for one fetch.
 big=$(cd "$T/a/usr/lib/data" && ls -S f1* f2* | head -1)
 bigsize=$(stat -c %s "$T/a/usr/lib/data/$big")
-reset
+proxy_reset
 readers=()
 for k in 0 1 2 3; do
   dd if="$T/m/usr/lib/data/$big" of="$T/part$k" bs=4096 skip=$((k * bigsize / 4 / 4096)) \
@@ -173,8 +171,8 @@ for k in 0 1 2 3; do
 done
 check "concurrent reads of one pending file ($big, $bigsize bytes) give its bytes" \
   cmp <(cat "$T"/part?) <(cat "$T"/want?)
-echo "# concurrent reads: $(counts | jq -c '{requests, bytes}')" >&2
-check_json "... after one fetch" '.requests == 1' counts
+echo "# concurrent reads: $(proxy_counts | jq -c '{requests, bytes}')" >&2
+check_json "... after one fetch" '.requests == 1' proxy_counts
 # Reads of several pending files, at once and one after another: one
 # fetcher process (cairn fill --serve, started on the mount's first
 # pending read) serves them all, not a process each, and stays for the
@@ -189,7 +187,7 @@ fillers() {
 }
 : >"$T/fillers"
 rm -f "$T/reads.done"
-reset
+proxy_reset
 (for _ in $(seq 1000); do
   fillers >>"$T/fillers"
   [ -e "$T/reads.done" ] && break
@@ -208,9 +206,9 @@ wait "$watcher"
 bad=""
 for i in 30 31 32 33 34 35 36 37 38 39; do cmp -s "$T/r$i" "$T/a/usr/lib/data/f$i" || bad+=" f$i"; done
 check "10 pending files read (8 at once) give their bytes${bad:+ (not:$bad)}" test -z "$bad"
-echo "# 10 first reads: $(counts | jq -c '{requests, connections}')" >&2
+echo "# 10 first reads: $(proxy_counts | jq -c '{requests, connections}')" >&2
 check_json "... a request each, over at most 4 connections (the fetcher's threads)" \
-  '.requests == 10 and .connections <= 4' counts
+  '.requests == 10 and .connections <= 4' proxy_counts
 seen=$(sort -u "$T/fillers" | tr '\n' ' ')
 check "... fetched by one fetcher process, not one each (seen: ${seen:-none})" \
   test "$(sort -u "$T/fillers" | wc -l)" = 1
@@ -233,7 +231,7 @@ check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
 # reaches the daemon) answer at once (before: after the first fetches,
 # 4 s). Then the eight give their bytes.
 curl -sf "http://$PROXY/_proxy/set?latency=4" >/dev/null
-reset
+proxy_reset
 slow=$(cd "$T/a/usr/lib/data" && ls f1[3-9] f2? | grep -vx "$big" | head -8)
 stalled=()
 for i in $slow; do
@@ -241,7 +239,7 @@ for i in $slow; do
   stalled+=($!)
   BG_PIDS+=($!)
 done
-arrived() { [ "$(counts | jq .requests)" -ge 4 ]; }
+arrived() { [ "$(proxy_counts | jq .requests)" -ge 4 ]; }
 setup wait_for 10 arrived
 check "while 8 first reads wait on the registry, a lookup answers at once" \
   timeout 2 sh -c "! stat '$T/m/usr/lib/nosuch.$$' 2>/dev/null"
@@ -321,9 +319,9 @@ done
 check "export: the full pull's listing" cmp "$ST.files" "$T/full.files"
 check "export: the full pull's files, byte for byte" cmp "$ST.sums" "$T/full.sums"
 expect_exit 0 "a mount of the filled image" "$CAIRN" --store "$ST" mount lazy/a:1 "$T/m"
-reset
+proxy_reset
 check "reads of the filled image fetch nothing" cmp "$T/m/usr/lib/data/f11" "$T/a/usr/lib/data/f11"
-check_json "... no request" '.requests == 0' counts
+check_json "... no request" '.requests == 0' proxy_counts
 expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
 expect_exit 0 "rm of the filled image" "$CAIRN" --store "$ST" rm lazy/a:1
 

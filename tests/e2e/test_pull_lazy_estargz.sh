@@ -97,8 +97,6 @@ else
 fi
 
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
-counts() { proxy_counts; }
-reset() { proxy_reset; }
 
 # The TOC entries of a blob (python: footer, then the TOC member's tar).
 toc_json() {
@@ -130,11 +128,11 @@ for img in "${images[@]}"; do
   on_exit "'$CAIRN' --store '$F' umount '$F.m' 2>/dev/null || true"
 
   # The lazy pull: footer and TOC only.
-  reset
+  proxy_reset
   expect_exit 0 "$img: pull --lazy" "$CAIRN" --store "$S" pull --insecure --lazy --no-fill \
     "docker://$PROXY/lazy/$img:1"
   sed "s/^/# /" "$T/stderr" >&2
-  lazy=$(counts)
+  lazy=$(proxy_counts)
   echo "# $img: lazy pull: $(jq -c '{requests, ranges, bytes}' <<<"$lazy")" >&2
   check "$img: pull --lazy says the TOC was fetched and how many files wait" \
     grep -Eq "lazy pull: fetched its TOC \($tail_len bytes\); $nfiles files to fetch" "$T/stderr"
@@ -148,7 +146,7 @@ for img in "${images[@]}"; do
   expect_exit 0 "$img: fsck passes the partial layer" "$CAIRN" --store "$S" fsck
 
   # A mount at once; its tree without a byte fetched.
-  reset
+  proxy_reset
   expect_exit 0 "$img: mount of the lazily pulled image" "$CAIRN" --store "$S" mount \
     "lazy/$img:1" "$S.m"
   on_exit "'$CAIRN' --store '$S' umount '$S.m' 2>/dev/null || true"
@@ -159,16 +157,16 @@ for img in "${images[@]}"; do
   check "$img: ... which has stargz.index.json" test -s "$S.m/stargz.index.json"
   check "$img: stargz.index.json reads as the full pull's" \
     cmp "$S.m/stargz.index.json" "$F.m/stargz.index.json"
-  check_json "$img: ls -lR and stargz.index.json fetched nothing" '.requests == 0' counts
+  check_json "$img: ls -lR and stargz.index.json fetched nothing" '.requests == 0' proxy_counts
 
   # One file read: that file alone fetched, its bytes right.
-  reset
+  proxy_reset
   check "$img: cat of a pending file gives its bytes" \
     cmp "$S.m/usr/lib/data/f06" "$T/a/usr/lib/data/f06"
   f06=$(stat -c %s "$T/a/usr/lib/data/f06")
-  one=$(counts | jq .bytes)
+  one=$(proxy_counts | jq .bytes)
   echo "# $img: f06: $f06 bytes; the read fetched $one" >&2
-  check_json "$img: the read: one range request" '.requests == 1 and .ranges == 1' counts
+  check_json "$img: the read: one range request" '.requests == 1 and .ranges == 1' proxy_counts
   check "$img: the read fetched about that file's bytes ($one for $f06)" \
     test "$one" -lt $((f06 + f06 / 50 + 4096)) -a "$one" -gt $((f06 / 2))
   check "$img: that file is no longer pending" test "$(pending)" = $((nfiles - 1))

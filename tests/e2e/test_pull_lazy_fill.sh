@@ -35,8 +35,6 @@ PY
 setup registry_start "$T/reg"
 setup podman_push_chunked "$T/a" fill/a:1
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
-counts() { proxy_counts; }
-reset() { proxy_reset; }
 pending() { sqlite3 "file:$1/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
 bsize=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
   -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
@@ -82,12 +80,12 @@ b = bytearray(open(path, "rb").read())
 b[e["offset"] + 10] ^= 0xFF
 open(path, "wb").write(b)
 PY
-reset
+proxy_reset
 start=$(date +%s%N)
 expect_exit 5 "cairn fill with one file's bytes wrong in the registry exits 5" \
   "$CAIRN" --store "$T/s1" fill fill/a:1
 took=$((($(date +%s%N) - start) / 1000000))
-c=$(counts)
+c=$(proxy_counts)
 sed "s/^/# /" "$T/stderr" >&2
 echo "# fill of 200 files: $(jq -c '{requests, ranges, multi_ranges, max_in_flight, bytes}' <<<"$c") in $took ms" >&2
 check "... naming that file" grep -q "^cairn: fill: sha256:[0-9a-f]*: \"small/s055\": " "$T/stderr"
@@ -112,12 +110,12 @@ expect_exit 0 "fsck after the fill" "$CAIRN" --store "$T/s1" fsck
 # pull --lazy: the fill in the background, a mount and a second fill
 # meanwhile, each file fetched once.
 curl -sf "http://$PROXY/_proxy/set?rate=600000&latency=0.02" >/dev/null
-reset
+proxy_reset
 expect_exit 0 "pull --lazy" "$CAIRN" --store "$T/s2" pull --insecure --lazy \
   "docker://$PROXY/fill/a:1"
 sed "s/^/# /" "$T/stderr" >&2
 cp "$T/stderr" "$T/pull.err"
-after_pull=$(counts | jq .bytes)
+after_pull=$(proxy_counts | jq .bytes)
 check "pull --lazy says once that the fill runs in the background" \
   test "$(grep -c "fetching 220 files in the background" "$T/stderr")" = 1
 check "... and where its log is" grep -q "log $T/s2/tmp/fill-" "$T/stderr"
@@ -145,7 +143,7 @@ check "the background fill ends once the image is complete (pid $fill_pid)" \
 # tar (both may: the finish is idempotent)
 headers=$(cat "$T"/s2/tmp/fill-*.log "$T/fill2.err" 2>/dev/null |
   sed -n 's/.*the tar headers fetched: \([0-9]*\) of.*/\1/p' | awk '{ s += $1 } END { print s + 0 }')
-bytes=$(($(counts | jq .bytes) - after_pull - headers))
+bytes=$(($(proxy_counts | jq .bytes) - after_pull - headers))
 echo "# fill, mount reads and a second fill together: $bytes bytes for a layer of $bsize" \
   "(and $headers of tar headers)" >&2
 check "... each file fetched once ($bytes bytes for a layer of $bsize)" \

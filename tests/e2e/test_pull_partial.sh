@@ -58,19 +58,17 @@ setup registry_start "$T/reg"
 for n in a b c d; do setup podman_push_chunked "$T/$n" "part/$n:1"; done
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
 lacks() { ! grep -q "$1" "$2"; }
-counts() { proxy_counts; }
-reset() { proxy_reset; }
 manifest() { registry_manifest "part/$1" 1; }
 check_json "B's layer is zstd:chunked (podman wrote the TOC annotations)" \
   '.layers[0].annotations | keys | map(test("zstd-chunked.manifest-position")) | any' manifest b
 bsize=$(manifest b | jq '.layers[0].size')
 
 # A full pull of B into an empty store: the reference, and its cost.
-reset
+proxy_reset
 expect_exit 0 "full pull of B" "$CAIRN" --store "$T/full" pull --insecure "docker://$PROXY/part/b:1"
 cp "$T/stdout" "$T/full.out"
 cp "$T/stderr" "$T/full.err"
-full_bytes=$(counts | jq .bytes)
+full_bytes=$(proxy_counts | jq .bytes)
 check "full pull: no partial pull (the store held none of B's files)" \
   lacks 'partial pull' "$T/full.err"
 check "full pull: the whole layer went through ($full_bytes >= $bsize bytes)" \
@@ -78,13 +76,13 @@ check "full pull: the whole layer went through ($full_bytes >= $bsize bytes)" \
 
 # A then B into one store: B is pulled partially.
 setup "$CAIRN" --store "$ST" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
-reset
+proxy_reset
 expect_exit 0 "pull of B with A stored" \
   "$CAIRN" --store "$ST" pull --insecure "docker://$PROXY/part/b:1"
 cp "$T/stdout" "$T/part.out"
 cp "$T/stderr" "$T/part.err"
 sed "s/^/# /" "$T/part.err" >&2
-part_bytes=$(counts | jq .bytes)
+part_bytes=$(proxy_counts | jq .bytes)
 check "partial pull: said, with bytes fetched against the layer's size ($bsize)" \
   grep -Eq "partial pull: fetched [0-9]+ of $bsize bytes in [0-9]+ requests \(38 of 40 files were stored\)" \
   "$T/part.err"
@@ -98,7 +96,7 @@ echo "# B's layer: $bsize bytes; full pull $full_bytes bytes; partial pull $part
 check "partial pull: under a quarter of the full pull's bytes ($part_bytes of $full_bytes)" \
   test $((part_bytes * 4)) -lt "$full_bytes"
 check_json "partial pull: range requests, several ranges in one" \
-  '.multi_ranges >= 1' counts
+  '.multi_ranges >= 1' proxy_counts
 check "partial pull: the image id of the full pull" \
   test "$(tail -1 "$T/part.out")" = "$(tail -1 "$T/full.out")"
 id=$(tail -1 "$T/part.out")
@@ -125,16 +123,16 @@ check "quiet partial pull: the image id alone on stdout" \
 expect_exit 0 "full pull of D" "$CAIRN" --store "$T/fulld" pull -q --insecure "docker://$PROXY/part/d:1"
 cp "$T/stdout" "$T/fulld.out"
 setup "$CAIRN" --store "$T/many" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
-reset
+proxy_reset
 expect_exit 0 "pull of D with C stored" \
   "$CAIRN" --store "$T/many" pull --insecure "docker://$PROXY/part/d:1"
 sed "s/^/# /" "$T/stderr" >&2
-counts | jq -c 'del(.paths)' | sed "s/^/# /" >&2
+proxy_counts | jq -c 'del(.paths)' | sed "s/^/# /" >&2
 check "many ranges: a partial pull, no fallback" \
   grep -Eq "partial pull: fetched [0-9]+ of [0-9]+ bytes in ([4-9]|[0-9]{2,}) requests \(445 of 450" \
   "$T/stderr"
 check_json "many ranges: several range requests in flight at once" \
-  '.multi_ranges >= 3 and .max_in_flight >= 2' counts
+  '.multi_ranges >= 3 and .max_in_flight >= 2' proxy_counts
 check "many ranges: the image id of the full pull" \
   test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/fulld.out")"
 "$CAIRN" --store "$T/many" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/many.sum"

@@ -24,7 +24,6 @@ toc_sum=sha256:70863ddaa086e290020cdaadf31c01dcb61d7c864617247e1b636bb17e787a06
 setup registry_start "$T/reg"
 rate=500000 # 500 kB/s: the layer (302 kB) takes 0.6 s
 setup proxy_start "$T/proxy" --rate $rate --latency 0.010
-counts() { proxy_counts; }
 now_ms() { date +%s%3N; }
 
 # Upload through the proxy (POST then PUT: the registry's Location names the proxy).
@@ -46,7 +45,7 @@ check "GET: the blob through the proxy is the blob" cmp -s "$T/whole" "$blob"
 min=$((size * 1000 / rate - 20)) # the link may send 20 ms ahead (its burst)
 check "GET: $size bytes at $rate B/s take >= ${min} ms (took $ms ms)" test "$ms" -ge "$min"
 check_json "counts: one request, $size body bytes" \
-  ".requests == 1 and .bytes == $size and .ranges == 0" counts
+  ".requests == 1 and .bytes == $size and .ranges == 0" proxy_counts
 
 # A single range: the TOC, checked against the annotation's checksum.
 curl -sf "http://$PROXY/_proxy/reset" >/dev/null
@@ -58,7 +57,7 @@ check "range: Content-Range bytes $toc_off-$end/$size" \
 check "range: the TOC's sha256 is the annotation's" \
   test "sha256:$(sha256sum "$T/toc" | cut -c1-64)" = "$toc_sum"
 check_json "counts: one range request, $toc_len bytes" \
-  ".requests == 1 and .ranges == 1 and .multi_ranges == 0 and .bytes == $toc_len" counts
+  ".requests == 1 and .ranges == 1 and .multi_ranges == 0 and .bytes == $toc_len" proxy_counts
 
 # Several ranges: two chunks of usr/bin/blobby (offsets from the TOC).
 curl -sf "http://$PROXY/_proxy/reset" >/dev/null
@@ -87,7 +86,7 @@ EOF
 check "multi-range: 2 parts, each the blob's bytes at its Content-Range (got $parts)" \
   test "$parts" = 2
 check_json "counts: one multi-range request" \
-  ".requests == 1 and .ranges == 1 and .multi_ranges == 1" counts
+  ".requests == 1 and .ranges == 1 and .multi_ranges == 1" proxy_counts
 
 # Latency: each request waits for it. A lower bound per request holds
 # however loaded the machine is (load only adds time): at 500 ms, each of

@@ -194,6 +194,9 @@ is_mounted() { awk -v d="$1" '$5 == d { f = 1 } END { exit !f }' /proc/self/moun
 not_mounted() { ! is_mounted "$1"; }
 # pid_gone PID: a zombie (exited, waiting for a slow reaper) counts as gone.
 pid_gone() { ! awk '$3 != "Z" && $3 != "X" { f = 1 } END { exit !f }' "/proc/$1/stat" 2>/dev/null; }
+# as_nobody CMD...: CMD as the user nobody, with no groups: what a local
+# user can do through root's mounts, bundles and files ($T must be 0755).
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
 
 # ---- images ------------------------------------------------------------------
 # mktar DIR OUT [tar options]: a layer tar of DIR's contents, names relative.
