@@ -98,22 +98,11 @@ void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) 
     fuse_reply_err(req, ESTALE);
     return;
   }
-  if (i->fd < 0) {
+  if (i->fd < 0) { /* a tree a commit swaps out stays allocated: n outlives mu */
     const cairn_node *n = rw_lower_node(fs, i);
-    for (size_t k = 0; n && k < n->n_xattrs; k++) {
-      cairn_xattr x = cairn_tree_xattr(fs->tree, n, k);
-      if (strcmp(x.name, name) != 0) continue;
-      UNLOCK(fs);
-      if (size == 0)
-        fuse_reply_xattr(req, x.len);
-      else if (size < x.len)
-        fuse_reply_err(req, ERANGE);
-      else
-        fuse_reply_buf(req, x.value, x.len);
-      return;
-    }
+    const cairn_tree *t = fs->tree;
     UNLOCK(fs);
-    fuse_reply_err(req, ENODATA);
+    cairnfs_reply_getxattr(req, t, n, name, size);
     return;
   }
   char path[PBUF];
