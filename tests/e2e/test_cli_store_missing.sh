@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # test_cli_store_missing.sh — a command that only reads never makes a
 # store: on a missing one (a mistyped --store) the listings answer as an
-# empty store (exit 0), the others exit 3 with one line, and nothing is
+# empty store (exit 0) and say on stderr that it does not exist, the
+# others exit 3 with one line, and nothing is
 # made, not even the missing parents. import (and pull, login) make it,
 # saying so once on stderr.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -12,7 +13,8 @@ typo=$T/typo/store
 for cmd in images layers mounts; do
   expect_exit 0 "$cmd on a missing store: exit 0" cairn --store "$typo" "$cmd"
   check "$cmd: an empty listing (its header)" [ "$(wc -l <"$T/stdout")" = 1 ]
-  check "$cmd: nothing on stderr" [ ! -s "$T/stderr" ]
+  check "$cmd: one line on stderr says the store does not exist" \
+    sh -c "[ \$(wc -l <'$T/stderr') = 1 ] && grep -q 'does not exist' '$T/stderr'"
   check "$cmd --json: []" [ "$(cairn --store "$typo" "$cmd" --json)" = "[]" ]
 done
 expect_exit 0 "images NAME on a missing store: exit 0" cairn --store "$typo" images app

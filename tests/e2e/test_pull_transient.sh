@@ -45,7 +45,8 @@ proxy_set() { curl -sf "http://$PROXY/_proxy/set?$1" >/dev/null || fail "proxy_s
 counts() { curl -sf "http://$PROXY/_proxy/counts"; }
 path_count() { counts | jq --arg p "$1" '.paths[$p] // 0'; }
 
-# pull CASE ARGS...: a pull through the proxy into a fresh store $T/st-CASE;
+# pull CASE ARGS...: a pull through the proxy into a fresh store $T/st-CASE,
+# its stdin $PULL_STDIN (the password a --creds USER reads, or nothing);
 # exit code in $code, output in $T/CASE.out/.err, milliseconds in $ms.
 pull() {
   local c=$1
@@ -53,7 +54,8 @@ pull() {
   local start
   start=$(date +%s%N)
   code=0
-  "$CAIRN" --store "$T/st-$c" pull --insecure "$@" >"$T/$c.out" 2>"$T/$c.err" || code=$?
+  "$CAIRN" --store "$T/st-$c" pull --insecure "$@" >"$T/$c.out" 2>"$T/$c.err" \
+    <<<"${PULL_STDIN:-}" || code=$?
   ms=$((($(date +%s%N) - start) / 1000000))
 }
 
@@ -118,7 +120,7 @@ permanent 404-blob "mode=404&n=100&match=$mid_blob" "$blob" 3 1 --jobs 1
 grep -q "$mid_blob" "$T/404-blob.err" || fail "404: the blob is not named: $(cat "$T/404-blob.err")"
 permanent 401 "mode=401&n=100&match=$mid_blob" "$blob" 1 1
 # A Basic challenge is answered once with the credentials; a 401 after that is final.
-permanent 401-after-auth "mode=401b&n=100&match=$mid_blob" "$blob" 1 2 --creds u:p
+PULL_STDIN=p permanent 401-after-auth "mode=401b&n=100&match=$mid_blob" "$blob" 1 2 --creds u
 grep -q "authentication refused" "$T/401-after-auth.err" ||
   fail "401 after auth: $(cat "$T/401-after-auth.err")"
 
