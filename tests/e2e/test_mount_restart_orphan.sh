@@ -42,7 +42,7 @@ ok "files unlinked or renamed over while open: read and written through their fd
 ls "$work" | grep -q "^orphan\." || fail "no orphan in the upper's work/: $(ls "$work")"
 exec 5>&- 6<&- 7>&- 8<&- 9>&-
 no_orphans() { ! ls "$work" | grep -q "^orphan\."; }
-wait_for 5 no_orphans || fail "orphans left after the fds were closed: $(ls "$work")"
+wait_for 20 no_orphans || fail "orphans left after the fds were closed: $(ls "$work")"
 ok "the kept copies go with the last fd"
 
 echo gone >"$mnt/gone"
@@ -84,7 +84,7 @@ ok "files unlinked while open at a commit's move: read and written through their
 work=$(echo "$STORE"/uppers/*/work)
 [ -d "$work" ] || fail "not one upper after the move: $(ls "$STORE/uppers")"
 exec 5>&- 6<&- 7>&- 8<&-
-wait_for 5 no_orphans || fail "orphans left after the fds were closed, after the move: $(ls "$work")"
+wait_for 20 no_orphans || fail "orphans left after the fds were closed, after the move: $(ls "$work")"
 cairn commit "$mnt" data:4 >/dev/null
 [ "$(cairn export data:4 | tar -tf - | sed 's|^\./||' | grep . | sort | tr '\n' ' ')" = "twice " ] ||
   fail "the commit after the move: $(cairn export data:4 | tar -tf -)"
@@ -104,5 +104,5 @@ wait_for 5 pid_gone "$s" || fail "server survived kill -9"
 [ -z "$(ls "$mnt")" ] || fail "the listing: $(ls "$mnt")"
 work=$(echo "$STORE"/uppers/*/work)
 exec 9<&-
-wait_for 5 no_orphans || fail "orphans left after the fd was closed: $(ls "$work")"
+wait_for 20 no_orphans || fail "orphans left after the fd was closed: $(ls "$work")"
 ok "an image file unlinked while open at a move: read through its fd after the move and a restart"
