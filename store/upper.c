@@ -417,8 +417,12 @@ int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg) {
   return uppers_scan(st, true, fn, arg);
 }
 
+/* Any upper of dir, held or not: the stale record of dir is asked about,
+ * so a holder is no live mount of it (a record's key is its dir) but the
+ * server of the record's daemon, killed with it and not yet gone (its lock
+ * goes with it, moments later under load), or a mount not recorded yet. */
 static int left_of_dir(const struct cairn_upper_rec *u, void *dir) {
-  return !u->live && strcmp(u->dir, dir) == 0;
+  return strcmp(u->dir, dir) == 0;
 }
 
 int cn_upper_left_of_dir(cairn_store *st, const char *dir) {
