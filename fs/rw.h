@@ -222,6 +222,11 @@ struct rw_inode *rw_key_find(struct cairnfs_rw *rw, uint64_t key);
 struct rw_inode *rw_key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower);
 uint64_t rw_key_ino(struct cairnfs_rw *rw, uint64_t key);
 void rw_orphan_keep(struct cairnfs_rw *rw, struct rw_inode *x, uint64_t held);
+/* x, a file of the image with no upper object, is about to lose a name
+ * while the kernel holds it (its refs above held): recorded lower only in
+ * the node table, so that a later server that moves the mount (which
+ * restores only what the table records) keeps it, as an orphan copy. */
+void rw_lower_keep(struct cairnfs_rw *rw, struct rw_inode *x, uint64_t held);
 void rw_orphan_move(struct cairnfs_rw *rw, struct rw_inode *x);
 void rw_orphan_name(char *buf, size_t len, uint64_t nodeid);
 int rw_orphan_copy(struct cairnfs *fs, struct rw_inode *i);

@@ -130,6 +130,11 @@ void rw_orphan_keep(struct cairnfs_rw *rw, struct rw_inode *x, uint64_t held) {
   if (linkat(AT_FDCWD, self, rw->work_fd, name, AT_SYMLINK_FOLLOW) == 0) x->orphan = true;
 }
 
+void rw_lower_keep(struct cairnfs_rw *rw, struct rw_inode *x, uint64_t held) {
+  if (x->fd >= 0 || !x->lower || x->refs <= held) return;
+  cairnfs_nodetab_note_lower(rw->nodes, x->id, x->lower);
+}
+
 /* At a move (rw_rebase.c), with rw's work/ the fresh upper's: x, held by
  * the kernel with no place in the new view, keeps its object (a regular
  * file of the old upper, which the move drops) as an orphan of the fresh

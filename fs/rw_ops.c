@@ -484,6 +484,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name, bo
   if (r == 0 && is_dir) r = dir_empty(fs, x, false);
   if (r == 0) r = rw_ensure_upper(fs, dir);
   if (r == 0) r = rw_hide_lower(fs, dir, name);
+  if (r == 0 && S_ISREG(st.st_mode)) rw_lower_keep(fs->rw, x, 0);
   if (r == 0 && upper_has(dir, name)) {
     if (is_dir) r = dir_empty(fs, x, true);
     if (r == 0 && !is_dir) rw_orphan_keep(fs->rw, x, 0);
@@ -540,6 +541,8 @@ static int do_rename(struct cairnfs *fs, struct rw_inode *dir, const char *name,
       upper_has(ndir, newname))
     r = dir_empty(fs, dst, true);
   if (r == 0 && dst && !(flags & RENAME_EXCHANGE)) r = rw_hide_lower(fs, ndir, newname);
+  if (r == 0 && dst && !(flags & RENAME_EXCHANGE) && S_ISREG(dst_st.st_mode))
+    rw_lower_keep(fs->rw, dst, 1);
   struct stat st;
   if (r == 0 && !(flags & RENAME_EXCHANGE) &&
       fstatat(ndir->fd, newname, &st, AT_SYMLINK_NOFOLLOW) == 0 && is_whiteout(&st) &&

@@ -465,12 +465,14 @@ static int rebase_target_make(struct cairnfs *fs, const char *image, struct reba
   cairn_tree **olds = r == 0 ? realloc(rw->old_trees, (rw->n_old_trees + 1) * sizeof(*olds)) : NULL;
   if (r == 0 && !olds) r = -ENOMEM;
   if (olds) rw->old_trees = olds;
+  if (r == 0 && (r = cairn_upper_new_id(t->id)) < 0)
+    cairn_fail(rw->st2, r, "getrandom: %s", strerror(-r));
+  /* Said before the upper is made (listed): if this server dies before
+   * the move's write to the node table, its supervisor drops that upper. */
+  if (r == 0) cairnfs_report_moving(t->id);
   if (r == 0)
     r = cairn_upper_create_moved(rw->st2, image, rw->dir, rw->id, t->id, t->path, sizeof(t->path),
                                  &t->lock_fd);
-  /* Said before any other step: if this server dies before the move's
-   * write to the node table, its supervisor drops that upper. */
-  if (r == 0) cairnfs_report_moving(t->id);
   if (r == 0) {
     t->root_fd = openat(t->lock_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
     t->work_fd = openat(t->lock_fd, "work", O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -11,8 +11,10 @@
  * command dropped; never one under its name, which holds a user's
  * changes. Returns how many it removed. */
 int cn_uppers_gc(cairn_store *st, bool dry_run);
-/* 1 if an upper made for the mountpoint dir is left that no live mount
- * serves (kept, or left by a crash), else 0. */
+/* 1 if an upper made for the mountpoint dir is there, else 0: asked of a
+ * stale record of dir, it is left (kept, or by a crash), or still held
+ * by the record's dying server, whose lock outlives its supervisor for a
+ * moment. */
 int cn_upper_left_of_dir(cairn_store *st, const char *dir);
 /* The uppers of image_id that no live mount serves (kept or left by a
  * crash), how many: with drop NULL, described in *desc ("upper ID of DIR

@@ -21,7 +21,8 @@
  * the daemon runs; those written before this boot (/proc/stat's btime)
  * are what `cairn mount --restore` republishes, and are kept for it (it
  * reports and forgets those whose image is gone), as are those of --rw
- * mounts whose upper layer is left (a crash keeps a user's changes:
+ * mounts whose upper layer is there (left, or still locked by a server
+ * killed with its daemon and not yet gone; a crash keeps a user's changes:
  * `cairn umount` drops them, `--restore` or `--resume` serves them).
  *
  * A mount that took its pins by STORE/refs records itself (and annotates

@@ -64,17 +64,22 @@ static int write_info(int dirfd, const char *image_id, const char *mountpoint, c
   return fsync(fd) < 0 ? -errno : 0;
 }
 
-int cairn_upper_create_moved(cairn_store *st, const char *image_id, const char *mountpoint,
-                             const char *from, cairn_id id_out, char *path, size_t len,
-                             int *lock_fd) {
+int cairn_upper_new_id(cairn_id id_out) {
+  unsigned char rnd[32];
+  if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) return errno ? -errno : -EIO;
+  cn_hex_encode(rnd, sizeof(rnd), id_out);
+  return 0;
+}
+
+/* Makes the upper id (drawn by cairn_upper_new_id). */
+static int upper_make(cairn_store *st, const char *image_id, const char *mountpoint,
+                      const char *from, const char *id, char *path, size_t len, int *lock_fd) {
+  if (strlen(id) != CAIRN_ID_LEN || !cn_is_hex_id(id, CAIRN_ID_LEN))
+    return cairn_fail(st, -EINVAL, "%s: not an upper id", id);
   cairn_autoclose int ufd = uppers_dir(st);
   if (ufd < 0) return ufd;
-  unsigned char rnd[32];
-  if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-    return cairn_fail(st, -EIO, "getrandom: %s", strerror(errno));
-  cn_hex_encode(rnd, sizeof(rnd), id_out);
   char tmp[CAIRN_ID_LEN + 8];
-  snprintf(tmp, sizeof(tmp), ".tmp-%.16s", id_out);
+  snprintf(tmp, sizeof(tmp), ".tmp-%.16s", id);
   if (mkdirat(ufd, tmp, 0700) < 0)
     return cairn_fail(st, -errno, "%s/" UPPERS "/%s: %s", st->dir, tmp, strerror(errno));
   cairn_autoclose int dfd = openat(ufd, tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -83,21 +88,32 @@ int cairn_upper_create_moved(cairn_store *st, const char *image_id, const char *
   if (r == 0 && mkdirat(dfd, "work/index", 0700) < 0) r = -errno;
   if (r == 0) r = write_info(dfd, image_id, mountpoint, from);
   if (r == 0 && flock(dfd, LOCK_EX | LOCK_NB) < 0) r = -errno;
-  if (r == 0 && renameat(ufd, tmp, ufd, id_out) < 0) r = -errno;
+  if (r == 0 && renameat(ufd, tmp, ufd, id) < 0) r = -errno;
   if (r == 0)
-    r = snprintf(path, len, "%s/" UPPERS "/%s", st->dir, id_out) < (int)len ? 0 : -ENAMETOOLONG;
+    r = snprintf(path, len, "%s/" UPPERS "/%s", st->dir, id) < (int)len ? 0 : -ENAMETOOLONG;
   if (r < 0) {
     /* Best effort: an incomplete .tmp- upper is nobody's and gc may remove it. */
     return cairn_fail(st, r, "%s/" UPPERS "/%s: %s", st->dir, tmp, strerror(-r));
   }
+  /* A move's fresh upper is listed from here on: its maker said which it
+   * is before (fs/supervisor.c drops it if the maker dies now). */
+  if (from) store_test_point(st, "upper: moved made");
   *lock_fd = dfd;
   dfd = -1;
   return 0;
 }
 
+int cairn_upper_create_moved(cairn_store *st, const char *image_id, const char *mountpoint,
+                             const char *from, const char *id, char *path, size_t len,
+                             int *lock_fd) {
+  return upper_make(st, image_id, mountpoint, from, id, path, len, lock_fd);
+}
+
 int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
                        cairn_id id_out, char *path, size_t len, int *lock_fd) {
-  return cairn_upper_create_moved(st, image_id, mountpoint, NULL, id_out, path, len, lock_fd);
+  int r = cairn_upper_new_id(id_out);
+  if (r < 0) return cairn_fail(st, r, "getrandom: %s", strerror(-r));
+  return upper_make(st, image_id, mountpoint, NULL, id_out, path, len, lock_fd);
 }
 
 #define MOVED "moved"
@@ -401,8 +417,12 @@ int cairn_uppers_foreach(cairn_store *st, cairn_upper_fn fn, void *arg) {
   return uppers_scan(st, true, fn, arg);
 }
 
+/* Any upper of dir, held or not: the stale record of dir is asked about,
+ * so a holder is no live mount of it (a record's key is its dir) but the
+ * server of the record's daemon, killed with it and not yet gone (its lock
+ * goes with it, moments later under load), or a mount not recorded yet. */
 static int left_of_dir(const struct cairn_upper_rec *u, void *dir) {
-  return !u->live && strcmp(u->dir, dir) == 0;
+  return strcmp(u->dir, dir) == 0;
 }
 
 int cn_upper_left_of_dir(cairn_store *st, const char *dir) {

@@ -29,12 +29,17 @@ extern "C" {
  * long as it runs (no live mount owns an upper whose lock is free). */
 int cairn_upper_create(cairn_store *st, const char *image_id, const char *mountpoint,
                        cairn_id id_out, char *path, size_t len, int *lock_fd);
-/* The same for cairn commit's move of a live mount off the upper from
- * onto image_id: the fresh upper names from (its info's "from" line), so
+/* Draws a fresh upper's id (0 or -errno). */
+int cairn_upper_new_id(cairn_id id_out);
+/* The same as cairn_upper_create for cairn commit's move of a live mount
+ * off the upper from onto image_id, under the id the caller drew
+ * (cairn_upper_new_id), so that it can say which upper it makes before
+ * the upper is listed (a server killed in between leaves none nobody
+ * knows of). The fresh upper names from (its info's "from" line), so
  * that a kill of the mount's supervisor during the move leaves one of the
  * two (cairn_uppers_foreach settles them, see cairn_upper_mark_moved). */
 int cairn_upper_create_moved(cairn_store *st, const char *image_id, const char *mountpoint,
-                             const char *from, cairn_id id_out, char *path, size_t len,
+                             const char *from, const char *id, char *path, size_t len,
                              int *lock_fd);
 /* The move's commit point for a crash of its supervisor (lock_fd: the
  * fresh upper's, from cairn_upper_create_moved): made once the fresh upper

@@ -42,7 +42,8 @@
  *                           other, e.g. the cairnfs daemon `cairn mount`
  *                           starts with this environment, is left alone
  *   CAIRN_INJECT_ONCE=FILE  act only in the first process to reach step N
- *                           (the one that creates FILE): a mount runs a
+ *                           or CAIRN_INJECT_POINT (the one that creates
+ *                           FILE): a mount runs a
  *                           filler per fetch, each with this environment
  *   CAIRN_INJECT_ARG=WORD   and only one with WORD among its arguments
  *                           ("fill": the filler a mount runs, not the
@@ -62,7 +63,8 @@
  *                           fetched file verified, not stored yet). The
  *                           program reached them through the one symbol
  *                           it exports, cn_store_test_hook (the full
- *                           cairn only: tools/CMakeLists.txt).
+ *                           cairn and cairnfs: tools/ and
+ *                           fs/CMakeLists.txt).
  *
  * The power-cut model (mode cut). A disk keeps what was made durable and
  * may forget the rest. Here: file contents and sizes written since the
@@ -151,6 +153,10 @@ static void act(void);
 static void named_point(void *st, const char *point) {
   (void)st;
   if (at_point && strcmp(point, at_point) == 0 && !atomic_exchange(&point_done, true)) {
+    const char *once = getenv("CAIRN_INJECT_ONCE");
+    int fd = once ? open(once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+    if (once && fd < 0) return; /* another process acted */
+    if (fd >= 0) close(fd);
     act();
     return;
   }

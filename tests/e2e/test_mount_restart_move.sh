@@ -152,4 +152,23 @@ exec 5>&-
 cairn umount --discard "$m" >/dev/null
 [ -z "$(upper_ids)" ] || fail "uppers left after umount: $(upper_ids)"
 ok "the killed move's fresh upper is dropped: cairn mounts lists the mount once, the store holds its one upper"
+
+# Killed the instant the fresh upper is listed (renamed to its name), the
+# injector's named point: the server said which upper it makes before.
+# Fails without it: it said so only after, and the upper stayed, listed.
+m=$T/m3
+mkdir "$m"
+CAIRN_INJECT_DIR=$STORE/uppers CAIRN_INJECT_PROG=cairnfs CAIRN_INJECT_MODE=kill \
+  CAIRN_INJECT_POINT="upper: moved made" CAIRN_INJECT_ONCE=$T/once.3 CAIRN_INJECT_COUNT=$T/count \
+  LD_PRELOAD=$CAIRN_BIN/cairn-inject.so cairn mount -q --rw data:1 "$m"
+echo three >"$m/new"
+cairn commit "$m" data:c3 >"$T/id.3" 2>"$T/commit.err.3" || fail "commit 3: $(cat "$T/commit.err.3")"
+[ -e "$T/once.3" ] || fail "the injector did not act at the fresh upper's making"
+[ "$(cairn mounts --json | jq length)" = 1 ] || fail "cairn mounts lists a row nobody owns: $(cairn mounts)"
+[ "$(upper_count)" = 1 ] || fail "not one upper in the store: $(upper_ids)"
+[ "$(image_of "$m")" = "$(cat "$T/id.3")" ] || fail "the mount is on $(image_of "$m"), not the commit"
+[ "$(cat "$m/new")" = three ] || fail "new: $(cat "$m/new")"
+cairn umount --discard "$m" >/dev/null
+[ -z "$(upper_ids)" ] || fail "uppers left after umount: $(upper_ids)"
+ok "a server killed as its move's fresh upper is made: that upper is dropped, the mount listed once"
 finish

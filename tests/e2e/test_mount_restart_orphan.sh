@@ -106,3 +106,42 @@ work=$(echo "$STORE"/uppers/*/work)
 exec 9<&-
 wait_for 20 no_orphans || fail "orphans left after the fd was closed: $(ls "$work")"
 ok "an image file unlinked while open at a move: read through its fd after the move and a restart"
+
+# The same, the move made by a restarted server (killed after the unlink,
+# or by the move itself: the kernel resends the commit's request), which
+# knew the files only by what the node table records, then a restart
+# more; on a mount never moved before (a moved one records its nodeids).
+# Fails without it: the table did not record the unlinked image files, the
+# move mapped their nodeids to nothing and they answered ESTALE.
+echo low >"$mnt/low"
+echo low2 >"$mnt/low2"
+cairn commit "$mnt" data:6 >/dev/null
+m2=$T/m2
+mkdir "$m2"
+cairn mount -q --rw data:6 "$m2"
+sup2=$(mount_pid "$m2")
+exec 9<"$m2/low" 8<"$m2/low2"
+rm "$m2/low"
+echo over >"$m2/over"
+mv "$m2/over" "$m2/low2"
+s=$(server_of "$sup2")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+cairn commit "$m2" data:7 >/dev/null
+[ "$(cat /proc/$$/fd/9 2>&1)" = low ] ||
+  fail "an image file unlinked while open, after a move by a restarted server: $(cat /proc/$$/fd/9 2>&1)"
+[ "$(cat /proc/$$/fd/8 2>&1)" = low2 ] ||
+  fail "an image file renamed over while open, after a move by a restarted server: $(cat /proc/$$/fd/8 2>&1)"
+s=$(server_of "$sup2")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+[ "$(cat <&9 2>&1)" = low ] || fail "an image file unlinked while open, after one more kill: $(cat /proc/$$/fd/9 2>&1)"
+[ "$(cat <&8 2>&1)" = low2 ] || fail "an image file renamed over while open, after one more kill: $(cat /proc/$$/fd/8 2>&1)"
+[ "$(ls "$m2" | tr '\n' ' ')" = "low2 " ] || fail "the listing: $(ls "$m2")"
+[ "$(cat "$m2/low2")" = over ] || fail "low2: $(cat "$m2/low2")"
+exec 9<&- 8<&-
+for work in "$STORE"/uppers/*/work; do
+  wait_for 5 no_orphans || fail "orphans left after the fds were closed: $(ls "$work")"
+done
+cairn umount --discard "$m2" >/dev/null
+ok "image files unlinked or renamed over while open, a move by a restarted server: read through their fds after it and a restart"
