@@ -682,8 +682,8 @@ static size_t uses_rebuild(struct als *a, const char *real, const char *graphroo
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/overlay", graphroot);
   DIR *d = opendir(dir);
-  if (!d) {
-    fprintf(stderr, "cairnfs: als: %s: %s\n", dir, strerror(errno));
+  if (!d) { /* none yet (a fresh podman root): no layer of podman's to pin */
+    if (errno != ENOENT) fprintf(stderr, "cairnfs: als: %s: %s\n", dir, strerror(errno));
     return 0;
   }
   size_t taken = 0, rlen = strlen(real);

@@ -66,4 +66,13 @@ check "the layer podman's image stands on is pinned again at start ($purpose)" \
   test "$purpose" = "als $als (podman)"
 umount "$als"
 check "it is unmounted" bash -c "! grep -q ' $als fuse' /proc/self/mounts"
+
+# On a fresh podman root (no overlay/ yet) it starts without a word.
+als2=$T/var/als2
+mkdir -p "$als2" "$T/fresh-root"
+check "cairnfs --als on a fresh podman root" env CAIRN_STORE="$STORE" \
+  "$CAIRN_BIN/cairnfs" --als --podman-root "$T/fresh-root" "$als2" 2>"$T/fresh.err"
+on_exit "umount -l '$als2' 2>/dev/null"
+check "it says nothing on a fresh podman root: $(cat "$T/fresh.err")" test ! -s "$T/fresh.err"
+umount "$als2"
 finish
