@@ -52,6 +52,7 @@
 extern char **environ;
 
 #define CAIRNFS_TYPE "fuse.cairnfs"
+#define CAIRN_ALS_TYPE "fuse.cairn-als" /* cairnfs --als: ours too, for umount */
 #define SETTLE_POLL_NS 1000000 /* 1 ms */
 #define SETTLE_POLLS 5000      /* 5 s: a mount's own wait is a few ms */
 #define MAX_SYMLINKS 40        /* as the kernel's path walk */
@@ -288,7 +289,8 @@ int cairn_mountpoint_state(const char *dir) {
   int r = mountpoint_top(dir, &t);
   if (r < 0) return r;
   if (!t.fstype[0]) return CAIRN_MP_NONE;
-  if (strcmp(t.fstype, CAIRNFS_TYPE) != 0) return CAIRN_MP_OTHER;
+  if (strcmp(t.fstype, CAIRNFS_TYPE) != 0 && strcmp(t.fstype, CAIRN_ALS_TYPE) != 0)
+    return CAIRN_MP_OTHER;
   struct statfs sf;
   if (statfs(dir, &sf) == 0) return CAIRN_MP_LIVE;
   return errno == ENOTCONN || errno == ECONNABORTED ? CAIRN_MP_STALE : -errno;

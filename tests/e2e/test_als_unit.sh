@@ -74,5 +74,10 @@ check "cairnfs --als on a fresh podman root" env CAIRN_STORE="$STORE" \
   "$CAIRN_BIN/cairnfs" --als --podman-root "$T/fresh-root" "$als2" 2>"$T/fresh.err"
 on_exit "umount -l '$als2' 2>/dev/null"
 check "it says nothing on a fresh podman root: $(cat "$T/fresh.err")" test ! -s "$T/fresh.err"
-umount "$als2"
+# cairn umount stops it, as its own daemon, and the daemon exits.
+als_pid=$(pgrep -f "cairnfs --als --podman-root $T/fresh-root" | head -1)
+expect_exit 0 "cairn umount of the ALS" cairn umount "$als2"
+check "cairn umount prints the ALS's directory" grep -qx "$als2" "$T/stdout"
+check "the ALS is unmounted" bash -c "! grep -q ' $als2 fuse' /proc/self/mounts"
+check "its daemon exits" wait_for 10 pid_gone "${als_pid:-0}"
 finish
