@@ -65,7 +65,8 @@ static int short_name_row(cairn_store *st, const char *shrt, char *name, size_t 
 }
 
 int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id) {
-  if (cairn_name_normalize(ref, name, len) < 0) return 0;
+  if (cairn_name_normalize(ref, name, len) < 0) /* REPO@DIGEST: a pull's by digest */
+    return cn_name_digested(ref, name, len) < 0 ? 0 : name_row(st, name, id);
   int r = name_row(st, name, id);
   if (r != 0 || strncmp(name, "localhost/", 10) != 0) return r;
   /* A store from before names were normalised with localhost/ holds app:1
@@ -394,7 +395,8 @@ int cn_image_commit(cairn_store *st, const char *config, size_t config_len,
   store_errclear(st);
   char norm[512];
   int r;
-  if (name && cairn_name_normalize(name, norm, sizeof(norm)) < 0)
+  if (name && cairn_name_normalize(name, norm, sizeof(norm)) < 0 &&
+      cn_name_digested(name, norm, sizeof(norm)) < 0) /* a pull's by digest */
     return cairn_fail(st, -EINVAL, "%s: not a valid image name", name);
   if ((r = config_check(st, config, config_len, diff_ids, n)) < 0) return r;
   unsigned char d[32];
