@@ -237,7 +237,7 @@ struct restore_list {
 
 static int restore_collect(const struct cairn_mount_rec *m, void *arg) {
   struct restore_list *l = arg;
-  if (m->state != CAIRN_MOUNT_STALE) return 0;
+  if (m->state != CAIRN_MOUNT_STALE || !m->image[0]) return 0; /* no image: an ALS (its unit) */
   struct restore_rec *v = realloc(l->v, (l->n + 1) * sizeof(*v));
   if (!v) return -ENOMEM;
   l->v = v;
