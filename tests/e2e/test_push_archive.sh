@@ -46,8 +46,8 @@ expect_exit 0 "pull the docker-archive back" "$CAIRN" --store "$T/st3" pull -q "
 setup "$CAIRN" --store "$ST" tag "$id" app:7 >/dev/null
 expect_exit 0 "push IMAGE oci-archive:FILE (no tag)" "$CAIRN" --store "$ST" push -q app:7 \
   "oci-archive:$T/n.tar"
-[[ $(tar -xOf "$T/n.tar" index.json | jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]') == \
-  localhost/app:7 ]] && ok "oci-archive: ref.name is the image's name" ||
+ref_name='.manifests[0].annotations["org.opencontainers.image.ref.name"]'
+[[ $(tar -xOf "$T/n.tar" index.json | jq -r "$ref_name") == localhost/app:7 ]] && ok "oci-archive: ref.name is the image's name" ||
   not_ok "index.json: $(tar -xOf "$T/n.tar" index.json)"
 expect_exit 0 "push IMAGE docker-archive:FILE (no NAME)" "$CAIRN" --store "$ST" push -q app:7 \
   "docker-archive:$T/n-d.tar"
