@@ -682,8 +682,8 @@ static size_t uses_rebuild(struct als *a, const char *real, const char *graphroo
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/overlay", graphroot);
   DIR *d = opendir(dir);
-  if (!d) {
-    fprintf(stderr, "cairnfs: als: %s: %s\n", dir, strerror(errno));
+  if (!d) { /* none yet (a fresh podman root): no layer of podman's to pin */
+    if (errno != ENOENT) fprintf(stderr, "cairnfs: als: %s: %s\n", dir, strerror(errno));
     return 0;
   }
   size_t taken = 0, rlen = strlen(real);
@@ -759,6 +759,11 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
     fuse_session_destroy(se);
     return als_verdict(verdict_fd, report_fail(-EIO, "cannot mount on %s", real));
   }
+  /* Recorded as a mount with no image: cairn mounts lists it, cairn
+   * umount stops it (and --restore leaves it to its unit). */
+  char dev[32];
+  bool recorded = cairn_mountpoint_dev(real, dev, sizeof dev) == 0 &&
+                  cairn_mount_record(a.st, real, "", getpid(), dev, false) == 0;
   if (verdict_fd >= 0) {
     als_verdict(verdict_fd, CAIRN_EXIT_OK);
     cairnfs_stdio_null();
@@ -770,6 +775,7 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
   fuse_remove_signal_handlers(se);
   fuse_session_unmount(se);
   fuse_session_destroy(se);
+  if (recorded) cairn_mount_forget(a.st, real, getpid());
   for (size_t i = 0; i < a.n_layer_buckets; i++)
     for (struct als_layer *l = a.layers[i], *next; l; l = next) {
       next = l->next;

@@ -22,7 +22,7 @@
  * The new image is the base image's layers plus this one; its config is
  * the base's with rootfs.diff_ids extended and a history entry added,
  * after placeholders for base layers the history has no entry for (a
- * config without history: every import), one entry per layer.
+ * config without history, or too short a one), one entry per layer.
  * The image's layers and blobs are never changed; the upper is only read
  * (a write racing with the commit may or may not be in the layer).
  *
@@ -483,7 +483,7 @@ static int keep_config(const struct cairn_image_info *info, void *arg) {
 /* Prepends to history, an array, a placeholder entry for each of the
  * base's layers that no entry made (not "empty_layer": the OCI rule
  * matches the k-th such entry with the k-th layer): one per layer for a
- * config without history (every import), so that the commit's entry
+ * config without history, so that the commit's entry
  * names the new top layer. 0 or -ENOMEM. */
 static int pad_history(json_t *cfg, json_t *history, size_t n_layers, int64_t stored) {
   size_t made = 0;

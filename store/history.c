@@ -66,8 +66,12 @@ static int history_walk(const struct cairn_image_info *info, void *arg) {
   for (size_t i = n; i-- > 0;) {
     json_t *e = json_array_get(hist, i);
     bool empty = json_is_true(json_object_get(e, "empty_layer"));
+    const char *when = json_string_value(json_object_get(e, "created"));
+    /* cairn import's entries have no time (the same tars give the same
+     * id): they show the image's, its config's or when the store got it */
+    bool imported = !when && strcmp(string_or_empty(e, "created_by"), "cairn import") == 0;
     struct cairn_history_rec h = {
-        .created = rfc3339_seconds(json_string_value(json_object_get(e, "created"))),
+        .created = imported ? info->image.created : rfc3339_seconds(when),
         .created_by = string_or_empty(e, "created_by"),
         .comment = string_or_empty(e, "comment"),
         .author = string_or_empty(e, "author"),

@@ -65,7 +65,8 @@ static int short_name_row(cairn_store *st, const char *shrt, char *name, size_t 
 }
 
 int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id) {
-  if (cairn_name_normalize(ref, name, len) < 0) return 0;
+  if (cairn_name_normalize(ref, name, len) < 0) /* REPO@DIGEST: a pull's by digest */
+    return cn_name_digested(ref, name, len) < 0 ? 0 : name_row(st, name, id);
   int r = name_row(st, name, id);
   if (r != 0 || strncmp(name, "localhost/", 10) != 0) return r;
   /* A store from before names were normalised with localhost/ holds app:1
@@ -394,7 +395,8 @@ int cn_image_commit(cairn_store *st, const char *config, size_t config_len,
   store_errclear(st);
   char norm[512];
   int r;
-  if (name && cairn_name_normalize(name, norm, sizeof(norm)) < 0)
+  if (name && cairn_name_normalize(name, norm, sizeof(norm)) < 0 &&
+      cn_name_digested(name, norm, sizeof(norm)) < 0) /* a pull's by digest */
     return cairn_fail(st, -EINVAL, "%s: not a valid image name", name);
   if ((r = config_check(st, config, config_len, diff_ids, n)) < 0) return r;
   unsigned char d[32];
@@ -522,6 +524,13 @@ int cairn_import_files_changes(cairn_store *st, const char *name, const char *co
   }
   if (r == 0) {
     json_t *cfg = config_base((const char *const *)ids, n, conf);
+    /* A history entry per layer, as podman import writes, without its
+     * time: the same tars and changes give the same image id. */
+    json_t *hist = cfg ? json_array() : NULL;
+    for (size_t i = 0; hist && i < n; i++)
+      json_array_append_new(hist, json_pack("{s:s, s:s}", "created_by", "cairn import", "comment",
+                                            "imported from tarball"));
+    if (hist) json_object_set_new(cfg, "history", hist);
     cairn_autofree char *config = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(cfg);
     r = config ? cn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,

@@ -47,6 +47,12 @@ const struct cn_config_registry *cn_config_registry(const cairn_config *cfg,
 int cn_fail_context(cairn_store *st, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- names (store/name.c) ---- */
+/* Normalizes a name by digest, REPO@sha256:HEX (no tag), as podman keeps a
+ * pull by digest: REPO as cairn_name_normalize makes it, without a tag.
+ * -EINVAL if it is none. */
+int cn_name_digested(const char *name, char *out, size_t len);
+
 /* ---- import (cairn/import.h's subsystem) ---- */
 /* Commits an image: config JSON (whose rootfs.diff_ids must list exactly
  * these layers, or -EBADMSG), every layer already stored (callers keep them
@@ -76,6 +82,12 @@ int cn_layer_exists(cairn_store *st, const char *diff_id);
  * dropped, as podman 4.3's zstd:chunked writer does; they are kept in the
  * layer's exact tar), or 0. */
 uint64_t cn_layer_ingest_padding(const cairn_store *st);
+
+/* ---- names (store/name.c) ---- */
+/* Normalizes a name by digest, REPO@sha256:HEX (no tag), as podman keeps a
+ * pull by digest: REPO as cairn_name_normalize makes it, without a tag.
+ * -EINVAL if it is none. */
+int cn_name_digested(const char *name, char *out, size_t len);
 
 /* ---- import (cairn/import.h's subsystem) ---- */
 /* Reads one layer tar (plain, gzip or zstd, detected) from fd and stores
@@ -223,6 +235,12 @@ int cn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, vo
 
 /* Fills path with the blob's file name in the store. */
 int cn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
+
+/* ---- names (store/name.c) ---- */
+/* Normalizes a name by digest, REPO@sha256:HEX (no tag), as podman keeps a
+ * pull by digest: REPO as cairn_name_normalize makes it, without a tag.
+ * -EINVAL if it is none. */
+int cn_name_digested(const char *name, char *out, size_t len);
 
 /* ---- import (cairn/import.h's subsystem) ---- */
 /* Builds the deterministic OCI config cairn import uses for these layers

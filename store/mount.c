@@ -53,6 +53,12 @@
 extern char **environ;
 
 #define CAIRNFS_TYPE "fuse.cairnfs"
+#define CAIRN_ALS_TYPE "fuse.cairn-als" /* cairnfs --als: ours too */
+
+/* Whether a mount of fstype is one of cairnfs's: an image's or the ALS. */
+static bool cairnfs_type(const char *fstype) {
+  return strcmp(fstype, CAIRNFS_TYPE) == 0 || strcmp(fstype, CAIRN_ALS_TYPE) == 0;
+}
 #define SETTLE_POLL_NS 1000000 /* 1 ms */
 #define SETTLE_POLLS 5000      /* 5 s: a mount's own wait is a few ms */
 #define MAX_SYMLINKS 40        /* as the kernel's path walk */
@@ -289,7 +295,7 @@ int cairn_mountpoint_state(const char *dir) {
   int r = mountpoint_top(dir, &t);
   if (r < 0) return r;
   if (!t.fstype[0]) return CAIRN_MP_NONE;
-  if (strcmp(t.fstype, CAIRNFS_TYPE) != 0) return CAIRN_MP_OTHER;
+  if (!cairnfs_type(t.fstype)) return CAIRN_MP_OTHER;
   struct statfs sf;
   if (statfs(dir, &sf) == 0) return CAIRN_MP_LIVE;
   return errno == ENOTCONN || errno == ECONNABORTED ? CAIRN_MP_STALE : -errno;
@@ -324,7 +330,7 @@ int cairn_mountpoint_dev(const char *dir, char *dev, size_t len) {
   struct mount_top t;
   int r = mountpoint_top(dir, &t);
   if (r < 0) return r;
-  if (strcmp(t.fstype, CAIRNFS_TYPE) != 0) return -ENOENT;
+  if (!cairnfs_type(t.fstype)) return -ENOENT;
   return copy_path(dev, len, t.dev, NULL);
 }
 
@@ -336,7 +342,7 @@ struct mount_find {
 
 static bool find_visit(const struct mount_line *m, void *arg) {
   struct mount_find *f = arg;
-  f->found = strcmp(m->dev, f->dev) == 0 && strcmp(m->fstype, CAIRNFS_TYPE) == 0;
+  f->found = strcmp(m->dev, f->dev) == 0 && cairnfs_type(m->fstype);
   return f->found;
 }
 
@@ -578,7 +584,7 @@ static bool table_add(const struct mount_line *m, void *arg) {
   char *dir = v ? strdup(m->dir) : NULL;
   if (!dir) return true; /* out of memory: what was read is what we know */
   t->v = v;
-  v[t->n] = (struct mount_entry){.dir = dir, .cairnfs = strcmp(m->fstype, CAIRNFS_TYPE) == 0};
+  v[t->n] = (struct mount_entry){.dir = dir, .cairnfs = cairnfs_type(m->fstype)};
   snprintf(v[t->n].dev, sizeof(v[0].dev), "%s", m->dev);
   t->n++;
   return false;
@@ -602,9 +608,9 @@ static bool server_running(pid_t pid) {
 /* The state of a record (see the top of the file). An empty dev (a record
  * of an older cairn) matches any cairnfs mount at dir. */
 static enum cairn_mount_state record_state(struct mount_table *t, const char *dir, pid_t pid,
-                                           uint64_t start, const char *dev) {
+                                           uint64_t start, const char *dev, bool als) {
   if (daemon_gone(pid, start)) return CAIRN_MOUNT_STALE;
-  if (!server_running(pid)) return CAIRN_MOUNT_RESTARTING;
+  if (!als && !server_running(pid)) return CAIRN_MOUNT_RESTARTING; /* the ALS serves itself */
   if (!t->read) {
     t->read = true;
     mountinfo_foreach("/proc/self/mountinfo", table_add, t);
@@ -658,7 +664,8 @@ static int mounts_scan(cairn_store *st, const char *image_id, cairn_mount_fn fn,
                                 .pid = sqlite3_column_int(q, 2),
                                 .rw = sqlite3_column_int(q, 4) != 0,
                                 .dev = (const char *)sqlite3_column_text(q, 5)};
-    m.state = record_state(&table, m.dir, m.pid, (uint64_t)sqlite3_column_int64(q, 3), m.dev);
+    m.state = record_state(&table, m.dir, m.pid, (uint64_t)sqlite3_column_int64(q, 3), m.dev,
+                           !m.image[0]);
     if ((r = fn(&m, arg)) != 0) break;
   }
   mount_table_free(&table);
@@ -754,7 +761,7 @@ static int64_t boot_time(void) {
 
 int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const char *dir)) {
   cn_autostmt sqlite3_stmt *q = NULL;
-  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start, since, rw FROM mounts");
+  int r = cn_db_prepare(st, &q, "SELECT dir, pid, pid_start, since, rw, image_id FROM mounts");
   if (r < 0) return r;
   struct stale_mount *stale = NULL;
   size_t n = 0, cap = 0;
@@ -762,8 +769,10 @@ int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const 
   while (r >= 0 && (r = sqlite3_step(q)) == SQLITE_ROW) {
     pid_t pid = sqlite3_column_int(q, 1);
     if (!daemon_gone(pid, (uint64_t)sqlite3_column_int64(q, 2))) continue;
-    /* A mount of an earlier boot: cairn mount --restore republishes it. */
-    if (boot > 0 && sqlite3_column_int64(q, 3) < boot) continue;
+    /* A mount of an earlier boot: cairn mount --restore republishes it
+     * (not an ALS's, with no image: its unit starts it again). */
+    const char *image = (const char *)sqlite3_column_text(q, 5);
+    if (boot > 0 && sqlite3_column_int64(q, 3) < boot && image && image[0]) continue;
     /* A crashed --rw mount whose changes are left: listed, restorable. */
     const char *dir = (const char *)sqlite3_column_text(q, 0);
     if (sqlite3_column_int(q, 4) && keep_rw && keep_rw(st, dir) == 1) continue;

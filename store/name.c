@@ -6,7 +6,7 @@
  * (cairn_name_normalize, cairn.h). It uses nothing of the store: image.c,
  * refs.c, tag.c and the pull sources call it.
  */
-#include "cairn.h"
+#include "libcairn_core.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -62,5 +62,23 @@ int cairn_name_normalize(const char *name, char *out, size_t len) {
                  !memchr(slash + 1, '/', repo_len - first_len - 1);
   int n = snprintf(out, len, "%s%.*s%s%.*s:%s", host ? "" : "localhost/", (int)first_len, name,
                    library ? "/library" : "", (int)(repo_len - first_len), name + first_len, tag);
+  return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+int cn_name_digested(const char *name, char *out, size_t len) {
+  const char *at = name ? strchr(name, '@') : NULL;
+  if (!at || strncmp(at + 1, "sha256:", 7) != 0 || strlen(at + 8) != 64) return -EINVAL;
+  for (const char *h = at + 8; *h; h++)
+    if (!isdigit((unsigned char)*h) && !(*h >= 'a' && *h <= 'f')) return -EINVAL;
+  char repo[512], norm[600];
+  const char *slash = memrchr(name, '/', (size_t)(at - name));
+  if ((size_t)(at - name) >= sizeof(repo) ||
+      memchr(slash ? slash : name, ':', (size_t)(at - (slash ? slash : name))))
+    return -EINVAL; /* a tag too: not taken */
+  snprintf(repo, sizeof(repo), "%.*s", (int)(at - name), name);
+  int r = cairn_name_normalize(repo, norm, sizeof(norm));
+  if (r < 0) return r;
+  norm[strlen(norm) - strlen(":latest")] = '\0';
+  int n = snprintf(out, len, "%s%s", norm, at);
   return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

@@ -440,7 +440,9 @@ int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_o
     strings_append(args, json_object_get(config, "Cmd"));
   }
   if (json_array_size(args) == 0)
-    return cairn_fail(st, -EINVAL, "image %.12s has no Entrypoint or Cmd: give the command to run",
+    return cairn_fail(st, -EINVAL,
+                      "image %.12s has no Entrypoint or Cmd: give the command to run after "
+                      "-- (cairn bundle IMAGE DIR -- COMMAND)",
                       image_id);
 
   /* user */

@@ -52,6 +52,29 @@ static int mkdirat_exist_ok(int dfd, const char *name) {
   return S_ISDIR(sb.st_mode) ? 0 : S_ISLNK(sb.st_mode) ? -ELOOP : -ENOTDIR;
 }
 
+/* Makes the directories above dir that are missing, as mkdir -p does,
+ * each through the fd cairn_path_resolve gives of its parent: a symlink
+ * another user could plant on the way is refused as it is for DIR. */
+static int mkdir_parents(const char *dir, int depth) {
+  char parent[PATH_MAX], real[PATH_MAX];
+  if (snprintf(parent, sizeof(parent), "%s", dir) >= (int)sizeof(parent)) return -ENAMETOOLONG;
+  size_t n = strlen(parent);
+  while (n > 1 && parent[n - 1] == '/') parent[--n] = '\0';
+  char *slash = strrchr(parent, '/');
+  if (!slash) return 0; /* in the working directory, which exists */
+  slash[slash == parent ? 1 : 0] = '\0';
+  int pfd = -1;
+  int r = cairn_path_resolve(parent, real, sizeof(real), &pfd);
+  if (r == -ENOENT && depth < 64) {
+    if ((r = mkdir_parents(parent, depth + 1)) < 0) return r;
+    r = cairn_path_resolve(parent, real, sizeof(real), &pfd);
+  }
+  if (r < 0) return r;
+  if (mkdirat(pfd, bundle_base(real), 0755) < 0 && errno != EEXIST) r = -errno;
+  close(pfd);
+  return r;
+}
+
 /* Unmounts (as cairn umount does; keep: a --rw upper is kept) the mount
  * on the directory rfd, an O_PATH fd opened before the mount, names,
  * under the name it has now; nothing if it has none. */
@@ -94,6 +117,8 @@ static int bundle_create(cairn_store *st, const char *image, const char *dir,
   char real[PATH_MAX], abs_rootfs[PATH_MAX];
   int pfd = -1;
   r = cairn_path_resolve(dir, real, sizeof(real), &pfd);
+  if (r == -ENOENT && (r = mkdir_parents(dir, 0)) == 0) /* DIR's parents are made too */
+    r = cairn_path_resolve(dir, real, sizeof(real), &pfd);
   cairn_autoclose int parent = pfd;
   if (r < 0) return report_fail(r, "bundle: %s: %s", dir, cairn_path_why(r));
   const char *base = bundle_base(real);
@@ -182,8 +207,16 @@ static int bundle_remove(cairn_store *st, const char *dir, bool quiet, bool disc
   struct stat sb;
   if (fstatat(dfd, "rootfs", &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
     return report_fail(-EPERM, "bundle: %s: a symlink, not a directory: refused", rootfs);
+  bool none = fstatat(dfd, "rootfs", &sb, AT_SYMLINK_NOFOLLOW) < 0 &&
+              fstatat(dfd, "config.json", &sb, AT_SYMLINK_NOFOLLOW) < 0;
   int code = cli_umount_one(st, rootfs, quiet, discard); /* a --rw one's Kept:/Dropped: line */
-  if (code != CAIRN_EXIT_OK) return code;              /* still served: the bundle stays whole */
+  if (code != CAIRN_EXIT_OK) return code;                /* still served: the bundle stays whole */
+  if (none) { /* removed already, or never a bundle: said as for a DIR that is gone */
+    char msg[PATH_MAX + 32];
+    snprintf(msg, sizeof(msg), "bundle: %s: no bundle", dir);
+    report_notice(msg);
+    return CAIRN_EXIT_OK;
+  }
   if (unlinkat(dfd, "config.json", 0) < 0 && errno != ENOENT)
     return report_fail(-errno, "bundle: %s/config.json: %s", real, strerror(errno));
   if (unlinkat(dfd, "rootfs", AT_REMOVEDIR) < 0 && errno != ENOENT)
@@ -273,16 +306,18 @@ const struct cli_command cmd_bundle = {
     .usage = "cairn bundle [OPTIONS] IMAGE DIR [-- COMMAND [ARG...]]\n"
              "       cairn bundle --rm [-q] [--discard] DIR...",
     .summary = "Make DIR an OCI runtime bundle of IMAGE, for crun or runc, without unpacking.\n"
+               "DIR (and its missing parents) is made if need be.\n"
                "DIR/rootfs is a cairnfs mount of it (pinned while the bundle exists),\n"
                "DIR/config.json its runtime config (Entrypoint + Cmd,\n"
                "Env, WorkingDir, User resolved through the image's /etc/passwd and /etc/group,\n"
                "Labels, Volumes, StopSignal; crun spec's namespaces, mounts and capabilities),\n"
                "ready for crun run --bundle DIR or runc run --bundle DIR. A COMMAND after --\n"
-               "replaces the image's Cmd. Prints DIR (its real path). --rm tears it down.",
+               "replaces the image's Cmd (an image with neither Entrypoint nor Cmd needs one).\n"
+               "Prints DIR (its real path). --rm tears it down.",
     .options =
         "--rm\tunmount DIR/rootfs and remove config.json, rootfs and DIR (if then\n"
-        "\tempty); a directory that is no bundle is fine (exit 0). A --rw root's\n"
-        "\tchanges are kept, as by cairn umount (Kept: upper ...)\n"
+        "\tempty); a directory that is no bundle is fine (exit 0, \"no bundle\").\n"
+        "\tA --rw root's changes are kept, as by cairn umount (Kept: upper ...)\n"
         "--discard\twith --rm: drop a --rw root's changes (Dropped: upper ...)\n"
         "-e, --env KEY=VALUE\tset KEY in process.env, replacing the image's; may be repeated\n"
         "-u, --user USER[:GROUP]\trun as USER instead of the image's User (names resolved in the "

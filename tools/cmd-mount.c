@@ -237,7 +237,7 @@ struct restore_list {
 
 static int restore_collect(const struct cairn_mount_rec *m, void *arg) {
   struct restore_list *l = arg;
-  if (m->state != CAIRN_MOUNT_STALE) return 0;
+  if (m->state != CAIRN_MOUNT_STALE || !m->image[0]) return 0; /* no image: an ALS (its unit) */
   struct restore_rec *v = realloc(l->v, (l->n + 1) * sizeof(*v));
   if (!v) return -ENOMEM;
   l->v = v;
@@ -513,9 +513,17 @@ static bool lazy_still_served(const struct mount_record *rec) {
   return true;
 }
 
-/* Says, on stderr, that umount found nothing mounted on name. */
-static void say_not_mounted(const char *name, int kept) {
+/* What umount was asked to do with each directory. */
+struct umount_opts {
+  bool quiet, discard, force, lazy; /* without --discard a --rw upper is kept */
+  bool no_dir_line; /* print no line of the directory (bundle --rm prints its own) */
+};
+
+/* Says, on stderr, that umount found nothing mounted on name (bundle --rm,
+ * o->no_dir_line, says its own unless an upper layer is kept). */
+static void say_not_mounted(const char *name, int kept, const struct umount_opts *o) {
   char msg[PATH_MAX + 128];
+  if (!kept && o->no_dir_line) return;
   if (kept)
     snprintf(msg, sizeof(msg),
              "umount: %s: not mounted; its kept upper layer stays (cairn umount --discard %s "
@@ -525,12 +533,6 @@ static void say_not_mounted(const char *name, int kept) {
     snprintf(msg, sizeof(msg), "umount: %s: not mounted", name);
   report_notice(msg);
 }
-
-/* What umount was asked to do with each directory. */
-struct umount_opts {
-  bool quiet, discard, force, lazy; /* without --discard a --rw upper is kept */
-  bool no_dir_line; /* print no line of the directory (bundle --rm prints its own) */
-};
 
 /* The end of the --rw mount's upper up once its session is over: dropped
  * with --discard (its daemon did), else kept, unless it holds nothing
@@ -558,7 +560,7 @@ static int umount_gone(cairn_store *st, const char *name, const struct umount_op
   if (dir[0] == '/')
     r = cli_uppers_left(st, dir, o->discard ? CLI_LEFT_DISCARD : CLI_LEFT_KEEP, o->quiet, &kept);
   if (r < 0) return report_fail(r, "umount: %s: %s", name, report_why(st, r));
-  say_not_mounted(name, kept);
+  say_not_mounted(name, kept, o);
   return CAIRN_EXIT_OK;
 }
 
@@ -642,7 +644,7 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   int kept = 0;
   r = cli_uppers_left(st, dir, o->discard ? CLI_LEFT_DISCARD : CLI_LEFT_KEEP, o->quiet, &kept);
   if (r < 0) return report_fail(r, "umount: %s: %s", name, report_why(st, r));
-  if (!was_mounted && !up.found && r == 0) say_not_mounted(name, kept);
+  if (!was_mounted && !up.found && r == 0) say_not_mounted(name, kept, o);
   if ((was_mounted || up.found || r > 0) && !o->quiet && !o->no_dir_line)
     printf("%s\n", dir); /* the real path, as mount prints it */
   return CAIRN_EXIT_OK;

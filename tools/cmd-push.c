@@ -131,8 +131,9 @@ const struct cli_command cmd_push = {
                "same image id; estargz: its TOC joins each tar, a new image id, logged).\n"
                "IMAGE: a name or id of the store\n"
                "DEST: docker://HOST[:PORT]/REPO[:TAG] | oci:DIR[:TAG] | oci-archive:FILE[:TAG]\n"
-               "  (TAG: latest if not given) | docker-archive:FILE[:NAME[:TAG]] (its layers\n"
-               "  uncompressed; prints the image id); no transport is docker://, and no\n"
+               "  (TAG: latest if not given; an archive's: IMAGE's name, as podman save)\n"
+               "  | docker-archive:FILE[:NAME[:TAG]] (its layers uncompressed; prints the\n"
+               "  image id); no transport is docker://, and no\n"
                "  DEST the registry of IMAGE's name (HOST[:PORT]/REPO[:TAG]), as podman's",
     .options = "--compress gzip|zstd|none\tcompress with it the layers not pulled in it (default:\n"
                "\tgzip, for the layers no pull kept: imported, committed)\n"

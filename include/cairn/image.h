@@ -36,7 +36,8 @@ int cairn_tag(cairn_store *st, const char *ref, const char *name, cairn_id image
 /* One entry of an image config's history, as podman history shows it.
  * Strings are valid only during the callback. */
 typedef struct cairn_history_rec {
-  int64_t created;        /* seconds since the epoch; 0 if the entry has none */
+  int64_t created;        /* seconds since the epoch; 0 if the entry has none (cairn
+                           * import's: the image's created) */
   const char *created_by; /* "" if none; likewise comment and author */
   const char *comment;
   const char *author;

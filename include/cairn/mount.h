@@ -83,7 +83,7 @@ int cairn_mount_kernel_protocol(pid_t pid, unsigned *major, unsigned *minor);
  * the file system (statfs), so it waits for a live daemon's answer. */
 enum cairn_mountpoint_state {
   CAIRN_MP_NONE = 0,  /* not a mount point */
-  CAIRN_MP_LIVE = 1,  /* a cairnfs mount that answers */
+  CAIRN_MP_LIVE = 1,  /* a cairnfs mount (or cairnfs --als) that answers */
   CAIRN_MP_STALE = 2, /* a cairnfs mount whose daemon is gone (ENOTCONN) */
   CAIRN_MP_OTHER = 3, /* something else is mounted there */
 };

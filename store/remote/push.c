@@ -690,6 +690,17 @@ typedef struct image_view {
   size_t n_names;
 } image_view;
 
+/* The name an archive records when DEST gives none: IMAGE's own full name
+ * (localhost/app:1), as podman save records it, if IMAGE was given by one
+ * of its names; else NULL (by id: a docker-archive has no RepoTags, an
+ * oci-archive's ref.name is "latest"). */
+static const char *archive_name(const char *ref, const image_view *v, char *buf, size_t len) {
+  if (cairn_name_normalize(ref, buf, len) < 0 || strchr(buf, '@')) return NULL;
+  for (size_t i = 0; i < v->n_names; i++)
+    if (strcmp(v->names[i], buf) == 0) return buf;
+  return NULL;
+}
+
 static int inspect_cb(const struct cairn_image_info *info, void *arg) {
   image_view *v = arg;
   v->config = strdup(info->config);
@@ -777,7 +788,7 @@ static int config_rediff(cairn_store *st, image_view *v, const push_blob *blobs,
 enum dest_kind { DEST_REGISTRY, DEST_LAYOUT, DEST_OCI_ARCHIVE, DEST_DOCKER_ARCHIVE };
 
 /* Splits DEST into the registry spec (HOST[:PORT]/REPO), layout dir or
- * archive file, and the tag (NULL: a docker-archive with none). */
+ * archive file, and the tag (NULL: an archive with none, archive_name). */
 static int dest_parse(const char *dest, enum dest_kind *kind, char **where, char **tag,
                       cairn_store *st) {
   *where = *tag = NULL;
@@ -791,10 +802,7 @@ static int dest_parse(const char *dest, enum dest_kind *kind, char **where, char
     if (!*where) return cairn_fail(st, -ENOMEM, "out of memory");
     if (colon && !colon[1])
       return cairn_fail(st, -EINVAL, "%s: empty file name or reference", dest);
-    if (!docker || colon) {
-      *tag = strdup(colon ? colon + 1 : "latest");
-      if (!*tag) return cairn_fail(st, -ENOMEM, "out of memory");
-    }
+    if (colon && !(*tag = strdup(colon + 1))) return cairn_fail(st, -ENOMEM, "out of memory");
     if (!**where) return cairn_fail(st, -EINVAL, "%s: empty file name or reference", dest);
     return 0;
   }
@@ -993,8 +1001,10 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   }
   push_blob mb = {.fd = -1, .mem = manifest, .size = strlen(manifest)};
   cn_pull_sha256(manifest, mb.size, mb.digest);
+  char named[1024];
+  const char *aname = tag ? tag : archive_name(ref, &v, named, sizeof named);
   if (kind == DEST_DOCKER_ARCHIVE) {
-    cairn_autofree char *dm = docker_manifest(id, tag, blobs, v.n);
+    cairn_autofree char *dm = docker_manifest(id, aname, blobs, v.n);
     push_blob db = {.fd = -1, .mem = dm, .size = dm ? strlen(dm) : 0};
     r = dm ? tar_add(&run, &ta, "manifest.json", &db) : cairn_fail(st, -ENOMEM, "out of memory");
     if (r == 0) r = tar_finish(&run, &ta, where, true);
@@ -1003,7 +1013,7 @@ static int push_into(cairn_store *st, const char *ref, const char *dest,
   } else if (kind == DEST_OCI_ARCHIVE) {
     char mname[CAIRN_DIGEST_LEN + 32];
     snprintf(mname, sizeof mname, "blobs/sha256/%.64s", mb.digest + 7);
-    cairn_autofree char *idx = index_build(tag, mb.digest, mb.size);
+    cairn_autofree char *idx = index_build(aname ? aname : "latest", mb.digest, mb.size);
     push_blob ib = {.fd = -1, .mem = idx, .size = idx ? strlen(idx) : 0};
     r = tar_add(&run, &ta, mname, &mb);
     if (r == 0)

@@ -66,4 +66,24 @@ check "the layer podman's image stands on is pinned again at start ($purpose)" \
   test "$purpose" = "als $als (podman)"
 umount "$als"
 check "it is unmounted" bash -c "! grep -q ' $als fuse' /proc/self/mounts"
+
+# On a fresh podman root (no overlay/ yet) it starts without a word.
+als2=$T/var/als2
+mkdir -p "$als2" "$T/fresh-root"
+check "cairnfs --als on a fresh podman root" env CAIRN_STORE="$STORE" \
+  "$CAIRN_BIN/cairnfs" --als --podman-root "$T/fresh-root" "$als2" 2>"$T/fresh.err"
+on_exit "umount -l '$als2' 2>/dev/null"
+check "it says nothing on a fresh podman root: $(cat "$T/fresh.err")" test ! -s "$T/fresh.err"
+# cairn mounts lists it (no image), cairn umount stops it, as its own
+# daemon, and the daemon exits, its record with it.
+als_pid=$(pgrep -f "cairnfs --als --podman-root $T/fresh-root" | head -1)
+cairn mounts --json | jq -e --arg d "$als2" --argjson p "${als_pid:-0}" \
+  '.[] | select(.dir == $d and .pid == $p and .state == "live" and .image == "")' \
+  >/dev/null && ok "cairn mounts lists the ALS" || not_ok "cairn mounts: $(cairn mounts)"
+expect_exit 0 "cairn umount of the ALS" cairn umount "$als2"
+check "cairn umount prints the ALS's directory" grep -qx "$als2" "$T/stdout"
+check "the ALS is unmounted" bash -c "! grep -q ' $als2 fuse' /proc/self/mounts"
+check "its daemon exits" wait_for 10 pid_gone "${als_pid:-0}"
+[[ $(cairn mounts --json | jq --arg d "$als2" '[.[] | select(.dir == $d)] | length') == 0 ]] ||
+  not_ok "the ALS's record stays: $(cairn mounts)"
 finish

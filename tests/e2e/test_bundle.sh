@@ -133,6 +133,22 @@ for b in b1 b2 b3; do
   [[ ! -e $T/$b ]] || not_ok "$b left behind: $(ls -la "$T/$b")"
 done
 expect_exit 0 "bundle --rm twice" "$CAIRN" --store "$ST" bundle --rm "$T/b1"
+[[ $(cat "$T/stderr") == "cairn: bundle: $T/b1: no bundle" ]] ||
+  not_ok "bundle --rm twice: $(cat "$T/stderr")"
+# DIR made with its missing parents; a DIR that stays (another file in it)
+# is no bundle at a second --rm, said as such, not as an umount.
+expect_exit 0 "bundle into a DIR whose parents are missing" "$CAIRN" --store "$ST" bundle -q \
+  "$img" "$T/p/q/b8"
+[[ -f $T/p/q/b8/config.json ]] && is_mounted "$T/p/q/b8/rootfs" ||
+  not_ok "no bundle made in $T/p/q/b8"
+touch "$T/p/q/b8/notes"
+expect_exit 0 "bundle --rm of a DIR with another file" "$CAIRN" --store "$ST" bundle --rm -q \
+  "$T/p/q/b8"
+[[ -f $T/p/q/b8/notes && ! -e $T/p/q/b8/rootfs ]] || not_ok "bundle --rm: $(ls -la "$T/p/q/b8")"
+expect_exit 0 "bundle --rm of it again" "$CAIRN" --store "$ST" bundle --rm "$T/p/q/b8"
+[[ $(cat "$T/stderr") == "cairn: bundle: $T/p/q/b8: no bundle" ]] ||
+  not_ok "bundle --rm of a removed bundle: $(cat "$T/stderr")"
+[[ ! -s $T/stdout ]] || not_ok "bundle --rm of a removed bundle printed $(cat "$T/stdout")"
 [[ -z $("$CAIRN" --store "$ST" mounts -q) ]] || not_ok "mount records left: $("$CAIRN" --store "$ST" mounts)"
 # cairn umount DIR/rootfs also ends a bundle's mount (and its pin).
 setup "$CAIRN" --store "$ST" bundle -q "$img" "$T/b4"
@@ -181,6 +197,14 @@ grep -q 'no such user in the image' "$T/stderr" || not_ok "unclear user error: $
 [[ $(wc -l <"$T/stderr") == 1 ]] || not_ok "error is not one line: $(cat "$T/stderr")"
 expect_exit 3 "a group the image does not know" "$CAIRN" --store "$ST" bundle --user app:wheel \
   "$img" "$T/b5"
+mkdir -p "$T/nocmd/etc"
+tar -C "$T/nocmd" -cf "$T/nocmd.tar" etc
+setup "$CAIRN" --store "$ST" import -q nocmd:1 "$T/nocmd.tar" >/dev/null
+expect_exit 2 "an image with no Entrypoint or Cmd and no COMMAND" "$CAIRN" --store "$ST" bundle \
+  nocmd:1 "$T/b5"
+grep -q '^cairn: bundle: nocmd:1: image [0-9a-f]* has no Entrypoint or Cmd: .* -- COMMAND' \
+  "$T/stderr" || not_ok "the error does not say how to give the command: $(cat "$T/stderr")"
+[[ $(wc -l <"$T/stderr") == 1 ]] || not_ok "error is not one line: $(cat "$T/stderr")"
 expect_exit 2 "needs IMAGE and DIR" "$CAIRN" --store "$ST" bundle "$img"
 expect_exit 2 "--env without =" "$CAIRN" --store "$ST" bundle --env X "$img" "$T/b5"
 expect_exit 2 "--rw and --read-only" "$CAIRN" --store "$ST" bundle --rw --read-only "$img" "$T/b5"

@@ -47,6 +47,17 @@ expect_exit 0 "history -q" "$CAIRN" --store "$ST" history -q app:1
 expect_exit 0 "history of a config without history" "$CAIRN" --store "$ST" history --json bare:1
 jq -e --arg la "$la" 'length == 1 and .[0].id == $la and .[0].created == null' "$T/stdout" \
   >/dev/null || not_ok "bare history: $(cat "$T/stdout")"
+# An import records an entry per layer, as podman import does, without a
+# time (the same tars give the same id): history shows the image's.
+setup "$CAIRN" --store "$ST" import -q imp:1 a.tar b.tar >/dev/null
+expect_exit 0 "history of an import" "$CAIRN" --store "$ST" history --json imp:1
+jq -e --arg la "$la" --arg lb "$lb" 'length == 2 and .[0].id == $lb and .[1].id == $la
+  and all(.[]; .comment == "imported from tarball" and .created_by == "cairn import"
+    and (.created | type == "string" and test("^[0-9]{4}-")))' "$T/stdout" >/dev/null ||
+  not_ok "import history: $(cat "$T/stdout")"
+expect_exit 0 "history of an import (table)" "$CAIRN" --store "$ST" history imp:1
+grep -q "^${lb:0:12}  *[^ ].* ago  *cairn import  .*imported from tarball$" "$T/stdout" ||
+  not_ok "import history table: $(cat "$T/stdout")"
 expect_exit 3 "history of no image" "$CAIRN" --store "$ST" history nothing:1
 expect_exit 2 "history needs one image" "$CAIRN" --store "$ST" history
 

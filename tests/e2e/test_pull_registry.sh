@@ -52,6 +52,17 @@ expect_exit 0 "test_pull_registry:36" "$CAIRN" --store "$ST" pull --insecure "do
 expect_exit 0 "test_pull_registry:40" "$CAIRN" --store "$T/st-digest" pull --insecure --jobs 1 \
   "docker://$REGISTRY/team/app@$digest" bydigest:1
 [[ $(cat stdout) == "$app_id" ]] || fail "digest pull gave $(cat stdout)"
+# Without a name, as podman: REPO@DIGEST, listed as REPO <none>.
+expect_exit 0 "pull by digest, no name" "$CAIRN" --store "$T/st-dig2" pull -q --insecure \
+  "docker://$REGISTRY/team/app@$digest"
+"$CAIRN" --store "$T/st-dig2" images --json | jq -e --arg n "$REGISTRY/team/app@$digest" \
+  '.[0].names == [$n]' >/dev/null || fail "names: $("$CAIRN" --store "$T/st-dig2" images --json)"
+"$CAIRN" --store "$T/st-dig2" images >images.out
+grep -q "^$REGISTRY/team/app  *<none>  *${app_id:0:12} " images.out ||
+  fail "a pull by digest lists as: $(cat images.out)"
+ok "a pull by digest keeps REPO@DIGEST, listed as REPO <none>, as podman"
+expect_exit 0 "rm REPO@DIGEST" "$CAIRN" --store "$T/st-dig2" rm "$REGISTRY/team/app@$digest"
+[[ -z $("$CAIRN" --store "$T/st-dig2" images -q) ]] || fail "rm by digest left an image"
 expect_exit 2 "test_pull_registry:43" "$CAIRN" --store "$T/st-digest" pull --insecure "docker://$REGISTRY/team/app@sha256:12"
 
 # docker://, oci: and docker-archive: of the same image: one id.

@@ -41,6 +41,32 @@ expect_exit 0 "pull the docker-archive back" "$CAIRN" --store "$T/st3" pull -q "
 [[ $(cat "$T/stdout") == "$id" ]] && ok "docker-archive round trip: same id" ||
   not_ok "docker-archive gave $(cat "$T/stdout")"
 
+# Without a tag or NAME an archive keeps IMAGE's name, as podman save does
+# (by id: none, as before), and a pull of it gives that name back.
+setup "$CAIRN" --store "$ST" tag "$id" app:7 >/dev/null
+expect_exit 0 "push IMAGE oci-archive:FILE (no tag)" "$CAIRN" --store "$ST" push -q app:7 \
+  "oci-archive:$T/n.tar"
+ref_name='.manifests[0].annotations["org.opencontainers.image.ref.name"]'
+[[ $(tar -xOf "$T/n.tar" index.json | jq -r "$ref_name") == localhost/app:7 ]] && ok "oci-archive: ref.name is the image's name" ||
+  not_ok "index.json: $(tar -xOf "$T/n.tar" index.json)"
+expect_exit 0 "push IMAGE docker-archive:FILE (no NAME)" "$CAIRN" --store "$ST" push -q app:7 \
+  "docker-archive:$T/n-d.tar"
+[[ $(tar -xOf "$T/n-d.tar" manifest.json | jq -c '.[0].RepoTags') == '["localhost/app:7"]' ]] &&
+  ok "docker-archive: RepoTags the image's name" ||
+  not_ok "manifest.json: $(tar -xOf "$T/n-d.tar" manifest.json)"
+for f in n.tar n-d.tar; do
+  kind=oci-archive
+  [[ $f == n-d.tar ]] && kind=docker-archive
+  setup "$CAIRN" --store "$T/st-$f" pull -q "$kind:$T/$f" >/dev/null
+  [[ $("$CAIRN" --store "$T/st-$f" images --format '{{.Repository}}:{{.Tag}}') == \
+    localhost/app:7 ]] && ok "$kind pulled back: named localhost/app:7" ||
+    not_ok "$kind pulled back: $("$CAIRN" --store "$T/st-$f" images)"
+done
+expect_exit 0 "push ID docker-archive:FILE" "$CAIRN" --store "$ST" push -q "$id" \
+  "docker-archive:$T/i-d.tar"
+[[ $(tar -xOf "$T/i-d.tar" manifest.json | jq -c '.[0].RepoTags') == '[]' ]] ||
+  not_ok "by id: RepoTags $(tar -xOf "$T/i-d.tar" manifest.json)"
+
 sum=$(sha256sum <"$T/d.tar")
 expect_exit 1 "an existing docker-archive is refused" "$CAIRN" --store "$ST" push -q "$id" \
   "docker-archive:$T/d.tar"
