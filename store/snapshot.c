@@ -498,10 +498,10 @@ static int filter_parse(cairn_store *st, const char *f, struct term **out, size_
     struct term *c = &t[k++];
     memset(c, 0, sizeof(*c));
     while (*p == ' ') p++;
-    if (!(c->field[0] = token(&p, ".=!~, "))) goto bad;
+    if (!(c->field[0] = token(&p, ".=!~, ")) || !*c->field[0]) goto bad;
     if (*p == '.') {
       p++;
-      if (!(c->field[1] = token(&p, "=!~, "))) goto bad;
+      if (!(c->field[1] = token(&p, "=!~, ")) || !*c->field[1]) goto bad;
     }
     while (*p == ' ') p++;
     if ((p[0] == '=' || p[0] == '!' || p[0] == '~') && p[1] == '=') {
@@ -640,6 +640,8 @@ int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount
   int kind;
   cairn_autofree char *parent = NULL;
   if ((r = row(st, key, &id, &kind, &parent)) < 0) return r;
+  if (kind != CAIRN_SNAPSHOT_ACTIVE && kind != CAIRN_SNAPSHOT_VIEW)
+    return cairn_fail(st, -EBUSY, "snapshot %s: not active or a view", key);
   /* the ancestors' ids, nearest first */
   int64_t *ids = NULL;
   size_t n = 0, cap = 0;

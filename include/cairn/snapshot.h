@@ -11,7 +11,8 @@
  * snapshot_labels), its files the directories STORE/snapshots/ID/fs (and
  * work, for an active one), which its mounts stack as a kernel overlay.
  * Errors, besides the contract's: -EEXIST a key that is taken,
- * -EBUSY a snapshot with children (remove) or one not active (commit),
+ * -EBUSY a snapshot with children (remove), one not active (commit) or
+ * a committed one (mounts),
  * -EINVAL a parent not committed, a label too long, a field that cannot be
  * updated or a bad filter.
  */
@@ -87,9 +88,9 @@ typedef struct cairn_snapshot_mount {
   size_t n_options;
 } cairn_snapshot_mount;
 void cairn_snapshot_mount_free(cairn_snapshot_mount *m);
-/* The mount of the snapshot key (not committed: -ENOENT for those, as
- * containerd's): a bind mount of its directory (or of its one parent's,
- * for a view), or an overlay of its ancestors' directories. */
+/* The mount of the snapshot key, active or a view (-EBUSY for a committed
+ * one, as containerd's): a bind mount of its directory (or of its one
+ * parent's, for a view), or an overlay of its ancestors' directories. */
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out);
 /* Removes the directories of STORE/snapshots/ no snapshot owns (left by an
  * interrupted prepare or remove). */
