@@ -495,14 +495,15 @@ static int serve(cairn_store *st, const char *address) {
   grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
   grpc_server_register_completion_queue(server, cq, NULL);
   grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  mode_t mask = umask(0077); /* the socket is root's from the start: no chmod after */
   int port = grpc_server_add_http2_port(server, target, creds);
+  umask(mask);
   grpc_server_credentials_release(creds);
   if (port == 0) {
     grpc_server_destroy(server);
     grpc_completion_queue_destroy(cq);
     return report_fail(-EADDRNOTAVAIL, "%s: cannot listen there", address);
   }
-  chmod(address, 0600);
   grpc_server_start(server);
   while (!stopping) {
     grpc_call *call = NULL;
