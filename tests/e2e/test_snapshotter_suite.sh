@@ -7,10 +7,10 @@
 # Rename skipped, none failed. The suite is compiled once from Debian's Go
 # sources (golang-github-containerd-containerd-dev) into
 # $CAIRN_TEST_CACHE (about 30 s of CPU). Also its command line: --help,
-# usage errors, SIGTERM. And, if it is installed, containerd with
-# cairn-snapshotter as its proxy plugin imports an image and runs a
-# container (ctr run). Skips (77) without cairn-snapshotter (a build without
-# gRPC) or Go and containerd's sources.
+# usage errors, SIGTERM; its systemd unit. And, if it is installed,
+# containerd with cairn-snapshotter as its proxy plugin imports an image
+# and runs a container (ctr run). Skips (77) without cairn-snapshotter (a
+# build without gRPC) or Go and containerd's sources.
 source "$(dirname "$0")/../lib/test-lib.sh"
 SN=$CAIRN_BIN/cairn-snapshotter
 if [ ! -x "$SN" ]; then
@@ -39,6 +39,31 @@ wait_for 10 pid_gone "$pid" || fail "still running 10 s after SIGTERM"
 wait "$pid"
 check "after SIGTERM it exits 0" test $? = 0
 check "and removes its socket" test ! -e "$T/sn.sock"
+
+# Its systemd unit (packaging/cairn-snapshotter.service.in), as cmake
+# --install puts it, and its ExecStart run by hand as systemd would, the
+# socket elsewhere (as a drop-in would set it).
+cmake --install "$CAIRN_BIN" --prefix "$T/prefix" >/dev/null
+unit=$T/prefix/lib/systemd/system/cairn-snapshotter.service
+check "cmake --install puts cairn-snapshotter.service in lib/systemd/system" test -f "$unit"
+if command -v systemd-analyze >/dev/null; then
+  check "systemd-analyze verify accepts it" systemd-analyze verify --man=no "$unit"
+fi
+check "it is ordered before containerd" grep -qx 'Before=containerd.service' "$unit"
+exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+check "ExecStart is the install's cairn-snapshotter" test "$exec_start" = \
+  "$T/prefix/bin/cairn-snapshotter --address \${CAIRN_SNAPSHOTTER_ADDRESS}"
+check "its default socket is the one the man page's config.toml names" \
+  grep -qx 'Environment=CAIRN_SNAPSHOTTER_ADDRESS=/run/cairn/snapshotter.sock' "$unit"
+check "cairn-snapshotter(8) gives containerd's config.toml lines for it" \
+  grep -qF 'address = "/run/cairn/snapshotter.sock"' "$CAIRN_SRC/doc/cairn-snapshotter.8.scd"
+# shellcheck disable=SC2086 # the unit's words
+CAIRN_STORE=$T/ustore bg_start ${exec_start//\$\{CAIRN_SNAPSHOTTER_ADDRESS\}/$T/unit.sock}
+pid=$!
+check "ExecStart serves on the unit's socket" wait_for 10 test -S "$T/unit.sock"
+check "in the store of CAIRN_STORE" wait_for 10 test -f "$T/ustore/meta.db"
+kill -TERM "$pid"
+wait_for 10 pid_gone "$pid" || fail "still running 10 s after SIGTERM"
 
 # The suite, compiled once for this source of it and this containerd.
 CACHE=${CAIRN_TEST_CACHE:-/var/cache/cairn-test}
