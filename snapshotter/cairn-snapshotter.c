@@ -62,18 +62,30 @@ static const char usage_text[] =
 struct answer {
   grpc_status_code code;
   char why[1200];
-  grpc_byte_buffer *msgs[64]; /* List sends one per LIST_BATCH infos */
-  size_t n_msgs;
+  grpc_call *call; /* where each message goes as it is made (List streams) */
+  grpc_completion_queue *cq;
 };
 
+static bool wait_tag(grpc_completion_queue *cq, void *tag);
+
+/* Sends m now: a unary method's answer, or one of List's. */
 static int answer_msg(struct answer *a, const ProtobufCMessage *m) {
-  if (a->n_msgs == sizeof(a->msgs) / sizeof(a->msgs[0])) return -E2BIG;
   size_t len = protobuf_c_message_get_packed_size(m);
   grpc_slice s = grpc_slice_malloc(len);
   protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(s));
-  a->msgs[a->n_msgs++] = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
   grpc_slice_unref(s);
-  return 0;
+  grpc_op op;
+  memset(&op, 0, sizeof(op));
+  op.op = GRPC_OP_SEND_MESSAGE;
+  op.data.send_message.send_message = bb;
+  bool ok = grpc_call_start_batch(a->call, &op, 1, (void *)3, NULL) == GRPC_CALL_OK &&
+            wait_tag(a->cq, (void *)3);
+  grpc_byte_buffer_destroy(bb);
+  if (ok) return 0;
+  a->code = GRPC_STATUS_UNAVAILABLE;
+  snprintf(a->why, sizeof(a->why), "the answer could not be sent");
+  return -EPIPE;
 }
 
 /* libcairn's error as containerd's code (errdefs.ToGRPC's). */
@@ -452,25 +464,10 @@ static void serve_call(cairn_store *st, grpc_completion_queue *cq, grpc_call *ca
     }
     grpc_byte_buffer_destroy(req);
   }
+  a->call = call;
+  a->cq = cq;
   dispatch(st, method, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in), a);
   grpc_slice_unref(in);
-  if (a->code != GRPC_STATUS_OK) /* an error has no message, only its status */
-    for (size_t i = 0; i < a->n_msgs; i++) grpc_byte_buffer_destroy(a->msgs[i]);
-  if (a->code != GRPC_STATUS_OK) a->n_msgs = 0;
-  for (size_t i = 0; i < a->n_msgs; i++) {
-    memset(ops, 0, sizeof(ops));
-    ops[0].op = GRPC_OP_SEND_MESSAGE;
-    ops[0].data.send_message.send_message = a->msgs[i];
-    bool ok = grpc_call_start_batch(call, ops, 1, (void *)3, NULL) == GRPC_CALL_OK &&
-              wait_tag(cq, (void *)3);
-    grpc_byte_buffer_destroy(a->msgs[i]);
-    if (!ok) {
-      for (size_t j = i + 1; j < a->n_msgs; j++) grpc_byte_buffer_destroy(a->msgs[j]);
-      a->n_msgs = 0;
-      a->code = GRPC_STATUS_UNAVAILABLE;
-      break;
-    }
-  }
   int cancelled = 0;
   grpc_slice details = grpc_slice_from_copied_string(a->why);
   memset(ops, 0, sizeof(ops));

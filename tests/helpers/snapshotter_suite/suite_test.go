@@ -6,7 +6,7 @@
 // fresh state directory and its socket path; the suite talks to it over
 // containerd's snapshots gRPC API, as containerd would. Without it, the
 // suite runs against containerd's in-process overlayfs snapshotter (the
-// reference answer).
+// reference answer). TestCount, ours, counts what a daemon lists.
 package suite
 
 import (
@@ -60,6 +60,32 @@ func proxied(cmdline string) testsuite.SnapshotterFunc {
 		sn := proxy.NewSnapshotter(snapshotsapi.NewSnapshotsClient(conn), "proxy")
 		return sn, func() error { sn.Close(); conn.Close(); return stop() }, nil
 	}
+}
+
+// TestCount prints how many snapshots the daemon serving SNAPSHOTTER_SOCK
+// lists (List, through containerd's proxy client): "snapshots: N".
+func TestCount(t *testing.T) {
+	sock := os.Getenv("SNAPSHOTTER_SOCK")
+	if sock == "" {
+		t.Skip("no SNAPSHOTTER_SOCK")
+	}
+	conn, err := grpc.Dial("unix://"+sock, grpc.WithInsecure(),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(a, "unix://"))
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sn := proxy.NewSnapshotter(snapshotsapi.NewSnapshotsClient(conn), "proxy")
+	n := 0
+	if err := sn.Walk(context.Background(), func(ctx context.Context, si snapshots.Info) error {
+		n++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("snapshots: %d\n", n)
 }
 
 func TestSnapshotter(t *testing.T) {
