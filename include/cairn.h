@@ -52,5 +52,6 @@
 #include "cairn/login.h"
 #include "cairn/upper.h"
 #include "cairn/als.h"
+#include "cairn/snapshot.h"
 
 #endif

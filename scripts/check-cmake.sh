@@ -3,7 +3,7 @@
 # check-cmake.sh [ROOT] — each folder's CMakeLists.txt lists its files by
 # hand, one a line, relative to the folder, sorted: exits 1, printing each
 # fault, if a C source or test file of ROOT (default this checkout) is named
-# in no list of its folder's CMakeLists.txt (store/, common/, fs/, tools/,
+# in no list of its folder's CMakeLists.txt (store/, common/, fs/, tools/, snapshotter/,
 # tests/: a test never run, a source never built) or a list is not sorted
 # (C locale: byte order).
 # It also fails if tests/e2e holds anything but tests that source
@@ -31,6 +31,7 @@ listed store store/*.c store/remote/*.c
 listed common common/*.c
 listed fs fs/*.c
 listed tools tools/*.c
+listed snapshotter snapshotter/*.c
 listed tests tests/unit/test_*.c tests/e2e/test_*.sh tests/fuzz/fuzz_*.c
 # tests/e2e holds the tests only, each on the one library (tests/README.md):
 # libraries are in tests/lib, the Python helpers in tests/helpers.
@@ -70,6 +71,6 @@ while IFS= read -r -d '' f; do
   head -n 40 "$f" | grep -qi 'Over 1,000 lines: [^[:space:]]' && continue
   echo "$f: $n lines, over $LIMIT, and its opening comment gives no reason (\"Over 1,000 lines: WHY\")"
   status=1
-done < <(find include store common fs tools tests scripts bench -type f \
+done < <(find include store common fs tools snapshotter tests scripts bench -type f \
   \( -name '*.[ch]' -o -name '*.sh' -o -name '*.py' \) -print0 2>/dev/null | sort -z)
 exit $status

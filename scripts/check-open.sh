@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# check-open.sh [-v] [ROOT] — checks that no C source of store/, fs/ or
-# tools/ (under ROOT, default this checkout) creates a file by a name that
+# check-open.sh [-v] [ROOT] — checks that no C source of store/, fs/, tools/ or
+# snapshotter/ (under ROOT, default this checkout) creates a file by a name that
 # another user could have made first, and exits 1, printing each offence as
 # "check-open: FILE:LINE: WHAT", if one does.
 #
@@ -29,7 +29,7 @@ fi
 cd "${1:-$(dirname "$0")/..}"
 
 shopt -s nullglob
-files=(store/*.c store/remote/*.c fs/*.c tools/*.c)
+files=(store/*.c store/remote/*.c fs/*.c tools/*.c snapshotter/*.c)
 [ ${#files[@]} -gt 0 ] || { echo "check-open: no C sources under $(pwd)" >&2; exit 1; }
 
 awk -v verbose="$verbose" '

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
-# cairn.bash — bash completion for cairn and cairn-pin, installed by
-# `cmake --install` as share/bash-completion/completions/cairn and
-# .../cairn-pin (each copy registers both).
+# cairn.bash — bash completion for cairn, cairn-pin, cairnfs and
+# cairn-snapshotter, installed by
+# `cmake --install` as share/bash-completion/completions/cairn,
+# .../cairn-pin and .../cairn-snapshotter (each copy registers all).
 #
 # Commands and options come from the programs' own --help, so completion
 # never disagrees with them; image names from `cairn images`, mount
@@ -250,3 +251,15 @@ _cairnfs() {
   _cairn_files "$cur" -d
 }
 complete -F _cairnfs cairnfs
+
+# cairn-snapshotter: its options; a directory for --store, a path for
+# --address (its socket).
+_cairn_snapshotter() {
+  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
+  case $prev in
+  --store) _cairn_files "$cur" -d; return ;;
+  --address) _cairn_files "$cur"; return ;;
+  esac
+  _cairn_reply "$cur" --store --address --help --version
+}
+complete -F _cairn_snapshotter cairn-snapshotter

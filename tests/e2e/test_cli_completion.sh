@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test_cli_completion.sh — bash completion for cairn and cairn-pin, as
+# test_cli_completion.sh — bash completion for cairn and cairn-pin (and
+# cairn-snapshotter's options and directories, when it is built), as
 # cmake --install puts it: bash-completion finds it by the command's name
 # (complete -p), and completing scripted lines (COMP_WORDS, COMP_LINE)
 # gives the commands, each command's options (as its --help lists them),
@@ -119,5 +120,13 @@ expect "cairn-pin hold a<TAB>" cairn-pin "cairn-pin hold a" app:1
 expect "cairn-pin hold IMAGE <TAB>: another image or --" cairn-pin "cairn-pin hold app:1 " app:1 localhost/app:1 docker.io/library/alpine:3.19 --
 offers "cairn-pin hold IMAGE -- sle<TAB>: commands" cairn-pin "cairn-pin hold app:1 -- slee" sleep
 expect "cairn-pin ls a<TAB>" cairn-pin "cairn-pin ls a" app:1
+
+# cairn-snapshotter, when built (gRPC and protobuf-c there).
+if [ -x "$CAIRN_BIN/cairn-snapshotter" ]; then
+  expect "cairn-snapshotter -<TAB>: its options" cairn-snapshotter "cairn-snapshotter -" \
+    --store --address --help --version
+  expect "cairn-snapshotter --store <TAB>: directories" cairn-snapshotter \
+    "cairn-snapshotter --store $T/dirs/" "$T/dirs/sub-a" "$T/dirs/sub-b"
+fi
 
 finish

@@ -1,6 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# test_cli_man.sh — the man pages cairn(1), cairn-pin(1) and cairnfs(8),
+# test_cli_man.sh — the man pages cairn(1), cairn-pin(1), cairnfs(8) and
+# cairn-snapshotter(8) (when it is built),
 # built from doc/*.scd with scdoc, render with man -l, name every command,
 # subcommand and option that the programs' --help lists, document the mount
 # options, mount -t fuse.cairnfs and an fstab line, and are installed by
@@ -17,7 +18,9 @@ fi
 # render PAGE: the page as man -l shows it, plain text.
 render() { MANWIDTH=100 man -l "$MAN/$1" 2>"$T/man.err" | col -bx; }
 
-for page in cairn.1 cairn-pin.1 cairnfs.8; do
+pages="cairn.1 cairn-pin.1 cairnfs.8"
+[ ! -x "$CAIRN_BIN/cairn-snapshotter" ] || pages="$pages cairn-snapshotter.8"
+for page in $pages; do
   check "$page: built" [ -s "$MAN/$page" ]
   render "$page" >"$T/$page.txt"
   check "$page: man -l renders it without a warning" [ ! -s "$T/man.err" ]
@@ -57,10 +60,19 @@ for opt in $(cairnfs --help | grep -oE -- '^  -[a-zA-Z]' | sort -u) \
   $(cairnfs --help | sed -nE 's/^  -o ([a-z_]+).*/\1/p'); do
   check "cairnfs(8) names $opt" grep -qE -- "^       \\*?$opt\\b|^       .*, $opt\\b" "$T/cairnfs.8.txt"
 done
+if [ -x "$CAIRN_BIN/cairn-snapshotter" ]; then
+  for opt in $("$CAIRN_BIN/cairn-snapshotter" --help | grep -oE -- '--[a-z][a-z-]*' | sort -u); do
+    check "cairn-snapshotter(8) names $opt" grep -qE -- "^       $opt\b" "$T/cairn-snapshotter.8.txt"
+  done
+  check "cairn-snapshotter(8) shows containerd's proxy_plugins" \
+    grep -qF '[proxy_plugins.cairn]' "$T/cairn-snapshotter.8.txt"
+fi
 
 # cmake --install puts them in share/man/manSECTION, where man finds them.
 check "cmake --install works" sh -c "cmake --install '$CAIRN_BIN' --prefix '$T/inst' >'$T/install.log'"
-for page in man1/cairn.1 man1/cairn-pin.1 man8/cairnfs.8; do
+installed="man1/cairn.1 man1/cairn-pin.1 man8/cairnfs.8"
+[ ! -x "$CAIRN_BIN/cairn-snapshotter" ] || installed="$installed man8/cairn-snapshotter.8"
+for page in $installed; do
   check "installed: share/man/$page" cmp -s "$MAN/${page#*/}" "$T/inst/share/man/$page"
 done
 check "man -M finds cairn by name" sh -c "man -M '$T/inst/share/man' cairn | grep -q 'cairn-pin(1)'"

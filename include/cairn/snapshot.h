@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cairn/snapshot.h — libcairn's public face: containerd snapshots (store/snapshot.c),
+ * what cairn-snapshotter serves. Included by cairn.h, whose comment gives
+ * the conventions every function here keeps (errors, ids, handles).
+ *
+ * A snapshot is named by a key; it is active (writable), a view
+ * (read-only) or committed, and has at most one parent, a committed
+ * snapshot. The semantics are those of containerd's overlayfs snapshotter:
+ * its records are rows of the store's database (tables snapshots and
+ * snapshot_labels), its files the directories STORE/snapshots/ID/fs (and
+ * work, for an active one), which its mounts stack as a kernel overlay.
+ * Errors, besides the contract's: -EEXIST a key that is taken,
+ * -EBUSY a snapshot with children (remove), one not active (commit) or
+ * a committed one (mounts),
+ * -EINVAL a parent not committed, a label too long, a field that cannot be
+ * updated or a bad filter.
+ */
+#ifndef CAIRN_SNAPSHOT_H
+#define CAIRN_SNAPSHOT_H
+
+#include "store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* containerd's numbers (snapshots.v1.Kind). */
+enum cairn_snapshot_kind {
+  CAIRN_SNAPSHOT_VIEW = 1,
+  CAIRN_SNAPSHOT_ACTIVE = 2,
+  CAIRN_SNAPSHOT_COMMITTED = 3,
+};
+
+typedef struct cairn_snapshot_label {
+  char *key;
+  char *value;
+} cairn_snapshot_label;
+
+typedef struct cairn_snapshot {
+  char *name;
+  char *parent; /* "" for none */
+  enum cairn_snapshot_kind kind;
+  int64_t created_ns, updated_ns; /* since the epoch, UTC */
+  cairn_snapshot_label *labels;
+  size_t n_labels;
+} cairn_snapshot;
+
+/* Frees what s holds (not s). */
+void cairn_snapshot_free(cairn_snapshot *s);
+
+/* A new active snapshot (kind CAIRN_SNAPSHOT_ACTIVE) or view
+ * (CAIRN_SNAPSHOT_VIEW) key on parent ("" or NULL: none), with labels. */
+int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
+                           const char *parent, const cairn_snapshot_label *labels, size_t n_labels);
+/* The active snapshot key becomes the committed snapshot name, with these
+ * labels (not its own) and its disk usage recorded. */
+int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
+                          const cairn_snapshot_label *labels, size_t n_labels);
+/* Removes the snapshot key and its files; -EBUSY if it has children. */
+int cairn_snapshot_remove(cairn_store *st, const char *key);
+/* The snapshot key's record, into *out (cairn_snapshot_free it). */
+int cairn_snapshot_stat(cairn_store *st, const char *key, cairn_snapshot *out);
+/* Updates the snapshot info->name's labels as containerd does: with no
+ * paths all of them; else each path "labels" (all) or "labels.KEY" (one;
+ * an empty value removes it); any other path is -EINVAL. Its new record
+ * into *out. */
+int cairn_snapshot_update(cairn_store *st, const cairn_snapshot *info, const char *const *paths,
+                          size_t n_paths, cairn_snapshot *out);
+/* Calls fn for every snapshot that matches one of the filters (all with
+ * none), in containerd's filter syntax on the fields name, parent, kind
+ * (active, view, committed) and labels.KEY: terms joined by ",", each
+ * FIELD, FIELD==VALUE, FIELD!=VALUE or FIELD~=REGEX, a part or a value
+ * quoted with "" if need be. fn's non-zero return stops the walk and is
+ * returned. */
+typedef int (*cairn_snapshot_walk_fn)(const cairn_snapshot *s, void *arg);
+int cairn_snapshot_walk(cairn_store *st, const char *const *filters, size_t n_filters,
+                        cairn_snapshot_walk_fn fn, void *arg);
+/* The bytes (allocated blocks) and inodes the snapshot key's own files
+ * use: counted now for an active one, as recorded at commit else. */
+int cairn_snapshot_usage(cairn_store *st, const char *key, int64_t *size, int64_t *inodes);
+
+/* A mount as containerd gives it to mount(8): type, source, options. */
+typedef struct cairn_snapshot_mount {
+  char *type;
+  char *source;
+  char **options;
+  size_t n_options;
+} cairn_snapshot_mount;
+void cairn_snapshot_mount_free(cairn_snapshot_mount *m);
+/* The mount of the snapshot key, active or a view (-EBUSY for a committed
+ * one, as containerd's): a bind mount of its directory (or of its one
+ * parent's, for a view), or an overlay of its ancestors' directories. */
+int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out);
+/* Removes the directories of STORE/snapshots/ no snapshot owns (left by an
+ * interrupted prepare or remove). */
+int cairn_snapshot_cleanup(cairn_store *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

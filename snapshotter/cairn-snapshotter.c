@@ -1,0 +1,584 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cairn-snapshotter — containerd's snapshots API
+ * (containerd.services.snapshots.v1.Snapshots) over gRPC on a unix
+ * socket, served from a cairn store: containerd uses it as a proxy plugin
+ * ([proxy_plugins.cairn] type = "snapshot" address = SOCK).
+ *
+ *   cairn-snapshotter [--store DIR] [--address SOCK]
+ *
+ * A front end: it decodes each request (protobuf-c, generated at build
+ * time from containerd's own .proto files), calls libcairn
+ * (cairn/snapshot.h) and encodes the answer; the semantics are the
+ * store's. One call at a time, from one gRPC C core completion queue:
+ * containerd's calls are short, and a store handle is one thread's.
+ */
+#include "cairn.h"
+#include "cleanup.h"
+#include "report.h"
+#include "version.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "github.com/containerd/containerd/api/services/snapshots/v1/snapshots.pb-c.h"
+#include "google/protobuf/empty.pb-c.h"
+
+#define DEFAULT_ADDRESS "/run/cairn/snapshotter.sock"
+#define SERVICE "/containerd.services.snapshots.v1.Snapshots/"
+#define LIST_BATCH 100 /* infos a List message carries, as containerd's service */
+
+/* the generated names, shorter */
+#define SN(x) Containerd__Services__Snapshots__V1__##x
+#define sn(x) containerd__services__snapshots__v1__##x
+typedef SN(Info) Info;
+typedef Containerd__Types__Mount Mount;
+
+static const char usage_text[] =
+    "usage: cairn-snapshotter [--store DIR] [--address SOCK]\n"
+    "       cairn-snapshotter --help | --version\n"
+    "\n"
+    "Serves containerd's snapshots API (a proxy plugin) from a cairn store.\n"
+    "\n"
+    "  --store DIR      the store (default: cairn's, as cairn(1) picks it)\n"
+    "  --address SOCK   the unix socket to serve on (default " DEFAULT_ADDRESS ")\n"
+    "  --help           this text\n"
+    "  --version        the version\n";
+
+/* ---- a call's answer -------------------------------------------------- */
+
+struct answer {
+  grpc_status_code code;
+  char why[1200];
+  grpc_call *call; /* where each message goes as it is made (List streams) */
+  grpc_completion_queue *cq;
+};
+
+static bool wait_tag(grpc_completion_queue *cq, void *tag);
+
+/* Sends m now: a unary method's answer, or one of List's. */
+static int answer_msg(struct answer *a, const ProtobufCMessage *m) {
+  size_t len = protobuf_c_message_get_packed_size(m);
+  grpc_slice s = grpc_slice_malloc(len);
+  protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(s));
+  grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  grpc_op op;
+  memset(&op, 0, sizeof(op));
+  op.op = GRPC_OP_SEND_MESSAGE;
+  op.data.send_message.send_message = bb;
+  bool ok = grpc_call_start_batch(a->call, &op, 1, (void *)3, NULL) == GRPC_CALL_OK &&
+            wait_tag(a->cq, (void *)3);
+  grpc_byte_buffer_destroy(bb);
+  if (ok) return 0;
+  a->code = GRPC_STATUS_UNAVAILABLE;
+  snprintf(a->why, sizeof(a->why), "the answer could not be sent");
+  return -EPIPE;
+}
+
+/* libcairn's error as containerd's code (errdefs.ToGRPC's). */
+static int answer_fail(struct answer *a, cairn_store *st, int err) {
+  a->code = err == -ENOENT   ? GRPC_STATUS_NOT_FOUND
+            : err == -EEXIST ? GRPC_STATUS_ALREADY_EXISTS
+            : err == -EBUSY  ? GRPC_STATUS_FAILED_PRECONDITION
+            : err == -EINVAL ? GRPC_STATUS_INVALID_ARGUMENT
+                             : GRPC_STATUS_UNKNOWN;
+  snprintf(a->why, sizeof(a->why), "%s", report_why(st, err));
+  return err;
+}
+
+/* ---- requests into libcairn's types ----------------------------------- */
+
+typedef struct {
+  ProtobufCMessage base;
+  char *key;
+  char *value;
+} LabelEntry; /* every map<string, string> entry has this layout */
+
+static cairn_snapshot_label *labels_in(size_t n, void **entries) {
+  cairn_snapshot_label *l = calloc(n + 1, sizeof(*l));
+  for (size_t i = 0; l && i < n; i++) {
+    LabelEntry *e = entries[i];
+    l[i].key = e->key;
+    l[i].value = e->value;
+  }
+  return l;
+}
+
+/* ---- answers from libcairn's types ------------------------------------ */
+
+struct info_buf { /* an Info and what it points to */
+  Info info;
+  Google__Protobuf__Timestamp created, updated;
+  SN(Info__LabelsEntry) * entries;
+  SN(Info__LabelsEntry) * *ptrs;
+};
+
+static int info_out(struct info_buf *b, const cairn_snapshot *s) {
+  sn(info__init)(&b->info);
+  google__protobuf__timestamp__init(&b->created);
+  google__protobuf__timestamp__init(&b->updated);
+  b->info.name = s->name;
+  b->info.parent = s->parent;
+  b->info.kind = (SN(Kind))s->kind;
+  b->created.seconds = s->created_ns / 1000000000;
+  b->created.nanos = (int32_t)(s->created_ns % 1000000000);
+  b->updated.seconds = s->updated_ns / 1000000000;
+  b->updated.nanos = (int32_t)(s->updated_ns % 1000000000);
+  b->info.created_at = &b->created;
+  b->info.updated_at = &b->updated;
+  b->entries = calloc(s->n_labels + 1, sizeof(*b->entries));
+  b->ptrs = calloc(s->n_labels + 1, sizeof(*b->ptrs));
+  if (!b->entries || !b->ptrs) return -ENOMEM;
+  for (size_t i = 0; i < s->n_labels; i++) {
+    sn(info__labels_entry__init)(&b->entries[i]);
+    b->entries[i].key = s->labels[i].key;
+    b->entries[i].value = s->labels[i].value;
+    b->ptrs[i] = &b->entries[i];
+  }
+  b->info.n_labels = s->n_labels;
+  b->info.labels = b->ptrs;
+  return 0;
+}
+
+static void info_buf_free(struct info_buf *b) {
+  free(b->entries);
+  free(b->ptrs);
+}
+
+/* A mounts answer (Prepare, View, Mounts: the same layout). */
+typedef struct {
+  ProtobufCMessage base;
+  size_t n_mounts;
+  Mount **mounts;
+} MountsAnswer;
+
+static int mounts_answer(struct answer *a, cairn_store *st, const char *key,
+                         const ProtobufCMessageDescriptor *desc) {
+  cairn_snapshot_mount m;
+  int r = cairn_snapshot_mounts(st, key, &m);
+  if (r < 0) return answer_fail(a, st, r);
+  Mount mount;
+  containerd__types__mount__init(&mount);
+  mount.type = m.type;
+  mount.source = m.source;
+  mount.target = (char *)"";
+  mount.n_options = m.n_options;
+  mount.options = m.options;
+  Mount *mounts[1] = {&mount};
+  MountsAnswer ans;
+  protobuf_c_message_init(desc, &ans);
+  ans.n_mounts = 1;
+  ans.mounts = mounts;
+  r = answer_msg(a, &ans.base);
+  cairn_snapshot_mount_free(&m);
+  return r;
+}
+
+static int empty_answer(struct answer *a) {
+  Google__Protobuf__Empty e;
+  google__protobuf__empty__init(&e);
+  return answer_msg(a, &e.base);
+}
+
+/* ---- the methods ------------------------------------------------------ */
+
+static int do_prepare(cairn_store *st, const uint8_t *in, size_t len, struct answer *a, bool view) {
+  /* PrepareSnapshotRequest and ViewSnapshotRequest have one layout */
+  SN(PrepareSnapshotRequest) *q =
+      view ? (SN(PrepareSnapshotRequest) *)sn(view_snapshot_request__unpack)(NULL, len, in)
+           : sn(prepare_snapshot_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  cairn_autofree cairn_snapshot_label *labels = labels_in(q->n_labels, (void **)q->labels);
+  int r = cairn_snapshot_prepare(st, view ? CAIRN_SNAPSHOT_VIEW : CAIRN_SNAPSHOT_ACTIVE, q->key,
+                                 q->parent, labels, q->n_labels);
+  if (r < 0)
+    answer_fail(a, st, r);
+  else
+    r = mounts_answer(a, st, q->key,
+                      view ? &sn(view_snapshot_response__descriptor)
+                           : &sn(prepare_snapshot_response__descriptor));
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+static int do_mounts(cairn_store *st, const uint8_t *in, size_t len, struct answer *a) {
+  SN(MountsRequest) *q = sn(mounts_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  int r = mounts_answer(a, st, q->key, &sn(mounts_response__descriptor));
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+static int do_commit(cairn_store *st, const uint8_t *in, size_t len, struct answer *a) {
+  SN(CommitSnapshotRequest) *q = sn(commit_snapshot_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  cairn_autofree cairn_snapshot_label *labels = labels_in(q->n_labels, (void **)q->labels);
+  int r = cairn_snapshot_commit(st, q->name, q->key, labels, q->n_labels);
+  r = r < 0 ? answer_fail(a, st, r) : empty_answer(a);
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+static int do_remove(cairn_store *st, const uint8_t *in, size_t len, struct answer *a) {
+  SN(RemoveSnapshotRequest) *q = sn(remove_snapshot_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  int r = cairn_snapshot_remove(st, q->key);
+  r = r < 0 ? answer_fail(a, st, r) : empty_answer(a);
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+/* A StatSnapshotResponse or UpdateSnapshotResponse (one layout) of s. */
+static int info_answer(struct answer *a, const cairn_snapshot *s, bool update) {
+  struct info_buf b = {0};
+  int r = info_out(&b, s);
+  if (r == 0) {
+    SN(StatSnapshotResponse) ans;
+    protobuf_c_message_init(update ? &sn(update_snapshot_response__descriptor)
+                                   : &sn(stat_snapshot_response__descriptor),
+                            &ans);
+    ans.info = &b.info;
+    r = answer_msg(a, &ans.base);
+  }
+  info_buf_free(&b);
+  return r;
+}
+
+static int do_stat(cairn_store *st, const uint8_t *in, size_t len, struct answer *a) {
+  SN(StatSnapshotRequest) *q = sn(stat_snapshot_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  cairn_snapshot s;
+  int r = cairn_snapshot_stat(st, q->key, &s);
+  r = r < 0 ? answer_fail(a, st, r) : info_answer(a, &s, false);
+  cairn_snapshot_free(&s);
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+static int do_update(cairn_store *st, const uint8_t *in, size_t len, struct answer *a) {
+  SN(UpdateSnapshotRequest) *q = sn(update_snapshot_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  int r = -EBADMSG;
+  if (q->info) {
+    cairn_autofree cairn_snapshot_label *labels =
+        labels_in(q->info->n_labels, (void **)q->info->labels);
+    cairn_snapshot info = {.name = q->info->name,
+                           .parent = q->info->parent,
+                           .labels = labels,
+                           .n_labels = q->info->n_labels};
+    size_t n_paths = q->update_mask ? q->update_mask->n_paths : 0;
+    const char *const *paths = q->update_mask ? (const char *const *)q->update_mask->paths : NULL;
+    cairn_snapshot s;
+    r = cairn_snapshot_update(st, &info, paths, n_paths, &s);
+    r = r < 0 ? answer_fail(a, st, r) : info_answer(a, &s, true);
+    cairn_snapshot_free(&s);
+  }
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+struct list_state {
+  struct answer *a;
+  struct info_buf bufs[LIST_BATCH];
+  Info *infos[LIST_BATCH];
+  cairn_snapshot snaps[LIST_BATCH];
+  size_t n;
+};
+
+static int list_flush(struct list_state *ls) {
+  if (ls->n == 0) return 0;
+  SN(ListSnapshotsResponse) ans;
+  sn(list_snapshots_response__init)(&ans);
+  int r = 0;
+  for (size_t i = 0; r == 0 && i < ls->n; i++) {
+    r = info_out(&ls->bufs[i], &ls->snaps[i]);
+    ls->infos[i] = &ls->bufs[i].info;
+  }
+  ans.n_info = ls->n;
+  ans.info = ls->infos;
+  if (r == 0) r = answer_msg(ls->a, &ans.base);
+  for (size_t i = 0; i < ls->n; i++) {
+    info_buf_free(&ls->bufs[i]);
+    cairn_snapshot_free(&ls->snaps[i]);
+  }
+  memset(ls->bufs, 0, sizeof(ls->bufs));
+  ls->n = 0;
+  return r;
+}
+
+static int list_one(const cairn_snapshot *s, void *arg) {
+  struct list_state *ls = arg;
+  cairn_snapshot *c = &ls->snaps[ls->n++];
+  c->name = strdup(s->name);
+  c->parent = strdup(s->parent);
+  c->kind = s->kind;
+  c->created_ns = s->created_ns;
+  c->updated_ns = s->updated_ns;
+  c->labels = calloc(s->n_labels + 1, sizeof(*c->labels));
+  if (!c->name || !c->parent || !c->labels) return -ENOMEM;
+  for (size_t i = 0; i < s->n_labels; i++, c->n_labels++) {
+    c->labels[i].key = strdup(s->labels[i].key);
+    c->labels[i].value = strdup(s->labels[i].value);
+    if (!c->labels[i].key || !c->labels[i].value) return -ENOMEM;
+  }
+  return ls->n == LIST_BATCH ? list_flush(ls) : 0;
+}
+
+static int do_list(cairn_store *st, const uint8_t *in, size_t len, struct answer *a) {
+  SN(ListSnapshotsRequest) *q = sn(list_snapshots_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  struct list_state *ls = calloc(1, sizeof(*ls));
+  int r = -ENOMEM;
+  if (ls) {
+    ls->a = a;
+    r = cairn_snapshot_walk(st, (const char *const *)q->filters, q->n_filters, list_one, ls);
+    if (r == 0)
+      r = list_flush(ls);
+    else {
+      answer_fail(a, st, r);
+      for (size_t i = 0; i < ls->n; i++) cairn_snapshot_free(&ls->snaps[i]);
+    }
+    free(ls);
+  }
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+static int do_usage(cairn_store *st, const uint8_t *in, size_t len, struct answer *a) {
+  SN(UsageRequest) *q = sn(usage_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  SN(UsageResponse) ans;
+  sn(usage_response__init)(&ans);
+  int r = cairn_snapshot_usage(st, q->key, &ans.size, &ans.inodes);
+  r = r < 0 ? answer_fail(a, st, r) : answer_msg(a, &ans.base);
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+static int do_cleanup(cairn_store *st, const uint8_t *in, size_t len, struct answer *a) {
+  SN(CleanupRequest) *q = sn(cleanup_request__unpack)(NULL, len, in);
+  if (!q) return -EBADMSG;
+  int r = cairn_snapshot_cleanup(st);
+  r = r < 0 ? answer_fail(a, st, r) : empty_answer(a);
+  protobuf_c_message_free_unpacked(&q->base, NULL);
+  return r;
+}
+
+/* Runs the method on the request's bytes into a. */
+static void dispatch(cairn_store *st, const char *method, const uint8_t *in, size_t len,
+                     struct answer *a) {
+  int r;
+  if (strncmp(method, SERVICE, strlen(SERVICE)) != 0) {
+    a->code = GRPC_STATUS_UNIMPLEMENTED;
+    snprintf(a->why, sizeof(a->why), "%s: no such service", method);
+    return;
+  }
+  const char *m = method + strlen(SERVICE);
+  if (strcmp(m, "Prepare") == 0)
+    r = do_prepare(st, in, len, a, false);
+  else if (strcmp(m, "View") == 0)
+    r = do_prepare(st, in, len, a, true);
+  else if (strcmp(m, "Mounts") == 0)
+    r = do_mounts(st, in, len, a);
+  else if (strcmp(m, "Commit") == 0)
+    r = do_commit(st, in, len, a);
+  else if (strcmp(m, "Remove") == 0)
+    r = do_remove(st, in, len, a);
+  else if (strcmp(m, "Stat") == 0)
+    r = do_stat(st, in, len, a);
+  else if (strcmp(m, "Update") == 0)
+    r = do_update(st, in, len, a);
+  else if (strcmp(m, "List") == 0)
+    r = do_list(st, in, len, a);
+  else if (strcmp(m, "Usage") == 0)
+    r = do_usage(st, in, len, a);
+  else if (strcmp(m, "Cleanup") == 0)
+    r = do_cleanup(st, in, len, a);
+  else {
+    a->code = GRPC_STATUS_UNIMPLEMENTED;
+    snprintf(a->why, sizeof(a->why), "%s: no such method", m);
+    return;
+  }
+  if (r < 0 && a->code == GRPC_STATUS_OK) { /* not libcairn's: the request's or memory */
+    a->code = r == -EBADMSG ? GRPC_STATUS_INVALID_ARGUMENT : GRPC_STATUS_INTERNAL;
+    snprintf(a->why, sizeof(a->why), "%s: %s", m,
+             r == -EBADMSG ? "a request that does not decode" : strerror(-r));
+  }
+}
+
+/* ---- the server: one completion queue, one call at a time -------------- */
+
+static volatile sig_atomic_t stopping;
+static void on_signal(int sig) {
+  (void)sig;
+  stopping = 1;
+}
+
+/* Waits for the event of tag on cq; false if it failed or we stop. */
+static bool wait_tag(grpc_completion_queue *cq, void *tag) {
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(
+        cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(500, GPR_TIMESPAN)),
+        NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) {
+      if (stopping) return false;
+      continue;
+    }
+    if (ev.type != GRPC_OP_COMPLETE) return false;
+    if (ev.tag == tag) return ev.success;
+  }
+}
+
+static void serve_call(cairn_store *st, grpc_completion_queue *cq, grpc_call *call,
+                       const char *method) {
+  grpc_byte_buffer *req = NULL;
+  grpc_op ops[4];
+  memset(ops, 0, sizeof(ops));
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  ops[1].op = GRPC_OP_RECV_MESSAGE;
+  ops[1].data.recv_message.recv_message = &req;
+  if (grpc_call_start_batch(call, ops, 2, (void *)2, NULL) != GRPC_CALL_OK ||
+      !wait_tag(cq, (void *)2))
+    return;
+  struct answer *a = calloc(1, sizeof(*a));
+  if (!a) return;
+  grpc_slice in = grpc_empty_slice();
+  if (req) {
+    grpc_byte_buffer_reader rd;
+    if (grpc_byte_buffer_reader_init(&rd, req)) {
+      in = grpc_byte_buffer_reader_readall(&rd);
+      grpc_byte_buffer_reader_destroy(&rd);
+    }
+    grpc_byte_buffer_destroy(req);
+  }
+  a->call = call;
+  a->cq = cq;
+  dispatch(st, method, GRPC_SLICE_START_PTR(in), GRPC_SLICE_LENGTH(in), a);
+  grpc_slice_unref(in);
+  int cancelled = 0;
+  grpc_slice details = grpc_slice_from_copied_string(a->why);
+  memset(ops, 0, sizeof(ops));
+  ops[0].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[0].data.send_status_from_server.status = a->code;
+  ops[0].data.send_status_from_server.status_details = &details;
+  ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[1].data.recv_close_on_server.cancelled = &cancelled;
+  if (grpc_call_start_batch(call, ops, 2, (void *)4, NULL) == GRPC_CALL_OK) wait_tag(cq, (void *)4);
+  grpc_slice_unref(details);
+  free(a);
+}
+
+static int serve(cairn_store *st, const char *address) {
+  char target[PATH_MAX + 8];
+  snprintf(target, sizeof(target), "unix:%s", address);
+  struct stat sb;
+  /* a socket left by an earlier run (nothing else is removed) */
+  if (lstat(address, &sb) == 0 && S_ISSOCK(sb.st_mode)) unlink(address);
+  grpc_init();
+  grpc_server *server = grpc_server_create(NULL, NULL);
+  grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+  grpc_server_register_completion_queue(server, cq, NULL);
+  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  mode_t mask = umask(0077); /* the socket is root's from the start: no chmod after */
+  int port = grpc_server_add_http2_port(server, target, creds);
+  umask(mask);
+  grpc_server_credentials_release(creds);
+  if (port == 0) {
+    grpc_server_destroy(server);
+    grpc_completion_queue_destroy(cq);
+    return report_fail(-EADDRNOTAVAIL, "%s: cannot listen there", address);
+  }
+  grpc_server_start(server);
+  while (!stopping) {
+    grpc_call *call = NULL;
+    grpc_call_details details;
+    grpc_metadata_array md;
+    grpc_call_details_init(&details);
+    grpc_metadata_array_init(&md);
+    if (grpc_server_request_call(server, &call, &details, &md, cq, cq, (void *)1) != GRPC_CALL_OK)
+      break;
+    bool got = wait_tag(cq, (void *)1);
+    if (got && call) {
+      char *method = grpc_slice_to_c_string(details.method);
+      serve_call(st, cq, call, method);
+      gpr_free(method);
+    }
+    if (call) grpc_call_unref(call);
+    grpc_call_details_destroy(&details);
+    grpc_metadata_array_destroy(&md);
+    if (!got) break;
+  }
+  grpc_server_shutdown_and_notify(server, cq, (void *)5);
+  grpc_server_cancel_all_calls(server);
+  wait_tag(cq, (void *)5);
+  grpc_server_destroy(server);
+  grpc_completion_queue_shutdown(cq);
+  while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(cq);
+  grpc_shutdown();
+  unlink(address);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  report_prog = "cairn-snapshotter";
+  static const struct option opts[] = {
+      {"store", required_argument, NULL, 's'},
+      {"address", required_argument, NULL, 'a'},
+      {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0},
+  };
+  const char *store_dir = NULL, *address = DEFAULT_ADDRESS;
+  int c;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 's': store_dir = optarg; break;
+    case 'a': address = optarg; break;
+    case 'h': fputs(usage_text, stdout); return 0;
+    case 'V': version_print(); return 0;
+    default:
+      return report_usage("cairn-snapshotter [--store DIR] [--address SOCK]", "%s: unknown option",
+                          argv[optind - 1]);
+    }
+  }
+  if (optind < argc)
+    return report_usage("cairn-snapshotter [--store DIR] [--address SOCK]", "%s: unexpected",
+                        argv[optind]);
+  if (address[0] != '/')
+    return report_usage("cairn-snapshotter [--store DIR] [--address SOCK]",
+                        "--address %s: not an absolute path", address);
+  if (strlen(address) >= 108)
+    return report_usage("cairn-snapshotter [--store DIR] [--address SOCK]",
+                        "--address %s: longer than a unix socket's path may be", address);
+  cairn_store *st = NULL;
+  int r = cairn_store_open_flags(store_dir, CAIRN_STORE_CREATE | CAIRN_STORE_OWN, &st);
+  if (r < 0) {
+    int code = report_fail(r, "%s: %s", store_dir ? store_dir : "store", report_why(st, r));
+    cairn_store_close(st);
+    return code;
+  }
+  if (strcmp(address, DEFAULT_ADDRESS) == 0) mkdir("/run/cairn", 0700);
+  struct sigaction sa = {.sa_handler = on_signal};
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  r = serve(st, address);
+  cairn_store_close(st);
+  return r;
+}

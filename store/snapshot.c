@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * snapshot.c — containerd snapshots (cairn/snapshot.h), as containerd's
+ * overlayfs snapshotter keeps them: a row of the table snapshots (its key,
+ * parent, kind, times and, once committed, its usage) and its labels in
+ * snapshot_labels, in the store's meta.db; its files in
+ * STORE/snapshots/ID/fs (ID the row's, never reused), with
+ * STORE/snapshots/ID/work for an active one's overlay. Committing renames
+ * the row and keeps its ID and files.
+ *
+ * The tables are made on first use (CREATE TABLE IF NOT EXISTS): a store
+ * no snapshotter used has none, and a cairn that knows nothing of them
+ * opens a store that has them.
+ */
+#include "libcairn_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+
+#define LABEL_MAX 4096 /* a label's key and value together, as containerd */
+
+static int tables(cairn_store *st) {
+  return cn_db_exec(st,
+                    "CREATE TABLE IF NOT EXISTS snapshots(id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                    "  name TEXT NOT NULL UNIQUE, parent TEXT NOT NULL, kind INTEGER NOT NULL,"
+                    "  created INTEGER NOT NULL, updated INTEGER NOT NULL,"
+                    "  size INTEGER NOT NULL DEFAULT 0, inodes INTEGER NOT NULL DEFAULT 0);"
+                    "CREATE INDEX IF NOT EXISTS snapshots_parent ON snapshots(parent);"
+                    "CREATE TABLE IF NOT EXISTS snapshot_labels(snapshot_id INTEGER NOT NULL"
+                    "  REFERENCES snapshots(id) ON DELETE CASCADE,"
+                    "  key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(snapshot_id, key));");
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void cairn_snapshot_free(cairn_snapshot *s) {
+  if (!s) return;
+  free(s->name);
+  free(s->parent);
+  for (size_t i = 0; i < s->n_labels; i++) {
+    free(s->labels[i].key);
+    free(s->labels[i].value);
+  }
+  free(s->labels);
+  memset(s, 0, sizeof(*s));
+}
+
+void cairn_snapshot_mount_free(cairn_snapshot_mount *m) {
+  if (!m) return;
+  free(m->type);
+  free(m->source);
+  for (size_t i = 0; i < m->n_options; i++) free(m->options[i]);
+  free(m->options);
+  memset(m, 0, sizeof(*m));
+}
+
+static int fail_step(cairn_store *st, int rc, const char *what) {
+  return rc == SQLITE_FULL ? cn_store_fail_nospace(st) : cn_store_fail_db(st, what);
+}
+
+/* A snapshot's row: its id, kind and parent (parent_out may be NULL). */
+static int row(cairn_store *st, const char *key, int64_t *id, int *kind, char **parent_out) {
+  cn_autostmt sqlite3_stmt *s = NULL;
+  int r = cn_db_prepare(st, &s, "SELECT id, kind, parent FROM snapshots WHERE name=?");
+  if (r < 0) return r;
+  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return cairn_fail(st, -ENOENT, "snapshot %s: not found", key);
+  if (rc != SQLITE_ROW) return fail_step(st, rc, "snapshot");
+  *id = sqlite3_column_int64(s, 0);
+  *kind = sqlite3_column_int(s, 1);
+  if (parent_out && !(*parent_out = strdup((const char *)sqlite3_column_text(s, 2))))
+    return -ENOMEM;
+  return 0;
+}
+
+static int labels_check(cairn_store *st, const cairn_snapshot_label *labels, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strlen(labels[i].key) + strlen(labels[i].value) > LABEL_MAX)
+      return cairn_fail(st, -EINVAL, "label %.64s: longer than %d bytes", labels[i].key, LABEL_MAX);
+  return 0;
+}
+
+/* Sets one label of snapshot id (an empty value removes it). */
+static int label_put(cairn_store *st, int64_t id, const char *key, const char *value) {
+  cn_autostmt sqlite3_stmt *s = NULL;
+  int r = cn_db_prepare(st, &s,
+                        *value ? "INSERT OR REPLACE INTO snapshot_labels VALUES(?, ?, ?)"
+                               : "DELETE FROM snapshot_labels WHERE snapshot_id=? AND key=?");
+  if (r < 0) return r;
+  sqlite3_bind_int64(s, 1, id);
+  sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
+  if (*value) sqlite3_bind_text(s, 3, value, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot label");
+}
+
+static int labels_clear(cairn_store *st, int64_t id) {
+  cn_autostmt sqlite3_stmt *s = NULL;
+  int r = cn_db_prepare(st, &s, "DELETE FROM snapshot_labels WHERE snapshot_id=?");
+  if (r < 0) return r;
+  sqlite3_bind_int64(s, 1, id);
+  int rc = sqlite3_step(s);
+  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot labels");
+}
+
+static int labels_set(cairn_store *st, int64_t id, const cairn_snapshot_label *labels, size_t n) {
+  int r = labels_clear(st, id);
+  for (size_t i = 0; r == 0 && i < n; i++) r = label_put(st, id, labels[i].key, labels[i].value);
+  return r;
+}
+
+/* STORE/snapshots/ID[/sub] into buf. */
+static void snap_path(cairn_store *st, int64_t id, const char *sub, char *buf, size_t len) {
+  snprintf(buf, len, "%s/snapshots/%lld%s%s", st->dir, (long long)id, sub ? "/" : "",
+           sub ? sub : "");
+}
+
+static int rm_one(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)sb, (void)ftw;
+  int r = type == FTW_DP ? rmdir(path) : unlink(path);
+  return r < 0 && errno != ENOENT ? -1 : 0;
+}
+
+static int rm_tree(const char *path) {
+  if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
+    return -errno;
+  return 0;
+}
+
+int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
+                           const char *parent, const cairn_snapshot_label *labels,
+                           size_t n_labels) {
+  store_errclear(st);
+  if (!parent) parent = "";
+  if (!*key) return cairn_fail(st, -EINVAL, "a snapshot needs a key");
+  if (kind != CAIRN_SNAPSHOT_ACTIVE && kind != CAIRN_SNAPSHOT_VIEW)
+    return cairn_fail(st, -EINVAL, "snapshot %s: prepared active or as a view", key);
+  int r = labels_check(st, labels, n_labels);
+  if (r < 0 || (r = tables(st)) < 0 || (r = cn_db_begin(st)) < 0) return r;
+  int64_t parent_id = 0, id;
+  if (*parent) {
+    int pkind;
+    if ((r = row(st, parent, &parent_id, &pkind, NULL)) < 0) {
+      if (r == -ENOENT) r = cairn_fail(st, -ENOENT, "parent snapshot %s: not found", parent);
+      goto fail;
+    }
+    if (pkind != CAIRN_SNAPSHOT_COMMITTED) {
+      r = cairn_fail(st, -EINVAL, "parent snapshot %s: not committed", parent);
+      goto fail;
+    }
+  }
+  {
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s,
+                           "INSERT INTO snapshots(name, parent, kind, created, updated)"
+                           " VALUES(?, ?, ?, ?, ?)")) < 0)
+      goto fail;
+    int64_t t = now_ns();
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, kind);
+    sqlite3_bind_int64(s, 4, t);
+    sqlite3_bind_int64(s, 5, t);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_CONSTRAINT) {
+      r = cairn_fail(st, -EEXIST, "snapshot %s: already exists", key);
+      goto fail;
+    }
+    if (rc != SQLITE_DONE) {
+      r = fail_step(st, rc, "snapshot");
+      goto fail;
+    }
+    id = sqlite3_last_insert_rowid(cn_db(st));
+  }
+  if ((r = labels_set(st, id, labels, n_labels)) < 0) goto fail;
+  /* The directories, before the row is committed: a failure leaves at
+   * most directories no row owns, which cleanup removes. */
+  char dir[PATH_MAX], fs[PATH_MAX], work[PATH_MAX];
+  snap_path(st, 0, NULL, dir, sizeof(dir));
+  *strrchr(dir, '/') = '\0';
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) goto fail_errno;
+  snap_path(st, id, NULL, dir, sizeof(dir));
+  snap_path(st, id, "fs", fs, sizeof(fs));
+  snap_path(st, id, "work", work, sizeof(work));
+  if (mkdir(dir, 0700) < 0 || mkdir(fs, 0755) < 0 || chmod(fs, 0755) < 0) goto fail_errno;
+  if (kind == CAIRN_SNAPSHOT_ACTIVE && mkdir(work, 0711) < 0) goto fail_errno;
+  if (parent_id) { /* the new root is owned as its parent's */
+    char pfs[PATH_MAX];
+    struct stat sb;
+    snap_path(st, parent_id, "fs", pfs, sizeof(pfs));
+    if (stat(pfs, &sb) < 0 || lchown(fs, sb.st_uid, sb.st_gid) < 0) goto fail_errno;
+  }
+  if ((r = cn_db_commit(st)) < 0) {
+    rm_tree(dir);
+    return r;
+  }
+  return 0;
+fail_errno:
+  r = cairn_fail(st, -errno, "snapshot %s: %s", key, strerror(errno));
+  snap_path(st, id, NULL, dir, sizeof(dir));
+  rm_tree(dir);
+fail:
+  cn_db_rollback(st);
+  return r;
+}
+
+/* What the files under path use: allocated bytes and inodes (each once). */
+struct du {
+  int64_t size, inodes;
+  ino_t *seen;
+  size_t n, cap;
+};
+static struct du *du_cur;
+static int du_one(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
+  (void)path, (void)type, (void)ftw;
+  struct du *d = du_cur;
+  if (sb->st_nlink > 1 && !S_ISDIR(sb->st_mode)) {
+    for (size_t i = 0; i < d->n; i++)
+      if (d->seen[i] == sb->st_ino) return 0;
+    ino_t *g = cn_array_grow(d->seen, d->n + 1, &d->cap, sizeof(*g));
+    if (!g) return -1;
+    d->seen = g;
+    d->seen[d->n++] = sb->st_ino;
+  }
+  d->size += (int64_t)sb->st_blocks * 512;
+  d->inodes++;
+  return 0;
+}
+
+static int disk_usage(const char *path, int64_t *size, int64_t *inodes) {
+  struct du d = {0};
+  du_cur = &d;
+  int r = nftw(path, du_one, 16, FTW_PHYS | FTW_MOUNT) < 0 ? -errno : 0;
+  free(d.seen);
+  *size = d.size;
+  *inodes = d.inodes;
+  return r;
+}
+
+int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
+                          const cairn_snapshot_label *labels, size_t n_labels) {
+  store_errclear(st);
+  int r = labels_check(st, labels, n_labels);
+  if (r < 0 || (r = tables(st)) < 0 || (r = cn_db_begin(st)) < 0) return r;
+  int64_t id, other;
+  int kind;
+  if ((r = row(st, name, &other, &kind, NULL)) == 0) {
+    r = cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
+    goto fail;
+  }
+  if (r != -ENOENT) goto fail;
+  if ((r = row(st, key, &id, &kind, NULL)) < 0) goto fail;
+  if (kind != CAIRN_SNAPSHOT_ACTIVE) {
+    r = cairn_fail(st, -EBUSY, "snapshot %s: not active", key);
+    goto fail;
+  }
+  char fs[PATH_MAX];
+  int64_t size, inodes;
+  snap_path(st, id, "fs", fs, sizeof(fs));
+  if ((r = disk_usage(fs, &size, &inodes)) < 0) {
+    r = cairn_fail(st, r, "%s: %s", fs, strerror(-r));
+    goto fail;
+  }
+  {
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s,
+                           "UPDATE snapshots SET name=?, kind=?, created=?, updated=?,"
+                           " size=?, inodes=? WHERE id=?")) < 0)
+      goto fail;
+    int64_t t = now_ns();
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 2, CAIRN_SNAPSHOT_COMMITTED);
+    sqlite3_bind_int64(s, 3, t);
+    sqlite3_bind_int64(s, 4, t);
+    sqlite3_bind_int64(s, 5, size);
+    sqlite3_bind_int64(s, 6, inodes);
+    sqlite3_bind_int64(s, 7, id);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE) {
+      r = fail_step(st, rc, "snapshot");
+      goto fail;
+    }
+  }
+  if ((r = labels_set(st, id, labels, n_labels)) < 0) goto fail;
+  /* the work directory is an active snapshot's only */
+  char work[PATH_MAX];
+  snap_path(st, id, "work", work, sizeof(work));
+  if ((r = cn_db_commit(st)) < 0) return r;
+  rm_tree(work);
+  return 0;
+fail:
+  cn_db_rollback(st);
+  return r;
+}
+
+int cairn_snapshot_remove(cairn_store *st, const char *key) {
+  store_errclear(st);
+  int r;
+  if ((r = tables(st)) < 0 || (r = cn_db_begin(st)) < 0) return r;
+  int64_t id;
+  int kind;
+  if ((r = row(st, key, &id, &kind, NULL)) < 0) goto fail;
+  {
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s, "SELECT 1 FROM snapshots WHERE parent=? LIMIT 1")) < 0)
+      goto fail;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+      r = cairn_fail(st, -EBUSY, "snapshot %s: cannot remove snapshot with child", key);
+      goto fail;
+    }
+    if (rc != SQLITE_DONE) {
+      r = fail_step(st, rc, "snapshot");
+      goto fail;
+    }
+  }
+  {
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s, "DELETE FROM snapshots WHERE id=?")) < 0) goto fail;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE) {
+      r = fail_step(st, rc, "snapshot");
+      goto fail;
+    }
+  }
+  if ((r = cn_db_commit(st)) < 0) return r;
+  char dir[PATH_MAX];
+  snap_path(st, id, NULL, dir, sizeof(dir));
+  if ((r = rm_tree(dir)) < 0) return cairn_fail(st, r, "%s: %s", dir, strerror(-r));
+  return 0;
+fail:
+  cn_db_rollback(st);
+  return r;
+}
+
+/* Reads a row of "SELECT id, name, parent, kind, created, updated" and its labels. */
+static int read_info(cairn_store *st, sqlite3_stmt *s, cairn_snapshot *out) {
+  memset(out, 0, sizeof(*out));
+  int64_t id = sqlite3_column_int64(s, 0);
+  out->name = strdup((const char *)sqlite3_column_text(s, 1));
+  out->parent = strdup((const char *)sqlite3_column_text(s, 2));
+  out->kind = sqlite3_column_int(s, 3);
+  out->created_ns = sqlite3_column_int64(s, 4);
+  out->updated_ns = sqlite3_column_int64(s, 5);
+  if (!out->name || !out->parent) return -ENOMEM;
+  cn_autostmt sqlite3_stmt *l = NULL;
+  int r = cn_db_prepare(st, &l, "SELECT key, value FROM snapshot_labels WHERE snapshot_id=?");
+  if (r < 0) return r;
+  sqlite3_bind_int64(l, 1, id);
+  size_t cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(l)) == SQLITE_ROW) {
+    cairn_snapshot_label *g = cn_array_grow(out->labels, out->n_labels + 1, &cap, sizeof(*g));
+    if (!g) return -ENOMEM;
+    out->labels = g;
+    cairn_snapshot_label *lb = &out->labels[out->n_labels++];
+    lb->key = strdup((const char *)sqlite3_column_text(l, 0));
+    lb->value = strdup((const char *)sqlite3_column_text(l, 1));
+    if (!lb->key || !lb->value) return -ENOMEM;
+  }
+  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot labels");
+}
+
+#define INFO_SQL "SELECT id, name, parent, kind, created, updated FROM snapshots"
+
+int cairn_snapshot_stat(cairn_store *st, const char *key, cairn_snapshot *out) {
+  store_errclear(st);
+  memset(out, 0, sizeof(*out));
+  int r = tables(st);
+  if (r < 0) return r;
+  cn_autostmt sqlite3_stmt *s = NULL;
+  if ((r = cn_db_prepare(st, &s, INFO_SQL " WHERE name=?")) < 0) return r;
+  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return cairn_fail(st, -ENOENT, "snapshot %s: not found", key);
+  if (rc != SQLITE_ROW) return fail_step(st, rc, "snapshot");
+  if ((r = read_info(st, s, out)) < 0) cairn_snapshot_free(out);
+  return r;
+}
+
+static const char *label_of(const cairn_snapshot *info, const char *key) {
+  for (size_t i = 0; i < info->n_labels; i++)
+    if (strcmp(info->labels[i].key, key) == 0) return info->labels[i].value;
+  return NULL;
+}
+
+int cairn_snapshot_update(cairn_store *st, const cairn_snapshot *info, const char *const *paths,
+                          size_t n_paths, cairn_snapshot *out) {
+  store_errclear(st);
+  memset(out, 0, sizeof(*out));
+  for (size_t i = 0; i < n_paths; i++)
+    if (strcmp(paths[i], "labels") != 0 && strncmp(paths[i], "labels.", 7) != 0)
+      return cairn_fail(st, -EINVAL, "cannot update %s of snapshot %s", paths[i], info->name);
+  int r = labels_check(st, info->labels, info->n_labels);
+  if (r < 0 || (r = tables(st)) < 0 || (r = cn_db_begin(st)) < 0) return r;
+  int64_t id;
+  int kind;
+  if ((r = row(st, info->name, &id, &kind, NULL)) < 0) goto fail;
+  if (n_paths == 0) r = labels_set(st, id, info->labels, info->n_labels);
+  for (size_t i = 0; r == 0 && i < n_paths; i++) {
+    if (strcmp(paths[i], "labels") == 0) {
+      r = labels_set(st, id, info->labels, info->n_labels);
+    } else {
+      const char *v = label_of(info, paths[i] + 7);
+      r = label_put(st, id, paths[i] + 7, v ? v : "");
+    }
+  }
+  if (r < 0) goto fail;
+  {
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s, "UPDATE snapshots SET updated=? WHERE id=?")) < 0) goto fail;
+    sqlite3_bind_int64(s, 1, now_ns());
+    sqlite3_bind_int64(s, 2, id);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE) {
+      r = fail_step(st, rc, "snapshot");
+      goto fail;
+    }
+  }
+  if ((r = cn_db_commit(st)) < 0) return r;
+  return cairn_snapshot_stat(st, info->name, out);
+fail:
+  cn_db_rollback(st);
+  return r;
+}
+
+/* ---- filters: containerd's syntax (filters.Parse), on a snapshot's fields */
+
+struct term {
+  char *field[2]; /* "name", "parent", "kind" or "labels" and its key */
+  int op;         /* 0 present, '=' ==, '!' !=, '~' ~= */
+  char *value;
+  regex_t re;
+};
+
+/* A quoted string ("..." with \-escapes) or a bare word up to a stop
+ * character, at *p: a copy, *p past it. */
+static char *token(const char **p, const char *stops) {
+  const char *s = *p;
+  size_t len = strlen(s);
+  char *out = malloc(len + 1), *o = out;
+  if (!out) return NULL;
+  if (*s == '"' || *s == '`') {
+    char q = *s++;
+    while (*s && *s != q) {
+      if (*s == '\\' && s[1] && q == '"') s++;
+      *o++ = *s++;
+    }
+    if (*s != q) {
+      free(out);
+      return NULL;
+    }
+    s++;
+  } else {
+    while (*s && !strchr(stops, *s)) *o++ = *s++;
+  }
+  *o = '\0';
+  *p = s;
+  return out;
+}
+
+static void terms_free(struct term *t, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(t[i].field[0]);
+    free(t[i].field[1]);
+    free(t[i].value);
+    if (t[i].op == '~') regfree(&t[i].re);
+  }
+  free(t);
+}
+
+/* Parses one filter (terms joined by ",") into *out. */
+static int filter_parse(cairn_store *st, const char *f, struct term **out, size_t *n) {
+  struct term *t = NULL;
+  size_t cap = 0, k = 0;
+  const char *p = f;
+  for (;;) {
+    struct term *g = cn_array_grow(t, k + 1, &cap, sizeof(*g));
+    if (!g) goto nomem;
+    t = g;
+    struct term *c = &t[k++];
+    memset(c, 0, sizeof(*c));
+    while (*p == ' ') p++;
+    if (!(c->field[0] = token(&p, ".=!~, ")) || !*c->field[0]) goto bad;
+    if (*p == '.') {
+      p++;
+      if (!(c->field[1] = token(&p, "=!~, ")) || !*c->field[1]) goto bad;
+    }
+    while (*p == ' ') p++;
+    if ((p[0] == '=' || p[0] == '!' || p[0] == '~') && p[1] == '=') {
+      c->op = p[0];
+      p += 2;
+      while (*p == ' ') p++;
+      if (!(c->value = token(&p, ", "))) goto bad;
+      if (c->op == '~' && regcomp(&c->re, c->value, REG_EXTENDED | REG_NOSUB) != 0) {
+        c->op = 0;
+        goto bad;
+      }
+    }
+    while (*p == ' ') p++;
+    if (!*p) break;
+    if (*p++ != ',') goto bad;
+  }
+  *out = t;
+  *n = k;
+  return 0;
+nomem:
+  terms_free(t, k);
+  return -ENOMEM;
+bad:
+  terms_free(t, k);
+  return cairn_fail(st, -EINVAL, "filter %s: not understood", f);
+}
+
+static const char *kind_name(int kind) {
+  return kind == CAIRN_SNAPSHOT_VIEW        ? "view"
+         : kind == CAIRN_SNAPSHOT_ACTIVE    ? "active"
+         : kind == CAIRN_SNAPSHOT_COMMITTED ? "committed"
+                                            : "unknown";
+}
+
+static bool term_match(const struct term *t, const cairn_snapshot *s) {
+  const char *v = NULL;
+  if (strcmp(t->field[0], "name") == 0 && !t->field[1])
+    v = s->name;
+  else if (strcmp(t->field[0], "parent") == 0 && !t->field[1])
+    v = s->parent;
+  else if (strcmp(t->field[0], "kind") == 0 && !t->field[1])
+    v = kind_name(s->kind);
+  else if (strcmp(t->field[0], "labels") == 0 && t->field[1])
+    v = label_of(s, t->field[1]);
+  bool present = v && *v;
+  switch (t->op) {
+  case 0: return present;
+  case '=': return present && strcmp(v, t->value) == 0;
+  case '!': return strcmp(present ? v : "", t->value) != 0;
+  default: return regexec(&t->re, present ? v : "", 0, NULL, 0) == 0;
+  }
+}
+
+int cairn_snapshot_walk(cairn_store *st, const char *const *filters, size_t n_filters,
+                        cairn_snapshot_walk_fn fn, void *arg) {
+  store_errclear(st);
+  int r = tables(st);
+  if (r < 0) return r;
+  struct term **terms = calloc(n_filters + 1, sizeof(*terms));
+  size_t *n_terms = calloc(n_filters + 1, sizeof(*n_terms));
+  if (!terms || !n_terms) {
+    r = -ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < n_filters; i++)
+    if ((r = filter_parse(st, filters[i], &terms[i], &n_terms[i])) < 0) goto out;
+  {
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s, INFO_SQL " ORDER BY name")) < 0) goto out;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      cairn_snapshot info;
+      if ((r = read_info(st, s, &info)) < 0) {
+        cairn_snapshot_free(&info);
+        goto out;
+      }
+      bool match = n_filters == 0;
+      for (size_t i = 0; !match && i < n_filters; i++) {
+        match = true;
+        for (size_t j = 0; match && j < n_terms[i]; j++) match = term_match(&terms[i][j], &info);
+      }
+      r = match ? fn(&info, arg) : 0;
+      cairn_snapshot_free(&info);
+      if (r) goto out;
+    }
+    r = rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshots");
+  }
+out:
+  for (size_t i = 0; terms && i < n_filters; i++)
+    if (terms[i]) terms_free(terms[i], n_terms[i]);
+  free(terms);
+  free(n_terms);
+  return r;
+}
+
+int cairn_snapshot_usage(cairn_store *st, const char *key, int64_t *size, int64_t *inodes) {
+  store_errclear(st);
+  int r = tables(st);
+  if (r < 0) return r;
+  cn_autostmt sqlite3_stmt *s = NULL;
+  if ((r = cn_db_prepare(st, &s, "SELECT id, kind, size, inodes FROM snapshots WHERE name=?")) < 0)
+    return r;
+  sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_DONE) return cairn_fail(st, -ENOENT, "snapshot %s: not found", key);
+  if (rc != SQLITE_ROW) return fail_step(st, rc, "snapshot");
+  if (sqlite3_column_int(s, 1) != CAIRN_SNAPSHOT_ACTIVE) {
+    *size = sqlite3_column_int64(s, 2);
+    *inodes = sqlite3_column_int64(s, 3);
+    return 0;
+  }
+  char fs[PATH_MAX];
+  snap_path(st, sqlite3_column_int64(s, 0), "fs", fs, sizeof(fs));
+  if ((r = disk_usage(fs, size, inodes)) < 0) return cairn_fail(st, r, "%s: %s", fs, strerror(-r));
+  return 0;
+}
+
+static int opt_push(cairn_snapshot_mount *m, char *o) {
+  if (!o) return -ENOMEM;
+  char **g = realloc(m->options, (m->n_options + 1) * sizeof(*g));
+  if (!g) {
+    free(o);
+    return -ENOMEM;
+  }
+  m->options = g;
+  m->options[m->n_options++] = o;
+  return 0;
+}
+
+int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out) {
+  store_errclear(st);
+  memset(out, 0, sizeof(*out));
+  int r = tables(st);
+  if (r < 0) return r;
+  int64_t id;
+  int kind;
+  cairn_autofree char *parent = NULL;
+  if ((r = row(st, key, &id, &kind, &parent)) < 0) return r;
+  if (kind != CAIRN_SNAPSHOT_ACTIVE && kind != CAIRN_SNAPSHOT_VIEW)
+    return cairn_fail(st, -EBUSY, "snapshot %s: not active or a view", key);
+  /* the ancestors' ids, nearest first */
+  int64_t *ids = NULL;
+  size_t n = 0, cap = 0;
+  while (*parent) {
+    int64_t pid;
+    int pkind;
+    char *next = NULL;
+    if ((r = row(st, parent, &pid, &pkind, &next)) < 0) goto out;
+    free(parent);
+    parent = next;
+    int64_t *g = cn_array_grow(ids, n + 1, &cap, sizeof(*g));
+    if (!g) {
+      r = -ENOMEM;
+      goto out;
+    }
+    ids = g;
+    ids[n++] = pid;
+  }
+  char path[PATH_MAX];
+  if (n == 0 || (kind != CAIRN_SNAPSHOT_ACTIVE && n == 1)) {
+    snap_path(st, n ? ids[0] : id, "fs", path, sizeof(path));
+    out->type = strdup("bind");
+    out->source = strdup(path);
+    r = (!out->type || !out->source) ? -ENOMEM : 0;
+    if (!r) r = opt_push(out, strdup(kind == CAIRN_SNAPSHOT_ACTIVE ? "rw" : "ro"));
+    if (!r) r = opt_push(out, strdup("rbind"));
+    goto out;
+  }
+  out->type = strdup("overlay");
+  out->source = strdup("overlay");
+  r = (!out->type || !out->source) ? -ENOMEM : 0;
+  if (!r && kind == CAIRN_SNAPSHOT_ACTIVE) {
+    snap_path(st, id, "work", path, sizeof(path));
+    r = opt_push(out, cn_xasprintf("workdir=%s", path));
+    snap_path(st, id, "fs", path, sizeof(path));
+    if (!r) r = opt_push(out, cn_xasprintf("upperdir=%s", path));
+  }
+  if (!r) {
+    size_t len = 10 + n * (strlen(st->dir) + 40);
+    char *lower = malloc(len);
+    if (!lower) {
+      r = -ENOMEM;
+      goto out;
+    }
+    strcpy(lower, "lowerdir=");
+    for (size_t i = 0; i < n; i++) {
+      snap_path(st, ids[i], "fs", path, sizeof(path));
+      if (i) strcat(lower, ":");
+      strcat(lower, path);
+    }
+    r = opt_push(out, lower);
+  }
+out:
+  free(ids);
+  if (r < 0) {
+    cairn_snapshot_mount_free(out);
+    if (r == -ENOMEM) r = cairn_fail(st, r, "snapshot %s: out of memory", key);
+  }
+  return r;
+}
+
+int cairn_snapshot_cleanup(cairn_store *st) {
+  store_errclear(st);
+  int r = tables(st);
+  if (r < 0) return r;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s/snapshots", st->dir);
+  cairn_autoclosedir DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT ? 0 : cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long long id = strtoll(e->d_name, &end, 10);
+    if (e->d_name[0] == '.' || *end || id <= 0) continue;
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s, "SELECT 1 FROM snapshots WHERE id=?")) < 0) return r;
+    sqlite3_bind_int64(s, 1, id);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) continue;
+    if (rc != SQLITE_DONE) return fail_step(st, rc, "snapshots");
+    char path[PATH_MAX];
+    snap_path(st, id, NULL, path, sizeof(path));
+    if ((r = rm_tree(path)) < 0) return cairn_fail(st, r, "%s: %s", path, strerror(-r));
+  }
+  return 0;
+}
