@@ -24,6 +24,9 @@ fi
 # addresses); the tests start their own on 127.0.0.1.
 if command -v service >/dev/null 2>&1; then service docker-registry stop >/dev/null 2>&1 || true; fi
 pkill -x docker-registry 2>/dev/null || true
+# So may containerd's (a system containerd on /run/containerd): the tests
+# start their own, with a private config and socket.
+if command -v service >/dev/null 2>&1; then service containerd stop >/dev/null 2>&1 || true; fi
 # A real Debian package for test_rw_dpkg.sh (dpkg -i in a container, no
 # network in the tests): fetched once into the tests' cache.
 debs=${CAIRN_TEST_CACHE:-/var/cache/cairn-test}/debs
