@@ -206,8 +206,21 @@ static json_t *config_base(const char *const *diff_ids, size_t n, json_t *conf) 
   return cfg;
 }
 
+/* An import's config: config_base and a history entry per layer, as
+ * podman import writes, without its time: the same tars and changes give
+ * the same image id. */
+static json_t *config_imported(const char *const *diff_ids, size_t n, json_t *conf) {
+  json_t *cfg = config_base(diff_ids, n, conf);
+  json_t *hist = cfg ? json_array() : NULL;
+  for (size_t i = 0; hist && i < n; i++)
+    json_array_append_new(hist, json_pack("{s:s, s:s}", "created_by", "cairn import", "comment",
+                                          "imported from tarball"));
+  if (hist) json_object_set_new(cfg, "history", hist);
+  return cfg;
+}
+
 char *cn_config_for_layers(const char *const *diff_ids, size_t n) {
-  json_t *cfg = config_base(diff_ids, n, NULL);
+  json_t *cfg = config_imported(diff_ids, n, NULL);
   char *s = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
   json_decref(cfg);
   return s;
@@ -523,14 +536,7 @@ int cairn_import_files_changes(cairn_store *st, const char *name, const char *co
     close(fd);
   }
   if (r == 0) {
-    json_t *cfg = config_base((const char *const *)ids, n, conf);
-    /* A history entry per layer, as podman import writes, without its
-     * time: the same tars and changes give the same image id. */
-    json_t *hist = cfg ? json_array() : NULL;
-    for (size_t i = 0; hist && i < n; i++)
-      json_array_append_new(hist, json_pack("{s:s, s:s}", "created_by", "cairn import", "comment",
-                                            "imported from tarball"));
-    if (hist) json_object_set_new(cfg, "history", hist);
+    json_t *cfg = config_imported((const char *const *)ids, n, conf);
     cairn_autofree char *config = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(cfg);
     r = config ? cn_image_commit(st, config, strlen(config), (const char *const *)ids, n, norm,
