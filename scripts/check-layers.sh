@@ -38,8 +38,8 @@ cd "${1:-$(dirname "$0")/..}"
 # NAME | SOURCES (globs) | HEADERS (its own, private) | USES ("below" or
 # "public") | WHAT (for the table of doc/hacking.md: --table)
 LAYERS=(
-  "store | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/libcairn_store.h | below
-    | the store handle and its progress hook, cairn.conf, SQLite (WAL, migrations, durable commits), errors, the store lock, import journals, backoff"
+  "store | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c store/tar_header.c | store/libcairn_store.h | below
+    | the store handle and its progress hook, cairn.conf, SQLite (WAL, migrations, durable commits), errors, the store lock, import journals, backoff, tar headers by their named fields"
   "blobs | store/blob.c | store/libcairn_blob.h | below
     | content-addressed blobs"
   "pins | store/pin.c store/pin_list.c store/pin_locks.c store/mount.c | store/libcairn_pin.h | below

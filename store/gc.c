@@ -174,10 +174,8 @@ static const char *blob_verify(cairn_store *st, const char *name, uint64_t size,
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(x));
   XXH3_freeState(x);
-  unsigned char d[32];
-  EVP_DigestFinal_ex(sha, d, NULL);
+  cn_sha256_final_hex(sha, got);
   EVP_MD_CTX_free(sha);
-  cn_sha256_hex(d, got);
   if (n < 0) return "unreadable";
   if (n_read != size) return "wrong size";
   char key[33];
@@ -270,11 +268,9 @@ static bool file_has_sha256(int fd, const char *hex) {
     EVP_DigestUpdate(sha, buf, (size_t)n);
     off += n;
   }
-  unsigned char d[32];
-  char got[65];
-  EVP_DigestFinal_ex(sha, d, NULL);
+  cairn_id got;
+  cn_sha256_final_hex(sha, got);
   EVP_MD_CTX_free(sha);
-  cn_sha256_hex(d, got);
   return n == 0 && strcmp(got, hex) == 0;
 }
 

@@ -6,6 +6,7 @@
 #include "libcairn_store.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <string.h>
 #include <time.h>
 
@@ -31,6 +32,18 @@ void cn_hex_encode(const unsigned char *bytes, size_t n, char *out) {
 
 void cn_sha256_hex(const unsigned char digest[32], cairn_id out) {
   cn_hex_encode(digest, 32, out);
+}
+
+void cn_sha256_final_hex(EVP_MD_CTX *md, cairn_id out) {
+  unsigned char d[32];
+  EVP_DigestFinal_ex(md, d, NULL);
+  cn_sha256_hex(d, out);
+}
+
+void cn_sha256_final_digest(EVP_MD_CTX *md, char out[CAIRN_DIGEST_LEN + 1]) {
+  cairn_id hex;
+  cn_sha256_final_hex(md, hex);
+  snprintf(out, CAIRN_DIGEST_LEN + 1, "sha256:%s", hex);
 }
 
 bool cairn_id_valid(const char *s) { return cn_is_hex_id(s, CAIRN_ID_LEN); }

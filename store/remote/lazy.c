@@ -664,14 +664,6 @@ static int unpack_take(const unsigned char *p, size_t n, void *arg) {
   return r;
 }
 
-static void md_hex(EVP_MD_CTX *md, char out[CAIRN_DIGEST_LEN + 1]) {
-  unsigned char dg[32];
-  EVP_DigestFinal_ex(md, dg, NULL);
-  cairn_id hex;
-  cn_sha256_hex(dg, hex);
-  snprintf(out, CAIRN_DIGEST_LEN + 1, "sha256:%s", hex);
-}
-
 /* cn_lazy_unpack's, the range in buf, or (buf NULL) in the file in at
  * offset base. */
 static int unpack(const cn_toc_entry *e, const unsigned char *buf, int in_fd, uint64_t base,
@@ -695,13 +687,13 @@ static int unpack(const cn_toc_entry *e, const unsigned char *buf, int in_fd, ui
     struct unpack_in in = {buf, in_fd, (buf ? 0 : base) + (ch->off - lo), ch->csize, inbuf};
     r = chunk_unpack(&in, ch->inner, ch->usize, unpack_take, &o, e->path, st);
     char got[CAIRN_DIGEST_LEN + 1];
-    md_hex(o.piece, got);
+    cn_sha256_final_digest(o.piece, got);
     if (r == 0 && ch->digest[0] && strcmp(got, ch->digest) != 0)
       r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);
   }
   if (r == 0) {
     char got[CAIRN_DIGEST_LEN + 1];
-    md_hex(o.whole, got);
+    cn_sha256_final_digest(o.whole, got);
     if (o.at != e->size || strcmp(got, e->digest) != 0)
       r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);
   }

@@ -339,12 +339,10 @@ static int kept_verify(push_run *p, push_blob *b) {
     EVP_DigestUpdate(md, buf, (size_t)n);
     off += n;
   }
-  unsigned char d[32];
   cairn_id hex;
-  EVP_DigestFinal_ex(md, d, NULL);
+  cn_sha256_final_hex(md, hex);
   EVP_MD_CTX_free(md);
   if (r < 0) return r;
-  cn_sha256_hex(d, hex);
   if ((uint64_t)off != b->size || strcmp(hex, b->digest + 7) != 0)
     return cairn_fail(p->st, -EBADMSG, "the kept blob %s is not its digest's bytes any more",
                       b->digest);
@@ -383,10 +381,8 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
   }
   cn_chunked_free(c.cw);
   if (r == 0) {
-    unsigned char d[32];
     cairn_id hex;
-    EVP_DigestFinal_ex(out.md, d, NULL);
-    cn_sha256_hex(d, hex);
+    cn_sha256_final_hex(out.md, hex);
     snprintf(b->digest, sizeof(b->digest), "sha256:%s", hex);
     b->size = out.size;
   }
