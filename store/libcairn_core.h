@@ -64,6 +64,10 @@ char *cn_tar_name(const cn_tar_header *h);
 /* The bytes that pad size bytes of an entry's data to a whole block. */
 uint64_t cn_tar_padding(uint64_t size);
 
+/* ---- reports ---- */
+/* fsck's problem: a line "problem: WHAT" of r, counted in r->problems. */
+void cn_report_problem(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- lazily pulled layers: what a mount fetches (cairn/lazy.h's subsystem) ---- */
 int cn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n);
 

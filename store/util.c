@@ -141,6 +141,16 @@ void cn_report_line(cairn_report *r, const char *fmt, ...) {
   if ((v[r->n_lines] = strdup(buf))) r->n_lines++;
 }
 
+void cn_report_problem(cairn_report *r, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  cn_report_line(r, "problem: %s", buf);
+  r->problems++;
+}
+
 DIR *cn_opendirat(int dirfd, const char *name) {
   int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return NULL;

@@ -935,41 +935,25 @@ struct lazy_check {
   cn_lazy_toc toc;
 };
 
-static void problem(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(cairn_report *r, const char *fmt, ...) {
-  char *line = NULL;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vasprintf(&line, fmt, ap);
-  va_end(ap);
-  char **v = n < 0 ? NULL : realloc(r->lines, (r->n_lines + 1) * sizeof *v);
-  r->problems++;
-  if (!v) {
-    free(line);
-    return;
-  }
-  r->lines = v;
-  r->lines[r->n_lines++] = line;
-}
-
 static int check_pending(const cairn_lazy_file *f, const char *sha256, void *arg) {
   struct lazy_check *c = arg;
   if (strcmp(c->layer, f->layer_id) != 0) {
     snprintf(c->layer, sizeof c->layer, "%s", f->layer_id);
     cn_lazy_toc_free(&c->toc);
     c->toc_ok = cn_lazy_kept_toc(c->st, f, &c->toc) == 0;
-    if (!c->toc_ok) problem(c->r, "layer %s: its kept TOC: %s", f->layer_id, cairn_errmsg(c->st));
+    if (!c->toc_ok)
+      cn_report_problem(c->r, "layer %s: its kept TOC: %s", f->layer_id, cairn_errmsg(c->st));
     cairn_fail(c->st, 0, "%s", "");
   }
   if (!c->toc_ok) return 0;
   const cn_toc_entry *e;
   if (!toc_lists(&c->toc, f->path, f->size, sha256, &e))
-    problem(c->r, "layer %s: pending file %s is not the one its kept TOC lists", f->layer_id,
-            f->path);
+    cn_report_problem(c->r, "layer %s: pending file %s is not the one its kept TOC lists",
+                      f->layer_id, f->path);
   return 0;
 }
 
-int cairn_lazy_fsck(cairn_store *st, cairn_report *r) {
+int cn_lazy_toc_fsck(cairn_store *st, cairn_report *r) {
   struct lazy_check c = {.st = st, .r = r};
   int rc = cn_lazy_pending_foreach(st, check_pending, &c);
   cn_lazy_toc_free(&c.toc);
