@@ -355,7 +355,7 @@ static int file_end(cn_chunked_writer *w) {
 
 /* An entry's header block (b) passed through: its TOC entry; starts its
  * data. */
-static int entry(cn_chunked_writer *w, const cn_tar_header *b) {
+static int header_toc_entry(cn_chunked_writer *w, const cn_tar_header *b) {
   pending *p = &w->p;
   const char *type;
   char tf = b->typeflag;
@@ -466,7 +466,7 @@ static int header_block(cn_chunked_writer *w) {
     return size ? 0 : (w->st = ST_PAD, 0);
   }
   if (tf == 'S') return fail(w, -ENOTSUP, "a GNU sparse file (the format has none)");
-  return entry(w, b);
+  return header_toc_entry(w, b);
 }
 
 static int meta_end(cn_chunked_writer *w) {
