@@ -129,25 +129,31 @@ void cairn_human_size(uint64_t bytes, char *buf, size_t len) {
   snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
-void cn_report_line(cairn_report *r, const char *fmt, ...) {
+/* A line of r: prefix, then fmt formatted. */
+static void report_vline(cairn_report *r, const char *prefix, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void report_vline(cairn_report *r, const char *prefix, const char *fmt, va_list ap) {
   char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
+  size_t n = (size_t)snprintf(buf, sizeof(buf), "%s", prefix);
+  vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
   char **v = realloc(r->lines, (r->n_lines + 1) * sizeof(*v));
   if (!v) return;
   r->lines = v;
   if ((v[r->n_lines] = strdup(buf))) r->n_lines++;
 }
 
-void cn_report_problem(cairn_report *r, const char *fmt, ...) {
-  char buf[1024];
+void cn_report_line(cairn_report *r, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
+  report_vline(r, "", fmt, ap);
   va_end(ap);
-  cn_report_line(r, "problem: %s", buf);
+}
+
+void cn_report_problem(cairn_report *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  report_vline(r, "problem: ", fmt, ap);
+  va_end(ap);
   r->problems++;
 }
 
