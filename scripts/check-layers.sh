@@ -38,8 +38,8 @@ cd "${1:-$(dirname "$0")/..}"
 # NAME | SOURCES (globs) | HEADERS (its own, private) | USES ("below" or
 # "public") | WHAT (for the table of doc/hacking.md: --table)
 LAYERS=(
-  "store | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c | store/libcairn_store.h | below
-    | the store handle and its progress hook, cairn.conf, SQLite (WAL, migrations, durable commits), errors, the store lock, import journals, backoff"
+  "store | store/error.c store/db.c store/lock.c store/store.c store/staging.c store/util.c store/proc.c store/progress.c store/config.c store/backoff.c store/tar_header.c | store/libcairn_store.h | below
+    | the store handle and its progress hook, cairn.conf, SQLite (WAL, migrations, durable commits), errors, the store lock, import journals, backoff, tar headers by their named fields"
   "blobs | store/blob.c | store/libcairn_blob.h | below
     | content-addressed blobs"
   "pins | store/pin.c store/pin_list.c store/pin_locks.c store/mount.c | store/libcairn_pin.h | below
@@ -59,7 +59,7 @@ LAYERS=(
   "als | store/als.c | - | below
     | what podman's Additional Layer Store needs"
   "rm-gc | store/rm.c store/gc.c | - | below
-    | removal, gc and fsck"
+    | removal and gc"
   "porcelain | store/spec.c store/tag.c store/history.c store/access.c | - | below
     | a bundle's runtime config, tag, history, an image's recorded access list"
   "commit | store/commit.c | - | below
@@ -68,6 +68,8 @@ LAYERS=(
     | containerd's snapshots (cairn-snapshotter): their records, directories, mounts, filters and usage"
   "remote | store/remote/*.c | store/remote/libcairn_remote.h store/remote/libcairn_registry.h store/remote/libcairn_toc.h store/remote/libcairn_byteranges.h store/remote/libcairn_partial.h store/remote/libcairn_chunked_write.h store/remote/libcairn_remote_lazy.h store/remote/libcairn_fill.h | public
     | pull from OCI layouts, oci-archives, docker archives and registries; push (registries, layouts, archives; lazily-pullable layers: zstd:chunked, eStargz); login; the TOCs of eStargz and zstd:chunked layers (lazy pulls), the partial pull of zstd:chunked layers, lazy pulls' fetches and the fill (fill.c); built on cairn.h and libcairn_core.h alone"
+  "fsck | store/fsck.c | - | below
+    | verifying and repairing the store, partial layers' kept TOCs (parsed by remote's parser) included: above remote for them"
 )
 # Front ends: only cairn.h, only what it declares.
 FRONTS="common/*.c common/*.h fs/*.c fs/*.h tools/*.c tools/*.h snapshotter/*.c"

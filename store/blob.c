@@ -169,10 +169,8 @@ static int file_sha256(int fd, char out[65], uint64_t *size) {
     EVP_DigestUpdate(ctx, buf, (size_t)n);
     *size += (uint64_t)n;
   }
-  unsigned char d[32];
-  EVP_DigestFinal_ex(ctx, d, NULL);
+  cn_sha256_final_hex(ctx, out);
   EVP_MD_CTX_free(ctx);
-  cn_sha256_hex(d, out);
   return 0;
 }
 
@@ -233,9 +231,7 @@ int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->xxh));
   char key[33];
   cn_hex_encode(c.digest, sizeof(c.digest), key);
-  unsigned char d[32];
-  EVP_DigestFinal_ex(w->sha, d, NULL);
-  cn_sha256_hex(d, sha256_hex_out);
+  cn_sha256_final_hex(w->sha, sha256_hex_out);
   *size_out = w->size;
   for (unsigned suffix = 0; suffix < 1000; suffix++) {
     if (suffix == 0)

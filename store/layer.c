@@ -681,9 +681,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
       EVP_MD_CTX_free(kept);
       kept = NULL;
     }
-    unsigned char d[32];
-    EVP_DigestFinal_ex(ls->sha, d, NULL);
-    cn_sha256_hex(d, diff_id_out);
+    cn_sha256_final_hex(ls->sha, diff_id_out);
     unsigned pad = kept && strcmp(expected_diff_id, diff_id_out) != 0
                        ? padding_blocks(kept, expected_diff_id)
                        : 0;

@@ -834,8 +834,7 @@ int cn_layer_refute(cairn_store *st, const char *diff_id, const char *reason, ch
 
 /* ---- fsck --------------------------------------------------------- */
 
-int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, ...),
-                 cairn_report *r) {
+int cn_lazy_fsck(cairn_store *st, cairn_report *r) {
   uint64_t layers = 0, files = 0, unfinished = 0;
   {
     cn_autostmt sqlite3_stmt *q = NULL;
@@ -859,14 +858,14 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       done ? unfinished++ : layers++;
       files += (uint64_t)n;
       if (!done && (strcmp(state, "partial") != 0 || n == 0 || !digest)) {
-        problem(r, "layer %s: %s, with %lld pending files and %s source", id, state, (long long)n,
-                digest ? "a" : "no");
+        cn_report_problem(r, "layer %s: %s, with %lld pending files and %s source", id, state,
+                          (long long)n, digest ? "a" : "no");
         continue;
       }
       void *toc = NULL;
       size_t len = 0;
       if (cn_lazy_toc_read(st, digest, &toc, &len) < 0) {
-        problem(r, "layer %s: its kept TOC: %s", id, st->err);
+        cn_report_problem(r, "layer %s: its kept TOC: %s", id, st->err);
         store_errclear(st);
         continue;
       }
@@ -878,7 +877,7 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
       snprintf(got, sizeof got, "sha256:%s", hex);
       free(toc);
       if (strcmp(got, toc_digest) != 0)
-        problem(r, "layer %s: its kept TOC is not the one the pull verified", id);
+        cn_report_problem(r, "layer %s: its kept TOC is not the one the pull verified", id);
     }
   }
   cn_autostmt sqlite3_stmt *e = NULL;
@@ -889,8 +888,9 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
                          " OR length(p.sha256) != 64");
   if (rc < 0) return rc;
   while (sqlite3_step(e) == SQLITE_ROW)
-    problem(r, "layer %s: pending file %s does not match its entry",
-            (const char *)sqlite3_column_text(e, 0), (const char *)sqlite3_column_text(e, 1));
+    cn_report_problem(r, "layer %s: pending file %s does not match its entry",
+                      (const char *)sqlite3_column_text(e, 0),
+                      (const char *)sqlite3_column_text(e, 1));
   {
     cn_autostmt sqlite3_stmt *f = NULL;
     if ((rc = cn_db_prepare(st, &f, "SELECT layer_id, reason FROM layer_refuted ORDER BY 1")) < 0)
@@ -898,8 +898,9 @@ int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, 
     while (sqlite3_step(f) == SQLITE_ROW) {
       const char *id = (const char *)sqlite3_column_text(f, 0);
       char *images = layer_image_names(st, id);
-      problem(r, "layer %s: out of service, its diff_id refuted (%s); images: %s", id,
-              (const char *)sqlite3_column_text(f, 1), images && *images ? images : "none");
+      cn_report_problem(r, "layer %s: out of service, its diff_id refuted (%s); images: %s", id,
+                        (const char *)sqlite3_column_text(f, 1),
+                        images && *images ? images : "none");
       free(images);
     }
   }

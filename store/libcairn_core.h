@@ -11,9 +11,62 @@
 
 #include "cairn.h"
 
+#include <openssl/types.h>
+
 /* ---- ids ---- */
 /* The id form of a raw sha256 digest: its 32 bytes as lowercase hex. */
 void cn_sha256_hex(const unsigned char digest[32], cairn_id out);
+
+/* Finishes md, a sha256, into its id form (cn_sha256_hex); frees nothing. */
+void cn_sha256_final_hex(EVP_MD_CTX *md, cairn_id out);
+/* The same as a digest: "sha256:HEX". */
+void cn_sha256_final_digest(EVP_MD_CTX *md, char out[CAIRN_DIGEST_LEN + 1]);
+
+/* ---- tar headers (tar_header.c), for the exact layers and the chunked writer ---- */
+#define CN_TAR_BLOCK 512
+/* A header block by its fields: POSIX ustar's, and where GNU's old format
+ * puts its sparse map in the prefix. */
+typedef struct {
+  char name[100], mode[8], uid[8], gid[8], size[12], mtime[12], chksum[8];
+  char typeflag, linkname[100], magic[6], version[2], uname[32], gname[32];
+  char devmajor[8], devminor[8];
+  union {
+    char prefix[155];
+    struct {
+      char atime[12], ctime[12], offset[12], longnames[4], unused, sparse[4][24];
+      char isextended, realsize[12];
+    } gnu;
+  };
+  char pad[12];
+} cn_tar_header;
+/* A numeric field of len bytes: 0 and *v, or -1 if malformed. */
+int cn_tar_number(const char *field, size_t len, uint64_t *v);
+#define CN_TAR_NUMBER(h, f, v) cn_tar_number((h)->f, sizeof((h)->f), (v))
+/* True if the block (512 bytes) is all zeros: an end block. */
+bool cn_tar_block_zero(const void *block);
+/* The sums of the block's bytes, the checksum field taken as spaces: of
+ * unsigned bytes (what writers write) and of signed ones (old writers'). */
+typedef struct {
+  uint64_t sum;
+  int64_t signed_sum;
+} cn_tar_sums;
+cn_tar_sums cn_tar_checksum(const cn_tar_header *h);
+/* True if the checksum is right, summed unsigned or signed. */
+bool cn_tar_checksum_ok(const cn_tar_header *h);
+/* A pax ('x', 'g') or GNU long name ('L', 'K') record: about the next entry. */
+bool cn_tar_is_meta(char typeflag);
+/* A regular file's type ('0', NUL, '7'). */
+bool cn_tar_is_regular(char typeflag);
+/* True if the magic is POSIX ustar's ("ustar\0"), which has a prefix. */
+bool cn_tar_posix_ustar(const cn_tar_header *h);
+/* The name, joined to a POSIX ustar prefix: malloc'd, NULL if out of memory. */
+char *cn_tar_name(const cn_tar_header *h);
+/* The bytes that pad size bytes of an entry's data to a whole block. */
+uint64_t cn_tar_padding(uint64_t size);
+
+/* ---- reports ---- */
+/* fsck's problem: a line "problem: WHAT" of r, counted in r->problems. */
+void cn_report_problem(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- lazily pulled layers: what a mount fetches (cairn/lazy.h's subsystem) ---- */
 int cn_access_list_read(cairn_store *st, const char *image_id, char ***paths, size_t *n);

@@ -11,8 +11,7 @@
 /* Checks the partial layers: state, source and pending rows agree, each
  * pending row names a regular file of its layer that names no blob, the
  * kept TOC is there with the digest the pull verified. Problems go to
- * problem(r, ...). */
-int cn_lazy_fsck(cairn_store *st, void (*problem)(cairn_report *, const char *, ...),
-                 cairn_report *r);
+ * r (cn_report_problem). */
+int cn_lazy_fsck(cairn_store *st, cairn_report *r);
 
 #endif

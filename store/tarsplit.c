@@ -148,56 +148,6 @@ static void ts_file_op(cn_tarsplit *ts, const unsigned char digest[16], uint64_t
 
 /* ---- the parser --------------------------------------------------------- */
 
-static uint64_t tar_number(const unsigned char *f, size_t len, bool *ok) {
-  uint64_t v = 0;
-  *ok = true;
-  if (f[0] & 0x80) { /* base-256 */
-    if (f[0] & 0x40) {
-      *ok = false;
-      return 0;
-    }
-    v = f[0] & 0x3f;
-    for (size_t i = 1; i < len; i++) {
-      if (v >> 55) {
-        *ok = false;
-        return 0;
-      }
-      v = v << 8 | f[i];
-    }
-    return v;
-  }
-  size_t i = 0;
-  while (i < len && (f[i] == ' ' || f[i] == '\0')) i++;
-  for (; i < len && f[i] >= '0' && f[i] <= '7'; i++) {
-    if (v >> 60) {
-      *ok = false;
-      return 0;
-    }
-    v = v << 3 | (uint64_t)(f[i] - '0');
-  }
-  return v;
-}
-
-static bool block_zero(const unsigned char *b) {
-  for (size_t i = 0; i < 512; i++)
-    if (b[i]) return false;
-  return true;
-}
-
-static bool header_checksum_ok(const unsigned char *h) {
-  bool ok;
-  uint64_t want = tar_number(h + 148, 8, &ok);
-  if (!ok) return false;
-  uint64_t u = 0;
-  int64_t s = 0;
-  for (size_t i = 0; i < 512; i++) {
-    unsigned char c = (i >= 148 && i < 156) ? ' ' : h[i];
-    u += c;
-    s += (signed char)c;
-  }
-  return want == u || (int64_t)want == s;
-}
-
 static void ts_overrides_clear(cn_tarsplit *ts) {
   ts->pax_size = -1;
   ts->pax_sparse = ts->uncertain = false;
@@ -270,13 +220,10 @@ static void ts_meta_done(cn_tarsplit *ts) {
 /* True if the entry's name makes it something other than a file's
  * content for the importer: a whiteout (no data kept) or a name ending in
  * '/' (a directory to old tars). */
-static bool name_excluded(cn_tarsplit *ts, const unsigned char *h) {
-  char buf[260];
+static bool name_excluded(cn_tarsplit *ts, const cn_tar_header *h) {
+  cairn_autofree char *own = NULL;
   const char *name = ts->long_name ? ts->long_name : ts->pax_path;
-  if (!name) {
-    snprintf(buf, sizeof(buf), "%.100s", (const char *)h);
-    name = buf;
-  }
+  if (!name && !(name = own = cn_tar_name(h))) return true; /* (out of memory: kept raw) */
   size_t n = strlen(name);
   if (n > 0 && name[n - 1] == '/') return true;
   const char *base = strrchr(name, '/');
@@ -285,27 +232,22 @@ static bool name_excluded(cn_tarsplit *ts, const unsigned char *h) {
 }
 
 static void ts_header(cn_tarsplit *ts) {
-  const unsigned char *h = ts->hdr;
-  if (block_zero(h)) return; /* an end block: raw, stay */
-  if (!header_checksum_ok(h)) {
+  const cn_tar_header *h = (const cn_tar_header *)ts->hdr;
+  if (cn_tar_block_zero(h)) return; /* an end block: raw, stay */
+  uint64_t size;
+  if (!cn_tar_checksum_ok(h) || CN_TAR_NUMBER(h, size, &size) < 0) {
     ts->mode = TS_TRAIL; /* not a tar header: everything from here is raw */
     return;
   }
-  bool ok;
-  uint64_t size = tar_number(h + 124, 12, &ok);
-  if (!ok) {
-    ts->mode = TS_TRAIL;
-    return;
-  }
-  char type = (char)h[156];
-  if (type == 'x' || type == 'g' || type == 'L' || type == 'K') {
+  char type = h->typeflag;
+  if (cn_tar_is_meta(type)) {
     ts->meta_type = type;
     ts->meta_len = 0;
     ts->meta_whole = size <= TS_META_MAX;
     ts->meta = NULL;
     if (ts->meta_whole && size > 0 && !(ts->meta = malloc(size))) ts->meta_whole = false;
     ts->left = size;
-    ts->pad = (512 - size % 512) % 512;
+    ts->pad = cn_tar_padding(size);
     ts->mode = TS_META;
     if (size == 0) {
       ts_meta_done(ts);
@@ -314,10 +256,10 @@ static void ts_header(cn_tarsplit *ts) {
     return;
   }
   uint64_t eff = ts->pax_size >= 0 ? (uint64_t)ts->pax_size : size;
-  bool content = (type == '0' || type == '\0' || type == '7') && eff > 0 && !ts->pax_sparse &&
-                 !ts->uncertain && !name_excluded(ts, h);
+  bool content = cn_tar_is_regular(type) && eff > 0 && !ts->pax_sparse && !ts->uncertain &&
+                 !name_excluded(ts, h);
   ts_overrides_clear(ts);
-  uint64_t pad = (512 - eff % 512) % 512;
+  uint64_t pad = cn_tar_padding(eff);
   if (content) {
     ts->mode = TS_DATA;
     ts->left = eff;
@@ -329,7 +271,7 @@ static void ts_header(cn_tarsplit *ts) {
     ts->mode = ts->left ? TS_SKIP : TS_HDR;
     /* an old GNU sparse header whose map goes on in extension blocks:
      * they come first (raw), then the data */
-    if (type == 'S' && h[482]) ts->mode = TS_EXT;
+    if (type == 'S' && h->gnu.isextended) ts->mode = TS_EXT;
   }
 }
 
@@ -696,9 +638,7 @@ int cn_tarsplit_write(cairn_store *st, const void *data, size_t len, cairn_write
       r = cairn_fail(st, -EBADMSG, "tar record: blob %s: longer than recorded", hex);
   }
   if (r == 0) {
-    unsigned char d[32];
-    EVP_DigestFinal_ex(sha, d, NULL);
-    cn_sha256_hex(d, sha256_out);
+    cn_sha256_final_hex(sha, sha256_out);
     *size_out = total;
   } else if (r == -ENOMEM && !st->err[0]) {
     cairn_fail(st, r, "out of memory reading a tar record");

@@ -6,6 +6,7 @@
 #include "libcairn_store.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <string.h>
 #include <time.h>
 
@@ -31,6 +32,18 @@ void cn_hex_encode(const unsigned char *bytes, size_t n, char *out) {
 
 void cn_sha256_hex(const unsigned char digest[32], cairn_id out) {
   cn_hex_encode(digest, 32, out);
+}
+
+void cn_sha256_final_hex(EVP_MD_CTX *md, cairn_id out) {
+  unsigned char d[32];
+  EVP_DigestFinal_ex(md, d, NULL);
+  cn_sha256_hex(d, out);
+}
+
+void cn_sha256_final_digest(EVP_MD_CTX *md, char out[CAIRN_DIGEST_LEN + 1]) {
+  cairn_id hex;
+  cn_sha256_final_hex(md, hex);
+  snprintf(out, CAIRN_DIGEST_LEN + 1, "sha256:%s", hex);
 }
 
 bool cairn_id_valid(const char *s) { return cn_is_hex_id(s, CAIRN_ID_LEN); }
@@ -116,16 +129,32 @@ void cairn_human_size(uint64_t bytes, char *buf, size_t len) {
   snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
 }
 
-void cn_report_line(cairn_report *r, const char *fmt, ...) {
+/* A line of r: prefix, then fmt formatted. */
+static void report_vline(cairn_report *r, const char *prefix, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void report_vline(cairn_report *r, const char *prefix, const char *fmt, va_list ap) {
   char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
+  size_t n = (size_t)snprintf(buf, sizeof(buf), "%s", prefix);
+  vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
   char **v = realloc(r->lines, (r->n_lines + 1) * sizeof(*v));
   if (!v) return;
   r->lines = v;
   if ((v[r->n_lines] = strdup(buf))) r->n_lines++;
+}
+
+void cn_report_line(cairn_report *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  report_vline(r, "", fmt, ap);
+  va_end(ap);
+}
+
+void cn_report_problem(cairn_report *r, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  report_vline(r, "problem: ", fmt, ap);
+  va_end(ap);
+  r->problems++;
 }
 
 DIR *cn_opendirat(int dirfd, const char *name) {

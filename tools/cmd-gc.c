@@ -65,17 +65,8 @@ static int fsck_run(struct cli *c, int argc, char **argv) {
   if (code != CAIRN_EXIT_OK) return code;
   cairn_report r = {0};
   int rc = cairn_fsck(st, repair, &r);
-  char why[512] = ""; /* cairn_fsck's, before the lazy check clears it */
+  char why[512] = "";
   if (rc < 0) snprintf(why, sizeof(why), "%s", report_why(st, rc));
-  /* a lazy pull's pending files against their kept TOCs */
-  uint64_t before = r.problems;
-  int lr = rc == 0 || rc == -EBADMSG ? cairn_lazy_fsck(st, &r) : 0;
-  if (rc == 0 && lr < 0) rc = lr;
-  if (rc == 0 && r.problems > before) {
-    rc = -EBADMSG;
-    snprintf(why, sizeof(why), "%llu problems found", (unsigned long long)(r.problems - before));
-  }
-  if (rc == lr && lr < 0) snprintf(why, sizeof(why), "%s", report_why(st, rc));
   report_print(&r);
   if (rc == 0) printf("clean\n");
   /* what is wrong, named: the first problem's line */

@@ -5,73 +5,14 @@
  * auth.json podman uses (cairn_login, store/remote/login.c), where pulls
  * (and podman, skopeo) find them. The password comes from the standard
  * input with --password-stdin, else from a prompt on the terminal (echo
- * off); never from the command line, where ps would show it. The same
- * reading serves pull's and push's --creds USER (cli_creds).
+ * off, cli_prompt); never from the command line, where ps would show it.
  */
 #include "commands.h"
 
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-#include <termios.h>
 #include <unistd.h>
-
-/* A line of f without its newline in *line (caller frees); false at EOF. */
-static bool read_line(FILE *f, char **line) {
-  size_t cap = 0;
-  ssize_t n = getline(line, &cap, f);
-  if (n < 0) return false;
-  while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r')) (*line)[--n] = '\0';
-  return true;
-}
-
-/* Asks the terminal for a line after prompt, echoing it unless secret. */
-static bool prompt(const char *what, bool secret, char **line) {
-  cairn_autofclose FILE *tty = fopen("/dev/tty", "r+e");
-  if (!tty) return false;
-  fprintf(tty, "%s: ", what);
-  fflush(tty);
-  struct termios old, quiet;
-  bool hide = secret && tcgetattr(fileno(tty), &old) == 0;
-  if (hide) {
-    quiet = old;
-    quiet.c_lflag &= ~(tcflag_t)ECHO;
-    tcsetattr(fileno(tty), TCSAFLUSH, &quiet);
-  }
-  bool got = read_line(tty, line);
-  if (hide) {
-    tcsetattr(fileno(tty), TCSAFLUSH, &old);
-    fputc('\n', tty);
-  }
-  return got;
-}
-
-int cli_creds(const char *arg, const char *cmd, const char *usage, char **out) {
-  *out = NULL;
-  if (!*arg || *arg == ':') return report_usage(usage, "%s: --creds: needs USER[:PASS]", cmd);
-  if (strchr(arg, ':')) {
-    char warning[256];
-    snprintf(warning, sizeof(warning),
-             "%s: --creds USER:PASS: warning: every user sees the password in ps while this "
-             "runs; --creds USER reads it from stdin, or use cairn login",
-             cmd);
-    report_notice(warning);
-    if (!(*out = strdup(arg))) return report_fail(-ENOMEM, "%s: %s", cmd, strerror(ENOMEM));
-    return CAIRN_EXIT_OK;
-  }
-  cairn_autofree char *password = NULL;
-  bool from_stdin = !isatty(STDIN_FILENO);
-  if (from_stdin ? !read_line(stdin, &password) : !prompt("Password", true, &password))
-    return report_usage(usage,
-                        from_stdin ? "%s: --creds %s: no password on stdin"
-                                   : "%s: --creds %s: no terminal to ask for the password on",
-                        cmd, arg);
-  if (asprintf(out, "%s:%s", arg, password) < 0) {
-    *out = NULL;
-    return report_fail(-ENOMEM, "%s: %s", cmd, strerror(ENOMEM));
-  }
-  return CAIRN_EXIT_OK;
-}
 
 static int login_run(struct cli *c, int argc, char **argv) {
   static const struct option opts[] = {
@@ -101,9 +42,9 @@ static int login_run(struct cli *c, int argc, char **argv) {
   cairn_autofree char *user = NULL, *password = NULL;
   if (user_opt && !(user = strdup(user_opt)))
     return report_fail(-ENOMEM, "login: %s", strerror(ENOMEM));
-  if (!user && !prompt("Username", false, &user))
+  if (!user && !cli_prompt("Username", false, &user))
     return report_usage(cmd_login.usage, "login: no terminal to ask for the user name on");
-  if (from_stdin ? !read_line(stdin, &password) : !prompt("Password", true, &password))
+  if (from_stdin ? !cli_read_line(stdin, &password) : !cli_prompt("Password", true, &password))
     return report_usage(cmd_login.usage, from_stdin ? "login: --password-stdin: nothing on stdin"
                                                     : "login: no terminal to ask for the "
                                                       "password on (use --password-stdin)");

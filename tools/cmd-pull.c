@@ -40,14 +40,6 @@ static void on_progress(const cairn_pull_layer *layers, size_t n, void *display)
 
 static void on_log(const char *msg, void *display) { progress_notice(display, msg); }
 
-static int parse_count(const char *s, unsigned max, unsigned *out) {
-  char *end;
-  unsigned long v = strtoul(s, &end, 10);
-  if (!*s || *end || v == 0 || v > max) return -1;
-  *out = (unsigned)v;
-  return 0;
-}
-
 /* How long the pull waits for its background fill to hold its pins. */
 #define FILL_START_MS 30000
 
@@ -164,12 +156,12 @@ static int pull_run(struct cli *c, int argc, char **argv) {
       break;
     case 'C': po.cert_dir = optarg; break;
     case 'j':
-      if (parse_count(optarg, 64, &po.jobs) < 0)
+      if (cli_count(optarg, 64, &po.jobs) < 0)
         return report_usage(PULL_USAGE, "pull: --jobs: needs a number from 1 to 64");
       break;
     case 'r':
-      if (parse_count(optarg, 100, &po.attempts) < 0)
-        return report_usage(PULL_USAGE, "pull: --retries: needs a number from 1 to 100 (attempts)");
+      if (cli_retries(optarg, "pull", PULL_USAGE, &po.attempts) != CAIRN_EXIT_OK)
+        return CAIRN_EXIT_USAGE;
       break;
     case 'L': po.lazy = true; break;
     case 'N': no_fill = true; break;

@@ -75,14 +75,10 @@ static int push_run(struct cli *c, int argc, char **argv) {
         return report_usage(PUSH_USAGE, "push: --tls-verify: needs true or false");
       break;
     case 'C': po.net.cert_dir = optarg; break;
-    case 'r': {
-      char *end;
-      unsigned long v = strtoul(optarg, &end, 10);
-      if (!*optarg || *end || v == 0 || v > 100)
-        return report_usage(PUSH_USAGE, "push: --retries: needs a number from 1 to 100 (attempts)");
-      po.net.attempts = (unsigned)v;
+    case 'r':
+      if (cli_retries(optarg, "push", PUSH_USAGE, &po.net.attempts) != CAIRN_EXIT_OK)
+        return CAIRN_EXIT_USAGE;
       break;
-    }
     case 'q': quiet = true; break;
     default: return cli_bad_option(PUSH_USAGE, argv, o, opts);
     }

@@ -48,7 +48,17 @@ int cli_mount_start_at(cairn_store *st, const char *image, const char *dir, int 
  * directory is not named (the caller does). Returns the exit code. */
 int cli_umount_one(cairn_store *st, const char *name, bool quiet, bool discard);
 
-/* Shared by cmd-pull.c and cmd-push.c; cmd-login.c defines it. */
+/* What the registry commands share (tools/cli_remote.c). */
+/* A line of f without its newline in *line (caller frees); false at EOF. */
+bool cli_read_line(FILE *f, char **line);
+/* Asks the terminal for a line after "WHAT: ", echoing it unless secret;
+ * false if there is no terminal or it ends. */
+bool cli_prompt(const char *what, bool secret, char **line);
+/* A count from 1 to max in *out; -1 if s is not one. */
+int cli_count(const char *s, unsigned max, unsigned *out);
+/* --retries N (attempts, 1 to 100) in *attempts; the exit code (a usage
+ * error is reported with usage, cmd naming the command). */
+int cli_retries(const char *arg, const char *cmd, const char *usage, unsigned *attempts);
 /* --creds: "USER:PASS" as given (ps shows it to every user), or USER alone
  * and the password from the first line of stdin when it is no terminal,
  * else asked on the terminal without echo; *out is "USER:PASS" (the

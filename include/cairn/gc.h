@@ -46,17 +46,13 @@ int cairn_rm_report(cairn_store *st, const char *ref, unsigned flags, cairn_repo
  * annotations/mount records; dry_run only reports. */
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r);
 
-/* Verifies blobs and metadata. Incomplete work (orphan blobs of a crashed
- * import, stale records) is discarded first. Problems are counted in
- * r->problems and the call returns -EBADMSG; repair removes what is broken
- * (layers whose blobs are gone or corrupt, images using them). */
+/* Verifies blobs and metadata, and partial layers (their rows, and their
+ * pending files against their kept TOCs). Incomplete work (orphan blobs of
+ * a crashed import, stale records) is discarded first. Problems are lines
+ * of r ("problem: ...") counted in r->problems, and the call returns
+ * -EBADMSG; repair removes what is broken (layers whose blobs are gone or
+ * corrupt, images using them). */
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
-/* fsck's check of the pending files against their layers' kept TOCs
- * (store/remote/lazy.c: the TOC parser is the pull's): each TOC parses and
- * matches the digest the pull verified, and lists each pending file as a
- * regular file of its size and sha256. Each problem is a line of r
- * (r->problems counts them); a negative errno if it could not look. */
-int cairn_lazy_fsck(cairn_store *st, cairn_report *r);
 
 #ifdef __cplusplus
 }

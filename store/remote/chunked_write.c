@@ -44,7 +44,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#define BLOCK 512
+#define BLOCK CN_TAR_BLOCK
 #define META_MAX (16u << 20) /* a PAX header's or long name's bytes */
 #define SKIPPABLE_MAGIC 0x184D2A50u
 
@@ -170,18 +170,11 @@ static int cut(cn_chunked_writer *w) {
 
 /* ---- small helpers ------------------------------------------------------- */
 
-static void digest_hex(EVP_MD_CTX *md, char out[72]) {
-  unsigned char d[32];
-  EVP_DigestFinal_ex(md, d, NULL);
-  int n = snprintf(out, 72, "sha256:");
-  for (int i = 0; i < 32; i++) n += snprintf(out + n, (size_t)(72 - n), "%02x", d[i]);
-}
-
 static void sha256_of(const void *buf, size_t len, char out[72]) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   EVP_DigestInit_ex(md, EVP_sha256(), NULL);
   EVP_DigestUpdate(md, buf, len);
-  digest_hex(md, out);
+  cn_sha256_final_digest(md, out);
   EVP_MD_CTX_free(md);
 }
 
@@ -190,32 +183,6 @@ static char *base64(const unsigned char *v, size_t len) {
   if (s) EVP_EncodeBlock((unsigned char *)s, v, (int)len);
   return s;
 }
-
-/* A numeric header field: octal (spaces and NULs around it) or base-256. */
-static int field_num(const unsigned char *f, size_t n, uint64_t *v) {
-  *v = 0;
-  if (f[0] & 0x80) {
-    if (f[0] & 0x40) return -1; /* negative */
-    uint64_t x = f[0] & 0x3f;
-    for (size_t i = 1; i < n; i++) {
-      if (x > (UINT64_MAX >> 8)) return -1;
-      x = x << 8 | f[i];
-    }
-    *v = x;
-    return 0;
-  }
-  size_t i = 0;
-  while (i < n && f[i] == ' ') i++;
-  for (; i < n && f[i] >= '0' && f[i] <= '7'; i++) {
-    if (*v > (UINT64_MAX >> 3)) return -1;
-    *v = *v << 3 | (uint64_t)(f[i] - '0');
-  }
-  for (; i < n; i++)
-    if (f[i] != ' ' && f[i] != '\0') return -1;
-  return 0;
-}
-
-static char *field_str(const unsigned char *f, size_t n) { return strndup((const char *)f, n); }
 
 /* "SECONDS[.FRACTION]" of a PAX time. */
 static int pax_time(const char *s, int64_t *sec, long *ns) {
@@ -367,7 +334,7 @@ static int piece_start(cn_chunked_writer *w) {
 
 static int piece_end(cn_chunked_writer *w) {
   char d[72];
-  digest_hex(w->piece_md, d);
+  cn_sha256_final_digest(w->piece_md, d);
   if (w->fmt == CN_CHUNKED_ESTARGZ || w->file_size > CN_CHUNKED_CHUNK)
     json_object_set_new(w->piece, "chunkDigest", json_string(d));
   return 0;
@@ -379,7 +346,7 @@ static int file_end(cn_chunked_writer *w) {
   if (r == 0) r = cut(w);
   if (r < 0) return r;
   char d[72];
-  digest_hex(w->file_md, d);
+  cn_sha256_final_digest(w->file_md, d);
   json_object_set_new(w->file, "digest", json_string(d));
   if (w->fmt == CN_CHUNKED_ZSTD) set_u(w->file, "endOffset", w->out_pos);
   w->file = w->piece = NULL;
@@ -388,10 +355,10 @@ static int file_end(cn_chunked_writer *w) {
 
 /* An entry's header block (b) passed through: its TOC entry; starts its
  * data. */
-static int entry(cn_chunked_writer *w, const unsigned char *b) {
+static int header_toc_entry(cn_chunked_writer *w, const cn_tar_header *b) {
   pending *p = &w->p;
   const char *type;
-  char tf = (char)b[156];
+  char tf = b->typeflag;
   switch (tf) {
   case '0':
   case '\0':
@@ -408,33 +375,21 @@ static int entry(cn_chunked_writer *w, const unsigned char *b) {
   }
   if (p->sparse) return fail(w, -ENOTSUP, "a sparse file (the format has none)");
   uint64_t mode, uid, gid, size, mtime, major = 0, minor = 0;
-  if (field_num(b + 100, 8, &mode) < 0 || field_num(b + 108, 8, &uid) < 0 ||
-      field_num(b + 116, 8, &gid) < 0 || field_num(b + 124, 12, &size) < 0)
+  if (CN_TAR_NUMBER(b, mode, &mode) < 0 || CN_TAR_NUMBER(b, uid, &uid) < 0 ||
+      CN_TAR_NUMBER(b, gid, &gid) < 0 || CN_TAR_NUMBER(b, size, &size) < 0)
     return fail(w, -EBADMSG, "a tar header's number is malformed");
   /* (a time before 1970 in base-256, which tar readers differ on: none) */
-  bool has_mtime = field_num(b + 136, 12, &mtime) == 0 && mtime <= INT64_MAX;
-  bool ustar = memcmp(b + 257, "ustar", 5) == 0;
-  if (ustar && (field_num(b + 329, 8, &major) < 0 || field_num(b + 337, 8, &minor) < 0))
+  bool has_mtime = CN_TAR_NUMBER(b, mtime, &mtime) == 0 && mtime <= INT64_MAX;
+  bool ustar = memcmp(b->magic, "ustar", 5) == 0;
+  if (ustar && (CN_TAR_NUMBER(b, devmajor, &major) < 0 || CN_TAR_NUMBER(b, devminor, &minor) < 0))
     major = minor = 0;
   if (p->has_size) size = p->size;
   if (p->has_uid) uid = p->uid;
   if (p->has_gid) gid = p->gid;
   if (p->has_major) major = p->major;
   if (p->has_minor) minor = p->minor;
-  char *name = p->path ? strdup(p->path) : NULL;
-  if (!name) {
-    char *n = field_str(b, 100);
-    /* POSIX ustar's prefix (GNU's "ustar  " has none there) */
-    if (n && memcmp(b + 257, "ustar\0", 6) == 0 && b[345]) {
-      char *pre = field_str(b + 345, 155), *full = NULL;
-      if (pre && asprintf(&full, "%s/%s", pre, n) < 0) full = NULL;
-      free(pre);
-      free(n);
-      n = full;
-    }
-    name = n;
-  }
-  char *link = p->linkpath ? strdup(p->linkpath) : field_str(b + 157, 100);
+  char *name = p->path ? strdup(p->path) : cn_tar_name(b);
+  char *link = p->linkpath ? strdup(p->linkpath) : strndup(b->linkname, sizeof(b->linkname));
   json_t *o = name && link ? json_pack("{s:s, s:s}", "type", type, "name", name) : NULL;
   int r = o                ? 0
           : (name && link) ? fail(w, -EBADMSG, "a tar entry's name is not UTF-8")
@@ -472,7 +427,7 @@ static int entry(cn_chunked_writer *w, const unsigned char *b) {
   if (json_array_append_new(w->entries, o) < 0) return fail(w, -ENOMEM, "out of memory");
   pending_clear(p);
   w->left = size;
-  w->pad = (BLOCK - size % BLOCK) % BLOCK;
+  w->pad = cn_tar_padding(size);
   if (reg && size > 0) {
     w->file = o;
     w->file_size = size;
@@ -485,43 +440,33 @@ static int entry(cn_chunked_writer *w, const unsigned char *b) {
   return 0;
 }
 
-static bool tar_checksum_ok(const unsigned char *b) {
-  uint64_t want;
-  if (field_num(b + 148, 8, &want) < 0) return false;
-  uint64_t sum = 0;
-  for (int i = 0; i < BLOCK; i++) sum += (i >= 148 && i < 156) ? ' ' : b[i];
-  return sum == want;
-}
-
 /* A whole header block. */
 static int header_block(cn_chunked_writer *w) {
-  const unsigned char *b = w->blk;
+  const cn_tar_header *b = (const cn_tar_header *)w->blk;
   w->blk_n = 0;
-  bool zero = true;
-  for (int i = 0; i < BLOCK && zero; i++) zero = b[i] == 0;
-  if (zero) { /* the end of the archive: kept as it is in zstd:chunked */
+  if (cn_tar_block_zero(b)) { /* the end of the archive: kept as it is in zstd:chunked */
     w->st = ST_TRAILER;
     return w->fmt == CN_CHUNKED_ZSTD ? emit(w, b, BLOCK) : 0;
   }
-  if (!tar_checksum_ok(b)) return fail(w, -EBADMSG, "a tar header's checksum is wrong");
+  if (!cn_tar_checksum_ok(b)) return fail(w, -EBADMSG, "a tar header's checksum is wrong");
   int r = emit(w, b, BLOCK);
   if (r < 0) return r;
-  char tf = (char)b[156];
-  if (tf == 'x' || tf == 'g' || tf == 'L' || tf == 'K') {
+  char tf = b->typeflag;
+  if (cn_tar_is_meta(tf)) {
     uint64_t size;
-    if (field_num(b + 124, 12, &size) < 0 || size > META_MAX)
+    if (CN_TAR_NUMBER(b, size, &size) < 0 || size > META_MAX)
       return fail(w, -EBADMSG, "a tar meta entry's size is malformed or too large");
     free(w->meta);
     if (!(w->meta = malloc(size + 1))) return fail(w, -ENOMEM, "out of memory");
     w->meta_kind = tf;
     w->meta_len = size;
     w->meta_n = 0;
-    w->pad = (BLOCK - size % BLOCK) % BLOCK;
+    w->pad = cn_tar_padding(size);
     w->st = ST_META;
     return size ? 0 : (w->st = ST_PAD, 0);
   }
   if (tf == 'S') return fail(w, -ENOTSUP, "a GNU sparse file (the format has none)");
-  return entry(w, b);
+  return header_toc_entry(w, b);
 }
 
 static int meta_end(cn_chunked_writer *w) {
@@ -647,36 +592,32 @@ static int finish_zstd(cn_chunked_writer *w, const char *js, size_t js_len,
 /* h: the ustar header of a regular file NAME (0644, root, mtime 0) of
  * size bytes, its checksum set, as the estargz package writes its own
  * entries. */
-static void file_header(unsigned char h[BLOCK], const char *name, uint64_t size) {
-  memset(h, 0, BLOCK);
-  snprintf((char *)h, 100, "%s", name);
-  memcpy(h + 100, "0000644", 8);
-  memcpy(h + 108, "0000000", 8);
-  memcpy(h + 116, "0000000", 8);
+static void file_header(cn_tar_header *h, const char *name, uint64_t size) {
+  memset(h, 0, sizeof(*h));
+  snprintf(h->name, sizeof(h->name), "%s", name);
+  memcpy(h->mode, "0000644", 8);
+  memcpy(h->uid, "0000000", 8);
+  memcpy(h->gid, "0000000", 8);
   char num[24];
   snprintf(num, sizeof num, "%011llo", (unsigned long long)size & 077777777777ull);
-  memcpy(h + 124, num, 12);
-  memcpy(h + 136, "00000000000", 12);
-  h[156] = '0';
-  memcpy(h + 257,
-         "ustar\0"
-         "00",
-         8);
-  unsigned sum = 0;
-  memset(h + 148, ' ', 8);
-  for (int i = 0; i < BLOCK; i++) sum += h[i];
-  snprintf((char *)h + 148, 8, "%06o", sum);
+  memcpy(h->size, num, 12);
+  memcpy(h->mtime, "00000000000", 12);
+  h->typeflag = '0';
+  memcpy(h->magic, "ustar\0", 6);
+  memcpy(h->version, "00", 2);
+  snprintf(h->chksum, sizeof(h->chksum), "%06o", (unsigned)cn_tar_checksum(h).sum);
+  h->chksum[7] = ' ';
 }
 
 static int finish_estargz(cn_chunked_writer *w, const char *js, size_t js_len,
                           cn_chunked_result *res) {
   uint64_t toc_off = w->out_pos;
-  unsigned char h[BLOCK];
-  file_header(h, "stargz.index.json", js_len);
+  cn_tar_header h;
+  file_header(&h, "stargz.index.json", js_len);
   static const unsigned char zeros[2 * BLOCK];
-  int r = emit(w, h, BLOCK);
+  int r = emit(w, &h, BLOCK);
   if (r == 0) r = emit(w, js, js_len);
-  if (r == 0) r = emit(w, zeros, (BLOCK - js_len % BLOCK) % BLOCK);
+  if (r == 0) r = emit(w, zeros, cn_tar_padding(js_len));
   if (r == 0) r = emit(w, zeros, sizeof zeros);
   if (r == 0) r = cut(w);
   if (r < 0) return r;
@@ -805,43 +746,32 @@ static int pick_meta(cn_tar_pick *p) {
 }
 
 static int pick_header(cn_tar_pick *p) {
-  const unsigned char *b = p->blk;
+  const cn_tar_header *b = (const cn_tar_header *)p->blk;
   p->blk_n = 0;
-  bool zero = true;
-  for (int i = 0; i < BLOCK && zero; i++) zero = b[i] == 0;
-  if (zero) { /* the end of the archive: the second pass's */
+  if (cn_tar_block_zero(b)) { /* the end of the archive: the second pass's */
     p->st = p->moved ? PK_DROP : PK_REST;
     return p->moved ? 0 : p->fwd(b, BLOCK, p->arg);
   }
   int r = chain_add(p, b, BLOCK);
   if (r < 0) return r;
-  char tf = (char)b[156];
+  char tf = b->typeflag;
   uint64_t size;
-  if (field_num(b + 124, 12, &size) < 0) size = 0; /* (the writer says so) */
-  if (tf == 'x' || tf == 'g' || tf == 'L' || tf == 'K') {
+  if (CN_TAR_NUMBER(b, size, &size) < 0) size = 0; /* (the writer says so) */
+  if (cn_tar_is_meta(tf)) {
     if (size > META_MAX) size = 0;
     p->meta_kind = tf;
     p->meta_at = p->chain_n;
     p->meta_len = size;
-    p->left = size + (BLOCK - size % BLOCK) % BLOCK;
+    p->left = size + cn_tar_padding(size);
     p->st = p->left ? PK_META : PK_HEADER;
     return 0;
   }
   if (p->has_size) size = p->size;
   char *name = p->path;
   p->path = NULL;
-  if (!name) {
-    char n[256];
-    snprintf(n, sizeof n, "%.100s", (const char *)b);
-    if (memcmp(b + 257, "ustar\0", 6) == 0 && b[345]) {
-      if (asprintf(&name, "%.155s/%s", (const char *)b + 345, n) < 0) name = NULL;
-    } else {
-      name = strdup(n);
-    }
-    if (!name) return -ENOMEM;
-  }
+  if (!name && !(name = cn_tar_name(b))) return -ENOMEM;
   char norm[CN_TOC_PATH_MAX + 1];
-  bool reg = tf == '0' || tf == '\0' || tf == '7';
+  bool reg = cn_tar_is_regular(tf);
   bool moves = reg && cn_toc_path_normalize(name, norm, NULL) == 0 &&
                json_object_get(p->w->prefetch, norm) != NULL;
   free(name);
@@ -850,7 +780,7 @@ static int pick_header(cn_tar_pick *p) {
   p->n += p->keep;
   p->chain_n = 0;
   p->has_size = false;
-  p->left = size + (BLOCK - size % BLOCK) % BLOCK;
+  p->left = size + cn_tar_padding(size);
   p->st = p->left ? PK_DATA : PK_HEADER;
   return r;
 }
@@ -890,10 +820,12 @@ int cn_tar_pick_write(cn_tar_pick *p, const void *buf, size_t len) {
 }
 
 int cn_chunked_landmark(cn_chunked_writer *w) {
-  unsigned char h[2 * BLOCK] = {0};
-  file_header(h, ".prefetch.landmark", 1);
-  h[BLOCK] = 0xf; /* its one byte, as the estargz package writes it */
-  return cn_chunked_write(w, h, sizeof h);
+  struct {
+    cn_tar_header h;
+    unsigned char data[BLOCK];
+  } e = {.data = {0xf}}; /* its one byte, as the estargz package writes it */
+  file_header(&e.h, ".prefetch.landmark", 1);
+  return cn_chunked_write(w, &e, sizeof e);
 }
 
 int cn_chunked_finish(cn_chunked_writer *w, cn_chunked_result *res) {
@@ -911,7 +843,7 @@ int cn_chunked_finish(cn_chunked_writer *w, cn_chunked_result *res) {
   r = w->fmt == CN_CHUNKED_ZSTD ? finish_zstd(w, js, js_len, res)
                                 : finish_estargz(w, js, js_len, res);
   free(js);
-  if (r == 0) digest_hex(w->tar_md, res->diff_id);
+  if (r == 0) cn_sha256_final_digest(w->tar_md, res->diff_id);
   return r;
 }
 

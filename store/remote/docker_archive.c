@@ -143,7 +143,7 @@ static const pull_source_ops archive_ops = {
 /* Reads manifest.json and the config, and builds the image manifest. The
  * config itself is served by the manifest's config descriptor through
  * blob(): it is listed among the "layers" paths so the same lookup finds it. */
-static int load(docker_archive *da, cairn_store *st) {
+static int read_manifest_and_config(docker_archive *da, cairn_store *st) {
   cairn_autofree char *mbody = NULL, *cbody = NULL;
   size_t mlen = 0, clen = 0;
   json_t *mj = NULL, *cj = NULL, *out = NULL;
@@ -229,7 +229,7 @@ int cn_docker_archive_open(const char *path, pull_source **out, cairn_store *st)
     return cairn_fail(st, -ENOMEM, "out of memory");
   }
   da->base.ops = &archive_ops;
-  int r = load(da, st);
+  int r = read_manifest_and_config(da, st);
   if (r < 0) {
     docker_archive_free(&da->base);
     return r;

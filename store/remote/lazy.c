@@ -664,14 +664,6 @@ static int unpack_take(const unsigned char *p, size_t n, void *arg) {
   return r;
 }
 
-static void md_hex(EVP_MD_CTX *md, char out[CAIRN_DIGEST_LEN + 1]) {
-  unsigned char dg[32];
-  EVP_DigestFinal_ex(md, dg, NULL);
-  cairn_id hex;
-  cn_sha256_hex(dg, hex);
-  snprintf(out, CAIRN_DIGEST_LEN + 1, "sha256:%s", hex);
-}
-
 /* cn_lazy_unpack's, the range in buf, or (buf NULL) in the file in at
  * offset base. */
 static int unpack(const cn_toc_entry *e, const unsigned char *buf, int in_fd, uint64_t base,
@@ -695,13 +687,13 @@ static int unpack(const cn_toc_entry *e, const unsigned char *buf, int in_fd, ui
     struct unpack_in in = {buf, in_fd, (buf ? 0 : base) + (ch->off - lo), ch->csize, inbuf};
     r = chunk_unpack(&in, ch->inner, ch->usize, unpack_take, &o, e->path, st);
     char got[CAIRN_DIGEST_LEN + 1];
-    md_hex(o.piece, got);
+    cn_sha256_final_digest(o.piece, got);
     if (r == 0 && ch->digest[0] && strcmp(got, ch->digest) != 0)
       r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);
   }
   if (r == 0) {
     char got[CAIRN_DIGEST_LEN + 1];
-    md_hex(o.whole, got);
+    cn_sha256_final_digest(o.whole, got);
     if (o.at != e->size || strcmp(got, e->digest) != 0)
       r = cairn_fail(st, -EBADMSG, "\"%s\": the fetched data is not what the TOC says", e->path);
   }
@@ -943,41 +935,25 @@ struct lazy_check {
   cn_lazy_toc toc;
 };
 
-static void problem(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void problem(cairn_report *r, const char *fmt, ...) {
-  char *line = NULL;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vasprintf(&line, fmt, ap);
-  va_end(ap);
-  char **v = n < 0 ? NULL : realloc(r->lines, (r->n_lines + 1) * sizeof *v);
-  r->problems++;
-  if (!v) {
-    free(line);
-    return;
-  }
-  r->lines = v;
-  r->lines[r->n_lines++] = line;
-}
-
 static int check_pending(const cairn_lazy_file *f, const char *sha256, void *arg) {
   struct lazy_check *c = arg;
   if (strcmp(c->layer, f->layer_id) != 0) {
     snprintf(c->layer, sizeof c->layer, "%s", f->layer_id);
     cn_lazy_toc_free(&c->toc);
     c->toc_ok = cn_lazy_kept_toc(c->st, f, &c->toc) == 0;
-    if (!c->toc_ok) problem(c->r, "layer %s: its kept TOC: %s", f->layer_id, cairn_errmsg(c->st));
+    if (!c->toc_ok)
+      cn_report_problem(c->r, "layer %s: its kept TOC: %s", f->layer_id, cairn_errmsg(c->st));
     cairn_fail(c->st, 0, "%s", "");
   }
   if (!c->toc_ok) return 0;
   const cn_toc_entry *e;
   if (!toc_lists(&c->toc, f->path, f->size, sha256, &e))
-    problem(c->r, "layer %s: pending file %s is not the one its kept TOC lists", f->layer_id,
-            f->path);
+    cn_report_problem(c->r, "layer %s: pending file %s is not the one its kept TOC lists",
+                      f->layer_id, f->path);
   return 0;
 }
 
-int cairn_lazy_fsck(cairn_store *st, cairn_report *r) {
+int cn_lazy_toc_fsck(cairn_store *st, cairn_report *r) {
   struct lazy_check c = {.st = st, .r = r};
   int rc = cn_lazy_pending_foreach(st, check_pending, &c);
   cn_lazy_toc_free(&c.toc);

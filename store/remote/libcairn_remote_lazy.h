@@ -25,6 +25,13 @@ typedef struct cn_lazy_toc {
 } cn_lazy_toc;
 void cn_lazy_toc_free(cn_lazy_toc *lt);
 
+/* fsck's check of the pending files against their layers' kept TOCs (the
+ * parser is the pull's): each TOC parses and matches the digest the pull
+ * verified, and lists each pending file as a regular file of its size and
+ * sha256. Each problem goes to r (cn_report_problem); a negative errno if
+ * it could not look. Only store/fsck.c calls it. */
+int cn_lazy_toc_fsck(cairn_store *st, cairn_report *r);
+
 /* Fetches layer d's TOC by range requests, per format: zstd:chunked the
  * range the annotation names (checked against the checksum annotation);
  * eStargz the footer (the last 51 bytes), then [TOC, footer) (the TOC

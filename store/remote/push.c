@@ -339,12 +339,10 @@ static int kept_verify(push_run *p, push_blob *b) {
     EVP_DigestUpdate(md, buf, (size_t)n);
     off += n;
   }
-  unsigned char d[32];
   cairn_id hex;
-  EVP_DigestFinal_ex(md, d, NULL);
+  cn_sha256_final_hex(md, hex);
   EVP_MD_CTX_free(md);
   if (r < 0) return r;
-  cn_sha256_hex(d, hex);
   if ((uint64_t)off != b->size || strcmp(hex, b->digest + 7) != 0)
     return cairn_fail(p->st, -EBADMSG, "the kept blob %s is not its digest's bytes any more",
                       b->digest);
@@ -383,10 +381,8 @@ static int layer_prepare(push_run *p, size_t i, push_blob *b) {
   }
   cn_chunked_free(c.cw);
   if (r == 0) {
-    unsigned char d[32];
     cairn_id hex;
-    EVP_DigestFinal_ex(out.md, d, NULL);
-    cn_sha256_hex(d, hex);
+    cn_sha256_final_hex(out.md, hex);
     snprintf(b->digest, sizeof(b->digest), "sha256:%s", hex);
     b->size = out.size;
   }
@@ -833,217 +829,313 @@ static int dest_parse(const char *dest, enum dest_kind *kind, char **where, char
   return 0;
 }
 
-static int push_into(cairn_store *st, const char *ref, const char *dest,
-                     const cairn_push_opts *opts, char *digest_out) {
-  enum dest_kind kind = DEST_REGISTRY;
-  cairn_push_opts eff = *opts;
-  const cairn_push_opts *o = &eff;
-  tar_out ta = {.fd = -1};
-  cairn_autofree char *where = NULL, *tag = NULL, *purpose = NULL, *from = NULL, *manifest = NULL;
-  image_view v = {0};
-  push_blob *blobs = NULL;
-  char(*mts)[128] = NULL;
-  cairn_pinset *ps = NULL;
-  registry *rg = NULL;
-  layout lo = {.fd = -1, .blobs_fd = -1};
-  push_run run = {.st = st, .o = o};
-  pull_source logger = {.opts = &o->net};
+/* ---- destinations: a table of the four kinds, as pull's sources ---- */
+
+/* A push under way: its image, its blobs, its destination. */
+typedef struct push_job {
+  cairn_store *st;
+  const char *ref, *dest;
+  enum dest_kind kind;
+  const struct dest_ops *ops;
+  cairn_push_opts eff; /* the options, as the destination's kind takes them */
+  char *where, *tag;
+  push_run run;
+  pull_source logger;
+  image_view v;
+  push_blob *blobs;
+  char (*mts)[128];
+  cairn_pinset *ps;
   cairn_id id;
-  int r = dest_parse(dest, &kind, &where, &tag, st);
-  if (r < 0) goto out;
-  bool oci = kind == DEST_LAYOUT, archive = kind == DEST_OCI_ARCHIVE || kind == DEST_DOCKER_ARCHIVE;
-  if (kind == DEST_DOCKER_ARCHIVE && o->format != CAIRN_PUSH_FORMAT_PLAIN) {
-    r = cairn_fail(st, -EINVAL, "%s: a docker-archive's layers are plain tars (no --format)", dest);
-    goto out;
-  }
+  tar_out ta;
+  layout lo;
+  registry *rg;
+  char *from; /* a registry's repository to mount blobs from */
+} push_job;
+
+/* What each kind of destination does: opens it, writes a blob (name: its
+ * name in a layout or archive), and writes the manifest (mb, the OCI one;
+ * manifest its body), setting mb->digest to what the push prints. */
+typedef struct dest_ops {
+  const char *layer_name, *config_name; /* formats of the digest's hex */
+  int (*open)(push_job *j);
+  int (*blob)(push_job *j, const char *name, push_blob *b, const char *from, bool *skipped);
+  int (*manifest)(push_job *j, const char *manifest, push_blob *mb);
+} dest_ops;
+
+static int registry_open_dest(push_job *j) {
+  int r = cn_registry_open(j->where, &j->eff.net, true, &j->rg, j->st);
+  if (r == 0) j->from = mount_source(&j->v, j->rg->host, j->rg->repo);
+  return r;
+}
+
+static int registry_blob(push_job *j, const char *name, push_blob *b, const char *from,
+                         bool *skipped) {
+  (void)name;
+  return blob_send(&j->run, j->rg, b, from, skipped);
+}
+
+static int registry_manifest(push_job *j, const char *manifest, push_blob *mb) {
+  (void)mb;
+  return manifest_send(j->rg, j->tag, manifest, j->st);
+}
+
+static int layout_open_dest(push_job *j) {
+  j->lo.dir = j->where;
+  return layout_open(j->st, &j->lo, j->where);
+}
+
+static int layout_blob_dest(push_job *j, const char *name, push_blob *b, const char *from,
+                            bool *skipped) {
+  (void)name, (void)from;
+  return layout_blob(&j->run, &j->lo, b, skipped);
+}
+
+static int layout_manifest(push_job *j, const char *manifest, push_blob *mb) {
+  (void)manifest;
+  bool skipped;
+  int r = layout_blob(&j->run, &j->lo, mb, &skipped);
+  return r == 0 ? layout_index(j->st, &j->lo, j->tag, mb->digest, mb->size) : r;
+}
+
+static int archive_open(push_job *j) {
+  int r = tar_open(&j->run, &j->ta);
+  if (r < 0 || j->kind != DEST_OCI_ARCHIVE) return r;
+  static const char oci_layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
+  push_blob lb = {.fd = -1, .mem = oci_layout, .size = sizeof oci_layout - 1};
+  return tar_add(&j->run, &j->ta, "oci-layout", &lb);
+}
+
+static int archive_blob(push_job *j, const char *name, push_blob *b, const char *from,
+                        bool *skipped) {
+  (void)from, (void)skipped;
+  return tar_add(&j->run, &j->ta, name, b);
+}
+
+/* The name an archive records: DEST's, else the image's (archive_name). */
+static const char *job_archive_name(const push_job *j, char *buf, size_t len) {
+  return j->tag ? j->tag : archive_name(j->ref, &j->v, buf, len);
+}
+
+static int oci_archive_manifest(push_job *j, const char *manifest, push_blob *mb) {
+  (void)manifest;
+  char mname[CAIRN_DIGEST_LEN + 32], named[1024];
+  snprintf(mname, sizeof mname, "blobs/sha256/%.64s", mb->digest + 7);
+  const char *aname = job_archive_name(j, named, sizeof named);
+  cairn_autofree char *idx = index_build(aname ? aname : "latest", mb->digest, mb->size);
+  push_blob ib = {.fd = -1, .mem = idx, .size = idx ? strlen(idx) : 0};
+  int r = tar_add(&j->run, &j->ta, mname, mb);
+  if (r == 0)
+    r = idx ? tar_add(&j->run, &j->ta, "index.json", &ib)
+            : cairn_fail(j->st, -ENOMEM, "out of memory");
+  return r == 0 ? tar_finish(&j->run, &j->ta, j->where, false) : r;
+}
+
+static int docker_archive_manifest(push_job *j, const char *manifest, push_blob *mb) {
+  (void)manifest;
+  char named[1024];
+  const char *aname = job_archive_name(j, named, sizeof named);
+  cairn_autofree char *dm = docker_manifest(j->id, aname, j->blobs, j->v.n);
+  push_blob db = {.fd = -1, .mem = dm, .size = dm ? strlen(dm) : 0};
+  int r = dm ? tar_add(&j->run, &j->ta, "manifest.json", &db)
+             : cairn_fail(j->st, -ENOMEM, "out of memory");
+  if (r == 0) r = tar_finish(&j->run, &j->ta, j->where, true);
+  /* no registry manifest: the digest printed is the image id's */
+  snprintf(mb->digest, sizeof mb->digest, "sha256:%s", j->id);
+  return r;
+}
+
+static const dest_ops DEST_OPS[] = {
+    [DEST_REGISTRY] = {"blobs/sha256/%s", "blobs/sha256/%s", registry_open_dest, registry_blob,
+                       registry_manifest},
+    [DEST_LAYOUT] = {"blobs/sha256/%s", "blobs/sha256/%s", layout_open_dest, layout_blob_dest,
+                     layout_manifest},
+    [DEST_OCI_ARCHIVE] = {"blobs/sha256/%s", "blobs/sha256/%s", archive_open, archive_blob,
+                          oci_archive_manifest},
+    [DEST_DOCKER_ARCHIVE] = {"%s.tar", "%s.json", archive_open, archive_blob,
+                             docker_archive_manifest},
+};
+
+/* The options as the destination takes them: a --format writes every
+ * layer anew; a docker-archive's layers are uncompressed. */
+static int job_options(push_job *j) {
+  const cairn_push_opts *o = j->run.o;
+  if (j->kind == DEST_DOCKER_ARCHIVE && o->format != CAIRN_PUSH_FORMAT_PLAIN)
+    return cairn_fail(j->st, -EINVAL, "%s: a docker-archive's layers are plain tars (no --format)",
+                      j->dest);
   if (o->format != CAIRN_PUSH_FORMAT_PLAIN) {
     /* every layer written anew in the format (a kept blob has no TOC) */
-    eff.kept = CAIRN_PUSH_KEPT_NONE;
-    eff.compress =
+    j->eff.kept = CAIRN_PUSH_KEPT_NONE;
+    j->eff.compress =
         o->format == CAIRN_PUSH_FORMAT_ESTARGZ ? CAIRN_COMPRESS_GZIP : CAIRN_COMPRESS_ZSTD;
   }
-  if (kind == DEST_DOCKER_ARCHIVE) {
+  if (j->kind == DEST_DOCKER_ARCHIVE) {
     /* docker load reads uncompressed layers: a kept blob only if it is one */
-    eff.compress = CAIRN_COMPRESS_NONE;
-    if (eff.kept == CAIRN_PUSH_KEPT_ANY) eff.kept = CAIRN_PUSH_KEPT_SAME;
+    j->eff.compress = CAIRN_COMPRESS_NONE;
+    if (j->eff.kept == CAIRN_PUSH_KEPT_ANY) j->eff.kept = CAIRN_PUSH_KEPT_SAME;
   }
-  if ((r = cairn_image_resolve(st, ref, id)) < 0) goto out;
-  if (asprintf(&purpose, "push %s", dest) < 0 || !(ps = cairn_pinset_new(purpose, true))) {
-    r = cairn_fail(st, -ENOMEM, "out of memory");
-    goto out;
-  }
+  return 0;
+}
+
+/* Pins the image ref, fills it if a lazy pull left files to fetch, and
+ * reads it: its layers, each a kept blob or one its tar record rebuilds. */
+static int job_image(push_job *j, const char *ref) {
+  cairn_store *st = j->st;
+  const cairn_push_opts *o = j->run.o;
+  cairn_autofree char *purpose = NULL;
+  int r = cairn_image_resolve(st, ref, j->id);
+  if (r < 0) return r;
+  if (asprintf(&purpose, "push %s", j->dest) < 0 || !(j->ps = cairn_pinset_new(purpose, true)))
+    return cairn_fail(st, -ENOMEM, "out of memory");
   /* Pin, then read: the image as it is once nothing can remove it. */
-  if ((r = cairn_pin_image(st, ps, id)) < 0) goto out;
-  if ((r = cairn_fill_lazy(st, id, o->net.log, o->net.arg)) < 0) goto out; /* a lazy pull's */
+  if ((r = cairn_pin_image(st, j->ps, j->id)) < 0) return r;
+  if ((r = cairn_fill_lazy(st, j->id, o->net.log, o->net.arg)) < 0) return r; /* a lazy pull's */
   /* the files a recorded run read first go first (cairn mount --record-access) */
   if (o->format != CAIRN_PUSH_FORMAT_PLAIN &&
-      (r = cn_access_list_read(st, id, &run.access, &run.n_access)) < 0)
-    goto out;
-  if ((r = cairn_inspect(st, id, inspect_cb, &v)) < 0) {
-    if (r == -ENOMEM) cairn_fail(st, r, "out of memory");
-    goto out;
-  }
-  if (!(run.layers = calloc(v.n + 1, sizeof *run.layers)) ||
-      !(blobs = calloc(v.n + 1, sizeof *blobs)) || !(mts = calloc(v.n + 1, sizeof *mts))) {
-    r = cairn_fail(st, -ENOMEM, "out of memory");
-    goto out;
-  }
-  run.n = v.n;
+      (r = cn_access_list_read(st, j->id, &j->run.access, &j->run.n_access)) < 0)
+    return r;
+  if ((r = cairn_inspect(st, j->id, inspect_cb, &j->v)) < 0)
+    return r == -ENOMEM ? cairn_fail(st, r, "out of memory") : r;
+  size_t n = j->v.n;
+  if (!(j->run.layers = calloc(n + 1, sizeof *j->run.layers)) ||
+      !(j->blobs = calloc(n + 1, sizeof *j->blobs)) || !(j->mts = calloc(n + 1, sizeof *j->mts)))
+    return cairn_fail(st, -ENOMEM, "out of memory");
+  j->run.n = n;
   /* The blobs a pull kept go as they are; the other layers are rebuilt
    * from their tar records, which they must have. */
-  for (size_t i = 0; i < v.n; i++) {
-    blobs[i].fd = -1;
-    run.layers[i] =
-        (cairn_pull_layer){.digest = blobs[i].digest, .diff_id = v.layers[i], .size = v.sizes[i]};
-    if ((r = kept_take(&run, v.layers[i], &blobs[i], mts[i])) < 0) goto out;
+  for (size_t i = 0; i < n; i++) {
+    push_blob *b = &j->blobs[i];
+    b->fd = -1;
+    j->run.layers[i] =
+        (cairn_pull_layer){.digest = b->digest, .diff_id = j->v.layers[i], .size = j->v.sizes[i]};
+    if ((r = kept_take(&j->run, j->v.layers[i], b, j->mts[i])) < 0) return r;
     if (r == 1) {
-      blobs[i].media_type = mts[i];
+      b->media_type = j->mts[i];
       continue;
     }
-    int have = cn_layer_tar_recorded(st, v.layers[i]);
-    if (have < 0) {
-      r = have;
-      goto out;
-    }
-    if (!have) {
-      r = cairn_fail(st, -ENODATA,
-                     "layer sha256:%.12s was stored without its tar headers (imported before"
-                     " cairn kept them), so its exact tar cannot be rebuilt: import or pull it"
-                     " again",
-                     v.layers[i]);
-      goto out;
-    }
+    int have = cn_layer_tar_recorded(st, j->v.layers[i]);
+    if (have < 0) return have;
+    if (!have)
+      return cairn_fail(st, -ENODATA,
+                        "layer sha256:%.12s was stored without its tar headers (imported before"
+                        " cairn kept them), so its exact tar cannot be rebuilt: import or pull it"
+                        " again",
+                        j->v.layers[i]);
   }
-  if (oci) {
-    lo.dir = where;
-    if ((r = layout_open(st, &lo, where)) < 0) goto out;
-  } else if (archive) {
-    if ((r = tar_open(&run, &ta)) < 0) goto out;
-    static const char oci_layout[] = "{\"imageLayoutVersion\":\"1.0.0\"}";
-    push_blob lb = {.fd = -1, .mem = oci_layout, .size = sizeof oci_layout - 1};
-    if (kind == DEST_OCI_ARCHIVE && (r = tar_add(&run, &ta, "oci-layout", &lb)) < 0) goto out;
-  } else {
-    if ((r = cn_registry_open(where, &o->net, true, &rg, st)) < 0) goto out;
-    from = mount_source(&v, rg->host, rg->repo);
-  }
-  run_progress(&run, true);
-  for (size_t i = 0; i < v.n; i++) {
-    bool seen = false, skipped = false;
-    for (size_t j = 0; j < i && !seen; j++) seen = strcmp(v.layers[j], v.layers[i]) == 0;
-    cairn_pull_layer *l = &run.layers[i];
-    for (int attempt = 0;; attempt++) {
-      if (!blobs[i].kept) {
-        l->size = v.sizes[i]; /* the tar's, while it is compressed */
-        if ((r = layer_prepare(&run, i, &blobs[i])) < 0) goto out;
-        blobs[i].media_type = layer_media_type(o->compress);
-      }
-      l->size = blobs[i].size;
-      l->state = CAIRN_PULL_FETCHING;
-      l->fetched = 0;
-      run.current = i;
-      run_progress(&run, true);
-      char name[CAIRN_DIGEST_LEN + 32];
-      if (kind == DEST_DOCKER_ARCHIVE)
-        snprintf(name, sizeof name, "%s.tar", blobs[i].digest + 7);
-      else
-        snprintf(name, sizeof name, "blobs/sha256/%s", blobs[i].digest + 7);
-      if (seen)
-        skipped = true;
-      else if (archive)
-        r = tar_add(&run, &ta, name, &blobs[i]);
-      else if (oci)
-        r = layout_blob(&run, &lo, &blobs[i], &skipped);
-      else
-        r = blob_send(&run, rg, &blobs[i], from, &skipped);
-      if (r == -EBADMSG && blobs[i].kept && !blobs[i].verified && attempt == 0) {
-        /* a kept blob damaged since its pull: the layer is compressed anew */
-        cn_pull_log(&logger, "%s; compressing layer %.12s anew", cairn_errmsg(st), v.layers[i]);
-        close(blobs[i].fd);
-        blobs[i] = (push_blob){.fd = -1};
-        continue;
-      }
-      break;
+  return 0;
+}
+
+/* Writes layer i (once: a layer the image has twice is skipped), its blob
+ * made first unless kept; a kept blob found damaged is made anew once. */
+static int job_layer(push_job *j, size_t i) {
+  push_blob *b = &j->blobs[i];
+  bool seen = false, skipped = false;
+  for (size_t k = 0; k < i && !seen; k++) seen = strcmp(j->v.layers[k], j->v.layers[i]) == 0;
+  cairn_pull_layer *l = &j->run.layers[i];
+  int r = 0;
+  for (int attempt = 0;; attempt++) {
+    if (!b->kept) {
+      l->size = j->v.sizes[i]; /* the tar's, while it is compressed */
+      if ((r = layer_prepare(&j->run, i, b)) < 0) return r;
+      b->media_type = layer_media_type(j->eff.compress);
     }
-    if (r < 0) {
-      cn_fail_context(st, r, "layer %.12s", v.layers[i]);
-      goto out;
+    l->size = b->size;
+    l->state = CAIRN_PULL_FETCHING;
+    l->fetched = 0;
+    j->run.current = i;
+    run_progress(&j->run, true);
+    char name[CAIRN_DIGEST_LEN + 32];
+    snprintf(name, sizeof name, j->ops->layer_name, b->digest + 7);
+    if (seen)
+      skipped = true;
+    else
+      r = j->ops->blob(j, name, b, j->from, &skipped);
+    if (r == -EBADMSG && b->kept && !b->verified && attempt == 0) {
+      /* a kept blob damaged since its pull: the layer is compressed anew */
+      cn_pull_log(&j->logger, "%s; compressing layer %.12s anew", cairn_errmsg(j->st),
+                  j->v.layers[i]);
+      close(b->fd);
+      *b = (push_blob){.fd = -1};
+      continue;
     }
-    l->state = skipped ? CAIRN_PULL_REUSED : CAIRN_PULL_DONE;
-    run_progress(&run, true);
-    close(blobs[i].fd); /* its digest and size are all the manifest needs */
-    blobs[i].fd = -1;
+    break;
   }
-  if (run.n_access)
-    cn_pull_log(&logger, "the access list: %zu files of the layers' TOCs first (%zu recorded)",
-                run.prefetched, run.n_access);
-  if (o->format == CAIRN_PUSH_FORMAT_ESTARGZ) {
+  if (r < 0) return cn_fail_context(j->st, r, "layer %.12s", j->v.layers[i]), r;
+  l->state = skipped ? CAIRN_PULL_REUSED : CAIRN_PULL_DONE;
+  run_progress(&j->run, true);
+  close(b->fd); /* its digest and size are all the manifest needs */
+  b->fd = -1;
+  return 0;
+}
+
+/* The config (eStargz: a new image's, naming the new diff_ids), then the
+ * manifest; the digest the push prints to digest_out. */
+static int job_config_manifest(push_job *j, char *digest_out) {
+  cairn_store *st = j->st;
+  int r;
+  if (j->run.o->format == CAIRN_PUSH_FORMAT_ESTARGZ) {
     /* eStargz's TOC is an entry of each tar: the config names the new
      * diff_ids, and is a new image's */
-    if ((r = config_rediff(st, &v, blobs, id)) < 0) goto out;
-    cn_pull_log(&logger,
-                "eStargz: the layers' diff_ids include their TOC; the image pushed is %.12s", id);
+    if ((r = config_rediff(st, &j->v, j->blobs, j->id)) < 0) return r;
+    cn_pull_log(&j->logger,
+                "eStargz: the layers' diff_ids include their TOC; the image pushed is %.12s",
+                j->id);
   }
-  push_blob config = {.fd = -1, .mem = v.config, .size = strlen(v.config)};
-  snprintf(config.digest, sizeof config.digest, "sha256:%s", id);
+  push_blob config = {.fd = -1, .mem = j->v.config, .size = strlen(j->v.config)};
+  snprintf(config.digest, sizeof config.digest, "sha256:%s", j->id);
   bool skipped;
   char cname[CAIRN_DIGEST_LEN + 32];
-  snprintf(cname, sizeof cname, kind == DEST_DOCKER_ARCHIVE ? "%s.json" : "blobs/sha256/%s", id);
-  r = archive ? tar_add(&run, &ta, cname, &config)
-      : oci   ? layout_blob(&run, &lo, &config, &skipped)
-              : blob_send(&run, rg, &config, NULL, &skipped);
-  if (r < 0) {
-    cn_fail_context(st, r, "config");
-    goto out;
-  }
-  if (!(manifest = manifest_build(config.digest, config.size, blobs, v.n))) {
-    r = cairn_fail(st, -ENOMEM, "out of memory");
-    goto out;
-  }
+  snprintf(cname, sizeof cname, j->ops->config_name, j->id);
+  if ((r = j->ops->blob(j, cname, &config, NULL, &skipped)) < 0)
+    return cn_fail_context(st, r, "config"), r;
+  cairn_autofree char *manifest = manifest_build(config.digest, config.size, j->blobs, j->v.n);
+  if (!manifest) return cairn_fail(st, -ENOMEM, "out of memory");
   push_blob mb = {.fd = -1, .mem = manifest, .size = strlen(manifest)};
   cn_pull_sha256(manifest, mb.size, mb.digest);
-  char named[1024];
-  const char *aname = tag ? tag : archive_name(ref, &v, named, sizeof named);
-  if (kind == DEST_DOCKER_ARCHIVE) {
-    cairn_autofree char *dm = docker_manifest(id, aname, blobs, v.n);
-    push_blob db = {.fd = -1, .mem = dm, .size = dm ? strlen(dm) : 0};
-    r = dm ? tar_add(&run, &ta, "manifest.json", &db) : cairn_fail(st, -ENOMEM, "out of memory");
-    if (r == 0) r = tar_finish(&run, &ta, where, true);
-    /* no registry manifest: the digest printed is the image id's */
-    snprintf(mb.digest, sizeof mb.digest, "sha256:%s", id);
-  } else if (kind == DEST_OCI_ARCHIVE) {
-    char mname[CAIRN_DIGEST_LEN + 32];
-    snprintf(mname, sizeof mname, "blobs/sha256/%.64s", mb.digest + 7);
-    cairn_autofree char *idx = index_build(aname ? aname : "latest", mb.digest, mb.size);
-    push_blob ib = {.fd = -1, .mem = idx, .size = idx ? strlen(idx) : 0};
-    r = tar_add(&run, &ta, mname, &mb);
-    if (r == 0)
-      r = idx ? tar_add(&run, &ta, "index.json", &ib) : cairn_fail(st, -ENOMEM, "out of memory");
-    if (r == 0) r = tar_finish(&run, &ta, where, false);
-  } else if (oci) {
-    if ((r = layout_blob(&run, &lo, &mb, &skipped)) == 0)
-      r = layout_index(st, &lo, tag, mb.digest, mb.size);
-  } else {
-    r = manifest_send(rg, tag, manifest, st);
-  }
-  if (r < 0) {
-    cn_fail_context(st, r, "manifest");
-    goto out;
-  }
+  if ((r = j->ops->manifest(j, manifest, &mb)) < 0) return cn_fail_context(st, r, "manifest"), r;
   snprintf(digest_out, CAIRN_DIGEST_LEN + 1, "%s", mb.digest);
-out:
-  if (blobs)
-    for (size_t i = 0; i < v.n; i++)
-      if (blobs[i].fd >= 0) close(blobs[i].fd);
-  free(blobs);
-  free(mts);
-  free(run.layers);
-  cn_strv_free(run.access, run.n_access);
-  tar_close(&ta);
-  if (lo.fd >= 0) close(lo.fd);
-  if (lo.blobs_fd >= 0) close(lo.blobs_fd);
-  if (rg) rg->base.ops->free(&rg->base);
-  if (ps) cairn_pinset_release(st, ps); /* only now: everything is sent */
-  image_view_free(&v);
+  return 0;
+}
+
+static void job_free(push_job *j) {
+  if (j->blobs)
+    for (size_t i = 0; i < j->v.n; i++)
+      if (j->blobs[i].fd >= 0) close(j->blobs[i].fd);
+  free(j->blobs);
+  free(j->mts);
+  free(j->run.layers);
+  cn_strv_free(j->run.access, j->run.n_access);
+  tar_close(&j->ta);
+  if (j->lo.fd >= 0) close(j->lo.fd);
+  if (j->lo.blobs_fd >= 0) close(j->lo.blobs_fd);
+  if (j->rg) j->rg->base.ops->free(&j->rg->base);
+  if (j->ps) cairn_pinset_release(j->st, j->ps); /* only now: everything is sent */
+  image_view_free(&j->v);
+  free(j->where);
+  free(j->tag);
+  free(j->from);
+}
+
+static int push_into(cairn_store *st, const char *ref, const char *dest,
+                     const cairn_push_opts *opts, char *digest_out) {
+  push_job j = {.st = st, .ref = ref, .dest = dest, .eff = *opts};
+  j.ta = (tar_out){.fd = -1};
+  j.lo = (layout){.fd = -1, .blobs_fd = -1};
+  j.run = (push_run){.st = st, .o = &j.eff};
+  j.logger = (pull_source){.opts = &j.eff.net};
+  int r = dest_parse(dest, &j.kind, &j.where, &j.tag, st);
+  if (r == 0) {
+    j.ops = &DEST_OPS[j.kind];
+    r = job_options(&j);
+  }
+  if (r == 0) r = job_image(&j, ref);
+  if (r == 0) r = j.ops->open(&j);
+  if (r == 0) run_progress(&j.run, true);
+  for (size_t i = 0; r == 0 && i < j.v.n; i++) r = job_layer(&j, i);
+  if (r == 0 && j.run.n_access)
+    cn_pull_log(&j.logger, "the access list: %zu files of the layers' TOCs first (%zu recorded)",
+                j.run.prefetched, j.run.n_access);
+  if (r == 0) r = job_config_manifest(&j, digest_out);
+  job_free(&j);
   return r;
 }
 

@@ -45,6 +45,12 @@ for form in "--retries=0" "--retries 0"; do
   # shellcheck disable=SC2086
   refused "cairn: pull: --retries: needs a number from 1 to 100 (attempts)" cairn pull $form "oci:$T/none"
 done
+# (push reads --retries as pull does: one parser)
+for form in "--retries=101" "--retries x"; do
+  # shellcheck disable=SC2086
+  refused "cairn: push: --retries: needs a number from 1 to 100 (attempts)" cairn push $form app:1 \
+    "oci:$T/none"
+done
 for form in "--store=$T/s2" "--store $T/s2"; do
   # shellcheck disable=SC2086
   check "cairn $form import uses that store" sh -c "cairn $form import -q app:1 '$T/layer.tar' >/dev/null"

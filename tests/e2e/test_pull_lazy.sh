@@ -118,6 +118,10 @@ expect_exit 5 "fsck: a pending row the kept TOC does not list is a problem" \
   "$CAIRN" --store "$T/st2" fsck
 check "... naming the file" grep -q "pending file usr/lib/data/f00 is not the one its kept TOC lists" \
   "$T/stdout"
+check "... a problem line like every other of fsck's" \
+  grep -q "^problem: layer [0-9a-f]*: pending file usr/lib/data/f00 is not the one" "$T/stdout"
+check "... which the error names as the first" \
+  grep -q "fsck: 1 problems found; the first: layer .*pending file usr/lib/data/f00" "$T/stderr"
 setup db2 "UPDATE pending SET sha256 = '$f00' WHERE path = 'usr/lib/data/f00'"
 expect_exit 0 "... and fsck is clean again once it is right" "$CAIRN" --store "$T/st2" fsck
 setup cp "$T/st2/toc/${bdigest#sha256:}" "$T/toc.good"

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "libcairn_store.h" /* st->db */
+#include "remote/libcairn_chunked_write.h"
 #include "testutil.h"
 
 static tu_store T;
@@ -318,4 +319,64 @@ Test(tarsplit, content_cut_short_after_the_end_blocks_is_not_recorded) {
   cairn_report rep = {0};
   cr_expect_eq(cairn_fsck(T.st, false, &rep), 0, "%s", cairn_errmsg(T.st));
   cairn_report_free(&rep);
+}
+
+static int discard(const void *buf, size_t len, void *arg) {
+  (void)buf, (void)len, (void)arg;
+  return 0;
+}
+
+/* What the chunked writer (push's zstd:chunked) says of a tar: 0 or its
+ * error. */
+static int chunked_writes(const void *tar, size_t len) {
+  cn_chunked_writer *w;
+  cr_assert_eq(cn_chunked_new(CN_CHUNKED_ZSTD, discard, NULL, &w), 0);
+  cn_chunked_result res;
+  int r = cn_chunked_write(w, tar, len);
+  if (r == 0) r = cn_chunked_finish(w, &res);
+  cn_chunked_free(w);
+  return r;
+}
+
+/* A tar of a directory "d/" then a file, "d/caf\xc3\xa9" (bytes above
+ * 127), of 70,000 random bytes; the file header's checksum summed signed if
+ * signed_sum, its size field followed by garbage if garbage (libarchive
+ * refuses a first header with garbage, not a later one). */
+static unsigned char *odd_tar(bool signed_sum, bool garbage, size_t *len) {
+  size_t data = 70000, blocks = 2 + (data + 511) / 512 + 2;
+  unsigned char *tar = calloc(blocks, 512), *h = tar + 512;
+  cr_assert(tar);
+  ustar_header(tar, "d/", '5', 0);
+  ustar_header(h, "d/caf\xc3\xa9", '0', data);
+  if (garbage) h[124 + 11] = (unsigned char)'x'; /* "00000210560x" */
+  memset(h + 148, ' ', 8);
+  int sum = 0;
+  for (size_t i = 0; i < 512; i++) sum += signed_sum ? (signed char)h[i] : h[i];
+  char octal[16];
+  snprintf(octal, sizeof(octal), "%06o", (unsigned)sum);
+  memcpy(h + 148, octal, 7);
+  FILE *f = fopen("/dev/urandom", "r");
+  cr_assert(f && fread(h + 512, 1, data, f) == data);
+  fclose(f);
+  *len = blocks * 512;
+  return tar;
+}
+
+/* The recorder of exact layers and the chunked writer read a header by the
+ * same rules: a checksum summed signed is a checksum (as GNU tar and
+ * libarchive say), a number with garbage after it is not a number. */
+Test(tarsplit, both_tar_readers_agree_on_signed_checksums_and_garbage) {
+  size_t len;
+  unsigned char *tar = odd_tar(true, false, &len);
+  cr_expect_eq(chunked_writes(tar, len), 0, "the chunked writer refused a signed checksum");
+  round_trip(tar, len, TU_PLAIN);
+  cr_expect_lt(record_max(), 20000, "the recorder did not take the signed checksum's header");
+  free(tar);
+
+  tar = odd_tar(false, true, &len);
+  cr_expect_eq(chunked_writes(tar, len), -EBADMSG, "the chunked writer took a size with garbage");
+  sqlite3_exec(T.st->db, "DELETE FROM layer_tars", NULL, NULL, NULL);
+  round_trip(tar, len, TU_PLAIN);
+  cr_expect_gt(record_max(), 70000, "the recorder read a size with garbage as a number");
+  free(tar);
 }
