@@ -136,12 +136,6 @@ int cn_layer_exists(cairn_store *st, const char *diff_id);
  * layer's exact tar), or 0. */
 uint64_t cn_layer_ingest_padding(const cairn_store *st);
 
-/* ---- names (store/name.c) ---- */
-/* Normalizes a name by digest, REPO@sha256:HEX (no tag), as podman keeps a
- * pull by digest: REPO as cairn_name_normalize makes it, without a tag.
- * -EINVAL if it is none. */
-int cn_name_digested(const char *name, char *out, size_t len);
-
 /* ---- import (cairn/import.h's subsystem) ---- */
 /* Reads one layer tar (plain, gzip or zstd, detected) from fd and stores
  * it once: blobs first, then the layer's metadata in one transaction.
@@ -288,12 +282,6 @@ int cn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, vo
 
 /* Fills path with the blob's file name in the store. */
 int cn_blob_path(cairn_store *st, const char *blob, char *path, size_t len);
-
-/* ---- names (store/name.c) ---- */
-/* Normalizes a name by digest, REPO@sha256:HEX (no tag), as podman keeps a
- * pull by digest: REPO as cairn_name_normalize makes it, without a tag.
- * -EINVAL if it is none. */
-int cn_name_digested(const char *name, char *out, size_t len);
 
 /* ---- import (cairn/import.h's subsystem) ---- */
 /* Builds the deterministic OCI config cairn import uses for these layers
