@@ -149,6 +149,19 @@ static void parked_reply(struct cairnfs *fs, struct parked *p) {
   }
 }
 
+/* Lets fetch_mu go (held) and replies to settled, counted in
+ * fetch_replying meanwhile (cairnfs_fetch_stop waits for it). */
+static void unlock_and_reply(struct cairnfs *fs, struct parked *settled) {
+  if (settled) fetch_replying++;
+  pthread_mutex_unlock(&fetch_mu);
+  if (!settled) return;
+  parked_reply(fs, settled);
+  pthread_mutex_lock(&fetch_mu);
+  fetch_replying--;
+  pthread_cond_broadcast(&fetch_cv);
+  pthread_mutex_unlock(&fetch_mu);
+}
+
 /* One answer: settles its entry if it waits, its parked reads onto
  * *settled. Under fetch_mu. */
 static void serve_answer(struct cairnfs *fs, char *line, struct parked **settled) {
@@ -190,15 +203,7 @@ static void *serve_read(void *arg) {
       serve_answer(sr->fs, line, &settled);
       line = nl + 1;
     }
-    if (settled) fetch_replying++;
-    pthread_mutex_unlock(&fetch_mu);
-    if (settled) {
-      parked_reply(sr->fs, settled);
-      pthread_mutex_lock(&fetch_mu);
-      fetch_replying--;
-      pthread_cond_broadcast(&fetch_cv);
-      pthread_mutex_unlock(&fetch_mu);
-    }
+    unlock_and_reply(sr->fs, settled);
     have -= (size_t)(line - buf);
     memmove(buf, line, have);
     if (have == sizeof buf - 1) have = 0; /* no answer is this long */
@@ -215,15 +220,7 @@ static void *serve_read(void *arg) {
         parked_settle(f, &settled);
       }
   pthread_cond_broadcast(&fetch_cv);
-  if (settled) fetch_replying++;
-  pthread_mutex_unlock(&fetch_mu);
-  if (settled) {
-    parked_reply(sr->fs, settled);
-    pthread_mutex_lock(&fetch_mu);
-    fetch_replying--;
-    pthread_cond_broadcast(&fetch_cv);
-    pthread_mutex_unlock(&fetch_mu);
-  }
+  unlock_and_reply(sr->fs, settled);
   close(sr->fd);
   int status = 0;
   while (waitpid(sr->pid, &status, 0) < 0 && errno == EINTR) {

@@ -139,8 +139,6 @@ struct cli_listing {
 int cli_listing_flags(int argc, char **argv, const char *usage, int max_operands, bool rows,
                       struct cli_listing *l);
 
-/* t (seconds since the epoch) as RFC 3339, UTC: "2026-12-01T03:40:26Z". */
-void cli_rfc3339(int64_t t, char *buf, size_t len);
 /* Prints a JSON array (listing) on stdout followed by a newline. */
 void cli_print_json(json_t *rows);
 /* t (seconds since the epoch) as RFC 3339 in UTC, "2026-12-01T09:23:26Z". */

@@ -625,22 +625,16 @@ static int parse_spec(registry *rg, const char *spec, cairn_store *st) {
   if (!rg->host || !rg->ref || !rg->repo) return cairn_fail(st, -ENOMEM, "out of memory");
   if (rlen == 0 || !*rg->ref)
     return cairn_fail(st, -EINVAL, "docker://%s: empty repository or tag", spec);
-  if (at) { /* named REPO@DIGEST, as podman keeps a pull by digest */
-    char norm[1024];
-    if (asprintf(&rg->base.default_name, "%s/%s@%s", rg->host, rg->repo, rg->ref) < 0)
-      rg->base.default_name = NULL;
-    else if (cn_name_digested(rg->base.default_name, norm, sizeof norm) < 0) {
-      free(rg->base.default_name);
-      rg->base.default_name = NULL;
-    }
-  } else {
-    char norm[1024];
-    if (asprintf(&rg->base.default_name, "%s/%s:%s", rg->host, rg->repo, rg->ref) < 0)
-      rg->base.default_name = NULL;
-    else if (cairn_name_normalize(rg->base.default_name, norm, sizeof norm) < 0) {
-      free(rg->base.default_name);
-      rg->base.default_name = NULL;
-    }
+  /* HOST/REPO:TAG, or HOST/REPO@DIGEST as podman keeps a pull by digest;
+   * no default name if it is none */
+  char norm[1024];
+  if (asprintf(&rg->base.default_name, "%s/%s%c%s", rg->host, rg->repo, at ? '@' : ':',
+               rg->ref) < 0)
+    rg->base.default_name = NULL;
+  else if ((at ? cn_name_digested : cairn_name_normalize)(rg->base.default_name, norm,
+                                                           sizeof norm) < 0) {
+    free(rg->base.default_name);
+    rg->base.default_name = NULL;
   }
   return 0;
 }
