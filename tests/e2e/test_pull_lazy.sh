@@ -347,7 +347,11 @@ check "its first read gives its bytes" cmp "$T/m/f" "$T/big/f"
 f=$(fillers)
 check "one fetcher read it ($f)" test -n "$f" -a "$(echo "$f" | wc -l)" = 1
 hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/$f/status")
-check "the fetcher's peak memory: $hwm KiB, under 48 MiB" test "$hwm" -lt 49152
+if sanitizer_build; then # shadow memory and ASan's quarantine: the release run measures it
+  echo "# the fetcher's peak memory, $hwm KiB, is not bounded under the sanitizers"
+else
+  check "the fetcher's peak memory: $hwm KiB, under 48 MiB" test "$hwm" -lt 49152
+fi
 expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
 rm -rf "$T/big" "$T/big.tar" "$T/bigsrc"
 finish
