@@ -6,7 +6,8 @@
  * (cn_registry_source_open, with credentials given and an empty certificate
  * directory, so that it reads no file). The input is the text after the
  * "oci:" or "docker://" prefix. Checked: a normalized name normalizes to
- * itself, and a source's default name is a valid name.
+ * itself, and a source's default name is a valid name (REPO@DIGEST for a
+ * pull by digest).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -37,9 +38,12 @@ static void check_name(const char *name) {
 
 static void check_source(int r, pull_source *src) {
   if (r < 0) return;
-  if (src->default_name) {
+  if (src->default_name) { /* NAME:TAG, or REPO@DIGEST for a pull by digest */
     char norm[1024];
-    if (cairn_name_normalize(src->default_name, norm, sizeof norm) < 0) abort();
+    int k = strchr(src->default_name, '@')
+                ? cn_name_digested(src->default_name, norm, sizeof norm)
+                : cairn_name_normalize(src->default_name, norm, sizeof norm);
+    if (k < 0) abort();
   }
   src->ops->free(src);
 }
