@@ -78,6 +78,8 @@ check "it is reported with the command" out_has set_e "not ok - exit 1 after: gr
 child asan "echo '==1==ERROR: AddressSanitizer: planted' >\"\$T/sanitizer.1\"; ok 'x'; finish"
 check "a sanitizer report fails the test" rc_is asan 1
 check "and is shown" grep -q "AddressSanitizer: planted" "$T/asan.out"
+child lsan_note "echo '==7==Unable to get registers from thread 8.' >\"\$T/sanitizer.7\"; ok 'x'; finish"
+check "LeakSanitizer's note of a thread it could not read is no report" rc_is lsan_note 0
 
 child setup_step "setup false; ok 'unreached'"
 check "a failed setup step stops the test" rc_is setup_step 1

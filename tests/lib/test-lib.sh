@@ -161,7 +161,10 @@ _tl_exit() {
   for _tl_p in $_tl_daemons; do
     grep -qs cairnfs "/proc/$_tl_p/comm" && kill -9 "$_tl_p" 2>/dev/null
   done
-  if compgen -G "$T/sanitizer.*" >/dev/null; then
+  # A report is any line of theirs but LeakSanitizer's note that a thread
+  # exiting while it stopped the process could not be read (it checks on).
+  if compgen -G "$T/sanitizer.*" >/dev/null &&
+    grep -hvqE '^==[0-9]+==Unable to get registers from thread [0-9]+\.$' "$T"/sanitizer.*; then
     cat "$T"/sanitizer.* >&2
     echo "not ok - sanitizer reports above"
     : >>"$T/.failed"
