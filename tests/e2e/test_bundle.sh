@@ -51,7 +51,7 @@ unset OCI_IMAGE_CONFIG
 setup registry_start "$T/reg"
 setup registry_push "$T/oci" app team/app:1
 img=$REGISTRY/team/app:1
-setup "$CAIRN" --store "$ST" pull -q --insecure "docker://$img" >/dev/null
+setup cairn pull -q --insecure "docker://$img" >/dev/null
 
 # run RUNTIME BUNDLE: runs the bundle's container (doc/testing.md: a private
 # mount namespace without the cgroup2 mount, no cgroup manager); its output
@@ -72,7 +72,7 @@ run_runc() {
 has() { grep -qxF -- "$1" "$T/run.out" || { not_ok "$2: no line '$1' in: $(cat "$T/run.out" "$T/run.err")"; return 1; }; }
 
 # ---- the image as its author meant ------------------------------------------
-expect_exit 0 "bundle IMAGE DIR" "$CAIRN" --store "$ST" bundle "$img" "$T/b1"
+expect_exit 0 "bundle IMAGE DIR" cairn bundle "$img" "$T/b1"
 [[ $(cat "$T/stdout") == "$T/b1" ]] || not_ok "bundle printed $(cat "$T/stdout"), not $T/b1"
 jq -e '.root.readonly == true and .root.path == "rootfs" and .process.terminal == false
   and .annotations["org.opencontainers.image.stopSignal"] == "SIGTERM"
@@ -105,11 +105,11 @@ else
 fi
 
 # The bundle pins the image: rm refuses it while it exists.
-expect_exit 4 "rm of a bundled image: pinned" "$CAIRN" --store "$ST" rm "$img"
-expect_exit 4 "bundle over a bundle: busy" "$CAIRN" --store "$ST" bundle "$img" "$T/b1"
+expect_exit 4 "rm of a bundled image: pinned" cairn rm "$img"
+expect_exit 4 "bundle over a bundle: busy" cairn bundle "$img" "$T/b1"
 
 # ---- overrides -----------------------------------------------------------
-expect_exit 0 "bundle --user --env -- COMMAND" "$CAIRN" --store "$ST" bundle -q \
+expect_exit 0 "bundle --user --env -- COMMAND" cairn bundle -q \
   --user app:extra --env GREETING=bye --env NEW=1 "$img" "$T/b2" -- again
 if run crun "$T/b2"; then
   has "args=/app/entry.sh|first again" "-- COMMAND replaces Cmd" &&
@@ -119,7 +119,7 @@ if run crun "$T/b2"; then
 else
   not_ok "crun run (overrides): $(cat "$T/run.err")"
 fi
-expect_exit 0 "bundle --entrypoint, numeric user" "$CAIRN" --store "$ST" bundle -q \
+expect_exit 0 "bundle --entrypoint, numeric user" cairn bundle -q \
   --entrypoint /bin/sh --user 0 "$img" "$T/b3" -- -c 'echo "me=$(id -u):$(id -g)"'
 if run crun "$T/b3"; then
   has "me=0:0" "--entrypoint with --user 0" && ok "--entrypoint and a numeric user"
@@ -129,86 +129,86 @@ fi
 
 # ---- teardown ----------------------------------------------------------------
 for b in b1 b2 b3; do
-  expect_exit 0 "bundle --rm $b" "$CAIRN" --store "$ST" bundle --rm "$T/$b"
+  expect_exit 0 "bundle --rm $b" cairn bundle --rm "$T/$b"
   [[ ! -e $T/$b ]] || not_ok "$b left behind: $(ls -la "$T/$b")"
 done
-expect_exit 0 "bundle --rm twice" "$CAIRN" --store "$ST" bundle --rm "$T/b1"
+expect_exit 0 "bundle --rm twice" cairn bundle --rm "$T/b1"
 [[ $(cat "$T/stderr") == "cairn: bundle: $T/b1: no bundle" ]] ||
   not_ok "bundle --rm twice: $(cat "$T/stderr")"
 # DIR made with its missing parents; a DIR that stays (another file in it)
 # is no bundle at a second --rm, said as such, not as an umount.
-expect_exit 0 "bundle into a DIR whose parents are missing" "$CAIRN" --store "$ST" bundle -q \
+expect_exit 0 "bundle into a DIR whose parents are missing" cairn bundle -q \
   "$img" "$T/p/q/b8"
 [[ -f $T/p/q/b8/config.json ]] && is_mounted "$T/p/q/b8/rootfs" ||
   not_ok "no bundle made in $T/p/q/b8"
 touch "$T/p/q/b8/notes"
-expect_exit 0 "bundle --rm of a DIR with another file" "$CAIRN" --store "$ST" bundle --rm -q \
+expect_exit 0 "bundle --rm of a DIR with another file" cairn bundle --rm -q \
   "$T/p/q/b8"
 [[ -f $T/p/q/b8/notes && ! -e $T/p/q/b8/rootfs ]] || not_ok "bundle --rm: $(ls -la "$T/p/q/b8")"
-expect_exit 0 "bundle --rm of it again" "$CAIRN" --store "$ST" bundle --rm "$T/p/q/b8"
+expect_exit 0 "bundle --rm of it again" cairn bundle --rm "$T/p/q/b8"
 [[ $(cat "$T/stderr") == "cairn: bundle: $T/p/q/b8: no bundle" ]] ||
   not_ok "bundle --rm of a removed bundle: $(cat "$T/stderr")"
 [[ ! -s $T/stdout ]] || not_ok "bundle --rm of a removed bundle printed $(cat "$T/stdout")"
-[[ -z $("$CAIRN" --store "$ST" mounts -q) ]] || not_ok "mount records left: $("$CAIRN" --store "$ST" mounts)"
+[[ -z $(cairn mounts -q) ]] || not_ok "mount records left: $(cairn mounts)"
 # cairn umount DIR/rootfs also ends a bundle's mount (and its pin).
-setup "$CAIRN" --store "$ST" bundle -q "$img" "$T/b4"
-expect_exit 0 "umount DIR/rootfs" "$CAIRN" --store "$ST" umount "$T/b4/rootfs"
-expect_exit 0 "bundle --rm after umount" "$CAIRN" --store "$ST" bundle --rm "$T/b4"
+setup cairn bundle -q "$img" "$T/b4"
+expect_exit 0 "umount DIR/rootfs" cairn umount "$T/b4/rootfs"
+expect_exit 0 "bundle --rm after umount" cairn bundle --rm "$T/b4"
 
 # --rm while a container runs on the bundle: the bundle stays (exit 4) and
 # goes once the container has ended.
-setup "$CAIRN" --store "$ST" bundle -q --entrypoint /bin/sh "$img" "$T/b6" -- \
+setup cairn bundle -q --entrypoint /bin/sh "$img" "$T/b6" -- \
   -c 'echo started; sleep 3; echo finished'
 run crun "$T/b6" &
 runner=$!
 on_exit "kill -9 $runner"
 wait_for 30 grep -q started "$T/run.out" || not_ok "the container did not start: $(cat "$T/run.err")"
-expect_exit 4 "bundle --rm under a running container: busy" "$CAIRN" --store "$ST" bundle --rm "$T/b6"
+expect_exit 4 "bundle --rm under a running container: busy" cairn bundle --rm "$T/b6"
 [[ -f $T/b6/config.json ]] || not_ok "a busy bundle lost its config.json"
 wait "$runner" || not_ok "the container failed: $(cat "$T/run.err")"
 grep -q finished "$T/run.out" || not_ok "the container was cut short: $(cat "$T/run.out")"
-expect_exit 0 "bundle --rm once it ended" "$CAIRN" --store "$ST" bundle --rm "$T/b6"
+expect_exit 0 "bundle --rm once it ended" cairn bundle --rm "$T/b6"
 [[ ! -e $T/b6 ]] || not_ok "b6 left behind"
 
 # ---- a writable root: the container writes, the image stays ---------------------
-"$CAIRN" --store "$ST" export -q "$img" | tar -t | sort >"$T/tree.before"
-expect_exit 0 "bundle --rw" "$CAIRN" --store "$ST" bundle --rw --user 0 --entrypoint /bin/sh \
+cairn export -q "$img" | tar -t | sort >"$T/tree.before"
+expect_exit 0 "bundle --rw" cairn bundle --rw --user 0 --entrypoint /bin/sh \
   "$img" "$T/b7" -- -c 'echo written >/srv/work/new && cat /srv/work/new && echo changed >/app/entry.sh &&
   cat /app/entry.sh'
 jq -e '.root.readonly == false' "$T/b7/config.json" >/dev/null || not_ok "--rw: root.readonly"
 run crun "$T/b7" || not_ok "--rw: crun failed: $(cat "$T/run.err")"
 has written "--rw: a new file" && has changed "--rw: a changed file" && ok "--rw: the container writes"
 [[ $(cat "$T/b7/rootfs/srv/work/new" 2>/dev/null) == written ]] || not_ok "--rw: the write is not in rootfs"
-expect_exit 0 "bundle --rm of a --rw bundle" "$CAIRN" --store "$ST" bundle --rm "$T/b7"
+expect_exit 0 "bundle --rm of a --rw bundle" cairn bundle --rm "$T/b7"
 grep -q "^Kept: upper [0-9a-f]\{12\} " "$T/stdout" || not_ok "--rw: --rm did not keep the changes: $(cat "$T/stdout")"
-expect_exit 0 "umount --discard of its kept changes" "$CAIRN" --store "$ST" umount --discard "$T/b7/rootfs"
+expect_exit 0 "umount --discard of its kept changes" cairn umount --discard "$T/b7/rootfs"
 grep -q "^Dropped: upper [0-9a-f]\{12\} " "$T/stdout" || not_ok "--rw: --discard said: $(cat "$T/stdout")"
-"$CAIRN" --store "$ST" export -q "$img" | tar -t | sort >"$T/tree.after"
+cairn export -q "$img" | tar -t | sort >"$T/tree.after"
 cmp -s "$T/tree.before" "$T/tree.after" || not_ok "--rw: the image changed"
-"$CAIRN" --store "$ST" export -q "$img" | tar -xO --wildcards '*app/entry.sh' | grep -q '^echo "args' ||
+cairn export -q "$img" | tar -xO --wildcards '*app/entry.sh' | grep -q '^echo "args' ||
   not_ok "--rw: the image's file changed"
 
 # ---- bad input ----------------------------------------------------------------
-expect_exit 3 "no such image" "$CAIRN" --store "$ST" bundle nothing:1 "$T/b5"
+expect_exit 3 "no such image" cairn bundle nothing:1 "$T/b5"
 [[ ! -e $T/b5 ]] || not_ok "a failed bundle left $T/b5"
-expect_exit 3 "a user the image does not know" "$CAIRN" --store "$ST" bundle --user nobody \
+expect_exit 3 "a user the image does not know" cairn bundle --user nobody \
   "$img" "$T/b5"
 grep -q 'no such user in the image' "$T/stderr" || not_ok "unclear user error: $(cat "$T/stderr")"
 [[ $(wc -l <"$T/stderr") == 1 ]] || not_ok "error is not one line: $(cat "$T/stderr")"
-expect_exit 3 "a group the image does not know" "$CAIRN" --store "$ST" bundle --user app:wheel \
+expect_exit 3 "a group the image does not know" cairn bundle --user app:wheel \
   "$img" "$T/b5"
 mkdir -p "$T/nocmd/etc"
 tar -C "$T/nocmd" -cf "$T/nocmd.tar" etc
-setup "$CAIRN" --store "$ST" import -q nocmd:1 "$T/nocmd.tar" >/dev/null
-expect_exit 2 "an image with no Entrypoint or Cmd and no COMMAND" "$CAIRN" --store "$ST" bundle \
+setup cairn import -q nocmd:1 "$T/nocmd.tar" >/dev/null
+expect_exit 2 "an image with no Entrypoint or Cmd and no COMMAND" cairn bundle \
   nocmd:1 "$T/b5"
 grep -q '^cairn: bundle: nocmd:1: image [0-9a-f]* has no Entrypoint or Cmd: .* -- COMMAND' \
   "$T/stderr" || not_ok "the error does not say how to give the command: $(cat "$T/stderr")"
 [[ $(wc -l <"$T/stderr") == 1 ]] || not_ok "error is not one line: $(cat "$T/stderr")"
-expect_exit 2 "needs IMAGE and DIR" "$CAIRN" --store "$ST" bundle "$img"
-expect_exit 2 "--env without =" "$CAIRN" --store "$ST" bundle --env X "$img" "$T/b5"
-expect_exit 2 "--rw and --read-only" "$CAIRN" --store "$ST" bundle --rw --read-only "$img" "$T/b5"
-expect_exit 2 "--rm with an image" "$CAIRN" --store "$ST" bundle --rm --env X=1 "$T/b5"
+expect_exit 2 "needs IMAGE and DIR" cairn bundle "$img"
+expect_exit 2 "--env without =" cairn bundle --env X "$img" "$T/b5"
+expect_exit 2 "--rw and --read-only" cairn bundle --rw --read-only "$img" "$T/b5"
+expect_exit 2 "--rm with an image" cairn bundle --rm --env X=1 "$T/b5"
 [[ ! -e $T/b5 ]] || not_ok "a refused bundle left $T/b5"
-expect_exit 0 "rm once the bundles are gone" "$CAIRN" --store "$ST" rm "$img"
+expect_exit 0 "rm once the bundles are gone" cairn rm "$img"
 finish

@@ -25,12 +25,12 @@ jq '.manifests[0].annotations["io.containerd.image.name"] = "docker.io/library/b
   Ctrd/index.json >idx && mv idx Ctrd/index.json
 
 # names_of ID: the image's names, comma-separated.
-names_of() { "$CAIRN" --store "$ST" images --json | jq -r --arg id "$1" '.[] | select(.id == $id) | .names | join(",")'; }
+names_of() { cairn images --json | jq -r --arg id "$1" '.[] | select(.id == $id) | .names | join(",")'; }
 
 pulled() { # NAME EXPECTED SOURCE...
   local n=$1 want=$2
   shift 2
-  expect_exit 0 "pull $n" "$CAIRN" --store "$ST" pull -q "$@"
+  expect_exit 0 "pull $n" cairn pull -q "$@"
   local got
   got=$(names_of "$(cat "$T/stdout")")
   [[ $got == "$want" ]] && ok "$n is named '$want'" || not_ok "$n is named '$got', want '$want'"
@@ -40,11 +40,11 @@ pulled "a full name annotation" quay.io/team/app:1.5 "oci:$T/Oci:quay.io/team/ap
 pulled "a name with no host" localhost/team/tool:latest "oci:$T/Oci:team/tool"
 pulled "no annotation, no REF" "" "oci:$T/Unnamed"
 pulled "io.containerd.image.name first" docker.io/library/busybox:1.36 "oci:$T/Ctrd"
-"$CAIRN" --store "$ST" rm -q localhost/v2:latest >/dev/null
+cairn rm -q localhost/v2:latest >/dev/null
 pulled "NAME given" localhost/mine:3 "oci:$T/Oci:v2" mine:3
 cp -r Oci lay
-"$CAIRN" --store "$ST" rm -q localhost/mine:3 >/dev/null
+cairn rm -q localhost/mine:3 >/dev/null
 pulled "podman 4.3: oci:DIR:REF is localhost/DIR:latest" localhost/lay:latest "oci:lay:v2"
-"$CAIRN" --store "$ST" images --json | jq -e 'all(.[].names[]; startswith("oci:") | not)' >/dev/null &&
+cairn images --json | jq -e 'all(.[].names[]; startswith("oci:") | not)' >/dev/null &&
   ok "no name is DIRNAME:REF" || not_ok "a name is DIRNAME:REF"
 finish

@@ -18,14 +18,14 @@ export OCI_IMAGE_CONFIG='{"history": [
 setup $OCI_IMAGE add oci app linux/amd64 a.tar:gzip b.tar:raw >/dev/null
 unset OCI_IMAGE_CONFIG
 setup $OCI_IMAGE add oci bare linux/amd64 a.tar:raw >/dev/null
-setup "$CAIRN" --store "$ST" pull -q "oci:$T/oci:app" app:1
-setup "$CAIRN" --store "$ST" pull -q "oci:$T/oci:bare" bare:1
+setup cairn pull -q "oci:$T/oci:app" app:1
+setup cairn pull -q "oci:$T/oci:bare" bare:1
 la=$(sha256sum a.tar | cut -c1-64)
 lb=$(sha256sum b.tar | cut -c1-64)
-size_b=$("$CAIRN" --store "$ST" layers --json | jq --arg l "$lb" '.[] | select(.id == $l) | .size')
+size_b=$(cairn layers --json | jq --arg l "$lb" '.[] | select(.id == $l) | .size')
 
 # ---- history ---------------------------------------------------------------
-expect_exit 0 "history --json" "$CAIRN" --store "$ST" history --json app:1
+expect_exit 0 "history --json" cairn history --json app:1
 jq -e --arg la "$la" --arg lb "$lb" --argjson sb "$size_b" '
   length == 3
   and .[0].id == $lb and .[0].size == $sb and .[0].created == "2024-01-03T00:00:00Z"
@@ -34,47 +34,47 @@ jq -e --arg la "$la" --arg lb "$lb" --argjson sb "$size_b" '
   and .[1].created == "2024-01-02T02:05:00Z"
   and .[2].id == $la and .[2].comment == "base" and .[2].created == "2024-01-02T03:04:05Z"' \
   "$T/stdout" >/dev/null || not_ok "history --json: $(cat "$T/stdout")"
-expect_exit 0 "history (table)" "$CAIRN" --store "$ST" history app:1
+expect_exit 0 "history (table)" cairn history app:1
 head -1 "$T/stdout" | grep -q '^ID  *CREATED  *CREATED BY  *SIZE  *COMMENT$' ||
   not_ok "history header: $(head -1 "$T/stdout")"
 grep -q "^${lb:0:12} .*  /bin/sh -c make install && rm -rf /tmp/bui\.\.\.  " "$T/stdout" ||
   not_ok "history row (cut to 45): $(cat "$T/stdout")"
 grep -q '^<missing> .*ENV X=1' "$T/stdout" || not_ok "empty layer not <missing>: $(cat "$T/stdout")"
-expect_exit 0 "history --no-trunc" "$CAIRN" --store "$ST" history --no-trunc app:1
+expect_exit 0 "history --no-trunc" cairn history --no-trunc app:1
 grep -q "^$lb .*/var/cache/apt/archives/\*\.deb" "$T/stdout" || not_ok "--no-trunc: $(cat "$T/stdout")"
-expect_exit 0 "history -q" "$CAIRN" --store "$ST" history -q app:1
+expect_exit 0 "history -q" cairn history -q app:1
 [[ $(head -1 "$T/stdout") == "${lb:0:12}" ]] || not_ok "history -q: $(cat "$T/stdout")"
-expect_exit 0 "history of a config without history" "$CAIRN" --store "$ST" history --json bare:1
+expect_exit 0 "history of a config without history" cairn history --json bare:1
 jq -e --arg la "$la" 'length == 1 and .[0].id == $la and .[0].created == null' "$T/stdout" \
   >/dev/null || not_ok "bare history: $(cat "$T/stdout")"
 # An import records an entry per layer, as podman import does, without a
 # time (the same tars give the same id): history shows the image's.
-setup "$CAIRN" --store "$ST" import -q imp:1 a.tar b.tar >/dev/null
-expect_exit 0 "history of an import" "$CAIRN" --store "$ST" history --json imp:1
+setup cairn import -q imp:1 a.tar b.tar >/dev/null
+expect_exit 0 "history of an import" cairn history --json imp:1
 jq -e --arg la "$la" --arg lb "$lb" 'length == 2 and .[0].id == $lb and .[1].id == $la
   and all(.[]; .comment == "imported from tarball" and .created_by == "cairn import"
     and (.created | type == "string" and test("^[0-9]{4}-")))' "$T/stdout" >/dev/null ||
   not_ok "import history: $(cat "$T/stdout")"
-expect_exit 0 "history of an import (table)" "$CAIRN" --store "$ST" history imp:1
+expect_exit 0 "history of an import (table)" cairn history imp:1
 grep -q "^${lb:0:12}  *[^ ].* ago  *cairn import  .*imported from tarball$" "$T/stdout" ||
   not_ok "import history table: $(cat "$T/stdout")"
-expect_exit 3 "history of no image" "$CAIRN" --store "$ST" history nothing:1
-expect_exit 2 "history needs one image" "$CAIRN" --store "$ST" history
+expect_exit 3 "history of no image" cairn history nothing:1
+expect_exit 2 "history needs one image" cairn history
 
 # ---- tag -------------------------------------------------------------------
-app=$("$CAIRN" --store "$ST" images --json | jq -r '.[] | select(.names | index("localhost/app:1")) | .id')
-expect_exit 0 "tag" "$CAIRN" --store "$ST" tag app:1 registry.example/team/app:2 also
+app=$(cairn images --json | jq -r '.[] | select(.names | index("localhost/app:1")) | .id')
+expect_exit 0 "tag" cairn tag app:1 registry.example/team/app:2 also
 [[ ! -s $T/stdout ]] || not_ok "tag is not quiet: $(cat "$T/stdout")"
-"$CAIRN" --store "$ST" images --json | jq -e --arg id "$app" '.[] | select(.id == $id)
+cairn images --json | jq -e --arg id "$app" '.[] | select(.id == $id)
   | .names == ["localhost/also:latest", "localhost/app:1", "registry.example/team/app:2"]' >/dev/null ||
-  not_ok "names after tag: $("$CAIRN" --store "$ST" images --json)"
-bare=$("$CAIRN" --store "$ST" images --json | jq -r '.[] | select(.names | index("localhost/bare:1")) | .id')
-expect_exit 0 "tag by id prefix moves a name" "$CAIRN" --store "$ST" tag "${bare:0:12}" also
-"$CAIRN" --store "$ST" images --json | jq -e --arg id "$app" '.[] | select(.id == $id)
+  not_ok "names after tag: $(cairn images --json)"
+bare=$(cairn images --json | jq -r '.[] | select(.names | index("localhost/bare:1")) | .id')
+expect_exit 0 "tag by id prefix moves a name" cairn tag "${bare:0:12}" also
+cairn images --json | jq -e --arg id "$app" '.[] | select(.id == $id)
   | (.names | index("localhost/also:latest")) == null' >/dev/null || not_ok "also did not move"
-expect_exit 0 "rm of one name keeps the image" "$CAIRN" --store "$ST" rm app:1
-expect_exit 0 "the image under its new name" "$CAIRN" --store "$ST" history -q registry.example/team/app:2
-expect_exit 3 "tag of no image" "$CAIRN" --store "$ST" tag nothing:1 x
-expect_exit 2 "tag to a bad name" "$CAIRN" --store "$ST" tag also 'Bad Name'
-expect_exit 2 "tag needs a name" "$CAIRN" --store "$ST" tag also
+expect_exit 0 "rm of one name keeps the image" cairn rm app:1
+expect_exit 0 "the image under its new name" cairn history -q registry.example/team/app:2
+expect_exit 3 "tag of no image" cairn tag nothing:1 x
+expect_exit 2 "tag to a bad name" cairn tag also 'Bad Name'
+expect_exit 2 "tag needs a name" cairn tag also
 finish

@@ -54,17 +54,17 @@ on_exit "rm -rf '$T/pm' 2>/dev/null || ${PODMAN[*]} unshare rm -rf '$T/pm'"
 SRC=docker://$REGISTRY/lazy/a:1
 
 # The reference: a full pull, its export's listing and file sums.
-setup "$CAIRN" --store "$T/full" pull -q --insecure "$SRC" >"$T/full.id"
+setup cairn --store "$T/full" pull -q --insecure "$SRC" >"$T/full.id"
 FULL_ID=$(cat "$T/full.id")
 sums() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
 export_of() { # STORE OUT: the image's listing (OUT.list) and sums (OUT.sums)
   rm -rf "$2.x" && mkdir "$2.x" || return 1
-  "$CAIRN" --store "$1" export -q "$("$CAIRN" --store "$1" images -q | head -1)" >"$2.tar" 2>"$2.err" || return 1
+  cairn --store "$1" export -q "$(cairn --store "$1" images -q | head -1)" >"$2.tar" 2>"$2.err" || return 1
   tar -tvf "$2.tar" | sort >"$2.list" && tar -C "$2.x" -xf "$2.tar" && sums "$2.x" >"$2.sums"
 }
 setup export_of "$T/full" "$T/ref"
 # The template: the lazy pull, every file pending.
-setup "$CAIRN" --store "$T/tpl" pull -q --insecure --lazy --no-fill "$SRC" >/dev/null
+setup cairn --store "$T/tpl" pull -q --insecure --lazy --no-fill "$SRC" >/dev/null
 db() { sqlite3 "file:$1/meta.db?mode=ro" "$2"; }
 PENDING0=$(db "$T/tpl" "SELECT count(*) FROM pending")
 check "the template has every file pending ($PENDING0)" test "$PENDING0" -ge 6
@@ -92,7 +92,7 @@ store_fillers() {
 }
 on_exit 'for p in $(store_daemons); do kill -9 $p; done; fusermount3 -u -z "$W/mnt" 2>/dev/null'
 cleanup_mount() {
-  timeout 30 "$CAIRN" --store "$STORE" umount -q -f "$W/mnt" >/dev/null 2>&1
+  timeout 30 "$CAIRN_BIN/cairn" --store "$STORE" umount -q -f "$W/mnt" >/dev/null 2>&1
   local pids
   pids=$(store_daemons)
   [ -z "$pids" ] || kill -9 $pids 2>/dev/null
@@ -105,12 +105,12 @@ cleanup_mount() {
 # when every invariant holds, else one line saying which did not.
 check_point() {
   local what=$1 problems=""
-  timeout 60 "$CAIRN" --store "$STORE" fsck >"$W/fsck" 2>&1 ||
+  timeout 60 "$CAIRN_BIN/cairn" --store "$STORE" fsck >"$W/fsck" 2>&1 ||
     problems+=" fsck: $(grep -m3 problem "$W/fsck" | tr '\n' ' ')$(tail -1 "$W/fsck");"
   rm -rf "$W/store.fill"
   cp -a "$STORE" "$W/store.fill"
   mkdir -p "$W/mnt"
-  if timeout 30 "$CAIRN" --store "$STORE" mount -q lazy/a:1 "$W/mnt" 2>"$W/err"; then
+  if timeout 30 "$CAIRN_BIN/cairn" --store "$STORE" mount -q lazy/a:1 "$W/mnt" 2>"$W/err"; then
     timeout 60 bash -c "$(declare -f sums); sums '$W/mnt'" >"$W/mnt.sums" 2>"$W/err"
     cmp -s "$W/mnt.sums" "$T/ref.sums" ||
       problems+=" the mount does not serve the full pull's bytes: $(diff "$W/mnt.sums" "$T/ref.sums" | head -2 | tr '\n' ' ') $(head -c 200 "$W/err");"
@@ -118,11 +118,11 @@ check_point() {
   else
     problems+=" the image does not mount: $(cat "$W/err");"
   fi
-  if timeout 120 "$CAIRN" --store "$W/store.fill" fill -q lazy/a:1 >/dev/null 2>"$W/err"; then
+  if timeout 120 "$CAIRN_BIN/cairn" --store "$W/store.fill" fill -q lazy/a:1 >/dev/null 2>"$W/err"; then
     [ "$(db "$W/store.fill" "SELECT count(*) FROM pending") $(db "$W/store.fill" "SELECT count(*) FROM layer_sources")" = "0 0" ] ||
       problems+=" the fill left pending or source rows;"
     [ -z "$(ls -A "$W/store.fill/toc" 2>/dev/null)" ] || problems+=" the fill left a TOC;"
-    [ "$("$CAIRN" --store "$W/store.fill" images --json | jq -r '.[0].id')" = "$FULL_ID" ] ||
+    [ "$(cairn --store "$W/store.fill" images --json | jq -r '.[0].id')" = "$FULL_ID" ] ||
       problems+=" the filled image's id is not the full pull's;"
     if export_of "$W/store.fill" "$W/fill"; then
       cmp -s "$W/fill.list" "$T/ref.list" && cmp -s "$W/fill.sums" "$T/ref.sums" ||
@@ -130,7 +130,7 @@ check_point() {
     else
       problems+=" the filled image does not export: $(cat "$W/fill.err");"
     fi
-    timeout 60 "$CAIRN" --store "$W/store.fill" fsck >/dev/null 2>&1 || problems+=" fsck after the fill;"
+    timeout 60 "$CAIRN_BIN/cairn" --store "$W/store.fill" fsck >/dev/null 2>&1 || problems+=" fsck after the fill;"
   else
     problems+=" the fill fails: $(cat "$W/err");"
   fi
@@ -152,7 +152,7 @@ run() {
   rm -f "$W/trace"
   case $op in
   fill)
-    ("${inj[@]}" timeout 120 "$CAIRN" --store "$STORE" fill -q lazy/a:1 >/dev/null 2>"$W/stderr"
+    ("${inj[@]}" timeout 120 "$CAIRN_BIN/cairn" --store "$STORE" fill -q lazy/a:1 >/dev/null 2>"$W/stderr"
       exit $?) 2>/dev/null
     rc=$?
     [ "$n" = 0 ] && [ $rc != 0 ] && { echo "fill under the injector: exit $rc: $(cat "$W/stderr")"; return 1; }
@@ -162,7 +162,7 @@ run() {
     # the mount (and so its daemon and the fillers it runs) under the
     # injector; only a cairn with "fill" among its arguments acts
     mkdir -p "$W/mnt"
-    "${inj[@]}" timeout 30 "$CAIRN" --store "$STORE" mount -q lazy/a:1 "$W/mnt" 2>"$W/stderr" ||
+    "${inj[@]}" timeout 30 "$CAIRN_BIN/cairn" --store "$STORE" mount -q lazy/a:1 "$W/mnt" 2>"$W/stderr" ||
       { echo "$op at $n: mount: $(cat "$W/stderr")"; cleanup_mount; return 1; }
     local sup
     sup=$(store_daemons | head -1)
@@ -192,45 +192,45 @@ run() {
 # ---- how much of a partial image is here: images, df -------------------
 STORE=$T/listing
 setup cp -a "$T/tpl" "$STORE"
-setup "$CAIRN" --store "$STORE" fill -q --file "$(db "$STORE" "SELECT sha256 FROM pending WHERE path = 'data/f0'")" >/dev/null
+setup cairn fill -q --file "$(db "$STORE" "SELECT sha256 FROM pending WHERE path = 'data/f0'")" >/dev/null
 want_files=$(db "$STORE" "SELECT count(*) FROM pending")
 want_bytes=$(db "$STORE" "SELECT sum(size) FROM pending")
 check_json "inspect: Pending ($want_files files, $want_bytes bytes)" \
-  ".Pending.Files == $want_files and .Pending.Bytes == $want_bytes" "$CAIRN" --store "$STORE" inspect lazy/a:1
+  ".Pending.Files == $want_files and .Pending.Bytes == $want_bytes" "$CAIRN_BIN/cairn" --store "$STORE" inspect lazy/a:1
 check_json "images --json: pending_files and pending_bytes of the partial image" \
   ".[0].pending_files == $want_files and .[0].pending_bytes == $want_bytes" \
-  "$CAIRN" --store "$STORE" images --json
-expect_exit 0 "images" "$CAIRN" --store "$STORE" images
+  cairn images --json
+expect_exit 0 "images" cairn images
 check "images: a PENDING column (and UNVERIFIED: not filled, not proven)" \
   grep -Eq "LAYERS +PINNED +PENDING +UNVERIFIED$" "$T/stdout"
 human=$(awk 'NR == 2 { print $(NF - 2), $(NF - 1) }' "$T/stdout")
 check "... giving the bytes not fetched yet ($human)" \
   test "$human" = "$(python3 -c "n=$want_bytes; print(f'{n/1024:.1f} KiB' if n < 1048576 else f'{n/1048576:.1f} MiB')")"
 check "images --format {{.Pending_bytes}}" \
-  test "$("$CAIRN" --store "$STORE" images --format '{{.Pending_files}} {{.Pending_bytes}}')" = "$want_files $human"
+  test "$(cairn images --format '{{.Pending_files}} {{.Pending_bytes}}')" = "$want_files $human"
 check_json "df --json: the images' pending_count, pending_files, pending_bytes" \
   ".[0].type == \"images\" and .[0].pending_count == 1 and .[0].pending_files == $want_files and .[0].pending_bytes == $want_bytes" \
-  "$CAIRN" --store "$STORE" df --json
-expect_exit 0 "df" "$CAIRN" --store "$STORE" df
+  cairn df --json
+expect_exit 0 "df" cairn df
 check "df: a Pending row, the files and bytes not fetched yet" \
   grep -Eq "^Pending +$want_files +$human( |$)" "$T/stdout"
-setup "$CAIRN" --store "$STORE" fill -q lazy/a:1
-expect_exit 0 "images of the filled image" "$CAIRN" --store "$STORE" images
+setup cairn fill -q lazy/a:1
+expect_exit 0 "images of the filled image" cairn images
 check "... has no PENDING column" grep -Eq "LAYERS +PINNED$" "$T/stdout"
 check_json "images --json: no pending fields once filled" '.[0] | has("pending_files") or has("pending_bytes") | not' \
-  "$CAIRN" --store "$STORE" images --json
-expect_exit 0 "df of the filled store" "$CAIRN" --store "$STORE" df
+  cairn images --json
+expect_exit 0 "df of the filled store" cairn df
 check "... has no Pending row" eval "! grep -q '^Pending' '$T/stdout'"
 check_json "df --json: nothing pending" '.[0].pending_files == 0 and .[0].pending_bytes == 0 and .[0].pending_count == 0' \
-  "$CAIRN" --store "$STORE" df --json
+  cairn df --json
 
 # ---- the registry stopped while the partial image is mounted ------------
 STORE=$T/unreach
 setup cp -a "$T/tpl" "$STORE"
-setup "$CAIRN" --store "$STORE" fill -q --file "$(db "$STORE" "SELECT sha256 FROM pending WHERE path = 'data/f0'")" >/dev/null
+setup cairn fill -q --file "$(db "$STORE" "SELECT sha256 FROM pending WHERE path = 'data/f0'")" >/dev/null
 setup mkdir -p "$T/um"
-expect_exit 0 "mount of the partial image" "$CAIRN" --store "$STORE" mount lazy/a:1 "$T/um"
-on_exit "'$CAIRN' --store '$STORE' umount -f '$T/um' 2>/dev/null"
+expect_exit 0 "mount of the partial image" cairn mount lazy/a:1 "$T/um"
+on_exit "$CAIRN_BIN/cairn --store '$STORE' umount -f '$T/um' 2>/dev/null"
 setup registry_stop
 start=$(date +%s%N)
 if timeout 60 cat "$T/um/data/f4" >/dev/null 2>"$T/cat.err"; then
@@ -248,7 +248,7 @@ check "ls -lR lists the whole tree" test "$(ls -lR "$T/um" | grep -c '^-')" = "$
 setup registry_start "$T/reg" "$REGISTRY_PORT"
 sleep 2.1 # the daemon answers EIO for 2 s after a failed fetch (fs/ops.c FETCH_RETRY_MS)
 check "the registry back, the read works" cmp "$T/um/data/f4" "$T/a/data/f4"
-expect_exit 0 "umount" "$CAIRN" --store "$STORE" umount "$T/um"
+expect_exit 0 "umount" cairn umount "$T/um"
 # ---- a fill that outlives its bearer token ----------------------------
 # The token service's tokens last TOKEN_TTL s (docker-registry accepts a
 # token 60 s past its "exp": TOKEN_LEEWAY takes that off); the fill,
@@ -272,10 +272,10 @@ setup wait_for 10 test -s "$T/tproxy.port"
 TPROXY=127.0.0.1:$(cat "$T/tproxy.port")
 export REGISTRY_AUTH_FILE=$T/auth.json
 printf '{"auths": {"%s": {"auth": "%s"}}}\n' "$TPROXY" "$(printf alice:secret | base64)" >"$REGISTRY_AUTH_FILE"
-expect_exit 0 "pull --lazy from a token registry" "$CAIRN" --store "$T/tok" pull -q --insecure --lazy --no-fill "docker://$TPROXY/lazy/t:1"
+expect_exit 0 "pull --lazy from a token registry" cairn --store "$T/tok" pull -q --insecure --lazy --no-fill "docker://$TPROXY/lazy/t:1"
 tokens0=$(grep -c 'GET /token' "$T/treg/token.log")
 start=$(date +%s)
-expect_exit 0 "a fill that outlives its token" "$CAIRN" --store "$T/tok" fill lazy/t:1
+expect_exit 0 "a fill that outlives its token" cairn --store "$T/tok" fill lazy/t:1
 took=$(($(date +%s) - start))
 tokens=$(($(grep -c 'GET /token' "$T/treg/token.log") - tokens0))
 echo "# the fill took $took s, tokens of $TTL s; it asked for $tokens tokens" >&2
@@ -288,7 +288,7 @@ check "... the full pull's files" cmp "$T/tok.sums" "$T/ref.sums"
 export REGISTRY_AUTH_FILE=$T/no-auth.json
 printf secret >"$T/password"
 expect_exit 0 "pull --lazy --creds USER, its password on stdin" \
-  "$CAIRN" --store "$T/tok2" pull -q --insecure --lazy --creds alice "docker://$REGISTRY/lazy/t:1" <"$T/password"
+  cairn --store "$T/tok2" pull -q --insecure --lazy --creds alice "docker://$REGISTRY/lazy/t:1" <"$T/password"
 fillpid=$(ps -eo pid=,args= | awk -v s="$T/tok2" '$0 ~ " fill " && index($0, s) { print $1; exit }')
 if [[ -n $fillpid ]]; then
   check "... its background fill's arguments hold no password" \
@@ -296,7 +296,7 @@ if [[ -n $fillpid ]]; then
 fi
 setup wait_for 120 sh -c "! ps -eo args= | grep -v grep | grep -q -- '--store $T/tok2 fill'"
 check_json "... its background fill fetched every file with them" \
-  "length == 1 and (.[0].pending_files // 0) == 0" "$CAIRN" --store "$T/tok2" images --json
+  "length == 1 and (.[0].pending_files // 0) == 0" "$CAIRN_BIN/cairn" --store "$T/tok2" images --json
 unset REGISTRY_AUTH_FILE
 kill "$tproxy"
 

@@ -44,13 +44,13 @@ bdigest=$(manifest | jq -r '.layers[0].digest')
 echo "# layer: $bsize bytes" >&2
 
 # The reference: a full pull.
-setup "$CAIRN" --store "$T/full" pull -q --insecure "docker://$PROXY/lazy/a:1" >"$T/full.id"
-setup "$CAIRN" --store "$T/full" export -q -o "$T/full.tar" lazy/a:1
+setup cairn --store "$T/full" pull -q --insecure "docker://$PROXY/lazy/a:1" >"$T/full.id"
+setup cairn --store "$T/full" export -q -o "$T/full.tar" lazy/a:1
 
 # A lazy pull, then a fill: the layer's exact tar is recorded at its end.
-setup "$CAIRN" --store "$ST" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
+setup cairn pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
 proxy_reset
-expect_exit 0 "fill of a lazily pulled image" "$CAIRN" --store "$ST" fill lazy/a:1
+expect_exit 0 "fill of a lazily pulled image" cairn fill lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
 check "fill says it recorded the layer's exact tar" \
   grep -q "layer ${bdigest:0:19}: its exact tar recorded (the tar headers fetched" "$T/stderr"
@@ -64,27 +64,27 @@ check "the layer's rows are the full pull's (layers, entries, exact tar)" \
   same_rows "$ST" "$T/full"
 check "no layer source row is left" test "$(q "$ST" "SELECT count(*) FROM layer_sources")" = 0
 check "no TOC is left" test ! -e "$ST/toc/${bdigest#sha256:}"
-expect_exit 0 "fsck after the fill" "$CAIRN" --store "$ST" fsck
-expect_exit 0 "export of the filled image" "$CAIRN" --store "$ST" export -q -o "$T/lazy.tar" lazy/a:1
+expect_exit 0 "fsck after the fill" cairn fsck
+expect_exit 0 "export of the filled image" cairn export -q -o "$T/lazy.tar" lazy/a:1
 check "export: the full pull's tar, byte for byte" cmp "$T/lazy.tar" "$T/full.tar"
 
 # Every file fetched as a mount's first reads fetch them (cairn fill
 # --file): the layer is complete, its exact tar not recorded yet; a fill
 # killed while it records it (a slow link: it waits for the headers)
 # leaves a store fsck passes; the next fill finishes the layer.
-setup "$CAIRN" --store "$T/k" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
+setup cairn --store "$T/k" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
 pending() { q "$T/k" "SELECT count(*) FROM pending"; }
 for sha in $(q "$T/k" "SELECT DISTINCT sha256 FROM pending"); do
-  setup "$CAIRN" --store "$T/k" fill --file "sha256:$sha" >/dev/null
+  setup cairn --store "$T/k" fill --file "sha256:$sha" >/dev/null
 done
 check "every file read: the layer complete, its source kept for its tar" \
   test "$(pending) $(q "$T/k" "SELECT state FROM layers") $(q "$T/k" \
     "SELECT count(*) FROM layer_sources")" = "0 complete 1"
-expect_exit 0 "fsck of a complete layer not finished" "$CAIRN" --store "$T/k" fsck
+expect_exit 0 "fsck of a complete layer not finished" cairn --store "$T/k" fsck
 check "... says it waits for its exact tar" grep -q "not their exact tar record yet" "$T/stdout"
 proxy_reset
 curl -sf "http://$PROXY/_proxy/set?rate=4000&latency=0.2" >/dev/null
-"$CAIRN" --store "$T/k" fill lazy/a:1 >"$T/fill1.out" 2>"$T/fill1.err" &
+cairn --store "$T/k" fill lazy/a:1 >"$T/fill1.out" 2>"$T/fill1.err" &
 fill_pid=$!
 for _ in $(seq 200); do
   [ "$(proxy_counts | jq .requests)" -gt 0 ] && break
@@ -97,22 +97,22 @@ curl -sf "http://$PROXY/_proxy/set?rate=12500000&latency=0.005" >/dev/null
 check "the fill was killed before it recorded the tar" \
   test "$(q "$T/k" "SELECT count(*) FROM layer_tars")" = 0 \
   -a "$(q "$T/k" "SELECT count(*) FROM layer_sources")" = 1
-expect_exit 0 "fsck after the killed fill" "$CAIRN" --store "$T/k" fsck
-expect_exit 0 "the next fill finishes the layer" "$CAIRN" --store "$T/k" fill lazy/a:1
+expect_exit 0 "fsck after the killed fill" cairn --store "$T/k" fsck
+expect_exit 0 "the next fill finishes the layer" cairn --store "$T/k" fill lazy/a:1
 check "... its rows the full pull's" same_rows "$T/k" "$T/full"
 check "... no source row left" test "$(q "$T/k" "SELECT count(*) FROM layer_sources")" = 0
-expect_exit 0 "fsck after it" "$CAIRN" --store "$T/k" fsck
+expect_exit 0 "fsck after it" cairn --store "$T/k" fsck
 
 # Push of the filled image, pulled back elsewhere: the same image id.
-expect_exit 0 "push of the filled image" "$CAIRN" --store "$ST" push --insecure lazy/a:1 \
+expect_exit 0 "push of the filled image" cairn push --insecure lazy/a:1 \
   "docker://$PROXY/back/filled:1"
-expect_exit 0 "... pulled back" "$CAIRN" --store "$T/b1" pull -q --insecure \
+expect_exit 0 "... pulled back" cairn --store "$T/b1" pull -q --insecure \
   "docker://$PROXY/back/filled:1"
 check "... gives the same image id" test "$(tail -1 "$T/stdout")" = "$(cat "$T/full.id")"
 
 # Push of a lazily pulled image not filled: it fills first, saying so.
-setup "$CAIRN" --store "$T/p" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
-expect_exit 0 "push of a lazily pulled image not filled" "$CAIRN" --store "$T/p" push --insecure \
+setup cairn --store "$T/p" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
+expect_exit 0 "push of a lazily pulled image not filled" cairn --store "$T/p" push --insecure \
   lazy/a:1 "docker://$PROXY/back/lazy:1"
 sed "s/^/# /" "$T/stderr" >&2
 check "... says it fetches the files first" \
@@ -120,34 +120,34 @@ check "... says it fetches the files first" \
   "$T/stderr"
 check "... leaves nothing pending, no source row" \
   test "$(q "$T/p" "SELECT count(*) FROM pending") $(q "$T/p" "SELECT count(*) FROM layer_sources")" = "0 0"
-expect_exit 0 "... pulled back" "$CAIRN" --store "$T/b2" pull -q --insecure \
+expect_exit 0 "... pulled back" cairn --store "$T/b2" pull -q --insecure \
   "docker://$PROXY/back/lazy:1"
 check "... gives the same image id" test "$(tail -1 "$T/stdout")" = "$(cat "$T/full.id")"
-expect_exit 0 "fsck of the store pushed from" "$CAIRN" --store "$T/p" fsck
+expect_exit 0 "fsck of the store pushed from" cairn --store "$T/p" fsck
 
 # Export of a lazily pulled image not filled: it fills first, saying so.
-setup "$CAIRN" --store "$T/e" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
-expect_exit 0 "export of a lazily pulled image not filled" "$CAIRN" --store "$T/e" export \
+setup cairn --store "$T/e" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
+expect_exit 0 "export of a lazily pulled image not filled" cairn --store "$T/e" export \
   -o "$T/e.tar" lazy/a:1
 check "... says it fetches the files first" \
   grep -q "was pulled lazily: fetching its 40 files not fetched yet .* first, as cairn fill does" \
   "$T/stderr"
 check "... the full pull's tar, byte for byte" cmp "$T/e.tar" "$T/full.tar"
 check "... the layer's rows the full pull's" same_rows "$T/e" "$T/full"
-expect_exit 0 "fsck after it" "$CAIRN" --store "$T/e" fsck
+expect_exit 0 "fsck after it" cairn --store "$T/e" fsck
 # The Additional Layer Store (cairnfs --als): a lazily pulled layer has no
 # kept blob, so it is not offered, before the fill or after a plain one;
 # fill --keep-blobs fetches the blob whole and keeps it, as a full pull
 # does: the layer's rows are then all the full pull's, layer_blobs too,
 # and cairnfs --als serves it.
-setup "$CAIRN" --store "$T/als" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
+setup cairn --store "$T/als" pull -q --insecure --lazy --no-fill "docker://$PROXY/lazy/a:1" >/dev/null
 ALS=$T/alsdir
 setup mkdir "$ALS"
 setup "$CAIRN_BIN/cairnfs" --als --store "$T/als" "$ALS"
 on_exit "umount '$ALS' 2>/dev/null || umount -l '$ALS' 2>/dev/null || true"
 check "cairnfs --als does not offer a lazily pulled layer" test ! -e "$ALS/$bdigest"
 proxy_reset
-expect_exit 0 "fill --keep-blobs" "$CAIRN" --store "$T/als" fill --keep-blobs lazy/a:1
+expect_exit 0 "fill --keep-blobs" cairn --store "$T/als" fill --keep-blobs lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
 check "... says it fetched the layer whole and kept it" \
   grep -q "layer ${bdigest:0:19}: fetched whole ($bsize bytes) and kept" "$T/stderr"
@@ -162,5 +162,5 @@ check_json "... its info: the blob's digest and size, the diff_id" \
    .[\"diff-digest\"] == \"sha256:$diff_id\"" cat "$ALS/$bdigest/info"
 check "... and its files" cmp "$ALS/$bdigest/diff/usr/lib/data/f05" "$T/a/usr/lib/data/f05"
 expect_exit 0 "umount of the ALS" umount "$ALS"
-expect_exit 0 "fsck" "$CAIRN" --store "$T/als" fsck
+expect_exit 0 "fsck" cairn --store "$T/als" fsck
 finish

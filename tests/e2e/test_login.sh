@@ -18,16 +18,16 @@ setup registry_push "$T/oci" app team/app:1 --dest-creds alice:secret
 src="docker://$REGISTRY/team/app:1"
 export HOME=$T/home REGISTRY_AUTH_FILE=$T/auth.json
 unset XDG_RUNTIME_DIR XDG_CONFIG_HOME DOCKER_CONFIG
-login() { "$CAIRN" --store "$ST" login --insecure "$@"; }
+login() { cairn login --insecure "$@"; }
 
-expect_exit 1 "wrong password: refused" sh -c "echo nope | $CAIRN --store $ST login --insecure -u alice --password-stdin $REGISTRY"
+expect_exit 1 "wrong password: refused" sh -c "echo nope | cairn login --insecure -u alice --password-stdin $REGISTRY"
 grep -q "login refused" "$T/stderr" || not_ok "unclear refusal: $(cat "$T/stderr")"
 [[ $(wc -l <"$T/stderr") == 1 ]] || not_ok "refusal is not one line: $(cat "$T/stderr")"
 [[ ! -e $T/auth.json ]] || not_ok "a refused login wrote $(cat "$T/auth.json")"
 
 printf '{"auths": {"other.example": {"auth": "eDp5"}}, "credHelpers": {"x.example": "pass"}}' \
   >"$T/auth.json"
-expect_exit 0 "login --password-stdin" sh -c "echo secret | $CAIRN --store $ST login --insecure -u alice --password-stdin $REGISTRY"
+expect_exit 0 "login --password-stdin" sh -c "echo secret | cairn login --insecure -u alice --password-stdin $REGISTRY"
 grep -qx "Login Succeeded!" "$T/stdout" || not_ok "login said: $(cat "$T/stdout")"
 jq -e --arg h "$REGISTRY" --arg a "$(printf alice:secret | base64)" '.auths[$h].auth == $a
   and .auths["other.example"].auth == "eDp5" and .credHelpers["x.example"] == "pass"' \
@@ -35,32 +35,32 @@ jq -e --arg h "$REGISTRY" --arg a "$(printf alice:secret | base64)" '.auths[$h].
 [[ $(stat -c %a "$T/auth.json") == 600 ]] || not_ok "auth.json mode $(stat -c %a "$T/auth.json")"
 
 # What login wrote is what a pull and skopeo read.
-expect_exit 0 "pull with the login's credentials" "$CAIRN" --store "$ST" pull -q --insecure "$src"
+expect_exit 0 "pull with the login's credentials" cairn pull -q --insecure "$src"
 expect_exit 0 "skopeo reads the login's auth.json" skopeo inspect --tls-verify=false "$src"
 
 # Without REGISTRY_AUTH_FILE: $XDG_RUNTIME_DIR/containers/auth.json, made 0700.
 expect_exit 0 "login to XDG_RUNTIME_DIR" env -u REGISTRY_AUTH_FILE XDG_RUNTIME_DIR="$T/run" \
-  sh -c "echo secret | $CAIRN --store $ST login --insecure -u alice --password-stdin http://$REGISTRY/v2/"
+  sh -c "echo secret | cairn login --insecure -u alice --password-stdin http://$REGISTRY/v2/"
 jq -e --arg h "$REGISTRY" '.auths[$h].auth' "$T/run/containers/auth.json" >/dev/null ||
   not_ok "no entry in \$XDG_RUNTIME_DIR/containers/auth.json"
 [[ $(stat -c %a "$T/run/containers") == 700 ]] || not_ok "containers/ mode $(stat -c %a "$T/run/containers")"
 expect_exit 0 "pull reads \$XDG_RUNTIME_DIR's" env -u REGISTRY_AUTH_FILE XDG_RUNTIME_DIR="$T/run" \
-  "$CAIRN" --store "$T/st2" pull -q --insecure "$src"
+  cairn --store "$T/st2" pull -q --insecure "$src"
 
 # logout
-expect_exit 0 "logout" "$CAIRN" --store "$ST" logout "$REGISTRY"
+expect_exit 0 "logout" cairn logout "$REGISTRY"
 grep -qx "Removed login credentials for $REGISTRY" "$T/stdout" || not_ok "logout said: $(cat "$T/stdout")"
 jq -e --arg h "$REGISTRY" '.auths[$h] == null and .auths["other.example"]' "$T/auth.json" \
   >/dev/null || not_ok "after logout: $(cat "$T/auth.json")"
-expect_exit 1 "pull after logout: refused" "$CAIRN" --store "$T/st3" pull -q --insecure "$src"
-expect_exit 3 "logout twice: not logged in" "$CAIRN" --store "$ST" logout "$REGISTRY"
-expect_exit 0 "logout --all" "$CAIRN" --store "$ST" logout --all
+expect_exit 1 "pull after logout: refused" cairn --store "$T/st3" pull -q --insecure "$src"
+expect_exit 3 "logout twice: not logged in" cairn logout "$REGISTRY"
+expect_exit 0 "logout --all" cairn logout --all
 jq -e '.auths == {} and .credHelpers["x.example"] == "pass"' "$T/auth.json" >/dev/null ||
   not_ok "after logout --all: $(cat "$T/auth.json")"
 
 # Bad input
-expect_exit 2 "login --password-stdin without -u" "$CAIRN" --store "$ST" login --password-stdin "$REGISTRY"
-expect_exit 2 "login with no terminal and no --password-stdin" setsid "$CAIRN" --store "$ST" login -u alice "$REGISTRY"
-expect_exit 2 "login needs a registry" "$CAIRN" --store "$ST" login -u alice
-expect_exit 2 "logout needs a registry" "$CAIRN" --store "$ST" logout
+expect_exit 2 "login --password-stdin without -u" cairn login --password-stdin "$REGISTRY"
+expect_exit 2 "login with no terminal and no --password-stdin" setsid cairn login -u alice "$REGISTRY"
+expect_exit 2 "login needs a registry" cairn login -u alice
+expect_exit 2 "logout needs a registry" cairn logout
 finish

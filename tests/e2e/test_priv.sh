@@ -39,13 +39,13 @@ pull_test_init
 command -v setpriv >/dev/null || { not_ok "setpriv is not installed"; finish; exit 1; }
 chmod 755 "$T" # nobody must reach the mounts and directories below it
 
-c() { "$CAIRN" --store "$ST" "$@"; }
+c() { cairn "$@"; }
 # euid_via DIR: what the image's setuid program prints when nobody runs it.
 euid_via() { as_nobody "$1/bin/euid" 2>&1; }
 # dev_open DIR: "opened", or why nobody cannot read the image's /dev/zero.
 dev_open() { as_nobody sh -c 'head -c1 "$1" >/dev/null && echo opened' sh "$1/dev/zero" 2>&1; }
 # unmount DIR: at exit, whatever is mounted on DIR.
-unmount() { on_exit "$CAIRN --store $ST umount $1; fusermount3 -u -z $1; umount -l $1"; }
+unmount() { on_exit "cairn umount $1; fusermount3 -u -z $1; umount -l $1"; }
 
 # ---- the image: bin/euid root's and 04755, dev/zero a 0666 char device 1:5
 mkdir -p l/bin l/dev
@@ -199,7 +199,7 @@ chown nobody:nogroup "$ad"
 # login_pidns: root's login as pid 1 (or a little more) of a new pid namespace.
 login_pidns() {
   unshare --pid --fork env REGISTRY_AUTH_FILE="$ad/auth.json" \
-    "$CAIRN" --store "$ST" login --insecure -u alice --password-stdin "$REGISTRY" <<<secret
+    cairn login --insecure -u alice --password-stdin "$REGISTRY" <<<secret
 }
 for i in $(seq 1 20); do as_nobody ln -s "$T/rootfile" "$ad/auth.json.tmp$i"; done
 expect_exit 0 "login: with symlinks planted at auth.json.tmpPID" login_pidns
@@ -220,13 +220,13 @@ check "login: nobody's files got no credentials" \
 # if one waits for a writer or reader)
 as_nobody mkfifo "$ad/out.tar" "$ad/fifo.json"
 expect_exit 1 "export -o: a FIFO nobody planted is refused, not waited on" \
-  timeout 20 "$CAIRN" --store "$ST" export -q -o "$ad/out.tar" app:1
+  timeout 20 cairn export -q -o "$ad/out.tar" app:1
 check "export -o: the refusal says why" grep -q "out.tar: not a regular file" "$T/stderr"
 expect_exit 0 "pull: a FIFO at REGISTRY_AUTH_FILE is not waited on" \
-  timeout 20 env REGISTRY_AUTH_FILE="$ad/fifo.json" "$CAIRN" --store "$ST" pull -q --insecure \
+  timeout 20 env REGISTRY_AUTH_FILE="$ad/fifo.json" cairn pull -q --insecure \
   "docker://$REGISTRY/team/app:1" app:1
 expect_exit 1 "login: a FIFO at REGISTRY_AUTH_FILE is refused, not waited on" \
-  timeout 20 env REGISTRY_AUTH_FILE="$ad/fifo.json" "$CAIRN" --store "$ST" login --insecure \
+  timeout 20 env REGISTRY_AUTH_FILE="$ad/fifo.json" cairn login --insecure \
   -u alice --password-stdin "$REGISTRY" <<<secret
 check "login: the refusal says why" grep -q "fifo.json: not a regular file" "$T/stderr"
 
@@ -239,7 +239,7 @@ for i in $(seq 1 20); do
   for n in oci-layout index.json; do as_nobody ln -s "$T/rootfile" "$od/layout/$n.tmp-$i"; done
 done
 expect_exit 0 "push oci: with symlinks planted at NAME.tmp-PID" \
-  unshare --pid --fork "$CAIRN" --store "$ST" push -q app:1 "oci:$od/layout:1"
+  unshare --pid --fork cairn push -q app:1 "oci:$od/layout:1"
 check "push oci: the planted symlinks' target is untouched" test "$(cat rootfile)" = precious
 check "push oci: index.json is a regular file of root's" \
   test "$(stat -c %F:%u "$od/layout/index.json" 2>&1)" = "regular file:0"
@@ -257,17 +257,17 @@ check "push oci: a planted blobs symlink makes nothing where it points" \
 ns=$T/nbstore
 mkdir "$ns" crond
 chown nobody:nogroup "$ns"
-expect_exit 1 "a store nobody owns: root refuses it" "$CAIRN" --store "$ns" import -q evil:1 l.tar
+expect_exit 1 "a store nobody owns: root refuses it" cairn --store "$ns" import -q evil:1 l.tar
 check "a store nobody owns: the refusal says whose" \
   grep -q "nbstore: owned by uid 65534, not root" "$T/stderr"
 expect_exit 1 "a store nobody owns: through CAIRN_STORE too" \
-  env CAIRN_STORE="$ns" "$CAIRN" import -q evil:1 l.tar
+  env CAIRN_STORE="$ns" cairn import -q evil:1 l.tar
 nh=$T/nbhome
 mkdir "$nh"
 chown nobody:nogroup "$nh"
 as_nobody mkdir -p "$nh/.config/cairn"
 as_nobody sh -c 'echo "store = $1" >"$2"' sh "$ns" "$nh/.config/cairn/cairn.conf"
-expect_exit 0 "root with nobody's HOME: info" env -u CAIRN_STORE -u XDG_CONFIG_HOME HOME="$nh" "$CAIRN" info
+expect_exit 0 "root with nobody's HOME: info" env -u CAIRN_STORE -u XDG_CONFIG_HOME HOME="$nh" cairn info
 check "root with nobody's HOME: nobody's cairn.conf is not read" \
   grep -q "cairn.conf (not yours: not read)" "$T/stdout"
 check "root with nobody's HOME: its store is not used" sh -c "! grep -q nbstore $T/stdout"
@@ -275,17 +275,17 @@ as_nobody sh -c 'mkdir -p "$1/blobs" && for a in 0 1 2 3 4 5 6 7 8 9 a b c d e f
   for b in 0 1 2 3 4 5 6 7 8 9 a b c d e f; do ln -s "$2" "$1/blobs/$a$b"; done; done' \
   sh "$ns" "$T/crond"
 expect_exit 1 "--trust-store: an import into planted blobs/XX symlinks fails" \
-  "$CAIRN" --trust-store --store "$ns" import -q evil:1 l.tar
+  cairn --trust-store --store "$ns" import -q evil:1 l.tar
 check "--trust-store: nothing is written where the symlinks point" test -z "$(ls -A crond)"
 
 # ---- a store in an existing 0755 directory
 mkdir s755
 chmod 755 s755
-expect_exit 0 "store in a 0755 directory: import" "$CAIRN" --store "$T/s755" import -q app:2 l.tar
+expect_exit 0 "store in a 0755 directory: import" cairn --store "$T/s755" import -q app:2 l.tar
 check "store in a 0755 directory: cairn says so" grep -q "s755: mode 0755 lets other users in" \
   "$T/stderr"
-setup "$CAIRN" --store "$T/s755" mount -q app:2 "$T/mnt_sd" >/dev/null
-setup "$CAIRN" --store "$T/s755" umount "$T/mnt_sd" >/dev/null
+setup cairn --store "$T/s755" mount -q app:2 "$T/mnt_sd" >/dev/null
+setup cairn --store "$T/s755" umount "$T/mnt_sd" >/dev/null
 check "store in a 0755 directory: meta.db and refs are there" test -e s755/meta.db -a -e s755/refs
 check "store in a 0755 directory: none of its files is open to others ($(find s755 -maxdepth 1 -type f -perm /077 -printf '%f:%m '))" \
   test -z "$(find s755 -maxdepth 1 -type f -perm /077)"
@@ -294,7 +294,7 @@ check "store in a 0755 directory: nobody cannot read meta.db" \
 check "store in a 0755 directory: nobody cannot read refs" \
   sh -c "! setpriv --reuid=nobody --regid=nogroup --clear-groups cat $T/s755/refs >/dev/null 2>&1"
 chmod 644 s755/meta.db # as an older cairn left it
-expect_exit 0 "a loosened meta.db: images" "$CAIRN" --store "$T/s755" images -q
+expect_exit 0 "a loosened meta.db: images" cairn --store "$T/s755" images -q
 check "a loosened meta.db: cairn says it made it private" \
   grep -q "made its files private: meta.db (was 0644)" "$T/stderr"
 check "a loosened meta.db: it is 0600 again" test "$(stat -c %a s755/meta.db)" = 600

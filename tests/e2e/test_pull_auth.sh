@@ -18,35 +18,35 @@ src="docker://$REGISTRY/team/app:1"
 export HOME=$T/home REGISTRY_AUTH_FILE=$T/none.json
 unset XDG_RUNTIME_DIR
 
-expect_exit 1 "no credentials: refused" "$CAIRN" --store "$ST" pull --insecure "$src"
+expect_exit 1 "no credentials: refused" cairn pull --insecure "$src"
 grep -q "token service refused" "$T/stderr" || fail "unclear auth error: $(cat "$T/stderr")"
 grep -q "(no credentials: cairn login $REGISTRY, or --creds USER)" "$T/stderr" ||
   fail "the refusal does not say how to log in: $(cat "$T/stderr")"
 ok "the refusal says how to give credentials: cairn login HOST, or --creds USER"
 [[ $(grep -vc "^cairn: created store" "$T/stderr") == 1 ]] || fail "auth refusal retried or chatty: $(cat "$T/stderr")"
-expect_exit 1 "wrong password: refused" "$CAIRN" --store "$ST" pull --insecure --creds alice:nope "$src"
+expect_exit 1 "wrong password: refused" cairn pull --insecure --creds alice:nope "$src"
 
-expect_exit 0 "--creds" "$CAIRN" --store "$ST" pull --insecure --creds alice:secret "$src"
+expect_exit 0 "--creds" cairn pull --insecure --creds alice:secret "$src"
 [[ $(cat "$T/stdout") == "$id" ]] || fail "token pull gave $(cat "$T/stdout")"
 grep -q "pull: --creds USER:PASS: warning: every user sees the password in ps.*--creds USER reads it from stdin, or use cairn login" "$T/stderr" ||
   fail "--creds USER:PASS gave no warning: $(cat "$T/stderr")"
 
 # --creds USER: the password from stdin's first line, out of ps's sight.
 expect_exit 0 "--creds USER, the password on stdin" \
-  sh -c "echo secret | '$CAIRN' --store '$T/st4' pull --insecure --creds alice '$src'"
+  sh -c "echo secret | cairn --store '$T/st4' pull --insecure --creds alice '$src'"
 [[ $(cat "$T/stdout") == "$id" ]] || fail "--creds USER pull gave $(cat "$T/stdout")"
 expect_exit 1 "--creds USER, a wrong password on stdin: refused" \
-  sh -c "echo nope | '$CAIRN' --store '$T/st5' pull --insecure --creds alice '$src'"
+  sh -c "echo nope | cairn --store '$T/st5' pull --insecure --creds alice '$src'"
 expect_exit 2 "--creds USER, nothing on stdin: a usage error" \
-  "$CAIRN" --store "$T/st5" pull --insecure --creds alice "$src" </dev/null
+  cairn --store "$T/st5" pull --insecure --creds alice "$src" </dev/null
 grep -q "pull: --creds alice: no password on stdin" "$T/stderr" ||
   fail "--creds USER without a password said: $(cat "$T/stderr")"
 
 # The same from an auth.json (as podman/skopeo login write it).
-"$CAIRN" --store "$ST" rm "$REGISTRY/team/app:1" >/dev/null 2>&1
+cairn rm "$REGISTRY/team/app:1" >/dev/null 2>&1
 printf '{"auths":{"%s":{"auth":"%s"}}}' "$REGISTRY" "$(printf alice:secret | base64)" >"$T/auth.json"
 REGISTRY_AUTH_FILE=$T/auth.json expect_exit 0 "REGISTRY_AUTH_FILE" \
-  "$CAIRN" --store "$T/st2" pull --insecure "$src"
+  cairn --store "$T/st2" pull --insecure "$src"
 mkdir -p "$HOME/.docker" && cp "$T/auth.json" "$HOME/.docker/config.json"
-expect_exit 0 "~/.docker/config.json" "$CAIRN" --store "$T/st3" pull --insecure "$src"
+expect_exit 0 "~/.docker/config.json" cairn --store "$T/st3" pull --insecure "$src"
 finish

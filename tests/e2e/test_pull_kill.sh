@@ -41,20 +41,20 @@ src="docker://$REGISTRY/team/big:1"
 took_ms=0
 for s in ref ref2; do
   start=$(date +%s%N)
-  setup "$CAIRN" --store "$T/$s" pull -q --insecure "$src" >/dev/null
+  setup cairn --store "$T/$s" pull -q --insecure "$src" >/dev/null
   t=$((($(date +%s%N) - start) / 1000000))
   ((t > took_ms)) && took_ms=$t
 done
 rm -rf "$T/ref2"
 echo "# a full pull takes ${took_ms} ms"
-"$CAIRN" --store "$T/ref" layers --json | jq -S 'map({id, size, entries}) | sort_by(.id)' >"$T/ref.layers"
+cairn --store "$T/ref" layers --json | jq -S 'map({id, size, entries}) | sort_by(.id)' >"$T/ref.layers"
 [[ $(jq length "$T/ref.layers") == 3 ]] || { fail "reference pull stored $(cat "$T/ref.layers")"; finish; exit 1; }
-setup "$CAIRN" --store "$ST" images >/dev/null
+setup cairn images >/dev/null
 
 # store_whole ROUND: the checks above, for the state a kill left.
 store_whole() {
   local r=$1 n
-  "$CAIRN" --store "$ST" layers --json | jq -S 'map({id, size, entries}) | sort_by(.id)' >"$T/now.layers" ||
+  cairn layers --json | jq -S 'map({id, size, entries}) | sort_by(.id)' >"$T/now.layers" ||
     { not_ok "round $r: layers --json"; return 1; }
   # Every stored layer is a reference layer, row for row (no partial one).
   n=$(jq -n --slurpfile now "$T/now.layers" --slurpfile ref "$T/ref.layers" \
@@ -63,7 +63,7 @@ store_whole() {
   # The image: whole or absent.
   n=$(image_count)
   if [[ $n == 1 ]]; then
-    "$CAIRN" --store "$ST" inspect "$big_id" | jq -e '.layers | length == 3' >/dev/null &&
+    cairn inspect "$big_id" | jq -e '.layers | length == 3' >/dev/null &&
       [[ $(jq length "$T/now.layers") == 3 ]] ||
       { not_ok "round $r: committed image without all its layers"; return 1; }
   elif [[ $n != 0 ]]; then
@@ -86,7 +86,7 @@ store_whole() {
   [ -e "$ST/meta.db" ] || return 0
   rm -rf "$T/copy"
   cp -a "$ST" "$T/copy"
-  "$CAIRN" --store "$T/copy" fsck >"$T/fsck" 2>&1 || { not_ok "round $r: fsck: $(tail -3 "$T/fsck")"; return 1; }
+  cairn --store "$T/copy" fsck >"$T/fsck" 2>&1 || { not_ok "round $r: fsck: $(tail -3 "$T/fsck")"; return 1; }
   return 0
 }
 
@@ -95,21 +95,21 @@ on_exit '[[ -n $pid ]] && kill -9 $pid'
 for ((r = 0; r < rounds; r++)); do
   jobs=()
   ((r % 2)) && jobs=(--jobs 1) # one layer after another: more partial states
-  "$CAIRN" --store "$ST" pull --insecure "${jobs[@]}" "$src" >/dev/null 2>"$T/killed.err" &
+  cairn pull --insecure "${jobs[@]}" "$src" >/dev/null 2>"$T/killed.err" &
   pid=$!
   sleep "$(awk -v x="$RANDOM" -v t="$took_ms" 'BEGIN { printf "%.3f", (0.05 + 0.75 * x / 32768) * t / 1000 }')"
   kill -9 "$pid" 2>/dev/null && killed=$((killed + 1))
   wait "$pid" 2>/dev/null
   pid=
   store_whole "$r" || continue
-  stored=$("$CAIRN" --store "$ST" layers --json | jq -r '.[].id')
+  stored=$(cairn layers --json | jq -r '.[].id')
   nstored=$(grep -c . <<<"$stored")
   ((nstored > 0 && nstored < 3)) && partial=$((partial + 1))
   echo "# round $r: killed after $(grep -c . "$T/killed.err") progress lines; $nstored layers stored, $(image_count) images"
 
   # The re-run: succeeds, same id, reuses exactly what was stored.
   code=0
-  "$CAIRN" --store "$ST" pull --insecure "$src" >"$T/rerun.out" 2>"$T/rerun.err" || code=$?
+  cairn pull --insecure "$src" >"$T/rerun.out" 2>"$T/rerun.err" || code=$?
   if [[ $code != 0 || $(cat "$T/rerun.out") != "$big_id" ]]; then
     not_ok "round $r: re-run exit $code, id $(cat "$T/rerun.out"): $(cat "$T/rerun.err")"; continue
   fi
@@ -119,14 +119,14 @@ for ((r = 0; r < rounds; r++)); do
   if [[ $reused != "$nstored" || $bad != 0 ]]; then
     not_ok "round $r: $nstored layers were stored, the re-run reused $reused: $(cat "$T/rerun.err")"; continue
   fi
-  "$CAIRN" --store "$ST" fsck >"$T/fsck" 2>&1 || { not_ok "round $r: fsck after re-run: $(cat "$T/fsck")"; continue; }
+  cairn fsck >"$T/fsck" 2>&1 || { not_ok "round $r: fsck after re-run: $(cat "$T/fsck")"; continue; }
   ok "round $r: kill -9 left a whole store ($nstored layers); the re-run reused them"
   # Back to an empty store for the next round.
-  "$CAIRN" --store "$ST" rm "$big_id" >/dev/null 2>&1
-  "$CAIRN" --store "$ST" gc >/dev/null 2>&1
-  [[ $("$CAIRN" --store "$ST" layers --json | jq length) == 0 ]] || fail "round $r: layers left after rm + gc"
+  cairn rm "$big_id" >/dev/null 2>&1
+  cairn gc >/dev/null 2>&1
+  [[ $(cairn layers --json | jq length) == 0 ]] || fail "round $r: layers left after rm + gc"
 done
 echo "# $killed of $rounds pulls killed while running, $partial with some but not all layers stored"
 ((killed >= 1)) || fail "no pull was killed while running (the image is too small to hit)"
-expect_exit 0 "fsck clean at the end" "$CAIRN" --store "$ST" fsck
+expect_exit 0 "fsck clean at the end" cairn fsck
 finish

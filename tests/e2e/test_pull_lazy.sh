@@ -50,14 +50,14 @@ toc_len=$(ann zstd-chunked.manifest-position | cut -d: -f2)
 echo "# layer: $bsize bytes, its TOC $toc_len bytes" >&2
 
 # The reference: a full pull, mounted.
-setup "$CAIRN" --store "$T/full" pull -q --insecure "docker://$PROXY/lazy/a:1" >"$T/full.id"
+setup cairn --store "$T/full" pull -q --insecure "docker://$PROXY/lazy/a:1" >"$T/full.id"
 setup mkdir "$T/mf" "$T/m"
-setup "$CAIRN" --store "$T/full" mount lazy/a:1 "$T/mf"
-on_exit "'$CAIRN' --store '$T/full' umount '$T/mf'"
+setup cairn --store "$T/full" mount lazy/a:1 "$T/mf"
+on_exit "$CAIRN_BIN/cairn --store '$T/full' umount '$T/mf'"
 
 # The lazy pull: the TOC only.
 proxy_reset
-expect_exit 0 "pull --lazy" "$CAIRN" --store "$ST" pull --insecure --lazy --no-fill \
+expect_exit 0 "pull --lazy" cairn pull --insecure --lazy --no-fill \
   "docker://$PROXY/lazy/a:1"
 sed "s/^/# /" "$T/stderr" >&2
 lazy_bytes=$(proxy_counts | jq .bytes)
@@ -73,16 +73,16 @@ all_bytes=$(cd "$T/a" && find . -type f -links 1 -printf '%s\n' | awk '{ s += $1
 hard_bytes=$(stat -c %s "$T/a/usr/lib/data/f02")
 check_json "inspect says how much is not fetched yet" \
   ".Pending.Files == 40 and .Pending.Bytes == $((all_bytes + hard_bytes))" \
-  "$CAIRN" --store "$ST" inspect lazy/a:1
-expect_exit 0 "fsck passes a partial layer" "$CAIRN" --store "$ST" fsck
+  cairn inspect lazy/a:1
+expect_exit 0 "fsck passes a partial layer" cairn fsck
 expect_exit 3 "fill --file of a content nothing is pending on and the store lacks" \
-  "$CAIRN" --store "$ST" fill --file "sha256:$(printf %064d 0)"
-expect_exit 0 "gc keeps a partial image" "$CAIRN" --store "$ST" gc
+  cairn fill --file "sha256:$(printf %064d 0)"
+expect_exit 0 "gc keeps a partial image" cairn gc
 check "... its pending files and TOC" test "$(pending)" = 40 -a -s "$ST/toc/${bdigest#sha256:}"
 # (export and push fill such an image first: test_lazy_complete.sh)
 
 # A layer that is not zstd:chunked: pulled in full, said once.
-expect_exit 0 "pull --lazy of a gzip layer" "$CAIRN" --store "$T/st3" pull --insecure --lazy \
+expect_exit 0 "pull --lazy of a gzip layer" cairn --store "$T/st3" pull --insecure --lazy \
   "docker://$PROXY/lazy/g:1"
 check "... says it pulls it in full, once" test "$(grep -c \
   "no lazy pull (not a registry's zstd:chunked or eStargz layer whose TOC the manifest vouches for); pulling it in full" "$T/stderr")" = 1
@@ -94,12 +94,12 @@ check "... and leaves nothing pending" \
 proxy1=$PROXY
 setup proxy_start "$T/proxy2"
 PROXY2=$PROXY proxy2_pid=$PROXY_PID PROXY=$proxy1
-setup "$CAIRN" --store "$T/st2" pull -q --insecure --lazy --no-fill "docker://$PROXY2/lazy/a:1" >/dev/null
+setup cairn --store "$T/st2" pull -q --insecure --lazy --no-fill "docker://$PROXY2/lazy/a:1" >/dev/null
 setup kill "$proxy2_pid"
 setup wait_for 10 pid_gone "$proxy2_pid"
 setup mkdir "$T/m2"
-expect_exit 0 "mount with the registry unreachable" "$CAIRN" --store "$T/st2" mount lazy/a:1 "$T/m2"
-on_exit "'$CAIRN' --store '$T/st2' umount '$T/m2' 2>/dev/null || true"
+expect_exit 0 "mount with the registry unreachable" cairn --store "$T/st2" mount lazy/a:1 "$T/m2"
+on_exit "$CAIRN_BIN/cairn --store '$T/st2' umount '$T/m2' 2>/dev/null || true"
 start=$(date +%s)
 if timeout 60 cat "$T/m2/usr/lib/data/f12" >/dev/null 2>"$T/cat2.err"; then
   not_ok "registry unreachable: a pending file's read fails"
@@ -109,13 +109,13 @@ fi
 took=$(($(date +%s) - start))
 check "... with EIO, in bounded time (${took}s)" grep -q "Input/output error" "$T/cat2.err"
 check "... while the tree still lists" test "$(ls "$T/m2/usr/lib/data" | wc -l)" = 40
-expect_exit 0 "umount" "$CAIRN" --store "$T/st2" umount "$T/m2"
+expect_exit 0 "umount" cairn --store "$T/st2" umount "$T/m2"
 # (fsck checks the pending rows against the kept TOC, and the TOC itself)
 db2() { sql "$T/st2/meta.db" "$@"; }
 f00=$(db2 "SELECT sha256 FROM pending WHERE path = 'usr/lib/data/f00'")
 setup db2 "UPDATE pending SET sha256 = '$(printf %064d 0)' WHERE path = 'usr/lib/data/f00'"
 expect_exit 5 "fsck: a pending row the kept TOC does not list is a problem" \
-  "$CAIRN" --store "$T/st2" fsck
+  cairn --store "$T/st2" fsck
 check "... naming the file" grep -q "pending file usr/lib/data/f00 is not the one its kept TOC lists" \
   "$T/stdout"
 check "... a problem line like every other of fsck's" \
@@ -123,24 +123,24 @@ check "... a problem line like every other of fsck's" \
 check "... which the error names as the first" \
   grep -q "fsck: 1 problems found; the first: layer .*pending file usr/lib/data/f00" "$T/stderr"
 setup db2 "UPDATE pending SET sha256 = '$f00' WHERE path = 'usr/lib/data/f00'"
-expect_exit 0 "... and fsck is clean again once it is right" "$CAIRN" --store "$T/st2" fsck
+expect_exit 0 "... and fsck is clean again once it is right" cairn --store "$T/st2" fsck
 setup cp "$T/st2/toc/${bdigest#sha256:}" "$T/toc.good"
 setup python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[20]^=1; open(p,"wb").write(b)' \
   "$T/st2/toc/${bdigest#sha256:}"
-expect_exit 5 "fsck: a kept TOC that changed is a problem" "$CAIRN" --store "$T/st2" fsck
+expect_exit 5 "fsck: a kept TOC that changed is a problem" cairn --store "$T/st2" fsck
 check "... said" grep -q "its kept TOC is not the one the pull verified" "$T/stdout"
-expect_exit 0 "rm of a partial image" "$CAIRN" --store "$T/st2" rm lazy/a:1
+expect_exit 0 "rm of a partial image" cairn --store "$T/st2" rm lazy/a:1
 check "rm: no pending rows left" \
   test "$(sql "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
 check "rm: no layer source left" \
   test "$(sql "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
 check "rm: its TOC is gone" test -z "$(ls -A "$T/st2/toc")"
-expect_exit 0 "fsck after rm of a partial image" "$CAIRN" --store "$T/st2" fsck
+expect_exit 0 "fsck after rm of a partial image" cairn --store "$T/st2" fsck
 
 # A mount at once; its tree without a byte fetched.
 proxy_reset
-expect_exit 0 "mount of the lazily pulled image" "$CAIRN" --store "$ST" mount lazy/a:1 "$T/m"
-on_exit "'$CAIRN' --store '$ST' umount '$T/m' 2>/dev/null || true"
+expect_exit 0 "mount of the lazily pulled image" cairn mount lazy/a:1 "$T/m"
+on_exit "$CAIRN_BIN/cairn --store '$ST' umount '$T/m' 2>/dev/null || true"
 # ("total": the blocks of a stored file, which a pending one has not)
 (cd "$T/m" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$T/lazy.ls"
 (cd "$T/mf" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$T/full.ls"
@@ -286,13 +286,13 @@ check "... and stays pending" test "$(pending)" = 37 -o "$(sql "file:$ST/meta.db
 check "another file still reads" cmp "$T/m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
 setup cp "$T/blob.good" "$blob"
 
-expect_exit 4 "rm of the mounted lazy image is refused" "$CAIRN" --store "$ST" rm lazy/a:1
-expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
+expect_exit 4 "rm of the mounted lazy image is refused" cairn rm lazy/a:1
+expect_exit 0 "umount" cairn umount "$T/m"
 
 # A fill killed mid-way, then resumed.
 before=$(pending)
 curl -sf "http://$PROXY/_proxy/set?rate=200000&latency=0.05" >/dev/null
-"$CAIRN" --store "$ST" fill "$(cat "$T/full.id")" >"$T/fill1.out" 2>"$T/fill1.err" &
+cairn fill "$(cat "$T/full.id")" >"$T/fill1.out" 2>"$T/fill1.err" &
 fill_pid=$!
 for _ in $(seq 200); do
   [ "$(pending)" -lt $((before - 2)) ] && break
@@ -304,30 +304,30 @@ left=$(pending)
 echo "# the killed fill left $left of $before files pending" >&2
 check "the fill was killed mid-way ($left of $before left)" test "$left" -gt 0 -a "$left" -lt "$before"
 curl -sf "http://$PROXY/_proxy/set?rate=12500000&latency=0.005" >/dev/null
-expect_exit 0 "fsck after the killed fill" "$CAIRN" --store "$ST" fsck
-expect_exit 0 "the fill resumes" "$CAIRN" --store "$ST" fill lazy/a:1
+expect_exit 0 "fsck after the killed fill" cairn fsck
+expect_exit 0 "the fill resumes" cairn fill lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
 check "no pending rows remain" test "$(pending)" = 0
 check "the layer is complete" test "$(sql "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
 check "its TOC is gone" test ! -e "$ST/toc/${bdigest#sha256:}"
-check_json "inspect: nothing pending" 'has("Pending") | not' "$CAIRN" --store "$ST" inspect lazy/a:1
-expect_exit 0 "fsck after the fill" "$CAIRN" --store "$ST" fsck
+check_json "inspect: nothing pending" 'has("Pending") | not' cairn inspect lazy/a:1
+expect_exit 0 "fsck after the fill" cairn fsck
 check "the image id is the full pull's" \
-  test "$("$CAIRN" --store "$ST" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
+  test "$(cairn images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
 for s in "$ST" "$T/full"; do
-  "$CAIRN" --store "$s" export -q lazy/a:1 | tar -tvf - | sort >"$s.files"
-  rm -rf "$s.x" && mkdir "$s.x" && "$CAIRN" --store "$s" export -q lazy/a:1 | tar -C "$s.x" -xf -
+  cairn --store "$s" export -q lazy/a:1 | tar -tvf - | sort >"$s.files"
+  rm -rf "$s.x" && mkdir "$s.x" && cairn --store "$s" export -q lazy/a:1 | tar -C "$s.x" -xf -
   (cd "$s.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$s.sums"
 done
 check "export: the full pull's listing" cmp "$ST.files" "$T/full.files"
 check "export: the full pull's files, byte for byte" cmp "$ST.sums" "$T/full.sums"
-expect_exit 0 "a mount of the filled image" "$CAIRN" --store "$ST" mount lazy/a:1 "$T/m"
+expect_exit 0 "a mount of the filled image" cairn mount lazy/a:1 "$T/m"
 proxy_reset
 check "reads of the filled image fetch nothing" cmp "$T/m/usr/lib/data/f11" "$T/a/usr/lib/data/f11"
 check_json "... no request" '.requests == 0' proxy_counts
-expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
-expect_exit 0 "rm of the filled image" "$CAIRN" --store "$ST" rm lazy/a:1
+expect_exit 0 "umount" cairn umount "$T/m"
+expect_exit 0 "rm of the filled image" cairn rm lazy/a:1
 
 # A large pending file: its range streams from the registry into a file
 # and from there through the decompressor, never whole in memory (before:
@@ -336,13 +336,13 @@ expect_exit 0 "rm of the filled image" "$CAIRN" --store "$ST" rm lazy/a:1
 mkdir -p "$T/big"
 head -c 128M /dev/urandom >"$T/big/f"
 setup sh -c "tar -C '$T/big' --numeric-owner -cf '$T/big.tar' f"
-setup "$CAIRN" --store "$T/bigsrc" import -q big:1 "$T/big.tar" >/dev/null
-setup "$CAIRN" --store "$T/bigsrc" push -q --insecure --no-progress --format zstd:chunked big:1 \
+setup cairn --store "$T/bigsrc" import -q big:1 "$T/big.tar" >/dev/null
+setup cairn --store "$T/bigsrc" push -q --insecure --no-progress --format zstd:chunked big:1 \
   "docker://$REGISTRY/lazy/big:1" >/dev/null
 ST=$T/bigst
-expect_exit 0 "pull --lazy of a 128 MiB file" "$CAIRN" --store "$ST" pull -q --insecure --lazy \
+expect_exit 0 "pull --lazy of a 128 MiB file" cairn --store "$ST" pull -q --insecure --lazy \
   --no-fill "docker://$REGISTRY/lazy/big:1"
-expect_exit 0 "mount it" "$CAIRN" --store "$ST" mount big:1 "$T/m"
+expect_exit 0 "mount it" cairn --store "$ST" mount big:1 "$T/m"
 check "its first read gives its bytes" cmp "$T/m/f" "$T/big/f"
 f=$(fillers)
 check "one fetcher read it ($f)" test -n "$f" -a "$(echo "$f" | wc -l)" = 1
@@ -352,6 +352,6 @@ if sanitizer_build; then # shadow memory and ASan's quarantine: the release run 
 else
   check "the fetcher's peak memory: $hwm KiB, under 48 MiB" test "$hwm" -lt 49152
 fi
-expect_exit 0 "umount" "$CAIRN" --store "$ST" umount "$T/m"
+expect_exit 0 "umount" cairn --store "$ST" umount "$T/m"
 rm -rf "$T/big" "$T/big.tar" "$T/bigsrc"
 finish

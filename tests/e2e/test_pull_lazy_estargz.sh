@@ -47,8 +47,8 @@ setup registry_start "$T/reg"
 manifest() { registry_manifest "$1" 1; }
 
 # ---- the images: cairn's push, and the reference's blob uploaded as is
-setup "$CAIRN" --store "$T/src" import -q sg/a:1 "$T/a.tar" >/dev/null
-setup "$CAIRN" --store "$T/src" push -q --insecure --no-progress --format estargz sg/a:1 \
+setup cairn --store "$T/src" import -q sg/a:1 "$T/a.tar" >/dev/null
+setup cairn --store "$T/src" push -q --insecure --no-progress --format estargz sg/a:1 \
   "docker://$REGISTRY/lazy/cairn:1"
 images=(cairn)
 if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/containerd/stargz-snapshotter ]; then
@@ -122,14 +122,14 @@ for img in "${images[@]}"; do
   echo "# $img: layer $bsize bytes, its TOC and footer $tail_len bytes, $nfiles files" >&2
 
   # The reference: a full pull, mounted.
-  setup "$CAIRN" --store "$F" pull -q --insecure "docker://$PROXY/lazy/$img:1" >"$F.id"
+  setup cairn --store "$F" pull -q --insecure "docker://$PROXY/lazy/$img:1" >"$F.id"
   setup mkdir "$F.m" "$S.m"
-  setup "$CAIRN" --store "$F" mount "lazy/$img:1" "$F.m"
-  on_exit "'$CAIRN' --store '$F' umount '$F.m' 2>/dev/null || true"
+  setup cairn --store "$F" mount "lazy/$img:1" "$F.m"
+  on_exit "$CAIRN_BIN/cairn --store '$F' umount '$F.m' 2>/dev/null || true"
 
   # The lazy pull: footer and TOC only.
   proxy_reset
-  expect_exit 0 "$img: pull --lazy" "$CAIRN" --store "$S" pull --insecure --lazy --no-fill \
+  expect_exit 0 "$img: pull --lazy" cairn --store "$S" pull --insecure --lazy --no-fill \
     "docker://$PROXY/lazy/$img:1"
   sed "s/^/# /" "$T/stderr" >&2
   lazy=$(proxy_counts)
@@ -143,13 +143,13 @@ for img in "${images[@]}"; do
     test "$(jq .bytes <<<"$lazy")" -lt $((tail_len + 8192))
   check "$img: $nfiles files pending (stargz.index.json is stored)" test "$(pending)" = "$nfiles"
   check "$img: the TOC is kept" test -s "$S/toc/${bdigest#sha256:}"
-  expect_exit 0 "$img: fsck passes the partial layer" "$CAIRN" --store "$S" fsck
+  expect_exit 0 "$img: fsck passes the partial layer" cairn --store "$S" fsck
 
   # A mount at once; its tree without a byte fetched.
   proxy_reset
-  expect_exit 0 "$img: mount of the lazily pulled image" "$CAIRN" --store "$S" mount \
+  expect_exit 0 "$img: mount of the lazily pulled image" cairn --store "$S" mount \
     "lazy/$img:1" "$S.m"
-  on_exit "'$CAIRN' --store '$S' umount '$S.m' 2>/dev/null || true"
+  on_exit "$CAIRN_BIN/cairn --store '$S' umount '$S.m' 2>/dev/null || true"
   (cd "$S.m" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$S.ls"
   (cd "$F.m" && ls -lnR --time-style=+%s .) | grep -v '^total' >"$F.ls"
   check "$img: ls -lR of the mount: the full pull's tree (stargz.index.json included)" \
@@ -193,35 +193,35 @@ for img in "${images[@]}"; do
     "SELECT count(*) FROM pending WHERE path = '$victim'")" = 1
   check "$img: another file still reads" cmp "$S.m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
   setup cp "$T/blob.good" "$blob"
-  expect_exit 0 "$img: umount" "$CAIRN" --store "$S" umount "$S.m"
+  expect_exit 0 "$img: umount" cairn --store "$S" umount "$S.m"
 
   # The fill: the full pull's image.
-  expect_exit 0 "$img: fill" "$CAIRN" --store "$S" fill "lazy/$img:1"
+  expect_exit 0 "$img: fill" cairn --store "$S" fill "lazy/$img:1"
   check "$img: no pending rows remain" test "$(pending)" = 0
   check "$img: no source rows remain" \
     test "$(sqlite3 "file:$S/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
   check "$img: the layer is complete" test "$(sqlite3 "file:$S/meta.db?mode=ro" \
     "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
   check "$img: its TOC is gone" test ! -e "$S/toc/${bdigest#sha256:}"
-  expect_exit 0 "$img: fsck after the fill" "$CAIRN" --store "$S" fsck
+  expect_exit 0 "$img: fsck after the fill" cairn --store "$S" fsck
   check "$img: the image id is the full pull's" \
-    test "$("$CAIRN" --store "$S" images --json | jq -r '.[0].id')" = "$(cat "$F.id")"
+    test "$(cairn --store "$S" images --json | jq -r '.[0].id')" = "$(cat "$F.id")"
   for s in "$S" "$F"; do
-    "$CAIRN" --store "$s" export -q "lazy/$img:1" | tar -tvf - | sort >"$s.files"
-    rm -rf "$s.x" && mkdir "$s.x" && "$CAIRN" --store "$s" export -q "lazy/$img:1" |
+    cairn --store "$s" export -q "lazy/$img:1" | tar -tvf - | sort >"$s.files"
+    rm -rf "$s.x" && mkdir "$s.x" && cairn --store "$s" export -q "lazy/$img:1" |
       tar -C "$s.x" -xf -
     (cd "$s.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$s.sums"
   done
   check "$img: export: the full pull's listing" cmp "$S.files" "$F.files"
   check "$img: export: the full pull's files, byte for byte" cmp "$S.sums" "$F.sums"
   check "$img: ... stargz.index.json among them" grep -q "stargz.index.json" "$S.sums"
-  expect_exit 0 "$img: umount the full pull" "$CAIRN" --store "$F" umount "$F.m"
+  expect_exit 0 "$img: umount the full pull" cairn --store "$F" umount "$F.m"
 done
 
 # The reference's blob without the toc.digest annotation: pulled in full.
 if [[ " ${images[*]} " == *" ref "* ]]; then
   expect_exit 0 "pull --lazy of an eStargz layer without its TOC digest" \
-    "$CAIRN" --store "$T/st3" pull --insecure --lazy "docker://$PROXY/lazy/noann:1"
+    cairn --store "$T/st3" pull --insecure --lazy "docker://$PROXY/lazy/noann:1"
   check "... says it pulls it in full, once" test "$(grep -c "no lazy pull (not a registry's \
 zstd:chunked or eStargz layer whose TOC the manifest vouches for); pulling it in full" \
     "$T/stderr")" = 1

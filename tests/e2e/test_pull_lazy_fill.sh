@@ -42,15 +42,15 @@ bsize=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
 echo "# layer: $bsize bytes" >&2
 
 exported() { # STORE OUT: the image's export, listed and summed
-  "$CAIRN" --store "$1" export -q fill/a:1 | tar -tvf - | sort >"$2.files"
-  rm -rf "$2.x" && mkdir "$2.x" && "$CAIRN" --store "$1" export -q fill/a:1 | tar -C "$2.x" -xf -
+  cairn --store "$1" export -q fill/a:1 | tar -tvf - | sort >"$2.files"
+  rm -rf "$2.x" && mkdir "$2.x" && cairn --store "$1" export -q fill/a:1 | tar -C "$2.x" -xf -
   (cd "$2.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$2.sums"
 }
-setup "$CAIRN" --store "$T/full" pull -q --insecure "docker://$PROXY/fill/a:1" >"$T/full.id"
+setup cairn --store "$T/full" pull -q --insecure "docker://$PROXY/fill/a:1" >"$T/full.id"
 setup exported "$T/full" "$T/full"
 
 # --no-fill: nothing is started.
-expect_exit 0 "pull --lazy --no-fill" "$CAIRN" --store "$T/s1" pull --insecure --lazy --no-fill \
+expect_exit 0 "pull --lazy --no-fill" cairn --store "$T/s1" pull --insecure --lazy --no-fill \
   "docker://$PROXY/fill/a:1"
 check "... 220 files pending" test "$(pending "$T/s1")" = 220
 check "... says nothing of a fill" test "$(grep -c background "$T/stderr")" = 0
@@ -64,7 +64,7 @@ check "... no fill log" test -z "$(ls "$T/s1/tmp" | grep fill-)"
 # registry are made wrong.
 for i in $(seq 0 10 190); do
   sha=$(sqlite3 "file:$T/s1/meta.db?mode=ro" "SELECT sha256 FROM pending WHERE path = 'small/s$(printf %03d "$i")'")
-  setup "$CAIRN" --store "$T/s1" fill --file "$sha" >/dev/null
+  setup cairn --store "$T/s1" fill --file "$sha" >/dev/null
 done
 check "20 files fetched one by one, 200 left" test "$(pending "$T/s1")" = 200
 bdigest=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
@@ -83,7 +83,7 @@ PY
 proxy_reset
 start=$(date +%s%N)
 expect_exit 5 "cairn fill with one file's bytes wrong in the registry exits 5" \
-  "$CAIRN" --store "$T/s1" fill fill/a:1
+  cairn --store "$T/s1" fill fill/a:1
 took=$((($(date +%s%N) - start) / 1000000))
 c=$(proxy_counts)
 sed "s/^/# /" "$T/stderr" >&2
@@ -97,21 +97,21 @@ check "... with several requests in flight" test "$(jq .max_in_flight <<<"$c")" 
 check "... and no more than the layer's bytes ($(jq .bytes <<<"$c") of $bsize)" \
   test "$(jq .bytes <<<"$c")" -lt "$bsize"
 setup cp "$T/blob.good" "$blob"
-expect_exit 0 "a fill again fetches the last file" "$CAIRN" --store "$T/s1" fill -q fill/a:1
+expect_exit 0 "a fill again fetches the last file" cairn --store "$T/s1" fill -q fill/a:1
 check "... and, with -q, says nothing (not even the layer's finish)" test ! -s "$T/stderr"
 check "nothing pending after it" test "$(pending "$T/s1")" = 0
 check "the image id is the full pull's" \
-  test "$("$CAIRN" --store "$T/s1" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
+  test "$(cairn --store "$T/s1" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
 setup exported "$T/s1" "$T/s1"
 check "export: the full pull's listing" cmp "$T/s1.files" "$T/full.files"
 check "export: the full pull's files, byte for byte" cmp "$T/s1.sums" "$T/full.sums"
-expect_exit 0 "fsck after the fill" "$CAIRN" --store "$T/s1" fsck
+expect_exit 0 "fsck after the fill" cairn --store "$T/s1" fsck
 
 # pull --lazy: the fill in the background, a mount and a second fill
 # meanwhile, each file fetched once.
 curl -sf "http://$PROXY/_proxy/set?rate=600000&latency=0.02" >/dev/null
 proxy_reset
-expect_exit 0 "pull --lazy" "$CAIRN" --store "$T/s2" pull --insecure --lazy \
+expect_exit 0 "pull --lazy" cairn --store "$T/s2" pull --insecure --lazy \
   "docker://$PROXY/fill/a:1"
 sed "s/^/# /" "$T/stderr" >&2
 cp "$T/stderr" "$T/pull.err"
@@ -121,11 +121,11 @@ check "pull --lazy says once that the fill runs in the background" \
 check "... and where its log is" grep -q "log $T/s2/tmp/fill-" "$T/stderr"
 check "pull --lazy returned with files still pending" test "$(pending "$T/s2")" -gt 0
 expect_exit 4 "rm while the background fill pins the image is refused" \
-  "$CAIRN" --store "$T/s2" rm fill/a:1
+  cairn --store "$T/s2" rm fill/a:1
 setup mkdir "$T/m"
-expect_exit 0 "mount while the fill runs" "$CAIRN" --store "$T/s2" mount fill/a:1 "$T/m"
-on_exit "'$CAIRN' --store '$T/s2' umount '$T/m' 2>/dev/null || true"
-"$CAIRN" --store "$T/s2" fill fill/a:1 >"$T/fill2.out" 2>"$T/fill2.err" &
+expect_exit 0 "mount while the fill runs" cairn --store "$T/s2" mount fill/a:1 "$T/m"
+on_exit "$CAIRN_BIN/cairn --store '$T/s2' umount '$T/m' 2>/dev/null || true"
+cairn --store "$T/s2" fill fill/a:1 >"$T/fill2.out" 2>"$T/fill2.err" &
 fill2=$!
 check "reads of every file from the mount meanwhile give their bytes" \
   diff -r "$T/m" "$T/a"
@@ -148,12 +148,12 @@ echo "# fill, mount reads and a second fill together: $bytes bytes for a layer o
   "(and $headers of tar headers)" >&2
 check "... each file fetched once ($bytes bytes for a layer of $bsize)" \
   test "$bytes" -lt $((bsize + bsize / 20))
-expect_exit 0 "umount" "$CAIRN" --store "$T/s2" umount "$T/m"
+expect_exit 0 "umount" cairn --store "$T/s2" umount "$T/m"
 check "the image id is the full pull's" \
-  test "$("$CAIRN" --store "$T/s2" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
+  test "$(cairn --store "$T/s2" images --json | jq -r '.[0].id')" = "$(cat "$T/full.id")"
 setup exported "$T/s2" "$T/s2"
 check "export: the full pull's listing" cmp "$T/s2.files" "$T/full.files"
 check "export: the full pull's files, byte for byte" cmp "$T/s2.sums" "$T/full.sums"
-expect_exit 0 "fsck" "$CAIRN" --store "$T/s2" fsck
+expect_exit 0 "fsck" cairn --store "$T/s2" fsck
 check "the fill's log says it completed the image" grep -q "the image is complete" "$T"/s2/tmp/fill-*.log
 finish

@@ -21,7 +21,7 @@ export UBSAN_OPTIONS="log_path=$T/sanitizer:print_stacktrace=1:${UBSAN_OPTIONS:-
 unmount_all() {
   local m s pids=""
   for s in docker oci; do
-    [[ -d $T/st-$s ]] && pids+=" $("$CAIRN" --store "$T/st-$s" mounts --json 2>/dev/null | jq -r '.[].pid')"
+    [[ -d $T/st-$s ]] && pids+=" $(cairn --store "$T/st-$s" mounts --json 2>/dev/null | jq -r '.[].pid')"
   done
   for m in $(awk -v t="$T/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | tac); do
     umount -l "$m" 2>/dev/null || true
@@ -38,20 +38,20 @@ app_id=$($OCI_IMAGE config-digest oci app)
 setup registry_start "$T/reg"
 setup registry_push "$T/oci" app team/app:1
 
-expect_exit 0 "pull docker://" "$CAIRN" --store "$T/st-docker" pull -q --insecure "docker://$REGISTRY/team/app:1" app:1
+expect_exit 0 "pull docker://" cairn --store "$T/st-docker" pull -q --insecure "docker://$REGISTRY/team/app:1" app:1
 docker_id=$(cat "$T/stdout")
-expect_exit 0 "pull oci:" "$CAIRN" --store "$T/st-oci" pull -q "oci:$T/oci:app" app:1
+expect_exit 0 "pull oci:" cairn --store "$T/st-oci" pull -q "oci:$T/oci:app" app:1
 oci_id=$(cat "$T/stdout")
 if [[ $docker_id == "$oci_id" && $docker_id == "$app_id" ]]; then ok "identical image ids ($app_id)"; else
   not_ok "ids differ: docker:// $docker_id, oci: $oci_id, config digest $app_id"; fi
 for s in docker oci; do
-  "$CAIRN" --store "$T/st-$s" inspect app:1 | jq -c '[.layers[].id]' >"$T/$s.layers"
+  cairn --store "$T/st-$s" inspect app:1 | jq -c '[.layers[].id]' >"$T/$s.layers"
 done
 check "the same layers (diff_ids) either way" cmp -s "$T/docker.layers" "$T/oci.layers"
 
 mkdir -p "$T/m-docker" "$T/m-oci"
 for s in docker oci; do
-  expect_exit 0 "mount the $s pull" "$CAIRN" --store "$T/st-$s" mount app:1 "$T/m-$s"
+  expect_exit 0 "mount the $s pull" cairn --store "$T/st-$s" mount app:1 "$T/m-$s"
 done
 
 # listing DIR: one line per entry, relative paths, sorted; then every
@@ -79,7 +79,7 @@ done
 # cairn df counts the compressed layers the docker:// pull kept (for
 # podman's ALS) as the files in STORE/compressed are, pinned with their
 # layers while mounted, and gone with them.
-df_compressed() { "$CAIRN" --store "$T/st-docker" df --json | jq -r ".[] | select(.type == \"compressed\") | .$1"; }
+df_compressed() { cairn --store "$T/st-docker" df --json | jq -r ".[] | select(.type == \"compressed\") | .$1"; }
 kept_files=$(find "$T/st-docker/compressed" -type f | wc -l)
 kept_bytes=$(find "$T/st-docker/compressed" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
 got="$(df_compressed count) $(df_compressed bytes) $(df_compressed pinned_count)"
@@ -88,13 +88,13 @@ if ((kept_files > 0)) && [[ $got == "$kept_files $kept_bytes $kept_files" ]]; th
 else
   not_ok "cairn df says count/bytes/pinned $got of compressed layers; STORE/compressed holds $kept_files files, $kept_bytes bytes"
 fi
-check "cairn df's table has the row" grep -q "^Compressed  *$kept_files " <("$CAIRN" --store "$T/st-docker" df)
+check "cairn df's table has the row" grep -q "^Compressed  *$kept_files " <(cairn --store "$T/st-docker" df)
 
 for s in docker oci; do
-  expect_exit 0 "umount the $s mount" "$CAIRN" --store "$T/st-$s" umount "$T/m-$s"
-  expect_exit 0 "fsck of the $s store" "$CAIRN" --store "$T/st-$s" fsck
+  expect_exit 0 "umount the $s mount" cairn --store "$T/st-$s" umount "$T/m-$s"
+  expect_exit 0 "fsck of the $s store" cairn --store "$T/st-$s" fsck
 done
-expect_exit 0 "rm of the docker:// image" "$CAIRN" --store "$T/st-docker" rm -q app:1
+expect_exit 0 "rm of the docker:// image" cairn --store "$T/st-docker" rm -q app:1
 got="$(df_compressed count) $(df_compressed bytes) $(find "$T/st-docker/compressed" -type f | wc -l)"
 check "the kept compressed layers went with their layers (df: count, bytes; files: $got)" \
   test "$got" = "0 0 0"

@@ -65,7 +65,7 @@ bsize=$(manifest b | jq '.layers[0].size')
 
 # A full pull of B into an empty store: the reference, and its cost.
 proxy_reset
-expect_exit 0 "full pull of B" "$CAIRN" --store "$T/full" pull --insecure "docker://$PROXY/part/b:1"
+expect_exit 0 "full pull of B" cairn --store "$T/full" pull --insecure "docker://$PROXY/part/b:1"
 cp "$T/stdout" "$T/full.out"
 cp "$T/stderr" "$T/full.err"
 full_bytes=$(proxy_counts | jq .bytes)
@@ -75,10 +75,10 @@ check "full pull: the whole layer went through ($full_bytes >= $bsize bytes)" \
   test "$full_bytes" -ge "$bsize"
 
 # A then B into one store: B is pulled partially.
-setup "$CAIRN" --store "$ST" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+setup cairn pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
 proxy_reset
 expect_exit 0 "pull of B with A stored" \
-  "$CAIRN" --store "$ST" pull --insecure "docker://$PROXY/part/b:1"
+  cairn pull --insecure "docker://$PROXY/part/b:1"
 cp "$T/stdout" "$T/part.out"
 cp "$T/stderr" "$T/part.err"
 sed "s/^/# /" "$T/part.err" >&2
@@ -101,31 +101,31 @@ check "partial pull: the image id of the full pull" \
   test "$(tail -1 "$T/part.out")" = "$(tail -1 "$T/full.out")"
 id=$(tail -1 "$T/part.out")
 for s in "$ST" "$T/full"; do
-  "$CAIRN" --store "$s" inspect "$id" | jq -S '.rootfs // .layers // .' >"$s.inspect" 2>/dev/null
-  "$CAIRN" --store "$s" export -q "$id" 2>/dev/null | tar -tvf - 2>/dev/null | sort >"$s.files"
-  "$CAIRN" --store "$s" export -q "$id" 2>/dev/null | sha256sum >"$s.sum"
+  cairn --store "$s" inspect "$id" | jq -S '.rootfs // .layers // .' >"$s.inspect" 2>/dev/null
+  cairn --store "$s" export -q "$id" 2>/dev/null | tar -tvf - 2>/dev/null | sort >"$s.files"
+  cairn --store "$s" export -q "$id" 2>/dev/null | sha256sum >"$s.sum"
 done
 check "partial pull: inspect agrees with the full pull's" cmp -s "$ST.inspect" "$T/full.inspect"
 check "partial pull: the same files (listing)" cmp -s "$ST.files" "$T/full.files"
 check "partial pull: the same export" cmp -s "$ST.sum" "$T/full.sum"
-expect_exit 0 "fsck after the partial pull" "$CAIRN" --store "$ST" fsck
+expect_exit 0 "fsck after the partial pull" cairn fsck
 
 # -q: no progress line for a partially pulled layer either.
-setup "$CAIRN" --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+setup cairn --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
 expect_exit 0 "quiet partial pull of B" \
-  "$CAIRN" --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/b:1"
+  cairn --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/b:1"
 check "quiet partial pull: no progress line" lacks downloaded "$T/stderr"
 check "quiet partial pull: the image id alone on stdout" \
   test "$(cat "$T/stdout")" = "$(tail -1 "$T/full.out")"
 
 # D with C stored: its ranges in several requests, some in flight at
 # once (CN_PARTIAL_INFLIGHT), giving the image a full pull gives.
-expect_exit 0 "full pull of D" "$CAIRN" --store "$T/fulld" pull -q --insecure "docker://$PROXY/part/d:1"
+expect_exit 0 "full pull of D" cairn --store "$T/fulld" pull -q --insecure "docker://$PROXY/part/d:1"
 cp "$T/stdout" "$T/fulld.out"
-setup "$CAIRN" --store "$T/many" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
+setup cairn --store "$T/many" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
 proxy_reset
 expect_exit 0 "pull of D with C stored" \
-  "$CAIRN" --store "$T/many" pull --insecure "docker://$PROXY/part/d:1"
+  cairn --store "$T/many" pull --insecure "docker://$PROXY/part/d:1"
 sed "s/^/# /" "$T/stderr" >&2
 proxy_counts | jq -c 'del(.paths)' | sed "s/^/# /" >&2
 check "many ranges: a partial pull, no fallback" \
@@ -135,17 +135,17 @@ check_json "many ranges: several range requests in flight at once" \
   '.multi_ranges >= 3 and .max_in_flight >= 2' proxy_counts
 check "many ranges: the image id of the full pull" \
   test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/fulld.out")"
-"$CAIRN" --store "$T/many" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/many.sum"
-"$CAIRN" --store "$T/fulld" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/fulld.sum"
+cairn --store "$T/many" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/many.sum"
+cairn --store "$T/fulld" export -q "$(tail -1 "$T/stdout")" 2>/dev/null | sha256sum >"$T/fulld.sum"
 check "many ranges: the same export" cmp -s "$T/many.sum" "$T/fulld.sum"
-expect_exit 0 "many ranges: fsck" "$CAIRN" --store "$T/many" fsck
+expect_exit 0 "many ranges: fsck" cairn --store "$T/many" fsck
 
 # A registry that answers no range request (200, the whole blob): the
 # partial pull says it failed, once, and the layer is pulled in full.
-setup "$CAIRN" --store "$T/norange" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+setup cairn --store "$T/norange" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
 curl -sf "http://$PROXY/_proxy/set?ranges=0" >/dev/null
 expect_exit 0 "no ranges: the pull of B succeeds" \
-  "$CAIRN" --store "$T/norange" pull --insecure "docker://$PROXY/part/b:1"
+  cairn --store "$T/norange" pull --insecure "docker://$PROXY/part/b:1"
 sed "s/^/# /" "$T/stderr" >&2
 check "no ranges: said once, then pulled in full" \
   test "$(grep -c 'partial pull failed (.*); pulling it in full' "$T/stderr")" = 1
@@ -158,7 +158,7 @@ curl -sf "http://$PROXY/_proxy/set?ranges=1" >/dev/null
 # A corrupt file in the registry's blob (one byte of f07, which the store
 # lacks): the partial pull finds it in the chunk it fetched before
 # anything is stored, falls back, and the full pull refuses the blob.
-setup "$CAIRN" --store "$T/bad" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+setup cairn --store "$T/bad" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
 bdigest=$(manifest b | jq -r '.layers[0].digest')
 position=$(manifest b | jq -r '.layers[0].annotations | to_entries[] |
   select(.key | endswith("zstd-chunked.manifest-position")) | .value')
@@ -173,18 +173,18 @@ b[e["offset"] + 100] ^= 0xFF
 open(path, "wb").write(b)
 PY
 expect_exit 5 "corrupt file: the pull fails (integrity)" \
-  "$CAIRN" --store "$T/bad" pull --insecure "docker://$PROXY/part/b:1"
+  cairn --store "$T/bad" pull --insecure "docker://$PROXY/part/b:1"
 sed "s/^/# /" "$T/stderr" >&2
 # (podman's frames carry a checksum of their own: the chunk's
 # decompression fails before its digest is compared)
 check "corrupt file: found in the chunk fetched, before the ingest" \
   grep -Eq 'partial pull failed \("?usr/lib/data/f07"?: .*\); pulling it in full' "$T/stderr"
 check_json "corrupt file: no image B stored" 'length == 1' \
-  "$CAIRN" --store "$T/bad" images --json
+  cairn --store "$T/bad" images --json
 
 # The same in D's last request, while others are in flight: the reason
 # given is the file's, not the cancellation of the other requests.
-setup "$CAIRN" --store "$T/bad2" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
+setup cairn --store "$T/bad2" pull -q --insecure "docker://$PROXY/part/c:1" >/dev/null
 ddigest=$(manifest d | jq -r '.layers[0].digest')
 position=$(manifest d | jq -r '.layers[0].annotations | to_entries[] |
   select(.key | endswith("zstd-chunked.manifest-position")) | .value')
@@ -199,7 +199,7 @@ b[e["offset"] + 100] ^= 0xFF
 open(path, "wb").write(b)
 PY
 expect_exit 5 "corrupt file in a later request: the pull fails (integrity)" \
-  "$CAIRN" --store "$T/bad2" pull --insecure "docker://$PROXY/part/d:1"
+  cairn --store "$T/bad2" pull --insecure "docker://$PROXY/part/d:1"
 sed "s/^/# /" "$T/stderr" >&2
 check "corrupt file in a later request: named, then pulled in full" \
   grep -Eq 'partial pull failed \("?srv/f363"?: .*\); pulling it in full' "$T/stderr"
@@ -221,21 +221,21 @@ check "the blob podman wrote lacks the tar's padding" test "$unpadded" -lt "$(st
 check_json "... and its config names the padded tar" '.rootfs.diff_ids == ["sha256:'"$pdiff"'"]' \
   curl -sf "http://$REGISTRY/v2/part/p/blobs/$(registry_manifest part/p 1 | jq -r .config.digest)"
 expect_exit 0 "pull of podman's image without the padding" \
-  "$CAIRN" --store "$T/pad" pull --insecure "docker://$REGISTRY/part/p:1"
+  cairn --store "$T/pad" pull --insecure "docker://$REGISTRY/part/p:1"
 check "... says the zero bytes it proved the diff_id with" \
   grep -q "lacks the tar's last $(($(stat -c %s "$T/p.tar") - unpadded)) zero bytes" "$T/stderr"
 check "... once" test "$(grep -c "zero bytes" "$T/stderr")" = 1
-setup "$CAIRN" --store "$T/pad" push -q --compress none part/p:1 "oci:$T/pad-oci" >/dev/null
+setup cairn --store "$T/pad" push -q --compress none part/p:1 "oci:$T/pad-oci" >/dev/null
 check "a push of it sends the padded tar, of the diff_id" test -s "$T/pad-oci/blobs/sha256/$pdiff"
 expect_exit 0 "a partial pull of it (the store has A's files)" \
-  "$CAIRN" --store "$T/quiet" pull --insecure "docker://$REGISTRY/part/p:1"
+  cairn --store "$T/quiet" pull --insecure "docker://$REGISTRY/part/p:1"
 check "... is partial" grep -q "partial pull: fetched" "$T/stderr"
 check "... and says the padding" grep -q "zero bytes" "$T/stderr"
 expect_exit 0 "pull --lazy of it" \
-  "$CAIRN" --store "$T/padl" pull --insecure --lazy --no-fill "docker://$REGISTRY/part/p:1"
-expect_exit 0 "... then fill proves its diff_id" "$CAIRN" --store "$T/padl" fill part/p:1
+  cairn --store "$T/padl" pull --insecure --lazy --no-fill "docker://$REGISTRY/part/p:1"
+expect_exit 0 "... then fill proves its diff_id" cairn --store "$T/padl" fill part/p:1
 check "... said" grep -q "zero bytes" "$T/stderr"
 check_json "... nothing unverified is left" 'all(.[]; has("unverified") | not)' \
-  "$CAIRN" --store "$T/padl" images --json
-expect_exit 0 "fsck of it" "$CAIRN" --store "$T/padl" fsck
+  cairn --store "$T/padl" images --json
+expect_exit 0 "fsck of it" cairn --store "$T/padl" fsck
 finish

@@ -31,11 +31,11 @@ racer() {
   if ((i % 2)); then mine=a other=b; else mine=b other=a; fi
   for ((r = 0; r < rounds; r++)); do
     code=0
-    "$CAIRN" --store "$ST" pull -q --insecure "docker://$REGISTRY/team/$mine:1" \
+    cairn pull -q --insecure "docker://$REGISTRY/team/$mine:1" \
       >/dev/null 2>"$T/pull.$i.err" || code=$?
     ((code == 0)) || echo "round $r pull $mine: exit $code: $(cat "$T/pull.$i.err")" >>"$T/failures.$i"
     code=0
-    "$CAIRN" --store "$ST" rm "$REGISTRY/team/$other:1" >/dev/null 2>"$T/rm.$i.err" || code=$?
+    cairn rm "$REGISTRY/team/$other:1" >/dev/null 2>"$T/rm.$i.err" || code=$?
     # rm may find the image gone (3) or being removed by another rm (4).
     ((code == 0 || code == 3 || code == 4)) || echo "round $r rm $other: exit $code: $(cat "$T/rm.$i.err")" >>"$T/failures.$i"
   done
@@ -43,7 +43,7 @@ racer() {
 
 # The store exists before the racers start: concurrent first opens of a
 # new store are another matter than the pull/rm race.
-setup "$CAIRN" --store "$ST" images >/dev/null
+setup cairn images >/dev/null
 pids=()
 for ((i = 0; i < procs; i++)); do
   racer "$i" &
@@ -55,13 +55,13 @@ for p in "${pids[@]}"; do wait "$p"; done
 failures=$(cat "$T"/failures.* 2>/dev/null | wc -l)
 if ((failures == 0)); then ok "$procs processes x $rounds rounds of pull/rm: no failure"; else
   not_ok "$failures failures, first: $(cat "$T"/failures.* | head -3)"; fi
-expect_exit 0 "fsck clean after the race" "$CAIRN" --store "$ST" fsck
+expect_exit 0 "fsck clean after the race" cairn fsck
 pins=$("$CAIRN_BIN/cairn-pin" --store "$ST" ls --json | jq length)
 [[ $pins == 0 ]] || fail "$pins pins left after every pull ended"
 # What remains is whole: the last pull of each image can be mounted-read.
 for img in a b; do
-  if "$CAIRN" --store "$ST" inspect "$REGISTRY/team/$img:1" >/dev/null 2>&1; then
-    expect_exit 0 "remaining image $img intact" "$CAIRN" --store "$ST" inspect "$REGISTRY/team/$img:1"
+  if cairn inspect "$REGISTRY/team/$img:1" >/dev/null 2>&1; then
+    expect_exit 0 "remaining image $img intact" cairn inspect "$REGISTRY/team/$img:1"
   fi
 done
 finish

@@ -26,9 +26,9 @@ setup registry_push "$T/oci" multi team/multi:1 --all
 digest=$(skopeo inspect --tls-verify=false "docker://$REGISTRY/team/app:1" | jq -r .Digest)
 
 # By tag: the id is the config digest; the default name is HOST:PORT/REPO:TAG.
-expect_exit 0 "test_pull_registry:28" "$CAIRN" --store "$ST" pull --insecure "docker://$REGISTRY/team/app:1"
+expect_exit 0 "test_pull_registry:28" cairn pull --insecure "docker://$REGISTRY/team/app:1"
 [[ $(cat stdout) == "$app_id" ]] || fail "tag pull gave $(cat stdout), expected $app_id"
-"$CAIRN" --store "$ST" images --json | jq -e --arg n "$REGISTRY/team/app:1" \
+cairn images --json | jq -e --arg n "$REGISTRY/team/app:1" \
   '.[0].names | index($n)' >/dev/null || fail "default name missing"
 grep -q downloaded stderr || fail "no per-layer progress line: $(cat stderr)"
 [[ $(grep -c "^cairn: created store at $ST\$" stderr) == 1 ]] || fail "the first pull did not say it made the store: $(cat stderr)"
@@ -39,68 +39,68 @@ grep -q downloaded stderr || fail "no per-layer progress line: $(cat stderr)"
 # named after it.
 printf 'unqualified-search-registries = ["%s", "docker.io"]\n' "$REGISTRY" >"$T/registries.conf"
 expect_exit 0 "short name pull" env CONTAINERS_REGISTRIES_CONF="$T/registries.conf" \
-  "$CAIRN" --store "$T/st-short" pull --insecure docker://team/app:1
+  cairn --store "$T/st-short" pull --insecure docker://team/app:1
 [[ $(cat stdout) == "$app_id" ]] || fail "short name pull gave $(cat stdout), expected $app_id"
-"$CAIRN" --store "$T/st-short" images --json | jq -e --arg n "$REGISTRY/team/app:1" \
+cairn --store "$T/st-short" images --json | jq -e --arg n "$REGISTRY/team/app:1" \
   '.[0].names | index($n)' >/dev/null || fail "short name pull not named $REGISTRY/team/app:1"
 
 # Everything stored: a second pull reuses every layer.
-expect_exit 0 "test_pull_registry:36" "$CAIRN" --store "$ST" pull --insecure "docker://$REGISTRY/team/app:1" again:1
+expect_exit 0 "test_pull_registry:36" cairn pull --insecure "docker://$REGISTRY/team/app:1" again:1
 [[ $(grep -c reused stderr) == 3 ]] || fail "second pull did not reuse: $(cat stderr)"
 
 # By digest, into a fresh store, with --jobs 1 and a name.
-expect_exit 0 "test_pull_registry:40" "$CAIRN" --store "$T/st-digest" pull --insecure --jobs 1 \
+expect_exit 0 "test_pull_registry:40" cairn --store "$T/st-digest" pull --insecure --jobs 1 \
   "docker://$REGISTRY/team/app@$digest" bydigest:1
 [[ $(cat stdout) == "$app_id" ]] || fail "digest pull gave $(cat stdout)"
 # Without a name, as podman: REPO@DIGEST, listed as REPO <none>.
-expect_exit 0 "pull by digest, no name" "$CAIRN" --store "$T/st-dig2" pull -q --insecure \
+expect_exit 0 "pull by digest, no name" cairn --store "$T/st-dig2" pull -q --insecure \
   "docker://$REGISTRY/team/app@$digest"
-"$CAIRN" --store "$T/st-dig2" images --json | jq -e --arg n "$REGISTRY/team/app@$digest" \
-  '.[0].names == [$n]' >/dev/null || fail "names: $("$CAIRN" --store "$T/st-dig2" images --json)"
-"$CAIRN" --store "$T/st-dig2" images >images.out
+cairn --store "$T/st-dig2" images --json | jq -e --arg n "$REGISTRY/team/app@$digest" \
+  '.[0].names == [$n]' >/dev/null || fail "names: $(cairn --store "$T/st-dig2" images --json)"
+cairn --store "$T/st-dig2" images >images.out
 grep -q "^$REGISTRY/team/app  *<none>  *${app_id:0:12} " images.out ||
   fail "a pull by digest lists as: $(cat images.out)"
 ok "a pull by digest keeps REPO@DIGEST, listed as REPO <none>, as podman"
-expect_exit 0 "rm REPO@DIGEST" "$CAIRN" --store "$T/st-dig2" rm "$REGISTRY/team/app@$digest"
-[[ -z $("$CAIRN" --store "$T/st-dig2" images -q) ]] || fail "rm by digest left an image"
-expect_exit 2 "test_pull_registry:43" "$CAIRN" --store "$T/st-digest" pull --insecure "docker://$REGISTRY/team/app@sha256:12"
+expect_exit 0 "rm REPO@DIGEST" cairn --store "$T/st-dig2" rm "$REGISTRY/team/app@$digest"
+[[ -z $(cairn --store "$T/st-dig2" images -q) ]] || fail "rm by digest left an image"
+expect_exit 2 "test_pull_registry:43" cairn --store "$T/st-digest" pull --insecure "docker://$REGISTRY/team/app@sha256:12"
 
 # docker://, oci: and docker-archive: of the same image: one id.
-expect_exit 0 "test_pull_registry:46" "$CAIRN" --store "$T/st-oci" pull oci:"$T/oci:app"
+expect_exit 0 "test_pull_registry:46" cairn --store "$T/st-oci" pull oci:"$T/oci:app"
 [[ $(cat stdout) == "$app_id" ]] || fail "oci: pull gave $(cat stdout), docker:// gave $app_id"
 setup $OCI_IMAGE docker-archive "$T/app.docker.tar" saved/app:7 base.tar mid.tar top.tar
 arch_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["Config"][:64])' \
   <(tar -xOf "$T/app.docker.tar" manifest.json))
-expect_exit 0 "test_pull_registry:51" "$CAIRN" --store "$T/st-oci" pull "docker-archive:$T/app.docker.tar"
+expect_exit 0 "test_pull_registry:51" cairn --store "$T/st-oci" pull "docker-archive:$T/app.docker.tar"
 [[ $(cat stdout) == "$arch_id" ]] || fail "docker-archive pull gave $(cat stdout), expected $arch_id"
-"$CAIRN" --store "$T/st-oci" images --json | jq -e '[.[].names[]] | index("docker.io/saved/app:7")' \
+cairn --store "$T/st-oci" images --json | jq -e '[.[].names[]] | index("docker.io/saved/app:7")' \
   >/dev/null || fail "docker-archive RepoTag not used as the name"
 # The archive's layers are the same bytes as the oci layers: all reused.
 [[ $(grep -c reused stderr) == 3 ]] || fail "docker-archive did not reuse the layers: $(cat stderr)"
 
 # An index: linux/amd64 by default, another platform on request.
-expect_exit 0 "test_pull_registry:59" "$CAIRN" --store "$ST" pull --insecure "docker://$REGISTRY/team/multi:1"
+expect_exit 0 "test_pull_registry:59" cairn pull --insecure "docker://$REGISTRY/team/multi:1"
 [[ $(cat stdout) == "$amd_id" ]] || fail "index pull picked $(cat stdout), not linux/amd64 $amd_id"
-expect_exit 0 "test_pull_registry:61" "$CAIRN" --store "$ST" pull --insecure --platform linux/arm64 \
+expect_exit 0 "test_pull_registry:61" cairn pull --insecure --platform linux/arm64 \
   "docker://$REGISTRY/team/multi:1" multi-arm:1
 [[ $(cat stdout) == "$arm_id" ]] || fail "--platform linux/arm64 picked $(cat stdout)"
-expect_exit 3 "test_pull_registry:64" "$CAIRN" --store "$ST" pull --insecure --platform linux/s390x \
+expect_exit 3 "test_pull_registry:64" cairn pull --insecure --platform linux/s390x \
   "docker://$REGISTRY/team/multi:1" none:1
 grep -q "no manifest for platform linux/s390x" stderr || fail "platform error: $(cat stderr)"
 
 # Not found: tag, repository, layout ref.
-expect_exit 3 "test_pull_registry:69" "$CAIRN" --store "$ST" pull --insecure "docker://$REGISTRY/team/app:nope"
+expect_exit 3 "test_pull_registry:69" cairn pull --insecure "docker://$REGISTRY/team/app:nope"
 [[ $(grep -c . stderr) == 1 ]] || fail "not-found error is not one line: $(cat stderr)"
-expect_exit 3 "test_pull_registry:71" "$CAIRN" --store "$ST" pull --insecure "docker://$REGISTRY/team/nothing:1"
-expect_exit 3 "test_pull_registry:72" "$CAIRN" --store "$ST" pull "oci:$T/oci:nope"
-expect_exit 2 "test_pull_registry:73" "$CAIRN" --store "$ST" pull "ftp://x/y"
-expect_exit 2 "test_pull_registry:74" "$CAIRN" --store "$ST" pull
+expect_exit 3 "test_pull_registry:71" cairn pull --insecure "docker://$REGISTRY/team/nothing:1"
+expect_exit 3 "test_pull_registry:72" cairn pull "oci:$T/oci:nope"
+expect_exit 2 "test_pull_registry:73" cairn pull "ftp://x/y"
+expect_exit 2 "test_pull_registry:74" cairn pull
 
 # The stored layers are the same whichever way the image came.
-"$CAIRN" --store "$ST" inspect "$app_id" | jq -c '[.layers[].id]' >"$T/layers1"
-"$CAIRN" --store "$T/st-oci" inspect "$app_id" | jq -c '[.layers[].id]' >"$T/layers2"
+cairn inspect "$app_id" | jq -c '[.layers[].id]' >"$T/layers1"
+cairn --store "$T/st-oci" inspect "$app_id" | jq -c '[.layers[].id]' >"$T/layers2"
 cmp -s "$T/layers1" "$T/layers2" || fail "docker:// and oci: layers differ"
-"$CAIRN" --store "$ST" layers --json | jq -e 'length == 3' >/dev/null ||
-  fail "expected 3 distinct layers: $("$CAIRN" --store "$ST" layers)"
-expect_exit 0 "test_pull_registry:82" "$CAIRN" --store "$ST" fsck
+cairn layers --json | jq -e 'length == 3' >/dev/null ||
+  fail "expected 3 distinct layers: $(cairn layers)"
+expect_exit 0 "test_pull_registry:82" cairn fsck
 finish

@@ -16,7 +16,7 @@ port=$REGISTRY_PORT
 registry_stop
 
 # Down, then up: the pull is started first and retries until it answers.
-"$CAIRN" --store "$ST" pull --insecure --retries 10 "docker://127.0.0.1:$port/team/app:1" \
+cairn pull --insecure --retries 10 "docker://127.0.0.1:$port/team/app:1" \
   >"$T/late.out" 2>"$T/late.err" &
 pull_pid=$!
 on_exit "kill $pull_pid"
@@ -34,7 +34,7 @@ registry_stop
 
 # Never up: --retries 3 is 3 attempts, 2 retry lines, 1 error line.
 start=$SECONDS
-expect_exit 1 "unreachable registry gives up" "$CAIRN" --store "$ST" pull --insecure --retries 3 \
+expect_exit 1 "unreachable registry gives up" cairn pull --insecure --retries 3 \
   "docker://127.0.0.1:$port/team/app:2"
 (( SECONDS - start < 30 )) || fail "giving up took $((SECONDS - start)) s"
 [[ $(grep -c "retry [12]/2 in" "$T/stderr") == 2 ]] || fail "expected 2 retry lines: $(cat "$T/stderr")"
@@ -44,7 +44,7 @@ expect_exit 1 "unreachable registry gives up" "$CAIRN" --store "$ST" pull --inse
 
 # Permanent failures are not retried: a 404 answers at once, one line.
 setup registry_start "$T/reg" "$port"
-expect_exit 3 "404 is not retried" "$CAIRN" --store "$ST" pull --insecure --retries 5 \
+expect_exit 3 "404 is not retried" cairn pull --insecure --retries 5 \
   "docker://127.0.0.1:$port/team/app:missing"
 [[ $(wc -l <"$T/stderr") == 1 ]] || fail "404 was retried or chatty: $(cat "$T/stderr")"
 finish

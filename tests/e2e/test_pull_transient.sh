@@ -54,7 +54,7 @@ pull() {
   local start
   start=$(date +%s%N)
   code=0
-  "$CAIRN" --store "$T/st-$c" pull --insecure "$@" >"$T/$c.out" 2>"$T/$c.err" \
+  cairn --store "$T/st-$c" pull --insecure "$@" >"$T/$c.out" 2>"$T/$c.err" \
     <<<"${PULL_STDIN:-}" || code=$?
   ms=$((($(date +%s%N) - start) / 1000000))
 }
@@ -111,7 +111,7 @@ permanent() {
     not_ok "$c: exit $code (want $want), $n requests of $path (want $reqs): $(cat "$T/$c.err")"
     return 1
   fi
-  [[ $("$CAIRN" --store "$T/st-$c" images --json | jq length) == 0 ]] || fail "$c: an image was committed"
+  [[ $(cairn --store "$T/st-$c" images --json | jq length) == 0 ]] || fail "$c: an image was committed"
   ok "$c: not retried (exit $code, $n request(s))"
 }
 blob=/v2/team/app/blobs/$mid_blob
@@ -134,10 +134,10 @@ grep -q "$top_blob" "$T/more.err" && grep -q "cut off" "$T/more.err" ||
 cut_seen() { [[ $(counts | jq .cut) -ge 1 ]]; }
 wait_for 10 cut_seen || fail "more: the proxy did not see the client stop reading: $(counts)"
 [[ $(path_count "/v2/team/app/blobs/$top_blob") == 1 ]] || fail "more: an oversized blob was retried: $(counts)"
-[[ $("$CAIRN" --store "$T/st-more" images --json | jq length) == 0 ]] || fail "more: an image was committed"
-"$CAIRN" --store "$T/st-more" layers --json | jq -e --arg d "$top_diff" 'map(.id) | index($d) == null' \
+[[ $(cairn --store "$T/st-more" images --json | jq length) == 0 ]] || fail "more: an image was committed"
+cairn --store "$T/st-more" layers --json | jq -e --arg d "$top_diff" 'map(.id) | index($d) == null' \
   >/dev/null || fail "more: the oversized layer was committed"
-expect_exit 0 "more: fsck clean after the cut-off" "$CAIRN" --store "$T/st-more" fsck
+expect_exit 0 "more: fsck clean after the cut-off" cairn --store "$T/st-more" fsck
 # The same store, the proxy healed: the pull now succeeds.
 proxy_set "mode=none"
 pull more "$src"

@@ -27,21 +27,21 @@ setup registry_push "$T/oci" raw team/raw:1
 R=$REGISTRY
 
 # export_sum STORE IMAGE: the sha256 of the image's exported tree.
-export_sum() { "$CAIRN" --store "$1" export -q "$2" | sha256sum | cut -d' ' -f1; }
+export_sum() { cairn --store "$1" export -q "$2" | sha256sum | cut -d' ' -f1; }
 
 # round_trip KIND REPO COMPRESS: pull REPO, push it to REPO-copy with
 # --compress COMPRESS, pull that into a fresh store: same id, same tree.
 round_trip() {
   local kind=$1 repo=$2 comp=$3 id=$4 fresh=$T/st-$1-$3
-  expect_exit 0 "$kind: pull" "$CAIRN" --store "$ST" pull -q --insecure "docker://$R/$repo:1"
+  expect_exit 0 "$kind: pull" cairn pull -q --insecure "docker://$R/$repo:1"
   [[ $(cat "$T/stdout") == "$id" ]] || fail "$kind: pull gave $(cat "$T/stdout"), not $id"
-  expect_exit 0 "$kind: push --compress $comp" "$CAIRN" --store "$ST" push --insecure \
+  expect_exit 0 "$kind: push --compress $comp" cairn push --insecure \
     --compress "$comp" "$R/$repo:1" "docker://$R/$repo-$comp:2"
   grep -q '^sha256:[0-9a-f]\{64\}$' "$T/stdout" || fail "$kind: push printed $(cat "$T/stdout")"
   local digest
   digest=$(cat "$T/stdout")
   grep -q sent "$T/stderr" || fail "$kind: no progress lines: $(cat "$T/stderr")"
-  expect_exit 0 "$kind/$comp: pull back into a fresh store" "$CAIRN" --store "$fresh" pull -q \
+  expect_exit 0 "$kind/$comp: pull back into a fresh store" cairn --store "$fresh" pull -q \
     --insecure "docker://$R/$repo-$comp:2"
   [[ $(cat "$T/stdout") == "$id" ]] && ok "$kind/$comp: same image id" ||
     not_ok "$kind/$comp: pulled back $(cat "$T/stdout"), pushed $id"
@@ -62,7 +62,7 @@ round_trip gzip team/gz gzip "$gz_id"
 round_trip zstd team/gz zstd "$gz_id"
 
 # Pushing again: the registry has every blob.
-expect_exit 0 "second push" "$CAIRN" --store "$ST" push --insecure "$gz_id" "docker://$R/team/gz-gzip:3"
+expect_exit 0 "second push" cairn push --insecure "$gz_id" "docker://$R/team/gz-gzip:3"
 [[ $(grep -c 'skipped' "$T/stderr") == 3 ]] || not_ok "second push did not skip: $(cat "$T/stderr")"
 # gzip output is deterministic: the same manifest as the first push.
 [[ $(skopeo inspect -n --tls-verify=false "docker://$R/team/gz-gzip:3" | jq -r .Digest) == \
@@ -70,43 +70,43 @@ expect_exit 0 "second push" "$CAIRN" --store "$ST" push --insecure "$gz_id" "doc
   ok "same manifest digest for the same push" || not_ok "the second push's manifest differs"
 
 # oci:DIR[:TAG], then skopeo copy from it, then a cairn pull of it.
-expect_exit 0 "push to oci:" "$CAIRN" --store "$ST" push -q "$gz_id" "oci:$T/layout:v1"
+expect_exit 0 "push to oci:" cairn push -q "$gz_id" "oci:$T/layout:v1"
 jq -e '.manifests[0].annotations["org.opencontainers.image.ref.name"] == "v1"' \
   "$T/layout/index.json" >/dev/null && ok "oci: index.json has the ref.name" ||
   not_ok "oci: index.json: $(cat "$T/layout/index.json")"
 check "skopeo copy oci:DIR" skopeo copy -q --dest-tls-verify=false "oci:$T/layout:v1" \
   "docker://$R/team/from-layout:1"
-expect_exit 0 "pull what skopeo copied from the layout" "$CAIRN" --store "$T/st-layout" pull -q \
+expect_exit 0 "pull what skopeo copied from the layout" cairn --store "$T/st-layout" pull -q \
   --insecure "docker://$R/team/from-layout:1"
 [[ $(cat "$T/stdout") == "$gz_id" ]] && ok "layout round trip: same id" ||
   not_ok "layout round trip gave $(cat "$T/stdout")"
-expect_exit 0 "pull oci: of what cairn wrote" "$CAIRN" --store "$T/st-layout2" pull -q "oci:$T/layout:v1"
+expect_exit 0 "pull oci: of what cairn wrote" cairn --store "$T/st-layout2" pull -q "oci:$T/layout:v1"
 [[ $(cat "$T/stdout") == "$gz_id" ]] || not_ok "oci: pull gave $(cat "$T/stdout")"
 
 # Failures: no such image (3), a bad DEST (2), an unreachable registry.
-expect_exit 3 "push of a missing image" "$CAIRN" --store "$ST" push --insecure nothing:1 "docker://$R/x:1"
+expect_exit 3 "push of a missing image" cairn push --insecure nothing:1 "docker://$R/x:1"
 [[ $(grep -c . "$T/stderr") == 1 ]] || not_ok "not-found error is not one line: $(cat "$T/stderr")"
-expect_exit 2 "push to a bad DEST" "$CAIRN" --store "$ST" push "$gz_id" "ftp://x/y"
-expect_exit 2 "push --compress xz" "$CAIRN" --store "$ST" push --compress xz "$gz_id" "oci:$T/l2"
+expect_exit 2 "push to a bad DEST" cairn push "$gz_id" "ftp://x/y"
+expect_exit 2 "push --compress xz" cairn push --compress xz "$gz_id" "oci:$T/l2"
 
 # A layer stored before tar records were kept: refused, clearly, until it
 # is imported again.
 two_layers
-expect_exit 0 "import" "$CAIRN" --store "$T/st-old" import -q old:1 "$T/1.tar" "$T/2.tar"
+expect_exit 0 "import" cairn --store "$T/st-old" import -q old:1 "$T/1.tar" "$T/2.tar"
 sqlite3 "$T/st-old/meta.db" "DELETE FROM layer_tars"
-expect_exit 1 "push of a layer without its tar record" "$CAIRN" --store "$T/st-old" push old:1 "oci:$T/old"
+expect_exit 1 "push of a layer without its tar record" cairn --store "$T/st-old" push old:1 "oci:$T/old"
 grep -q "without its tar headers" "$T/stderr" || not_ok "refusal not explained: $(cat "$T/stderr")"
-expect_exit 0 "import again" "$CAIRN" --store "$T/st-old" import -q old2:1 "$T/1.tar" "$T/2.tar"
-expect_exit 0 "push after the import again" "$CAIRN" --store "$T/st-old" push old:1 "oci:$T/old"
+expect_exit 0 "import again" cairn --store "$T/st-old" import -q old2:1 "$T/1.tar" "$T/2.tar"
+expect_exit 0 "push after the import again" cairn --store "$T/st-old" push old:1 "oci:$T/old"
 
 # TLS: an unknown CA is refused; --cert-dir with it pushes over HTTPS.
 setup registry_start "$T/reg-tls" "" tls
 mkdir "$T/certs" && cp "$T/reg-tls/certs/ca.crt" "$T/certs/test-ca.crt"
-expect_exit 1 "tls: an unknown CA is refused" "$CAIRN" --store "$ST" push "$gz_id" \
+expect_exit 1 "tls: an unknown CA is refused" cairn push "$gz_id" \
   "docker://$REGISTRY/team/tls:1"
-expect_exit 0 "tls: push with --cert-dir" "$CAIRN" --store "$ST" push --cert-dir "$T/certs" \
+expect_exit 0 "tls: push with --cert-dir" cairn push --cert-dir "$T/certs" \
   "$gz_id" "docker://$REGISTRY/team/tls:1"
-expect_exit 0 "tls: pull it back" "$CAIRN" --store "$T/st-tls" pull -q --cert-dir "$T/certs" \
+expect_exit 0 "tls: pull it back" cairn --store "$T/st-tls" pull -q --cert-dir "$T/certs" \
   "docker://$REGISTRY/team/tls:1"
 [[ $(cat "$T/stdout") == "$gz_id" ]] || not_ok "tls: pulled back $(cat "$T/stdout")"
 
@@ -114,21 +114,21 @@ expect_exit 0 "tls: pull it back" "$CAIRN" --store "$T/st-tls" pull -q --cert-di
 # mount is tried from the repository the image was pulled from.
 setup registry_start "$T/reg-token" "" token
 export REGISTRY_AUTH_FILE=$T/none.json
-expect_exit 0 "token: pull" "$CAIRN" --store "$T/st-token" pull -q --insecure --creds alice:secret \
+expect_exit 0 "token: pull" cairn --store "$T/st-token" pull -q --insecure --creds alice:secret \
   "oci:$T/oci:gz"
-expect_exit 1 "token: push without credentials is refused" "$CAIRN" --store "$T/st-token" push \
+expect_exit 1 "token: push without credentials is refused" cairn --store "$T/st-token" push \
   --insecure "$gz_id" "docker://$REGISTRY/team/tok:1"
-expect_exit 0 "token: push with --creds" "$CAIRN" --store "$T/st-token" push --insecure \
+expect_exit 0 "token: push with --creds" cairn --store "$T/st-token" push --insecure \
   --creds alice:secret "$gz_id" "docker://$REGISTRY/team/tok:1"
 expect_exit 0 "token: push with --creds USER, the password on stdin" sh -c "echo secret |
-  '$CAIRN' --store '$T/st-token' push --insecure --creds alice '$gz_id' 'docker://$REGISTRY/team/tok3:1'"
-expect_exit 0 "token: pull back" "$CAIRN" --store "$T/st-token" pull --insecure --creds alice:secret \
+  cairn --store '$T/st-token' push --insecure --creds alice '$gz_id' 'docker://$REGISTRY/team/tok3:1'"
+expect_exit 0 "token: pull back" cairn --store "$T/st-token" pull --insecure --creds alice:secret \
   "docker://$REGISTRY/team/tok:1" tok:2
 [[ $(cat "$T/stdout") == "$gz_id" ]] || not_ok "token: pulled back $(cat "$T/stdout")"
-"$CAIRN" --store "$T/st-token" rm -q tok:2
-expect_exit 0 "token: pull by the registry's name" "$CAIRN" --store "$T/st-token" pull -q \
+cairn --store "$T/st-token" rm -q tok:2
+expect_exit 0 "token: pull by the registry's name" cairn --store "$T/st-token" pull -q \
   --insecure --creds alice:secret "docker://$REGISTRY/team/tok:1"
-expect_exit 0 "token: push to another repository mounts" "$CAIRN" --store "$T/st-token" push \
+expect_exit 0 "token: push to another repository mounts" cairn --store "$T/st-token" push \
   --insecure --creds alice:secret "$REGISTRY/team/tok:1" "docker://$REGISTRY/team/tok2:1"
 [[ $(grep -c skipped "$T/stderr") == 3 ]] && ok "token: every layer mounted or skipped" ||
   not_ok "token: layers sent again: $(cat "$T/stderr")"
@@ -173,12 +173,12 @@ python3 "$T/slow_registry.py" "$T/slow.port" &
 slow=$!
 on_exit "kill $slow"
 wait_for 5 test -s "$T/slow.port" || fail "slow registry did not start"
-"$CAIRN" --store "$ST" push --insecure --compress none "$gz_id" \
+cairn push --insecure --compress none "$gz_id" \
   "docker://127.0.0.1:$(cat "$T/slow.port")/slow/app:1" >/dev/null 2>"$T/push.err" &
 pusher=$!
 on_exit "kill $pusher"
 wait_for 10 sh -c "cairn-pin --store '$ST' ls | grep -q push" || not_ok "the push took no pin"
-expect_exit 4 "rm during a push" "$CAIRN" --store "$ST" rm "$gz_id"
+expect_exit 4 "rm during a push" cairn rm "$gz_id"
 grep -q "pinned by.*push" "$T/stderr" || not_ok "rm does not name the push: $(cat "$T/stderr")"
 # The push goes on to the end: the 503 on its first POST was retried.
 wait "$pusher"
@@ -187,5 +187,5 @@ rc=$?
 grep -q "POST .*HTTP 503.*retry 1/" "$T/push.err" || not_ok "the 503 was not retried: $(cat "$T/push.err")"
 grep -q "new upload session (1/2)" "$T/push.err" ||
   not_ok "a session whose transfer was cut was not replaced: $(cat "$T/push.err")"
-expect_exit 0 "rm once the push is gone" "$CAIRN" --store "$ST" rm -q "$R/team/gz:1"
+expect_exit 0 "rm once the push is gone" cairn rm -q "$R/team/gz:1"
 finish

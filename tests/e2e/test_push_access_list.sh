@@ -30,49 +30,49 @@ read = [f"d{d}/f{i:02d}" for d, i in ((9, 29), (8, 3), (7, 17), (6, 25), (5, 1),
 open(f"{t}/read.list", "w").write("\n".join(read) + "\n")
 PY
 setup tar -C "$T/a" --sort=name -cf "$T/a.tar" .
-setup "$CAIRN" --store "$T/src" import -q al/a:1 "$T/a.tar" >"$T/src.id"
+setup cairn --store "$T/src" import -q al/a:1 "$T/a.tar" >"$T/src.id"
 src_id=$(cat "$T/src.id")
 setup registry_start "$T/reg"
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
 setup mkdir "$T/m"
 
 # Records: a first run (replaced), then the run that counts.
-expect_exit 0 "mount --record-access" "$CAIRN" --store "$T/src" mount -q --record-access al/a:1 "$T/m"
-on_exit "'$CAIRN' --store '$T/src' umount -q '$T/m' 2>/dev/null || true"
+expect_exit 0 "mount --record-access" cairn --store "$T/src" mount -q --record-access al/a:1 "$T/m"
+on_exit "$CAIRN_BIN/cairn --store '$T/src' umount -q '$T/m' 2>/dev/null || true"
 setup cat "$T/m/d0/f00" >/dev/null
-expect_exit 0 "umount" "$CAIRN" --store "$T/src" umount -q "$T/m"
-access() { "$CAIRN" --store "$T/src" inspect -f '{{json .AccessList}}' al/a:1; }
+expect_exit 0 "umount" cairn --store "$T/src" umount -q "$T/m"
+access() { cairn --store "$T/src" inspect -f '{{json .AccessList}}' al/a:1; }
 check "inspect: the access list of the first run (1 file)" \
   wait_for 10 eval '[ "$(access)" = "{\"Files\":1}" ]'
-expect_exit 0 "mount --record-access again" "$CAIRN" --store "$T/src" mount -q --record-access al/a:1 "$T/m"
+expect_exit 0 "mount --record-access again" cairn --store "$T/src" mount -q --record-access al/a:1 "$T/m"
 while read -r f; do cat "$T/m/$f" >/dev/null; done <"$T/read.list"
 setup cat "$T/m/d9/f29" >/dev/null # (read again: recorded once)
-expect_exit 0 "umount" "$CAIRN" --store "$T/src" umount -q "$T/m"
+expect_exit 0 "umount" cairn --store "$T/src" umount -q "$T/m"
 check "inspect: the later recording replaced it (12 files)" \
   wait_for 10 eval '[ "$(access)" = "{\"Files\":12}" ]'
 check "... in the order of the first reads" \
   cmp <(tr '\0' '\n' <"$T/src/access/$src_id") "$T/read.list"
-expect_exit 0 "a mount without the option" "$CAIRN" --store "$T/src" mount -q al/a:1 "$T/m"
+expect_exit 0 "a mount without the option" cairn --store "$T/src" mount -q al/a:1 "$T/m"
 setup cat "$T/m/d1/f01" >/dev/null
-expect_exit 0 "umount" "$CAIRN" --store "$T/src" umount -q "$T/m"
+expect_exit 0 "umount" cairn --store "$T/src" umount -q "$T/m"
 sleep 0.5
 check "... leaves the list as it was" test "$(access)" = '{"Files":12}'
 
 # cairn bundle --record-access: the container's first reads, at --rm.
-expect_exit 0 "bundle --record-access" "$CAIRN" --store "$T/src" bundle -q --record-access \
+expect_exit 0 "bundle --record-access" cairn --store "$T/src" bundle -q --record-access \
   al/a:1 "$T/bun" -- /bin/true
-on_exit "'$CAIRN' --store '$T/src' bundle --rm -q '$T/bun' 2>/dev/null || true"
+on_exit "$CAIRN_BIN/cairn --store '$T/src' bundle --rm -q '$T/bun' 2>/dev/null || true"
 setup cat "$T/bun/rootfs/d3/f03" "$T/bun/rootfs/d2/f02" >/dev/null
-expect_exit 0 "bundle --rm" "$CAIRN" --store "$T/src" bundle --rm -q "$T/bun"
+expect_exit 0 "bundle --rm" cairn --store "$T/src" bundle --rm -q "$T/bun"
 check "... replaced the list with the bundle's 2 files" \
   wait_for 10 eval '[ "$(access)" = "{\"Files\":2}" ]'
-expect_exit 2 "bundle --rm --record-access is a usage error" "$CAIRN" --store "$T/src" bundle \
+expect_exit 2 "bundle --rm --record-access is a usage error" cairn --store "$T/src" bundle \
   --rm --record-access "$T/bun"
 # the run that counts, recorded again
-expect_exit 0 "mount --record-access (the run that counts)" "$CAIRN" --store "$T/src" mount -q \
+expect_exit 0 "mount --record-access (the run that counts)" cairn --store "$T/src" mount -q \
   --record-access al/a:1 "$T/m"
 while read -r f; do cat "$T/m/$f" >/dev/null; done <"$T/read.list"
-expect_exit 0 "umount" "$CAIRN" --store "$T/src" umount -q "$T/m"
+expect_exit 0 "umount" cairn --store "$T/src" umount -q "$T/m"
 check "inspect: 12 files again" wait_for 10 eval '[ "$(access)" = "{\"Files\":12}" ]'
 
 # first_requests FORMAT BLOB_DIGEST: from the proxy log of a fill, which
@@ -119,7 +119,7 @@ PY
 for fmt in zstd estargz; do
   f=zstd:chunked
   [ "$fmt" = estargz ] && f=estargz
-  expect_exit 0 "push --format $f" "$CAIRN" --store "$T/src" push --insecure --no-progress \
+  expect_exit 0 "push --format $f" cairn --store "$T/src" push --insecure --no-progress \
     --format "$f" al/a:1 "docker://$REGISTRY/al/$fmt:1"
   check "... says the access list's files go first" \
     grep -q "the access list: 12 files of the layers' TOCs first (12 recorded)" "$T/stderr"
@@ -143,10 +143,10 @@ for fmt in zstd estargz; do
       test "$(jq -r .config.digest <<<"$manifest")" = "sha256:$src_id"
   fi
   # a fresh store, the TOCs only, then the fill through the proxy
-  expect_exit 0 "$f: pull --lazy --no-fill" "$CAIRN" --store "$T/$fmt" pull -q --insecure \
+  expect_exit 0 "$f: pull --lazy --no-fill" cairn --store "$T/$fmt" pull -q --insecure \
     --lazy --no-fill "docker://$PROXY/al/$fmt:1"
   proxy_reset
-  expect_exit 0 "$f: cairn fill" "$CAIRN" --store "$T/$fmt" fill "al/$fmt:1"
+  expect_exit 0 "$f: cairn fill" cairn --store "$T/$fmt" fill "al/$fmt:1"
   proxy_log >"$T/$fmt.log"
   read -r first last mixed total < <(first_requests "$T/$fmt.toc" "$T/$fmt.log" "$T/read.list")
   echo "# $f: the recorded files in requests $first..$last of $total, $mixed mixed" >&2
@@ -155,17 +155,17 @@ for fmt in zstd estargz; do
   check "$f: ... in requests of their own ($mixed mixed with other files)" test "$mixed" = 0
   check "$f: ... few of them ($((last + 1)) for 12 files)" test "$((last + 1))" -le 4
   setup mkdir "$T/m-$fmt"
-  expect_exit 0 "$f: mount" "$CAIRN" --store "$T/$fmt" mount -q "al/$fmt:1" "$T/m-$fmt"
-  on_exit "'$CAIRN' --store '$T/$fmt' umount -q '$T/m-$fmt' 2>/dev/null || true"
+  expect_exit 0 "$f: mount" cairn --store "$T/$fmt" mount -q "al/$fmt:1" "$T/m-$fmt"
+  on_exit "$CAIRN_BIN/cairn --store '$T/$fmt' umount -q '$T/m-$fmt' 2>/dev/null || true"
   check "$f: the image reads byte for byte" diff -r --exclude stargz.index.json \
     --exclude .prefetch.landmark "$T/m-$fmt" "$T/a"
-  expect_exit 0 "$f: umount" "$CAIRN" --store "$T/$fmt" umount -q "$T/m-$fmt"
-  expect_exit 0 "$f: fsck" "$CAIRN" --store "$T/$fmt" fsck
+  expect_exit 0 "$f: umount" cairn --store "$T/$fmt" umount -q "$T/m-$fmt"
+  expect_exit 0 "$f: fsck" cairn --store "$T/$fmt" fsck
 done
 
 # A push without a list: no rank (as before).
 setup rm -f "$T/src/access/$src_id"
-expect_exit 0 "push --format zstd:chunked without a list" "$CAIRN" --store "$T/src" push \
+expect_exit 0 "push --format zstd:chunked without a list" cairn --store "$T/src" push \
   --insecure --no-progress --format zstd:chunked al/a:1 "docker://$REGISTRY/al/none:1"
 check "... says nothing of one" test "$(grep -c "access list" "$T/stderr")" = 0
 manifest=$(registry_manifest al/none 1)

@@ -58,33 +58,33 @@ for n in a b; do
   echo 'root:x:0:0:root:/root:/bin/sh' >"$T/$n/etc/passwd"
   setup tar -C "$T/$n" --sort=name --numeric-owner -cf "$T/$n.tar" .
 done
-ida=$("$CAIRN" --store "$ST" import -q chk/a:1 "$T/a.tar")
-idb=$("$CAIRN" --store "$ST" import -q chk/b:1 "$T/b.tar")
+ida=$(cairn import -q chk/a:1 "$T/a.tar")
+idb=$(cairn import -q chk/b:1 "$T/b.tar")
 setup registry_start "$T/reg"
 R=$REGISTRY
 # A's access list: its pushes rank two files in their TOCs
 setup mkdir "$T/m"
-setup "$CAIRN" --store "$ST" mount -q --record-access chk/a:1 "$T/m"
-on_exit "'$CAIRN' --store '$ST' umount -q '$T/m' 2>/dev/null || true"
+setup cairn mount -q --record-access chk/a:1 "$T/m"
+on_exit "cairn umount -q '$T/m' 2>/dev/null || true"
 setup cat "$T/m/data/big" "$T/m/data/hello" >/dev/null
-setup "$CAIRN" --store "$ST" umount -q "$T/m"
+setup cairn umount -q "$T/m"
 check "A has an access list of 2 files" wait_for 10 eval \
-  '[ "$("$CAIRN" --store "$ST" inspect -f "{{json .AccessList}}" chk/a:1)" = "{\"Files\":2}" ]'
+  '[ "$(cairn inspect -f "{{json .AccessList}}" chk/a:1)" = "{\"Files\":2}" ]'
 manifest() {
   curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' "http://$R/v2/$1/manifests/1"
 }
 
 # ---- usage
 expect_exit 2 "a bad --format is a usage error" \
-  "$CAIRN" --store "$ST" push --format zstd chk/a:1 "docker://$R/x:1"
+  cairn push --format zstd chk/a:1 "docker://$R/x:1"
 check "  said in one line" grep -q '^cairn: push: --format: needs zstd:chunked or estargz$' \
   "$T/stderr"
 expect_exit 2 "--format with --compress is a usage error" \
-  "$CAIRN" --store "$ST" push --format estargz --compress gzip chk/a:1 "docker://$R/x:1"
+  cairn push --format estargz --compress gzip chk/a:1 "docker://$R/x:1"
 
 # ---- zstd:chunked
 for n in a b; do
-  expect_exit 0 "push --format zstd:chunked ($n)" "$CAIRN" --store "$ST" push --insecure \
+  expect_exit 0 "push --format zstd:chunked ($n)" cairn push --insecure \
     --no-progress --format zstd:chunked "chk/$n:1" "docker://$R/zc/$n:1"
 done
 ranked() { # the files A's zstd:chunked TOC ranks
@@ -102,7 +102,7 @@ check_json "zstd:chunked: a zstd layer with the annotations podman 4.3 reads" \
   manifest zc/a
 digest=$(manifest zc/a | jq -r '.layers[0].digest')
 blob=$(registry_blob_path "$digest")
-diff_a=$("$CAIRN" --store "$ST" inspect "$ida" | jq -r '.config.rootfs.diff_ids[0]')
+diff_a=$(cairn inspect "$ida" | jq -r '.config.rootfs.diff_ids[0]')
 check "zstd:chunked: the blob decompresses to the layer's exact tar (its diff_id)" \
   test "sha256:$(zstd -dcq "$blob" | sha256sum | cut -c1-64)" = "$diff_a"
 # Every file's data (each chunk) is a frame of its own: decompressed alone
@@ -144,11 +144,11 @@ check "zstd:chunked: each file's data (each 4 MiB chunk) alone decompresses to i
 # cairn pulls A back (same id), then B partially: its TOC read by cairn's
 # parser, only the two changed files fetched.
 expect_exit 0 "zstd:chunked: cairn pull of A" \
-  "$CAIRN" --store "$T/back" pull -q --insecure "docker://$R/zc/a:1"
+  cairn --store "$T/back" pull -q --insecure "docker://$R/zc/a:1"
 check "zstd:chunked: A pulled back has the image id pushed ($ida)" \
   test "$(tail -1 "$T/stdout")" = "$ida"
 expect_exit 0 "zstd:chunked: cairn pull of B with A stored" \
-  "$CAIRN" --store "$T/back" pull --insecure "docker://$R/zc/b:1"
+  cairn --store "$T/back" pull --insecure "docker://$R/zc/b:1"
 sed "s/^/# /" "$T/stderr" >&2
 check "zstd:chunked: B is pulled partially (said, with the bytes fetched)" \
   grep -Eq 'partial pull: fetched [0-9]+ of [0-9]+ bytes in [0-9]+ requests' "$T/stderr"
@@ -159,7 +159,7 @@ check "zstd:chunked: $s_have of $s_all files were stored: all but the 2 changed"
 check "zstd:chunked: no fallback to the full pull" sh -c "! grep -q 'pulling it in full' '$T/stderr'"
 check "zstd:chunked: B pulled back has the image id pushed ($idb)" \
   test "$(tail -1 "$T/stdout")" = "$idb"
-expect_exit 0 "zstd:chunked: fsck after the pulls" "$CAIRN" --store "$T/back" fsck
+expect_exit 0 "zstd:chunked: fsck after the pulls" cairn --store "$T/back" fsck
 
 # podman 4.3, partial pulls on: its differ reads the TOC (the debug log
 # says so), the image id is the pushed one, a command runs in it.
@@ -201,7 +201,7 @@ else
 fi
 
 # ---- eStargz
-expect_exit 0 "push --format estargz" "$CAIRN" --store "$ST" push --insecure --no-progress \
+expect_exit 0 "push --format estargz" cairn push --insecure --no-progress \
   --format estargz chk/a:1 "docker://$R/sg/a:1"
 new_id=$(manifest sg/a | jq -r '.config.digest')
 check "eStargz: the new image id is said" grep -q "the image pushed is ${new_id:7:12}" "$T/stderr"
@@ -232,11 +232,11 @@ check "eStargz: the footer points to the TOC entry, whose JSON has the annotatio
   test "sha256:$(tail -c +$((off + 1)) "$sgblob" | head -c -51 | gzip -dc |
     tar -xOf - stargz.index.json | sha256sum | cut -c1-64)" = "$tocd"
 expect_exit 0 "eStargz: cairn pull of it" \
-  "$CAIRN" --store "$T/sgback" pull -q --insecure "docker://$R/sg/a:1"
+  cairn --store "$T/sgback" pull -q --insecure "docker://$R/sg/a:1"
 check "eStargz: the id pulled is the config pushed (${new_id:7:12})" \
   test "sha256:$(tail -1 "$T/stdout")" = "$new_id"
-"$CAIRN" --store "$ST" export -q "$ida" | tar -tvf - | sort >"$T/a.files"
-"$CAIRN" --store "$T/sgback" export -q "${new_id#sha256:}" | tar -tvf - |
+cairn export -q "$ida" | tar -tvf - | sort >"$T/a.files"
+cairn --store "$T/sgback" export -q "${new_id#sha256:}" | tar -tvf - |
   grep -v ' stargz.index.json$' | grep -v ' .prefetch.landmark$' | sort >"$T/sg.files"
 check "eStargz: the same files (and stargz.index.json, .prefetch.landmark)" \
   cmp -s "$T/a.files" "$T/sg.files"

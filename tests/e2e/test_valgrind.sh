@@ -46,13 +46,13 @@ setup $OCI_IMAGE index oci multi "$amd" "$arm" >/dev/null
 setup $OCI_IMAGE docker-archive "$T/app.docker.tar" saved/app:7 base.tar top.tar
 
 # oci: with a ref the layout lacks freed an uninitialised descriptor.
-vg_expect 3 "oci: missing ref" "$CAIRN" --store "$ST" pull "oci:$T/oci:nope"
-vg_expect 3 "oci: no layout" "$CAIRN" --store "$ST" pull "oci:$T/none:app"
-vg_expect 0 "oci: pull" "$CAIRN" --store "$ST" pull "oci:$T/oci:app"
-vg_expect 0 "oci: index, another platform" "$CAIRN" --store "$ST" pull --platform linux/arm64 \
+vg_expect 3 "oci: missing ref" cairn pull "oci:$T/oci:nope"
+vg_expect 3 "oci: no layout" cairn pull "oci:$T/none:app"
+vg_expect 0 "oci: pull" cairn pull "oci:$T/oci:app"
+vg_expect 0 "oci: index, another platform" cairn pull --platform linux/arm64 \
   "oci:$T/oci:multi" multi:1
-vg_expect 0 "docker-archive: pull" "$CAIRN" --store "$T/st-archive" pull "docker-archive:$T/app.docker.tar"
-vg_expect 3 "docker-archive: missing file" "$CAIRN" --store "$ST" pull "docker-archive:$T/none.tar"
+vg_expect 0 "docker-archive: pull" cairn --store "$T/st-archive" pull "docker-archive:$T/app.docker.tar"
+vg_expect 3 "docker-archive: missing file" cairn pull "docker-archive:$T/none.tar"
 
 # A layer blob whose bytes do not match its digest: refused (exit 5).
 setup cp -r "$T/oci" "$T/bad"
@@ -61,12 +61,12 @@ layer=$(jq -r '.layers[0].digest' "$T/bad/blobs/sha256/$(jq -r \
   "$T/bad/index.json" | cut -c8-)" | cut -c8-)
 setup chmod u+w "$T/bad/blobs/sha256/$layer"
 printf 'x' | dd of="$T/bad/blobs/sha256/$layer" bs=1 seek=100 conv=notrunc status=none
-vg_expect 5 "oci: corrupt layer" "$CAIRN" --store "$T/st-bad" pull "oci:$T/bad:app"
+vg_expect 5 "oci: corrupt layer" cairn --store "$T/st-bad" pull "oci:$T/bad:app"
 
 setup registry_start "$T/reg"
 setup registry_push "$T/oci" app team/app:1
-vg_expect 0 "docker:// pull" "$CAIRN" --store "$T/st-reg" pull --insecure "docker://$REGISTRY/team/app:1"
-vg_expect 3 "docker:// missing tag" "$CAIRN" --store "$T/st-reg" pull --insecure \
+vg_expect 0 "docker:// pull" cairn --store "$T/st-reg" pull --insecure "docker://$REGISTRY/team/app:1"
+vg_expect 3 "docker:// missing tag" cairn --store "$T/st-reg" pull --insecure \
   "docker://$REGISTRY/team/app:nope"
 registry_stop
 

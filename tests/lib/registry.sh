@@ -178,11 +178,10 @@ registry_manifest() {
 
 # ---- shared by the pull tests ------------------------------------------------
 # pull_test_init: every process this file starts is stopped when the test
-# ends; CAIRN (the binary), OCI_IMAGE (the image builder), ST (= $STORE);
+# ends; OCI_IMAGE (the image builder), ST (= $STORE);
 # the working directory is $T.
 pull_test_init() {
   on_exit registry_cleanup
-  CAIRN=$CAIRN_BIN/cairn
   OCI_IMAGE="python3 $HELPERS/oci_image.py"
   ST=$STORE
   cd "$T" || exit 1
@@ -190,5 +189,5 @@ pull_test_init() {
 
 # image_count: how many images the store holds.
 image_count() {
-  "$CAIRN" --store "$ST" images --json | jq length
+  cairn images --json | jq length
 }
