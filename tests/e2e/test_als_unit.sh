@@ -79,11 +79,11 @@ check "it says nothing on a fresh podman root: $(cat "$T/fresh.err")" test ! -s 
 als_pid=$(pgrep -f "cairnfs --als --podman-root $T/fresh-root" | head -1)
 cairn mounts --json | jq -e --arg d "$als2" --argjson p "${als_pid:-0}" \
   '.[] | select(.dir == $d and .pid == $p and .state == "live" and .image == "")' \
-  >/dev/null && ok "cairn mounts lists the ALS" || not_ok "cairn mounts: $(cairn mounts)"
+  >/dev/null && ok "cairn mounts lists the ALS" || fail "cairn mounts: $(cairn mounts)"
 expect_exit 0 "cairn umount of the ALS" cairn umount "$als2"
 check "cairn umount prints the ALS's directory" grep -qx "$als2" "$T/stdout"
 check "the ALS is unmounted" bash -c "! grep -q ' $als2 fuse' /proc/self/mounts"
 check "its daemon exits" wait_for 10 pid_gone "${als_pid:-0}"
 [[ $(cairn mounts --json | jq --arg d "$als2" '[.[] | select(.dir == $d)] | length') == 0 ]] ||
-  not_ok "the ALS's record stays: $(cairn mounts)"
+  fail "the ALS's record stays: $(cairn mounts)"
 finish

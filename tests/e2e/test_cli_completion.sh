@@ -52,7 +52,7 @@ expect() {
   local got want
   got=$(completes "$prog" "$line" | sort | tr '\n' ' ')
   want=$(printf '%s\n' "$@" | sort | tr '\n' ' ')
-  if [ "$got" = "$want" ]; then ok "$n"; else not_ok "$n: '$line' gives '$got', want '$want'"; fi
+  if [ "$got" = "$want" ]; then ok "$n"; else fail "$n: '$line' gives '$got', want '$want'"; fi
 }
 # offers NAME PROG LINE WORD...: completing LINE offers at least WORD...
 offers() {
@@ -60,7 +60,7 @@ offers() {
   shift 3
   completes "$prog" "$line" >"$T/got"
   for w in "$@"; do
-    grep -qxF -- "$w" "$T/got" || { not_ok "$n: '$line' lacks '$w' (got: $(tr '\n' ' ' <"$T/got"))"; return; }
+    grep -qxF -- "$w" "$T/got" || { fail "$n: '$line' lacks '$w' (got: $(tr '\n' ' ' <"$T/got"))"; return; }
   done
   ok "$n"
 }

@@ -96,7 +96,7 @@ df_is blobs reclaimable_bytes $bD
 pct=$((bD * 100 / (bA + bB + bC + bD + bE)))
 check "the table says $pct% of the blobs are reclaimable" grep -q "^Blobs .* ($pct%) " <(cairn df)
 before=$(cairn df --json)
-cairn gc >/dev/null || not_ok "gc"
+cairn gc >/dev/null || fail "gc"
 check "gc freed what df said: D's layer" \
   [ "$(cairn df --json | jq '.[1].count')" = "$(($(jq '.[1].count' <<<"$before") - 1))" ]
 df_is blobs bytes $((bA + bB + bC + bE))
@@ -104,7 +104,7 @@ for t in layers blobs; do df_is $t reclaimable_bytes 0; done
 
 kill -9 "$sleeper" "$holder"
 wait "$holder" 2>/dev/null
-cairn gc >/dev/null || not_ok "gc"
+cairn gc >/dev/null || fail "gc"
 df_is layers count 3
 df_is blobs count 3
 df_is blobs bytes $((bA + bB + bC))

@@ -14,7 +14,7 @@ helps() {
   local n=$1
   shift
   expect_exit 0 "$n: exit 0" "$@"
-  if [ -s "$T/stderr" ]; then not_ok "$n: says something on stderr: $(head -c 200 "$T/stderr")"; fi
+  if [ -s "$T/stderr" ]; then fail "$n: says something on stderr: $(head -c 200 "$T/stderr")"; fi
   check "$n: usage first, on stdout" grep -q "^usage: " <(head -1 "$T/stdout")
   check "$n: lists -h, --help" grep -qE '^  -h, --help +[a-z]' "$T/stdout"
   # Every line of the options section: a flag, two spaces, a meaning (or

@@ -60,7 +60,7 @@ if command -v crun >/dev/null; then
   check "crun ran the image's CMD, with its ENV and WORKDIR" grep -qx "cmd ran in /tmp as hello" "$T/run.out"
   expect_exit 0 "bundle --rm" cairn bundle --rm "$T/b"
 else
-  not_ok "crun is not installed"
+  fail "crun is not installed"
 fi
 
 finish

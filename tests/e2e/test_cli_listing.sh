@@ -35,7 +35,7 @@ expect_exit 2 "an unclosed {{ is refused" cairn images --format '{{.ID'
 
 # Names next to ids: mounts, pins.
 on_exit "umount -l '$T/m'"
-cairn mount -q app:1 "$T/m" || not_ok "mount"
+cairn mount -q app:1 "$T/m" || fail "mount"
 expect_exit 0 "mounts" cairn mounts
 check "mounts: a NAMES column with app:1" grep -qE "^$T/m +${app:0:12} +localhost/app:1 " "$T/stdout"
 check "mounts --json: names" [ "$(cairn mounts --json | jq -c '.[0].names')" = '["localhost/app:1"]' ]
@@ -79,7 +79,7 @@ if [ -n "$FAKETIME_LIB" ] && [ -e "$FAKETIME_LIB" ]; then
     [ "$(awk 'NR > 1 { print $(NF - 3), $(NF - 2), $(NF - 1) }' "$T/table" | sort -u | wc -l)" = 1 ]
   check "(the table had every pin)" [ "$(wc -l <"$T/table")" -ge 6 ]
 else
-  not_ok "libfaketime is not installed: scripts/setup.sh installs it"
+  fail "libfaketime is not installed: scripts/setup.sh installs it"
 fi
 
 expect_exit 0 "images --help" cairn images --help

@@ -10,7 +10,7 @@ source "$(dirname "$0")/../lib/test-lib.sh"
 
 MAN=$CAIRN_BIN/man
 if [ ! -d "$MAN" ]; then
-  not_ok "no $MAN: scdoc was not found when $CAIRN_BIN was configured (scripts/setup.sh installs it)"
+  fail "no $MAN: scdoc was not found when $CAIRN_BIN was configured (scripts/setup.sh installs it)"
   finish
   exit
 fi

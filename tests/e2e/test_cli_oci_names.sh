@@ -33,7 +33,7 @@ pulled() { # NAME EXPECTED SOURCE...
   expect_exit 0 "pull $n" cairn pull -q "$@"
   local got
   got=$(names_of "$(cat "$T/stdout")")
-  [[ $got == "$want" ]] && ok "$n is named '$want'" || not_ok "$n is named '$got', want '$want'"
+  [[ $got == "$want" ]] && ok "$n is named '$want'" || fail "$n is named '$got', want '$want'"
 }
 pulled "a bare tag annotation" localhost/v2:latest "oci:$T/Oci:v2"
 pulled "a full name annotation" quay.io/team/app:1.5 "oci:$T/Oci:quay.io/team/app:1.5"
@@ -46,5 +46,5 @@ cp -r Oci lay
 cairn rm -q localhost/mine:3 >/dev/null
 pulled "podman 4.3: oci:DIR:REF is localhost/DIR:latest" localhost/lay:latest "oci:lay:v2"
 cairn images --json | jq -e 'all(.[].names[]; startswith("oci:") | not)' >/dev/null &&
-  ok "no name is DIRNAME:REF" || not_ok "a name is DIRNAME:REF"
+  ok "no name is DIRNAME:REF" || fail "a name is DIRNAME:REF"
 finish

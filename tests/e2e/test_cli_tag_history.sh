@@ -33,20 +33,20 @@ jq -e --arg la "$la" --arg lb "$lb" --argjson sb "$size_b" '
   and .[1].id == null and .[1].empty_layer and .[1].size == 0
   and .[1].created == "2024-01-02T02:05:00Z"
   and .[2].id == $la and .[2].comment == "base" and .[2].created == "2024-01-02T03:04:05Z"' \
-  "$T/stdout" >/dev/null || not_ok "history --json: $(cat "$T/stdout")"
+  "$T/stdout" >/dev/null || fail "history --json: $(cat "$T/stdout")"
 expect_exit 0 "history (table)" cairn history app:1
 head -1 "$T/stdout" | grep -q '^ID  *CREATED  *CREATED BY  *SIZE  *COMMENT$' ||
-  not_ok "history header: $(head -1 "$T/stdout")"
+  fail "history header: $(head -1 "$T/stdout")"
 grep -q "^${lb:0:12} .*  /bin/sh -c make install && rm -rf /tmp/bui\.\.\.  " "$T/stdout" ||
-  not_ok "history row (cut to 45): $(cat "$T/stdout")"
-grep -q '^<missing> .*ENV X=1' "$T/stdout" || not_ok "empty layer not <missing>: $(cat "$T/stdout")"
+  fail "history row (cut to 45): $(cat "$T/stdout")"
+grep -q '^<missing> .*ENV X=1' "$T/stdout" || fail "empty layer not <missing>: $(cat "$T/stdout")"
 expect_exit 0 "history --no-trunc" cairn history --no-trunc app:1
-grep -q "^$lb .*/var/cache/apt/archives/\*\.deb" "$T/stdout" || not_ok "--no-trunc: $(cat "$T/stdout")"
+grep -q "^$lb .*/var/cache/apt/archives/\*\.deb" "$T/stdout" || fail "--no-trunc: $(cat "$T/stdout")"
 expect_exit 0 "history -q" cairn history -q app:1
-[[ $(head -1 "$T/stdout") == "${lb:0:12}" ]] || not_ok "history -q: $(cat "$T/stdout")"
+[[ $(head -1 "$T/stdout") == "${lb:0:12}" ]] || fail "history -q: $(cat "$T/stdout")"
 expect_exit 0 "history of a config without history" cairn history --json bare:1
 jq -e --arg la "$la" 'length == 1 and .[0].id == $la and .[0].created == null' "$T/stdout" \
-  >/dev/null || not_ok "bare history: $(cat "$T/stdout")"
+  >/dev/null || fail "bare history: $(cat "$T/stdout")"
 # An import records an entry per layer, as podman import does, without a
 # time (the same tars give the same id): history shows the image's.
 setup cairn import -q imp:1 a.tar b.tar >/dev/null
@@ -54,24 +54,24 @@ expect_exit 0 "history of an import" cairn history --json imp:1
 jq -e --arg la "$la" --arg lb "$lb" 'length == 2 and .[0].id == $lb and .[1].id == $la
   and all(.[]; .comment == "imported from tarball" and .created_by == "cairn import"
     and (.created | type == "string" and test("^[0-9]{4}-")))' "$T/stdout" >/dev/null ||
-  not_ok "import history: $(cat "$T/stdout")"
+  fail "import history: $(cat "$T/stdout")"
 expect_exit 0 "history of an import (table)" cairn history imp:1
 grep -q "^${lb:0:12}  *[^ ].* ago  *cairn import  .*imported from tarball$" "$T/stdout" ||
-  not_ok "import history table: $(cat "$T/stdout")"
+  fail "import history table: $(cat "$T/stdout")"
 expect_exit 3 "history of no image" cairn history nothing:1
 expect_exit 2 "history needs one image" cairn history
 
 # ---- tag -------------------------------------------------------------------
 app=$(cairn images --json | jq -r '.[] | select(.names | index("localhost/app:1")) | .id')
 expect_exit 0 "tag" cairn tag app:1 registry.example/team/app:2 also
-[[ ! -s $T/stdout ]] || not_ok "tag is not quiet: $(cat "$T/stdout")"
+[[ ! -s $T/stdout ]] || fail "tag is not quiet: $(cat "$T/stdout")"
 cairn images --json | jq -e --arg id "$app" '.[] | select(.id == $id)
   | .names == ["localhost/also:latest", "localhost/app:1", "registry.example/team/app:2"]' >/dev/null ||
-  not_ok "names after tag: $(cairn images --json)"
+  fail "names after tag: $(cairn images --json)"
 bare=$(cairn images --json | jq -r '.[] | select(.names | index("localhost/bare:1")) | .id')
 expect_exit 0 "tag by id prefix moves a name" cairn tag "${bare:0:12}" also
 cairn images --json | jq -e --arg id "$app" '.[] | select(.id == $id)
-  | (.names | index("localhost/also:latest")) == null' >/dev/null || not_ok "also did not move"
+  | (.names | index("localhost/also:latest")) == null' >/dev/null || fail "also did not move"
 expect_exit 0 "rm of one name keeps the image" cairn rm app:1
 expect_exit 0 "the image under its new name" cairn history -q registry.example/team/app:2
 expect_exit 3 "tag of no image" cairn tag nothing:1 x

@@ -27,7 +27,7 @@ check "nothing was created" [ ! -e "$T/missing" ]
 cairn mount app:1 "$T/a" && cairn mount app:1 "$T/b"
 check "a and b are mounted" sh -c "grep -q ' $T/a ' /proc/self/mountinfo && grep -q ' $T/b ' /proc/self/mountinfo"
 expect_exit 0 "umount a plain missing b: exit 0" cairn umount "$T/a" "$T/plain" "$T/missing" "$T/b"
-if is_mounted "$T/a" || is_mounted "$T/b"; then not_ok "a and b unmounted"; else ok "a and b unmounted"; fi
+if is_mounted "$T/a" || is_mounted "$T/b"; then fail "a and b unmounted"; else ok "a and b unmounted"; fi
 check "no mount is recorded" [ "$(cairn mounts --json | jq length)" = 0 ]
 check "no pin is left" [ "$(cairn-pin ls --json | jq length)" = 0 ]
 check "stderr names plain and missing, in order, and nothing else" \
@@ -38,7 +38,7 @@ cairn: umount: $T/missing: not mounted' ]"
 cairn mount app:1 "$T/a"
 expect_exit 1 "umount /proc a: exit 1 (/proc is not a cairnfs mount)" cairn umount /proc "$T/a"
 check "it says so" grep -qx "cairn: umount: /proc: not a cairnfs mount" "$T/stderr"
-if is_mounted "$T/a"; then not_ok "a was unmounted all the same"; else ok "a was unmounted all the same"; fi
+if is_mounted "$T/a"; then fail "a was unmounted all the same"; else ok "a was unmounted all the same"; fi
 
 # A mounted directory unmounts silently.
 cairn mount app:1 "$T/a"
@@ -62,7 +62,7 @@ expect_exit 0 "umount --lazy of a busy mount: exit 0" cairn umount --lazy "$T/a"
 check "prints the directory" [ "$(cat "$T/stdout")" = "$T/a" ]
 check "says it is detached and still served, pinned" \
   grep -q "^cairn: umount: $T/a: detached; still in use, so cairnfs (pid $daemon) serves it and keeps its image pinned until the last user lets go$" "$T/stderr"
-if is_mounted "$T/a"; then not_ok "a is detached"; else ok "a is detached"; fi
+if is_mounted "$T/a"; then fail "a is detached"; else ok "a is detached"; fi
 check "the user still reads the image" [ "$(cat /proc/$user/cwd/hello)" = hello ]
 expect_exit 4 "rm of the image: pinned" cairn rm app:1
 check "mounts says detached" [ "$(cairn mounts --json | jq -r '.[0].state')" = detached ]

@@ -38,8 +38,8 @@ python3 -c "import os,sys; os.setxattr(sys.argv[1], 'user.c', b'v')" "$m/data/x"
 ln -s newfile "$m/newlink"
 $FSTREE scan "$m" >"$T/view"
 
-assert_status 2 cairn commit "$m"
-assert_status 3 cairn commit "$T/ro" x:1
+expect_exit 2 "cairn commit $m" cairn commit "$m"
+expect_exit 3 "cairn commit $T/ro x:1" cairn commit "$T/ro" x:1
 id=$(cairn commit -m "my change" "$m" committed:1)
 [ "$(cairn images --json | jq -r --arg id "$id" '.[] | select(.id == $id) | .names[0]')" = localhost/committed:1 ] ||
   fail "commit did not print the new image's id: $id"
@@ -267,7 +267,7 @@ truncate -s 60G "$s/a"
 truncate -s 10G "$s/b"
 chown nobody "$s/b"
 n_images=$(cairn images -q | wc -l)
-assert_status 5 cairn commit "$s" holes:1
+expect_exit 5 "cairn commit $s holes:1" cairn commit "$s" holes:1
 grep -qx "cairn: commit: $s: /b, owned by nobody (uid $(id -u nobody)): a sparse file with 10 GiB of holes; with the other files' (60 GiB) more than a layer holds (64 GiB): nothing committed (remove or shrink it in the mount)" \
   "$T/stderr" || fail "commit said: $(cat "$T/stderr")"
 [ "$(cairn images -q | wc -l)" = "$n_images" ] && [ "$(stat -c %s "$s/b")" = $((10 << 30)) ] ||

@@ -33,7 +33,7 @@ detach_mount() {
   bg_start unshare -m --propagation private sleep 120
   holder=${BG_PIDS[-1]}
   wait_for 5 holds_mount "$holder" || fail "setup: the other namespace has no copy of the mount"
-  assert_status 4 cairn umount --discard "$m"
+  expect_exit 4 "cairn umount --discard $m" cairn umount --discard "$m"
   not_mounted "$m" || fail "setup: the mount is still at $m"
 }
 

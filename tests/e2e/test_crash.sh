@@ -31,9 +31,9 @@ for ((i = 0; i < ROUNDS; i++)); do
   kill -9 "$pid" 2>/dev/null && killed=$((killed + 1))
   wait "$pid" 2>/dev/null
   if ! cairn images --json | jq -e --arg b "$base" 'map(.id) | index($b) != null' >/dev/null; then
-    not_ok "round $i: the store opens and lists the committed image"; continue
+    fail "round $i: the store opens and lists the committed image"; continue
   fi
-  if ! cairn fsck >"$T/fsck" 2>&1; then not_ok "round $i: fsck after kill -9 of import: $(tail -3 "$T/fsck")"; continue; fi
+  if ! cairn fsck >"$T/fsck" 2>&1; then fail "round $i: fsck after kill -9 of import: $(tail -3 "$T/fsck")"; continue; fi
   # Whatever the kill left, what remains is either committed or gone.
   if cairn inspect "crash:$i" >/dev/null 2>&1; then cairn rm "crash:$i" >/dev/null; fi
 done
@@ -51,9 +51,9 @@ for ((i = 0; i < ROUNDS; i++)); do
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   if ! cairn images --json | jq -e --arg b "$base" 'map(.id) | index($b) != null' >/dev/null; then
-    not_ok "gc round $i: the committed image survives"; continue
+    fail "gc round $i: the committed image survives"; continue
   fi
-  if ! cairn fsck >"$T/fsck" 2>&1; then not_ok "gc round $i: fsck after kill -9 of gc: $(tail -3 "$T/fsck")"; fi
+  if ! cairn fsck >"$T/fsck" 2>&1; then fail "gc round $i: fsck after kill -9 of gc: $(tail -3 "$T/fsck")"; fi
 done
 ok "$ROUNDS rounds of kill -9 during gc: store opens, fsck clean"
 expect_exit 0 "a final gc" cairn gc

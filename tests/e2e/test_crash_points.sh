@@ -45,7 +45,7 @@ JOBS=${CAIRN_CRASH_JOBS:-$(nproc)}
 # nothing (on the shared root file system, syncfs waits for everyone's
 # dirty pages). tmpfs has the file handles inject-undo needs.
 mkdir -p "$T/fast"
-mount -t tmpfs -o size=512m tmpfs "$T/fast" || { not_ok "mount a tmpfs for the stores"; finish; exit; }
+mount -t tmpfs -o size=512m tmpfs "$T/fast" || { fail "mount a tmpfs for the stores"; finish; exit; }
 on_exit "umount $T/fast"
 # the --rw points' daemons and mounts, if the test stops in one
 on_exit 'for p in $(pgrep -x cairnfs); do grep -qz "^CAIRN_STORE=$T/fast/" </proc/$p/environ && kill -9 $p; done; for m in $T/fast/w*/mnt; do fusermount3 -u -z $m; done'
@@ -82,7 +82,7 @@ python3 "$HELPERS/oci_image.py" add "$T/oci" app linux/amd64 \
 # Template stores, each made once; every point starts from a copy.
 make_template() { # NAME CMD...: CMD runs with CAIRN_STORE set to the template
   local name=$1; shift
-  CAIRN_STORE=$T/fast/tpl/$name "$@" || { not_ok "template $name: $*"; exit 1; }
+  CAIRN_STORE=$T/fast/tpl/$name "$@" || { fail "template $name: $*"; exit 1; }
 }
 mkdir -p "$T/fast/tpl"
 for t in import pull rm gc repair rw; do make_template $t cairn import base:1 "$T/l1.tar" >/dev/null; done
@@ -141,7 +141,7 @@ for op in import pull rm gc repair; do
   LAYERS_BEFORE[$op]=$(layer_count)
   CAIRN_INJECT_DIR=$CAIRN_STORE CAIRN_INJECT_COUNT=$T/count LD_PRELOAD=$INJECT \
     ${OP[$op]} >/dev/null 2>"$T/stderr"
-  cairn fsck >/dev/null 2>&1 || not_ok "reference: $op leaves a store that fsck finds clean"
+  cairn fsck >/dev/null 2>&1 || fail "reference: $op leaves a store that fsck finds clean"
   STEPS[$op]=$(cat "$T/count")
   LAYERS_DONE[$op]=$(layer_count)
   r=${RESULT[$op]}
@@ -430,11 +430,11 @@ REF[rw/base:1]=$(CAIRN_STORE=$T/fast/tpl/rw export_sum base:1)
 for op in $RW_OPS; do
   rm -rf "$STORE"
   cp -a "$T/fast/tpl/rw" "$STORE"
-  rw_setup "$op" >/dev/null || not_ok "reference: $op: setup"
+  rw_setup "$op" >/dev/null || fail "reference: $op: setup"
   CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_PROG=cairn CAIRN_INJECT_COUNT=$T/count LD_PRELOAD=$INJECT \
-    rw_run "$op" >/dev/null 2>"$T/stderr" || not_ok "reference: $op: $(cat "$T/stderr")"
+    rw_run "$op" >/dev/null 2>"$T/stderr" || fail "reference: $op: $(cat "$T/stderr")"
   STEPS[$op]=$(cat "$T/count")
-  check_rw_point "$op" "reference: $op" done >"$W/point" || not_ok "$(cat "$W/point")"
+  check_rw_point "$op" "reference: $op" done >"$W/point" || fail "$(cat "$W/point")"
   echo "# $op: ${STEPS[$op]} durable steps"
 done
 
@@ -459,7 +459,7 @@ for op in ${CAIRN_CRASH_OPS:-import pull rm gc repair $RW_OPS}; do
     if [ "$bad" = 0 ]; then
       ok "$op, $mode: ${#points[@]} crash points of ${STEPS[$op]}, all clean"
     else
-      not_ok "$op, $mode: $bad of ${#points[@]} crash points broke an invariant"
+      fail "$op, $mode: $bad of ${#points[@]} crash points broke an invariant"
       cat "$T"/fast/w[0-9]*/bad | head -3 | sed 's/^/#   /'
     fi
   done
@@ -467,14 +467,14 @@ for op in ${CAIRN_CRASH_OPS:-import pull rm gc repair $RW_OPS}; do
     if run_rw_after_done "$op" >"$W/point"; then
       ok "$op: a power cut after it returned keeps what it reported done"
     else
-      not_ok "$(cat "$W/point")"
+      fail "$(cat "$W/point")"
     fi
     continue
   fi
   if run_after_done "$op" >"$W/point"; then
     ok "$op: a power cut after it returned keeps what it reported done"
   else
-    not_ok "$(cat "$W/point")"
+    fail "$(cat "$W/point")"
   fi
 done
 echo "# sweep took $(($(date +%s) - start)) s (stride $STRIDE, $JOBS workers)"

@@ -13,8 +13,8 @@ source "$(dirname "$0")/../lib/test-lib.sh"
 D=$T/disk
 mkdir -p "$D"
 truncate -s 96M "$T/disk.img"
-mkfs.ext4 -q -m 0 "$T/disk.img" || { not_ok "mkfs.ext4"; finish; exit; }
-mount -o loop "$T/disk.img" "$D" || { not_ok "loop mount (needs root)"; finish; exit; }
+mkfs.ext4 -q -m 0 "$T/disk.img" || { fail "mkfs.ext4"; finish; exit; }
+mount -o loop "$T/disk.img" "$D" || { fail "loop mount (needs root)"; finish; exit; }
 on_exit "umount -l '$D'"
 STORE=$D/store
 export CAIRN_STORE=$STORE

@@ -18,7 +18,7 @@ fi
 ref=$T/estargz_ref
 (cd "$CAIRN_SRC/tests/helpers/estargz_ref" && GO111MODULE=off GOPATH=/usr/share/gocode \
   GOCACHE=$T/gocache go build -o "$ref" main.go) >"$T/go.log" 2>&1 ||
-  { not_ok "building the reference helper: $(tail -5 "$T/go.log")"; finish; exit 1; }
+  { fail "building the reference helper: $(tail -5 "$T/go.log")"; finish; exit 1; }
 
 # A tree with what the generator's options exercise.
 mkdir -p "$T/t/etc" "$T/t/usr/bin" "$T/t/d"

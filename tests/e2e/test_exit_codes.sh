@@ -28,7 +28,7 @@ fails() {
     { [ -z "$rest" ] || { [ "$code" = 2 ] && [[ $rest == usage:\ * ]]; }; }; then
     ok "$name: one line '$first'"
   else
-    not_ok "$name: not one line '$prog: WHAT: WHY': $(head -c 300 "$T/stderr")"
+    fail "$name: not one line '$prog: WHAT: WHY': $(head -c 300 "$T/stderr")"
   fi
 }
 
@@ -68,7 +68,7 @@ pkill -9 -P "$holder"
 kill -9 "$holder"
 wait "$holder" 2>/dev/null
 wait_for 5 sh -c "! lslocks -n -o PATH | grep -q '$STORE/pins/'"
-cairn mount app:1 "$T/mnt" || not_ok "mount app:1"
+cairn mount app:1 "$T/mnt" || fail "mount app:1"
 on_exit "umount -l '$T/mnt'"
 fails 4 cairn "mount onto a live mount" cairn mount app:1 "$T/mnt"
 check "with the hint, after mount:" \
@@ -78,7 +78,7 @@ expect_exit 0 "umount" cairn umount "$T/mnt"
 
 # ---- 1: failures
 mkdir -p "$T/tmpfs"
-mount -t tmpfs none "$T/tmpfs" || not_ok "mount a tmpfs"
+mount -t tmpfs none "$T/tmpfs" || fail "mount a tmpfs"
 on_exit "umount -l '$T/tmpfs'"
 fails 1 cairn "umount of a tmpfs" cairn umount "$T/tmpfs"
 check "says it is not a cairnfs mount, after umount:" \

@@ -234,7 +234,7 @@ on_exit "$CAIRN_BIN/cairn --store '$STORE' umount -f '$T/um' 2>/dev/null"
 setup registry_stop
 start=$(date +%s%N)
 if timeout 60 cat "$T/um/data/f4" >/dev/null 2>"$T/cat.err"; then
-  not_ok "registry stopped: a pending file's read fails"
+  fail "registry stopped: a pending file's read fails"
 else
   ok "registry stopped: a pending file's read fails"
 fi
@@ -313,7 +313,7 @@ for op in ${CAIRN_FILL_CRASH_OPS:-fill file daemon}; do
     cp "$W/trace" "$T/trace.$op"
     echo "# $op: ${STEPS[$op]} steps, $(grep -c ' point ' "$T/trace.$op") of them named points" >&2
   else
-    not_ok "$(cat "$W/point")"
+    fail "$(cat "$W/point")"
     STEPS[$op]=0
   fi
 done
@@ -333,7 +333,7 @@ if [ -n "${CAIRN_FILL_CRASH_ONLY:-}" ]; then
     op=${p%%:*} n=${p#*:} mode=kill
     [ "$op" = daemon ] && mode=parent
     [[ $n =~ ^[0-9]+$ ]] || n=$(awk -v w="$n" '$2 == "point" && index($0, w) { n = $1 } END { print n }' "$T/trace.$op")
-    if run "$op" "$n" "$mode" >"$W/point"; then ok "$p ($n) clean"; else not_ok "$(cat "$W/point")"; fi
+    if run "$op" "$n" "$mode" >"$W/point"; then ok "$p ($n) clean"; else fail "$(cat "$W/point")"; fi
   done
   finish
   exit
@@ -361,7 +361,7 @@ for op in ${CAIRN_FILL_CRASH_OPS:-fill file daemon}; do
     ok "$op: kill -9 ($mode) at $n_points points of ${STEPS[$op]}, all clean"
   else
     head -3 "$T/bad" | sed 's/^/#   /'
-    not_ok "$op: $bad of $n_points points broke an invariant"
+    fail "$op: $bad of $n_points points broke an invariant"
   fi
 done
 echo "# sweep took $(($(date +%s) - start)) s (stride $STRIDE)" >&2

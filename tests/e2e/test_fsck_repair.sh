@@ -39,7 +39,7 @@ cairn import app:1 "$T/layer.tar" >/dev/null
 cairn mount app:1 "$mnt"
 pid=$(mount_pid "$mnt")
 corrupt etc/one
-assert_status 4 cairn fsck --repair
+expect_exit 4 "cairn fsck --repair" cairn fsck --repair
 grep -q "^cairn: fsck: .*pinned by pid $pid (cairnfs) mount $mnt" "$T/stderr" ||
   fail "the error does not name the mount: $(cat "$T/stderr")"
 [ "$(wc -l <"$T/stderr")" = 1 ] || fail "more than one error line: $(cat "$T/stderr")"
@@ -49,7 +49,7 @@ has_image app:1 || fail "repair removed a mounted image: $(cairn images)"
 [ "$(cat "$mnt/etc/two")" = "the second file" ] || fail "a healthy file of the image broke"
 cat "$mnt/etc/one" >/dev/null 2>"$T/cat.err" && fail "the corrupt file still reads"
 grep -q "Input/output error" "$T/cat.err" || fail "not EIO: $(cat "$T/cat.err")"
-assert_status 5 cairn fsck
+expect_exit 5 "cairn fsck" cairn fsck
 grep -q "missing: etc/one in layer sha256:[0-9a-f]\{12\}; image [0-9a-f]\{12\} (localhost/app:1)$" "$T/stdout" ||
   fail "fsck does not report the quarantined blob and its users: $(cat "$T/stdout")"
 grep -qx "cairn: fsck: [0-9]* problems found; the first: blob [0-9a-f]*: missing: etc/one in layer sha256:[0-9a-f]\{12\}; image [0-9a-f]\{12\} (localhost/app:1)" \
@@ -59,16 +59,16 @@ ok "a mounted image is kept (exit 4 naming the mount); its corrupt file reads EI
 # ---- the same layer imported again heals the blob, even under the mount
 cairn import app:2 "$T/layer.tar" >/dev/null
 [ "$(cat "$mnt/etc/one")" = "the first file" ] || fail "the healed file does not read"
-assert_status 0 cairn fsck
+expect_exit 0 "cairn fsck" cairn fsck
 ok "importing the layer again heals the quarantined blob"
 
 # ---- corrupt again; once unmounted, a repair removes the image
 corrupt etc/one
-assert_status 4 cairn fsck --repair
+expect_exit 4 "cairn fsck --repair" cairn fsck --repair
 cairn umount "$mnt"
 image=$(cairn images -q --no-trunc app:1)
 layer=$(sqlite3 "$STORE/meta.db" "SELECT layer_id FROM entries WHERE path = 'etc/one'")
-assert_status 0 cairn fsck --repair
+expect_exit 0 "cairn fsck --repair" cairn fsck --repair
 grep -q "^repaired: removed blob [0-9a-f]*, which no kept layer rebuilds: etc/one in layer sha256:${layer:0:12}; image ${image:0:12} (localhost/app:1, localhost/app:2)$" \
   "$T/stdout" && grep -qx "removed image ${image:0:12} (localhost/app:1, localhost/app:2)" "$T/stdout" &&
   grep -qx "removed layer sha256:$layer" "$T/stdout" || fail "the repair did not name what it removed: $(cat "$T/stdout")"
@@ -77,7 +77,7 @@ has_image app:1 && fail "repair kept the image after the mount went: $(cairn ima
 [ "$(cairn layers --json | jq length)" = 0 ] || fail "layers left: $(cairn layers)"
 [ -z "$(find "$STORE/blobs" -type f)" ] || fail "blob files left: $(find "$STORE/blobs" -type f)"
 [ -z "$(find "$STORE/pins" -type f)" ] || fail "pin files left: $(find "$STORE/pins" -type f)"
-assert_status 0 cairn fsck
+expect_exit 0 "cairn fsck" cairn fsck
 ok "unmounted: the repair removes the image, its layer and blobs; fsck is clean"
 
 # ---- a pulled layer's blob: rebuilt from the kept compressed layer
@@ -91,12 +91,12 @@ cairn pull -q --insecure "docker://$REGISTRY/app:1" >/dev/null
 registry_stop
 [ -n "$(find "$STORE/compressed" -type f)" ] || fail "setup: the pull kept no compressed layer"
 corrupt etc/one
-assert_status 5 cairn fsck
-assert_status 0 cairn fsck --repair
+expect_exit 5 "cairn fsck" cairn fsck
+expect_exit 0 "cairn fsck --repair" cairn fsck --repair
 grep -q "^repaired: rebuilt blob [0-9a-f]* (etc/one) from the kept compressed layer sha256:[0-9a-f]\{64\}$" "$T/stdout" ||
   fail "no rebuild: $(cat "$T/stdout")"
 ! grep -q "^removed" "$T/stdout" || fail "the repair removed: $(cat "$T/stdout")"
 has_image "$REGISTRY/app:1" || fail "the repair removed the pulled image: $(cairn images)"
 [ "$(cairn export "$REGISTRY/app:1" | tar -xO etc/one)" = "the first file" ] || fail "the rebuilt file"
-assert_status 0 cairn fsck
+expect_exit 0 "cairn fsck" cairn fsck
 ok "a pulled layer's corrupt blob is rebuilt from the kept compressed layer; nothing removed"

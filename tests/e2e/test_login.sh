@@ -21,18 +21,18 @@ unset XDG_RUNTIME_DIR XDG_CONFIG_HOME DOCKER_CONFIG
 login() { cairn login --insecure "$@"; }
 
 expect_exit 1 "wrong password: refused" sh -c "echo nope | cairn login --insecure -u alice --password-stdin $REGISTRY"
-grep -q "login refused" "$T/stderr" || not_ok "unclear refusal: $(cat "$T/stderr")"
-[[ $(wc -l <"$T/stderr") == 1 ]] || not_ok "refusal is not one line: $(cat "$T/stderr")"
-[[ ! -e $T/auth.json ]] || not_ok "a refused login wrote $(cat "$T/auth.json")"
+grep -q "login refused" "$T/stderr" || fail "unclear refusal: $(cat "$T/stderr")"
+[[ $(wc -l <"$T/stderr") == 1 ]] || fail "refusal is not one line: $(cat "$T/stderr")"
+[[ ! -e $T/auth.json ]] || fail "a refused login wrote $(cat "$T/auth.json")"
 
 printf '{"auths": {"other.example": {"auth": "eDp5"}}, "credHelpers": {"x.example": "pass"}}' \
   >"$T/auth.json"
 expect_exit 0 "login --password-stdin" sh -c "echo secret | cairn login --insecure -u alice --password-stdin $REGISTRY"
-grep -qx "Login Succeeded!" "$T/stdout" || not_ok "login said: $(cat "$T/stdout")"
+grep -qx "Login Succeeded!" "$T/stdout" || fail "login said: $(cat "$T/stdout")"
 jq -e --arg h "$REGISTRY" --arg a "$(printf alice:secret | base64)" '.auths[$h].auth == $a
   and .auths["other.example"].auth == "eDp5" and .credHelpers["x.example"] == "pass"' \
-  "$T/auth.json" >/dev/null || not_ok "auth.json: $(cat "$T/auth.json")"
-[[ $(stat -c %a "$T/auth.json") == 600 ]] || not_ok "auth.json mode $(stat -c %a "$T/auth.json")"
+  "$T/auth.json" >/dev/null || fail "auth.json: $(cat "$T/auth.json")"
+[[ $(stat -c %a "$T/auth.json") == 600 ]] || fail "auth.json mode $(stat -c %a "$T/auth.json")"
 
 # What login wrote is what a pull and skopeo read.
 expect_exit 0 "pull with the login's credentials" cairn pull -q --insecure "$src"
@@ -42,21 +42,21 @@ expect_exit 0 "skopeo reads the login's auth.json" skopeo inspect --tls-verify=f
 expect_exit 0 "login to XDG_RUNTIME_DIR" env -u REGISTRY_AUTH_FILE XDG_RUNTIME_DIR="$T/run" \
   sh -c "echo secret | cairn login --insecure -u alice --password-stdin http://$REGISTRY/v2/"
 jq -e --arg h "$REGISTRY" '.auths[$h].auth' "$T/run/containers/auth.json" >/dev/null ||
-  not_ok "no entry in \$XDG_RUNTIME_DIR/containers/auth.json"
-[[ $(stat -c %a "$T/run/containers") == 700 ]] || not_ok "containers/ mode $(stat -c %a "$T/run/containers")"
+  fail "no entry in \$XDG_RUNTIME_DIR/containers/auth.json"
+[[ $(stat -c %a "$T/run/containers") == 700 ]] || fail "containers/ mode $(stat -c %a "$T/run/containers")"
 expect_exit 0 "pull reads \$XDG_RUNTIME_DIR's" env -u REGISTRY_AUTH_FILE XDG_RUNTIME_DIR="$T/run" \
   cairn --store "$T/st2" pull -q --insecure "$src"
 
 # logout
 expect_exit 0 "logout" cairn logout "$REGISTRY"
-grep -qx "Removed login credentials for $REGISTRY" "$T/stdout" || not_ok "logout said: $(cat "$T/stdout")"
+grep -qx "Removed login credentials for $REGISTRY" "$T/stdout" || fail "logout said: $(cat "$T/stdout")"
 jq -e --arg h "$REGISTRY" '.auths[$h] == null and .auths["other.example"]' "$T/auth.json" \
-  >/dev/null || not_ok "after logout: $(cat "$T/auth.json")"
+  >/dev/null || fail "after logout: $(cat "$T/auth.json")"
 expect_exit 1 "pull after logout: refused" cairn --store "$T/st3" pull -q --insecure "$src"
 expect_exit 3 "logout twice: not logged in" cairn logout "$REGISTRY"
 expect_exit 0 "logout --all" cairn logout --all
 jq -e '.auths == {} and .credHelpers["x.example"] == "pass"' "$T/auth.json" >/dev/null ||
-  not_ok "after logout --all: $(cat "$T/auth.json")"
+  fail "after logout --all: $(cat "$T/auth.json")"
 
 # Bad input
 expect_exit 2 "login --password-stdin without -u" cairn login --password-stdin "$REGISTRY"

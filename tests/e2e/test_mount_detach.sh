@@ -35,7 +35,7 @@ runner=${BG_PIDS[-1]}
 wait_for 10 grep -q started "$T/ctr.out" || fail "container did not start: $(cat "$T/ctr.err")"
 
 # ---- while the container runs
-assert_status 4 cairn umount "$rootfs"
+expect_exit 4 "cairn umount $rootfs" cairn umount "$rootfs"
 grep -Eq "^cairn: umount: $rootfs: detached here, still in use by pid [0-9]+ \((crun|sh|sleep)\)" \
   "$T/stderr" || fail "umount message: $(cat "$T/stderr")"
 [ "$(wc -l <"$T/stderr")" = 1 ] || fail "umount said more than one line: $(cat "$T/stderr")"
@@ -47,11 +47,11 @@ pins=$(cairn_pin ls --json)
 jq -e --arg p "mount $rootfs (detached)" --argjson d "$daemon" \
   'length > 1 and all(.[]; .pid == $d and .stale == false and .purpose == $p)' <<<"$pins" \
   >/dev/null || fail "pins of a detached mount: $pins"
-assert_status 4 cairn rm debian:12
+expect_exit 4 "cairn rm debian:12" cairn rm debian:12
 grep -q "detached" "$T/stderr" || fail "rm message: $(cat "$T/stderr")"
 cairn gc >/dev/null
 [ "$(cairn layers --json | jq length)" = 3 ] || fail "gc removed layers of a detached mount"
-assert_status 4 cairn umount "$rootfs"
+expect_exit 4 "cairn umount $rootfs" cairn umount "$rootfs"
 ok "umount under a running container: detached, exit 4 naming a holder, pins hold, rm refused"
 
 # ---- the container runs to its end with its root filesystem

@@ -18,12 +18,12 @@ mnt=$T/mnt
 mkdir "$mnt"
 
 # ---- errors reach the caller
-assert_status 3 cairn mount nosuch:1 "$mnt"
+expect_exit 3 "cairn mount nosuch:1 $mnt" cairn mount nosuch:1 "$mnt"
 grep -q "^cairn: mount: nosuch:1: " "$T/stderr" || fail "message: $(cat "$T/stderr")"
-assert_status 3 cairn mount app:1 "$T/nodir"
-assert_status 2 cairn mount app:1
-assert_status 2 cairn mount --resume app:1 "$mnt"
-assert_status 3 "$CAIRN_BIN/cairnfs" --store "$STORE" nosuch:1 "$mnt"
+expect_exit 3 "cairn mount app:1 $T/nodir" cairn mount app:1 "$T/nodir"
+expect_exit 2 "cairn mount app:1" cairn mount app:1
+expect_exit 2 "cairn mount --resume app:1 $mnt" cairn mount --resume app:1 "$mnt"
+expect_exit 3 "$CAIRN_BIN/cairnfs --store $STORE nosuch:1 $mnt" "$CAIRN_BIN/cairnfs" --store "$STORE" nosuch:1 "$mnt"
 grep -q "^cairnfs: nosuch:1: " "$T/stderr" || fail "cairnfs message: $(cat "$T/stderr")"
 not_mounted "$mnt" || fail "a failed mount left a mount"
 [ "$(cairn mounts --json | jq length)" = 0 ] || fail "a failed mount left a record"
@@ -35,11 +35,11 @@ pid=$(mount_pid "$mnt")
 kill -9 "$pid"
 wait_for 5 pid_gone "$pid" || fail "daemon survived kill -9"
 [ "$(mount_state "$mnt")" = stale ] || fail "not stale: $(cairn mounts --json)"
-assert_status 2 ls "$mnt"
+expect_exit 2 "ls $mnt" ls "$mnt"
 grep -q "not connected" "$T/stderr" || fail "ls on a dead mount: $(cat "$T/stderr")"
 cairn rm app:2 >/dev/null || fail "a stale mount blocked rm"
 is_mounted "$mnt" || fail "rm should not have touched the mount"
-assert_status 4 cairn mount app:1 "$mnt"
+expect_exit 4 "cairn mount app:1 $mnt" cairn mount app:1 "$mnt"
 grep -q "cairn umount" "$T/stderr" || fail "no hint on a stale dir: $(cat "$T/stderr")"
 cairn umount "$mnt"
 not_mounted "$mnt" || fail "stale mount still there"
@@ -85,7 +85,7 @@ bg_start bash -c "cd '$mnt' && exec sleep 60"
 holder=${BG_PIDS[-1]}
 cwd_is() { [ "$(readlink "/proc/$1/cwd")" = "$2" ]; }
 wait_for 5 cwd_is "$holder" "$mnt" || fail "holder not in mount"
-assert_status 4 cairn umount "$mnt"
+expect_exit 4 "cairn umount $mnt" cairn umount "$mnt"
 is_mounted "$mnt" || fail "busy mount was torn down"
 [ "$(mount_state "$mnt")" = live ] || fail "busy mount not live"
 kill "$holder"
@@ -108,7 +108,7 @@ wait_for 5 not_mounted "$mnt" || fail "SIGTERM did not detach the mount"
 grep -q cairntest "/proc/$holder/cwd/etc/os-release" || fail "the user lost its files"
 [ "$(cairn_pin ls --json | jq '[.[] | select(.stale | not)] | length')" -gt 0 ] ||
   fail "a detached mount's pins went"
-assert_status 4 cairn umount "$mnt"
+expect_exit 4 "cairn umount $mnt" cairn umount "$mnt"
 grep -q "detached here, still in use" "$T/stderr" || fail "umount: $(cat "$T/stderr")"
 pid_gone "$pid" && fail "umount stopped the daemon of a used mount"
 # A new mount on the directory takes it over; the old daemon, when its

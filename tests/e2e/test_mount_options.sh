@@ -90,5 +90,5 @@ ok "mount -t fuse.cairnfs: -o nosuid,nodev and -o suid,dev reach cairnfs"
 # ---- usage
 cairn mount --help | grep -q -- "--suid" || fail "--help does not name --suid"
 cairn mount --help | grep -q -- "--dev" || fail "--help does not name --dev"
-assert_status 2 cairn mount --setuid app:1 "$mnt"
+expect_exit 2 "cairn mount --setuid app:1 $mnt" cairn mount --setuid app:1 "$mnt"
 ok "cairn mount --help names --suid and --dev"

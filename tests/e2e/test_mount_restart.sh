@@ -39,7 +39,7 @@ kill -STOP "$sup"
 kill -9 "$server"
 wait_for 5 pid_gone "$server" || fail "server survived kill -9"
 [ "$(mount_state "$mnt")" = restarting ] || fail "state in the window: $(mount_state "$mnt")"
-assert_status 4 cairn rm data:1
+expect_exit 4 "cairn rm data:1" cairn rm data:1
 grep -q "pid $sup" "$T/stderr" || fail "rm does not name the supervisor $sup: $(cat "$T/stderr")"
 (dd if="$mnt/f1" iflag=direct bs=64k 2>"$T/window.err" | md5sum >"$T/window.sum") &
 window_reader=$!

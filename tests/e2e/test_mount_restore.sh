@@ -45,7 +45,7 @@ cairn gc >/dev/null 2>&1
 [ "$(cairn mounts --json | jq length)" = 3 ] || fail "gc dropped an earlier boot's record"
 ok "simulated reboot: 3 stale records of an earlier boot, kept by rm and gc"
 
-assert_status 3 cairn mount --restore
+expect_exit 3 "cairn mount --restore" cairn mount --restore
 grep -q "$T/gone: image .* was removed" "$T/stderr" || fail "gone image not reported: $(cat "$T/stderr")"
 [ "$(sort "$T/stdout")" = "$(printf '%s\n' "$T/app" "$bundle/rootfs" | sort)" ] ||
   fail "restore printed: $(cat "$T/stdout")"
@@ -57,10 +57,10 @@ sums "$T/app" | cmp -s - "$T/app.before" || fail "app content differs"
 sup=$(mount_pid "$T/app")
 "$CAIRN_BIN/cairn-pin" --store "$STORE" ls --json | jq -e --argjson p "$sup" \
   '[.[] | select(.pid == $p)] | length > 0' >/dev/null || fail "restored mount holds no pin"
-assert_status 4 cairn rm app:1
+expect_exit 4 "cairn rm app:1" cairn rm app:1
 ok "restore: 2 mounts back with the same content and pins, the gone image reported (exit 3)"
 
-assert_status 0 cairn mount --restore
+expect_exit 0 "cairn mount --restore" cairn mount --restore
 [ ! -s "$T/stdout" ] || fail "a second restore mounted: $(cat "$T/stdout")"
 ok "restore again: nothing to do, exit 0"
 

@@ -30,7 +30,7 @@ wait_for 5 pid_gone "$sup" || fail "the supervisor survived kill -9"
 umount -l "$rw"
 sqlite3 "$STORE/meta.db" "UPDATE mounts SET since = 0" # written before this boot
 
-assert_status 0 cairn mount --restore
+expect_exit 0 "cairn mount --restore" cairn mount --restore
 grep -qxF "$rw" "$T/stdout" || fail "restore did not print $rw: $(cat "$T/stdout")"
 [ "$(cat "$rw/new-file" 2>/dev/null)" = kept ] || fail "the written file is not back"
 [ ! -e "$rw/$victim" ] || fail "the deleted file is back"

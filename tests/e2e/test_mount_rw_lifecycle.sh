@@ -61,7 +61,7 @@ cairn mounts --json >"$T/mounts"
   [ "$(jq -r '.[0].upper_bytes' "$T/mounts")" -gt 0 ] || fail "mounts: $(cat "$T/mounts")"
 cairn gc >/dev/null
 [ "$(upper_count)" = 1 ] || fail "gc removed a kept upper"
-assert_status 2 cairn mount --resume "$m"
+expect_exit 2 "cairn mount --resume $m" cairn mount --resume "$m"
 cairn mount --rw --resume "$m" >/dev/null
 [ "$(cat "$m/new")" = kept ] && tail -1 "$m/etc/config" | grep -q changed || fail "resumed mount lost changes"
 [ "$(stat -c %i "$m/new")" = "$ino_new" ] && [ "$(stat -c %i "$m/etc/config")" = "$ino_cfg" ] ||

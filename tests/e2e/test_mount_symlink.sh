@@ -41,7 +41,7 @@ mount_and_umount() {
   [ "$(mount_state "$dir")" = live ] || fail "$name: record: $(cairn mounts --json)"
   grep -q cairntest "$link/etc/os-release" || fail "$name: content through the link"
   pid=$(mount_pid "$dir")
-  assert_status 4 cairn mount app:1 "$link"
+  expect_exit 4 "cairn mount app:1 $link" cairn mount app:1 "$link"
   grep -q "already a live cairnfs mount" "$T/stderr" || fail "$name: remount: $(cat "$T/stderr")"
   timed 5 umount "$link"
   not_mounted "$dir" || fail "$name: umount through the link left the mount"
@@ -71,7 +71,7 @@ pid=$(mount_pid "$real")
 kill -9 "$pid"
 wait_for 5 pid_gone "$pid" || fail "daemon survived kill -9"
 [ "$(mount_state "$real")" = stale ] || fail "not stale: $(cairn mounts --json)"
-assert_status 4 cairn mount app:1 "$T/abslink"
+expect_exit 4 "cairn mount app:1 $T/abslink" cairn mount app:1 "$T/abslink"
 grep -q "already a stale cairnfs mount" "$T/stderr" || fail "stale remount: $(cat "$T/stderr")"
 timed 5 umount "$T/abslink"
 not_mounted "$real" || fail "stale mount left"

@@ -36,7 +36,7 @@ ok "whiteouts hide and are hidden"
 [ "$(stat -f -c %T "$mnt")" = fuseblk ] || [ "$(stat -f -c %t "$mnt")" = 65735546 ] ||
   fail "statfs: $(stat -f "$mnt")"
 [ "$(stat -f -c %c "$mnt")" -ge 40 ] || fail "statfs files: $(stat -f -c %c "$mnt")"
-assert_status 1 touch "$mnt/newfile"
+expect_exit 1 "touch $mnt/newfile" touch "$mnt/newfile"
 grep -q "Read-only file system" "$T/stderr" || fail "touch: $(cat "$T/stderr")"
 ok "statfs and read-only"
 
@@ -81,7 +81,7 @@ cairn mounts | grep -q "$mnt" || fail "cairn mounts table lacks $mnt"
 cairn_pin ls --json | jq -e --arg p "mount $mnt" --argjson pid "$pid" \
   'map(select(.purpose == $p and .pid == $pid)) | length >= 2' >/dev/null ||
   fail "cairn-pin ls lacks the mount's pins: $(cairn_pin ls --json)"
-assert_status 4 cairn rm test:1
+expect_exit 4 "cairn rm test:1" cairn rm test:1
 grep -q "$mnt" "$T/stderr" && grep -q "$pid" "$T/stderr" || fail "rm message: $(cat "$T/stderr")"
 ok "recorded, pinned, rm refused (exit 4) naming mount and pid"
 

@@ -32,9 +32,9 @@ server_changed() {
 }
 exe_ino() { stat -L -c %i "/proc/$1/exe"; }
 
-assert_status 3 cairn mount --upgrade "$T"
-assert_status 2 cairn mount --upgrade
-assert_status 2 cairn mount --upgrade --restore "$mnt"
+expect_exit 3 "cairn mount --upgrade $T" cairn mount --upgrade "$T"
+expect_exit 2 "cairn mount --upgrade" cairn mount --upgrade
+expect_exit 2 "cairn mount --upgrade --restore $mnt" cairn mount --upgrade --restore "$mnt"
 ok "--upgrade: not a mount (3), usage (2)"
 
 reader() { stream_reader "$1" "$mnt" f1 f2 f3 f4; }
@@ -89,7 +89,7 @@ good_ino=$(exe_ino "$sup") # the fallback: the binary the supervisor runs
 printf '#!/bin/sh\nexit 1\n' >"$T/bin/cairnfs.new"
 chmod +x "$T/bin/cairnfs.new"
 mv "$T/bin/cairnfs.new" "$T/bin/cairnfs"
-assert_status 1 cairn mount --upgrade "$mnt"
+expect_exit 1 "cairn mount --upgrade $mnt" cairn mount --upgrade "$mnt"
 grep -q "cannot serve; the supervisor's own cairnfs serves on" "$T/stderr" || fail "bad upgrade: $(cat "$T/stderr")"
 sums=$(cd "$mnt" && md5sum f?) || fail "reads after a bad upgrade failed"
 [ "$sums" = "$(cat "$T/want")" ] || fail "content after a bad upgrade"

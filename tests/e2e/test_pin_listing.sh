@@ -14,7 +14,7 @@ names=()
 for ((i = 1; i <= n; i++)); do
   echo "$i" >"$T/l/f"
   mktar "$T/l" "$T/t.tar"
-  cairn import -q "img$i:1" "$T/t.tar" >/dev/null || { not_ok "import img$i:1"; finish; exit 1; }
+  cairn import -q "img$i:1" "$T/t.tar" >/dev/null || { fail "import img$i:1"; finish; exit 1; }
   names+=("img$i:1")
 done
 
@@ -32,7 +32,7 @@ wait_for 30 grep -q ready "$T/churn.out"
 
 stale=0 lost=0 rounds=40
 for ((k = 0; k < rounds; k++)); do
-  cairn-pin ls --json >"$T/ls.json" || { not_ok "cairn-pin ls (round $k)"; break; }
+  cairn-pin ls --json >"$T/ls.json" || { fail "cairn-pin ls (round $k)"; break; }
   stale=$((stale + $(jq "map(select(.pid == $holder and .stale)) | length" "$T/ls.json")))
   lost=$((lost + $(jq "map(select(.pid == $holder and .purpose != \"hold sleep 300\")) | length" "$T/ls.json")))
 done

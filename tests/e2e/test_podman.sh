@@ -77,8 +77,8 @@ podman_run --rootfs "$T/mnt:O" /bin/sh -c 'echo started; sleep 3; cat /data/hell
 runner=$!
 BG_PIDS+=("$runner")
 wait_for 30 grep -q started "$T/ctr.out" || fail "container did not start: $(cat "$T/ctr.err")"
-assert_status 4 cairn rm pod:1
-assert_status 4 cairn umount "$T/mnt"
+expect_exit 4 "cairn rm pod:1" cairn rm pod:1
+expect_exit 4 "cairn umount $T/mnt" cairn umount "$T/mnt"
 grep -q "detached here, still in use by" "$T/stderr" || fail "umount message: $(cat "$T/stderr")"
 pid_gone "$daemon" && fail "umount stopped the daemon under a running podman container"
 status=0

@@ -143,14 +143,14 @@ podman_run /bin/sh -c 'cat /data/hello; ls /data; ls /opq' >"$T/stdout" 2>"$T/st
 ok "podman run on the ALS layers: whiteout and opaque directory as the image says"
 
 # ---- pins: podman's image and container hold cairn's layers
-assert_status 4 cairn rm app:1
+expect_exit 4 "cairn rm app:1" cairn rm app:1
 grep -q "als $ALS" "$T/stderr" || fail "rm's reason does not name the ALS: $(cat "$T/stderr")"
 podman_run /bin/sh -c 'echo started; sleep 3; cat /data/hello' >"$T/ctr.out" 2>"$T/ctr.err" &
 runner=$!
 BG_PIDS+=("$runner")
 wait_for 30 grep -q started "$T/ctr.out" || fail "container did not start: $(cat "$T/ctr.err")"
-assert_status 4 cairn rm app:1
-assert_status 0 cairn gc
+expect_exit 4 "cairn rm app:1" cairn rm app:1
+expect_exit 0 "cairn gc" cairn gc
 for d in "${layer_digests[@]}"; do [ -s "$ALS/$d/blob" ] || fail "gc took $d from the ALS"; done
 wait "$runner" || fail "the container failed: $(cat "$T/ctr.err")"
 [ "$(tail -1 "$T/ctr.out")" = hello ] || fail "container output: $(cat "$T/ctr.out")"
@@ -162,13 +162,13 @@ umount "$ALS" || fail "umount of the ALS"
 wait_for 10 not_mounted "$ALS" || fail "the ALS stayed mounted"
 "$CAIRN_BIN/cairnfs" --als --store "$STORE" --podman-root "$T/podman-root" "$ALS" ||
   fail "cairnfs --als did not restart"
-assert_status 4 cairn rm app:1
+expect_exit 4 "cairn rm app:1" cairn rm app:1
 podman_run /usr/bin/cat /data/hello >"$T/stdout" 2>"$T/stderr" || fail "podman run after a restart: $(cat "$T/stderr")"
 [ "$(cat "$T/stdout")" = hello ] || fail "podman run after a restart: $(cat "$T/stdout")"
 ok "a restart with --podman-root pins podman's layers again; podman runs on"
 
 podman_cmd rmi -a >/dev/null 2>"$T/stderr" || fail "podman rmi: $(cat "$T/stderr")"
-assert_status 0 cairn rm app:1
+expect_exit 0 "cairn rm app:1" cairn rm app:1
 [ -z "$(ls "$STORE/compressed")" ] || fail "the kept blobs outlived their layers: $(ls "$STORE/compressed")"
 [ -z "$(ls "$ALS")" ] || fail "the ALS still lists removed layers: $(ls "$ALS")"
 ok "podman rmi releases the pins: cairn rm removes the image, its layers and kept blobs"
@@ -177,11 +177,11 @@ ok "podman rmi releases the pins: cairn rm removes the image, its layers and kep
 st2=$T/st2
 "$CAIRN_BIN/cairn" --store "$st2" pull -q --insecure "docker://$REGISTRY/team/app:1" >/dev/null ||
   fail "second pull"
-assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck
+expect_exit 0 "$CAIRN_BIN/cairn --store $st2 fsck" "$CAIRN_BIN/cairn" --store "$st2" fsck
 : >"$st2/compressed/${layer_digests[0]#sha256:}"
-assert_status 5 "$CAIRN_BIN/cairn" --store "$st2" fsck
+expect_exit 5 "$CAIRN_BIN/cairn --store $st2 fsck" "$CAIRN_BIN/cairn" --store "$st2" fsck
 grep -q "kept compressed blob ${layer_digests[0]}" "$T/stdout" "$T/stderr" ||
   fail "fsck does not name the broken kept blob: $(cat "$T/stdout" "$T/stderr")"
-assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck --repair
-assert_status 0 "$CAIRN_BIN/cairn" --store "$st2" fsck
+expect_exit 0 "$CAIRN_BIN/cairn --store $st2 fsck --repair" "$CAIRN_BIN/cairn" --store "$st2" fsck --repair
+expect_exit 0 "$CAIRN_BIN/cairn --store $st2 fsck" "$CAIRN_BIN/cairn" --store "$st2" fsck
 ok "fsck reports a kept blob of the wrong size (exit 5); --repair forgets it"

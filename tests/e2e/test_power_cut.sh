@@ -35,7 +35,7 @@ cut_after_unlink() {
   local k
   k=$(awk -v d="$STORE/blobs/" '$2 == "unlinkat" && index($3, d) == 1 { print $1; exit }' "$T/trace")
   rm -f "$T/trace"
-  if [ -z "$k" ]; then not_ok "$name: unlinks a blob file"; return; fi
+  if [ -z "$k" ]; then fail "$name: unlinks a blob file"; return; fi
   rm -rf "$STORE" && cp -a "$T/before" "$STORE" && rm -rf "$T/before"
   (
     CAIRN_INJECT_DIR=$STORE CAIRN_INJECT_AT=$((k + 1)) CAIRN_INJECT_MODE=cut CAIRN_INJECT_LOG=$T/log \

@@ -36,7 +36,7 @@
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
-command -v setpriv >/dev/null || { not_ok "setpriv is not installed"; finish; exit 1; }
+command -v setpriv >/dev/null || { fail "setpriv is not installed"; finish; exit 1; }
 chmod 755 "$T" # nobody must reach the mounts and directories below it
 
 c() { cairn "$@"; }

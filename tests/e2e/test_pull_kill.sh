@@ -55,29 +55,29 @@ setup cairn images >/dev/null
 store_whole() {
   local r=$1 n
   cairn layers --json | jq -S 'map({id, size, entries}) | sort_by(.id)' >"$T/now.layers" ||
-    { not_ok "round $r: layers --json"; return 1; }
+    { fail "round $r: layers --json"; return 1; }
   # Every stored layer is a reference layer, row for row (no partial one).
   n=$(jq -n --slurpfile now "$T/now.layers" --slurpfile ref "$T/ref.layers" \
     '[$now[0][] | select(. as $l | $ref[0] | index($l) | not)] | length')
-  [[ $n == 0 ]] || { not_ok "round $r: partial or unknown layer: $(cat "$T/now.layers")"; return 1; }
+  [[ $n == 0 ]] || { fail "round $r: partial or unknown layer: $(cat "$T/now.layers")"; return 1; }
   # The image: whole or absent.
   n=$(image_count)
   if [[ $n == 1 ]]; then
     cairn inspect "$big_id" | jq -e '.layers | length == 3' >/dev/null &&
       [[ $(jq length "$T/now.layers") == 3 ]] ||
-      { not_ok "round $r: committed image without all its layers"; return 1; }
+      { fail "round $r: committed image without all its layers"; return 1; }
   elif [[ $n != 0 ]]; then
-    not_ok "round $r: $n images"; return 1
+    fail "round $r: $n images"; return 1
   fi
   # No live pin, by the store's account and by the kernel's.
   n=$("$CAIRN_BIN/cairn-pin" --store "$ST" ls --json | jq 'map(select(.stale | not)) | length')
-  [[ $n == 0 ]] || { not_ok "round $r: live pins: $("$CAIRN_BIN/cairn-pin" --store "$ST" ls --json)"; return 1; }
+  [[ $n == 0 ]] || { fail "round $r: live pins: $("$CAIRN_BIN/cairn-pin" --store "$ST" ls --json)"; return 1; }
   if lslocks -n -o PATH 2>/dev/null | grep -q "^$ST/pins/"; then
-    not_ok "round $r: lslocks shows a pin file locked: $(lslocks -n -o PID,PATH | grep "$ST/pins/")"; return 1
+    fail "round $r: lslocks shows a pin file locked: $(lslocks -n -o PID,PATH | grep "$ST/pins/")"; return 1
   fi
   local ino
   for ino in $(find "$ST/pins" -type f -printf '%i\n' 2>/dev/null); do
-    if grep -q ":$ino " /proc/locks; then not_ok "round $r: /proc/locks holds pin inode $ino"; return 1; fi
+    if grep -q ":$ino " /proc/locks; then fail "round $r: /proc/locks holds pin inode $ino"; return 1; fi
   done
   # fsck on a copy: fsck also discards unused layers, and the re-run
   # must find the real store as the kill left it.
@@ -86,7 +86,7 @@ store_whole() {
   [ -e "$ST/meta.db" ] || return 0
   rm -rf "$T/copy"
   cp -a "$ST" "$T/copy"
-  cairn --store "$T/copy" fsck >"$T/fsck" 2>&1 || { not_ok "round $r: fsck: $(tail -3 "$T/fsck")"; return 1; }
+  cairn --store "$T/copy" fsck >"$T/fsck" 2>&1 || { fail "round $r: fsck: $(tail -3 "$T/fsck")"; return 1; }
   return 0
 }
 
@@ -111,15 +111,15 @@ for ((r = 0; r < rounds; r++)); do
   code=0
   cairn pull --insecure "$src" >"$T/rerun.out" 2>"$T/rerun.err" || code=$?
   if [[ $code != 0 || $(cat "$T/rerun.out") != "$big_id" ]]; then
-    not_ok "round $r: re-run exit $code, id $(cat "$T/rerun.out"): $(cat "$T/rerun.err")"; continue
+    fail "round $r: re-run exit $code, id $(cat "$T/rerun.out"): $(cat "$T/rerun.err")"; continue
   fi
   reused=$(grep -c "reused" "$T/rerun.err")
   bad=0
   for id in $stored; do grep -q "^${id:0:12}  reused" "$T/rerun.err" || bad=1; done
   if [[ $reused != "$nstored" || $bad != 0 ]]; then
-    not_ok "round $r: $nstored layers were stored, the re-run reused $reused: $(cat "$T/rerun.err")"; continue
+    fail "round $r: $nstored layers were stored, the re-run reused $reused: $(cat "$T/rerun.err")"; continue
   fi
-  cairn fsck >"$T/fsck" 2>&1 || { not_ok "round $r: fsck after re-run: $(cat "$T/fsck")"; continue; }
+  cairn fsck >"$T/fsck" 2>&1 || { fail "round $r: fsck after re-run: $(cat "$T/fsck")"; continue; }
   ok "round $r: kill -9 left a whole store ($nstored layers); the re-run reused them"
   # Back to an empty store for the next round.
   cairn rm "$big_id" >/dev/null 2>&1

@@ -90,7 +90,7 @@ PY
     setup upload lazy/noann 0
     images+=(ref)
   else
-    not_ok "building the reference helper: $(tail -5 "$T/go.log")"
+    fail "building the reference helper: $(tail -5 "$T/go.log")"
   fi
 else
   echo "# skip: the reference image (no golang-go or golang-github-containerd-stargz-snapshotter-dev)" >&2
@@ -183,7 +183,7 @@ for img in "${images[@]}"; do
   setup python3 -c 'import sys; p, o = sys.argv[1], int(sys.argv[2]); b = bytearray(open(p, "rb").read()); b[o] ^= 0xFF; open(p, "wb").write(b)' \
     "$blob" $((off + 200))
   if cat "$S.m/$victim" >"$T/victim.out" 2>"$T/cat.err"; then
-    not_ok "$img: a corrupt file's read fails"
+    fail "$img: a corrupt file's read fails"
   else
     ok "$img: a corrupt file's read fails"
   fi

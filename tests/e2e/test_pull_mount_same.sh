@@ -43,7 +43,7 @@ docker_id=$(cat "$T/stdout")
 expect_exit 0 "pull oci:" cairn --store "$T/st-oci" pull -q "oci:$T/oci:app" app:1
 oci_id=$(cat "$T/stdout")
 if [[ $docker_id == "$oci_id" && $docker_id == "$app_id" ]]; then ok "identical image ids ($app_id)"; else
-  not_ok "ids differ: docker:// $docker_id, oci: $oci_id, config digest $app_id"; fi
+  fail "ids differ: docker:// $docker_id, oci: $oci_id, config digest $app_id"; fi
 for s in docker oci; do
   cairn --store "$T/st-$s" inspect app:1 | jq -c '[.layers[].id]' >"$T/$s.layers"
 done
@@ -66,14 +66,14 @@ n=$(grep -c . "$T/docker.find")
 if ((n >= 40)) && diff -u "$T/docker.find" "$T/oci.find" >"$T/find.diff"; then
   ok "the two mounts show the same tree ($n lines of find + sha256)"
 else
-  not_ok "the mounts differ ($n lines): $(head -20 "$T/find.diff")"
+  fail "the mounts differ ($n lines): $(head -20 "$T/find.diff")"
 fi
 # Both are the tree the OCI rules define (computed by fstree.py, not cairn).
 setup $FSTREE expect "$T"/layers/layer{1,2,3}.tar >"$T/want"
 for s in docker oci; do
   $FSTREE scan "$T/m-$s" >"$T/$s.scan"
   if diff -u "$T/want" "$T/$s.scan" >"$T/$s.diff"; then ok "the $s mount is the OCI-rules tree"; else
-    not_ok "the $s mount differs from the OCI rules: $(head -20 "$T/$s.diff")"; fi
+    fail "the $s mount differs from the OCI rules: $(head -20 "$T/$s.diff")"; fi
 done
 
 # cairn df counts the compressed layers the docker:// pull kept (for
@@ -86,7 +86,7 @@ got="$(df_compressed count) $(df_compressed bytes) $(df_compressed pinned_count)
 if ((kept_files > 0)) && [[ $got == "$kept_files $kept_bytes $kept_files" ]]; then
   ok "cairn df counts the $kept_files kept compressed layers ($kept_bytes bytes), pinned by the mount"
 else
-  not_ok "cairn df says count/bytes/pinned $got of compressed layers; STORE/compressed holds $kept_files files, $kept_bytes bytes"
+  fail "cairn df says count/bytes/pinned $got of compressed layers; STORE/compressed holds $kept_files files, $kept_bytes bytes"
 fi
 check "cairn df's table has the row" grep -q "^Compressed  *$kept_files " <(cairn --store "$T/st-docker" df)
 
@@ -99,6 +99,6 @@ got="$(df_compressed count) $(df_compressed bytes) $(find "$T/st-docker/compress
 check "the kept compressed layers went with their layers (df: count, bytes; files: $got)" \
   test "$got" = "0 0 0"
 if compgen -G "$T/sanitizer.*" >/dev/null; then
-  not_ok "sanitizer reports: $(cat "$T"/sanitizer.* | head -40)"
+  fail "sanitizer reports: $(cat "$T"/sanitizer.* | head -40)"
 fi
 finish

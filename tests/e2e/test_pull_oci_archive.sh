@@ -20,19 +20,19 @@ setup skopeo copy -q "oci:$T/oci:gz" "oci-archive:$T/app.tar:app:1"
 
 expect_exit 0 "pull oci-archive:FILE" cairn pull -q "oci-archive:$T/app.tar"
 [[ $(cat "$T/stdout") == "$gz_id" ]] && ok "same image id as the source" ||
-  not_ok "pulled $(cat "$T/stdout"), want $gz_id"
+  fail "pulled $(cat "$T/stdout"), want $gz_id"
 cairn images --json | jq -e --arg id "$gz_id" \
   '.[] | select(.id == $id) | .names | index("localhost/app:1")' >/dev/null &&
   ok "named after the entry's ref.name, as podman" ||
-  not_ok "names: $(cairn images --json)"
+  fail "names: $(cairn images --json)"
 [[ -z $(find "$ST/tmp" -name 'oci-archive-*') ]] && ok "the unpacked copy is removed" ||
-  not_ok "left in STORE/tmp: $(ls "$ST/tmp")"
+  fail "left in STORE/tmp: $(ls "$ST/tmp")"
 
 tar -C "$T/oci" -cf "$T/two.tar" .
 expect_exit 2 "two images and no REF" cairn pull "oci-archive:$T/two.tar"
-grep -q "holds 2 images" "$T/stderr" || not_ok "no REF: $(cat "$T/stderr")"
+grep -q "holds 2 images" "$T/stderr" || fail "no REF: $(cat "$T/stderr")"
 expect_exit 0 "pull oci-archive:FILE:REF" cairn pull -q "oci-archive:$T/two.tar:raw"
-[[ $(cat "$T/stdout") == "$raw_id" ]] && ok "REF picks its image" || not_ok "REF gave $(cat "$T/stdout")"
+[[ $(cat "$T/stdout") == "$raw_id" ]] && ok "REF picks its image" || fail "REF gave $(cat "$T/stdout")"
 expect_exit 3 "a missing archive" cairn pull "oci-archive:$T/none.tar"
 
 mkdir "$T/outside"
@@ -50,6 +50,6 @@ with tarfile.open(sys.argv[1], "w") as t:
 PY
 expect_exit 3 "an archive with no index.json" cairn pull "oci-archive:$T/evil.tar"
 [[ -z $(ls -A "$T/outside") && ! -e $T/evil && ! -e $ST/evil ]] &&
-  ok "nothing written outside the private directory" || not_ok "written: $(ls -A "$T/outside")"
-[[ -z $(find "$ST/tmp" -name 'oci-archive-*') ]] || not_ok "a failed pull left its copy"
+  ok "nothing written outside the private directory" || fail "written: $(ls -A "$T/outside")"
+[[ -z $(find "$ST/tmp" -name 'oci-archive-*') ]] || fail "a failed pull left its copy"
 finish

@@ -54,7 +54,7 @@ for p in "${pids[@]}"; do wait "$p"; done
 
 failures=$(cat "$T"/failures.* 2>/dev/null | wc -l)
 if ((failures == 0)); then ok "$procs processes x $rounds rounds of pull/rm: no failure"; else
-  not_ok "$failures failures, first: $(cat "$T"/failures.* | head -3)"; fi
+  fail "$failures failures, first: $(cat "$T"/failures.* | head -3)"; fi
 expect_exit 0 "fsck clean after the race" cairn fsck
 pins=$("$CAIRN_BIN/cairn-pin" --store "$ST" ls --json | jq length)
 [[ $pins == 0 ]] || fail "$pins pins left after every pull ended"

@@ -25,10 +25,10 @@ setup registry_start "$T/reg" "$port"
 code=0
 wait "$pull_pid" || code=$?
 if [[ $code == 0 ]]; then ok "pull succeeds once the registry comes up"; else
-  not_ok "pull while the registry was down: exit $code: $(cat "$T/late.err")"; fi
+  fail "pull while the registry was down: exit $code: $(cat "$T/late.err")"; fi
 retries=$(grep -c "retry [0-9]*/9 in" "$T/late.err")
 if ((retries >= 1 && retries <= 9)); then ok "one log line per retry ($retries)"; else
-  not_ok "retry lines: $retries: $(cat "$T/late.err")"; fi
+  fail "retry lines: $retries: $(cat "$T/late.err")"; fi
 [[ $(cat "$T/late.out") == $($OCI_IMAGE config-digest oci app) ]] || fail "wrong image id after retries"
 registry_stop
 

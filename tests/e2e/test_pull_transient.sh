@@ -67,14 +67,14 @@ transient() {
   proxy_set "$2"
   pull "$c" "$src"
   if [[ $code != 0 || $(cat "$T/$c.out") != "$app_id" ]]; then
-    not_ok "$c: pull through faults: exit $code: $(cat "$T/$c.err")"; return 1
+    fail "$c: pull through faults: exit $code: $(cat "$T/$c.err")"; return 1
   fi
   faults=$(counts | jq .faults)
   retries=$(grep -c "; retry [0-9]*/5 in" "$T/$c.err")
   lines=$(grep -v '^cairn: created store' "$T/$c.err" | grep -c .)
   max=$(counts | jq '[.paths[]] | max')
   if ((faults < 1 || retries != faults || lines != retries + 3 || max > 6)); then
-    not_ok "$c: $faults faults, $retries retry lines, $lines lines, at most $max requests per path: $(cat "$T/$c.err")"
+    fail "$c: $faults faults, $retries retry lines, $lines lines, at most $max requests per path: $(cat "$T/$c.err")"
     return 1
   fi
   ok "$c: pull succeeds through $faults injected faults, one log line each (${ms} ms)"
@@ -108,7 +108,7 @@ permanent() {
   n=$(path_count "$path")
   if [[ $code != "$want" || $n != "$reqs" ]] || grep -q "retry" "$T/$c.err" ||
     [[ $(grep -c "^cairn: pull" "$T/$c.err") != 1 ]]; then
-    not_ok "$c: exit $code (want $want), $n requests of $path (want $reqs): $(cat "$T/$c.err")"
+    fail "$c: exit $code (want $want), $n requests of $path (want $reqs): $(cat "$T/$c.err")"
     return 1
   fi
   [[ $(cairn --store "$T/st-$c" images --json | jq length) == 0 ]] || fail "$c: an image was committed"

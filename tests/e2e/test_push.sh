@@ -44,16 +44,16 @@ round_trip() {
   expect_exit 0 "$kind/$comp: pull back into a fresh store" cairn --store "$fresh" pull -q \
     --insecure "docker://$R/$repo-$comp:2"
   [[ $(cat "$T/stdout") == "$id" ]] && ok "$kind/$comp: same image id" ||
-    not_ok "$kind/$comp: pulled back $(cat "$T/stdout"), pushed $id"
+    fail "$kind/$comp: pulled back $(cat "$T/stdout"), pushed $id"
   local a b
   a=$(export_sum "$ST" "$id")
   b=$(export_sum "$fresh" "$id")
   [[ $a == "$b" && $a != "$(sha256sum </dev/null | cut -d' ' -f1)" ]] &&
-    ok "$kind/$comp: same tree (cairn export)" || not_ok "$kind/$comp: the trees differ"
+    ok "$kind/$comp: same tree (cairn export)" || fail "$kind/$comp: the trees differ"
   check "$kind/$comp: skopeo inspect" skopeo inspect -n --tls-verify=false \
     "docker://$R/$repo-$comp:2" >/dev/null
   [[ $(skopeo inspect -n --tls-verify=false "docker://$R/$repo-$comp:2" | jq -r .Digest) == "$digest" ]] ||
-    not_ok "$kind/$comp: the registry's digest is not the one push printed"
+    fail "$kind/$comp: the registry's digest is not the one push printed"
   check "$kind/$comp: skopeo copy" skopeo copy -q --src-tls-verify=false \
     "docker://$R/$repo-$comp:2" "oci:$T/skopeo-$kind-$comp:x"
 }
@@ -63,29 +63,29 @@ round_trip zstd team/gz zstd "$gz_id"
 
 # Pushing again: the registry has every blob.
 expect_exit 0 "second push" cairn push --insecure "$gz_id" "docker://$R/team/gz-gzip:3"
-[[ $(grep -c 'skipped' "$T/stderr") == 3 ]] || not_ok "second push did not skip: $(cat "$T/stderr")"
+[[ $(grep -c 'skipped' "$T/stderr") == 3 ]] || fail "second push did not skip: $(cat "$T/stderr")"
 # gzip output is deterministic: the same manifest as the first push.
 [[ $(skopeo inspect -n --tls-verify=false "docker://$R/team/gz-gzip:3" | jq -r .Digest) == \
   $(skopeo inspect -n --tls-verify=false "docker://$R/team/gz-gzip:2" | jq -r .Digest) ]] &&
-  ok "same manifest digest for the same push" || not_ok "the second push's manifest differs"
+  ok "same manifest digest for the same push" || fail "the second push's manifest differs"
 
 # oci:DIR[:TAG], then skopeo copy from it, then a cairn pull of it.
 expect_exit 0 "push to oci:" cairn push -q "$gz_id" "oci:$T/layout:v1"
 jq -e '.manifests[0].annotations["org.opencontainers.image.ref.name"] == "v1"' \
   "$T/layout/index.json" >/dev/null && ok "oci: index.json has the ref.name" ||
-  not_ok "oci: index.json: $(cat "$T/layout/index.json")"
+  fail "oci: index.json: $(cat "$T/layout/index.json")"
 check "skopeo copy oci:DIR" skopeo copy -q --dest-tls-verify=false "oci:$T/layout:v1" \
   "docker://$R/team/from-layout:1"
 expect_exit 0 "pull what skopeo copied from the layout" cairn --store "$T/st-layout" pull -q \
   --insecure "docker://$R/team/from-layout:1"
 [[ $(cat "$T/stdout") == "$gz_id" ]] && ok "layout round trip: same id" ||
-  not_ok "layout round trip gave $(cat "$T/stdout")"
+  fail "layout round trip gave $(cat "$T/stdout")"
 expect_exit 0 "pull oci: of what cairn wrote" cairn --store "$T/st-layout2" pull -q "oci:$T/layout:v1"
-[[ $(cat "$T/stdout") == "$gz_id" ]] || not_ok "oci: pull gave $(cat "$T/stdout")"
+[[ $(cat "$T/stdout") == "$gz_id" ]] || fail "oci: pull gave $(cat "$T/stdout")"
 
 # Failures: no such image (3), a bad DEST (2), an unreachable registry.
 expect_exit 3 "push of a missing image" cairn push --insecure nothing:1 "docker://$R/x:1"
-[[ $(grep -c . "$T/stderr") == 1 ]] || not_ok "not-found error is not one line: $(cat "$T/stderr")"
+[[ $(grep -c . "$T/stderr") == 1 ]] || fail "not-found error is not one line: $(cat "$T/stderr")"
 expect_exit 2 "push to a bad DEST" cairn push "$gz_id" "ftp://x/y"
 expect_exit 2 "push --compress xz" cairn push --compress xz "$gz_id" "oci:$T/l2"
 
@@ -95,7 +95,7 @@ two_layers
 expect_exit 0 "import" cairn --store "$T/st-old" import -q old:1 "$T/1.tar" "$T/2.tar"
 sqlite3 "$T/st-old/meta.db" "DELETE FROM layer_tars"
 expect_exit 1 "push of a layer without its tar record" cairn --store "$T/st-old" push old:1 "oci:$T/old"
-grep -q "without its tar headers" "$T/stderr" || not_ok "refusal not explained: $(cat "$T/stderr")"
+grep -q "without its tar headers" "$T/stderr" || fail "refusal not explained: $(cat "$T/stderr")"
 expect_exit 0 "import again" cairn --store "$T/st-old" import -q old2:1 "$T/1.tar" "$T/2.tar"
 expect_exit 0 "push after the import again" cairn --store "$T/st-old" push old:1 "oci:$T/old"
 
@@ -108,7 +108,7 @@ expect_exit 0 "tls: push with --cert-dir" cairn push --cert-dir "$T/certs" \
   "$gz_id" "docker://$REGISTRY/team/tls:1"
 expect_exit 0 "tls: pull it back" cairn --store "$T/st-tls" pull -q --cert-dir "$T/certs" \
   "docker://$REGISTRY/team/tls:1"
-[[ $(cat "$T/stdout") == "$gz_id" ]] || not_ok "tls: pulled back $(cat "$T/stdout")"
+[[ $(cat "$T/stdout") == "$gz_id" ]] || fail "tls: pulled back $(cat "$T/stdout")"
 
 # Token auth: the token is asked with push scope; the cross-repository
 # mount is tried from the repository the image was pulled from.
@@ -124,14 +124,14 @@ expect_exit 0 "token: push with --creds USER, the password on stdin" sh -c "echo
   cairn --store '$T/st-token' push --insecure --creds alice '$gz_id' 'docker://$REGISTRY/team/tok3:1'"
 expect_exit 0 "token: pull back" cairn --store "$T/st-token" pull --insecure --creds alice:secret \
   "docker://$REGISTRY/team/tok:1" tok:2
-[[ $(cat "$T/stdout") == "$gz_id" ]] || not_ok "token: pulled back $(cat "$T/stdout")"
+[[ $(cat "$T/stdout") == "$gz_id" ]] || fail "token: pulled back $(cat "$T/stdout")"
 cairn --store "$T/st-token" rm -q tok:2
 expect_exit 0 "token: pull by the registry's name" cairn --store "$T/st-token" pull -q \
   --insecure --creds alice:secret "docker://$REGISTRY/team/tok:1"
 expect_exit 0 "token: push to another repository mounts" cairn --store "$T/st-token" push \
   --insecure --creds alice:secret "$REGISTRY/team/tok:1" "docker://$REGISTRY/team/tok2:1"
 [[ $(grep -c skipped "$T/stderr") == 3 ]] && ok "token: every layer mounted or skipped" ||
-  not_ok "token: layers sent again: $(cat "$T/stderr")"
+  fail "token: layers sent again: $(cat "$T/stderr")"
 unset REGISTRY_AUTH_FILE
 
 # A push holds its pins: a registry that takes its time on the upload
@@ -177,15 +177,15 @@ cairn push --insecure --compress none "$gz_id" \
   "docker://127.0.0.1:$(cat "$T/slow.port")/slow/app:1" >/dev/null 2>"$T/push.err" &
 pusher=$!
 on_exit "kill $pusher"
-wait_for 10 sh -c "cairn-pin --store '$ST' ls | grep -q push" || not_ok "the push took no pin"
+wait_for 10 sh -c "cairn-pin --store '$ST' ls | grep -q push" || fail "the push took no pin"
 expect_exit 4 "rm during a push" cairn rm "$gz_id"
-grep -q "pinned by.*push" "$T/stderr" || not_ok "rm does not name the push: $(cat "$T/stderr")"
+grep -q "pinned by.*push" "$T/stderr" || fail "rm does not name the push: $(cat "$T/stderr")"
 # The push goes on to the end: the 503 on its first POST was retried.
 wait "$pusher"
 rc=$?
-[[ $rc == 0 ]] && ok "the slowed push finished after a retried 503" || not_ok "slowed push exit $rc"
-grep -q "POST .*HTTP 503.*retry 1/" "$T/push.err" || not_ok "the 503 was not retried: $(cat "$T/push.err")"
+[[ $rc == 0 ]] && ok "the slowed push finished after a retried 503" || fail "slowed push exit $rc"
+grep -q "POST .*HTTP 503.*retry 1/" "$T/push.err" || fail "the 503 was not retried: $(cat "$T/push.err")"
 grep -q "new upload session (1/2)" "$T/push.err" ||
-  not_ok "a session whose transfer was cut was not replaced: $(cat "$T/push.err")"
+  fail "a session whose transfer was cut was not replaced: $(cat "$T/push.err")"
 expect_exit 0 "rm once the push is gone" cairn rm -q "$R/team/gz:1"
 finish

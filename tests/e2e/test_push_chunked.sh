@@ -197,7 +197,7 @@ EOF
     sh -c "cat '$T/a/data/hello' '$T/a/data/big' | cmp -s - '$T/stdout'"
   podman_cleanup
 else
-  not_ok "podman is not installed (scripts/setup.sh installs it)"
+  fail "podman is not installed (scripts/setup.sh installs it)"
 fi
 
 # ---- eStargz
@@ -219,10 +219,10 @@ if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/containerd/
     check "eStargz: the reference verifies the blob (every chunk, the TOC digest): $out" \
       test "${out%% *}" = ok
   else
-    not_ok "building the reference helper: $(tail -5 "$T/go.log")"
+    fail "building the reference helper: $(tail -5 "$T/go.log")"
   fi
 else
-  not_ok "golang-go or golang-github-containerd-stargz-snapshotter-dev missing (scripts/setup.sh)"
+  fail "golang-go or golang-github-containerd-stargz-snapshotter-dev missing (scripts/setup.sh)"
 fi
 # cairn's own eStargz TOC parser: a pull --lazy (or a partial pull) would
 # read the footer and the TOC the way the unit tests do: the TOC the

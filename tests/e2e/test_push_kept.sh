@@ -34,45 +34,45 @@ expect_exit 0 "push to another repository" cairn push --insecure \
 digest=$(cat "$T/stdout")
 [[ $(layers team/dst:1) == "$(layers team/src:1)" && -n $(layers team/src:1) ]] &&
   ok "same layers: media types, digests, sizes" ||
-  not_ok "layers differ: $(layers team/dst:1) / $(layers team/src:1)"
+  fail "layers differ: $(layers team/dst:1) / $(layers team/src:1)"
 [[ $(raw team/dst:1 | jq -r .config.digest) == "sha256:$id" ]] && ok "same config (image id)" ||
-  not_ok "config: $(raw team/dst:1 | jq -c .config)"
+  fail "config: $(raw team/dst:1 | jq -c .config)"
 [[ $(grep -c skipped "$T/stderr") == 3 ]] && ok "every layer mounted" ||
-  not_ok "layers sent again: $(cat "$T/stderr")"
+  fail "layers sent again: $(cat "$T/stderr")"
 blobs >"$T/blobs.after"
 new=$(comm -13 "$T/blobs.before" "$T/blobs.after")
 [[ -z $new || $new == "$(registry_blob_path "$digest")" ]] && ok "the registry got no second copy of a blob" ||
-  not_ok "new blobs in the registry: $new (manifest $digest)"
+  fail "new blobs in the registry: $new (manifest $digest)"
 expect_exit 0 "pull back into a fresh store" cairn --store "$T/st2" pull -q --insecure \
   "docker://$R/team/dst:1"
 [[ $(cat "$T/stdout") == "$id" ]] && ok "round trip: same image id" ||
-  not_ok "round trip gave $(cat "$T/stdout")"
+  fail "round trip gave $(cat "$T/stdout")"
 
 # --compress with the kept compression keeps the blob; with another one,
 # or --force-compression, the layer is compressed anew.
 expect_exit 0 "push --compress zstd" cairn push --insecure --compress zstd \
   "$id" "docker://$R/team/zstd:1"
 layers team/zstd:1 >"$T/zstd"
-[[ $(grep -c 'tar+zstd' "$T/zstd") == 3 ]] || not_ok "--compress zstd: $(cat "$T/zstd")"
+[[ $(grep -c 'tar+zstd' "$T/zstd") == 3 ]] || fail "--compress zstd: $(cat "$T/zstd")"
 [[ $(sed -n 2p "$T/zstd") == "$(layers team/src:1 | sed -n 2p)" ]] &&
-  ok "--compress zstd keeps the zstd layer as pulled" || not_ok "zstd layer changed: $(cat "$T/zstd")"
+  ok "--compress zstd keeps the zstd layer as pulled" || fail "zstd layer changed: $(cat "$T/zstd")"
 [[ $(grep -c skipped "$T/stderr") == 1 ]] && ok "--compress zstd compresses and sends the two others" ||
-  not_ok "--compress zstd: $(cat "$T/stderr")"
+  fail "--compress zstd: $(cat "$T/stderr")"
 expect_exit 0 "push --compress gzip --force-compression" cairn push --insecure \
   --compress gzip --force-compression "$id" "docker://$R/team/forced:1"
 layers team/forced:1 >"$T/forced"
 [[ $(grep -c 'tar+gzip' "$T/forced") == 3 && -z $(comm -12 <(cut -d' ' -f2 "$T/forced" | sort) \
   <(layers team/src:1 | cut -d' ' -f2 | sort)) ]] && ok "--force-compression compresses every layer" ||
-  not_ok "--force-compression: $(cat "$T/forced")"
+  fail "--force-compression: $(cat "$T/forced")"
 expect_exit 0 "pull the forced push back" cairn --store "$T/st3" pull -q --insecure \
   "docker://$R/team/forced:1"
-[[ $(cat "$T/stdout") == "$id" ]] || not_ok "forced push pulled back as $(cat "$T/stdout")"
+[[ $(cat "$T/stdout") == "$id" ]] || fail "forced push pulled back as $(cat "$T/stdout")"
 
 # An OCI layout gets the kept blobs too.
 expect_exit 0 "push to oci:" cairn push -q "$id" "oci:$T/layout:v1"
 m=$(jq -r '.manifests[0].digest' "$T/layout/index.json")
 [[ $(jq -r '.layers[] | "\(.mediaType) \(.digest) \(.size)"' "$T/layout/blobs/sha256/${m#sha256:}") == \
-  "$(layers team/src:1)" ]] && ok "oci: the same layers" || not_ok "oci: layers differ"
+  "$(layers team/src:1)" ]] && ok "oci: the same layers" || fail "oci: layers differ"
 check "oci: skopeo copies it" skopeo copy -q "oci:$T/layout:v1" "dir:$T/copied"
 
 # A kept blob whose bytes changed since the pull is not sent.
@@ -82,7 +82,7 @@ chmod u+w "$kept" && printf 'X' | dd of="$kept" bs=1 seek=100 conv=notrunc statu
 expect_exit 0 "push with a damaged kept blob" cairn push -q "$id" "oci:$T/layout2:v1"
 m=$(jq -r '.manifests[0].digest' "$T/layout2/index.json")
 [[ $(jq -r '.layers[0].digest' "$T/layout2/blobs/sha256/${m#sha256:}") != "$gz" ]] &&
-  ok "a damaged kept blob is compressed anew" || not_ok "the damaged blob was sent"
+  ok "a damaged kept blob is compressed anew" || fail "the damaged blob was sent"
 expect_exit 0 "pull the layout back" cairn --store "$T/st4" pull -q "oci:$T/layout2:v1"
-[[ $(cat "$T/stdout") == "$id" ]] || not_ok "layout pulled back as $(cat "$T/stdout")"
+[[ $(cat "$T/stdout") == "$id" ]] || fail "layout pulled back as $(cat "$T/stdout")"
 finish

@@ -29,14 +29,14 @@ for how in "umount" "fusermount3 -u"; do
     [ "$(jq -r '.[0].state' "$T/mounts")" = kept ] || fail "$how: mounts: $(cat "$T/mounts")"
   cairn mounts >"$T/list"
   grep -q "kept" "$T/list" || fail "$how: mounts said: $(cat "$T/list")"
-  assert_status 4 cairn rm app:1
+  expect_exit 4 "cairn rm app:1" cairn rm app:1
   grep -q "upper ${up:0:12} of $m (kept, 1 entries, 10 B)" "$T/stderr" ||
     fail "$how: rm said: $(cat "$T/stderr")"
   ok "$how of a --rw mount keeps its upper: listed kept, rm exits 4"
 
   cairn mount -q --rw --resume "$m"
   [ "$(cat "$m/important.txt")" = important ] || fail "$how: --resume lost the file"
-  assert_status 0 cairn umount --discard "$m"
+  expect_exit 0 "cairn umount --discard $m" cairn umount --discard "$m"
   grep -q "^Dropped: upper ${up:0:12} (1 entries, 10 B)$" "$T/stdout" ||
     fail "$how: umount said: $(cat "$T/stdout")"
   [ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||
@@ -50,7 +50,7 @@ echo important >"$m/important.txt"
 pid=$(mount_pid "$m")
 umount "$m"
 wait_for 10 pid_gone "$pid" || fail "the daemon did not end"
-assert_status 0 cairn umount --discard "$m"
+expect_exit 0 "cairn umount --discard $m" cairn umount --discard "$m"
 grep -q "^Dropped: upper" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
 [ "$(upper_count)" = 0 ] || fail "--discard left the upper"
 cairn mount -q --rw app:1 "$m"
@@ -58,7 +58,7 @@ echo important >"$m/important.txt"
 pid=$(mount_pid "$m")
 fusermount3 -u "$m"
 wait_for 10 pid_gone "$pid" || fail "the daemon did not end"
-assert_status 0 cairn rm --force app:1
+expect_exit 0 "cairn rm --force app:1" cairn rm --force app:1
 grep -q "^Dropped: upper [0-9a-f]\{12\} of $m (1 entries, 10 B)$" "$T/stdout" ||
   fail "rm --force said: $(cat "$T/stdout")"
 [ "$(upper_count)" = 0 ] || fail "rm --force left the upper"
@@ -77,11 +77,11 @@ for discard in --discard ""; do
     "$T/holder"
   holder=${BG_PIDS[-1]}
   wait_for 10 grep -q up "$T/holder" || fail "the holder did not start"
-  assert_status 4 cairn umount "$m"
+  expect_exit 4 "cairn umount $m" cairn umount "$m"
   grep -q "detached here, still in use by .*; its upper layer ${up:0:12} is kept when they let go (cairn mount --rw --resume $m)$" \
     "$T/stderr" || fail "umount said: $(cat "$T/stderr")"
   if [ -n "$discard" ]; then
-    assert_status 4 cairn umount --discard "$m"
+    expect_exit 4 "cairn umount --discard $m" cairn umount --discard "$m"
     grep -q "; its upper layer ${up:0:12} is dropped when they let go, as --discard asked$" \
       "$T/stderr" || fail "umount --discard said: $(cat "$T/stderr")"
   fi
@@ -91,7 +91,7 @@ for discard in --discard ""; do
   if [ -z "$discard" ]; then
     [ "$(upper_count)" = 1 ] && [ "$(cairn mounts --json | jq -r '.[0].state')" = kept ] ||
       fail "umount of a detached mount: $(cairn mounts --json)"
-    assert_status 0 cairn umount --discard "$m"
+    expect_exit 0 "cairn umount --discard $m" cairn umount --discard "$m"
     grep -q "^Dropped: upper ${up:0:12}" "$T/stdout" || fail "--discard said: $(cat "$T/stdout")"
   fi
   [ "$(upper_count)" = 0 ] && [ "$(cairn mounts --json | jq length)" = 0 ] ||

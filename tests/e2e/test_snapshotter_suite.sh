@@ -95,7 +95,7 @@ echo "# containerd's suite: $passed passed, $failed failed, $skipped skipped"
 if [ "$failed" = 0 ] && [ "$rc" = 0 ]; then
   ok "no case of containerd's suite fails"
 else
-  not_ok "no case of containerd's suite fails (exit $rc): $(grep -E -A3 "^    --- FAIL" "$T/suite.log" |
+  fail "no case of containerd's suite fails (exit $rc): $(grep -E -A3 "^    --- FAIL" "$T/suite.log" |
     head -20)"
 fi
 check "20 cases pass (as containerd's overlayfs)" test "$passed" -ge 20

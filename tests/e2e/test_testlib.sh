@@ -62,7 +62,7 @@ child expect "expect_exit 3 'wants 3' sh -c 'exit 4'; ok 'unreached'"
 check "expect_exit with another code fails" rc_is expect 1
 check "it says what it got" grep -q "^not ok - wants 3 (exit 4, want 3" "$T/expect.out"
 
-child subshell "( check 'in a subshell' false ); x=\$(not_ok 'in a command substitution'); ok 'goes on'; finish"
+child subshell "( check 'in a subshell' false ); x=\$(fail 'in a command substitution'); ok 'goes on'; finish"
 check "a check failed in a subshell fails the test" rc_is subshell 1
 check "the main shell went on to the end" out_has subshell "ok - goes on"
 check "finish counts it" out_has subshell "1 passed, 1 failed"

@@ -46,8 +46,8 @@ time.sleep(5)
 db.execute('COMMIT')" "$STORE/meta.db" "$T/locked" &
 BG_PIDS+=($!)
 wait_for 5 test -e "$T/locked" || fail "the write lock was not taken"
-assert_status 0 cairn umount "$T/m"
-assert_status 0 cairn rm app:1
+expect_exit 0 "cairn umount $T/m" cairn umount "$T/m"
+expect_exit 0 "cairn rm app:1" cairn rm app:1
 ok "umount && rm succeed while another process holds SQLite's write lock for 5 s"
 
 # A mount recording itself, and an rm (its transactions, then its sweep's)
@@ -70,7 +70,7 @@ pending=$!
 BG_PIDS+=($pending)
 wait_for 5 test -e "$T/pending" || fail "the pending mount did not start"
 start=$(date +%s%N)
-assert_status 0 cairn rm other:1
+expect_exit 0 "cairn rm other:1" cairn rm other:1
 took=$((($(date +%s%N) - start) / 1000000))
 wait "$pending" || fail "the pending mount's write failed"
 [ "$took" -lt 4000 ] || fail "rm took $took ms while a mount was recording itself"

@@ -21,15 +21,15 @@ holder=$!
 BG_PIDS+=("$holder")
 wait_for 5 grep -q "$m" "/proc/$holder/mountinfo" || fail "the holder has no copy of the mount"
 sleeper=$(pgrep -P "$holder" sleep || echo "$holder")
-assert_status 4 cairn umount "$m"
+expect_exit 4 "cairn umount $m" cairn umount "$m"
 grep -q "still in use by pid [0-9]* (sleep)" "$T/stderr" || fail "umount said: $(cat "$T/stderr")"
-assert_status 4 cairn rm app:1
+expect_exit 4 "cairn rm app:1" cairn rm app:1
 ok "a user's namespace keeps the mount: umount exits 4 naming it, rm refused"
 
-assert_status 0 cairn umount --force "$m"
+expect_exit 0 "cairn umount --force $m" cairn umount --force "$m"
 grep -q "force: ended the FUSE connection; cut off pid [0-9]* (sleep)" "$T/stderr" ||
   fail "umount --force said: $(cat "$T/stderr")"
-assert_status 0 cairn rm app:1
+expect_exit 0 "cairn rm app:1" cairn rm app:1
 kill -0 "$sleeper" 2>/dev/null || fail "the holder was killed, not cut off"
 [ "$(cairn mounts --json | jq length)" = 0 ] || fail "records left: $(cairn mounts --json)"
 ok "umount --force ends the connection for every namespace, names whom it cut off; rm works"

@@ -28,12 +28,12 @@ vg_expect() {
     grep -qE "ERROR SUMMARY: [1-9]" "$f" && bad+=$(grep -vE "^==[0-9]+== *($|Memcheck|Copyright|Using Valgrind|Command|Parent PID)" "$f" | head -40)$'\n'
   done
   if [ -n "$bad" ]; then
-    not_ok "$n: valgrind reports (exit $got)"
+    fail "$n: valgrind reports (exit $got)"
     echo "$bad"
   elif [ "$got" = "$want" ]; then
     ok "$n"
   else
-    not_ok "$n (exit $got, want $want: $(head -c 300 "$logs/stderr"))"
+    fail "$n (exit $got, want $want: $(head -c 300 "$logs/stderr"))"
   fi
 }
 
@@ -84,5 +84,5 @@ for t in "${units[@]}"; do
   cat "$T/vg-$(basename "$t").out"
   if grep -q "^ok - " "$T/vg-$(basename "$t").out"; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi
 done
-[ "${#units[@]}" -gt 0 ] || not_ok "no unit test executables in $CAIRN_BIN"
+[ "${#units[@]}" -gt 0 ] || fail "no unit test executables in $CAIRN_BIN"
 finish

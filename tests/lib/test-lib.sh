@@ -66,27 +66,26 @@ ok() {
   PASSED=$((PASSED + 1))
   echo "ok - $*"
 }
-# not_ok WHAT (or fail WHAT): the check WHAT failed; the test stops here.
-not_ok() {
+# fail WHAT: the check WHAT failed; the test stops here.
+fail() {
   FAILED=$((FAILED + 1))
   echo "not ok - $*"
   : >>"$T/.failed"
   exit 1
 }
-fail() { not_ok "$@"; }
 
 # check NAME CMD...: the command must succeed.
 check() {
   local _tl_n=$1
   shift
-  if "$@"; then ok "$_tl_n"; else not_ok "$_tl_n"; fi
+  if "$@"; then ok "$_tl_n"; else fail "$_tl_n"; fi
 }
 
 # check_json NAME FILTER CMD...: CMD's stdout must satisfy jq -e FILTER.
 check_json() {
   local _tl_n=$1 _tl_f=$2
   shift 2
-  if "$@" | jq -e "$_tl_f" >/dev/null; then ok "$_tl_n"; else not_ok "$_tl_n"; fi
+  if "$@" | jq -e "$_tl_f" >/dev/null; then ok "$_tl_n"; else fail "$_tl_n"; fi
 }
 
 # expect_exit CODE NAME CMD...: the command must exit with CODE; its
@@ -98,14 +97,12 @@ expect_exit() {
   if [ "$_tl_got" = "$_tl_want" ]; then
     ok "$_tl_n"
   else
-    not_ok "$_tl_n (exit $_tl_got, want $_tl_want: $(head -c 300 "$T/stderr"))"
+    fail "$_tl_n (exit $_tl_got, want $_tl_want: $(head -c 300 "$T/stderr"))"
   fi
 }
-# assert_status CODE CMD...: expect_exit named by the command itself.
-assert_status() { expect_exit "$1" "${*:2}" "${@:2}"; }
 
 # setup CMD...: a step the test cannot go on without.
-setup() { "$@" || not_ok "setup: $*"; }
+setup() { "$@" || fail "setup: $*"; }
 
 # finish: the summary line; the test's last command.
 finish() {
@@ -122,7 +119,7 @@ finish() {
 # give a function or `sh -c '...'`, never `test -n "$(...)"`.
 wait_for() {
   local _tl_tries _tl_i
-  [[ $1 =~ ^([0-9]+)(\.([0-9]))?[0-9]*$ ]] || not_ok "wait_for: not a number of seconds: $1"
+  [[ $1 =~ ^([0-9]+)(\.([0-9]))?[0-9]*$ ]] || fail "wait_for: not a number of seconds: $1"
   _tl_tries=$((BASH_REMATCH[1] * 20 + ${BASH_REMATCH[3]:-0} * 2))
   shift
   for ((_tl_i = 0; _tl_i < _tl_tries; _tl_i++)); do
