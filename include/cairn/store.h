@@ -135,7 +135,7 @@ const char *cairn_store_dir(const cairn_store *st);
  * Returns a string st owns; NULL: nothing to say. */
 const char *cairn_store_notice(const cairn_store *st);
 /* The WHY of st's last failure (cairn.h's Conventions).
- * Returns a string st owns ("" after a success); "out of memory" for a NULL st. */
+ * Returns a string st owns ("" if none); "out of memory" for a NULL st (a failed open). */
 const char *cairn_errmsg(const cairn_store *st);
 /* For code built on this header (store/remote/): records the WHY of a failure
  * on st (printf-style). A NULL st records nothing (a caller that only wants
