@@ -37,7 +37,8 @@ int cairn_login(cairn_store *st, const char *host, const char *user, const char 
                 const cairn_login_opts *opts);
 /* Removes host's credentials from the auth file (authfile, or NULL for
  * cn_auth_file's); host NULL removes every one.
- * Returns 0; -ENOENT: it has none for host; -EBADMSG: it is not a JSON object. */
+ * Returns 0; -ENOENT: it has none for host; -EINVAL: a bad host; -EBADMSG: the auth file is
+ * not a JSON object. */
 int cairn_logout(cairn_store *st, const char *host, const char *authfile);
 
 #ifdef __cplusplus
