@@ -22,6 +22,12 @@
  *   every failure; cleanup calls (void) leave it as it is. A callback's
  *   non-zero return is passed back as it is, with whatever WHY the
  *   callback recorded (cairn_fail).
+ * - Each function's comment ends with a line of its own that says what it
+ *   returns: "Returns 0; -ENOENT: no such image; -EINVAL: a bad name." names
+ *   the value on success and each error a caller can tell apart (the table
+ *   above gives their exit codes; any call may also fail with -ENOMEM or an
+ *   -errno of the system's); a pointer, bool or count says what it is and
+ *   when it is NULL, false or 0. A void function has no such line.
  * - Ids are lowercase sha256 hex strings (64 chars, no "sha256:" prefix):
  *   a layer is named by its OCI diff_id, an image by the sha256 of its
  *   config.

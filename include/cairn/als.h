@@ -34,27 +34,33 @@ typedef struct cairn_layer_blob {
   uint64_t size; /* compressed */
 } cairn_layer_blob;
 
-/* The record of digest ("sha256:HEX"): 0, or -ENOENT with no record (or a
- * malformed digest). */
+/* The record of digest ("sha256:HEX"), into *out.
+ * Returns 0; -ENOENT: no record (or a malformed digest). */
 int cairn_layer_blob_get(cairn_store *st, const char *digest, cairn_layer_blob *out);
 typedef int (*cairn_layer_blob_fn)(const cairn_layer_blob *b, void *arg);
-/* Every record, by digest; a non-zero return of fn stops and is returned. */
+/* Calls fn for every record, by digest.
+ * Returns 0, or fn's non-zero return (which stops the walk). */
 int cairn_layer_blobs_foreach(cairn_store *st, cairn_layer_blob_fn fn, void *arg);
-/* The kept compressed bytes of digest, open read-only; -ENOENT if none. */
+/* Opens the kept compressed bytes of digest read-only.
+ * Returns the fd; -ENOENT: none kept (or a malformed digest). */
 int cairn_layer_blob_open(cairn_store *st, const char *digest);
 /* The `info` file of an Additional Layer Store for b: a containers/storage
  * Layer as JSON (compressed-diff-digest, compressed-size, diff-digest,
- * compression, read-only). NULL if out of memory; the caller frees. */
+ * compression, read-only).
+ * Returns the JSON (caller frees); NULL: out of memory, or b's digest or diff_id is malformed. */
 char *cairn_layer_blob_info(const cairn_layer_blob *b);
 /* Pins layer diff_id in ps, and every image that uses it now (so that
  * `cairn rm` of one is refused, exit 4, naming ps's purpose, as for a
  * mounted image): what an Additional Layer Store takes when podman says it
- * uses the layer. */
+ * uses the layer.
+ * Returns 0; -EINVAL: diff_id is not an id. */
 int cairn_layer_pin_users(cairn_store *st, cairn_pinset *ps, const char *diff_id);
 /* The tree of one layer alone, in overlayfs's encoding of a lower layer:
  * its entries as they are (parents synthesized), each whiteout a 0/0
  * character device under the name it hides, each opaque directory marked
- * with the xattr trusted.overlay.opaque=y (served by cairnfs --als). */
+ * with the xattr trusted.overlay.opaque=y (served by cairnfs --als), in
+ * *out (cairn_tree_free it).
+ * Returns 0; -ENOENT: no such layer. */
 int cairn_layer_diff_tree(cairn_store *st, const char *diff_id, cairn_tree **out);
 
 #ifdef __cplusplus

@@ -36,9 +36,9 @@ typedef struct cairn_spec_opts {
 
 /* The OCI runtime config (a bundle's config.json) of an image, converted
  * from its config by the image-spec's conversion rules (store/spec.c says
- * how), in *json (caller frees). A User the image's /etc/passwd or
- * /etc/group does not know is -ENOENT; an image with no Entrypoint or Cmd
- * and no args given is -EINVAL. */
+ * how), in *json (caller frees).
+ * Returns 0; -ENOENT: no such image, or a User its /etc/passwd or /etc/group does not know;
+ * -EINVAL: no Entrypoint or Cmd and no args given; -EBADMSG: its config is not JSON. */
 int cairn_runtime_spec(cairn_store *st, const char *image_id, const cairn_spec_opts *opts,
                        char **json);
 

@@ -20,9 +20,10 @@ extern "C" {
 
 /* ---- removal and maintenance ------------------------------------------ */
 
-/* Removes a name, or an image by id (ref as the user typed it). -EBUSY
- * naming the holders (cairn_errmsg) if the image is pinned or mounted, or
- * a --rw mount's upper layer is left on it. */
+/* Removes a name, or an image by id (ref as the user typed it).
+ * Returns 0; -ENOENT: no such name or image; -EINVAL: an ambiguous prefix; -EBUSY: the image
+ * is pinned or mounted, or a --rw mount's upper layer is left on it (the WHY names them);
+ * -EAGAIN: the name kept moving to another image meanwhile (try again). */
 int cairn_rm(cairn_store *st, const char *ref);
 
 /* Report of gc / fsck / rm: lines for a person, counts for tests. */
@@ -36,22 +37,24 @@ void cairn_report_free(cairn_report *r);
 /* cairn_rm, saying in rep what changed once done (also what it did before
  * a failure): "Untagged: NAME" for each name removed, "Deleted: ID" (full
  * id) for the image, then one line per layer it freed (as gc's). An image
- * with a --rw mount's upper layer left on it (kept or crashed) is -EBUSY
- * naming it, unless flags has CAIRN_RM_FORCE: the upper is dropped first
- * ("Dropped: upper ID of DIR (N entries, SIZE)"). */
+ * with a --rw mount's upper layer left on it (kept or crashed) is refused,
+ * unless flags has CAIRN_RM_FORCE: the upper is dropped first
+ * ("Dropped: upper ID of DIR (N entries, SIZE)").
+ * Returns as cairn_rm. */
 #define CAIRN_RM_FORCE 1u
 int cairn_rm_report(cairn_store *st, const char *ref, unsigned flags, cairn_report *rep);
 
 /* Removes unreferenced, unpinned layers, blobs, pin files and stale
- * annotations/mount records; dry_run only reports. */
+ * annotations/mount records; dry_run only reports.
+ * Returns 0. */
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r);
 
 /* Verifies blobs and metadata, and partial layers (their rows, and their
  * pending files against their kept TOCs). Incomplete work (orphan blobs of
  * a crashed import, stale records) is discarded first. Problems are lines
- * of r ("problem: ...") counted in r->problems, and the call returns
- * -EBADMSG; repair removes what is broken (layers whose blobs are gone or
- * corrupt, images using them). */
+ * of r ("problem: ...") counted in r->problems; repair removes what is
+ * broken (layers whose blobs are gone or corrupt, images using them).
+ * Returns 0: no problem (or every one repaired); -EBADMSG: problems left. */
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
 
 #ifdef __cplusplus

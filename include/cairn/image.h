@@ -20,17 +20,21 @@ extern "C" {
 
 /* ---- references -------------------------------------------------------- */
 
-/* Normalizes a NAME[:TAG] (tag defaults to "latest"); -EINVAL if invalid. */
+/* Normalizes a NAME[:TAG] (tag defaults to "latest") into out.
+ * Returns 0; -EINVAL: not a valid name; -ENAMETOOLONG: it does not fit len. */
 int cairn_name_normalize(const char *name, char *out, size_t len);
 
 /* Resolves a name, full id or unambiguous id prefix (>= 12 hex digits,
- * optional "sha256:") to an image id. */
+ * optional "sha256:") to an image id.
+ * Returns 0; -ENOENT: no such image (the WHY suggests a near name); -EINVAL: an ambiguous
+ * prefix. */
 int cairn_image_resolve(cairn_store *st, const char *ref, cairn_id id);
 
 /* ---- tag, history (store/tag.c, store/history.c) ----------------------- */
 
 /* Names the image ref resolves to name too (NAME[:TAG], normalized); a
- * name that named another image moves. Its id in image_id_out. */
+ * name that named another image moves. Its id in image_id_out.
+ * Returns 0; -ENOENT: no such image; -EINVAL: a bad name or an ambiguous prefix. */
 int cairn_tag(cairn_store *st, const char *ref, const char *name, cairn_id image_id_out);
 
 /* One entry of an image config's history, as podman history shows it.
@@ -47,8 +51,9 @@ typedef struct cairn_history_rec {
 } cairn_history_rec;
 typedef int (*cairn_history_fn)(const cairn_history_rec *h, void *arg);
 /* Calls fn for each history entry of the image, newest first (a config
- * without history: one bare entry per layer); a non-zero return of fn
- * stops and is returned. */
+ * without history: one bare entry per layer).
+ * Returns 0, or fn's non-zero return (which stops the walk); -ENOENT: no such image;
+ * -EBADMSG: its config is not JSON. */
 int cairn_history_foreach(cairn_store *st, const char *image_id, cairn_history_fn fn, void *arg);
 
 #ifdef __cplusplus

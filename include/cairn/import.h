@@ -24,7 +24,9 @@ extern "C" {
  * image's config, each "KEY=VALUE" (or "KEY VALUE"): CMD and ENTRYPOINT (a
  * JSON array of strings, else a shell command: /bin/sh -c VALUE), ENV
  * K=V, WORKDIR, USER, LABEL K=V, EXPOSE PORT[/PROTO]..., STOPSIGNAL. A
- * change it does not take is -EINVAL before any layer is read. */
+ * change it does not take is refused before any layer is read.
+ * Returns 0; -EINVAL: a bad name or change, or a path that is a directory; -ENOENT: a path is
+ * not there; -EBADMSG: a tar that is corrupt, truncated or unsafe. */
 int cairn_import_files_changes(cairn_store *st, const char *name, const char *const *paths,
                                size_t n, const char *const *changes, size_t n_changes,
                                cairn_id image_id_out);

@@ -62,14 +62,14 @@ typedef struct cairn_entry {
 typedef int (*cairn_entry_fn)(const cairn_entry *e, void *arg);
 
 /* Resolves a layer's full id or unambiguous id prefix (>= 12 hex digits,
- * optional "sha256:"), the rule images follow too: -ENOENT "no such
- * layer", -EINVAL if the prefix is ambiguous. */
+ * optional "sha256:"), the rule images follow too.
+ * Returns 0; -ENOENT: no such layer; -EINVAL: an ambiguous prefix. */
 int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id);
 
-/* Opens a blob read-only (O_RDONLY|O_CLOEXEC); returns an fd or -errno.
- * Unlike the rest of the API it may be called from several threads on one
- * handle: it only opens a file below the store, and records no WHY (the
- * -errno is all it says). */
+/* Opens a blob read-only (O_RDONLY|O_CLOEXEC). Unlike the rest of the API
+ * it may be called from several threads on one handle: it only opens a
+ * file below the store, and records no WHY (the -errno is all it says).
+ * Returns the fd; -ENOENT: no such blob; -errno: open(2)'s. */
 int cairn_blob_open(cairn_store *st, const char *blob);
 
 /* ---- exact layers (store/tarsplit.c) ----------------------------------- */

@@ -20,8 +20,9 @@ extern "C" {
 
 /* ---- partial layers: lazy pulls (store/lazy.c) ------------------------- */
 
-/* A blob name that is a pending file's "sha256:HEX" (a lazily pulled file
- * not fetched yet), not a stored blob's. */
+/* Whether blob is a pending file's "sha256:HEX" (a lazily pulled file not
+ * fetched yet), not a stored blob's name.
+ * Returns true if it is (false for NULL). */
 bool cairn_blob_is_pending(const char *blob);
 
 /* Where a partial layer's files are fetched from. */
@@ -50,28 +51,36 @@ typedef int (*cairn_lazy_pending_fn)(const cairn_lazy_file *f, const char *sha25
 /* The access list of image_id (store/access.c): the paths (relative,
  * normalised) of the files a mount read first, in the order of their first
  * reads, as cairnfs -o record_access recorded them. _write replaces the
- * image's list with paths[0..n); _read gives it (cn_strv_free) and
- * returns 1, or 0 (*n 0) when the image has none; _count, the number of
- * paths (0: none), or -errno. */
+ * image's list with paths[0..n); cn_access_list_read gives it
+ * (cn_strv_free) and returns 1, or 0 (*n 0) when the image has none.
+ * Returns 0; -EINVAL: image_id is not an id; -ENOSPC: the store's file system is full. */
 int cairn_access_list_write(cairn_store *st, const char *image_id, const char *const *paths,
                             size_t n);
+/* How many paths the access list of image_id holds.
+ * Returns the count; 0: the image has none; -EINVAL: image_id is not an id; -EBADMSG: the
+ * list is too large to be one. */
 int cairn_access_list_count(cairn_store *st, const char *image_id);
-/* How many files (and bytes) of image_id are pending (each layer's). */
+/* How many files (and bytes) of image_id are pending (each layer's), in
+ * *files and *bytes (each unless NULL); 0 for an image that is complete or
+ * not there.
+ * Returns 0. */
 int cairn_image_pending(cairn_store *st, const char *image_id, uint64_t *files, uint64_t *bytes);
 
 /* Fetches the pending file of content sha256 from its layer's registry
  * (store/remote/lazy.c): its chunks by one range request, each decompressed
  * and checked against its digest in the kept TOC, the whole against
  * sha256, before cn_lazy_file_store records it; blob gets its name.
- * A content the store holds already is only named. -EBADMSG when the
- * fetched bytes are not what the TOC says, -ENOENT when nothing is pending
- * on sha256 and the store lacks it, else the registry's failure (after the
- * pull's bounded retries). May be called from several threads, each with
- * its own handle. */
+ * A content the store holds already is only named. May be called from
+ * several threads, each with its own handle.
+ * Returns 0; -EBADMSG: the fetched bytes are not what the TOC says; -ENOENT: nothing is
+ * pending on sha256 and the store lacks it; -EINVAL: sha256 is not a sha256; else the
+ * registry's failure, after the pull's bounded retries (-EPROTO: an HTTP status it did not
+ * expect). */
 int cairn_lazy_fetch(cairn_store *st, const char *sha256, char blob[48]);
 /* The diff_ids (hex; free each and the array) of image_id's layers a lazy
  * pull recorded whose diff_id is not proven yet (or refuted), in layer
- * order. */
+ * order, in *diff_ids and *n.
+ * Returns 0 (*n 0: none, or no such image). */
 int cairn_image_unverified(cairn_store *st, const char *image_id, char ***diff_ids, size_t *n);
 
 /* A long-lived fetcher of pending files (store/remote/fetcher.c: what
@@ -82,13 +91,15 @@ int cairn_image_unverified(cairn_store *st, const char *image_id, char ***diff_i
  * (a few layers' at most) for the next fetches of the layer. done hears
  * each request's end, from a fetcher thread (one call at a time is not
  * promised): r 0 and text the blob's name, or a negative errno and text
- * the failure (one line). */
+ * the failure (one line). The fetcher in *out.
+ * Returns 0; -EINVAL: threads out of range or no done; -EAGAIN: no thread could be started. */
 typedef struct cairn_lazy_fetcher cairn_lazy_fetcher;
 typedef void (*cairn_lazy_fetched_fn)(const char *sha256, int r, const char *text, void *arg);
 int cairn_lazy_fetcher_new(const char *store_dir, unsigned threads, cairn_lazy_fetched_fn done,
                            void *arg, cairn_lazy_fetcher **out);
 /* Queues a fetch of content sha256 ("sha256:HEX" or HEX; copied); done is
- * called for it (a malformed one too). -ENOMEM when it cannot be queued. */
+ * called for it (a malformed one too).
+ * Returns 0; -ENOMEM: it cannot be queued. */
 int cairn_lazy_fetcher_submit(cairn_lazy_fetcher *fx, const char *sha256);
 /* Finishes the fetches queued, then frees fx. */
 void cairn_lazy_fetcher_free(cairn_lazy_fetcher *fx);

@@ -42,13 +42,15 @@ typedef struct cairn_image_rec {
   unsigned unverified;
 } cairn_image_rec;
 typedef int (*cairn_image_fn)(const cairn_image_rec *im, void *arg);
-/* Newest first. */
+/* Calls fn for every image, newest first.
+ * Returns 0, or fn's non-zero return (which stops the walk). */
 int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg);
 
 /* Every name and what it names: fn(target, name) for each name of an image
  * (target: the image's id) and for each name of an image a layer is in
  * (target: the layer's id), by target then name; one query, however many
- * images. */
+ * images.
+ * Returns 0, or fn's non-zero return (which stops the walk). */
 typedef int (*cairn_name_fn)(const char *target, const char *name, void *arg);
 int cairn_names_foreach(cairn_store *st, cairn_name_fn fn, void *arg);
 
@@ -60,7 +62,8 @@ typedef struct cairn_layer_rec {
   bool pinned;
 } cairn_layer_rec;
 typedef int (*cairn_layer_rec_fn)(const cairn_layer_rec *l, void *arg);
-/* Oldest first. */
+/* Calls fn for every layer, oldest first.
+ * Returns 0, or fn's non-zero return (which stops the walk). */
 int cairn_layers_foreach(cairn_store *st, cairn_layer_rec_fn fn, void *arg);
 
 /* One image in full; its pins come from cairn_pins_foreach. */
@@ -75,7 +78,8 @@ typedef struct cairn_image_info {
   size_t n_layers;
 } cairn_image_info;
 typedef int (*cairn_inspect_fn)(const cairn_image_info *info, void *arg);
-/* Calls fn once with the image; -ENOENT if there is none. */
+/* Calls fn once with the image.
+ * Returns 0, or fn's non-zero return; -ENOENT: no such image. */
 int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, void *arg);
 
 /* What `cairn df` shows: for images, layers and blobs, how many and how
@@ -104,7 +108,8 @@ struct cairn_df {
    * the store does not hold them). */
   uint64_t pending_images, pending_files, pending_bytes;
 };
-/* Fills df from one snapshot of the store. */
+/* Fills df from one snapshot of the store.
+ * Returns 0. */
 int cairn_df(cairn_store *st, struct cairn_df *df);
 
 /* What `cairn info` says of a store: its schema version and how many
@@ -113,10 +118,14 @@ struct cairn_store_info {
   int schema_version;
   uint64_t images, names, layers, blobs;
 };
+/* Fills info from the store.
+ * Returns 0. */
 int cairn_store_info(cairn_store *st, struct cairn_store_info *info);
 
 /* Writes the image's merged root filesystem to fd as a tar (pax), the
- * image pinned meanwhile. */
+ * image pinned meanwhile.
+ * Returns 0; -ENOENT: no such image; -ENODATA: a lazy pull left files of it not fetched yet
+ * (cairn_fill first); -EIO: the tar could not be written to fd. */
 int cairn_export(cairn_store *st, const char *image_id, int fd);
 
 #ifdef __cplusplus

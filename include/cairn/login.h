@@ -29,13 +29,16 @@ typedef struct cairn_login_opts {
 
 /* Checks user/password against the registry's /v2/ (answering its Bearer
  * or Basic challenge, as a pull does), then records them for host
- * (HOST[:PORT]; a URL's scheme and path are dropped) in the auth file.
- * -EACCES when the registry refuses them; nothing is written then. */
+ * (HOST[:PORT]; a URL's scheme and path are dropped) in the auth file;
+ * nothing is written if the registry refuses them.
+ * Returns 0; -EACCES: the registry refuses them; -EINVAL: a bad host or an empty user (or one
+ * with a ':'); -EBADMSG: the auth file is not a JSON object; else the registry's failure. */
 int cairn_login(cairn_store *st, const char *host, const char *user, const char *password,
                 const cairn_login_opts *opts);
 /* Removes host's credentials from the auth file (authfile, or NULL for
- * cn_auth_file's); host NULL removes every one. -ENOENT if it has none
- * for host. */
+ * cn_auth_file's); host NULL removes every one.
+ * Returns 0; -ENOENT: it has none for host; -EINVAL: a bad host; -EBADMSG: the auth file is
+ * not a JSON object. */
 int cairn_logout(cairn_store *st, const char *host, const char *authfile);
 
 #ifdef __cplusplus

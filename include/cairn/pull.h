@@ -23,9 +23,9 @@ extern "C" {
 /* The wait before retry number attempt (0 = the first retry): exponential
  * from base_ms, doubling per attempt up to cap_ms, with "equal jitter" (the
  * upper half of the current step is random, taken from rnd). Correct for
- * every attempt number, UINT_MAX included: no shift or multiply can wrap,
- * and the result is always in [base_ms, cap_ms] (base_ms > cap_ms is read
- * as base_ms == cap_ms). */
+ * every attempt number, UINT_MAX included: no shift or multiply can wrap
+ * (base_ms > cap_ms is read as base_ms == cap_ms).
+ * Returns the wait in milliseconds, always in [base_ms, cap_ms]. */
 uint64_t cairn_backoff_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms, uint64_t rnd);
 
 enum cairn_pull_state {
@@ -87,8 +87,10 @@ typedef struct cairn_pull_opts {
  * else org.opencontainers.image.ref.name, with "localhost/" when it names
  * no host and ":latest" when no tag; no name when it has none). Every layer is pinned before it is
  * looked up and stays pinned until the image is committed. Nothing is committed when any blob fails
- * its digest or size (-EBADMSG). -ENOENT when the source, manifest, platform or a blob is not
- * there, -EACCES when auth is refused. On failure cairn_errmsg(st) gives the reason. */
+ * its digest or size. On failure cairn_errmsg(st) gives the reason.
+ * Returns 0; -EBADMSG: a blob fails its digest or size (or a manifest, config or archive is
+ * malformed); -ENOENT: the source, manifest, platform or a blob is not there; -EACCES: auth is
+ * refused; -EINVAL: a bad source, name or platform; else the registry's failure. */
 int cairn_pull(cairn_store *st, const char *source, const char *name, const cairn_pull_opts *opts,
                cairn_id image_id_out);
 
@@ -102,8 +104,10 @@ int cairn_pull(cairn_store *st, const char *source, const char *name, const cair
  * another process is fetching is not fetched again. A file that fails is
  * said through log and the rest are fetched. Resumable:
  * what a killed fill stored stays stored, the rest stays pending. image_id
- * gets the image. 0 when nothing is pending any more; otherwise the first
- * failure, with how many files failed. */
+ * gets the image.
+ * Returns 0: nothing is pending any more; -ENOENT: no such image; -EINVAL: an ambiguous
+ * prefix; else the first file's failure (as cairn_lazy_fetch's), the WHY saying how many
+ * failed. */
 typedef struct cairn_fill_opts {
   void (*progress)(size_t done, size_t total, void *arg); /* files */
   void (*log)(const char *line, void *arg);
@@ -119,7 +123,8 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
  * pull left with files not fetched yet, or layers without their exact tar
  * record, is filled (cairn_fill), said through log first ("ID was pulled
  * lazily: fetching its N files not fetched yet (SIZE) first, as cairn fill
- * does"). 0 also when there was nothing to do. */
+ * does").
+ * Returns 0, also when there was nothing to do; else as cairn_fill. */
 int cairn_fill_lazy(cairn_store *st, const char *image_id, void (*log)(const char *line, void *arg),
                     void *arg);
 

@@ -68,16 +68,17 @@ typedef struct cairn_push_opts {
  * OCI image layout, index.json's entry annotated with the tag; TAG is
  * "latest" if not given), "oci-archive:FILE[:TAG]" (that layout as a tar;
  * FILE replaced) or "docker-archive:FILE[:NAME[:TAG]]" (docker save's tar,
- * uncompressed layers; an existing FILE is -EEXIST; digest_out is then
+ * uncompressed layers; an existing FILE is refused; digest_out is then
  * "sha256:" and the image id). A layer a pull kept is sent as it was pulled
  * (opts->kept); any other is its exact tar (cn_layer_tar), compressed;
  * so the pushed image has the same diff_ids and, its config sent as
  * stored, the same id. The image and its layers are pinned for the whole
- * push. digest_out gets the manifest's digest. -ENOENT if there is no such
- * image, -ENODATA if a layer has no tar record. As podman: a dest with no
+ * push. digest_out gets the manifest's digest. As podman: a dest with no
  * transport ("HOST[:PORT]/REPO[:TAG]") is docker://, and a NULL dest the
- * registry of ref's own name ("docker://" ref; -EINVAL if ref's first
- * component is no host). */
+ * registry of ref's own name ("docker://" ref).
+ * Returns 0; -ENOENT: no such image; -ENODATA: a layer has no tar record; -EEXIST: a
+ * docker-archive FILE is there; -EINVAL: a bad dest, or (NULL dest) ref's first component is
+ * no host; -EACCES: auth is refused; else the registry's failure. */
 int cairn_push(cairn_store *st, const char *ref, const char *dest, const cairn_push_opts *opts,
                char digest_out[CAIRN_DIGEST_BUF]);
 

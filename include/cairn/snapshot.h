@@ -50,34 +50,41 @@ typedef struct cairn_snapshot {
 void cairn_snapshot_free(cairn_snapshot *s);
 
 /* A new active snapshot (kind CAIRN_SNAPSHOT_ACTIVE) or view
- * (CAIRN_SNAPSHOT_VIEW) key on parent ("" or NULL: none), with labels. */
+ * (CAIRN_SNAPSHOT_VIEW) key on parent ("" or NULL: none), with labels.
+ * Returns 0; -EEXIST: key is there; -ENOENT: no parent snapshot; -EINVAL: an empty key,
+ * another kind, a parent not committed or a label too long. */
 int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
                            const char *parent, const cairn_snapshot_label *labels, size_t n_labels);
 /* The active snapshot key becomes the committed snapshot name, with these
- * labels (not its own) and its disk usage recorded. */
+ * labels (not its own) and its disk usage recorded.
+ * Returns 0; -ENOENT: no snapshot key; -EEXIST: name is there; -EBUSY: key is not active;
+ * -EINVAL: a label too long. */
 int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
                           const cairn_snapshot_label *labels, size_t n_labels);
-/* Removes the snapshot key and its files; -EBUSY if it has children. */
+/* Removes the snapshot key and its files.
+ * Returns 0; -ENOENT: no snapshot key; -EBUSY: it has children. */
 int cairn_snapshot_remove(cairn_store *st, const char *key);
-/* The snapshot key's record, into *out (cairn_snapshot_free it). */
+/* The snapshot key's record, into *out (cairn_snapshot_free it).
+ * Returns 0; -ENOENT: no snapshot key. */
 int cairn_snapshot_stat(cairn_store *st, const char *key, cairn_snapshot *out);
 /* Updates the snapshot info->name's labels as containerd does: with no
  * paths all of them; else each path "labels" (all) or "labels.KEY" (one;
- * an empty value removes it); any other path is -EINVAL. Its new record
- * into *out. */
+ * an empty value removes it). Its new record into *out.
+ * Returns 0; -ENOENT: no such snapshot; -EINVAL: any other path, or a label too long. */
 int cairn_snapshot_update(cairn_store *st, const cairn_snapshot *info, const char *const *paths,
                           size_t n_paths, cairn_snapshot *out);
 /* Calls fn for every snapshot that matches one of the filters (all with
  * none), in containerd's filter syntax on the fields name, parent, kind
  * (active, view, committed) and labels.KEY: terms joined by ",", each
  * FIELD, FIELD==VALUE, FIELD!=VALUE or FIELD~=REGEX, a part or a value
- * quoted with "" if need be. fn's non-zero return stops the walk and is
- * returned. */
+ * quoted with "" if need be.
+ * Returns 0, or fn's non-zero return (which stops the walk); -EINVAL: a filter not understood. */
 typedef int (*cairn_snapshot_walk_fn)(const cairn_snapshot *s, void *arg);
 int cairn_snapshot_walk(cairn_store *st, const char *const *filters, size_t n_filters,
                         cairn_snapshot_walk_fn fn, void *arg);
 /* The bytes (allocated blocks) and inodes the snapshot key's own files
- * use: counted now for an active one, as recorded at commit else. */
+ * use: counted now for an active one, as recorded at commit else.
+ * Returns 0; -ENOENT: no snapshot key. */
 int cairn_snapshot_usage(cairn_store *st, const char *key, int64_t *size, int64_t *inodes);
 
 /* A mount as containerd gives it to mount(8): type, source, options. */
@@ -90,10 +97,13 @@ typedef struct cairn_snapshot_mount {
 void cairn_snapshot_mount_free(cairn_snapshot_mount *m);
 /* The mount of the snapshot key, active or a view (-EBUSY for a committed
  * one, as containerd's): a bind mount of its directory (or of its one
- * parent's, for a view), or an overlay of its ancestors' directories. */
+ * parent's, for a view), or an overlay of its ancestors' directories, in
+ * *out (cairn_snapshot_mount_free it).
+ * Returns 0; -ENOENT: no snapshot key; -EBUSY: it is committed. */
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out);
 /* Removes the directories of STORE/snapshots/ no snapshot owns (left by an
- * interrupted prepare or remove). */
+ * interrupted prepare or remove).
+ * Returns 0. */
 int cairn_snapshot_cleanup(cairn_store *st);
 
 #ifdef __cplusplus

@@ -24,7 +24,8 @@ typedef char cairn_id[CAIRN_ID_LEN + 1];
 /* The fewest hex digits an id prefix may have (what listings show). */
 #define CAIRN_ID_PREFIX_MIN 3
 
-/* True if s is an id: exactly CAIRN_ID_LEN lowercase hex digits. */
+/* Whether s is an id: exactly CAIRN_ID_LEN lowercase hex digits.
+ * Returns true if it is. */
 bool cairn_id_valid(const char *s);
 
 typedef struct cairn_store cairn_store;
@@ -67,8 +68,8 @@ typedef struct cairn_config {
 } cairn_config;
 
 /* Reads both files into cfg (free it with cairn_config_free, also after a
- * failure). -EINVAL for a bad line, -errno for a file that is there but
- * cannot be read; cfg->why says which and why. */
+ * failure); after a failure cfg->why says which file and why.
+ * Returns 0; -EINVAL: a bad line; -errno: a file that is there but cannot be read. */
 int cairn_config_load(cairn_config *cfg);
 void cairn_config_free(cairn_config *cfg);
 
@@ -78,15 +79,18 @@ void cairn_config_free(cairn_config *cfg);
  * ${XDG_DATA_HOME:-$HOME/.local/share}/cairn. In *origin (unless NULL)
  * which rule picked it, for a person: "CAIRN_STORE", the path of the
  * cairn.conf that set it, "the default for root", "XDG_DATA_HOME" or
- * "HOME (~/.local/share)" (it points into cfg or is static). */
+ * "HOME (~/.local/share)" (it points into cfg or is static).
+ * Returns 0; -ENOENT: no rule applies (not root, no HOME); -ENAMETOOLONG: it does not fit len. */
 int cairn_store_dir_pick(const cairn_config *cfg, char *buf, size_t len, const char **origin);
-/* The same with the cairn.conf it reads itself; -EINVAL if it is bad. */
+/* The same with the cairn.conf it reads itself.
+ * Returns 0; -EINVAL: a bad cairn.conf; else as cairn_config_load and cairn_store_dir_pick. */
 int cairn_store_default_dir(char *buf, size_t len);
 
 /* Opens (creating on first use, mode 0700) the store at dir, or at the
  * default when dir is NULL. On failure *out is still set to a handle that
  * only carries the error message (cairn_errmsg), or NULL on ENOMEM;
- * close it either way. */
+ * close it either way.
+ * Returns 0; -EPROTO: the store's schema is newer than this cairn; -EBADMSG: a corrupt meta.db. */
 int cairn_store_open(const char *dir, cairn_store **out);
 /* How cairn_store_open_flags opens a store. */
 enum {
@@ -97,19 +101,25 @@ enum {
 };
 /* Opens the store at dir (NULL: the default) as cairn_store_open does,
  * but without CAIRN_STORE_CREATE a missing store (no directory, or no
- * meta.db in it) is -ENOENT, "DIR: no store here (...)", and nothing is
- * made: commands that only read never leave a store behind. */
+ * meta.db in it) is an error, "DIR: no store here (...)", and nothing is
+ * made: commands that only read never leave a store behind.
+ * Returns 0, or as cairn_store_open; -ENOENT: no store there (without CAIRN_STORE_CREATE);
+ * -EPERM: as root, a store another user owns (CAIRN_STORE_OWN). */
 int cairn_store_open_flags(const char *dir, unsigned flags, cairn_store **out);
-/* Whether a store could be made at dir, which has none: 0 if its nearest
- * existing ancestor is a directory this process may write into, else
- * -EACCES (or -ENOTDIR) with that ancestor in blocker (len bytes). */
+/* Whether a store could be made at dir, which has none: it can if its
+ * nearest existing ancestor is a directory this process may write into;
+ * that ancestor in blocker (len bytes).
+ * Returns 0: it can; -EACCES: the ancestor may not be written; -ENOTDIR: it is no directory. */
 int cairn_store_creatable(const char *dir, char *blocker, size_t len);
-/* True if opening st made the store (it was not there). */
+/* Whether opening st made the store (it was not there).
+ * Returns true if it did. */
 bool cairn_store_created(const cairn_store *st);
 void cairn_store_close(cairn_store *st);
 /* The same for a process that may ask the database nothing (a mount's
  * server): it is opened by the first call that needs it. Nothing is
- * recovered (an interrupted import's files: the next cairn_store_open). */
+ * recovered (an interrupted import's files: the next cairn_store_open).
+ * Returns 0; -errno: the directory cannot be made or opened (the database's come with its
+ * first use). */
 int cairn_store_open_lazy(const char *dir, cairn_store **out);
 /* For a process that holds a store open for long and rarely asks it
  * anything (a mount's supervisor and server): closes the database
@@ -117,19 +127,26 @@ int cairn_store_open_lazy(const char *dir, cairn_store **out);
  * the freed memory back to the system (its heap stays private to each of
  * a host's hundreds of mounts otherwise). Not inside a transaction. */
 void cairn_store_idle(cairn_store *st);
+/* The store's directory, its real absolute path.
+ * Returns a string st owns. */
 const char *cairn_store_dir(const cairn_store *st);
 /* What opening the store changed that the person should hear of (its
- * files made private in a directory others may enter), or NULL. */
+ * files made private in a directory others may enter).
+ * Returns a string st owns; NULL: nothing to say. */
 const char *cairn_store_notice(const cairn_store *st);
+/* The WHY of st's last failure (cairn.h's Conventions).
+ * Returns a string st owns ("" if none); "out of memory" for a NULL st (a failed open). */
 const char *cairn_errmsg(const cairn_store *st);
 /* For code built on this header (store/remote/): records the WHY of a failure
- * on st (printf-style) and returns err, a negative errno. A NULL st records
- * nothing (a caller that only wants the code). */
+ * on st (printf-style). A NULL st records nothing (a caller that only wants
+ * the code).
+ * Returns err, a negative errno. */
 int cairn_fail(cairn_store *st, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* True while pid runs (a zombie waiting for its reaper does not) and, if
- * name is given, its command name is name. */
+/* Whether pid runs (a zombie waiting for its reaper does not) and, if
+ * name is given, its command name is name.
+ * Returns true if both hold. */
 bool cairn_process_running(pid_t pid, const char *name);
 
 /* The contract's exit codes, by name. */
@@ -144,13 +161,16 @@ enum cairn_exit {
 /* bytes as a person reads it, as every table and report line says sizes:
  * "512 B", "131.4 MiB" (powers of 1024, one decimal). */
 void cairn_human_size(uint64_t bytes, char *buf, size_t len);
-/* The Levenshtein distance of a and b (SIZE_MAX past 256 characters). */
+/* The Levenshtein distance of a and b.
+ * Returns the distance; SIZE_MAX: a or b is longer than 256 characters. */
 size_t cairn_edit_distance(const char *a, const char *b);
 /* Whether cand is near enough to what was typed to be suggested ("did you
- * mean cand?"): at most 2 edits, and a third of typed's length. */
+ * mean cand?"): at most 2 edits, and a third of typed's length.
+ * Returns true if it is. */
 bool cairn_near(const char *typed, const char *cand);
 
-/* Maps a negative errno returned by libcairn to the contract's exit code. */
+/* Maps a negative errno returned by libcairn (or 0) to the contract's exit code.
+ * Returns the enum cairn_exit (cairn.h's table: anything else is CAIRN_EXIT_FAILURE). */
 int cairn_exit_code(int err);
 
 /* How far a long call has got, for a front end's progress display; libcairn
@@ -177,7 +197,8 @@ void cairn_store_set_progress(cairn_store *st, cairn_progress_fn fn, void *arg);
  * to dirfd/name, replacing it whole: through a new file of mode (less the
  * umask) under a random name made with O_CREAT|O_EXCL|O_NOFOLLOW, fsynced
  * and renamed over name, so a file or symlink someone planted in dirfd can
- * make it fail, never redirect it. 0 or a negative errno. */
+ * make it fail, never redirect it.
+ * Returns 0; -EEXIST: name is there (CAIRN_PUT_NOREPLACE); -errno: the file system's. */
 int cairn_file_put_at(int dirfd, const char *name, int src_fd, const void *mem, uint64_t len,
                       mode_t mode, unsigned flags);
 

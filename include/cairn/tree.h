@@ -53,33 +53,46 @@ typedef struct cairn_node {
 
 typedef struct cairn_tree cairn_tree;
 
+/* The merged tree of image_id, in *out (cairn_tree_free it): its index
+ * checked whole, or built from its layers (and written) if it has none or
+ * a corrupt one.
+ * Returns 0; -ENOENT: no such image; -EOVERFLOW: the tree has more than an index can hold. */
 int cairn_tree_build(cairn_store *st, const char *image_id, cairn_tree **out);
 /* The same tree for serving (a mount): its index is checked lazily, the
  * header and root now (its checksum by fsck only), each node the first
  * time cairn_tree_node hands it out, so that opening it costs the same at
  * a thousand entries or a million. Everything a node that was handed out
- * refers to (strings, xattrs, children) was checked. */
+ * refers to (strings, xattrs, children) was checked.
+ * Returns as cairn_tree_build. */
 int cairn_tree_open(cairn_store *st, const char *image_id, cairn_tree **out);
 /* Starts reading the image's index in the background, if it has one, and
- * returns at once (true if it has one): a mount asks before it pins, so
- * that the disk reads the index while the pins are taken (cairn_tree_open
- * then waits less). */
+ * returns at once: a mount asks before it pins, so that the disk reads the
+ * index while the pins are taken (cairn_tree_open then waits less).
+ * Returns true if the image has an index. */
 bool cairn_tree_prefetch(cairn_store *st, const char *image_id);
 void cairn_tree_free(cairn_tree *t);
+/* How many nodes the tree has: its inode numbers run 1 to that.
+ * Returns the count (at least 1, the root). */
 size_t cairn_tree_count(const cairn_tree *t);
-/* NULL if ino is out of range, or its node fails its checks (a corrupt
- * index opened by cairn_tree_open). */
+/* The node of inode ino.
+ * Returns it, pointing into the tree; NULL: ino is out of range, or its node fails its checks
+ * (a corrupt index opened by cairn_tree_open). */
 const cairn_node *cairn_tree_node(const cairn_tree *t, uint64_t ino);
 /* The nodes' sizes in 4 KiB blocks, summed (statfs): read from the
- * index's header, no node is read. */
+ * index's header, no node is read.
+ * Returns the sum. */
 uint64_t cairn_tree_blocks(const cairn_tree *t);
-/* A string of the tree (a name, target or blob field): NULL for 0. */
+/* A string of the tree (a name, target or blob field).
+ * Returns it, pointing into the tree; NULL: off is 0. */
 const char *cairn_tree_str(const cairn_tree *t, uint32_t off);
-/* The n_children entries of directory dir. */
+/* The n_children entries of directory dir.
+ * Returns the first of them, pointing into the tree. */
 const cairn_dirent *cairn_tree_children(const cairn_tree *t, const cairn_node *dir);
-/* Extended attribute i (< n_xattrs) of n, pointing into the tree. */
+/* Extended attribute i (< n_xattrs) of n.
+ * Returns it, pointing into the tree. */
 cairn_xattr cairn_tree_xattr(const cairn_tree *t, const cairn_node *n, size_t i);
-/* The entry named name in directory dir, or NULL. */
+/* The entry named name in directory dir.
+ * Returns it, pointing into the tree; NULL: there is none. */
 const cairn_dirent *cairn_tree_lookup(const cairn_tree *t, const cairn_node *dir, const char *name);
 
 #ifdef __cplusplus
