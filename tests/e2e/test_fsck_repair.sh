@@ -8,9 +8,11 @@
 # mount is gone, a repair removes the image, naming it, its layer and
 # the file, and fsck is clean. A plain fsck's error names the file and the
 # image. A blob of a pulled layer, whose compressed layer the store kept,
-# is rebuilt from it by a repair, verified, and nothing is removed.
+# is rebuilt from it by a repair, verified, and nothing is removed. Each
+# pull records where it got the layer (layer_origins).
 # Fails without it: the repair removed the pulled image; plain fsck ended
-# with "Bad message", and the removal named no image, layer nor file.
+# with "Bad message", and the removal named no image, layer nor file; a
+# layer kept no record of its registry.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 use_lib registry
@@ -85,10 +87,21 @@ registry_start "$T/reg"
 BG_PIDS+=("$REGISTRY_PID")
 cairn import app:1 "$T/layer.tar" >/dev/null
 cairn push -q --insecure app:1 "docker://$REGISTRY/app:1" >/dev/null
+cairn push -q --insecure app:1 "docker://$REGISTRY/other:1" >/dev/null
 cairn rm app:1 >/dev/null
 cairn gc >/dev/null
 cairn pull -q --insecure "docker://$REGISTRY/app:1" >/dev/null
+cairn pull -q --insecure "docker://$REGISTRY/other:1" >/dev/null # the layer reused
+cairn rm "$REGISTRY/other:1" >/dev/null
 registry_stop
+# each pull recorded where it got the layer: registry, repository, blob
+layer=$(sqlite3 "$STORE/meta.db" "SELECT layer_id FROM entries WHERE path = 'etc/one'")
+origins=$(sqlite3 "$STORE/meta.db" "SELECT layer_id, registry || '/' || repository, insecure,
+  digest = (SELECT digest FROM layer_blobs WHERE layer_id = '$layer')
+  FROM layer_origins ORDER BY repository" | tr '\n' ' ')
+[ "$origins" = "$layer|$REGISTRY/app|1|1 $layer|$REGISTRY/other|1|1 " ] ||
+  fail "the pulls did not record where the layer came from: $origins"
+ok "each pull records the registry, repository and blob of the layer"
 [ -n "$(find "$STORE/compressed" -type f)" ] || fail "setup: the pull kept no compressed layer"
 corrupt etc/one
 expect_exit 5 "cairn fsck" cairn fsck
@@ -100,3 +113,4 @@ has_image "$REGISTRY/app:1" || fail "the repair removed the pulled image: $(cair
 [ "$(cairn export "$REGISTRY/app:1" | tar -xO etc/one)" = "the first file" ] || fail "the rebuilt file"
 expect_exit 0 "cairn fsck" cairn fsck
 ok "a pulled layer's corrupt blob is rebuilt from the kept compressed layer; nothing removed"
+
