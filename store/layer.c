@@ -632,7 +632,7 @@ static int stage_validate(cairn_store *st) {
  * pads to 10,240 bytes, -b 20; 64 KiB at most here) while the config's
  * diff_id is of the padded tar. */
 #define PAD_MAX_BLOCKS 127
-static unsigned padding_blocks(EVP_MD_CTX *sha, const char *expected) {
+unsigned cn_layer_padding_blocks(EVP_MD_CTX *sha, const char *expected) {
   static const unsigned char zero[512];
   EVP_MD_CTX *c = EVP_MD_CTX_new(), *t = EVP_MD_CTX_new();
   unsigned found = 0;
@@ -683,7 +683,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
     }
     cn_sha256_final_hex(ls->sha, diff_id_out);
     unsigned pad = kept && strcmp(expected_diff_id, diff_id_out) != 0
-                       ? padding_blocks(kept, expected_diff_id)
+                       ? cn_layer_padding_blocks(kept, expected_diff_id)
                        : 0;
     EVP_MD_CTX_free(kept);
     if (pad) {

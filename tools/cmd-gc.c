@@ -57,14 +57,37 @@ static int gc_run(struct cli *c, int argc, char **argv) {
 /* Not in the light cairn (tools/cairn.c): fsck hashes blobs (libcrypto).
  * Left out at compile time, as a sanitizer keeps every global alive. */
 #ifndef CAIRN_CLI_LIGHT
+/* --repair, and --retries N: the attempts of each request of a repair's
+ * fetch of a layer from its registry. */
+static int fsck_flags(int argc, char **argv, bool *repair, cairn_pull_opts *net) {
+  const struct option opts[] = {
+      {"repair", no_argument, NULL, 'f'}, {"retries", required_argument, NULL, 'r'}, {0}};
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+    if (o == 'f')
+      *repair = true;
+    else if (o == 'r') {
+      int code = cli_retries(optarg, "fsck", cmd_fsck.usage, &net->attempts);
+      if (code != CAIRN_EXIT_OK) return code;
+    } else
+      return cli_bad_option(cmd_fsck.usage, argv, o, opts);
+  }
+  if (optind != argc) return report_usage(cmd_fsck.usage, "%s: takes no arguments", argv[0]);
+  if (net->attempts && !*repair)
+    return report_usage(cmd_fsck.usage, "fsck: --retries: only with --repair");
+  return CAIRN_EXIT_OK;
+}
+
 static int fsck_run(struct cli *c, int argc, char **argv) {
   bool repair = false;
+  cairn_pull_opts net = {0}; /* credentials: auth.json's (cairn login) */
   cairn_store *st;
-  int code = flags(argc, argv, "repair", cmd_fsck.usage, &repair, NULL);
+  int code = fsck_flags(argc, argv, &repair, &net);
   if (code == CAIRN_EXIT_OK) code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
   cairn_report r = {0};
-  int rc = cairn_fsck(st, repair, &r);
+  int rc = cairn_fsck_net(st, repair, &net, &r);
   char why[512] = "";
   if (rc < 0) snprintf(why, sizeof(why), "%s", report_why(st, rc));
   report_print(&r);
@@ -95,10 +118,13 @@ const struct cli_command cmd_gc = {
 const struct cli_command cmd_fsck = {
     .name = "fsck",
     .run = fsck_run,
-    .usage = "cairn fsck [--repair]",
+    .usage = "cairn fsck [--repair [--retries N]]",
     .summary = "Verify every blob and the metadata; exit 5 if anything is corrupt or missing.",
-    .options = "--repair\trebuild a corrupt blob from a kept compressed layer, remove\n"
-               "\twhat cannot be rebuilt, naming each image, layer and file (what is\n"
-               "\tpinned or mounted is kept, its corrupt blobs quarantined; exit 4)\n",
+    .options = "--repair\trebuild a corrupt blob from a kept compressed layer, else from\n"
+               "\tthe registry its layer was pulled from (verified by the blob's\n"
+               "\tdigest and the layer's diff_id); remove what cannot be rebuilt,\n"
+               "\tnaming each image, layer and file (what is pinned or mounted is\n"
+               "\tkept, its corrupt blobs quarantined; exit 4)\n"
+               "--retries N\tattempts per registry request on transient errors (1 to 100)\n",
 };
 #endif

@@ -480,3 +480,25 @@ int cairn_pull(cairn_store *st, const char *source, const char *name, const cair
   if (r < 0 && !cairn_errmsg(st)[0]) cairn_fail(st, r, "%s", strerror(-r));
   return r;
 }
+
+int cn_pull_blob_again(cairn_store *st, const char *where, bool insecure, const pull_desc *d,
+                       const cairn_pull_opts *net, int fd) {
+  cairn_pull_opts o = net ? *net : (cairn_pull_opts){0};
+  o.insecure = o.insecure || insecure;
+  o.config = NULL; /* where is the endpoint that answered the pull: no mirrors before it */
+  o.lazy = false;
+  pull_source *src = NULL;
+  int r = cn_registry_source_open(where, &o, &src, st);
+  if (r < 0) return r;
+  src->opts = &o;
+  blob_sink s;
+  if ((r = cn_blob_sink_init(&s, fd, d->size, NULL)) < 0)
+    r = cairn_fail(st, r, "out of memory");
+  else if ((r = cn_blob_sink_reset(&s)) < 0)
+    r = cairn_fail(st, r, "temporary file: %s", strerror(-r));
+  else if ((r = src->ops->blob(src, d, &s, st)) == -ENOSPC)
+    cairn_fail(st, r, "blob %s: %s/tmp: no space left on device", d->digest, cairn_store_dir(st));
+  cn_blob_sink_free(&s);
+  src->ops->free(src);
+  return r;
+}
