@@ -14,7 +14,8 @@
 # it and rebuild the blob (the mount reads the right bytes); with the
 # registry's blob altered (it does not verify), or the registry stopped,
 # the repair says so and removes the image, naming it, its layer and the
-# file.
+# file. From an HTTPS registry, the repair trusts the CAs of --cert-dir as
+# the pull did (one that does not exist is exit 3, nothing removed).
 # Fails without it: the repair removed the pulled image; plain fsck ended
 # with "Bad message", and the removal named no image, layer nor file; a
 # layer kept no record of its registry, and a repair without a kept copy
@@ -169,3 +170,24 @@ grep -q "^repaired: removed blob [0-9a-f]*, which no kept layer or registry rebu
 [ "$(cairn images --json | jq length)" = 0 ] || fail "images left: $(cairn images)"
 expect_exit 0 "cairn fsck" cairn fsck
 ok "the registry stopped: the repair removes the image, naming it, its layer and the file"
+
+# ---- an HTTPS registry: the repair verifies it with the CAs of --cert-dir, as the pull did
+registry_start "$T/reg-tls" "" tls
+BG_PIDS+=("$REGISTRY_PID")
+mkdir "$T/certs" && cp "$T/reg-tls/certs/ca.crt" "$T/certs/test-ca.crt"
+cairn import app:1 "$T/layer.tar" >/dev/null
+cairn push -q --cert-dir "$T/certs" app:1 "docker://$REGISTRY/app:1" >/dev/null
+cairn rm app:1 >/dev/null
+cairn pull -q --cert-dir "$T/certs" "docker://$REGISTRY/app:1" >/dev/null
+rm -f "$STORE"/compressed/*
+corrupt etc/one
+expect_exit 3 "a --cert-dir that does not exist is exit 3" cairn fsck --repair --cert-dir "$T/nope"
+grep -qx "cairn: fsck: --cert-dir $T/nope: No such file or directory" "$T/stderr" ||
+  fail "the error does not name it: $(cat "$T/stderr")"
+has_image "$REGISTRY/app:1" || fail "a bad --cert-dir removed the image: $(cairn images)"
+expect_exit 0 "cairn fsck --repair --cert-dir" cairn fsck --repair --cert-dir "$T/certs"
+grep -qx "repaired: layer sha256:$layer from $REGISTRY/app: rebuilt blob [0-9a-f]* (etc/one) from its blob sha256:$hex64" \
+  "$T/stdout" || fail "no rebuild from the HTTPS registry: $(cat "$T/stdout")"
+[ "$(cairn export "$REGISTRY/app:1" | tar -xO etc/one)" = "the first file" ] || fail "the rebuilt file"
+expect_exit 0 "cairn fsck" cairn fsck
+ok "an HTTPS registry: the repair fetches the layer with the CAs of --cert-dir"
