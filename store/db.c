@@ -82,6 +82,18 @@ static const char *const migrations[] = {
     ("CREATE TABLE layer_refuted(layer_id TEXT PRIMARY KEY"
      "  REFERENCES layers(id) ON DELETE CASCADE,"
      "  reason TEXT NOT NULL, since INTEGER NOT NULL);"),
+    /* 9: where a pull got a layer from (layer.c, cn_layer_origin_add):
+     * the registry (the endpoint that answered, and whether it was talked
+     * to as --insecure), the repository and the compressed blob's digest,
+     * media type and size; one row a registry, repository and blob, so
+     * that fsck --repair fetches the blob again when the store lost a
+     * file of the layer and kept no compressed copy */
+    ("CREATE TABLE layer_origins(layer_id TEXT NOT NULL"
+     "  REFERENCES layers(id) ON DELETE CASCADE,"
+     "  registry TEXT NOT NULL, repository TEXT NOT NULL, insecure INTEGER NOT NULL,"
+     "  digest TEXT NOT NULL, media_type TEXT NOT NULL, size INTEGER NOT NULL,"
+     "  since INTEGER NOT NULL,"
+     "  PRIMARY KEY(layer_id, registry, repository, digest)) WITHOUT ROWID;"),
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

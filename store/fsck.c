@@ -4,7 +4,9 @@
  * what is broken: blobs (their size, XXH3-128 name and recorded sha256;
  * a corrupt one rebuilt from a kept compressed layer), the database, the
  * index files, the refs file, exact layers' records, kept blobs, and
- * partial layers (store/lazy.c's rows, store/remote/lazy.c's kept TOCs).
+ * partial layers (store/lazy.c's rows, store/remote/lazy.c's kept TOCs);
+ * a corrupt blob of a pulled layer is rebuilt from the registry the layer
+ * came from (its layer_origins rows) when the store keeps no copy.
  * cairn_fsck is the one entry. It sits above store/remote/ (scripts/
  * check-layers.sh) because the kept TOCs are parsed by the pull's parser.
  */
@@ -199,6 +201,160 @@ static int blob_from_layer(cairn_store *st, int fd, const char *path, char got[4
   return rc;
 }
 
+/* Whether the layer blob in fd (compressed or not) decompresses to the tar
+ * of diff_id: its sha256, or with the record padding a zstd:chunked writer
+ * drops (as the ingest proves it, cn_layer_padding_blocks). */
+static bool stream_is_layer(int fd, const char *diff_id) {
+  if (lseek(fd, 0, SEEK_SET) < 0) return false;
+  struct archive *a = archive_read_new();
+  EVP_MD_CTX *sha = EVP_MD_CTX_new(), *kept = EVP_MD_CTX_new();
+  struct archive_entry *e;
+  bool ok = a && sha && kept && EVP_DigestInit_ex(sha, EVP_sha256(), NULL) == 1;
+  if (ok) {
+    archive_read_support_filter_all(a);
+    archive_read_support_format_raw(a);
+    ok = archive_read_open_fd(a, fd, 1 << 17) == ARCHIVE_OK &&
+         archive_read_next_header(a, &e) == ARCHIVE_OK;
+  }
+  static char buf[1 << 17];
+  uint64_t size = 0;
+  la_ssize_t n = 0;
+  while (ok && (n = archive_read_data(a, buf, sizeof(buf))) > 0) {
+    EVP_DigestUpdate(sha, buf, (size_t)n);
+    size += (uint64_t)n;
+  }
+  ok = ok && n == 0 && size > 0 && EVP_MD_CTX_copy_ex(kept, sha) == 1;
+  if (ok) {
+    cairn_id got;
+    cn_sha256_final_hex(sha, got);
+    ok = strcmp(got, diff_id) == 0 || (size % 512 == 0 && cn_layer_padding_blocks(kept, diff_id));
+  }
+  EVP_MD_CTX_free(sha);
+  EVP_MD_CTX_free(kept);
+  if (a) archive_read_free(a);
+  return ok;
+}
+
+/* A layer's compressed blob fetched again from a registry by one repair
+ * (a layer origin, cn_layer_origin_add), kept for the other corrupt blobs
+ * of the layer: an anonymous file of STORE/tmp, or why there is none. */
+struct fetched {
+  char *where; /* "HOST[:PORT]/REPO" */
+  char digest[CAIRN_DIGEST_LEN + 1];
+  cairn_id layer;
+  int fd; /* -1: not fetched, or not the layer (why) */
+  char *why;
+};
+struct fetch_cache {
+  struct fetched *v;
+  size_t n;
+  const cairn_pull_opts *net; /* the fetches' options (NULL: a pull's defaults) */
+};
+
+static void fetch_cache_free(struct fetch_cache *c) {
+  for (size_t i = 0; i < c->n; i++) {
+    free(c->v[i].where);
+    free(c->v[i].why);
+    if (c->v[i].fd >= 0) close(c->v[i].fd);
+  }
+  free(c->v);
+  c->v = NULL;
+  c->n = 0;
+}
+
+/* Layer (its diff_id) fetched from origin where as the blob d, checked
+ * against d's digest and size, then decompressed against the diff_id;
+ * once a repair (a failure said in r: "not rebuilt from ..."). NULL if out
+ * of memory. */
+static struct fetched *origin_fetch(cairn_store *st, struct fetch_cache *c, const char *layer,
+                                    const char *where, bool insecure, const pull_desc *d,
+                                    cairn_report *r) {
+  for (size_t i = 0; i < c->n; i++)
+    if (strcmp(c->v[i].where, where) == 0 && strcmp(c->v[i].digest, d->digest) == 0 &&
+        strcmp(c->v[i].layer, layer) == 0)
+      return &c->v[i];
+  struct fetched *v = realloc(c->v, (c->n + 1) * sizeof(*v));
+  if (!v) return NULL;
+  c->v = v;
+  struct fetched *f = &c->v[c->n];
+  *f = (struct fetched){.where = strdup(where), .fd = -1};
+  if (!f->where) return NULL;
+  c->n++;
+  snprintf(f->digest, sizeof(f->digest), "%s", d->digest);
+  snprintf(f->layer, sizeof(f->layer), "%s", layer);
+  f->fd = openat(st->dirfd, "tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  int rc = f->fd < 0 ? cairn_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno))
+                     : cn_pull_blob_again(st, where, insecure, d, c->net, f->fd);
+  if (rc == 0 && !stream_is_layer(f->fd, layer))
+    rc = cairn_fail(st, -EBADMSG, "it is not layer sha256:%s (its tar has another sha256)", layer);
+  if (rc == 0) return f;
+  f->why = strdup(st->err[0] ? st->err : strerror(-rc));
+  store_errclear(st);
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
+  cn_report_line(r, "not rebuilt from %s (layer sha256:%s, blob %s): %s", where, layer, d->digest,
+                 f->why ? f->why : "?");
+  return f;
+}
+
+/* Rebuilds the corrupt or missing blob name from the registries its
+ * layers were pulled from (layer_origins, the latest first): each layer
+ * blob fetched (once a repair: c) and verified (origin_fetch), the file's
+ * content written as a new blob, which counts only if it has the blob's
+ * name, size and recorded sha256. 1 if rebuilt (said in r), 0 if no
+ * origin answers with it, -ENOMEM. */
+static int rebuild_from_origin(cairn_store *st, const char *name, struct fetch_cache *c,
+                               cairn_report *r) {
+  cn_autostrv struct strv from = {0};    /* path, layer, registry/repo, insecure, digest, type */
+  cairn_autofree uint64_t *sizes = NULL; /* of the layer blobs */
+  size_t n = 0;
+  uint64_t size = 0;
+  char sha[65] = "";
+  {
+    cn_autostmt sqlite3_stmt *q = NULL;
+    if (cn_db_prepare(st, &q,
+                      "SELECT e.path, o.layer_id, o.registry || '/' || o.repository, o.insecure,"
+                      " o.digest, o.media_type, o.size, b.size, b.sha256 FROM entries e"
+                      " JOIN layer_origins o ON o.layer_id = e.layer_id"
+                      " JOIN blobs b ON b.name = e.blob WHERE e.blob = ?"
+                      " ORDER BY o.since DESC, o.registry, o.repository, o.digest, e.path") < 0)
+      return 0;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+      for (int k = 0; k < 6; k++)
+        if (cn_strv_push(&from, k == 3 ? (sqlite3_column_int(q, 3) ? "1" : "0")
+                                       : (const char *)sqlite3_column_text(q, k)) < 0)
+          return -ENOMEM;
+      uint64_t *v = realloc(sizes, (n + 1) * sizeof(*v));
+      if (!v) return -ENOMEM;
+      sizes = v;
+      sizes[n++] = (uint64_t)sqlite3_column_int64(q, 6);
+      size = (uint64_t)sqlite3_column_int64(q, 7);
+      snprintf(sha, sizeof(sha), "%s", (const char *)sqlite3_column_text(q, 8));
+    }
+  }
+  for (size_t i = 0; i < n; i++) {
+    char **o = from.v + 6 * i;
+    pull_desc d = {.media_type = o[5], .size = sizes[i]};
+    snprintf(d.digest, sizeof(d.digest), "%s", o[4]);
+    struct fetched *f = origin_fetch(st, c, o[1], o[2], o[3][0] == '1', &d, r);
+    if (!f) return -ENOMEM;
+    if (f->fd < 0 || lseek(f->fd, 0, SEEK_SET) < 0) continue;
+    char *one[] = {(char *)name};
+    if (cn_blob_files_remove(st, &(struct strv){.v = one, .n = 1}) < 0) return 0;
+    char got[48], check[65];
+    if (blob_from_layer(st, f->fd, o[0], got) < 0 || strcmp(got, name) != 0 ||
+        blob_verify(st, name, size, sha, check) != NULL) {
+      store_errclear(st);
+      continue;
+    }
+    cn_report_line(r, "repaired: layer sha256:%s from %s: rebuilt blob %s (%s) from its blob %s",
+                   o[1], o[2], name, o[0], o[4]);
+    return 1;
+  }
+  return 0;
+}
+
 /* Rebuilds the corrupt or missing blob name from a kept compressed layer
  * (STORE/compressed/HEX, als.c) of a layer that uses it: the compressed
  * file checked against its digest first, the file's content written as a
@@ -364,7 +520,7 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
     cn_report_line(r, "kept %s; blob %s quarantined (reads of it fail with EIO)", *why, name);
     return unlinked < 0 ? unlinked : rc;
   }
-  cn_report_line(r, "repaired: removed blob %s, which no kept layer rebuilds: %s", name,
+  cn_report_line(r, "repaired: removed blob %s, which no kept layer or registry rebuilds: %s", name,
                  users ? users : "?");
   for (size_t i = 0; i < gone.n; i++) cn_report_line(r, "%s", gone.v[i]);
   return unlinked;
@@ -374,15 +530,24 @@ static int repair_blob(cairn_store *st, const char *name, cairn_report *r, char 
  * then sweeps what the removed images left unused (layers no image uses go
  * then, as after rm). -EBUSY, naming the holders, if a blob's users are
  * pinned (the blob is quarantined then). */
-static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r) {
+static int fsck_repair(cairn_store *st, const struct strv *bad, const cairn_pull_opts *net,
+                       cairn_report *r) {
   cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE);
   if (lock < 0) return lock;
   cairn_autofree char *first_kept = NULL;
   size_t kept = 0;
   size_t rebuilt = 0;
+  struct fetch_cache fetched = {.net = net};
   for (size_t i = 0; i < bad->n; i++) {
     char *why = NULL;
-    if (rebuild_blob(st, bad->v[i], r) == 1) { /* from what the store still has */
+    /* from what the store still has, else from the registries its layers came from */
+    int again = rebuild_blob(st, bad->v[i], r);
+    if (again == 0) again = rebuild_from_origin(st, bad->v[i], &fetched, r);
+    if (again < 0) {
+      fetch_cache_free(&fetched);
+      return cairn_fail(st, again, "out of memory repairing blob %s", bad->v[i]);
+    }
+    if (again == 1) {
       rebuilt++;
       continue;
     }
@@ -391,8 +556,12 @@ static int fsck_repair(cairn_store *st, const struct strv *bad, cairn_report *r)
       first_kept = why;
     else
       free(why);
-    if (rc < 0 && rc != -EBUSY) return rc;
+    if (rc < 0 && rc != -EBUSY) {
+      fetch_cache_free(&fetched);
+      return rc;
+    }
   }
+  fetch_cache_free(&fetched);
   int rc = kept + rebuilt < bad->n ? cn_sweep_unused(st, false, true, r) : 0;
   if (rc < 0 || kept == 0) return rc;
   return cairn_fail(st, -EBUSY, "%zu corrupt blob%s kept, quarantined: %s", kept,
@@ -598,6 +767,11 @@ static void fsck_report_unused(cairn_store *st, cairn_report *r) {
 }
 
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
+  return cairn_fsck_net(st, repair, NULL, r);
+}
+
+int cairn_fsck_net(cairn_store *st, bool repair, const struct cairn_pull_opts *net,
+                   cairn_report *r) {
   store_errclear(st);
   int rc = fsck_discard_incomplete(st, r);
   if (rc < 0) return rc;
@@ -628,7 +802,7 @@ int cairn_fsck(cairn_store *st, bool repair, cairn_report *r) {
   uint64_t problems = r->problems;
   if (repair && wrong_sha.n > 0) problems -= fsck_fix_sha256(st, &wrong_sha, r);
   if (repair && bad.n > 0) {
-    if ((rc = fsck_repair(st, &bad, r)) < 0) return rc;
+    if ((rc = fsck_repair(st, &bad, net, r)) < 0) return rc;
     problems -= bad.n;
   }
   uint64_t before = r->problems;

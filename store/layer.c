@@ -632,7 +632,7 @@ static int stage_validate(cairn_store *st) {
  * pads to 10,240 bytes, -b 20; 64 KiB at most here) while the config's
  * diff_id is of the padded tar. */
 #define PAD_MAX_BLOCKS 127
-static unsigned padding_blocks(EVP_MD_CTX *sha, const char *expected) {
+unsigned cn_layer_padding_blocks(EVP_MD_CTX *sha, const char *expected) {
   static const unsigned char zero[512];
   EVP_MD_CTX *c = EVP_MD_CTX_new(), *t = EVP_MD_CTX_new();
   unsigned found = 0;
@@ -683,7 +683,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
     }
     cn_sha256_final_hex(ls->sha, diff_id_out);
     unsigned pad = kept && strcmp(expected_diff_id, diff_id_out) != 0
-                       ? padding_blocks(kept, expected_diff_id)
+                       ? cn_layer_padding_blocks(kept, expected_diff_id)
                        : 0;
     EVP_MD_CTX_free(kept);
     if (pad) {
@@ -844,4 +844,29 @@ int cn_layer_foreach(cairn_store *st, const char *diff_id, cairn_entry_fn fn, vo
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
   return cn_entry_rows_foreach(st, q, fn, arg);
+}
+
+int cn_layer_origin_add(cairn_store *st, const char *diff_id, const char *registry,
+                        const char *repository, bool insecure, const char *digest,
+                        const char *media_type, uint64_t size) {
+  store_errclear(st);
+  if (!cairn_id_valid(diff_id) || strncmp(digest, "sha256:", 7) != 0 ||
+      !cairn_id_valid(digest + 7) || !*registry || !*repository)
+    return cairn_fail(st, -EINVAL, "bad layer origin %s/%s %s for %s", registry, repository, digest,
+                      diff_id);
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "INSERT OR IGNORE INTO layer_origins(layer_id, registry, repository,"
+                        " insecure, digest, media_type, size, since) VALUES(?,?,?,?,?,?,?,?)");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, diff_id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 2, registry, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 3, repository, -1, SQLITE_STATIC);
+  sqlite3_bind_int(q, 4, insecure);
+  sqlite3_bind_text(q, 5, digest, -1, SQLITE_STATIC);
+  sqlite3_bind_text(q, 6, media_type ? media_type : "", -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q, 7, (sqlite3_int64)size);
+  sqlite3_bind_int64(q, 8, cn_now_seconds());
+  if (sqlite3_step(q) != SQLITE_DONE) return cn_store_fail_db(st, "recording a layer's origin");
+  return 0;
 }

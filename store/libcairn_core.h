@@ -122,6 +122,16 @@ int cn_image_commit(cairn_store *st, const char *config, size_t config_len,
 int cn_layer_blob_keep(cairn_store *st, const char *diff_id, const char *digest,
                           const char *media_type, uint64_t size, int fd);
 
+/* Records that layer diff_id (stored) was pulled from registry
+ * ("HOST[:PORT]", the endpoint that answered; insecure: talked to as
+ * --insecure) and repository as the blob digest (of media_type, size
+ * bytes): where fsck --repair fetches it again. A layer pulled from
+ * several registries, repositories or blobs has a row each; the same one
+ * again is kept once. */
+int cn_layer_origin_add(cairn_store *st, const char *diff_id, const char *registry,
+                        const char *repository, bool insecure, const char *digest,
+                        const char *media_type, uint64_t size);
+
 /* The records of layer diff_id (the blobs it was pulled as), the latest
  * kept first; a non-zero return of fn stops and is returned. None (0, fn
  * not called) for a layer imported or committed, never pulled. */

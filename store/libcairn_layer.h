@@ -18,6 +18,11 @@ int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_p
  * cairn_entry (as cn_layer_foreach gives them). */
 int cn_entry_rows_foreach(cairn_store *st, sqlite3_stmt *q, cairn_entry_fn fn, void *arg);
 
+/* How many 512-byte zero blocks (1 to 127) after the stream sha hashed so
+ * far (left as it is) make it hash to expected (hex), or 0: the record
+ * padding podman 4.3's zstd:chunked writer drops from a layer's blob. */
+unsigned cn_layer_padding_blocks(EVP_MD_CTX *sha, const char *expected);
+
 /* Deletes a layer with its entries, within an open transaction. */
 int cn_layer_delete_rows(cairn_store *st, const char *diff_id);
 

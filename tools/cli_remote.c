@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cli_remote.c — what the commands that talk to a registry share: --creds
- * (pull, push, fill), --retries and --jobs counts (pull, push), and the
- * reading of a line from stdin or the terminal (login too).
+ * (pull, push, fill), --retries (pull, push, fsck --repair) and --jobs
+ * (pull, push), and the reading of a line from stdin or the terminal
+ * (login too).
  */
 #include "commands.h"
 

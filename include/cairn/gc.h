@@ -52,10 +52,21 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r);
 /* Verifies blobs and metadata, and partial layers (their rows, and their
  * pending files against their kept TOCs). Incomplete work (orphan blobs of
  * a crashed import, stale records) is discarded first. Problems are lines
- * of r ("problem: ...") counted in r->problems; repair removes what is
+ * of r ("problem: ...") counted in r->problems; repair rebuilds a
+ * corrupt blob from a compressed layer a pull kept, else from the registry
+ * its layer was pulled from (cairn_fsck_net), and removes what is still
  * broken (layers whose blobs are gone or corrupt, images using them).
  * Returns 0: no problem (or every one repaired); -EBADMSG: problems left. */
 int cairn_fsck(cairn_store *st, bool repair, cairn_report *r);
+
+/* cairn_fsck, a repair's fetches of pulled layers from the registries
+ * they came from (for a corrupt blob whose layer the store keeps no
+ * compressed copy of) made with net's creds (NULL: auth.json's),
+ * cert_dir, attempts and backoff; net NULL: a pull's defaults.
+ * Returns as cairn_fsck. */
+struct cairn_pull_opts;
+int cairn_fsck_net(cairn_store *st, bool repair, const struct cairn_pull_opts *net,
+                   cairn_report *r);
 
 #ifdef __cplusplus
 }

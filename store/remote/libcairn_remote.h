@@ -158,6 +158,14 @@ int cn_oci_layout_open_unpacked(const char *dir, const char *ref, const char *la
 int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_source **out,
                             cairn_store *st);
 
+/* Fetches blob d again from repository where ("HOST[:PORT]/REPO", a layer
+ * origin cn_layer_origin_add recorded; insecure as recorded) into fd
+ * (truncated first), checked against d's size and digest (-EBADMSG);
+ * credentials, certificates, retries and log from net (NULL: a pull's
+ * defaults, auth.json's credentials), no mirrors. For fsck --repair. */
+int cn_pull_blob_again(cairn_store *st, const char *where, bool insecure, const pull_desc *d,
+                       const cairn_pull_opts *net, int fd);
+
 /* Logs one line through opts->log, serialized. */
 void cn_pull_log(pull_source *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -31,6 +31,7 @@
 
 #include "libcairn_remote_lazy.h"
 #include "libcairn_partial.h"
+#include "libcairn_registry.h"
 #include "libcairn_remote.h"
 
 /* ---- the fetch workers ---------------------------------------------------- */
@@ -308,9 +309,11 @@ static int fetch_all(fetch_run *run, const cairn_pull_opts *o, cairn_store *st) 
 
 /* ---- the pull --------------------------------------------------------------- */
 
+/* registry set when the source is a registry's (docker://). */
 static int open_source(const char *source, const cairn_pull_opts *o, pull_source **src,
-                       cairn_store *st) {
+                       bool *registry, cairn_store *st) {
   int r;
+  *registry = false;
   if (strncmp(source, "oci:", 4) == 0)
     r = cn_oci_layout_open(source + 4, src, st);
   else if (strncmp(source, "docker-archive:", 15) == 0)
@@ -319,19 +322,36 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
     char tmp[4096]; /* STORE/tmp exists: opening the store makes it */
     snprintf(tmp, sizeof tmp, "%s/tmp", cairn_store_dir(st));
     r = cn_oci_archive_open(source + 12, tmp, src, st);
-  } else if (strncmp(source, "docker://", 9) == 0)
+  } else if (strncmp(source, "docker://", 9) == 0) {
+    *registry = true;
     r = cn_registry_source_open(source + 9, o, src, st);
-  else if (strncmp(source, "dir:", 4) == 0 || strncmp(source, "docker:", 7) == 0 ||
-           strncmp(source, "containers-storage:", 19) == 0 ||
-           strncmp(source, "docker-daemon:", 14) == 0 || strstr(source, "://"))
+  } else if (strncmp(source, "dir:", 4) == 0 || strncmp(source, "docker:", 7) == 0 ||
+             strncmp(source, "containers-storage:", 19) == 0 ||
+             strncmp(source, "docker-daemon:", 14) == 0 || strstr(source, "://"))
     return cairn_fail(st, -EINVAL,
                       "unsupported source (expected oci:DIR[:REF], oci-archive:FILE[:REF], "
                       "docker-archive:FILE or "
                       "[docker://][HOST/]REPO[:TAG|@DIGEST])");
-  else /* as podman: no transport is docker:// */
+  else { /* as podman: no transport is docker:// */
+    *registry = true;
     r = cn_registry_source_open(source, o, src, st);
+  }
   if (r == 0) (*src)->opts = o;
   return r;
+}
+
+/* Records the registry (the endpoint that gave the manifest), repository
+ * and blob of each layer of img (stored, pinned by the caller), reused
+ * ones too: a layer that several pulls bring has each one's origin. */
+static int record_origins(registry *rg, const pull_image *img, cairn_store *st) {
+  for (size_t i = 0; i < img->n_layers; i++) {
+    const pull_desc *d = &img->layers[i];
+    int r = cn_layer_origin_add(st, img->diff_ids[i], rg->endpoint, rg->repo, rg->insecure,
+                                d->digest, d->media_type, d->size);
+    if (r < 0)
+      return cn_fail_context(st, r, "recording where layer %s came from", img->diff_ids[i]);
+  }
+  return 0;
 }
 
 /* Resolves the source's reference to an image manifest and its config. */
@@ -382,7 +402,8 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
     return cairn_fail(st, -EINVAL, "bad platform %s (expected OS/ARCH[/VARIANT])", o->platform);
   if (name && cairn_name_normalize(name, norm, sizeof norm) < 0)
     return cairn_fail(st, -EINVAL, "bad image name %s", name);
-  if ((r = open_source(source, o, &src, st)) < 0) return r;
+  bool from_registry;
+  if ((r = open_source(source, o, &src, &from_registry, st)) < 0) return r;
   if ((r = resolve_image(src, &plat, &img, st)) < 0) goto out;
 
   if (asprintf(&purpose, "pull %s", source) < 0 || !(ps = cairn_pinset_new(purpose, true)) ||
@@ -432,6 +453,10 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
     if (atomic_load(&slots[i].state) == CAIRN_PULL_WAITING)
       atomic_store(&slots[i].state, CAIRN_PULL_DONE);
 
+  /* where each layer came from, for fsck --repair to fetch it again;
+   * while the layers are pinned, before the image that uses them */
+  if (from_registry && (r = record_origins((registry *)src, &img, st)) < 0) goto out;
+
   if (!name) name = src->default_name;
   r = cn_image_commit(st, img.config_json, img.config_len, (const char *const *)img.diff_ids,
                          img.n_layers, name, image_id_out);
@@ -453,5 +478,27 @@ int cairn_pull(cairn_store *st, const char *source, const char *name, const cair
   cairn_fail(st, 0, "%s", ""); /* no reason of an earlier call survives */
   int r = pull_image_into(st, source, name, &o, image_id_out);
   if (r < 0 && !cairn_errmsg(st)[0]) cairn_fail(st, r, "%s", strerror(-r));
+  return r;
+}
+
+int cn_pull_blob_again(cairn_store *st, const char *where, bool insecure, const pull_desc *d,
+                       const cairn_pull_opts *net, int fd) {
+  cairn_pull_opts o = net ? *net : (cairn_pull_opts){0};
+  o.insecure = o.insecure || insecure;
+  o.config = NULL; /* where is the endpoint that answered the pull: no mirrors before it */
+  o.lazy = false;
+  pull_source *src = NULL;
+  int r = cn_registry_source_open(where, &o, &src, st);
+  if (r < 0) return r;
+  src->opts = &o;
+  blob_sink s;
+  if ((r = cn_blob_sink_init(&s, fd, d->size, NULL)) < 0)
+    r = cairn_fail(st, r, "out of memory");
+  else if ((r = cn_blob_sink_reset(&s)) < 0)
+    r = cairn_fail(st, r, "temporary file: %s", strerror(-r));
+  else if ((r = src->ops->blob(src, d, &s, st)) == -ENOSPC)
+    cairn_fail(st, r, "blob %s: %s/tmp: no space left on device", d->digest, cairn_store_dir(st));
+  cn_blob_sink_free(&s);
+  src->ops->free(src);
   return r;
 }

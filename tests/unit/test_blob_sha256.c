@@ -239,7 +239,8 @@ Test(blob_sha256, a_store_from_before_the_index) {
   import_tar("img", image);
   cairn_store_close(T.st);
   T.st = NULL;
-  exec_sql("DROP TABLE layer_refuted; DROP INDEX blobs_sha256; DROP TABLE pending;"
+  exec_sql("DROP TABLE layer_origins;" /* schema 9's */
+           " DROP TABLE layer_refuted; DROP INDEX blobs_sha256; DROP TABLE pending;"
            " DROP TABLE layer_sources;"
            " ALTER TABLE layers DROP COLUMN state;" /* schema 7's */
            " UPDATE meta SET value = '5' WHERE key = 'schema_version'");

@@ -241,7 +241,8 @@ Test(lazy, an_unproven_layer_is_reused_only_for_its_own_blob) {
 
 Test(lazy, a_store_of_schema_6_is_migrated) {
   cr_assert_eq(sqlite3_exec(T.st->db,
-                            "DROP TABLE layer_refuted; DROP TABLE pending;"
+                            "DROP TABLE layer_origins; DROP TABLE layer_refuted;"
+                            " DROP TABLE pending;"
                             " DROP TABLE layer_sources;"
                             " ALTER TABLE layers DROP COLUMN state;"
                             " UPDATE meta SET value = '6' WHERE key = 'schema_version'",
