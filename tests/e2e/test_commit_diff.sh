@@ -8,7 +8,9 @@
 # rmdir, removal of trees, opaque replacements) on a --rw mount of a
 # three-layer image and on a plain copy of the image; after each round the
 # rw view, the committed image (a fresh read-only mount) and the mount
-# moved onto it must equal the copy (commit_diff.py).
+# moved onto it must equal the copy (commit_diff.py). Fixed sequences
+# (commit_diff.py's FIXED: cases a random one found once, some with the
+# kernel's caches dropped between operations) run first, every time.
 #
 #   CAIRN_COMMIT_DIFF_SEQS   sequences to run (default 40: the CI slice;
 #                            10 in a sanitizer build, where each costs 5
