@@ -270,6 +270,7 @@ struct rw_inode *rw_inode_of(struct cairnfs *fs, fuse_ino_t ino);
 struct stale_fh *rw_stale_find(struct cairnfs_rw *rw, uint64_t fh);
 struct stale_fh *rw_stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct dirh *d);
 void rw_stale_free(struct stale_fh *s);
+void rw_forget_restored(struct cairnfs *fs, uint64_t ino, uint64_t n);
 int rw_fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh);
 bool rw_fh_ours(const struct cairnfs_rw *rw, uint64_t fh);
 void rw_fh_release(struct cairnfs *fs, uint64_t fh);

@@ -216,7 +216,8 @@ void rw_inode_forget(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n) {
 
 /* A FORGET of nodeid ino, n lookups. One of an inode this server does not
  * hold changes nothing: it was dropped on a FORGET already (a restored
- * one's, whose record stays, since the kernel may still hold it). */
+ * one's, whose record stays, since the kernel may still hold it); but see
+ * rw_forget_restored for an orphan's. */
 void rw_forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n) {
   struct rw_inode *i = rw_inode_get(rw, ino);
   if (i && i != rw->root) rw_inode_forget(rw, i, n);
