@@ -173,6 +173,7 @@ struct cairnfs_rw {
   uint32_t epoch;                /* this server's, in every fh it hands out */
   uint32_t *rparent;             /* tree inode -> a parent directory's (built on need) */
   struct stale_fh *stale;        /* dead servers' handles, reopened (under mu) */
+  struct fuse_session *se;       /* the server's session (rw_kernel_holds), or NULL */
 };
 
 static inline struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
@@ -275,6 +276,7 @@ int rw_fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh);
 bool rw_fh_ours(const struct cairnfs_rw *rw, uint64_t fh);
 void rw_fh_release(struct cairnfs *fs, uint64_t fh);
 int rw_reopen(struct rw_inode *i, int flags);
+bool rw_kernel_holds(struct cairnfs_rw *rw, uint64_t nodeid);
 
 /* rw_dir.c */
 void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

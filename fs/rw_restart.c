@@ -151,6 +151,14 @@ struct rw_inode *rw_inode_restore(struct cairnfs *fs, uint64_t ino, unsigned dep
   return i;
 }
 
+/* Whether the kernel holds an inode of nodeid now: an invalidation of its
+ * attributes, which the kernel answers ENOENT when it has none (a
+ * restored inode's count of its references is unknown). True when it
+ * cannot be asked. */
+bool rw_kernel_holds(struct cairnfs_rw *rw, uint64_t nodeid) {
+  return !rw->se || fuse_lowlevel_notify_inval_inode(rw->se, nodeid, -1, 0) != -ENOENT;
+}
+
 /* The inode the kernel names ino (mu held), or NULL. */
 struct rw_inode *rw_inode_of(struct cairnfs *fs, fuse_ino_t ino) {
   return inode_lookup(fs, ino, 0);

@@ -170,3 +170,28 @@ wait_for 20 no_orphans ||
   fail "orphans left after the fd was closed, after a restart: $(ls "$work")"
 cairn umount --discard "$m3" >/dev/null
 ok "an image file unlinked while open and closed after a restart: its kept copy goes"
+
+# A restarted server restores what the node table records, the kernel's
+# count of its references unknown; a FORGET leaves the record (it may not
+# be for all of them). A file the kernel forgot that way (its caches
+# dropped), then unlinked with nothing open: the move restores its record
+# and must not keep it as an orphan, which no FORGET would ever drop.
+m4=$T/m4
+mkdir "$m4"
+cairn mount -q --rw data:6 "$m4"
+sup4=$(mount_pid "$m4")
+echo gone >"$m4/forgot"
+cairn commit "$m4" data:8 >/dev/null
+s=$(server_of "$sup4")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+[ "$(cat "$m4/forgot")" = gone ] || fail "forgot after the restart: $(cat "$m4/forgot")"
+echo 2 >/proc/sys/vm/drop_caches # the kernel forgets forgot (its dentry unused)
+rm "$m4/forgot"
+cairn commit "$m4" data:9 >/dev/null
+up=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "trusted.cairn.upper").decode())' \
+  "$m4")
+work=$STORE/uppers/$up/work
+no_orphans || fail "an orphan of a file the kernel forgot, after the move: $(ls "$work")"
+cairn umount --discard "$m4" >/dev/null
+ok "a move keeps no orphan of a file the kernel forgot after a restart"
