@@ -55,7 +55,10 @@
  *   inode) are not reused by new files while the kernel caches them. A
  *   restored inode's count of kernel references is unknown: it is kept
  *   until the kernel forgets it (inode_forget), and its record stays
- *   after (the FORGET may not have been for all its lookups). Its
+ *   after (the FORGET may not have been for all its lookups); a move
+ *   asks the kernel whether it still holds such a nodeid
+ *   (rw_kernel_holds) and drops what it does not, and a FORGET of an
+ *   orphan's nodeid not held restores it to drop it. Its
  *   place (parent, name) is learnt again from the kernel's next lookup
  *   (or, lower-only, from the tree when a copy-up needs it); until then
  *   ".." in its listing names the root. A place is only a hint: what
