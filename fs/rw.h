@@ -55,7 +55,10 @@
  *   inode) are not reused by new files while the kernel caches them. A
  *   restored inode's count of kernel references is unknown: it is kept
  *   until the kernel forgets it (inode_forget), and its record stays
- *   after (the FORGET may not have been for all its lookups). Its
+ *   after (the FORGET may not have been for all its lookups); a move
+ *   asks the kernel whether it still holds such a nodeid
+ *   (rw_kernel_holds) and drops what it does not, and a FORGET of an
+ *   orphan's nodeid not held restores it to drop it. Its
  *   place (parent, name) is learnt again from the kernel's next lookup
  *   (or, lower-only, from the tree when a copy-up needs it); until then
  *   ".." in its listing names the root. A place is only a hint: what
@@ -173,6 +176,7 @@ struct cairnfs_rw {
   uint32_t epoch;                /* this server's, in every fh it hands out */
   uint32_t *rparent;             /* tree inode -> a parent directory's (built on need) */
   struct stale_fh *stale;        /* dead servers' handles, reopened (under mu) */
+  struct fuse_session *se;       /* the server's session (rw_kernel_holds), or NULL */
 };
 
 static inline struct cairnfs *fs_of(fuse_req_t req) { return fuse_req_userdata(req); }
@@ -270,10 +274,12 @@ struct rw_inode *rw_inode_of(struct cairnfs *fs, fuse_ino_t ino);
 struct stale_fh *rw_stale_find(struct cairnfs_rw *rw, uint64_t fh);
 struct stale_fh *rw_stale_add(struct cairnfs_rw *rw, uint64_t fh, int fd, struct dirh *d);
 void rw_stale_free(struct stale_fh *s);
+void rw_forget_restored(struct cairnfs *fs, uint64_t ino, uint64_t n);
 int rw_fh_make(struct cairnfs_rw *rw, int fd, int flags, uint64_t *fh);
 bool rw_fh_ours(const struct cairnfs_rw *rw, uint64_t fh);
 void rw_fh_release(struct cairnfs *fs, uint64_t fh);
 int rw_reopen(struct rw_inode *i, int flags);
+bool rw_kernel_holds(struct cairnfs_rw *rw, uint64_t nodeid);
 
 /* rw_dir.c */
 void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

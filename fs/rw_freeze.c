@@ -390,6 +390,7 @@ static void mark_remove(struct cairnfs *fs) {
 void cairnfs_freeze_start(struct fuse_session *se, struct cairnfs *fs) {
   fz.se = se;
   fz.fs = fs;
+  fs->rw->se = se; /* and the rebase's (rw_kernel_holds) */
   /* A freeze a dead server of this upper held: it goes on here (the
    * kernel resends the requests it held, and commit's move). */
   char buf[64] = {0};

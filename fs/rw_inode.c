@@ -216,7 +216,8 @@ void rw_inode_forget(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n) {
 
 /* A FORGET of nodeid ino, n lookups. One of an inode this server does not
  * hold changes nothing: it was dropped on a FORGET already (a restored
- * one's, whose record stays, since the kernel may still hold it). */
+ * one's, whose record stays, since the kernel may still hold it); but see
+ * rw_forget_restored for an orphan's. */
 void rw_forget_nodeid(struct cairnfs_rw *rw, uint64_t ino, uint64_t n) {
   struct rw_inode *i = rw_inode_get(rw, ino);
   if (i && i != rw->root) rw_inode_forget(rw, i, n);
@@ -277,6 +278,16 @@ uint32_t rw_origin_at(int dirfd, const char *name) {
   return v <= UINT32_MAX ? (uint32_t)v : 0;
 }
 
+/* Whether st is the object work/index/L: a name of the copy-up of lower
+ * file L, which has several names. */
+static bool is_index_of(struct cairnfs_rw *rw, uint32_t lower, const struct stat *st) {
+  char idx[16];
+  struct stat ist;
+  snprintf(idx, sizeof(idx), "%" PRIu32, lower);
+  return fstatat(rw->index_fd, idx, &ist, AT_SYMLINK_NOFOLLOW) == 0 && ist.st_ino == st->st_ino &&
+         ist.st_dev == st->st_dev;
+}
+
 /* The entry name of directory dir in the merged view: *out (not yet
  * referenced by the kernel; inode_drop_unused if not replied), or -ENOENT. */
 int rw_resolve(struct cairnfs *fs, struct rw_inode *dir, const char *name, struct rw_inode **out) {
@@ -297,6 +308,9 @@ int rw_resolve(struct cairnfs *fs, struct rw_inode *dir, const char *name, struc
           rw_inode_drop_unused(rw, i);
           return r;
         }
+        /* a name of a lower file with several names, found again after
+         * the kernel forgot it: its object is work/index/ORIGIN */
+        i->indexed = origin && !S_ISDIR(st.st_mode) && is_index_of(rw, origin, &st);
         rw_inode_noted(rw, i);
       }
       int r = rw_inode_place(rw, i, dir, name);

@@ -119,7 +119,7 @@ static void rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  rw_forget_nodeid(fs->rw, ino, nlookup);
+  rw_forget_restored(fs, ino, nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }
@@ -127,7 +127,7 @@ static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup) {
 static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f) {
   struct cairnfs *fs = fs_of(req);
   LOCK(fs);
-  for (size_t k = 0; k < count; k++) rw_forget_nodeid(fs->rw, f[k].ino, f[k].nlookup);
+  for (size_t k = 0; k < count; k++) rw_forget_restored(fs, f[k].ino, f[k].nlookup);
   UNLOCK(fs);
   fuse_reply_none(req);
 }

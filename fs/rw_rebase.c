@@ -276,6 +276,27 @@ static void rebase_restore_all(struct cairnfs *fs) {
   free(a.v);
 }
 
+/* The restored inodes no FORGET came for since (base: their count of the
+ * kernel's references unknown) that the kernel does not hold (it forgot
+ * them while a dead server ran, or a FORGET taken for fewer lookups left
+ * the record, which rebase_restore_all restored): dropped with their
+ * record and kept copy, so that the move makes no orphan of what the
+ * kernel cannot reach, which no FORGET would ever drop. */
+static void rebase_drop_unheld(struct cairnfs *fs) {
+  struct cairnfs_rw *rw = fs->rw;
+  struct nodeids a = {0};
+  for (size_t b = 0; b < NBUCKETS; b++)
+    for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext)
+      if (i != rw->root && i->restored && i->base) nodeid_add(i->id, &a);
+  for (size_t k = 0; k < a.n; k++) {
+    struct rw_inode *i = rw_inode_get(rw, a.v[k]);
+    if (!i || !i->base || rw_kernel_holds(rw, i->id)) continue;
+    i->restored = false; /* its count is known now: none; the record goes with it */
+    rw_inode_forget(rw, i, UINT64_MAX);
+  }
+  free(a.v);
+}
+
 /* A nodeid the kernel may hold that no inode here knows, and what it is
  * in the new view: tree inode lower (0: nothing). */
 struct lower_map {
@@ -634,6 +655,7 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
    * open since before the restart, not used since), so it is moved as
    * the others are, not recorded as naming nothing. */
   rebase_restore_all(fs);
+  rebase_drop_unheld(fs);
   rebase_place_restored(fs);
   /* Where each inode the kernel holds is in the new tree (the old view
    * still served), then the switch. */

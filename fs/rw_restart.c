@@ -151,6 +151,14 @@ struct rw_inode *rw_inode_restore(struct cairnfs *fs, uint64_t ino, unsigned dep
   return i;
 }
 
+/* Whether the kernel holds an inode of nodeid now: an invalidation of its
+ * attributes, which the kernel answers ENOENT when it has none (a
+ * restored inode's count of its references is unknown). True when it
+ * cannot be asked. */
+bool rw_kernel_holds(struct cairnfs_rw *rw, uint64_t nodeid) {
+  return !rw->se || fuse_lowlevel_notify_inval_inode(rw->se, nodeid, -1, 0) != -ENOENT;
+}
+
 /* The inode the kernel names ino (mu held), or NULL. */
 struct rw_inode *rw_inode_of(struct cairnfs *fs, fuse_ino_t ino) {
   return inode_lookup(fs, ino, 0);
@@ -211,4 +219,21 @@ void rw_fh_release(struct cairnfs *fs, uint64_t fh) {
   if ((s = *pp)) *pp = s->next;
   pthread_mutex_unlock(&rw->mu);
   if (s) rw_stale_free(s);
+}
+
+/* A FORGET of nodeid ino, n lookups (rw_forget_nodeid), restoring it
+ * first if it is an orphan's this server does not hold: a restarted
+ * server restores only what a request names (and, at start, what was
+ * made here), so a file of the image unlinked while open and closed with
+ * no request to this server between is restored to be forgotten, its
+ * orphan dropped as a held one's. */
+void rw_forget_restored(struct cairnfs *fs, uint64_t ino, uint64_t n) {
+  struct cairnfs_rw *rw = fs->rw;
+  char name[40];
+  struct stat st;
+  rw_orphan_name(name, sizeof(name), ino);
+  if (ino != FUSE_ROOT_ID && !rw_inode_get(rw, ino) &&
+      fstatat(rw->work_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    rw_inode_restore(fs, ino, 0);
+  rw_forget_nodeid(rw, ino, n);
 }

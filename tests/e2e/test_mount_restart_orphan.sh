@@ -7,9 +7,10 @@
 # as long as the dead server's fds). Three files: one made on the mount,
 # one of the image (copied up when opened for writing), one replaced by a
 # rename. The kept copy (work/orphan.ID in the upper) is never shown nor
-# committed, and goes once the last fd is closed. The same for files open
-# and unlinked when cairn commit moved the mount onto its new image, after
-# later restarts (they answered ESTALE: the move dropped the old upper,
+# committed, and goes once the last fd is closed (also an image file's
+# closed after a restart with nothing asked of the new server). The same
+# for files open and unlinked when cairn commit moved the mount onto its
+# new image, after later restarts (they answered ESTALE: the move dropped the old upper,
 # where their kept copy was), a file of the image read through the tree too.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
@@ -145,3 +146,52 @@ for work in "$STORE"/uppers/*/work; do
 done
 cairn umount --discard "$m2" >/dev/null
 ok "image files unlinked or renamed over while open, a move by a restarted server: read through their fds after it and a restart"
+
+# A file of the image copied up, unlinked while open, then its server
+# restarted and the fd closed with nothing asked of the new server
+# between: its FORGET names a nodeid the new server never restored (it
+# restores at start only what was made on the mount), which it ignored,
+# so the kept copy stayed until the umount.
+m3=$T/m3
+mkdir "$m3"
+cairn mount -q --rw data:6 "$m3"
+sup3=$(mount_pid "$m3")
+exec 9>>"$m3/low"
+rm "$m3/low"
+up=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "trusted.cairn.upper").decode())' \
+  "$m3")
+work=$STORE/uppers/$up/work
+ls "$work" | grep -q "^orphan\." || fail "no orphan of the unlinked image file: $(ls "$work")"
+s=$(server_of "$sup3")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+exec 9>&-
+wait_for 20 no_orphans ||
+  fail "orphans left after the fd was closed, after a restart: $(ls "$work")"
+cairn umount --discard "$m3" >/dev/null
+ok "an image file unlinked while open and closed after a restart: its kept copy goes"
+
+# A restarted server restores what the node table records, the kernel's
+# count of its references unknown; a FORGET leaves the record (it may not
+# be for all of them). A file the kernel forgot that way (its caches
+# dropped), then unlinked with nothing open: the move restores its record
+# and must not keep it as an orphan, which no FORGET would ever drop.
+m4=$T/m4
+mkdir "$m4"
+cairn mount -q --rw data:6 "$m4"
+sup4=$(mount_pid "$m4")
+echo gone >"$m4/forgot"
+cairn commit "$m4" data:8 >/dev/null
+s=$(server_of "$sup4")
+kill -9 "$s"
+wait_for 5 pid_gone "$s" || fail "server survived kill -9"
+[ "$(cat "$m4/forgot")" = gone ] || fail "forgot after the restart: $(cat "$m4/forgot")"
+echo 2 >/proc/sys/vm/drop_caches # the kernel forgets forgot (its dentry unused)
+rm "$m4/forgot"
+cairn commit "$m4" data:9 >/dev/null
+up=$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "trusted.cairn.upper").decode())' \
+  "$m4")
+work=$STORE/uppers/$up/work
+no_orphans || fail "an orphan of a file the kernel forgot, after the move: $(ls "$work")"
+cairn umount --discard "$m4" >/dev/null
+ok "a move keeps no orphan of a file the kernel forgot after a restart"
