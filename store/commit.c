@@ -32,7 +32,7 @@
  * fail the commit before anything is written, naming the file that
  * crossed the bound and its owner.
  */
-#include "libcairn_store.h"
+#include "libcairn_layer.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -48,6 +48,9 @@
 
 #define XA_PREFIX "trusted.cairn."
 #define XA_ORIGIN XA_PREFIX "origin"
+/* kernel overlayfs's own (a containerd snapshot's upper): never a file's */
+#define XA_OVERLAY "trusted.overlay."
+#define XA_OPAQUE XA_OVERLAY "opaque"
 
 struct hl {
   dev_t dev;
@@ -150,6 +153,7 @@ static int write_upper(struct committer *c, int dirfd, const char *name, const s
   ssize_t len = llistxattr(pp, names, sizeof(names));
   for (ssize_t k = 0; k < len; k += (ssize_t)strlen(names + k) + 1) {
     if (strncmp(names + k, XA_PREFIX, strlen(XA_PREFIX)) == 0) continue;
+    if (strncmp(names + k, XA_OVERLAY, strlen(XA_OVERLAY)) == 0) continue;
     ssize_t vl = lgetxattr(pp, names + k, c->buf, sizeof(c->buf));
     if (vl >= 0) archive_entry_xattr_add_entry(e, names + k, c->buf, (size_t)vl);
   }
@@ -465,6 +469,114 @@ static int write_layer(struct committer *c, int upper_fd, int out_fd) {
   if (r == 0) r = view_dir(c, c->root_fd, 1, 0, true);
   if (archive_write_close(c->out) != ARCHIVE_OK && r == 0) r = out_fail(c, "layer");
   archive_write_free(c->out);
+  return r;
+}
+
+/* ---- a kernel overlay's upper directory as a layer (cn_dir_layer) ---- */
+
+/* c->path[0..len) + "/" + marker + name, for a whiteout or opaque marker. */
+static int write_marker_in(struct committer *c, size_t len, const char *marker, const char *name) {
+  char path[PATH_MAX];
+  int n =
+      snprintf(path, sizeof(path), "%.*s%s%s%s", (int)len, c->path, len ? "/" : "", marker, name);
+  if (n < 0 || (size_t)n >= sizeof(path))
+    return cairn_fail(c->st, -ENAMETOOLONG, "%.200s/%s: path too long", c->path, name);
+  return write_marker(c, path);
+}
+
+/* The entries below dirfd (at c->path, len long), by name: a whiteout
+ * (character device 0/0) as .wh.NAME, a directory marked opaque with its
+ * .wh..wh..opq, everything else as it is. */
+static int dir_walk(struct committer *c, int dirfd, size_t len, int depth) {
+  if (depth > 512) return cairn_fail(c->st, -ELOOP, "%.200s: too deep", c->path);
+  cairn_autoclosedir DIR *d = cn_opendirat(dirfd, ".");
+  if (!d) return cairn_fail(c->st, -errno, "%s: %s", len ? c->path : ".", strerror(errno));
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  int r = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+    char **g = cn_array_grow(names, n + 1, &cap, sizeof(*g));
+    if (!g || !(g[n] = strdup(de->d_name))) {
+      if (g) names = g;
+      r = cairn_fail(c->st, -ENOMEM, "out of memory");
+      break;
+    }
+    names = g;
+    n++;
+  }
+  if (n) qsort(names, n, sizeof(*names), cmp_str);
+  for (size_t i = 0; r == 0 && i < n; i++) {
+    struct stat sb;
+    if (fstatat(dirfd, names[i], &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+      if (errno == ENOENT) continue;
+      r = cairn_fail(c->st, -errno, "%s: %s", names[i], strerror(errno));
+      break;
+    }
+    if (S_ISCHR(sb.st_mode) && sb.st_rdev == makedev(0, 0)) {
+      r = write_marker_in(c, len, ".wh.", names[i]);
+      continue;
+    }
+    int nl = path_push(c, len, names[i]);
+    if (nl < 0) {
+      r = nl;
+      break;
+    }
+    if (S_ISSOCK(sb.st_mode)) { /* as commit: a layer holds none */
+      c->path[len] = '\0';
+      continue;
+    }
+    r = write_upper(c, dirfd, names[i], &sb, c->path);
+    if (r == 0 && S_ISDIR(sb.st_mode)) {
+      cairn_autoclose int sub =
+          openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      char v[4];
+      if (sub < 0) {
+        r = cairn_fail(c->st, -errno, "%s: %s", c->path, strerror(errno));
+      } else {
+        if (fgetxattr(sub, XA_OPAQUE, v, sizeof(v)) == 1 && v[0] == 'y')
+          r = write_marker_in(c, (size_t)nl, ".wh..wh..opq", "");
+        if (r == 0) r = dir_walk(c, sub, (size_t)nl, depth + 1);
+      }
+    }
+    c->path[len] = '\0';
+  }
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return r;
+}
+
+int cn_dir_layer(cairn_store *st, int parent_fd, const char *name, cairn_pinset *ps,
+                 cairn_id layer_out) {
+  struct committer *c = calloc(1, sizeof(*c));
+  if (!c) return cairn_fail(st, -ENOMEM, "out of memory");
+  c->st = st;
+  c->root_fd = c->index_fd = -1;
+  cairn_autofree char *tmp = cn_xasprintf("%s/tmp", st->dir);
+  if (tmp) mkdir(tmp, 0700);
+  int out_fd = tmp ? open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
+  int r = out_fd < 0 ? cairn_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno)) : 0;
+  cairn_autoclose int dfd =
+      r < 0 ? -1 : openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (r == 0 && dfd < 0) r = cairn_fail(st, -errno, "%s: %s", name, strerror(errno));
+  if (r == 0 && !(c->out = archive_write_new())) r = cairn_fail(st, -ENOMEM, "out of memory");
+  if (r == 0) {
+    archive_write_set_format_pax(c->out);
+    archive_write_set_bytes_in_last_block(c->out, 1);
+    r = archive_write_open_fd(c->out, out_fd) == ARCHIVE_OK ? 0 : out_fail(c, "layer");
+    struct stat sb; /* the root's own attributes: "./" */
+    if (r == 0 && fstat(dfd, &sb) < 0) r = cairn_fail(st, -errno, "%s", strerror(errno));
+    if (r == 0) r = write_upper(c, parent_fd, name, &sb, "./");
+    if (r == 0) r = dir_walk(c, dfd, 0, 0);
+    if (archive_write_close(c->out) != ARCHIVE_OK && r == 0) r = out_fail(c, "layer");
+    archive_write_free(c->out);
+  }
+  if (r == 0 && lseek(out_fd, 0, SEEK_SET) < 0) r = cairn_fail(st, -errno, "%s", strerror(errno));
+  if (r == 0) r = cn_layer_ingest(st, out_fd, NULL, ps, layer_out);
+  if (out_fd >= 0) close(out_fd);
+  for (size_t k = 0; k < c->n_hls; k++) free(c->hls[k].path);
+  free(c->hls);
+  free(c);
   return r;
 }
 

@@ -13,6 +13,15 @@
 int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
                            cairn_id diff_id_out);
 
+/* The directory parent_fd/name, a kernel overlay's upper (a containerd
+ * snapshot's), as a layer (store/commit.c): a pax tar of its entries by
+ * name (whiteouts, character devices 0/0, as .wh.NAME; a directory whose
+ * trusted.overlay.opaque is "y" with its .wh..wh..opq; overlayfs's own
+ * xattrs left out; sockets left out), ingested (pinned in ps) as
+ * cn_layer_ingest does: the same files give the same layer. */
+int cn_dir_layer(cairn_store *st, int parent_fd, const char *name, cairn_pinset *ps,
+                 cairn_id layer_out);
+
 /* Rows of entries: q selects path, type, mode, uid, gid, size,
  * mtime, mtime_nsec, rdev, target, blob, xattrs; fn gets each row as a
  * cairn_entry (as cn_layer_foreach gives them). */

@@ -82,4 +82,20 @@ int cn_mount_clean_stale(cairn_store *st, int (*keep_rw)(cairn_store *st, const 
  * " (detached)"), unsorted; free *pids. */
 int cn_mount_detached_pids(cairn_store *st, pid_t **pids, size_t *n);
 
+/* containerd's snapshots as holders (pin_list.c): every snapshot holds the
+ * layers of its chain, recorded in the table snapshot_layers (its own
+ * rows for a committed snapshot, its parent's for an active one or a
+ * view: store/snapshot.c), a record gc and rm honour while no process
+ * runs. cn_snapshot_holders: the snapshots holding layer id (kind
+ * CAIRN_PIN_LAYER) or one of image id's layers (CAIRN_PIN_IMAGE), as
+ * "containerd snapshot KEY, ..." (containerd's key, without the
+ * "NAMESPACE/N/" its proxy adds; the first few, then how many more); NULL
+ * if none (or on an error, recorded in st). */
+char *cn_snapshot_holders(cairn_store *st, enum cairn_pin_kind kind, const char *id);
+/* Calls fn for every layer a snapshot holds, once per snapshot (layer id,
+ * or an image id: its layers; NULL: all), as a pin row: kind
+ * CAIRN_PIN_LAYER, pid 0, command "containerd", purpose "containerd
+ * snapshot KEY", since its creation. */
+int cn_snapshot_pin_rows(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg);
+
 #endif

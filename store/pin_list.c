@@ -774,6 +774,7 @@ int cairn_pins_foreach_ahead(cairn_store *st, const char *filter_id, cairn_pin_f
   if ((r = procs_init(st, &l.notes, &kl, &procs)) == 0)
     r = listing_rows(st, &l, &kl, &procs, fn, arg);
 out:
+  if (r == 0) r = cn_snapshot_pin_rows(st, filter_id, fn, arg); /* no lock: no process */
   cn_pins_prefetch_drop(st); /* not joined if the listing failed before */
   procs_free(&procs);
   free(l.order);
@@ -781,6 +782,89 @@ out:
   free(kl.v);
   notes_free(&l.notes);
   return r;
+}
+
+/* ---- containerd's snapshots as holders ---- */
+
+/* The snapshots holding the layers that match ?1 (a layer id, an image id
+ * for its layers, or NULL for all): committed ones by their own rows,
+ * active ones and views by their parent's. */
+#define SNAP_HOLDS_SQL                                                                             \
+  "SELECT l.layer, s.name, s.created FROM snapshot_layers l"                                       \
+  " JOIN snapshots s ON s.id = l.snapshot_id WHERE " SNAP_MATCH                                    \
+  " UNION SELECT l.layer, c.name, c.created FROM snapshots c JOIN snapshots p"                     \
+  " ON p.name = c.parent AND c.kind != 3 JOIN snapshot_layers l ON l.snapshot_id = p.id "          \
+  "WHERE " SNAP_MATCH " ORDER BY 1, 2"
+#define SNAP_MATCH                                                                                 \
+  "(?1 IS NULL OR l.layer = ?1 OR l.layer IN (SELECT layer_id FROM image_layers"                   \
+  " WHERE image_id = ?1))"
+#define SNAP_HOLDERS_SHOWN 3
+
+/* 1 if the store has snapshot_layers (a snapshotter used it), 0, or < 0. */
+static int snapshot_layers_exist(cairn_store *st) {
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                        " AND name = 'snapshot_layers'");
+  if (r < 0) return r;
+  r = sqlite3_step(q);
+  return r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "snapshot_layers");
+}
+
+/* containerd's key of a snapshot named NAMESPACE/N/KEY by its proxy (the
+ * name else). */
+static const char *snapshot_key(const char *name) {
+  const char *p = strchr(name, '/');
+  if (!p || p == name || !p[1]) return name;
+  const char *q = p + 1 + strspn(p + 1, "0123456789");
+  return q > p + 1 && *q == '/' && q[1] ? q + 1 : name;
+}
+
+char *cn_snapshot_holders(cairn_store *st, enum cairn_pin_kind kind, const char *id) {
+  cn_autostmt sqlite3_stmt *q = NULL;
+  if (snapshot_layers_exist(st) <= 0) return NULL;
+  if (cn_db_prepare(st, &q,
+                    kind == CAIRN_PIN_LAYER ? "SELECT DISTINCT name FROM (" SNAP_HOLDS_SQL
+                                              ") WHERE layer = ?1"
+                                            : "SELECT DISTINCT name FROM (" SNAP_HOLDS_SQL ")") < 0)
+    return NULL;
+  sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+  char *out = NULL;
+  size_t len = 0, n = 0;
+  FILE *f = open_memstream(&out, &len);
+  if (!f) return NULL;
+  while (sqlite3_step(q) == SQLITE_ROW) {
+    if (n++ < SNAP_HOLDERS_SHOWN)
+      fprintf(f, "%scontainerd snapshot %s", n > 1 ? ", " : "",
+              snapshot_key((const char *)sqlite3_column_text(q, 0)));
+  }
+  if (n > SNAP_HOLDERS_SHOWN) fprintf(f, " and %zu more", n - SNAP_HOLDERS_SHOWN);
+  fclose(f);
+  if (n == 0) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
+int cn_snapshot_pin_rows(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {
+  int r = snapshot_layers_exist(st);
+  if (r <= 0) return r;
+  cn_autostmt sqlite3_stmt *q = NULL;
+  if ((r = cn_db_prepare(st, &q, SNAP_HOLDS_SQL)) < 0) return r;
+  if (filter_id) sqlite3_bind_text(q, 1, filter_id, -1, SQLITE_STATIC);
+  while ((r = sqlite3_step(q)) == SQLITE_ROW) {
+    cairn_autofree char *purpose = cn_xasprintf(
+        "containerd snapshot %s", snapshot_key((const char *)sqlite3_column_text(q, 1)));
+    if (!purpose) return cairn_fail(st, -ENOMEM, "out of memory listing pins");
+    cairn_pin_rec p = {.kind = CAIRN_PIN_LAYER,
+                       .target = (const char *)sqlite3_column_text(q, 0),
+                       .command = "containerd",
+                       .purpose = purpose,
+                       .since = sqlite3_column_int64(q, 2) / 1000000000};
+    if ((r = fn(&p, arg))) return r;
+  }
+  return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "snapshot_layers");
 }
 
 int cairn_pins_foreach(cairn_store *st, const char *filter_id, cairn_pin_fn fn, void *arg) {

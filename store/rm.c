@@ -10,7 +10,8 @@
  * got nor stays with none. By id: the image and all its names.
  *
  * An image goes only while this process holds the exclusive lock on its
- * pin file, no live mount is recorded for it and no upper layer of a --rw
+ * pin file, no live mount is recorded for it, no containerd snapshot holds
+ * one of its layers (cn_snapshot_holders) and no upper layer of a --rw
  * mount is left on it (kept by umount --keep, or by a crash: a user's
  * uncommitted changes); otherwise -EBUSY names every holder or upper (a
  * name that is not the last goes even then). CAIRN_RM_FORCE drops such
@@ -68,6 +69,8 @@ static int image_delete_row(cairn_store *st, const char *id, int fd, unsigned fl
     return cairn_fail(st, -EBUSY, "image %.12s is pinned by %s", id,
                       who && *who ? who : "another process");
   }
+  cairn_autofree char *snaps = cn_snapshot_holders(st, CAIRN_PIN_IMAGE, id);
+  if (snaps) return cairn_fail(st, -EBUSY, "image %.12s is in use by %s", id, snaps);
   cairn_autofree char *mounts = NULL;
   int live = cn_mount_live_for_image(st, id, &mounts);
   if (live != 0)

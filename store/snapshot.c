@@ -6,13 +6,20 @@
  * snapshot_labels, in the store's meta.db; its files in
  * STORE/snapshots/ID/fs (ID the row's, never reused), with
  * STORE/snapshots/ID/work for an active one's overlay. Committing renames
- * the row and keeps its ID and files.
+ * the row and keeps its ID and files, and makes the snapshot a layer of
+ * the store (the one its chain id names, else its directory written as
+ * one: cn_dir_layer), recorded with its parent's in snapshot_layers, by
+ * which every snapshot holds its chain's layers against rm and gc
+ * (libcairn_pin.h's cn_snapshot_holders).
  *
  * The tables are made on first use (CREATE TABLE IF NOT EXISTS): a store
  * no snapshotter used has none, and a cairn that knows nothing of them
  * opens a store that has them.
  */
-#include "libcairn_store.h"
+#include "libcairn_layer.h"
+#include "libcairn_pin.h"
+
+#include <openssl/evp.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -38,7 +45,11 @@ static int tables(cairn_store *st) {
                     "CREATE INDEX IF NOT EXISTS snapshots_parent ON snapshots(parent);"
                     "CREATE TABLE IF NOT EXISTS snapshot_labels(snapshot_id INTEGER NOT NULL"
                     "  REFERENCES snapshots(id) ON DELETE CASCADE,"
-                    "  key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(snapshot_id, key));");
+                    "  key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY(snapshot_id, key));"
+                    "CREATE TABLE IF NOT EXISTS snapshot_layers(snapshot_id INTEGER NOT NULL"
+                    "  REFERENCES snapshots(id) ON DELETE CASCADE, position INTEGER NOT NULL,"
+                    "  layer TEXT NOT NULL, PRIMARY KEY(snapshot_id, position));"
+                    "CREATE INDEX IF NOT EXISTS snapshot_layers_layer ON snapshot_layers(layer);");
 }
 
 static int64_t now_ns(void) {
@@ -252,13 +263,104 @@ static int disk_usage(const char *path, int64_t *size, int64_t *inodes) {
   return r;
 }
 
+/* The stored layer whose chain id on parent is name: containerd names a
+ * snapshot it unpacks by its chain id (the layer's diff_id at the bottom,
+ * else the sha256 of "PARENT sha256:DIFF_ID"; its proxy keys prefixed by
+ * "NAMESPACE/N/"), after it checked the
+ * diff_id of the tar it applied. 1 and its id into out, 0 if none. */
+static int layer_of_chain_id(cairn_store *st, const char *name, const char *parent, cairn_id out) {
+  /* containerd's metadata store gives its keys as NAMESPACE/N/KEY */
+  const char *slash = strrchr(name, '/');
+  if (slash) name = slash + 1;
+  if (*parent && (slash = strrchr(parent, '/'))) parent = slash + 1;
+  if (strncmp(name, "sha256:", 7) != 0 || strlen(name) != 7 + 64 ||
+      strspn(name + 7, "0123456789abcdef") != 64)
+    return 0;
+  cn_autostmt sqlite3_stmt *s = NULL;
+  int r =
+      cn_db_prepare(st, &s, *parent ? "SELECT id FROM layers" : "SELECT id FROM layers WHERE id=?");
+  if (r < 0) return r;
+  if (!*parent) sqlite3_bind_text(s, 1, name + 7, -1, SQLITE_STATIC);
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *id = (const char *)sqlite3_column_text(s, 0);
+    if (*parent) {
+      char buf[256];
+      unsigned char md[32];
+      int n = snprintf(buf, sizeof(buf), "%s sha256:%s", parent, id);
+      cairn_id hex;
+      if (n < 0 || (size_t)n >= sizeof(buf) ||
+          !EVP_Digest(buf, (size_t)n, md, NULL, EVP_sha256(), NULL))
+        continue;
+      cn_sha256_hex(md, hex);
+      if (strcmp(hex, name + 7) != 0) continue;
+    }
+    snprintf(out, sizeof(cairn_id), "%s", id);
+    return 1;
+  }
+  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "layers");
+}
+
+/* The layer of the active snapshot id (named name once committed, on
+ * parent), pinned in ps: the stored layer its chain id names, or its
+ * directory written as one (cn_dir_layer; the same files, the same
+ * layer). */
+static int snapshot_layer(cairn_store *st, int64_t id, const char *name, const char *parent,
+                          cairn_pinset *ps, cairn_id layer) {
+  int r = layer_of_chain_id(st, name, parent, layer);
+  if (r == 1) {
+    if ((r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layer)) < 0) return r;
+    if ((r = layer_of_chain_id(st, name, parent, layer)) == 1) return 0; /* still there */
+  }
+  if (r < 0) return r;
+  char dir[PATH_MAX];
+  snap_path(st, id, NULL, dir, sizeof(dir));
+  cairn_autoclose int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  return cn_dir_layer(st, dfd, "fs", ps, layer);
+}
+
+/* Within the transaction: the chain of committed snapshot id, its parent's
+ * layers and then layer, as its rows of snapshot_layers. */
+static int chain_record(cairn_store *st, int64_t id, const char *parent, const char *layer) {
+  cn_autostmt sqlite3_stmt *s = NULL;
+  int r = cn_db_prepare(st, &s,
+                        "INSERT INTO snapshot_layers(snapshot_id, position, layer)"
+                        " SELECT ?1, l.position, l.layer FROM snapshot_layers l"
+                        " JOIN snapshots p ON p.id = l.snapshot_id WHERE p.name = ?2"
+                        " UNION ALL SELECT ?1, (SELECT count(*) FROM snapshot_layers l"
+                        " JOIN snapshots p ON p.id = l.snapshot_id WHERE p.name = ?2), ?3");
+  if (r < 0) return r;
+  sqlite3_bind_int64(s, 1, id);
+  sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 3, layer, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot layers");
+}
+
 int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
                           const cairn_snapshot_label *labels, size_t n_labels) {
   store_errclear(st);
   int r = labels_check(st, labels, n_labels);
-  if (r < 0 || (r = tables(st)) < 0 || (r = cn_db_begin(st)) < 0) return r;
+  if (r < 0 || (r = tables(st)) < 0) return r;
   int64_t id, other;
   int kind;
+  /* The layer first (its ingest is a transaction of its own), pinned until
+   * the snapshot's rows record it; checked again below. */
+  cairn_autofree char *parent = NULL;
+  if ((r = row(st, name, &other, &kind, NULL)) == 0)
+    return cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
+  if (r != -ENOENT) return r;
+  if ((r = row(st, key, &id, &kind, &parent)) < 0) return r;
+  if (kind != CAIRN_SNAPSHOT_ACTIVE) return cairn_fail(st, -EBUSY, "snapshot %s: not active", key);
+  cairn_autofree char *purpose = cn_xasprintf("containerd commit %s", name);
+  cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
+  if (!ps) return cairn_fail(st, -ENOMEM, "out of memory");
+  cairn_id layer;
+  if ((r = snapshot_layer(st, id, name, parent, ps, layer)) < 0 || (r = cn_db_begin(st)) < 0) {
+    cairn_pinset_release(st, ps);
+    return r;
+  }
   if ((r = row(st, name, &other, &kind, NULL)) == 0) {
     r = cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
     goto fail;
@@ -296,15 +398,20 @@ int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
       goto fail;
     }
   }
-  if ((r = labels_set(st, id, labels, n_labels)) < 0) goto fail;
+  if ((r = labels_set(st, id, labels, n_labels)) < 0 ||
+      (r = chain_record(st, id, parent, layer)) < 0)
+    goto fail;
   /* the work directory is an active snapshot's only */
   char work[PATH_MAX];
   snap_path(st, id, "work", work, sizeof(work));
-  if ((r = cn_db_commit(st)) < 0) return r;
+  r = cn_db_commit(st);
+  cairn_pinset_release(st, ps);
+  if (r < 0) return r;
   rm_tree(work);
   return 0;
 fail:
   cn_db_rollback(st);
+  cairn_pinset_release(st, ps);
   return r;
 }
 

@@ -4,6 +4,7 @@
  * the blob rows and files nothing references, with stale pin annotations
  * and mount records. rm, a failed import, fsck --repair and gc use it.
  *
+ * A layer a containerd snapshot holds (cn_snapshot_holders) stays.
  * A sweep runs in one transaction: unreferenced layers whose pin file this
  * process can lock exclusively lose their rows, then blob rows nothing
  * references; only after the commit are files unlinked, so a crash leaves
@@ -81,6 +82,11 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
   cairn_autofree struct layer_size *all = v;
   for (size_t i = 0; i < n; i++) {
     const char *id = all[i].id;
+    cairn_autofree char *snaps = cn_snapshot_holders(st, CAIRN_PIN_LAYER, id);
+    if (snaps) { /* a record, while the snapshotter runs or not */
+      cn_report_line(r, "kept layer sha256:%s: held by %s", id, snaps);
+      continue;
+    }
     int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_LAYER, id);
     if (fd == -EBUSY) {
       cairn_autofree char *who = cairn_pin_holders(st, CAIRN_PIN_LAYER, id);

@@ -38,7 +38,9 @@ static const struct cli_command pin_ls_cmd = {
              "       [IMAGE|LAYER]",
     .summary = "List the pins (of IMAGE or LAYER only, if given).\n"
                "Each: kind, target, the names of the images it is or is in, holder's pid and\n"
-               "command, purpose, since when; stale ones are shown once, then deleted. IMAGE\n"
+               "command, purpose, since when; stale ones are shown once, then deleted. The\n"
+               "layers containerd's snapshots hold (cairn-snapshotter) are rows too: pid -,\n"
+               "purpose \"containerd snapshot KEY\". IMAGE\n"
                "and LAYER: an id or a prefix of 12 or more hex digits (as cairn images and\n"
                "cairn layers show), \"sha256:\" optional.",
     .options = "--json\tone JSON array of every pin\n" CLI_LISTING_OPTIONS,

@@ -124,7 +124,9 @@ const struct cli_command cmd_gc = {
     .name = "gc",
     .run = gc_run,
     .usage = "cairn gc [--dry-run] [--quiet]",
-    .summary = "Remove the layers and blobs no image and no pin uses; one line per removal.",
+    .summary = "Remove the layers and blobs no image and no pin uses; one line per removal.\n"
+               "The layers containerd's snapshots hold (cairn-snapshotter) are kept, one\n"
+               "line each.",
     .options = "--dry-run\tsay what would be removed, remove nothing\n"
                "-q, --quiet\tno progress on stderr, no lines on stdout\n",
 };

@@ -152,9 +152,10 @@ const struct cli_command cmd_rm = {
     .summary = "Remove names or images, with the layers no other image uses.\n"
                "A name of an image that has other names only loses that name; the image goes\n"
                "with its last name or its id. A pinned image is refused (exit 4) naming its\n"
-               "holders. Says what changed on stdout, as podman rmi: \"Untagged: NAME\" for\n"
-               "each name removed, \"Deleted: ID\" for an image, then the layers it freed\n"
-               "(\"Removed layer sha256:ID (SIZE)\").\n"
+               "holders, and so is one with a layer a containerd snapshot holds\n"
+               "(cairn-snapshotter), naming the snapshots. Says what changed on stdout, as\n"
+               "podman rmi: \"Untagged: NAME\" for each name removed, \"Deleted: ID\" for an\n"
+               "image, then the layers it freed (\"Removed layer sha256:ID (SIZE)\").\n"
                "An image under a --rw mount's upper layer that is kept (umount --keep) or\n"
                "left by a crash is refused too (exit 4) naming the upper, unless --force.",
     .options = "-a, --all\tremove every image (as podman rmi -a)\n"

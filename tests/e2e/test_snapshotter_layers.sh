@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_snapshotter_layers.sh — under containerd (Debian's 1.6, one
+# instance), cairn-snapshotter's committed snapshots are cairn layers: an
+# image cairn stored is unpacked by containerd onto the same layers (none
+# added); a snapshot committed from files becomes a layer (whiteouts and
+# opaque directories as .wh. entries), the same files the same layer. Every
+# snapshot holds its layers: cairn-pin ls names it, cairn rm refuses (exit
+# 4) and gc keeps them, also while cairn-snapshotter is dead; a kill -9 of
+# it costs a running container nothing, and the restarted daemon answers
+# for the same snapshots; what containerd removes the next gc frees.
+source "$(dirname "$0")/../lib/test-lib.sh"
+SN=$CAIRN_BIN/cairn-snapshotter
+[ -x "$SN" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
+command -v containerd >/dev/null && command -v ctr >/dev/null ||
+  { echo "skip: containerd not installed"; exit 77; }
+[ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
+use_lib mount
+
+CS=$STORE
+export CAIRN_STORE=$STORE
+db() { sqlite3 "$CS/meta.db" "$@"; }
+minbase_layers "$T/mb"
+setup python3 "$HELPERS/oci_image.py" docker-archive "$T/img.tar" localhost/minbase:1 \
+  "$T/mb/layer1.tar" "$T/mb/layer2.tar" "$T/mb/layer3.tar"
+setup cairn import localhost/minbase:1 "$T/mb/layer1.tar" "$T/mb/layer2.tar" "$T/mb/layer3.tar"
+
+C=$T/ctd
+CID=cairn-sn-$$ # runc's state is the host's: an id no one else has
+mkdir -p "$C"
+cat >"$C/containerd.toml" <<TOML
+version = 2
+root = "$C/root"
+state = "$C/state"
+[grpc]
+  address = "$C/containerd.sock"
+[proxy_plugins]
+  [proxy_plugins.cairn]
+    type = "snapshot"
+    address = "$C/cairn.sock"
+TOML
+sn_start() {
+  bg_start "$SN" --store "$CS" --address "$C/cairn.sock" 2>>"$C/sn.err"
+  sn_pid=$!
+  wait_for 10 test -S "$C/cairn.sock" || fail "cairn-snapshotter: no socket after 10 s"
+}
+sn_start
+bg_start containerd --config "$C/containerd.toml" >"$C/containerd.log" 2>&1
+ctd_pid=$!
+wait_for 20 test -S "$C/containerd.sock" || fail "containerd: no socket after 20 s"
+ctr_() { timeout 60 ctr -a "$C/containerd.sock" "$@"; }
+snaps() { ctr_ snapshots --snapshotter cairn "$@"; }
+# On a failure containerd is killed first: its container and its shim
+# (the one process that names this test's containerd socket) by hand.
+on_exit "runc --root /run/containerd/runc/default delete -f $CID;" \
+  "for p in \$(pgrep -f -- '-address $C/containerd.sock\$'); do kill -9 \$p; done"
+
+# The image cairn stored: containerd's unpack commits its layers, by their
+# chain ids, onto the same cairn layers.
+check "ctr images import --snapshotter cairn" \
+  sh -c "ctr -a '$C/containerd.sock' images import --snapshotter cairn '$T/img.tar' >/dev/null"
+check "its 3 layers are committed snapshots" \
+  test "$(db 'SELECT count(*) FROM snapshots WHERE kind = 3')" = 3
+check "and no layer was added to the store's 3" test "$(db 'SELECT count(*) FROM layers')" = 3
+top=$(db "SELECT name FROM snapshots s WHERE kind = 3 AND NOT EXISTS
+  (SELECT 1 FROM snapshots c WHERE c.parent = s.name)")
+top_key=${top##*/} # containerd's key: the store's names are NAMESPACE/N/KEY
+check "the top snapshot's chain is the image's 3 layers, bottom first" test \
+  "$(db "SELECT group_concat(layer, ' ') FROM (SELECT layer FROM snapshot_layers l JOIN snapshots s
+    ON s.id = l.snapshot_id WHERE s.name = '$top' ORDER BY position)")" = \
+  "$(db "SELECT group_concat(layer_id, ' ') FROM (SELECT layer_id FROM image_layers
+    ORDER BY position)")"
+
+# A snapshot committed from files: a layer, written from its directory.
+snaps prepare k1 "$top_key" >/dev/null
+id1=$(db "SELECT id FROM snapshots WHERE name LIKE '%/k1'")
+fs1=$CS/snapshots/$id1/fs
+echo new >"$fs1/new-file"
+mkdir -p "$fs1/etc" "$fs1/opaque"
+mknod "$fs1/etc/hostname" c 0 0 # overlayfs's whiteout
+python3 -c 'import os, sys; os.setxattr(sys.argv[1], "trusted.overlay.opaque", b"y")' \
+  "$fs1/opaque"
+echo inside >"$fs1/opaque/f"
+check "ctr snapshots commit of files" snaps commit m1 k1
+layer1=$(db "SELECT layer FROM snapshot_layers l JOIN snapshots s ON s.id = l.snapshot_id
+  WHERE s.name LIKE '%/m1' ORDER BY position DESC LIMIT 1")
+check "it is a new layer of the store: $layer1" \
+  test "$(db "SELECT count(*) FROM layers WHERE id = '$layer1'")" = 1
+check "its chain is its parent's 3 layers and its own" \
+  test "$(db "SELECT count(*) FROM snapshot_layers l JOIN snapshots s ON s.id = l.snapshot_id
+    WHERE s.name LIKE '%/m1'")" = 4
+check "with the file, a whiteout and an opaque directory's marker" test \
+  "$(db "SELECT group_concat(path || ':' || type, ' ') FROM (SELECT path, type FROM entries
+    WHERE layer_id = '$layer1' AND path != '' ORDER BY path)")" = \
+  "etc:1 etc/.wh.hostname:8 new-file:0 opaque:1 opaque/.wh..wh..opq:9 opaque/f:0"
+check "and no overlayfs xattr" test \
+  "$(db "SELECT count(*) FROM entries WHERE layer_id = '$layer1' AND xattrs IS NOT NULL
+    AND instr(CAST(xattrs AS TEXT), 'overlay')")" = 0
+snaps prepare k2 "$top_key" >/dev/null
+id2=$(db "SELECT id FROM snapshots WHERE name LIKE '%/k2'")
+cp -a "$fs1/." "$CS/snapshots/$id2/fs/"
+check "the same files committed again" snaps commit m2 k2
+check "are the same layer (none added)" test "$(db "SELECT layer FROM snapshot_layers l
+  JOIN snapshots s ON s.id = l.snapshot_id WHERE s.name LIKE '%/m2' ORDER BY position DESC
+  LIMIT 1")" = "$layer1"
+check "the store has 4 layers" test "$(db 'SELECT count(*) FROM layers')" = 4
+check "Usage of a committed snapshot: its files as they were at commit" \
+  sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn usage m1 | grep -q '^m1 '"
+
+# A container reads its root; cairn-snapshotter is killed meanwhile.
+check "ctr run -d a container on the image" ctr_ run -d --snapshotter cairn \
+  localhost/minbase:1 $CID sh -c 'i=0; while [ $i -lt 600 ]; do
+    cat /etc/debian_version >/dev/null && echo $i >/count; i=$((i + 1)); sleep 0.1; done'
+wait_for 20 sh -c "ctr -a '$C/containerd.sock' task ls | grep -q '$CID.*RUNNING'" ||
+  fail "$CID not running after 20 s"
+before=$(snaps ls | sort)
+kill -KILL "$sn_pid"
+wait_for 10 pid_gone "$sn_pid" || fail "cairn-snapshotter still there after kill -9"
+wait "$sn_pid" 2>/dev/null
+n1=$(ctr_ task exec --exec-id r1 $CID cat /count)
+sleep 1
+n2=$(ctr_ task exec --exec-id r2 $CID cat /count)
+check "with cairn-snapshotter dead the container reads its root on ($n1 then $n2)" \
+  test "${n2:-0}" -gt "${n1:-0}"
+check "and reads a file of its image" \
+  sh -c "ctr -a '$C/containerd.sock' task exec --exec-id r3 $CID cat /etc/debian_version | grep -q ."
+expect_exit 1 "containerd's calls fail while it is down" snaps ls
+
+# Its snapshots hold their layers, with no process running.
+cairn-pin ls >"$T/pins" 2>&1
+check "cairn-pin ls names containerd's snapshots as holders" \
+  grep -q "containerd snapshot $top_key" "$T/pins"
+check "and the container's active snapshot" grep -q "containerd snapshot $CID" "$T/pins"
+expect_exit 4 "cairn rm of the image they hold exits 4" cairn rm localhost/minbase:1
+check "naming them: $(cat "$T/stderr")" grep -q "in use by containerd snapshot " "$T/stderr"
+check "cairn gc keeps the layers" sh -c "cairn gc >'$T/gc.out' 2>&1"
+check "saying which snapshot holds them" grep -q "held by containerd snapshot" "$T/gc.out"
+check "all 4 layers are there" test "$(db 'SELECT count(*) FROM layers')" = 4
+
+# Restarted, it answers for the same snapshots, none lost or duplicated
+# (once containerd's client dials again: it backs off, a few seconds).
+sn_start
+wait_for 30 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls >/dev/null 2>&1" ||
+  fail "containerd's calls still fail 30 s after the restart"
+check "restarted, containerd lists the same snapshots" test "$(snaps ls | sort)" = "$before"
+check "Stat answers for the container's" sh -c "ctr -a '$C/containerd.sock' snapshots \
+  --snapshotter cairn info $CID | grep -q Active"
+check "Mounts too" sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn mounts \
+  /mnt $CID | grep -q 'mount -t'"
+n3=$(ctr_ task exec --exec-id r4 $CID cat /count)
+check "and the container has read on ($n3)" test "${n3:-0}" -gt "${n2:-0}"
+ctr_ task kill -s KILL $CID >/dev/null 2>&1
+wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '$CID.*RUNNING'"
+ctr_ task delete $CID >/dev/null 2>&1
+check "the container is removed with its snapshot" ctr_ containers delete "$CID"
+
+# What containerd removes, the next gc frees.
+for k in m1 m2; do snaps rm "$k" 2>/dev/null; done # unless containerd's gc did
+check "ctr images rm --sync removes the image's snapshots" \
+  ctr_ images rm --sync localhost/minbase:1
+wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM snapshots')\" = 0" ||
+  fail "snapshots left: $(db 'SELECT name FROM snapshots')"
+check "cairn-pin ls names no snapshot" sh -c "! cairn-pin ls | grep -q 'containerd snapshot'"
+check "cairn rm of the image succeeds" sh -c "cairn rm localhost/minbase:1 >/dev/null"
+check "cairn gc frees every layer" sh -c "cairn gc >/dev/null"
+check "none left" test "$(db 'SELECT count(*) FROM layers')" = 0
+check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
+for pid in "$ctd_pid" "$sn_pid"; do
+  kill -TERM "$pid"
+  wait_for 10 pid_gone "$pid" || fail "$pid still running 10 s after SIGTERM"
+  wait "$pid" 2>/dev/null
+done
+finish
