@@ -22,8 +22,13 @@ cairn mount debian:12 "$rootfs"
 daemon=$(mount_pid "$rootfs")
 
 (cd "$bundle" && crun spec)
-jq '.root.path = "rootfs" | .root.readonly = true | .process.terminal = false
-    | .process.args = ["/bin/sh", "-c", "echo started; sleep 3; cat /etc/os-release"]' \
+# The container waits for $T/sig/go, its /mnt/go (at most 60 s), so that it outlasts
+# the checks below however slow the machine is.
+mkdir -p "$T/sig"
+jq --arg sig "$T/sig" '.root.path = "rootfs" | .root.readonly = true | .process.terminal = false
+    | .mounts += [{destination: "/mnt", type: "bind", source: $sig, options: ["rbind", "ro"]}]
+    | .process.args = ["/bin/sh", "-c",
+        "echo started; i=0; while [ ! -e /mnt/go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; cat /etc/os-release"]' \
   "$bundle/config.json" >"$bundle/config.new"
 mv "$bundle/config.new" "$bundle/config.json"
 
@@ -55,6 +60,7 @@ expect_exit 4 "cairn umount $rootfs" cairn umount "$rootfs"
 ok "umount under a running container: detached, exit 4 naming a holder, pins hold, rm refused"
 
 # ---- the container runs to its end with its root filesystem
+touch "$T/sig/go"
 status=0
 wait "$runner" || status=$?
 [ "$status" = 0 ] || fail "container exited $status: $(cat "$T/ctr.err")"
