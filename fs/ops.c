@@ -421,12 +421,28 @@ static void cfs_statfs(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_statfs(req, &sv);
 }
 
+/* CAIRN_XATTR_SUPERVISOR on the root: the pid of the mount's
+ * supervisor (our parent), in decimal, so that cairn umount finds whose
+ * pins to wait for without the store's database. Root only (trusted.*). */
+static bool reply_supervisor(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
+  if (ino != FUSE_ROOT_ID || strcmp(name, CAIRN_XATTR_SUPERVISOR) != 0) return false;
+  char pid[16];
+  size_t len = (size_t)snprintf(pid, sizeof(pid), "%d", (int)getppid());
+  if (size == 0)
+    fuse_reply_xattr(req, len);
+  else if (size < len)
+    fuse_reply_err(req, ERANGE);
+  else
+    fuse_reply_buf(req, pid, len);
+  return true;
+}
+
 static void cfs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
   const cairn_tree *t = fs_of(req)->tree;
   const cairn_node *n = cairn_tree_node(t, ino);
   if (!n)
     fuse_reply_err(req, ESTALE);
-  else
+  else if (!reply_supervisor(req, ino, name, size))
     cairnfs_reply_getxattr(req, t, n, name, size);
 }
 

@@ -53,6 +53,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 
 extern char **environ;
@@ -451,6 +452,16 @@ int cairn_mount_holders(const char *dev, char **desc) {
   fclose(f);
   *desc = buf;
   return holders;
+}
+
+pid_t cairn_mount_supervisor(const char *dir) {
+  char buf[16];
+  ssize_t n = lgetxattr(dir, CAIRN_XATTR_SUPERVISOR, buf, sizeof(buf) - 1);
+  if (n < 0) return errno == ENOTSUP || errno == ERANGE ? -ENODATA : -errno;
+  buf[n] = '\0';
+  char *end;
+  long pid = strtol(buf, &end, 10);
+  return n > 0 && !*end && pid > 0 && pid < INT_MAX ? (pid_t)pid : -ENODATA;
 }
 
 bool cairn_mount_daemon_holds(pid_t pid) {

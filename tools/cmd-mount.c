@@ -653,10 +653,14 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
 }
 
 /* umount of a live read-only mount (the topmost at dir): it has no upper
- * layer to ask about, so it is unmounted first, and the record is read
- * while its daemon lets go (server_of's exit, the pins): what the slow
- * way does in turn, one after the other, overlaps. 1 if name is not such
- * a mount (umount_one does it), else the exit code. */
+ * layer to ask about, and its server says which daemon serves it, so it
+ * is unmounted at once, and once that daemon has let go of its pins
+ * umount returns; the daemon forgets its record after (the slow way
+ * writes to SQLite with it, each waiting for the other's write lock).
+ * The database is not opened unless the server could not say (not root:
+ * the record is read, while the daemon lets go).
+ * -1 if name is not such a mount (umount_one does it), else the exit
+ * code. */
 static int umount_ro(cairn_store *st, const char *name, const struct umount_opts *o) {
   char dir[PATH_MAX];
   struct statvfs sv;
@@ -664,17 +668,17 @@ static int umount_ro(cairn_store *st, const char *name, const struct umount_opts
       cairn_mountpoint_state(dir) != CAIRN_MP_LIVE || statvfs(dir, &sv) < 0 ||
       !(sv.f_flag & ST_RDONLY))
     return -1;
+  /* Its daemon as its server says (root), else as its record does. */
+  struct mount_record rec = {.pid = cairn_mount_supervisor(dir)};
+  if (rec.pid < 0 || cairn_mountpoint_dev(dir, rec.dev, sizeof(rec.dev)) < 0) rec.pid = 0;
   int r = cairn_mountpoint_unmount(dir, false);
   if (r < 0) return unmount_failed(name, dir, r);
   /* Another cairnfs mount stacked under it: the slow way, for the rest. */
   if (cairn_mountpoint_state(dir) != CAIRN_MP_NONE) return umount_one(st, name, o);
-  struct mount_record rec = recorded(st, dir);
-  int code = rec.pid > 0 ? await_release(name, &rec, false, "") : CAIRN_EXIT_OK;
+  if (rec.pid == 0) rec = recorded(st, dir);
   /* A daemon that let go forgets its record itself (scans skip it till
-   * then); one already gone may not have. */
-  if (code == CAIRN_EXIT_OK && rec.pid > 0 && !cairn_process_running(rec.pid, NULL) &&
-      (r = cairn_mount_forget(st, dir, rec.pid)) < 0)
-    code = report_fail(r, "umount: %s: %s", name, report_why(st, r));
+   * then; one killed before it could is stale, and the next sweep's). */
+  int code = rec.pid > 0 ? await_release(name, &rec, false, "") : CAIRN_EXIT_OK;
   if (code != CAIRN_EXIT_OK) return code;
   int kept = 0; /* the uppers a crash left for dir, as umount_one */
   r = cli_uppers_left(st, dir, o->discard ? CLI_LEFT_DISCARD : CLI_LEFT_KEEP, o->quiet, &kept);
@@ -719,8 +723,8 @@ static int umount_run(struct cli *c, int argc, char **argv) {
   if (keep && uo.discard)
     return report_usage(cmd_umount.usage, "umount: --keep and --discard exclude each other");
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
-  cairn_store *st;
-  int worst = cli_store(c, &st);
+  cairn_store *st; /* its database opened when needed: umount_ro mostly does not */
+  int worst = cli_store_open(c, CAIRN_STORE_LAZY, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
     code = umount_ro(st, argv[i], &uo);

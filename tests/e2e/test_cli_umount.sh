@@ -46,13 +46,16 @@ expect_exit 0 "umount of a mounted directory: exit 0" cairn umount "$T/a"
 check "and says nothing" [ ! -s "$T/stderr" ]
 expect_exit 2 "umount without a directory is a usage error" cairn umount
 
-# A read-only mount's umount returns once its daemon has let go of the
-# pins, writing nothing to SQLite: another process holding the database's
-# write lock (a long import, a gc) does not hold it up. The daemon forgets
-# its record after; until then no listing shows it, and rm of the image
-# works at once.
+# A read-only mount's umount returns once its daemon (which the mount's
+# root names) has let go of the pins, asking SQLite nothing: another
+# process holding the database's write lock (a long import, a gc) does not
+# hold it up. The daemon forgets its record after; until then no listing
+# shows it, and rm of the image works at once.
 cairn mount -q app:1 "$T/a"
 daemon=$(cairn mounts --json | jq -r '.[0].pid')
+check "the mount's root names its daemon (trusted.cairn.supervisor), for root" [ \
+  "$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "trusted.cairn.supervisor").decode())' \
+    "$T/a")" = "$daemon" ]
 python3 - "$STORE/meta.db" "$T/locked" "$T/unlock" <<'PY' &
 import os, sqlite3, sys, time
 db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
