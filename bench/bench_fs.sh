@@ -8,9 +8,10 @@
 # extracted on top of each other), kernel overlayfs (ro, lowerdirs),
 # fuse-overlayfs (lowerdirs) and cairnfs (`cairn import` + `cairn mount`).
 # Rows: cold / warm metadata walk (find -printf over every entry), read
-# every file (tar -c | wc -c), sequential read of the large file, parallel
+# every file (tar -c | wc -c), sequential read of the large file (also
+# the first read on a fresh mount), parallel
 # reads of many small files (each cold and warm), and mount + unmount time
-# (also for a 100,000-file image). Cold = page, dentry and inode caches
+# (also for a 100,000-file image), and unmount alone. Cold = page, dentry and inode caches
 # dropped before each run. The systems' runs are interleaved, a new order
 # each round (benchlib.sh: the VM's drift falls on all alike); prints the
 # median of each and ratios of cairnfs to native and to fuse-overlayfs.
@@ -21,8 +22,8 @@
 # (what FUSE passthrough buys and costs, in the same run); CAIRN_BIN_BEFORE
 # another, cairnfs-before: the cairnfs of that build directory (main
 # before a change, say), with a store of its own.
-# ROWS runs only the rows named (the keys in the table code below; mount
-# and mount100k are the mount rows); the default is every row.
+# ROWS runs only the rows named (the keys in the table code below; mount,
+# umount and mount100k are the mount rows); the default is every row.
 # Measured, never asserted. Needs root (mounts, drop_caches).
 CAIRN_BIN=${CAIRN_BIN:-$(cd "$(dirname "$0")/.." && pwd)/build}
 source "$(dirname "$0")/../tests/lib/test-lib.sh"
@@ -35,7 +36,7 @@ mkdir -p "$(dirname "$out_file")"
 
 RUNS_COLD=${RUNS_COLD:-5}
 RUNS_WARM=${RUNS_WARM:-10}
-ROWS=" ${ROWS:-walk-cold walk-warm readall-cold readall-warm bigfile-cold bigfile-warm smallfiles-par-cold smallfiles-par-warm mount mount100k} "
+ROWS=" ${ROWS:-walk-cold walk-warm readall-cold readall-warm bigfile-cold bigfile-warm bigfile-first smallfiles-par-cold smallfiles-par-warm mount umount mount100k} "
 wanted() { [[ $ROWS == *" $1 "* ]]; }
 DROP='sync; echo 3 > /proc/sys/vm/drop_caches'
 
@@ -107,6 +108,28 @@ bench readall-cold cold "tar -C @ -cf - . | wc -c >/dev/null"
 bench readall-warm warm "tar -C @ -cf - . | wc -c >/dev/null"
 bench bigfile-cold cold "dd if=@/big.bin of=/dev/null bs=1M status=none"
 bench bigfile-warm warm "dd if=@/big.bin of=/dev/null bs=1M status=none"
+# The big file's first read on a fresh mount, as a container's start meets
+# it: before each run every tree is mounted anew (native: nothing) and the
+# caches dropped.
+if wanted bigfile-first; then
+  echo "# bigfile-first" >&2
+  declare -A REMOUNT
+  REMOUNT[native]=:
+  # An unmount's failure is not the row's: a container started meanwhile
+  # may hold a copy of the mount (exit 4), and our view goes all the same.
+  REMOUNT[overlayfs]="umount $T/ovl; mount -t overlay overlay -o ro,lowerdir=$lower $T/ovl"
+  REMOUNT[fuse-overlayfs]="fusermount3 -u $T/fovl; $(daemon_gone_cmd "$T/fovl");
+    fuse-overlayfs -o lowerdir=$lower $T/fovl"
+  REMOUNT[cairnfs]="cairn umount $T/cfs; cairn mount -q bench:1 $T/cfs"
+  REMOUNT[cairnfs-pt]="cairn umount $T/cfs-pt; cairn mount -q -o passthrough bench:1 $T/cfs-pt"
+  b="$CAIRN_BIN_BEFORE/cairn --store $T/store-before"
+  REMOUNT[cairnfs-before]="$b umount $T/cfs-before; $b mount -q bench:1 $T/cfs-before"
+  args=()
+  for sys in "${SYSTEMS[@]}"; do
+    args+=("$sys" "${REMOUNT[$sys]} && $DROP" "dd if=${DIR[$sys]}/big.bin of=/dev/null bs=1M status=none")
+  done
+  interleaved "$T/json/bigfile-first.json" "$RUNS_COLD" 0 "${args[@]}" || fail "row bigfile-first failed"
+fi
 bench smallfiles-par-cold cold "cd @ && xargs -0 -P 8 -n 32 cat <$T/small.list >/dev/null"
 bench smallfiles-par-warm warm "cd @ && xargs -0 -P 8 -n 32 cat <$T/small.list >/dev/null"
 
@@ -121,6 +144,31 @@ if wanted mount; then
     fuse-overlayfs : "fuse-overlayfs -o lowerdir=$lower $T/fovl && stat $T/fovl/etc >/dev/null && fusermount3 -u $T/fovl" \
     cairnfs : "$CAIRN_BIN/cairn --store $STORE mount -q bench:1 $T/cfs && stat $T/cfs/etc >/dev/null && $CAIRN_BIN/cairn --store $STORE umount $T/cfs" \
     || fail "the mount row failed"
+fi
+
+# Unmount alone, with the caches dropped after the mount (as a host's
+# teardown meets them): from the command until it returns. fusermount3 -u
+# returns before fuse-overlayfs's daemon exits; the next run waits for
+# that, untimed. cairnfs-before: CAIRN_BIN_BEFORE's cairn umount.
+if wanted umount; then
+  echo "# umount" >&2
+  for d in cfs cfs-pt ovl fovl cfs-before; do
+    if mountpoint -q "$T/$d"; then umount "$T/$d"; fi
+  done
+  eval "$(daemon_gone_cmd "$T/fovl")"
+  fovl_gone=$(daemon_gone_cmd "$T/fovl")
+  # cairn umount returns before its daemon exits (it forgets its record
+  # first): found by their store (their DIR is an fd).
+  cfs_gone="for i in \$(seq 500); do pgrep -f -- '--store $STORE ' >/dev/null || break; sleep 0.01; done"
+  args=(overlayfs "mount -t overlay overlay -o ro,lowerdir=$lower $T/ovl && stat $T/ovl/etc >/dev/null && $DROP" "umount $T/ovl"
+    fuse-overlayfs "$fovl_gone; fuse-overlayfs -o lowerdir=$lower $T/fovl && stat $T/fovl/etc >/dev/null && $DROP" "fusermount3 -u $T/fovl"
+    cairnfs "$cfs_gone; $CAIRN_BIN/cairn --store $STORE mount -q bench:1 $T/cfs && stat $T/cfs/etc >/dev/null && $DROP" "$CAIRN_BIN/cairn --store $STORE umount $T/cfs")
+  if [ -n "${CAIRN_BIN_BEFORE:-}" ]; then
+    b="$CAIRN_BIN_BEFORE/cairn --store $T/store-before"
+    gone="for i in \$(seq 500); do pgrep -f -- '--store $T/store-before ' >/dev/null || break; sleep 0.01; done"
+    args+=(cairnfs-before "$gone; $b mount -q bench:1 $T/cfs-before && stat $T/cfs-before/etc >/dev/null && $DROP" "$b umount $T/cfs-before")
+  fi
+  interleaved "$T/json/umount.json" "$RUNS_WARM" 1 "${args[@]}" || fail "the umount row failed"
 fi
 
 # A 100,000-file image (one layer, 1,000 directories of 100 small files).
@@ -146,9 +194,11 @@ rows = [("walk-cold", "metadata walk, cold (find -printf)"),
         ("readall-warm", "read every file, warm"),
         ("bigfile-cold", "sequential read 512 MiB, cold"),
         ("bigfile-warm", "sequential read 512 MiB, warm"),
+        ("bigfile-first", "the same, cold, on a fresh mount"),
         ("smallfiles-par-cold", "parallel small-file reads, cold"),
         ("smallfiles-par-warm", "parallel small-file reads, warm"),
         ("mount", "mount + umount (minbase, 4 layers)"),
+        ("umount", "umount, caches dropped (minbase)"),
         ("mount100k", "mount + umount (100,000 files)")]
 extras = ["cairnfs-pt", "cairnfs-before"]  # contenders a run may add
 results = {key: {r["command"]: r["median"] * 1000

@@ -18,6 +18,10 @@
 #     each system once, in a new random order each round (mean ± sd, and
 #     the median); LATENCY=hyperfine runs each system's RUNS runs one
 #     after another instead (hyperfine, mean ± sd);
+#   - umount latency with the caches dropped after the mount: from the
+#     unmount command (umount, fusermount3 -u, cairn umount) until it
+#     returns, RUNS interleaved rounds after one untimed (mean ± sd, and
+#     the median);
 #   - N mounts of one image (N=20), each walked shallowly (find -maxdepth
 #     2, one file read): the sum of the daemons' PSS (from
 #     /proc/PID/smaps_rollup) and one daemon's RSS. Kernel overlayfs has no
@@ -26,7 +30,7 @@
 #     both are counted, and "one daemon's RSS" is the server's.
 # Prints one table, ratios against fuse-overlayfs.
 #
-#   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] [ROWS='latency pss'] [RUNS=10]
+#   CAIRN_BIN=build-dir [CAIRN_BIN_BEFORE=other-build-dir] [ROWS='latency umount pss'] [RUNS=10]
 #     [LATENCY=interleaved|hyperfine] bench/bench_mount.sh [RESULTS.txt]
 # The table is also written to RESULTS.txt (default bench/results/mount.txt).
 # Measured, never asserted. Needs root (mounts, drop_caches).
@@ -41,7 +45,7 @@ mkdir -p "$(dirname "$out_file")"
 
 RUNS=${RUNS:-10}
 LATENCY=${LATENCY:-interleaved} # or hyperfine: each system's runs one after another
-ROWS=" ${ROWS:-latency pss} " # which rows to run
+ROWS=" ${ROWS:-latency umount pss} " # which rows to run
 wanted() { [[ $ROWS == *" $1 "* ]]; }
 N_MOUNTS=${N_MOUNTS:-20}
 DROP='sync; echo 3 > /proc/sys/vm/drop_caches'
@@ -101,11 +105,16 @@ umount_cmd() {
 }
 
 # gone_cmd SYS DIR: waits until the daemon of DIR has exited, so that a
-# run's teardown (fusermount3 -u returns before it) is not in the next
-# run's time. cairn umount waits on its own.
+# run's teardown (fusermount3 -u returns before it; cairn umount once the
+# daemon let go of its pins, before it forgets its record and exits) is
+# not in the next run's time. cairn mount's daemons are found by their
+# store (their DIR is an fd).
 gone_cmd() {
   case $1 in
-  overlayfs | cairn-mount*) echo true ;;
+  overlayfs) echo true ;;
+  cairn-mount*)
+    echo "for i in \$(seq 500); do pgrep -f -- '--store $T/store-$1 ' >/dev/null || break; sleep 0.01; done"
+    ;;
   *) daemon_gone_cmd "$2" ;;
   esac
 }
@@ -140,6 +149,23 @@ for img in debian 100k; do
   for s in "${SYSTEMS[@]}"; do
     mountpoint -q "$T/m/$s" && eval "$(umount_cmd "$s" "$T/m/$s")"
   done
+done
+
+# Unmount latency, caches dropped after the mount (as a host's teardown
+# meets them): from the unmount command until it returns; each system's
+# daemon is waited for (untimed) before its next mount.
+for img in debian 100k; do
+  wanted umount || continue
+  echo "# umount latency, caches dropped: $img" >&2
+  args=()
+  for s in "${SYSTEMS[@]}"; do
+    dir=$T/m/$s
+    mkdir -p "$dir"
+    if mountpoint -q "$dir"; then eval "$(umount_cmd "$s" "$dir")"; fi
+    prepare="$(gone_cmd "$s" "$dir"); $(mount_cmd "$s" "$img" "$dir") && cat $dir/${PROBE[$img]} >/dev/null && $DROP"
+    args+=("$s" "$prepare" "$(umount_cmd "$s" "$dir")")
+  done
+  interleaved "$T/json/umount-$img.json" "$RUNS" 1 "${args[@]}" || fail "the umount row failed"
 done
 
 # daemon_pids SYS DIR...: the pids serving those mounts.
@@ -218,6 +244,12 @@ for img, name in (("debian", "Debian minbase, 3 layers"), ("100k", "100,000 file
         med = {r["command"]: (r["median"] * 1000,)
                for r in json.load(open(f"{d}/latency-{img}.json"))["results"]}
         line("  the same, median", med, lambda v: f"{v[0]:.1f}")
+    if os.path.exists(f"{d}/umount-{img}.json"):
+        rs = json.load(open(f"{d}/umount-{img}.json"))["results"]
+        res = {r["command"]: (r["mean"] * 1000, (r["stddev"] or 0) * 1000) for r in rs}
+        line(f"umount, caches dropped, ms ({name})", res, lambda v: f"{v[0]:.1f} ± {v[1]:.1f}")
+        line("  the same, median", {r["command"]: (r["median"] * 1000,) for r in rs},
+             lambda v: f"{v[0]:.1f}")
     pss, rss = {}, {}
     for s in systems:
         p = f"{d}/pss-{img}-{s}"

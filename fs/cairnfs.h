@@ -23,7 +23,7 @@ struct cairnfs {
   cairn_tree *tree;         /* read-only once built: no lock needed */
   bool no_open, no_opendir; /* the kernel need not open files / dirs (init) */
   char dev[32];             /* the mount's device, "MAJ:MIN" (set once mounted) */
-  bool readahead_raised;    /* by the first read (ops.c) */
+  bool readahead_raised;    /* once INIT is answered (conn.c) or by the first read (ops.c) */
   /* FUSE passthrough (passthrough.c): offered by the kernel and wanted. */
   bool passthrough;
   int fuse_fd;                   /* the session's /dev/fuse fd (its ioctls) */
@@ -78,6 +78,8 @@ int cairnfs_read_park(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, o
  * to them under way are waited for (before the session and the store
  * go). */
 void cairnfs_fetch_stop(void);
+/* Raises the mount's readahead (sysfs, root only) once: see ops.c. */
+void cairnfs_readahead_raise(struct cairnfs *fs);
 void cairnfs_read_lower(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, size_t size,
                         off_t off);
 /* Replies to an lseek (SEEK_DATA or SEEK_HOLE) of node n at off, from its

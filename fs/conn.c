@@ -151,6 +151,9 @@ static ssize_t conn_writev(int fd, struct iovec *iov, int count, void *userdata)
     n = writev(fd, iov, count);
     /* ENOENT: an earlier server answered it and died before saying so. */
     if (n < 0 && errno == ENOENT) again = true, n = total;
+    /* The kernel has applied the reply (the writev did): a read-only
+     * mount's readahead can be raised before anything is opened. */
+    if (n >= 0 && !fs->rw) cairnfs_readahead_raise(fs);
   }
   if (n >= 0 && again) resend(fd);
   if (n >= 0) say_ready();

@@ -16,7 +16,12 @@
  * unmount: the daemon serves until the kernel ends the session); stale
  * once the daemon is gone. Live, restarting and detached records keep the
  * image from rm and gc even in the moment its daemon's pins are not held;
- * a stale one never keeps anything. cn_mount_clean_stale (gc, fsck and
+ * a stale one never keeps anything. A record whose daemon runs but holds
+ * no lock any more (an image's mount: its session is over, it let go of
+ * its upper layer's lock and its pins first and is forgetting the record
+ * now) is ending, and every scan skips it as already forgotten: cairn
+ * umount returns once the locks are gone, with the daemon's bookkeeping
+ * after it. cn_mount_clean_stale (gc, fsck and
  * every sweep) deletes the stale records of this boot, asking only whether
  * the daemon runs; those written before this boot (/proc/stat's btime)
  * are what `cairn mount --restore` republishes, and are kept for it (it
@@ -48,6 +53,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 
 extern char **environ;
@@ -448,6 +454,16 @@ int cairn_mount_holders(const char *dev, char **desc) {
   return holders;
 }
 
+pid_t cairn_mount_supervisor(const char *dir) {
+  char buf[16];
+  ssize_t n = lgetxattr(dir, CAIRN_XATTR_SUPERVISOR, buf, sizeof(buf) - 1);
+  if (n < 0) return errno == ENOTSUP || errno == ERANGE ? -ENODATA : -errno;
+  buf[n] = '\0';
+  char *end;
+  long pid = strtol(buf, &end, 10);
+  return n > 0 && !*end && pid > 0 && pid < INT_MAX ? (pid_t)pid : -ENODATA;
+}
+
 bool cairn_mount_daemon_holds(pid_t pid) {
   if (pid <= 0 || !cairn_process_running(pid, NULL)) return false;
   FILE *f = fopen("/proc/locks", "re");
@@ -666,6 +682,9 @@ static int mounts_scan(cairn_store *st, const char *image_id, cairn_mount_fn fn,
                                 .dev = (const char *)sqlite3_column_text(q, 5)};
     m.state = record_state(&table, m.dir, m.pid, (uint64_t)sqlite3_column_int64(q, 3), m.dev,
                            !m.image[0]);
+    if (m.state != CAIRN_MOUNT_LIVE && m.state != CAIRN_MOUNT_STALE && m.image[0] &&
+        !cairn_mount_daemon_holds(m.pid))
+      continue; /* ending: see the top of the file */
     if ((r = fn(&m, arg)) != 0) break;
   }
   mount_table_free(&table);

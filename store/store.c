@@ -132,7 +132,7 @@ static int store_open_dirs(const char *dir, unsigned flags, cairn_store **out) {
 
 int cairn_store_open_flags(const char *dir, unsigned flags, cairn_store **out) {
   int r = store_open_dirs(dir, flags, out);
-  if (r < 0) return r;
+  if (r < 0 || (flags & CAIRN_STORE_LAZY)) return r;
   if ((r = cn_db_open(*out)) < 0) return r;
   cn_staging_recover(*out);
   return 0;

@@ -96,7 +96,8 @@ int cli_store_open(struct cli *c, unsigned flags, cairn_store **st) {
       return report_fail(-ENOENT, "store: cannot pick a store directory: set --store or "
                                   "CAIRN_STORE");
     cairn_store *opened;
-    unsigned how = (flags & CAIRN_STORE_CREATE) | (c->trust_store ? 0 : CAIRN_STORE_OWN);
+    unsigned how =
+        (flags & (CAIRN_STORE_CREATE | CAIRN_STORE_LAZY)) | (c->trust_store ? 0 : CAIRN_STORE_OWN);
     int r = cairn_store_open_flags(c->store_dir ? c->store_dir : dir, how, &opened);
     if (r == -ENOENT && (flags & CLI_STORE_MISSING_OK)) { /* read as an empty store */
       if (c->store_dir) { /* one typed (--store /typo): say so, not only an empty table */

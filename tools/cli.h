@@ -94,7 +94,8 @@ int cli_config(struct cli *c, const cairn_config **cfg);
 int cli_store(struct cli *c, cairn_store **st);
 /* cli_store with flags: CAIRN_STORE_CREATE (a command that adds to the
  * store: import, pull, login) makes a missing store, saying so on stderr
- * ("created store at DIR", unless CLI_STORE_QUIET); CLI_STORE_MISSING_OK (a listing) sets *st to
+ * ("created store at DIR", unless CLI_STORE_QUIET); CAIRN_STORE_LAZY opens the
+ * database only when a call needs it; CLI_STORE_MISSING_OK (a listing) sets *st to
  * NULL for a missing store, said nothing, to be read as an empty one.
  * Without either a missing store is exit 3, "store: DIR: no store here". */
 enum {

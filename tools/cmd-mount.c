@@ -21,7 +21,8 @@
  * lock (its pins and upper layer's, which it lets go of as soon as the
  * kernel ends its session, before any bookkeeping: our answer depends on
  * whether the mount is in use, not on how fast the daemon writes to
- * SQLite), forget the record, then keep (or with --discard drop) the
+ * SQLite), forget the record (a live read-only mount's daemon forgets
+ * its own, after: umount_ro), then keep (or with --discard drop) the
  * --rw mount's upper layer and those a crash left for DIR: a user's
  * uncommitted changes go only when a command names them. An upper with
  * no entry (nothing changed since the mount or its last commit) holds
@@ -49,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -564,6 +566,15 @@ static int umount_gone(cairn_store *st, const char *name, const struct umount_op
   return CAIRN_EXIT_OK;
 }
 
+/* Says why unmounting dir (name as typed) failed (r < 0): its exit code. */
+static int unmount_failed(const char *name, const char *dir, int r) {
+  if (r != -EBUSY) return report_fail(r, "umount: %s: %s", name, strerror(-r));
+  cairn_autofree char *who = NULL;
+  if (cairn_mount_users(dir, &who) > 0)
+    return report_fail(r, "umount: %s: busy: used by %s (umount --lazy detaches it)", name, who);
+  return report_fail(r, "umount: %s: busy (a process uses the mount)", name);
+}
+
 static int umount_one(cairn_store *st, const char *name, const struct umount_opts *o) {
   char dir[PATH_MAX];
   int r = cairn_mountpoint_resolve(name, dir, sizeof(dir));
@@ -605,17 +616,8 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
       break;
     }
     r = state < 0 ? state : cairn_mountpoint_unmount(dir, state == CAIRN_MP_STALE || o->lazy);
-    if (r == -EBUSY) {
-      cairn_autofree char *who = NULL;
-      if (cairn_mount_users(dir, &who) > 0)
-        code =
-            report_fail(r, "umount: %s: busy: used by %s (umount --lazy detaches it)", name, who);
-      else
-        code = report_fail(r, "umount: %s: busy (a process uses the mount)", name);
-      break;
-    }
     if (r < 0) {
-      code = report_fail(r, "umount: %s: %s", name, strerror(-r));
+      code = unmount_failed(name, dir, r);
       break;
     }
   }
@@ -647,6 +649,44 @@ static int umount_one(cairn_store *st, const char *name, const struct umount_opt
   if (!was_mounted && !up.found && r == 0) say_not_mounted(name, kept, o);
   if ((was_mounted || up.found || r > 0) && !o->quiet && !o->no_dir_line)
     printf("%s\n", dir); /* the real path, as mount prints it */
+  return CAIRN_EXIT_OK;
+}
+
+/* umount of a live read-only mount (the topmost at dir): it has no upper
+ * layer to ask about, and its server says which daemon serves it, so it
+ * is unmounted at once, and once that daemon has let go of its pins
+ * umount returns; the daemon forgets its record after (the slow way
+ * writes to SQLite with it, each waiting for the other's write lock).
+ * The database is not opened unless the server could not say (not root:
+ * the record is read, while the daemon lets go).
+ * -1 if name is not such a mount (umount_one does it), else the exit
+ * code. */
+static int umount_ro(cairn_store *st, const char *name, const struct umount_opts *o) {
+  char dir[PATH_MAX];
+  struct statvfs sv;
+  if (o->force || o->lazy || cairn_mountpoint_resolve(name, dir, sizeof(dir)) < 0 ||
+      cairn_mountpoint_state(dir) != CAIRN_MP_LIVE || statvfs(dir, &sv) < 0 ||
+      !(sv.f_flag & ST_RDONLY))
+    return -1;
+  /* Its daemon as its server says (root), else as its record does. */
+  struct mount_record rec = {.pid = cairn_mount_supervisor(dir)};
+  if (rec.pid < 0 || cairn_mountpoint_dev(dir, rec.dev, sizeof(rec.dev)) < 0) rec.pid = 0;
+  int r = cairn_mountpoint_unmount(dir, false);
+  if (r < 0) return unmount_failed(name, dir, r);
+  /* Another cairnfs mount stacked under it: the slow way, for the rest. */
+  if (cairn_mountpoint_state(dir) != CAIRN_MP_NONE) return umount_one(st, name, o);
+  if (rec.pid == 0) rec = recorded(st, dir);
+  /* A daemon that let go forgets its record itself (scans skip it till
+   * then; one killed before it could is stale, and the next sweep's). */
+  int code = rec.pid > 0 ? await_release(name, &rec, false, "") : CAIRN_EXIT_OK;
+  if (code != CAIRN_EXIT_OK) return code;
+  int kept = 0; /* the uppers a crash left for dir, as umount_one */
+  r = cli_uppers_left(st, dir, o->discard ? CLI_LEFT_DISCARD : CLI_LEFT_KEEP, o->quiet, &kept);
+  if (r < 0) return report_fail(r, "umount: %s: %s", name, report_why(st, r));
+  /* Closed without a checkpoint: the daemon, writing after us, does it
+   * when it closes last (else the next command), not our caller's wait. */
+  cairn_store_idle(st);
+  if (!o->quiet && !o->no_dir_line) printf("%s\n", dir);
   return CAIRN_EXIT_OK;
 }
 
@@ -683,11 +723,12 @@ static int umount_run(struct cli *c, int argc, char **argv) {
   if (keep && uo.discard)
     return report_usage(cmd_umount.usage, "umount: --keep and --discard exclude each other");
   if (optind == argc) return report_usage(cmd_umount.usage, "umount: needs a directory");
-  cairn_store *st;
-  int worst = cli_store(c, &st);
+  cairn_store *st; /* its database opened when needed: umount_ro mostly does not */
+  int worst = cli_store_open(c, CAIRN_STORE_LAZY, &st);
   if (worst != CAIRN_EXIT_OK) return worst;
   for (int i = optind; i < argc; i++) { /* each directory, like umount(8); the worst code */
-    code = umount_one(st, argv[i], &uo);
+    code = umount_ro(st, argv[i], &uo);
+    if (code < 0) code = umount_one(st, argv[i], &uo);
     if (code > worst) worst = code;
   }
   return worst;

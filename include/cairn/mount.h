@@ -113,6 +113,12 @@ int cairn_mountpoint_unmount(const char *dir, bool lazy);
  * Returns 0; -ENOENT: no cairnfs mount is on top of dir. */
 int cairn_mountpoint_dev(const char *dir, char *dev, size_t len);
 
+/* The pid of the supervisor (the daemon a record names) of the live
+ * read-only cairnfs mount at dir, as its server says: the xattr
+ * CAIRN_XATTR_SUPERVISOR of its root (trusted.*: root only). -ENODATA
+ * from a cairnfs before it, -EPERM for other users, else -errno. */
+#define CAIRN_XATTR_SUPERVISOR "trusted.cairn.supervisor"
+pid_t cairn_mount_supervisor(const char *dir);
 /* Whether the process pid (a mount's daemon) still holds a flock(2) lock:
  * its pins, its upper layer's. It lets go of them as soon as its session
  * is over, before any bookkeeping.

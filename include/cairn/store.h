@@ -98,6 +98,9 @@ enum {
   /* as root, refuse (-EPERM) a store directory another user owns: its
    * files and symlinks are theirs to plant */
   CAIRN_STORE_OWN = 1u << 1,
+  /* the database is opened by the first call that needs it, as
+   * cairn_store_open_lazy's, and nothing is recovered */
+  CAIRN_STORE_LAZY = 1u << 2,
 };
 /* Opens the store at dir (NULL: the default) as cairn_store_open does,
  * but without CAIRN_STORE_CREATE a missing store (no directory, or no

@@ -46,6 +46,43 @@ expect_exit 0 "umount of a mounted directory: exit 0" cairn umount "$T/a"
 check "and says nothing" [ ! -s "$T/stderr" ]
 expect_exit 2 "umount without a directory is a usage error" cairn umount
 
+# A read-only mount's umount returns once its daemon (which the mount's
+# root names) has let go of the pins, asking SQLite nothing: another
+# process holding the database's write lock (a long import, a gc) does not
+# hold it up. The daemon forgets its record after; until then no listing
+# shows it, and rm of the image works at once.
+cairn mount -q app:1 "$T/a"
+daemon=$(cairn mounts --json | jq -r '.[0].pid')
+check "the mount's root names its daemon (trusted.cairn.supervisor), for root" [ \
+  "$(python3 -c 'import os, sys; print(os.getxattr(sys.argv[1], "trusted.cairn.supervisor").decode())' \
+    "$T/a")" = "$daemon" ]
+python3 - "$STORE/meta.db" "$T/locked" "$T/unlock" <<'PY' &
+import os, sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)
+db.execute("BEGIN IMMEDIATE")
+open(sys.argv[2], "w").close()
+for _ in range(3000):  # 30 s at most
+    if os.path.exists(sys.argv[3]):
+        break
+    time.sleep(0.01)
+db.execute("ROLLBACK")
+PY
+writer=$!
+kill_at_exit $writer
+wait_for 10 test -e "$T/locked" || fail "the writer did not take the write lock"
+expect_exit 0 "umount of a read-only mount returns while SQLite's write lock is held" \
+  timeout 5 cairn umount "$T/a"
+check "it printed the directory" [ "$(cat "$T/stdout")" = "$T/a" ]
+if is_mounted "$T/a"; then not_ok "a is unmounted"; else ok "a is unmounted"; fi
+check "mounts lists nothing while the daemon waits to forget its record" \
+  [ "$(cairn mounts --json | jq length)" = 0 ]
+touch "$T/unlock"
+wait "$writer"
+expect_exit 0 "rm of the image right after: exit 0" cairn rm app:1
+check "the daemon exits" wait_for 10 sh -c "! kill -0 $daemon"
+check "and its record is gone" [ "$(cairn mounts --json | jq length)" = 0 ]
+cairn import app:1 "$T/layer.tar" >/dev/null || fail "import again"
+
 # --lazy, as umount -l: a busy mount (a process's working directory) is
 # detached at once, exit 0; its daemon serves that process on with the
 # image pinned, then goes when it lets go.

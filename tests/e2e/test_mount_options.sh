@@ -42,6 +42,15 @@ head -c 1 "$mnt/dev/zero" >/dev/null 2>&1 && fail "root opened a device node on 
 cairn umount "$mnt"
 ok "default mount: nosuid,nodev, allow_other,default_permissions; setuid and devices inert"
 
+# ---- root's mount reads ahead 512 KiB (the FUSE default is 128 KiB)
+# from the start: raised once INIT is answered, before the first open (a
+# file opened earlier keeps the readahead it was opened with).
+cairn mount app:1 "$mnt"
+ra=$(cat "/sys/class/bdi/$(mountpoint -d "$mnt")/read_ahead_kb")
+cairn umount "$mnt"
+[ "$ra" = 512 ] || fail "a fresh mount reads ahead ${ra} KiB before any read, not 512"
+ok "a fresh mount reads ahead 512 KiB before anything is read"
+
 # ---- --suid --dev opt in
 cairn mount --suid --dev app:1 "$mnt"
 opts=$(mount_options "$mnt")
