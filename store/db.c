@@ -94,6 +94,12 @@ static const char *const migrations[] = {
      "  digest TEXT NOT NULL, media_type TEXT NOT NULL, size INTEGER NOT NULL,"
      "  since INTEGER NOT NULL,"
      "  PRIMARY KEY(layer_id, registry, repository, digest)) WITHOUT ROWID;"),
+    /* 10: the directory a mount was made on, as it was before the mount
+     * covered it (its device, inode and owner): mount --restore mounts
+     * again only on that directory; NULL in a record written before */
+    ("ALTER TABLE mounts ADD COLUMN dir_dev INTEGER;"
+     "ALTER TABLE mounts ADD COLUMN dir_ino INTEGER;"
+     "ALTER TABLE mounts ADD COLUMN dir_uid INTEGER;"),
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 

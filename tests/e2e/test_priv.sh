@@ -18,7 +18,11 @@
 #     through a symlink nobody planted (at its end or on the way) refuse it
 #     and leave root's mount, bundle and directory it leads to alone;
 #     mount --restore refuses a recorded mountpoint nobody replaced by a
-#     symlink after a simulated reboot, and mounts nothing on its target;
+#     symlink after a simulated reboot, and mounts nothing on its target,
+#     nor on a directory of the same name nobody made in a sticky directory
+#     root's was removed from (another inode and owner than recorded); a
+#     record of an older cairn, without them, is checked by its path and
+#     that is said;
 #   - root's `cairn login` with its auth.json in nobody's directory and
 #     root's `cairn push oci:` into nobody's layout write through none of
 #     the names the old code used (PATH.tmp<pid>, NAME.tmp-<pid>; run in a
@@ -321,5 +325,40 @@ expect_exit 1 "mount --restore: a mountpoint nobody replaced by a symlink is ref
 check "mount --restore: the refusal names it" grep -q "restdir/m: a symlink" "$T/stderr"
 check "mount --restore: nothing is mounted on the symlink's target" \
   sh -c "! mountpoint -q $T/rootdir4"
+
+# ---- the same after a "reboot" that emptied a sticky /tmp-like directory:
+# root's mountpoint there is gone and nobody made its own directory of the
+# same name (no symlink: the path alone is the same): its inode and owner
+# are not the recorded ones, refused; nothing is mounted on nobody's.
+sd=$T/sticky
+mkdir "$sd"
+chmod 1777 "$sd"
+mkdir "$sd/m"
+unmount "$sd/m"
+setup c mount -q app:1 "$sd/m" >/dev/null
+sup=$(c mounts --json | jq -r --arg d "$sd/m" '.[] | select(.dir == $d) | .pid')
+kill -9 "$sup" $(cat "/proc/$sup/task/$sup/children" 2>/dev/null)
+wait_for 5 pid_gone "$sup"
+umount -l "$sd/m"
+setup sqlite3 "$ST/meta.db" "UPDATE mounts SET since = 0 WHERE dir = '$sd/m'"
+rmdir "$sd/m"
+as_nobody mkdir "$sd/m"
+expect_exit 1 "mount --restore: a mountpoint nobody made again in a sticky directory is refused" \
+  c mount --restore
+check "mount --restore: the refusal names it and says why" grep -q \
+  "sticky/m: not the directory recorded (inode [0-9]* of uid 0, now inode [0-9]* of uid 65534)" \
+  "$T/stderr"
+check "mount --restore: nothing is mounted on nobody's directory" sh -c "! mountpoint -q $sd/m"
+# A record of an older cairn (no inode, no owner): its path alone is
+# checked, and --restore says so.
+as_nobody rmdir "$sd/m"
+mkdir "$sd/m"
+setup sqlite3 "$ST/meta.db" \
+  "UPDATE mounts SET dir_dev = NULL, dir_ino = NULL, dir_uid = NULL WHERE dir = '$sd/m'"
+expect_exit 1 "mount --restore: again (nobody's symlink above is still refused)" c mount --restore
+check "mount --restore: an older record is restored, checked by its path only" grep -q \
+  "sticky/m: recorded by an older cairn, without its inode and owner: checked by its path only" \
+  "$T/stderr"
+check "mount --restore: the older record's directory is mounted again" mountpoint -q "$sd/m"
 
 finish
