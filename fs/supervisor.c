@@ -708,8 +708,11 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
   if (!S_ISDIR(sb.st_mode)) return report_fail(-ENOTDIR, "%s: not a directory", o->dir);
   s.under = sb;
 
-  /* Without the database: it is opened by the first call that needs it. */
-  r = cairn_store_open_lazy(o->store, &s.st);
+  /* Without the database: it is opened by the first call that needs it.
+   * As root, a store another user owns only if asked (--trust-store), as
+   * cairn does. */
+  unsigned how = CAIRN_STORE_CREATE | (o->trust_store ? 0 : CAIRN_STORE_OWN);
+  r = cairn_store_open_lazy_flags(o->store, how, &s.st);
   if (r < 0) {
     code = report_fail(r, "store: %s", report_why(s.st, r));
     goto out;
@@ -734,7 +737,7 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
     /* The database now (and its failure said as the store's), with what
      * cairn_store_open recovers. */
     cairn_store_close(s.st);
-    r = cairn_store_open(o->store, &s.st);
+    r = cairn_store_open_flags(o->store, how, &s.st);
     if (r < 0) {
       code = report_fail(r, "store: %s", report_why(s.st, r));
       goto out;

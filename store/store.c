@@ -171,6 +171,10 @@ int cairn_store_open_lazy(const char *dir, cairn_store **out) {
   return store_open_dirs(dir, CAIRN_STORE_CREATE, out);
 }
 
+int cairn_store_open_lazy_flags(const char *dir, unsigned flags, cairn_store **out) {
+  return store_open_dirs(dir, flags, out);
+}
+
 void cairn_store_idle(cairn_store *st) {
   if (!st->db || !sqlite3_get_autocommit(st->db)) return;
   /* The last connection to close checkpoints the log into meta.db and

@@ -99,8 +99,14 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   if (pid == 0) {
     dup2(p[1], STDERR_FILENO);
     if (pass_fd >= 0) fcntl(pass_fd, F_SETFD, 0); /* cairnfs mounts through it */
-    char *argv[] = {"cairnfs",   "--store",          (char *)store_dir, (char *)image,
-                    (char *)dir, opts ? "-o" : NULL, (char *)opts,      NULL};
+    /* Root has another user's store open only if --trust-store said so
+     * (cli_store): cairnfs is told as much, else it refuses the store. */
+    struct stat sb;
+    bool trust = geteuid() == 0 && stat(store_dir, &sb) == 0 && sb.st_uid != 0;
+    char *argv[9] = {"cairnfs", "--store", (char *)store_dir, (char *)image, (char *)dir};
+    int n = 5;
+    if (opts) argv[n++] = "-o", argv[n++] = (char *)opts;
+    if (trust) argv[n++] = "--trust-store";
     execvp(bin, argv);
     int err = errno;
     report_prog = "cairnfs"; /* said for the cairnfs that did not start: passed on as ours */

@@ -33,7 +33,8 @@
 #   - a FIFO nobody put at export -o FILE or at REGISTRY_AUTH_FILE blocks
 #     neither export, pull nor login (export and login refuse it);
 #   - a store nobody owns is refused by root (--store, CAIRN_STORE,
-#     nobody's cairn.conf under nobody's HOME); with --trust-store, root's
+#     nobody's cairn.conf under nobody's HOME), by cairnfs run directly and
+#     by cairnfs --als; with --trust-store, root's
 #     import writes nothing through blobs/XX symlinks nobody planted;
 #   - a store in an existing 0755 directory: nobody reads none of its
 #     files (meta.db, refs), and cairn says it made them private.
@@ -281,6 +282,33 @@ as_nobody sh -c 'mkdir -p "$1/blobs" && for a in 0 1 2 3 4 5 6 7 8 9 a b c d e f
 expect_exit 1 "--trust-store: an import into planted blobs/XX symlinks fails" \
   cairn --trust-store --store "$ns" import -q evil:1 l.tar
 check "--trust-store: nothing is written where the symlinks point" test -z "$(ls -A crond)"
+
+# ---- cairnfs started by root directly (not through cairn mount) on a
+# store nobody owns: refused as cairn refuses it, the ALS too, unless
+# --trust-store (which cairn mount --trust-store passes on).
+ns3=$T/nbstore3
+setup cairn --store "$ns3" import -q app:3 l.tar
+chown nobody:nogroup "$ns3"
+mkdir mnt3 als3
+unmount "$T/mnt3"
+unmount "$T/als3"
+expect_exit 1 "cairnfs as root on a store nobody owns: refused" \
+  "$CAIRN_BIN/cairnfs" --store "$ns3" app:3 "$T/mnt3"
+check "cairnfs as root on a store nobody owns: the refusal says whose" \
+  grep -q "nbstore3: owned by uid 65534, not root: .*--trust-store" "$T/stderr"
+check "cairnfs as root on a store nobody owns: nothing is mounted" sh -c "! mountpoint -q $T/mnt3"
+expect_exit 1 "cairnfs as root on a store nobody owns: through -o store= too" \
+  "$CAIRN_BIN/cairnfs" app:3 "$T/mnt3" -o "store=$ns3"
+expect_exit 1 "cairnfs --als as root on a store nobody owns: refused" \
+  "$CAIRN_BIN/cairnfs" --als --store "$ns3" "$T/als3"
+check "cairnfs --als: nothing is mounted" sh -c "! mountpoint -q $T/als3"
+expect_exit 0 "cairnfs --trust-store as root on a store nobody owns: mounts" \
+  "$CAIRN_BIN/cairnfs" --trust-store --store "$ns3" app:3 "$T/mnt3"
+check "cairnfs --trust-store: the image is served" test -x "$T/mnt3/bin/euid"
+setup cairn --trust-store --store "$ns3" umount -q "$T/mnt3"
+expect_exit 0 "cairn mount --trust-store on a store nobody owns: cairnfs is told" \
+  cairn --trust-store --store "$ns3" mount -q app:3 "$T/mnt3"
+setup cairn --trust-store --store "$ns3" umount -q "$T/mnt3"
 
 # ---- a store in an existing 0755 directory
 mkdir s755
