@@ -217,7 +217,8 @@ int cn_db_open(cairn_store *st) {
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/meta.db", st->dir);
   if (sqlite3_open_v2(path, &st->db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                          SQLITE_OPEN_NOFOLLOW,
                       NULL) != SQLITE_OK)
     return cn_store_fail_db(st, path);
   sqlite3_busy_timeout(st->db, 60000);

@@ -387,7 +387,7 @@ static int rebuild_blob(cairn_store *st, const char *name, cairn_report *r) {
     if (strncmp(digest, "sha256:", 7) != 0) continue;
     char rel[128];
     snprintf(rel, sizeof(rel), "compressed/%s", digest + 7);
-    cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    cairn_autoclose int fd = cn_store_openat(st, rel, O_RDONLY, 0);
     if (fd < 0 || !file_has_sha256(fd, digest + 7)) continue;
     char *one[] = {(char *)name};
     if (cn_blob_files_remove(st, &(struct strv){.v = one, .n = 1}) < 0) return 0;

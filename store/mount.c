@@ -673,7 +673,7 @@ void cn_mounts_settle(cairn_store *st) {
    * mount of that image can, or deletes only stale annotations. (A
    * listing's read transaction settles as before.) */
   if (st->db && sqlite3_txn_state(st->db, NULL) == SQLITE_TXN_WRITE) return;
-  cairn_autoclose int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CLOEXEC);
+  cairn_autoclose int fd = cn_store_openat(st, "mounting.lock", O_RDONLY, 0);
   if (fd < 0) return; /* no mount ever took the fast way */
   const struct timespec poll = {.tv_nsec = SETTLE_POLL_NS};
   for (int i = 0; i < SETTLE_POLLS; i++) {

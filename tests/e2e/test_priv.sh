@@ -35,7 +35,10 @@
 #   - a store nobody owns is refused by root (--store, CAIRN_STORE,
 #     nobody's cairn.conf under nobody's HOME), by cairnfs run directly and
 #     by cairnfs --als; with --trust-store, root's
-#     import writes nothing through blobs/XX symlinks nobody planted;
+#     import writes nothing through blobs/XX symlinks nobody planted, and
+#     root's gc, import, pull, pin, mount and mount --rw refuse the store
+#     when nobody replaced tmp, compressed, pins, index or uppers by a
+#     symlink, writing and removing nothing where it points;
 #   - a store in an existing 0755 directory: nobody reads none of its
 #     files (meta.db, refs), and cairn says it made them private.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -282,6 +285,52 @@ as_nobody sh -c 'mkdir -p "$1/blobs" && for a in 0 1 2 3 4 5 6 7 8 9 a b c d e f
 expect_exit 1 "--trust-store: an import into planted blobs/XX symlinks fails" \
   cairn --trust-store --store "$ns" import -q evil:1 l.tar
 check "--trust-store: nothing is written where the symlinks point" test -z "$(ls -A crond)"
+
+# ---- with --trust-store, the store's other directories: nobody replaces
+# each by a symlink to a directory of root's, and root's commands (gc,
+# import, pull, pin, mount, mount --rw) refuse the store, writing and
+# removing nothing where it points (its listing and mtime unchanged, an
+# hour-old file gc's sweep of tmp would remove still there).
+ns2=$T/nbstore2
+setup cairn --store "$ns2" import -q app:2 l.tar
+chown -R nobody:nogroup "$ns2"
+mkdir rootd mnt2
+unmount "$T/mnt2"
+setup touch -d '-1 hour' rootd/old
+rootd_state() { echo "$(ls -A "$T/rootd" | tr '\n' ' ')$(stat -c %y "$T/rootd")"; }
+rootd_before=$(rootd_state)
+# plant NAME: nobody puts a symlink to rootd at STORE/NAME (the real one aside).
+plant() {
+  [ ! -e "$ns2/$1" ] || as_nobody mv "$ns2/$1" "$ns2/$1.real"
+  as_nobody ln -s "$T/rootd" "$ns2/$1"
+}
+unplant() {
+  as_nobody rm "$ns2/$1"
+  [ ! -e "$ns2/$1.real" ] || as_nobody mv "$ns2/$1.real" "$ns2/$1"
+}
+# planted NAME WHAT CMD...: CMD refuses the store with NAME planted, and
+# rootd is left as it was.
+planted() {
+  local name=$1 what=$2
+  shift 2
+  plant "$name"
+  expect_exit 1 "--trust-store, a planted $name symlink: $what is refused" "$@"
+  check "--trust-store, a planted $name symlink: $what says why" \
+    grep -q "nbstore2/$name: a symlink: refused" "$T/stderr"
+  check "--trust-store, a planted $name symlink: $what leaves its target alone" \
+    test "$(rootd_state)" = "$rootd_before"
+  unplant "$name"
+}
+c2() { cairn --trust-store --store "$ns2" "$@"; }
+planted tmp gc c2 gc
+planted tmp import c2 import -q evil:2 l.tar
+planted tmp "pull" c2 pull -q --insecure "docker://$REGISTRY/team/app:1" evil:3
+planted compressed "pull" c2 pull -q --insecure "docker://$REGISTRY/team/app:1" evil:3
+planted pins "cairn-pin hold" "$CAIRN_BIN/cairn-pin" --trust-store --store "$ns2" hold app:2 -- true
+planted index mount c2 mount -q app:2 "$T/mnt2"
+planted uppers "mount --rw" c2 mount -q --rw app:2 "$T/mnt2"
+check "--trust-store, planted symlinks: nothing was mounted" sh -c "! mountpoint -q $T/mnt2"
+expect_exit 0 "--trust-store, the symlinks taken away: the store is used again" c2 gc
 
 # ---- cairnfs started by root directly (not through cairn mount) on a
 # store nobody owns: refused as cairn refuses it, the ALS too, unless
