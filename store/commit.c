@@ -552,10 +552,8 @@ int cn_dir_layer(cairn_store *st, int parent_fd, const char *name, cairn_pinset 
   if (!c) return cairn_fail(st, -ENOMEM, "out of memory");
   c->st = st;
   c->root_fd = c->index_fd = -1;
-  cairn_autofree char *tmp = cn_xasprintf("%s/tmp", st->dir);
-  if (tmp) mkdir(tmp, 0700);
-  int out_fd = tmp ? open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
-  int r = out_fd < 0 ? cairn_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno)) : 0;
+  int out_fd = cn_store_tmpfile(st, 0600); /* through STORE/tmp's fd: no symlink followed */
+  int r = out_fd < 0 ? out_fd : 0;
   cairn_autoclose int dfd =
       r < 0 ? -1 : openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (r == 0 && dfd < 0) r = cairn_fail(st, -errno, "%s: %s", name, strerror(errno));

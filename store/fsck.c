@@ -282,9 +282,8 @@ static struct fetched *origin_fetch(cairn_store *st, struct fetch_cache *c, cons
   c->n++;
   snprintf(f->digest, sizeof(f->digest), "%s", d->digest);
   snprintf(f->layer, sizeof(f->layer), "%s", layer);
-  f->fd = openat(st->dirfd, "tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  int rc = f->fd < 0 ? cairn_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno))
-                     : cn_pull_blob_again(st, where, insecure, d, c->net, f->fd);
+  f->fd = cn_store_tmpfile(st, 0600); /* through STORE/tmp's fd: no symlink followed */
+  int rc = f->fd < 0 ? f->fd : cn_pull_blob_again(st, where, insecure, d, c->net, f->fd);
   if (rc == 0 && !stream_is_layer(f->fd, layer))
     rc = cairn_fail(st, -EBADMSG, "it is not layer sha256:%s (its tar has another sha256)", layer);
   if (rc == 0) return f;
