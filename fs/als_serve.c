@@ -734,10 +734,11 @@ static int als_verdict(int fd, int code) {
 
 /* Opens the store, mounts PATH and serves it until unmounted; tells the
  * waiting parent (verdict_fd, or -1) its exit code once mounted or failed. */
-static int als_serve(const char *path, const char *store, bool debug, int verdict_fd,
+static int als_serve(const char *path, const char *store, bool trust, bool debug, int verdict_fd,
                      char *const *graphroots, size_t n_graphroots) {
   struct als a = {.path = path};
-  int r = cairn_store_open(store, &a.st);
+  /* As root, a store another user owns only with --trust-store. */
+  int r = cairn_store_open_flags(store, CAIRN_STORE_CREATE | (trust ? 0 : CAIRN_STORE_OWN), &a.st);
   if (r < 0)
     return als_verdict(verdict_fd, report_fail(r, "opening the store: %s", cairn_errmsg(a.st)));
   char *real = realpath(path, NULL);
@@ -794,19 +795,20 @@ static int als_serve(const char *path, const char *store, bool debug, int verdic
 }
 
 #define ALS_USAGE                                                                                  \
-  "cairnfs --als [-f] [-d] [--store DIR] [--podman-root DIR]... PATH\n"                            \
+  "cairnfs --als [-f] [-d] [--store DIR] [--trust-store] [--podman-root DIR]... PATH\n"            \
   "  serve the layers the store's pulls recorded as a containers/storage\n"                        \
   "  Additional Layer Store at PATH (storage.conf additionallayerstores =\n"                       \
   "  [\"PATH:ref\"]); podman's use of a layer pins it (see cairnfs(8))\n"                          \
   "  -f            stay in the foreground\n"                                                       \
   "  -d            debug output (implies -f)\n"                                                    \
   "  --store DIR   the cairn store (default as for a mount)\n"                                     \
+  "  --trust-store as root, use a store another user owns\n"                                       \
   "  --podman-root DIR\n"                                                                          \
   "                podman's graphroot: at start, pin again the layers its\n"                       \
   "                images use from PATH (up to 16)"
 
 int cairnfs_als_main(int argc, char **argv) {
-  bool foreground = false, debug = false;
+  bool foreground = false, debug = false, trust = false;
   const char *store = NULL, *path = NULL;
   char *roots[16];
   size_t n_roots = 0;
@@ -821,6 +823,8 @@ int cairnfs_als_main(int argc, char **argv) {
       foreground = debug = true;
     } else if (strcmp(s, "--podman-root") == 0 && i + 1 < argc) {
       if (n_roots < sizeof roots / sizeof roots[0]) roots[n_roots++] = argv[++i];
+    } else if (strcmp(s, "--trust-store") == 0) {
+      trust = true;
     } else if (strcmp(s, "--store") == 0 && i + 1 < argc) {
       store = argv[++i];
     } else if (strncmp(s, "--store=", 8) == 0) {
@@ -852,6 +856,6 @@ int cairnfs_als_main(int argc, char **argv) {
     close(verdict[0]);
     setsid();
   }
-  int code = als_serve(path, store, debug, verdict[1], roots, n_roots);
+  int code = als_serve(path, store, trust, debug, verdict[1], roots, n_roots);
   return code;
 }

@@ -125,6 +125,7 @@ struct cairnfs_options {
   char *upper;         /* -o upper=ID: the kept upper to resume (implies writable) */
   char *fuse_opts;     /* options passed on to libfuse, comma-separated */
   bool record_access;  /* -o record_access: record the first reads (access.c) */
+  bool trust_store;    /* --trust-store: as root, a store another user owns */
 };
 
 /* options.c: appends opt (len bytes) to the comma-separated list *opts

@@ -7,6 +7,8 @@
  *
  * Also runs as `mount -t fuse.cairnfs IMAGE DIR` (mount.fuse3 calls
  * `cairnfs IMAGE DIR -o OPTS`; the store may come as -o store=DIR).
+ * Root uses a store another user owns only with --trust-store (-o
+ * trust_store), as cairn.
  *
  * This file parses the command line and forks (daemon.c; unless -f):
  * the parent only waits for the verdict, so it exits 0 once the mount
@@ -49,6 +51,7 @@
   "  -o store=DIR  the cairn store (also --store DIR); default $CAIRN_STORE, else\n"               \
   "                cairn.conf's store, else /var/lib/cairn for root, else\n"                       \
   "                ${XDG_DATA_HOME:-~/.local/share}/cairn\n"                                       \
+  "  --trust-store as root, use a store another user owns (also -o trust_store)\n"                 \
   "  -o suid       honour the image's setuid/setgid bits (default nosuid)\n"                       \
   "  -o dev        honour the image's device nodes (default nodev)\n"                              \
   "  -o passthrough\n"                                                                             \
@@ -87,6 +90,8 @@ static int take_mount_opts(struct cairnfs_options *o, const char *arg) {
       o->no_passthrough = no; /* nopassthrough is the default: see cairnfs(8) */
     } else if (len == 13 && strncmp(arg, "record_access", 13) == 0) {
       o->record_access = true;
+    } else if (len == 11 && strncmp(arg, "trust_store", 11) == 0) {
+      o->trust_store = true;
     } else if (len == 8 && strncmp(arg, "writable", 8) == 0) {
       o->writable = true;
     } else if (len > 6 && strncmp(arg, "upper=", 6) == 0) {
@@ -132,6 +137,8 @@ static int parse_args(int argc, char **argv, struct cairnfs_options *o) {
       o->foreground = o->debug = true;
     } else if (strncmp(a, "-o", 2) == 0 && (a[2] || i + 1 < argc)) {
       r = take_mount_opts(o, a[2] ? a + 2 : argv[++i]);
+    } else if (strcmp(a, "--trust-store") == 0) {
+      o->trust_store = true;
     } else if (strcmp(a, "--store") == 0 && i + 1 < argc) {
       r = take_store(o, argv[++i]);
     } else if (strncmp(a, "--store=", 8) == 0) {

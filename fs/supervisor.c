@@ -111,6 +111,7 @@ struct supervisor {
   const struct cairnfs_options *o;
   char dir[PATH_MAX];
   char dev[32];
+  struct stat under; /* dir before the mount covered it: recorded for --restore */
   cairn_id id;
   cairn_store *st;
   char *opts;   /* the session's mount options */
@@ -168,7 +169,8 @@ static int moved_pin(struct supervisor *s, const char *image) {
   s->pins = pins;
   snprintf(s->id, sizeof(s->id), "%s", image);
   int r = cairn_pin_image(s->st, s->pins, image);
-  if (r == 0 && s->recorded) cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, true);
+  if (r == 0 && s->recorded)
+    cairn_mount_record_at(s->st, s->dir, s->id, getpid(), s->dev, true, &s->under);
   cairn_store_idle(s->st);
   return r;
 }
@@ -462,7 +464,8 @@ static int server_exited(struct supervisor *s, int status) {
 static void recorded(struct supervisor *s) {
   s->record_tried = true;
   int r = cairn_pin_image(s->st, s->pins, s->id);
-  if (r == 0) r = cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable);
+  if (r == 0)
+    r = cairn_mount_record_at(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable, &s->under);
   if (r < 0)
     report_fail(r, "%s: cannot record the mount: %s", s->dir, report_why(s->st, r));
   else
@@ -593,7 +596,9 @@ static int mount_and_supervise(struct supervisor *s) {
     goto unmount;
   }
   /* The fast way records after the verdict (recorded()). */
-  r = s->fast ? 0 : cairn_mount_record(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable);
+  r = s->fast ? 0
+              : cairn_mount_record_at(s->st, s->dir, s->id, getpid(), s->dev, s->o->writable,
+                                      &s->under);
   if (r < 0) {
     code = report_fail(r, "%s: cannot record the mount: %s", s->dir, report_why(s->st, r));
     goto unmount;
@@ -695,12 +700,19 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
   if (state == CAIRN_MP_LIVE || state == CAIRN_MP_STALE)
     return report_fail(-EBUSY, "%s: already a %s cairnfs mount (hint: cairn umount %s)", o->dir,
                        state == CAIRN_MP_LIVE ? "live" : "stale", o->dir);
+  /* The directory mounted on (through the fd cairn mount passes, if it
+   * does), as its record keeps it. */
   struct stat sb;
-  if (stat(s.dir, &sb) < 0) return report_fail(-errno, "%s: %s", o->dir, strerror(errno));
+  if (stat(cairnfs_mount_target(o, s.dir), &sb) < 0)
+    return report_fail(-errno, "%s: %s", o->dir, strerror(errno));
   if (!S_ISDIR(sb.st_mode)) return report_fail(-ENOTDIR, "%s: not a directory", o->dir);
+  s.under = sb;
 
-  /* Without the database: it is opened by the first call that needs it. */
-  r = cairn_store_open_lazy(o->store, &s.st);
+  /* Without the database: it is opened by the first call that needs it.
+   * As root, a store another user owns only if asked (--trust-store), as
+   * cairn does. */
+  unsigned how = CAIRN_STORE_CREATE | (o->trust_store ? 0 : CAIRN_STORE_OWN);
+  r = cairn_store_open_lazy_flags(o->store, how, &s.st);
   if (r < 0) {
     code = report_fail(r, "store: %s", report_why(s.st, r));
     goto out;
@@ -725,7 +737,7 @@ int cairnfs_supervise(const struct cairnfs_options *o) {
     /* The database now (and its failure said as the store's), with what
      * cairn_store_open recovers. */
     cairn_store_close(s.st);
-    r = cairn_store_open(o->store, &s.st);
+    r = cairn_store_open_flags(o->store, how, &s.st);
     if (r < 0) {
       code = report_fail(r, "store: %s", report_why(s.st, r));
       goto out;

@@ -39,7 +39,7 @@ int cairn_access_list_write(cairn_store *st, const char *image_id, const char *c
   if (r < 0) return r;
   if (mkdirat(st->dirfd, ACCESS_DIR, 0700) < 0 && errno != EEXIST)
     return cairn_fail(st, -errno, "%s/" ACCESS_DIR ": %s", st->dir, strerror(errno));
-  cairn_autoclose int dfd = openat(st->dirfd, ACCESS_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int dfd = cn_store_openat(st, ACCESS_DIR, O_RDONLY | O_DIRECTORY, 0);
   if (dfd < 0) return cairn_fail(st, -errno, "%s/" ACCESS_DIR ": %s", st->dir, strerror(errno));
   /* a name of its own, then renamed over the list: a reader sees one whole */
   snprintf(tmp, sizeof tmp, ".%s.%ld", image_id, (long)getpid());
@@ -63,7 +63,7 @@ int cn_access_list_read(cairn_store *st, const char *image_id, char ***paths, si
   char rel[128];
   int r = access_rel(st, image_id, rel, sizeof rel);
   if (r < 0) return r;
-  cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  cairn_autoclose int fd = cn_store_openat(st, rel, O_RDONLY, 0);
   if (fd < 0 && errno == ENOENT) return 0;
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) < 0)

@@ -35,17 +35,16 @@ static bool digest_valid(const char *d) {
 static int kept_dir(cairn_store *st) {
   if (mkdirat(st->dirfd, KEPT_DIR, 0700) < 0 && errno != EEXIST)
     return cairn_fail(st, -errno, "%s/%s: %s", st->dir, KEPT_DIR, strerror(errno));
-  int fd = openat(st->dirfd, KEPT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = cn_store_openat(st, KEPT_DIR, O_RDONLY | O_DIRECTORY, 0);
   return fd >= 0 ? fd : cairn_fail(st, -errno, "%s/%s: %s", st->dir, KEPT_DIR, strerror(errno));
 }
 
 /* Copies fd (from offset 0) to dirfd/name by a temporary file of STORE/tmp,
  * fsync'd, then renamed. */
 static int kept_copy(cairn_store *st, int fd, int dirfd, const char *name) {
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s/tmp/kept-XXXXXX", st->dir);
-  cairn_autoclose int out = mkostemp(tmp, O_CLOEXEC);
-  if (out < 0) return cairn_fail(st, -errno, "%s: %s", tmp, strerror(errno));
+  char tmp[64];
+  cairn_autoclose int out = cn_store_tmp_create(st, "kept-", tmp, sizeof tmp, 0);
+  if (out < 0) return out;
   char buf[1 << 16];
   off_t off = 0;
   int r = 0;
@@ -65,9 +64,9 @@ static int kept_copy(cairn_store *st, int fd, int dirfd, const char *name) {
     if (r < 0) break;
   }
   if (r == 0 && (fchmod(out, 0444) < 0 || fsync(out) < 0)) r = -errno;
-  if (r == 0 && renameat(AT_FDCWD, tmp, dirfd, name) < 0) r = -errno;
+  if (r == 0 && renameat(st->tmp_fd, tmp, dirfd, name) < 0) r = -errno;
   if (r < 0) {
-    unlink(tmp);
+    unlinkat(st->tmp_fd, tmp, 0);
     if (r == -ENOSPC) return cn_store_fail_nospace(st);
     return cairn_fail(st, r, "keeping the compressed layer %s: %s", name, strerror(-r));
   }
@@ -173,7 +172,7 @@ int cairn_layer_blob_open(cairn_store *st, const char *digest) {
   if (!digest_valid(digest)) return cairn_fail(st, -ENOENT, "no such layer digest");
   char rel[128];
   snprintf(rel, sizeof rel, KEPT_DIR "/%s", digest + 7);
-  int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC);
+  int fd = cn_store_openat(st, rel, O_RDONLY, 0);
   return fd >= 0 ? fd : cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
 }
 

@@ -552,10 +552,8 @@ int cn_dir_layer(cairn_store *st, int parent_fd, const char *name, cairn_pinset 
   if (!c) return cairn_fail(st, -ENOMEM, "out of memory");
   c->st = st;
   c->root_fd = c->index_fd = -1;
-  cairn_autofree char *tmp = cn_xasprintf("%s/tmp", st->dir);
-  if (tmp) mkdir(tmp, 0700);
-  int out_fd = tmp ? open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
-  int r = out_fd < 0 ? cairn_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno)) : 0;
+  int out_fd = cn_store_tmpfile(st, 0600); /* through STORE/tmp's fd: no symlink followed */
+  int r = out_fd < 0 ? out_fd : 0;
   cairn_autoclose int dfd =
       r < 0 ? -1 : openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (r == 0 && dfd < 0) r = cairn_fail(st, -errno, "%s: %s", name, strerror(errno));
@@ -663,7 +661,7 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
                         const char *comment, cairn_id image_out, cairn_id layer_out,
                         cairn_report *rep) {
   store_errclear(st);
-  cairn_autoclose int ufd = openat(st->dirfd, "uppers", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int ufd = cn_store_openat(st, "uppers", O_PATH | O_DIRECTORY, 0);
   cairn_autoclose int upper_fd =
       ufd < 0 ? -1 : openat(ufd, upper_id, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (upper_fd < 0) return cairn_fail(st, -ENOENT, "upper %.12s: no such upper", upper_id);
@@ -698,10 +696,8 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
     if (!c->lower_first || !c->flags) r = cairn_fail(st, -ENOMEM, "out of memory");
   }
   if (r == 0) {
-    cairn_autofree char *tmp = cn_xasprintf("%s/tmp", st->dir);
-    if (tmp) mkdir(tmp, 0700);
-    out_fd = tmp ? open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600) : -1;
-    if (out_fd < 0) r = cairn_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno));
+    out_fd = cn_store_tmpfile(st, 0600);
+    if (out_fd < 0) r = out_fd;
   }
   if (r == 0) r = write_layer(c, upper_fd, out_fd);
   if (r == 0 && lseek(out_fd, 0, SEEK_SET) < 0) r = cairn_fail(st, -errno, "%s", strerror(errno));

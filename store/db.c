@@ -94,6 +94,12 @@ static const char *const migrations[] = {
      "  digest TEXT NOT NULL, media_type TEXT NOT NULL, size INTEGER NOT NULL,"
      "  since INTEGER NOT NULL,"
      "  PRIMARY KEY(layer_id, registry, repository, digest)) WITHOUT ROWID;"),
+    /* 10: the directory a mount was made on, as it was before the mount
+     * covered it (its device, inode and owner): mount --restore mounts
+     * again only on that directory; NULL in a record written before */
+    ("ALTER TABLE mounts ADD COLUMN dir_dev INTEGER;"
+     "ALTER TABLE mounts ADD COLUMN dir_ino INTEGER;"
+     "ALTER TABLE mounts ADD COLUMN dir_uid INTEGER;"),
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 
@@ -211,7 +217,8 @@ int cn_db_open(cairn_store *st) {
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/meta.db", st->dir);
   if (sqlite3_open_v2(path, &st->db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+                          SQLITE_OPEN_NOFOLLOW,
                       NULL) != SQLITE_OK)
     return cn_store_fail_db(st, path);
   sqlite3_busy_timeout(st->db, 60000);

@@ -282,9 +282,8 @@ static struct fetched *origin_fetch(cairn_store *st, struct fetch_cache *c, cons
   c->n++;
   snprintf(f->digest, sizeof(f->digest), "%s", d->digest);
   snprintf(f->layer, sizeof(f->layer), "%s", layer);
-  f->fd = openat(st->dirfd, "tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  int rc = f->fd < 0 ? cairn_fail(st, -errno, "%s/tmp: %s", st->dir, strerror(errno))
-                     : cn_pull_blob_again(st, where, insecure, d, c->net, f->fd);
+  f->fd = cn_store_tmpfile(st, 0600); /* through STORE/tmp's fd: no symlink followed */
+  int rc = f->fd < 0 ? f->fd : cn_pull_blob_again(st, where, insecure, d, c->net, f->fd);
   if (rc == 0 && !stream_is_layer(f->fd, layer))
     rc = cairn_fail(st, -EBADMSG, "it is not layer sha256:%s (its tar has another sha256)", layer);
   if (rc == 0) return f;
@@ -387,7 +386,7 @@ static int rebuild_blob(cairn_store *st, const char *name, cairn_report *r) {
     if (strncmp(digest, "sha256:", 7) != 0) continue;
     char rel[128];
     snprintf(rel, sizeof(rel), "compressed/%s", digest + 7);
-    cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    cairn_autoclose int fd = cn_store_openat(st, rel, O_RDONLY, 0);
     if (fd < 0 || !file_has_sha256(fd, digest + 7)) continue;
     char *one[] = {(char *)name};
     if (cn_blob_files_remove(st, &(struct strv){.v = one, .n = 1}) < 0) return 0;

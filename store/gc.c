@@ -20,7 +20,7 @@
  * an id names and the table has no row of (sql: "SELECT 1 ... WHERE id = ?"). */
 static void for_each_gone_id(cairn_store *st, const char *dir, const char *sql,
                              void (*gone)(cairn_store *st, const char *id, void *arg), void *arg) {
-  cairn_autoclosedir DIR *d = cn_opendirat(st->dirfd, dir);
+  cairn_autoclosedir DIR *d = cn_store_opendir(st, dir);
   cn_autostmt sqlite3_stmt *q = NULL;
   if (!d || cn_db_prepare(st, &q, sql) < 0) return;
   struct dirent *de;
@@ -71,7 +71,7 @@ static void sweep_index_files(cairn_store *st, bool dry_run) {
 
 /* Temporary files older than a few minutes belong to no running process. */
 static void sweep_tmp(cairn_store *st, bool dry_run) {
-  cairn_autoclosedir DIR *d = cn_opendirat(st->dirfd, "tmp");
+  cairn_autoclosedir DIR *d = cn_store_opendir(st, "tmp");
   if (!d) return;
   int dfd = dirfd(d);
   struct dirent *de;

@@ -276,7 +276,7 @@ int cn_index_map(cairn_store *st, const char *image_id, bool lazy, cairn_tree **
   *out = NULL;
   char rel[128];
   index_path(image_id, rel, sizeof(rel));
-  cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  cairn_autoclose int fd = cn_store_openat(st, rel, O_RDONLY, 0);
   if (fd < 0) {
     if (errno == ENOENT) return -ENOENT;
     return cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
@@ -303,7 +303,7 @@ int cn_index_map(cairn_store *st, const char *image_id, bool lazy, cairn_tree **
 bool cairn_tree_prefetch(cairn_store *st, const char *image_id) {
   char rel[128];
   index_path(image_id, rel, sizeof(rel));
-  cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  cairn_autoclose int fd = cn_store_openat(st, rel, O_RDONLY, 0);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) return false;
   /* What cn_index_map reads first: all of a small one, else the chunk
@@ -318,7 +318,7 @@ int cn_index_write(cairn_store *st, const char *image_id, const cairn_tree *t) {
   index_path(image_id, rel, sizeof(rel));
   if (mkdirat(st->dirfd, "index", 0700) < 0 && errno != EEXIST)
     return cairn_fail(st, -errno, "%s/index: %s", st->dir, strerror(errno));
-  cairn_autoclose int dfd = openat(st->dirfd, "index", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int dfd = cn_store_openat(st, "index", O_RDONLY | O_DIRECTORY, 0);
   cairn_autoclose int fd = dfd < 0 ? -1 : openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
   int r = fd < 0 ? -errno : cn_write_all(fd, t->base, t->size);
   if (r == 0 && fsync(fd) < 0) r = -errno;

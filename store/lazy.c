@@ -68,7 +68,7 @@ static int toc_write(cairn_store *st, const char *digest, const void *toc, size_
   if (r < 0) return r;
   if (mkdirat(st->dirfd, "toc", 0700) < 0 && errno != EEXIST)
     return cairn_fail(st, -errno, "%s/toc: %s", st->dir, strerror(errno));
-  cairn_autoclose int dfd = openat(st->dirfd, "toc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int dfd = cn_store_openat(st, "toc", O_RDONLY | O_DIRECTORY, 0);
   cairn_autoclose int fd = dfd < 0 ? -1 : openat(dfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
   r = fd < 0 ? -errno : cn_write_all(fd, toc, len);
   if (r == 0 && fsync(fd) < 0) r = -errno;
@@ -88,7 +88,7 @@ int cn_lazy_toc_read(cairn_store *st, const char *digest, void **buf, size_t *le
   char rel[128];
   int r = toc_rel(st, digest, rel, sizeof rel);
   if (r < 0) return r;
-  cairn_autoclose int fd = openat(st->dirfd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  cairn_autoclose int fd = cn_store_openat(st, rel, O_RDONLY, 0);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) < 0)
     return cairn_fail(st, -errno, "%s/%s: %s", st->dir, rel, strerror(errno));
@@ -447,7 +447,7 @@ int cn_lazy_tidy(cairn_store *st) {
    * names it, under the lock shared; taken, or left to gc) */
   cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
   if (lock < 0) return 0;
-  cairn_autoclose int dirfd = openat(st->dirfd, "toc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int dirfd = cn_store_openat(st, "toc", O_RDONLY | O_DIRECTORY, 0);
   if (dirfd < 0) return 0; /* none kept yet */
   cairn_autoclosedir DIR *d = fdopendir(dup(dirfd));
   cn_autostmt sqlite3_stmt *q = NULL;

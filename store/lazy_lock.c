@@ -31,7 +31,7 @@ int cn_lazy_lock(cairn_store *st, const char *sha256, bool wait) {
   char name[128];
   if (!lock_name(sha256, name)) return cairn_fail(st, -EINVAL, "%s: not a sha256", sha256);
   for (int tries = 0; tries < 1000; tries++) {
-    int fd = openat(st->dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int fd = cn_store_openat(st, name, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
     if (fd < 0) return cairn_fail(st, -errno, "%s/%s: %s", st->dir, name, strerror(errno));
     int r;
     while ((r = flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB)) < 0 && errno == EINTR) {

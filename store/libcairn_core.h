@@ -100,6 +100,25 @@ const struct cn_config_registry *cn_config_registry(const cairn_config *cfg,
 int cn_fail_context(cairn_store *st, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Opens rel (a path below the store's directory) as openat(2) does, but
+ * through the store's directory descriptor and following no symlink, on
+ * the way or at its end (openat2's RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS):
+ * a store's owner cannot redirect what root opens in it. The fd, or -1
+ * and errno (ELOOP for a symlink) (util.c). */
+int cn_store_openat(cairn_store *st, const char *rel, int flags, mode_t mode);
+/* An unnamed file (O_TMPFILE, O_RDWR) in STORE/tmp, through the
+ * descriptor of it the opening took: the fd, or the failure recorded. */
+int cn_store_tmpfile(cairn_store *st, mode_t mode);
+/* A new file of STORE/tmp, through the descriptor of it the opening took,
+ * as mkostemp makes one: named prefix and 6 random characters (in name,
+ * len bytes), O_RDWR|O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC and flags, 0600.
+ * The fd, or the failure recorded. */
+int cn_store_tmp_create(cairn_store *st, const char *prefix, char *name, size_t len, int flags);
+/* STORE/tmp as a path that leads to the directory the store's opening
+ * checked, whatever has been put at its name since ("/proc/self/fd/N",
+ * for this process only), for what makes names in it (mkdtemp). */
+void cn_store_tmp_path(cairn_store *st, char *buf, size_t len);
+
 /* ---- names (store/name.c) ---- */
 /* Normalizes a name by digest, REPO@sha256:HEX (no tag), as podman keeps a
  * pull by digest: REPO as cairn_name_normalize makes it, without a tag.

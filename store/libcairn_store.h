@@ -33,9 +33,14 @@ struct cairn_store {
   char *dir;    /* absolute store directory */
   int dirfd;    /* O_PATH|O_DIRECTORY of dir */
   int blobs_fd; /* dirfd of dir/blobs */
+  /* O_PATH fds of dir/tmp, dir/pins/image and dir/pins/layer, opened
+   * without following a symlink (store.c): what is made or removed there
+   * goes through them. */
+  int tmp_fd;
+  int pin_dir_fd[2]; /* by enum cairn_pin_kind */
   sqlite3 *db;
-  int staging_fd; /* the running import's journal (staging.c), or -1 */
-  char staging_path[4096];
+  int staging_fd;          /* the running import's journal (staging.c), or -1 */
+  char staging_path[4096]; /* its name in STORE/tmp */
   char err[1024];
   char notice[1024];          /* what opening changed, for the person (store.c), or "" */
   bool created;               /* this opening made the store (CAIRN_STORE_CREATE) */
@@ -141,9 +146,12 @@ struct strv {
 };
 int cn_strv_push(struct strv *sv, const char *s); /* copies s; -ENOMEM */
 void cn_strv_clear(struct strv *sv);
-/* The directory name below dirfd, open for reading (closedir frees it);
- * NULL and errno if it cannot be. */
+/* The directory name below dirfd, open for reading (closedir frees it),
+ * never through a symlink at name; NULL and errno if it cannot be. */
 DIR *cn_opendirat(int dirfd, const char *name);
+/* The directory rel below the store, open for reading, as
+ * cn_store_openat opens it (no symlink followed) (util.c). */
+DIR *cn_store_opendir(cairn_store *st, const char *rel);
 /* Adds a line to a report; a line that finds no memory is left out. */
 void cn_report_line(cairn_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool cn_is_hex_id(const char *s, size_t len);

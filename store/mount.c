@@ -530,13 +530,21 @@ int cairn_mount_abort(const char *dev) {
   return code == 0 ? 0 : code == 3 ? -ENOENT : code == 2 ? -EPERM : -EIO;
 }
 
-int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
-                       const char *dev, bool rw) {
+int cairn_mount_record_at(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
+                          const char *dev, bool rw, const struct stat *under) {
   store_errclear(st);
   cn_autostmt sqlite3_stmt *s = NULL;
+  /* Without under, the directory pid's record of dir had (a record
+   * written again: a move, a commit) stays. */
   int r = cn_db_prepare(st, &s,
                         "INSERT OR REPLACE INTO mounts(dir, image_id, pid, pid_start, rw,"
-                        " since, dev) VALUES(?, ?, ?, ?, ?, ?, ?)");
+                        " since, dev, dir_dev, dir_ino, dir_uid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+                        " CASE WHEN ?8 THEN ?9 ELSE (SELECT dir_dev FROM mounts"
+                        "  WHERE dir = ?1 AND pid = ?3) END,"
+                        " CASE WHEN ?8 THEN ?10 ELSE (SELECT dir_ino FROM mounts"
+                        "  WHERE dir = ?1 AND pid = ?3) END,"
+                        " CASE WHEN ?8 THEN ?11 ELSE (SELECT dir_uid FROM mounts"
+                        "  WHERE dir = ?1 AND pid = ?3) END)");
   if (r < 0) return r;
   sqlite3_bind_text(s, 1, dir, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 2, image_id, -1, SQLITE_STATIC);
@@ -545,7 +553,18 @@ int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, p
   sqlite3_bind_int(s, 5, rw);
   sqlite3_bind_int64(s, 6, cn_now_seconds());
   sqlite3_bind_text(s, 7, dev, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 8, under != NULL);
+  if (under) {
+    sqlite3_bind_int64(s, 9, (sqlite3_int64)under->st_dev);
+    sqlite3_bind_int64(s, 10, (sqlite3_int64)under->st_ino);
+    sqlite3_bind_int64(s, 11, (sqlite3_int64)under->st_uid);
+  }
   return sqlite3_step(s) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "mount record");
+}
+
+int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
+                       const char *dev, bool rw) {
+  return cairn_mount_record_at(st, dir, image_id, pid, dev, rw, NULL);
 }
 
 /* Durable when it returns: umount reports the mount gone, and a power
@@ -654,7 +673,7 @@ void cn_mounts_settle(cairn_store *st) {
    * mount of that image can, or deletes only stale annotations. (A
    * listing's read transaction settles as before.) */
   if (st->db && sqlite3_txn_state(st->db, NULL) == SQLITE_TXN_WRITE) return;
-  cairn_autoclose int fd = openat(st->dirfd, "mounting.lock", O_RDONLY | O_CLOEXEC);
+  cairn_autoclose int fd = cn_store_openat(st, "mounting.lock", O_RDONLY, 0);
   if (fd < 0) return; /* no mount ever took the fast way */
   const struct timespec poll = {.tv_nsec = SETTLE_POLL_NS};
   for (int i = 0; i < SETTLE_POLLS; i++) {
@@ -668,7 +687,8 @@ static int mounts_scan(cairn_store *st, const char *image_id, cairn_mount_fn fn,
   cn_mounts_settle(st);
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
-                        "SELECT dir, image_id, pid, pid_start, rw, dev FROM mounts"
+                        "SELECT dir, image_id, pid, pid_start, rw, dev, dir_dev, dir_ino, dir_uid"
+                        " FROM mounts"
                         " WHERE ?1 IS NULL OR image_id = ?1 ORDER BY dir");
   if (r < 0) return r;
   sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
@@ -680,6 +700,13 @@ static int mounts_scan(cairn_store *st, const char *image_id, cairn_mount_fn fn,
                                 .pid = sqlite3_column_int(q, 2),
                                 .rw = sqlite3_column_int(q, 4) != 0,
                                 .dev = (const char *)sqlite3_column_text(q, 5)};
+    if (sqlite3_column_type(q, 6) != SQLITE_NULL && sqlite3_column_type(q, 7) != SQLITE_NULL &&
+        sqlite3_column_type(q, 8) != SQLITE_NULL) {
+      m.dir_known = true;
+      m.dir_dev = (dev_t)sqlite3_column_int64(q, 6);
+      m.dir_ino = (ino_t)sqlite3_column_int64(q, 7);
+      m.dir_uid = (uid_t)sqlite3_column_int64(q, 8);
+    }
     m.state = record_state(&table, m.dir, m.pid, (uint64_t)sqlite3_column_int64(q, 3), m.dev,
                            !m.image[0]);
     if (m.state != CAIRN_MOUNT_LIVE && m.state != CAIRN_MOUNT_STALE && m.image[0] &&

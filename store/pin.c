@@ -80,7 +80,9 @@ static int pin_open_locked(cairn_store *st, enum cairn_pin_kind kind, const char
   int r = cn_pin_path(st, kind, id, path, sizeof(path));
   if (r < 0) return r;
   for (int attempt = 0; attempt < PIN_RELOCK_LIMIT; attempt++) {
-    int fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | (cloexec ? O_CLOEXEC : 0), 0600);
+    /* Through STORE/pins/KIND as the store's opening checked it. */
+    int dfd = st->pin_dir_fd[kind];
+    int fd = openat(dfd, id, O_RDONLY | O_CREAT | O_NOFOLLOW | (cloexec ? O_CLOEXEC : 0), 0600);
     if (fd < 0) return cairn_fail(st, -errno, "%s: %s", path, strerror(errno));
     while (flock(fd, op) < 0) {
       int e = errno;
@@ -89,8 +91,8 @@ static int pin_open_locked(cairn_store *st, enum cairn_pin_kind kind, const char
       return e == EWOULDBLOCK ? -EBUSY : cairn_fail(st, -e, "%s: %s", path, strerror(e));
     }
     struct stat locked, named;
-    if (fstat(fd, &locked) == 0 && stat(path, &named) == 0 && locked.st_dev == named.st_dev &&
-        locked.st_ino == named.st_ino)
+    if (fstat(fd, &locked) == 0 && fstatat(dfd, id, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+        locked.st_dev == named.st_dev && locked.st_ino == named.st_ino)
       return fd;
     close(fd); /* the file was unlinked (its target deleted) while we waited */
   }
@@ -217,8 +219,7 @@ void cn_pin_delete_unlock(cairn_store *st, enum cairn_pin_kind kind, const char 
     sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
     sqlite3_step(s);
   }
-  char path[PATH_MAX];
-  if (cn_pin_path(st, kind, id, path, sizeof(path)) == 0) unlink(path);
+  if (cn_is_hex_id(id, CAIRN_ID_LEN)) unlinkat(st->pin_dir_fd[kind], id, 0);
   store_test_point(st, "pin: unlinked");
   close(fd);
 }

@@ -513,9 +513,7 @@ static int pin_targets_collect(cairn_store *st, const char *filter_id, bool dirs
   *out = (struct pin_targets){0};
   int r = 0;
   for (int kind = CAIRN_PIN_IMAGE; dirs && kind <= CAIRN_PIN_LAYER && r == 0; kind++) {
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s/pins/%s", st->dir, cn_pin_kind_dir(kind));
-    cairn_autoclosedir DIR *d = opendir(dir);
+    cairn_autoclosedir DIR *d = cn_opendirat(st->pin_dir_fd[kind], ".");
     struct dirent *de;
     struct stat s, dir_st;
     /* 0: not known yet; 1: d_ino and the directory's st_dev are the pin

@@ -245,8 +245,8 @@ bool cn_inode_locked_by(const struct kernel_locks *kl, const struct stat *s, pid
 
 /* Stats the target's pin file; false if it has none. */
 bool cn_pin_stat(cairn_store *st, enum cairn_pin_kind kind, const char *id, struct stat *s) {
-  char path[PATH_MAX];
-  return cn_pin_path(st, kind, id, path, sizeof(path)) == 0 && stat(path, s) == 0;
+  return cn_is_hex_id(id, CAIRN_ID_LEN) &&
+         fstatat(st->pin_dir_fd[kind], id, s, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 bool cn_pin_held_in(cairn_store *st, const struct kernel_locks *kl, enum cairn_pin_kind kind,

@@ -44,23 +44,23 @@ int cn_staging_begin(cairn_store *st) {
    * moment between our create and our lock would make our lock fail. So it
    * is created as NEW_PREFIX..., which no recovery reads, locked, then
    * linked to its name (link: never over another journal). */
+  /* In STORE/tmp as the store's opening checked it (st->tmp_fd). */
   for (int attempt = 0; attempt < 100; attempt++) {
-    char fresh[PATH_MAX], path[PATH_MAX];
-    snprintf(fresh, sizeof(fresh), "%s/tmp/" JOURNAL_NEW_PREFIX "XXXXXX", st->dir);
-    int fd = mkostemp(fresh, O_CLOEXEC | O_APPEND);
-    if (fd < 0) return cairn_fail(st, -errno, "%s: %s", fresh, strerror(errno));
+    char fresh[64], name[64];
+    int fd = cn_store_tmp_create(st, JOURNAL_NEW_PREFIX, fresh, sizeof(fresh), O_APPEND);
+    if (fd < 0) return fd;
     store_test_point(st, "staging: created");
     int r = flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : -errno;
-    snprintf(path, sizeof(path), "%s/tmp/" JOURNAL_PREFIX "%s", st->dir, fresh + strlen(fresh) - 6);
-    if (r == 0 && link(fresh, path) < 0) r = -errno;
-    unlink(fresh);
+    snprintf(name, sizeof(name), JOURNAL_PREFIX "%s", fresh + strlen(fresh) - 6);
+    if (r == 0 && linkat(st->tmp_fd, fresh, st->tmp_fd, name, 0) < 0) r = -errno;
+    unlinkat(st->tmp_fd, fresh, 0);
     if (r == 0) {
       st->staging_fd = fd;
-      snprintf(st->staging_path, sizeof(st->staging_path), "%s", path);
+      snprintf(st->staging_path, sizeof(st->staging_path), "%s", name);
       return 0;
     }
     close(fd);
-    if (r != -EEXIST) return cairn_fail(st, r, "%s: %s", path, strerror(-r));
+    if (r != -EEXIST) return cairn_fail(st, r, "%s/tmp/%s: %s", st->dir, name, strerror(-r));
   }
   return cairn_fail(st, -EEXIST, "%s/tmp: no free journal name", st->dir);
 }
@@ -72,8 +72,8 @@ int cn_staging_note(cairn_store *st, const char *rel) {
   if (n < 0 || (size_t)n >= sizeof(line))
     return cairn_fail(st, -ENAMETOOLONG, "blob %s: name too long", rel);
   if (write(st->staging_fd, line, (size_t)n) != n)
-    return cairn_fail(st, errno == ENOSPC ? -ENOSPC : -EIO, "%s: %s", st->staging_path,
-                      strerror(errno ? errno : EIO));
+    return cairn_fail(st, errno == ENOSPC ? -ENOSPC : -EIO, "%s/tmp/%s: %s", st->dir,
+                      st->staging_path, strerror(errno ? errno : EIO));
   return 0;
 }
 
@@ -99,13 +99,14 @@ static void journal_undo(cairn_store *st, int fd) {
   }
 }
 
-/* Undoes the journal at path, open on fd, if the store lock can be had
- * exclusive now; then the journal goes. Otherwise it stays, for later. */
-static void journal_finish(cairn_store *st, int fd, const char *path) {
+/* Undoes the journal name (of STORE/tmp), open on fd, if the store lock
+ * can be had exclusive now; then the journal goes. Otherwise it stays,
+ * for later. */
+static void journal_finish(cairn_store *st, int fd, const char *name) {
   cairn_autoclose int lock = cn_store_lock(st, STORE_LOCK_EXCLUSIVE_NB);
   if (lock < 0) return;
   journal_undo(st, fd);
-  unlink(path);
+  unlinkat(st->tmp_fd, name, 0);
 }
 
 void cn_staging_end(cairn_store *st, bool failed) {
@@ -115,14 +116,14 @@ void cn_staging_end(cairn_store *st, bool failed) {
   if (failed)
     journal_finish(st, st->staging_fd, st->staging_path);
   else
-    unlink(st->staging_path);
+    unlinkat(st->tmp_fd, st->staging_path, 0);
   memcpy(st->err, saved, sizeof(saved));
   close(st->staging_fd);
   st->staging_fd = -1;
 }
 
 void cn_staging_recover(cairn_store *st) {
-  cairn_autoclosedir DIR *d = cn_opendirat(st->dirfd, "tmp");
+  cairn_autoclosedir DIR *d = cn_store_opendir(st, "tmp");
   if (!d) return;
   int dfd = dirfd(d);
   struct dirent *de;
@@ -130,9 +131,7 @@ void cn_staging_recover(cairn_store *st) {
     if (!cn_staging_is_journal(de->d_name)) continue;
     cairn_autoclose int fd = openat(dfd, de->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) continue; /* a running import's */
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/tmp/%s", st->dir, de->d_name);
-    journal_finish(st, fd, path);
+    journal_finish(st, fd, de->d_name);
   }
   st->err[0] = '\0';
 }

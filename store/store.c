@@ -19,6 +19,27 @@
 
 const char *cairn_store_dir(const cairn_store *st) { return st->dir; }
 
+/* The names the store makes at its top (and below pins/): none may be a
+ * symlink, whoever put it there. Checked at every opening, and each is
+ * then opened without following one (cn_store_openat, the fds below),
+ * so one put there later redirects nothing either. */
+static const char *const store_names[] = {
+    "blobs",  "pins",       "pins/image",  "pins/layer",  "tmp",
+    "index",  "compressed", "toc",         "uppers",      "snapshots",
+    "access", "meta.db",    "meta.db-wal", "meta.db-shm", "meta.db-journal",
+    "refs",   "refs.lock",  "lock",        "init.lock",   "mounting.lock"};
+
+static int store_no_symlinks(cairn_store *st) {
+  for (size_t i = 0; i < sizeof(store_names) / sizeof(store_names[0]); i++) {
+    struct stat sb;
+    if (fstatat(st->dirfd, store_names[i], &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(sb.st_mode))
+      return cairn_fail(st, -ELOOP,
+                        "%s/%s: a symlink: refused (nothing in a store is followed through one)",
+                        st->dir, store_names[i]);
+  }
+  return 0;
+}
+
 /* mkdir -p with mode for the last component and 0755 for parents. */
 static int mkdir_parents(const char *path, mode_t mode) {
   char buf[PATH_MAX];
@@ -96,7 +117,8 @@ static int store_open_dirs(const char *dir, unsigned flags, cairn_store **out) {
   cairn_store *st = calloc(1, sizeof(*st));
   *out = st;
   if (!st) return -ENOMEM;
-  st->dirfd = st->blobs_fd = st->staging_fd = -1;
+  st->dirfd = st->blobs_fd = st->staging_fd = st->tmp_fd = -1;
+  st->pin_dir_fd[0] = st->pin_dir_fd[1] = -1;
   char buf[PATH_MAX];
   int r;
   if (!dir) {
@@ -120,13 +142,30 @@ static int store_open_dirs(const char *dir, unsigned flags, cairn_store **out) {
                       "%s: owned by uid %u, not root: root does not use another user's store "
                       "(hint: --trust-store if you mean it)",
                       st->dir, (unsigned)sb.st_uid);
+  if ((r = store_no_symlinks(st)) < 0) return r;
   store_private_files(st);
   static const char *const subdirs[] = {"blobs", "pins", "pins/image", "pins/layer", "tmp"};
-  for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++)
-    if (mkdirat(st->dirfd, subdirs[i], 0700) < 0 && errno != EEXIST)
-      return cairn_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i], strerror(errno));
-  st->blobs_fd = openat(st->dirfd, "blobs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (st->blobs_fd < 0) return cairn_fail(st, -errno, "%s/blobs: %s", st->dir, strerror(errno));
+  for (size_t i = 0; i < sizeof(subdirs) / sizeof(subdirs[0]); i++) {
+    /* mkdirat makes no name through a symlink at its last one; "pins"
+     * is opened first, without following one. */
+    const char *slash = strchr(subdirs[i], '/');
+    cairn_autoclose int parent =
+        slash ? cn_store_openat(st, "pins", O_PATH | O_DIRECTORY, 0) : dup(st->dirfd);
+    if (parent < 0 ||
+        (mkdirat(parent, slash ? slash + 1 : subdirs[i], 0700) < 0 && errno != EEXIST))
+      return cairn_fail(st, -errno, "%s/%s: %s", st->dir, subdirs[i],
+                        errno == ELOOP ? "a symlink: refused" : strerror(errno));
+  }
+  st->blobs_fd = cn_store_openat(st, "blobs", O_RDONLY | O_DIRECTORY, 0);
+  st->tmp_fd = st->blobs_fd < 0 ? -1 : cn_store_openat(st, "tmp", O_PATH | O_DIRECTORY, 0);
+  for (int k = 0; k < 2 && st->tmp_fd >= 0; k++) {
+    st->pin_dir_fd[k] = cn_store_openat(st, k == CAIRN_PIN_IMAGE ? "pins/image" : "pins/layer",
+                                        O_PATH | O_DIRECTORY, 0);
+    if (st->pin_dir_fd[k] < 0) break;
+  }
+  if (st->blobs_fd < 0 || st->tmp_fd < 0 || st->pin_dir_fd[0] < 0 || st->pin_dir_fd[1] < 0)
+    return cairn_fail(st, -errno, "%s: %s", st->dir,
+                      errno == ELOOP ? "a symlink in it: refused" : strerror(errno));
   return 0;
 }
 
@@ -171,6 +210,10 @@ int cairn_store_open_lazy(const char *dir, cairn_store **out) {
   return store_open_dirs(dir, CAIRN_STORE_CREATE, out);
 }
 
+int cairn_store_open_lazy_flags(const char *dir, unsigned flags, cairn_store **out) {
+  return store_open_dirs(dir, flags, out);
+}
+
 void cairn_store_idle(cairn_store *st) {
   if (!st->db || !sqlite3_get_autocommit(st->db)) return;
   /* The last connection to close checkpoints the log into meta.db and
@@ -187,6 +230,9 @@ void cairn_store_close(cairn_store *st) {
   if (st->on_close) st->on_close(st);
   if (st->db) sqlite3_close(st->db);
   if (st->blobs_fd >= 0) close(st->blobs_fd);
+  if (st->tmp_fd >= 0) close(st->tmp_fd);
+  for (int k = 0; k < 2; k++)
+    if (st->pin_dir_fd[k] >= 0) close(st->pin_dir_fd[k]);
   if (st->dirfd >= 0) close(st->dirfd);
   free(st->dir);
   free(st);

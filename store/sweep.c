@@ -112,7 +112,7 @@ static int sweep_layers(cairn_store *st, bool dry_run, cairn_report *r, struct h
  * file and its row. Runs under the exclusive store lock, which every
  * keeper holds shared from linking its file to inserting its row. */
 static void kept_files_sweep(cairn_store *st, const char *dir, const char *sql) {
-  cairn_autoclose int dirfd = openat(st->dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  cairn_autoclose int dirfd = cn_store_openat(st, dir, O_RDONLY | O_DIRECTORY, 0);
   if (dirfd < 0) return; /* none kept yet */
   cairn_autoclosedir DIR *d = fdopendir(dup(dirfd));
   cn_autostmt sqlite3_stmt *q = NULL;

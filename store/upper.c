@@ -46,7 +46,7 @@
 static int uppers_dir(cairn_store *st) {
   if (mkdirat(st->dirfd, UPPERS, 0700) < 0 && errno != EEXIST)
     return cairn_fail(st, -errno, "%s/" UPPERS ": %s", st->dir, strerror(errno));
-  int fd = openat(st->dirfd, UPPERS, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int fd = cn_store_openat(st, UPPERS, O_PATH | O_DIRECTORY, 0);
   if (fd < 0) return cairn_fail(st, -errno, "%s/" UPPERS ": %s", st->dir, strerror(errno));
   return fd;
 }

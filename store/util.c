@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util.c — the few small helpers every part of libcairn uses: hex ids,
- * formatting, time, string lists, report lines.
+ * formatting, time, string lists, report lines; opening a path below the
+ * store without following a symlink (cn_store_openat) and STORE/tmp.
  */
 #include "libcairn_store.h"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <openssl/evp.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 void (*cn_store_test_hook)(cairn_store *st, const char *point);
@@ -158,7 +163,7 @@ void cn_report_problem(cairn_report *r, const char *fmt, ...) {
 }
 
 DIR *cn_opendirat(int dirfd, const char *name) {
-  int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return NULL;
   DIR *d = fdopendir(fd);
   if (!d) close(fd);
@@ -187,4 +192,86 @@ size_t cairn_edit_distance(const char *a, const char *b) {
 bool cairn_near(const char *typed, const char *cand) {
   size_t d = cairn_edit_distance(typed, cand), n = strlen(typed);
   return d > 0 && d <= 2 && d * 3 <= n + 1;
+}
+
+/* openat(dirfd, rel) following no symlink, on the way or at its end, and
+ * never leaving dirfd: openat2, or (a kernel before 5.6) one name at a
+ * time with O_NOFOLLOW. */
+static int open_beneath(int dirfd, const char *rel, int flags, mode_t mode) {
+  struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+                         .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+  int fd = (int)syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+  if (fd >= 0 || errno != ENOSYS) return fd;
+  char buf[PATH_MAX];
+  if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf)) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  int cur = dirfd;
+  char *name = buf, *slash;
+  while ((slash = strchr(name, '/'))) {
+    *slash = '\0';
+    int next = strcmp(name, "..") == 0
+                   ? (errno = EXDEV, -1)
+                   : openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    if (cur != dirfd) close(cur);
+    if (next < 0) {
+      errno = e;
+      return -1;
+    }
+    cur = next;
+    name = slash + 1;
+  }
+  fd = strcmp(name, "..") == 0 ? (errno = EXDEV, -1)
+                               : openat(cur, name, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+  int e = errno;
+  if (cur != dirfd) close(cur);
+  errno = e;
+  return fd;
+}
+
+int cn_store_openat(cairn_store *st, const char *rel, int flags, mode_t mode) {
+  return open_beneath(st->dirfd, rel, flags, mode);
+}
+
+DIR *cn_store_opendir(cairn_store *st, const char *rel) {
+  int fd = open_beneath(st->dirfd, rel, O_RDONLY | O_DIRECTORY, 0);
+  if (fd < 0) return NULL;
+  DIR *d = fdopendir(fd);
+  if (!d) close(fd);
+  return d;
+}
+
+int cn_store_tmpfile(cairn_store *st, mode_t mode) {
+  int fd = openat(st->tmp_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+  if (fd < 0)
+    return cairn_fail(st, -errno, "temporary file in %s/tmp: %s", st->dir, strerror(errno));
+  return fd;
+}
+
+int cn_store_tmp_create(cairn_store *st, const char *prefix, char *name, size_t len, int flags) {
+  static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  for (int attempt = 0; attempt < 100; attempt++) {
+    unsigned char rnd[6];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+      return cairn_fail(st, -EIO, "getrandom: %s", strerror(errno));
+    char suffix[7];
+    for (int i = 0; i < 6; i++) suffix[i] = chars[rnd[i] % (sizeof(chars) - 1)];
+    suffix[6] = '\0';
+    if (snprintf(name, len, "%s%s", prefix, suffix) >= (int)len)
+      return cairn_fail(st, -ENAMETOOLONG, "%s/tmp/%s: name too long", st->dir, prefix);
+    int fd =
+        openat(st->tmp_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | flags, 0600);
+    if (fd >= 0 || errno != EEXIST) {
+      if (fd < 0) return cairn_fail(st, -errno, "%s/tmp/%s: %s", st->dir, name, strerror(errno));
+      return fd;
+    }
+  }
+  return cairn_fail(st, -EEXIST, "%s/tmp: no free name for %s", st->dir, prefix);
+}
+
+void cn_store_tmp_path(cairn_store *st, char *buf, size_t len) {
+  snprintf(buf, len, "/proc/self/fd/%d", st->tmp_fd);
 }

@@ -99,8 +99,14 @@ static int run_cairnfs(const char *store_dir, const char *image, const char *dir
   if (pid == 0) {
     dup2(p[1], STDERR_FILENO);
     if (pass_fd >= 0) fcntl(pass_fd, F_SETFD, 0); /* cairnfs mounts through it */
-    char *argv[] = {"cairnfs",   "--store",          (char *)store_dir, (char *)image,
-                    (char *)dir, opts ? "-o" : NULL, (char *)opts,      NULL};
+    /* Root has another user's store open only if --trust-store said so
+     * (cli_store): cairnfs is told as much, else it refuses the store. */
+    struct stat sb;
+    bool trust = geteuid() == 0 && stat(store_dir, &sb) == 0 && sb.st_uid != 0;
+    char *argv[9] = {"cairnfs", "--store", (char *)store_dir, (char *)image, (char *)dir};
+    int n = 5;
+    if (opts) argv[n++] = "-o", argv[n++] = (char *)opts;
+    if (trust) argv[n++] = "--trust-store";
     execvp(bin, argv);
     int err = errno;
     report_prog = "cairnfs"; /* said for the cairnfs that did not start: passed on as ours */
@@ -230,6 +236,10 @@ struct restore_rec {
   char *image;
   pid_t pid;
   bool rw;
+  bool dir_known; /* the directory's identity was recorded (not by an older cairn) */
+  dev_t dir_dev;
+  ino_t dir_ino;
+  uid_t dir_uid;
 };
 
 struct restore_list {
@@ -243,7 +253,8 @@ static int restore_collect(const struct cairn_mount_rec *m, void *arg) {
   struct restore_rec *v = realloc(l->v, (l->n + 1) * sizeof(*v));
   if (!v) return -ENOMEM;
   l->v = v;
-  v[l->n] = (struct restore_rec){strdup(m->dir), strdup(m->image), m->pid, m->rw};
+  v[l->n] = (struct restore_rec){strdup(m->dir), strdup(m->image), m->pid,     m->rw,
+                                 m->dir_known,   m->dir_dev,       m->dir_ino, m->dir_uid};
   if (!v[l->n].dir || !v[l->n].image) {
     free(v[l->n].dir);
     free(v[l->n].image);
@@ -264,6 +275,36 @@ static int restore_check(const char *dir, int *parent_fd) {
   if (strcmp(real, dir) == 0) return 0;
   report_fail(-EXDEV, "mount: --restore: %s: now leads to %s, not the directory recorded: refused",
               dir, real);
+  return -EXDEV;
+}
+
+/* Checks that rfd, the directory m->dir names now, is the one the mount
+ * was made on (its device, inode and owner as recorded): one removed and
+ * made again, by another user or not, is refused (said), -EXDEV. A
+ * record of an older cairn has no identity: its path alone was checked,
+ * and that is said. */
+static int restore_same_dir(const struct restore_rec *m, int rfd) {
+  struct stat sb;
+  if (fstat(rfd, &sb) < 0) {
+    int err = errno;
+    report_fail(-err, "mount: --restore: %s: %s", m->dir, strerror(err));
+    return -err;
+  }
+  if (!m->dir_known) {
+    char msg[PATH_MAX + 160];
+    snprintf(msg, sizeof(msg),
+             "mount: --restore: %s: recorded by an older cairn, without its inode and owner: "
+             "checked by its path only",
+             m->dir);
+    report_notice(msg);
+    return 0;
+  }
+  if (sb.st_dev == m->dir_dev && sb.st_ino == m->dir_ino && sb.st_uid == m->dir_uid) return 0;
+  report_fail(-EXDEV,
+              "mount: --restore: %s: not the directory recorded (inode %llu of uid %u, now "
+              "inode %llu of uid %u): refused",
+              m->dir, (unsigned long long)m->dir_ino, (unsigned)m->dir_uid,
+              (unsigned long long)sb.st_ino, (unsigned)sb.st_uid);
   return -EXDEV;
 }
 
@@ -317,6 +358,7 @@ static int restore_one(cairn_store *st, const struct restore_rec *m, bool quiet)
   if (rfd < 0)
     return report_fail(-errno, "mount: --restore: %s: %s", m->dir,
                        errno == ELOOP ? "a symlink, not a directory: refused" : strerror(errno));
+  if ((r = restore_same_dir(m, rfd)) < 0) return CAIRN_EXIT_FAILURE;
   char at[64];
   snprintf(at, sizeof(at), "/proc/self/fd/%d", rfd);
   int code = run_cairnfs(cairn_store_dir(st), id, at, opts[0] ? opts : NULL, rfd);
@@ -785,7 +827,8 @@ const struct cli_command cmd_mount = {
         "--upgrade\treplace the server of DIR's mount by the cairnfs installed now, with\n"
         "\tno failed request (the supervisor's SIGUSR1)\n"
         "--restore\tmount again every stale record's image at its directory (prints\n"
-        "\teach; one whose image is gone is reported, forgotten, exit 3)\n"
+        "\teach; one whose image is gone is reported, forgotten, exit 3); a directory\n"
+        "\tmade again since (another inode or owner than recorded) is refused, exit 1\n"
         "-q, --quiet\tprint nothing on success\n",
 };
 

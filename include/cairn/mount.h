@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "cairn/store.h"
@@ -46,6 +47,13 @@ int cairn_mountpoint_resolve(const char *dir, char *out, size_t len);
  * Returns 0. */
 int cairn_mount_record(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
                        const char *dev, bool rw);
+/* cairn_mount_record with the directory the mount was made on, as stat
+ * showed it before the mount covered it (its device, inode and owner are
+ * recorded: mount --restore mounts again only on that directory); under
+ * NULL, as cairn_mount_record does, keeps what pid's record of dir had.
+ * Returns 0. */
+int cairn_mount_record_at(cairn_store *st, const char *dir, const char *image_id, pid_t pid,
+                          const char *dev, bool rw, const struct stat *under);
 /* A mount that records itself after it answered (cairnfs's fast way)
  * holds this (STORE/mounting.lock, shared) from before it pins until it
  * has recorded and annotated: readers of records and pins wait for it.
@@ -75,6 +83,12 @@ typedef struct cairn_mount_rec {
   enum cairn_mount_state state;
   bool rw;
   const char *dev; /* "maj:min"; "" in a record of an older cairn */
+  /* The directory mounted on, before the mount covered it (its device,
+   * inode and owner); dir_known false in a record of an older cairn. */
+  bool dir_known;
+  dev_t dir_dev;
+  ino_t dir_ino;
+  uid_t dir_uid;
 } cairn_mount_rec;
 typedef int (*cairn_mount_fn)(const cairn_mount_rec *m, void *arg);
 /* Calls fn for every mount record, by dir.

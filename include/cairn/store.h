@@ -124,6 +124,9 @@ void cairn_store_close(cairn_store *st);
  * Returns 0; -errno: the directory cannot be made or opened (the database's come with its
  * first use). */
 int cairn_store_open_lazy(const char *dir, cairn_store **out);
+/* cairn_store_open_lazy with cairn_store_open_flags's flags.
+ * Returns 0, or as cairn_store_open_flags. */
+int cairn_store_open_lazy_flags(const char *dir, unsigned flags, cairn_store **out);
 /* For a process that holds a store open for long and rarely asks it
  * anything (a mount's supervisor and server): closes the database
  * connection, which the next call that needs it opens again, and gives

@@ -245,7 +245,7 @@ _cairnfs() {
   -o) COMPREPLY=(); return ;;
   esac
   if [[ $cur == -* ]]; then
-    _cairn_reply "$cur" --als --podman-root -f -d -o --store --help --version
+    _cairn_reply "$cur" --als --podman-root -f -d -o --store --trust-store --help --version
     return
   fi
   _cairn_files "$cur" -d

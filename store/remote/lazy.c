@@ -390,13 +390,7 @@ static int toc_entries(const cn_lazy_toc *lt, cairn_entry **out, size_t *n, cair
   return 0;
 }
 
-int cn_lazy_open_temp(cairn_store *st) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/tmp", cairn_store_dir(st));
-  int fd = open(path, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) return cairn_fail(st, -errno, "temporary file in %s: %s", path, strerror(errno));
-  return fd;
-}
+int cn_lazy_open_temp(cairn_store *st) { return cn_store_tmpfile(st, 0600); }
 
 static int write_at(int fd, const unsigned char *p, size_t left, uint64_t at, cairn_store *st) {
   while (left > 0) {

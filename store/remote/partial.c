@@ -714,10 +714,8 @@ int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
   }
   if ((r = cn_registry_source_open(f.source, &o, &src, st)) < 0) goto out;
   src->opts = &o;
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s/tmp", cairn_store_dir(st));
-  if ((fd = open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0444)) < 0) {
-    r = cairn_fail(st, -errno, "temporary file in %s: %s", tmp, strerror(errno));
+  if ((fd = cn_store_tmpfile(st, 0444)) < 0) {
+    r = fd;
     goto out;
   }
   cn_partial_result res = {0};

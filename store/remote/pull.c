@@ -319,8 +319,8 @@ static int open_source(const char *source, const cairn_pull_opts *o, pull_source
   else if (strncmp(source, "docker-archive:", 15) == 0)
     r = cn_docker_archive_open(source + 15, src, st);
   else if (strncmp(source, "oci-archive:", 12) == 0) {
-    char tmp[4096]; /* STORE/tmp exists: opening the store makes it */
-    snprintf(tmp, sizeof tmp, "%s/tmp", cairn_store_dir(st));
+    char tmp[64]; /* STORE/tmp as the store's opening checked it */
+    cn_store_tmp_path(st, tmp, sizeof tmp);
     r = cn_oci_archive_open(source + 12, tmp, src, st);
   } else if (strncmp(source, "docker://", 9) == 0) {
     *registry = true;

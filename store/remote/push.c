@@ -263,12 +263,8 @@ static int compressor_close(compressor *c, push_blob *b) {
 }
 
 static int tmp_file(cairn_store *st, int *fd) {
-  char dir[4096];
-  snprintf(dir, sizeof(dir), "%s/tmp", cairn_store_dir(st));
-  mkdir(dir, 0700);
-  *fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (*fd < 0) return cairn_fail(st, -errno, "%s: temporary file: %s", dir, strerror(errno));
-  return 0;
+  *fd = cn_store_tmpfile(st, 0600);
+  return *fd < 0 ? *fd : 0;
 }
 
 /* ---- a blob a pull kept -------------------------------------------------- */

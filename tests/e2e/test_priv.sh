@@ -18,7 +18,11 @@
 #     through a symlink nobody planted (at its end or on the way) refuse it
 #     and leave root's mount, bundle and directory it leads to alone;
 #     mount --restore refuses a recorded mountpoint nobody replaced by a
-#     symlink after a simulated reboot, and mounts nothing on its target;
+#     symlink after a simulated reboot, and mounts nothing on its target,
+#     nor on a directory of the same name nobody made in a sticky directory
+#     root's was removed from (another inode and owner than recorded); a
+#     record of an older cairn, without them, is checked by its path and
+#     that is said;
 #   - root's `cairn login` with its auth.json in nobody's directory and
 #     root's `cairn push oci:` into nobody's layout write through none of
 #     the names the old code used (PATH.tmp<pid>, NAME.tmp-<pid>; run in a
@@ -29,8 +33,12 @@
 #   - a FIFO nobody put at export -o FILE or at REGISTRY_AUTH_FILE blocks
 #     neither export, pull nor login (export and login refuse it);
 #   - a store nobody owns is refused by root (--store, CAIRN_STORE,
-#     nobody's cairn.conf under nobody's HOME); with --trust-store, root's
-#     import writes nothing through blobs/XX symlinks nobody planted;
+#     nobody's cairn.conf under nobody's HOME), by cairnfs run directly and
+#     by cairnfs --als; with --trust-store, root's
+#     import writes nothing through blobs/XX symlinks nobody planted, and
+#     root's gc, import, pull, pin, mount and mount --rw refuse the store
+#     when nobody replaced tmp, compressed, pins, index or uppers by a
+#     symlink, writing and removing nothing where it points;
 #   - a store in an existing 0755 directory: nobody reads none of its
 #     files (meta.db, refs), and cairn says it made them private.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -278,6 +286,79 @@ expect_exit 1 "--trust-store: an import into planted blobs/XX symlinks fails" \
   cairn --trust-store --store "$ns" import -q evil:1 l.tar
 check "--trust-store: nothing is written where the symlinks point" test -z "$(ls -A crond)"
 
+# ---- with --trust-store, the store's other directories: nobody replaces
+# each by a symlink to a directory of root's, and root's commands (gc,
+# import, pull, pin, mount, mount --rw) refuse the store, writing and
+# removing nothing where it points (its listing and mtime unchanged, an
+# hour-old file gc's sweep of tmp would remove still there).
+ns2=$T/nbstore2
+setup cairn --store "$ns2" import -q app:2 l.tar
+chown -R nobody:nogroup "$ns2"
+mkdir rootd mnt2
+unmount "$T/mnt2"
+setup touch -d '-1 hour' rootd/old
+rootd_state() { echo "$(ls -A "$T/rootd" | tr '\n' ' ')$(stat -c %y "$T/rootd")"; }
+rootd_before=$(rootd_state)
+# plant NAME: nobody puts a symlink to rootd at STORE/NAME (the real one aside).
+plant() {
+  [ ! -e "$ns2/$1" ] || as_nobody mv "$ns2/$1" "$ns2/$1.real"
+  as_nobody ln -s "$T/rootd" "$ns2/$1"
+}
+unplant() {
+  as_nobody rm "$ns2/$1"
+  [ ! -e "$ns2/$1.real" ] || as_nobody mv "$ns2/$1.real" "$ns2/$1"
+}
+# planted NAME WHAT CMD...: CMD refuses the store with NAME planted, and
+# rootd is left as it was.
+planted() {
+  local name=$1 what=$2
+  shift 2
+  plant "$name"
+  expect_exit 1 "--trust-store, a planted $name symlink: $what is refused" "$@"
+  check "--trust-store, a planted $name symlink: $what says why" \
+    grep -q "nbstore2/$name: a symlink: refused" "$T/stderr"
+  check "--trust-store, a planted $name symlink: $what leaves its target alone" \
+    test "$(rootd_state)" = "$rootd_before"
+  unplant "$name"
+}
+c2() { cairn --trust-store --store "$ns2" "$@"; }
+planted tmp gc c2 gc
+planted tmp import c2 import -q evil:2 l.tar
+planted tmp "pull" c2 pull -q --insecure "docker://$REGISTRY/team/app:1" evil:3
+planted compressed "pull" c2 pull -q --insecure "docker://$REGISTRY/team/app:1" evil:3
+planted pins "cairn-pin hold" "$CAIRN_BIN/cairn-pin" --trust-store --store "$ns2" hold app:2 -- true
+planted index mount c2 mount -q app:2 "$T/mnt2"
+planted uppers "mount --rw" c2 mount -q --rw app:2 "$T/mnt2"
+check "--trust-store, planted symlinks: nothing was mounted" sh -c "! mountpoint -q $T/mnt2"
+expect_exit 0 "--trust-store, the symlinks taken away: the store is used again" c2 gc
+
+# ---- cairnfs started by root directly (not through cairn mount) on a
+# store nobody owns: refused as cairn refuses it, the ALS too, unless
+# --trust-store (which cairn mount --trust-store passes on).
+ns3=$T/nbstore3
+setup cairn --store "$ns3" import -q app:3 l.tar
+chown nobody:nogroup "$ns3"
+mkdir mnt3 als3
+unmount "$T/mnt3"
+unmount "$T/als3"
+expect_exit 1 "cairnfs as root on a store nobody owns: refused" \
+  "$CAIRN_BIN/cairnfs" --store "$ns3" app:3 "$T/mnt3"
+check "cairnfs as root on a store nobody owns: the refusal says whose" \
+  grep -q "nbstore3: owned by uid 65534, not root: .*--trust-store" "$T/stderr"
+check "cairnfs as root on a store nobody owns: nothing is mounted" sh -c "! mountpoint -q $T/mnt3"
+expect_exit 1 "cairnfs as root on a store nobody owns: through -o store= too" \
+  "$CAIRN_BIN/cairnfs" app:3 "$T/mnt3" -o "store=$ns3"
+expect_exit 1 "cairnfs --als as root on a store nobody owns: refused" \
+  "$CAIRN_BIN/cairnfs" --als --store "$ns3" "$T/als3"
+check "cairnfs --als: nothing is mounted" sh -c "! mountpoint -q $T/als3"
+expect_exit 0 "cairnfs --trust-store as root on a store nobody owns: mounts" \
+  "$CAIRN_BIN/cairnfs" --trust-store --store "$ns3" app:3 "$T/mnt3"
+check "cairnfs --trust-store: the image is served" test -x "$T/mnt3/bin/euid"
+setup cairn --trust-store --store "$ns3" umount -q "$T/mnt3"
+expect_exit 0 "cairn mount --trust-store on a store nobody owns: cairnfs is told" \
+  cairn --trust-store --store "$ns3" mount -q app:3 "$T/mnt3"
+setup cairn --trust-store --store "$ns3" umount -q "$T/mnt3"
+
 # ---- a store in an existing 0755 directory
 mkdir s755
 chmod 755 s755
@@ -321,5 +402,40 @@ expect_exit 1 "mount --restore: a mountpoint nobody replaced by a symlink is ref
 check "mount --restore: the refusal names it" grep -q "restdir/m: a symlink" "$T/stderr"
 check "mount --restore: nothing is mounted on the symlink's target" \
   sh -c "! mountpoint -q $T/rootdir4"
+
+# ---- the same after a "reboot" that emptied a sticky /tmp-like directory:
+# root's mountpoint there is gone and nobody made its own directory of the
+# same name (no symlink: the path alone is the same): its inode and owner
+# are not the recorded ones, refused; nothing is mounted on nobody's.
+sd=$T/sticky
+mkdir "$sd"
+chmod 1777 "$sd"
+mkdir "$sd/m"
+unmount "$sd/m"
+setup c mount -q app:1 "$sd/m" >/dev/null
+sup=$(c mounts --json | jq -r --arg d "$sd/m" '.[] | select(.dir == $d) | .pid')
+kill -9 "$sup" $(cat "/proc/$sup/task/$sup/children" 2>/dev/null)
+wait_for 5 pid_gone "$sup"
+umount -l "$sd/m"
+setup sqlite3 "$ST/meta.db" "UPDATE mounts SET since = 0 WHERE dir = '$sd/m'"
+rmdir "$sd/m"
+as_nobody mkdir "$sd/m"
+expect_exit 1 "mount --restore: a mountpoint nobody made again in a sticky directory is refused" \
+  c mount --restore
+check "mount --restore: the refusal names it and says why" grep -q \
+  "sticky/m: not the directory recorded (inode [0-9]* of uid 0, now inode [0-9]* of uid 65534)" \
+  "$T/stderr"
+check "mount --restore: nothing is mounted on nobody's directory" sh -c "! mountpoint -q $sd/m"
+# A record of an older cairn (no inode, no owner): its path alone is
+# checked, and --restore says so.
+as_nobody rmdir "$sd/m"
+mkdir "$sd/m"
+setup sqlite3 "$ST/meta.db" \
+  "UPDATE mounts SET dir_dev = NULL, dir_ino = NULL, dir_uid = NULL WHERE dir = '$sd/m'"
+expect_exit 1 "mount --restore: again (nobody's symlink above is still refused)" c mount --restore
+check "mount --restore: an older record is restored, checked by its path only" grep -q \
+  "sticky/m: recorded by an older cairn, without its inode and owner: checked by its path only" \
+  "$T/stderr"
+check "mount --restore: the older record's directory is mounted again" mountpoint -q "$sd/m"
 
 finish

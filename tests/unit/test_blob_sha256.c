@@ -242,7 +242,9 @@ Test(blob_sha256, a_store_from_before_the_index) {
   exec_sql("DROP TABLE layer_origins;" /* schema 9's */
            " DROP TABLE layer_refuted; DROP INDEX blobs_sha256; DROP TABLE pending;"
            " DROP TABLE layer_sources;"
-           " ALTER TABLE layers DROP COLUMN state;" /* schema 7's */
+           " ALTER TABLE layers DROP COLUMN state;"   /* schema 7's */
+           " ALTER TABLE mounts DROP COLUMN dir_dev;" /* schema 10's */
+           " ALTER TABLE mounts DROP COLUMN dir_ino; ALTER TABLE mounts DROP COLUMN dir_uid;"
            " UPDATE meta SET value = '5' WHERE key = 'schema_version'");
   T.st = tu_store_open(T.dir);
   struct cairn_store_info info;

@@ -245,6 +245,9 @@ Test(lazy, a_store_of_schema_6_is_migrated) {
                             " DROP TABLE pending;"
                             " DROP TABLE layer_sources;"
                             " ALTER TABLE layers DROP COLUMN state;"
+                            " ALTER TABLE mounts DROP COLUMN dir_dev;" /* schema 10's */
+                            " ALTER TABLE mounts DROP COLUMN dir_ino;"
+                            " ALTER TABLE mounts DROP COLUMN dir_uid;"
                             " UPDATE meta SET value = '6' WHERE key = 'schema_version'",
                             NULL, NULL, NULL),
                SQLITE_OK, "%s", sqlite3_errmsg(T.st->db));
