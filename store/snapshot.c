@@ -653,7 +653,9 @@ static bool term_match(const struct term *t, const cairn_snapshot *s) {
     v = kind_name(s->kind);
   else if (strcmp(t->field[0], "labels") == 0 && t->field[1])
     v = label_of(s, t->field[1]);
-  bool present = v && *v;
+  /* as containerd's adaptor: name, parent and kind are always present
+   * (parent=="" is a snapshot with none), a label when the snapshot has it */
+  bool present = v != NULL;
   switch (t->op) {
   case 0: return present;
   case '=': return present && strcmp(v, t->value) == 0;
