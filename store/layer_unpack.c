@@ -10,6 +10,8 @@
  *  - every name is made below the directory given: each entry's parent is
  *    opened by openat2 with RESOLVE_BENEATH and no symlink followed, so a
  *    layer's symlink never takes a later entry elsewhere;
+ *  - a directory the layer has no entry of, above one it has, is made
+ *    0755 and root's, as containerd's applier makes it;
  *  - the overlayfs encoding, as containerd's applier writes it: a whiteout
  *    (.wh.NAME) is the character device 0/0 NAME, an opaque directory's
  *    marker (.wh..wh..opq) its trusted.overlay.opaque "y";
@@ -49,6 +51,35 @@ static int fail_at(struct unpacker *u, int err, const char *path) {
   return cairn_fail(u->st, -err, "%s: %s", *path ? path : "/", strerror(err));
 }
 
+static long beneath(int dirfd, const char *path) {
+  struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                    RESOLVE_NO_XDEV};
+  return syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+/* dir (below u->root) with the directories it lacks made, 0755 and
+ * root's, as containerd's applier makes a layer's missing parents. */
+static int make_parents(struct unpacker *u, char *dir) {
+  int fd = fcntl(u->root, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return fail_at(u, errno, dir);
+  for (char *c = dir, *next; c; c = next) {
+    if ((next = strchr(c, '/'))) *next++ = '\0';
+    if (mkdirat(fd, c, 0755) < 0 && errno != EEXIST) {
+      int e = errno;
+      close(fd);
+      return fail_at(u, e, dir);
+    }
+    long sub = beneath(fd, c);
+    int e = errno;
+    close(fd);
+    if (next) next[-1] = '/';
+    if (sub < 0) return fail_at(u, e, dir);
+    fd = (int)sub;
+  }
+  return fd;
+}
+
 /* The directory that holds path (below u->root) as an O_PATH fd, and its
  * last component in *base. */
 static int open_parent(struct unpacker *u, const char *path, const char **base) {
@@ -62,10 +93,8 @@ static int open_parent(struct unpacker *u, const char *path, const char **base) 
   if ((size_t)(slash - path) >= sizeof(dir)) return fail_at(u, ENAMETOOLONG, path);
   memcpy(dir, path, (size_t)(slash - path));
   dir[slash - path] = '\0';
-  struct open_how how = {.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-                                    RESOLVE_NO_XDEV};
-  long fd = syscall(SYS_openat2, u->root, dir, &how, sizeof(how));
+  long fd = beneath(u->root, dir);
+  if (fd < 0 && errno == ENOENT) return make_parents(u, dir);
   return fd < 0 ? fail_at(u, errno, dir) : (int)fd;
 }
 

@@ -24,7 +24,8 @@ CS=$STORE
 db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
 
 # Two layers: a shell and its libraries (with a hardlink, a symlink and a
-# file the next layer deletes), then a file and that whiteout; a third
+# file the next layer deletes), then a file (in a directory the layer has
+# no entry of) and that whiteout; a third
 # layer, for an image the store has half of.
 mkdir -p "$T/l1/bin" "$T/l1/lib/x86_64-linux-gnu" "$T/l1/lib64" "$T/l2/etc" "$T/l3/etc"
 cp /bin/dash "$T/l1/bin/dash"
@@ -36,9 +37,11 @@ echo bye >"$T/l1/gone"
 echo "hello from the store" >"$T/l2/etc/greeting"
 : >"$T/l2/.wh.gone"
 echo "hello from the registry" >"$T/l3/etc/greeting"
-for i in 1 2 3; do
+for i in 1 3; do
   setup tar -C "$T/l$i" --numeric-owner --owner=0 --group=0 --sort=name -cf "$T/l$i.tar" .
 done
+# the second with no entry of etc/, as a tar of ./usr/share has none of usr/
+setup tar -C "$T/l2" --numeric-owner --owner=0 --group=0 -cf "$T/l2.tar" ./etc/greeting ./.wh.gone
 setup $OCI_IMAGE add "$T/oci" a linux/amd64 "$T/l1.tar:gzip" "$T/l2.tar:gzip"
 setup $OCI_IMAGE add "$T/oci" b linux/amd64 "$T/l1.tar:gzip" "$T/l3.tar:gzip"
 setup registry_start "$T/reg"
