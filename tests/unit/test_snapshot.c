@@ -125,9 +125,18 @@ Test(snapshot, usage_and_cleanup) {
   /* a directory no snapshot owns (an interrupted prepare) goes; c's stays */
   snprintf(path, sizeof(path), "%s/snapshots/99", T.dir);
   cr_assert_eq(mkdir(path, 0700), 0);
+  /* and so does a remote snapshot's unpack whose process is gone (pid 1
+   * is there: its unpack stays) */
+  char gone[PATH_MAX], live[PATH_MAX];
+  snprintf(gone, sizeof(gone), "%s/snapshots/tmp-2147483646-0", T.dir);
+  snprintf(live, sizeof(live), "%s/snapshots/tmp-1-0", T.dir);
+  cr_assert_eq(mkdir(gone, 0700), 0);
+  cr_assert_eq(mkdir(live, 0700), 0);
   cr_assert_eq(cairn_snapshot_cleanup(T.st), 0, "%s", cairn_errmsg(T.st));
   struct stat sb;
   cr_assert_eq(stat(path, &sb), -1);
+  cr_assert_eq(stat(gone, &sb), -1);
+  cr_assert_eq(stat(live, &sb), 0);
   snprintf(path, sizeof(path), "%s/snapshots/1/fs/f", T.dir);
   cr_assert_eq(stat(path, &sb), 0);
 }
