@@ -26,6 +26,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <regex.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,6 +36,8 @@
 #include "cleanup.h"
 
 #define LABEL_MAX 4096 /* a label's key and value together, as containerd */
+/* the chain id containerd's unpack will commit a prepared snapshot as */
+#define LABEL_REF "containerd.io/snapshot.ref"
 
 static int tables(cairn_store *st) {
   return cn_db_exec(st,
@@ -153,6 +156,9 @@ static int rm_tree(const char *path) {
   return 0;
 }
 
+static int remote_prepare(cairn_store *st, const char *key, const char *parent, const char *target,
+                          const cairn_snapshot_label *labels, size_t n_labels);
+
 int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
                            const char *parent, const cairn_snapshot_label *labels,
                            size_t n_labels) {
@@ -162,7 +168,13 @@ int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const
   if (kind != CAIRN_SNAPSHOT_ACTIVE && kind != CAIRN_SNAPSHOT_VIEW)
     return cairn_fail(st, -EINVAL, "snapshot %s: prepared active or as a view", key);
   int r = labels_check(st, labels, n_labels);
-  if (r < 0 || (r = tables(st)) < 0 || (r = cn_db_begin(st)) < 0) return r;
+  if (r < 0 || (r = tables(st)) < 0) return r;
+  for (size_t i = 0; kind == CAIRN_SNAPSHOT_ACTIVE && i < n_labels; i++)
+    if (strcmp(labels[i].key, LABEL_REF) == 0) {
+      if ((r = remote_prepare(st, key, parent, labels[i].value, labels, n_labels)) <= 0) return r;
+      break; /* the store has no such layer: prepared as usual */
+    }
+  if ((r = cn_db_begin(st)) < 0) return r;
   int64_t parent_id = 0, id;
   if (*parent) {
     int pkind;
@@ -415,6 +427,121 @@ fail:
   return r;
 }
 
+/* A Prepare that containerd's unpack labels with the chain id it will
+ * commit the snapshot as (target, on parent): if the store holds the layer
+ * that chain id names, the committed snapshot NAMESPACE/N/TARGET (the
+ * key's prefix, so that each namespace has its own) is made of it, its
+ * files unpacked from the store (cn_layer_unpack) and its chain recorded,
+ * and -EEXIST tells containerd so, as a remote snapshotter answers: it
+ * finds that snapshot by its labels and parent, and fetches nothing.
+ * Returns 1 when the store has no such layer, or not all of it fetched
+ * (a lazy pull's): the caller prepares as usual. */
+static int remote_prepare(cairn_store *st, const char *key, const char *parent, const char *target,
+                          const cairn_snapshot_label *labels, size_t n_labels) {
+  const char *slash = strrchr(key, '/');
+  cairn_autofree char *name =
+      cn_xasprintf("%.*s%s", slash ? (int)(slash - key + 1) : 0, key, target);
+  if (!name) return cairn_fail(st, -ENOMEM, "out of memory");
+  int64_t id, pid;
+  int kind;
+  int r = row(st, name, &id, &kind, NULL);
+  if (r == 0) return cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
+  if (r != -ENOENT) return r;
+  if (*parent && ((r = row(st, parent, &pid, &kind, NULL)) < 0 || kind != CAIRN_SNAPSHOT_COMMITTED))
+    return r == -ENOENT || r == 0 ? (store_errclear(st), 1) : r; /* said by the usual path */
+  cairn_id layer;
+  if ((r = layer_of_chain_id(st, target, parent, layer)) <= 0) return r < 0 ? r : 1;
+  cairn_autofree char *purpose = cn_xasprintf("containerd prepare %s", name);
+  cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
+  if (!ps) return cairn_fail(st, -ENOMEM, "out of memory");
+  if ((r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layer)) < 0 ||
+      (r = layer_of_chain_id(st, target, parent, layer)) <= 0) { /* still there, pinned */
+    cairn_pinset_release(st, ps);
+    return r < 0 ? r : 1;
+  }
+  /* Its files, in a directory no row owns (Cleanup removes what a crash
+   * leaves), renamed as the snapshot's in the transaction that adds it. */
+  static unsigned seq;
+  char top[PATH_MAX], tmp[PATH_MAX], fs[PATH_MAX], dir[PATH_MAX];
+  snap_path(st, 0, NULL, top, sizeof(top));
+  *strrchr(top, '/') = '\0';
+  bool in_tx = false, renamed = false;
+  int64_t size = 0, inodes = 0;
+  int n1 = snprintf(tmp, sizeof(tmp), "%s/tmp-%d-%u", top, (int)getpid(), seq++);
+  int n2 = snprintf(fs, sizeof(fs), "%s/fs", tmp);
+  if (n1 < 0 || (size_t)n1 >= sizeof(tmp) || n2 < 0 || (size_t)n2 >= sizeof(fs)) {
+    r = cairn_fail(st, -ENAMETOOLONG, "%s: path too long", top);
+    goto out;
+  }
+  if ((mkdir(top, 0700) < 0 && errno != EEXIST) || mkdir(tmp, 0700) < 0 || mkdir(fs, 0755) < 0) {
+    r = cairn_fail(st, -errno, "%s: %s", tmp, strerror(errno));
+    goto out;
+  }
+  {
+    cairn_autoclose int fd = open(fs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    r = fd < 0 ? cairn_fail(st, -errno, "%s: %s", fs, strerror(errno))
+               : cn_layer_unpack(st, layer, fd);
+  }
+  if (r == -EAGAIN) { /* a lazy pull's layer, not all fetched: containerd downloads it */
+    store_errclear(st);
+    r = 1;
+    goto out;
+  }
+  if (r < 0) goto out;
+  if ((r = disk_usage(fs, &size, &inodes)) < 0) {
+    r = cairn_fail(st, r, "%s: %s", fs, strerror(-r));
+    goto out;
+  }
+  if ((r = cn_db_begin(st)) < 0) goto out;
+  in_tx = true;
+  {
+    cn_autostmt sqlite3_stmt *s = NULL;
+    if ((r = cn_db_prepare(st, &s,
+                           "INSERT INTO snapshots(name, parent, kind, created, updated, size,"
+                           " inodes) VALUES(?, ?, ?, ?, ?, ?, ?)")) < 0)
+      goto out;
+    int64_t t = now_ns();
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, CAIRN_SNAPSHOT_COMMITTED);
+    sqlite3_bind_int64(s, 4, t);
+    sqlite3_bind_int64(s, 5, t);
+    sqlite3_bind_int64(s, 6, size);
+    sqlite3_bind_int64(s, 7, inodes);
+    int rc = sqlite3_step(s);
+    if (rc == SQLITE_CONSTRAINT) {
+      r = cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
+      goto out;
+    }
+    if (rc != SQLITE_DONE) {
+      r = fail_step(st, rc, "snapshot");
+      goto out;
+    }
+    id = sqlite3_last_insert_rowid(cn_db(st));
+  }
+  if ((r = labels_set(st, id, labels, n_labels)) < 0 ||
+      (r = chain_record(st, id, parent, layer)) < 0)
+    goto out;
+  snap_path(st, id, NULL, dir, sizeof(dir));
+  if (rename(tmp, dir) < 0) {
+    r = cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+    goto out;
+  }
+  renamed = true;
+  if ((r = cn_db_commit(st)) < 0) {
+    in_tx = false;
+    goto out;
+  }
+  in_tx = false;
+  r = cairn_fail(st, -EEXIST, "snapshot %s: already exists (layer sha256:%s of the store)", name,
+                 layer);
+out:
+  if (in_tx) cn_db_rollback(st);
+  if (r != -EEXIST || in_tx) rm_tree(renamed ? dir : tmp);
+  cairn_pinset_release(st, ps);
+  return r;
+}
+
 int cairn_snapshot_remove(cairn_store *st, const char *key) {
   store_errclear(st);
   int r;
@@ -653,7 +780,9 @@ static bool term_match(const struct term *t, const cairn_snapshot *s) {
     v = kind_name(s->kind);
   else if (strcmp(t->field[0], "labels") == 0 && t->field[1])
     v = label_of(s, t->field[1]);
-  bool present = v && *v;
+  /* as containerd's adaptor: name, parent and kind are always present
+   * (parent=="" is a snapshot with none), a label when the snapshot has it */
+  bool present = v != NULL;
   switch (t->op) {
   case 0: return present;
   case '=': return present && strcmp(v, t->value) == 0;
@@ -821,6 +950,16 @@ int cairn_snapshot_cleanup(cairn_store *st) {
   struct dirent *e;
   while ((e = readdir(d))) {
     char *end;
+    if (strncmp(e->d_name, "tmp-", 4) == 0) { /* a remote prepare's, its process gone */
+      long pid = strtol(e->d_name + 4, &end, 10);
+      char path[PATH_MAX];
+      int n = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+      if (n > 0 && (size_t)n < sizeof(path) && *end == '-' && pid > 0 &&
+          (pid == getpid() || (kill((pid_t)pid, 0) < 0 && errno == ESRCH)) &&
+          (r = rm_tree(path)) < 0)
+        return cairn_fail(st, r, "%s: %s", path, strerror(-r));
+      continue;
+    }
     long long id = strtoll(e->d_name, &end, 10);
     if (e->d_name[0] == '.' || *end || id <= 0) continue;
     cn_autostmt sqlite3_stmt *s = NULL;

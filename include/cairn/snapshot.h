@@ -51,8 +51,16 @@ void cairn_snapshot_free(cairn_snapshot *s);
 
 /* A new active snapshot (kind CAIRN_SNAPSHOT_ACTIVE) or view
  * (CAIRN_SNAPSHOT_VIEW) key on parent ("" or NULL: none), with labels.
- * Returns 0; -EEXIST: key is there; -ENOENT: no parent snapshot; -EINVAL: an empty key,
- * another kind, a parent not committed or a label too long. */
+ * A remote snapshot: an active one labelled containerd.io/snapshot.ref
+ * (the chain id containerd's unpack will commit it as) whose layer on
+ * parent the store holds, fetched whole, is not prepared: the committed
+ * snapshot NAMESPACE/N/CHAIN_ID (key's prefix up to its last "/") is made
+ * of that layer instead (its files unpacked from the store, its chain
+ * recorded, with these labels), and -EEXIST says so, as containerd's
+ * remote snapshotters answer; containerd then downloads nothing of it.
+ * Returns 0; -EEXIST: key is there, or a remote snapshot was made (or was there);
+ * -ENOENT: no parent snapshot; -EINVAL: an empty key, another kind, a parent not
+ * committed or a label too long. */
 int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
                            const char *parent, const cairn_snapshot_label *labels, size_t n_labels);
 /* The active snapshot key becomes the committed snapshot name, with these
@@ -102,7 +110,8 @@ void cairn_snapshot_mount_free(cairn_snapshot_mount *m);
  * Returns 0; -ENOENT: no snapshot key; -EBUSY: it is committed. */
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out);
 /* Removes the directories of STORE/snapshots/ no snapshot owns (left by an
- * interrupted prepare or remove).
+ * interrupted prepare or remove, or by a remote snapshot's unpack whose
+ * process is gone).
  * Returns 0. */
 int cairn_snapshot_cleanup(cairn_store *st);
 

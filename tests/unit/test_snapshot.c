@@ -82,8 +82,10 @@ static const char *walk(const char *filter) {
 }
 
 Test(snapshot, filters) {
-  cairn_snapshot_label l[] = {{(char *)"a b", (char *)"1"}};
-  cr_assert_eq(cairn_snapshot_prepare(T.st, CAIRN_SNAPSHOT_ACTIVE, "app-1", NULL, l, 1), 0);
+  /* a chain id the store has no layer of: prepared as any other */
+  cairn_snapshot_label l[] = {{(char *)"a b", (char *)"1"},
+                              {(char *)"containerd.io/snapshot.ref", (char *)"sha256:ab"}};
+  cr_assert_eq(cairn_snapshot_prepare(T.st, CAIRN_SNAPSHOT_ACTIVE, "app-1", NULL, l, 2), 0);
   prepare("base", NULL, CAIRN_SNAPSHOT_ACTIVE);
   commit("base-c", "base");
   prepare("app-2", "base-c", CAIRN_SNAPSHOT_VIEW);
@@ -92,6 +94,10 @@ Test(snapshot, filters) {
   cr_assert_str_eq(walk("kind==committed"), "base-c ");
   cr_assert_str_eq(walk("parent!=\"\""), "app-2 ");
   cr_assert_str_eq(walk("parent~=^$,kind==active"), "app-1 ");
+  /* as containerd's adaptor: parent is present when empty (what its
+   * metadata asks of a remote snapshot with no parent) */
+  cr_assert_str_eq(walk("parent==\"\""), "app-1 base-c ");
+  cr_assert_str_eq(walk("labels.\"containerd.io/snapshot.ref\"==sha256:ab,parent==\"\""), "app-1 ");
   cr_assert_str_eq(walk("name=="), "");
   cr_assert_str_eq(walk("name==\"open"), "error");
   cr_assert_eq(
@@ -119,9 +125,18 @@ Test(snapshot, usage_and_cleanup) {
   /* a directory no snapshot owns (an interrupted prepare) goes; c's stays */
   snprintf(path, sizeof(path), "%s/snapshots/99", T.dir);
   cr_assert_eq(mkdir(path, 0700), 0);
+  /* and so does a remote snapshot's unpack whose process is gone (pid 1
+   * is there: its unpack stays) */
+  char gone[PATH_MAX], live[PATH_MAX];
+  snprintf(gone, sizeof(gone), "%s/snapshots/tmp-2147483646-0", T.dir);
+  snprintf(live, sizeof(live), "%s/snapshots/tmp-1-0", T.dir);
+  cr_assert_eq(mkdir(gone, 0700), 0);
+  cr_assert_eq(mkdir(live, 0700), 0);
   cr_assert_eq(cairn_snapshot_cleanup(T.st), 0, "%s", cairn_errmsg(T.st));
   struct stat sb;
   cr_assert_eq(stat(path, &sb), -1);
+  cr_assert_eq(stat(gone, &sb), -1);
+  cr_assert_eq(stat(live, &sb), 0);
   snprintf(path, sizeof(path), "%s/snapshots/1/fs/f", T.dir);
   cr_assert_eq(stat(path, &sb), 0);
 }

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_snapshotter_remote.sh — remote snapshots under containerd (Debian's
+# 1.6, one instance): an image `cairn pull` stored from a registry on
+# 127.0.0.1 (behind the counting proxy) is pulled again by `ctr-remote
+# image rpull --snapshotter cairn` (containerd's unpacker, which labels
+# each Prepare with the chain id, containerd.io/snapshot.ref) without a
+# byte of its layers: each Prepare is answered AlreadyExists with the
+# committed snapshot made of the store's layer (its whiteout and hardlink
+# as containerd's applier writes them), and `ctr run` of it prints what
+# its files say. An image with one layer the store has and one it has
+# not fetches that one only. The snapshots hold the layers (cairn rm exits
+# 4); what containerd removes, gc frees.
+source "$(dirname "$0")/../lib/test-lib.sh"
+SN=$CAIRN_BIN/cairn-snapshotter
+[ -x "$SN" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
+for c in containerd ctr ctr-remote runc; do
+  command -v $c >/dev/null || { echo "skip: no $c"; exit 77; }
+done
+[ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
+use_lib registry mount
+pull_test_init
+CS=$STORE
+db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
+
+# Two layers: a shell and its libraries (with a hardlink, a symlink and a
+# file the next layer deletes), then a file (in a directory the layer has
+# no entry of) and that whiteout; a third
+# layer, for an image the store has half of.
+mkdir -p "$T/l1/bin" "$T/l1/lib/x86_64-linux-gnu" "$T/l1/lib64" "$T/l2/etc" "$T/l3/etc"
+cp /bin/dash "$T/l1/bin/dash"
+ln "$T/l1/bin/dash" "$T/l1/bin/dash2"
+ln -s dash "$T/l1/bin/sh"
+cp -L /lib/x86_64-linux-gnu/libc.so.6 "$T/l1/lib/x86_64-linux-gnu/"
+cp -L /lib64/ld-linux-x86-64.so.2 "$T/l1/lib64/"
+echo bye >"$T/l1/gone"
+echo "hello from the store" >"$T/l2/etc/greeting"
+: >"$T/l2/.wh.gone"
+echo "hello from the registry" >"$T/l3/etc/greeting"
+for i in 1 3; do
+  setup tar -C "$T/l$i" --numeric-owner --owner=0 --group=0 --sort=name -cf "$T/l$i.tar" .
+done
+# the second with no entry of etc/, as a tar of ./usr/share has none of usr/
+setup tar -C "$T/l2" --numeric-owner --owner=0 --group=0 -cf "$T/l2.tar" ./etc/greeting ./.wh.gone
+setup $OCI_IMAGE add "$T/oci" a linux/amd64 "$T/l1.tar:gzip" "$T/l2.tar:gzip"
+setup $OCI_IMAGE add "$T/oci" b linux/amd64 "$T/l1.tar:gzip" "$T/l3.tar:gzip"
+setup registry_start "$T/reg"
+setup registry_push "$T/oci" a remote/a:1
+setup registry_push "$T/oci" b remote/b:1
+setup proxy_start "$T/proxy"
+layers() { registry_manifest "remote/$1" 1 | jq -r '.layers[].digest'; }
+# how many of the proxy's requests since the last reset were for blob $1
+fetched() {
+  proxy_log | jq --arg d "$1" '[.[] | select(.[0] | endswith("/blobs/" + $d))] | length'
+}
+
+setup sh -c "'$CAIRN_BIN/cairn' --store '$CS' pull -q --insecure 'docker://$PROXY/remote/a:1' \
+  >/dev/null"
+check "cairn pull stored the image's 2 layers" test "$(db 'SELECT count(*) FROM layers')" = 2
+
+C=$T/ctd
+CID=cairn-sr-$$ # runc's state is the host's: an id no one else has
+mkdir -p "$C"
+cat >"$C/containerd.toml" <<TOML
+version = 2
+root = "$C/root"
+state = "$C/state"
+[grpc]
+  address = "$C/containerd.sock"
+[proxy_plugins]
+  [proxy_plugins.cairn]
+    type = "snapshot"
+    address = "$C/cairn.sock"
+TOML
+bg_start "$SN" --store "$CS" --address "$C/cairn.sock" 2>>"$C/sn.err"
+sn_pid=$!
+wait_for 10 test -S "$C/cairn.sock" || fail "cairn-snapshotter: no socket after 10 s"
+bg_start containerd --config "$C/containerd.toml" >"$C/containerd.log" 2>&1
+ctd_pid=$!
+wait_for 20 test -S "$C/containerd.sock" || fail "containerd: no socket after 20 s"
+ctr_() { timeout 60 ctr -a "$C/containerd.sock" "$@"; }
+on_exit "runc --root /run/containerd/runc/default delete -f $CID;" \
+  "for p in \$(pgrep -f -- '-address $C/containerd.sock\$'); do kill -9 \$p; done"
+
+# rpull NAME: ctr-remote's pull of remote/NAME:1, its output shown if it fails
+rpull() {
+  timeout 120 ctr-remote -a "$C/containerd.sock" image rpull --plain-http --snapshotter cairn \
+    "$PROXY/remote/$1:1" >"$T/rpull.out" 2>&1 || { cat "$T/rpull.out" "$C/sn.err"; return 1; }
+}
+
+# The image the store has: rpull fetches its manifest and config, no layer.
+proxy_reset
+check "ctr-remote image rpull --snapshotter cairn of the image cairn pulled" rpull a
+for d in $(layers a); do
+  check "layer $d: not fetched (requests: $(fetched "$d"))" test "$(fetched "$d")" = 0
+done
+check "its 2 layers are committed snapshots" \
+  test "$(db 'SELECT count(*) FROM snapshots WHERE kind = 3')" = 2
+check "and the store has the same 2 layers" test "$(db 'SELECT count(*) FROM layers')" = 2
+check "the top snapshot's chain is the image's layers" test \
+  "$(db "SELECT group_concat(layer, ' ') FROM (SELECT layer FROM snapshot_layers l JOIN snapshots s
+    ON s.id = l.snapshot_id WHERE s.kind = 3 AND NOT EXISTS
+    (SELECT 1 FROM snapshots c WHERE c.parent = s.name) ORDER BY position)")" = \
+  "$(db "SELECT group_concat(layer_id, ' ') FROM (SELECT layer_id FROM image_layers
+    ORDER BY position)")"
+lower=$(db "SELECT id FROM snapshots WHERE kind = 3 AND parent = ''")
+upper=$(db "SELECT id FROM snapshots WHERE kind = 3 AND parent != ''")
+check "the bottom snapshot's files: the hardlink" \
+  test "$(stat -c %h "$CS/snapshots/$lower/fs/bin/dash2")" = 2
+check "the symlink" test "$(readlink "$CS/snapshots/$lower/fs/bin/sh")" = dash
+check "the upper one's whiteout, a character device 0/0" \
+  test "$(stat -c '%F %t:%T' "$CS/snapshots/$upper/fs/gone")" = "character special file 0:0"
+check "ctr run of it prints the store's file, and the whiteout hides /gone" \
+  sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
+    '$PROXY/remote/a:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\";
+    [ -e /gone ] || echo no-gone' >'$T/run.out' 2>&1"
+check "... \"$(tr '\n' ' ' <"$T/run.out")\"" \
+  test "$(cat "$T/run.out")" = "$(printf 'hello from the store\nno-gone')"
+
+# An image the store has one layer of: that one is not fetched, the other is.
+proxy_reset
+check "rpull of an image the store has the bottom layer of" rpull b
+set -- $(layers b)
+check "its bottom layer: not fetched" test "$(fetched "$1")" = 0
+check "its top layer, the store had not: fetched" test "$(fetched "$2")" -ge 1
+check "and a layer of the store now" test "$(db 'SELECT count(*) FROM layers')" = 3
+check "ctr run of it prints the registry's file" \
+  sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
+    '$PROXY/remote/b:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' \
+    >'$T/run.out' 2>&1"
+check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello from the registry"
+
+# The snapshots hold the layers; once containerd removes them gc frees them.
+expect_exit 4 "cairn rm of the pulled image: held by containerd's snapshots" \
+  "$CAIRN_BIN/cairn" --store "$CS" rm "$PROXY/remote/a:1"
+check "ctr images rm --sync of both" sh -c "timeout 60 ctr -a '$C/containerd.sock' images rm \
+  --sync '$PROXY/remote/a:1' '$PROXY/remote/b:1' >/dev/null"
+wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM snapshots')\" = 0" ||
+  fail "snapshots left: $(db 'SELECT name FROM snapshots')"
+check "then cairn rm and gc free every layer" sh -c "'$CAIRN_BIN/cairn' --store '$CS' rm \
+  '$PROXY/remote/a:1' >/dev/null && '$CAIRN_BIN/cairn' --store '$CS' gc >/dev/null 2>&1"
+check "none left" test "$(db 'SELECT count(*) FROM layers')" = 0
+check "no snapshot directory left" test -z "$(ls -A "$CS/snapshots")"
+check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
+for pid in "$ctd_pid" "$sn_pid"; do
+  kill -TERM "$pid"
+  wait_for 10 pid_gone "$pid" || fail "$pid still running 10 s after SIGTERM"
+  wait "$pid" 2>/dev/null
+done
+finish
