@@ -176,6 +176,22 @@ uint64_t cn_layer_ingest_padding(const cairn_store *st);
 int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
                        cairn_id diff_id_out);
 
+/* What a rebuilt tar is known to hold (store/remote/partial.c): the
+ * regular file whose data starts at tar offset off, of size bytes, is the
+ * whole content of the stored blob (its bytes were copied from it). */
+typedef struct cn_layer_hint {
+  uint64_t off, size;
+  char blob[48];
+} cn_layer_hint;
+/* cn_layer_ingest of a tar with hints (sorted by off): a regular file a
+ * hint names (its data at off, its size, not sparse) whose blob the store
+ * still holds (its row of that size and its file) takes that blob, its
+ * bytes hashed only into the diff_id, not written, not hashed again; the
+ * layer is stored only if the diff_id holds. *taken counts them. */
+int cn_layer_ingest_hinted(cairn_store *st, int fd, const char *expected_diff_id,
+                           cairn_pinset *ps, const cn_layer_hint *hints, size_t n_hints,
+                           size_t *taken, cairn_id diff_id_out);
+
 /* ---- lazily pulled layers: what a mount fetches (cairn/lazy.h's subsystem) ---- */
 /* Records layer diff_id (pinned by the caller) from its TOC: entries in any
  * order; a regular file of size > 0 gives its content's "sha256:HEX" as
