@@ -12,6 +12,10 @@
  * the blob's size); at most TOC_CACHE_MAX are kept, the least recently
  * used no fetch holds given up first.
  *
+ * A request is answered once its file is verified and written as a blob,
+ * before the blob is made durable and recorded (cn_lazy_file_store_ready;
+ * doc/crash-safety.md): the reader waits for the network, not the disk.
+ *
  * Each thread keeps the registry sources it opened (cn_lazy_kept_open),
  * with their connection and token (libcairn_registry.h): a first read costs one
  * request, not a connection, a token and a source opened.
@@ -216,6 +220,8 @@ static void *worker(void *arg) {
       snprintf(msg, sizeof msg, "%s", why && *why ? why : strerror(-r));
     }
     one_line(msg);
+    /* answered already: a failure after it (the sync, the record) leaves
+     * the file pending and its blob in place, for the next fetch */
     if (!a.sent) fx->done(q->sha256, r, r < 0 ? msg : blob, fx->arg);
     free(q);
   }
