@@ -4,7 +4,9 @@
  * STORE/blobs/XX/NAME.
  *
  * A writer streams into an anonymous O_TMPFILE in the blobs directory while
- * computing XXH3-128 and sha256, then links it under its name. A name, once
+ * computing XXH3-128 and sha256, then links it under its name; a content
+ * of up to BLOB_HELD bytes waits in memory until its name is known, so a
+ * duplicate of a blob with a row costs no file. A name, once
  * linked, never changes content until a sweep (under the exclusive store
  * lock) removes it: linkat() refuses to replace. A dedup hit must prove the
  * content equal: same size and same sha256, taken from the committed row
@@ -35,12 +37,18 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+/* A content of up to BLOB_HELD bytes is held in memory until its name is
+ * known: a blob the store has already (a duplicate) costs no file. */
+#define BLOB_HELD (256u << 10)
+
 struct blob_writer {
   cairn_store *st;
-  int fd;
+  int fd; /* the O_TMPFILE, once the content outgrew held or is to be linked */
   XXH3_state_t *xxh;
   EVP_MD_CTX *sha;
   uint64_t size;
+  unsigned char *held; /* the first size bytes while fd < 0 */
+  size_t held_cap;
 };
 
 void cn_blob_name_path(const char *name, char *rel, size_t len) {
@@ -51,12 +59,7 @@ int cn_blob_writer_new(cairn_store *st, blob_writer **out) {
   blob_writer *w = calloc(1, sizeof(*w));
   if (!w) return cairn_fail(st, -ENOMEM, "out of memory starting a blob");
   w->st = st;
-  w->fd = openat(st->blobs_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0444);
-  if (w->fd < 0) {
-    int e = errno;
-    free(w);
-    return cairn_fail(st, -e, "%s/blobs: temporary file: %s", st->dir, strerror(e));
-  }
+  w->fd = -1;
   w->xxh = XXH3_createState();
   w->sha = EVP_MD_CTX_new();
   if (!w->xxh || !w->sha || XXH3_128bits_reset(w->xxh) != XXH_OK ||
@@ -71,6 +74,7 @@ int cn_blob_writer_new(cairn_store *st, blob_writer **out) {
 void cn_blob_writer_free(blob_writer *w) {
   if (!w) return;
   if (w->fd >= 0) close(w->fd);
+  free(w->held);
   XXH3_freeState(w->xxh);
   EVP_MD_CTX_free(w->sha);
   free(w);
@@ -102,9 +106,46 @@ static int write_all(blob_writer *w, const unsigned char *p, size_t len) {
  * no disk, however it came (a layer of 33 KB of zstd can hold a GiB of
  * them) and however the caller's buffers cut it. */
 #define BLOB_ZERO_BLOCK 4096
+static int file_write(blob_writer *w, const void *buf, size_t len);
+
+/* The file the content goes to from now on, the bytes held written to it. */
+static int spill(blob_writer *w) {
+  if (w->fd >= 0) return 0;
+  cairn_store *st = w->st;
+  w->fd = openat(st->blobs_fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0444);
+  if (w->fd < 0)
+    return cairn_fail(st, -errno, "%s/blobs: temporary file: %s", st->dir, strerror(errno));
+  uint64_t n = w->size;
+  w->size = 0;
+  int r = n ? file_write(w, w->held, (size_t)n) : 0;
+  free(w->held);
+  w->held = NULL;
+  w->held_cap = 0;
+  return r;
+}
+
 int cn_blob_writer_write(blob_writer *w, const void *buf, size_t len) {
   XXH3_128bits_update(w->xxh, buf, len);
   EVP_DigestUpdate(w->sha, buf, len);
+  if (w->fd < 0 && len <= BLOB_HELD - w->size) {
+    if (w->size + len > w->held_cap) {
+      size_t cap = w->held_cap ? w->held_cap : 16384;
+      while (cap < w->size + len) cap *= 2;
+      unsigned char *h = realloc(w->held, cap);
+      if (!h) return cairn_fail(w->st, -ENOMEM, "out of memory writing a blob");
+      w->held = h;
+      w->held_cap = cap;
+    }
+    memcpy(w->held + w->size, buf, len);
+    w->size += len;
+    return 0;
+  }
+  int r = spill(w);
+  return r < 0 ? r : file_write(w, buf, len);
+}
+
+/* len bytes into the file at w->size, a piece of zeros skipped. */
+static int file_write(blob_writer *w, const void *buf, size_t len) {
   const unsigned char *p = buf, *run = p; /* run: the start of the bytes to write */
   bool skipped = false;
   while (len > 0) {
@@ -140,6 +181,8 @@ int cn_blob_writer_hole(blob_writer *w, uint64_t len) {
   static const unsigned char zeros[64 * 1024];
   if (len > (uint64_t)INT64_MAX - w->size)
     return cairn_fail(w->st, -EFBIG, "writing blob: a hole past the largest file size");
+  int r = spill(w);
+  if (r < 0) return r;
   for (uint64_t left = len; left > 0;) {
     size_t k = left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
     XXH3_128bits_update(w->xxh, zeros, k);
@@ -204,7 +247,12 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
     return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub,
                       errno == ELOOP || errno == ENOTDIR ? "not a directory: refused"
                                                          : strerror(errno));
-  if ((r = cn_staging_note(st, rel)) < 0) return r;
+  if ((r = spill(w)) < 0 || (r = cn_staging_note(st, rel)) < 0) return r;
+  /* a hole at the end: the file's size, not a byte written */
+  struct stat fb;
+  if (fstat(w->fd, &fb) < 0 ||
+      ((uint64_t)fb.st_size < w->size && ftruncate(w->fd, (off_t)w->size) < 0))
+    return cairn_fail(st, -errno, "writing blob: %s", strerror(errno));
   snprintf(proc, sizeof(proc), "/proc/self/fd/%d", w->fd);
   if (linkat(AT_FDCWD, proc, subfd, name, AT_SYMLINK_FOLLOW) == 0) return 0;
   if (errno != EEXIST)
@@ -222,11 +270,6 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
 
 int cn_blob_writer_finish(blob_writer *w, char *name_out, uint64_t *size_out,
                           char sha256_hex_out[65]) {
-  /* a hole at the end: the file's size, not a byte written */
-  struct stat sb;
-  if (fstat(w->fd, &sb) < 0 ||
-      ((uint64_t)sb.st_size < w->size && ftruncate(w->fd, (off_t)w->size) < 0))
-    return cairn_fail(w->st, -errno, "writing blob: %s", strerror(errno));
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->xxh));
   char key[33];

@@ -6,7 +6,11 @@
  * One pass over the input: libarchive's raw reader decompresses, every
  * uncompressed byte goes through sha256 (the diff_id) on its way to a
  * second libarchive reader that parses the tar. Entries are checked and
- * staged in a TEMP table; file contents go to blobs as they stream.
+ * staged in a TEMP table; file contents go to blobs as they stream. A
+ * tar a partial pull rebuilt comes with hints (cn_layer_ingest_hinted):
+ * a regular file whose data the rebuild copied whole from a stored blob
+ * takes that blob, its bytes hashed into the diff_id only; the layer is
+ * committed only if the diff_id holds, which proves those bytes too.
  *
  * A layer tar is data, never a path on the host: names are made relative
  * ("/x" and "./x" become "x"), a ".." component, a name below a symlink (or
@@ -95,6 +99,8 @@ struct layer_input {
   int fd;
   const void *buf;
   size_t len;
+  const cn_layer_hint *hints; /* sorted by off */
+  size_t n_hints;
 };
 
 struct ingest {
@@ -103,6 +109,9 @@ struct ingest {
   sqlite3_stmt *stage_entry, *stage_blob, *lookup_type, *drop_below;
   uint64_t entries;
   uint64_t holes; /* bytes of sparse files' holes so far */
+  const cn_layer_hint *hints;
+  size_t n_hints, next_hint, taken;
+  sqlite3_stmt *blob_row;
 };
 
 static const char *const stage_schema =
@@ -311,6 +320,47 @@ out:
   return r;
 }
 
+/* A regular file of size bytes whose data starts here, which a hint says
+ * is a stored blob's whole content: 1 (blob set, the data passed on to
+ * the diff_id's hash only, the blob staged) when the store holds that blob
+ * as the hint says, 0 when the entry is to be stored as any other. */
+static int entry_hinted(struct ingest *in, struct archive_entry *e, int64_t size,
+                        char blob[48]) {
+  cairn_store *st = in->st;
+  la_int64_t at = archive_filter_bytes(in->tar, 0);
+  while (in->next_hint < in->n_hints && in->hints[in->next_hint].off < (uint64_t)at)
+    in->next_hint++;
+  if (in->next_hint == in->n_hints) return 0;
+  const cn_layer_hint *h = &in->hints[in->next_hint];
+  if (h->off != (uint64_t)at || h->size != (uint64_t)size || archive_entry_sparse_count(e) > 0)
+    return 0;
+  sqlite3_stmt *q = in->blob_row;
+  sqlite3_reset(q);
+  sqlite3_bind_text(q, 1, h->blob, -1, SQLITE_STATIC);
+  if (sqlite3_step(q) != SQLITE_ROW || (uint64_t)sqlite3_column_int64(q, 0) != h->size) return 0;
+  char rel[128];
+  struct stat sb;
+  cn_blob_name_path(h->blob, rel, sizeof rel);
+  if (fstatat(st->blobs_fd, rel, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(sb.st_mode) ||
+      (uint64_t)sb.st_size != h->size)
+    return 0;
+  sqlite3_bind_text(in->stage_blob, 1, h->blob, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(in->stage_blob, 2, (sqlite3_int64)h->size);
+  sqlite3_bind_text(in->stage_blob, 3, (const char *)sqlite3_column_text(q, 1), -1,
+                    SQLITE_TRANSIENT);
+  int r = sqlite3_step(in->stage_blob) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "staging");
+  sqlite3_reset(in->stage_blob);
+  sqlite3_reset(q);
+  if (r < 0) return r;
+  if (archive_read_data_skip(in->tar) != ARCHIVE_OK)
+    return cairn_fail(st, -EBADMSG, "%s", archive_error_string(in->tar));
+  if (archive_filter_bytes(in->tar, 0) < at + size)
+    return cairn_fail(st, -EBADMSG, "file data is shorter than its header says");
+  snprintf(blob, 48, "%s", h->blob);
+  in->taken++;
+  return 1;
+}
+
 static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   cairn_store *st = in->st;
   const char *raw = archive_entry_pathname(e);
@@ -355,7 +405,9 @@ static int ingest_entry(struct ingest *in, struct archive_entry *e) {
   char blob[48] = "";
   int64_t size = type == CAIRN_REG ? archive_entry_size(e) : 0;
   if (size < 0) return cairn_fail(st, -EBADMSG, "entry %s: negative size", raw);
-  if (type == CAIRN_REG && size > 0 && (r = entry_store_data(in, size, blob)) < 0)
+  if (type == CAIRN_REG && size > 0 && in->n_hints && (r = entry_hinted(in, e, size, blob)) < 0)
+    return cn_fail_context(st, r, "entry %s", raw);
+  if (type == CAIRN_REG && size > 0 && !blob[0] && (r = entry_store_data(in, size, blob)) < 0)
     return cn_fail_context(st, r, "entry %s", raw);
   cairn_autofree void *xattrs = NULL;
   size_t xlen;
@@ -591,6 +643,11 @@ static int ingest_open(struct ingest *in, struct layer_stream *ls, const struct 
       (r = cn_db_prepare(st, &in->drop_below,
                          "DELETE FROM temp.stage WHERE path > ?1 || '/' AND path < ?1 || '0'")) < 0)
     return r;
+  in->hints = src->hints;
+  in->n_hints = src->n_hints;
+  if (in->n_hints &&
+      (r = cn_db_prepare(st, &in->blob_row, "SELECT size, sha256 FROM blobs WHERE name = ?")) < 0)
+    return r;
   return 0;
 }
 
@@ -599,6 +656,7 @@ static void ingest_close(struct ingest *in, struct layer_stream *ls) {
   sqlite3_finalize(in->stage_blob);
   sqlite3_finalize(in->lookup_type);
   sqlite3_finalize(in->drop_below);
+  sqlite3_finalize(in->blob_row);
   if (in->tar) archive_read_free(in->tar);
   if (ls->raw) archive_read_free(ls->raw);
   EVP_MD_CTX_free(ls->sha);
@@ -653,7 +711,7 @@ unsigned cn_layer_padding_blocks(EVP_MD_CTX *sha, const char *expected) {
 
 /* The ingest proper; the caller holds the store lock shared. */
 static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
-                               const char *expected_diff_id, cairn_pinset *ps,
+                               const char *expected_diff_id, cairn_pinset *ps, size_t *taken,
                                cairn_id diff_id_out) {
   struct layer_stream *ls = calloc(1, sizeof(*ls));
   if (!ls) return cairn_fail(st, -ENOMEM, "out of memory opening the layer");
@@ -705,13 +763,15 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
   if (r == 0 && ps) r = cn_pin_take(st, ps, CAIRN_PIN_LAYER, diff_id_out);
   if (r == 0) r = layer_commit(st, diff_id_out, ls->size, in.entries, tar, tar_len);
   if (r == 0) layer_stream_progress(ls, true);
+  if (taken) *taken = r == 0 ? in.taken : 0;
   ingest_close(&in, ls);
   free(ls);
   return r;
 }
 
 static int layer_ingest(cairn_store *st, const struct layer_input *src,
-                        const char *expected_diff_id, cairn_pinset *ps, cairn_id diff_id_out) {
+                        const char *expected_diff_id, cairn_pinset *ps, size_t *taken,
+                        cairn_id diff_id_out) {
   if (expected_diff_id && !cn_is_hex_id(expected_diff_id, CAIRN_ID_LEN))
     return cairn_fail(st, -EINVAL, "%s: not a diff_id", expected_diff_id);
   if (!ps && !expected_diff_id)
@@ -719,7 +779,7 @@ static int layer_ingest(cairn_store *st, const struct layer_input *src,
   int lock = cn_store_lock(st, STORE_LOCK_SHARED);
   if (lock < 0) return lock;
   int r = cn_staging_begin(st);
-  if (r == 0) r = layer_ingest_locked(st, src, expected_diff_id, ps, diff_id_out);
+  if (r == 0) r = layer_ingest_locked(st, src, expected_diff_id, ps, taken, diff_id_out);
   close(lock);
   if (r == -ENOSPC) cn_store_fail_nospace(st);
   /* After a failure, the blob files it linked that no committed row
@@ -733,13 +793,24 @@ static int layer_ingest(cairn_store *st, const struct layer_input *src,
 int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
                        cairn_id diff_id_out) {
   store_errclear(st);
-  return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, diff_id_out);
+  return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, NULL,
+                      diff_id_out);
+}
+
+int cn_layer_ingest_hinted(cairn_store *st, int fd, const char *expected_diff_id,
+                           cairn_pinset *ps, const cn_layer_hint *hints, size_t n_hints,
+                           size_t *taken, cairn_id diff_id_out) {
+  store_errclear(st);
+  *taken = 0;
+  if (!expected_diff_id) return cairn_fail(st, -EINVAL, "hints without a diff_id to prove");
+  return layer_ingest(st, &(struct layer_input){.fd = fd, .hints = hints, .n_hints = n_hints},
+                      expected_diff_id, ps, taken, diff_id_out);
 }
 
 int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
                            cairn_id diff_id_out) {
   return layer_ingest(st, &(struct layer_input){.fd = -1, .buf = buf ? buf : "", .len = len}, NULL,
-                      ps, diff_id_out);
+                      ps, NULL, diff_id_out);
 }
 
 int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id) {

@@ -18,7 +18,10 @@
  *   transaction names the blob in every entry pending on that sha256,
  *   deletes those pending rows and marks each layer left without any
  *   complete; a crash before it leaves an unreferenced blob (swept), never
- *   an entry naming a missing or unverified blob.
+ *   an entry naming a missing or unverified blob. The blob is made
+ *   durable before that transaction; a reader may be served from it
+ *   before either (cn_lazy_file_store_ready: verified is all a reader
+ *   needs). The files of one request commit together (cn_lazy_group).
  * - The store lock is held shared from the sha256 lookup (a file the store
  *   has is linked, not fetched) or the blob write to the commit that names
  *   the blob, as an import holds it: gc, which takes it exclusive, cannot
@@ -486,21 +489,6 @@ static int blob_from_fd(cairn_store *st, int fd, char name[48], uint64_t *size, 
   return r;
 }
 
-/* Makes blob name durable before the row that names it is committed: its
- * data (fdatasync) and its directory entries (blobs/XX, and blobs/, whose
- * entry XX may be new), not the whole filesystem (syncfs waits for every
- * writer's dirty data on it: one file is not worth that). A crash before this leaves a file no
- * row names, which the staging journal or a sweep removes. */
-static int blob_sync(cairn_store *st, const char *name) {
-  char rel[128], sub[3] = {name[0], name[1], 0};
-  cn_blob_name_path(name, rel, sizeof rel);
-  cairn_autoclose int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  cairn_autoclose int dfd = openat(st->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || dfd < 0 || fdatasync(fd) < 0 || fsync(dfd) < 0 || fsync(st->blobs_fd) < 0)
-    return cairn_fail(st, -errno, "%s/blobs/%s: syncing: %s", st->dir, rel, strerror(errno));
-  return 0;
-}
-
 /* The images whose layers are all complete and that use one of layers. */
 static int completed_images(cairn_store *st, const struct strv *layers, struct strv *images) {
   cn_autostmt sqlite3_stmt *q = NULL;
@@ -560,39 +548,110 @@ static int name_blob(cairn_store *st, const char *hex, const char *blob, struct 
   return 0;
 }
 
-static int store_locked(cairn_store *st, const char *hex, int fd, uint64_t size, char blob[48],
-                        struct strv *images) {
+/* The blob of sha256 hex (size bytes): found stored, or written from fd
+ * and hashed again (-EBADMSG unless it is hex); p gets its name, and its
+ * sha256 when it was written. Not durable yet. Under the group's lock. */
+static int put_locked(cairn_store *st, const char *hex, int fd, uint64_t size, cn_lazy_put *p) {
   uint64_t have = 0;
-  int r = cn_blob_by_sha256(st, hex, blob, &have);
+  int r = cn_blob_by_sha256(st, hex, p->blob, &have);
   if (r < 0) return r;
-  char sha[65] = "";
-  uint64_t got = have;
-  if (r == 0 || have != size) {
-    if (fd < 0) return cairn_fail(st, -ENOENT, "sha256:%s: not stored", hex);
-    if ((r = blob_from_fd(st, fd, blob, &got, sha)) < 0) return r;
-    if (strcmp(sha, hex) != 0 || got != size)
-      return cairn_fail(st, -EBADMSG, "the fetched file is not sha256:%s of %llu bytes", hex,
-                        (unsigned long long)size);
-    if ((r = blob_sync(st, blob)) < 0) return r;
-    store_test_point(st, "lazy: blob written");
+  p->size = have;
+  p->sha[0] = '\0';
+  if (r == 1 && have == size) return 0;
+  if (fd < 0) return cairn_fail(st, -ENOENT, "sha256:%s: not stored", hex);
+  if ((r = blob_from_fd(st, fd, p->blob, &p->size, p->sha)) < 0) return r;
+  if (strcmp(p->sha, hex) != 0 || p->size != size)
+    return cairn_fail(st, -EBADMSG, "the fetched file is not sha256:%s of %llu bytes", hex,
+                      (unsigned long long)size);
+  return 0;
+}
+
+int cn_lazy_group_begin(cairn_store *st, cn_lazy_group *g) {
+  store_errclear(st);
+  *g = (cn_lazy_group){.lock = -1};
+  int lock = cn_store_lock(st, STORE_LOCK_SHARED);
+  if (lock < 0) return lock;
+  int r = cn_staging_begin(st);
+  if (r < 0) {
+    close(lock);
+    return r;
   }
+  g->lock = lock;
+  return 0;
+}
+
+int cn_lazy_group_put(cairn_store *st, cn_lazy_group *g, const char *sha256, int fd,
+                      uint64_t size, char blob[48]) {
+  const char *hex = sha_hex(sha256);
+  if (!cn_is_hex_id(hex, CAIRN_ID_LEN))
+    return cairn_fail(st, -EINVAL, "%s: not a sha256 digest", sha256);
+  if (g->n == CN_LAZY_GROUP_MAX) return cairn_fail(st, -E2BIG, "too many files in one commit");
+  cn_lazy_put *p = &g->v[g->n];
+  int r = put_locked(st, hex, fd, size, p);
+  if (r < 0) {
+    g->failed = r; /* a blob this linked may hold other bytes: the group's files go */
+    return r;
+  }
+  snprintf(p->hex, sizeof p->hex, "%s", hex);
+  snprintf(blob, 48, "%s", p->blob);
+  g->n++;
+  return 0;
+}
+
+/* The group's written blobs made durable: each one's data, each blobs/XX
+ * directory once, blobs/ once. */
+static int group_sync(cairn_store *st, cn_lazy_group *g) {
+  bool any = false;
+  for (size_t i = 0; i < g->n; i++) {
+    const cn_lazy_put *p = &g->v[i];
+    if (!p->sha[0]) continue;
+    char rel[128];
+    cn_blob_name_path(p->blob, rel, sizeof rel);
+    cairn_autoclose int fd = openat(st->blobs_fd, rel, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || fdatasync(fd) < 0)
+      return cairn_fail(st, -errno, "%s/blobs/%s: syncing: %s", st->dir, rel, strerror(errno));
+    any = true;
+  }
+  for (size_t i = 0; i < g->n; i++) {
+    const cn_lazy_put *p = &g->v[i];
+    bool seen = !p->sha[0];
+    for (size_t j = 0; j < i && !seen; j++)
+      seen = g->v[j].sha[0] && memcmp(g->v[j].blob, p->blob, 2) == 0;
+    if (seen) continue;
+    char sub[3] = {p->blob[0], p->blob[1], 0};
+    cairn_autoclose int dfd = openat(st->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) < 0)
+      return cairn_fail(st, -errno, "%s/blobs/%s: syncing: %s", st->dir, sub, strerror(errno));
+  }
+  if (any && fsync(st->blobs_fd) < 0)
+    return cairn_fail(st, -errno, "%s/blobs: syncing: %s", st->dir, strerror(errno));
+  if (any) store_test_point(st, "lazy: blob written");
+  return 0;
+}
+
+static int group_commit_locked(cairn_store *st, cn_lazy_group *g, struct strv *images) {
+  int r = group_sync(st, g);
+  if (r < 0) return r;
   cn_autostrv struct strv done = {0};
   if ((r = cn_db_begin(st)) < 0) return r;
-  if (sha[0]) {
-    cn_autostmt sqlite3_stmt *b = NULL;
-    if ((r = cn_db_prepare(st, &b,
-                           "INSERT OR IGNORE INTO blobs(name, size, sha256)"
-                           " VALUES(?, ?, ?)")) < 0)
-      goto fail;
-    sqlite3_bind_text(b, 1, blob, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(b, 2, (sqlite3_int64)got);
-    sqlite3_bind_text(b, 3, sha, -1, SQLITE_STATIC);
-    if (sqlite3_step(b) != SQLITE_DONE) {
-      r = cn_store_fail_db(st, "blob");
-      goto fail;
+  cn_autostmt sqlite3_stmt *b = NULL;
+  if ((r = cn_db_prepare(st, &b,
+                         "INSERT OR IGNORE INTO blobs(name, size, sha256) VALUES(?, ?, ?)")) < 0)
+    goto fail;
+  for (size_t i = 0; i < g->n; i++) {
+    const cn_lazy_put *p = &g->v[i];
+    if (p->sha[0]) {
+      sqlite3_reset(b);
+      sqlite3_bind_text(b, 1, p->blob, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(b, 2, (sqlite3_int64)p->size);
+      sqlite3_bind_text(b, 3, p->sha, -1, SQLITE_STATIC);
+      if (sqlite3_step(b) != SQLITE_DONE) {
+        r = cn_store_fail_db(st, "blob");
+        goto fail;
+      }
     }
+    if ((r = name_blob(st, p->hex, p->blob, &done)) < 0) goto fail;
   }
-  if ((r = name_blob(st, hex, blob, &done)) < 0) goto fail;
   if ((r = completed_images(st, &done, images)) < 0) goto fail;
   /* Their indexes (with pending nodes) go before the commit: a crash
    * after it leaves none, which the next use builds anew, never one
@@ -605,21 +664,18 @@ fail:
   return r;
 }
 
-int cn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
-                          char blob[48]) {
-  store_errclear(st);
-  const char *hex = sha_hex(sha256);
-  if (!cn_is_hex_id(hex, CAIRN_ID_LEN))
-    return cairn_fail(st, -EINVAL, "%s: not a sha256 digest", sha256);
+int cn_lazy_group_commit(cairn_store *st, cn_lazy_group *g) {
   cn_autostrv struct strv images = {0};
-  int lock = cn_store_lock(st, STORE_LOCK_SHARED);
-  if (lock < 0) return lock;
-  int r = cn_staging_begin(st);
-  if (r == 0) r = store_locked(st, hex, fd, size, blob, &images);
-  close(lock);
+  int r = g->failed;
+  if (r == 0 && g->n) r = group_commit_locked(st, g, &images);
+  if (g->lock >= 0) close(g->lock);
+  g->lock = -1;
   if (r == -ENOSPC) cn_store_fail_nospace(st);
-  cn_staging_end(st, r < 0);
+  /* a failure keeps the blobs a reader was served from (verified bytes,
+   * no row: linked again by the next fetch, or swept) */
+  cn_staging_end(st, r < 0 && !g->served);
   if (r < 0) return r;
+  if (!g->n) return 0;
   store_test_point(st, "lazy: committed");
   /* The completed images' indexes, again without pending nodes (a mount
    * keeps the old file it mapped: its pending nodes find the blob by
@@ -635,6 +691,25 @@ int cn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t siz
   if (images.n) store_test_point(st, "lazy: indexes rewritten");
   store_errclear(st);
   return 0;
+}
+
+int cn_lazy_file_store_ready(cairn_store *st, const char *sha256, int fd, uint64_t size,
+                             char blob[48], void (*ready)(const char *blob, void *arg),
+                             void *arg) {
+  cn_lazy_group g;
+  int r = cn_lazy_group_begin(st, &g);
+  if (r < 0) return r;
+  if ((r = cn_lazy_group_put(st, &g, sha256, fd, size, blob)) == 0 && ready) {
+    g.served = true;
+    ready(blob, arg);
+  }
+  int k = cn_lazy_group_commit(st, &g);
+  return r < 0 ? r : k;
+}
+
+int cn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
+                       char blob[48]) {
+  return cn_lazy_file_store_ready(st, sha256, fd, size, blob, NULL, NULL);
 }
 
 /* ---- finishing a complete layer --------------------------------------------

@@ -176,6 +176,22 @@ uint64_t cn_layer_ingest_padding(const cairn_store *st);
 int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn_pinset *ps,
                        cairn_id diff_id_out);
 
+/* What a rebuilt tar is known to hold (store/remote/partial.c): the
+ * regular file whose data starts at tar offset off, of size bytes, is the
+ * whole content of the stored blob (its bytes were copied from it). */
+typedef struct cn_layer_hint {
+  uint64_t off, size;
+  char blob[48];
+} cn_layer_hint;
+/* cn_layer_ingest of a tar with hints (sorted by off): a regular file a
+ * hint names (its data at off, its size, not sparse) whose blob the store
+ * still holds (its row of that size and its file) takes that blob, its
+ * bytes hashed only into the diff_id, not written, not hashed again; the
+ * layer is stored only if the diff_id holds. *taken counts them. */
+int cn_layer_ingest_hinted(cairn_store *st, int fd, const char *expected_diff_id,
+                           cairn_pinset *ps, const cn_layer_hint *hints, size_t n_hints,
+                           size_t *taken, cairn_id diff_id_out);
+
 /* ---- lazily pulled layers: what a mount fetches (cairn/lazy.h's subsystem) ---- */
 /* Records layer diff_id (pinned by the caller) from its TOC: entries in any
  * order; a regular file of size > 0 gives its content's "sha256:HEX" as
@@ -234,6 +250,35 @@ int cn_lazy_file_find(cairn_store *st, const char *sha256, cairn_lazy_file *f);
  * gets the blob's name. */
 int cn_lazy_file_store(cairn_store *st, const char *sha256, int fd, uint64_t size,
                           char blob[48]);
+
+/* cn_lazy_file_store, calling ready(blob, arg) once the blob is written
+ * under its name and hashed to sha256, before it is made durable and
+ * recorded: what a reader may be served (doc/crash-safety.md). */
+int cn_lazy_file_store_ready(cairn_store *st, const char *sha256, int fd, uint64_t size,
+                             char blob[48], void (*ready)(const char *blob, void *arg),
+                             void *arg);
+
+/* Files fetched together stored in one commit: begin takes the store
+ * lock (shared) and a staging journal; each put is cn_lazy_file_store's
+ * blob (written, hashed again, blob named; not durable); commit makes the
+ * written blobs durable, then records them all in one transaction and
+ * ends the group (always called once begin succeeded). A put that fails
+ * fails the group: commit then returns its error and stores none. */
+#define CN_LAZY_GROUP_MAX 128
+typedef struct cn_lazy_put {
+  char hex[65], blob[48], sha[65]; /* sha: set when this put wrote the blob */
+  uint64_t size;
+} cn_lazy_put;
+typedef struct cn_lazy_group {
+  int lock, failed;
+  bool served; /* a reader was served from its blobs: a failure keeps them */
+  size_t n;
+  cn_lazy_put v[CN_LAZY_GROUP_MAX];
+} cn_lazy_group;
+int cn_lazy_group_begin(cairn_store *st, cn_lazy_group *g);
+int cn_lazy_group_put(cairn_store *st, cn_lazy_group *g, const char *sha256, int fd,
+                      uint64_t size, char blob[48]);
+int cn_lazy_group_commit(cairn_store *st, cn_lazy_group *g);
 
 /* cn_lazy_finish_layer for each unfinished layer of image_id. */
 int cn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,

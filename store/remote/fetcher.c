@@ -12,6 +12,10 @@
  * the blob's size); at most TOC_CACHE_MAX are kept, the least recently
  * used no fetch holds given up first.
  *
+ * A request is answered once its file is verified and written as a blob,
+ * before the blob is made durable and recorded (cn_lazy_file_store_ready;
+ * doc/crash-safety.md): the reader waits for the network, not the disk.
+ *
  * Each thread keeps the registry sources it opened (cn_lazy_kept_open),
  * with their connection and token (libcairn_registry.h): a first read costs one
  * request, not a connection, a token and a source opened.
@@ -167,6 +171,20 @@ static void one_line(char *s) {
     if (*s == '\n' || *s == '\r') *s = ' ';
 }
 
+/* A request answered as soon as its file is verified and written, before
+ * the store makes it durable and records it (doc/crash-safety.md). */
+typedef struct answer {
+  cairn_lazy_fetcher *fx;
+  const char *sha256;
+  bool sent;
+} answer;
+
+static void ready(const char *blob, void *arg) {
+  answer *a = arg;
+  a->fx->done(a->sha256, 0, blob, a->fx->arg);
+  a->sent = true;
+}
+
 static void *worker(void *arg) {
   cairn_lazy_fetcher *fx = arg;
   cairn_store *st = NULL;
@@ -188,7 +206,10 @@ static void *worker(void *arg) {
     }
     pthread_mutex_unlock(&fx->mu);
     if (!q) break;
-    char blob[48], msg[1024];
+    char blob[48], msg[1024] = "";
+    answer a = {fx, q->sha256, false};
+    ts.ready = ready;
+    ts.ready_arg = &a;
     int r;
     if (open_r > 0) open_r = cairn_store_open_lazy(fx->dir, &st);
     if (open_r < 0) {
@@ -199,7 +220,9 @@ static void *worker(void *arg) {
       snprintf(msg, sizeof msg, "%s", why && *why ? why : strerror(-r));
     }
     one_line(msg);
-    fx->done(q->sha256, r, r < 0 ? msg : blob, fx->arg);
+    /* answered already: a failure after it (the sync, the record) leaves
+     * the file pending and its blob in place, for the next fetch */
+    if (!a.sent) fx->done(q->sha256, r, r < 0 ? msg : blob, fx->arg);
     free(q);
   }
   cn_lazy_kept_free(&sources);

@@ -17,8 +17,9 @@
  * whole link).
  * Each file is verified as a single fetch verifies it (cn_lazy_unpack:
  * every chunk against its digest, the whole against its sha256) before
- * cn_lazy_file_store stores it, which hashes it once more; each is
- * committed alone, so a fill killed at any point resumes.
+ * it is written as a blob, which hashes it once more; the files of one
+ * request are made durable and recorded in one commit (cn_lazy_group), so
+ * a fill killed at any point resumes, losing at most that request's.
  *
  * One fetch of a file across processes: a batch takes each file's lock
  * (cn_lazy_lock) without waiting before it asks for it, and leaves out
@@ -107,7 +108,7 @@ typedef struct fill_ctx {
   char why[1024];
 } fill_ctx;
 
-enum { ITEM_TODO, ITEM_DONE, ITEM_LATER, ITEM_FAILED };
+enum { ITEM_TODO, ITEM_DONE, ITEM_LATER, ITEM_FAILED, ITEM_STORING };
 
 static void item_failed(fill_ctx *c, cn_fill_item *it, int err, const char *why) {
   pthread_mutex_lock(&c->lock);
@@ -224,17 +225,34 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
     goto out_sink;
   }
   cairn_test_point(wst, "lazy: range fetched");
+  /* the request's files verified and written, then recorded in one commit */
+  cn_lazy_group *g = malloc(sizeof *g);
+  int gr = g ? cn_lazy_group_begin(wst, g) : cairn_fail(wst, -ENOMEM, "out of memory");
   for (size_t k = 0; k < n; k++) {
     for (size_t i = rg[k].first; i < rg[k].last; i++) {
       cn_fill_item *it = &c->items[i];
       if (it->lock < 0) continue;
       const cn_toc_entry *e = &l->lt.toc.entries[it->entry];
       char blob[48];
-      int fd = cn_lazy_open_temp(wst);
+      int fd = gr < 0 ? gr : cn_lazy_open_temp(wst);
       int q = fd < 0 ? fd : cn_lazy_unpack(e, rg[k].data, rg[k].lo, fd, wst);
       if (q == 0) cairn_test_point(wst, "lazy: verified, not stored");
-      if (q == 0) q = cn_lazy_file_store(wst, it->sha256, fd, e->size, blob);
+      if (q == 0) q = gr = cn_lazy_group_put(wst, g, it->sha256, fd, e->size, blob);
       if (fd >= 0) close(fd);
+      if (q == 0) {
+        it->state = ITEM_STORING;
+        continue;
+      }
+      cn_lazy_unlock(wst, it->sha256, it->lock);
+      it->lock = -1;
+      item_failed(c, it, q, cairn_errmsg(wst));
+    }
+  }
+  if (g && g->lock >= 0) {
+    int q = cn_lazy_group_commit(wst, g);
+    for (size_t i = first; i < last; i++) {
+      cn_fill_item *it = &c->items[i];
+      if (it->lock < 0 || it->state != ITEM_STORING) continue;
       cn_lazy_unlock(wst, it->sha256, it->lock);
       it->lock = -1;
       if (q < 0)
@@ -243,6 +261,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
         item_done(c, it);
     }
   }
+  free(g);
 out_sink:
   if (sink) cn_blob_sink_free(&s);
 out:

@@ -855,7 +855,8 @@ static int fetch_listed(cairn_store *st, const cairn_lazy_file *f, const char *s
   close(range_fd); /* its disk back before the blob is stored */
   range_fd = -1;
   cairn_test_point(st, "lazy: verified, not stored");
-  r = cn_lazy_file_store(st, sha256, fd, e->size, blob);
+  r = cn_lazy_file_store_ready(st, sha256, fd, e->size, blob, ts ? ts->ready : NULL,
+                               ts ? ts->ready_arg : NULL);
 out:
   if (fd >= 0) close(fd);
   if (range_fd >= 0) close(range_fd);

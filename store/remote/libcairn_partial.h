@@ -84,6 +84,8 @@ typedef struct cn_partial_io {
                  void *arg);
   int (*out)(const void *buf, size_t n, void *arg);
   void *arg;
+  /* optionally, before the frame of STORED segment i goes to out */
+  int (*frame)(const cn_partial_plan *plan, size_t i, void *arg);
 } cn_partial_io;
 int cn_partial_write(const cn_partial_plan *plan, const cn_partial_io *io, cairn_store *st);
 
@@ -95,9 +97,10 @@ void cn_partial_spec(const cn_partial_plan *plan, size_t first, size_t *last,
 
 /* The partial pull of layer d from src into fd. Each fetched chunk of a
  * missing file is checked against its TOC digest as its request arrives;
- * the whole against the diff_id by the ingest (the rebuilt zstd stream,
- * for cn_layer_ingest): 0 when done (*fetched, *stored_files say what it
- * cost and saved), 1 when the layer is not zstd:chunked, the source cannot
+ * the whole against the diff_id by the ingest (fd gets the rebuilt tar,
+ * decompressed, for cn_layer_ingest_hinted with res->hints: the stored
+ * files' bytes copied from their blobs, where the tar holds them): 0 when
+ * done (*fetched, *stored_files say what it cost and saved), 1 when the layer is not zstd:chunked, the source cannot
  * range-request, or the store holds none of its files (pull it in full),
  * a negative errno when it failed (fd is then to be truncated and the
  * layer pulled in full). progress gets the bytes fetched so far. */
@@ -112,6 +115,9 @@ typedef struct cn_partial_result {
   size_t files, files_stored, requests;
   size_t chunks_verified; /* fetched chunks checked against the TOC's
                              digests before the ingest */
+  size_t files_taken;      /* stored files the ingest took as they are */
+  cn_layer_hint *hints;    /* the stored files' places in the tar (free) */
+  size_t n_hints;
 } cn_partial_result;
 int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64_t *progress,
                     cn_partial_result *res, cairn_store *st);

@@ -74,6 +74,11 @@ typedef struct cn_lazy_toc_source {
   int (*open)(void *src_arg, cairn_store *st, const cairn_lazy_file *f, pull_source **src);
   void (*done)(void *src_arg, pull_source *src, int r);
   void *src_arg;
+  /* Optionally: the fetched file's blob, written and verified, before it
+   * is made durable and recorded (cn_lazy_file_store_ready): a reader may
+   * be served from it. */
+  void (*ready)(const char *blob, void *ready_arg);
+  void *ready_arg;
 } cn_lazy_toc_source;
 
 /* The options a fetch of one file opens its registry source with (f's

@@ -5,9 +5,13 @@
  * plan of what the store lacks, the missing bytes in multi-range requests
  * (up to CN_PARTIAL_INFLIGHT at once, each on a thread of its own, ahead
  * of the rebuild, which takes them in order), and the layer's zstd stream
- * rebuilt for the ingest, which checks the diff_id of the tar it
- * decompresses to: nothing the TOC or the registry says is trusted
- * further than that.
+ * rebuilt (a stored file's bytes, read from its blob, as a frame of raw
+ * blocks) and decompressed into the tar for the ingest, which checks its
+ * diff_id: nothing the TOC or the registry says is trusted further than
+ * that. Where the decompressed bytes of a stored file's frames land in the
+ * tar is counted here, not taken from the TOC: the ingest takes such a
+ * file as its blob (a hint, cn_layer_ingest_hinted), its bytes hashed into
+ * the diff_id only, neither written nor hashed again.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "libcairn_byteranges.h"
 #include "libcairn_remote_lazy.h"
@@ -174,7 +179,8 @@ void cn_partial_spec(const cn_partial_plan *plan, size_t first, size_t *last,
 static int write_raw_frame(const cn_partial_plan *plan, size_t i, const cn_partial_io *io,
                            unsigned char *buf, cairn_store *st) {
   static const unsigned char head[] = {0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38};
-  int r = io->out(head, sizeof head, io->arg);
+  int r = io->frame ? io->frame(plan, i, io->arg) : 0;
+  if (r == 0) r = io->out(head, sizeof head, io->arg);
   const cn_partial_seg *s = &plan->segs[i];
   for (uint64_t at = 0; r == 0 && at < s->usize;) {
     size_t n = s->usize - at > RAW_BLOCK ? RAW_BLOCK : (size_t)(s->usize - at);
@@ -244,6 +250,14 @@ typedef struct pull_ctx {
   /* the stored file being read */
   size_t cur_entry;
   int cur_fd;
+  char cur_blob[48];
+  uint64_t cur_size;
+  size_t hint_entry, hints_cap;
+  /* the stream decompressed on its way to out_fd (the tar), upos bytes of
+   * it so far; at_frame: the decoder ended a frame with the last bytes */
+  ZSTD_DCtx *dz;
+  uint64_t upos;
+  bool at_frame, no_hints;
 } pull_ctx;
 
 /* Collects one reply's parts into the batch, each exactly a range asked. */
@@ -430,23 +444,68 @@ static int io_fetched(const cn_partial_plan *plan, size_t i, const unsigned char
   return 0;
 }
 
+/* The blob of STORED segment i's file opened (c->cur_fd), its name in
+ * c->cur_blob, its size in c->cur_size. */
+static int open_stored(pull_ctx *c, const cn_partial_plan *plan, size_t i) {
+  const cn_partial_seg *s = &plan->segs[i];
+  if (c->cur_fd >= 0 && c->cur_entry == s->entry) return 0;
+  if (c->cur_fd >= 0) close(c->cur_fd);
+  c->cur_fd = -1;
+  const cn_toc_entry *e = &c->toc->entries[s->entry];
+  int h = cn_blob_find_sha256(c->st, e->digest, c->cur_blob, sizeof c->cur_blob, &c->cur_size);
+  if (h <= 0)
+    return cairn_fail(c->st, h < 0 ? h : -ENOENT, "the stored copy of \"%s\" is gone", e->path);
+  if ((c->cur_fd = cairn_blob_open(c->st, c->cur_blob)) < 0)
+    return cairn_fail(c->st, c->cur_fd, "opening the stored copy of \"%s\": %s", e->path,
+                      strerror(-c->cur_fd));
+  c->cur_entry = s->entry;
+  return 0;
+}
+
+/* A STORED segment's frame begins: where its bytes land in the tar, if
+ * the decoder is between frames (else no hint holds). A file's segments
+ * in order, each next to the last, from its start to its end: one hint. */
+static int io_frame(const cn_partial_plan *plan, size_t i, void *arg) {
+  pull_ctx *c = arg;
+  const cn_partial_seg *s = &plan->segs[i];
+  int r = open_stored(c, plan, i);
+  if (r < 0 || c->no_hints) return r;
+  if (!c->at_frame) {
+    c->no_hints = true;
+    return 0;
+  }
+  cn_partial_result *res = c->res;
+  cn_layer_hint *h = res->n_hints ? &res->hints[res->n_hints - 1] : NULL;
+  if (s->uoff > 0) { /* a file's next piece: right after its last one, or the file has none */
+    if (!h || c->hint_entry != s->entry) return 0;
+    if (h->off + h->size == c->upos && h->size == s->uoff)
+      h->size += s->usize;
+    else
+      res->n_hints--; /* a piece between was fetched */
+    c->hint_entry = SIZE_MAX;
+    if (res->n_hints && h == &res->hints[res->n_hints - 1]) c->hint_entry = s->entry;
+    return 0;
+  }
+  if (res->n_hints == c->hints_cap) {
+    size_t cap = c->hints_cap ? 2 * c->hints_cap : 256;
+    cn_layer_hint *v = realloc(res->hints, cap * sizeof *v);
+    if (!v) return cairn_fail(c->st, -ENOMEM, "out of memory");
+    res->hints = v;
+    c->hints_cap = cap;
+  }
+  h = &res->hints[res->n_hints++];
+  *h = (cn_layer_hint){.off = c->upos, .size = s->usize};
+  snprintf(h->blob, sizeof h->blob, "%s", c->cur_blob);
+  c->hint_entry = s->entry;
+  return 0;
+}
+
 static int io_content(const cn_partial_plan *plan, size_t i, uint64_t at, void *buf, size_t n,
                       void *arg) {
   pull_ctx *c = arg;
   const cn_partial_seg *s = &plan->segs[i];
-  if (c->cur_fd < 0 || c->cur_entry != s->entry) {
-    if (c->cur_fd >= 0) close(c->cur_fd);
-    c->cur_fd = -1;
-    const cn_toc_entry *e = &c->toc->entries[s->entry];
-    char blob[64];
-    int h = cn_blob_find_sha256(c->st, e->digest, blob, sizeof blob, NULL);
-    if (h <= 0)
-      return cairn_fail(c->st, h < 0 ? h : -ENOENT, "the stored copy of \"%s\" is gone", e->path);
-    if ((c->cur_fd = cairn_blob_open(c->st, blob)) < 0)
-      return cairn_fail(c->st, c->cur_fd, "opening the stored copy of \"%s\": %s", e->path,
-                        strerror(-c->cur_fd));
-    c->cur_entry = s->entry;
-  }
+  int r = open_stored(c, plan, i);
+  if (r < 0) return r;
   for (size_t done = 0; done < n;) {
     ssize_t k = pread(c->cur_fd, (char *)buf + done, n - done, (off_t)(s->uoff + at + done));
     if (k < 0 && errno == EINTR) continue;
@@ -458,14 +517,43 @@ static int io_content(const cn_partial_plan *plan, size_t i, uint64_t at, void *
   return 0;
 }
 
-static int io_out(const void *buf, size_t n, void *arg) {
-  pull_ctx *c = arg;
+static int write_out(pull_ctx *c, const void *buf, size_t n) {
   for (const char *p = buf; n > 0;) {
     ssize_t k = write(c->out_fd, p, n);
     if (k < 0 && errno == EINTR) continue;
     if (k < 0) return cairn_fail(c->st, -errno, "temporary file: %s", strerror(errno));
     p += k;
     n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* The rebuilt stream's bytes, decompressed into the tar. */
+static int io_out(const void *buf, size_t n, void *arg) {
+  pull_ctx *c = arg;
+  static __thread unsigned char ob[1 << 17];
+  ZSTD_inBuffer in = {buf, n, 0};
+  while (in.pos < in.size) {
+    ZSTD_outBuffer o = {ob, sizeof ob, 0};
+    size_t k = ZSTD_decompressStream(c->dz, &o, &in);
+    if (ZSTD_isError(k))
+      return cairn_fail(c->st, -EBADMSG, "rebuilding the layer: zstd: %s", ZSTD_getErrorName(k));
+    int r = write_out(c, ob, o.pos);
+    if (r < 0) return r;
+    c->upos += o.pos;
+    c->at_frame = k == 0;
+    /* a frame's last bytes may wait in the decoder for room */
+    while (k == 0 ? false : o.pos == o.size) {
+      o = (ZSTD_outBuffer){ob, sizeof ob, 0};
+      ZSTD_inBuffer none = {NULL, 0, 0};
+      k = ZSTD_decompressStream(c->dz, &o, &none);
+      if (ZSTD_isError(k))
+        return cairn_fail(c->st, -EBADMSG, "rebuilding the layer: zstd: %s",
+                          ZSTD_getErrorName(k));
+      if ((r = write_out(c, ob, o.pos)) < 0) return r;
+      c->upos += o.pos;
+      c->at_frame = k == 0;
+    }
   }
   return 0;
 }
@@ -553,9 +641,23 @@ static int rebuild(pull_ctx *c, const cn_toc *toc, bool whole) {
     r = cairn_fail(st, -EAGAIN, "cannot start a download thread");
     goto out;
   }
-  cn_partial_io io = {io_fetched, io_content, io_out, c};
+  cn_partial_io io = {io_fetched, io_content, io_out, c, io_frame};
+  c->at_frame = true;
+  if (!(c->dz = ZSTD_createDCtx())) {
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+    goto out;
+  }
   r = cn_partial_write(&plan, &io, st);
+  if (r == 0 && !c->at_frame)
+    r = cairn_fail(st, -EBADMSG, "rebuilding the layer: a frame cut short");
+  if (r == 0 && c->no_hints) { /* the frames were not where the TOC says: a plain ingest */
+    free(c->res->hints);
+    c->res->hints = NULL;
+    c->res->n_hints = 0;
+  }
 out:
+  ZSTD_freeDCtx(c->dz);
+  c->dz = NULL;
   pthread_mutex_lock(&c->lock);
   atomic_store(&c->stop, true);
   pthread_cond_broadcast(&c->cond);
@@ -590,6 +692,11 @@ int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64
   cn_toc toc = {0};
   if ((r = fetch_toc(&c, &toc)) == 0) r = rebuild(&c, &toc, false);
   cn_toc_free(&toc);
+  if (r != 0) {
+    free(res->hints);
+    res->hints = NULL;
+    res->n_hints = 0;
+  }
   return r;
 }
 
@@ -644,7 +751,12 @@ static int finish_rebuild(pull_source *src, const pull_desc *d, const cairn_lazy
   if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
     r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
   cairn_id got;
-  if (r == 0) r = cn_layer_ingest(st, fd, f->layer_id, ps, got);
+  if (r == 0)
+    r = cn_layer_ingest_hinted(st, fd, f->layer_id, ps, res->hints, res->n_hints,
+                               &res->files_taken, got);
+  free(res->hints);
+  res->hints = NULL;
+  res->n_hints = 0;
   return r;
 }
 

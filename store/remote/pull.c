@@ -102,8 +102,9 @@ static void on_stored(const cairn_progress *p, void *slot) {
   atomic_store(&((layer_slot *)slot)->stored, p->done);
 }
 
-/* Ingests the layer's blob (or rebuilt stream) in fd, from its start. */
-static int ingest(fetch_run *run, cairn_store *wst, size_t i, int fd) {
+/* Ingests the layer's blob (or rebuilt tar, with what pr knows of it) in
+ * fd, from its start. */
+static int ingest(fetch_run *run, cairn_store *wst, size_t i, int fd, cn_partial_result *pr) {
   const char *diff_id = run->img->diff_ids[i];
   if (lseek(fd, 0, SEEK_SET) < 0)
     return cairn_fail(wst, -errno, "temporary file: %s", strerror(errno));
@@ -112,7 +113,9 @@ static int ingest(fetch_run *run, cairn_store *wst, size_t i, int fd) {
   /* No pin set: the main thread pinned this layer before it looked it up
    * and keeps the pin until the image is committed. */
   cairn_store_set_progress(wst, on_stored, &run->slots[i]);
-  int r = cn_layer_ingest(wst, fd, diff_id, NULL, got);
+  int r = pr ? cn_layer_ingest_hinted(wst, fd, diff_id, NULL, pr->hints, pr->n_hints,
+                                      &pr->files_taken, got)
+             : cn_layer_ingest(wst, fd, diff_id, NULL, got);
   cairn_store_set_progress(wst, NULL, NULL);
   uint64_t pad = r == 0 ? cn_layer_ingest_padding(wst) : 0;
   pthread_mutex_lock(&run->lock);
@@ -139,13 +142,14 @@ static int fetch_partial(fetch_run *run, cairn_store *wst, size_t i, int fd) {
   if (r == -ECANCELED || r == -ENOSPC) return r;
   if (r == 0) {
     atomic_store(&run->slots[i].partial, true);
-    r = ingest(run, wst, i, fd);
+    r = ingest(run, wst, i, fd, &pr);
+    free(pr.hints);
     if (r == 0) {
       cn_pull_log(run->src,
                   "layer %.19s: partial pull: fetched %llu of %llu bytes in %zu requests "
-                  "(%zu of %zu files were stored)",
+                  "(%zu of %zu files were stored, %zu taken as stored, not hashed again)",
                   d->digest, (unsigned long long)pr.fetched, (unsigned long long)d->size,
-                  pr.requests, pr.files_stored, pr.files);
+                  pr.requests, pr.files_stored, pr.files, pr.files_taken);
       return 0;
     }
     if (r != -EBADMSG) return cn_fail_context(wst, r, "storing layer %s", diff_id);
@@ -216,7 +220,7 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
     cairn_fail(wst, r, "layer %s: %s/tmp: no space left on device", d->digest, run->store_dir);
   cn_blob_sink_free(&s);
   if (r == 0) {
-    r = ingest(run, wst, i, fd);
+    r = ingest(run, wst, i, fd, NULL);
     if (r == -EBADMSG)
       cn_fail_context(wst, r, "layer %s (blob %s)", diff_id, d->digest);
     else if (r < 0)

@@ -17,6 +17,10 @@
 # every file as the full pull's export has it; and (on a copy of the store
 # taken before that mount) a new `cairn fill` completes the image: the
 # full pull's image id and export, no pending row, source row or TOC left.
+# A fill's files fetched in one request: one transaction, one sync step.
+# A first read is answered before its file is durable and recorded: the
+# filler stopped at "lazy: blob written", the read gives the bytes, the
+# file is still pending; let go, it is recorded.
 # Then the registry stopped while the partial image is mounted: a pending
 # file's read fails with EIO in bounded time, a fetched one reads, ls -lR
 # lists; the registry back, the read works.
@@ -214,7 +218,13 @@ check_json "df --json: the images' pending_count, pending_files, pending_bytes" 
 expect_exit 0 "df" cairn df
 check "df: a Pending row, the files and bytes not fetched yet" \
   grep -Eq "^Pending +$want_files +$human( |$)" "$T/stdout"
-setup cairn fill -q lazy/a:1
+# the fill's files, fetched in one request, are recorded in one commit
+setup env CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_POINTS=1 CAIRN_INJECT_COUNT="$T/fill.count" \
+  CAIRN_INJECT_TRACE="$T/fill.trace" LD_PRELOAD="$INJECT" "$CAIRN_BIN/cairn" --store "$STORE" fill -q lazy/a:1
+check "fill: $want_files files fetched together, recorded in one transaction" \
+  test "$(grep -c 'point lazy: in the transaction' "$T/fill.trace")" = 1
+check "... their blobs made durable before it, in one step" \
+  test "$(grep -c 'point lazy: blob written' "$T/fill.trace")" = 1
 expect_exit 0 "images of the filled image" cairn images
 check "... has no PENDING column" grep -Eq "LAYERS +PINNED$" "$T/stdout"
 check_json "images --json: no pending fields once filled" '.[0] | has("pending_files") or has("pending_bytes") | not' \
@@ -223,6 +233,31 @@ expect_exit 0 "df of the filled store" cairn df
 check "... has no Pending row" eval "! grep -q '^Pending' '$T/stdout'"
 check_json "df --json: nothing pending" '.[0].pending_files == 0 and .[0].pending_bytes == 0 and .[0].pending_count == 0' \
   cairn df --json
+
+# ---- a first read is answered before its file is durable ---------------
+# The filler a mount's first read runs, stopped where the fetched file's
+# blob has been made durable and the transaction that records it is yet to
+# come ("lazy: blob written"): the read is answered already, from the
+# verified blob; the file is still pending; let go, the filler records it.
+STORE=$T/early
+setup cp -a "$T/tpl" "$STORE"
+setup mkdir -p "$T/em"
+expect_exit 0 "mount, its filler to stop once the blob is durable" \
+  env CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_PROG=cairn CAIRN_INJECT_ARG=fill \
+  CAIRN_INJECT_ONCE="$T/early.once" CAIRN_INJECT_POINT="lazy: blob written" \
+  CAIRN_INJECT_MODE=stop LD_PRELOAD="$INJECT" "$CAIRN_BIN/cairn" --store "$STORE" mount lazy/a:1 "$T/em"
+on_exit "for p in \$(pgrep -x cairn); do kill -CONT \$p 2>/dev/null; done; '$CAIRN_BIN/cairn' --store '$STORE' umount -f '$T/em' 2>/dev/null"
+check "first read: answered while the filler waits to record the file" \
+  timeout 20 cmp "$T/em/$FILE" "$T/a/$FILE"
+check "... the filler stopped there" wait_for 10 test -e "$T/early.once"
+check "... the file is not recorded yet" \
+  test "$(db "$STORE" "SELECT count(*) FROM pending WHERE sha256 = '$SHA'")" -ge 1
+for p in $(store_fillers); do kill -CONT "$p"; done
+check "let go, the filler records it" \
+  wait_for 20 sh -c "[ \"\$(sqlite3 'file:$STORE/meta.db?mode=ro' \"SELECT count(*) FROM pending WHERE sha256 = '$SHA'\")\" = 0 ]"
+check "... and the file reads again" cmp "$T/em/$FILE" "$T/a/$FILE"
+expect_exit 0 "umount" cairn umount "$T/em"
+check "fsck" cairn fsck
 
 # ---- the registry stopped while the partial image is mounted ------------
 STORE=$T/unreach

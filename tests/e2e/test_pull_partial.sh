@@ -13,6 +13,9 @@
 #   a store holding none of B's files pulls it in full (one GET);
 #   D's 450 ranges (C stored) go in several requests, some at once;
 #   a registry that answers no range request: said once, pulled in full;
+#   the files the store holds are taken as they are (not decompressed nor
+#   hashed again; the rebuilt tar's diff_id proves them: a stored copy
+#   changed on disk fails it, and the layer is pulled in full);
 #   a corrupt file in the blob is caught against the TOC before the ingest
 #   (in B's only request, and in D's second of three in flight).
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -84,8 +87,12 @@ cp "$T/stderr" "$T/part.err"
 sed "s/^/# /" "$T/part.err" >&2
 part_bytes=$(proxy_counts | jq .bytes)
 check "partial pull: said, with bytes fetched against the layer's size ($bsize)" \
-  grep -Eq "partial pull: fetched [0-9]+ of $bsize bytes in [0-9]+ requests \(38 of 40 files were stored\)" \
+  grep -Eq "partial pull: fetched [0-9]+ of $bsize bytes in [0-9]+ requests \(38 of 40 files were stored," \
   "$T/part.err"
+taken=$(grep -Eo '[0-9]+ taken as stored, not hashed again' "$T/part.err" | grep -Eo '^[0-9]+')
+# (a file whose first chunk is small is fetched with its neighbours: stored as any)
+check "partial pull: the files stored taken as they are, in the rebuilt tar ($taken of 38)" \
+  test "${taken:-0}" -ge 30 -a "${taken:-0}" -le 38
 check "partial pull: no fallback to the full download" lacks 'pulling it in full' "$T/part.err"
 check "partial pull: the layer's final line gives bytes fetched of its size" \
   grep -Eq "^[0-9a-f]{12}  downloaded [0-9.]+ KiB of 2\.2 MiB \(partial pull\) in [0-9.]+s\$" \
@@ -109,6 +116,20 @@ check "partial pull: inspect agrees with the full pull's" cmp -s "$ST.inspect" "
 check "partial pull: the same files (listing)" cmp -s "$ST.files" "$T/full.files"
 check "partial pull: the same export" cmp -s "$ST.sum" "$T/full.sum"
 expect_exit 0 "fsck after the partial pull" cairn fsck
+
+# A stored copy whose bytes changed on disk (not its size): the rebuilt tar,
+# which takes them as they are, fails the diff_id; nothing of it is stored
+# and the layer is pulled in full.
+setup cairn --store "$T/rot" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null
+rot=$(sqlite3 "file:$T/rot/meta.db?mode=ro" "SELECT blob FROM entries WHERE path = 'usr/lib/data/f03'")
+setup python3 -c 'import sys; p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[100] ^= 1
+open(p, "wb").write(b)' "$T/rot/blobs/${rot:0:2}/$rot"
+expect_exit 0 "pull of B, a stored copy changed on disk" \
+  cairn --store "$T/rot" pull --insecure "docker://$PROXY/part/b:1"
+sed "s/^/# /" "$T/stderr" >&2
+check "... the rebuilt tar fails its diff_id: the layer pulled in full" \
+  grep -Eq 'partial pull failed \(.*diff_id mismatch.*\); pulling it in full' "$T/stderr"
+check "... the image id of the full pull" test "$(tail -1 "$T/stdout")" = "$(tail -1 "$T/full.out")"
 
 # -q: no progress line for a partially pulled layer either.
 setup cairn --store "$T/quiet" pull -q --insecure "docker://$PROXY/part/a:1" >/dev/null

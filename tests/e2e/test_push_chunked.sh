@@ -152,7 +152,7 @@ expect_exit 0 "zstd:chunked: cairn pull of B with A stored" \
 sed "s/^/# /" "$T/stderr" >&2
 check "zstd:chunked: B is pulled partially (said, with the bytes fetched)" \
   grep -Eq 'partial pull: fetched [0-9]+ of [0-9]+ bytes in [0-9]+ requests' "$T/stderr"
-stored=$(grep -Eo '\([0-9]+ of [0-9]+ files were stored\)' "$T/stderr" | grep -Eo '[0-9]+' | tr '\n' ' ')
+stored=$(grep -Eo '\([0-9]+ of [0-9]+ files were stored' "$T/stderr" | grep -Eo '[0-9]+' | tr '\n' ' ')
 read -r s_have s_all <<<"$stored"
 check "zstd:chunked: $s_have of $s_all files were stored: all but the 2 changed" \
   test "$((s_all - s_have))" = 2

@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # test_store_cli.sh — the store through the built `cairn` and `cairn-pin`:
-# dedup across images, pins against rm, hostile input, the contract's exit
-# codes, usage errors and JSON listings.
+# dedup across images (a duplicate costs no file in blobs/), pins against
+# rm, hostile input, the contract's exit codes, usage errors and JSON
+# listings.
 source "$(dirname "$0")/../lib/test-lib.sh"
 
 # Three layers from real trees nobody here wrote, plus one made here.
@@ -30,6 +31,21 @@ check "each layer stored once" [ "$(cairn layers --json | jq length)" = 3 ]
 distinct=$(find "$T/l1" "$T/l2" "$T/l3" -type f -size +0 -exec sha256sum {} + | cut -d' ' -f1 | sort -u | wc -l)
 blobs=$(find "$STORE/blobs" -type f | wc -l)
 check "each distinct file stored once ($blobs blobs, $distinct contents)" [ "$blobs" = "$distinct" ]
+# A new layer whose files the store holds but one: the duplicates cost no
+# file in blobs/ (a content waits in memory until its name is known).
+mkdir -p "$T/l4" && cp -a "$T/l1/America" "$T/l4/" && echo "new in layer 4" >"$T/l4/new"
+mktar "$T/l4" "$T/l4.tar"
+n4=$(find "$T/l4" -type f -size +0 | wc -l)
+expect_exit 0 "import dup:1 (layer 4), its writes in blobs/ traced" \
+  env CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_PATH=/blobs/ CAIRN_INJECT_TRACE="$T/l4.trace" \
+  CAIRN_INJECT_COUNT="$T/l4.count" LD_PRELOAD="$CAIRN_BIN/cairn-inject.so" \
+  "$CAIRN_BIN/cairn" --store "$STORE" import dup:1 "$T/l4.tar"
+writes=$(grep -c ' write ' "$T/l4.trace")
+check "$n4 files, all stored but one: only the new one written in blobs/ ($writes writes)" \
+  [ "$writes" -ge 1 -a "$writes" -le 2 ]
+check "... and stored once more" [ "$(find "$STORE/blobs" -type f | wc -l)" = $((distinct + 1)) ]
+setup cairn rm -q dup:1
+setup cairn gc --quiet
 check_json "diff_id is the sha256 of the uncompressed tar" \
   "map(.id) | index(\"$(sha256sum "$T/l2.tar" | cut -d' ' -f1)\") != null" cairn layers --json
 check_json "images --json has the contract's keys" \

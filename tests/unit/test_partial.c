@@ -116,7 +116,7 @@ static void rebuild_with(int every) {
                  (unsigned long long)plan.fetch_bytes, len);
   if (every == 0) cr_assert_eq(plan.fetch_bytes, plan.end);
 
-  cn_partial_io io = {fetched, content, out, &r};
+  cn_partial_io io = {fetched, content, out, &r, NULL};
   cr_assert_eq(cn_partial_write(&plan, &io, T.st), 0, "%s", cairn_errmsg(T.st));
   unsigned char *want, *got;
   size_t want_len, got_len;
