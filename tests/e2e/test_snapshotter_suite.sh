@@ -152,6 +152,10 @@ check "with containerd's failed precondition" grep -q "cannot remove snapshot wi
 # straight into the store's table, as many prepares would; counted by the
 # suite's TestCount, since ctr lists containerd's own records).
 count() { SNAPSHOTTER_SOCK=$C/cairn.sock timeout 60 "$suite" -test.run '^TestCount$' 2>&1; }
+# containerd removes the container's snapshot from the snapshotter by
+# its own garbage collection, after `ctr run --rm` returns: wait for it.
+count_is() { [ "$(count | sed -n 's/^snapshots: //p')" = "$1" ]; }
+wait_for 30 count_is 3 || fail "List counts 3 snapshots once containerd collected: $(count | head -1)"
 before=$(count | sed -n 's/^snapshots: //p')
 check "List counts the snapshots there: $before" test -n "$before"
 setup sqlite3 "$T/cstore/meta.db" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1
