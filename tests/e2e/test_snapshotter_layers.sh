@@ -10,12 +10,11 @@
 # it costs a running container nothing, and the restarted daemon answers
 # for the same snapshots; what containerd removes the next gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
-SN=$CAIRN_BIN/cairn-snapshotter
-[ -x "$SN" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
+[ -x "$CAIRN_BIN/cairn-snapshotter" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
 command -v containerd >/dev/null && command -v ctr >/dev/null ||
   { echo "skip: containerd not installed"; exit 77; }
 [ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
-use_lib mount
+use_lib mount containerd
 
 CS=$STORE
 export CAIRN_STORE=$STORE
@@ -25,35 +24,7 @@ setup python3 "$HELPERS/oci_image.py" docker-archive "$T/img.tar" localhost/minb
   "$T/mb/layer1.tar" "$T/mb/layer2.tar" "$T/mb/layer3.tar"
 setup cairn import localhost/minbase:1 "$T/mb/layer1.tar" "$T/mb/layer2.tar" "$T/mb/layer3.tar"
 
-C=$T/ctd
-CID=cairn-sn-$$ # runc's state is the host's: an id no one else has
-mkdir -p "$C"
-cat >"$C/containerd.toml" <<TOML
-version = 2
-root = "$C/root"
-state = "$C/state"
-[grpc]
-  address = "$C/containerd.sock"
-[proxy_plugins]
-  [proxy_plugins.cairn]
-    type = "snapshot"
-    address = "$C/cairn.sock"
-TOML
-sn_start() {
-  bg_start "$SN" --store "$CS" --address "$C/cairn.sock" 2>>"$C/sn.err"
-  sn_pid=$!
-  wait_for 10 test -S "$C/cairn.sock" || fail "cairn-snapshotter: no socket after 10 s"
-}
-sn_start
-bg_start containerd --config "$C/containerd.toml" >"$C/containerd.log" 2>&1
-ctd_pid=$!
-wait_for 20 test -S "$C/containerd.sock" || fail "containerd: no socket after 20 s"
-ctr_() { timeout 60 ctr -a "$C/containerd.sock" "$@"; }
-snaps() { ctr_ snapshots --snapshotter cairn "$@"; }
-# On a failure containerd is killed first: its container and its shim
-# (the one process that names this test's containerd socket) by hand.
-on_exit "runc --root /run/containerd/runc/default delete -f $CID;" \
-  "for p in \$(pgrep -f -- '-address $C/containerd.sock\$'); do kill -9 \$p; done"
+ctd_start "$CS"
 
 # The image cairn stored: containerd's unpack commits its layers, by their
 # chain ids, onto the same cairn layers.
@@ -139,7 +110,7 @@ check "all 4 layers are there" test "$(db 'SELECT count(*) FROM layers')" = 4
 
 # Restarted, it answers for the same snapshots, none lost or duplicated
 # (once containerd's client dials again: it backs off, a few seconds).
-sn_start
+sn_start "$CS"
 wait_for 30 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls >/dev/null 2>&1" ||
   fail "containerd's calls still fail 30 s after the restart"
 check "restarted, containerd lists the same snapshots" test "$(snaps ls | sort)" = "$before"
@@ -165,9 +136,5 @@ check "cairn rm of the image succeeds" sh -c "cairn rm localhost/minbase:1 >/dev
 check "cairn gc frees every layer" sh -c "cairn gc >/dev/null"
 check "none left" test "$(db 'SELECT count(*) FROM layers')" = 0
 check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
-for pid in "$ctd_pid" "$sn_pid"; do
-  kill -TERM "$pid"
-  wait_for 10 pid_gone "$pid" || fail "$pid still running 10 s after SIGTERM"
-  wait "$pid" 2>/dev/null
-done
+ctd_stop
 finish

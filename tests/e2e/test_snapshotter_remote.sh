@@ -12,13 +12,12 @@
 # not fetches that one only. The snapshots hold the layers (cairn rm exits
 # 4); what containerd removes, gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
-SN=$CAIRN_BIN/cairn-snapshotter
-[ -x "$SN" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
+[ -x "$CAIRN_BIN/cairn-snapshotter" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
 for c in containerd ctr ctr-remote runc; do
   command -v $c >/dev/null || { echo "skip: no $c"; exit 77; }
 done
 [ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
-use_lib registry mount
+use_lib registry mount containerd
 pull_test_init
 CS=$STORE
 db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
@@ -58,29 +57,7 @@ setup sh -c "'$CAIRN_BIN/cairn' --store '$CS' pull -q --insecure 'docker://$PROX
   >/dev/null"
 check "cairn pull stored the image's 2 layers" test "$(db 'SELECT count(*) FROM layers')" = 2
 
-C=$T/ctd
-CID=cairn-sr-$$ # runc's state is the host's: an id no one else has
-mkdir -p "$C"
-cat >"$C/containerd.toml" <<TOML
-version = 2
-root = "$C/root"
-state = "$C/state"
-[grpc]
-  address = "$C/containerd.sock"
-[proxy_plugins]
-  [proxy_plugins.cairn]
-    type = "snapshot"
-    address = "$C/cairn.sock"
-TOML
-bg_start "$SN" --store "$CS" --address "$C/cairn.sock" 2>>"$C/sn.err"
-sn_pid=$!
-wait_for 10 test -S "$C/cairn.sock" || fail "cairn-snapshotter: no socket after 10 s"
-bg_start containerd --config "$C/containerd.toml" >"$C/containerd.log" 2>&1
-ctd_pid=$!
-wait_for 20 test -S "$C/containerd.sock" || fail "containerd: no socket after 20 s"
-ctr_() { timeout 60 ctr -a "$C/containerd.sock" "$@"; }
-on_exit "runc --root /run/containerd/runc/default delete -f $CID;" \
-  "for p in \$(pgrep -f -- '-address $C/containerd.sock\$'); do kill -9 \$p; done"
+ctd_start "$CS"
 
 # rpull NAME: ctr-remote's pull of remote/NAME:1, its output shown if it fails
 rpull() {
@@ -142,9 +119,5 @@ check "then cairn rm and gc free every layer" sh -c "'$CAIRN_BIN/cairn' --store 
 check "none left" test "$(db 'SELECT count(*) FROM layers')" = 0
 check "no snapshot directory left" test -z "$(ls -A "$CS/snapshots")"
 check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
-for pid in "$ctd_pid" "$sn_pid"; do
-  kill -TERM "$pid"
-  wait_for 10 pid_gone "$pid" || fail "$pid still running 10 s after SIGTERM"
-  wait "$pid" 2>/dev/null
-done
+ctd_stop
 finish

@@ -109,36 +109,18 @@ if ! command -v containerd >/dev/null || ! command -v ctr >/dev/null; then
   finish
   exit 0
 fi
-use_lib mount
+use_lib mount containerd
 minbase_layers "$T/mb"
 setup python3 "$HELPERS/oci_image.py" docker-archive "$T/img.tar" localhost/minbase:1 \
   "$T/mb/layer1.tar" "$T/mb/layer2.tar" "$T/mb/layer3.tar"
-C=$T/ctd
-mkdir -p "$C"
-cat >"$C/containerd.toml" <<TOML
-version = 2
-root = "$C/root"
-state = "$C/state"
-[grpc]
-  address = "$C/containerd.sock"
-[proxy_plugins]
-  [proxy_plugins.cairn]
-    type = "snapshot"
-    address = "$C/cairn.sock"
-TOML
-bg_start "$SN" --store "$T/cstore" --address "$C/cairn.sock" 2>"$C/sn.err"
-sn_pid=$!
-bg_start containerd --config "$C/containerd.toml" >"$C/containerd.log" 2>&1
-ctd_pid=$!
-wait_for 20 test -S "$C/containerd.sock" || fail "containerd: no socket after 20 s"
-snaps() { ctr -a "$C/containerd.sock" snapshots --snapshotter cairn "$@"; }
+ctd_start "$T/cstore"
 check "containerd lists the cairn snapshotter ok" \
   sh -c "ctr -a '$C/containerd.sock' plugins ls | grep -Eq 'snapshotter.*cairn +- +ok'"
 check "ctr images import --snapshotter cairn" \
   sh -c "ctr -a '$C/containerd.sock' images import --snapshotter cairn '$T/img.tar' >'$T/import.log'"
 check "its 3 layers are committed snapshots" \
   sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls | grep -c Committed | grep -qx 3"
-out=$(timeout 60 ctr -a "$C/containerd.sock" run --rm --snapshotter cairn localhost/minbase:1 run1 \
+out=$(timeout 60 ctr -a "$C/containerd.sock" run --rm --snapshotter cairn localhost/minbase:1 "$CID" \
   sh -c 'echo written >/x && cat /x /etc/debian_version' 2>&1)
 check "ctr run on them: the container writes and reads its root: $out" \
   test "$(echo "$out" | head -1)" = written
@@ -165,9 +147,5 @@ out=$(count)
 check "List gives all $((before + 7000)) snapshots: $(echo "$out" | head -1)" \
   grep -qx "snapshots: $((before + 7000))" <<<"$out"
 check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
-for pid in "$ctd_pid" "$sn_pid"; do # stopped as their units would be
-  kill -TERM "$pid"
-  wait_for 10 pid_gone "$pid" || fail "$pid still running 10 s after SIGTERM"
-  wait "$pid" 2>/dev/null
-done
+ctd_stop
 finish

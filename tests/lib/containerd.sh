@@ -1,0 +1,58 @@
+# SPDX-License-Identifier: Apache-2.0
+# containerd.sh — test-lib.sh's helpers for a private containerd whose
+# proxy plugin `cairn` is cairn-snapshotter (`use_lib containerd`).
+#
+# Gives: SN (the built cairn-snapshotter), C ($T/ctd: containerd's root,
+# state, sockets and logs; the snapshotter's stderr is $C/sn.err), and
+#   ctd_start STORE  cairn-snapshotter on STORE, then containerd (sn_pid,
+#                    ctd_pid), each waited for on its socket;
+#   sn_start STORE   cairn-snapshotter alone (after a kill, say);
+#   ctr_ ARGS        ctr on this containerd, 60 s at most;
+#   snaps ARGS       ctr_ snapshots --snapshotter cairn ARGS;
+#   ctd_stop         both stopped by SIGTERM, as their units would be.
+# A container a test runs is named CID (unique to the test run: runc's
+# state is the host's); at exit, whatever the exit, it is deleted and the
+# shim that names this containerd's socket killed.
+
+SN=$CAIRN_BIN/cairn-snapshotter
+C=$T/ctd
+CID=cairn-$(basename "$0" .sh | tr _ -)-$$
+mkdir -p "$C"
+cat >"$C/containerd.toml" <<TOML
+version = 2
+root = "$C/root"
+state = "$C/state"
+[grpc]
+  address = "$C/containerd.sock"
+[proxy_plugins]
+  [proxy_plugins.cairn]
+    type = "snapshot"
+    address = "$C/cairn.sock"
+TOML
+
+sn_start() {
+  bg_start "$SN" --store "$1" --address "$C/cairn.sock" 2>>"$C/sn.err"
+  sn_pid=$!
+  wait_for 10 test -S "$C/cairn.sock" || fail "cairn-snapshotter: no socket after 10 s"
+}
+
+ctd_start() {
+  sn_start "$1"
+  bg_start containerd --config "$C/containerd.toml" >"$C/containerd.log" 2>&1
+  ctd_pid=$!
+  wait_for 20 test -S "$C/containerd.sock" || fail "containerd: no socket after 20 s"
+  on_exit "runc --root /run/containerd/runc/default delete -f $CID 2>/dev/null;" \
+    "for p in \$(pgrep -f -- '-address $C/containerd.sock\$'); do kill -9 \$p; done"
+}
+
+ctr_() { timeout 60 ctr -a "$C/containerd.sock" "$@"; }
+snaps() { ctr_ snapshots --snapshotter cairn "$@"; }
+
+ctd_stop() {
+  local _tl_p
+  for _tl_p in "$ctd_pid" "$sn_pid"; do
+    kill -TERM "$_tl_p"
+    wait_for 10 pid_gone "$_tl_p" || fail "$_tl_p still running 10 s after SIGTERM"
+    wait "$_tl_p" 2>/dev/null
+  done
+}
