@@ -39,13 +39,16 @@ func proxied(cmdline string) testsuite.SnapshotterFunc {
 			return nil, nil, err
 		}
 		stop := func() error { cmd.Process.Kill(); cmd.Wait(); return nil }
+		// The socket's file appears at bind, a moment before the daemon
+		// listens: wait until a connection is accepted, not for the file.
 		for i := 0; ; i++ {
-			if _, err := os.Stat(sock); err == nil {
+			if c, err := net.Dial("unix", sock); err == nil {
+				c.Close()
 				break
 			}
 			if i == 200 {
 				stop()
-				return nil, nil, fmt.Errorf("%s: no socket at %s after 10 s", args[0], sock)
+				return nil, nil, fmt.Errorf("%s: no listener at %s after 10 s", args[0], sock)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
