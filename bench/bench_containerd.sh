@@ -119,7 +119,13 @@ stop_pid() { # PID: TERM, 5 s, KILL
   kill -9 "$1" 2>/dev/null || true
 }
 unmount_under() {
-  findmnt -rn -o TARGET | grep -F "$1/" | sort -r | while read -r m; do
+  local d
+  # a FUSE server killed leaves readers waiting: its connections aborted first
+  for d in $(findmnt -rn -o TARGET,MAJ:MIN,FSTYPE |
+    awk -v d="$1/" 'index($1, d) == 1 && $3 ~ /^fuse/ { sub(/.*:/, "", $2); print $2 }'); do
+    [[ -e /sys/fs/fuse/connections/$d/abort ]] && echo 1 >"/sys/fs/fuse/connections/$d/abort"
+  done
+  { findmnt -rn -o TARGET | grep -F "$1/" || true; } | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true
   done
 }
@@ -129,6 +135,7 @@ RCTR() { ctr-remote -a "$C/containerd.sock" -n "$NS" "$@"; }
 # snapshotter_start KIND: the proxy snapshotter's daemon (none for overlay).
 snapshotter_start() {
   local i
+  rm -f "$C/$1.sock" # a killed daemon's
   case $1 in
   cairn) "$SN" --store "$C/cairn" --address "$C/cairn.sock" 2>>"$W/snapshotter.log" & ;;
   stargz) "$SZ" -root "$C/sz" -address "$C/stargz.sock" >>"$W/snapshotter.log" 2>&1 & ;;
@@ -268,8 +275,9 @@ big_size = big if nbig > 1 else dict(files)[big_rel]
 print(f"{len(read)} {got} {nbig} {big_size}", file=open(f"{extra}/../read.info", "w"))
 PY
 # The restart's reader: every file of LIST in turn for SECONDS, each read
-# whole; one line: reads, errors, the longest gap between two reads ended
-# (the stall, /proc/uptime's 10 ms), errors in the last second.
+# whole; a line a second and one at the end ("done"): when the last read
+# ended (/proc/uptime, 10 ms, the host's clock too), reads, errors, the
+# longest gap between two reads ended (the stall), errors in the last second.
 cat >"$W/extra/bench/reader.pl" <<'PERL'
 #!/usr/bin/perl
 my ($secs, $list) = @ARGV;
@@ -277,9 +285,11 @@ sub now { open(my $u, '<', '/proc/uptime') or return 0; my $l = <$u>; return (sp
 open(my $l, '<', $list) or die "$list: $!\n";
 my @f = <$l>;
 chomp @f;
+$| = 1;
 my ($n, $err, $late, $stall, $i) = (0, 0, 0, 0, 0);
 my $t0 = now();
-my $last = $t0;
+my ($last, $shown) = ($t0, $t0);
+sub line { printf "%s last %.2f reads %d errors %d stall %.2f late %d\n", $_[0], $last, $n, $err, $stall, $late; }
 while ((my $t = now()) < $t0 + $secs) {
   my $p = $f[$i++ % @f];
   my $ok = 0;
@@ -293,11 +303,11 @@ while ((my $t = now()) < $t0 + $secs) {
   $stall = $e - $last if $e - $last > $stall;
   $last = $e;
   $n++;
-  next if $ok;
-  $err++;
-  $late++ if $e > $t0 + $secs - 1;
+  $err++ unless $ok;
+  $late++ if !$ok && $e > $t0 + $secs - 1;
+  if ($e - $shown >= 1) { line("at"); $shown = $e; }
 }
-printf "reads %d errors %d stall %.2f late %d\n", $n, $err, $stall, $late;
+line("done");
 PERL
 chmod 755 "$W/extra/bench/reader.pl"
 (cd "$root" && find usr -type f ! -name '* *' | sort | sed 's|^|/|') >"$W/extra/bench/usr.list"
@@ -518,11 +528,16 @@ restart() {
   else
     snapshotter_start "$1"
   fi
-  for ((i = 0; i < (RESTART_SECS + 60) * 10; i++)); do
-    [[ -s /proc/$pid/root/reader.out ]] && break
+  # its end, or RESTART_SECS + 30 s: a reader stuck in a read is "hung",
+  # its stall counted to now
+  for ((i = 0; i < (RESTART_SECS + 30) * 10; i++)); do
+    grep -q '^done' "/proc/$pid/root/reader.out" 2>/dev/null && break
     sleep 0.1
   done
-  echo "restart $(tail -1 "/proc/$pid/root/reader.out" 2>/dev/null)" >>"$3"
+  tail -1 "/proc/$pid/root/reader.out" 2>/dev/null | awk -v now="$(cut -d' ' -f1 /proc/uptime)" '
+    { hung = $1 != "done"; s = $9; if (hung && now - $3 > s) s = now - $3
+      printf "restart reads %d errors %d stall %.2f late %s hung %d\n", $5, $7, s,
+        hung ? "-" : $11, hung }' >>"$3"
 }
 
 # contender CODE OUT: one contender's parts, from an empty containerd.
@@ -644,12 +659,14 @@ if any(k.startswith("mem-") for e in extra.values() for k in e):
 if any("restart" in e for e in extra.values()):
     print("\nRestart: a reader of every file under /usr in a running container; the snapshotter"
           " killed (SIGKILL) 3 s in, caches dropped, restarted after the gap")
-    print("| | reads | errors | longest stall s | errors in its last second |")
-    print("|---|---|---|---|---|")
+    print("| | reads | errors | longest stall s | errors in its last second"
+          " | hung (a read not ended at the end) |")
+    print("|---|---|---|---|---|---|")
     for n, e in extra.items():
         if "restart" in e:
             f = e["restart"].split()
             d = dict(zip(f[0::2], f[1::2])) if len(f) % 2 == 0 else {}
             print(f"| {short[n]} | {d.get('reads', '-')} | {d.get('errors', '-')}"
-                  f" | {d.get('stall', '-')} | {d.get('late', '-')} |")
+                  f" | {d.get('stall', '-')} | {d.get('late', '-')}"
+                  f" | {'yes' if d.get('hung') == '1' else 'no'} |")
 PY
