@@ -49,7 +49,7 @@
 # Usage: bench/bench_containerd.sh [BUILD_DIR]  (default build); SIZE_MIB,
 # BIG_MIB (32), READ_PCT, RUNS, CONTENDERS (default "o s c S C"), START,
 # READS, MEMORY, NCONT, RESTART, RESTART_SECS, RESTART_GAP, CAIRN_MODE,
-# MEASURE_NICE (0). The output is also written to
+# PULL_TIMEOUT (seconds, 120 + SIZE_MIB / 2), MEASURE_NICE (0). The output is also written to
 # bench/results/containerd.txt. Needs root, containerd and ctr,
 # ctr-remote (Debian's stargz-snapshotter), runc, crun, golang-go and
 # golang-github-containerd-stargz-snapshotter-dev (to build the peer once),
@@ -71,6 +71,8 @@ NCONT=${NCONT:-20}
 RESTART_SECS=${RESTART_SECS:-12}
 RESTART_GAP=${RESTART_GAP:-1}
 CAIRN_MODE=${CAIRN_MODE:-}
+# a pull stalled (a transfer through the proxy once stopped for good at 93%)
+PULL_TIMEOUT=${PULL_TIMEOUT:-$((120 + SIZE_MIB / 2))}
 MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
 source "$SRC/bench/rootfs.sh"
@@ -118,13 +120,18 @@ stop_pid() { # PID: TERM, 5 s, KILL
   for ((i = 0; i < 50; i++)); do [[ -d /proc/$1 ]] || return 0; sleep 0.1; done
   kill -9 "$1" 2>/dev/null || true
 }
-unmount_under() {
+# fuse_abort DIR: the FUSE connections of the mounts under DIR aborted (a
+# killed server's readers wait on them, unkillable by a lazy unmount).
+fuse_abort() {
   local d
-  # a FUSE server killed leaves readers waiting: its connections aborted first
   for d in $(findmnt -rn -o TARGET,MAJ:MIN,FSTYPE |
     awk -v d="$1/" 'index($1, d) == 1 && $3 ~ /^fuse/ { sub(/.*:/, "", $2); print $2 }'); do
     [[ -e /sys/fs/fuse/connections/$d/abort ]] && echo 1 >"/sys/fs/fuse/connections/$d/abort"
   done
+  return 0
+}
+unmount_under() {
+  fuse_abort "$1"
   { findmnt -rn -o TARGET | grep -F "$1/" || true; } | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null || true
   done
@@ -183,7 +190,9 @@ TOML
 env_down() {
   local t i p
   if [[ -n $CTD_PID && -d /proc/$CTD_PID ]]; then
-    for t in $(CTR task ls -q 2>/dev/null); do CTR task kill -s KILL "$t" >/dev/null 2>&1 || true; done
+    for t in $(CTR task ls -q 2>/dev/null); do
+      CTR task kill -s KILL "$t" >/dev/null 2>&1 || true
+    done
     for t in $(CTR task ls -q 2>/dev/null); do
       for ((i = 0; i < 50; i++)); do
         CTR task ls 2>/dev/null | grep -q "^$t .*RUNNING" || break
@@ -196,9 +205,10 @@ env_down() {
   [[ -n $CTD_PID ]] && stop_pid "$CTD_PID"
   [[ -n $SN_PID ]] && stop_pid "$SN_PID"
   CTD_PID='' SN_PID=''
+  fuse_abort "$C"
   for p in $(run_pids "$C"); do
-    echo "bench_containerd: still running, stopped: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" \
-      >>"$W/strays.log"
+    echo "bench_containerd: still running, stopped:" \
+      "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" >>"$W/strays.log"
     kill -9 "$p" 2>/dev/null || true
   done
   unmount_under "$C"
@@ -209,7 +219,9 @@ cleanup() {
   set +e
   ((rc == 0)) || for f in "$W"/*.log; do tail -5 "$f" | sed "s|^|${f##*/}: |" >&2; done
   env_down
-  for b in "$W"/bundle-*; do [[ -d $b ]] && "${CAIRN[@]}" --store "$W/pusher" bundle --rm -q "$b"; done
+  for b in "$W"/bundle-*; do
+    [[ -d $b ]] && "${CAIRN[@]}" --store "$W/pusher" bundle --rm -q "$b"
+  done
   registry_cleanup
   for p in $(run_pids "$W"); do kill -9 "$p" 2>/dev/null; done
   unmount_under "$W"
@@ -289,7 +301,10 @@ $| = 1;
 my ($n, $err, $late, $stall, $i) = (0, 0, 0, 0, 0);
 my $t0 = now();
 my ($last, $shown) = ($t0, $t0);
-sub line { printf "%s last %.2f reads %d errors %d stall %.2f late %d\n", $_[0], $last, $n, $err, $stall, $late; }
+sub line {
+  printf "%s last %.2f reads %d errors %d stall %.2f late %d\n", $_[0], $last, $n, $err, $stall,
+    $late;
+}
 while ((my $t = now()) < $t0 + $secs) {
   my $p = $f[$i++ % @f];
   my $ok = 0;
@@ -313,7 +328,8 @@ chmod 755 "$W/extra/bench/reader.pl"
 (cd "$root" && find usr -type f ! -name '* *' | sort | sed 's|^|/|') >"$W/extra/bench/usr.list"
 read -r nread readbytes nbig bigsize <"$W/read.info"
 bigfile=$(cat "$W/extra/bench/big")
-nice -n 10 tar --sort=name --numeric-owner -b 1 -cf "$W/img.tar" -C "$root" . -C "$W/extra" ./bench ./data
+nice -n 10 tar --sort=name --numeric-owner -b 1 -cf "$W/img.tar" -C "$root" . \
+  -C "$W/extra" ./bench ./data
 rm -rf "$W/extra"
 traw=$(stat -c %s "$W/img.tar")
 registry_start "$W/reg"
@@ -331,8 +347,8 @@ if [[ " $CONTENDERS " == *" C "* ]]; then
     "$W/crun" "$W/bundle-rec" "bench-rec-$$" </dev/null >/dev/null 2>>"$W/crun.log"
   "${CAIRN[@]}" --store "$W/pusher" bundle --rm -q "$W/bundle-rec"
   for ((i = 0; i < 100; i++)); do
-    [[ $("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{json .AccessList}}' bench/start:1) != null ]] &&
-      break
+    al=$("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{json .AccessList}}' bench/start:1)
+    [[ $al != null ]] && break
     sleep 0.1
   done
   recorded=$("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{.AccessList.Files}}' bench/start:1)
@@ -371,7 +387,9 @@ first_line() {
   fi
   cat >/dev/null
 }
-since() { python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$EPOCHREALTIME" "$1"; }
+since() {
+  python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))" "$EPOCHREALTIME" "$1"
+}
 
 # The probe of cairn's mode: an rpull through cairn-snapshotter, stopped
 # once it moved half the layer (a full pull), else lazy.
@@ -379,7 +397,8 @@ cairn_probe() {
   local i b pid
   env_up cairn
   proxy_reset
-  RCTR image rpull --plain-http --snapshotter cairn "$REF:1" >/dev/null 2>>"$W/probe.log" &
+  ctr-remote -a "$C/containerd.sock" -n "$NS" image rpull --plain-http --snapshotter cairn \
+    "$REF:1" >/dev/null 2>>"$W/probe.log" &
   pid=$!
   for ((i = 0; i < 9000; i++)); do
     [[ -d /proc/$pid ]] || break
@@ -391,7 +410,11 @@ cairn_probe() {
   wait "$pid" 2>/dev/null || true
   b=$(proxy_counts | jq .bytes)
   env_down
-  if ((b * 2 < bsize)) && ! grep -qi 'error\|fail' "$W/probe.log"; then echo lazy; else echo full; fi
+  if ((b * 2 < bsize)) && ! grep -qi 'error\|fail' "$W/probe.log"; then
+    echo lazy
+  else
+    echo full
+  fi
 }
 
 # pull_cmd KIND TAG: sets PULL, the contender's pull into the containerd up now.
@@ -416,7 +439,7 @@ start() {
   local t0
   pull_cmd "$1" "$2"
   t0=$EPOCHREALTIME
-  timeout 1800 nice -n "$MNICE" "${PULL[@]}" >/dev/null 2>>"$W/pull.log"
+  timeout "$PULL_TIMEOUT" nice -n "$MNICE" "${PULL[@]}" >/dev/null 2>>"$W/pull.log"
   echo "pull $(since "$t0")" >>"$3"
   timeout 900 nice -n "$MNICE" ctr -a "$C/containerd.sock" -n "$NS" run --rm \
     --snapshotter "$(snapshotter_of "$1")" "$REF:$2" "start-$RANDOM" /bin/sh /bench/start.sh \
@@ -425,9 +448,13 @@ start() {
 }
 
 # in_container ID SH: runs SH in the container; prints its output.
-in_container() { timeout 900 ctr -a "$C/containerd.sock" -n "$NS" task exec --exec-id "x$RANDOM" "$1" /bin/sh -c "$2" </dev/null; }
+in_container() {
+  timeout 900 ctr -a "$C/containerd.sock" -n "$NS" task exec --exec-id "x$RANDOM" "$1" \
+    /bin/sh -c "$2" </dev/null
+}
 timed() { # ID WHAT SH: seconds SH took inside the container
-  in_container "$1" "s=\$(date +%s%N); $3 >/dev/null 2>&1; e=\$(date +%s%N); echo \$(((e - s) / 1000000))" |
+  in_container "$1" \
+    "s=\$(date +%s%N); $3 >/dev/null 2>&1; e=\$(date +%s%N); echo \$(((e - s) / 1000000))" |
     awk -v w="$2" '{ printf "%s %.3f\n", w, $1 / 1000 }'
 }
 dropcaches() { sync && echo 3 >/proc/sys/vm/drop_caches; }
@@ -455,7 +482,8 @@ mem_of() {
   local p rss=0 pss=0 r s
   for p in "$@"; do
     [[ -r /proc/$p/smaps_rollup ]] || continue
-    r=$(awk '/^Rss:/ { print $2 }' "/proc/$p/smaps_rollup") s=$(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup")
+    r=$(awk '/^Rss:/ { print $2 }' "/proc/$p/smaps_rollup")
+    s=$(awk '/^Pss:/ { print $2 }' "/proc/$p/smaps_rollup")
     rss=$((rss + ${r:-0})) pss=$((pss + ${s:-0}))
   done
   echo "$rss $pss"
@@ -483,12 +511,15 @@ memory() {
   echo "mem-idle $(mem_of $(sn_pids)) $(mem_of "$CTD_PID")" >>"$3"
   for ((i = 0; i < NCONT; i++)); do
     CTR run -d --snapshotter "$(snapshotter_of "$1")" "$REF:$2" "m$i" \
-      /bin/sh -c '/bin/sh /bench/start.sh >/started; exec sleep 1000000' >/dev/null 2>>"$W/run.log" || continue
+      /bin/sh -c '/bin/sh /bench/start.sh >/started; exec sleep 1000000' \
+      >/dev/null 2>>"$W/run.log" || continue
   done
   for ((i = 0; i < NCONT; i++)); do
     pid=$(CTR task ls 2>/dev/null | awk -v t="m$i" '$1 == t { print $2 }')
+    [[ -n $pid ]] || continue # it did not start (run.log says why)
     for ((j = 0; j < 600; j++)); do
-      [[ -n $pid && -s /proc/$pid/root/started ]] && { n=$((n + 1)); break; }
+      [[ -s /proc/$pid/root/started ]] && { n=$((n + 1)); break; }
+      [[ -d /proc/$pid ]] || break
       sleep 0.1
     done
   done
@@ -553,7 +584,7 @@ contender() {
     start "$kind" "$tag" "$2"
   else
     pull_cmd "$kind" "$tag"
-    timeout 1800 "${PULL[@]}" >/dev/null 2>>"$W/pull.log"
+    timeout "$PULL_TIMEOUT" "${PULL[@]}" >/dev/null 2>>"$W/pull.log"
   fi
   if [[ -n $full && $3 == 0 ]]; then
     ((READS)) && reads "$kind" "$tag" "$2"
@@ -568,8 +599,8 @@ if [[ " $CONTENDERS " == *" "[cC]" "* ]]; then
 fi
 names=("(o) containerd overlayfs: ctr image pull + ctr run"
   "(s) stargz-snapshotter: ctr-remote image rpull + ctr run"
-  "(c) cairn-snapshotter ($CAIRN_MODE): $([[ $CAIRN_MODE == lazy ]] && echo ctr-remote image rpull ||
-    echo ctr image pull) + ctr run"
+  "(c) cairn-snapshotter ($CAIRN_MODE): $([[ $CAIRN_MODE == lazy ]] &&
+    echo ctr-remote image rpull || echo ctr image pull) + ctr run"
   "(S) (s) of the image ctr-remote image optimize wrote"
   "(C) (c) of the image cairn pushed after a recorded run")
 for ((r = 0; r < RUNS; r++)); do
@@ -584,10 +615,11 @@ for ((r = 0; r < RUNS; r++)); do
   done
 done
 
-echo "bench_containerd: image of $traw bytes of tar (Debian minbase + $nbig files of ${BIG_MIB} MiB of" \
-  "random bytes), its estargz layer $bsize bytes; the command reads $nread files, $readbytes" \
-  "bytes ($READ_PCT%), READS' big file $bigfile ($bigsize bytes); (C)'s recorded run: ${recorded:-no} files; cairn-snapshotter measured" \
-  "in $CAIRN_MODE mode; shaping proxy 100 Mbit/s, 10 ms a request; $RUNS runs, NCONT $NCONT," \
+echo "bench_containerd: image of $traw bytes of tar (Debian minbase + $nbig files of" \
+  "${BIG_MIB} MiB of random bytes), its estargz layer $bsize bytes; the command reads $nread" \
+  "files, $readbytes bytes ($READ_PCT%), READS' big file $bigfile ($bigsize bytes); (C)'s" \
+  "recorded run: ${recorded:-no} files; cairn-snapshotter measured in $CAIRN_MODE mode;" \
+  "shaping proxy 100 Mbit/s, 10 ms a request; $RUNS runs, NCONT $NCONT," \
   "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$W/runs" "$bsize" "${names[@]}" <<'PY'
 import json, statistics, sys
@@ -621,7 +653,8 @@ if med:
         if n in med:
             m = med[n]
             print(f"| {n} | {m['pull']:.2f} | {m['first']:.2f} | {int(m['bytes']):,}"
-                  f" | {100 * m['bytes'] / size:.1f}% | {int(m['requests'])} | {m['first'] / o:.3f} |")
+                  f" | {100 * m['bytes'] / size:.1f}% | {int(m['requests'])}"
+                  f" | {m['first'] / o:.3f} |")
     print(f"(c)/(s) = {c / s:.3f}, (C)/(S) = {C / S:.3f} (goal <= 0.8); (c)/(o) = {c / o:.3f},"
           f" (C)/(o) = {C / o:.3f} (goal <= 0.1); (s)/(o) = {s / o:.3f}, (S)/(o) = {S / o:.3f}")
     for n, v in rows.items():
