@@ -9,7 +9,9 @@
  * snapshot. The semantics are those of containerd's overlayfs snapshotter:
  * its records are rows of the store's database (tables snapshots and
  * snapshot_labels), its files the directories STORE/snapshots/ID/fs (and
- * work, for an active one), which its mounts stack as a kernel overlay.
+ * work, for an active one); its mounts stack them as a kernel overlay, or
+ * (cairn_snapshot_mounts_chain) put its own over one cairnfs mount of its
+ * parent's chain of layers.
  * Errors, besides the contract's: -EEXIST a key that is taken,
  * -EBUSY a snapshot with children (remove), one not active (commit) or
  * a committed one (mounts),
@@ -109,6 +111,19 @@ void cairn_snapshot_mount_free(cairn_snapshot_mount *m);
  * *out (cairn_snapshot_mount_free it).
  * Returns 0; -ENOENT: no snapshot key; -EBUSY: it is committed. */
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out);
+/* cairn_snapshot_mounts, but where the snapshot's parent chain is all
+ * cairn layers (one per ancestor), its lower is ONE read-only cairnfs
+ * mount of that chain: of the chain image (an image of the chain's layers,
+ * no name, not listed by cairn images), at STORE/snapshot-mounts/ID,
+ * started by running cairnfs (a path, or a name looked up on PATH) unless
+ * it is mounted and answers. Snapshots on the same chain share it; it ends
+ * (lazily) with the chain image when the last of them is removed. A view's
+ * is a read-only bind of it, an active snapshot's a kernel overlay with its
+ * own upper and work directories on it. If the chain cannot be mounted, the
+ * answer is cairn_snapshot_mounts's. cairnfs NULL: cairn_snapshot_mounts.
+ * Returns as cairn_snapshot_mounts. */
+int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *cairnfs,
+                                cairn_snapshot_mount *out);
 /* Removes the directories of STORE/snapshots/ no snapshot owns (left by an
  * interrupted prepare or remove, or by a remote snapshot's unpack whose
  * process is gone).
