@@ -408,6 +408,32 @@ static int chain_of(cairn_store *st, const char *key, char ***ids, size_t *n) {
   return 0;
 }
 
+/* Whether the committed snapshot key's chain is all cairn layers: a row
+ * of snapshot_layers per snapshot from it down to the bottom one. */
+static bool chain_complete(cairn_store *st, const char *key) {
+  char **ids = NULL;
+  size_t n = 0, depth = 0;
+  if (chain_of(st, key, &ids, &n) < 0) {
+    store_errclear(st);
+    return false;
+  }
+  cn_strv_free(ids, n);
+  cairn_autofree char *k = strdup(key);
+  while (k && *k && depth <= n) {
+    int64_t id;
+    int kind;
+    char *next = NULL;
+    if (row(st, k, &id, &kind, &next) < 0) {
+      store_errclear(st);
+      return false;
+    }
+    free(k);
+    k = next;
+    depth++;
+  }
+  return k && depth == n;
+}
+
 /* The chain image of parent's chain of want layers (made if need be: no name, not listed
  * by cairn images, its layers those the snapshots hold), in image_id. */
 static int chain_image(cairn_store *st, const char *parent, size_t want, cairn_id image_id) {
@@ -599,6 +625,9 @@ int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
   if (r < 0) return r;
   rm_tree(work);
   if (chain[0]) chain_end(st, chain);
+  /* Its files are its layer's now, which the mounts of its children
+   * serve: the directory is emptied (what it took is recorded above). */
+  if (chain_complete(st, name) && rm_tree(fs) == 0) mkdir(fs, 0755);
   return 0;
 fail:
   cn_db_rollback(st);
@@ -1050,7 +1079,7 @@ static int opt_push(cairn_snapshot_mount *m, char *o) {
 }
 
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out) {
-  return cairn_snapshot_mounts_chain(st, key, NULL, out);
+  return cairn_snapshot_mounts_chain(st, key, "cairnfs", out);
 }
 
 int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *cairnfs,
@@ -1089,13 +1118,18 @@ int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *ca
   /* The parent's chain as one read-only cairnfs mount, if it is all cairn
    * layers (one per ancestor) and cairnfs mounts it; else its directories. */
   char lower_one[PATH_MAX] = "";
-  if (cairnfs && n > 0) {
+  if (n > 0) {
     cairn_id img;
     int c = chain_image(st, first, n, img);
-    if (c == 0) c = chain_mount(st, cairnfs, img);
+    if (c == 0) c = chain_mount(st, cairnfs ? cairnfs : "cairnfs", img);
     if (c == 0) c = chain_use(st, id, img);
     if (c == 0) chain_dir(st, img, lower_one, sizeof(lower_one));
-    store_errclear(st);
+    if (c == -ENOENT)
+      store_errclear(st); /* a chain recorded before: the directories */
+    else if (c < 0) {
+      r = c;
+      goto out;
+    }
   }
   if (lower_one[0] && kind != CAIRN_SNAPSHOT_ACTIVE) {
     out->type = strdup("bind");

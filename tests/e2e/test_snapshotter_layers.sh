@@ -36,6 +36,9 @@ check "ctr images import --snapshotter cairn" \
 check "its 3 layers are committed snapshots" \
   test "$(db 'SELECT count(*) FROM snapshots WHERE kind = 3')" = 3
 check "and no layer was added to the store's 3" test "$(db 'SELECT count(*) FROM layers')" = 3
+snaps_kib=$(du -sk "$CS/snapshots" | cut -f1)
+check "and the layers are not on disk again: snapshots/ takes ${snaps_kib} KiB" \
+  test "$snaps_kib" -lt 1024
 top=$(db "SELECT name FROM snapshots s WHERE kind = 3 AND NOT EXISTS
   (SELECT 1 FROM snapshots c WHERE c.parent = s.name)")
 top_key=${top##*/} # containerd's key: the store's names are NAMESPACE/N/KEY
@@ -55,7 +58,11 @@ mknod "$fs1/etc/hostname" c 0 0 # overlayfs's whiteout
 python3 -c 'import os, sys; os.setxattr(sys.argv[1], "trusted.overlay.opaque", b"y")' \
   "$fs1/opaque"
 echo inside >"$fs1/opaque/f"
+cp -a "$fs1" "$T/files1"
 check "ctr snapshots commit of files" snaps commit m1 k1
+check "its directory is emptied: its files are its layer's" \
+  test -z "$(ls -A "$fs1")"
+
 layer1=$(db "SELECT layer FROM snapshot_layers l JOIN snapshots s ON s.id = l.snapshot_id
   WHERE s.name LIKE '%/m1' ORDER BY position DESC LIMIT 1")
 check "it is a new layer of the store: $layer1" \
@@ -72,7 +79,7 @@ check "and no overlayfs xattr" test \
     AND instr(CAST(xattrs AS TEXT), 'overlay')")" = 0
 snaps prepare k2 "$top_key" >/dev/null
 id2=$(db "SELECT id FROM snapshots WHERE name LIKE '%/k2'")
-cp -a "$fs1/." "$CS/snapshots/$id2/fs/"
+cp -a "$T/files1/." "$CS/snapshots/$id2/fs/"
 check "the same files committed again" snaps commit m2 k2
 check "are the same layer (none added)" test "$(db "SELECT layer FROM snapshot_layers l
   JOIN snapshots s ON s.id = l.snapshot_id WHERE s.name LIKE '%/m2' ORDER BY position DESC
