@@ -51,6 +51,8 @@ static const char usage_text[] =
     "       cairn-snapshotter --help | --version\n"
     "\n"
     "Serves containerd's snapshots API (a proxy plugin) from a cairn store.\n"
+    "A container's root is an overlay on one cairnfs mount of its chain of\n"
+    "layers (cairnfs beside this program, else on PATH; cairn mounts lists it).\n"
     "\n"
     "  --store DIR      the store (default: cairn's, as cairn(1) picks it)\n"
     "  --address SOCK   the unix socket to serve on (default " DEFAULT_ADDRESS ")\n"
@@ -165,10 +167,27 @@ typedef struct {
   Mount **mounts;
 } MountsAnswer;
 
+/* cairnfs, which mounts a snapshot's chain: beside this program, else on PATH. */
+static char cairnfs_bin[PATH_MAX] = "cairnfs";
+
+static void cairnfs_find(void) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  if (!slash) return;
+  *slash = '\0';
+  char path[PATH_MAX];
+  if ((size_t)snprintf(path, sizeof(path), "%s/cairnfs", self) < sizeof(path) &&
+      access(path, X_OK) == 0)
+    snprintf(cairnfs_bin, sizeof(cairnfs_bin), "%s", path);
+}
+
 static int mounts_answer(struct answer *a, cairn_store *st, const char *key,
                          const ProtobufCMessageDescriptor *desc) {
   cairn_snapshot_mount m;
-  int r = cairn_snapshot_mounts(st, key, &m);
+  int r = cairn_snapshot_mounts_chain(st, key, cairnfs_bin, &m);
   if (r < 0) return answer_fail(a, st, r);
   Mount mount;
   containerd__types__mount__init(&mount);
@@ -574,6 +593,7 @@ int main(int argc, char **argv) {
     cairn_store_close(st);
     return code;
   }
+  cairnfs_find();
   if (strcmp(address, DEFAULT_ADDRESS) == 0) mkdir("/run/cairn", 0700);
   struct sigaction sa = {.sa_handler = on_signal};
   sigaction(SIGTERM, &sa, NULL);

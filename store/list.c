@@ -168,7 +168,9 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
       st, &q,
       "SELECT id, size, " IMAGE_CREATED_SQL ","
       " (SELECT count(*) FROM image_layers WHERE image_id = id), created, " IMAGE_PENDING_SQL
-      ", " IMAGE_UNVERIFIED_SQL " FROM images ORDER BY created DESC, id");
+      ", " IMAGE_UNVERIFIED_SQL " FROM images"
+      " WHERE instr(config, '\"cairn.snapshot.chain\"') = 0" /* snapshot.c's chain images */
+      " ORDER BY created DESC, id");
   struct pinned_view pv = {0};
   struct image_row *rows = NULL;
   size_t n = 0, cap = 0;

@@ -12,10 +12,19 @@
  * which every snapshot holds its chain's layers against rm and gc
  * (libcairn_pin.h's cn_snapshot_holders).
  *
+ * A view's or an active snapshot's lower is one read-only cairnfs mount
+ * of its parent's chain (cairn_snapshot_mounts_chain: the chain image,
+ * an unnamed image of the chain's layers, at STORE/snapshot-mounts/ID),
+ * shared through snapshot_mounts and ended with its last snapshot.
+ * Over 1,000 lines: the rows, their transactions and the mounts they
+ * answer are one subsystem sharing the row and step helpers; the
+ * filters could go to a file of their own.
+ *
  * The tables are made on first use (CREATE TABLE IF NOT EXISTS): a store
  * no snapshotter used has none, and a cairn that knows nothing of them
  * opens a store that has them.
  */
+#include "libcairn_image.h"
 #include "libcairn_layer.h"
 #include "libcairn_pin.h"
 
@@ -27,9 +36,11 @@
 #include <limits.h>
 #include <regex.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -350,6 +361,198 @@ static int chain_record(cairn_store *st, int64_t id, const char *parent, const c
   return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot layers");
 }
 
+/* ---- one cairnfs mount per chain ---------------------------------------- */
+
+/* The chain image's config: cn_config_for_layers's with a key of its own
+ * first, so that its id is no image's a user stored, and cairn images (and
+ * this file) know it by it. */
+#define CHAIN_KEY "\"cairn.snapshot.chain\""
+
+/* The mount point of the chain image image_id. */
+static void chain_dir(cairn_store *st, const char *image_id, char *buf, size_t len) {
+  snprintf(buf, len, "%s/snapshot-mounts/%s", st->dir, image_id);
+}
+
+/* The layers of the committed snapshot key's chain, bottom first, as its
+ * rows of snapshot_layers (none for a snapshot committed before chains
+ * were recorded). */
+static int chain_of(cairn_store *st, const char *key, char ***ids, size_t *n) {
+  *ids = NULL;
+  *n = 0;
+  cn_autostmt sqlite3_stmt *q = NULL;
+  int r = cn_db_prepare(st, &q,
+                        "SELECT l.layer FROM snapshot_layers l JOIN snapshots s"
+                        " ON s.id = l.snapshot_id WHERE s.name = ? ORDER BY l.position");
+  if (r < 0) return r;
+  sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+  size_t cap = 0;
+  int rc;
+  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+    char **g = cn_array_grow(*ids, *n + 1, &cap, sizeof(*g));
+    char *s = g ? strdup((const char *)sqlite3_column_text(q, 0)) : NULL;
+    if (g) *ids = g;
+    if (!s) {
+      cn_strv_free(*ids, *n);
+      *ids = NULL;
+      *n = 0;
+      return -ENOMEM;
+    }
+    (*ids)[(*n)++] = s;
+  }
+  if (rc != SQLITE_DONE) {
+    cn_strv_free(*ids, *n);
+    *ids = NULL;
+    *n = 0;
+    return fail_step(st, rc, "snapshot");
+  }
+  return 0;
+}
+
+/* Whether the committed snapshot key's chain is all cairn layers: a row
+ * of snapshot_layers per snapshot from it down to the bottom one. */
+static bool chain_complete(cairn_store *st, const char *key) {
+  char **ids = NULL;
+  size_t n = 0, depth = 0;
+  if (chain_of(st, key, &ids, &n) < 0) {
+    store_errclear(st);
+    return false;
+  }
+  cn_strv_free(ids, n);
+  cairn_autofree char *k = strdup(key);
+  while (k && *k && depth <= n) {
+    int64_t id;
+    int kind;
+    char *next = NULL;
+    if (row(st, k, &id, &kind, &next) < 0) {
+      store_errclear(st);
+      return false;
+    }
+    free(k);
+    k = next;
+    depth++;
+  }
+  return k && depth == n;
+}
+
+/* The chain image of parent's chain of want layers (made if need be: no name, not listed
+ * by cairn images, its layers those the snapshots hold), in image_id. */
+static int chain_image(cairn_store *st, const char *parent, size_t want, cairn_id image_id) {
+  char **ids = NULL;
+  size_t n = 0;
+  int r = chain_of(st, parent, &ids, &n);
+  if (r < 0) return r;
+  if (n != want) {
+    cn_strv_free(ids, n);
+    return -ENOENT;
+  }
+  cairn_autofree char *base = cn_config_for_layers((const char *const *)ids, n);
+  cairn_autofree char *cfg =
+      base && base[0] == '{' ? cn_xasprintf("{" CHAIN_KEY ":true,%s", base + 1) : NULL;
+  if (!cfg)
+    r = -ENOMEM;
+  else
+    r = cn_image_commit(st, cfg, strlen(cfg), (const char *const *)ids, n, NULL, image_id);
+  cn_strv_free(ids, n);
+  return r;
+}
+
+/* Starts cairnfs (the program cairnfs, a path or a name on PATH) on the
+ * chain image image_id at its mount point, unless it is mounted and answers. */
+static int chain_mount(cairn_store *st, const char *cairnfs, const char *image_id) {
+  char dir[PATH_MAX];
+  chain_dir(st, image_id, dir, sizeof(dir));
+  int state = cairn_mountpoint_state(dir);
+  if (state == CAIRN_MP_LIVE) return 0;
+  if (state == CAIRN_MP_STALE) cairn_mountpoint_unmount(dir, true);
+  char top[PATH_MAX];
+  snprintf(top, sizeof(top), "%s/snapshot-mounts", st->dir);
+  if ((mkdir(top, 0700) < 0 && errno != EEXIST) || (mkdir(dir, 0700) < 0 && errno != EEXIST))
+    return cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  char *argv[] = {(char *)"cairnfs",  (char *)"--store", st->dir, (char *)"-o",
+                  (char *)"suid,dev", (char *)image_id,  dir,     NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int r = posix_spawnp(&pid, cairnfs, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (r != 0) return cairn_fail(st, -r, "%s: cannot start: %s", cairnfs, strerror(r));
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return cairn_fail(st, -errno, "%s: %s", cairnfs, strerror(errno));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return cairn_fail(st, -EIO, "%s: cairnfs of %s failed", dir, image_id);
+  return 0;
+}
+
+/* Records that the snapshot id uses the chain image image_id. */
+static int chain_use(cairn_store *st, int64_t id, const char *image_id) {
+  int r = cn_db_exec(st, "CREATE TABLE IF NOT EXISTS snapshot_mounts(snapshot_id INTEGER"
+                         " PRIMARY KEY REFERENCES snapshots(id) ON DELETE CASCADE,"
+                         " image_id TEXT NOT NULL)");
+  if (r < 0) return r;
+  cn_autostmt sqlite3_stmt *s = NULL;
+  if ((r = cn_db_prepare(st, &s,
+                         "INSERT OR REPLACE INTO snapshot_mounts(snapshot_id, image_id)"
+                         " VALUES(?, ?)")) < 0)
+    return r;
+  sqlite3_bind_int64(s, 1, id);
+  sqlite3_bind_text(s, 2, image_id, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(s);
+  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot");
+}
+
+/* Within a remove's or a commit's transaction: the chain image the
+ * snapshot id used, in image_id ("" if none or others use it still), its
+ * use dropped. */
+static int chain_unuse(cairn_store *st, int64_t id, cairn_id image_id) {
+  image_id[0] = '\0';
+  int r = cn_db_exec(st, "CREATE TABLE IF NOT EXISTS snapshot_mounts(snapshot_id INTEGER"
+                         " PRIMARY KEY REFERENCES snapshots(id) ON DELETE CASCADE,"
+                         " image_id TEXT NOT NULL)");
+  if (r < 0) return r;
+  cn_autostmt sqlite3_stmt *q = NULL;
+  if ((r = cn_db_prepare(st, &q,
+                         "SELECT image_id, (SELECT count(*) FROM snapshot_mounts o"
+                         " WHERE o.image_id = m.image_id AND o.snapshot_id != m.snapshot_id)"
+                         " FROM snapshot_mounts m WHERE snapshot_id = ?")) < 0)
+    return r;
+  sqlite3_bind_int64(q, 1, id);
+  int rc = sqlite3_step(q);
+  if (rc == SQLITE_DONE) return 0;
+  if (rc != SQLITE_ROW) return fail_step(st, rc, "snapshot");
+  if (sqlite3_column_int64(q, 1) == 0)
+    snprintf(image_id, CAIRN_ID_LEN + 1, "%s", (const char *)sqlite3_column_text(q, 0));
+  cn_autostmt sqlite3_stmt *d = NULL;
+  if ((r = cn_db_prepare(st, &d, "DELETE FROM snapshot_mounts WHERE snapshot_id = ?")) < 0)
+    return r;
+  sqlite3_bind_int64(d, 1, id);
+  rc = sqlite3_step(d);
+  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot");
+}
+
+/* After the last snapshot that used it went: the chain image's mount ends
+ * (lazily: a container's overlay that still has it keeps it) and its rows go. */
+static void chain_end(cairn_store *st, const char *image_id) {
+  char dir[PATH_MAX];
+  chain_dir(st, image_id, dir, sizeof(dir));
+  if (cairn_mountpoint_state(dir) != CAIRN_MP_NONE) cairn_mountpoint_unmount(dir, true);
+  rmdir(dir);
+  int lock = cn_refs_begin(st);
+  if (lock < 0) goto out;
+  if (cn_db_begin(st) == 0) {
+    if (cn_image_delete_rows(st, image_id) == 0)
+      cn_db_commit(st);
+    else
+      cn_db_rollback(st);
+  }
+  cn_refs_end(st, lock);
+out:
+  store_errclear(st);
+}
+
 int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
                           const cairn_snapshot_label *labels, size_t n_labels) {
   store_errclear(st);
@@ -410,8 +613,9 @@ int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
       goto fail;
     }
   }
+  cairn_id chain;
   if ((r = labels_set(st, id, labels, n_labels)) < 0 ||
-      (r = chain_record(st, id, parent, layer)) < 0)
+      (r = chain_record(st, id, parent, layer)) < 0 || (r = chain_unuse(st, id, chain)) < 0)
     goto fail;
   /* the work directory is an active snapshot's only */
   char work[PATH_MAX];
@@ -420,6 +624,10 @@ int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
   cairn_pinset_release(st, ps);
   if (r < 0) return r;
   rm_tree(work);
+  if (chain[0]) chain_end(st, chain);
+  /* Its files are its layer's now, which the mounts of its children
+   * serve: the directory is emptied (what it took is recorded above). */
+  if (chain_complete(st, name) && rm_tree(fs) == 0) mkdir(fs, 0755);
   return 0;
 fail:
   cn_db_rollback(st);
@@ -548,6 +756,7 @@ int cairn_snapshot_remove(cairn_store *st, const char *key) {
   if ((r = tables(st)) < 0 || (r = cn_db_begin(st)) < 0) return r;
   int64_t id;
   int kind;
+  cairn_id chain;
   if ((r = row(st, key, &id, &kind, NULL)) < 0) goto fail;
   {
     cn_autostmt sqlite3_stmt *s = NULL;
@@ -564,6 +773,7 @@ int cairn_snapshot_remove(cairn_store *st, const char *key) {
       goto fail;
     }
   }
+  if ((r = chain_unuse(st, id, chain)) < 0) goto fail;
   {
     cn_autostmt sqlite3_stmt *s = NULL;
     if ((r = cn_db_prepare(st, &s, "DELETE FROM snapshots WHERE id=?")) < 0) goto fail;
@@ -575,6 +785,7 @@ int cairn_snapshot_remove(cairn_store *st, const char *key) {
     }
   }
   if ((r = cn_db_commit(st)) < 0) return r;
+  if (chain[0]) chain_end(st, chain);
   char dir[PATH_MAX];
   snap_path(st, id, NULL, dir, sizeof(dir));
   if ((r = rm_tree(dir)) < 0) return cairn_fail(st, r, "%s: %s", dir, strerror(-r));
@@ -868,6 +1079,11 @@ static int opt_push(cairn_snapshot_mount *m, char *o) {
 }
 
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out) {
+  return cairn_snapshot_mounts_chain(st, key, "cairnfs", out);
+}
+
+int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *cairnfs,
+                                cairn_snapshot_mount *out) {
   store_errclear(st);
   memset(out, 0, sizeof(*out));
   int r = tables(st);
@@ -878,6 +1094,8 @@ int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount
   if ((r = row(st, key, &id, &kind, &parent)) < 0) return r;
   if (kind != CAIRN_SNAPSHOT_ACTIVE && kind != CAIRN_SNAPSHOT_VIEW)
     return cairn_fail(st, -EBUSY, "snapshot %s: not active or a view", key);
+  cairn_autofree char *first = strdup(parent);
+  if (!first) return cairn_fail(st, -ENOMEM, "snapshot %s: out of memory", key);
   /* the ancestors' ids, nearest first */
   int64_t *ids = NULL;
   size_t n = 0, cap = 0;
@@ -897,6 +1115,30 @@ int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount
     ids[n++] = pid;
   }
   char path[PATH_MAX];
+  /* The parent's chain as one read-only cairnfs mount, if it is all cairn
+   * layers (one per ancestor) and cairnfs mounts it; else its directories. */
+  char lower_one[PATH_MAX] = "";
+  if (n > 0) {
+    cairn_id img;
+    int c = chain_image(st, first, n, img);
+    if (c == 0) c = chain_mount(st, cairnfs ? cairnfs : "cairnfs", img);
+    if (c == 0) c = chain_use(st, id, img);
+    if (c == 0) chain_dir(st, img, lower_one, sizeof(lower_one));
+    if (c == -ENOENT)
+      store_errclear(st); /* a chain recorded before: the directories */
+    else if (c < 0) {
+      r = c;
+      goto out;
+    }
+  }
+  if (lower_one[0] && kind != CAIRN_SNAPSHOT_ACTIVE) {
+    out->type = strdup("bind");
+    out->source = strdup(lower_one);
+    r = (!out->type || !out->source) ? -ENOMEM : 0;
+    if (!r) r = opt_push(out, strdup("ro"));
+    if (!r) r = opt_push(out, strdup("rbind"));
+    goto out;
+  }
   if (n == 0 || (kind != CAIRN_SNAPSHOT_ACTIVE && n == 1)) {
     snap_path(st, n ? ids[0] : id, "fs", path, sizeof(path));
     out->type = strdup("bind");
@@ -916,13 +1158,17 @@ int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount
     if (!r) r = opt_push(out, cn_xasprintf("upperdir=%s", path));
   }
   if (!r) {
-    size_t len = 10 + n * (strlen(st->dir) + 40);
+    size_t len = 10 + strlen(lower_one) + n * (strlen(st->dir) + 40);
     char *lower = malloc(len);
     if (!lower) {
       r = -ENOMEM;
       goto out;
     }
     strcpy(lower, "lowerdir=");
+    if (lower_one[0]) {
+      strcat(lower, lower_one);
+      n = 0;
+    }
     for (size_t i = 0; i < n; i++) {
       snap_path(st, ids[i], "fs", path, sizeof(path));
       if (i) strcat(lower, ":");

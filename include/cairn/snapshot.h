@@ -9,7 +9,9 @@
  * snapshot. The semantics are those of containerd's overlayfs snapshotter:
  * its records are rows of the store's database (tables snapshots and
  * snapshot_labels), its files the directories STORE/snapshots/ID/fs (and
- * work, for an active one), which its mounts stack as a kernel overlay.
+ * work, for an active one); its mounts stack them as a kernel overlay, or
+ * (cairn_snapshot_mounts_chain) put its own over one cairnfs mount of its
+ * parent's chain of layers.
  * Errors, besides the contract's: -EEXIST a key that is taken,
  * -EBUSY a snapshot with children (remove), one not active (commit) or
  * a committed one (mounts),
@@ -64,7 +66,8 @@ void cairn_snapshot_free(cairn_snapshot *s);
 int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
                            const char *parent, const cairn_snapshot_label *labels, size_t n_labels);
 /* The active snapshot key becomes the committed snapshot name, with these
- * labels (not its own) and its disk usage recorded.
+ * labels (not its own) and its disk usage recorded; its directory is
+ * emptied once its chain is recorded as layers (its files are its layer's).
  * Returns 0; -ENOENT: no snapshot key; -EEXIST: name is there; -EBUSY: key is not active;
  * -EINVAL: a label too long. */
 int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
@@ -104,11 +107,25 @@ typedef struct cairn_snapshot_mount {
 } cairn_snapshot_mount;
 void cairn_snapshot_mount_free(cairn_snapshot_mount *m);
 /* The mount of the snapshot key, active or a view (-EBUSY for a committed
- * one, as containerd's): a bind mount of its directory (or of its one
- * parent's, for a view), or an overlay of its ancestors' directories, in
- * *out (cairn_snapshot_mount_free it).
- * Returns 0; -ENOENT: no snapshot key; -EBUSY: it is committed. */
+ * one, as containerd's), in *out (cairn_snapshot_mount_free it). With no
+ * parent, a bind mount of its directory. Else, its parent's chain being
+ * cairn layers (one per ancestor, as every commit records them), ONE
+ * read-only cairnfs mount of that chain: of the chain image (an image of
+ * the chain's layers, no name, not listed by cairn images), at
+ * STORE/snapshot-mounts/ID, started by running cairnfs (a path, or a name
+ * looked up on PATH; cairn_snapshot_mounts: "cairnfs") unless it is
+ * mounted and answers; snapshots on the same chain share it, and it ends
+ * (lazily) with the chain image when the last of them is removed or
+ * committed. A view's is a read-only bind of it, an active snapshot's a
+ * kernel overlay with its own upper and work directories on it. Only a
+ * chain recorded before chains were gets an overlay of its ancestors'
+ * directories (a bind of its one parent's, for a view): a committed
+ * snapshot whose chain is layers keeps its directory empty.
+ * Returns 0; -ENOENT: no snapshot key; -EBUSY: it is committed; else the
+ * chain mount's failure (-EIO: cairnfs failed). */
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out);
+int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *cairnfs,
+                                cairn_snapshot_mount *out);
 /* Removes the directories of STORE/snapshots/ no snapshot owns (left by an
  * interrupted prepare or remove, or by a remote snapshot's unpack whose
  * process is gone).

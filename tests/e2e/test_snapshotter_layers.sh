@@ -6,9 +6,12 @@
 # added); a snapshot committed from files becomes a layer (whiteouts and
 # opaque directories as .wh. entries), the same files the same layer. Every
 # snapshot holds its layers: cairn-pin ls names it, cairn rm refuses (exit
-# 4) and gc keeps them, also while cairn-snapshotter is dead; a kill -9 of
-# it costs a running container nothing, and the restarted daemon answers
-# for the same snapshots; what containerd removes the next gc frees.
+# 4) and gc keeps them, also while cairn-snapshotter is dead. A container's
+# root is an overlay on ONE cairnfs mount of its image's chain, shared by a
+# second container and ended when both are removed; a kill -9 of
+# cairn-snapshotter costs a running container nothing, and the restarted
+# daemon answers for the same snapshots and finds that mount; what
+# containerd removes the next gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
 [ -x "$CAIRN_BIN/cairn-snapshotter" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
 command -v containerd >/dev/null && command -v ctr >/dev/null ||
@@ -33,6 +36,9 @@ check "ctr images import --snapshotter cairn" \
 check "its 3 layers are committed snapshots" \
   test "$(db 'SELECT count(*) FROM snapshots WHERE kind = 3')" = 3
 check "and no layer was added to the store's 3" test "$(db 'SELECT count(*) FROM layers')" = 3
+snaps_kib=$(du -sk "$CS/snapshots" | cut -f1)
+check "and the layers are not on disk again: snapshots/ takes ${snaps_kib} KiB" \
+  test "$snaps_kib" -lt 1024
 top=$(db "SELECT name FROM snapshots s WHERE kind = 3 AND NOT EXISTS
   (SELECT 1 FROM snapshots c WHERE c.parent = s.name)")
 top_key=${top##*/} # containerd's key: the store's names are NAMESPACE/N/KEY
@@ -40,7 +46,7 @@ check "the top snapshot's chain is the image's 3 layers, bottom first" test \
   "$(db "SELECT group_concat(layer, ' ') FROM (SELECT layer FROM snapshot_layers l JOIN snapshots s
     ON s.id = l.snapshot_id WHERE s.name = '$top' ORDER BY position)")" = \
   "$(db "SELECT group_concat(layer_id, ' ') FROM (SELECT layer_id FROM image_layers
-    ORDER BY position)")"
+    WHERE image_id = (SELECT image_id FROM names) ORDER BY position)")"
 
 # A snapshot committed from files: a layer, written from its directory.
 snaps prepare k1 "$top_key" >/dev/null
@@ -52,7 +58,11 @@ mknod "$fs1/etc/hostname" c 0 0 # overlayfs's whiteout
 python3 -c 'import os, sys; os.setxattr(sys.argv[1], "trusted.overlay.opaque", b"y")' \
   "$fs1/opaque"
 echo inside >"$fs1/opaque/f"
+cp -a "$fs1" "$T/files1"
 check "ctr snapshots commit of files" snaps commit m1 k1
+check "its directory is emptied: its files are its layer's" \
+  test -z "$(ls -A "$fs1")"
+
 layer1=$(db "SELECT layer FROM snapshot_layers l JOIN snapshots s ON s.id = l.snapshot_id
   WHERE s.name LIKE '%/m1' ORDER BY position DESC LIMIT 1")
 check "it is a new layer of the store: $layer1" \
@@ -69,7 +79,7 @@ check "and no overlayfs xattr" test \
     AND instr(CAST(xattrs AS TEXT), 'overlay')")" = 0
 snaps prepare k2 "$top_key" >/dev/null
 id2=$(db "SELECT id FROM snapshots WHERE name LIKE '%/k2'")
-cp -a "$fs1/." "$CS/snapshots/$id2/fs/"
+cp -a "$T/files1/." "$CS/snapshots/$id2/fs/"
 check "the same files committed again" snaps commit m2 k2
 check "are the same layer (none added)" test "$(db "SELECT layer FROM snapshot_layers l
   JOIN snapshots s ON s.id = l.snapshot_id WHERE s.name LIKE '%/m2' ORDER BY position DESC
@@ -84,6 +94,27 @@ check "ctr run -d a container on the image" ctr_ run -d --snapshotter cairn \
     cat /etc/debian_version >/dev/null && echo $i >/count; i=$((i + 1)); sleep 0.1; done'
 wait_for 20 sh -c "ctr -a '$C/containerd.sock' task ls | grep -q '$CID.*RUNNING'" ||
   fail "$CID not running after 20 s"
+
+# Its root: a kernel overlay on ONE cairnfs mount of the image's 3-layer
+# chain, shared by a second container on the image, with the image's tree.
+chain_mounts() { grep ' - fuse.cairnfs ' /proc/self/mountinfo | grep -c " $CS/snapshot-mounts/"; }
+check "one cairnfs mount serves the container's 3-layer chain" test "$(chain_mounts)" = 1
+lowers=$(snaps mounts /mnt $CID | grep -o 'lowerdir=[^ ,]*')
+check "its overlay has one lower, that mount: $lowers" \
+  sh -c "echo '$lowers' | grep -qx 'lowerdir=$CS/snapshot-mounts/[0-9a-f]*'"
+check "cairn mounts lists it" sh -c "cairn mounts | grep -q '$CS/snapshot-mounts/'"
+check "cairn images does not" sh -c "test \"\$(cairn images -q | wc -l)\" = 1"
+on_exit "runc --root /run/containerd/runc/default delete -f ${CID}b 2>/dev/null;"
+check "ctr run -d a second container on the image" ctr_ run -d --snapshotter cairn \
+  localhost/minbase:1 "${CID}b" sleep 600
+check "it shares that mount" test "$(chain_mounts)" = 1
+mkdir "$T/img"
+setup cairn mount localhost/minbase:1 "$T/img"
+(cd "$T/img" && find usr etc/apt -printf '%p %y %m %s\n' | sort) >"$T/tree.want"
+ctr_ task exec --exec-id t1 $CID sh -c "cd / && find usr etc/apt -printf '%p %y %m %s\n' | sort" \
+  >"$T/tree.got"
+check "the container's root tree is the image's" cmp -s "$T/tree.want" "$T/tree.got"
+setup cairn umount "$T/img"
 before=$(snaps ls | sort)
 kill -KILL "$sn_pid"
 wait_for 10 pid_gone "$sn_pid" || fail "cairn-snapshotter still there after kill -9"
@@ -96,6 +127,7 @@ check "with cairn-snapshotter dead the container reads its root on ($n1 then $n2
 check "and reads a file of its image" \
   sh -c "ctr -a '$C/containerd.sock' task exec --exec-id r3 $CID cat /etc/debian_version | grep -q ."
 expect_exit 1 "containerd's calls fail while it is down" snaps ls
+check "the chain's mount stays" test "$(chain_mounts)" = 1
 
 # Its snapshots hold their layers, with no process running.
 cairn-pin ls >"$T/pins" 2>&1
@@ -118,12 +150,23 @@ check "Stat answers for the container's" sh -c "ctr -a '$C/containerd.sock' snap
   --snapshotter cairn info $CID | grep -q Active"
 check "Mounts too" sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn mounts \
   /mnt $CID | grep -q 'mount -t'"
+check "Mounts finds the chain's mount again" test "$(snaps mounts /mnt $CID |
+  grep -o 'lowerdir=[^ ,]*')" = "$lowers"
+check "and starts none" test "$(chain_mounts)" = 1
 n3=$(ctr_ task exec --exec-id r4 $CID cat /count)
 check "and the container has read on ($n3)" test "${n3:-0}" -gt "${n2:-0}"
 ctr_ task kill -s KILL $CID >/dev/null 2>&1
 wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '$CID.*RUNNING'"
 ctr_ task delete $CID >/dev/null 2>&1
 check "the container is removed with its snapshot" ctr_ containers delete "$CID"
+check "the chain's mount stays for the second container" test "$(chain_mounts)" = 1
+ctr_ task kill -s KILL "${CID}b" >/dev/null 2>&1
+wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '${CID}b.*RUNNING'"
+ctr_ task delete "${CID}b" >/dev/null 2>&1
+check "the second container is removed" ctr_ containers delete "${CID}b"
+wait_for 10 sh -c "! grep -q ' $CS/snapshot-mounts/' /proc/self/mountinfo"
+check "with the last snapshot on the chain, its mount ends" test "$(chain_mounts)" = 0
+check "and cairn mounts lists none" sh -c "! cairn mounts | grep -q '$CS/snapshot-mounts/'"
 
 # What containerd removes, the next gc frees.
 for k in m1 m2; do snaps rm "$k" 2>/dev/null; done # unless containerd's gc did

@@ -51,6 +51,8 @@ if command -v systemd-analyze >/dev/null; then
   check "systemd-analyze verify accepts it" systemd-analyze verify --man=no "$unit"
 fi
 check "it is ordered before containerd" grep -qx 'Before=containerd.service' "$unit"
+check "a stop ends cairn-snapshotter alone, not the chains' cairnfs daemons" \
+  grep -qx 'KillMode=process' "$unit"
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 check "ExecStart is the install's cairn-snapshotter" test "$exec_start" = \
   "$T/prefix/bin/cairn-snapshotter --address \${CAIRN_SNAPSHOTTER_ADDRESS}"

@@ -36,7 +36,7 @@ Test(snapshot, mounts_of_a_committed_snapshot_are_refused) {
   cairn_snapshot_mount m;
   cr_assert_eq(cairn_snapshot_mounts(T.st, "c", &m), -EBUSY);
   cr_assert(strstr(cairn_errmsg(T.st), "not active"), "%s", cairn_errmsg(T.st));
-  prepare("v", "c", CAIRN_SNAPSHOT_VIEW);
+  prepare("v", NULL, CAIRN_SNAPSHOT_VIEW);
   cr_assert_eq(cairn_snapshot_mounts(T.st, "v", &m), 0, "%s", cairn_errmsg(T.st));
   cr_assert_str_eq(m.type, "bind");
   cr_assert_str_eq(m.options[0], "ro");
@@ -137,6 +137,9 @@ Test(snapshot, usage_and_cleanup) {
   cr_assert_eq(stat(path, &sb), -1);
   cr_assert_eq(stat(gone, &sb), -1);
   cr_assert_eq(stat(live, &sb), 0);
-  snprintf(path, sizeof(path), "%s/snapshots/1/fs/f", T.dir);
+  /* c's directory stays, emptied: its file is its layer's */
+  snprintf(path, sizeof(path), "%s/snapshots/1/fs", T.dir);
   cr_assert_eq(stat(path, &sb), 0);
+  snprintf(path, sizeof(path), "%s/snapshots/1/fs/f", T.dir);
+  cr_assert_eq(stat(path, &sb), -1);
 }
