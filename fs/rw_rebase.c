@@ -569,6 +569,7 @@ static void rebase_switch(struct cairnfs *fs, cairn_tree *tree) {
   pthread_rwlock_unlock(&rw->tree_lock);
   rw->rebased = true;
   if (!rw->next_id) rw->next_id = 1ULL << 62;
+  rw_given_clear(rw); /* the old view's keys: the kernel holds none of them */
   for (size_t b = 0; b < NBUCKETS; b++) {
     for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext) {
       if (i == rw->root) continue;
