@@ -82,7 +82,7 @@
  *   number, or nothing: ESTALE); every recorded nodeid is restored at
  *   start, with its key (rebased). Until the next move a key whose inode the
  *   kernel forgot keeps the nodeid it was given (rw_inode.c's given
- *   tables), in this server's memory only.
+ *   tables), and that nodeid its record, which a later server restores.
  *
  * The parts (fs/rw_*.c, the daemon's writable layer): rw_inode.c (the
  * inode table, resolve), rw_listing.c (merged listings), rw_copyup.c,

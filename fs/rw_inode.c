@@ -238,8 +238,11 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n
     while (*pp != i) pp = &(*pp)->hnext;
     *pp = i->hnext;
     key_unlink(rw, i);
-    /* its nodeid stays its key's (rw_key_new) */
-    if (rw->rebased && i->key && i->key != i->id) given_add(rw, i->key, i->id);
+    /* Its nodeid stays its key's (rw_key_new); its record too, so that a
+     * later server, which restores every recorded nodeid after a move,
+     * gives the key that nodeid as well. */
+    bool given = rw->rebased && i->key && i->key != i->id;
+    if (given) given_add(rw, i->key, i->id);
     struct rw_inode *parent = i->parent;
     /* A restored inode's count was a guess: the kernel may still hold it,
      * so its record stays, for inode_restore to find it again; unless it
@@ -247,7 +250,7 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n
     struct stat st;
     bool sure = !i->restored ||
                 (i->orphan && fstatat(i->fd, "", &st, AT_EMPTY_PATH) == 0 && st.st_nlink == 1);
-    if (sure) cairnfs_nodetab_forget(rw->nodes, i->id); /* if recorded */
+    if (sure && !given) cairnfs_nodetab_forget(rw->nodes, i->id); /* if recorded */
     if (i->orphan && sure) orphan_drop(rw, i->id);
     if (i->fd >= 0) close(i->fd);
     free(i->name);

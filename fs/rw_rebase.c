@@ -277,7 +277,8 @@ static void rebase_restore_all(struct cairnfs *fs) {
 }
 
 /* The restored inodes no FORGET came for since (base: their count of the
- * kernel's references unknown) that the kernel does not hold (it forgot
+ * kernel's references unknown; or records of nodeids given to keys the
+ * kernel forgot since the last move) that the kernel does not hold (it forgot
  * them while a dead server ran, or a FORGET taken for fewer lookups left
  * the record, which rebase_restore_all restored): dropped with their
  * record and kept copy, so that the move makes no orphan of what the
@@ -292,7 +293,11 @@ static void rebase_drop_unheld(struct cairnfs *fs) {
     struct rw_inode *i = rw_inode_get(rw, a.v[k]);
     if (!i || !i->base || rw_kernel_holds(rw, i->id)) continue;
     i->restored = false; /* its count is known now: none; the record goes with it */
+    uint64_t id = i->id;
     rw_inode_forget(rw, i, UINT64_MAX);
+    /* (also a nodeid given to a key the kernel forgot, which keeps its
+     * record until now: rw_inode.c) */
+    if (!rw_inode_get(rw, id)) cairnfs_nodetab_forget(rw->nodes, id);
   }
   free(a.v);
 }
