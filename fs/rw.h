@@ -80,7 +80,9 @@
  *   each nodeid the kernel held before the move is now (an object of the
  *   fresh upper, a tree inode of the new image that may not be its
  *   number, or nothing: ESTALE); every recorded nodeid is restored at
- *   start, with its key (rebased).
+ *   start, with its key (rebased). Until the next move a key whose inode the
+ *   kernel forgot keeps the nodeid it was given (rw_inode.c's given
+ *   tables), and that nodeid its record, which a later server restores.
  *
  * The parts (fs/rw_*.c, the daemon's writable layer): rw_inode.c (the
  * inode table, resolve), rw_listing.c (merged listings), rw_copyup.c,
@@ -144,6 +146,14 @@ struct rw_inode {
 
 #define NBUCKETS 65536
 
+/* A nodeid given to a key not its number, kept once the kernel forgot the
+ * inode (rw_inode.c), in two tables: by key and by nodeid. */
+#define GIVEN_BUCKETS 4096
+struct rw_given {
+  uint64_t key, id;
+  struct rw_given *knext, *inext;
+};
+
 struct cairnfs_rw {
   int lock_fd; /* the upper's directory, flocked */
   int root_fd, work_fd, index_fd;
@@ -162,6 +172,9 @@ struct cairnfs_rw {
    * against lower reads, which run without mu. */
   bool rebased;
   struct rw_inode *xbuckets[NBUCKETS];
+  /* Since the last rebase: the nodeid each key had when the kernel forgot
+   * its inode, where that was not the key (rw_key_new gives it again). */
+  struct rw_given *given_key[GIVEN_BUCKETS], *given_id[GIVEN_BUCKETS];
   uint64_t next_id;
   cairn_tree **old_trees;
   size_t n_old_trees;
@@ -225,6 +238,7 @@ void rw_key_set(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t key);
 struct rw_inode *rw_key_find(struct cairnfs_rw *rw, uint64_t key);
 struct rw_inode *rw_key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower);
 uint64_t rw_key_ino(struct cairnfs_rw *rw, uint64_t key);
+void rw_given_clear(struct cairnfs_rw *rw);
 void rw_orphan_keep(struct cairnfs_rw *rw, struct rw_inode *x, uint64_t held);
 /* x, a file of the image with no upper object, is about to lose a name
  * while the kernel holds it (its refs above held): recorded lower only in

@@ -74,16 +74,78 @@ struct rw_inode *rw_key_find(struct cairnfs_rw *rw, uint64_t key) {
   return i && i->key == key ? i : NULL;
 }
 
-/* A new inode of identity key: its nodeid is key unless the kernel still
- * holds that number for another entry (after a rebase; or, for all a
- * restarted server knows, the node table says it may). */
+/* The nodeids given to keys not their numbers whose inodes the kernel
+ * forgot since the last rebase. A file the kernel forgets is found again
+ * by its key; given its key's number, it would change st_ino, to one
+ * another file may have shown moments before (the inode held at the move
+ * under that number, then forgotten too): a scan (tar's, rsync's hardlink
+ * detection, find -inum) would see two files as one. So each key keeps
+ * the nodeid it was given, and no other key is given that number, until
+ * the next rebase renumbers the view. */
+static size_t given_hash(uint64_t v) { return (size_t)(v ^ (v >> 32)) % GIVEN_BUCKETS; }
+
+static struct rw_given *given_of_key(struct cairnfs_rw *rw, uint64_t key) {
+  for (struct rw_given *g = rw->given_key[given_hash(key)]; g; g = g->knext)
+    if (g->key == key) return g;
+  return NULL;
+}
+
+static bool given_has_id(struct cairnfs_rw *rw, uint64_t id) {
+  for (struct rw_given *g = rw->given_id[given_hash(id)]; g; g = g->inext)
+    if (g->id == id) return true;
+  return false;
+}
+
+static void given_add(struct cairnfs_rw *rw, uint64_t key, uint64_t id) {
+  struct rw_given *g = malloc(sizeof(*g));
+  if (!g) return; /* best effort: the key gets a number of its own */
+  *g = (struct rw_given){.key = key, .id = id};
+  g->knext = rw->given_key[given_hash(key)];
+  rw->given_key[given_hash(key)] = g;
+  g->inext = rw->given_id[given_hash(id)];
+  rw->given_id[given_hash(id)] = g;
+}
+
+static void given_del(struct cairnfs_rw *rw, struct rw_given *g) {
+  struct rw_given **pp = &rw->given_key[given_hash(g->key)];
+  while (*pp != g) pp = &(*pp)->knext;
+  *pp = g->knext;
+  pp = &rw->given_id[given_hash(g->id)];
+  while (*pp != g) pp = &(*pp)->inext;
+  *pp = g->inext;
+  free(g);
+}
+
+void rw_given_clear(struct cairnfs_rw *rw) {
+  for (size_t b = 0; b < GIVEN_BUCKETS; b++) {
+    for (struct rw_given *g = rw->given_key[b], *next; g; g = next) {
+      next = g->knext;
+      free(g);
+    }
+    rw->given_key[b] = rw->given_id[b] = NULL;
+  }
+}
+
+/* A new inode of identity key: its nodeid is the one the key was given
+ * before the kernel forgot it, else key unless the kernel still holds
+ * that number for another entry or it was given to another key (after a
+ * rebase; or, for all a restarted server knows, the node table says it
+ * may). */
 struct rw_inode *rw_key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower) {
-  if (!rw->rebased ||
-      (!rw_inode_get(rw, key) && !cairnfs_nodetab_names_else(rw->nodes, key, lower)))
+  struct rw_given *g = rw->rebased ? given_of_key(rw, key) : NULL;
+  uint64_t id = 0;
+  if (g) {
+    id = g->id;
+    given_del(rw, g);
+    if (rw_inode_get(rw, id)) id = 0;
+  } else if (!rw->rebased || (!rw_inode_get(rw, key) && !given_has_id(rw, key) &&
+                              !cairnfs_nodetab_names_else(rw->nodes, key, lower))) {
     return rw_inode_new(rw, key, lower);
-  uint64_t id;
-  do id = ++rw->next_id;
-  while (rw_inode_get(rw, id) || cairnfs_nodetab_has(rw->nodes, id));
+  }
+  if (!id) {
+    do id = ++rw->next_id;
+    while (rw_inode_get(rw, id) || cairnfs_nodetab_has(rw->nodes, id) || given_has_id(rw, id));
+  }
   struct rw_inode *i = rw_inode_new(rw, id, lower);
   if (i) rw_key_set(rw, i, key);
   /* For a later server: which tree inode this nodeid is (an upper
@@ -95,7 +157,8 @@ struct rw_inode *rw_key_new(struct cairnfs_rw *rw, uint64_t key, uint32_t lower)
 /* The d_ino of the entry of identity key in a listing. */
 uint64_t rw_key_ino(struct cairnfs_rw *rw, uint64_t key) {
   struct rw_inode *i = rw->rebased ? rw_key_find(rw, key) : NULL;
-  return i ? i->id : key;
+  struct rw_given *g = rw->rebased && !i ? given_of_key(rw, key) : NULL;
+  return i ? i->id : g ? g->id : key;
 }
 
 /* Orphans. A file whose last name goes while the kernel still holds it
@@ -175,6 +238,11 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n
     while (*pp != i) pp = &(*pp)->hnext;
     *pp = i->hnext;
     key_unlink(rw, i);
+    /* Its nodeid stays its key's (rw_key_new); its record too, so that a
+     * later server, which restores every recorded nodeid after a move,
+     * gives the key that nodeid as well. */
+    bool given = rw->rebased && i->key && i->key != i->id;
+    if (given) given_add(rw, i->key, i->id);
     struct rw_inode *parent = i->parent;
     /* A restored inode's count was a guess: the kernel may still hold it,
      * so its record stays, for inode_restore to find it again; unless it
@@ -182,7 +250,7 @@ static void inode_unref_as(struct cairnfs_rw *rw, struct rw_inode *i, uint64_t n
     struct stat st;
     bool sure = !i->restored ||
                 (i->orphan && fstatat(i->fd, "", &st, AT_EMPTY_PATH) == 0 && st.st_nlink == 1);
-    if (sure) cairnfs_nodetab_forget(rw->nodes, i->id); /* if recorded */
+    if (sure && !given) cairnfs_nodetab_forget(rw->nodes, i->id); /* if recorded */
     if (i->orphan && sure) orphan_drop(rw, i->id);
     if (i->fd >= 0) close(i->fd);
     free(i->name);

@@ -277,7 +277,8 @@ static void rebase_restore_all(struct cairnfs *fs) {
 }
 
 /* The restored inodes no FORGET came for since (base: their count of the
- * kernel's references unknown) that the kernel does not hold (it forgot
+ * kernel's references unknown; or records of nodeids given to keys the
+ * kernel forgot since the last move) that the kernel does not hold (it forgot
  * them while a dead server ran, or a FORGET taken for fewer lookups left
  * the record, which rebase_restore_all restored): dropped with their
  * record and kept copy, so that the move makes no orphan of what the
@@ -292,7 +293,11 @@ static void rebase_drop_unheld(struct cairnfs *fs) {
     struct rw_inode *i = rw_inode_get(rw, a.v[k]);
     if (!i || !i->base || rw_kernel_holds(rw, i->id)) continue;
     i->restored = false; /* its count is known now: none; the record goes with it */
+    uint64_t id = i->id;
     rw_inode_forget(rw, i, UINT64_MAX);
+    /* (also a nodeid given to a key the kernel forgot, which keeps its
+     * record until now: rw_inode.c) */
+    if (!rw_inode_get(rw, id)) cairnfs_nodetab_forget(rw->nodes, id);
   }
   free(a.v);
 }
@@ -569,6 +574,7 @@ static void rebase_switch(struct cairnfs *fs, cairn_tree *tree) {
   pthread_rwlock_unlock(&rw->tree_lock);
   rw->rebased = true;
   if (!rw->next_id) rw->next_id = 1ULL << 62;
+  rw_given_clear(rw); /* the old view's keys: the kernel holds none of them */
   for (size_t b = 0; b < NBUCKETS; b++) {
     for (struct rw_inode *i = rw->buckets[b]; i; i = i->hnext) {
       if (i == rw->root) continue;

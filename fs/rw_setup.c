@@ -147,6 +147,7 @@ void cairnfs_rw_free(struct cairnfs *fs) {
       free(i);
     }
   }
+  rw_given_clear(rw);
   for (struct stale_fh *s = rw->stale, *next; s; s = next) {
     next = s->next;
     rw_stale_free(s);

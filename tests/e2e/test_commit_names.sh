@@ -145,3 +145,90 @@ print("\n".join(bad) or "all good")
 sys.exit(1 if bad else 0)
 PY
 ok "what changed through it after the move is in the next commit"
+
+# Inode numbers after the move, across the kernel's forgets: a file made in
+# the mount that sorts first shifts the new image's numbers of the files
+# after it, so that each file the kernel held at the move is, in the new
+# image, the number another of them had. The caches dropped (the kernel
+# forgets them), each is looked up again: it keeps the st_ino it had (as on
+# a local file system), and no two files show the same one (tar's, rsync's
+# hardlink detection and find -inum rely on it). Twice, so that a file
+# first looked up after the move keeps its number too; then again after a
+# kill -9 of the mount's server (the next one serves the same numbers);
+# after a next commit they are that image's numbers.
+python3 - "$T/n.tar" "$HELPERS" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+import fstree
+L = fstree.Layer(sys.argv[1])
+L.add("./", "dir", mtime=1500000000)
+L.add("d/", "dir")
+for k in range(12):
+    L.add("d/f%02d" % k, data=b"f%02d\n" % k)
+L.close()
+PY
+cairn import num:1 "$T/n.tar" >/dev/null
+m4=$T/mnt4
+mkdir "$m4"
+cairn mount --rw num:1 "$m4" >/dev/null
+sup=$(mount_pid "$m4")
+python3 - "$m4" "$CAIRN_BIN/cairn" "$STORE" "$sup" >"$T/stdout" 2>&1 <<'PY' || { cat "$T/stdout"; fail "inode numbers across forgets"; }
+import os, signal, subprocess, sys, time
+m, cairn, store, sup = sys.argv[1:5]
+names = ["d/a00"] + ["d/f%02d" % k for k in range(12)]
+later = ["d/f%02d" % k for k in range(6, 12)]  # first looked up after the move
+with open(os.path.join(m, "d/a00"), "w") as f:
+    f.write("a00\n")
+def scan(which):
+    got = {}
+    for n in which:
+        with open(os.path.join(m, n)) as f:
+            got[n] = (os.fstat(f.fileno()).st_ino, f.read())
+    return got
+def drop():
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")
+    time.sleep(0.3)  # the FORGETs reach the server
+scan(n for n in names if n not in later)
+subprocess.run([cairn, "--store", store, "commit", "-q", m, "num:2"], check=True,
+               stdout=subprocess.DEVNULL)
+scans = [scan(names)]
+for _ in range(2):
+    drop()
+    scans.append(scan(names))
+drop()  # forgotten by this server, looked up by the next
+with open("/proc/%s/task/%s/children" % (sup, sup)) as f:
+    server = int(f.read().split()[0])
+os.kill(server, signal.SIGKILL)
+for _ in range(50):  # 5 s at most
+    if not os.path.exists("/proc/%d" % server):
+        break
+    time.sleep(0.1)
+scans.append(scan(names))
+# A next commit, none of them held: each gets its number in that image
+# (the numbers given before are no longer kept for anyone).
+drop()
+subprocess.run([cairn, "--store", store, "commit", "-q", m, "num:3"], check=True,
+               stdout=subprocess.DEVNULL)
+drop()
+last = scan(names)
+bad = []
+for k, s in enumerate(scans[1:], 1):
+    for n in names:
+        if s[n][0] != scans[0][n][0]:
+            bad.append("%s: st_ino %d after the forget %d (3: a restart), %d before"
+                       % (n, s[n][0], k, scans[0][n][0]))
+files = {}
+for s in scans:
+    for n, (ino, data) in s.items():
+        files.setdefault(ino, set()).add(data)
+big = [n for n, (ino, _) in last.items() if ino >= 1 << 62]
+if big or len({ino for ino, _ in last.values()}) != len(names):
+    bad.append("after the next commit: %s" % sorted((n, v[0]) for n, v in last.items()))
+for ino, datas in sorted(files.items()):
+    if len(datas) > 1:
+        bad.append("st_ino %d is %d different files: %s" % (ino, len(datas), sorted(datas)))
+print("\n".join(bad) or "all good")
+sys.exit(1 if bad else 0)
+PY
+ok "after the move a file keeps its st_ino when the kernel forgets it, and none shares one"
