@@ -97,6 +97,31 @@ static int fail_step(cairn_store *st, int rc, const char *what) {
   return rc == SQLITE_FULL ? cn_store_fail_nospace(st) : cn_store_fail_db(st, what);
 }
 
+/* Adds the row of snapshot name (kind, on parent, "" for none; its usage,
+ * 0 until it is committed), created and updated now; its id in *id.
+ * -EEXIST if the name is taken. Inside the caller's transaction. */
+static int row_insert(cairn_store *st, const char *name, const char *parent, int kind, int64_t size,
+                      int64_t inodes, int64_t *id) {
+  cn_autostmt sqlite3_stmt *s = NULL;
+  int r = cn_db_prepare(st, &s,
+                        "INSERT INTO snapshots(name, parent, kind, created, updated, size, inodes)"
+                        " VALUES(?, ?, ?, ?, ?, ?, ?)");
+  if (r < 0) return r;
+  int64_t t = now_ns();
+  sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 3, kind);
+  sqlite3_bind_int64(s, 4, t);
+  sqlite3_bind_int64(s, 5, t);
+  sqlite3_bind_int64(s, 6, size);
+  sqlite3_bind_int64(s, 7, inodes);
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_CONSTRAINT) return cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
+  if (rc != SQLITE_DONE) return fail_step(st, rc, "snapshot");
+  *id = sqlite3_last_insert_rowid(cn_db(st));
+  return 0;
+}
+
 /* A snapshot's row: its id, kind and parent (parent_out may be NULL). */
 static int row(cairn_store *st, const char *key, int64_t *id, int *kind, char **parent_out) {
   cn_autostmt sqlite3_stmt *s = NULL;
@@ -198,29 +223,7 @@ int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const
       goto fail;
     }
   }
-  {
-    cn_autostmt sqlite3_stmt *s = NULL;
-    if ((r = cn_db_prepare(st, &s,
-                           "INSERT INTO snapshots(name, parent, kind, created, updated)"
-                           " VALUES(?, ?, ?, ?, ?)")) < 0)
-      goto fail;
-    int64_t t = now_ns();
-    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, kind);
-    sqlite3_bind_int64(s, 4, t);
-    sqlite3_bind_int64(s, 5, t);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_CONSTRAINT) {
-      r = cairn_fail(st, -EEXIST, "snapshot %s: already exists", key);
-      goto fail;
-    }
-    if (rc != SQLITE_DONE) {
-      r = fail_step(st, rc, "snapshot");
-      goto fail;
-    }
-    id = sqlite3_last_insert_rowid(cn_db(st));
-  }
+  if ((r = row_insert(st, key, parent, kind, 0, 0, &id)) < 0) goto fail;
   if ((r = labels_set(st, id, labels, n_labels)) < 0) goto fail;
   /* The directories, before the row is committed: a failure leaves at
    * most directories no row owns, which cleanup removes. */
@@ -702,31 +705,7 @@ static int remote_prepare(cairn_store *st, const char *key, const char *parent, 
   }
   if ((r = cn_db_begin(st)) < 0) goto out;
   in_tx = true;
-  {
-    cn_autostmt sqlite3_stmt *s = NULL;
-    if ((r = cn_db_prepare(st, &s,
-                           "INSERT INTO snapshots(name, parent, kind, created, updated, size,"
-                           " inodes) VALUES(?, ?, ?, ?, ?, ?, ?)")) < 0)
-      goto out;
-    int64_t t = now_ns();
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, CAIRN_SNAPSHOT_COMMITTED);
-    sqlite3_bind_int64(s, 4, t);
-    sqlite3_bind_int64(s, 5, t);
-    sqlite3_bind_int64(s, 6, size);
-    sqlite3_bind_int64(s, 7, inodes);
-    int rc = sqlite3_step(s);
-    if (rc == SQLITE_CONSTRAINT) {
-      r = cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
-      goto out;
-    }
-    if (rc != SQLITE_DONE) {
-      r = fail_step(st, rc, "snapshot");
-      goto out;
-    }
-    id = sqlite3_last_insert_rowid(cn_db(st));
-  }
+  if ((r = row_insert(st, name, parent, CAIRN_SNAPSHOT_COMMITTED, size, inodes, &id)) < 0) goto out;
   if ((r = labels_set(st, id, labels, n_labels)) < 0 ||
       (r = chain_record(st, id, parent, layer)) < 0)
     goto out;
