@@ -34,7 +34,7 @@ use_lib registry mount
 pull_test_init
 command -v podman >/dev/null || skip "no podman"
 command -v sqlite3 >/dev/null || skip "no sqlite3"
-INJECT=$CAIRN_BIN/cairn-inject.so
+INJECT=$(injector_preload)
 STRIDE=${CAIRN_FILL_CRASH_STRIDE:-8}
 [ "${CAIRN_CRASH_FULL:-0}" = 1 ] && STRIDE=1
 

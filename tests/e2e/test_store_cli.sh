@@ -38,7 +38,7 @@ mktar "$T/l4" "$T/l4.tar"
 n4=$(find "$T/l4" -type f -size +0 | wc -l)
 expect_exit 0 "import dup:1 (layer 4), its writes in blobs/ traced" \
   env CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_PATH=/blobs/ CAIRN_INJECT_TRACE="$T/l4.trace" \
-  CAIRN_INJECT_COUNT="$T/l4.count" LD_PRELOAD="$CAIRN_BIN/cairn-inject.so" \
+  CAIRN_INJECT_COUNT="$T/l4.count" LD_PRELOAD="$(injector_preload)" \
   "$CAIRN_BIN/cairn" --store "$STORE" import dup:1 "$T/l4.tar"
 writes=$(grep -c ' write ' "$T/l4.trace")
 check "$n4 files, all stored but one: only the new one written in blobs/ ($writes writes)" \

@@ -179,6 +179,14 @@ trap _tl_exit EXIT
 # ---- builds ------------------------------------------------------------------
 # sanitizer_build: whether the binaries are a sanitizer build.
 sanitizer_build() { [ "${CAIRN_SANITIZE:-OFF}" = ON ] || ldd "$CAIRN_BIN/cairn" | grep -q asan; }
+# injector_preload: LD_PRELOAD's value for the fault injector
+# (cairn-inject.so) in the built programs: in a sanitizer build, its
+# runtime first (the injector is no sanitized code).
+injector_preload() {
+  local _tl_rt=
+  sanitizer_build && _tl_rt="$(ldd "$CAIRN_BIN/cairn" | awk '/libasan/ { print $3 }') "
+  echo "$_tl_rt$CAIRN_BIN/cairn-inject.so"
+}
 
 # release_build_only WHY: ends the test as skipped (ctest's 77) when the
 # binaries are a sanitizer build.
