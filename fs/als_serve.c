@@ -739,8 +739,11 @@ static int als_serve(const char *path, const char *store, bool trust, bool debug
   struct als a = {.path = path};
   /* As root, a store another user owns only with --trust-store. */
   int r = cairn_store_open_flags(store, CAIRN_STORE_CREATE | (trust ? 0 : CAIRN_STORE_OWN), &a.st);
-  if (r < 0)
-    return als_verdict(verdict_fd, report_fail(r, "opening the store: %s", cairn_errmsg(a.st)));
+  if (r < 0) {
+    r = report_fail(r, "opening the store: %s", cairn_errmsg(a.st));
+    cairn_store_close(a.st); /* the handle a refusal leaves for its message */
+    return als_verdict(verdict_fd, r);
+  }
   char *real = realpath(path, NULL);
   if (!real) return als_verdict(verdict_fd, report_fail(-errno, "%s: %s", path, strerror(errno)));
   if (asprintf(&a.purpose, "als %s (podman)", real) < 0)
