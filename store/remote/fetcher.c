@@ -20,16 +20,25 @@
  * with their connection and token (libcairn_registry.h): a first read costs one
  * request, not a connection, a token and a source opened.
  *
+ * While requests are in flight, the fetcher holds a shared lock on
+ * STORE/tmp/first-reads, and touches it when the last ends: a fill
+ * yields the link to them (fill.c).
+ *
  * Built on cairn.h alone, like the rest of store/remote/.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cairn.h"
+#include "libcairn_fill.h"
 #include "libcairn_remote_lazy.h"
 
 #define TOC_CACHE_MAX 8
@@ -64,6 +73,8 @@ struct cairn_lazy_fetcher {
   void *arg;
   pthread_t tids[THREADS_MAX];
   unsigned n_threads;
+  int reads_fd;       /* STORE/tmp/first-reads (-1: none), shared-locked while */
+  unsigned in_flight; /* requests are in flight */
 };
 
 static bool toc_is(const toc_entry *e, const cairn_lazy_file *f) {
@@ -204,6 +215,7 @@ static void *worker(void *arg) {
       fx->head = q->next;
       if (!fx->head) fx->tail = &fx->head;
     }
+    if (q && fx->reads_fd >= 0 && fx->in_flight++ == 0) flock(fx->reads_fd, LOCK_SH);
     pthread_mutex_unlock(&fx->mu);
     if (!q) break;
     char blob[48], msg[1024] = "";
@@ -224,6 +236,12 @@ static void *worker(void *arg) {
      * the file pending and its blob in place, for the next fetch */
     if (!a.sent) fx->done(q->sha256, r, r < 0 ? msg : blob, fx->arg);
     free(q);
+    pthread_mutex_lock(&fx->mu);
+    if (fx->reads_fd >= 0 && --fx->in_flight == 0) {
+      futimens(fx->reads_fd, NULL); /* when the last ended */
+      flock(fx->reads_fd, LOCK_UN);
+    }
+    pthread_mutex_unlock(&fx->mu);
   }
   cn_lazy_kept_free(&sources);
   if (st) cairn_store_close(st);
@@ -243,6 +261,9 @@ int cairn_lazy_fetcher_new(const char *store_dir, unsigned threads, cairn_lazy_f
   pthread_cond_init(&fx->work, NULL);
   pthread_cond_init(&fx->toc, NULL);
   fx->tail = &fx->head;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tmp/%s", store_dir, CN_FIRST_READS);
+  fx->reads_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600); /* none: no yield */
   fx->done = done;
   fx->arg = arg;
   for (; fx->n_threads < threads; fx->n_threads++)
@@ -289,6 +310,7 @@ void cairn_lazy_fetcher_free(cairn_lazy_fetcher *fx) {
   pthread_cond_destroy(&fx->toc);
   pthread_cond_destroy(&fx->work);
   pthread_mutex_destroy(&fx->mu);
+  if (fx->reads_fd >= 0) close(fx->reads_fd);
   free(fx->dir);
   free(fx);
 }

@@ -28,13 +28,23 @@
  * which waits for the lock and finds it stored. A batch whose request
  * fails has its files fetched one by one the same way.
  *
+ * A batch that is not the prefetch files' waits, before it starts, while
+ * a mount's first reads are in flight (the fetcher holds
+ * STORE/tmp/first-reads: fetcher.c) or ended less than FILL_QUIET_MS
+ * ago, FILL_YIELD_MAX_MS at most: the container waiting on them gets the
+ * link (doc/lazy-pulls.md, "The fill as built").
+ *
  * Built on cairn.h alone, like the rest of store/remote/.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "libcairn_byteranges.h"
@@ -308,6 +318,38 @@ static void run_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst) 
   }
 }
 
+static int64_t ms_of(const struct timespec *t) {
+  return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
+}
+
+/* Waits while first reads are in flight or ended less than FILL_QUIET_MS
+ * ago, FILL_YIELD_MAX_MS at most. */
+static void yield_to_reads(const char *dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tmp/%s", dir, CN_FIRST_READS);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return; /* no mount has read a pending file */
+  struct timespec t0, now, rt;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    int64_t wait = 0;
+    struct stat sb;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+      wait = 20; /* reads in flight */
+    } else {
+      clock_gettime(CLOCK_REALTIME, &rt);
+      int64_t quiet = fstat(fd, &sb) < 0 ? FILL_QUIET_MS : ms_of(&rt) - ms_of(&sb.st_mtim);
+      flock(fd, LOCK_UN);
+      if (quiet >= 0 && quiet < FILL_QUIET_MS) wait = FILL_QUIET_MS - quiet;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!wait || ms_of(&now) - ms_of(&t0) >= FILL_YIELD_MAX_MS) break;
+    struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  close(fd);
+}
+
 static void *fill_worker(void *arg) {
   fill_ctx *c = arg;
   cairn_store *wst = NULL;
@@ -319,6 +361,7 @@ static void *fill_worker(void *arg) {
       pthread_cond_wait(&c->prefetch_done, &c->lock);
     pthread_mutex_unlock(&c->lock);
     if (k == c->n_batches) break;
+    if (k >= c->prefetch_batches) yield_to_reads(cairn_store_dir(c->st));
     run_batch(c, c->batch_first[k], c->batch_first[k + 1], wst);
     if (k < c->prefetch_batches) {
       pthread_mutex_lock(&c->lock);

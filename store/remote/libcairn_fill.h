@@ -27,6 +27,12 @@
 #define FILL_BATCH_FILES 128
 #define FILL_BATCH_MIN (256u << 10)
 #define FILL_BATCH_MAX (4u << 20)
+/* A batch waits while a mount's first reads are in flight or ended less
+ * than FILL_QUIET_MS ago (the fetcher holds STORE/tmp/CN_FIRST_READS),
+ * FILL_YIELD_MAX_MS at most. */
+#define CN_FIRST_READS "first-reads"
+#define FILL_QUIET_MS 200
+#define FILL_YIELD_MAX_MS 5000
 
 /* One pending content to fetch: its layer (an index of the fill's), its
  * TOC entry and the bytes [lo, hi) of the blob its chunks lie in;

@@ -5,6 +5,8 @@
 # on 127.0.0.1 behind the shaping proxy, with a zstd:chunked layer podman
 # 4.3 pushed (200 files of 0.5 to 3 kB, 20 of 20 to 150 kB):
 #   pull --lazy --no-fill starts nothing: the files stay pending;
+#   a fill yields to a mount's first reads in flight (no batch starts
+#   until they end), then fills;
 #   cairn fill fetches them in far fewer requests than files (merged
 #   ranges, multi-range requests, several in flight), no more than the
 #   layer's bytes, each file verified (a wrong byte in the registry fails
@@ -57,6 +59,26 @@ check "... says nothing of a fill" test "$(grep -c background "$T/stderr")" = 0
 sleep 2
 check "... and after a while still 220 pending: no fill ran" test "$(pending "$T/s1")" = 220
 check "... no fill log" test -z "$(ls "$T/s1/tmp" | grep fill-)"
+
+# A mount's first reads in flight (its fetcher holds STORE/tmp/first-reads
+# shared while they are; a flock(1) stands in for it here): the fill
+# yields the link, starting no batch until they end, then fills.
+setup cp -a "$T/s1" "$T/s5"
+flock -s "$T/s5/tmp/first-reads" sleep 4 &
+holder=$!
+BG_PIDS+=($holder)
+setup wait_for 5 test -e "$T/s5/tmp/first-reads"
+sleep 0.2
+cairn --store "$T/s5" fill -q fill/a:1 >/dev/null 2>"$T/fill5.err" &
+filler=$!
+BG_PIDS+=($filler)
+sleep 2
+check "while first reads are in flight, the fill starts no batch ($(pending "$T/s5") pending)" \
+  test "$(pending "$T/s5")" = 220
+wait "$holder"
+wait_for 30 pid_gone "$filler" || fail "the fill did not end once the reads had"
+wait "$filler"
+check "... and fills once they end" test $? = 0 -a "$(pending "$T/s5")" = 0
 
 # cairn fill: merged ranges, multi-range requests, each file verified.
 # Every tenth small file is fetched first (as a mount's read would), so
