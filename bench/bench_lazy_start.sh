@@ -83,52 +83,7 @@ exec > >(tee "$SRC/bench/results/lazy_start.txt")
 # The image: minbase + big files + /bench/start.sh and its list.
 root=$(ensure_minbase_dir)
 mkdir -p "$W/extra/bench" "$W/extra/data"
-nice -n 10 python3 - "$root" "$W/extra" "$SIZE_MIB" "$BIG_MIB" "$READ_PCT" <<'PY'
-import os, random, sys
-root, extra, size_mib, big_mib, pct = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
-files, deb = [], 0
-for d, dirs, names in os.walk(root):
-    dirs.sort()
-    for n in sorted(names):
-        p = os.path.join(d, n)
-        if os.path.islink(p) or not os.path.isfile(p):
-            continue
-        s = os.path.getsize(p)
-        deb += s
-        rel = "/" + os.path.relpath(p, root)
-        if s >= 16384 and rel.startswith("/usr/") and " " not in rel:
-            files.append((rel, s))
-total = size_mib << 20
-target = total * pct // 100
-big, nbig = big_mib << 20, 0
-left = total - deb
-with open("/dev/urandom", "rb") as rnd_src:
-    while left > 0:
-        n = min(big, left)
-        with open(f"{extra}/data/big{nbig:03d}", "wb") as f:
-            while n > 0:
-                k = min(n, 1 << 20)
-                f.write(rnd_src.read(k))
-                n -= k
-        left -= big
-        nbig += 1
-read, got = [], 0
-if nbig and big <= target:
-    read.append("/data/big000")
-    got = min(big, total - deb)
-rnd = random.Random(33)
-rnd.shuffle(files)
-for rel, s in files:
-    if got >= target:
-        break
-    read.append(rel)
-    got += s
-open(f"{extra}/bench/read.list", "w").write("\n".join(read) + "\n")
-with open(f"{extra}/bench/start.sh", "w") as f:
-    f.write("#!/bin/sh\ncat $(cat /bench/read.list) >/dev/null && echo started\n")
-os.chmod(f"{extra}/bench/start.sh", 0o755)
-print(f"{len(read)} {got}", file=open(f"{extra}/../read.info", "w"))
-PY
+nice -n 10 python3 "$SRC/bench/start_image.py" "$root" "$W/extra" "$SIZE_MIB" "$BIG_MIB" "$READ_PCT"
 read -r nread readbytes <"$W/read.info"
 nice -n 10 tar --sort=name --numeric-owner -b 1 -cf "$W/img.tar" -C "$root" . -C "$W/extra" ./bench ./data
 rm -rf "$W/extra"
