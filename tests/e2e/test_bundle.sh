@@ -58,14 +58,14 @@ setup cairn pull -q --insecure "docker://$img" >/dev/null
 # in $T/run.out.
 run() {
   local runtime=$1 bundle=$2 name=cairn-bundle-$$-$RANDOM
-  timeout 60 unshare -m --propagation private sh -c '
+  timeout 60 "${PRIVATE_NS[@]}" sh -c '
     umount /sys/fs/cgroup/unified 2>/dev/null
     exec "$1" --cgroup-manager=disabled run --bundle "$2" "$3"' sh "$runtime" "$bundle" "$name" \
     </dev/null >"$T/run.out" 2>"$T/run.err"
 }
 run_runc() {
   local bundle=$1 name=cairn-bundle-$$-$RANDOM
-  timeout 60 unshare -m --propagation private sh -c '
+  timeout 60 "${PRIVATE_NS[@]}" sh -c '
     umount /sys/fs/cgroup/unified 2>/dev/null
     exec runc run --bundle "$1" "$2"' sh "$bundle" "$name" </dev/null >"$T/run.out" 2>"$T/run.err"
 }

@@ -53,7 +53,7 @@ if command -v crun >/dev/null; then
     -c 'ENV=GREETING=hello' -c 'WORKDIR=/tmp' run:1 "$T/r.tar"
   on_exit "umount -l '$T/b/rootfs'"
   expect_exit 0 "bundle with no command" cairn bundle -q run:1 "$T/b"
-  timeout 60 unshare -m --propagation private sh -c '
+  timeout 60 "${PRIVATE_NS[@]}" sh -c '
     umount /sys/fs/cgroup/unified 2>/dev/null
     exec crun --cgroup-manager=disabled run --bundle "$1" "$2"' sh "$T/b" "cairn-import-$$" \
     </dev/null >"$T/run.out" 2>"$T/run.err"

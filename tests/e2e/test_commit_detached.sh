@@ -30,7 +30,7 @@ holds_mount() {
 # sleeper's, killed at exit), then `cairn umount --discard` detaches it
 # here: exit 4; its upper goes when the sleeper lets go.
 detach_mount() {
-  bg_start unshare -m --propagation private sleep 120
+  bg_start "${PRIVATE_NS[@]}" sleep 120
   holder=${BG_PIDS[-1]}
   wait_for 5 holds_mount "$holder" || fail "setup: the other namespace has no copy of the mount"
   expect_exit 4 "cairn umount --discard $m" cairn umount --discard "$m"

@@ -25,7 +25,7 @@
 #                            does: umounts then exit 4 and a sequence
 #                            mounts the directory of a detached mount
 if [ "${CAIRN_COMMIT_DIFF_DETACH:-}" = 1 ] && [ -z "${_CAIRN_COMMIT_DIFF_NS:-}" ]; then
-  exec env _CAIRN_COMMIT_DIFF_NS=1 unshare -m --propagation private bash "$0" "$@"
+  exec env _CAIRN_COMMIT_DIFF_NS=1 "$(dirname "$0")/../lib/private-ns" "" bash "$0" "$@"
 fi
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
@@ -37,7 +37,7 @@ if [ -n "${_CAIRN_COMMIT_DIFF_NS:-}" ]; then
     /proc/self/mountinfo | tac | while read -r d; do
     umount -l "$(printf '%b' "$d")" 2>/dev/null || true
   done
-  bg_start bash -c 'while :; do unshare -m --propagation private sleep 1; sleep 1; done'
+  bg_start bash -c 'while :; do "$1" "$2" sleep 1; sleep 1; done' sh "${PRIVATE_NS[@]}"
 fi
 
 seqs=${CAIRN_COMMIT_DIFF_SEQS:-$([ "${CAIRN_SANITIZE:-OFF}" = ON ] && echo 10 || echo 40)}

@@ -32,7 +32,7 @@ jq --arg sig "$T/sig" '.root.path = "rootfs" | .root.readonly = true | .process.
   "$bundle/config.json" >"$bundle/config.new"
 mv "$bundle/config.new" "$bundle/config.json"
 
-bg_start timeout 60 unshare -m --propagation private sh -c '
+bg_start timeout 60 "${PRIVATE_NS[@]}" sh -c '
   umount /sys/fs/cgroup/unified 2>/dev/null
   exec crun --cgroup-manager=disabled run --bundle "$1" "$2"' sh "$bundle" "cairn-detach-$$" \
   </dev/null >"$T/ctr.out" 2>"$T/ctr.err"

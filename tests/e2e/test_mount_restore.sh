@@ -69,7 +69,7 @@ jq '.root.path = "rootfs" | .root.readonly = true | .process.terminal = false
     | .process.args = ["/bin/sh", "-c", "cat /etc/os-release"]' \
   "$bundle/config.json" >"$bundle/config.new"
 mv "$bundle/config.new" "$bundle/config.json"
-timeout 60 unshare -m --propagation private sh -c '
+timeout 60 "${PRIVATE_NS[@]}" sh -c '
   umount /sys/fs/cgroup/unified 2>/dev/null
   exec crun --cgroup-manager=disabled run --bundle "$1" "$2"' sh "$bundle" "cairn-restore-$$" \
   </dev/null >"$T/stdout" 2>"$T/stderr" || fail "crun failed: $(cat "$T/stderr")"

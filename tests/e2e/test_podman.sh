@@ -43,7 +43,7 @@ cairn mount -q pod:1 "$T/mnt"
 
 # podman_run ARGS...: `podman run --rm ARGS` as doc/testing.md runs it.
 podman_run() {
-  timeout 120 unshare -m --propagation private sh -c '
+  timeout 120 "${PRIVATE_NS[@]}" sh -c '
     umount /sys/fs/cgroup/unified 2>/dev/null
     root=$1 runroot=$2; shift 2
     exec podman --cgroup-manager=cgroupfs --root "$root" --runroot "$runroot" run --rm \

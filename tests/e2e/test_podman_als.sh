@@ -51,7 +51,7 @@ export CONTAINERS_STORAGE_CONF=$T/storage.conf
 
 # podman_cmd ARGS...: podman as doc/testing.md runs it, with our storage.conf.
 podman_cmd() {
-  timeout 120 unshare -m --propagation private sh -c '
+  timeout 120 "${PRIVATE_NS[@]}" sh -c '
     umount /sys/fs/cgroup/unified 2>/dev/null
     exec podman --cgroup-manager=cgroupfs "$@"' sh "$@" </dev/null
 }

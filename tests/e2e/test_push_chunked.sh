@@ -174,7 +174,7 @@ pull_options = {enable_partial_images = "true", use_hard_links = "false"}
 EOF
   export CONTAINERS_STORAGE_CONF=$T/storage.conf
   podman_cmd() {
-    timeout 120 unshare -m --propagation private sh -c '
+    timeout 120 "${PRIVATE_NS[@]}" sh -c '
       umount /sys/fs/cgroup/unified 2>/dev/null
       exec podman --cgroup-manager=cgroupfs "$@"' sh "$@" </dev/null
   }

@@ -10,7 +10,7 @@
 # crun and podman get, through wrappers on PATH, the flags this host needs
 # (doc/testing.md): the README says which hosts need them.
 if [ -z "${CAIRN_README_NS:-}" ]; then
-  exec unshare -m --propagation private env CAIRN_README_NS=1 bash "$0" "$@"
+  exec "$(dirname "$0")/../lib/private-ns" "" env CAIRN_README_NS=1 bash "$0" "$@"
 fi
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount

@@ -66,7 +66,7 @@ ls "$mnt" >"$XDG_RUNTIME_DIR/ls"
 systemctl --user stop cairn-restore.service
 EOS
 mkdir -m 700 "$T/xdg"
-timeout 60 unshare -m --propagation private bash "$T/in-ns.sh" "$unit" "$STORE" \
+timeout 60 "${PRIVATE_NS[@]}" bash "$T/in-ns.sh" "$unit" "$STORE" \
   "$CAIRN_BIN/cairn" "$T/mnt" "$T/xdg" >"$T/stdout" 2>"$T/stderr" ||
   fail "systemctl start cairn-restore.service: $(cat "$T/stderr" "$T/xdg/manager.log" 2>/dev/null | tail -5)"
 [ "$(cat "$T/stdout")" = active ] || fail "unit not active: $(cat "$T/stdout")"

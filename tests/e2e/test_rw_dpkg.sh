@@ -80,7 +80,7 @@ jq --arg debs "$debs" --arg script "$script" '.root.path = "rootfs" | .root.read
                    "options": ["rbind", "ro"]}]' \
   "$bundle/config.json" >"$bundle/config.new"
 mv "$bundle/config.new" "$bundle/config.json"
-timeout 120 unshare -m --propagation private sh -c '
+timeout 120 "${PRIVATE_NS[@]}" sh -c '
   umount /sys/fs/cgroup/unified 2>/dev/null
   exec crun --cgroup-manager=disabled run --bundle "$1" "$2"' sh "$bundle" "cairn-dpkg-$$" \
   </dev/null >"$T/stdout" 2>"$T/stderr" || fail "dpkg in crun failed: $(tail -20 "$T/stdout" "$T/stderr")"

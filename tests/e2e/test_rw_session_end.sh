@@ -73,7 +73,7 @@ for discard in --discard ""; do
   up=$(basename "$(find "$STORE/uppers" -mindepth 1 -maxdepth 1 -name '[0-9a-f]*')")
   pid=$(mount_pid "$m")
   rm -f "$T/holder"
-  bg_start timeout 60 unshare -m --propagation private sh -c 'echo up >"$1"; exec sleep 60' sh \
+  bg_start timeout 60 "${PRIVATE_NS[@]}" sh -c 'echo up >"$1"; exec sleep 60' sh \
     "$T/holder"
   holder=${BG_PIDS[-1]}
   wait_for 10 grep -q up "$T/holder" || fail "the holder did not start"

@@ -6,7 +6,8 @@
 # processes killed, on_exit commands run, mounts under $T detached, $T
 # removed); a failure in a subshell or an unchecked failure under set -e
 # fails the test too, and so does a sanitizer report; wait_for runs its
-# command anew each try and is bounded. Each case is a small test script
+# command anew each try and is bounded; PRIVATE_NS gives a mount
+# namespace without other tests' mounts. Each case is a small test script
 # run as a child, as ctest runs a test.
 source "$(dirname "$0")/../lib/test-lib.sh"
 
@@ -114,5 +115,19 @@ child use_mount "use_lib mount; use_lib mount; [ \"\$(type -t cairn)\" = functio
 check "use_lib mount gives the cairn wrapper (twice is once)" rc_is use_mount 0
 child use_none "use_lib nosuch"
 check "use_lib of no such helper fails" rc_is use_none 1
+
+# ---- PRIVATE_NS: a namespace of the test's own, without other tests' mounts
+other=$(mktemp -d /tmp/cairn-e2e.XXXXXX)
+on_exit "umount -l '$other/m' 2>/dev/null; rm -rf '$other'"
+mkdir "$other/m" "$T/own"
+mount -t tmpfs tmpfs "$other/m" || fail "mount a tmpfs"
+mount -t tmpfs tmpfs "$T/own" || fail "mount a tmpfs"
+seen=$(timeout 20 "${PRIVATE_NS[@]}" awk '{ print $5 }' /proc/self/mountinfo) ||
+  fail "PRIVATE_NS runs its command"
+check "PRIVATE_NS keeps the test's own mounts" grep -qxF "$T/own" <<<"$seen"
+expect_exit 1 "and has no other test's mount" grep -qxF "$other/m" <<<"$seen"
+check "which stays mounted outside it" mountpoint -q "$other/m"
+seen=$(timeout 20 "$TESTLIB/private-ns" "" awk '{ print $5 }' /proc/self/mountinfo)
+expect_exit 1 "private-ns with no KEEP keeps no test's mount" grep -q "^/tmp/cairn-e2e\\." <<<"$seen"
 
 finish

@@ -11,6 +11,8 @@
 #               names it (mount.sh's cairn wrapper passes --store instead)
 #   $CAIRN_BIN  the build directory (cairn, cairn-pin, cairnfs), on PATH
 #   $CAIRN_SRC  the source tree; $HELPERS its tests/helpers (the Python ones)
+#   PRIVATE_NS  the command prefix of a mount namespace of the test's own,
+#               other tests' mounts detached from it (tests/lib/private-ns)
 #
 # One way to fail: a failed check prints `not ok - WHAT` and the test STOPS
 # there, exiting 1; every cleanup still runs (the EXIT trap below). A
@@ -35,6 +37,9 @@ export PATH="$CAIRN_BIN:$PATH"
 T=$(mktemp -d /tmp/cairn-e2e.XXXXXX)
 STORE=$T/store
 export CAIRN_STORE=$STORE
+# A mount namespace of the test's own, without other tests' mounts
+# (tests/lib/private-ns): "${PRIVATE_NS[@]}" CMD...
+PRIVATE_NS=("$TESTLIB/private-ns" "$T")
 # Sanitizer reports (ASan builds) of every process, daemons included, whose
 # stderr is /dev/null: any report fails the test at exit.
 export ASAN_OPTIONS="log_path=$T/sanitizer:${ASAN_OPTIONS:-}"
