@@ -15,7 +15,8 @@
 # from its TOCs: rpull fetches a small part of its layers' bytes, `ctr run`
 # of it prints a file fetched on first read, and the container's tree is
 # what `cairn mount` of the same image shows; once containerd removed it,
-# gc frees its layers. The snapshots hold the layers (cairn rm exits 4);
+# gc frees its layers. With the registry gone, a file not fetched yet
+# fails with EIO in the container, one fetched already is read. The snapshots hold the layers (cairn rm exits 4);
 # what containerd removes, gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
 [ -x "$CAIRN_BIN/cairn-snapshotter" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
@@ -114,7 +115,7 @@ check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello from the
 # served from the store) as `cairn push --format` writes them; a shell, a
 # sleep, and 8 MiB of data the store has not.
 mkdir -p "$T/lz/bin" "$T/lz/etc" "$T/lz/data"
-cp /bin/sleep "$T/lz/bin/sleep"
+cp /bin/sleep /bin/cat "$T/lz/bin/"
 head -c 8388608 /dev/urandom >"$T/lz/data/big"
 echo "hello lazily" >"$T/lz/etc/greeting"
 chmod 640 "$T/lz/etc/greeting"
@@ -185,6 +186,30 @@ for f in estargz zstd:chunked; do
     check "$f: layer $l gone" test "$(db "SELECT count(*) FROM layers WHERE id = '$l'")" = 0
   done
 done
+
+# The registry gone (the proxy, which the lazy layers were recorded from,
+# stopped): what the container read keeps working, a file not fetched yet
+# fails with EIO.
+setup rpull lz-estargz
+check "a lazily pulled file is pending" \
+  test "$(db "SELECT count(*) FROM pending WHERE path = 'etc/greeting'")" -ge 1
+check "ctr run -d of the lazy image" ctr_ run -d --snapshotter cairn \
+  "$PROXY/remote/lz-estargz:1" $CID /bin/sh -c 'cat /bin/cat >/dev/null; exec sleep 60'
+wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
+  WHERE path IN ('bin/cat', 'bin/sleep')\")\" = 0" || fail "cat and sleep not fetched"
+kill "$PROXY_PID"
+wait_for 10 pid_gone "$PROXY_PID" || fail "the proxy still runs"
+ctr_ tasks exec --exec-id gone $CID /bin/cat /etc/greeting >"$T/gone.out" 2>&1
+check "a file not fetched yet: $(head -c 200 "$T/gone.out")" \
+  grep -q 'Input/output error' "$T/gone.out"
+check "a file fetched already: read" sh -c "timeout 60 ctr -a '$C/containerd.sock' tasks exec \
+  --exec-id kept $CID /bin/cat /bin/cat | cmp -s - '$T/lz/bin/cat'"
+ctr_ tasks kill -s SIGKILL $CID >/dev/null
+wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
+  grep -q '^$CID .*RUNNING'" || fail "the container still runs"
+check "its task removed" ctr_ tasks rm $CID
+check "its container removed" ctr_ containers rm $CID
+check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-estargz:1"
 
 # The snapshots hold the layers; once containerd removes them gc frees them.
 expect_exit 4 "cairn rm of the pulled image: held by containerd's snapshots" \
