@@ -53,6 +53,8 @@ fi
 check "it is ordered before containerd" grep -qx 'Before=containerd.service' "$unit"
 check "a stop ends cairn-snapshotter alone, not the chains' cairnfs daemons" \
   grep -qx 'KillMode=process' "$unit"
+check "HOME is root's, for the credentials of lazy layers (systemd sets none)" \
+  grep -qx 'Environment=HOME=/root' "$unit"
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 check "ExecStart is the install's cairn-snapshotter" test "$exec_start" = \
   "$T/prefix/bin/cairn-snapshotter --address \${CAIRN_SNAPSHOTTER_ADDRESS}"
