@@ -48,7 +48,7 @@ LAYERS=(
     | writable mounts' upper layers"
   "tree | store/tree.c store/index.c | store/libcairn_tree.h | below
     | the merged-tree builder and the index files"
-  "layers | store/layer.c store/layer_tar.c store/layer_unpack.c store/sweep.c store/tarsplit.c | store/libcairn_layer.h store/libcairn_sweep.h store/libcairn_tarsplit.h | below
+  "layers | store/layer.c store/layer_tar.c store/sweep.c store/tarsplit.c | store/libcairn_layer.h store/libcairn_sweep.h store/libcairn_tarsplit.h | below
     | a layer tar into blobs and entry rows; sweeping unused layers and blobs; exact layers"
   "images | store/image.c store/list.c store/name.c store/refs.c | store/libcairn_image.h | below
     | names, resolving, committing and pinning images; the listings; the refs file"
