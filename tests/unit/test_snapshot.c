@@ -125,7 +125,7 @@ Test(snapshot, usage_and_cleanup) {
   /* a directory no snapshot owns (an interrupted prepare) goes; c's stays */
   snprintf(path, sizeof(path), "%s/snapshots/99", T.dir);
   cr_assert_eq(mkdir(path, 0700), 0);
-  /* and so does a remote snapshot's unpack whose process is gone (pid 1
+  /* and so does an older cairn's remote snapshot unpack whose process is gone (pid 1
    * is there: its unpack stays) */
   char gone[PATH_MAX], live[PATH_MAX];
   snprintf(gone, sizeof(gone), "%s/snapshots/tmp-2147483646-0", T.dir);
