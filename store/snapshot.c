@@ -674,7 +674,9 @@ static int remote_layer(cairn_store *st, const char *target, const char *parent,
   }
   if (!digest) return 0;
   cairn_config cfg = {0};
-  cairn_pull_opts o = {0};
+  /* a lazy fetch's retries, not a pull's: containerd's other calls wait
+   * meanwhile, and a failure leaves the layer to containerd's download */
+  cairn_pull_opts o = {.attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
   if (cairn_config_load(&cfg) == 0) o.config = &cfg; /* mirrors, insecure registries */
   cairn_id diff_id;
   r = cn_pull_lazy_layer(st, ref, digest, &o, ps, diff_id);
