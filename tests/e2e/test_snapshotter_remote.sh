@@ -14,10 +14,13 @@
 # the store has not, pushed by `cairn push --format`, is recorded lazily
 # from its TOCs: rpull fetches a small part of its layers' bytes, `ctr run`
 # of it prints a file fetched on first read, and the container's tree is
-# what `cairn mount` of the same image shows; once containerd removed it,
-# gc frees its layers. With the registry gone, a file not fetched yet
-# fails with EIO in the container, one fetched already is read. The snapshots hold the layers (cairn rm exits 4);
-# what containerd removes, gc frees.
+# what `cairn mount` of the same image shows; cairn gc keeps its layers
+# while its snapshots are there, and frees them once containerd removed
+# it. An image `cairn pull --lazy` stored, files not fetched yet, is not
+# fetched again by rpull. With the registry gone, a file not fetched yet
+# fails with EIO in the container, one fetched already is read. The
+# snapshots hold the layers (cairn rm exits 4); what containerd removes,
+# gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
 [ -x "$CAIRN_BIN/cairn-snapshotter" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
 for c in containerd ctr ctr-remote runc; do
@@ -150,6 +153,9 @@ for f in estargz zstd:chunked; do
   check "$f: its new layers ($(echo $new)) recorded lazily, from their TOCs" test \
     "$(db "SELECT count(*) FROM layer_sources WHERE layer_id IN ('$in')")" = \
     "$(echo "$new" | wc -w)"
+  check "$f: cairn gc keeps them: its snapshots hold them" sh -c "'$CAIRN_BIN/cairn' --store \
+    '$CS' gc >/dev/null 2>&1 && test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM layers
+    WHERE id IN ('$in')\")\" = $(echo "$new" | wc -w)"
   check "$f: no image of it in cairn images" \
     test "$("$CAIRN_BIN/cairn" --store "$CS" images -q | sort)" = "$images_before"
   check "$f: ctr run of it prints a file fetched on first read" \
@@ -187,19 +193,38 @@ for f in estargz zstd:chunked; do
   done
 done
 
+# An image `cairn pull --lazy` stored, its files not fetched yet: rpull
+# fetches nothing of its layers (the store has them), `ctr run` reads a
+# file fetched on first read.
+setup "$CAIRN_BIN/cairn" --store "$CS" pull -q --lazy --no-fill --insecure \
+  "docker://$PROXY/remote/lz-zstd:1" >/dev/null 2>&1
+check "the lazily pulled image has files pending" \
+  test "$(db "SELECT count(*) FROM pending WHERE path = 'etc/greeting'")" -ge 1
+proxy_reset
+check "rpull of an image the store has from a lazy pull" rpull lz-zstd
+for d in $(layers lz-zstd); do
+  check "layer $d: not fetched (requests: $(fetched "$d"))" test "$(fetched "$d")" = 0
+done
+check "ctr run of it prints a file fetched on first read" \
+  sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
+    '$PROXY/remote/lz-zstd:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' \
+    >'$T/run.out' 2>&1"
+check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello lazily"
+check "ctr images rm --sync of it" ctr_ images rm --sync "$PROXY/remote/lz-zstd:1"
+
 # The registry gone (the proxy, which the lazy layers were recorded from,
 # stopped): what the container read keeps working, a file not fetched yet
 # fails with EIO.
 setup rpull lz-estargz
 check "a lazily pulled file is pending" \
-  test "$(db "SELECT count(*) FROM pending WHERE path = 'etc/greeting'")" -ge 1
+  test "$(db "SELECT count(*) FROM pending WHERE path = 'data/big'")" -ge 1
 check "ctr run -d of the lazy image" ctr_ run -d --snapshotter cairn \
   "$PROXY/remote/lz-estargz:1" $CID /bin/sh -c 'cat /bin/cat >/dev/null; exec sleep 60'
 wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
   WHERE path IN ('bin/cat', 'bin/sleep')\")\" = 0" || fail "cat and sleep not fetched"
 kill "$PROXY_PID"
 wait_for 10 pid_gone "$PROXY_PID" || fail "the proxy still runs"
-ctr_ tasks exec --exec-id gone $CID /bin/cat /etc/greeting >"$T/gone.out" 2>&1
+ctr_ tasks exec --exec-id gone $CID /bin/cat /data/big >"$T/gone.out" 2>&1
 check "a file not fetched yet: $(head -c 200 "$T/gone.out")" \
   grep -q 'Input/output error' "$T/gone.out"
 check "a file fetched already: read" sh -c "timeout 60 ctr -a '$C/containerd.sock' tasks exec \
@@ -219,7 +244,8 @@ check "ctr images rm --sync of both" sh -c "timeout 60 ctr -a '$C/containerd.soc
 wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM snapshots')\" = 0" ||
   fail "snapshots left: $(db 'SELECT name FROM snapshots')"
 check "then cairn rm and gc free every layer" sh -c "'$CAIRN_BIN/cairn' --store '$CS' rm \
-  '$PROXY/remote/a:1' >/dev/null && '$CAIRN_BIN/cairn' --store '$CS' gc >/dev/null 2>&1"
+  '$PROXY/remote/a:1' '$PROXY/remote/lz-zstd:1' >/dev/null &&
+  '$CAIRN_BIN/cairn' --store '$CS' gc >/dev/null 2>&1"
 check "none left" test "$(db 'SELECT count(*) FROM layers')" = 0
 check "no snapshot directory left" test -z "$(ls -A "$CS/snapshots")"
 check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
