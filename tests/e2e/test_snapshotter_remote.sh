@@ -16,8 +16,9 @@
 # of it prints a file fetched on first read, and the container's tree is
 # what `cairn mount` of the same image shows; cairn gc keeps its layers
 # while its snapshots are there, and frees them once containerd removed
-# it. An image `cairn pull --lazy` stored, files not fetched yet, is not
-# fetched again by rpull. With the registry gone, a file not fetched yet
+# it. A Prepare with the CRI plugin's labels (through containerd's proxy
+# client) is recorded lazily too. An image `cairn pull --lazy` stored,
+# files not fetched yet, is not fetched again by rpull. With the registry gone, a file not fetched yet
 # fails with EIO in the container, one fetched already is read. The
 # snapshots hold the layers (cairn rm exits 4); what containerd removes,
 # gc frees.
@@ -192,6 +193,37 @@ for f in estargz zstd:chunked; do
     check "$f: layer $l gone" test "$(db "SELECT count(*) FROM layers WHERE id = '$l'")" = 0
   done
 done
+
+# The CRI plugin's labels (cri.image-ref, cri.layer-digest), sent as its
+# unpacker sends them, through containerd's proxy client (the suite's
+# TestPrepare): the layer is recorded lazily, the Prepare AlreadyExists.
+if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/containerd/containerd ]; then
+  suite=$(sn_suite)
+  set -- $(layers lz-estargz)
+  cfg=$(registry_manifest remote/lz-estargz 1 | jq -r .config.digest)
+  diff0=$(curl -sf "http://$REGISTRY/v2/remote/lz-estargz/blobs/$cfg" | jq -r '.rootfs.diff_ids[0]')
+  # prep KEY LABELS [remove]: one Prepare (or Remove) through the proxy client
+  prep() {
+    SNAPSHOTTER_SOCK=$C/cairn.sock PREPARE_KEY=$1 PREPARE_LABELS=$2 REMOVE=${3:-} \
+      timeout 60 "$suite" -test.run '^TestPrepare$' 2>&1 | grep '^prepare:'
+  }
+  cri=containerd.io/snapshot/cri
+  labels="containerd.io/snapshot.ref=$diff0,$cri.image-ref=$PROXY/remote/lz-estargz:1"
+  proxy_reset
+  check "a Prepare with the CRI plugin's labels: AlreadyExists" \
+    test "$(prep cri/1/extract "$labels,$cri.layer-digest=$1")" = "prepare: already exists"
+  check "its layer recorded lazily" \
+    test "$(db "SELECT count(*) FROM layer_sources WHERE layer_id = '${diff0#sha256:}'")" = 1
+  check "from its TOC: range requests only" test "$(proxy_log | jq --arg d "$1" \
+    '[.[] | select((.[0] | endswith("/blobs/" + $d)) and .[1] == "")] | length')" = 0
+  check "the committed snapshot cri/1/$diff0 removed" \
+    test "$(prep "cri/1/$diff0" "" 1)" = "prepare: ok"
+  "$CAIRN_BIN/cairn" --store "$CS" gc >/dev/null 2>&1
+  check "then cairn gc frees the layer" \
+    test "$(db "SELECT count(*) FROM layers WHERE id = '${diff0#sha256:}'")" = 0
+else
+  echo "# no go or containerd's Go sources: the CRI labels' Prepare not checked"
+fi
 
 # An image `cairn pull --lazy` stored, its files not fetched yet: rpull
 # fetches nothing of its layers (the store has them), `ctr run` reads a
