@@ -290,7 +290,7 @@ static int disk_usage(const char *path, int64_t *size, int64_t *inodes) {
   return r;
 }
 
-/* The stored layer whose chain id on parent is name: containerd names a
+/* The stored layer (not refuted) whose chain id on parent is name: containerd names a
  * snapshot it unpacks by its chain id (the layer's diff_id at the bottom,
  * else the sha256 of "PARENT sha256:DIFF_ID"; its proxy keys prefixed by
  * "NAMESPACE/N/"), after it checked the
@@ -304,8 +304,13 @@ static int layer_of_chain_id(cairn_store *st, const char *name, const char *pare
       strspn(name + 7, "0123456789abcdef") != 64)
     return 0;
   cn_autostmt sqlite3_stmt *s = NULL;
-  int r =
-      cn_db_prepare(st, &s, *parent ? "SELECT id FROM layers" : "SELECT id FROM layers WHERE id=?");
+  /* not a lazy pull's layer taken out of service: its files are not to be
+   * served, as its diff_id is not theirs */
+  int r = cn_db_prepare(st, &s,
+                        *parent ? "SELECT id FROM layers"
+                                  " WHERE id NOT IN (SELECT layer_id FROM layer_refuted)"
+                                : "SELECT id FROM layers WHERE id=?"
+                                  " AND id NOT IN (SELECT layer_id FROM layer_refuted)");
   if (r < 0) return r;
   if (!*parent) sqlite3_bind_text(s, 1, name + 7, -1, SQLITE_STATIC);
   int rc;
