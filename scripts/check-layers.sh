@@ -48,7 +48,7 @@ LAYERS=(
     | writable mounts' upper layers"
   "tree | store/tree.c store/index.c | store/libcairn_tree.h | below
     | the merged-tree builder and the index files"
-  "layers | store/layer.c store/layer_tar.c store/layer_unpack.c store/sweep.c store/tarsplit.c | store/libcairn_layer.h store/libcairn_sweep.h store/libcairn_tarsplit.h | below
+  "layers | store/layer.c store/layer_tar.c store/sweep.c store/tarsplit.c | store/libcairn_layer.h store/libcairn_sweep.h store/libcairn_tarsplit.h | below
     | a layer tar into blobs and entry rows; sweeping unused layers and blobs; exact layers"
   "images | store/image.c store/list.c store/name.c store/refs.c | store/libcairn_image.h | below
     | names, resolving, committing and pinning images; the listings; the refs file"
@@ -64,10 +64,10 @@ LAYERS=(
     | a bundle's runtime config, tag, history, an image's recorded access list"
   "commit | store/commit.c | - | below
     | a writable mount's upper written as a layer and committed"
-  "snapshots | store/snapshot.c | - | below
-    | containerd's snapshots (cairn-snapshotter): their records, directories, mounts, filters and usage"
   "remote | store/remote/*.c | store/remote/libcairn_remote.h store/remote/libcairn_registry.h store/remote/libcairn_toc.h store/remote/libcairn_byteranges.h store/remote/libcairn_partial.h store/remote/libcairn_chunked_write.h store/remote/libcairn_remote_lazy.h store/remote/libcairn_fill.h | public
     | pull from OCI layouts, oci-archives, docker archives and registries; push (registries, layouts, archives; lazily-pullable layers: zstd:chunked, eStargz); login; the TOCs of eStargz and zstd:chunked layers (lazy pulls), the partial pull of zstd:chunked layers, lazy pulls' fetches and the fill (fill.c); built on cairn.h and libcairn_core.h alone"
+  "snapshots | store/snapshot.c | - | below
+    | containerd's snapshots (cairn-snapshotter): their records, directories, mounts, filters and usage; remote snapshots of a registry's layers, recorded lazily by remote's pull: above remote for them"
   "fsck | store/fsck.c | - | below
     | verifying and repairing the store, partial layers' kept TOCs (parsed by remote's parser) included: above remote for them"
 )

@@ -22,14 +22,6 @@ int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_p
 int cn_dir_layer(cairn_store *st, int parent_fd, const char *name, cairn_pinset *ps,
                  cairn_id layer_out);
 
-/* The stored layer diff_id's entries written below dirfd as a kernel
- * overlay's lower directory, as containerd's applier writes a layer's tar
- * (store/layer_unpack.c): whiteouts as character devices 0/0, opaque
- * directories by trusted.overlay.opaque. -EAGAIN: a file of the layer is
- * not fetched yet (a lazy pull's); what was written is the caller's to
- * remove. */
-int cn_layer_unpack(cairn_store *st, const char *diff_id, int dirfd);
-
 /* Rows of entries: q selects path, type, mode, uid, gid, size,
  * mtime, mtime_nsec, rdev, target, blob, xattrs; fn gets each row as a
  * cairn_entry (as cn_layer_foreach gives them). */

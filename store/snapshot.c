@@ -27,6 +27,7 @@
 #include "libcairn_image.h"
 #include "libcairn_layer.h"
 #include "libcairn_pin.h"
+#include "remote/libcairn_remote_lazy.h"
 
 #include <openssl/evp.h>
 
@@ -289,7 +290,7 @@ static int disk_usage(const char *path, int64_t *size, int64_t *inodes) {
   return r;
 }
 
-/* The stored layer whose chain id on parent is name: containerd names a
+/* The stored layer (not refuted) whose chain id on parent is name: containerd names a
  * snapshot it unpacks by its chain id (the layer's diff_id at the bottom,
  * else the sha256 of "PARENT sha256:DIFF_ID"; its proxy keys prefixed by
  * "NAMESPACE/N/"), after it checked the
@@ -303,8 +304,13 @@ static int layer_of_chain_id(cairn_store *st, const char *name, const char *pare
       strspn(name + 7, "0123456789abcdef") != 64)
     return 0;
   cn_autostmt sqlite3_stmt *s = NULL;
-  int r =
-      cn_db_prepare(st, &s, *parent ? "SELECT id FROM layers" : "SELECT id FROM layers WHERE id=?");
+  /* not a lazy pull's layer taken out of service: its files are not to be
+   * served, as its diff_id is not theirs */
+  int r = cn_db_prepare(st, &s,
+                        *parent ? "SELECT id FROM layers"
+                                  " WHERE id NOT IN (SELECT layer_id FROM layer_refuted)"
+                                : "SELECT id FROM layers WHERE id=?"
+                                  " AND id NOT IN (SELECT layer_id FROM layer_refuted)");
   if (r < 0) return r;
   if (!*parent) sqlite3_bind_text(s, 1, name + 7, -1, SQLITE_STATIC);
   int rc;
@@ -638,15 +644,67 @@ fail:
   return r;
 }
 
+/* The labels containerd's handlers give a layer's Prepare: the image's
+ * reference and the layer's blob digest (ctr-remote's and
+ * stargz-snapshotter's handler, then the CRI plugin's). */
+static const char *const REMOTE_LABELS[][2] = {
+    {"containerd.io/snapshot/remote/stargz.reference",
+     "containerd.io/snapshot/remote/stargz.digest"},
+    {"containerd.io/snapshot/cri.image-ref", "containerd.io/snapshot/cri.layer-digest"},
+};
+
+/* The layer the chain id target names on parent, pinned in ps, in layer:
+ * the stored one, else (labels naming the image and the layer's blob) the
+ * registry's layer recorded lazily from its TOC (cn_pull_lazy_layer). 1
+ * and layer, 0 when neither (the registry's failure too: containerd, with
+ * credentials of its own, downloads it). */
+static int remote_layer(cairn_store *st, const char *target, const char *parent,
+                        const cairn_snapshot_label *labels, size_t n_labels, cairn_pinset *ps,
+                        cairn_id layer) {
+  int r = layer_of_chain_id(st, target, parent, layer);
+  if (r == 1) {
+    if ((r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layer)) < 0) return r;
+    return layer_of_chain_id(st, target, parent, layer); /* still there, pinned */
+  }
+  if (r < 0) return r;
+  const char *ref = NULL, *digest = NULL;
+  for (size_t k = 0; k < sizeof(REMOTE_LABELS) / sizeof(*REMOTE_LABELS) && !digest; k++) {
+    ref = digest = NULL;
+    for (size_t i = 0; i < n_labels; i++)
+      if (strcmp(labels[i].key, REMOTE_LABELS[k][0]) == 0)
+        ref = labels[i].value;
+      else if (strcmp(labels[i].key, REMOTE_LABELS[k][1]) == 0)
+        digest = labels[i].value;
+    if (!ref || !*ref) digest = NULL;
+  }
+  if (!digest) return 0;
+  cairn_config cfg = {0};
+  /* a lazy fetch's retries, not a pull's: containerd's other calls wait
+   * meanwhile, and a failure leaves the layer to containerd's download */
+  cairn_pull_opts o = {.attempts = 3, .backoff_base_ms = 100, .backoff_cap_ms = 1000};
+  if (cairn_config_load(&cfg) == 0) o.config = &cfg; /* mirrors, insecure registries */
+  cairn_id diff_id;
+  r = cn_pull_lazy_layer(st, ref, digest, &o, ps, diff_id);
+  cairn_config_free(&cfg);
+  if (r != 0) {
+    store_errclear(st);
+    return 0;
+  }
+  return layer_of_chain_id(st, target, parent, layer); /* the config's diff_id, containerd's */
+}
+
 /* A Prepare that containerd's unpack labels with the chain id it will
  * commit the snapshot as (target, on parent): if the store holds the layer
- * that chain id names, the committed snapshot NAMESPACE/N/TARGET (the
- * key's prefix, so that each namespace has its own) is made of it, its
- * files unpacked from the store (cn_layer_unpack) and its chain recorded,
- * and -EEXIST tells containerd so, as a remote snapshotter answers: it
- * finds that snapshot by its labels and parent, and fetches nothing.
- * Returns 1 when the store has no such layer, or not all of it fetched
- * (a lazy pull's): the caller prepares as usual. */
+ * that chain id names, or records it lazily from the registry
+ * (remote_layer), the committed snapshot NAMESPACE/N/TARGET (the key's
+ * prefix, so that each namespace has its own) is made of it, its chain
+ * recorded, and -EEXIST tells containerd so, as a remote snapshotter
+ * answers: it finds that snapshot by its labels and parent, and fetches
+ * nothing. Its directory stays empty: the one cairnfs mount of its
+ * children's chain serves its files (a lazy layer's fetched on first
+ * read). Returns 1 when there is no such layer, or the parent's chain is
+ * not all cairn layers (a chain recorded before chains were: its mounts
+ * are directories): the caller prepares as usual. */
 static int remote_prepare(cairn_store *st, const char *key, const char *parent, const char *target,
                           const cairn_snapshot_label *labels, size_t n_labels) {
   const char *slash = strrchr(key, '/');
@@ -660,71 +718,41 @@ static int remote_prepare(cairn_store *st, const char *key, const char *parent, 
   if (r != -ENOENT) return r;
   if (*parent && ((r = row(st, parent, &pid, &kind, NULL)) < 0 || kind != CAIRN_SNAPSHOT_COMMITTED))
     return r == -ENOENT || r == 0 ? (store_errclear(st), 1) : r; /* said by the usual path */
-  cairn_id layer;
-  if ((r = layer_of_chain_id(st, target, parent, layer)) <= 0) return r < 0 ? r : 1;
+  if (*parent && !chain_complete(st, parent)) return 1;
   cairn_autofree char *purpose = cn_xasprintf("containerd prepare %s", name);
   cairn_pinset *ps = purpose ? cairn_pinset_new(purpose, true) : NULL;
   if (!ps) return cairn_fail(st, -ENOMEM, "out of memory");
-  if ((r = cn_pin_lock(st, ps, CAIRN_PIN_LAYER, layer)) < 0 ||
-      (r = layer_of_chain_id(st, target, parent, layer)) <= 0) { /* still there, pinned */
+  cairn_id layer;
+  if ((r = remote_layer(st, target, parent, labels, n_labels, ps, layer)) <= 0) {
     cairn_pinset_release(st, ps);
     return r < 0 ? r : 1;
   }
-  /* Its files, in a directory no row owns (Cleanup removes what a crash
-   * leaves), renamed as the snapshot's in the transaction that adds it. */
-  static unsigned seq;
-  char top[PATH_MAX], tmp[PATH_MAX], fs[PATH_MAX], dir[PATH_MAX];
-  snap_path(st, 0, NULL, top, sizeof(top));
-  *strrchr(top, '/') = '\0';
-  bool in_tx = false, renamed = false;
-  int64_t size = 0, inodes = 0;
-  int n1 = snprintf(tmp, sizeof(tmp), "%s/tmp-%d-%u", top, (int)getpid(), seq++);
-  int n2 = snprintf(fs, sizeof(fs), "%s/fs", tmp);
-  if (n1 < 0 || (size_t)n1 >= sizeof(tmp) || n2 < 0 || (size_t)n2 >= sizeof(fs)) {
-    r = cairn_fail(st, -ENAMETOOLONG, "%s: path too long", top);
-    goto out;
-  }
-  if ((mkdir(top, 0700) < 0 && errno != EEXIST) || mkdir(tmp, 0700) < 0 || mkdir(fs, 0755) < 0) {
-    r = cairn_fail(st, -errno, "%s: %s", tmp, strerror(errno));
-    goto out;
-  }
-  {
-    cairn_autoclose int fd = open(fs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    r = fd < 0 ? cairn_fail(st, -errno, "%s: %s", fs, strerror(errno))
-               : cn_layer_unpack(st, layer, fd);
-  }
-  if (r == -EAGAIN) { /* a lazy pull's layer, not all fetched: containerd downloads it */
-    store_errclear(st);
-    r = 1;
-    goto out;
-  }
-  if (r < 0) goto out;
-  if ((r = disk_usage(fs, &size, &inodes)) < 0) {
-    r = cairn_fail(st, r, "%s: %s", fs, strerror(-r));
-    goto out;
-  }
+  char dir[PATH_MAX], fs[PATH_MAX];
+  bool made = false;
   if ((r = cn_db_begin(st)) < 0) goto out;
-  in_tx = true;
-  if ((r = row_insert(st, name, parent, CAIRN_SNAPSHOT_COMMITTED, size, inodes, &id)) < 0) goto out;
-  if ((r = labels_set(st, id, labels, n_labels)) < 0 ||
+  if ((r = row_insert(st, name, parent, CAIRN_SNAPSHOT_COMMITTED, 0, 0, &id)) < 0 ||
+      (r = labels_set(st, id, labels, n_labels)) < 0 ||
       (r = chain_record(st, id, parent, layer)) < 0)
-    goto out;
+    goto fail;
+  /* The directories, before the row is committed, as a prepare's. */
+  snap_path(st, 0, NULL, dir, sizeof(dir));
+  *strrchr(dir, '/') = '\0';
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) goto fail_errno;
   snap_path(st, id, NULL, dir, sizeof(dir));
-  if (rename(tmp, dir) < 0) {
-    r = cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
-    goto out;
-  }
-  renamed = true;
-  if ((r = cn_db_commit(st)) < 0) {
-    in_tx = false;
-    goto out;
-  }
-  in_tx = false;
+  snap_path(st, id, "fs", fs, sizeof(fs));
+  if (mkdir(dir, 0700) < 0) goto fail_errno;
+  made = true;
+  if (mkdir(fs, 0755) < 0 || chmod(fs, 0755) < 0) goto fail_errno;
+  if ((r = cn_db_commit(st)) < 0) goto out;
   r = cairn_fail(st, -EEXIST, "snapshot %s: already exists (layer sha256:%s of the store)", name,
                  layer);
+  goto out;
+fail_errno:
+  r = cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+fail:
+  cn_db_rollback(st);
 out:
-  if (in_tx) cn_db_rollback(st);
-  if (r != -EEXIST || in_tx) rm_tree(renamed ? dir : tmp);
+  if (r != -EEXIST && made) rm_tree(dir);
   cairn_pinset_release(st, ps);
   return r;
 }
@@ -1175,7 +1203,7 @@ int cairn_snapshot_cleanup(cairn_store *st) {
   struct dirent *e;
   while ((e = readdir(d))) {
     char *end;
-    if (strncmp(e->d_name, "tmp-", 4) == 0) { /* a remote prepare's, its process gone */
+    if (strncmp(e->d_name, "tmp-", 4) == 0) { /* an older cairn's remote prepare's */
       long pid = strtol(e->d_name + 4, &end, 10);
       char path[PATH_MAX];
       int n = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);

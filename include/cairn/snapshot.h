@@ -55,11 +55,16 @@ void cairn_snapshot_free(cairn_snapshot *s);
  * (CAIRN_SNAPSHOT_VIEW) key on parent ("" or NULL: none), with labels.
  * A remote snapshot: an active one labelled containerd.io/snapshot.ref
  * (the chain id containerd's unpack will commit it as) whose layer on
- * parent the store holds, fetched whole, is not prepared: the committed
- * snapshot NAMESPACE/N/CHAIN_ID (key's prefix up to its last "/") is made
- * of that layer instead (its files unpacked from the store, its chain
- * recorded, with these labels), and -EEXIST says so, as containerd's
- * remote snapshotters answer; containerd then downloads nothing of it.
+ * parent the store holds (a lazy pull's too), or records lazily from the
+ * registry (labels containerd.io/snapshot/remote/stargz.reference and
+ * .digest, or containerd.io/snapshot/cri.image-ref and .layer-digest,
+ * naming an eStargz or zstd:chunked layer whose TOC the manifest vouches
+ * for; no image stored), is not prepared: the committed snapshot
+ * NAMESPACE/N/CHAIN_ID (key's prefix up to its last "/") is made of that
+ * layer instead (nothing unpacked: the chain's cairnfs mount serves it;
+ * its chain recorded, with these labels), and -EEXIST says so, as
+ * containerd's remote snapshotters answer; containerd then downloads
+ * nothing of it. A lazy pull that fails leaves it an ordinary Prepare.
  * Returns 0; -EEXIST: key is there, or a remote snapshot was made (or was there);
  * -ENOENT: no parent snapshot; -EINVAL: an empty key, another kind, a parent not
  * committed or a label too long. */
@@ -127,8 +132,8 @@ int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount
 int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *cairnfs,
                                 cairn_snapshot_mount *out);
 /* Removes the directories of STORE/snapshots/ no snapshot owns (left by an
- * interrupted prepare or remove, or by a remote snapshot's unpack whose
- * process is gone).
+ * interrupted prepare or remove, or by an older cairn's unpack of a
+ * remote snapshot whose process is gone).
  * Returns 0. */
 int cairn_snapshot_cleanup(cairn_store *st);
 

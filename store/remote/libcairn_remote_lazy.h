@@ -54,6 +54,19 @@ int cn_lazy_toc_fetch(pull_source *src, const pull_desc *d, cn_lazy_toc *lt, uin
 int cn_lazy_layer(pull_source *src, const pull_desc *d, const char *diff_id, size_t *pending,
                   uint64_t *fetched, cairn_store *st);
 
+/* The layer of blob digest of the registry's image ref ("[docker://]HOST
+ * [:PORT]/REPO[:TAG|@DIGEST]", opts' platform and credentials; a loopback
+ * host is spoken to as insecure, as containerd does), for a remote
+ * snapshot (store/snapshot.c): its manifest and config fetched, the layer
+ * pinned in ps and recorded lazily from its TOC (cn_lazy_layer) unless
+ * the store may reuse it as it is, where it came from recorded; no image
+ * is committed. 0 and its diff_id; 1 when it cannot be pulled lazily (no
+ * TOC the manifest vouches for, or its diff_id stored unproven from
+ * another blob); -ENOENT: the manifest has no such layer; else the
+ * registry's failure. */
+int cn_pull_lazy_layer(cairn_store *st, const char *ref, const char *digest,
+                       const cairn_pull_opts *opts, cairn_pinset *ps, cairn_id diff_id);
+
 /* The kept TOC of f's layer, parsed and checked again (its bytes against
  * the digest recorded, its content against the annotations kept). */
 int cn_lazy_kept_toc(cairn_store *st, const cairn_lazy_file *f, cn_lazy_toc *lt);

@@ -4,7 +4,8 @@
 # service is token_server.py, which signs RS256 JWTs the registry checks
 # against its rootcertbundle): the WWW-Authenticate Bearer flow with basic
 # credentials from --creds (USER:PASS, or USER with the password on stdin)
-# or an auth.json; refused credentials are an error at once, not retried.
+# or an auth.json, or docker's config.json ($DOCKER_CONFIG, ~/.docker);
+# refused credentials are an error at once, not retried.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry
 pull_test_init
@@ -49,4 +50,18 @@ REGISTRY_AUTH_FILE=$T/auth.json expect_exit 0 "REGISTRY_AUTH_FILE" \
   cairn --store "$T/st2" pull --insecure "$src"
 mkdir -p "$HOME/.docker" && cp "$T/auth.json" "$HOME/.docker/config.json"
 expect_exit 0 "~/.docker/config.json" cairn --store "$T/st3" pull --insecure "$src"
+# docker's config.json alone, at $DOCKER_CONFIG, as docker login writes it
+# (its key a URL, other fields beside auths); an entry of another host only
+# gives nothing
+rm "$HOME/.docker/config.json"
+mkdir -p "$T/dockercfg"
+printf '{"auths":{"https://%s/v1/":{"auth":"%s"}},"HttpHeaders":{"User-Agent":"x"}}' \
+  "$REGISTRY" "$(printf alice:secret | base64)" >"$T/dockercfg/config.json"
+DOCKER_CONFIG=$T/dockercfg expect_exit 0 "\$DOCKER_CONFIG/config.json alone" \
+  cairn --store "$T/st6" pull --insecure "$src"
+[[ $(cat "$T/stdout") == "$id" ]] || fail "the config.json pull gave $(cat "$T/stdout")"
+printf '{"auths":{"other.example:5000":{"auth":"%s"}}}' "$(printf alice:secret | base64)" \
+  >"$T/dockercfg/config.json"
+DOCKER_CONFIG=$T/dockercfg expect_exit 1 "a config.json of another host only: refused" \
+  cairn --store "$T/st7" pull --insecure "$src"
 finish

@@ -8,9 +8,20 @@
 # byte of its layers: each Prepare is answered AlreadyExists with the
 # committed snapshot made of the store's layer (its whiteout and hardlink
 # as containerd's applier writes them), and `ctr run` of it prints what
-# its files say. An image with one layer the store has and one it has
-# not fetches that one only. The snapshots hold the layers (cairn rm exits
-# 4); what containerd removes, gc frees.
+# its files say; the snapshots' directories stay empty (the chain's cairnfs
+# mount serves them). An image with one layer the store has and one it has
+# not fetches that one only. An image of eStargz (then zstd:chunked) layers
+# the store has not, pushed by `cairn push --format`, is recorded lazily
+# from its TOCs: rpull fetches a small part of its layers' bytes, `ctr run`
+# of it prints a file fetched on first read, and the container's tree is
+# what `cairn mount` of the same image shows; cairn gc keeps its layers
+# while its snapshots are there, and frees them once containerd removed
+# it. A Prepare with the CRI plugin's labels (through containerd's proxy
+# client) is recorded lazily too. An image `cairn pull --lazy` stored,
+# files not fetched yet, is not fetched again by rpull. With the registry gone, a file not fetched yet
+# fails with EIO in the container, one fetched already is read. The
+# snapshots hold the layers (cairn rm exits 4); what containerd removes,
+# gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
 [ -x "$CAIRN_BIN/cairn-snapshotter" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
 for c in containerd ctr ctr-remote runc; do
@@ -80,19 +91,15 @@ check "the top snapshot's chain is the image's layers" test \
     (SELECT 1 FROM snapshots c WHERE c.parent = s.name) ORDER BY position)")" = \
   "$(db "SELECT group_concat(layer_id, ' ') FROM (SELECT layer_id FROM image_layers
     ORDER BY position)")"
-lower=$(db "SELECT id FROM snapshots WHERE kind = 3 AND parent = ''")
-upper=$(db "SELECT id FROM snapshots WHERE kind = 3 AND parent != ''")
-check "the bottom snapshot's files: the hardlink" \
-  test "$(stat -c %h "$CS/snapshots/$lower/fs/bin/dash2")" = 2
-check "the symlink" test "$(readlink "$CS/snapshots/$lower/fs/bin/sh")" = dash
-check "the upper one's whiteout, a character device 0/0" \
-  test "$(stat -c '%F %t:%T' "$CS/snapshots/$upper/fs/gone")" = "character special file 0:0"
-check "ctr run of it prints the store's file, and the whiteout hides /gone" \
+check "the committed snapshots' directories are empty (nothing unpacked)" \
+  test -z "$(find "$CS"/snapshots/*/fs -mindepth 1)"
+check "ctr run of it prints the store's file; the whiteout hides /gone; hardlink, symlink" \
   sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
     '$PROXY/remote/a:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\";
-    [ -e /gone ] || echo no-gone' >'$T/run.out' 2>&1"
+    [ -e /gone ] || echo no-gone; [ /bin/dash -ef /bin/dash2 ] && [ -h /bin/sh ] && echo links' \
+    >'$T/run.out' 2>&1"
 check "... \"$(tr '\n' ' ' <"$T/run.out")\"" \
-  test "$(cat "$T/run.out")" = "$(printf 'hello from the store\nno-gone')"
+  test "$(cat "$T/run.out")" = "$(printf 'hello from the store\nno-gone\nlinks')"
 
 # An image the store has one layer of: that one is not fetched, the other is.
 proxy_reset
@@ -107,6 +114,160 @@ check "ctr run of it prints the registry's file" \
     >'$T/run.out' 2>&1"
 check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello from the registry"
 
+# Lazy remote snapshots: an image the store has not, its layers eStargz
+# (then zstd:chunked, whose bottom layer is the same tar as the store's:
+# served from the store) as `cairn push --format` writes them; a shell, a
+# sleep, and 8 MiB of data the store has not.
+mkdir -p "$T/lz/bin" "$T/lz/etc" "$T/lz/data"
+cp /bin/sleep /bin/cat "$T/lz/bin/"
+head -c 8388608 /dev/urandom >"$T/lz/data/big"
+echo "hello lazily" >"$T/lz/etc/greeting"
+chmod 640 "$T/lz/etc/greeting"
+chown 1:2 "$T/lz/data/big"
+setup tar -C "$T/lz" --numeric-owner --sort=name -cf "$T/lz.tar" .
+setup "$CAIRN_BIN/cairn" --store "$T/src" import -q lz:1 "$T/l1.tar" "$T/lz.tar" >/dev/null
+# the tree under $1: entries (type, mode, owner, link, size but a
+# directory's), then the regular files' sha256; what runc makes left out
+tree_of() {
+  (cd "$1" && find . -xdev -mindepth 1 ! -path ./proc ! -path ./dev ! -path ./sys ! -path ./run \
+    -printf '%p %y %M %U %G %l %s\n' | awk '$2 == "d" { $NF = "-" } 1' | sort &&
+    find . -xdev -type f -exec sha256sum {} + | sort -k2)
+}
+images_before=$("$CAIRN_BIN/cairn" --store "$CS" images -q | sort)
+for f in estargz zstd:chunked; do
+  n=lz-${f%%:*}
+  setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format "$f" lz:1 \
+    "docker://$REGISTRY/remote/$n:1" 2>/dev/null
+  size=$(registry_manifest "remote/$n" 1 | jq '[.layers[].size] | add')
+  before=$(db 'SELECT id FROM layers ORDER BY id')
+  proxy_reset
+  check "$f: rpull of an image the store has not" rpull "$n"
+  got=$(proxy_counts | jq .bytes)
+  check "$f: it fetched $got bytes, under a tenth of its layers' $size" \
+    test "$got" -lt $((size / 10))
+  for d in $(layers "$n"); do
+    check "$f: blob $d: range requests only" test "$(proxy_log | jq --arg d "$d" \
+      '[.[] | select((.[0] | endswith("/blobs/" + $d)) and .[1] == "")] | length')" = 0
+  done
+  new=$(comm -13 <(echo "$before") <(db 'SELECT id FROM layers ORDER BY id'))
+  in=$(echo $new | sed "s/ /','/g")
+  check "$f: its new layers ($(echo $new)) recorded lazily, from their TOCs" test \
+    "$(db "SELECT count(*) FROM layer_sources WHERE layer_id IN ('$in')")" = \
+    "$(echo "$new" | wc -w)"
+  check "$f: cairn gc keeps them: its snapshots hold them" sh -c "'$CAIRN_BIN/cairn' --store \
+    '$CS' gc >/dev/null 2>&1 && test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM layers
+    WHERE id IN ('$in')\")\" = $(echo "$new" | wc -w)"
+  check "$f: no image of it in cairn images" \
+    test "$("$CAIRN_BIN/cairn" --store "$CS" images -q | sort)" = "$images_before"
+  check "$f: ctr run of it prints a file fetched on first read" \
+    sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
+      '$PROXY/remote/$n:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' \
+      >'$T/run.out' 2>&1"
+  check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello lazily"
+  # the container's tree against cairn mount's of the same image
+  check "$f: ctr run -d of it" ctr_ run -d --snapshotter cairn "$PROXY/remote/$n:1" $CID \
+    /bin/sleep 60
+  pid=$(ctr_ tasks ls | awk -v c=$CID '$1 == c { print $2 }')
+  tree_of "/proc/$pid/root" >"$T/tree.ctr" 2>&1
+  setup "$CAIRN_BIN/cairn" --store "$T/ref" pull -q --lazy --no-fill --insecure \
+    "docker://$REGISTRY/remote/$n:1" >"$T/ref.log" 2>&1
+  mkdir -p "$T/mnt"
+  setup "$CAIRN_BIN/cairn" --store "$T/ref" mount "$REGISTRY/remote/$n:1" "$T/mnt" >/dev/null
+  tree_of "$T/mnt" >"$T/tree.ref" 2>&1
+  "$CAIRN_BIN/cairn" --store "$T/ref" umount "$T/mnt" >/dev/null
+  check "$f: the container's tree is cairn mount's ($(wc -l <"$T/tree.ref") lines)" \
+    diff "$T/tree.ref" "$T/tree.ctr"
+  ctr_ tasks kill -s SIGKILL $CID >/dev/null
+  wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
+    grep -q '^$CID .*RUNNING'" ||
+    fail "$f: the container still runs"
+  check "$f: its task removed" ctr_ tasks rm $CID
+  check "$f: its container removed" ctr_ containers rm $CID
+  check "$f: ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/$n:1"
+  wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM snapshots s
+    JOIN snapshot_labels l ON l.snapshot_id = s.id WHERE l.value LIKE '%/$n:1'\")\" = 0" ||
+    fail "$f: its snapshots left"
+  check "$f: then cairn gc frees its layers" \
+    sh -c "'$CAIRN_BIN/cairn' --store '$CS' gc >/dev/null 2>&1"
+  for l in $new; do
+    check "$f: layer $l gone" test "$(db "SELECT count(*) FROM layers WHERE id = '$l'")" = 0
+  done
+done
+
+# The CRI plugin's labels (cri.image-ref, cri.layer-digest), sent as its
+# unpacker sends them, through containerd's proxy client (the suite's
+# TestPrepare): the layer is recorded lazily, the Prepare AlreadyExists.
+if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/containerd/containerd ]; then
+  suite=$(sn_suite)
+  set -- $(layers lz-estargz)
+  cfg=$(registry_manifest remote/lz-estargz 1 | jq -r .config.digest)
+  diff0=$(curl -sf "http://$REGISTRY/v2/remote/lz-estargz/blobs/$cfg" | jq -r '.rootfs.diff_ids[0]')
+  # prep KEY LABELS [remove]: one Prepare (or Remove) through the proxy client
+  prep() {
+    SNAPSHOTTER_SOCK=$C/cairn.sock PREPARE_KEY=$1 PREPARE_LABELS=$2 REMOVE=${3:-} \
+      timeout 60 "$suite" -test.run '^TestPrepare$' 2>&1 | grep '^prepare:'
+  }
+  cri=containerd.io/snapshot/cri
+  labels="containerd.io/snapshot.ref=$diff0,$cri.image-ref=$PROXY/remote/lz-estargz:1"
+  proxy_reset
+  check "a Prepare with the CRI plugin's labels: AlreadyExists" \
+    test "$(prep cri/1/extract "$labels,$cri.layer-digest=$1")" = "prepare: already exists"
+  check "its layer recorded lazily" \
+    test "$(db "SELECT count(*) FROM layer_sources WHERE layer_id = '${diff0#sha256:}'")" = 1
+  check "from its TOC: range requests only" test "$(proxy_log | jq --arg d "$1" \
+    '[.[] | select((.[0] | endswith("/blobs/" + $d)) and .[1] == "")] | length')" = 0
+  check "the committed snapshot cri/1/$diff0 removed" \
+    test "$(prep "cri/1/$diff0" "" 1)" = "prepare: ok"
+  "$CAIRN_BIN/cairn" --store "$CS" gc >/dev/null 2>&1
+  check "then cairn gc frees the layer" \
+    test "$(db "SELECT count(*) FROM layers WHERE id = '${diff0#sha256:}'")" = 0
+else
+  echo "# no go or containerd's Go sources: the CRI labels' Prepare not checked"
+fi
+
+# An image `cairn pull --lazy` stored, its files not fetched yet: rpull
+# fetches nothing of its layers (the store has them), `ctr run` reads a
+# file fetched on first read.
+setup "$CAIRN_BIN/cairn" --store "$CS" pull -q --lazy --no-fill --insecure \
+  "docker://$PROXY/remote/lz-zstd:1" >/dev/null 2>&1
+check "the lazily pulled image has files pending" \
+  test "$(db "SELECT count(*) FROM pending WHERE path = 'etc/greeting'")" -ge 1
+proxy_reset
+check "rpull of an image the store has from a lazy pull" rpull lz-zstd
+for d in $(layers lz-zstd); do
+  check "layer $d: not fetched (requests: $(fetched "$d"))" test "$(fetched "$d")" = 0
+done
+check "ctr run of it prints a file fetched on first read" \
+  sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
+    '$PROXY/remote/lz-zstd:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' \
+    >'$T/run.out' 2>&1"
+check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello lazily"
+check "ctr images rm --sync of it" ctr_ images rm --sync "$PROXY/remote/lz-zstd:1"
+
+# The registry gone (the proxy, which the lazy layers were recorded from,
+# stopped): what the container read keeps working, a file not fetched yet
+# fails with EIO.
+setup rpull lz-estargz
+check "a lazily pulled file is pending" \
+  test "$(db "SELECT count(*) FROM pending WHERE path = 'data/big'")" -ge 1
+check "ctr run -d of the lazy image" ctr_ run -d --snapshotter cairn \
+  "$PROXY/remote/lz-estargz:1" $CID /bin/sh -c 'cat /bin/cat >/dev/null; exec sleep 60'
+wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
+  WHERE path IN ('bin/cat', 'bin/sleep')\")\" = 0" || fail "cat and sleep not fetched"
+kill "$PROXY_PID"
+wait_for 10 pid_gone "$PROXY_PID" || fail "the proxy still runs"
+ctr_ tasks exec --exec-id gone $CID /bin/cat /data/big >"$T/gone.out" 2>&1
+check "a file not fetched yet: $(head -c 200 "$T/gone.out")" \
+  grep -q 'Input/output error' "$T/gone.out"
+check "a file fetched already: read" sh -c "timeout 60 ctr -a '$C/containerd.sock' tasks exec \
+  --exec-id kept $CID /bin/cat /bin/cat | cmp -s - '$T/lz/bin/cat'"
+ctr_ tasks kill -s SIGKILL $CID >/dev/null
+wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
+  grep -q '^$CID .*RUNNING'" || fail "the container still runs"
+check "its task removed" ctr_ tasks rm $CID
+check "its container removed" ctr_ containers rm $CID
+check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-estargz:1"
+
 # The snapshots hold the layers; once containerd removes them gc frees them.
 expect_exit 4 "cairn rm of the pulled image: held by containerd's snapshots" \
   "$CAIRN_BIN/cairn" --store "$CS" rm "$PROXY/remote/a:1"
@@ -115,7 +276,8 @@ check "ctr images rm --sync of both" sh -c "timeout 60 ctr -a '$C/containerd.soc
 wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM snapshots')\" = 0" ||
   fail "snapshots left: $(db 'SELECT name FROM snapshots')"
 check "then cairn rm and gc free every layer" sh -c "'$CAIRN_BIN/cairn' --store '$CS' rm \
-  '$PROXY/remote/a:1' >/dev/null && '$CAIRN_BIN/cairn' --store '$CS' gc >/dev/null 2>&1"
+  '$PROXY/remote/a:1' '$PROXY/remote/lz-zstd:1' >/dev/null &&
+  '$CAIRN_BIN/cairn' --store '$CS' gc >/dev/null 2>&1"
 check "none left" test "$(db 'SELECT count(*) FROM layers')" = 0
 check "no snapshot directory left" test -z "$(ls -A "$CS/snapshots")"
 check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"

@@ -53,6 +53,8 @@ fi
 check "it is ordered before containerd" grep -qx 'Before=containerd.service' "$unit"
 check "a stop ends cairn-snapshotter alone, not the chains' cairnfs daemons" \
   grep -qx 'KillMode=process' "$unit"
+check "HOME is root's, for the credentials of lazy layers (systemd sets none)" \
+  grep -qx 'Environment=HOME=/root' "$unit"
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
 check "ExecStart is the install's cairn-snapshotter" test "$exec_start" = \
   "$T/prefix/bin/cairn-snapshotter --address \${CAIRN_SNAPSHOTTER_ADDRESS}"
@@ -69,21 +71,8 @@ kill -TERM "$pid"
 wait_for 10 pid_gone "$pid" || fail "still running 10 s after SIGTERM"
 
 # The suite, compiled once for this source of it and this containerd.
-CACHE=${CAIRN_TEST_CACHE:-/var/cache/cairn-test}
-src=$CAIRN_SRC/tests/helpers/snapshotter_suite/suite_test.go
-key=$({ sha256sum <"$src" && dpkg-query -W -f '${Version}' golang-github-containerd-containerd-dev; } |
-  sha256sum | cut -c1-16)
-suite=$CACHE/snapshotter-suite-$key
-if [ ! -x "$suite" ]; then
-  mkdir -p "$CACHE" "$T/gopath/src/snsuite"
-  cp "$src" "$T/gopath/src/snsuite/"
-  start=$SECONDS
-  (cd "$T/gopath/src/snsuite" && GO111MODULE=off GOPATH="$T/gopath:/usr/share/gocode" \
-    GOCACHE="$T/gocache" go test -c -o "$suite.tmp" .) >"$T/go.log" 2>&1 ||
-    fail "building the suite: $(tail -5 "$T/go.log")"
-  mv "$suite.tmp" "$suite"
-  echo "# the suite built in $((SECONDS - start)) s"
-fi
+use_lib containerd
+suite=$(sn_suite)
 
 # Each case starts its own daemon on a fresh store under $T (TMPDIR), and
 # kills it when done; the suite unmounts what it mounted.

@@ -9,7 +9,11 @@
 #   sn_start STORE   cairn-snapshotter alone (after a kill, say);
 #   ctr_ ARGS        ctr on this containerd, 60 s at most;
 #   snaps ARGS       ctr_ snapshots --snapshotter cairn ARGS;
-#   ctd_stop         both stopped by SIGTERM, as their units would be.
+#   ctd_stop         both stopped by SIGTERM, as their units would be;
+#   sn_suite         the path of containerd's snapshotter suite
+#                    (tests/helpers/snapshotter_suite/, with our TestCount
+#                    and TestPrepare), compiled once into $CAIRN_TEST_CACHE
+#                    (about 30 s of CPU; the test holds the cache's lock).
 # A container a test runs is named CID (unique to the test run: runc's
 # state is the host's); at exit, whatever the exit, it is deleted and the
 # shim that names this containerd's socket killed.
@@ -55,4 +59,24 @@ ctd_stop() {
     wait_for 10 pid_gone "$_tl_p" || fail "$_tl_p still running 10 s after SIGTERM"
     wait "$_tl_p" 2>/dev/null
   done
+}
+
+sn_suite() {
+  local cache=${CAIRN_TEST_CACHE:-/var/cache/cairn-test} key suite start
+  local src=$CAIRN_SRC/tests/helpers/snapshotter_suite/suite_test.go
+  key=$({ sha256sum <"$src" &&
+    dpkg-query -W -f '${Version}' golang-github-containerd-containerd-dev; } |
+    sha256sum | cut -c1-16)
+  suite=$cache/snapshotter-suite-$key
+  if [ ! -x "$suite" ]; then
+    mkdir -p "$cache" "$T/gopath/src/snsuite"
+    cp "$src" "$T/gopath/src/snsuite/"
+    start=$SECONDS
+    (cd "$T/gopath/src/snsuite" && GO111MODULE=off GOPATH="$T/gopath:/usr/share/gocode" \
+      GOCACHE="$T/gocache" go test -c -o "$suite.tmp" .) >"$T/go.log" 2>&1 ||
+      fail "building the suite: $(tail -5 "$T/go.log")"
+    mv "$suite.tmp" "$suite"
+    echo "# the suite built in $((SECONDS - start)) s" >&2
+  fi
+  echo "$suite"
 }

@@ -6,15 +6,19 @@
  * overlayfs snapshotter refuses them; the errors of commit, remove and
  * update; List's filters (regular expressions, quoted label keys, a filter
  * that does not parse); usage counted and recorded; Cleanup removes the
- * directories no snapshot owns and keeps the others.
+ * directories no snapshot owns and keeps the others; a remote snapshot of
+ * a stored layer unpacks nothing, and one taken out of service is not one.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <limits.h>
+#include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "libcairn_store.h"
 #include "testutil.h"
 
 static tu_store T;
@@ -125,7 +129,7 @@ Test(snapshot, usage_and_cleanup) {
   /* a directory no snapshot owns (an interrupted prepare) goes; c's stays */
   snprintf(path, sizeof(path), "%s/snapshots/99", T.dir);
   cr_assert_eq(mkdir(path, 0700), 0);
-  /* and so does a remote snapshot's unpack whose process is gone (pid 1
+  /* and so does an older cairn's remote snapshot unpack whose process is gone (pid 1
    * is there: its unpack stays) */
   char gone[PATH_MAX], live[PATH_MAX];
   snprintf(gone, sizeof(gone), "%s/snapshots/tmp-2147483646-0", T.dir);
@@ -142,4 +146,37 @@ Test(snapshot, usage_and_cleanup) {
   cr_assert_eq(stat(path, &sb), 0);
   snprintf(path, sizeof(path), "%s/snapshots/1/fs/f", T.dir);
   cr_assert_eq(stat(path, &sb), -1);
+}
+
+/* A Prepare labelled with the chain id of a stored layer is answered with
+ * the committed snapshot of it (-EEXIST), its directory empty (nothing
+ * unpacked: the chain's cairnfs mount serves it); a layer a lazy pull's
+ * finish refuted is no remote snapshot: the Prepare is an ordinary one. */
+Test(snapshot, remote_snapshot_unpacks_nothing_and_no_refuted_layer) {
+  static const tu_entry e[] = {{.path = "etc/f", .content = "x\n"}};
+  cairn_id diff;
+  cr_assert_eq(tu_ingest(T.st, e, TU_N(e), TU_PLAIN, NULL, diff), 0, "%s", cairn_errmsg(T.st));
+  char ref[80], name[96];
+  snprintf(ref, sizeof(ref), "sha256:%s", diff);
+  snprintf(name, sizeof(name), "ns/1/%s", ref);
+  cairn_snapshot_label l[] = {{(char *)"containerd.io/snapshot.ref", ref}};
+  cr_assert_eq(cairn_snapshot_prepare(T.st, CAIRN_SNAPSHOT_ACTIVE, "ns/1/extract", "", l, 1),
+               -EEXIST, "%s", cairn_errmsg(T.st));
+  cairn_snapshot s;
+  cr_assert_eq(cairn_snapshot_stat(T.st, name, &s), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(s.kind, CAIRN_SNAPSHOT_COMMITTED);
+  cairn_snapshot_free(&s);
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s/snapshots/1/fs", T.dir);
+  char *listing = tu_dir_listing(dir, NULL);
+  cr_assert_str_eq(listing, "", "unpacked: %s", listing);
+  free(listing);
+  char sql[160];
+  snprintf(sql, sizeof(sql), "INSERT INTO layer_refuted VALUES('%s', 'test', 0)", diff);
+  cr_assert_eq(sqlite3_exec(T.st->db, sql, NULL, NULL, NULL), SQLITE_OK);
+  cr_assert_eq(cairn_snapshot_prepare(T.st, CAIRN_SNAPSHOT_ACTIVE, "ns/2/extract", "", l, 1), 0,
+               "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cairn_snapshot_stat(T.st, "ns/2/extract", &s), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(s.kind, CAIRN_SNAPSHOT_ACTIVE);
+  cairn_snapshot_free(&s);
 }

@@ -6,7 +6,8 @@
 // fresh state directory and its socket path; the suite talks to it over
 // containerd's snapshots gRPC API, as containerd would. Without it, the
 // suite runs against containerd's in-process overlayfs snapshotter (the
-// reference answer). TestCount, ours, counts what a daemon lists.
+// reference answer). TestCount, ours, counts what a daemon lists;
+// TestPrepare, ours, makes one Prepare (or Remove) with labels.
 package suite
 
 import (
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	snapshotsapi "github.com/containerd/containerd/api/services/snapshots/v1"
+	"github.com/containerd/containerd/errdefs"
 	"github.com/containerd/containerd/pkg/testutil"
 	"github.com/containerd/containerd/snapshots"
 	"github.com/containerd/containerd/snapshots/overlay"
@@ -89,6 +91,47 @@ func TestCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Printf("snapshots: %d\n", n)
+}
+
+// TestPrepare, ours: one call through containerd's proxy client to the
+// daemon serving SNAPSHOTTER_SOCK, as a remote snapshotter's client makes
+// it: a Prepare of PREPARE_KEY on PREPARE_PARENT labelled PREPARE_LABELS
+// (KEY=VALUE,...), or with REMOVE set a Remove of PREPARE_KEY; prints
+// "prepare: ok", "prepare: already exists" or "prepare: ERROR".
+func TestPrepare(t *testing.T) {
+	sock, key := os.Getenv("SNAPSHOTTER_SOCK"), os.Getenv("PREPARE_KEY")
+	if sock == "" || key == "" {
+		t.Skip("no SNAPSHOTTER_SOCK or PREPARE_KEY")
+	}
+	conn, err := grpc.Dial("unix://"+sock, grpc.WithInsecure(),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(a, "unix://"))
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sn := proxy.NewSnapshotter(snapshotsapi.NewSnapshotsClient(conn), "proxy")
+	if os.Getenv("REMOVE") != "" {
+		err = sn.Remove(context.Background(), key)
+	} else {
+		labels := map[string]string{}
+		for _, kv := range strings.Split(os.Getenv("PREPARE_LABELS"), ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				labels[k] = v
+			}
+		}
+		_, err = sn.Prepare(context.Background(), key, os.Getenv("PREPARE_PARENT"),
+			snapshots.WithLabels(labels))
+	}
+	switch {
+	case err == nil:
+		fmt.Println("prepare: ok")
+	case errdefs.IsAlreadyExists(err):
+		fmt.Println("prepare: already exists")
+	default:
+		fmt.Printf("prepare: %v\n", err)
+	}
 }
 
 func TestSnapshotter(t *testing.T) {
