@@ -7,6 +7,13 @@
 
 #include "libcairn_store.h"
 
+/* The key the config of a snapshot chain image has first (snapshot.c: the
+ * image a chain's cairnfs mount serves, no user's), and the SQL condition
+ * on an images row that it is a user's image, as listings and counts
+ * show them. */
+#define CN_CHAIN_IMAGE_KEY "\"cairn.snapshot.chain\""
+#define CN_USER_IMAGE_SQL "instr(config, '" CN_CHAIN_IMAGE_KEY "') = 0"
+
 /* Looks a NAME[:TAG] up (normalized into name): 1 and id if it names an
  * image, 0 if not (or not a valid name), negative on error (image.c). */
 int cn_image_name_lookup(cairn_store *st, const char *ref, char *name, size_t len, cairn_id id);

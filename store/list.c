@@ -169,7 +169,7 @@ int cairn_images_foreach(cairn_store *st, cairn_image_fn fn, void *arg) {
       "SELECT id, size, " IMAGE_CREATED_SQL ","
       " (SELECT count(*) FROM image_layers WHERE image_id = id), created, " IMAGE_PENDING_SQL
       ", " IMAGE_UNVERIFIED_SQL " FROM images"
-      " WHERE instr(config, '\"cairn.snapshot.chain\"') = 0" /* snapshot.c's chain images */
+      " WHERE " CN_USER_IMAGE_SQL
       " ORDER BY created DESC, id");
   struct pinned_view pv = {0};
   struct image_row *rows = NULL;
@@ -383,6 +383,12 @@ int cairn_inspect(cairn_store *st, const char *image_id, cairn_inspect_fn fn, vo
 
 /* ---- cairn df ------------------------------------------------------------ */
 
+/* image_layers of users' images only: a snapshot chain image's layers are
+ * containerd's snapshots', which hold them themselves. */
+#define USER_IMAGE_LAYERS                                                                          \
+  "(SELECT image_id, layer_id FROM image_layers WHERE image_id IN"                                \
+  " (SELECT id FROM images WHERE " CN_USER_IMAGE_SQL "))"
+
 /* Adds the count and byte sum of q's one row (count, sum) to *count and
  * *bytes. */
 static int df_sum(cairn_store *st, const char *sql, const char *bound, uint64_t *count,
@@ -424,7 +430,8 @@ static int df_layers(cairn_store *st, const struct kernel_locks *kl, struct cair
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT id, size,"
-                        " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id)"
+                        " (SELECT count(DISTINCT image_id) FROM " USER_IMAGE_LAYERS
+                        " WHERE layer_id = id)"
                         " FROM layers");
   if (r < 0) return r;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -432,6 +439,10 @@ static int df_layers(cairn_store *st, const struct kernel_locks *kl, struct cair
     uint64_t size = (uint64_t)sqlite3_column_int64(q, 1);
     int images = sqlite3_column_int(q, 2);
     bool pinned = cn_pin_held_in(st, kl, CAIRN_PIN_LAYER, id);
+    if (!pinned) { /* held by a containerd snapshot's record, as gc keeps it */
+      cairn_autofree char *snaps = cn_snapshot_holders(st, CAIRN_PIN_LAYER, id);
+      pinned = snaps != NULL;
+    }
     df_count(d, size, images, pinned);
     if (images == 0 && pinned && (r = ids_append(st, kept, id)) < 0) return r;
   }
@@ -445,21 +456,23 @@ static int df_images(cairn_store *st, const struct pinned_view *pv, struct cairn
   uint64_t n;
   int r = df_sum(st,
                  "SELECT count(*), coalesce(sum(size), 0) FROM layers"
-                 " WHERE EXISTS (SELECT 1 FROM image_layers WHERE layer_id = id)",
+                 " WHERE EXISTS (SELECT 1 FROM " USER_IMAGE_LAYERS " WHERE layer_id = id)",
                  NULL, &n, &d->bytes);
   if (r == 0)
     r = df_sum(st,
                "SELECT count(*), coalesce(sum(size), 0) FROM layers WHERE"
-               " (SELECT count(DISTINCT image_id) FROM image_layers WHERE layer_id = id) > 1",
+               " (SELECT count(DISTINCT image_id) FROM " USER_IMAGE_LAYERS
+               " WHERE layer_id = id) > 1",
                NULL, &n, &d->shared_bytes);
   if (r == 0)
     r = df_sum(st,
-               "SELECT count(*), 0 FROM images i WHERE EXISTS (SELECT 1 FROM image_layers a"
-               " JOIN image_layers b ON b.layer_id = a.layer_id AND b.image_id != a.image_id"
+               "SELECT count(*), 0 FROM images i WHERE " CN_USER_IMAGE_SQL
+               " AND EXISTS (SELECT 1 FROM image_layers a JOIN " USER_IMAGE_LAYERS
+               " b ON b.layer_id = a.layer_id AND b.image_id != a.image_id"
                " WHERE a.image_id = i.id)",
                NULL, &d->shared_count, &n);
   cn_autostmt sqlite3_stmt *q = NULL;
-  if (r == 0) r = cn_db_prepare(st, &q, "SELECT id FROM images");
+  if (r == 0) r = cn_db_prepare(st, &q, "SELECT id FROM images WHERE " CN_USER_IMAGE_SQL);
   if (r < 0) return r;
   cairn_autofree char *items = NULL, *pinned_ids = NULL;
   while ((r = sqlite3_step(q)) == SQLITE_ROW) {
@@ -571,7 +584,8 @@ int cairn_store_info(cairn_store *st, struct cairn_store_info *info) {
   cn_autostmt sqlite3_stmt *q = NULL;
   int r = cn_db_prepare(st, &q,
                         "SELECT (SELECT value FROM meta WHERE key = 'schema_version'),"
-                        " (SELECT count(*) FROM images), (SELECT count(*) FROM names),"
+                        " (SELECT count(*) FROM images WHERE " CN_USER_IMAGE_SQL "),"
+                        " (SELECT count(*) FROM names),"
                         " (SELECT count(*) FROM layers), (SELECT count(*) FROM blobs)");
   if (r < 0) return r;
   if (sqlite3_step(q) != SQLITE_ROW) return cn_store_fail_db(st, "info");

@@ -375,7 +375,7 @@ static int chain_record(cairn_store *st, int64_t id, const char *parent, const c
 /* The chain image's config: cn_config_for_layers's with a key of its own
  * first, so that its id is no image's a user stored, and cairn images (and
  * this file) know it by it. */
-#define CHAIN_KEY "\"cairn.snapshot.chain\""
+#define CHAIN_KEY CN_CHAIN_IMAGE_KEY
 
 /* The mount point of the chain image image_id. */
 static void chain_dir(cairn_store *st, const char *image_id, char *buf, size_t len) {

@@ -104,6 +104,11 @@ check "its overlay has one lower, that mount: $lowers" \
   sh -c "echo '$lowers' | grep -qx 'lowerdir=$CS/snapshot-mounts/[0-9a-f]*'"
 check "cairn mounts lists it" sh -c "cairn mounts | grep -q '$CS/snapshot-mounts/'"
 check "cairn images does not" sh -c "test \"\$(cairn images -q | wc -l)\" = 1"
+df_of() { cairn df --json | jq ".[] | select(.type == \"$1\") | .$2"; }
+check "nor do cairn info and df count it: 1 image" \
+  test "$(cairn info --json | jq .store.images)/$(df_of images count)/$(df_of images shared_count)" = 1/1/0
+check "df: m1's layer, in no image, is held by its snapshots: nothing reclaimable" \
+  test "$(df_of layers reclaimable_count)" = 0
 on_exit "runc --root /run/containerd/runc/default delete -f ${CID}b 2>/dev/null;"
 check "ctr run -d a second container on the image" ctr_ run -d --snapshotter cairn \
   localhost/minbase:1 "${CID}b" sleep 600
