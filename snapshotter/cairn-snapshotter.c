@@ -594,6 +594,9 @@ int main(int argc, char **argv) {
     return code;
   }
   cairnfs_find();
+  /* what a crash left: a chain's mount no snapshot uses, directories no row owns */
+  if ((r = cairn_snapshot_cleanup(st)) < 0)
+    report_fail(r, "%s: cleanup: %s", cairn_store_dir(st), report_why(st, r));
   if (strcmp(address, DEFAULT_ADDRESS) == 0) mkdir("/run/cairn", 0700);
   struct sigaction sa = {.sa_handler = on_signal};
   sigaction(SIGTERM, &sa, NULL);

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# test_snapshotter_race.sh — cairn-snapshotter under containerd (Debian's
+# 1.6, one instance) against crashes and races on the images it shares
+# with cairn. A crash: cairn-snapshotter killed after a Remove dropped the
+# last snapshot of a chain but before it unmounted the chain's cairnfs
+# mount; the restarted daemon ends that mount and drops its chain image.
+source "$(dirname "$0")/../lib/test-lib.sh"
+[ -x "$CAIRN_BIN/cairn-snapshotter" ] ||
+  { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
+for c in containerd ctr ctr-remote runc; do
+  command -v $c >/dev/null || { echo "skip: no $c"; exit 77; }
+done
+[ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
+use_lib registry mount containerd
+pull_test_init
+CS=$STORE
+db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
+chain_mounts() { grep -c " $CS/snapshot-mounts/" /proc/self/mountinfo; }
+
+# A base layer with a shell, one layer per image with its greeting, and
+# image c on a's two layers.
+mkdir -p "$T/base/bin" "$T/base/lib/x86_64-linux-gnu" "$T/base/lib64"
+cp /bin/dash "$T/base/bin/dash"
+ln -s dash "$T/base/bin/sh"
+cp -L /lib/x86_64-linux-gnu/libc.so.6 "$T/base/lib/x86_64-linux-gnu/"
+cp -L /lib64/ld-linux-x86-64.so.2 "$T/base/lib64/"
+for i in a b c; do
+  mkdir -p "$T/$i/etc"
+  echo "hello from $i" >"$T/$i/etc/greeting"
+done
+for i in base a b c; do
+  setup tar -C "$T/$i" --numeric-owner --owner=0 --group=0 --sort=name -cf "$T/$i.tar" .
+done
+setup $OCI_IMAGE add "$T/oci" a linux/amd64 "$T/base.tar:gzip" "$T/a.tar:gzip"
+setup $OCI_IMAGE add "$T/oci" b linux/amd64 "$T/base.tar:gzip" "$T/b.tar:gzip"
+setup $OCI_IMAGE add "$T/oci" c linux/amd64 "$T/base.tar:gzip" "$T/a.tar:gzip" "$T/c.tar:gzip"
+setup registry_start "$T/reg"
+for i in a b c; do setup registry_push "$T/oci" $i race/$i:1; done
+
+ctd_start "$CS"
+ref() { echo "$REGISTRY/race/$1:1"; }
+# rpull NAME [OUT]: ctr-remote's pull of image NAME
+rpull() {
+  timeout 120 ctr-remote -a "$C/containerd.sock" image rpull --plain-http --snapshotter cairn \
+    "$(ref "$1")" >"${2:-$T/rpull.out}" 2>&1
+}
+
+# ---- a crash between a Remove and its chain's unmount ----------------------
+check "rpull of image a" rpull a
+top=$(db "SELECT name FROM snapshots s WHERE kind = 3 AND NOT EXISTS
+  (SELECT 1 FROM snapshots c WHERE c.parent = s.name)")
+check "a view of its top snapshot: one chain mount" \
+  sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn view v1 '${top##*/}' >/dev/null"
+check "... mounted" test "$(chain_mounts)" = 1
+chain=$(db "SELECT image_id FROM snapshot_mounts")
+kill -TERM "$sn_pid"
+wait_for 10 pid_gone "$sn_pid" || fail "cairn-snapshotter still running after SIGTERM"
+wait "$sn_pid" 2>/dev/null
+# Restarted with the injector: killed once the Remove has committed, before
+# the unmount.
+LD_PRELOAD=$(injector_preload) CAIRN_INJECT_DIR=$CS CAIRN_INJECT_MODE=kill \
+  CAIRN_INJECT_PROG=cairn-snapshotter CAIRN_INJECT_POINT="snapshot: chain unused" sn_start "$CS"
+wait_for 60 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls >/dev/null 2>&1" ||
+  fail "containerd's calls still fail 60 s after the restart"
+# containerd removes its record, and the snapshotter's in its next gc,
+# which the removal of an image's name with --sync runs now
+snaps rm v1 >/dev/null 2>&1
+ctr_ images tag "$(ref a)" "$(ref a)-gc" >/dev/null
+ctr_ images rm --sync "$(ref a)-gc" >/dev/null 2>&1
+wait_for 10 pid_gone "$sn_pid"
+check "cairn-snapshotter was killed in the Remove, after its transaction" pid_gone "$sn_pid"
+wait "$sn_pid" 2>/dev/null
+check "its rows are gone" test "$(db 'SELECT count(*) FROM snapshot_mounts')" = 0
+check "the chain's mount is left" test "$(chain_mounts)" = 1
+rm -f "$C/cairn.sock" # the killed daemon's
+sn_start "$CS"
+check "restarted: the mount no snapshot uses is ended" test "$(chain_mounts)" = 0
+check "its chain image is dropped" \
+  test "$(db "SELECT count(*) FROM images WHERE id = '$chain'")" = 0
+check "and its mount point" test ! -e "$CS/snapshot-mounts/$chain"
+wait_for 60 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls >/dev/null 2>&1" ||
+  fail "containerd's calls still fail 60 s after the restart"
+
+# Everything removed, gc frees every layer.
+imgs=$(ctr_ images ls -q)
+check "ctr images rm --sync of every image" sh -c "timeout 60 ctr -a '$C/containerd.sock' \
+  images rm --sync $(echo $imgs) >/dev/null"
+wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM snapshots')\" = 0" ||
+  fail "snapshots left: $(db 'SELECT name FROM snapshots')"
+for i in a b c; do "$CAIRN_BIN/cairn" --store "$CS" rm "$(ref $i)" >/dev/null 2>&1; done
+check "cairn gc" sh -c "'$CAIRN_BIN/cairn' --store '$CS' gc >/dev/null 2>&1"
+check "frees every layer" test "$(db 'SELECT count(*) FROM layers')" = 0
+check "no chain mount left" test "$(chain_mounts)" = 0
+check "no snapshot directory left" test -z "$(ls -A "$CS/snapshots")"
+check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
+ctd_stop
+finish
