@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# test_snapshotter_race.sh — cairn-snapshotter under containerd (Debian's
-# 1.6, one instance) against crashes and races on the images it shares
-# with cairn. A crash: cairn-snapshotter killed after a Remove dropped the
+# test_snapshotter_race.sh — the race cairn exists for, through containerd
+# (Debian's 1.6, one instance, cairn-snapshotter its proxy plugin): three
+# images from a registry on 127.0.0.1 share a base layer (two also a second
+# one); workers pull them with `ctr-remote image rpull --snapshotter cairn`
+# and remove them with `ctr images rm --sync` (containerd's gc), while
+# another pulls and removes them with `cairn pull`, `cairn rm` and `cairn
+# gc`. Every pull succeeds; every image containerd lists at the end runs
+# and prints its own file; no layer a snapshot holds was freed; fsck is
+# clean; once everything is removed gc frees every layer.
+# Before it, a crash: cairn-snapshotter killed after a Remove dropped the
 # last snapshot of a chain but before it unmounted the chain's cairnfs
 # mount; the restarted daemon ends that mount and drops its chain image.
+# CAIRN_SNAPSHOTTER_RACE_SECONDS (default 45) how long the workers run;
+# CAIRN_SNAPSHOTTER_RACE_ROUNDS (default 1000) the most rounds each makes.
 source "$(dirname "$0")/../lib/test-lib.sh"
 [ -x "$CAIRN_BIN/cairn-snapshotter" ] ||
   { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
@@ -15,6 +24,8 @@ done
 use_lib registry mount containerd
 pull_test_init
 CS=$STORE
+secs=${CAIRN_SNAPSHOTTER_RACE_SECONDS:-45}
+rounds=${CAIRN_SNAPSHOTTER_RACE_ROUNDS:-1000}
 db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
 chain_mounts() { grep -c " $CS/snapshot-mounts/" /proc/self/mountinfo; }
 
@@ -82,10 +93,76 @@ check "and its mount point" test ! -e "$CS/snapshot-mounts/$chain"
 wait_for 60 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls >/dev/null 2>&1" ||
   fail "containerd's calls still fail 60 s after the restart"
 
-# Everything removed, gc frees every layer.
+# ---- the race ---------------------------------------------------------------
+end=$((SECONDS + secs))
+# ctr worker I: rpull one image, remove another (containerd's gc frees
+# its snapshots), until the end; a line per failure in $T/fail.ctr.I
+ctr_worker() {
+  local i=$1 r mine other
+  for ((r = 0; r < rounds && SECONDS < end; r++)); do
+    mine=$(echo a b c | cut -d' ' -f$(((r + i) % 3 + 1)))
+    other=$(echo a b c | cut -d' ' -f$(((r + i + 1) % 3 + 1)))
+    rpull $mine "$T/rpull.$i" ||
+      echo "round $r rpull $mine: $(tail -3 "$T/rpull.$i" | tr '\n' ' ')" >>"$T/fail.ctr.$i"
+    timeout 60 ctr -a "$C/containerd.sock" images rm --sync "$(ref $other)" >"$T/rm.$i" 2>&1 ||
+      grep -q 'not found' "$T/rm.$i" ||
+      echo "round $r ctr images rm $other: $(tail -3 "$T/rm.$i" | tr '\n' ' ')" >>"$T/fail.ctr.$i"
+  done
+  echo "$r" >"$T/rounds.ctr.$i"
+}
+# cairn worker: cairn pull one image, cairn rm another (3: not there, 4:
+# held by containerd's snapshots), cairn gc
+cairn_worker() {
+  local r mine other code
+  for ((r = 0; r < rounds && SECONDS < end; r++)); do
+    mine=$(echo a b c | cut -d' ' -f$((r % 3 + 1)))
+    other=$(echo a b c | cut -d' ' -f$(((r + 2) % 3 + 1)))
+    "$CAIRN_BIN/cairn" --store "$CS" pull -q --insecure "docker://$(ref $mine)" \
+      >/dev/null 2>"$T/cpull.err" || echo "round $r cairn pull $mine: $(cat "$T/cpull.err")" \
+      >>"$T/fail.cairn"
+    code=0
+    "$CAIRN_BIN/cairn" --store "$CS" rm "$(ref $other)" >/dev/null 2>"$T/crm.err" || code=$?
+    ((code == 0 || code == 3 || code == 4)) ||
+      echo "round $r cairn rm $other: exit $code: $(cat "$T/crm.err")" >>"$T/fail.cairn"
+    "$CAIRN_BIN/cairn" --store "$CS" gc >/dev/null 2>"$T/cgc.err" ||
+      echo "round $r cairn gc: $(cat "$T/cgc.err")" >>"$T/fail.cairn"
+  done
+  echo "$r" >"$T/rounds.cairn"
+}
+pids=()
+for i in 0 1; do
+  ctr_worker $i &
+  pids+=($!)
+  on_exit "kill $! 2>/dev/null"
+done
+cairn_worker &
+pids+=($!)
+on_exit "kill $! 2>/dev/null"
+for p in "${pids[@]}"; do wait "$p"; done
+n=$(cat "$T"/rounds.* | tr '\n' ' ')
+failures=$(cat "$T"/fail.* 2>/dev/null | wc -l)
+if ((failures == 0)); then ok "$secs s of rpull / ctr images rm / cairn pull, rm, gc (rounds: $n)"
+else fail "$failures failures (rounds: $n), first: $(cat "$T"/fail.* | head -3)"; fi
+
+# Every image containerd lists runs, and prints its own greeting.
 imgs=$(ctr_ images ls -q)
-check "ctr images rm --sync of every image" sh -c "timeout 60 ctr -a '$C/containerd.sock' \
-  images rm --sync $(echo $imgs) >/dev/null"
+for img in $imgs; do
+  i=${img%:1}
+  i=${i##*/}
+  check "ctr run of $img prints its greeting" \
+    sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn '$img' $CID \
+      /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' >'$T/run.out' 2>&1"
+  check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello from $i"
+done
+check "no layer a snapshot holds was freed" test "$(db "SELECT count(*) FROM snapshot_layers
+  WHERE layer NOT IN (SELECT id FROM layers)")" = 0
+expect_exit 0 "cairn fsck is clean" "$CAIRN_BIN/cairn" --store "$CS" fsck
+
+# Everything removed, gc frees every layer.
+if [ -n "$imgs" ]; then
+  check "ctr images rm --sync of every image" sh -c "timeout 60 ctr -a '$C/containerd.sock' \
+    images rm --sync $(echo $imgs) >/dev/null"
+fi
 wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM snapshots')\" = 0" ||
   fail "snapshots left: $(db 'SELECT name FROM snapshots')"
 for i in a b c; do "$CAIRN_BIN/cairn" --store "$CS" rm "$(ref $i)" >/dev/null 2>&1; done
