@@ -264,7 +264,7 @@ struct du {
   ino_t *seen;
   size_t n, cap;
 };
-static struct du *du_cur;
+static __thread struct du *du_cur; /* the thread's disk_usage */
 static int du_one(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
   (void)path, (void)type, (void)ftw;
   struct du *d = du_cur;
@@ -1164,6 +1164,7 @@ int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *ca
     cairn_id img;
     cairn_autoclose int lock = chain_lock(st);
     int c = lock < 0 ? lock : chain_image(st, first, n, img);
+    if (c == 0) store_test_point(st, "snapshot: chain mount");
     if (c == 0) c = chain_mount(st, cairnfs ? cairnfs : "cairnfs", img);
     if (c == 0) c = chain_use(st, id, img);
     if (c == 0) chain_dir(st, img, lower_one, sizeof(lower_one));
@@ -1273,14 +1274,13 @@ static int chain_sweep(cairn_store *st) {
   return 0;
 }
 
-int cairn_snapshot_cleanup(cairn_store *st) {
-  store_errclear(st);
-  int r = tables(st);
-  if (r < 0 || (r = mounts_table(st)) < 0 || (r = chain_sweep(st)) < 0) return r;
-  char dir[PATH_MAX];
-  snprintf(dir, sizeof(dir), "%s/snapshots", st->dir);
-  cairn_autoclosedir DIR *d = opendir(dir);
-  if (!d) return errno == ENOENT ? 0 : cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+/* Removes what no row owns in STORE/snapshots (dir, open as d): a
+ * directory a crash left, and an older cairn's remote prepare's
+ * tmp-PID-N whose process is gone. Within a write transaction: a prepare
+ * makes its directories in its own, which is then either committed (its
+ * row seen here) or not begun. */
+static int dirs_sweep(cairn_store *st, DIR *d, const char *dir) {
+  int r;
   struct dirent *e;
   while ((e = readdir(d))) {
     char *end;
@@ -1307,4 +1307,20 @@ int cairn_snapshot_cleanup(cairn_store *st) {
     if ((r = rm_tree(path)) < 0) return cairn_fail(st, r, "%s: %s", path, strerror(-r));
   }
   return 0;
+}
+
+int cairn_snapshot_cleanup(cairn_store *st) {
+  store_errclear(st);
+  int r = tables(st);
+  if (r < 0 || (r = mounts_table(st)) < 0 || (r = chain_sweep(st)) < 0) return r;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s/snapshots", st->dir);
+  cairn_autoclosedir DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT ? 0 : cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  if ((r = cn_db_begin(st)) < 0) return r;
+  if ((r = dirs_sweep(st, d, dir)) < 0) {
+    cn_db_rollback(st);
+    return r;
+  }
+  return cn_db_commit(st);
 }

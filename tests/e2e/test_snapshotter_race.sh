@@ -12,6 +12,8 @@
 # Before it, a crash: cairn-snapshotter killed after a Remove dropped the
 # last snapshot of a chain but before it unmounted the chain's cairnfs
 # mount; the restarted daemon ends that mount and drops its chain image.
+# And calls served at once: a Stat answers while a Prepare is held 8 s
+# (the injector's sleep, before the chain's cairnfs is started).
 # CAIRN_SNAPSHOTTER_RACE_SECONDS (default 45) how long the workers run;
 # CAIRN_SNAPSHOTTER_RACE_ROUNDS (default 1000) the most rounds each makes.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -92,6 +94,40 @@ check "its chain image is dropped" \
 check "and its mount point" test ! -e "$CS/snapshot-mounts/$chain"
 wait_for 60 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls >/dev/null 2>&1" ||
   fail "containerd's calls still fail 60 s after the restart"
+
+# ---- calls served at once -------------------------------------------------
+# A Prepare whose Mounts sleeps (the injector, at the test point before a
+# chain's cairnfs is started) while a Stat is asked: the Stat answers.
+# sn_restart [NAME=VALUE...]: cairn-snapshotter stopped and started
+# again, with those in its environment
+sn_restart() {
+  kill -TERM "$sn_pid"
+  wait_for 10 pid_gone "$sn_pid" || fail "cairn-snapshotter still running after SIGTERM"
+  wait "$sn_pid" 2>/dev/null
+  (($#)) && local -x "$@"
+  sn_start "$CS"
+  wait_for 60 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls \
+    >/dev/null 2>&1" || fail "containerd's calls still fail 60 s after the restart"
+}
+sn_restart LD_PRELOAD="$(injector_preload)" CAIRN_INJECT_DIR="$CS" CAIRN_INJECT_MODE=sleep \
+  CAIRN_INJECT_SECONDS=8 CAIRN_INJECT_PROG=cairn-snapshotter CAIRN_INJECT_COUNT="$T/inject.count" \
+  CAIRN_INJECT_POINT="snapshot: chain mount"
+(snaps prepare p1 "${top##*/}" >/dev/null 2>"$T/p1.err" && touch "$T/p1.done") &
+p1=$!
+on_exit "kill $p1 2>/dev/null"
+wait_for 10 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM snapshots
+  WHERE name LIKE '%/p1'\")\" = 1" || fail "the Prepare of p1 made no snapshot in 10 s"
+t0=$(date +%s%N)
+snaps info "${top##*/}" >"$T/info.out" 2>&1
+ms=$((($(date +%s%N) - t0) / 1000000))
+check "a Stat during a Prepare that sleeps 8 s answers (in $ms ms)" \
+  sh -c "grep -q Committed '$T/info.out' && test $ms -lt 4000"
+check "before the Prepare does" test ! -e "$T/p1.done"
+wait "$p1"
+check "the Prepare then succeeds: $(cat "$T/p1.err")" test -e "$T/p1.done"
+check "its snapshot removed" sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn \
+  rm p1 >/dev/null"
+sn_restart
 
 # ---- the race ---------------------------------------------------------------
 end=$((SECONDS + secs))
