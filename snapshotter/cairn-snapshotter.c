@@ -10,8 +10,11 @@
  * A front end: it decodes each request (protobuf-c, generated at build
  * time from containerd's own .proto files), calls libcairn
  * (cairn/snapshot.h) and encodes the answer; the semantics are the
- * store's. One call at a time, from one gRPC C core completion queue:
- * containerd's calls are short, and a store handle is one thread's.
+ * store's. THREADS calls at a time: each thread has its own store handle
+ * (a handle is one thread's) and its own gRPC C core completion queue, on
+ * which it asks for a call, serves it, and asks for the next; so a
+ * Commit that writes a layer, or a Prepare or Mounts that starts a
+ * chain's cairnfs, does not hold up containerd's other calls.
  */
 #include "cairn.h"
 #include "cleanup.h"
@@ -26,6 +29,7 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +43,7 @@
 #define DEFAULT_ADDRESS "/run/cairn/snapshotter.sock"
 #define SERVICE "/containerd.services.snapshots.v1.Snapshots/"
 #define LIST_BATCH 100 /* infos a List message carries, as containerd's service */
+#define THREADS 4      /* calls served at once */
 
 /* the generated names, shorter */
 #define SN(x) Containerd__Services__Snapshots__V1__##x
@@ -438,7 +443,7 @@ static void dispatch(cairn_store *st, const char *method, const uint8_t *in, siz
   }
 }
 
-/* ---- the server: one completion queue, one call at a time -------------- */
+/* ---- the server: a completion queue a thread, a call at a time each ---- */
 
 static volatile sig_atomic_t stopping;
 static void on_signal(int sig) {
@@ -500,39 +505,30 @@ static void serve_call(cairn_store *st, grpc_completion_queue *cq, grpc_call *ca
   free(a);
 }
 
-static int serve(cairn_store *st, const char *address) {
-  char target[PATH_MAX + 8];
-  snprintf(target, sizeof(target), "unix:%s", address);
-  struct stat sb;
-  /* a socket left by an earlier run (nothing else is removed) */
-  if (lstat(address, &sb) == 0 && S_ISSOCK(sb.st_mode)) unlink(address);
-  grpc_init();
-  grpc_server *server = grpc_server_create(NULL, NULL);
-  grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
-  grpc_server_register_completion_queue(server, cq, NULL);
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-  mode_t mask = umask(0077); /* the socket is root's from the start: no chmod after */
-  int port = grpc_server_add_http2_port(server, target, creds);
-  umask(mask);
-  grpc_server_credentials_release(creds);
-  if (port == 0) {
-    grpc_server_destroy(server);
-    grpc_completion_queue_destroy(cq);
-    return report_fail(-EADDRNOTAVAIL, "%s: cannot listen there", address);
-  }
-  grpc_server_start(server);
+/* A serving thread: its store handle and completion queue. */
+struct server_thread {
+  grpc_server *server;
+  grpc_completion_queue *cq;
+  cairn_store *st;
+  pthread_t tid;
+};
+
+/* Asks for a call on the thread's queue, serves it, until we stop. */
+static void *serve_loop(void *arg) {
+  struct server_thread *t = arg;
   while (!stopping) {
     grpc_call *call = NULL;
     grpc_call_details details;
     grpc_metadata_array md;
     grpc_call_details_init(&details);
     grpc_metadata_array_init(&md);
-    if (grpc_server_request_call(server, &call, &details, &md, cq, cq, (void *)1) != GRPC_CALL_OK)
+    if (grpc_server_request_call(t->server, &call, &details, &md, t->cq, t->cq, (void *)1) !=
+        GRPC_CALL_OK)
       break;
-    bool got = wait_tag(cq, (void *)1);
+    bool got = wait_tag(t->cq, (void *)1);
     if (got && call) {
       char *method = grpc_slice_to_c_string(details.method);
-      serve_call(st, cq, call, method);
+      serve_call(t->st, t->cq, call, method);
       gpr_free(method);
     }
     if (call) grpc_call_unref(call);
@@ -540,18 +536,73 @@ static int serve(cairn_store *st, const char *address) {
     grpc_metadata_array_destroy(&md);
     if (!got) break;
   }
-  grpc_server_shutdown_and_notify(server, cq, (void *)5);
-  grpc_server_cancel_all_calls(server);
-  wait_tag(cq, (void *)5);
-  grpc_server_destroy(server);
-  grpc_completion_queue_shutdown(cq);
-  while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
-         GRPC_QUEUE_SHUTDOWN) {
+  return NULL;
+}
+
+/* Serves on address with THREADS threads: the first uses st, the others
+ * a handle each of the same store. */
+static int serve(cairn_store *st, const char *address) {
+  struct server_thread t[THREADS] = {{0}};
+  t[0].st = st;
+  for (int i = 1; i < THREADS; i++) {
+    int r = cairn_store_open_flags(cairn_store_dir(st), CAIRN_STORE_OWN, &t[i].st);
+    if (r < 0) {
+      int code = report_fail(r, "%s: %s", cairn_store_dir(st), report_why(t[i].st, r));
+      for (int j = 1; j <= i; j++) cairn_store_close(t[j].st);
+      return code;
+    }
   }
-  grpc_completion_queue_destroy(cq);
+  char target[PATH_MAX + 8];
+  snprintf(target, sizeof(target), "unix:%s", address);
+  struct stat sb;
+  /* a socket left by an earlier run (nothing else is removed) */
+  if (lstat(address, &sb) == 0 && S_ISSOCK(sb.st_mode)) unlink(address);
+  grpc_init();
+  grpc_server *server = grpc_server_create(NULL, NULL);
+  for (int i = 0; i < THREADS; i++) {
+    t[i].server = server;
+    t[i].cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_server_register_completion_queue(server, t[i].cq, NULL);
+  }
+  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+  mode_t mask = umask(0077); /* the socket is root's from the start: no chmod after */
+  int port = grpc_server_add_http2_port(server, target, creds);
+  umask(mask);
+  grpc_server_credentials_release(creds);
+  int code = 0;
+  if (port == 0) {
+    code = report_fail(-EADDRNOTAVAIL, "%s: cannot listen there", address);
+  } else {
+    grpc_server_start(server);
+    /* the signals are the first thread's, which runs on this one */
+    sigset_t sigs, old;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old);
+    int started = 1;
+    for (; started < THREADS; started++)
+      if (pthread_create(&t[started].tid, NULL, serve_loop, &t[started]) != 0) break;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    serve_loop(&t[0]);
+    stopping = 1; /* the others too, if the first ended on an error */
+    for (int i = 1; i < started; i++) pthread_join(t[i].tid, NULL);
+    grpc_server_shutdown_and_notify(server, t[0].cq, (void *)5);
+    grpc_server_cancel_all_calls(server);
+    wait_tag(t[0].cq, (void *)5);
+  }
+  grpc_server_destroy(server);
+  for (int i = 0; i < THREADS; i++) {
+    grpc_completion_queue_shutdown(t[i].cq);
+    while (grpc_completion_queue_next(t[i].cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(t[i].cq);
+  }
   grpc_shutdown();
-  unlink(address);
-  return 0;
+  for (int i = 1; i < THREADS; i++) cairn_store_close(t[i].st);
+  if (port != 0) unlink(address);
+  return code;
 }
 
 int main(int argc, char **argv) {
@@ -594,6 +645,9 @@ int main(int argc, char **argv) {
     return code;
   }
   cairnfs_find();
+  /* what a crash left: a chain's mount no snapshot uses, directories no row owns */
+  if ((r = cairn_snapshot_cleanup(st)) < 0)
+    report_fail(r, "%s: cleanup: %s", cairn_store_dir(st), report_why(st, r));
   if (strcmp(address, DEFAULT_ADDRESS) == 0) mkdir("/run/cairn", 0700);
   struct sigaction sa = {.sa_handler = on_signal};
   sigaction(SIGTERM, &sa, NULL);

@@ -40,6 +40,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -263,7 +264,7 @@ struct du {
   ino_t *seen;
   size_t n, cap;
 };
-static struct du *du_cur;
+static __thread struct du *du_cur; /* the thread's disk_usage */
 static int du_one(const char *path, const struct stat *sb, int type, struct FTW *ftw) {
   (void)path, (void)type, (void)ftw;
   struct du *d = du_cur;
@@ -496,11 +497,16 @@ static int chain_mount(cairn_store *st, const char *cairnfs, const char *image_i
   return 0;
 }
 
+/* The table of the snapshots that use a chain image. */
+static int mounts_table(cairn_store *st) {
+  return cn_db_exec(st, "CREATE TABLE IF NOT EXISTS snapshot_mounts(snapshot_id INTEGER"
+                        " PRIMARY KEY REFERENCES snapshots(id) ON DELETE CASCADE,"
+                        " image_id TEXT NOT NULL)");
+}
+
 /* Records that the snapshot id uses the chain image image_id. */
 static int chain_use(cairn_store *st, int64_t id, const char *image_id) {
-  int r = cn_db_exec(st, "CREATE TABLE IF NOT EXISTS snapshot_mounts(snapshot_id INTEGER"
-                         " PRIMARY KEY REFERENCES snapshots(id) ON DELETE CASCADE,"
-                         " image_id TEXT NOT NULL)");
+  int r = mounts_table(st);
   if (r < 0) return r;
   cn_autostmt sqlite3_stmt *s = NULL;
   if ((r = cn_db_prepare(st, &s,
@@ -518,9 +524,7 @@ static int chain_use(cairn_store *st, int64_t id, const char *image_id) {
  * use dropped. */
 static int chain_unuse(cairn_store *st, int64_t id, cairn_id image_id) {
   image_id[0] = '\0';
-  int r = cn_db_exec(st, "CREATE TABLE IF NOT EXISTS snapshot_mounts(snapshot_id INTEGER"
-                         " PRIMARY KEY REFERENCES snapshots(id) ON DELETE CASCADE,"
-                         " image_id TEXT NOT NULL)");
+  int r = mounts_table(st);
   if (r < 0) return r;
   cn_autostmt sqlite3_stmt *q = NULL;
   if ((r = cn_db_prepare(st, &q,
@@ -542,9 +546,28 @@ static int chain_unuse(cairn_store *st, int64_t id, cairn_id image_id) {
   return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot");
 }
 
-/* After the last snapshot that used it went: the chain image's mount ends
- * (lazily: a container's overlay that still has it keeps it) and its rows go. */
-static void chain_end(cairn_store *st, const char *image_id) {
+/* The chain mounts' lock, held from a chain image's lookup until its use
+ * is recorded (Mounts), and while one no snapshot uses is ended (after a
+ * Remove or a Commit, and Cleanup's sweep): so that a mount a snapshot
+ * has just found live is not ended under it by another call. */
+static int chain_lock(cairn_store *st) {
+  int fd = cn_lock_file(st, "snapshot-mounts.lock", LOCK_EX);
+  return fd < 0 ? cairn_fail(st, fd, "%s/snapshot-mounts.lock: %s", st->dir, strerror(-fd)) : fd;
+}
+
+/* How many snapshots use the chain image image_id (as snapshot_mounts says). */
+static int64_t chain_users(cairn_store *st, const char *image_id) {
+  cn_autostmt sqlite3_stmt *q = NULL;
+  if (cn_db_prepare(st, &q, "SELECT count(*) FROM snapshot_mounts WHERE image_id = ?") < 0)
+    return -1;
+  sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
+  return sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
+}
+
+/* With the chain lock held, and no snapshot using it: the chain image's
+ * mount ends (lazily: a container's overlay that still has it keeps it)
+ * and its rows go. */
+static void chain_end_locked(cairn_store *st, const char *image_id) {
   char dir[PATH_MAX];
   chain_dir(st, image_id, dir, sizeof(dir));
   if (cairn_mountpoint_state(dir) != CAIRN_MP_NONE) cairn_mountpoint_unmount(dir, true);
@@ -559,6 +582,18 @@ static void chain_end(cairn_store *st, const char *image_id) {
   }
   cn_refs_end(st, lock);
 out:
+  store_errclear(st);
+}
+
+/* After the last snapshot that used it went: its chain ends, unless
+ * another has used it since. */
+static void chain_end(cairn_store *st, const char *image_id) {
+  int lock = chain_lock(st);
+  if (lock >= 0 && chain_users(st, image_id) == 0) {
+    store_test_point(st, "snapshot: chain unused"); /* a crash here leaves it mounted */
+    chain_end_locked(st, image_id);
+  }
+  if (lock >= 0) close(lock);
   store_errclear(st);
 }
 
@@ -1127,7 +1162,9 @@ int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *ca
   char lower_one[PATH_MAX] = "";
   if (n > 0) {
     cairn_id img;
-    int c = chain_image(st, first, n, img);
+    cairn_autoclose int lock = chain_lock(st);
+    int c = lock < 0 ? lock : chain_image(st, first, n, img);
+    if (c == 0) store_test_point(st, "snapshot: chain mount");
     if (c == 0) c = chain_mount(st, cairnfs ? cairnfs : "cairnfs", img);
     if (c == 0) c = chain_use(st, id, img);
     if (c == 0) chain_dir(st, img, lower_one, sizeof(lower_one));
@@ -1192,14 +1229,58 @@ out:
   return r;
 }
 
-int cairn_snapshot_cleanup(cairn_store *st) {
-  store_errclear(st);
-  int r = tables(st);
-  if (r < 0) return r;
-  char dir[PATH_MAX];
-  snprintf(dir, sizeof(dir), "%s/snapshots", st->dir);
-  cairn_autoclosedir DIR *d = opendir(dir);
-  if (!d) return errno == ENOENT ? 0 : cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+/* Ends the chain mounts no snapshot uses: a crash between a Remove's or
+ * a Commit's transaction and its unmount, or between a chain's mount and
+ * the row of its use, leaves one mounted (and its chain image's rows). */
+static int chain_sweep(cairn_store *st) {
+  cairn_autoclose int lock = chain_lock(st);
+  if (lock < 0) return lock;
+  char **ids = NULL;
+  size_t n = 0, cap = 0;
+  int r = 0;
+  {
+    cn_autostmt sqlite3_stmt *q = NULL;
+    if ((r = cn_db_prepare(st, &q,
+                           "SELECT id FROM images WHERE instr(config, '" CHAIN_KEY "') > 0"
+                           " AND id NOT IN (SELECT image_id FROM snapshot_mounts)")) < 0)
+      return r;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+      char **g = cn_array_grow(ids, n + 1, &cap, sizeof(*g));
+      char *id = g ? strdup((const char *)sqlite3_column_text(q, 0)) : NULL;
+      if (g) ids = g;
+      if (!id) {
+        cn_strv_free(ids, n);
+        return cairn_fail(st, -ENOMEM, "out of memory");
+      }
+      ids[n++] = id;
+    }
+    if (rc != SQLITE_DONE) {
+      cn_strv_free(ids, n);
+      return fail_step(st, rc, "snapshot_mounts");
+    }
+  }
+  for (size_t i = 0; i < n; i++) chain_end_locked(st, ids[i]);
+  cn_strv_free(ids, n);
+  /* a mount point of no chain image a snapshot uses */
+  char top[PATH_MAX];
+  snprintf(top, sizeof(top), "%s/snapshot-mounts", st->dir);
+  cairn_autoclosedir DIR *d = opendir(top);
+  if (!d) return errno == ENOENT ? 0 : cairn_fail(st, -errno, "%s: %s", top, strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strlen(e->d_name) == CAIRN_ID_LEN && chain_users(st, e->d_name) == 0)
+      chain_end_locked(st, e->d_name);
+  return 0;
+}
+
+/* Removes what no row owns in STORE/snapshots (dir, open as d): a
+ * directory a crash left, and an older cairn's remote prepare's
+ * tmp-PID-N whose process is gone. Within a write transaction: a prepare
+ * makes its directories in its own, which is then either committed (its
+ * row seen here) or not begun. */
+static int dirs_sweep(cairn_store *st, DIR *d, const char *dir) {
+  int r;
   struct dirent *e;
   while ((e = readdir(d))) {
     char *end;
@@ -1226,4 +1307,20 @@ int cairn_snapshot_cleanup(cairn_store *st) {
     if ((r = rm_tree(path)) < 0) return cairn_fail(st, r, "%s: %s", path, strerror(-r));
   }
   return 0;
+}
+
+int cairn_snapshot_cleanup(cairn_store *st) {
+  store_errclear(st);
+  int r = tables(st);
+  if (r < 0 || (r = mounts_table(st)) < 0 || (r = chain_sweep(st)) < 0) return r;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof(dir), "%s/snapshots", st->dir);
+  cairn_autoclosedir DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT ? 0 : cairn_fail(st, -errno, "%s: %s", dir, strerror(errno));
+  if ((r = cn_db_begin(st)) < 0) return r;
+  if ((r = dirs_sweep(st, d, dir)) < 0) {
+    cn_db_rollback(st);
+    return r;
+  }
+  return cn_db_commit(st);
 }

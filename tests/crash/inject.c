@@ -30,6 +30,10 @@
  *                           it go on with SIGCONT, or kills it: cairn commit
  *                           stopped between its read of a mount's upper
  *                           and the move);
+ *                           sleep: the thread there sleeps
+ *                           CAIRN_INJECT_SECONDS (default 5), the process's
+ *                           other threads go on (a slow call in
+ *                           cairn-snapshotter while others are answered);
  *                           fail: step N fails (errno CAIRN_INJECT_ERRNO,
  *                           EIO or ENOSPC, default EIO) and the process goes on;
  *                           cut:  a power cut, see below
@@ -108,7 +112,8 @@ enum inject_mode {
   MODE_FAIL,
   MODE_CUT,
   MODE_PARENT,
-  MODE_STOP
+  MODE_STOP,
+  MODE_SLEEP
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -240,6 +245,8 @@ static void inject_init(void) {
     mode = MODE_PARENT;
   else if (m && strcmp(m, "stop") == 0)
     mode = MODE_STOP;
+  else if (m && strcmp(m, "sleep") == 0)
+    mode = MODE_SLEEP;
   if (err && strcmp(err, "ENOSPC") == 0) fail_errno = ENOSPC;
   if (trace) trace_fd = open(trace, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (mode == MODE_CUT) {
@@ -343,6 +350,11 @@ static int step(const char *call, const char *path) {
 static void act(void) {
   if (mode == MODE_STOP) {
     raise(SIGSTOP);
+    return;
+  }
+  if (mode == MODE_SLEEP) {
+    const char *secs = getenv("CAIRN_INJECT_SECONDS");
+    sleep(secs ? (unsigned)atoi(secs) : 5);
     return;
   }
   if (mode == MODE_PARENT) {
