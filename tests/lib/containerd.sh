@@ -32,6 +32,13 @@ state = "$C/state"
   [proxy_plugins.cairn]
     type = "snapshot"
     address = "$C/cairn.sock"
+# containerd's garbage collection only when a call asks for it (--sync):
+# a snapshot a test makes by hand (ctr snapshots prepare) loses ctr's
+# lease as ctr exits, and a collection its 100th change set off would
+# remove it at a moment of its own, in the middle of the test.
+[plugins]
+  [plugins."io.containerd.gc.v1.scheduler"]
+    mutation_threshold = 1000000
 TOML
 
 sn_start() {
