@@ -23,11 +23,28 @@ const char *cairn_store_dir(const cairn_store *st) { return st->dir; }
  * symlink, whoever put it there. Checked at every opening, and each is
  * then opened without following one (cn_store_openat, the fds below),
  * so one put there later redirects nothing either. */
-static const char *const store_names[] = {
-    "blobs",  "pins",       "pins/image",  "pins/layer",  "tmp",
-    "index",  "compressed", "toc",         "uppers",      "snapshots",
-    "access", "meta.db",    "meta.db-wal", "meta.db-shm", "meta.db-journal",
-    "refs",   "refs.lock",  "lock",        "init.lock",   "mounting.lock"};
+static const char *const store_names[] = {"blobs",
+                                          "pins",
+                                          "pins/image",
+                                          "pins/layer",
+                                          "tmp",
+                                          "index",
+                                          "compressed",
+                                          "toc",
+                                          "uppers",
+                                          "snapshots",
+                                          "access",
+                                          "meta.db",
+                                          "meta.db-wal",
+                                          "meta.db-shm",
+                                          "meta.db-journal",
+                                          "refs",
+                                          "refs.lock",
+                                          "lock",
+                                          "init.lock",
+                                          "mounting.lock",
+                                          "snapshot-mounts",
+                                          "snapshot-mounts.lock"};
 
 static int store_no_symlinks(cairn_store *st) {
   for (size_t i = 0; i < sizeof(store_names) / sizeof(store_names[0]); i++) {
