@@ -31,6 +31,19 @@ import (
 	"google.golang.org/grpc"
 )
 
+// dial: the snapshotter served on the unix socket sock, through
+// containerd's proxy client, as containerd talks to a proxy plugin.
+func dial(sock string) (snapshots.Snapshotter, *grpc.ClientConn, error) {
+	conn, err := grpc.Dial("unix://"+sock, grpc.WithInsecure(),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(a, "unix://"))
+		}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return proxy.NewSnapshotter(snapshotsapi.NewSnapshotsClient(conn), "proxy"), conn, nil
+}
+
 func proxied(cmdline string) testsuite.SnapshotterFunc {
 	return func(ctx context.Context, root string) (snapshots.Snapshotter, func() error, error) {
 		sock := filepath.Join(root, "snapshotter.sock")
@@ -54,15 +67,11 @@ func proxied(cmdline string) testsuite.SnapshotterFunc {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		conn, err := grpc.Dial("unix://"+sock, grpc.WithInsecure(),
-			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(a, "unix://"))
-			}))
+		sn, conn, err := dial(sock)
 		if err != nil {
 			stop()
 			return nil, nil, err
 		}
-		sn := proxy.NewSnapshotter(snapshotsapi.NewSnapshotsClient(conn), "proxy")
 		return sn, func() error { sn.Close(); conn.Close(); return stop() }, nil
 	}
 }
@@ -74,15 +83,11 @@ func TestCount(t *testing.T) {
 	if sock == "" {
 		t.Skip("no SNAPSHOTTER_SOCK")
 	}
-	conn, err := grpc.Dial("unix://"+sock, grpc.WithInsecure(),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(a, "unix://"))
-		}))
+	sn, conn, err := dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	sn := proxy.NewSnapshotter(snapshotsapi.NewSnapshotsClient(conn), "proxy")
 	n := 0
 	if err := sn.Walk(context.Background(), func(ctx context.Context, si snapshots.Info) error {
 		n++
@@ -103,15 +108,11 @@ func TestPrepare(t *testing.T) {
 	if sock == "" || key == "" {
 		t.Skip("no SNAPSHOTTER_SOCK or PREPARE_KEY")
 	}
-	conn, err := grpc.Dial("unix://"+sock, grpc.WithInsecure(),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(a, "unix://"))
-		}))
+	sn, conn, err := dial(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	sn := proxy.NewSnapshotter(snapshotsapi.NewSnapshotsClient(conn), "proxy")
 	if os.Getenv("REMOVE") != "" {
 		err = sn.Remove(context.Background(), key)
 	} else {
