@@ -186,9 +186,8 @@ imgs=$(ctr_ images ls -q)
 for img in $imgs; do
   i=${img%:1}
   i=${i##*/}
-  check "ctr run of $img prints its greeting" \
-    sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn '$img' $CID \
-      /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' >'$T/run.out' 2>&1"
+  ctr_out "$img" 'read l </etc/greeting; echo "$l"' >"$T/run.out" ||
+    fail "ctr run of $img: $(cat "$T/run.out")"
   check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello from $i"
 done
 check "no layer a snapshot holds was freed" test "$(db "SELECT count(*) FROM snapshot_layers

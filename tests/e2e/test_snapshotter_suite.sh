@@ -111,8 +111,7 @@ check "ctr images import --snapshotter cairn" \
   sh -c "ctr -a '$C/containerd.sock' images import --snapshotter cairn '$T/img.tar' >'$T/import.log'"
 check "its 3 layers are committed snapshots" \
   sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls | grep -c Committed | grep -qx 3"
-out=$(timeout 60 ctr -a "$C/containerd.sock" run --rm --snapshotter cairn localhost/minbase:1 "$CID" \
-  sh -c 'echo written >/x && cat /x /etc/debian_version' 2>&1)
+out=$(ctr_out localhost/minbase:1 'echo written >/x && cat /x /etc/debian_version')
 check "ctr run on them: the container writes and reads its root: $out" \
   test "$(echo "$out" | head -1)" = written
 check "and it is gone after --rm (only the 3 layers left)" \

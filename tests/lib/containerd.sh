@@ -8,6 +8,7 @@
 #                    ctd_pid), each waited for on its socket;
 #   sn_start STORE   cairn-snapshotter alone (after a kill, say);
 #   ctr_ ARGS        ctr on this containerd, 60 s at most;
+#   ctr_out IMAGE SCRIPT  what a container of IMAGE running SCRIPT printed;
 #   snaps ARGS       ctr_ snapshots --snapshotter cairn ARGS;
 #   ctd_stop         both stopped by SIGTERM, as their units would be;
 #   sn_suite         the path of containerd's snapshotter suite
@@ -57,6 +58,21 @@ ctd_start() {
 }
 
 ctr_() { timeout 60 ctr -a "$C/containerd.sock" "$@"; }
+
+# ctr_out IMAGE SCRIPT: runs `/bin/sh -c SCRIPT` in a container of IMAGE
+# on cairn (ctr run --rm, 60 s at most), and prints what it wrote to its
+# stdout and stderr; fails as ctr run does. The output comes through a
+# file of $C bind-mounted at /.ctr-out, not through ctr's FIFOs, whose copy
+# can lose the output of a process that exits at once (it races the task's
+# end: one run in dozens here).
+ctr_out() {
+  local _tl_d _tl_rc=0
+  _tl_d=$(mktemp -d "$C/out.XXXXXX")
+  ctr_ run --rm --snapshotter cairn --mount "type=bind,src=$_tl_d,dst=/.ctr-out,options=rbind:rw" \
+    "$1" "$CID" /bin/sh -c "exec >/.ctr-out/out 2>&1; $2" >"$_tl_d/ctr.out" 2>&1 || _tl_rc=$?
+  cat "$_tl_d/ctr.out" "$_tl_d/out" 2>/dev/null
+  return $_tl_rc
+}
 snaps() { ctr_ snapshots --snapshotter cairn "$@"; }
 
 ctd_stop() {
