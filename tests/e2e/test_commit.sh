@@ -10,7 +10,8 @@
 # a read-only mount of it all equal the rw mount's view; the base image is
 # unchanged and the mount keeps serving, moved onto the new image with a
 # fresh upper: a second commit holds only the later writes; a process's
-# cwd on the mount survives the move; a file open for writing moves too.
+# cwd on the mount survives the move; a file open for writing moves too;
+# commit does not wait for the removal of the upper the move left.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -273,4 +274,30 @@ grep -qx "cairn: commit: $s: /b, owned by nobody (uid $(id -u nobody)): a sparse
 [ "$(cairn images -q | wc -l)" = "$n_images" ] && [ "$(stat -c %s "$s/b")" = $((10 << 30)) ] ||
   fail "a failed commit made an image, or the mount lost the file"
 ok "holes past what a layer holds fail the commit naming the file and its owner, making nothing"
+cairn umount -q --discard "$s"
+
+# The upper a commit's move leaves is renamed away at once, and its files
+# removed after the move's answer: commit returns without waiting for
+# them. The server's unlinks slowed (half a second each, by strace), the
+# old upper is still being removed when commit returns, then goes.
+cairn mount -q --rw test:1 "$s"
+for i in 1 2 3 4 5 6 7 8; do echo "$i" >"$s/slow$i"; done
+old=$(upper_ids)
+srv=$(server_of "$(mount_pid "$s")")
+bg_start strace -f -p "$srv" -o /dev/null -e trace=unlinkat \
+  -e inject=unlinkat:delay_enter=500000 2>"$T/strace.err"
+st_pid=$!
+wait_for 10 grep -q attached "$T/strace.err" || fail "strace did not attach: $(cat "$T/strace.err")"
+cairn commit -q "$s" slow:1 >/dev/null
+[ -d "$STORE/uppers/.gone-${old:0:16}" ] && ! [ -e "$STORE/uppers/$old" ] ||
+  fail "commit waited for the old upper's removal, or left it listed: $(ls -a "$STORE/uppers")"
+echo after >"$s/after"
+ok "commit returns with the old upper renamed away, its files still being removed"
+kill "$st_pid"
+wait "$st_pid" 2>/dev/null || true
+wait_for 20 eval "! [ -e '$STORE/uppers/.gone-${old:0:16}' ]" ||
+  fail "the old upper was never removed: $(ls -a "$STORE/uppers")"
+[ "$(cat "$s/slow8" "$s/after")" = "8
+after" ] || fail "the moved mount lost files"
+ok "the old upper's files go after the move"
 cairn umount -q --discard "$s"
