@@ -459,6 +459,22 @@ static int plan_layer(struct committer *c, int upper_fd) {
   return r;
 }
 
+/* The layer's tar goes through a pipe, written by a thread of its own
+ * (emit_layer) while the store reads it (cn_layer_ingest_written): on two
+ * cores, reading the upper and writing the tar overlap with hashing and
+ * storing its files, and no copy of the whole layer is written to
+ * STORE/tmp and read back. The writer has a store handle of its own (its
+ * error is said after the join); the reader asks how it ended once it has
+ * read the tar's end: a writer that failed fails the ingest, whatever it
+ * had written, so nothing of it is committed. */
+struct layer_writer {
+  struct committer *c;
+  int upper_fd, out_fd;
+  pthread_t thread;
+  bool joined;
+  int r;
+};
+
 /* The second pass: the layer's entries as a tar into out_fd, every
  * visible name of the files plan_layer marked among them, so that their
  * names stay one file in the new image. */
@@ -482,20 +498,6 @@ static int emit_layer(struct committer *c, int upper_fd, int out_fd) {
   return r;
 }
 
-/* The layer's tar goes through a pipe, written by a thread of its own
- * (emit_layer) while the store reads it (cn_layer_ingest): on two cores,
- * reading the upper and writing the tar overlap with hashing and storing
- * its files, and no copy of the whole layer is written to STORE/tmp and
- * read back. The writer has a store handle of its own (its errors, said
- * after the join); its fd's end closed, the reader sees the tar's end, or
- * a truncated tar if the writer failed (the writer's error is then the
- * one said). */
-struct layer_writer {
-  struct committer *c;
-  int upper_fd, out_fd;
-  int r;
-};
-
 static void *layer_writer_run(void *arg) {
   struct layer_writer *w = arg;
   w->r = emit_layer(w->c, w->upper_fd, w->out_fd);
@@ -503,7 +505,15 @@ static void *layer_writer_run(void *arg) {
   return NULL;
 }
 
-/* Writes the planned layer (c) through a pipe into cn_layer_ingest. */
+/* cn_layer_ingest_written's question: how the writer ended. */
+static int layer_writer_done(void *arg) {
+  struct layer_writer *w = arg;
+  if (!w->joined) pthread_join(w->thread, NULL);
+  w->joined = true;
+  return w->r;
+}
+
+/* Writes the planned layer (c) through a pipe into the store. */
 static int ingest_layer(cairn_store *st, struct committer *c, int upper_fd, cairn_pinset *ps,
                         cairn_id layer_out) {
   cairn_store *wst = NULL;
@@ -518,21 +528,20 @@ static int ingest_layer(cairn_store *st, struct committer *c, int upper_fd, cair
   fcntl(p[1], F_SETPIPE_SZ, 1 << 20); /* fewer switches; the default if refused */
   c->st = wst;
   struct layer_writer w = {.c = c, .upper_fd = upper_fd, .out_fd = p[1]};
-  pthread_t t;
-  if ((r = -pthread_create(&t, NULL, layer_writer_run, &w)) < 0) {
+  if ((r = -pthread_create(&w.thread, NULL, layer_writer_run, &w)) < 0) {
     close(p[0]);
     close(p[1]);
     c->st = st;
     cairn_store_close(wst);
     return cairn_fail(st, r, "thread: %s", strerror(-r));
   }
-  r = cn_layer_ingest(st, p[0], NULL, ps, layer_out);
-  if (r < 0) { /* the writer ends at its next file; what it writes meanwhile goes nowhere */
+  r = cn_layer_ingest_written(st, p[0], layer_writer_done, &w, ps, layer_out);
+  if (r < 0 && !w.joined) { /* the writer ends at its next file; the rest goes nowhere */
     atomic_store(&c->stop, true);
     char sink[1 << 16];
     while (read(p[0], sink, sizeof(sink)) > 0) continue;
   }
-  pthread_join(t, NULL);
+  layer_writer_done(&w);
   close(p[0]);
   c->st = st;
   if (w.r < 0 && w.r != -ECANCELED) r = cairn_fail(st, w.r, "%s", cairn_errmsg(wst));

@@ -326,10 +326,13 @@ b=$(sqlite3 "$STORE/meta.db" "SELECT blob FROM entries JOIN image_layers USING (
   WHERE image_id = '$base' AND path = 'data/x' AND blob IS NOT NULL")
 mv "$STORE/blobs/${b:0:2}/$b" "$T/saved-blob"
 n_images=$(cairn images -q | wc -l)
+n_layers=$(cairn layers --json | jq length)
 expect_exit 3 "cairn commit $s lost:1" cairn commit "$s" lost:1
 grep -qx "cairn: commit: $s: data2/x: blob: No such file or directory" "$T/stderr" ||
   fail "commit said: $(cat "$T/stderr")"
 [ "$(cairn images -q | wc -l)" = "$n_images" ] || fail "a failed commit made an image"
+[ "$(cairn layers --json | jq length)" = "$n_layers" ] ||
+  fail "a failed commit stored the part of its layer written before the failure"
 mv "$T/saved-blob" "$STORE/blobs/${b:0:2}/$b"
 ok "a file the tar's writer cannot read fails the commit naming it, making nothing"
 cairn umount -q --discard "$s"
