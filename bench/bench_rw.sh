@@ -12,6 +12,15 @@
 #   rmlower   rm -rf of the lower tree usr (whiteouts / copy-up of dirs)
 #   commit    cairn commit of the changes; for the overlays, tar -c of the
 #             upper directory to /dev/null (what a commit must at least read)
+# Then the commit of that same change three ways, in the same run:
+#   cairn commit   of the --rw mount (a layer and an image in the store)
+#   podman commit  of a podman container (storage driver overlay, its own
+#                  --root in $T) of the same image (cairn push to an
+#                  oci-archive, podman load), the same rows written
+#                  through podman mount's merged directory
+#   tar -c         of cairn's upper directory (uppers/ID/root) into a file
+#                  on the same disk, then sync of that file: the bytes a
+#                  layer holds, read once and written once, durably
 # Wall-clock seconds, and cairn's ratio to each peer (below 1: cairn
 # faster). Measured, never asserted. Root only. Other helpers may load the
 # machine: run it under `flock /work/bench.lock`.
@@ -67,14 +76,25 @@ for i in range(10000):
 PY
   sync; T[$sys,creates]=$(($(now) - t0))
   t0=$(now); rm -rf "$m/usr" && sync; T[$sys,rmlower]=$(($(now) - t0))
-  t0=$(now)
   if [ "$sys" = cairnfs ]; then
-    cairn commit -q "$m" bench-committed:1
-  else
-    tar -C "$up" -cf /dev/null .
+    local u
+    u=$(upper_ids)
+    t0=$(now); tar -C "$STORE/uppers/$u/root" -cf "$T/upper.tar" . && sync "$T/upper.tar"
+    C[tar]=$(($(now) - t0))
+    rm -f "$T/upper.tar"; sync
   fi
+  t0=$(now)
+  case $sys in
+  cairnfs) cairn commit -q "$m" bench-committed:1 >/dev/null ;;
+  podman)
+    "${P[@]}" umount "$ctr" >/dev/null
+    "${P[@]}" commit -q "$ctr" localhost/bench-committed:1 >/dev/null
+    ;;
+  *) tar -C "$up" -cf /dev/null . ;;
+  esac
   T[$sys,commit]=$(($(now) - t0))
 }
+declare -A C
 
 echo "# kernel overlayfs" >&2
 mkdir -p "$T/ovu" "$T/ovw" "$T/ovl"
@@ -88,11 +108,24 @@ fuse-overlayfs -o "lowerdir=$lower,upperdir=$T/fu,workdir=$T/fw" "$T/fovl"
 run_rows fuse-overlayfs "$T/fovl" "$T/fu"
 fusermount3 -u "$T/fovl"
 
+echo "# podman (overlay): its container's rows, then podman commit" >&2
+P=(podman --root "$T/podman" --runroot "$T/podman-run" --storage-driver overlay
+  --cgroup-manager=cgroupfs)
+on_exit '"${P[@]}" rm -af >/dev/null 2>&1; "${P[@]}" rmi -af >/dev/null 2>&1'
+cairn push -q --compress none bench:1 "oci-archive:$T/bench-oci.tar" >/dev/null 2>&1
+"${P[@]}" load -q -i "$T/bench-oci.tar" >/dev/null
+rm -f "$T/bench-oci.tar"
+ctr=$("${P[@]}" create --net=none localhost/bench:1 /bin/true)
+run_rows podman "$("${P[@]}" mount "$ctr")" ""
+"${P[@]}" rm -f "$ctr" >/dev/null
+
 echo "# cairnfs --rw" >&2
 mkdir -p "$T/cfs"
 cairn mount --rw bench:1 "$T/cfs" >/dev/null
 run_rows cairnfs "$T/cfs" ""
-cairn umount "$T/cfs" >/dev/null
+# (exit 4 if another container's namespace holds a copy of the mount:
+# detached here, the table still comes)
+cairn umount "$T/cfs" >/dev/null || true
 
 {
   echo "# bench_rw.sh, $(date -u +%FT%TZ), $(nproc) cores, one run each (seconds)"
@@ -101,4 +134,11 @@ cairn umount "$T/cfs" >/dev/null
     awk -v r="$row" -v o="${T[overlayfs,$row]}" -v f="${T[fuse-overlayfs,$row]}" -v c="${T[cairnfs,$row]}" \
       'BEGIN { printf "%-10s %12.2f %16.2f %12.2f %14.2f %18.2f\n", r, o/1e9, f/1e9, c/1e9, c/o, c/f }'
   done
+  echo
+  echo "# the commit of the same change (seconds; load $(cut -d' ' -f1-3 /proc/loadavg))"
+  printf "%-34s %8s %10s\n" commit seconds cairn/it
+  awk -v c="${T[cairnfs,commit]}" -v p="${T[podman,commit]}" -v t="${C[tar]}" 'BEGIN {
+    printf "%-34s %8.2f %10.2f\n", "cairn commit", c/1e9, 1
+    printf "%-34s %8.2f %10.2f\n", "podman commit (overlay)", p/1e9, c/p
+    printf "%-34s %8.2f %10.2f\n", "tar -c of cairn'"'"'s upper + sync", t/1e9, c/t }'
 } | tee ${out_file:+"$out_file"}

@@ -183,6 +183,8 @@ struct cairnfs_rw {
   char dir[PATH_MAX];       /* the mountpoint, as the upper's info names it */
   cairn_store *st2;         /* the rebase's own store handle, or NULL */
   cairn_pinset *pins;       /* the server's pins of the image it rebased onto */
+  pthread_t dropper;        /* removing the upper the last rebase left (rw_drop_wait) */
+  bool dropping;            /* dropper runs, or ended and is not joined yet */
   /* Restarts (see "Restarts" above): */
   bool inherited;                /* the supervisor holds the upper (lock_fd is its) */
   struct cairnfs_nodetab *nodes; /* the upper objects' identities (nodetab.c), or NULL */
@@ -311,6 +313,7 @@ void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
 
 /* rw_rebase.c */
 int rw_rebase(struct cairnfs *fs, const char *value, size_t size);
+void rw_drop_wait(struct cairnfs_rw *rw);
 
 /* rw_freeze.c: cairn commit's freeze of the changes (upper: the id of the
  * upper served, else EPERM); the move under it (EBUSY if it ended). */

@@ -636,6 +636,54 @@ static void rebase_move_handles(struct cairnfs *fs) {
   }
 }
 
+/* The upper a rebase left, its changes the new image's: unlisted at once
+ * (cairn_upper_discard renames it away), its files removed by a thread of
+ * its own, on a store handle of its own, after the move's answer: the
+ * commit returns, and the writes its freeze held go on, without waiting
+ * for an unlink of every file the upper holds. A server that dies first
+ * leaves the renamed upper to gc, as a removal cut short always did. */
+struct drop_job {
+  char *store;
+  cairn_id id;
+};
+
+static void *drop_run(void *arg) {
+  struct drop_job *j = arg;
+  cairn_store *st;
+  if (cairn_store_open_lazy(j->store, &st) == 0) {
+    cairn_upper_drop(st, j->id);
+    cairn_store_close(st);
+  }
+  free(j->store);
+  free(j);
+  return NULL;
+}
+
+void rw_drop_wait(struct cairnfs_rw *rw) {
+  if (!rw->dropping) return;
+  pthread_join(rw->dropper, NULL);
+  rw->dropping = false;
+}
+
+static void drop_later(struct cairnfs *fs, const char *old) {
+  struct cairnfs_rw *rw = fs->rw;
+  rw_drop_wait(rw); /* the previous rebase's, if it still runs */
+  cairn_upper_discard(rw->st2, old);
+  struct drop_job *j = malloc(sizeof(*j));
+  char *store = strdup(cairn_store_dir(rw->st2));
+  if (j && store) {
+    j->store = store;
+    snprintf(j->id, sizeof(j->id), "%s", old);
+    if (pthread_create(&rw->dropper, NULL, drop_run, j) == 0) {
+      rw->dropping = true;
+      return;
+    }
+  }
+  free(store);
+  free(j);
+  cairn_upper_drop(rw->st2, old); /* no thread: here, as before */
+}
+
 int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   struct cairnfs_rw *rw = fs->rw;
   char buf[2 * CAIRN_ID_LEN + 2];
@@ -726,6 +774,6 @@ int rw_rebase(struct cairnfs *fs, const char *value, size_t size) {
   int upper_fd = rw->lock_fd;
   UNLOCK(fs);
   cairnfs_report_moved(image, upper_fd); /* the supervisor takes them over */
-  cairn_upper_drop(rw->st2, old);        /* its changes are the new image's now */
+  drop_later(fs, old);                   /* its changes are the new image's now */
   return r;
 }

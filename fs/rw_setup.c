@@ -164,6 +164,7 @@ void cairnfs_rw_free(struct cairnfs *fs) {
     free(h);
   }
   free(rw->old_trees);
+  rw_drop_wait(rw);
   if (rw->pins) cairn_pinset_release(rw->st2, rw->pins);
   if (rw->st2) cairn_store_close(rw->st2);
   pthread_rwlock_destroy(&rw->tree_lock);

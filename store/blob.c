@@ -6,7 +6,8 @@
  * A writer streams into an anonymous O_TMPFILE in the blobs directory while
  * computing XXH3-128 and sha256, then links it under its name; a content
  * of up to BLOB_HELD bytes waits in memory until its name is known, so a
- * duplicate of a blob with a row costs no file. A name, once
+ * duplicate of a blob with a row, or of a file already at its name (an
+ * earlier copy in the same layer), costs no file. A name, once
  * linked, never changes content until a sweep (under the exclusive store
  * lock) removes it: linkat() refuses to replace. A dedup hit must prove the
  * content equal: same size and same sha256, taken from the committed row
@@ -247,6 +248,16 @@ static int blob_place(blob_writer *w, const char *name, const char *sha) {
     return cairn_fail(st, -errno, "%s/blobs/%s: %s", st->dir, sub,
                       errno == ELOOP || errno == ENOTDIR ? "not a directory: refused"
                                                          : strerror(errno));
+  if (w->fd < 0) {
+    /* Content still held, whose name a file with no row has already (an
+     * earlier file of this import, another import's, a crash's): its
+     * bytes decide, before a file is made for this copy. */
+    cairn_autoclose int fd = openat(subfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    char other[65];
+    uint64_t size;
+    if (fd >= 0 && file_sha256(fd, other, &size) == 0)
+      return size == w->size && strcmp(other, sha) == 0 ? 1 : 2;
+  }
   if ((r = spill(w)) < 0 || (r = cn_staging_note(st, rel)) < 0) return r;
   /* a hole at the end: the file's size, not a byte written */
   struct stat fb;

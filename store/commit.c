@@ -3,9 +3,9 @@
  * commit.c — cairn commit: the upper layer of a writable mount (upper.c,
  * laid out by fs/rw.h) turned into an OCI layer and a new image.
  *
- * The layer is a pax tar written to an anonymous file in STORE/tmp, then
- * stored by the one layer import (cn_layer_ingest: dedup of blobs,
- * diff_id from the bytes). It is the view the mount shows (the upper's
+ * The layer is a pax tar written by a thread of its own into a pipe and
+ * stored as it comes by the one layer import (cn_layer_ingest: dedup of
+ * blobs, diff_id from the bytes; ingest_layer). It is the view the mount shows (the upper's
  * root/ over the base tree, merged by fs/rw.h's rules: by origin, not
  * by path) against the base, in the OCI rules:
  * - every upper entry as it is (directories, files, symlinks, devices,
@@ -40,7 +40,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -67,6 +69,7 @@ struct committer {
   struct archive *out;
   int root_fd, index_fd;
   bool emit;           /* the second pass: writing */
+  atomic_bool stop;    /* the reader failed: the writer ends (-ECANCELED) */
   bool any_group;      /* some flags[] has F_GROUP */
   cairn_report *rep;   /* what was left out (sockets); may be NULL */
   uint64_t holes;      /* the upper files' holes so far (planning pass) */
@@ -114,6 +117,7 @@ static int write_marker(struct committer *c, const char *path) {
 static int copy_fd(struct committer *c, int fd, uint64_t size, const char *path) {
   static const char zeros[1 << 17];
   uint64_t pos = 0;
+  if (atomic_load(&c->stop)) return -ECANCELED;
   while (pos < size) {
     uint64_t d, h;
     cn_next_extent(fd, pos, size, &d, &h);
@@ -427,13 +431,13 @@ static int view_dir(struct committer *c, int dirfd, uint32_t origin, size_t len,
   return r;
 }
 
-/* The layer: the view (upper root/ over the base tree) against the base,
- * in two passes over the view: the first finds the lower files with
- * several names of which one is written in full (under a renamed or
- * opaque directory) and the copied-up ones (work/index); the second
- * writes the entries, every visible name of those files among them, so
- * that their names stay one file in the new image. */
-static int write_layer(struct committer *c, int upper_fd, int out_fd) {
+/* The layer's first pass over the view (upper root/ over the base tree,
+ * against the base): finds the lower files with several names of which
+ * one is written in full (under a renamed or opaque directory) and the
+ * copied-up ones (work/index), and counts the upper files' holes (a
+ * commit past what a layer holds fails here, before anything is
+ * written). */
+static int plan_layer(struct committer *c, int upper_fd) {
   c->root_fd = openat(upper_fd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
   c->index_fd = openat(upper_fd, "work/index", O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (c->root_fd < 0) return cairn_fail(c->st, -errno, "upper root: %s", strerror(errno));
@@ -452,13 +456,35 @@ static int write_layer(struct committer *c, int upper_fd, int out_fd) {
   int r = view_dir(c, c->root_fd, 1, 0, true);
   for (size_t k = 1; k <= count && r == 0 && !c->any_group; k++)
     c->any_group = c->flags[k] & F_GROUP;
+  return r;
+}
+
+/* The layer's tar goes through a pipe, written by a thread of its own
+ * (emit_layer) while the store reads it (cn_layer_ingest_written): on two
+ * cores, reading the upper and writing the tar overlap with hashing and
+ * storing its files, and no copy of the whole layer is written to
+ * STORE/tmp and read back. The writer has a store handle of its own (its
+ * error is said after the join); the reader asks how it ended once it has
+ * read the tar's end: a writer that failed fails the ingest, whatever it
+ * had written, so nothing of it is committed. */
+struct layer_writer {
+  struct committer *c;
+  int upper_fd, out_fd;
+  pthread_t thread;
+  bool joined;
+  int r;
+};
+
+/* The second pass: the layer's entries as a tar into out_fd, every
+ * visible name of the files plan_layer marked among them, so that their
+ * names stay one file in the new image. */
+static int emit_layer(struct committer *c, int upper_fd, int out_fd) {
   c->emit = true;
-  if (r < 0) return r;
   c->out = archive_write_new();
   if (!c->out) return cairn_fail(c->st, -ENOMEM, "out of memory");
   archive_write_set_format_pax(c->out);
   archive_write_set_bytes_in_last_block(c->out, 1);
-  r = archive_write_open_fd(c->out, out_fd) == ARCHIVE_OK ? 0 : out_fail(c, "layer");
+  int r = archive_write_open_fd(c->out, out_fd) == ARCHIVE_OK ? 0 : out_fail(c, "layer");
   struct stat st;
   if (r == 0 && fstatat(c->root_fd, "", &st, AT_EMPTY_PATH) == 0) {
     /* the root's own attributes: "./" */
@@ -469,6 +495,57 @@ static int write_layer(struct committer *c, int upper_fd, int out_fd) {
   if (r == 0) r = view_dir(c, c->root_fd, 1, 0, true);
   if (archive_write_close(c->out) != ARCHIVE_OK && r == 0) r = out_fail(c, "layer");
   archive_write_free(c->out);
+  return r;
+}
+
+static void *layer_writer_run(void *arg) {
+  struct layer_writer *w = arg;
+  w->r = emit_layer(w->c, w->upper_fd, w->out_fd);
+  close(w->out_fd);
+  return NULL;
+}
+
+/* cn_layer_ingest_written's question: how the writer ended. */
+static int layer_writer_done(void *arg) {
+  struct layer_writer *w = arg;
+  if (!w->joined) pthread_join(w->thread, NULL);
+  w->joined = true;
+  return w->r;
+}
+
+/* Writes the planned layer (c) through a pipe into the store. */
+static int ingest_layer(cairn_store *st, struct committer *c, int upper_fd, cairn_pinset *ps,
+                        cairn_id layer_out) {
+  cairn_store *wst = NULL;
+  int r = cairn_store_open_lazy(cairn_store_dir(st), &wst);
+  if (r < 0) return cairn_fail(st, r, "%s: %s", cairn_store_dir(st), strerror(-r));
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) {
+    r = cairn_fail(st, -errno, "pipe: %s", strerror(errno));
+    cairn_store_close(wst);
+    return r;
+  }
+  fcntl(p[1], F_SETPIPE_SZ, 1 << 20); /* fewer switches; the default if refused */
+  c->st = wst;
+  struct layer_writer w = {.c = c, .upper_fd = upper_fd, .out_fd = p[1]};
+  if ((r = -pthread_create(&w.thread, NULL, layer_writer_run, &w)) < 0) {
+    close(p[0]);
+    close(p[1]);
+    c->st = st;
+    cairn_store_close(wst);
+    return cairn_fail(st, r, "thread: %s", strerror(-r));
+  }
+  r = cn_layer_ingest_written(st, p[0], layer_writer_done, &w, ps, layer_out);
+  if (r < 0 && !w.joined) { /* the writer ends at its next file; the rest goes nowhere */
+    atomic_store(&c->stop, true);
+    char sink[1 << 16];
+    while (read(p[0], sink, sizeof(sink)) > 0) continue;
+  }
+  layer_writer_done(&w);
+  close(p[0]);
+  c->st = st;
+  if (w.r < 0 && w.r != -ECANCELED) r = cairn_fail(st, w.r, "%s", cairn_errmsg(wst));
+  cairn_store_close(wst);
   return r;
 }
 
@@ -682,7 +759,6 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
   size_t n_layers = 0;
   struct base_config bc = {0};
   cairn_autofree char *config = NULL;
-  int out_fd = -1;
   int r = cairn_pin_image(st, ps, base);
   if (r == 0) r = cairn_tree_build(st, base, &tree);
   if (r == 0 && !(c = calloc(1, sizeof(*c)))) r = cairn_fail(st, -ENOMEM, "out of memory");
@@ -695,13 +771,8 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
     c->flags = calloc(cairn_tree_count(tree) + 1, 1);
     if (!c->lower_first || !c->flags) r = cairn_fail(st, -ENOMEM, "out of memory");
   }
-  if (r == 0) {
-    out_fd = cn_store_tmpfile(st, 0600);
-    if (out_fd < 0) r = out_fd;
-  }
-  if (r == 0) r = write_layer(c, upper_fd, out_fd);
-  if (r == 0 && lseek(out_fd, 0, SEEK_SET) < 0) r = cairn_fail(st, -errno, "%s", strerror(errno));
-  if (r == 0) r = cn_layer_ingest(st, out_fd, NULL, ps, layer_out);
+  if (r == 0) r = plan_layer(c, upper_fd);
+  if (r == 0) r = ingest_layer(st, c, upper_fd, ps, layer_out);
   if (r == 0) r = cairn_inspect(st, base, keep_config, &bc);
   if (r == 0) r = cn_image_layers(st, base, &layers, &n_layers);
   if (r == 0) {
@@ -719,7 +790,6 @@ int cairn_commit_report(cairn_store *st, const char *upper_id, const char *name,
   if (r == 0)
     r = cn_image_commit(st, config, strlen(config), (const char *const *)layers, n_layers, name,
                            image_out);
-  if (out_fd >= 0) close(out_fd);
   if (c) {
     for (size_t k = 0; c->lower_first && k <= cairn_tree_count(tree); k++) free(c->lower_first[k]);
     free(c->lower_first);

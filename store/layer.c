@@ -101,6 +101,8 @@ struct layer_input {
   size_t len;
   const cn_layer_hint *hints; /* sorted by off */
   size_t n_hints;
+  cn_layer_writer_done_fn done; /* how fd's writer ended, once its end is read */
+  void *done_arg;
 };
 
 struct ingest {
@@ -728,6 +730,7 @@ static int layer_ingest_locked(cairn_store *st, const struct layer_input *src,
   }
   if (r == 0 && layer_stream_drain(ls) < 0)
     r = cairn_fail(st, -EBADMSG, "corrupt or truncated stream: %s", archive_error_string(ls->raw));
+  if (r == 0 && src->done) r = src->done(src->done_arg);
   if (r == 0 && ls->size == 0) r = cairn_fail(st, -EBADMSG, "empty input is not a tar");
   st->ingest_padding = 0;
   if (r == 0) {
@@ -795,6 +798,13 @@ int cn_layer_ingest(cairn_store *st, int fd, const char *expected_diff_id, cairn
   store_errclear(st);
   return layer_ingest(st, &(struct layer_input){.fd = fd}, expected_diff_id, ps, NULL,
                       diff_id_out);
+}
+
+int cn_layer_ingest_written(cairn_store *st, int fd, cn_layer_writer_done_fn done, void *arg,
+                            cairn_pinset *ps, cairn_id diff_id_out) {
+  store_errclear(st);
+  return layer_ingest(st, &(struct layer_input){.fd = fd, .done = done, .done_arg = arg}, NULL, ps,
+                      NULL, diff_id_out);
 }
 
 int cn_layer_ingest_hinted(cairn_store *st, int fd, const char *expected_diff_id,

@@ -13,6 +13,15 @@
 int cn_layer_ingest_memory(cairn_store *st, const void *buf, size_t len, cairn_pinset *ps,
                            cairn_id diff_id_out);
 
+/* cn_layer_ingest of a tar read from fd as its writer writes it: once
+ * fd's end is read, and before anything is committed, done(arg) says how
+ * the writer ended: 0, or a negative errno (it failed: nothing is
+ * committed, whatever it wrote, and the writer's error is the caller's
+ * to say; a tar cut short between two entries reads as a whole one). */
+typedef int (*cn_layer_writer_done_fn)(void *arg);
+int cn_layer_ingest_written(cairn_store *st, int fd, cn_layer_writer_done_fn done, void *arg,
+                            cairn_pinset *ps, cairn_id diff_id_out);
+
 /* The directory parent_fd/name, a kernel overlay's upper (a containerd
  * snapshot's), as a layer (store/commit.c): a pax tar of its entries by
  * name (whiteouts, character devices 0/0, as .wh.NAME; a directory whose

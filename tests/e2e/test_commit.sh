@@ -10,7 +10,9 @@
 # a read-only mount of it all equal the rw mount's view; the base image is
 # unchanged and the mount keeps serving, moved onto the new image with a
 # fresh upper: a second commit holds only the later writes; a process's
-# cwd on the mount survives the move; a file open for writing moves too.
+# cwd on the mount survives the move; a file open for writing moves too;
+# commit does not wait for the removal of the upper the move left, and
+# writes no copy of its layer to STORE/tmp.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount
 set -e
@@ -273,4 +275,64 @@ grep -qx "cairn: commit: $s: /b, owned by nobody (uid $(id -u nobody)): a sparse
 [ "$(cairn images -q | wc -l)" = "$n_images" ] && [ "$(stat -c %s "$s/b")" = $((10 << 30)) ] ||
   fail "a failed commit made an image, or the mount lost the file"
 ok "holes past what a layer holds fail the commit naming the file and its owner, making nothing"
+cairn umount -q --discard "$s"
+
+# The upper a commit's move leaves is renamed away at once, and its files
+# removed after the move's answer: commit returns without waiting for
+# them. The server's unlinks slowed (half a second each, by strace), the
+# old upper is still being removed when commit returns, then goes.
+cairn mount -q --rw test:1 "$s"
+for i in 1 2 3 4 5 6 7 8; do echo "$i" >"$s/slow$i"; done
+old=$(upper_ids)
+srv=$(server_of "$(mount_pid "$s")")
+bg_start strace -f -p "$srv" -o /dev/null -e trace=unlinkat \
+  -e inject=unlinkat:delay_enter=500000 2>"$T/strace.err"
+st_pid=$!
+wait_for 10 grep -q attached "$T/strace.err" || fail "strace did not attach: $(cat "$T/strace.err")"
+cairn commit -q "$s" slow:1 >/dev/null
+[ -d "$STORE/uppers/.gone-${old:0:16}" ] && ! [ -e "$STORE/uppers/$old" ] ||
+  fail "commit waited for the old upper's removal, or left it listed: $(ls -a "$STORE/uppers")"
+echo after >"$s/after"
+ok "commit returns with the old upper renamed away, its files still being removed"
+kill "$st_pid"
+wait "$st_pid" 2>/dev/null || true
+wait_for 20 eval "! [ -e '$STORE/uppers/.gone-${old:0:16}' ]" ||
+  fail "the old upper was never removed: $(ls -a "$STORE/uppers")"
+[ "$(cat "$s/slow8" "$s/after")" = "8
+after" ] || fail "the moved mount lost files"
+ok "the old upper's files go after the move"
+cairn umount -q --discard "$s"
+
+# The layer's tar goes from the upper to the store through a pipe: no copy
+# of the layer is written to STORE/tmp (here a tmpfs of 1 MiB, for a layer
+# of 8 MiB), and the layer is the upper's file, byte for byte.
+cairn mount -q --rw test:1 "$s"
+head -c 8M /dev/urandom >"$s/big8"
+mount -t tmpfs -o size=1m tmpfs "$STORE/tmp"
+cairn commit -q "$s" piped:1 >/dev/null 2>"$T/stderr" ||
+  fail "commit needed room for the layer in STORE/tmp: $(cat "$T/stderr")"
+cairn export piped:1 | tar -xOf - big8 | cmp - "$s/big8" || fail "the piped layer differs"
+ok "commit stores its layer with no copy of it in STORE/tmp"
+cairn umount -q --discard "$s"
+umount "$STORE/tmp"
+
+# What the tar's writer meets is what commit says (not the store's view of
+# a tar cut short): a lower file written in full (its directory renamed)
+# whose blob file is missing.
+cairn mount -q --rw test:1 "$s"
+mv "$s/data" "$s/data2"
+base=$(cairn images --json | jq -r '.[] | select(.names[0] == "localhost/test:1") | .id')
+b=$(sqlite3 "$STORE/meta.db" "SELECT blob FROM entries JOIN image_layers USING (layer_id)
+  WHERE image_id = '$base' AND path = 'data/x' AND blob IS NOT NULL")
+mv "$STORE/blobs/${b:0:2}/$b" "$T/saved-blob"
+n_images=$(cairn images -q | wc -l)
+n_layers=$(cairn layers --json | jq length)
+expect_exit 3 "cairn commit $s lost:1" cairn commit "$s" lost:1
+grep -qx "cairn: commit: $s: data2/x: blob: No such file or directory" "$T/stderr" ||
+  fail "commit said: $(cat "$T/stderr")"
+[ "$(cairn images -q | wc -l)" = "$n_images" ] || fail "a failed commit made an image"
+[ "$(cairn layers --json | jq length)" = "$n_layers" ] ||
+  fail "a failed commit stored the part of its layer written before the failure"
+mv "$T/saved-blob" "$STORE/blobs/${b:0:2}/$b"
+ok "a file the tar's writer cannot read fails the commit naming it, making nothing"
 cairn umount -q --discard "$s"

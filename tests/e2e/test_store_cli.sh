@@ -44,6 +44,16 @@ writes=$(grep -c ' write ' "$T/l4.trace")
 check "$n4 files, all stored but one: only the new one written in blobs/ ($writes writes)" \
   [ "$writes" -ge 1 -a "$writes" -le 2 ]
 check "... and stored once more" [ "$(find "$STORE/blobs" -type f | wc -l)" = $((distinct + 1)) ]
+# A content new to the store, in 100 files of one layer: written once (the
+# copies after the first find its file by name before any is made).
+mkdir -p "$T/l5" && for i in $(seq 100); do echo "one content, many files" >"$T/l5/copy$i"; done
+mktar "$T/l5" "$T/l5.tar"
+expect_exit 0 "import copies:1 (one new content in 100 files), its writes in blobs/ traced" \
+  env CAIRN_INJECT_DIR="$STORE" CAIRN_INJECT_PATH=/blobs/ CAIRN_INJECT_TRACE="$T/l5.trace" \
+  LD_PRELOAD="$(injector_preload)" "$CAIRN_BIN/cairn" --store "$STORE" import copies:1 "$T/l5.tar"
+writes=$(grep -c ' write ' "$T/l5.trace")
+check "100 copies of one new content: written once in blobs/ ($writes writes)" [ "$writes" = 1 ]
+setup cairn rm -q copies:1
 setup cairn rm -q dup:1
 setup cairn gc --quiet
 check_json "diff_id is the sha256 of the uncompressed tar" \
