@@ -29,7 +29,9 @@
 # loaded machine waits for the CPU, and the shaping proxy is not niced).
 # Usage: bench/bench_lazy_start.sh [BUILD_DIR]  (default build); SIZE_MIB,
 # BIG_MIB (32), READ_PCT, RUNS, PODMAN_PARTIAL, MEASURE_NICE, CONTENDERS
-# (default "a o b c"; o is (a')). The output is also written
+# (default "a o b c"; o is (a'); x is (a) run by the build
+# CAIRN_BIN_BEFORE, which adds it to the default: a change measured in the
+# same run). The output is also written
 # to bench/results/lazy_start.txt. Needs root, podman (overlay driver),
 # crun, docker-registry, the cached minbase tree (debootstrap once).
 # If `cairn pull --lazy` leaves a fill running in the background, the
@@ -44,7 +46,8 @@ BIG_MIB=${BIG_MIB:-32}
 READ_PCT=${READ_PCT:-5}
 RUNS=${RUNS:-1}
 PODMAN_PARTIAL=${PODMAN_PARTIAL:-1}
-CONTENDERS=${CONTENDERS:-a o b c}
+BEFORE=${CAIRN_BIN_BEFORE:+$(cd "$CAIRN_BIN_BEFORE" && pwd)}
+CONTENDERS=${CONTENDERS:-a o b c${BEFORE:+ x}}
 MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
 source "$SRC/bench/rootfs.sh"
@@ -137,7 +140,8 @@ since() { python3 -c "import sys; print(float(sys.argv[1]) - float(sys.argv[2]))
 
 # cairn_start LAZY REF: pull (--lazy or not), bundle, crun run, from an empty store.
 cairn_start() {
-  local lazy=$1 ref=$2 out=$3 t0 b=$W/bundle-$RANDOM
+  local lazy=$1 ref=$2 out=$3 t0 b=$W/bundle-$RANDOM CAIRN=("${CAIRN[@]}")
+  [[ $lazy == x ]] && CAIRN=("$BEFORE/cairn")
   rm -rf "$W/store"
   t0=$EPOCHREALTIME
   timeout 900 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/store" pull -q --insecure ${lazy:+--lazy} "$ref" >/dev/null \
@@ -187,10 +191,12 @@ podman_start() {
 }
 
 names=("(a) cairn pull --lazy + bundle + crun" "(b) cairn pull + bundle + crun"
-  "(c) podman pull + run" "(a') pull --lazy of the push after a recorded run + bundle + crun")
-cmds=("cairn_start 1 \$REF" "cairn_start '' \$REF" "podman_start -" "cairn_start 1 \$REF_OPT")
+  "(c) podman pull + run" "(a') pull --lazy of the push after a recorded run + bundle + crun"
+  "(x) (a), the build before")
+cmds=("cairn_start 1 \$REF" "cairn_start '' \$REF" "podman_start -" "cairn_start 1 \$REF_OPT"
+  "cairn_start x \$REF")
 for ((r = 0; r < RUNS; r++)); do
-  for i in $(printf '%s\n' $CONTENDERS | tr abco 0123 | shuf); do
+  for i in $(printf '%s\n' $CONTENDERS | tr abcox 01234 | shuf); do
     curl -sf "http://$PROXY/_proxy/reset" >/dev/null
     echo "run $i" >>"$W/runs"
     # (each contender's steps run on past a failure, which is then said)
@@ -226,11 +232,11 @@ for line in open(runs):
     else:
         cur[k] = float(v.split()[0])
 med = {n: {k: statistics.median(r[k] for r in v) for k in v[0]} for n, v in rows.items() if v}
-a, b, c, o = (med[n]["first"] if n in med else float("nan") for n in names)
+a, b, c, o, x = (med[n]["first"] if n in med else float("nan") for n in names)
 print("| from the start of the pull | to its end s | to the bundle s | to the first line s"
       " | bytes through the proxy | of the layer | requests |")
 print("|---|---|---|---|---|---|---|")
-for n in [names[0], names[3], names[1], names[2]]:
+for n in [names[0], names[4], names[3], names[1], names[2]]:
     if n not in med:
         continue
     m = med[n]
@@ -238,7 +244,8 @@ for n in [names[0], names[3], names[1], names[2]]:
     print(f"| {n} | {m['pull']:.2f} | {bundle} | {m['first']:.2f}"
           f" | {int(m['bytes']):,} | {100 * m['bytes'] / size:.1f}% | {int(m['requests'])} |")
 print(f"(a)/(b) = {a / b:.3f}, (a')/(b) = {o / b:.3f} (goal <= 0.10); (a)/(c) = {a / c:.3f},"
-      f" (a')/(c) = {o / c:.3f}; (b)/(c) = {b / c:.3f}")
+      f" (a')/(c) = {o / c:.3f}; (b)/(c) = {b / c:.3f}"
+      + (f"; (x)/(b) = {x / b:.3f}, the build before" if x == x else ""))
 for n, k in fails.items():
     print(f"{n}: failed {k} times (no first line)")
 for n, v in rows.items():

@@ -21,8 +21,9 @@
  * request, not a connection, a token and a source opened.
  *
  * While requests are in flight, the fetcher holds a shared lock on
- * STORE/tmp/first-reads, and touches it when the last ends: a fill
- * yields the link to them (fill.c).
+ * STORE/tmp/first-reads, and touches it when the last ends; while the
+ * fetch of a file of FILL_LARGE_READ bytes or more is, one on
+ * STORE/tmp/first-reads-large: a fill yields the link to them (fill.c).
  *
  * Built on cairn.h alone, like the rest of store/remote/.
  */
@@ -75,7 +76,20 @@ struct cairn_lazy_fetcher {
   unsigned n_threads;
   int reads_fd;       /* STORE/tmp/first-reads (-1: none), shared-locked while */
   unsigned in_flight; /* requests are in flight */
+  int large_fd;       /* STORE/tmp/first-reads-large (-1: none), shared-locked */
+  unsigned large;     /* while fetches of large files are */
 };
+
+/* Whether sha256 is pending as a file of FILL_LARGE_READ bytes or more. */
+static bool is_large(cairn_store *st, const char *sha256) {
+  char full[80];
+  snprintf(full, sizeof full, "%s%s", strncmp(sha256, "sha256:", 7) == 0 ? "" : "sha256:", sha256);
+  cairn_lazy_file f;
+  if (cn_lazy_file_find(st, full, &f) <= 0) return false;
+  bool large = f.size >= FILL_LARGE_READ;
+  cn_lazy_file_clear(&f);
+  return large;
+}
 
 static bool toc_is(const toc_entry *e, const cairn_lazy_file *f) {
   return e->blob_size == f->blob_size && strcmp(e->digest, f->digest) == 0 &&
@@ -224,6 +238,12 @@ static void *worker(void *arg) {
     ts.ready_arg = &a;
     int r;
     if (open_r > 0) open_r = cairn_store_open_lazy(fx->dir, &st);
+    bool large = open_r == 0 && fx->large_fd >= 0 && is_large(st, q->sha256);
+    if (large) {
+      pthread_mutex_lock(&fx->mu);
+      if (fx->large++ == 0) flock(fx->large_fd, LOCK_SH);
+      pthread_mutex_unlock(&fx->mu);
+    }
     if (open_r < 0) {
       r = open_r;
       snprintf(msg, sizeof msg, "%s: cannot open the store: %s", fx->dir, strerror(-r));
@@ -237,6 +257,7 @@ static void *worker(void *arg) {
     if (!a.sent) fx->done(q->sha256, r, r < 0 ? msg : blob, fx->arg);
     free(q);
     pthread_mutex_lock(&fx->mu);
+    if (large && --fx->large == 0) flock(fx->large_fd, LOCK_UN);
     if (fx->reads_fd >= 0 && --fx->in_flight == 0) {
       futimens(fx->reads_fd, NULL); /* when the last ended */
       flock(fx->reads_fd, LOCK_UN);
@@ -264,6 +285,8 @@ int cairn_lazy_fetcher_new(const char *store_dir, unsigned threads, cairn_lazy_f
   char path[4096];
   snprintf(path, sizeof path, "%s/tmp/%s", store_dir, CN_FIRST_READS);
   fx->reads_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600); /* none: no yield */
+  snprintf(path, sizeof path, "%s/tmp/%s", store_dir, CN_FIRST_READS_LARGE);
+  fx->large_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   fx->done = done;
   fx->arg = arg;
   for (; fx->n_threads < threads; fx->n_threads++)
@@ -311,6 +334,7 @@ void cairn_lazy_fetcher_free(cairn_lazy_fetcher *fx) {
   pthread_cond_destroy(&fx->work);
   pthread_mutex_destroy(&fx->mu);
   if (fx->reads_fd >= 0) close(fx->reads_fd);
+  if (fx->large_fd >= 0) close(fx->large_fd);
   free(fx->dir);
   free(fx);
 }

@@ -29,10 +29,13 @@
  * fails has its files fetched one by one the same way.
  *
  * A batch that is not the prefetch files' waits, before it starts, while
- * a mount's first reads are in flight (the fetcher holds
- * STORE/tmp/first-reads: fetcher.c) or ended less than FILL_QUIET_MS
- * ago, FILL_YIELD_MAX_MS at most: the container waiting on them gets the
- * link (doc/lazy-pulls.md, "The fill as built").
+ * a mount's first read of a large file is in flight (the fetcher holds
+ * STORE/tmp/first-reads-large: fetcher.c), FILL_YIELD_MAX_MS at most;
+ * while smaller first reads are in flight or ended less than
+ * FILL_QUIET_MS ago (STORE/tmp/first-reads), it goes alone and small
+ * (FILL_TRICKLE_BYTES): the container waiting on them finds the link
+ * nearly idle (doc/lazy-pulls.md, "The fill as built"). Batches are cut
+ * as they start, the first ones small (FILL_RAMP_MS).
  *
  * Built on cairn.h alone, like the rest of store/remote/.
  */
@@ -80,6 +83,13 @@ size_t cn_fill_batch_end(const cn_fill_item *v, size_t n, size_t first, uint64_t
   return i;
 }
 
+uint64_t cn_fill_batch_max(uint64_t per, int64_t since_ms, bool reads_about) {
+  int64_t steps = reads_about || since_ms < 0 ? 0 : since_ms / FILL_RAMP_MS;
+  if (steps < 8 && ((uint64_t)FILL_TRICKLE_BYTES << steps) < per)
+    return (uint64_t)FILL_TRICKLE_BYTES << steps;
+  return per;
+}
+
 bool cn_fill_merges(const cn_fill_item *prev, uint64_t range_lo, const cn_fill_item *next) {
   return next->layer == prev->layer && next->lo >= prev->hi &&
          next->lo - prev->hi <= FILL_MERGE_GAP && next->hi - range_lo <= FILL_RANGE_MAX;
@@ -104,15 +114,16 @@ typedef struct fill_ctx {
   size_t n_items;
   const char **later; /* fetched one by one */
   size_t n_later;
-  size_t *batch_first; /* batch k: items [batch_first[k], batch_first[k + 1]) */
-  size_t n_batches, next;
+  size_t next;             /* the first item no batch has taken; a batch is cut when it starts */
+  uint64_t per;            /* a batch's bytes (cn_fill_batch_end) while no first read is about */
+  int64_t t0;              /* when the workers started (CLOCK_MONOTONIC, ms) */
   cn_lazy_sources sources; /* of the one-by-one fetches */
-  /* the first prefetch_batches batches are the prefetch files'; until the
-   * last of them is done, no other batch starts: the files a container
-   * reads first get the whole link */
-  size_t prefetch_batches, prefetch_left;
-  pthread_cond_t prefetch_done;
-  pthread_mutex_t lock; /* next, the counts, the items' state, the hooks */
+  /* batches in flight, and of them the prefetch files': until the last of
+   * those is done, no other batch starts (the files a container reads
+   * first get the whole link) */
+  size_t running, prefetch_running;
+  pthread_cond_t changed; /* a batch ended */
+  pthread_mutex_t lock;   /* next, the counts, the items' state, the hooks */
   size_t done, total, failed;
   int first_err;
   char why[1024];
@@ -322,52 +333,100 @@ static int64_t ms_of(const struct timespec *t) {
   return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
 }
 
-/* Waits while first reads are in flight or ended less than FILL_QUIET_MS
- * ago, FILL_YIELD_MAX_MS at most. */
-static void yield_to_reads(const char *dir) {
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+/* Whether a mount's first reads are about: in flight (the fetcher holds
+ * STORE/tmp/CN_FIRST_READS shared) or ended less than FILL_QUIET_MS ago.
+ * Waits first while a large one is in flight (CN_FIRST_READS_LARGE held),
+ * FILL_YIELD_MAX_MS at most: it needs the link. */
+static bool reads_about(const char *dir) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/tmp/%s", dir, CN_FIRST_READS);
+  snprintf(path, sizeof path, "%s/tmp/%s", dir, CN_FIRST_READS_LARGE);
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return; /* no mount has read a pending file */
-  struct timespec t0, now, rt;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  for (;;) {
-    int64_t wait = 0;
-    struct stat sb;
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-      wait = 20; /* reads in flight */
-    } else {
-      clock_gettime(CLOCK_REALTIME, &rt);
-      int64_t quiet = fstat(fd, &sb) < 0 ? FILL_QUIET_MS : ms_of(&rt) - ms_of(&sb.st_mtim);
-      flock(fd, LOCK_UN);
-      if (quiet >= 0 && quiet < FILL_QUIET_MS) wait = FILL_QUIET_MS - quiet;
+  if (fd >= 0) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (ms_of(&now) - ms_of(&t0) >= FILL_YIELD_MAX_MS) break;
+      sleep_ms(20);
     }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (!wait || ms_of(&now) - ms_of(&t0) >= FILL_YIELD_MAX_MS) break;
-    struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000};
-    nanosleep(&ts, NULL);
+    close(fd);
+  }
+  snprintf(path, sizeof path, "%s/tmp/%s", dir, CN_FIRST_READS);
+  if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    return false;    /* no mount has read a pending file */
+  bool about = true; /* reads in flight */
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    struct timespec rt;
+    struct stat sb;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    int64_t quiet = fstat(fd, &sb) < 0 ? FILL_QUIET_MS : ms_of(&rt) - ms_of(&sb.st_mtim);
+    flock(fd, LOCK_UN);
+    about = quiet >= 0 && quiet < FILL_QUIET_MS;
   }
   close(fd);
+  return about;
+}
+
+/* Takes the next batch: [*first, *last), cut from the items no batch has
+ * taken. A batch of the prefetch files starts at once; any other waits
+ * until the prefetch batches are done, and while first reads are about
+ * (reads_about) goes alone and small: one batch in flight, of at most
+ * FILL_TRICKLE_BYTES, so that the reads find the link nearly idle while
+ * the fill still uses what they leave of it. Else its bytes grow from
+ * FILL_TRICKLE_BYTES, doubling every FILL_RAMP_MS, to c->per: a
+ * container started right after the pull reads its first files while
+ * the first batches are in flight, and waits for the batch that holds
+ * one. False: none left. */
+static bool next_batch(fill_ctx *c, size_t *first, size_t *last) {
+  pthread_mutex_lock(&c->lock);
+  for (;;) {
+    while (c->next < c->n_items && !c->items[c->next].prefetch && c->prefetch_running)
+      pthread_cond_wait(&c->changed, &c->lock);
+    if (c->next == c->n_items) break;
+    uint64_t max = c->per;
+    if (!c->items[c->next].prefetch) {
+      pthread_mutex_unlock(&c->lock);
+      bool about = reads_about(cairn_store_dir(c->st));
+      pthread_mutex_lock(&c->lock);
+      if (c->next == c->n_items) break;
+      if (about && c->running) { /* another batch in flight: after it */
+        pthread_mutex_unlock(&c->lock);
+        sleep_ms(20);
+        pthread_mutex_lock(&c->lock);
+        continue;
+      }
+      struct timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      max = cn_fill_batch_max(c->per, ms_of(&now) - c->t0, about);
+    }
+    *first = c->next;
+    *last = c->next = cn_fill_batch_end(c->items, c->n_items, c->next, max);
+    c->running++;
+    if (c->items[*first].prefetch) c->prefetch_running++;
+    pthread_mutex_unlock(&c->lock);
+    return true;
+  }
+  pthread_mutex_unlock(&c->lock);
+  return false;
 }
 
 static void *fill_worker(void *arg) {
   fill_ctx *c = arg;
   cairn_store *wst = NULL;
   if (cairn_store_open_lazy(cairn_store_dir(c->st), &wst) < 0) return NULL;
-  for (;;) {
+  size_t first, last;
+  while (next_batch(c, &first, &last)) {
+    run_batch(c, first, last, wst);
     pthread_mutex_lock(&c->lock);
-    size_t k = c->next < c->n_batches ? c->next++ : c->n_batches;
-    while (k < c->n_batches && k >= c->prefetch_batches && c->prefetch_left)
-      pthread_cond_wait(&c->prefetch_done, &c->lock);
+    c->running--;
+    if (c->items[first].prefetch) c->prefetch_running--;
+    pthread_cond_broadcast(&c->changed);
     pthread_mutex_unlock(&c->lock);
-    if (k == c->n_batches) break;
-    if (k >= c->prefetch_batches) yield_to_reads(cairn_store_dir(c->st));
-    run_batch(c, c->batch_first[k], c->batch_first[k + 1], wst);
-    if (k < c->prefetch_batches) {
-      pthread_mutex_lock(&c->lock);
-      if (!--c->prefetch_left) pthread_cond_broadcast(&c->prefetch_done);
-      pthread_mutex_unlock(&c->lock);
-    }
   }
   cairn_store_close(wst);
   return NULL;
@@ -450,16 +509,7 @@ static int plan(fill_ctx *c, char **todo, size_t n) {
   uint64_t bytes = 0;
   for (size_t i = 0; i < c->n_items; i++) bytes += c->items[i].hi - c->items[i].lo;
   uint64_t per = bytes / (2 * FILL_INFLIGHT);
-  per = per < FILL_BATCH_MIN ? FILL_BATCH_MIN : per > FILL_BATCH_MAX ? FILL_BATCH_MAX : per;
-  c->batch_first = calloc(c->n_items + 1, sizeof *c->batch_first);
-  if (!c->batch_first) return cairn_fail(c->st, -ENOMEM, "out of memory");
-  for (size_t i = 0; i < c->n_items;) {
-    if (c->items[i].prefetch) c->prefetch_batches++;
-    c->batch_first[c->n_batches++] = i;
-    i = cn_fill_batch_end(c->items, c->n_items, i, per);
-  }
-  c->prefetch_left = c->prefetch_batches;
-  c->batch_first[c->n_batches] = c->n_items;
+  c->per = per < FILL_BATCH_MIN ? FILL_BATCH_MIN : per > FILL_BATCH_MAX ? FILL_BATCH_MAX : per;
   return 0;
 }
 
@@ -497,12 +547,15 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
                 .total = n,
                 .sources = {.creds = o.creds},
                 .lock = PTHREAD_MUTEX_INITIALIZER,
-                .prefetch_done = PTHREAD_COND_INITIALIZER};
+                .changed = PTHREAD_COND_INITIALIZER};
   if (r == 0) r = plan(&c, todo, n);
   if (r == 0 && o.progress) o.progress(0, n, o.arg);
   pthread_t tids[FILL_INFLIGHT];
   size_t started = 0;
-  for (; r == 0 && started < FILL_INFLIGHT && started < c.n_batches; started++)
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  c.t0 = ms_of(&t0);
+  for (; r == 0 && started < FILL_INFLIGHT && started < c.n_items; started++)
     if (pthread_create(&tids[started], NULL, fill_worker, &c) != 0) break;
   for (size_t t = 0; t < started; t++) pthread_join(tids[t], NULL);
   /* what the workers left: busy elsewhere, a failed request, no worker */
@@ -519,7 +572,6 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   free(c.layers);
   free(c.items);
   free(c.later);
-  free(c.batch_first);
   cn_strv_free(todo, n);
   /* every file here: each layer's exact tar recorded (partial.c) */
   if (r == 0 && !c.failed) r = cn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);

@@ -5,8 +5,9 @@
 # on 127.0.0.1 behind the shaping proxy, with a zstd:chunked layer podman
 # 4.3 pushed (200 files of 0.5 to 3 kB, 20 of 20 to 150 kB):
 #   pull --lazy --no-fill starts nothing: the files stay pending;
-#   a fill yields to a mount's first reads in flight (no batch starts
-#   until they end), then fills;
+#   a fill yields to a mount's first reads: while a large one is in
+#   flight no batch starts until it ends, then it fills; while small ones
+#   are, it goes on, one request at a time;
 #   cairn fill fetches them in far fewer requests than files (merged
 #   ranges, multi-range requests, several in flight), no more than the
 #   layer's bytes, each file verified (a wrong byte in the registry fails
@@ -60,25 +61,57 @@ sleep 2
 check "... and after a while still 220 pending: no fill ran" test "$(pending "$T/s1")" = 220
 check "... no fill log" test -z "$(ls "$T/s1/tmp" | grep fill-)"
 
-# A mount's first reads in flight (its fetcher holds STORE/tmp/first-reads
-# shared while they are; a flock(1) stands in for it here): the fill
-# yields the link, starting no batch until they end, then fills.
+# A mount's large first read in flight (its fetcher holds
+# STORE/tmp/first-reads-large shared while one is, and first-reads while
+# any is; flock(1)s stand in for it here): the fill yields the link,
+# starting no batch until it ends, then fills.
 setup cp -a "$T/s1" "$T/s5"
-flock -s "$T/s5/tmp/first-reads" sleep 4 &
+setup cp -a "$T/s1" "$T/s6"
+flock -s "$T/s5/tmp/first-reads" flock -s "$T/s5/tmp/first-reads-large" sleep 4 &
 holder=$!
 BG_PIDS+=($holder)
-setup wait_for 5 test -e "$T/s5/tmp/first-reads"
+setup wait_for 5 test -e "$T/s5/tmp/first-reads-large"
 sleep 0.2
 cairn --store "$T/s5" fill -q fill/a:1 >/dev/null 2>"$T/fill5.err" &
 filler=$!
 BG_PIDS+=($filler)
 sleep 2
-check "while first reads are in flight, the fill starts no batch ($(pending "$T/s5") pending)" \
+check "while a large first read is in flight, the fill starts no batch ($(pending "$T/s5") pending)" \
   test "$(pending "$T/s5")" = 220
 wait "$holder"
-wait_for 30 pid_gone "$filler" || fail "the fill did not end once the reads had"
+wait_for 30 pid_gone "$filler" || fail "the fill did not end once the read had"
 wait "$filler"
-check "... and fills once they end" test $? = 0 -a "$(pending "$T/s5")" = 0
+check "... and fills once it ends" test $? = 0 -a "$(pending "$T/s5")" = 0
+# Small first reads in flight (first-reads alone held, by this shell):
+# the fill goes on, one request at a time, the reads finding the link
+# nearly idle. (The proxy's counts are taken while files are pending:
+# once they are all in, the fill fetches the tar headers between them,
+# two requests at once.)
+exec {reads}>"$T/s6/tmp/first-reads"
+setup flock -s "$reads"
+setup curl -sf "http://$PROXY/_proxy/set?latency=0.1" -o /dev/null
+setup proxy_reset
+cairn --store "$T/s6" fill -q fill/a:1 >/dev/null 2>"$T/fill6.err" {reads}>&- &
+filler=$!
+BG_PIDS+=($filler)
+stored() { test "$(pending "$T/s6")" -lt 220; }
+wait_for 3 stored
+check "while small first reads are in flight, the fill goes on ($(pending "$T/s6") pending)" stored
+c='{}'
+for ((i = 0; i < 200; i++)); do
+  now=$(proxy_counts)
+  [[ $(pending "$T/s6") == 0 ]] && break
+  c=$now
+  sleep 0.05
+done
+wait_for 10 pid_gone "$filler"
+check "... and ends" pid_gone "$filler"
+wait "$filler"
+check "... filled" test $? = 0 -a "$(pending "$T/s6")" = 0
+exec {reads}>&-
+setup curl -sf "http://$PROXY/_proxy/set?latency=0.005" -o /dev/null
+echo "# fill beside small first reads, before its last file: $(jq -c '{requests, max_in_flight}' <<<"$c")" >&2
+check "... one request at a time" test "$(jq .max_in_flight <<<"$c")" = 1 -a "$(jq .requests <<<"$c")" -ge 2
 
 # cairn fill: merged ranges, multi-range requests, each file verified.
 # Every tenth small file is fetched first (as a mount's read would), so

@@ -63,6 +63,17 @@ Test(fill, a_batch_is_one_layer_bounded_in_files_and_bytes) {
 #define HEX "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
 #define SHA "sha256:" HEX
 
+Test(fill, batches_grow_from_small_and_shrink_beside_first_reads) {
+  uint64_t per = FILL_BATCH_MAX;
+  cr_expect_eq(cn_fill_batch_max(per, 0, false), FILL_TRICKLE_BYTES, "small at the start");
+  cr_expect_eq(cn_fill_batch_max(per, FILL_RAMP_MS - 1, false), FILL_TRICKLE_BYTES);
+  cr_expect_eq(cn_fill_batch_max(per, FILL_RAMP_MS, false), 2 * FILL_TRICKLE_BYTES, "doubling");
+  cr_expect_eq(cn_fill_batch_max(per, 60000, false), per, "up to per");
+  cr_expect_eq(cn_fill_batch_max(per, 60000, true), FILL_TRICKLE_BYTES, "small beside reads");
+  cr_expect_eq(cn_fill_batch_max(FILL_BATCH_MIN, 0, true), FILL_BATCH_MIN, "never above per");
+  cr_expect_eq(cn_fill_batch_max(per, -5, false), FILL_TRICKLE_BYTES);
+}
+
 Test(fill, one_fetch_lock_per_content_across_handles) {
   cairn_store *other = NULL;
   cr_assert_eq(cairn_store_open_lazy(T.dir, &other), 0);
