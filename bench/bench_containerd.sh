@@ -36,8 +36,9 @@
 #            them), cold (caches dropped: sync, drop_caches 3) and warm
 #   MEMORY   RSS and PSS of each snapshotter's processes (o: none, in
 #            containerd and the kernel; s: stargz-grpc, which serves its
-#            FUSE mounts itself; c: cairn-snapshotter and any cairnfs of
-#            the run), idle after START, then with NCONT containers (default
+#            FUSE mounts itself; c: cairn-snapshotter, any cairnfs of
+#            the run and its background fill, cairn fill, while it runs),
+#            idle after START, then with NCONT containers (default
 #            20) that each ran /bench/start.sh and sleep; containerd's and
 #            the shims' beside them
 #   RESTART  a reader in a running container (perl: every file under /usr
@@ -49,6 +50,7 @@
 # Usage: bench/bench_containerd.sh [BUILD_DIR]  (default build); SIZE_MIB,
 # BIG_MIB (32), READ_PCT, RUNS, CONTENDERS (default "o s c S C"), START,
 # READS, MEMORY, NCONT, RESTART, RESTART_SECS, RESTART_GAP, CAIRN_MODE,
+# CAIRN_SN_ARGS (cairn-snapshotter's options, e.g. --no-fill),
 # PULL_TIMEOUT (seconds, 120 + SIZE_MIB / 2), MEASURE_NICE (0). The output is also written to
 # bench/results/containerd.txt. Needs root, containerd and ctr,
 # ctr-remote (Debian's stargz-snapshotter), runc, crun, golang-go and
@@ -144,7 +146,11 @@ snapshotter_start() {
   local i
   rm -f "$C/$1.sock" # a killed daemon's
   case $1 in
-  cairn) "$SN" --store "$C/cairn" --address "$C/cairn.sock" 2>>"$W/snapshotter.log" & ;;
+  cairn)
+    # shellcheck disable=SC2086 # its options
+    "$SN" --store "$C/cairn" --address "$C/cairn.sock" ${CAIRN_SN_ARGS:-} \
+      2>>"$W/snapshotter.log" &
+    ;;
   stargz) "$SZ" -root "$C/sz" -address "$C/stargz.sock" >>"$W/snapshotter.log" 2>&1 & ;;
   *) return 0 ;;
   esac
@@ -438,12 +444,14 @@ mem_of() {
   done
   echo "$rss $pss"
 }
-# The snapshotter's processes: its daemon and any cairnfs of the run.
+# The snapshotter's processes: its daemon, any cairnfs of the run and
+# cairn's background fill (libexec/cairn/cairn fill) while it runs.
 sn_pids() {
   local p
   [[ -n $SN_PID ]] && echo "$SN_PID"
   for p in $(run_pids "$C"); do
-    [[ $(readlink "/proc/$p/exe" 2>/dev/null) == */cairnfs ]] && echo "$p"
+    [[ $(readlink "/proc/$p/exe" 2>/dev/null) == */cairnfs ||
+      $(readlink "/proc/$p/exe" 2>/dev/null) == */cairn/cairn ]] && echo "$p"
   done
   return 0
 }
@@ -568,7 +576,8 @@ done
 echo "bench_containerd: image of $traw bytes of tar (Debian minbase + $nbig files of" \
   "${BIG_MIB} MiB of random bytes), its estargz layer $bsize bytes; the command reads $nread" \
   "files, $readbytes bytes ($READ_PCT%), READS' big file $bigfile ($bigsize bytes); (C)'s" \
-  "recorded run: ${recorded:-no} files; cairn-snapshotter measured in $CAIRN_MODE mode;" \
+  "recorded run: ${recorded:-no} files; cairn-snapshotter measured in $CAIRN_MODE mode" \
+  "${CAIRN_SN_ARGS:+(${CAIRN_SN_ARGS})};" \
   "shaping proxy 100 Mbit/s, 10 ms a request; $RUNS runs, NCONT $NCONT," \
   "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$W/runs" "$bsize" "${names[@]}" <<'PY'

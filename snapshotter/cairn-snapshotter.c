@@ -5,7 +5,7 @@
  * socket, served from a cairn store: containerd uses it as a proxy plugin
  * ([proxy_plugins.cairn] type = "snapshot" address = SOCK).
  *
- *   cairn-snapshotter [--store DIR] [--address SOCK]
+ *   cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill]
  *
  * A front end: it decodes each request (protobuf-c, generated at build
  * time from containerd's own .proto files), calls libcairn
@@ -42,6 +42,7 @@
 
 #define DEFAULT_ADDRESS "/run/cairn/snapshotter.sock"
 #define SERVICE "/containerd.services.snapshots.v1.Snapshots/"
+#define USAGE "cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill]"
 #define LIST_BATCH 100 /* infos a List message carries, as containerd's service */
 #define THREADS 4      /* calls served at once */
 
@@ -52,7 +53,7 @@ typedef SN(Info) Info;
 typedef Containerd__Types__Mount Mount;
 
 static const char usage_text[] =
-    "usage: cairn-snapshotter [--store DIR] [--address SOCK]\n"
+    "usage: cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill]\n"
     "       cairn-snapshotter --help | --version\n"
     "\n"
     "Serves containerd's snapshots API (a proxy plugin) from a cairn store.\n"
@@ -61,6 +62,9 @@ static const char usage_text[] =
     "\n"
     "  --store DIR      the store (default: cairn's, as cairn(1) picks it)\n"
     "  --address SOCK   the unix socket to serve on (default " DEFAULT_ADDRESS ")\n"
+    "  --no-fill        start no background fill of a chain's lazy layers when its\n"
+    "                   mount starts (cairn fill, beside this program, else on\n"
+    "                   PATH): their files are fetched on first read only\n"
     "  --help           this text\n"
     "  --version        the version\n";
 
@@ -172,8 +176,12 @@ typedef struct {
   Mount **mounts;
 } MountsAnswer;
 
-/* cairnfs, which mounts a snapshot's chain: beside this program, else on PATH. */
+/* cairnfs, which mounts a snapshot's chain, and cairn, whose fill fetches
+ * a chain's lazy layers in the background: beside this program, else on
+ * PATH. No fill with --no-fill (fill_bin NULL). */
 static char cairnfs_bin[PATH_MAX] = "cairnfs";
+static char cairn_bin[PATH_MAX] = "cairn";
+static const char *fill_bin = cairn_bin;
 
 static void cairnfs_find(void) {
   char self[PATH_MAX];
@@ -187,12 +195,15 @@ static void cairnfs_find(void) {
   if ((size_t)snprintf(path, sizeof(path), "%s/cairnfs", self) < sizeof(path) &&
       access(path, X_OK) == 0)
     snprintf(cairnfs_bin, sizeof(cairnfs_bin), "%s", path);
+  if ((size_t)snprintf(path, sizeof(path), "%s/cairn", self) < sizeof(path) &&
+      access(path, X_OK) == 0)
+    snprintf(cairn_bin, sizeof(cairn_bin), "%s", path);
 }
 
 static int mounts_answer(struct answer *a, cairn_store *st, const char *key,
                          const ProtobufCMessageDescriptor *desc) {
   cairn_snapshot_mount m;
-  int r = cairn_snapshot_mounts_chain(st, key, cairnfs_bin, &m);
+  int r = cairn_snapshot_mounts_fill(st, key, cairnfs_bin, fill_bin, &m);
   if (r < 0) return answer_fail(a, st, r);
   Mount mount;
   containerd__types__mount__init(&mount);
@@ -610,6 +621,7 @@ int main(int argc, char **argv) {
   static const struct option opts[] = {
       {"store", required_argument, NULL, 's'},
       {"address", required_argument, NULL, 'a'},
+      {"no-fill", no_argument, NULL, 'F'}, /* no background fill: fill_bin NULL */
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
@@ -621,22 +633,16 @@ int main(int argc, char **argv) {
     switch (c) {
     case 's': store_dir = optarg; break;
     case 'a': address = optarg; break;
+    case 'F': fill_bin = NULL; break;
     case 'h': fputs(usage_text, stdout); return 0;
     case 'V': version_print(); return 0;
-    default:
-      return report_usage("cairn-snapshotter [--store DIR] [--address SOCK]", "%s: unknown option",
-                          argv[optind - 1]);
+    default: return report_usage(USAGE, "%s: unknown option", argv[optind - 1]);
     }
   }
-  if (optind < argc)
-    return report_usage("cairn-snapshotter [--store DIR] [--address SOCK]", "%s: unexpected",
-                        argv[optind]);
-  if (address[0] != '/')
-    return report_usage("cairn-snapshotter [--store DIR] [--address SOCK]",
-                        "--address %s: not an absolute path", address);
+  if (optind < argc) return report_usage(USAGE, "%s: unexpected", argv[optind]);
+  if (address[0] != '/') return report_usage(USAGE, "--address %s: not an absolute path", address);
   if (strlen(address) >= 108)
-    return report_usage("cairn-snapshotter [--store DIR] [--address SOCK]",
-                        "--address %s: longer than a unix socket's path may be", address);
+    return report_usage(USAGE, "--address %s: longer than a unix socket's path may be", address);
   cairn_store *st = NULL;
   int r = cairn_store_open_flags(store_dir, CAIRN_STORE_CREATE | CAIRN_STORE_OWN, &st);
   if (r < 0) {

@@ -35,6 +35,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <regex.h>
 #include <signal.h>
 #include <spawn.h>
@@ -564,14 +565,26 @@ static int64_t chain_users(cairn_store *st, const char *image_id) {
   return sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
 }
 
+/* How long chain_end waits for the chain image's pins to go (its cairnfs
+ * ending after the unmount) before it leaves the image to gc. */
+#define CHAIN_END_SETTLE_MS 1000
+
 /* With the chain lock held, and no snapshot using it: the chain image's
  * mount ends (lazily: a container's overlay that still has it keeps it)
- * and its rows go. */
+ * and its rows go, unless it stays pinned CHAIN_END_SETTLE_MS (its
+ * background fill runs: chain_fill): then they stay, and gc removes them
+ * once nothing pins it. */
 static void chain_end_locked(cairn_store *st, const char *image_id) {
   char dir[PATH_MAX];
   chain_dir(st, image_id, dir, sizeof(dir));
   if (cairn_mountpoint_state(dir) != CAIRN_MP_NONE) cairn_mountpoint_unmount(dir, true);
   rmdir(dir);
+  int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
+  for (int waited = 0; fd == -EBUSY && waited < CHAIN_END_SETTLE_MS; waited += 50) {
+    usleep(50 * 1000);
+    fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
+  }
+  if (fd < 0) goto out;
   int lock = cn_refs_begin(st);
   if (lock < 0) goto out;
   if (cn_db_begin(st) == 0) {
@@ -582,6 +595,7 @@ static void chain_end_locked(cairn_store *st, const char *image_id) {
   }
   cn_refs_end(st, lock);
 out:
+  cn_pin_unlock(fd);
   store_errclear(st);
 }
 
@@ -595,6 +609,92 @@ static void chain_end(cairn_store *st, const char *image_id) {
   }
   if (lock >= 0) close(lock);
   store_errclear(st);
+}
+
+/* ---- the background fill of a chain's lazy layers ----------------------- */
+
+/* How long a Mounts call waits for the fill it started to hold its pins. */
+#define CHAIN_FILL_READY_MS 10000
+
+/* The program name (a path, or a name looked up on PATH) as a path in buf:
+ * looked up here, since the fill's process may call nothing that allocates
+ * between its fork and its exec. */
+static bool program_path(const char *name, char *buf, size_t len) {
+  if (strchr(name, '/')) return (size_t)snprintf(buf, len, "%s", name) < len;
+  const char *path = getenv("PATH");
+  for (const char *p = path ? path : "/usr/local/bin:/usr/bin:/bin"; *p;) {
+    size_t n = strcspn(p, ":");
+    if ((size_t)snprintf(buf, len, "%.*s/%s", (int)n, p, name) < len && access(buf, X_OK) == 0)
+      return true;
+    p += n + (p[n] == ':');
+  }
+  return false;
+}
+
+/* When the chain image image_id has files a lazy pull or a lazy Prepare
+ * left to fetch: starts `cairn fill` of it (the program cairn, a path or a
+ * name on PATH), unless a fill of it runs, and returns once it holds the
+ * image's pins (CHAIN_FILL_READY_MS at most), which keep the image and its
+ * layers while it runs (chain_end leaves a pinned image to gc). It runs in
+ * a session of its own and is not this process's child (a double fork): a
+ * kill of the snapshotter leaves it running, and nothing has to reap it.
+ * Its stderr is STORE/tmp/fill-ID12.log, locked (flock) for as long as it
+ * runs: a snapshotter started again finds the lock taken and starts no
+ * second fill. The fill yields the link to the mount's first reads. Best
+ * effort: a fill that does not start leaves the files to first reads. */
+static void chain_fill(cairn_store *st, const char *cairn, const char *image_id) {
+  uint64_t files = 0, bytes = 0;
+  char exe[PATH_MAX], log[PATH_MAX];
+  cairn_autofree char **env = NULL;
+  if (cairn_image_pending(st, image_id, &files, &bytes) < 0 || files == 0 ||
+      !program_path(cairn, exe, sizeof(exe))) {
+    store_errclear(st);
+    return;
+  }
+  snprintf(log, sizeof(log), "%s/tmp/fill-%.12s.log", st->dir, image_id);
+  int logfd = open(log, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (logfd < 0) return;
+  int p[2] = {-1, -1};
+  /* the lock taken: a fill of it runs */
+  if (flock(logfd, LOCK_EX | LOCK_NB) < 0 || ftruncate(logfd, 0) < 0 || pipe2(p, O_CLOEXEC) < 0)
+    goto out;
+  /* its environment: this one's, and the fd it tells its pins are held on */
+  size_t n = 0;
+  while (environ[n]) n++;
+  if (!(env = calloc(n + 2, sizeof(*env)))) goto out;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "CAIRN_FILL_READY_FD=", 20) != 0) env[k++] = environ[i];
+  env[k] = (char *)"CAIRN_FILL_READY_FD=3";
+  char *argv[] = {
+      exe, (char *)"--store", st->dir, (char *)"fill", (char *)"--no-progress", (char *)image_id,
+      NULL};
+  pid_t pid = fork();
+  if (pid == 0) { /* async-signal-safe calls only, to its exec */
+    setsid();
+    if (fork() != 0) _exit(0);
+    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(logfd, 2) < 0 ||
+        (p[1] == 3 ? fcntl(3, F_SETFD, 0) : dup2(p[1], 3)) < 0)
+      _exit(127);
+    execve(exe, argv, env);
+    _exit(127);
+  }
+  close(p[1]);
+  p[1] = -1;
+  if (pid > 0) {
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    char b;
+    if (poll(&pf, 1, CHAIN_FILL_READY_MS) > 0)
+      while (read(p[0], &b, 1) < 0 && errno == EINTR) {
+      }
+  }
+out:
+  if (p[0] >= 0) close(p[0]);
+  if (p[1] >= 0) close(p[1]);
+  close(logfd);
 }
 
 int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
@@ -1121,11 +1221,16 @@ static int opt_push(cairn_snapshot_mount *m, char *o) {
 }
 
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out) {
-  return cairn_snapshot_mounts_chain(st, key, "cairnfs", out);
+  return cairn_snapshot_mounts_fill(st, key, "cairnfs", NULL, out);
 }
 
 int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *cairnfs,
                                 cairn_snapshot_mount *out) {
+  return cairn_snapshot_mounts_fill(st, key, cairnfs, NULL, out);
+}
+
+int cairn_snapshot_mounts_fill(cairn_store *st, const char *key, const char *cairnfs,
+                               const char *cairn, cairn_snapshot_mount *out) {
   store_errclear(st);
   memset(out, 0, sizeof(*out));
   int r = tables(st);
@@ -1167,6 +1272,11 @@ int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *ca
     if (c == 0) store_test_point(st, "snapshot: chain mount");
     if (c == 0) c = chain_mount(st, cairnfs ? cairnfs : "cairnfs", img);
     if (c == 0) c = chain_use(st, id, img);
+    if (lock >= 0) { /* used now: no other call ends it; the fill's start waits for no lock */
+      close(lock);
+      lock = -1;
+    }
+    if (c == 0 && cairn) chain_fill(st, cairn, img);
     if (c == 0) chain_dir(st, img, lower_one, sizeof(lower_one));
     if (c == -ENOENT)
       store_errclear(st); /* a chain recorded before: the directories */

@@ -131,6 +131,14 @@ void cairn_snapshot_mount_free(cairn_snapshot_mount *m);
 int cairn_snapshot_mounts(cairn_store *st, const char *key, cairn_snapshot_mount *out);
 int cairn_snapshot_mounts_chain(cairn_store *st, const char *key, const char *cairnfs,
                                 cairn_snapshot_mount *out);
+/* As cairn_snapshot_mounts_chain; and when cairn is not NULL (the program
+ * cairn, a path or a name looked up on PATH) and the chain's layers have
+ * files a lazy pull or a lazy remote snapshot left to fetch, a background
+ * `cairn fill` of the chain image (in a session of its own, its log
+ * STORE/tmp/fill-ID12.log) unless one runs; it returns once that fill
+ * holds its pins. A fill that does not start fails nothing. */
+int cairn_snapshot_mounts_fill(cairn_store *st, const char *key, const char *cairnfs,
+                               const char *cairn, cairn_snapshot_mount *out);
 /* Removes the directories of STORE/snapshots/ no snapshot owns (left by an
  * interrupted prepare or remove, or by an older cairn's unpack of a
  * remote snapshot whose process is gone).

@@ -260,6 +260,6 @@ _cairn_snapshotter() {
   --store) _cairn_files "$cur" -d; return ;;
   --address) _cairn_files "$cur"; return ;;
   esac
-  _cairn_reply "$cur" --store --address --help --version
+  _cairn_reply "$cur" --store --address --no-fill --help --version
 }
 complete -F _cairn_snapshotter cairn-snapshotter

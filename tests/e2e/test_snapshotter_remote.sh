@@ -18,8 +18,11 @@
 # while its snapshots are there, and frees them once containerd removed
 # it. A Prepare with the CRI plugin's labels (through containerd's proxy
 # client) is recorded lazily too. An image `cairn pull --lazy` stored,
-# files not fetched yet, is not fetched again by rpull. With the registry gone, a file not fetched yet
-# fails with EIO in the container, one fetched already is read. The
+# files not fetched yet, is not fetched again by rpull. A lazy image's
+# chain mount starts a background fill: every file of its layers is
+# stored soon after `ctr run`, and read with the registry gone. With
+# `cairn-snapshotter --no-fill` and the registry gone, a file not fetched
+# yet fails with EIO in the container, one fetched already is read. The
 # snapshots hold the layers (cairn rm exits 4); what containerd removes,
 # gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -69,6 +72,13 @@ setup sh -c "'$CAIRN_BIN/cairn' --store '$CS' pull -q --insecure 'docker://$PROX
 check "cairn pull stored the image's 2 layers" test "$(db 'SELECT count(*) FROM layers')" = 2
 
 ctd_start "$CS"
+# the background fills of lazy chains run in sessions of their own
+on_exit "for p in \$(pgrep -f -- '--store $CS fill'); do kill \$p; done"
+# whether no fill of a chain runs (each holds its log's lock)
+fills_done() {
+  local f
+  for f in "$CS"/tmp/fill-*.log; do [ ! -e "$f" ] || flock -n "$f" true || return 1; done
+}
 
 # rpull NAME: ctr-remote's pull of remote/NAME:1, its output shown if it fails
 rpull() {
@@ -177,6 +187,12 @@ for f in estargz zstd:chunked; do
   "$CAIRN_BIN/cairn" --store "$T/ref" umount "$T/mnt" >/dev/null
   check "$f: the container's tree is cairn mount's ($(wc -l <"$T/tree.ref") lines)" \
     diff "$T/tree.ref" "$T/tree.ctr"
+  wait_for 30 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
+    WHERE layer_id IN ('$in')\")\" = 0" && wait_for 10 fills_done
+  # (the trees' sha256sum read every file too): what gc frees below
+  check "$f: every file of its layers stored, by the reads or the background fill" \
+    test "$(db "SELECT count(*) FROM pending WHERE layer_id IN ('$in')")" = 0
+  check "$f: the background fill ended" fills_done
   ctr_ tasks kill -s SIGKILL $CID >/dev/null
   wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
     grep -q '^$CID .*RUNNING'" ||
@@ -244,19 +260,96 @@ check "ctr run of it prints a file fetched on first read" \
 check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello lazily"
 check "ctr images rm --sync of it" ctr_ images rm --sync "$PROXY/remote/lz-zstd:1"
 
-# The registry gone (the proxy, which the lazy layers were recorded from,
-# stopped): what the container read keeps working, a file not fetched yet
-# fails with EIO.
-setup rpull lz-estargz
+# Two more images of eStargz layers, each with 2 MiB the store has not
+# (what it has, a lazy layer links instead of fetching it).
+for i in 1 2; do
+  mkdir -p "$T/lf$i/data"
+  head -c 2097152 /dev/urandom >"$T/lf$i/data/fresh"
+  setup tar -C "$T/lf$i" --numeric-owner --sort=name -cf "$T/lf$i.tar" .
+  setup "$CAIRN_BIN/cairn" --store "$T/src" import -q "lf$i:1" "$T/l1.tar" "$T/lz.tar" \
+    "$T/lf$i.tar" >/dev/null
+  setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format estargz \
+    "lf$i:1" "docker://$REGISTRY/remote/lz-fill$i:1" 2>/dev/null
+done
+
+# The background fill: after rpull and ctr run of a lazy image every file
+# of its layers is stored within a bounded wait; then, the registry gone
+# (a proxy at 2 MB/s, which the lazy layers were recorded from,
+# stopped), every file reads in the container. A kill -9 of
+# cairn-snapshotter while the fill runs leaves it running, and the
+# snapshotter started again starts no second fill when a second container
+# of the image mounts the chain.
+P1=$PROXY
+setup proxy_start "$T/proxy-slow" --rate 2000000
+setup rpull lz-fill1
 check "a lazily pulled file is pending" \
-  test "$(db "SELECT count(*) FROM pending WHERE path = 'data/big'")" -ge 1
+  test "$(db "SELECT count(*) FROM pending WHERE path = 'data/fresh'")" -ge 1
 check "ctr run -d of the lazy image" ctr_ run -d --snapshotter cairn \
-  "$PROXY/remote/lz-estargz:1" $CID /bin/sh -c 'cat /bin/cat >/dev/null; exec sleep 60'
-wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
-  WHERE path IN ('bin/cat', 'bin/sleep')\")\" = 0" || fail "cat and sleep not fetched"
+  "$PROXY/remote/lz-fill1:1" $CID /bin/sleep 60
+fill_runs() { ! fills_done; }
+check "a background fill runs" fill_runs
+kill -9 "$sn_pid"
+wait_for 10 pid_gone "$sn_pid" || fail "cairn-snapshotter still runs"
+wait "$sn_pid" 2>/dev/null
+check "kill -9 of cairn-snapshotter: the fill still runs" fill_runs
+sn_start "$CS"
+wait_for 30 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls >/dev/null 2>&1" ||
+  fail "containerd's calls still fail 30 s after the restart"
+check "cairn-snapshotter started again, the fill still runs" fill_runs
+on_exit "runc --root /run/containerd/runc/default delete -f ${CID}b 2>/dev/null;"
+check "a second container of the image, the snapshotter started again" ctr_ run -d \
+  --snapshotter cairn "$PROXY/remote/lz-fill1:1" ${CID}b /bin/sleep 60
+check "one fill runs: $(pgrep -fa -- "--store $CS fill" | tr '\n' ' ')" \
+  test "$(pgrep -fc -- "--store $CS fill")" -le 1
+# (its end checks each eStargz layer against its diff_id: the blobs again)
+t0=$SECONDS
+wait_for 30 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM pending')\" = 0" &&
+  wait_for 30 fills_done
+check "within 30 s the background fill stored every file (pending: $(db \
+  'SELECT count(*) FROM pending'))" test "$(db 'SELECT count(*) FROM pending')" = 0
+check "and ended ($((SECONDS - t0)) s after the second container)" fills_done
+check "cairn fsck: clean" sh -c "'$CAIRN_BIN/cairn' --store '$CS' fsck >'$T/fsck.out' 2>&1"
 kill "$PROXY_PID"
 wait_for 10 pid_gone "$PROXY_PID" || fail "the proxy still runs"
-ctr_ tasks exec --exec-id gone $CID /bin/cat /data/big >"$T/gone.out" 2>&1
+# every regular file under the image's directories, read (dash has no find)
+readall='r() { for f in "$1"/* "$1"/.[!.]*; do if [ -h "$f" ]; then :; elif [ -d "$f" ]; then
+  r "$f"; elif [ -f "$f" ]; then cat "$f" >/dev/null || echo "failed: $f"; fi; done; }
+  for d in bin data etc lib lib64; do r /$d; done; echo read'
+check "the registry gone, every file reads in the container" sh -c "timeout 60 ctr -a \
+  '$C/containerd.sock' tasks exec --exec-id all $CID /bin/sh -c '$readall' >'$T/all.out' 2>&1 &&
+  test \"\$(cat '$T/all.out')\" = read"
+check "... $(head -c 200 "$T/all.out"); /data/fresh as pushed" sh -c "timeout 60 ctr -a \
+  '$C/containerd.sock' tasks exec --exec-id fresh $CID /bin/cat /data/fresh |
+  cmp -s - '$T/lf1/data/fresh'"
+for c in $CID ${CID}b; do
+  ctr_ tasks kill -s SIGKILL $c >/dev/null
+  wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
+    grep -q '^$c .*RUNNING'" || fail "the container $c still runs"
+  check "its task $c removed" ctr_ tasks rm $c
+  check "its container $c removed" ctr_ containers rm $c
+done
+check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill1:1"
+
+# cairn-snapshotter --no-fill, and the registry (a second proxy in front
+# of it) gone: what the container read keeps working, a file not fetched
+# yet fails with EIO.
+kill -TERM "$sn_pid"
+wait_for 10 pid_gone "$sn_pid" || fail "cairn-snapshotter still runs"
+wait "$sn_pid" 2>/dev/null
+sn_start "$CS" --no-fill
+setup proxy_start "$T/proxy-nofill"
+setup rpull lz-fill2
+check "a lazily pulled file is pending" \
+  test "$(db "SELECT count(*) FROM pending WHERE path = 'data/fresh'")" -ge 1
+check "ctr run -d of the lazy image" ctr_ run -d --snapshotter cairn \
+  "$PROXY/remote/lz-fill2:1" $CID /bin/sh -c 'cat /bin/cat >/dev/null; exec sleep 60'
+wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
+  WHERE path IN ('bin/cat', 'bin/sleep')\")\" = 0" || fail "cat and sleep not fetched"
+sleep 1
+check "--no-fill: no background fill" test -z "$(pgrep -f -- "--store $CS fill")"
+kill "$PROXY_PID"
+wait_for 10 pid_gone "$PROXY_PID" || fail "the proxy still runs"
+ctr_ tasks exec --exec-id gone $CID /bin/cat /data/fresh >"$T/gone.out" 2>&1
 check "a file not fetched yet: $(head -c 200 "$T/gone.out")" \
   grep -q 'Input/output error' "$T/gone.out"
 check "a file fetched already: read" sh -c "timeout 60 ctr -a '$C/containerd.sock' tasks exec \
@@ -266,7 +359,8 @@ wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
   grep -q '^$CID .*RUNNING'" || fail "the container still runs"
 check "its task removed" ctr_ tasks rm $CID
 check "its container removed" ctr_ containers rm $CID
-check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-estargz:1"
+check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill2:1"
+PROXY=$P1
 
 # The snapshots hold the layers; once containerd removes them gc frees them.
 expect_exit 4 "cairn rm of the pulled image: held by containerd's snapshots" \

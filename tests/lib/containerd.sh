@@ -6,7 +6,7 @@
 # state, sockets and logs; the snapshotter's stderr is $C/sn.err), and
 #   ctd_start STORE  cairn-snapshotter on STORE, then containerd (sn_pid,
 #                    ctd_pid), each waited for on its socket;
-#   sn_start STORE   cairn-snapshotter alone (after a kill, say);
+#   sn_start STORE [OPTION...]  cairn-snapshotter alone (after a kill, say);
 #   ctr_ ARGS        ctr on this containerd, 60 s at most;
 #   ctr_out IMAGE SCRIPT  what a container of IMAGE running SCRIPT printed;
 #   snaps ARGS       ctr_ snapshots --snapshotter cairn ARGS;
@@ -43,7 +43,7 @@ state = "$C/state"
 TOML
 
 sn_start() {
-  bg_start "$SN" --store "$1" --address "$C/cairn.sock" 2>>"$C/sn.err"
+  bg_start "$SN" --store "$1" --address "$C/cairn.sock" "${@:2}" 2>>"$C/sn.err"
   sn_pid=$!
   wait_for 10 test -S "$C/cairn.sock" || fail "cairn-snapshotter: no socket after 10 s"
 }

@@ -7,7 +7,9 @@
  * update; List's filters (regular expressions, quoted label keys, a filter
  * that does not parse); usage counted and recorded; Cleanup removes the
  * directories no snapshot owns and keeps the others; a remote snapshot of
- * a stored layer unpacks nothing, and one taken out of service is not one.
+ * a stored layer unpacks nothing, and one taken out of service is not one;
+ * a chain image pinned (by its background fill) when its last snapshot goes
+ * is left to gc, which removes it once nothing pins it.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -179,4 +181,57 @@ Test(snapshot, remote_snapshot_unpacks_nothing_and_no_refuted_layer) {
   cr_assert_eq(cairn_snapshot_stat(T.st, "ns/2/extract", &s), 0, "%s", cairn_errmsg(T.st));
   cr_assert_eq(s.kind, CAIRN_SNAPSHOT_ACTIVE);
   cairn_snapshot_free(&s);
+}
+
+static int count(const char *sql) {
+  sqlite3_stmt *s = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(T.st->db, sql, -1, &s, NULL), SQLITE_OK, "%s", sql);
+  cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+  int n = sqlite3_column_int(s, 0);
+  sqlite3_finalize(s);
+  return n;
+}
+
+/* The chain image a background fill pins (here the test's pinset) outlives
+ * the removal of the chain's last snapshot, which succeeds; gc leaves it
+ * while it is pinned, then removes it and frees its layer. */
+Test(snapshot, a_pinned_chain_image_is_left_to_gc) {
+  static const tu_entry e[] = {{.path = "etc/f", .content = "x\n"}};
+  cairn_id diff;
+  cr_assert_eq(tu_ingest(T.st, e, TU_N(e), TU_PLAIN, NULL, diff), 0, "%s", cairn_errmsg(T.st));
+  char ref[80], name[96], sql[200];
+  snprintf(ref, sizeof(ref), "sha256:%s", diff);
+  snprintf(name, sizeof(name), "ns/1/%s", ref);
+  cairn_snapshot_label l[] = {{(char *)"containerd.io/snapshot.ref", ref}};
+  cr_assert_eq(cairn_snapshot_prepare(T.st, CAIRN_SNAPSHOT_ACTIVE, "ns/1/extract", "", l, 1),
+               -EEXIST, "%s", cairn_errmsg(T.st));
+  prepare("ns/1/run", name, CAIRN_SNAPSHOT_ACTIVE);
+  cairn_snapshot_mount m;
+  cr_assert_eq(cairn_snapshot_mounts_chain(T.st, "ns/1/run", "/bin/true", &m), 0, "%s",
+               cairn_errmsg(T.st));
+  cairn_snapshot_mount_free(&m);
+  sqlite3_stmt *s = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(T.st->db, "SELECT image_id FROM snapshot_mounts", -1, &s, NULL),
+               SQLITE_OK);
+  cr_assert_eq(sqlite3_step(s), SQLITE_ROW);
+  cairn_id img;
+  snprintf(img, sizeof(img), "%s", (const char *)sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+  cairn_pinset *ps = cairn_pinset_new("test: a fill", true);
+  cr_assert_eq(cairn_pin_image(T.st, ps, img), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cairn_snapshot_remove(T.st, "ns/1/run"), 0, "%s", cairn_errmsg(T.st));
+  cr_assert_eq(cairn_snapshot_remove(T.st, name), 0, "%s", cairn_errmsg(T.st));
+  snprintf(sql, sizeof(sql), "SELECT count(*) FROM images WHERE id = '%s'", img);
+  cr_assert_eq(count(sql), 1, "the pinned chain image was deleted");
+  cairn_report r = {0};
+  cr_assert_eq(cairn_gc(T.st, false, &r), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&r);
+  cr_assert_eq(count(sql), 1, "gc removed the pinned chain image");
+  cairn_pinset_release(T.st, ps);
+  r = (cairn_report){0};
+  cr_assert_eq(cairn_gc(T.st, false, &r), 0, "%s", cairn_errmsg(T.st));
+  cairn_report_free(&r);
+  cr_assert_eq(count(sql), 0, "gc left the chain image no snapshot uses");
+  snprintf(sql, sizeof(sql), "SELECT count(*) FROM layers WHERE id = '%s'", diff);
+  cr_assert_eq(count(sql), 0, "gc left its layer");
 }
