@@ -13,11 +13,8 @@
 # daemon answers for the same snapshots and finds that mount; what
 # containerd removes the next gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
-[ -x "$CAIRN_BIN/cairn-snapshotter" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
-command -v containerd >/dev/null && command -v ctr >/dev/null ||
-  { echo "skip: containerd not installed"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
 use_lib mount containerd
+ctd_need
 
 CS=$STORE
 export CAIRN_STORE=$STORE

@@ -17,13 +17,8 @@
 # CAIRN_SNAPSHOTTER_RACE_SECONDS (default 45) how long the workers run;
 # CAIRN_SNAPSHOTTER_RACE_ROUNDS (default 1000) the most rounds each makes.
 source "$(dirname "$0")/../lib/test-lib.sh"
-[ -x "$CAIRN_BIN/cairn-snapshotter" ] ||
-  { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
-for c in containerd ctr ctr-remote runc; do
-  command -v $c >/dev/null || { echo "skip: no $c"; exit 77; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
 use_lib registry mount containerd
+ctd_need ctr-remote
 pull_test_init
 CS=$STORE
 secs=${CAIRN_SNAPSHOTTER_RACE_SECONDS:-45}

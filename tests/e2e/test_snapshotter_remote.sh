@@ -26,12 +26,8 @@
 # snapshots hold the layers (cairn rm exits 4); what containerd removes,
 # gc frees.
 source "$(dirname "$0")/../lib/test-lib.sh"
-[ -x "$CAIRN_BIN/cairn-snapshotter" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
-for c in containerd ctr ctr-remote runc; do
-  command -v $c >/dev/null || { echo "skip: no $c"; exit 77; }
-done
-[ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
 use_lib registry mount containerd
+ctd_need ctr-remote
 pull_test_init
 CS=$STORE
 db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
@@ -103,11 +99,10 @@ check "the top snapshot's chain is the image's layers" test \
     ORDER BY position)")"
 check "the committed snapshots' directories are empty (nothing unpacked)" \
   test -z "$(find "$CS"/snapshots/*/fs -mindepth 1)"
-check "ctr run of it prints the store's file; the whiteout hides /gone; hardlink, symlink" \
-  sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
-    '$PROXY/remote/a:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\";
-    [ -e /gone ] || echo no-gone; [ /bin/dash -ef /bin/dash2 ] && [ -h /bin/sh ] && echo links' \
-    >'$T/run.out' 2>&1"
+ctr_out "$PROXY/remote/a:1" 'read l </etc/greeting; echo "$l"; [ -e /gone ] || echo no-gone
+  [ /bin/dash -ef /bin/dash2 ] && [ -h /bin/sh ] && echo links' >"$T/run.out" ||
+  fail "ctr run of it: $(cat "$T/run.out")"
+ok "ctr run of it prints the store's file; the whiteout hides /gone; hardlink, symlink"
 check "... \"$(tr '\n' ' ' <"$T/run.out")\"" \
   test "$(cat "$T/run.out")" = "$(printf 'hello from the store\nno-gone\nlinks')"
 
@@ -118,10 +113,9 @@ set -- $(layers b)
 check "its bottom layer: not fetched" test "$(fetched "$1")" = 0
 check "its top layer, the store had not: fetched" test "$(fetched "$2")" -ge 1
 check "and a layer of the store now" test "$(db 'SELECT count(*) FROM layers')" = 3
-check "ctr run of it prints the registry's file" \
-  sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
-    '$PROXY/remote/b:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' \
-    >'$T/run.out' 2>&1"
+ctr_out "$PROXY/remote/b:1" 'read l </etc/greeting; echo "$l"' >"$T/run.out" ||
+  fail "ctr run of it prints the registry's file: $(cat "$T/run.out")"
+ok "ctr run of it prints the registry's file"
 check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello from the registry"
 
 # Lazy remote snapshots: an image the store has not, its layers eStargz
@@ -169,10 +163,9 @@ for f in estargz zstd:chunked; do
     WHERE id IN ('$in')\")\" = $(echo "$new" | wc -w)"
   check "$f: no image of it in cairn images" \
     test "$("$CAIRN_BIN/cairn" --store "$CS" images -q | sort)" = "$images_before"
-  check "$f: ctr run of it prints a file fetched on first read" \
-    sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
-      '$PROXY/remote/$n:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' \
-      >'$T/run.out' 2>&1"
+  ctr_out "$PROXY/remote/$n:1" 'read l </etc/greeting; echo "$l"' >"$T/run.out" ||
+    fail "$f: ctr run of it prints a file fetched on first read: $(cat "$T/run.out")"
+  ok "$f: ctr run of it prints a file fetched on first read"
   check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello lazily"
   # the container's tree against cairn mount's of the same image
   check "$f: ctr run -d of it" ctr_ run -d --snapshotter cairn "$PROXY/remote/$n:1" $CID \
@@ -253,10 +246,9 @@ check "rpull of an image the store has from a lazy pull" rpull lz-zstd
 for d in $(layers lz-zstd); do
   check "layer $d: not fetched (requests: $(fetched "$d"))" test "$(fetched "$d")" = 0
 done
-check "ctr run of it prints a file fetched on first read" \
-  sh -c "timeout 60 ctr -a '$C/containerd.sock' run --rm --snapshotter cairn \
-    '$PROXY/remote/lz-zstd:1' $CID /bin/sh -c 'read l </etc/greeting; echo \"\$l\"' \
-    >'$T/run.out' 2>&1"
+ctr_out "$PROXY/remote/lz-zstd:1" 'read l </etc/greeting; echo "$l"' >"$T/run.out" ||
+  fail "ctr run of it prints a file fetched on first read: $(cat "$T/run.out")"
+ok "ctr run of it prints a file fetched on first read"
 check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello lazily"
 check "ctr images rm --sync of it" ctr_ images rm --sync "$PROXY/remote/lz-zstd:1"
 

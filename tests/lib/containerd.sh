@@ -4,6 +4,7 @@
 #
 # Gives: SN (the built cairn-snapshotter), C ($T/ctd: containerd's root,
 # state, sockets and logs; the snapshotter's stderr is $C/sn.err), and
+#   ctd_need [CMD]   skips the test without what it needs;
 #   ctd_start STORE  cairn-snapshotter on STORE, then containerd (sn_pid,
 #                    ctd_pid), each waited for on its socket;
 #   sn_start STORE [OPTION...]  cairn-snapshotter alone (after a kill, say);
@@ -41,6 +42,17 @@ state = "$C/state"
   [plugins."io.containerd.gc.v1.scheduler"]
     mutation_threshold = 1000000
 TOML
+
+# ctd_need [CMD...]: skips the test (exit 77) unless cairn-snapshotter is
+# built, it runs as root, and containerd, ctr, runc and each CMD are there.
+ctd_need() {
+  [ -x "$SN" ] || { echo "skip: cairn-snapshotter not built (no gRPC or protobuf-c)"; exit 77; }
+  local _tl_c
+  for _tl_c in containerd ctr runc "$@"; do
+    command -v "$_tl_c" >/dev/null || { echo "skip: no $_tl_c"; exit 77; }
+  done
+  [ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
+}
 
 sn_start() {
   bg_start "$SN" --store "$1" --address "$C/cairn.sock" "${@:2}" 2>>"$C/sn.err"
