@@ -77,7 +77,7 @@ struct answer {
   grpc_completion_queue *cq;
 };
 
-static bool wait_tag(grpc_completion_queue *cq, void *tag);
+static bool wait_tag(grpc_completion_queue *cq, void *tag, bool stop);
 
 /* Sends m now: a unary method's answer, or one of List's. */
 static int answer_msg(struct answer *a, const ProtobufCMessage *m) {
@@ -91,7 +91,7 @@ static int answer_msg(struct answer *a, const ProtobufCMessage *m) {
   op.op = GRPC_OP_SEND_MESSAGE;
   op.data.send_message.send_message = bb;
   bool ok = grpc_call_start_batch(a->call, &op, 1, (void *)3, NULL) == GRPC_CALL_OK &&
-            wait_tag(a->cq, (void *)3);
+            wait_tag(a->cq, (void *)3, false);
   grpc_byte_buffer_destroy(bb);
   if (ok) return 0;
   a->code = GRPC_STATUS_UNAVAILABLE;
@@ -462,14 +462,18 @@ static void on_signal(int sig) {
   stopping = 1;
 }
 
-/* Waits for the event of tag on cq; false if it failed or we stop. */
-static bool wait_tag(grpc_completion_queue *cq, void *tag) {
+/* Waits for the event of tag on cq; false if it failed, or (stop) once a
+ * signal asked us to stop. Only the first thread's wait for a call stops
+ * so: the others, and every call's own batches, wait for gRPC to end them
+ * (the server's shutdown fails the calls they asked for), so that no
+ * thread leaves work of gRPC's pending on its queue. */
+static bool wait_tag(grpc_completion_queue *cq, void *tag, bool stop) {
   for (;;) {
     grpc_event ev = grpc_completion_queue_next(
         cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(500, GPR_TIMESPAN)),
         NULL);
     if (ev.type == GRPC_QUEUE_TIMEOUT) {
-      if (stopping) return false;
+      if (stop && stopping) return false;
       continue;
     }
     if (ev.type != GRPC_OP_COMPLETE) return false;
@@ -486,7 +490,7 @@ static void serve_call(cairn_store *st, grpc_completion_queue *cq, grpc_call *ca
   ops[1].op = GRPC_OP_RECV_MESSAGE;
   ops[1].data.recv_message.recv_message = &req;
   if (grpc_call_start_batch(call, ops, 2, (void *)2, NULL) != GRPC_CALL_OK ||
-      !wait_tag(cq, (void *)2))
+      !wait_tag(cq, (void *)2, false))
     return;
   struct answer *a = calloc(1, sizeof(*a));
   if (!a) return;
@@ -511,40 +515,59 @@ static void serve_call(cairn_store *st, grpc_completion_queue *cq, grpc_call *ca
   ops[0].data.send_status_from_server.status_details = &details;
   ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
   ops[1].data.recv_close_on_server.cancelled = &cancelled;
-  if (grpc_call_start_batch(call, ops, 2, (void *)4, NULL) == GRPC_CALL_OK) wait_tag(cq, (void *)4);
+  if (grpc_call_start_batch(call, ops, 2, (void *)4, NULL) == GRPC_CALL_OK)
+    wait_tag(cq, (void *)4, false);
   grpc_slice_unref(details);
   free(a);
 }
 
-/* A serving thread: its store handle and completion queue. */
+/* A serving thread: its store handle and completion queue, and the call
+ * it asked gRPC for, which gRPC writes into when it comes (or fails): it
+ * lives as long as serve()'s frame, past the server's shutdown. */
 struct server_thread {
   grpc_server *server;
   grpc_completion_queue *cq;
   cairn_store *st;
   pthread_t tid;
+  bool first; /* the signals' thread: it stops the server */
+  bool asked; /* a call asked for, its event not seen */
+  grpc_call *call;
+  grpc_call_details details;
+  grpc_metadata_array md;
 };
 
-/* Asks for a call on the thread's queue, serves it, until we stop. */
+static void request_done(struct server_thread *t) {
+  if (t->call) grpc_call_unref(t->call);
+  t->call = NULL;
+  grpc_call_details_destroy(&t->details);
+  grpc_metadata_array_destroy(&t->md);
+  t->asked = false;
+}
+
+/* Asks for a call on the thread's queue and serves it, until the first
+ * thread is asked to stop (the call it asked for is then ended by serve(),
+ * once the server's shutdown failed it), or (the others) the shutdown
+ * fails the call asked for. */
 static void *serve_loop(void *arg) {
   struct server_thread *t = arg;
-  while (!stopping) {
-    grpc_call *call = NULL;
-    grpc_call_details details;
-    grpc_metadata_array md;
-    grpc_call_details_init(&details);
-    grpc_metadata_array_init(&md);
-    if (grpc_server_request_call(t->server, &call, &details, &md, t->cq, t->cq, (void *)1) !=
-        GRPC_CALL_OK)
+  while (!(t->first && stopping)) {
+    t->call = NULL;
+    grpc_call_details_init(&t->details);
+    grpc_metadata_array_init(&t->md);
+    t->asked = true;
+    if (grpc_server_request_call(t->server, &t->call, &t->details, &t->md, t->cq, t->cq,
+                                 (void *)1) != GRPC_CALL_OK) {
+      request_done(t);
       break;
-    bool got = wait_tag(t->cq, (void *)1);
-    if (got && call) {
-      char *method = grpc_slice_to_c_string(details.method);
-      serve_call(t->st, t->cq, call, method);
+    }
+    bool got = wait_tag(t->cq, (void *)1, t->first);
+    if (!got && t->first && stopping) break; /* maybe still asked: serve() ends it */
+    if (got && t->call) {
+      char *method = grpc_slice_to_c_string(t->details.method);
+      serve_call(t->st, t->cq, t->call, method);
       gpr_free(method);
     }
-    if (call) grpc_call_unref(call);
-    grpc_call_details_destroy(&details);
-    grpc_metadata_array_destroy(&md);
+    request_done(t);
     if (!got) break;
   }
   return NULL;
@@ -555,6 +578,7 @@ static void *serve_loop(void *arg) {
 static int serve(cairn_store *st, const char *address) {
   struct server_thread t[THREADS] = {{0}};
   t[0].st = st;
+  t[0].first = true;
   for (int i = 1; i < THREADS; i++) {
     int r = cairn_store_open_flags(cairn_store_dir(st), CAIRN_STORE_OWN, &t[i].st);
     if (r < 0) {
@@ -596,11 +620,12 @@ static int serve(cairn_store *st, const char *address) {
       if (pthread_create(&t[started].tid, NULL, serve_loop, &t[started]) != 0) break;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     serve_loop(&t[0]);
-    stopping = 1; /* the others too, if the first ended on an error */
-    for (int i = 1; i < started; i++) pthread_join(t[i].tid, NULL);
+    /* The shutdown fails the calls the other threads asked for, which
+     * ends them once the call each serves is done. */
     grpc_server_shutdown_and_notify(server, t[0].cq, (void *)5);
     grpc_server_cancel_all_calls(server);
-    wait_tag(t[0].cq, (void *)5);
+    wait_tag(t[0].cq, (void *)5, false);
+    for (int i = 1; i < started; i++) pthread_join(t[i].tid, NULL);
   }
   grpc_server_destroy(server);
   for (int i = 0; i < THREADS; i++) {
@@ -609,6 +634,7 @@ static int serve(cairn_store *st, const char *address) {
            GRPC_QUEUE_SHUTDOWN) {
     }
     grpc_completion_queue_destroy(t[i].cq);
+    if (t[i].asked) request_done(&t[i]);
   }
   grpc_shutdown();
   for (int i = 1; i < THREADS; i++) cairn_store_close(t[i].st);
