@@ -101,7 +101,7 @@ static void sweep_chain_images(cairn_store *st, bool dry_run) {
   if (chains < 0 || flock(chains, LOCK_EX | LOCK_NB) < 0) return;
   cn_autostmt sqlite3_stmt *q = NULL;
   if (cn_db_prepare(st, &q,
-                    "SELECT id FROM images WHERE instr(config, '\"cairn.snapshot.chain\":true') = 2"
+                    "SELECT id FROM images WHERE instr(config, '" CN_CHAIN_IMAGE_KEY ":true') = 2"
                     " AND NOT EXISTS (SELECT 1 FROM names WHERE image_id = images.id)") < 0) {
     store_errclear(st);
     return;
@@ -131,16 +131,7 @@ static void sweep_chain_images(cairn_store *st, bool dry_run) {
     int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, ids[i]);
     if (fd < 0) continue; /* pinned: its fill runs */
     cairn_autofree char *desc = NULL;
-    if (cn_mount_live_for_image(st, ids[i], &desc) == 0) {
-      int lock = cn_refs_begin(st);
-      if (lock >= 0 && cn_db_begin(st) == 0) {
-        if (cn_image_delete_rows(st, ids[i]) == 0)
-          cn_db_commit(st);
-        else
-          cn_db_rollback(st);
-      }
-      if (lock >= 0) cn_refs_end(st, lock);
-    }
+    if (cn_mount_live_for_image(st, ids[i], &desc) == 0) cn_image_delete(st, ids[i]);
     cn_pin_unlock(fd);
   }
   cn_strv_free(ids, n);

@@ -581,6 +581,20 @@ int cn_image_delete_rows(cairn_store *st, const char *id) {
   return sqlite3_step(d) == SQLITE_DONE ? 0 : cn_store_fail_db(st, "image delete");
 }
 
+int cn_image_delete(cairn_store *st, const char *id) {
+  int lock = cn_refs_begin(st);
+  if (lock < 0) return lock;
+  int r = cn_db_begin(st);
+  if (r == 0) {
+    if ((r = cn_image_delete_rows(st, id)) == 0)
+      r = cn_db_commit(st);
+    else
+      cn_db_rollback(st);
+  }
+  cn_refs_end(st, lock);
+  return r;
+}
+
 int cn_image_layers(cairn_store *st, const char *image_id, char ***ids, size_t *n) {
   store_errclear(st);
   *ids = NULL;

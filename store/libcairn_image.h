@@ -26,6 +26,10 @@ int cn_name_old_drop(cairn_store *st, const char *norm);
 /* Deletes an image with its names and layer list, within an open
  * transaction (no error if it is gone already). */
 int cn_image_delete_rows(cairn_store *st, const char *id);
+/* The same in a transaction of its own, under the refs lock
+ * (cn_refs_begin): for an image the caller holds exclusive. 0 or a
+ * negative errno (recorded). */
+int cn_image_delete(cairn_store *st, const char *id);
 
 /* Builds the merged tree of image_id from its stored layers, bottom first,
  * through the tree builder (tree.c), ignoring any index file (image.c). */

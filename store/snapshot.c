@@ -584,17 +584,7 @@ static void chain_end_locked(cairn_store *st, const char *image_id) {
     usleep(50 * 1000);
     fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
   }
-  if (fd < 0) goto out;
-  int lock = cn_refs_begin(st);
-  if (lock < 0) goto out;
-  if (cn_db_begin(st) == 0) {
-    if (cn_image_delete_rows(st, image_id) == 0)
-      cn_db_commit(st);
-    else
-      cn_db_rollback(st);
-  }
-  cn_refs_end(st, lock);
-out:
+  if (fd >= 0) cn_image_delete(st, image_id);
   cn_pin_unlock(fd);
   store_errclear(st);
 }
