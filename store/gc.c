@@ -71,7 +71,18 @@ static void sweep_index_files(cairn_store *st, bool dry_run) {
   for_each_gone_id(st, "index", "SELECT 1 FROM images WHERE id = ?", index_file_gone, &dry_run);
 }
 
-/* Temporary files older than a few minutes belong to no running process. */
+/* Whether no process holds a flock(2) on the file name of dfd: a
+ * background fill's log stays locked for as long as the fill runs, however
+ * long ago it last wrote. Removed under the lock taken here, so a process
+ * that opens the name later makes a new file. */
+static void tmp_unlocked_unlink(int dfd, const char *name) {
+  cairn_autoclose int fd =
+      openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) unlinkat(dfd, name, 0);
+}
+
+/* Temporary files older than a few minutes that no process holds a lock
+ * on belong to no running process. */
 static void sweep_tmp(cairn_store *st, bool dry_run) {
   cairn_autoclosedir DIR *d = cn_store_opendir(st, "tmp");
   if (!d) return;
@@ -82,7 +93,7 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
     if (de->d_name[0] != '.' && !cn_staging_is_journal(de->d_name) &&
         fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
         sb.st_mtime < cn_now_seconds() - TMP_MAX_AGE_SECONDS && !dry_run)
-      unlinkat(dfd, de->d_name, 0);
+      tmp_unlocked_unlink(dfd, de->d_name);
 }
 
 /* The chain images of containerd's snapshots (store/snapshot.c: no name,

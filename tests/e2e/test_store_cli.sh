@@ -236,6 +236,22 @@ expect_exit 3 "import of a missing file is exit 3" cairn import x:1 "$T/does-not
 expect_exit 0 "fsck is clean" cairn fsck
 expect_exit 0 "gc --dry-run" cairn gc --dry-run
 expect_exit 0 "gc" cairn gc
+# gc's sweep of temporary files an hour old keeps one a process holds a
+# lock on (a background fill's log, quiet for as long as nothing fails).
+old_tmp() { setup touch -d '1 hour ago' "$STORE/tmp/$1"; }
+old_tmp fill-held.log
+old_tmp fill-left.log
+bg_start flock -o "$STORE/tmp/fill-held.log" sleep 60
+holder=$!
+wait_for 10 grep -q ":$(stat -c %i "$STORE/tmp/fill-held.log") " /proc/locks ||
+  fail "flock took no lock in 10 s"
+expect_exit 0 "gc beside a locked hour-old temporary file" cairn gc
+check "keeps the locked one" test -e "$STORE/tmp/fill-held.log"
+check "and removes the unlocked one" test ! -e "$STORE/tmp/fill-left.log"
+kill "$holder"
+wait "$holder" 2>/dev/null
+expect_exit 0 "gc once its lock is gone" cairn gc
+check "removes it" test ! -e "$STORE/tmp/fill-held.log"
 # First use of a new store by several processes at once: all succeed.
 first_use_failures=0
 for ((r = 0; r < 10; r++)); do
