@@ -101,6 +101,19 @@ static int fail_step(cairn_store *st, int rc, const char *what) {
   return rc == SQLITE_FULL ? cn_store_fail_nospace(st) : cn_store_fail_db(st, what);
 }
 
+/* Binds what an insert and a commit write of a snapshot's row, as s's
+ * parameters 1 to 6: name, kind, created and updated (now), size and
+ * inodes. */
+static void row_bind(sqlite3_stmt *s, const char *name, int kind, int64_t size, int64_t inodes) {
+  int64_t t = now_ns();
+  sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 2, kind);
+  sqlite3_bind_int64(s, 3, t);
+  sqlite3_bind_int64(s, 4, t);
+  sqlite3_bind_int64(s, 5, size);
+  sqlite3_bind_int64(s, 6, inodes);
+}
+
 /* Adds the row of snapshot name (kind, on parent, "" for none; its usage,
  * 0 until it is committed), created and updated now; its id in *id.
  * -EEXIST if the name is taken. Inside the caller's transaction. */
@@ -108,17 +121,11 @@ static int row_insert(cairn_store *st, const char *name, const char *parent, int
                       int64_t inodes, int64_t *id) {
   cn_autostmt sqlite3_stmt *s = NULL;
   int r = cn_db_prepare(st, &s,
-                        "INSERT INTO snapshots(name, parent, kind, created, updated, size, inodes)"
+                        "INSERT INTO snapshots(name, kind, created, updated, size, inodes, parent)"
                         " VALUES(?, ?, ?, ?, ?, ?, ?)");
   if (r < 0) return r;
-  int64_t t = now_ns();
-  sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 3, kind);
-  sqlite3_bind_int64(s, 4, t);
-  sqlite3_bind_int64(s, 5, t);
-  sqlite3_bind_int64(s, 6, size);
-  sqlite3_bind_int64(s, 7, inodes);
+  row_bind(s, name, kind, size, inodes);
+  sqlite3_bind_text(s, 7, parent, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_CONSTRAINT) return cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
   if (rc != SQLITE_DONE) return fail_step(st, rc, "snapshot");
@@ -743,13 +750,7 @@ int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
                            "UPDATE snapshots SET name=?, kind=?, created=?, updated=?,"
                            " size=?, inodes=? WHERE id=?")) < 0)
       goto fail;
-    int64_t t = now_ns();
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 2, CAIRN_SNAPSHOT_COMMITTED);
-    sqlite3_bind_int64(s, 3, t);
-    sqlite3_bind_int64(s, 4, t);
-    sqlite3_bind_int64(s, 5, size);
-    sqlite3_bind_int64(s, 6, inodes);
+    row_bind(s, name, CAIRN_SNAPSHOT_COMMITTED, size, inodes);
     sqlite3_bind_int64(s, 7, id);
     int rc = sqlite3_step(s);
     if (rc != SQLITE_DONE) {
