@@ -78,6 +78,7 @@ PULL_TIMEOUT=${PULL_TIMEOUT:-$((120 + SIZE_MIB / 2))}
 MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
 source "$SRC/bench/rootfs.sh"
+source "$SRC/bench/benchlib.sh"
 SN=$BIN/cairn-snapshotter
 [[ -x $SN ]] || { echo "bench_containerd: $SN: not built (no gRPC or protobuf-c)" >&2; exit 1; }
 for c in containerd ctr ctr-remote runc crun docker-registry jq; do
@@ -295,22 +296,9 @@ nice -n 10 "${CAIRN[@]}" --store "$W/pusher" push -q --insecure --format estargz
   bench/start:1 "docker://$REGISTRY/bench/start:1" >/dev/null
 # (C)'s image: cairn's recorded run of the command, then the push.
 if [[ " $CONTENDERS " == *" C "* ]]; then
-  "${CAIRN[@]}" --store "$W/pusher" bundle -q --record-access bench/start:1 "$W/bundle-rec" -- \
-    /bin/sh /bench/start.sh >/dev/null
-  unshare -m --propagation private sh -c '
-    umount /sys/fs/cgroup/unified 2>/dev/null
-    exec crun --root "$1" --cgroup-manager=disabled run --bundle "$2" "$3"' sh \
-    "$W/crun" "$W/bundle-rec" "bench-rec-$$" </dev/null >/dev/null 2>>"$W/crun.log"
-  "${CAIRN[@]}" --store "$W/pusher" bundle --rm -q "$W/bundle-rec"
-  for ((i = 0; i < 100; i++)); do
-    al=$("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{json .AccessList}}' bench/start:1)
-    [[ $al != null ]] && break
-    sleep 0.1
-  done
-  recorded=$("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{.AccessList.Files}}' bench/start:1)
+  recorded=$(recorded_run "${CAIRN[@]}" "$W/pusher" bench/start:1 "$W" /bin/sh /bench/start.sh)
   nice -n 10 "${CAIRN[@]}" --store "$W/pusher" push -q --insecure --format estargz \
     bench/start:1 "docker://$REGISTRY/bench/start:opt" >/dev/null
-  rm -rf "$W/crun"
 fi
 rm -rf "$W/pusher"
 # (S)'s image: ctr-remote image optimize of it (containerd's overlayfs, the
