@@ -77,6 +77,7 @@ CAIRN_MODE=${CAIRN_MODE:-}
 PULL_TIMEOUT=${PULL_TIMEOUT:-$((120 + SIZE_MIB / 2))}
 MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
+source "$SRC/tests/lib/containerd-toml.sh"
 source "$SRC/bench/rootfs.sh"
 source "$SRC/bench/benchlib.sh"
 SN=$BIN/cairn-snapshotter
@@ -175,21 +176,8 @@ containerd_start() {
 # env_up KIND: a new containerd (overlay | stargz | cairn) with nothing in it.
 env_up() {
   mkdir -p "$C"
-  cat >"$C/containerd.toml" <<TOML
-version = 2
-root = "$C/root"
-state = "$C/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "$C/containerd.sock"
-[proxy_plugins]
-  [proxy_plugins.cairn]
-    type = "snapshot"
-    address = "$C/cairn.sock"
-  [proxy_plugins.stargz]
-    type = "snapshot"
-    address = "$C/stargz.sock"
-TOML
+  { echo 'disabled_plugins = ["io.containerd.grpc.v1.cri"]' && ctd_toml "$C" cairn stargz; } \
+    >"$C/containerd.toml"
   snapshotter_start "$1" && containerd_start
 }
 # env_down: every task killed and deleted, containerd and the snapshotter
