@@ -146,14 +146,7 @@ cairn_start() {
   rm -rf "$W/store" "$W/crun"
 }
 
-cat >"$W/storage.conf" <<EOC
-[storage]
-driver = "overlay"
-graphroot = "$W/pm"
-runroot = "$W/pm.run"
-[storage.options]
-pull_options = {enable_partial_images = "$([[ $PODMAN_PARTIAL == 1 ]] && echo true || echo false)", use_hard_links = "false", ostree_repos = ""}
-EOC
+podman_storage_conf "$W" "$([[ $PODMAN_PARTIAL == 1 ]] && echo true || echo false)"
 # podman in a mount namespace of its own (BENCH_NS) without the cgroup2
 # mount (crun 1.8 refuses hybrid cgroups: /work/shared/TESTING.md), its
 # own store, tmpdir and no events log.

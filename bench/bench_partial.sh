@@ -79,14 +79,7 @@ traw=$(stat -c %s "$W/b.tar")
 
 # podman's own store: the overlay driver (vfs does no partial pull) with
 # partial images on, in a mount namespace of its own (BENCH_NS)
-cat >"$W/storage.conf" <<EOC
-[storage]
-driver = "overlay"
-graphroot = "$W/pm"
-runroot = "$W/pm.run"
-[storage.options]
-pull_options = {enable_partial_images = "true", use_hard_links = "false", ostree_repos = ""}
-EOC
+podman_storage_conf "$W" true
 podman_pull() {
   CONTAINERS_STORAGE_CONF=$W/storage.conf "${BENCH_NS[@]}" \
     podman --cgroup-manager=cgroupfs pull -q --tls-verify=false "docker://$PROXY/bench/$1:1" \

@@ -24,6 +24,21 @@ crun_run() {
     "$root" "$bundle" "$name"
 }
 
+# podman_storage_conf DIR PARTIAL: writes DIR/storage.conf, podman's own
+# store (CONTAINERS_STORAGE_CONF) with the overlay driver (vfs does no
+# partial pull), its roots DIR/pm and DIR/pm.run; its pulls of zstd:chunked
+# layers partial if PARTIAL is "true".
+podman_storage_conf() {
+  cat >"$1/storage.conf" <<EOC
+[storage]
+driver = "overlay"
+graphroot = "$1/pm"
+runroot = "$1/pm.run"
+[storage.options]
+pull_options = {enable_partial_images = "$2", use_hard_links = "false", ostree_repos = ""}
+EOC
+}
+
 # recorded_run CAIRN STORE IMAGE DIR CMD...: a recorded run of CMD in a
 # container of IMAGE (`cairn bundle --record-access`, crun_run: the bundle
 # and crun's state in DIR, crun's stderr appended to DIR/crun.log), which
