@@ -77,7 +77,9 @@ CAIRN_MODE=${CAIRN_MODE:-}
 PULL_TIMEOUT=${PULL_TIMEOUT:-$((120 + SIZE_MIB / 2))}
 MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
+source "$SRC/tests/lib/containerd-toml.sh"
 source "$SRC/bench/rootfs.sh"
+source "$SRC/bench/benchlib.sh"
 SN=$BIN/cairn-snapshotter
 [[ -x $SN ]] || { echo "bench_containerd: $SN: not built (no gRPC or protobuf-c)" >&2; exit 1; }
 for c in containerd ctr ctr-remote runc crun docker-registry jq; do
@@ -174,21 +176,8 @@ containerd_start() {
 # env_up KIND: a new containerd (overlay | stargz | cairn) with nothing in it.
 env_up() {
   mkdir -p "$C"
-  cat >"$C/containerd.toml" <<TOML
-version = 2
-root = "$C/root"
-state = "$C/state"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "$C/containerd.sock"
-[proxy_plugins]
-  [proxy_plugins.cairn]
-    type = "snapshot"
-    address = "$C/cairn.sock"
-  [proxy_plugins.stargz]
-    type = "snapshot"
-    address = "$C/stargz.sock"
-TOML
+  { echo 'disabled_plugins = ["io.containerd.grpc.v1.cri"]' && ctd_toml "$C" cairn stargz; } \
+    >"$C/containerd.toml"
   snapshotter_start "$1" && containerd_start
 }
 # env_down: every task killed and deleted, containerd and the snapshotter
@@ -295,22 +284,9 @@ nice -n 10 "${CAIRN[@]}" --store "$W/pusher" push -q --insecure --format estargz
   bench/start:1 "docker://$REGISTRY/bench/start:1" >/dev/null
 # (C)'s image: cairn's recorded run of the command, then the push.
 if [[ " $CONTENDERS " == *" C "* ]]; then
-  "${CAIRN[@]}" --store "$W/pusher" bundle -q --record-access bench/start:1 "$W/bundle-rec" -- \
-    /bin/sh /bench/start.sh >/dev/null
-  unshare -m --propagation private sh -c '
-    umount /sys/fs/cgroup/unified 2>/dev/null
-    exec crun --root "$1" --cgroup-manager=disabled run --bundle "$2" "$3"' sh \
-    "$W/crun" "$W/bundle-rec" "bench-rec-$$" </dev/null >/dev/null 2>>"$W/crun.log"
-  "${CAIRN[@]}" --store "$W/pusher" bundle --rm -q "$W/bundle-rec"
-  for ((i = 0; i < 100; i++)); do
-    al=$("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{json .AccessList}}' bench/start:1)
-    [[ $al != null ]] && break
-    sleep 0.1
-  done
-  recorded=$("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{.AccessList.Files}}' bench/start:1)
+  recorded=$(recorded_run "${CAIRN[@]}" "$W/pusher" bench/start:1 "$W" /bin/sh /bench/start.sh)
   nice -n 10 "${CAIRN[@]}" --store "$W/pusher" push -q --insecure --format estargz \
     bench/start:1 "docker://$REGISTRY/bench/start:opt" >/dev/null
-  rm -rf "$W/crun"
 fi
 rm -rf "$W/pusher"
 # (S)'s image: ctr-remote image optimize of it (containerd's overlayfs, the

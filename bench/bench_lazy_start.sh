@@ -51,6 +51,7 @@ CONTENDERS=${CONTENDERS:-a o b c${BEFORE:+ x}}
 MNICE=${MEASURE_NICE:-0}
 source "$SRC/tests/lib/registry.sh"
 source "$SRC/bench/rootfs.sh"
+source "$SRC/bench/benchlib.sh"
 W=$(mktemp -d /tmp/cairn-bench-lazy-start.XXXXXX)
 CAIRN=("$BIN/cairn")
 
@@ -98,21 +99,9 @@ nice -n 10 "${CAIRN[@]}" --store "$W/pusher" push -q --insecure --format zstd:ch
   bench/start:1 "docker://$REGISTRY/bench/start:1" >/dev/null
 # (a')'s image: a recorded run of the command, then the push (same image id)
 if [[ " $CONTENDERS " == *" o "* ]]; then
-  "${CAIRN[@]}" --store "$W/pusher" bundle -q --record-access bench/start:1 "$W/bundle-rec" -- \
-    /bin/sh /bench/start.sh >/dev/null
-  unshare -m --propagation private sh -c '
-    umount /sys/fs/cgroup/unified 2>/dev/null
-    exec crun --root "$1" --cgroup-manager=disabled run --bundle "$2" "$3"' sh \
-    "$W/crun" "$W/bundle-rec" "bench-rec-$$" </dev/null >/dev/null 2>>"$W/crun.log"
-  "${CAIRN[@]}" --store "$W/pusher" bundle --rm -q "$W/bundle-rec"
-  for ((i = 0; i < 100; i++)); do
-    [[ $("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{json .AccessList}}' bench/start:1) != null ]] && break
-    sleep 0.1
-  done
-  recorded=$("${CAIRN[@]}" --store "$W/pusher" inspect -f '{{.AccessList.Files}}' bench/start:1)
+  recorded=$(recorded_run "${CAIRN[@]}" "$W/pusher" bench/start:1 "$W" /bin/sh /bench/start.sh)
   nice -n 10 "${CAIRN[@]}" --store "$W/pusher" push -q --insecure --format zstd:chunked \
     bench/start:1 "docker://$REGISTRY/bench/start:opt" >/dev/null
-  rm -rf "$W/crun"
 fi
 rm -rf "$W/pusher"
 proxy_start "$W"
@@ -149,28 +138,19 @@ cairn_start() {
   echo "pull $(since "$t0")" >>"$out"
   timeout 300 nice -n "$MNICE" "${CAIRN[@]}" --store "$W/store" bundle -q "bench/${ref##*/}" "$b" -- "${CMD[@]}" >/dev/null
   echo "bundle $(since "$t0")" >>"$out"
-  timeout 600 nice -n "$MNICE" unshare -m --propagation private sh -c '
-    umount /sys/fs/cgroup/unified 2>/dev/null
-    exec crun --root "$1" --cgroup-manager=disabled run --bundle "$2" "$3"' sh \
-    "$W/crun" "$b" "bench-start-$$" </dev/null 2>>"$W/crun.log" | first_line "$t0" "$out"
+  crun_run "$W/crun" "$b" "bench-start-$$" timeout 600 nice -n "$MNICE" </dev/null \
+    2>>"$W/crun.log" | first_line "$t0" "$out"
   echo "bytes $(curl -sf "http://$PROXY/_proxy/counts" | jq -c '[.bytes, .requests]')" >>"$out"
   "${CAIRN[@]}" --store "$W/store" bundle --rm -q "$b"
   stop_strays
   rm -rf "$W/store" "$W/crun"
 }
 
-cat >"$W/storage.conf" <<EOC
-[storage]
-driver = "overlay"
-graphroot = "$W/pm"
-runroot = "$W/pm.run"
-[storage.options]
-pull_options = {enable_partial_images = "$([[ $PODMAN_PARTIAL == 1 ]] && echo true || echo false)", use_hard_links = "false", ostree_repos = ""}
-EOC
-# podman in a private mount namespace without the cgroup2 mount (crun
-# 1.8 refuses hybrid cgroups: /work/shared/TESTING.md), its own store,
-# tmpdir and no events log.
-PODMAN=(unshare -m --propagation private sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null
+podman_storage_conf "$W" "$([[ $PODMAN_PARTIAL == 1 ]] && echo true || echo false)"
+# podman in a mount namespace of its own (BENCH_NS) without the cgroup2
+# mount (crun 1.8 refuses hybrid cgroups: /work/shared/TESTING.md), its
+# own store, tmpdir and no events log.
+PODMAN=("${BENCH_NS[@]}" sh -c 'umount /sys/fs/cgroup/unified 2>/dev/null
   W=$1; shift; CONTAINERS_STORAGE_CONF=$W/storage.conf exec podman --cgroup-manager=cgroupfs \
     --tmpdir "$W/pm.tmp" --events-backend=none "$@"' sh "$W")
 podman_reset() {

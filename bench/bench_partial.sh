@@ -28,6 +28,7 @@ FILES=${FILES:-200}
 RUNS=${RUNS:-3}
 SHARE_PCT=${SHARE_PCT:-90}
 source "$SRC/tests/lib/registry.sh"
+source "$SRC/bench/benchlib.sh"
 W=$(mktemp -d /tmp/cairn-bench-partial.XXXXXX)
 cleanup() {
   registry_cleanup
@@ -77,22 +78,15 @@ bsize=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
 traw=$(stat -c %s "$W/b.tar")
 
 # podman's own store: the overlay driver (vfs does no partial pull) with
-# partial images on, in a private mount namespace
-cat >"$W/storage.conf" <<EOC
-[storage]
-driver = "overlay"
-graphroot = "$W/pm"
-runroot = "$W/pm.run"
-[storage.options]
-pull_options = {enable_partial_images = "true", use_hard_links = "false", ostree_repos = ""}
-EOC
+# partial images on, in a mount namespace of its own (BENCH_NS)
+podman_storage_conf "$W" true
 podman_pull() {
-  CONTAINERS_STORAGE_CONF=$W/storage.conf unshare -m --propagation private \
+  CONTAINERS_STORAGE_CONF=$W/storage.conf "${BENCH_NS[@]}" \
     podman --cgroup-manager=cgroupfs pull -q --tls-verify=false "docker://$PROXY/bench/$1:1" \
     >/dev/null 2>>"$W/podman.log"
 }
 podman_reset() {
-  CONTAINERS_STORAGE_CONF=$W/storage.conf unshare -m --propagation private \
+  CONTAINERS_STORAGE_CONF=$W/storage.conf "${BENCH_NS[@]}" \
     podman --cgroup-manager=cgroupfs system reset -f >/dev/null 2>&1 || true
   rm -rf "$W/pm" "$W/pm.run"
 }

@@ -3,12 +3,13 @@
  * report.c — failures as one line and an exit code: see report.h.
  *
  * common/ holds what the front ends share, cairn and cairn-pin (tools/) and
- * cairnfs (fs/): how they report a failure (here) and their version
- * (version.c). It is a library of its own (cairn-common), below the front
- * ends and above libcairn, not part of libcairn: it writes to stderr under
- * the program's name and knows the exit codes of a command line, which
- * libcairn (no output, every global named cairn_ or cn_) leaves to its
- * callers. Neither front end includes or compiles the other's files.
+ * cairnfs (fs/): how they report a failure (here), their version
+ * (version.c) and the programs beside their own binary (self.c). It is a
+ * library of its own (cairn-common), below the front ends and above
+ * libcairn, not part of libcairn: it writes to stderr under the program's
+ * name and knows the exit codes of a command line, which libcairn (no
+ * output, every global named cairn_ or cn_) leaves to its callers. Neither
+ * front end includes or compiles the other's files.
  */
 #include "report.h"
 #include "cleanup.h"

@@ -6,6 +6,7 @@
  * reads and rw_copyup.c's copy-up call it (cairnfs.h).
  */
 #include "cairnfs.h"
+#include "self.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -235,16 +236,8 @@ static int serve_start(struct cairnfs *fs) {
   uint64_t now = now_ms();
   if (serve_started && now - serve_started < SERVE_RESTART_MS) return -EIO;
   serve_started = now;
-  char exe[PATH_MAX + 8], self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  snprintf(exe, sizeof exe, "cairn");
-  if (n > 0) {
-    self[n] = '\0';
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = '\0';
-    snprintf(exe, sizeof exe, "%s/cairn", self);
-    if (access(exe, X_OK) != 0) snprintf(exe, sizeof exe, "cairn");
-  }
+  char exe[PATH_MAX];
+  self_sibling("cairn", "cairn", exe, sizeof exe); /* else on PATH */
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -errno;
   struct serve_reader *sr = malloc(sizeof *sr);

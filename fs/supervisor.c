@@ -75,6 +75,7 @@
 #include "cairnfs.h"
 #include "nodetab.h"
 #include "report.h"
+#include "self.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -309,9 +310,7 @@ static int init_keep(struct supervisor *s) {
 /* The binary servers run: the path of our own, so that an upgrade that
  * installs a new binary there is what the next server runs. */
 static void exe_find(struct supervisor *s) {
-  ssize_t n = readlink("/proc/self/exe", s->exe, sizeof(s->exe) - 1);
-  if (n < 0 || (size_t)n >= sizeof(s->exe) - 1) n = 0;
-  s->exe[n] = '\0';
+  self_exe(s->exe, sizeof(s->exe)); /* "" if it cannot tell */
   s->own_exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
   const char *deleted = " (deleted)";
   size_t len = strlen(s->exe), dl = strlen(deleted);

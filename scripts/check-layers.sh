@@ -58,16 +58,16 @@ LAYERS=(
     | partial layers (lazy pulls): recording one from its TOC, a fetched file into it, its fsck; the fetch lock (lazy_lock.c)"
   "als | store/als.c | - | below
     | what podman's Additional Layer Store needs"
-  "rm-gc | store/rm.c store/gc.c | - | below
-    | removal and gc"
   "porcelain | store/spec.c store/tag.c store/history.c store/access.c | - | below
     | a bundle's runtime config, tag, history, an image's recorded access list"
   "commit | store/commit.c | - | below
     | a writable mount's upper written as a layer and committed"
   "remote | store/remote/*.c | store/remote/libcairn_remote.h store/remote/libcairn_registry.h store/remote/libcairn_toc.h store/remote/libcairn_byteranges.h store/remote/libcairn_partial.h store/remote/libcairn_chunked_write.h store/remote/libcairn_remote_lazy.h store/remote/libcairn_fill.h | public
     | pull from OCI layouts, oci-archives, docker archives and registries; push (registries, layouts, archives; lazily-pullable layers: zstd:chunked, eStargz); login; the TOCs of eStargz and zstd:chunked layers (lazy pulls), the partial pull of zstd:chunked layers, lazy pulls' fetches and the fill (fill.c); built on cairn.h and libcairn_core.h alone"
-  "snapshots | store/snapshot.c | - | below
+  "snapshots | store/snapshot.c | store/libcairn_snapshot.h | below
     | containerd's snapshots (cairn-snapshotter): their records, directories, mounts, filters and usage; remote snapshots of a registry's layers, recorded lazily by remote's pull: above remote for them"
+  "rm-gc | store/rm.c store/gc.c | - | below
+    | removal and gc; gc sweeps the chain images no snapshot uses: above snapshots for them"
   "fsck | store/fsck.c | - | below
     | verifying and repairing the store, partial layers' kept TOCs (parsed by remote's parser) included: above remote for them"
 )

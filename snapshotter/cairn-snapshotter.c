@@ -19,6 +19,7 @@
 #include "cairn.h"
 #include "cleanup.h"
 #include "report.h"
+#include "self.h"
 #include "version.h"
 
 #include <errno.h>
@@ -184,20 +185,8 @@ static char cairn_bin[PATH_MAX] = "cairn";
 static const char *fill_bin = cairn_bin;
 
 static void cairnfs_find(void) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return;
-  self[n] = '\0';
-  char *slash = strrchr(self, '/');
-  if (!slash) return;
-  *slash = '\0';
-  char path[PATH_MAX];
-  if ((size_t)snprintf(path, sizeof(path), "%s/cairnfs", self) < sizeof(path) &&
-      access(path, X_OK) == 0)
-    snprintf(cairnfs_bin, sizeof(cairnfs_bin), "%s", path);
-  if ((size_t)snprintf(path, sizeof(path), "%s/cairn", self) < sizeof(path) &&
-      access(path, X_OK) == 0)
-    snprintf(cairn_bin, sizeof(cairn_bin), "%s", path);
+  self_sibling("cairnfs", "cairnfs", cairnfs_bin, sizeof(cairnfs_bin));
+  self_sibling("cairn", "cairn", cairn_bin, sizeof(cairn_bin));
 }
 
 static int mounts_answer(struct answer *a, cairn_store *st, const char *key,

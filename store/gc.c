@@ -6,6 +6,7 @@
 #include "libcairn_blob.h"
 #include "libcairn_image.h"
 #include "libcairn_pin.h"
+#include "libcairn_snapshot.h"
 #include "libcairn_sweep.h"
 #include "libcairn_tree.h"
 #include "libcairn_upper.h"
@@ -96,59 +97,6 @@ static void sweep_tmp(cairn_store *st, bool dry_run) {
       tmp_unlocked_unlink(dfd, de->d_name);
 }
 
-/* The chain images of containerd's snapshots (store/snapshot.c: no name,
- * their config's first key "cairn.snapshot.chain") that no snapshot uses
- * any more and nothing pins or mounts: left when the last snapshot of the
- * chain went while its background fill held the image. Their rows go, and
- * their layers with the sweep that follows. */
-static void sweep_chain_images(cairn_store *st, bool dry_run) {
-  /* The snapshotter's chain lock (store/snapshot.c's chain_lock), which a
-   * Mounts call holds from making a chain image until a row records its
-   * use: not waited for (the call may wait for the store lock gc holds),
-   * the sweep is left to the next gc. No lock file: no snapshotter ever
-   * made a chain image. */
-  cairn_autoclose int chains =
-      openat(st->dirfd, "snapshot-mounts.lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-  if (chains < 0 || flock(chains, LOCK_EX | LOCK_NB) < 0) return;
-  cn_autostmt sqlite3_stmt *q = NULL;
-  if (cn_db_prepare(st, &q,
-                    "SELECT id FROM images WHERE instr(config, '" CN_CHAIN_IMAGE_KEY ":true') = 2"
-                    " AND NOT EXISTS (SELECT 1 FROM names WHERE image_id = images.id)") < 0) {
-    store_errclear(st);
-    return;
-  }
-  char **ids = NULL;
-  size_t n = 0, cap = 0;
-  while (sqlite3_step(q) == SQLITE_ROW) {
-    char **g = cn_array_grow(ids, n + 1, &cap, sizeof(*g));
-    if (!g || !(g[n] = strdup((const char *)sqlite3_column_text(q, 0)))) break;
-    ids = g;
-    n++;
-  }
-  sqlite3_finalize(q);
-  q = NULL;
-  bool mounts = false; /* whether a snapshotter made its table */
-  if (cn_db_prepare(
-          st, &q,
-          "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'snapshot_mounts'") == 0)
-    mounts = sqlite3_step(q) == SQLITE_ROW;
-  for (size_t i = 0; i < n && !dry_run; i++) {
-    if (mounts) {
-      cn_autostmt sqlite3_stmt *u = NULL;
-      if (cn_db_prepare(st, &u, "SELECT 1 FROM snapshot_mounts WHERE image_id = ?") < 0) break;
-      sqlite3_bind_text(u, 1, ids[i], -1, SQLITE_STATIC);
-      if (sqlite3_step(u) != SQLITE_DONE) continue; /* used */
-    }
-    int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, ids[i]);
-    if (fd < 0) continue; /* pinned: its fill runs */
-    cairn_autofree char *desc = NULL;
-    if (cn_mount_live_for_image(st, ids[i], &desc) == 0) cn_image_delete(st, ids[i]);
-    cn_pin_unlock(fd);
-  }
-  cn_strv_free(ids, n);
-  store_errclear(st);
-}
-
 int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   store_errclear(st);
   cairn_autoclose int lock =
@@ -160,7 +108,10 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   static const char *const steps[] = {CN_BLOB_UNUSED_STEP, CN_BLOB_ORPHANS_STEP,
                                       "pin, index and temporary files"};
   if (!dry_run) cn_sweep_stale_records(st);
-  if (lock >= 0) sweep_chain_images(st, dry_run);
+  if (lock >= 0 && !dry_run) { /* the chain images no snapshot uses: snapshot.c's */
+    cn_snapshot_chain_sweep(st, CN_CHAIN_SWEEP_NO_WAIT | CN_CHAIN_SWEEP_NO_UNMOUNT);
+    store_errclear(st);
+  }
   cn_progress(st, steps[0], 0, 0, false, false);
   int rc = cn_sweep_unused(st, dry_run, lock >= 0, r);
   if (rc == 0) cn_progress(st, steps[0], r->layers + r->blobs, r->layers + r->blobs, false, true);

@@ -27,6 +27,7 @@
 #include "libcairn_image.h"
 #include "libcairn_layer.h"
 #include "libcairn_pin.h"
+#include "libcairn_snapshot.h"
 #include "remote/libcairn_remote_lazy.h"
 
 #include <openssl/evp.h>
@@ -100,6 +101,19 @@ static int fail_step(cairn_store *st, int rc, const char *what) {
   return rc == SQLITE_FULL ? cn_store_fail_nospace(st) : cn_store_fail_db(st, what);
 }
 
+/* Binds what an insert and a commit write of a snapshot's row, as s's
+ * parameters 1 to 6: name, kind, created and updated (now), size and
+ * inodes. */
+static void row_bind(sqlite3_stmt *s, const char *name, int kind, int64_t size, int64_t inodes) {
+  int64_t t = now_ns();
+  sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int(s, 2, kind);
+  sqlite3_bind_int64(s, 3, t);
+  sqlite3_bind_int64(s, 4, t);
+  sqlite3_bind_int64(s, 5, size);
+  sqlite3_bind_int64(s, 6, inodes);
+}
+
 /* Adds the row of snapshot name (kind, on parent, "" for none; its usage,
  * 0 until it is committed), created and updated now; its id in *id.
  * -EEXIST if the name is taken. Inside the caller's transaction. */
@@ -107,17 +121,11 @@ static int row_insert(cairn_store *st, const char *name, const char *parent, int
                       int64_t inodes, int64_t *id) {
   cn_autostmt sqlite3_stmt *s = NULL;
   int r = cn_db_prepare(st, &s,
-                        "INSERT INTO snapshots(name, parent, kind, created, updated, size, inodes)"
+                        "INSERT INTO snapshots(name, kind, created, updated, size, inodes, parent)"
                         " VALUES(?, ?, ?, ?, ?, ?, ?)");
   if (r < 0) return r;
-  int64_t t = now_ns();
-  sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-  sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
-  sqlite3_bind_int(s, 3, kind);
-  sqlite3_bind_int64(s, 4, t);
-  sqlite3_bind_int64(s, 5, t);
-  sqlite3_bind_int64(s, 6, size);
-  sqlite3_bind_int64(s, 7, inodes);
+  row_bind(s, name, kind, size, inodes);
+  sqlite3_bind_text(s, 7, parent, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_CONSTRAINT) return cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
   if (rc != SQLITE_DONE) return fail_step(st, rc, "snapshot");
@@ -573,18 +581,27 @@ static int64_t chain_users(cairn_store *st, const char *image_id) {
  * mount ends (lazily: a container's overlay that still has it keeps it)
  * and its rows go, unless it stays pinned CHAIN_END_SETTLE_MS (its
  * background fill runs: chain_fill): then they stay, and gc removes them
- * once nothing pins it. */
-static void chain_end_locked(cairn_store *st, const char *image_id) {
-  char dir[PATH_MAX];
-  chain_dir(st, image_id, dir, sizeof(dir));
-  if (cairn_mountpoint_state(dir) != CAIRN_MP_NONE) cairn_mountpoint_unmount(dir, true);
-  rmdir(dir);
+ * once nothing pins it. With CN_CHAIN_SWEEP_NO_WAIT, a pinned one is left
+ * at once; with CN_CHAIN_SWEEP_NO_UNMOUNT, its mount is not ended, and
+ * one a live mount serves is left. */
+static void chain_end_locked(cairn_store *st, const char *image_id, unsigned flags) {
+  if (!(flags & CN_CHAIN_SWEEP_NO_UNMOUNT)) {
+    char dir[PATH_MAX];
+    chain_dir(st, image_id, dir, sizeof(dir));
+    if (cairn_mountpoint_state(dir) != CAIRN_MP_NONE) cairn_mountpoint_unmount(dir, true);
+    rmdir(dir);
+  }
   int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
-  for (int waited = 0; fd == -EBUSY && waited < CHAIN_END_SETTLE_MS; waited += 50) {
+  for (int waited = 0;
+       fd == -EBUSY && !(flags & CN_CHAIN_SWEEP_NO_WAIT) && waited < CHAIN_END_SETTLE_MS;
+       waited += 50) {
     usleep(50 * 1000);
     fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
   }
-  if (fd >= 0) cn_image_delete(st, image_id);
+  cairn_autofree char *live = NULL;
+  if (fd >= 0 &&
+      (!(flags & CN_CHAIN_SWEEP_NO_UNMOUNT) || cn_mount_live_for_image(st, image_id, &live) == 0))
+    cn_image_delete(st, image_id);
   cn_pin_unlock(fd);
   store_errclear(st);
 }
@@ -595,7 +612,7 @@ static void chain_end(cairn_store *st, const char *image_id) {
   int lock = chain_lock(st);
   if (lock >= 0 && chain_users(st, image_id) == 0) {
     store_test_point(st, "snapshot: chain unused"); /* a crash here leaves it mounted */
-    chain_end_locked(st, image_id);
+    chain_end_locked(st, image_id, 0);
   }
   if (lock >= 0) close(lock);
   store_errclear(st);
@@ -733,13 +750,7 @@ int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
                            "UPDATE snapshots SET name=?, kind=?, created=?, updated=?,"
                            " size=?, inodes=? WHERE id=?")) < 0)
       goto fail;
-    int64_t t = now_ns();
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 2, CAIRN_SNAPSHOT_COMMITTED);
-    sqlite3_bind_int64(s, 3, t);
-    sqlite3_bind_int64(s, 4, t);
-    sqlite3_bind_int64(s, 5, size);
-    sqlite3_bind_int64(s, 6, inodes);
+    row_bind(s, name, CAIRN_SNAPSHOT_COMMITTED, size, inodes);
     sqlite3_bind_int64(s, 7, id);
     int rc = sqlite3_step(s);
     if (rc != SQLITE_DONE) {
@@ -1329,21 +1340,39 @@ out:
   return r;
 }
 
-/* Ends the chain mounts no snapshot uses: a crash between a Remove's or
- * a Commit's transaction and its unmount, or between a chain's mount and
- * the row of its use, leaves one mounted (and its chain image's rows). */
-static int chain_sweep(cairn_store *st) {
-  cairn_autoclose int lock = chain_lock(st);
+/* Whether a snapshotter made the table snapshot_mounts. */
+static bool mounts_table_exists(cairn_store *st) {
+  cn_autostmt sqlite3_stmt *q = NULL;
+  return cn_db_prepare(st, &q,
+                       "SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                       " AND name = 'snapshot_mounts'") == 0 &&
+         sqlite3_step(q) == SQLITE_ROW;
+}
+
+/* The chain images no name names. */
+#define CHAINS_UNNAMED                                                                             \
+  "SELECT id FROM images WHERE instr(config, '" CHAIN_KEY ":true') = 2"                            \
+  " AND NOT EXISTS (SELECT 1 FROM names WHERE image_id = images.id)"
+
+int cn_snapshot_chain_sweep(cairn_store *st, unsigned flags) {
+  bool nowait = flags & CN_CHAIN_SWEEP_NO_WAIT;
+  cairn_autoclose int lock =
+      nowait ? openat(st->dirfd, "snapshot-mounts.lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+             : chain_lock(st);
+  if (nowait && (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0))
+    return 0; /* held, or no snapshotter ever made a chain image */
   if (lock < 0) return lock;
+  /* the chain images (their config starts with the key) no name names and
+   * no snapshot uses */
+  const char *sql = mounts_table_exists(st) ? CHAINS_UNNAMED
+                        " AND id NOT IN (SELECT image_id FROM snapshot_mounts)"
+                                            : CHAINS_UNNAMED;
   char **ids = NULL;
   size_t n = 0, cap = 0;
   int r = 0;
   {
     cn_autostmt sqlite3_stmt *q = NULL;
-    if ((r = cn_db_prepare(st, &q,
-                           "SELECT id FROM images WHERE instr(config, '" CHAIN_KEY "') > 0"
-                           " AND id NOT IN (SELECT image_id FROM snapshot_mounts)")) < 0)
-      return r;
+    if ((r = cn_db_prepare(st, &q, sql)) < 0) return r;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
       char **g = cn_array_grow(ids, n + 1, &cap, sizeof(*g));
@@ -1360,8 +1389,9 @@ static int chain_sweep(cairn_store *st) {
       return fail_step(st, rc, "snapshot_mounts");
     }
   }
-  for (size_t i = 0; i < n; i++) chain_end_locked(st, ids[i]);
+  for (size_t i = 0; i < n; i++) chain_end_locked(st, ids[i], flags);
   cn_strv_free(ids, n);
+  if (flags & CN_CHAIN_SWEEP_NO_UNMOUNT) return 0;
   /* a mount point of no chain image a snapshot uses */
   char top[PATH_MAX];
   snprintf(top, sizeof(top), "%s/snapshot-mounts", st->dir);
@@ -1370,7 +1400,7 @@ static int chain_sweep(cairn_store *st) {
   struct dirent *e;
   while ((e = readdir(d)))
     if (strlen(e->d_name) == CAIRN_ID_LEN && chain_users(st, e->d_name) == 0)
-      chain_end_locked(st, e->d_name);
+      chain_end_locked(st, e->d_name, 0);
   return 0;
 }
 
@@ -1412,7 +1442,7 @@ static int dirs_sweep(cairn_store *st, DIR *d, const char *dir) {
 int cairn_snapshot_cleanup(cairn_store *st) {
   store_errclear(st);
   int r = tables(st);
-  if (r < 0 || (r = mounts_table(st)) < 0 || (r = chain_sweep(st)) < 0) return r;
+  if (r < 0 || (r = mounts_table(st)) < 0 || (r = cn_snapshot_chain_sweep(st, 0)) < 0) return r;
   char dir[PATH_MAX];
   snprintf(dir, sizeof(dir), "%s/snapshots", st->dir);
   cairn_autoclosedir DIR *d = opendir(dir);

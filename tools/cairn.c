@@ -14,6 +14,7 @@
  * that lists them all. A command's code and output are the same in both.
  */
 #include "commands.h"
+#include "self.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -154,8 +155,7 @@ static int full_exec(char **argv) {
   const char *last = CAIRN_LIBEXECDIR "/cairn/cairn";
   char path[PATH_MAX];
   for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
-    cli_sibling_path(near[i], last, path, sizeof(path));
-    if (strcmp(path, last) != 0) execv(path, argv);
+    if (self_sibling(near[i], last, path, sizeof(path))) execv(path, argv);
   }
   execv(last, argv);
   return report_fail(-errno, "%s: %s", last, strerror(errno));

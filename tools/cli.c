@@ -3,12 +3,12 @@
  * cli.c — shared front-end helpers: see cli.h.
  */
 #include "cli.h"
+#include "self.h"
 #include "version.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,25 +28,12 @@ int cli_version_run(struct cli *c, int argc, char **argv) {
   return CAIRN_EXIT_OK;
 }
 
-void cli_sibling_path(const char *name, const char *fallback, char *out, size_t len) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    snprintf(out, len, "%s/%s", dirname(self), name);
-    if (access(out, X_OK) == 0) return;
-  }
-  snprintf(out, len, "%s", fallback);
-}
-
 void cli_cairnfs_path(char *out, size_t len) {
   /* next to cairn, or, from the full cairn (LIBEXECDIR/cairn/cairn, a
    * build tree's libexec/cairn/cairn), two levels up or in their bin */
   static const char *const near[] = {"cairnfs", "../../cairnfs", "../../bin/cairnfs"};
-  for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
-    cli_sibling_path(near[i], "cairnfs", out, len);
-    if (strcmp(out, "cairnfs") != 0) return;
-  }
+  for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++)
+    if (self_sibling(near[i], "cairnfs", out, len)) return;
 }
 
 int cli_take_store_option(struct cli *c, int *argc, char **argv) {

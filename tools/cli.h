@@ -75,9 +75,6 @@ int cli_help_run(const struct cli_command *self, const struct cli_command *const
  * (version.h); a usage error if argv has more than the name. */
 int cli_version_run(struct cli *c, int argc, char **argv);
 
-/* The program name next to ours (a build tree, or an install's bin), else
- * fallback. */
-void cli_sibling_path(const char *name, const char *fallback, char *out, size_t len);
 /* The cairnfs binary next to ours (or the bin of the full cairn's
  * install), else "cairnfs" for a PATH search. */
 void cli_cairnfs_path(char *out, size_t len);

@@ -13,6 +13,7 @@
 #include "commands.h"
 
 #include "progress_bar.h"
+#include "self.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -52,9 +53,8 @@ static void on_log(const char *msg, void *display) { progress_notice(display, ms
 static int fill_start(cairn_store *st, const char *id, const char *creds, const char *log,
                       pid_t *pid) {
   char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return -errno;
-  exe[n] = '\0';
+  int e = self_exe(exe, sizeof exe);
+  if (e < 0) return e;
   int logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (logfd < 0) return -errno;
   int p[2], in[2] = {-1, -1};

@@ -24,16 +24,10 @@ SN=$CAIRN_BIN/cairn-snapshotter
 C=$T/ctd
 CID=cairn-$(basename "$0" .sh | tr _ -)-$$
 mkdir -p "$C"
-cat >"$C/containerd.toml" <<TOML
-version = 2
-root = "$C/root"
-state = "$C/state"
-[grpc]
-  address = "$C/containerd.sock"
-[proxy_plugins]
-  [proxy_plugins.cairn]
-    type = "snapshot"
-    address = "$C/cairn.sock"
+source "$TESTLIB/containerd-toml.sh"
+{
+  ctd_toml "$C" cairn
+  cat <<TOML
 # containerd's garbage collection only when a call asks for it (--sync):
 # a snapshot a test makes by hand (ctr snapshots prepare) loses ctr's
 # lease as ctr exits, and a collection its 100th change set off would
@@ -42,6 +36,7 @@ state = "$C/state"
   [plugins."io.containerd.gc.v1.scheduler"]
     mutation_threshold = 1000000
 TOML
+} >"$C/containerd.toml"
 
 # ctd_need [CMD...]: skips the test (exit 77) unless cairn-snapshotter is
 # built, it runs as root, and containerd, ctr, runc and each CMD are there.
