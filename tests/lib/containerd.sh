@@ -5,6 +5,10 @@
 # Gives: SN (the built cairn-snapshotter), C ($T/ctd: containerd's root,
 # state, sockets and logs; the snapshotter's stderr is $C/sn.err), and
 #   ctd_need [CMD]   skips the test without what it needs;
+#   ctd_cri SANDBOX_IMAGE HOST...  (before ctd_start) containerd's CRI
+#                    plugin on cairn: its settings for this containerd,
+#                    the registries HOST over plain HTTP; cri_ ARGS runs
+#                    tests/helpers/cri_client.py on its socket;
 #   ctd_start STORE  cairn-snapshotter on STORE, then containerd (sn_pid,
 #                    ctd_pid), each waited for on its socket;
 #   sn_start STORE [OPTION...]  cairn-snapshotter alone (after a kill, say);
@@ -47,6 +51,53 @@ ctd_need() {
     command -v "$_tl_c" >/dev/null || { echo "skip: no $_tl_c"; exit 77; }
   done
   [ "$(id -u)" = 0 ] || { echo "skip: containerd needs root"; exit 77; }
+}
+
+# ctd_cri SANDBOX_IMAGE HOST...: containerd's CRI plugin (its services on
+# containerd's socket, namespace k8s.io) unpacks into cairn, with the labels
+# a remote snapshotter reads (disable_snapshot_annotations = false), its
+# pods' pause image SANDBOX_IMAGE, each registry HOST (127.0.0.1:PORT)
+# spoken to over plain HTTP, no CNI (the tests' pods use the host's
+# network), its containers' oom_score_adj not below containerd's (runc
+# may not set -998 without CAP_SYS_RESOURCE), its files under $C. Skips
+# the test (exit 77) without python3-grpcio, python3-protobuf or protoc
+# (cri_client.py's). CRI_IDS ($C/cri.ids): the pods' and containers' ids,
+# one a line, that a test adds; at exit each one's runc container is
+# deleted.
+ctd_cri() {
+  local _tl_h
+  /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||
+    { echo "skip: no python3-grpcio or python3-protobuf"; exit 77; }
+  command -v protoc >/dev/null || { echo "skip: no protoc (protobuf-compiler)"; exit 77; }
+  mkdir -p "$C/cni/bin" "$C/cni/conf"
+  cat >>"$C/containerd.toml" <<TOML
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "$1"
+    stream_server_address = "127.0.0.1"
+    stream_server_port = "0"
+    # not below containerd's own (the tests' machines may not lower it)
+    restrict_oom_score_adj = true
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      snapshotter = "cairn"
+      disable_snapshot_annotations = false
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "$C/cni/bin"
+      conf_dir = "$C/cni/conf"
+TOML
+  for _tl_h in "${@:2}"; do
+    cat >>"$C/containerd.toml" <<TOML
+    [plugins."io.containerd.grpc.v1.cri".registry.mirrors."$_tl_h"]
+      endpoint = ["http://$_tl_h"]
+TOML
+  done
+  CRI_IDS=$C/cri.ids
+  : >"$CRI_IDS"
+  on_exit "for i in \$(cat '$CRI_IDS'); do runc --root /run/containerd/runc/k8s.io delete -f \$i;" \
+    "done"
+}
+cri_() {
+  timeout 90 /usr/bin/python3 "$HELPERS/cri_client.py" --socket "$C/containerd.sock" \
+    --gen "$C/cri-gen" "$@"
 }
 
 sn_start() {
