@@ -420,39 +420,9 @@ for f in estargz zstd:chunked; do
 done
 # chain_of REPO: the chain id of remote/REPO:1's layers
 chain_of() {
-  local cfg c= d
+  local cfg
   cfg=$(registry_manifest "remote/$1" 1 | jq -r .config.digest)
-  for d in $(curl -sf "http://$REGISTRY/v2/remote/$1/blobs/$cfg" | jq -r '.rootfs.diff_ids[]'); do
-    c=${c:+sha256:$(printf '%s %s' "$c" "$d" | sha256sum | cut -c1-64)}
-    c=${c:-$d}
-  done
-  echo "$c"
-}
-# root_tree SNAPSHOTTER CHAIN OUT: fstree.py's dump of the root of an
-# active snapshot on CHAIN, mounted as containerd's Mounts says
-root_tree() {
-  local m rc=0
-  ctr_ snapshots --snapshotter "$1" prepare --mounts "tree-$1" "$2" >"$T/mounts.json" || return 1
-  m=$(jq -r '.[0] | "mount -t \(.Type) -o \(.Options | join(",")) \(.Source)"' "$T/mounts.json")
-  mkdir -p "$T/root-$1"
-  timeout 120 "${PRIVATE_NS[@]}" sh -c "$m '$T/root-$1' && $FSTREE scan '$T/root-$1'" >"$3" ||
-    rc=1
-  ctr_ snapshots --snapshotter "$1" rm "tree-$1" || rc=1
-  return $rc
-}
-# same_tree OVERLAYFS CAIRN: diff of the dumps (into $T/tree.diff), with
-# what overlayfs gives of its own left out: the link count (a merged
-# directory's is 1, and a lower layer's file keeps the count of names an
-# upper layer removed; the hard link groups are compared), and the mtime
-# of a directory containerd's applier made or wrote into at the pull (a
-# parent a layer's tar does not list, made again in that layer's snapshot;
-# cairn, from the tars or the TOCs, has the lower layer's)
-tree_start=$(date +%s)000000000
-same_tree() {
-  local norm='NR == FNR { if ($2 == "dir" && $5 >= start) now[$1] = 1; next }
-    { $7 = "-"; if ($1 in now) $5 = "now"; print }'
-  diff <(awk -F'\t' -v OFS='\t' -v start="$tree_start" "$norm" "$1" "$1") \
-    <(awk -F'\t' -v OFS='\t' -v start="$tree_start" "$norm" "$1" "$2") >"$T/tree.diff"
+  chain_id $(curl -sf "http://$REGISTRY/v2/remote/$1/blobs/$cfg" | jq -r '.rootfs.diff_ids[]')
 }
 # gc_frees IN: cairn gc, after which none of the layers IN ('A','B') is left
 gc_frees() {
