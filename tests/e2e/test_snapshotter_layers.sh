@@ -3,7 +3,8 @@
 # test_snapshotter_layers.sh — under containerd (Debian's 1.6, one
 # instance), cairn-snapshotter's committed snapshots are cairn layers: an
 # image cairn stored is unpacked by containerd onto the same layers (none
-# added); a snapshot committed from files becomes a layer (whiteouts and
+# added), and an active snapshot of it has the root tree containerd's own
+# overlayfs snapshotter gives (fstree.py's dumps); a snapshot committed from files becomes a layer (whiteouts and
 # opaque directories as .wh. entries), the same files the same layer. Every
 # snapshot holds its layers: cairn-pin ls names it, cairn rm refuses (exit
 # 4) and gc keeps them, also while cairn-snapshotter is dead. A container's
@@ -44,6 +45,18 @@ check "the top snapshot's chain is the image's 3 layers, bottom first" test \
     ON s.id = l.snapshot_id WHERE s.name = '$top' ORDER BY position)")" = \
   "$(db "SELECT group_concat(layer_id, ' ') FROM (SELECT layer_id FROM image_layers
     WHERE image_id = (SELECT image_id FROM names) ORDER BY position)")"
+
+# The root an active snapshot of the image gives on cairn is the one
+# containerd's own overlayfs snapshotter gives it (fstree.py's dumps: every
+# entry's type, mode, owner, mtime, size and sha256, symlink target,
+# device, xattrs and hard link group).
+check "ctr images import onto containerd's overlayfs too" \
+  sh -c "ctr -a '$C/containerd.sock' images import '$T/img.tar' >/dev/null"
+check "the image's root tree on overlayfs" root_tree overlayfs "$top_key" "$T/tree.ovl"
+check "and on cairn" root_tree cairn "$top_key" "$T/tree.cairn"
+same_tree "$T/tree.ovl" "$T/tree.cairn" ||
+  fail "cairn's root tree differs from overlayfs's: $(head -c 1500 "$T/tree.diff")"
+ok "cairn's root tree of the image is overlayfs's ($(wc -l <"$T/tree.cairn") entries)"
 
 # A snapshot committed from files: a layer, written from its directory.
 snaps prepare k1 "$top_key" >/dev/null
