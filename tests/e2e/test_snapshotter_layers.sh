@@ -102,7 +102,7 @@ check "Usage of a committed snapshot: its files as they were at commit" \
 check "ctr run -d a container on the image" ctr_ run -d --snapshotter cairn \
   localhost/minbase:1 $CID sh -c 'i=0; while [ $i -lt 600 ]; do
     cat /etc/debian_version >/dev/null && echo $i >/count; i=$((i + 1)); sleep 0.1; done'
-wait_for 20 sh -c "ctr -a '$C/containerd.sock' task ls | grep -q '$CID.*RUNNING'" ||
+wait_for 20 sh -c "ctr -a '$C/containerd.sock' task ls | grep -q '^$CID .*RUNNING'" ||
   fail "$CID not running after 20 s"
 
 # Its root: a kernel overlay on ONE cairnfs mount of the image's 3-layer
@@ -171,12 +171,12 @@ check "and starts none" test "$(chain_mounts)" = 1
 n3=$(ctr_ task exec --exec-id r4 $CID cat /count)
 check "and the container has read on ($n3)" test "${n3:-0}" -gt "${n2:-0}"
 ctr_ task kill -s KILL $CID >/dev/null 2>&1
-wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '$CID.*RUNNING'"
+wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '^$CID .*RUNNING'"
 ctr_ task delete $CID >/dev/null 2>&1
 check "the container is removed with its snapshot" ctr_ containers delete "$CID"
 check "the chain's mount stays for the second container" test "$(chain_mounts)" = 1
 ctr_ task kill -s KILL "${CID}b" >/dev/null 2>&1
-wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '${CID}b.*RUNNING'"
+wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '^${CID}b .*RUNNING'"
 ctr_ task delete "${CID}b" >/dev/null 2>&1
 check "the second container is removed" ctr_ containers delete "${CID}b"
 wait_for 10 sh -c "! grep -q ' $CS/snapshot-mounts/' /proc/self/mountinfo"
