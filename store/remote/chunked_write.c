@@ -204,15 +204,17 @@ static int pax_time(const char *s, int64_t *sec, long *ns) {
   return *end ? -1 : 0;
 }
 
-/* RFC 3339 in UTC: with nanoseconds as Go's RFC3339Nano (trailing zeros
- * dropped) or rounded to the second (eStargz). */
-static int rfc3339(int64_t sec, long ns, bool nano, char out[48]) {
-  if (!nano && ns >= 500000000) sec++;
+/* RFC 3339 in UTC, with nanoseconds as Go's RFC3339Nano (trailing zeros
+ * dropped). eStargz's too: its reference writer rounds to the second, but
+ * its reader (Go's time.Parse(time.RFC3339)) takes the fraction, and a
+ * lazily pulled layer's times are its TOC's, so rounding would serve
+ * another time than the tar's (containerd's overlayfs applies the tar's). */
+static int rfc3339(int64_t sec, long ns, char out[48]) {
   time_t t = (time_t)sec;
   struct tm tm;
   if (!gmtime_r(&t, &tm) || tm.tm_year + 1900 < 0 || tm.tm_year + 1900 > 9999) return -1;
   size_t n = strftime(out, 48, "%Y-%m-%dT%H:%M:%S", &tm);
-  if (nano && ns > 0) {
+  if (ns > 0) {
     char f[24];
     snprintf(f, sizeof f, ".%09ld", ns % 1000000000);
     size_t k = strlen(f);
@@ -410,13 +412,12 @@ static int header_toc_entry(cn_chunked_writer *w, const cn_tar_header *b) {
   set_u(o, "gid", gid);
   char t[48];
   int64_t msec = p->has_mtime ? p->mtime : (int64_t)mtime;
-  if ((has_mtime || p->has_mtime) &&
-      rfc3339(msec, p->has_mtime ? p->mtime_ns : 0, w->fmt == CN_CHUNKED_ZSTD, t) == 0)
+  if ((has_mtime || p->has_mtime) && rfc3339(msec, p->has_mtime ? p->mtime_ns : 0, t) == 0)
     json_object_set_new(o, "modtime", json_string(t));
   if (w->fmt == CN_CHUNKED_ZSTD) {
-    if (p->has_atime && rfc3339(p->atime, p->atime_ns, true, t) == 0)
+    if (p->has_atime && rfc3339(p->atime, p->atime_ns, t) == 0)
       json_object_set_new(o, "accesstime", json_string(t));
-    if (p->has_ctime && rfc3339(p->ctime, p->ctime_ns, true, t) == 0)
+    if (p->has_ctime && rfc3339(p->ctime, p->ctime_ns, t) == 0)
       json_object_set_new(o, "changetime", json_string(t));
   }
   if (tf == '3' || tf == '4') {

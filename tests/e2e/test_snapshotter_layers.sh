@@ -3,7 +3,8 @@
 # test_snapshotter_layers.sh — under containerd (Debian's 1.6, one
 # instance), cairn-snapshotter's committed snapshots are cairn layers: an
 # image cairn stored is unpacked by containerd onto the same layers (none
-# added); a snapshot committed from files becomes a layer (whiteouts and
+# added), and an active snapshot of it has the root tree containerd's own
+# overlayfs snapshotter gives (fstree.py's dumps); a snapshot committed from files becomes a layer (whiteouts and
 # opaque directories as .wh. entries), the same files the same layer. Every
 # snapshot holds its layers: cairn-pin ls names it, cairn rm refuses (exit
 # 4) and gc keeps them, also while cairn-snapshotter is dead. A container's
@@ -44,6 +45,18 @@ check "the top snapshot's chain is the image's 3 layers, bottom first" test \
     ON s.id = l.snapshot_id WHERE s.name = '$top' ORDER BY position)")" = \
   "$(db "SELECT group_concat(layer_id, ' ') FROM (SELECT layer_id FROM image_layers
     WHERE image_id = (SELECT image_id FROM names) ORDER BY position)")"
+
+# The root an active snapshot of the image gives on cairn is the one
+# containerd's own overlayfs snapshotter gives it (fstree.py's dumps: every
+# entry's type, mode, owner, mtime, size and sha256, symlink target,
+# device, xattrs and hard link group).
+check "ctr images import onto containerd's overlayfs too" \
+  sh -c "ctr -a '$C/containerd.sock' images import '$T/img.tar' >/dev/null"
+check "the image's root tree on overlayfs" root_tree overlayfs "$top_key" "$T/tree.ovl"
+check "and on cairn" root_tree cairn "$top_key" "$T/tree.cairn"
+same_tree "$T/tree.ovl" "$T/tree.cairn" ||
+  fail "cairn's root tree differs from overlayfs's: $(head -c 1500 "$T/tree.diff")"
+ok "cairn's root tree of the image is overlayfs's ($(wc -l <"$T/tree.cairn") entries)"
 
 # A snapshot committed from files: a layer, written from its directory.
 snaps prepare k1 "$top_key" >/dev/null
@@ -89,7 +102,7 @@ check "Usage of a committed snapshot: its files as they were at commit" \
 check "ctr run -d a container on the image" ctr_ run -d --snapshotter cairn \
   localhost/minbase:1 $CID sh -c 'i=0; while [ $i -lt 600 ]; do
     cat /etc/debian_version >/dev/null && echo $i >/count; i=$((i + 1)); sleep 0.1; done'
-wait_for 20 sh -c "ctr -a '$C/containerd.sock' task ls | grep -q '$CID.*RUNNING'" ||
+wait_for 20 sh -c "ctr -a '$C/containerd.sock' task ls | grep -q '^$CID .*RUNNING'" ||
   fail "$CID not running after 20 s"
 
 # Its root: a kernel overlay on ONE cairnfs mount of the image's 3-layer
@@ -158,12 +171,12 @@ check "and starts none" test "$(chain_mounts)" = 1
 n3=$(ctr_ task exec --exec-id r4 $CID cat /count)
 check "and the container has read on ($n3)" test "${n3:-0}" -gt "${n2:-0}"
 ctr_ task kill -s KILL $CID >/dev/null 2>&1
-wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '$CID.*RUNNING'"
+wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '^$CID .*RUNNING'"
 ctr_ task delete $CID >/dev/null 2>&1
 check "the container is removed with its snapshot" ctr_ containers delete "$CID"
 check "the chain's mount stays for the second container" test "$(chain_mounts)" = 1
 ctr_ task kill -s KILL "${CID}b" >/dev/null 2>&1
-wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '${CID}b.*RUNNING'"
+wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '^${CID}b .*RUNNING'"
 ctr_ task delete "${CID}b" >/dev/null 2>&1
 check "the second container is removed" ctr_ containers delete "${CID}b"
 wait_for 10 sh -c "! grep -q ' $CS/snapshot-mounts/' /proc/self/mountinfo"

@@ -24,7 +24,11 @@
 # `cairn-snapshotter --no-fill` and the registry gone, a file not fetched
 # yet fails with EIO in the container, one fetched already is read. The
 # snapshots hold the layers (cairn rm exits 4); what containerd removes,
-# gc frees.
+# gc frees. An image of 4 layers with what layer stacking gets wrong, as
+# gzip, eStargz and zstd:chunked, gives an active snapshot the same root
+# tree (every entry, mode, owner, mtime, xattr, device, hard link group
+# and byte) on cairn (pulled in full by `ctr images pull`, or lazily by
+# rpull) as on containerd's own overlayfs snapshotter.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry mount containerd
 ctd_need ctr-remote
@@ -353,6 +357,112 @@ check "its task removed" ctr_ tasks rm $CID
 check "its container removed" ctr_ containers rm $CID
 check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill2:1"
 PROXY=$P1
+
+# The container's root tree under cairn is containerd's overlayfs's: an
+# image of 4 layers with what stacking gets wrong (fstree.py's 3 layers:
+# whiteouts of files and directories, opaque directories, a directory
+# replaced by a file and a file by a directory, hard links within a layer
+# and a group an upper layer breaks, user.* and security.capability
+# xattrs, setuid, setgid and sticky modes, owners, device nodes and a
+# fifo, empty files, sub-second mtimes; then a 4th: both replacements
+# back, a 255-byte name, an 830-byte path, a symlink loop, an opaque
+# directory again, a whiteout of a directory an upper layer added, a new
+# hard link group, an empty directory), as gzip, eStargz and zstd:chunked.
+# Each is pulled by `ctr images pull` onto containerd's own overlayfs
+# snapshotter, and onto cairn: the gzip by `ctr images pull --snapshotter
+# cairn` (containerd applies each layer, cairn commits it as a layer), the
+# others by rpull (recorded lazily from their TOCs, read through the
+# chain's mount). The root each gives an active snapshot of the image's
+# chain id (a container's: an overlay, mounted in a namespace of its own)
+# is dumped by fstree.py (every entry's path, type, mode, owner, mtime,
+# size and sha256, symlink target, device numbers, every xattr and hard
+# link group) and the dumps compared.
+$FSTREE make-layers "$T/tl"
+python3 - "$T/tl/layer4.tar" "$HELPERS" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[2])
+import fstree
+l = fstree.Layer(sys.argv[1])
+l.add("file2dir", data=b"a file again\n", mtime=1700000002.5)
+l.add("dir2file/", "dir", mode=0o700, mtime=1700000003)
+l.add("dir2file/again", data=b"a directory again\n")
+l.add("n" * 255, data=b"the longest name\n")
+deep = ""
+for i in range(4):
+    deep += "d%d" % i + "x" * 198 + "/"
+    l.add(deep, "dir")
+l.add(deep + "f" * 30, data=b"deep\n")
+l.add("loop/", "dir")
+l.add("loop/a", "lnk", target="b", mode=0o777)
+l.add("loop/b", "lnk", target="a", mode=0o777)
+l.add("loop/self", "lnk", target="self", mode=0o777)
+l.add("emptydir/", "dir", mode=0o750, mtime=1700000004)
+l.add("hard/a_link", data=b"no longer one of orig's names\n")
+l.add("newhard/", "dir")
+l.add("newhard/x", data=b"a new group\n", uid=7, gid=8, mode=0o640, mtime=1700000005.25)
+l.add("newhard/y", "hard", target="newhard/x")
+l.add("opq/.wh..wh..opq")
+l.add("opq/newer", data=b"newer\n")
+l.add(".wh.fresh")
+l.add("bin/sgid", data=b"sgid again\n", mode=0o2750, gid=50)
+l.add("data/x", data=b"new xattrs\n", xattrs={"user.test": b"again"})
+l.add("bin/cap", data=b"cap\n", mode=0o755, xattrs={"security.capability": fstree.CAP_NET_BIND})
+l.add("empty2", data=b"")
+l.close()
+PY
+tl=$(for i in 1 2 3 4; do echo "$T/tl/layer$i.tar"; done)
+setup $OCI_IMAGE add "$T/oci" tree linux/amd64 $(for l in $tl; do echo "$l:gzip"; done)
+setup registry_push "$T/oci" tree remote/tree:1
+setup "$CAIRN_BIN/cairn" --store "$T/src" import -q tree:1 $tl >/dev/null
+for f in estargz zstd:chunked; do
+  setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format "$f" tree:1 \
+    "docker://$REGISTRY/remote/tree-${f%%:*}:1" 2>/dev/null
+done
+# chain_of REPO: the chain id of remote/REPO:1's layers
+chain_of() {
+  local cfg
+  cfg=$(registry_manifest "remote/$1" 1 | jq -r .config.digest)
+  chain_id $(curl -sf "http://$REGISTRY/v2/remote/$1/blobs/$cfg" | jq -r '.rootfs.diff_ids[]')
+}
+# gc_frees IN: cairn gc, after which none of the layers IN ('A','B') is left
+gc_frees() {
+  "$CAIRN_BIN/cairn" --store "$CS" gc >/dev/null 2>&1 &&
+    test "$(db "SELECT count(*) FROM layers WHERE id IN ('$1')")" = 0
+}
+for n in tree tree-estargz tree-zstd; do
+  chain=$(chain_of $n)
+  check "$n: ctr images pull (containerd's overlayfs)" \
+    sh -c "timeout 60 ctr -a '$C/containerd.sock' images pull --plain-http \
+      '$PROXY/remote/$n:1' >'$T/pull.out' 2>&1"
+  check "$n: its root tree" root_tree overlayfs "$chain" "$T/tree.ovl"
+  before=$(db 'SELECT id FROM layers ORDER BY id')
+  if [ $n = tree ]; then
+    check "$n: ctr images pull --snapshotter cairn" sh -c "timeout 60 ctr -a \
+      '$C/containerd.sock' images pull --snapshotter cairn --plain-http '$PROXY/remote/$n:1' \
+      >'$T/pull.out' 2>&1 && grep -q '^done' '$T/pull.out'"
+  else
+    check "$n: rpull --snapshotter cairn" rpull $n
+  fi
+  new=$(comm -13 <(echo "$before") <(db 'SELECT id FROM layers ORDER BY id'))
+  in=$(echo $new | sed "s/ /','/g")
+  if [ $n = tree ]; then
+    check "$n: its 4 layers committed as cairn layers" test "$(echo $new | wc -w)" = 4
+    check "$n: with no overlayfs xattr" test "$(db "SELECT count(*) FROM entries
+      WHERE layer_id IN ('$in') AND xattrs IS NOT NULL
+      AND instr(CAST(xattrs AS TEXT), 'overlay')")" = 0
+  else
+    check "$n: its 4 layers recorded lazily" test "$(db "SELECT count(*) FROM layer_sources
+      WHERE layer_id IN ('$in')")" = 4
+  fi
+  check "$n: cairn's root tree" root_tree cairn "$chain" "$T/tree.cairn"
+  same_tree "$T/tree.ovl" "$T/tree.cairn" ||
+    fail "$n: cairn's root tree differs from overlayfs's: $(head -c 1500 "$T/tree.diff")"
+  ok "$n: cairn's root tree is overlayfs's ($(wc -l <"$T/tree.cairn") entries)"
+  check "$n: ctr images rm --sync" sh -c "timeout 60 ctr -a '$C/containerd.sock' images rm \
+    --sync '$PROXY/remote/$n:1' >/dev/null"
+  wait_for 20 gc_frees "$in" || fail "$n: cairn gc left its layers"
+  ok "$n: then cairn gc frees its layers"
+done
 
 # The snapshots hold the layers; once containerd removes them gc frees them.
 expect_exit 4 "cairn rm of the pulled image: held by containerd's snapshots" \

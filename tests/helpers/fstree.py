@@ -207,9 +207,18 @@ CAP_NET_BIND = struct.pack("<IIIII", 0x02000001, 1 << 10, 0, 0, 0)  # +ep
 class Layer:
     def __init__(self, path):
         self.tf = tarfile.open(path, "w", format=tarfile.PAX_FORMAT)
+        self.meta = {}
 
-    def add(self, name, kind="reg", data=b"", mode=None, uid=0, gid=0, mtime=1600000000,
+    def add(self, name, kind="reg", data=b"", mode=None, uid=None, gid=None, mtime=None,
             target="", dev=(0, 0), xattrs=None):
+        # A hard link's header carries its target's mode, owner and time, as
+        # every tar writer (GNU tar, Go's archive/tar) gives the one inode's:
+        # containerd's applier sets the shared inode's from the link's header.
+        meta = self.meta.get(target, (None, 0, 0, 1600000000)) if kind == "hard" else \
+            (None, 0, 0, 1600000000)
+        mode = meta[0] if mode is None else mode
+        uid, gid = meta[1] if uid is None else uid, meta[2] if gid is None else gid
+        mtime = meta[3] if mtime is None else mtime
         ti = tarfile.TarInfo(name)
         ti.type = {"reg": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "lnk": tarfile.SYMTYPE,
                    "hard": tarfile.LNKTYPE, "chr": tarfile.CHRTYPE, "blk": tarfile.BLKTYPE,
@@ -217,6 +226,8 @@ class Layer:
         if mode is None:
             mode = 0o755 if kind == "dir" else 0o644
         ti.mode, ti.uid, ti.gid, ti.mtime = mode, uid, gid, mtime
+        if kind != "hard":
+            self.meta[name] = (mode, uid, gid, mtime)
         ti.uname = ti.gname = ""
         ti.linkname = target
         ti.devmajor, ti.devminor = dev

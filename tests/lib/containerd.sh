@@ -16,6 +16,11 @@
 #   ctr_out IMAGE SCRIPT  what a container of IMAGE running SCRIPT printed;
 #   snaps ARGS       ctr_ snapshots --snapshotter cairn ARGS;
 #   ctd_stop         both stopped by SIGTERM, as their units would be;
+#   chain_id DIFF_ID...  the chain id of those layers, bottom first;
+#   root_tree SNAPSHOTTER CHAIN OUT  fstree.py's dump of the root an active
+#                    snapshot on CHAIN gives (overlayfs: containerd's own);
+#   same_tree OVERLAYFS OTHER  diff of two dumps into $T/tree.diff, less
+#                    what overlayfs gives of its own;
 #   sn_suite         the path of containerd's snapshotter suite
 #                    (tests/helpers/snapshotter_suite/, with our TestCount
 #                    and TestPrepare), compiled once into $CAIRN_TEST_CACHE
@@ -160,4 +165,42 @@ sn_suite() {
     echo "# the suite built in $((SECONDS - start)) s" >&2
   fi
   echo "$suite"
+}
+
+chain_id() {
+  local _tl_c=$1 _tl_d
+  for _tl_d in "${@:2}"; do
+    _tl_c=sha256:$(printf '%s %s' "$_tl_c" "$_tl_d" | sha256sum | cut -c1-64)
+  done
+  echo "$_tl_c"
+}
+
+# root_tree: the snapshot is prepared by ctr (key tree-SNAPSHOTTER),
+# mounted as its Mounts say (a container's root: an overlay) in a mount
+# namespace of its own, dumped, and removed.
+root_tree() {
+  local _tl_m _tl_rc=0
+  ctr_ snapshots --snapshotter "$1" prepare --mounts "tree-$1" "$2" >"$C/mounts.json" || return 1
+  _tl_m=$(jq -r '.[0] | "mount -t \(.Type) -o \(.Options | join(",")) \(.Source)"' \
+    "$C/mounts.json")
+  mkdir -p "$C/root-$1"
+  timeout 120 "${PRIVATE_NS[@]}" sh -c "$_tl_m '$C/root-$1' &&
+    python3 '$HELPERS/fstree.py' scan '$C/root-$1'" >"$3" || _tl_rc=1
+  ctr_ snapshots --snapshotter "$1" rm "tree-$1" || _tl_rc=1
+  return $_tl_rc
+}
+
+# same_tree leaves out what overlayfs gives of its own: the link count (a
+# merged directory's is 1, and a lower layer's file keeps the count of
+# names an upper layer removed; the hard link groups are compared), and
+# the mtime of a directory containerd's applier made at the pull (a parent
+# a layer's tar writes into without listing it, made again in that
+# layer's snapshot, has the pull's time; cairn's is the layer's that
+# lists it).
+CTD_T0=$(date +%s)000000000
+same_tree() {
+  local _tl_n='NR == FNR { if ($2 == "dir" && $5 >= t0) now[$1] = 1; next }
+    { $7 = "-"; if ($1 in now) $5 = "now"; print }'
+  diff <(awk -F'\t' -v OFS='\t' -v t0="$CTD_T0" "$_tl_n" "$1" "$1") \
+    <(awk -F'\t' -v OFS='\t' -v t0="$CTD_T0" "$_tl_n" "$1" "$2") >"$T/tree.diff"
 }
