@@ -21,7 +21,8 @@
 # files not fetched yet, is not fetched again by rpull. The Prepare of a
 # lazy image's last layer starts a background fill: every file of its
 # layers is stored soon after rpull, with no container run, and read with
-# the registry gone. With `cairn-snapshotter --no-fill` and the registry
+# the registry gone; its 3 lazy Prepares fetch its manifest and config
+# once. With `cairn-snapshotter --no-fill` and the registry
 # gone, a file not fetched yet fails with EIO in the container, one
 # fetched already is read. The
 # snapshots hold the layers (cairn rm exits 4); what containerd removes,
@@ -365,7 +366,9 @@ check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill2:1"
 
 # An image rpulled and not run: its last layer's Prepare starts the fill,
 # and within a bounded wait every file of its 3 lazy layers is stored;
-# then, the registry gone, a container of it reads every file.
+# then, the registry gone, a container of it reads every file. Its
+# Prepares fetch its manifest and config once (kept for the next ones),
+# not once a layer.
 sn_restart "$CS"
 for i in 1 2 3; do
   mkdir -p "$T/lt$i/t$i"
@@ -385,6 +388,12 @@ check "rpull of an image of 3 layers the store has not" rpull lt
 new=$(comm -13 <(echo "$before") <(db 'SELECT id FROM layers ORDER BY id'))
 in=$(echo $new | sed "s/ /','/g")
 check "its 3 new layers recorded lazily" test "$(echo "$new" | wc -w)" = 3
+cfg=$(registry_manifest remote/lt 1 | jq -r .config.digest)
+check "its config fetched twice, by containerd and the first lazy Prepare (requests: \
+$(fetched "$cfg"))" test "$(fetched "$cfg")" = 2
+by_tag=$(proxy_log | jq '[.[] | select(.[0] | endswith("/manifests/1"))] | length')
+check "its manifest by tag twice, containerd's HEAD and the first Prepare's (requests: \
+$by_tag)" test "$by_tag" = 2
 wait_for 30 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
   WHERE layer_id IN ('$in')\")\" = 0" && wait_for 30 fills_done
 check "no container run, within 30 s every file of its layers stored (pending: $(db \
