@@ -63,9 +63,10 @@ static const char usage_text[] =
     "\n"
     "  --store DIR      the store (default: cairn's, as cairn(1) picks it)\n"
     "  --address SOCK   the unix socket to serve on (default " DEFAULT_ADDRESS ")\n"
-    "  --no-fill        start no background fill of a chain's lazy layers when its\n"
-    "                   mount starts (cairn fill, beside this program, else on\n"
-    "                   PATH): their files are fetched on first read only\n"
+    "  --no-fill        start no background fill of a chain's lazy layers when an\n"
+    "                   image's last layer is prepared or its mount starts (cairn\n"
+    "                   fill, beside this program, else on PATH): their files are\n"
+    "                   fetched on first read only\n"
     "  --help           this text\n"
     "  --version        the version\n";
 
@@ -226,8 +227,8 @@ static int do_prepare(cairn_store *st, const uint8_t *in, size_t len, struct ans
            : sn(prepare_snapshot_request__unpack)(NULL, len, in);
   if (!q) return -EBADMSG;
   cairn_autofree cairn_snapshot_label *labels = labels_in(q->n_labels, (void **)q->labels);
-  int r = cairn_snapshot_prepare(st, view ? CAIRN_SNAPSHOT_VIEW : CAIRN_SNAPSHOT_ACTIVE, q->key,
-                                 q->parent, labels, q->n_labels);
+  int r = cairn_snapshot_prepare_fill(st, view ? CAIRN_SNAPSHOT_VIEW : CAIRN_SNAPSHOT_ACTIVE,
+                                      q->key, q->parent, labels, q->n_labels, fill_bin);
   if (r < 0)
     answer_fail(a, st, r);
   else

@@ -204,11 +204,17 @@ static int rm_tree(const char *path) {
 }
 
 static int remote_prepare(cairn_store *st, const char *key, const char *parent, const char *target,
-                          const cairn_snapshot_label *labels, size_t n_labels);
+                          const cairn_snapshot_label *labels, size_t n_labels, const char *cairn);
 
 int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
                            const char *parent, const cairn_snapshot_label *labels,
                            size_t n_labels) {
+  return cairn_snapshot_prepare_fill(st, kind, key, parent, labels, n_labels, NULL);
+}
+
+int cairn_snapshot_prepare_fill(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
+                                const char *parent, const cairn_snapshot_label *labels,
+                                size_t n_labels, const char *cairn) {
   store_errclear(st);
   if (!parent) parent = "";
   if (!*key) return cairn_fail(st, -EINVAL, "a snapshot needs a key");
@@ -218,7 +224,8 @@ int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const
   if (r < 0 || (r = tables(st)) < 0) return r;
   for (size_t i = 0; kind == CAIRN_SNAPSHOT_ACTIVE && i < n_labels; i++)
     if (strcmp(labels[i].key, LABEL_REF) == 0) {
-      if ((r = remote_prepare(st, key, parent, labels[i].value, labels, n_labels)) <= 0) return r;
+      if ((r = remote_prepare(st, key, parent, labels[i].value, labels, n_labels, cairn)) <= 0)
+        return r;
       break; /* the store has no such layer: prepared as usual */
     }
   if ((r = cn_db_begin(st)) < 0) return r;
@@ -789,6 +796,63 @@ static const char *const REMOTE_LABELS[][2] = {
     {"containerd.io/snapshot/cri.image-ref", "containerd.io/snapshot/cri.layer-digest"},
 };
 
+/* The labels containerd's handlers give a layer's Prepare that list the
+ * blob digests of that layer and the image's layers after it, comma
+ * separated (as many as a label holds: the CRI plugin's, then
+ * ctr-remote's and stargz-snapshotter's). */
+static const char *const LAYERS_LABELS[] = {
+    "containerd.io/snapshot/cri.image-layers",
+    "containerd.io/snapshot/remote/stargz.layers",
+};
+
+/* Whether the labels say the Prepare is of the image's last layer: a
+ * list of the layers from it on that holds one digest. */
+static bool last_layer(const cairn_snapshot_label *labels, size_t n_labels) {
+  for (size_t k = 0; k < sizeof(LAYERS_LABELS) / sizeof(*LAYERS_LABELS); k++)
+    for (size_t i = 0; i < n_labels; i++)
+      if (strcmp(labels[i].key, LAYERS_LABELS[k]) == 0 && labels[i].value[0])
+        return !strchr(labels[i].value, ',');
+  return false;
+}
+
+/* Whether a layer of the chain (n layers ids) has files to fetch. */
+static bool layers_pending(cairn_store *st, char **ids, size_t n) {
+  cn_autostmt sqlite3_stmt *q = NULL;
+  if (cn_db_prepare(st, &q, "SELECT 1 FROM pending WHERE layer_id = ? LIMIT 1") < 0) return false;
+  for (size_t i = 0; i < n; i++) {
+    sqlite3_reset(q);
+    sqlite3_bind_text(q, 1, ids[i], -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) return true;
+  }
+  return false;
+}
+
+/* After a remote Prepare of an image's last layer (its committed
+ * snapshot name): the background fill of name's chain, as the first
+ * Mounts of the chain would start it (chain_fill: one fill a chain, the
+ * chain image's pins), when its layers have files to fetch; so that an
+ * image pulled and not run yet is fetched meanwhile, not when it first
+ * runs. The chain image is made and pinned in ps under the chain lock,
+ * so that gc's sweep of unused chain images leaves it until the fill
+ * holds its own pins. Best effort, as chain_fill. */
+static void prepared_fill(cairn_store *st, const char *cairn, const char *name, cairn_pinset *ps) {
+  char **ids = NULL;
+  size_t n = 0;
+  if (chain_of(st, name, &ids, &n) < 0 || !layers_pending(st, ids, n)) {
+    cn_strv_free(ids, n);
+    store_errclear(st);
+    return;
+  }
+  cn_strv_free(ids, n);
+  cairn_id img;
+  int lock = chain_lock(st);
+  int r = lock < 0 ? lock : chain_image(st, name, n, img);
+  if (r == 0) r = cn_pin_lock(st, ps, CAIRN_PIN_IMAGE, img);
+  if (lock >= 0) close(lock);
+  if (r >= 0) chain_fill(st, cairn, img);
+  store_errclear(st);
+}
+
 /* The layer the chain id target names on parent, pinned in ps, in layer:
  * the stored one, else (labels naming the image and the layer's blob) the
  * registry's layer recorded lazily from its TOC (cn_pull_lazy_layer). 1
@@ -842,7 +906,7 @@ static int remote_layer(cairn_store *st, const char *target, const char *parent,
  * not all cairn layers (a chain recorded before chains were: its mounts
  * are directories): the caller prepares as usual. */
 static int remote_prepare(cairn_store *st, const char *key, const char *parent, const char *target,
-                          const cairn_snapshot_label *labels, size_t n_labels) {
+                          const cairn_snapshot_label *labels, size_t n_labels, const char *cairn) {
   const char *slash = strrchr(key, '/');
   cairn_autofree char *name =
       cn_xasprintf("%.*s%s", slash ? (int)(slash - key + 1) : 0, key, target);
@@ -880,6 +944,7 @@ static int remote_prepare(cairn_store *st, const char *key, const char *parent, 
   made = true;
   if (mkdir(fs, 0755) < 0 || chmod(fs, 0755) < 0) goto fail_errno;
   if ((r = cn_db_commit(st)) < 0) goto out;
+  if (cairn && last_layer(labels, n_labels)) prepared_fill(st, cairn, name, ps);
   r = cairn_fail(st, -EEXIST, "snapshot %s: already exists (layer sha256:%s of the store)", name,
                  layer);
   goto out;

@@ -221,7 +221,8 @@ const struct cli_command cmd_pull = {
                "  unqualified-search-registries, as podman)\n"
                "NAME[:TAG]: the image's name in the store (default: from SOURCE)",
     .options = "--platform OS/ARCH[/VARIANT]\tthe platform to pick from an index (default: this "
-               "machine's)\n" CLI_REGISTRY_OPTIONS
+               "machine's,\n\tuname -m's: x86_64 linux/amd64, aarch64 "
+               "linux/arm64/v8...)\n" CLI_REGISTRY_OPTIONS
                "-j, --jobs N\tdownload up to N layers at once (1 to 64; default: cairn.conf's\n"
                "\tpull-jobs, else 3)\n"
                "--retries N\tattempts per request on transient errors (1 to 100)\n"

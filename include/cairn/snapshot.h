@@ -70,6 +70,17 @@ void cairn_snapshot_free(cairn_snapshot *s);
  * committed or a label too long. */
 int cairn_snapshot_prepare(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
                            const char *parent, const cairn_snapshot_label *labels, size_t n_labels);
+/* As cairn_snapshot_prepare; and when cairn is not NULL (the program
+ * cairn, as cairn_snapshot_mounts_fill takes it) and a remote snapshot
+ * was made of an image's last layer (the labels
+ * containerd.io/snapshot/cri.image-layers or
+ * containerd.io/snapshot/remote/stargz.layers, which list the layer and
+ * those after it, list it alone) whose chain has files to fetch: the
+ * chain's background fill, as cairn_snapshot_mounts_fill starts it (one a
+ * chain), so that an image pulled and not run is fetched meanwhile. */
+int cairn_snapshot_prepare_fill(cairn_store *st, enum cairn_snapshot_kind kind, const char *key,
+                                const char *parent, const cairn_snapshot_label *labels,
+                                size_t n_labels, const char *cairn);
 /* The active snapshot key becomes the committed snapshot name, with these
  * labels (not its own) and its disk usage recorded; its directory is
  * emptied once its chain is recorded as layers (its files are its layer's).

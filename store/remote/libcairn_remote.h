@@ -25,7 +25,7 @@
 #include "cleanup.h"
 #include "libcairn_core.h"
 
-#define PULL_MANIFEST_MAX (4u << 20)       /* manifests, indexes, configs */
+#define PULL_MANIFEST_MAX (4u << 20) /* manifests, indexes, configs */
 
 /* Errors: every function that can fail returns 0 or a negative errno and
  * records its reason on the store handle it is given (cairn_fail, read
@@ -81,7 +81,11 @@ int cn_blob_copy_fd(int in, blob_sink *s, cairn_store *st);
 typedef struct pull_platform {
   char os[32], arch[32], variant[32];
 } pull_platform;
+/* s NULL: this machine's, as uname(2) names it (cn_pull_platform_of_machine). */
 int cn_pull_platform_parse(const char *s, pull_platform *p);
+/* linux and the machine's OCI architecture and variant ("i686": 386;
+ * "aarch64": arm64/v8; "armv7l": arm/v7; ...; another: as named). */
+void cn_pull_platform_of_machine(const char *machine, pull_platform *p);
 
 /* The parts of an image the pull needs. */
 typedef struct pull_image {

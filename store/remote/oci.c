@@ -10,13 +10,50 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/utsname.h>
 
 #include "libcairn_remote.h"
 
+/* uname(2)'s machine names as OCI's (GOARCH's) architecture and variant,
+ * as containerd's platforms package normalizes them. */
+static const struct {
+  const char *machine, *arch, *variant;
+} MACHINES[] = {
+    {"x86_64", "amd64", ""},    {"amd64", "amd64", ""},
+    {"i386", "386", ""},        {"i486", "386", ""},
+    {"i586", "386", ""},        {"i686", "386", ""},
+    {"aarch64", "arm64", "v8"}, {"arm64", "arm64", "v8"},
+    {"armv8l", "arm", "v8"},    {"armv7l", "arm", "v7"},
+    {"armv7", "arm", "v7"},     {"armv6l", "arm", "v6"},
+    {"armv6", "arm", "v6"},     {"armv5tel", "arm", "v5"},
+    {"armv5tejl", "arm", "v5"}, {"ppc64le", "ppc64le", ""},
+    {"ppc64", "ppc64", ""},     {"s390x", "s390x", ""},
+    {"riscv64", "riscv64", ""}, {"loongarch64", "loong64", ""},
+    {"mips64", "mips64", ""},   {"mips", "mips", ""},
+    {"mipsel", "mipsle", ""},
+};
+
+void cn_pull_platform_of_machine(const char *machine, pull_platform *p) {
+  memset(p, 0, sizeof *p);
+  strcpy(p->os, "linux");
+  for (size_t i = 0; i < sizeof MACHINES / sizeof *MACHINES; i++)
+    if (strcmp(machine, MACHINES[i].machine) == 0) {
+      strcpy(p->arch, MACHINES[i].arch);
+      strcpy(p->variant, MACHINES[i].variant);
+      return;
+    }
+  snprintf(p->arch, sizeof p->arch, "%s", machine); /* as the kernel names it */
+}
+
 int cn_pull_platform_parse(const char *s, pull_platform *p) {
   memset(p, 0, sizeof *p);
-  if (!s) s = "linux/amd64";
+  if (!s) {
+    struct utsname u;
+    cn_pull_platform_of_machine(uname(&u) == 0 ? u.machine : "x86_64", p);
+    return 0;
+  }
   const char *a = strchr(s, '/');
   if (!a || a == s || (size_t)(a - s) >= sizeof p->os) return -EINVAL;
   const char *v = strchr(a + 1, '/');

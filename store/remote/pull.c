@@ -229,8 +229,7 @@ static int fetch_layer(fetch_run *run, cairn_store *wst, size_t i) {
   /* Kept for an Additional Layer Store (cairnfs --als): the blob is what
    * the sink checked against the descriptor. (A partially pulled layer
    * has no such blob: cairnfs --als does not offer it.) */
-  if (r == 0 &&
-      (r = cn_layer_blob_keep(wst, diff_id, d->digest, d->media_type, d->size, fd)) < 0)
+  if (r == 0 && (r = cn_layer_blob_keep(wst, diff_id, d->digest, d->media_type, d->size, fd)) < 0)
     cn_fail_context(wst, r, "keeping layer %s (blob %s)", diff_id, d->digest);
   if (r == 0) set_state(run, i, CAIRN_PULL_DONE);
   return r;
@@ -358,9 +357,10 @@ static int record_origins(registry *rg, const pull_image *img, cairn_store *st) 
   return 0;
 }
 
-/* Resolves the source's reference to an image manifest and its config. */
+/* Resolves the source's reference to an image manifest and its config;
+ * the manifest's bytes in *manifest (len in *manifest_len) when not NULL. */
 static int resolve_image(pull_source *src, const pull_platform *plat, pull_image *img,
-                         cairn_store *st) {
+                         char **manifest, size_t *manifest_len, cairn_store *st) {
   cairn_autofree char *body = NULL;
   size_t len = 0;
   int r = src->ops->manifest(src, NULL, &body, &len, st);
@@ -376,6 +376,11 @@ static int resolve_image(pull_source *src, const pull_platform *plat, pull_image
   }
   if (r == 0) r = cn_oci_manifest_parse(body, len, img, st);
   if (r < 0) return r;
+  if (manifest) {
+    *manifest = body;
+    *manifest_len = len;
+    body = NULL;
+  }
 
   if (img->config.size > PULL_MANIFEST_MAX)
     return cairn_fail(st, -EBADMSG, "config %s is too large", img->config.digest);
@@ -408,7 +413,7 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
     return cairn_fail(st, -EINVAL, "bad image name %s", name);
   bool from_registry;
   if ((r = open_source(source, o, &src, &from_registry, st)) < 0) return r;
-  if ((r = resolve_image(src, &plat, &img, st)) < 0) goto out;
+  if ((r = resolve_image(src, &plat, &img, NULL, NULL, st)) < 0) goto out;
 
   if (asprintf(&purpose, "pull %s", source) < 0 || !(ps = cairn_pinset_new(purpose, true)) ||
       !(slots = calloc(img.n_layers ? img.n_layers : 1, sizeof *slots))) {
@@ -426,10 +431,10 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
     for (size_t j = 0; j < i && first; j++) first = strcmp(img.diff_ids[j], id) != 0;
     /* a layer a lazy pull stored, its diff_id not proven, is reused only
      * by a lazy pull of the same blob and TOC */
-    char *ann = o->lazy ? json_dumps(img.layers[i].annotations, JSON_COMPACT | JSON_SORT_KEYS)
-                        : NULL;
+    char *ann =
+        o->lazy ? json_dumps(img.layers[i].annotations, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     int have = cn_layer_reusable(st, id, o->lazy ? img.layers[i].digest : NULL,
-                                    o->lazy ? (ann ? ann : "{}") : NULL);
+                                 o->lazy ? (ann ? ann : "{}") : NULL);
     free(ann);
     if (have < 0) {
       r = cn_fail_context(st, have, "looking up layer %s", id);
@@ -463,7 +468,7 @@ static int pull_image_into(cairn_store *st, const char *source, const char *name
 
   if (!name) name = src->default_name;
   r = cn_image_commit(st, img.config_json, img.config_len, (const char *const *)img.diff_ids,
-                         img.n_layers, name, image_id_out);
+                      img.n_layers, name, image_id_out);
   if (r < 0)
     cn_fail_context(st, r, "committing the image");
   else if (strcmp(image_id_out, img.config.digest + 7) != 0)
@@ -521,6 +526,115 @@ static bool loopback_host(const char *ref) {
   return false;
 }
 
+/* ---- the images of lazy layers' Prepares --------------------------------- */
+
+/* containerd prepares an image's layers one after the other, each
+ * Prepare naming the image: what the first one fetched of it (the
+ * manifest its platform resolves to, the config) is kept a short time,
+ * for the next ones to fetch their own layer's TOC only. A few images,
+ * small ones (a manifest and config of an ordinary image are a few KiB),
+ * for LAZY_IMAGE_TTL_S after they were fetched; used only from the same
+ * endpoint (a mirror's is not the registry's) and for a layer its
+ * manifest lists (a tag moved meanwhile: fetched again). */
+#define LAZY_IMAGES 8
+#define LAZY_IMAGE_TTL_S 60
+#define LAZY_IMAGE_MAX (256u << 10) /* manifest and config, at most */
+
+static struct lazy_image {
+  char *key; /* "REF PLATFORM ENDPOINT" */
+  char *manifest, *config;
+  size_t manifest_len, config_len;
+  struct timespec at;
+} lazy_images[LAZY_IMAGES];
+static pthread_mutex_t lazy_images_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static double seconds_since(const struct timespec *t) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+}
+
+/* The kept image of key into img (the bytes copied, parsed again): 0, or
+ * -ENOENT when none is kept that lists the layer digest. */
+static int lazy_image_get(const char *key, const char *digest, pull_image *img, cairn_store *st) {
+  char *manifest = NULL, *config = NULL;
+  size_t mlen = 0, clen = 0;
+  pthread_mutex_lock(&lazy_images_mu);
+  for (size_t i = 0; i < LAZY_IMAGES; i++) {
+    struct lazy_image *e = &lazy_images[i];
+    if (!e->key || strcmp(e->key, key) != 0 || seconds_since(&e->at) > LAZY_IMAGE_TTL_S) continue;
+    manifest = malloc(e->manifest_len + 1);
+    config = malloc(e->config_len + 1);
+    if (manifest && config) {
+      memcpy(manifest, e->manifest, e->manifest_len + 1);
+      memcpy(config, e->config, e->config_len + 1);
+      mlen = e->manifest_len;
+      clen = e->config_len;
+    }
+    break;
+  }
+  pthread_mutex_unlock(&lazy_images_mu);
+  int r = -ENOENT;
+  if (manifest && config && cn_oci_manifest_parse(manifest, mlen, img, st) == 0) {
+    img->config_json = config;
+    img->config_len = clen;
+    config = NULL;
+    r = cn_oci_config_diff_ids(img, st);
+    size_t i = 0;
+    while (r == 0 && i < img->n_layers && strcmp(img->layers[i].digest, digest) != 0) i++;
+    if (r == 0 && i == img->n_layers) r = -ENOENT;
+  }
+  if (r < 0) {
+    cn_pull_image_free(img);
+    cairn_fail(st, 0, "%s", "");
+    r = -ENOENT;
+  }
+  free(manifest);
+  free(config);
+  return r;
+}
+
+/* Keeps what was fetched of the image of key (the manifest's bytes; the
+ * manifest taken), in place of the same key's or the oldest. */
+static void lazy_image_put(const char *key, char *manifest, size_t mlen, const pull_image *img) {
+  if (mlen + img->config_len > LAZY_IMAGE_MAX) {
+    free(manifest);
+    return;
+  }
+  char *k = strdup(key), *config = malloc(img->config_len + 1);
+  if (!k || !config) {
+    free(k);
+    free(config);
+    free(manifest);
+    return;
+  }
+  memcpy(config, img->config_json, img->config_len);
+  config[img->config_len] = '\0';
+  pthread_mutex_lock(&lazy_images_mu);
+  size_t slot = 0;
+  for (size_t i = 0; i < LAZY_IMAGES; i++) {
+    struct lazy_image *e = &lazy_images[i];
+    if (e->key && strcmp(e->key, key) == 0) {
+      slot = i;
+      break;
+    }
+    if (!e->key ||
+        (lazy_images[slot].key && seconds_since(&e->at) > seconds_since(&lazy_images[slot].at)))
+      slot = i;
+  }
+  struct lazy_image *e = &lazy_images[slot];
+  free(e->key);
+  free(e->manifest);
+  free(e->config);
+  *e = (struct lazy_image){.key = k,
+                           .manifest = manifest,
+                           .manifest_len = mlen,
+                           .config = config,
+                           .config_len = img->config_len};
+  clock_gettime(CLOCK_MONOTONIC, &e->at);
+  pthread_mutex_unlock(&lazy_images_mu);
+}
+
 int cn_pull_lazy_layer(cairn_store *st, const char *ref, const char *digest,
                        const cairn_pull_opts *opts, cairn_pinset *ps, cairn_id diff_id) {
   cairn_pull_opts o = opts ? *opts : (cairn_pull_opts){0};
@@ -529,6 +643,7 @@ int cn_pull_lazy_layer(cairn_store *st, const char *ref, const char *digest,
   pull_platform plat;
   pull_source *src = NULL;
   pull_image img = {0};
+  cairn_autofree char *key = NULL; /* of the image kept (lazy_images) */
   bool from_registry;
   int r;
   cairn_fail(st, 0, "%s", "");
@@ -539,7 +654,20 @@ int cn_pull_lazy_layer(cairn_store *st, const char *ref, const char *digest,
     r = cairn_fail(st, -EINVAL, "%s: not a registry's image", ref);
     goto out;
   }
-  if ((r = resolve_image(src, &plat, &img, st)) < 0) goto out;
+  registry *rg = (registry *)src;
+  if (asprintf(&key, "%s %s/%s/%s %s", ref, plat.os, plat.arch, plat.variant, rg->endpoint) < 0) {
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+    goto out;
+  }
+  if (lazy_image_get(key, digest, &img, st) < 0) {
+    char *manifest = NULL;
+    size_t mlen = 0;
+    if ((r = resolve_image(src, &plat, &img, &manifest, &mlen, st)) < 0) goto out;
+    if (strcmp(rg->endpoint, rg->endpoints[0]) == 0) /* not a mirror's after a failure */
+      lazy_image_put(key, manifest, mlen, &img);
+    else
+      free(manifest);
+  }
   size_t i = 0;
   while (i < img.n_layers && strcmp(img.layers[i].digest, digest) != 0) i++;
   if (i == img.n_layers) {
@@ -574,7 +702,6 @@ int cn_pull_lazy_layer(cairn_store *st, const char *ref, const char *digest,
     r = 1;
     goto out;
   }
-  registry *rg = (registry *)src;
   if ((r = cn_layer_origin_add(st, id, rg->endpoint, rg->repo, rg->insecure, d->digest,
                                d->media_type, d->size)) < 0) {
     cn_fail_context(st, r, "recording where layer %s came from", id);

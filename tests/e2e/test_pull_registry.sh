@@ -19,10 +19,15 @@ arm=$($OCI_IMAGE add oci m-arm linux/arm64/v8 base.tar:gzip mid.tar:gzip)
 setup $OCI_IMAGE index oci multi "$amd" "$arm" >/dev/null
 amd_id=$($OCI_IMAGE config-digest oci m-amd)
 arm_id=$($OCI_IMAGE config-digest oci m-arm)
+# another platform first: amd64, then 386 (this machine's under setarch i686)
+i386=$($OCI_IMAGE add oci m-386 linux/386 base.tar:gzip mid.tar:raw)
+i386_id=$($OCI_IMAGE config-digest oci m-386)
+setup $OCI_IMAGE index oci multi2 "$arm" "$amd" "$i386" >/dev/null
 
 setup registry_start "$T/reg"
 setup registry_push "$T/oci" app team/app:1
 setup registry_push "$T/oci" multi team/multi:1 --all
+setup registry_push "$T/oci" multi2 team/multi2:1 --all
 digest=$(skopeo inspect --tls-verify=false "docker://$REGISTRY/team/app:1" | jq -r .Digest)
 
 # By tag: the id is the config digest; the default name is HOST:PORT/REPO:TAG.
@@ -87,6 +92,17 @@ expect_exit 0 "test_pull_registry:61" cairn pull --insecure --platform linux/arm
 expect_exit 3 "test_pull_registry:64" cairn pull --insecure --platform linux/s390x \
   "docker://$REGISTRY/team/multi:1" none:1
 grep -q "no manifest for platform linux/s390x" stderr || fail "platform error: $(cat stderr)"
+# The default is this machine's platform, as uname(2) names it, wherever
+# the index lists it: linux/amd64 here, linux/386 under `setarch i686`.
+expect_exit 0 "an index listing arm64 first: this machine's platform" cairn pull --insecure \
+  "docker://$REGISTRY/team/multi2:1" multi2:1
+[[ $(cat stdout) == "$amd_id" ]] || fail "index pull picked $(cat stdout), not linux/amd64 $amd_id"
+if setarch i686 true 2>/dev/null; then
+  expect_exit 0 "under setarch i686 (uname -m i686): linux/386" setarch i686 "$CAIRN_BIN/cairn" \
+    --store "$ST" pull --insecure "docker://$REGISTRY/team/multi2:1" multi2-386:1
+  [[ $(cat stdout) == "$i386_id" ]] ||
+    fail "setarch i686: picked $(cat stdout), not linux/386 $i386_id"
+fi
 
 # Not found: tag, repository, layout ref.
 expect_exit 3 "test_pull_registry:69" cairn pull --insecure "docker://$REGISTRY/team/app:nope"

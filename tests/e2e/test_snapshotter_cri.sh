@@ -12,6 +12,8 @@
 # of it whose first line, read from a file fetched on first read, is in
 # its CRI log; `cairn gc` keeps the layers the running container uses,
 # and the background fill its mount started stores every file of them.
+# PullImage of a second eStargz image starts the fill (its last layer's
+# Prepare): every file of its new layer is stored, with no container.
 # PullImage of an image `cairn pull` stored fetches none of its layers,
 # a container of it in the pod logs its file, and `cairn rm` of it exits
 # 4 while containerd's snapshots hold it. Once the containers and pod are
@@ -91,6 +93,10 @@ expect_exit 4 "cairn rm of it: held by the CRI plugin's snapshots" \
   "$CAIRN_BIN/cairn" --store "$CS" rm "$PROXY/cri/a:1"
 
 # PullImage of the eStargz image the store has not: lazy, from its TOCs.
+# Its own bytes are counted: no background fill of its last layer's
+# Prepare meanwhile (--no-fill; below, the fill its mount starts, and
+# the one a PullImage starts).
+sn_restart "$CS" --no-fill
 size=$(registry_manifest cri/lz 1 | jq '[.layers[].size] | add')
 before=$(db 'SELECT id FROM layers ORDER BY id')
 proxy_reset
@@ -116,6 +122,7 @@ for l in $new; do
 done
 
 # A pod on the host's network and a container of the lazy image in it.
+sn_restart "$CS"
 cat >"$T/pod.json" <<EOF
 {"metadata": {"name": "cairn-cri", "uid": "$CID", "namespace": "cairn-test"},
  "log_directory": "$T/logs",
@@ -172,6 +179,25 @@ check "the background fill stored every file of its layers (pending: $(db "SELEC
   FROM pending WHERE layer_id IN ('$in')"))" \
   test "$(db "SELECT count(*) FROM pending WHERE layer_id IN ('$in')")" = 0
 
+# PullImage of a second eStargz image, no container of it: the Prepare
+# of its last layer (the plugin's cri.image-layers label lists it alone)
+# starts the background fill, which stores every file of its new layer.
+mkdir -p "$T/lz2/data"
+head -c 1048576 /dev/urandom >"$T/lz2/data/fresh"
+setup tar -C "$T/lz2" --numeric-owner --owner=0 --group=0 -cf "$T/lz2.tar" .
+setup "$CAIRN_BIN/cairn" --store "$T/src" import -q lz2:1 "$T/l1.tar" "$T/lz2.tar" >/dev/null
+setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format estargz \
+  lz2:1 "docker://$REGISTRY/cri/lz2:1" >/dev/null 2>&1
+before=$(db 'SELECT id FROM layers ORDER BY id')
+check "CRI PullImage of a second eStargz image" cri_to "$T/pull.lz2" pull "$PROXY/cri/lz2:1"
+new2=$(comm -13 <(echo "$before") <(db 'SELECT id FROM layers ORDER BY id'))
+check "its new layer recorded lazily" test "$(echo $new2 | wc -w)" = 1
+wait_for 30 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
+  WHERE layer_id = '$new2'\")\" = 0" && wait_for 10 fills_done
+check "no container of it, its files stored by the fill PullImage started (pending: $(db \
+  "SELECT count(*) FROM pending WHERE layer_id = '$new2'"))" \
+  test "$(db "SELECT count(*) FROM pending WHERE layer_id = '$new2'")" = 0
+
 # Stopped and removed, the images removed: cairn gc frees every layer.
 check "CRI StopContainer" cri_ stop "$ctr" 0
 check_json "ContainerStatus: exited" '.status.state == "CONTAINER_EXITED"' cri_ inspect "$ctr"
@@ -180,7 +206,7 @@ check "CRI StopPodSandbox" cri_ stopp "$pod"
 check "CRI RemovePodSandbox" cri_ rmp "$pod"
 check_json "no container left" '.containers == null' cri_ ps
 check_json "no pod left" '.items == null' cri_ pods
-for i in lz a pause; do
+for i in lz lz2 a pause; do
   r=$PROXY/cri/$i:1
   [ $i = pause ] && r=$REGISTRY/cri/pause:1
   check "CRI RemoveImage of $r" cri_ rmi "$r"

@@ -18,11 +18,13 @@
 # while its snapshots are there, and frees them once containerd removed
 # it. A Prepare with the CRI plugin's labels (through containerd's proxy
 # client) is recorded lazily too. An image `cairn pull --lazy` stored,
-# files not fetched yet, is not fetched again by rpull. A lazy image's
-# chain mount starts a background fill: every file of its layers is
-# stored soon after `ctr run`, and read with the registry gone. With
-# `cairn-snapshotter --no-fill` and the registry gone, a file not fetched
-# yet fails with EIO in the container, one fetched already is read. The
+# files not fetched yet, is not fetched again by rpull. The Prepare of a
+# lazy image's last layer starts a background fill: every file of its
+# layers is stored soon after rpull, with no container run, and read with
+# the registry gone; its 3 lazy Prepares fetch its manifest and config
+# once. With `cairn-snapshotter --no-fill` and the registry
+# gone, a file not fetched yet fails with EIO in the container, one
+# fetched already is read. The
 # snapshots hold the layers (cairn rm exits 4); what containerd removes,
 # gc frees. An image of 4 layers with what layer stacking gets wrong, as
 # gzip, eStargz and zstd:chunked, gives an active snapshot the same root
@@ -142,6 +144,9 @@ tree_of() {
     find . -xdev -type f -exec sha256sum {} + | sort -k2)
 }
 images_before=$("$CAIRN_BIN/cairn" --store "$CS" images -q | sort)
+# rpull's own requests are counted: no background fill of the image's
+# last layer meanwhile (below, the fill started at rpull)
+sn_restart "$CS" --no-fill
 for f in estargz zstd:chunked; do
   n=lz-${f%%:*}
   setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format "$f" lz:1 \
@@ -268,22 +273,22 @@ for i in 1 2; do
     "lf$i:1" "docker://$REGISTRY/remote/lz-fill$i:1" 2>/dev/null
 done
 
-# The background fill: after rpull and ctr run of a lazy image every file
-# of its layers is stored within a bounded wait; then, the registry gone
-# (a proxy at 2 MB/s, which the lazy layers were recorded from,
-# stopped), every file reads in the container. A kill -9 of
-# cairn-snapshotter while the fill runs leaves it running, and the
-# snapshotter started again starts no second fill when a second container
-# of the image mounts the chain.
+# The background fill: rpull of a lazy image starts it (its last layer's
+# Prepare), and every file of its layers is stored within a bounded wait;
+# then, the registry gone (a proxy at 2 MB/s, which the lazy layers were
+# recorded from, stopped), every file reads in the container. A kill -9
+# of cairn-snapshotter while the fill runs leaves it running, and the
+# snapshotter started again starts no second fill when a container of the
+# image mounts the chain.
+sn_restart "$CS"
 P1=$PROXY
 setup proxy_start "$T/proxy-slow" --rate 2000000
 setup rpull lz-fill1
-check "a lazily pulled file is pending" \
-  test "$(db "SELECT count(*) FROM pending WHERE path = 'data/fresh'")" -ge 1
+fill_runs() { ! fills_done; }
+check "rpull started a background fill (no container yet)" fill_runs
 check "ctr run -d of the lazy image" ctr_ run -d --snapshotter cairn \
   "$PROXY/remote/lz-fill1:1" $CID /bin/sleep 60
-fill_runs() { ! fills_done; }
-check "a background fill runs" fill_runs
+check "the background fill runs" fill_runs
 kill -9 "$sn_pid"
 wait_for 10 pid_gone "$sn_pid" || fail "cairn-snapshotter still runs"
 wait "$sn_pid" 2>/dev/null
@@ -295,8 +300,9 @@ check "cairn-snapshotter started again, the fill still runs" fill_runs
 on_exit "runc --root /run/containerd/runc/default delete -f ${CID}b 2>/dev/null;"
 check "a second container of the image, the snapshotter started again" ctr_ run -d \
   --snapshotter cairn "$PROXY/remote/lz-fill1:1" ${CID}b /bin/sleep 60
-check "one fill runs: $(pgrep -fa -- "--store $CS fill" | tr '\n' ' ')" \
-  test "$(pgrep -fc -- "--store $CS fill")" -le 1
+# (a background fill, not the mount's fetcher, fill --serve)
+check "one fill runs: $(pgrep -fa -- "--store $CS fill --no-progress" | tr '\n' ' ')" \
+  test "$(pgrep -fc -- "--store $CS fill --no-progress")" -le 1
 # (its end checks each eStargz layer against its diff_id: the blobs again)
 t0=$SECONDS
 wait_for 30 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM pending')\" = 0" &&
@@ -337,6 +343,7 @@ setup proxy_start "$T/proxy-nofill"
 setup rpull lz-fill2
 check "a lazily pulled file is pending" \
   test "$(db "SELECT count(*) FROM pending WHERE path = 'data/fresh'")" -ge 1
+check "--no-fill: rpull started no fill" test -z "$(pgrep -f -- "--store $CS fill")"
 check "ctr run -d of the lazy image" ctr_ run -d --snapshotter cairn \
   "$PROXY/remote/lz-fill2:1" $CID /bin/sh -c 'cat /bin/cat >/dev/null; exec sleep 60'
 wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
@@ -356,6 +363,58 @@ wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
 check "its task removed" ctr_ tasks rm $CID
 check "its container removed" ctr_ containers rm $CID
 check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill2:1"
+
+# An image rpulled and not run: its last layer's Prepare starts the fill,
+# and within a bounded wait every file of its 3 lazy layers is stored;
+# then, the registry gone, a container of it reads every file. Its
+# Prepares fetch its manifest and config once (kept for the next ones),
+# not once a layer.
+sn_restart "$CS"
+for i in 1 2 3; do
+  mkdir -p "$T/lt$i/t$i"
+  head -c 524288 /dev/urandom >"$T/lt$i/t$i/data"
+  echo "layer $i" >"$T/lt$i/t$i/name"
+  [ $i != 1 ] || { mkdir -p "$T/lt1/bin" && cp /bin/sleep /bin/cat "$T/lt1/bin/"; }
+  setup tar -C "$T/lt$i" --numeric-owner --sort=name -cf "$T/lt$i.tar" .
+done
+setup "$CAIRN_BIN/cairn" --store "$T/src" import -q lt:1 "$T/l1.tar" "$T/lt1.tar" "$T/lt2.tar" \
+  "$T/lt3.tar" >/dev/null
+setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format estargz \
+  lt:1 "docker://$REGISTRY/remote/lt:1" 2>/dev/null
+setup proxy_start "$T/proxy-three"
+before=$(db 'SELECT id FROM layers ORDER BY id')
+proxy_reset
+check "rpull of an image of 3 layers the store has not" rpull lt
+new=$(comm -13 <(echo "$before") <(db 'SELECT id FROM layers ORDER BY id'))
+in=$(echo $new | sed "s/ /','/g")
+check "its 3 new layers recorded lazily" test "$(echo "$new" | wc -w)" = 3
+cfg=$(registry_manifest remote/lt 1 | jq -r .config.digest)
+check "its config fetched twice, by containerd and the first lazy Prepare (requests: \
+$(fetched "$cfg"))" test "$(fetched "$cfg")" = 2
+by_tag=$(proxy_log | jq '[.[] | select(.[0] | endswith("/manifests/1"))] | length')
+check "its manifest by tag twice, containerd's HEAD and the first Prepare's (requests: \
+$by_tag)" test "$by_tag" = 2
+wait_for 30 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
+  WHERE layer_id IN ('$in')\")\" = 0" && wait_for 30 fills_done
+check "no container run, within 30 s every file of its layers stored (pending: $(db \
+  "SELECT count(*) FROM pending WHERE layer_id IN ('$in')"))" \
+  test "$(db "SELECT count(*) FROM pending WHERE layer_id IN ('$in')")" = 0
+check "and the fill ended" fills_done
+kill "$PROXY_PID"
+wait_for 10 pid_gone "$PROXY_PID" || fail "the proxy still runs"
+check "the registry gone, ctr run -d of the image" ctr_ run -d --snapshotter cairn \
+  "$PROXY/remote/lt:1" $CID /bin/sleep 60
+check "every file reads in the container" sh -c "timeout 60 ctr -a '$C/containerd.sock' tasks \
+  exec --exec-id all $CID /bin/sh -c '${readall/bin data etc lib lib64/bin lib lib64 t1 t2 t3}' \
+  >'$T/all.out' 2>&1 && test \"\$(cat '$T/all.out')\" = read"
+check "... $(head -c 200 "$T/all.out"); /t3/data as pushed" sh -c "timeout 60 ctr -a \
+  '$C/containerd.sock' tasks exec --exec-id t3 $CID /bin/cat /t3/data | cmp -s - '$T/lt3/t3/data'"
+ctr_ tasks kill -s SIGKILL $CID >/dev/null
+wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
+  grep -q '^$CID .*RUNNING'" || fail "the container still runs"
+check "its task removed" ctr_ tasks rm $CID
+check "its container removed" ctr_ containers rm $CID
+check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lt:1"
 PROXY=$P1
 
 # The container's root tree under cairn is containerd's overlayfs's: an

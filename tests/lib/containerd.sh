@@ -12,6 +12,8 @@
 #   ctd_start STORE  cairn-snapshotter on STORE, then containerd (sn_pid,
 #                    ctd_pid), each waited for on its socket;
 #   sn_start STORE [OPTION...]  cairn-snapshotter alone (after a kill, say);
+#   sn_restart STORE [OPTION...]  cairn-snapshotter stopped (SIGTERM) and
+#                    started again, containerd's calls waited for;
 #   ctr_ ARGS        ctr on this containerd, 60 s at most;
 #   ctr_out IMAGE SCRIPT  what a container of IMAGE running SCRIPT printed;
 #   snaps ARGS       ctr_ snapshots --snapshotter cairn ARGS;
@@ -109,6 +111,15 @@ sn_start() {
   bg_start "$SN" --store "$1" --address "$C/cairn.sock" "${@:2}" 2>>"$C/sn.err"
   sn_pid=$!
   wait_for 10 test -S "$C/cairn.sock" || fail "cairn-snapshotter: no socket after 10 s"
+}
+
+sn_restart() {
+  kill -TERM "$sn_pid"
+  wait_for 10 pid_gone "$sn_pid" || fail "cairn-snapshotter still runs"
+  wait "$sn_pid" 2>/dev/null
+  sn_start "$@"
+  wait_for 30 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls \
+    >/dev/null 2>&1" || fail "containerd's calls still fail 30 s after the restart"
 }
 
 ctd_start() {

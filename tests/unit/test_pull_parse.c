@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "remote/libcairn_remote.h"
@@ -21,7 +22,7 @@
 
 Test(pull_parse, platform) {
   pull_platform p;
-  cr_assert_eq(cn_pull_platform_parse(NULL, &p), 0);
+  cr_assert_eq(cn_pull_platform_parse("linux/amd64", &p), 0);
   cr_assert_str_eq(p.os, "linux");
   cr_assert_str_eq(p.arch, "amd64");
   cr_assert_str_eq(p.variant, "");
@@ -31,6 +32,29 @@ Test(pull_parse, platform) {
   const char *bad[] = {"linux", "/amd64", "linux/", "linux/arm/", ""};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     cr_assert_eq(cn_pull_platform_parse(bad[i], &p), -EINVAL, "%s", bad[i]);
+}
+
+/* No --platform: this machine's, as uname(2) names it, in OCI's words. */
+Test(pull_parse, platform_of_the_machine) {
+  static const char *const m[][3] = {
+      {"x86_64", "amd64", ""}, {"i686", "386", ""},        {"aarch64", "arm64", "v8"},
+      {"armv7l", "arm", "v7"}, {"armv6l", "arm", "v6"},    {"ppc64le", "ppc64le", ""},
+      {"s390x", "s390x", ""},  {"riscv64", "riscv64", ""}, {"loongarch64", "loong64", ""},
+  };
+  pull_platform p;
+  for (size_t i = 0; i < sizeof m / sizeof *m; i++) {
+    cn_pull_platform_of_machine(m[i][0], &p);
+    cr_assert_str_eq(p.os, "linux");
+    cr_assert_str_eq(p.arch, m[i][1], "%s", m[i][0]);
+    cr_assert_str_eq(p.variant, m[i][2], "%s", m[i][0]);
+  }
+  struct utsname u;
+  cr_assert_eq(uname(&u), 0);
+  pull_platform host;
+  cn_pull_platform_of_machine(u.machine, &host);
+  cr_assert_eq(cn_pull_platform_parse(NULL, &p), 0);
+  cr_assert_str_eq(p.arch, host.arch);
+  cr_assert_str_eq(p.variant, host.variant);
 }
 
 static const char index_json[] =
