@@ -6,7 +6,8 @@
  * --file SHA256` fetches one pending file (cairn_lazy_fetch) and prints its
  * blob's name: what cairnfs runs on a pending file's first read, so that
  * the daemon maps none of the pull's libraries. `cairn fill --serve` is
- * what a mount runs instead, once (fs/ops.c): a line protocol over a
+ * what a mount runs instead, on its first pending read (fs/fetch.c; it
+ * stops it once idle and starts another on the next): a line protocol over a
  * cairn_lazy_fetcher (serve, below). --keep-blobs: each layer
  * finished from its whole blob, kept for cairnfs --als.
  *
