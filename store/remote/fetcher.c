@@ -159,6 +159,7 @@ static int toc_get(void *arg, cairn_store *st, const cairn_lazy_file *f, const c
   fx->n_tocs++;
   pthread_mutex_unlock(&fx->mu);
   int r = cn_lazy_kept_toc(st, f, &e->lt); /* verified here, once */
+  cn_lazy_trim();                          /* its JSON tree, freed */
   pthread_mutex_lock(&fx->mu);
   e->loading = false;
   if (r < 0) {
@@ -229,7 +230,7 @@ static void *worker(void *arg) {
       fx->head = q->next;
       if (!fx->head) fx->tail = &fx->head;
     }
-    if (q && fx->reads_fd >= 0 && fx->in_flight++ == 0) flock(fx->reads_fd, LOCK_SH);
+    if (q && fx->in_flight++ == 0 && fx->reads_fd >= 0) flock(fx->reads_fd, LOCK_SH);
     pthread_mutex_unlock(&fx->mu);
     if (!q) break;
     char blob[48], msg[1024] = "";
@@ -258,11 +259,13 @@ static void *worker(void *arg) {
     free(q);
     pthread_mutex_lock(&fx->mu);
     if (large && --fx->large == 0) flock(fx->large_fd, LOCK_UN);
-    if (fx->reads_fd >= 0 && --fx->in_flight == 0) {
+    bool last = --fx->in_flight == 0;
+    if (fx->reads_fd >= 0 && last) {
       futimens(fx->reads_fd, NULL); /* when the last ended */
       flock(fx->reads_fd, LOCK_UN);
     }
     pthread_mutex_unlock(&fx->mu);
+    if (last) cn_lazy_trim();
   }
   cn_lazy_kept_free(&sources);
   if (st) cairn_store_close(st);
