@@ -230,7 +230,7 @@ static void *worker(void *arg) {
       fx->head = q->next;
       if (!fx->head) fx->tail = &fx->head;
     }
-    if (q && fx->in_flight++ == 0 && fx->reads_fd >= 0) flock(fx->reads_fd, LOCK_SH);
+    if (q && fx->reads_fd >= 0 && fx->in_flight++ == 0) flock(fx->reads_fd, LOCK_SH);
     pthread_mutex_unlock(&fx->mu);
     if (!q) break;
     char blob[48], msg[1024] = "";
@@ -259,13 +259,11 @@ static void *worker(void *arg) {
     free(q);
     pthread_mutex_lock(&fx->mu);
     if (large && --fx->large == 0) flock(fx->large_fd, LOCK_UN);
-    bool last = --fx->in_flight == 0;
-    if (fx->reads_fd >= 0 && last) {
+    if (fx->reads_fd >= 0 && --fx->in_flight == 0) {
       futimens(fx->reads_fd, NULL); /* when the last ended */
       flock(fx->reads_fd, LOCK_UN);
     }
     pthread_mutex_unlock(&fx->mu);
-    if (last) cn_lazy_trim();
   }
   cn_lazy_kept_free(&sources);
   if (st) cairn_store_close(st);
@@ -285,11 +283,16 @@ int cairn_lazy_fetcher_new(const char *store_dir, unsigned threads, cairn_lazy_f
   pthread_cond_init(&fx->work, NULL);
   pthread_cond_init(&fx->toc, NULL);
   fx->tail = &fx->head;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/tmp/%s", store_dir, CN_FIRST_READS);
-  fx->reads_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600); /* none: no yield */
-  snprintf(path, sizeof path, "%s/tmp/%s", store_dir, CN_FIRST_READS_LARGE);
-  fx->large_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  /* opened through the store's descriptor, as the rest of the store;
+   * none: the fills do not yield */
+  fx->reads_fd = fx->large_fd = -1;
+  cairn_store *st = NULL;
+  if (cairn_store_open_lazy(store_dir, &st) == 0) {
+    int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
+    fx->reads_fd = cn_store_openat(st, "tmp/" CN_FIRST_READS, flags, 0600);
+    fx->large_fd = cn_store_openat(st, "tmp/" CN_FIRST_READS_LARGE, flags, 0600);
+    cairn_store_close(st);
+  }
   fx->done = done;
   fx->arg = arg;
   for (; fx->n_threads < threads; fx->n_threads++)

@@ -353,31 +353,24 @@ static int64_t ms_of(const struct timespec *t) {
   return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
 }
 
-static void sleep_ms(int64_t ms) {
-  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
 /* Whether a mount's first reads are about: in flight (the fetcher holds
  * STORE/tmp/CN_FIRST_READS shared) or ended less than FILL_QUIET_MS ago.
  * Waits first while a large one is in flight (CN_FIRST_READS_LARGE held),
- * FILL_YIELD_MAX_MS at most: it needs the link. */
-static bool reads_about(const char *dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/tmp/%s", dir, CN_FIRST_READS_LARGE);
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+ * FILL_YIELD_MAX_MS at most: it needs the link. The files are opened
+ * through the store's descriptor, as the rest of the store. */
+static bool reads_about(cairn_store *st) {
+  int fd = cn_store_openat(st, "tmp/" CN_FIRST_READS_LARGE, O_RDONLY | O_CLOEXEC, 0);
   if (fd >= 0) {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       if (ms_of(&now) - ms_of(&t0) >= FILL_YIELD_MAX_MS) break;
-      sleep_ms(20);
+      cn_sleep_ms(20);
     }
     close(fd);
   }
-  snprintf(path, sizeof path, "%s/tmp/%s", dir, CN_FIRST_READS);
-  if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+  if ((fd = cn_store_openat(st, "tmp/" CN_FIRST_READS, O_RDONLY | O_CLOEXEC, 0)) < 0)
     return false;    /* no mount has read a pending file */
   bool about = true; /* reads in flight */
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -402,7 +395,7 @@ static bool reads_about(const char *dir) {
  * container started right after the pull reads its first files while
  * the first batches are in flight, and waits for the batch that holds
  * one. False: none left. */
-static bool next_batch(fill_ctx *c, size_t *first, size_t *last) {
+static bool next_batch(fill_ctx *c, cairn_store *wst, size_t *first, size_t *last) {
   pthread_mutex_lock(&c->lock);
   for (;;) {
     while (c->next < c->n_items && !c->items[c->next].prefetch && c->prefetch_running)
@@ -411,12 +404,12 @@ static bool next_batch(fill_ctx *c, size_t *first, size_t *last) {
     uint64_t max = c->per;
     if (!c->items[c->next].prefetch) {
       pthread_mutex_unlock(&c->lock);
-      bool about = reads_about(cairn_store_dir(c->st));
+      bool about = reads_about(wst);
       pthread_mutex_lock(&c->lock);
       if (c->next == c->n_items) break;
       if (about && c->running) { /* another batch in flight: after it */
         pthread_mutex_unlock(&c->lock);
-        sleep_ms(20);
+        cn_sleep_ms(20);
         pthread_mutex_lock(&c->lock);
         continue;
       }
@@ -440,7 +433,7 @@ static void *fill_worker(void *arg) {
   cairn_store *wst = NULL;
   if (cairn_store_open_lazy(cairn_store_dir(c->st), &wst) < 0) return NULL;
   size_t first, last;
-  while (next_batch(c, &first, &last)) {
+  while (next_batch(c, wst, &first, &last)) {
     run_batch(c, first, last, wst);
     cn_lazy_trim();
     pthread_mutex_lock(&c->lock);
