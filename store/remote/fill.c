@@ -435,7 +435,9 @@ static void *fill_worker(void *arg) {
   size_t first, last;
   while (next_batch(c, wst, &first, &last)) {
     run_batch(c, first, last, wst);
-    cn_lazy_trim();
+    /* its connection closed (reopened by the next batch) and the freed
+     * memory given back: a page cache and a heap that do not grow */
+    cairn_store_idle(wst);
     pthread_mutex_lock(&c->lock);
     c->running--;
     if (c->items[first].prefetch) c->prefetch_running--;
@@ -569,7 +571,9 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
                 .lock = PTHREAD_MUTEX_INITIALIZER,
                 .changed = PTHREAD_COND_INITIALIZER};
   if (r == 0) r = plan(&c, todo, n);
-  cn_lazy_trim(); /* the TOCs' JSON trees, parsed and freed */
+  /* the TOCs' JSON trees parsed and freed, the pending rows read: the
+   * connection's page cache and the heap given back */
+  cairn_store_idle(st);
   if (r == 0 && o.progress) o.progress(0, n, o.arg);
   pthread_t tids[FILL_INFLIGHT];
   size_t started = 0;
