@@ -37,10 +37,11 @@
 #   MEMORY   RSS and PSS of each snapshotter's processes (o: none, in
 #            containerd and the kernel; s: stargz-grpc, which serves its
 #            FUSE mounts itself; c: cairn-snapshotter, any cairnfs of
-#            the run and its background fill, cairn fill, while it runs),
-#            idle after START, then with NCONT containers (default
-#            20) that each ran /bench/start.sh and sleep; containerd's and
-#            the shims' beside them
+#            the run, and its background fill, cairn fill, and its
+#            mount's fetcher, cairn fill --serve, while they run), idle
+#            after START, then with NCONT containers (default 20) that
+#            each ran /bench/start.sh and sleep; containerd's and the
+#            shims' beside them; and each process's below the table
 #   RESTART  a reader in a running container (perl: every file under /usr
 #            in turn, RESTART_SECS seconds, default 12) while the
 #            snapshotter is killed with SIGKILL 3 s in, caches dropped,
@@ -431,6 +432,21 @@ sn_pids() {
   done
   return 0
 }
+# mem_each PID...: "NAME:RSS/PSS" (KiB) of each, NAME its program's
+# (cairn's fill and its fetcher, fill --serve, told apart).
+mem_each() {
+  local p n
+  for p in "$@"; do
+    [[ -r /proc/$p/smaps_rollup ]] || continue
+    n=$(readlink "/proc/$p/exe" 2>/dev/null) || continue # ended meanwhile
+    n=${n##*/}
+    if [[ $n == cairn ]]; then
+      n=cairn-fill
+      tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- ' --serve' && n=cairn-fill-serve
+    fi
+    printf '%s:%s ' "$n" "$(mem_of "$p" | tr ' ' /)"
+  done
+}
 shim_pids() {
   local p
   for p in $(run_pids "$C"); do
@@ -443,6 +459,8 @@ memory() {
   local i j pid n=0
   # shellcheck disable=SC2046 # pids
   echo "mem-idle $(mem_of $(sn_pids)) $(mem_of "$CTD_PID")" >>"$3"
+  # shellcheck disable=SC2046 # pids
+  echo "procs-idle $(mem_each $(sn_pids))" >>"$3"
   for ((i = 0; i < NCONT; i++)); do
     CTR run -d --snapshotter "$(snapshotter_of "$1")" "$REF:$2" "m$i" \
       /bin/sh -c '/bin/sh /bench/start.sh >/started; exec sleep 1000000' \
@@ -459,6 +477,8 @@ memory() {
   done
   # shellcheck disable=SC2046 # pids
   echo "mem-$n $(mem_of $(sn_pids)) $(mem_of "$CTD_PID") $(mem_of $(shim_pids))" >>"$3"
+  # shellcheck disable=SC2046 # pids
+  echo "procs-busy $(mem_each $(sn_pids))" >>"$3"
   for ((i = 0; i < NCONT; i++)); do CTR task kill -s KILL "m$i" >/dev/null 2>&1 || true; done
   sleep 1
   for ((i = 0; i < NCONT; i++)); do
@@ -624,6 +644,11 @@ if any(k.startswith("mem-") for e in extra.values() for k in e):
             mb = [int(x) / 1024 for x in e[busy[0]].split()]
             row += f" {busy[0][4:]} | {mb[0]:.1f} / {mb[1]:.1f} | {mb[2]:.1f} | {mb[4]:.1f} |"
         print(row)
+    for n, e in extra.items():
+        for k in ("procs-idle", "procs-busy"):
+            if e.get(k):
+                print(f"{short[n]} {'idle' if k == 'procs-idle' else 'with N containers'}, each"
+                      f" process RSS/PSS KiB: {e[k]}")
 if any("restart" in e for e in extra.values()):
     print("\nRestart: a reader of every file under /usr in a running container; the snapshotter"
           " killed (SIGKILL) 3 s in, caches dropped, restarted after the gap")

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -43,8 +44,12 @@
  * "sha256:HEX -ERRNO WHY"), which a reader thread of ours routes to the
  * entry. When it dies (or a request cannot be written) the entries
  * waiting on it fail with EIO, and the next request starts another, not
- * more than once every SERVE_RESTART_MS. It ends when the daemon does:
- * its stdin closes.
+ * more than once every SERVE_RESTART_MS. It ends when the daemon does,
+ * or once no fetch has been in flight for FETCH_IDLE_MS (the reads of a
+ * container's start are over, or a fill stored the rest): its stdin
+ * closes, and the next pending read starts another at once. A mount whose
+ * first reads are done costs this daemon alone, not a `cairn` with the
+ * pull's libraries and the layers' TOCs in memory.
  * A fetch that failed answers EIO, and again at once to reads within
  * FETCH_RETRY_MS of it (the fetch's own retries are bounded), then is
  * tried again. Entries live as long as the daemon (a file's blob name,
@@ -53,6 +58,7 @@
 #define FETCH_BUCKETS 1024
 #define FETCH_RETRY_MS 2000
 #define SERVE_RESTART_MS 1000
+#define FETCH_IDLE_MS 5000
 
 /* A read waiting for a fetch. */
 struct parked {
@@ -66,10 +72,11 @@ struct parked {
 
 struct fetch {
   struct fetch *next;
-  char *sha256;  /* the node's blob string */
-  char blob[48]; /* once fetched */
-  int state;     /* 1 fetching, 0 fetched, -errno failed */
-  uint64_t when; /* failed at (ms) */
+  char *sha256;          /* the node's blob string */
+  char blob[48];         /* once fetched */
+  int state;             /* 1 fetching, 0 fetched, -errno failed */
+  uint64_t when;         /* failed at (ms) */
+  unsigned gen;          /* the fetcher asked for it (state 1): serve_gen then */
   struct parked *parked; /* reads waiting for it (state 1) */
 };
 
@@ -82,9 +89,12 @@ static bool fetch_stopped;
 static unsigned fetch_replying;
 
 /* The fetcher (under fetch_mu): our end of its socket pair (-1: none
- * running), when it was last started. */
+ * running), when it was last started, how many were started (the
+ * current one's number), when it was last asked or answered. */
 static int serve_fd = -1;
 static uint64_t serve_started;
+static unsigned serve_gen;
+static uint64_t serve_last;
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -109,6 +119,7 @@ struct serve_reader {
   struct cairnfs *fs;
   int fd;
   pid_t pid;
+  unsigned gen;
 };
 
 /* Moves f's parked reads onto *out, settled as f is (under fetch_mu);
@@ -180,8 +191,39 @@ static void serve_answer(struct cairnfs *fs, char *line, struct parked **settled
     f->state = -EIO;
   }
   f->when = now_ms();
+  serve_last = f->when;
   parked_settle(f, settled);
   pthread_cond_broadcast(&fetch_cv);
+}
+
+/* Whether fetcher gen has a fetch in flight. Under fetch_mu. */
+static bool serve_busy(unsigned gen) {
+  for (size_t k = 0; k < FETCH_BUCKETS; k++)
+    for (struct fetch *f = fetches[k]; f; f = f->next)
+      if (f->state == 1 && f->gen == gen) return true;
+  return false;
+}
+
+/* How long sr's reader waits for an answer before it looks whether its
+ * fetcher is idle (ms; -1: forever, it is stopped already), its fetcher
+ * stopped when it is: FETCH_IDLE_MS since the last request or answer,
+ * none in flight. The next request starts another at once. */
+static int serve_idle(struct serve_reader *sr) {
+  pthread_mutex_lock(&fetch_mu);
+  int wait = -1;
+  if (serve_fd == sr->fd) {
+    uint64_t quiet = now_ms() - serve_last;
+    if (quiet < FETCH_IDLE_MS || serve_busy(sr->gen)) {
+      wait = quiet < FETCH_IDLE_MS ? (int)(FETCH_IDLE_MS - quiet) : FETCH_IDLE_MS;
+    } else {
+      serve_fd = -1;
+      serve_started = 0;
+      shutdown(sr->fd, SHUT_WR); /* its stdin ends: it exits, and so does our read */
+      if (sr->fs->debug_fetch) fprintf(stderr, "cairnfs: the fetcher is idle: stopped\n");
+    }
+  }
+  pthread_mutex_unlock(&fetch_mu);
+  return wait;
 }
 
 /* The reader thread of one fetcher: routes its answers until it ends,
@@ -191,6 +233,10 @@ static void *serve_read(void *arg) {
   char buf[4096];
   size_t have = 0;
   for (;;) {
+    int wait = serve_idle(sr);
+    struct pollfd pf = {.fd = sr->fd, .events = POLLIN};
+    int ready = poll(&pf, 1, wait);
+    if (ready == 0 || (ready < 0 && errno == EINTR)) continue;
     ssize_t k = read(sr->fd, buf + have, sizeof buf - 1 - have);
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) break;
@@ -215,7 +261,7 @@ static void *serve_read(void *arg) {
   uint64_t now = now_ms();
   for (size_t k = 0; k < FETCH_BUCKETS; k++)
     for (struct fetch *f = fetches[k]; f; f = f->next)
-      if (f->state == 1) {
+      if (f->state == 1 && f->gen == sr->gen) {
         f->state = -EIO;
         f->when = now;
         parked_settle(f, &settled);
@@ -262,7 +308,7 @@ static int serve_start(struct cairnfs *fs) {
     free(sr);
     return -r;
   }
-  *sr = (struct serve_reader){.fs = fs, .fd = sv[0], .pid = pid};
+  *sr = (struct serve_reader){.fs = fs, .fd = sv[0], .pid = pid, .gen = serve_gen + 1};
   pthread_t tid;
   pthread_attr_t at;
   pthread_attr_init(&at);
@@ -277,6 +323,8 @@ static int serve_start(struct cairnfs *fs) {
     return -r;
   }
   serve_fd = sv[0];
+  serve_gen++;
+  serve_last = now;
   return 0;
 }
 
@@ -294,7 +342,10 @@ static int serve_ask(struct cairnfs *fs, const char *sha256) {
   ssize_t k;
   while ((k = send(serve_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR) {
   }
-  if (k == n) return 0;
+  if (k == n) {
+    serve_last = now_ms();
+    return 0;
+  }
   if (fs->debug_fetch)
     fprintf(stderr, "cairnfs: fetching %s: the fetcher does not take it\n", sha256);
   shutdown(serve_fd, SHUT_RDWR);
@@ -325,7 +376,9 @@ static int fetch_state(struct cairnfs *fs, struct fetch *f) {
     if (f->state == 0 || f->state == 1) return f->state;
     if (f->state != -EAGAIN && now_ms() - f->when < FETCH_RETRY_MS) return -EIO;
     f->state = 1;
-    if (serve_ask(fs, f->sha256) < 0) {
+    int asked = serve_ask(fs, f->sha256);
+    f->gen = serve_gen;
+    if (asked < 0) {
       f->state = -EIO;
       f->when = now_ms();
       pthread_cond_broadcast(&fetch_cv);

@@ -509,6 +509,11 @@ static void serve_call(cairn_store *st, grpc_completion_queue *cq, grpc_call *ca
     wait_tag(cq, (void *)4, false);
   grpc_slice_unref(details);
   free(a);
+  /* answered: the handle's connection closed (the next call opens it
+   * again) and the freed heap given back, so that what a call held (a
+   * lazy Prepare's TOC and its JSON, a Commit's layer, the page cache)
+   * is not kept by an idle snapshotter, in an arena per thread */
+  cairn_store_idle(st);
 }
 
 /* A serving thread: its store handle and completion queue, and the call

@@ -6,7 +6,8 @@
  * --file SHA256` fetches one pending file (cairn_lazy_fetch) and prints its
  * blob's name: what cairnfs runs on a pending file's first read, so that
  * the daemon maps none of the pull's libraries. `cairn fill --serve` is
- * what a mount runs instead, once (fs/ops.c): a line protocol over a
+ * what a mount runs instead, on its first pending read (fs/fetch.c; it
+ * stops it once idle and starts another on the next): a line protocol over a
  * cairn_lazy_fetcher (serve, below). --keep-blobs: each layer
  * finished from its whole blob, kept for cairnfs --als.
  *
@@ -18,6 +19,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -57,6 +59,18 @@ static int ready_fd(void) {
   if (!*v || *end || fd < 3 || fd > 1024 || fstat((int)fd, &sb) < 0 || !S_ISFIFO(sb.st_mode))
     return -1;
   return (int)fd;
+}
+
+/* A fill and a fetcher run for long beside a mount, with a thread a
+ * request: a buffer of 128 KiB or more (a range's window, a decompressor's)
+ * is mapped and given back when freed, not kept in the heap (glibc's
+ * threshold otherwise rises to the largest freed), and the threads share
+ * two arenas, not one each. */
+static void small_heap(void) {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
+  mallopt(M_ARENA_MAX, 2);
+#endif
 }
 
 /* --serve: a request a line on stdin ("sha256:HEX" or HEX), an answer a
@@ -143,6 +157,7 @@ static int fill_run(struct cli *c, int argc, char **argv) {
   cairn_store *st;
   int code = cli_store(c, &st);
   if (code != CAIRN_EXIT_OK) return code;
+  if (serving || !file) small_heap();
   if (serving) return serve(st);
   if (file) {
     char blob[48];

@@ -159,6 +159,7 @@ static int toc_get(void *arg, cairn_store *st, const cairn_lazy_file *f, const c
   fx->n_tocs++;
   pthread_mutex_unlock(&fx->mu);
   int r = cn_lazy_kept_toc(st, f, &e->lt); /* verified here, once */
+  cn_lazy_trim();                          /* its JSON tree, freed */
   pthread_mutex_lock(&fx->mu);
   e->loading = false;
   if (r < 0) {
@@ -282,11 +283,16 @@ int cairn_lazy_fetcher_new(const char *store_dir, unsigned threads, cairn_lazy_f
   pthread_cond_init(&fx->work, NULL);
   pthread_cond_init(&fx->toc, NULL);
   fx->tail = &fx->head;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/tmp/%s", store_dir, CN_FIRST_READS);
-  fx->reads_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600); /* none: no yield */
-  snprintf(path, sizeof path, "%s/tmp/%s", store_dir, CN_FIRST_READS_LARGE);
-  fx->large_fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  /* opened through the store's descriptor, as the rest of the store;
+   * none: the fills do not yield */
+  fx->reads_fd = fx->large_fd = -1;
+  cairn_store *st = NULL;
+  if (cairn_store_open_lazy(store_dir, &st) == 0) {
+    int flags = O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC;
+    fx->reads_fd = cn_store_openat(st, "tmp/" CN_FIRST_READS, flags, 0600);
+    fx->large_fd = cn_store_openat(st, "tmp/" CN_FIRST_READS_LARGE, flags, 0600);
+    cairn_store_close(st);
+  }
   fx->done = done;
   fx->arg = arg;
   for (; fx->n_threads < threads; fx->n_threads++)

@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,12 +159,14 @@ static void item_done(fill_ctx *c, cn_fill_item *it) {
 typedef struct fill_range {
   uint64_t lo, hi;
   size_t first, last; /* the batch's items [first, last) it covers (some left out) */
-  const unsigned char *data;
+  uint64_t at;        /* where its bytes start in the reply's file */
+  bool got;
 } fill_range;
 
 typedef struct parts {
   fill_range *r;
   size_t n;
+  const unsigned char *base; /* the reply, mapped */
   cairn_store *st;
 } parts;
 
@@ -171,18 +174,39 @@ static int take_part(uint64_t off, const unsigned char *data, size_t len, void *
   parts *p = arg;
   for (size_t k = 0; k < p->n; k++) {
     if (p->r[k].lo != off) continue;
-    if (p->r[k].hi - p->r[k].lo != len || p->r[k].data)
+    if (p->r[k].hi - p->r[k].lo != len || p->r[k].got)
       return cairn_fail(p->st, -EBADMSG, "range reply: a part is not the range asked for");
-    p->r[k].data = data;
+    p->r[k].at = (uint64_t)(data - p->base);
+    p->r[k].got = true;
     return 0;
   }
   return cairn_fail(p->st, -EBADMSG, "range reply: a part is not a range asked for");
 }
 
+/* The reply in the file fd (written bytes), mapped to be parsed: a
+ * multipart reply's headers are read, the ranges' own bytes are not
+ * touched. */
+static int reply_parse(int fd, uint64_t written, const pull_range_reply *rr, uint64_t blob_size,
+                       fill_range *rg, size_t n, cairn_store *st) {
+  if (written == 0) return cairn_fail(st, -EBADMSG, "range reply: empty");
+  void *m = mmap(NULL, (size_t)written, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return cairn_fail(st, -errno, "range reply: %s", strerror(errno));
+  parts p = {rg, n, m, st};
+  int r = cn_byteranges_parse(rr->content_type, rr->content_range, m, (size_t)written, blob_size, n,
+                              take_part, &p, st);
+  munmap(m, (size_t)written);
+  for (size_t j = 0; r == 0 && j < n; j++)
+    if (!rg[j].got) r = cairn_fail(st, -EBADMSG, "range reply: a range asked for is missing");
+  return r < 0 ? r : 0;
+}
+
 /* Fetches the items of [first, last) this process holds the locks of
- * (it->lock >= 0), in one request of merged ranges, and stores each. A
- * failure of the request leaves them ITEM_TODO (locks released) for the
- * one-by-one fetch; a file that fails its checks is ITEM_FAILED. */
+ * (it->lock >= 0), in one request of merged ranges, and stores each. The
+ * reply streams into an anonymous file of STORE/tmp, each file's chunks
+ * read back from it a window at a time: a batch in flight costs the fill
+ * no memory of its size. A failure of the request leaves them ITEM_TODO
+ * (locks released) for the one-by-one fetch; a file that fails its
+ * checks is ITEM_FAILED. */
 static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst) {
   fill_range *rg = calloc(last - first, sizeof *rg);
   if (!rg) return cairn_fail(wst, -ENOMEM, "out of memory");
@@ -222,20 +246,15 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
   blob_sink s;
   pull_range_reply rr = {0};
   bool sink = false;
-  if (r == 0) r = cn_blob_sink_init(&s, -1, total + 4096 + 256 * (uint64_t)n, NULL);
+  int in = r == 0 ? cn_lazy_open_temp(wst) : -1;
+  if (r == 0 && in < 0) r = in;
+  if (r == 0) r = cn_blob_sink_init(&s, in, total + 4096 + 256 * (uint64_t)n, NULL);
   if (r == 0) sink = true;
   if (r == 0) r = l->src->ops->ranges(l->src, &l->d, spec, &s, &rr, wst);
   free(spec);
   if (r == 0 && rr.status != 206)
     r = cairn_fail(wst, -EPROTO, "the registry answered a range request with HTTP %ld", rr.status);
-  if (r == 0) {
-    parts p = {rg, n, wst};
-    int k = cn_byteranges_parse(rr.content_type, rr.content_range, s.mem ? s.mem : "", s.written,
-                                l->d.size, n, take_part, &p, wst);
-    if (k < 0) r = k;
-    for (size_t j = 0; r == 0 && j < n; j++)
-      if (!rg[j].data) r = cairn_fail(wst, -EBADMSG, "range reply: a range asked for is missing");
-  }
+  if (r == 0) r = reply_parse(in, s.written, &rr, l->d.size, rg, n, wst);
   if (r < 0) { /* the files are fetched one by one later */
     for (size_t i = first; i < last; i++) {
       cn_fill_item *it = &c->items[i];
@@ -256,7 +275,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
       const cn_toc_entry *e = &l->lt.toc.entries[it->entry];
       char blob[48];
       int fd = gr < 0 ? gr : cn_lazy_open_temp(wst);
-      int q = fd < 0 ? fd : cn_lazy_unpack(e, rg[k].data, rg[k].lo, fd, wst);
+      int q = fd < 0 ? fd : cn_lazy_unpack_fd(e, in, rg[k].at, rg[k].lo, fd, wst);
       if (q == 0) cairn_test_point(wst, "lazy: verified, not stored");
       if (q == 0) q = gr = cn_lazy_group_put(wst, g, it->sha256, fd, e->size, blob);
       if (fd >= 0) close(fd);
@@ -285,6 +304,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
   free(g);
 out_sink:
   if (sink) cn_blob_sink_free(&s);
+  if (in >= 0) close(in);
 out:
   free(rg);
   return r;
@@ -333,31 +353,24 @@ static int64_t ms_of(const struct timespec *t) {
   return (int64_t)t->tv_sec * 1000 + t->tv_nsec / 1000000;
 }
 
-static void sleep_ms(int64_t ms) {
-  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
 /* Whether a mount's first reads are about: in flight (the fetcher holds
  * STORE/tmp/CN_FIRST_READS shared) or ended less than FILL_QUIET_MS ago.
  * Waits first while a large one is in flight (CN_FIRST_READS_LARGE held),
- * FILL_YIELD_MAX_MS at most: it needs the link. */
-static bool reads_about(const char *dir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/tmp/%s", dir, CN_FIRST_READS_LARGE);
-  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+ * FILL_YIELD_MAX_MS at most: it needs the link. The files are opened
+ * through the store's descriptor, as the rest of the store. */
+static bool reads_about(cairn_store *st) {
+  int fd = cn_store_openat(st, "tmp/" CN_FIRST_READS_LARGE, O_RDONLY | O_CLOEXEC, 0);
   if (fd >= 0) {
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
       clock_gettime(CLOCK_MONOTONIC, &now);
       if (ms_of(&now) - ms_of(&t0) >= FILL_YIELD_MAX_MS) break;
-      sleep_ms(20);
+      cn_sleep_ms(20);
     }
     close(fd);
   }
-  snprintf(path, sizeof path, "%s/tmp/%s", dir, CN_FIRST_READS);
-  if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+  if ((fd = cn_store_openat(st, "tmp/" CN_FIRST_READS, O_RDONLY | O_CLOEXEC, 0)) < 0)
     return false;    /* no mount has read a pending file */
   bool about = true; /* reads in flight */
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
@@ -382,7 +395,7 @@ static bool reads_about(const char *dir) {
  * container started right after the pull reads its first files while
  * the first batches are in flight, and waits for the batch that holds
  * one. False: none left. */
-static bool next_batch(fill_ctx *c, size_t *first, size_t *last) {
+static bool next_batch(fill_ctx *c, cairn_store *wst, size_t *first, size_t *last) {
   pthread_mutex_lock(&c->lock);
   for (;;) {
     while (c->next < c->n_items && !c->items[c->next].prefetch && c->prefetch_running)
@@ -391,12 +404,12 @@ static bool next_batch(fill_ctx *c, size_t *first, size_t *last) {
     uint64_t max = c->per;
     if (!c->items[c->next].prefetch) {
       pthread_mutex_unlock(&c->lock);
-      bool about = reads_about(cairn_store_dir(c->st));
+      bool about = reads_about(wst);
       pthread_mutex_lock(&c->lock);
       if (c->next == c->n_items) break;
       if (about && c->running) { /* another batch in flight: after it */
         pthread_mutex_unlock(&c->lock);
-        sleep_ms(20);
+        cn_sleep_ms(20);
         pthread_mutex_lock(&c->lock);
         continue;
       }
@@ -420,8 +433,11 @@ static void *fill_worker(void *arg) {
   cairn_store *wst = NULL;
   if (cairn_store_open_lazy(cairn_store_dir(c->st), &wst) < 0) return NULL;
   size_t first, last;
-  while (next_batch(c, &first, &last)) {
+  while (next_batch(c, wst, &first, &last)) {
     run_batch(c, first, last, wst);
+    /* its connection closed (reopened by the next batch) and the freed
+     * memory given back: a page cache and a heap that do not grow */
+    cairn_store_idle(wst);
     pthread_mutex_lock(&c->lock);
     c->running--;
     if (c->items[first].prefetch) c->prefetch_running--;
@@ -451,6 +467,12 @@ static ssize_t layer_of(fill_ctx *c, cairn_lazy_file *f) {
     cn_lazy_toc_free(&l->lt);
     return r;
   }
+  /* the fill reads its entries alone: the TOC's bytes and eStargz's own
+   * JSON go (that file is fetched one by one, its TOC read for it) */
+  free(l->lt.raw);
+  l->lt.raw = NULL;
+  l->lt.raw_len = 0;
+  cn_toc_estargz_self_free(&l->lt.self);
   l->src->opts = &l->po;
   l->d = (pull_desc){.media_type = f->media_type, .size = f->blob_size};
   snprintf(l->d.digest, sizeof l->d.digest, "%s", f->digest);
@@ -549,6 +571,9 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
                 .lock = PTHREAD_MUTEX_INITIALIZER,
                 .changed = PTHREAD_COND_INITIALIZER};
   if (r == 0) r = plan(&c, todo, n);
+  /* the TOCs' JSON trees parsed and freed, the pending rows read: the
+   * connection's page cache and the heap given back */
+  cairn_store_idle(st);
   if (r == 0 && o.progress) o.progress(0, n, o.arg);
   pthread_t tids[FILL_INFLIGHT];
   size_t started = 0;
@@ -573,6 +598,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   free(c.items);
   free(c.later);
   cn_strv_free(todo, n);
+  cn_lazy_trim();
   /* every file here: each layer's exact tar recorded (partial.c) */
   if (r == 0 && !c.failed) r = cn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);
   if (r == 0 && n == 0) r = cn_lazy_tidy(st); /* a crashed fill's TOCs */

@@ -25,6 +25,7 @@
  * Built on cairn.h alone, like the rest of store/remote/.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -392,6 +393,12 @@ static int toc_entries(const cn_lazy_toc *lt, cairn_entry **out, size_t *n, cair
 
 int cn_lazy_open_temp(cairn_store *st) { return cn_store_tmpfile(st, 0600); }
 
+void cn_lazy_trim(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 static int write_at(int fd, const unsigned char *p, size_t left, uint64_t at, cairn_store *st) {
   while (left > 0) {
     ssize_t w = pwrite(fd, p, left, (off_t)at);
@@ -700,6 +707,11 @@ static int unpack(const cn_toc_entry *e, const unsigned char *buf, int in_fd, ui
 int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
                    cairn_store *st) {
   return unpack(e, buf, -1, 0, lo, fd, st);
+}
+
+int cn_lazy_unpack_fd(const cn_toc_entry *e, int in_fd, uint64_t at, uint64_t lo, int fd,
+                      cairn_store *st) {
+  return unpack(e, NULL, in_fd, at, lo, fd, st);
 }
 
 void cn_lazy_source_opts(const cairn_lazy_file *f, const char *creds, cairn_pull_opts *o) {

@@ -170,6 +170,10 @@ int cn_registry_source_open(const char *spec, const cairn_pull_opts *opts, pull_
 int cn_pull_blob_again(cairn_store *st, const char *where, bool insecure, const pull_desc *d,
                        const cairn_pull_opts *net, int fd);
 
+/* Sleeps ms milliseconds, a signal's interruption resumed (registry.c):
+ * a retry's backoff, a fill's wait for a mount's first reads. */
+void cn_sleep_ms(uint64_t ms);
+
 /* Logs one line through opts->log, serialized. */
 void cn_pull_log(pull_source *src, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -131,6 +131,16 @@ int cn_lazy_fetch_from(cairn_store *st, const char *sha256, const cn_lazy_toc_so
  * says: nothing of it is to be served. */
 int cn_lazy_unpack(const cn_toc_entry *e, const unsigned char *buf, uint64_t lo, int fd,
                    cairn_store *st);
+/* The same, the blob's bytes [lo, ...) in the file in_fd from offset at,
+ * read a window at a time: memory does not follow the range's size. */
+int cn_lazy_unpack_fd(const cn_toc_entry *e, int in_fd, uint64_t at, uint64_t lo, int fd,
+                      cairn_store *st);
+
+/* Gives the allocator's free pages back to the system (malloc_trim): what
+ * a long-lived fill or fetcher calls after a TOC's parse (its JSON tree
+ * freed) and between fetches, so that its resident memory follows what
+ * it holds, not what it once held. */
+void cn_lazy_trim(void);
 
 /* An anonymous file in STORE/tmp for a fetched file's content. */
 int cn_lazy_open_temp(cairn_store *st);

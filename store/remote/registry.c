@@ -239,7 +239,7 @@ static int to_plain(registry *rg, const char *url, char **out) {
   return asprintf(out, "http://%s", url + 8) < 0 ? (*out = NULL, -ENOMEM) : 0;
 }
 
-static void sleep_ms(uint64_t ms) {
+void cn_sleep_ms(uint64_t ms) {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000};
   while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
     ;
@@ -388,7 +388,7 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
     }
     cn_pull_log(&rg->base, "%s %s: %s; retry %u/%u in %.1fs", method, url, why, attempt + 1,
                 attempts - 1, (double)wait / 1000);
-    sleep_ms(wait);
+    cn_sleep_ms(wait);
   }
   curl_easy_cleanup(h);
   return r;

@@ -12,7 +12,8 @@
 #   byte fetched; a cat of one file fetches that file only and gives its
 #   bytes (concurrent reads of one file wait for one fetch; reads of
 #   several files, one fetcher process: cairn fill --serve, whose
-#   threads keep their connections: no more than 4; 8 first reads
+#   threads keep their connections: no more than 4, stopped once idle
+#   5 s and started again by the next pending read; 8 first reads
 #   against a registry that stalls hold none of the daemon's threads: a
 #   lookup and a read of a fetched file meanwhile answer at once); a corrupt
 #   byte in the registry's blob fails that file's read
@@ -225,6 +226,17 @@ sleep 1.1
 check "the fetcher killed, the next pending read starts another and reads" \
   cmp "$T/m/usr/lib/data/f08" "$T/a/usr/lib/data/f08"
 check "... one new fetcher" test "$(fillers | wc -l)" = 1 -a "$(fillers | tr '\n' ' ')" != "$seen"
+# The fetcher idle (no fetch in flight for 5 s): the mount stops it, and
+# costs cairnfs alone; the next pending read starts another at once.
+idle=$(fillers | tr -d '\n')
+no_fillers() { [ -z "$(fillers)" ]; }
+t0=$SECONDS
+wait_for 15 no_fillers
+check "an idle fetcher is stopped ($((SECONDS - t0)) s after the last read)" no_fillers
+check "... it ended, not killed" sh -c "! kill -0 $idle 2>/dev/null"
+check "the next pending read starts another at once and reads" \
+  cmp "$T/m/usr/lib/data/f06" "$T/a/usr/lib/data/f06"
+check "... one fetcher" test "$(fillers | wc -l)" = 1
 check "a hardlink and a symlink to pending files read right" \
   cmp "$T/m/usr/lib/hard" "$T/a/usr/lib/data/f02"
 check "the symlink's target" cmp "$T/m/usr/lib/link" "$T/a/usr/lib/data/f01"
