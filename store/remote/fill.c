@@ -456,6 +456,8 @@ static ssize_t layer_of(fill_ctx *c, cairn_lazy_file *f) {
   fill_layer *v = realloc(c->layers, (c->n_layers + 1) * sizeof *v);
   if (!v) return cairn_fail(c->st, -ENOMEM, "out of memory");
   c->layers = v;
+  /* each open source points at its layer's options, which have moved */
+  for (size_t k = 0; k < c->n_layers; k++) v[k].src->opts = &v[k].po;
   fill_layer *l = &v[c->n_layers];
   memset(l, 0, sizeof *l);
   int r = cn_lazy_kept_toc(c->st, f, &l->lt);
