@@ -64,8 +64,8 @@ LAYERS=(
     | a writable mount's upper written as a layer and committed"
   "remote | store/remote/*.c | store/remote/libcairn_remote.h store/remote/libcairn_registry.h store/remote/libcairn_toc.h store/remote/libcairn_byteranges.h store/remote/libcairn_partial.h store/remote/libcairn_chunked_write.h store/remote/libcairn_remote_lazy.h store/remote/libcairn_fill.h | public
     | pull from OCI layouts, oci-archives, docker archives and registries; push (registries, layouts, archives; lazily-pullable layers: zstd:chunked, eStargz); login; the TOCs of eStargz and zstd:chunked layers (lazy pulls), the partial pull of zstd:chunked layers, lazy pulls' fetches and the fill (fill.c); built on cairn.h and libcairn_core.h alone"
-  "snapshots | store/snapshot.c | store/libcairn_snapshot.h | below
-    | containerd's snapshots (cairn-snapshotter): their records, directories, mounts, filters and usage; remote snapshots of a registry's layers, recorded lazily by remote's pull: above remote for them"
+  "snapshots | store/snapshot.c store/snapshot_chain.c | store/libcairn_snapshot.h store/libcairn_snapshot_chain.h | below
+    | containerd's snapshots (cairn-snapshotter): their records, directories, mounts, filters and usage; remote snapshots of a registry's layers, recorded lazily by remote's pull: above remote for them; the chain mounts' bookkeeping and gc's sweep of them (snapshot_chain.c), none of remote"
   "rm-gc | store/rm.c store/gc.c | - | below
     | removal and gc; gc sweeps the chain images no snapshot uses: above snapshots for them"
   "fsck | store/fsck.c | - | below

@@ -108,7 +108,7 @@ int cairn_gc(cairn_store *st, bool dry_run, cairn_report *r) {
   static const char *const steps[] = {CN_BLOB_UNUSED_STEP, CN_BLOB_ORPHANS_STEP,
                                       "pin, index and temporary files"};
   if (!dry_run) cn_sweep_stale_records(st);
-  if (lock >= 0 && !dry_run) { /* the chain images no snapshot uses: snapshot.c's */
+  if (lock >= 0 && !dry_run) { /* the chain images no snapshot uses: snapshot_chain.c's */
     cn_snapshot_chain_sweep(st, CN_CHAIN_SWEEP_NO_WAIT | CN_CHAIN_SWEEP_NO_UNMOUNT);
     store_errclear(st);
   }

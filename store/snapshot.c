@@ -15,7 +15,9 @@
  * A view's or an active snapshot's lower is one read-only cairnfs mount
  * of its parent's chain (cairn_snapshot_mounts_chain: the chain image,
  * an unnamed image of the chain's layers, at STORE/snapshot-mounts/ID),
- * shared through snapshot_mounts and ended with its last snapshot.
+ * shared through snapshot_mounts and ended with its last snapshot
+ * (snapshot_chain.c: the chain lock, a chain's users, the end of its
+ * mount and gc's sweep, apart so that gc's link takes none of this file).
  * Over 1,000 lines: the rows, their transactions and the mounts they
  * answer are one subsystem sharing the row and step helpers; the
  * filters could go to a file of their own.
@@ -27,7 +29,7 @@
 #include "libcairn_image.h"
 #include "libcairn_layer.h"
 #include "libcairn_pin.h"
-#include "libcairn_snapshot.h"
+#include "libcairn_snapshot_chain.h"
 #include "remote/libcairn_remote_lazy.h"
 
 #include <openssl/evp.h>
@@ -394,11 +396,6 @@ static int chain_record(cairn_store *st, int64_t id, const char *parent, const c
  * this file) know it by it. */
 #define CHAIN_KEY CN_CHAIN_IMAGE_KEY
 
-/* The mount point of the chain image image_id. */
-static void chain_dir(cairn_store *st, const char *image_id, char *buf, size_t len) {
-  snprintf(buf, len, "%s/snapshot-mounts/%s", st->dir, image_id);
-}
-
 /* The layers of the committed snapshot key's chain, bottom first, as its
  * rows of snapshot_layers (none for a snapshot committed before chains
  * were recorded). */
@@ -486,7 +483,7 @@ static int chain_image(cairn_store *st, const char *parent, size_t want, cairn_i
  * chain image image_id at its mount point, unless it is mounted and answers. */
 static int chain_mount(cairn_store *st, const char *cairnfs, const char *image_id) {
   char dir[PATH_MAX];
-  chain_dir(st, image_id, dir, sizeof(dir));
+  cn_snapshot_chain_dir(st, image_id, dir, sizeof(dir));
   int state = cairn_mountpoint_state(dir);
   if (state == CAIRN_MP_LIVE) return 0;
   if (state == CAIRN_MP_STALE) cairn_mountpoint_unmount(dir, true);
@@ -562,69 +559,6 @@ static int chain_unuse(cairn_store *st, int64_t id, cairn_id image_id) {
   return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot");
 }
 
-/* The chain mounts' lock, held from a chain image's lookup until its use
- * is recorded (Mounts), and while one no snapshot uses is ended (after a
- * Remove or a Commit, and Cleanup's sweep): so that a mount a snapshot
- * has just found live is not ended under it by another call. */
-static int chain_lock(cairn_store *st) {
-  int fd = cn_lock_file(st, "snapshot-mounts.lock", LOCK_EX);
-  return fd < 0 ? cairn_fail(st, fd, "%s/snapshot-mounts.lock: %s", st->dir, strerror(-fd)) : fd;
-}
-
-/* How many snapshots use the chain image image_id (as snapshot_mounts says). */
-static int64_t chain_users(cairn_store *st, const char *image_id) {
-  cn_autostmt sqlite3_stmt *q = NULL;
-  if (cn_db_prepare(st, &q, "SELECT count(*) FROM snapshot_mounts WHERE image_id = ?") < 0)
-    return -1;
-  sqlite3_bind_text(q, 1, image_id, -1, SQLITE_STATIC);
-  return sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1;
-}
-
-/* How long chain_end waits for the chain image's pins to go (its cairnfs
- * ending after the unmount) before it leaves the image to gc. */
-#define CHAIN_END_SETTLE_MS 1000
-
-/* With the chain lock held, and no snapshot using it: the chain image's
- * mount ends (lazily: a container's overlay that still has it keeps it)
- * and its rows go, unless it stays pinned CHAIN_END_SETTLE_MS (its
- * background fill runs: chain_fill): then they stay, and gc removes them
- * once nothing pins it. With CN_CHAIN_SWEEP_NO_WAIT, a pinned one is left
- * at once; with CN_CHAIN_SWEEP_NO_UNMOUNT, its mount is not ended, and
- * one a live mount serves is left. */
-static void chain_end_locked(cairn_store *st, const char *image_id, unsigned flags) {
-  if (!(flags & CN_CHAIN_SWEEP_NO_UNMOUNT)) {
-    char dir[PATH_MAX];
-    chain_dir(st, image_id, dir, sizeof(dir));
-    if (cairn_mountpoint_state(dir) != CAIRN_MP_NONE) cairn_mountpoint_unmount(dir, true);
-    rmdir(dir);
-  }
-  int fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
-  for (int waited = 0;
-       fd == -EBUSY && !(flags & CN_CHAIN_SWEEP_NO_WAIT) && waited < CHAIN_END_SETTLE_MS;
-       waited += 50) {
-    usleep(50 * 1000);
-    fd = cn_pin_lock_exclusive(st, CAIRN_PIN_IMAGE, image_id);
-  }
-  cairn_autofree char *live = NULL;
-  if (fd >= 0 &&
-      (!(flags & CN_CHAIN_SWEEP_NO_UNMOUNT) || cn_mount_live_for_image(st, image_id, &live) == 0))
-    cn_image_delete(st, image_id);
-  cn_pin_unlock(fd);
-  store_errclear(st);
-}
-
-/* After the last snapshot that used it went: its chain ends, unless
- * another has used it since. */
-static void chain_end(cairn_store *st, const char *image_id) {
-  int lock = chain_lock(st);
-  if (lock >= 0 && chain_users(st, image_id) == 0) {
-    store_test_point(st, "snapshot: chain unused"); /* a crash here leaves it mounted */
-    chain_end_locked(st, image_id, 0);
-  }
-  if (lock >= 0) close(lock);
-  store_errclear(st);
-}
-
 /* ---- the background fill of a chain's lazy layers ----------------------- */
 
 /* How long a Mounts call waits for the fill it started to hold its pins. */
@@ -649,9 +583,10 @@ static bool program_path(const char *name, char *buf, size_t len) {
  * left to fetch: starts `cairn fill` of it (the program cairn, a path or a
  * name on PATH), unless a fill of it runs, and returns once it holds the
  * image's pins (CHAIN_FILL_READY_MS at most), which keep the image and its
- * layers while it runs (chain_end leaves a pinned image to gc). It runs in
- * a session of its own and is not this process's child (a double fork): a
- * kill of the snapshotter leaves it running, and nothing has to reap it.
+ * layers while it runs (cn_snapshot_chain_end leaves a pinned image to
+ * gc). It runs in a session of its own and is not this process's child
+ * (a double fork): a kill of the snapshotter leaves it running, and
+ * nothing has to reap it.
  * Its stderr is STORE/tmp/fill-ID12.log, locked (flock) for as long as it
  * runs: a snapshotter started again finds the lock taken and starts no
  * second fill. The fill yields the link to the mount's first reads. Best
@@ -776,7 +711,7 @@ int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
   cairn_pinset_release(st, ps);
   if (r < 0) return r;
   rm_tree(work);
-  if (chain[0]) chain_end(st, chain);
+  if (chain[0]) cn_snapshot_chain_end(st, chain);
   /* Its files are its layer's now, which the mounts of its children
    * serve: the directory is emptied (what it took is recorded above). */
   if (chain_complete(st, name) && rm_tree(fs) == 0) mkdir(fs, 0755);
@@ -845,7 +780,7 @@ static void prepared_fill(cairn_store *st, const char *cairn, const char *name, 
   }
   cn_strv_free(ids, n);
   cairn_id img;
-  int lock = chain_lock(st);
+  int lock = cn_snapshot_chain_lock(st);
   int r = lock < 0 ? lock : chain_image(st, name, n, img);
   if (r == 0) r = cn_pin_lock(st, ps, CAIRN_PIN_IMAGE, img);
   if (lock >= 0) close(lock);
@@ -993,7 +928,7 @@ int cairn_snapshot_remove(cairn_store *st, const char *key) {
     }
   }
   if ((r = cn_db_commit(st)) < 0) return r;
-  if (chain[0]) chain_end(st, chain);
+  if (chain[0]) cn_snapshot_chain_end(st, chain);
   char dir[PATH_MAX];
   snap_path(st, id, NULL, dir, sizeof(dir));
   if ((r = rm_tree(dir)) < 0) return cairn_fail(st, r, "%s: %s", dir, strerror(-r));
@@ -1333,7 +1268,7 @@ int cairn_snapshot_mounts_fill(cairn_store *st, const char *key, const char *cai
   char lower_one[PATH_MAX] = "";
   if (n > 0) {
     cairn_id img;
-    cairn_autoclose int lock = chain_lock(st);
+    cairn_autoclose int lock = cn_snapshot_chain_lock(st);
     int c = lock < 0 ? lock : chain_image(st, first, n, img);
     if (c == 0) store_test_point(st, "snapshot: chain mount");
     if (c == 0) c = chain_mount(st, cairnfs ? cairnfs : "cairnfs", img);
@@ -1343,7 +1278,7 @@ int cairn_snapshot_mounts_fill(cairn_store *st, const char *key, const char *cai
       lock = -1;
     }
     if (c == 0 && cairn) chain_fill(st, cairn, img);
-    if (c == 0) chain_dir(st, img, lower_one, sizeof(lower_one));
+    if (c == 0) cn_snapshot_chain_dir(st, img, lower_one, sizeof(lower_one));
     if (c == -ENOENT)
       store_errclear(st); /* a chain recorded before: the directories */
     else if (c < 0) {
@@ -1403,70 +1338,6 @@ out:
     if (r == -ENOMEM) r = cairn_fail(st, r, "snapshot %s: out of memory", key);
   }
   return r;
-}
-
-/* Whether a snapshotter made the table snapshot_mounts. */
-static bool mounts_table_exists(cairn_store *st) {
-  cn_autostmt sqlite3_stmt *q = NULL;
-  return cn_db_prepare(st, &q,
-                       "SELECT 1 FROM sqlite_master WHERE type = 'table'"
-                       " AND name = 'snapshot_mounts'") == 0 &&
-         sqlite3_step(q) == SQLITE_ROW;
-}
-
-/* The chain images no name names. */
-#define CHAINS_UNNAMED                                                                             \
-  "SELECT id FROM images WHERE instr(config, '" CHAIN_KEY ":true') = 2"                            \
-  " AND NOT EXISTS (SELECT 1 FROM names WHERE image_id = images.id)"
-
-int cn_snapshot_chain_sweep(cairn_store *st, unsigned flags) {
-  bool nowait = flags & CN_CHAIN_SWEEP_NO_WAIT;
-  cairn_autoclose int lock =
-      nowait ? openat(st->dirfd, "snapshot-mounts.lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-             : chain_lock(st);
-  if (nowait && (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0))
-    return 0; /* held, or no snapshotter ever made a chain image */
-  if (lock < 0) return lock;
-  /* the chain images (their config starts with the key) no name names and
-   * no snapshot uses */
-  const char *sql = mounts_table_exists(st) ? CHAINS_UNNAMED
-                        " AND id NOT IN (SELECT image_id FROM snapshot_mounts)"
-                                            : CHAINS_UNNAMED;
-  char **ids = NULL;
-  size_t n = 0, cap = 0;
-  int r = 0;
-  {
-    cn_autostmt sqlite3_stmt *q = NULL;
-    if ((r = cn_db_prepare(st, &q, sql)) < 0) return r;
-    int rc;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-      char **g = cn_array_grow(ids, n + 1, &cap, sizeof(*g));
-      char *id = g ? strdup((const char *)sqlite3_column_text(q, 0)) : NULL;
-      if (g) ids = g;
-      if (!id) {
-        cn_strv_free(ids, n);
-        return cairn_fail(st, -ENOMEM, "out of memory");
-      }
-      ids[n++] = id;
-    }
-    if (rc != SQLITE_DONE) {
-      cn_strv_free(ids, n);
-      return fail_step(st, rc, "snapshot_mounts");
-    }
-  }
-  for (size_t i = 0; i < n; i++) chain_end_locked(st, ids[i], flags);
-  cn_strv_free(ids, n);
-  if (flags & CN_CHAIN_SWEEP_NO_UNMOUNT) return 0;
-  /* a mount point of no chain image a snapshot uses */
-  char top[PATH_MAX];
-  snprintf(top, sizeof(top), "%s/snapshot-mounts", st->dir);
-  cairn_autoclosedir DIR *d = opendir(top);
-  if (!d) return errno == ENOENT ? 0 : cairn_fail(st, -errno, "%s: %s", top, strerror(errno));
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (strlen(e->d_name) == CAIRN_ID_LEN && chain_users(st, e->d_name) == 0)
-      chain_end_locked(st, e->d_name, 0);
-  return 0;
 }
 
 /* Removes what no row owns in STORE/snapshots (dir, open as d): a
