@@ -10,6 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
+void self_exe_undeleted(char *path) {
+  static const char deleted[] = " (deleted)";
+  size_t len = strlen(path), dl = sizeof deleted - 1;
+  if (len > dl && strcmp(path + len - dl, deleted) == 0) path[len - dl] = '\0';
+}
+
 int self_exe(char *out, size_t len) {
   if (len == 0) return -ENAMETOOLONG;
   ssize_t n = readlink("/proc/self/exe", out, len - 1);
@@ -23,6 +29,7 @@ int self_exe(char *out, size_t len) {
     return -ENAMETOOLONG;
   }
   out[n] = '\0';
+  self_exe_undeleted(out);
   return 0;
 }
 

@@ -11,10 +11,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The path of this program's binary in out, as /proc/self/exe reads (with
- * " (deleted)" after it once an upgrade replaced the file): 0, or a
- * negative errno (-ENAMETOOLONG if it does not fit in len). */
+/* The path of this program's binary in out, as /proc/self/exe reads but
+ * without the " (deleted)" it ends in once an upgrade replaced the file
+ * (self_exe_undeleted): the path to exec to run the binary there now, the
+ * upgraded one. 0, or a negative errno (-ENAMETOOLONG if it does not fit
+ * in len). */
 int self_exe(char *out, size_t len);
+/* Cuts " (deleted)" off the end of path, a readlink of /proc/PID/exe whose
+ * file was replaced or removed: "/x/cairn (deleted)" becomes "/x/cairn". A
+ * path without it is left as it is. */
+void self_exe_undeleted(char *path);
 /* The program name (a path from this program's directory: "cairnfs",
  * "../../bin/cairnfs") as a path in out, and true, if it is there and
  * executable; else fallback in out (a name for a PATH search, an install

@@ -24,12 +24,13 @@
 #include <unistd.h>
 
 /* Pending files (doc/lazy-pulls.md).
- * A node whose blob is "sha256:HEX" is a file the store does not have yet:
- * its first read fetches it, once however many threads ask: the first
- * one sends the request, the others wait on the same entry of the
- * in-flight table, which the fetcher's answer settles. A read does not
- * wait in its worker thread: it is parked on the entry, and the thread
- * that routes the fetcher's answers replies to it, so that reads of
+ * A node whose blob is "sha256:HEX" is a file the store did not have when
+ * the mount started: its first read looks whether the store has it now
+ * (the fill stored it: stored_find), else fetches it, once however many
+ * threads ask: the first one sends the request, the others wait on the
+ * same entry of the in-flight table, which the fetcher's answer settles.
+ * A read does not wait in its worker thread: it is parked on the entry,
+ * and the thread that routes the fetcher's answers replies to it, so that reads of
  * pending files, however many and however slow the registry, leave the
  * workers to lookups, listings and reads of what the store has (an open
  * for passthrough, a copy-up or an lseek still waits in its thread).
@@ -386,10 +387,47 @@ static int fetch_state(struct cairnfs *fs, struct fetch *f) {
   }
 }
 
+/* A handle of our own for stored_find (look_mu): the database is asked
+ * by one thread at a time, and closed after each question. */
+static pthread_mutex_t look_mu = PTHREAD_MUTEX_INITIALIZER;
+static cairn_store *look_st;
+
+/* Whether the store holds the content of the pending blob b already
+ * (stored by the fill, or a fetch by another mount), its entry then set
+ * fetched: a blob is in the store only once verified and durable, so
+ * what it names needs no fetcher. Asked once per entry not yet asked,
+ * and again as a failed fetch is retried; fetch_mu not held. */
+static void stored_find(struct cairnfs *fs, const char *b) {
+  pthread_mutex_lock(&fetch_mu);
+  struct fetch *f = fetch_find(b);
+  bool ask = !f || f->state == -EAGAIN || (f->state < 0 && now_ms() - f->when >= FETCH_RETRY_MS);
+  pthread_mutex_unlock(&fetch_mu);
+  if (!ask) return;
+  char blob[48];
+  pthread_mutex_lock(&look_mu);
+  if (!look_st && cairn_store_open_lazy_flags(cairn_store_dir(fs->st), 0, &look_st) < 0) {
+    cairn_store_close(look_st);
+    look_st = NULL;
+  }
+  int r = look_st ? cairn_blob_find_sha256(look_st, b, blob) : -EIO;
+  if (look_st) cairn_store_idle(look_st);
+  pthread_mutex_unlock(&look_mu);
+  if (r <= 0) return;
+  pthread_mutex_lock(&fetch_mu);
+  f = fetch_stopped ? NULL : fetch_entry(b);
+  if (f && f->state != 0 && f->state != 1) {
+    memcpy(f->blob, blob, sizeof f->blob);
+    f->state = 0;
+    if (fs->debug_fetch) fprintf(stderr, "cairnfs: %s is stored: %s\n", b, blob);
+  }
+  pthread_mutex_unlock(&fetch_mu);
+}
+
 int cairnfs_blob_name(struct cairnfs *fs, const cairn_node *n, const char **name) {
   const char *b = n->blob ? cairn_tree_str(fs->tree, n->blob) : NULL;
   *name = b;
   if (!b || !cairn_blob_is_pending(b)) return 0;
+  stored_find(fs, b);
   pthread_mutex_lock(&fetch_mu);
   struct fetch *f = fetch_entry(b);
   int r = f ? 1 : -ENOMEM;
@@ -403,6 +441,7 @@ int cairnfs_read_park(fuse_req_t req, struct cairnfs *fs, const cairn_node *n, o
                       size_t len) {
   const char *b = cairn_tree_str(fs->tree, n->blob);
   if (!cairn_blob_is_pending(b)) return 0;
+  stored_find(fs, b);
   struct parked *p = malloc(sizeof *p);
   if (!p) return 0;
   *p = (struct parked){.req = req, .size = n->size, .off = off, .len = len};
@@ -428,4 +467,8 @@ void cairnfs_fetch_stop(void) {
     }
   while (fetch_replying) pthread_cond_wait(&fetch_cv, &fetch_mu);
   pthread_mutex_unlock(&fetch_mu);
+  pthread_mutex_lock(&look_mu);
+  cairn_store_close(look_st);
+  look_st = NULL;
+  pthread_mutex_unlock(&look_mu);
 }

@@ -307,14 +307,12 @@ static int init_keep(struct supervisor *s) {
   return 0;
 }
 
-/* The binary servers run: the path of our own, so that an upgrade that
- * installs a new binary there is what the next server runs. */
+/* The binary servers run: the path of our own (without " (deleted)"), so
+ * that an upgrade that installs a new binary there is what the next
+ * server runs. */
 static void exe_find(struct supervisor *s) {
   self_exe(s->exe, sizeof(s->exe)); /* "" if it cannot tell */
   s->own_exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-  const char *deleted = " (deleted)";
-  size_t len = strlen(s->exe), dl = strlen(deleted);
-  if (len > dl && strcmp(s->exe + len - dl, deleted) == 0) s->exe[len - dl] = '\0';
 }
 
 /* Starts a server (see conn.c for its arguments). */

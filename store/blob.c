@@ -340,6 +340,10 @@ int cn_blob_by_sha256(cairn_store *st, const char *sha256, char name_out[48], ui
   return r == SQLITE_DONE ? 0 : cn_store_fail_db(st, "blob lookup by sha256");
 }
 
+int cairn_blob_find_sha256(cairn_store *st, const char *sha256, char blob[48]) {
+  return cn_blob_find_sha256(st, sha256, blob, 48, NULL);
+}
+
 int cn_blob_find_sha256(cairn_store *st, const char *sha256, char *blob, size_t len,
                          uint64_t *size) {
   store_errclear(st);

@@ -44,7 +44,8 @@ static void on_log(const char *msg, void *display) { progress_notice(display, ms
 /* How long the pull waits for its background fill to hold its pins. */
 #define FILL_START_MS 30000
 
-/* Starts `cairn fill IMAGE` (this cairn) in a session of its own, its
+/* Starts `cairn fill IMAGE` (this cairn: the binary now at its path, the
+ * upgraded one once an upgrade replaced it) in a session of its own, its
  * stdin and stdout /dev/null, its stderr the log, and waits until it holds
  * the image's pins (it writes a byte to the pipe CAIRN_FILL_READY_FD
  * names): 0 and *pid, or a negative errno. The pull's --creds

@@ -71,6 +71,13 @@ int cairn_layer_resolve(cairn_store *st, const char *ref, cairn_id id);
  * file below the store, and records no WHY (the -errno is all it says).
  * Returns the fd; -ENOENT: no such blob; -errno: open(2)'s. */
 int cairn_blob_open(cairn_store *st, const char *blob);
+/* The stored blob whose content has sha256 ("sha256:HEX", a pending file's
+ * name): its name in blob, found in the database (opened if the handle has
+ * none; one thread at a time, as the rest of the API). A blob is there only
+ * once verified and durable: a pending file the fill or a fetch stored is
+ * read from it with no fetch.
+ * Returns 1: found; 0: the store lacks it; -EINVAL: sha256 is not a sha256. */
+int cairn_blob_find_sha256(cairn_store *st, const char *sha256, char blob[48]);
 
 /* ---- exact layers (store/tarsplit.c) ----------------------------------- */
 

@@ -5,6 +5,8 @@
 # on 127.0.0.1 behind the shaping proxy, with a zstd:chunked layer podman
 # 4.3 pushed (200 files of 0.5 to 3 kB, 20 of 20 to 150 kB):
 #   pull --lazy --no-fill starts nothing: the files stay pending;
+#   a mount reads a pending file the fill stored since from the store,
+#   starting no fetcher;
 #   a fill yields to a mount's first reads: while a large one is in
 #   flight no batch starts until it ends, then it fills; while small ones
 #   are, it goes on, one request at a time;
@@ -62,6 +64,21 @@ check "... says nothing of a fill" test "$(grep -c background "$T/stderr")" = 0
 sleep 2
 check "... and after a while still 220 pending: no fill ran" test "$(pending "$T/s1")" = 220
 check "... no fill log" test -z "$(ls "$T/s1/tmp" | grep fill-)"
+
+# A mount's pending file that the fill stored meanwhile is read from the
+# store: no fetcher (`cairn fill --serve`) is started to learn it is there.
+setup cp -a "$T/s1" "$T/s8"
+setup mkdir "$T/m8"
+expect_exit 0 "mount with every file pending" cairn --store "$T/s8" mount fill/a:1 "$T/m8"
+on_exit "$CAIRN_BIN/cairn --store '$T/s8' umount '$T/m8' 2>/dev/null || true"
+expect_exit 0 "... a fill stores them all" cairn --store "$T/s8" fill -q fill/a:1
+check "... nothing pending" test "$(pending "$T/s8")" = 0
+serves() { pgrep -fc -- "$T/s8 fill --serve" || true; }
+check "... no fetcher runs" test "$(serves)" = 0
+check "a file the mount saw pending reads its bytes" cmp "$T/m8/big/b03" "$T/a/big/b03"
+check "... and so does a small one" cmp "$T/m8/small/s007" "$T/a/small/s007"
+check "... with no fetcher started ($(serves))" test "$(serves)" = 0
+expect_exit 0 "umount" cairn --store "$T/s8" umount "$T/m8"
 
 # A mount's large first read in flight (its fetcher holds
 # STORE/tmp/first-reads-large shared while one is, and first-reads while
