@@ -56,10 +56,6 @@ setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --for
   "docker://$REGISTRY/cri/lz:1" >/dev/null 2>&1
 setup proxy_start "$T/proxy"
 layers() { registry_manifest "cri/$1" 1 | jq -r '.layers[].digest'; }
-# how many of the proxy's requests since the last reset were for blob $1
-fetched() {
-  proxy_log | jq --arg d "$1" '[.[] | select(.[0] | endswith("/blobs/" + $d))] | length'
-}
 
 setup sh -c "'$CAIRN_BIN/cairn' --store '$CS' pull -q --insecure 'docker://$PROXY/cri/a:1' \
   >/dev/null"
@@ -82,7 +78,7 @@ check_json "the CRI plugin answers runtime.v1's Version" '.runtime_name == "cont
 proxy_reset
 check "CRI PullImage of the image cairn pulled" cri_to "$T/pull.a" pull "$PROXY/cri/a:1"
 for d in $(layers a); do
-  check "layer $d: not fetched (requests: $(fetched "$d"))" test "$(fetched "$d")" = 0
+  check "layer $d: not fetched (requests: $(proxy_fetched "$d"))" test "$(proxy_fetched "$d")" = 0
 done
 check "the store has its 2 layers and no more" test "$(db 'SELECT count(*) FROM layers')" = 2
 check_json "ImageStatus names it by the id PullImage returned" \

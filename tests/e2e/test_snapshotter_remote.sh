@@ -66,10 +66,6 @@ setup registry_push "$T/oci" a remote/a:1
 setup registry_push "$T/oci" b remote/b:1
 setup proxy_start "$T/proxy"
 layers() { registry_manifest "remote/$1" 1 | jq -r '.layers[].digest'; }
-# how many of the proxy's requests since the last reset were for blob $1
-fetched() {
-  proxy_log | jq --arg d "$1" '[.[] | select(.[0] | endswith("/blobs/" + $d))] | length'
-}
 
 setup sh -c "'$CAIRN_BIN/cairn' --store '$CS' pull -q --insecure 'docker://$PROXY/remote/a:1' \
   >/dev/null"
@@ -94,7 +90,7 @@ rpull() {
 proxy_reset
 check "ctr-remote image rpull --snapshotter cairn of the image cairn pulled" rpull a
 for d in $(layers a); do
-  check "layer $d: not fetched (requests: $(fetched "$d"))" test "$(fetched "$d")" = 0
+  check "layer $d: not fetched (requests: $(proxy_fetched "$d"))" test "$(proxy_fetched "$d")" = 0
 done
 check "its 2 layers are committed snapshots" \
   test "$(db 'SELECT count(*) FROM snapshots WHERE kind = 3')" = 2
@@ -118,8 +114,8 @@ check "... \"$(tr '\n' ' ' <"$T/run.out")\"" \
 proxy_reset
 check "rpull of an image the store has the bottom layer of" rpull b
 set -- $(layers b)
-check "its bottom layer: not fetched" test "$(fetched "$1")" = 0
-check "its top layer, the store had not: fetched" test "$(fetched "$2")" -ge 1
+check "its bottom layer: not fetched" test "$(proxy_fetched "$1")" = 0
+check "its top layer, the store had not: fetched" test "$(proxy_fetched "$2")" -ge 1
 check "and a layer of the store now" test "$(db 'SELECT count(*) FROM layers')" = 3
 ctr_out "$PROXY/remote/b:1" 'read l </etc/greeting; echo "$l"' >"$T/run.out" ||
   fail "ctr run of it prints the registry's file: $(cat "$T/run.out")"
@@ -197,12 +193,7 @@ for f in estargz zstd:chunked; do
   check "$f: every file of its layers stored, by the reads or the background fill" \
     test "$(db "SELECT count(*) FROM pending WHERE layer_id IN ('$in')")" = 0
   check "$f: the background fill ended" fills_done
-  ctr_ tasks kill -s SIGKILL $CID >/dev/null
-  wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
-    grep -q '^$CID .*RUNNING'" ||
-    fail "$f: the container still runs"
-  check "$f: its task removed" ctr_ tasks rm $CID
-  check "$f: its container removed" ctr_ containers rm $CID
+  ctr_kill_rm $CID "$f: the container"
   check "$f: ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/$n:1"
   wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM snapshots s
     JOIN snapshot_labels l ON l.snapshot_id = s.id WHERE l.value LIKE '%/$n:1'\")\" = 0" ||
@@ -286,7 +277,7 @@ check "the lazily pulled image has files pending" \
 proxy_reset
 check "rpull of an image the store has from a lazy pull" rpull lz-zstd
 for d in $(layers lz-zstd); do
-  check "layer $d: not fetched (requests: $(fetched "$d"))" test "$(fetched "$d")" = 0
+  check "layer $d: not fetched (requests: $(proxy_fetched "$d"))" test "$(proxy_fetched "$d")" = 0
 done
 ctr_out "$PROXY/remote/lz-zstd:1" 'read l </etc/greeting; echo "$l"' >"$T/run.out" ||
   fail "ctr run of it prints a file fetched on first read: $(cat "$T/run.out")"
@@ -357,11 +348,7 @@ check "... $(head -c 200 "$T/all.out"); /data/fresh as pushed" sh -c "timeout 60
   '$C/containerd.sock' tasks exec --exec-id fresh $CID /bin/cat /data/fresh |
   cmp -s - '$T/lf1/data/fresh'"
 for c in $CID ${CID}b; do
-  ctr_ tasks kill -s SIGKILL $c >/dev/null
-  wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
-    grep -q '^$c .*RUNNING'" || fail "the container $c still runs"
-  check "its task $c removed" ctr_ tasks rm $c
-  check "its container $c removed" ctr_ containers rm $c
+  ctr_kill_rm $c
 done
 check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill1:1"
 
@@ -390,11 +377,7 @@ check "a file not fetched yet: $(head -c 200 "$T/gone.out")" \
   grep -q 'Input/output error' "$T/gone.out"
 check "a file fetched already: read" sh -c "timeout 60 ctr -a '$C/containerd.sock' tasks exec \
   --exec-id kept $CID /bin/cat /bin/cat | cmp -s - '$T/lz/bin/cat'"
-ctr_ tasks kill -s SIGKILL $CID >/dev/null
-wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
-  grep -q '^$CID .*RUNNING'" || fail "the container still runs"
-check "its task removed" ctr_ tasks rm $CID
-check "its container removed" ctr_ containers rm $CID
+ctr_kill_rm $CID
 check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill2:1"
 
 # An image rpulled and not run: its last layer's Prepare starts the fill,
@@ -423,7 +406,7 @@ in=$(echo $new | sed "s/ /','/g")
 check "its 3 new layers recorded lazily" test "$(echo "$new" | wc -w)" = 3
 cfg=$(registry_manifest remote/lt 1 | jq -r .config.digest)
 check "its config fetched twice, by containerd and the first lazy Prepare (requests: \
-$(fetched "$cfg"))" test "$(fetched "$cfg")" = 2
+$(proxy_fetched "$cfg"))" test "$(proxy_fetched "$cfg")" = 2
 by_tag=$(proxy_log | jq '[.[] | select(.[0] | endswith("/manifests/1"))] | length')
 check "its manifest by tag twice, containerd's HEAD and the first Prepare's (requests: \
 $by_tag)" test "$by_tag" = 2
@@ -442,11 +425,7 @@ check "every file reads in the container" sh -c "timeout 60 ctr -a '$C/container
   >'$T/all.out' 2>&1 && test \"\$(cat '$T/all.out')\" = read"
 check "... $(head -c 200 "$T/all.out"); /t3/data as pushed" sh -c "timeout 60 ctr -a \
   '$C/containerd.sock' tasks exec --exec-id t3 $CID /bin/cat /t3/data | cmp -s - '$T/lt3/t3/data'"
-ctr_ tasks kill -s SIGKILL $CID >/dev/null
-wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
-  grep -q '^$CID .*RUNNING'" || fail "the container still runs"
-check "its task removed" ctr_ tasks rm $CID
-check "its container removed" ctr_ containers rm $CID
+ctr_kill_rm $CID
 check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lt:1"
 PROXY=$P1
 

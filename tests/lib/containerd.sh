@@ -17,6 +17,7 @@
 #   ctr_ ARGS        ctr on this containerd, 60 s at most;
 #   ctr_out IMAGE SCRIPT  what a container of IMAGE running SCRIPT printed;
 #   snaps ARGS       ctr_ snapshots --snapshotter cairn ARGS;
+#   ctr_kill_rm ID [WHAT]  container ID killed, waited for, its task and it removed;
 #   ctd_stop         both stopped by SIGTERM, as their units would be;
 #   chain_id DIFF_ID...  the chain id of those layers, bottom first;
 #   root_tree SNAPSHOTTER CHAIN OUT  fstree.py's dump of the root an active
@@ -148,6 +149,17 @@ ctr_out() {
   return $_tl_rc
 }
 snaps() { ctr_ snapshots --snapshotter cairn "$@"; }
+# ctr_kill_rm ID [WHAT]: the task of container ID killed (SIGKILL) and
+# waited for (20 s at most), then its task and the container removed,
+# each a check named by WHAT (default: the container).
+ctr_kill_rm() {
+  local _tl_w=${2:-the container $1}
+  ctr_ tasks kill -s SIGKILL "$1" >/dev/null
+  wait_for 20 sh -c "! timeout 60 ctr -a '$C/containerd.sock' tasks ls |
+    grep -q '^$1 .*RUNNING'" || fail "$_tl_w: still runs"
+  check "$_tl_w: its task removed" ctr_ tasks rm "$1"
+  check "$_tl_w: removed" ctr_ containers rm "$1"
+}
 
 ctd_stop() {
   local _tl_p

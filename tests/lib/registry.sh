@@ -118,7 +118,8 @@ registry_blob_path() {
 # ARGS: its --rate, --latency ...) in front of the registry, its port file
 # and log in DIR (made); sets PROXY (127.0.0.1:PORT) and PROXY_PID;
 # registry_cleanup stops it. proxy_counts and proxy_reset read and zero
-# its counters; proxy_log lists its requests.
+# its counters; proxy_log lists its requests; proxy_fetched DIGEST counts
+# those for a blob.
 proxy_start() {
   local dir=$1 i
   shift
@@ -141,6 +142,11 @@ proxy_counts() { curl -sf "http://${1:-$PROXY}/_proxy/counts"; }
 proxy_reset() { curl -sf "http://${1:-$PROXY}/_proxy/reset" >/dev/null; }
 # proxy_log: the requests since the last reset, [[PATH, RANGE], ...] in order.
 proxy_log() { curl -sf "http://${1:-$PROXY}/_proxy/log"; }
+# proxy_fetched DIGEST: how many of the proxy's requests since the last
+# reset were for blob DIGEST.
+proxy_fetched() {
+  proxy_log | jq --arg d "$1" '[.[] | select(.[0] | endswith("/blobs/" + $d))] | length'
+}
 
 registry_cleanup() {
   local p
