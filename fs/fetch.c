@@ -396,11 +396,14 @@ static cairn_store *look_st;
  * (stored by the fill, or a fetch by another mount), its entry then set
  * fetched: a blob is in the store only once verified and durable, so
  * what it names needs no fetcher. Asked once per entry not yet asked,
- * and again as a failed fetch is retried; fetch_mu not held. */
+ * and again as a failed fetch is retried, while no fetcher runs: one
+ * that runs finds a stored file itself, and a container's first reads
+ * do not pay the question on top of the fetch; fetch_mu not held. */
 static void stored_find(struct cairnfs *fs, const char *b) {
   pthread_mutex_lock(&fetch_mu);
   struct fetch *f = fetch_find(b);
-  bool ask = !f || f->state == -EAGAIN || (f->state < 0 && now_ms() - f->when >= FETCH_RETRY_MS);
+  bool ask = serve_fd < 0 &&
+             (!f || f->state == -EAGAIN || (f->state < 0 && now_ms() - f->when >= FETCH_RETRY_MS));
   pthread_mutex_unlock(&fetch_mu);
   if (!ask) return;
   char blob[48];
