@@ -11,6 +11,9 @@
 #define LIBCAIRN_SNAPSHOT_CHAIN_H
 #include "libcairn_snapshot.h"
 
+/* A failed step rc of a snapshot table's statement about what, recorded:
+ * -ENOSPC for a full disk, else the database's error. */
+int cn_snapshot_fail_step(cairn_store *st, int rc, const char *what);
 /* The mount point of the chain image image_id: STORE/snapshot-mounts/ID. */
 void cn_snapshot_chain_dir(cairn_store *st, const char *image_id, char *buf, size_t len);
 /* The chain mounts' lock, held from a chain image's lookup until its use

@@ -99,10 +99,6 @@ void cairn_snapshot_mount_free(cairn_snapshot_mount *m) {
   memset(m, 0, sizeof(*m));
 }
 
-static int fail_step(cairn_store *st, int rc, const char *what) {
-  return rc == SQLITE_FULL ? cn_store_fail_nospace(st) : cn_store_fail_db(st, what);
-}
-
 /* Binds what an insert and a commit write of a snapshot's row, as s's
  * parameters 1 to 6: name, kind, created and updated (now), size and
  * inodes. */
@@ -130,7 +126,7 @@ static int row_insert(cairn_store *st, const char *name, const char *parent, int
   sqlite3_bind_text(s, 7, parent, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_CONSTRAINT) return cairn_fail(st, -EEXIST, "snapshot %s: already exists", name);
-  if (rc != SQLITE_DONE) return fail_step(st, rc, "snapshot");
+  if (rc != SQLITE_DONE) return cn_snapshot_fail_step(st, rc, "snapshot");
   *id = sqlite3_last_insert_rowid(cn_db(st));
   return 0;
 }
@@ -143,7 +139,7 @@ static int row(cairn_store *st, const char *key, int64_t *id, int *kind, char **
   sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return cairn_fail(st, -ENOENT, "snapshot %s: not found", key);
-  if (rc != SQLITE_ROW) return fail_step(st, rc, "snapshot");
+  if (rc != SQLITE_ROW) return cn_snapshot_fail_step(st, rc, "snapshot");
   *id = sqlite3_column_int64(s, 0);
   *kind = sqlite3_column_int(s, 1);
   if (parent_out && !(*parent_out = strdup((const char *)sqlite3_column_text(s, 2))))
@@ -169,7 +165,7 @@ static int label_put(cairn_store *st, int64_t id, const char *key, const char *v
   sqlite3_bind_text(s, 2, key, -1, SQLITE_STATIC);
   if (*value) sqlite3_bind_text(s, 3, value, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
-  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot label");
+  return rc == SQLITE_DONE ? 0 : cn_snapshot_fail_step(st, rc, "snapshot label");
 }
 
 static int labels_clear(cairn_store *st, int64_t id) {
@@ -178,7 +174,7 @@ static int labels_clear(cairn_store *st, int64_t id) {
   if (r < 0) return r;
   sqlite3_bind_int64(s, 1, id);
   int rc = sqlite3_step(s);
-  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot labels");
+  return rc == SQLITE_DONE ? 0 : cn_snapshot_fail_step(st, rc, "snapshot labels");
 }
 
 static int labels_set(cairn_store *st, int64_t id, const cairn_snapshot_label *labels, size_t n) {
@@ -349,7 +345,7 @@ static int layer_of_chain_id(cairn_store *st, const char *name, const char *pare
     snprintf(out, sizeof(cairn_id), "%s", id);
     return 1;
   }
-  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "layers");
+  return rc == SQLITE_DONE ? 0 : cn_snapshot_fail_step(st, rc, "layers");
 }
 
 /* The layer of the active snapshot id (named name once committed, on
@@ -386,7 +382,7 @@ static int chain_record(cairn_store *st, int64_t id, const char *parent, const c
   sqlite3_bind_text(s, 2, parent, -1, SQLITE_STATIC);
   sqlite3_bind_text(s, 3, layer, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
-  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot layers");
+  return rc == SQLITE_DONE ? 0 : cn_snapshot_fail_step(st, rc, "snapshot layers");
 }
 
 /* ---- one cairnfs mount per chain ---------------------------------------- */
@@ -426,7 +422,7 @@ static int chain_of(cairn_store *st, const char *key, char ***ids, size_t *n) {
     cn_strv_free(*ids, *n);
     *ids = NULL;
     *n = 0;
-    return fail_step(st, rc, "snapshot");
+    return cn_snapshot_fail_step(st, rc, "snapshot");
   }
   return 0;
 }
@@ -529,7 +525,7 @@ static int chain_use(cairn_store *st, int64_t id, const char *image_id) {
   sqlite3_bind_int64(s, 1, id);
   sqlite3_bind_text(s, 2, image_id, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
-  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot");
+  return rc == SQLITE_DONE ? 0 : cn_snapshot_fail_step(st, rc, "snapshot");
 }
 
 /* Within a remove's or a commit's transaction: the chain image the
@@ -548,7 +544,7 @@ static int chain_unuse(cairn_store *st, int64_t id, cairn_id image_id) {
   sqlite3_bind_int64(q, 1, id);
   int rc = sqlite3_step(q);
   if (rc == SQLITE_DONE) return 0;
-  if (rc != SQLITE_ROW) return fail_step(st, rc, "snapshot");
+  if (rc != SQLITE_ROW) return cn_snapshot_fail_step(st, rc, "snapshot");
   if (sqlite3_column_int64(q, 1) == 0)
     snprintf(image_id, CAIRN_ID_LEN + 1, "%s", (const char *)sqlite3_column_text(q, 0));
   cn_autostmt sqlite3_stmt *d = NULL;
@@ -556,7 +552,7 @@ static int chain_unuse(cairn_store *st, int64_t id, cairn_id image_id) {
     return r;
   sqlite3_bind_int64(d, 1, id);
   rc = sqlite3_step(d);
-  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot");
+  return rc == SQLITE_DONE ? 0 : cn_snapshot_fail_step(st, rc, "snapshot");
 }
 
 /* ---- the background fill of a chain's lazy layers ----------------------- */
@@ -696,7 +692,7 @@ int cairn_snapshot_commit(cairn_store *st, const char *name, const char *key,
     sqlite3_bind_int64(s, 7, id);
     int rc = sqlite3_step(s);
     if (rc != SQLITE_DONE) {
-      r = fail_step(st, rc, "snapshot");
+      r = cn_snapshot_fail_step(st, rc, "snapshot");
       goto fail;
     }
   }
@@ -912,7 +908,7 @@ int cairn_snapshot_remove(cairn_store *st, const char *key) {
       goto fail;
     }
     if (rc != SQLITE_DONE) {
-      r = fail_step(st, rc, "snapshot");
+      r = cn_snapshot_fail_step(st, rc, "snapshot");
       goto fail;
     }
   }
@@ -923,7 +919,7 @@ int cairn_snapshot_remove(cairn_store *st, const char *key) {
     sqlite3_bind_int64(s, 1, id);
     int rc = sqlite3_step(s);
     if (rc != SQLITE_DONE) {
-      r = fail_step(st, rc, "snapshot");
+      r = cn_snapshot_fail_step(st, rc, "snapshot");
       goto fail;
     }
   }
@@ -963,7 +959,7 @@ static int read_info(cairn_store *st, sqlite3_stmt *s, cairn_snapshot *out) {
     lb->value = strdup((const char *)sqlite3_column_text(l, 1));
     if (!lb->key || !lb->value) return -ENOMEM;
   }
-  return rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshot labels");
+  return rc == SQLITE_DONE ? 0 : cn_snapshot_fail_step(st, rc, "snapshot labels");
 }
 
 #define INFO_SQL "SELECT id, name, parent, kind, created, updated FROM snapshots"
@@ -978,7 +974,7 @@ int cairn_snapshot_stat(cairn_store *st, const char *key, cairn_snapshot *out) {
   sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return cairn_fail(st, -ENOENT, "snapshot %s: not found", key);
-  if (rc != SQLITE_ROW) return fail_step(st, rc, "snapshot");
+  if (rc != SQLITE_ROW) return cn_snapshot_fail_step(st, rc, "snapshot");
   if ((r = read_info(st, s, out)) < 0) cairn_snapshot_free(out);
   return r;
 }
@@ -1018,7 +1014,7 @@ int cairn_snapshot_update(cairn_store *st, const cairn_snapshot *info, const cha
     sqlite3_bind_int64(s, 2, id);
     int rc = sqlite3_step(s);
     if (rc != SQLITE_DONE) {
-      r = fail_step(st, rc, "snapshot");
+      r = cn_snapshot_fail_step(st, rc, "snapshot");
       goto fail;
     }
   }
@@ -1177,7 +1173,7 @@ int cairn_snapshot_walk(cairn_store *st, const char *const *filters, size_t n_fi
       cairn_snapshot_free(&info);
       if (r) goto out;
     }
-    r = rc == SQLITE_DONE ? 0 : fail_step(st, rc, "snapshots");
+    r = rc == SQLITE_DONE ? 0 : cn_snapshot_fail_step(st, rc, "snapshots");
   }
 out:
   for (size_t i = 0; terms && i < n_filters; i++)
@@ -1197,7 +1193,7 @@ int cairn_snapshot_usage(cairn_store *st, const char *key, int64_t *size, int64_
   sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
   int rc = sqlite3_step(s);
   if (rc == SQLITE_DONE) return cairn_fail(st, -ENOENT, "snapshot %s: not found", key);
-  if (rc != SQLITE_ROW) return fail_step(st, rc, "snapshot");
+  if (rc != SQLITE_ROW) return cn_snapshot_fail_step(st, rc, "snapshot");
   if (sqlite3_column_int(s, 1) != CAIRN_SNAPSHOT_ACTIVE) {
     *size = sqlite3_column_int64(s, 2);
     *inodes = sqlite3_column_int64(s, 3);
@@ -1367,7 +1363,7 @@ static int dirs_sweep(cairn_store *st, DIR *d, const char *dir) {
     sqlite3_bind_int64(s, 1, id);
     int rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) continue;
-    if (rc != SQLITE_DONE) return fail_step(st, rc, "snapshots");
+    if (rc != SQLITE_DONE) return cn_snapshot_fail_step(st, rc, "snapshots");
     char path[PATH_MAX];
     snap_path(st, id, NULL, path, sizeof(path));
     if ((r = rm_tree(path)) < 0) return cairn_fail(st, r, "%s: %s", path, strerror(-r));

@@ -23,7 +23,7 @@
 
 #include "cleanup.h"
 
-static int fail_step(cairn_store *st, int rc, const char *what) {
+int cn_snapshot_fail_step(cairn_store *st, int rc, const char *what) {
   return rc == SQLITE_FULL ? cn_store_fail_nospace(st) : cn_store_fail_db(st, what);
 }
 
@@ -134,7 +134,7 @@ int cn_snapshot_chain_sweep(cairn_store *st, unsigned flags) {
     }
     if (rc != SQLITE_DONE) {
       cn_strv_free(ids, n);
-      return fail_step(st, rc, "snapshot_mounts");
+      return cn_snapshot_fail_step(st, rc, "snapshot_mounts");
     }
   }
   for (size_t i = 0; i < n; i++) chain_end_locked(st, ids[i], flags);
