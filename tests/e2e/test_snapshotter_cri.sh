@@ -124,19 +124,23 @@ cat >"$T/pod.json" <<EOF
  "log_directory": "$T/logs",
  "linux": {"security_context": {"namespace_options": {"network": "NODE"}}}}
 EOF
-cat >"$T/ctr.json" <<EOF
-{"metadata": {"name": "lazy"}, "image": {"image": "$PROXY/cri/lz:1"},
- "command": ["/bin/sh", "-c", "read l </etc/greeting; echo \"cri: \$l\"; exec sleep 60"],
- "log_path": "lazy.log",
- "linux": {"security_context": {"namespace_options": {"network": "NODE"}}}}
-EOF
 mkdir -p "$T/logs"
 pod=$(cri_ runp "$T/pod.json") || fail "CRI RunPodSandbox: $(tail -3 "$C/containerd.log")"
 echo "$pod" >>"$CRI_IDS"
 ok "CRI RunPodSandbox of a pod on the host's network (pause image pulled onto cairn)"
-ctr=$(cri_ create "$pod" "$T/ctr.json" "$T/pod.json") ||
+# cri_container NAME IMAGE SCRIPT: a container of IMAGE in the pod that
+# runs `sh -c SCRIPT`, its log NAME.log; its id on stdout and in CRI_IDS.
+cri_container() {
+  local id
+  jq -n --arg n "$1" --arg i "$2" --arg s "$3" '{metadata: {name: $n}, image: {image: $i},
+    command: ["/bin/sh", "-c", $s], log_path: ($n + ".log"),
+    linux: {security_context: {namespace_options: {network: "NODE"}}}}' >"$T/$1.json"
+  id=$(cri_ create "$pod" "$T/$1.json" "$T/pod.json") || return 1
+  echo "$id" >>"$CRI_IDS"
+  echo "$id"
+}
+ctr=$(cri_container lazy "$PROXY/cri/lz:1" 'read l </etc/greeting; echo "cri: $l"; exec sleep 60') ||
   fail "CRI CreateContainer of the lazy image: $(tail -3 "$C/containerd.log")"
-echo "$ctr" >>"$CRI_IDS"
 ok "CRI CreateContainer of the lazy image"
 check "CRI StartContainer" cri_ start "$ctr"
 wait_for 30 grep -q ' stdout F cri: hello lazily$' "$T/logs/lazy.log" ||
@@ -150,15 +154,8 @@ check "its root is an active snapshot of cairn's" active "$ctr"
 check "and the pod's" active "$pod"
 # A second container in the pod, of the image cairn pulled: it prints
 # the store's file and exits 0.
-cat >"$T/ctr2.json" <<EOF
-{"metadata": {"name": "stored"}, "image": {"image": "$PROXY/cri/a:1"},
- "command": ["/bin/sh", "-c", "read l </etc/greeting; echo \"cri: \$l\""],
- "log_path": "stored.log",
- "linux": {"security_context": {"namespace_options": {"network": "NODE"}}}}
-EOF
-ctr2=$(cri_ create "$pod" "$T/ctr2.json" "$T/pod.json") ||
+ctr2=$(cri_container stored "$PROXY/cri/a:1" 'read l </etc/greeting; echo "cri: $l"') ||
   fail "CRI CreateContainer of the image cairn pulled: $(tail -3 "$C/containerd.log")"
-echo "$ctr2" >>"$CRI_IDS"
 check "CRI CreateContainer and StartContainer of the image cairn pulled" cri_ start "$ctr2"
 exited() { cri_ inspect "$1" | jq -e '.status.state == "CONTAINER_EXITED"' >/dev/null; }
 wait_for 30 exited "$ctr2" || fail "it has not exited 30 s after its start"
