@@ -186,7 +186,7 @@ check "and cairn mounts lists none" sh -c "! cairn mounts | grep -q '$CS/snapsho
 # What containerd removes, the next gc frees.
 for k in m1 m2; do snaps rm "$k" 2>/dev/null; done # unless containerd's gc did
 check "ctr images rm --sync removes the image's snapshots" \
-  ctr_ images rm --sync localhost/minbase:1
+  ctr_rmi localhost/minbase:1
 wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM snapshots')\" = 0" ||
   fail "snapshots left: $(db 'SELECT name FROM snapshots')"
 check "cairn-pin ls names no snapshot" sh -c "! cairn-pin ls | grep -q 'containerd snapshot'"

@@ -194,7 +194,7 @@ for f in estargz zstd:chunked; do
     test "$(db "SELECT count(*) FROM pending WHERE layer_id IN ('$in')")" = 0
   check "$f: the background fill ended" fills_done
   ctr_kill_rm $CID "$f: the container"
-  check "$f: ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/$n:1"
+  check "$f: ctr images rm --sync" ctr_rmi "$PROXY/remote/$n:1"
   wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM snapshots s
     JOIN snapshot_labels l ON l.snapshot_id = s.id WHERE l.value LIKE '%/$n:1'\")\" = 0" ||
     fail "$f: its snapshots left"
@@ -234,7 +234,7 @@ else
 fi
 # the fill its rpull started ends before the next checks count fills
 check "... the background fill it started ends" wait_for 60 fills_done
-check "ctr images rm --sync of it" ctr_ images rm --sync "$PROXY/remote/lz-many:1"
+check "ctr images rm --sync of it" ctr_rmi "$PROXY/remote/lz-many:1"
 
 # The CRI plugin's labels (cri.image-ref, cri.layer-digest), sent as its
 # unpacker sends them, through containerd's proxy client (the suite's
@@ -283,7 +283,7 @@ ctr_out "$PROXY/remote/lz-zstd:1" 'read l </etc/greeting; echo "$l"' >"$T/run.ou
   fail "ctr run of it prints a file fetched on first read: $(cat "$T/run.out")"
 ok "ctr run of it prints a file fetched on first read"
 check "... \"$(cat "$T/run.out")\"" test "$(cat "$T/run.out")" = "hello lazily"
-check "ctr images rm --sync of it" ctr_ images rm --sync "$PROXY/remote/lz-zstd:1"
+check "ctr images rm --sync of it" ctr_rmi "$PROXY/remote/lz-zstd:1"
 
 # Two more images of eStargz layers, each with 2 MiB the store has not
 # (what it has, a lazy layer links instead of fetching it).
@@ -350,7 +350,7 @@ check "... $(head -c 200 "$T/all.out"); /data/fresh as pushed" sh -c "timeout 60
 for c in $CID ${CID}b; do
   ctr_kill_rm $c
 done
-check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill1:1"
+check "ctr images rm --sync" ctr_rmi "$PROXY/remote/lz-fill1:1"
 
 # cairn-snapshotter --no-fill, and the registry (a second proxy in front
 # of it) gone: what the container read keeps working, a file not fetched
@@ -378,7 +378,7 @@ check "a file not fetched yet: $(head -c 200 "$T/gone.out")" \
 check "a file fetched already: read" sh -c "timeout 60 ctr -a '$C/containerd.sock' tasks exec \
   --exec-id kept $CID /bin/cat /bin/cat | cmp -s - '$T/lz/bin/cat'"
 ctr_kill_rm $CID
-check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lz-fill2:1"
+check "ctr images rm --sync" ctr_rmi "$PROXY/remote/lz-fill2:1"
 
 # An image rpulled and not run: its last layer's Prepare starts the fill,
 # and within a bounded wait every file of its 3 lazy layers is stored;
@@ -426,7 +426,7 @@ check "every file reads in the container" sh -c "timeout 60 ctr -a '$C/container
 check "... $(head -c 200 "$T/all.out"); /t3/data as pushed" sh -c "timeout 60 ctr -a \
   '$C/containerd.sock' tasks exec --exec-id t3 $CID /bin/cat /t3/data | cmp -s - '$T/lt3/t3/data'"
 ctr_kill_rm $CID
-check "ctr images rm --sync" ctr_ images rm --sync "$PROXY/remote/lt:1"
+check "ctr images rm --sync" ctr_rmi "$PROXY/remote/lt:1"
 PROXY=$P1
 
 # The container's root tree under cairn is containerd's overlayfs's: an
@@ -529,8 +529,7 @@ for n in tree tree-estargz tree-zstd; do
   same_tree "$T/tree.ovl" "$T/tree.cairn" ||
     fail "$n: cairn's root tree differs from overlayfs's: $(head -c 1500 "$T/tree.diff")"
   ok "$n: cairn's root tree is overlayfs's ($(wc -l <"$T/tree.cairn") entries)"
-  check "$n: ctr images rm --sync" sh -c "timeout 60 ctr -a '$C/containerd.sock' images rm \
-    --sync '$PROXY/remote/$n:1' >/dev/null"
+  check "$n: ctr images rm --sync" ctr_rmi "$PROXY/remote/$n:1"
   wait_for 20 gc_frees "$in" || fail "$n: cairn gc left its layers"
   ok "$n: then cairn gc frees its layers"
 done
@@ -538,8 +537,7 @@ done
 # The snapshots hold the layers; once containerd removes them gc frees them.
 expect_exit 4 "cairn rm of the pulled image: held by containerd's snapshots" \
   "$CAIRN_BIN/cairn" --store "$CS" rm "$PROXY/remote/a:1"
-check "ctr images rm --sync of both" sh -c "timeout 60 ctr -a '$C/containerd.sock' images rm \
-  --sync '$PROXY/remote/a:1' '$PROXY/remote/b:1' >/dev/null"
+check "ctr images rm --sync of both" ctr_rmi "$PROXY/remote/a:1" "$PROXY/remote/b:1"
 wait_for 20 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM snapshots')\" = 0" ||
   fail "snapshots left: $(db 'SELECT name FROM snapshots')"
 check "then cairn rm and gc free every layer" sh -c "'$CAIRN_BIN/cairn' --store '$CS' rm \

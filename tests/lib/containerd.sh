@@ -133,6 +133,9 @@ ctd_start() {
 }
 
 ctr_() { timeout 60 ctr -a "$C/containerd.sock" "$@"; }
+# ctr_rmi REF...: `ctr images rm --sync` of them (containerd's gc run
+# before it returns), its list of the names removed not printed.
+ctr_rmi() { ctr_ images rm --sync "$@" >/dev/null; }
 
 # ctr_out IMAGE SCRIPT: runs `/bin/sh -c SCRIPT` in a container of IMAGE
 # on cairn (ctr run --rm, 60 s at most), and prints what it wrote to its
