@@ -16,7 +16,10 @@
 # Prepare): every file of its new layer is stored, with no container.
 # PullImage of an image `cairn pull` stored fetches none of its layers,
 # a container of it in the pod logs its file, and `cairn rm` of it exits
-# 4 while containerd's snapshots hold it. Once the containers and pod are
+# 4 while containerd's snapshots hold it. PullImage from a registry with
+# token auth, with credentials only its request carries: the snapshotter
+# has none, its lazy Prepare gives way, and containerd downloads the layer
+# into cairn's snapshot. Once the containers and pod are
 # stopped and removed and the images removed (RemoveImage), `cairn gc`
 # frees every layer.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -56,10 +59,23 @@ setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --for
   "docker://$REGISTRY/cri/lz:1" >/dev/null 2>&1
 setup proxy_start "$T/proxy"
 layers() { registry_manifest "cri/$1" 1 | jq -r '.layers[].digest'; }
+# A second registry, with token auth (alice, secret), and an eStargz
+# image of a layer no other image has.
+reg=("$REGISTRY" "$REGISTRY_PORT" "$REGISTRY_DIR" "$REGISTRY_PID")
+setup registry_start "$T/reg-auth" "" token
+RAUTH=$REGISTRY
+mkdir -p "$T/la/data"
+head -c 1048576 /dev/urandom >"$T/la/data/private"
+setup tar -C "$T/la" --numeric-owner --owner=0 --group=0 -cf "$T/la.tar" .
+setup "$CAIRN_BIN/cairn" --store "$T/src" import -q la:1 "$T/l1.tar" "$T/la.tar" >/dev/null
+setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format estargz \
+  --creds alice:secret la:1 "docker://$RAUTH/cri/la:1" >/dev/null 2>&1
+REGISTRY=${reg[0]} REGISTRY_PORT=${reg[1]} REGISTRY_DIR=${reg[2]} REGISTRY_PID=${reg[3]}
+REGISTRY_AUTH=
 
 setup sh -c "'$CAIRN_BIN/cairn' --store '$CS' pull -q --insecure 'docker://$PROXY/cri/a:1' \
   >/dev/null"
-ctd_cri "$REGISTRY/cri/pause:1" "$REGISTRY" "$PROXY"
+ctd_cri "$REGISTRY/cri/pause:1" "$REGISTRY" "$PROXY" "$RAUTH"
 ctd_start "$CS"
 # the background fills of lazy chains run in sessions of their own
 on_exit "for p in \$(pgrep -f -- '--store $CS fill'); do kill \$p; done"
@@ -191,6 +207,23 @@ check "no container of it, its files stored by the fill PullImage started (pendi
   "SELECT count(*) FROM pending WHERE layer_id = '$new2'"))" \
   test "$(db "SELECT count(*) FROM pending WHERE layer_id = '$new2'")" = 0
 
+# PullImage with credentials that only the request carries (kubelet's
+# image pull secrets), from the registry with token auth: the snapshotter
+# has none for it, so its lazy Prepare gives way to an ordinary one, and
+# containerd downloads the layer with them into cairn's snapshot.
+before=$(db 'SELECT id FROM layers ORDER BY id')
+refused() { ! cri_ "$@" >/dev/null 2>"$T/refused"; }
+check "CRI PullImage with no credentials: refused" refused pull "$RAUTH/cri/la:1"
+check "CRI PullImage with credentials in its auth, from a registry with token auth" \
+  cri_to "$T/pull.la" pull "$RAUTH/cri/la:1" alice:secret
+new3=$(comm -13 <(echo "$before") <(db 'SELECT id FROM layers ORDER BY id'))
+check "its new layer is stored ($new3)" test "$(echo $new3 | wc -w)" = 1
+check "whole, by containerd's download: no source, nothing pending" test \
+  "$(db "SELECT (SELECT count(*) FROM layer_sources WHERE layer_id = '$new3') +
+    (SELECT count(*) FROM pending WHERE layer_id = '$new3')")" = 0
+check "cairn-pin ls $new3: held by a containerd snapshot" sh -c \
+  "'$CAIRN_BIN/cairn-pin' --store '$CS' ls $new3 | grep -q 'containerd snapshot sha256:'"
+
 # Stopped and removed, the images removed: cairn gc frees every layer.
 check "CRI StopContainer" cri_ stop "$ctr" 0
 check_json "ContainerStatus: exited" '.status.state == "CONTAINER_EXITED"' cri_ inspect "$ctr"
@@ -199,9 +232,10 @@ check "CRI StopPodSandbox" cri_ stopp "$pod"
 check "CRI RemovePodSandbox" cri_ rmp "$pod"
 check_json "no container left" '.containers == null' cri_ ps
 check_json "no pod left" '.items == null' cri_ pods
-for i in lz lz2 a pause; do
+for i in lz lz2 a pause la; do
   r=$PROXY/cri/$i:1
   [ $i = pause ] && r=$REGISTRY/cri/pause:1
+  [ $i = la ] && r=$RAUTH/cri/la:1
   check "CRI RemoveImage of $r" cri_ rmi "$r"
 done
 check_json "ListImages: none left" '.images == null' cri_ images

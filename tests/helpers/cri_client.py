@@ -9,7 +9,9 @@ cri_api.proto, compiled by protoc (--python_out) into GEN on first use.
   cri_client.py --socket SOCK --gen GEN COMMAND ARGS...
 
   version                 the runtime's name, version and CRI version
-  pull IMAGE              PullImage; prints the image's id (image_ref)
+  pull IMAGE [USER:PASS]  PullImage, with those credentials if given (the
+                          request's auth, as kubelet's image pull secrets);
+                          prints the image's id (image_ref)
   images                  ListImages, as JSON
   inspecti IMAGE          ImageStatus, as JSON; exits 3 if there is none
   rmi IMAGE               RemoveImage
@@ -94,8 +96,14 @@ def main():
         args(0, "")
         show(rt("Version", version="v1"))
     elif c == "pull":
-        (image,) = args(1, "IMAGE")
-        print(im("PullImage", image=pb.ImageSpec(image=image)).image_ref)
+        if len(a.args) == 1:
+            a.args.append("")
+        image, creds = args(2, "IMAGE [USER:PASS]")
+        auth = None
+        if creds:
+            user, _, password = creds.partition(":")
+            auth = pb.AuthConfig(username=user, password=password)
+        print(im("PullImage", image=pb.ImageSpec(image=image), auth=auth).image_ref)
     elif c == "images":
         args(0, "")
         show(im("ListImages"))

@@ -4,7 +4,10 @@
 
 Implements the token endpoint of the Docker registry token auth spec: GET
 /token?service=S&scope=repository:NAME:ACTIONS answers {"token": JWT} for
-user alice with password secret (HTTP basic) and 401 otherwise. The JWT
+user alice with password secret (HTTP basic) and 401 otherwise; POST
+/token, OAuth2's password grant (grant_type=password, username, password,
+service, scope: containerd's first try), answers {"access_token": JWT}
+for the same user. The JWT
 expires TOKEN_TTL seconds (the environment's; default 600) after it is
 made, less TOKEN_LEEWAY (default 0): a registry accepts a token that far
 past its "exp" (docker-registry 2.8: 60 s). With TOKEN_TTL_FILE, the TTL
@@ -66,5 +69,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(401, {"details": "bad credentials"})
         q = urllib.parse.parse_qs(url.query)
         self.answer(200, {"token": token(q.get("service", [""])[0], q.get("scope", []))})
+
+    # OAuth2's password grant (the spec's POST /token), which containerd
+    # tries first when it has credentials: {"access_token": JWT}.
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        q = urllib.parse.parse_qs(self.rfile.read(n).decode())
+        if urllib.parse.urlparse(self.path).path != "/token":
+            return self.answer(404, {})
+        if (q.get("grant_type") != ["password"] or q.get("username") != ["alice"]
+                or q.get("password") != ["secret"]):
+            return self.answer(401, {"details": "bad credentials"})
+        scopes = " ".join(q.get("scope", [])).split()
+        self.answer(200, {"access_token": token(q.get("service", [""])[0], scopes)})
 
 http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
