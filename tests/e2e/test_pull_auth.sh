@@ -86,8 +86,9 @@ setup cairn --store "$T/src" import -q ml:1 "$T"/ml{1,2,3,4}.tar >/dev/null
 setup cairn --store "$T/src" push -q --insecure --no-progress --format estargz \
   --creds alice:secret ml:1 "docker://$REGISTRY/team/ml:1" >/dev/null 2>&1
 setup proxy_start "$T/px" --latency 0
-printf '{"auths":{"%s":{"auth":"%s"},"%s":{"auth":"%s"}}}' "$PROXY" "$(printf alice:secret | base64)" \
-  "$REGISTRY" "$(printf bob:hunter2 | base64)" >"$T/px-auth.json"
+printf '{"auths":{"%s":{"auth":"%s"},"%s":{"auth":"%s"}}}' \
+  "$PROXY" "$(printf alice:secret | base64)" "$REGISTRY" "$(printf bob:hunter2 | base64)" \
+  >"$T/px-auth.json"
 export REGISTRY_AUTH_FILE=$T/px-auth.json
 tokens() { grep -c 'GET /token' "$T/reg/token.log"; }
 n401() { proxy_counts | jq '.statuses["401"] // 0'; }

@@ -7,7 +7,8 @@ Implements the token endpoint of the Docker registry token auth spec: GET
 "expires_in": SECONDS} for user alice with password secret (HTTP basic),
 and for user bob with password hunter2, whose tokens grant only
 repositories under bob/ (the access asked for others is left out); 401
-otherwise. Each token is logged as "token: issued to USER for SCOPES".
+otherwise. Each token is logged as "token: issued to USER for SCOPES
+(USER-AGENT)". A POST (OAuth2's) is answered 404.
 The JWT expires TOKEN_TTL seconds (the environment's; default 600) after
 it is made, less TOKEN_LEEWAY (default 0): a registry accepts a token
 that far past its "exp" (docker-registry 2.8: 60 s). With TOKEN_TTL_FILE,
@@ -76,7 +77,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(401, {"details": "bad credentials"})
         q = urllib.parse.parse_qs(url.query)
         scopes = q.get("scope", [])
-        sys.stderr.write("token: issued to %s for %s\n" % (user, " ".join(scopes)))
+        sys.stderr.write("token: issued to %s for %s (%s)\n" % (
+            user, " ".join(scopes), self.headers.get("User-Agent", "")))
         self.answer(200, token(user, q.get("service", [""])[0], scopes))
+
+    def do_POST(self):
+        # no OAuth2 POST: 404, as GCR's, on which containerd asks by GET
+        self.answer(404, {})
 
 http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
