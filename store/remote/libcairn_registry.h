@@ -16,6 +16,7 @@
 #include <curl/curl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "libcairn_remote.h"
 
@@ -93,13 +94,46 @@ int cn_registry_open(const char *spec, const cairn_pull_opts *opts, bool push, r
 /* The pieces of answering a 401's challenge (registry_auth.c; registry.c
  * makes the requests). For Bearer (params: what follows "Bearer "): the
  * URL of the token request (*url, caller frees) and its scope (what the
- * token is asked for); the token from the token service's answer (body,
- * len bytes), set as the Authorization of rg's requests, -EACCES if it has
- * none. For Basic: rg->creds set as it. */
+ * token is asked for, several space-separated); the token from the token
+ * service's answer (body, len bytes), set as the Authorization of rg's
+ * requests, -EACCES if it has none, and what it says of its lifetime
+ * (*expires_in: seconds, 0 if it says none; *issued_at: 0 if none); a
+ * token (a cached one) set as it. For Basic: rg->creds set as it. */
 int cn_registry_token_url(registry *rg, const char *params, char **url, char scope[512],
                           cairn_store *st);
-int cn_registry_token_take(registry *rg, const char *body, size_t len, cairn_store *st);
+int cn_registry_token_take(registry *rg, const char *body, size_t len, long *expires_in,
+                           time_t *issued_at, cairn_store *st);
+int cn_registry_set_bearer(registry *rg, const char *token, cairn_store *st);
+/* The scope a token of rg is asked for when the challenge names none:
+ * "repository:REPO:pull" (a push's: pull,push; a login's: ""). */
+void cn_registry_default_scope(const registry *rg, char *scope, size_t len);
 int cn_registry_auth_basic(registry *rg, cairn_store *st);
+
+/* The process's bearer tokens, shared by its clients (token_cache.c; in
+ * memory only). A token is kept under its key: the registry's server it
+ * was got for, the challenge's realm and service, the scope asked for and
+ * the credentials asked with ("user:pass", NULL for none: compared by
+ * their SHA-256), until its lifetime is over (less a margin).
+ * cn_token_cache_get: a valid token of k (strdup'd), realm and service
+ * NULL meaning any (a client's first request, before any challenge), or
+ * NULL; both wait while another thread fetches one of k (bounded).
+ * cn_token_cache_claim (k whole): the same, but NULL means the caller is
+ * to fetch it and then call cn_token_cache_put, with the token or with
+ * NULL when it got none.
+ * put keeps token for expires_in seconds (0: 60) from asked_ms
+ * (cn_token_now_ms when it was asked; issued_at, if not 0, may shorten
+ * it). cn_token_cache_drop forgets token (a registry refused it);
+ * cn_token_cache_clear forgets every token. */
+typedef struct cn_token_key {
+  const char *server, *realm, *service, *scope, *creds;
+} cn_token_key;
+char *cn_token_cache_get(const cn_token_key *k);
+char *cn_token_cache_claim(const cn_token_key *k);
+void cn_token_cache_put(const cn_token_key *k, const char *token, long expires_in, time_t issued_at,
+                        int64_t asked_ms);
+void cn_token_cache_drop(const char *token);
+void cn_token_cache_clear(void);
+int64_t cn_token_now_ms(void);
 
 /* Reads param="value" (or param=value) from a challenge's parameter list
  * (after the scheme); false if absent. */

@@ -32,6 +32,7 @@ typedef struct exchange {
   int sink_err; /* first sink error; stops the transfer */
   const registry_req *req;
   uint64_t sent; /* of the body */
+  char *auth;    /* the Authorization header sent, or NULL */
 } exchange;
 
 /* Sends the body of a PUT from its file (or memory). */
@@ -180,7 +181,10 @@ static CURLcode perform(registry *rg, CURL *h, const registry_req *q, bool token
   }
   if (!token_request) {
     pthread_mutex_lock(&rg->lock);
-    if (rg->auth) hdrs = curl_slist_append(hdrs, rg->auth);
+    if (rg->auth) {
+      hdrs = curl_slist_append(hdrs, rg->auth);
+      x->auth = strdup(rg->auth);
+    }
     pthread_mutex_unlock(&rg->lock);
   } else if (rg->creds) {
     curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
@@ -251,13 +255,33 @@ int cn_registry_get(registry *rg, const char *url, const char *accept, blob_sink
   return cn_registry_request(rg, &q, sink, token_request, reply, st);
 }
 
-/* A bearer challenge's answer (params: what follows "Bearer "): the token
- * fetched from the realm (registry_auth.c says where, and takes it). */
+#define BEARER "Authorization: Bearer "
+
+/* A bearer challenge's answer (params: what follows "Bearer "): the
+ * process's token for it when it has one (token_cache.c), else one
+ * fetched from the realm (registry_auth.c says where, and takes it) and
+ * kept for the other clients. A login's is neither looked up nor kept:
+ * it is there to try its credentials. */
 static int fetch_token(registry *rg, const char *params, cairn_store *st) {
-  char scope[512];
+  char scope[512], realm[1024] = "", service[256] = "";
   cairn_autofree char *url = NULL;
   int r = cn_registry_token_url(rg, params, &url, scope, st);
   if (r < 0) return r;
+  cn_registry_challenge_param(params, "realm", realm, sizeof realm);
+  cn_registry_challenge_param(params, "service", service, sizeof service);
+  cn_token_key key = {rg->server, realm, service, scope, rg->creds};
+  bool kept = rg->repo != NULL;
+  if (kept) {
+    cairn_autofree char *tok = cn_token_cache_claim(&key);
+    if (tok) {
+      r = cn_registry_set_bearer(rg, tok, st);
+      explicit_bzero(tok, strlen(tok));
+      return r;
+    }
+  }
+  int64_t asked = cn_token_now_ms();
+  long expires_in = 0;
+  time_t issued_at = 0;
   blob_sink s;
   http_reply reply;
   r = cn_blob_sink_init(&s, -1, 1 << 20, NULL);
@@ -269,9 +293,37 @@ static int fetch_token(registry *rg, const char *params, cairn_store *st) {
                                "%s: token service refused %s (no credentials: cairn login %s, "
                                "or --creds USER)",
                                rg->endpoint, scope, rg->endpoint);
-  if (r == 0) r = cn_registry_token_take(rg, s.mem, s.written, st);
+  if (r == 0) r = cn_registry_token_take(rg, s.mem, s.written, &expires_in, &issued_at, st);
   cn_blob_sink_free(&s);
+  if (kept) { /* the claim answered: the token kept, or none */
+    cairn_autofree char *tok = NULL;
+    pthread_mutex_lock(&rg->lock);
+    if (r == 0 && rg->auth && strncmp(rg->auth, BEARER, strlen(BEARER)) == 0)
+      tok = strdup(rg->auth + strlen(BEARER));
+    pthread_mutex_unlock(&rg->lock);
+    cn_token_cache_put(&key, tok, expires_in, issued_at, asked);
+    if (tok) explicit_bzero(tok, strlen(tok));
+  }
   return r;
+}
+
+/* Before a request to the registry's own server that would go without
+ * one: the process's token for what rg asks when it has one, so that a
+ * client opened after another pays no 401 and no token request (out of
+ * memory: none, said nowhere; the challenge is answered as before). */
+static void use_kept_token(registry *rg, const char *url) {
+  if (!rg->repo || !is_own(rg, url)) return;
+  pthread_mutex_lock(&rg->lock);
+  bool has = rg->auth != NULL;
+  pthread_mutex_unlock(&rg->lock);
+  if (has) return;
+  char scope[512];
+  cn_registry_default_scope(rg, scope, sizeof scope);
+  cn_token_key key = {rg->server, NULL, NULL, scope, rg->creds};
+  cairn_autofree char *tok = cn_token_cache_get(&key);
+  if (!tok) return;
+  cn_registry_set_bearer(rg, tok, NULL);
+  explicit_bzero(tok, strlen(tok));
 }
 
 /* Answers a 401's challenge: fetches a bearer token, or sets basic creds.
@@ -291,7 +343,7 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
   registry_req plainq = *q;
   cairn_autofree char *plain_url = NULL;
   q = &plainq;
-  const char *url = q->url;
+  const char *url = q->url, *own_url = q->url;
   bool head = strcmp(method, "HEAD") == 0;
   const cairn_pull_opts *o = rg->base.opts;
   unsigned attempts = o->attempts ? o->attempts : 6;
@@ -316,7 +368,9 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
       break;
     }
     if (plain_url) plainq.url = url = plain_url;
+    if (!token_request) use_kept_token(rg, own_url);
     CURLcode c = perform(rg, h, q, token_request, &x);
+    cairn_autofree char *sent_auth = x.auth;
     if (rg->insecure && !plain_url && is_own(rg, url)) {
       pthread_mutex_lock(&rg->lock);
       bool fall_back = tls_refused(c) && !rg->tls_seen;
@@ -358,6 +412,8 @@ int cn_registry_request(registry *rg, const registry_req *q, blob_sink *sink, bo
       break;
     } else if (reply->status == 401 && !token_request && !auth_done && reply->www_auth[0]) {
       auth_done = true;
+      if (sent_auth && strncmp(sent_auth, BEARER, strlen(BEARER)) == 0)
+        cn_token_cache_drop(sent_auth + strlen(BEARER)); /* expired or revoked: not again */
       if ((r = auth_challenge(rg, reply->www_auth, st)) < 0) break;
       attempt--; /* answering the challenge is not a failed attempt */
       continue;

@@ -12,6 +12,9 @@ pull_test_init
 
 setup $OCI_IMAGE layer base.tar base 10 4000
 setup $OCI_IMAGE add oci app linux/amd64 base.tar:zstd >/dev/null
+# tokens last 600 s until the checks of a token that dies early make them short
+echo 600 >"$T/token.ttl"
+export TOKEN_TTL_FILE=$T/token.ttl TOKEN_LEEWAY=60
 setup registry_start "$T/reg" "" token
 setup registry_push "$T/oci" app team/app:1 --dest-creds alice:secret
 id=$($OCI_IMAGE config-digest oci app)
@@ -64,4 +67,69 @@ printf '{"auths":{"other.example:5000":{"auth":"%s"}}}' "$(printf alice:secret |
   >"$T/dockercfg/config.json"
 DOCKER_CONFIG=$T/dockercfg expect_exit 1 "a config.json of another host only: refused" \
   cairn --store "$T/st7" pull --insecure "$src"
+
+# ---- one token for many requests --------------------------------------
+# A process keeps the bearer tokens it got (by server, the challenge's
+# realm and service, the scope and the credentials), for the lifetime
+# the token service states: the fill of a lazy pull's 4 eStargz layers,
+# a registry source a layer, asks the token service once (each source
+# asked again before), and no source opened after the first token meets
+# a 401 (its workers' first requests, sent at once, may each meet one).
+# Counted behind the proxy (401s) and in the token service's log.
+for i in 1 2 3 4; do
+  mkdir -p "$T/ml$i/d$i"
+  head -c 32768 /dev/urandom >"$T/ml$i/d$i/big"
+  for k in 1 2 3; do echo "file $k of layer $i" >"$T/ml$i/d$i/small$k"; done
+  setup tar -C "$T/ml$i" --sort=name -cf "$T/ml$i.tar" .
+done
+setup cairn --store "$T/src" import -q ml:1 "$T"/ml{1,2,3,4}.tar >/dev/null
+setup cairn --store "$T/src" push -q --insecure --no-progress --format estargz \
+  --creds alice:secret ml:1 "docker://$REGISTRY/team/ml:1" >/dev/null 2>&1
+setup proxy_start "$T/px" --latency 0
+printf '{"auths":{"%s":{"auth":"%s"},"%s":{"auth":"%s"}}}' \
+  "$PROXY" "$(printf alice:secret | base64)" "$REGISTRY" "$(printf bob:hunter2 | base64)" \
+  >"$T/px-auth.json"
+export REGISTRY_AUTH_FILE=$T/px-auth.json
+tokens() { grep -c 'GET /token' "$T/reg/token.log"; }
+n401() { proxy_counts | jq '.statuses["401"] // 0'; }
+t0=$(tokens)
+expect_exit 0 "pull --lazy of 4 eStargz layers" \
+  cairn --store "$T/ml" pull -q --insecure --lazy --no-fill "docker://$PROXY/team/ml:1"
+mid=$(cat "$T/stdout")
+check "... one token asked" test "$(($(tokens) - t0))" = 1
+proxy_reset
+t0=$(tokens)
+expect_exit 0 "its fill" cairn --store "$T/ml" fill -q "$mid"
+fill_tokens=$(($(tokens) - t0)) fill_401=$(n401)
+echo "# the fill of 4 layers: $fill_tokens token requests, $fill_401 401s" >&2
+check "... one token asked for its 4 layers ($fill_tokens)" test "$fill_tokens" = 1
+check "... and no 401 but its 4 workers' first requests ($fill_401)" test "$fill_401" -le 4
+check_json "... every file fetched" "(.[0].pending_files // 0) == 0" \
+  cairn --store "$T/ml" images --json
+# A token is the credentials' it was asked with: bob (the auth file's for
+# $REGISTRY), whose tokens grant bob/ only, is refused team/ml, after
+# alice's pull of it through the proxy as before.
+expect_exit 1 "bob's pull of team/ml: refused" \
+  cairn --store "$T/mlb" pull -q --insecure --lazy --no-fill "docker://$REGISTRY/team/ml:1"
+grep -q "issued to bob for repository:team/ml:pull" "$T/reg/token.log" ||
+  fail "bob got no token of his own: $(tail -3 "$T/reg/token.log")"
+
+# A token that dies long before its stated lifetime (as one revoked: 2 s,
+# said 600) is dropped at its 401 and a new one asked, by each source that
+# has it and by every one opened later: the fill, slowed by the proxy to
+# take several times that, still fetches every file.
+echo "2 600" >"$T/token.ttl"
+setup curl -sf "http://$PROXY/_proxy/set?rate=30000&latency=0.05" -o /dev/null
+expect_exit 0 "pull --lazy, tokens that die early" \
+  cairn --store "$T/ml2" pull -q --insecure --lazy --no-fill "docker://$PROXY/team/ml:1"
+t0=$(tokens)
+start=$(date +%s)
+expect_exit 0 "... its fill outlives them" cairn --store "$T/ml2" fill -q "$mid"
+took=$(($(date +%s) - start)) renewed=$(($(tokens) - t0))
+echo "# the slowed fill took $took s and asked for $renewed tokens of 2 s" >&2
+check "... took longer than two tokens last ($took s)" test "$took" -gt 4
+check "... asked for new ones ($renewed)" test "$renewed" -gt 1
+check_json "... every file fetched" "(.[0].pending_files // 0) == 0" \
+  cairn --store "$T/ml2" images --json
+unset REGISTRY_AUTH_FILE
 finish

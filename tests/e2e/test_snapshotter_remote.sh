@@ -26,7 +26,10 @@
 # gone, a file not fetched yet fails with EIO in the container, one
 # fetched already is read. After a lazy rpull of a layer of 4000 files
 # the snapshotter's anonymous memory stays under 8 MiB (each call's
-# handle idled once answered). The
+# handle idled once answered). From a registry with token auth (the
+# credentials an auth file's), the 3 lazy Prepares of an image ask the
+# token service once; another user's credentials get their own token,
+# never that one. The
 # snapshots hold the layers (cairn rm exits 4); what containerd removes,
 # gc frees. An image of 4 layers with what layer stacking gets wrong, as
 # gzip, eStargz and zstd:chunked, gives an active snapshot the same root
@@ -546,5 +549,50 @@ check "then cairn rm and gc free every layer" sh -c "'$CAIRN_BIN/cairn' --store 
 check "none left" test "$(db 'SELECT count(*) FROM layers')" = 0
 check "no snapshot directory left" test -z "$(ls -A "$CS/snapshots")"
 check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
+
+# ---- a token registry: one token for an image's lazy Prepares ---------
+# cairn-snapshotter, with the credentials of an auth file, asks the token
+# service once for the 3 lazy Prepares of an image, each of which opens a
+# registry source (each asked again before); another user's credentials
+# (the auth file's, changed) are never given that token: bob, whose
+# tokens grant bob/ only, gets his own, and the Prepares are ordinary ones.
+for i in 1 2 3 4 5 6; do
+  mkdir -p "$T/tk$i/d$i"
+  echo "layer $i" >"$T/tk$i/d$i/f"
+  setup tar -C "$T/tk$i" --numeric-owner --sort=name -cf "$T/tk$i.tar" .
+done
+setup registry_start "$T/treg" "" token
+for n in 1 2; do
+  k=$((3 * n - 2))
+  setup "$CAIRN_BIN/cairn" --store "$T/src" import -q "tk:$n" "$T/tk$k.tar" "$T/tk$((k + 1)).tar" \
+    "$T/tk$((k + 2)).tar" >/dev/null
+  setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format estargz \
+    --creds alice:secret "tk:$n" "docker://$REGISTRY/team/tk:$n" >/dev/null 2>&1
+done
+export REGISTRY_AUTH_FILE=$T/sn-auth.json
+printf '{"auths":{"%s":{"auth":"%s"}}}' "$REGISTRY" "$(printf alice:secret | base64)" \
+  >"$REGISTRY_AUTH_FILE"
+sn_restart "$CS" --no-fill
+# the token service's tokens to cairn for USER
+sn_tokens() { grep -c "issued to $1 for repository:team/tk:pull (cairn" "$T/treg/token.log"; }
+trpull() {
+  timeout 120 ctr-remote -a "$C/containerd.sock" image rpull --plain-http --user alice:secret \
+    --snapshotter cairn "$REGISTRY/team/tk:$1" >"$T/rpull.out" 2>&1 ||
+    { cat "$T/rpull.out" "$C/sn.err"; return 1; }
+}
+before=$(db 'SELECT count(*) FROM layer_sources') t0=$(sn_tokens alice)
+check "rpull of 3 eStargz layers from a token registry, alice's auth file" trpull 1
+check "... its 3 layers recorded lazily" \
+  test "$(($(db 'SELECT count(*) FROM layer_sources') - before))" = 3
+asked=$(($(sn_tokens alice) - t0))
+check "... with one token asked ($asked)" test "$asked" = 1
+printf '{"auths":{"%s":{"auth":"%s"}}}' "$REGISTRY" "$(printf bob:hunter2 | base64)" \
+  >"$REGISTRY_AUTH_FILE"
+before=$(db 'SELECT count(*) FROM layer_sources')
+check "rpull of another image of the repository, bob's auth file" trpull 2
+check "... bob's own token asked ($(sn_tokens bob))" test "$(sn_tokens bob)" -ge 1
+check "... alice's not used: no layer recorded lazily" \
+  test "$(db 'SELECT count(*) FROM layer_sources')" = "$before"
+unset REGISTRY_AUTH_FILE
 ctd_stop
 finish

@@ -19,7 +19,8 @@ Control (not forwarded, not shaped, not counted):
        ranges), "max_in_flight": n (most requests forwarded at once),
        "span": s (from the first request's arrival to the end of the last
        reply: the time spent on the network),
-       "paths": {PATH: requests}, "connections": n (client connections
+       "paths": {PATH: requests}, "statuses": {STATUS: replies} (as
+       "401"), "connections": n (client connections
        that forwarded a request since the reset: a client that keeps its
        connection makes one for many requests)}
   GET /_proxy/log
@@ -48,7 +49,7 @@ BURST = 0.020
 def reset():
     COUNTS.clear()
     COUNTS.update(requests=0, bytes=0, ranges=0, multi_ranges=0, max_in_flight=0, span=0.0,
-                  paths={}, connections=0)
+                  paths={}, statuses={}, connections=0)
     LINK["epoch"] = LINK.get("epoch", 0) + 1  # a connection counts again after a reset
     LINK["in_flight"] = 0
     LINK["first"] = LINK["last"] = None
@@ -141,6 +142,9 @@ class Handler(BaseHTTPRequestHandler):
                 up.putheader(k, v)
             up.endheaders(body)
             resp = up.getresponse()
+            with LOCK:
+                st = COUNTS["statuses"]
+                st[str(resp.status)] = st.get(str(resp.status), 0) + 1
             self.send_response_only(resp.status, resp.reason)
             length = resp.getheader("Content-Length")
             for k, v in resp.getheaders():

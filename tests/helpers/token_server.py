@@ -3,16 +3,19 @@
 """token_server.py PORT KEY.pem CERT.pem — a registry token service for tests.
 
 Implements the token endpoint of the Docker registry token auth spec: GET
-/token?service=S&scope=repository:NAME:ACTIONS answers {"token": JWT} for
-user alice with password secret (HTTP basic) and 401 otherwise; POST
-/token, OAuth2's password grant (grant_type=password, username, password,
-service, scope: containerd's first try), answers {"access_token": JWT}
-for the same user. The JWT
-expires TOKEN_TTL seconds (the environment's; default 600) after it is
-made, less TOKEN_LEEWAY (default 0): a registry accepts a token that far
-past its "exp" (docker-registry 2.8: 60 s). With TOKEN_TTL_FILE, the TTL
-is that file's number, read at each token (a test that needs short
-tokens makes them short after its setup's pushes). The JWT is
+/token?service=S&scope=repository:NAME:ACTIONS answers {"token": JWT,
+"expires_in": SECONDS} for user alice with password secret (HTTP basic),
+and for user bob with password hunter2, whose tokens grant only
+repositories under bob/ (the access asked for others is left out); 401
+otherwise. Each token is logged as "token: issued to USER for SCOPES
+(USER-AGENT)". A POST (OAuth2's) is answered 404.
+The JWT expires TOKEN_TTL seconds (the environment's; default 600) after
+it is made, less TOKEN_LEEWAY (default 0): a registry accepts a token
+that far past its "exp" (docker-registry 2.8: 60 s). With TOKEN_TTL_FILE,
+the TTL is that file's first number, read at each token (a test that
+needs short tokens makes them short after its setup's pushes); a second
+number there is the expires_in the answer states instead of the TTL (a
+token that dies before it says: as one revoked). The JWT is
 RS256-signed with KEY by the openssl command and carries CERT in x5c, which
 the registry checks against its rootcertbundle (the same CERT).
 """
@@ -22,16 +25,19 @@ PORT, KEY, CERT = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 with open(CERT) as f:
     pem = f.read()
 DER_B64 = "".join(l for l in pem.splitlines() if "-----" not in l)
-USER = base64.b64encode(b"alice:secret").decode()
+USERS = {"Basic " + base64.b64encode(u.encode()).decode(): u.split(":")[0]
+         for u in ("alice:secret", "bob:hunter2")}
 
 def b64url(b):
     return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
 
-def token(service, scopes):
+def token(user, service, scopes):
     access = []
     for s in scopes:
         kind, rest = s.split(":", 1)
         name, actions = rest.rsplit(":", 1)
+        if user == "bob" and not name.startswith("bob/"):
+            continue
         access.append({"type": kind, "name": name, "actions": actions.split(",")})
     now = int(time.time())
     header = {"typ": "JWT", "alg": "RS256", "x5c": [DER_B64]}
@@ -39,13 +45,14 @@ def token(service, scopes):
     if os.environ.get("TOKEN_TTL_FILE"):
         with open(os.environ["TOKEN_TTL_FILE"]) as f:
             ttl = f.read().strip()
+    ttl, stated = (ttl.split() + [ttl.split()[0]])[:2]
     exp = now + int(ttl) - int(os.environ.get("TOKEN_LEEWAY", "0"))
-    claims = {"iss": "cairn-test-issuer", "sub": "alice", "aud": service, "exp": exp,
+    claims = {"iss": "cairn-test-issuer", "sub": user, "aud": service, "exp": exp,
               "nbf": now - 10, "iat": now, "jti": os.urandom(8).hex(), "access": access}
     signing = b64url(json.dumps(header).encode()) + "." + b64url(json.dumps(claims).encode())
     sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", KEY], input=signing.encode(),
                          stdout=subprocess.PIPE, check=True).stdout
-    return signing + "." + b64url(sig)
+    return {"token": signing + "." + b64url(sig), "expires_in": int(stated)}
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
@@ -65,22 +72,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(200, {})
         if url.path != "/token":
             return self.answer(404, {})
-        if self.headers.get("Authorization", "") != "Basic " + USER:
+        user = USERS.get(self.headers.get("Authorization", ""))
+        if not user:
             return self.answer(401, {"details": "bad credentials"})
         q = urllib.parse.parse_qs(url.query)
-        self.answer(200, {"token": token(q.get("service", [""])[0], q.get("scope", []))})
+        scopes = q.get("scope", [])
+        sys.stderr.write("token: issued to %s for %s (%s)\n" % (
+            user, " ".join(scopes), self.headers.get("User-Agent", "")))
+        self.answer(200, token(user, q.get("service", [""])[0], scopes))
 
-    # OAuth2's password grant (the spec's POST /token), which containerd
-    # tries first when it has credentials: {"access_token": JWT}.
     def do_POST(self):
-        n = int(self.headers.get("Content-Length", "0"))
-        q = urllib.parse.parse_qs(self.rfile.read(n).decode())
-        if urllib.parse.urlparse(self.path).path != "/token":
-            return self.answer(404, {})
-        if (q.get("grant_type") != ["password"] or q.get("username") != ["alice"]
-                or q.get("password") != ["secret"]):
-            return self.answer(401, {"details": "bad credentials"})
-        scopes = " ".join(q.get("scope", [])).split()
-        self.answer(200, {"access_token": token(q.get("service", [""])[0], scopes)})
+        # no OAuth2 POST: 404, as GCR's, on which containerd asks by GET
+        self.answer(404, {})
 
 http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler).serve_forever()

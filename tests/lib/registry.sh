@@ -7,7 +7,8 @@
 #   registry_start DIR [PORT] [token]  start one (storage in DIR/data); sets
 #                                       REGISTRY_PORT, REGISTRY (127.0.0.1:PORT);
 #                                       "token" adds token auth served by
-#                                       token_server.py (user alice, password secret);
+#                                       token_server.py (user alice, password secret;
+#                                       bob, hunter2, for bob/ only);
 #                                       "tls" serves HTTPS with a certificate for
 #                                       127.0.0.1 from a test CA in DIR/certs (ca.crt)
 #   registry_stop                       stop it (the data stays for a restart)
@@ -135,7 +136,7 @@ proxy_start() {
   done
   [[ -s $dir/proxy.port ]] || { echo "registry.sh: the proxy did not start" >&2; return 1; }
   PROXY=127.0.0.1:$(cat "$dir/proxy.port")
-  wait_http "http://$PROXY/v2/" 200 10
+  wait_http "http://$PROXY/v2/" "$([[ $REGISTRY_AUTH == token ]] && echo 401 || echo 200)" 10
 }
 
 proxy_counts() { curl -sf "http://${1:-$PROXY}/_proxy/counts"; }

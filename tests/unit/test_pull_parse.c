@@ -2,10 +2,12 @@
 /*
  * test_pull_parse.c — the pull's pure parts: platforms, index selection,
  * manifest parsing, the WWW-Authenticate challenge, auth.json credentials,
- * and the verifying blob sink (size limit, digest check).
+ * the verifying blob sink (size limit, digest check), and the process's
+ * bearer tokens (their keys, lifetime, claims).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,4 +257,144 @@ Test(pull_parse, docker_short_names) {
   free(name);
   unlink(conf);
   unsetenv("CONTAINERS_REGISTRIES_CONF");
+}
+
+/* The process's bearer tokens: handed out only for the server, realm,
+ * service, scope and credentials they were got with, while their lifetime
+ * lasts (less a margin; issued_at may shorten it), never once dropped. */
+Test(pull_parse, token_cache_keys) {
+  cn_token_cache_clear();
+  const char *s = "https://reg.example", *r = "https://auth.example/token";
+  cn_token_key alice = {s, r, "reg", "repository:a/b:pull", "alice:secret"};
+  int64_t now = cn_token_now_ms();
+  cn_token_cache_put(&alice, "T1", 300, 0, now);
+  char *t = cn_token_cache_get(&alice);
+  cr_assert_str_eq(t, "T1");
+  free(t);
+  cn_token_key any = alice;
+  any.realm = any.service = NULL; /* before a challenge: the server's */
+  t = cn_token_cache_get(&any);
+  cr_assert_str_eq(t, "T1");
+  free(t);
+  cn_token_key k = alice;
+  k.creds = "bob:hunter2";
+  cr_assert_null(cn_token_cache_get(&k), "another user's credentials");
+  k.creds = NULL;
+  cr_assert_null(cn_token_cache_get(&k), "no credentials");
+  k.creds = "alice:secreT";
+  cr_assert_null(cn_token_cache_get(&k), "another password");
+  k = alice;
+  k.scope = "repository:a/c:pull";
+  cr_assert_null(cn_token_cache_get(&k), "another scope");
+  k = alice;
+  k.server = "https://other.example";
+  cr_assert_null(cn_token_cache_get(&k), "another server");
+  k = alice;
+  k.realm = "https://evil.example/token";
+  cr_assert_null(cn_token_cache_get(&k), "another realm");
+  k = alice;
+  k.service = "other";
+  cr_assert_null(cn_token_cache_get(&k), "another service");
+
+  /* bob's own token, beside alice's; none is another key again */
+  k = alice;
+  k.creds = "bob:hunter2";
+  cn_token_cache_put(&k, "T2", 300, 0, now);
+  t = cn_token_cache_get(&k);
+  cr_assert_str_eq(t, "T2");
+  free(t);
+  t = cn_token_cache_get(&alice);
+  cr_assert_str_eq(t, "T1");
+  free(t);
+
+  cn_token_cache_drop("T1"); /* a 401 to it */
+  cr_assert_null(cn_token_cache_get(&alice), "a refused token is not handed out again");
+  t = cn_token_cache_get(&k);
+  cr_assert_str_eq(t, "T2");
+  free(t);
+  cn_token_cache_clear();
+}
+
+Test(pull_parse, token_cache_lifetime) {
+  cn_token_cache_clear();
+  cn_token_key k = {"https://reg.example", "https://auth.example/token", "reg",
+                    "repository:a/b:pull", NULL};
+  int64_t now = cn_token_now_ms();
+  cn_token_cache_put(&k, "T", 0, 0, now - 50000); /* no expires_in: 60 s, less 6 */
+  char *t = cn_token_cache_get(&k);
+  cr_assert_str_eq(t, "T", "50 s of 60");
+  free(t);
+  cn_token_cache_put(&k, "T", 0, 0, now - 55000);
+  cr_assert_null(cn_token_cache_get(&k), "55 s of 60: within the margin");
+  cn_token_cache_put(&k, "T", 2, 0, now - 1500);
+  cr_assert_null(cn_token_cache_get(&k), "1.5 s of 2");
+  cn_token_cache_put(&k, "T", 600, time(NULL) - 500, now);
+  t = cn_token_cache_get(&k);
+  cr_assert_str_eq(t, "T", "issued 500 s ago, for 600");
+  free(t);
+  cn_token_cache_put(&k, "T", 600, time(NULL) - 595, now);
+  cr_assert_null(cn_token_cache_get(&k), "issued 595 s ago, for 600");
+  cn_token_cache_put(&k, "T", 600, time(NULL) + 3600, now);
+  t = cn_token_cache_get(&k);
+  cr_assert_str_eq(t, "T", "a registry's clock ahead does not lengthen it");
+  free(t);
+  cn_token_cache_clear();
+}
+
+/* A claim: the first claimer fetches, a second waits for its token. */
+static void *claim_later(void *arg) { return cn_token_cache_claim(arg); }
+
+Test(pull_parse, token_cache_claim) {
+  cn_token_cache_clear();
+  cn_token_key k = {"https://reg.example", "https://auth.example/token", "reg",
+                    "repository:a/b:pull", "alice:secret"};
+  cr_assert_null(cn_token_cache_claim(&k), "none yet: this caller fetches");
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, claim_later, &k), 0);
+  usleep(100000);
+  cn_token_cache_put(&k, "T", 300, 0, cn_token_now_ms());
+  void *got;
+  pthread_join(th, &got);
+  cr_assert_str_eq(got, "T", "the waiter got the fetched token");
+  free(got);
+  cn_token_cache_drop("T");
+  cr_assert_null(cn_token_cache_claim(&k), "dropped: fetch again");
+  cn_token_cache_put(&k, NULL, 0, 0, 0); /* that fetch failed */
+  cr_assert_null(cn_token_cache_get(&k));
+  cn_token_cache_clear();
+}
+
+/* The token service's answer: the token, and what it says of its life. */
+Test(pull_parse, token_take) {
+  static const cairn_pull_opts opts = {0};
+  pull_source *src = NULL;
+  cr_assert_eq(cn_registry_source_open("reg.example/a/b:1", &opts, &src, NULL), 0);
+  registry *rg = (registry *)src;
+  long in;
+  time_t at;
+  const char *b =
+      "{\"token\":\"TK\",\"expires_in\":300,\"issued_at\":\"2024-01-02T03:04:05.123Z\"}";
+  cr_assert_eq(cn_registry_token_take(rg, b, strlen(b), &in, &at, NULL), 0);
+  cr_assert_str_eq(rg->auth, "Authorization: Bearer TK");
+  cr_assert_eq(in, 300);
+  cr_assert_eq(at, 1704164645);
+  b = "{\"access_token\":\"TK2\",\"issued_at\":\"2024-01-02T05:04:05+02:00\"}";
+  cr_assert_eq(cn_registry_token_take(rg, b, strlen(b), &in, &at, NULL), 0);
+  cr_assert_str_eq(rg->auth, "Authorization: Bearer TK2");
+  cr_assert_eq(in, 0, "none said");
+  cr_assert_eq(at, 1704164645);
+  b = "{\"token\":\"TK3\",\"expires_in\":-5,\"issued_at\":\"yesterday\"}";
+  cr_assert_eq(cn_registry_token_take(rg, b, strlen(b), &in, &at, NULL), 0);
+  cr_assert_eq(in, 0);
+  cr_assert_eq(at, 0);
+  /* a challenge of several scopes keeps them all (the token's key) */
+  char *url = NULL, scope[512];
+  const char *ch = "realm=\"https://auth.example/token\",service=\"reg\","
+                   "scope=\"repository:a/b:pull,push repository:c/d:pull\"";
+  cr_assert_eq(cn_registry_token_url(rg, ch, &url, scope, NULL), 0);
+  cr_assert_str_eq(scope, "repository:a/b:pull,push repository:c/d:pull");
+  cr_assert(strstr(url, "&scope=repository%3Aa%2Fb%3Apull%2Cpush&scope=repository%3Ac%2Fd%3Apull"),
+            "%s", url);
+  free(url);
+  src->ops->free(src);
 }
