@@ -726,6 +726,27 @@ static const char *const REMOTE_LABELS[][2] = {
      "containerd.io/snapshot/remote/stargz.digest"},
     {"containerd.io/snapshot/cri.image-ref", "containerd.io/snapshot/cri.layer-digest"},
 };
+#define CRI_REMOTE_LABELS 1 /* REMOTE_LABELS[1] */
+
+/* The label the CRI plugin gives a layer's Prepare with the digest of the
+ * manifest it resolved (the platform's, not an index). */
+#define CRI_MANIFEST_LABEL "containerd.io/snapshot/cri.manifest-digest"
+
+/* ref (REPO, REPO:TAG, REPO@DIGEST) as REPO@manifest in out: the manifest
+ * containerd resolved, whatever the tag names now and whatever platform
+ * this host would pick from an index. False (out unset) when manifest is
+ * no sha256 digest or it does not fit. */
+static bool ref_at_manifest(const char *ref, const char *manifest, char *out, size_t len) {
+  static const char hex[] = "0123456789abcdef";
+  if (strncmp(manifest, "sha256:", 7) != 0 || strlen(manifest) != 7 + 64 ||
+      strspn(manifest + 7, hex) != 64)
+    return false;
+  size_t n = strcspn(ref, "@");             /* REPO[:TAG] */
+  const char *slash = memrchr(ref, '/', n); /* a port's colon is before it */
+  const char *colon = memchr(slash ? slash : ref, ':', n - (size_t)((slash ? slash : ref) - ref));
+  if (colon) n = (size_t)(colon - ref);
+  return (size_t)snprintf(out, len, "%.*s@%s", (int)n, ref, manifest) < len;
+}
 
 /* The labels containerd's handlers give a layer's Prepare that list the
  * blob digests of that layer and the image's layers after it, comma
@@ -799,7 +820,8 @@ static int remote_layer(cairn_store *st, const char *target, const char *parent,
   }
   if (r < 0) return r;
   const char *ref = NULL, *digest = NULL;
-  for (size_t k = 0; k < sizeof(REMOTE_LABELS) / sizeof(*REMOTE_LABELS) && !digest; k++) {
+  size_t k = 0;
+  for (; k < sizeof(REMOTE_LABELS) / sizeof(*REMOTE_LABELS); k++) {
     ref = digest = NULL;
     for (size_t i = 0; i < n_labels; i++)
       if (strcmp(labels[i].key, REMOTE_LABELS[k][0]) == 0)
@@ -807,8 +829,15 @@ static int remote_layer(cairn_store *st, const char *target, const char *parent,
       else if (strcmp(labels[i].key, REMOTE_LABELS[k][1]) == 0)
         digest = labels[i].value;
     if (!ref || !*ref) digest = NULL;
+    if (digest) break;
   }
   if (!digest) return 0;
+  /* the CRI plugin's reference: the manifest it resolved, by its digest */
+  char pinned[1024];
+  for (size_t i = 0; k == CRI_REMOTE_LABELS && i < n_labels; i++)
+    if (strcmp(labels[i].key, CRI_MANIFEST_LABEL) == 0 &&
+        ref_at_manifest(ref, labels[i].value, pinned, sizeof(pinned)))
+      ref = pinned;
   cairn_config cfg = {0};
   /* a lazy fetch's retries, not a pull's: containerd's other calls wait
    * meanwhile, and a failure leaves the layer to containerd's download */

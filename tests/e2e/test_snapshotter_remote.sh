@@ -17,7 +17,8 @@
 # what `cairn mount` of the same image shows; cairn gc keeps its layers
 # while its snapshots are there, and frees them once containerd removed
 # it. A Prepare with the CRI plugin's labels (through containerd's proxy
-# client) is recorded lazily too. An image `cairn pull --lazy` stored,
+# client) is recorded lazily too, from the manifest its cri.manifest-digest
+# names when its tag has moved since. An image `cairn pull --lazy` stored,
 # files not fetched yet, is not fetched again by rpull. The Prepare of a
 # lazy image's last layer starts a background fill: every file of its
 # layers is stored soon after rpull, with no container run, and read with
@@ -266,6 +267,36 @@ if command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/containerd/
   "$CAIRN_BIN/cairn" --store "$CS" gc >/dev/null 2>&1
   check "then cairn gc frees the layer" \
     test "$(db "SELECT count(*) FROM layers WHERE id = '${diff0#sha256:}'")" = 0
+  # The manifest the plugin resolved (cri.manifest-digest), whatever its
+  # tag names by the Prepare: an eStargz image of a new layer, its tag
+  # then moved to another image.
+  mkdir -p "$T/mv/data"
+  head -c 65536 /dev/urandom >"$T/mv/data/moved"
+  setup tar -C "$T/mv" --numeric-owner --sort=name -cf "$T/mv.tar" .
+  setup "$CAIRN_BIN/cairn" --store "$T/src" import -q mv:1 "$T/mv.tar" >/dev/null
+  setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format estargz \
+    mv:1 "docker://$REGISTRY/remote/mv:1" 2>/dev/null
+  mvm=sha256:$(registry_manifest remote/mv 1 | sha256sum | cut -d' ' -f1)
+  mvl=$(layers mv)
+  mvcfg=$(registry_manifest remote/mv 1 | jq -r .config.digest)
+  mvd=$(curl -sf "http://$REGISTRY/v2/remote/mv/blobs/$mvcfg" | jq -r '.rootfs.diff_ids[0]')
+  setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format estargz \
+    lz:1 "docker://$REGISTRY/remote/mv:1" 2>/dev/null
+  check "the tag names another manifest now" \
+    test "sha256:$(registry_manifest remote/mv 1 | sha256sum | cut -d' ' -f1)" != "$mvm"
+  labels="containerd.io/snapshot.ref=$mvd,$cri.image-ref=$PROXY/remote/mv:1"
+  labels="$labels,$cri.layer-digest=$mvl,$cri.manifest-digest=$mvm"
+  proxy_reset
+  check "a Prepare with the manifest's digest: AlreadyExists" \
+    test "$(prep cri/2/extract "$labels")" = "prepare: already exists"
+  check "the layer recorded lazily" \
+    test "$(db "SELECT count(*) FROM layer_sources WHERE layer_id = '${mvd#sha256:}'")" = 1
+  check "the manifest asked for by its digest, not by the tag" test "$(proxy_log | jq --arg m \
+    "$mvm" '[.[] | select(.[0] | endswith("/manifests/" + $m))] | length')" -ge 1
+  check "the committed snapshot cri/2/$mvd removed" test "$(prep "cri/2/$mvd" "" 1)" = "prepare: ok"
+  "$CAIRN_BIN/cairn" --store "$CS" gc >/dev/null 2>&1
+  check "then cairn gc frees the layer" \
+    test "$(db "SELECT count(*) FROM layers WHERE id = '${mvd#sha256:}'")" = 0
 else
   echo "# no go or containerd's Go sources: the CRI labels' Prepare not checked"
 fi
