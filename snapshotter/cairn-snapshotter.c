@@ -630,7 +630,10 @@ static void *accept_loop(void *arg) {
     struct pollfd p = {.fd = ac->lfd, .events = POLLIN};
     if (poll(&p, 1, 500) <= 0) continue;
     int c = accept4(ac->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (c >= 0) grpc_server_add_channel_from_fd(ac->server, c, ac->creds);
+    if (c >= 0)
+      grpc_server_add_channel_from_fd(ac->server, c, ac->creds);
+    else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+      poll(NULL, 0, 100); /* out of fds, say: not a spin */
   }
   return NULL;
 }
@@ -785,6 +788,18 @@ static int fd_arg(const char *s) {
   return errno || *end || end == s || v < 0 || v > INT_MAX ? -1 : (int)v;
 }
 
+/* Whether fd is a stream socket, listening (listen) or connected, and is
+ * made ours only (no cairnfs or fill we start holds it) and, for gRPC,
+ * non-blocking. */
+static bool fd_take(int fd, bool listen) {
+  int v = 0;
+  socklen_t len = sizeof(v);
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != listen) return false;
+  int fl = fcntl(fd, F_GETFL);
+  return fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 && fl >= 0 &&
+         (listen || fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
+}
+
 int main(int argc, char **argv) {
   report_prog = "cairn-snapshotter";
   static const struct option opts[] = {
@@ -834,14 +849,12 @@ int main(int argc, char **argv) {
   if (strlen(address) >= 108)
     return report_usage(USAGE, "--address %s: longer than a unix socket's path may be", address);
   if (n_conns > 0 && lfd < 0) return report_usage(USAGE, "--conn-fd: needs --listen-fd");
-  /* the listening socket and connections the dormant form passed: ours
-   * only (no cairnfs or fill we start holds them), gRPC's non-blocking */
-  for (int i = -1; i < n_conns; i++) {
-    int fd = i < 0 ? lfd : conns[i];
-    if (fd >= 0 && (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0 ||
-                    (i >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)))
-      return report_usage(USAGE, "--%s-fd %d: not open", i < 0 ? "listen" : "conn", fd);
-  }
+  /* the listening socket and connections the dormant form passed */
+  if (lfd >= 0 && !fd_take(lfd, true))
+    return report_usage(USAGE, "--listen-fd %d: not a listening socket", lfd);
+  for (int i = 0; i < n_conns; i++)
+    if (!fd_take(conns[i], false))
+      return report_usage(USAGE, "--conn-fd %d: not a connected socket", conns[i]);
   cairn_store *st = NULL;
   int r = cairn_store_open_flags(store_dir, CAIRN_STORE_CREATE | CAIRN_STORE_OWN, &st);
   if (r < 0) {

@@ -35,6 +35,11 @@ expect_exit 2 "a relative --address exits 2" "$SN" --store "$T/s" --address rel.
 check "and nothing is stored" test ! -e "$T/s"
 expect_exit 2 "--idle of no number exits 2" "$SN" --store "$T/s" --idle 1m
 check "its one line says so" grep -q "^cairn-snapshotter: --idle 1m: not a number" "$T/stderr"
+expect_exit 2 "--listen-fd (the dormant form's) of no listening socket exits 2" \
+  "$SN" --store "$T/s" --listen-fd 0
+check "its one line says so" \
+  grep -q "^cairn-snapshotter: --listen-fd 0: not a listening" "$T/stderr"
+check "and nothing is stored" test ! -e "$T/s"
 # SIGTERM: it stops, exits 0 and takes its socket away.
 bg_start "$SN" --store "$T/st" --address "$T/sn.sock"
 pid=$!
