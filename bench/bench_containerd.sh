@@ -41,7 +41,10 @@
 #            mount's fetcher, cairn fill --serve, while they run), idle
 #            after START, then with NCONT containers (default 20) that
 #            each ran /bench/start.sh and sleep; containerd's and the
-#            shims' beside them; and each process's below the table
+#            shims' beside them; and each process's below the table.
+#            Each reading MEM_PAUSE seconds (default 8) after the calls
+#            before it, for every contender alike: an idle
+#            cairn-snapshotter is dormant then (its --idle, default 5)
 #   RESTART  a reader in a running container (perl: every file under /usr
 #            in turn, RESTART_SECS seconds, default 12) while the
 #            snapshotter is killed with SIGKILL 3 s in, caches dropped,
@@ -50,7 +53,7 @@
 #            two reads, whether it still failed in its last second
 # Usage: bench/bench_containerd.sh [BUILD_DIR]  (default build); SIZE_MIB,
 # BIG_MIB (32), READ_PCT, RUNS, CONTENDERS (default "o s c S C"), START,
-# READS, MEMORY, NCONT, RESTART, RESTART_SECS, RESTART_GAP, CAIRN_MODE,
+# READS, MEMORY, MEM_PAUSE, NCONT, RESTART, RESTART_SECS, RESTART_GAP, CAIRN_MODE,
 # CAIRN_SN_ARGS (cairn-snapshotter's options, e.g. --no-fill),
 # PULL_TIMEOUT (seconds, 120 + SIZE_MIB / 2), MEASURE_NICE (0). The output is also written to
 # bench/results/containerd.txt. Needs root, containerd and ctr,
@@ -71,6 +74,7 @@ RUNS=${RUNS:-1}
 CONTENDERS=${CONTENDERS:-o s c S C}
 START=${START:-1} READS=${READS:-1} MEMORY=${MEMORY:-1} RESTART=${RESTART:-1}
 NCONT=${NCONT:-20}
+MEM_PAUSE=${MEM_PAUSE:-8}
 RESTART_SECS=${RESTART_SECS:-12}
 RESTART_GAP=${RESTART_GAP:-1}
 CAIRN_MODE=${CAIRN_MODE:-}
@@ -457,6 +461,7 @@ shim_pids() {
 # memory KIND TAG OUT: idle, then with NCONT containers that ran start.sh.
 memory() {
   local i j pid n=0
+  sleep "$MEM_PAUSE"
   # shellcheck disable=SC2046 # pids
   echo "mem-idle $(mem_of $(sn_pids)) $(mem_of "$CTD_PID")" >>"$3"
   # shellcheck disable=SC2046 # pids
@@ -475,6 +480,7 @@ memory() {
       sleep 0.1
     done
   done
+  sleep "$MEM_PAUSE"
   # shellcheck disable=SC2046 # pids
   echo "mem-$n $(mem_of $(sn_pids)) $(mem_of "$CTD_PID") $(mem_of $(shim_pids))" >>"$3"
   # shellcheck disable=SC2046 # pids

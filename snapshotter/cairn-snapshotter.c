@@ -5,7 +5,7 @@
  * socket, served from a cairn store: containerd uses it as a proxy plugin
  * ([proxy_plugins.cairn] type = "snapshot" address = SOCK).
  *
- *   cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill]
+ *   cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill] [--idle SECS]
  *
  * A front end: it decodes each request (protobuf-c, generated at build
  * time from containerd's own .proto files), calls libcairn
@@ -15,6 +15,13 @@
  * which it asks for a call, serves it, and asks for the next; so a
  * Commit that writes a layer, or a Prepare or Mounts that starts a
  * chain's cairnfs, does not hold up containerd's other calls.
+ *
+ * The listening socket is ours (an accepting thread hands each connection
+ * to gRPC), so that after --idle seconds without a call the process can
+ * exec cairn-snapshotter-idle (libexec/cairn/, libc only), which holds the
+ * socket and containerd's connections and execs us again, with them
+ * (--listen-fd, --conn-fd), once a call comes: the same PID, and none of
+ * gRPC's libraries resident meanwhile.
  */
 #include "cairn.h"
 #include "cleanup.h"
@@ -29,13 +36,20 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+#include <grpc/grpc_posix.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "github.com/containerd/containerd/api/services/snapshots/v1/snapshots.pb-c.h"
@@ -43,9 +57,11 @@
 
 #define DEFAULT_ADDRESS "/run/cairn/snapshotter.sock"
 #define SERVICE "/containerd.services.snapshots.v1.Snapshots/"
-#define USAGE "cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill]"
-#define LIST_BATCH 100 /* infos a List message carries, as containerd's service */
-#define THREADS 4      /* calls served at once */
+#define USAGE "cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill] [--idle SECS]"
+#define LIST_BATCH 100  /* infos a List message carries, as containerd's service */
+#define THREADS 4       /* calls served at once */
+#define DEFAULT_IDLE 5  /* seconds without a call before the dormant form */
+#define MAX_CONN_FDS 64 /* --conn-fd's: cairn-snapshotter-idle's MAX_CONNS */
 
 /* the generated names, shorter */
 #define SN(x) Containerd__Services__Snapshots__V1__##x
@@ -54,7 +70,7 @@ typedef SN(Info) Info;
 typedef Containerd__Types__Mount Mount;
 
 static const char usage_text[] =
-    "usage: cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill]\n"
+    "usage: cairn-snapshotter [--store DIR] [--address SOCK] [--no-fill] [--idle SECS]\n"
     "       cairn-snapshotter --help | --version\n"
     "\n"
     "Serves containerd's snapshots API (a proxy plugin) from a cairn store.\n"
@@ -67,6 +83,9 @@ static const char usage_text[] =
     "                   image's last layer is prepared or its mount starts (cairn\n"
     "                   fill, beside this program, else on PATH): their files are\n"
     "                   fetched on first read only\n"
+    "  --idle SECS      after SECS without a call (default 5; 0: never), wait\n"
+    "                   dormant: the same process holds only the socket, with\n"
+    "                   libc alone, and serves again when the next call comes\n"
     "  --help           this text\n"
     "  --version        the version\n";
 
@@ -452,18 +471,42 @@ static void on_signal(int sig) {
   stopping = 1;
 }
 
+/* --idle: the server stops (dormant set) once no call was served for
+ * idle_secs, none being served (busy), and main execs the dormant form. */
+static unsigned idle_secs = DEFAULT_IDLE;
+static atomic_int busy;           /* calls being served */
+static atomic_llong last_call_ms; /* when the last one ended, CLOCK_MONOTONIC */
+static bool dormant;
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether the first thread stops the server: a signal, or --idle. */
+static bool should_stop(void) {
+  if (stopping || dormant) return true;
+  if (idle_secs == 0 || atomic_load(&busy) > 0 ||
+      now_ms() - atomic_load(&last_call_ms) < (long long)idle_secs * 1000)
+    return false;
+  dormant = true;
+  return true;
+}
+
 /* Waits for the event of tag on cq; false if it failed, or (stop) once a
- * signal asked us to stop. Only the first thread's wait for a call stops
- * so: the others, and every call's own batches, wait for gRPC to end them
- * (the server's shutdown fails the calls they asked for), so that no
- * thread leaves work of gRPC's pending on its queue. */
+ * signal or --idle asked us to stop. Only the first thread's wait for a
+ * call stops so: the others, and every call's own batches, wait for gRPC
+ * to end them (the server's shutdown fails the calls they asked for), so
+ * that no thread leaves work of gRPC's pending on its queue; a call
+ * another thread took as the idle time ran out is served before we go. */
 static bool wait_tag(grpc_completion_queue *cq, void *tag, bool stop) {
   for (;;) {
     grpc_event ev = grpc_completion_queue_next(
         cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(500, GPR_TIMESPAN)),
         NULL);
     if (ev.type == GRPC_QUEUE_TIMEOUT) {
-      if (stop && stopping) return false;
+      if (stop && should_stop()) return false;
       continue;
     }
     if (ev.type != GRPC_OP_COMPLETE) return false;
@@ -545,7 +588,7 @@ static void request_done(struct server_thread *t) {
  * fails the call asked for. */
 static void *serve_loop(void *arg) {
   struct server_thread *t = arg;
-  while (!(t->first && stopping)) {
+  while (!(t->first && (stopping || dormant))) {
     t->call = NULL;
     grpc_call_details_init(&t->details);
     grpc_metadata_array_init(&t->md);
@@ -556,11 +599,14 @@ static void *serve_loop(void *arg) {
       break;
     }
     bool got = wait_tag(t->cq, (void *)1, t->first);
-    if (!got && t->first && stopping) break; /* maybe still asked: serve() ends it */
+    if (!got && t->first && (stopping || dormant)) break; /* maybe still asked: serve() ends it */
     if (got && t->call) {
+      atomic_fetch_add(&busy, 1);
       char *method = grpc_slice_to_c_string(t->details.method);
       serve_call(t->st, t->cq, t->call, method);
       gpr_free(method);
+      atomic_store(&last_call_ms, now_ms());
+      atomic_fetch_sub(&busy, 1);
     }
     request_done(t);
     if (!got) break;
@@ -568,9 +614,58 @@ static void *serve_loop(void *arg) {
   return NULL;
 }
 
-/* Serves on address with THREADS threads: the first uses st, the others
- * a handle each of the same store. */
-static int serve(cairn_store *st, const char *address) {
+/* The accepting thread: each connection on the listening socket, handed
+ * to gRPC, until stop. */
+struct acceptor {
+  grpc_server *server;
+  grpc_server_credentials *creds;
+  int lfd;
+  atomic_bool stop;
+  pthread_t tid;
+};
+
+static void *accept_loop(void *arg) {
+  struct acceptor *ac = arg;
+  while (!atomic_load(&ac->stop)) {
+    struct pollfd p = {.fd = ac->lfd, .events = POLLIN};
+    if (poll(&p, 1, 500) <= 0) continue;
+    int c = accept4(ac->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c >= 0)
+      grpc_server_add_channel_from_fd(ac->server, c, ac->creds);
+    else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+      poll(NULL, 0, 100); /* out of fds, say: not a spin */
+  }
+  return NULL;
+}
+
+/* A listening unix socket on address, root's only from the start (no chmod
+ * after), CLOEXEC (no cairnfs we start holds it); a socket an earlier run
+ * left there is replaced (nothing else is removed). The fd, or a negative
+ * errno. */
+static int listen_on(const char *address) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
+  struct sockaddr_un sun = {.sun_family = AF_UNIX};
+  snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", address);
+  struct stat sb;
+  if (lstat(address, &sb) == 0 && S_ISSOCK(sb.st_mode)) unlink(address);
+  mode_t mask = umask(0077);
+  int r = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+  umask(mask);
+  if (r < 0 || listen(fd, SOMAXCONN) < 0) {
+    r = -errno;
+    close(fd);
+    return r;
+  }
+  return fd;
+}
+
+/* Serves on the listening socket *lfd at address, and the connections
+ * conns (accepted by the dormant form), with THREADS threads: the first
+ * uses st, the others a handle each of the same store. Returns once a
+ * signal or --idle (dormant) stopped it, every call it took answered;
+ * unless dormant, address removed and *lfd closed (-1). */
+static int serve(cairn_store *st, const char *address, int *lfd, const int *conns, int n_conns) {
   struct server_thread t[THREADS] = {{0}};
   t[0].st = st;
   t[0].first = true;
@@ -582,11 +677,6 @@ static int serve(cairn_store *st, const char *address) {
       return code;
     }
   }
-  char target[PATH_MAX + 8];
-  snprintf(target, sizeof(target), "unix:%s", address);
-  struct stat sb;
-  /* a socket left by an earlier run (nothing else is removed) */
-  if (lstat(address, &sb) == 0 && S_ISSOCK(sb.st_mode)) unlink(address);
   grpc_init();
   grpc_server *server = grpc_server_create(NULL, NULL);
   for (int i = 0; i < THREADS; i++) {
@@ -594,35 +684,52 @@ static int serve(cairn_store *st, const char *address) {
     t[i].cq = grpc_completion_queue_create_for_next(NULL);
     grpc_server_register_completion_queue(server, t[i].cq, NULL);
   }
-  grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
-  mode_t mask = umask(0077); /* the socket is root's from the start: no chmod after */
-  int port = grpc_server_add_http2_port(server, target, creds);
-  umask(mask);
-  grpc_server_credentials_release(creds);
+  struct acceptor ac = {.server = server, .lfd = *lfd};
+  ac.creds = grpc_insecure_server_credentials_create();
+  grpc_server_start(server);
+  atomic_store(&last_call_ms, now_ms());
+  for (int i = 0; i < n_conns; i++) grpc_server_add_channel_from_fd(server, conns[i], ac.creds);
+  /* the signals are the first thread's, which runs on this one */
+  sigset_t sigs, old;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, &old);
+  bool accepting = pthread_create(&ac.tid, NULL, accept_loop, &ac) == 0;
+  int started = 1;
+  for (; started < THREADS; started++)
+    if (pthread_create(&t[started].tid, NULL, serve_loop, &t[started]) != 0) break;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   int code = 0;
-  if (port == 0) {
-    code = report_fail(-EADDRNOTAVAIL, "%s: cannot listen there", address);
+  if (!accepting) {
+    code = report_fail(-EAGAIN, "cannot start a thread");
+    stopping = 1;
   } else {
-    grpc_server_start(server);
-    /* the signals are the first thread's, which runs on this one */
-    sigset_t sigs, old;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, &old);
-    int started = 1;
-    for (; started < THREADS; started++)
-      if (pthread_create(&t[started].tid, NULL, serve_loop, &t[started]) != 0) break;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     serve_loop(&t[0]);
-    /* The shutdown fails the calls the other threads asked for, which
-     * ends them once the call each serves is done. */
-    grpc_server_shutdown_and_notify(server, t[0].cq, (void *)5);
-    grpc_server_cancel_all_calls(server);
-    wait_tag(t[0].cq, (void *)5, false);
-    for (int i = 1; i < started; i++) pthread_join(t[i].tid, NULL);
+    /* no connection more */
+    atomic_store(&ac.stop, true);
+    pthread_join(ac.tid, NULL);
   }
+  /* Stopping, the socket is removed, then closed, before gRPC's GOAWAY:
+   * containerd's dialer, which dials again at once, retries a socket not
+   * there every 10 ms until the next daemon makes it, where a socket
+   * there that refuses (closed first) or resets (closed last) would put
+   * its client in a backoff of a second or more, failing the calls made
+   * meanwhile. Dormant, it stays open: the client's dial waits there for
+   * the dormant form, and the calls being served end as they would. The
+   * shutdown fails the calls the other threads asked for, which ends
+   * them once the call each serves is done. */
+  if (!dormant) {
+    unlink(address);
+    close(*lfd);
+    *lfd = -1;
+  }
+  grpc_server_shutdown_and_notify(server, t[0].cq, (void *)5);
+  if (!dormant) grpc_server_cancel_all_calls(server);
+  wait_tag(t[0].cq, (void *)5, false);
+  for (int i = 1; i < started; i++) pthread_join(t[i].tid, NULL);
   grpc_server_destroy(server);
+  grpc_server_credentials_release(ac.creds);
   for (int i = 0; i < THREADS; i++) {
     grpc_completion_queue_shutdown(t[i].cq);
     while (grpc_completion_queue_next(t[i].cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
@@ -633,8 +740,64 @@ static int serve(cairn_store *st, const char *address) {
   }
   grpc_shutdown();
   for (int i = 1; i < THREADS; i++) cairn_store_close(t[i].st);
-  if (port != 0) unlink(address);
   return code;
+}
+
+/* The dormant form: cairn-snapshotter-idle (the build tree's
+ * libexec/cairn/, else our install's, wherever it was moved to, else the
+ * configured prefix's) holding lfd, which runs this program (its file as
+ * it is now: an upgraded one) with these options again once a call comes.
+ * Returns only if it could not be run (a negative errno). */
+static int exec_dormant(int lfd, const char *store_dir, const char *address) {
+  static const char *const near[] = {"libexec/cairn/cairn-snapshotter-idle",
+                                     "../" CAIRN_LIBEXECDIR_REL "/cairn/cairn-snapshotter-idle"};
+  char idle_bin[PATH_MAX], self[PATH_MAX], fd_s[16], idle_s[16];
+  bool found = false;
+  for (size_t i = 0; !found && i < sizeof(near) / sizeof(near[0]); i++)
+    found = self_sibling(near[i], CAIRN_LIBEXECDIR "/cairn/cairn-snapshotter-idle", idle_bin,
+                         sizeof(idle_bin));
+  int r = self_exe(self, sizeof(self));
+  if (r < 0) return r;
+  snprintf(fd_s, sizeof(fd_s), "%d", lfd);
+  snprintf(idle_s, sizeof(idle_s), "%u", idle_secs);
+  const char *argv[] = {idle_bin,
+                        fd_s,
+                        address,
+                        self,
+                        "--store",
+                        store_dir,
+                        "--address",
+                        address,
+                        "--idle",
+                        idle_s,
+                        fill_bin ? NULL : "--no-fill",
+                        NULL};
+  int flags = fcntl(lfd, F_GETFD);
+  if (flags < 0 || fcntl(lfd, F_SETFD, flags & ~FD_CLOEXEC) < 0) return -errno;
+  execv(idle_bin, (char *const *)argv);
+  r = -errno;
+  fcntl(lfd, F_SETFD, flags);
+  return r;
+}
+
+/* An fd number of --listen-fd or --conn-fd (the dormant form's), or -1. */
+static int fd_arg(const char *s) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  return errno || *end || end == s || v < 0 || v > INT_MAX ? -1 : (int)v;
+}
+
+/* Whether fd is a stream socket, listening (listen) or connected, and is
+ * made ours only (no cairnfs or fill we start holds it) and, for gRPC,
+ * non-blocking. */
+static bool fd_take(int fd, bool listen) {
+  int v = 0;
+  socklen_t len = sizeof(v);
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || v != listen) return false;
+  int fl = fcntl(fd, F_GETFL);
+  return fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 && fl >= 0 &&
+         (listen || fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0);
 }
 
 int main(int argc, char **argv) {
@@ -643,18 +806,39 @@ int main(int argc, char **argv) {
       {"store", required_argument, NULL, 's'},
       {"address", required_argument, NULL, 'a'},
       {"no-fill", no_argument, NULL, 'F'}, /* no background fill: fill_bin NULL */
+      {"idle", required_argument, NULL, 'i'},
+      {"listen-fd", required_argument, NULL, 'L'}, /* the dormant form's: internal */
+      {"conn-fd", required_argument, NULL, 'C'},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0},
   };
   const char *store_dir = NULL, *address = DEFAULT_ADDRESS;
+  int lfd = -1, conns[MAX_CONN_FDS], n_conns = 0;
   int c;
+  char *end;
   opterr = 0;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
     case 's': store_dir = optarg; break;
     case 'a': address = optarg; break;
     case 'F': fill_bin = NULL; break;
+    case 'i': {
+      errno = 0;
+      unsigned long v = strtoul(optarg, &end, 10);
+      if (errno || *end || end == optarg || optarg[0] == '-' || v > 86400 * 365)
+        return report_usage(USAGE, "--idle %s: not a number of seconds", optarg);
+      idle_secs = (unsigned)v;
+      break;
+    }
+    case 'L':
+      if ((lfd = fd_arg(optarg)) < 0)
+        return report_usage(USAGE, "--listen-fd %s: not an fd", optarg);
+      break;
+    case 'C':
+      if (n_conns == MAX_CONN_FDS || (conns[n_conns++] = fd_arg(optarg)) < 0)
+        return report_usage(USAGE, "--conn-fd %s: not an fd", optarg);
+      break;
     case 'h': fputs(usage_text, stdout); return 0;
     case 'V': version_print(); return 0;
     default: return report_usage(USAGE, "%s: unknown option", argv[optind - 1]);
@@ -664,6 +848,13 @@ int main(int argc, char **argv) {
   if (address[0] != '/') return report_usage(USAGE, "--address %s: not an absolute path", address);
   if (strlen(address) >= 108)
     return report_usage(USAGE, "--address %s: longer than a unix socket's path may be", address);
+  if (n_conns > 0 && lfd < 0) return report_usage(USAGE, "--conn-fd: needs --listen-fd");
+  /* the listening socket and connections the dormant form passed */
+  if (lfd >= 0 && !fd_take(lfd, true))
+    return report_usage(USAGE, "--listen-fd %d: not a listening socket", lfd);
+  for (int i = 0; i < n_conns; i++)
+    if (!fd_take(conns[i], false))
+      return report_usage(USAGE, "--conn-fd %d: not a connected socket", conns[i]);
   cairn_store *st = NULL;
   int r = cairn_store_open_flags(store_dir, CAIRN_STORE_CREATE | CAIRN_STORE_OWN, &st);
   if (r < 0) {
@@ -672,14 +863,43 @@ int main(int argc, char **argv) {
     return code;
   }
   cairnfs_find();
-  /* what a crash left: a chain's mount no snapshot uses, directories no row owns */
-  if ((r = cairn_snapshot_cleanup(st)) < 0)
+  /* what a crash left: a chain's mount no snapshot uses, directories no
+   * row owns (not when the dormant form wakes us: nothing crashed) */
+  if (lfd < 0 && (r = cairn_snapshot_cleanup(st)) < 0)
     report_fail(r, "%s: cleanup: %s", cairn_store_dir(st), report_why(st, r));
   if (strcmp(address, DEFAULT_ADDRESS) == 0) mkdir("/run/cairn", 0700);
   struct sigaction sa = {.sa_handler = on_signal};
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
-  r = serve(st, address);
+  /* the dormant form execs us with them blocked: one sent meanwhile is
+   * taken now */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &sigs, NULL);
+  if (lfd < 0 && (lfd = listen_on(address)) < 0) {
+    r = report_fail(-EADDRNOTAVAIL, "%s: cannot listen there: %s", address, strerror(-lfd));
+    cairn_store_close(st);
+    return r;
+  }
+  for (;;) {
+    r = serve(st, address, &lfd, conns, n_conns);
+    n_conns = 0;
+    if (!dormant) break;
+    /* a signal from here on is pending until the dormant form takes it */
+    sigprocmask(SIG_BLOCK, &sigs, NULL);
+    if (stopping) break;
+    int e = exec_dormant(lfd, cairn_store_dir(st), address);
+    report_fail(e, "cannot wait dormant (serving on, --idle 0): %s", strerror(-e));
+    sigprocmask(SIG_UNBLOCK, &sigs, NULL);
+    idle_secs = 0;
+    dormant = false;
+  }
+  if (lfd >= 0) { /* a signal as it went dormant */
+    unlink(address);
+    close(lfd);
+  }
   cairn_store_close(st);
   return r;
 }

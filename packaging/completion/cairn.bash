@@ -253,13 +253,14 @@ _cairnfs() {
 complete -F _cairnfs cairnfs
 
 # cairn-snapshotter: its options; a directory for --store, a path for
-# --address (its socket).
+# --address (its socket), seconds for --idle.
 _cairn_snapshotter() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
   case $prev in
   --store) _cairn_files "$cur" -d; return ;;
   --address) _cairn_files "$cur"; return ;;
+  --idle) _cairn_reply "$cur" 0 5 60 300; return ;;
   esac
-  _cairn_reply "$cur" --store --address --no-fill --help --version
+  _cairn_reply "$cur" --store --address --no-fill --idle --help --version
 }
 complete -F _cairn_snapshotter cairn-snapshotter

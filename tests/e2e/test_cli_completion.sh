@@ -124,7 +124,7 @@ expect "cairn-pin ls a<TAB>" cairn-pin "cairn-pin ls a" app:1
 # cairn-snapshotter, when built (gRPC and protobuf-c there).
 if [ -x "$CAIRN_BIN/cairn-snapshotter" ]; then
   expect "cairn-snapshotter -<TAB>: its options" cairn-snapshotter "cairn-snapshotter -" \
-    --store --address --no-fill --help --version
+    --store --address --no-fill --idle --help --version
   expect "cairn-snapshotter --store <TAB>: directories" cairn-snapshotter \
     "cairn-snapshotter --store $T/dirs/" "$T/dirs/sub-a" "$T/dirs/sub-b"
 fi

@@ -12,7 +12,11 @@
 # second container and ended when both are removed; a kill -9 of
 # cairn-snapshotter costs a running container nothing, and the restarted
 # daemon answers for the same snapshots and finds that mount; what
-# containerd removes the next gc frees.
+# containerd removes the next gc frees. With --idle 1 the daemon, a second
+# without a call, becomes its dormant form (the same PID running
+# cairn-snapshotter-idle, a fraction of the memory) while the container
+# reads on; containerd's next calls wake it (ctr snapshots, ctr run), and
+# SIGTERM ends the dormant form as it ends the daemon.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib mount containerd
 ctd_need
@@ -157,7 +161,7 @@ check "all 4 layers are there" test "$(db 'SELECT count(*) FROM layers')" = 4
 
 # Restarted, it answers for the same snapshots, none lost or duplicated
 # (once containerd's client dials again: it backs off, a few seconds).
-sn_start "$CS"
+sn_start "$CS" --idle 1
 wait_for 30 sh -c "ctr -a '$C/containerd.sock' snapshots --snapshotter cairn ls >/dev/null 2>&1" ||
   fail "containerd's calls still fail 30 s after the restart"
 check "restarted, containerd lists the same snapshots" test "$(snaps ls | sort)" = "$before"
@@ -170,10 +174,34 @@ check "Mounts finds the chain's mount again" test "$(snaps mounts /mnt $CID |
 check "and starts none" test "$(chain_mounts)" = 1
 n3=$(ctr_ task exec --exec-id r4 $CID cat /count)
 check "and the container has read on ($n3)" test "${n3:-0}" -gt "${n2:-0}"
+
+# Dormant: no call for a second, and the same process holds only the
+# socket (and containerd's connection), libc alone mapped.
+IDLE_BIN=$(readlink -f "$CAIRN_BIN/libexec/cairn/cairn-snapshotter-idle")
+rss_of() { awk '/^VmRSS:/ { print $2 }' "/proc/$sn_pid/status"; }
+dormant() { test "$(readlink "/proc/$sn_pid/exe")" = "$IDLE_BIN"; }
+rss_full=$(rss_of)
+wait_for 20 dormant || fail "not dormant 20 s after its last call: $(readlink "/proc/$sn_pid/exe")"
+rss_idle=$(rss_of)
+check "idle, PID $sn_pid runs cairn-snapshotter-idle: RSS $rss_full KiB, then $rss_idle KiB" \
+  test "$((rss_idle * 4))" -lt "${rss_full:-0}"
+check "with no gRPC library mapped" sh -c "! grep -q libgrpc /proc/$sn_pid/maps"
+n4=$(ctr_ task exec --exec-id r5 $CID cat /count)
+sleep 1
+n5=$(ctr_ task exec --exec-id r6 $CID cat /count)
+check "dormant, the container reads its root on ($n4 then $n5)" test "${n5:-0}" -gt "${n4:-0}"
+wait_for 20 dormant || fail "not dormant again"
+check "a ctr snapshots call while dormant is answered" sh -c "ctr -a '$C/containerd.sock' \
+  snapshots --snapshotter cairn info $CID | grep -q Active"
+check "by the same process, woken" sh -c "kill -0 $sn_pid && ! grep -q ' Z' /proc/$sn_pid/stat"
 ctr_ task kill -s KILL $CID >/dev/null 2>&1
 wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '^$CID .*RUNNING'"
 ctr_ task delete $CID >/dev/null 2>&1
 check "the container is removed with its snapshot" ctr_ containers delete "$CID"
+wait_for 20 dormant || fail "not dormant before ctr run"
+ran=$(ctr_out localhost/minbase:1 'cat /etc/debian_version') || ran=""
+check "ctr run while dormant runs its container: '$ran'" test -n "$ran"
+check "served by the same PID" kill -0 "$sn_pid"
 check "the chain's mount stays for the second container" test "$(chain_mounts)" = 1
 ctr_ task kill -s KILL "${CID}b" >/dev/null 2>&1
 wait_for 20 sh -c "! ctr -a '$C/containerd.sock' task ls | grep -q '^${CID}b .*RUNNING'"
@@ -194,5 +222,12 @@ check "cairn rm of the image succeeds" sh -c "cairn rm localhost/minbase:1 >/dev
 check "cairn gc frees every layer" sh -c "cairn gc >/dev/null"
 check "none left" test "$(db 'SELECT count(*) FROM layers')" = 0
 check "the daemon reported nothing: $(head -3 "$C/sn.err")" test ! -s "$C/sn.err"
-ctd_stop
+wait_for 20 dormant || fail "not dormant at the end"
+kill -TERM "$sn_pid"
+wait_for 10 pid_gone "$sn_pid" || fail "the dormant form still runs 10 s after SIGTERM"
+wait "$sn_pid"
+check "SIGTERM ends the dormant form: exit 0" test $? = 0
+check "and removes its socket" test ! -e "$C/cairn.sock"
+kill -TERM "$ctd_pid"
+wait_for 10 pid_gone "$ctd_pid" || fail "containerd still running 10 s after SIGTERM"
 finish

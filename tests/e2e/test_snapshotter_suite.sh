@@ -6,8 +6,10 @@
 # would) as containerd's overlayfs snapshotter does: 20 cases passed,
 # Rename skipped, none failed. The suite is compiled once from Debian's Go
 # sources (golang-github-containerd-containerd-dev) into
-# $CAIRN_TEST_CACHE (about 30 s of CPU). Also its command line: --help,
-# usage errors, SIGTERM; its systemd unit. And, if it is installed,
+# $CAIRN_TEST_CACHE (about 30 s of CPU); each case's daemon with --idle 1
+# (dormant after a second without a call). Also its command line: --help,
+# usage errors, SIGTERM; its systemd unit, and the install's dormant form
+# (libexec/cairn/cairn-snapshotter-idle). And, if it is installed,
 # containerd with cairn-snapshotter as its proxy plugin imports an image
 # and runs a container (ctr run), and List gives 7,000 more snapshots
 # (TestCount, ours, in the suite's file). Skips (77) without cairn-snapshotter (a
@@ -30,6 +32,13 @@ check "--help exits 0 and names --store and --address" \
 expect_exit 2 "an unknown option exits 2" "$SN" --nosuch
 check "its one line says so" grep -q "^cairn-snapshotter: --nosuch: unknown option" "$T/stderr"
 expect_exit 2 "a relative --address exits 2" "$SN" --store "$T/s" --address rel.sock
+check "and nothing is stored" test ! -e "$T/s"
+expect_exit 2 "--idle of no number exits 2" "$SN" --store "$T/s" --idle 1m
+check "its one line says so" grep -q "^cairn-snapshotter: --idle 1m: not a number" "$T/stderr"
+expect_exit 2 "--listen-fd (the dormant form's) of no listening socket exits 2" \
+  "$SN" --store "$T/s" --listen-fd 0
+check "its one line says so" \
+  grep -q "^cairn-snapshotter: --listen-fd 0: not a listening" "$T/stderr"
 check "and nothing is stored" test ! -e "$T/s"
 # SIGTERM: it stops, exits 0 and takes its socket away.
 bg_start "$SN" --store "$T/st" --address "$T/sn.sock"
@@ -69,6 +78,21 @@ check "ExecStart serves on the unit's socket" wait_for 10 test -S "$T/unit.sock"
 check "in the store of CAIRN_STORE" wait_for 10 test -f "$T/ustore/meta.db"
 kill -TERM "$pid"
 wait_for 10 pid_gone "$pid" || fail "still running 10 s after SIGTERM"
+# The install's dormant form: found in its libexec/cairn/, wherever the
+# install is.
+bg_start "$T/prefix/bin/cairn-snapshotter" --store "$T/ustore" --address "$T/unit.sock" --idle 1
+pid=$!
+wait_for 10 test -S "$T/unit.sock" || fail "no socket at $T/unit.sock after 10 s"
+idle_bin=$T/prefix/libexec/cairn/cairn-snapshotter-idle
+check "idle a second, the install's daemon runs its $idle_bin" \
+  wait_for 20 sh -c "test \"\$(readlink /proc/$pid/exe)\" = '$idle_bin'"
+check "which maps no library but libc" sh -c "! grep '\.so' /proc/$pid/maps |
+  grep -v -e '/libc\.so' -e '/ld-linux' -q"
+kill -TERM "$pid"
+wait_for 10 pid_gone "$pid" || fail "the dormant form still runs 10 s after SIGTERM"
+wait "$pid"
+check "after SIGTERM it exits 0" test $? = 0
+check "and removes its socket" test ! -e "$T/unit.sock"
 
 # The suite, compiled once for this source of it and this containerd.
 use_lib containerd
@@ -77,7 +101,7 @@ suite=$(sn_suite)
 # Each case starts its own daemon on a fresh store under $T (TMPDIR), and
 # kills it when done; the suite unmounts what it mounted.
 mkdir -p "$T/tmp"
-(cd "$T/tmp" && TMPDIR=$T/tmp SNAPSHOTTER_CMD="$SN --store ROOT --address SOCK" \
+(cd "$T/tmp" && TMPDIR=$T/tmp SNAPSHOTTER_CMD="$SN --store ROOT --address SOCK --idle 1" \
   timeout 600 "$suite" -test.root -test.v -test.run '^TestSnapshotter$' >"$T/suite.log" 2>&1)
 rc=$?
 cases() { grep -cE "^    --- $1: TestSnapshotter/" "$T/suite.log"; }
