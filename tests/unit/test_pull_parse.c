@@ -259,6 +259,13 @@ Test(pull_parse, docker_short_names) {
   unsetenv("CONTAINERS_REGISTRIES_CONF");
 }
 
+/* The cache's token for k must be want (why: the case). */
+static void expect_token(const cn_token_key *k, const char *want, const char *why) {
+  char *t = cn_token_cache_get(k);
+  cr_assert_str_eq(t, want, "%s", why);
+  free(t);
+}
+
 /* The process's bearer tokens: handed out only for the server, realm,
  * service, scope and credentials they were got with, while their lifetime
  * lasts (less a margin; issued_at may shorten it), never once dropped. */
@@ -268,50 +275,37 @@ Test(pull_parse, token_cache_keys) {
   cn_token_key alice = {s, r, "reg", "repository:a/b:pull", "alice:secret"};
   int64_t now = cn_token_now_ms();
   cn_token_cache_put(&alice, "T1", 300, 0, now);
-  char *t = cn_token_cache_get(&alice);
-  cr_assert_str_eq(t, "T1");
-  free(t);
+  expect_token(&alice, "T1", "its own key");
   cn_token_key any = alice;
   any.realm = any.service = NULL; /* before a challenge: the server's */
-  t = cn_token_cache_get(&any);
-  cr_assert_str_eq(t, "T1");
-  free(t);
-  cn_token_key k = alice;
-  k.creds = "bob:hunter2";
-  cr_assert_null(cn_token_cache_get(&k), "another user's credentials");
-  k.creds = NULL;
-  cr_assert_null(cn_token_cache_get(&k), "no credentials");
-  k.creds = "alice:secreT";
-  cr_assert_null(cn_token_cache_get(&k), "another password");
-  k = alice;
-  k.scope = "repository:a/c:pull";
-  cr_assert_null(cn_token_cache_get(&k), "another scope");
-  k = alice;
-  k.server = "https://other.example";
-  cr_assert_null(cn_token_cache_get(&k), "another server");
-  k = alice;
-  k.realm = "https://evil.example/token";
-  cr_assert_null(cn_token_cache_get(&k), "another realm");
-  k = alice;
-  k.service = "other";
-  cr_assert_null(cn_token_cache_get(&k), "another service");
+  expect_token(&any, "T1", "any realm and service: before a challenge");
+  /* a key that differs from alice's in one part: no token */
+  const char *ab = "repository:a/b:pull";
+  const struct {
+    cn_token_key k;
+    const char *why;
+  } other[] = {
+      {{s, r, "reg", ab, "bob:hunter2"}, "another user's credentials"},
+      {{s, r, "reg", ab, NULL}, "no credentials"},
+      {{s, r, "reg", ab, "alice:secreT"}, "another password"},
+      {{s, r, "reg", "repository:a/c:pull", "alice:secret"}, "another scope"},
+      {{"https://other.example", r, "reg", ab, "alice:secret"}, "another server"},
+      {{s, "https://evil.example/token", "reg", ab, "alice:secret"}, "another realm"},
+      {{s, r, "other", ab, "alice:secret"}, "another service"},
+  };
+  for (size_t i = 0; i < sizeof other / sizeof *other; i++)
+    cr_assert_null(cn_token_cache_get(&other[i].k), "%s", other[i].why);
 
   /* bob's own token, beside alice's; none is another key again */
-  k = alice;
+  cn_token_key k = alice;
   k.creds = "bob:hunter2";
   cn_token_cache_put(&k, "T2", 300, 0, now);
-  t = cn_token_cache_get(&k);
-  cr_assert_str_eq(t, "T2");
-  free(t);
-  t = cn_token_cache_get(&alice);
-  cr_assert_str_eq(t, "T1");
-  free(t);
+  expect_token(&k, "T2", "bob's own");
+  expect_token(&alice, "T1", "alice's beside it");
 
   cn_token_cache_drop("T1"); /* a 401 to it */
   cr_assert_null(cn_token_cache_get(&alice), "a refused token is not handed out again");
-  t = cn_token_cache_get(&k);
-  cr_assert_str_eq(t, "T2");
-  free(t);
+  expect_token(&k, "T2", "bob's kept when alice's is dropped");
   cn_token_cache_clear();
 }
 
@@ -321,23 +315,17 @@ Test(pull_parse, token_cache_lifetime) {
                     "repository:a/b:pull", NULL};
   int64_t now = cn_token_now_ms();
   cn_token_cache_put(&k, "T", 0, 0, now - 50000); /* no expires_in: 60 s, less 6 */
-  char *t = cn_token_cache_get(&k);
-  cr_assert_str_eq(t, "T", "50 s of 60");
-  free(t);
+  expect_token(&k, "T", "50 s of 60");
   cn_token_cache_put(&k, "T", 0, 0, now - 55000);
   cr_assert_null(cn_token_cache_get(&k), "55 s of 60: within the margin");
   cn_token_cache_put(&k, "T", 2, 0, now - 1500);
   cr_assert_null(cn_token_cache_get(&k), "1.5 s of 2");
   cn_token_cache_put(&k, "T", 600, time(NULL) - 500, now);
-  t = cn_token_cache_get(&k);
-  cr_assert_str_eq(t, "T", "issued 500 s ago, for 600");
-  free(t);
+  expect_token(&k, "T", "issued 500 s ago, for 600");
   cn_token_cache_put(&k, "T", 600, time(NULL) - 595, now);
   cr_assert_null(cn_token_cache_get(&k), "issued 595 s ago, for 600");
   cn_token_cache_put(&k, "T", 600, time(NULL) + 3600, now);
-  t = cn_token_cache_get(&k);
-  cr_assert_str_eq(t, "T", "a registry's clock ahead does not lengthen it");
-  free(t);
+  expect_token(&k, "T", "a registry's clock ahead does not lengthen it");
   cn_token_cache_clear();
 }
 
