@@ -32,11 +32,13 @@ tar -C "$T/layer" --numeric-owner -cf "$T/layer.tar" .
 mnt=$T/mnt
 mkdir "$mnt"
 
+# db SQL: the store's database, waiting for a daemon's write to end
+db() { sqlite3 -cmd ".timeout 10000" "$STORE/meta.db" "$@"; }
 # corrupt PATH: overwrites one byte of the blob of the layer's entry PATH,
 # as disk rot would (blobs are read-only files).
 corrupt() {
   local blob
-  blob=$(sqlite3 "$STORE/meta.db" "SELECT blob FROM entries WHERE path = '$1'")
+  blob=$(db "SELECT blob FROM entries WHERE path = '$1'")
   [ -n "$blob" ] || fail "no blob for $1"
   chmod 0644 "$STORE/blobs/${blob:0:2}/$blob"
   printf X | dd of="$STORE/blobs/${blob:0:2}/$blob" bs=1 count=1 conv=notrunc status=none
@@ -76,7 +78,7 @@ corrupt etc/one
 expect_exit 4 "cairn fsck --repair" cairn fsck --repair
 cairn umount "$mnt"
 image=$(cairn images -q --no-trunc app:1)
-layer=$(sqlite3 "$STORE/meta.db" "SELECT layer_id FROM entries WHERE path = 'etc/one'")
+layer=$(db "SELECT layer_id FROM entries WHERE path = 'etc/one'")
 expect_exit 0 "cairn fsck --repair" cairn fsck --repair
 grep -q "^repaired: removed blob [0-9a-f]*, which no kept layer or registry rebuilds: etc/one in layer sha256:${layer:0:12}; image ${image:0:12} (localhost/app:1, localhost/app:2)$" \
   "$T/stdout" && grep -qx "removed image ${image:0:12} (localhost/app:1, localhost/app:2)" "$T/stdout" &&
@@ -102,8 +104,8 @@ cairn pull -q --insecure "docker://$REGISTRY/other:1" >/dev/null # the layer reu
 cairn rm "$REGISTRY/other:1" >/dev/null
 registry_stop
 # each pull recorded where it got the layer: registry, repository, blob
-layer=$(sqlite3 "$STORE/meta.db" "SELECT layer_id FROM entries WHERE path = 'etc/one'")
-origins=$(sqlite3 "$STORE/meta.db" "SELECT layer_id, registry || '/' || repository, insecure,
+layer=$(db "SELECT layer_id FROM entries WHERE path = 'etc/one'")
+origins=$(db "SELECT layer_id, registry || '/' || repository, insecure,
   digest = (SELECT digest FROM layer_blobs WHERE layer_id = '$layer')
   FROM layer_origins ORDER BY repository" | tr '\n' ' ')
 [ "$origins" = "$layer|$REGISTRY/app|1|1 $layer|$REGISTRY/other|1|1 " ] ||
@@ -142,7 +144,7 @@ expect_exit 0 "cairn fsck" cairn fsck
 ok "no kept copy: the corrupt blob is fetched again from the registry, verified; the mount reads it"
 
 # ---- the registry's blob altered: it does not verify; the repair removes and names
-digest=$(sqlite3 "$STORE/meta.db" "SELECT digest FROM layer_origins WHERE repository = 'app'")
+digest=$(db "SELECT digest FROM layer_origins WHERE repository = 'app'")
 regblob=$(registry_blob_path "$digest")
 cp "$regblob" "$T/regblob"
 chmod u+w "$regblob"
