@@ -134,6 +134,12 @@ wait_for() {
   "$@" 2>/dev/null
 }
 
+# sqlite3 ARGS...: the CLI on a store's database, waiting (10 s at most)
+# for a daemon's write to end rather than failing "database is locked":
+# cairnfs, the fill and the snapshotter write their bookkeeping while a
+# test reads. (A command string run by sh -c calls the CLI itself.)
+sqlite3() { command sqlite3 -cmd ".timeout 10000" "$@"; }
+
 # ---- cleanup stack -----------------------------------------------------------
 # on_exit CMD: runs CMD (eval'd, output dropped) when the test ends, last
 # registered first.
