@@ -32,8 +32,9 @@ tar -C "$T/layer" --numeric-owner -cf "$T/layer.tar" .
 mnt=$T/mnt
 mkdir "$mnt"
 
-# db SQL: the store's database, waiting for a daemon's write to end
-db() { sqlite3 -cmd ".timeout 10000" "$STORE/meta.db" "$@"; }
+# db SQL: the store's database (test-lib.sh's sqlite3 waits for a
+# daemon's write to end)
+db() { sqlite3 "$STORE/meta.db" "$@"; }
 # corrupt PATH: overwrites one byte of the blob of the layer's entry PATH,
 # as disk rot would (blobs are read-only files).
 corrupt() {
