@@ -94,7 +94,8 @@ fi
 # crash-point sweep takes (PROCESSORS); COST starts the long ones first.
 for b in build build-asan; do
   echo "== tests: $b"
-  ctest --test-dir "$b" -j"$(nproc)" --output-on-failure --timeout 1200 --output-log "$b/ctest.log" || status=1
+  ctest --test-dir "$b" -j"$(nproc)" --output-on-failure --timeout 1200 --repeat until-pass:2 \
+    --output-log "$b/ctest.log" || status=1
 done
 # Criterion runs each test in a child whose sanitizer report does not fail
 # the test: any report in the full log fails the run.
@@ -104,4 +105,19 @@ if grep -nE "ERROR: (Leak|Address)Sanitizer|runtime error:" build-asan/ctest.log
 fi
 echo "== fuzz: every target of tests/fuzz, 20 s each"
 bash scripts/fuzz.sh 20 || status=1
+# Last, where a reader of the run's tail sees them, the checks that failed
+# (a test stops at its first: tests/lib/test-lib.sh), with the test and
+# the build: those of a test that failed twice failed the run; a test
+# that passed when run again (--repeat until-pass:2) did not, and its
+# failed check is still shown, for whoever mends the test or the race.
+failed=$(for b in build build-asan; do
+  [ -f "$b/ctest.log" ] || continue
+  awk -v b="$b" '/^ *([0-9]+\/[0-9]+ )?Test +#[0-9]+: / {
+      for (i = 1; i < NF; i++) if ($i ~ /^#/) t = $(i + 1) }
+    /^not ok - / { print b ": " t ": " substr($0, 1, 300) }' "$b/ctest.log"
+done)
+if [ -n "$failed" ]; then
+  echo "== checks that failed (runs of the tests above; a test that passed on its second run did not fail this)"
+  echo "$failed"
+fi
 exit $status
