@@ -33,6 +33,17 @@ int self_exe(char *out, size_t len) {
   return 0;
 }
 
+bool self_libexec(const char *prog, char *out, size_t len) {
+  static const char *const near[] = {"libexec/cairn/", "../" CAIRN_LIBEXECDIR_REL "/cairn/"};
+  char name[PATH_MAX], last[PATH_MAX];
+  snprintf(last, sizeof(last), "%s/cairn/%s", CAIRN_LIBEXECDIR, prog);
+  for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
+    snprintf(name, sizeof(name), "%s%s", near[i], prog);
+    if (self_sibling(name, last, out, len)) return true;
+  }
+  return false;
+}
+
 bool self_sibling(const char *name, const char *fallback, char *out, size_t len) {
   char self[PATH_MAX];
   if (self_exe(self, sizeof(self)) == 0) {

@@ -26,5 +26,10 @@ void self_exe_undeleted(char *path);
  * executable; else fallback in out (a name for a PATH search, an install
  * path), and false. */
 bool self_sibling(const char *name, const char *fallback, char *out, size_t len);
+/* The path of prog, a program of cairn's libexec (the full "cairn",
+ * "cairn-snapshotter-idle"), in out: the build tree's (BIN/libexec/cairn/),
+ * else our install's (BIN/../LIBEXECDIR/cairn/, wherever the install was
+ * moved to), and true; else the configured prefix's, and false. */
+bool self_libexec(const char *prog, char *out, size_t len);
 
 #endif

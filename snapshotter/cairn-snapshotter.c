@@ -743,19 +743,13 @@ static int serve(cairn_store *st, const char *address, int *lfd, const int *conn
   return code;
 }
 
-/* The dormant form: cairn-snapshotter-idle (the build tree's
- * libexec/cairn/, else our install's, wherever it was moved to, else the
- * configured prefix's) holding lfd, which runs this program (its file as
+/* The dormant form: cairn-snapshotter-idle (libexec's: self_libexec)
+ * holding lfd, which runs this program (its file as
  * it is now: an upgraded one) with these options again once a call comes.
  * Returns only if it could not be run (a negative errno). */
 static int exec_dormant(int lfd, const char *store_dir, const char *address) {
-  static const char *const near[] = {"libexec/cairn/cairn-snapshotter-idle",
-                                     "../" CAIRN_LIBEXECDIR_REL "/cairn/cairn-snapshotter-idle"};
   char idle_bin[PATH_MAX], self[PATH_MAX], fd_s[16], idle_s[16];
-  bool found = false;
-  for (size_t i = 0; !found && i < sizeof(near) / sizeof(near[0]); i++)
-    found = self_sibling(near[i], CAIRN_LIBEXECDIR "/cairn/cairn-snapshotter-idle", idle_bin,
-                         sizeof(idle_bin));
+  self_libexec("cairn-snapshotter-idle", idle_bin, sizeof(idle_bin));
   int r = self_exe(self, sizeof(self));
   if (r < 0) return r;
   snprintf(fd_s, sizeof(fd_s), "%d", lfd);

@@ -144,21 +144,14 @@ static bool light_runs(int argc, char **argv) {
   return false;
 }
 
-/* Runs the full cairn with argv: the build tree's (BIN/libexec/cairn/cairn),
- * else our install's (BIN/../LIBEXECDIR/cairn/cairn, wherever the install
- * was moved to), else the configured prefix's. Its name is cairn too, so
- * that ps, pgrep and the pins' COMMAND show the same name. Returns only if
- * none runs. */
+/* Runs the full cairn with argv, libexec's (self_libexec). Its name is
+ * cairn too, so that ps, pgrep and the pins' COMMAND show the same name.
+ * Returns only if it does not run. */
 static int full_exec(char **argv) {
-  static const char *const near[] = {"libexec/cairn/cairn",
-                                     "../" CAIRN_LIBEXECDIR_REL "/cairn/cairn"};
-  const char *last = CAIRN_LIBEXECDIR "/cairn/cairn";
   char path[PATH_MAX];
-  for (size_t i = 0; i < sizeof(near) / sizeof(near[0]); i++) {
-    if (self_sibling(near[i], last, path, sizeof(path))) execv(path, argv);
-  }
-  execv(last, argv);
-  return report_fail(-errno, "%s: %s", last, strerror(errno));
+  self_libexec("cairn", path, sizeof(path));
+  execv(path, argv);
+  return report_fail(-errno, "%s: %s", path, strerror(errno));
 }
 #endif
 
