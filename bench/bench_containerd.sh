@@ -44,7 +44,10 @@
 #            shims' beside them; and each process's below the table.
 #            Each reading MEM_PAUSE seconds (default 8) after the calls
 #            before it, for every contender alike: an idle
-#            cairn-snapshotter is dormant then (its --idle, default 5)
+#            cairn-snapshotter is dormant then (its --idle, default 5).
+#            Then idle again, settled: the containers removed, once no
+#            byte came through the proxy for 5 s (a background fetch or
+#            fill over; SETTLE_MAX s at most, default 600)
 #   RESTART  a reader in a running container (perl: every file under /usr
 #            in turn, RESTART_SECS seconds, default 12) while the
 #            snapshotter is killed with SIGKILL 3 s in, caches dropped,
@@ -53,7 +56,7 @@
 #            two reads, whether it still failed in its last second
 # Usage: bench/bench_containerd.sh [BUILD_DIR]  (default build); SIZE_MIB,
 # BIG_MIB (32), READ_PCT, RUNS, CONTENDERS (default "o s c S C"), START,
-# READS, MEMORY, MEM_PAUSE, NCONT, RESTART, RESTART_SECS, RESTART_GAP, CAIRN_MODE,
+# READS, MEMORY, MEM_PAUSE, SETTLE_MAX, NCONT, RESTART, RESTART_SECS, RESTART_GAP, CAIRN_MODE,
 # CAIRN_SN_ARGS (cairn-snapshotter's options, e.g. --no-fill),
 # PULL_TIMEOUT (seconds, 120 + SIZE_MIB / 2), MEASURE_NICE (0). The output is also written to
 # bench/results/containerd.txt. Needs root, containerd and ctr,
@@ -75,6 +78,7 @@ CONTENDERS=${CONTENDERS:-o s c S C}
 START=${START:-1} READS=${READS:-1} MEMORY=${MEMORY:-1} RESTART=${RESTART:-1}
 NCONT=${NCONT:-20}
 MEM_PAUSE=${MEM_PAUSE:-8}
+SETTLE_MAX=${SETTLE_MAX:-600}
 RESTART_SECS=${RESTART_SECS:-12}
 RESTART_GAP=${RESTART_GAP:-1}
 CAIRN_MODE=${CAIRN_MODE:-}
@@ -491,6 +495,20 @@ memory() {
     CTR task delete -f "m$i" >/dev/null 2>&1 || true
     CTR c rm "m$i" >/dev/null 2>&1 || true
   done
+  # Idle again, settled: once no byte came through the proxy for 5 s (a
+  # background fetch or fill ended; SETTLE_MAX s at most), MEM_PAUSE later.
+  local b last=-1 still=0 t0=$SECONDS
+  while ((still < 5 && SECONDS - t0 < SETTLE_MAX)); do
+    b=$(proxy_counts | jq .bytes)
+    if [[ $b == "$last" ]]; then still=$((still + 1)); else still=0 last=$b; fi
+    sleep 1
+  done
+  sleep "$MEM_PAUSE"
+  # shellcheck disable=SC2046 # pids
+  echo "mem-settled $(mem_of $(sn_pids)) $(mem_of "$CTD_PID")" >>"$3"
+  # shellcheck disable=SC2046 # pids
+  echo "procs-settled $(mem_each $(sn_pids))" >>"$3"
+  echo "settled-after $((SECONDS - t0))" >>"$3"
 }
 
 # restart KIND TAG OUT: the reader while the snapshotter is killed; it
@@ -637,11 +655,11 @@ mem = {n: (k, v) for n, e in extra.items() for k, v in e.items() if k.startswith
 if any(k.startswith("mem-") for e in extra.values() for k in e):
     print("\nMemory, MiB: the snapshotter's processes RSS / PSS (containerd's RSS)")
     print("| | idle: snapshotter | containerd | with N containers: N | snapshotter | containerd"
-          " | the shims |")
-    print("|---|---|---|---|---|---|---|")
+          " | the shims | idle again, settled: snapshotter | after s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n, e in extra.items():
         idle = [k for k in e if k == "mem-idle"]
-        busy = [k for k in e if k.startswith("mem-") and k != "mem-idle"]
+        busy = [k for k in e if k.startswith("mem-") and k not in ("mem-idle", "mem-settled")]
         if not idle:
             continue
         mi = [int(x) / 1024 for x in e["mem-idle"].split()]
@@ -649,12 +667,20 @@ if any(k.startswith("mem-") for e in extra.values() for k in e):
         if busy:
             mb = [int(x) / 1024 for x in e[busy[0]].split()]
             row += f" {busy[0][4:]} | {mb[0]:.1f} / {mb[1]:.1f} | {mb[2]:.1f} | {mb[4]:.1f} |"
+        else:
+            row += " - | - | - | - |"
+        if "mem-settled" in e:
+            ms = [int(x) / 1024 for x in e["mem-settled"].split()]
+            row += f" {ms[0]:.1f} / {ms[1]:.1f} | {e.get('settled-after', '-')} |"
+        else:
+            row += " - | - |"
         print(row)
+    what = {"procs-idle": "idle", "procs-busy": "with N containers",
+            "procs-settled": "idle again, settled"}
     for n, e in extra.items():
-        for k in ("procs-idle", "procs-busy"):
+        for k in ("procs-idle", "procs-busy", "procs-settled"):
             if e.get(k):
-                print(f"{short[n]} {'idle' if k == 'procs-idle' else 'with N containers'}, each"
-                      f" process RSS/PSS KiB: {e[k]}")
+                print(f"{short[n]} {what[k]}, each process RSS/PSS KiB: {e[k]}")
 if any("restart" in e for e in extra.values()):
     print("\nRestart: a reader of every file under /usr in a running container; the snapshotter"
           " killed (SIGKILL) 3 s in, caches dropped, restarted after the gap")
