@@ -28,10 +28,9 @@ use_lib registry mount
 pull_test_init
 command -v podman >/dev/null || skip "no podman"
 command -v sqlite3 >/dev/null || skip "no sqlite3"
-# The store's database, waiting for its lock: umount returns before the
-# daemon and its fetcher have closed the store (their last writes, the
-# checkpoint of the last connection), which a busy machine shows.
-sql() { sqlite3 -cmd ".timeout 10000" "$@"; }
+# (test-lib's sqlite3 waits for the database's lock: umount returns before
+# the daemon and its fetcher have closed the store, their last writes and
+# the checkpoint of the last connection, which a busy machine shows)
 
 setup python3 "$HELPERS/lazy_tree.py" "$T/a" 34
 setup registry_start "$T/reg"
@@ -40,7 +39,7 @@ setup podman_push_chunked "$T/a" lazy/a:1
 setup "${PODMAN[@]}" push -q --tls-verify=false "localhost/lazy/a:1" "docker://$REGISTRY/lazy/g:1"
 setup proxy_start "$T/proxy" --rate 12500000 --latency 0.005
 manifest() { registry_manifest lazy/a 1; }
-pending() { sql "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
+pending() { sqlite3 "file:$ST/meta.db?mode=ro" "SELECT count(*) FROM pending"; }
 ann() {
   manifest | jq -r --arg k "$1" '.layers[0].annotations | to_entries[] |
     select(.key | endswith($k)) | .value'
@@ -88,7 +87,7 @@ expect_exit 0 "pull --lazy of a gzip layer" cairn --store "$T/st3" pull --insecu
 check "... says it pulls it in full, once" test "$(grep -c \
   "no lazy pull (not a registry's zstd:chunked or eStargz layer whose TOC the manifest vouches for); pulling it in full" "$T/stderr")" = 1
 check "... and leaves nothing pending" \
-  test "$(sql "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+  test "$(sqlite3 "file:$T/st3/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
 
 # rm of a partial image: its pending rows and TOC go with it. (Pulled
 # through a second proxy, stopped then: its registry is unreachable.)
@@ -112,7 +111,7 @@ check "... with EIO, in bounded time (${took}s)" grep -q "Input/output error" "$
 check "... while the tree still lists" test "$(ls "$T/m2/usr/lib/data" | wc -l)" = 40
 expect_exit 0 "umount" cairn --store "$T/st2" umount "$T/m2"
 # (fsck checks the pending rows against the kept TOC, and the TOC itself)
-db2() { sql "$T/st2/meta.db" "$@"; }
+db2() { sqlite3 "$T/st2/meta.db" "$@"; }
 f00=$(db2 "SELECT sha256 FROM pending WHERE path = 'usr/lib/data/f00'")
 setup db2 "UPDATE pending SET sha256 = '$(printf %064d 0)' WHERE path = 'usr/lib/data/f00'"
 expect_exit 5 "fsck: a pending row the kept TOC does not list is a problem" \
@@ -132,9 +131,9 @@ expect_exit 5 "fsck: a kept TOC that changed is a problem" cairn --store "$T/st2
 check "... said" grep -q "its kept TOC is not the one the pull verified" "$T/stdout"
 expect_exit 0 "rm of a partial image" cairn --store "$T/st2" rm lazy/a:1
 check "rm: no pending rows left" \
-  test "$(sql "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
+  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM pending")" = 0
 check "rm: no layer source left" \
-  test "$(sql "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
+  test "$(sqlite3 "file:$T/st2/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
 check "rm: its TOC is gone" test -z "$(ls -A "$T/st2/toc")"
 expect_exit 0 "fsck after rm of a partial image" cairn --store "$T/st2" fsck
 
@@ -293,7 +292,7 @@ else
   ok "a corrupt file's read fails"
 fi
 check "... with EIO" grep -q "Input/output error" "$T/cat.err"
-check "... and stays pending" test "$(pending)" = 37 -o "$(sql "file:$ST/meta.db?mode=ro" \
+check "... and stays pending" test "$(pending)" = 37 -o "$(sqlite3 "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM pending WHERE path = 'usr/lib/data/f07'")" = 1
 check "another file still reads" cmp "$T/m/usr/lib/data/f09" "$T/a/usr/lib/data/f09"
 setup cp "$T/blob.good" "$blob"
@@ -320,7 +319,7 @@ expect_exit 0 "fsck after the killed fill" cairn fsck
 expect_exit 0 "the fill resumes" cairn fill lazy/a:1
 sed "s/^/# /" "$T/stderr" >&2
 check "no pending rows remain" test "$(pending)" = 0
-check "the layer is complete" test "$(sql "file:$ST/meta.db?mode=ro" \
+check "the layer is complete" test "$(sqlite3 "file:$ST/meta.db?mode=ro" \
   "SELECT count(*) FROM layers WHERE state != 'complete'")" = 0
 check "its TOC is gone" test ! -e "$ST/toc/${bdigest#sha256:}"
 check_json "inspect: nothing pending" 'has("Pending") | not' cairn inspect lazy/a:1

@@ -27,7 +27,7 @@ use_lib registry containerd
 ctd_need gcc
 pull_test_init
 CS=$STORE
-db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
+db() { sqlite3 "$CS/meta.db" "$@"; }
 
 # The pods' pause image: a static program that waits for its signal.
 mkdir -p "$T/pause" "$T/l1/bin" "$T/l1/lib/x86_64-linux-gnu" "$T/l1/lib64" "$T/l2/etc" \

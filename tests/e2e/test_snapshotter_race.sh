@@ -23,7 +23,7 @@ pull_test_init
 CS=$STORE
 secs=${CAIRN_SNAPSHOTTER_RACE_SECONDS:-45}
 rounds=${CAIRN_SNAPSHOTTER_RACE_ROUNDS:-1000}
-db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
+db() { sqlite3 "$CS/meta.db" "$@"; }
 chain_mounts() { grep -c " $CS/snapshot-mounts/" /proc/self/mountinfo; }
 
 # A base layer with a shell, one layer per image with its greeting, and

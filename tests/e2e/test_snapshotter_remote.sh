@@ -42,7 +42,7 @@ use_lib registry mount containerd
 ctd_need ctr-remote
 pull_test_init
 CS=$STORE
-db() { sqlite3 -cmd ".timeout 10000" "$CS/meta.db" "$@"; }
+db() { sqlite3 "$CS/meta.db" "$@"; }
 
 # Two layers: a shell and its libraries (with a hardlink, a symlink and a
 # file the next layer deletes), then a file (in a directory the layer has
