@@ -22,7 +22,8 @@
 #   bytes they lack (the file the mount read), not fetched whole again.
 #   A fill whose copy of the blob comes out wrong (a range reply with a
 #   wrong byte where no file's check sees it) is finished from the whole
-#   blob instead: said, the full pull's image, fsck clean.
+#   blob instead: said, the full pull's image, fsck clean. A fill killed
+#   (kill -9) mid-way or in its finish: the next one completes the image.
 #   The reference's blob without the toc.digest annotation is pulled in
 #   full, said once.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -265,6 +266,43 @@ expect_exit 0 "flip: fsck" cairn --store "$S" fsck
 rm -rf "$S.x" && mkdir "$S.x" && cairn --store "$S" export -q lazy/cairn:1 | tar -C "$S.x" -xf -
 (cd "$S.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$S.sums"
 check "flip: export: the full pull's files, byte for byte" cmp "$S.sums" "$T/full-cairn.sums"
+
+# A fill killed (kill -9) after its first request's files are committed,
+# and one killed in its finish: the copy was an anonymous file, nothing
+# of it is left; the next fill completes the image, the first finishing
+# from its own copy (the files the killed one stored its holes).
+for point in "lazy: committed" "lazy: TOCs unlinked"; do
+  S=$T/lazy-kill-${point//[^a-z]/}
+  expect_exit 0 "kill at '$point': pull --lazy" cairn --store "$S" pull --insecure --lazy \
+    --no-fill "docker://$PROXY/lazy/cairn:1"
+  env CAIRN_INJECT_DIR="$S" CAIRN_INJECT_PROG=cairn CAIRN_INJECT_POINT="$point" \
+    CAIRN_INJECT_MODE=kill LD_PRELOAD="$(injector_preload)" "$CAIRN_BIN/cairn" --store "$S" \
+    fill -q lazy/cairn:1 >/dev/null 2>&1
+  check "kill at '$point': the fill was killed" test $? = 137
+  left=$(sqlite3 "file:$S/meta.db?mode=ro" "SELECT count(*) FROM pending")
+  proxy_reset
+  expect_exit 0 "kill at '$point': the next fill ($left files left)" cairn --store "$S" fill \
+    lazy/cairn:1
+  moved=$(proxy_counts | jq .bytes)
+  if [ "$point" = "lazy: committed" ]; then
+    check "kill at '$point': ... some files were left, some stored" test "$left" -gt 0 -a \
+      "$left" -lt "$(jq '[.entries[] | select(.type == "reg" and .size > 0)] | length' \
+      "$T/cairn.toc")"
+    check "kill at '$point': ... it finished from its copy ($moved bytes moved for $bsize)" \
+      grep -q "its blob assembled from the fill's requests and kept" "$T/stderr"
+    check "kill at '$point': ... moving at most 1.2 times the layer's bytes" \
+      test "$moved" -le $((bsize + bsize / 5))
+  fi
+  check "kill at '$point': the image id is the full pull's" \
+    test "$(cairn --store "$S" images --json | jq -r '.[0].id')" = "$(cat "$T/full-cairn.id")"
+  check "kill at '$point': nothing pending, no source row" test "$(sqlite3 \
+    "file:$S/meta.db?mode=ro" "SELECT (SELECT count(*) FROM pending) + (SELECT count(*) FROM \
+    layer_sources)")" = 0
+  expect_exit 0 "kill at '$point': fsck" cairn --store "$S" fsck
+  rm -rf "$S.x" && mkdir "$S.x" && cairn --store "$S" export -q lazy/cairn:1 | tar -C "$S.x" -xf -
+  (cd "$S.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$S.sums"
+  check "kill at '$point': export: the full pull's files" cmp "$S.sums" "$T/full-cairn.sums"
+done
 
 # The reference's blob without the toc.digest annotation: pulled in full.
 if [[ " ${images[*]} " == *" ref "* ]]; then
