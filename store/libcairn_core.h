@@ -281,19 +281,26 @@ int cn_lazy_group_put(cairn_store *st, cn_lazy_group *g, const char *sha256, int
 int cn_lazy_group_commit(cairn_store *st, cn_lazy_group *g);
 
 /* cn_lazy_finish_layer for each unfinished layer of image_id. */
+struct cn_blob_copy;
 int cn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
-                            void (*log)(const char *line, void *arg), void *arg);
+                         struct cn_blob_copy *copies, size_t n_copies,
+                         void (*log)(const char *line, void *arg), void *arg);
 
-/* Finishes layer diff_id, complete and not finished yet (store/remote/partial.c):
- * the layer's tar rebuilt from the registry's bytes between the stored
- * files' frames (the tar headers) and the stored files, ingested (the
- * diff_id checked, the exact tar recorded), then cn_lazy_layer_finished;
- * when the rebuild fails, or with whole, the blob is fetched in full and
- * kept as a full pull keeps it (cn_layer_blob_keep: cairnfs --als serves
- * it). log (may be NULL) hears what it did. 0 also when there is nothing
- * to finish. */
+/* Finishes layer diff_id, complete and not finished yet (store/remote/partial.c),
+ * as a full pull records it (its exact tar, the diff_id checked by the
+ * ingest), then cn_lazy_layer_finished. zstd:chunked: the tar rebuilt from
+ * the registry's bytes between the stored files' frames (the tar headers)
+ * and the stored files. eStargz, when copies[0, n_copies) holds a fill's
+ * copy of its blob (struct cn_blob_copy, store/remote/libcairn_partial.h,
+ * found by digest): the copy completed from the registry (the bytes it
+ * lacks), checked against the blob's digest, then ingested and kept as a
+ * full pull keeps a blob (cn_layer_blob_keep: cairnfs --als serves it).
+ * When the rebuild or the copy fails, with whole (zstd:chunked), or
+ * without a copy (eStargz), the blob is fetched whole and kept so. log
+ * (may be NULL) hears what it did. 0 also when there is nothing to finish. */
 int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
-                            void (*log)(const char *line, void *arg), void *arg);
+                         struct cn_blob_copy *copies, size_t n_copies,
+                         void (*log)(const char *line, void *arg), void *arg);
 
 /* Drops the source row (and the TOC) of layer diff_id, which must be
  * complete (-EINVAL if it is not), and sets its size to its tar record's,

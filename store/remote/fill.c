@@ -37,6 +37,12 @@
  * nearly idle (doc/lazy-pulls.md, "The fill as built"). Batches are cut
  * as they start, the first ones small (FILL_RAMP_MS).
  *
+ * An eStargz layer's replies are also copied, where they lie in the blob,
+ * into an anonymous file of the blob's size (cn_blob_copy, its TOC and
+ * footer from the kept TOC), the intervals it holds recorded: its finish
+ * (partial.c) fetches only what they lack, checks the blob's digest and
+ * ingests that, instead of fetching the whole blob again.
+ *
  * Built on cairn.h alone, like the rest of store/remote/.
  */
 #include <errno.h>
@@ -110,6 +116,8 @@ typedef struct fill_ctx {
   cairn_store *st;
   const cairn_fill_opts *o;
   fill_layer *layers;
+  cn_blob_copy *copies; /* layers[k]'s blob as the requests bring it (eStargz's; fd -1: none) */
+  pthread_mutex_t copy_lock; /* the copies' intervals */
   size_t n_layers;
   cn_fill_item *items;
   size_t n_items;
@@ -200,6 +208,55 @@ static int reply_parse(int fd, uint64_t written, const pull_range_reply *rr, uin
   return r < 0 ? r : 0;
 }
 
+/* n bytes of in at from copied to out at to. */
+static int copy_bytes(int in, uint64_t from, int out, uint64_t to, uint64_t n) {
+  bool plain = false;
+  char buf[1 << 16];
+  while (n > 0) {
+    ssize_t k;
+    if (!plain) {
+      loff_t a = (loff_t)from, b = (loff_t)to;
+      k = copy_file_range(in, &a, out, &b, n, 0);
+      if (k < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        plain = true;
+        continue;
+      }
+    } else {
+      k = pread(in, buf, n > sizeof buf ? sizeof buf : (size_t)n, (off_t)from);
+      for (ssize_t done = 0; k > 0 && done < k;) {
+        ssize_t w = pwrite(out, buf + done, (size_t)(k - done), (off_t)(to + (uint64_t)done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -errno;
+        done += w;
+      }
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -errno;
+    if (k == 0) return -EIO;
+    from += (uint64_t)k;
+    to += (uint64_t)k;
+    n -= (uint64_t)k;
+  }
+  return 0;
+}
+
+/* A reply's ranges (rg, at their places in the reply's file in) written
+ * into the copy of their layer's blob, where they lie in the blob, and
+ * recorded in it (an eStargz layer's: cn_blob_copy, its finish fetches
+ * only what no request brought). A failure marks the copy bad, and the
+ * finish fetches the blob whole, as without one; the fill goes on. */
+static void copy_ranges(fill_ctx *c, size_t layer, int in, const fill_range *rg, size_t n) {
+  cn_blob_copy *cp = &c->copies[layer];
+  if (cp->fd < 0) return;
+  bool bad = false;
+  for (size_t k = 0; k < n && !bad; k++)
+    bad = copy_bytes(in, rg[k].at, cp->fd, rg[k].lo, rg[k].hi - rg[k].lo) < 0;
+  pthread_mutex_lock(&c->copy_lock);
+  for (size_t k = 0; k < n && !bad; k++) bad = cn_blob_copy_add(cp, rg[k].lo, rg[k].hi) < 0;
+  if (bad) cp->bad = true;
+  pthread_mutex_unlock(&c->copy_lock);
+}
+
 /* Fetches the items of [first, last) this process holds the locks of
  * (it->lock >= 0), in one request of merged ranges, and stores each. The
  * reply streams into an anonymous file of STORE/tmp, each file's chunks
@@ -265,6 +322,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
     goto out_sink;
   }
   cairn_test_point(wst, "lazy: range fetched");
+  copy_ranges(c, c->items[first].layer, in, rg, n);
   /* the request's files verified and written, then recorded in one commit */
   cn_lazy_group *g = malloc(sizeof *g);
   int gr = g ? cn_lazy_group_begin(wst, g) : cairn_fail(wst, -ENOMEM, "out of memory");
@@ -448,6 +506,34 @@ static void *fill_worker(void *arg) {
   return NULL;
 }
 
+/* The copy of eStargz layer f's blob (cn_blob_copy): an anonymous file of
+ * STORE/tmp of the blob's size, its TOC and footer (its end: the kept
+ * TOC's bytes, checked) written already. None (fd -1) when that fails:
+ * the finish fetches the blob whole. */
+static void copy_open(fill_ctx *c, cn_blob_copy *cp, const cairn_lazy_file *f,
+                      const cn_lazy_toc *lt) {
+  snprintf(cp->digest, sizeof cp->digest, "%s", f->digest);
+  cp->size = f->blob_size;
+  if (lt->raw_len == 0 || lt->raw_len > cp->size) return;
+  uint64_t at = cp->size - lt->raw_len;
+  int fd = cn_store_tmpfile(c->st, 0444);
+  int r = fd < 0 ? fd : ftruncate(fd, (off_t)cp->size) < 0 ? -errno : 0;
+  for (size_t done = 0; r == 0 && done < lt->raw_len;) {
+    ssize_t w = pwrite(fd, lt->raw + done, lt->raw_len - done, (off_t)(at + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0)
+      r = -errno;
+    else
+      done += (size_t)w;
+  }
+  cp->fd = fd;
+  if (r == 0) r = cn_blob_copy_add(cp, at, cp->size);
+  if (r < 0) {
+    cn_blob_copy_free(cp);
+    cairn_fail(c->st, 0, "%s", "");
+  }
+}
+
 /* The layer of pending file f (by its blob's digest), its kept TOC read
  * and its registry opened on first use; -1 when that failed (said). */
 static ssize_t layer_of(fill_ctx *c, cairn_lazy_file *f) {
@@ -456,6 +542,10 @@ static ssize_t layer_of(fill_ctx *c, cairn_lazy_file *f) {
   fill_layer *v = realloc(c->layers, (c->n_layers + 1) * sizeof *v);
   if (!v) return cairn_fail(c->st, -ENOMEM, "out of memory");
   c->layers = v;
+  cn_blob_copy *cv = realloc(c->copies, (c->n_layers + 1) * sizeof *cv);
+  if (!cv) return cairn_fail(c->st, -ENOMEM, "out of memory");
+  c->copies = cv;
+  cv[c->n_layers] = (cn_blob_copy){.fd = -1};
   /* each open source points at its layer's options, which have moved */
   for (size_t k = 0; k < c->n_layers; k++) v[k].src->opts = &v[k].po;
   fill_layer *l = &v[c->n_layers];
@@ -469,6 +559,7 @@ static ssize_t layer_of(fill_ctx *c, cairn_lazy_file *f) {
     cn_lazy_toc_free(&l->lt);
     return r;
   }
+  if (l->lt.toc.format == CN_TOC_ESTARGZ) copy_open(c, &cv[c->n_layers], f, &l->lt);
   /* the fill reads its entries alone: the TOC's bytes and eStargz's own
    * JSON go (that file is fetched one by one, its TOC read for it) */
   free(l->lt.raw);
@@ -568,6 +659,7 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   if (r == 0) r = cn_lazy_pending_list(st, image_id, &todo, &n);
   fill_ctx c = {.st = st,
                 .o = &o,
+                .copy_lock = PTHREAD_MUTEX_INITIALIZER,
                 .total = n,
                 .sources = {.creds = o.creds},
                 .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -602,7 +694,10 @@ int cairn_fill(cairn_store *st, const char *image_ref, const cairn_fill_opts *op
   cn_strv_free(todo, n);
   cn_lazy_trim();
   /* every file here: each layer's exact tar recorded (partial.c) */
-  if (r == 0 && !c.failed) r = cn_lazy_finish_image(st, image_id, o.keep_blobs, o.log, o.arg);
+  if (r == 0 && !c.failed)
+    r = cn_lazy_finish_image(st, image_id, o.keep_blobs, c.copies, c.n_layers, o.log, o.arg);
+  for (size_t k = 0; k < c.n_layers; k++) cn_blob_copy_free(&c.copies[k]);
+  free(c.copies);
   if (r == 0 && n == 0) r = cn_lazy_tidy(st); /* a crashed fill's TOCs */
   cairn_pinset_release(st, ps);
   if (r < 0) return r;

@@ -22,6 +22,7 @@
 #ifndef LIBCAIRN_PARTIAL_H
 #define LIBCAIRN_PARTIAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -121,5 +122,48 @@ typedef struct cn_partial_result {
 } cn_partial_result;
 int cn_partial_pull(pull_source *src, const pull_desc *d, int fd, _Atomic uint64_t *progress,
                     cn_partial_result *res, cairn_store *st);
+
+/* ---- a fill's copy of an eStargz layer's blob ------------------------------ */
+
+/* An eStargz layer's compressed blob as a fill's requests bring it
+ * (fill.c), for the finish of the layer (cn_lazy_finish_layer), which
+ * fetches only the bytes it lacks (its holes) instead of the whole blob
+ * again: fd, an anonymous file of STORE/tmp of size bytes (gone on a
+ * crash), holds the blob's bytes [iv[k].lo, iv[k].hi) at their offsets,
+ * the intervals sorted and apart (adjacent ones merged: a few, whatever
+ * the number of requests); fd < 0: none. bad: a write to it failed, it
+ * is not to be used. What it holds is checked against digest, the
+ * blob's, before anything takes it. */
+typedef struct cn_blob_interval {
+  uint64_t lo, hi;
+} cn_blob_interval;
+typedef struct cn_blob_copy {
+  char digest[CAIRN_DIGEST_LEN + 1];
+  uint64_t size;
+  int fd;
+  bool bad;
+  cn_blob_interval *iv;
+  size_t n_iv, cap;
+} cn_blob_copy;
+/* Records [lo, hi) as held (lo < hi <= c->size), merged with the
+ * intervals it touches or overlaps. 0 or -ENOMEM; -EINVAL (nothing
+ * recorded) outside the blob. Not thread-safe: the fill holds a lock. */
+int cn_blob_copy_add(cn_blob_copy *c, uint64_t lo, uint64_t hi);
+/* The holes of c: the bytes of [0, c->size) no interval holds, in order,
+ * each through fn (lo < hi); stops at fn's first nonzero return, which it
+ * returns. */
+int cn_blob_copy_holes(const cn_blob_copy *c, int (*fn)(uint64_t lo, uint64_t hi, void *arg),
+                       void *arg);
+/* Completes c into blob d (from src): its holes fetched by range requests
+ * (*fetched bytes in *requests requests, counted even when it fails), in
+ * as few as CN_PARTIAL_RANGES_MAX, CN_PARTIAL_REQUEST_MAX and
+ * PULL_RANGE_SPEC_MAX allow; then its sha256 checked against d's digest.
+ * 0 when c->fd holds d's blob; a negative errno (the reason on st) when
+ * it does not or could not be completed (the blob is then to be fetched
+ * whole, c not used). */
+int cn_blob_copy_complete(pull_source *src, const pull_desc *d, cn_blob_copy *c,
+                          uint64_t *fetched, size_t *requests, cairn_store *st);
+/* Closes c's file and frees its intervals (c->fd -1). */
+void cn_blob_copy_free(cn_blob_copy *c);
 
 #endif

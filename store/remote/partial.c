@@ -12,6 +12,12 @@
  * tar is counted here, not taken from the TOC: the ingest takes such a
  * file as its blob (a hint, cn_layer_ingest_hinted), its bytes hashed into
  * the diff_id only, neither written nor hashed again.
+ *
+ * The finish of a lazily pulled layer is here too: zstd:chunked's by the
+ * same rebuild; eStargz's, which cannot be rebuilt, from its blob: the
+ * fill's copy of it (cn_blob_copy) completed by range requests and
+ * checked against the blob's digest before the ingest, else the blob
+ * fetched whole.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -760,20 +766,14 @@ static int finish_rebuild(pull_source *src, const pull_desc *d, const cairn_lazy
   return r;
 }
 
-/* The layer's blob fetched whole into fd, ingested and kept, as a full
- * pull does. A blob (the one the manifest names: checked) that is not a
- * tar of the layer's diff_id refutes the lazy pull's layer: it is taken
- * out of service, and the failure names its images. */
-static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps, int fd,
-                          const char *diff_id, cairn_store *st) {
-  if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
-    return cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
-  blob_sink s;
-  int r = cn_blob_sink_init(&s, fd, d->size, NULL);
-  if (r == 0) r = src->ops->blob(src, d, &s, st);
-  cn_blob_sink_free(&s);
-  if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
-    r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
+/* The layer's blob in fd (d's, checked), ingested and kept, as a full
+ * pull does. A blob that is not a tar of the layer's diff_id refutes the
+ * lazy pull's layer: it is taken out of service, and the failure names
+ * its images. */
+static int ingest_blob(const pull_desc *d, cairn_pinset *ps, int fd, const char *diff_id,
+                       cairn_store *st) {
+  int r = 0;
+  if (lseek(fd, 0, SEEK_SET) < 0) r = cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
   cairn_id got;
   if (r == 0 && (r = cn_layer_ingest(st, fd, diff_id, ps, got)) == -EBADMSG) {
     char why[1024], *images = NULL;
@@ -793,8 +793,32 @@ static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps
   return r;
 }
 
-int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
-                            void (*log)(const char *line, void *arg), void *arg) {
+/* The layer's blob fetched whole into fd, ingested and kept (ingest_blob). */
+static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps, int fd,
+                          const char *diff_id, cairn_store *st) {
+  if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+    return cairn_fail(st, -errno, "temporary file: %s", strerror(errno));
+  blob_sink s;
+  int r = cn_blob_sink_init(&s, fd, d->size, NULL);
+  if (r == 0) r = src->ops->blob(src, d, &s, st);
+  cn_blob_sink_free(&s);
+  return r == 0 ? ingest_blob(d, ps, fd, diff_id, st) : r;
+}
+
+/* The layer's blob from a fill's copy of it (cn_blob_copy): its holes
+ * fetched (*fetched bytes in *requests requests), the whole checked
+ * against d's digest, then ingested and kept (ingest_blob). 1 (the reason
+ * on st) when the copy is not the blob or could not be completed: the
+ * caller fetches it whole, as if there were no copy. */
+static int finish_from_copy(pull_source *src, const pull_desc *d, cn_blob_copy *copy,
+                            cairn_pinset *ps, const char *diff_id, uint64_t *fetched,
+                            size_t *requests, cairn_store *st) {
+  if (cn_blob_copy_complete(src, d, copy, fetched, requests, st) < 0) return 1;
+  return ingest_blob(d, ps, copy->fd, diff_id, st);
+}
+
+int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole, cn_blob_copy *copies,
+                         size_t n_copies, void (*log)(const char *line, void *arg), void *arg) {
   cairn_fail(st, 0, "%s", "");
   cairn_lazy_file f;
   int r = cn_lazy_source_get(st, diff_id, &f);
@@ -831,25 +855,47 @@ int cn_lazy_finish_layer(cairn_store *st, const char *diff_id, bool whole,
     goto out;
   }
   cn_partial_result res = {0};
-  r = whole ? 1 : finish_rebuild(src, &d, &f, ps, fd, &res, st);
+  cn_blob_copy *copy = NULL;
+  for (size_t k = 0; k < n_copies && !copy; k++)
+    if (copies[k].fd >= 0 && strcmp(copies[k].digest, f.digest) == 0) copy = &copies[k];
+  if (copy) { /* eStargz: a fill's copy of its blob */
+    uint64_t holes = 0;
+    size_t requests = 0;
+    r = finish_from_copy(src, &d, copy, ps, diff_id, &holes, &requests, st);
+    if (r == 0)
+      say(log, arg,
+          "layer %.19s: its blob assembled from the fill's requests and kept (the bytes they "
+          "lacked fetched: %llu of %llu bytes in %zu requests), its exact tar recorded",
+          f.digest, (unsigned long long)holes, (unsigned long long)f.blob_size, requests);
+    if (r == 1) {
+      say(log, arg,
+          "layer %.19s: the fill's copy of its blob is not usable (%s); fetching it whole",
+          f.digest, cairn_errmsg(st));
+      cairn_fail(st, 0, "%s", "");
+    }
+  } else {
+    r = whole ? 1 : finish_rebuild(src, &d, &f, ps, fd, &res, st);
+    if (r == 0) {
+      say(log, arg,
+          "layer %.19s: its exact tar recorded (the tar headers fetched: %llu of %llu bytes in "
+          "%zu requests)",
+          f.digest, (unsigned long long)res.fetched, (unsigned long long)f.blob_size,
+          res.requests);
+    } else if (r < 0 && r != -ENOSPC && r != -ECANCELED) {
+      say(log, arg, "layer %.19s: rebuilding its tar failed (%s); fetching it in full", f.digest,
+          cairn_errmsg(st));
+      cairn_fail(st, 0, "%s", "");
+      r = finish_in_full(src, &d, ps, fd, diff_id, st);
+      if (r == 0)
+        say(log, arg, "layer %.19s: fetched in full (%llu bytes), its exact tar recorded",
+            f.digest, (unsigned long long)f.blob_size);
+    }
+  }
   if (r == 1) { /* the blob whole, kept */
     r = finish_in_full(src, &d, ps, fd, diff_id, st);
     if (r == 0)
       say(log, arg, "layer %.19s: fetched whole (%llu bytes) and kept, its exact tar recorded",
           f.digest, (unsigned long long)f.blob_size);
-  } else if (r == 0) {
-    say(log, arg,
-        "layer %.19s: its exact tar recorded (the tar headers fetched: %llu of %llu bytes in "
-        "%zu requests)",
-        f.digest, (unsigned long long)res.fetched, (unsigned long long)f.blob_size, res.requests);
-  } else if (r != -ENOSPC && r != -ECANCELED) {
-    say(log, arg, "layer %.19s: rebuilding its tar failed (%s); fetching it in full", f.digest,
-        cairn_errmsg(st));
-    cairn_fail(st, 0, "%s", "");
-    r = finish_in_full(src, &d, ps, fd, diff_id, st);
-    if (r == 0)
-      say(log, arg, "layer %.19s: fetched in full (%llu bytes), its exact tar recorded", f.digest,
-          (unsigned long long)f.blob_size);
   }
   if (r == 0 && cn_layer_ingest_padding(st))
     say(log, arg,
@@ -870,14 +916,15 @@ out:
 }
 
 int cn_lazy_finish_image(cairn_store *st, const char *image_id, bool whole,
-                            void (*log)(const char *line, void *arg), void *arg) {
+                         cn_blob_copy *copies, size_t n_copies,
+                         void (*log)(const char *line, void *arg), void *arg) {
   char **ids = NULL;
   size_t n = 0;
   int r = cn_lazy_unfinished(st, image_id, &ids, &n);
   char why[1024] = "";
   int first = 0;
   for (size_t i = 0; r == 0 && i < n; i++) { /* each tried; the first failure returned */
-    int k = cn_lazy_finish_layer(st, ids[i], whole, log, arg);
+    int k = cn_lazy_finish_layer(st, ids[i], whole, copies, n_copies, log, arg);
     if (k < 0 && !first) {
       first = k;
       snprintf(why, sizeof why, "%s", cairn_errmsg(st));

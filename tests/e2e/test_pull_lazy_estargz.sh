@@ -16,7 +16,14 @@
 #   corrupt byte in one file's gzip member in the registry's blob fails that
 #   file's read (EIO) and no other; cairn fill then gives the full pull's
 #   image: same id, same export (listing and contents), fsck clean, no
-#   pending row, source row or kept TOC left.
+#   pending row, source row or kept TOC left, having moved about the
+#   layer's bytes once (at most 1.2 times them): the layer's finish
+#   assembles its blob from the fill's requests, the kept TOC and the
+#   bytes they lack (the file the mount read), not fetched whole again.
+#   A fill whose copy of the blob comes out wrong (a range reply with a
+#   wrong byte where no file's check sees it) is finished from the whole
+#   blob instead: said, the full pull's image, fsck clean. A fill killed
+#   (kill -9) mid-way or in its finish: the next one completes the image.
 #   The reference's blob without the toc.digest annotation is pulled in
 #   full, said once.
 source "$(dirname "$0")/../lib/test-lib.sh"
@@ -195,8 +202,16 @@ for img in "${images[@]}"; do
   setup cp "$T/blob.good" "$blob"
   expect_exit 0 "$img: umount" cairn --store "$S" umount "$S.m"
 
-  # The fill: the full pull's image.
+  # The fill: the full pull's image, the layer's bytes moved about once.
+  proxy_reset
   expect_exit 0 "$img: fill" cairn --store "$S" fill "lazy/$img:1"
+  sed "s/^/# /" "$T/stderr" >&2
+  moved=$(proxy_counts | jq .bytes)
+  echo "# $img: the fill moved $moved bytes for a layer of $bsize" >&2
+  check "$img: the fill moved at most 1.2 times the layer's bytes ($moved for $bsize)" \
+    test "$moved" -le $((bsize + bsize / 5))
+  check "$img: ... its finish assembled the blob from the fill's requests" \
+    grep -q "its blob assembled from the fill's requests and kept" "$T/stderr"
   check "$img: no pending rows remain" test "$(pending)" = 0
   check "$img: no source rows remain" \
     test "$(sqlite3 "file:$S/meta.db?mode=ro" "SELECT count(*) FROM layer_sources")" = 0
@@ -216,6 +231,77 @@ for img in "${images[@]}"; do
   check "$img: export: the full pull's files, byte for byte" cmp "$S.sums" "$F.sums"
   check "$img: ... stargz.index.json among them" grep -q "stargz.index.json" "$S.sums"
   expect_exit 0 "$img: umount the full pull" cairn --store "$F" umount "$F.m"
+done
+
+# A fill's copy of the blob that is not the blob: the first bytes (the
+# root's tar header, before the first file's data: no fill request brings
+# them, no file's check covers them) come wrong in the range reply of the
+# layer's finish. The finish fetches the blob whole instead.
+S=$T/lazy-flip
+bsize=$(manifest lazy/cairn | jq '.layers[0].size')
+first=$(jq '[.entries[] | select(.type == "reg" and .size > 0) | .offset] | min' "$T/cairn.toc")
+setup test "$first" -gt 1
+expect_exit 0 "flip: pull --lazy" cairn --store "$S" pull --insecure --lazy --no-fill \
+  "docker://$PROXY/lazy/cairn:1"
+setup curl -sf "http://$PROXY/_proxy/set?flip=$((first / 2))" -o /dev/null
+proxy_reset
+expect_exit 0 "flip: fill, a byte its copy lacked wrong in the finish's range reply" \
+  cairn --store "$S" fill lazy/cairn:1
+moved=$(proxy_counts | jq .bytes)
+log=$(proxy_log)
+setup curl -sf "http://$PROXY/_proxy/set?flip=-1" -o /dev/null
+sed "s/^/# /" "$T/stderr" >&2
+check "flip: the finish says the copy is not the blob" \
+  grep -q "the fill's copy of its blob is not usable (its digest is sha256:" "$T/stderr"
+check "flip: ... and fetched it whole" grep -q "fetched whole ($bsize bytes) and kept" "$T/stderr"
+bdigest=$(manifest lazy/cairn | jq -r '.layers[0].digest')
+check "flip: ... in one request ($moved bytes moved for $bsize)" test "$(jq --arg d "$bdigest" \
+  '[.[] | select((.[0] | endswith("/blobs/" + $d)) and .[1] == "")] | length' <<<"$log")" = 1
+check "flip: the image id is the full pull's" \
+  test "$(cairn --store "$S" images --json | jq -r '.[0].id')" = "$(cat "$T/full-cairn.id")"
+check "flip: the layer is complete, nothing pending" test "$(sqlite3 "file:$S/meta.db?mode=ro" \
+  "SELECT count(*) FROM layers WHERE state != 'complete'")$(sqlite3 "file:$S/meta.db?mode=ro" \
+  "SELECT count(*) FROM pending")" = 00
+expect_exit 0 "flip: fsck" cairn --store "$S" fsck
+rm -rf "$S.x" && mkdir "$S.x" && cairn --store "$S" export -q lazy/cairn:1 | tar -C "$S.x" -xf -
+(cd "$S.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$S.sums"
+check "flip: export: the full pull's files, byte for byte" cmp "$S.sums" "$T/full-cairn.sums"
+
+# A fill killed (kill -9) after its first request's files are committed,
+# and one killed in its finish: the copy was an anonymous file, nothing
+# of it is left; the next fill completes the image, the first finishing
+# from its own copy (the files the killed one stored its holes).
+for point in "lazy: committed" "lazy: TOCs unlinked"; do
+  S=$T/lazy-kill-${point//[^a-z]/}
+  expect_exit 0 "kill at '$point': pull --lazy" cairn --store "$S" pull --insecure --lazy \
+    --no-fill "docker://$PROXY/lazy/cairn:1"
+  env CAIRN_INJECT_DIR="$S" CAIRN_INJECT_PROG=cairn CAIRN_INJECT_POINT="$point" \
+    CAIRN_INJECT_MODE=kill LD_PRELOAD="$(injector_preload)" "$CAIRN_BIN/cairn" --store "$S" \
+    fill -q lazy/cairn:1 >/dev/null 2>&1
+  check "kill at '$point': the fill was killed" test $? = 137
+  left=$(sqlite3 "file:$S/meta.db?mode=ro" "SELECT count(*) FROM pending")
+  proxy_reset
+  expect_exit 0 "kill at '$point': the next fill ($left files left)" cairn --store "$S" fill \
+    lazy/cairn:1
+  moved=$(proxy_counts | jq .bytes)
+  if [ "$point" = "lazy: committed" ]; then
+    check "kill at '$point': ... some files were left, some stored" test "$left" -gt 0 -a \
+      "$left" -lt "$(jq '[.entries[] | select(.type == "reg" and .size > 0)] | length' \
+      "$T/cairn.toc")"
+    check "kill at '$point': ... it finished from its copy ($moved bytes moved for $bsize)" \
+      grep -q "its blob assembled from the fill's requests and kept" "$T/stderr"
+    check "kill at '$point': ... moving at most 1.2 times the layer's bytes" \
+      test "$moved" -le $((bsize + bsize / 5))
+  fi
+  check "kill at '$point': the image id is the full pull's" \
+    test "$(cairn --store "$S" images --json | jq -r '.[0].id')" = "$(cat "$T/full-cairn.id")"
+  check "kill at '$point': nothing pending, no source row" test "$(sqlite3 \
+    "file:$S/meta.db?mode=ro" "SELECT (SELECT count(*) FROM pending) + (SELECT count(*) FROM \
+    layer_sources)")" = 0
+  expect_exit 0 "kill at '$point': fsck" cairn --store "$S" fsck
+  rm -rf "$S.x" && mkdir "$S.x" && cairn --store "$S" export -q lazy/cairn:1 | tar -C "$S.x" -xf -
+  (cd "$S.x" && find . -type f -print0 | sort -z | xargs -0 sha256sum) >"$S.sums"
+  check "kill at '$point': export: the full pull's files" cmp "$S.sums" "$T/full-cairn.sums"
 done
 
 # The reference's blob without the toc.digest annotation: pulled in full.

@@ -30,13 +30,17 @@ Control (not forwarded, not shaped, not counted):
   GET /_proxy/set?rate=B&latency=S   changes the shaping
   GET /_proxy/set?ranges=0   drops the Range header of requests (a registry
       that answers none: 200 and the whole blob); ranges=1 restores it
+  GET /_proxy/set?flip=OFFSET   flips the blob's byte at OFFSET in every
+      range reply (206, single or multipart) that holds it, as a registry
+      or a network that corrupts it; replies of whole blobs keep it right.
+      flip=-1 stops it
 """
-import argparse, http.client, json, os, socket, sys, threading, time
+import argparse, http.client, json, os, re, socket, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 LOCK = threading.Lock()
-CFG = {"rate": 12_500_000.0, "latency": 0.010, "upstream": 0, "ranges": True}
+CFG = {"rate": 12_500_000.0, "latency": 0.010, "upstream": 0, "ranges": True, "flip": -1}
 LINK = {"free_at": 0.0, "in_flight": 0}  # when the shared link has sent everything queued
 COUNTS = {}
 LOG = []
@@ -44,6 +48,27 @@ HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te"
        "upgrade"}
 PIECE = 65536  # 5 ms of the link at 100 Mbit/s
 BURST = 0.020
+
+
+PART = re.compile(rb"content-range: *bytes (\d+)-(\d+)/", re.I)
+
+
+def flip(body, content_range, at):
+    """body (a 206's) with the blob's byte at offset at flipped, wherever
+    a part of it holds that byte."""
+    b = bytearray(body)
+    m = PART.match(b"content-range: " + content_range.encode()) if content_range else None
+    if m:
+        lo, hi = int(m.group(1)), int(m.group(2))
+        if lo <= at <= hi and at - lo < len(b):
+            b[at - lo] ^= 0xFF
+        return bytes(b)
+    for m in PART.finditer(body):
+        lo, hi = int(m.group(1)), int(m.group(2))
+        start = body.find(b"\r\n\r\n", m.start())
+        if start >= 0 and lo <= at <= hi and start + 4 + at - lo < len(b):
+            b[start + 4 + at - lo] ^= 0xFF
+    return bytes(b)
 
 
 def reset():
@@ -87,6 +112,8 @@ class Handler(BaseHTTPRequestHandler):
                     CFG["latency"] = float(q["latency"])
                 if "ranges" in q:
                     CFG["ranges"] = q["ranges"] != "0"
+                if "flip" in q:
+                    CFG["flip"] = int(q["flip"])
             body = json.dumps(LOG if url.path == "/_proxy/log" else COUNTS).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -157,8 +184,16 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             if self.command == "HEAD":
                 return
+            with LOCK:
+                at = CFG["flip"]
+            whole = None
+            if at >= 0 and resp.status == 206:
+                whole = flip(resp.read(), resp.getheader("Content-Range"), at)
             while True:
-                piece = resp.read(PIECE)
+                if whole is None:
+                    piece = resp.read(PIECE)
+                else:
+                    piece, whole = whole[:PIECE], whole[PIECE:]
                 if not piece:
                     break
                 pace(len(piece))

@@ -269,3 +269,57 @@ Test(partial, byteranges_refused) {
               cairn_errmsg(T.st));
   }
 }
+
+/* A fill's copy of a blob (cn_blob_copy): the intervals it holds stay
+ * sorted, apart and merged whatever order they come in; its holes are
+ * the rest of the blob. */
+static int hole_note(uint64_t lo, uint64_t hi, void *arg) {
+  char *s = arg;
+  size_t n = strlen(s);
+  snprintf(s + n, 256 - n, "%s%llu-%llu", n ? "," : "", (unsigned long long)lo,
+           (unsigned long long)hi);
+  return 0;
+}
+
+static void holes_are(const cn_blob_copy *c, const char *want) {
+  char got[256] = "";
+  cr_assert_eq(cn_blob_copy_holes(c, hole_note, got), 0);
+  cr_assert_str_eq(got, want);
+}
+
+Test(partial, blob_copy_intervals) {
+  cn_blob_copy c = {.fd = -1, .size = 100};
+  holes_are(&c, "0-100");
+  cr_assert_eq(cn_blob_copy_add(&c, 50, 60), 0);
+  cr_assert_eq(cn_blob_copy_add(&c, 10, 20), 0);
+  cr_assert_eq(cn_blob_copy_add(&c, 80, 90), 0);
+  cr_assert_eq(c.n_iv, 3);
+  holes_are(&c, "0-10,20-50,60-80,90-100");
+  cr_assert_eq(cn_blob_copy_add(&c, 20, 30), 0); /* adjacent: merged */
+  cr_assert_eq(c.n_iv, 3);
+  cr_assert_eq(cn_blob_copy_add(&c, 55, 85), 0); /* overlaps two */
+  cr_assert_eq(c.n_iv, 2);
+  holes_are(&c, "0-10,30-50,90-100");
+  cr_assert_eq(cn_blob_copy_add(&c, 12, 15), 0); /* inside one */
+  cr_assert_eq(c.n_iv, 2);
+  cr_assert_eq(cn_blob_copy_add(&c, 0, 10), 0);
+  cr_assert_eq(cn_blob_copy_add(&c, 95, 100), 0);
+  holes_are(&c, "30-50,90-95");
+  cr_assert_eq(cn_blob_copy_add(&c, 5, 101), -EINVAL); /* past the blob */
+  cr_assert_eq(cn_blob_copy_add(&c, 7, 7), -EINVAL);
+  cr_assert_eq(cn_blob_copy_add(&c, 0, 100), 0);
+  cr_assert_eq(c.n_iv, 1);
+  holes_are(&c, "");
+  cn_blob_copy_free(&c);
+  c = (cn_blob_copy){.fd = -1, .size = 100};
+  for (uint64_t k = 40; k-- > 0;) /* many apart, backwards: each kept, in order */
+    cr_assert_eq(cn_blob_copy_add(&c, 2 * k + 1, 2 * k + 2), 0);
+  cr_assert_eq(c.n_iv, 40);
+  for (size_t k = 0; k < c.n_iv; k++) cr_assert_eq(c.iv[k].lo, 2 * k + 1);
+  cr_assert_eq(cn_blob_copy_add(&c, 0, 81), 0);
+  cr_assert_eq(c.n_iv, 1);
+  holes_are(&c, "81-100");
+  cn_blob_copy_free(&c);
+  cr_assert_eq(c.fd, -1);
+  cr_assert_eq(c.n_iv, 0);
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * blob_copy.c — a fill's copy of an eStargz layer's compressed blob
+ * (cn_blob_copy, libcairn_partial.h): the intervals of the blob it holds,
+ * sorted and merged, and at the layer's finish (partial.c) its holes
+ * fetched by multi-range requests (each part exactly a range asked,
+ * written where it lies) and the whole checked against the blob's
+ * digest. Nothing here trusts the copy: the finish ingests it only once
+ * its sha256 is the digest the manifest names. Built on cairn.h alone,
+ * like the rest of store/remote/.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "libcairn_byteranges.h"
+#include "libcairn_partial.h"
+#include "libcairn_remote_lazy.h"
+
+int cn_blob_copy_add(cn_blob_copy *c, uint64_t lo, uint64_t hi) {
+  if (lo >= hi || hi > c->size) return -EINVAL;
+  /* iv[i, j): the intervals that touch or overlap [lo, hi) (the ones
+   * before i end before lo; the fill's requests come about in order) */
+  size_t i = c->n_iv;
+  while (i > 0 && c->iv[i - 1].hi >= lo) i--;
+  size_t j = i;
+  while (j < c->n_iv && c->iv[j].lo <= hi) j++;
+  if (j > i) {
+    if (c->iv[i].lo < lo) lo = c->iv[i].lo;
+    if (c->iv[j - 1].hi > hi) hi = c->iv[j - 1].hi;
+    c->iv[i] = (cn_blob_interval){lo, hi};
+    memmove(&c->iv[i + 1], &c->iv[j], (c->n_iv - j) * sizeof *c->iv);
+    c->n_iv -= j - i - 1;
+    return 0;
+  }
+  if (c->n_iv == c->cap) {
+    size_t cap = c->cap ? 2 * c->cap : 16;
+    cn_blob_interval *v = realloc(c->iv, cap * sizeof *v);
+    if (!v) return -ENOMEM;
+    c->iv = v;
+    c->cap = cap;
+  }
+  memmove(&c->iv[i + 1], &c->iv[i], (c->n_iv - i) * sizeof *c->iv);
+  c->iv[i] = (cn_blob_interval){lo, hi};
+  c->n_iv++;
+  return 0;
+}
+
+int cn_blob_copy_holes(const cn_blob_copy *c, int (*fn)(uint64_t lo, uint64_t hi, void *arg),
+                       void *arg) {
+  uint64_t pos = 0;
+  for (size_t k = 0; k <= c->n_iv; k++) {
+    uint64_t end = k < c->n_iv ? c->iv[k].lo : c->size;
+    if (end > pos) {
+      int r = fn(pos, end, arg);
+      if (r) return r;
+    }
+    if (k < c->n_iv) pos = c->iv[k].hi;
+  }
+  return 0;
+}
+
+void cn_blob_copy_free(cn_blob_copy *c) {
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  free(c->iv);
+  c->iv = NULL;
+  c->n_iv = c->cap = 0;
+}
+
+/* The holes of a copy to fetch, cut in pieces one request takes. */
+typedef struct holes {
+  cn_blob_interval *v;
+  bool *got;
+  size_t n, cap;
+  uint64_t bytes;
+  int fd;             /* the copy's */
+  size_t first, last; /* the request's pieces, while its reply is read */
+  cairn_store *st;
+} holes;
+
+static int hole_push(uint64_t lo, uint64_t hi, void *arg) {
+  holes *h = arg;
+  for (; lo < hi;) {
+    uint64_t n = hi - lo > CN_PARTIAL_REQUEST_MAX ? CN_PARTIAL_REQUEST_MAX : hi - lo;
+    if (h->n == h->cap) {
+      size_t cap = h->cap ? 2 * h->cap : 16;
+      cn_blob_interval *v = realloc(h->v, cap * sizeof *v);
+      if (!v) return -ENOMEM;
+      h->v = v;
+      h->cap = cap;
+    }
+    h->v[h->n++] = (cn_blob_interval){lo, lo + n};
+    h->bytes += n;
+    lo += n;
+  }
+  return 0;
+}
+
+/* One part of a reply: written into the copy where it belongs, if it is
+ * exactly one of the pieces asked for. */
+static int hole_take(uint64_t off, const unsigned char *data, size_t len, void *arg) {
+  holes *h = arg;
+  for (size_t k = h->first; k < h->last; k++) {
+    if (h->v[k].lo != off) continue;
+    if (h->v[k].hi - h->v[k].lo != len || h->got[k])
+      return cairn_fail(h->st, -EBADMSG, "range reply: a part is not the range asked for");
+    for (size_t done = 0; done < len;) {
+      ssize_t w = pwrite(h->fd, data + done, len - done, (off_t)(off + done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return cairn_fail(h->st, -errno, "the copy: %s", strerror(errno));
+      done += (size_t)w;
+    }
+    h->got[k] = true;
+    return 0;
+  }
+  return cairn_fail(h->st, -EBADMSG, "range reply: a part is not a range asked for");
+}
+
+/* The pieces [h->first, h->last) in one range request, into the copy. */
+static int hole_request(pull_source *src, const pull_desc *d, holes *h, uint64_t *fetched,
+                        size_t *requests, cairn_store *st) {
+  char spec[PULL_RANGE_SPEC_MAX];
+  size_t used = 0;
+  uint64_t total = 0;
+  for (size_t k = h->first; k < h->last; k++) {
+    int w = snprintf(spec + used, sizeof spec - used, "%s%llu-%llu", k > h->first ? "," : "",
+                     (unsigned long long)h->v[k].lo, (unsigned long long)(h->v[k].hi - 1));
+    if (w < 0 || (size_t)w >= sizeof spec - used)
+      return cairn_fail(st, -E2BIG, "range request: too many ranges");
+    used += (size_t)w;
+    total += h->v[k].hi - h->v[k].lo;
+  }
+  int tmp = cn_store_tmpfile(st, 0600);
+  if (tmp < 0) return tmp;
+  blob_sink s;
+  pull_range_reply rr = {0};
+  size_t parts = h->last - h->first;
+  int r = cn_blob_sink_init(&s, tmp, total + 4096 + 256 * (uint64_t)parts, NULL);
+  if (r == 0) {
+    r = src->ops->ranges(src, d, spec, &s, &rr, st);
+    *fetched += s.written;
+    (*requests)++;
+    if (r == 0 && rr.status != 206)
+      r = cairn_fail(st, -EPROTO, "the registry answered a range request with HTTP %ld",
+                     rr.status);
+    if (r == 0 && s.written == 0) r = cairn_fail(st, -EBADMSG, "range reply: empty");
+    void *m = MAP_FAILED;
+    if (r == 0 && (m = mmap(NULL, (size_t)s.written, PROT_READ, MAP_SHARED, tmp, 0)) == MAP_FAILED)
+      r = cairn_fail(st, -errno, "range reply: %s", strerror(errno));
+    if (r == 0) {
+      int k = cn_byteranges_parse(rr.content_type, rr.content_range, m, (size_t)s.written,
+                                  d->size, parts, hole_take, h, st);
+      r = k < 0 ? k : 0;
+    }
+    if (m != MAP_FAILED) munmap(m, (size_t)s.written);
+    cn_blob_sink_free(&s);
+  }
+  close(tmp);
+  for (size_t k = h->first; r == 0 && k < h->last; k++)
+    if (!h->got[k]) r = cairn_fail(st, -EBADMSG, "range reply: a range asked for is missing");
+  return r;
+}
+
+/* Fetches what copy lacks: its holes in as few multi-range requests as
+ * CN_PARTIAL_RANGES_MAX, CN_PARTIAL_REQUEST_MAX and PULL_RANGE_SPEC_MAX
+ * allow, one after another. */
+static int fetch_holes(pull_source *src, const pull_desc *d, cn_blob_copy *copy,
+                       uint64_t *fetched, size_t *requests, cairn_store *st) {
+  holes h = {.fd = copy->fd, .st = st};
+  int r = cn_blob_copy_holes(copy, hole_push, &h);
+  if (r < 0) r = cairn_fail(st, r, "out of memory");
+  if (r == 0 && h.n && !src->ops->ranges)
+    r = cairn_fail(st, -ENOTSUP, "the source takes no range requests");
+  if (r == 0 && h.n && !(h.got = calloc(h.n, sizeof *h.got)))
+    r = cairn_fail(st, -ENOMEM, "out of memory");
+  for (size_t first = 0; r == 0 && first < h.n;) {
+    size_t last = first;
+    uint64_t bytes = 0, chars = 0;
+    while (last < h.n && last - first < CN_PARTIAL_RANGES_MAX) {
+      uint64_t len = h.v[last].hi - h.v[last].lo;
+      if (last > first &&
+          (bytes + len > CN_PARTIAL_REQUEST_MAX || chars + 48 > PULL_RANGE_SPEC_MAX))
+        break;
+      bytes += len;
+      chars += 48; /* "A-B," at most: two 20-digit numbers */
+      last++;
+    }
+    h.first = first;
+    h.last = last;
+    r = hole_request(src, d, &h, fetched, requests, st);
+    first = last;
+  }
+  free(h.v);
+  free(h.got);
+  return r;
+}
+
+/* The sha256 of fd's size bytes, "sha256:HEX". */
+static int copy_digest(int fd, uint64_t size, char out[CAIRN_DIGEST_LEN + 1], cairn_store *st) {
+  enum { BUF = 1 << 20 };
+  unsigned char *buf = malloc(BUF);
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  int r = buf && md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1
+              ? 0
+              : cairn_fail(st, -ENOMEM, "out of memory");
+  for (uint64_t at = 0; r == 0 && at < size;) {
+    size_t want = size - at > BUF ? BUF : (size_t)(size - at);
+    ssize_t k = pread(fd, buf, want, (off_t)at);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0)
+      r = cairn_fail(st, k < 0 ? -errno : -EIO, "reading the copy: %s",
+                     k < 0 ? strerror(errno) : "short");
+    else if (EVP_DigestUpdate(md, buf, (size_t)k) != 1)
+      r = cairn_fail(st, -EIO, "sha256 failed");
+    else
+      at += (uint64_t)k;
+  }
+  if (r == 0) cn_sha256_final_digest(md, out);
+  EVP_MD_CTX_free(md);
+  free(buf);
+  return r;
+}
+
+int cn_blob_copy_complete(pull_source *src, const pull_desc *d, cn_blob_copy *copy,
+                          uint64_t *fetched, size_t *requests, cairn_store *st) {
+  struct stat sb;
+  int r = 0;
+  if (copy->fd < 0)
+    r = cairn_fail(st, -EBADF, "no copy");
+  else if (copy->bad)
+    r = cairn_fail(st, -EIO, "a write to it failed");
+  else if (copy->size != d->size || strcmp(copy->digest, d->digest) != 0)
+    r = cairn_fail(st, -EINVAL, "not a copy of blob %s", d->digest);
+  else if (fstat(copy->fd, &sb) < 0 || (uint64_t)sb.st_size != d->size)
+    r = cairn_fail(st, -EIO, "its size is not the blob's");
+  if (r == 0) r = fetch_holes(src, d, copy, fetched, requests, st);
+  char got[CAIRN_DIGEST_LEN + 1];
+  if (r == 0) r = copy_digest(copy->fd, d->size, got, st);
+  if (r == 0 && strcmp(got, d->digest) != 0) r = cairn_fail(st, -EBADMSG, "its digest is %s", got);
+  return r;
+}
