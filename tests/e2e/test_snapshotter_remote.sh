@@ -361,7 +361,8 @@ check "a second container of the image, the snapshotter started again" ctr_ run 
 # (a background fill, not the mount's fetcher, fill --serve)
 check "one fill runs: $(pgrep -fa -- "--store $CS fill --no-progress" | tr '\n' ' ')" \
   test "$(pgrep -fc -- "--store $CS fill --no-progress")" -le 1
-# (its end checks each eStargz layer against its diff_id: the blobs again)
+# (its end checks each eStargz layer against its diff_id: the blob's
+# bytes no request of it brought, then the whole blob's digest)
 t0=$SECONDS
 wait_for 30 sh -c "test \"\$(sqlite3 '$CS/meta.db' 'SELECT count(*) FROM pending')\" = 0" &&
   wait_for 30 fills_done
