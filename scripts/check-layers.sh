@@ -210,6 +210,9 @@ OBJ=$(mktemp -d)
 trap 'rm -rf "$OBJ"' EXIT
 CFLAGS="-c -O0 -w -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -Iinclude -Istore -Istore/remote -Icommon"
 CFLAGS="$CFLAGS $(pkg-config --cflags sqlite3 libxxhash libarchive libcrypto jansson libcurl fuse3)"
+# what CMake defines for a file (common/CMakeLists.txt: self.c's install
+# paths), as words the compile's shell reads
+CFLAGS="$CFLAGS -DCAIRN_LIBEXECDIR='\"/usr/libexec\"' -DCAIRN_LIBEXECDIR_REL='\"libexec\"'"
 SOURCES=$(find store common fs tools -name '*.c' | sort)
 # With CHECK_LAYERS_CACHE=DIR (test_layers.sh checks many copies of one
 # tree), an object is kept there under the hash of its source, and of every
