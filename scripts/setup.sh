@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES="build-essential cmake pkg-config libfuse3-dev fuse3 libsqlite3-dev libxxhash-dev libcriterion-dev libarchive-dev libssl-dev libcurl4-openssl-dev libjansson-dev zlib1g-dev libzstd-dev zstd gzip tar python3 sqlite3 jq util-linux procps psmisc curl docker-registry skopeo crun runc podman fuse-overlayfs hyperfine debootstrap time openssl clang lld libclang-rt-14-dev dpkg-dev valgrind strace scdoc man-db bsdextrautils bash-completion autoconf automake libfaketime golang-go golang-github-containerd-stargz-snapshotter-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler golang-github-containerd-containerd-dev containerd python3-grpcio python3-protobuf protobuf-compiler"
+PACKAGES="build-essential cmake pkg-config libfuse3-dev fuse3 libsqlite3-dev libxxhash-dev libcriterion-dev libarchive-dev libssl-dev libcurl4-openssl-dev libjansson-dev zlib1g-dev libzstd-dev zstd gzip tar python3 sqlite3 jq util-linux procps psmisc curl docker-registry skopeo crun runc podman fuse-overlayfs hyperfine debootstrap time openssl clang lld libclang-rt-14-dev dpkg-dev valgrind strace scdoc man-db bsdextrautils bash-completion autoconf automake libfaketime golang-go golang-github-containerd-stargz-snapshotter-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler golang-github-containerd-containerd-dev containerd containernetworking-plugins iproute2 python3-grpcio python3-protobuf protobuf-compiler"
 
 missing=""
 for p in $PACKAGES; do

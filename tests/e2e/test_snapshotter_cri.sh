@@ -19,9 +19,15 @@
 # 4 while containerd's snapshots hold it. PullImage from a registry with
 # token auth, with credentials only its request carries: the snapshotter
 # has none, its lazy Prepare gives way, and containerd downloads the layer
-# into cairn's snapshot. Once the containers and pod are
-# stopped and removed and the images removed (RemoveImage), `cairn gc`
-# frees every layer.
+# into cairn's snapshot. A second pod, on a CNI network of the test's own
+# (Debian's reference plugins: bridge, on a bridge device of this run's;
+# host-local, on a private /24; loopback), gets an address of that subnet
+# (PodSandboxStatus); a container of the lazy image in it sees the pod's
+# eth0 and address, which the host's namespace has not, and the host gets
+# no address or route of it; StopPodSandbox tears the network down (the
+# veth, the namespace, the address). A kernel that makes no bridge skips
+# that pod. Once the containers and pods are stopped and removed and the
+# images removed (RemoveImage), `cairn gc` frees every layer.
 source "$(dirname "$0")/../lib/test-lib.sh"
 use_lib registry containerd
 ctd_need gcc
@@ -76,6 +82,24 @@ REGISTRY_AUTH=
 setup sh -c "'$CAIRN_BIN/cairn' --store '$CS' pull -q --insecure 'docker://$PROXY/cri/a:1' \
   >/dev/null"
 ctd_cri "$REGISTRY/cri/pause:1" "$REGISTRY" "$PROXY" "$RAUTH"
+# The pods' CNI network: Debian's plugins, the bridge plugin on a bridge
+# of this run's own (made here, deleted at exit), host-local addresses of
+# a private /24 (its state under $C), loopback; no gateway on the host, no
+# masquerade, no port mapping: nothing of iptables or of the host's
+# forwarding. A kernel that makes no bridge skips the pod on it.
+BR=cairn-br$$ # IFNAMSIZ: 15 characters at most
+NET=10.88.$(($$ % 256))
+NETNAME=cairn-test-$$
+cni=
+if ip link add "$BR" type bridge 2>"$T/br.err"; then
+  on_exit "ip link del $BR"
+  jq -n --arg n "$NETNAME" --arg b "$BR" --arg s "$NET.0/24" --arg d "$C/cni/ipam" \
+    '{cniVersion: "1.0.0", name: $n, plugins: [{type: "bridge", bridge: $b, isGateway: false,
+      ipMasq: false, ipam: {type: "host-local", dataDir: $d, ranges: [[{subnet: $s}]]}},
+      {type: "loopback"}]}' >"$CTD_CNI_CONF/10-cairn-test.conflist"
+else
+  cni="ip link add $BR type bridge: $(head -1 "$T/br.err")"
+fi
 ctd_start "$CS"
 # the background fills of lazy chains run in sessions of their own
 on_exit "for p in \$(pgrep -f -- '--store $CS fill'); do kill \$p; done"
@@ -144,14 +168,17 @@ mkdir -p "$T/logs"
 pod=$(cri_ runp "$T/pod.json") || fail "CRI RunPodSandbox: $(tail -3 "$C/containerd.log")"
 echo "$pod" >>"$CRI_IDS"
 ok "CRI RunPodSandbox of a pod on the host's network (pause image pulled onto cairn)"
-# cri_container NAME IMAGE SCRIPT: a container of IMAGE in the pod that
-# runs `sh -c SCRIPT`, its log NAME.log; its id on stdout and in CRI_IDS.
+# cri_container NAME IMAGE SCRIPT [POD POD.json]: a container of IMAGE in
+# the pod POD (default: the one on the host's network), on its network,
+# that runs `sh -c SCRIPT`, its log NAME.log; its id on stdout and in
+# CRI_IDS.
 cri_container() {
-  local id
-  jq -n --arg n "$1" --arg i "$2" --arg s "$3" '{metadata: {name: $n}, image: {image: $i},
-    command: ["/bin/sh", "-c", $s], log_path: ($n + ".log"),
-    linux: {security_context: {namespace_options: {network: "NODE"}}}}' >"$T/$1.json"
-  id=$(cri_ create "$pod" "$T/$1.json" "$T/pod.json") || return 1
+  local id p=${4:-$pod} pj=${5:-$T/pod.json} net
+  net=$(jq -r '.linux.security_context.namespace_options.network // "POD"' "$pj")
+  jq -n --arg n "$1" --arg i "$2" --arg s "$3" --arg net "$net" '{metadata: {name: $n},
+    image: {image: $i}, command: ["/bin/sh", "-c", $s], log_path: ($n + ".log"),
+    linux: {security_context: {namespace_options: {network: $net}}}}' >"$T/$1.json"
+  id=$(cri_ create "$p" "$T/$1.json" "$pj") || return 1
   echo "$id" >>"$CRI_IDS"
   echo "$id"
 }
@@ -223,6 +250,92 @@ check "whole, by containerd's download: no source, nothing pending" test \
     (SELECT count(*) FROM pending WHERE layer_id = '$new3')")" = 0
 check "cairn-pin ls $new3: held by a containerd snapshot" sh -c \
   "'$CAIRN_BIN/cairn-pin' --store '$CS' ls $new3 | grep -q 'containerd snapshot sha256:'"
+
+# A pod on a network of its own (the CRI's default, POD), which the CRI
+# plugin sets up with the CNI plugins: its address is of the conflist's
+# subnet; a container of the lazy image in it (its root cairn's) sees the
+# pod's eth0 and address, which the host's namespace has not; the host
+# gets no address or route of it; StopPodSandbox tears the network down.
+in_net() { [[ $1 == "$NET".* && ${1#"$NET".} =~ ^[0-9]+$ ]] && ((BASH_REMATCH > 0 &&
+  BASH_REMATCH < 255)); }
+other_netns() {
+  [ -e "$2" ] && [ "$(readlink "/proc/$1/ns/net")" != "$(readlink /proc/$$/ns/net)" ]
+}
+# local_ip ADDR FIB: ADDR is a local address in FIB (/proc/net/fib_trie
+# with its lines' indent removed): a line `|-- ADDR`, then `/32 host LOCAL`
+local_ip() { awk -v a="|-- $1" 'p == a && $0 == "/32 host LOCAL" { f = 1 } { p = $0 }
+  END { exit !f }' "$2"; }
+# netns_at_exit: the network namespace of the pod $T/netpod.status shows
+# (containerd's, named cni-UUID), if any, removed at exit whatever the exit
+netns_at_exit() {
+  netns=$(jq -r '.info.info.runtimeSpec.linux.namespaces[]? | select(.type == "network") |
+    .path // ""' "$T/netpod.status")
+  [[ $netns == */netns/cni-* ]] && on_exit "umount '$netns'; rm -f '$netns'"
+}
+ports() { ip -o link show master "$BR" | awk -F': ' '{ sub(/@.*/, "", $2); print $2 }'; }
+net_pod() {
+  local fwd ip pid veth c
+  fwd=$(cat /proc/sys/net/ipv4/ip_forward)
+  cat >"$T/netpod.json" <<EOF
+{"metadata": {"name": "cairn-cri-net", "uid": "$CID-net", "namespace": "cairn-test"},
+ "log_directory": "$T/logs"}
+EOF
+  if ! netpod=$(cri_ runp "$T/netpod.json"); then
+    # a pod whose network's teardown failed too is left, its namespace too
+    for netpod in $(cri_ pods | jq -r --arg u "$CID-net" '.items[] | select(.metadata.uid == $u) |
+      .id'); do
+      echo "$netpod" >>"$CRI_IDS"
+      cri_ inspectp "$netpod" >"$T/netpod.status" && netns_at_exit
+    done
+    fail "CRI RunPodSandbox of a pod on the CNI network: $(tail -3 "$C/containerd.log")"
+  fi
+  echo "$netpod" >>"$CRI_IDS"
+  ok "CRI RunPodSandbox of a pod on the CNI network (bridge $BR)"
+  cri_ inspectp "$netpod" >"$T/netpod.status"
+  netns_at_exit
+  ip=$(jq -r '.status.network.ip // ""' "$T/netpod.status")
+  pid=$(jq -r '.info.info.pid' "$T/netpod.status")
+  check_json "PodSandboxStatus: ready" '(.status.state // "SANDBOX_READY") == "SANDBOX_READY"' \
+    cat "$T/netpod.status"
+  check "its IP, $ip, is of the conflist's $NET.0/24" in_net "$ip"
+  check "its pause runs in a network namespace of its own ($netns)" other_netns "$pid" "$netns"
+  veth=$(ports)
+  check "the pod's veth ($veth) is the one port of $BR" test "$(echo $veth | wc -w)" = 1
+  check "host-local's record of its address is under \$C" test -e "$C/cni/ipam/$NETNAME/$ip"
+  check "the host has no address on $BR, no route to the pod through it" test -z \
+    "$(ip -4 -o addr show dev "$BR")$(ip -4 route show table all | grep -w "dev $BR")"
+  c=$(cri_container net "$PROXY/cri/lz:1" 'for i in /sys/class/net/*; do echo "net: ${i##*/}"
+    done; while read -r l; do echo "fib: $l"; done </proc/net/fib_trie' "$netpod" \
+    "$T/netpod.json") || fail "CRI CreateContainer in it: $(tail -3 "$C/containerd.log")"
+  check "CRI CreateContainer and StartContainer of the lazy image in it" cri_ start "$c"
+  setup sh -c "timeout 60 ctr -a '$C/containerd.sock' -n k8s.io snapshots --snapshotter cairn \
+    ls >'$T/snaps'"
+  check "its root is an active snapshot of cairn's" active "$c"
+  wait_for 30 exited "$c" || fail "it has not exited 30 s after its start"
+  check_json "it exited 0" '(.status.exit_code // 0) == 0' cri_ inspect "$c"
+  sed -n 's/.* stdout F fib: //p' "$T/logs/net.log" >"$T/net.fib"
+  sed 's/^ *//' /proc/net/fib_trie >"$T/host.fib"
+  check "its interfaces: eth0 and lo, none of the host's others ($(ls /sys/class/net | xargs))" \
+    test "$(sed -n 's/.* stdout F net: //p' "$T/logs/net.log" | xargs)" = "eth0 lo"
+  check "its local address is the pod's, $ip" local_ip "$ip" "$T/net.fib"
+  check "and 127.0.0.1 (its lo is up)" local_ip 127.0.0.1 "$T/net.fib"
+  check "the host's namespace has not that address" test "$(grep -cFx -- "|-- $ip" \
+    "$T/host.fib")" = 0
+  check "CRI RemoveContainer of it" cri_ rm "$c"
+  check "CRI StopPodSandbox of the pod on the CNI network" cri_ stopp "$netpod"
+  check "its network torn down: its veth gone, no port left on $BR" sh -c \
+    "! ip link show dev '$veth' >/dev/null 2>&1 && [ -z \"\$(ip -o link show master '$BR')\" ]"
+  check "its network namespace removed" test ! -e "$netns"
+  check "host-local released its address" test ! -e "$C/cni/ipam/$NETNAME/$ip"
+  check "CRI RemovePodSandbox of it" cri_ rmp "$netpod"
+  check "the host's IPv4 forwarding as it was ($fwd)" \
+    test "$(cat /proc/sys/net/ipv4/ip_forward)" = "$fwd"
+}
+if [ -n "$cni" ]; then
+  echo "# skipped: the pod on a CNI network: no bridge device ($cni)"
+else
+  net_pod
+fi
 
 # Stopped and removed, the images removed: cairn gc frees every layer.
 check "CRI StopContainer" cri_ stop "$ctr" 0

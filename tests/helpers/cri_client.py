@@ -22,6 +22,9 @@ cri_api.proto, compiled by protoc (--python_out) into GEN on first use.
                           POD (whose config POD.json was); prints its id
   start ID | stop ID [TIMEOUT] | rm ID     the container's
   stopp ID | rmp ID                        the pod's
+  inspectp ID             PodSandboxStatus (verbose), as JSON: its status
+                          (state: SANDBOX_..., network.ip) and its info,
+                          each value (JSON of the runtime's) parsed
   inspect ID              ContainerStatus, as JSON (state: CONTAINER_...)
   ps | pods               ListContainers, ListPodSandbox, as JSON
 
@@ -142,6 +145,17 @@ def main():
     elif c == "rmp":
         (pid,) = args(1, "ID")
         rt("RemovePodSandbox", pod_sandbox_id=pid)
+    elif c == "inspectp":
+        (pid,) = args(1, "ID")
+        r = rt("PodSandboxStatus", pod_sandbox_id=pid, verbose=True)
+        out = json_format.MessageToDict(r.status, preserving_proto_field_name=True)
+        info = {}
+        for k, v in r.info.items():
+            try:
+                info[k] = json.loads(v)
+            except ValueError:
+                info[k] = v
+        print(json.dumps({"status": out, "info": info}, indent=1, sort_keys=True))
     elif c == "inspect":
         (cid,) = args(1, "ID")
         show(rt("ContainerStatus", container_id=cid))

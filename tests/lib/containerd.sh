@@ -7,7 +7,9 @@
 #   ctd_need [CMD]   skips the test without what it needs;
 #   ctd_cri SANDBOX_IMAGE HOST...  (before ctd_start) containerd's CRI
 #                    plugin on cairn: its settings for this containerd,
-#                    the registries HOST over plain HTTP; cri_ ARGS runs
+#                    the registries HOST over plain HTTP, Debian's CNI
+#                    plugins, a pod network the conflist a test puts in
+#                    CTD_CNI_CONF; cri_ ARGS runs
 #                    tests/helpers/cri_client.py on its socket;
 #   ctd_start STORE  cairn-snapshotter on STORE, then containerd (sn_pid,
 #                    ctd_pid), each waited for on its socket;
@@ -34,6 +36,7 @@
 
 SN=$CAIRN_BIN/cairn-snapshotter
 C=$T/ctd
+CTD_CNI_CONF=$C/cni/conf
 CID=cairn-$(basename "$0" .sh | tr _ -)-$$
 mkdir -p "$C"
 source "$TESTLIB/containerd-toml.sh"
@@ -65,9 +68,12 @@ ctd_need() {
 # containerd's socket, namespace k8s.io) unpacks into cairn, with the labels
 # a remote snapshotter reads (disable_snapshot_annotations = false), its
 # pods' pause image SANDBOX_IMAGE, each registry HOST (127.0.0.1:PORT)
-# spoken to over plain HTTP, no CNI (the tests' pods use the host's
-# network), its containers' oom_score_adj not below containerd's (runc
-# may not set -998 without CAP_SYS_RESOURCE), its files under $C. Skips
+# spoken to over plain HTTP, its containers' oom_score_adj not below
+# containerd's (runc may not set -998 without CAP_SYS_RESOURCE), its files
+# under $C. Its CNI plugins are Debian's (containernetworking-plugins, in
+# /usr/lib/cni), its CNI network the conflist a test writes into
+# $C/cni/conf (CTD_CNI_CONF) before ctd_start, if any: without one, only
+# a pod on the host's network runs. Skips
 # the test (exit 77) without python3-grpcio, python3-protobuf or protoc
 # (cri_client.py's). CRI_IDS ($C/cri.ids): the pods' and containers' ids,
 # one a line, that a test adds; at exit each one's runc container is
@@ -77,7 +83,7 @@ ctd_cri() {
   /usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||
     { echo "skip: no python3-grpcio or python3-protobuf"; exit 77; }
   command -v protoc >/dev/null || { echo "skip: no protoc (protobuf-compiler)"; exit 77; }
-  mkdir -p "$C/cni/bin" "$C/cni/conf"
+  mkdir -p "$CTD_CNI_CONF"
   cat >>"$C/containerd.toml" <<TOML
   [plugins."io.containerd.grpc.v1.cri"]
     sandbox_image = "$1"
@@ -89,8 +95,8 @@ ctd_cri() {
       snapshotter = "cairn"
       disable_snapshot_annotations = false
     [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "$C/cni/bin"
-      conf_dir = "$C/cni/conf"
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$CTD_CNI_CONF"
 TOML
   for _tl_h in "${@:2}"; do
     cat >>"$C/containerd.toml" <<TOML
