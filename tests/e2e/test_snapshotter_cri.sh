@@ -12,8 +12,10 @@
 # of it whose first line, read from a file fetched on first read, is in
 # its CRI log; `cairn gc` keeps the layers the running container uses,
 # and the background fill its mount started stores every file of them.
-# PullImage of a second eStargz image starts the fill (its last layer's
-# Prepare): every file of its new layer is stored, with no container.
+# PullImage of a second eStargz image, through the CRI's v1alpha2 API
+# (kubelets before 1.26), records its layer lazily and starts the fill
+# (its last layer's Prepare): every file of its new layer is stored, with
+# no container.
 # PullImage of an image `cairn pull` stored fetches none of its layers,
 # a container of it in the pod logs its file, and `cairn rm` of it exits
 # 4 while containerd's snapshots hold it. PullImage from a registry with
@@ -113,6 +115,8 @@ wait_for 20 cri_to "$T/version" --timeout 2 version ||
   fail "the CRI plugin does not answer: $(grep -i 'cri' "$C/containerd.log" | tail -5)"
 check_json "the CRI plugin answers runtime.v1's Version" '.runtime_name == "containerd"' \
   cat "$T/version"
+check_json "and runtime.v1alpha2's, kubelet's before 1.26" \
+  '.runtime_name == "containerd" and .runtime_api_version == "v1alpha2"' cri_ --api v1alpha2 version
 
 # PullImage of the image cairn pulled: its manifest and config, no layer.
 proxy_reset
@@ -215,9 +219,10 @@ check "the background fill stored every file of its layers (pending: $(db "SELEC
   FROM pending WHERE layer_id IN ('$in')"))" \
   test "$(db "SELECT count(*) FROM pending WHERE layer_id IN ('$in')")" = 0
 
-# PullImage of a second eStargz image, no container of it: the Prepare
-# of its last layer (the plugin's cri.image-layers label lists it alone)
-# starts the background fill, which stores every file of its new layer.
+# PullImage of a second eStargz image, no container of it, through the
+# CRI's v1alpha2 API (a kubelet before 1.26): the Prepare of its last
+# layer (the plugin's cri.image-layers label lists it alone) starts the
+# background fill, which stores every file of its new layer.
 mkdir -p "$T/lz2/data"
 head -c 1048576 /dev/urandom >"$T/lz2/data/fresh"
 setup tar -C "$T/lz2" --numeric-owner --owner=0 --group=0 -cf "$T/lz2.tar" .
@@ -225,9 +230,12 @@ setup "$CAIRN_BIN/cairn" --store "$T/src" import -q lz2:1 "$T/l1.tar" "$T/lz2.ta
 setup "$CAIRN_BIN/cairn" --store "$T/src" push -q --insecure --no-progress --format estargz \
   lz2:1 "docker://$REGISTRY/cri/lz2:1" >/dev/null 2>&1
 before=$(db 'SELECT id FROM layers ORDER BY id')
-check "CRI PullImage of a second eStargz image" cri_to "$T/pull.lz2" pull "$PROXY/cri/lz2:1"
+check "CRI v1alpha2 PullImage of a second eStargz image" cri_to "$T/pull.lz2" --api v1alpha2 \
+  pull "$PROXY/cri/lz2:1"
 new2=$(comm -13 <(echo "$before") <(db 'SELECT id FROM layers ORDER BY id'))
 check "its new layer recorded lazily" test "$(echo $new2 | wc -w)" = 1
+check_json "v1alpha2 ImageStatus of it: its id" ".image.id == \"$(cat "$T/pull.lz2")\"" \
+  cri_ --api v1alpha2 inspecti "$PROXY/cri/lz2:1"
 wait_for 30 sh -c "test \"\$(sqlite3 '$CS/meta.db' \"SELECT count(*) FROM pending
   WHERE layer_id = '$new2'\")\" = 0" && wait_for 10 fills_done
 check "no container of it, its files stored by the fill PullImage started (pending: $(db \

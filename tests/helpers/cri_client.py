@@ -29,7 +29,10 @@ cri_api.proto, compiled by protoc (--python_out) into GEN on first use.
   ps | pods               ListContainers, ListPodSandbox, as JSON
 
 A failed call prints `cri_client: METHOD: CODE: DETAILS` and exits 1;
-every call gives up after --timeout seconds (default 60).
+every call gives up after --timeout seconds (default 60). --api v1alpha2
+calls the CRI's older API (runtime.v1alpha2, which kubelets before 1.26
+speak and containerd 1.6 serves beside v1) with the same messages: v1's
+were made a copy of v1alpha2's, the fields used here the same numbers.
 """
 import argparse, json, os, subprocess, sys
 
@@ -54,6 +57,7 @@ def main():
     ap.add_argument("--socket", required=True)
     ap.add_argument("--gen", required=True)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--api", choices=("v1", "v1alpha2"), default="v1")
     ap.add_argument("command")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
@@ -65,7 +69,7 @@ def main():
 
     def call(service, name, request):
         resp = getattr(pb, name + "Response")
-        rpc = channel.unary_unary(f"/runtime.v1.{service}/{name}",
+        rpc = channel.unary_unary(f"/runtime.{a.api}.{service}/{name}",
                                   request_serializer=type(request).SerializeToString,
                                   response_deserializer=resp.FromString)
         try:
@@ -97,7 +101,7 @@ def main():
     c = a.command
     if c == "version":
         args(0, "")
-        show(rt("Version", version="v1"))
+        show(rt("Version", version=a.api))
     elif c == "pull":
         if len(a.args) == 1:
             a.args.append("")
