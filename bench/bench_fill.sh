@@ -33,19 +33,12 @@ trap cleanup EXIT
 mkdir -p "$SRC/bench/results"
 exec > >(tee "$SRC/bench/results/fill.txt")
 
-python3 - "$W" "$FILES" <<'PY'
+PYTHONPATH=$SRC/bench python3 - "$W" "$FILES" <<'PY'
 import os, random, sys
+from mixed_content import Mixed
 w, files = sys.argv[1], int(sys.argv[2])
 rnd = random.Random(41)
-words = [bytes(rnd.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9)))
-         for _ in range(2000)]
-def content(n):
-    if rnd.random() < 0.5:
-        return rnd.randbytes(n)
-    out = bytearray()
-    while len(out) < n:
-        out += b" ".join(rnd.choices(words, k=64)) + b"\n"
-    return bytes(out[:n])
+content = Mixed(rnd)
 for i in range(files):
     d = f"{w}/a/usr/lib/d{i % 16:02d}"
     os.makedirs(d, exist_ok=True)

@@ -50,19 +50,12 @@ trap cleanup EXIT
 mkdir -p "$SRC/bench/results"
 exec > >(tee "$SRC/bench/results/first_read.txt")
 
-nice -n 10 python3 - "$W" "$FILES" "$OTHER" <<'PY'
+PYTHONPATH=$SRC/bench nice -n 10 python3 - "$W" "$FILES" "$OTHER" <<'PY'
 import os, random, sys
+from mixed_content import Mixed
 w, files, other = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rnd = random.Random(35)
-words = [bytes(rnd.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9)))
-         for _ in range(2000)]
-def content(n):
-    if rnd.random() < 0.5:
-        return rnd.randbytes(n)
-    out = bytearray()
-    while len(out) < n:
-        out += b" ".join(rnd.choices(words, k=64)) + b"\n"
-    return bytes(out[:n])
+content = Mixed(rnd)
 names = []
 for kind, count, lo, hi in (("r", files, 1024, 16384), ("o", other, 1024, 262144)):
     for i in range(count):

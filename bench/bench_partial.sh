@@ -39,19 +39,12 @@ trap cleanup EXIT
 mkdir -p "$SRC/bench/results"
 exec > >(tee "$SRC/bench/results/partial.txt")
 
-python3 - "$W" "$FILES" "$SHARE_PCT" <<'PY'
+PYTHONPATH=$SRC/bench python3 - "$W" "$FILES" "$SHARE_PCT" <<'PY'
 import os, random, sys
+from mixed_content import Mixed
 w, files, share = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 rnd = random.Random(33)
-words = [bytes(rnd.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(2, 9)))
-         for _ in range(2000)]
-def content(n):
-    if rnd.random() < 0.5:
-        return rnd.randbytes(n)
-    out = bytearray()
-    while len(out) < n:
-        out += b" ".join(rnd.choices(words, k=64)) + b"\n"
-    return bytes(out[:n])
+content = Mixed(rnd)
 changed = set(rnd.sample(range(files), files - files * share // 100))
 for i in range(files):
     data = content(int(1000 * 256 ** rnd.random()))
