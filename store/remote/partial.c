@@ -809,11 +809,15 @@ static int finish_in_full(pull_source *src, const pull_desc *d, cairn_pinset *ps
  * fetched (*fetched bytes in *requests requests), the whole checked
  * against d's digest, then ingested and kept (ingest_blob). 1 (the reason
  * on st) when the copy is not the blob or could not be completed: the
- * caller fetches it whole, as if there were no copy. */
+ * caller fetches it whole, as if there were no copy; but a full disk or
+ * a fill told to stop (-ENOSPC, -ECANCELED) ends it as they end the
+ * whole blob's fetch. */
 static int finish_from_copy(pull_source *src, const pull_desc *d, cn_blob_copy *copy,
                             cairn_pinset *ps, const char *diff_id, uint64_t *fetched,
                             size_t *requests, cairn_store *st) {
-  if (cn_blob_copy_complete(src, d, copy, fetched, requests, st) < 0) return 1;
+  int r = cn_blob_copy_complete(src, d, copy, fetched, requests, st);
+  if (r == -ENOSPC || r == -ECANCELED) return r;
+  if (r < 0) return 1;
   return ingest_blob(d, ps, copy->fd, diff_id, st);
 }
 
