@@ -6,8 +6,11 @@
  * fetched by multi-range requests (each part exactly a range asked,
  * written where it lies) and the whole checked against the blob's
  * digest. Nothing here trusts the copy: the finish ingests it only once
- * its sha256 is the digest the manifest names. Built on cairn.h alone,
- * like the rest of store/remote/.
+ * its sha256 is the digest the manifest names. The fill's requests and
+ * the holes' share how a range reply is read (cn_range_reply_locate: each
+ * part exactly a range asked for) and written into the copy
+ * (cn_blob_copy_take). Built on cairn.h alone, like the rest of
+ * store/remote/.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -72,15 +75,90 @@ void cn_blob_copy_free(cn_blob_copy *c) {
   c->n_iv = c->cap = 0;
 }
 
+/* The parts of a range reply (fill.c's requests, the holes' below). */
+typedef struct reply_parts {
+  cn_reply_range *r;
+  size_t n;
+  const unsigned char *base; /* the reply, mapped */
+  cairn_store *st;
+} reply_parts;
+
+static int reply_part(uint64_t off, const unsigned char *data, size_t len, void *arg) {
+  reply_parts *p = arg;
+  for (size_t k = 0; k < p->n; k++) {
+    if (p->r[k].lo != off) continue;
+    if (p->r[k].hi - p->r[k].lo != len || p->r[k].got)
+      return cairn_fail(p->st, -EBADMSG, "range reply: a part is not the range asked for");
+    p->r[k].at = (uint64_t)(data - p->base);
+    p->r[k].got = true;
+    return 0;
+  }
+  return cairn_fail(p->st, -EBADMSG, "range reply: a part is not a range asked for");
+}
+
+int cn_range_reply_locate(int fd, uint64_t written, const pull_range_reply *rr,
+                          uint64_t blob_size, cn_reply_range *rg, size_t n, cairn_store *st) {
+  if (written == 0) return cairn_fail(st, -EBADMSG, "range reply: empty");
+  void *m = mmap(NULL, (size_t)written, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return cairn_fail(st, -errno, "range reply: %s", strerror(errno));
+  reply_parts p = {rg, n, m, st};
+  int r = cn_byteranges_parse(rr->content_type, rr->content_range, m, (size_t)written, blob_size, n,
+                              reply_part, &p, st);
+  munmap(m, (size_t)written);
+  for (size_t j = 0; r == 0 && j < n; j++)
+    if (!rg[j].got) r = cairn_fail(st, -EBADMSG, "range reply: a range asked for is missing");
+  return r < 0 ? r : 0;
+}
+
+/* n bytes of in at from copied to out at to. */
+static int copy_bytes(int in, uint64_t from, int out, uint64_t to, uint64_t n) {
+  bool plain = false;
+  char buf[1 << 16];
+  while (n > 0) {
+    ssize_t k;
+    if (!plain) {
+      loff_t a = (loff_t)from, b = (loff_t)to;
+      k = copy_file_range(in, &a, out, &b, n, 0);
+      if (k < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+        plain = true;
+        continue;
+      }
+    } else {
+      k = pread(in, buf, n > sizeof buf ? sizeof buf : (size_t)n, (off_t)from);
+      for (ssize_t done = 0; k > 0 && done < k;) {
+        ssize_t w = pwrite(out, buf + done, (size_t)(k - done), (off_t)(to + (uint64_t)done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -errno;
+        done += w;
+      }
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) return -errno;
+    if (k == 0) return -EIO;
+    from += (uint64_t)k;
+    to += (uint64_t)k;
+    n -= (uint64_t)k;
+  }
+  return 0;
+}
+
+int cn_blob_copy_take(cn_blob_copy *c, int in, const cn_reply_range *rg, size_t n,
+                      pthread_mutex_t *lock) {
+  int r = 0;
+  for (size_t k = 0; k < n && r == 0; k++)
+    r = copy_bytes(in, rg[k].at, c->fd, rg[k].lo, rg[k].hi - rg[k].lo);
+  if (lock) pthread_mutex_lock(lock);
+  for (size_t k = 0; k < n && r == 0; k++) r = cn_blob_copy_add(c, rg[k].lo, rg[k].hi);
+  if (r < 0) c->bad = true;
+  if (lock) pthread_mutex_unlock(lock);
+  return r;
+}
+
 /* The holes of a copy to fetch, cut in pieces one request takes. */
 typedef struct holes {
-  cn_blob_interval *v;
-  bool *got;
+  cn_reply_range *v;
   size_t n, cap;
   uint64_t bytes;
-  int fd;             /* the copy's */
-  size_t first, last; /* the request's pieces, while its reply is read */
-  cairn_store *st;
 } holes;
 
 static int hole_push(uint64_t lo, uint64_t hi, void *arg) {
@@ -89,58 +167,38 @@ static int hole_push(uint64_t lo, uint64_t hi, void *arg) {
     uint64_t n = hi - lo > CN_PARTIAL_REQUEST_MAX ? CN_PARTIAL_REQUEST_MAX : hi - lo;
     if (h->n == h->cap) {
       size_t cap = h->cap ? 2 * h->cap : 16;
-      cn_blob_interval *v = realloc(h->v, cap * sizeof *v);
+      cn_reply_range *v = realloc(h->v, cap * sizeof *v);
       if (!v) return -ENOMEM;
       h->v = v;
       h->cap = cap;
     }
-    h->v[h->n++] = (cn_blob_interval){lo, lo + n};
+    h->v[h->n++] = (cn_reply_range){.lo = lo, .hi = lo + n};
     h->bytes += n;
     lo += n;
   }
   return 0;
 }
 
-/* One part of a reply: written into the copy where it belongs, if it is
- * exactly one of the pieces asked for. */
-static int hole_take(uint64_t off, const unsigned char *data, size_t len, void *arg) {
-  holes *h = arg;
-  for (size_t k = h->first; k < h->last; k++) {
-    if (h->v[k].lo != off) continue;
-    if (h->v[k].hi - h->v[k].lo != len || h->got[k])
-      return cairn_fail(h->st, -EBADMSG, "range reply: a part is not the range asked for");
-    for (size_t done = 0; done < len;) {
-      ssize_t w = pwrite(h->fd, data + done, len - done, (off_t)(off + done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return cairn_fail(h->st, -errno, "the copy: %s", strerror(errno));
-      done += (size_t)w;
-    }
-    h->got[k] = true;
-    return 0;
-  }
-  return cairn_fail(h->st, -EBADMSG, "range reply: a part is not a range asked for");
-}
-
-/* The pieces [h->first, h->last) in one range request, into the copy. */
-static int hole_request(pull_source *src, const pull_desc *d, holes *h, uint64_t *fetched,
-                        size_t *requests, cairn_store *st) {
+/* The pieces rg[0, n) in one range request, into copy. */
+static int hole_request(pull_source *src, const pull_desc *d, cn_blob_copy *copy,
+                        cn_reply_range *rg, size_t n, uint64_t *fetched, size_t *requests,
+                        cairn_store *st) {
   char spec[PULL_RANGE_SPEC_MAX];
   size_t used = 0;
   uint64_t total = 0;
-  for (size_t k = h->first; k < h->last; k++) {
-    int w = snprintf(spec + used, sizeof spec - used, "%s%llu-%llu", k > h->first ? "," : "",
-                     (unsigned long long)h->v[k].lo, (unsigned long long)(h->v[k].hi - 1));
+  for (size_t k = 0; k < n; k++) {
+    int w = snprintf(spec + used, sizeof spec - used, "%s%llu-%llu", k ? "," : "",
+                     (unsigned long long)rg[k].lo, (unsigned long long)(rg[k].hi - 1));
     if (w < 0 || (size_t)w >= sizeof spec - used)
       return cairn_fail(st, -E2BIG, "range request: too many ranges");
     used += (size_t)w;
-    total += h->v[k].hi - h->v[k].lo;
+    total += rg[k].hi - rg[k].lo;
   }
   int tmp = cn_store_tmpfile(st, 0600);
   if (tmp < 0) return tmp;
   blob_sink s;
   pull_range_reply rr = {0};
-  size_t parts = h->last - h->first;
-  int r = cn_blob_sink_init(&s, tmp, total + 4096 + 256 * (uint64_t)parts, NULL);
+  int r = cn_blob_sink_init(&s, tmp, total + 4096 + 256 * (uint64_t)n, NULL);
   if (r == 0) {
     r = src->ops->ranges(src, d, spec, &s, &rr, st);
     *fetched += s.written;
@@ -148,21 +206,12 @@ static int hole_request(pull_source *src, const pull_desc *d, holes *h, uint64_t
     if (r == 0 && rr.status != 206)
       r = cairn_fail(st, -EPROTO, "the registry answered a range request with HTTP %ld",
                      rr.status);
-    if (r == 0 && s.written == 0) r = cairn_fail(st, -EBADMSG, "range reply: empty");
-    void *m = MAP_FAILED;
-    if (r == 0 && (m = mmap(NULL, (size_t)s.written, PROT_READ, MAP_SHARED, tmp, 0)) == MAP_FAILED)
-      r = cairn_fail(st, -errno, "range reply: %s", strerror(errno));
-    if (r == 0) {
-      int k = cn_byteranges_parse(rr.content_type, rr.content_range, m, (size_t)s.written,
-                                  d->size, parts, hole_take, h, st);
-      r = k < 0 ? k : 0;
-    }
-    if (m != MAP_FAILED) munmap(m, (size_t)s.written);
+    if (r == 0) r = cn_range_reply_locate(tmp, s.written, &rr, d->size, rg, n, st);
+    if (r == 0 && (r = cn_blob_copy_take(copy, tmp, rg, n, NULL)) < 0)
+      r = cairn_fail(st, r, "the copy: %s", strerror(-r));
     cn_blob_sink_free(&s);
   }
   close(tmp);
-  for (size_t k = h->first; r == 0 && k < h->last; k++)
-    if (!h->got[k]) r = cairn_fail(st, -EBADMSG, "range reply: a range asked for is missing");
   return r;
 }
 
@@ -171,13 +220,11 @@ static int hole_request(pull_source *src, const pull_desc *d, holes *h, uint64_t
  * allow, one after another. */
 static int fetch_holes(pull_source *src, const pull_desc *d, cn_blob_copy *copy,
                        uint64_t *fetched, size_t *requests, cairn_store *st) {
-  holes h = {.fd = copy->fd, .st = st};
+  holes h = {0};
   int r = cn_blob_copy_holes(copy, hole_push, &h);
   if (r < 0) r = cairn_fail(st, r, "out of memory");
   if (r == 0 && h.n && !src->ops->ranges)
     r = cairn_fail(st, -ENOTSUP, "the source takes no range requests");
-  if (r == 0 && h.n && !(h.got = calloc(h.n, sizeof *h.got)))
-    r = cairn_fail(st, -ENOMEM, "out of memory");
   for (size_t first = 0; r == 0 && first < h.n;) {
     size_t last = first;
     uint64_t bytes = 0, chars = 0;
@@ -190,13 +237,10 @@ static int fetch_holes(pull_source *src, const pull_desc *d, cn_blob_copy *copy,
       chars += 48; /* "A-B," at most: two 20-digit numbers */
       last++;
     }
-    h.first = first;
-    h.last = last;
-    r = hole_request(src, d, &h, fetched, requests, st);
+    r = hole_request(src, d, copy, &h.v[first], last - first, fetched, requests, st);
     first = last;
   }
   free(h.v);
-  free(h.got);
   return r;
 }
 

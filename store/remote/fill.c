@@ -52,7 +52,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -163,98 +162,20 @@ static void item_done(fill_ctx *c, cn_fill_item *it) {
   pthread_mutex_unlock(&c->lock);
 }
 
-/* One reply's parts, each exactly one of the ranges asked for. */
-typedef struct fill_range {
-  uint64_t lo, hi;
-  size_t first, last; /* the batch's items [first, last) it covers (some left out) */
-  uint64_t at;        /* where its bytes start in the reply's file */
-  bool got;
-} fill_range;
-
-typedef struct parts {
-  fill_range *r;
-  size_t n;
-  const unsigned char *base; /* the reply, mapped */
-  cairn_store *st;
-} parts;
-
-static int take_part(uint64_t off, const unsigned char *data, size_t len, void *arg) {
-  parts *p = arg;
-  for (size_t k = 0; k < p->n; k++) {
-    if (p->r[k].lo != off) continue;
-    if (p->r[k].hi - p->r[k].lo != len || p->r[k].got)
-      return cairn_fail(p->st, -EBADMSG, "range reply: a part is not the range asked for");
-    p->r[k].at = (uint64_t)(data - p->base);
-    p->r[k].got = true;
-    return 0;
-  }
-  return cairn_fail(p->st, -EBADMSG, "range reply: a part is not a range asked for");
-}
-
-/* The reply in the file fd (written bytes), mapped to be parsed: a
- * multipart reply's headers are read, the ranges' own bytes are not
- * touched. */
-static int reply_parse(int fd, uint64_t written, const pull_range_reply *rr, uint64_t blob_size,
-                       fill_range *rg, size_t n, cairn_store *st) {
-  if (written == 0) return cairn_fail(st, -EBADMSG, "range reply: empty");
-  void *m = mmap(NULL, (size_t)written, PROT_READ, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) return cairn_fail(st, -errno, "range reply: %s", strerror(errno));
-  parts p = {rg, n, m, st};
-  int r = cn_byteranges_parse(rr->content_type, rr->content_range, m, (size_t)written, blob_size, n,
-                              take_part, &p, st);
-  munmap(m, (size_t)written);
-  for (size_t j = 0; r == 0 && j < n; j++)
-    if (!rg[j].got) r = cairn_fail(st, -EBADMSG, "range reply: a range asked for is missing");
-  return r < 0 ? r : 0;
-}
-
-/* n bytes of in at from copied to out at to. */
-static int copy_bytes(int in, uint64_t from, int out, uint64_t to, uint64_t n) {
-  bool plain = false;
-  char buf[1 << 16];
-  while (n > 0) {
-    ssize_t k;
-    if (!plain) {
-      loff_t a = (loff_t)from, b = (loff_t)to;
-      k = copy_file_range(in, &a, out, &b, n, 0);
-      if (k < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
-        plain = true;
-        continue;
-      }
-    } else {
-      k = pread(in, buf, n > sizeof buf ? sizeof buf : (size_t)n, (off_t)from);
-      for (ssize_t done = 0; k > 0 && done < k;) {
-        ssize_t w = pwrite(out, buf + done, (size_t)(k - done), (off_t)(to + (uint64_t)done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -errno;
-        done += w;
-      }
-    }
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) return -errno;
-    if (k == 0) return -EIO;
-    from += (uint64_t)k;
-    to += (uint64_t)k;
-    n -= (uint64_t)k;
-  }
-  return 0;
-}
+/* The items [first, last) of a batch one range of its request covers
+ * (some left out: locked elsewhere). */
+typedef struct fill_span {
+  size_t first, last;
+} fill_span;
 
 /* A reply's ranges (rg, at their places in the reply's file in) written
  * into the copy of their layer's blob, where they lie in the blob, and
  * recorded in it (an eStargz layer's: cn_blob_copy, its finish fetches
  * only what no request brought). A failure marks the copy bad, and the
  * finish fetches the blob whole, as without one; the fill goes on. */
-static void copy_ranges(fill_ctx *c, size_t layer, int in, const fill_range *rg, size_t n) {
+static void copy_ranges(fill_ctx *c, size_t layer, int in, const cn_reply_range *rg, size_t n) {
   cn_blob_copy *cp = &c->copies[layer];
-  if (cp->fd < 0) return;
-  bool bad = false;
-  for (size_t k = 0; k < n && !bad; k++)
-    bad = copy_bytes(in, rg[k].at, cp->fd, rg[k].lo, rg[k].hi - rg[k].lo) < 0;
-  pthread_mutex_lock(&c->copy_lock);
-  for (size_t k = 0; k < n && !bad; k++) bad = cn_blob_copy_add(cp, rg[k].lo, rg[k].hi) < 0;
-  if (bad) cp->bad = true;
-  pthread_mutex_unlock(&c->copy_lock);
+  if (cp->fd >= 0) cn_blob_copy_take(cp, in, rg, n, &c->copy_lock);
 }
 
 /* Fetches the items of [first, last) this process holds the locks of
@@ -265,8 +186,13 @@ static void copy_ranges(fill_ctx *c, size_t layer, int in, const fill_range *rg,
  * (locks released) for the one-by-one fetch; a file that fails its
  * checks is ITEM_FAILED. */
 static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst) {
-  fill_range *rg = calloc(last - first, sizeof *rg);
-  if (!rg) return cairn_fail(wst, -ENOMEM, "out of memory");
+  cn_reply_range *rg = calloc(last - first, sizeof *rg);
+  fill_span *sp = calloc(last - first, sizeof *sp);
+  if (!rg || !sp) {
+    free(rg);
+    free(sp);
+    return cairn_fail(wst, -ENOMEM, "out of memory");
+  }
   size_t n = 0;
   uint64_t total = 0;
   const cn_fill_item *prev = NULL;
@@ -276,9 +202,10 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
     if (prev && cn_fill_merges(prev, rg[n - 1].lo, it)) {
       total += it->hi - rg[n - 1].hi;
       rg[n - 1].hi = it->hi;
-      rg[n - 1].last = i + 1;
+      sp[n - 1].last = i + 1;
     } else {
-      rg[n++] = (fill_range){.lo = it->lo, .hi = it->hi, .first = i, .last = i + 1};
+      sp[n] = (fill_span){i, i + 1};
+      rg[n++] = (cn_reply_range){.lo = it->lo, .hi = it->hi};
       total += it->hi - it->lo;
     }
     prev = it;
@@ -311,7 +238,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
   free(spec);
   if (r == 0 && rr.status != 206)
     r = cairn_fail(wst, -EPROTO, "the registry answered a range request with HTTP %ld", rr.status);
-  if (r == 0) r = reply_parse(in, s.written, &rr, l->d.size, rg, n, wst);
+  if (r == 0) r = cn_range_reply_locate(in, s.written, &rr, l->d.size, rg, n, wst);
   if (r < 0) { /* the files are fetched one by one later */
     for (size_t i = first; i < last; i++) {
       cn_fill_item *it = &c->items[i];
@@ -327,7 +254,7 @@ static int fetch_batch(fill_ctx *c, size_t first, size_t last, cairn_store *wst)
   cn_lazy_group *g = malloc(sizeof *g);
   int gr = g ? cn_lazy_group_begin(wst, g) : cairn_fail(wst, -ENOMEM, "out of memory");
   for (size_t k = 0; k < n; k++) {
-    for (size_t i = rg[k].first; i < rg[k].last; i++) {
+    for (size_t i = sp[k].first; i < sp[k].last; i++) {
       cn_fill_item *it = &c->items[i];
       if (it->lock < 0) continue;
       const cn_toc_entry *e = &l->lt.toc.entries[it->entry];
@@ -365,6 +292,7 @@ out_sink:
   if (in >= 0) close(in);
 out:
   free(rg);
+  free(sp);
   return r;
 }
 

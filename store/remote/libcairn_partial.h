@@ -22,6 +22,7 @@
 #ifndef LIBCAIRN_PARTIAL_H
 #define LIBCAIRN_PARTIAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -165,5 +166,26 @@ int cn_blob_copy_complete(pull_source *src, const pull_desc *d, cn_blob_copy *c,
                           uint64_t *fetched, size_t *requests, cairn_store *st);
 /* Closes c's file and frees its intervals (c->fd -1). */
 void cn_blob_copy_free(cn_blob_copy *c);
+
+/* One range a range request asked for, [lo, hi) of the blob, and where
+ * its bytes start in the reply's file (at), once found there (got). */
+typedef struct cn_reply_range {
+  uint64_t lo, hi;
+  uint64_t at;
+  bool got;
+} cn_reply_range;
+/* The range reply in the file fd (written bytes, rr its headers) to
+ * ranges rg[0, n) of a blob of blob_size bytes, mapped to be parsed: each
+ * part must be exactly one range asked for, and every range must come;
+ * rg[k].at set. A multipart reply's headers are read, the ranges' own
+ * bytes are not touched. 0, or a negative errno (the reason on st). */
+int cn_range_reply_locate(int fd, uint64_t written, const pull_range_reply *rr,
+                          uint64_t blob_size, cn_reply_range *rg, size_t n, cairn_store *st);
+/* The bytes of ranges rg[0, n) (located in the reply's file in) written
+ * into c where they lie in the blob, and recorded in it (under lock, if
+ * given). A failure marks c bad (nothing to use: the blob is then fetched
+ * whole) and is returned, a negative errno. */
+int cn_blob_copy_take(cn_blob_copy *c, int in, const cn_reply_range *rg, size_t n,
+                      pthread_mutex_t *lock);
 
 #endif
